@@ -1,0 +1,3 @@
+/* trainsim: the program. Subcommands dispatch to sim/cmd_*.c. */
+#include "ts_util.h"
+int main(void) { return 0; }

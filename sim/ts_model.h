@@ -1,0 +1,93 @@
+/* ts_model: a network as an ordered list of layers, with per-layer parameters, FLOPs, memory
+ * traffic and activation sizes derived from shapes (explicit lists or generated from
+ * hyperparameters). */
+#ifndef TS_MODEL_H
+#define TS_MODEL_H
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  TS_LAYER_DENSE,     /* fully connected: in -> out features, applied to `tokens` vectors */
+  TS_LAYER_CONV2D,    /* 2D convolution, groups = 1 */
+  TS_LAYER_ATTENTION, /* self-attention sublayer: QKV projection, scores, softmax, context, output projection */
+  TS_LAYER_EMBEDDING, /* token (+ optional learned position) embedding lookup */
+  TS_LAYER_NORM,      /* layer norm / batch norm: 2 parameters per feature */
+  TS_LAYER_POOL,      /* max / average pooling, no parameters */
+} ts_layer_kind;
+
+/**
+ * How tensor (model) parallelism splits the layer, after Megatron-LM (Shoeybi et al. 2019,
+ * section 3) for transformers and output-channel splitting for other layers.
+ */
+typedef enum {
+  TS_TP_REPLICATED, /* every member computes the whole layer (norms, pooling) */
+  TS_TP_COLUMN,     /* weights split by output feature/channel: input replicated, output split */
+  TS_TP_ROW,        /* weights split by input feature: input split, output partial sums */
+  TS_TP_HEADS,      /* attention split by heads: column QKV + row output projection */
+  TS_TP_VOCAB,      /* embedding or logits split by vocabulary rows */
+} ts_tp_mode;
+
+/** One layer. Shapes as given; derived costs are per sample (one sequence or one image). */
+typedef struct {
+  char *name;
+  ts_layer_kind kind;
+  ts_tp_mode tp;
+  /* Shape. Unused fields are 0. */
+  gint64 in_features, out_features;   /* dense; conv: channels; norm: features; attention/embedding: hidden */
+  gint64 tokens;                      /* vectors per sample the layer is applied to (sequence length; 1 for an MLP) */
+  gint64 kernel_h, kernel_w, stride, padding; /* conv2d, pool */
+  gint64 in_h, in_w, out_h, out_w;    /* conv2d, pool, norm over a feature map */
+  gint64 heads;                       /* attention */
+  gint64 vocab;                       /* embedding, tied logits */
+  gboolean bias;
+  gboolean tied;                      /* dense logits layer sharing the embedding's weights: 0 parameters */
+  /* Derived, per sample. */
+  double params;                      /* trainable parameters (whole layer, unsplit) */
+  double fwd_flops;                   /* forward FLOPs (multiply-add = 2) */
+  double bwd_input_flops;             /* backward FLOPs for the input gradient */
+  double bwd_weight_flops;            /* backward FLOPs for the weight gradient */
+  double fwd_mem_bytes;               /* device memory traffic of the forward pass (roofline) */
+  double bwd_mem_bytes;               /* device memory traffic of the backward pass */
+  double in_act_elems;                /* input activation elements */
+  double out_act_elems;               /* output activation elements */
+  double saved_act_bytes;             /* activation bytes kept for the backward pass */
+} ts_layer;
+
+/** A model. Owns its layers. */
+typedef struct {
+  char *name;
+  char *path;
+  char *kind;             /* "layers", "transformer", "resnet" */
+  double dtype_bytes;     /* bytes per element of weights / activations in compute (2 for bf16) */
+  int nlayers;
+  ts_layer *layers;
+  /* Transformer hyperparameters (0 for other kinds), kept for published-formula checks. */
+  gint64 t_layers, t_hidden, t_heads, t_seq, t_vocab, t_ffn;
+  double published_params; /* [model] published_params, 0 when not given */
+  gint64 sample_elems;     /* input elements per sample (tokens or pixels), for data loading */
+} ts_model;
+
+/** Reads a model file; errors name the file and the [group] key. */
+ts_model *ts_model_load(const char *path, GError **error);
+
+void ts_model_free(ts_model *m);
+
+/** Total trainable parameters. */
+double ts_model_params(const ts_model *m);
+
+/** Forward + backward FLOPs per sample (no recomputation). */
+double ts_model_train_flops_per_sample(const ts_model *m);
+
+/** Layer kind name ("dense", "conv2d", ...). */
+const char *ts_layer_kind_name(ts_layer_kind k);
+
+/** Tensor-parallel mode name ("column", "row", ...). */
+const char *ts_tp_mode_name(ts_tp_mode t);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_model, ts_model_free)
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,106 @@
+/* ts_replay: the discrete-event replay engine. It walks every simulated rank's program,
+ * resolves dependencies and stream order, matches collectives and send/recv pairs across
+ * ranks, and asks a backend what each activity costs. It knows nothing about any topology. */
+#ifndef TS_REPLAY_H
+#define TS_REPLAY_H
+
+#include "ts_trace.h"
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct ts_replay ts_replay;
+typedef struct ts_backend ts_backend;
+
+/** One activity handed to a backend. Chips are trace ranks. */
+typedef struct {
+  guint64 token;        /* pass back to ts_replay_complete */
+  ts_op_kind kind;      /* COMPUTE, COLL or SEND (a matched send/recv pair) */
+  const ts_op *op;      /* the op (for COLL, the first member's) */
+  int chip;             /* COMPUTE: the chip; COLL: base chip (member 0); SEND: source */
+  int peer;             /* SEND: destination chip */
+  const ts_group *group;/* COLL */
+  int nmembers_simulated; /* COLL: members present in this replay (1 in collapsed mode) */
+  const char *label;
+} ts_activity;
+
+/**
+ * A backend. start() is called by the engine when an activity may begin at `now`; the
+ * backend later calls ts_replay_complete() with its end time. run() drives time until no
+ * activity is outstanding.
+ */
+struct ts_backend {
+  const char *name;
+  void *ctx;
+  gboolean (*start)(ts_backend *b, ts_replay *r, const ts_activity *a, double now, GError **error);
+  gboolean (*run)(ts_backend *b, ts_replay *r, GError **error);
+  void (*free)(ts_backend *b);
+};
+
+typedef enum {
+  TS_REPLAY_COLLAPSED, /* one rank per class of identical ranks (all symmetric-axis coords 0) */
+  TS_REPLAY_FULL,      /* every rank (contention-aware backends need this) */
+} ts_replay_mode;
+
+/** Per-rank results. */
+typedef struct {
+  int rank;
+  double end_s;             /* when the rank's last op completed */
+  double compute_s;         /* union of compute intervals */
+  double comm_s;            /* union of communication intervals */
+  double exposed_comm_s;    /* communication while no compute ran */
+  double idle_s;            /* end - compute - exposed communication */
+  double cat_s[TS_NCATS];   /* summed op durations per category */
+  double exposed_cat_s[TS_NCATS]; /* exposed communication attributed per category */
+} ts_rank_result;
+
+typedef struct {
+  double step_time_s;       /* max over ranks of end_s */
+  int critical_rank;        /* the (lowest) rank whose end is the step time */
+  ts_rank_result critical;  /* its breakdown */
+  gint64 events;            /* activities completed (for events/s in bench) */
+  int nsimulated;           /* ranks simulated */
+} ts_replay_result;
+
+/** One op's replayed interval, kept when timelines are requested. */
+typedef struct {
+  int rank, program, op;
+  double start_s, end_s;
+} ts_span;
+
+/** A replay of `tr` in `mode` (trace and backend borrowed). */
+ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode);
+void ts_replay_free(ts_replay *r);
+
+/** Keeps every op's interval (for timelines); off by default. */
+void ts_replay_keep_spans(ts_replay *r, gboolean keep);
+
+/**
+ * Runs the replay to the end. A replay where some rank cannot finish (a collective or send
+ * whose partner never arrives) fails with TS_ERROR_BACKEND naming the rank and the op.
+ */
+gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error);
+
+/** Backend callback: the activity with this token ended at time end_s. */
+gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error);
+
+/** Spans kept (ts_span), ordered by rank, then start. Borrowed. */
+const GArray *ts_replay_spans(const ts_replay *r);
+
+/** The trace replayed (borrowed). */
+const ts_trace *ts_replay_trace(const ts_replay *r);
+
+/** The analytic backend: roofline compute, alpha-beta collectives (borrowed topology). */
+ts_backend *ts_backend_analytic_new(const ts_topo *t);
+
+/** The simgrid backend (contention-aware); cfg: extra SimGrid --cfg strings, may be NULL. */
+ts_backend *ts_backend_simgrid_new(const ts_topo *t, const char *const *cfg, GError **error);
+
+void ts_backend_free(ts_backend *b);
+
+/** Roofline time of a compute op on the topology's chip. */
+double ts_compute_time(const ts_topo *t, double flops, double mem_bytes);
+
+G_END_DECLS
+
+#endif

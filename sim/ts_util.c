@@ -1,0 +1,286 @@
+/* ts_util: errors, checked number parsing, locale-free formatting and atomic file output. */
+#include "ts_util.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+G_DEFINE_QUARK(trainsim-error-quark, ts_error)
+
+gboolean ts_parse_double(const char *text, double *out)
+{
+  if (text == NULL)
+    return FALSE;
+  while (g_ascii_isspace(*text))
+    text++;
+  if (*text == '\0')
+    return FALSE;
+  char *end = NULL;
+  errno = 0;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || errno == ERANGE)
+    return FALSE;
+  while (g_ascii_isspace(*end))
+    end++;
+  if (*end != '\0' || !isfinite(v))
+    return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+gboolean ts_parse_int(const char *text, gint64 lo, gint64 hi, gint64 *out)
+{
+  double v;
+  /* Accept "1e3" and "1024" alike, but only whole values. */
+  if (!ts_parse_double(text, &v) || v != floor(v) || v < (double)lo || v > (double)hi)
+    return FALSE;
+  *out = (gint64)v;
+  return TRUE;
+}
+
+gboolean ts_parse_size(const char *text, double *out)
+{
+  if (text == NULL)
+    return FALSE;
+  char *end = NULL;
+  errno = 0;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || errno == ERANGE || !isfinite(v))
+    return FALSE;
+  double mult = 1.0;
+  static const struct {
+    const char *suffix;
+    double mult;
+  } units[] = {{"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
+               {"k", 1e3},     {"K", 1e3},        {"M", 1e6},          {"G", 1e9},
+               {"T", 1e12}};
+  for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
+    size_t n = strlen(units[i].suffix);
+    if (strncmp(end, units[i].suffix, n) == 0) {
+      mult = units[i].mult;
+      end += n;
+      break;
+    }
+  }
+  if (*end == 'B')
+    end++;
+  if (*end != '\0')
+    return FALSE;
+  v *= mult;
+  if (!(v > 0.0) || !isfinite(v))
+    return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+GKeyFile *ts_kf_load(const char *path, GError **error)
+{
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  g_autoptr(GError) local = NULL;
+  if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &local)) {
+    if (local->domain == G_FILE_ERROR)
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
+                  g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
+    else
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s (expected an INI file of [group] and key = value lines)",
+                  path, local->message);
+    return NULL;
+  }
+  return g_steal_pointer(&kf);
+}
+
+static char *kf_raw(GKeyFile *kf, const char *group, const char *key)
+{
+  /* GKeyFile keeps trailing comments as part of the value ("123  # dense bf16"); strip a
+   * "#" comment and surrounding blanks so files can annotate values with their sources. */
+  char *v = g_key_file_get_value(kf, group, key, NULL);
+  if (v == NULL)
+    return NULL;
+  char *hash = strchr(v, '#');
+  if (hash != NULL)
+    *hash = '\0';
+  g_strstrip(v);
+  return v;
+}
+
+gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const char *key,
+                      gboolean has_default, double def, double lo, double hi, const char *what,
+                      double *out, GError **error)
+{
+  g_autofree char *v = kf_raw(kf, group, key);
+  if (v == NULL) {
+    if (has_default) {
+      *out = def;
+      return TRUE;
+    }
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
+                key, what);
+    return FALSE;
+  }
+  double d;
+  if (!ts_parse_double(v, &d) || d < lo || d > hi) {
+    g_autofree char *los = ts_dtostr(lo);
+    g_autofree char *his = ts_dtostr(hi);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s in [%s, %s]", path,
+                group, key, v, what, los, his);
+    return FALSE;
+  }
+  *out = d;
+  return TRUE;
+}
+
+gboolean ts_kf_int(GKeyFile *kf, const char *path, const char *group, const char *key,
+                   gboolean has_default, gint64 def, gint64 lo, gint64 hi, const char *what,
+                   gint64 *out, GError **error)
+{
+  g_autofree char *v = kf_raw(kf, group, key);
+  if (v == NULL) {
+    if (has_default) {
+      *out = def;
+      return TRUE;
+    }
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
+                key, what);
+    return FALSE;
+  }
+  if (!ts_parse_int(v, lo, hi, out)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] %s='%s': expected %s, a whole number in [%" G_GINT64_FORMAT
+                ", %" G_GINT64_FORMAT "]",
+                path, group, key, v, what, lo, hi);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean ts_kf_string(GKeyFile *kf, const char *path, const char *group, const char *key,
+                      const char *def, char **out, GError **error)
+{
+  (void)path;
+  (void)error;
+  char *v = kf_raw(kf, group, key);
+  if (v == NULL) {
+    *out = g_strdup(def);
+    return TRUE;
+  }
+  *out = v;
+  return TRUE;
+}
+
+gboolean ts_kf_check_keys(GKeyFile *kf, const char *path, const char *group,
+                          const char *const *allowed, GError **error)
+{
+  gsize n = 0;
+  g_auto(GStrv) keys = g_key_file_get_keys(kf, group, &n, NULL);
+  for (gsize i = 0; i < n; i++) {
+    gboolean ok = FALSE;
+    for (const char *const *a = allowed; *a != NULL; a++)
+      if (strcmp(keys[i], *a) == 0)
+        ok = TRUE;
+    if (!ok) {
+      g_autofree char *list = g_strjoinv(", ", (char **)allowed);
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: unknown key; expected one of: %s",
+                  path, group, keys[i], list);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+char *ts_dtostr(double v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  return g_strdup(g_ascii_formatd(buf, sizeof buf, "%.17g", v));
+}
+
+void ts_append_g(GString *s, int digits, double v)
+{
+  char fmt[16], buf[G_ASCII_DTOSTR_BUF_SIZE];
+  g_snprintf(fmt, sizeof fmt, "%%.%dg", digits);
+  g_string_append(s, g_ascii_formatd(buf, sizeof buf, fmt, v));
+}
+
+const char *ts_fmt_time(char *buf, size_t n, double s)
+{
+  char num[G_ASCII_DTOSTR_BUF_SIZE];
+  const char *unit;
+  double v;
+  if (s >= 100.0) {
+    v = s;
+    unit = "s";
+  } else if (s >= 1.0) {
+    v = s;
+    unit = "s";
+  } else if (s >= 1e-3) {
+    v = s * 1e3;
+    unit = "ms";
+  } else {
+    v = s * 1e6;
+    unit = "us";
+  }
+  const char *fmt = v >= 100.0 ? "%.0f" : v >= 10.0 ? "%.1f" : "%.2f";
+  g_snprintf(buf, n, "%s %s", g_ascii_formatd(num, sizeof num, fmt, v), unit);
+  return buf;
+}
+
+const char *ts_fmt_bytes(char *buf, size_t n, double b)
+{
+  char num[G_ASCII_DTOSTR_BUF_SIZE];
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 5) {
+    b /= 1024.0;
+    u++;
+  }
+  const char *fmt = u == 0 ? "%.0f" : b >= 100.0 ? "%.0f" : b >= 10.0 ? "%.1f" : "%.2f";
+  g_snprintf(buf, n, "%s %s", g_ascii_formatd(num, sizeof num, fmt, b), units[u]);
+  return buf;
+}
+
+gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len, GError **error)
+{
+  if (strcmp(path, "-") == 0) {
+    if (fwrite(contents, 1, len, stdout) != len || fflush(stdout) != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "<stdout>: write failed: %s", g_strerror(errno));
+      return FALSE;
+    }
+    return TRUE;
+  }
+  /* g_file_set_contents writes a temporary file in the same folder and renames it. */
+  g_autoptr(GError) local = NULL;
+  if (!g_file_set_contents(path, contents, (gssize)len, &local)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot write: %s", path, local->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
+{
+  if (name == NULL || *name == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "empty %s name; expected a file or a name in %s/",
+                dir, dir);
+    return NULL;
+  }
+  if (g_file_test(name, G_FILE_TEST_IS_REGULAR))
+    return g_strdup(name);
+  if (strchr(name, '/') == NULL) {
+    const char *roots[] = {g_getenv("TRAINSIM_DATA_DIR"), TS_SOURCE_DIR};
+    for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
+      if (roots[i] == NULL)
+        continue;
+      g_autofree char *file = g_str_has_suffix(name, ".ini") ? g_strdup(name)
+                                                            : g_strconcat(name, ".ini", NULL);
+      char *p = g_build_filename(roots[i], dir, file, NULL);
+      if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
+        return p;
+      g_free(p);
+    }
+  }
+  g_set_error(error, TS_ERROR, TS_ERROR_IO,
+              "%s: no such file, and no %s/%s.ini shipped; expected a file path or a shipped name "
+              "(see `ls %s/%s`)",
+              name, dir, name, TS_SOURCE_DIR, dir);
+  return NULL;
+}

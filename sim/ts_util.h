@@ -1,0 +1,93 @@
+/* ts_util: errors, checked number parsing, locale-free formatting and atomic file output. */
+#ifndef TS_UTIL_H
+#define TS_UTIL_H
+
+#include <glib.h>
+#include <stdio.h>
+
+G_BEGIN_DECLS
+
+/** Error domain of every trainsim input error; every code maps to exit status 2. */
+#define TS_ERROR (ts_error_quark())
+GQuark ts_error_quark(void);
+
+typedef enum {
+  TS_ERROR_INPUT,    /* a file, option or value the user gave is wrong */
+  TS_ERROR_IO,       /* a file could not be read or written */
+  TS_ERROR_INVALID,  /* inputs are each valid but do not fit together (split vs array) */
+  TS_ERROR_BACKEND,  /* the backend could not run the trace (deadlock, engine refusal) */
+} ts_error_code;
+
+/** Exit status of the program for bad input of any kind. */
+#define TS_EXIT_INPUT 2
+
+/** Largest count trainsim accepts for sizes, degrees and layer dimensions (2^40). */
+#define TS_MAX_COUNT 1099511627776.0
+
+/**
+ * Reads a finite number from GKeyFile [group] key. Missing key: *out = def and TRUE when
+ * has_default, else an error. Rejects trailing junk, NaN, inf, and values outside [lo, hi].
+ * what: the expected thing in words, e.g. "a bandwidth in GB/s". path names the file.
+ */
+gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const char *key,
+                      gboolean has_default, double def, double lo, double hi, const char *what,
+                      double *out, GError **error);
+
+/** As ts_kf_double for whole numbers in [lo, hi]. */
+gboolean ts_kf_int(GKeyFile *kf, const char *path, const char *group, const char *key,
+                   gboolean has_default, gint64 def, gint64 lo, gint64 hi, const char *what,
+                   gint64 *out, GError **error);
+
+/** String value of [group] key, or a copy of def (may be NULL) when absent. Caller frees. */
+gboolean ts_kf_string(GKeyFile *kf, const char *path, const char *group, const char *key,
+                      const char *def, char **out, GError **error);
+
+/**
+ * Rejects any key of [group] not listed in allowed (NULL-terminated), naming the file, the
+ * group and the key, and the allowed keys, so a typo never passes silently.
+ */
+gboolean ts_kf_check_keys(GKeyFile *kf, const char *path, const char *group,
+                          const char *const *allowed, GError **error);
+
+/** Loads a key file, error messages prefixed with the path. */
+GKeyFile *ts_kf_load(const char *path, GError **error);
+
+/**
+ * Parses a number with an optional SI / binary suffix (k, M, G, T, Ki, Mi, Gi, Ti, and an
+ * optional trailing "B"): "1e9", "64M", "1GiB". Whole string must be consumed; finite, > 0.
+ */
+gboolean ts_parse_size(const char *text, double *out);
+
+/** Parses a plain finite number (locale-independent); whole string must be consumed. */
+gboolean ts_parse_double(const char *text, double *out);
+
+/** Parses a whole number in [lo, hi]; whole string must be consumed. */
+gboolean ts_parse_int(const char *text, gint64 lo, gint64 hi, gint64 *out);
+
+/** Formats a double so it reads back exactly (locale-independent, "%.17g"). Caller frees. */
+char *ts_dtostr(double v);
+
+/** Appends a double in %.*g, locale independent, to s. */
+void ts_append_g(GString *s, int digits, double v);
+
+/** Human-readable duration "412 ms", "1.19 s", "35.2 us" into buf (size >= 32). */
+const char *ts_fmt_time(char *buf, size_t n, double seconds);
+
+/** Human-readable byte count "21.3 GiB" into buf (size >= 32). */
+const char *ts_fmt_bytes(char *buf, size_t n, double bytes);
+
+/**
+ * Writes contents to path atomically: a temporary file beside it, then rename, so a failed
+ * run never leaves a half-written output file. path "-" writes to stdout.
+ */
+gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len, GError **error);
+
+/**
+ * Resolves a model or topology name: an existing path is used as is, else
+ * "<source>/<dir>/<name>.ini". Caller frees. Returns NULL with an error naming what was tried.
+ */
+char *ts_resolve_data_file(const char *name, const char *dir, GError **error);
+
+G_END_DECLS
+
+#endif
