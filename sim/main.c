@@ -1,3 +1,56 @@
-/* trainsim: the program. Subcommands dispatch to sim/cmd_*.c. */
+/* trainsim: the program. Dispatches to the subcommands declared in ts_cmd.h. */
+#include "ts_cmd.h"
 #include "ts_util.h"
-int main(void) { return 0; }
+
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+static const ts_cmd commands[] = {
+    {"run", ts_cmd_run, "predict step time, breakdown and memory of one or more splits"},
+    {"collective", ts_cmd_collective, "predict the time of one collective over a size range"},
+    {"trace", ts_cmd_trace, "write the trace (per-rank op programs) of a model and split"},
+    {"replay", ts_cmd_replay, "replay a trace file on a topology"},
+    {"platform", ts_cmd_platform, "write the SimGrid platform XML of a topology"},
+    {"validate", ts_cmd_validate, "execute splits on real numeric kernels and compare gradients"},
+    {"calibrate", ts_cmd_calibrate, "time real kernels on this host and fit a chip profile"},
+};
+
+static void usage(FILE *f)
+{
+  fprintf(f, "Usage: trainsim COMMAND [OPTION...]\n\n"
+             "Discrete-event simulator of distributed deep-learning training.\n\nCommands:\n");
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+    fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\n`trainsim COMMAND --help` shows a command's options (with units).\n"
+             "`trainsim --version` prints the version.\n");
+}
+
+int main(int argc, char **argv)
+{
+  /* Numbers are parsed and printed with g_ascii_* functions, so the locale cannot change
+   * them; set it only for messages. */
+  setlocale(LC_ALL, "");
+  setlocale(LC_NUMERIC, "C");
+  if (argc < 2) {
+    usage(stderr);
+    return TS_EXIT_INPUT;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("trainsim %s\n", TS_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "trainsim: unknown command '%s'; expected one of:", argv[1]);
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+    fprintf(stderr, " %s", commands[i].name);
+  fprintf(stderr, "\n");
+  return TS_EXIT_INPUT;
+}

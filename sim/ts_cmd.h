@@ -1,0 +1,39 @@
+/* ts_cmd: the subcommands of the trainsim program. Each returns the process exit status:
+ * 0 success, 1 a check failed (validate, check), 2 bad input (one line on stderr). */
+#ifndef TS_CMD_H
+#define TS_CMD_H
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef int (*ts_cmd_fn)(int argc, char **argv);
+
+typedef struct {
+  const char *name;
+  ts_cmd_fn fn;
+  const char *summary;
+} ts_cmd;
+
+int ts_cmd_run(int argc, char **argv);
+int ts_cmd_collective(int argc, char **argv);
+int ts_cmd_trace(int argc, char **argv);
+int ts_cmd_replay(int argc, char **argv);
+int ts_cmd_platform(int argc, char **argv);
+int ts_cmd_validate(int argc, char **argv);
+int ts_cmd_calibrate(int argc, char **argv);
+
+/** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
+int ts_cmd_fail(const char *cmd, const GError *error);
+
+/**
+ * Parses argv with a GOption context built from entries; on error prints one line and
+ * returns FALSE (the caller exits 2). summary and description go to --help.
+ */
+gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
+                      const char *description, const GOptionEntry *entries, int *argc,
+                      char ***argv, GError **error);
+
+G_END_DECLS
+
+#endif
