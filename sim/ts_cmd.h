@@ -34,6 +34,9 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
                       const char *description, const GOptionEntry *entries, int *argc,
                       char ***argv, GError **error);
 
+/** Creates an output folder (with parents) and checks it is writable, before any work. */
+gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
+
 G_END_DECLS
 
 #endif
