@@ -66,33 +66,78 @@ typedef struct {
 
 /* Expected values restate the sources cited in each file (see docs/topologies.md). */
 static const shipped SHIPPED[] = {
-    {"tpu-v2-8", 4, 2,
+    {"tpu-v2-8",
+     4,
+     2,
      {{"x", 2, TS_SHAPE_MESH, 62e9, 1e-6}, {"y", 2, TS_SHAPE_MESH, 62e9, 1e-6}},
-     45e12, 16 * GIB, 700e9, 0},
-    {"tpu-v2-pod", 256, 2,
+     45e12,
+     16 * GIB,
+     700e9,
+     0},
+    {"tpu-v2-pod",
+     256,
+     2,
      {{"x", 16, TS_SHAPE_RING, 62e9, 1e-6}, {"y", 16, TS_SHAPE_RING, 62e9, 1e-6}},
-     45e12, 16 * GIB, 700e9, 0},
-    {"tpu-v3-pod", 1024, 2,
+     45e12,
+     16 * GIB,
+     700e9,
+     0},
+    {"tpu-v3-pod",
+     1024,
+     2,
      {{"x", 32, TS_SHAPE_RING, 82e9, 1e-6}, {"y", 32, TS_SHAPE_RING, 82e9, 1e-6}},
-     123e12, 32 * GIB, 900e9, 0},
-    {"tpu-v3-8x8", 64, 2,
+     123e12,
+     32 * GIB,
+     900e9,
+     0},
+    {"tpu-v3-8x8",
+     64,
+     2,
      {{"x", 8, TS_SHAPE_RING, 82e9, 1e-6}, {"y", 8, TS_SHAPE_RING, 82e9, 1e-6}},
-     123e12, 32 * GIB, 900e9, 0},
-    {"dgx-a100-4node", 32, 2,
+     123e12,
+     32 * GIB,
+     900e9,
+     0},
+    {"dgx-a100-4node",
+     32,
+     2,
      {{"node", 8, TS_SHAPE_SWITCH, 300e9, 0.7e-6}, {"net", 4, TS_SHAPE_SWITCH, 25e9, 3e-6}},
-     312e12, 80 * GIB, 2039e9, 25e9},
-    {"dgx-a100-32node", 256, 2,
+     312e12,
+     80 * GIB,
+     2039e9,
+     25e9},
+    {"dgx-a100-32node",
+     256,
+     2,
      {{"node", 8, TS_SHAPE_SWITCH, 300e9, 0.7e-6}, {"net", 32, TS_SHAPE_SWITCH, 25e9, 3e-6}},
-     312e12, 80 * GIB, 2039e9, 25e9},
-    {"dgx-h100-4node", 32, 2,
+     312e12,
+     80 * GIB,
+     2039e9,
+     25e9},
+    {"dgx-h100-4node",
+     32,
+     2,
      {{"node", 8, TS_SHAPE_SWITCH, 450e9, 0.7e-6}, {"net", 4, TS_SHAPE_SWITCH, 50e9, 3e-6}},
-     989e12, 80 * GIB, 3350e9, 50e9},
-    {"dgx-h100-32node", 256, 2,
+     989e12,
+     80 * GIB,
+     3350e9,
+     50e9},
+    {"dgx-h100-32node",
+     256,
+     2,
      {{"node", 8, TS_SHAPE_SWITCH, 450e9, 0.7e-6}, {"net", 32, TS_SHAPE_SWITCH, 50e9, 3e-6}},
-     989e12, 80 * GIB, 3350e9, 50e9},
-    {"asym-16x16", 256, 2,
+     989e12,
+     80 * GIB,
+     3350e9,
+     50e9},
+    {"asym-16x16",
+     256,
+     2,
      {{"x", 16, TS_SHAPE_RING, 100e9, 1e-6}, {"y", 16, TS_SHAPE_RING, 25e9, 1e-6}},
-     123e12, 32 * GIB, 900e9, 0},
+     123e12,
+     32 * GIB,
+     900e9,
+     0},
 };
 
 static void check_shipped(const shipped *e)
@@ -205,8 +250,8 @@ Test(topo, describe_dim_index_and_shape_names)
 #define CHIP_OK                                                                                    \
   "[chip]\nname = Test chip\npeak_tflops = 100\nmemory_GiB = 16\nmemory_bandwidth_GBps = 1000\n"
 #define DIM(n, size, shape, bw, lat)                                                               \
-  "[dim." n "]\nsize = " size "\nshape = " shape "\nlink_bandwidth_GBps = " bw "\nlatency_us = " lat \
-  "\n"
+  "[dim." n "]\nsize = " size "\nshape = " shape "\nlink_bandwidth_GBps = " bw                     \
+  "\nlatency_us = " lat "\n"
 #define DIM_OK(n) DIM(n, "4", "ring", "100", "1")
 
 static ts_topo *from_text(const char *text, const char *path)
@@ -246,10 +291,10 @@ static void check_round_trip(const ts_topo *t)
 
 Test(topo, coords_chip_stride_round_trip_3d)
 {
-  g_autoptr(ts_topo) t = from_text(CHIP_OK DIM("a", "3", "ring", "100", "1")
-                                       DIM("b", "4", "mesh", "50", "2")
-                                           DIM("c", "5", "switch", "25", "3"),
-                                   "mem/array-3d.ini");
+  g_autoptr(ts_topo) t =
+      from_text(CHIP_OK DIM("a", "3", "ring", "100", "1") DIM("b", "4", "mesh", "50", "2")
+                    DIM("c", "5", "switch", "25", "3"),
+                "mem/array-3d.ini");
   cr_assert_eq(t->nchips, 60);
   int s1 = ts_topo_stride(t, 1), s2 = ts_topo_stride(t, 2);
   cr_assert(s1 == 3 && s2 == 12, "strides %d %d, expected 3 12", s1, s2);
@@ -262,10 +307,10 @@ Test(topo, coords_chip_stride_round_trip_3d)
 
 Test(topo, coords_round_trip_4d_and_shipped)
 {
-  g_autoptr(ts_topo) t = from_text(CHIP_OK DIM("a", "2", "ring", "1", "0") DIM(
-                                       "b", "3", "mesh", "1", "0") DIM("c", "1", "ring", "1", "0")
-                                       DIM("d", "5", "switch", "1", "0"),
-                                   "mem/array-4d.ini");
+  g_autoptr(ts_topo) t =
+      from_text(CHIP_OK DIM("a", "2", "ring", "1", "0") DIM("b", "3", "mesh", "1", "0")
+                    DIM("c", "1", "ring", "1", "0") DIM("d", "5", "switch", "1", "0"),
+                "mem/array-4d.ini");
   cr_assert_eq(t->nchips, 30);
   check_round_trip(t);
   g_autoptr(ts_topo) d = load_shipped("dgx-h100-4node");
@@ -295,8 +340,8 @@ Test(topo, defaults_and_units)
   char *dir;
   char *path = write_temp("my-array.ini",
                           "# no [topology], no [host], no compute_efficiency\n" CHIP_OK
-                              "[dim.x]\nsize = 4  # four chips\nshape = mesh\n"
-                              "link_bandwidth_GBps = 12.5\nlatency_us = 0\n" DIM_OK("y"),
+                          "[dim.x]\nsize = 4  # four chips\nshape = mesh\n"
+                          "link_bandwidth_GBps = 12.5\nlatency_us = 0\n" DIM_OK("y"),
                           &dir);
   g_autoptr(GError) error = NULL;
   ts_topo *t = ts_topo_load(path, &error);
@@ -322,9 +367,8 @@ Test(topo, defaults_and_units)
 Test(topo, largest_array_accepted)
 {
   /* 1024 x 1024 = 2^20 chips is the limit, and nothing is allocated per chip. */
-  g_autoptr(ts_topo) t =
-      from_text(CHIP_OK DIM("x", "1024", "ring", "1", "1") DIM("y", "1024", "ring", "1", "1"),
-                "mem/big.ini");
+  g_autoptr(ts_topo) t = from_text(
+      CHIP_OK DIM("x", "1024", "ring", "1", "1") DIM("y", "1024", "ring", "1", "1"), "mem/big.ini");
   cr_assert_eq(t->nchips, 1048576);
   int c[2] = {1023, 1023};
   int last = ts_topo_chip(t, c);
@@ -342,67 +386,94 @@ typedef struct {
 /* Criterion runs each parameter in a fresh process, where pointers inside parameters are not
  * valid; so the parameters are indices into this table, which every process has. */
 static const bad_case BAD[] = {
-      {"missing file", NULL, {"cannot read", "No such file"}},
-      {"not an INI", "{\"chip\": {\"name\": \"x\"}}\n", {"expected an INI file"}},
-      {"binary junk", "\x01\x02\xff\xfe\n[\n", {"expected an INI file"}},
-      {"unknown group", CHIP_OK DIM_OK("x") "[chips]\nname = x\n",
-       {"[chips]: unknown group", "expected [topology], [chip], [host] or [dim.NAME]"}},
-      {"unknown key", CHIP_OK "[dim.x]\nsize = 4\nshape = ring\nlink_bandwidth_GBps = 1\n"
-                              "latency_us = 1\nbandwith_GBps = 5\n",
-       {"[dim.x] bandwith_GBps: unknown key", "expected one of: size, shape"}},
-      {"unknown chip key", CHIP_OK "peak_tflop = 3\n" DIM_OK("x"), {"[chip] peak_tflop: unknown key"}},
-      {"unknown host key", CHIP_OK "[host]\nram_GiB = 3\n" DIM_OK("x"), {"[host] ram_GiB: unknown key"}},
-      {"size=0", CHIP_OK DIM("x", "0", "ring", "1", "1"),
-       {"[dim.x] size='0': expected a chip count, a whole number in [1, 65536]"}},
-      {"size=-3", CHIP_OK DIM("x", "-3", "ring", "1", "1"), {"[dim.x] size='-3': expected a chip count"}},
-      {"size=1e30", CHIP_OK DIM("x", "1e30", "ring", "1", "1"),
-       {"[dim.x] size='1e30': expected a chip count"}},
-      {"size=2.5", CHIP_OK DIM("x", "2.5", "ring", "1", "1"), {"[dim.x] size='2.5'"}},
-      {"bandwidth=100x", CHIP_OK DIM("x", "4", "ring", "100x", "1"),
-       {"[dim.x] link_bandwidth_GBps='100x': expected a one-direction link bandwidth in GB/s",
-        "(0, 1000000]"}},
-      {"bandwidth=0", CHIP_OK DIM("x", "4", "ring", "0", "1"),
-       {"[dim.x] link_bandwidth_GBps='0'", "(0, 1000000]"}},
-      {"bandwidth=1e300", CHIP_OK DIM("x", "4", "ring", "1e300", "1"),
-       {"[dim.x] link_bandwidth_GBps='1e300'"}},
-      {"shape=hexagon", CHIP_OK DIM("x", "4", "hexagon", "1", "1"),
-       {"[dim.x] shape='hexagon': expected ring", "mesh", "switch"}},
-      {"no dims", CHIP_OK, {"no [dim.NAME] group", "expected 1 to 4 dimensions"}},
-      {"too many dims", CHIP_OK DIM_OK("a") DIM_OK("b") DIM_OK("c") DIM_OK("d") DIM_OK("e"),
-       {"[dim.e]: dimension 5; expected at most 4"}},
-      {"NaN peak", "[chip]\nname = T\npeak_tflops = nan\nmemory_GiB = 1\n"
-                   "memory_bandwidth_GBps = 1\n" DIM_OK("x"),
-       {"[chip] peak_tflops='nan': expected a dense peak in TFLOP/s"}},
-      {"NaN latency", CHIP_OK DIM("x", "4", "ring", "1", "NaN"), {"[dim.x] latency_us='NaN'"}},
-      {"inf bandwidth", CHIP_OK DIM("x", "4", "ring", "inf", "1"),
-       {"[dim.x] link_bandwidth_GBps='inf'"}},
-      {"negative latency", CHIP_OK DIM("x", "4", "ring", "1", "-1"),
-       {"[dim.x] latency_us='-1': expected a latency in microseconds in [0, 1000000]"}},
-      {"efficiency 0", CHIP_OK "compute_efficiency = 0\n" DIM_OK("x"),
-       {"[chip] compute_efficiency='0'", "(0, 1]"}},
-      {"efficiency 1.5", CHIP_OK "compute_efficiency = 1.5\n" DIM_OK("x"),
-       {"[chip] compute_efficiency='1.5'", "(0, 1]"}},
-      {"negative host memory", CHIP_OK "[host]\nmemory_GiB = -1\n" DIM_OK("x"),
-       {"[host] memory_GiB='-1'", "[0, 1000000000]"}},
-      {"missing size", CHIP_OK "[dim.x]\nshape = ring\nlink_bandwidth_GBps = 1\nlatency_us = 1\n",
-       {"[dim.x] size: missing; expected a chip count"}},
-      {"missing shape", CHIP_OK "[dim.x]\nsize = 2\nlink_bandwidth_GBps = 1\nlatency_us = 1\n",
-       {"[dim.x] shape: missing; expected ring, mesh or switch"}},
-      {"missing latency", CHIP_OK "[dim.x]\nsize = 2\nshape = ring\nlink_bandwidth_GBps = 1\n",
-       {"[dim.x] latency_us: missing"}},
-      {"missing chip", DIM_OK("x"), {"[chip]: missing group"}},
-      {"empty file", "", {"[chip]: missing group"}},
-      {"empty chip name", "[chip]\nname =\npeak_tflops = 1\nmemory_GiB = 1\n"
-                          "memory_bandwidth_GBps = 1\n" DIM_OK("x"),
-       {"[chip] name: empty"}},
-      {"bad dim name", CHIP_OK DIM_OK("1x"), {"[dim.1x]: dimension name '1x'"}},
-      {"empty dim name", CHIP_OK "[dim.]\nsize = 1\n", {"[dim.]: dimension name ''"}},
-      {"too many chips", CHIP_OK DIM("x", "1024", "ring", "1", "1") DIM("y", "1024", "ring", "1", "1")
-                             DIM("z", "2", "ring", "1", "1"),
-       {"[dim.z] size='2': the array would have 2097152 chips; expected at most 1048576"}},
-      {"dim too long", CHIP_OK DIM("x", "65537", "ring", "1", "1"), {"[dim.x] size='65537'"}},
-      {"unknown topology key", "[topology]\nname = a\ncolor = red\n" CHIP_OK DIM_OK("x"),
-       {"[topology] color: unknown key"}},
+    {"missing file", NULL, {"cannot read", "No such file"}},
+    {"not an INI", "{\"chip\": {\"name\": \"x\"}}\n", {"expected an INI file"}},
+    {"binary junk", "\x01\x02\xff\xfe\n[\n", {"expected an INI file"}},
+    {"unknown group",
+     CHIP_OK DIM_OK("x") "[chips]\nname = x\n",
+     {"[chips]: unknown group", "expected [topology], [chip], [host] or [dim.NAME]"}},
+    {"unknown key",
+     CHIP_OK "[dim.x]\nsize = 4\nshape = ring\nlink_bandwidth_GBps = 1\n"
+             "latency_us = 1\nbandwith_GBps = 5\n",
+     {"[dim.x] bandwith_GBps: unknown key", "expected one of: size, shape"}},
+    {"unknown chip key",
+     CHIP_OK "peak_tflop = 3\n" DIM_OK("x"),
+     {"[chip] peak_tflop: unknown key"}},
+    {"unknown host key",
+     CHIP_OK "[host]\nram_GiB = 3\n" DIM_OK("x"),
+     {"[host] ram_GiB: unknown key"}},
+    {"size=0",
+     CHIP_OK DIM("x", "0", "ring", "1", "1"),
+     {"[dim.x] size='0': expected a chip count, a whole number in [1, 65536]"}},
+    {"size=-3",
+     CHIP_OK DIM("x", "-3", "ring", "1", "1"),
+     {"[dim.x] size='-3': expected a chip count"}},
+    {"size=1e30",
+     CHIP_OK DIM("x", "1e30", "ring", "1", "1"),
+     {"[dim.x] size='1e30': expected a chip count"}},
+    {"size=2.5", CHIP_OK DIM("x", "2.5", "ring", "1", "1"), {"[dim.x] size='2.5'"}},
+    {"bandwidth=100x",
+     CHIP_OK DIM("x", "4", "ring", "100x", "1"),
+     {"[dim.x] link_bandwidth_GBps='100x': expected a one-direction link bandwidth in GB/s",
+      "(0, 1000000]"}},
+    {"bandwidth=0",
+     CHIP_OK DIM("x", "4", "ring", "0", "1"),
+     {"[dim.x] link_bandwidth_GBps='0'", "(0, 1000000]"}},
+    {"bandwidth=1e300",
+     CHIP_OK DIM("x", "4", "ring", "1e300", "1"),
+     {"[dim.x] link_bandwidth_GBps='1e300'"}},
+    {"shape=hexagon",
+     CHIP_OK DIM("x", "4", "hexagon", "1", "1"),
+     {"[dim.x] shape='hexagon': expected ring", "mesh", "switch"}},
+    {"no dims", CHIP_OK, {"no [dim.NAME] group", "expected 1 to 4 dimensions"}},
+    {"too many dims",
+     CHIP_OK DIM_OK("a") DIM_OK("b") DIM_OK("c") DIM_OK("d") DIM_OK("e"),
+     {"[dim.e]: dimension 5; expected at most 4"}},
+    {"NaN peak",
+     "[chip]\nname = T\npeak_tflops = nan\nmemory_GiB = 1\n"
+     "memory_bandwidth_GBps = 1\n" DIM_OK("x"),
+     {"[chip] peak_tflops='nan': expected a dense peak in TFLOP/s"}},
+    {"NaN latency", CHIP_OK DIM("x", "4", "ring", "1", "NaN"), {"[dim.x] latency_us='NaN'"}},
+    {"inf bandwidth",
+     CHIP_OK DIM("x", "4", "ring", "inf", "1"),
+     {"[dim.x] link_bandwidth_GBps='inf'"}},
+    {"negative latency",
+     CHIP_OK DIM("x", "4", "ring", "1", "-1"),
+     {"[dim.x] latency_us='-1': expected a latency in microseconds in [0, 1000000]"}},
+    {"efficiency 0",
+     CHIP_OK "compute_efficiency = 0\n" DIM_OK("x"),
+     {"[chip] compute_efficiency='0'", "(0, 1]"}},
+    {"efficiency 1.5",
+     CHIP_OK "compute_efficiency = 1.5\n" DIM_OK("x"),
+     {"[chip] compute_efficiency='1.5'", "(0, 1]"}},
+    {"negative host memory",
+     CHIP_OK "[host]\nmemory_GiB = -1\n" DIM_OK("x"),
+     {"[host] memory_GiB='-1'", "[0, 1000000000]"}},
+    {"missing size",
+     CHIP_OK "[dim.x]\nshape = ring\nlink_bandwidth_GBps = 1\nlatency_us = 1\n",
+     {"[dim.x] size: missing; expected a chip count"}},
+    {"missing shape",
+     CHIP_OK "[dim.x]\nsize = 2\nlink_bandwidth_GBps = 1\nlatency_us = 1\n",
+     {"[dim.x] shape: missing; expected ring, mesh or switch"}},
+    {"missing latency",
+     CHIP_OK "[dim.x]\nsize = 2\nshape = ring\nlink_bandwidth_GBps = 1\n",
+     {"[dim.x] latency_us: missing"}},
+    {"missing chip", DIM_OK("x"), {"[chip]: missing group"}},
+    {"empty file", "", {"[chip]: missing group"}},
+    {"empty chip name",
+     "[chip]\nname =\npeak_tflops = 1\nmemory_GiB = 1\n"
+     "memory_bandwidth_GBps = 1\n" DIM_OK("x"),
+     {"[chip] name: empty"}},
+    {"bad dim name", CHIP_OK DIM_OK("1x"), {"[dim.1x]: dimension name '1x'"}},
+    {"empty dim name", CHIP_OK "[dim.]\nsize = 1\n", {"[dim.]: dimension name ''"}},
+    {"too many chips",
+     CHIP_OK DIM("x", "1024", "ring", "1", "1") DIM("y", "1024", "ring", "1", "1")
+         DIM("z", "2", "ring", "1", "1"),
+     {"[dim.z] size='2': the array would have 2097152 chips; expected at most 1048576"}},
+    {"dim too long", CHIP_OK DIM("x", "65537", "ring", "1", "1"), {"[dim.x] size='65537'"}},
+    {"unknown topology key",
+     "[topology]\nname = a\ncolor = red\n" CHIP_OK DIM_OK("x"),
+     {"[topology] color: unknown key"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)
