@@ -162,9 +162,12 @@ static void check_shipped(const shipped *e)
     product *= size;
   }
   cr_assert_eq(product, nchips, "%s: product of sizes %d != %d chips", e->file, product, nchips);
-  assert_close(t->chip.peak_flops, e->peak_flops, "peak FLOP/s");
-  assert_close(t->chip.memory_bytes, e->memory_bytes, "memory bytes");
-  assert_close(t->chip.memory_bw_Bps, e->memory_bw_Bps, "memory bandwidth");
+  g_autofree char *peak = g_strdup_printf("%s peak FLOP/s", e->file);
+  g_autofree char *mem = g_strdup_printf("%s memory bytes", e->file);
+  g_autofree char *mem_bw = g_strdup_printf("%s memory bandwidth", e->file);
+  assert_close(t->chip.peak_flops, e->peak_flops, peak);
+  assert_close(t->chip.memory_bytes, e->memory_bytes, mem);
+  assert_close(t->chip.memory_bw_Bps, e->memory_bw_Bps, mem_bw);
   double host = t->chip.host_link_bw_Bps;
   cr_assert(host == e->host_link_bw_Bps || fabs(host - e->host_link_bw_Bps) <= REL_TOL * host,
             "%s: host link %.17g", e->file, host);
