@@ -453,7 +453,7 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
   op.offset = 0;
   op.axis = -1;
   op.group = -1;
-  int idx;
+  int idx = 0;
   if (!parse_int_tok(c, "op index", g_ptr_array_index(tok, 0), 0, G_MAXINT, &idx))
     return FALSE;
   if (idx != tr->programs[prog].nops)
@@ -570,7 +570,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
       goto fail;
     }
     if (!header) {
-      int ver;
+      int ver = 0;
       if (strcmp(w, "trainsim-trace") != 0 || tok->len != 2) {
         perr(&c, "expected the header 'trainsim-trace %d'", TS_TRACE_FORMAT_VERSION);
         goto fail;
@@ -619,7 +619,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         goto fail;
       }
       ts_group_shape shape = {0};
-      int size;
+      int size = 0;
       if (!parse_int_tok(&c, "axis size", g_ptr_array_index(tok, 2), 1, 1 << 24, &size))
         goto fail;
       const char *sym = g_ptr_array_index(tok, 3);
@@ -646,7 +646,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
       }
       ts_trace_add_axis(tr, g_ptr_array_index(tok, 1), size, sym[0] == 's', &shape);
     } else if (strcmp(w, "group") == 0 && tok->len >= 3) {
-      int gi, axes[TS_MAX_AXES], n = 0;
+      int gi = 0, axes[TS_MAX_AXES], n = 0;
       if (!parse_int_tok(&c, "group index", g_ptr_array_index(tok, 1), tr->groups->len,
                          tr->groups->len, &gi))
         goto fail;
@@ -693,7 +693,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         }
       }
     } else if (strcmp(w, "label") == 0 && tok->len == 3) {
-      int li;
+      int li = 0;
       if (!parse_int_tok(&c, "label index", g_ptr_array_index(tok, 1), tr->labels->len,
                          tr->labels->len, &li))
         goto fail;
@@ -709,7 +709,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
             asym *= tr->axes[a].size;
         ts_trace_set_programs(tr, asym);
       }
-      int pi;
+      int pi = 0;
       if (!parse_int_tok(&c, "program index", g_ptr_array_index(tok, 1), prog + 1, prog + 1, &pi))
         goto fail;
       if (pi >= tr->nprograms) {
