@@ -63,8 +63,7 @@ int ts_cmd_collective(int argc, char **argv)
   g_autofree char *dims_text = NULL, *algo_name = NULL, *format = NULL, *backend = NULL;
   g_auto(GStrv) cfg = NULL;
   GOptionEntry entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name",
-       "T"},
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
       {"op", 0, 0, G_OPTION_ARG_STRING, &op_name,
        "allreduce (default), reducescatter, allgather, alltoall, broadcast", "OP"},
       {"bytes", 0, 0, G_OPTION_ARG_STRING, &bytes_text,
@@ -83,19 +82,20 @@ int ts_cmd_collective(int argc, char **argv)
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
       {NULL}};
   g_autoptr(GError) err = NULL;
-  if (!ts_cmd_parse("collective", "",
-                    "Predicts one collective: time (s), algorithm bandwidth and bus bandwidth "
-                    "(GB/s, 1e9 B/s, as nccl-tests reports them).",
-                    "Example:\n  trainsim collective --topology tpu-v3-pod --op allreduce --bytes 1e9\n"
-                    "  trainsim collective -t dgx-a100-4node --bytes-range 1MiB:1GiB --format csv",
-                    entries, &argc, &argv, &err))
+  if (!ts_cmd_parse(
+          "collective", "",
+          "Predicts one collective: time (s), algorithm bandwidth and bus bandwidth "
+          "(GB/s, 1e9 B/s, as nccl-tests reports them).",
+          "Example:\n  trainsim collective --topology tpu-v3-pod --op allreduce --bytes 1e9\n"
+          "  trainsim collective -t dgx-a100-4node --bytes-range 1MiB:1GiB --format csv",
+          entries, &argc, &argv, &err))
     return ts_cmd_fail("collective", err);
   ts_format fmt;
   if (argc > 1 || topo_name == NULL || !ts_format_parse(format, &fmt)) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                argc > 1 ? "unexpected argument; see --help"
-                         : topo_name == NULL ? "missing --topology T"
-                                             : "--format: expected text, csv or json");
+                argc > 1            ? "unexpected argument; see --help"
+                : topo_name == NULL ? "missing --topology T"
+                                    : "--format: expected text, csv or json");
     return ts_cmd_fail("collective", err);
   }
   int kind = op_name ? ts_coll_kind_parse(op_name) : TS_COLL_ALLREDUCE;
@@ -155,8 +155,8 @@ int ts_cmd_collective(int argc, char **argv)
         dup |= dims[k] == d;
       if (d < 0 || dup || nd >= TS_MAX_DIMS) {
         g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                    "--dims '%s': '%s' is %s; expected distinct dimension names of %s",
-                    dims_text, *n, d < 0 ? "not a dimension" : "repeated", tpath);
+                    "--dims '%s': '%s' is %s; expected distinct dimension names of %s", dims_text,
+                    *n, d < 0 ? "not a dimension" : "repeated", tpath);
         return ts_cmd_fail("collective", err);
       }
       dims[nd++] = d;
@@ -244,19 +244,17 @@ int ts_cmd_collective(int argc, char **argv)
       double algbw = r->time_s > 0 ? r->bytes / r->time_s / 1e9 : 0;
       char b1[40], b2[40], b3[40], b4[40];
       if (fmt == TS_FORMAT_TEXT)
-        g_string_append_printf(s, "%14s  %12s  %12s  %12s  %s\n",
-                               g_ascii_formatd(b1, 40, "%.0f", r->bytes),
-                               g_ascii_formatd(b2, 40, "%.2f", r->time_s * 1e6),
-                               g_ascii_formatd(b3, 40, "%.2f", algbw),
-                               g_ascii_formatd(b4, 40, "%.2f", algbw * factor),
-                               ts_coll_algo_name(r->algo));
+        g_string_append_printf(
+            s, "%14s  %12s  %12s  %12s  %s\n", g_ascii_formatd(b1, 40, "%.0f", r->bytes),
+            g_ascii_formatd(b2, 40, "%.2f", r->time_s * 1e6),
+            g_ascii_formatd(b3, 40, "%.2f", algbw), g_ascii_formatd(b4, 40, "%.2f", algbw * factor),
+            ts_coll_algo_name(r->algo));
       else
-        g_string_append_printf(s, "%s,%d,%s,%s,%s,%s,%s\n", ts_coll_kind_name(kind), n,
-                               g_ascii_formatd(b1, 40, "%.17g", r->bytes),
-                               g_ascii_formatd(b2, 40, "%.10g", r->time_s),
-                               g_ascii_formatd(b3, 40, "%.10g", algbw),
-                               g_ascii_formatd(b4, 40, "%.10g", algbw * factor),
-                               ts_coll_algo_name(r->algo));
+        g_string_append_printf(
+            s, "%s,%d,%s,%s,%s,%s,%s\n", ts_coll_kind_name(kind), n,
+            g_ascii_formatd(b1, 40, "%.17g", r->bytes), g_ascii_formatd(b2, 40, "%.10g", r->time_s),
+            g_ascii_formatd(b3, 40, "%.10g", algbw),
+            g_ascii_formatd(b4, 40, "%.10g", algbw * factor), ts_coll_algo_name(r->algo));
     }
   }
   gboolean ok = ts_write_file_atomic("-", s->str, s->len, &err);

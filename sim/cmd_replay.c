@@ -21,7 +21,8 @@ int ts_cmd_replay(int argc, char **argv)
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
       {NULL}};
   g_autoptr(GError) err = NULL;
-  if (!ts_cmd_parse("replay", "TRACE", "Replays a trace file and prints step time (s) and its breakdown.",
+  if (!ts_cmd_parse("replay", "TRACE",
+                    "Replays a trace file and prints step time (s) and its breakdown.",
                     "Example:\n  trainsim replay gpt2.trace --topology tpu-v3-8x8", entries, &argc,
                     &argv, &err))
     return ts_cmd_fail("replay", err);
@@ -69,9 +70,9 @@ int ts_cmd_replay(int argc, char **argv)
   res.exposed_comm_pp_s = rr.critical.exposed_cat_s[TS_CAT_COMM_PP];
   res.samples_per_s = rr.step_time_s > 0 ? tr->meta.samples / rr.step_time_s : 0;
   res.model_flops_per_step = tr->meta.model_flops;
-  res.mfu = rr.step_time_s > 0 ? tr->meta.model_flops /
-                                     (rr.step_time_s * topo->chip.peak_flops * topo->nchips)
-                               : 0;
+  res.mfu = rr.step_time_s > 0
+                ? tr->meta.model_flops / (rr.step_time_s * topo->chip.peak_flops * topo->nchips)
+                : 0;
   res.mem.capacity = topo->chip.memory_bytes;
   res.mem.fits = TRUE; /* memory is the planner's: a trace does not record it */
   res.events = rr.events;

@@ -66,8 +66,9 @@ int ts_cmd_run(int argc, char **argv)
        "Also write results.txt, results.csv and results.json here (atomically)", "DIR"},
       {NULL}};
   g_autoptr(GError) err = NULL;
-  if (!ts_cmd_parse("run", "", "Predicts step time (s), its breakdown, throughput (samples/s), "
-                               "MFU and memory per chip (bytes) of splits of a model on a topology.",
+  if (!ts_cmd_parse("run", "",
+                    "Predicts step time (s), its breakdown, throughput (samples/s), "
+                    "MFU and memory per chip (bytes) of splits of a model on a topology.",
                     "Example:\n  trainsim run --topology tpu-v3-8x8 --model gpt2-1.5b "
                     "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt2-1.5b -b 256 "
                     "--split tp=8@node,dp=4@net --format json",
@@ -86,17 +87,21 @@ int ts_cmd_run(int argc, char **argv)
   if (topo_name == NULL || model_name == NULL || global_batch == 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "missing %s; expected --topology T --model M --global-batch N",
-                topo_name == NULL ? "--topology" : model_name == NULL ? "--model" : "--global-batch");
+                topo_name == NULL    ? "--topology"
+                : model_name == NULL ? "--model"
+                                     : "--global-batch");
     return ts_cmd_fail("run", err);
   }
   if (global_batch < 0 || micro_batch < 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--%s %" G_GINT64_FORMAT ": expected a positive number of samples",
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--%s %" G_GINT64_FORMAT ": expected a positive number of samples",
                 global_batch < 0 ? "global-batch" : "micro-batch",
                 global_batch < 0 ? global_batch : micro_batch);
     return ts_cmd_fail("run", err);
   }
   if (!(bucket_MiB > 0 && bucket_MiB <= 1048576)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--bucket-MiB: expected a size in (0, 1048576] MiB");
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--bucket-MiB: expected a size in (0, 1048576] MiB");
     return ts_cmd_fail("run", err);
   }
   int algo = algo_name ? ts_coll_algo_parse(algo_name) : TS_ALGO_AUTO;

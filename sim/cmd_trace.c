@@ -1,4 +1,5 @@
-/* cmd_trace: `trainsim trace`, writes the trace of a model and split (the one intermediate form). */
+/* cmd_trace: `trainsim trace`, writes the trace of a model and split (the one intermediate form).
+ */
 #include "ts_cmd.h"
 #include "ts_plan.h"
 #include "ts_util.h"

@@ -13,13 +13,14 @@
 int ts_cmd_fail(const char *cmd, const GError *error)
 {
   fprintf(stderr, "trainsim %s: %s\n", cmd, error != NULL ? error->message : "failed");
-  return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND ? 1
-                                                                                       : TS_EXIT_INPUT;
+  return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND
+             ? 1
+             : TS_EXIT_INPUT;
 }
 
 gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
-                      const char *description, const GOptionEntry *entries, int *argc,
-                      char ***argv, GError **error)
+                      const char *description, const GOptionEntry *entries, int *argc, char ***argv,
+                      GError **error)
 {
   g_autoptr(GOptionContext) ctx = g_option_context_new(params);
   g_autofree char *prog = g_strdup_printf("trainsim %s", cmd);
@@ -65,4 +66,3 @@ gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
   }
   return TRUE;
 }
-

@@ -212,8 +212,8 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   ts_trace *tr = ts_trace_new(p->topo);
   int axis_of[TS_AX_N];
   for (int a = 0; a < TS_AX_N; a++)
-    axis_of[a] = ts_trace_add_axis(tr, ts_axis_kind_name(a), p->degree[a], a != TS_AX_PP,
-                                   &p->shape[a]);
+    axis_of[a] =
+        ts_trace_add_axis(tr, ts_axis_kind_name(a), p->degree[a], a != TS_AX_PP, &p->shape[a]);
   ts_trace_set_programs(tr, p->degree[TS_AX_PP]);
   gen g = {p, tr, ts_trace_group(tr, &axis_of[TS_AX_TP], 1),
            ts_trace_group(tr, &axis_of[TS_AX_DP], 1), -1};

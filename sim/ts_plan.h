@@ -34,10 +34,10 @@ gboolean ts_split_place(const ts_split *s, const ts_topo *t, int *degree, ts_gro
 
 /** Planner options (defaults from ts_plan_options_default). */
 typedef struct {
-  gint64 global_batch;   /* samples per step over all replicas */
-  gint64 micro_batch;    /* samples per micro-batch per replica; 0 = global_batch / dp */
-  double bucket_bytes;   /* data-parallel gradient bucket (PyTorch DDP default 25 MiB) */
-  ts_coll_algo algo;     /* collective algorithm for every collective (TS_ALGO_AUTO) */
+  gint64 global_batch; /* samples per step over all replicas */
+  gint64 micro_batch;  /* samples per micro-batch per replica; 0 = global_batch / dp */
+  double bucket_bytes; /* data-parallel gradient bucket (PyTorch DDP default 25 MiB) */
+  ts_coll_algo algo;   /* collective algorithm for every collective (TS_ALGO_AUTO) */
 } ts_plan_options;
 
 void ts_plan_options_default(ts_plan_options *o);
@@ -52,14 +52,14 @@ typedef struct {
   const ts_model *model; /* borrowed */
   const ts_topo *topo;   /* borrowed */
   ts_plan_options opt;
-  int degree[TS_AX_N];            /* resolved (1 when unused) */
-  ts_group_shape shape[TS_AX_N];  /* placement of each axis on the array */
-  char *split_text;               /* canonical, e.g. "tp=8,dp=8" */
-  char *placement_text;           /* e.g. "tp@x,dp@y" */
-  gint64 micro_batch, n_micro;    /* per replica */
-  double params_per_chip;         /* parameters a chip holds */
+  int degree[TS_AX_N];           /* resolved (1 when unused) */
+  ts_group_shape shape[TS_AX_N]; /* placement of each axis on the array */
+  char *split_text;              /* canonical, e.g. "tp=8,dp=8" */
+  char *placement_text;          /* e.g. "tp@x,dp@y" */
+  gint64 micro_batch, n_micro;   /* per replica */
+  double params_per_chip;        /* parameters a chip holds */
   ts_memory mem;
-  double model_flops_per_step;    /* useful FLOPs per step, all chips (for MFU) */
+  double model_flops_per_step; /* useful FLOPs per step, all chips (for MFU) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

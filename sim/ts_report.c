@@ -5,8 +5,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr,
-                    const ts_replay_result *rr)
+void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts_replay_result *rr)
 {
   memset(r, 0, sizeof *r);
   r->split = g_strdup(p->split_text);
@@ -95,8 +94,8 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   g_string_append_printf(s, "%s on %s, global batch %" G_GINT64_FORMAT ", %s backend\n",
                          in->model_name, in->topology_desc, in->global_batch, in->backend);
   enum { NCOL = 10 };
-  const char *head[NCOL] = {"split",     "placement", "step", "compute",     "exposed comm",
-                            "idle",      "samples/s", "MFU",  "memory/chip", "fits"};
+  const char *head[NCOL] = {"split", "placement", "step", "compute",     "exposed comm",
+                            "idle",  "samples/s", "MFU",  "memory/chip", "fits"};
   gboolean right[NCOL] = {FALSE, FALSE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, FALSE};
   char ***cells = g_new0(char **, n);
   int w[NCOL];
@@ -155,11 +154,11 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   return g_string_free(s, FALSE);
 }
 
-#define CSV_HEADER                                                                              \
-  "model,topology,backend,split,placement,chips,global_batch,micro_batch,micro_batches,"       \
-  "step_time_s,compute_time_s,comm_time_s,exposed_comm_time_s,exposed_comm_dp_s,"              \
-  "exposed_comm_tp_s,exposed_comm_pp_s,idle_time_s,samples_per_s,mfu,"                         \
-  "memory_params_bytes,memory_grads_bytes,memory_optimizer_bytes,memory_activations_bytes,"    \
+#define CSV_HEADER                                                                                 \
+  "model,topology,backend,split,placement,chips,global_batch,micro_batch,micro_batches,"           \
+  "step_time_s,compute_time_s,comm_time_s,exposed_comm_time_s,exposed_comm_dp_s,"                  \
+  "exposed_comm_tp_s,exposed_comm_pp_s,idle_time_s,samples_per_s,mfu,"                             \
+  "memory_params_bytes,memory_grads_bytes,memory_optimizer_bytes,memory_activations_bytes,"        \
   "memory_temp_bytes,memory_per_chip_bytes,memory_capacity_bytes,fits_memory\n"
 
 static void csv_str(GString *s, const char *v)
@@ -200,12 +199,15 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     csv_str(s, r->placement);
     g_string_append_printf(s, ",%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT,
                            r->chips, r->global_batch, r->micro_batch, r->micro_batches);
-    const double v[] = {r->step_time_s,       r->compute_time_s,    r->comm_time_s,
-                        r->exposed_comm_time_s, r->exposed_comm_dp_s, r->exposed_comm_tp_s,
-                        r->exposed_comm_pp_s, r->idle_time_s,       r->samples_per_s,
-                        r->mfu,               r->mem.params,        r->mem.grads,
-                        r->mem.optimizer,     r->mem.activations,   r->mem.temp,
-                        r->mem.total,         r->mem.capacity};
+    const double v[] = {r->step_time_s,       r->compute_time_s,
+                        r->comm_time_s,       r->exposed_comm_time_s,
+                        r->exposed_comm_dp_s, r->exposed_comm_tp_s,
+                        r->exposed_comm_pp_s, r->idle_time_s,
+                        r->samples_per_s,     r->mfu,
+                        r->mem.params,        r->mem.grads,
+                        r->mem.optimizer,     r->mem.activations,
+                        r->mem.temp,          r->mem.total,
+                        r->mem.capacity};
     for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
       csv_num(s, v[k]);
     g_string_append_printf(s, ",%s\n", r->mem.fits ? "true" : "false");

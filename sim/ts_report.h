@@ -32,8 +32,7 @@ typedef struct {
 } ts_report_inputs;
 
 /** Fills a result from a plan and a replay. */
-void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr,
-                    const ts_replay_result *rr);
+void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts_replay_result *rr);
 void ts_result_clear(ts_result *r);
 
 typedef enum { TS_FORMAT_TEXT, TS_FORMAT_CSV, TS_FORMAT_JSON } ts_format;

@@ -17,8 +17,7 @@ char *ts_run_network_model(const ts_run_options *ro)
 {
   if (ro->backend == NULL || strcmp(ro->backend, "analytic") == 0)
     return g_strdup("alpha-beta, contention-free, dimension-order routes");
-  GString *s = g_string_new(
-      "SimGrid CM02 max-min, network/crosstraffic:0, network/TCP-gamma:0");
+  GString *s = g_string_new("SimGrid CM02 max-min, network/crosstraffic:0, network/TCP-gamma:0");
   for (const char *const *c = ro->sg_cfg; c != NULL && *c != NULL; c++)
     g_string_append_printf(s, ", %s", *c);
   return g_string_free(s, FALSE);

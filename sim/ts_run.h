@@ -8,9 +8,9 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  const char *backend;          /* "analytic" (default) or "simgrid" */
-  const char *const *sg_cfg;    /* extra SimGrid --cfg values, may be NULL */
-  gboolean full;                /* replay every rank even where ranks are identical */
+  const char *backend;       /* "analytic" (default) or "simgrid" */
+  const char *const *sg_cfg; /* extra SimGrid --cfg values, may be NULL */
+  gboolean full;             /* replay every rank even where ranks are identical */
 } ts_run_options;
 
 /**

@@ -36,8 +36,8 @@ ts_split *ts_split_parse(const char *text, GError **error)
     const char *eq = strchr(item, '=');
     if (eq == NULL) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x",
-                  text, item);
+                  "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x", text,
+                  item);
       return NULL;
     }
     g_autofree char *key = g_strndup(item, (gsize)(eq - item));
@@ -63,8 +63,8 @@ ts_split *ts_split_parse(const char *text, GError **error)
     gint64 d;
     if (!ts_parse_int(deg, 1, 1 << 24, &d)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "--split '%s': %s='%s': expected a degree, a whole number in [1, 16777216]",
-                  text, key, deg);
+                  "--split '%s': %s='%s': expected a degree, a whole number in [1, 16777216]", text,
+                  key, deg);
       return NULL;
     }
     s->degree[a] = (int)d;
