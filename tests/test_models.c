@@ -192,9 +192,9 @@ Test(params, gpt3_family)
 
 /* ---- FLOPs ------------------------------------------------------------------------------ */
 
-/* Narayanan et al. 2021, section 5.1 (without recomputation, i.e. 3/4 of their
- * 96 B s l h^2 (1 + s/6h + V/16lh) with 4 passes): per sample,
- * 72 s l h^2 (1 + s/(6h) + V/(12 l h)). */
+/* Narayanan et al. 2021, section 5.1: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with activation
+ * recomputation; without it the block terms scale by 3/4 and the logits term 6 B s h V stays:
+ * per sample, 72 s l h^2 (1 + s/(6h) + V/(12 l h)). */
 static double narayanan(double s, double l, double h, double V)
 {
   return 72.0 * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
