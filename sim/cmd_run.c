@@ -159,10 +159,11 @@ int ts_cmd_run(int argc, char **argv)
     const char *text = g_ptr_array_index(list, i);
     g_autoptr(ts_split) sp = ts_split_parse(text, &err);
     ts_result res;
-    gboolean ok = sp != NULL && (timeline != NULL ? ts_timeline_predict(model, topo, sp, &po, &ro,
-                                                                        &res, &timeline_json, &err)
-                                                  : ts_run_predict(model, topo, sp, &po, &ro, &res,
-                                                                   &err));
+    gboolean ok = sp != NULL;
+    if (ok && timeline != NULL) /* one split (checked above): predict it and keep its spans */
+      ok = ts_timeline_predict(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
+    else if (ok)
+      ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
     if (!ok) {
       /* A default candidate that does not apply to this model is skipped with a note; a split
        * the user asked for is an error. */
