@@ -123,6 +123,7 @@ int ts_group_size(const ts_group_shape *g)
 int ts_group_member_chip(const ts_topo *t, const ts_group_shape *g, int base_chip, int m)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1);
+  g_return_val_if_fail(m >= 0 && m < ts_group_size(g), -1);
   int c[TS_MAX_DIMS];
   chip_coords(t, base_chip, c);
   for (int k = 0; k < g->npieces; k++) {

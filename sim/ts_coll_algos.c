@@ -314,17 +314,25 @@ static void gen_hd(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out
   }
 }
 
+/* Bit k of the member index is a bit of one piece's digit (every piece size is a power of
+ * two): piece *j, where flipping it moves the digit by *dj. The step's pairs lie on lines
+ * along that piece. */
+static void hd_piece(const ts_coll_plan *p, int k, int *j, int *dj)
+{
+  int below = 0;
+  *j = 0;
+  while (below + ceil_log2(psize(p, *j)) <= k) {
+    below += ceil_log2(psize(p, *j));
+    (*j)++;
+  }
+  *dj = 1 << (k - below);
+}
+
 static void flows_hd(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
 {
   int k = st->type == TS_ST_HD_RS ? t : st->nsteps - 1 - t;
-  /* Bit k of the member index is a bit of one piece's digit (every piece size is a power of
-   * two), so the step's pairs lie on lines along that piece. */
-  int j = 0, below = 0;
-  while (below + ceil_log2(psize(p, j)) <= k) {
-    below += ceil_log2(psize(p, j));
-    j++;
-  }
-  int dj = 1 << (k - below);
+  int j, dj;
+  hd_piece(p, k, &j, &dj);
   guint mask = time_mask(p, all_pieces(p) & ~(1u << j), j, full);
   int nl = nlines(p, mask);
   double c = p->bytes / (double)(2 << k);
@@ -656,15 +664,14 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
       total += p->n - 1; /* every member but the root sends once (receives once) */
       break;
     case TS_ST_HD_RS:
-    case TS_ST_HD_AG: {
-      g_autoptr(GArray) tmp = g_array_new(FALSE, FALSE, sizeof(ts_flow));
-      for (int t = 0; t < st->nsteps; t++) {
-        g_array_set_size(tmp, 0);
-        ts_coll_stage_flows(p, st, t, FALSE, tmp);
-        total += tmp->len;
+    case TS_ST_HD_AG:
+      for (int k = 0; k < st->nsteps; k++) {
+        int j, dj;
+        hd_piece(p, k, &j, &dj);
+        total += (double)nlines(p, time_mask(p, all_pieces(p) & ~(1u << j), j, FALSE)) *
+                 psize(p, j);
       }
       break;
-    }
     }
   }
   return total;
