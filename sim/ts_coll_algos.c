@@ -668,8 +668,8 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
       for (int k = 0; k < st->nsteps; k++) {
         int j, dj;
         hd_piece(p, k, &j, &dj);
-        total += (double)nlines(p, time_mask(p, all_pieces(p) & ~(1u << j), j, FALSE)) *
-                 psize(p, j);
+        total +=
+            (double)nlines(p, time_mask(p, all_pieces(p) & ~(1u << j), j, FALSE)) * psize(p, j);
       }
       break;
     }
