@@ -123,6 +123,7 @@ int ts_group_size(const ts_group_shape *g)
 int ts_group_member_chip(const ts_topo *t, const ts_group_shape *g, int base_chip, int m)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1);
+  g_return_val_if_fail(m >= 0 && m < ts_group_size(g), -1);
   int c[TS_MAX_DIMS];
   chip_coords(t, base_chip, c);
   for (int k = 0; k < g->npieces; k++) {
@@ -204,8 +205,8 @@ gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError 
     int n = t->dims[pc->dim].size;
     if (pc->size < 1 || pc->stride < 1) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                  "%s: group piece %d on dim '%s': size=%d stride=%d: expected both >= 1", where,
-                  k, dim_label(t, pc->dim), pc->size, pc->stride);
+                  "%s: group piece %d on dim '%s': size=%d stride=%d: expected both >= 1", where, k,
+                  dim_label(t, pc->dim), pc->size, pc->stride);
       return FALSE;
     }
     if ((gint64)pc->size * pc->stride > n) {
@@ -340,8 +341,8 @@ static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
   return ts_coll_plan_time_full(p, FALSE);
 }
 
-double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
-                    const ts_group_shape *g, double bytes, ts_coll_algo *chosen, GError **error)
+double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
+                    double bytes, ts_coll_algo *chosen, GError **error)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1.0);
   if ((int)kind < 0 || kind >= TS_COLL_NKINDS || (int)algo < 0 || algo >= TS_ALGO_NALGOS) {
@@ -352,8 +353,8 @@ double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
   }
   if (!isfinite(bytes) || bytes < 0.0) {
     g_autofree char *b = ts_dtostr(bytes);
-    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                "%s: bytes=%s: expected a finite size >= 0", ts_coll_kind_name(kind), b);
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "%s: bytes=%s: expected a finite size >= 0",
+                ts_coll_kind_name(kind), b);
     return -1.0;
   }
   if (!ts_group_shape_valid(t, g, error))

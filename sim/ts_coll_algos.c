@@ -229,8 +229,8 @@ static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full,
   }
 }
 
-/* ---- binomial tree (Thakur, Rabenseifner & Gropp 2005, sec. 4: MPICH's short-message
- * reduce and broadcast) ----
+/* ---- binomial tree (Thakur, Rabenseifner & Gropp 2005: MPICH's short-message reduce and
+ * broadcast) ----
  * Reduce step k (0..ceil(log2 n)-1): members m = 2^k (mod 2^(k+1)) send their whole buffer
  * to m - 2^k. Broadcast is the mirror: step for k = L-1..0, members m = 0 (mod 2^(k+1)) send
  * to m + 2^k. Not pipelined: each step moves the whole buffer. */
@@ -263,8 +263,8 @@ static void flows_tree(const ts_coll_plan *p, const ts_stage *st, int t, GArray 
       flow(&w, m - d, m, p->bytes);
 }
 
-/* ---- recursive halving / doubling (Thakur, Rabenseifner & Gropp 2005, sec. 4.4 and 4.5,
- * Rabenseifner's all-reduce) ----
+/* ---- recursive halving / doubling (Thakur, Rabenseifner & Gropp 2005: reduce-scatter
+ * by recursive halving, all-gather by recursive doubling, Rabenseifner's all-reduce) ----
  * n = 2^L members, buffer in n chunks. Halving step k (distance 2^k, nearest first so the
  * largest halves cross the fewest links): member m keeps the lower half of its current chunk
  * range if bit k of m is 0, else the upper half, and sends the other half to m ^ 2^k, which
@@ -314,17 +314,25 @@ static void gen_hd(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out
   }
 }
 
+/* Bit k of the member index is a bit of one piece's digit (every piece size is a power of
+ * two): piece *j, where flipping it moves the digit by *dj. The step's pairs lie on lines
+ * along that piece. */
+static void hd_piece(const ts_coll_plan *p, int k, int *j, int *dj)
+{
+  int below = 0;
+  *j = 0;
+  while (below + ceil_log2(psize(p, *j)) <= k) {
+    below += ceil_log2(psize(p, *j));
+    (*j)++;
+  }
+  *dj = 1 << (k - below);
+}
+
 static void flows_hd(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
 {
   int k = st->type == TS_ST_HD_RS ? t : st->nsteps - 1 - t;
-  /* Bit k of the member index is a bit of one piece's digit (every piece size is a power of
-   * two), so the step's pairs lie on lines along that piece. */
-  int j = 0, below = 0;
-  while (below + ceil_log2(psize(p, j)) <= k) {
-    below += ceil_log2(psize(p, j));
-    j++;
-  }
-  int dj = 1 << (k - below);
+  int j, dj;
+  hd_piece(p, k, &j, &dj);
   guint mask = time_mask(p, all_pieces(p) & ~(1u << j), j, full);
   int nl = nlines(p, mask);
   double c = p->bytes / (double)(2 << k);
@@ -656,15 +664,14 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
       total += p->n - 1; /* every member but the root sends once (receives once) */
       break;
     case TS_ST_HD_RS:
-    case TS_ST_HD_AG: {
-      g_autoptr(GArray) tmp = g_array_new(FALSE, FALSE, sizeof(ts_flow));
-      for (int t = 0; t < st->nsteps; t++) {
-        g_array_set_size(tmp, 0);
-        ts_coll_stage_flows(p, st, t, FALSE, tmp);
-        total += tmp->len;
+    case TS_ST_HD_AG:
+      for (int k = 0; k < st->nsteps; k++) {
+        int j, dj;
+        hd_piece(p, k, &j, &dj);
+        total +=
+            (double)nlines(p, time_mask(p, all_pieces(p) & ~(1u << j), j, FALSE)) * psize(p, j);
       }
       break;
-    }
     }
   }
   return total;
@@ -690,20 +697,24 @@ static gboolean algo_supports(ts_coll_kind kind, ts_coll_algo algo)
   case TS_ALGO_TREE:
     return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_BROADCAST;
   case TS_ALGO_HALVING_DOUBLING:
-    return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER ||
-           kind == TS_COLL_ALLGATHER;
+    return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER || kind == TS_COLL_ALLGATHER;
   default:
     return FALSE;
   }
 }
 
-static ts_stage *add_stage(ts_coll_plan *p, ts_stage_type type, int nsteps, int lp,
-                           guint free_mask, gboolean bidir)
+static ts_stage *add_stage(ts_coll_plan *p, ts_stage_type type, int nsteps, int lp, guint free_mask,
+                           gboolean bidir)
 {
   g_assert(p->nstages < TS_COLL_MAX_STAGES);
   ts_stage *st = &p->st[p->nstages++];
-  *st = (ts_stage){.type = type, .first_step = p->nsteps, .nsteps = nsteps, .lp = lp,
-                   .free_mask = free_mask, .bidir = bidir, .nseg = 1};
+  *st = (ts_stage){.type = type,
+                   .first_step = p->nsteps,
+                   .nsteps = nsteps,
+                   .lp = lp,
+                   .free_mask = free_mask,
+                   .bidir = bidir,
+                   .nseg = 1};
   p->nsteps += nsteps;
   return st;
 }
@@ -802,6 +813,11 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
   }
   case TS_ALGO_TORUS:
   case TS_ALGO_HIERARCHICAL:
+    /* Dimension by dimension (Ying et al. 2018, arXiv:1811.06992, "2-D torus all-reduce"; Kumar et
+     * al. 2019, arXiv:1909.09756): reduce-scatter along piece 0 on S, piece 1 on S/n0, ..., then
+     * all-gather back. Torus uses two counter-rotating rings on ring and mesh dims; the
+     * hierarchical variant one ring everywhere, which on [node x net] switches is Horovod's
+     * hierarchical all-reduce (reduce-scatter in the node, all-reduce across, all-gather). */
     for (int k = 0; k < P; k++) {
       int nk = psize(p, k);
       gboolean bidir = algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
@@ -818,8 +834,7 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
     if (ag)
       for (int k = P - 1; k >= 0; k--) {
         int nk = psize(p, k);
-        gboolean bidir =
-            algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
+        gboolean bidir = algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
         if (nk >= 2)
           add_stage(p, TS_ST_RING_AG, nk - 1, k, all_pieces(p) & ~(1u << k), bidir);
       }
@@ -932,27 +947,30 @@ ts_coll_plan *ts_coll_decompose(const ts_topo *t, ts_coll_kind kind, ts_coll_alg
 {
   g_return_val_if_fail(t != NULL && g != NULL, NULL);
   if ((int)kind < 0 || kind >= TS_COLL_NKINDS) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "collective kind %d: expected one of "
-                "allreduce, reducescatter, allgather, alltoall, broadcast", (int)kind);
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "collective kind %d: expected one of "
+                "allreduce, reducescatter, allgather, alltoall, broadcast",
+                (int)kind);
     return NULL;
   }
   if ((int)algo <= TS_ALGO_AUTO || algo >= TS_ALGO_NALGOS) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "%s: algorithm '%s': expected a concrete algorithm (auto is resolved by "
-                "ts_coll_time)", ts_coll_kind_name(kind), ts_coll_algo_name(algo));
+                "ts_coll_time)",
+                ts_coll_kind_name(kind), ts_coll_algo_name(algo));
     return NULL;
   }
   if (count < 0 || !(elem_bytes > 0.0) || !isfinite(elem_bytes)) {
     g_autofree char *eb = ts_dtostr(elem_bytes);
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "%s: count=%" G_GINT64_FORMAT " elem_bytes=%s: expected count >= 0 and "
-                "elem_bytes > 0", ts_coll_kind_name(kind), count, eb);
+                "elem_bytes > 0",
+                ts_coll_kind_name(kind), count, eb);
     return NULL;
   }
   if (!ts_group_shape_valid(t, g, error))
     return NULL;
-  return ts_coll_plan_build(t, kind, algo, g, count, elem_bytes, (double)count * elem_bytes,
-                            error);
+  return ts_coll_plan_build(t, kind, algo, g, count, elem_bytes, (double)count * elem_bytes, error);
 }
 
 void ts_coll_plan_free(ts_coll_plan *p)

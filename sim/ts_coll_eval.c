@@ -6,7 +6,7 @@
 #include <string.h>
 
 /*
- * Model (Thakur, Rabenseifner & Gropp 2005, sec. 2: time of a message = alpha + n*beta;
+ * Model (Thakur, Rabenseifner & Gropp 2005, cost model: a message costs alpha + n*beta;
  * cut-through routing: the latency of every hop adds, the bandwidth is that of the slowest
  * link). A flow's time is the latency of its dimension-order route plus the largest load on
  * any link it crosses divided by that link's bandwidth, where a link's load is the bytes of
@@ -22,9 +22,9 @@ typedef struct {
   int dim;
   int base; /* chip of coordinate 0 on this line */
   int n;
-  gsize off;      /* loads: [off, off+n+1) plus / up ports, [off+n+1, off+2n+2) minus / down */
-  gssize sp[2];   /* offset of the sparse table of each array in ev->sparse, -1 until built */
-  int need[2];    /* levels its sparse table needs: 1 + log2 of the longest interval asked */
+  gsize off;    /* loads: [off, off+n+1) plus / up ports, [off+n+1, off+2n+2) minus / down */
+  gssize sp[2]; /* offset of the sparse table of each array in ev->sparse, -1 until built */
+  int need[2];  /* levels its sparse table needs: 1 + log2 of the longest interval asked */
   guint hslot;
 } ev_line;
 
@@ -133,7 +133,12 @@ static int line_index(ts_eval *ev, int dim, int base)
     h = (h + 1) & mask;
   }
   if (idx < 0) {
-    ev_line ln = {.dim = dim, .base = base, .n = ev->nw.size[dim], .sp = {-1, -1}, .need = {0, 0}, .hslot = h};
+    ev_line ln = {.dim = dim,
+                  .base = base,
+                  .n = ev->nw.size[dim],
+                  .sp = {-1, -1},
+                  .need = {0, 0},
+                  .hslot = h};
     ln.off = ev->loads->len;
     g_array_set_size(ev->loads, ev->loads->len + 2 * (guint)(ln.n + 1));
     idx = (int)ev->lines->len;

@@ -55,8 +55,9 @@ typedef enum {
   TS_ST_DIRECT_AG,    /* everyone sends its chunk to every member, one step */
   TS_ST_DIRECT_A2A,   /* everyone sends every member its block, one step */
   TS_ST_DIRECT_BCAST, /* the root sends the buffer to every member, one step */
-  TS_ST_PAIRWISE,     /* all-to-all exchange along lines: step k swaps with the members k ahead and k behind */
-  TS_ST_CHAIN,        /* pipelined chain broadcast along lines (one or two chains) */
+  TS_ST_PAIRWISE, /* all-to-all exchange along lines: step k swaps with the members k ahead and k
+                     behind */
+  TS_ST_CHAIN,    /* pipelined chain broadcast along lines (one or two chains) */
 } ts_stage_type;
 
 typedef struct {
@@ -78,16 +79,16 @@ struct ts_coll_plan {
   ts_coll_kind kind;
   ts_coll_algo algo;
   ts_group_shape g;
-  int n;                     /* members */
-  int radix[TS_MAX_PIECES];  /* weight of each piece's digit in the member index */
-  gint64 count;              /* elements per member buffer */
+  int n;                    /* members */
+  int radix[TS_MAX_PIECES]; /* weight of each piece's digit in the member index */
+  gint64 count;             /* elements per member buffer */
   double elem_bytes;
-  double bytes;              /* S of the analytic model (count * elem_bytes, or ts_coll_time's bytes) */
-  int *snake;                /* n entries: ring position -> member (boustrophedon order) */
-  int *chip;                 /* n entries: member -> chip of the group placed at chip 0 */
+  double bytes; /* S of the analytic model (count * elem_bytes, or ts_coll_time's bytes) */
+  int *snake;   /* n entries: ring position -> member (boustrophedon order) */
+  int *chip;    /* n entries: member -> chip of the group placed at chip 0 */
   int nstages, nsteps;
   ts_stage st[TS_COLL_MAX_STAGES];
-  double *sent_bytes;        /* per member, computed on first use (g_once) */
+  double *sent_bytes; /* per member, computed on first use (g_once) */
 };
 
 /* Builds the stage structure of a collective (no transfers are expanded). count is the element

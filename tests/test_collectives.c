@@ -72,12 +72,12 @@ static double rel_err(double a, double b)
 /* Relative tolerance of closed forms: the model sums the same terms in another order. */
 #define CLOSED_TOL 1e-12
 
-#define expect_close(actual, expected, tol, ...)                                                \
-  do {                                                                                          \
-    double a_ = (actual), e_ = (expected);                                                      \
-    double r_ = rel_err(a_, e_);                                                                \
-    cr_expect(r_ <= (tol), "got %.17g, expected %.17g (rel err %.3g): %s", a_, e_, r_,          \
-              g_strdup_printf(__VA_ARGS__));                                                    \
+#define expect_close(actual, expected, tol, ...)                                                   \
+  do {                                                                                             \
+    double a_ = (actual), e_ = (expected);                                                         \
+    double r_ = rel_err(a_, e_);                                                                   \
+    cr_expect(r_ <= (tol), "got %.17g, expected %.17g (rel err %.3g): %s", a_, e_, r_,             \
+              g_strdup_printf(__VA_ARGS__));                                                       \
   } while (0)
 
 static double coll_time(const ts_topo *t, ts_coll_kind k, ts_coll_algo a, const ts_group_shape *g,
@@ -100,7 +100,7 @@ Test(closed_form, ring_allreduce)
     int N = ns[i];
     ts_topo *t = topo1(N, TS_SHAPE_RING, B, alpha);
     ts_group_shape g = whole(t);
-    double expect = 2.0 * (N - 1) * (alpha + S / (N * B)); /* Patarasuk & Yuan 2009, eq. (1) */
+    double expect = 2.0 * (N - 1) * (alpha + S / (N * B)); /* Patarasuk & Yuan 2009 */
     expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_RING, &g, S), expect, CLOSED_TOL,
                  "ring allreduce N=%d", N);
     /* The plan's time (4-byte elements) comes from the same phase structure. */
@@ -161,9 +161,8 @@ Test(closed_form, torus_2d_is_sum_of_dimension_phases)
        * then along y on S/X, all-gather y, then x. Each phase by hand: */
       double phase_x = (X - 1) * (ax + S / (2.0 * X * Bx));
       double phase_y = (Y - 1) * (ay + (S / X) / (2.0 * Y * By));
-      expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S),
-                   2 * phase_x + 2 * phase_y, CLOSED_TOL, "torus %dx%d ratio %g", X, Y,
-                   ratios[j]);
+      expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), 2 * phase_x + 2 * phase_y,
+                   CLOSED_TOL, "torus %dx%d ratio %g", X, Y, ratios[j]);
       expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS, &g, S), phase_x + phase_y,
                    CLOSED_TOL, "torus reducescatter %dx%d", X, Y);
       /* The sum of the per-dimension collectives, each timed on its own. */
@@ -203,8 +202,8 @@ Test(closed_form, hierarchical_gpu_cluster)
   for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
     double S = sizes[i];
     double expect = 2 * 7 * (1e-6 + S / 8 / 3e11) + 2 * 31 * (5e-6 + S / 8 / 32 / 2.5e10);
-    expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_HIERARCHICAL, &g, S), expect,
-                 CLOSED_TOL, "hierarchical S=%g", S);
+    expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_HIERARCHICAL, &g, S), expect, CLOSED_TOL,
+                 "hierarchical S=%g", S);
     /* On switch dims the torus algorithm uses one-way rings too: same time. */
     expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), expect, CLOSED_TOL,
                  "torus on switches S=%g", S);
@@ -229,14 +228,14 @@ Test(closed_form, tree_and_halving_doubling)
     /* Direct: every port carries n-1 chunks of S/n (Thakur et al. 2005's lower bound shape). */
     expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_DIRECT, &g, S),
                  2.0 * (alpha + (n - 1.0) / n * S / B), CLOSED_TOL, "direct allreduce n=%d", n);
-    expect_close(coll_time(t, TS_COLL_BROADCAST, TS_ALGO_DIRECT, &g, S),
-                 alpha + (n - 1.0) * S / B, CLOSED_TOL, "direct broadcast n=%d", n);
+    expect_close(coll_time(t, TS_COLL_BROADCAST, TS_ALGO_DIRECT, &g, S), alpha + (n - 1.0) * S / B,
+                 CLOSED_TOL, "direct broadcast n=%d", n);
     /* Pairwise all-to-all: floor(n/2) steps; the bandwidth term is (n-1)/n S/B. */
     double a2a = (n / 2) * alpha + (n - 1.0) / n * S / B;
     expect_close(coll_time(t, TS_COLL_ALLTOALL, TS_ALGO_RING, &g, S), a2a, CLOSED_TOL,
                  "pairwise alltoall n=%d", n);
     if ((n & (n - 1)) == 0) {
-      /* Rabenseifner: 2 log2(n) alpha + 2 (n-1)/n S/B (Thakur et al. 2005, sec. 4.5). */
+      /* Rabenseifner: 2 log2(n) alpha + 2 (n-1)/n S/B (Thakur et al. 2005). */
       expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_HALVING_DOUBLING, &g, S),
                    2.0 * L * alpha + 2.0 * (n - 1.0) / n * S / B, CLOSED_TOL, "hd n=%d", n);
     }
@@ -308,8 +307,8 @@ Test(route, dimension_order_shorter_way_and_ports)
   /* (1,0,0) -> (6,3,2): x the short way backwards 1->0->7->6 (3 hops), y +3, z up/down. */
   int src = 1, dst = 6 + 8 * 3 + 32 * 2;
   ts_route(t, src, dst, r);
-  ts_link_id want[] = {{1, 0, -1}, {0, 0, -1}, {7, 0, -1}, {6, 1, 1},          {6 + 8, 1, 1},
-                       {6 + 16, 1, 1}, {6 + 24, 0 + 2, 1}, {6 + 24 + 64, 2, -1}};
+  ts_link_id want[] = {{1, 0, -1},    {0, 0, -1},     {7, 0, -1},         {6, 1, 1},
+                       {6 + 8, 1, 1}, {6 + 16, 1, 1}, {6 + 24, 0 + 2, 1}, {6 + 24 + 64, 2, -1}};
   guint len = r->len;
   cr_assert_eq(len, G_N_ELEMENTS(want), "route length %u", len);
   for (guint i = 0; i < len; i++) {
@@ -338,11 +337,11 @@ Test(group, member_and_base_chip_round_trip)
   dimspec d[2] = {{"x", 16, TS_SHAPE_RING, 1e11, 1e-6}, {"y", 6, TS_SHAPE_MESH, 1e11, 1e-6}};
   ts_topo *t = topo_new(2, d);
   ts_group_shape shapes[] = {
-      {1, {{0, 4, 1}}},                        /* tp: contiguous blocks of 4 along x */
-      {1, {{0, 4, 4}}},                        /* dp: strided by 4 along x */
-      {2, {{0, 4, 1}, {0, 4, 4}}},             /* both: all of x */
-      {2, {{0, 2, 8}, {1, 3, 2}}},             /* strided on two dims */
-      {3, {{0, 2, 1}, {1, 2, 1}, {0, 2, 4}}},  /* interleaved dims */
+      {1, {{0, 4, 1}}},                       /* tp: contiguous blocks of 4 along x */
+      {1, {{0, 4, 4}}},                       /* dp: strided by 4 along x */
+      {2, {{0, 4, 1}, {0, 4, 4}}},            /* both: all of x */
+      {2, {{0, 2, 8}, {1, 3, 2}}},            /* strided on two dims */
+      {3, {{0, 2, 1}, {1, 2, 1}, {0, 2, 4}}}, /* interleaved dims */
   };
   for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
     const ts_group_shape *g = &shapes[s];
@@ -389,12 +388,9 @@ Test(group, invalid_shapes_name_the_problem)
     ts_group_shape g;
     const char *needle;
   } bad[] = {
-      {{1, {{2, 2, 1}}}, "dim=2"},
-      {{1, {{0, 0, 1}}}, "size=0"},
-      {{1, {{1, 4, 2}}}, "size*stride=8"},
-      {{2, {{0, 4, 1}, {0, 2, 2}}}, "overlap"},
-      {{2, {{0, 2, 1}, {0, 2, 3}}}, "nest"},
-      {{-1, {{0, 1, 1}}}, "pieces"},
+      {{1, {{2, 2, 1}}}, "dim=2"},           {{1, {{0, 0, 1}}}, "size=0"},
+      {{1, {{1, 4, 2}}}, "size*stride=8"},   {{2, {{0, 4, 1}, {0, 2, 2}}}, "overlap"},
+      {{2, {{0, 2, 1}, {0, 2, 3}}}, "nest"}, {{-1, {{0, 1, 1}}}, "pieces"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     g_autoptr(GError) e = NULL;
@@ -435,8 +431,8 @@ static void check_numeric(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo
   gint64 *soff = g_new(gint64, n), *scnt = g_new(gint64, n);
   for (int m = 0; m < n; m++)
     ts_coll_shard(p, m, &soff[m], &scnt[m]);
-  gboolean sharded = kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER ||
-                     kind == TS_COLL_ALLGATHER;
+  gboolean sharded =
+      kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER || kind == TS_COLL_ALLGATHER;
   if (sharded) {
     /* Shards partition the buffer. */
     gint64 sum = 0;
@@ -448,8 +444,7 @@ static void check_numeric(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo
     }
     cr_expect_eq(sum, C, "%s: shard counts sum to %" G_GINT64_FORMAT, what, sum);
     for (gint64 i = 0; i < C; i++)
-      cr_expect_eq(cover[i], 1, "%s: element %" G_GINT64_FORMAT " in %d shards", what, i,
-                   cover[i]);
+      cr_expect_eq(cover[i], 1, "%s: element %" G_GINT64_FORMAT " in %d shards", what, i, cover[i]);
     g_free(cover);
   }
   for (gsize i = 0; i < tot; i++)
@@ -609,15 +604,14 @@ static void check_structure(const ts_topo *t, ts_coll_kind kind, ts_coll_algo al
       if (tt < 3) {
         double fast = ts_eval_step(ev, (ts_flow *)(void *)fl->data, (int)fl->len);
         double ref = ts_eval_step_reference(t, (ts_flow *)(void *)fl->data, (int)fl->len);
-        cr_expect(rel_err(fast, ref) <= 1e-9, "%s: step %d: evaluator %.17g, reference %.17g",
-                  what, st->first_step + tt, fast, ref);
+        cr_expect(rel_err(fast, ref) <= 1e-9, "%s: step %d: evaluator %.17g, reference %.17g", what,
+                  st->first_step + tt, fast, ref);
       }
     }
   }
   ts_eval_free(ev);
   double slab = ts_coll_plan_time_full(p, FALSE), full = ts_coll_plan_time_full(p, TRUE);
-  cr_expect(rel_err(slab, full) <= 1e-12, "%s: one line %.17g, all lines %.17g", what, slab,
-            full);
+  cr_expect(rel_err(slab, full) <= 1e-12, "%s: one line %.17g, all lines %.17g", what, slab, full);
 }
 
 /* Sum over members of bytes_sent, as multiples of S, for one algorithm (known totals). */
@@ -670,10 +664,9 @@ static void check_bytes_sent(const ts_topo *t, ts_coll_kind kind, ts_coll_algo a
   expect_close(total, expect, 1e-12, "%s: sum of bytes_sent", what);
 }
 
-static const ts_coll_algo all_algos[] = {TS_ALGO_RING,  TS_ALGO_BIDIR_RING,
-                                         TS_ALGO_TORUS, TS_ALGO_HIERARCHICAL,
-                                         TS_ALGO_TREE,  TS_ALGO_HALVING_DOUBLING,
-                                         TS_ALGO_DIRECT};
+static const ts_coll_algo all_algos[] = {
+    TS_ALGO_RING, TS_ALGO_BIDIR_RING,       TS_ALGO_TORUS, TS_ALGO_HIERARCHICAL,
+    TS_ALGO_TREE, TS_ALGO_HALVING_DOUBLING, TS_ALGO_DIRECT};
 
 static gboolean applies(const ts_topo *t, ts_coll_kind k, ts_coll_algo a, const ts_group_shape *g)
 {
@@ -691,15 +684,14 @@ static int check_all(const ts_topo *t, const ts_group_shape *g, GRand *rng, cons
       if (!applies(t, (ts_coll_kind)k, all_algos[a], g))
         continue;
       for (size_t c = 0; c < G_N_ELEMENTS(counts); c++) {
-        g_autofree char *what =
-            g_strdup_printf("%s %s %s n=%d count=%" G_GINT64_FORMAT, label,
-                            ts_coll_kind_name((ts_coll_kind)k), ts_coll_algo_name(all_algos[a]),
-                            n, counts[c]);
+        g_autofree char *what = g_strdup_printf("%s %s %s n=%d count=%" G_GINT64_FORMAT, label,
+                                                ts_coll_kind_name((ts_coll_kind)k),
+                                                ts_coll_algo_name(all_algos[a]), n, counts[c]);
         check_numeric(t, (ts_coll_kind)k, all_algos[a], g, counts[c], rng, what);
       }
-      g_autofree char *what = g_strdup_printf("%s %s %s n=%d", label,
-                                              ts_coll_kind_name((ts_coll_kind)k),
-                                              ts_coll_algo_name(all_algos[a]), n);
+      g_autofree char *what =
+          g_strdup_printf("%s %s %s n=%d", label, ts_coll_kind_name((ts_coll_kind)k),
+                          ts_coll_algo_name(all_algos[a]), n);
       check_structure(t, (ts_coll_kind)k, all_algos[a], g, what);
       check_bytes_sent(t, (ts_coll_kind)k, all_algos[a], g, what);
       runs++;
@@ -811,9 +803,9 @@ Test(numeric, fuzz_200_random_shapes)
     ts_coll_algo algo = all_algos[g_rand_int_range(rng, 0, G_N_ELEMENTS(all_algos))];
     gint64 count = g_rand_int_range(rng, 0, 60);
     if (applies(t, kind, algo, &g)) {
-      g_autofree char *what = g_strdup_printf("fuzz %d (%s %s, %d members, %d pieces)", it,
-                                              ts_coll_kind_name(kind), ts_coll_algo_name(algo),
-                                              ts_group_size(&g), g.npieces);
+      g_autofree char *what =
+          g_strdup_printf("fuzz %d (%s %s, %d members, %d pieces)", it, ts_coll_kind_name(kind),
+                          ts_coll_algo_name(algo), ts_group_size(&g), g.npieces);
       check_numeric(t, kind, algo, &g, count, rng, what);
       check_structure(t, kind, algo, &g, what);
       check_bytes_sent(t, kind, algo, &g, what);
@@ -844,13 +836,12 @@ Test(choice, auto_picks_the_fastest)
     for (int k = 0; k < TS_COLL_NKINDS; k++)
       for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++) {
         ts_coll_algo chosen = TS_ALGO_AUTO;
-        double best = ts_coll_time(tops[i], (ts_coll_kind)k, TS_ALGO_AUTO, &g, sizes[s], &chosen,
-                                   NULL);
+        double best =
+            ts_coll_time(tops[i], (ts_coll_kind)k, TS_ALGO_AUTO, &g, sizes[s], &chosen, NULL);
         cr_assert(best >= 0.0);
         double min = INFINITY;
         for (size_t a = 0; a < G_N_ELEMENTS(all_algos); a++) {
-          double v = ts_coll_time(tops[i], (ts_coll_kind)k, all_algos[a], &g, sizes[s], NULL,
-                                  NULL);
+          double v = ts_coll_time(tops[i], (ts_coll_kind)k, all_algos[a], &g, sizes[s], NULL, NULL);
           if (v >= 0.0)
             min = MIN(min, v);
         }
