@@ -78,6 +78,16 @@ guint64 ts_rng_below(ts_rng *r, guint64 n)
   return (guint64)(((unsigned __int128)ts_rng_u64(r) * n) >> 64);
 }
 
+int ts_prec_bytes(ts_prec p)
+{
+  return p == TS_PREC_F32 ? 4 : 8;
+}
+
+const char *ts_prec_name(ts_prec p)
+{
+  return p == TS_PREC_F32 ? "fp32" : "fp64";
+}
+
 /* ---- Shapes ---- */
 
 int ts_conv_out_h(const ts_conv_shape *s)

@@ -36,6 +36,14 @@ double ts_rng_normal(ts_rng *r);
 /** Uniform whole number in [0, n), n >= 1 (Lemire's multiply-shift; bias < n / 2^64). */
 guint64 ts_rng_below(ts_rng *r, guint64 n);
 
+/** Precision of a real buffer: fp32 (float) or fp64 (double). */
+typedef enum { TS_PREC_F32, TS_PREC_F64 } ts_prec;
+
+/** Bytes per element of a precision (4 or 8). */
+int ts_prec_bytes(ts_prec p);
+/** "fp32" or "fp64". */
+const char *ts_prec_name(ts_prec p);
+
 /* ---- Shapes ---- */
 
 /** A 2D convolution: input [n][c][h][w], weight [oc][c][kh][kw], output [n][oc][oh][ow]. */
