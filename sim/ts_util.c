@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK(trainsim-error-quark, ts_error)
+G_DEFINE_QUARK(trainsim - error - quark, ts_error)
 
 gboolean ts_parse_double(const char *text, double *out)
 {
@@ -53,7 +53,7 @@ gboolean ts_parse_size(const char *text, double *out)
     const char *suffix;
     double mult;
   } units[] = {{"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
-               {"k", 1e3},     {"K", 1e3},        {"M", 1e6},          {"G", 1e9},
+               {"k", 1e3},     {"K", 1e3},        {"M", 1e6},           {"G", 1e9},
                {"T", 1e12}};
   for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
     size_t n = strlen(units[i].suffix);
@@ -83,8 +83,9 @@ GKeyFile *ts_kf_load(const char *path, GError **error)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
                   g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
     else
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s (expected an INI file of [group] and key = value lines)",
-                  path, local->message);
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: %s (expected an INI file of [group] and key = value lines)", path,
+                  local->message);
     return NULL;
   }
   return g_steal_pointer(&kf);
@@ -270,8 +271,8 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
     for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
       if (roots[i] == NULL)
         continue;
-      g_autofree char *file = g_str_has_suffix(name, ".ini") ? g_strdup(name)
-                                                            : g_strconcat(name, ".ini", NULL);
+      g_autofree char *file =
+          g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
       char *p = g_build_filename(roots[i], dir, file, NULL);
       if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
         return p;
