@@ -17,8 +17,16 @@
 #define TS_KERNEL_ATTR                                                                           \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                   \
                  optimize("fp-contract=fast")))
+/* Streaming kernels: the same clones, and loop vectorization at the "dynamic" cost model
+ * (-O2's "very-cheap" model refuses any loop whose trip count is not a known multiple of the
+ * vector width, i.e. all of them). No reassociation: sums keep their order. Adam stays
+ * scalar: sqrt sets errno, and -fno-math-errno cannot be set per function. */
+#define TS_STREAM_ATTR                                                                           \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                   \
+                 optimize("tree-vectorize", "vect-cost-model=dynamic")))
 #else
 #define TS_KERNEL_ATTR
+#define TS_STREAM_ATTR
 #endif
 
 /* Rows of the GEMM register tile (both precisions). */

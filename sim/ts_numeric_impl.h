@@ -154,7 +154,7 @@ void TS_F(ts_gemm)(gboolean trans_a, gboolean trans_b, int m, int n, int k, TS_R
 
 /* ---------------- Bias, activations, element-wise ---------------- */
 
-void TS_F(ts_bias_add)(int rows, int cols, const TS_R *bias, TS_R *y)
+TS_STREAM_ATTR void TS_F(ts_bias_add)(int rows, int cols, const TS_R *bias, TS_R *y)
 {
   for (int r = 0; r < rows; r++) {
     TS_R *yr = y + (gint64)r * cols;
@@ -163,7 +163,7 @@ void TS_F(ts_bias_add)(int rows, int cols, const TS_R *bias, TS_R *y)
   }
 }
 
-void TS_F(ts_bias_grad)(int rows, int cols, const TS_R *dy, TS_R *dbias)
+TS_STREAM_ATTR void TS_F(ts_bias_grad)(int rows, int cols, const TS_R *dy, TS_R *dbias)
 {
   for (int r = 0; r < rows; r++) {
     const TS_R *dr = dy + (gint64)r * cols;
@@ -172,13 +172,13 @@ void TS_F(ts_bias_grad)(int rows, int cols, const TS_R *dy, TS_R *dbias)
   }
 }
 
-void TS_F(ts_relu_fwd)(gint64 n, const TS_R *x, TS_R *y)
+TS_STREAM_ATTR void TS_F(ts_relu_fwd)(gint64 n, const TS_R *x, TS_R *y)
 {
   for (gint64 i = 0; i < n; i++)
     y[i] = x[i] > 0 ? x[i] : 0;
 }
 
-void TS_F(ts_relu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, TS_R *dx)
+TS_STREAM_ATTR void TS_F(ts_relu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, TS_R *dx)
 {
   for (gint64 i = 0; i < n; i++)
     dx[i] = x[i] > 0 ? dy[i] : 0;
@@ -203,13 +203,13 @@ void TS_F(ts_gelu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, TS_R *dx)
   }
 }
 
-void TS_F(ts_axpy)(gint64 n, TS_R alpha, const TS_R *x, TS_R *y)
+TS_STREAM_ATTR void TS_F(ts_axpy)(gint64 n, TS_R alpha, const TS_R *x, TS_R *y)
 {
   for (gint64 i = 0; i < n; i++)
     y[i] += alpha * x[i];
 }
 
-void TS_F(ts_add)(gint64 n, const TS_R *x, const TS_R *y, TS_R *z)
+TS_STREAM_ATTR void TS_F(ts_add)(gint64 n, const TS_R *x, const TS_R *y, TS_R *z)
 {
   for (gint64 i = 0; i < n; i++)
     z[i] = x[i] + y[i];
@@ -511,7 +511,7 @@ void TS_F(ts_maxpool_bwd)(int planes, int h, int w, int k, const TS_R *dy, const
 
 /* ---------------- Optimizers ---------------- */
 
-void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R weight_decay, TS_R *w,
+TS_STREAM_ATTR void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R weight_decay, TS_R *w,
                        const TS_R *g, TS_R *vel)
 {
   for (gint64 i = 0; i < n; i++) {
@@ -524,8 +524,9 @@ void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R weight_decay, TS_R
   }
 }
 
-void TS_F(ts_adam_step)(gint64 n, const ts_adam *hp, int step, TS_R *w, const TS_R *g, TS_R *m,
-                        TS_R *v)
+TS_STREAM_ATTR void TS_F(ts_adam_step)(gint64 n, const ts_adam *hp, int step, TS_R *restrict w,
+                                       const TS_R *restrict g, TS_R *restrict m,
+                                       TS_R *restrict v)
 {
   g_return_if_fail(step >= 1);
   const TS_R b1 = (TS_R)hp->beta1, b2 = (TS_R)hp->beta2, eps = (TS_R)hp->eps;
@@ -535,11 +536,13 @@ void TS_F(ts_adam_step)(gint64 n, const ts_adam *hp, int step, TS_R *w, const TS
   const TS_R c2 = (TS_R)(1.0 / (1.0 - pow(hp->beta2, step)));
   for (gint64 i = 0; i < n; i++) {
     TS_R gi = g[i];
-    m[i] = b1 * m[i] + (1 - b1) * gi;
-    v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-    TS_R mhat = m[i] * c1, vhat = v[i] * c2;
-    w[i] -= decay * w[i];
-    w[i] -= lr * mhat / (TS_SQRT(vhat) + eps);
+    TS_R mi = b1 * m[i] + (1 - b1) * gi;
+    TS_R vi = b2 * v[i] + (1 - b2) * gi * gi;
+    TS_R mhat = mi * c1, vhat = vi * c2;
+    TS_R wi = w[i] - decay * w[i];
+    w[i] = wi - lr * mhat / (TS_SQRT(vhat) + eps);
+    m[i] = mi;
+    v[i] = vi;
   }
 }
 
