@@ -380,6 +380,18 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
 
 /* ---------------- Convolution ---------------- */
 
+/* Output columns [*lo, *hi) whose input column ox*stride - pad + v lies inside [0, w): the
+ * rest of a row is padding, so the loops below copy without a test per element. */
+static void TS_F(conv_valid)(int pad, int stride, int v, int w, int ow, int *lo, int *hi)
+{
+  int a = pad - v; /* ox*stride >= pad - v */
+  *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+  int b = w + pad - v; /* ox*stride < w + pad - v */
+  *hi = b <= 0 ? 0 : MIN(ow, (b + stride - 1) / stride);
+  if (*lo > *hi)
+    *lo = *hi;
+}
+
 /* col[(ci*kh + u)*kw + v][oy*ow + ox] = x[ci][oy*stride - pad + u][ox*stride - pad + v] or 0. */
 static void TS_F(im2col)(const ts_conv_shape *s, const TS_R *x, TS_R *col)
 {
@@ -388,14 +400,25 @@ static void TS_F(im2col)(const ts_conv_shape *s, const TS_R *x, TS_R *col)
     for (int u = 0; u < s->kh; u++)
       for (int vv = 0; vv < s->kw; vv++) {
         TS_R *row = col + ((gint64)(ci * s->kh + u) * s->kw + vv) * oh * ow;
+        int lo, hi;
+        TS_F(conv_valid)(s->pad, s->stride, vv, s->w, ow, &lo, &hi);
         for (int oy = 0; oy < oh; oy++) {
           int iy = oy * s->stride - s->pad + u;
-          for (int ox = 0; ox < ow; ox++) {
-            int ix = ox * s->stride - s->pad + vv;
-            row[oy * ow + ox] = iy >= 0 && iy < s->h && ix >= 0 && ix < s->w
-                                    ? x[((gint64)ci * s->h + iy) * s->w + ix]
-                                    : 0;
+          TS_R *out = row + (gint64)oy * ow;
+          if (iy < 0 || iy >= s->h) {
+            memset(out, 0, sizeof(TS_R) * (size_t)ow);
+            continue;
           }
+          const TS_R *in = x + ((gint64)ci * s->h + iy) * s->w - s->pad + vv;
+          for (int ox = 0; ox < lo; ox++)
+            out[ox] = 0;
+          if (s->stride == 1)
+            memcpy(out + lo, in + lo, sizeof(TS_R) * (size_t)(hi - lo));
+          else
+            for (int ox = lo; ox < hi; ox++)
+              out[ox] = in[(gint64)ox * s->stride];
+          for (int ox = hi; ox < ow; ox++)
+            out[ox] = 0;
         }
       }
 }
@@ -409,15 +432,16 @@ static void TS_F(col2im)(const ts_conv_shape *s, const TS_R *col, TS_R *dx)
     for (int u = 0; u < s->kh; u++)
       for (int vv = 0; vv < s->kw; vv++) {
         const TS_R *row = col + ((gint64)(ci * s->kh + u) * s->kw + vv) * oh * ow;
+        int lo, hi;
+        TS_F(conv_valid)(s->pad, s->stride, vv, s->w, ow, &lo, &hi);
         for (int oy = 0; oy < oh; oy++) {
           int iy = oy * s->stride - s->pad + u;
           if (iy < 0 || iy >= s->h)
             continue;
-          for (int ox = 0; ox < ow; ox++) {
-            int ix = ox * s->stride - s->pad + vv;
-            if (ix >= 0 && ix < s->w)
-              dx[((gint64)ci * s->h + iy) * s->w + ix] += row[oy * ow + ox];
-          }
+          TS_R *out = dx + ((gint64)ci * s->h + iy) * s->w - s->pad + vv;
+          const TS_R *in = row + (gint64)oy * ow;
+          for (int ox = lo; ox < hi; ox++)
+            out[(gint64)ox * s->stride] += in[ox];
         }
       }
 }
