@@ -65,8 +65,8 @@ static const char *fmtg(char *buf, const char *fmt, double v)
 }
 
 /* The profile as a topology file: [chip] from the fit, one single-chip [dim.x]. */
-static char *profile_text(const char *chip, ts_prec prec, const ts_calib_fit *f, double mem_bytes,
-                          int nfit, double mape_fit, const char *cmdline)
+static char *profile_text(const char *chip, ts_prec prec, gboolean quick, const ts_calib_fit *f,
+                          double mem_bytes, int nfit, double mape_fit, const char *cmdline)
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE],
       b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE];
@@ -77,9 +77,10 @@ static char *profile_text(const char *chip, ts_prec prec, const ts_calib_fit *f,
       "# Host CPU profile, ONE core running trainsim's own %s kernels (sim/ts_numeric.c).\n"
       "# Model (ts_compute_time, Williams et al., CACM 2009 roofline):\n"
       "#   time = max(flop / (peak_tflops x compute_efficiency), bytes / memory_bandwidth_GBps)\n"
-      "# fitted to %d kernels (GEMM 64..4096, convolutions, streaming element-wise);\n"
+      "# fitted to %d kernels (GEMM, convolutions, streaming element-wise; %s sweep);\n"
       "# median absolute error of the fitted kernels %s%%.\n\n",
-      cmdline, TS_VERSION, ts_prec_name(prec), nfit, fmtg(b1, "%.1f", mape_fit));
+      cmdline, TS_VERSION, ts_prec_name(prec), nfit, quick ? "the --quick" : "the default",
+      fmtg(b1, "%.1f", mape_fit));
   g_string_append_printf(s, "[topology]\nname = host-cpu\n\n");
   g_string_append_printf(
       s,
@@ -167,7 +168,7 @@ int ts_cmd_calibrate(int argc, char **argv)
 {
   g_autofree char *output = NULL, *dat = NULL, *plot = NULL, *precision = NULL, *name = NULL;
   gboolean quick = FALSE, quiet = FALSE;
-  double min_time = -1, peak_gflops = 0;
+  double min_time = NAN, peak_gflops = 0; /* NAN: not given */
   GOptionEntry entries[] = {
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
        "write the chip profile (a topology file) to FILE, atomically; '-' for stdout", "FILE"},
@@ -216,7 +217,7 @@ int ts_cmd_calibrate(int argc, char **argv)
     }
     o.prec = TS_PREC_F64;
   }
-  if (min_time == -1)
+  if (isnan(min_time))
     min_time = quick ? 0.01 : 0.25;
   if (!(min_time >= 0 && min_time <= 60)) {
     g_set_error(&error, TS_ERROR, TS_ERROR_INPUT,
@@ -304,7 +305,7 @@ int ts_cmd_calibrate(int argc, char **argv)
   g_autofree char *cmdline = g_strdup_printf("trainsim calibrate%s%s%s", quick ? " --quick" : "",
                                              o.prec == TS_PREC_F64 ? " --precision fp64" : "",
                                              peak_gflops > 0 ? " --peak-gflops ..." : "");
-  g_autofree char *ini = profile_text(chip, o.prec, &fit, mem, nfit, mape_fit, cmdline);
+  g_autofree char *ini = profile_text(chip, o.prec, quick, &fit, mem, nfit, mape_fit, cmdline);
   g_autoptr(GKeyFile) kf = g_key_file_new();
   g_autoptr(ts_topo) topo = NULL;
   if (!g_key_file_load_from_data(kf, ini, (gsize)-1, G_KEY_FILE_NONE, &error) ||
@@ -317,7 +318,7 @@ int ts_cmd_calibrate(int argc, char **argv)
 
   /* Table. */
   GString *t = g_string_new(NULL);
-  char b[6][G_ASCII_DTOSTR_BUF_SIZE];
+  char b[8][G_ASCII_DTOSTR_BUF_SIZE];
   g_string_append_printf(t, "%-34s %-11s %-6s %12s %11s %12s %13s %-7s %11s %8s\n", "kernel",
                          "kind", "in_fit", "work_GFLOP", "traffic_MB", "measured_ms",
                          "predicted_ms", "bound", "rate_GFLOPps", "error_pct");
@@ -350,8 +351,8 @@ int ts_cmd_calibrate(int argc, char **argv)
       fmtg(b[0], "%.1f", peak / 1e9), fmtg(b[1], "%.4g", topo->chip.compute_efficiency),
       fmtg(b[2], "%.4g", topo->chip.memory_bw_Bps / 1e9), ts_prec_name(o.prec), n,
       fmtg(b[3], "%.1f", sweep_s), fmtg(b[4], "%.1f", mape_file), k,
-      fmtg(b[5], "%.1f", mape_all), n, fmtg(b[0], "%.2f", fit_ov.overhead_s * 1e6),
-      fmtg(b[1], "%.1f", mape_ov));
+      fmtg(b[5], "%.1f", mape_all), n, fmtg(b[6], "%.2f", fit_ov.overhead_s * 1e6),
+      fmtg(b[7], "%.1f", mape_ov));
 
   /* Outputs: all computed before any is written; each written atomically. */
   gboolean ok = TRUE;
