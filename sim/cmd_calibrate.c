@@ -93,11 +93,12 @@ static char *profile_text(const char *chip, ts_prec prec, gboolean quick, const 
       fmtg(b2, "%.4g", mem_bytes / 1073741824.0), fmtg(b3, "%.4g", f->mem_bw_Bps / 1e9),
       fmtg(b4, "%.4g", f->efficiency));
   fmtg(b5, "%.4g", f->mem_bw_Bps / 1e9);
-  g_string_append_printf(s,
-                         "[dim.x]\nsize = 1\nshape = switch\n"
-                         "link_bandwidth_GBps = %s  # unused (one chip, no link): memory bandwidth\n"
-                         "latency_us = 0\n",
-                         b5);
+  g_string_append_printf(
+      s,
+      "[dim.x]\nsize = 1\nshape = switch\n"
+      "link_bandwidth_GBps = %s  # unused (one chip, no link): memory bandwidth\n"
+      "latency_us = 0\n",
+      b5);
   return g_string_free(s, FALSE);
 }
 
@@ -157,8 +158,10 @@ static gboolean check_out_dir(const char *opt, const char *path, GError **error)
     return TRUE;
   g_autofree char *dir = g_path_get_dirname(path);
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s %s: folder '%s' does not exist; expected an "
-                "existing folder", opt, path, dir);
+    g_set_error(error, TS_ERROR, TS_ERROR_IO,
+                "%s %s: folder '%s' does not exist; expected an "
+                "existing folder",
+                opt, path, dir);
     return FALSE;
   }
   return TRUE;
@@ -264,10 +267,11 @@ int ts_cmd_calibrate(int argc, char **argv)
 
   /* Measure. */
   int esz = ts_prec_bytes(o.prec);
-  double peak = peak_gflops > 0 ? peak_gflops * 1e9 : ts_numeric_peak_flops(esz, quick ? 0.05 : 0.3);
+  double peak =
+      peak_gflops > 0 ? peak_gflops * 1e9 : ts_numeric_peak_flops(esz, quick ? 0.05 : 0.3);
   if (!quiet)
-    fprintf(stderr, "trainsim calibrate: peak %.1f GFLOP/s (%s), timing %s sweep...\n",
-            peak / 1e9, peak_gflops > 0 ? "given" : "measured", quick ? "the quick" : "the");
+    fprintf(stderr, "trainsim calibrate: peak %.1f GFLOP/s (%s), timing %s sweep...\n", peak / 1e9,
+            peak_gflops > 0 ? "given" : "measured", quick ? "the quick" : "the");
   double t_start = ts_numeric_now();
   g_autoptr(GArray) samples = ts_calib_sweep(&o, progress, &quiet);
   double sweep_s = ts_numeric_now() - t_start;
@@ -326,7 +330,8 @@ int ts_cmd_calibrate(int argc, char **argv)
     gboolean compute = s[i].flop / (topo->chip.peak_flops * topo->chip.compute_efficiency) >=
                        s[i].bytes / topo->chip.memory_bw_Bps;
     g_string_append_printf(t, "%-34s %-11s %-6s %12s %11s %12s %13s %-7s %11s %8s\n", s[i].name,
-                           s[i].kind, s[i].in_fit ? "yes" : "no", fmtg(b[0], "%.4f", s[i].flop / 1e9),
+                           s[i].kind, s[i].in_fit ? "yes" : "no",
+                           fmtg(b[0], "%.4f", s[i].flop / 1e9),
                            fmtg(b[1], "%.2f", s[i].bytes / 1e6), fmtg(b[2], "%.4f", meas[i] * 1e3),
                            fmtg(b[3], "%.4f", pred[i] * 1e3), compute ? "compute" : "memory",
                            fmtg(b[4], "%.2f", s[i].flop / meas[i] / 1e9),
@@ -339,7 +344,8 @@ int ts_cmd_calibrate(int argc, char **argv)
       pf2[k] = pred[i];
       mf2[k++] = meas[i];
     }
-  double mape_file = ts_calib_median_ape(pf2, mf2, k), mape_all = ts_calib_median_ape(pred, meas, n);
+  double mape_file = ts_calib_median_ape(pf2, mf2, k),
+         mape_all = ts_calib_median_ape(pred, meas, n);
   double mape_ov = ts_calib_median_ape(pov, meas, n);
   g_string_append_printf(
       t,
@@ -350,9 +356,8 @@ int ts_cmd_calibrate(int argc, char **argv)
       "%s%% (not in the profile: the simulator's roofline has no such term)\n",
       fmtg(b[0], "%.1f", peak / 1e9), fmtg(b[1], "%.4g", topo->chip.compute_efficiency),
       fmtg(b[2], "%.4g", topo->chip.memory_bw_Bps / 1e9), ts_prec_name(o.prec), n,
-      fmtg(b[3], "%.1f", sweep_s), fmtg(b[4], "%.1f", mape_file), k,
-      fmtg(b[5], "%.1f", mape_all), n, fmtg(b[6], "%.2f", fit_ov.overhead_s * 1e6),
-      fmtg(b[7], "%.1f", mape_ov));
+      fmtg(b[3], "%.1f", sweep_s), fmtg(b[4], "%.1f", mape_file), k, fmtg(b[5], "%.1f", mape_all),
+      n, fmtg(b[6], "%.2f", fit_ov.overhead_s * 1e6), fmtg(b[7], "%.1f", mape_ov));
 
   /* Outputs: all computed before any is written; each written atomically. */
   gboolean ok = TRUE;

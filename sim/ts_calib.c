@@ -134,8 +134,8 @@ gboolean ts_calib_fit_roofline(const ts_calib_sample *s, int n, double peak_flop
   for (int i = 0; i < n; i++) {
     if (!s[i].in_fit)
       continue;
-    if (!(s[i].time_s > 0) || !isfinite(s[i].time_s) || !(s[i].flop >= 0) ||
-        !(s[i].bytes >= 0) || s[i].flop + s[i].bytes <= 0 || !isfinite(s[i].flop + s[i].bytes)) {
+    if (!(s[i].time_s > 0) || !isfinite(s[i].time_s) || !(s[i].flop >= 0) || !(s[i].bytes >= 0) ||
+        s[i].flop + s[i].bytes <= 0 || !isfinite(s[i].flop + s[i].bytes)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                   "calibration sample %d '%s': time %g s, %g FLOP, %g bytes: expected a positive "
                   "time and non-negative, not both zero, work and traffic",
@@ -198,8 +198,20 @@ gboolean ts_calib_fit_roofline(const ts_calib_sample *s, int n, double peak_flop
 
 /* ---------------- sweep ---------------- */
 
-enum { OP_GEMM, OP_CONV, OP_ADD, OP_AXPY, OP_RELU, OP_RELU_BWD, OP_BIAS, OP_SGD, OP_ADAM, OP_GELU,
-       OP_SOFTMAX, OP_LAYERNORM };
+enum {
+  OP_GEMM,
+  OP_CONV,
+  OP_ADD,
+  OP_AXPY,
+  OP_RELU,
+  OP_RELU_BWD,
+  OP_BIAS,
+  OP_SGD,
+  OP_ADAM,
+  OP_GELU,
+  OP_SOFTMAX,
+  OP_LAYERNORM
+};
 
 typedef struct {
   ts_prec prec;
@@ -214,12 +226,12 @@ typedef struct {
 
 /* Calls the fp32 or fp64 version of a kernel with the same arguments (void * buffers convert
  * to either pointer type). */
-#define TS_DISPATCH(prec, fn, args)                                                              \
-  do {                                                                                           \
-    if ((prec) == TS_PREC_F32)                                                                   \
-      fn##_f32 args;                                                                             \
-    else                                                                                         \
-      fn##_f64 args;                                                                             \
+#define TS_DISPATCH(prec, fn, args)                                                                \
+  do {                                                                                             \
+    if ((prec) == TS_PREC_F32)                                                                     \
+      fn##_f32 args;                                                                               \
+    else                                                                                           \
+      fn##_f64 args;                                                                               \
   } while (0)
 
 static void bench_run(bench *b)
@@ -352,8 +364,8 @@ GArray *ts_calib_sweep(const ts_calib_options *o,
                    {2048, 2304, 768, FALSE, FALSE}, {2048, 768, 3072, FALSE, FALSE},
                    {768, 3072, 2048, TRUE, FALSE},  {2048, 3072, 768, FALSE, TRUE},
                    {4096, 128, 1024, FALSE, FALSE}, {128, 4096, 4096, FALSE, FALSE}},
-    quick_rect[] = {{256, 256, 256, TRUE, FALSE}, {256, 256, 256, FALSE, TRUE},
-                    {512, 96, 384, FALSE, FALSE}};
+    quick_rect[] = {
+        {256, 256, 256, TRUE, FALSE}, {256, 256, 256, FALSE, TRUE}, {512, 96, 384, FALSE, FALSE}};
   const int *sq = o->quick ? quick_sq : full_sq;
   int nsq = o->quick ? (int)G_N_ELEMENTS(quick_sq) : (int)G_N_ELEMENTS(full_sq);
   for (int i = 0; i < nsq; i++) {
@@ -383,10 +395,12 @@ GArray *ts_calib_sweep(const ts_calib_options *o,
 
   /* Convolutions: ResNet-50's stem and a 3x3 and 1x1 layer of each stage (He et al. 2016,
    * Table 1), batch 8; the quick sweep shrinks them. */
-  static const ts_conv_shape full_conv[] = {
-      {8, 3, 224, 224, 64, 7, 7, 2, 3},  {8, 64, 56, 56, 64, 3, 3, 1, 1},
-      {8, 256, 56, 56, 64, 1, 1, 1, 0},  {8, 128, 28, 28, 128, 3, 3, 1, 1},
-      {8, 256, 14, 14, 256, 3, 3, 1, 1}, {8, 512, 7, 7, 512, 3, 3, 1, 1}},
+  static const ts_conv_shape full_conv[] = {{8, 3, 224, 224, 64, 7, 7, 2, 3},
+                                            {8, 64, 56, 56, 64, 3, 3, 1, 1},
+                                            {8, 256, 56, 56, 64, 1, 1, 1, 0},
+                                            {8, 128, 28, 28, 128, 3, 3, 1, 1},
+                                            {8, 256, 14, 14, 256, 3, 3, 1, 1},
+                                            {8, 512, 7, 7, 512, 3, 3, 1, 1}},
                              quick_conv[] = {{2, 16, 28, 28, 32, 3, 3, 1, 1},
                                              {2, 3, 56, 56, 16, 7, 7, 2, 3}};
   const ts_conv_shape *cv = o->quick ? quick_conv : full_conv;
@@ -422,10 +436,10 @@ GArray *ts_calib_sweep(const ts_calib_options *o,
     double flop_per, arrays; /* FLOP per element, arrays read + written */
     gboolean stream;         /* vectorized streaming loop: in the fit */
     int nbuf;
-  } ew[] = {{OP_ADD, "add", 1, 3, TRUE, 3},         {OP_AXPY, "axpy", 2, 3, TRUE, 2},
-            {OP_RELU, "relu", 1, 2, TRUE, 2},       {OP_RELU_BWD, "relu-bwd", 1, 3, TRUE, 3},
-            {OP_BIAS, "bias-add", 1, 2, TRUE, 2},   {OP_SGD, "sgd-momentum", 4, 5, TRUE, 3},
-            {OP_ADAM, "adam", 12, 7, FALSE, 4},     {OP_GELU, "gelu", 10, 2, FALSE, 2},
+  } ew[] = {{OP_ADD, "add", 1, 3, TRUE, 3},          {OP_AXPY, "axpy", 2, 3, TRUE, 2},
+            {OP_RELU, "relu", 1, 2, TRUE, 2},        {OP_RELU_BWD, "relu-bwd", 1, 3, TRUE, 3},
+            {OP_BIAS, "bias-add", 1, 2, TRUE, 2},    {OP_SGD, "sgd-momentum", 4, 5, TRUE, 3},
+            {OP_ADAM, "adam", 12, 7, FALSE, 4},      {OP_GELU, "gelu", 10, 2, FALSE, 2},
             {OP_SOFTMAX, "softmax", 4, 2, FALSE, 2}, {OP_LAYERNORM, "layernorm", 8, 2, FALSE, 5}};
   for (int li = 0; li < nlen; li++)
     for (size_t k = 0; k < G_N_ELEMENTS(ew); k++) {

@@ -20,11 +20,11 @@ typedef struct {
 
 /** A fitted chip: peak is given (measured or from the user), the rest fitted. */
 typedef struct {
-  double peak_flops; /* FLOP/s */
-  double efficiency; /* sustained compute rate / peak */
-  double mem_bw_Bps; /* sustained memory bandwidth, bytes/s */
-  double overhead_s; /* fixed time per kernel call (0 unless fitted) */
-  double rms_log_error; /* sqrt(mean (ln predicted - ln measured)^2) over the fitted samples */
+  double peak_flops;     /* FLOP/s */
+  double efficiency;     /* sustained compute rate / peak */
+  double mem_bw_Bps;     /* sustained memory bandwidth, bytes/s */
+  double overhead_s;     /* fixed time per kernel call (0 unless fitted) */
+  double rms_log_error;  /* sqrt(mean (ln predicted - ln measured)^2) over the fitted samples */
   int ncompute, nmemory; /* fitted samples on each roof */
 } ts_calib_fit;
 
@@ -47,9 +47,9 @@ double ts_calib_predict(const ts_calib_fit *f, double flop, double bytes);
 double ts_calib_median_ape(const double *predicted_s, const double *measured_s, int n);
 
 typedef struct {
-  ts_prec prec;       /* element type of every kernel */
-  gboolean quick;     /* a few-second sweep of small shapes (tests, smoke checks) */
-  double min_time_s;  /* repeat each kernel until this much time is spent (at least 2 calls) */
+  ts_prec prec;      /* element type of every kernel */
+  gboolean quick;    /* a few-second sweep of small shapes (tests, smoke checks) */
+  double min_time_s; /* repeat each kernel until this much time is spent (at least 2 calls) */
 } ts_calib_options;
 
 /**

@@ -24,8 +24,7 @@ static int cmp_range(const void *a, const void *b)
   return x->index < y->index ? -1 : x->index > y->index;
 }
 
-static gboolean check_xfers(const ts_xfer *xf, guint nx, int nmembers, gint64 count,
-                            GError **error)
+static gboolean check_xfers(const ts_xfer *xf, guint nx, int nmembers, gint64 count, GError **error)
 {
   for (guint i = 0; i < nx; i++) {
     const ts_xfer *x = &xf[i];
@@ -38,9 +37,9 @@ static gboolean check_xfers(const ts_xfer *xf, guint nx, int nmembers, gint64 co
     if (x->count < 0 || x->src_off < 0 || x->dst_off < 0 || x->src_off > count - x->count ||
         x->dst_off > count - x->count || (x->op != TS_XFER_COPY && x->op != TS_XFER_REDUCE)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                  "transfer %u (member %d -> %d): %" G_GINT64_FORMAT " elements from %"
-                  G_GINT64_FORMAT " to %" G_GINT64_FORMAT ", op %d: expected ranges in [0, %"
-                  G_GINT64_FORMAT ") and op COPY or REDUCE",
+                  "transfer %u (member %d -> %d): %" G_GINT64_FORMAT
+                  " elements from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
+                  ", op %d: expected ranges in [0, %" G_GINT64_FORMAT ") and op COPY or REDUCE",
                   i, x->src, x->dst, x->count, x->src_off, x->dst_off, (int)x->op, count);
       return FALSE;
     }

@@ -35,9 +35,9 @@ gboolean ts_collexec_run(const ts_coll_plan *p, ts_prec prec, int nmembers, gint
  * buffer before it: all-reduce, every element is the sum over members; reduce-scatter, member
  * m's shard (ts_coll_shard) holds the sum; all-gather, shard j of every member holds member
  * j's shard j; all-to-all, block i of member j is block j of member i (count / nmembers
- * elements per block, a tail past nmembers whole blocks unchanged); broadcast, every member holds member 0's buffer. Sums are compared in
- * double with relative tolerance rel_tol of the sum of magnitudes. The error names kind,
- * member, element, value and expectation.
+ * elements per block, a tail past nmembers whole blocks unchanged); broadcast, every member holds
+ * member 0's buffer. Sums are compared in double with relative tolerance rel_tol of the sum of
+ * magnitudes. The error names kind, member, element, value and expectation.
  */
 gboolean ts_collexec_check(const ts_coll_plan *p, ts_coll_kind kind, ts_prec prec, int nmembers,
                            gint64 count, void *const *before, void *const *after, double rel_tol,

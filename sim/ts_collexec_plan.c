@@ -24,8 +24,7 @@ gboolean ts_collexec_run(const ts_coll_plan *p, ts_prec prec, int nmembers, gint
 
 static double elem(ts_prec prec, void *const *bufs, int m, gint64 i)
 {
-  return prec == TS_PREC_F32 ? (double)((const float *)bufs[m])[i]
-                             : ((const double *)bufs[m])[i];
+  return prec == TS_PREC_F32 ? (double)((const float *)bufs[m])[i] : ((const double *)bufs[m])[i];
 }
 
 /* Compares got with want, within rel_tol of scale (the sum of the magnitudes summed). */

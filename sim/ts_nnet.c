@@ -12,15 +12,57 @@
 enum { MLP_W1, MLP_B1, MLP_W2, MLP_B2, MLP_W3, MLP_B3, MLP_NT };
 enum { CNN_C1W, CNN_C1B, CNN_C2W, CNN_C2B, CNN_FCW, CNN_FCB, CNN_NT };
 enum {
-  TF_LN1G, TF_LN1B, TF_WQKV, TF_BQKV, TF_WO, TF_BO, TF_LN2G, TF_LN2B,
-  TF_W1, TF_B1, TF_W2, TF_B2, TF_WH, TF_BH, TF_NT
+  TF_LN1G,
+  TF_LN1B,
+  TF_WQKV,
+  TF_BQKV,
+  TF_WO,
+  TF_BO,
+  TF_LN2G,
+  TF_LN2B,
+  TF_W1,
+  TF_B1,
+  TF_W2,
+  TF_B2,
+  TF_WH,
+  TF_BH,
+  TF_NT
 };
 
 /* Activation and scratch buffers (a kind uses a subset). */
 enum {
-  NB_Z1, NB_A1, NB_Z2, NB_A2, NB_POOL, NB_LOGITS, NB_PROB, NB_DLOGITS, NB_D1, NB_D2, NB_DA,
-  NB_WORK, NB_L1, NB_MEAN1, NB_RSTD1, NB_QKV, NB_ATT, NB_P, NB_H, NB_L2, NB_MEAN2, NB_RSTD2,
-  NB_F1, NB_G, NB_Y, NB_DY, NB_DG, NB_DL, NB_DH, NB_DATT, NB_DQKV, NB_COUNT
+  NB_Z1,
+  NB_A1,
+  NB_Z2,
+  NB_A2,
+  NB_POOL,
+  NB_LOGITS,
+  NB_PROB,
+  NB_DLOGITS,
+  NB_D1,
+  NB_D2,
+  NB_DA,
+  NB_WORK,
+  NB_L1,
+  NB_MEAN1,
+  NB_RSTD1,
+  NB_QKV,
+  NB_ATT,
+  NB_P,
+  NB_H,
+  NB_L2,
+  NB_MEAN2,
+  NB_RSTD2,
+  NB_F1,
+  NB_G,
+  NB_Y,
+  NB_DY,
+  NB_DG,
+  NB_DL,
+  NB_DH,
+  NB_DATT,
+  NB_DQKV,
+  NB_COUNT
 };
 
 #define TS_R float
@@ -97,8 +139,8 @@ static gboolean check_field(const char *name, int v, int lo, int hi, const char 
 {
   if (v < lo || v > hi) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "network config: %s=%d: expected %s, a whole number in [%d, %d]", name, v, what,
-                lo, hi);
+                "network config: %s=%d: expected %s, a whole number in [%d, %d]", name, v, what, lo,
+                hi);
     return FALSE;
   }
   return TRUE;
@@ -139,8 +181,8 @@ gboolean ts_nnet_config_check(const ts_nnet_config *c, GError **error)
                   c->kernel, c->height, c->width);
       return FALSE;
     }
-    elems = (gint64)c->batch * MAX(c->channels, c->filters) * c->height * c->width *
-            c->kernel * c->kernel;
+    elems = (gint64)c->batch * MAX(c->channels, c->filters) * c->height * c->width * c->kernel *
+            c->kernel;
     break;
   default:
     if (!check_field("seq", c->seq, 1, 4096, "a sequence length", error) ||
@@ -150,8 +192,7 @@ gboolean ts_nnet_config_check(const ts_nnet_config *c, GError **error)
       return FALSE;
     if (c->dmodel % c->heads != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "network config: heads=%d: expected a divisor of dmodel=%d", c->heads,
-                  c->dmodel);
+                  "network config: heads=%d: expected a divisor of dmodel=%d", c->heads, c->dmodel);
       return FALSE;
     }
     elems = (gint64)c->batch * c->seq * (MAX(3 * c->dmodel, c->dff) + c->heads * c->seq);
@@ -241,9 +282,15 @@ static void nnet_buffers(const ts_nnet_config *c, gint64 *per, gint64 *fixed)
     gint64 map = (gint64)c->filters * c->height * c->width;
     per[NB_Z1] = per[NB_A1] = per[NB_Z2] = per[NB_A2] = per[NB_DA] = per[NB_D1] = map;
     per[NB_POOL] = per[NB_D2] = (gint64)c->filters * (c->height / 2) * (c->width / 2);
-    ts_conv_shape s = {.n = 1, .c = MAX(c->channels, c->filters), .h = c->height,
-                       .w = c->width, .oc = c->filters, .kh = c->kernel, .kw = c->kernel,
-                       .stride = 1, .pad = c->kernel / 2};
+    ts_conv_shape s = {.n = 1,
+                       .c = MAX(c->channels, c->filters),
+                       .h = c->height,
+                       .w = c->width,
+                       .oc = c->filters,
+                       .kh = c->kernel,
+                       .kw = c->kernel,
+                       .stride = 1,
+                       .pad = c->kernel / 2};
     fixed[NB_WORK] = ts_conv_work_elems(&s);
     break;
   }

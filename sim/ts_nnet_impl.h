@@ -8,18 +8,18 @@ typedef struct {
   gint64 numel[TS_NNET_MAX_TENSORS];
   TS_R *w[TS_NNET_MAX_TENSORS], *g[TS_NNET_MAX_TENSORS];
   TS_R *m[TS_NNET_MAX_TENSORS], *v[TS_NNET_MAX_TENSORS]; /* optimizer state, made on first use */
-  TS_R *x;     /* synthetic inputs, whole batch */
-  int *labels; /* synthetic labels, whole batch */
+  TS_R *x;                                               /* synthetic inputs, whole batch */
+  int *labels;                                           /* synthetic labels, whole batch */
   gint64 per_sample[NB_COUNT]; /* elements of each buffer per sample; 0: fixed size */
   TS_R *buf[NB_COUNT];
   gint32 *argmax; /* CNN pooling */
   int adam_step;
 } TS_F(net);
 
-static TS_F(net) *TS_F(net_new)(const ts_nnet_config *c, int nt, const ts_nnet_tensor_info *info,
-                                double *const *init, const double *x, gint64 x_elems,
-                                const int *labels, gint64 nlabels, const gint64 *per_sample,
-                                const gint64 *fixed)
+static TS_F(net) * TS_F(net_new)(const ts_nnet_config *c, int nt, const ts_nnet_tensor_info *info,
+                                 double *const *init, const double *x, gint64 x_elems,
+                                 const int *labels, gint64 nlabels, const gint64 *per_sample,
+                                 const gint64 *fixed)
 {
   TS_F(net) *n = g_new0(TS_F(net), 1);
   n->c = *c;
@@ -45,7 +45,7 @@ static TS_F(net) *TS_F(net_new)(const ts_nnet_config *c, int nt, const ts_nnet_t
   return n;
 }
 
-static void TS_F(net_free)(TS_F(net) *n)
+static void TS_F(net_free)(TS_F(net) * n)
 {
   for (int i = 0; i < n->nt; i++) {
     g_free(n->w[i]);
@@ -73,8 +73,8 @@ static void TS_F(dense_fwd)(int rows, int in, int out, const TS_R *x, const TS_R
 }
 
 /* Dense backward: dW += x^T dy, dbias += sum dy, dx = dy W^T (dx may be NULL). */
-static void TS_F(dense_bwd)(int rows, int in, int out, const TS_R *x, const TS_R *w,
-                            const TS_R *dy, TS_R *dx, TS_R *dw, TS_R *dbias)
+static void TS_F(dense_bwd)(int rows, int in, int out, const TS_R *x, const TS_R *w, const TS_R *dy,
+                            TS_R *dx, TS_R *dw, TS_R *dbias)
 {
   TS_F(ts_gemm)(TRUE, FALSE, in, out, rows, 1, x, in, dy, out, 1, dw, out);
   TS_F(ts_bias_grad)(rows, out, dy, dbias);
@@ -84,7 +84,7 @@ static void TS_F(dense_bwd)(int rows, int in, int out, const TS_R *x, const TS_R
 
 /* ---- MLP ---- */
 
-static double TS_F(mlp_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
+static double TS_F(mlp_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
 {
   const ts_nnet_config *c = &n->c;
   int rows = b1 - b0, in = c->in, hid = c->hidden, cls = c->classes;
@@ -111,13 +111,20 @@ static double TS_F(mlp_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
 
 /* ---- CNN ---- */
 
-static double TS_F(cnn_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
+static double TS_F(cnn_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
 {
   const ts_nnet_config *c = &n->c;
   int rows = b1 - b0, f = c->filters, hw = c->height * c->width;
   int ph = c->height / 2, pw = c->width / 2, flat = f * ph * pw, cls = c->classes;
-  ts_conv_shape s1 = {.n = rows, .c = c->channels, .h = c->height, .w = c->width, .oc = f,
-                      .kh = c->kernel, .kw = c->kernel, .stride = 1, .pad = c->kernel / 2};
+  ts_conv_shape s1 = {.n = rows,
+                      .c = c->channels,
+                      .h = c->height,
+                      .w = c->width,
+                      .oc = f,
+                      .kh = c->kernel,
+                      .kw = c->kernel,
+                      .stride = 1,
+                      .pad = c->kernel / 2};
   ts_conv_shape s2 = s1;
   s2.c = f;
   const TS_R *x = n->x + (gint64)b0 * c->channels * hw;
@@ -147,7 +154,7 @@ static double TS_F(cnn_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
 
 /* ---- Transformer block ---- */
 
-static double TS_F(tf_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
+static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
 {
   const ts_nnet_config *c = &n->c;
   int nseq = b1 - b0, t = c->seq, d = c->dmodel, ff = c->dff, cls = c->classes;
@@ -163,8 +170,8 @@ static double TS_F(tf_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
   /* h = x + Attn(LN1(x)) Wo + bo */
   TS_F(ts_layernorm_fwd)(rows, d, eps, x, n->w[TF_LN1G], n->w[TF_LN1B], l1, mean1, rstd1);
   TS_F(dense_fwd)(rows, d, 3 * d, l1, n->w[TF_WQKV], n->w[TF_BQKV], qkv);
-  TS_F(ts_attention_fwd)(nseq, t, c->heads, dhead, c->causal, qkv, qkv + d, qkv + 2 * d, 3 * d, p,
-                         att, d);
+  TS_F(ts_attention_fwd)
+  (nseq, t, c->heads, dhead, c->causal, qkv, qkv + d, qkv + 2 * d, 3 * d, p, att, d);
   TS_F(dense_fwd)(rows, d, d, att, n->w[TF_WO], n->w[TF_BO], h);
   TS_F(ts_axpy)((gint64)rows * d, 1, x, h);
   /* y = h + GELU(LN2(h) W1 + b1) W2 + b2 */
@@ -186,23 +193,24 @@ static double TS_F(tf_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
   TS_F(dense_bwd)(rows, ff, d, gl, n->w[TF_W2], dy, dg, n->g[TF_W2], n->g[TF_B2]);
   TS_F(ts_gelu_bwd)((gint64)rows * ff, f1, dg, dg);
   TS_F(dense_bwd)(rows, d, ff, l2, n->w[TF_W1], dg, dl, n->g[TF_W1], n->g[TF_B1]);
-  TS_F(ts_layernorm_bwd)(rows, d, h, n->w[TF_LN2G], mean2, rstd2, dl, dh, n->g[TF_LN2G],
-                         n->g[TF_LN2B]);
+  TS_F(ts_layernorm_bwd)
+  (rows, d, h, n->w[TF_LN2G], mean2, rstd2, dl, dh, n->g[TF_LN2G], n->g[TF_LN2B]);
   TS_F(ts_axpy)((gint64)rows * d, 1, dy, dh);
   /* Attention branch. */
   TS_F(dense_bwd)(rows, d, d, att, n->w[TF_WO], dh, datt, n->g[TF_WO], n->g[TF_BO]);
-  TS_F(ts_attention_bwd)(nseq, t, c->heads, dhead, qkv, qkv + d, qkv + 2 * d, 3 * d, p, datt, d,
-                         dqkv, dqkv + d, dqkv + 2 * d, work);
+  TS_F(ts_attention_bwd)
+  (nseq, t, c->heads, dhead, qkv, qkv + d, qkv + 2 * d, 3 * d, p, datt, d, dqkv, dqkv + d,
+   dqkv + 2 * d, work);
   TS_F(dense_bwd)(rows, d, 3 * d, l1, n->w[TF_WQKV], dqkv, dl, n->g[TF_WQKV], n->g[TF_BQKV]);
   /* The input gradient is not needed, but layer norm's dgamma/dbeta come with it: reuse dy. */
-  TS_F(ts_layernorm_bwd)(rows, d, x, n->w[TF_LN1G], mean1, rstd1, dl, dy, n->g[TF_LN1G],
-                         n->g[TF_LN1B]);
+  TS_F(ts_layernorm_bwd)
+  (rows, d, x, n->w[TF_LN1G], mean1, rstd1, dl, dy, n->g[TF_LN1G], n->g[TF_LN1B]);
   return loss;
 }
 
 #undef TS_BUF
 
-static double TS_F(net_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
+static double TS_F(net_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
 {
   switch (n->c.kind) {
   case TS_NNET_MLP:
@@ -214,17 +222,17 @@ static double TS_F(net_pass)(TS_F(net) *n, int b0, int b1, gboolean backward)
   }
 }
 
-static void TS_F(net_sgd)(TS_F(net) *n, double lr, double momentum, double weight_decay)
+static void TS_F(net_sgd)(TS_F(net) * n, double lr, double momentum, double weight_decay)
 {
   for (int i = 0; i < n->nt; i++) {
     if (momentum != 0 && n->m[i] == NULL)
       n->m[i] = g_new0(TS_R, n->numel[i]);
-    TS_F(ts_sgd_step)(n->numel[i], (TS_R)lr, (TS_R)momentum, (TS_R)weight_decay, n->w[i],
-                      n->g[i], n->m[i]);
+    TS_F(ts_sgd_step)
+    (n->numel[i], (TS_R)lr, (TS_R)momentum, (TS_R)weight_decay, n->w[i], n->g[i], n->m[i]);
   }
 }
 
-static void TS_F(net_adam)(TS_F(net) *n, const ts_adam *hp)
+static void TS_F(net_adam)(TS_F(net) * n, const ts_adam *hp)
 {
   n->adam_step++;
   for (int i = 0; i < n->nt; i++) {

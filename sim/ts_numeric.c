@@ -12,17 +12,17 @@
  * AVX2+FMA where the host has them and SSE2 elsewhere. optimize("fp-contract=fast") lets GCC
  * fuse a*b+c into FMA: ISO C mode (-std=c11) otherwise forbids contraction. Other compilers
  * get the portable code, whose vector extensions they lower to what the target has. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&    \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
     !defined(TS_NO_MULTIVERSION)
-#define TS_KERNEL_ATTR                                                                           \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                   \
+#define TS_KERNEL_ATTR                                                                             \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                     \
                  optimize("fp-contract=fast")))
 /* Streaming kernels: the same clones, and loop vectorization at the "dynamic" cost model
  * (-O2's "very-cheap" model refuses any loop whose trip count is not a known multiple of the
  * vector width, i.e. all of them). No reassociation: sums keep their order. Adam stays
  * scalar: sqrt sets errno, and -fno-math-errno cannot be set per function. */
-#define TS_STREAM_ATTR                                                                           \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                   \
+#define TS_STREAM_ATTR                                                                             \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                     \
                  optimize("tree-vectorize", "vect-cost-model=dynamic")))
 #else
 #define TS_KERNEL_ATTR
@@ -181,10 +181,20 @@ TS_KERNEL_ATTR static float peak_chains_f32(gint64 iters)
   for (int j = 0; j < 12; j++)
     for (int i = 0; i < 8; i++)
       acc[j][i] = (float)(j + i);
-#define TS_CH(j) acc[j] = acc[j] * mul + add;
+#define TS_CH(j) acc[j] = acc[j] * mul + add
   for (gint64 it = 0; it < iters; it++) {
-    TS_CH(0) TS_CH(1) TS_CH(2) TS_CH(3) TS_CH(4) TS_CH(5)
-    TS_CH(6) TS_CH(7) TS_CH(8) TS_CH(9) TS_CH(10) TS_CH(11)
+    TS_CH(0);
+    TS_CH(1);
+    TS_CH(2);
+    TS_CH(3);
+    TS_CH(4);
+    TS_CH(5);
+    TS_CH(6);
+    TS_CH(7);
+    TS_CH(8);
+    TS_CH(9);
+    TS_CH(10);
+    TS_CH(11);
   }
   float s = 0;
   for (int j = 0; j < 12; j++)
@@ -204,8 +214,18 @@ TS_KERNEL_ATTR static double peak_chains_f64(gint64 iters)
     for (int i = 0; i < 4; i++)
       acc[j][i] = (double)(j + i);
   for (gint64 it = 0; it < iters; it++) {
-    TS_CH(0) TS_CH(1) TS_CH(2) TS_CH(3) TS_CH(4) TS_CH(5)
-    TS_CH(6) TS_CH(7) TS_CH(8) TS_CH(9) TS_CH(10) TS_CH(11)
+    TS_CH(0);
+    TS_CH(1);
+    TS_CH(2);
+    TS_CH(3);
+    TS_CH(4);
+    TS_CH(5);
+    TS_CH(6);
+    TS_CH(7);
+    TS_CH(8);
+    TS_CH(9);
+    TS_CH(10);
+    TS_CH(11);
   }
 #undef TS_CH
   double s = 0;

@@ -48,8 +48,8 @@ const char *ts_prec_name(ts_prec p);
 
 /** A 2D convolution: input [n][c][h][w], weight [oc][c][kh][kw], output [n][oc][oh][ow]. */
 typedef struct {
-  int n, c, h, w; /* batch, input channels, input height and width */
-  int oc, kh, kw; /* output channels, kernel height and width */
+  int n, c, h, w;  /* batch, input channels, input height and width */
+  int oc, kh, kw;  /* output channels, kernel height and width */
   int stride, pad; /* same along both axes; pad is zero padding on every side */
 } ts_conv_shape;
 

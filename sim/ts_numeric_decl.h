@@ -41,9 +41,8 @@ void TS_F(ts_layernorm_fwd)(int rows, int cols, TS_R eps, const TS_R *x, const T
  * Layer norm backward, with xhat = (x - mean) rstd and g = dy gamma:
  * dx = rstd (g - mean_j(g) - xhat mean_j(g xhat)); dgamma += sum_r dy xhat; dbeta += sum_r dy.
  */
-void TS_F(ts_layernorm_bwd)(int rows, int cols, const TS_R *x, const TS_R *gamma,
-                            const TS_R *mean, const TS_R *rstd, const TS_R *dy, TS_R *dx,
-                            TS_R *dgamma, TS_R *dbeta);
+void TS_F(ts_layernorm_bwd)(int rows, int cols, const TS_R *x, const TS_R *gamma, const TS_R *mean,
+                            const TS_R *rstd, const TS_R *dy, TS_R *dx, TS_R *dgamma, TS_R *dbeta);
 
 /** Row-wise softmax, max-shifted for stability; y may equal x. */
 void TS_F(ts_softmax_fwd)(int rows, int cols, const TS_R *x, TS_R *y);
@@ -81,8 +80,8 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
  * 2D convolution by im2col + GEMM (Chellapilla et al. 2006): y = w * x + bias (bias may be
  * NULL). work: ts_conv_work_elems(s) elements, or NULL to allocate internally.
  */
-void TS_F(ts_conv2d_fwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w,
-                         const TS_R *bias, TS_R *y, TS_R *work);
+void TS_F(ts_conv2d_fwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w, const TS_R *bias,
+                         TS_R *y, TS_R *work);
 /** Convolution backward: dw += .., dbias += .. (may be NULL), dx overwritten (may be NULL
  *  for a first layer). work as for the forward pass. */
 void TS_F(ts_conv2d_bwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w, const TS_R *dy,
@@ -90,8 +89,7 @@ void TS_F(ts_conv2d_bwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w, c
 
 /** Max pooling, window k x k, stride k, over [n*c] planes of h x w (output h/k x w/k,
  *  remainder rows and columns dropped). argmax keeps each output's index in its plane. */
-void TS_F(ts_maxpool_fwd)(int planes, int h, int w, int k, const TS_R *x, TS_R *y,
-                          gint32 *argmax);
+void TS_F(ts_maxpool_fwd)(int planes, int h, int w, int k, const TS_R *x, TS_R *y, gint32 *argmax);
 /** Max pooling backward: dx overwritten, dy routed to each window's maximum. */
 void TS_F(ts_maxpool_bwd)(int planes, int h, int w, int k, const TS_R *dy, const gint32 *argmax,
                           TS_R *dx);
@@ -101,8 +99,8 @@ void TS_F(ts_maxpool_bwd)(int planes, int h, int w, int k, const TS_R *dy, const
  * g' = g + weight_decay w; vel = momentum vel + g'; w -= lr vel. vel may be NULL when
  * momentum is 0. vel starts at zero.
  */
-void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R weight_decay, TS_R *w,
-                       const TS_R *g, TS_R *vel);
+void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R weight_decay, TS_R *w, const TS_R *g,
+                       TS_R *vel);
 /**
  * Adam step number step (1, 2, ...), Kingma & Ba Algorithm 1: m = b1 m + (1-b1) g;
  * v = b2 v + (1-b2) g^2; w -= lr mhat / (sqrt(vhat) + eps) with mhat = m / (1-b1^step),

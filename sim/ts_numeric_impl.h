@@ -23,25 +23,25 @@ TS_KERNEL_ATTR static void TS_F(gemm_micro)(int kc, const TS_R *restrict ap,
     TS_V b0, b1;
     memcpy(&b0, bp, sizeof b0);
     memcpy(&b1, bp + TS_VL, sizeof b1);
-#define TS_FMA(i)                                                                                \
-  {                                                                                              \
-    TS_R a_ = ap[i];                                                                             \
-    c##i##0 += a_ * b0;                                                                          \
-    c##i##1 += a_ * b1;                                                                          \
+#define TS_FMA(i)                                                                                  \
+  {                                                                                                \
+    TS_R a_ = ap[i];                                                                               \
+    c##i##0 += a_ * b0;                                                                            \
+    c##i##1 += a_ * b1;                                                                            \
   }
     TS_ROWS(TS_FMA)
     ap += TS_MR;
     bp += TS_NR;
   }
-#define TS_STORE(i)                                                                              \
-  {                                                                                              \
-    TS_V t0_, t1_;                                                                               \
-    memcpy(&t0_, c + (gint64)(i) * ldc, sizeof t0_);                                             \
-    memcpy(&t1_, c + (gint64)(i) * ldc + TS_VL, sizeof t1_);                                     \
-    t0_ += c##i##0;                                                                              \
-    t1_ += c##i##1;                                                                              \
-    memcpy(c + (gint64)(i) * ldc, &t0_, sizeof t0_);                                             \
-    memcpy(c + (gint64)(i) * ldc + TS_VL, &t1_, sizeof t1_);                                     \
+#define TS_STORE(i)                                                                                \
+  {                                                                                                \
+    TS_V t0_, t1_;                                                                                 \
+    memcpy(&t0_, c + (gint64)(i)*ldc, sizeof t0_);                                                 \
+    memcpy(&t1_, c + (gint64)(i)*ldc + TS_VL, sizeof t1_);                                         \
+    t0_ += c##i##0;                                                                                \
+    t1_ += c##i##1;                                                                                \
+    memcpy(c + (gint64)(i)*ldc, &t0_, sizeof t0_);                                                 \
+    memcpy(c + (gint64)(i)*ldc + TS_VL, &t1_, sizeof t1_);                                         \
   }
   TS_ROWS(TS_STORE)
 #undef TS_ROWS
@@ -240,9 +240,8 @@ void TS_F(ts_layernorm_fwd)(int rows, int cols, TS_R eps, const TS_R *x, const T
   }
 }
 
-void TS_F(ts_layernorm_bwd)(int rows, int cols, const TS_R *x, const TS_R *gamma,
-                            const TS_R *mean, const TS_R *rstd, const TS_R *dy, TS_R *dx,
-                            TS_R *dgamma, TS_R *dbeta)
+void TS_F(ts_layernorm_bwd)(int rows, int cols, const TS_R *x, const TS_R *gamma, const TS_R *mean,
+                            const TS_R *rstd, const TS_R *dy, TS_R *dx, TS_R *dgamma, TS_R *dbeta)
 {
   for (int r = 0; r < rows; r++) {
     const TS_R *xr = x + (gint64)r * cols, *dyr = dy + (gint64)r * cols;
@@ -446,8 +445,8 @@ static void TS_F(col2im)(const ts_conv_shape *s, const TS_R *col, TS_R *dx)
       }
 }
 
-void TS_F(ts_conv2d_fwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w,
-                         const TS_R *bias, TS_R *y, TS_R *work)
+void TS_F(ts_conv2d_fwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w, const TS_R *bias,
+                         TS_R *y, TS_R *work)
 {
   int oh = ts_conv_out_h(s), ow = ts_conv_out_w(s);
   g_return_if_fail(oh > 0 && ow > 0);
@@ -498,8 +497,7 @@ void TS_F(ts_conv2d_bwd)(const ts_conv_shape *s, const TS_R *x, const TS_R *w, c
 
 /* ---------------- Pooling ---------------- */
 
-void TS_F(ts_maxpool_fwd)(int planes, int h, int w, int k, const TS_R *x, TS_R *y,
-                          gint32 *argmax)
+void TS_F(ts_maxpool_fwd)(int planes, int h, int w, int k, const TS_R *x, TS_R *y, gint32 *argmax)
 {
   int oh = h / k, ow = w / k;
   for (int pl = 0; pl < planes; pl++) {
@@ -536,7 +534,7 @@ void TS_F(ts_maxpool_bwd)(int planes, int h, int w, int k, const TS_R *dy, const
 /* ---------------- Optimizers ---------------- */
 
 TS_STREAM_ATTR void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R weight_decay, TS_R *w,
-                       const TS_R *g, TS_R *vel)
+                                      const TS_R *g, TS_R *vel)
 {
   for (gint64 i = 0; i < n; i++) {
     TS_R gi = g[i] + weight_decay * w[i];
@@ -549,8 +547,7 @@ TS_STREAM_ATTR void TS_F(ts_sgd_step)(gint64 n, TS_R lr, TS_R momentum, TS_R wei
 }
 
 TS_STREAM_ATTR void TS_F(ts_adam_step)(gint64 n, const ts_adam *hp, int step, TS_R *restrict w,
-                                       const TS_R *restrict g, TS_R *restrict m,
-                                       TS_R *restrict v)
+                                       const TS_R *restrict g, TS_R *restrict m, TS_R *restrict v)
 {
   g_return_if_fail(step >= 1);
   const TS_R b1 = (TS_R)hp->beta1, b2 = (TS_R)hp->beta2, eps = (TS_R)hp->eps;

@@ -18,14 +18,14 @@ static GArray *synthetic(double peak, double eff, double bw, double t0, double s
   ts_rng_seed(&r, 2024);
   for (int c = 0; c < copies; c++) {
     for (int n = 64; n <= 4096; n *= 2) {
-      ts_calib_sample s = {.kind = "gemm", .flop = 2.0 * n * n * n, .bytes = 12.0 * n * n,
-                           .in_fit = TRUE};
+      ts_calib_sample s = {
+          .kind = "gemm", .flop = 2.0 * n * n * n, .bytes = 12.0 * n * n, .in_fit = TRUE};
       g_snprintf(s.name, sizeof s.name, "gemm %d", n);
       a = g_array_append_val(a, s);
     }
     for (gint64 len = 1 << 20; len <= 64 << 20; len *= 2) {
-      ts_calib_sample s = {.kind = "eltwise", .flop = (double)len, .bytes = 12.0 * (double)len,
-                           .in_fit = TRUE};
+      ts_calib_sample s = {
+          .kind = "eltwise", .flop = (double)len, .bytes = 12.0 * (double)len, .in_fit = TRUE};
       g_snprintf(s.name, sizeof s.name, "add %ld", (long)len);
       a = g_array_append_val(a, s);
     }
@@ -91,8 +91,8 @@ Test(fit, per_call_overhead_is_recovered)
 Test(fit, samples_outside_the_fit_are_ignored)
 {
   g_autoptr(GArray) a = synthetic(100e9, 0.7, 20e9, 0, 0, 1);
-  ts_calib_sample wild = {.kind = "scalar-math", .flop = 1e6, .bytes = 1e6, .time_s = 1.0,
-                          .in_fit = FALSE};
+  ts_calib_sample wild = {
+      .kind = "scalar-math", .flop = 1e6, .bytes = 1e6, .time_s = 1.0, .in_fit = FALSE};
   g_strlcpy(wild.name, "gelu", sizeof wild.name);
   for (int i = 0; i < 10; i++)
     g_array_append_val(a, wild);
@@ -152,9 +152,9 @@ static int run(char **argv, const char *const *envp, char **out, char **err)
 {
   int status = 0;
   g_autoptr(GError) e = NULL;
-  cr_assert(g_spawn_sync(NULL, argv, (char **)envp, G_SPAWN_DEFAULT, NULL, NULL, out, err, &status,
-                         &e),
-            "%s", e ? e->message : "");
+  cr_assert(
+      g_spawn_sync(NULL, argv, (char **)envp, G_SPAWN_DEFAULT, NULL, NULL, out, err, &status, &e),
+      "%s", e ? e->message : "");
   g_autoptr(GError) w = NULL;
   if (g_spawn_check_wait_status(status, &w))
     return 0;
@@ -168,7 +168,7 @@ Test(command, quick_run_writes_a_loadable_profile_table_dat_and_plot)
   g_autofree char *png = g_build_filename(dir, "cal.png", NULL);
   g_autofree char *dat = g_build_filename(dir, "cal.dat", NULL);
   char *argv[] = {TS_TRAINSIM_BIN, "calibrate", "--quick", "-q", "--min-time", "0", "-o", ini,
-                  "--plot", png, NULL};
+                  "--plot",        png,         NULL};
   g_autofree char *out = NULL, *err = NULL;
   gboolean have_gnuplot = g_find_program_in_path("gnuplot") != NULL;
   if (!have_gnuplot)
@@ -212,8 +212,8 @@ Test(command, bad_options_fail_with_one_line_and_write_nothing)
       {"--output", missing, "does not exist"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-    char *argv[] = {TS_TRAINSIM_BIN, "calibrate", "--quick", "-o", ini, (char *)cases[i].opt,
-                    (char *)cases[i].val, NULL};
+    char *argv[] = {TS_TRAINSIM_BIN,      "calibrate",          "--quick", "-o", ini,
+                    (char *)cases[i].opt, (char *)cases[i].val, NULL};
     g_autofree char *out = NULL, *err = NULL;
     int rc = run(argv, NULL, &out, &err);
     cr_expect_eq(rc, 2, "%s %s: exit %d", cases[i].opt, cases[i].val, rc);

@@ -30,7 +30,11 @@ static gboolean ring_allreduce(ts_prec prec, int n, gint64 count, void **bufs, d
         int c = ((i - s + (phase ? 1 : 0)) % n + n) % n;
         gint64 off, len;
         chunk(count, n, c, &off, &len);
-        ts_xfer x = {.src = i, .dst = (i + 1) % n, .src_off = off, .dst_off = off, .count = len,
+        ts_xfer x = {.src = i,
+                     .dst = (i + 1) % n,
+                     .src_off = off,
+                     .dst_off = off,
+                     .count = len,
                      .op = phase ? TS_XFER_COPY : TS_XFER_REDUCE};
         g_array_append_val(xf, x);
       }

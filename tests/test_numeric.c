@@ -77,8 +77,7 @@ static void check_gemm(int m, int n, int k, double alpha, double beta, int pad)
   for (int v = 0; v < 4; v++) {
     gboolean ta = v & 1, tb = v >> 1;
     int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
-    gint64 na = (gint64)(ta ? k : m) * lda, nb = (gint64)(tb ? n : k) * ldb,
-           nc = (gint64)m * ldc;
+    gint64 na = (gint64)(ta ? k : m) * lda, nb = (gint64)(tb ? n : k) * ldb, nc = (gint64)m * ldc;
     double *a = randv(&r, na, 1), *b = randv(&r, nb, 1), *c0 = randv(&r, nc, 1);
     double *want = g_memdup2(c0, sizeof(double) * nc), *got = g_memdup2(c0, sizeof(double) * nc);
     if (beta == 0) /* beta = 0 must not read C: poison it (not the padding, never touched) */
@@ -102,15 +101,15 @@ Test(gemm, small_and_edge_shapes)
 {
   check_gemm(1, 1, 1, 1, 0, 0);
   check_gemm(5, 7, 3, 1, 0, 0);
-  check_gemm(6, 16, 8, 1, 0, 0);   /* exactly one fp32 register tile */
+  check_gemm(6, 16, 8, 1, 0, 0);      /* exactly one fp32 register tile */
   check_gemm(13, 17, 19, -0.5, 1, 3); /* edge tiles on both axes, strided */
   check_gemm(0 + 2, 3, 0 + 1, 2, 0.25, 1);
 }
 
 Test(gemm, crosses_every_block_boundary)
 {
-  check_gemm(97, 33, 300, 1, 1, 0);   /* m > MC = 96, k > KC = 256 */
-  check_gemm(7, 2100, 5, 1.5, 0, 2);  /* n > NC = 2048 */
+  check_gemm(97, 33, 300, 1, 1, 0);  /* m > MC = 96, k > KC = 256 */
+  check_gemm(7, 2100, 5, 1.5, 0, 2); /* n > NC = 2048 */
   check_gemm(200, 150, 513, 1, -1, 0);
 }
 
@@ -262,8 +261,8 @@ Test(kernels, maxpool_and_attention_match_naive)
         for (int j = 0; j <= i; j++) {
           sc[j] = 0;
           for (int e = 0; e < dh; e++)
-            sc[j] += qkv[(s * t + i) * 3 * d + hh * dh + e] *
-                     qkv[(s * t + j) * 3 * d + d + hh * dh + e];
+            sc[j] +=
+                qkv[(s * t + i) * 3 * d + hh * dh + e] * qkv[(s * t + j) * 3 * d + d + hh * dh + e];
           sc[j] /= sqrt((double)dh);
           mx = fmax(mx, sc[j]);
         }
@@ -310,10 +309,10 @@ static double fd_err(fd_fn f, double *v, gint64 n, const double *analytic)
 }
 
 #define FD_TOL 1e-6
-#define EXPECT_FD(f, v, n, g, what)                                                              \
-  do {                                                                                           \
-    double e_ = fd_err(f, v, n, g);                                                              \
-    cr_expect(e_ < FD_TOL, "%s: finite-difference rel err %g", what, e_);                        \
+#define EXPECT_FD(f, v, n, g, what)                                                                \
+  do {                                                                                             \
+    double e_ = fd_err(f, v, n, g);                                                                \
+    cr_expect(e_ < FD_TOL, "%s: finite-difference rel err %g", what, e_);                          \
   } while (0)
 
 /* Dense: y = x W + b, W [in x out]. */
@@ -464,7 +463,7 @@ static double att_loss(void *p)
 {
   att_ctx *c = p;
   int d = c->h * c->dh, rows = c->b * c->t;
-  double *out = g_new(double, rows * d), *pr = g_new(double, c->b * c->h * c->t * c->t);
+  double *out = g_new(double, rows *d), *pr = g_new(double, c->b * c->h * c->t * c->t);
   ts_attention_fwd_f64(c->b, c->t, c->h, c->dh, c->causal, c->qkv, c->qkv + d, c->qkv + 2 * d,
                        3 * d, pr, out, d);
   double l = dot(out, c->r, rows * d);
@@ -480,7 +479,7 @@ Test(gradcheck, attention)
     att_ctx c = {.b = 2, .t = 4, .h = 2, .dh = 3, .causal = causal};
     int d = c.h * c.dh, rows = c.b * c.t;
     c.qkv = randv(&rg, rows * 3 * d, 1), c.r = randv(&rg, rows * d, 1);
-    double *out = g_new(double, rows * d), *pr = g_new(double, c.b * c.h * c.t * c.t);
+    double *out = g_new(double, rows *d), *pr = g_new(double, c.b *c.h *c.t *c.t);
     double *dqkv = g_new(double, rows * 3 * d), work[16];
     ts_attention_fwd_f64(c.b, c.t, c.h, c.dh, causal, c.qkv, c.qkv + d, c.qkv + 2 * d, 3 * d, pr,
                          out, d);
