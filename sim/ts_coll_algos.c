@@ -651,9 +651,20 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
     case TS_ST_DIRECT_A2A:
       total += (double)p->n * (p->n - 1);
       break;
-    default: /* tree and halving-doubling: at most n flows per step */
-      total += (double)st->nsteps * p->n;
+    case TS_ST_TREE_REDUCE:
+    case TS_ST_TREE_BCAST:
+      total += p->n - 1; /* every member but the root sends once (receives once) */
       break;
+    case TS_ST_HD_RS:
+    case TS_ST_HD_AG: {
+      g_autoptr(GArray) tmp = g_array_new(FALSE, FALSE, sizeof(ts_flow));
+      for (int t = 0; t < st->nsteps; t++) {
+        g_array_set_size(tmp, 0);
+        ts_coll_stage_flows(p, st, t, FALSE, tmp);
+        total += tmp->len;
+      }
+      break;
+    }
     }
   }
   return total;

@@ -24,6 +24,7 @@ typedef struct {
   int n;
   gsize off;      /* loads: [off, off+n+1) plus / up ports, [off+n+1, off+2n+2) minus / down */
   gssize sp[2];   /* offset of the sparse table of each array in ev->sparse, -1 until built */
+  int need[2];    /* levels its sparse table needs: 1 + log2 of the longest interval asked */
   guint hslot;
 } ev_line;
 
@@ -132,7 +133,7 @@ static int line_index(ts_eval *ev, int dim, int base)
     h = (h + 1) & mask;
   }
   if (idx < 0) {
-    ev_line ln = {.dim = dim, .base = base, .n = ev->nw.size[dim], .sp = {-1, -1}, .hslot = h};
+    ev_line ln = {.dim = dim, .base = base, .n = ev->nw.size[dim], .sp = {-1, -1}, .need = {0, 0}, .hslot = h};
     ln.off = ev->loads->len;
     g_array_set_size(ev->loads, ev->loads->len + 2 * (guint)(ln.n + 1));
     idx = (int)ev->lines->len;
@@ -232,14 +233,11 @@ static double *arr_ptr(ts_eval *ev, const ev_line *ln, int arr)
 }
 
 /* Sparse table of range maxima over one load array, built the first time a long interval
- * asks (short intervals are scanned directly). */
-static const double *sparse_table(ts_eval *ev, ev_line *ln, int arr, int *levels)
+ * asks (short intervals are scanned directly), with only the levels the step's longest
+ * interval on this array needs. */
+static const double *sparse_table(ts_eval *ev, ev_line *ln, int arr)
 {
-  int n = ln->n;
-  int lv = 1;
-  while ((1 << lv) <= n)
-    lv++;
-  *levels = lv;
+  int n = ln->n, lv = ln->need[arr];
   if (ln->sp[arr] < 0) {
     gsize off = ev->sparse->len;
     g_array_set_size(ev->sparse, off + (gsize)lv * (gsize)n);
@@ -256,21 +254,28 @@ static const double *sparse_table(ts_eval *ev, ev_line *ln, int arr, int *levels
   return &g_array_index(ev->sparse, double, (gsize)ln->sp[arr]);
 }
 
+#define SCAN_MAX 32 /* intervals up to this many links are scanned, longer ones use the table */
+
+static int level_of(int h)
+{
+  int k = 0;
+  while ((2 << k) <= h)
+    k++;
+  return k;
+}
+
 /* Maximum load over coordinates [a, a+h) of one array, no wrap. */
 static double range_max(ts_eval *ev, ev_line *ln, int arr, int a, int h)
 {
-  if (h <= 32) {
+  if (h <= SCAN_MAX) {
     const double *v = arr_ptr(ev, ln, arr);
     double m = v[a];
     for (int i = a + 1; i < a + h; i++)
       m = MAX(m, v[i]);
     return m;
   }
-  int levels;
-  const double *tab = sparse_table(ev, ln, arr, &levels);
-  int k = 0;
-  while ((2 << k) <= h)
-    k++;
+  const double *tab = sparse_table(ev, ln, arr);
+  int k = level_of(h);
   const double *row = tab + (gsize)k * (gsize)ln->n;
   return MAX(row[a], row[a + h - (1 << k)]);
 }
@@ -308,6 +313,14 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
       double *v = loads + ln->off + (gsize)arr * (gsize)(ln->n + 1);
       for (int i = 1; i < ln->n; i++)
         v[i] += v[i - 1];
+    }
+  }
+  /* Levels each long-interval array needs (a wrapped interval is two shorter queries). */
+  for (int s = 0; s < ev->nsegs; s++) {
+    const ev_seg *sg = &ev->segs[s];
+    if (sg->h > SCAN_MAX) {
+      ev_line *ln = &g_array_index(ev->lines, ev_line, sg->line);
+      ln->need[sg->arr] = MAX(ln->need[sg->arr], level_of(MIN(sg->h, ln->n)) + 1);
     }
   }
   double worst = 0.0;

@@ -110,7 +110,7 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full);
 double ts_coll_plan_eval_flows(const ts_coll_plan *p);
 
 /* Largest number of flows ts_coll_time routes for one collective before refusing. */
-#define TS_COLL_MAX_EVAL_FLOWS 262144.0
+#define TS_COLL_MAX_EVAL_FLOWS 1048576.0
 
 G_END_DECLS
 

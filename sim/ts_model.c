@@ -336,8 +336,16 @@ static gboolean wrong_input(GError **error, const char *path, const char *group,
   return FALSE;
 }
 
+static gboolean same_shape(const shape *a, const shape *b)
+{
+  return a->form == b->form &&
+         (a->form == SHAPE_VEC ? a->tokens == b->tokens && a->features == b->features
+                               : a->c == b->c && a->h == b->h && a->w == b->w);
+}
+
+/* in: the previous output (updated to this layer's); seen: every earlier output, for residuals. */
 static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, shape *in,
-                            layer_spec *sp, gint64 *repeat, GError **error)
+                            const GArray *seen, layer_spec *sp, gint64 *repeat, GError **error)
 {
   int kind = 0;
   if (!kf_enum(kf, path, group, "kind", NULL, kind_names, &kind, error))
@@ -367,16 +375,24 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     return FALSE;
 
   /* Tensor-parallel modes a kind may take; the first is the default. */
-  static const char *const tp_gemm[] = {"column", "row", "replicated", NULL};
+  static const char *const tp_dense[] = {"column", "row", "replicated", "vocab", NULL};
+  static const char *const tp_conv[] = {"column", "row", "replicated", NULL};
   static const char *const tp_attn[] = {"heads", "replicated", NULL};
   static const char *const tp_emb[] = {"vocab", "replicated", NULL};
   static const char *const tp_rep[] = {"replicated", NULL};
-  const char *const *tp_choices = kind == TS_LAYER_DENSE || kind == TS_LAYER_CONV2D ? tp_gemm
-                                  : kind == TS_LAYER_ATTENTION                     ? tp_attn
-                                  : kind == TS_LAYER_EMBEDDING                     ? tp_emb
-                                                                                   : tp_rep;
+  const char *const *tp_choices = kind == TS_LAYER_DENSE       ? tp_dense
+                                  : kind == TS_LAYER_CONV2D    ? tp_conv
+                                  : kind == TS_LAYER_ATTENTION ? tp_attn
+                                  : kind == TS_LAYER_EMBEDDING ? tp_emb
+                                                               : tp_rep;
+  /* A tied logits layer splits like the embedding table it shares (Megatron-LM). */
+  gboolean tied_default = FALSE;
+  if (kind == TS_LAYER_DENSE &&
+      !kf_bool(kf, path, group, "tied", FALSE, &tied_default, error))
+    return FALSE;
   int tpi = 0;
-  if (!kf_enum(kf, path, group, "tp", tp_choices[0], tp_choices, &tpi, error))
+  if (!kf_enum(kf, path, group, "tp", tied_default ? "vocab" : tp_choices[0], tp_choices, &tpi,
+               error))
     return FALSE;
   for (int i = 0; tp_names[i] != NULL; i++)
     if (strcmp(tp_names[i], tp_choices[tpi]) == 0)
@@ -414,9 +430,6 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
         !kf_bool(kf, path, group, "loss", FALSE, &sp->loss, error) ||
         !kf_bool(kf, path, group, "tied", FALSE, &sp->tied, error))
       return FALSE;
-    if (sp->residual && sp->out_f != sp->in_f)
-      return fail_key(error, path, group, "out_features", sp->out_f,
-                      "in_features, since residual = true adds the input to the output");
     if (sp->tied) {
       if (in->emb_vocab == 0 || in->emb_vocab != sp->out_f || in->emb_hidden != sp->in_f) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -516,13 +529,6 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     out.h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
     out.w = conv_out(sp->in_w, sp->kw, sp->stride, sp->pad);
     sp->tokens = 1;
-    if (sp->residual && (out.c != sp->in_f || out.h != sp->in_h || out.w != sp->in_w)) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "%s: [%s] residual='true': expected the output shape to equal the input "
-                  "(%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ")",
-                  path, group, sp->in_f, sp->in_h, sp->in_w);
-      return FALSE;
-    }
     break;
   }
   case TS_LAYER_ATTENTION: {
@@ -636,6 +642,20 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   }
   }
   sp->act = (ts_act)act;
+  /* A residual adds an earlier tensor (the block input) to this output: some earlier layer
+   * must have produced that shape. */
+  if (sp->residual) {
+    gboolean found = FALSE;
+    for (guint i = 0; i < seen->len && !found; i++)
+      found = same_shape(&g_array_index(seen, shape, i), &out);
+    if (!found) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] residual='true': expected the output shape to equal an earlier "
+                  "layer's output (the residual adds it)",
+                  path, group);
+      return FALSE;
+    }
+  }
   /* A repeated layer feeds itself, so its output must have its input's shape. */
   if (*repeat > 1) {
     gboolean same = sp->kind != TS_LAYER_EMBEDDING && in->form == out.form &&
@@ -655,13 +675,15 @@ static gboolean build_layers(GKeyFile *kf, const char *path, builder *b, GError 
   gsize n = 0;
   g_auto(GStrv) groups = g_key_file_get_groups(kf, &n);
   shape sh = {0};
+  g_autoptr(GArray) seen = g_array_new(FALSE, TRUE, sizeof(shape));
   for (gsize i = 0; i < n; i++) {
     if (!g_str_has_prefix(groups[i], "layer."))
       continue;
     layer_spec sp;
     gint64 repeat = 1;
-    if (!parse_layer(kf, path, groups[i], &sh, &sp, &repeat, error))
+    if (!parse_layer(kf, path, groups[i], &sh, seen, &sp, &repeat, error))
       return FALSE;
+    g_array_append_val(seen, sh);
     const char *name = groups[i] + strlen("layer.");
     for (gint64 r = 0; r < repeat; r++) {
       char *lname = repeat == 1 ? g_strdup(name)
@@ -1212,8 +1234,9 @@ char *ts_model_describe(const ts_model *m)
 {
   g_return_val_if_fail(m != NULL, NULL);
   GString *s = g_string_new(NULL);
-  g_string_append_printf(s, "# model: %s (%s, %s, dtype_bytes=%g)\n", m->name, m->path, m->kind,
-                         m->dtype_bytes);
+  g_string_append_printf(s, "# model: %s (%s, %s, dtype_bytes=", m->name, m->path, m->kind);
+  ts_append_g(s, 6, m->dtype_bytes);
+  g_string_append(s, ")\n");
   g_string_append(s, "# index name kind tp params fwd_flops bwd_input_flops bwd_weight_flops "
                      "fwd_mem_bytes bwd_mem_bytes saved_act_bytes shape\n");
   for (int i = 0; i < m->nlayers; i++) {

@@ -246,10 +246,9 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
         split_act = FALSE;
       }
       sliced[i] = needs_split_in && !split_act;
-      double in_b = l->in_act_elems * db * mb, out_b = l->out_act_elems * db * mb;
-      double in_div = (needs_split_in && tp > 1) ? tp : 1;
-      double out_div = (l->tp == TS_TP_COLUMN && tp > 1) ? tp : 1;
-      double mem = l->params * db / div + in_b / in_div + out_b / out_div;
+      double out_b = l->out_act_elems * db * mb;
+      /* A split layer moves its share of weights and activations. */
+      double mem = ts_layer_fwd_mem_bytes_batch(m, l, mb) / div;
       g_snprintf(label, sizeof label, "%s fwd", l->name);
       emit_compute(&g, TS_CAT_FWD, l->fwd_flops * mb / div, mem, label);
       if (split) {
@@ -271,8 +270,8 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
       const ts_layer *l = &m->layers[i];
       gboolean split = layer_split(l) && tp > 1;
       double div = split ? tp : 1;
-      double in_b = l->in_act_elems * db * mb, out_b = l->out_act_elems * db * mb;
-      double mem = 2.0 * l->params * db / div + 2.0 * (in_b + out_b) / (split ? tp : 1);
+      double in_b = l->in_act_elems * db * mb;
+      double mem = ts_layer_bwd_mem_bytes_batch(m, l, mb) / div;
       g_snprintf(label, sizeof label, "%s bwd", l->name);
       emit_compute(&g, TS_CAT_BWD, (l->bwd_input_flops + l->bwd_weight_flops) * mb / div, mem,
                    label);

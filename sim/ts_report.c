@@ -128,7 +128,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
   }
   for (int c = 0; c < NCOL; c++) {
-    cell(s, head[c], w[c], right[c]);
+    cell(s, head[c], c + 1 < NCOL ? w[c] : 0, right[c]);
     g_string_append(s, c + 1 < NCOL ? "  " : "\n");
   }
   for (int i = 0; i < n; i++) {

@@ -207,10 +207,11 @@ const char *ts_fmt_time(char *buf, size_t n, double s)
   char num[G_ASCII_DTOSTR_BUF_SIZE];
   const char *unit;
   double v;
-  if (s >= 100.0) {
-    v = s;
-    unit = "s";
-  } else if (s >= 1.0) {
+  if (s == 0.0) {
+    g_snprintf(buf, n, "0 s");
+    return buf;
+  }
+  if (s >= 1.0) {
     v = s;
     unit = "s";
   } else if (s >= 1e-3) {

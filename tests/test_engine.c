@@ -133,7 +133,7 @@ Test(engine, send_recv_pair_costs_one_transfer)
 Test(engine, one_chip_step_is_sum_of_compute)
 {
   g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = 4;
@@ -179,7 +179,7 @@ Test(engine, dp_step_never_below_compute)
 
 Test(engine, collapsed_replay_equals_full_replay)
 {
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   const char *splits[] = {"dp=64", "tp=8@x,dp=8@y", "tp=4,dp=16"};
   for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
@@ -197,7 +197,7 @@ Test(engine, collapsed_replay_equals_full_replay)
 
 Test(engine, tensor_parallel_faster_along_fast_dimension)
 {
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("asym-16x16");
   int fast = t->dims[0].link_bw_Bps > t->dims[1].link_bw_Bps ? 0 : 1;
   g_autofree char *good = g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[fast].name,
@@ -220,7 +220,7 @@ Test(engine, tensor_parallel_faster_along_fast_dimension)
 
 Test(engine, trace_text_round_trip)
 {
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   GError *err = NULL;
   g_autoptr(ts_split) s = ts_split_parse("tp=8,dp=8", &err);
@@ -282,7 +282,7 @@ Test(engine, trace_parse_errors_name_line)
 
 Test(plan, split_errors)
 {
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   const struct {
     const char *split, *expect;
@@ -297,9 +297,9 @@ Test(plan, split_errors)
       {"dp=128", "uses 128 chips"},
       {"tp=8@z,dp=8", "no dimension 'z'"},
       {"tp=3,dp=21", "uses 63 chips"},
-      {"tp=16@x,dp=4", "dimension x has 8 chips left"},
+      {"tp=16@x,dp=4", "those dimensions hold only 8 of its chips"},
       {"dp=8,dp=8", "given twice"},
-      {"tp=64", "tp=64 does not divide the 25 attention heads"},
+      {"tp=64", "tp=64 does not divide the 16 attention heads"},
       {"dp=8@x,tp=8@x", "x has 1 chips left"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -315,7 +315,7 @@ Test(plan, split_errors)
 
 Test(plan, batch_errors)
 {
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   GError *err = NULL;
   ts_result r;
@@ -328,7 +328,7 @@ Test(plan, batch_errors)
 
 Test(plan, placement_puts_tensor_parallel_inside_dimension)
 {
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   GError *err = NULL;
   g_autoptr(ts_split) s = ts_split_parse("tp=4,dp=16", &err);
@@ -351,7 +351,7 @@ Test(plan, memory_without_sharding_is_16_bytes_per_parameter)
 {
   /* ZeRO paper (Rajbhandari et al. 2020, section 3.1): mixed-precision Adam keeps
    * (2 + 2 + 12) bytes per parameter when nothing is sharded. */
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   GError *err = NULL;
   g_autoptr(ts_split) s = ts_split_parse("dp=64", &err);
@@ -366,14 +366,15 @@ Test(plan, memory_without_sharding_is_16_bytes_per_parameter)
   g_autoptr(ts_split) s8 = ts_split_parse("tp=8,dp=8", &err);
   g_autoptr(ts_plan) p8 = ts_plan_new(m, t, s8, &po, &err);
   double ratio = p->params_per_chip / p8->params_per_chip;
-  cr_assert(ratio > 7.9 && ratio <= 8.0, "tp=8 keeps %g of the parameters", 1 / ratio);
+  /* Not exactly 8: layer norms, the pooler and the position embeddings stay whole. */
+  cr_assert(ratio > 7.5 && ratio <= 8.0, "tp=8 keeps %g of the parameters", 1 / ratio);
 }
 
 Test(plan, tensor_parallel_collectives_follow_megatron)
 {
   /* Megatron-LM (Shoeybi et al. 2019, section 3): two all-reduces forward and two backward
    * per transformer layer, each of the activation s*b*h. */
-  g_autoptr(ts_model) m = load_model("gpt2-1.5b");
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   GError *err = NULL;
   g_autoptr(ts_split) s = ts_split_parse("tp=8,dp=8", &err);

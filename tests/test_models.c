@@ -192,9 +192,9 @@ Test(params, gpt3_family)
 
 /* ---- FLOPs ------------------------------------------------------------------------------ */
 
-/* Narayanan et al. 2021, section 5.1 (without recomputation, i.e. 3/4 of their
- * 96 B s l h^2 (1 + s/6h + V/16lh) with 4 passes): per sample,
- * 72 s l h^2 (1 + s/(6h) + V/(12 l h)). */
+/* Narayanan et al. 2021, section 5.1: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with activation
+ * recomputation; without it the block terms scale by 3/4 and the logits term 6 B s h V stays:
+ * per sample, 72 s l h^2 (1 + s/(6h) + V/(12 l h)). */
 static double narayanan(double s, double l, double h, double V)
 {
   return 72.0 * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
@@ -450,6 +450,46 @@ Test(structure, explicit_shapes_chain)
   cr_assert_eq(fin, 512 * 7 * 7, "fc6 flattens 512x7x7, got %" G_GINT64_FORMAT, fin);
 }
 
+Test(structure, explicit_transformer_with_tied_logits)
+{
+  /* The explicit form of a 1-block pre-norm transformer equals the generator's layer for layer. */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) e = load_text(
+      "[model]\nkind = layers\n"
+      "[layer.embedding]\nkind = embedding\nvocab = 100\nhidden = 64\ntokens = 16\n"
+      "position_embedding = learned\ndropout = true\n"
+      "[layer.norm1]\nkind = norm\n"
+      "[layer.attention]\nkind = attention\nheads = 4\nresidual = true\ndropout = true\n"
+      "[layer.norm2]\nkind = norm\n"
+      "[layer.fc1]\nkind = dense\nout_features = 256\nactivation = gelu\n"
+      "[layer.fc2]\nkind = dense\nout_features = 64\nresidual = true\ndropout = true\n"
+      "tp = row\n"
+      "[layer.final_norm]\nkind = norm\n"
+      "[layer.logits]\nkind = dense\nout_features = 100\ntied = true\nbias = false\n"
+      "loss = true\n",
+      NULL, &msg);
+  cr_assert_not_null(e, "%s", msg);
+  g_autoptr(ts_model) g = load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\n"
+                                    "hidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n",
+                                    NULL, &msg);
+  cr_assert_not_null(g, "%s", msg);
+  cr_assert_eq(e->nlayers, g->nlayers);
+  for (int i = 0; i < e->nlayers; i++) {
+    const ts_layer *a = &e->layers[i], *b = &g->layers[i];
+    cr_assert_eq(a->kind, b->kind, "layer %d", i);
+    cr_assert_eq(a->tp, b->tp, "layer %d (%s) tp %s vs %s", i, a->name, ts_tp_mode_name(a->tp),
+                 ts_tp_mode_name(b->tp));
+    const double x[] = {a->params,       a->fwd_flops,     a->bwd_input_flops,
+                        a->bwd_weight_flops, a->fwd_mem_bytes, a->bwd_mem_bytes,
+                        a->saved_act_bytes};
+    const double y[] = {b->params,       b->fwd_flops,     b->bwd_input_flops,
+                        b->bwd_weight_flops, b->fwd_mem_bytes, b->bwd_mem_bytes,
+                        b->saved_act_bytes};
+    for (size_t j = 0; j < G_N_ELEMENTS(x); j++)
+      cr_assert_eq(x[j], y[j], "layer %d (%s) field %zu: %g vs %g", i, a->name, j, x[j], y[j]);
+  }
+}
+
 Test(structure, repeat_names_and_invariants)
 {
   g_autofree char *msg = NULL;
@@ -657,4 +697,8 @@ Test(errors, shape_mismatch)
                "[layer.fc]\nkind = dense\nin_features = 8\nout_features = 4\ntp = heads\n",
                "[layer.fc] tp='heads'", "column | row | replicated");
   expect_error("[model]\nkind = layers\n", "[model] kind='layers'", "[layer.NAME]");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.a]\nkind = dense\nin_features = 8\nout_features = 4\n"
+               "[layer.b]\nkind = dense\nout_features = 2\nresidual = true\n",
+               "[layer.b] residual='true'", "earlier layer");
 }
