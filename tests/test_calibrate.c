@@ -170,7 +170,8 @@ Test(command, quick_run_writes_a_loadable_profile_table_dat_and_plot)
   char *argv[] = {TS_TRAINSIM_BIN, "calibrate", "--quick", "-q", "--min-time", "0", "-o", ini,
                   "--plot",        png,         NULL};
   g_autofree char *out = NULL, *err = NULL;
-  gboolean have_gnuplot = g_find_program_in_path("gnuplot") != NULL;
+  g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+  gboolean have_gnuplot = gnuplot != NULL;
   if (!have_gnuplot)
     argv[8] = NULL; /* no --plot where gnuplot is missing: the plot test below covers it */
   int rc = run(argv, NULL, &out, &err);
