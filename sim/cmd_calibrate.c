@@ -199,9 +199,12 @@ int ts_cmd_calibrate(int argc, char **argv)
           "Time trainsim's real kernels on this host (one core) and fit the roofline chip "
           "profile:\n  time = max(FLOP / (peak x compute_efficiency), bytes / "
           "memory_bandwidth)\nthen report predicted vs measured time per kernel.",
-          "The default sweep takes about 20 s (GEMM 64..4096, ResNet convolutions, element-wise "
-          "kernels on 64-256 MiB arrays; about 1.5 GB of memory in fp32).\nExample:\n"
-          "  trainsim calibrate -o topologies/host-cpu.ini --plot calibration.png",
+          "The default sweep takes about 25 s on an idle machine (GEMM 64..4096, ResNet "
+          "convolutions, element-wise kernels on 64 and 256 MiB arrays; up to 0.8 GB of memory "
+          "in fp32, 1.6 GB in fp64). Calibrate on an idle machine: other load inflates times "
+          "unevenly.\nExample:\n"
+          "  trainsim calibrate -o host-cpu.ini --plot calibration.png\n"
+          "  trainsim run --topology ./host-cpu.ini ...",
           entries, &argc, &argv, &error))
     return ts_cmd_fail("calibrate", error);
   if (argc > 1) {
