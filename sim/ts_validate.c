@@ -550,6 +550,16 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
     ntl = bucket_tensors(e->net, v, tl);
     for (int m = 0; m < nm; m++) {
       vd_rank *r = &e->ranks[rv->rank_of_member[m]];
+      /* Every micro-batch's backward pass must have produced these gradients already. */
+      for (int i = v->lo; i <= v->hi; i++)
+        for (int u = 0; u < e->nmicro && e->net->layers[i].ntensors > 0; u++)
+          if (!r->s[u * e->net->nlayers + i].bwd_done) {
+            g_autofree char *key = g_strdup_printf("early-%d", op->label);
+            vd_note(e, key,
+                    "'%s' ran on chip %d before the backward pass of '%s' (micro-batch %d) "
+                    "produced its gradient: a missing dependency",
+                    label, r->rank, e->net->layers[i].name, u);
+          }
       gint64 c = 0;
       for (int q = 0; q < ntl; q++)
         c += r->n[tl[q]];
@@ -648,12 +658,27 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
   const ts_coll_plan *tplan =
       whole ? plan_for(run, op->coll, algo, op->group, tc, run->m->dtype_bytes, NULL) : NULL;
   if (!whole || tc != count) {
+    /* Name the tensors a split layer keeps whole on every member (a row-split layer's bias,
+     * attention's output bias): a planner that divides every parameter of a split layer by
+     * the tp degree counts them short. */
+    GString *whole_ts = g_string_new(NULL);
+    for (int q = 0; q < ntl && e->T > 1; q++) {
+      const vd_tensor *vt = &e->net->tensors[tl[q]];
+      if (e->net->layers[vt->layer].tp != TS_TP_REPLICATED && e->ranks[r0].shard[tl[q]] == NULL)
+        g_string_append_printf(whole_ts, "%s%s (%" G_GINT64_FORMAT ")", whole_ts->len ? ", " : "",
+                               vt->name, vt->numel);
+    }
     g_autofree char *key = g_strdup_printf("count-%d", op->label);
     vd_note(e, key,
             "'%s' carries %.17g bytes per member in the trace (%.6g elements of %g bytes), but "
-            "the tensors it moves hold %" G_GINT64_FORMAT " elements (%.17g bytes)",
+            "the tensors it moves hold %" G_GINT64_FORMAT " elements (%.17g bytes)%s%s%s",
             label, op->bytes, op->bytes / run->m->dtype_bytes, run->m->dtype_bytes, count,
-            (double)count * run->m->dtype_bytes);
+            (double)count * run->m->dtype_bytes,
+            whole_ts->len ? "; whole on every tensor-parallel member although their layer is "
+                            "split: "
+                          : "",
+            whole_ts->str, whole_ts->len ? "" : "");
+    g_string_free(whole_ts, TRUE);
   }
   for (int m = 0; m < nm; m++) {
     vd_rank *r = &e->ranks[rv->rank_of_member[m]];
@@ -732,6 +757,16 @@ static void optimizer_step(vd_run *run, vd_rank *r)
   r->adam_step++;
   for (int t = 0; t < r->ntensors; t++) {
     gint64 n = r->n[t];
+    if (e->D > 1)
+      for (gint64 j = 0; j < n; j++)
+        if (e->k->get(r->g[t], j) != 0) {
+          g_autofree char *key = g_strdup_printf("unsynced-%d", t);
+          vd_note(e, key,
+                  "the optimizer step on chip %d used gradients of '%s' that no data-parallel "
+                  "synchronisation summed (a missing or early all-reduce)",
+                  r->rank, e->net->tensors[t].name);
+          break;
+        }
     /* The gradient: what synchronisation summed, plus anything never synchronised. */
     void *g = g_memdup2(r->g[t], e->k->elem * (gsize)MAX(n, 1));
     if (r->synced[t])
