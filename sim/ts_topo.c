@@ -1,0 +1,369 @@
+/* ts_topo: reads and validates topology files (a chip kind and an array of named dimensions). */
+#include "ts_topo.h"
+#include "ts_util.h"
+
+#include <string.h>
+
+/* Limits. A dimension of more than 65536 chips or an array of more than 2^20 chips is a typo,
+ * not a machine: the largest public ML arrays are in the tens of thousands of chips. Bounds on
+ * rates are "absurd" bounds that only catch unit mistakes (a link of 1 PB/s, a chip of
+ * 1 EFLOP/s), not forecasts. */
+#define TOPO_MAX_DIM_SIZE 65536
+#define TOPO_MAX_CHIPS 1048576
+#define TOPO_MAX_RATE 1e6     /* GB/s or TFLOP/s */
+#define TOPO_MAX_MEMORY 1e9   /* GiB */
+#define TOPO_MAX_LATENCY 1e6  /* us, one second */
+
+#define GB 1e9
+#define GIB 1073741824.0
+#define TFLOP 1e12
+#define US 1e-6
+
+static const char *const topology_keys[] = {"name", NULL};
+static const char *const chip_keys[] = {"name",       "peak_tflops", "memory_GiB", "memory_bandwidth_GBps",
+                                        "compute_efficiency", NULL};
+static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
+                                        "nvme_bandwidth_GBps", "nvme_GiB", NULL};
+static const char *const dim_keys[] = {"size", "shape", "link_bandwidth_GBps", "latency_us", NULL};
+
+const char *ts_shape_name(ts_shape s)
+{
+  switch (s) {
+  case TS_SHAPE_RING:
+    return "ring";
+  case TS_SHAPE_MESH:
+    return "mesh";
+  case TS_SHAPE_SWITCH:
+    return "switch";
+  }
+  return "?";
+}
+
+/*
+ * Reads a number in (0, hi] (lo_open) or [lo, hi]. ts_kf_double covers closed ranges only and
+ * would print "[0, hi]" for a bandwidth, which wrongly suggests 0 is accepted; this keeps the
+ * same message shape with the right interval. Missing key: def when has_default, else an error.
+ */
+static gboolean read_number(GKeyFile *kf, const char *path, const char *group, const char *key,
+                            gboolean has_default, double def, double lo, gboolean lo_open,
+                            double hi, const char *what, double *out, GError **error)
+{
+  if (!lo_open)
+    return ts_kf_double(kf, path, group, key, has_default, def, lo, hi, what, out, error);
+  g_autofree char *v = NULL;
+  if (!ts_kf_string(kf, path, group, key, NULL, &v, error))
+    return FALSE;
+  if (v == NULL) {
+    if (has_default) {
+      *out = def;
+      return TRUE;
+    }
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
+                key, what);
+    return FALSE;
+  }
+  double d;
+  if (!ts_parse_double(v, &d) || !(d > lo) || d > hi) {
+    g_autofree char *los = ts_dtostr(lo);
+    g_autofree char *his = ts_dtostr(hi);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s in (%s, %s]", path,
+                group, key, v, what, los, his);
+    return FALSE;
+  }
+  *out = d;
+  return TRUE;
+}
+
+/* A required, non-empty string value. */
+static gboolean read_name(GKeyFile *kf, const char *path, const char *group, const char *key,
+                          const char *what, char **out, GError **error)
+{
+  g_autofree char *v = NULL;
+  if (!ts_kf_string(kf, path, group, key, NULL, &v, error))
+    return FALSE;
+  if (v == NULL || *v == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: %s; expected %s", path, group, key,
+                v == NULL ? "missing" : "empty", what);
+    return FALSE;
+  }
+  *out = g_steal_pointer(&v);
+  return TRUE;
+}
+
+/* Dimension names end up in split specifications ("tensor=x") and CSV columns, so they are
+ * identifiers: a letter, then letters, digits or '_'. */
+static gboolean valid_dim_name(const char *s)
+{
+  if (!g_ascii_isalpha(*s))
+    return FALSE;
+  for (; *s != '\0'; s++)
+    if (!g_ascii_isalnum(*s) && *s != '_')
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **error)
+{
+  const char *g = "chip";
+  if (!g_key_file_has_group(kf, g)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip]: missing group; expected the chip kind (name, peak_tflops, memory_GiB, "
+                "memory_bandwidth_GBps)",
+                path);
+    return FALSE;
+  }
+  double tflops, mem_gib, mem_gbps;
+  if (!ts_kf_check_keys(kf, path, g, chip_keys, error) ||
+      !read_name(kf, path, g, "name", "the chip's name, e.g. TPU v3", &c->name, error) ||
+      !read_number(kf, path, g, "peak_tflops", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
+                   "a dense peak in TFLOP/s (1e12 FLOP/s)", &tflops, error) ||
+      !read_number(kf, path, g, "memory_GiB", FALSE, 0, 0, TRUE, TOPO_MAX_MEMORY,
+                   "a device memory capacity in GiB", &mem_gib, error) ||
+      !read_number(kf, path, g, "memory_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
+                   "a device memory bandwidth in GB/s (1e9 B/s)", &mem_gbps, error) ||
+      !read_number(kf, path, g, "compute_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
+                   "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error))
+    return FALSE;
+  c->peak_flops = tflops * TFLOP;
+  c->memory_bytes = mem_gib * GIB;
+  c->memory_bw_Bps = mem_gbps * GB;
+
+  /* [host] is optional and so is every key in it: 0 means "this machine has none", which the
+   * offload planner must treat as "offload impossible", never as infinitely fast. */
+  g = "host";
+  double link = 0, hmem = 0, cpu = 0, nvme_bw = 0, nvme = 0;
+  if (g_key_file_has_group(kf, g) &&
+      (!ts_kf_check_keys(kf, path, g, host_keys, error) ||
+       !read_number(kf, path, g, "link_bandwidth_GBps", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
+                    "a chip-to-host bandwidth in GB/s, one direction (0 = none)", &link, error) ||
+       !read_number(kf, path, g, "memory_GiB", TRUE, 0, 0, FALSE, TOPO_MAX_MEMORY,
+                    "host memory per chip in GiB (0 = none)", &hmem, error) ||
+       !read_number(kf, path, g, "cpu_tflops", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
+                    "host CPU TFLOP/s per chip (0 = none)", &cpu, error) ||
+       !read_number(kf, path, g, "nvme_bandwidth_GBps", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
+                    "an NVMe bandwidth per chip in GB/s (0 = none)", &nvme_bw, error) ||
+       !read_number(kf, path, g, "nvme_GiB", TRUE, 0, 0, FALSE, TOPO_MAX_MEMORY,
+                    "NVMe capacity per chip in GiB (0 = none)", &nvme, error)))
+    return FALSE;
+  c->host_link_bw_Bps = link * GB;
+  c->host_memory_bytes = hmem * GIB;
+  c->host_flops = cpu * TFLOP;
+  c->nvme_bw_Bps = nvme_bw * GB;
+  c->nvme_bytes = nvme * GIB;
+  return TRUE;
+}
+
+static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint64 chips_before,
+                         ts_dim *d, GError **error)
+{
+  gint64 size;
+  double bw_gbps, lat_us;
+  g_autofree char *shape = NULL;
+  if (!ts_kf_check_keys(kf, path, group, dim_keys, error) ||
+      !ts_kf_int(kf, path, group, "size", FALSE, 0, 1, TOPO_MAX_DIM_SIZE, "a chip count", &size,
+                 error) ||
+      !read_name(kf, path, group, "shape", "ring, mesh or switch", &shape, error))
+    return FALSE;
+  if (strcmp(shape, "ring") == 0)
+    d->shape = TS_SHAPE_RING;
+  else if (strcmp(shape, "mesh") == 0)
+    d->shape = TS_SHAPE_MESH;
+  else if (strcmp(shape, "switch") == 0)
+    d->shape = TS_SHAPE_SWITCH;
+  else {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] shape='%s': expected ring (torus line, wraps around), mesh (no "
+                "wrap-around) or switch (one port per chip into a non-blocking switch)",
+                path, group, shape);
+    return FALSE;
+  }
+  if (!read_number(kf, path, group, "link_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
+                   "a one-direction link bandwidth in GB/s (1e9 B/s)", &bw_gbps, error) ||
+      !read_number(kf, path, group, "latency_us", FALSE, 0, 0, FALSE, TOPO_MAX_LATENCY,
+                   "a latency in microseconds", &lat_us, error))
+    return FALSE;
+  if (chips_before * size > TOPO_MAX_CHIPS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] size='%" G_GINT64_FORMAT "': the array would have %" G_GINT64_FORMAT
+                " chips; expected at most %d in total",
+                path, group, size, chips_before * size, TOPO_MAX_CHIPS);
+    return FALSE;
+  }
+  d->name = g_strdup(group + strlen("dim."));
+  d->size = (int)size;
+  d->link_bw_Bps = bw_gbps * GB;
+  d->latency_s = lat_us * US;
+  return TRUE;
+}
+
+/* "pods/tpu-v3-8x8.ini" -> "tpu-v3-8x8". Caller frees. */
+static char *base_name(const char *path)
+{
+  char *b = g_path_get_basename(path);
+  if (g_str_has_suffix(b, ".ini") && strlen(b) > 4)
+    b[strlen(b) - 4] = '\0';
+  return b;
+}
+
+ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
+{
+  g_return_val_if_fail(kf != NULL, NULL);
+  if (path == NULL)
+    path = "<topology>";
+  g_autoptr(ts_topo) t = g_new0(ts_topo, 1);
+  t->path = g_strdup(path);
+
+  /* Unknown groups first: a misspelt [dim.x] ("[dims.x]") must not silently drop a dimension. */
+  gsize ngroups = 0;
+  g_auto(GStrv) groups = g_key_file_get_groups(kf, &ngroups);
+  for (gsize i = 0; i < ngroups; i++) {
+    const char *gr = groups[i];
+    if (strcmp(gr, "topology") == 0 || strcmp(gr, "chip") == 0 || strcmp(gr, "host") == 0)
+      continue;
+    if (!g_str_has_prefix(gr, "dim.")) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s]: unknown group; expected [topology], [chip], [host] or [dim.NAME]",
+                  path, gr);
+      return NULL;
+    }
+    if (!valid_dim_name(gr + 4)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s]: dimension name '%s': expected [dim.NAME] with NAME a letter followed "
+                  "by letters, digits or '_'",
+                  path, gr, gr + 4);
+      return NULL;
+    }
+  }
+
+  if (g_key_file_has_group(kf, "topology")) {
+    if (!ts_kf_check_keys(kf, path, "topology", topology_keys, error) ||
+        !ts_kf_string(kf, path, "topology", "name", NULL, &t->name, error))
+      return NULL;
+    if (t->name != NULL && *t->name == '\0')
+      g_clear_pointer(&t->name, g_free);
+  }
+  if (t->name == NULL)
+    t->name = base_name(path);
+
+  if (!read_chip(kf, path, &t->chip, error))
+    return NULL;
+
+  /* g_key_file_get_groups keeps file order, and file order is the dimension order (fastest
+   * first), so chip id = x + X*y + X*Y*z as written. */
+  gint64 chips = 1;
+  for (gsize i = 0; i < ngroups; i++) {
+    if (!g_str_has_prefix(groups[i], "dim."))
+      continue;
+    if (t->ndims == TS_MAX_DIMS) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s]: dimension %d; expected at most %d [dim.NAME] groups", path, groups[i],
+                  t->ndims + 1, TS_MAX_DIMS);
+      return NULL;
+    }
+    if (!read_dim(kf, path, groups[i], chips, &t->dims[t->ndims], error))
+      return NULL;
+    chips *= t->dims[t->ndims].size;
+    t->ndims++;
+  }
+  if (t->ndims == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: no [dim.NAME] group; expected 1 to %d dimensions, fastest first, e.g. [dim.x] "
+                "with size, shape, link_bandwidth_GBps and latency_us",
+                path, TS_MAX_DIMS);
+    return NULL;
+  }
+  t->nchips = (int)chips;
+  return g_steal_pointer(&t);
+}
+
+ts_topo *ts_topo_load(const char *path, GError **error)
+{
+  g_return_val_if_fail(path != NULL, NULL);
+  g_autoptr(GKeyFile) kf = ts_kf_load(path, error);
+  if (kf == NULL)
+    return NULL;
+  return ts_topo_from_keyfile(kf, path, error);
+}
+
+ts_topo *ts_topo_copy(const ts_topo *t)
+{
+  g_return_val_if_fail(t != NULL, NULL);
+  ts_topo *c = g_new(ts_topo, 1);
+  *c = *t;
+  c->name = g_strdup(t->name);
+  c->path = g_strdup(t->path);
+  c->chip.name = g_strdup(t->chip.name);
+  for (int d = 0; d < t->ndims; d++)
+    c->dims[d].name = g_strdup(t->dims[d].name);
+  return c;
+}
+
+void ts_topo_free(ts_topo *t)
+{
+  if (t == NULL)
+    return;
+  g_free(t->name);
+  g_free(t->path);
+  g_free(t->chip.name);
+  for (int d = 0; d < t->ndims; d++)
+    g_free(t->dims[d].name);
+  g_free(t);
+}
+
+int ts_topo_dim_index(const ts_topo *t, const char *name)
+{
+  g_return_val_if_fail(t != NULL && name != NULL, -1);
+  for (int d = 0; d < t->ndims; d++)
+    if (strcmp(t->dims[d].name, name) == 0)
+      return d;
+  return -1;
+}
+
+int ts_topo_stride(const ts_topo *t, int d)
+{
+  g_return_val_if_fail(t != NULL && d >= 0 && d < t->ndims, 0);
+  int s = 1;
+  for (int i = 0; i < d; i++)
+    s *= t->dims[i].size;
+  return s;
+}
+
+void ts_topo_coords(const ts_topo *t, int chip, int *coords)
+{
+  g_return_if_fail(t != NULL && coords != NULL && chip >= 0 && chip < t->nchips);
+  for (int d = 0; d < t->ndims; d++) {
+    coords[d] = chip % t->dims[d].size;
+    chip /= t->dims[d].size;
+  }
+}
+
+int ts_topo_chip(const ts_topo *t, const int *coords)
+{
+  g_return_val_if_fail(t != NULL && coords != NULL, -1);
+  int chip = 0;
+  for (int d = t->ndims - 1; d >= 0; d--) {
+    g_return_val_if_fail(coords[d] >= 0 && coords[d] < t->dims[d].size, -1);
+    chip = chip * t->dims[d].size + coords[d];
+  }
+  return chip;
+}
+
+char *ts_topo_describe(const ts_topo *t)
+{
+  g_return_val_if_fail(t != NULL, NULL);
+  GString *s = g_string_new(NULL);
+  /* A [topology] name is written for people ("TPU v3 slice 8x8") and is used as is. Without
+   * one the name is only the file's base name, so say what the array is instead:
+   * "TPU v3 8x8 (64 chips)". */
+  g_autofree char *base = t->path != NULL ? base_name(t->path) : NULL;
+  if (base == NULL || strcmp(base, t->name) != 0) {
+    g_string_append(s, t->name);
+  } else {
+    g_string_append(s, t->chip.name);
+    g_string_append_c(s, ' ');
+    for (int d = 0; d < t->ndims; d++)
+      g_string_append_printf(s, "%s%d", d > 0 ? "x" : "", t->dims[d].size);
+  }
+  g_string_append_printf(s, " (%d chip%s)", t->nchips, t->nchips == 1 ? "" : "s");
+  return g_string_free(s, FALSE);
+}
