@@ -1,14 +1,21 @@
 /* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts becomes
- * one SimGrid actor on a platform built from the topology: compute is an execution on the
- * chip's host, a send is one flow, a collective runs its decomposition's steps in order with
- * each step's transfers as concurrent flows. Flows of concurrent activities share links under
- * max-min fairness (CM02), so contention emerges instead of being assumed away. */
+ * SimGrid actors on a platform built from the topology: a compute is an execution on the
+ * chip's host; a send is a sender and a receiver actor exchanging one message; a collective
+ * has one actor per member, which runs the member's sends and receives of its decomposition,
+ * step after step. Flows of concurrent activities share links under max-min fairness (CM02),
+ * so contention emerges instead of being assumed away.
+ *
+ * Why actors per member and mailboxes rather than one driver sending host-to-host
+ * (Comm::sendto_async): SimGrid 3.32 keeps every such detached comm in one list and removes a
+ * finished one with std::list::remove (CommImpl::finish), so N concurrent flows cost O(N) each;
+ * 8192 concurrent flows made that 4x slower than mailboxes (docs/backends.md, "Speed"). */
 #include "ts_backend_simgrid.h"
 #include "ts_sg_shim.h"
 #include "ts_util.h"
 
 #include <errno.h>
 #include <math.h>
+#include <simgrid/mailbox.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -53,12 +60,36 @@ typedef struct {
 
 typedef struct sgb sgb;
 
+/* A decomposition indexed by step and member, so that each member finds its own sends and
+ * receives of a step without scanning everyone's (a 4096-member step has 8192 transfers).
+ * Within a step, a member's sends to one peer keep the order of the step's transfer list, and
+ * so do the peer's receives: mailboxes match them first come, first served. */
 typedef struct {
+  ts_coll_plan *plan;
+  int n, nsteps;
+  int *out_off; /* nsteps * (n + 1) offsets into out_peer / out_bytes */
+  int *out_peer;
+  double *out_bytes;
+  int *in_off; /* likewise into in_peer */
+  int *in_peer;
+} plan_index;
+
+typedef struct job job;
+
+/* One actor's share of an activity: a collective member, or a send's sender or receiver. */
+typedef struct {
+  job *j;
+  int member; /* COLL: member index; SEND: 0 sender, 1 receiver */
+} part;
+
+struct job {
   sgb *b;
   ts_activity act;
-  ts_coll_plan *plan; /* COLL: borrowed from the plan cache */
-  double compute_s;   /* COMPUTE */
-} job;
+  plan_index *pi;   /* COLL: borrowed from the plan cache */
+  double compute_s; /* COMPUTE */
+  int nparts, left; /* actors of this activity, and those still running */
+  part *parts;
+};
 
 struct sgb {
   const ts_topo *topo;
@@ -68,9 +99,8 @@ struct sgb {
   ts_replay *r;
   gboolean running, has_run;
   double t0, makespan;
-  GError *error; /* first error raised inside an actor */
-  GHashTable *plans; /* key -> ts_coll_plan* */
-  GHashTable *algos; /* key -> chosen algorithm + 1 (TS_ALGO_AUTO resolution) */
+  GError *error;     /* first error raised inside an actor */
+  GHashTable *plans; /* key -> plan_index* */
   link_acc *acc;
   GPtrArray *label_names; /* label index -> char* */
   gint64 flows;
@@ -180,71 +210,120 @@ static int label_of(sgb *b, const ts_activity *a)
 
 /* ---- actors ---- */
 
-/* Sends n flows between chips, waits for all, and accounts them on the links they crossed. */
-static void run_flows(job *j, const int *src, const int *dst, const double *bytes, int n)
+/* Mailboxes are named by activity token and member pair. The engine reuses a token only after
+ * its activity completed, when every send of it has been matched, so names never collide. */
+static sg_mailbox_t mailbox(const job *j, int src, int dst)
+{
+  char name[64];
+  g_snprintf(name, sizeof name, "%" G_GUINT64_FORMAT ":%d>%d", j->act.token, src, dst);
+  return sg_mailbox_by_name(name);
+}
+
+/* A member's mailboxes, looked up once per peer rather than once per step. */
+typedef struct {
+  int peer;
+  gboolean out;
+  sg_mailbox_t mb;
+} mb_cache_entry;
+
+#define MB_CACHE 16
+
+static sg_mailbox_t cached_mailbox(const job *j, int me, int peer, gboolean out,
+                                   mb_cache_entry *cache, int *ncache)
+{
+  for (int i = 0; i < *ncache; i++)
+    if (cache[i].peer == peer && cache[i].out == out)
+      return cache[i].mb;
+  sg_mailbox_t mb = out ? mailbox(j, me, peer) : mailbox(j, peer, me);
+  if (*ncache < MB_CACHE)
+    cache[(*ncache)++] = (mb_cache_entry){peer, out, mb};
+  return mb;
+}
+
+/* Accounts finished sends from chip src on the links of their routes. */
+static void account(job *j, int src, const int *dst, const double *bytes, int n,
+                    const double *start, const double *end)
 {
   sgb *b = j->b;
-  if (n == 0)
-    return;
-  sg_host_t *hs = g_new(sg_host_t, 2 * (gsize)n);
-  double *t = g_new(double, 2 * (gsize)n);
-  for (int i = 0; i < n; i++) {
-    hs[i] = ts_platform_host(b->plat, src[i]);
-    hs[n + i] = ts_platform_host(b->plat, dst[i]);
-  }
-  ts_sg_flows(hs, hs + n, bytes, n, t, t + n);
   int label = label_of(b, &j->act);
-  GArray *route = g_array_new(FALSE, FALSE, sizeof(int));
+  GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
   for (int i = 0; i < n; i++) {
     g_array_set_size(route, 0);
-    ts_platform_route(b->plat, src[i], dst[i], route);
+    ts_platform_route(b->plat, src, dst[i], route);
     for (guint k = 0; k < route->len; k++)
-      acc_flow(b, g_array_index(route, int, k), label, bytes[i], t[i] - b->t0, t[n + i] - b->t0);
+      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0,
+               end[i] - b->t0);
   }
   b->flows += n;
   g_array_unref(route);
-  g_free(t);
-  g_free(hs);
 }
 
-static void run_coll(job *j)
+/* Member m of a collective: its sends and receives of each step, step after step. A member
+ * starts step k+1 when its own transfers of step k are done (its data for k+1 depends on them);
+ * a send starts when both sides have reached it. Contention-free, this gives the analytic time
+ * (the sum over steps of the slowest transfer) for every algorithm whose steps are uniform. */
+static void run_member(job *j, int m)
 {
   sgb *b = j->b;
+  const plan_index *pi = j->pi;
   const ts_group_shape *g = &j->act.group->shape;
-  GArray *xf = g_array_new(FALSE, FALSE, sizeof(ts_xfer));
-  GArray *src = g_array_new(FALSE, FALSE, sizeof(int));
+  int me = ts_group_member_chip(b->topo, g, j->act.chip, m);
+  mb_cache_entry cache[MB_CACHE];
+  int ncache = 0;
+  GArray *outs = g_array_new(FALSE, FALSE, sizeof(sg_mailbox_t));
+  GArray *ins = g_array_new(FALSE, FALSE, sizeof(sg_mailbox_t));
   GArray *dst = g_array_new(FALSE, FALSE, sizeof(int));
-  GArray *bytes = g_array_new(FALSE, FALSE, sizeof(double));
-  int nsteps = ts_coll_plan_nsteps(j->plan);
-  /* Step k+1 starts when every flow of step k has finished, as the analytic time assumes. */
-  for (int s = 0; s < nsteps && b->error == NULL; s++) {
-    g_array_set_size(xf, 0);
-    g_array_set_size(src, 0);
-    g_array_set_size(dst, 0);
-    g_array_set_size(bytes, 0);
-    ts_coll_plan_step(j->plan, s, xf);
-    for (guint i = 0; i < xf->len; i++) {
-      const ts_xfer *x = &g_array_index(xf, ts_xfer, i);
-      int a = ts_group_member_chip(b->topo, g, j->act.chip, x->src);
-      int c = ts_group_member_chip(b->topo, g, j->act.chip, x->dst);
-      if (a == c)
-        continue; /* a copy within one chip crosses no link */
-      double nb = (double)x->count; /* elem_bytes = 1: counts are bytes */
-      g_array_append_val(src, a);
-      g_array_append_val(dst, c);
-      g_array_append_val(bytes, nb);
+  GArray *times = g_array_new(FALSE, FALSE, sizeof(double));
+  for (int s = 0; s < pi->nsteps && b->error == NULL; s++) {
+    const int *oo = pi->out_off + (gsize)s * (pi->n + 1), *io = pi->in_off + (gsize)s * (pi->n + 1);
+    int o0 = oo[m], no = oo[m + 1] - oo[m], i0 = io[m], ni = io[m + 1] - io[m];
+    if (no == 0 && ni == 0)
+      continue;
+    g_array_set_size(outs, (guint)no);
+    g_array_set_size(ins, (guint)ni);
+    g_array_set_size(dst, (guint)no);
+    g_array_set_size(times, 2 * (guint)no);
+    for (int k = 0; k < no; k++) {
+      int peer = pi->out_peer[o0 + k];
+      g_array_index(outs, sg_mailbox_t, k) = cached_mailbox(j, m, peer, TRUE, cache, &ncache);
+      g_array_index(dst, int, k) = ts_group_member_chip(b->topo, g, j->act.chip, peer);
     }
-    run_flows(j, (int *)src->data, (int *)dst->data, (double *)bytes->data, (int)src->len);
+    for (int k = 0; k < ni; k++)
+      g_array_index(ins, sg_mailbox_t, k) =
+          cached_mailbox(j, m, pi->in_peer[i0 + k], FALSE, cache, &ncache);
+    double *t = (double *)times->data;
+    ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no, (sg_mailbox_t *)ins->data,
+                   ni, t, t + no);
+    account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no);
   }
-  g_array_unref(xf);
-  g_array_unref(src);
+  g_array_unref(outs);
+  g_array_unref(ins);
   g_array_unref(dst);
-  g_array_unref(bytes);
+  g_array_unref(times);
 }
 
-static void job_main(void *arg)
+static void run_send_side(job *j, int side)
 {
-  job *j = arg;
+  double bytes = j->act.op->bytes, t[2];
+  sg_mailbox_t mb = mailbox(j, 0, 1);
+  if (side == 0) {
+    ts_sg_exchange(&mb, &bytes, 1, NULL, 0, t, t + 1);
+    account(j, j->act.chip, &j->act.peer, &bytes, 1, t, t + 1);
+  } else {
+    ts_sg_exchange(NULL, NULL, 0, &mb, 1, t, t + 1);
+  }
+}
+
+static void job_free(job *j)
+{
+  g_free(j->parts);
+  g_free(j);
+}
+
+static void part_main(void *arg)
+{
+  part *p = arg;
+  job *j = p->j;
   sgb *b = j->b;
   if (b->error == NULL) {
     switch (j->act.kind) {
@@ -253,19 +332,20 @@ static void job_main(void *arg)
         ts_sg_execute(j->compute_s * HOST_SPEED);
       break;
     case TS_OP_SEND:
-      if (j->act.chip != j->act.peer) {
-        double nb = j->act.op->bytes;
-        run_flows(j, &j->act.chip, &j->act.peer, &nb, 1);
-      }
+      if (j->nparts == 2)
+        run_send_side(j, p->member);
       break;
     case TS_OP_COLL:
-      if (j->plan != NULL)
-        run_coll(j);
+      if (j->pi != NULL)
+        run_member(j, p->member);
       break;
     default:
       break;
     }
   }
+  if (--j->left > 0)
+    return;
+  /* The activity's last actor reports it. */
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
@@ -275,18 +355,92 @@ static void job_main(void *arg)
     if (!ts_replay_complete(b->r, j->act.token, end, &e))
       b->error = e;
   }
-  g_free(j);
+  job_free(j);
 }
 
 static void spawn(sgb *b, job *j)
 {
-  int chip = j->act.chip >= 0 && j->act.chip < b->topo->nchips ? j->act.chip : 0;
-  ts_sg_spawn("a", ts_platform_host(b->plat, chip), job_main, j);
+  const ts_topo *t = b->topo;
+  for (int i = 0; i < j->nparts; i++) {
+    int chip = j->act.chip;
+    if (j->act.kind == TS_OP_COLL)
+      chip = ts_group_member_chip(t, &j->act.group->shape, j->act.chip, i);
+    else if (j->act.kind == TS_OP_SEND && i == 1)
+      chip = j->act.peer;
+    ts_sg_spawn("a", ts_platform_host(b->plat, chip), part_main, &j->parts[i]);
+  }
 }
 
 /* ---- backend interface ---- */
 
-static ts_coll_plan *plan_for(sgb *b, const ts_activity *a, GError **error)
+static void plan_index_free(gpointer data)
+{
+  plan_index *pi = data;
+  ts_coll_plan_free(pi->plan);
+  g_free(pi->out_off);
+  g_free(pi->out_peer);
+  g_free(pi->out_bytes);
+  g_free(pi->in_off);
+  g_free(pi->in_peer);
+  g_free(pi);
+}
+
+static plan_index *plan_index_new(ts_coll_plan *plan, int n)
+{
+  plan_index *pi = g_new0(plan_index, 1);
+  pi->plan = plan;
+  pi->n = n;
+  pi->nsteps = ts_coll_plan_nsteps(plan);
+  gsize rows = (gsize)pi->nsteps * (gsize)(n + 1);
+  pi->out_off = g_new0(int, rows + 1);
+  pi->in_off = g_new0(int, rows + 1);
+  GArray *xf = g_array_new(FALSE, FALSE, sizeof(ts_xfer));
+  GArray *op = g_array_new(FALSE, FALSE, sizeof(int)), *ob = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *ip = g_array_new(FALSE, FALSE, sizeof(int));
+  int *cnt_o = g_new(int, n), *cnt_i = g_new(int, n);
+  for (int s = 0; s < pi->nsteps; s++) {
+    g_array_set_size(xf, 0);
+    ts_coll_plan_step(plan, s, xf);
+    memset(cnt_o, 0, sizeof(int) * (gsize)n);
+    memset(cnt_i, 0, sizeof(int) * (gsize)n);
+    for (guint k = 0; k < xf->len; k++) {
+      const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
+      if (x->src != x->dst) { /* a copy within one member crosses no link */
+        cnt_o[x->src]++;
+        cnt_i[x->dst]++;
+      }
+    }
+    int *oo = pi->out_off + (gsize)s * (n + 1), *io = pi->in_off + (gsize)s * (n + 1);
+    oo[0] = (int)op->len;
+    io[0] = (int)ip->len;
+    for (int m = 0; m < n; m++) {
+      oo[m + 1] = oo[m] + cnt_o[m];
+      io[m + 1] = io[m] + cnt_i[m];
+    }
+    g_array_set_size(op, (guint)oo[n]);
+    g_array_set_size(ob, (guint)oo[n]);
+    g_array_set_size(ip, (guint)io[n]);
+    memcpy(cnt_o, oo, sizeof(int) * (gsize)n); /* fill cursors */
+    memcpy(cnt_i, io, sizeof(int) * (gsize)n);
+    for (guint k = 0; k < xf->len; k++) {
+      const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
+      if (x->src == x->dst)
+        continue;
+      g_array_index(op, int, cnt_o[x->src]) = x->dst;
+      g_array_index(ob, double, cnt_o[x->src]++) = (double)x->count; /* elem_bytes = 1 */
+      g_array_index(ip, int, cnt_i[x->dst]++) = x->src;
+    }
+  }
+  g_free(cnt_o);
+  g_free(cnt_i);
+  g_array_unref(xf);
+  pi->out_peer = (int *)g_array_free(op, FALSE);
+  pi->out_bytes = (double *)g_array_free(ob, FALSE);
+  pi->in_peer = (int *)g_array_free(ip, FALSE);
+  return pi;
+}
+
+static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
   const ts_group_shape *g = &a->group->shape;
@@ -300,10 +454,10 @@ static ts_coll_plan *plan_for(sgb *b, const ts_activity *a, GError **error)
   for (int k = 0; k < g->npieces; k++)
     g_string_append_printf(key, "%d:%d:%d,", g->p[k].dim, g->p[k].size, g->p[k].stride);
   g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, op->bytes);
-  ts_coll_plan *p = g_hash_table_lookup(b->plans, key->str);
-  if (p != NULL) {
+  plan_index *pi = g_hash_table_lookup(b->plans, key->str);
+  if (pi != NULL) {
     g_string_free(key, TRUE);
-    return p;
+    return pi;
   }
   ts_coll_algo algo = op->algo;
   if (algo == TS_ALGO_AUTO) {
@@ -313,13 +467,14 @@ static ts_coll_plan *plan_for(sgb *b, const ts_activity *a, GError **error)
       return NULL;
     }
   }
-  p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)op->bytes, 1.0, error);
+  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)op->bytes, 1.0, error);
   if (p == NULL) {
     g_string_free(key, TRUE);
     return NULL;
   }
-  g_hash_table_insert(b->plans, g_string_free(key, FALSE), p);
-  return p;
+  pi = plan_index_new(p, ts_group_size(g));
+  g_hash_table_insert(b->plans, g_string_free(key, FALSE), pi);
+  return pi;
 }
 
 static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, double now,
@@ -331,18 +486,20 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   job *j = g_new0(job, 1);
   j->b = b;
   j->act = *a;
+  j->nparts = 1; /* one actor, which does nothing unless given more below */
   switch (a->kind) {
   case TS_OP_COMPUTE:
     j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes);
     break;
   case TS_OP_COLL:
     if (ts_group_size(&a->group->shape) > 1) {
-      j->plan = plan_for(b, a, error);
-      if (j->plan == NULL) {
+      j->pi = plan_for(b, a, error);
+      if (j->pi == NULL) {
         g_prefix_error(error, "'%s': ", a->label);
         g_free(j);
         return FALSE;
       }
+      j->nparts = j->pi->n;
     }
     break;
   case TS_OP_SEND:
@@ -354,10 +511,16 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
       g_free(j);
       return FALSE;
     }
+    if (a->chip != a->peer)
+      j->nparts = 2;
     break;
   default:
     break;
   }
+  j->left = j->nparts;
+  j->parts = g_new(part, j->nparts);
+  for (int i = 0; i < j->nparts; i++)
+    j->parts[i] = (part){j, i};
   if (b->running)
     spawn(b, j);
   else
@@ -568,8 +731,7 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   b->plat = plat;
   b->config = g_string_free(rec, FALSE);
   b->queue = g_ptr_array_new();
-  b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                   (GDestroyNotify)ts_coll_plan_free);
+  b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
   b->acc = g_new0(link_acc, ts_platform_nlinks(plat) > 0 ? ts_platform_nlinks(plat) : 1);
   b->label_names = g_ptr_array_new_with_free_func(g_free);
   ts_backend *bk = g_new0(ts_backend, 1);

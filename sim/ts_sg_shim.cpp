@@ -13,6 +13,7 @@
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Link.hpp>
+#include <simgrid/s4u/Mailbox.hpp>
 #include <xbt/asserts.h>
 #include <xbt/config.hpp>
 #include <xbt/log.h>
@@ -301,6 +302,25 @@ extern "C" void ts_sg_flows(const sg_host_t *src, const sg_host_t *dst, const do
     comms.push_back(sg4::Comm::sendto_async(src[i], dst[i], (uint64_t)std::llround(bytes[i])));
   sg4::Comm::wait_all(comms);
   for (int i = 0; i < n; i++) {
+    start_s[i] = comms[(size_t)i]->get_start_time();
+    end_s[i] = comms[(size_t)i]->get_finish_time();
+  }
+}
+
+extern "C" void ts_sg_exchange(const sg_mailbox_t *out, const double *bytes, int nout,
+                               const sg_mailbox_t *in, int nin, double *start_s, double *end_s)
+{
+  /* Payloads are never read: the simulation moves sizes, not data. */
+  static int payload;
+  std::vector<sg4::CommPtr> comms;
+  std::vector<void *> got((size_t)nin);
+  comms.reserve((size_t)(nout + nin));
+  for (int i = 0; i < nout; i++)
+    comms.push_back(out[i]->put_async(&payload, (uint64_t)std::llround(bytes[i])));
+  for (int j = 0; j < nin; j++)
+    comms.push_back(in[j]->get_async<void>(&got[(size_t)j]));
+  sg4::Comm::wait_all(comms);
+  for (int i = 0; i < nout; i++) {
     start_s[i] = comms[(size_t)i]->get_start_time();
     end_s[i] = comms[(size_t)i]->get_finish_time();
   }

@@ -62,6 +62,14 @@ void ts_sg_spawn(const char *name, sg_host_t host, void (*fn)(void *), void *arg
 void ts_sg_flows(const sg_host_t *src, const sg_host_t *dst, const double *bytes, int n,
                  double *start_s, double *end_s);
 
+/**
+ * Actor: posts nout sends (bytes[i] into mailbox out[i]) and nin receives (from in[j]), then
+ * waits for all of them. A send starts when its receive is posted, and goes from the sender's
+ * host to the receiver's. start_s[i] and end_s[i] receive send i's simulated interval.
+ */
+void ts_sg_exchange(const sg_mailbox_t *out, const double *bytes, int nout, const sg_mailbox_t *in,
+                    int nin, double *start_s, double *end_s);
+
 /** Actor: executes `flops` on the actor's host and returns when done. */
 void ts_sg_execute(double flops);
 
