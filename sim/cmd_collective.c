@@ -1,13 +1,263 @@
-/* cmd_collective: the `trainsim collective` subcommand (not built yet). */
+/* cmd_collective: `trainsim collective`, the time, algorithm bandwidth and bus bandwidth of one
+ * collective over a size range: the numbers nccl-tests users compare against. Every size is
+ * replayed as a one-op trace, so it takes the same path as a training step. */
 #include "ts_cmd.h"
+#include "ts_run.h"
 #include "ts_util.h"
 
+#include <json-glib/json-glib.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  double bytes, time_s;
+  ts_coll_algo algo;
+} coll_row;
+
+/* A trace with one collective over `shape` run by the group at chip 0; other ranks idle. */
+static ts_trace *one_collective(const ts_topo *t, const int *dims, int ndims, ts_coll_kind kind,
+                                ts_coll_algo algo, double bytes)
+{
+  ts_trace *tr = ts_trace_new(t);
+  ts_group_shape in = {0}, rest = {0};
+  ts_group_shape_dims(t, dims, ndims, &in);
+  int others[TS_MAX_DIMS], no = 0;
+  for (int d = 0; d < t->ndims; d++) {
+    gboolean used = FALSE;
+    for (int k = 0; k < ndims; k++)
+      used |= dims[k] == d;
+    if (!used)
+      others[no++] = d;
+  }
+  ts_group_shape_dims(t, others, no, &rest);
+  int a = ts_trace_add_axis(tr, "coll", ts_group_size(&in), TRUE, &in);
+  ts_trace_add_axis(tr, "rest", ts_group_size(&rest), FALSE, &rest);
+  ts_trace_set_programs(tr, ts_group_size(&rest));
+  ts_op op = {.kind = TS_OP_COLL, .cat = TS_CAT_COMM_OTHER};
+  op.coll = kind;
+  op.algo = algo;
+  op.group = ts_trace_group(tr, &a, 1);
+  op.bytes = bytes;
+  op.label = ts_trace_label(tr, ts_coll_kind_name(kind));
+  ts_trace_append(tr, 0, &op, NULL, 0);
+  tr->meta.producer = g_strdup_printf("trainsim %s collective", TS_VERSION);
+  return tr;
+}
+
+static gboolean parse_range(const char *text, double *lo, double *hi, double *factor)
+{
+  g_auto(GStrv) parts = g_strsplit(text, ":", -1);
+  guint n = g_strv_length(parts);
+  if (n < 2 || n > 3 || !ts_parse_size(parts[0], lo) || !ts_parse_size(parts[1], hi) || *hi < *lo)
+    return FALSE;
+  *factor = 2.0;
+  if (n == 3 && (!ts_parse_double(parts[2], factor) || *factor <= 1.0))
+    return FALSE;
+  return TRUE;
+}
 
 int ts_cmd_collective(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "trainsim collective: not implemented yet\n");
-  return TS_EXIT_INPUT;
+  g_autofree char *topo_name = NULL, *op_name = NULL, *bytes_text = NULL, *range = NULL;
+  g_autofree char *dims_text = NULL, *algo_name = NULL, *format = NULL, *backend = NULL;
+  g_auto(GStrv) cfg = NULL;
+  GOptionEntry entries[] = {
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
+      {"op", 0, 0, G_OPTION_ARG_STRING, &op_name,
+       "allreduce (default), reducescatter, allgather, alltoall, broadcast", "OP"},
+      {"bytes", 0, 0, G_OPTION_ARG_STRING, &bytes_text,
+       "Buffer size in bytes per member (nccl-tests convention), e.g. 1e9, 64MiB", "SIZE"},
+      {"bytes-range", 0, 0, G_OPTION_ARG_STRING, &range,
+       "Sizes from LO to HI, multiplying by F (default 2), e.g. 1MiB:1GiB or 1M:1G:4", "LO:HI[:F]"},
+      {"dims", 0, 0, G_OPTION_ARG_STRING, &dims_text,
+       "Array dimensions the group spans, comma-separated, fastest first (default: all)", "D,D"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,
+       "auto (fastest valid, default), ring, bidir-ring, torus, hierarchical, tree, "
+       "halving-doubling, direct",
+       "A"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, "analytic (default) or simgrid", "B"},
+      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg, "Extra SimGrid configuration (simgrid)",
+       "KEY:VALUE"},
+      {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
+      {NULL}};
+  g_autoptr(GError) err = NULL;
+  if (!ts_cmd_parse(
+          "collective", "",
+          "Predicts one collective: time (s), algorithm bandwidth and bus bandwidth "
+          "(GB/s, 1e9 B/s, as nccl-tests reports them).",
+          "Example:\n  trainsim collective --topology tpu-v3-pod --op allreduce --bytes 1e9\n"
+          "  trainsim collective -t dgx-a100-4node --bytes-range 1MiB:1GiB --format csv",
+          entries, &argc, &argv, &err))
+    return ts_cmd_fail("collective", err);
+  ts_format fmt;
+  if (argc > 1 || topo_name == NULL || !ts_format_parse(format, &fmt)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                argc > 1            ? "unexpected argument; see --help"
+                : topo_name == NULL ? "missing --topology T"
+                                    : "--format: expected text, csv or json");
+    return ts_cmd_fail("collective", err);
+  }
+  int kind = op_name ? ts_coll_kind_parse(op_name) : TS_COLL_ALLREDUCE;
+  if (kind < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--op '%s': expected allreduce, reducescatter, allgather, alltoall or broadcast",
+                op_name);
+    return ts_cmd_fail("collective", err);
+  }
+  int algo = algo_name ? ts_coll_algo_parse(algo_name) : TS_ALGO_AUTO;
+  if (algo < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, "
+                "hierarchical, tree, halving-doubling or direct",
+                algo_name);
+    return ts_cmd_fail("collective", err);
+  }
+  if (!ts_run_backend_valid(backend, &err))
+    return ts_cmd_fail("collective", err);
+  g_autoptr(GArray) sizes = g_array_new(FALSE, FALSE, sizeof(double));
+  if (bytes_text != NULL && range != NULL) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "give --bytes or --bytes-range, not both");
+    return ts_cmd_fail("collective", err);
+  }
+  if (range != NULL) {
+    double lo, hi, f;
+    if (!parse_range(range, &lo, &hi, &f) || hi > 1e15) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--bytes-range '%s': expected LO:HI[:F] with 0 < LO <= HI <= 1e15 bytes and "
+                  "F > 1, e.g. 1MiB:1GiB",
+                  range);
+      return ts_cmd_fail("collective", err);
+    }
+    for (double b = lo; b <= hi * (1 + 1e-12) && sizes->len < 10000; b *= f)
+      g_array_append_val(sizes, b);
+  } else {
+    double b = 1e9;
+    if (bytes_text != NULL && (!ts_parse_size(bytes_text, &b) || b > 1e15)) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--bytes '%s': expected a size in (0, 1e15] bytes, e.g. 1e9 or 64MiB",
+                  bytes_text);
+      return ts_cmd_fail("collective", err);
+    }
+    g_array_append_val(sizes, b);
+  }
+  g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
+  g_autoptr(ts_topo) topo = tpath ? ts_topo_load(tpath, &err) : NULL;
+  if (topo == NULL)
+    return ts_cmd_fail("collective", err);
+  int dims[TS_MAX_DIMS], nd = 0;
+  if (dims_text != NULL) {
+    g_auto(GStrv) names = g_strsplit(dims_text, ",", -1);
+    for (char **n = names; *n != NULL; n++) {
+      int d = ts_topo_dim_index(topo, g_strstrip(*n));
+      gboolean dup = FALSE;
+      for (int k = 0; k < nd; k++)
+        dup |= dims[k] == d;
+      if (d < 0 || dup || nd >= TS_MAX_DIMS) {
+        g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                    "--dims '%s': '%s' is %s; expected distinct dimension names of %s", dims_text,
+                    *n, d < 0 ? "not a dimension" : "repeated", tpath);
+        return ts_cmd_fail("collective", err);
+      }
+      dims[nd++] = d;
+    }
+  } else {
+    for (int d = 0; d < topo->ndims; d++)
+      dims[nd++] = d;
+  }
+  ts_group_shape shape;
+  ts_group_shape_dims(topo, dims, nd, &shape);
+  int n = ts_group_size(&shape);
+  ts_run_options ro = {backend ? backend : "analytic", (const char *const *)cfg, FALSE};
+  g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
+  for (guint i = 0; i < sizes->len; i++) {
+    coll_row row = {g_array_index(sizes, double, i), 0, (ts_coll_algo)algo};
+    /* Resolve auto first so the row names the algorithm and both backends run the same one. */
+    if (n > 1 && ts_coll_time(topo, kind, algo, &shape, row.bytes, &row.algo, &err) < 0)
+      return ts_cmd_fail("collective", err);
+    g_autoptr(ts_trace) tr = one_collective(topo, dims, nd, kind, row.algo, row.bytes);
+    ts_replay_result rr;
+    if (!ts_run_replay(tr, topo, &ro, &rr, &err))
+      return ts_cmd_fail("collective", err);
+    row.time_s = rr.step_time_s;
+    g_array_append_val(rows, row);
+  }
+  GString *s = g_string_new(NULL);
+  double factor = ts_coll_busbw_factor(kind, n);
+  if (fmt == TS_FORMAT_JSON) {
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "trainsim_version");
+    json_builder_add_string_value(b, TS_VERSION);
+    json_builder_set_member_name(b, "topology");
+    json_builder_add_string_value(b, topo->name);
+    json_builder_set_member_name(b, "topology_file");
+    json_builder_add_string_value(b, tpath);
+    json_builder_set_member_name(b, "op");
+    json_builder_add_string_value(b, ts_coll_kind_name(kind));
+    json_builder_set_member_name(b, "members");
+    json_builder_add_int_value(b, n);
+    json_builder_set_member_name(b, "backend");
+    json_builder_add_string_value(b, ro.backend);
+    g_autofree char *nm = ts_run_network_model(&ro);
+    json_builder_set_member_name(b, "network_model");
+    json_builder_add_string_value(b, nm);
+    json_builder_set_member_name(b, "sizes");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < rows->len; i++) {
+      const coll_row *r = &g_array_index(rows, coll_row, i);
+      double algbw = r->time_s > 0 ? r->bytes / r->time_s / 1e9 : 0;
+      json_builder_begin_object(b);
+      json_builder_set_member_name(b, "bytes");
+      json_builder_add_double_value(b, r->bytes);
+      json_builder_set_member_name(b, "time_s");
+      json_builder_add_double_value(b, r->time_s);
+      json_builder_set_member_name(b, "algbw_GBps");
+      json_builder_add_double_value(b, algbw);
+      json_builder_set_member_name(b, "busbw_GBps");
+      json_builder_add_double_value(b, algbw * factor);
+      json_builder_set_member_name(b, "algorithm");
+      json_builder_add_string_value(b, ts_coll_algo_name(r->algo));
+      json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    g_autofree char *js = json_generator_to_data(gen, NULL);
+    g_string_append_printf(s, "%s\n", js);
+  } else {
+    if (fmt == TS_FORMAT_TEXT) {
+      g_autofree char *desc = ts_topo_describe(topo);
+      g_string_append_printf(s, "%s over %d chips (dims %s) of %s, %s backend\n",
+                             ts_coll_kind_name(kind), n, dims_text ? dims_text : "all", desc,
+                             ro.backend);
+      g_string_append_printf(s, "%14s  %12s  %12s  %12s  %s\n", "size_bytes", "time_us",
+                             "algbw_GBps", "busbw_GBps", "algorithm");
+    } else {
+      g_string_append(s, "op,members,bytes,time_s,algbw_GBps,busbw_GBps,algorithm\n");
+    }
+    for (guint i = 0; i < rows->len; i++) {
+      const coll_row *r = &g_array_index(rows, coll_row, i);
+      double algbw = r->time_s > 0 ? r->bytes / r->time_s / 1e9 : 0;
+      char b1[40], b2[40], b3[40], b4[40];
+      if (fmt == TS_FORMAT_TEXT)
+        g_string_append_printf(
+            s, "%14s  %12s  %12s  %12s  %s\n", g_ascii_formatd(b1, 40, "%.0f", r->bytes),
+            g_ascii_formatd(b2, 40, "%.2f", r->time_s * 1e6),
+            g_ascii_formatd(b3, 40, "%.2f", algbw), g_ascii_formatd(b4, 40, "%.2f", algbw * factor),
+            ts_coll_algo_name(r->algo));
+      else
+        g_string_append_printf(
+            s, "%s,%d,%s,%s,%s,%s,%s\n", ts_coll_kind_name(kind), n,
+            g_ascii_formatd(b1, 40, "%.17g", r->bytes), g_ascii_formatd(b2, 40, "%.10g", r->time_s),
+            g_ascii_formatd(b3, 40, "%.10g", algbw),
+            g_ascii_formatd(b4, 40, "%.10g", algbw * factor), ts_coll_algo_name(r->algo));
+    }
+  }
+  gboolean ok = ts_write_file_atomic("-", s->str, s->len, &err);
+  g_string_free(s, TRUE);
+  return ok ? 0 : ts_cmd_fail("collective", err);
 }

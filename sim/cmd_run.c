@@ -1,13 +1,213 @@
-/* cmd_run: the `trainsim run` subcommand (not built yet). */
+/* cmd_run: `trainsim run`, the what-if: step time, breakdown and memory of one or more splits. */
 #include "ts_cmd.h"
+#include "ts_run.h"
+#include "ts_timeline.h"
 #include "ts_util.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
+#include <string.h>
+
+/* Candidate splits when none is given: pure data, hybrid with tensor parallelism along the
+ * fastest dimension, pure tensor. */
+static GPtrArray *default_splits(const ts_topo *t)
+{
+  GPtrArray *v = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(v, g_strdup_printf("dp=%d", t->nchips));
+  int fast = 0;
+  for (int d = 1; d < t->ndims; d++)
+    if (t->dims[d].link_bw_Bps > t->dims[fast].link_bw_Bps)
+      fast = d;
+  int k = t->dims[fast].size;
+  if (k > 1 && k < t->nchips)
+    g_ptr_array_add(v, g_strdup_printf("tp=%d,dp=%d", k, t->nchips / k));
+  if (t->nchips > 1)
+    g_ptr_array_add(v, g_strdup_printf("tp=%d", t->nchips));
+  return v;
+}
 
 int ts_cmd_run(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "trainsim run: not implemented yet\n");
-  return TS_EXIT_INPUT;
+  g_autofree char *topo_name = NULL, *model_name = NULL, *format = NULL, *outdir = NULL;
+  g_autofree char *backend = NULL, *algo_name = NULL, *timeline = NULL, *timeline_json = NULL;
+  g_auto(GStrv) splits = NULL, cfg = NULL;
+  gint64 global_batch = 0, micro_batch = 0;
+  double bucket_MiB = 25.0;
+  gboolean full = FALSE;
+  GOptionEntry entries[] = {
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
+       "Topology file or shipped name (topologies/NAME.ini)", "T"},
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
+       "Model file or shipped name (models/NAME.ini)", "M"},
+      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
+       "Split, e.g. dp=64 or tp=8@x,dp=8@y; repeat to compare (default: data, hybrid and "
+       "tensor parallel)",
+       "S"},
+      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
+       "Samples (sequences or images) per step, all replicas together", "N"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &micro_batch,
+       "Samples per micro-batch per replica (default: global batch / dp, no accumulation)", "N"},
+      {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &bucket_MiB,
+       "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,
+       "auto (fastest valid, default), ring, bidir-ring, torus, hierarchical, tree, "
+       "halving-doubling, direct",
+       "A"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
+       "analytic (default, contention-free) or simgrid (contention-aware)", "B"},
+      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
+       "Extra SimGrid configuration (simgrid backend), e.g. network/model:LV08; repeatable",
+       "KEY:VALUE"},
+      {"full", 0, 0, G_OPTION_ARG_NONE, &full,
+       "Replay every rank even where ranks are identical (slower; same result)", NULL},
+      {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: text (default), csv, json",
+       "F"},
+      {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
+       "Also write results.txt, results.csv and results.json here (atomically)", "DIR"},
+      {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline,
+       "Write the replayed step (one --split) as Chrome trace-event JSON (Perfetto); tracks for "
+       "the simulated chips, every chip with --full",
+       "FILE.json"},
+      {NULL}};
+  g_autoptr(GError) err = NULL;
+  if (!ts_cmd_parse("run", "",
+                    "Predicts step time (s), its breakdown, throughput (samples/s), "
+                    "MFU and memory per chip (bytes) of splits of a model on a topology.",
+                    "Example:\n  trainsim run --topology tpu-v3-8x8 --model gpt2-1.5b "
+                    "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt2-1.5b -b 256 "
+                    "--split tp=8@node,dp=4@net --format json",
+                    entries, &argc, &argv, &err))
+    return ts_cmd_fail("run", err);
+  ts_format fmt;
+  if (argc > 1) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    return ts_cmd_fail("run", err);
+  }
+  if (!ts_format_parse(format, &fmt)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text, csv or json",
+                format);
+    return ts_cmd_fail("run", err);
+  }
+  if (topo_name == NULL || model_name == NULL || global_batch == 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "missing %s; expected --topology T --model M --global-batch N",
+                topo_name == NULL    ? "--topology"
+                : model_name == NULL ? "--model"
+                                     : "--global-batch");
+    return ts_cmd_fail("run", err);
+  }
+  if (global_batch < 0 || micro_batch < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--%s %" G_GINT64_FORMAT ": expected a positive number of samples",
+                global_batch < 0 ? "global-batch" : "micro-batch",
+                global_batch < 0 ? global_batch : micro_batch);
+    return ts_cmd_fail("run", err);
+  }
+  if (!(bucket_MiB > 0 && bucket_MiB <= 1048576)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--bucket-MiB: expected a size in (0, 1048576] MiB");
+    return ts_cmd_fail("run", err);
+  }
+  int algo = algo_name ? ts_coll_algo_parse(algo_name) : TS_ALGO_AUTO;
+  if (algo < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, "
+                "hierarchical, tree, halving-doubling or direct",
+                algo_name);
+    return ts_cmd_fail("run", err);
+  }
+  if (!ts_run_backend_valid(backend, &err))
+    return ts_cmd_fail("run", err);
+  if (timeline != NULL && (splits == NULL || splits[0] == NULL || splits[1] != NULL)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--timeline %s: expected exactly one --split (a timeline shows one split's step)",
+                timeline);
+    return ts_cmd_fail("run", err);
+  }
+  if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err))
+    return ts_cmd_fail("run", err);
+  g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
+  if (tpath == NULL)
+    return ts_cmd_fail("run", err);
+  g_autoptr(ts_topo) topo = ts_topo_load(tpath, &err);
+  if (topo == NULL)
+    return ts_cmd_fail("run", err);
+  g_autofree char *mpath = ts_resolve_data_file(model_name, "models", &err);
+  if (mpath == NULL)
+    return ts_cmd_fail("run", err);
+  g_autoptr(ts_model) model = ts_model_load(mpath, &err);
+  if (model == NULL)
+    return ts_cmd_fail("run", err);
+
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = global_batch;
+  po.micro_batch = micro_batch;
+  po.bucket_bytes = bucket_MiB * 1024 * 1024;
+  po.algo = (ts_coll_algo)algo;
+  ts_run_options ro = {backend ? backend : "analytic", (const char *const *)cfg, full};
+
+  gboolean defaults = splits == NULL;
+  g_autoptr(GPtrArray) list = defaults ? default_splits(topo) : g_ptr_array_new();
+  if (!defaults)
+    for (char **s = splits; *s != NULL; s++)
+      g_ptr_array_add(list, *s);
+  GArray *results = g_array_new(FALSE, TRUE, sizeof(ts_result));
+  int status = 0;
+  GError *first_skip = NULL;
+  for (guint i = 0; i < list->len; i++) {
+    const char *text = g_ptr_array_index(list, i);
+    g_autoptr(ts_split) sp = ts_split_parse(text, &err);
+    ts_result res;
+    gboolean ok = sp != NULL;
+    if (ok && timeline != NULL) /* one split (checked above): predict it and keep its spans */
+      ok = ts_timeline_predict(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
+    else if (ok)
+      ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
+    if (!ok) {
+      /* A default candidate that does not apply to this model is skipped with a note; a split
+       * the user asked for is an error. */
+      if (defaults && err->code == TS_ERROR_INVALID) {
+        fprintf(stderr, "trainsim run: note: skipped %s: %s\n", text, err->message);
+        if (first_skip == NULL)
+          first_skip = g_steal_pointer(&err);
+        g_clear_error(&err);
+        continue;
+      }
+      status = ts_cmd_fail("run", err);
+      break;
+    }
+    g_array_append_val(results, res);
+  }
+  if (status == 0 && results->len == 0) /* every default candidate failed: say why */
+    status = ts_cmd_fail("run", first_skip);
+  g_clear_error(&first_skip);
+  if (status == 0) {
+    ts_report_inputs in = {0};
+    in.model_name = g_strdup(model->name);
+    in.model_path = g_strdup(mpath);
+    in.topology_name = g_strdup(topo->name);
+    in.topology_path = g_strdup(tpath);
+    in.topology_desc = ts_topo_describe(topo);
+    in.backend = g_strdup(ro.backend);
+    in.network_model = ts_run_network_model(&ro);
+    in.collective_algorithm = g_strdup(ts_coll_algo_name(po.algo));
+    in.global_batch = global_batch;
+    in.micro_batch = micro_batch;
+    const ts_result *res = (const ts_result *)results->data;
+    g_autofree char *text = ts_report_render(&in, res, (int)results->len, fmt);
+    if (timeline_json != NULL &&
+        !ts_write_file_atomic(timeline, timeline_json, strlen(timeline_json), &err))
+      status = ts_cmd_fail("run", err);
+    else if (outdir != NULL && !ts_cmd_write_outputs(outdir, &in, res, (int)results->len, &err))
+      status = ts_cmd_fail("run", err);
+    else if (!ts_write_file_atomic("-", text, strlen(text), &err))
+      status = ts_cmd_fail("run", err);
+    ts_report_inputs_clear(&in);
+  }
+  for (guint i = 0; i < results->len; i++)
+    ts_result_clear(&g_array_index(results, ts_result, i));
+  g_array_unref(results);
+  return status;
 }

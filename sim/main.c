@@ -33,7 +33,10 @@ int main(int argc, char **argv)
   setlocale(LC_ALL, "");
   setlocale(LC_NUMERIC, "C");
   if (argc < 2) {
-    usage(stderr);
+    fprintf(stderr, "trainsim: missing command; expected one of:");
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+      fprintf(stderr, " %s", commands[i].name);
+    fprintf(stderr, " (see trainsim --help)\n");
     return TS_EXIT_INPUT;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

@@ -1,19 +1,26 @@
 /* ts_cmd: shared plumbing of the subcommands (option parsing, one-line errors). */
 #include "ts_cmd.h"
+#include "ts_report.h"
 #include "ts_util.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <stdio.h>
 
 int ts_cmd_fail(const char *cmd, const GError *error)
 {
   fprintf(stderr, "trainsim %s: %s\n", cmd, error != NULL ? error->message : "failed");
-  return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND ? 1
-                                                                                       : TS_EXIT_INPUT;
+  return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND
+             ? 1
+             : TS_EXIT_INPUT;
 }
 
 gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
-                      const char *description, const GOptionEntry *entries, int *argc,
-                      char ***argv, GError **error)
+                      const char *description, const GOptionEntry *entries, int *argc, char ***argv,
+                      GError **error)
 {
   g_autoptr(GOptionContext) ctx = g_option_context_new(params);
   g_autofree char *prog = g_strdup_printf("trainsim %s", cmd);
@@ -26,6 +33,35 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
   if (!g_option_context_parse(ctx, argc, argv, &local)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s (see `trainsim %s --help`)", local->message,
                 cmd);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean ts_cmd_write_outputs(const char *dir, const ts_report_inputs *in, const ts_result *res,
+                              int n, GError **error)
+{
+  static const struct {
+    const char *file;
+    ts_format f;
+  } outs[] = {{"results.txt", TS_FORMAT_TEXT},
+              {"results.csv", TS_FORMAT_CSV},
+              {"results.json", TS_FORMAT_JSON}};
+  for (size_t i = 0; i < G_N_ELEMENTS(outs); i++) {
+    g_autofree char *text = ts_report_render(in, res, n, outs[i].f);
+    g_autofree char *path = g_build_filename(dir, outs[i].file, NULL);
+    if (!ts_write_file_atomic(path, text, strlen(text), error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
+{
+  if (g_mkdir_with_parents(dir, 0755) != 0 || g_access(dir, W_OK) != 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO,
+                "--output-dir %s: cannot create or write: %s; expected a writable folder", dir,
+                g_strerror(errno));
     return FALSE;
   }
   return TRUE;

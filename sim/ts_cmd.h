@@ -31,8 +31,11 @@ int ts_cmd_fail(const char *cmd, const GError *error);
  * returns FALSE (the caller exits 2). summary and description go to --help.
  */
 gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
-                      const char *description, const GOptionEntry *entries, int *argc,
-                      char ***argv, GError **error);
+                      const char *description, const GOptionEntry *entries, int *argc, char ***argv,
+                      GError **error);
+
+/** Creates an output folder (with parents) and checks it is writable, before any work. */
+gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
 
 G_END_DECLS
 

@@ -80,6 +80,31 @@ double ts_model_params(const ts_model *m);
 /** Forward + backward FLOPs per sample (no recomputation). */
 double ts_model_train_flops_per_sample(const ts_model *m);
 
+/** Forward FLOPs per sample. */
+double ts_model_fwd_flops_per_sample(const ts_model *m);
+
+/** Activation bytes kept for the backward pass per sample, summed over layers (no recomputation). */
+double ts_model_saved_act_bytes_per_sample(const ts_model *m);
+
+/**
+ * Bytes of weights a layer reads in one forward pass: its parameters, or for a tied logits
+ * layer the shared embedding table (it owns no parameters but multiplies by them). Embedding
+ * lookups return 0: the rows they read are per-sample traffic.
+ */
+double ts_layer_weight_bytes(const ts_model *m, const ts_layer *l);
+
+/**
+ * Device memory traffic of the forward (backward) pass of a micro-batch of `samples` samples:
+ * weights once, activations per sample. The ts_layer fields fwd_mem_bytes / bwd_mem_bytes are
+ * this for samples = 1; do not multiply them by a batch size (weights would count per sample).
+ */
+double ts_layer_fwd_mem_bytes_batch(const ts_model *m, const ts_layer *l, double samples);
+double ts_layer_bwd_mem_bytes_batch(const ts_model *m, const ts_layer *l, double samples);
+
+/** A per-layer table of shapes and derived costs, one line per layer, for `trainsim`
+ * reports and debugging. Caller frees. */
+char *ts_model_describe(const ts_model *m);
+
 /** Layer kind name ("dense", "conv2d", ...). */
 const char *ts_layer_kind_name(ts_layer_kind k);
 

@@ -62,7 +62,7 @@ struct ts_replay {
   prog_info *progs;
   int nsim;
   sim_rank *sims;
-  int *sim_of_rank; /* nranks entries, -1 when not simulated */
+  int *sim_of_rank;         /* nranks entries, -1 when not simulated */
   GHashTable *rendezvous;   /* "group/base/seq" -> rendezvous */
   GHashTable *p2p_sends;    /* "src/dst/tag" -> GQueue of p2p_wait (sends waiting) */
   GHashTable *p2p_recvs;    /* likewise receives */
@@ -381,8 +381,8 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     if (peer < 0 || r->sim_of_rank[peer] < 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "rank %d op %d '%s': %s to offset %d along axis %s has no partner rank", s->rank,
-                  opi, (char *)g_ptr_array_index(r->tr->labels, op->label), ts_op_kind_name(op->kind),
-                  op->offset, r->tr->axes[op->axis].name);
+                  opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
+                  ts_op_kind_name(op->kind), op->offset, r->tr->axes[op->axis].name);
       return FALSE;
     }
     gboolean is_send = op->kind == TS_OP_SEND;
@@ -582,9 +582,8 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     for (int k = 0; k < n; k++)
       if (!s->done[k] && s->remaining[k] == 0) {
         const ts_op *o = op_of(r, i, k);
-        const char *what = o->kind == TS_OP_COLL
-                               ? "its collective's other members never arrived"
-                               : "its send/recv partner never arrived";
+        const char *what = o->kind == TS_OP_COLL ? "its collective's other members never arrived"
+                                                 : "its send/recv partner never arrived";
         g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                     "replay stuck: rank %d (program %d) op %d '%s' (%s %s) cannot finish: %s",
                     s->rank, s->program, k, (char *)g_ptr_array_index(r->tr->labels, o->label),
@@ -592,8 +591,8 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
                     o->kind == TS_OP_COLL ? ts_coll_kind_name(o->coll) : "", what);
         return FALSE;
       }
-    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                "replay stuck: rank %d finished %d of %d ops", s->rank, s->ndone, n);
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "replay stuck: rank %d finished %d of %d ops",
+                s->rank, s->ndone, n);
     return FALSE;
   }
   out->events = r->events;

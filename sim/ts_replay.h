@@ -14,12 +14,12 @@ typedef struct ts_backend ts_backend;
 
 /** One activity handed to a backend. Chips are trace ranks. */
 typedef struct {
-  guint64 token;        /* pass back to ts_replay_complete */
-  ts_op_kind kind;      /* COMPUTE, COLL or SEND (a matched send/recv pair) */
-  const ts_op *op;      /* the op (for COLL, the first member's) */
-  int chip;             /* COMPUTE: the chip; COLL: base chip (member 0); SEND: source */
-  int peer;             /* SEND: destination chip */
-  const ts_group *group;/* COLL */
+  guint64 token;          /* pass back to ts_replay_complete */
+  ts_op_kind kind;        /* COMPUTE, COLL or SEND (a matched send/recv pair) */
+  const ts_op *op;        /* the op (for COLL, the first member's) */
+  int chip;               /* COMPUTE: the chip; COLL: base chip (member 0); SEND: source */
+  int peer;               /* SEND: destination chip */
+  const ts_group *group;  /* COLL */
   int nmembers_simulated; /* COLL: members present in this replay (1 in collapsed mode) */
   const char *label;
 } ts_activity;
@@ -45,21 +45,21 @@ typedef enum {
 /** Per-rank results. */
 typedef struct {
   int rank;
-  double end_s;             /* when the rank's last op completed */
-  double compute_s;         /* union of compute intervals */
-  double comm_s;            /* union of communication intervals */
-  double exposed_comm_s;    /* communication while no compute ran */
-  double idle_s;            /* end - compute - exposed communication */
-  double cat_s[TS_NCATS];   /* summed op durations per category */
+  double end_s;                   /* when the rank's last op completed */
+  double compute_s;               /* union of compute intervals */
+  double comm_s;                  /* union of communication intervals */
+  double exposed_comm_s;          /* communication while no compute ran */
+  double idle_s;                  /* end - compute - exposed communication */
+  double cat_s[TS_NCATS];         /* summed op durations per category */
   double exposed_cat_s[TS_NCATS]; /* exposed communication attributed per category */
 } ts_rank_result;
 
 typedef struct {
-  double step_time_s;       /* max over ranks of end_s */
-  int critical_rank;        /* the (lowest) rank whose end is the step time */
-  ts_rank_result critical;  /* its breakdown */
-  gint64 events;            /* activities completed (for events/s in bench) */
-  int nsimulated;           /* ranks simulated */
+  double step_time_s;      /* max over ranks of end_s */
+  int critical_rank;       /* the (lowest) rank whose end is the step time */
+  ts_rank_result critical; /* its breakdown */
+  gint64 events;           /* activities completed (for events/s in bench) */
+  int nsimulated;          /* ranks simulated */
 } ts_replay_result;
 
 /** One op's replayed interval, kept when timelines are requested. */

@@ -10,9 +10,9 @@
  * 1 EFLOP/s), not forecasts. */
 #define TOPO_MAX_DIM_SIZE 65536
 #define TOPO_MAX_CHIPS 1048576
-#define TOPO_MAX_RATE 1e6     /* GB/s or TFLOP/s */
-#define TOPO_MAX_MEMORY 1e9   /* GiB */
-#define TOPO_MAX_LATENCY 1e6  /* us, one second */
+#define TOPO_MAX_RATE 1e6    /* GB/s or TFLOP/s */
+#define TOPO_MAX_MEMORY 1e9  /* GiB */
+#define TOPO_MAX_LATENCY 1e6 /* us, one second */
 
 #define GB 1e9
 #define GIB 1073741824.0
@@ -20,10 +20,10 @@
 #define US 1e-6
 
 static const char *const topology_keys[] = {"name", NULL};
-static const char *const chip_keys[] = {"name",       "peak_tflops", "memory_GiB", "memory_bandwidth_GBps",
-                                        "compute_efficiency", NULL};
+static const char *const chip_keys[] = {
+    "name", "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency", NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
-                                        "nvme_bandwidth_GBps", "nvme_GiB", NULL};
+                                        "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
 static const char *const dim_keys[] = {"size", "shape", "link_bandwidth_GBps", "latency_us", NULL};
 
 const char *ts_shape_name(ts_shape s)

@@ -250,13 +250,13 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
           return FALSE;
         }
       if (o->label < 0 || o->label >= (int)tr->labels->len) {
-        g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "program %d op %d: label %d undefined", p,
-                    i, o->label);
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "program %d op %d: label %d undefined", p, i,
+                    o->label);
         return FALSE;
       }
       if (o->kind == TS_OP_COLL && (o->group < 0 || o->group >= (int)tr->groups->len)) {
-        g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "program %d op %d: group %d undefined",
-                    p, i, o->group);
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "program %d op %d: group %d undefined", p, i,
+                    o->group);
         return FALSE;
       }
       if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) &&
@@ -303,8 +303,8 @@ char *ts_trace_to_text(const ts_trace *tr)
     g_string_append_printf(s, "axis %s %d %s", ax->name, ax->size,
                            ax->symmetric ? "symmetric" : "asymmetric");
     for (int k = 0; k < ax->shape.npieces; k++)
-      g_string_append_printf(s, " %s:%d:%d", tr->dim_names[ax->shape.p[k].dim],
-                             ax->shape.p[k].size, ax->shape.p[k].stride);
+      g_string_append_printf(s, " %s:%d:%d", tr->dim_names[ax->shape.p[k].dim], ax->shape.p[k].size,
+                             ax->shape.p[k].stride);
     g_string_append_c(s, '\n');
   }
   for (guint i = 0; i < tr->groups->len; i++) {
@@ -420,13 +420,13 @@ G_GNUC_PRINTF(2, 3) static gboolean perr(parse_ctx *c, const char *fmt, ...)
   return FALSE;
 }
 
-static gboolean parse_int_tok(parse_ctx *c, const char *what, const char *tok, gint64 lo,
-                              gint64 hi, int *out)
+static gboolean parse_int_tok(parse_ctx *c, const char *what, const char *tok, gint64 lo, gint64 hi,
+                              int *out)
 {
   gint64 v;
   if (!ts_parse_int(tok, lo, hi, &v))
-    return perr(c, "%s='%s': expected a whole number in [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                   "]",
+    return perr(c,
+                "%s='%s': expected a whole number in [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
                 what, tok, lo, hi);
   *out = (int)v;
   return TRUE;
@@ -453,7 +453,7 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
   op.offset = 0;
   op.axis = -1;
   op.group = -1;
-  int idx;
+  int idx = 0;
   if (!parse_int_tok(c, "op index", g_ptr_array_index(tok, 0), 0, G_MAXINT, &idx))
     return FALSE;
   if (idx != tr->programs[prog].nops)
@@ -476,8 +476,9 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
     if (strcmp(key, "cat") == 0) {
       int v = find_name(op_cat_names, G_N_ELEMENTS(op_cat_names), val);
       if (v < 0)
-        return perr(c, "cat='%s': expected fwd, bwd, optimizer, comm_dp, comm_tp, comm_pp, "
-                       "comm_other or other",
+        return perr(c,
+                    "cat='%s': expected fwd, bwd, optimizer, comm_dp, comm_tp, comm_pp, "
+                    "comm_other or other",
                     val);
       op.cat = (ts_op_cat)v;
     } else if (strcmp(key, "stream") == 0) {
@@ -500,15 +501,17 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
     } else if (strcmp(key, "kind") == 0 && op.kind == TS_OP_COLL) {
       int v = ts_coll_kind_parse(val);
       if (v < 0)
-        return perr(c, "kind='%s': expected allreduce, reducescatter, allgather, alltoall or "
-                       "broadcast",
+        return perr(c,
+                    "kind='%s': expected allreduce, reducescatter, allgather, alltoall or "
+                    "broadcast",
                     val);
       op.coll = (ts_coll_kind)v;
     } else if (strcmp(key, "algo") == 0 && op.kind == TS_OP_COLL) {
       int v = ts_coll_algo_parse(val);
       if (v < 0)
-        return perr(c, "algo='%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
-                       "halving-doubling or direct",
+        return perr(c,
+                    "algo='%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
+                    "halving-doubling or direct",
                     val);
       op.algo = (ts_coll_algo)v;
     } else if (strcmp(key, "group") == 0 && op.kind == TS_OP_COLL) {
@@ -570,7 +573,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
       goto fail;
     }
     if (!header) {
-      int ver;
+      int ver = 0;
       if (strcmp(w, "trainsim-trace") != 0 || tok->len != 2) {
         perr(&c, "expected the header 'trainsim-trace %d'", TS_TRACE_FORMAT_VERSION);
         goto fail;
@@ -619,7 +622,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         goto fail;
       }
       ts_group_shape shape = {0};
-      int size;
+      int size = 0;
       if (!parse_int_tok(&c, "axis size", g_ptr_array_index(tok, 2), 1, 1 << 24, &size))
         goto fail;
       const char *sym = g_ptr_array_index(tok, 3);
@@ -646,7 +649,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
       }
       ts_trace_add_axis(tr, g_ptr_array_index(tok, 1), size, sym[0] == 's', &shape);
     } else if (strcmp(w, "group") == 0 && tok->len >= 3) {
-      int gi, axes[TS_MAX_AXES], n = 0;
+      int gi = 0, axes[TS_MAX_AXES], n = 0;
       if (!parse_int_tok(&c, "group index", g_ptr_array_index(tok, 1), tr->groups->len,
                          tr->groups->len, &gi))
         goto fail;
@@ -693,7 +696,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         }
       }
     } else if (strcmp(w, "label") == 0 && tok->len == 3) {
-      int li;
+      int li = 0;
       if (!parse_int_tok(&c, "label index", g_ptr_array_index(tok, 1), tr->labels->len,
                          tr->labels->len, &li))
         goto fail;
@@ -709,7 +712,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
             asym *= tr->axes[a].size;
         ts_trace_set_programs(tr, asym);
       }
-      int pi;
+      int pi = 0;
       if (!parse_int_tok(&c, "program index", g_ptr_array_index(tok, 1), prog + 1, prog + 1, &pi))
         goto fail;
       if (pi >= tr->nprograms) {

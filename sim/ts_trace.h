@@ -63,12 +63,12 @@ typedef struct {
   double bytes;     /* COLL (per member, as ts_coll_kind defines), SEND/RECV */
   ts_coll_kind coll;
   ts_coll_algo algo;
-  int group;        /* COLL: index in ts_trace.groups */
-  int axis;         /* SEND/RECV: axis along which the peer lies */
-  int offset;       /* SEND/RECV: peer = this rank moved `offset` along the axis (no wrap) */
-  int tag;          /* SEND/RECV: matched with the same tag, in order */
+  int group;  /* COLL: index in ts_trace.groups */
+  int axis;   /* SEND/RECV: axis along which the peer lies */
+  int offset; /* SEND/RECV: peer = this rank moved `offset` along the axis (no wrap) */
+  int tag;    /* SEND/RECV: matched with the same tag, in order */
   int ndeps;
-  int *deps;        /* indices of earlier ops of the same program; owned by the program */
+  int *deps; /* indices of earlier ops of the same program; owned by the program */
 } ts_op;
 
 typedef struct {
@@ -79,8 +79,8 @@ typedef struct {
 /** Metadata recorded with every result: what produced the trace. */
 typedef struct {
   char *model, *split, *topology, *producer;
-  double samples;       /* samples per step over all ranks (global batch) */
-  double model_flops;   /* useful model FLOPs per step over all ranks (for MFU) */
+  double samples;     /* samples per step over all ranks (global batch) */
+  double model_flops; /* useful model FLOPs per step over all ranks (for MFU) */
 } ts_trace_meta;
 
 typedef struct {
@@ -90,8 +90,8 @@ typedef struct {
   int dim_sizes[TS_MAX_DIMS];
   int naxes;
   ts_axis axes[TS_MAX_AXES];
-  GPtrArray *groups;   /* ts_group*, owned */
-  GPtrArray *labels;   /* char*, owned; op labels */
+  GPtrArray *groups;       /* ts_group*, owned */
+  GPtrArray *labels;       /* char*, owned; op labels */
   GHashTable *label_index; /* label -> index+1, for interning */
   int nprograms;
   ts_program *programs; /* owned */

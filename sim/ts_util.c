@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK(trainsim-error-quark, ts_error)
+G_DEFINE_QUARK(trainsim - error - quark, ts_error)
 
 gboolean ts_parse_double(const char *text, double *out)
 {
@@ -53,7 +53,7 @@ gboolean ts_parse_size(const char *text, double *out)
     const char *suffix;
     double mult;
   } units[] = {{"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
-               {"k", 1e3},     {"K", 1e3},        {"M", 1e6},          {"G", 1e9},
+               {"k", 1e3},     {"K", 1e3},        {"M", 1e6},           {"G", 1e9},
                {"T", 1e12}};
   for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
     size_t n = strlen(units[i].suffix);
@@ -74,6 +74,40 @@ gboolean ts_parse_size(const char *text, double *out)
   return TRUE;
 }
 
+/* GKeyFile's parse errors quote the offending line raw (binary and all) without its number;
+ * find it ourselves and show a short, printable excerpt. */
+static void kf_syntax_error(const char *path, GError **error)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  int line = 0;
+  GString *excerpt = g_string_new(NULL);
+  if (g_file_get_contents(path, &text, &len, NULL)) {
+    const char *p = text, *end = text + len;
+    while (p < end) {
+      line++;
+      const char *nl = memchr(p, '\n', (size_t)(end - p));
+      const char *le = nl ? nl : end;
+      const char *q = p;
+      while (q < le && (*q == ' ' || *q == '\t'))
+        q++;
+      gboolean ok = q == le || *q == '#' || *q == ';' ||
+                    (*q == '[' && memchr(q, ']', (size_t)(le - q)) != NULL) ||
+                    (*q != '=' && memchr(q, '=', (size_t)(le - q)) != NULL);
+      if (!ok || memchr(p, '\0', (size_t)(le - p)) != NULL || !g_utf8_validate(p, le - p, NULL)) {
+        for (const char *c = p; c < le && excerpt->len < 40; c++)
+          g_string_append_c(excerpt, g_ascii_isprint(*c) ? *c : '?');
+        break;
+      }
+      p = le + 1;
+    }
+  }
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "%s:%d: '%s': expected a [group] line, a key = value line or a # comment", path, line,
+              excerpt->str);
+  g_string_free(excerpt, TRUE);
+}
+
 GKeyFile *ts_kf_load(const char *path, GError **error)
 {
   g_autoptr(GKeyFile) kf = g_key_file_new();
@@ -83,8 +117,7 @@ GKeyFile *ts_kf_load(const char *path, GError **error)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
                   g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
     else
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s (expected an INI file of [group] and key = value lines)",
-                  path, local->message);
+      kf_syntax_error(path, error);
     return NULL;
   }
   return g_steal_pointer(&kf);
@@ -206,10 +239,11 @@ const char *ts_fmt_time(char *buf, size_t n, double s)
   char num[G_ASCII_DTOSTR_BUF_SIZE];
   const char *unit;
   double v;
-  if (s >= 100.0) {
-    v = s;
-    unit = "s";
-  } else if (s >= 1.0) {
+  if (s == 0.0) {
+    g_snprintf(buf, n, "0 s");
+    return buf;
+  }
+  if (s >= 1.0) {
     v = s;
     unit = "s";
   } else if (s >= 1e-3) {
@@ -270,8 +304,8 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
     for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
       if (roots[i] == NULL)
         continue;
-      g_autofree char *file = g_str_has_suffix(name, ".ini") ? g_strdup(name)
-                                                            : g_strconcat(name, ".ini", NULL);
+      g_autofree char *file =
+          g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
       char *p = g_build_filename(roots[i], dir, file, NULL);
       if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
         return p;

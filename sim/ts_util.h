@@ -12,10 +12,10 @@ G_BEGIN_DECLS
 GQuark ts_error_quark(void);
 
 typedef enum {
-  TS_ERROR_INPUT,    /* a file, option or value the user gave is wrong */
-  TS_ERROR_IO,       /* a file could not be read or written */
-  TS_ERROR_INVALID,  /* inputs are each valid but do not fit together (split vs array) */
-  TS_ERROR_BACKEND,  /* the backend could not run the trace (deadlock, engine refusal) */
+  TS_ERROR_INPUT,   /* a file, option or value the user gave is wrong */
+  TS_ERROR_IO,      /* a file could not be read or written */
+  TS_ERROR_INVALID, /* inputs are each valid but do not fit together (split vs array) */
+  TS_ERROR_BACKEND, /* the backend could not run the trace (deadlock, engine refusal) */
 } ts_error_code;
 
 /** Exit status of the program for bad input of any kind. */

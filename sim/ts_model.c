@@ -1,0 +1,1269 @@
+/* ts_model: reads models/NAME.ini (explicit layer lists or transformer / ResNet generators) and
+ * derives every layer's parameters, FLOPs, memory traffic and saved activations. */
+#include "ts_model.h"
+#include "ts_util.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Ranges accepted for shapes. Wider than any published network, narrow enough that products
+ * of a few of them stay exact in a double (2^24 * 2^24 * 2^16 < 2^53 is not needed: FLOPs are
+ * estimates, but counts of parameters up to 1e15 are exact). */
+#define DIM_MAX ((gint64)1 << 24)   /* features, channels, hidden, vocabulary, tokens, pixels */
+#define SMALL_MAX ((gint64)1 << 16) /* heads, layers, repeat, kernel, stride, padding */
+#define LAYERS_MAX (1 << 20)        /* layers emitted after repeat / generation */
+#define PARAMS_MAX 1e15             /* a model beyond this is a typo, not a network */
+
+/* Element-wise FLOP counts per element, after the DeepSpeed flops profiler
+ * (deepspeed/profiling/flops_profiler/profiler.py: layer/batch norm with affine 5 per element,
+ * softmax 1, relu/gelu 1, pooling 1 per input element, add 1, embedding lookup 0, dropout 0).
+ * They are small next to the GEMMs (under 0.5% for the shipped transformers), and what matters
+ * for such layers is their memory traffic, which is counted separately. */
+#define NORM_FWD_FLOPS 5.0    /* mean, centre, variance, normalise, affine */
+#define NORM_BWD_W_FLOPS 3.0  /* dgamma = sum(dy * xhat) (multiply-add), dbeta = sum(dy) */
+#define CROSS_ENTROPY_BYTES 4 /* logits kept in fp32 for the loss (Korthikanti 2022, 4.3) */
+
+typedef enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_TANH } ts_act;
+static const char *const act_names[] = {"none", "relu", "gelu", "tanh", NULL};
+
+/* Everything needed to derive one layer's costs; the parsers and generators fill it, and one
+ * function (derive) turns it into a ts_layer, so explicit and generated layers agree. */
+typedef struct {
+  ts_layer_kind kind;
+  ts_tp_mode tp;
+  gint64 tokens, in_f, out_f;          /* dense, attention (hidden), embedding (hidden) */
+  gint64 in_h, in_w, kh, kw, stride, pad; /* conv2d, pool, norm over a map (in_f = channels) */
+  gint64 heads, vocab, positions, token_types;
+  gboolean bias, tied, residual, dropout, loss, learned_pos, avg_pool, map;
+  gboolean first; /* consumes the model input: no input gradient for dense / conv2d */
+  ts_act act;
+} layer_spec;
+
+typedef struct {
+  const char *path;
+  double dtype_bytes;
+  GArray *layers; /* of ts_layer; names owned */
+} builder;
+
+static const char *const kind_names[] = {"dense", "conv2d", "attention", "embedding", "norm",
+                                         "pool",  NULL};
+static const char *const tp_names[] = {"replicated", "column", "row", "heads", "vocab", NULL};
+
+const char *ts_layer_kind_name(ts_layer_kind k)
+{
+  g_return_val_if_fail((int)k >= 0 && k <= TS_LAYER_POOL, "?");
+  return kind_names[k];
+}
+
+const char *ts_tp_mode_name(ts_tp_mode t)
+{
+  g_return_val_if_fail((int)t >= 0 && t <= TS_TP_VOCAB, "?");
+  return tp_names[t];
+}
+
+/* ---- derivation of costs ------------------------------------------------------------------ */
+
+static gint64 conv_out(gint64 in, gint64 k, gint64 stride, gint64 pad)
+{
+  return (in + 2 * pad - k) / stride + 1;
+}
+
+/* Elements of weights a layer reads per pass: its parameters, or for a tied logits layer the
+ * shared embedding table it multiplies by (it owns none of them). */
+static double weight_elems(const ts_layer *l)
+{
+  if (l->kind == TS_LAYER_DENSE && l->tied)
+    return (double)l->in_features * (double)l->out_features + (l->bias ? l->out_features : 0);
+  if (l->kind == TS_LAYER_EMBEDDING)
+    return 0.0; /* the rows it reads are per sample, counted as activation traffic */
+  return l->params;
+}
+
+/* Fills the GEMM-like costs (dense and conv2d): macs multiply-adds per sample, ei/eo input and
+ * output elements. Backward is input gradient + weight gradient, each a GEMM as large as the
+ * forward one (Narayanan et al. 2021, section 5.1: backward = 2x forward). */
+static void derive_gemm(ts_layer *l, const layer_spec *sp, double D, double macs, double ei,
+                        double eo, double kernel_params)
+{
+  double gemm = 2.0 * macs;
+  double bias = sp->bias ? 1.0 : 0.0;
+  double elem = ((sp->act != ACT_NONE) + sp->residual + sp->loss) * eo;
+  l->params = (sp->tied ? 0.0 : kernel_params) + bias * (double)sp->out_f;
+  l->fwd_flops = gemm + bias * eo + elem;
+  /* The first layer's input is data, which needs no gradient (autograd skips it). */
+  l->bwd_input_flops = (sp->first ? 0.0 : gemm) + elem;
+  l->bwd_weight_flops = gemm + bias * eo;
+  l->in_act_elems = ei;
+  l->out_act_elems = eo;
+  /* Kept for backward: the input (weight gradient), the pre-activation output (activation
+   * derivative), a one-byte dropout mask, fp32 logits for the loss. Korthikanti et al. 2022,
+   * section 4.1, counts the MLP exactly this way: 2sbh + 8sbh (fc1), 8sbh + sbh (fc2). */
+  l->saved_act_bytes = D * ei + (sp->act != ACT_NONE ? D * eo : 0.0) + (sp->dropout ? eo : 0.0) +
+                       (sp->loss ? CROSS_ENTROPY_BYTES * eo : 0.0);
+  double w = weight_elems(l);
+  l->fwd_mem_bytes = D * (w + ei + eo);
+  l->bwd_mem_bytes = D * (2.0 * w + ei + eo + (sp->first ? 0.0 : ei));
+}
+
+static void derive(ts_layer *l, const layer_spec *sp, double D)
+{
+  l->kind = sp->kind;
+  l->tp = sp->tp;
+  l->bias = sp->bias;
+  l->tied = sp->tied;
+  l->tokens = sp->tokens;
+  l->in_features = sp->in_f;
+  l->heads = sp->heads;
+  l->vocab = sp->vocab;
+  double T = (double)sp->tokens;
+  double res = sp->residual ? 1.0 : 0.0;
+  double act = sp->act != ACT_NONE ? 1.0 : 0.0;
+  switch (sp->kind) {
+  case TS_LAYER_DENSE: {
+    l->out_features = sp->out_f;
+    double K = (double)sp->in_f, N = (double)sp->out_f;
+    derive_gemm(l, sp, D, T * K * N, T * K, T * N, K * N);
+    break;
+  }
+  case TS_LAYER_CONV2D: {
+    l->out_features = sp->out_f;
+    l->kernel_h = sp->kh;
+    l->kernel_w = sp->kw;
+    l->stride = sp->stride;
+    l->padding = sp->pad;
+    l->in_h = sp->in_h;
+    l->in_w = sp->in_w;
+    l->out_h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
+    l->out_w = conv_out(sp->in_w, sp->kw, sp->stride, sp->pad);
+    double k = (double)sp->in_f * (double)sp->out_f * (double)sp->kh * (double)sp->kw;
+    double pixels_out = (double)l->out_h * (double)l->out_w;
+    derive_gemm(l, sp, D, k * pixels_out, (double)sp->in_f * (double)sp->in_h * (double)sp->in_w,
+                (double)sp->out_f * pixels_out, k);
+    break;
+  }
+  case TS_LAYER_ATTENTION: {
+    /* Narayanan et al. 2021, section 5.1 / appendix: QKV 6sh^2, scores QK^T 2s^2h, context
+     * 2s^2h, output projection 2sh^2 (per sample, b = 1). Softmax 1 FLOP per score (DeepSpeed
+     * profiler). Backward: the two projections are GEMMs with weights (input and weight
+     * gradients each = forward); scores and context have no weights, their backward is two
+     * GEMMs each (dQ, dK; dP, dV), all input gradient. */
+    l->out_features = sp->in_f;
+    double h = (double)sp->in_f, a = (double)sp->heads;
+    double proj = 8.0 * T * h * h, core = 4.0 * T * T * h, soft = a * T * T;
+    double bias = sp->bias ? 1.0 : 0.0;
+    l->params = 4.0 * h * h + bias * 4.0 * h;
+    l->fwd_flops = proj + core + bias * 4.0 * T * h + soft + res * T * h;
+    l->bwd_input_flops = proj + 2.0 * core + soft + res * T * h;
+    l->bwd_weight_flops = proj + bias * 4.0 * T * h;
+    l->in_act_elems = T * h;
+    l->out_act_elems = T * h;
+    /* Korthikanti et al. 2022, section 4.1, attention block: 11sbh + 5as^2b bytes in 16-bit:
+     * QKV input 2sbh, Q and K 4sbh, V 2sbh, output-projection input 2sbh, output dropout mask
+     * sbh; softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b. Written with
+     * D bytes per element and 1 byte per mask element. */
+    double soft_copies = sp->dropout ? 2.0 : 1.0;
+    l->saved_act_bytes =
+        D * (5.0 * T * h + soft_copies * a * T * T) + (sp->dropout ? T * h + a * T * T : 0.0);
+    /* Traffic: weights, input, output, plus QKV (3sh) and context (sh) written then read; the
+     * s x s scores are assumed fused (FlashAttention, Dao et al. 2022) and never stored. */
+    double inner = 2.0 * 4.0 * T * h;
+    l->fwd_mem_bytes = D * (l->params + 2.0 * T * h + inner);
+    l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * T * h + inner);
+    break;
+  }
+  case TS_LAYER_EMBEDDING: {
+    /* A lookup: no multiply. Adding the position / token-type rows is 1 FLOP per element;
+     * backward scatter-adds the output gradient into each table's rows. */
+    l->out_features = sp->in_f;
+    double h = (double)sp->in_f;
+    double tables = 1.0 + (sp->learned_pos ? 1.0 : 0.0) + (sp->token_types > 0 ? 1.0 : 0.0);
+    l->params = (double)sp->vocab * h + (sp->learned_pos ? (double)sp->positions * h : 0.0) +
+                (double)sp->token_types * h;
+    l->fwd_flops = (tables - 1.0) * T * h;
+    l->bwd_input_flops = 0.0;
+    l->bwd_weight_flops = tables * T * h;
+    l->in_act_elems = T;
+    l->out_act_elems = T * h;
+    l->saved_act_bytes = sp->dropout ? T * h : 0.0; /* dropout mask (Korthikanti 2022, 4.3) */
+    l->fwd_mem_bytes = D * (T + tables * T * h + T * h);
+    l->bwd_mem_bytes = D * (T * h + 2.0 * tables * T * h);
+    break;
+  }
+  case TS_LAYER_NORM: {
+    double f = (double)sp->in_f;
+    double e = sp->map ? f * (double)sp->in_h * (double)sp->in_w : T * f;
+    l->out_features = sp->in_f;
+    if (sp->map) {
+      l->in_h = l->out_h = sp->in_h;
+      l->in_w = l->out_w = sp->in_w;
+    }
+    l->params = 2.0 * f;
+    l->fwd_flops = NORM_FWD_FLOPS * e + (act + res) * e;
+    l->bwd_input_flops = NORM_FWD_FLOPS * e + (act + res) * e;
+    l->bwd_weight_flops = NORM_BWD_W_FLOPS * e;
+    l->in_act_elems = e;
+    l->out_act_elems = e;
+    /* Input (2sbh per layer norm in Korthikanti 2022, 4.1), and the activation's input. */
+    l->saved_act_bytes = D * e + act * D * e;
+    l->fwd_mem_bytes = D * (l->params + 2.0 * e);
+    l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * e);
+    break;
+  }
+  case TS_LAYER_POOL: {
+    l->out_features = sp->in_f;
+    l->kernel_h = sp->kh;
+    l->kernel_w = sp->kw;
+    l->stride = sp->stride;
+    l->padding = sp->pad;
+    l->in_h = sp->in_h;
+    l->in_w = sp->in_w;
+    l->out_h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
+    l->out_w = conv_out(sp->in_w, sp->kw, sp->stride, sp->pad);
+    double ei = (double)sp->in_f * (double)sp->in_h * (double)sp->in_w;
+    double eo = (double)sp->in_f * (double)l->out_h * (double)l->out_w;
+    l->params = 0.0;
+    l->fwd_flops = ei; /* one compare or add per input element (DeepSpeed profiler) */
+    l->bwd_input_flops = ei;
+    l->bwd_weight_flops = 0.0;
+    l->in_act_elems = ei;
+    l->out_act_elems = eo;
+    /* Max pooling needs its input (or argmax) for backward; averaging needs only shapes. */
+    l->saved_act_bytes = sp->avg_pool ? 0.0 : D * ei;
+    l->fwd_mem_bytes = D * (ei + eo);
+    l->bwd_mem_bytes = D * (eo + ei + (sp->avg_pool ? 0.0 : ei));
+    break;
+  }
+  }
+}
+
+static gboolean add_layer(builder *b, char *name, const layer_spec *sp, GError **error)
+{
+  if (b->layers->len >= LAYERS_MAX) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: more than %d layers; expected a smaller model (check repeat / layers)",
+                b->path, LAYERS_MAX);
+    g_free(name);
+    return FALSE;
+  }
+  ts_layer l = {0};
+  l.name = name;
+  derive(&l, sp, b->dtype_bytes);
+  g_array_append_val(b->layers, l);
+  return TRUE;
+}
+
+/* ---- key-file helpers --------------------------------------------------------------------- */
+
+/* Reads [group] key as one of choices (NULL-terminated); *out is the index. def NULL: required. */
+static gboolean kf_enum(GKeyFile *kf, const char *path, const char *group, const char *key,
+                        const char *def, const char *const *choices, int *out, GError **error)
+{
+  g_autofree char *v = NULL;
+  if (!ts_kf_string(kf, path, group, key, def, &v, error))
+    return FALSE;
+  if (v != NULL)
+    for (int i = 0; choices[i] != NULL; i++)
+      if (strcmp(v, choices[i]) == 0) {
+        *out = i;
+        return TRUE;
+      }
+  g_autofree char *list = g_strjoinv(" | ", (char **)choices);
+  if (v == NULL)
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected one of: %s",
+                path, group, key, list);
+  else
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected one of: %s", path,
+                group, key, v, list);
+  return FALSE;
+}
+
+static gboolean kf_bool(GKeyFile *kf, const char *path, const char *group, const char *key,
+                        gboolean def, gboolean *out, GError **error)
+{
+  static const char *const bools[] = {"false", "true", NULL};
+  int i = def ? 1 : 0;
+  if (!kf_enum(kf, path, group, key, bools[i], bools, &i, error))
+    return FALSE;
+  *out = i == 1;
+  return TRUE;
+}
+
+/* Reads a dimension that the previous layer's output may imply (inferred > 0): absent, it takes
+ * that value; present, it must equal it, so a mismatched shape is caught where it is written. */
+static gboolean kf_dim(GKeyFile *kf, const char *path, const char *group, const char *key,
+                       gint64 inferred, const char *from, const char *what, gint64 lo, gint64 hi,
+                       gint64 *out, GError **error)
+{
+  if (!ts_kf_int(kf, path, group, key, inferred > 0, inferred, lo, hi, what, out, error))
+    return FALSE;
+  if (inferred > 0 && *out != inferred) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] %s='%" G_GINT64_FORMAT "': expected %" G_GINT64_FORMAT
+                ", the output of [%s]",
+                path, group, key, *out, inferred, from);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean fail_key(GError **error, const char *path, const char *group, const char *key,
+                         gint64 value, const char *expected)
+{
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%" G_GINT64_FORMAT "': expected %s",
+              path, group, key, value, expected);
+  return FALSE;
+}
+
+/* ---- explicit layers (kind = layers) ------------------------------------------------------ */
+
+typedef enum { SHAPE_NONE, SHAPE_VEC, SHAPE_MAP } shape_form;
+
+/* The output of the layer parsed last: vectors (tokens x features) or a feature map (c x h x w). */
+typedef struct {
+  shape_form form;
+  gint64 tokens, features;
+  gint64 c, h, w;
+  const char *from; /* group that produced it; borrowed from the key file's group list */
+  gint64 emb_vocab, emb_hidden; /* the embedding seen, for tied logits; 0 when none */
+} shape;
+
+static gboolean wrong_input(GError **error, const char *path, const char *group,
+                            const char *kind, const char *expected, const shape *in)
+{
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "%s: [%s] kind='%s': expected %s, but [%s] outputs %s", path, group, kind,
+              expected, in->from, in->form == SHAPE_MAP ? "a feature map" : "vectors");
+  return FALSE;
+}
+
+static gboolean same_shape(const shape *a, const shape *b)
+{
+  return a->form == b->form &&
+         (a->form == SHAPE_VEC ? a->tokens == b->tokens && a->features == b->features
+                               : a->c == b->c && a->h == b->h && a->w == b->w);
+}
+
+/* in: the previous output (updated to this layer's); seen: every earlier output, for residuals. */
+static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, shape *in,
+                            const GArray *seen, layer_spec *sp, gint64 *repeat, GError **error)
+{
+  int kind = 0;
+  if (!kf_enum(kf, path, group, "kind", NULL, kind_names, &kind, error))
+    return FALSE;
+  static const char *const keys[][20] = {
+      [TS_LAYER_DENSE] = {"kind", "repeat", "tp", "in_features", "out_features", "tokens", "bias",
+                          "activation", "residual", "dropout", "loss", "tied", NULL},
+      [TS_LAYER_CONV2D] = {"kind", "repeat", "tp", "in_channels", "out_channels", "in_h", "in_w",
+                           "kernel", "kernel_h", "kernel_w", "stride", "padding", "bias",
+                           "activation", "residual", NULL},
+      [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "hidden", "heads", "tokens", "bias",
+                              "residual", "dropout", NULL},
+      [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "vocab", "hidden", "tokens",
+                              "position_embedding", "positions", "token_types", "dropout", NULL},
+      [TS_LAYER_NORM] = {"kind", "repeat", "tp", "features", "tokens", "channels", "in_h", "in_w",
+                         "activation", "residual", NULL},
+      [TS_LAYER_POOL] = {"kind", "repeat", "tp", "channels", "in_h", "in_w", "kernel", "stride",
+                         "padding", "mode", "global", NULL},
+  };
+  if (!ts_kf_check_keys(kf, path, group, keys[kind], error))
+    return FALSE;
+  memset(sp, 0, sizeof *sp);
+  sp->kind = (ts_layer_kind)kind;
+  sp->first = in->form == SHAPE_NONE;
+  if (!ts_kf_int(kf, path, group, "repeat", TRUE, 1, 1, SMALL_MAX, "a repeat count", repeat,
+                 error))
+    return FALSE;
+
+  /* Tensor-parallel modes a kind may take; the first is the default. */
+  static const char *const tp_dense[] = {"column", "row", "replicated", "vocab", NULL};
+  static const char *const tp_conv[] = {"column", "row", "replicated", NULL};
+  static const char *const tp_attn[] = {"heads", "replicated", NULL};
+  static const char *const tp_emb[] = {"vocab", "replicated", NULL};
+  static const char *const tp_rep[] = {"replicated", NULL};
+  const char *const *tp_choices = kind == TS_LAYER_DENSE       ? tp_dense
+                                  : kind == TS_LAYER_CONV2D    ? tp_conv
+                                  : kind == TS_LAYER_ATTENTION ? tp_attn
+                                  : kind == TS_LAYER_EMBEDDING ? tp_emb
+                                                               : tp_rep;
+  /* A tied logits layer splits like the embedding table it shares (Megatron-LM). */
+  gboolean tied_default = FALSE;
+  if (kind == TS_LAYER_DENSE &&
+      !kf_bool(kf, path, group, "tied", FALSE, &tied_default, error))
+    return FALSE;
+  int tpi = 0;
+  if (!kf_enum(kf, path, group, "tp", tied_default ? "vocab" : tp_choices[0], tp_choices, &tpi,
+               error))
+    return FALSE;
+  for (int i = 0; tp_names[i] != NULL; i++)
+    if (strcmp(tp_names[i], tp_choices[tpi]) == 0)
+      sp->tp = (ts_tp_mode)i;
+
+  int act = ACT_NONE;
+  shape out = *in;
+  out.from = group;
+  switch (sp->kind) {
+  case TS_LAYER_DENSE: {
+    gint64 inf = 0, tok = 0;
+    g_autofree char *flat = NULL;
+    if (in->form == SHAPE_VEC) {
+      inf = in->features;
+      tok = in->tokens;
+    } else if (in->form == SHAPE_MAP) {
+      /* A dense layer after a feature map flattens it (VGG, ResNet classifier). */
+      inf = in->c * in->h * in->w;
+      tok = 1;
+    }
+    const char *tok_what = "vectors per sample (sequence length, 1 for an MLP)";
+    if (!kf_dim(kf, path, group, "in_features", inf, in->from, "a feature count", 1, DIM_MAX,
+                &sp->in_f, error) ||
+        (tok > 0 ? !kf_dim(kf, path, group, "tokens", tok, in->from, tok_what, 1, DIM_MAX,
+                           &sp->tokens, error)
+                 : !ts_kf_int(kf, path, group, "tokens", TRUE, 1, 1, DIM_MAX, tok_what,
+                              &sp->tokens, error)))
+      return FALSE;
+    if (!ts_kf_int(kf, path, group, "out_features", FALSE, 0, 1, DIM_MAX, "a feature count",
+                   &sp->out_f, error) ||
+        !kf_bool(kf, path, group, "bias", TRUE, &sp->bias, error) ||
+        !kf_enum(kf, path, group, "activation", "none", act_names, &act, error) ||
+        !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error) ||
+        !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error) ||
+        !kf_bool(kf, path, group, "loss", FALSE, &sp->loss, error) ||
+        !kf_bool(kf, path, group, "tied", FALSE, &sp->tied, error))
+      return FALSE;
+    if (sp->tied) {
+      if (in->emb_vocab == 0 || in->emb_vocab != sp->out_f || in->emb_hidden != sp->in_f) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "%s: [%s] tied='true': expected an earlier embedding of vocab = "
+                    "out_features (%" G_GINT64_FORMAT ") and hidden = in_features (%" G_GINT64_FORMAT
+                    ") whose table this layer shares",
+                    path, group, sp->out_f, sp->in_f);
+        return FALSE;
+      }
+      sp->vocab = sp->out_f;
+    }
+    out.form = SHAPE_VEC;
+    out.tokens = sp->tokens;
+    out.features = sp->out_f;
+    break;
+  }
+  case TS_LAYER_CONV2D:
+  case TS_LAYER_POOL: {
+    const char *kname = kind_names[kind];
+    if (in->form == SHAPE_VEC)
+      return wrong_input(error, path, group, kname, "a feature-map input", in);
+    gboolean map_in = in->form == SHAPE_MAP;
+    const char *ckey = sp->kind == TS_LAYER_CONV2D ? "in_channels" : "channels";
+    if (!kf_dim(kf, path, group, ckey, map_in ? in->c : 0, in->from, "a channel count", 1,
+                DIM_MAX, &sp->in_f, error) ||
+        !kf_dim(kf, path, group, "in_h", map_in ? in->h : 0, in->from, "an input height in pixels",
+                1, DIM_MAX, &sp->in_h, error) ||
+        !kf_dim(kf, path, group, "in_w", map_in ? in->w : 0, in->from, "an input width in pixels",
+                1, DIM_MAX, &sp->in_w, error))
+      return FALSE;
+    gboolean global = FALSE;
+    if (sp->kind == TS_LAYER_CONV2D) {
+      gboolean square = g_key_file_has_key(kf, group, "kernel", NULL);
+      gint64 k = 0;
+      if (!ts_kf_int(kf, path, group, "out_channels", FALSE, 0, 1, DIM_MAX, "a channel count",
+                     &sp->out_f, error) ||
+          (square && !ts_kf_int(kf, path, group, "kernel", FALSE, 0, 1, SMALL_MAX,
+                                "a kernel size in pixels", &k, error)) ||
+          !ts_kf_int(kf, path, group, "kernel_h", square, k, 1, SMALL_MAX,
+                     "a kernel height in pixels (or give kernel)", &sp->kh, error) ||
+          !ts_kf_int(kf, path, group, "kernel_w", square, k, 1, SMALL_MAX,
+                     "a kernel width in pixels (or give kernel)", &sp->kw, error) ||
+          !ts_kf_int(kf, path, group, "stride", TRUE, 1, 1, SMALL_MAX, "a stride in pixels",
+                     &sp->stride, error) ||
+          !ts_kf_int(kf, path, group, "padding", TRUE, 0, 0, SMALL_MAX, "a padding in pixels",
+                     &sp->pad, error) ||
+          !kf_bool(kf, path, group, "bias", TRUE, &sp->bias, error) ||
+          !kf_enum(kf, path, group, "activation", "none", act_names, &act, error) ||
+          !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error))
+        return FALSE;
+    } else {
+      static const char *const modes[] = {"max", "avg", NULL};
+      int mode = 0;
+      if (!kf_enum(kf, path, group, "mode", "max", modes, &mode, error) ||
+          !kf_bool(kf, path, group, "global", FALSE, &global, error))
+        return FALSE;
+      sp->avg_pool = mode == 1;
+      if (global) {
+        /* Global pooling: one window over the whole map (ResNet's final average pool). */
+        for (const char *const *k = (const char *const[]){"kernel", "stride", "padding", NULL};
+             *k != NULL; k++)
+          if (g_key_file_has_key(kf, group, *k, NULL)) {
+            g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                        "%s: [%s] %s: expected no %s with global = true (the window is the "
+                        "whole map)",
+                        path, group, *k, *k);
+            return FALSE;
+          }
+        sp->kh = sp->in_h;
+        sp->kw = sp->in_w;
+        sp->stride = 1;
+        sp->pad = 0;
+      } else {
+        if (!ts_kf_int(kf, path, group, "kernel", FALSE, 0, 1, SMALL_MAX,
+                       "a window size in pixels", &sp->kh, error) ||
+            !ts_kf_int(kf, path, group, "stride", TRUE, sp->kh, 1, SMALL_MAX,
+                       "a stride in pixels", &sp->stride, error) ||
+            !ts_kf_int(kf, path, group, "padding", TRUE, 0, 0, SMALL_MAX, "a padding in pixels",
+                       &sp->pad, error))
+          return FALSE;
+        sp->kw = sp->kh;
+        /* PyTorch refuses padding above half the window: such a window can lie wholly in the
+         * padding. */
+        if (2 * sp->pad > sp->kh)
+          return fail_key(error, path, group, "padding", sp->pad,
+                          "at most half the kernel size");
+      }
+    }
+    if (sp->kh > sp->in_h + 2 * sp->pad)
+      return fail_key(error, path, group, sp->kind == TS_LAYER_CONV2D ? "kernel_h" : "kernel",
+                      sp->kh, "at most the padded input height (in_h + 2 * padding)");
+    if (sp->kw > sp->in_w + 2 * sp->pad)
+      return fail_key(error, path, group, sp->kind == TS_LAYER_CONV2D ? "kernel_w" : "kernel",
+                      sp->kw, "at most the padded input width (in_w + 2 * padding)");
+    out.form = SHAPE_MAP;
+    out.c = sp->kind == TS_LAYER_CONV2D ? sp->out_f : sp->in_f;
+    out.h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
+    out.w = conv_out(sp->in_w, sp->kw, sp->stride, sp->pad);
+    sp->tokens = 1;
+    break;
+  }
+  case TS_LAYER_ATTENTION: {
+    if (in->form == SHAPE_MAP)
+      return wrong_input(error, path, group, "attention", "vectors (tokens x hidden)", in);
+    gboolean vec = in->form == SHAPE_VEC;
+    if (!kf_dim(kf, path, group, "hidden", vec ? in->features : 0, in->from,
+                "a hidden size (features)", 1, DIM_MAX, &sp->in_f, error) ||
+        !kf_dim(kf, path, group, "tokens", vec ? in->tokens : 0, in->from,
+                "a sequence length in tokens", 1, DIM_MAX, &sp->tokens, error) ||
+        !ts_kf_int(kf, path, group, "heads", FALSE, 0, 1, SMALL_MAX, "a head count", &sp->heads,
+                   error) ||
+        !kf_bool(kf, path, group, "bias", TRUE, &sp->bias, error) ||
+        !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error) ||
+        !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error))
+      return FALSE;
+    if (sp->in_f % sp->heads != 0) {
+      g_autofree char *what =
+          g_strdup_printf("a divisor of hidden = %" G_GINT64_FORMAT, sp->in_f);
+      return fail_key(error, path, group, "heads", sp->heads, what);
+    }
+    out.form = SHAPE_VEC;
+    out.tokens = sp->tokens;
+    out.features = sp->in_f;
+    break;
+  }
+  case TS_LAYER_EMBEDDING: {
+    if (in->form != SHAPE_NONE) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] kind='embedding': expected the first layer (an embedding reads "
+                  "token ids), but it follows [%s]",
+                  path, group, in->from);
+      return FALSE;
+    }
+    static const char *const pos[] = {"none", "learned", NULL};
+    int p = 0;
+    if (!ts_kf_int(kf, path, group, "vocab", FALSE, 0, 1, DIM_MAX, "a vocabulary size",
+                   &sp->vocab, error) ||
+        !ts_kf_int(kf, path, group, "hidden", FALSE, 0, 1, DIM_MAX, "a hidden size", &sp->in_f,
+                   error) ||
+        !ts_kf_int(kf, path, group, "tokens", FALSE, 0, 1, DIM_MAX,
+                   "a sequence length in tokens", &sp->tokens, error) ||
+        !kf_enum(kf, path, group, "position_embedding", "none", pos, &p, error) ||
+        !ts_kf_int(kf, path, group, "positions", TRUE, sp->tokens, 1, DIM_MAX,
+                   "a position-table size", &sp->positions, error) ||
+        !ts_kf_int(kf, path, group, "token_types", TRUE, 0, 0, SMALL_MAX,
+                   "a token-type (segment) count", &sp->token_types, error) ||
+        !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error))
+      return FALSE;
+    sp->learned_pos = p == 1;
+    if (sp->learned_pos && sp->positions < sp->tokens)
+      return fail_key(error, path, group, "positions", sp->positions,
+                      "at least tokens (one learned position per token)");
+    out.form = SHAPE_VEC;
+    out.tokens = sp->tokens;
+    out.features = sp->in_f;
+    out.emb_vocab = sp->vocab;
+    out.emb_hidden = sp->in_f;
+    break;
+  }
+  case TS_LAYER_NORM: {
+    gboolean has_map_keys = g_key_file_has_key(kf, group, "channels", NULL) ||
+                            g_key_file_has_key(kf, group, "in_h", NULL) ||
+                            g_key_file_has_key(kf, group, "in_w", NULL);
+    gboolean has_vec_keys = g_key_file_has_key(kf, group, "features", NULL) ||
+                            g_key_file_has_key(kf, group, "tokens", NULL);
+    sp->map = in->form == SHAPE_MAP || (in->form == SHAPE_NONE && has_map_keys);
+    if (sp->map && has_vec_keys) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] features / tokens: expected channels, in_h, in_w for a norm over a "
+                  "feature map",
+                  path, group);
+      return FALSE;
+    }
+    if (!sp->map && has_map_keys) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] channels / in_h / in_w: expected features and tokens for a norm over "
+                  "vectors (the input is [%s])",
+                  path, group, in->from != NULL ? in->from : "none");
+      return FALSE;
+    }
+    if (sp->map) {
+      gboolean m = in->form == SHAPE_MAP;
+      if (!kf_dim(kf, path, group, "channels", m ? in->c : 0, in->from, "a channel count", 1,
+                  DIM_MAX, &sp->in_f, error) ||
+          !kf_dim(kf, path, group, "in_h", m ? in->h : 0, in->from, "an input height in pixels",
+                  1, DIM_MAX, &sp->in_h, error) ||
+          !kf_dim(kf, path, group, "in_w", m ? in->w : 0, in->from, "an input width in pixels",
+                  1, DIM_MAX, &sp->in_w, error))
+        return FALSE;
+      sp->tokens = 1;
+      out.form = SHAPE_MAP;
+      out.c = sp->in_f;
+      out.h = sp->in_h;
+      out.w = sp->in_w;
+    } else {
+      gboolean v = in->form == SHAPE_VEC;
+      if (!kf_dim(kf, path, group, "features", v ? in->features : 0, in->from,
+                  "a feature count", 1, DIM_MAX, &sp->in_f, error) ||
+          !kf_dim(kf, path, group, "tokens", v ? in->tokens : 0, in->from,
+                  "vectors per sample", 1, DIM_MAX, &sp->tokens, error))
+        return FALSE;
+      out.form = SHAPE_VEC;
+      out.tokens = sp->tokens;
+      out.features = sp->in_f;
+    }
+    if (!kf_enum(kf, path, group, "activation", "none", act_names, &act, error) ||
+        !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error))
+      return FALSE;
+    break;
+  }
+  }
+  sp->act = (ts_act)act;
+  /* A residual adds an earlier tensor (the block input) to this output: some earlier layer
+   * must have produced that shape. */
+  if (sp->residual) {
+    gboolean found = FALSE;
+    for (guint i = 0; i < seen->len && !found; i++)
+      found = same_shape(&g_array_index(seen, shape, i), &out);
+    if (!found) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] residual='true': expected the output shape to equal an earlier "
+                  "layer's output (the residual adds it)",
+                  path, group);
+      return FALSE;
+    }
+  }
+  /* A repeated layer feeds itself, so its output must have its input's shape. */
+  if (*repeat > 1) {
+    gboolean same = sp->kind != TS_LAYER_EMBEDDING && in->form == out.form &&
+                    (out.form == SHAPE_VEC
+                         ? out.tokens == sp->tokens && out.features == sp->in_f
+                         : out.c == sp->in_f && out.h == sp->in_h && out.w == sp->in_w);
+    if (!same)
+      return fail_key(error, path, group, "repeat", *repeat,
+                      "1, since the layer's output shape differs from its input shape");
+  }
+  *in = out;
+  return TRUE;
+}
+
+static gboolean build_layers(GKeyFile *kf, const char *path, builder *b, GError **error)
+{
+  gsize n = 0;
+  g_auto(GStrv) groups = g_key_file_get_groups(kf, &n);
+  shape sh = {0};
+  g_autoptr(GArray) seen = g_array_new(FALSE, TRUE, sizeof(shape));
+  for (gsize i = 0; i < n; i++) {
+    if (!g_str_has_prefix(groups[i], "layer."))
+      continue;
+    layer_spec sp;
+    gint64 repeat = 1;
+    if (!parse_layer(kf, path, groups[i], &sh, seen, &sp, &repeat, error))
+      return FALSE;
+    g_array_append_val(seen, sh);
+    const char *name = groups[i] + strlen("layer.");
+    for (gint64 r = 0; r < repeat; r++) {
+      char *lname = repeat == 1 ? g_strdup(name)
+                                : g_strdup_printf("%s.%" G_GINT64_FORMAT, name, r);
+      if (!add_layer(b, lname, &sp, error))
+        return FALSE;
+      sp.first = FALSE;
+    }
+  }
+  if (b->layers->len == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [model] kind='layers': expected at least one [layer.NAME] group", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- transformer generator ---------------------------------------------------------------- */
+
+typedef struct {
+  gint64 layers, hidden, heads, seq, vocab, ffn, positions, token_types;
+  gboolean learned_pos, tied, bias, post_norm, dropout, pooler, head_transform, logits_bias;
+  ts_act act;
+} transformer_hp;
+
+static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp *hp,
+                                 GError **error)
+{
+  static const char *const keys[] = {
+      "layers",     "hidden",          "heads",       "sequence",       "vocab",
+      "ffn_hidden", "position_embedding", "positions", "tied_embeddings", "bias",
+      "norm",       "dropout",         "activation",  "token_types",    "pooler",
+      "head_transform", "logits_bias", NULL};
+  const char *g = "transformer";
+  if (!ts_kf_check_keys(kf, path, g, keys, error))
+    return FALSE;
+  static const char *const pos[] = {"none", "learned", NULL};
+  static const char *const norms[] = {"pre", "post", NULL};
+  int p = 1, nm = 0, act = ACT_GELU;
+  if (!ts_kf_int(kf, path, g, "layers", FALSE, 0, 1, SMALL_MAX, "a transformer layer count",
+                 &hp->layers, error) ||
+      !ts_kf_int(kf, path, g, "hidden", FALSE, 0, 1, DIM_MAX, "a hidden size", &hp->hidden,
+                 error) ||
+      !ts_kf_int(kf, path, g, "heads", FALSE, 0, 1, SMALL_MAX, "an attention head count",
+                 &hp->heads, error) ||
+      !ts_kf_int(kf, path, g, "sequence", FALSE, 0, 1, DIM_MAX, "a sequence length in tokens",
+                 &hp->seq, error) ||
+      !ts_kf_int(kf, path, g, "vocab", FALSE, 0, 1, DIM_MAX, "a vocabulary size", &hp->vocab,
+                 error))
+    return FALSE;
+  if (hp->hidden % hp->heads != 0) {
+    g_autofree char *what = g_strdup_printf(
+        "a divisor of [transformer] hidden = %" G_GINT64_FORMAT, hp->hidden);
+    return fail_key(error, path, g, "heads", hp->heads, what);
+  }
+  gint64 ffn_def = 4 * hp->hidden <= DIM_MAX ? 4 * hp->hidden : DIM_MAX;
+  if (!ts_kf_int(kf, path, g, "ffn_hidden", TRUE, ffn_def, 1, DIM_MAX,
+                 "an MLP inner size (default 4 * hidden)", &hp->ffn, error) ||
+      !kf_enum(kf, path, g, "position_embedding", "learned", pos, &p, error) ||
+      !ts_kf_int(kf, path, g, "positions", TRUE, hp->seq, 1, DIM_MAX,
+                 "a position-table size (default sequence)", &hp->positions, error) ||
+      !kf_bool(kf, path, g, "tied_embeddings", TRUE, &hp->tied, error) ||
+      !kf_bool(kf, path, g, "bias", TRUE, &hp->bias, error) ||
+      !kf_enum(kf, path, g, "norm", "pre", norms, &nm, error) ||
+      !kf_bool(kf, path, g, "dropout", TRUE, &hp->dropout, error) ||
+      !kf_enum(kf, path, g, "activation", "gelu", act_names, &act, error) ||
+      !ts_kf_int(kf, path, g, "token_types", TRUE, 0, 0, SMALL_MAX,
+                 "a token-type (segment) count", &hp->token_types, error) ||
+      !kf_bool(kf, path, g, "pooler", FALSE, &hp->pooler, error) ||
+      !kf_bool(kf, path, g, "head_transform", FALSE, &hp->head_transform, error) ||
+      !kf_bool(kf, path, g, "logits_bias", FALSE, &hp->logits_bias, error))
+    return FALSE;
+  hp->learned_pos = p == 1;
+  hp->post_norm = nm == 1;
+  hp->act = (ts_act)act;
+  if (hp->learned_pos && hp->positions < hp->seq)
+    return fail_key(error, path, g, "positions", hp->positions,
+                    "at least [transformer] sequence (one learned position per token)");
+  return TRUE;
+}
+
+/* Layer order follows GPT-2 / Megatron (pre-norm) or BERT (post-norm). Tensor parallelism after
+ * Megatron-LM (Shoeybi et al. 2019, section 3): attention by heads, fc1 by columns, fc2 by rows,
+ * embedding and logits by vocabulary rows, norms replicated. */
+static gboolean build_transformer(const transformer_hp *hp, builder *b, GError **error)
+{
+  const layer_spec vec = {.tokens = hp->seq, .in_f = hp->hidden, .out_f = hp->hidden,
+                          .bias = hp->bias};
+  layer_spec emb = vec;
+  emb.kind = TS_LAYER_EMBEDDING;
+  emb.tp = TS_TP_VOCAB;
+  emb.vocab = hp->vocab;
+  emb.positions = hp->positions;
+  emb.learned_pos = hp->learned_pos;
+  emb.token_types = hp->token_types;
+  emb.dropout = hp->dropout;
+  emb.bias = FALSE;
+  layer_spec norm = vec;
+  norm.kind = TS_LAYER_NORM;
+  norm.tp = TS_TP_REPLICATED;
+  norm.bias = FALSE;
+  layer_spec attn = vec;
+  attn.kind = TS_LAYER_ATTENTION;
+  attn.tp = TS_TP_HEADS;
+  attn.heads = hp->heads;
+  attn.residual = TRUE;
+  attn.dropout = hp->dropout;
+  layer_spec fc1 = vec;
+  fc1.kind = TS_LAYER_DENSE;
+  fc1.tp = TS_TP_COLUMN;
+  fc1.out_f = hp->ffn;
+  fc1.act = hp->act;
+  layer_spec fc2 = vec;
+  fc2.kind = TS_LAYER_DENSE;
+  fc2.tp = TS_TP_ROW;
+  fc2.in_f = hp->ffn;
+  fc2.residual = TRUE;
+  fc2.dropout = hp->dropout;
+
+  if (!add_layer(b, g_strdup("embedding"), &emb, error))
+    return FALSE;
+  if (hp->post_norm && !add_layer(b, g_strdup("embedding_norm"), &norm, error))
+    return FALSE;
+  for (gint64 i = 0; i < hp->layers; i++) {
+    const char *order_pre[] = {"norm1", "attention", "norm2", "fc1", "fc2"};
+    const char *order_post[] = {"attention", "norm1", "fc1", "fc2", "norm2"};
+    const char **order = hp->post_norm ? order_post : order_pre;
+    for (int j = 0; j < 5; j++) {
+      const layer_spec *sp = strcmp(order[j], "attention") == 0 ? &attn
+                             : strcmp(order[j], "fc1") == 0     ? &fc1
+                             : strcmp(order[j], "fc2") == 0     ? &fc2
+                                                                : &norm;
+      if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp,
+                     error))
+        return FALSE;
+    }
+  }
+  if (!hp->post_norm && !add_layer(b, g_strdup("final_norm"), &norm, error))
+    return FALSE;
+  if (hp->head_transform) {
+    /* BERT's masked-LM head: dense h -> h with GeLU, then a layer norm, before the logits
+     * (Devlin et al. 2019; the google-research/bert `cls/predictions/transform` variables). */
+    layer_spec tr = vec;
+    tr.kind = TS_LAYER_DENSE;
+    tr.tp = TS_TP_REPLICATED;
+    tr.act = hp->act;
+    if (!add_layer(b, g_strdup("head.transform"), &tr, error) ||
+        !add_layer(b, g_strdup("head.norm"), &norm, error))
+      return FALSE;
+  }
+  layer_spec logits = vec;
+  logits.kind = TS_LAYER_DENSE;
+  logits.tp = TS_TP_VOCAB;
+  logits.out_f = hp->vocab;
+  logits.vocab = hp->vocab;
+  logits.tied = hp->tied;
+  logits.bias = hp->logits_bias;
+  logits.loss = TRUE;
+  if (!add_layer(b, g_strdup("logits"), &logits, error))
+    return FALSE;
+  if (hp->pooler) {
+    /* BERT's pooler: dense h -> h with tanh on the first token, feeding next-sentence
+     * prediction. */
+    layer_spec pool = vec;
+    pool.kind = TS_LAYER_DENSE;
+    pool.tp = TS_TP_REPLICATED;
+    pool.tokens = 1;
+    pool.act = ACT_TANH;
+    if (!add_layer(b, g_strdup("pooler"), &pool, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- ResNet generator ----------------------------------------------------------------------- */
+
+/* He et al. 2016, "Deep Residual Learning for Image Recognition", Table 1; layer names and the
+ * v1.5 stride placement (on the 3x3 convolution) as in torchvision.models.resnet. */
+typedef struct {
+  gint64 depth, image, classes, channels;
+  gboolean v1; /* stride on the first 1x1 convolution of a bottleneck, as in the paper */
+} resnet_hp;
+
+static gboolean read_resnet(GKeyFile *kf, const char *path, resnet_hp *hp, GError **error)
+{
+  static const char *const keys[] = {"depth", "image", "classes", "channels", "variant", NULL};
+  static const char *const variants[] = {"v1.5", "v1", NULL};
+  const char *g = "resnet";
+  int v = 0;
+  if (!ts_kf_check_keys(kf, path, g, keys, error) ||
+      !ts_kf_int(kf, path, g, "depth", FALSE, 0, 18, 152, "a ResNet depth (18, 34, 50, 101, 152)",
+                 &hp->depth, error))
+    return FALSE;
+  if (hp->depth != 18 && hp->depth != 34 && hp->depth != 50 && hp->depth != 101 &&
+      hp->depth != 152)
+    return fail_key(error, path, g, "depth", hp->depth, "one of 18, 34, 50, 101, 152");
+  if (!ts_kf_int(kf, path, g, "image", TRUE, 224, 1, DIM_MAX, "an image side in pixels",
+                 &hp->image, error) ||
+      !ts_kf_int(kf, path, g, "classes", TRUE, 1000, 1, DIM_MAX, "a class count", &hp->classes,
+                 error) ||
+      !ts_kf_int(kf, path, g, "channels", TRUE, 3, 1, SMALL_MAX, "an input channel count",
+                 &hp->channels, error) ||
+      !kf_enum(kf, path, g, "variant", "v1.5", variants, &v, error))
+    return FALSE;
+  hp->v1 = v == 1;
+  return TRUE;
+}
+
+typedef struct {
+  builder *b;
+  gint64 c, h, w; /* current feature map */
+  gboolean first;
+} resnet_state;
+
+static gboolean rn_conv(resnet_state *st, char *name, gint64 in_c, gint64 in_h, gint64 in_w,
+                        gint64 out_c, gint64 k, gint64 stride, gint64 pad, GError **error)
+{
+  layer_spec sp = {.kind = TS_LAYER_CONV2D, .tp = TS_TP_COLUMN, .tokens = 1, .in_f = in_c,
+                   .out_f = out_c, .in_h = in_h, .in_w = in_w, .kh = k, .kw = k,
+                   .stride = stride, .pad = pad, .first = st->first};
+  if (k > in_h + 2 * pad || k > in_w + 2 * pad) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [resnet] image: expected a larger image; layer %s gets a %" G_GINT64_FORMAT
+                "x%" G_GINT64_FORMAT " map, smaller than its %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                " kernel",
+                st->b->path, name, in_h, in_w, k, k);
+    g_free(name);
+    return FALSE;
+  }
+  st->first = FALSE;
+  st->c = out_c;
+  st->h = conv_out(in_h, k, stride, pad);
+  st->w = conv_out(in_w, k, stride, pad);
+  return add_layer(st->b, name, &sp, error);
+}
+
+static gboolean rn_bn(resnet_state *st, char *name, gboolean relu, gboolean residual,
+                      GError **error)
+{
+  layer_spec sp = {.kind = TS_LAYER_NORM, .tp = TS_TP_REPLICATED, .tokens = 1, .in_f = st->c,
+                   .out_f = st->c, .in_h = st->h, .in_w = st->w, .map = TRUE,
+                   .act = relu ? ACT_RELU : ACT_NONE, .residual = residual};
+  return add_layer(st->b, name, &sp, error);
+}
+
+static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
+{
+  gint64 blocks[4];
+  gboolean bottleneck = hp->depth >= 50;
+  switch (hp->depth) {
+  case 18: memcpy(blocks, (gint64[]){2, 2, 2, 2}, sizeof blocks); break;
+  case 34: memcpy(blocks, (gint64[]){3, 4, 6, 3}, sizeof blocks); break;
+  case 50: memcpy(blocks, (gint64[]){3, 4, 6, 3}, sizeof blocks); break;
+  case 101: memcpy(blocks, (gint64[]){3, 4, 23, 3}, sizeof blocks); break;
+  default: memcpy(blocks, (gint64[]){3, 8, 36, 3}, sizeof blocks); break;
+  }
+  const gint64 expansion = bottleneck ? 4 : 1;
+  resnet_state st = {.b = b, .c = hp->channels, .h = hp->image, .w = hp->image, .first = TRUE};
+  /* Stem: 7x7/2 convolution, batch norm + ReLU, 3x3/2 max pool. */
+  if (!rn_conv(&st, g_strdup("conv1"), st.c, st.h, st.w, 64, 7, 2, 3, error) ||
+      !rn_bn(&st, g_strdup("bn1"), TRUE, FALSE, error))
+    return FALSE;
+  layer_spec mp = {.kind = TS_LAYER_POOL, .tp = TS_TP_REPLICATED, .tokens = 1, .in_f = st.c,
+                   .in_h = st.h, .in_w = st.w, .kh = 3, .kw = 3, .stride = 2, .pad = 1};
+  if (!add_layer(b, g_strdup("maxpool"), &mp, error))
+    return FALSE;
+  st.h = conv_out(st.h, 3, 2, 1);
+  st.w = conv_out(st.w, 3, 2, 1);
+  for (int s = 0; s < 4; s++) {
+    gint64 width = (gint64)64 << s;
+    for (gint64 i = 0; i < blocks[s]; i++) {
+      gint64 stride = (s > 0 && i == 0) ? 2 : 1;
+      gint64 in_c = st.c, in_h = st.h, in_w = st.w;
+      g_autofree char *pre = g_strdup_printf("layer%d.%" G_GINT64_FORMAT, s + 1, i);
+      /* The projection shortcut reads the block input: emitted first so that every layer's
+       * inputs exist when it runs; the last norm of the block adds it (residual). */
+      if (stride != 1 || in_c != width * expansion) {
+        resnet_state ds = st;
+        if (!rn_conv(&ds, g_strdup_printf("%s.downsample.0", pre), in_c, in_h, in_w,
+                     width * expansion, 1, stride, 0, error) ||
+            !rn_bn(&ds, g_strdup_printf("%s.downsample.1", pre), FALSE, FALSE, error))
+          return FALSE;
+      }
+      if (bottleneck) {
+        gint64 s1 = hp->v1 ? stride : 1, s2 = hp->v1 ? 1 : stride;
+        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), in_c, in_h, in_w, width, 1, s1, 0,
+                     error) ||
+            !rn_bn(&st, g_strdup_printf("%s.bn1", pre), TRUE, FALSE, error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv2", pre), width, st.h, st.w, width, 3, s2, 1,
+                     error) ||
+            !rn_bn(&st, g_strdup_printf("%s.bn2", pre), TRUE, FALSE, error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv3", pre), width, st.h, st.w, width * 4, 1, 1,
+                     0, error) ||
+            !rn_bn(&st, g_strdup_printf("%s.bn3", pre), TRUE, TRUE, error))
+          return FALSE;
+      } else {
+        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), in_c, in_h, in_w, width, 3, stride,
+                     1, error) ||
+            !rn_bn(&st, g_strdup_printf("%s.bn1", pre), TRUE, FALSE, error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv2", pre), width, st.h, st.w, width, 3, 1, 1,
+                     error) ||
+            !rn_bn(&st, g_strdup_printf("%s.bn2", pre), TRUE, TRUE, error))
+          return FALSE;
+      }
+    }
+  }
+  layer_spec ap = {.kind = TS_LAYER_POOL, .tp = TS_TP_REPLICATED, .tokens = 1, .in_f = st.c,
+                   .in_h = st.h, .in_w = st.w, .kh = st.h, .kw = st.w, .stride = 1,
+                   .avg_pool = TRUE};
+  layer_spec fc = {.kind = TS_LAYER_DENSE, .tp = TS_TP_COLUMN, .tokens = 1, .in_f = st.c,
+                   .out_f = hp->classes, .bias = TRUE, .loss = TRUE};
+  return add_layer(b, g_strdup("avgpool"), &ap, error) &&
+         add_layer(b, g_strdup("fc"), &fc, error);
+}
+
+/* ---- loading ---------------------------------------------------------------------------- */
+
+static void free_layers(ts_layer *layers, int n)
+{
+  for (int i = 0; i < n; i++)
+    g_free(layers[i].name);
+  g_free(layers);
+}
+
+void ts_model_free(ts_model *m)
+{
+  if (m == NULL)
+    return;
+  g_free(m->name);
+  g_free(m->path);
+  g_free(m->kind);
+  free_layers(m->layers, m->nlayers);
+  g_free(m);
+}
+
+static gboolean check_groups(GKeyFile *kf, const char *path, const char *kind, GError **error)
+{
+  gsize n = 0;
+  g_auto(GStrv) groups = g_key_file_get_groups(kf, &n);
+  gboolean layers = strcmp(kind, "layers") == 0;
+  for (gsize i = 0; i < n; i++) {
+    const char *g = groups[i];
+    if (strcmp(g, "model") == 0 || (!layers && strcmp(g, kind) == 0) ||
+        (layers && g_str_has_prefix(g, "layer.") && g[strlen("layer.")] != '\0'))
+      continue;
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s]: unknown group for [model] kind='%s'; expected [model]%s%s%s", path, g,
+                kind, layers ? " and [layer.NAME] groups" : " and [", layers ? "" : kind,
+                layers ? "" : "]");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+ts_model *ts_model_load(const char *path, GError **error)
+{
+  g_return_val_if_fail(path != NULL, NULL);
+  g_autoptr(GKeyFile) kf = ts_kf_load(path, error);
+  if (kf == NULL)
+    return NULL;
+  if (!g_key_file_has_group(kf, "model")) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [model]: missing group; expected [model] with kind = layers | transformer | "
+                "resnet",
+                path);
+    return NULL;
+  }
+  static const char *const model_keys[] = {"name", "kind", "dtype", "published_params", NULL};
+  static const char *const kinds[] = {"layers", "transformer", "resnet", NULL};
+  static const char *const dtypes[] = {"bf16", "fp16", "fp32", NULL};
+  static const double dtype_bytes[] = {2.0, 2.0, 4.0};
+  int kind = 0, dtype = 0;
+  double published = 0.0;
+  g_autofree char *name = NULL;
+  if (!ts_kf_check_keys(kf, path, "model", model_keys, error) ||
+      !kf_enum(kf, path, "model", "kind", NULL, kinds, &kind, error) ||
+      !kf_enum(kf, path, "model", "dtype", "bf16", dtypes, &dtype, error) ||
+      !ts_kf_double(kf, path, "model", "published_params", TRUE, 0.0, 1.0, PARAMS_MAX,
+                    "a published parameter count", &published, error) ||
+      !ts_kf_string(kf, path, "model", "name", NULL, &name, error) ||
+      !check_groups(kf, path, kinds[kind], error))
+    return NULL;
+  if (name == NULL || *name == '\0') {
+    g_free(name);
+    g_autofree char *base = g_path_get_basename(path);
+    name = g_str_has_suffix(base, ".ini") ? g_strndup(base, strlen(base) - 4) : g_strdup(base);
+  }
+
+  builder b = {.path = path, .dtype_bytes = dtype_bytes[dtype],
+               .layers = g_array_new(FALSE, TRUE, sizeof(ts_layer))};
+  transformer_hp hp = {0};
+  resnet_hp rp = {0};
+  gboolean ok = FALSE;
+  switch (kind) {
+  case 0: ok = build_layers(kf, path, &b, error); break;
+  case 1:
+    if (!g_key_file_has_group(kf, "transformer"))
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [transformer]: missing group; expected it with [model] kind='transformer'",
+                  path);
+    else
+      ok = read_transformer(kf, path, &hp, error) && build_transformer(&hp, &b, error);
+    break;
+  default:
+    if (!g_key_file_has_group(kf, "resnet"))
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [resnet]: missing group; expected it with [model] kind='resnet'", path);
+    else
+      ok = read_resnet(kf, path, &rp, error) && build_resnet(&rp, &b, error);
+    break;
+  }
+  int n = (int)b.layers->len;
+  ts_layer *layers = (ts_layer *)(void *)g_array_free(b.layers, FALSE);
+  if (!ok) {
+    free_layers(layers, n);
+    return NULL;
+  }
+
+  ts_model *m = g_new0(ts_model, 1);
+  m->name = g_steal_pointer(&name);
+  m->path = g_strdup(path);
+  m->kind = g_strdup(kinds[kind]);
+  m->dtype_bytes = dtype_bytes[dtype];
+  m->nlayers = n;
+  m->layers = layers;
+  m->published_params = published;
+  m->sample_elems = (gint64)layers[0].in_act_elems;
+  if (kind == 1) {
+    m->t_layers = hp.layers;
+    m->t_hidden = hp.hidden;
+    m->t_heads = hp.heads;
+    m->t_seq = hp.seq;
+    m->t_vocab = hp.vocab;
+    m->t_ffn = hp.ffn;
+  }
+  /* Shapes are each in range, but their products may still describe nothing real. */
+  double params = ts_model_params(m), flops = ts_model_train_flops_per_sample(m);
+  if (!(params <= PARAMS_MAX) || !isfinite(flops)) {
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: the model has %s parameters; expected at most 1e15 (check the sizes)", path,
+                g_ascii_formatd(buf, sizeof buf, "%.3g", params));
+    ts_model_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* ---- totals and reports ----------------------------------------------------------------- */
+
+double ts_model_params(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, 0.0);
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    s += m->layers[i].params;
+  return s;
+}
+
+double ts_model_train_flops_per_sample(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, 0.0);
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    s += m->layers[i].fwd_flops + m->layers[i].bwd_input_flops + m->layers[i].bwd_weight_flops;
+  return s;
+}
+
+double ts_model_fwd_flops_per_sample(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, 0.0);
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    s += m->layers[i].fwd_flops;
+  return s;
+}
+
+double ts_model_saved_act_bytes_per_sample(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, 0.0);
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    s += m->layers[i].saved_act_bytes;
+  return s;
+}
+
+double ts_layer_weight_bytes(const ts_model *m, const ts_layer *l)
+{
+  g_return_val_if_fail(m != NULL && l != NULL, 0.0);
+  return m->dtype_bytes * weight_elems(l);
+}
+
+double ts_layer_fwd_mem_bytes_batch(const ts_model *m, const ts_layer *l, double samples)
+{
+  g_return_val_if_fail(m != NULL && l != NULL && samples >= 0.0, 0.0);
+  if (samples == 0.0)
+    return 0.0;
+  double w = ts_layer_weight_bytes(m, l);
+  return w + samples * (l->fwd_mem_bytes - w);
+}
+
+double ts_layer_bwd_mem_bytes_batch(const ts_model *m, const ts_layer *l, double samples)
+{
+  g_return_val_if_fail(m != NULL && l != NULL && samples >= 0.0, 0.0);
+  if (samples == 0.0)
+    return 0.0;
+  double w = 2.0 * ts_layer_weight_bytes(m, l);
+  return w + samples * (l->bwd_mem_bytes - w);
+}
+
+static void append_shape(GString *s, const ts_layer *l)
+{
+  switch (l->kind) {
+  case TS_LAYER_CONV2D:
+    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                              " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+                              " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                           l->in_features, l->in_h, l->in_w, l->kernel_h, l->kernel_w, l->stride,
+                           l->out_features, l->out_h, l->out_w);
+    break;
+  case TS_LAYER_POOL:
+    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                              " k%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT
+                              "x%" G_GINT64_FORMAT,
+                           l->in_features, l->in_h, l->in_w, l->kernel_h, l->stride, l->out_h,
+                           l->out_w);
+    break;
+  case TS_LAYER_NORM:
+    if (l->in_h > 0) {
+      g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                             l->in_features, l->in_h, l->in_w);
+      break;
+    }
+    /* fall through */
+  default:
+    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT,
+                           l->tokens, l->in_features, l->out_features);
+    if (l->heads > 0)
+      g_string_append_printf(s, " heads=%" G_GINT64_FORMAT, l->heads);
+    if (l->vocab > 0)
+      g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab,
+                             l->tied ? " tied" : "");
+    break;
+  }
+}
+
+char *ts_model_describe(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, NULL);
+  GString *s = g_string_new(NULL);
+  g_string_append_printf(s, "# model: %s (%s, %s, dtype_bytes=", m->name, m->path, m->kind);
+  ts_append_g(s, 6, m->dtype_bytes);
+  g_string_append(s, ")\n");
+  g_string_append(s, "# index name kind tp params fwd_flops bwd_input_flops bwd_weight_flops "
+                     "fwd_mem_bytes bwd_mem_bytes saved_act_bytes shape\n");
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    g_string_append_printf(s, "%d %s %s %s ", i, l->name, ts_layer_kind_name(l->kind),
+                           ts_tp_mode_name(l->tp));
+    const double v[] = {l->params,        l->fwd_flops,     l->bwd_input_flops,
+                        l->bwd_weight_flops, l->fwd_mem_bytes, l->bwd_mem_bytes,
+                        l->saved_act_bytes};
+    for (size_t j = 0; j < G_N_ELEMENTS(v); j++) {
+      ts_append_g(s, 6, v[j]);
+      g_string_append_c(s, ' ');
+    }
+    append_shape(s, l);
+    g_string_append_c(s, '\n');
+  }
+  g_string_append(s, "# total params ");
+  ts_append_g(s, 10, ts_model_params(m));
+  if (m->published_params > 0.0) {
+    g_string_append(s, " (published ");
+    ts_append_g(s, 6, m->published_params);
+    g_string_append(s, ")");
+  }
+  g_string_append(s, ", train_flops_per_sample ");
+  ts_append_g(s, 6, ts_model_train_flops_per_sample(m));
+  g_string_append(s, ", saved_act_bytes_per_sample ");
+  ts_append_g(s, 6, ts_model_saved_act_bytes_per_sample(m));
+  g_string_append_c(s, '\n');
+  return g_string_free(s, FALSE);
+}

@@ -1,0 +1,321 @@
+/* ts_report: renders predictions as a comparison table, CSV rows or a JSON document. */
+#include "ts_report.h"
+#include "ts_util.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts_replay_result *rr)
+{
+  memset(r, 0, sizeof *r);
+  r->split = g_strdup(p->split_text);
+  r->placement = g_strdup(p->placement_text);
+  r->chips = p->topo->nchips;
+  r->global_batch = p->opt.global_batch;
+  r->micro_batch = p->micro_batch;
+  r->micro_batches = p->n_micro;
+  const ts_rank_result *c = &rr->critical;
+  r->step_time_s = rr->step_time_s;
+  r->compute_time_s = c->compute_s;
+  r->comm_time_s = c->comm_s;
+  r->exposed_comm_time_s = c->exposed_comm_s;
+  r->idle_time_s = c->idle_s;
+  r->exposed_comm_dp_s = c->exposed_cat_s[TS_CAT_COMM_DP];
+  r->exposed_comm_tp_s = c->exposed_cat_s[TS_CAT_COMM_TP];
+  r->exposed_comm_pp_s = c->exposed_cat_s[TS_CAT_COMM_PP];
+  r->samples_per_s = rr->step_time_s > 0 ? (double)p->opt.global_batch / rr->step_time_s : 0;
+  r->model_flops_per_step = p->model_flops_per_step;
+  double peak = p->topo->chip.peak_flops * p->topo->nchips;
+  r->mfu = rr->step_time_s > 0 ? p->model_flops_per_step / (rr->step_time_s * peak) : 0;
+  r->mem = p->mem;
+  r->events = rr->events;
+  r->ops = ts_trace_nops(tr);
+  r->simulated_ranks = rr->nsimulated;
+}
+
+void ts_result_clear(ts_result *r)
+{
+  g_free(r->split);
+  g_free(r->placement);
+  memset(r, 0, sizeof *r);
+}
+
+void ts_report_inputs_clear(ts_report_inputs *in)
+{
+  g_free(in->model_name);
+  g_free(in->model_path);
+  g_free(in->topology_name);
+  g_free(in->topology_path);
+  g_free(in->topology_desc);
+  g_free(in->backend);
+  g_free(in->network_model);
+  g_free(in->collective_algorithm);
+  memset(in, 0, sizeof *in);
+}
+
+gboolean ts_format_parse(const char *s, ts_format *out)
+{
+  if (s == NULL || strcmp(s, "text") == 0)
+    *out = TS_FORMAT_TEXT;
+  else if (strcmp(s, "csv") == 0)
+    *out = TS_FORMAT_CSV;
+  else if (strcmp(s, "json") == 0)
+    *out = TS_FORMAT_JSON;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+static int fastest(const ts_result *res, int n)
+{
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (res[i].step_time_s < res[best].step_time_s)
+      best = i;
+  return best;
+}
+
+/* Pads a UTF-8 cell to `w` columns (left or right aligned). */
+static void cell(GString *s, const char *text, int w, gboolean right)
+{
+  int len = (int)g_utf8_strlen(text, -1);
+  if (right)
+    for (int i = len; i < w; i++)
+      g_string_append_c(s, ' ');
+  g_string_append(s, text);
+  if (!right)
+    for (int i = len; i < w; i++)
+      g_string_append_c(s, ' ');
+}
+
+static char *render_text(const ts_report_inputs *in, const ts_result *res, int n)
+{
+  GString *s = g_string_new(NULL);
+  g_string_append_printf(s, "%s on %s, global batch %" G_GINT64_FORMAT ", %s backend\n",
+                         in->model_name, in->topology_desc, in->global_batch, in->backend);
+  enum { NCOL = 10 };
+  const char *head[NCOL] = {"split", "placement", "step", "compute",     "exposed comm",
+                            "idle",  "samples/s", "MFU",  "memory/chip", "fits"};
+  gboolean right[NCOL] = {FALSE, FALSE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, FALSE};
+  char ***cells = g_new0(char **, n);
+  int w[NCOL];
+  for (int c = 0; c < NCOL; c++)
+    w[c] = (int)strlen(head[c]);
+  for (int i = 0; i < n; i++) {
+    const ts_result *r = &res[i];
+    char b[8][48];
+    cells[i] = g_new0(char *, NCOL);
+    cells[i][0] = g_strdup(r->split);
+    cells[i][1] = g_strdup(r->placement);
+    cells[i][2] = g_strdup(ts_fmt_time(b[0], 48, r->step_time_s));
+    cells[i][3] = g_strdup(ts_fmt_time(b[1], 48, r->compute_time_s));
+    cells[i][4] = g_strdup(ts_fmt_time(b[2], 48, r->exposed_comm_time_s));
+    cells[i][5] = g_strdup(ts_fmt_time(b[3], 48, r->idle_time_s));
+    g_ascii_formatd(b[4], 48, r->samples_per_s >= 100 ? "%.0f" : "%.3g", r->samples_per_s);
+    cells[i][6] = g_strdup(b[4]);
+    g_ascii_formatd(b[5], 48, "%.1f", 100.0 * r->mfu);
+    cells[i][7] = g_strdup_printf("%s%%", b[5]);
+    cells[i][8] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
+    if (r->mem.fits)
+      cells[i][9] = g_strdup("yes");
+    else
+      cells[i][9] = g_strdup_printf("no (over by %s)",
+                                    ts_fmt_bytes(b[7], 48, r->mem.total - r->mem.capacity));
+    for (int c = 0; c < NCOL; c++) {
+      int len = (int)g_utf8_strlen(cells[i][c], -1);
+      if (len > w[c])
+        w[c] = len;
+    }
+  }
+  for (int c = 0; c < NCOL; c++) {
+    cell(s, head[c], c + 1 < NCOL ? w[c] : 0, right[c]);
+    g_string_append(s, c + 1 < NCOL ? "  " : "\n");
+  }
+  for (int i = 0; i < n; i++) {
+    for (int c = 0; c < NCOL; c++) {
+      cell(s, cells[i][c], c + 1 < NCOL ? w[c] : 0, right[c]);
+      g_string_append(s, c + 1 < NCOL ? "  " : "\n");
+    }
+    g_strfreev(cells[i]);
+  }
+  g_free(cells);
+  if (n > 1) {
+    int best = fastest(res, n);
+    g_string_append_printf(s, "fastest: %s", res[best].split);
+    for (int i = 0; i < n; i++) {
+      if (i == best)
+        continue;
+      char num[32];
+      g_ascii_formatd(num, sizeof num, "%.2f", res[i].step_time_s / res[best].step_time_s);
+      g_string_append_printf(s, "; %s is %sx slower", res[i].split, num);
+    }
+    g_string_append_c(s, '\n');
+  }
+  return g_string_free(s, FALSE);
+}
+
+#define CSV_HEADER                                                                                 \
+  "model,topology,backend,split,placement,chips,global_batch,micro_batch,micro_batches,"           \
+  "step_time_s,compute_time_s,comm_time_s,exposed_comm_time_s,exposed_comm_dp_s,"                  \
+  "exposed_comm_tp_s,exposed_comm_pp_s,idle_time_s,samples_per_s,mfu,"                             \
+  "memory_params_bytes,memory_grads_bytes,memory_optimizer_bytes,memory_activations_bytes,"        \
+  "memory_temp_bytes,memory_per_chip_bytes,memory_capacity_bytes,fits_memory\n"
+
+static void csv_str(GString *s, const char *v)
+{
+  /* RFC 4180: quote fields holding commas or quotes, doubling the quotes. */
+  if (strpbrk(v, ",\"\n") == NULL) {
+    g_string_append(s, v);
+    return;
+  }
+  g_string_append_c(s, '"');
+  for (const char *p = v; *p; p++) {
+    if (*p == '"')
+      g_string_append_c(s, '"');
+    g_string_append_c(s, *p);
+  }
+  g_string_append_c(s, '"');
+}
+
+static void csv_num(GString *s, double v)
+{
+  g_string_append_c(s, ',');
+  ts_append_g(s, 10, v);
+}
+
+static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
+{
+  GString *s = g_string_new(CSV_HEADER);
+  for (int i = 0; i < n; i++) {
+    const ts_result *r = &res[i];
+    csv_str(s, in->model_name);
+    g_string_append_c(s, ',');
+    csv_str(s, in->topology_name);
+    g_string_append_c(s, ',');
+    csv_str(s, in->backend);
+    g_string_append_c(s, ',');
+    csv_str(s, r->split);
+    g_string_append_c(s, ',');
+    csv_str(s, r->placement);
+    g_string_append_printf(s, ",%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT,
+                           r->chips, r->global_batch, r->micro_batch, r->micro_batches);
+    const double v[] = {r->step_time_s,       r->compute_time_s,
+                        r->comm_time_s,       r->exposed_comm_time_s,
+                        r->exposed_comm_dp_s, r->exposed_comm_tp_s,
+                        r->exposed_comm_pp_s, r->idle_time_s,
+                        r->samples_per_s,     r->mfu,
+                        r->mem.params,        r->mem.grads,
+                        r->mem.optimizer,     r->mem.activations,
+                        r->mem.temp,          r->mem.total,
+                        r->mem.capacity};
+    for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
+      csv_num(s, v[k]);
+    g_string_append_printf(s, ",%s\n", r->mem.fits ? "true" : "false");
+  }
+  return g_string_free(s, FALSE);
+}
+
+static void jnum(JsonBuilder *b, const char *k, double v)
+{
+  json_builder_set_member_name(b, k);
+  json_builder_add_double_value(b, v);
+}
+
+static void jint(JsonBuilder *b, const char *k, gint64 v)
+{
+  json_builder_set_member_name(b, k);
+  json_builder_add_int_value(b, v);
+}
+
+static void jstr(JsonBuilder *b, const char *k, const char *v)
+{
+  json_builder_set_member_name(b, k);
+  if (v != NULL)
+    json_builder_add_string_value(b, v);
+  else
+    json_builder_add_null_value(b);
+}
+
+static char *render_json(const ts_report_inputs *in, const ts_result *res, int n)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  jstr(b, "trainsim_version", TS_VERSION);
+  json_builder_set_member_name(b, "inputs");
+  json_builder_begin_object(b);
+  jstr(b, "model", in->model_name);
+  jstr(b, "model_file", in->model_path);
+  jstr(b, "topology", in->topology_name);
+  jstr(b, "topology_file", in->topology_path);
+  jstr(b, "backend", in->backend);
+  jstr(b, "network_model", in->network_model);
+  jstr(b, "collective_algorithm", in->collective_algorithm);
+  jint(b, "global_batch", in->global_batch);
+  jint(b, "micro_batch", in->micro_batch);
+  json_builder_end_object(b);
+  json_builder_set_member_name(b, "results");
+  json_builder_begin_array(b);
+  for (int i = 0; i < n; i++) {
+    const ts_result *r = &res[i];
+    json_builder_begin_object(b);
+    jstr(b, "split", r->split);
+    jstr(b, "placement", r->placement);
+    jint(b, "chips", r->chips);
+    jint(b, "global_batch", r->global_batch);
+    jint(b, "micro_batch", r->micro_batch);
+    jint(b, "micro_batches", r->micro_batches);
+    jnum(b, "step_time_s", r->step_time_s);
+    jnum(b, "compute_time_s", r->compute_time_s);
+    jnum(b, "comm_time_s", r->comm_time_s);
+    jnum(b, "exposed_comm_time_s", r->exposed_comm_time_s);
+    jnum(b, "exposed_comm_dp_s", r->exposed_comm_dp_s);
+    jnum(b, "exposed_comm_tp_s", r->exposed_comm_tp_s);
+    jnum(b, "exposed_comm_pp_s", r->exposed_comm_pp_s);
+    jnum(b, "idle_time_s", r->idle_time_s);
+    jnum(b, "samples_per_s", r->samples_per_s);
+    jnum(b, "mfu", r->mfu);
+    jnum(b, "model_flops_per_step", r->model_flops_per_step);
+    json_builder_set_member_name(b, "memory_per_chip_bytes");
+    json_builder_add_double_value(b, r->mem.total);
+    json_builder_set_member_name(b, "memory_breakdown_bytes");
+    json_builder_begin_object(b);
+    jnum(b, "params", r->mem.params);
+    jnum(b, "grads", r->mem.grads);
+    jnum(b, "optimizer", r->mem.optimizer);
+    jnum(b, "activations", r->mem.activations);
+    jnum(b, "temp", r->mem.temp);
+    json_builder_end_object(b);
+    jnum(b, "memory_capacity_bytes", r->mem.capacity);
+    json_builder_set_member_name(b, "fits_memory");
+    json_builder_add_boolean_value(b, r->mem.fits);
+    jint(b, "trace_ops", r->ops);
+    jint(b, "replay_events", r->events);
+    jint(b, "simulated_ranks", r->simulated_ranks);
+    json_builder_end_object(b);
+  }
+  json_builder_end_array(b);
+  if (n > 0)
+    jstr(b, "fastest_split", res[fastest(res, n)].split);
+  json_builder_end_object(b);
+  g_autoptr(JsonGenerator) gen = json_generator_new();
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  json_generator_set_root(gen, root);
+  json_generator_set_pretty(gen, TRUE);
+  char *text = json_generator_to_data(gen, NULL);
+  char *out = g_strconcat(text, "\n", NULL);
+  g_free(text);
+  return out;
+}
+
+char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f)
+{
+  switch (f) {
+  case TS_FORMAT_CSV:
+    return render_csv(in, res, n);
+  case TS_FORMAT_JSON:
+    return render_json(in, res, n);
+  case TS_FORMAT_TEXT:
+  default:
+    return render_text(in, res, n);
+  }
+}

@@ -1,0 +1,54 @@
+/* ts_report: one prediction (inputs, step-time breakdown, memory) and its text, CSV and JSON
+ * forms. Every field name carries its unit. */
+#ifndef TS_REPORT_H
+#define TS_REPORT_H
+
+#include "ts_model.h"
+#include "ts_plan.h"
+#include "ts_replay.h"
+#include "ts_topo.h"
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *split;     /* canonical split, e.g. "tp=8,dp=8" */
+  char *placement; /* e.g. "tp@x,dp@y" */
+  int chips;
+  gint64 global_batch, micro_batch, micro_batches;
+  double step_time_s, compute_time_s, comm_time_s, exposed_comm_time_s, idle_time_s;
+  double exposed_comm_dp_s, exposed_comm_tp_s, exposed_comm_pp_s;
+  double samples_per_s, mfu, model_flops_per_step;
+  ts_memory mem;
+  gint64 events, ops;
+  int simulated_ranks;
+} ts_result;
+
+/** Inputs recorded with every result set. */
+typedef struct {
+  char *model_name, *model_path, *topology_name, *topology_path, *topology_desc;
+  char *backend, *network_model, *collective_algorithm;
+  gint64 global_batch, micro_batch;
+} ts_report_inputs;
+
+/** Fills a result from a plan and a replay. */
+void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts_replay_result *rr);
+void ts_result_clear(ts_result *r);
+
+typedef enum { TS_FORMAT_TEXT, TS_FORMAT_CSV, TS_FORMAT_JSON } ts_format;
+
+/** Parses "text", "csv", "json"; FALSE when unknown. */
+gboolean ts_format_parse(const char *s, ts_format *out);
+
+/** The comparison table (text), CSV (one row per result) or JSON document. Caller frees. */
+char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f);
+
+void ts_report_inputs_clear(ts_report_inputs *in);
+
+/** Writes results.txt, results.csv and results.json into dir, each atomically. */
+gboolean ts_cmd_write_outputs(const char *dir, const ts_report_inputs *in, const ts_result *res,
+                              int n, GError **error);
+
+G_END_DECLS
+
+#endif

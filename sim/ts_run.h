@@ -1,0 +1,36 @@
+/* ts_run: one prediction end to end: plan, trace, replay on a backend, result. Shared by
+ * run, sweep-like commands and tests. */
+#ifndef TS_RUN_H
+#define TS_RUN_H
+
+#include "ts_report.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *backend;       /* "analytic" (default) or "simgrid" */
+  const char *const *sg_cfg; /* extra SimGrid --cfg values, may be NULL */
+  gboolean full;             /* replay every rank even where ranks are identical */
+} ts_run_options;
+
+/**
+ * Predicts one split. On input errors returns FALSE with TS_ERROR_INVALID / TS_ERROR_INPUT;
+ * a replay that cannot finish gives TS_ERROR_BACKEND.
+ */
+gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
+                        const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
+                        GError **error);
+
+/** Replays a trace on a topology with a backend; fills the replay result. */
+gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                       ts_replay_result *out, GError **error);
+
+/** Checks a backend name; FALSE with an error naming the accepted ones. */
+gboolean ts_run_backend_valid(const char *name, GError **error);
+
+/** The network model string recorded with results of a backend. Caller frees. */
+char *ts_run_network_model(const ts_run_options *ro);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,190 @@
+/* Tests of the trainsim program as a user runs it: exit statuses, one-line errors, no partial
+ * output, byte-identical results. */
+#include "ts_util.h"
+
+#include <criterion/criterion.h>
+#include <json-glib/json-glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+typedef struct {
+  int status;
+  char *out, *err;
+} run_result;
+
+static run_result run(const char *args)
+{
+  g_autofree char *cmd = g_strdup_printf("%s %s", TS_TRAINSIM_BIN, args);
+  gchar **argv = NULL;
+  GError *e = NULL;
+  cr_assert(g_shell_parse_argv(cmd, NULL, &argv, &e));
+  run_result r = {0};
+  int wait = 0;
+  cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e),
+            "%s", e ? e->message : "");
+  g_strfreev(argv);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
+  return r;
+}
+
+static void run_free(run_result *r)
+{
+  g_free(r->out);
+  g_free(r->err);
+}
+
+/* results[0].step_time_s of a run or replay JSON document. */
+static double json_step(const char *text)
+{
+  g_autoptr(JsonParser) p = json_parser_new();
+  cr_assert(json_parser_load_from_data(p, text, -1, NULL), "not JSON: %s", text);
+  JsonObject *root = json_node_get_object(json_parser_get_root(p));
+  JsonArray *res = json_object_get_array_member(root, "results");
+  return json_object_get_double_member(json_array_get_object_element(res, 0), "step_time_s");
+}
+
+static void expect_input_error(const char *args, const char *needle)
+{
+  run_result r = run(args);
+  cr_assert_eq(r.status, 2, "`%s` exited %d, expected 2; stderr: %s", args, r.status, r.err);
+  cr_assert(strstr(r.err, needle) != NULL, "`%s`: stderr '%s' lacks '%s'", args, r.err, needle);
+  /* One line, no backtrace. */
+  const char *nl = strchr(r.err, '\n');
+  cr_assert(nl != NULL && nl[1] == '\0', "`%s`: expected one line, got '%s'", args, r.err);
+  cr_assert_str_eq(r.out, "", "nothing on stdout on error");
+  run_free(&r);
+}
+
+#define RUN "run -t tpu-v3-8x8 -m bert-large "
+
+Test(cli, bad_inputs_exit_2_with_one_line)
+{
+  expect_input_error("", "missing command");
+  expect_input_error("frobnicate", "unknown command 'frobnicate'");
+  expect_input_error("run --nonsense", "Unknown option --nonsense");
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large", "missing --global-batch");
+  expect_input_error("run -t no-such-topology -m bert-large -b 64",
+                     "no-such-topology: no such file");
+  expect_input_error("run -t tpu-v3-8x8 -m /nonexistent/model.ini -b 64", "/nonexistent/model.ini");
+  expect_input_error(RUN "-b 64 -s dp=63", "uses 63 chips");
+  expect_input_error(RUN "-b 64 -s dp=64@q", "no dimension 'q'");
+  expect_input_error(RUN "-b 100 -s dp=64", "--global-batch 100");
+  expect_input_error(RUN "-b -5", "--global-batch -5");
+  expect_input_error(RUN "-b 64 --format xml", "--format 'xml'");
+  expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
+  expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
+  expect_input_error(RUN "-b 64 --micro-batch 3 -s dp=64", "--micro-batch 3");
+  expect_input_error("collective -t tpu-v3-8x8 --bytes 12x", "--bytes '12x'");
+  expect_input_error("collective -t tpu-v3-8x8 --bytes 0", "--bytes '0'");
+  expect_input_error("collective -t tpu-v3-8x8 --bytes 1e40", "--bytes '1e40'");
+  expect_input_error("collective -t tpu-v3-8x8 --dims x,q", "'q' is not a dimension");
+  expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
+  expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
+  expect_input_error("replay /nonexistent.trace -t tpu-v3-8x8", "/nonexistent.trace: cannot read");
+}
+
+Test(cli, topology_errors_name_file_and_key)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "bad.ini", NULL);
+  const char *text = "[chip]\nname = c\npeak_tflops = 100\nmemory_GiB = 16\n"
+                     "memory_bandwidth_GBps = 900\n[dim.x]\nsize = 0\nshape = ring\n"
+                     "link_bandwidth_GBps = 100\nlatency_us = 1\n";
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  g_autofree char *args = g_strdup_printf("run -t %s -m bert-large -b 64", path);
+  expect_input_error(args, "[dim.x] size='0'");
+  /* Not an INI file at all: the line number and a printable excerpt, not raw bytes. */
+  const char bin[] = "[chip]\nname = c\n\x01\xff\xfe garbage\n";
+  cr_assert(g_file_set_contents(path, bin, sizeof bin - 1, NULL));
+  expect_input_error(args, "bad.ini:3: '??? garbage': expected a [group] line");
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+Test(cli, failed_run_leaves_no_output_files)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *args = g_strdup_printf(RUN "-b 64 -s dp=64 -s dp=7 --output-dir %s", dir);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *name = g_dir_read_name(d);
+  cr_assert_null(name, "a failed run left '%s' in the output folder", name);
+  g_dir_close(d);
+  g_rmdir(dir);
+  run_free(&r);
+}
+
+Test(cli, same_inputs_give_identical_bytes)
+{
+  const char *formats[] = {"text", "csv", "json"};
+  for (size_t i = 0; i < G_N_ELEMENTS(formats); i++) {
+    g_autofree char *args = g_strdup_printf(RUN "-b 512 --format %s", formats[i]);
+    run_result a = run(args), b = run(args);
+    cr_assert_eq(a.status, 0, "%s", a.err);
+    cr_assert_str_eq(a.out, b.out, "two runs of `%s` differ", args);
+    run_free(&a);
+    run_free(&b);
+  }
+}
+
+Test(cli, run_json_fields_carry_units)
+{
+  run_result r = run(RUN "-b 512 -s dp=64 --format json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *fields[] = {"\"step_time_s\"",
+                          "\"compute_time_s\"",
+                          "\"exposed_comm_time_s\"",
+                          "\"samples_per_s\"",
+                          "\"mfu\"",
+                          "\"memory_per_chip_bytes\"",
+                          "\"fits_memory\"",
+                          "\"global_batch\""};
+  for (size_t i = 0; i < G_N_ELEMENTS(fields); i++)
+    cr_assert(strstr(r.out, fields[i]) != NULL, "JSON lacks %s", fields[i]);
+  run_free(&r);
+}
+
+Test(cli, default_run_compares_three_splits)
+{
+  run_result r = run(RUN "-b 512");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "fastest:") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "dp=64") != NULL && strstr(r.out, "tp=8,dp=8") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
+Test(cli, trace_then_replay_gives_run_step_time)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *tpath = g_build_filename(dir, "t.trace", NULL);
+  g_autofree char *targs =
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s", tpath);
+  run_result t = run(targs);
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  g_autofree char *rargs = g_strdup_printf("replay %s -t tpu-v3-8x8 --format json", tpath);
+  run_result a = run(rargs);
+  run_result b = run(RUN "-b 64 -s tp=8,dp=8 --format json");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  double sa = json_step(a.out), sb = json_step(b.out);
+  cr_assert(sa > 0 && sa == sb, "replayed step %.17g vs run step %.17g", sa, sb);
+  g_autofree char *wrong = g_strdup_printf("replay %s -t tpu-v3-pod", tpath);
+  expect_input_error(wrong, "expected the topology the trace was made for");
+  g_unlink(tpath);
+  g_rmdir(dir);
+  run_free(&t);
+  run_free(&a);
+  run_free(&b);
+}
+
+Test(cli, help_names_units)
+{
+  run_result r = run("run --help");
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "MiB") && strstr(r.out, "Samples"), "%s", r.out);
+  run_free(&r);
+  run_result c = run("collective --help");
+  cr_assert(strstr(c.out, "GB/s") && strstr(c.out, "bytes"), "%s", c.out);
+  run_free(&c);
+}

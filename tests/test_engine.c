@@ -1,0 +1,402 @@
+/* Tests of the trace form, the replay engine and the planner: closed forms and invariants. */
+#include "ts_plan.h"
+#include "ts_replay.h"
+#include "ts_run.h"
+#include "ts_trace.h"
+#include "ts_util.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#define REL_TOL 1e-9
+
+static ts_topo *load_topo(const char *name)
+{
+  g_autofree char *path = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
+  GError *err = NULL;
+  ts_topo *t = ts_topo_load(path, &err);
+  cr_assert_not_null(t, "%s", err ? err->message : "");
+  return t;
+}
+
+static ts_model *load_model(const char *name)
+{
+  g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, name);
+  GError *err = NULL;
+  ts_model *m = ts_model_load(path, &err);
+  cr_assert_not_null(m, "%s", err ? err->message : "");
+  return m;
+}
+
+/* A ring topology built in memory: n chips, one dimension. */
+static ts_topo *ring_topo(int n, double bw, double lat)
+{
+  ts_topo *t = g_new0(ts_topo, 1);
+  t->name = g_strdup("ring");
+  t->chip.name = g_strdup("chip");
+  t->chip.peak_flops = 1e12;
+  t->chip.compute_efficiency = 1.0;
+  t->chip.memory_bw_Bps = 1e12;
+  t->chip.memory_bytes = 1e12;
+  t->ndims = 1;
+  t->dims[0] = (ts_dim){g_strdup("x"), n, TS_SHAPE_RING, bw, lat};
+  t->nchips = n;
+  return t;
+}
+
+static gboolean predict(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
+                        gboolean full, ts_result *res, GError **err)
+{
+  g_autoptr(ts_split) s = ts_split_parse(split, err);
+  if (s == NULL)
+    return FALSE;
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  ts_run_options ro = {"analytic", NULL, full};
+  return ts_run_predict(m, t, s, &po, &ro, res, err);
+}
+
+Test(engine, stream_order_and_overlap)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape none = {0};
+  ts_trace_add_axis(tr, "dp", 1, TRUE, &none);
+  ts_trace_set_programs(tr, 1);
+  ts_op c = {.kind = TS_OP_COMPUTE, .stream = 0, .flops = 1e12}; /* 1 s each */
+  c.label = ts_trace_label(tr, "a");
+  int a = ts_trace_append(tr, 0, &c, NULL, 0);
+  ts_trace_append(tr, 0, &c, NULL, 0); /* same stream: after a, ends at 2 */
+  ts_op o = c;
+  o.stream = 1;
+  o.flops = 0.5e12;
+  ts_trace_append(tr, 0, &o, &a, 1); /* other stream, after a: 1..1.5 */
+  ts_op w = {.kind = TS_OP_WAIT, .stream = 2};
+  int deps[] = {1, 2};
+  ts_trace_append(tr, 0, &w, deps, 2);
+  ts_replay_result rr;
+  GError *err = NULL;
+  ts_run_options ro = {"analytic", NULL, FALSE};
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
+  double step = rr.step_time_s;
+  cr_assert_float_eq(step, 2.0, 1e-12, "step %g, expected 2 s", step);
+  double comp = rr.critical.compute_s;
+  cr_assert_float_eq(comp, 2.0, 1e-12);
+}
+
+Test(engine, stuck_replay_names_rank_and_op)
+{
+  g_autoptr(ts_topo) t = ring_topo(2, 1e9, 0);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape pp = {1, {{0, 2, 1}}};
+  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
+  ts_trace_set_programs(tr, 2);
+  ts_op r = {.kind = TS_OP_RECV, .axis = 0, .offset = -1, .bytes = 10};
+  r.label = ts_trace_label(tr, "recv activations");
+  ts_trace_append(tr, 1, &r, NULL, 0); /* rank 1 waits for a send rank 0 never makes */
+  ts_replay_result rr;
+  GError *err = NULL;
+  ts_run_options ro = {"analytic", NULL, FALSE};
+  gboolean ok = ts_run_replay(tr, t, &ro, &rr, &err);
+  cr_assert(!ok);
+  cr_assert_eq(err->code, TS_ERROR_BACKEND);
+  cr_assert(strstr(err->message, "rank 1") && strstr(err->message, "recv activations"), "%s",
+            err->message);
+  g_error_free(err);
+}
+
+Test(engine, send_recv_pair_costs_one_transfer)
+{
+  g_autoptr(ts_topo) t = ring_topo(2, 1e9, 1e-6);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape pp = {1, {{0, 2, 1}}};
+  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
+  ts_trace_set_programs(tr, 2);
+  ts_op s = {.kind = TS_OP_SEND, .axis = 0, .offset = 1, .bytes = 1e9};
+  s.label = ts_trace_label(tr, "send");
+  ts_trace_append(tr, 0, &s, NULL, 0);
+  ts_op r = s;
+  r.kind = TS_OP_RECV;
+  r.offset = -1;
+  ts_trace_append(tr, 1, &r, NULL, 0);
+  ts_replay_result rr;
+  GError *err = NULL;
+  ts_run_options ro = {"analytic", NULL, FALSE};
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
+  double step = rr.step_time_s, expect = 1e-6 + 1.0;
+  cr_assert_float_eq(step, expect, expect * REL_TOL, "p2p %g, expected alpha + S/B = %g", step,
+                     expect);
+}
+
+Test(engine, one_chip_step_is_sum_of_compute)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  g_autoptr(ts_model) m = load_model("bert-large");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 4;
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=1", &err);
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  double sum = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    cr_assert_eq(o->kind, TS_OP_COMPUTE, "a 1-chip step has only compute");
+    sum += ts_compute_time(t, o->flops, o->mem_bytes);
+  }
+  ts_replay_result rr;
+  ts_run_options ro = {"analytic", NULL, FALSE};
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &err));
+  double step = rr.step_time_s;
+  cr_assert_float_eq(step, sum, sum * REL_TOL, "step %.17g vs sum of compute %.17g", step, sum);
+}
+
+Test(engine, dp_step_never_below_compute)
+{
+  g_autoptr(ts_model) m = load_model("resnet50");
+  const char *topos[] = {"tpu-v3-8x8", "dgx-a100-4node", "asym-16x16", "tpu-v2-pod"};
+  for (size_t i = 0; i < G_N_ELEMENTS(topos); i++) {
+    g_autoptr(ts_topo) t = load_topo(topos[i]);
+    for (gint64 per = 1; per <= 64; per *= 4) {
+      ts_result r;
+      GError *err = NULL;
+      g_autofree char *split = g_strdup_printf("dp=%d", t->nchips);
+      cr_assert(predict(m, t, split, per * t->nchips, FALSE, &r, &err), "%s",
+                err ? err->message : "");
+      double step = r.step_time_s, comp = r.compute_time_s;
+      cr_assert(step >= comp * (1 - 1e-12), "%s batch/chip %ld: step %g < compute %g", topos[i],
+                (long)per, step, comp);
+      double sum = r.compute_time_s + r.exposed_comm_time_s + r.idle_time_s;
+      cr_assert_float_eq(sum, step, step * 1e-9, "breakdown must add up to the step");
+      ts_result_clear(&r);
+    }
+  }
+}
+
+Test(engine, collapsed_replay_equals_full_replay)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *splits[] = {"dp=64", "tp=8@x,dp=8@y", "tp=4,dp=16"};
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    ts_result a, b;
+    GError *err = NULL;
+    cr_assert(predict(m, t, splits[i], 128, FALSE, &a, &err), "%s", err ? err->message : "");
+    cr_assert(predict(m, t, splits[i], 128, TRUE, &b, &err), "%s", err ? err->message : "");
+    double x = a.step_time_s, y = b.step_time_s;
+    cr_assert_eq(x, y, "%s: collapsed %.17g != full %.17g", splits[i], x, y);
+    cr_assert_lt(a.simulated_ranks, b.simulated_ranks);
+    ts_result_clear(&a);
+    ts_result_clear(&b);
+  }
+}
+
+Test(engine, tensor_parallel_faster_along_fast_dimension)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("asym-16x16");
+  int fast = t->dims[0].link_bw_Bps > t->dims[1].link_bw_Bps ? 0 : 1;
+  g_autofree char *good =
+      g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[fast].name, t->dims[1 - fast].name);
+  g_autofree char *bad =
+      g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[1 - fast].name, t->dims[fast].name);
+  ts_result a, b, d;
+  GError *err = NULL;
+  cr_assert(predict(m, t, good, 256, FALSE, &a, &err), "%s", err ? err->message : "");
+  cr_assert(predict(m, t, bad, 256, FALSE, &b, &err), "%s", err ? err->message : "");
+  cr_assert(predict(m, t, "tp=16,dp=16", 256, FALSE, &d, &err), "%s", err ? err->message : "");
+  double ta = a.step_time_s, tb = b.step_time_s;
+  cr_assert_lt(ta, tb, "tp on fast links %g s should beat tp on slow links %g s", ta, tb);
+  /* The default placement must choose the fast dimension for tensor parallelism. */
+  cr_assert_str_eq(d.placement, a.placement);
+  ts_result_clear(&a);
+  ts_result_clear(&b);
+  ts_result_clear(&d);
+}
+
+Test(engine, trace_text_round_trip)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("tp=8,dp=8", &err);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  po.micro_batch = 4;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  g_autofree char *text = ts_trace_to_text(tr);
+  g_autoptr(ts_trace) back = ts_trace_from_text(text, "mem.trace", &err);
+  cr_assert_not_null(back, "%s", err ? err->message : "");
+  g_autofree char *again = ts_trace_to_text(back);
+  cr_assert_str_eq(text, again, "text -> trace -> text must be identical");
+  ts_replay_result r1, r2;
+  ts_run_options ro = {"analytic", NULL, FALSE};
+  cr_assert(ts_run_replay(tr, t, &ro, &r1, &err));
+  cr_assert(ts_run_replay(back, t, &ro, &r2, &err));
+  double a = r1.step_time_s, b = r2.step_time_s;
+  cr_assert_eq(a, b, "replay of the read-back trace must give the same step time");
+}
+
+Test(engine, trace_parse_errors_name_line)
+{
+  const struct {
+    const char *text, *expect;
+  } cases[] = {
+      {"", "bad.trace:1: empty file"},
+      {"trainsim-trace 2\n", "bad.trace:1: version='2'"},
+      {"trainsim-trace 1\nranks 0\n", "bad.trace:2: ranks='0'"},
+      {"trainsim-trace 1\nranks 2\ndim x 2\nbogus\n", "bad.trace:4: 'bogus'"},
+      {"trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=-1\nend\n",
+       "bad.trace:7: flops='-1'"},
+      {"trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 2\n0 compute cat=fwd stream=0 label=0 flops=1\nend\n",
+       "bad.trace:8: program 0 declared 2 ops but has 1"},
+      {"trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=1 deps=0\nend\n",
+       "bad.trace:7: deps='0'"},
+      {"trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=1\n",
+       "without 'end'"},
+      {"trainsim-trace 1\nranks 4\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 0\nend\n",
+       "axes cover 2 ranks but the trace has 4"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    GError *err = NULL;
+    ts_trace *tr = ts_trace_from_text(cases[i].text, "bad.trace", &err);
+    cr_assert_null(tr, "case %zu parsed", i);
+    cr_assert(strstr(err->message, cases[i].expect) != NULL, "case %zu: '%s' lacks '%s'", i,
+              err->message, cases[i].expect);
+    cr_assert(strchr(err->message, '\n') == NULL, "one line");
+    g_error_free(err);
+  }
+}
+
+Test(plan, split_errors)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const struct {
+    const char *split, *expect;
+  } cases[] = {
+      {"", "expected comma-separated axes"},
+      {"xp=4", "unknown axis 'xp'"},
+      {"dp=0", "dp='0'"},
+      {"dp=abc", "dp='abc'"},
+      {"dp=1e30", "dp='1e30'"},
+      {"dp", "expected AXIS=DEGREE"},
+      {"dp=32", "uses 32 chips but topology"},
+      {"dp=128", "uses 128 chips"},
+      {"tp=8@z,dp=8", "no dimension 'z'"},
+      {"tp=3,dp=21", "uses 63 chips"},
+      {"tp=16@x,dp=4", "those dimensions hold only 8 of its chips"},
+      {"dp=8,dp=8", "given twice"},
+      {"tp=64", "tp=64 does not divide the 16 attention heads"},
+      {"dp=8@x,tp=8@x", "x has 1 chips left"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    GError *err = NULL;
+    ts_result r;
+    gboolean ok = predict(m, t, cases[i].split, 512, FALSE, &r, &err);
+    cr_assert(!ok, "split '%s' accepted", cases[i].split);
+    cr_assert(strstr(err->message, cases[i].expect) != NULL, "'%s': '%s' lacks '%s'",
+              cases[i].split, err->message, cases[i].expect);
+    g_error_free(err);
+  }
+}
+
+Test(plan, batch_errors)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *err = NULL;
+  ts_result r;
+  cr_assert(!predict(m, t, "dp=64", 100, FALSE, &r, &err));
+  cr_assert(strstr(err->message, "--global-batch 100: expected a positive multiple of the "
+                                 "data-parallel degree 64"),
+            "%s", err->message);
+  g_clear_error(&err);
+}
+
+Test(plan, placement_puts_tensor_parallel_inside_dimension)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("tp=4,dp=16", &err);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s", err ? err->message : "");
+  /* tp takes the contiguous inner 4 of x; dp the other factor 2 of x (stride 4) and y. */
+  cr_assert_eq(p->shape[TS_AX_TP].npieces, 1);
+  cr_assert_eq(p->shape[TS_AX_TP].p[0].size, 4);
+  cr_assert_eq(p->shape[TS_AX_TP].p[0].stride, 1);
+  cr_assert_eq(p->shape[TS_AX_DP].p[0].size, 2);
+  cr_assert_eq(p->shape[TS_AX_DP].p[0].stride, 4);
+  cr_assert_str_eq(p->placement_text, "tp@x:4,dp@x:2+y");
+  cr_assert_str_eq(p->split_text, "tp=4,dp=16");
+}
+
+Test(plan, memory_without_sharding_is_16_bytes_per_parameter)
+{
+  /* ZeRO paper (Rajbhandari et al. 2020, section 3.1): mixed-precision Adam keeps
+   * (2 + 2 + 12) bytes per parameter when nothing is sharded. */
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=64", &err);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  double psi = ts_model_params(m);
+  double states = p->mem.params + p->mem.grads + p->mem.optimizer;
+  cr_assert_float_eq(states, 16.0 * psi, 16.0 * psi * 1e-12);
+  /* Tensor parallelism divides every split layer's parameters by tp. */
+  g_autoptr(ts_split) s8 = ts_split_parse("tp=8,dp=8", &err);
+  g_autoptr(ts_plan) p8 = ts_plan_new(m, t, s8, &po, &err);
+  double ratio = p->params_per_chip / p8->params_per_chip;
+  /* Not exactly 8: layer norms, the pooler and the position embeddings stay whole. */
+  cr_assert(ratio > 7.5 && ratio <= 8.0, "tp=8 keeps %g of the parameters", 1 / ratio);
+}
+
+Test(plan, tensor_parallel_collectives_follow_megatron)
+{
+  /* Megatron-LM (Shoeybi et al. 2019, section 3): two all-reduces forward and two backward
+   * per transformer layer, each of the activation s*b*h. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("tp=8,dp=8", &err);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 16;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  int ar = 0, ag = 0;
+  double act = (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes * (double)p->micro_batch;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind != TS_OP_COLL || o->cat != TS_CAT_COMM_TP)
+      continue;
+    if (o->coll == TS_COLL_ALLREDUCE) {
+      ar++;
+      cr_assert_float_eq(o->bytes, act, act * 1e-12, "TP all-reduce of %g bytes", o->bytes);
+    } else {
+      ag++;
+    }
+  }
+  /* 4 per layer, plus the embedding's forward and the logits' backward all-reduce. */
+  cr_assert_eq(ar, 4 * (int)m->t_layers + 2, "%d all-reduces", ar);
+  cr_assert_eq(ag, 0);
+}

@@ -1,0 +1,704 @@
+/* test_models: model files against published parameter counts and closed-form FLOP and
+ * activation formulas, and every parser error naming its file and [group] key. */
+#include "ts_model.h"
+#include "ts_util.h"
+
+#include <criterion/criterion.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MODELS TS_SOURCE_DIR "/models/"
+
+static ts_model *load_shipped(const char *name)
+{
+  g_autofree char *path = g_strconcat(MODELS, name, ".ini", NULL);
+  g_autoptr(GError) err = NULL;
+  ts_model *m = ts_model_load(path, &err);
+  cr_assert_not_null(m, "%s: %s", path, err != NULL ? err->message : "?");
+  return m;
+}
+
+/* Writes text to a fresh temporary file; returns its path (caller frees, then removes). */
+static char *write_tmp(const char *text)
+{
+  g_autoptr(GError) err = NULL;
+  char *path = NULL;
+  int fd = g_file_open_tmp("ts-model-XXXXXX.ini", &path, &err);
+  cr_assert(fd >= 0, "tmp file: %s", err != NULL ? err->message : "?");
+  close(fd);
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  return path;
+}
+
+/* Loads text as a model file; returns the model (NULL on error, message in *msg). */
+static ts_model *load_text(const char *text, char **path_out, char **msg)
+{
+  char *path = write_tmp(text);
+  g_autoptr(GError) err = NULL;
+  ts_model *m = ts_model_load(path, &err);
+  if (msg != NULL)
+    *msg = err != NULL ? g_strdup(err->message) : NULL;
+  g_unlink(path);
+  if (path_out != NULL)
+    *path_out = path;
+  else
+    g_free(path);
+  return m;
+}
+
+static double rel(double a, double b)
+{
+  return fabs(a - b) / fabs(b);
+}
+
+static double sum_kind(const ts_model *m, ts_layer_kind k, int field)
+{
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    if (l->kind != k)
+      continue;
+    s += field == 0 ? l->fwd_flops : field == 1 ? l->params : l->saved_act_bytes;
+  }
+  return s;
+}
+
+/* ---- published parameter counts ------------------------------------------------------------ */
+
+Test(params, mlp_closed_form)
+{
+  g_autoptr(ts_model) m = load_shipped("mlp");
+  double p = ts_model_params(m);
+  double want = 784.0 * 1024 + 1024 + 1024.0 * 1024 + 1024 + 1024.0 * 10 + 10;
+  cr_assert_eq(p, want, "MLP params %.0f, closed form %.0f", p, want);
+  cr_assert_eq(m->nlayers, 3);
+  gint64 elems = m->sample_elems;
+  cr_assert_eq(elems, 784);
+}
+
+Test(params, resnet50_torchvision)
+{
+  /* torchvision ResNet50_Weights.IMAGENET1K_V1 num_params = 25,557,032 (BN gamma and beta
+   * included). The derivation is exact; 0.5% is the brief's tolerance, exactness is checked too. */
+  g_autoptr(ts_model) m = load_shipped("resnet50");
+  double p = ts_model_params(m);
+  double r = rel(p, 25557032.0);
+  cr_assert(r < 0.005, "ResNet-50 params %.0f vs 25557032 (%.3g)", p, r);
+  cr_assert_eq(p, 25557032.0, "ResNet-50 params %.0f", p);
+  double pub = m->published_params;
+  cr_assert_eq(pub, 25557032.0);
+}
+
+Test(params, resnet_family_torchvision)
+{
+  /* torchvision num_params: resnet18 11,689,512; resnet34 21,797,672; resnet101 44,549,160;
+   * resnet152 60,192,808 (pytorch.org/vision/stable/models.html). */
+  const struct {
+    int depth;
+    double params;
+  } cases[] = {{18, 11689512}, {34, 21797672}, {101, 44549160}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *text =
+        g_strdup_printf("[model]\nkind = resnet\n[resnet]\ndepth = %d\n", cases[i].depth);
+    g_autofree char *msg = NULL;
+    g_autoptr(ts_model) m = load_text(text, NULL, &msg);
+    cr_assert_not_null(m, "%s", msg);
+    double p = ts_model_params(m);
+    cr_assert_eq(p, cases[i].params, "ResNet-%d params %.0f vs %.0f", cases[i].depth, p,
+                 cases[i].params);
+  }
+  g_autoptr(ts_model) m152 = load_shipped("resnet152");
+  double p152 = ts_model_params(m152);
+  cr_assert_eq(p152, 60192808.0, "ResNet-152 params %.0f", p152);
+}
+
+Test(params, vgg16_torchvision)
+{
+  /* torchvision VGG16_Weights.IMAGENET1K_V1 num_params 138,357,544 (Simonyan & Zisserman 2015,
+   * Table 2: 138 M). */
+  g_autoptr(ts_model) m = load_shipped("vgg16");
+  double p = ts_model_params(m);
+  cr_assert_eq(p, 138357544.0, "VGG-16 params %.0f", p);
+}
+
+Test(params, bert_large)
+{
+  /* Devlin et al. 2019: 340M; the checkpoint (encoder + pooler) 335,141,888; with the MLM head
+   * (transform dense + norm + output bias) 336,224,058. Closed form, h = 1024, V = 30522,
+   * s = 512, l = 24: 12h^2 + 13h per layer, embeddings (V + s + 2)h + norm 2h, pooler h^2 + h,
+   * head transform h^2 + h + 2h, logits bias V. */
+  g_autoptr(ts_model) m = load_shipped("bert-large");
+  double h = 1024, V = 30522, s = 512, l = 24;
+  double want = l * (12 * h * h + 13 * h) + (V + s + 2) * h + 2 * h + (h * h + h) +
+                (h * h + h + 2 * h) + V;
+  double p = ts_model_params(m);
+  cr_assert_eq(p, want, "BERT-Large params %.0f, closed form %.0f", p, want);
+  cr_assert(p >= 335e6 && p <= 340e6, "BERT-Large params %.0f not in [335M, 340M]", p);
+  double encoder_pooler = p - (h * h + h + 2 * h) - V;
+  cr_assert_eq(encoder_pooler, 335141888.0, "encoder + pooler %.0f", encoder_pooler);
+}
+
+Test(params, bert_base)
+{
+  g_autoptr(ts_model) m = load_shipped("bert-base");
+  double h = 768, V = 30522;
+  double p = ts_model_params(m);
+  double encoder_pooler = p - (h * h + h + 2 * h) - V;
+  /* google-research/bert uncased_L-12_H-768_A-12 (BertModel) = 109,482,240; paper 110M. */
+  cr_assert_eq(encoder_pooler, 109482240.0, "encoder + pooler %.0f", encoder_pooler);
+  double r = rel(p, 110e6);
+  cr_assert(r < 0.01, "BERT-Base params %.0f vs 110M", p);
+}
+
+Test(params, gpt2_xl)
+{
+  /* openai/gpt-2 "1558M": 48 (12h^2 + 13h) + (V + s) h + 2h = 1,557,611,200. */
+  g_autoptr(ts_model) m = load_shipped("gpt2-1.5b");
+  double p = ts_model_params(m);
+  cr_assert_eq(p, 1557611200.0, "GPT-2 1.5B params %.0f", p);
+  double r = rel(p, 1.558e9);
+  cr_assert(r < 0.001, "GPT-2 1.5B params %.0f vs 1.558e9", p);
+}
+
+Test(params, gpt3_175b)
+{
+  /* Brown et al. 2020, Table 2.1: 175.0B. Derived 174.6B (embeddings included). */
+  g_autoptr(ts_model) m = load_shipped("gpt3-175b");
+  double p = ts_model_params(m);
+  double r = rel(p, 175e9);
+  cr_assert(r < 0.01, "GPT-3 175B params %.4g vs 175e9 (%.3g)", p, r);
+  cr_assert(p >= 174.6e9 && p <= 175e9, "GPT-3 175B params %.6g not in [174.6e9, 175e9]", p);
+}
+
+Test(params, gpt3_family)
+{
+  /* Brown et al. 2020, Table 2.1 (rounded to 2-3 digits, so 2%). */
+  const struct {
+    const char *name;
+    double published;
+  } cases[] = {{"gpt3-350m", 350e6}, {"gpt3-1.3b", 1.3e9}, {"gpt3-6.7b", 6.7e9},
+               {"gpt3-13b", 13.0e9}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_model) m = load_shipped(cases[i].name);
+    double p = ts_model_params(m);
+    double pub = m->published_params;
+    cr_assert_eq(pub, cases[i].published, "%s published_params", cases[i].name);
+    double r = rel(p, cases[i].published);
+    cr_assert(r < 0.02, "%s params %.4g vs %.4g (%.3g)", cases[i].name, p, cases[i].published, r);
+  }
+}
+
+/* ---- FLOPs ------------------------------------------------------------------------------ */
+
+/* Narayanan et al. 2021, section 5.1: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with activation
+ * recomputation; without it the block terms scale by 3/4 and the logits term 6 B s h V stays:
+ * per sample, 72 s l h^2 (1 + s/(6h) + V/(12 l h)). */
+static double narayanan(double s, double l, double h, double V)
+{
+  return 72.0 * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+/* The small terms docs/models.md adds on top (DeepSpeed profiler element-wise counts), written
+ * out independently of sim/ts_model.c: per block, 2 layer norms x (5 + 5 + 3) sh, attention
+ * bias 8sh + softmax 2as^2 + residual 2sh, fc1 bias + GeLU 4sf, fc2 bias + residual 4sh; the
+ * embedding's position add and table gradients 3sh (learned positions) or sh; the final norm
+ * 13sh; the loss softmax 2sV. */
+static double small_terms(double s, double l, double h, double a, double f, double V,
+                          gboolean bias, gboolean learned_pos)
+{
+  double b = bias ? 1.0 : 0.0;
+  double block = 26 * s * h + (8 * b + 2) * s * h + 2 * a * s * s + (2 * b + 2) * s * f +
+                 (2 * b + 2) * s * h;
+  return l * block + (learned_pos ? 3.0 : 1.0) * s * h + 13 * s * h + 2 * s * V;
+}
+
+static void check_transformer_flops(const ts_model *m, gboolean bias, gboolean learned_pos)
+{
+  double s = (double)m->t_seq, l = (double)m->t_layers, h = (double)m->t_hidden;
+  double a = (double)m->t_heads, f = (double)m->t_ffn, V = (double)m->t_vocab;
+  cr_assert_eq(f, 4 * h, "the formula assumes ffn = 4h");
+  double got = ts_model_train_flops_per_sample(m);
+  double gemm = narayanan(s, l, h, V);
+  double small = small_terms(s, l, h, a, f, V, bias, learned_pos);
+  double r = rel(got, gemm + small);
+  cr_assert(r < 1e-9, "%s: train FLOPs %.12g vs formula %.12g + small %.6g (rel %.3g)", m->name,
+            got, gemm, small, r);
+  /* The small terms are small: under 1% of the total. */
+  double share = small / got;
+  cr_assert(share < 0.01, "%s: element-wise share %.3g", m->name, share);
+}
+
+Test(flops, narayanan_gpt2)
+{
+  g_autoptr(ts_model) m = load_shipped("gpt2-1.5b");
+  check_transformer_flops(m, TRUE, TRUE);
+}
+
+Test(flops, narayanan_gpt3_175b)
+{
+  g_autoptr(ts_model) m = load_shipped("gpt3-175b");
+  check_transformer_flops(m, TRUE, TRUE);
+}
+
+Test(flops, narayanan_no_bias_no_positions)
+{
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text("[model]\nkind = transformer\n[transformer]\nlayers = 3\n"
+                                    "hidden = 256\nheads = 8\nsequence = 128\nvocab = 1000\n"
+                                    "bias = false\nposition_embedding = none\n",
+                                    NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  check_transformer_flops(m, FALSE, FALSE);
+}
+
+Test(flops, backward_twice_forward_for_gemms)
+{
+  /* Input gradient and weight gradient each cost one forward GEMM (Narayanan 2021, 5.1); no
+   * bias, activation or loss, so the equality is exact; the first layer skips its input
+   * gradient (its input is data). */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text("[model]\nkind = layers\n"
+                                    "[layer.a]\nkind = dense\nin_features = 64\n"
+                                    "out_features = 32\ntokens = 16\nbias = false\n"
+                                    "[layer.b]\nkind = dense\nout_features = 8\nbias = false\n",
+                                    NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  const ts_layer *a = &m->layers[0], *b = &m->layers[1];
+  double fa = a->fwd_flops, fb = b->fwd_flops;
+  cr_assert_eq(fa, 2.0 * 16 * 64 * 32);
+  cr_assert_eq(fb, 2.0 * 16 * 32 * 8);
+  double ai = a->bwd_input_flops, aw = a->bwd_weight_flops;
+  double bi = b->bwd_input_flops, bw = b->bwd_weight_flops;
+  cr_assert_eq(ai, 0.0, "first layer input gradient %g", ai);
+  cr_assert_eq(aw, fa);
+  cr_assert_eq(bi, fb);
+  cr_assert_eq(bw, fb);
+}
+
+Test(flops, mlp_closed_form)
+{
+  g_autoptr(ts_model) m = load_shipped("mlp");
+  /* GEMMs 2 x MACs, bias adds, ReLU on two hidden layers, softmax loss on 10 logits. */
+  double gemm = 2.0 * (784.0 * 1024 + 1024.0 * 1024 + 1024.0 * 10);
+  double fwd_want = gemm + (1024 + 1024 + 10) + (1024 + 1024) + 10;
+  double fwd = ts_model_fwd_flops_per_sample(m);
+  cr_assert_eq(fwd, fwd_want, "MLP forward %.0f vs %.0f", fwd, fwd_want);
+}
+
+Test(flops, resnet50_torchvision)
+{
+  /* torchvision ResNet50_Weights.IMAGENET1K_V1: 4.089 GFLOPS, counted as multiply-adds, at
+   * 224x224; multiply-add = 2 gives 8.178e9. Convolutions + fc should match closely (0.5%);
+   * with batch norm, ReLU, pooling and residual adds the forward is within 3%. */
+  g_autoptr(ts_model) m = load_shipped("resnet50");
+  double want = 2.0 * 4.089e9;
+  double gemm = sum_kind(m, TS_LAYER_CONV2D, 0) + sum_kind(m, TS_LAYER_DENSE, 0);
+  double r_gemm = rel(gemm, want);
+  cr_assert(r_gemm < 0.005, "ResNet-50 conv + fc forward %.5g vs %.5g (%.3g)", gemm, want,
+            r_gemm);
+  double fwd = ts_model_fwd_flops_per_sample(m);
+  double r = rel(fwd, want);
+  cr_assert(r < 0.03, "ResNet-50 forward %.5g vs %.5g (%.3g)", fwd, want, r);
+}
+
+Test(flops, resnet50_v1_paper)
+{
+  /* He et al. 2016, Table 1: ResNet-50 "3.8 x 10^9 FLOPs" (multiply-adds), with the stride on
+   * the first 1x1 convolution of each down-sampling bottleneck (variant = v1). */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m =
+      load_text("[model]\nkind = resnet\n[resnet]\ndepth = 50\nvariant = v1\n", NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  double macs = (sum_kind(m, TS_LAYER_CONV2D, 0) + sum_kind(m, TS_LAYER_DENSE, 0)) / 2.0;
+  double r = rel(macs, 3.8e9);
+  cr_assert(r < 0.03, "ResNet-50 v1 multiply-adds %.4g vs 3.8e9 (%.3g)", macs, r);
+}
+
+Test(flops, resnet152_and_vgg16_torchvision)
+{
+  /* torchvision: resnet152 11.514 GFLOPS, vgg16 15.47 GFLOPS (multiply-adds). */
+  g_autoptr(ts_model) r152 = load_shipped("resnet152");
+  double g152 = sum_kind(r152, TS_LAYER_CONV2D, 0) + sum_kind(r152, TS_LAYER_DENSE, 0);
+  double r1 = rel(g152, 2.0 * 11.514e9);
+  cr_assert(r1 < 0.005, "ResNet-152 conv + fc %.5g (%.3g)", g152, r1);
+  g_autoptr(ts_model) vgg = load_shipped("vgg16");
+  double gv = sum_kind(vgg, TS_LAYER_CONV2D, 0) + sum_kind(vgg, TS_LAYER_DENSE, 0);
+  double r2 = rel(gv, 2.0 * 15.47e9);
+  cr_assert(r2 < 0.005, "VGG-16 conv + fc %.5g (%.3g)", gv, r2);
+}
+
+Test(flops, gpt3_six_n_rule)
+{
+  /* Kaplan et al. 2020 / Brown et al. 2020 appendix D: training costs about 6 N FLOPs per
+   * token, attention scores and context excluded (12 s^2 h l per sample, Narayanan 2021). */
+  g_autoptr(ts_model) m = load_shipped("gpt3-175b");
+  double s = (double)m->t_seq, l = (double)m->t_layers, h = (double)m->t_hidden;
+  double N = ts_model_params(m);
+  double per_token = (ts_model_train_flops_per_sample(m) - 12.0 * s * s * h * l) / s;
+  double r = rel(per_token, 6.0 * N);
+  cr_assert(r < 0.02, "GPT-3 per-token training FLOPs without attention %.5g vs 6N %.5g (%.3g)",
+            per_token, 6.0 * N, r);
+  /* Brown et al. 2020, Table D.1: 3.14e23 FLOPs to train 175B on 300B tokens (6 N D). */
+  double total = 6.0 * N * 300e9;
+  double r2 = rel(total, 3.14e23);
+  cr_assert(r2 < 0.01, "6 N D = %.4g vs 3.14e23 (%.3g)", total, r2);
+}
+
+/* ---- saved activations ------------------------------------------------------------------ */
+
+Test(activations, korthikanti_per_layer)
+{
+  /* Korthikanti et al. 2022, section 4.1: s b h (34 + 5 a s / h) bytes per transformer layer in
+   * 16-bit with dropout, no recomputation, no parallelism (b = 1). */
+  const char *names[] = {"gpt3-175b", "gpt2-1.5b", "bert-large"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autoptr(ts_model) m = load_shipped(names[k]);
+    double s = (double)m->t_seq, h = (double)m->t_hidden, a = (double)m->t_heads;
+    double block = 0.0;
+    for (int i = 0; i < m->nlayers; i++)
+      if (g_str_has_prefix(m->layers[i].name, "block.0."))
+        block += m->layers[i].saved_act_bytes;
+    double want = s * h * (34.0 + 5.0 * a * s / h);
+    cr_assert_eq(block, want, "%s: block saved %.0f vs %.0f", names[k], block, want);
+  }
+}
+
+Test(activations, no_dropout_fp32)
+{
+  /* Without dropout the masks (1 byte) and the dropout output go; in fp32 elements are 4 bytes:
+   * norms 2 x 4sh, attention 4 (5sh + as^2), fc1 4 (sh + 4sh), fc2 4 (4sh). */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text("[model]\nkind = transformer\ndtype = fp32\n[transformer]\n"
+                                    "layers = 2\nhidden = 64\nheads = 4\nsequence = 32\n"
+                                    "vocab = 100\ndropout = false\n",
+                                    NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  double s = 32, h = 64, a = 4, block = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (g_str_has_prefix(m->layers[i].name, "block.1."))
+      block += m->layers[i].saved_act_bytes;
+  double want = 4.0 * (2 * s * h + 5 * s * h + a * s * s + 5 * s * h + 4 * s * h);
+  cr_assert_eq(block, want, "block saved %.0f vs %.0f", block, want);
+}
+
+/* ---- structure and tensor-parallel modes ------------------------------------------------ */
+
+Test(structure, transformer_layers_and_tp)
+{
+  g_autoptr(ts_model) m = load_shipped("gpt2-1.5b");
+  cr_assert_eq(m->nlayers, 1 + 48 * 5 + 2);
+  const ts_layer *L = m->layers;
+  cr_assert_eq(L[0].kind, TS_LAYER_EMBEDDING);
+  cr_assert_eq(L[0].tp, TS_TP_VOCAB);
+  cr_assert_str_eq(L[2].name, "block.0.attention");
+  cr_assert_eq(L[1].tp, TS_TP_REPLICATED);
+  cr_assert_eq(L[2].tp, TS_TP_HEADS);
+  cr_assert_eq(L[3].tp, TS_TP_REPLICATED);
+  cr_assert_eq(L[4].tp, TS_TP_COLUMN);
+  cr_assert_eq(L[5].tp, TS_TP_ROW);
+  const ts_layer *logits = &L[m->nlayers - 1];
+  cr_assert_eq(logits->tp, TS_TP_VOCAB);
+  cr_assert(logits->tied);
+  double lp = logits->params;
+  cr_assert_eq(lp, 0.0, "tied logits own no parameters");
+  gint64 f1 = L[4].out_features, f2 = L[5].in_features;
+  cr_assert_eq(f1, 6400);
+  cr_assert_eq(f2, 6400);
+  gint64 se = m->sample_elems;
+  cr_assert_eq(se, 1024);
+  cr_assert_str_eq(ts_layer_kind_name(TS_LAYER_ATTENTION), "attention");
+  cr_assert_str_eq(ts_tp_mode_name(TS_TP_ROW), "row");
+}
+
+Test(structure, untied_embeddings_add_vocab_params)
+{
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) t = load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\n"
+                                    "hidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n",
+                                    NULL, &msg);
+  g_autoptr(ts_model) u = load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\n"
+                                    "hidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n"
+                                    "tied_embeddings = false\n",
+                                    NULL, &msg);
+  cr_assert_not_null(t);
+  cr_assert_not_null(u);
+  double d = ts_model_params(u) - ts_model_params(t);
+  cr_assert_eq(d, 64.0 * 100, "untied logits add V h = 6400, got %.0f", d);
+}
+
+Test(structure, explicit_shapes_chain)
+{
+  /* In an explicit list, each layer's input is the previous layer's output. */
+  const char *names[] = {"mlp", "vgg16"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autoptr(ts_model) m = load_shipped(names[k]);
+    for (int i = 1; i < m->nlayers; i++) {
+      double in = m->layers[i].in_act_elems, prev = m->layers[i - 1].out_act_elems;
+      cr_assert_eq(in, prev, "%s: %s input %.0f != %s output %.0f", names[k],
+                   m->layers[i].name, in, m->layers[i - 1].name, prev);
+    }
+  }
+  g_autoptr(ts_model) v = load_shipped("vgg16");
+  const ts_layer *fc6 = NULL;
+  for (int i = 0; i < v->nlayers; i++)
+    if (strcmp(v->layers[i].name, "fc6") == 0)
+      fc6 = &v->layers[i];
+  cr_assert_not_null(fc6);
+  gint64 fin = fc6->in_features;
+  cr_assert_eq(fin, 512 * 7 * 7, "fc6 flattens 512x7x7, got %" G_GINT64_FORMAT, fin);
+}
+
+Test(structure, explicit_transformer_with_tied_logits)
+{
+  /* The explicit form of a 1-block pre-norm transformer equals the generator's layer for layer. */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) e = load_text(
+      "[model]\nkind = layers\n"
+      "[layer.embedding]\nkind = embedding\nvocab = 100\nhidden = 64\ntokens = 16\n"
+      "position_embedding = learned\ndropout = true\n"
+      "[layer.norm1]\nkind = norm\n"
+      "[layer.attention]\nkind = attention\nheads = 4\nresidual = true\ndropout = true\n"
+      "[layer.norm2]\nkind = norm\n"
+      "[layer.fc1]\nkind = dense\nout_features = 256\nactivation = gelu\n"
+      "[layer.fc2]\nkind = dense\nout_features = 64\nresidual = true\ndropout = true\n"
+      "tp = row\n"
+      "[layer.final_norm]\nkind = norm\n"
+      "[layer.logits]\nkind = dense\nout_features = 100\ntied = true\nbias = false\n"
+      "loss = true\n",
+      NULL, &msg);
+  cr_assert_not_null(e, "%s", msg);
+  g_autoptr(ts_model) g = load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\n"
+                                    "hidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n",
+                                    NULL, &msg);
+  cr_assert_not_null(g, "%s", msg);
+  cr_assert_eq(e->nlayers, g->nlayers);
+  for (int i = 0; i < e->nlayers; i++) {
+    const ts_layer *a = &e->layers[i], *b = &g->layers[i];
+    cr_assert_eq(a->kind, b->kind, "layer %d", i);
+    cr_assert_eq(a->tp, b->tp, "layer %d (%s) tp %s vs %s", i, a->name, ts_tp_mode_name(a->tp),
+                 ts_tp_mode_name(b->tp));
+    const double x[] = {a->params,       a->fwd_flops,     a->bwd_input_flops,
+                        a->bwd_weight_flops, a->fwd_mem_bytes, a->bwd_mem_bytes,
+                        a->saved_act_bytes};
+    const double y[] = {b->params,       b->fwd_flops,     b->bwd_input_flops,
+                        b->bwd_weight_flops, b->fwd_mem_bytes, b->bwd_mem_bytes,
+                        b->saved_act_bytes};
+    for (size_t j = 0; j < G_N_ELEMENTS(x); j++)
+      cr_assert_eq(x[j], y[j], "layer %d (%s) field %zu: %g vs %g", i, a->name, j, x[j], y[j]);
+  }
+}
+
+Test(structure, repeat_names_and_invariants)
+{
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m =
+      load_text("[model]\nname = deep\nkind = layers\n"
+                "[layer.in]\nkind = dense\nin_features = 10\nout_features = 32\n"
+                "[layer.h]\nkind = dense\nout_features = 32\nrepeat = 3\nactivation = relu\n"
+                "tp = row\n",
+                NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  cr_assert_eq(m->nlayers, 4);
+  cr_assert_str_eq(m->name, "deep");
+  cr_assert_str_eq(m->layers[1].name, "h.0");
+  cr_assert_str_eq(m->layers[3].name, "h.2");
+  cr_assert_eq(m->layers[3].tp, TS_TP_ROW);
+  cr_assert_eq(m->layers[0].tp, TS_TP_COLUMN);
+  double pub = m->published_params;
+  cr_assert_eq(pub, 0.0);
+}
+
+Test(structure, all_shipped_finite_and_consistent)
+{
+  const char *names[] = {"mlp",       "resnet50",  "resnet152", "vgg16",     "bert-base",
+                         "bert-large", "gpt2-1.5b", "gpt3-350m", "gpt3-1.3b", "gpt3-6.7b",
+                         "gpt3-13b",  "gpt3-175b"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autoptr(ts_model) m = load_shipped(names[k]);
+    cr_assert_gt(m->nlayers, 0);
+    for (int i = 0; i < m->nlayers; i++) {
+      const ts_layer *l = &m->layers[i];
+      const double v[] = {l->params,        l->fwd_flops,     l->bwd_input_flops,
+                          l->bwd_weight_flops, l->fwd_mem_bytes, l->bwd_mem_bytes,
+                          l->in_act_elems,  l->out_act_elems, l->saved_act_bytes};
+      for (size_t j = 0; j < G_N_ELEMENTS(v); j++)
+        cr_assert(isfinite(v[j]) && v[j] >= 0.0, "%s %s field %zu = %g", names[k], l->name, j,
+                  v[j]);
+      cr_assert_gt(l->fwd_flops, 0.0, "%s %s: no forward work", names[k], l->name);
+      cr_assert_gt(l->out_act_elems, 0.0);
+      /* A layer with weights computes their gradient; one without has none to compute. */
+      gboolean has_weights = l->params > 0.0 || l->tied;
+      cr_assert_eq(has_weights, l->bwd_weight_flops > 0.0, "%s %s", names[k], l->name);
+    }
+    if (m->published_params > 0.0) {
+      double r = rel(ts_model_params(m), m->published_params);
+      cr_assert(r < 0.02, "%s: params %.6g vs published %.6g", names[k], ts_model_params(m),
+                m->published_params);
+    }
+  }
+}
+
+Test(structure, batch_memory_counts_weights_once)
+{
+  g_autoptr(ts_model) m = load_shipped("gpt2-1.5b");
+  const ts_layer *fc1 = &m->layers[4], *logits = &m->layers[m->nlayers - 1];
+  double w = ts_layer_weight_bytes(m, fc1);
+  cr_assert_eq(w, 2.0 * fc1->params);
+  double b8 = ts_layer_fwd_mem_bytes_batch(m, fc1, 8.0);
+  double want = w + 8.0 * (fc1->fwd_mem_bytes - w);
+  cr_assert_eq(b8, want);
+  double b1 = ts_layer_fwd_mem_bytes_batch(m, fc1, 1.0), f1 = fc1->fwd_mem_bytes;
+  cr_assert_eq(b1, f1);
+  double bw = ts_layer_bwd_mem_bytes_batch(m, fc1, 4.0);
+  cr_assert_eq(bw, 2.0 * w + 4.0 * (fc1->bwd_mem_bytes - 2.0 * w));
+  /* Tied logits own nothing but read the V x h table. */
+  double lw = ts_layer_weight_bytes(m, logits);
+  cr_assert_eq(lw, 2.0 * 50257.0 * 1600.0);
+  g_autofree char *text = ts_model_describe(m);
+  cr_assert_not_null(strstr(text, "block.47.fc2 dense row"));
+}
+
+/* ---- parser errors ---------------------------------------------------------------------- */
+
+/* Loads text, expects failure with a one-line message naming the file and every needle. */
+static void expect_error(const char *text, const char *needle1, const char *needle2)
+{
+  g_autofree char *path = NULL, *msg = NULL;
+  ts_model *m = load_text(text, &path, &msg);
+  cr_assert_null(m, "expected an error for:\n%s", text);
+  cr_assert_not_null(msg);
+  cr_assert_null(strchr(msg, '\n'), "multi-line message: %s", msg);
+  cr_assert(g_str_has_prefix(msg, path), "message does not start with the path %s: %s", path,
+            msg);
+  cr_assert_not_null(strstr(msg, needle1), "'%s' not in: %s", needle1, msg);
+  if (needle2 != NULL)
+    cr_assert_not_null(strstr(msg, needle2), "'%s' not in: %s", needle2, msg);
+}
+
+#define T_HEAD "[model]\nkind = transformer\n[transformer]\n"
+#define T_OK "layers = 2\nhidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n"
+
+Test(errors, missing_file)
+{
+  g_autoptr(GError) err = NULL;
+  const char *path = "/nonexistent/trainsim/model.ini";
+  ts_model *m = ts_model_load(path, &err);
+  cr_assert_null(m);
+  cr_assert_not_null(err);
+  cr_assert(g_str_has_prefix(err->message, path), "%s", err->message);
+  cr_assert_eq(err->domain, TS_ERROR);
+}
+
+Test(errors, not_an_ini)
+{
+  expect_error("this is not a key file\n", "expected a [group] line", NULL);
+}
+
+Test(errors, missing_model_group)
+{
+  expect_error("[transformer]\n" T_OK, "[model]", "missing group");
+}
+
+Test(errors, unknown_key)
+{
+  expect_error(T_HEAD T_OK "hiden = 12\n", "[transformer] hiden", "unknown key");
+  expect_error("[model]\nkind = transformer\nsize = 3\n[transformer]\n" T_OK, "[model] size",
+               "unknown key");
+  expect_error("[model]\nkind = layers\n[layer.a]\nkind = dense\nin_features = 3\n"
+               "out_features = 4\nkernel = 3\n",
+               "[layer.a] kernel", "unknown key");
+}
+
+Test(errors, unknown_group)
+{
+  expect_error(T_HEAD T_OK "[resnet]\ndepth = 50\n", "[resnet]", "unknown group");
+  expect_error("[model]\nkind = layers\n[layer.a]\nkind = dense\nin_features = 3\n"
+               "out_features = 4\n[layers.b]\nkind = dense\n",
+               "[layers.b]", "unknown group");
+}
+
+Test(errors, bad_values)
+{
+  expect_error(T_HEAD "layers = 12x\nhidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n",
+               "[transformer] layers='12x'", "whole number");
+  expect_error(T_HEAD "layers = 2\nhidden = 0\nheads = 4\nsequence = 16\nvocab = 100\n",
+               "[transformer] hidden='0'", NULL);
+  expect_error(T_HEAD "layers = 2\nhidden = 64\nheads = 4\nsequence = -16\nvocab = 100\n",
+               "[transformer] sequence='-16'", NULL);
+  expect_error(T_HEAD "layers = 2\nhidden = 1e30\nheads = 4\nsequence = 16\nvocab = 100\n",
+               "[transformer] hidden='1e30'", NULL);
+  expect_error(T_HEAD "layers = 2\nhidden = 64.5\nheads = 4\nsequence = 16\nvocab = 100\n",
+               "[transformer] hidden='64.5'", NULL);
+  expect_error(T_HEAD "layers = 2\nhidden = 64\nheads = 4\nsequence = 16\n",
+               "[transformer] vocab", "missing");
+  expect_error("[model]\nkind = transformer\ndtype = int8\n[transformer]\n" T_OK,
+               "[model] dtype='int8'", "bf16 | fp16 | fp32");
+  expect_error("[model]\nkind = cnn\n", "[model] kind='cnn'", "layers | transformer | resnet");
+  expect_error("[model]\nkind = transformer\npublished_params = -3\n[transformer]\n" T_OK,
+               "[model] published_params='-3'", NULL);
+  expect_error(T_HEAD T_OK "tied_embeddings = yes\n", "[transformer] tied_embeddings='yes'",
+               "false | true");
+  expect_error("[model]\nkind = resnet\n[resnet]\ndepth = 42\n", "[resnet] depth='42'", NULL);
+}
+
+Test(errors, huge_model)
+{
+  /* Every size in range, but 65536 layers of hidden 2^24 is ~2e20 parameters. */
+  expect_error(T_HEAD "layers = 65536\nhidden = 16777216\nheads = 1\nsequence = 1\n"
+                      "vocab = 1\n",
+               "parameters", "at most 1e15");
+}
+
+Test(errors, heads_must_divide_hidden)
+{
+  expect_error(T_HEAD "layers = 2\nhidden = 100\nheads = 7\nsequence = 16\nvocab = 100\n",
+               "[transformer] heads='7'", "divisor of [transformer] hidden = 100");
+  expect_error("[model]\nkind = layers\n[layer.att]\nkind = attention\nhidden = 100\n"
+               "heads = 3\ntokens = 8\n",
+               "[layer.att] heads='3'", "divisor");
+}
+
+Test(errors, shape_mismatch)
+{
+  expect_error("[model]\nkind = layers\n"
+               "[layer.fc1]\nkind = dense\nin_features = 784\nout_features = 512\n"
+               "[layer.fc2]\nkind = dense\nin_features = 1024\nout_features = 10\n",
+               "[layer.fc2] in_features='1024'", "expected 512, the output of [layer.fc1]");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.c]\nkind = conv2d\nin_channels = 3\nin_h = 5\nin_w = 5\n"
+               "out_channels = 8\nkernel = 7\npadding = 0\n",
+               "[layer.c] kernel_h='7'", "padded input");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.c]\nkind = conv2d\nin_channels = 3\nin_h = 8\nin_w = 8\n"
+               "out_channels = 8\nkernel = 3\n"
+               "[layer.d]\nkind = conv2d\nin_channels = 3\nout_channels = 8\nkernel = 3\n",
+               "[layer.d] in_channels='3'", "expected 8");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.fc]\nkind = dense\nin_features = 8\nout_features = 8\n"
+               "[layer.c]\nkind = conv2d\nout_channels = 8\nkernel = 3\n",
+               "[layer.c] kind='conv2d'", "feature-map input");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.fc]\nkind = dense\nin_features = 8\nout_features = 4\nrepeat = 2\n",
+               "[layer.fc] repeat='2'", NULL);
+  expect_error("[model]\nkind = layers\n"
+               "[layer.fc]\nkind = dense\nin_features = 8\nout_features = 4\n"
+               "[layer.e]\nkind = embedding\nvocab = 10\nhidden = 4\ntokens = 2\n",
+               "[layer.e] kind='embedding'", "first layer");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.fc]\nkind = dense\nin_features = 8\nout_features = 4\ntied = true\n",
+               "[layer.fc] tied='true'", "embedding");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.p]\nkind = pool\nchannels = 3\nin_h = 4\nin_w = 4\nkernel = 2\n"
+               "padding = 2\n",
+               "[layer.p] padding='2'", "half");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.fc]\nkind = dense\nin_features = 8\nout_features = 4\ntp = heads\n",
+               "[layer.fc] tp='heads'", "column | row | replicated");
+  expect_error("[model]\nkind = layers\n", "[model] kind='layers'", "[layer.NAME]");
+  expect_error("[model]\nkind = layers\n"
+               "[layer.a]\nkind = dense\nin_features = 8\nout_features = 4\n"
+               "[layer.b]\nkind = dense\nout_features = 2\nresidual = true\n",
+               "[layer.b] residual='true'", "earlier layer");
+}
