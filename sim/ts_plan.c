@@ -59,8 +59,8 @@ static const ts_tp_coll no_coll = {TS_NO_COLL, 0.0, FALSE};
  * state it was consumed in), what its own computation produces (split like its work), and a
  * dropout mask on an output that a collective has already summed (lies like the output).
  * From the model's saved_act_bytes and the formulas ts_model.c derives it with. */
-static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *inner,
-                      double *mask, double *scores)
+static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *inner, double *mask,
+                      double *scores)
 {
   double D = m->dtype_bytes, saved = l->saved_act_bytes;
   *in = *inner = *mask = *scores = 0.0;
@@ -228,8 +228,7 @@ void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, 
   int V = chunks, total = M * V;
   int warm = M == pp ? total : MIN((pp - device - 1) * 2 + (V - 1) * pp, total);
 #define FWD_ITEM(k) push(out, FALSE, ((k) / (pp * V)) * pp + (k) % pp, ((k) % (pp * V)) / pp)
-#define BWD_ITEM(k)                                                                                \
-  push(out, TRUE, ((k) / (pp * V)) * pp + (k) % pp, V - 1 - ((k) % (pp * V)) / pp)
+#define BWD_ITEM(k) push(out, TRUE, ((k) / (pp * V)) * pp + (k) % pp, V - 1 - ((k) % (pp * V)) / pp)
   for (int k = 0; k < warm; k++)
     FWD_ITEM(k);
   for (int k = 0; k < total - warm; k++) {
@@ -301,8 +300,8 @@ static double layer_cost(const ts_plan *p, int i, double mb)
              e->recompute_flops * mb;
   if (p->recompute == TS_RECOMPUTE_FULL)
     f += l->fwd_flops * mb / e->cdiv;
-  double mem = (ts_layer_fwd_mem_bytes_batch(m, l, mb) + ts_layer_bwd_mem_bytes_batch(m, l, mb)) /
-               e->cdiv;
+  double mem =
+      (ts_layer_fwd_mem_bytes_batch(m, l, mb) + ts_layer_bwd_mem_bytes_batch(m, l, mb)) / e->cdiv;
   return ts_compute_time(p->topo, f, mem);
 }
 
@@ -445,6 +444,11 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   /* Offload (ZeRO-Offload, Ren et al. 2021, section 4.1: optimizer state and gradients live
    * in host memory, parameters stay on the device; ZeRO-Infinity, Rajbhandari et al. 2021,
    * section 5: on NVMe, and with stage 3 the parameters too). */
+  /* Parameter servers (GeePS, Cui et al. 2016, section 3.2) keep the optimizer state: a
+   * colocated server holds one shard of it beside its worker; dedicated servers take it off
+   * the chips entirely. */
+  if (p->ps > 0)
+    mem->optimizer = p->ps_placement == TS_PS_COLOCATED ? K * psi / p->ps : 0.0;
   if (p->offload == TS_OFFLOAD_CPU) {
     mem->host = mem->optimizer + mem->grads;
     mem->optimizer = mem->grads = 0;
@@ -511,6 +515,93 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   mem->fits = mem->total <= mem->capacity && mem->host <= mem->host_capacity &&
               mem->nvme <= mem->nvme_capacity;
   mem->over = MAX(0.0, mem->total - mem->capacity);
+}
+
+int ts_plan_syncs_per_step(const ts_plan *p)
+{
+  return p->zero >= 2 ? (int)p->n_micro : 1;
+}
+
+/* The network a worker reaches the servers through: the slowest link of the data-parallel
+ * axis's dimensions (the whole array's slowest when dp = 1). */
+static void ps_port(const ts_plan *p, double *bw, double *lat)
+{
+  const ts_topo *t = p->topo;
+  const ts_group_shape *g = &p->shape[TS_AX_DP];
+  *bw = 0;
+  *lat = 0;
+  for (int k = 0; k < g->npieces; k++) {
+    const ts_dim *d = &t->dims[g->p[k].dim];
+    if (*bw == 0 || d->link_bw_Bps < *bw)
+      *bw = d->link_bw_Bps;
+    *lat = MAX(*lat, d->latency_s);
+  }
+  if (*bw == 0)
+    for (int d = 0; d < t->ndims; d++) {
+      if (*bw == 0 || t->dims[d].link_bw_Bps < *bw)
+        *bw = t->dims[d].link_bw_Bps;
+      *lat = MAX(*lat, t->dims[d].latency_s);
+    }
+}
+
+double ts_plan_ps_remote_bytes(const ts_plan *p, double bytes)
+{
+  int W = p->degree[TS_AX_DP], N = p->ps;
+  /* Colocated with a server on every worker, 1/N of the push stays local; otherwise some
+   * worker hosts no shard and sends all of it (bulk-synchronous: the slowest sets the pace). */
+  if (p->ps_placement == TS_PS_COLOCATED && N >= W)
+    return bytes * (double)(N - 1) / N;
+  return bytes;
+}
+
+double ts_plan_ps_time(const ts_plan *p, double bytes)
+{
+  int W = p->degree[TS_AX_DP], N = p->ps;
+  double bw, lat;
+  ps_port(p, &bw, &lat);
+  double egress = ts_plan_ps_remote_bytes(p, bytes);
+  /* A server receives its 1/N of every worker's push (its own, when colocated, is local). */
+  double ingress = (p->ps_placement == TS_PS_COLOCATED ? W - 1 : W) * bytes / N;
+  return lat + MAX(egress, ingress) / bw;
+}
+
+/* Per-step traffic of the reported device: over its host link (offload), to and from the
+ * parameter servers, and at per-layer split boundaries. */
+static void plan_traffic(ts_plan *p)
+{
+  const ts_model *m = p->model;
+  int dev = p->mem.stage, N = p->degree[TS_AX_DP];
+  double D = m->dtype_bytes, psi = ts_plan_device_params(p, dev), M = (double)p->n_micro;
+  if (p->offload != TS_OFFLOAD_NONE) {
+    /* Gradient shards go down after each synchronisation; updated parameter shards come back
+     * up once, or with ZeRO-Infinity's parameter offload, layer by layer in each pass. */
+    double shard = D * psi / N;
+    p->host_link_bytes_per_step = ts_plan_syncs_per_step(p) * shard;
+    if (p->offload == TS_OFFLOAD_NVME && p->zero >= 3) {
+      double layers = 0;
+      for (int k = dev; k < p->nstages; k += p->degree[TS_AX_PP])
+        for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
+          layers += D * m->layers[i].params / p->exec[i].pdiv / N;
+      p->host_link_bytes_per_step += 2.0 * M * layers;
+    } else {
+      p->host_link_bytes_per_step += shard;
+    }
+  }
+  if (p->ps > 0) {
+    p->ps_push_bytes_per_step = ts_plan_ps_remote_bytes(p, D * psi);
+    p->ps_pull_bytes_per_step = p->ps_push_bytes_per_step;
+  }
+  double r = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    if (ts_plan_stage_of_layer(p, i) % p->degree[TS_AX_PP] != dev)
+      continue;
+    const ts_layer_exec *e = &p->exec[i];
+    if (e->fwd_pre.redistribution && e->fwd_pre.kind != TS_NO_COLL)
+      r += e->fwd_pre.bytes;
+    if (e->bwd_post.redistribution && e->bwd_post.kind != TS_NO_COLL && i > 0)
+      r += e->bwd_post.bytes;
+  }
+  p->redistribution_bytes_per_step = r * (double)p->micro_batch * M;
 }
 
 /* Whether a micro-batch is usable with the plan's schedule and per-layer splits. */
@@ -736,6 +827,20 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, ts_offload_name(p->offload), t->path ? t->path : t->name);
     return NULL;
   }
+  if (p->offload != TS_OFFLOAD_NONE && t->chip.host_flops <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': offload=%s runs the optimizer on the host CPU; topology %s has no "
+                "[host] cpu_tflops",
+                s->text, ts_offload_name(p->offload), t->path ? t->path : t->name);
+    return NULL;
+  }
+  if (p->ps > 0 && p->ps_placement == TS_PS_DEDICATED && t->chip.host_flops <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': dedicated parameter servers update on their host CPUs; topology %s "
+                "has no [host] cpu_tflops to rate them by",
+                s->text, t->path ? t->path : t->name);
+    return NULL;
+  }
   if (p->offload == TS_OFFLOAD_NVME && t->chip.nvme_bw_Bps <= 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': offload=nvme needs NVMe; topology %s has no [host] "
@@ -896,6 +1001,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->split_text = split_text(p, s);
   p->placement_text = placement_text(p);
   plan_memory(p);
+  plan_traffic(p);
   p->model_flops_per_step = ts_model_train_flops_per_sample(m) * (double)o->global_batch;
   return g_steal_pointer(&p);
 }

@@ -53,17 +53,17 @@ typedef struct {
   char *place_names[TS_AX_N];           /* dims as written, resolved against a topology later */
   char *text;                           /* as given */
   /* Options (items that are not axes). */
-  int schedule;       /* ts_schedule, -1 = not given (1f1b when pp > 1) */
-  int chunks;         /* interleaved: model chunks per device (V) */
+  int schedule; /* ts_schedule, -1 = not given (1f1b when pp > 1) */
+  int chunks;   /* interleaved: model chunks per device (V) */
   ts_recompute recompute;
-  gboolean sp;        /* sequence parallelism with tp */
-  int zero;           /* 0..3 */
+  gboolean sp; /* sequence parallelism with tp */
+  int zero;    /* 0..3 */
   ts_offload offload;
-  int ps;             /* parameter-server shards, 0 = none */
+  int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
-  int nstages_given;  /* explicit stages=N1:N2:...; 0 = balance by compute */
-  int *stage_layers;  /* layers per (virtual) stage, nstages_given entries */
-  GPtrArray *rules;   /* ts_layer_rule*, owned; later rules win */
+  int nstages_given; /* explicit stages=N1:N2:...; 0 = balance by compute */
+  int *stage_layers; /* layers per (virtual) stage, nstages_given entries */
+  GPtrArray *rules;  /* ts_layer_rule*, owned; later rules win */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -99,15 +99,15 @@ typedef struct {
   double params, grads, optimizer, activations, temp, total, capacity;
   gboolean fits;
   /* Added with issue 4. */
-  double host;               /* bytes offloaded to host memory (per chip) */
-  double nvme;               /* bytes offloaded to NVMe (per chip) */
-  double host_capacity;      /* host memory per chip (topology [host]) */
-  double nvme_capacity;      /* NVMe per chip */
-  double over;               /* total - capacity when it does not fit, else 0 */
-  double inflight;           /* micro-batches whose activations the schedule holds at peak */
-  int stage;                 /* pipeline stage (device) this memory is for: the largest */
-  gint64 max_micro_batch;    /* largest micro-batch (divisor of the per-replica batch) that
-                                fits, 0 when none does */
+  double host;            /* bytes offloaded to host memory (per chip) */
+  double nvme;            /* bytes offloaded to NVMe (per chip) */
+  double host_capacity;   /* host memory per chip (topology [host]) */
+  double nvme_capacity;   /* NVMe per chip */
+  double over;            /* total - capacity when it does not fit, else 0 */
+  double inflight;        /* micro-batches whose activations the schedule holds at peak */
+  int stage;              /* pipeline stage (device) this memory is for: the largest */
+  gint64 max_micro_batch; /* largest micro-batch (divisor of the per-replica batch) that
+                             fits, 0 when none does */
 } ts_memory;
 
 typedef struct {
@@ -124,25 +124,25 @@ typedef struct {
   double model_flops_per_step; /* useful FLOPs per step, all chips (for MFU) */
   /* Added with issue 4. */
   ts_schedule schedule;
-  int chunks;                /* model chunks per pipeline device (V; 1 unless interleaved) */
-  int nstages;               /* virtual stages = pp * chunks */
-  int *stage_first;          /* nstages + 1 layer boundaries; virtual stage k holds layers
-                                [stage_first[k], stage_first[k+1]), on device k % pp */
+  int chunks;       /* model chunks per pipeline device (V; 1 unless interleaved) */
+  int nstages;      /* virtual stages = pp * chunks */
+  int *stage_first; /* nstages + 1 layer boundaries; virtual stage k holds layers
+                       [stage_first[k], stage_first[k+1]), on device k % pp */
   ts_recompute recompute;
   gboolean sp;
   int zero;
   ts_offload offload;
   int ps;
   ts_ps_placement ps_placement;
-  ts_layer_mode *layer_mode; /* per layer */
-  ts_memory *stage_mem;      /* per pipeline device (pp entries) */
-  double *layer_act_bytes;   /* per layer: activation bytes kept per micro-batch per chip */
+  ts_layer_mode *layer_mode;       /* per layer */
+  ts_memory *stage_mem;            /* per pipeline device (pp entries) */
+  double *layer_act_bytes;         /* per layer: activation bytes kept per micro-batch per chip */
   double host_link_bytes_per_step; /* bytes each chip moves over its host link (offload) */
   double ps_push_bytes_per_step;   /* gradient bytes each worker pushes (parameter server) */
   double ps_pull_bytes_per_step;   /* parameter bytes each worker pulls */
   double redistribution_bytes_per_step; /* per-layer hybrid: bytes of boundary collectives */
-  struct ts_layer_exec *exec; /* per layer: how it runs (internal, ts_plan_priv.h) */
-  int *unit;                  /* per layer: full-recompute checkpoint unit, -1 = none */
+  struct ts_layer_exec *exec;           /* per layer: how it runs (internal, ts_plan_priv.h) */
+  int *unit;                            /* per layer: full-recompute checkpoint unit, -1 = none */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

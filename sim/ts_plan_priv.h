@@ -27,20 +27,20 @@ typedef struct {
 
 /* A layer as the plan executes it; quantities per sample (one sequence or image) per chip. */
 typedef struct ts_layer_exec {
-  double cdiv;           /* compute divisor (members sharing the layer's work) */
-  double pdiv;           /* parameter divisor (tp for split layers) */
-  ts_act_state in, out;  /* activation state consumed and produced */
-  ts_tp_coll fwd_pre;    /* before the forward compute (gather the input) */
-  ts_tp_coll fwd_post;   /* after it (sum partial outputs) */
-  ts_tp_coll bwd_pre;    /* before the backward (conjugate of fwd_post) */
+  double cdiv;             /* compute divisor (members sharing the layer's work) */
+  double pdiv;             /* parameter divisor (tp for split layers) */
+  ts_act_state in, out;    /* activation state consumed and produced */
+  ts_tp_coll fwd_pre;      /* before the forward compute (gather the input) */
+  ts_tp_coll fwd_post;     /* after it (sum partial outputs) */
+  ts_tp_coll bwd_pre;      /* before the backward (conjugate of fwd_post) */
   ts_tp_coll bwd_regather; /* sequence parallel: re-gather the input for the weight gradient */
-  ts_tp_coll bwd_post;   /* after the input gradient (conjugate of fwd_pre) */
-  double act_bytes;      /* activations kept for backward (recompute none or selective) */
-  double in_bytes;       /* the input as kept by a full-recompute checkpoint */
-  double out_bytes;      /* the output as it lies (point-to-point between pipeline stages) */
-  double full_act_bytes; /* every activation of the layer (recompute working set) */
-  double recompute_flops; /* selective recomputation: FLOPs re-run before backward */
-  gboolean dp_over_tp;   /* gradient synchronised over dp and tp together (TS_LAYER_MODE_DP) */
+  ts_tp_coll bwd_post;     /* after the input gradient (conjugate of fwd_pre) */
+  double act_bytes;        /* activations kept for backward (recompute none or selective) */
+  double in_bytes;         /* the input as kept by a full-recompute checkpoint */
+  double out_bytes;        /* the output as it lies (point-to-point between pipeline stages) */
+  double full_act_bytes;   /* every activation of the layer (recompute working set) */
+  double recompute_flops;  /* selective recomputation: FLOPs re-run before backward */
+  gboolean dp_over_tp;     /* gradient synchronised over dp and tp together (TS_LAYER_MODE_DP) */
 } ts_layer_exec;
 
 /* One step of a pipeline device's schedule. */
@@ -74,8 +74,20 @@ double ts_plan_device_params(const ts_plan *p, int device);
  * between the first and last stage, Narayanan et al. 2021 SC, section 2). */
 double ts_plan_tied_copy_params(const ts_plan *p, int *holder, int *embed_device);
 
-/* Pipeline device of virtual stage k, and the virtual stage of layer i. */
+/* The virtual stage holding layer i. */
 int ts_plan_stage_of_layer(const ts_plan *p, int layer);
+
+/* Seconds for every worker to push (or pull) `bytes` to (from) the parameter servers at once:
+ * the slower of a worker's sending and a server's receiving, over the network port. */
+double ts_plan_ps_time(const ts_plan *p, double bytes);
+
+/* Bytes one worker sends to the servers when it pushes `bytes` of gradients (its own shard,
+ * when it hosts one, stays local). */
+double ts_plan_ps_remote_bytes(const ts_plan *p, double bytes);
+
+/* Gradient synchronisations per step for a pipeline device: once, or (ZeRO 2 and 3, which keep
+ * only a gradient shard) after every micro-batch's backward. */
+int ts_plan_syncs_per_step(const ts_plan *p);
 
 G_END_DECLS
 

@@ -50,8 +50,21 @@ typedef struct {
 /* Label slots: per layer, then per virtual stage. Labels are formatted once per slot, not
  * once per op (a step of a large pipeline has hundreds of thousands of ops). */
 enum {
-  L_FWD, L_RECOMPUTE, L_FWD_PRE, L_FWD_POST, L_RC_PRE, L_RC_POST, L_BWD_PRE, L_PARAM_AG,
-  L_ATTN_RECOMPUTE, L_BWD, L_REGATHER, L_DGRAD, L_BWD_POST, L_WGRAD, L_NLAYER_SLOTS
+  L_FWD,
+  L_RECOMPUTE,
+  L_FWD_PRE,
+  L_FWD_POST,
+  L_RC_PRE,
+  L_RC_POST,
+  L_BWD_PRE,
+  L_PARAM_AG,
+  L_ATTN_RECOMPUTE,
+  L_BWD,
+  L_REGATHER,
+  L_DGRAD,
+  L_BWD_POST,
+  L_WGRAD,
+  L_NLAYER_SLOTS
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_NSTAGE_SLOTS };
 
@@ -152,6 +165,42 @@ static void emit_tp(gen *g, const ts_tp_coll *c, int i, int slot, const char *wh
                 coll_word(c->kind), c->redistribution ? " (redistribution)" : ""));
 }
 
+/* ---- host link, NVMe, servers ------------------------------------------------------------ */
+
+/* A transfer or computation off the chip (host link, NVMe, host CPU, parameter servers) that
+ * takes `seconds`: written as a compute-like op on its own stream whose roofline time is
+ * exactly that (memory traffic at the chip's bandwidth), so every backend replays it; the
+ * label says what it really is. */
+static int emit_duration(gen *g, int stream, ts_op_cat cat, double seconds, int label,
+                         const int *deps, int ndeps)
+{
+  const ts_topo *t = g->p->topo;
+  ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat, .stream = stream};
+  if (t->chip.memory_bw_Bps > 0)
+    op.mem_bytes = seconds * t->chip.memory_bw_Bps;
+  else
+    op.flops = seconds * t->chip.peak_flops * t->chip.compute_efficiency;
+  return emit(g, &op, label, deps, ndeps);
+}
+
+/* Bytes over the host link, one direction (ZeRO-Offload, Ren et al. 2021, section 4). */
+static int host_link(gen *g, double bytes, const char *what, const int *deps, int ndeps)
+{
+  char b[48];
+  g_snprintf(g->label, sizeof g->label, "host link: %s (%s)", what,
+             ts_fmt_bytes(b, sizeof b, bytes));
+  return emit_duration(g, S_HOST, TS_CAT_OTHER, bytes / g->p->topo->chip.host_link_bw_Bps,
+                       text_label(g, g->label), deps, ndeps);
+}
+
+static int nvme(gen *g, double bytes, const char *what, const int *deps, int ndeps)
+{
+  char b[48];
+  g_snprintf(g->label, sizeof g->label, "nvme: %s (%s)", what, ts_fmt_bytes(b, sizeof b, bytes));
+  return emit_duration(g, S_HOST, TS_CAT_OTHER, bytes / g->p->topo->chip.nvme_bw_Bps,
+                       text_label(g, g->label), deps, ndeps);
+}
+
 /* ---- ZeRO-3 parameter gathers ------------------------------------------------------- */
 
 static void zero_gather(gen *g, int i)
@@ -160,6 +209,13 @@ static void zero_gather(gen *g, int i)
   double bytes = l->params / g->p->exec[i].pdiv * g->p->model->dtype_bytes;
   ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, bytes, TS_CAT_COMM_DP, S_ZERO);
   int dep = g->last;
+  if (g->p->offload == TS_OFFLOAD_NVME) {
+    /* ZeRO-Infinity (Rajbhandari et al. 2021, section 5.1): the parameter shard comes from
+     * NVMe through host memory before the gather. */
+    double shard = bytes / g->p->degree[TS_AX_DP];
+    int r = nvme(g, shard, "read parameter shard", &dep, dep >= 0 ? 1 : 0);
+    dep = host_link(g, shard, "parameter shard to device", &r, 1);
+  }
   g->ag_op[i] = emit(g, &op, lbl(g, layer_slot(g, i, L_PARAM_AG), "%s param all-gather", l->name),
                      &dep, dep >= 0 ? 1 : 0);
 }
@@ -230,7 +286,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
-                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
+                                               e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (!async) {
     g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem,
                                   lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
@@ -242,8 +298,8 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * gradient (Korthikanti et al. 2022, 4.2.2). */
   int regather = -1;
   if (e->bwd_regather.kind != TS_NO_COLL) {
-    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_regather.bytes * g->mb,
-                       TS_CAT_COMM_TP, S_TPSIDE);
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_regather.bytes * g->mb, TS_CAT_COMM_TP,
+                       S_TPSIDE);
     int deps[8], nd = 0;
     for (guint k = 0; k < g->pend->len && nd < 7; k++)
       deps[nd++] = g_array_index(g->pend, int, k);
@@ -257,10 +313,11 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                            lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
-  int post = emit(g, &op,
-                  lbl(g, layer_slot(g, i, L_BWD_POST), "%s bwd %s", l->name,
-                      coll_word(e->bwd_post.kind)),
-                  &dgrad, 1);
+  int post =
+      emit(g, &op,
+           lbl(g, layer_slot(g, i, L_BWD_POST), "%s bwd %s%s", l->name, coll_word(e->bwd_post.kind),
+               e->bwd_post.redistribution ? " (redistribution)" : ""),
+           &dgrad, 1);
   pend(g, regather);
   g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
                                 lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
@@ -274,17 +331,55 @@ typedef struct {
   int first, last_op;
 } bucket;
 
+/* Parameter servers colocated with every data-parallel worker: their traffic is exactly a pair
+ * of direct collectives over the dp group. */
+static gboolean ps_as_collectives(const ts_plan *p)
+{
+  return p->ps_placement == TS_PS_COLOCATED && p->ps == p->degree[TS_AX_DP] && p->ps > 1;
+}
+
 static void flush(gen *g, bucket *b, int group, int upto)
 {
   if (b->bytes <= 0)
     return;
   const ts_plan *p = g->p;
+  if (p->ps > 0 && ps_as_collectives(p)) {
+    /* A server on every worker: pushing shard k of every gradient to worker k is a direct
+     * reduce-scatter (and the pull below a direct all-gather). */
+    ts_op op = coll_op(g, TS_COLL_REDUCESCATTER, g->g_dp, b->bytes, TS_CAT_COMM_DP, S_PS);
+    op.algo = TS_ALGO_DIRECT;
+    g_snprintf(g->label, sizeof g->label, "ps push %s..%s", p->model->layers[b->first].name,
+               p->model->layers[upto].name);
+    int id = emit(g, &op, text_label(g, g->label), &b->last_op, 1);
+    g_array_append_val(g->sync, id);
+    b->bytes = 0;
+    b->first = -1;
+    return;
+  }
+  if (p->ps > 0) {
+    /* GeePS (Cui et al. 2016, section 3.3): each layer's gradients are pushed to the sharded
+     * servers as soon as backward has produced them. */
+    char h[48];
+    g_snprintf(g->label, sizeof g->label, "ps push %s..%s (%s)", p->model->layers[b->first].name,
+               p->model->layers[upto].name, ts_fmt_bytes(h, sizeof h, b->bytes));
+    int id = emit_duration(g, S_PS, TS_CAT_COMM_DP, ts_plan_ps_time(p, b->bytes),
+                           text_label(g, g->label), &b->last_op, 1);
+    g_array_append_val(g->sync, id);
+    b->bytes = 0;
+    b->first = -1;
+    return;
+  }
   gboolean rs = p->zero >= 1;
   ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, b->bytes,
                      TS_CAT_COMM_DP, S_DP);
   g_snprintf(g->label, sizeof g->label, "grad %s %s..%s", rs ? "reduce-scatter" : "all-reduce",
              p->model->layers[b->first].name, p->model->layers[upto].name);
   int id = emit(g, &op, text_label(g, g->label), &b->last_op, 1);
+  if (p->offload != TS_OFFLOAD_NONE) {
+    /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host
+     * memory while backward continues. */
+    id = host_link(g, b->bytes / p->degree[TS_AX_DP], "gradient shard to host", &id, 1);
+  }
   g_array_append_val(g->sync, id);
   b->bytes = 0;
   b->first = -1;
@@ -297,8 +392,6 @@ static void sync_grads(gen *g, int a, int b)
 {
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
-  if (p->ps > 0)
-    return; /* the parameter server takes the gradients instead */
   int dp = p->degree[TS_AX_DP], tp = p->degree[TS_AX_TP];
   bucket bk[2] = {{0, -1, -1}, {0, -1, -1}};
   int groups[2] = {g->g_dp, g->g_dptp};
@@ -306,8 +399,8 @@ static void sync_grads(gen *g, int a, int b)
   int lastl[2] = {-1, -1};
   for (int i = b - 1; i >= a; i--) {
     const ts_layer_exec *e = &p->exec[i];
-    int w = e->dp_over_tp ? 1 : 0;
-    if (size[w] <= 1 || m->layers[i].params <= 0)
+    int w = e->dp_over_tp && p->ps == 0 ? 1 : 0; /* servers take every gradient */
+    if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
       continue;
     if (bk[w].first < 0)
       bk[w].first = i;
@@ -329,8 +422,7 @@ static int tag(const gen *g, gboolean bwd, int boundary, int micro)
   return ((bwd ? g->p->nstages : 0) + boundary) * (int)g->p->n_micro + micro;
 }
 
-static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double bytes, int t,
-               int label)
+static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double bytes, int t, int label)
 {
   ts_op op = {.kind = kind, .cat = TS_CAT_COMM_PP, .stream = stream};
   op.axis = g->ax_pp;
@@ -445,6 +537,77 @@ static void tied_exchange(gen *g)
   g_array_append_val(g->sync, r);
 }
 
+/* Bulk-synchronous parameter-server step (GeePS, Cui et al. 2016, section 3): once every
+ * push has arrived the servers apply the update, then every worker pulls the new parameters. */
+static void ps_step(gen *g, double psi)
+{
+  const ts_plan *p = g->p;
+  const ts_model *m = p->model;
+  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m), shard = psi / p->ps;
+  char h[48];
+  int *deps = (int *)g->sync->data, nd = (int)g->sync->len, upd;
+  if (p->ps_placement == TS_PS_COLOCATED) {
+    /* A colocated server updates its shard on its worker's chip. */
+    for (int k = 0; k < nd; k++)
+      pend(g, deps[k]);
+    upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K),
+                       text_label(g, "ps update (colocated server shard)"));
+  } else {
+    upd = emit_duration(g, S_PS, TS_CAT_OPTIMIZER, 12.0 * shard / p->topo->chip.host_flops,
+                        text_label(g, "ps update (dedicated server CPU)"), deps, nd);
+  }
+  int pull;
+  if (ps_as_collectives(p)) {
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, D * psi, TS_CAT_COMM_DP, S_PS);
+    op.algo = TS_ALGO_DIRECT;
+    pull = emit(g, &op, text_label(g, "ps pull parameters"), &upd, 1);
+  } else {
+    g_snprintf(g->label, sizeof g->label, "ps pull parameters (%s)",
+               ts_fmt_bytes(h, sizeof h, D * psi));
+    pull = emit_duration(g, S_PS, TS_CAT_COMM_DP, ts_plan_ps_time(p, D * psi),
+                         text_label(g, g->label), &upd, 1);
+  }
+  pend(g, pull);
+  emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+}
+
+/* The optimizer on the host CPU (ZeRO-Offload, Ren et al. 2021, section 4.1: CPU-Adam), with
+ * ZeRO-Infinity's optimizer state read from and written back to NVMe (Rajbhandari et al.
+ * 2021, section 5). */
+static void offload_step(gen *g, double local)
+{
+  const ts_plan *p = g->p;
+  const ts_model *m = p->model;
+  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m);
+  int *deps = (int *)g->sync->data, nd = (int)g->sync->len;
+  int prev;
+  if (p->offload == TS_OFFLOAD_NVME)
+    prev = nvme(g, K * local, "read optimizer state", deps, nd);
+  prev = emit_duration(g, S_HOST, TS_CAT_OPTIMIZER, 12.0 * local / p->topo->chip.host_flops,
+                       text_label(g, "host CPU optimizer step"),
+                       p->offload == TS_OFFLOAD_NVME ? &prev : deps,
+                       p->offload == TS_OFFLOAD_NVME ? 1 : nd);
+  if (p->offload == TS_OFFLOAD_NVME) {
+    prev = nvme(g, K * local, "write optimizer state", &prev, 1);
+    if (p->zero >= 3) {
+      /* Parameters live on NVMe; each pass fetches them layer by layer. */
+      prev = nvme(g, D * local, "write updated parameter shard", &prev, 1);
+      pend(g, prev);
+      emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+      return;
+    }
+  }
+  prev = host_link(g, D * local, "updated parameter shard to device", &prev, 1);
+  pend(g, prev);
+  if (p->zero == 1 || p->zero == 2) {
+    ts_op op =
+        coll_op(g, TS_COLL_ALLGATHER, g->g_dp, local * p->degree[TS_AX_DP] * D, TS_CAT_COMM_DP, 0);
+    emit_main(g, &op, text_label(g, "updated param all-gather"));
+  } else {
+    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+  }
+}
+
 static void optimizer_step(gen *g)
 {
   const ts_plan *p = g->p;
@@ -452,6 +615,14 @@ static void optimizer_step(gen *g)
   double psi = ts_plan_device_params(p, g->device);
   double local = psi / (p->zero >= 1 ? p->degree[TS_AX_DP] : 1);
   double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m);
+  if (p->ps > 0) {
+    ps_step(g, psi);
+    return;
+  }
+  if (p->offload != TS_OFFLOAD_NONE) {
+    offload_step(g, local);
+    return;
+  }
   /* Adam reads the gradient, reads and writes the master weights and both moments, and writes
    * the compute copy of the weights: about 12 FLOP per parameter. */
   for (guint k = 0; k < g->sync->len; k++)
@@ -530,8 +701,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
       if (!it->bwd)
         forward_pass(&g, it->chunk, it->micro);
       else
-        backward_pass(&g, it->chunk, it->micro,
-                      p->zero >= 2 || last_bwd[it->chunk] == (int)k);
+        backward_pass(&g, it->chunk, it->micro, p->zero >= 2 || last_bwd[it->chunk] == (int)k);
     }
     g_free(last_bwd);
     tied_exchange(&g);

@@ -60,8 +60,7 @@ static int lookup(const char *const *names, const char *v)
 }
 
 G_GNUC_PRINTF(4, 5)
-static gboolean item_error(GError **error, const char *text, const char *item, const char *fmt,
-                           ...)
+static gboolean item_error(GError **error, const char *text, const char *item, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -159,8 +158,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     r->mode = (ts_layer_mode)mode;
     const char *what = key + 5;
     if (g_str_has_prefix(key, "kind:")) {
-      static const char *const kinds[] = {"dense", "conv2d", "attention", "embedding", "norm",
-                                          "pool",  NULL};
+      static const char *const kinds[] = {"dense", "conv2d", "attention", "embedding",
+                                          "norm",  "pool",   NULL};
       int k = lookup(kinds, what);
       if (k < 0)
         return item_error(error, text, item,
@@ -212,8 +211,8 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {"zero", "schedule", "recompute", "sp", "offload",
-                                            "ps",   "ps-placement", "stages", NULL};
+      static const char *const options[] = {"zero", "schedule",     "recompute", "sp", "offload",
+                                            "ps",   "ps-placement", "stages",    NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

@@ -149,8 +149,7 @@ Test(pipeline, one_f_one_b_has_gpipe_bubble)
       ts_replay_result rr;
       replay_plan(p, &rr);
       double got = bubble_fraction(&rr), want = (double)(P - 1) / (M + P - 1);
-      cr_assert_float_eq(got, want, 1e-6, "P=%d M=%d: bubble %.9f, expected %.9f", P, M, got,
-                         want);
+      cr_assert_float_eq(got, want, 1e-6, "P=%d M=%d: bubble %.9f, expected %.9f", P, M, got, want);
     }
 }
 
@@ -171,8 +170,8 @@ Test(pipeline, interleaved_bubble_shrinks_by_chunks)
         ts_replay_result rr;
         replay_plan(p, &rr);
         double got = bubble_fraction(&rr), want = (double)(P - 1) / (V * M + P - 1);
-        cr_assert_float_eq(got, want, 1e-6, "P=%d V=%d M=%d: bubble %.9f, expected %.9f", P, V,
-                           M, got, want);
+        cr_assert_float_eq(got, want, 1e-6, "P=%d V=%d M=%d: bubble %.9f, expected %.9f", P, V, M,
+                           got, want);
       }
 }
 
@@ -330,8 +329,8 @@ Test(activations, full_recompute_keeps_block_inputs)
     if (g_str_has_prefix(m->layers[i].name, "block."))
       blocks_fwd += m->layers[i].fwd_flops * b * (double)none->n_micro / full->exec[i].cdiv;
   double extra = fc - fa;
-  cr_assert_float_eq(extra, blocks_fwd, blocks_fwd * 1e-9, "recompute adds %.17g FLOP, expected %.17g",
-                     extra, blocks_fwd);
+  cr_assert_float_eq(extra, blocks_fwd, blocks_fwd * 1e-9,
+                     "recompute adds %.17g FLOP, expected %.17g", extra, blocks_fwd);
 }
 
 /* ---- ZeRO ----------------------------------------------------------------------------- */
@@ -344,13 +343,378 @@ Test(zero, model_state_memory_formulas)
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   double psi = ts_model_params(m), K = 12, N = 64;
-  const double want[4] = {(2 + 2 + K) * psi, 4 * psi + K * psi / N,
-                          2 * psi + (2 + K) * psi / N, (2 + 2 + K) * psi / N};
+  const double want[4] = {(2 + 2 + K) * psi, 4 * psi + K * psi / N, 2 * psi + (2 + K) * psi / N,
+                          (2 + 2 + K) * psi / N};
   for (int z = 0; z <= 3; z++) {
     g_autofree char *split = g_strdup_printf("dp=64,zero=%d", z);
     g_autoptr(ts_plan) p = make_plan(m, t, split, 64, 1);
     double got = p->mem.params + p->mem.grads + p->mem.optimizer;
-    cr_assert_float_eq(got, want[z], want[z] * 1e-9, "zero=%d: %.17g bytes, expected %.17g", z,
-                       got, want[z]);
+    cr_assert_float_eq(got, want[z], want[z] * 1e-9, "zero=%d: %.17g bytes, expected %.17g", z, got,
+                       want[z]);
+  }
+}
+
+/* Ops of program `prog` whose label starts with `prefix`. */
+static int count_ops(const ts_trace *tr, int prog, const char *needle, double *bytes)
+{
+  int n = 0;
+  if (bytes != NULL)
+    *bytes = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = &tr->programs[prog].ops[i];
+    if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
+      continue;
+    n++;
+    if (bytes != NULL)
+      *bytes += o->bytes;
+  }
+  return n;
+}
+
+Test(zero, stage_3_gathers_each_layer_once_per_pass)
+{
+  /* ZeRO-3 (Rajbhandari et al. 2020, section 7.2.2): each layer's parameters are all-gathered
+   * before its forward and again before its backward, for every micro-batch; gradients are
+   * reduce-scattered after every micro-batch. */
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=64,zero=3", 256, 2);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  int with_params = 0;
+  double psi = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].params > 0) {
+      with_params++;
+      psi += m->layers[i].params;
+    }
+  int M = (int)p->n_micro;
+  cr_assert_eq(M, 2);
+  double bytes;
+  int ag = count_ops(tr, 0, "param all-gather", &bytes);
+  cr_assert_eq(ag, 2 * with_params * M, "%d gathers, expected 2 x %d layers x %d micro-batches", ag,
+               with_params, M);
+  double want = 2.0 * M * psi * m->dtype_bytes;
+  cr_assert_float_eq(bytes, want, want * 1e-12, "gathered %g bytes, expected 2 M Psi 2", bytes);
+  double rs;
+  count_ops(tr, 0, "grad reduce-scatter", &rs);
+  double want_rs = M * psi * m->dtype_bytes;
+  cr_assert_float_eq(rs, want_rs, want_rs * 1e-12);
+  /* Stage 1 and 2 reduce-scatter once (stage 1) or per micro-batch (stage 2), then gather the
+   * updated parameters once; no per-layer gathers. */
+  g_autoptr(ts_plan) p1 = make_plan(m, t, "dp=64,zero=1", 256, 2);
+  g_autoptr(ts_trace) t1 = ts_plan_trace(p1, &err);
+  cr_assert_eq(count_ops(t1, 0, "param all-gather", NULL), 1);
+  count_ops(t1, 0, "grad reduce-scatter", &rs);
+  cr_assert_float_eq(rs, psi * m->dtype_bytes, psi * 1e-12);
+}
+
+static double host_link_bytes_in_trace(const ts_trace *tr, const ts_topo *t, int prog)
+{
+  double s = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = &tr->programs[prog].ops[i];
+    if (g_str_has_prefix(g_ptr_array_index(tr->labels, o->label), "host link:"))
+      s += ts_compute_time(t, o->flops, o->mem_bytes) * t->chip.host_link_bw_Bps;
+  }
+  return s;
+}
+
+Test(offload, host_link_traffic)
+{
+  /* ZeRO-Offload (Ren et al. 2021, section 4): after each gradient reduction the shard
+   * (2 Psi / N bytes) goes to the host, and the updated 16-bit shard comes back once per step.
+   * ZeRO-Infinity with stage 3 on NVMe (Rajbhandari et al. 2021, section 5) brings each layer's
+   * parameter shard up in every pass instead. */
+  int N = 4, M = 4;
+  g_autoptr(ts_topo) t = ring_topo(N, 1e11, 1e-6);
+  g_autoptr(ts_model) m = equal_model(8, 1e9, 1e6, 1e6);
+  double psi = 8e6, D = 2, shard = D * psi / N;
+  const struct {
+    const char *split;
+    double want;
+  } cases[] = {
+      {"dp=4,zero=1,offload=cpu", shard + shard},
+      {"dp=4,zero=2,offload=cpu", M * shard + shard},
+      {"dp=4,zero=3,offload=cpu", M * shard + shard},
+      {"dp=4,zero=2,offload=nvme", M * shard + shard},
+      {"dp=4,zero=3,offload=nvme", M * shard + 2 * M * shard},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, N * M, 1);
+    GError *err = NULL;
+    g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+    double planned = p->host_link_bytes_per_step, traced = host_link_bytes_in_trace(tr, t, 0);
+    cr_assert_float_eq(planned, cases[i].want, cases[i].want * 1e-12, "%s: plan %g, expected %g",
+                       cases[i].split, planned, cases[i].want);
+    cr_assert_float_eq(traced, cases[i].want, cases[i].want * 1e-9, "%s: trace %g, expected %g",
+                       cases[i].split, traced, cases[i].want);
+    /* The offloaded states leave the device. */
+    double dev = p->mem.optimizer + p->mem.grads;
+    cr_assert_eq(dev, 0.0, "%s: %g bytes of optimizer state and gradients left on the device",
+                 cases[i].split, dev);
+    double off = p->mem.host + p->mem.nvme;
+    cr_assert(off > 0);
+    ts_replay_result rr;
+    replay_plan(p, &rr);
+  }
+}
+
+Test(ps, push_pull_bytes_per_step)
+{
+  /* GeePS (Cui et al. 2016): every step each worker pushes its gradients (2 Psi bytes) to the
+   * sharded servers and pulls the parameters back; with a server on every worker, the shard it
+   * hosts stays local: (N - 1) / N of it crosses the network. */
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_model) m = equal_model(8, 1e9, 1e6, 1e6);
+  double bytes = 2 * 8e6;
+  g_autoptr(ts_plan) d = make_plan(m, t, "dp=8,ps=2,ps-placement=dedicated", 16, 1);
+  g_autoptr(ts_plan) c = make_plan(m, t, "dp=8,ps=8", 16, 1);
+  g_autoptr(ts_plan) c4 = make_plan(m, t, "dp=8,ps=4", 16, 1);
+  double a = d->ps_push_bytes_per_step, b = d->ps_pull_bytes_per_step;
+  cr_assert_float_eq(a, bytes, bytes * 1e-12);
+  cr_assert_float_eq(b, bytes, bytes * 1e-12);
+  double cc = c->ps_push_bytes_per_step, want = bytes * 7 / 8;
+  cr_assert_float_eq(cc, want, want * 1e-12);
+  double c4b = c4->ps_push_bytes_per_step;
+  cr_assert_float_eq(c4b, bytes, bytes * 1e-12, "a worker without a shard pushes everything");
+  /* Dedicated: the push takes the slower of a worker sending 2 Psi and a server receiving
+   * W / N of it: here W / N = 4 times a worker's share. */
+  double tp = ts_plan_ps_time(d, bytes), want_t = 1e-6 + bytes * 8 / 2 / 1e11;
+  cr_assert_float_eq(tp, want_t, want_t * 1e-12);
+  /* Colocated on every worker: the trace pushes by reduce-scatter and pulls by all-gather of
+   * the whole model. */
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(c, &err);
+  double push, pull;
+  count_ops(tr, 0, "ps push", &push);
+  count_ops(tr, 0, "ps pull", &pull);
+  cr_assert_float_eq(push, bytes, bytes * 1e-12);
+  cr_assert_float_eq(pull, bytes, bytes * 1e-12);
+  ts_replay_result rr;
+  replay_plan(d, &rr);
+  replay_plan(c4, &rr);
+  /* No optimizer state on a chip whose servers are dedicated hosts. */
+  double opt = d->mem.optimizer;
+  cr_assert_eq(opt, 0.0);
+}
+
+Test(hybrid, one_weird_trick_redistribution)
+{
+  /* Krizhevsky 2014, "One weird trick", section 2: convolutions data-parallel, fully
+   * connected layers model-parallel; at the boundary every worker gathers all workers' last
+   * convolutional outputs (forward) and the input gradients are summed back to their owners
+   * (backward): an all-gather and a reduce-scatter of the whole batch's activations. */
+  g_autoptr(ts_model) m = load_model("vgg16");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@node,dp=4@net,kind:conv2d=dp", 256, 16);
+  int fc6 = -1;
+  for (int i = 0; i < m->nlayers; i++)
+    if (strcmp(m->layers[i].name, "fc6") == 0)
+      fc6 = i;
+  cr_assert(fc6 > 0);
+  double act = m->layers[fc6].in_act_elems * m->dtype_bytes * 16; /* per micro-batch */
+  double want = 2 * act * (double)p->n_micro;
+  double got = p->redistribution_bytes_per_step;
+  cr_assert_float_eq(got, want, want * 1e-12, "redistribution %g bytes, expected %g", got, want);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  double b;
+  int n = count_ops(tr, 0, "(redistribution)", &b);
+  cr_assert_eq(n, 2 * (int)p->n_micro);
+  cr_assert_float_eq(b, want, want * 1e-12);
+  /* Convolutions compute a quarter... an eighth of the micro-batch each, and their gradients are
+   * synchronised over dp and tp together. */
+  int conv_sync = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind == TS_OP_COLL && o->cat == TS_CAT_COMM_DP &&
+        strcmp(((ts_group *)g_ptr_array_index(tr->groups, o->group))->name, "dp+tp") == 0)
+      conv_sync++;
+  }
+  cr_assert(conv_sync > 0, "no gradient synchronisation over dp+tp");
+  double conv_f = 0, want_f = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].kind == TS_LAYER_CONV2D)
+      want_f += m->layers[i].fwd_flops * 16 / 8;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    const char *l = g_ptr_array_index(tr->labels, o->label);
+    if (o->kind == TS_OP_COMPUTE && g_str_has_prefix(l, "conv") && g_str_has_suffix(l, " fwd"))
+      conv_f += o->flops;
+  }
+  want_f *= (double)p->n_micro;
+  cr_assert_float_eq(conv_f, want_f, want_f * 1e-12);
+  /* Everything data-parallel over tp is plain data parallelism. */
+  ts_result a, c;
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 256;
+  po.micro_batch = 8;
+  ts_run_options ro = {"analytic", NULL, FALSE};
+  g_autoptr(ts_split) s1 = ts_split_parse("dp=32", &err);
+  g_autoptr(ts_split) s2 = ts_split_parse("tp=8@node,dp=4@net,kind:conv2d=dp,kind:dense=dp", &err);
+  po.micro_batch = 8;
+  cr_assert(ts_run_predict(m, t, s1, &po, &ro, &a, &err), "%s", err ? err->message : "");
+  po.micro_batch = 64;
+  cr_assert(ts_run_predict(m, t, s2, &po, &ro, &c, &err), "%s", err ? err->message : "");
+  double x = a.mem.params, y = c.mem.params;
+  cr_assert_float_eq(x, y, x * 1e-12);
+  ts_result_clear(&a);
+  ts_result_clear(&c);
+}
+
+Test(memory, does_not_fit_reports_largest_micro_batch)
+{
+  /* Memory = model states + activations x micro-batch + buffers; a capacity between the
+   * micro-batches 8 and 16 must report "does not fit", by how much, and 8. */
+  g_autoptr(ts_topo) t = ring_topo(1, 1e11, 1e-6);
+  g_autoptr(ts_model) m = equal_model(4, 1e9, 1e6, 1e6);
+  double states = 16 * 4e6, per_sample = 4 * 1e6 + 2 * 2; /* activations + 2 outputs */
+  t->chip.memory_bytes = states + 12 * per_sample;
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=1", 64, 64);
+  cr_assert(!p->mem.fits);
+  double over = p->mem.over, want = states + 64 * per_sample - t->chip.memory_bytes;
+  cr_assert_float_eq(over, want, want * 1e-12, "over by %g, expected %g", over, want);
+  cr_assert_eq(p->mem.max_micro_batch, 8, "largest fitting micro-batch %ld, expected 8",
+               (long)p->mem.max_micro_batch);
+  g_autoptr(ts_plan) q = make_plan(m, t, "dp=1", 64, 8);
+  cr_assert(q->mem.fits);
+  /* States alone too large: nothing fits. */
+  t->chip.memory_bytes = states / 2;
+  g_autoptr(ts_plan) r = make_plan(m, t, "dp=1", 64, 1);
+  cr_assert_eq(r->mem.max_micro_batch, 0);
+}
+
+Test(split, option_errors_name_the_item)
+{
+  const struct {
+    const char *split, *expect;
+  } cases[] = {
+      {"pp=4,zero=4", "item 'zero=4': expected zero=0, 1, 2 or 3"},
+      {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
+      {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
+      {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective or full"},
+      {"tp=4,sp=maybe", "item 'sp=maybe'"},
+      {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
+      {"dp=8,ps=0", "item 'ps=0'"},
+      {"dp=8,ps-placement=far", "item 'ps-placement=far'"},
+      {"pp=2,stages=3:x", "item 'stages=3:x'"},
+      {"tp=8,kind:lstm=dp", "item 'kind:lstm=dp'"},
+      {"tp=8,kind:conv2d=both", "item 'kind:conv2d=both'"},
+      {"tp=8,colour=red", "unknown axis 'colour'"},
+      {"zero", "item 'zero': expected AXIS=DEGREE"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    GError *err = NULL;
+    ts_split *s = ts_split_parse(cases[i].split, &err);
+    cr_assert_null(s, "'%s' parsed", cases[i].split);
+    cr_assert(strstr(err->message, cases[i].expect) != NULL, "'%s': '%s' lacks '%s'",
+              cases[i].split, err->message, cases[i].expect);
+    cr_assert(strchr(err->message, '\n') == NULL);
+    g_error_free(err);
+  }
+}
+
+Test(split, invalid_combinations)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const struct {
+    const char *split;
+    gint64 batch, micro;
+    const char *expect;
+  } cases[] = {
+      {"dp=64,sp", 64, 0, "expected tp > 1"},
+      {"tp=64,zero=1", 64, 0, "expected dp > 1"},
+      {"dp=64,offload=cpu", 64, 0, "expected zero=1, 2 or 3"},
+      {"dp=64,zero=2,offload=cpu", 64, 0, "has no [host] link_bandwidth_GBps"},
+      {"dp=64,ps=4,zero=1", 64, 0, "without zero or offload"},
+      {"dp=8,tp=8,ps=16", 64, 0, "at most dp=8 shards"},
+      {"pp=8,dp=8,schedule=interleaved:2", 96, 1, "expected a multiple of 8"},
+      {"pp=8,dp=8,stages=4:4", 64, 1, "expected 8 stages"},
+      {"tp=8,dp=8,name:nothing*=dp", 64, 0, "matches no layer"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    GError *err = NULL;
+    g_autoptr(ts_split) s = ts_split_parse(cases[i].split, &err);
+    cr_assert_not_null(s, "%s", err ? err->message : "");
+    ts_plan_options po;
+    ts_plan_options_default(&po);
+    po.global_batch = cases[i].batch;
+    po.micro_batch = cases[i].micro;
+    ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+    cr_assert_null(p, "'%s' accepted", cases[i].split);
+    cr_assert(strstr(err->message, cases[i].expect) != NULL, "'%s': '%s' lacks '%s'",
+              cases[i].split, err->message, cases[i].expect);
+    g_error_free(err);
+  }
+}
+
+Test(split, more_stages_than_layers)
+{
+  g_autoptr(ts_topo) t = ring_topo(4, 1e11, 1e-6);
+  g_autoptr(ts_model) m = equal_model(3, 1e9, 1e6, 1e6);
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("pp=4", &err);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 4;
+  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_null(p);
+  cr_assert(strstr(err->message, "4 pipeline stages but equal has 3 layers"), "%s", err->message);
+  g_error_free(err);
+}
+
+Test(placement, pipeline_on_slowest_dimension)
+{
+  /* pp goes on the slowest dimension, tensor parallelism on the fastest; the placement text
+   * says so. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,pp=4", 32, 1);
+  cr_assert_str_eq(p->placement_text, "tp@node,pp@net");
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=4,pp=4,dp=2", 32, 1);
+  cr_assert_str_eq(q->placement_text, "tp@node:4,dp@node:2,pp@net");
+}
+
+Test(compose, every_combination_replays)
+{
+  /* The example and its neighbours: every split composes with every other. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-32node");
+  const char *splits[] = {
+      "tp=8@node,pp=8,dp=4@net,zero=1",
+      "tp=8@node,pp=8,dp=4@net,zero=1,schedule=1f1b,recompute=full",
+      "tp=8,pp=4,dp=8,schedule=interleaved:2,sp,recompute=selective",
+      "tp=4,pp=4,dp=16,zero=2,schedule=gpipe",
+      "tp=2,pp=2,dp=64,zero=3,recompute=full,sp",
+      "tp=8,pp=2,dp=16,zero=3,offload=nvme",
+      "tp=8,pp=2,dp=16,zero=2,offload=cpu",
+      "tp=8,pp=2,dp=16,ps=4,ps-placement=dedicated",
+      "tp=8,pp=2,dp=16,ps=16",
+      "tp=8,dp=32,name:block.1*=dp,sp",
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    ts_result a, b;
+    GError *err = NULL;
+    g_autoptr(ts_split) s = ts_split_parse(splits[i], &err);
+    cr_assert_not_null(s, "%s", err ? err->message : "");
+    ts_plan_options po;
+    ts_plan_options_default(&po);
+    po.global_batch = 256;
+    ts_run_options ro = {"analytic", NULL, FALSE}, rf = {"analytic", NULL, TRUE};
+    cr_assert(ts_run_predict(m, t, s, &po, &ro, &a, &err), "%s: %s", splits[i],
+              err ? err->message : "");
+    cr_assert(ts_run_predict(m, t, s, &po, &rf, &b, &err), "%s: %s", splits[i],
+              err ? err->message : "");
+    double x = a.step_time_s, y = b.step_time_s;
+    cr_assert_eq(x, y, "%s: collapsed %.17g != full %.17g", splits[i], x, y);
+    double sum = a.compute_time_s + a.exposed_comm_time_s + a.idle_time_s;
+    cr_assert_float_eq(sum, x, x * 1e-9, "%s: breakdown does not add up", splits[i]);
+    double flops = a.model_flops_per_step;
+    cr_assert(flops > 0);
+    ts_result_clear(&a);
+    ts_result_clear(&b);
   }
 }
