@@ -1,6 +1,7 @@
 /* cmd_run: `trainsim run`, the what-if: step time, breakdown and memory of one or more splits. */
 #include "ts_cmd.h"
 #include "ts_run.h"
+#include "ts_timeline.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -29,7 +30,7 @@ static GPtrArray *default_splits(const ts_topo *t)
 int ts_cmd_run(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *model_name = NULL, *format = NULL, *outdir = NULL;
-  g_autofree char *backend = NULL, *algo_name = NULL;
+  g_autofree char *backend = NULL, *algo_name = NULL, *timeline = NULL, *timeline_json = NULL;
   g_auto(GStrv) splits = NULL, cfg = NULL;
   gint64 global_batch = 0, micro_batch = 0;
   double bucket_MiB = 25.0;
@@ -67,6 +68,10 @@ int ts_cmd_run(int argc, char **argv)
        "F"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
        "Also write results.txt, results.csv and results.json here (atomically)", "DIR"},
+      {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline,
+       "Write the replayed step (one --split) as Chrome trace-event JSON (Perfetto); tracks for "
+       "the simulated chips, every chip with --full",
+       "FILE.json"},
       {NULL}};
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("run", "",
@@ -117,6 +122,12 @@ int ts_cmd_run(int argc, char **argv)
   }
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("run", err);
+  if (timeline != NULL && (splits == NULL || splits[0] == NULL || splits[1] != NULL)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--timeline %s: expected exactly one --split (a timeline shows one split's step)",
+                timeline);
+    return ts_cmd_fail("run", err);
+  }
   if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err))
     return ts_cmd_fail("run", err);
   g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
@@ -147,15 +158,23 @@ int ts_cmd_run(int argc, char **argv)
       g_ptr_array_add(list, *s);
   GArray *results = g_array_new(FALSE, TRUE, sizeof(ts_result));
   int status = 0;
+  GError *first_skip = NULL;
   for (guint i = 0; i < list->len; i++) {
     const char *text = g_ptr_array_index(list, i);
     g_autoptr(ts_split) sp = ts_split_parse(text, &err);
     ts_result res;
-    if (sp == NULL || !ts_run_predict(model, topo, sp, &po, &ro, &res, &err)) {
+    gboolean ok = sp != NULL;
+    if (ok && timeline != NULL) /* one split (checked above): predict it and keep its spans */
+      ok = ts_timeline_predict(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
+    else if (ok)
+      ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
+    if (!ok) {
       /* A default candidate that does not apply to this model is skipped with a note; a split
        * the user asked for is an error. */
       if (defaults && err->code == TS_ERROR_INVALID) {
         fprintf(stderr, "trainsim run: note: skipped %s: %s\n", text, err->message);
+        if (first_skip == NULL)
+          first_skip = g_steal_pointer(&err);
         g_clear_error(&err);
         continue;
       }
@@ -164,10 +183,9 @@ int ts_cmd_run(int argc, char **argv)
     }
     g_array_append_val(results, res);
   }
-  if (status == 0 && results->len == 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INVALID, "no split applies; give one with --split");
-    status = ts_cmd_fail("run", err);
-  }
+  if (status == 0 && results->len == 0) /* every default candidate failed: say why */
+    status = ts_cmd_fail("run", first_skip);
+  g_clear_error(&first_skip);
   if (status == 0) {
     ts_report_inputs in = {0};
     in.model_name = g_strdup(model->name);
@@ -182,7 +200,10 @@ int ts_cmd_run(int argc, char **argv)
     in.micro_batch = micro_batch;
     const ts_result *res = (const ts_result *)results->data;
     g_autofree char *text = ts_report_render(&in, res, (int)results->len, fmt);
-    if (outdir != NULL && !ts_cmd_write_outputs(outdir, &in, res, (int)results->len, &err))
+    if (timeline_json != NULL &&
+        !ts_write_file_atomic(timeline, timeline_json, strlen(timeline_json), &err))
+      status = ts_cmd_fail("run", err);
+    else if (outdir != NULL && !ts_cmd_write_outputs(outdir, &in, res, (int)results->len, &err))
       status = ts_cmd_fail("run", err);
     else if (!ts_write_file_atomic("-", text, strlen(text), &err))
       status = ts_cmd_fail("run", err);

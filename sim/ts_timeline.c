@@ -1,0 +1,241 @@
+/* ts_timeline: Chrome trace-event JSON of one replayed step (the "JSON Object Format" of the
+ * Trace Event Format document, Google, 2016: "X" complete events with ts/dur in microseconds,
+ * "M" metadata events naming processes and threads). A chip is a process (pid = chip id), a
+ * stream of its program is a thread (tid = stream), so Perfetto shows one track group per chip
+ * with compute and gradient communication on separate rows. */
+#include "ts_timeline.h"
+#include "ts_util.h"
+
+#include <math.h>
+#include <string.h>
+
+/* JSON string literal (RFC 8259 section 7): quotes, backslashes and control characters escaped. */
+static void json_str(GString *s, const char *v)
+{
+  g_string_append_c(s, '"');
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    switch (*p) {
+    case '"':
+      g_string_append(s, "\\\"");
+      break;
+    case '\\':
+      g_string_append(s, "\\\\");
+      break;
+    case '\n':
+      g_string_append(s, "\\n");
+      break;
+    case '\t':
+      g_string_append(s, "\\t");
+      break;
+    default:
+      if (*p < 0x20)
+        g_string_append_printf(s, "\\u%04x", *p);
+      else
+        g_string_append_c(s, (char)*p);
+    }
+  }
+  g_string_append_c(s, '"');
+}
+
+/* Whole nanoseconds printed as microseconds with three decimals: start and end are rounded
+ * once each, so a span's ts + dur is exactly the next span's ts when they touch. */
+static void json_us(GString *s, gint64 ns)
+{
+  g_string_append_printf(s, "%" G_GINT64_FORMAT ".%03d", ns / 1000, (int)(ns % 1000));
+}
+
+static void json_num(GString *s, double v)
+{
+  ts_append_g(s, 10, v);
+}
+
+static char *chip_name(const ts_topo *t, int rank)
+{
+  int c[TS_MAX_DIMS];
+  ts_topo_coords(t, rank, c);
+  GString *s = g_string_new(NULL);
+  g_string_append_printf(s, "chip %d (", rank);
+  for (int d = 0; d < t->ndims; d++)
+    g_string_append_printf(s, "%s%s=%d", d ? ", " : "", t->dims[d].name, c[d]);
+  g_string_append_c(s, ')');
+  return g_string_free(s, FALSE);
+}
+
+static const char *stream_name(int stream)
+{
+  /* The planner's convention (ts_plan.c): stream 0 computes and carries the collectives the
+   * next layer waits for; stream 1 carries gradient all-reduces that overlap the backward pass. */
+  switch (stream) {
+  case 0:
+    return "compute + blocking communication";
+  case 1:
+    return "gradient synchronisation (overlapped)";
+  default:
+    return NULL;
+  }
+}
+
+char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spans,
+                         const ts_result *res, const char *backend, int nsimulated)
+{
+  GString *s = g_string_new("{\"traceEvents\":[\n");
+  gboolean first = TRUE;
+  /* Track names first: one process per simulated chip, one thread per stream it used. */
+  int last_rank = -1;
+  GHashTable *streams = g_hash_table_new(g_direct_hash, g_direct_equal);
+  GString *ranks = g_string_new(NULL);
+  for (guint i = 0; i <= spans->len; i++) {
+    const ts_span *sp = i < spans->len ? &g_array_index(spans, ts_span, i) : NULL;
+    if (sp == NULL || sp->rank != last_rank) {
+      /* Close the previous chip: name the streams it used, in stream order. */
+      if (last_rank >= 0) {
+        for (int st = 0; st < 64; st++) {
+          if (!g_hash_table_contains(streams, GINT_TO_POINTER(st)))
+            continue;
+          const char *nm = stream_name(st);
+          g_autofree char *fallback = g_strdup_printf("stream %d", st);
+          g_string_append_printf(s,
+                                 ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                                 "\"args\":{\"name\":",
+                                 last_rank, st);
+          json_str(s, nm ? nm : fallback);
+          g_string_append(s, "}}");
+        }
+        g_hash_table_remove_all(streams);
+      }
+      if (sp == NULL)
+        break;
+      last_rank = sp->rank;
+      g_string_append_printf(ranks, "%s%d", ranks->len ? "," : "", sp->rank);
+      g_autofree char *nm = chip_name(t, sp->rank);
+      g_string_append_printf(s,
+                             "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                             "\"args\":{\"name\":",
+                             first ? "" : ",\n", sp->rank);
+      json_str(s, nm);
+      g_string_append_printf(s,
+                             "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+                             "\"tid\":0,\"args\":{\"sort_index\":%d}}",
+                             sp->rank, sp->rank);
+      first = FALSE;
+    }
+    const ts_op *o = &tr->programs[sp->program].ops[sp->op];
+    g_hash_table_add(streams, GINT_TO_POINTER(o->stream));
+  }
+  g_hash_table_unref(streams);
+
+  /* Spans. Waits cost nothing and are left out; every other op is an "X" event. */
+  for (guint i = 0; i < spans->len; i++) {
+    const ts_span *sp = &g_array_index(spans, ts_span, i);
+    const ts_op *o = &tr->programs[sp->program].ops[sp->op];
+    if (o->kind == TS_OP_WAIT)
+      continue;
+    g_string_append(s, ",\n{\"name\":");
+    json_str(s, g_ptr_array_index(tr->labels, o->label));
+    g_string_append(s, ",\"cat\":");
+    json_str(s, ts_op_cat_name(o->cat));
+    g_string_append(s, ",\"ph\":\"X\",\"ts\":");
+    gint64 a_ns = llround(sp->start_s * 1e9), b_ns = llround(sp->end_s * 1e9);
+    json_us(s, a_ns);
+    g_string_append(s, ",\"dur\":");
+    json_us(s, b_ns - a_ns);
+    g_string_append_printf(s, ",\"pid\":%d,\"tid\":%d,\"args\":{\"op\":%d", sp->rank, o->stream,
+                           sp->op);
+    switch (o->kind) {
+    case TS_OP_COMPUTE:
+      g_string_append(s, ",\"flops\":");
+      json_num(s, o->flops);
+      g_string_append(s, ",\"mem_bytes\":");
+      json_num(s, o->mem_bytes);
+      break;
+    case TS_OP_COLL: {
+      const ts_group *g = g_ptr_array_index(tr->groups, o->group);
+      g_string_append(s, ",\"collective\":");
+      json_str(s, ts_coll_kind_name(o->coll));
+      g_string_append(s, ",\"group\":");
+      json_str(s, g->name);
+      g_string_append_printf(s, ",\"group_members\":%d,\"bytes\":", ts_group_size(&g->shape));
+      json_num(s, o->bytes);
+      break;
+    }
+    case TS_OP_SEND:
+    case TS_OP_RECV:
+      g_string_append(s, o->kind == TS_OP_SEND ? ",\"send_to\":" : ",\"recv_from\":");
+      g_string_append_printf(
+          s, "%d,\"bytes\":", ts_trace_axis_neighbor(tr, sp->rank, o->axis, o->offset));
+      json_num(s, o->bytes);
+      break;
+    case TS_OP_WAIT:
+      break;
+    }
+    g_string_append(s, "}}");
+  }
+  g_string_append(s, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{");
+  /* Provenance and how to read the tracks (shown by Perfetto under "metadata"). */
+  g_string_append(s, "\"producer\":");
+  g_autofree char *prod = g_strdup_printf("trainsim %s", TS_VERSION);
+  json_str(s, prod);
+  const char *kv[][2] = {{"model", tr->meta.model},
+                         {"topology", tr->meta.topology},
+                         {"split", res ? res->split : tr->meta.split},
+                         {"placement", res ? res->placement : NULL},
+                         {"backend", backend}};
+  for (size_t k = 0; k < G_N_ELEMENTS(kv); k++) {
+    if (kv[k][1] == NULL)
+      continue;
+    g_string_append_printf(s, ",\"%s\":", kv[k][0]);
+    json_str(s, kv[k][1]);
+  }
+  if (res != NULL) {
+    g_string_append(s, ",\"step_time_s\":");
+    json_num(s, res->step_time_s);
+  }
+  gboolean full = nsimulated >= tr->nranks;
+  g_string_append_printf(s, ",\"chips\":%d,\"replay\":\"%s\",\"simulated_chips\":%d,", tr->nranks,
+                         full ? "full" : "collapsed", nsimulated);
+  g_string_append(s, "\"simulated_chip_ids\":");
+  json_str(s, ranks->str);
+  g_string_append(s, ",\"note\":");
+  if (full)
+    json_str(s, "full replay: one track per chip of the array");
+  else {
+    g_autofree char *note = g_strdup_printf(
+        "collapsed replay: only the chips listed in simulated_chip_ids were simulated; each stands "
+        "for the %d chips that run the same program (same coordinates on the pipeline axes) and "
+        "whose timeline is identical; run with --full for a track per chip",
+        tr->nranks / MAX(nsimulated, 1));
+    json_str(s, note);
+  }
+  g_string_append(s, "}\n}\n");
+  g_string_free(ranks, TRUE);
+  return g_string_free(s, FALSE);
+}
+
+gboolean ts_timeline_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
+                             const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
+                             char **json, GError **error)
+{
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, po, error);
+  if (p == NULL)
+    return FALSE;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, error);
+  if (tr == NULL || !ts_trace_check(tr, t, error))
+    return FALSE;
+  /* The same backend and replay mode as ts_run_replay, so the timeline is the prediction's. */
+  gboolean sg = ro->backend != NULL && strcmp(ro->backend, "simgrid") == 0;
+  ts_backend *b = sg ? ts_backend_simgrid_new(t, ro->sg_cfg, error) : ts_backend_analytic_new(t);
+  if (b == NULL)
+    return FALSE;
+  ts_replay *r = ts_replay_new(tr, b, sg || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
+  ts_replay_keep_spans(r, TRUE);
+  ts_replay_result rr;
+  gboolean ok = ts_replay_run(r, &rr, error);
+  if (ok) {
+    ts_result_fill(out, p, tr, &rr);
+    *json = ts_timeline_render(tr, t, ts_replay_spans(r), out, sg ? "simgrid" : "analytic",
+                               rr.nsimulated);
+  }
+  ts_replay_free(r);
+  ts_backend_free(b);
+  return ok;
+}
