@@ -14,6 +14,7 @@ static const ts_cmd commands[] = {
     {"platform", ts_cmd_platform, "write the SimGrid platform XML of a topology"},
     {"validate", ts_cmd_validate, "execute splits on real numeric kernels and compare gradients"},
     {"calibrate", ts_cmd_calibrate, "time real kernels on this host and fit a chip profile"},
+    {"check", ts_cmd_check, "re-predict regression scenarios and compare with golden step times"},
 };
 
 static void usage(FILE *f)

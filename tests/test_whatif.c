@@ -208,3 +208,111 @@ Test(timeline, needs_one_split_and_leaves_nothing_on_error)
   cr_assert_eq(n, 0, "a failed run left %d files", n);
   rm_rf(dir);
 }
+
+/* ---- regression checks ------------------------------------------------------------------ */
+
+static const char *scenario_text = "# my scenarios\n"
+                                   "[defaults]\n"
+                                   "topology = tpu-v3-8x8   # the shipped 8x8 slice\n"
+                                   "model = bert-large\n"
+                                   "global_batch = 512\n"
+                                   "\n"
+                                   "[dp]\n"
+                                   "split = dp=64\n"
+                                   "step_time_s = %s   # golden, keep this comment\n"
+                                   "tolerance_pct = 1\n"
+                                   "\n"
+                                   "[hybrid]\n"
+                                   "split = tp=8@x,dp=8@y\n"
+                                   "tolerance_pct = 1\n";
+
+static char *write_scenarios(const char *dir, const char *golden)
+{
+  char *path = g_build_filename(dir, "s.ini", NULL);
+  g_autofree char *text = g_strdup_printf(scenario_text, golden);
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  return path;
+}
+
+Test(check, drift_beyond_tolerance_fails_and_update_fixes_it)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  double step = run_step("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 --format json");
+  char g[G_ASCII_DTOSTR_BUF_SIZE];
+  /* 10% off with a 1% tolerance: must fail (exit 1) and say DRIFT. */
+  g_autofree char *path = write_scenarios(dir, g_ascii_formatd(g, sizeof g, "%.10g", step * 1.1));
+  g_autofree char *args = g_strdup_printf("check %s", path);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 1, "drift of 10%% passed: %s %s", r.out, r.err);
+  cr_assert(strstr(r.out, "DRIFT") && strstr(r.out, "-9.09"), "%s", r.out);
+  cr_assert(strstr(r.out, "NO GOLDEN"), "a scenario without golden must be flagged: %s", r.out);
+  run_free(&r);
+  /* Within tolerance (0.5% off) for dp; hybrid still lacks a golden: exit 1. */
+  g_free(path);
+  path = write_scenarios(dir, g_ascii_formatd(g, sizeof g, "%.10g", step * 1.005));
+  r = run(args);
+  cr_assert_eq(r.status, 1, "%s", r.out);
+  cr_assert(strstr(r.out, "DRIFT") == NULL, "0.5%% is within 1%%: %s", r.out);
+  run_free(&r);
+  /* --update rewrites goldens, keeps comments and layout, adds the missing one. */
+  g_autofree char *before = slurp(path);
+  g_autofree char *uargs = g_strdup_printf("check %s --update", path);
+  r = run(uargs);
+  cr_assert_eq(r.status, 0, "%s %s", r.out, r.err);
+  run_free(&r);
+  g_autofree char *after = slurp(path);
+  cr_assert(strstr(after, "# golden, keep this comment\n"), "inline comment lost:\n%s", after);
+  cr_assert(strstr(after, "topology = tpu-v3-8x8   # the shipped 8x8 slice\n"), "%s", after);
+  cr_assert(g_str_has_prefix(after, "# my scenarios\n[defaults]\n"), "%s", after);
+  g_autofree char *want =
+      g_strdup_printf("step_time_s = %s   # golden", g_ascii_formatd(g, sizeof g, "%.10g", step));
+  cr_assert(strstr(after, want), "expected '%s' in:\n%s", want, after);
+  cr_assert(strstr(after, "split = tp=8@x,dp=8@y\ntolerance_pct = 1\nstep_time_s = "),
+            "golden not added to [hybrid]:\n%s", after);
+  cr_assert_neq(strlen(after), strlen(before));
+  r = run(args);
+  cr_assert_eq(r.status, 0, "after --update check must pass: %s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(check, bad_scenarios_exit_2_and_update_changes_nothing)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "bad.ini", NULL);
+  const struct {
+    const char *text, *needle;
+  } cases[] = {
+      {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=64\nglobal_batch = 512\n"
+       "tolerance_pct = 1\nstep_time = 1\n",
+       "[a] step_time: unknown key"},
+      {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nglobal_batch = 512\ntolerance_pct = 1\n",
+       "[a] split: missing"},
+      {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=64\nglobal_batch = 512\n"
+       "tolerance_pct = lots\n",
+       "[a] tolerance_pct"},
+      {"[a]\ntopology = nowhere\nmodel = bert-large\nsplit = dp=64\nglobal_batch = 512\n"
+       "tolerance_pct = 1\n",
+       "[a] topology='nowhere'"},
+      {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=63\nglobal_batch = 512\n"
+       "tolerance_pct = 1\nstep_time_s = 1\n",
+       "[a]: --split 'dp=63' uses 63 chips"},
+      {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=64\nglobal_batch = 512\n"
+       "tolerance_pct = 1\n[a]\nstep_time_s = 1\n",
+       "line 7: [a] given again"},
+      {"# nothing\n", "no scenarios"},
+      {"[a\n", "bad.ini"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    cr_assert(g_file_set_contents(path, cases[i].text, -1, NULL));
+    g_autofree char *a = g_strdup_printf("check %s", path);
+    expect_input_error(a, cases[i].needle);
+    g_autofree char *u = g_strdup_printf("check %s --update", path);
+    expect_input_error(u, cases[i].needle);
+    g_autofree char *now = slurp(path);
+    cr_assert_str_eq(now, cases[i].text, "--update changed a file it rejected");
+  }
+  expect_input_error("check", "missing SCENARIOS.ini");
+  expect_input_error("check /nonexistent.ini", "/nonexistent.ini: cannot read");
+  rm_rf(dir);
+}
