@@ -102,6 +102,7 @@ void ts_vary_free(ts_vary *v)
 {
   if (v == NULL)
     return;
+  g_free(v->text);
   g_free(v->key);
   g_free(v->column);
   g_free(v->values);
@@ -150,6 +151,7 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
     return NULL;
   }
   g_autoptr(ts_vary) v = g_new0(ts_vary, 1);
+  v->text = g_strdup(text);
   v->key = g_strndup(text, (gsize)(eq - text));
   gboolean dims = strcmp(v->key, "dims") == 0;
   gboolean ok = dims || in_list(chip_keys, v->key) || strcmp(v->key, "link_bandwidth_GBps") == 0 ||
@@ -457,4 +459,372 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
   g_hash_table_unref(c.seen);
   g_ptr_array_unref(c.seqs);
   return c.out;
+}
+
+/* ---- sweeps -------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *array;     /* "32x32" */
+  char *split_arg; /* the --split text predicted */
+  double *vals;    /* one per non-dims --vary: the factor or value of this configuration */
+} row_meta;
+
+struct ts_sweep {
+  GArray *cfgs;   /* ts_config */
+  GArray *meta;   /* row_meta */
+  int nvary;      /* --vary options */
+  char **columns; /* column name of each --vary, NULL for dims */
+  char *backend;
+  JsonNode *spec;
+};
+
+static void meta_clear(gpointer p)
+{
+  row_meta *m = p;
+  g_free(m->array);
+  g_free(m->split_arg);
+  g_free(m->vals);
+}
+
+void ts_sweep_free(ts_sweep *s)
+{
+  if (s == NULL)
+    return;
+  g_array_unref(s->cfgs);
+  g_array_unref(s->meta);
+  g_strfreev(s->columns);
+  g_free(s->backend);
+  if (s->spec != NULL)
+    json_node_unref(s->spec);
+  g_free(s);
+}
+
+int ts_sweep_size(const ts_sweep *s)
+{
+  return (int)s->cfgs->len;
+}
+
+const ts_config *ts_sweep_configs(const ts_sweep *s)
+{
+  return (const ts_config *)s->cfgs->data;
+}
+
+JsonNode *ts_sweep_spec_json(const ts_sweep *s)
+{
+  return s->spec;
+}
+
+typedef struct {
+  const ts_sweep_spec *spec;
+  ts_sweep *sw;
+  ts_inputs *cache;
+  const char *topo_arg;
+  double *vals; /* current value of each --vary */
+} enum_ctx;
+
+static void add_configs(enum_ctx *c, const ts_topo *t)
+{
+  const ts_sweep_spec *sp = c->spec;
+  g_autofree char *array = ts_topo_shape_text(t);
+  gboolean per_chip = sp->batch_per_chip != NULL && sp->batch_per_chip->len > 0;
+  GArray *batches = per_chip ? sp->batch_per_chip : sp->global_batch;
+  for (char **mn = sp->models; *mn != NULL; mn++) {
+    const ts_model *m = ts_inputs_model(c->cache, *mn, NULL, NULL); /* loaded before */
+    for (guint b = 0; b < batches->len; b++) {
+      gint64 gb = g_array_index(batches, gint64, b) * (per_chip ? t->nchips : 1);
+      for (guint u = 0; u < sp->micro_batch->len; u++) {
+        ts_config cfg = {0};
+        cfg.model = m;
+        cfg.topo = t;
+        ts_plan_options_default(&cfg.po);
+        cfg.po.global_batch = gb;
+        cfg.po.micro_batch = g_array_index(sp->micro_batch, gint64, u);
+        cfg.po.bucket_bytes = sp->bucket_MiB * 1024 * 1024;
+        cfg.po.algo = sp->algo;
+        cfg.ro.backend = c->sw->backend;
+        cfg.ro.full = sp->full;
+        g_autoptr(GPtrArray) auto_list =
+            sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, sp->fits_only) : NULL;
+        guint ns = auto_list ? auto_list->len : g_strv_length(sp->splits);
+        for (guint k = 0; k < ns; k++) {
+          row_meta rm = {0};
+          rm.array = g_strdup(array);
+          rm.split_arg = g_strdup(auto_list ? g_ptr_array_index(auto_list, k) : sp->splits[k]);
+          rm.vals = g_memdup2(c->vals, sizeof(double) * (gsize)MAX(c->sw->nvary, 1));
+          cfg.split = rm.split_arg; /* owned by the row's meta, which lives as long */
+          g_array_append_val(c->sw->meta, rm);
+          g_array_append_val(c->sw->cfgs, cfg);
+        }
+      }
+    }
+  }
+}
+
+static gboolean vary_level(enum_ctx *c, int level, const ts_topo *t, GError **error)
+{
+  if (level == c->sw->nvary) {
+    add_configs(c, t);
+    return TRUE;
+  }
+  const ts_vary *v = g_ptr_array_index(c->spec->vary, level);
+  for (int i = 0; i < v->nvalues; i++) {
+    ts_topo *nt = ts_vary_apply(v, i, t, error);
+    if (nt == NULL)
+      return FALSE;
+    ts_inputs_adopt_topo(c->cache, nt);
+    c->vals[level] = v->shapes != NULL ? NAN : v->values[i];
+    if (!vary_level(c, level + 1, nt, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void json_strv(JsonBuilder *b, const char *name, char **v)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_begin_array(b);
+  for (; v != NULL && *v != NULL; v++)
+    json_builder_add_string_value(b, *v);
+  json_builder_end_array(b);
+}
+
+static void json_ints(JsonBuilder *b, const char *name, const GArray *a)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_begin_array(b);
+  for (guint i = 0; a != NULL && i < a->len; i++)
+    json_builder_add_int_value(b, g_array_index(a, gint64, i));
+  json_builder_end_array(b);
+}
+
+ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **error)
+{
+  g_autoptr(ts_sweep) sw = g_new0(ts_sweep, 1);
+  sw->cfgs = g_array_new(FALSE, TRUE, sizeof(ts_config));
+  sw->meta = g_array_new(FALSE, TRUE, sizeof(row_meta));
+  g_array_set_clear_func(sw->meta, meta_clear);
+  sw->backend = g_strdup(spec->backend != NULL ? spec->backend : "analytic");
+  sw->nvary = spec->vary != NULL ? (int)spec->vary->len : 0;
+  sw->columns = g_new0(char *, sw->nvary + 1);
+  for (int i = 0; i < sw->nvary; i++) {
+    const ts_vary *v = g_ptr_array_index(spec->vary, i);
+    for (int j = 0; j < i; j++)
+      if (strcmp(((const ts_vary *)g_ptr_array_index(spec->vary, j))->key, v->key) == 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--vary '%s': key %s given twice; expected one --vary per key", v->text,
+                    v->key);
+        return NULL;
+      }
+    sw->columns[i] = g_strdup(v->column);
+  }
+  /* Every input is loaded (and so checked) before the first configuration is made. */
+  for (char **mn = spec->models; mn != NULL && *mn != NULL; mn++)
+    if (ts_inputs_model(cache, *mn, NULL, error) == NULL)
+      return NULL;
+  enum_ctx c = {spec, sw, cache, NULL, g_new0(double, MAX(sw->nvary, 1))};
+  gboolean ok = TRUE;
+  for (char **tn = spec->topologies; ok && tn != NULL && *tn != NULL; tn++) {
+    const ts_topo *t = ts_inputs_topo(cache, *tn, NULL, error);
+    c.topo_arg = *tn;
+    ok = t != NULL && vary_level(&c, 0, t, error);
+  }
+  g_free(c.vals);
+  if (!ok)
+    return NULL;
+  /* The spec as written, so shards of one sweep can be recognised and merged. */
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  json_strv(b, "topologies", spec->topologies);
+  json_strv(b, "models", spec->models);
+  if (spec->auto_splits) {
+    json_builder_set_member_name(b, "splits");
+    json_builder_add_string_value(b, "auto");
+    json_builder_set_member_name(b, "fits_only");
+    json_builder_add_boolean_value(b, spec->fits_only);
+  } else {
+    json_strv(b, "splits", spec->splits);
+  }
+  if (spec->batch_per_chip != NULL && spec->batch_per_chip->len > 0)
+    json_ints(b, "batch_per_chip", spec->batch_per_chip);
+  else
+    json_ints(b, "global_batch", spec->global_batch);
+  json_ints(b, "micro_batch", spec->micro_batch);
+  json_builder_set_member_name(b, "vary");
+  json_builder_begin_array(b);
+  for (int i = 0; i < sw->nvary; i++)
+    json_builder_add_string_value(b, ((const ts_vary *)g_ptr_array_index(spec->vary, i))->text);
+  json_builder_end_array(b);
+  json_builder_set_member_name(b, "backend");
+  json_builder_add_string_value(b, sw->backend);
+  json_builder_set_member_name(b, "collective_algorithm");
+  json_builder_add_string_value(b, ts_coll_algo_name(spec->algo));
+  json_builder_set_member_name(b, "bucket_MiB");
+  json_builder_add_double_value(b, spec->bucket_MiB);
+  json_builder_set_member_name(b, "full");
+  json_builder_add_boolean_value(b, spec->full);
+  json_builder_set_member_name(b, "configurations");
+  json_builder_add_int_value(b, sw->cfgs->len);
+  json_builder_end_object(b);
+  sw->spec = json_builder_get_root(b);
+  return g_steal_pointer(&sw);
+}
+
+/* RFC 4180: quote fields holding commas, quotes or line breaks, doubling the quotes. */
+static void csv_str(GString *s, const char *v)
+{
+  if (strpbrk(v, ",\"\n\r") == NULL) {
+    g_string_append(s, v);
+    return;
+  }
+  g_string_append_c(s, '"');
+  for (const char *p = v; *p; p++) {
+    if (*p == '"')
+      g_string_append_c(s, '"');
+    g_string_append_c(s, *p);
+  }
+  g_string_append_c(s, '"');
+}
+
+char *ts_sweep_render_csv(const ts_sweep *s, const int *idx, const ts_outcome *out, int n)
+{
+  GString *csv = g_string_new("config,array,split_arg");
+  for (int v = 0; v < s->nvary; v++)
+    if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0)
+      g_string_append_printf(csv, ",%s", s->columns[v]);
+  /* The columns of `trainsim run`, from its own renderer, so both stay the same. */
+  ts_report_inputs in0 = {0};
+  in0.model_name = in0.topology_name = in0.backend = (char *)"";
+  g_autofree char *head = ts_report_render(&in0, NULL, 0, TS_FORMAT_CSV);
+  g_string_append_printf(csv, ",%s", head);
+  for (int k = 0; k < n; k++) {
+    if (out[k].status != TS_OUTCOME_OK)
+      continue;
+    int i = idx[k];
+    const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
+    const row_meta *m = &g_array_index(s->meta, row_meta, i);
+    g_string_append_printf(csv, "%d,%s,", i, m->array);
+    csv_str(csv, m->split_arg);
+    for (int v = 0; v < s->nvary; v++)
+      if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0) {
+        g_string_append_c(csv, ',');
+        ts_append_g(csv, 10, m->vals[v]);
+      }
+    ts_report_inputs in;
+    ts_config_report_inputs(c, &in);
+    g_autofree char *row = ts_report_render(&in, &out[k].res, 1, TS_FORMAT_CSV);
+    ts_report_inputs_clear(&in);
+    const char *body = strchr(row, '\n');
+    g_string_append_printf(csv, ",%s", body != NULL ? body + 1 : "\n");
+  }
+  return g_string_free(csv, FALSE);
+}
+
+/* The leading members of a row: which configuration, and what was varied. */
+static void row_head(const ts_sweep *s, int i, JsonObject *o)
+{
+  const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
+  const row_meta *m = &g_array_index(s->meta, row_meta, i);
+  json_object_set_int_member(o, "config", i);
+  json_object_set_string_member(o, "model", c->model->name);
+  json_object_set_string_member(o, "topology", c->topo->name);
+  json_object_set_string_member(o, "array", m->array);
+  json_object_set_string_member(o, "backend", s->backend);
+  json_object_set_string_member(o, "split_arg", m->split_arg);
+  for (int v = 0; v < s->nvary; v++)
+    if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0)
+      json_object_set_double_member(o, s->columns[v], m->vals[v]);
+}
+
+void ts_sweep_render_json(const ts_sweep *s, const int *idx, const ts_outcome *out, int n,
+                          GPtrArray *results, GPtrArray *skipped)
+{
+  g_autoptr(JsonParser) parser = json_parser_new();
+  for (int k = 0; k < n; k++) {
+    int i = idx[k];
+    const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
+    JsonObject *o = json_object_new();
+    row_head(s, i, o);
+    if (out[k].status == TS_OUTCOME_OK) {
+      /* The fields of `trainsim run`'s results, from its own renderer. */
+      ts_report_inputs in;
+      ts_config_report_inputs(c, &in);
+      g_autofree char *text = ts_report_render(&in, &out[k].res, 1, TS_FORMAT_JSON);
+      ts_report_inputs_clear(&in);
+      if (json_parser_load_from_data(parser, text, -1, NULL)) {
+        JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+        JsonObject *r =
+            json_array_get_object_element(json_object_get_array_member(root, "results"), 0);
+        GList *names = json_object_get_members(r);
+        for (GList *l = names; l != NULL; l = l->next)
+          json_object_set_member(o, l->data, json_node_copy(json_object_get_member(r, l->data)));
+        g_list_free(names);
+      }
+      JsonNode *node = json_node_init_object(json_node_alloc(), o);
+      g_ptr_array_add(results, node);
+    } else {
+      json_object_set_int_member(o, "global_batch", c->po.global_batch);
+      json_object_set_int_member(o, "micro_batch", c->po.micro_batch);
+      json_object_set_string_member(o, "reason", out[k].message ? out[k].message : "");
+      g_ptr_array_add(skipped, json_node_init_object(json_node_alloc(), o));
+    }
+    json_object_unref(o);
+  }
+}
+
+char *ts_sweep_document(JsonNode *spec, int shard_index, int shard_count, GPtrArray *results,
+                        GPtrArray *skipped)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "trainsim_version");
+  json_builder_add_string_value(b, TS_VERSION);
+  json_builder_set_member_name(b, "sweep");
+  json_builder_add_value(b, json_node_copy(spec));
+  if (shard_count > 0) {
+    json_builder_set_member_name(b, "shard");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "index");
+    json_builder_add_int_value(b, shard_index);
+    json_builder_set_member_name(b, "count");
+    json_builder_add_int_value(b, shard_count);
+    json_builder_end_object(b);
+  }
+  json_builder_set_member_name(b, "results");
+  json_builder_begin_array(b);
+  for (guint i = 0; i < results->len; i++)
+    json_builder_add_value(b, json_node_copy(g_ptr_array_index(results, i)));
+  json_builder_end_array(b);
+  json_builder_set_member_name(b, "skipped");
+  json_builder_begin_array(b);
+  for (guint i = 0; i < skipped->len; i++)
+    json_builder_add_value(b, json_node_copy(g_ptr_array_index(skipped, i)));
+  json_builder_end_array(b);
+  json_builder_end_object(b);
+  g_autoptr(JsonGenerator) gen = json_generator_new();
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  json_generator_set_root(gen, root);
+  json_generator_set_pretty(gen, TRUE);
+  g_autofree char *text = json_generator_to_data(gen, NULL);
+  return g_strconcat(text, "\n", NULL);
+}
+
+gboolean ts_shard_parse(const char *text, int *index, int *count, GError **error)
+{
+  const char *slash = text != NULL ? strchr(text, '/') : NULL;
+  gint64 i = -1, n = 0;
+  if (slash != NULL) {
+    g_autofree char *a = g_strndup(text, (gsize)(slash - text));
+    if (!ts_parse_int(a, 0, 999999, &i) || !ts_parse_int(slash + 1, 1, 1000000, &n))
+      i = -1;
+  }
+  if (i < 0 || i >= n) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--shard '%s': expected i/n with shard index i in [0, n) and n in [1, 1000000], "
+                "e.g. 0/4",
+                text ? text : "");
+    return FALSE;
+  }
+  *index = (int)i;
+  *count = (int)n;
+  return TRUE;
 }
