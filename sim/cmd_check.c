@@ -257,7 +257,7 @@ static void pad(GString *s, const char *text, int w, gboolean right)
 int ts_cmd_check(int argc, char **argv)
 {
   gboolean update = FALSE;
-  gint64 jobs = 0;
+  gint64 jobs = -1; /* -1: every core */
   GOptionEntry entries[] = {
       {"update", 0, 0, G_OPTION_ARG_NONE, &update,
        "Rewrite every scenario's golden step_time_s with today's prediction (atomically; "
@@ -285,7 +285,7 @@ int ts_cmd_check(int argc, char **argv)
                 argc < 2 ? "" : argv[2]);
     return ts_cmd_fail("check", err);
   }
-  if (jobs != 0 && !ts_pool_parse_jobs(jobs, &err))
+  if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err))
     return ts_cmd_fail("check", err);
   const char *path = argv[1];
   g_autofree char *text = NULL;

@@ -156,7 +156,7 @@ int ts_cmd_sweep(int argc, char **argv)
   sweep_args a = {0};
   a.bucket_MiB = 25.0;
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
-  gint64 jobs = 0;
+  gint64 jobs = -1; /* -1: every core */
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.topologies,
        "Topology file or shipped name; repeat or comma-separate to sweep several", "T"},
@@ -217,7 +217,7 @@ int ts_cmd_sweep(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected csv or json", format);
-  else if (jobs != 0 && !ts_pool_parse_jobs(jobs, &err))
+  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err))
     ;
   else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err))
     ;
@@ -231,6 +231,31 @@ int ts_cmd_sweep(int argc, char **argv)
     goto out;
   }
   int total = ts_sweep_size(sw);
+  /* A listed split that applies to no configuration of the whole sweep is a mistake (a typo in
+   * a dimension name, a degree no topology has): say so before predicting anything. Planning
+   * is cheap and the check covers every shard alike. */
+  for (char **sp = spec.splits; sp != NULL && *sp != NULL && status == 0; sp++) {
+    g_autoptr(GError) first = NULL;
+    gboolean applies = FALSE;
+    for (int i = 0; i < total && !applies; i++) {
+      const ts_config *c = &ts_sweep_configs(sw)[i];
+      if (strcmp(c->split, *sp) != 0)
+        continue;
+      g_autoptr(GError) e = NULL;
+      g_autoptr(ts_split) parsed = ts_split_parse(c->split, &e);
+      g_autoptr(ts_plan) p = parsed ? ts_plan_new(c->model, c->topo, parsed, &c->po, &e) : NULL;
+      applies = p != NULL;
+      if (!applies && first == NULL)
+        first = g_steal_pointer(&e);
+    }
+    if (!applies && first != NULL) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INVALID, "%s (and in every other configuration)",
+                  first->message);
+      status = ts_cmd_fail("sweep", err);
+    }
+  }
+  if (status != 0)
+    goto out;
   GArray *idx = g_array_new(FALSE, FALSE, sizeof(int));
   for (int i = 0; i < total; i++)
     if (shard_n == 0 || i % shard_n == shard_i)
