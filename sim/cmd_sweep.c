@@ -217,11 +217,11 @@ int ts_cmd_sweep(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected csv or json", format);
-  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err))
-    ;
-  else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err))
-    ;
-  else if (build_spec(&a, &spec, &err) && outdir != NULL)
+  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err)) {
+    /* err is set */
+  } else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err)) {
+    /* err is set */
+  } else if (build_spec(&a, &spec, &err) && outdir != NULL)
     ts_cmd_prepare_dir(outdir, &err);
   json_out = format != NULL && strcmp(format, "json") == 0;
   g_autoptr(ts_inputs) cache = ts_inputs_new();

@@ -532,28 +532,53 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
     const ts_model *m = ts_inputs_model(c->cache, *mn, NULL, NULL); /* loaded before */
     for (guint b = 0; b < batches->len; b++) {
       gint64 gb = g_array_index(batches, gint64, b) * (per_chip ? t->nchips : 1);
-      for (guint u = 0; u < sp->micro_batch->len; u++) {
+      guint nmicro = sp->micro_auto ? 1 : sp->micro_batch->len;
+      for (guint u = 0; u < nmicro; u++) {
         ts_config cfg = {0};
         cfg.model = m;
         cfg.topo = t;
         ts_plan_options_default(&cfg.po);
         cfg.po.global_batch = gb;
-        cfg.po.micro_batch = g_array_index(sp->micro_batch, gint64, u);
+        cfg.po.micro_batch = sp->micro_auto ? 0 : g_array_index(sp->micro_batch, gint64, u);
         cfg.po.bucket_bytes = sp->bucket_MiB * 1024 * 1024;
         cfg.po.algo = sp->algo;
         cfg.ro.backend = c->sw->backend;
         cfg.ro.full = sp->full;
         g_autoptr(GPtrArray) auto_list =
-            sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, sp->fits_only) : NULL;
+            sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, sp->fits_only && !sp->micro_auto)
+                            : NULL;
         guint ns = auto_list ? auto_list->len : g_strv_length(sp->splits);
         for (guint k = 0; k < ns; k++) {
-          row_meta rm = {0};
-          rm.array = g_strdup(array);
-          rm.split_arg = g_strdup(auto_list ? g_ptr_array_index(auto_list, k) : sp->splits[k]);
-          rm.vals = g_memdup2(c->vals, sizeof(double) * (gsize)MAX(c->sw->nvary, 1));
-          cfg.split = rm.split_arg; /* owned by the row's meta, which lives as long */
-          g_array_append_val(c->sw->meta, rm);
-          g_array_append_val(c->sw->cfgs, cfg);
+          const char *text = auto_list ? g_ptr_array_index(auto_list, k) : sp->splits[k];
+          /* Micro-batch candidates: the whole per-replica batch, then halves of it down to 1
+           * (smaller micro-batches hold fewer activations; pipelines need several). */
+          GArray *micros = g_array_new(FALSE, FALSE, sizeof(gint64));
+          g_array_append_val(micros, cfg.po.micro_batch);
+          if (sp->micro_auto) {
+            g_autoptr(ts_split) parsed = ts_split_parse(text, NULL);
+            g_autoptr(ts_plan) p = parsed ? ts_plan_new(m, t, parsed, &cfg.po, NULL) : NULL;
+            g_array_set_size(micros, 0);
+            gint64 r = p != NULL ? p->micro_batch : 0;
+            for (gint64 v = r; v >= 1; v = v % 2 == 0 ? v / 2 : (v > 1 ? 1 : 0)) {
+              g_array_append_val(micros, v);
+              if (v == 1)
+                break;
+            }
+            if (micros->len == 0) /* does not plan: keep it, the reason is reported */
+              g_array_append_val(micros, cfg.po.micro_batch);
+          }
+          for (guint q = 0; q < micros->len; q++) {
+            row_meta rm = {0};
+            rm.array = g_strdup(array);
+            rm.split_arg = g_strdup(text);
+            rm.vals = g_memdup2(c->vals, sizeof(double) * (gsize)MAX(c->sw->nvary, 1));
+            ts_config one = cfg;
+            one.po.micro_batch = g_array_index(micros, gint64, q);
+            one.split = rm.split_arg; /* owned by the row's meta, which lives as long */
+            g_array_append_val(c->sw->meta, rm);
+            g_array_append_val(c->sw->cfgs, one);
+          }
+          g_array_unref(micros);
         }
       }
     }
@@ -648,7 +673,12 @@ ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **err
     json_ints(b, "batch_per_chip", spec->batch_per_chip);
   else
     json_ints(b, "global_batch", spec->global_batch);
-  json_ints(b, "micro_batch", spec->micro_batch);
+  if (spec->micro_auto) {
+    json_builder_set_member_name(b, "micro_batch");
+    json_builder_add_string_value(b, "auto");
+  } else {
+    json_ints(b, "micro_batch", spec->micro_batch);
+  }
   json_builder_set_member_name(b, "vary");
   json_builder_begin_array(b);
   for (int i = 0; i < sw->nvary; i++)

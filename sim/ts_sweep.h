@@ -92,6 +92,7 @@ typedef struct {
   GArray *global_batch;   /* gint64 samples per step; empty with batch_per_chip */
   GArray *batch_per_chip; /* gint64 samples per chip per step (weak scaling); may be empty */
   GArray *micro_batch;    /* gint64 per replica; 0 = planner default */
+  gboolean micro_auto;    /* instead: per split, the per-replica batch halved down to 1 */
   GPtrArray *vary;        /* ts_vary*, applied in order */
   const char *backend;    /* "analytic" or "simgrid" */
   ts_coll_algo algo;

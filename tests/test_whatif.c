@@ -521,3 +521,77 @@ Test(sweep, bad_inputs_exit_2_and_write_nothing)
   cr_assert(n <= 0, "a failed sweep left %d files", n);
   rm_rf(dir);
 }
+
+/* ---- split search ------------------------------------------------------------------------ */
+
+Test(search, asymmetric_array_puts_tensor_parallelism_on_the_fast_dimension)
+{
+  /* GPT-3 6.7B does not fit data-parallel in 32 GiB, so the best split needs tensor
+   * parallelism; its activation all-reduces sit on the critical path, so they belong on the
+   * 4x faster x links (asym-16x16.ini). */
+  run_result r = run("search -t asym-16x16 -m gpt3-6.7b -b 256 --format json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  JsonNode *root = parse_json(r.out);
+  JsonObject *o = json_node_get_object(root);
+  JsonArray *ranked = json_object_get_array_member(o, "ranked");
+  cr_assert_geq(json_array_get_length(ranked), 2);
+  JsonObject *best = json_array_get_object_element(ranked, 0);
+  const char *pl = json_object_get_string_member(best, "placement");
+  const char *sp = json_object_get_string_member(best, "split");
+  cr_assert(strstr(sp, "tp=") != NULL, "best split %s has no tensor parallelism", sp);
+  cr_assert(g_str_has_prefix(pl, "tp@x"), "best placement %s: expected tp on the fast x", pl);
+  cr_assert(json_object_get_boolean_member(best, "fits_memory"));
+  double b = json_object_get_double_member(best, "step_time_s");
+  double ru = json_object_get_double_member(o, "runner_up_step_time_s");
+  cr_assert(ru >= b, "runner-up %g faster than best %g", ru, b);
+  /* The same degrees with tp on the slow y must be listed, and slower. */
+  JsonArray *places = json_object_get_array_member(o, "placements_of_best");
+  gboolean saw_y = FALSE;
+  for (guint i = 0; i < json_array_get_length(places); i++) {
+    JsonObject *p = json_array_get_object_element(places, i);
+    if (g_str_has_prefix(json_object_get_string_member(p, "placement"), "tp@y")) {
+      double s = json_object_get_double_member(p, "step_time_s");
+      cr_assert(s > 1.2 * b, "tp on y (%g s) should be much slower than on x (%g s)", s, b);
+      saw_y = TRUE;
+    }
+  }
+  cr_assert(saw_y, "no tp@y placement compared");
+  /* Pure data parallelism holds the whole model per chip: it cannot fit. */
+  JsonArray *fams = json_object_get_array_member(o, "families");
+  gboolean dp_unfit = FALSE;
+  for (guint i = 0; i < json_array_get_length(fams); i++) {
+    JsonObject *f = json_array_get_object_element(fams, i);
+    if (strcmp(json_object_get_string_member(f, "family"), "dp") == 0)
+      dp_unfit = strcmp(json_object_get_string_member(f, "status"), "does not fit") == 0;
+  }
+  cr_assert(dp_unfit, "family dp should be reported as not fitting");
+  json_node_unref(root);
+  run_free(&r);
+}
+
+Test(search, losing_family_is_communication_bound)
+{
+  /* BERT-Large fits data-parallel on 64 chips; adding tensor parallelism only adds blocking
+   * all-reduces, so tp+dp loses on communication. */
+  run_result r = run("search -t tpu-v3-8x8 -m bert-large -b 512 --format json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  JsonNode *root = parse_json(r.out);
+  JsonArray *fams = json_object_get_array_member(json_node_get_object(root), "families");
+  const char *dp = NULL, *hybrid = NULL;
+  for (guint i = 0; i < json_array_get_length(fams); i++) {
+    JsonObject *f = json_array_get_object_element(fams, i);
+    const char *name = json_object_get_string_member(f, "family");
+    if (strcmp(name, "dp") == 0)
+      dp = json_object_get_string_member(f, "status");
+    if (strcmp(name, "tp+dp") == 0)
+      hybrid = json_object_get_string_member(f, "reason");
+  }
+  cr_assert(dp && strcmp(dp, "best") == 0, "dp should win, got %s", dp ? dp : "(none)");
+  cr_assert(hybrid && strcmp(hybrid, "communication-bound") == 0, "tp+dp reason: %s",
+            hybrid ? hybrid : "(none)");
+  json_node_unref(root);
+  run_free(&r);
+  expect_input_error("search -t tpu-v3-8x8 -m bert-large", "missing --global-batch");
+  expect_input_error("search -t tpu-v3-8x8 -m bert-large -b 512 --micro-batch 0", "--micro-batch");
+  expect_input_error("search -t tpu-v3-8x8 -m bert-large -b 512 --top 0", "--top 0");
+}
