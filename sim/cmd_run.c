@@ -155,6 +155,7 @@ int ts_cmd_run(int argc, char **argv)
       g_ptr_array_add(list, *s);
   GArray *results = g_array_new(FALSE, TRUE, sizeof(ts_result));
   int status = 0;
+  GError *first_skip = NULL;
   for (guint i = 0; i < list->len; i++) {
     const char *text = g_ptr_array_index(list, i);
     g_autoptr(ts_split) sp = ts_split_parse(text, &err);
@@ -169,6 +170,8 @@ int ts_cmd_run(int argc, char **argv)
        * the user asked for is an error. */
       if (defaults && err->code == TS_ERROR_INVALID) {
         fprintf(stderr, "trainsim run: note: skipped %s: %s\n", text, err->message);
+        if (first_skip == NULL)
+          first_skip = g_steal_pointer(&err);
         g_clear_error(&err);
         continue;
       }
@@ -177,10 +180,9 @@ int ts_cmd_run(int argc, char **argv)
     }
     g_array_append_val(results, res);
   }
-  if (status == 0 && results->len == 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INVALID, "no split applies; give one with --split");
-    status = ts_cmd_fail("run", err);
-  }
+  if (status == 0 && results->len == 0) /* every default candidate failed: say why */
+    status = ts_cmd_fail("run", first_skip);
+  g_clear_error(&first_skip);
   if (status == 0) {
     ts_report_inputs in = {0};
     in.model_name = g_strdup(model->name);

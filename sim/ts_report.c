@@ -104,7 +104,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   for (int i = 0; i < n; i++) {
     const ts_result *r = &res[i];
     char b[8][48];
-    cells[i] = g_new0(char *, NCOL);
+    cells[i] = g_new0(char *, NCOL + 1); /* NULL-terminated for g_strfreev */
     cells[i][0] = g_strdup(r->split);
     cells[i][1] = g_strdup(r->placement);
     cells[i][2] = g_strdup(ts_fmt_time(b[0], 48, r->step_time_s));
@@ -128,7 +128,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
   }
   for (int c = 0; c < NCOL; c++) {
-    cell(s, head[c], w[c], right[c]);
+    cell(s, head[c], c + 1 < NCOL ? w[c] : 0, right[c]);
     g_string_append(s, c + 1 < NCOL ? "  " : "\n");
   }
   for (int i = 0; i < n; i++) {

@@ -74,6 +74,40 @@ gboolean ts_parse_size(const char *text, double *out)
   return TRUE;
 }
 
+/* GKeyFile's parse errors quote the offending line raw (binary and all) without its number;
+ * find it ourselves and show a short, printable excerpt. */
+static void kf_syntax_error(const char *path, GError **error)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  int line = 0;
+  GString *excerpt = g_string_new(NULL);
+  if (g_file_get_contents(path, &text, &len, NULL)) {
+    const char *p = text, *end = text + len;
+    while (p < end) {
+      line++;
+      const char *nl = memchr(p, '\n', (size_t)(end - p));
+      const char *le = nl ? nl : end;
+      const char *q = p;
+      while (q < le && (*q == ' ' || *q == '\t'))
+        q++;
+      gboolean ok = q == le || *q == '#' || *q == ';' ||
+                    (*q == '[' && memchr(q, ']', (size_t)(le - q)) != NULL) ||
+                    (*q != '=' && memchr(q, '=', (size_t)(le - q)) != NULL);
+      if (!ok || memchr(p, '\0', (size_t)(le - p)) != NULL || !g_utf8_validate(p, le - p, NULL)) {
+        for (const char *c = p; c < le && excerpt->len < 40; c++)
+          g_string_append_c(excerpt, g_ascii_isprint(*c) ? *c : '?');
+        break;
+      }
+      p = le + 1;
+    }
+  }
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "%s:%d: '%s': expected a [group] line, a key = value line or a # comment", path, line,
+              excerpt->str);
+  g_string_free(excerpt, TRUE);
+}
+
 GKeyFile *ts_kf_load(const char *path, GError **error)
 {
   g_autoptr(GKeyFile) kf = g_key_file_new();
@@ -83,9 +117,7 @@ GKeyFile *ts_kf_load(const char *path, GError **error)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
                   g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
     else
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "%s: %s (expected an INI file of [group] and key = value lines)", path,
-                  local->message);
+      kf_syntax_error(path, error);
     return NULL;
   }
   return g_steal_pointer(&kf);

@@ -64,7 +64,8 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("frobnicate", "unknown command 'frobnicate'");
   expect_input_error("run --nonsense", "Unknown option --nonsense");
   expect_input_error("run -t tpu-v3-8x8 -m bert-large", "missing --global-batch");
-  expect_input_error("run -t no-such-topology -m bert-large -b 64", "no-such-topology: no such file");
+  expect_input_error("run -t no-such-topology -m bert-large -b 64",
+                     "no-such-topology: no such file");
   expect_input_error("run -t tpu-v3-8x8 -m /nonexistent/model.ini -b 64", "/nonexistent/model.ini");
   expect_input_error(RUN "-b 64 -s dp=63", "uses 63 chips");
   expect_input_error(RUN "-b 64 -s dp=64@q", "no dimension 'q'");
@@ -93,6 +94,10 @@ Test(cli, topology_errors_name_file_and_key)
   cr_assert(g_file_set_contents(path, text, -1, NULL));
   g_autofree char *args = g_strdup_printf("run -t %s -m bert-large -b 64", path);
   expect_input_error(args, "[dim.x] size='0'");
+  /* Not an INI file at all: the line number and a printable excerpt, not raw bytes. */
+  const char bin[] = "[chip]\nname = c\n\x01\xff\xfe garbage\n";
+  cr_assert(g_file_set_contents(path, bin, sizeof bin - 1, NULL));
+  expect_input_error(args, "bad.ini:3: '??? garbage': expected a [group] line");
   g_unlink(path);
   g_rmdir(dir);
 }
@@ -128,10 +133,14 @@ Test(cli, run_json_fields_carry_units)
 {
   run_result r = run(RUN "-b 512 -s dp=64 --format json");
   cr_assert_eq(r.status, 0, "%s", r.err);
-  const char *fields[] = {"\"step_time_s\"",         "\"compute_time_s\"",
-                          "\"exposed_comm_time_s\"", "\"samples_per_s\"",
-                          "\"mfu\"",                 "\"memory_per_chip_bytes\"",
-                          "\"fits_memory\"",         "\"global_batch\""};
+  const char *fields[] = {"\"step_time_s\"",
+                          "\"compute_time_s\"",
+                          "\"exposed_comm_time_s\"",
+                          "\"samples_per_s\"",
+                          "\"mfu\"",
+                          "\"memory_per_chip_bytes\"",
+                          "\"fits_memory\"",
+                          "\"global_batch\""};
   for (size_t i = 0; i < G_N_ELEMENTS(fields); i++)
     cr_assert(strstr(r.out, fields[i]) != NULL, "JSON lacks %s", fields[i]);
   run_free(&r);
@@ -150,7 +159,8 @@ Test(cli, trace_then_replay_gives_run_step_time)
 {
   g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
   g_autofree char *tpath = g_build_filename(dir, "t.trace", NULL);
-  g_autofree char *targs = g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s", tpath);
+  g_autofree char *targs =
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s", tpath);
   run_result t = run(targs);
   cr_assert_eq(t.status, 0, "%s", t.err);
   g_autofree char *rargs = g_strdup_printf("replay %s -t tpu-v3-8x8 --format json", tpath);

@@ -68,11 +68,11 @@ Test(engine, stream_order_and_overlap)
   ts_op c = {.kind = TS_OP_COMPUTE, .stream = 0, .flops = 1e12}; /* 1 s each */
   c.label = ts_trace_label(tr, "a");
   int a = ts_trace_append(tr, 0, &c, NULL, 0);
-  ts_trace_append(tr, 0, &c, NULL, 0);                /* same stream: after a, ends at 2 */
+  ts_trace_append(tr, 0, &c, NULL, 0); /* same stream: after a, ends at 2 */
   ts_op o = c;
   o.stream = 1;
   o.flops = 0.5e12;
-  ts_trace_append(tr, 0, &o, &a, 1);                  /* other stream, after a: 1..1.5 */
+  ts_trace_append(tr, 0, &o, &a, 1); /* other stream, after a: 1..1.5 */
   ts_op w = {.kind = TS_OP_WAIT, .stream = 2};
   int deps[] = {1, 2};
   ts_trace_append(tr, 0, &w, deps, 2);
@@ -168,8 +168,8 @@ Test(engine, dp_step_never_below_compute)
       cr_assert(predict(m, t, split, per * t->nchips, FALSE, &r, &err), "%s",
                 err ? err->message : "");
       double step = r.step_time_s, comp = r.compute_time_s;
-      cr_assert(step >= comp * (1 - 1e-12), "%s batch/chip %ld: step %g < compute %g",
-                topos[i], (long)per, step, comp);
+      cr_assert(step >= comp * (1 - 1e-12), "%s batch/chip %ld: step %g < compute %g", topos[i],
+                (long)per, step, comp);
       double sum = r.compute_time_s + r.exposed_comm_time_s + r.idle_time_s;
       cr_assert_float_eq(sum, step, step * 1e-9, "breakdown must add up to the step");
       ts_result_clear(&r);
@@ -200,10 +200,10 @@ Test(engine, tensor_parallel_faster_along_fast_dimension)
   g_autoptr(ts_model) m = load_model("bert-large");
   g_autoptr(ts_topo) t = load_topo("asym-16x16");
   int fast = t->dims[0].link_bw_Bps > t->dims[1].link_bw_Bps ? 0 : 1;
-  g_autofree char *good = g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[fast].name,
-                                          t->dims[1 - fast].name);
-  g_autofree char *bad = g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[1 - fast].name,
-                                         t->dims[fast].name);
+  g_autofree char *good =
+      g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[fast].name, t->dims[1 - fast].name);
+  g_autofree char *bad =
+      g_strdup_printf("tp=16@%s,dp=16@%s", t->dims[1 - fast].name, t->dims[fast].name);
   ts_result a, b, d;
   GError *err = NULL;
   cr_assert(predict(m, t, good, 256, FALSE, &a, &err), "%s", err ? err->message : "");

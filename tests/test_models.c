@@ -593,7 +593,7 @@ Test(errors, missing_file)
 
 Test(errors, not_an_ini)
 {
-  expect_error("this is not a key file\n", "expected an INI file", NULL);
+  expect_error("this is not a key file\n", "expected a [group] line", NULL);
 }
 
 Test(errors, missing_model_group)

@@ -390,8 +390,8 @@ typedef struct {
  * valid; so the parameters are indices into this table, which every process has. */
 static const bad_case BAD[] = {
     {"missing file", NULL, {"cannot read", "No such file"}},
-    {"not an INI", "{\"chip\": {\"name\": \"x\"}}\n", {"expected an INI file"}},
-    {"binary junk", "\x01\x02\xff\xfe\n[\n", {"expected an INI file"}},
+    {"not an INI", "{\"chip\": {\"name\": \"x\"}}\n", {"expected a [group] line"}},
+    {"binary junk", "\x01\x02\xff\xfe\n[\n", {"expected a [group] line"}},
     {"unknown group",
      CHIP_OK DIM_OK("x") "[chips]\nname = x\n",
      {"[chips]: unknown group", "expected [topology], [chip], [host] or [dim.NAME]"}},

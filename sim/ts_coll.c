@@ -1,0 +1,394 @@
+/* ts_coll: group shapes on the array, dimension-order routes, names, and the analytic entry
+ * point ts_coll_time (the algorithms themselves are in ts_coll_algos.c). */
+#include "ts_coll_internal.h"
+#include "ts_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[TS_COLL_NKINDS] = {"allreduce", "reducescatter", "allgather",
+                                                       "alltoall", "broadcast"};
+static const char *const algo_names[TS_ALGO_NALGOS] = {
+    "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling", "direct"};
+
+const char *ts_coll_kind_name(ts_coll_kind k)
+{
+  return (int)k >= 0 && k < TS_COLL_NKINDS ? kind_names[k] : "?";
+}
+
+const char *ts_coll_algo_name(ts_coll_algo a)
+{
+  return (int)a >= 0 && a < TS_ALGO_NALGOS ? algo_names[a] : "?";
+}
+
+int ts_coll_kind_parse(const char *s)
+{
+  if (s == NULL)
+    return -1;
+  for (int i = 0; i < TS_COLL_NKINDS; i++)
+    if (g_ascii_strcasecmp(s, kind_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+int ts_coll_algo_parse(const char *s)
+{
+  if (s == NULL)
+    return -1;
+  for (int i = 0; i < TS_ALGO_NALGOS; i++)
+    if (g_ascii_strcasecmp(s, algo_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+double ts_coll_busbw_factor(ts_coll_kind kind, int n)
+{
+  /* nccl-tests doc/PERFORMANCE.md: busBw = algBw * factor, chosen so that busBw is the
+   * bandwidth a ring algorithm needs on each link, comparable with the hardware peak. */
+  if (n < 1)
+    return 0.0;
+  switch (kind) {
+  case TS_COLL_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
+  case TS_COLL_REDUCESCATTER:
+  case TS_COLL_ALLGATHER:
+  case TS_COLL_ALLTOALL:
+    return (double)(n - 1) / n;
+  case TS_COLL_BROADCAST:
+    return 1.0;
+  default:
+    return 0.0;
+  }
+}
+
+/* ---- topology arithmetic (ts_topo.c is another module; these need only the dims) ---- */
+
+void ts_net_init(ts_net *nw, const ts_topo *t)
+{
+  memset(nw, 0, sizeof *nw);
+  nw->ndims = t->ndims;
+  int stride = 1;
+  for (int d = 0; d < t->ndims; d++) {
+    nw->size[d] = t->dims[d].size;
+    nw->stride[d] = stride;
+    nw->shape[d] = t->dims[d].shape;
+    nw->bw_Bps[d] = t->dims[d].link_bw_Bps;
+    nw->lat_s[d] = t->dims[d].latency_s;
+    stride *= t->dims[d].size;
+  }
+  nw->nchips = stride;
+}
+
+static int dim_stride(const ts_topo *t, int d)
+{
+  int s = 1;
+  for (int i = 0; i < d; i++)
+    s *= t->dims[i].size;
+  return s;
+}
+
+static int nchips(const ts_topo *t)
+{
+  return dim_stride(t, t->ndims);
+}
+
+static void chip_coords(const ts_topo *t, int chip, int *c)
+{
+  for (int d = 0; d < t->ndims; d++) {
+    c[d] = chip % t->dims[d].size;
+    chip /= t->dims[d].size;
+  }
+}
+
+static int coords_chip(const ts_topo *t, const int *c)
+{
+  int chip = 0;
+  for (int d = t->ndims - 1; d >= 0; d--)
+    chip = chip * t->dims[d].size + c[d];
+  return chip;
+}
+
+/* ---- group shapes ---- */
+
+int ts_group_size(const ts_group_shape *g)
+{
+  g_return_val_if_fail(g != NULL, 0);
+  int n = 1;
+  for (int k = 0; k < g->npieces; k++)
+    n *= g->p[k].size;
+  return n;
+}
+
+int ts_group_member_chip(const ts_topo *t, const ts_group_shape *g, int base_chip, int m)
+{
+  g_return_val_if_fail(t != NULL && g != NULL, -1);
+  g_return_val_if_fail(m >= 0 && m < ts_group_size(g), -1);
+  int c[TS_MAX_DIMS];
+  chip_coords(t, base_chip, c);
+  for (int k = 0; k < g->npieces; k++) {
+    c[g->p[k].dim] += (m % g->p[k].size) * g->p[k].stride;
+    m /= g->p[k].size;
+  }
+  /* A base chip that is not a group's member 0 would push coordinates past the end; wrap so
+   * the result is always a chip (on ring dims this is the torus neighbour). */
+  for (int d = 0; d < t->ndims; d++)
+    c[d] %= t->dims[d].size;
+  return coords_chip(t, c);
+}
+
+int ts_group_base_chip(const ts_topo *t, const ts_group_shape *g, int chip, int *member)
+{
+  g_return_val_if_fail(t != NULL && g != NULL, -1);
+  int c[TS_MAX_DIMS], sub[TS_MAX_DIMS] = {0};
+  chip_coords(t, chip, c);
+  int m = 0, radix = 1;
+  for (int k = 0; k < g->npieces; k++) {
+    const ts_piece *pc = &g->p[k];
+    /* The piece's digit comes from the chip's own coordinate: pieces on one dim nest (see
+     * ts_group_shape_valid), so each reads its own "place value" of the coordinate. */
+    int mk = (c[pc->dim] / pc->stride) % pc->size;
+    sub[pc->dim] += mk * pc->stride;
+    m += mk * radix;
+    radix *= pc->size;
+  }
+  for (int d = 0; d < t->ndims; d++)
+    c[d] -= sub[d];
+  if (member != NULL)
+    *member = m;
+  return coords_chip(t, c);
+}
+
+void ts_group_shape_dims(const ts_topo *t, const int *dims, int ndims, ts_group_shape *out)
+{
+  g_return_if_fail(t != NULL && out != NULL && ndims >= 0 && ndims <= TS_MAX_PIECES);
+  memset(out, 0, sizeof *out);
+  out->npieces = ndims;
+  for (int i = 0; i < ndims; i++) {
+    out->p[i].dim = dims[i];
+    out->p[i].size = dims[i] >= 0 && dims[i] < t->ndims ? t->dims[dims[i]].size : 0;
+    out->p[i].stride = 1;
+  }
+}
+
+static const char *topo_label(const ts_topo *t)
+{
+  if (t->path != NULL)
+    return t->path;
+  return t->name != NULL ? t->name : "topology";
+}
+
+static const char *dim_label(const ts_topo *t, int d)
+{
+  return t->dims[d].name != NULL ? t->dims[d].name : "?";
+}
+
+gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError **error)
+{
+  g_return_val_if_fail(t != NULL && g != NULL, FALSE);
+  const char *where = topo_label(t);
+  if (g->npieces < 0 || g->npieces > TS_MAX_PIECES) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s: group shape has %d pieces; expected 0 to %d", where, g->npieces,
+                TS_MAX_PIECES);
+    return FALSE;
+  }
+  gint64 members = 1;
+  for (int k = 0; k < g->npieces; k++) {
+    const ts_piece *pc = &g->p[k];
+    if (pc->dim < 0 || pc->dim >= t->ndims) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "%s: group piece %d: dim=%d: expected a dimension index in [0, %d)", where, k,
+                  pc->dim, t->ndims);
+      return FALSE;
+    }
+    int n = t->dims[pc->dim].size;
+    if (pc->size < 1 || pc->stride < 1) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "%s: group piece %d on dim '%s': size=%d stride=%d: expected both >= 1", where, k,
+                  dim_label(t, pc->dim), pc->size, pc->stride);
+      return FALSE;
+    }
+    if ((gint64)pc->size * pc->stride > n) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "%s: group piece %d on dim '%s': size*stride=%" G_GINT64_FORMAT
+                  " (size %d, stride %d): expected at most the dim's %d chips",
+                  where, k, dim_label(t, pc->dim), (gint64)pc->size * pc->stride, pc->size,
+                  pc->stride, n);
+      return FALSE;
+    }
+    members *= pc->size;
+  }
+  /* Pieces on one dimension must nest, each stride a multiple of the span (size*stride) of
+   * the next finer piece, e.g. x(16) = tp(size 4, stride 1) x dp(size 4, stride 4). Then a
+   * coordinate splits into independent digits, groups of a shape tile the dimension, and
+   * ts_group_base_chip is well defined. Pieces of size 1 take no room and are ignored. */
+  for (int a = 0; a < g->npieces; a++) {
+    for (int b = 0; b < g->npieces; b++) {
+      const ts_piece *pa = &g->p[a], *pb = &g->p[b];
+      if (a == b || pa->dim != pb->dim || pa->size == 1 || pb->size == 1)
+        continue;
+      if (pa->stride > pb->stride || (pa->stride == pb->stride && a > b))
+        continue; /* check each pair once, finer piece first */
+      gint64 span = (gint64)pa->size * pa->stride;
+      if (pb->stride % span != 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "%s: group pieces %d (size %d, stride %d) and %d (size %d, stride %d) on dim "
+                    "'%s' overlap or do not nest: expected piece %d's stride to be a multiple of "
+                    "%" G_GINT64_FORMAT,
+                    where, a, pa->size, pa->stride, b, pb->size, pb->stride, dim_label(t, pa->dim),
+                    b, span);
+        return FALSE;
+      }
+    }
+  }
+  if (members > nchips(t)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s: group shape has %" G_GINT64_FORMAT " members: expected at most the %d chips",
+                where, members, nchips(t));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- routes ---- */
+
+void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
+{
+  g_return_if_fail(t != NULL && out != NULL);
+  int cur[TS_MAX_DIMS], dst[TS_MAX_DIMS];
+  chip_coords(t, src_chip, cur);
+  chip_coords(t, dst_chip, dst);
+  /* Dimension order (x first): the deterministic route of TPU tori and of most mesh routers;
+   * every backend uses this same route so that link loads agree. */
+  for (int d = 0; d < t->ndims; d++) {
+    int n = t->dims[d].size;
+    if (cur[d] == dst[d])
+      continue;
+    switch (t->dims[d].shape) {
+    case TS_SHAPE_RING:
+    case TS_SHAPE_MESH: {
+      int dir, hops;
+      if (t->dims[d].shape == TS_SHAPE_RING) {
+        int fwd = ((dst[d] - cur[d]) % n + n) % n;
+        dir = fwd <= n - fwd ? 1 : -1; /* the shorter way; a tie goes towards +1 */
+        hops = dir > 0 ? fwd : n - fwd;
+      } else {
+        dir = dst[d] > cur[d] ? 1 : -1;
+        hops = abs(dst[d] - cur[d]);
+      }
+      for (int h = 0; h < hops; h++) {
+        ts_link_id l = {.chip = coords_chip(t, cur), .dim = d, .dir = dir};
+        g_array_append_val(out, l);
+        cur[d] = ((cur[d] + dir) % n + n) % n;
+      }
+      break;
+    }
+    case TS_SHAPE_SWITCH: {
+      ts_link_id up = {.chip = coords_chip(t, cur), .dim = d, .dir = 1};
+      g_array_append_val(out, up);
+      cur[d] = dst[d];
+      ts_link_id down = {.chip = coords_chip(t, cur), .dim = d, .dir = -1};
+      g_array_append_val(out, down);
+      break;
+    }
+    }
+  }
+}
+
+double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes)
+{
+  g_return_val_if_fail(t != NULL, -1.0);
+  int cur[TS_MAX_DIMS], dst[TS_MAX_DIMS];
+  chip_coords(t, src_chip, cur);
+  chip_coords(t, dst_chip, dst);
+  double lat = 0.0, bw = INFINITY;
+  for (int d = 0; d < t->ndims; d++) {
+    int n = t->dims[d].size;
+    if (cur[d] == dst[d])
+      continue;
+    int hops = 1;
+    if (t->dims[d].shape == TS_SHAPE_RING) {
+      int fwd = ((dst[d] - cur[d]) % n + n) % n;
+      hops = MIN(fwd, n - fwd);
+    } else if (t->dims[d].shape == TS_SHAPE_MESH) {
+      hops = abs(dst[d] - cur[d]);
+    }
+    lat += hops * t->dims[d].latency_s;
+    bw = MIN(bw, t->dims[d].link_bw_Bps);
+  }
+  /* Cut-through: latencies add, the slowest link sets the rate. Same chip: free. */
+  return isinf(bw) ? 0.0 : lat + bytes / bw;
+}
+
+/* ---- analytic time of a collective ---- */
+
+static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                       const ts_group_shape *g, gint64 count, double bytes, GError **error)
+{
+  g_autoptr(ts_coll_plan) p = ts_coll_plan_build(t, kind, algo, g, count, 1.0, bytes, error);
+  if (p == NULL)
+    return -1.0;
+  double work = ts_coll_plan_eval_flows(p);
+  if (work > TS_COLL_MAX_EVAL_FLOWS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s %s over %d members: the analytic model would route %.0f flows (limit %.0f); "
+                "expected a smaller group, or ring, torus or hierarchical, or the simgrid backend",
+                ts_coll_algo_name(algo), ts_coll_kind_name(kind), p->n, work,
+                TS_COLL_MAX_EVAL_FLOWS);
+    return -1.0;
+  }
+  return ts_coll_plan_time_full(p, FALSE);
+}
+
+double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
+                    double bytes, ts_coll_algo *chosen, GError **error)
+{
+  g_return_val_if_fail(t != NULL && g != NULL, -1.0);
+  if ((int)kind < 0 || kind >= TS_COLL_NKINDS || (int)algo < 0 || algo >= TS_ALGO_NALGOS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "collective kind %d / algorithm %d: expected a ts_coll_kind and a ts_coll_algo",
+                (int)kind, (int)algo);
+    return -1.0;
+  }
+  if (!isfinite(bytes) || bytes < 0.0) {
+    g_autofree char *b = ts_dtostr(bytes);
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "%s: bytes=%s: expected a finite size >= 0",
+                ts_coll_kind_name(kind), b);
+    return -1.0;
+  }
+  if (!ts_group_shape_valid(t, g, error))
+    return -1.0;
+  /* Elements of one byte: only chain broadcasts look at the count (segments <= elements). */
+  gint64 count = (gint64)llround(MIN(bytes, 1125899906842624.0));
+  if (algo != TS_ALGO_AUTO) {
+    double v = one_time(t, kind, algo, g, count, bytes, error);
+    if (v >= 0.0 && chosen != NULL)
+      *chosen = algo;
+    return v;
+  }
+  double best = -1.0;
+  ts_coll_algo best_algo = TS_ALGO_AUTO;
+  g_autoptr(GString) why = g_string_new(NULL);
+  for (int a = TS_ALGO_AUTO + 1; a < TS_ALGO_NALGOS; a++) {
+    g_autoptr(GError) local = NULL;
+    double v = one_time(t, kind, (ts_coll_algo)a, g, count, bytes, &local);
+    if (v < 0.0) {
+      g_string_append_printf(why, "%s%s", why->len > 0 ? "; " : "", local->message);
+      continue;
+    }
+    /* Ties keep the earlier algorithm of the enum, so the choice is deterministic. */
+    if (best < 0.0 || v < best) {
+      best = v;
+      best_algo = (ts_coll_algo)a;
+    }
+  }
+  if (best < 0.0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "%s over %d members: no algorithm applies (%s)",
+                ts_coll_kind_name(kind), ts_group_size(g), why->str);
+    return -1.0;
+  }
+  if (chosen != NULL)
+    *chosen = best_algo;
+  return best;
+}

@@ -1,0 +1,1028 @@
+/* ts_coll_algos: each collective algorithm as stages of point-to-point transfers, from which come
+ * both the transfers (ts_coll_plan_step) and the flows of the analytic time (ts_coll_plan_time). */
+#include "ts_coll_internal.h"
+#include "ts_util.h"
+
+#include <math.h>
+#include <string.h>
+
+/*
+ * Vocabulary. A group's member index is a mixed-radix number whose digits are the pieces
+ * (piece 0 fastest). A *line* is a set of members that differ in one digit only (the line
+ * piece lp), in digit order; a stage runs the same exchange on every line at once, e.g. the
+ * x phase of a 2D torus all-reduce runs one ring on every row. The line lp = -1 is the whole
+ * group in snake (boustrophedon) order, so that consecutive members are array neighbours.
+ *
+ * Every stage has two readings that share the loops below: exact element ranges
+ * (gen_*: the transfers run by the validator and sent by the simgrid backend) and flows of
+ * fractional size S/n (flows_*: the analytic time). Tests check that the two agree step by step.
+ */
+
+/* ---- member arithmetic ---- */
+
+static int psize(const ts_coll_plan *p, int j)
+{
+  return p->g.p[j].size;
+}
+
+static int digit(const ts_coll_plan *p, int m, int j)
+{
+  return (m / p->radix[j]) % psize(p, j);
+}
+
+static int imod(gint64 a, int n)
+{
+  return (int)(((a % n) + n) % n);
+}
+
+static guint all_pieces(const ts_coll_plan *p)
+{
+  return (1u << p->g.npieces) - 1u;
+}
+
+/* Part i of n of [lo, lo+len): floor(i*len/n) boundaries, computed without overflow. */
+static void part(gint64 lo, gint64 len, gint64 n, gint64 i, gint64 *off, gint64 *cnt)
+{
+  gint64 q = len / n, r = len % n;
+  gint64 a = i * q + (i * r) / n;
+  gint64 b = (i + 1) * q + ((i + 1) * r) / n;
+  *off = lo + a;
+  *cnt = b - a;
+}
+
+/* Nested segment of member m before the phase along piece `level`: chunk d_0 of the buffer,
+ * then chunk d_1 of that, ... (the 2D/3D torus reduce-scatter layout). */
+static void segment(const ts_coll_plan *p, int m, int level, gint64 *lo, gint64 *len)
+{
+  *lo = 0;
+  *len = p->count;
+  for (int j = 0; j < level; j++)
+    part(*lo, *len, psize(p, j), digit(p, m, j), lo, len);
+}
+
+static double segment_bytes(const ts_coll_plan *p, int level)
+{
+  double s = p->bytes;
+  for (int j = 0; j < level; j++)
+    s /= psize(p, j);
+  return s;
+}
+
+static int line_len(const ts_coll_plan *p, const ts_stage *st)
+{
+  return st->lp < 0 ? p->n : psize(p, st->lp);
+}
+
+static int line_member(const ts_coll_plan *p, const ts_stage *st, int base, gint64 r)
+{
+  int L = line_len(p, st);
+  int q = imod(r, L);
+  return st->lp < 0 ? p->snake[q] : base + q * p->radix[st->lp];
+}
+
+/* Lines are the combinations of the digits in mask (other digits 0). */
+static int nlines(const ts_coll_plan *p, guint mask)
+{
+  int n = 1;
+  for (int j = 0; j < p->g.npieces; j++)
+    if (mask & (1u << j))
+      n *= psize(p, j);
+  return n;
+}
+
+static int line_base(const ts_coll_plan *p, guint mask, int l)
+{
+  int m = 0;
+  for (int j = 0; j < p->g.npieces; j++)
+    if (mask & (1u << j)) {
+      m += (l % psize(p, j)) * p->radix[j];
+      l /= psize(p, j);
+    }
+  return m;
+}
+
+/* The lines the analytic model times: all of them, or only those on the physical line
+ * through chip 0. Lines that differ in a digit of a piece on another dimension use other
+ * links of the same kind and cost the same, so one representative is exact. */
+static guint time_mask(const ts_coll_plan *p, guint free_mask, int lp, gboolean full)
+{
+  if (full || lp < 0)
+    return free_mask;
+  guint m = 0;
+  for (int j = 0; j < p->g.npieces; j++)
+    if ((free_mask & (1u << j)) && p->g.p[j].dim == p->g.p[lp].dim)
+      m |= 1u << j;
+  return m;
+}
+
+static int ceil_log2(int n)
+{
+  int l = 0;
+  while ((1 << l) < n)
+    l++;
+  return l;
+}
+
+static void emit(GArray *out, int src, int dst, gint64 so, gint64 dof, gint64 cnt, ts_xfer_op op)
+{
+  /* Empty chunks (fewer elements than members) send nothing. */
+  if (cnt <= 0)
+    return;
+  ts_xfer x = {.src = src, .dst = dst, .src_off = so, .dst_off = dof, .count = cnt, .op = op};
+  g_array_append_val(out, x);
+}
+
+/* Flows are written into space reserved up front (this loop runs for every ts_coll_time). */
+typedef struct {
+  ts_flow *f;
+  const int *chip;
+} flow_writer;
+
+static flow_writer reserve(GArray *out, const ts_coll_plan *p, gsize k)
+{
+  gsize old = out->len;
+  g_array_set_size(out, old + k);
+  flow_writer w = {.f = &g_array_index(out, ts_flow, old), .chip = p->chip};
+  return w;
+}
+
+static inline void flow(flow_writer *w, int src, int dst, double bytes)
+{
+  w->f->src = w->chip[src];
+  w->f->dst = w->chip[dst];
+  w->f->bytes = bytes;
+  w->f++;
+}
+
+/* ---- ring reduce-scatter / all-gather (Patarasuk & Yuan 2009) ----
+ *
+ * n members in ring order 0 -> 1 -> ... -> n-1 -> 0, buffer in n chunks, member at ring
+ * position q ends owning chunk q. Reduce-scatter step t (0..n-2): position r sends chunk
+ * r-t-1 to r+1, which adds it in; chunk c thus starts at c+1 and, n-1 steps later, arrives
+ * fully reduced at c. All-gather step t: position r forwards chunk r-t (its own at t = 0).
+ * Two counter-rotating rings (bidir): the first half of every chunk goes around r -> r+1,
+ * the second half around r -> r-1 (position r sends chunk r+t+1, resp. r+t). */
+
+static void chunk_of(const ts_coll_plan *p, const ts_stage *st, gint64 lo, gint64 len, gint64 q,
+                     gint64 *off, gint64 *cnt)
+{
+  int L = line_len(p, st);
+  int qq = imod(q, L);
+  /* Chunks are labelled by the owner's member index on the snake (so member m owns chunk m:
+   * the natural reduce-scatter layout) and by the digit on a line of a torus phase. */
+  int label = st->lp < 0 ? p->snake[qq] : qq;
+  part(lo, len, L, label, off, cnt);
+}
+
+static void gen_ring(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  gboolean rs = st->type == TS_ST_RING_RS;
+  ts_xfer_op op = rs ? TS_XFER_REDUCE : TS_XFER_COPY;
+  int L = line_len(p, st), nl = nlines(p, st->free_mask);
+  for (int l = 0; l < nl; l++) {
+    int base = line_base(p, st->free_mask, l);
+    gint64 lo, len, off, cnt;
+    segment(p, base, MAX(st->lp, 0), &lo, &len);
+    for (int r = 0; r < L; r++) {
+      int src = line_member(p, st, base, r);
+      chunk_of(p, st, lo, len, rs ? r - t - 1 : r - t, &off, &cnt);
+      if (!st->bidir) {
+        emit(out, src, line_member(p, st, base, r + 1), off, off, cnt, op);
+        continue;
+      }
+      gint64 half = (cnt + 1) / 2;
+      emit(out, src, line_member(p, st, base, r + 1), off, off, half, op);
+      chunk_of(p, st, lo, len, rs ? r + t + 1 : r + t, &off, &cnt);
+      half = (cnt + 1) / 2;
+      emit(out, src, line_member(p, st, base, r - 1), off + half, off + half, cnt - half, op);
+    }
+  }
+}
+
+/* Chips of a line's members in line order (into buf, L entries). */
+static const int *line_chips(const ts_coll_plan *p, const ts_stage *st, int base, int *buf)
+{
+  int L = line_len(p, st);
+  for (int r = 0; r < L; r++)
+    buf[r] = p->chip[st->lp < 0 ? p->snake[r] : base + r * p->radix[st->lp]];
+  return buf;
+}
+
+static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full, GArray *out)
+{
+  int L = line_len(p, st);
+  guint mask = time_mask(p, st->free_mask, st->lp, full);
+  int nl = nlines(p, mask);
+  double c = segment_bytes(p, MAX(st->lp, 0)) / L / (st->bidir ? 2 : 1);
+  flow_writer w = reserve(out, p, (gsize)nl * L * (st->bidir ? 2 : 1));
+  g_autofree int *buf = g_new(int, L);
+  for (int l = 0; l < nl; l++) {
+    const int *ch = line_chips(p, st, line_base(p, mask, l), buf);
+    for (int r = 0; r < L; r++) {
+      ts_flow *f = w.f++;
+      *f = (ts_flow){.src = ch[r], .dst = ch[r + 1 == L ? 0 : r + 1], .bytes = c};
+      if (st->bidir) {
+        f = w.f++;
+        *f = (ts_flow){.src = ch[r], .dst = ch[r == 0 ? L - 1 : r - 1], .bytes = c};
+      }
+    }
+  }
+}
+
+/* ---- binomial tree (Thakur, Rabenseifner & Gropp 2005: MPICH's short-message reduce and
+ * broadcast) ----
+ * Reduce step k (0..ceil(log2 n)-1): members m = 2^k (mod 2^(k+1)) send their whole buffer
+ * to m - 2^k. Broadcast is the mirror: step for k = L-1..0, members m = 0 (mod 2^(k+1)) send
+ * to m + 2^k. Not pipelined: each step moves the whole buffer. */
+
+static void gen_tree(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  if (st->type == TS_ST_TREE_REDUCE) {
+    int d = 1 << t;
+    for (int m = d; m < p->n; m += 2 * d)
+      emit(out, m, m - d, 0, 0, p->count, TS_XFER_REDUCE);
+  } else {
+    int d = 1 << (st->nsteps - 1 - t);
+    for (int m = 0; m + d < p->n; m += 2 * d)
+      emit(out, m, m + d, 0, 0, p->count, TS_XFER_COPY);
+  }
+}
+
+static void flows_tree(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  gboolean up = st->type == TS_ST_TREE_REDUCE;
+  int d = 1 << (up ? t : st->nsteps - 1 - t);
+  int k = 0;
+  for (int m = d; m < p->n; m += 2 * d)
+    k++;
+  flow_writer w = reserve(out, p, (gsize)k);
+  for (int m = d; m < p->n; m += 2 * d)
+    if (up)
+      flow(&w, m, m - d, p->bytes);
+    else
+      flow(&w, m - d, m, p->bytes);
+}
+
+/* ---- recursive halving / doubling (Thakur, Rabenseifner & Gropp 2005: reduce-scatter
+ * by recursive halving, all-gather by recursive doubling, Rabenseifner's all-reduce) ----
+ * n = 2^L members, buffer in n chunks. Halving step k (distance 2^k, nearest first so the
+ * largest halves cross the fewest links): member m keeps the lower half of its current chunk
+ * range if bit k of m is 0, else the upper half, and sends the other half to m ^ 2^k, which
+ * adds it in. Member m ends with chunk bitreverse(m). Doubling is the mirror (distance 2^(L-1)
+ * first): m sends its range to m ^ 2^k and both then hold the union. */
+
+static void hd_range(const ts_coll_plan *p, int m, int steps, gint64 *a, gint64 *b)
+{
+  *a = 0;
+  *b = p->n;
+  for (int k = 0; k < steps; k++) {
+    gint64 mid = (*a + *b) / 2;
+    if ((m >> k) & 1)
+      *a = mid;
+    else
+      *b = mid;
+  }
+}
+
+static void chunks_elems(const ts_coll_plan *p, gint64 a, gint64 b, gint64 *off, gint64 *cnt)
+{
+  gint64 o1, c1, o2, c2;
+  part(0, p->count, p->n, a, &o1, &c1);
+  part(0, p->count, p->n, b - 1, &o2, &c2);
+  *off = o1;
+  *cnt = o2 + c2 - o1;
+}
+
+static void gen_hd(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  gboolean rs = st->type == TS_ST_HD_RS;
+  int k = rs ? t : st->nsteps - 1 - t;
+  for (int m = 0; m < p->n; m++) {
+    gint64 a, b, off, cnt;
+    if (rs) {
+      hd_range(p, m, k, &a, &b);
+      gint64 mid = (a + b) / 2;
+      if ((m >> k) & 1)
+        b = mid; /* keeps the upper half, sends the lower */
+      else
+        a = mid;
+    } else {
+      hd_range(p, m, k + 1, &a, &b);
+    }
+    chunks_elems(p, a, b, &off, &cnt);
+    emit(out, m, m ^ (1 << k), off, off, cnt, rs ? TS_XFER_REDUCE : TS_XFER_COPY);
+  }
+}
+
+/* Bit k of the member index is a bit of one piece's digit (every piece size is a power of
+ * two): piece *j, where flipping it moves the digit by *dj. The step's pairs lie on lines
+ * along that piece. */
+static void hd_piece(const ts_coll_plan *p, int k, int *j, int *dj)
+{
+  int below = 0;
+  *j = 0;
+  while (below + ceil_log2(psize(p, *j)) <= k) {
+    below += ceil_log2(psize(p, *j));
+    (*j)++;
+  }
+  *dj = 1 << (k - below);
+}
+
+static void flows_hd(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
+{
+  int k = st->type == TS_ST_HD_RS ? t : st->nsteps - 1 - t;
+  int j, dj;
+  hd_piece(p, k, &j, &dj);
+  guint mask = time_mask(p, all_pieces(p) & ~(1u << j), j, full);
+  int nl = nlines(p, mask);
+  double c = p->bytes / (double)(2 << k);
+  flow_writer w = reserve(out, p, (gsize)nl * psize(p, j));
+  for (int l = 0; l < nl; l++) {
+    int base = line_base(p, mask, l);
+    for (int r = 0; r < psize(p, j); r++)
+      flow(&w, base + r * p->radix[j], base + (r ^ dj) * p->radix[j], c);
+  }
+}
+
+/* ---- direct: every pair at once, one step (n(n-1) concurrent flows) ---- */
+
+static void gen_direct(const ts_coll_plan *p, const ts_stage *st, GArray *out)
+{
+  gint64 bs = p->count / p->n;
+  for (int i = 0; i < p->n; i++) {
+    if (st->type == TS_ST_DIRECT_BCAST) {
+      if (i > 0)
+        emit(out, 0, i, 0, 0, p->count, TS_XFER_COPY);
+      continue;
+    }
+    for (int j = 0; j < p->n; j++) {
+      if (i == j)
+        continue;
+      gint64 off, cnt;
+      switch (st->type) {
+      case TS_ST_DIRECT_RS:
+        part(0, p->count, p->n, j, &off, &cnt);
+        emit(out, i, j, off, off, cnt, TS_XFER_REDUCE);
+        break;
+      case TS_ST_DIRECT_AG:
+        part(0, p->count, p->n, i, &off, &cnt);
+        emit(out, i, j, off, off, cnt, TS_XFER_COPY);
+        break;
+      default: /* all-to-all: my block j goes to j's block i */
+        emit(out, i, j, j * bs, i * bs, bs, TS_XFER_COPY);
+        break;
+      }
+    }
+  }
+}
+
+static void flows_direct(const ts_coll_plan *p, const ts_stage *st, GArray *out)
+{
+  if (st->type == TS_ST_DIRECT_BCAST) {
+    flow_writer w = reserve(out, p, (gsize)p->n - 1);
+    for (int i = 1; i < p->n; i++)
+      flow(&w, 0, i, p->bytes);
+    return;
+  }
+  flow_writer w = reserve(out, p, (gsize)p->n * (gsize)(p->n - 1));
+  for (int i = 0; i < p->n; i++)
+    for (int j = 0; j < p->n; j++)
+      if (i != j)
+        flow(&w, i, j, p->bytes / p->n);
+}
+
+/* ---- pairwise all-to-all along lines ----
+ * Step k (1..floor(L/2)): position r exchanges with r+k and r-k (once when 2k = L). Each step
+ * is a set of symmetric swaps, so it runs in place: the slot a member overwrites is the one it
+ * sends in the same step (steps read every source before writing). With lp = -1 (the ring
+ * algorithm) the line is the whole group and a member sends its block for the partner. Along
+ * a piece (torus / hierarchical: dimension-wise all-to-all, as on TPU pods), a member sends
+ * every block whose destination has the partner's digit, into the slot with its own digit;
+ * after the phases of all pieces, member i's block j sits in member j's slot i. */
+
+static void gen_pairwise(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  int k = t + 1, L = line_len(p, st), nl = nlines(p, st->free_mask);
+  gint64 bs = p->count / p->n;
+  for (int l = 0; l < nl; l++) {
+    int base = line_base(p, st->free_mask, l);
+    for (int r = 0; r < L; r++) {
+      int x = line_member(p, st, base, r);
+      for (int side = 1; side >= -1; side -= 2) {
+        if (side < 0 && 2 * k == L)
+          continue;
+        int q = imod(r + side * k, L);
+        int y = line_member(p, st, base, q);
+        if (st->lp < 0) {
+          emit(out, x, y, y * bs, x * bs, bs, TS_XFER_COPY);
+          continue;
+        }
+        gint64 inner = p->radix[st->lp], span = inner * L, outer = p->n / span;
+        for (gint64 h = 0; h < outer; h++)
+          emit(out, x, y, (h * span + q * inner) * bs, (h * span + r * inner) * bs, inner * bs,
+               TS_XFER_COPY);
+      }
+    }
+  }
+}
+
+static void flows_pairwise(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full,
+                           GArray *out)
+{
+  int k = t + 1, L = line_len(p, st);
+  guint mask = time_mask(p, st->free_mask, st->lp, full);
+  int nl = nlines(p, mask);
+  double c = p->bytes / L;
+  flow_writer w = reserve(out, p, (gsize)nl * L * (2 * k != L ? 2 : 1));
+  for (int l = 0; l < nl; l++) {
+    int base = line_base(p, mask, l);
+    for (int r = 0; r < L; r++) {
+      int x = line_member(p, st, base, r);
+      flow(&w, x, line_member(p, st, base, r + k), c);
+      if (2 * k != L)
+        flow(&w, x, line_member(p, st, base, r - k), c);
+    }
+  }
+}
+
+/* ---- pipelined chain broadcast along lines ----
+ * The buffer is cut in K segments; position r forwards segment t-r to r+1 at step t, so the
+ * chain takes K + L - 2 steps of one segment each (Thakur et al. 2005 discuss the same
+ * pipelining for long-message broadcast). Two chains (bidir): the first half of the buffer
+ * goes 0 -> 1 -> ... -> L-1, the second 0 -> L-1 -> ... -> 1. */
+
+static void gen_chain(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  int L = line_len(p, st), nl = nlines(p, st->free_mask);
+  gint64 ha = st->bidir ? (p->count + 1) / 2 : p->count;
+  for (int l = 0; l < nl; l++) {
+    int base = line_base(p, st->free_mask, l);
+    for (int r = 0; r + 1 < L; r++) {
+      gint64 i = (gint64)t - r, off, cnt;
+      if (i < 0 || i >= st->nseg)
+        continue;
+      part(0, ha, st->nseg, i, &off, &cnt);
+      emit(out, line_member(p, st, base, r), line_member(p, st, base, r + 1), off, off, cnt,
+           TS_XFER_COPY);
+      if (st->bidir) {
+        part(ha, p->count - ha, st->nseg, i, &off, &cnt);
+        emit(out, line_member(p, st, base, -r), line_member(p, st, base, -r - 1), off, off, cnt,
+             TS_XFER_COPY);
+      }
+    }
+  }
+}
+
+static void flows_chain(const ts_coll_plan *p, const ts_stage *st, gboolean full, GArray *out)
+{
+  int L = line_len(p, st);
+  guint mask = time_mask(p, st->free_mask, st->lp, full);
+  int nl = nlines(p, mask);
+  double c = p->bytes / (st->bidir ? 2.0 : 1.0) / (double)st->nseg;
+  flow_writer w = reserve(out, p, (gsize)nl * (L - 1) * (st->bidir ? 2 : 1));
+  for (int l = 0; l < nl; l++) {
+    int base = line_base(p, mask, l);
+    for (int r = 0; r + 1 < L; r++) {
+      flow(&w, line_member(p, st, base, r), line_member(p, st, base, r + 1), c);
+      if (st->bidir)
+        flow(&w, line_member(p, st, base, -r), line_member(p, st, base, -r - 1), c);
+    }
+  }
+}
+
+/* ---- dispatch ---- */
+
+static gboolean stage_uniform(const ts_stage *st)
+{
+  /* Ring and chain steps all have the same pairs and (ideal) sizes: time one, multiply. */
+  return st->type == TS_ST_RING_RS || st->type == TS_ST_RING_AG || st->type == TS_ST_CHAIN;
+}
+
+void ts_coll_stage_flows(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full,
+                         GArray *flows)
+{
+  switch (st->type) {
+  case TS_ST_RING_RS:
+  case TS_ST_RING_AG:
+    flows_ring(p, st, full, flows);
+    break;
+  case TS_ST_TREE_REDUCE:
+  case TS_ST_TREE_BCAST:
+    flows_tree(p, st, t, flows);
+    break;
+  case TS_ST_HD_RS:
+  case TS_ST_HD_AG:
+    flows_hd(p, st, t, full, flows);
+    break;
+  case TS_ST_DIRECT_RS:
+  case TS_ST_DIRECT_AG:
+  case TS_ST_DIRECT_A2A:
+  case TS_ST_DIRECT_BCAST:
+    flows_direct(p, st, flows);
+    break;
+  case TS_ST_PAIRWISE:
+    flows_pairwise(p, st, t, full, flows);
+    break;
+  case TS_ST_CHAIN:
+    flows_chain(p, st, full, flows);
+    break;
+  }
+}
+
+static const ts_stage *stage_of(const ts_coll_plan *p, int s, int *t)
+{
+  for (int i = 0; i < p->nstages; i++) {
+    const ts_stage *st = &p->st[i];
+    if (s >= st->first_step && s < st->first_step + st->nsteps) {
+      *t = s - st->first_step;
+      return st;
+    }
+  }
+  return NULL;
+}
+
+void ts_coll_plan_step(const ts_coll_plan *p, int s, GArray *out)
+{
+  g_return_if_fail(p != NULL && out != NULL);
+  int t = 0;
+  const ts_stage *st = stage_of(p, s, &t);
+  g_return_if_fail(st != NULL);
+  switch (st->type) {
+  case TS_ST_RING_RS:
+  case TS_ST_RING_AG:
+    gen_ring(p, st, t, out);
+    break;
+  case TS_ST_TREE_REDUCE:
+  case TS_ST_TREE_BCAST:
+    gen_tree(p, st, t, out);
+    break;
+  case TS_ST_HD_RS:
+  case TS_ST_HD_AG:
+    gen_hd(p, st, t, out);
+    break;
+  case TS_ST_DIRECT_RS:
+  case TS_ST_DIRECT_AG:
+  case TS_ST_DIRECT_A2A:
+  case TS_ST_DIRECT_BCAST:
+    gen_direct(p, st, out);
+    break;
+  case TS_ST_PAIRWISE:
+    gen_pairwise(p, st, t, out);
+    break;
+  case TS_ST_CHAIN:
+    gen_chain(p, st, t, out);
+    break;
+  }
+}
+
+/* Two stages with the same flows in every step: a ring reduce-scatter and all-gather over
+ * the same lines (their chunks are equal in the ideal model), and the halving and doubling
+ * steps at one distance. Timing one for both halves the work of the usual all-reduce. */
+static gboolean same_ring(const ts_stage *a, const ts_stage *b)
+{
+  gboolean ra = a->type == TS_ST_RING_RS || a->type == TS_ST_RING_AG;
+  gboolean rb = b->type == TS_ST_RING_RS || b->type == TS_ST_RING_AG;
+  return ra && rb && a->lp == b->lp && a->free_mask == b->free_mask && a->bidir == b->bidir;
+}
+
+double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
+{
+  g_return_val_if_fail(p != NULL, -1.0);
+  ts_eval *ev = ts_eval_new(&p->net);
+  g_autoptr(GArray) flows = g_array_new(FALSE, FALSE, sizeof(ts_flow));
+  double per_step[TS_COLL_MAX_STAGES];
+  double hd_rs[32];
+  int hd_rs_steps = 0;
+  double total = 0.0;
+  for (int i = 0; i < p->nstages; i++) {
+    const ts_stage *st = &p->st[i];
+    int reuse = -1;
+    for (int j = 0; j < i && reuse < 0; j++)
+      if (same_ring(&p->st[j], st))
+        reuse = j;
+    if (reuse >= 0) {
+      per_step[i] = per_step[reuse];
+      total += per_step[i] * st->nsteps;
+      continue;
+    }
+    int steps = stage_uniform(st) ? 1 : st->nsteps;
+    for (int t = 0; t < steps; t++) {
+      double v;
+      if (st->type == TS_ST_HD_AG && st->nsteps == hd_rs_steps) {
+        v = hd_rs[st->nsteps - 1 - t];
+      } else {
+        g_array_set_size(flows, 0);
+        ts_coll_stage_flows(p, st, t, full, flows);
+        v = ts_eval_step(ev, (const ts_flow *)(void *)flows->data, (int)flows->len);
+      }
+      if (st->type == TS_ST_HD_RS && t < 32) {
+        hd_rs[t] = v;
+        hd_rs_steps = t + 1;
+      }
+      per_step[i] = v;
+      total += stage_uniform(st) ? v * st->nsteps : v;
+    }
+  }
+  ts_eval_free(ev);
+  return total;
+}
+
+double ts_coll_plan_time(const ts_coll_plan *p)
+{
+  return ts_coll_plan_time_full(p, FALSE);
+}
+
+double ts_coll_plan_eval_flows(const ts_coll_plan *p)
+{
+  double total = 0.0;
+  for (int i = 0; i < p->nstages; i++) {
+    const ts_stage *st = &p->st[i];
+    int L = line_len(p, st);
+    double lines = nlines(p, time_mask(p, st->free_mask, st->lp, FALSE));
+    double two = st->bidir ? 2.0 : 1.0;
+    switch (st->type) {
+    case TS_ST_RING_RS:
+    case TS_ST_RING_AG:
+      total += lines * L * two;
+      break;
+    case TS_ST_CHAIN:
+      total += lines * (L - 1) * two;
+      break;
+    case TS_ST_PAIRWISE:
+      total += (double)st->nsteps * lines * L * 2.0;
+      break;
+    case TS_ST_DIRECT_BCAST:
+      total += p->n - 1;
+      break;
+    case TS_ST_DIRECT_RS:
+    case TS_ST_DIRECT_AG:
+    case TS_ST_DIRECT_A2A:
+      total += (double)p->n * (p->n - 1);
+      break;
+    case TS_ST_TREE_REDUCE:
+    case TS_ST_TREE_BCAST:
+      total += p->n - 1; /* every member but the root sends once (receives once) */
+      break;
+    case TS_ST_HD_RS:
+    case TS_ST_HD_AG:
+      for (int k = 0; k < st->nsteps; k++) {
+        int j, dj;
+        hd_piece(p, k, &j, &dj);
+        total +=
+            (double)nlines(p, time_mask(p, all_pieces(p) & ~(1u << j), j, FALSE)) * psize(p, j);
+      }
+      break;
+    }
+  }
+  return total;
+}
+
+/* ---- building plans ---- */
+
+static gboolean is_pow2(int n)
+{
+  return n > 0 && (n & (n - 1)) == 0;
+}
+
+static gboolean algo_supports(ts_coll_kind kind, ts_coll_algo algo)
+{
+  switch (algo) {
+  case TS_ALGO_RING:
+  case TS_ALGO_TORUS:
+  case TS_ALGO_HIERARCHICAL:
+  case TS_ALGO_DIRECT:
+    return TRUE;
+  case TS_ALGO_BIDIR_RING:
+    return kind != TS_COLL_ALLTOALL;
+  case TS_ALGO_TREE:
+    return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_BROADCAST;
+  case TS_ALGO_HALVING_DOUBLING:
+    return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER || kind == TS_COLL_ALLGATHER;
+  default:
+    return FALSE;
+  }
+}
+
+static ts_stage *add_stage(ts_coll_plan *p, ts_stage_type type, int nsteps, int lp, guint free_mask,
+                           gboolean bidir)
+{
+  g_assert(p->nstages < TS_COLL_MAX_STAGES);
+  ts_stage *st = &p->st[p->nstages++];
+  *st = (ts_stage){.type = type,
+                   .first_step = p->nsteps,
+                   .nsteps = nsteps,
+                   .lp = lp,
+                   .free_mask = free_mask,
+                   .bidir = bidir,
+                   .nseg = 1};
+  p->nsteps += nsteps;
+  return st;
+}
+
+/* Pipeline depth K of a chain: minimises (K + L - 2) * step(S/K), where a step costs
+ * a + b*S/K with a the latency and b the seconds per byte of its slowest edge (the classic
+ * optimum K* = sqrt((L-2) b S / a)); the exact model decides between floor and ceil. */
+static gint64 chain_segments(const ts_coll_plan *p, ts_stage *st)
+{
+  int L = line_len(p, st);
+  double part_bytes = p->bytes / (st->bidir ? 2.0 : 1.0);
+  gint64 kmax = st->bidir ? p->count / 2 : p->count;
+  kmax = CLAMP(kmax, 1, (gint64)1 << 20);
+  if (L <= 2 || part_bytes <= 0.0 || kmax == 1)
+    return 1;
+  st->nseg = 1;
+  g_autoptr(GArray) flows = g_array_new(FALSE, FALSE, sizeof(ts_flow));
+  ts_coll_stage_flows(p, st, 0, FALSE, flows);
+  ts_eval *ev = ts_eval_new(&p->net);
+  ts_flow *f = (ts_flow *)(void *)flows->data;
+  int nf = (int)flows->len;
+  for (int i = 0; i < nf; i++)
+    f[i].bytes = 0.0;
+  double a = ts_eval_step(ev, f, nf);
+  for (int i = 0; i < nf; i++)
+    f[i].bytes = part_bytes;
+  double b = (ts_eval_step(ev, f, nf) - a) / part_bytes;
+  double kstar = a > 0.0 ? sqrt((L - 2) * b * part_bytes / a) : (double)kmax;
+  gint64 cand[3] = {1, (gint64)floor(kstar), (gint64)ceil(kstar)};
+  gint64 best_k = 1;
+  double best = INFINITY;
+  for (int c = 0; c < 3; c++) {
+    gint64 k = CLAMP(cand[c], 1, kmax);
+    for (int i = 0; i < nf; i++)
+      f[i].bytes = part_bytes / (double)k;
+    double total = (double)(k + L - 2) * ts_eval_step(ev, f, nf);
+    if (total < best || (total == best && k < best_k)) {
+      best = total;
+      best_k = k;
+    }
+  }
+  ts_eval_free(ev);
+  return best_k;
+}
+
+static void add_chain(ts_coll_plan *p, int lp, guint free_mask, gboolean bidir)
+{
+  int L = lp < 0 ? p->n : psize(p, lp);
+  if (L < 2)
+    return;
+  ts_stage *st = add_stage(p, TS_ST_CHAIN, 0, lp, free_mask, bidir);
+  st->nseg = chain_segments(p, st);
+  st->nsteps = (int)MIN(st->nseg + L - 2, G_MAXINT / 2);
+  p->nsteps += st->nsteps;
+}
+
+static gboolean build_stages(ts_coll_plan *p, GError **error)
+{
+  ts_coll_kind kind = p->kind;
+  ts_coll_algo algo = p->algo;
+  int n = p->n, P = p->g.npieces;
+  gboolean rs = kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER;
+  gboolean ag = kind == TS_COLL_ALLREDUCE || kind == TS_COLL_ALLGATHER;
+  if (!algo_supports(kind, algo)) {
+    g_autoptr(GString) ok = g_string_new(NULL);
+    for (int a = TS_ALGO_AUTO + 1; a < TS_ALGO_NALGOS; a++)
+      if (algo_supports(kind, (ts_coll_algo)a))
+        g_string_append_printf(ok, "%s%s", ok->len > 0 ? ", " : "",
+                               ts_coll_algo_name((ts_coll_algo)a));
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "algorithm '%s' does not implement %s; expected one of: %s",
+                ts_coll_algo_name(algo), ts_coll_kind_name(kind), ok->str);
+    return FALSE;
+  }
+  if (algo == TS_ALGO_HALVING_DOUBLING && !is_pow2(n)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "halving-doubling %s over %d members: expected a power-of-two group size",
+                ts_coll_kind_name(kind), n);
+    return FALSE;
+  }
+  if (n == 1)
+    return TRUE;
+  switch (algo) {
+  case TS_ALGO_RING:
+  case TS_ALGO_BIDIR_RING: {
+    gboolean bidir = algo == TS_ALGO_BIDIR_RING;
+    if (kind == TS_COLL_ALLTOALL)
+      add_stage(p, TS_ST_PAIRWISE, n / 2, -1, 0, FALSE);
+    else if (kind == TS_COLL_BROADCAST)
+      add_chain(p, -1, 0, bidir);
+    if (rs)
+      add_stage(p, TS_ST_RING_RS, n - 1, -1, 0, bidir);
+    if (ag)
+      add_stage(p, TS_ST_RING_AG, n - 1, -1, 0, bidir);
+    break;
+  }
+  case TS_ALGO_TORUS:
+  case TS_ALGO_HIERARCHICAL:
+    /* Dimension by dimension (Ying et al. 2018, arXiv:1811.06992, "2-D torus all-reduce"; Kumar et
+     * al. 2019, arXiv:1909.09756): reduce-scatter along piece 0 on S, piece 1 on S/n0, ..., then
+     * all-gather back. Torus uses two counter-rotating rings on ring and mesh dims; the
+     * hierarchical variant one ring everywhere, which on [node x net] switches is Horovod's
+     * hierarchical all-reduce (reduce-scatter in the node, all-reduce across, all-gather). */
+    for (int k = 0; k < P; k++) {
+      int nk = psize(p, k);
+      gboolean bidir = algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
+      guint others = all_pieces(p) & ~(1u << k);
+      if (nk < 2)
+        continue;
+      if (kind == TS_COLL_ALLTOALL)
+        add_stage(p, TS_ST_PAIRWISE, nk / 2, k, others, FALSE);
+      else if (kind == TS_COLL_BROADCAST)
+        add_chain(p, k, (1u << k) - 1u, bidir);
+      else if (rs)
+        add_stage(p, TS_ST_RING_RS, nk - 1, k, others, bidir);
+    }
+    if (ag)
+      for (int k = P - 1; k >= 0; k--) {
+        int nk = psize(p, k);
+        gboolean bidir = algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
+        if (nk >= 2)
+          add_stage(p, TS_ST_RING_AG, nk - 1, k, all_pieces(p) & ~(1u << k), bidir);
+      }
+    break;
+  case TS_ALGO_TREE:
+    if (kind == TS_COLL_ALLREDUCE)
+      add_stage(p, TS_ST_TREE_REDUCE, ceil_log2(n), -1, 0, FALSE);
+    add_stage(p, TS_ST_TREE_BCAST, ceil_log2(n), -1, 0, FALSE);
+    break;
+  case TS_ALGO_HALVING_DOUBLING:
+    if (rs)
+      add_stage(p, TS_ST_HD_RS, ceil_log2(n), -1, 0, FALSE);
+    if (ag)
+      add_stage(p, TS_ST_HD_AG, ceil_log2(n), -1, 0, FALSE);
+    break;
+  case TS_ALGO_DIRECT:
+    if (kind == TS_COLL_ALLTOALL)
+      add_stage(p, TS_ST_DIRECT_A2A, 1, -1, 0, FALSE);
+    else if (kind == TS_COLL_BROADCAST)
+      add_stage(p, TS_ST_DIRECT_BCAST, 1, -1, 0, FALSE);
+    if (rs)
+      add_stage(p, TS_ST_DIRECT_RS, 1, -1, 0, FALSE);
+    if (ag)
+      add_stage(p, TS_ST_DIRECT_AG, 1, -1, 0, FALSE);
+    break;
+  default:
+    break;
+  }
+  return TRUE;
+}
+
+/* Boustrophedon (snake) order: digit 0 runs up, then back down after digit 1 moves one step,
+ * and so on for higher digits (a reflected mixed-radix counter), so consecutive positions
+ * differ by one in exactly one digit: array neighbours for unit-stride pieces. */
+static void fill_snake(ts_coll_plan *p)
+{
+  int d[TS_MAX_PIECES] = {0}, dir[TS_MAX_PIECES];
+  for (int j = 0; j < p->g.npieces; j++)
+    dir[j] = 1;
+  int m = 0;
+  for (int r = 0; r < p->n; r++) {
+    p->snake[r] = m;
+    for (int j = 0; j < p->g.npieces; j++) {
+      int nd = d[j] + dir[j];
+      if (nd >= 0 && nd < psize(p, j)) {
+        d[j] = nd;
+        m += dir[j] * p->radix[j];
+        break;
+      }
+      dir[j] = -dir[j];
+    }
+  }
+}
+
+/* Chip of every member for the group at chip 0, by a mixed-radix counter (no divisions). */
+static void fill_chips(ts_coll_plan *p)
+{
+  int d[TS_MAX_PIECES] = {0}, w[TS_MAX_PIECES];
+  for (int j = 0; j < p->g.npieces; j++)
+    w[j] = p->g.p[j].stride * p->net.stride[p->g.p[j].dim];
+  int c = 0;
+  for (int m = 0; m < p->n; m++) {
+    p->chip[m] = c;
+    for (int j = 0; j < p->g.npieces; j++) {
+      c += w[j];
+      if (++d[j] < psize(p, j))
+        break;
+      c -= psize(p, j) * w[j];
+      d[j] = 0;
+    }
+  }
+}
+
+ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                 const ts_group_shape *g, gint64 count, double elem_bytes,
+                                 double bytes, GError **error)
+{
+  ts_coll_plan *p = g_new0(ts_coll_plan, 1);
+  ts_net_init(&p->net, t);
+  p->kind = kind;
+  p->algo = algo;
+  p->g = *g;
+  p->count = count;
+  p->elem_bytes = elem_bytes;
+  p->bytes = bytes;
+  p->n = 1;
+  for (int j = 0; j < g->npieces; j++) {
+    p->radix[j] = p->n;
+    p->n *= g->p[j].size;
+  }
+  /* Only the ring algorithms walk the snake (lines with lp = -1). */
+  if (algo == TS_ALGO_RING || algo == TS_ALGO_BIDIR_RING) {
+    p->snake = g_new(int, p->n);
+    fill_snake(p);
+  }
+  p->chip = g_new(int, p->n);
+  fill_chips(p);
+  if (!build_stages(p, error)) {
+    ts_coll_plan_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* ---- public plan API ---- */
+
+ts_coll_plan *ts_coll_decompose(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                const ts_group_shape *g, gint64 count, double elem_bytes,
+                                GError **error)
+{
+  g_return_val_if_fail(t != NULL && g != NULL, NULL);
+  if ((int)kind < 0 || kind >= TS_COLL_NKINDS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "collective kind %d: expected one of "
+                "allreduce, reducescatter, allgather, alltoall, broadcast",
+                (int)kind);
+    return NULL;
+  }
+  if ((int)algo <= TS_ALGO_AUTO || algo >= TS_ALGO_NALGOS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s: algorithm '%s': expected a concrete algorithm (auto is resolved by "
+                "ts_coll_time)",
+                ts_coll_kind_name(kind), ts_coll_algo_name(algo));
+    return NULL;
+  }
+  if (count < 0 || !(elem_bytes > 0.0) || !isfinite(elem_bytes)) {
+    g_autofree char *eb = ts_dtostr(elem_bytes);
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s: count=%" G_GINT64_FORMAT " elem_bytes=%s: expected count >= 0 and "
+                "elem_bytes > 0",
+                ts_coll_kind_name(kind), count, eb);
+    return NULL;
+  }
+  if (!ts_group_shape_valid(t, g, error))
+    return NULL;
+  return ts_coll_plan_build(t, kind, algo, g, count, elem_bytes, (double)count * elem_bytes, error);
+}
+
+void ts_coll_plan_free(ts_coll_plan *p)
+{
+  if (p == NULL)
+    return;
+  g_free(p->snake);
+  g_free(p->chip);
+  g_free(p->sent_bytes);
+  g_free(p);
+}
+
+int ts_coll_plan_nsteps(const ts_coll_plan *p)
+{
+  g_return_val_if_fail(p != NULL, 0);
+  return p->nsteps;
+}
+
+double ts_coll_plan_bytes_sent(const ts_coll_plan *p, int m)
+{
+  g_return_val_if_fail(p != NULL && m >= 0 && m < p->n, 0.0);
+  /* Counted from the transfers themselves (once per plan), so a check against it checks
+   * the decomposition, not a formula. */
+  ts_coll_plan *mp = (ts_coll_plan *)p;
+  if (g_once_init_enter(&mp->sent_bytes)) {
+    double *v = g_new0(double, p->n);
+    g_autoptr(GArray) xs = g_array_new(FALSE, FALSE, sizeof(ts_xfer));
+    for (int s = 0; s < p->nsteps; s++) {
+      g_array_set_size(xs, 0);
+      ts_coll_plan_step(p, s, xs);
+      for (guint i = 0; i < xs->len; i++) {
+        const ts_xfer *x = &g_array_index(xs, ts_xfer, i);
+        v[x->src] += (double)x->count * p->elem_bytes;
+      }
+    }
+    g_once_init_leave(&mp->sent_bytes, v);
+  }
+  return p->sent_bytes[m];
+}
+
+void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count)
+{
+  g_return_if_fail(p != NULL && m >= 0 && m < p->n && offset != NULL && count != NULL);
+  gboolean layout = p->kind == TS_COLL_ALLREDUCE || p->kind == TS_COLL_REDUCESCATTER ||
+                    p->kind == TS_COLL_ALLGATHER;
+  if (layout && (p->algo == TS_ALGO_TORUS || p->algo == TS_ALGO_HIERARCHICAL)) {
+    segment(p, m, p->g.npieces, offset, count);
+  } else if (layout && p->algo == TS_ALGO_HALVING_DOUBLING) {
+    gint64 a, b;
+    hd_range(p, m, ceil_log2(p->n), &a, &b);
+    part(0, p->count, p->n, a, offset, count);
+  } else {
+    part(0, p->count, p->n, m, offset, count);
+  }
+}

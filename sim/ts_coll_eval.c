@@ -1,0 +1,392 @@
+/* ts_coll_eval: the analytic (alpha-beta with link loads) time of one step of concurrent flows. */
+#include "ts_coll_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Model (Thakur, Rabenseifner & Gropp 2005, cost model: a message costs alpha + n*beta;
+ * cut-through routing: the latency of every hop adds, the bandwidth is that of the slowest
+ * link). A flow's time is the latency of its dimension-order route plus the largest load on
+ * any link it crosses divided by that link's bandwidth, where a link's load is the bytes of
+ * every flow of the step crossing it. With one flow per link this is alpha_route + bytes/bw;
+ * with k equal flows on a switch port it is alpha + k*bytes/bw, the fair share of the port.
+ *
+ * Work is O(flows * dims + touched lines): a route is one interval per dimension on one
+ * physical line, and loads are summed with difference arrays per line rather than link by
+ * link, so long routes (halving-doubling across a 1024-ring) cost no more than short ones.
+ */
+
+typedef struct {
+  int dim;
+  int base; /* chip of coordinate 0 on this line */
+  int n;
+  gsize off;    /* loads: [off, off+n+1) plus / up ports, [off+n+1, off+2n+2) minus / down */
+  gssize sp[2]; /* offset of the sparse table of each array in ev->sparse, -1 until built */
+  int need[2];  /* levels its sparse table needs: 1 + log2 of the longest interval asked */
+  guint hslot;
+} ev_line;
+
+typedef struct {
+  int line;
+  int arr;  /* 0: plus direction or switch up port; 1: minus direction or down port */
+  int a, h; /* covers coordinates a, a+1, ..., a+h-1 (mod n) of that array */
+} ev_seg;
+
+typedef struct {
+  int first, nseg;
+  double lat;
+  double bytes;
+} ev_flow;
+
+struct ts_eval {
+  ts_net nw;
+  /* Plain arrays with capacities: this is the inner loop of every ts_coll_time call. */
+  ev_seg *segs;
+  int nsegs, capsegs;
+  ev_flow *flows;
+  int nflows, capflows;
+  GArray *lines;  /* ev_line */
+  GArray *loads;  /* double */
+  GArray *sparse; /* double */
+  gint64 *hkey;   /* open-addressing map (dim, base) -> line index */
+  int *hval;
+  guint hcap;
+  gint64 last_key; /* the line of the previous lookup: consecutive segments usually share it */
+  int last_line;
+};
+
+ts_eval *ts_eval_new(const ts_net *nw)
+{
+  ts_eval *ev = g_new0(ts_eval, 1);
+  ev->nw = *nw;
+  ev->lines = g_array_new(FALSE, FALSE, sizeof(ev_line));
+  ev->loads = g_array_new(FALSE, FALSE, sizeof(double));
+  ev->sparse = g_array_new(FALSE, FALSE, sizeof(double));
+  ev->hcap = 64;
+  ev->hkey = g_new(gint64, ev->hcap);
+  ev->hval = g_new(int, ev->hcap);
+  for (guint i = 0; i < ev->hcap; i++)
+    ev->hkey[i] = -1;
+  ev->last_key = -1;
+  return ev;
+}
+
+void ts_eval_free(ts_eval *ev)
+{
+  if (ev == NULL)
+    return;
+  g_free(ev->segs);
+  g_free(ev->flows);
+  g_array_free(ev->lines, TRUE);
+  g_array_free(ev->loads, TRUE);
+  g_array_free(ev->sparse, TRUE);
+  g_free(ev->hkey);
+  g_free(ev->hval);
+  g_free(ev);
+}
+
+static guint hash_key(gint64 k)
+{
+  guint64 x = (guint64)k * 0x9E3779B97F4A7C15ull;
+  return (guint)(x >> 32);
+}
+
+static void hash_grow(ts_eval *ev)
+{
+  guint cap = ev->hcap * 2;
+  gint64 *key = g_new(gint64, cap);
+  int *val = g_new(int, cap);
+  for (guint i = 0; i < cap; i++)
+    key[i] = -1;
+  for (guint i = 0; i < ev->lines->len; i++) {
+    ev_line *ln = &g_array_index(ev->lines, ev_line, i);
+    gint64 k = (gint64)ln->dim * ev->nw.nchips + ln->base;
+    guint h = hash_key(k) & (cap - 1);
+    while (key[h] != -1)
+      h = (h + 1) & (cap - 1);
+    key[h] = k;
+    val[h] = (int)i;
+    ln->hslot = h;
+  }
+  g_free(ev->hkey);
+  g_free(ev->hval);
+  ev->hkey = key;
+  ev->hval = val;
+  ev->hcap = cap;
+}
+
+static int line_index(ts_eval *ev, int dim, int base)
+{
+  gint64 k = (gint64)dim * ev->nw.nchips + base;
+  if (k == ev->last_key)
+    return ev->last_line;
+  guint mask = ev->hcap - 1;
+  guint h = hash_key(k) & mask;
+  int idx = -1;
+  while (ev->hkey[h] != -1) {
+    if (ev->hkey[h] == k) {
+      idx = ev->hval[h];
+      break;
+    }
+    h = (h + 1) & mask;
+  }
+  if (idx < 0) {
+    ev_line ln = {.dim = dim,
+                  .base = base,
+                  .n = ev->nw.size[dim],
+                  .sp = {-1, -1},
+                  .need = {0, 0},
+                  .hslot = h};
+    ln.off = ev->loads->len;
+    g_array_set_size(ev->loads, ev->loads->len + 2 * (guint)(ln.n + 1));
+    idx = (int)ev->lines->len;
+    g_array_append_val(ev->lines, ln);
+    ev->hkey[h] = k;
+    ev->hval[h] = idx;
+    if (ev->lines->len * 2 > ev->hcap)
+      hash_grow(ev);
+  }
+  ev->last_key = k;
+  ev->last_line = idx;
+  return idx;
+}
+
+static void reset(ts_eval *ev, int nf)
+{
+  for (guint i = 0; i < ev->lines->len; i++)
+    ev->hkey[g_array_index(ev->lines, ev_line, i).hslot] = -1;
+  ev->last_key = -1;
+  ev->nsegs = 0;
+  ev->nflows = 0;
+  g_array_set_size(ev->lines, 0);
+  g_array_set_size(ev->loads, 0);
+  g_array_set_size(ev->sparse, 0);
+  /* At most two segments (switch up and down ports) per dimension per flow. */
+  int needsegs = nf * 2 * MAX(ev->nw.ndims, 1);
+  if (needsegs > ev->capsegs) {
+    ev->capsegs = MAX(needsegs, 2 * ev->capsegs);
+    ev->segs = g_renew(ev_seg, ev->segs, ev->capsegs);
+  }
+  if (nf > ev->capflows) {
+    ev->capflows = MAX(nf, 2 * ev->capflows);
+    ev->flows = g_renew(ev_flow, ev->flows, ev->capflows);
+  }
+}
+
+static inline void add_seg(ts_eval *ev, int dim, int base, int arr, int a, int h)
+{
+  ev_seg *s = &ev->segs[ev->nsegs++];
+  s->line = line_index(ev, dim, base);
+  s->arr = arr;
+  s->a = a;
+  s->h = h;
+}
+
+/* Splits a flow's dimension-order route into one interval per dimension (see ts_route). */
+static void route_flow(ts_eval *ev, const ts_flow *f)
+{
+  const ts_net *nw = &ev->nw;
+  ev_flow *fl = &ev->flows[ev->nflows++];
+  fl->first = ev->nsegs;
+  fl->lat = 0.0;
+  fl->bytes = f->bytes;
+  int cur = f->src, rs = f->src, rd = f->dst;
+  for (int d = 0; d < nw->ndims; d++) {
+    int n = nw->size[d];
+    int cs = rs % n, cd = rd % n;
+    rs /= n;
+    rd /= n;
+    if (cs == cd)
+      continue;
+    int base = cur - cs * nw->stride[d];
+    switch (nw->shape[d]) {
+    case TS_SHAPE_RING: {
+      int fwd = cd - cs < 0 ? cd - cs + n : cd - cs;
+      if (fwd <= n - fwd) {
+        add_seg(ev, d, base, 0, cs, fwd);
+        fl->lat += fwd * nw->lat_s[d];
+      } else {
+        /* Backward from cs to cd uses the minus links leaving cd+1, ..., cs. */
+        add_seg(ev, d, base, 1, cd + 1 == n ? 0 : cd + 1, n - fwd);
+        fl->lat += (n - fwd) * nw->lat_s[d];
+      }
+      break;
+    }
+    case TS_SHAPE_MESH:
+      if (cd > cs)
+        add_seg(ev, d, base, 0, cs, cd - cs);
+      else
+        add_seg(ev, d, base, 1, cd + 1, cs - cd);
+      fl->lat += abs(cd - cs) * nw->lat_s[d];
+      break;
+    case TS_SHAPE_SWITCH:
+      add_seg(ev, d, base, 0, cs, 1);
+      add_seg(ev, d, base, 1, cd, 1);
+      fl->lat += nw->lat_s[d];
+      break;
+    }
+    cur += (cd - cs) * nw->stride[d];
+  }
+  fl->nseg = ev->nsegs - fl->first;
+}
+
+static double *arr_ptr(ts_eval *ev, const ev_line *ln, int arr)
+{
+  return &g_array_index(ev->loads, double, ln->off + (gsize)arr * (gsize)(ln->n + 1));
+}
+
+/* Sparse table of range maxima over one load array, built the first time a long interval
+ * asks (short intervals are scanned directly), with only the levels the step's longest
+ * interval on this array needs. */
+static const double *sparse_table(ts_eval *ev, ev_line *ln, int arr)
+{
+  int n = ln->n, lv = ln->need[arr];
+  if (ln->sp[arr] < 0) {
+    gsize off = ev->sparse->len;
+    g_array_set_size(ev->sparse, off + (gsize)lv * (gsize)n);
+    double *tab = &g_array_index(ev->sparse, double, off);
+    memcpy(tab, arr_ptr(ev, ln, arr), sizeof(double) * (gsize)n);
+    for (int k = 1; k < lv; k++) {
+      double *prev = tab + (gsize)(k - 1) * (gsize)n, *cur = tab + (gsize)k * (gsize)n;
+      int half = 1 << (k - 1);
+      for (int i = 0; i + (1 << k) <= n; i++)
+        cur[i] = MAX(prev[i], prev[i + half]);
+    }
+    ln->sp[arr] = (gssize)off;
+  }
+  return &g_array_index(ev->sparse, double, (gsize)ln->sp[arr]);
+}
+
+#define SCAN_MAX 32 /* intervals up to this many links are scanned, longer ones use the table */
+
+static int level_of(int h)
+{
+  int k = 0;
+  while ((2 << k) <= h)
+    k++;
+  return k;
+}
+
+/* Maximum load over coordinates [a, a+h) of one array, no wrap. */
+static double range_max(ts_eval *ev, ev_line *ln, int arr, int a, int h)
+{
+  if (h <= SCAN_MAX) {
+    const double *v = arr_ptr(ev, ln, arr);
+    double m = v[a];
+    for (int i = a + 1; i < a + h; i++)
+      m = MAX(m, v[i]);
+    return m;
+  }
+  const double *tab = sparse_table(ev, ln, arr);
+  int k = level_of(h);
+  const double *row = tab + (gsize)k * (gsize)ln->n;
+  return MAX(row[a], row[a + h - (1 << k)]);
+}
+
+double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
+{
+  reset(ev, nf);
+  for (int i = 0; i < nf; i++)
+    route_flow(ev, &f[i]);
+  /* Difference arrays: +bytes where an interval starts, -bytes after it ends. */
+  if (ev->loads->len > 0)
+    memset(ev->loads->data, 0, sizeof(double) * ev->loads->len);
+  double *loads = (double *)(void *)ev->loads->data;
+  const ev_line *lines = (const ev_line *)(void *)ev->lines->data;
+  for (int i = 0; i < ev->nflows; i++) {
+    const ev_flow *fl = &ev->flows[i];
+    for (int s = fl->first; s < fl->first + fl->nseg; s++) {
+      const ev_seg *sg = &ev->segs[s];
+      const ev_line *ln = &lines[sg->line];
+      double *v = loads + ln->off + (gsize)sg->arr * (gsize)(ln->n + 1);
+      int end = sg->a + sg->h;
+      v[sg->a] += fl->bytes;
+      if (end <= ln->n) {
+        v[end] -= fl->bytes;
+      } else {
+        v[ln->n] -= fl->bytes;
+        v[0] += fl->bytes;
+        v[end - ln->n] -= fl->bytes;
+      }
+    }
+  }
+  for (guint l = 0; l < ev->lines->len; l++) {
+    const ev_line *ln = &lines[l];
+    for (int arr = 0; arr < 2; arr++) {
+      double *v = loads + ln->off + (gsize)arr * (gsize)(ln->n + 1);
+      for (int i = 1; i < ln->n; i++)
+        v[i] += v[i - 1];
+    }
+  }
+  /* Levels each long-interval array needs (a wrapped interval is two shorter queries). */
+  for (int s = 0; s < ev->nsegs; s++) {
+    const ev_seg *sg = &ev->segs[s];
+    if (sg->h > SCAN_MAX) {
+      ev_line *ln = &g_array_index(ev->lines, ev_line, sg->line);
+      ln->need[sg->arr] = MAX(ln->need[sg->arr], level_of(MIN(sg->h, ln->n)) + 1);
+    }
+  }
+  double worst = 0.0;
+  for (int i = 0; i < ev->nflows; i++) {
+    const ev_flow *fl = &ev->flows[i];
+    double bott = 0.0;
+    for (int s = fl->first; s < fl->first + fl->nseg; s++) {
+      const ev_seg *sg = &ev->segs[s];
+      ev_line *ln = &g_array_index(ev->lines, ev_line, sg->line);
+      int end = sg->a + sg->h;
+      double m;
+      if (sg->h == 1)
+        m = loads[ln->off + (gsize)sg->arr * (gsize)(ln->n + 1) + (gsize)sg->a];
+      else if (end <= ln->n)
+        m = range_max(ev, ln, sg->arr, sg->a, sg->h);
+      else
+        m = MAX(range_max(ev, ln, sg->arr, sg->a, ln->n - sg->a),
+                range_max(ev, ln, sg->arr, 0, end - ln->n));
+      bott = MAX(bott, m / ev->nw.bw_Bps[ln->dim]);
+    }
+    worst = MAX(worst, fl->lat + bott);
+  }
+  return worst;
+}
+
+double ts_eval_step_reference(const ts_topo *t, const ts_flow *f, int nf)
+{
+  g_autoptr(GHashTable) load = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  g_autoptr(GArray) links = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
+  g_autoptr(GPtrArray) routes = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  for (int i = 0; i < nf; i++) {
+    GArray *r = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
+    ts_route(t, f[i].src, f[i].dst, r);
+    for (guint k = 0; k < r->len; k++) {
+      ts_link_id l = g_array_index(r, ts_link_id, k);
+      gint64 key = ((gint64)l.chip * TS_MAX_DIMS + l.dim) * 2 + (l.dir < 0);
+      double *v = g_hash_table_lookup(load, &key);
+      if (v == NULL) {
+        gint64 *kp = g_new(gint64, 1);
+        *kp = key;
+        v = g_new0(double, 1);
+        g_hash_table_insert(load, kp, v);
+      }
+      *v += f[i].bytes;
+    }
+    g_ptr_array_add(routes, r);
+  }
+  double worst = 0.0;
+  for (int i = 0; i < nf; i++) {
+    GArray *r = g_ptr_array_index(routes, i);
+    double lat = 0.0, bott = 0.0;
+    for (guint k = 0; k < r->len; k++) {
+      ts_link_id l = g_array_index(r, ts_link_id, k);
+      gint64 key = ((gint64)l.chip * TS_MAX_DIMS + l.dim) * 2 + (l.dir < 0);
+      const double *v = g_hash_table_lookup(load, &key);
+      bott = MAX(bott, *v / t->dims[l.dim].link_bw_Bps);
+      /* A switch traversal is two ports (up, down) but one latency. */
+      if (t->dims[l.dim].shape != TS_SHAPE_SWITCH || l.dir > 0)
+        lat += t->dims[l.dim].latency_s;
+    }
+    worst = MAX(worst, lat + bott);
+  }
+  return worst;
+}

@@ -1,0 +1,118 @@
+/* ts_coll_internal: types shared by the files of the collectives module (not a public contract;
+ * tests include it to check that the time model and the transfers come from one structure). */
+#ifndef TS_COLL_INTERNAL_H
+#define TS_COLL_INTERNAL_H
+
+#include "ts_coll.h"
+
+G_BEGIN_DECLS
+
+/* What routing and the analytic model need of a topology, copied so that a plan does not
+ * borrow the topology it was built for. */
+typedef struct {
+  int ndims, nchips;
+  int size[TS_MAX_DIMS];
+  int stride[TS_MAX_DIMS];
+  ts_shape shape[TS_MAX_DIMS];
+  double bw_Bps[TS_MAX_DIMS];
+  double lat_s[TS_MAX_DIMS];
+} ts_net;
+
+void ts_net_init(ts_net *nw, const ts_topo *t);
+
+/* One flow of a step in the analytic model. Chips are those of the group placed at chip 0:
+ * costs do not depend on the placement (ring dims are translation invariant, and a group's
+ * member 0 has the smallest coordinate, so mesh routes keep their directions and lengths). */
+typedef struct {
+  int src, dst;
+  double bytes;
+} ts_flow;
+
+/* Scratch space of the step evaluator; reused across steps. Caller frees. */
+typedef struct ts_eval ts_eval;
+ts_eval *ts_eval_new(const ts_net *nw);
+void ts_eval_free(ts_eval *ev);
+
+/* Time of one step whose flows run concurrently: the max over flows of (route latency + the
+ * largest load on any link of its route / that link's bandwidth). Loads are summed over all
+ * flows of the step, so shared links (a switch port with k flows, a link crossed by several
+ * routes) slow every flow that uses them. */
+double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf);
+
+/* The same time computed link by link from ts_route (slow; the reference the tests compare
+ * ts_eval_step with). */
+double ts_eval_step_reference(const ts_topo *t, const ts_flow *f, int nf);
+
+/* A stage: consecutive steps of one kind of exchange. */
+typedef enum {
+  TS_ST_RING_RS,      /* ring reduce-scatter along lines (one-way or two counter-rotating rings) */
+  TS_ST_RING_AG,      /* ring all-gather along lines */
+  TS_ST_TREE_REDUCE,  /* binomial reduce to member 0, one step per tree level */
+  TS_ST_TREE_BCAST,   /* binomial broadcast from member 0 */
+  TS_ST_HD_RS,        /* recursive halving, distance 1, 2, 4, ... */
+  TS_ST_HD_AG,        /* recursive doubling, distance n/2, ..., 1 */
+  TS_ST_DIRECT_RS,    /* everyone sends every member its chunk, one step */
+  TS_ST_DIRECT_AG,    /* everyone sends its chunk to every member, one step */
+  TS_ST_DIRECT_A2A,   /* everyone sends every member its block, one step */
+  TS_ST_DIRECT_BCAST, /* the root sends the buffer to every member, one step */
+  TS_ST_PAIRWISE, /* all-to-all exchange along lines: step k swaps with the members k ahead and k
+                     behind */
+  TS_ST_CHAIN,    /* pipelined chain broadcast along lines (one or two chains) */
+} ts_stage_type;
+
+typedef struct {
+  ts_stage_type type;
+  int first_step, nsteps;
+  /* Line structure: lp is the piece the lines run along, or -1 for one line through all
+   * members in snake order. Lines are every combination of the digits of the pieces in
+   * free_mask; the digits of other pieces (and of lp) are 0 at a line's base member. */
+  int lp;
+  guint free_mask;
+  gboolean bidir; /* two counter-rotating rings / chains, half the data each */
+  gint64 nseg;    /* chain: pipeline segments */
+} ts_stage;
+
+#define TS_COLL_MAX_STAGES (2 * TS_MAX_PIECES + 2)
+
+struct ts_coll_plan {
+  ts_net net;
+  ts_coll_kind kind;
+  ts_coll_algo algo;
+  ts_group_shape g;
+  int n;                    /* members */
+  int radix[TS_MAX_PIECES]; /* weight of each piece's digit in the member index */
+  gint64 count;             /* elements per member buffer */
+  double elem_bytes;
+  double bytes; /* S of the analytic model (count * elem_bytes, or ts_coll_time's bytes) */
+  int *snake;   /* n entries: ring position -> member (boustrophedon order) */
+  int *chip;    /* n entries: member -> chip of the group placed at chip 0 */
+  int nstages, nsteps;
+  ts_stage st[TS_COLL_MAX_STAGES];
+  double *sent_bytes; /* per member, computed on first use (g_once) */
+};
+
+/* Builds the stage structure of a collective (no transfers are expanded). count is the element
+ * count of the buffers; bytes is S for the analytic time. Returns NULL with TS_ERROR_INVALID
+ * when the algorithm does not apply. */
+ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                 const ts_group_shape *g, gint64 count, double elem_bytes,
+                                 double bytes, GError **error);
+
+/* Appends the flows of step t of a stage (fractional sizes from S). full: every line; else
+ * only the lines that share the physical line through chip 0 (the others are link-disjoint
+ * translates with the same cost). */
+void ts_coll_stage_flows(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full,
+                         GArray *flows);
+
+/* Analytic time of a plan; full as in ts_coll_stage_flows (both give the same time). */
+double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full);
+
+/* Flows the analytic model routes to time the plan (for the work limit of ts_coll_time). */
+double ts_coll_plan_eval_flows(const ts_coll_plan *p);
+
+/* Largest number of flows ts_coll_time routes for one collective before refusing. */
+#define TS_COLL_MAX_EVAL_FLOWS 1048576.0
+
+G_END_DECLS
+
+#endif
