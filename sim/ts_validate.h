@@ -63,7 +63,7 @@ typedef struct {
   double loss, loss_ref; /* loss of the first step: split execution and reference */
   int nranks;
   ts_validate_rank *ranks; /* owned, nranks entries */
-  gint64 ops_compute, ops_coll;
+  gint64 ops_compute, ops_coll, ops_p2p; /* executed, all steps */
   gboolean executed;   /* the trace ran to its end (else failure says why) */
   gboolean numeric_ok; /* max_rel_err <= tolerance and the losses agree */
   gboolean bytes_ok;   /* every chip sent what the trace says */

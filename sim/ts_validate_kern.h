@@ -12,15 +12,19 @@ static void TS_F(vk_dense_fwd)(int rows, int k, int n, const void *x, const void
     TS_F(ts_bias_add)(rows, n, b, y);
 }
 
-/* dW += x^T dy, db += sum dy (when db), dx = dy W^T (when dx). */
-static void TS_F(vk_dense_bwd)(int rows, int k, int n, const void *x, const void *w, const void *dy,
-                               void *dx, void *dw, void *db)
+/* dx = dy W^T: the input gradient. */
+static void TS_F(vk_dense_dgrad)(int rows, int k, int n, const void *dy, const void *w, void *dx)
+{
+  TS_F(ts_gemm)(FALSE, TRUE, rows, k, n, 1, dy, n, w, n, 0, dx, k);
+}
+
+/* dW += x^T dy, db += sum dy (when db): the weight gradient. */
+static void TS_F(vk_dense_wgrad)(int rows, int k, int n, const void *x, const void *dy, void *dw,
+                                 void *db)
 {
   TS_F(ts_gemm)(TRUE, FALSE, k, n, rows, 1, x, k, dy, n, 1, dw, n);
   if (db != NULL)
     TS_F(ts_bias_grad)(rows, n, dy, db);
-  if (dx != NULL)
-    TS_F(ts_gemm)(FALSE, TRUE, rows, k, n, 1, dy, n, w, n, 0, dx, k);
 }
 
 static void TS_F(vk_conv_fwd)(const ts_conv_shape *s, const void *x, const void *w, const void *b,
@@ -176,7 +180,8 @@ static void TS_F(vk_set)(void *buf, gint64 i, double v)
 static const vd_kern TS_F(vd_kern_table) = {
     .elem = sizeof(TS_R),
     .dense_fwd = TS_F(vk_dense_fwd),
-    .dense_bwd = TS_F(vk_dense_bwd),
+    .dense_dgrad = TS_F(vk_dense_dgrad),
+    .dense_wgrad = TS_F(vk_dense_wgrad),
     .conv_fwd = TS_F(vk_conv_fwd),
     .conv_bwd = TS_F(vk_conv_bwd),
     .bias_add = TS_F(vk_bias_add),

@@ -7,7 +7,9 @@
  * bias, the activation and the residual apply only once they are summed (Megatron's
  * RowParallelLinear adds its bias after the all-reduce); attention split by heads is a column
  * QKV projection and a row output projection. Backward mirrors it: a column-split layer's input
- * gradient is a partial sum, a row-split layer's is a block.
+ * gradient is a partial sum, a row-split layer's is a block. A replicated layer computes on
+ * whatever block of samples (per-layer hybrid) or tokens (sequence parallelism, Korthikanti et
+ * al. 2022, 4.2.2) it is given, when its work is per sample or per token.
  *
  * The layer ops never call a collective: they use what the chip holds. When the trace lacks a
  * collective, the next reader meets partial sums (and computes with them, so the parameters
@@ -33,6 +35,13 @@ const vd_kern *vd_kern_of(ts_prec prec)
   return prec == TS_PREC_F32 ? &vd_kern_table_f32 : &vd_kern_table_f64;
 }
 
+const char *vd_layout_name(vd_layout l)
+{
+  static const char *const names[] = {"whole", "feature block", "token block", "sample block",
+                                      "partial sums"};
+  return (unsigned)l <= VD_PARTIAL ? names[l] : "?";
+}
+
 static void *alloc0(const vd_exec *e, gint64 n)
 {
   return g_malloc0(e->k->elem * (gsize)MAX(n, 1));
@@ -43,10 +52,21 @@ static void *dup(const vd_exec *e, const void *src, gint64 n)
   return g_memdup2(src, e->k->elem * (gsize)MAX(n, 1));
 }
 
-static void val_set(vd_val *v, void *data, gint64 n, vd_layout layout)
+void vd_val_clear(vd_val *v)
 {
   g_free(v->data);
-  *v = (vd_val){data, n, layout, -1, TRUE, FALSE, FALSE, -1};
+  g_free(v->pre);
+  memset(v, 0, sizeof *v);
+  v->epilogue = v->coll_label = -1;
+}
+
+void vd_val_set(vd_val *v, void *data, gint64 n, vd_layout layout)
+{
+  vd_val_clear(v);
+  v->data = data;
+  v->n = n;
+  v->layout = v->orig = layout;
+  v->set = TRUE;
 }
 
 void vd_note(vd_exec *e, const char *key, const char *fmt, ...)
@@ -60,42 +80,59 @@ void vd_note(vd_exec *e, const char *key, const char *fmt, ...)
   va_end(ap);
 }
 
-void vd_act_geom(const vd_net *n, int k, gint64 *outer, gint64 *f, gint64 *inner)
+static gboolean spatial(const vd_layer *L)
 {
-  const vd_layer *L = &n->layers[k == 0 ? 0 : k - 1];
-  gboolean spatial = L->kind == TS_LAYER_CONV2D || L->kind == TS_LAYER_POOL;
-  if (k == 0) {
-    *outer = spatial ? 1 : L->tokens;
-    *f = L->in;
-    *inner = spatial ? (gint64)L->in_h * L->in_w : 1;
-  } else {
-    *outer = spatial ? 1 : L->tokens;
-    *f = L->out;
-    *inner = spatial ? (gint64)L->out_h * L->out_w : 1;
+  return L->kind == TS_LAYER_CONV2D || L->kind == TS_LAYER_POOL;
+}
+
+void vd_act_dims(const vd_exec *e, int k, gint64 *dims)
+{
+  const vd_layer *L = &e->net->layers[k == 0 ? 0 : k - 1];
+  dims[0] = e->mb;
+  dims[1] = spatial(L) ? 1 : L->tokens;
+  dims[2] = k == 0 ? L->in : L->out;
+  dims[3] = !spatial(L) ? 1 : k == 0 ? (gint64)L->in_h * L->in_w : (gint64)L->out_h * L->out_w;
+}
+
+gint64 vd_box(const gint64 *dims, vd_layout l, int T, int r, gint64 *lo, gint64 *hi)
+{
+  int d = l == VD_FEAT ? 2 : l == VD_SEQ ? 1 : l == VD_BATCH ? 0 : -1;
+  gint64 n = 1;
+  for (int q = 0; q < 4; q++) {
+    lo[q] = 0;
+    hi[q] = dims[q];
+    if (q == d) {
+      lo[q] = r * (dims[q] / T);
+      hi[q] = (r + 1) * (dims[q] / T);
+    }
+    n *= hi[q] - lo[q];
   }
+  return n;
 }
 
-void *vd_slice(const vd_kern *k, const void *full, gint64 outer, gint64 f, gint64 inner, int T,
-               int r)
+void vd_box_copy(const vd_kern *k, const void *src, const gint64 *slo, const gint64 *shi,
+                 void *dst, const gint64 *dlo, const gint64 *dhi, const gint64 *rlo,
+                 const gint64 *rhi)
 {
-  gint64 fb = f / T;
-  gsize row = k->elem * (gsize)(fb * inner);
-  char *out = g_malloc(MAX(row * (gsize)outer, 1));
-  for (gint64 o = 0; o < outer; o++)
-    memcpy(out + row * (gsize)o, (const char *)full + k->elem * (gsize)((o * f + r * fb) * inner),
-           row);
+  gsize run = k->elem * (gsize)(rhi[3] - rlo[3]);
+  for (gint64 s = rlo[0]; s < rhi[0]; s++)
+    for (gint64 t = rlo[1]; t < rhi[1]; t++)
+      for (gint64 f = rlo[2]; f < rhi[2]; f++) {
+        gint64 so = (((s - slo[0]) * (shi[1] - slo[1]) + (t - slo[1])) * (shi[2] - slo[2]) +
+                     (f - slo[2])) * (shi[3] - slo[3]) + (rlo[3] - slo[3]);
+        gint64 d = (((s - dlo[0]) * (dhi[1] - dlo[1]) + (t - dlo[1])) * (dhi[2] - dlo[2]) +
+                    (f - dlo[2])) * (dhi[3] - dlo[3]) + (rlo[3] - dlo[3]);
+        memcpy((char *)dst + k->elem * (gsize)d, (const char *)src + k->elem * (gsize)so, run);
+      }
+}
+
+void *vd_slice_box(const vd_exec *e, const void *full, const gint64 *dims, vd_layout l, int r)
+{
+  gint64 lo[4], hi[4], wlo[4] = {0, 0, 0, 0};
+  gint64 n = vd_box(dims, l, e->T, r, lo, hi);
+  void *out = alloc0(e, n);
+  vd_box_copy(e->k, full, wlo, dims, out, lo, hi, lo, hi);
   return out;
-}
-
-void vd_unslice(const vd_kern *k, void *const *blocks, void *full, gint64 outer, gint64 f,
-                gint64 inner, int T)
-{
-  gint64 fb = f / T;
-  gsize row = k->elem * (gsize)(fb * inner);
-  for (int r = 0; r < T; r++)
-    for (gint64 o = 0; o < outer; o++)
-      memcpy((char *)full + k->elem * (gsize)((o * f + r * fb) * inner),
-             (const char *)blocks[r] + row * (gsize)o, row);
 }
 
 static void saved_clear(vd_saved *s)
@@ -108,6 +145,8 @@ static void saved_clear(vd_saved *s)
   g_free(s->mean);
   g_free(s->rstd);
   g_free(s->argmax);
+  g_free(s->dz);
+  g_free(s->dqkv);
   memset(s, 0, sizeof *s);
 }
 
@@ -115,19 +154,16 @@ void vd_rank_clear_acts(vd_exec *e, vd_rank *r)
 {
   int nl = e->net->nlayers;
   for (int j = 0; j < e->nmicro * nl; j++) {
-    g_free(r->y[j].data);
-    g_free(r->dx[j].data);
-    g_free(r->dr[j].data);
-    memset(&r->y[j], 0, sizeof r->y[j]);
-    memset(&r->dx[j], 0, sizeof r->dx[j]);
-    memset(&r->dr[j], 0, sizeof r->dr[j]);
-    r->y[j].epilogue = r->dx[j].epilogue = r->dr[j].epilogue = -1;
+    vd_val_clear(&r->y[j]);
+    vd_val_clear(&r->dx[j]);
+    vd_val_clear(&r->dr[j]);
+    vd_val_clear(&r->dy[j]);
     saved_clear(&r->s[j]);
   }
-  for (int u = 0; u < e->nmicro; u++) {
-    g_free(r->a0[u].data);
-    memset(&r->a0[u], 0, sizeof r->a0[u]);
-  }
+  for (int u = 0; u < e->nmicro; u++)
+    vd_val_clear(&r->a0[u]);
+  for (int j = 0; j < e->nmicro * (nl + 1); j++)
+    vd_val_clear(&r->ga[j]);
 }
 
 static gboolean fail(char **why, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -140,39 +176,75 @@ static gboolean fail(char **why, const char *fmt, ...)
   return FALSE;
 }
 
-static const char *layout_name(vd_layout l)
+/* Is layer i split over the tensor-parallel group (by its tp mode)? */
+gboolean vd_layer_split(const vd_exec *e, int i)
 {
-  return l == VD_FULL ? "whole" : l == VD_FEAT ? "feature block" : "partial sums";
+  return e->T > 1 && e->net->layers[i].tp != TS_TP_REPLICATED && !e->dpmode[i];
 }
 
-static gboolean split(const vd_exec *e, const vd_layer *L)
+static gboolean split(const vd_exec *e, int i)
 {
-  return e->T > 1 && L->tp != TS_TP_REPLICATED;
+  return vd_layer_split(e, i);
 }
 
-/* Activation A_k of micro-batch u on chip r (the samples, or layer k-1's output with its
- * epilogue applied), marked read. NULL with *why when it does not exist yet. */
-static vd_val *act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader, char **why)
+vd_layout vd_layer_want(const vd_exec *e, int i, vd_layout in)
 {
-  int nl = e->net->nlayers;
+  if (split(e, i))
+    return e->net->layers[i].tp == TS_TP_ROW ? VD_FEAT : VD_FULL;
+  if (e->dpmode[i])
+    return VD_BATCH;
+  return in == VD_FEAT || in == VD_PARTIAL ? VD_FULL : in; /* per-sample / per-token work */
+}
+
+static gboolean column_like(const vd_exec *e, int i)
+{
+  ts_tp_mode tp = e->net->layers[i].tp;
+  return split(e, i) && (tp == TS_TP_COLUMN || tp == TS_TP_VOCAB);
+}
+
+/* Row-split layers and attention split by heads end with partial sums. */
+static gboolean partial_out(const vd_exec *e, int i)
+{
+  ts_tp_mode tp = e->net->layers[i].tp;
+  return split(e, i) && (tp == TS_TP_ROW || tp == TS_TP_HEADS);
+}
+
+vd_val *vd_act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader, char **why)
+{
+  const vd_net *n = e->net;
+  int nl = n->nlayers;
   if (k == 0) {
     vd_val *v = &r->a0[u];
+    if (!r->holds[0]) {
+      g_autofree char *key = g_strdup_printf("data-%d", r->pp);
+      vd_note(e, key,
+              "%s reads the input samples on pipeline stage %d, which does not hold the first "
+              "layer: the samples are loaded there (in a deeper network this would be an "
+              "activation the trace never sends)",
+              reader, r->pp);
+    }
     if (!v->set) {
       /* The samples of this chip's replica and micro-batch (samples [b0, b0 + mb)). */
       gint64 b0 = (gint64)r->dp * e->nmicro * e->mb + (gint64)u * e->mb;
-      gint64 n = e->net->x_per_sample * e->mb;
-      void *data = alloc0(e, n);
-      for (gint64 j = 0; j < n; j++)
-        e->k->set(data, j, e->x[b0 * e->net->x_per_sample + j]);
-      val_set(v, data, n, VD_FULL);
+      gint64 cnt = n->x_per_sample * e->mb;
+      void *data = alloc0(e, cnt);
+      for (gint64 j = 0; j < cnt; j++)
+        e->k->set(data, j, e->x[b0 * n->x_per_sample + j]);
+      vd_val_set(v, data, cnt, VD_FULL);
     }
     v->read = TRUE;
     return v;
   }
   vd_val *v = &r->y[u * nl + k - 1];
   if (!v->set) {
-    fail(why, "%s reads the output of '%s' (micro-batch %d) before that layer's forward ran",
-         reader, e->net->layers[k - 1].name, u);
+    if (!r->holds[k - 1])
+      fail(why,
+           "%s needs the output of '%s', which pipeline stage %d computes and the trace never "
+           "sends to stage %d (a stage boundary inside a residual block?)",
+           reader, n->layers[k - 1].name, e->stage[k - 1], r->pp);
+    else
+      fail(why, "%s reads the output of '%s' (micro-batch %d) before that layer's forward ran",
+           reader, n->layers[k - 1].name, u);
     return NULL;
   }
   if (v->epilogue >= 0 && !vd_epilogue(e, r, k - 1, u, why))
@@ -182,10 +254,20 @@ static vd_val *act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader
     vd_note(e, key,
             "%s read the output of '%s' while it held partial sums: nothing summed them "
             "over the tensor-parallel group (a missing all-reduce)",
-            reader, e->net->layers[k - 1].name);
+            reader, n->layers[k - 1].name);
   }
   v->read = TRUE;
   return v;
+}
+
+/* Bias tensor of a layer (dense and conv: b; attention: bo), or -1. */
+static int bias_tensor(const vd_layer *L)
+{
+  if (L->bias && (L->kind == TS_LAYER_DENSE || L->kind == TS_LAYER_CONV2D))
+    return L->tensor0 + 1;
+  if (L->bias && L->kind == TS_LAYER_ATTENTION)
+    return L->tensor0 + 3;
+  return -1;
 }
 
 gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
@@ -196,22 +278,18 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
   if (v->epilogue < 0)
     return TRUE;
   v->epilogue = -1;
-  gint64 outer, f, inner;
-  vd_act_geom(n, i + 1, &outer, &f, &inner);
-  outer *= e->mb;
-  gint64 fl = v->layout == VD_FEAT ? f / e->T : f;
-  /* The bias: dense and conv (its block when the output is a block), attention's bo. */
-  int bt = -1;
-  if (L->bias && (L->kind == TS_LAYER_DENSE || L->kind == TS_LAYER_CONV2D))
-    bt = L->tensor0 + 1;
-  else if (L->bias && L->kind == TS_LAYER_ATTENTION)
-    bt = L->tensor0 + 3;
+  gint64 dims[4], lo[4], hi[4];
+  vd_act_dims(e, i + 1, dims);
+  vd_layout box = v->layout == VD_PARTIAL ? VD_FULL : v->layout;
+  vd_box(dims, box, e->T, r->tp, lo, hi);
+  gint64 rows = (hi[0] - lo[0]) * (hi[1] - lo[1]), f = hi[2] - lo[2], inner = hi[3] - lo[3];
+  int bt = bias_tensor(L);
   if (bt >= 0) {
-    if (r->n[bt] != fl)
-      return fail(why, "layer '%s': bias of %" G_GINT64_FORMAT " elements for %" G_GINT64_FORMAT
+    if (r->n[bt] != f)
+      return fail(why, "layer '%s': a bias of %" G_GINT64_FORMAT " elements for %" G_GINT64_FORMAT
                   " output features held",
-                  L->name, r->n[bt], fl);
-    e->k->bias_add((int)outer, (int)fl, (int)inner, r->w[bt], v->data);
+                  L->name, r->n[bt], f);
+    e->k->bias_add((int)rows, (int)f, (int)inner, r->w[bt], v->data);
   }
   vd_saved *s = &r->s[u * n->nlayers + i];
   if (L->act != VD_ACT_NONE) {
@@ -220,94 +298,112 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
     e->k->act_fwd(L->act, v->n, s->z, v->data);
   }
   if (L->residual) {
-    if (v->layout == VD_FEAT)
-      return fail(why, "layer '%s': a residual on a column-split output is not supported",
-                  L->name);
-    g_autofree char *reader = g_strdup_printf("the residual of '%s'", L->name);
-    vd_val *src = act_read(e, r, L->res_from, u, reader, why);
+    g_autofree char *reader = g_strdup_printf("the residual of '%s' on chip %d", L->name, r->rank);
+    vd_val *src = vd_act_read(e, r, L->res_from, u, reader, why);
     if (src == NULL)
       return FALSE;
-    if (src->layout == VD_FEAT || src->n != v->n)
-      return fail(why, "the residual of '%s' needs the whole input of '%s' but chip %d holds a %s",
-                  L->name, n->layers[L->res_from].name, r->rank, layout_name(src->layout));
-    e->k->axpy(v->n, 1.0, src->data, v->data);
+    vd_layout sl = src->layout == VD_PARTIAL ? VD_FULL : src->layout;
+    if (sl == box) {
+      e->k->axpy(v->n, 1.0, src->data, v->data);
+    } else if (sl == VD_FULL) {
+      g_autofree void *part = vd_slice_box(e, src->data, dims, box, r->tp);
+      e->k->axpy(v->n, 1.0, part, v->data);
+    } else {
+      return fail(why, "%s adds the input of '%s', held as a %s, to a %s", reader,
+                  n->layers[L->res_from].name, vd_layout_name(sl), vd_layout_name(box));
+    }
   }
   return TRUE;
 }
 
-gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, char **why)
+/* Local extent of the work on a layout: samples, tokens and the first sample / token. */
+static void work_extent(const vd_exec *e, const vd_layer *L, vd_layout w, int r, int *ns, int *nt)
+{
+  *ns = w == VD_BATCH ? e->mb / e->T : e->mb;
+  *nt = spatial(L) ? 1 : w == VD_SEQ ? L->tokens / e->T : L->tokens;
+  (void)r;
+}
+
+gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, char **why)
 {
   const vd_net *n = e->net;
   const vd_layer *L = &n->layers[i];
   const vd_kern *k = e->k;
-  int T = e->T, nl = n->nlayers, mb = e->mb;
-  gboolean sp = split(e, L);
-  g_autofree char *reader = g_strdup_printf("'%s fwd' on chip %d", L->name, r->rank);
-  vd_val *in = act_read(e, r, i, u, reader, why);
+  int T = e->T, nl = n->nlayers;
+  g_autofree char *reader =
+      g_strdup_printf("'%s %s' on chip %d", L->name, recompute ? "recompute" : "fwd", r->rank);
+  if (!r->holds[i])
+    return fail(why, "%s: the layer is not on this chip's pipeline stage", reader);
+  if (L->ntensors > 0 && !r->materialized[i])
+    return fail(why,
+                "%s: its parameters are sharded over the data-parallel group (ZeRO-3) and no "
+                "all-gather collected them",
+                reader);
+  vd_val *in = vd_act_read(e, r, i, u, reader, why);
   if (in == NULL)
     return FALSE;
-  gint64 outer, f, inner;
-  vd_act_geom(n, i, &outer, &f, &inner);
-  outer *= mb;
+  gint64 dims[4];
+  vd_act_dims(e, i, dims);
+  vd_layout inl = in->layout == VD_PARTIAL ? VD_FULL : in->layout;
+  /* The layout the layer computes in. */
+  vd_layout want = vd_layer_want(e, i, inl);
   vd_saved *s = &r->s[u * nl + i];
   saved_clear(s);
-  if (L->tp == TS_TP_ROW && sp) {
-    if (f % T != 0)
-      return fail(why, "layer '%s': %" G_GINT64_FORMAT " input features do not split %d ways",
-                  L->name, f, T);
-    if (in->layout == VD_FEAT) {
-      s->x = dup(e, in->data, in->n);
-    } else {
-      s->x = vd_slice(k, in->data, outer, f, inner, T, r->tp); /* Megatron's scatter */
-      s->sliced = TRUE;
-    }
+  if (inl != want && inl != VD_FULL)
+    return fail(why,
+                "%s needs its input as a %s but the chip holds a %s of it (%s)", reader,
+                vd_layout_name(want), vd_layout_name(inl),
+                want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
+  if (want == VD_SEQ && L->kind != TS_LAYER_NORM && L->kind != TS_LAYER_DENSE)
+    return fail(why, "%s works on a token block, but a %s layer needs the whole sequence",
+                reader, ts_layer_kind_name(L->kind));
+  int d = want == VD_FEAT ? 2 : want == VD_SEQ ? 1 : want == VD_BATCH ? 0 : -1;
+  if (d >= 0 && dims[d] % T != 0)
+    return fail(why, "%s: %" G_GINT64_FORMAT " %s do not split %d ways", reader, dims[d],
+                d == 2 ? "features" : d == 1 ? "tokens" : "samples", T);
+  if (inl != want) {
+    s->x = vd_slice_box(e, in->data, dims, want, r->tp); /* Megatron's scatter: no traffic */
+    s->sliced = TRUE;
   } else {
-    if (in->layout == VD_FEAT)
-      return fail(why,
-                  "%s needs its whole input, but the chip holds only a feature block of it "
-                  "(no all-gather collected the output of '%s')",
-                  reader, i > 0 ? n->layers[i - 1].name : "the data");
     s->x = dup(e, in->data, in->n);
   }
+  s->work = want;
+  s->in_orig = in->orig;
+  if (u == 0 && !recompute)
+    e->work[i] = want;
+  int ns, nt;
+  work_extent(e, L, want, r->tp, &ns, &nt);
   const void *x = s->x;
   void **w = r->w + L->tensor0;
   void *y = NULL;
   gint64 ny = 0;
-  vd_layout layout = VD_FULL;
-  gboolean deferred = FALSE; /* epilogue after the partial sums are summed */
+  vd_layout layout = want == VD_FEAT ? VD_FULL : want;
+  gboolean sp = split(e, i);
   switch (L->kind) {
   case TS_LAYER_DENSE: {
-    int rows = mb * L->tokens, K = L->in, N = L->out;
-    if (sp && L->tp == TS_TP_ROW) {
+    int rows = ns * nt, K = L->in, N = L->out;
+    if (sp && L->tp == TS_TP_ROW)
       K /= T;
-      layout = VD_PARTIAL;
-      deferred = TRUE;
-    } else if (sp) {
+    else if (sp)
       N /= T; /* column or vocabulary split: this member's output features */
-      layout = VD_FEAT;
-    }
     ny = (gint64)rows * N;
     y = alloc0(e, ny);
     k->dense_fwd(rows, K, N, x, w[0], NULL, y);
     break;
   }
   case TS_LAYER_CONV2D: {
-    ts_conv_shape cs = {mb, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride, L->pad};
-    if (sp && L->tp == TS_TP_ROW) {
+    ts_conv_shape cs = {ns, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride, L->pad};
+    if (sp && L->tp == TS_TP_ROW)
       cs.c /= T;
-      layout = VD_PARTIAL;
-      deferred = TRUE;
-    } else if (sp) {
+    else if (sp)
       cs.oc /= T;
-      layout = VD_FEAT;
-    }
-    ny = (gint64)mb * cs.oc * L->out_h * L->out_w;
+    ny = (gint64)ns * cs.oc * L->out_h * L->out_w;
     y = alloc0(e, ny);
     k->conv_fwd(&cs, x, w[0], NULL, y);
     break;
   }
   case TS_LAYER_POOL: {
-    int planes = mb * L->in;
+    int planes = ns * L->in;
     ny = (gint64)planes * L->out_h * L->out_w;
     y = alloc0(e, ny);
     s->argmax = g_new0(gint32, MAX(ny, 1));
@@ -315,7 +411,7 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, char **why)
     break;
   }
   case TS_LAYER_NORM: {
-    int rows = mb * L->tokens;
+    int rows = ns * nt;
     ny = (gint64)rows * L->in;
     y = alloc0(e, ny);
     s->mean = alloc0(e, rows);
@@ -324,52 +420,142 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, char **why)
     break;
   }
   case TS_LAYER_ATTENTION: {
-    int rows = mb * L->tokens, d = L->in, heads = L->heads, dl = d;
+    int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
     if (sp) {
       heads /= T;
       dl /= T;
-      layout = VD_PARTIAL;
-      deferred = TRUE;
     }
     s->qkv = alloc0(e, (gint64)rows * 3 * dl);
-    k->dense_fwd(rows, d, 3 * dl, x, w[0], w[1], s->qkv);
-    s->p = alloc0(e, (gint64)mb * heads * L->tokens * L->tokens);
+    k->dense_fwd(rows, dm, 3 * dl, x, w[0], w[1], s->qkv);
+    s->p = alloc0(e, (gint64)ns * heads * nt * nt);
     s->att = alloc0(e, (gint64)rows * dl);
-    k->attn_fwd(mb, L->tokens, heads, d / L->heads, n->causal, s->qkv, s->p, s->att);
-    ny = (gint64)rows * d;
+    k->attn_fwd(ns, nt, heads, dm / L->heads, n->causal, s->qkv, s->p, s->att);
+    ny = (gint64)rows * dm;
     y = alloc0(e, ny);
-    k->dense_fwd(rows, dl, d, s->att, w[2], NULL, y);
+    k->dense_fwd(rows, dl, dm, s->att, w[2], NULL, y);
     break;
   }
   default:
     return fail(why, "layer '%s': %s layers are not supported by the validator", L->name,
                 ts_layer_kind_name(L->kind));
   }
+  if (column_like(e, i))
+    layout = VD_FEAT;
+  else if (partial_out(e, i))
+    layout = VD_PARTIAL;
   vd_val *out = &r->y[u * nl + i];
-  val_set(out, y, ny, layout);
+  vd_val_set(out, y, ny, layout);
   out->epilogue = i;
-  s->fwd_done = 1;
+  s->fwd_done = TRUE;
+  /* What the plan drops after the forward pass, to be recomputed or re-gathered. */
+  if (!recompute && e->drop_all[i])
+    s->stale = TRUE;
+  if (e->drop_p[i] && L->kind == TS_LAYER_ATTENTION)
+    s->p_stale = TRUE;
+  if (e->drop_x[i])
+    s->x_stale = TRUE;
   /* A whole or block output is complete here; partial sums wait for their sum. */
-  return deferred ? TRUE : vd_epilogue(e, r, i, u, why);
+  return layout == VD_PARTIAL ? TRUE : vd_epilogue(e, r, i, u, why);
 }
 
-/* The gradient of layer i's output for micro-batch u: from the loss, or the sum of what its
- * consumers' backward passes produced (the next layer's input gradient, residual gradients). */
-static void *out_grad(vd_exec *e, vd_rank *r, int i, int u, vd_layout *layout, char **why)
+gboolean vd_attn_recompute(vd_exec *e, vd_rank *r, int i, int u, char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  vd_saved *s = &r->s[u * e->net->nlayers + i];
+  if (L->kind != TS_LAYER_ATTENTION || !s->fwd_done || s->qkv == NULL)
+    return fail(why, "'%s recompute attention' on chip %d: no attention forward to recompute",
+                L->name, r->rank);
+  int ns, nt, heads = split(e, i) ? L->heads / e->T : L->heads;
+  work_extent(e, L, s->work, r->tp, &ns, &nt);
+  memset(s->p, 0, e->k->elem * (gsize)((gint64)ns * heads * nt * nt));
+  e->k->attn_fwd(ns, nt, heads, L->in / L->heads, e->net->causal, s->qkv, s->p, s->att);
+  s->p_stale = FALSE;
+  return TRUE;
+}
+
+gboolean vd_act_grad(vd_exec *e, vd_rank *r, int k, int u, vd_val *out, char **why)
+{
+  const vd_net *n = e->net;
+  int nl = n->nlayers;
+  vd_val *parts[16];
+  const char *who[16];
+  int np = 0;
+  if (k < nl && r->holds[k]) {
+    parts[np] = &r->dx[u * nl + k];
+    who[np++] = n->layers[k].name;
+  }
+  for (int j = k; j < nl && np < 16; j++)
+    if (n->layers[j].residual && n->layers[j].res_from == k && r->holds[j]) {
+      parts[np] = &r->dr[u * nl + j];
+      who[np++] = n->layers[j].name;
+    }
+  const char *of = k > 0 ? n->layers[k - 1].name : "the data";
+  if (np == 0)
+    return fail(why, "chip %d: no layer on this chip consumes the output of '%s'", r->rank, of);
+  vd_layout lay = VD_FULL;
+  int block = -1, whole = -1;
+  for (int p = 0; p < np; p++) {
+    if (!parts[p]->set)
+      return fail(why,
+                  "chip %d reads the gradient of the output of '%s' before the backward pass of "
+                  "'%s' produced it (micro-batch %d)",
+                  r->rank, of, who[p], u);
+    if (parts[p]->layout == VD_FULL || parts[p]->layout == VD_PARTIAL) {
+      whole = p;
+    } else {
+      if (block >= 0 && parts[p]->layout != lay)
+        return fail(why, "chip %d: the gradient of the output of '%s' comes as a %s and a %s",
+                    r->rank, of, vd_layout_name(lay), vd_layout_name(parts[p]->layout));
+      block = p;
+      lay = parts[p]->layout;
+    }
+    if (parts[p]->layout == VD_PARTIAL) {
+      g_autofree char *key = g_strdup_printf("partial-bwd-%d-%s", k, who[p]);
+      vd_note(e, key,
+              "the input gradient of '%s' was used while it held partial sums: nothing summed it "
+              "over the tensor-parallel group (a missing all-reduce)",
+              who[p]);
+    }
+  }
+  if (block >= 0 && whole >= 0)
+    return fail(why,
+                "chip %d: the gradient of the output of '%s' comes as a %s from '%s'%s and whole "
+                "from '%s'%s, and no collective gathers the %s (a missing all-gather)",
+                r->rank, of, vd_layout_name(lay), who[block],
+                parts[block] != &r->dx[u * nl + k] ? " (its residual)" : "", who[whole],
+                parts[whole] != &r->dx[u * nl + k] ? " (its residual)" : "", vd_layout_name(lay));
+  void *sum = dup(e, parts[0]->data, parts[0]->n);
+  parts[0]->read = TRUE;
+  for (int p = 1; p < np; p++) {
+    if (parts[p]->n != parts[0]->n) {
+      g_free(sum);
+      return fail(why, "chip %d: gradients of the output of '%s' of different sizes", r->rank, of);
+    }
+    e->k->axpy(parts[0]->n, 1.0, parts[p]->data, sum);
+    parts[p]->read = TRUE;
+  }
+  vd_val_set(out, sum, parts[0]->n, block >= 0 ? lay : VD_FULL);
+  return TRUE;
+}
+
+vd_val *vd_out_grad(vd_exec *e, vd_rank *r, int i, int u, char **why)
 {
   const vd_net *n = e->net;
   const vd_layer *L = &n->layers[i];
   int nl = n->nlayers;
+  vd_val *v = &r->dy[u * nl + i];
+  if (v->set)
+    return v;
   if (L->loss) {
     g_autofree char *reader = g_strdup_printf("the loss after '%s' on chip %d", L->name, r->rank);
-    vd_val *v = &r->y[u * nl + i];
-    if (!v->set) {
+    vd_val *lg = &r->y[u * nl + i];
+    if (!lg->set) {
       fail(why, "%s: no logits (the forward pass did not run)", reader);
       return NULL;
     }
-    if (v->epilogue >= 0 && !vd_epilogue(e, r, i, u, why))
+    if (lg->epilogue >= 0 && !vd_epilogue(e, r, i, u, why))
       return NULL;
-    if (v->layout == VD_FEAT) {
+    if (lg->layout == VD_FEAT) {
       fail(why,
            "%s reads logits split over the tensor-parallel group, and the trace has no "
            "collective that combines them (a vocabulary-parallel cross-entropy needs all-reduces "
@@ -378,184 +564,228 @@ static void *out_grad(vd_exec *e, vd_rank *r, int i, int u, vd_layout *layout, c
            reader);
       return NULL;
     }
-    if (v->layout == VD_PARTIAL)
+    if (lg->layout == VD_PARTIAL)
       vd_note(e, "partial-loss", "%s read partial sums: nothing summed the logits", reader);
-    v->read = TRUE;
-    int rows = e->mb * L->tokens, cls = L->out;
-    gint64 gr = e->batch * n->label_tokens;
+    lg->read = TRUE;
+    vd_layout lay = lg->layout == VD_PARTIAL ? VD_FULL : lg->layout;
+    gint64 dims[4], lo[4], hi[4];
+    vd_act_dims(e, i + 1, dims);
+    vd_box(dims, lay, e->T, r->tp, lo, hi);
+    int rows = (int)((hi[0] - lo[0]) * (hi[1] - lo[1])), cls = L->out;
+    /* Labels of the samples and tokens this chip holds. */
     gint64 b0 = (gint64)r->dp * e->nmicro * e->mb + (gint64)u * e->mb;
-    const int *labels = e->labels + b0 * n->label_tokens;
+    int *labels = g_new(int, MAX(rows, 1)), c = 0;
+    for (gint64 s = lo[0]; s < hi[0]; s++)
+      for (gint64 t = lo[1]; t < hi[1]; t++)
+        labels[c++] = e->labels[(b0 + s) * n->label_tokens + t];
+    gint64 gr = e->batch * n->label_tokens;
     void *prob = alloc0(e, (gint64)rows * cls);
-    double loss = e->k->xent_fwd(rows, cls, v->data, labels, prob) / (double)gr;
-    if (r->tp == 0)
-      r->loss += loss; /* the tp members of a replica compute the same loss: count it once */
-    void *dy = alloc0(e, (gint64)rows * cls);
-    e->k->xent_bwd(rows, cls, prob, labels, 1.0 / (double)gr, dy);
+    double loss = e->k->xent_fwd(rows, cls, lg->data, labels, prob) / (double)gr;
+    /* Members holding the whole logits compute the same loss: count it once. */
+    if (lay != VD_FULL || r->tp == 0)
+      r->loss += loss;
+    void *dl = alloc0(e, (gint64)rows * cls);
+    e->k->xent_bwd(rows, cls, prob, labels, 1.0 / (double)gr, dl);
     g_free(prob);
-    *layout = VD_FULL;
-    return dy;
-  }
-  /* Consumers of A_{i+1}: layer i+1 (its input), residuals that add it. */
-  vd_val *parts[16];
-  const char *who[16];
-  int np = 0;
-  parts[np] = &r->dx[u * nl + i + 1];
-  who[np++] = n->layers[i + 1].name;
-  for (int j = i + 1; j < nl && np < 16; j++)
-    if (n->layers[j].residual && n->layers[j].res_from == i + 1) {
-      parts[np] = &r->dr[u * nl + j];
-      who[np++] = n->layers[j].name;
-    }
-  gboolean feat = FALSE, whole = FALSE;
-  for (int p = 0; p < np; p++) {
-    if (!parts[p]->set) {
-      fail(why,
-           "'%s bwd' on chip %d reads the gradient of its output before the backward pass of "
-           "'%s' produced it (micro-batch %d)",
-           L->name, r->rank, who[p], u);
-      return NULL;
-    }
-    if (parts[p]->layout == VD_FEAT)
-      feat = TRUE;
-    else
-      whole = TRUE;
-    if (parts[p]->layout == VD_PARTIAL) {
-      g_autofree char *key = g_strdup_printf("partial-bwd-%d-%s", i, who[p]);
-      vd_note(e, key,
-              "'%s bwd' read the input gradient of '%s' while it held partial sums: nothing "
-              "summed it over the tensor-parallel group (a missing all-reduce)",
-              L->name, who[p]);
-    }
-  }
-  if (feat && whole) {
-    fail(why,
-         "'%s bwd' on chip %d: the gradient of its output comes as a feature block from one "
-         "consumer and whole from another (a missing all-gather)",
-         L->name, r->rank);
+    g_free(labels);
+    vd_val_set(v, dl, (gint64)rows * cls, lay);
+  } else if (r->ga[u * (nl + 1) + i + 1].set) {
+    /* Received from the next pipeline stage, plus what consumers on this chip added (a
+     * residual whose layer sits on another virtual stage of the same device). */
+    vd_val *g = &r->ga[u * (nl + 1) + i + 1];
+    g->read = TRUE;
+    vd_val_set(v, dup(e, g->data, g->n), g->n, g->layout);
+    for (int j = i + 1; j < nl; j++)
+      if (n->layers[j].residual && n->layers[j].res_from == i + 1 && r->holds[j]) {
+        vd_val *c = &r->dr[u * nl + j];
+        if (!c->set || c->n != v->n || c->layout != v->layout) {
+          fail(why,
+               "chip %d: the residual gradient of '%s' for the output of '%s' is missing or "
+               "lies otherwise than the gradient received",
+               r->rank, n->layers[j].name, L->name);
+          return NULL;
+        }
+        e->k->axpy(v->n, 1.0, c->data, v->data);
+        c->read = TRUE;
+      }
+  } else if (!vd_act_grad(e, r, i + 1, u, v, why)) {
     return NULL;
   }
-  void *sum = dup(e, parts[0]->data, parts[0]->n);
-  parts[0]->read = TRUE;
-  for (int p = 1; p < np; p++) {
-    if (parts[p]->n != parts[0]->n) {
-      g_free(sum);
-      fail(why, "'%s bwd': gradients of its output of different sizes", L->name);
-      return NULL;
-    }
-    e->k->axpy(parts[0]->n, 1.0, parts[p]->data, sum);
-    parts[p]->read = TRUE;
-  }
-  *layout = feat ? VD_FEAT : VD_FULL;
-  return sum;
+  /* The residual added its source as the output lay then: its gradient is this one. */
+  if (L->residual)
+    vd_val_set(&r->dr[u * nl + i], dup(e, v->data, v->n), v->n, v->layout);
+  return v;
 }
 
-gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, char **why)
+gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **why)
 {
   const vd_net *n = e->net;
   const vd_layer *L = &n->layers[i];
   const vd_kern *k = e->k;
-  int T = e->T, nl = n->nlayers, mb = e->mb;
-  gboolean sp = split(e, L);
+  int T = e->T, nl = n->nlayers;
+  gboolean sp = split(e, i);
   vd_saved *s = &r->s[u * nl + i];
+  g_autofree char *what = g_strdup_printf(
+      "'%s bwd%s' on chip %d (micro-batch %d)", L->name,
+      phase == 1 ? " input grad" : phase == 2 ? " weight grad" : "", r->rank, u);
   if (!s->fwd_done)
-    return fail(why, "'%s bwd' on chip %d (micro-batch %d) runs before its forward pass", L->name,
-                r->rank, u);
-  vd_layout dyl;
-  g_autofree void *dy = out_grad(e, r, i, u, &dyl, why);
-  if (dy == NULL)
-    return FALSE;
-  gint64 outer, f, inner;
-  vd_act_geom(n, i + 1, &outer, &f, &inner);
-  outer *= mb;
-  gboolean want_block = sp && (L->tp == TS_TP_COLUMN || L->tp == TS_TP_VOCAB);
-  if (want_block && dyl == VD_FULL) {
-    /* The conjugate of the forward all-gather: keep this member's block (no communication). */
-    void *b = vd_slice(k, dy, outer, f, inner, T, r->tp);
-    g_free(dy);
-    dy = b;
-  } else if (!want_block && dyl == VD_FEAT) {
+    return fail(why, "%s runs before its forward pass", what);
+  if (s->stale)
     return fail(why,
-                "'%s bwd' on chip %d needs the whole gradient of its output but holds a feature "
-                "block (a missing all-gather)",
-                L->name, r->rank);
-  }
-  gint64 ndy = outer * (want_block ? f / T : f) * inner;
-  if (L->residual)
-    val_set(&r->dr[u * nl + i], dup(e, dy, ndy), ndy, VD_FULL);
-  if (L->act != VD_ACT_NONE) {
-    if (s->z == NULL)
-      return fail(why, "'%s bwd': the activation's input was never computed", L->name);
-    k->act_bwd(L->act, ndy, s->z, dy, dy);
-  }
+                "%s: the plan drops this layer's activations for full recomputation, and no "
+                "'%s recompute' ran before its backward pass",
+                what, L->name);
+  if (L->ntensors > 0 && !r->materialized[i])
+    return fail(why,
+                "%s: its parameters are sharded over the data-parallel group (ZeRO-3) and no "
+                "all-gather collected them",
+                what);
+  int ns, nt;
+  work_extent(e, L, s->work, r->tp, &ns, &nt);
   void **w = r->w + L->tensor0, **g = r->g + L->tensor0;
-  void *dx = NULL;
-  gint64 ndx = 0;
-  vd_layout dxl = VD_FULL;
-  switch (L->kind) {
-  case TS_LAYER_DENSE: {
-    int rows = mb * L->tokens, K = L->in, N = L->out;
-    if (sp && L->tp == TS_TP_ROW) {
-      K /= T;
-      dxl = VD_FEAT;
-    } else if (sp) {
-      N /= T;
-      dxl = VD_PARTIAL;
+  if (phase != 2) {
+    vd_val *dyv = vd_out_grad(e, r, i, u, why);
+    if (dyv == NULL)
+      return FALSE;
+    dyv->read = TRUE;
+    gint64 dims[4];
+    vd_act_dims(e, i + 1, dims);
+    /* The layout this layer's output gradient must have: its output's, before any sum. */
+    vd_layout want = column_like(e, i) ? VD_FEAT : partial_out(e, i) ? VD_FULL : s->work;
+    if (want == VD_FEAT && !column_like(e, i))
+      want = VD_FULL;
+    vd_layout have = dyv->layout == VD_PARTIAL ? VD_FULL : dyv->layout;
+    g_free(s->dz);
+    if (have == want)
+      s->dz = dup(e, dyv->data, dyv->n);
+    else if (have == VD_FULL)
+      s->dz = vd_slice_box(e, dyv->data, dims, want, r->tp); /* conjugate of a gather */
+    else
+      return fail(why, "%s needs the gradient of its output as a %s but holds a %s (%s)", what,
+                  vd_layout_name(want), vd_layout_name(have),
+                  want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
+    gint64 lo[4], hi[4];
+    gint64 ndz = vd_box(dims, want, T, r->tp, lo, hi);
+    if (L->act != VD_ACT_NONE) {
+      if (s->z == NULL)
+        return fail(why, "%s: the activation's input was never computed", what);
+      k->act_bwd(L->act, ndz, s->z, s->dz, s->dz);
     }
-    ndx = (gint64)rows * K;
-    dx = alloc0(e, ndx);
-    k->dense_bwd(rows, K, N, s->x, w[0], dy, dx, g[0], L->bias ? g[1] : NULL);
-    break;
-  }
-  case TS_LAYER_CONV2D: {
-    ts_conv_shape cs = {mb, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride, L->pad};
-    if (sp && L->tp == TS_TP_ROW) {
-      cs.c /= T;
-      dxl = VD_FEAT;
-    } else if (sp) {
-      cs.oc /= T;
-      dxl = VD_PARTIAL;
+    if (L->kind == TS_LAYER_ATTENTION && s->p_stale)
+      return fail(why,
+                  "%s: the plan drops the attention probabilities (selective recomputation) and "
+                  "no '%s recompute attention' ran",
+                  what, L->name);
+    void *dx = NULL;
+    gint64 ndx = 0;
+    switch (L->kind) {
+    case TS_LAYER_DENSE: {
+      int rows = ns * nt, K = L->in, N = L->out;
+      if (sp && L->tp == TS_TP_ROW)
+        K /= T;
+      else if (sp)
+        N /= T;
+      ndx = (gint64)rows * K;
+      dx = alloc0(e, ndx);
+      k->dense_dgrad(rows, K, N, s->dz, w[0], dx);
+      break;
     }
-    ndx = (gint64)mb * cs.c * cs.h * cs.w;
-    dx = alloc0(e, ndx);
-    k->conv_bwd(&cs, s->x, w[0], dy, dx, g[0], L->bias ? g[1] : NULL);
-    break;
-  }
-  case TS_LAYER_POOL: {
-    ndx = (gint64)mb * L->in * L->in_h * L->in_w;
-    dx = alloc0(e, ndx);
-    k->maxpool_bwd(mb * L->in, L->in_h, L->in_w, L->kernel, dy, s->argmax, dx);
-    break;
-  }
-  case TS_LAYER_NORM: {
-    int rows = mb * L->tokens;
-    ndx = (gint64)rows * L->in;
-    dx = alloc0(e, ndx);
-    k->layernorm_bwd(rows, L->in, s->x, w[0], s->mean, s->rstd, dy, dx, g[0], g[1]);
-    break;
-  }
-  case TS_LAYER_ATTENTION: {
-    int rows = mb * L->tokens, d = L->in, heads = L->heads, dl = d;
-    if (sp) {
-      heads /= T;
-      dl /= T;
-      dxl = VD_PARTIAL;
+    case TS_LAYER_CONV2D: {
+      ts_conv_shape cs = {ns, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride,
+                          L->pad};
+      if (sp && L->tp == TS_TP_ROW)
+        cs.c /= T;
+      else if (sp)
+        cs.oc /= T;
+      ndx = (gint64)ns * cs.c * cs.h * cs.w;
+      dx = alloc0(e, ndx);
+      /* ts_conv2d_bwd computes the weight gradient too: into scratch here. */
+      g_autofree void *scratch = alloc0(e, (gint64)cs.oc * cs.c * cs.kh * cs.kw);
+      g_autofree void *x0 = s->x_stale ? alloc0(e, ndx) : NULL;
+      k->conv_bwd(&cs, s->x_stale ? x0 : s->x, w[0], s->dz, dx, scratch, NULL);
+      break;
     }
-    void *datt = alloc0(e, (gint64)rows * dl);
-    k->dense_bwd(rows, dl, d, s->att, w[2], dy, datt, g[2], L->bias ? g[3] : NULL);
-    void *dqkv = alloc0(e, (gint64)rows * 3 * dl);
-    k->attn_bwd(mb, L->tokens, heads, d / L->heads, s->qkv, s->p, datt, dqkv);
-    ndx = (gint64)rows * d;
-    dx = alloc0(e, ndx);
-    k->dense_bwd(rows, d, 3 * dl, s->x, w[0], dqkv, dx, g[0], L->bias ? g[1] : NULL);
-    g_free(datt);
-    g_free(dqkv);
-    break;
+    case TS_LAYER_POOL:
+      ndx = (gint64)ns * L->in * L->in_h * L->in_w;
+      dx = alloc0(e, ndx);
+      k->maxpool_bwd(ns * L->in, L->in_h, L->in_w, L->kernel, s->dz, s->argmax, dx);
+      break;
+    case TS_LAYER_NORM: {
+      /* Layer norm's input and parameter gradients come from one kernel: both here. */
+      int rows = ns * nt;
+      ndx = (gint64)rows * L->in;
+      dx = alloc0(e, ndx);
+      if (s->x_stale)
+        return fail(why, "%s: its input was never re-gathered", what);
+      k->layernorm_bwd(rows, L->in, s->x, w[0], s->mean, s->rstd, s->dz, dx, g[0], g[1]);
+      break;
+    }
+    case TS_LAYER_ATTENTION: {
+      int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+      if (sp) {
+        heads /= T;
+        dl /= T;
+      }
+      g_autofree void *datt = alloc0(e, (gint64)rows * dl);
+      k->dense_dgrad(rows, dl, dm, s->dz, w[2], datt);
+      g_free(s->dqkv);
+      s->dqkv = alloc0(e, (gint64)rows * 3 * dl);
+      k->attn_bwd(ns, nt, heads, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      ndx = (gint64)rows * dm;
+      dx = alloc0(e, ndx);
+      k->dense_dgrad(rows, dm, 3 * dl, s->dqkv, w[0], dx);
+      break;
+    }
+    default:
+      return fail(why, "layer '%s': %s layers are not supported by the validator", L->name,
+                  ts_layer_kind_name(L->kind));
+    }
+    /* Column-split and head-split layers leave partial input gradients; a row-split layer
+     * its block; the others the layout they worked in. */
+    vd_layout dxl = s->work;
+    if (sp && L->tp != TS_TP_ROW)
+      dxl = VD_PARTIAL;
+    vd_val_set(&r->dx[u * nl + i], dx, ndx, dxl);
+    s->dgrad_done = TRUE;
   }
-  default:
-    return fail(why, "layer '%s': %s layers are not supported by the validator", L->name,
-                ts_layer_kind_name(L->kind));
+  if (phase != 1) {
+    if (!s->dgrad_done || s->dz == NULL)
+      return fail(why, "%s runs before the layer's input gradient", what);
+    if (s->x_stale && L->kind != TS_LAYER_NORM)
+      return fail(why,
+                  "%s: the plan keeps only a block of this layer's input, and no re-gather "
+                  "brought it back for the weight gradient",
+                  what);
+    switch (L->kind) {
+    case TS_LAYER_DENSE: {
+      int rows = ns * nt, K = L->in, N = L->out;
+      if (sp && L->tp == TS_TP_ROW)
+        K /= T;
+      else if (sp)
+        N /= T;
+      k->dense_wgrad(rows, K, N, s->x, s->dz, g[0], L->bias ? g[1] : NULL);
+      break;
+    }
+    case TS_LAYER_CONV2D: {
+      ts_conv_shape cs = {ns, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride,
+                          L->pad};
+      if (sp && L->tp == TS_TP_ROW)
+        cs.c /= T;
+      else if (sp)
+        cs.oc /= T;
+      k->conv_bwd(&cs, s->x, w[0], s->dz, NULL, g[0], L->bias ? g[1] : NULL);
+      break;
+    }
+    case TS_LAYER_ATTENTION: {
+      int rows = ns * nt, dm = L->in, dl = sp ? dm / T : dm;
+      k->dense_wgrad(rows, dl, dm, s->att, s->dz, g[2], L->bias ? g[3] : NULL);
+      k->dense_wgrad(rows, dm, 3 * dl, s->x, s->dqkv, g[0], L->bias ? g[1] : NULL);
+      break;
+    }
+    default:
+      break; /* pool: no parameters; norm: done with its input gradient */
+    }
+    s->wgrad_done = TRUE;
   }
-  val_set(&r->dx[u * nl + i], dx, ndx, dxl);
-  s->bwd_done = 1;
   return TRUE;
 }
