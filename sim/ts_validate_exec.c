@@ -846,11 +846,41 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
         layers[(*nlay)++] = i;
   }
   gboolean own = op->coll != TS_COLL_ALLREDUCE;
-  if (own && e->T > 1 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, op->group, e->ax[TS_AX_TP]))
-    return run_fail(run,
-                    "'%s': a %s over the tensor-parallel axis too is not supported by the "
-                    "validator",
+  gboolean with_tp =
+      e->T > 1 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, op->group, e->ax[TS_AX_TP]);
+  if (own && v->kind == VO_GRAD && with_tp) {
+    /* Gradients reduce-scattered over dp and tp: each member of that group owns its share. */
+    for (int m = 0; m < c->nm; m++) {
+      vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
+      for (int q = 0; q < *nlay; q++) {
+        const vd_layer *L = &e->net->layers[layers[q]];
+        gint64 cnt = layer_flat(e, r, layers[q]), lo, hi, base = 0;
+        if (cnt % c->nm != 0)
+          return run_fail(run, "'%s': layer '%s' holds %" G_GINT64_FORMAT " parameters per chip, "
+                          "which the %d members do not divide (the validator does not pad)",
+                          c->label, L->name, cnt, c->nm);
+        owned(cnt, m, c->nm, &lo, &hi);
+        for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
+          r->own_lo[t] = CLAMP(lo - base, 0, r->n[t]);
+          r->own_hi[t] = CLAMP(hi - base, 0, r->n[t]);
+          base += r->n[t];
+        }
+        r->own_tp[layers[q]] = TRUE;
+      }
+    }
+  } else if (own && !with_tp) {
+    for (int q = 0; q < *nlay; q++)
+      if (r0->own_tp[layers[q]])
+        return run_fail(run,
+                        "'%s' gathers the parameters of '%s' over the data-parallel group only, "
+                        "but its gradient was reduce-scattered over dp and tp, so each "
+                        "tensor-parallel member updated a different part of it: their copies "
+                        "diverge (the gradient should be summed over tp first)",
+                        c->label, e->net->layers[layers[q]].name);
+  } else if (own) {
+    return run_fail(run, "'%s': a %s of parameters over the tensor-parallel axis",
                     c->label, ts_coll_kind_name(op->coll));
+  }
   if (own && op->coll != TS_COLL_REDUCESCATTER && op->coll != TS_COLL_ALLGATHER)
     return run_fail(run, "'%s': a %s of parameters or gradients is not supported", c->label,
                     ts_coll_kind_name(op->coll));
@@ -1483,20 +1513,32 @@ gboolean vd_run_step(vd_run *run)
   g_free(wave);
   if (!ok)
     return FALSE;
+  /* Every op must have run; name the first op each stuck chip waits at (up to four). */
+  GString *stuck = g_string_new(NULL);
+  int nstuck = 0;
   for (int rank = 0; rank < nr; rank++) {
     const vd_prog *p = &run->progs[run->prog_of[rank]];
     for (int j = 0; j < p->nops; j++)
-      if (!run->done[rank][j]) {
+      if (!run->done[rank][j] && run->pending[rank][j] == 0) {
         const ts_op *op = op_at(run, rank, j);
-        return run_fail(run, "the trace stopped: chip %d op %d '%s' never ran (%s)", rank, j,
-                        label_of(run, op),
-                        run->arrived[rank][j] ? "the other members of its collective never "
-                                                "arrived"
-                        : op->kind == TS_OP_RECV ? "no matching send"
-                                                 : "its dependencies never completed");
+        if (nstuck++ < 4)
+          g_string_append_printf(stuck, "%schip %d op %d '%s' (%s)", stuck->len ? "; " : "",
+                                 rank, j, label_of(run, op),
+                                 run->arrived[rank][j] ? "the other members of its collective "
+                                                         "never arrived"
+                                 : op->kind == TS_OP_RECV ? "no matching send"
+                                                          : "waiting");
+        break;
       }
   }
-  return TRUE;
+  gboolean all_done = TRUE;
+  for (int rank = 0; rank < nr && all_done; rank++)
+    for (int j = 0; j < run->progs[run->prog_of[rank]].nops; j++)
+      all_done = all_done && run->done[rank][j];
+  if (!all_done)
+    run_fail(run, "the trace stopped: %s", stuck->len ? stuck->str : "a dependency cycle");
+  g_string_free(stuck, TRUE);
+  return all_done;
 }
 
 /* ---- set-up ----------------------------------------------------------------------------- */

@@ -166,6 +166,8 @@ typedef struct {
   void **w, **g, **gs, **m, **v; /* parameters, local gradients, synchronised gradients, state */
   gboolean *synced;              /* gs holds a synchronised sum */
   gint64 *own_lo, *own_hi;       /* per tensor: elements this chip owns (ZeRO, servers) */
+  gboolean *own_tp;              /* per layer: owned over dp and tp (its gradient was
+                                    reduce-scattered over both), else over dp */
   gboolean *holds;               /* per layer: on this chip's pipeline stage */
   gboolean *materialized;        /* per layer: parameters whole (ZeRO-3 gathers them) */
   int adam_step;
