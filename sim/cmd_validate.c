@@ -10,10 +10,10 @@
 
 /* The validation networks and the splits run when none is given: data parallel on one and two
  * dimensions, tensor parallel, both on a 2D array, and gradient accumulation. */
-static const char *const default_models[] = {"validate-mlp", "validate-cnn",
-                                             "validate-transformer", NULL};
-static const char *const default_splits[] = {"dp=1",    "dp=4",         "dp=8@x+y",
-                                             "tp=2",    "tp=4",         "tp=2@x,dp=2@y",
+static const char *const default_models[] = {"validate-mlp", "validate-cnn", "validate-transformer",
+                                             NULL};
+static const char *const default_splits[] = {"dp=1",      "dp=4",          "dp=8@x+y",
+                                             "tp=2",      "tp=4",          "tp=2@x,dp=2@y",
                                              "tp=2,dp=4", "tp=4@x,dp=2@y", NULL};
 
 typedef struct {
@@ -54,22 +54,20 @@ int ts_cmd_validate(int argc, char **argv)
        "validate-transformer)",
        "M"},
       {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
-       "Split as for `trainsim run` (repeatable; default: a set of dp, tp and hybrid splits)",
-       "S"},
+       "Split as for `trainsim run` (repeatable; default: a set of dp, tp and hybrid splits)", "S"},
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or name, or torus:AxB, mesh:AxB, ring:N, switch:GxN (default: a torus as "
        "square as the split's chip count allows)",
        "T"},
-      {"precision", 'p', 0, G_OPTION_ARG_STRING, &prec_name, "fp32 (default), fp64 or both",
-       "P"},
+      {"precision", 'p', 0, G_OPTION_ARG_STRING, &prec_name, "fp32 (default), fp64 or both", "P"},
       {"steps", 0, 0, G_OPTION_ARG_INT64, &steps, "Training steps (default 2)", "N"},
       {"algorithm", 'a', 0, G_OPTION_ARG_STRING, &algo_name,
        "Collective algorithm recorded on every collective: auto (default, as the backends "
        "pick), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct, or all "
        "(each in turn; those that do not apply to a split are skipped)",
        "A"},
-      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &o.global_batch,
-       "Samples per step (default 8)", "N"},
+      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &o.global_batch, "Samples per step (default 8)",
+       "N"},
       {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch,
        "Samples per micro-batch per replica (default: the replica's whole batch)", "N"},
       {"bucket-bytes", 0, 0, G_OPTION_ARG_DOUBLE, &o.bucket_bytes,
@@ -116,8 +114,8 @@ int ts_cmd_validate(int argc, char **argv)
   else if (strcmp(prec_name, "both") == 0)
     both = TRUE;
   else {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--precision '%s': expected fp32, fp64 or both", prec_name);
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--precision '%s': expected fp32, fp64 or both",
+                prec_name);
     return ts_cmd_fail("validate", err);
   }
   gboolean all_algos = algo_name != NULL && strcmp(algo_name, "all") == 0;
@@ -130,8 +128,7 @@ int ts_cmd_validate(int argc, char **argv)
     return ts_cmd_fail("validate", err);
   }
   if (opt_name != NULL && strcmp(opt_name, "sgd") != 0 && strcmp(opt_name, "adam") != 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--optimizer '%s': expected sgd or adam",
-                opt_name);
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--optimizer '%s': expected sgd or adam", opt_name);
     return ts_cmd_fail("validate", err);
   }
   o.optimizer = opt_name && strcmp(opt_name, "adam") == 0 ? TS_VALIDATE_ADAM : TS_VALIDATE_SGD;

@@ -81,10 +81,11 @@ ts_topo *ts_validate_topology(const char *spec, GError **error)
    * hierarchy's outer level is slower). A [host] section lets offload and dedicated parameter
    * servers be planned. */
   GString *s = g_string_new(NULL);
-  g_string_append_printf(s, "[topology]\nname = %s\n[chip]\nname = validation chip\n"
-                            "peak_tflops = 1\nmemory_GiB = 16\nmemory_bandwidth_GBps = 100\n"
-                            "[host]\nlink_bandwidth_GBps = 25\nmemory_GiB = 64\n"
-                            "cpu_tflops = 1\nnvme_bandwidth_GBps = 4\nnvme_GiB = 1000\n",
+  g_string_append_printf(s,
+                         "[topology]\nname = %s\n[chip]\nname = validation chip\n"
+                         "peak_tflops = 1\nmemory_GiB = 16\nmemory_bandwidth_GBps = 100\n"
+                         "[host]\nlink_bandwidth_GBps = 25\nmemory_GiB = 64\n"
+                         "cpu_tflops = 1\nnvme_bandwidth_GBps = 4\nnvme_GiB = 1000\n",
                          spec);
   gboolean sw = strcmp(kind, "switch") == 0;
   const char *shape = sw ? "switch" : strcmp(kind, "mesh") == 0 ? "mesh" : "ring";
@@ -92,9 +93,11 @@ ts_topo *ts_validate_topology(const char *spec, GError **error)
   gint64 sizes[2] = {a, b};
   int nd = (strcmp(kind, "ring") == 0 || (sw && colon && !strchr(colon, 'x'))) ? 1 : 2;
   for (int d = 0; d < nd; d++)
-    g_string_append_printf(s, "[dim.%s]\nsize = %" G_GINT64_FORMAT "\nshape = %s\n"
-                              "link_bandwidth_GBps = %d\nlatency_us = %d\n",
-                           names[d], sizes[d], shape, sw && d == 1 ? 25 : 100, sw && d == 1 ? 3 : 1);
+    g_string_append_printf(s,
+                           "[dim.%s]\nsize = %" G_GINT64_FORMAT "\nshape = %s\n"
+                           "link_bandwidth_GBps = %d\nlatency_us = %d\n",
+                           names[d], sizes[d], shape, sw && d == 1 ? 25 : 100,
+                           sw && d == 1 ? 3 : 1);
   g_autoptr(GKeyFile) kf = g_key_file_new();
   g_autoptr(GError) local = NULL;
   gboolean loaded = g_key_file_load_from_data(kf, s->str, s->len, G_KEY_FILE_NONE, &local);
@@ -114,8 +117,8 @@ ts_topo *ts_validate_default_topology(int nchips)
       a = nchips / f;
       b = f;
     }
-  g_autofree char *spec = b == 1 ? g_strdup_printf("ring:%d", MAX(nchips, 1))
-                                 : g_strdup_printf("torus:%dx%d", a, b);
+  g_autofree char *spec =
+      b == 1 ? g_strdup_printf("ring:%d", MAX(nchips, 1)) : g_strdup_printf("torus:%dx%d", a, b);
   return ts_validate_topology(spec, NULL);
 }
 
@@ -502,8 +505,9 @@ char *ts_validate_result_text(const ts_validate_result *r, gboolean per_tensor)
   g_string_append_printf(s, "%s, split %s (%s) on %s, %s, %d step%s, collectives: %s\n", r->model,
                          r->split, r->placement, r->topology, ts_prec_name(r->prec), r->steps,
                          r->steps == 1 ? "" : "s", r->algorithms);
-  g_string_append_printf(s, "  executed %" G_GINT64_FORMAT " compute ops, %" G_GINT64_FORMAT
-                            " collectives and %" G_GINT64_FORMAT " sends and receives per step%s\n",
+  g_string_append_printf(s,
+                         "  executed %" G_GINT64_FORMAT " compute ops, %" G_GINT64_FORMAT
+                         " collectives and %" G_GINT64_FORMAT " sends and receives per step%s\n",
                          r->ops_compute / MAX(r->steps, 1), r->ops_coll / MAX(r->steps, 1),
                          r->ops_p2p / MAX(r->steps, 1), r->executed ? "" : " (stopped)");
   if (r->failure != NULL)
@@ -512,8 +516,7 @@ char *ts_validate_result_text(const ts_validate_result *r, gboolean per_tensor)
                          g_ascii_formatd(e1, sizeof e1, "%.10f", r->loss),
                          g_ascii_formatd(e2, sizeof e2, "%.10f", r->loss_ref));
   if (per_tensor) {
-    g_string_append_printf(s, "  %-22s %10s %7s %12s\n", "tensor", "elements", "copies",
-                           "rel_err");
+    g_string_append_printf(s, "  %-22s %10s %7s %12s\n", "tensor", "elements", "copies", "rel_err");
     for (int i = 0; i < r->ntensors; i++)
       g_string_append_printf(s, "  %-22s %10" G_GINT64_FORMAT " %7d %12s\n", r->tensors[i].name,
                              r->tensors[i].numel, r->tensors[i].copies,
@@ -530,8 +533,9 @@ char *ts_validate_result_text(const ts_validate_result *r, gboolean per_tensor)
     sb += r->ranks[i].sent_bytes;
     bad += !(r->ranks[i].trace_bytes == r->ranks[i].sent_bytes);
   }
-  g_string_append_printf(s, "  bytes sent, all chips: %s by the trace, %s executed; %d of %d chips "
-                            "differ: %s\n",
+  g_string_append_printf(s,
+                         "  bytes sent, all chips: %s by the trace, %s executed; %d of %d chips "
+                         "differ: %s\n",
                          g_ascii_formatd(e1, sizeof e1, "%.0f", tb),
                          g_ascii_formatd(e2, sizeof e2, "%.0f", sb), bad, r->nranks,
                          r->bytes_ok ? "pass" : "FAIL");

@@ -62,14 +62,14 @@ typedef struct {
   double max_rel_err, tolerance;
   double loss, loss_ref; /* loss of the first step: split execution and reference */
   int nranks;
-  ts_validate_rank *ranks; /* owned, nranks entries */
+  ts_validate_rank *ranks;               /* owned, nranks entries */
   gint64 ops_compute, ops_coll, ops_p2p; /* executed, all steps */
-  gboolean executed;   /* the trace ran to its end (else failure says why) */
-  gboolean numeric_ok; /* max_rel_err <= tolerance and the losses agree */
-  gboolean bytes_ok;   /* every chip sent what the trace says */
-  gboolean passed;     /* all three */
-  char *failure;       /* why execution stopped, or NULL */
-  GPtrArray *notes;    /* char*: findings about the trace (partial sums read, byte mismatches) */
+  gboolean executed;                     /* the trace ran to its end (else failure says why) */
+  gboolean numeric_ok;                   /* max_rel_err <= tolerance and the losses agree */
+  gboolean bytes_ok;                     /* every chip sent what the trace says */
+  gboolean passed;                       /* all three */
+  char *failure;                         /* why execution stopped, or NULL */
+  GPtrArray *notes; /* char*: findings about the trace (partial sums read, byte mismatches) */
 } ts_validate_result;
 
 void ts_validate_result_free(ts_validate_result *r);

@@ -278,8 +278,8 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
       v.post = after;
       if (!after) {
         vo_kind pass = v.phase == PH_FWD ? VO_FWD : v.phase == PH_RECOMPUTE ? VO_RECOMPUTE : VO_BWD;
-        v.micro = seen[pass * (nl + 1) + v.layer] + seen[VO_DGRAD * (nl + 1) + v.layer] *
-                                                        (pass == VO_BWD);
+        v.micro = seen[pass * (nl + 1) + v.layer] +
+                  seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
       }
       break;
     }
@@ -299,8 +299,8 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
   }
   for (int j = 0; j < pr->nops; j++)
     if (info[j].kind == VO_GRAD || info[j].kind == VO_PS_PUSH)
-      info[j].nsync = GPOINTER_TO_INT(
-          g_hash_table_lookup(count, GINT_TO_POINTER(pr->ops[j].label)));
+      info[j].nsync =
+          GPOINTER_TO_INT(g_hash_table_lookup(count, GINT_TO_POINTER(pr->ops[j].label)));
   g_hash_table_unref(count);
   g_hash_table_unref(last);
   g_free(seen);
@@ -423,11 +423,11 @@ static gboolean dp_over_tp(const vd_exec *e, int i)
 
 /* The layers a gradient op synchronises: those of lo..hi on the chip whose gradient needs the
  * op's group (dp alone, or dp and tp), last layer first as the planner fills a bucket. */
-static int sync_layers(const vd_run *run, const vd_rank *r, const vo_info *v, int group,
-                       int *out)
+static int sync_layers(const vd_run *run, const vd_rank *r, const vo_info *v, int group, int *out)
 {
   const vd_exec *e = run->e;
-  gboolean with_tp = group >= 0 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_TP]);
+  gboolean with_tp =
+      group >= 0 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_TP]);
   int c = 0;
   for (int i = v->hi; i >= v->lo; i--)
     if (r->holds[i] && e->net->layers[i].ntensors > 0 && (group < 0 || dp_over_tp(e, i) == with_tp))
@@ -581,8 +581,8 @@ static gboolean run_tp(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_col
                       "'%s' on chip %d acts on a value not computed yet (a missing dependency?)",
                       c->label, r->rank);
     if (m != r->tp)
-      return run_fail(run, "'%s': member %d of the group is tensor-parallel member %d", c->label,
-                      m, r->tp);
+      return run_fail(run, "'%s': member %d of the group is tensor-parallel member %d", c->label, m,
+                      r->tp);
   }
   vd_val *v0 = vals[0];
   gboolean whole = v0->layout == VD_FULL || v0->layout == VD_PARTIAL;
@@ -626,8 +626,8 @@ static gboolean run_tp(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_col
     c->count = v0->n * c->nm;
     break;
   default:
-    return run_fail(run, "'%s': a tensor-parallel %s is not supported by the validator",
-                    c->label, ts_coll_kind_name(op->coll));
+    return run_fail(run, "'%s': a tensor-parallel %s is not supported by the validator", c->label,
+                    ts_coll_kind_name(op->coll));
   }
   for (int m = 1; m < c->nm; m++)
     if (vals[m]->n != v0->n || vals[m]->layout != v0->layout)
@@ -682,8 +682,8 @@ static gboolean run_tp(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_col
         }
         if (rn != blk)
           return run_fail(run, "'%s': unequal all-to-all blocks", c->label);
-        vd_box_copy(k, x->data, xl, xh, (char *)c->bufs[m] + k->elem * (gsize)(j * blk), rl, rh,
-                    rl, rh);
+        vd_box_copy(k, x->data, xl, xh, (char *)c->bufs[m] + k->elem * (gsize)(j * blk), rl, rh, rl,
+                    rh);
       }
     }
   }
@@ -776,8 +776,8 @@ static gboolean run_regather(vd_run *run, coll_ctx *c, ts_coll_algo algo, const 
     vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
     const vd_val *x = i == 0 ? &r->a0[u] : &r->y[u * nl + i - 1];
     if (u >= e->nmicro || x->pre == NULL)
-      return run_fail(run, "'%s' on chip %d: no block of the input was kept to re-gather",
-                      c->label, r->rank);
+      return run_fail(run, "'%s' on chip %d: no block of the input was kept to re-gather", c->label,
+                      r->rank);
     src[m] = x;
   }
   GError *err = NULL;
@@ -856,7 +856,8 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
         const vd_layer *L = &e->net->layers[layers[q]];
         gint64 cnt = layer_flat(e, r, layers[q]), lo, hi, base = 0;
         if (cnt % c->nm != 0)
-          return run_fail(run, "'%s': layer '%s' holds %" G_GINT64_FORMAT " parameters per chip, "
+          return run_fail(run,
+                          "'%s': layer '%s' holds %" G_GINT64_FORMAT " parameters per chip, "
                           "which the %d members do not divide (the validator does not pad)",
                           c->label, L->name, cnt, c->nm);
         owned(cnt, m, c->nm, &lo, &hi);
@@ -878,8 +879,8 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
                         "diverge (the gradient should be summed over tp first)",
                         c->label, e->net->layers[layers[q]].name);
   } else if (own) {
-    return run_fail(run, "'%s': a %s of parameters over the tensor-parallel axis",
-                    c->label, ts_coll_kind_name(op->coll));
+    return run_fail(run, "'%s': a %s of parameters over the tensor-parallel axis", c->label,
+                    ts_coll_kind_name(op->coll));
   }
   if (own && op->coll != TS_COLL_REDUCESCATTER && op->coll != TS_COLL_ALLGATHER)
     return run_fail(run, "'%s': a %s of parameters or gradients is not supported", c->label,
@@ -890,8 +891,10 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
     return run_fail(run, "'%s': parameters are gathered, not %s", c->label,
                     ts_coll_kind_name(op->coll));
   if (own && !e->owners)
-    return run_fail(run, "'%s': a sharded synchronisation, but the plan gives parameters no "
-                    "owners (neither ZeRO nor parameter servers)", c->label);
+    return run_fail(run,
+                    "'%s': a sharded synchronisation, but the plan gives parameters no "
+                    "owners (neither ZeRO nor parameter servers)",
+                    c->label);
   c->count = 0;
   for (int q = 0; q < *nlay; q++)
     c->count += layer_flat(e, r0, layers[q]);
@@ -1015,8 +1018,7 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
   const vd_kern *k = e->k;
   int nm = rv->expected, r0 = rv->rank_of_member[0];
   const ts_op *op = op_at(run, r0, rv->op_of_member[0]);
-  coll_ctx c = {run, rv, op, info_at(run, r0, rv->op_of_member[0]), label_of(run, op), nm, 0,
-                NULL};
+  coll_ctx c = {run, rv, op, info_at(run, r0, rv->op_of_member[0]), label_of(run, op), nm, 0, NULL};
   for (int m = 1; m < nm; m++) {
     const ts_op *o2 = op_at(run, rv->rank_of_member[m], rv->op_of_member[m]);
     if (o2->label != op->label || o2->coll != op->coll)
@@ -1040,9 +1042,9 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
     ok = run_tp(run, &c, algo, &plan, vals, &target);
     break;
   case VO_REGATHER:
-    ok = op->coll == TS_COLL_ALLGATHER ? run_regather(run, &c, algo, &plan)
-                                       : run_fail(run, "'%s': a re-gather that is not an all-gather",
-                                                  c.label);
+    ok = op->coll == TS_COLL_ALLGATHER
+             ? run_regather(run, &c, algo, &plan)
+             : run_fail(run, "'%s': a re-gather that is not an all-gather", c.label);
     break;
   case VO_GRAD:
   case VO_PARAM_AG:
@@ -1233,7 +1235,10 @@ static gboolean run_compute(vd_run *run, int rank, int j)
   case VO_DGRAD:
   case VO_WGRAD:
     ok = vd_layer_bwd(e, r, v->layer, v->micro,
-                      v->kind == VO_BWD ? 0 : v->kind == VO_DGRAD ? 1 : 2, &why);
+                      v->kind == VO_BWD     ? 0
+                      : v->kind == VO_DGRAD ? 1
+                                            : 2,
+                      &why);
     break;
   case VO_ATTN_RECOMPUTE:
     ok = vd_attn_recompute(e, r, v->layer, v->micro, &why);
@@ -1427,7 +1432,9 @@ static rendezvous *arrive(vd_run *run, int rank, int j)
   run->arrived[rank][j] = TRUE;
   if (++rv->arrived < rv->expected)
     return NULL;
-  g_hash_table_steal(run->rendezvous, key);
+  gpointer stored = NULL;
+  g_hash_table_steal_extended(run->rendezvous, key, &stored, NULL);
+  g_free(stored);
   return rv;
 }
 
@@ -1477,8 +1484,8 @@ gboolean vd_run_step(vd_run *run)
         for (guint q = 0; q < wave[rank]->len && ok; q++) {
           int j = g_array_index(wave[rank], int, q);
           const ts_op *op = op_at(run, rank, j);
-          if (pass == 0 && (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_WAIT ||
-                            op->kind == TS_OP_SEND)) {
+          if (pass == 0 &&
+              (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_WAIT || op->kind == TS_OP_SEND)) {
             if (op->kind == TS_OP_COMPUTE)
               ok = run_compute(run, rank, j);
             else if (op->kind == TS_OP_SEND)
@@ -1522,10 +1529,10 @@ gboolean vd_run_step(vd_run *run)
       if (!run->done[rank][j] && run->pending[rank][j] == 0) {
         const ts_op *op = op_at(run, rank, j);
         if (nstuck++ < 4)
-          g_string_append_printf(stuck, "%schip %d op %d '%s' (%s)", stuck->len ? "; " : "",
-                                 rank, j, label_of(run, op),
-                                 run->arrived[rank][j] ? "the other members of its collective "
-                                                         "never arrived"
+          g_string_append_printf(stuck, "%schip %d op %d '%s' (%s)", stuck->len ? "; " : "", rank,
+                                 j, label_of(run, op),
+                                 run->arrived[rank][j]    ? "the other members of its collective "
+                                                            "never arrived"
                                  : op->kind == TS_OP_RECV ? "no matching send"
                                                           : "waiting");
         break;
@@ -1618,8 +1625,8 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
   run->o = o;
   run->m = m;
   run->tr = tr;
-  run->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                     (GDestroyNotify)ts_coll_plan_free);
+  run->plans =
+      g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)ts_coll_plan_free);
   run->rendezvous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, rendezvous_free);
   run->mail = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   run->algos_used = g_hash_table_new(g_str_hash, g_str_equal);
@@ -1629,8 +1636,8 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
     run->progs[p].info = g_new0(vo_info, MAX(tr->programs[p].nops, 1));
     prog_meanings(run, &tr->programs[p], run->progs[p].info);
   }
-  if (!apply_drops(run, o->drop_ops, FALSE, error) || !apply_drops(run, o->drop_deps, TRUE, error) ||
-      !prescan(run, error)) {
+  if (!apply_drops(run, o->drop_ops, FALSE, error) ||
+      !apply_drops(run, o->drop_deps, TRUE, error) || !prescan(run, error)) {
     vd_run_free(run);
     return NULL;
   }

@@ -110,18 +110,21 @@ gint64 vd_box(const gint64 *dims, vd_layout l, int T, int r, gint64 *lo, gint64 
   return n;
 }
 
-void vd_box_copy(const vd_kern *k, const void *src, const gint64 *slo, const gint64 *shi,
-                 void *dst, const gint64 *dlo, const gint64 *dhi, const gint64 *rlo,
-                 const gint64 *rhi)
+void vd_box_copy(const vd_kern *k, const void *src, const gint64 *slo, const gint64 *shi, void *dst,
+                 const gint64 *dlo, const gint64 *dhi, const gint64 *rlo, const gint64 *rhi)
 {
   gsize run = k->elem * (gsize)(rhi[3] - rlo[3]);
   for (gint64 s = rlo[0]; s < rhi[0]; s++)
     for (gint64 t = rlo[1]; t < rhi[1]; t++)
       for (gint64 f = rlo[2]; f < rhi[2]; f++) {
-        gint64 so = (((s - slo[0]) * (shi[1] - slo[1]) + (t - slo[1])) * (shi[2] - slo[2]) +
-                     (f - slo[2])) * (shi[3] - slo[3]) + (rlo[3] - slo[3]);
-        gint64 d = (((s - dlo[0]) * (dhi[1] - dlo[1]) + (t - dlo[1])) * (dhi[2] - dlo[2]) +
-                    (f - dlo[2])) * (dhi[3] - dlo[3]) + (rlo[3] - dlo[3]);
+        gint64 so =
+            (((s - slo[0]) * (shi[1] - slo[1]) + (t - slo[1])) * (shi[2] - slo[2]) + (f - slo[2])) *
+                (shi[3] - slo[3]) +
+            (rlo[3] - slo[3]);
+        gint64 d =
+            (((s - dlo[0]) * (dhi[1] - dlo[1]) + (t - dlo[1])) * (dhi[2] - dlo[2]) + (f - dlo[2])) *
+                (dhi[3] - dlo[3]) +
+            (rlo[3] - dlo[3]);
         memcpy((char *)dst + k->elem * (gsize)d, (const char *)src + k->elem * (gsize)so, run);
       }
 }
@@ -286,7 +289,8 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
   int bt = bias_tensor(L);
   if (bt >= 0) {
     if (r->n[bt] != f)
-      return fail(why, "layer '%s': a bias of %" G_GINT64_FORMAT " elements for %" G_GINT64_FORMAT
+      return fail(why,
+                  "layer '%s': a bias of %" G_GINT64_FORMAT " elements for %" G_GINT64_FORMAT
                   " output features held",
                   L->name, r->n[bt], f);
     e->k->bias_add((int)rows, (int)f, (int)inner, r->w[bt], v->data);
@@ -350,17 +354,19 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
   vd_saved *s = &r->s[u * nl + i];
   saved_clear(s);
   if (inl != want && inl != VD_FULL)
-    return fail(why,
-                "%s needs its input as a %s but the chip holds a %s of it (%s)", reader,
+    return fail(why, "%s needs its input as a %s but the chip holds a %s of it (%s)", reader,
                 vd_layout_name(want), vd_layout_name(inl),
                 want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
   if (want == VD_SEQ && L->kind != TS_LAYER_NORM && L->kind != TS_LAYER_DENSE)
-    return fail(why, "%s works on a token block, but a %s layer needs the whole sequence",
-                reader, ts_layer_kind_name(L->kind));
+    return fail(why, "%s works on a token block, but a %s layer needs the whole sequence", reader,
+                ts_layer_kind_name(L->kind));
   int d = want == VD_FEAT ? 2 : want == VD_SEQ ? 1 : want == VD_BATCH ? 0 : -1;
   if (d >= 0 && dims[d] % T != 0)
     return fail(why, "%s: %" G_GINT64_FORMAT " %s do not split %d ways", reader, dims[d],
-                d == 2 ? "features" : d == 1 ? "tokens" : "samples", T);
+                d == 2   ? "features"
+                : d == 1 ? "tokens"
+                         : "samples",
+                T);
   if (inl != want) {
     s->x = vd_slice_box(e, in->data, dims, want, r->tp); /* Megatron's scatter: no traffic */
     s->sliced = TRUE;
@@ -392,7 +398,8 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     break;
   }
   case TS_LAYER_CONV2D: {
-    ts_conv_shape cs = {ns, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride, L->pad};
+    ts_conv_shape cs = {ns,        L->in,     L->in_h,   L->in_w, L->out,
+                        L->kernel, L->kernel, L->stride, L->pad};
     if (sp && L->tp == TS_TP_ROW)
       cs.c /= T;
     else if (sp)
@@ -625,9 +632,11 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
   int T = e->T, nl = n->nlayers;
   gboolean sp = split(e, i);
   vd_saved *s = &r->s[u * nl + i];
-  g_autofree char *what = g_strdup_printf(
-      "'%s bwd%s' on chip %d (micro-batch %d)", L->name,
-      phase == 1 ? " input grad" : phase == 2 ? " weight grad" : "", r->rank, u);
+  g_autofree char *what = g_strdup_printf("'%s bwd%s' on chip %d (micro-batch %d)", L->name,
+                                          phase == 1   ? " input grad"
+                                          : phase == 2 ? " weight grad"
+                                                       : "",
+                                          r->rank, u);
   if (!s->fwd_done)
     return fail(why, "%s runs before its forward pass", what);
   if (s->stale)
@@ -691,8 +700,8 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
       break;
     }
     case TS_LAYER_CONV2D: {
-      ts_conv_shape cs = {ns, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride,
-                          L->pad};
+      ts_conv_shape cs = {ns,        L->in,     L->in_h,   L->in_w, L->out,
+                          L->kernel, L->kernel, L->stride, L->pad};
       if (sp && L->tp == TS_TP_ROW)
         cs.c /= T;
       else if (sp)
@@ -767,8 +776,8 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
       break;
     }
     case TS_LAYER_CONV2D: {
-      ts_conv_shape cs = {ns, L->in, L->in_h, L->in_w, L->out, L->kernel, L->kernel, L->stride,
-                          L->pad};
+      ts_conv_shape cs = {ns,        L->in,     L->in_h,   L->in_w, L->out,
+                          L->kernel, L->kernel, L->stride, L->pad};
       if (sp && L->tp == TS_TP_ROW)
         cs.c /= T;
       else if (sp)

@@ -91,7 +91,11 @@ static gboolean read_semantics(GKeyFile *kf, const ts_model *m, vd_layer *L, gbo
 static void add_tensor(vd_net *n, GArray *ts, int layer, vd_role role, const char *suffix,
                        gint64 rows, gint64 cols)
 {
-  vd_tensor t = {g_strdup_printf("%s.%s", n->layers[layer].name, suffix), role, layer, rows, cols,
+  vd_tensor t = {g_strdup_printf("%s.%s", n->layers[layer].name, suffix),
+                 role,
+                 layer,
+                 rows,
+                 cols,
                  rows * cols};
   g_array_append_val(ts, t);
 }
@@ -263,10 +267,11 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
   else if (nl == 6 && n->layers[0].kind == TS_LAYER_NORM)
     ok = match_transformer(n, error);
   else {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: %d layers starting with %s: expected one of the validation networks (" MLP_SHAPE
-                "; " CNN_SHAPE "; " TF_SHAPE "), e.g. models/validate-mlp.ini",
-                m->path, nl, nl > 0 ? ts_layer_kind_name(n->layers[0].kind) : "nothing");
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT,
+        "%s: %d layers starting with %s: expected one of the validation networks (" MLP_SHAPE
+        "; " CNN_SHAPE "; " TF_SHAPE "), e.g. models/validate-mlp.ini",
+        m->path, nl, nl > 0 ? ts_layer_kind_name(n->layers[0].kind) : "nothing");
     ok = FALSE;
   }
   if (!ok) {
@@ -339,7 +344,7 @@ gint64 *vd_tensor_shard(const vd_net *n, int t, int T, int r, gint64 *count)
 #define COLS(R_, C_)                                                                               \
   do {                                                                                             \
     gint64 cb = (C_) / T;                                                                          \
-    idx = g_new(gint64, (R_) * cb);                                                                \
+    idx = g_new(gint64, (R_)*cb);                                                                  \
     for (gint64 i = 0; i < (R_); i++)                                                              \
       for (gint64 j = 0; j < cb; j++)                                                              \
         idx[k++] = i * (C_) + r * cb + j;                                                          \

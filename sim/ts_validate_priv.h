@@ -142,11 +142,11 @@ typedef struct {
 
 /* What one layer kept from its forward pass for one micro-batch. */
 typedef struct {
-  void *x;         /* input as the layer used it (a block when it was sliced) */
-  gboolean sliced; /* a whole input sliced to this member's block */
-  vd_layout work;  /* layout the layer computed in (its input as used) */
-  vd_layout in_orig; /* layout its input had from its producer (before any collective) */
-  void *z;         /* pre-activation output, as held after the epilogue */
+  void *x;             /* input as the layer used it (a block when it was sliced) */
+  gboolean sliced;     /* a whole input sliced to this member's block */
+  vd_layout work;      /* layout the layer computed in (its input as used) */
+  vd_layout in_orig;   /* layout its input had from its producer (before any collective) */
+  void *z;             /* pre-activation output, as held after the epilogue */
   void *qkv, *p, *att; /* attention */
   void *mean, *rstd;   /* layer norm */
   gint32 *argmax;      /* max pooling */
@@ -161,8 +161,8 @@ typedef struct {
 typedef struct {
   int rank, tp, dp, pp; /* chip and its coordinates on the tp, dp and pp axes */
   int ntensors;
-  gint64 *n;      /* elements held per tensor (its tensor-parallel shard) */
-  gint64 **shard; /* index map per tensor (NULL: whole) */
+  gint64 *n;                     /* elements held per tensor (its tensor-parallel shard) */
+  gint64 **shard;                /* index map per tensor (NULL: whole) */
   void **w, **g, **gs, **m, **v; /* parameters, local gradients, synchronised gradients, state */
   gboolean *synced;              /* gs holds a synchronised sum */
   gint64 *own_lo, *own_hi;       /* per tensor: elements this chip owns (ZeRO, servers) */
@@ -196,16 +196,16 @@ typedef struct {
   vd_rank *ranks;
   const double *x; /* whole batch of inputs (double) */
   const int *labels;
-  gboolean *drop_x;  /* per layer: the input is re-gathered for the weight gradient */
-  gboolean *drop_p;  /* per layer: attention probabilities are recomputed (selective) */
+  gboolean *drop_x;   /* per layer: the input is re-gathered for the weight gradient */
+  gboolean *drop_p;   /* per layer: attention probabilities are recomputed (selective) */
   gboolean *drop_all; /* per layer: the forward is re-run before backward (full recompute) */
-  int *stage;        /* per layer: pipeline device holding it */
-  gboolean *dpmode;  /* per layer: replicated, the tp axis splits its batch (per-layer hybrid) */
-  vd_layout *work;   /* per layer: layout its forward computed in (first seen) */
-  gboolean owners;   /* parameters and gradients have owners over dp (ZeRO, servers) */
-  int zero;          /* ZeRO stage */
-  GPtrArray *notes;  /* char* */
-  GHashTable *noted; /* note keys already given */
+  int *stage;         /* per layer: pipeline device holding it */
+  gboolean *dpmode;   /* per layer: replicated, the tp axis splits its batch (per-layer hybrid) */
+  vd_layout *work;    /* per layer: layout its forward computed in (first seen) */
+  gboolean owners;    /* parameters and gradients have owners over dp (ZeRO, servers) */
+  int zero;           /* ZeRO stage */
+  GPtrArray *notes;   /* char* */
+  GHashTable *noted;  /* note keys already given */
 } vd_exec;
 
 /* Notes a finding once per key (printf-style message). */
@@ -220,9 +220,8 @@ gint64 vd_box(const gint64 *dims, vd_layout l, int T, int r, gint64 *lo, gint64 
 
 /* Copies the elements of region [rlo, rhi) from src (holding box [slo, shi)) to dst (holding
  * box [dlo, dhi)); the region lies in both. */
-void vd_box_copy(const vd_kern *k, const void *src, const gint64 *slo, const gint64 *shi,
-                 void *dst, const gint64 *dlo, const gint64 *dhi, const gint64 *rlo,
-                 const gint64 *rhi);
+void vd_box_copy(const vd_kern *k, const void *src, const gint64 *slo, const gint64 *shi, void *dst,
+                 const gint64 *dlo, const gint64 *dhi, const gint64 *rlo, const gint64 *rhi);
 
 /* Member r's block (layout l) of a whole value; caller frees. */
 void *vd_slice_box(const vd_exec *e, const void *full, const gint64 *dims, vd_layout l, int r);

@@ -23,10 +23,10 @@ static ts_model *load_model(const char *name)
 }
 
 typedef struct {
-  const char *topo;  /* in-memory spec, NULL: sized to the split */
-  gint64 micro;      /* 0: whole replica batch */
-  ts_coll_algo algo; /* TS_ALGO_AUTO */
-  const char *drop;  /* a label whose ops do nothing */
+  const char *topo;   /* in-memory spec, NULL: sized to the split */
+  gint64 micro;       /* 0: whole replica batch */
+  ts_coll_algo algo;  /* TS_ALGO_AUTO */
+  const char *drop;   /* a label whose ops do nothing */
   const char *nodeps; /* a label whose ops lose their dependencies */
   gint64 batch;       /* 0: 8 */
 } extra;
@@ -87,8 +87,7 @@ static void expect_pass(const char *model, const char *split, ts_prec prec, cons
  * row-split layer's bias (and attention's output bias) stays whole on every member
  * (Megatron's RowParallelLinear): its gradient buckets are short by those elements. The
  * numbers must agree; the only byte differences allowed are those. */
-static void expect_numeric_pass(const char *model, const char *split, ts_prec prec,
-                                const extra *x)
+static void expect_numeric_pass(const char *model, const char *split, ts_prec prec, const extra *x)
 {
   GError *err = NULL;
   g_autoptr(ts_validate_result) r = vrun(model, split, prec, x, &err);
@@ -142,17 +141,24 @@ Test(validate, data_parallel_every_algorithm_1d_and_2d, .timeout = 60)
    * and a mesh, and over 3 chips; every all-reduce algorithm in turn. */
   static const struct {
     const char *topo, *split;
-  } cases[] = {{"ring:4", "dp=4"},     {"torus:4x2", "dp=8@x+y"}, {"switch:2x2", "dp=4"},
-               {"mesh:2x2", "dp=4"}, {"ring:3", "dp=3"}};
+  } cases[] = {{"ring:4", "dp=4"},
+               {"torus:4x2", "dp=8@x+y"},
+               {"switch:2x2", "dp=4"},
+               {"mesh:2x2", "dp=4"},
+               {"ring:3", "dp=3"}};
   for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
     for (gsize c = 0; c < G_N_ELEMENTS(cases); c++)
       for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
         int ran = 0;
         for (int a = TS_ALGO_RING; a < TS_ALGO_NALGOS; a++) {
-          extra x = {.topo = cases[c].topo, .micro = 0, .algo = (ts_coll_algo)a, .drop = NULL, .nodeps = NULL, .batch = 24};
+          extra x = {.topo = cases[c].topo,
+                     .micro = 0,
+                     .algo = (ts_coll_algo)a,
+                     .drop = NULL,
+                     .nodeps = NULL,
+                     .batch = 24};
           GError *err = NULL;
-          g_autoptr(ts_validate_result) r =
-              vrun(models[m], cases[c].split, precs[p], &x, &err);
+          g_autoptr(ts_validate_result) r = vrun(models[m], cases[c].split, precs[p], &x, &err);
           if (r == NULL) {
             /* Only halving-doubling may refuse, and only a group of 3 (not a power of two). */
             cr_assert(a == TS_ALGO_HALVING_DOUBLING && strcmp(cases[c].split, "dp=3") == 0,
@@ -203,7 +209,8 @@ Test(validate, tensor_parallel_column_row_heads)
     for (gsize s = 0; s < G_N_ELEMENTS(splits); s++)
       for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
         expect_pass(models[m], splits[s], precs[p], NULL);
-  extra x = {.topo = "switch:2x2", .micro = 0, .algo = TS_ALGO_HIERARCHICAL, .drop = NULL, .nodeps = NULL};
+  extra x = {
+      .topo = "switch:2x2", .micro = 0, .algo = TS_ALGO_HIERARCHICAL, .drop = NULL, .nodeps = NULL};
   expect_pass("validate-transformer", "tp=4", TS_PREC_F64, &x);
 }
 
@@ -218,7 +225,8 @@ Test(validate, hybrid_tensor_and_data_parallel_on_2d_arrays)
   for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
     for (gsize c = 0; c < G_N_ELEMENTS(cases); c++)
       for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
-        extra x = {.topo = cases[c].topo, .micro = 0, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
+        extra x = {
+            .topo = cases[c].topo, .micro = 0, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
         expect_numeric_pass(models[m], cases[c].split, precs[p], &x);
         x.micro = 1; /* gradient accumulation over micro-batches */
         expect_numeric_pass(models[m], cases[c].split, precs[p], &x);
@@ -257,23 +265,27 @@ Test(validate, broken_splits_fail, .timeout = 60)
       {"validate-mlp", "dp=4,zero=2", "grad reduce-scatter fc3..fc3", NULL, NULL, 1},
       {"validate-transformer", "tp=2,sp", "fc1 bwd input re-gather", NULL, "re-gather", 0},
       {"validate-transformer", "tp=2,sp", "attention fwd reduce-scatter", NULL, NULL, 0},
-      {"validate-transformer", "tp=2,recompute=selective", "attention recompute attention",
-       NULL, "recompute attention", 0},
+      {"validate-transformer", "tp=2,recompute=selective", "attention recompute attention", NULL,
+       "recompute attention", 0},
       {"validate-cnn", "tp=2,kind:dense=dp", "fc bwd all-gather (redistribution)", NULL,
        "missing all-gather", 0},
       {"validate-mlp", "dp=4,ps=4", "ps pull parameters", NULL, NULL, 0},
   };
   for (gsize c = 0; c < G_N_ELEMENTS(cases); c++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
-      extra x = {.topo = NULL, .micro = cases[c].micro, .algo = TS_ALGO_AUTO, .drop = cases[c].drop, .nodeps = cases[c].nodeps};
+      extra x = {.topo = NULL,
+                 .micro = cases[c].micro,
+                 .algo = TS_ALGO_AUTO,
+                 .drop = cases[c].drop,
+                 .nodeps = cases[c].nodeps};
       expect_fail(cases[c].model, cases[c].split, precs[p], &x, cases[c].why);
     }
 }
 
 Test(validate, pipeline_schedules)
 {
-  static const char *const splits[] = {"pp=2,schedule=gpipe", "pp=2,schedule=1f1b",
-                                       "pp=2,dp=4", "pp=3,dp=2"};
+  static const char *const splits[] = {"pp=2,schedule=gpipe", "pp=2,schedule=1f1b", "pp=2,dp=4",
+                                       "pp=3,dp=2"};
   for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
     for (gsize s = 0; s < G_N_ELEMENTS(splits); s++)
       for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
@@ -297,8 +309,11 @@ Test(validate, pipeline_schedules)
 
 Test(validate, zero_stages_and_offload)
 {
-  static const char *const splits[] = {"dp=4,zero=1", "dp=4,zero=2", "dp=4,zero=3",
-                                       "dp=8,zero=3", "dp=4,zero=2,offload=cpu",
+  static const char *const splits[] = {"dp=4,zero=1",
+                                       "dp=4,zero=2",
+                                       "dp=4,zero=3",
+                                       "dp=8,zero=3",
+                                       "dp=4,zero=2,offload=cpu",
                                        "dp=4,zero=3,offload=nvme"};
   for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
     for (gsize s = 0; s < G_N_ELEMENTS(splits); s++)
@@ -326,14 +341,14 @@ Test(validate, per_layer_hybrid)
   for (gsize m = 0; m < 2; m++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
       expect_pass(models[m], "tp=2,kind:dense=dp", precs[p], NULL);
-      extra x = {.topo = "torus:2x2", .micro = 0, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
+      extra x = {
+          .topo = "torus:2x2", .micro = 0, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
       expect_numeric_pass(models[m], "tp=2@x,dp=2@y,kind:dense=dp", precs[p], &x);
     }
   /* Planner finding: the transformer's fc2 works on a sample block, but its residual adds the
    * attention output every member holds whole; backward, that residual's gradient comes back
    * as a sample block, and the trace has no collective to gather it. */
-  expect_fail("validate-transformer", "tp=2,kind:dense=dp", TS_PREC_F64, NULL,
-              "(its residual)");
+  expect_fail("validate-transformer", "tp=2,kind:dense=dp", TS_PREC_F64, NULL, "(its residual)");
 }
 
 Test(validate, sequence_parallelism_and_recomputation)
@@ -369,8 +384,10 @@ Test(validate, deterministic)
 {
   GError *err = NULL;
   extra x = {.topo = "torus:2x2", .micro = 1, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
-  g_autoptr(ts_validate_result) a = vrun("validate-transformer", "tp=2,dp=2", TS_PREC_F32, &x, &err);
-  g_autoptr(ts_validate_result) b = vrun("validate-transformer", "tp=2,dp=2", TS_PREC_F32, &x, &err);
+  g_autoptr(ts_validate_result) a =
+      vrun("validate-transformer", "tp=2,dp=2", TS_PREC_F32, &x, &err);
+  g_autoptr(ts_validate_result) b =
+      vrun("validate-transformer", "tp=2,dp=2", TS_PREC_F32, &x, &err);
   cr_assert(a != NULL && b != NULL);
   g_autofree char *ta = describe(a);
   g_autofree char *tb = describe(b);
