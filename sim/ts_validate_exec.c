@@ -1806,8 +1806,8 @@ void vd_run_note_unread(vd_run *run)
           const char *l = g_ptr_array_index(run->tr->labels, vals[q]->coll_label);
           g_autofree char *key = g_strdup_printf("unread-%s", l);
           vd_note(e, key,
-                  "'%s' moves a %s nothing reads%s: communication the simulator times for "
-                  "nothing",
+                  "'%s' moves a %s nothing reads%s: the simulator times communication the "
+                  "numbers do not need",
                   l, q == 0 ? "gradient" : "value",
                   q == 0 && c % e->net->nlayers == 0 ? " (the input gradient of the first layer)"
                                                      : "");
