@@ -718,3 +718,33 @@ Test(compose, every_combination_replays)
     ts_result_clear(&b);
   }
 }
+
+Test(models, megatron_gpt_table_1)
+{
+  /* Narayanan et al. 2021 SC, Table 1 and section 5.1: P = 12 l h^2 (1 + 13/(12h) +
+   * (V + s)/(12 l h)), V = 51200, s = 2048; the generator adds the final layer norm (2h). The
+   * published figures are rounded; the two smallest differ from the formula by 2.8% and 1.1%
+   * (as printed in the paper), the rest by under 0.3%. */
+  const struct {
+    const char *name;
+    double published, tol;
+  } cases[] = {{"1.7b", 1.7e9, 0.03},    {"3.6b", 3.6e9, 0.015},   {"7.5b", 7.5e9, 0.005},
+               {"18b", 18.4e9, 0.003},   {"39b", 39.1e9, 0.003},   {"76b", 76.1e9, 0.003},
+               {"145b", 145.6e9, 0.003}, {"310b", 310.1e9, 0.003}, {"530b", 529.6e9, 0.003},
+               {"1t", 1008.0e9, 0.003}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *name = g_strdup_printf("megatron-gpt-%s", cases[i].name);
+    g_autoptr(ts_model) m = load_model(name);
+    double l = (double)m->t_layers, h = (double)m->t_hidden, V = 51200, s = 2048;
+    double formula = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h)) + 2 * h;
+    double p = ts_model_params(m);
+    cr_assert_float_eq(p, formula, formula * 1e-12, "%s: %.17g vs formula %.17g", name, p, formula);
+    double r = fabs(p / cases[i].published - 1);
+    cr_assert(r < cases[i].tol, "%s: %.4g vs published %.4g", name, p, cases[i].published);
+    /* FLOPs per sample: 6 P s + the attention's 12 l s^2 h (Narayanan et al. 2021 SC, 5.1,
+     * without recomputation: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) per batch B). */
+    double f = ts_model_train_flops_per_sample(m);
+    double want = 72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    cr_assert(fabs(f / want - 1) < 0.01, "%s: %.4g FLOP vs %.4g", name, f, want);
+  }
+}
