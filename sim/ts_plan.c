@@ -604,12 +604,36 @@ static void plan_traffic(ts_plan *p)
   p->redistribution_bytes_per_step = r * (double)p->micro_batch * M;
 }
 
+/* Most micro-batches per step the planner accepts: each is a pass of the whole schedule. */
+#define MAX_MICRO_BATCHES 65536
+
+/* Divisors of n, largest first (trial division; n <= 2^40 keeps it under a million steps). */
+static GArray *divisors_desc(gint64 n)
+{
+  GArray *lo = g_array_new(FALSE, FALSE, sizeof(gint64));
+  GArray *hi = g_array_new(FALSE, FALSE, sizeof(gint64));
+  for (gint64 d = 1; d * d <= n; d++)
+    if (n % d == 0) {
+      g_array_append_val(lo, d);
+      gint64 q = n / d;
+      if (q != d)
+        g_array_append_val(hi, q);
+    }
+  /* hi holds the large divisors, in decreasing order; lo the small ones, increasing. */
+  for (guint i = lo->len; i-- > 0;)
+    g_array_append_val(hi, g_array_index(lo, gint64, i));
+  g_array_unref(lo);
+  return hi;
+}
+
 /* Whether a micro-batch is usable with the plan's schedule and per-layer splits. */
 static gboolean micro_batch_ok(const ts_plan *p, gint64 mb, gint64 per_replica)
 {
   if (mb <= 0 || per_replica % mb != 0)
     return FALSE;
   gint64 M = per_replica / mb;
+  if (M > MAX_MICRO_BATCHES)
+    return FALSE;
   if (p->schedule == TS_SCHED_INTERLEAVED && p->degree[TS_AX_PP] > 1 &&
       M % p->degree[TS_AX_PP] != 0)
     return FALSE;
@@ -635,7 +659,9 @@ static void plan_memory(ts_plan *p)
   /* The largest micro-batch that fits on every device: memory grows with the micro-batch
    * (activations and buffers), so try the usable ones from the largest down. */
   p->mem.max_micro_batch = 0;
-  for (gint64 mb = per_replica; mb >= 1; mb--) {
+  g_autoptr(GArray) cands = divisors_desc(per_replica);
+  for (guint c = 0; c < cands->len; c++) {
+    gint64 mb = g_array_index(cands, gint64, c);
     if (!micro_batch_ok(p, mb, per_replica))
       continue;
     gboolean all = TRUE;
@@ -889,14 +915,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->micro_batch = o->micro_batch;
   if (p->micro_batch <= 0) {
     p->micro_batch = per_replica;
-    if (pp > 1) {
+    if (pp > 1 && per_replica <= (gint64)TS_MAX_COUNT) {
       gint64 pick = 0;
-      for (gint64 mb = per_replica; mb >= 1 && pick == 0; mb--)
+      g_autoptr(GArray) cands = divisors_desc(per_replica);
+      for (guint c = 0; c < cands->len && pick == 0; c++) {
+        gint64 mb = g_array_index(cands, gint64, c);
         if (micro_batch_ok(p, mb, per_replica) && per_replica / mb >= 4 * pp)
           pick = mb;
-      for (gint64 mb = per_replica; mb >= 1 && pick == 0; mb--)
-        if (micro_batch_ok(p, mb, per_replica))
-          pick = mb;
+      }
+      for (guint c = 0; c < cands->len && pick == 0; c++)
+        if (micro_batch_ok(p, g_array_index(cands, gint64, c), per_replica))
+          pick = g_array_index(cands, gint64, c);
       p->micro_batch = pick > 0 ? pick : 1;
     }
   }
@@ -918,6 +947,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 " samples each data-parallel replica gets (global batch %" G_GINT64_FORMAT
                 " / dp %d)",
                 p->micro_batch, per_replica, o->global_batch, dp);
+    return NULL;
+  }
+  if (per_replica > (gint64)TS_MAX_COUNT || p->n_micro > MAX_MICRO_BATCHES) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--micro-batch %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " samples per replica "
+                "make %" G_GINT64_FORMAT " micro-batches per step; expected at most %d "
+                "micro-batches and 2^40 samples per replica",
+                p->micro_batch, per_replica, p->n_micro, MAX_MICRO_BATCHES);
     return NULL;
   }
   if (p->schedule == TS_SCHED_INTERLEAVED && pp > 1 && p->n_micro % pp != 0) {

@@ -66,7 +66,7 @@ enum {
   L_WGRAD,
   L_NLAYER_SLOTS
 };
-enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_NSTAGE_SLOTS };
+enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
 
 G_GNUC_PRINTF(3, 4) static int lbl(gen *g, int slot, const char *fmt, ...)
 {
@@ -438,6 +438,26 @@ static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double byte
   return emit(g, &op, label, NULL, 0);
 }
 
+/* Bytes a rank sends across the boundary after layer i. A whole activation is the same on
+ * every tensor-parallel rank: each sends only its 1/t slice and the receivers all-gather it
+ * over their fast links (Megatron-LM's scatter/gather optimisation, Narayanan et al. 2021 SC,
+ * section 4.1). */
+static double boundary_bytes(const gen *g, int i, gboolean *gather)
+{
+  const ts_plan *p = g->p;
+  int tp = p->degree[TS_AX_TP];
+  *gather = p->exec[i].out == TS_ST_REPL && tp > 1;
+  return p->exec[i].out_bytes * g->mb / (*gather ? tp : 1);
+}
+
+static void boundary_gather(gen *g, int i, int k, int slot, const char *what)
+{
+  const ts_plan *p = g->p;
+  ts_op op =
+      coll_op(g, TS_COLL_ALLGATHER, g->g_tp, p->exec[i].out_bytes * g->mb, TS_CAT_COMM_PP, 0);
+  emit_main(g, &op, lbl(g, stage_slot(g, k, slot), "stage %d %s all-gather", k, what));
+}
+
 static void forward_pass(gen *g, int chunk, int u)
 {
   const ts_plan *p = g->p;
@@ -445,9 +465,12 @@ static void forward_pass(gen *g, int chunk, int u)
   int a = p->stage_first[k], b = p->stage_first[k + 1];
   const ts_model *m = p->model;
   if (k > 0) {
-    double bytes = p->exec[a - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, a - 1, &gather);
     pend(g, p2p(g, TS_OP_RECV, S_RECV_F, (k - 1) % P, bytes, tag(g, FALSE, k - 1, u),
                 lbl(g, stage_slot(g, k, L_RECV_F), "recv activations stage %d", k)));
+    if (gather)
+      boundary_gather(g, a - 1, k, L_GATHER_F, "activations");
   }
   if (p->zero >= 3) {
     int *order = g_new(int, b - a);
@@ -459,7 +482,8 @@ static void forward_pass(gen *g, int chunk, int u)
   for (int i = a; i < b; i++)
     fwd_layer(g, i, FALSE);
   if (k < p->nstages - 1) {
-    double bytes = p->exec[b - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, b - 1, &gather);
     p2p(g, TS_OP_SEND, S_SEND_F, (k + 1) % P, bytes, tag(g, FALSE, k, u),
         lbl(g, stage_slot(g, k, L_SEND_F), "send activations %s stage %d", m->layers[b - 1].name,
             k));
@@ -472,9 +496,12 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
   int P = p->degree[TS_AX_PP], k = chunk * P + g->device;
   int a = p->stage_first[k], b = p->stage_first[k + 1];
   if (k < p->nstages - 1) {
-    double bytes = p->exec[b - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, b - 1, &gather);
     pend(g, p2p(g, TS_OP_RECV, S_RECV_B, (k + 1) % P, bytes, tag(g, TRUE, k, u),
                 lbl(g, stage_slot(g, k, L_RECV_B), "recv gradients stage %d", k)));
+    if (gather)
+      boundary_gather(g, b - 1, k, L_GATHER_B, "gradients");
   }
   gboolean full = p->recompute == TS_RECOMPUTE_FULL;
   if (p->zero >= 3) {
@@ -506,7 +533,8 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     i = u0 - 1;
   }
   if (k > 0) {
-    double bytes = p->exec[a - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, a - 1, &gather);
     p2p(g, TS_OP_SEND, S_SEND_B, (k - 1) % P, bytes, tag(g, TRUE, k - 1, u),
         lbl(g, stage_slot(g, k, L_SEND_B), "send gradients %s stage %d", p->model->layers[a].name,
             k));

@@ -112,6 +112,23 @@ static double bubble_fraction(const ts_replay_result *rr)
   return rr->critical.idle_s / (rr->critical.idle_s + work);
 }
 
+/* Ops of program `prog` whose label contains `needle`. */
+static int count_ops(const ts_trace *tr, int prog, const char *needle, double *bytes)
+{
+  int n = 0;
+  if (bytes != NULL)
+    *bytes = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = &tr->programs[prog].ops[i];
+    if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
+      continue;
+    n++;
+    if (bytes != NULL)
+      *bytes += o->bytes;
+  }
+  return n;
+}
+
 /* ---- pipeline ------------------------------------------------------------------------- */
 
 Test(pipeline, gpipe_bubble_emerges_from_replay)
@@ -213,14 +230,16 @@ Test(pipeline, stages_balanced_by_compute)
 
 Test(pipeline, sends_activations_between_stages)
 {
-  /* Every micro-batch crosses each stage boundary once forward and once backward. */
+  /* Every micro-batch crosses each stage boundary once forward and once backward; each
+   * tensor-parallel rank sends 1/t of the (replicated) activation and the receivers
+   * all-gather it (Narayanan et al. 2021 SC, section 4.1). */
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,pp=8@y", 16, 2);
   GError *err = NULL;
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
   int P = 8, M = (int)p->n_micro;
-  double act = (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes * 2;
+  double full = (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes * 2, act = full / 8;
   for (int s = 0; s < P; s++) {
     int sends = 0, recvs = 0;
     for (int i = 0; i < tr->programs[s].nops; i++) {
@@ -233,8 +252,14 @@ Test(pipeline, sends_activations_between_stages)
         recvs++;
       if (o->kind == TS_OP_SEND || o->kind == TS_OP_RECV)
         cr_assert(o->bytes == act || strstr(g_ptr_array_index(tr->labels, o->label), "tied"),
-                  "stage %d: %g bytes, expected s*b*h*2 = %g", s, o->bytes, act);
+                  "stage %d: %g bytes, expected s*b*h*2/t = %g", s, o->bytes, act);
     }
+    double gathered;
+    int ng = count_ops(tr, s, "all-gather", &gathered) - count_ops(tr, s, "fwd all-gather", NULL) -
+             count_ops(tr, s, "bwd all-gather", NULL) -
+             count_ops(tr, s, "recompute all-gather", NULL);
+    int recv_boundaries = (s > 0) + (s < P - 1);
+    cr_assert_eq(ng, recv_boundaries * M, "stage %d: %d boundary gathers", s, ng);
     int boundaries = (s > 0) + (s < P - 1);
     int tied = (s == 0 || s == P - 1) ? 1 : 0;
     cr_assert_eq(sends, boundaries * M + tied, "stage %d: %d sends", s, sends);
@@ -352,23 +377,6 @@ Test(zero, model_state_memory_formulas)
     cr_assert_float_eq(got, want[z], want[z] * 1e-9, "zero=%d: %.17g bytes, expected %.17g", z, got,
                        want[z]);
   }
-}
-
-/* Ops of program `prog` whose label starts with `prefix`. */
-static int count_ops(const ts_trace *tr, int prog, const char *needle, double *bytes)
-{
-  int n = 0;
-  if (bytes != NULL)
-    *bytes = 0;
-  for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = &tr->programs[prog].ops[i];
-    if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
-      continue;
-    n++;
-    if (bytes != NULL)
-      *bytes += o->bytes;
-  }
-  return n;
 }
 
 Test(zero, stage_3_gathers_each_layer_once_per_pass)
