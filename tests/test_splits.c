@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static ts_topo *load_topo(const char *name)
 {
@@ -755,4 +756,53 @@ Test(models, megatron_gpt_table_1)
     double want = 72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
     cr_assert(fabs(f / want - 1) < 0.01, "%s: %.4g FLOP vs %.4g", name, f, want);
   }
+}
+
+/* ---- the program -------------------------------------------------------------------------- */
+
+static int run_cli(const char *args, char **out, char **err)
+{
+  g_autofree char *cmd = g_strdup_printf("%s %s", TS_TRAINSIM_BIN, args);
+  g_auto(GStrv) argv = NULL;
+  cr_assert(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+  int wait = 0;
+  cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err, &wait, NULL));
+  return WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+}
+
+Test(cli, bad_split_item_exits_2_with_one_line)
+{
+  const char *cases[] = {"-s pp=4,zero=9", "-s tp=4,schedule=zigzag", "-s dp=64,sp",
+                         "-s pp=4,dp=16,stages=1:2"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *args = g_strdup_printf("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 %s", cases[i]);
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_cli(args, &out, &err);
+    cr_assert_eq(st, 2, "`%s` exited %d: %s", args, st, err);
+    const char *nl = strchr(err, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "`%s`: expected one line, got '%s'", args, err);
+    cr_assert_str_eq(out, "");
+  }
+}
+
+Test(cli, pipeline_run_reports_memory_fields)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int st = run_cli("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=8,pp=8,schedule=gpipe "
+                   "-s tp=8,pp=8,zero=0 --format json",
+                   &out, &err);
+  cr_assert_eq(st, 0, "%s", err);
+  const char *fields[] = {"\"max_micro_batch_fits\"",
+                          "\"memory_over_bytes\"",
+                          "\"inflight_micro_batches\"",
+                          "\"memory_offloaded_bytes\"",
+                          "\"pipeline_stages\" : 8",
+                          "schedule=gpipe",
+                          "pp@y"};
+  for (size_t i = 0; i < G_N_ELEMENTS(fields); i++)
+    cr_assert(strstr(out, fields[i]) != NULL, "JSON lacks %s", fields[i]);
+  g_autofree char *t = NULL, *e2 = NULL;
+  st = run_cli("run -t tpu-v3-8x8 -m gpt3-1.3b -b 512 -s tp=8,dp=8", &t, &e2);
+  cr_assert_eq(st, 0, "%s", e2);
+  cr_assert(strstr(t, "micro-batch <= ") != NULL, "text lacks the fitting micro-batch: %s", t);
 }
