@@ -124,6 +124,13 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item,
                         "ps=N, N parameter-server shards, a whole number in [1, 1048576]");
     s->ps = (int)v;
+  } else if (strcmp(key, "ep") == 0) {
+    gint64 v;
+    if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
+      return item_error(error, text, item,
+                        "ep=N, the expert-parallel degree inside dp, a whole number in [1, "
+                        "1048576]");
+    s->ep = (int)v;
   } else if (strcmp(key, "ps-placement") == 0) {
     static const char *const n[] = {"colocated", "dedicated", NULL};
     int v = val ? lookup(n, val) : -1;
@@ -175,7 +182,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else {
     return item_error(error, text, item,
                       "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
-                      "offload, ps, ps-placement, stages, kind:K, name:GLOB)");
+                      "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -212,13 +219,13 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {"zero", "schedule",     "recompute", "sp", "offload",
-                                            "ps",   "ps-placement", "stages",    NULL};
+                                            "ps",   "ps-placement", "stages",    "ep", NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), or an option: zero, schedule, recompute, sp, "
-                    "offload, ps, ps-placement, stages, kind:K, name:GLOB",
+                    "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB",
                     text, key);
         return NULL;
       }

@@ -8,6 +8,7 @@
 #include "ts_util.h"
 
 #include <criterion/criterion.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -643,6 +644,7 @@ Test(split, invalid_combinations)
       {"pp=8,dp=8,schedule=interleaved:2", 96, 1, "expected a multiple of 8"},
       {"pp=8,dp=8,stages=4:4", 64, 1, "expected 8 stages"},
       {"tp=8,dp=8,name:nothing*=dp", 64, 0, "matches no layer"},
+      {"dp=64,ep=8", 64, 0, "has no mixture-of-experts layer"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
@@ -805,4 +807,103 @@ Test(cli, pipeline_run_reports_memory_fields)
   st = run_cli("run -t tpu-v3-8x8 -m gpt3-1.3b -b 512 -s tp=8,dp=8", &t, &e2);
   cr_assert_eq(st, 0, "%s", e2);
   cr_assert(strstr(t, "micro-batch <= ") != NULL, "text lacks the fitting micro-batch: %s", t);
+}
+
+/* ---- mixture of experts ----------------------------------------------------------------- */
+
+Test(models, mixture_of_experts_counts)
+{
+  /* E copies of the MLP in every other layer, each token through top_k of them, plus the gate
+   * (h x E): parameters grow by (E - 1) MLPs + gate per MoE layer, FLOPs by (top_k - 1) MLPs
+   * + gate. DeepSpeed-MoE (Rajbhandari et al. 2022): 1.3B+MoE-128 has 52B parameters. */
+  g_autoptr(ts_model) moe = load_model("gpt-1.3b-moe-128");
+  g_autoptr(ts_model) dense = load_model("gpt3-1.3b");
+  double h = 2048, f = 8192, E = 128, T = 2048, nmoe = 12;
+  double mlp = h * f + f + f * h + h;
+  double want = ts_model_params(dense) + nmoe * ((E - 1) * mlp + h * E);
+  double got = ts_model_params(moe);
+  cr_assert_float_eq(got, want, want * 1e-12, "%.17g vs %.17g", got, want);
+  double r = fabs(got / 52e9 - 1);
+  cr_assert(r < 0.01, "%.4g parameters vs DeepSpeed-MoE's 52B", got);
+  /* Top-1: the same work per token as the dense model, plus the gate (forward 2ThE + TE
+   * softmax, backward 2 x 2ThE). */
+  double fd = ts_model_train_flops_per_sample(dense), fm = ts_model_train_flops_per_sample(moe);
+  double gate = nmoe * (3 * 2 * T * h * E + T * E);
+  cr_assert_float_eq(fm, fd + gate, (fd + gate) * 1e-12, "%.17g vs %.17g", fm, fd + gate);
+  int nexp = 0;
+  for (int i = 0; i < moe->nlayers; i++)
+    if (moe->layers[i].experts > 0) {
+      nexp++;
+      cr_assert(strstr(moe->layers[i].name, "fc") != NULL);
+      cr_assert(g_str_has_prefix(moe->layers[i].name, "block."));
+    }
+  cr_assert_eq(nexp, 24, "%d expert layers, expected fc1 and fc2 of 12 blocks", nexp);
+}
+
+Test(models, mixture_of_experts_key_errors)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-moe-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "m.ini", NULL);
+  const char *text = "[model]\nkind = transformer\n[transformer]\nlayers = 2\nhidden = 64\n"
+                     "heads = 4\nsequence = 16\nvocab = 100\nexperts = 4\ntop_k = 5\n";
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  GError *err = NULL;
+  ts_model *m = ts_model_load(path, &err);
+  cr_assert_null(m);
+  cr_assert(strstr(err->message, "[transformer] top_k='5': expected at most [transformer] "
+                                 "experts = 4"),
+            "%s", err->message);
+  g_error_free(err);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+Test(experts, all_to_all_and_expert_shards)
+{
+  /* GShard (Lepikhin et al. 2021, section 2.2) / DeepSpeed-MoE: with ep ranks each keeps
+   * E / ep experts; every MoE layer dispatches its tokens' top_k copies to their experts and
+   * combines them back, forward and backward: four all-to-alls of top_k s b h D bytes per MoE
+   * layer per micro-batch. Expert gradients are synchronised over the dp / ep replicas of each
+   * expert, the rest over all of dp. */
+  g_autoptr(ts_model) m = load_model("gpt-1.3b-moe-128");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,ep=8,zero=1", 128, 2);
+  double dense = 0, expert = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    *(m->layers[i].experts > 0 ? &expert : &dense) += m->layers[i].params;
+  double psi = p->params_per_chip, want = dense + expert / 8;
+  cr_assert_float_eq(psi, want, want * 1e-12, "%.17g parameters per chip, expected %.17g", psi,
+                     want);
+  /* ZeRO-1: optimizer state sharded over 32 ranks (dense) and over 4 (experts). */
+  double opt = p->mem.optimizer, want_opt = 12 * (dense / 32 + expert / 8 / 4);
+  cr_assert_float_eq(opt, want_opt, want_opt * 1e-12);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  double bytes;
+  int n = count_ops(tr, 0, "all-to-all", &bytes);
+  int M = (int)p->n_micro;
+  double each = 1 * 2048.0 * 2 * 2048 * 2; /* top_k s b h D */
+  cr_assert_eq(n, 4 * 12 * M, "%d all-to-alls, expected 4 x 12 MoE layers x %d", n, M);
+  cr_assert_float_eq(bytes, n * each, n * each * 1e-12);
+  int ep_groups = 0, edp_sync = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind != TS_OP_COLL)
+      continue;
+    const char *gname = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
+    if (o->coll == TS_COLL_ALLTOALL)
+      ep_groups += strcmp(gname, "ep") == 0;
+    if (o->cat == TS_CAT_COMM_DP && o->coll == TS_COLL_REDUCESCATTER && strcmp(gname, "dp") == 0)
+      edp_sync++;
+  }
+  cr_assert_eq(ep_groups, n);
+  cr_assert(edp_sync > 0, "no expert gradient reduction over dp / ep");
+  ts_replay_result rr;
+  replay_plan(p, &rr);
+  /* Collapsed and full replays agree with the extra axis. */
+  ts_replay_result full;
+  ts_run_options rf = {"analytic", NULL, TRUE};
+  cr_assert(ts_run_replay(tr, t, &rf, &full, &err), "%s", err ? err->message : "");
+  double a = rr.step_time_s, b = full.step_time_s;
+  cr_assert_eq(a, b, "collapsed %.17g != full %.17g", a, b);
 }
