@@ -138,7 +138,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item, "ps-placement=colocated or dedicated");
     s->ps_placement = (ts_ps_placement)v;
   } else if (strcmp(key, "stages") == 0) {
-    g_auto(GStrv) parts = g_strsplit(val ? val : "", ":", -1);
+    if (val == NULL || *val == '\0')
+      return item_error(error, text, item,
+                        "stages=N1:N2:...: layers per pipeline stage, whole numbers >= 1");
+    g_auto(GStrv) parts = g_strsplit(val, ":", -1);
     int n = (int)g_strv_length(parts);
     g_free(s->stage_layers);
     s->stage_layers = g_new0(int, n > 0 ? n : 1);
@@ -200,6 +203,9 @@ ts_split *ts_split_parse(const char *text, GError **error)
     return NULL;
   }
   g_auto(GStrv) items = g_strsplit(text, ",", -1);
+  /* Option keys seen so far, NULL-terminated (an option given twice is an error, as an axis). */
+  g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(seen, NULL);
   for (char **it = items; *it != NULL; it++) {
     char *item = g_strstrip(*it);
     const char *eq = strchr(item, '=');
@@ -229,6 +235,14 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     text, key);
         return NULL;
       }
+      gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");
+      if (!rule && g_strv_contains((const char *const *)seen->pdata, key)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--split '%s': option %s given twice", text,
+                    key);
+        return NULL;
+      }
+      if (!rule)
+        g_ptr_array_insert(seen, (gint)seen->len - 1, g_strdup(key));
       if (!parse_option(s, text, item, key, eq ? eq + 1 : NULL, error))
         return NULL;
       continue;

@@ -614,6 +614,9 @@ Test(split, option_errors_name_the_item)
       {"tp=8,kind:conv2d=both", "item 'kind:conv2d=both'"},
       {"tp=8,colour=red", "unknown axis 'colour'"},
       {"zero", "item 'zero': expected AXIS=DEGREE"},
+      {"pp=2,stages=", "item 'stages=': expected stages=N1:N2"},
+      {"pp=8,schedule=gpipe,schedule=1f1b", "option schedule given twice"},
+      {"tp=8,sp,sp=off", "option sp given twice"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
