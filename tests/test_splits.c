@@ -103,7 +103,7 @@ static void replay_plan(const ts_plan *p, ts_replay_result *rr)
   GError *err = NULL;
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
   cr_assert_not_null(tr, "%s", err ? err->message : "");
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, p->topo, &ro, rr, &err), "%s", err ? err->message : "");
 }
 
@@ -269,7 +269,7 @@ Test(pipeline, sends_activations_between_stages)
   }
   /* The collapsed replay (one rank per stage) equals the full one. */
   ts_replay_result a, b;
-  ts_run_options ro = {"analytic", NULL, FALSE}, rf = {"analytic", NULL, TRUE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE}, rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
   cr_assert(ts_run_replay(tr, t, &ro, &a, &err), "%s", err ? err->message : "");
   cr_assert(ts_run_replay(tr, t, &rf, &b, &err), "%s", err ? err->message : "");
   double x = a.step_time_s, y = b.step_time_s;
@@ -561,7 +561,7 @@ Test(hybrid, one_weird_trick_redistribution)
   ts_plan_options_default(&po);
   po.global_batch = 256;
   po.micro_batch = 8;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   g_autoptr(ts_split) s1 = ts_split_parse("dp=32", &err);
   g_autoptr(ts_split) s2 = ts_split_parse("tp=8@node,dp=4@net,kind:conv2d=dp,kind:dense=dp", &err);
   po.micro_batch = 8;
@@ -717,7 +717,7 @@ Test(compose, every_combination_replays)
     ts_plan_options po;
     ts_plan_options_default(&po);
     po.global_batch = 256;
-    ts_run_options ro = {"analytic", NULL, FALSE}, rf = {"analytic", NULL, TRUE};
+    ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE}, rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
     cr_assert(ts_run_predict(m, t, s, &po, &ro, &a, &err), "%s: %s", splits[i],
               err ? err->message : "");
     cr_assert(ts_run_predict(m, t, s, &po, &rf, &b, &err), "%s: %s", splits[i],
