@@ -269,7 +269,8 @@ Test(pipeline, sends_activations_between_stages)
   }
   /* The collapsed replay (one rank per stage) equals the full one. */
   ts_replay_result a, b;
-  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE}, rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE},
+                 rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
   cr_assert(ts_run_replay(tr, t, &ro, &a, &err), "%s", err ? err->message : "");
   cr_assert(ts_run_replay(tr, t, &rf, &b, &err), "%s", err ? err->message : "");
   double x = a.step_time_s, y = b.step_time_s;
@@ -717,7 +718,8 @@ Test(compose, every_combination_replays)
     ts_plan_options po;
     ts_plan_options_default(&po);
     po.global_batch = 256;
-    ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE}, rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
+    ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE},
+                   rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
     cr_assert(ts_run_predict(m, t, s, &po, &ro, &a, &err), "%s: %s", splits[i],
               err ? err->message : "");
     cr_assert(ts_run_predict(m, t, s, &po, &rf, &b, &err), "%s: %s", splits[i],
@@ -905,7 +907,7 @@ Test(experts, all_to_all_and_expert_shards)
   replay_plan(p, &rr);
   /* Collapsed and full replays agree with the extra axis. */
   ts_replay_result full;
-  ts_run_options rf = {"analytic", NULL, TRUE};
+  ts_run_options rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
   cr_assert(ts_run_replay(tr, t, &rf, &full, &err), "%s", err ? err->message : "");
   double a = rr.step_time_s, b = full.step_time_s;
   cr_assert_eq(a, b, "collapsed %.17g != full %.17g", a, b);
