@@ -507,16 +507,18 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
   const ts_group_shape *g = &a->group->shape;
-  if (!(op->bytes >= 0) || op->bytes > 9.0e15 || op->bytes != floor(op->bytes)) {
+  /* Transfers move whole bytes (a decomposition of count = bytes elements of one byte); a
+   * fractional size, e.g. fp16 gradients split 8 ways, is rounded: at most half a byte. */
+  if (!(op->bytes >= 0) || op->bytes > 9.0e15) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                "'%s': collective of %g bytes: the simgrid backend needs a whole number of bytes",
-                a->label, op->bytes);
+                "collective of %g bytes: expected a size in [0, 9e15] bytes", op->bytes);
     return NULL;
   }
+  double bytes = nearbyint(op->bytes);
   GString *key = g_string_new(NULL);
   for (int k = 0; k < g->npieces; k++)
     g_string_append_printf(key, "%d:%d:%d,", g->p[k].dim, g->p[k].size, g->p[k].stride);
-  g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, op->bytes);
+  g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, bytes);
   plan_index *pi = g_hash_table_lookup(b->plans, key->str);
   if (pi != NULL) {
     g_string_free(key, TRUE);
@@ -530,7 +532,7 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
       return NULL;
     }
   }
-  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)op->bytes, 1.0, error);
+  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)bytes, 1.0, error);
   if (p == NULL) {
     g_string_free(key, TRUE);
     return NULL;
