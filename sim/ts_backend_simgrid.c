@@ -1047,3 +1047,20 @@ char *ts_link_report_summary(const GPtrArray *rows, int top)
   }
   return g_string_free(s, FALSE);
 }
+
+gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_path, int top,
+                                         char **summary, GError **error)
+{
+  if (summary != NULL)
+    *summary = NULL;
+  if (!ts_backend_is_simgrid(b))
+    return TRUE;
+  GPtrArray *rows = NULL;
+  if (!ts_backend_simgrid_link_report(b, &rows, NULL, error))
+    return FALSE;
+  gboolean ok = csv_path == NULL || ts_link_report_write_csv(rows, csv_path, error);
+  if (ok && summary != NULL)
+    *summary = ts_link_report_summary(rows, top);
+  g_ptr_array_unref(rows);
+  return ok;
+}

@@ -74,6 +74,14 @@ gboolean ts_link_report_write_csv(const GPtrArray *rows, const char *path, GErro
 /** A short text table of the `top` most loaded links, for a replay's summary. Caller frees. */
 char *ts_link_report_summary(const GPtrArray *rows, int top);
 
+/**
+ * After a run, in one call for the commands: writes every link's load as CSV to csv_path
+ * (NULL: no file) and returns the `top` most loaded links as text in *summary (NULL: not
+ * wanted; caller frees). Does nothing and returns TRUE when b is not a simgrid backend.
+ */
+gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_path, int top,
+                                         char **summary, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -420,6 +420,20 @@ Test(report, stride2_link_loads)
   g_autofree char *sum = ts_link_report_summary(rows, 3);
   cr_expect(strstr(sum, "c0.x+") != NULL && strstr(sum, "coll0") != NULL, "%s", sum);
   g_ptr_array_unref(rows);
+  /* The one-call form the commands use: a CSV line per link, and the summary. */
+  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "ts-test-links.csv", NULL);
+  char *top = NULL;
+  ok = ts_backend_simgrid_report_links(b, path, 2, &top, &e);
+  cr_assert(ok, "%s", e != NULL ? e->message : "");
+  g_autofree char *file = NULL;
+  cr_assert(g_file_get_contents(path, &file, NULL, NULL));
+  int lines = 0;
+  for (const char *c = file; *c != '\0'; c++)
+    lines += *c == '\n';
+  cr_expect_eq(lines, 17);
+  cr_expect(top != NULL && strstr(top, "c0.x+") != NULL);
+  g_free(top);
+  g_unlink(path);
   ts_backend_free(b);
 }
 
