@@ -17,6 +17,7 @@
 #include <math.h>
 #include <simgrid/barrier.h>
 #include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -107,6 +108,10 @@ struct sgb {
   GPtrArray *label_names; /* label index -> char* */
   gint64 flows;
   gboolean async_steps; /* trainsim/collective-steps:async */
+  /* Worker actors, reused: creating an actor maps and unmaps a stack, which cost more than
+   * the simulation itself on a data-parallel step (half the time in the kernel). */
+  GPtrArray **idle; /* per chip: idle workers on its host */
+  int live_jobs;    /* activities started and not yet reported */
 };
 
 static sgb *ctx_of(const ts_backend *b)
@@ -331,9 +336,9 @@ static void job_free(job *j)
   g_free(j);
 }
 
-static void part_main(void *arg)
+/* Runs one actor's share of an activity; the last share to end reports the activity. */
+static void run_part(part *p)
 {
-  part *p = arg;
   job *j = p->j;
   sgb *b = j->b;
   /* Activities under way finish even after an error (only their reports are dropped): an
@@ -356,29 +361,84 @@ static void part_main(void *arg)
   }
   if (--j->left > 0)
     return;
-  /* The activity's last actor reports it. */
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
-  /* After an error the remaining actors drain without reporting: the engine has stopped. */
+  /* After an error the remaining activities drain without reporting: the engine has stopped. */
   if (b->error == NULL) {
     GError *e = NULL;
     if (!ts_replay_complete(b->r, j->act.token, end, &e))
       b->error = e;
   }
+  b->live_jobs--;
   job_free(j);
+}
+
+/* A worker actor: runs the parts handed to it on its chip, then waits, idle, for the next.
+ * When no activity is left it exits, so that the simulation ends. */
+typedef struct {
+  sgb *b;
+  int chip;
+  sg_sem_t sem;
+  part *p; /* next part, or NULL to exit */
+} worker;
+
+static void stop_idle_workers(sgb *b)
+{
+  for (int c = 0; c < b->topo->nchips; c++)
+    while (b->idle[c]->len > 0) {
+      worker *w = g_ptr_array_steal_index_fast(b->idle[c], b->idle[c]->len - 1);
+      w->p = NULL;
+      sg_sem_release(w->sem);
+    }
+}
+
+static void worker_main(void *arg)
+{
+  worker *w = arg;
+  sgb *b = w->b;
+  while (w->p != NULL) {
+    run_part(w->p);
+    w->p = NULL;
+    if (b->live_jobs == 0) {
+      stop_idle_workers(b);
+      break;
+    }
+    g_ptr_array_add(b->idle[w->chip], w);
+    sg_sem_acquire(w->sem);
+  }
+  sg_sem_destroy(w->sem);
+  g_free(w);
+}
+
+static void dispatch(sgb *b, part *p, int chip)
+{
+  GPtrArray *idle = b->idle[chip];
+  if (idle->len > 0) {
+    worker *w = g_ptr_array_steal_index_fast(idle, idle->len - 1);
+    w->p = p;
+    sg_sem_release(w->sem);
+    return;
+  }
+  worker *w = g_new0(worker, 1);
+  w->b = b;
+  w->chip = chip;
+  w->sem = sg_sem_init(0);
+  w->p = p;
+  ts_sg_spawn("w", ts_platform_host(b->plat, chip), worker_main, w);
 }
 
 static void spawn(sgb *b, job *j)
 {
   const ts_topo *t = b->topo;
+  b->live_jobs++;
   for (int i = 0; i < j->nparts; i++) {
     int chip = j->act.chip;
     if (j->act.kind == TS_OP_COLL)
       chip = ts_group_member_chip(t, &j->act.group->shape, j->act.chip, i);
     else if (j->act.kind == TS_OP_SEND && i == 1)
       chip = j->act.peer;
-    ts_sg_spawn("a", ts_platform_host(b->plat, chip), part_main, &j->parts[i]);
+    dispatch(b, &j->parts[i], chip);
   }
 }
 
@@ -642,6 +702,9 @@ static void sgb_free(ts_backend *bk)
   g_ptr_array_unref(b->queue);
   g_hash_table_unref(b->plans);
   g_ptr_array_unref(b->label_names);
+  for (int c = 0; c < b->topo->nchips; c++)
+    g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
+  g_free(b->idle);
   g_free(b->config);
   if (b->error != NULL)
     g_error_free(b->error);
@@ -872,6 +935,9 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
   b->acc = g_new0(link_acc, ts_platform_nlinks(b->plat) > 0 ? ts_platform_nlinks(b->plat) : 1);
   b->label_names = g_ptr_array_new_with_free_func(g_free);
+  b->idle = g_new(GPtrArray *, t->nchips);
+  for (int c = 0; c < t->nchips; c++)
+    b->idle[c] = g_ptr_array_new();
   ts_backend *bk = g_new0(ts_backend, 1);
   bk->name = "simgrid";
   bk->ctx = b;
