@@ -1,9 +1,10 @@
-/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts becomes
- * SimGrid actors on a platform built from the topology: a compute is an execution on the
- * chip's host; a send is a sender and a receiver actor exchanging one message; a collective
- * has one actor per member, which runs the member's sends and receives of its decomposition,
- * step after step. Flows of concurrent activities share links under max-min fairness (CM02),
- * so contention emerges instead of being assumed away.
+/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts is run
+ * by SimGrid actors on a platform built from the topology: a compute is an execution on the
+ * chip's host; a send is a sender and a receiver exchanging one message; a collective has one
+ * share per member, which runs the member's sends and receives of its decomposition, step
+ * after step. Flows of concurrent activities share links under max-min fairness (CM02), so
+ * contention emerges instead of being assumed away. Shares run on worker actors that are
+ * reused (see worker_main).
  *
  * Why actors per member and mailboxes rather than one driver sending host-to-host
  * (Comm::sendto_async): SimGrid 3.32 keeps every such detached comm in one list and removes a
@@ -33,8 +34,8 @@ const char *const ts_simgrid_pinned_cfg[] = {
      * reverse traffic, no TCP window cap (SimGrid network_cm02.cpp; measured in
      * docs/backends.md: every closed form matched to the printed precision). */
     "network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0",
-    /* Actors only run small C closures; 256 KiB stacks instead of 8 MiB keep thousands of
-     * concurrent collectives cheap. */
+    /* Workers run a share, the engine's completion code and the collective planner (no large
+     * stack arrays); 256 KiB stacks instead of 8 MiB keep thousands of workers cheap. */
     "contexts/stack-size:256",
 #ifdef __SANITIZE_ADDRESS__
     /* SimGrid's default context switching confuses AddressSanitizer. */
@@ -64,8 +65,8 @@ typedef struct sgb sgb;
 
 /* A decomposition indexed by step and member, so that each member finds its own sends and
  * receives of a step without scanning everyone's (a 4096-member step has 8192 transfers).
- * Within a step, a member's sends to one peer keep the order of the step's transfer list, and
- * so do the peer's receives: mailboxes match them first come, first served. */
+ * A pair exchanges at most one message per step (transfers merged), and both sides post
+ * their steps in order, so a mailbox per pair matches messages first come, first served. */
 typedef struct {
   ts_coll_plan *plan;
   int n, nsteps;
@@ -259,8 +260,7 @@ static void account(job *j, int src, const int *dst, const double *bytes, int n,
     g_array_set_size(route, 0);
     ts_platform_route(b->plat, src, dst[i], route);
     for (guint k = 0; k < route->len; k++)
-      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0,
-               end[i] - b->t0);
+      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0, end[i] - b->t0);
   }
   b->flows += n;
   g_array_unref(route);
@@ -303,8 +303,8 @@ static void run_member(job *j, int m)
         g_array_index(ins, sg_mailbox_t, k) =
             cached_mailbox(j, m, pi->in_peer[i0 + k], FALSE, cache, &ncache);
       double *t = (double *)times->data;
-      ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no,
-                     (sg_mailbox_t *)ins->data, ni, t, t + no);
+      ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no, (sg_mailbox_t *)ins->data,
+                     ni, t, t + no);
       account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no);
     }
     if (!b->async_steps)
@@ -500,11 +500,13 @@ static plan_index *plan_index_new(ts_coll_plan *plan, int n)
   pi->out_off = g_new0(int, rows + 1);
   pi->in_off = g_new0(int, rows + 1);
   GArray *xf = g_array_new(FALSE, FALSE, sizeof(ts_xfer));
-  GArray *op = g_array_new(FALSE, FALSE, sizeof(int)), *ob = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *op = g_array_new(FALSE, FALSE, sizeof(int)),
+         *ob = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *ip = g_array_new(FALSE, FALSE, sizeof(int));
   /* A step's transfers grouped by source and by destination (counting sort). */
   int *off_o = g_new(int, n + 1), *off_i = g_new(int, n + 1), *cur = g_new(int, n);
-  GArray *so = g_array_new(FALSE, FALSE, sizeof(int)), *sb = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *so = g_array_new(FALSE, FALSE, sizeof(int)),
+         *sb = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *si = g_array_new(FALSE, FALSE, sizeof(int));
   for (int s = 0; s < pi->nsteps; s++) {
     g_array_set_size(xf, 0);
@@ -628,11 +630,10 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
     }
     break;
   case TS_OP_SEND:
-    if (a->chip < 0 || a->chip >= b->topo->nchips || a->peer < 0 ||
-        a->peer >= b->topo->nchips) {
+    if (a->chip < 0 || a->chip >= b->topo->nchips || a->peer < 0 || a->peer >= b->topo->nchips) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                  "'%s': send from rank %d to rank %d: the platform has chips 0 to %d",
-                  a->label, a->chip, a->peer, b->topo->nchips - 1);
+                  "'%s': send from rank %d to rank %d: the platform has chips 0 to %d", a->label,
+                  a->chip, a->peer, b->topo->nchips - 1);
       g_free(j);
       return FALSE;
     }
@@ -893,8 +894,8 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   g_autofree char *sg_joined = g_strjoinv(" ", (char **)sg->pdata);
 
   if (ts_sg_initialised()) {
-    if (proc.plat == NULL || !same_array(proc.topo, t) ||
-        memcmp(&proc.opts, &o, sizeof o) != 0 || strcmp(proc.sg_cfg, sg_joined) != 0) {
+    if (proc.plat == NULL || !same_array(proc.topo, t) || memcmp(&proc.opts, &o, sizeof o) != 0 ||
+        strcmp(proc.sg_cfg, sg_joined) != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "SimGrid already runs another platform or other settings in this process: it "
                   "takes one platform per process (replay each array in its own process)");
@@ -988,8 +989,8 @@ static int load_cmp(gconstpointer a, gconstpointer b)
   return x->link - y->link;
 }
 
-gboolean ts_backend_simgrid_link_report(const ts_backend *bk, GPtrArray **rows,
-                                        double *makespan_s, GError **error)
+gboolean ts_backend_simgrid_link_report(const ts_backend *bk, GPtrArray **rows, double *makespan_s,
+                                        GError **error)
 {
   sgb *b = ctx_of(bk);
   if (b == NULL || !b->has_run) {
@@ -1096,8 +1097,8 @@ gboolean ts_link_report_write_csv(const GPtrArray *rows, const char *path, GErro
 char *ts_link_report_summary(const GPtrArray *rows, int top)
 {
   GString *s = g_string_new(NULL);
-  g_string_append_printf(s, "%-22s %12s %10s %10s  %s\n", "most loaded links", "bytes",
-                         "busy", "busy/step", "top collective");
+  g_string_append_printf(s, "%-22s %12s %10s %10s  %s\n", "most loaded links", "bytes", "busy",
+                         "busy/step", "top collective");
   for (guint i = 0; i < rows->len && (int)i < top; i++) {
     const ts_link_load *l = g_ptr_array_index(rows, i);
     if (l->bytes <= 0)

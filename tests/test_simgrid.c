@@ -200,8 +200,7 @@ Test(agree, hierarchical_gpu_cluster)
 {
   /* NCCL-style: ring reduce-scatter in the node, ring all-reduce across nodes on the shard,
    * ring all-gather in the node: 2*7*(a_n + S/8/B_n) + 2*3*(a_net + S/8/4/B_net). */
-  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7},
-                        {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
   ts_group_shape g;
@@ -219,8 +218,7 @@ Test(agree, hierarchical_gpu_cluster)
  * port unevenly: both backends give the same time (broadcast chains excepted, see below). */
 Test(agree, every_algorithm_on_switches)
 {
-  const dim_spec d[] = {{"node", 4, TS_SHAPE_SWITCH, 300, 0.7},
-                        {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  const dim_spec d[] = {{"node", 4, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
   ts_group_shape g;
@@ -304,8 +302,8 @@ Test(step, tensor_and_data_crossing_links_slower)
   predict("bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, "analytic", &a);
   predict("bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, "simgrid", &s);
   double ratio = s.step_time_s / a.step_time_s;
-  cr_expect(ratio > 1.02 && ratio < 2.0, "simgrid %.6g s / analytic %.6g s = %.4f",
-            s.step_time_s, a.step_time_s, ratio);
+  cr_expect(ratio > 1.02 && ratio < 2.0, "simgrid %.6g s / analytic %.6g s = %.4f", s.step_time_s,
+            a.step_time_s, ratio);
   double compute_a = a.compute_time_s, compute_s = s.compute_time_s;
   expect_close(compute_s, compute_a, 1e-9, "compute is not contended");
   ts_result_clear(&a);
@@ -349,8 +347,7 @@ Test(contention, eight_gpus_share_one_nic)
   /* 4 nodes of 8 GPUs; ring all-reduce along "net" on all 8 rails at once. With one NIC per
    * GPU the rails are independent; with one NIC per node all 8 flows of a step share it:
    * bandwidth term x8, latency unchanged. */
-  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7},
-                        {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   ts_group_shape g = one_piece(1, 4, 1);
   double S = 100e6;
@@ -365,8 +362,7 @@ Test(contention, eight_gpus_share_one_nic)
 
 Test(contention, per_gpu_nics_agree)
 {
-  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7},
-                        {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   ts_group_shape g = one_piece(1, 4, 1);
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_RING, 100e6, 1);
@@ -712,8 +708,7 @@ Test(platform, torus_cluster_loads)
 
 Test(platform, dijkstra_gpu_cluster_loads)
 {
-  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7},
-                        {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   ts_platform_opts o = {{0}};
   o.chips_per_port[1] = 8;
@@ -792,7 +787,9 @@ Test(cmd, platform_writes_xml)
 
 Test(cmd, platform_errors_one_line)
 {
-  const char *bad[] = {"", "--topology nosuch", "--topology tpu-v3-8x8 --routing fast",
+  const char *bad[] = {"",
+                       "--topology nosuch",
+                       "--topology tpu-v3-8x8 --routing fast",
                        "--topology asym-16x16 --routing torus",
                        "--topology dgx-a100-4node --chips-per-port net=3",
                        "--topology dgx-a100-4node --chips-per-port nett=8"};
