@@ -1,5 +1,6 @@
 /* cmd_run: `trainsim run`, the what-if: step time, breakdown and memory of one or more splits. */
 #include "ts_cmd.h"
+#include "ts_plot.h"
 #include "ts_run.h"
 #include "ts_timeline.h"
 #include "ts_util.h"
@@ -34,7 +35,7 @@ int ts_cmd_run(int argc, char **argv)
   g_auto(GStrv) splits = NULL, cfg = NULL;
   gint64 global_batch = 0, micro_batch = 0;
   double bucket_MiB = 25.0;
-  gboolean full = FALSE;
+  gboolean full = FALSE, plot = FALSE;
   g_autofree char *link_report = NULL;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
@@ -73,6 +74,10 @@ int ts_cmd_run(int argc, char **argv)
        "F"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
        "Also write results.txt, results.csv and results.json here (atomically)", "DIR"},
+      {"plot", 0, 0, G_OPTION_ARG_NONE, &plot,
+       "Also draw breakdown, memory (and timeline) plots into DIR/plots; needs --output-dir "
+       "and gnuplot",
+       NULL},
       {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline,
        "Write the replayed step (one --split) as Chrome trace-event JSON (Perfetto); tracks for "
        "the simulated chips, every chip with --full",
@@ -138,6 +143,11 @@ int ts_cmd_run(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--timeline %s: expected exactly one --split (a timeline shows one split's step)",
                 timeline);
+    return ts_cmd_fail("run", err);
+  }
+  if (plot && (outdir == NULL || !ts_plot_gnuplot_available(&err))) {
+    if (err == NULL)
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--plot: expected --output-dir DIR too");
     return ts_cmd_fail("run", err);
   }
   if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err))
@@ -220,6 +230,8 @@ int ts_cmd_run(int argc, char **argv)
     else if (outdir != NULL && !ts_cmd_write_outputs(outdir, &in, res, (int)results->len, &err))
       status = ts_cmd_fail("run", err);
     else if (!ts_write_file_atomic("-", text, strlen(text), &err))
+      status = ts_cmd_fail("run", err);
+    if (status == 0 && plot && !ts_cmd_plot_run(outdir, timeline, &err))
       status = ts_cmd_fail("run", err);
     ts_report_inputs_clear(&in);
   }
