@@ -41,13 +41,16 @@ int ts_cmd_run(int argc, char **argv)
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
        "Model file or shipped name (models/NAME.ini)", "M"},
       {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
-       "Split, e.g. dp=64 or tp=8@x,dp=8@y; repeat to compare (default: data, hybrid and "
-       "tensor parallel)",
+       "Split, e.g. dp=64, tp=8@x,dp=8@y or tp=8,pp=8,dp=16,zero=1,schedule=1f1b,"
+       "recompute=full (docs/splits.md); repeat to compare (default: data, hybrid and tensor "
+       "parallel)",
        "S"},
       {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
        "Samples (sequences or images) per step, all replicas together", "N"},
       {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &micro_batch,
-       "Samples per micro-batch per replica (default: global batch / dp, no accumulation)", "N"},
+       "Samples per micro-batch per replica (default: global batch / dp, no accumulation; with "
+       "pp, the largest giving >= 4 micro-batches per stage)",
+       "N"},
       {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &bucket_MiB,
        "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,

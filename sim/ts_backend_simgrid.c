@@ -1,12 +1,911 @@
-/* ts_backend_simgrid: placeholder until the contention-aware backend lands (issue 3). */
-#include "ts_replay.h"
+/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts becomes
+ * SimGrid actors on a platform built from the topology: a compute is an execution on the
+ * chip's host; a send is a sender and a receiver actor exchanging one message; a collective
+ * has one actor per member, which runs the member's sends and receives of its decomposition,
+ * step after step. Flows of concurrent activities share links under max-min fairness (CM02),
+ * so contention emerges instead of being assumed away.
+ *
+ * Why actors per member and mailboxes rather than one driver sending host-to-host
+ * (Comm::sendto_async): SimGrid 3.32 keeps every such detached comm in one list and removes a
+ * finished one with std::list::remove (CommImpl::finish), so N concurrent flows cost O(N) each;
+ * 8192 concurrent flows made that 4x slower than mailboxes (docs/backends.md, "Speed"). */
+#include "ts_backend_simgrid.h"
+#include "ts_sg_shim.h"
 #include "ts_util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <simgrid/mailbox.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Host speed in flop/s. Compute durations come from the roofline (ts_compute_time) and are
+ * executed as duration * speed flops; 1e9 keeps SimGrid's work-amount precision (1e-5 flop)
+ * at 1e-14 s. */
+#define HOST_SPEED 1e9
+
+const char *const ts_simgrid_pinned_cfg[] = {
+    /* Alpha-beta exact with max-min sharing: no LV08 latency and bandwidth factors, no 5 %
+     * reverse traffic, no TCP window cap (SimGrid network_cm02.cpp; measured in
+     * docs/backends.md: every closed form matched to the printed precision). */
+    "network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0",
+    /* Actors only run small C closures; 256 KiB stacks instead of 8 MiB keep thousands of
+     * concurrent collectives cheap. */
+    "contexts/stack-size:256",
+#ifdef __SANITIZE_ADDRESS__
+    /* SimGrid's default context switching confuses AddressSanitizer. */
+    "contexts/factory:thread",
+#endif
+    NULL};
+
+typedef struct {
+  int label;
+  double bytes;
+} label_bytes;
+
+typedef struct {
+  double s, e;
+} ival;
+
+/* Per-link accounting: bytes from the routes of the flows we start (exact), busy time as the
+ * union of the flows' [start, end] intervals. */
+typedef struct {
+  double bytes;
+  GArray *labels; /* label_bytes, few per link */
+  GArray *busy;   /* ival, compacted when it grows */
+  guint compacted;
+} link_acc;
+
+typedef struct sgb sgb;
+
+/* A decomposition indexed by step and member, so that each member finds its own sends and
+ * receives of a step without scanning everyone's (a 4096-member step has 8192 transfers).
+ * Within a step, a member's sends to one peer keep the order of the step's transfer list, and
+ * so do the peer's receives: mailboxes match them first come, first served. */
+typedef struct {
+  ts_coll_plan *plan;
+  int n, nsteps;
+  int *out_off; /* nsteps * (n + 1) offsets into out_peer / out_bytes */
+  int *out_peer;
+  double *out_bytes;
+  int *in_off; /* likewise into in_peer */
+  int *in_peer;
+} plan_index;
+
+typedef struct job job;
+
+/* One actor's share of an activity: a collective member, or a send's sender or receiver. */
+typedef struct {
+  job *j;
+  int member; /* COLL: member index; SEND: 0 sender, 1 receiver */
+} part;
+
+struct job {
+  sgb *b;
+  ts_activity act;
+  plan_index *pi;   /* COLL: borrowed from the plan cache */
+  double compute_s; /* COMPUTE */
+  int nparts, left; /* actors of this activity, and those still running */
+  part *parts;
+};
+
+struct sgb {
+  const ts_topo *topo;
+  ts_platform *plat;
+  char *config;
+  GPtrArray *queue; /* job*, started before run() */
+  ts_replay *r;
+  gboolean running, has_run;
+  double t0, makespan;
+  GError *error;     /* first error raised inside an actor */
+  GHashTable *plans; /* key -> plan_index* */
+  link_acc *acc;
+  GPtrArray *label_names; /* label index -> char* */
+  gint64 flows;
+};
+
+static sgb *ctx_of(const ts_backend *b)
+{
+  g_return_val_if_fail(ts_backend_is_simgrid(b), NULL);
+  return b->ctx;
+}
+
+gboolean ts_backend_is_simgrid(const ts_backend *b)
+{
+  return b != NULL && b->name != NULL && strcmp(b->name, "simgrid") == 0;
+}
+
+/* ---- link accounting ---- */
+
+static int ival_cmp(const void *a, const void *b)
+{
+  const ival *x = a, *y = b;
+  return x->s < y->s ? -1 : x->s > y->s ? 1 : (x->e < y->e ? -1 : x->e > y->e);
+}
+
+/* Sorts and merges overlapping intervals in place. */
+static void ival_merge(GArray *v)
+{
+  if (v->len < 2)
+    return;
+  ival *a = (ival *)v->data;
+  qsort(a, v->len, sizeof *a, ival_cmp);
+  guint k = 0;
+  for (guint i = 1; i < v->len; i++) {
+    if (a[i].s <= a[k].e) {
+      if (a[i].e > a[k].e)
+        a[k].e = a[i].e;
+    } else {
+      a[++k] = a[i];
+    }
+  }
+  g_array_set_size(v, k + 1);
+}
+
+static void acc_flow(sgb *b, int link, int label, double bytes, double s, double e)
+{
+  link_acc *a = &b->acc[link];
+  a->bytes += bytes;
+  if (a->labels == NULL) {
+    a->labels = g_array_new(FALSE, FALSE, sizeof(label_bytes));
+    a->busy = g_array_new(FALSE, FALSE, sizeof(ival));
+  }
+  gboolean found = FALSE;
+  for (guint i = 0; i < a->labels->len && !found; i++) {
+    label_bytes *lb = &g_array_index(a->labels, label_bytes, i);
+    if (lb->label == label) {
+      lb->bytes += bytes;
+      found = TRUE;
+    }
+  }
+  if (!found) {
+    label_bytes lb = {label, bytes};
+    g_array_append_val(a->labels, lb);
+  }
+  /* Flows of a step share their interval: merge with the last one when it touches. */
+  if (a->busy->len > 0) {
+    ival *last = &g_array_index(a->busy, ival, a->busy->len - 1);
+    if (s >= last->s && s <= last->e) {
+      if (e > last->e)
+        last->e = e;
+      return;
+    }
+  }
+  ival iv = {s, e};
+  g_array_append_val(a->busy, iv);
+  if (a->busy->len > 2 * a->compacted + 64) {
+    ival_merge(a->busy);
+    a->compacted = a->busy->len;
+  }
+}
+
+static void acc_reset(sgb *b)
+{
+  int n = ts_platform_nlinks(b->plat);
+  for (int i = 0; i < n; i++) {
+    link_acc *a = &b->acc[i];
+    a->bytes = 0;
+    a->compacted = 0;
+    if (a->labels != NULL) {
+      g_array_set_size(a->labels, 0);
+      g_array_set_size(a->busy, 0);
+    }
+  }
+  b->flows = 0;
+}
+
+static int label_of(sgb *b, const ts_activity *a)
+{
+  int label = a->op != NULL ? a->op->label : -1;
+  if (label < 0)
+    return -1;
+  if ((guint)label >= b->label_names->len)
+    g_ptr_array_set_size(b->label_names, label + 1);
+  if (g_ptr_array_index(b->label_names, label) == NULL)
+    b->label_names->pdata[label] = g_strdup(a->label != NULL ? a->label : "");
+  return label;
+}
+
+/* ---- actors ---- */
+
+/* Mailboxes are named by activity token and member pair. The engine reuses a token only after
+ * its activity completed, when every send of it has been matched, so names never collide. */
+static sg_mailbox_t mailbox(const job *j, int src, int dst)
+{
+  char name[64];
+  g_snprintf(name, sizeof name, "%" G_GUINT64_FORMAT ":%d>%d", j->act.token, src, dst);
+  return sg_mailbox_by_name(name);
+}
+
+/* A member's mailboxes, looked up once per peer rather than once per step. */
+typedef struct {
+  int peer;
+  gboolean out;
+  sg_mailbox_t mb;
+} mb_cache_entry;
+
+#define MB_CACHE 16
+
+static sg_mailbox_t cached_mailbox(const job *j, int me, int peer, gboolean out,
+                                   mb_cache_entry *cache, int *ncache)
+{
+  for (int i = 0; i < *ncache; i++)
+    if (cache[i].peer == peer && cache[i].out == out)
+      return cache[i].mb;
+  sg_mailbox_t mb = out ? mailbox(j, me, peer) : mailbox(j, peer, me);
+  if (*ncache < MB_CACHE)
+    cache[(*ncache)++] = (mb_cache_entry){peer, out, mb};
+  return mb;
+}
+
+/* Accounts finished sends from chip src on the links of their routes. */
+static void account(job *j, int src, const int *dst, const double *bytes, int n,
+                    const double *start, const double *end)
+{
+  sgb *b = j->b;
+  int label = label_of(b, &j->act);
+  GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  for (int i = 0; i < n; i++) {
+    g_array_set_size(route, 0);
+    ts_platform_route(b->plat, src, dst[i], route);
+    for (guint k = 0; k < route->len; k++)
+      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0,
+               end[i] - b->t0);
+  }
+  b->flows += n;
+  g_array_unref(route);
+}
+
+/* Member m of a collective: its sends and receives of each step, step after step. A member
+ * starts step k+1 when its own transfers of step k are done (its data for k+1 depends on them);
+ * a send starts when both sides have reached it. Contention-free, this gives the analytic time
+ * (the sum over steps of the slowest transfer) for every algorithm whose steps are uniform. */
+static void run_member(job *j, int m)
+{
+  sgb *b = j->b;
+  const plan_index *pi = j->pi;
+  const ts_group_shape *g = &j->act.group->shape;
+  int me = ts_group_member_chip(b->topo, g, j->act.chip, m);
+  mb_cache_entry cache[MB_CACHE];
+  int ncache = 0;
+  GArray *outs = g_array_new(FALSE, FALSE, sizeof(sg_mailbox_t));
+  GArray *ins = g_array_new(FALSE, FALSE, sizeof(sg_mailbox_t));
+  GArray *dst = g_array_new(FALSE, FALSE, sizeof(int));
+  GArray *times = g_array_new(FALSE, FALSE, sizeof(double));
+  for (int s = 0; s < pi->nsteps && b->error == NULL; s++) {
+    const int *oo = pi->out_off + (gsize)s * (pi->n + 1), *io = pi->in_off + (gsize)s * (pi->n + 1);
+    int o0 = oo[m], no = oo[m + 1] - oo[m], i0 = io[m], ni = io[m + 1] - io[m];
+    if (no == 0 && ni == 0)
+      continue;
+    g_array_set_size(outs, (guint)no);
+    g_array_set_size(ins, (guint)ni);
+    g_array_set_size(dst, (guint)no);
+    g_array_set_size(times, 2 * (guint)no);
+    for (int k = 0; k < no; k++) {
+      int peer = pi->out_peer[o0 + k];
+      g_array_index(outs, sg_mailbox_t, k) = cached_mailbox(j, m, peer, TRUE, cache, &ncache);
+      g_array_index(dst, int, k) = ts_group_member_chip(b->topo, g, j->act.chip, peer);
+    }
+    for (int k = 0; k < ni; k++)
+      g_array_index(ins, sg_mailbox_t, k) =
+          cached_mailbox(j, m, pi->in_peer[i0 + k], FALSE, cache, &ncache);
+    double *t = (double *)times->data;
+    ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no, (sg_mailbox_t *)ins->data,
+                   ni, t, t + no);
+    account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no);
+  }
+  g_array_unref(outs);
+  g_array_unref(ins);
+  g_array_unref(dst);
+  g_array_unref(times);
+}
+
+static void run_send_side(job *j, int side)
+{
+  double bytes = j->act.op->bytes, t[2];
+  sg_mailbox_t mb = mailbox(j, 0, 1);
+  if (side == 0) {
+    ts_sg_exchange(&mb, &bytes, 1, NULL, 0, t, t + 1);
+    account(j, j->act.chip, &j->act.peer, &bytes, 1, t, t + 1);
+  } else {
+    ts_sg_exchange(NULL, NULL, 0, &mb, 1, t, t + 1);
+  }
+}
+
+static void job_free(job *j)
+{
+  g_free(j->parts);
+  g_free(j);
+}
+
+static void part_main(void *arg)
+{
+  part *p = arg;
+  job *j = p->j;
+  sgb *b = j->b;
+  if (b->error == NULL) {
+    switch (j->act.kind) {
+    case TS_OP_COMPUTE:
+      if (j->compute_s > 0)
+        ts_sg_execute(j->compute_s * HOST_SPEED);
+      break;
+    case TS_OP_SEND:
+      if (j->nparts == 2)
+        run_send_side(j, p->member);
+      break;
+    case TS_OP_COLL:
+      if (j->pi != NULL)
+        run_member(j, p->member);
+      break;
+    default:
+      break;
+    }
+  }
+  if (--j->left > 0)
+    return;
+  /* The activity's last actor reports it. */
+  double end = ts_sg_clock() - b->t0;
+  if (end > b->makespan)
+    b->makespan = end;
+  /* After an error the remaining actors drain without reporting: the engine has stopped. */
+  if (b->error == NULL) {
+    GError *e = NULL;
+    if (!ts_replay_complete(b->r, j->act.token, end, &e))
+      b->error = e;
+  }
+  job_free(j);
+}
+
+static void spawn(sgb *b, job *j)
+{
+  const ts_topo *t = b->topo;
+  for (int i = 0; i < j->nparts; i++) {
+    int chip = j->act.chip;
+    if (j->act.kind == TS_OP_COLL)
+      chip = ts_group_member_chip(t, &j->act.group->shape, j->act.chip, i);
+    else if (j->act.kind == TS_OP_SEND && i == 1)
+      chip = j->act.peer;
+    ts_sg_spawn("a", ts_platform_host(b->plat, chip), part_main, &j->parts[i]);
+  }
+}
+
+/* ---- backend interface ---- */
+
+static void plan_index_free(gpointer data)
+{
+  plan_index *pi = data;
+  ts_coll_plan_free(pi->plan);
+  g_free(pi->out_off);
+  g_free(pi->out_peer);
+  g_free(pi->out_bytes);
+  g_free(pi->in_off);
+  g_free(pi->in_peer);
+  g_free(pi);
+}
+
+static plan_index *plan_index_new(ts_coll_plan *plan, int n)
+{
+  plan_index *pi = g_new0(plan_index, 1);
+  pi->plan = plan;
+  pi->n = n;
+  pi->nsteps = ts_coll_plan_nsteps(plan);
+  gsize rows = (gsize)pi->nsteps * (gsize)(n + 1);
+  pi->out_off = g_new0(int, rows + 1);
+  pi->in_off = g_new0(int, rows + 1);
+  GArray *xf = g_array_new(FALSE, FALSE, sizeof(ts_xfer));
+  GArray *op = g_array_new(FALSE, FALSE, sizeof(int)), *ob = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *ip = g_array_new(FALSE, FALSE, sizeof(int));
+  int *cnt_o = g_new(int, n), *cnt_i = g_new(int, n);
+  for (int s = 0; s < pi->nsteps; s++) {
+    g_array_set_size(xf, 0);
+    ts_coll_plan_step(plan, s, xf);
+    memset(cnt_o, 0, sizeof(int) * (gsize)n);
+    memset(cnt_i, 0, sizeof(int) * (gsize)n);
+    for (guint k = 0; k < xf->len; k++) {
+      const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
+      if (x->src != x->dst) { /* a copy within one member crosses no link */
+        cnt_o[x->src]++;
+        cnt_i[x->dst]++;
+      }
+    }
+    int *oo = pi->out_off + (gsize)s * (n + 1), *io = pi->in_off + (gsize)s * (n + 1);
+    oo[0] = (int)op->len;
+    io[0] = (int)ip->len;
+    for (int m = 0; m < n; m++) {
+      oo[m + 1] = oo[m] + cnt_o[m];
+      io[m + 1] = io[m] + cnt_i[m];
+    }
+    g_array_set_size(op, (guint)oo[n]);
+    g_array_set_size(ob, (guint)oo[n]);
+    g_array_set_size(ip, (guint)io[n]);
+    memcpy(cnt_o, oo, sizeof(int) * (gsize)n); /* fill cursors */
+    memcpy(cnt_i, io, sizeof(int) * (gsize)n);
+    for (guint k = 0; k < xf->len; k++) {
+      const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
+      if (x->src == x->dst)
+        continue;
+      g_array_index(op, int, cnt_o[x->src]) = x->dst;
+      g_array_index(ob, double, cnt_o[x->src]++) = (double)x->count; /* elem_bytes = 1 */
+      g_array_index(ip, int, cnt_i[x->dst]++) = x->src;
+    }
+  }
+  g_free(cnt_o);
+  g_free(cnt_i);
+  g_array_unref(xf);
+  pi->out_peer = (int *)g_array_free(op, FALSE);
+  pi->out_bytes = (double *)g_array_free(ob, FALSE);
+  pi->in_peer = (int *)g_array_free(ip, FALSE);
+  return pi;
+}
+
+static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
+{
+  const ts_op *op = a->op;
+  const ts_group_shape *g = &a->group->shape;
+  if (!(op->bytes >= 0) || op->bytes > 9.0e15 || op->bytes != floor(op->bytes)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                "'%s': collective of %g bytes: the simgrid backend needs a whole number of bytes",
+                a->label, op->bytes);
+    return NULL;
+  }
+  GString *key = g_string_new(NULL);
+  for (int k = 0; k < g->npieces; k++)
+    g_string_append_printf(key, "%d:%d:%d,", g->p[k].dim, g->p[k].size, g->p[k].stride);
+  g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, op->bytes);
+  plan_index *pi = g_hash_table_lookup(b->plans, key->str);
+  if (pi != NULL) {
+    g_string_free(key, TRUE);
+    return pi;
+  }
+  ts_coll_algo algo = op->algo;
+  if (algo == TS_ALGO_AUTO) {
+    /* The same choice the analytic backend makes, so both replay the same decomposition. */
+    if (ts_coll_time(b->topo, op->coll, TS_ALGO_AUTO, g, op->bytes, &algo, error) < 0) {
+      g_string_free(key, TRUE);
+      return NULL;
+    }
+  }
+  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)op->bytes, 1.0, error);
+  if (p == NULL) {
+    g_string_free(key, TRUE);
+    return NULL;
+  }
+  pi = plan_index_new(p, ts_group_size(g));
+  g_hash_table_insert(b->plans, g_string_free(key, FALSE), pi);
+  return pi;
+}
+
+static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, double now,
+                          GError **error)
+{
+  (void)r;
+  (void)now; /* activities start at the simulator's current time, which equals now */
+  sgb *b = bk->ctx;
+  job *j = g_new0(job, 1);
+  j->b = b;
+  j->act = *a;
+  j->nparts = 1; /* one actor, which does nothing unless given more below */
+  switch (a->kind) {
+  case TS_OP_COMPUTE:
+    j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes);
+    break;
+  case TS_OP_COLL:
+    if (ts_group_size(&a->group->shape) > 1) {
+      j->pi = plan_for(b, a, error);
+      if (j->pi == NULL) {
+        g_prefix_error(error, "'%s': ", a->label);
+        g_free(j);
+        return FALSE;
+      }
+      j->nparts = j->pi->n;
+    }
+    break;
+  case TS_OP_SEND:
+    if (a->chip < 0 || a->chip >= b->topo->nchips || a->peer < 0 ||
+        a->peer >= b->topo->nchips) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "'%s': send from rank %d to rank %d: the platform has chips 0 to %d",
+                  a->label, a->chip, a->peer, b->topo->nchips - 1);
+      g_free(j);
+      return FALSE;
+    }
+    if (a->chip != a->peer)
+      j->nparts = 2;
+    break;
+  default:
+    break;
+  }
+  j->left = j->nparts;
+  j->parts = g_new(part, j->nparts);
+  for (int i = 0; i < j->nparts; i++)
+    j->parts[i] = (part){j, i};
+  if (b->running)
+    spawn(b, j);
+  else
+    g_ptr_array_add(b->queue, j);
+  return TRUE;
+}
+
+static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
+{
+  sgb *b = bk->ctx;
+  b->r = r;
+  b->running = TRUE;
+  b->t0 = ts_sg_clock();
+  b->makespan = 0;
+  acc_reset(b);
+  for (guint i = 0; i < b->queue->len; i++)
+    spawn(b, g_ptr_array_index(b->queue, i));
+  g_ptr_array_set_size(b->queue, 0);
+  gboolean ok = ts_sg_run(error);
+  b->running = FALSE;
+  b->has_run = TRUE;
+  b->r = NULL;
+  if (!ok)
+    return FALSE;
+  if (b->error != NULL) {
+    g_propagate_error(error, b->error);
+    b->error = NULL;
+    return FALSE;
+  }
+  /* Our actors never block on each other, so SimGrid ends with actors left only if it found
+   * a deadlock; it would return normally, so say it here. */
+  if (ts_sg_actor_count() > 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                "SimGrid stopped with %d activities unfinished (deadlock in the simulator)",
+                ts_sg_actor_count());
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void sgb_free(ts_backend *bk)
+{
+  sgb *b = bk->ctx;
+  int n = ts_platform_nlinks(b->plat);
+  for (int i = 0; i < n; i++)
+    if (b->acc[i].labels != NULL) {
+      g_array_unref(b->acc[i].labels);
+      g_array_unref(b->acc[i].busy);
+    }
+  g_free(b->acc);
+  /* The platform stays alive: SimGrid's routing zone calls back into it until exit. */
+  g_ptr_array_unref(b->queue);
+  g_hash_table_unref(b->plans);
+  g_ptr_array_unref(b->label_names);
+  g_free(b->config);
+  if (b->error != NULL)
+    g_error_free(b->error);
+  g_free(b);
+  g_free(bk);
+}
+
+/* ---- configuration probe ---- */
+
+static int probe_route(void *data, int src, int dst, int *links, int max)
+{
+  (void)data;
+  (void)dst;
+  if (max < 1)
+    return 0;
+  links[0] = src; /* link 0 leaves host 0, link 1 leaves host 1 */
+  return 1;
+}
+
+static void probe_actor(void *arg)
+{
+  sg_host_t *h = arg;
+  double bytes = 1e6, s, e;
+  ts_sg_flows(&h[0], &h[1], &bytes, 1, &s, &e);
+  ts_sg_execute(1e6);
+}
+
+/* Some SimGrid settings pass every check when set and abort the process only when the models
+ * are built (e.g. disabling selective update under lazy updates: an xbt_assert in
+ * network_cm02.cpp). So user settings are first tried in a child process on a two-host
+ * platform; the parent learns of an abort from the child's exit status and reports one line. */
+static gboolean probe_cfg(const char *const *cfg, const char *user, GError **error)
+{
+  int fds[2];
+  if (pipe(fds) != 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "cannot check --cfg settings: pipe: %s",
+                g_strerror(errno));
+    return FALSE;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "cannot check --cfg settings: fork: %s",
+                g_strerror(errno));
+    return FALSE;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    GError *e = NULL;
+    static sg_host_t h[2];
+    gboolean ok = ts_sg_init(cfg, &e);
+    ts_sg_zone *z = ok ? ts_sg_zone_new("probe", probe_route, NULL, 1, &e) : NULL;
+    ok = z != NULL;
+    if (ok) {
+      h[0] = ts_sg_zone_add_host(z, "p0", HOST_SPEED);
+      h[1] = ts_sg_zone_add_host(z, "p1", HOST_SPEED);
+      ts_sg_zone_add_link(z, "l0", 1e9, 1e-6);
+      ts_sg_zone_add_link(z, "l1", 1e9, 1e-6);
+      ok = ts_sg_zone_seal(z, &e);
+    }
+    if (ok) {
+      ts_sg_spawn("probe", h[0], probe_actor, h);
+      ok = ts_sg_run(&e);
+    }
+    if (!ok && e != NULL && write(fds[1], e->message, strlen(e->message)) < 0)
+      _exit(4);
+    _exit(ok ? 0 : 3);
+  }
+  close(fds[1]);
+  GString *msg = g_string_new(NULL);
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0)
+      g_string_append_len(msg, buf, n);
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  gboolean ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok && WIFEXITED(status) && WEXITSTATUS(status) == 3 && msg->len > 0)
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s", msg->str);
+  else if (!ok)
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--cfg %s: SimGrid cannot run with these settings (it stopped the process; set "
+                "TS_SIMGRID_LOG=FILE to read its message)",
+                user);
+  g_string_free(msg, TRUE);
+  return ok;
+}
+
+ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
+                                        const ts_platform_opts *opts, GError **error)
+{
+  g_autoptr(ts_platform) unused = NULL;
+  ts_platform *plat = ts_platform_new(t, opts, error);
+  if (plat == NULL)
+    return NULL;
+  GPtrArray *all = g_ptr_array_new();
+  for (int i = 0; ts_simgrid_pinned_cfg[i] != NULL; i++)
+    g_ptr_array_add(all, (char *)ts_simgrid_pinned_cfg[i]);
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
+    g_ptr_array_add(all, (char *)cfg[i]);
+  g_ptr_array_add(all, NULL);
+  gboolean ok = TRUE;
+  if (cfg != NULL && cfg[0] != NULL) {
+    if (ts_sg_initialised()) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "SimGrid is already initialised in this process: it can run one platform per "
+                  "process (run each simgrid replay in its own process)");
+      ok = FALSE;
+    } else {
+      g_autofree char *user = g_strjoinv(" ", (char **)cfg);
+      ok = probe_cfg((const char *const *)all->pdata, user, error);
+    }
+  }
+  if (ok)
+    ok = ts_sg_init((const char *const *)all->pdata, error);
+  if (ok)
+    ok = ts_platform_load(plat, HOST_SPEED, error);
+  if (!ok) {
+    g_ptr_array_unref(all);
+    unused = plat;
+    return NULL;
+  }
+  /* Record what is in effect: every key once, with the value applied last (the user's over
+   * the pinned one), in the order keys were first given. SimGrid accepted each of them. */
+  GString *rec = g_string_new(NULL);
+  GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (guint i = 0; i + 1 < all->len; i++) {
+    const char *item = g_ptr_array_index(all, i);
+    char *key = g_strndup(item, (gsize)(strchr(item, ':') - item));
+    if (g_hash_table_contains(seen, key)) {
+      g_free(key);
+      continue;
+    }
+    const char *last = item;
+    for (guint k = i + 1; k + 1 < all->len; k++) {
+      const char *later = g_ptr_array_index(all, k);
+      if (strncmp(later, key, strlen(key)) == 0 && later[strlen(key)] == ':')
+        last = later;
+    }
+    g_hash_table_add(seen, key);
+    g_string_append_printf(rec, "%s%s", rec->len > 0 ? " " : "", last);
+  }
+  g_hash_table_unref(seen);
+  g_ptr_array_unref(all);
+
+  sgb *b = g_new0(sgb, 1);
+  b->topo = t;
+  b->plat = plat;
+  b->config = g_string_free(rec, FALSE);
+  b->queue = g_ptr_array_new();
+  b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
+  b->acc = g_new0(link_acc, ts_platform_nlinks(plat) > 0 ? ts_platform_nlinks(plat) : 1);
+  b->label_names = g_ptr_array_new_with_free_func(g_free);
+  ts_backend *bk = g_new0(ts_backend, 1);
+  bk->name = "simgrid";
+  bk->ctx = b;
+  bk->start = sgb_start;
+  bk->run = sgb_run;
+  bk->free = sgb_free;
+  return bk;
+}
 
 ts_backend *ts_backend_simgrid_new(const ts_topo *t, const char *const *cfg, GError **error)
 {
-  (void)t;
-  (void)cfg;
-  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-              "--backend simgrid: not available in this build yet; expected --backend analytic");
-  return NULL;
+  return ts_backend_simgrid_new_opts(t, cfg, NULL, error);
+}
+
+const char *ts_backend_simgrid_config(const ts_backend *b)
+{
+  sgb *s = ctx_of(b);
+  return s != NULL ? s->config : NULL;
+}
+
+gint64 ts_backend_simgrid_flows(const ts_backend *b)
+{
+  sgb *s = ctx_of(b);
+  return s != NULL ? s->flows : 0;
+}
+
+const ts_platform *ts_backend_simgrid_platform(const ts_backend *b)
+{
+  sgb *s = ctx_of(b);
+  return s != NULL ? s->plat : NULL;
+}
+
+/* ---- link report ---- */
+
+void ts_link_load_free(ts_link_load *l)
+{
+  if (l == NULL)
+    return;
+  g_free(l->top_label);
+  g_free(l);
+}
+
+static int load_cmp(gconstpointer a, gconstpointer b)
+{
+  const ts_link_load *x = *(ts_link_load *const *)a, *y = *(ts_link_load *const *)b;
+  if (x->bytes != y->bytes)
+    return x->bytes > y->bytes ? -1 : 1;
+  return x->link - y->link;
+}
+
+gboolean ts_backend_simgrid_link_report(const ts_backend *bk, GPtrArray **rows,
+                                        double *makespan_s, GError **error)
+{
+  sgb *b = ctx_of(bk);
+  if (b == NULL || !b->has_run) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "no simgrid replay has run: no link report");
+    return FALSE;
+  }
+  const ts_topo *t = b->topo;
+  int n = ts_platform_nlinks(b->plat);
+  GPtrArray *out = g_ptr_array_new_full((guint)n, (GDestroyNotify)ts_link_load_free);
+  for (int i = 0; i < n; i++) {
+    link_acc *a = &b->acc[i];
+    const ts_link_id *id = ts_platform_link_id(b->plat, i);
+    ts_link_load *l = g_new0(ts_link_load, 1);
+    l->link = i;
+    l->name = ts_platform_link_name(b->plat, i);
+    l->chip = id->chip;
+    l->dim = t->dims[id->dim].name;
+    l->direction = ts_platform_link_direction(b->plat, i);
+    l->bandwidth_Bps = ts_platform_link_bandwidth(b->plat, i);
+    l->bytes = a->bytes;
+    int top = -1;
+    if (a->busy != NULL) {
+      ival_merge(a->busy);
+      a->compacted = a->busy->len;
+      for (guint k = 0; k < a->busy->len; k++)
+        l->busy_s += g_array_index(a->busy, ival, k).e - g_array_index(a->busy, ival, k).s;
+      for (guint k = 0; k < a->labels->len; k++) {
+        const label_bytes *lb = &g_array_index(a->labels, label_bytes, k);
+        /* Ties go to the lower label index, so reports are deterministic. */
+        if (top < 0 || lb->bytes > l->top_label_bytes ||
+            (lb->bytes == l->top_label_bytes && lb->label < top)) {
+          top = lb->label;
+          l->top_label_bytes = lb->bytes;
+        }
+      }
+    }
+    l->top_label = g_strdup(top >= 0 && (guint)top < b->label_names->len &&
+                                    g_ptr_array_index(b->label_names, top) != NULL
+                                ? (char *)g_ptr_array_index(b->label_names, top)
+                                : "");
+    if (b->makespan > 0) {
+      l->busy_fraction = l->busy_s / b->makespan;
+      l->utilization = l->bytes / (l->bandwidth_Bps * b->makespan);
+    }
+    g_ptr_array_add(out, l);
+  }
+  g_ptr_array_sort(out, load_cmp);
+  *rows = out;
+  if (makespan_s != NULL)
+    *makespan_s = b->makespan;
+  return TRUE;
+}
+
+static void csv_field(GString *s, const char *text)
+{
+  /* RFC 4180: quote fields holding separators or quotes, doubling the quotes. */
+  if (strpbrk(text, ",\"\n") == NULL) {
+    g_string_append(s, text);
+    return;
+  }
+  g_string_append_c(s, '"');
+  for (const char *c = text; *c != '\0'; c++) {
+    if (*c == '"')
+      g_string_append_c(s, '"');
+    g_string_append_c(s, *c);
+  }
+  g_string_append_c(s, '"');
+}
+
+char *ts_link_report_csv(const GPtrArray *rows)
+{
+  GString *s = g_string_new("link,chip,dim,direction,bandwidth_Bps,bytes,busy_s,busy_fraction,"
+                            "utilization,top_label,top_label_bytes\n");
+  for (guint i = 0; i < rows->len; i++) {
+    const ts_link_load *l = g_ptr_array_index(rows, i);
+    csv_field(s, l->name);
+    g_string_append_printf(s, ",%d,", l->chip);
+    csv_field(s, l->dim);
+    g_string_append_printf(s, ",%s,", l->direction);
+    ts_append_g(s, 17, l->bandwidth_Bps);
+    g_string_append_c(s, ',');
+    ts_append_g(s, 17, l->bytes);
+    g_string_append_c(s, ',');
+    ts_append_g(s, 9, l->busy_s);
+    g_string_append_c(s, ',');
+    ts_append_g(s, 6, l->busy_fraction);
+    g_string_append_c(s, ',');
+    ts_append_g(s, 6, l->utilization);
+    g_string_append_c(s, ',');
+    csv_field(s, l->top_label);
+    g_string_append_c(s, ',');
+    ts_append_g(s, 17, l->top_label_bytes);
+    g_string_append_c(s, '\n');
+  }
+  return g_string_free(s, FALSE);
+}
+
+gboolean ts_link_report_write_csv(const GPtrArray *rows, const char *path, GError **error)
+{
+  g_autofree char *csv = ts_link_report_csv(rows);
+  return ts_write_file_atomic(path, csv, strlen(csv), error);
+}
+
+char *ts_link_report_summary(const GPtrArray *rows, int top)
+{
+  GString *s = g_string_new(NULL);
+  g_string_append_printf(s, "%-22s %12s %10s %10s  %s\n", "most loaded links", "bytes",
+                         "busy", "busy/step", "top collective");
+  for (guint i = 0; i < rows->len && (int)i < top; i++) {
+    const ts_link_load *l = g_ptr_array_index(rows, i);
+    if (l->bytes <= 0)
+      break;
+    char b1[32], b2[32];
+    GString *frac = g_string_new(NULL);
+    ts_append_g(frac, 3, 100.0 * l->busy_fraction);
+    g_string_append_printf(s, "%-22s %12s %10s %9s%%  %s\n", l->name,
+                           ts_fmt_bytes(b1, sizeof b1, l->bytes),
+                           ts_fmt_time(b2, sizeof b2, l->busy_s), frac->str,
+                           l->top_label[0] != '\0' ? l->top_label : "-");
+    g_string_free(frac, TRUE);
+  }
+  return g_string_free(s, FALSE);
 }

@@ -22,6 +22,12 @@ typedef struct {
   ts_memory mem;
   gint64 events, ops;
   int simulated_ranks;
+  /* Added with issue 4 (splits). */
+  int pipeline_stages;                  /* pp x chunks (1 without a pipeline) */
+  double host_link_bytes_per_step;      /* offload traffic per chip */
+  double ps_push_bytes_per_step;        /* parameter-server push per worker */
+  double ps_pull_bytes_per_step;        /* parameter-server pull per worker */
+  double redistribution_bytes_per_step; /* per-layer hybrid boundary collectives per chip */
 } ts_result;
 
 /** Inputs recorded with every result set. */

@@ -1,0 +1,79 @@
+/* ts_backend_simgrid: what the contention-aware backend offers beyond ts_backend_simgrid_new
+ * (declared in ts_replay.h): platform options, the recorded network model, the link report. */
+#ifndef TS_BACKEND_SIMGRID_H
+#define TS_BACKEND_SIMGRID_H
+
+#include "ts_platform.h"
+#include "ts_replay.h"
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/**
+ * The network model pinned by the backend, as --cfg strings (NULL-terminated, static). A
+ * user's cfg is applied after these, so it can override them.
+ */
+extern const char *const ts_simgrid_pinned_cfg[];
+
+/**
+ * As ts_backend_simgrid_new, with platform options (opts may be NULL). Initialises SimGrid
+ * (once per process: a second call fails with TS_ERROR_BACKEND) and builds the platform, so
+ * every input error is reported here, before any replay starts. The topology is borrowed.
+ */
+ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
+                                        const ts_platform_opts *opts, GError **error);
+
+/** True when b is a simgrid backend. */
+gboolean ts_backend_is_simgrid(const ts_backend *b);
+
+/**
+ * The SimGrid configuration in effect, "key:value" items separated by spaces: the pinned
+ * model, then the user's --cfg items (a user value replaces a pinned one in place). Record it
+ * with results.
+ */
+const char *ts_backend_simgrid_config(const ts_backend *b);
+
+/** Flows (point-to-point transfers) sent to SimGrid by the last run. */
+gint64 ts_backend_simgrid_flows(const ts_backend *b);
+
+/** The platform (borrowed). */
+const ts_platform *ts_backend_simgrid_platform(const ts_backend *b);
+
+/** Load of one link over the last run. */
+typedef struct {
+  int link;              /* index in the platform */
+  const char *name;      /* SimGrid link name (borrowed from the platform) */
+  int chip;              /* ts_link_id: the link's chip (a shared port's lowest chip) */
+  const char *dim;       /* dimension name (borrowed from the topology) */
+  const char *direction; /* "+", "-" (ring, mesh) or "up", "down" (switch port) */
+  double bandwidth_Bps;
+  double bytes;          /* bytes that crossed the link */
+  double busy_s;         /* time with at least one flow on the link */
+  double busy_fraction;  /* busy_s / makespan_s */
+  double utilization;    /* bytes / (bandwidth_Bps * makespan_s) */
+  char *top_label;       /* label of the operations that moved most bytes over it ("" if none) */
+  double top_label_bytes;
+} ts_link_load;
+
+void ts_link_load_free(ts_link_load *l);
+
+/**
+ * Every link's load over the last run, most bytes first (ties by link index). *rows is a new
+ * array owning its ts_link_load items; *makespan_s (may be NULL) gets the run's simulated
+ * length. Fails with TS_ERROR_BACKEND when b has not run.
+ */
+gboolean ts_backend_simgrid_link_report(const ts_backend *b, GPtrArray **rows,
+                                        double *makespan_s, GError **error);
+
+/** CSV of the rows, header line with units; locale independent. Caller frees. */
+char *ts_link_report_csv(const GPtrArray *rows);
+
+/** Writes ts_link_report_csv atomically to path ("-" is stdout). */
+gboolean ts_link_report_write_csv(const GPtrArray *rows, const char *path, GError **error);
+
+/** A short text table of the `top` most loaded links, for a replay's summary. Caller frees. */
+char *ts_link_report_summary(const GPtrArray *rows, int top);
+
+G_END_DECLS
+
+#endif
