@@ -39,6 +39,7 @@ typedef enum {
   VO_RECV_ACT,
   VO_SEND_GRAD, /* pipeline: the gradient of a stage's input to the previous stage */
   VO_RECV_GRAD,
+  VO_STAGE_GATHER, /* pipeline with tp: all-gather of the chunks a boundary sent */
 } vo_kind;
 
 enum { PH_FWD, PH_RECOMPUTE, PH_BWD };
@@ -179,6 +180,19 @@ static vo_info parse_label(const vd_net *n, const char *label)
       }
       return v;
     }
+  /* "stage k activations all-gather", "stage k gradients all-gather". */
+  if (g_str_has_prefix(label, "stage ")) {
+    gint64 k;
+    g_auto(GStrv) w = g_strsplit(label, " ", 0);
+    if (g_strv_length(w) == 4 && ts_parse_int(w[1], 0, 1 << 20, &k) &&
+        strcmp(w[3], "all-gather") == 0 &&
+        (strcmp(w[2], "activations") == 0 || strcmp(w[2], "gradients") == 0)) {
+      v.kind = VO_STAGE_GATHER;
+      v.stage = (int)k;
+      v.phase = w[2][0] == 'g' ? PH_BWD : PH_FWD;
+      return v;
+    }
+  }
   /* "<layer> <what>": the longest layer name that prefixes the label. */
   int best = -1;
   gsize blen = 0;
@@ -244,7 +258,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
 {
   const vd_net *n = run->e->net;
   int nl = n->nlayers;
-  int *seen = g_new0(int, (gsize)(VO_RECV_GRAD + 1) * (nl + 1));
+  int *seen = g_new0(int, (gsize)(VO_STAGE_GATHER + 1) * (nl + 1));
   GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
   GHashTable *last = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int j = 0; j < pr->nops; j++) {
@@ -825,6 +839,44 @@ static void finish_regather(vd_run *run, coll_ctx *c, const ts_coll_plan *plan)
   }
 }
 
+/* The chunks a pipeline boundary sent to the tp members of a stage (Megatron-LM's scatter /
+ * gather, Narayanan et al. 2021 SC, section 4.1): member r holds flat chunk r. */
+static gboolean run_stage_gather(vd_run *run, coll_ctx *c, ts_coll_algo algo,
+                                 const ts_coll_plan **pp, vd_val **vals)
+{
+  vd_exec *e = run->e;
+  const ts_plan *p = e->plan;
+  const vo_info *v = c->v;
+  int nl = e->net->nlayers, u = v->micro;
+  if (v->stage < 0 || v->stage >= p->nstages || u >= e->nmicro)
+    return run_fail(run, "'%s': stage %d, micro-batch %d out of range", c->label, v->stage, u);
+  for (int m = 0; m < c->nm; m++) {
+    vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
+    vals[m] = v->phase == PH_FWD ? &r->y[u * nl + p->stage_first[v->stage] - 1]
+                                 : &r->ga[u * (nl + 1) + p->stage_first[v->stage + 1]];
+    if (!vals[m]->set || vals[m]->layout != VD_FLAT || m != r->tp || vals[m]->n != vals[0]->n)
+      return run_fail(run, "'%s' on chip %d: no chunk %d of the boundary value was received",
+                      c->label, r->rank, m);
+  }
+  c->count = vals[0]->n * c->nm;
+  GError *err = NULL;
+  *pp = plan_for(run, TS_COLL_ALLGATHER, algo, c->op->group, c->count, (double)e->k->elem, &err);
+  if (*pp == NULL) {
+    run_fail(run, "'%s': %s", c->label, err->message);
+    g_error_free(err);
+    return FALSE;
+  }
+  for (int m = 0; m < c->nm; m++) {
+    gint64 off, cnt;
+    ts_coll_shard(*pp, m, &off, &cnt);
+    if (cnt != vals[m]->n)
+      return run_fail(run, "'%s': member %d's chunk does not fit the shard", c->label, m);
+    c->bufs[m] = buf0(e, c->count);
+    memcpy((char *)c->bufs[m] + e->k->elem * (gsize)off, vals[m]->data, e->k->elem * (gsize)cnt);
+  }
+  return TRUE;
+}
+
 /* Gradient or parameter collectives: the layers, and each member's packed buffer. */
 static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_coll_plan **pp,
                            int *layers, int *nlay, packing *pk)
@@ -1046,6 +1098,9 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
              ? run_regather(run, &c, algo, &plan)
              : run_fail(run, "'%s': a re-gather that is not an all-gather", c.label);
     break;
+  case VO_STAGE_GATHER:
+    ok = run_stage_gather(run, &c, algo, &plan, vals);
+    break;
   case VO_GRAD:
   case VO_PARAM_AG:
   case VO_PARAMS_ALL:
@@ -1101,6 +1156,25 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
     case VO_REGATHER:
       finish_regather(run, &c, plan);
       break;
+    case VO_STAGE_GATHER: {
+      gint64 n = c.count / nm; /* each member's chunk */
+      for (int m = 0; m < nm; m++) {
+        void *full = buf0(e, c.count);
+        for (int j = 0; j < nm; j++) {
+          gint64 off, cnt;
+          ts_coll_shard(plan, j, &off, &cnt);
+          memcpy((char *)full + k->elem * (gsize)(j * n), (char *)c.bufs[m] + k->elem * (gsize)off,
+                 k->elem * (gsize)n);
+        }
+        g_free(vals[m]->data);
+        vals[m]->data = full;
+        vals[m]->n = c.count;
+        vals[m]->layout = VD_FULL;
+        vals[m]->collective = TRUE;
+        vals[m]->coll_label = op->label;
+      }
+      break;
+    }
     default:
       unpack_params(run, &c, plan, layers, nlay, &pk);
       break;
@@ -1324,6 +1398,17 @@ static gboolean run_send(vd_run *run, int rank, int j)
     msg->n = tmp.n;
     msg->layout = tmp.layout;
     vd_val_clear(&tmp);
+  }
+  /* A whole value the trace sends a 1/T of: this member's flat chunk (Megatron's scatter). */
+  if (e->T > 1 && msg->layout == VD_FULL && msg->n % e->T == 0 &&
+      op->bytes * e->T == (double)msg->n * run->m->dtype_bytes) {
+    gint64 n = msg->n / e->T;
+    void *chunk = g_memdup2((char *)msg->data + e->k->elem * (gsize)(r->tp * n),
+                            e->k->elem * (gsize)MAX(n, 1));
+    g_free(msg->data);
+    msg->data = chunk;
+    msg->n = n;
+    msg->layout = VD_FLAT;
   }
   int peer = ts_trace_axis_neighbor(run->tr, rank, op->axis, op->offset);
   if (peer < 0) {

@@ -37,9 +37,9 @@ const vd_kern *vd_kern_of(ts_prec prec)
 
 const char *vd_layout_name(vd_layout l)
 {
-  static const char *const names[] = {"whole", "feature block", "token block", "sample block",
-                                      "partial sums"};
-  return (unsigned)l <= VD_PARTIAL ? names[l] : "?";
+  static const char *const names[] = {"whole",        "feature block", "token block",
+                                      "sample block", "partial sums",  "flat chunk"};
+  return (unsigned)l <= VD_FLAT ? names[l] : "?";
 }
 
 static void *alloc0(const vd_exec *e, gint64 n)
@@ -349,6 +349,11 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
   gint64 dims[4];
   vd_act_dims(e, i, dims);
   vd_layout inl = in->layout == VD_PARTIAL ? VD_FULL : in->layout;
+  if (inl == VD_FLAT)
+    return fail(why,
+                "%s holds only a 1/%d chunk of its input (the pipeline's scatter) and no "
+                "all-gather reassembled it",
+                reader, T);
   /* The layout the layer computes in. */
   vd_layout want = vd_layer_want(e, i, inl);
   vd_saved *s = &r->s[u * nl + i];
@@ -664,6 +669,11 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
     if (want == VD_FEAT && !column_like(e, i))
       want = VD_FULL;
     vd_layout have = dyv->layout == VD_PARTIAL ? VD_FULL : dyv->layout;
+    if (have == VD_FLAT)
+      return fail(why,
+                  "%s holds only a 1/%d chunk of its output gradient (the pipeline's scatter) "
+                  "and no all-gather reassembled it",
+                  what, T);
     g_free(s->dz);
     if (have == want)
       s->dz = dup(e, dyv->data, dyv->n);

@@ -121,6 +121,7 @@ typedef enum {
   VD_SEQ,     /* member r holds token block r of every sample (sequence parallelism) */
   VD_BATCH,   /* member r holds sample block r (a layer using the tp axis as data parallelism) */
   VD_PARTIAL, /* whole shape, but each member holds a partial sum */
+  VD_FLAT,    /* member r holds flat chunk r of T (Megatron's pipeline scatter/gather) */
 } vd_layout;
 
 const char *vd_layout_name(vd_layout l);

@@ -275,6 +275,8 @@ Test(validate, broken_splits_fail, .timeout = 60)
       {"validate-cnn", "tp=2,kind:dense=dp", "fc bwd all-gather (redistribution)", NULL,
        "missing all-gather", 0},
       {"validate-mlp", "dp=4,ps=4", "ps pull parameters", NULL, NULL, 0},
+      {"validate-mlp", "tp=2,pp=2", "stage 1 activations all-gather", NULL, "1/2 chunk", 2},
+      {"validate-cnn", "tp=2,pp=2", "stage 0 gradients all-gather", NULL, "1/2 chunk", 2},
   };
   for (gsize c = 0; c < G_N_ELEMENTS(cases); c++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
