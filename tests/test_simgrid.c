@@ -246,7 +246,7 @@ Test(agree, every_algorithm_on_switches)
       expect_close(got, want, REL_TOL, what);
       checked++;
     }
-  cr_expect(checked >= 20, "%d combinations", checked);
+  cr_expect(checked >= 26, "%d combinations", checked);
   ts_backend_free(sg);
 }
 
