@@ -4,8 +4,9 @@
  * Data: github VIA-Research/vTrain, commit f8dda84 (MIT), read from the shared data folder
  * beside the repository (TS_SOURCE_DIR "/../shared/data/vtrain", see its PROVENANCE.txt); it
  * is never copied into the repository. A git worktree deeper down finds it in the nearest
- * ancestor folder that has shared/data/vtrain; TS_SHARED_DIR overrides the search. Set TS_PUBLISHED_REPORT=1 to print the fits and the
- * error tables (bench/fit_published.sh does); docs/validation-published.md has the results. */
+ * ancestor folder that has shared/data/vtrain; TS_SHARED_DIR overrides the search. Set
+ * TS_PUBLISHED_REPORT=1 to print the fits and the error tables (bench/fit_published.sh does);
+ * docs/validation-published.md has the results. */
 #include "ts_coll.h"
 #include "ts_model.h"
 #include "ts_plan.h"
@@ -22,16 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Thresholds, justified in docs/validation-published.md ("What the tests assert"). */
 #define NCCL_MEDIAN_MAX 0.10  /* median |error| of ring all-reduce over every LUT row */
 #define NCCL_WORST_MAX 0.75   /* worst row (2 GPUs, 1 MiB: NCCL's latency is not 2(n-1) alpha) */
 #define FIT_LAT_REL 0.01      /* shipped latency_us within 1% of the refit (rounded in the file) */
 #define FIT_EFF_ABS 0.001     /* shipped bandwidth_efficiency within 0.001 of the refit */
-#define HELDOUT_MAPE_MAX 0.09   /* held-out single-node pp = 1 rows (measured 7.8%) */
+#define HELDOUT_MAPE_MAX 0.09 /* held-out single-node pp = 1 rows (measured 7.8%) */
 #define PIPELINED_MAPE_MAX 0.11 /* single-node rows with pp > 1, never fitted (measured 9.6%) */
 #define MULTI_MAPE_MAX 0.15     /* multi-node rows, never fitted (measured 13.3%) */
-
 
 static gboolean report_on(void)
 {
@@ -243,12 +242,12 @@ static void raw_node_keys(const char *name, double *bw_GBps, double *eff, double
   g_autoptr(GError) error = NULL;
   g_autoptr(GKeyFile) kf = ts_kf_load(path, &error);
   cr_assert_not_null(kf, "%s", error != NULL ? error->message : "");
-  gboolean ok = ts_kf_double(kf, path, "dim.node", "link_bandwidth_GBps", FALSE, 0, 0, 1e6, "bw",
-                             bw_GBps, &error) &&
-                ts_kf_double(kf, path, "dim.node", "bandwidth_efficiency", TRUE, 1, 0, 1, "eff",
-                             eff, &error) &&
-                ts_kf_double(kf, path, "dim.node", "latency_us", FALSE, 0, 0, 1e6, "lat", lat_us,
-                             &error);
+  gboolean ok =
+      ts_kf_double(kf, path, "dim.node", "link_bandwidth_GBps", FALSE, 0, 0, 1e6, "bw", bw_GBps,
+                   &error) &&
+      ts_kf_double(kf, path, "dim.node", "bandwidth_efficiency", TRUE, 1, 0, 1, "eff", eff,
+                   &error) &&
+      ts_kf_double(kf, path, "dim.node", "latency_us", FALSE, 0, 0, 1e6, "lat", lat_us, &error);
   cr_assert(ok, "%s", error != NULL ? error->message : "");
 }
 
@@ -262,8 +261,8 @@ Test(nccl, ring_on_every_shipped_a100_node_matches_the_lut)
     err_stats all = lut_errors(t, rows, 0, TS_ALGO_RING);
     cr_assert(all.median < NCCL_MEDIAN_MAX, "%s: median error %.4f over %u rows, expected < %g",
               DGX_A100[f], all.median, rows->len, NCCL_MEDIAN_MAX);
-    cr_assert(all.max < NCCL_WORST_MAX, "%s: worst error %.4f, expected < %g", DGX_A100[f],
-              all.max, NCCL_WORST_MAX);
+    cr_assert(all.max < NCCL_WORST_MAX, "%s: worst error %.4f, expected < %g", DGX_A100[f], all.max,
+              NCCL_WORST_MAX);
   }
   g_array_unref(rows);
 }
@@ -300,17 +299,18 @@ Test(nccl, shipped_node_values_are_the_fit)
     int node = ts_topo_dim_index(raw_t, "node");
     raw_t->dims[node].link_bw_Bps = raw * 1e9;
     raw_t->dims[node].latency_s = 0.7e-6;
-    fprintf(stderr, "| GPUs | median | max | mean | signed mean | auto: median | uncalibrated "
-                    "(300 GB/s, 0.7 us): median |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(stderr, "| GPUs | median | max | mean | signed mean | auto: median | auto: max "
+                    "| uncalibrated (300 GB/s, 0.7 us): median |\n|---:|---:|---:|---:|---:|---:|"
+                    "---:|---:|\n");
     for (int n = 0; n <= 8; n = n == 0 ? 2 : n + 1) {
       err_stats r = lut_errors(t, rows, n, TS_ALGO_RING);
       err_stats a = lut_errors(t, rows, n, TS_ALGO_AUTO);
       err_stats u = lut_errors(raw_t, rows, n, TS_ALGO_RING);
       char who[16];
       g_snprintf(who, sizeof who, n == 0 ? "all" : "%d", n);
-      fprintf(stderr, "| %s | %.1f%% | %.1f%% | %.1f%% | %+.1f%% | %.1f%% | %.1f%% |\n", who,
-              100 * r.median, 100 * r.max, 100 * r.mean, 100 * r.signed_mean, 100 * a.median,
-              100 * u.median);
+      fprintf(stderr, "| %s | %.1f%% | %.1f%% | %.1f%% | %+.1f%% | %.1f%% | %.1f%% | %.1f%% |\n",
+              who, 100 * r.median, 100 * r.max, 100 * r.mean, 100 * r.signed_mean, 100 * a.median,
+              100 * a.max, 100 * u.median);
     }
   }
   g_array_unref(rows);
@@ -391,8 +391,8 @@ static GArray *read_ground_truth(const char *file)
       ok = ok && ts_parse_int(c[k], 1, 1 << 20, &v[k]);
     cr_assert(ok, "%s line %d: '%s': expected whole numbers and a time in ms", file, i + 1,
               lines[i]);
-    gt_row r = {i + 1,     (int)v[0], (int)v[7], (int)v[8], (int)v[9], v[1], v[2],
-                (int)v[3], (int)v[4], (int)v[5], (int)v[6], ms * 1e-3};
+    gt_row r = {i + 1, (int)v[0], (int)v[7], (int)v[8], (int)v[9], v[1],
+                v[2],  (int)v[3], (int)v[4], (int)v[5], (int)v[6], ms * 1e-3};
     g_array_append_val(rows, r);
   }
   return rows;
@@ -448,7 +448,8 @@ static const ts_model *row_model(model_cache *c, const gt_row *r)
   g_autofree char *path = g_build_filename(c->dir, file, NULL);
   g_autofree char *text = g_strdup_printf(
       "[model]\nname = GPT h%d l%d (vTrain)\nkind = transformer\ndtype = fp16\n"
-      "[transformer]\nlayers = %d\nhidden = %d\nheads = %d\nsequence = %d\nvocab = %" G_GINT64_FORMAT
+      "[transformer]\nlayers = %d\nhidden = %d\nheads = %d\nsequence = %d\nvocab = "
+      "%" G_GINT64_FORMAT
       "\nposition_embedding = learned\ntied_embeddings = true\nnorm = pre\ndropout = true\n"
       "bias = true\nactivation = gelu\n",
       r->hidden, r->layers, r->layers, r->hidden, r->heads, r->seq, vocab);
@@ -581,8 +582,8 @@ static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, con
             break;
           }
         }
-        cr_assert(j < pr->nops, "line %d: '%s' without its '%s' (planner labels changed?)",
-                  r->line, l, want);
+        cr_assert(j < pr->nops, "line %d: '%s' without its '%s' (planner labels changed?)", r->line,
+                  l, want);
       }
     }
     n += pr->nops;
@@ -608,8 +609,8 @@ static double row_step(row_sim *s, calib k, ts_result *res)
     for (int i = 0; i < s->trace->programs[p].nops; i++, n++) {
       ts_op *op = &s->trace->programs[p].ops[i];
       if (op->kind == TS_OP_COMPUTE)
-        op->flops = s->flops0[n] > floor_flops * s->share[n] ? s->flops0[n]
-                                                             : floor_flops * s->share[n];
+        op->flops =
+            s->flops0[n] > floor_flops * s->share[n] ? s->flops0[n] : floor_flops * s->share[n];
     }
   ts_run_options ro = {"analytic", NULL, FALSE};
   ts_replay_result rr;
@@ -746,8 +747,9 @@ static void report_buckets(row_set *s, calib k, const char *title)
     int a = -1;
     for (int i = 0; i < s->n; i++) {
       const gt_row *r = &s->sim[i].row, *b = a >= 0 ? &s->sim[a].row : NULL;
-      if (!done[i] && (b == NULL || r->gpus < b->gpus ||
-                       (r->gpus == b->gpus && (r->tp < b->tp || (r->tp == b->tp && r->pp < b->pp)))))
+      if (!done[i] &&
+          (b == NULL || r->gpus < b->gpus ||
+           (r->gpus == b->gpus && (r->tp < b->tp || (r->tp == b->tp && r->pp < b->pp)))))
         a = i;
     }
     if (a < 0)
@@ -788,8 +790,8 @@ static void dump_rows(row_set *s, calib k, const char *file)
     const gt_row *r = &s->sim[i].row;
     g_string_append_printf(out,
                            "%d,%d,%d,%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%d,%d,%d,%d",
-                           r->line, r->gpus, r->tp, r->dp, r->pp, r->global_batch,
-                           r->micro_batch, r->hidden, r->heads, r->layers, r->seq);
+                           r->line, r->gpus, r->tp, r->dp, r->pp, r->global_batch, r->micro_batch,
+                           r->hidden, r->heads, r->layers, r->seq);
     double v[] = {r->time_s, row_step(&s->sim[i], k, NULL), row_step(&s->sim[i], k0, NULL)};
     for (size_t j = 0; j < G_N_ELEMENTS(v); j++) {
       g_string_append_c(out, ',');
@@ -823,8 +825,8 @@ Test(megatron, ground_truth_files_have_the_published_row_counts)
   for (guint i = 0; i < single->len; i++) {
     const gt_row *r = &g_array_index(single, gt_row, i);
     int product = r->tp * r->dp * r->pp;
-    cr_assert_eq(product, r->gpus, "line %d: tp x dp x pp = %d GPUs, row says %d", r->line,
-                 product, r->gpus);
+    cr_assert_eq(product, r->gpus, "line %d: tp x dp x pp = %d GPUs, row says %d", r->line, product,
+                 r->gpus);
     pp1 += r->pp == 1;
   }
   cr_assert_eq(pp1, 720, "%d single-node rows with pipeline degree 1, expected 720", pp1);
@@ -890,13 +892,15 @@ Test(megatron, held_out_error_is_bounded)
     row_set pp1 = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_HIERARCHICAL);
     row_set pp1_auto = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_AUTO);
     calib k1 = {1.0, 0};
-    fprintf(stderr, "\nshipped calibration: compute_efficiency %g, overhead %.1f us per layer pass\n",
+    fprintf(stderr,
+            "\nshipped calibration: compute_efficiency %g, overhead %.1f us per layer pass\n",
             k.eff, k.o * 1e6);
     summary(&train, k, "training half (pp = 1)");
     summary(&held, k, "held-out half (pp = 1)");
     summary(&pp1, k, "all pp = 1");
-    fprintf(stderr, "all pp = 1, auto collectives: MAPE %.2f%%; uncalibrated (efficiency 1, "
-                    "no overhead): %.2f%%\n",
+    fprintf(stderr,
+            "all pp = 1, auto collectives: MAPE %.2f%%; uncalibrated (efficiency 1, "
+            "no overhead): %.2f%%\n",
             100 * mape_of(&pp1_auto, k, NULL), 100 * mape_of(&pp1, k1, NULL));
     report_buckets(&held, k, "held-out rows (pp = 1)");
     report_buckets(&pp1, k, "all pp = 1 rows");
