@@ -522,7 +522,7 @@ static row_profile build_profile(model_cache *c, const ts_topo *shipped, const g
   cr_assert_not_null(p, "line %d: %s", r->line, error != NULL ? error->message : "");
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &error);
   cr_assert_not_null(tr, "line %d: %s", r->line, error != NULL ? error->message : "");
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   ts_replay_result rr;
   gboolean ok = ts_run_replay(tr, t, &ro, &rr, &error);
   cr_assert(ok, "line %d: %s", r->line, error != NULL ? error->message : "");
