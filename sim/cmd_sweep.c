@@ -2,6 +2,7 @@
  * shapes, hardware what-ifs, models, batches and splits, on every core, in shards, as CSV and
  * JSON rows with the fields of `trainsim run`. */
 #include "ts_cmd.h"
+#include "ts_plot.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
 
@@ -157,6 +158,7 @@ int ts_cmd_sweep(int argc, char **argv)
   a.bucket_MiB = 25.0;
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
   gint64 jobs = -1; /* -1: every core */
+  gboolean plot = FALSE;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.topologies,
        "Topology file or shipped name; repeat or comma-separate to sweep several", "T"},
@@ -193,6 +195,9 @@ int ts_cmd_sweep(int argc, char **argv)
        "i/n"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
        "Write sweep.csv and sweep.json here (atomically)", "DIR"},
+      {"plot", 0, 0, G_OPTION_ARG_NONE, &plot,
+       "Also draw the sweep's plots (PNG, SVG) into DIR/plots; needs --output-dir and gnuplot",
+       NULL},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
        "Without --output-dir: csv (default) or json on stdout", "F"},
       {NULL}};
@@ -299,6 +304,15 @@ int ts_cmd_sweep(int argc, char **argv)
                  ts_fmt_time(t, sizeof t, out[best].res.step_time_s));
         }
         printf("wrote %s and %s\n", pc, pj);
+        if (plot) {
+          g_autofree char *pd = g_build_filename(outdir, "plots", NULL);
+          g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
+          if (!ts_plot_file(pj, pd, written, &err))
+            status = ts_cmd_fail("sweep", err);
+          for (guint w = 0; w < written->len; w++)
+            if (!g_str_has_suffix(g_ptr_array_index(written, w), ".dat"))
+              printf("wrote %s\n", (char *)g_ptr_array_index(written, w));
+        }
       }
     } else {
       const char *text = json_out ? json : csv;

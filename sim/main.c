@@ -16,6 +16,7 @@ static const ts_cmd commands[] = {
     {"calibrate", ts_cmd_calibrate, "time real kernels on this host and fit a chip profile"},
     {"sweep", ts_cmd_sweep, "predict every combination of topologies, what-ifs, batches and splits"},
     {"search", ts_cmd_search, "rank the splits that fit in memory; why the other families lost"},
+    {"plot", ts_cmd_plot, "gnuplot figures of sweeps, runs and timelines (PNG and SVG)"},
     {"merge", ts_cmd_merge, "combine the shards of a sweep (sweep --shard i/n)"},
     {"check", ts_cmd_check, "re-predict regression scenarios and compare with golden step times"},
 };

@@ -42,6 +42,7 @@ void ts_result_clear(ts_result *r)
 {
   g_free(r->split);
   g_free(r->placement);
+  g_free(r->link_summary);
   memset(r, 0, sizeof *r);
 }
 
@@ -161,6 +162,10 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
     g_string_append_c(s, '\n');
   }
+  for (int i = 0; i < n; i++)
+    if (res[i].link_summary != NULL)
+      g_string_append_printf(s, "\n%s: %" G_GINT64_FORMAT " flows simulated\n%s", res[i].split,
+                             res[i].flows, res[i].link_summary);
   return g_string_free(s, FALSE);
 }
 

@@ -626,7 +626,7 @@ static double row_step(row_sim *s, calib k, ts_result *res)
         op->flops =
             s->flops0[n] > floor_flops * s->share[n] ? s->flops0[n] : floor_flops * s->share[n];
     }
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   ts_replay_result rr;
   g_autoptr(GError) error = NULL;
   gboolean ok = ts_run_replay(s->trace, s->topo, &ro, &rr, &error);

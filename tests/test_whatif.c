@@ -595,3 +595,88 @@ Test(search, losing_family_is_communication_bound)
   expect_input_error("search -t tpu-v3-8x8 -m bert-large -b 512 --micro-batch 0", "--micro-batch");
   expect_input_error("search -t tpu-v3-8x8 -m bert-large -b 512 --top 0", "--top 0");
 }
+
+/* ---- plots -------------------------------------------------------------------------------- */
+
+/* A drawn plot: PNG (magic bytes) and SVG (an <svg> element), both non-empty. */
+static void expect_plot(const char *dir, const char *name)
+{
+  g_autofree char *png = g_strdup_printf("%s/%s.png", dir, name);
+  g_autofree char *svg = g_strdup_printf("%s/%s.svg", dir, name);
+  g_autofree char *dat = g_strdup_printf("%s/%s.dat", dir, name);
+  gchar *bytes = NULL;
+  gsize len = 0;
+  cr_assert(g_file_get_contents(png, &bytes, &len, NULL), "%s missing", png);
+  cr_assert(len > 1000 && memcmp(bytes, "\x89PNG", 4) == 0, "%s is not a PNG (%zu bytes)", png,
+            (size_t)len);
+  g_free(bytes);
+  g_autofree char *s = slurp(svg);
+  cr_assert(strstr(s, "<svg") != NULL, "%s is not SVG", svg);
+  cr_assert(g_file_test(dat, G_FILE_TEST_IS_REGULAR), "%s missing", dat);
+}
+
+Test(plot, sweep_run_and_timeline_plots_are_drawn)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_strdup_printf(
+      "sweep -t tpu-v3-8x8 -m bert-large --batch-per-chip 4 --vary dims=2x2,4x4,8x8 -s tp=1 "
+      "-s tp=4@x --vary link_bandwidth_GBps=x0.5,x1 -o %s/sweep --plot",
+      dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autofree char *pd = g_strdup_printf("%s/sweep/plots", dir);
+  const char *names[] = {"scaling", "efficiency", "breakdown", "memory", "whatif"};
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
+    expect_plot(pd, names[i]);
+  /* The scaling data hold one block per split family, chips ascending. */
+  g_autofree char *sd = g_strdup_printf("%s/scaling.dat", pd);
+  g_autofree char *st = slurp(sd);
+  cr_assert(g_str_has_prefix(st, "\"dp\"\n 4 ") && strstr(st, "\n\n\n\"tp+dp\"\n 16 "), "%s", st);
+  run_free(&r);
+  /* run --plot with a timeline. */
+  g_autofree char *b =
+      g_strdup_printf(RUN "-s tp=4@x,dp=16 -o %s/run --plot --timeline %s/t.json", dir, dir);
+  r = run(b);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autofree char *rd = g_strdup_printf("%s/run/plots", dir);
+  expect_plot(rd, "breakdown");
+  expect_plot(rd, "memory");
+  expect_plot(rd, "timeline");
+  run_free(&r);
+  /* trainsim plot on a timeline file, into a folder of our choice. */
+  g_autofree char *c = g_strdup_printf("plot %s/t.json -o %s/tl", dir, dir);
+  r = run(c);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autofree char *td = g_strdup_printf("%s/tl", dir);
+  expect_plot(td, "timeline");
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(plot, missing_gnuplot_and_bad_inputs_are_one_line_errors)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  /* No gnuplot on PATH: a clear error, exit 2, nothing written. */
+  g_autofree char *cmd = g_strdup_printf("%s " RUN "-o %s/run --plot", TS_TRAINSIM_BIN, dir);
+  gchar **argv = NULL;
+  cr_assert(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+  gchar *env[] = {(gchar *)"PATH=/nonexistent", NULL};
+  gchar *out = NULL, *err = NULL;
+  int wait = 0;
+  cr_assert(g_spawn_sync(NULL, argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &wait, NULL));
+  cr_assert(WIFEXITED(wait) && WEXITSTATUS(wait) == 2, "exit %d: %s", wait, err);
+  cr_assert(strstr(err, "gnuplot not found") != NULL, "%s", err);
+  g_autofree char *rd = g_strdup_printf("%s/run", dir);
+  cr_assert(!g_file_test(rd, G_FILE_TEST_EXISTS), "--plot without gnuplot created %s", rd);
+  g_strfreev(argv);
+  g_free(out);
+  g_free(err);
+  g_autofree char *junk = g_build_filename(dir, "junk.json", NULL);
+  cr_assert(g_file_set_contents(junk, "{\"nothing\": 1}", -1, NULL));
+  g_autofree char *a = g_strdup_printf("plot %s", junk);
+  expect_input_error(a, "neither results nor a timeline");
+  expect_input_error("plot /nonexistent.json", "/nonexistent.json: cannot read as JSON");
+  expect_input_error("plot", "missing input");
+  expect_input_error(RUN "--plot", "--plot: expected --output-dir");
+  rm_rf(dir);
+}
