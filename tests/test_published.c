@@ -584,8 +584,9 @@ static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, con
     for (int i = 0; i < pr->nops; i++) {
       const char *l = g_ptr_array_index(s->trace->labels, pr->ops[i].label);
       if (pr->ops[i].kind == TS_OP_COMPUTE && g_str_has_suffix(l, " bwd input grad")) {
-        g_autofree char *want =
-            g_strdup_printf("%.*sweight grad", (int)(strlen(l) - strlen("input grad")), l);
+        /* "X bwd input grad" -> "X bwd weight grad" (one character longer). */
+        g_autofree char *stem = g_strndup(l, strlen(l) - strlen("input grad"));
+        g_autofree char *want = g_strconcat(stem, "weight grad", NULL);
         int j = i + 1;
         for (; j < pr->nops; j++) {
           const char *lj = g_ptr_array_index(s->trace->labels, pr->ops[j].label);
