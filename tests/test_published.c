@@ -514,8 +514,9 @@ typedef struct {
  * The row as trainsim plans it: the shipped DGX A100 cut to the row's GPUs (one node of N, or
  * N/8 nodes), Megatron's order (tp innermost, then dp, pp outermost), full recomputation
  * (activation checkpointing was on), 1F1B with Megatron's stages (L/pp blocks each, the
- * embedding on the first, the final norm and logits on the last), NCCL's ring, and one
- * gradient all-reduce after the backward (vTrain's runs: no gradient bucketing).
+ * embedding on the first, the final norm and logits on the last), collectives by `algo`
+ * (hierarchical: NCCL's ring inside a node, one ring per rail across nodes), and one gradient
+ * all-reduce after the backward (vTrain's runs: no gradient bucketing).
  */
 static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, const gt_row *r,
                          ts_coll_algo algo)
@@ -525,12 +526,25 @@ static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, con
   const ts_model *m = row_model(c, r);
   s->topo = r->gpus <= 8 ? node_of(shipped, r->gpus) : cluster_of(shipped, r->gpus / 8);
   cr_assert_eq(s->topo->nchips, r->gpus, "line %d: %d GPUs", r->line, r->gpus);
-  GString *text = g_string_new(NULL);
-  g_string_printf(text, "tp=%d,dp=%d,recompute=full", r->tp, r->dp);
+  /* Megatron's rank = tp + TP (dp + DP pp) on GPUs numbered node-major: each axis takes what
+   * the previous ones left of the node, then nodes. */
+  GString *text = g_string_new("recompute=full");
+  const char *name[] = {"tp", "dp", "pp"};
+  int degree[] = {r->tp, r->dp, r->pp}, left_node = s->topo->dims[0].size;
+  for (int a = 0; a < 3; a++) {
+    if (degree[a] <= 1)
+      continue;
+    const char *where = left_node == 1           ? "net"
+                        : degree[a] <= left_node ? "node"
+                        : s->topo->ndims > 1     ? "node+net"
+                                                 : "node";
+    g_string_append_printf(text, ",%s=%d@%s", name[a], degree[a], where);
+    left_node = degree[a] <= left_node ? left_node / degree[a] : 1;
+  }
   if (r->pp > 1) {
     int per = 5 * (r->layers / r->pp); /* sublayers: norm1, attention, norm2, fc1, fc2 */
     cr_assert_eq(r->layers % r->pp, 0, "line %d: %d layers over pp %d", r->line, r->layers, r->pp);
-    g_string_append_printf(text, ",pp=%d,schedule=1f1b,stages=%d", r->pp, 1 + per);
+    g_string_append_printf(text, ",schedule=1f1b,stages=%d", 1 + per);
     for (int k = 1; k < r->pp; k++)
       g_string_append_printf(text, ":%d", per + (k == r->pp - 1 ? 2 : 0));
   }
