@@ -75,7 +75,13 @@ typedef struct {
   double *out_bytes;
   int *in_off; /* likewise into in_peer */
   int *in_peer;
+  int users; /* running activities using it; unused ones may be evicted */
+  gsize mem; /* bytes held */
 } plan_index;
+
+/* Plans are cached (the buckets of a data-parallel step repeat one size), but a 4096-member
+ * torus plan holds ~40 MB: unused plans go once the cache passes this. */
+#define PLAN_CACHE_BYTES ((gsize)256 << 20)
 
 typedef struct job job;
 
@@ -105,6 +111,7 @@ struct sgb {
   double t0, makespan;
   GError *error;     /* first error raised inside an actor */
   GHashTable *plans; /* key -> plan_index* */
+  gsize plans_mem;   /* bytes held by the cached plans */
   link_acc *acc;
   GPtrArray *label_names; /* label index -> char* */
   gint64 flows;
@@ -330,6 +337,8 @@ static void run_send_side(job *j, int side)
 
 static void job_free(job *j)
 {
+  if (j->pi != NULL)
+    j->pi->users--;
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -559,6 +568,8 @@ static plan_index *plan_index_new(ts_coll_plan *plan, int n)
   g_array_unref(sb);
   g_array_unref(si);
   g_array_unref(xf);
+  pi->mem =
+      rows * 2 * sizeof(int) + op->len * (sizeof(int) + sizeof(double)) + ip->len * sizeof(int);
   pi->out_peer = (int *)g_array_free(op, FALSE);
   pi->out_bytes = (double *)g_array_free(ob, FALSE);
   pi->in_peer = (int *)g_array_free(ip, FALSE);
@@ -584,6 +595,7 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
   plan_index *pi = g_hash_table_lookup(b->plans, key->str);
   if (pi != NULL) {
     g_string_free(key, TRUE);
+    pi->users++;
     return pi;
   }
   ts_coll_algo algo = op->algo;
@@ -600,6 +612,16 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     return NULL;
   }
   pi = plan_index_new(p, ts_group_size(g));
+  pi->users = 1;
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, b->plans);
+  while (b->plans_mem + pi->mem > PLAN_CACHE_BYTES && g_hash_table_iter_next(&it, &k, &v))
+    if (((plan_index *)v)->users == 0) {
+      b->plans_mem -= ((plan_index *)v)->mem;
+      g_hash_table_iter_remove(&it);
+    }
+  b->plans_mem += pi->mem;
   g_hash_table_insert(b->plans, g_string_free(key, FALSE), pi);
   return pi;
 }

@@ -531,6 +531,14 @@ char *ts_platform_xml(const ts_platform *p, ts_platform_routing routing, GError 
                 p->topo->path != NULL ? p->topo->path : p->topo->name);
     return NULL;
   }
+  if (r == TS_PLATFORM_FULL && p->topo->nchips > TS_PLATFORM_FULL_LIMIT_CHIPS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s: routing full writes every route, %d x %d of them: expected at most %d "
+                "chips; use dijkstra (or torus on a uniform torus)",
+                p->topo->path != NULL ? p->topo->path : p->topo->name, p->topo->nchips,
+                p->topo->nchips - 1, TS_PLATFORM_FULL_LIMIT_CHIPS);
+    return NULL;
+  }
   GString *s = g_string_new(NULL);
   xml_header(s, p, r);
   if (r == TS_PLATFORM_TORUS) {

@@ -1,6 +1,7 @@
 /* ts_sg_shim: the C++ side of the simgrid backend, kept to what SimGrid 3.32's C API cannot
- * do: a netzone with caller-computed routes, host-to-host flows without receiving actors,
- * actors running a C closure, sealing, and configuration guarded against aborts. */
+ * do: a netzone with caller-computed routes, actors running a C closure, mailbox exchanges
+ * that report each flow's interval, host-to-host flows, sealing, and initialisation and
+ * configuration guarded so that nothing SimGrid prints or aborts on reaches the user. */
 #include "ts_sg_shim.h"
 #include "ts_util.h"
 
@@ -19,9 +20,9 @@
 #include <xbt/log.h>
 
 #include <cmath>
+#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>

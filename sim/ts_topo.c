@@ -24,8 +24,8 @@ static const char *const chip_keys[] = {
     "name", "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency", NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
-static const char *const dim_keys[] = {"size",       "shape", "link_bandwidth_GBps",
-                                       "latency_us", "bandwidth_efficiency", NULL};
+static const char *const dim_keys[] = {
+    "size", "shape", "link_bandwidth_GBps", "latency_us", "bandwidth_efficiency", NULL};
 
 const char *ts_shape_name(ts_shape s)
 {

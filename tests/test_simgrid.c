@@ -246,7 +246,7 @@ Test(agree, every_algorithm_on_switches)
       expect_close(got, want, REL_TOL, what);
       checked++;
     }
-  cr_expect(checked >= 20, "%d combinations", checked);
+  cr_expect(checked >= 26, "%d combinations", checked);
   ts_backend_free(sg);
 }
 
@@ -267,7 +267,7 @@ static void predict(const char *model, const char *topo, const char *split, gint
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = batch;
-  ts_run_options ro = {backend, NULL, FALSE};
+  ts_run_options ro = {.backend = backend, .sg_cfg = NULL, .full = FALSE};
   gboolean ok = ts_run_predict(mm, t, sp, &po, &ro, out, &e);
   cr_assert(ok, "%s", e != NULL ? e->message : "");
 }
@@ -792,7 +792,9 @@ Test(cmd, platform_errors_one_line)
                        "--topology tpu-v3-8x8 --routing fast",
                        "--topology asym-16x16 --routing torus",
                        "--topology dgx-a100-4node --chips-per-port net=3",
-                       "--topology dgx-a100-4node --chips-per-port nett=8"};
+                       "--topology dgx-a100-4node --chips-per-port nett=8",
+                       "--topology tpu-v3-8x8 -o /nonexistent-dir/p.xml",
+                       "--topology " TS_SOURCE_DIR "/bench/topologies/tpu-v3-64x64.ini --routing full"};
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     char *out = NULL, *err = NULL;
     int rc = run_cmd(bad[i], &out, &err);
