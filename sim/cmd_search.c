@@ -31,8 +31,7 @@ typedef struct {
   const char *status; /* "best", "lost", "does not fit" */
   const char *reason; /* "communication-bound", "bubble-bound", "compute-bound", "does not fit" */
   const cand *best;   /* fastest fitting split of the family; NULL when none fits */
-  const cand *fastest_unfit; /* when none fits: its fastest split regardless of memory */
-  double min_mem;            /* smallest memory per chip of the family, bytes */
+  double min_mem;     /* smallest memory per chip of the family, bytes */
   double loss_pct;
   char *detail;
 } family;
@@ -202,9 +201,52 @@ int ts_cmd_search(int argc, char **argv)
   for (int i = 0; i < n; i++)
     idx[i] = i;
   ts_outcome *out = g_new0(ts_outcome, n);
+  /* Memory needs only the plan: a configuration that does not fit is never replayed, its
+   * family's smallest memory per chip is all the report needs. */
+  int *pidx = g_new(int, n);
+  int np = 0;
+  GHashTable *unfit_mem = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  GPtrArray *unfit_order = g_ptr_array_new();
+  for (int i = 0; i < n; i++) {
+    g_autoptr(GError) pe = NULL;
+    g_autoptr(ts_split) sp = ts_split_parse(cfg[i].split, &pe);
+    g_autoptr(ts_plan) p =
+        sp != NULL ? ts_plan_new(cfg[i].model, cfg[i].topo, sp, &cfg[i].po, &pe) : NULL;
+    if (p != NULL && p->mem.fits) {
+      pidx[np++] = i;
+      continue;
+    }
+    out[i].status = TS_OUTCOME_INVALID;
+    out[i].error_code = TS_ERROR_INVALID;
+    if (p == NULL) {
+      out[i].message = g_strdup(pe->message);
+      continue;
+    }
+    char b1[32], b2[32];
+    out[i].message = g_strdup_printf("does not fit: %s per chip, %s available",
+                                     ts_fmt_bytes(b1, sizeof b1, p->mem.total),
+                                     ts_fmt_bytes(b2, sizeof b2, p->mem.capacity));
+    char *f = ts_split_family(p->split_text);
+    double *mm = g_hash_table_lookup(unfit_mem, f);
+    if (mm == NULL) {
+      mm = g_new(double, 1);
+      *mm = p->mem.total;
+      g_hash_table_insert(unfit_mem, f, mm);
+      g_ptr_array_add(unfit_order, f);
+    } else {
+      *mm = MIN(*mm, p->mem.total);
+      g_free(f);
+    }
+  }
+  ts_outcome *pout = g_new0(ts_outcome, MAX(np, 1));
   ts_pool_options po = {jobs > 0 ? (int)jobs : ts_pool_default_jobs(), TRUE, "search"};
   int status = 0;
-  if (!ts_pool_run(cfg, idx, n, &po, out, &err)) {
+  gboolean ran = ts_pool_run(cfg, pidx, np, &po, pout, &err);
+  for (int k = 0; k < np; k++)
+    out[pidx[k]] = pout[k]; /* ownership moves */
+  g_free(pout);
+  g_free(pidx);
+  if (!ran) {
     status = ts_cmd_fail("search", err);
     goto done;
   }
@@ -238,7 +280,6 @@ int ts_cmd_search(int argc, char **argv)
         family nf = {0};
         nf.family = f;
         nf.min_mem = INFINITY;
-        nf.fastest_unfit = c;
         g_array_append_val(fams, nf);
         g_hash_table_insert(fam_of, f, GINT_TO_POINTER((int)fams->len - 1));
         fm = &g_array_index(fams, family, fams->len - 1);
@@ -247,6 +288,22 @@ int ts_cmd_search(int argc, char **argv)
         fm->min_mem = c->r->mem.total;
       if (c->r->mem.fits && fm->best == NULL)
         fm->best = c;
+    }
+    /* Families none of whose splits fit: known from their plans alone. */
+    for (guint i = 0; i < unfit_order->len; i++) {
+      const char *f = g_ptr_array_index(unfit_order, i);
+      double mm = *(double *)g_hash_table_lookup(unfit_mem, f);
+      gpointer v;
+      if (g_hash_table_lookup_extended(fam_of, f, NULL, &v)) {
+        family *fm = &g_array_index(fams, family, GPOINTER_TO_INT(v));
+        fm->min_mem = MIN(fm->min_mem, mm);
+        continue;
+      }
+      family nf = {0};
+      nf.family = g_strdup(f);
+      nf.min_mem = mm;
+      g_array_append_val(fams, nf);
+      g_hash_table_insert(fam_of, (char *)nf.family, GINT_TO_POINTER((int)fams->len - 1));
     }
     const cand *win = fit->len > 0 ? &g_array_index(fit, cand, 0) : NULL;
     const cand *second = fit->len > 1 ? &g_array_index(fit, cand, 1) : NULL;
@@ -290,15 +347,21 @@ int ts_cmd_search(int argc, char **argv)
     if (win == NULL) {
       g_string_append(s, "no split fits in memory.\n");
     } else {
-      g_string_append_printf(s, "%-4s  %-14s  %-22s  %5s  %9s  %9s  %6s  %11s\n", "rank", "split",
-                             "placement", "micro", "step", "samples/s", "MFU", "memory/chip");
+      int ws = 5, wp = 9;
+      for (guint i = 0; i < fit->len && i < (guint)top; i++) {
+        const cand *c = &g_array_index(fit, cand, i);
+        ws = MAX(ws, (int)strlen(c->r->split));
+        wp = MAX(wp, (int)strlen(c->r->placement));
+      }
+      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %6s  %11s\n", "rank", ws, "split",
+                             wp, "placement", "micro", "step", "samples/s", "MFU", "memory/chip");
       for (guint i = 0; i < fit->len && i < (guint)top; i++) {
         const cand *c = &g_array_index(fit, cand, i);
         g_ascii_formatd(b[1], 48, "%.4g", c->r->samples_per_s);
         g_ascii_formatd(b[2], 48, "%.1f", 100 * c->r->mfu);
         g_string_append_printf(s,
-                               "%-4u  %-14s  %-22s  %5" G_GINT64_FORMAT "  %9s  %9s  %5s%%  %11s\n",
-                               i + 1, c->r->split, c->r->placement, c->r->micro_batch,
+                               "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %5s%%  %11s\n",
+                               i + 1, ws, c->r->split, wp, c->r->placement, c->r->micro_batch,
                                ts_fmt_time(b[0], 48, c->r->step_time_s), b[1], b[2],
                                ts_fmt_bytes(b[3], 48, c->r->mem.total));
       }
@@ -322,7 +385,7 @@ int ts_cmd_search(int argc, char **argv)
           g_autofree char *pn = placement_note(t, c->r->placement);
           g_ascii_formatd(b[2], 48, "%+.1f",
                           100.0 * (c->r->step_time_s / win->r->step_time_s - 1.0));
-          g_string_append_printf(s, "  %-22s  %9s  %7s%%  %s\n", c->r->placement,
+          g_string_append_printf(s, "  %-24s  %9s  %7s%%  %s\n", c->r->placement,
                                  ts_fmt_time(b[0], 48, c->r->step_time_s), b[2], pn);
         }
       }
@@ -331,22 +394,28 @@ int ts_cmd_search(int argc, char **argv)
     for (guint i = 0; i < fams->len; i++) {
       const family *f = &g_array_index(fams, family, i);
       if (f->best == NULL) {
-        g_string_append_printf(s, "  %-10s  does not fit: %s\n", f->family, f->detail);
+        g_string_append_printf(s, "  %-16s  does not fit: %s\n", f->family, f->detail);
       } else if (f->best->k == win->k) {
-        g_string_append_printf(s, "  %-10s  best: %s\n", f->family,
+        g_string_append_printf(s, "  %-16s  best: %s\n", f->family,
                                ts_fmt_time(b[0], 48, f->best->r->step_time_s));
       } else {
         g_ascii_formatd(b[1], 48, "%+.1f", f->loss_pct);
-        g_string_append_printf(s, "  %-10s  lost by %s%% (%s, %s): best %s at %s\n", f->family,
+        g_string_append_printf(s, "  %-16s  lost by %s%% (%s, %s): best %s at %s\n", f->family,
                                b[1], f->reason, f->detail, f->best->r->placement,
                                ts_fmt_time(b[0], 48, f->best->r->step_time_s));
       }
     }
-    int skipped = n - (int)all->len;
-    if (skipped > 0)
-      g_string_append_printf(s,
-                             "(%d configuration%s could not be predicted; see candidates.json)\n",
-                             skipped, skipped == 1 ? "" : "s");
+    int unfit = 0, invalid = 0;
+    for (int k = 0; k < n; k++)
+      if (out[k].status != TS_OUTCOME_OK) {
+        gboolean uf = out[k].message != NULL && g_str_has_prefix(out[k].message, "does not fit");
+        unfit += uf;
+        invalid += !uf;
+      }
+    g_string_append_printf(s, "(%d configurations not replayed because they do not fit", unfit);
+    if (invalid > 0)
+      g_string_append_printf(s, "; %d could not be predicted", invalid);
+    g_string_append(s, "; every candidate with its reason: search -o DIR, candidates.json)\n");
 
     /* JSON: the same content, machine-readable. */
     JsonObject *root = json_object_new();
@@ -431,6 +500,8 @@ int ts_cmd_search(int argc, char **argv)
     g_array_unref(all);
   }
 done:
+  g_hash_table_unref(unfit_mem);
+  g_ptr_array_unref(unfit_order);
   for (int k = 0; k < n; k++)
     ts_outcome_clear(&out[k]);
   g_free(out);

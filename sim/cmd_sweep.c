@@ -42,9 +42,9 @@ static gboolean parse_counts(char **given, const char *opt, gint64 lo, GArray *o
 /* Shared by sweep and search: option values into a spec; FALSE with a one-line error. */
 typedef struct {
   char **topologies, **models, **splits, **batches, **per_chip, **micro, **vary;
-  char *splits_opt, *backend, *algo;
+  char *splits_opt, *backend, *algo, *recompute;
   double bucket_MiB;
-  gboolean fits_only, full;
+  gboolean fits_only, full, all_placements;
 } sweep_args;
 
 static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **error)
@@ -103,11 +103,30 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
     if (parsed == NULL)
       return FALSE;
   }
-  if (a->fits_only && !sp->auto_splits) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--fits-only: expected --splits auto");
+  if ((a->fits_only || a->all_placements) && !sp->auto_splits) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--fits-only and --all-placements: expected --splits auto");
     return FALSE;
   }
   sp->fits_only = a->fits_only;
+  sp->all_placements = a->all_placements;
+  if (a->recompute != NULL) {
+    /* Each value is appended to every split, as another dimension of the sweep. */
+    g_auto(GStrv) parts = g_strsplit(a->recompute, ",", -1);
+    GPtrArray *sfx = g_ptr_array_new();
+    for (char **p = parts; *p != NULL; p++) {
+      const char *v = g_strstrip(*p);
+      if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--recompute '%s': expected none, selective or full (a list: none,full)", v);
+        g_ptr_array_free(sfx, TRUE);
+        return FALSE;
+      }
+      g_ptr_array_add(sfx, strcmp(v, "none") == 0 ? g_strdup("")
+                                                  : g_strconcat(",recompute=", v, NULL));
+    }
+    g_ptr_array_add(sfx, NULL);
+    sp->suffixes = (char **)g_ptr_array_free(sfx, FALSE);
+  }
   for (char **v = a->vary; v != NULL && *v != NULL; v++) {
     ts_vary *tv = ts_vary_parse(*v, error);
     if (tv == NULL)
@@ -141,6 +160,7 @@ static void spec_clear(ts_sweep_spec *sp)
   g_strfreev(sp->topologies);
   g_strfreev(sp->models);
   g_strfreev(sp->splits);
+  g_strfreev(sp->suffixes);
   if (sp->global_batch)
     g_array_unref(sp->global_batch);
   if (sp->batch_per_chip)
@@ -170,6 +190,13 @@ int ts_cmd_sweep(int argc, char **argv)
        "auto (every valid split and placement) or a ';'-separated list", "auto|S1;S2"},
       {"fits-only", 0, 0, G_OPTION_ARG_NONE, &a.fits_only,
        "With --splits auto: only splits whose memory per chip fits", NULL},
+      {"all-placements", 0, 0, G_OPTION_ARG_NONE, &a.all_placements,
+       "With --splits auto: also placements that mirror others on interchangeable dimensions",
+       NULL},
+      {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
+       "Activation recomputation for every split: none (default), selective, full; a list "
+       "sweeps",
+       "R[,R...]"},
       {"global-batch", 'b', 0, G_OPTION_ARG_STRING_ARRAY, &a.batches,
        "Samples per step (all replicas); a list sweeps several", "N[,N...]"},
       {"batch-per-chip", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.per_chip,
@@ -341,6 +368,7 @@ out:
   g_strfreev(a.micro);
   g_strfreev(a.vary);
   g_free(a.splits_opt);
+  g_free(a.recompute);
   g_free(a.backend);
   g_free(a.algo);
   return status;

@@ -324,6 +324,8 @@ char *ts_split_family(const char *split)
       g_string_append_printf(f, "%s%s", f->len ? "+" : "", ts_axis_kind_name(a));
   if (f->len == 0)
     g_string_append(f, "single");
+  if (s->zero > 0)
+    g_string_append_printf(f, "+zero%d", s->zero);
   return g_string_free(f, FALSE);
 }
 
@@ -357,6 +359,11 @@ typedef struct {
   gboolean fits_only;
   gboolean supported[TS_AX_N];
   int degree[TS_AX_N];
+  int zero_stages;    /* ZeRO stages the planner accepts (1: none beyond 0) */
+  const char *suffix; /* options appended to every split, e.g. ",recompute=full" */
+  gboolean all_placements;
+  int perms[24][TS_MAX_DIMS]; /* dimension permutations that map the array onto itself */
+  int nperms;
   GPtrArray *seqs;  /* dimension sequences */
   GHashTable *seen; /* shape key -> 1 */
   GPtrArray *out;
@@ -375,6 +382,44 @@ static char *shape_key(const int *degree, const ts_group_shape *shape)
   return g_string_free(k, FALSE);
 }
 
+/* Plans one candidate split; keeps it when its groups (and options) are new and the planner
+ * accepts it. */
+static void try_split(auto_ctx *c, const char *text)
+{
+  g_autoptr(ts_split) sp = ts_split_parse(text, NULL);
+  int deg[TS_AX_N];
+  ts_group_shape shape[TS_AX_N];
+  if (sp == NULL || !ts_split_place(sp, c->t, deg, shape, NULL))
+    return;
+  /* The key of the placement, canonical under the array's symmetries unless every placement
+   * is wanted: the smallest key over the images of the shapes. */
+  char *groups = shape_key(deg, shape);
+  for (int k = 1; k < c->nperms && !c->all_placements; k++) {
+    ts_group_shape img[TS_AX_N];
+    memcpy(img, shape, sizeof img);
+    for (int a = 0; a < TS_AX_N; a++)
+      for (int q = 0; q < img[a].npieces; q++)
+        img[a].p[q].dim = c->perms[k][img[a].p[q].dim];
+    char *alt = shape_key(deg, img);
+    if (strcmp(alt, groups) < 0) {
+      g_free(groups);
+      groups = alt;
+    } else {
+      g_free(alt);
+    }
+  }
+  char *key = g_strdup_printf("%s|zero=%d", groups, sp->zero);
+  g_free(groups);
+  if (g_hash_table_contains(c->seen, key)) {
+    g_free(key);
+    return;
+  }
+  g_hash_table_add(c->seen, key);
+  g_autoptr(ts_plan) p = ts_plan_new(c->m, c->t, sp, c->po, NULL);
+  if (p != NULL && (!c->fits_only || p->mem.fits))
+    g_ptr_array_add(c->out, g_strdup(text));
+}
+
 /* Chooses a placement for axis a onwards, then tries the split. */
 static void place_axes(auto_ctx *c, int a, int *choice)
 {
@@ -386,21 +431,12 @@ static void place_axes(auto_ctx *c, int a, int *choice)
                                c->degree[k], (char *)g_ptr_array_index(c->seqs, choice[k]));
     if (s->len == 0)
       g_string_append(s, "dp=1");
-    g_autoptr(ts_split) sp = ts_split_parse(s->str, NULL);
-    int deg[TS_AX_N];
-    ts_group_shape shape[TS_AX_N];
-    if (sp != NULL && ts_split_place(sp, c->t, deg, shape, NULL)) {
-      char *key = shape_key(deg, shape);
-      if (!g_hash_table_contains(c->seen, key)) {
-        g_hash_table_add(c->seen, key);
-        g_autoptr(ts_plan) p = ts_plan_new(c->m, c->t, sp, c->po, NULL);
-        if (p != NULL && (!c->fits_only || p->mem.fits)) {
-          g_ptr_array_add(c->out, g_string_free(s, FALSE));
-          return;
-        }
-      } else {
-        g_free(key);
-      }
+    /* Sharding (ZeRO stage) only means something across data-parallel replicas. */
+    int nzero = c->degree[TS_AX_DP] > 1 ? c->zero_stages : 1;
+    for (int z = 0; z < nzero; z++) {
+      g_autofree char *zs = z > 0 ? g_strdup_printf(",zero=%d", z) : g_strdup("");
+      g_autofree char *text = g_strconcat(s->str, zs, c->suffix, NULL);
+      try_split(c, text);
     }
     g_string_free(s, TRUE);
     return;
@@ -437,16 +473,62 @@ static void choose_degrees(auto_ctx *c, int a, int left)
     }
 }
 
-GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_options *po,
-                          gboolean fits_only)
+/* Permutations of the dimensions that map the array onto itself: dimensions of the same
+ * size, shape, link bandwidth and latency are interchangeable, and a placement and its image
+ * under such a permutation predict the same step (the array cannot tell them apart). */
+static void perm_rec(auto_ctx *c, int d, int *cur, int *used)
 {
-  auto_ctx c = {m, t, po, fits_only, {0}, {0}, NULL, NULL, NULL};
+  const ts_topo *t = c->t;
+  if (d == t->ndims) {
+    memcpy(c->perms[c->nperms++], cur, sizeof(int) * TS_MAX_DIMS);
+    return;
+  }
+  for (int e = 0; e < t->ndims && c->nperms < 24; e++) {
+    const ts_dim *a = &t->dims[d], *b = &t->dims[e];
+    if (used[e] || a->size != b->size || a->shape != b->shape || a->link_bw_Bps != b->link_bw_Bps ||
+        a->latency_s != b->latency_s)
+      continue;
+    used[e] = 1;
+    cur[d] = e;
+    perm_rec(c, d + 1, cur, used);
+    used[e] = 0;
+  }
+}
+
+static void array_symmetries(auto_ctx *c)
+{
+  int cur[TS_MAX_DIMS] = {0}, used[TS_MAX_DIMS] = {0};
+  c->nperms = 0;
+  perm_rec(c, 0, cur, used);
+}
+
+GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_options *po,
+                          const ts_auto_options *o)
+{
+  auto_ctx c = {0};
+  c.m = m;
+  c.t = t;
+  c.po = po;
+  c.fits_only = o != NULL && o->fits_only;
+  c.all_placements = o != NULL && o->all_placements;
+  c.suffix = o != NULL && o->suffix != NULL ? o->suffix : "";
+  c.zero_stages = 1;
+  array_symmetries(&c);
   for (int a = 0; a < TS_AX_N; a++) {
     /* An axis the planner does not accept yet (ts_split_parse says so) is left out. */
     g_autofree char *probe = g_strdup_printf("%s=2", ts_axis_kind_name(a));
     g_autoptr(ts_split) s = ts_split_parse(probe, NULL);
     c.supported[a] = s != NULL;
   }
+  /* Sharding: every ZeRO stage the split parser accepts (Rajbhandari et al. 2020: 1 shards
+   * optimizer states, 2 also gradients, 3 also parameters). */
+  for (int z = 1; z <= 3; z++) {
+    g_autofree char *probe = g_strdup_printf("dp=2,zero=%d", z);
+    g_autoptr(ts_split) s = ts_split_parse(probe, NULL);
+    if (s != NULL && s->zero == z)
+      c.zero_stages = z + 1;
+  }
+
   c.seqs = g_ptr_array_new_with_free_func(g_free);
   int used[TS_MAX_DIMS] = {0};
   GString *cur = g_string_new(NULL);
@@ -544,41 +626,46 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
         cfg.po.algo = sp->algo;
         cfg.ro.backend = c->sw->backend;
         cfg.ro.full = sp->full;
-        g_autoptr(GPtrArray) auto_list =
-            sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, sp->fits_only && !sp->micro_auto)
-                            : NULL;
-        guint ns = auto_list ? auto_list->len : g_strv_length(sp->splits);
-        for (guint k = 0; k < ns; k++) {
-          const char *text = auto_list ? g_ptr_array_index(auto_list, k) : sp->splits[k];
-          /* Micro-batch candidates: the whole per-replica batch, then halves of it down to 1
-           * (smaller micro-batches hold fewer activations; pipelines need several). */
-          GArray *micros = g_array_new(FALSE, FALSE, sizeof(gint64));
-          g_array_append_val(micros, cfg.po.micro_batch);
-          if (sp->micro_auto) {
-            g_autoptr(ts_split) parsed = ts_split_parse(text, NULL);
-            g_autoptr(ts_plan) p = parsed ? ts_plan_new(m, t, parsed, &cfg.po, NULL) : NULL;
-            g_array_set_size(micros, 0);
-            gint64 r = p != NULL ? p->micro_batch : 0;
-            for (gint64 v = r; v >= 1; v = v % 2 == 0 ? v / 2 : (v > 1 ? 1 : 0)) {
-              g_array_append_val(micros, v);
-              if (v == 1)
-                break;
+        static char *no_suffix[] = {(char *)"", NULL};
+        char **suffixes = sp->suffixes != NULL ? sp->suffixes : no_suffix;
+        for (char **sfx = suffixes; *sfx != NULL; sfx++) {
+          ts_auto_options ao = {sp->fits_only && !sp->micro_auto, sp->all_placements, *sfx};
+          g_autoptr(GPtrArray) auto_list =
+              sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, &ao) : NULL;
+          guint ns = auto_list ? auto_list->len : g_strv_length(sp->splits);
+          for (guint k = 0; k < ns; k++) {
+            g_autofree char *text = auto_list ? g_strdup(g_ptr_array_index(auto_list, k))
+                                              : g_strconcat(sp->splits[k], *sfx, NULL);
+            /* Micro-batch candidates: the whole per-replica batch, then halves of it down to 1
+             * (smaller micro-batches hold fewer activations; pipelines need several). */
+            GArray *micros = g_array_new(FALSE, FALSE, sizeof(gint64));
+            g_array_append_val(micros, cfg.po.micro_batch);
+            if (sp->micro_auto) {
+              g_autoptr(ts_split) parsed = ts_split_parse(text, NULL);
+              g_autoptr(ts_plan) p = parsed ? ts_plan_new(m, t, parsed, &cfg.po, NULL) : NULL;
+              g_array_set_size(micros, 0);
+              gint64 r = p != NULL ? p->micro_batch : 0;
+              for (gint64 v = r; v >= 1; v = v % 2 == 0 ? v / 2 : (v > 1 ? 1 : 0)) {
+                g_array_append_val(micros, v);
+                if (v == 1)
+                  break;
+              }
+              if (micros->len == 0) /* does not plan: keep it, the reason is reported */
+                g_array_append_val(micros, cfg.po.micro_batch);
             }
-            if (micros->len == 0) /* does not plan: keep it, the reason is reported */
-              g_array_append_val(micros, cfg.po.micro_batch);
+            for (guint q = 0; q < micros->len; q++) {
+              row_meta rm = {0};
+              rm.array = g_strdup(array);
+              rm.split_arg = g_strdup(text);
+              rm.vals = g_memdup2(c->vals, sizeof(double) * (gsize)MAX(c->sw->nvary, 1));
+              ts_config one = cfg;
+              one.po.micro_batch = g_array_index(micros, gint64, q);
+              one.split = rm.split_arg; /* owned by the row's meta, which lives as long */
+              g_array_append_val(c->sw->meta, rm);
+              g_array_append_val(c->sw->cfgs, one);
+            }
+            g_array_unref(micros);
           }
-          for (guint q = 0; q < micros->len; q++) {
-            row_meta rm = {0};
-            rm.array = g_strdup(array);
-            rm.split_arg = g_strdup(text);
-            rm.vals = g_memdup2(c->vals, sizeof(double) * (gsize)MAX(c->sw->nvary, 1));
-            ts_config one = cfg;
-            one.po.micro_batch = g_array_index(micros, gint64, q);
-            one.split = rm.split_arg; /* owned by the row's meta, which lives as long */
-            g_array_append_val(c->sw->meta, rm);
-            g_array_append_val(c->sw->cfgs, one);
-          }
-          g_array_unref(micros);
         }
       }
     }
@@ -666,6 +753,8 @@ ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **err
     json_builder_add_string_value(b, "auto");
     json_builder_set_member_name(b, "fits_only");
     json_builder_add_boolean_value(b, spec->fits_only);
+    json_builder_set_member_name(b, "all_placements");
+    json_builder_add_boolean_value(b, spec->all_placements);
   } else {
     json_strv(b, "splits", spec->splits);
   }
@@ -679,6 +768,8 @@ ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **err
   } else {
     json_ints(b, "micro_batch", spec->micro_batch);
   }
+  if (spec->suffixes != NULL)
+    json_strv(b, "split_options", spec->suffixes);
   json_builder_set_member_name(b, "vary");
   json_builder_begin_array(b);
   for (int i = 0; i < sw->nvary; i++)

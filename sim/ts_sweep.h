@@ -66,16 +66,25 @@ char *ts_topo_shape_text(const ts_topo *t);
 
 /* ---- automatic split enumeration ---------------------------------------------------------- */
 
+/** What --splits auto enumerates beyond degrees and placements. */
+typedef struct {
+  gboolean fits_only;      /* drop splits whose memory per chip exceeds the chip's */
+  gboolean all_placements; /* keep placements that are images of others under a symmetry of
+                              the array (interchangeable dimensions); off: one of each */
+  const char *suffix;      /* options appended to every split (",recompute=full"), may be NULL */
+} ts_auto_options;
+
 /**
  * Every valid split of the model on the topology at these planner options: every degree of
  * every axis the planner accepts (an axis ts_split_parse rejects is left out), times every
- * placement of each axis on the array's dimensions, deduplicated by the resulting group
- * shapes, kept when ts_plan_new accepts it. Returns --split strings with explicit placements
- * ("tp=8@x,dp=128@x+y"), in a deterministic order. fits_only drops splits that exceed the
- * chip's memory.
+ * placement of each axis on the array's dimensions, times every ZeRO stage the planner accepts
+ * when data parallelism is used (sharding), deduplicated by the resulting group shapes (and,
+ * unless all_placements, by the array's symmetries), kept when ts_plan_new accepts it. Returns
+ * --split strings with explicit placements ("tp=8@x,dp=128@x+y,zero=1"), in a deterministic
+ * order.
  */
 GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_options *po,
-                          gboolean fits_only);
+                          const ts_auto_options *o);
 
 /** The family of a split: the axes with degree > 1 in axis order, "tp+dp", "dp", "pp+tp+dp". */
 char *ts_split_family(const char *split);
@@ -84,17 +93,20 @@ char *ts_split_family(const char *split);
 
 /** What to sweep; every list is tried against every other (a cartesian product). */
 typedef struct {
-  char **topologies;      /* names or paths as given (NULL-terminated) */
-  char **models;          /* likewise */
-  char **splits;          /* --split texts; NULL with auto_splits */
-  gboolean auto_splits;   /* every valid split (ts_splits_auto) */
-  gboolean fits_only;     /* auto: only splits that fit the chip's memory */
-  GArray *global_batch;   /* gint64 samples per step; empty with batch_per_chip */
-  GArray *batch_per_chip; /* gint64 samples per chip per step (weak scaling); may be empty */
-  GArray *micro_batch;    /* gint64 per replica; 0 = planner default */
-  gboolean micro_auto;    /* instead: per split, the per-replica batch halved down to 1 */
-  GPtrArray *vary;        /* ts_vary*, applied in order */
-  const char *backend;    /* "analytic" or "simgrid" */
+  char **topologies;       /* names or paths as given (NULL-terminated) */
+  char **models;           /* likewise */
+  char **splits;           /* --split texts; NULL with auto_splits */
+  gboolean auto_splits;    /* every valid split (ts_splits_auto) */
+  gboolean fits_only;      /* auto: only splits that fit the chip's memory */
+  gboolean all_placements; /* auto: also placements equivalent under the array's symmetries */
+  char **suffixes;         /* options appended to every split, one sweep value each (e.g.
+                              "recompute=full"); NULL = none */
+  GArray *global_batch;    /* gint64 samples per step; empty with batch_per_chip */
+  GArray *batch_per_chip;  /* gint64 samples per chip per step (weak scaling); may be empty */
+  GArray *micro_batch;     /* gint64 per replica; 0 = planner default */
+  gboolean micro_auto;     /* instead: per split, the per-replica batch halved down to 1 */
+  GPtrArray *vary;         /* ts_vary*, applied in order */
+  const char *backend;     /* "analytic" or "simgrid" */
   ts_coll_algo algo;
   double bucket_MiB;
   gboolean full;
