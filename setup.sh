@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs what trainsim needs (Debian 12 packages) when missing, then configures and builds it
 # in ./build. Safe to run again: it installs nothing that is present and rebuilds incrementally.
+#   ./setup.sh          install, build
+#   ./setup.sh --test   install, build, run every test; then the suite again (less the tests
+#                       labelled slow) in a build with AddressSanitizer and UBSan (./build-asan)
 set -euo pipefail
+mode=${1:-build}
+case "$mode" in build|--test) ;; *) echo "usage: ./setup.sh [--test]" >&2; exit 2 ;; esac
 cd "$(dirname "$0")"
 
 packages=(build-essential cmake pkg-config libglib2.0-dev libjson-glib-dev libsimgrid-dev
@@ -21,7 +26,17 @@ fi
 # CI builds with warnings as errors; a user's build only warns.
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_WERROR=$werror >/dev/null
-cmake --build build -j"$(nproc)" -- --no-print-directory >/dev/null ||
-  { cmake --build build -j1 2>&1 | grep -E 'error|warning' | head -40 >&2; echo "setup: build failed" >&2; exit 1; }
-echo "setup: built build/sim/trainsim" >&2
+build() { # build DIR CMAKE-ARGS...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DTS_WERROR=$werror "$@" >/dev/null
+  cmake --build "$dir" -j"$(nproc)" -- --no-print-directory >/dev/null ||
+    { cmake --build "$dir" -j1 2>&1 | grep -E 'error|warning' | head -40 >&2; echo "setup: build failed" >&2; exit 1; }
+  echo "setup: built $dir" >&2
+}
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+[ "$mode" = build ] && exit 0
+
+ctest --test-dir build --output-on-failure -j"$(nproc)"
+build build-asan -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" --label-exclude slow

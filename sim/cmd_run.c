@@ -1,5 +1,6 @@
 /* cmd_run: `trainsim run`, the what-if: step time, breakdown and memory of one or more splits. */
 #include "ts_cmd.h"
+#include "ts_plot.h"
 #include "ts_run.h"
 #include "ts_timeline.h"
 #include "ts_util.h"
@@ -34,20 +35,24 @@ int ts_cmd_run(int argc, char **argv)
   g_auto(GStrv) splits = NULL, cfg = NULL;
   gint64 global_batch = 0, micro_batch = 0;
   double bucket_MiB = 25.0;
-  gboolean full = FALSE;
+  gboolean full = FALSE, plot = FALSE;
+  g_autofree char *link_report = NULL;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or shipped name (topologies/NAME.ini)", "T"},
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
        "Model file or shipped name (models/NAME.ini)", "M"},
       {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
-       "Split, e.g. dp=64 or tp=8@x,dp=8@y; repeat to compare (default: data, hybrid and "
-       "tensor parallel)",
+       "Split, e.g. dp=64, tp=8@x,dp=8@y or tp=8,pp=8,dp=16,zero=1,schedule=1f1b,"
+       "recompute=full (docs/splits.md); repeat to compare (default: data, hybrid and tensor "
+       "parallel)",
        "S"},
       {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
        "Samples (sequences or images) per step, all replicas together", "N"},
       {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &micro_batch,
-       "Samples per micro-batch per replica (default: global batch / dp, no accumulation)", "N"},
+       "Samples per micro-batch per replica (default: global batch / dp, no accumulation; with "
+       "pp, the largest giving >= 4 micro-batches per stage)",
+       "N"},
       {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &bucket_MiB,
        "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,
@@ -59,12 +64,20 @@ int ts_cmd_run(int argc, char **argv)
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "Extra SimGrid configuration (simgrid backend), e.g. network/model:LV08; repeatable",
        "KEY:VALUE"},
+      {"link-report", 0, 0, G_OPTION_ARG_FILENAME, &link_report,
+       "simgrid backend: write every link's load (bytes, busy s, busy fraction, top operation) "
+       "as CSV; needs one --split",
+       "FILE.csv"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &full,
        "Replay every rank even where ranks are identical (slower; same result)", NULL},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: text (default), csv, json",
        "F"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
        "Also write results.txt, results.csv and results.json here (atomically)", "DIR"},
+      {"plot", 0, 0, G_OPTION_ARG_NONE, &plot,
+       "Also draw breakdown, memory (and timeline) plots into DIR/plots; needs --output-dir "
+       "and gnuplot",
+       NULL},
       {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline,
        "Write the replayed step (one --split) as Chrome trace-event JSON (Perfetto); tracks for "
        "the simulated chips, every chip with --full",
@@ -119,10 +132,22 @@ int ts_cmd_run(int argc, char **argv)
   }
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("run", err);
+  if (link_report != NULL &&
+      (backend == NULL || strcmp(backend, "simgrid") != 0 || g_strv_length(splits) != 1)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--link-report %s: expected --backend simgrid and exactly one --split",
+                link_report);
+    return ts_cmd_fail("run", err);
+  }
   if (timeline != NULL && (splits == NULL || splits[0] == NULL || splits[1] != NULL)) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--timeline %s: expected exactly one --split (a timeline shows one split's step)",
                 timeline);
+    return ts_cmd_fail("run", err);
+  }
+  if (plot && (outdir == NULL || !ts_plot_gnuplot_available(&err))) {
+    if (err == NULL)
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--plot: expected --output-dir DIR too");
     return ts_cmd_fail("run", err);
   }
   if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err))
@@ -146,7 +171,9 @@ int ts_cmd_run(int argc, char **argv)
   po.micro_batch = micro_batch;
   po.bucket_bytes = bucket_MiB * 1024 * 1024;
   po.algo = (ts_coll_algo)algo;
-  ts_run_options ro = {backend ? backend : "analytic", (const char *const *)cfg, full};
+  ts_run_options ro = {
+      .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
+  ro.link_report = link_report;
 
   gboolean defaults = splits == NULL;
   g_autoptr(GPtrArray) list = defaults ? default_splits(topo) : g_ptr_array_new();
@@ -203,6 +230,8 @@ int ts_cmd_run(int argc, char **argv)
     else if (outdir != NULL && !ts_cmd_write_outputs(outdir, &in, res, (int)results->len, &err))
       status = ts_cmd_fail("run", err);
     else if (!ts_write_file_atomic("-", text, strlen(text), &err))
+      status = ts_cmd_fail("run", err);
+    if (status == 0 && plot && !ts_cmd_plot_run(outdir, timeline, &err))
       status = ts_cmd_fail("run", err);
     ts_report_inputs_clear(&in);
   }

@@ -14,6 +14,11 @@ static const ts_cmd commands[] = {
     {"platform", ts_cmd_platform, "write the SimGrid platform XML of a topology"},
     {"validate", ts_cmd_validate, "execute splits on real numeric kernels and compare gradients"},
     {"calibrate", ts_cmd_calibrate, "time real kernels on this host and fit a chip profile"},
+    {"sweep", ts_cmd_sweep, "predict every combination of topologies, what-ifs, batches and splits"},
+    {"search", ts_cmd_search, "rank the splits that fit in memory; why the other families lost"},
+    {"plot", ts_cmd_plot, "gnuplot figures of sweeps, runs and timelines (PNG and SVG)"},
+    {"merge", ts_cmd_merge, "combine the shards of a sweep (sweep --shard i/n)"},
+    {"check", ts_cmd_check, "re-predict regression scenarios and compare with golden step times"},
 };
 
 static void usage(FILE *f)

@@ -92,6 +92,9 @@ void ts_coll_plan_free(ts_coll_plan *p);
 /** Analytic (alpha-beta, contention-free) time of the decomposition, seconds. */
 double ts_coll_plan_time(const ts_coll_plan *p);
 
+/** Members of the group the plan was decomposed for. */
+int ts_coll_plan_nmembers(const ts_coll_plan *p);
+
 /** Number of sequential steps; transfers within a step run concurrently. */
 int ts_coll_plan_nsteps(const ts_coll_plan *p);
 

@@ -983,6 +983,11 @@ void ts_coll_plan_free(ts_coll_plan *p)
   g_free(p);
 }
 
+int ts_coll_plan_nmembers(const ts_coll_plan *p)
+{
+  return p->n;
+}
+
 int ts_coll_plan_nsteps(const ts_coll_plan *p)
 {
   g_return_val_if_fail(p != NULL, 0);

@@ -1,18 +1,19 @@
-/* ts_plan: validity, per-chip memory and the trace of one training step under a split.
+/* ts_plan: validity, per-layer execution, pipeline stages and per-chip memory of a split.
  *
  * Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019, section 3): a column-split
  * layer takes a replicated input and leaves its output split; a row-split layer takes a split
  * input and all-reduces its partial output; attention splits by heads (column QKV + row output
- * projection). The backward pass mirrors it: an all-reduce of the input gradient at every
- * column-split layer. Data parallelism all-reduces gradients in buckets that start as soon
- * as the backward pass has produced them (Li et al. 2020, "PyTorch Distributed", section 3.2). */
-#include "ts_plan.h"
+ * projection). Sequence parallelism (Korthikanti et al. 2022, section 4.2.2) replaces each
+ * all-reduce by a reduce-scatter along the sequence and an all-gather before the next split
+ * layer. Memory follows the ZeRO paper (Rajbhandari et al. 2020, section 3.1 and 5) for model
+ * states and Korthikanti et al. 2022 (section 4, Table 2) for activations. The trace itself is
+ * generated in ts_plan_trace.c. */
+#include "ts_plan_priv.h"
+#include "ts_replay.h"
 #include "ts_util.h"
 
 #include <math.h>
 #include <string.h>
-
-enum { STREAM_COMPUTE = 0, STREAM_DP = 1 };
 
 void ts_plan_options_default(ts_plan_options *o)
 {
@@ -29,20 +30,700 @@ void ts_plan_free(ts_plan *p)
     return;
   g_free(p->split_text);
   g_free(p->placement_text);
+  g_free(p->stage_first);
+  g_free(p->layer_mode);
+  g_free(p->stage_mem);
+  g_free(p->layer_act_bytes);
+  g_free(p->exec);
+  g_free(p->unit);
   g_free(p);
-}
-
-static gboolean layer_split(const ts_layer *l)
-{
-  return l->tp != TS_TP_REPLICATED;
 }
 
 /* Bytes of optimizer state per parameter: Adam keeps two moments, and with 16-bit training
  * an fp32 master copy too: K = 12 in the ZeRO paper (Rajbhandari et al. 2020, section 3.1). */
-static double optimizer_bytes_per_param(const ts_model *m)
+double ts_plan_optimizer_bytes_per_param(const ts_model *m)
 {
   return m->dtype_bytes < 4 ? 12.0 : 8.0;
 }
+
+/* ---- per-layer execution ------------------------------------------------------------ */
+
+static ts_tp_coll coll(int kind, double bytes)
+{
+  return (ts_tp_coll){kind, bytes, FALSE};
+}
+
+static const ts_tp_coll no_coll = {TS_NO_COLL, 0.0, FALSE};
+
+/* The activations a layer keeps, split in three by where they lie: its input (stored in the
+ * state it was consumed in), what its own computation produces (split like its work), and a
+ * dropout mask on an output that a collective has already summed (lies like the output).
+ * From the model's saved_act_bytes and the formulas ts_model.c derives it with. */
+static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *inner, double *mask,
+                      double *scores)
+{
+  double D = m->dtype_bytes, saved = l->saved_act_bytes;
+  *in = *inner = *mask = *scores = 0.0;
+  switch (l->kind) {
+  case TS_LAYER_DENSE:
+  case TS_LAYER_CONV2D:
+    *in = MIN(D * l->in_act_elems, saved);
+    if (l->tp == TS_TP_ROW)
+      *mask = saved - *in; /* a row layer keeps only its output's dropout mask */
+    else
+      *inner = saved - *in; /* activation input, loss logits */
+    break;
+  case TS_LAYER_ATTENTION: {
+    /* ts_model.c: D(5Th + c aT^2) + dropout (Th + aT^2), c = 2 with dropout, else 1. */
+    double T = (double)l->tokens, h = (double)l->in_features, a = (double)l->heads;
+    double base = D * (5.0 * T * h + a * T * T);
+    gboolean dropout = saved > base * (1.0 + 1e-9);
+    *in = D * T * h;
+    *mask = dropout ? T * h : 0.0;
+    *inner = saved - *in - *mask;
+    *scores = dropout ? (2.0 * D + 1.0) * a * T * T : D * a * T * T;
+    break;
+  }
+  case TS_LAYER_EMBEDDING:
+    *mask = saved;
+    break;
+  case TS_LAYER_NORM:
+  case TS_LAYER_POOL:
+    *in = saved;
+    break;
+  }
+}
+
+ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
+                                  gboolean sp, const ts_layer_mode *mode, int ep)
+{
+  int tp = degree[TS_AX_TP];
+  double D = m->dtype_bytes;
+  ts_layer_exec *x = g_new0(ts_layer_exec, m->nlayers > 0 ? m->nlayers : 1);
+  ts_act_state st = TS_ST_REPL;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    ts_layer_exec *e = &x[i];
+    gboolean dpmode = tp > 1 && mode != NULL && mode[i] == TS_LAYER_MODE_DP;
+    gboolean split = tp > 1 && !dpmode && l->tp != TS_TP_REPLICATED;
+    gboolean embedding = l->kind == TS_LAYER_EMBEDDING;
+    double in_full = l->in_act_elems * D, out_full = l->out_act_elems * D;
+    e->fwd_pre = e->fwd_post = e->bwd_pre = e->bwd_regather = e->bwd_post = no_coll;
+    /* The input state the layer needs. */
+    ts_act_state need;
+    if (tp == 1)
+      need = TS_ST_REPL;
+    else if (dpmode)
+      need = TS_ST_BATCH;
+    else if (split)
+      need = l->tp == TS_TP_ROW ? TS_ST_FEAT : TS_ST_REPL;
+    else
+      need = st == TS_ST_FEAT ? TS_ST_REPL : st; /* per-token / per-sample work takes any */
+    if (i == 0)
+      st = need; /* the data loader hands each member the samples its layout needs */
+    /* Split layers whose input is whole produce partial input gradients, summed over tp. */
+    gboolean partial = split && !embedding && l->tp != TS_TP_ROW;
+    gboolean redist = st != need && (st == TS_ST_BATCH || need == TS_ST_BATCH);
+    if (st == need) {
+      if (need == TS_ST_REPL && partial)
+        e->bwd_post = coll(TS_COLL_ALLREDUCE, in_full); /* Megatron's f: identity / all-reduce */
+    } else if (st == TS_ST_REPL) {
+      e->bwd_post = coll(TS_COLL_ALLGATHER, in_full); /* forward slices, backward gathers */
+    } else if (need == TS_ST_REPL) {
+      e->fwd_pre = coll(TS_COLL_ALLGATHER, in_full);
+      if (partial)
+        e->bwd_post = coll(TS_COLL_REDUCESCATTER, in_full);
+      /* Sequence parallelism keeps the sharded input and gathers it again for the weight
+       * gradient, overlapped with the input gradient (Korthikanti et al. 2022, 4.2.2). */
+      if (partial && sp && st == TS_ST_SEQ)
+        e->bwd_regather = coll(TS_COLL_ALLGATHER, in_full);
+    } else {
+      /* Between two split layouts each member keeps 1/tp and trades the rest: all-to-all. */
+      e->fwd_pre = coll(TS_COLL_ALLTOALL, in_full / tp);
+      e->bwd_post = coll(TS_COLL_ALLTOALL, in_full / tp);
+    }
+    e->fwd_pre.redistribution = e->bwd_post.redistribution = redist;
+    if (i == 0)
+      e->bwd_post = e->bwd_regather = no_coll; /* the input is data: no gradient */
+    /* The output state. */
+    ts_act_state out = need;
+    if (split) {
+      if (l->tp == TS_TP_COLUMN || (l->tp == TS_TP_VOCAB && !embedding)) {
+        out = TS_ST_FEAT; /* logits stay split: the loss is computed vocabulary-parallel */
+      } else if (sp) {
+        e->fwd_post = coll(TS_COLL_REDUCESCATTER, out_full);
+        e->bwd_pre = coll(TS_COLL_ALLGATHER, out_full);
+        out = TS_ST_SEQ;
+      } else {
+        e->fwd_post = coll(TS_COLL_ALLREDUCE, out_full);
+        out = TS_ST_REPL;
+      }
+    }
+    e->in = need;
+    e->out = out;
+    e->cdiv = (split || need != TS_ST_REPL) ? tp : 1;
+    e->pdiv = split ? tp : 1;
+    e->dp_over_tp = tp > 1 && e->pdiv == 1 && e->cdiv > 1 && l->params > 0;
+    /* Activations (Korthikanti et al. 2022, section 4.1 and Table 2). */
+    double in_p, inner, mask, scores;
+    act_parts(m, l, &in_p, &inner, &mask, &scores);
+    double din = (need != TS_ST_REPL || e->bwd_regather.kind != TS_NO_COLL) ? tp : 1;
+    double dmask = out != TS_ST_REPL ? tp : 1;
+    e->full_act_bytes = in_p / din + inner / e->cdiv + mask / dmask;
+    e->act_bytes = e->full_act_bytes;
+    if (rc == TS_RECOMPUTE_SELECTIVE && l->kind == TS_LAYER_ATTENTION) {
+      /* Selective: drop the attention scores, softmax and its dropout (5as^2b bytes per layer)
+       * and recompute QK^T, softmax and the context before backward (section 5). */
+      double T = (double)l->tokens, h = (double)l->in_features, a = (double)l->heads;
+      e->act_bytes -= scores / e->cdiv;
+      e->recompute_flops = (4.0 * T * T * h + a * T * T) / e->cdiv;
+    }
+    e->in_bytes = in_full / (st == TS_ST_REPL ? 1 : tp);
+    e->out_bytes = out_full / (out == TS_ST_REPL ? 1 : tp);
+    /* Expert parallelism (GShard, Lepikhin et al. 2021, section 2.2; DeepSpeed-MoE,
+     * Rajbhandari et al. 2022, section 5): each rank keeps experts / ep experts; before the
+     * first expert layer every token copy is sent to the rank holding its expert (all-to-all
+     * of top_k x the tokens a rank has), after the last one it comes back. */
+    e->ediv = 1;
+    e->ep_pre = e->ep_post = no_coll;
+    if (l->experts > 0) {
+      e->expert = TRUE;
+      e->ediv = ep > 1 ? ep : 1;
+      gboolean first = i == 0 || m->layers[i - 1].experts == 0;
+      gboolean last = i + 1 == m->nlayers || m->layers[i + 1].experts == 0;
+      double k = (double)l->top_k;
+      if (ep > 1 && first)
+        e->ep_pre = coll(TS_COLL_ALLTOALL, k * e->in_bytes);
+      if (ep > 1 && last)
+        e->ep_post = coll(TS_COLL_ALLTOALL, k * e->out_bytes);
+    }
+    st = out;
+  }
+  return x;
+}
+
+double ts_plan_layer_params(const ts_plan *p, int i)
+{
+  return p->model->layers[i].params / p->exec[i].pdiv / p->exec[i].ediv;
+}
+
+/* ---- pipeline schedules ------------------------------------------------------------- */
+
+static void push(GArray *out, gboolean bwd, int micro, int chunk)
+{
+  ts_sched_item it = {bwd, micro, chunk};
+  g_array_append_val(out, it);
+}
+
+void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out)
+{
+  int M = n_micro;
+  if (s == TS_SCHED_GPIPE) {
+    /* GPipe (Huang et al. 2019, section 2.2): every micro-batch forward, then the backward
+     * pass, which autograd runs from the last micro-batch to the first. */
+    for (int c = 0; c < chunks; c++)
+      for (int u = 0; u < M; u++)
+        push(out, FALSE, u, c);
+    for (int c = chunks - 1; c >= 0; c--)
+      for (int u = M - 1; u >= 0; u--)
+        push(out, TRUE, u, c);
+    return;
+  }
+  if (s == TS_SCHED_1F1B || chunks == 1) {
+    /* PipeDream-Flush (Narayanan et al. 2021, "Memory-Efficient Pipeline-Parallel DNN
+     * Training", section 3.1): P - s - 1 warm-up forwards, then one forward one backward,
+     * then the remaining backwards. */
+    int warm = MIN(pp - device - 1, M);
+    for (int u = 0; u < warm; u++)
+      push(out, FALSE, u, 0);
+    for (int i = 0; i < M - warm; i++) {
+      push(out, FALSE, warm + i, 0);
+      push(out, TRUE, i, 0);
+    }
+    for (int i = M - warm; i < M; i++)
+      push(out, TRUE, i, 0);
+    return;
+  }
+  /* Interleaved 1F1B (Narayanan et al. 2021 SC, section 2.2; Megatron-LM schedules.py,
+   * forward_backward_pipelining_with_interleaving): micro-batches go through the device's V
+   * chunks in groups of pp; warm-up (P - s - 1) * 2 + (V - 1) * P forwards. */
+  int V = chunks, total = M * V;
+  int warm = M == pp ? total : MIN((pp - device - 1) * 2 + (V - 1) * pp, total);
+#define FWD_ITEM(k) push(out, FALSE, ((k) / (pp * V)) * pp + (k) % pp, ((k) % (pp * V)) / pp)
+#define BWD_ITEM(k) push(out, TRUE, ((k) / (pp * V)) * pp + (k) % pp, V - 1 - ((k) % (pp * V)) / pp)
+  for (int k = 0; k < warm; k++)
+    FWD_ITEM(k);
+  for (int k = 0; k < total - warm; k++) {
+    FWD_ITEM(warm + k);
+    BWD_ITEM(k);
+  }
+  for (int k = total - warm; k < total; k++)
+    BWD_ITEM(k);
+#undef FWD_ITEM
+#undef BWD_ITEM
+}
+
+/* ---- stages and checkpoint units ------------------------------------------------------ */
+
+/* Layers belong to the same block when their names share the prefix before the last dot
+ * ("block.3.fc1", "layer2.0.conv1"); a name without a dot, or ending in a copy number
+ * ("fc.0" from repeat), is a block of its own. */
+static gboolean same_block(const char *a, const char *b)
+{
+  const char *da = strrchr(a, '.'), *db = strrchr(b, '.');
+  if (da == NULL || db == NULL || da - a != db - b || strncmp(a, b, (size_t)(da - a)) != 0)
+    return FALSE;
+  for (const char *c = da + 1; *c; c++)
+    if (!g_ascii_isdigit(*c))
+      return TRUE;
+  return FALSE;
+}
+
+int ts_plan_stage_of_layer(const ts_plan *p, int layer)
+{
+  int lo = 0, hi = p->nstages - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (p->stage_first[mid] <= layer)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+int *ts_plan_units(const ts_plan *p)
+{
+  const ts_model *m = p->model;
+  int *unit = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
+  for (int i = 0; i < m->nlayers; i++) {
+    gboolean cont = i > 0 && same_block(m->layers[i - 1].name, m->layers[i].name) &&
+                    ts_plan_stage_of_layer(p, i - 1) == ts_plan_stage_of_layer(p, i);
+    gboolean next = i + 1 < m->nlayers && same_block(m->layers[i].name, m->layers[i + 1].name);
+    if (cont)
+      unit[i] = unit[i - 1];
+    else if (next || strchr(m->layers[i].name, '.') != NULL)
+      unit[i] = i;
+    else
+      unit[i] = -1; /* a top-level layer (embedding, logits) is kept whole, as Megatron does */
+  }
+  /* A unit of one layer that is not in any block (no dot) was marked -1 above; a one-layer
+   * unit inside a block is still a checkpoint. */
+  return unit;
+}
+
+/* Seconds of compute a layer costs per micro-batch (forward, backward, recomputation). */
+static double layer_cost(const ts_plan *p, int i, double mb)
+{
+  const ts_model *m = p->model;
+  const ts_layer *l = &m->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  double f = (l->fwd_flops + l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv +
+             e->recompute_flops * mb;
+  if (p->recompute == TS_RECOMPUTE_FULL)
+    f += l->fwd_flops * mb / e->cdiv;
+  double mem =
+      (ts_layer_fwd_mem_bytes_batch(m, l, mb) + ts_layer_bwd_mem_bytes_batch(m, l, mb)) / e->cdiv;
+  return ts_compute_time(p->topo, f, mem);
+}
+
+/* Contiguous partition of n items with costs w into S non-empty parts minimising the largest
+ * part (the pipeline's slowest stage sets its rate). Dynamic programme over prefix sums; the
+ * best split point is found by bisection, as the best of k-1 parts grows with the prefix
+ * while the last part shrinks. cut[k] = first item of part k (cut[S] = n). */
+static void partition(const double *w, int n, int S, int *cut)
+{
+  double *pre = g_new(double, n + 1);
+  pre[0] = 0;
+  for (int i = 0; i < n; i++)
+    pre[i + 1] = pre[i] + w[i];
+  double *best = g_new(double, (gsize)(S + 1) * (gsize)(n + 1));
+  int *arg = g_new0(int, (gsize)(S + 1) * (gsize)(n + 1));
+#define B(k, j) best[(gsize)(k) * (gsize)(n + 1) + (gsize)(j)]
+#define A(k, j) arg[(gsize)(k) * (gsize)(n + 1) + (gsize)(j)]
+  for (int j = 0; j <= n; j++)
+    B(1, j) = pre[j];
+  for (int k = 2; k <= S; k++)
+    for (int j = k; j <= n; j++) {
+      /* i in [k-1, j-1]: the last part is items [i, j). */
+      int lo = k - 1, hi = j - 1;
+      while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (B(k - 1, mid) >= pre[j] - pre[mid])
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      int bi = lo;
+      double bv = MAX(B(k - 1, lo), pre[j] - pre[lo]);
+      if (lo - 1 >= k - 1) {
+        double v = MAX(B(k - 1, lo - 1), pre[j] - pre[lo - 1]);
+        if (v <= bv) {
+          bv = v;
+          bi = lo - 1;
+        }
+      }
+      B(k, j) = bv;
+      A(k, j) = bi;
+    }
+  cut[S] = n;
+  for (int k = S; k >= 2; k--)
+    cut[k - 1] = A(k, cut[k]);
+  cut[0] = 0;
+#undef B
+#undef A
+  g_free(pre);
+  g_free(best);
+  g_free(arg);
+}
+
+/* Balances the virtual stages by compute, cutting only between blocks when there are enough. */
+static void balance_stages(ts_plan *p)
+{
+  const ts_model *m = p->model;
+  int n = m->nlayers, S = p->nstages;
+  /* Atoms: runs of layers of one block. */
+  int *atom_first = g_new(int, n + 1), na = 0;
+  for (int i = 0; i < n; i++)
+    if (i == 0 || !same_block(m->layers[i - 1].name, m->layers[i].name))
+      atom_first[na++] = i;
+  atom_first[na] = n;
+  gboolean by_atoms = na >= S;
+  int items = by_atoms ? na : n;
+  double *w = g_new0(double, (gsize)MAX(items, 1));
+  for (int a = 0; a < items; a++) {
+    int lo = by_atoms ? atom_first[a] : a, hi = by_atoms ? atom_first[a + 1] : a + 1;
+    for (int i = lo; i < hi; i++)
+      w[a] += layer_cost(p, i, (double)p->micro_batch);
+  }
+  int *cut = g_new(int, S + 1);
+  partition(w, items, S, cut);
+  for (int k = 0; k <= S; k++)
+    p->stage_first[k] = by_atoms ? atom_first[cut[k]] : cut[k];
+  g_free(cut);
+  g_free(w);
+  g_free(atom_first);
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+double ts_plan_tied_copy_params(const ts_plan *p, int *holder, int *embed_device)
+{
+  const ts_model *m = p->model;
+  int pp = p->degree[TS_AX_PP];
+  *holder = *embed_device = -1;
+  if (pp <= 1)
+    return 0.0;
+  int emb = -1, logits = -1;
+  for (int i = 0; i < m->nlayers; i++) {
+    if (m->layers[i].kind == TS_LAYER_EMBEDDING && emb < 0)
+      emb = i;
+    if (m->layers[i].kind == TS_LAYER_DENSE && m->layers[i].tied)
+      logits = i;
+  }
+  if (emb < 0 || logits < 0)
+    return 0.0;
+  int de = ts_plan_stage_of_layer(p, emb) % pp, dl = ts_plan_stage_of_layer(p, logits) % pp;
+  if (de == dl)
+    return 0.0;
+  *holder = dl;
+  *embed_device = de;
+  const ts_layer *l = &m->layers[logits];
+  return (double)l->in_features * (double)l->out_features / p->exec[logits].pdiv;
+}
+
+void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, double *expert)
+{
+  int pp = p->degree[TS_AX_PP];
+  *dense = *expert = 0;
+  for (int k = device; k < p->nstages; k += pp)
+    for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
+      *(p->exec[i].expert ? expert : dense) += ts_plan_layer_params(p, i);
+  int holder, ed;
+  double tied = ts_plan_tied_copy_params(p, &holder, &ed);
+  if (holder == device)
+    *dense += tied;
+}
+
+double ts_plan_device_params(const ts_plan *p, int device)
+{
+  double d, e;
+  ts_plan_device_params_split(p, device, &d, &e);
+  return d + e;
+}
+
+double ts_plan_device_shard_params(const ts_plan *p, int device)
+{
+  double d, e;
+  ts_plan_device_params_split(p, device, &d, &e);
+  if (p->zero == 0)
+    return d + e;
+  return d / p->degree[TS_AX_DP] + e / (p->degree[TS_AX_DP] / p->ep);
+}
+
+void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
+{
+  const ts_model *m = p->model;
+  int pp = p->degree[TS_AX_PP], dp = p->degree[TS_AX_DP], V = p->chunks;
+  double D = m->dtype_bytes, mb = (double)micro_batch, N = dp;
+  memset(mem, 0, sizeof *mem);
+  mem->stage = device;
+  double psi_d, psi_e;
+  ts_plan_device_params_split(p, device, &psi_d, &psi_e);
+  double psi = psi_d + psi_e;
+  /* Expert parameters are replicated over dp / ep ranks only, so ZeRO shards them over those. */
+  double Ne = N / p->ep;
+  double shard = psi_d / N + psi_e / Ne;
+  /* Model states (ZeRO, Rajbhandari et al. 2020, section 5.1, Figure 1): 16-bit parameters
+   * and gradients, K bytes of optimizer state per parameter; stage 1 partitions the
+   * optimizer state over the N data-parallel ranks, stage 2 the gradients too, stage 3 the
+   * parameters too. */
+  double K = ts_plan_optimizer_bytes_per_param(m);
+  mem->params = D * (p->zero >= 3 ? shard : psi);
+  mem->grads = D * (p->zero >= 2 ? shard : psi);
+  mem->optimizer = K * (p->zero >= 1 ? shard : psi);
+  /* Offload (ZeRO-Offload, Ren et al. 2021, section 4.1: optimizer state and gradients live
+   * in host memory, parameters stay on the device; ZeRO-Infinity, Rajbhandari et al. 2021,
+   * section 5: on NVMe, and with stage 3 the parameters too). */
+  /* Parameter servers (GeePS, Cui et al. 2016, section 3.2) keep the optimizer state: a
+   * colocated server holds one shard of it beside its worker; dedicated servers take it off
+   * the chips entirely. */
+  if (p->ps > 0)
+    mem->optimizer = p->ps_placement == TS_PS_COLOCATED ? K * psi / p->ps : 0.0;
+  if (p->offload == TS_OFFLOAD_CPU) {
+    mem->host = mem->optimizer + mem->grads;
+    mem->optimizer = mem->grads = 0;
+  } else if (p->offload == TS_OFFLOAD_NVME) {
+    mem->nvme = mem->optimizer + mem->grads + (p->zero >= 3 ? mem->params : 0);
+    if (p->zero >= 3)
+      mem->params = 0;
+    mem->optimizer = mem->grads = 0;
+  }
+  /* Activations the schedule holds: walk its order, adding a micro-batch's activations of a
+   * chunk at its forward and releasing them at its backward; the peak is what is kept. */
+  gint64 per_replica = p->opt.global_batch / dp;
+  int M = (int)(per_replica / micro_batch);
+  double *chunk_act = g_new0(double, V);
+  double work = 0, largest_out = 0, largest_params = 0;
+  for (int c = 0; c < V; c++) {
+    int k = c * pp + device;
+    double unit_work = 0;
+    int cur_unit = -2;
+    for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
+      const ts_layer_exec *e = &p->exec[i];
+      gboolean ckpt = p->recompute == TS_RECOMPUTE_FULL && p->unit[i] >= 0;
+      if (ckpt) {
+        if (p->unit[i] == i || i == p->stage_first[k])
+          chunk_act[c] += e->in_bytes * mb; /* the checkpoint: the block's input */
+        if (p->unit[i] != cur_unit) {
+          cur_unit = p->unit[i];
+          unit_work = 0;
+        }
+        unit_work += e->full_act_bytes * mb;
+        work = MAX(work, unit_work);
+      } else {
+        chunk_act[c] += e->act_bytes * mb;
+      }
+      largest_out = MAX(largest_out, e->out_bytes * mb);
+      largest_params = MAX(largest_params, ts_plan_layer_params(p, i));
+    }
+  }
+  g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
+  ts_sched_order(p->schedule, pp, V, M, device, order);
+  double cur = 0, peak = 0;
+  int live = 0, peak_live = 0;
+  for (guint i = 0; i < order->len; i++) {
+    const ts_sched_item *it = &g_array_index(order, ts_sched_item, i);
+    cur += it->bwd ? -chunk_act[it->chunk] : chunk_act[it->chunk];
+    live += it->bwd ? -1 : 1;
+    peak = MAX(peak, cur);
+    peak_live = MAX(peak_live, live);
+  }
+  g_free(chunk_act);
+  mem->activations = peak;
+  mem->inflight = (double)peak_live / V;
+  /* Working buffers: gradient buckets in flight (two, as DDP double-buffers), the largest
+   * layer output once more for its gradient and once for the next, the recomputed block of
+   * full recomputation, and ZeRO-3's gathered parameters (the layer and the one prefetched). */
+  double buckets = dp > 1 ? 2.0 * MIN(p->opt.bucket_bytes, D * psi) : 0.0;
+  mem->temp = buckets + 2.0 * largest_out + work;
+  if (p->zero >= 3)
+    mem->temp += 2.0 * D * largest_params;
+  mem->total = mem->params + mem->grads + mem->optimizer + mem->activations + mem->temp;
+  mem->capacity = p->topo->chip.memory_bytes;
+  mem->host_capacity = p->topo->chip.host_memory_bytes;
+  mem->nvme_capacity = p->topo->chip.nvme_bytes;
+  mem->fits = mem->total <= mem->capacity && mem->host <= mem->host_capacity &&
+              mem->nvme <= mem->nvme_capacity;
+  mem->over = MAX(0.0, mem->total - mem->capacity);
+}
+
+int ts_plan_syncs_per_step(const ts_plan *p)
+{
+  return p->zero >= 2 ? (int)p->n_micro : 1;
+}
+
+/* The network a worker reaches the servers through: the slowest link of the data-parallel
+ * axis's dimensions (the whole array's slowest when dp = 1). */
+static void ps_port(const ts_plan *p, double *bw, double *lat)
+{
+  const ts_topo *t = p->topo;
+  const ts_group_shape *g = &p->shape[TS_AX_DP];
+  *bw = 0;
+  *lat = 0;
+  for (int k = 0; k < g->npieces; k++) {
+    const ts_dim *d = &t->dims[g->p[k].dim];
+    if (*bw == 0 || d->link_bw_Bps < *bw)
+      *bw = d->link_bw_Bps;
+    *lat = MAX(*lat, d->latency_s);
+  }
+  if (*bw == 0)
+    for (int d = 0; d < t->ndims; d++) {
+      if (*bw == 0 || t->dims[d].link_bw_Bps < *bw)
+        *bw = t->dims[d].link_bw_Bps;
+      *lat = MAX(*lat, t->dims[d].latency_s);
+    }
+}
+
+double ts_plan_ps_remote_bytes(const ts_plan *p, double bytes)
+{
+  int W = p->degree[TS_AX_DP], N = p->ps;
+  /* Colocated with a server on every worker, 1/N of the push stays local; otherwise some
+   * worker hosts no shard and sends all of it (bulk-synchronous: the slowest sets the pace). */
+  if (p->ps_placement == TS_PS_COLOCATED && N >= W)
+    return bytes * (double)(N - 1) / N;
+  return bytes;
+}
+
+double ts_plan_ps_time(const ts_plan *p, double bytes)
+{
+  int W = p->degree[TS_AX_DP], N = p->ps;
+  double bw, lat;
+  ps_port(p, &bw, &lat);
+  double egress = ts_plan_ps_remote_bytes(p, bytes);
+  /* A server receives its 1/N of every worker's push (its own, when colocated, is local). */
+  double ingress = (p->ps_placement == TS_PS_COLOCATED ? W - 1 : W) * bytes / N;
+  return lat + MAX(egress, ingress) / bw;
+}
+
+/* Per-step traffic of the reported device: over its host link (offload), to and from the
+ * parameter servers, and at per-layer split boundaries. */
+static void plan_traffic(ts_plan *p)
+{
+  const ts_model *m = p->model;
+  int dev = p->mem.stage, N = p->degree[TS_AX_DP];
+  double D = m->dtype_bytes, psi = ts_plan_device_params(p, dev), M = (double)p->n_micro;
+  if (p->offload != TS_OFFLOAD_NONE) {
+    /* Gradient shards go down after each synchronisation; updated parameter shards come back
+     * up once, or with ZeRO-Infinity's parameter offload, layer by layer in each pass. */
+    double shard = D * ts_plan_device_shard_params(p, dev);
+    p->host_link_bytes_per_step = ts_plan_syncs_per_step(p) * shard;
+    if (p->offload == TS_OFFLOAD_NVME && p->zero >= 3) {
+      double layers = 0;
+      for (int k = dev; k < p->nstages; k += p->degree[TS_AX_PP])
+        for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
+          layers += D * ts_plan_layer_params(p, i) / (p->exec[i].expert ? N / p->ep : N);
+      p->host_link_bytes_per_step += 2.0 * M * layers;
+    } else {
+      p->host_link_bytes_per_step += shard;
+    }
+  }
+  if (p->ps > 0) {
+    p->ps_push_bytes_per_step = ts_plan_ps_remote_bytes(p, D * psi);
+    p->ps_pull_bytes_per_step = p->ps_push_bytes_per_step;
+  }
+  double r = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    if (ts_plan_stage_of_layer(p, i) % p->degree[TS_AX_PP] != dev)
+      continue;
+    const ts_layer_exec *e = &p->exec[i];
+    if (e->fwd_pre.redistribution && e->fwd_pre.kind != TS_NO_COLL)
+      r += e->fwd_pre.bytes;
+    if (e->bwd_post.redistribution && e->bwd_post.kind != TS_NO_COLL && i > 0)
+      r += e->bwd_post.bytes;
+  }
+  p->redistribution_bytes_per_step = r * (double)p->micro_batch * M;
+}
+
+/* Most micro-batches per step the planner accepts: each is a pass of the whole schedule. */
+#define MAX_MICRO_BATCHES 65536
+
+/* Divisors of n, largest first (trial division; n <= 2^40 keeps it under a million steps). */
+static GArray *divisors_desc(gint64 n)
+{
+  GArray *lo = g_array_new(FALSE, FALSE, sizeof(gint64));
+  GArray *hi = g_array_new(FALSE, FALSE, sizeof(gint64));
+  for (gint64 d = 1; d * d <= n; d++)
+    if (n % d == 0) {
+      g_array_append_val(lo, d);
+      gint64 q = n / d;
+      if (q != d)
+        g_array_append_val(hi, q);
+    }
+  /* hi holds the large divisors, in decreasing order; lo the small ones, increasing. */
+  for (guint i = lo->len; i-- > 0;)
+    g_array_append_val(hi, g_array_index(lo, gint64, i));
+  g_array_unref(lo);
+  return hi;
+}
+
+/* Whether a micro-batch is usable with the plan's schedule and per-layer splits. */
+static gboolean micro_batch_ok(const ts_plan *p, gint64 mb, gint64 per_replica)
+{
+  if (mb <= 0 || per_replica % mb != 0)
+    return FALSE;
+  gint64 M = per_replica / mb;
+  if (M > MAX_MICRO_BATCHES)
+    return FALSE;
+  if (p->schedule == TS_SCHED_INTERLEAVED && p->degree[TS_AX_PP] > 1 &&
+      M % p->degree[TS_AX_PP] != 0)
+    return FALSE;
+  for (int i = 0; i < p->model->nlayers; i++)
+    if (p->exec[i].in == TS_ST_BATCH && mb % p->degree[TS_AX_TP] != 0)
+      return FALSE;
+  return TRUE;
+}
+
+static void plan_memory(ts_plan *p)
+{
+  int pp = p->degree[TS_AX_PP];
+  gint64 per_replica = p->opt.global_batch / p->degree[TS_AX_DP];
+  p->stage_mem = g_new0(ts_memory, pp);
+  int worst = 0;
+  for (int s = 0; s < pp; s++) {
+    ts_plan_memory_at(p, s, p->micro_batch, &p->stage_mem[s]);
+    if (p->stage_mem[s].total > p->stage_mem[worst].total)
+      worst = s;
+  }
+  p->mem = p->stage_mem[worst];
+  p->params_per_chip = ts_plan_device_params(p, worst);
+  /* The largest micro-batch that fits on every device: memory grows with the micro-batch
+   * (activations and buffers), so try the usable ones from the largest down. */
+  p->mem.max_micro_batch = 0;
+  g_autoptr(GArray) cands = divisors_desc(per_replica);
+  for (guint c = 0; c < cands->len; c++) {
+    gint64 mb = g_array_index(cands, gint64, c);
+    if (!micro_batch_ok(p, mb, per_replica))
+      continue;
+    gboolean all = TRUE;
+    for (int s = 0; s < pp && all; s++) {
+      ts_memory t;
+      ts_plan_memory_at(p, s, mb, &t);
+      all = t.fits;
+    }
+    if (all) {
+      p->mem.max_micro_batch = mb;
+      break;
+    }
+  }
+  for (int s = 0; s < pp; s++)
+    p->stage_mem[s].max_micro_batch = p->mem.max_micro_batch;
+  p->layer_act_bytes = g_new0(double, p->model->nlayers > 0 ? p->model->nlayers : 1);
+  for (int i = 0; i < p->model->nlayers; i++)
+    p->layer_act_bytes[i] = p->exec[i].act_bytes * (double)p->micro_batch;
+}
+
+/* ---- text ---------------------------------------------------------------------------- */
 
 static char *placement_text(const ts_plan *p)
 {
@@ -63,7 +744,7 @@ static char *placement_text(const ts_plan *p)
   return g_string_free(s, FALSE);
 }
 
-static char *split_text(const ts_plan *p)
+static char *split_text(const ts_plan *p, const ts_split *sp)
 {
   GString *s = g_string_new(NULL);
   for (int a = 0; a < TS_AX_N; a++)
@@ -71,36 +752,110 @@ static char *split_text(const ts_plan *p)
       g_string_append_printf(s, "%s%s=%d", s->len ? "," : "", ts_axis_kind_name(a), p->degree[a]);
   if (s->len == 0)
     g_string_append(s, "dp=1");
+  if (p->degree[TS_AX_PP] > 1) {
+    g_string_append_printf(s, ",schedule=%s", ts_schedule_name(p->schedule));
+    if (p->schedule == TS_SCHED_INTERLEAVED)
+      g_string_append_printf(s, ":%d", p->chunks);
+  }
+  if (p->recompute != TS_RECOMPUTE_NONE)
+    g_string_append_printf(s, ",recompute=%s", ts_recompute_name(p->recompute));
+  if (p->sp)
+    g_string_append(s, ",sp");
+  if (p->ep > 1)
+    g_string_append_printf(s, ",ep=%d", p->ep);
+  if (p->zero > 0)
+    g_string_append_printf(s, ",zero=%d", p->zero);
+  if (p->offload != TS_OFFLOAD_NONE)
+    g_string_append_printf(s, ",offload=%s", ts_offload_name(p->offload));
+  if (p->ps > 0)
+    g_string_append_printf(s, ",ps=%d%s", p->ps,
+                           p->ps_placement == TS_PS_DEDICATED ? ",ps-placement=dedicated" : "");
+  for (guint i = 0; i < sp->rules->len; i++) {
+    const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
+    g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
+                           r->by_kind ? ts_layer_kind_name(r->kind) : r->glob,
+                           r->mode == TS_LAYER_MODE_DP ? "dp" : "tp");
+  }
   return g_string_free(s, FALSE);
 }
 
-static void plan_memory(ts_plan *p)
+/* ---- the plan ------------------------------------------------------------------------ */
+
+/* Degrees as ts_split_place resolves them (dp takes the chips left), before placement. */
+static void resolve_degrees(const ts_split *s, const ts_topo *t, int *degree)
+{
+  gint64 prod = 1;
+  for (int a = 0; a < TS_AX_N; a++) {
+    degree[a] = s->degree[a] > 0 ? s->degree[a] : 1;
+    prod *= degree[a];
+  }
+  if (s->degree[TS_AX_DP] == 0 && prod < t->nchips && t->nchips % prod == 0)
+    degree[TS_AX_DP] = (int)(t->nchips / prod);
+}
+
+/* Cuts the first `inner` members (fastest pieces first) off a group shape: the expert-parallel
+ * ranks are the inner part of the data-parallel axis, the rest replicate each expert. */
+static gboolean split_shape(const ts_group_shape *g, int inner, ts_group_shape *in,
+                            ts_group_shape *out)
+{
+  memset(in, 0, sizeof *in);
+  memset(out, 0, sizeof *out);
+  int rem = inner;
+  for (int k = 0; k < g->npieces; k++) {
+    ts_piece pc = g->p[k];
+    if (rem == 1) {
+      out->p[out->npieces++] = pc;
+    } else if (rem % pc.size == 0) {
+      in->p[in->npieces++] = pc;
+      rem /= pc.size;
+    } else if (pc.size % rem == 0) {
+      in->p[in->npieces++] = (ts_piece){pc.dim, rem, pc.stride};
+      out->p[out->npieces++] = (ts_piece){pc.dim, pc.size / rem, pc.stride * rem};
+      rem = 1;
+    } else {
+      return FALSE;
+    }
+  }
+  return rem == 1;
+}
+
+/* Ranks tensor and data parallelism by the bytes each chip puts into their collectives per
+ * step, so the heavier one takes the fastest dimensions (docs/splits.md, placement). */
+static void rank_axes(const ts_plan *p, const ts_layer_exec *x, gint64 mb, gint64 n_micro,
+                      int *rank)
 {
   const ts_model *m = p->model;
-  int tp = p->degree[TS_AX_TP];
-  double params = 0, acts = 0, largest_out = 0;
+  double tp_bytes = 0, dp_bytes = 0, D = m->dtype_bytes;
   for (int i = 0; i < m->nlayers; i++) {
-    const ts_layer *l = &m->layers[i];
-    double div = layer_split(l) ? tp : 1;
-    params += l->params / div;
-    acts += l->saved_act_bytes * (double)p->micro_batch / div;
-    double out = l->out_act_elems * m->dtype_bytes * (double)p->micro_batch;
-    if (out > largest_out)
-      largest_out = out;
+    const ts_tp_coll *c[] = {&x[i].fwd_pre, &x[i].fwd_post, &x[i].bwd_pre, &x[i].bwd_regather,
+                             &x[i].bwd_post};
+    for (size_t k = 0; k < G_N_ELEMENTS(c); k++)
+      if (c[k]->kind != TS_NO_COLL)
+        tp_bytes += c[k]->bytes * (double)mb * (double)n_micro *
+                    (c[k]->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0);
+    double w = m->layers[i].params / x[i].pdiv / x[i].ediv * D;
+    dp_bytes += 2.0 * w;
+    /* Expert all-to-alls run inside the dp axis (its inner ep ranks). */
+    if (x[i].ep_pre.kind != TS_NO_COLL)
+      dp_bytes += 2.0 * x[i].ep_pre.bytes * (double)mb * (double)n_micro;
+    if (x[i].ep_post.kind != TS_NO_COLL)
+      dp_bytes += 2.0 * x[i].ep_post.bytes * (double)mb * (double)n_micro;
+    if (p->zero >= 3)
+      dp_bytes += 2.0 * w * (double)n_micro; /* a gather per layer per pass */
   }
-  p->params_per_chip = params;
-  ts_memory *mem = &p->mem;
-  mem->params = params * m->dtype_bytes;
-  mem->grads = params * m->dtype_bytes;
-  mem->optimizer = params * optimizer_bytes_per_param(m);
-  mem->activations = acts;
-  /* Working buffers: the gradient buckets in flight (two, as DDP double-buffers) and the
-   * largest layer output, once more for its gradient. */
-  double buckets = p->degree[TS_AX_DP] > 1 ? 2.0 * MIN(p->opt.bucket_bytes, mem->grads) : 0.0;
-  mem->temp = buckets + 2.0 * largest_out;
-  mem->total = mem->params + mem->grads + mem->optimizer + mem->activations + mem->temp;
-  mem->capacity = p->topo->chip.memory_bytes;
-  mem->fits = mem->total <= mem->capacity;
+  if (p->degree[TS_AX_TP] <= 1)
+    tp_bytes = 0;
+  if (p->degree[TS_AX_DP] <= 1)
+    dp_bytes = 0;
+  gboolean dp_first = dp_bytes > tp_bytes;
+  rank[0] = dp_first ? TS_AX_DP : TS_AX_TP;
+  rank[1] = dp_first ? TS_AX_TP : TS_AX_DP;
+  rank[2] = TS_AX_PP;
+}
+
+static gboolean layer_matches(const ts_layer_rule *r, const ts_layer *l)
+{
+  return r->by_kind ? l->kind == r->kind : g_pattern_match_simple(r->glob, l->name);
 }
 
 ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
@@ -110,9 +865,191 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->model = m;
   p->topo = t;
   p->opt = *o;
-  if (!ts_split_place(s, t, p->degree, p->shape, error))
+  p->recompute = s->recompute;
+  p->sp = s->sp;
+  p->zero = s->zero;
+  p->offload = s->offload;
+  p->ps = s->ps;
+  p->ps_placement = s->ps_placement;
+  resolve_degrees(s, t, p->degree);
+  int pp = p->degree[TS_AX_PP];
+  p->schedule = s->schedule >= 0 ? (ts_schedule)s->schedule : TS_SCHED_1F1B;
+  p->chunks = p->schedule == TS_SCHED_INTERLEAVED && pp > 1 ? s->chunks : 1;
+  if (pp == 1 && p->schedule != TS_SCHED_GPIPE)
+    p->schedule = TS_SCHED_1F1B; /* one stage: every schedule is forward then backward */
+  p->nstages = pp * p->chunks;
+  /* Per-layer modes (hybrid splits): later rules win. */
+  p->layer_mode = g_new0(ts_layer_mode, m->nlayers > 0 ? m->nlayers : 1);
+  for (int i = 0; i < m->nlayers; i++)
+    for (guint r = 0; r < s->rules->len; r++)
+      if (layer_matches(g_ptr_array_index(s->rules, r), &m->layers[i]))
+        p->layer_mode[i] = ((const ts_layer_rule *)g_ptr_array_index(s->rules, r))->mode;
+  for (guint r = 0; r < s->rules->len; r++) {
+    const ts_layer_rule *rule = g_ptr_array_index(s->rules, r);
+    gboolean any = FALSE;
+    for (int i = 0; i < m->nlayers && !any; i++)
+      any = layer_matches(rule, &m->layers[i]);
+    if (!any) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': %s:%s matches no layer of %s; expected a layer kind or name "
+                  "pattern the model has",
+                  s->text, rule->by_kind ? "kind" : "name",
+                  rule->by_kind ? ts_layer_kind_name(rule->kind) : rule->glob,
+                  m->path ? m->path : m->name);
+      return NULL;
+    }
+  }
+  if (p->sp && p->degree[TS_AX_TP] <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': sp (sequence parallelism) splits the sequence over the tensor-"
+                "parallel group; expected tp > 1",
+                s->text);
     return NULL;
+  }
+  if (p->zero > 0 && p->degree[TS_AX_DP] <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': zero=%d shards model states over the data-parallel group; "
+                "expected dp > 1",
+                s->text, p->zero);
+    return NULL;
+  }
+  if (p->offload != TS_OFFLOAD_NONE && p->zero == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': offload=%s moves ZeRO's partitioned states; expected zero=1, 2 "
+                "or 3 with it",
+                s->text, ts_offload_name(p->offload));
+    return NULL;
+  }
+  if (p->offload != TS_OFFLOAD_NONE && t->chip.host_link_bw_Bps <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': offload=%s needs the chip's host link; topology %s has no [host] "
+                "link_bandwidth_GBps",
+                s->text, ts_offload_name(p->offload), t->path ? t->path : t->name);
+    return NULL;
+  }
+  if (p->offload != TS_OFFLOAD_NONE && t->chip.host_flops <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': offload=%s runs the optimizer on the host CPU; topology %s has no "
+                "[host] cpu_tflops",
+                s->text, ts_offload_name(p->offload), t->path ? t->path : t->name);
+    return NULL;
+  }
+  if (p->ps > 0 && p->ps_placement == TS_PS_DEDICATED && t->chip.host_flops <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': dedicated parameter servers update on their host CPUs; topology %s "
+                "has no [host] cpu_tflops to rate them by",
+                s->text, t->path ? t->path : t->name);
+    return NULL;
+  }
+  if (p->offload == TS_OFFLOAD_NVME && t->chip.nvme_bw_Bps <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': offload=nvme needs NVMe; topology %s has no [host] "
+                "nvme_bandwidth_GBps",
+                s->text, t->path ? t->path : t->name);
+    return NULL;
+  }
+  if (p->ps > 0 && (p->zero > 0 || p->offload != TS_OFFLOAD_NONE)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': ps=%d keeps parameters on servers; expected it without zero or "
+                "offload",
+                s->text, p->ps);
+    return NULL;
+  }
+  if (p->ps > 0 && p->ps_placement == TS_PS_COLOCATED && p->ps > p->degree[TS_AX_DP]) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': ps=%d colocated servers run on the data-parallel workers; "
+                "expected at most dp=%d shards (or ps-placement=dedicated)",
+                s->text, p->ps, p->degree[TS_AX_DP]);
+    return NULL;
+  }
+  if (p->nstages > m->nlayers) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': %d pipeline stages but %s has %d layers; expected at most one "
+                "stage per layer",
+                s->text, p->nstages, m->path ? m->path : m->name, m->nlayers);
+    return NULL;
+  }
   int dp = p->degree[TS_AX_DP], tp = p->degree[TS_AX_TP];
+  gint64 prod = (gint64)dp * tp * pp;
+  if (o->global_batch <= 0 || prod != t->nchips || o->global_batch % dp != 0) {
+    /* Placement reports a wrong chip count; the batch check needs the right dp first. */
+    if (prod == t->nchips) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--global-batch %" G_GINT64_FORMAT ": expected a positive multiple of the "
+                  "data-parallel degree %d (split %s)",
+                  o->global_batch, dp, s->text);
+      return NULL;
+    }
+  }
+  p->ep = s->ep > 0 ? s->ep : 1;
+  if (p->ep > 1) {
+    gboolean any = FALSE;
+    for (int i = 0; i < m->nlayers; i++)
+      if (m->layers[i].experts > 0) {
+        any = TRUE;
+        if (m->layers[i].experts % p->ep != 0) {
+          g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                      "--split '%s': ep=%d does not divide the %" G_GINT64_FORMAT " experts of "
+                      "layer '%s'; expected an expert-parallel degree that divides them",
+                      s->text, p->ep, m->layers[i].experts, m->layers[i].name);
+          return NULL;
+        }
+      }
+    if (!any) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ep=%d spreads experts, but %s has no mixture-of-experts layer; "
+                  "expected a model with [transformer] experts",
+                  s->text, p->ep, m->path ? m->path : m->name);
+      return NULL;
+    }
+    if (p->degree[TS_AX_DP] % p->ep != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ep=%d experts groups inside dp=%d; expected ep to divide dp",
+                  s->text, p->ep, p->degree[TS_AX_DP]);
+      return NULL;
+    }
+    if (p->ps > 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ps=%d with ep=%d; expected parameter servers without expert "
+                  "parallelism",
+                  s->text, p->ps, p->ep);
+      return NULL;
+    }
+  }
+  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep);
+  gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
+  /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
+   * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible
+   * when M >= 4P), a multiple of pp for the interleaved schedule. */
+  p->micro_batch = o->micro_batch;
+  if (p->micro_batch <= 0) {
+    p->micro_batch = per_replica;
+    if (pp > 1 && per_replica <= (gint64)TS_MAX_COUNT) {
+      gint64 pick = 0;
+      g_autoptr(GArray) cands = divisors_desc(per_replica);
+      for (guint c = 0; c < cands->len && pick == 0; c++) {
+        gint64 mb = g_array_index(cands, gint64, c);
+        if (micro_batch_ok(p, mb, per_replica) && per_replica / mb >= 4 * pp)
+          pick = mb;
+      }
+      for (guint c = 0; c < cands->len && pick == 0; c++)
+        if (micro_batch_ok(p, g_array_index(cands, gint64, c), per_replica))
+          pick = g_array_index(cands, gint64, c);
+      p->micro_batch = pick > 0 ? pick : 1;
+    }
+  }
+  p->n_micro = per_replica / MAX(p->micro_batch, 1);
+  int rank[TS_AX_N];
+  rank_axes(p, p->exec, p->micro_batch, p->n_micro, rank);
+  if (!ts_split_place_ranked(s, t, rank, p->degree, p->shape, error))
+    return NULL;
+  if (p->ep > 1 && !split_shape(&p->shape[TS_AX_DP], p->ep, &p->ep_shape, &p->edp_shape)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': ep=%d cannot be cut from the inner end of dp's placement %s; "
+                "expected ep to divide the dp pieces in order",
+                s->text, p->ep, p->placement_text ? p->placement_text : "");
+    return NULL;
+  }
   if (o->global_batch <= 0 || o->global_batch % dp != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--global-batch %" G_GINT64_FORMAT ": expected a positive multiple of the "
@@ -120,8 +1057,6 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 o->global_batch, dp, s->text);
     return NULL;
   }
-  gint64 per_replica = o->global_batch / dp;
-  p->micro_batch = o->micro_batch > 0 ? o->micro_batch : per_replica;
   if (per_replica % p->micro_batch != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--micro-batch %" G_GINT64_FORMAT ": expected a divisor of the %" G_GINT64_FORMAT
@@ -130,10 +1065,34 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 p->micro_batch, per_replica, o->global_batch, dp);
     return NULL;
   }
-  p->n_micro = per_replica / p->micro_batch;
+  if (per_replica > (gint64)TS_MAX_COUNT || p->n_micro > MAX_MICRO_BATCHES) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--micro-batch %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " samples per replica "
+                "make %" G_GINT64_FORMAT " micro-batches per step; expected at most %d "
+                "micro-batches and 2^40 samples per replica",
+                p->micro_batch, per_replica, p->n_micro, MAX_MICRO_BATCHES);
+    return NULL;
+  }
+  if (p->schedule == TS_SCHED_INTERLEAVED && pp > 1 && p->n_micro % pp != 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': schedule=interleaved runs micro-batches in groups of pp=%d but "
+                "there are %" G_GINT64_FORMAT "; expected a multiple of %d (set --micro-batch)",
+                s->text, pp, p->n_micro, pp);
+    return NULL;
+  }
+  for (int i = 0; i < m->nlayers; i++)
+    if (p->exec[i].in == TS_ST_BATCH && p->micro_batch % tp != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--micro-batch %" G_GINT64_FORMAT ": layer '%s' splits its batch over tp=%d; "
+                  "expected a micro-batch that is a multiple of %d",
+                  p->micro_batch, m->layers[i].name, tp, tp);
+      return NULL;
+    }
   /* Tensor parallelism must divide what it splits: heads, features, channels, vocabulary. */
   for (int i = 0; i < m->nlayers && tp > 1; i++) {
     const ts_layer *l = &m->layers[i];
+    if (p->exec[i].pdiv == 1)
+      continue;
     gint64 what = 0;
     const char *name = NULL;
     switch (l->tp) {
@@ -161,157 +1120,41 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
-  p->split_text = split_text(p);
+  if (p->sp)
+    for (int i = 0; i < m->nlayers; i++)
+      if (m->layers[i].tokens > 0 && m->layers[i].tokens % tp != 0 &&
+          m->layers[i].kind != TS_LAYER_DENSE) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "--split '%s': sp splits the %" G_GINT64_FORMAT "-token sequence of layer "
+                    "'%s' over tp=%d; expected tp to divide the sequence",
+                    s->text, m->layers[i].tokens, m->layers[i].name, tp);
+        return NULL;
+      }
+  /* Pipeline stages: given, or balanced by compute. */
+  p->stage_first = g_new0(int, p->nstages + 1);
+  if (s->nstages_given > 0) {
+    int sum = 0;
+    for (int k = 0; k < s->nstages_given; k++)
+      sum += s->stage_layers[k];
+    if (s->nstages_given != p->nstages || sum != m->nlayers) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': stages= lists %d stages of %d layers in all; expected %d stages "
+                  "(pp x chunks) of %d layers in all",
+                  s->text, s->nstages_given, sum, p->nstages, m->nlayers);
+      return NULL;
+    }
+    for (int k = 0; k < p->nstages; k++)
+      p->stage_first[k + 1] = p->stage_first[k] + s->stage_layers[k];
+  } else if (p->nstages > 1) {
+    balance_stages(p);
+  } else {
+    p->stage_first[1] = m->nlayers;
+  }
+  p->unit = ts_plan_units(p);
+  p->split_text = split_text(p, s);
   p->placement_text = placement_text(p);
   plan_memory(p);
+  plan_traffic(p);
   p->model_flops_per_step = ts_model_train_flops_per_sample(m) * (double)o->global_batch;
   return g_steal_pointer(&p);
-}
-
-/* ---- trace generation --------------------------------------------------------------- */
-
-typedef struct {
-  const ts_plan *p;
-  ts_trace *tr;
-  int tp_group, dp_group;
-  int last; /* last op on the compute stream, -1 at the start */
-} gen;
-
-static int emit(gen *g, const ts_op *op, const char *label, const int *deps, int ndeps)
-{
-  ts_op o = *op;
-  o.label = ts_trace_label(g->tr, label);
-  return ts_trace_append(g->tr, 0, &o, deps, ndeps);
-}
-
-static void emit_compute(gen *g, ts_op_cat cat, double flops, double mem, const char *label)
-{
-  ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat, .stream = STREAM_COMPUTE};
-  op.flops = flops;
-  op.mem_bytes = mem;
-  g->last = emit(g, &op, label, NULL, 0);
-}
-
-/* A tensor-parallel collective sits on the compute stream: the next layer needs its result. */
-static void emit_tp(gen *g, ts_coll_kind kind, double bytes, ts_op_cat cat, const char *label)
-{
-  if (g->p->degree[TS_AX_TP] <= 1 || bytes <= 0)
-    return;
-  ts_op op = {.kind = TS_OP_COLL, .cat = cat, .stream = STREAM_COMPUTE};
-  op.coll = kind;
-  op.algo = g->p->opt.algo;
-  op.group = g->tp_group;
-  op.bytes = bytes;
-  g->last = emit(g, &op, label, NULL, 0);
-}
-
-ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
-{
-  (void)error;
-  const ts_model *m = p->model;
-  ts_trace *tr = ts_trace_new(p->topo);
-  int axis_of[TS_AX_N];
-  for (int a = 0; a < TS_AX_N; a++)
-    axis_of[a] =
-        ts_trace_add_axis(tr, ts_axis_kind_name(a), p->degree[a], a != TS_AX_PP, &p->shape[a]);
-  ts_trace_set_programs(tr, p->degree[TS_AX_PP]);
-  gen g = {p, tr, ts_trace_group(tr, &axis_of[TS_AX_TP], 1),
-           ts_trace_group(tr, &axis_of[TS_AX_DP], 1), -1};
-  tr->meta.model = g_strdup(m->name);
-  tr->meta.split = g_strdup(p->split_text);
-  tr->meta.topology = g_strdup(p->topo->name);
-  tr->meta.producer = g_strdup_printf("trainsim %s plan", TS_VERSION);
-  tr->meta.samples = (double)p->opt.global_batch;
-  tr->meta.model_flops = p->model_flops_per_step;
-
-  int tp = p->degree[TS_AX_TP];
-  double mb = (double)p->micro_batch, db = m->dtype_bytes;
-  int n = m->nlayers;
-  /* Per layer, from the forward pass: did it slice a replicated input (row split)? */
-  gboolean *sliced = g_new0(gboolean, n);
-  int *bwd_op = g_new(int, n);
-  GArray *bucket_deps = g_array_new(FALSE, FALSE, sizeof(int));
-  char label[256];
-
-  for (gint64 u = 0; u < p->n_micro; u++) {
-    gboolean split_act = FALSE; /* is the activation between layers split across tp? */
-    for (int i = 0; i < n; i++) {
-      const ts_layer *l = &m->layers[i];
-      gboolean split = layer_split(l) && tp > 1;
-      double div = split ? tp : 1;
-      gboolean needs_split_in = l->tp == TS_TP_ROW;
-      if (!needs_split_in && split_act) {
-        g_snprintf(label, sizeof label, "%s fwd all-gather", l->name);
-        emit_tp(&g, TS_COLL_ALLGATHER, l->in_act_elems * db * mb, TS_CAT_COMM_TP, label);
-        split_act = FALSE;
-      }
-      sliced[i] = needs_split_in && !split_act;
-      double out_b = l->out_act_elems * db * mb;
-      /* A split layer moves its share of weights and activations. */
-      double mem = ts_layer_fwd_mem_bytes_batch(m, l, mb) / div;
-      g_snprintf(label, sizeof label, "%s fwd", l->name);
-      emit_compute(&g, TS_CAT_FWD, l->fwd_flops * mb / div, mem, label);
-      if (split) {
-        if (l->tp == TS_TP_COLUMN || (l->tp == TS_TP_VOCAB && l->kind != TS_LAYER_EMBEDDING)) {
-          split_act = TRUE; /* logits stay split: the loss is computed vocabulary-parallel */
-        } else {
-          g_snprintf(label, sizeof label, "%s fwd all-reduce", l->name);
-          emit_tp(&g, TS_COLL_ALLREDUCE, out_b, TS_CAT_COMM_TP, label);
-          split_act = FALSE;
-        }
-      } else if (l->tp == TS_TP_COLUMN) {
-        split_act = FALSE;
-      }
-    }
-    gboolean last_micro = u == p->n_micro - 1;
-    double bucket = 0;
-    int bucket_first = n - 1;
-    for (int i = n - 1; i >= 0; i--) {
-      const ts_layer *l = &m->layers[i];
-      gboolean split = layer_split(l) && tp > 1;
-      double div = split ? tp : 1;
-      double in_b = l->in_act_elems * db * mb;
-      double mem = ts_layer_bwd_mem_bytes_batch(m, l, mb) / div;
-      g_snprintf(label, sizeof label, "%s bwd", l->name);
-      emit_compute(&g, TS_CAT_BWD, (l->bwd_input_flops + l->bwd_weight_flops) * mb / div, mem,
-                   label);
-      bwd_op[i] = g.last;
-      if (split && (l->tp == TS_TP_COLUMN || l->tp == TS_TP_HEADS ||
-                    (l->tp == TS_TP_VOCAB && l->kind != TS_LAYER_EMBEDDING))) {
-        g_snprintf(label, sizeof label, "%s bwd all-reduce", l->name);
-        emit_tp(&g, TS_COLL_ALLREDUCE, in_b, TS_CAT_COMM_TP, label);
-      } else if (sliced[i] && tp > 1) {
-        g_snprintf(label, sizeof label, "%s bwd all-gather", l->name);
-        emit_tp(&g, TS_COLL_ALLGATHER, in_b, TS_CAT_COMM_TP, label);
-      }
-      /* Gradients are complete after the last micro-batch: bucket them for the all-reduce. */
-      if (!last_micro || p->degree[TS_AX_DP] <= 1)
-        continue;
-      bucket += l->params / div * db;
-      if (bucket > 0 && (bucket >= p->opt.bucket_bytes || i == 0)) {
-        ts_op op = {.kind = TS_OP_COLL, .cat = TS_CAT_COMM_DP, .stream = STREAM_DP};
-        op.coll = TS_COLL_ALLREDUCE;
-        op.algo = p->opt.algo;
-        op.group = g.dp_group;
-        op.bytes = bucket;
-        g_snprintf(label, sizeof label, "grad all-reduce %s..%s", m->layers[bucket_first].name,
-                   l->name);
-        int id = emit(&g, &op, label, &bwd_op[i], 1);
-        g_array_append_val(bucket_deps, id);
-        bucket = 0;
-        bucket_first = i - 1;
-      }
-    }
-  }
-  /* The optimizer step waits for every gradient bucket. Adam reads the gradient, reads and
-   * writes master weights and both moments, and writes the compute copy of the weights. */
-  double local = p->params_per_chip;
-  ts_op op = {.kind = TS_OP_COMPUTE, .cat = TS_CAT_OPTIMIZER, .stream = STREAM_COMPUTE};
-  op.flops = 12.0 * local;
-  op.mem_bytes = local * (2.0 * db + 2.0 * optimizer_bytes_per_param(m));
-  g.last = emit(&g, &op, "optimizer step", (const int *)bucket_deps->data, (int)bucket_deps->len);
-  g_array_unref(bucket_deps);
-  g_free(sliced);
-  g_free(bwd_op);
-  return tr;
 }

@@ -12,6 +12,39 @@ G_BEGIN_DECLS
 
 typedef enum { TS_AX_TP, TS_AX_DP, TS_AX_PP, TS_AX_N } ts_axis_kind;
 
+/** Pipeline schedules (docs/splits.md). */
+typedef enum {
+  TS_SCHED_GPIPE,       /* all forwards, then all backwards (Huang et al. 2019) */
+  TS_SCHED_1F1B,        /* PipeDream-Flush (Narayanan et al. 2021, "Memory-efficient") */
+  TS_SCHED_INTERLEAVED, /* 1F1B over V model chunks per device (Narayanan et al. 2021 SC) */
+} ts_schedule;
+
+/** Activation recomputation (Korthikanti et al. 2022, section 5). */
+typedef enum {
+  TS_RECOMPUTE_NONE,
+  TS_RECOMPUTE_SELECTIVE, /* attention scores, softmax and dropout recomputed */
+  TS_RECOMPUTE_FULL,      /* only each block's input kept; forward re-run before backward */
+} ts_recompute;
+
+/** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */
+typedef enum { TS_OFFLOAD_NONE, TS_OFFLOAD_CPU, TS_OFFLOAD_NVME } ts_offload;
+
+typedef enum { TS_PS_COLOCATED, TS_PS_DEDICATED } ts_ps_placement;
+
+/** What the tensor-parallel axis does for a layer (per-layer hybrid splits). */
+typedef enum {
+  TS_LAYER_MODE_TP, /* the layer is split as its tp mode says (default) */
+  TS_LAYER_MODE_DP, /* the layer is replicated and the tp axis splits its batch instead */
+} ts_layer_mode;
+
+/** A per-layer rule: layers of a kind, or whose name matches a glob, take a mode. */
+typedef struct {
+  gboolean by_kind;
+  ts_layer_kind kind;
+  char *glob; /* when !by_kind */
+  ts_layer_mode mode;
+} ts_layer_rule;
+
 /** A parsed --split: degrees and requested placements; 0 degree = not given. */
 typedef struct {
   int degree[TS_AX_N];
@@ -19,9 +52,22 @@ typedef struct {
   int nplace[TS_AX_N];                  /* 0 = let the planner place it */
   char *place_names[TS_AX_N];           /* dims as written, resolved against a topology later */
   char *text;                           /* as given */
+  /* Options (items that are not axes). */
+  int schedule; /* ts_schedule, -1 = not given (1f1b when pp > 1) */
+  int chunks;   /* interleaved: model chunks per device (V) */
+  ts_recompute recompute;
+  gboolean sp; /* sequence parallelism with tp */
+  int zero;    /* 0..3 */
+  ts_offload offload;
+  int ps; /* parameter-server shards, 0 = none */
+  ts_ps_placement ps_placement;
+  int ep;            /* expert parallelism inside dp (mixture of experts), 0 = none */
+  int nstages_given; /* explicit stages=N1:N2:...; 0 = balance by compute */
+  int *stage_layers; /* layers per (virtual) stage, nstages_given entries */
+  GPtrArray *rules;  /* ts_layer_rule*, owned; later rules win */
 } ts_split;
 
-/** Parses "dp=32@y,tp=32@x", "tp=8@node,dp=16@net", "dp=1024". */
+/** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
 ts_split *ts_split_parse(const char *text, GError **error);
 void ts_split_free(ts_split *s);
 
@@ -31,6 +77,13 @@ void ts_split_free(ts_split *s);
  */
 gboolean ts_split_place(const ts_split *s, const ts_topo *t, int *degree, ts_group_shape *shape,
                         GError **error);
+
+/**
+ * As ts_split_place, with the unplaced axes other than pp taken onto the fastest dimensions in
+ * the order rank[0], rank[1], ... (TS_AX_N entries, a permutation of the axes).
+ */
+gboolean ts_split_place_ranked(const ts_split *s, const ts_topo *t, const int *rank, int *degree,
+                               ts_group_shape *shape, GError **error);
 
 /** Planner options (defaults from ts_plan_options_default). */
 typedef struct {
@@ -46,6 +99,16 @@ void ts_plan_options_default(ts_plan_options *o);
 typedef struct {
   double params, grads, optimizer, activations, temp, total, capacity;
   gboolean fits;
+  /* Added with issue 4. */
+  double host;            /* bytes offloaded to host memory (per chip) */
+  double nvme;            /* bytes offloaded to NVMe (per chip) */
+  double host_capacity;   /* host memory per chip (topology [host]) */
+  double nvme_capacity;   /* NVMe per chip */
+  double over;            /* total - capacity when it does not fit, else 0 */
+  double inflight;        /* micro-batches whose activations the schedule holds at peak */
+  int stage;              /* pipeline stage (device) this memory is for: the largest */
+  gint64 max_micro_batch; /* largest micro-batch (divisor of the per-replica batch) that
+                             fits, 0 when none does */
 } ts_memory;
 
 typedef struct {
@@ -60,6 +123,30 @@ typedef struct {
   double params_per_chip;        /* parameters a chip holds */
   ts_memory mem;
   double model_flops_per_step; /* useful FLOPs per step, all chips (for MFU) */
+  /* Added with issue 4. */
+  ts_schedule schedule;
+  int chunks;       /* model chunks per pipeline device (V; 1 unless interleaved) */
+  int nstages;      /* virtual stages = pp * chunks */
+  int *stage_first; /* nstages + 1 layer boundaries; virtual stage k holds layers
+                       [stage_first[k], stage_first[k+1]), on device k % pp */
+  ts_recompute recompute;
+  gboolean sp;
+  int zero;
+  ts_offload offload;
+  int ps;
+  ts_ps_placement ps_placement;
+  ts_layer_mode *layer_mode;       /* per layer */
+  ts_memory *stage_mem;            /* per pipeline device (pp entries) */
+  double *layer_act_bytes;         /* per layer: activation bytes kept per micro-batch per chip */
+  double host_link_bytes_per_step; /* bytes each chip moves over its host link (offload) */
+  double ps_push_bytes_per_step;   /* gradient bytes each worker pushes (parameter server) */
+  double ps_pull_bytes_per_step;   /* parameter bytes each worker pulls */
+  double redistribution_bytes_per_step; /* per-layer hybrid: bytes of boundary collectives */
+  int ep;                               /* expert-parallel degree (1 = none), divides dp */
+  ts_group_shape ep_shape;              /* the inner ep members of the dp axis */
+  ts_group_shape edp_shape;             /* the rest of dp: the replicas of each expert */
+  struct ts_layer_exec *exec;           /* per layer: how it runs (internal, ts_plan_priv.h) */
+  int *unit;                            /* per layer: full-recompute checkpoint unit, -1 = none */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */
@@ -71,6 +158,15 @@ void ts_plan_free(ts_plan *p);
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error);
 
 const char *ts_axis_kind_name(ts_axis_kind a);
+const char *ts_schedule_name(ts_schedule s);
+const char *ts_recompute_name(ts_recompute r);
+const char *ts_offload_name(ts_offload o);
+
+/**
+ * Memory per chip of pipeline device `stage` with micro-batch `micro_batch` (the plan's other
+ * choices kept). Used for the fit search; the plan's own is p->stage_mem[stage].
+ */
+void ts_plan_memory_at(const ts_plan *p, int stage, gint64 micro_batch, ts_memory *out);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_split, ts_split_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_plan, ts_plan_free)

@@ -31,12 +31,18 @@ void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts
   r->events = rr->events;
   r->ops = ts_trace_nops(tr);
   r->simulated_ranks = rr->nsimulated;
+  r->pipeline_stages = p->nstages;
+  r->host_link_bytes_per_step = p->host_link_bytes_per_step;
+  r->ps_push_bytes_per_step = p->ps_push_bytes_per_step;
+  r->ps_pull_bytes_per_step = p->ps_pull_bytes_per_step;
+  r->redistribution_bytes_per_step = p->redistribution_bytes_per_step;
 }
 
 void ts_result_clear(ts_result *r)
 {
   g_free(r->split);
   g_free(r->placement);
+  g_free(r->link_summary);
   memset(r, 0, sizeof *r);
 }
 
@@ -104,7 +110,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   for (int i = 0; i < n; i++) {
     const ts_result *r = &res[i];
     char b[8][48];
-    cells[i] = g_new0(char *, NCOL);
+    cells[i] = g_new0(char *, NCOL + 1); /* NULL-terminated for g_strfreev */
     cells[i][0] = g_strdup(r->split);
     cells[i][1] = g_strdup(r->placement);
     cells[i][2] = g_strdup(ts_fmt_time(b[0], 48, r->step_time_s));
@@ -118,9 +124,14 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     cells[i][8] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
     if (r->mem.fits)
       cells[i][9] = g_strdup("yes");
+    else if (r->mem.over <= 0)
+      cells[i][9] = g_strdup("no (host or NVMe full)");
+    else if (r->mem.max_micro_batch > 0)
+      cells[i][9] = g_strdup_printf("no (over by %s; micro-batch <= %" G_GINT64_FORMAT " fits)",
+                                    ts_fmt_bytes(b[7], 48, r->mem.over), r->mem.max_micro_batch);
     else
-      cells[i][9] = g_strdup_printf("no (over by %s)",
-                                    ts_fmt_bytes(b[7], 48, r->mem.total - r->mem.capacity));
+      cells[i][9] = g_strdup_printf("no (over by %s; no micro-batch fits)",
+                                    ts_fmt_bytes(b[7], 48, r->mem.over));
     for (int c = 0; c < NCOL; c++) {
       int len = (int)g_utf8_strlen(cells[i][c], -1);
       if (len > w[c])
@@ -151,6 +162,10 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
     g_string_append_c(s, '\n');
   }
+  for (int i = 0; i < n; i++)
+    if (res[i].link_summary != NULL)
+      g_string_append_printf(s, "\n%s: %" G_GINT64_FORMAT " flows simulated\n%s", res[i].split,
+                             res[i].flows, res[i].link_summary);
   return g_string_free(s, FALSE);
 }
 
@@ -159,7 +174,10 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   "step_time_s,compute_time_s,comm_time_s,exposed_comm_time_s,exposed_comm_dp_s,"                  \
   "exposed_comm_tp_s,exposed_comm_pp_s,idle_time_s,samples_per_s,mfu,"                             \
   "memory_params_bytes,memory_grads_bytes,memory_optimizer_bytes,memory_activations_bytes,"        \
-  "memory_temp_bytes,memory_per_chip_bytes,memory_capacity_bytes,fits_memory\n"
+  "memory_temp_bytes,memory_per_chip_bytes,memory_capacity_bytes,fits_memory,"                     \
+  "memory_over_bytes,max_micro_batch_fits,memory_host_bytes,memory_nvme_bytes,"                    \
+  "inflight_micro_batches,memory_stage,pipeline_stages,host_link_bytes_per_step,"                  \
+  "ps_push_bytes_per_step,ps_pull_bytes_per_step,redistribution_bytes_per_step\n"
 
 static void csv_str(GString *s, const char *v)
 {
@@ -210,7 +228,18 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
                         r->mem.capacity};
     for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
       csv_num(s, v[k]);
-    g_string_append_printf(s, ",%s\n", r->mem.fits ? "true" : "false");
+    g_string_append_printf(s, ",%s", r->mem.fits ? "true" : "false");
+    csv_num(s, r->mem.over);
+    g_string_append_printf(s, ",%" G_GINT64_FORMAT, r->mem.max_micro_batch);
+    csv_num(s, r->mem.host);
+    csv_num(s, r->mem.nvme);
+    csv_num(s, r->mem.inflight);
+    g_string_append_printf(s, ",%d,%d", r->mem.stage, r->pipeline_stages);
+    csv_num(s, r->host_link_bytes_per_step);
+    csv_num(s, r->ps_push_bytes_per_step);
+    csv_num(s, r->ps_pull_bytes_per_step);
+    csv_num(s, r->redistribution_bytes_per_step);
+    g_string_append_c(s, '\n');
   }
   return g_string_free(s, FALSE);
 }
@@ -288,6 +317,22 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "memory_capacity_bytes", r->mem.capacity);
     json_builder_set_member_name(b, "fits_memory");
     json_builder_add_boolean_value(b, r->mem.fits);
+    jnum(b, "memory_over_bytes", r->mem.over);
+    jint(b, "max_micro_batch_fits", r->mem.max_micro_batch);
+    json_builder_set_member_name(b, "memory_offloaded_bytes");
+    json_builder_begin_object(b);
+    jnum(b, "host", r->mem.host);
+    jnum(b, "nvme", r->mem.nvme);
+    json_builder_end_object(b);
+    jnum(b, "host_memory_capacity_bytes", r->mem.host_capacity);
+    jnum(b, "nvme_capacity_bytes", r->mem.nvme_capacity);
+    jnum(b, "inflight_micro_batches", r->mem.inflight);
+    jint(b, "memory_stage", r->mem.stage);
+    jint(b, "pipeline_stages", r->pipeline_stages);
+    jnum(b, "host_link_bytes_per_step", r->host_link_bytes_per_step);
+    jnum(b, "ps_push_bytes_per_step", r->ps_push_bytes_per_step);
+    jnum(b, "ps_pull_bytes_per_step", r->ps_pull_bytes_per_step);
+    jnum(b, "redistribution_bytes_per_step", r->redistribution_bytes_per_step);
     jint(b, "trace_ops", r->ops);
     jint(b, "replay_events", r->events);
     jint(b, "simulated_ranks", r->simulated_ranks);

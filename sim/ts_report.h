@@ -14,6 +14,8 @@ G_BEGIN_DECLS
 typedef struct {
   char *split;     /* canonical split, e.g. "tp=8,dp=8" */
   char *placement; /* e.g. "tp@x,dp@y" */
+  char *link_summary; /* simgrid: the most loaded links, a text table (NULL otherwise) */
+  gint64 flows;       /* simgrid: point-to-point flows simulated (0 otherwise) */
   int chips;
   gint64 global_batch, micro_batch, micro_batches;
   double step_time_s, compute_time_s, comm_time_s, exposed_comm_time_s, idle_time_s;
@@ -22,6 +24,12 @@ typedef struct {
   ts_memory mem;
   gint64 events, ops;
   int simulated_ranks;
+  /* Added with issue 4 (splits). */
+  int pipeline_stages;                  /* pp x chunks (1 without a pipeline) */
+  double host_link_bytes_per_step;      /* offload traffic per chip */
+  double ps_push_bytes_per_step;        /* parameter-server push per worker */
+  double ps_pull_bytes_per_step;        /* parameter-server pull per worker */
+  double redistribution_bytes_per_step; /* per-layer hybrid boundary collectives per chip */
 } ts_result;
 
 /** Inputs recorded with every result set. */

@@ -2,6 +2,7 @@
 #include "ts_plan.h"
 #include "ts_util.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 static const char *axis_names[TS_AX_N] = {"tp", "dp", "pp"};
@@ -11,6 +12,31 @@ const char *ts_axis_kind_name(ts_axis_kind a)
   return (unsigned)a < TS_AX_N ? axis_names[a] : "?";
 }
 
+const char *ts_schedule_name(ts_schedule s)
+{
+  static const char *const n[] = {"gpipe", "1f1b", "interleaved"};
+  return (unsigned)s < G_N_ELEMENTS(n) ? n[s] : "?";
+}
+
+const char *ts_recompute_name(ts_recompute r)
+{
+  static const char *const n[] = {"none", "selective", "full"};
+  return (unsigned)r < G_N_ELEMENTS(n) ? n[r] : "?";
+}
+
+const char *ts_offload_name(ts_offload o)
+{
+  static const char *const n[] = {"none", "cpu", "nvme"};
+  return (unsigned)o < G_N_ELEMENTS(n) ? n[o] : "?";
+}
+
+static void rule_free(gpointer p)
+{
+  ts_layer_rule *r = p;
+  g_free(r->glob);
+  g_free(r);
+}
+
 void ts_split_free(ts_split *s)
 {
   if (s == NULL)
@@ -18,29 +44,172 @@ void ts_split_free(ts_split *s)
   for (int a = 0; a < TS_AX_N; a++)
     g_free(s->place_names[a]);
   g_free(s->text);
+  g_free(s->stage_layers);
+  if (s->rules != NULL)
+    g_ptr_array_unref(s->rules);
   g_free(s);
+}
+
+/* Index of `v` in the NULL-terminated `names`, or -1. */
+static int lookup(const char *const *names, const char *v)
+{
+  for (int i = 0; names[i] != NULL; i++)
+    if (strcmp(names[i], v) == 0)
+      return i;
+  return -1;
+}
+
+G_GNUC_PRINTF(4, 5)
+static gboolean item_error(GError **error, const char *text, const char *item, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *what = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--split '%s': item '%s': expected %s", text, item,
+              what);
+  return FALSE;
+}
+
+/* An option item (not an axis): key=value, or a bare boolean such as `sp`. */
+static gboolean parse_option(ts_split *s, const char *text, const char *item, const char *key,
+                             const char *val, GError **error)
+{
+  static const char *const bools_on[] = {"on", "true", "1", "yes", NULL};
+  static const char *const bools_off[] = {"off", "false", "0", "no", NULL};
+  if (strcmp(key, "zero") == 0) {
+    gint64 z;
+    if (val == NULL || !ts_parse_int(val, 0, 3, &z))
+      return item_error(error, text, item, "zero=0, 1, 2 or 3 (ZeRO stage)");
+    s->zero = (int)z;
+  } else if (strcmp(key, "schedule") == 0) {
+    if (val != NULL && strcmp(val, "gpipe") == 0) {
+      s->schedule = TS_SCHED_GPIPE;
+    } else if (val != NULL && strcmp(val, "1f1b") == 0) {
+      s->schedule = TS_SCHED_1F1B;
+    } else if (val != NULL && g_str_has_prefix(val, "interleaved")) {
+      gint64 v = 2;
+      const char *rest = val + strlen("interleaved");
+      if (*rest != '\0' && (*rest != ':' || !ts_parse_int(rest + 1, 2, 1024, &v)))
+        return item_error(error, text, item,
+                          "schedule=interleaved:V with V, the model chunks per device, a whole "
+                          "number in [2, 1024]");
+      s->schedule = TS_SCHED_INTERLEAVED;
+      s->chunks = (int)v;
+    } else {
+      return item_error(error, text, item, "schedule=gpipe, 1f1b or interleaved[:V]");
+    }
+  } else if (strcmp(key, "recompute") == 0) {
+    static const char *const n[] = {"none", "selective", "full", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item, "recompute=none, selective or full");
+    s->recompute = (ts_recompute)v;
+  } else if (strcmp(key, "sp") == 0) {
+    if (val == NULL || lookup(bools_on, val) >= 0)
+      s->sp = TRUE;
+    else if (lookup(bools_off, val) >= 0)
+      s->sp = FALSE;
+    else
+      return item_error(error, text, item, "sp, sp=on or sp=off (sequence parallelism)");
+  } else if (strcmp(key, "offload") == 0) {
+    static const char *const n[] = {"none", "cpu", "nvme", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item, "offload=none, cpu or nvme");
+    s->offload = (ts_offload)v;
+  } else if (strcmp(key, "ps") == 0) {
+    gint64 v;
+    if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
+      return item_error(error, text, item,
+                        "ps=N, N parameter-server shards, a whole number in [1, 1048576]");
+    s->ps = (int)v;
+  } else if (strcmp(key, "ep") == 0) {
+    gint64 v;
+    if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
+      return item_error(error, text, item,
+                        "ep=N, the expert-parallel degree inside dp, a whole number in [1, "
+                        "1048576]");
+    s->ep = (int)v;
+  } else if (strcmp(key, "ps-placement") == 0) {
+    static const char *const n[] = {"colocated", "dedicated", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item, "ps-placement=colocated or dedicated");
+    s->ps_placement = (ts_ps_placement)v;
+  } else if (strcmp(key, "stages") == 0) {
+    if (val == NULL || *val == '\0')
+      return item_error(error, text, item,
+                        "stages=N1:N2:...: layers per pipeline stage, whole numbers >= 1");
+    g_auto(GStrv) parts = g_strsplit(val, ":", -1);
+    int n = (int)g_strv_length(parts);
+    g_free(s->stage_layers);
+    s->stage_layers = g_new0(int, n > 0 ? n : 1);
+    s->nstages_given = n;
+    for (int i = 0; i < n; i++) {
+      gint64 v;
+      if (!ts_parse_int(parts[i], 1, 1 << 20, &v))
+        return item_error(error, text, item,
+                          "stages=N1:N2:...: layers per pipeline stage, whole numbers >= 1 "
+                          "('%s' is not)",
+                          parts[i]);
+      s->stage_layers[i] = (int)v;
+    }
+  } else if (g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:")) {
+    static const char *const modes[] = {"tp", "dp", NULL};
+    int mode = val ? lookup(modes, val) : -1;
+    ts_layer_rule *r = g_new0(ts_layer_rule, 1);
+    g_ptr_array_add(s->rules, r);
+    if (mode < 0)
+      return item_error(error, text, item,
+                        "%s=tp or %s=dp: whether the tensor-parallel axis splits those layers "
+                        "(tp) or their batch (dp)",
+                        key, key);
+    r->mode = (ts_layer_mode)mode;
+    const char *what = key + 5;
+    if (g_str_has_prefix(key, "kind:")) {
+      static const char *const kinds[] = {"dense", "conv2d", "attention", "embedding",
+                                          "norm",  "pool",   NULL};
+      int k = lookup(kinds, what);
+      if (k < 0)
+        return item_error(error, text, item,
+                          "kind:K=MODE with K one of dense, conv2d, attention, embedding, norm, "
+                          "pool");
+      r->by_kind = TRUE;
+      r->kind = (ts_layer_kind)k;
+    } else {
+      if (*what == '\0')
+        return item_error(error, text, item, "name:GLOB=MODE with a layer-name pattern");
+      r->glob = g_strdup(what);
+    }
+  } else {
+    return item_error(error, text, item,
+                      "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
+                      "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB)");
+  }
+  return TRUE;
 }
 
 ts_split *ts_split_parse(const char *text, GError **error)
 {
   g_autoptr(ts_split) s = g_new0(ts_split, 1);
   s->text = g_strdup(text != NULL ? text : "");
+  s->schedule = -1;
+  s->chunks = 1;
+  s->rules = g_ptr_array_new_with_free_func(rule_free);
   if (text == NULL || *text == '\0') {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "--split '': expected comma-separated axes such as dp=64 or tp=8@x,dp=8@y");
     return NULL;
   }
   g_auto(GStrv) items = g_strsplit(text, ",", -1);
+  /* Option keys seen so far, NULL-terminated (an option given twice is an error, as an axis). */
+  g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(seen, NULL);
   for (char **it = items; *it != NULL; it++) {
     char *item = g_strstrip(*it);
     const char *eq = strchr(item, '=');
-    if (eq == NULL) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x", text,
-                  item);
-      return NULL;
-    }
-    g_autofree char *key = g_strndup(item, (gsize)(eq - item));
+    g_autofree char *key = eq ? g_strndup(item, (gsize)(eq - item)) : g_strdup(item);
     int a = -1;
     for (int k = 0; k < TS_AX_N; k++)
       if (strcmp(key, axis_names[k]) == 0)
@@ -48,10 +217,40 @@ ts_split *ts_split_parse(const char *text, GError **error)
     if (strcmp(key, "mp") == 0) /* model parallel, the older name of tensor parallel */
       a = TS_AX_TP;
     if (a < 0) {
+      if (eq == NULL && strcmp(key, "sp") != 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x, "
+                    "or OPTION=VALUE, e.g. zero=1",
+                    text, item);
+        return NULL;
+      }
+      static const char *const options[] = {"zero", "schedule",     "recompute", "sp", "offload",
+                                            "ps",   "ps-placement", "stages",    "ep", NULL};
+      if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
+          !g_str_has_prefix(key, "name:")) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
+                    "(tensor/model), pp (pipeline), or an option: zero, schedule, recompute, sp, "
+                    "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB",
+                    text, key);
+        return NULL;
+      }
+      gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");
+      if (!rule && g_strv_contains((const char *const *)seen->pdata, key)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--split '%s': option %s given twice", text,
+                    key);
+        return NULL;
+      }
+      if (!rule)
+        g_ptr_array_insert(seen, (gint)seen->len - 1, g_strdup(key));
+      if (!parse_option(s, text, item, key, eq ? eq + 1 : NULL, error))
+        return NULL;
+      continue;
+    }
+    if (eq == NULL) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "--split '%s': unknown axis '%s'; expected dp (data), tp or mp (tensor/model), "
-                  "pp (pipeline)",
-                  text, key);
+                  "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x", text,
+                  item);
       return NULL;
     }
     if (s->degree[a] != 0) {
@@ -77,12 +276,6 @@ ts_split *ts_split_parse(const char *text, GError **error)
       }
       s->place_names[a] = g_strdup(at + 1);
     }
-  }
-  if (s->degree[TS_AX_PP] > 1) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': pipeline parallelism (pp) is not supported yet; expected dp and tp",
-                text);
-    return NULL;
   }
   return g_steal_pointer(&s);
 }
@@ -134,6 +327,13 @@ static void dims_by_speed(const ts_topo *t, int *order)
 
 gboolean ts_split_place(const ts_split *s, const ts_topo *t, int *degree, ts_group_shape *shape,
                         GError **error)
+{
+  static const int rank[TS_AX_N] = {TS_AX_TP, TS_AX_DP, TS_AX_PP};
+  return ts_split_place_ranked(s, t, rank, degree, shape, error);
+}
+
+gboolean ts_split_place_ranked(const ts_split *s, const ts_topo *t, const int *rank, int *degree,
+                               ts_group_shape *shape, GError **error)
 {
   gint64 prod = 1;
   for (int a = 0; a < TS_AX_N; a++) {
@@ -192,10 +392,18 @@ gboolean ts_split_place(const ts_split *s, const ts_topo *t, int *degree, ts_gro
       return FALSE;
     }
   }
-  /* Unplaced axes: the most communication-heavy (tensor, then data) on the fastest dims. */
+  /* Unplaced axes. Pipeline parallelism sends one activation per micro-batch and stage, the
+   * least of any axis, so it takes the slowest dimensions first; the others go, most
+   * communication-heavy first (the order the caller ranked them in), on the fastest. */
   int order[TS_MAX_DIMS];
   dims_by_speed(t, order);
-  for (int a = 0; a < TS_AX_N; a++) {
+  int seq[TS_AX_N], nseq = 0;
+  seq[nseq++] = TS_AX_PP;
+  for (int i = 0; i < TS_AX_N; i++)
+    if (rank[i] != TS_AX_PP)
+      seq[nseq++] = rank[i];
+  for (int k = 0; k < nseq; k++) {
+    int a = seq[k];
     if (s->place_names[a] != NULL || degree[a] == 1)
       continue;
     int remaining = degree[a];

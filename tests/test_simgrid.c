@@ -267,7 +267,7 @@ static void predict(const char *model, const char *topo, const char *split, gint
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = batch;
-  ts_run_options ro = {backend, NULL, FALSE};
+  ts_run_options ro = {.backend = backend, .sg_cfg = NULL, .full = FALSE};
   gboolean ok = ts_run_predict(mm, t, sp, &po, &ro, out, &e);
   cr_assert(ok, "%s", e != NULL ? e->message : "");
 }

@@ -1,0 +1,19 @@
+# Step time broken down per configuration, stacked: compute, exposed communication of each
+# axis, idle (pipeline bubbles and waiting). Data: dat, one row per configuration:
+# "label compute_s exposed_tp_s exposed_dp_s exposed_pp_s exposed_other_s idle_s".
+load plotdir.'/common.gp'
+set title 'Step time breakdown: '.ttl
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.9 border rgb '#333333'
+set boxwidth 0.7
+set ylabel 'time per step (s)'
+set xtics rotate by -50 left font ',9'
+set key outside right top
+set bmargin 11
+plot dat using 2:xtic(1) title 'compute' lc rgb c_fwd, \
+     '' using 3 title 'exposed comm (tensor)' lc rgb c_tp, \
+     '' using 4 title 'exposed comm (data)' lc rgb c_dp, \
+     '' using 5 title 'exposed comm (pipeline)' lc rgb c_pp, \
+     '' using 6 title 'exposed comm (other)' lc rgb c_other, \
+     '' using 7 title 'idle (bubble, waiting)' lc rgb c_idle

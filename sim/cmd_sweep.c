@@ -1,0 +1,375 @@
+/* cmd_sweep: `trainsim sweep`, predictions over a cartesian product of topologies, array
+ * shapes, hardware what-ifs, models, batches and splits, on every core, in shards, as CSV and
+ * JSON rows with the fields of `trainsim run`. */
+#include "ts_cmd.h"
+#include "ts_plot.h"
+#include "ts_sweep.h"
+#include "ts_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Options that take lists: repeated, or comma-separated within one option. */
+static char **flatten(char **given)
+{
+  GPtrArray *v = g_ptr_array_new();
+  for (char **g = given; g != NULL && *g != NULL; g++) {
+    g_auto(GStrv) parts = g_strsplit(*g, ",", -1);
+    for (char **p = parts; *p != NULL; p++)
+      g_ptr_array_add(v, g_strdup(g_strstrip(*p)));
+  }
+  g_ptr_array_add(v, NULL);
+  return (char **)g_ptr_array_free(v, FALSE);
+}
+
+static gboolean parse_counts(char **given, const char *opt, gint64 lo, GArray *out, GError **error)
+{
+  g_auto(GStrv) items = flatten(given);
+  for (char **p = items; *p != NULL; p++) {
+    gint64 v;
+    if (!ts_parse_int(*p, lo, (gint64)TS_MAX_COUNT, &v)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--%s '%s': expected a whole number of samples >= %" G_GINT64_FORMAT
+                  " (a list: 256,512)",
+                  opt, *p, lo);
+      return FALSE;
+    }
+    g_array_append_val(out, v);
+  }
+  return TRUE;
+}
+
+/* Shared by sweep and search: option values into a spec; FALSE with a one-line error. */
+typedef struct {
+  char **topologies, **models, **splits, **batches, **per_chip, **micro, **vary;
+  char *splits_opt, *backend, *algo, *recompute;
+  double bucket_MiB;
+  gboolean fits_only, full, all_placements;
+} sweep_args;
+
+static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **error)
+{
+  memset(sp, 0, sizeof *sp);
+  sp->global_batch = g_array_new(FALSE, FALSE, sizeof(gint64));
+  sp->batch_per_chip = g_array_new(FALSE, FALSE, sizeof(gint64));
+  sp->micro_batch = g_array_new(FALSE, FALSE, sizeof(gint64));
+  sp->vary = g_ptr_array_new_with_free_func((GDestroyNotify)ts_vary_free);
+  sp->topologies = flatten(a->topologies);
+  sp->models = flatten(a->models);
+  if (sp->topologies[0] == NULL || sp->models[0] == NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "missing %s; expected --topology T --model M",
+                sp->topologies[0] == NULL ? "--topology" : "--model");
+    return FALSE;
+  }
+  if (!parse_counts(a->batches, "global-batch", 1, sp->global_batch, error) ||
+      !parse_counts(a->per_chip, "batch-per-chip", 1, sp->batch_per_chip, error) ||
+      !parse_counts(a->micro, "micro-batch", 0, sp->micro_batch, error))
+    return FALSE;
+  if ((sp->global_batch->len > 0) == (sp->batch_per_chip->len > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                sp->global_batch->len > 0
+                    ? "--global-batch and --batch-per-chip given; expected one of them"
+                    : "missing --global-batch; expected --global-batch N[,N...] or "
+                      "--batch-per-chip N[,N...]");
+    return FALSE;
+  }
+  if (sp->micro_batch->len == 0) {
+    gint64 zero = 0;
+    g_array_append_val(sp->micro_batch, zero);
+  }
+  /* Splits: a list (-s, repeatable; or --splits 'S1;S2'), or --splits auto. */
+  GPtrArray *sl = g_ptr_array_new();
+  for (char **s = a->splits; s != NULL && *s != NULL; s++)
+    g_ptr_array_add(sl, g_strdup(*s));
+  if (a->splits_opt != NULL && strcmp(a->splits_opt, "auto") == 0) {
+    sp->auto_splits = TRUE;
+  } else if (a->splits_opt != NULL) {
+    g_auto(GStrv) parts = g_strsplit(a->splits_opt, ";", -1);
+    for (char **p = parts; *p != NULL; p++)
+      if (*g_strstrip(*p) != '\0')
+        g_ptr_array_add(sl, g_strdup(*p));
+  }
+  g_ptr_array_add(sl, NULL);
+  sp->splits = (char **)g_ptr_array_free(sl, FALSE);
+  if (sp->auto_splits == (sp->splits[0] != NULL)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                sp->auto_splits ? "--splits auto and --split given; expected one of them"
+                                : "missing splits; expected --splits auto, --split S (repeatable) "
+                                  "or --splits 'S1;S2'");
+    return FALSE;
+  }
+  for (char **s = sp->splits; *s != NULL; s++) {
+    g_autoptr(ts_split) parsed = ts_split_parse(*s, error);
+    if (parsed == NULL)
+      return FALSE;
+  }
+  if ((a->fits_only || a->all_placements) && !sp->auto_splits) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--fits-only and --all-placements: expected --splits auto");
+    return FALSE;
+  }
+  sp->fits_only = a->fits_only;
+  sp->all_placements = a->all_placements;
+  if (a->recompute != NULL) {
+    /* Each value is appended to every split, as another dimension of the sweep. */
+    g_auto(GStrv) parts = g_strsplit(a->recompute, ",", -1);
+    GPtrArray *sfx = g_ptr_array_new();
+    for (char **p = parts; *p != NULL; p++) {
+      const char *v = g_strstrip(*p);
+      if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--recompute '%s': expected none, selective or full (a list: none,full)", v);
+        g_ptr_array_free(sfx, TRUE);
+        return FALSE;
+      }
+      g_ptr_array_add(sfx, strcmp(v, "none") == 0 ? g_strdup("")
+                                                  : g_strconcat(",recompute=", v, NULL));
+    }
+    g_ptr_array_add(sfx, NULL);
+    sp->suffixes = (char **)g_ptr_array_free(sfx, FALSE);
+  }
+  for (char **v = a->vary; v != NULL && *v != NULL; v++) {
+    ts_vary *tv = ts_vary_parse(*v, error);
+    if (tv == NULL)
+      return FALSE;
+    g_ptr_array_add(sp->vary, tv);
+  }
+  if (!ts_run_backend_valid(a->backend, error))
+    return FALSE;
+  sp->backend = a->backend != NULL ? a->backend : "analytic";
+  int algo = a->algo != NULL ? ts_coll_algo_parse(a->algo) : TS_ALGO_AUTO;
+  if (algo < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, "
+                "hierarchical, tree, halving-doubling or direct",
+                a->algo);
+    return FALSE;
+  }
+  sp->algo = (ts_coll_algo)algo;
+  if (!(a->bucket_MiB > 0 && a->bucket_MiB <= 1048576)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--bucket-MiB: expected a size in (0, 1048576] MiB");
+    return FALSE;
+  }
+  sp->bucket_MiB = a->bucket_MiB;
+  sp->full = a->full;
+  return TRUE;
+}
+
+static void spec_clear(ts_sweep_spec *sp)
+{
+  g_strfreev(sp->topologies);
+  g_strfreev(sp->models);
+  g_strfreev(sp->splits);
+  g_strfreev(sp->suffixes);
+  if (sp->global_batch)
+    g_array_unref(sp->global_batch);
+  if (sp->batch_per_chip)
+    g_array_unref(sp->batch_per_chip);
+  if (sp->micro_batch)
+    g_array_unref(sp->micro_batch);
+  if (sp->vary)
+    g_ptr_array_unref(sp->vary);
+  memset(sp, 0, sizeof *sp);
+}
+
+int ts_cmd_sweep(int argc, char **argv)
+{
+  sweep_args a = {0};
+  a.bucket_MiB = 25.0;
+  g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
+  gint64 jobs = -1; /* -1: every core */
+  gboolean plot = FALSE;
+  GOptionEntry entries[] = {
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.topologies,
+       "Topology file or shipped name; repeat or comma-separate to sweep several", "T"},
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.models,
+       "Model file or shipped name; repeat or comma-separate to sweep several", "M"},
+      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.splits,
+       "A split, e.g. tp=8@x,dp=8@y; repeat to sweep several", "S"},
+      {"splits", 0, 0, G_OPTION_ARG_STRING, &a.splits_opt,
+       "auto (every valid split and placement) or a ';'-separated list", "auto|S1;S2"},
+      {"fits-only", 0, 0, G_OPTION_ARG_NONE, &a.fits_only,
+       "With --splits auto: only splits whose memory per chip fits", NULL},
+      {"all-placements", 0, 0, G_OPTION_ARG_NONE, &a.all_placements,
+       "With --splits auto: also placements that mirror others on interchangeable dimensions",
+       NULL},
+      {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
+       "Activation recomputation for every split: none (default), selective, full; a list "
+       "sweeps",
+       "R[,R...]"},
+      {"global-batch", 'b', 0, G_OPTION_ARG_STRING_ARRAY, &a.batches,
+       "Samples per step (all replicas); a list sweeps several", "N[,N...]"},
+      {"batch-per-chip", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.per_chip,
+       "Instead of --global-batch: samples per chip per step (weak scaling)", "N[,N...]"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.micro,
+       "Samples per micro-batch per replica (0 = no accumulation, default); a list sweeps",
+       "N[,N...]"},
+      {"vary", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.vary,
+       "Hardware what-if KEY=V1,V2 or xFACTORs: peak_tflops, memory_GiB, "
+       "memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, latency_us, "
+       "dim.NAME.{link_bandwidth_GBps,latency_us,size}, dims=16x16,32x32; repeatable",
+       "KEY=V,..."},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, "analytic (default) or simgrid", "B"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo,
+       "auto (default), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct",
+       "A"},
+      {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &a.bucket_MiB,
+       "Data-parallel gradient bucket in MiB (default 25)", "MiB"},
+      {"full", 0, 0, G_OPTION_ARG_NONE, &a.full, "Replay every rank (slower; same result)", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
+      {"shard", 0, 0, G_OPTION_ARG_STRING, &shard,
+       "Run only configurations k with k mod n = i (0 <= i < n); combine with trainsim merge",
+       "i/n"},
+      {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
+       "Write sweep.csv and sweep.json here (atomically)", "DIR"},
+      {"plot", 0, 0, G_OPTION_ARG_NONE, &plot,
+       "Also draw the sweep's plots (PNG, SVG) into DIR/plots; needs --output-dir and gnuplot",
+       NULL},
+      {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
+       "Without --output-dir: csv (default) or json on stdout", "F"},
+      {NULL}};
+  g_autoptr(GError) err = NULL;
+  int status = 0;
+  if (!ts_cmd_parse("sweep", "",
+                    "Predicts every combination of topologies, array shapes, hardware what-ifs, "
+                    "models, batches and splits; one row per configuration with the fields of "
+                    "trainsim run.",
+                    "Examples:\n  trainsim sweep -t tpu-v3-pod -m gpt3-175b -b 1024 "
+                    "--micro-batch 1 --splits auto -o out/\n  trainsim sweep -t tpu-v3-8x8 -m "
+                    "bert-large -b 512 -s dp=64 -s tp=8@x,dp=8@y --vary "
+                    "link_bandwidth_GBps=x0.5,x1,x2 -o out/\n  trainsim sweep -t tpu-v3-8x8 -m "
+                    "bert-large --batch-per-chip 8 --vary dims=2x2,4x4,8x8,16x16 -s tp=1 -s "
+                    "tp=4@x -o out/\nSee docs/whatif.md.",
+                    entries, &argc, &argv, &err))
+    return ts_cmd_fail("sweep", err);
+  ts_sweep_spec spec = {0};
+  int shard_i = 0, shard_n = 0;
+  gboolean json_out = FALSE;
+  if (argc > 1)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+  else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected csv or json", format);
+  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err)) {
+    /* err is set */
+  } else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err)) {
+    /* err is set */
+  } else if (build_spec(&a, &spec, &err) && outdir != NULL)
+    ts_cmd_prepare_dir(outdir, &err);
+  json_out = format != NULL && strcmp(format, "json") == 0;
+  g_autoptr(ts_inputs) cache = ts_inputs_new();
+  g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
+  if (sw == NULL) {
+    status = ts_cmd_fail("sweep", err);
+    goto out;
+  }
+  int total = ts_sweep_size(sw);
+  /* A listed split that applies to no configuration of the whole sweep is a mistake (a typo in
+   * a dimension name, a degree no topology has): say so before predicting anything. Planning
+   * is cheap and the check covers every shard alike. */
+  for (char **sp = spec.splits; sp != NULL && *sp != NULL && status == 0; sp++) {
+    g_autoptr(GError) first = NULL;
+    gboolean applies = FALSE;
+    for (int i = 0; i < total && !applies; i++) {
+      const ts_config *c = &ts_sweep_configs(sw)[i];
+      if (strcmp(c->split, *sp) != 0)
+        continue;
+      g_autoptr(GError) e = NULL;
+      g_autoptr(ts_split) parsed = ts_split_parse(c->split, &e);
+      g_autoptr(ts_plan) p = parsed ? ts_plan_new(c->model, c->topo, parsed, &c->po, &e) : NULL;
+      applies = p != NULL;
+      if (!applies && first == NULL)
+        first = g_steal_pointer(&e);
+    }
+    if (!applies && first != NULL) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INVALID, "%s (and in every other configuration)",
+                  first->message);
+      status = ts_cmd_fail("sweep", err);
+    }
+  }
+  if (status != 0)
+    goto out;
+  GArray *idx = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int i = 0; i < total; i++)
+    if (shard_n == 0 || i % shard_n == shard_i)
+      g_array_append_val(idx, i);
+  int n = (int)idx->len;
+  ts_outcome *out = g_new0(ts_outcome, MAX(n, 1));
+  ts_pool_options po = {jobs > 0 ? (int)jobs : ts_pool_default_jobs(), TRUE, "sweep"};
+  if (!ts_pool_run(ts_sweep_configs(sw), (int *)idx->data, n, &po, out, &err)) {
+    status = ts_cmd_fail("sweep", err);
+  } else {
+    g_autofree char *csv = ts_sweep_render_csv(sw, (int *)idx->data, out, n);
+    g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func((GDestroyNotify)json_node_unref);
+    g_autoptr(GPtrArray) skipped = g_ptr_array_new_with_free_func((GDestroyNotify)json_node_unref);
+    ts_sweep_render_json(sw, (int *)idx->data, out, n, results, skipped);
+    g_autofree char *json =
+        ts_sweep_document(ts_sweep_spec_json(sw), shard_i, shard_n, results, skipped);
+    int failed = 0, best = -1;
+    for (int k = 0; k < n; k++) {
+      failed += out[k].status == TS_OUTCOME_FAILED;
+      if (out[k].status == TS_OUTCOME_OK && out[k].res.mem.fits &&
+          (best < 0 || out[k].res.step_time_s < out[best].res.step_time_s))
+        best = k;
+    }
+    if (outdir != NULL) {
+      g_autofree char *pc = g_build_filename(outdir, "sweep.csv", NULL);
+      g_autofree char *pj = g_build_filename(outdir, "sweep.json", NULL);
+      if (!ts_write_file_atomic(pc, csv, strlen(csv), &err) ||
+          !ts_write_file_atomic(pj, json, strlen(json), &err)) {
+        status = ts_cmd_fail("sweep", err);
+      } else {
+        printf("sweep: %d configuration%s", n, n == 1 ? "" : "s");
+        if (shard_n > 0)
+          printf(" (shard %d/%d of %d)", shard_i, shard_n, total);
+        printf(": %u predicted, %u skipped (reasons in sweep.json)\n", results->len, skipped->len);
+        if (best >= 0) {
+          const ts_config *c = &ts_sweep_configs(sw)[g_array_index(idx, int, best)];
+          char t[32];
+          printf("fastest that fits: %s (%s) on %s, global batch %" G_GINT64_FORMAT
+                 ": %s per step\n",
+                 out[best].res.split, out[best].res.placement, c->topo->name, c->po.global_batch,
+                 ts_fmt_time(t, sizeof t, out[best].res.step_time_s));
+        }
+        printf("wrote %s and %s\n", pc, pj);
+        if (plot) {
+          g_autofree char *pd = g_build_filename(outdir, "plots", NULL);
+          g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
+          if (!ts_plot_file(pj, pd, written, &err))
+            status = ts_cmd_fail("sweep", err);
+          for (guint w = 0; w < written->len; w++)
+            if (!g_str_has_suffix(g_ptr_array_index(written, w), ".dat"))
+              printf("wrote %s\n", (char *)g_ptr_array_index(written, w));
+        }
+      }
+    } else {
+      const char *text = json_out ? json : csv;
+      if (!ts_write_file_atomic("-", text, strlen(text), &err))
+        status = ts_cmd_fail("sweep", err);
+    }
+    if (status == 0 && failed > 0) {
+      fprintf(stderr,
+              "trainsim sweep: %d configuration%s could not be replayed (see sweep.json "
+              "skipped)\n",
+              failed, failed == 1 ? "" : "s");
+      status = 1;
+    }
+  }
+  for (int k = 0; k < n; k++)
+    ts_outcome_clear(&out[k]);
+  g_free(out);
+  g_array_unref(idx);
+out:
+  spec_clear(&spec);
+  g_strfreev(a.topologies);
+  g_strfreev(a.models);
+  g_strfreev(a.splits);
+  g_strfreev(a.batches);
+  g_strfreev(a.per_chip);
+  g_strfreev(a.micro);
+  g_strfreev(a.vary);
+  g_free(a.splits_opt);
+  g_free(a.recompute);
+  g_free(a.backend);
+  g_free(a.algo);
+  return status;
+}

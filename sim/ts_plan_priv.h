@@ -1,0 +1,111 @@
+/* ts_plan_priv: what the planner's files share and nothing else uses: the per-layer execution
+ * table (collectives around each layer, divisors, activations kept) and pipeline schedules. */
+#ifndef TS_PLAN_PRIV_H
+#define TS_PLAN_PRIV_H
+
+#include "ts_plan.h"
+
+G_BEGIN_DECLS
+
+/* How an activation between layers lies across the tensor-parallel group. */
+typedef enum {
+  TS_ST_REPL,  /* whole, the same on every member */
+  TS_ST_FEAT,  /* split by features (after a column-split layer) */
+  TS_ST_SEQ,   /* split by sequence (sequence parallelism, Korthikanti et al. 2022, 4.2.2) */
+  TS_ST_BATCH, /* split by samples (a layer that uses the tp axis as data parallelism) */
+} ts_act_state;
+
+#define TS_NO_COLL (-1)
+
+/* One tensor-parallel collective around a layer: kind (or TS_NO_COLL) and bytes per sample,
+ * per member as ts_coll_kind defines them. */
+typedef struct {
+  int kind;
+  double bytes;
+  gboolean redistribution; /* a boundary between per-layer splits (hybrid) */
+} ts_tp_coll;
+
+/* A layer as the plan executes it; quantities per sample (one sequence or image) per chip. */
+typedef struct ts_layer_exec {
+  double cdiv;             /* compute divisor (members sharing the layer's work) */
+  double pdiv;             /* parameter divisor (tp for split layers) */
+  ts_act_state in, out;    /* activation state consumed and produced */
+  ts_tp_coll fwd_pre;      /* before the forward compute (gather the input) */
+  ts_tp_coll fwd_post;     /* after it (sum partial outputs) */
+  ts_tp_coll bwd_pre;      /* before the backward (conjugate of fwd_post) */
+  ts_tp_coll bwd_regather; /* sequence parallel: re-gather the input for the weight gradient */
+  ts_tp_coll bwd_post;     /* after the input gradient (conjugate of fwd_pre) */
+  double act_bytes;        /* activations kept for backward (recompute none or selective) */
+  double in_bytes;         /* the input as kept by a full-recompute checkpoint */
+  double out_bytes;        /* the output as it lies (point-to-point between pipeline stages) */
+  double full_act_bytes;   /* every activation of the layer (recompute working set) */
+  double recompute_flops;  /* selective recomputation: FLOPs re-run before backward */
+  gboolean dp_over_tp;     /* gradient synchronised over dp and tp together (TS_LAYER_MODE_DP) */
+  /* Expert parallelism (mixture of experts): the layer's experts are spread over the ep
+   * ranks (an inner sub-group of dp); tokens go to their experts and back by all-to-all. */
+  gboolean expert;    /* an expert layer: params / ediv, gradients over dp / ep */
+  double ediv;        /* ep for expert layers, else 1 */
+  ts_tp_coll ep_pre;  /* dispatch before the first expert layer of a run */
+  ts_tp_coll ep_post; /* combine after the last one */
+} ts_layer_exec;
+
+/* One step of a pipeline device's schedule. */
+typedef struct {
+  gboolean bwd;
+  int micro; /* micro-batch */
+  int chunk; /* model chunk on the device (0 unless interleaved) */
+} ts_sched_item;
+
+/* The order a pipeline device runs forwards and backwards in (appended to out). */
+void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out);
+
+/* The per-layer table for these degrees and options; n = m->nlayers entries. Caller frees. */
+ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
+                                  gboolean sp, const ts_layer_mode *mode, int ep);
+
+/* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
+double ts_plan_layer_params(const ts_plan *p, int i);
+
+/* Parameters of a device split into those synchronised over the whole dp group (dense) and over
+ * dp / ep (experts); ts_plan_device_params is their sum. */
+void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, double *expert);
+
+/* Parameters whose optimizer state one rank of a device updates: all of them, or with ZeRO
+ * its shard of each group (dense / dp + expert / (dp / ep)). */
+double ts_plan_device_shard_params(const ts_plan *p, int device);
+
+/* Checkpoint units for full recomputation: unit[i] = index of the first layer of the unit
+ * holding layer i, or -1 when layer i is not checkpointed (kept whole). Units never cross a
+ * pipeline-stage boundary. Caller frees. */
+int *ts_plan_units(const ts_plan *p);
+
+/* Bytes of optimizer state per parameter (Adam: K = 12 with 16-bit training). */
+double ts_plan_optimizer_bytes_per_param(const ts_model *m);
+
+/* Parameters a pipeline device holds per chip (after tp, before ZeRO), including a tied
+ * embedding copy on the last stage. */
+double ts_plan_device_params(const ts_plan *p, int device);
+
+/* Extra parameters of the tied word embedding kept on the device that holds the logits when
+ * the embedding is on another device (Megatron-LM keeps a copy and all-reduces its gradient
+ * between the first and last stage, Narayanan et al. 2021 SC, section 2). */
+double ts_plan_tied_copy_params(const ts_plan *p, int *holder, int *embed_device);
+
+/* The virtual stage holding layer i. */
+int ts_plan_stage_of_layer(const ts_plan *p, int layer);
+
+/* Seconds for every worker to push (or pull) `bytes` to (from) the parameter servers at once:
+ * the slower of a worker's sending and a server's receiving, over the network port. */
+double ts_plan_ps_time(const ts_plan *p, double bytes);
+
+/* Bytes one worker sends to the servers when it pushes `bytes` of gradients (its own shard,
+ * when it hosts one, stays local). */
+double ts_plan_ps_remote_bytes(const ts_plan *p, double bytes);
+
+/* Gradient synchronisations per step for a pipeline device: once, or (ZeRO 2 and 3, which keep
+ * only a gradient shard) after every micro-batch's backward. */
+int ts_plan_syncs_per_step(const ts_plan *p);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,395 @@
+/* ts_pool: a pool of forked worker processes predicting configurations, fed index by index
+ * over pipes, results serialised back and stored by input position. */
+#include "ts_pool.h"
+#include "ts_util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void ts_outcome_clear(ts_outcome *o)
+{
+  ts_result_clear(&o->res);
+  g_free(o->message);
+  memset(o, 0, sizeof *o);
+}
+
+void ts_pool_predict(const ts_config *c, ts_outcome *out)
+{
+  memset(out, 0, sizeof *out);
+  g_autoptr(GError) err = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse(c->split, &err);
+  if (sp != NULL && ts_run_predict(c->model, c->topo, sp, &c->po, &c->ro, &out->res, &err)) {
+    out->status = TS_OUTCOME_OK;
+    return;
+  }
+  out->status = err->domain == TS_ERROR && err->code == TS_ERROR_INVALID ? TS_OUTCOME_INVALID
+                                                                         : TS_OUTCOME_FAILED;
+  out->error_code = err->code;
+  out->message = g_strdup(err->message);
+}
+
+int ts_pool_default_jobs(void)
+{
+  int n = (int)g_get_num_processors();
+  return n > 0 ? n : 1;
+}
+
+gboolean ts_pool_parse_jobs(gint64 jobs, GError **error)
+{
+  if (jobs >= 1 && jobs <= 1024)
+    return TRUE;
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "--jobs %" G_GINT64_FORMAT ": expected a number of worker processes in [1, 1024]",
+              jobs);
+  return FALSE;
+}
+
+/* ---- progress bar ------------------------------------------------------------------------ */
+
+typedef struct {
+  gboolean on;
+  const char *label;
+  int total, done;
+  gint64 t0_us, last_us;
+} progress;
+
+static void progress_init(progress *p, const ts_pool_options *o, int total)
+{
+  memset(p, 0, sizeof *p);
+  /* Only for a person watching: a log file or a pipe gets nothing. */
+  p->on = o != NULL && o->progress && isatty(STDERR_FILENO);
+  p->label = o != NULL && o->label != NULL ? o->label : "trainsim";
+  p->total = total;
+  p->t0_us = g_get_monotonic_time();
+}
+
+static void progress_step(progress *p, int done)
+{
+  p->done = done;
+  if (!p->on)
+    return;
+  gint64 now = g_get_monotonic_time();
+  if (done < p->total && now - p->last_us < 100000)
+    return;
+  p->last_us = now;
+  double el = (double)(now - p->t0_us) / 1e6;
+  double rate = el > 0 ? done / el : 0;
+  double left = rate > 0 ? (p->total - done) / rate : 0;
+  enum { W = 30 };
+  char bar[W + 1];
+  int fill = p->total > 0 ? (int)((gint64)W * done / p->total) : W;
+  for (int i = 0; i < W; i++)
+    bar[i] = i < fill ? '#' : '.';
+  bar[W] = '\0';
+  char r[32], l[32];
+  g_ascii_formatd(r, sizeof r, "%.1f", rate);
+  fprintf(stderr, "\r%s [%s] %d/%d configurations, %s/s, %s left   ", p->label, bar, done, p->total,
+          r, ts_fmt_time(l, sizeof l, left));
+  fflush(stderr);
+}
+
+static void progress_end(progress *p)
+{
+  if (!p->on)
+    return;
+  fprintf(stderr, "\r%*s\r", 100, "");
+  fflush(stderr);
+}
+
+/* ---- records: an outcome serialised between processes of the same binary ------------------- */
+
+static void put_str(GByteArray *b, const char *s)
+{
+  guint32 n = s != NULL ? (guint32)strlen(s) + 1 : 0;
+  g_byte_array_append(b, (const guint8 *)&n, sizeof n);
+  if (n > 0)
+    g_byte_array_append(b, (const guint8 *)s, n);
+}
+
+static GByteArray *encode(gint32 k, const ts_outcome *o)
+{
+  GByteArray *b = g_byte_array_new();
+  guint32 len = 0;
+  g_byte_array_append(b, (const guint8 *)&len, sizeof len);
+  gint32 head[3] = {k, (gint32)o->status, (gint32)o->error_code};
+  g_byte_array_append(b, (const guint8 *)head, sizeof head);
+  /* The numbers travel as raw bytes: the same binary on both ends, and doubles stay exact. */
+  ts_result r = o->res;
+  r.split = r.placement = NULL;
+  g_byte_array_append(b, (const guint8 *)&r, sizeof r);
+  put_str(b, o->res.split);
+  put_str(b, o->res.placement);
+  put_str(b, o->message);
+  len = b->len - (guint32)sizeof len;
+  memcpy(b->data, &len, sizeof len);
+  return b;
+}
+
+static gboolean get_str(const guint8 **p, const guint8 *end, char **out)
+{
+  guint32 n;
+  if (end - *p < (ptrdiff_t)sizeof n)
+    return FALSE;
+  memcpy(&n, *p, sizeof n);
+  *p += sizeof n;
+  if (n == 0) {
+    *out = NULL;
+    return TRUE;
+  }
+  if (end - *p < (ptrdiff_t)n || (*p)[n - 1] != '\0')
+    return FALSE;
+  *out = g_strdup((const char *)*p);
+  *p += n;
+  return TRUE;
+}
+
+static gboolean decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
+{
+  const guint8 *end = p + len;
+  gint32 head[3];
+  if (len < sizeof head + sizeof(ts_result))
+    return FALSE;
+  memcpy(head, p, sizeof head);
+  p += sizeof head;
+  memset(o, 0, sizeof *o);
+  memcpy(&o->res, p, sizeof o->res);
+  p += sizeof o->res;
+  o->res.split = o->res.placement = NULL;
+  *k = head[0];
+  o->status = (ts_outcome_status)head[1];
+  o->error_code = head[2];
+  return get_str(&p, end, &o->res.split) && get_str(&p, end, &o->res.placement) &&
+         get_str(&p, end, &o->message) && p == end;
+}
+
+static gboolean write_all(int fd, const void *buf, gsize n)
+{
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return FALSE;
+    p += w;
+    n -= (gsize)w;
+  }
+  return TRUE;
+}
+
+/* Reads exactly n bytes; 0 on a clean end of file before any byte, -1 on a short read. */
+static int read_all(int fd, void *buf, gsize n)
+{
+  char *p = buf;
+  gsize got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return got == 0 && r == 0 ? 0 : -1;
+    got += (gsize)r;
+  }
+  return 1;
+}
+
+static gboolean is_simgrid(const ts_config *c)
+{
+  return c->ro.backend != NULL && strcmp(c->ro.backend, "simgrid") == 0;
+}
+
+/* ---- the pool ------------------------------------------------------------------------------ */
+
+typedef struct {
+  pid_t pid;
+  int cmd_fd, res_fd;
+  int busy;          /* position k being predicted, -1 when idle */
+  gboolean retiring; /* ran a simgrid configuration: exits after replying */
+} worker;
+
+static G_NORETURN void worker_main(const ts_config *cfg, const int *idx, int cmd_fd, int res_fd)
+{
+  for (;;) {
+    gint32 k;
+    if (read_all(cmd_fd, &k, sizeof k) != 1 || k < 0)
+      _exit(0);
+    ts_outcome o;
+    ts_pool_predict(&cfg[idx[k]], &o);
+    GByteArray *b = encode(k, &o);
+    gboolean ok = write_all(res_fd, b->data, b->len);
+    g_byte_array_unref(b);
+    ts_outcome_clear(&o);
+    /* A process can initialise SimGrid once: a worker that used it leaves. */
+    if (!ok || is_simgrid(&cfg[idx[k]]))
+      _exit(ok ? 0 : 1);
+  }
+}
+
+static gboolean spawn(worker *w, worker *all, int nw, const ts_config *cfg, const int *idx,
+                      GError **error)
+{
+  int cmd[2], res[2];
+  if (pipe(cmd) != 0 || pipe(res) != 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "cannot create a pipe to a worker: %s",
+                g_strerror(errno));
+    return FALSE;
+  }
+  fflush(NULL); /* nothing buffered may be written twice */
+  pid_t pid = fork();
+  if (pid < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "cannot start a worker process: %s",
+                g_strerror(errno));
+    return FALSE;
+  }
+  if (pid == 0) {
+    /* The child keeps only its own two pipe ends. */
+    for (int i = 0; i < nw; i++)
+      if (all[i].pid > 0) {
+        close(all[i].cmd_fd);
+        close(all[i].res_fd);
+      }
+    close(cmd[1]);
+    close(res[0]);
+    worker_main(cfg, idx, cmd[0], res[1]);
+  }
+  close(cmd[0]);
+  close(res[1]);
+  w->pid = pid;
+  w->cmd_fd = cmd[1];
+  w->res_fd = res[0];
+  w->busy = -1;
+  w->retiring = FALSE;
+  return TRUE;
+}
+
+static void retire(worker *w, gboolean kill_it)
+{
+  if (w->pid <= 0)
+    return;
+  close(w->cmd_fd);
+  close(w->res_fd);
+  if (kill_it)
+    kill(w->pid, SIGKILL);
+  int st;
+  while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  w->pid = 0;
+}
+
+static gboolean feed(worker *w, int k, const ts_config *cfg, const int *idx, GError **error)
+{
+  gint32 v = k;
+  if (!write_all(w->cmd_fd, &v, sizeof v)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "worker process %d stopped taking work",
+                (int)w->pid);
+    return FALSE;
+  }
+  w->busy = k;
+  w->retiring = is_simgrid(&cfg[idx[k]]);
+  return TRUE;
+}
+
+gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
+                     ts_outcome *out, GError **error)
+{
+  progress pg;
+  progress_init(&pg, o, n);
+  gboolean any_sg = FALSE;
+  for (int k = 0; k < n && !any_sg; k++)
+    any_sg = is_simgrid(&cfg[idx[k]]);
+  int jobs = o != NULL && o->jobs > 0 ? o->jobs : 1;
+  if (jobs > n)
+    jobs = n;
+  if (n == 0)
+    return TRUE;
+  if (jobs <= 1 && !any_sg) {
+    for (int k = 0; k < n; k++) {
+      ts_pool_predict(&cfg[idx[k]], &out[k]);
+      progress_step(&pg, k + 1);
+    }
+    progress_end(&pg);
+    return TRUE;
+  }
+  /* A worker that dies leaves its pipe closed: writing to it must fail, not kill us. */
+  struct sigaction ign = {0}, old;
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ign, &old);
+  worker *ws = g_new0(worker, jobs);
+  struct pollfd *pfd = g_new0(struct pollfd, jobs);
+  int next = 0, done = 0;
+  gboolean ok = TRUE;
+  for (int w = 0; w < jobs && ok; w++)
+    ok = spawn(&ws[w], ws, jobs, cfg, idx, error) && feed(&ws[w], next++, cfg, idx, error);
+  while (ok && done < n) {
+    int np = 0;
+    int map[1024];
+    for (int w = 0; w < jobs; w++)
+      if (ws[w].pid > 0 && ws[w].busy >= 0) {
+        pfd[np] = (struct pollfd){.fd = ws[w].res_fd, .events = POLLIN};
+        map[np++] = w;
+      }
+    if (poll(pfd, (nfds_t)np, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "waiting for workers: %s", g_strerror(errno));
+      ok = FALSE;
+      break;
+    }
+    for (int i = 0; i < np && ok; i++) {
+      if (pfd[i].revents == 0)
+        continue;
+      worker *w = &ws[map[i]];
+      guint32 len;
+      int r = read_all(w->res_fd, &len, sizeof len);
+      guint8 *buf = NULL;
+      if (r == 1) {
+        buf = g_malloc(len > 0 ? len : 1);
+        r = read_all(w->res_fd, buf, len) == 1 ? 1 : -1;
+      }
+      gint32 k = -1;
+      ts_outcome oc;
+      if (r != 1 || !decode(buf, len, &k, &oc) || k != w->busy) {
+        g_free(buf);
+        int st = 0;
+        close(w->cmd_fd);
+        close(w->res_fd);
+        while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)
+          ;
+        w->pid = 0;
+        g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                    "worker process died predicting configuration %d (%s %d)", idx[w->busy],
+                    WIFSIGNALED(st) ? "signal" : "exit status",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        ok = FALSE;
+        break;
+      }
+      g_free(buf);
+      out[k] = oc;
+      w->busy = -1;
+      progress_step(&pg, ++done);
+      if (w->retiring)
+        retire(w, FALSE);
+      if (next < n) {
+        if (w->pid <= 0)
+          ok = spawn(w, ws, jobs, cfg, idx, error);
+        if (ok)
+          ok = feed(w, next++, cfg, idx, error);
+      }
+    }
+  }
+  for (int w = 0; w < jobs; w++)
+    retire(&ws[w], !ok);
+  g_free(ws);
+  g_free(pfd);
+  sigaction(SIGPIPE, &old, NULL);
+  progress_end(&pg);
+  if (!ok)
+    for (int k = 0; k < n; k++)
+      ts_outcome_clear(&out[k]);
+  return ok;
+}

@@ -1,0 +1,951 @@
+/* ts_sweep: input cache, hardware what-ifs (--vary), automatic split enumeration. */
+#include "ts_sweep.h"
+#include "ts_util.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- inputs loaded once ----------------------------------------------------------------- */
+
+struct ts_inputs {
+  GHashTable *models; /* resolved path -> ts_model* */
+  GHashTable *topos;  /* resolved path -> ts_topo* */
+  GPtrArray *adopted; /* ts_topo* what-if copies */
+};
+
+ts_inputs *ts_inputs_new(void)
+{
+  ts_inputs *c = g_new0(ts_inputs, 1);
+  c->models = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)ts_model_free);
+  c->topos = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)ts_topo_free);
+  c->adopted = g_ptr_array_new_with_free_func((GDestroyNotify)ts_topo_free);
+  return c;
+}
+
+void ts_inputs_free(ts_inputs *c)
+{
+  if (c == NULL)
+    return;
+  g_hash_table_unref(c->models);
+  g_hash_table_unref(c->topos);
+  g_ptr_array_unref(c->adopted);
+  g_free(c);
+}
+
+/* A relative path is looked for beside the file that names it first (scenario files keep
+ * their own topologies next to them), then as trainsim resolves any name. */
+static char *resolve(const char *name, const char *dir, const char *rel_dir, GError **error)
+{
+  if (rel_dir != NULL && name != NULL && *name != '\0' && !g_path_is_absolute(name)) {
+    char *p = g_build_filename(rel_dir, name, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
+      return p;
+    g_free(p);
+  }
+  return ts_resolve_data_file(name, dir, error);
+}
+
+const ts_model *ts_inputs_model(ts_inputs *c, const char *name, const char *rel_dir, GError **error)
+{
+  g_autofree char *path = resolve(name, "models", rel_dir, error);
+  if (path == NULL)
+    return NULL;
+  ts_model *m = g_hash_table_lookup(c->models, path);
+  if (m == NULL) {
+    m = ts_model_load(path, error);
+    if (m == NULL)
+      return NULL;
+    g_hash_table_insert(c->models, g_steal_pointer(&path), m);
+  }
+  return m;
+}
+
+const ts_topo *ts_inputs_topo(ts_inputs *c, const char *name, const char *rel_dir, GError **error)
+{
+  g_autofree char *path = resolve(name, "topologies", rel_dir, error);
+  if (path == NULL)
+    return NULL;
+  ts_topo *t = g_hash_table_lookup(c->topos, path);
+  if (t == NULL) {
+    t = ts_topo_load(path, error);
+    if (t == NULL)
+      return NULL;
+    g_hash_table_insert(c->topos, g_steal_pointer(&path), t);
+  }
+  return t;
+}
+
+const ts_topo *ts_inputs_adopt_topo(ts_inputs *c, ts_topo *t)
+{
+  g_ptr_array_add(c->adopted, t);
+  return t;
+}
+
+void ts_config_report_inputs(const ts_config *c, ts_report_inputs *in)
+{
+  memset(in, 0, sizeof *in);
+  in->model_name = g_strdup(c->model->name);
+  in->model_path = g_strdup(c->model->path);
+  in->topology_name = g_strdup(c->topo->name);
+  in->topology_path = g_strdup(c->topo->path);
+  in->topology_desc = ts_topo_describe(c->topo);
+  in->backend = g_strdup(c->ro.backend != NULL ? c->ro.backend : "analytic");
+  in->network_model = ts_run_network_model(&c->ro);
+  in->collective_algorithm = g_strdup(ts_coll_algo_name(c->po.algo));
+  in->global_batch = c->po.global_batch;
+  in->micro_batch = c->po.micro_batch;
+}
+
+/* ---- hardware what-ifs ------------------------------------------------------------------- */
+
+void ts_vary_free(ts_vary *v)
+{
+  if (v == NULL)
+    return;
+  g_free(v->text);
+  g_free(v->key);
+  g_free(v->column);
+  g_free(v->values);
+  g_strfreev(v->shapes);
+  g_free(v);
+}
+
+static const char *const chip_keys[] = {"peak_tflops", "memory_GiB", "memory_bandwidth_GBps",
+                                        "compute_efficiency", NULL};
+static const char *const dim_keys[] = {"link_bandwidth_GBps", "latency_us", "size", NULL};
+
+static gboolean in_list(const char *const *l, const char *s)
+{
+  for (; *l != NULL; l++)
+    if (strcmp(*l, s) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+#define VARY_KEYS                                                                                  \
+  "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, "      \
+  "latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, dim.NAME.size or dims"
+
+/* Parses "16x16" or "8x4x2": sizes of every dimension, fastest first. */
+static gboolean parse_shape(const char *s, int *sizes, int *n)
+{
+  g_auto(GStrv) parts = g_strsplit(s, "x", -1);
+  *n = 0;
+  for (char **p = parts; *p != NULL; p++) {
+    gint64 v;
+    if (*n >= TS_MAX_DIMS || !ts_parse_int(*p, 1, 65536, &v))
+      return FALSE;
+    sizes[(*n)++] = (int)v;
+  }
+  return *n > 0;
+}
+
+ts_vary *ts_vary_parse(const char *text, GError **error)
+{
+  const char *eq = text != NULL ? strchr(text, '=') : NULL;
+  if (eq == NULL || eq == text || eq[1] == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--vary '%s': expected KEY=V1,V2,... with values or xFACTORs, e.g. "
+                "link_bandwidth_GBps=x0.5,x1,x2",
+                text ? text : "");
+    return NULL;
+  }
+  g_autoptr(ts_vary) v = g_new0(ts_vary, 1);
+  v->text = g_strdup(text);
+  v->key = g_strndup(text, (gsize)(eq - text));
+  gboolean dims = strcmp(v->key, "dims") == 0;
+  gboolean ok = dims || in_list(chip_keys, v->key) || strcmp(v->key, "link_bandwidth_GBps") == 0 ||
+                strcmp(v->key, "latency_us") == 0;
+  if (!ok && g_str_has_prefix(v->key, "dim.")) {
+    const char *dot = strrchr(v->key, '.');
+    ok = dot > v->key + 4 && in_list(dim_keys, dot + 1);
+  }
+  if (!ok) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--vary '%s': unknown key '%s'; expected %s", text,
+                v->key, VARY_KEYS);
+    return NULL;
+  }
+  g_auto(GStrv) vals = g_strsplit(eq + 1, ",", -1);
+  v->nvalues = (int)g_strv_length(vals);
+  v->values = g_new0(double, v->nvalues);
+  if (dims)
+    v->shapes = g_new0(char *, v->nvalues + 1);
+  gboolean is_size = g_str_has_suffix(v->key, ".size");
+  int nscale = 0;
+  for (int i = 0; i < v->nvalues; i++) {
+    const char *s = g_strstrip(vals[i]);
+    if (dims) {
+      int sizes[TS_MAX_DIMS], n;
+      if (!parse_shape(s, sizes, &n)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--vary '%s': shape '%s': expected sizes of every dimension joined by 'x', "
+                    "each a whole number in [1, 65536], e.g. 16x16",
+                    text, s);
+        return NULL;
+      }
+      v->shapes[i] = g_strdup(s);
+      continue;
+    }
+    gboolean factor = s[0] == 'x';
+    double d;
+    gint64 whole;
+    gboolean good =
+        factor    ? ts_parse_double(s + 1, &d) && d > 0
+        : is_size ? ts_parse_int(s, 1, 65536, &whole) && (d = (double)whole, TRUE)
+                  : ts_parse_double(s, &d) && (d > 0 || (d == 0 && strstr(v->key, "latency_us")));
+    if (factor && is_size)
+      good = FALSE;
+    if (!good) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--vary '%s': value '%s': expected %s", text, s,
+                  is_size ? "a whole number of chips in [1, 65536]"
+                          : "a positive number in the key's unit, or xFACTOR (e.g. x0.5)");
+      return NULL;
+    }
+    nscale += factor;
+    v->values[i] = d;
+  }
+  if (nscale != 0 && nscale != v->nvalues) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--vary '%s': mixes factors and absolute values; expected all xFACTOR or all "
+                "values",
+                text);
+    return NULL;
+  }
+  v->scale = nscale > 0;
+  v->column = v->scale ? g_strconcat(v->key, "_scale", NULL) : g_strdup(v->key);
+  return g_steal_pointer(&v);
+}
+
+char *ts_topo_shape_text(const ts_topo *t)
+{
+  GString *s = g_string_new(NULL);
+  for (int d = 0; d < t->ndims; d++)
+    g_string_append_printf(s, "%s%d", d ? "x" : "", t->dims[d].size);
+  return g_string_free(s, FALSE);
+}
+
+static void set_val(double *field, const ts_vary *v, int i, double unit)
+{
+  *field = v->scale ? *field * v->values[i] : v->values[i] * unit;
+}
+
+static gboolean recount(ts_topo *t, const char *what, GError **error)
+{
+  gint64 n = 1;
+  for (int d = 0; d < t->ndims; d++)
+    n *= t->dims[d].size;
+  if (n > (1 << 20)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--vary %s on %s: %" G_GINT64_FORMAT " chips; expected at most 1048576", what,
+                t->path ? t->path : t->name, n);
+    return FALSE;
+  }
+  t->nchips = (int)n;
+  return TRUE;
+}
+
+ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error)
+{
+  g_autoptr(ts_topo) c = ts_topo_copy(t);
+  const char *tname = t->path ? t->path : t->name;
+  const char *k = v->key;
+  if (strcmp(k, "dims") == 0) {
+    int sizes[TS_MAX_DIMS], n = 0;
+    parse_shape(v->shapes[i], sizes, &n);
+    if (n != t->ndims) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--vary dims=%s: %s has %d dimensions; expected %d sizes joined by 'x'",
+                  v->shapes[i], tname, t->ndims, t->ndims);
+      return NULL;
+    }
+    for (int d = 0; d < n; d++)
+      c->dims[d].size = sizes[d];
+    g_autofree char *what = g_strdup_printf("dims=%s", v->shapes[i]);
+    return recount(c, what, error) ? g_steal_pointer(&c) : NULL;
+  }
+  if (strcmp(k, "peak_tflops") == 0)
+    set_val(&c->chip.peak_flops, v, i, 1e12);
+  else if (strcmp(k, "memory_GiB") == 0)
+    set_val(&c->chip.memory_bytes, v, i, 1073741824.0);
+  else if (strcmp(k, "memory_bandwidth_GBps") == 0)
+    set_val(&c->chip.memory_bw_Bps, v, i, 1e9);
+  else if (strcmp(k, "compute_efficiency") == 0) {
+    set_val(&c->chip.compute_efficiency, v, i, 1.0);
+    if (!(c->chip.compute_efficiency > 0 && c->chip.compute_efficiency <= 1)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--vary compute_efficiency: value %d gives %g on %s; expected a fraction in "
+                  "(0, 1]",
+                  i + 1, c->chip.compute_efficiency, tname);
+      return NULL;
+    }
+  } else if (strcmp(k, "link_bandwidth_GBps") == 0) {
+    for (int d = 0; d < c->ndims; d++)
+      set_val(&c->dims[d].link_bw_Bps, v, i, 1e9);
+  } else if (strcmp(k, "latency_us") == 0) {
+    for (int d = 0; d < c->ndims; d++)
+      set_val(&c->dims[d].latency_s, v, i, 1e-6);
+  } else {
+    /* dim.NAME.KEY: NAME may itself hold dots, KEY is after the last one. */
+    const char *dot = strrchr(k, '.');
+    g_autofree char *name = g_strndup(k + 4, (gsize)(dot - k - 4));
+    int d = ts_topo_dim_index(t, name);
+    if (d < 0) {
+      GString *names = g_string_new(NULL);
+      for (int j = 0; j < t->ndims; j++)
+        g_string_append_printf(names, "%s%s", j ? ", " : "", t->dims[j].name);
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--vary %s: %s has no dimension '%s'; expected one of: %s", k, tname, name,
+                  names->str);
+      g_string_free(names, TRUE);
+      return NULL;
+    }
+    if (strcmp(dot + 1, "link_bandwidth_GBps") == 0)
+      set_val(&c->dims[d].link_bw_Bps, v, i, 1e9);
+    else if (strcmp(dot + 1, "latency_us") == 0)
+      set_val(&c->dims[d].latency_s, v, i, 1e-6);
+    else {
+      c->dims[d].size = (int)v->values[i];
+      return recount(c, k, error) ? g_steal_pointer(&c) : NULL;
+    }
+  }
+  return g_steal_pointer(&c);
+}
+
+/* ---- automatic split enumeration ---------------------------------------------------------- */
+
+char *ts_split_family(const char *split)
+{
+  g_autoptr(ts_split) s = ts_split_parse(split, NULL);
+  if (s == NULL)
+    return g_strdup("?");
+  GString *f = g_string_new(NULL);
+  for (int a = 0; a < TS_AX_N; a++)
+    if (s->degree[a] > 1)
+      g_string_append_printf(f, "%s%s", f->len ? "+" : "", ts_axis_kind_name(a));
+  if (f->len == 0)
+    g_string_append(f, "single");
+  if (s->zero > 0)
+    g_string_append_printf(f, "+zero%d", s->zero);
+  return g_string_free(f, FALSE);
+}
+
+/* Every ordered sequence of distinct dimensions ("x", "y", "x+y", "y+x"), shortest first. */
+static void dim_sequences(const ts_topo *t, GPtrArray *out, int *used, int depth, GString *cur)
+{
+  for (int d = 0; d < t->ndims; d++) {
+    if (used[d])
+      continue;
+    gsize len = cur->len;
+    g_string_append_printf(cur, "%s%s", len ? "+" : "", t->dims[d].name);
+    g_ptr_array_add(out, g_strdup(cur->str));
+    used[d] = 1;
+    dim_sequences(t, out, used, depth + 1, cur);
+    used[d] = 0;
+    g_string_truncate(cur, len);
+  }
+}
+
+static gint by_length(gconstpointer a, gconstpointer b)
+{
+  const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+  size_t lx = strlen(x), ly = strlen(y);
+  return lx != ly ? (lx < ly ? -1 : 1) : 0;
+}
+
+typedef struct {
+  const ts_model *m;
+  const ts_topo *t;
+  const ts_plan_options *po;
+  gboolean fits_only;
+  gboolean supported[TS_AX_N];
+  int degree[TS_AX_N];
+  int zero_stages;    /* ZeRO stages the planner accepts (1: none beyond 0) */
+  const char *suffix; /* options appended to every split, e.g. ",recompute=full" */
+  gboolean all_placements;
+  int perms[24][TS_MAX_DIMS]; /* dimension permutations that map the array onto itself */
+  int nperms;
+  GPtrArray *seqs;  /* dimension sequences */
+  GHashTable *seen; /* shape key -> 1 */
+  GPtrArray *out;
+} auto_ctx;
+
+static char *shape_key(const int *degree, const ts_group_shape *shape)
+{
+  GString *k = g_string_new(NULL);
+  for (int a = 0; a < TS_AX_N; a++) {
+    g_string_append_printf(k, "%d:", degree[a]);
+    for (int p = 0; p < shape[a].npieces; p++)
+      g_string_append_printf(k, "%d/%d/%d,", shape[a].p[p].dim, shape[a].p[p].size,
+                             shape[a].p[p].stride);
+    g_string_append_c(k, ';');
+  }
+  return g_string_free(k, FALSE);
+}
+
+/* Plans one candidate split; keeps it when its groups (and options) are new and the planner
+ * accepts it. */
+static void try_split(auto_ctx *c, const char *text)
+{
+  g_autoptr(ts_split) sp = ts_split_parse(text, NULL);
+  int deg[TS_AX_N];
+  ts_group_shape shape[TS_AX_N];
+  if (sp == NULL || !ts_split_place(sp, c->t, deg, shape, NULL))
+    return;
+  /* The key of the placement, canonical under the array's symmetries unless every placement
+   * is wanted: the smallest key over the images of the shapes. */
+  char *groups = shape_key(deg, shape);
+  for (int k = 1; k < c->nperms && !c->all_placements; k++) {
+    ts_group_shape img[TS_AX_N];
+    memcpy(img, shape, sizeof img);
+    for (int a = 0; a < TS_AX_N; a++)
+      for (int q = 0; q < img[a].npieces; q++)
+        img[a].p[q].dim = c->perms[k][img[a].p[q].dim];
+    char *alt = shape_key(deg, img);
+    if (strcmp(alt, groups) < 0) {
+      g_free(groups);
+      groups = alt;
+    } else {
+      g_free(alt);
+    }
+  }
+  char *key = g_strdup_printf("%s|zero=%d", groups, sp->zero);
+  g_free(groups);
+  if (g_hash_table_contains(c->seen, key)) {
+    g_free(key);
+    return;
+  }
+  g_hash_table_add(c->seen, key);
+  g_autoptr(ts_plan) p = ts_plan_new(c->m, c->t, sp, c->po, NULL);
+  if (p != NULL && (!c->fits_only || p->mem.fits))
+    g_ptr_array_add(c->out, g_strdup(text));
+}
+
+/* Chooses a placement for axis a onwards, then tries the split. */
+static void place_axes(auto_ctx *c, int a, int *choice)
+{
+  if (a == TS_AX_N) {
+    GString *s = g_string_new(NULL);
+    for (int k = 0; k < TS_AX_N; k++)
+      if (c->degree[k] > 1)
+        g_string_append_printf(s, "%s%s=%d@%s", s->len ? "," : "", ts_axis_kind_name(k),
+                               c->degree[k], (char *)g_ptr_array_index(c->seqs, choice[k]));
+    if (s->len == 0)
+      g_string_append(s, "dp=1");
+    /* Sharding (ZeRO stage) only means something across data-parallel replicas. */
+    int nzero = c->degree[TS_AX_DP] > 1 ? c->zero_stages : 1;
+    for (int z = 0; z < nzero; z++) {
+      g_autofree char *zs = z > 0 ? g_strdup_printf(",zero=%d", z) : g_strdup("");
+      g_autofree char *text = g_strconcat(s->str, zs, c->suffix, NULL);
+      try_split(c, text);
+    }
+    g_string_free(s, TRUE);
+    return;
+  }
+  if (c->degree[a] <= 1) {
+    choice[a] = 0;
+    place_axes(c, a + 1, choice);
+    return;
+  }
+  for (guint i = 0; i < c->seqs->len; i++) {
+    choice[a] = (int)i;
+    place_axes(c, a + 1, choice);
+  }
+}
+
+/* Chooses a degree for axis a onwards (data parallelism takes what is left). */
+static void choose_degrees(auto_ctx *c, int a, int left)
+{
+  if (a == TS_AX_N) {
+    c->degree[TS_AX_DP] = left;
+    int choice[TS_AX_N] = {0};
+    place_axes(c, 0, choice);
+    return;
+  }
+  if (a == TS_AX_DP || !c->supported[a]) {
+    c->degree[a] = 1;
+    choose_degrees(c, a + 1, left);
+    return;
+  }
+  for (int d = 1; d <= left; d++)
+    if (left % d == 0) {
+      c->degree[a] = d;
+      choose_degrees(c, a + 1, left / d);
+    }
+}
+
+/* Permutations of the dimensions that map the array onto itself: dimensions of the same
+ * size, shape, link bandwidth and latency are interchangeable, and a placement and its image
+ * under such a permutation predict the same step (the array cannot tell them apart). */
+static void perm_rec(auto_ctx *c, int d, int *cur, int *used)
+{
+  const ts_topo *t = c->t;
+  if (d == t->ndims) {
+    memcpy(c->perms[c->nperms++], cur, sizeof(int) * TS_MAX_DIMS);
+    return;
+  }
+  for (int e = 0; e < t->ndims && c->nperms < 24; e++) {
+    const ts_dim *a = &t->dims[d], *b = &t->dims[e];
+    if (used[e] || a->size != b->size || a->shape != b->shape || a->link_bw_Bps != b->link_bw_Bps ||
+        a->latency_s != b->latency_s)
+      continue;
+    used[e] = 1;
+    cur[d] = e;
+    perm_rec(c, d + 1, cur, used);
+    used[e] = 0;
+  }
+}
+
+static void array_symmetries(auto_ctx *c)
+{
+  int cur[TS_MAX_DIMS] = {0}, used[TS_MAX_DIMS] = {0};
+  c->nperms = 0;
+  perm_rec(c, 0, cur, used);
+}
+
+GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_options *po,
+                          const ts_auto_options *o)
+{
+  auto_ctx c = {0};
+  c.m = m;
+  c.t = t;
+  c.po = po;
+  c.fits_only = o != NULL && o->fits_only;
+  c.all_placements = o != NULL && o->all_placements;
+  c.suffix = o != NULL && o->suffix != NULL ? o->suffix : "";
+  c.zero_stages = 1;
+  array_symmetries(&c);
+  for (int a = 0; a < TS_AX_N; a++) {
+    /* An axis the planner does not accept yet (ts_split_parse says so) is left out. */
+    g_autofree char *probe = g_strdup_printf("%s=2", ts_axis_kind_name(a));
+    g_autoptr(ts_split) s = ts_split_parse(probe, NULL);
+    c.supported[a] = s != NULL;
+  }
+  /* Sharding: every ZeRO stage the split parser accepts (Rajbhandari et al. 2020: 1 shards
+   * optimizer states, 2 also gradients, 3 also parameters). */
+  for (int z = 1; z <= 3; z++) {
+    g_autofree char *probe = g_strdup_printf("dp=2,zero=%d", z);
+    g_autoptr(ts_split) s = ts_split_parse(probe, NULL);
+    if (s != NULL && s->zero == z)
+      c.zero_stages = z + 1;
+  }
+
+  c.seqs = g_ptr_array_new_with_free_func(g_free);
+  int used[TS_MAX_DIMS] = {0};
+  GString *cur = g_string_new(NULL);
+  dim_sequences(t, c.seqs, used, 0, cur);
+  g_string_free(cur, TRUE);
+  g_ptr_array_sort(c.seqs, by_length); /* stable: single dimensions first, in file order */
+  c.seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  c.out = g_ptr_array_new_with_free_func(g_free);
+  choose_degrees(&c, 0, t->nchips);
+  g_hash_table_unref(c.seen);
+  g_ptr_array_unref(c.seqs);
+  return c.out;
+}
+
+/* ---- sweeps -------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *array;     /* "32x32" */
+  char *split_arg; /* the --split text predicted */
+  double *vals;    /* one per non-dims --vary: the factor or value of this configuration */
+} row_meta;
+
+struct ts_sweep {
+  GArray *cfgs;   /* ts_config */
+  GArray *meta;   /* row_meta */
+  int nvary;      /* --vary options */
+  char **columns; /* column name of each --vary, NULL for dims */
+  char *backend;
+  JsonNode *spec;
+};
+
+static void meta_clear(gpointer p)
+{
+  row_meta *m = p;
+  g_free(m->array);
+  g_free(m->split_arg);
+  g_free(m->vals);
+}
+
+void ts_sweep_free(ts_sweep *s)
+{
+  if (s == NULL)
+    return;
+  g_array_unref(s->cfgs);
+  g_array_unref(s->meta);
+  g_strfreev(s->columns);
+  g_free(s->backend);
+  if (s->spec != NULL)
+    json_node_unref(s->spec);
+  g_free(s);
+}
+
+int ts_sweep_size(const ts_sweep *s)
+{
+  return (int)s->cfgs->len;
+}
+
+const ts_config *ts_sweep_configs(const ts_sweep *s)
+{
+  return (const ts_config *)s->cfgs->data;
+}
+
+JsonNode *ts_sweep_spec_json(const ts_sweep *s)
+{
+  return s->spec;
+}
+
+typedef struct {
+  const ts_sweep_spec *spec;
+  ts_sweep *sw;
+  ts_inputs *cache;
+  const char *topo_arg;
+  double *vals; /* current value of each --vary */
+} enum_ctx;
+
+static void add_configs(enum_ctx *c, const ts_topo *t)
+{
+  const ts_sweep_spec *sp = c->spec;
+  g_autofree char *array = ts_topo_shape_text(t);
+  gboolean per_chip = sp->batch_per_chip != NULL && sp->batch_per_chip->len > 0;
+  GArray *batches = per_chip ? sp->batch_per_chip : sp->global_batch;
+  for (char **mn = sp->models; *mn != NULL; mn++) {
+    const ts_model *m = ts_inputs_model(c->cache, *mn, NULL, NULL); /* loaded before */
+    for (guint b = 0; b < batches->len; b++) {
+      gint64 gb = g_array_index(batches, gint64, b) * (per_chip ? t->nchips : 1);
+      guint nmicro = sp->micro_auto ? 1 : sp->micro_batch->len;
+      for (guint u = 0; u < nmicro; u++) {
+        ts_config cfg = {0};
+        cfg.model = m;
+        cfg.topo = t;
+        ts_plan_options_default(&cfg.po);
+        cfg.po.global_batch = gb;
+        cfg.po.micro_batch = sp->micro_auto ? 0 : g_array_index(sp->micro_batch, gint64, u);
+        cfg.po.bucket_bytes = sp->bucket_MiB * 1024 * 1024;
+        cfg.po.algo = sp->algo;
+        cfg.ro.backend = c->sw->backend;
+        cfg.ro.full = sp->full;
+        static char *no_suffix[] = {(char *)"", NULL};
+        char **suffixes = sp->suffixes != NULL ? sp->suffixes : no_suffix;
+        for (char **sfx = suffixes; *sfx != NULL; sfx++) {
+          ts_auto_options ao = {sp->fits_only && !sp->micro_auto, sp->all_placements, *sfx};
+          g_autoptr(GPtrArray) auto_list =
+              sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, &ao) : NULL;
+          guint ns = auto_list ? auto_list->len : g_strv_length(sp->splits);
+          for (guint k = 0; k < ns; k++) {
+            g_autofree char *text = auto_list ? g_strdup(g_ptr_array_index(auto_list, k))
+                                              : g_strconcat(sp->splits[k], *sfx, NULL);
+            /* Micro-batch candidates: the whole per-replica batch, then halves of it down to 1
+             * (smaller micro-batches hold fewer activations; pipelines need several). */
+            GArray *micros = g_array_new(FALSE, FALSE, sizeof(gint64));
+            g_array_append_val(micros, cfg.po.micro_batch);
+            if (sp->micro_auto) {
+              g_autoptr(ts_split) parsed = ts_split_parse(text, NULL);
+              g_autoptr(ts_plan) p = parsed ? ts_plan_new(m, t, parsed, &cfg.po, NULL) : NULL;
+              g_array_set_size(micros, 0);
+              gint64 r = p != NULL ? p->micro_batch : 0;
+              for (gint64 v = r; v >= 1; v = v % 2 == 0 ? v / 2 : (v > 1 ? 1 : 0)) {
+                g_array_append_val(micros, v);
+                if (v == 1)
+                  break;
+              }
+              if (micros->len == 0) /* does not plan: keep it, the reason is reported */
+                g_array_append_val(micros, cfg.po.micro_batch);
+            }
+            for (guint q = 0; q < micros->len; q++) {
+              row_meta rm = {0};
+              rm.array = g_strdup(array);
+              rm.split_arg = g_strdup(text);
+              rm.vals = g_memdup2(c->vals, sizeof(double) * (gsize)MAX(c->sw->nvary, 1));
+              ts_config one = cfg;
+              one.po.micro_batch = g_array_index(micros, gint64, q);
+              one.split = rm.split_arg; /* owned by the row's meta, which lives as long */
+              g_array_append_val(c->sw->meta, rm);
+              g_array_append_val(c->sw->cfgs, one);
+            }
+            g_array_unref(micros);
+          }
+        }
+      }
+    }
+  }
+}
+
+static gboolean vary_level(enum_ctx *c, int level, const ts_topo *t, GError **error)
+{
+  if (level == c->sw->nvary) {
+    add_configs(c, t);
+    return TRUE;
+  }
+  const ts_vary *v = g_ptr_array_index(c->spec->vary, level);
+  for (int i = 0; i < v->nvalues; i++) {
+    ts_topo *nt = ts_vary_apply(v, i, t, error);
+    if (nt == NULL)
+      return FALSE;
+    ts_inputs_adopt_topo(c->cache, nt);
+    c->vals[level] = v->shapes != NULL ? NAN : v->values[i];
+    if (!vary_level(c, level + 1, nt, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void json_strv(JsonBuilder *b, const char *name, char **v)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_begin_array(b);
+  for (; v != NULL && *v != NULL; v++)
+    json_builder_add_string_value(b, *v);
+  json_builder_end_array(b);
+}
+
+static void json_ints(JsonBuilder *b, const char *name, const GArray *a)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_begin_array(b);
+  for (guint i = 0; a != NULL && i < a->len; i++)
+    json_builder_add_int_value(b, g_array_index(a, gint64, i));
+  json_builder_end_array(b);
+}
+
+ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **error)
+{
+  g_autoptr(ts_sweep) sw = g_new0(ts_sweep, 1);
+  sw->cfgs = g_array_new(FALSE, TRUE, sizeof(ts_config));
+  sw->meta = g_array_new(FALSE, TRUE, sizeof(row_meta));
+  g_array_set_clear_func(sw->meta, meta_clear);
+  sw->backend = g_strdup(spec->backend != NULL ? spec->backend : "analytic");
+  sw->nvary = spec->vary != NULL ? (int)spec->vary->len : 0;
+  sw->columns = g_new0(char *, sw->nvary + 1);
+  for (int i = 0; i < sw->nvary; i++) {
+    const ts_vary *v = g_ptr_array_index(spec->vary, i);
+    for (int j = 0; j < i; j++)
+      if (strcmp(((const ts_vary *)g_ptr_array_index(spec->vary, j))->key, v->key) == 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--vary '%s': key %s given twice; expected one --vary per key", v->text,
+                    v->key);
+        return NULL;
+      }
+    sw->columns[i] = g_strdup(v->column);
+  }
+  /* Every input is loaded (and so checked) before the first configuration is made. */
+  for (char **mn = spec->models; mn != NULL && *mn != NULL; mn++)
+    if (ts_inputs_model(cache, *mn, NULL, error) == NULL)
+      return NULL;
+  enum_ctx c = {spec, sw, cache, NULL, g_new0(double, MAX(sw->nvary, 1))};
+  gboolean ok = TRUE;
+  for (char **tn = spec->topologies; ok && tn != NULL && *tn != NULL; tn++) {
+    const ts_topo *t = ts_inputs_topo(cache, *tn, NULL, error);
+    c.topo_arg = *tn;
+    ok = t != NULL && vary_level(&c, 0, t, error);
+  }
+  g_free(c.vals);
+  if (!ok)
+    return NULL;
+  /* The spec as written, so shards of one sweep can be recognised and merged. */
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  json_strv(b, "topologies", spec->topologies);
+  json_strv(b, "models", spec->models);
+  if (spec->auto_splits) {
+    json_builder_set_member_name(b, "splits");
+    json_builder_add_string_value(b, "auto");
+    json_builder_set_member_name(b, "fits_only");
+    json_builder_add_boolean_value(b, spec->fits_only);
+    json_builder_set_member_name(b, "all_placements");
+    json_builder_add_boolean_value(b, spec->all_placements);
+  } else {
+    json_strv(b, "splits", spec->splits);
+  }
+  if (spec->batch_per_chip != NULL && spec->batch_per_chip->len > 0)
+    json_ints(b, "batch_per_chip", spec->batch_per_chip);
+  else
+    json_ints(b, "global_batch", spec->global_batch);
+  if (spec->micro_auto) {
+    json_builder_set_member_name(b, "micro_batch");
+    json_builder_add_string_value(b, "auto");
+  } else {
+    json_ints(b, "micro_batch", spec->micro_batch);
+  }
+  if (spec->suffixes != NULL)
+    json_strv(b, "split_options", spec->suffixes);
+  json_builder_set_member_name(b, "vary");
+  json_builder_begin_array(b);
+  for (int i = 0; i < sw->nvary; i++)
+    json_builder_add_string_value(b, ((const ts_vary *)g_ptr_array_index(spec->vary, i))->text);
+  json_builder_end_array(b);
+  json_builder_set_member_name(b, "backend");
+  json_builder_add_string_value(b, sw->backend);
+  json_builder_set_member_name(b, "collective_algorithm");
+  json_builder_add_string_value(b, ts_coll_algo_name(spec->algo));
+  json_builder_set_member_name(b, "bucket_MiB");
+  json_builder_add_double_value(b, spec->bucket_MiB);
+  json_builder_set_member_name(b, "full");
+  json_builder_add_boolean_value(b, spec->full);
+  json_builder_set_member_name(b, "configurations");
+  json_builder_add_int_value(b, sw->cfgs->len);
+  json_builder_end_object(b);
+  sw->spec = json_builder_get_root(b);
+  return g_steal_pointer(&sw);
+}
+
+/* RFC 4180: quote fields holding commas, quotes or line breaks, doubling the quotes. */
+static void csv_str(GString *s, const char *v)
+{
+  if (strpbrk(v, ",\"\n\r") == NULL) {
+    g_string_append(s, v);
+    return;
+  }
+  g_string_append_c(s, '"');
+  for (const char *p = v; *p; p++) {
+    if (*p == '"')
+      g_string_append_c(s, '"');
+    g_string_append_c(s, *p);
+  }
+  g_string_append_c(s, '"');
+}
+
+char *ts_sweep_render_csv(const ts_sweep *s, const int *idx, const ts_outcome *out, int n)
+{
+  GString *csv = g_string_new("config,array,split_arg");
+  for (int v = 0; v < s->nvary; v++)
+    if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0)
+      g_string_append_printf(csv, ",%s", s->columns[v]);
+  /* The columns of `trainsim run`, from its own renderer, so both stay the same. */
+  ts_report_inputs in0 = {0};
+  in0.model_name = in0.topology_name = in0.backend = (char *)"";
+  g_autofree char *head = ts_report_render(&in0, NULL, 0, TS_FORMAT_CSV);
+  g_string_append_printf(csv, ",%s", head);
+  for (int k = 0; k < n; k++) {
+    if (out[k].status != TS_OUTCOME_OK)
+      continue;
+    int i = idx[k];
+    const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
+    const row_meta *m = &g_array_index(s->meta, row_meta, i);
+    g_string_append_printf(csv, "%d,%s,", i, m->array);
+    csv_str(csv, m->split_arg);
+    for (int v = 0; v < s->nvary; v++)
+      if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0) {
+        g_string_append_c(csv, ',');
+        ts_append_g(csv, 10, m->vals[v]);
+      }
+    ts_report_inputs in;
+    ts_config_report_inputs(c, &in);
+    g_autofree char *row = ts_report_render(&in, &out[k].res, 1, TS_FORMAT_CSV);
+    ts_report_inputs_clear(&in);
+    const char *body = strchr(row, '\n');
+    g_string_append_printf(csv, ",%s", body != NULL ? body + 1 : "\n");
+  }
+  return g_string_free(csv, FALSE);
+}
+
+/* The leading members of a row: which configuration, and what was varied. */
+static void row_head(const ts_sweep *s, int i, JsonObject *o)
+{
+  const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
+  const row_meta *m = &g_array_index(s->meta, row_meta, i);
+  json_object_set_int_member(o, "config", i);
+  json_object_set_string_member(o, "model", c->model->name);
+  json_object_set_string_member(o, "topology", c->topo->name);
+  json_object_set_string_member(o, "array", m->array);
+  json_object_set_string_member(o, "backend", s->backend);
+  json_object_set_string_member(o, "split_arg", m->split_arg);
+  for (int v = 0; v < s->nvary; v++)
+    if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0)
+      json_object_set_double_member(o, s->columns[v], m->vals[v]);
+}
+
+void ts_sweep_render_json(const ts_sweep *s, const int *idx, const ts_outcome *out, int n,
+                          GPtrArray *results, GPtrArray *skipped)
+{
+  g_autoptr(JsonParser) parser = json_parser_new();
+  for (int k = 0; k < n; k++) {
+    int i = idx[k];
+    const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
+    JsonObject *o = json_object_new();
+    row_head(s, i, o);
+    if (out[k].status == TS_OUTCOME_OK) {
+      /* The fields of `trainsim run`'s results, from its own renderer. */
+      ts_report_inputs in;
+      ts_config_report_inputs(c, &in);
+      g_autofree char *text = ts_report_render(&in, &out[k].res, 1, TS_FORMAT_JSON);
+      ts_report_inputs_clear(&in);
+      if (json_parser_load_from_data(parser, text, -1, NULL)) {
+        JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+        JsonObject *r =
+            json_array_get_object_element(json_object_get_array_member(root, "results"), 0);
+        GList *names = json_object_get_members(r);
+        for (GList *l = names; l != NULL; l = l->next)
+          json_object_set_member(o, l->data, json_node_copy(json_object_get_member(r, l->data)));
+        g_list_free(names);
+      }
+      JsonNode *node = json_node_init_object(json_node_alloc(), o);
+      g_ptr_array_add(results, node);
+    } else {
+      json_object_set_int_member(o, "global_batch", c->po.global_batch);
+      json_object_set_int_member(o, "micro_batch", c->po.micro_batch);
+      json_object_set_string_member(o, "reason", out[k].message ? out[k].message : "");
+      g_ptr_array_add(skipped, json_node_init_object(json_node_alloc(), o));
+    }
+    json_object_unref(o);
+  }
+}
+
+char *ts_sweep_document(JsonNode *spec, int shard_index, int shard_count, GPtrArray *results,
+                        GPtrArray *skipped)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "trainsim_version");
+  json_builder_add_string_value(b, TS_VERSION);
+  json_builder_set_member_name(b, "sweep");
+  json_builder_add_value(b, json_node_copy(spec));
+  if (shard_count > 0) {
+    json_builder_set_member_name(b, "shard");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "index");
+    json_builder_add_int_value(b, shard_index);
+    json_builder_set_member_name(b, "count");
+    json_builder_add_int_value(b, shard_count);
+    json_builder_end_object(b);
+  }
+  json_builder_set_member_name(b, "results");
+  json_builder_begin_array(b);
+  for (guint i = 0; i < results->len; i++)
+    json_builder_add_value(b, json_node_copy(g_ptr_array_index(results, i)));
+  json_builder_end_array(b);
+  json_builder_set_member_name(b, "skipped");
+  json_builder_begin_array(b);
+  for (guint i = 0; i < skipped->len; i++)
+    json_builder_add_value(b, json_node_copy(g_ptr_array_index(skipped, i)));
+  json_builder_end_array(b);
+  json_builder_end_object(b);
+  g_autoptr(JsonGenerator) gen = json_generator_new();
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  json_generator_set_root(gen, root);
+  json_generator_set_pretty(gen, TRUE);
+  g_autofree char *text = json_generator_to_data(gen, NULL);
+  return g_strconcat(text, "\n", NULL);
+}
+
+gboolean ts_shard_parse(const char *text, int *index, int *count, GError **error)
+{
+  const char *slash = text != NULL ? strchr(text, '/') : NULL;
+  gint64 i = -1, n = 0;
+  if (slash != NULL) {
+    g_autofree char *a = g_strndup(text, (gsize)(slash - text));
+    if (!ts_parse_int(a, 0, 999999, &i) || !ts_parse_int(slash + 1, 1, 1000000, &n))
+      i = -1;
+  }
+  if (i < 0 || i >= n) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--shard '%s': expected i/n with shard index i in [0, n) and n in [1, 1000000], "
+                "e.g. 0/4",
+                text ? text : "");
+    return FALSE;
+  }
+  *index = (int)i;
+  *count = (int)n;
+  return TRUE;
+}
