@@ -202,9 +202,33 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
   return x;
 }
 
+/* Parameters of a tensor-split layer that every tp member holds whole: a row-split layer's bias
+ * and attention's output-projection bias are added after the partial sums are summed
+ * (Megatron-LM's RowParallelLinear, Shoeybi et al. 2019, section 3), so they are not split.
+ * Dense / conv bias = out_features (per expert copy); attention biases are 3h for QKV (column,
+ * split) + h for the output projection (row, whole): ts_model.c, docs/models.md. */
+static double whole_params(const ts_layer *l)
+{
+  if (!l->bias)
+    return 0.0;
+  if ((l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_CONV2D) && l->tp == TS_TP_ROW)
+    return (double)l->out_features * (double)(l->experts > 0 ? l->experts : 1);
+  if (l->kind == TS_LAYER_ATTENTION && l->tp == TS_TP_HEADS)
+    return (double)l->in_features;
+  return 0.0;
+}
+
+/* Parameters of layer l one chip holds under its execution row: weights (and column-split
+ * biases) / tp, whole biases whole, then / ep for experts. */
+static double exec_params(const ts_layer *l, const ts_layer_exec *e)
+{
+  double whole = e->pdiv > 1 ? MIN(whole_params(l), l->params) : 0.0;
+  return ((l->params - whole) / e->pdiv + whole) / e->ediv;
+}
+
 double ts_plan_layer_params(const ts_plan *p, int i)
 {
-  return p->model->layers[i].params / p->exec[i].pdiv / p->exec[i].ediv;
+  return exec_params(&p->model->layers[i], &p->exec[i]);
 }
 
 /* ---- pipeline schedules ------------------------------------------------------------- */
@@ -833,7 +857,7 @@ static void rank_axes(const ts_plan *p, const ts_layer_exec *x, gint64 mb, gint6
       if (c[k]->kind != TS_NO_COLL)
         tp_bytes += c[k]->bytes * (double)mb * (double)n_micro *
                     (c[k]->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0);
-    double w = m->layers[i].params / x[i].pdiv / x[i].ediv * D;
+    double w = exec_params(&m->layers[i], &x[i]) * D;
     dp_bytes += 2.0 * w;
     /* Expert all-to-alls run inside the dp axis (its inner ep ranks). */
     if (x[i].ep_pre.kind != TS_NO_COLL)
