@@ -401,6 +401,28 @@ static void partition(const double *w, int n, int S, int *cut)
   g_free(arg);
 }
 
+/* Runs of layers of one block ("atoms" of the stage balancer). */
+static int count_blocks(const ts_model *m)
+{
+  int na = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (i == 0 || !same_block(m->layers[i - 1].name, m->layers[i].name))
+      na++;
+  return na;
+}
+
+/* Whether pipeline stages may only start at a block: a transformer block's residuals add values
+ * from earlier in the block (the input of the norm opening each sublayer, pre-LN), which a cut
+ * inside the block would have to send along with the boundary activation; Megatron-LM cuts
+ * between transformer layers only (Narayanan et al. 2021 SC, section 2.2). */
+static gboolean cuts_at_blocks_only(const ts_model *m)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].kind == TS_LAYER_ATTENTION)
+      return TRUE;
+  return FALSE;
+}
+
 /* Balances the virtual stages by compute, cutting only between blocks when there are enough. */
 static void balance_stages(ts_plan *p)
 {
@@ -1169,7 +1191,27 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     }
     for (int k = 0; k < p->nstages; k++)
       p->stage_first[k + 1] = p->stage_first[k] + s->stage_layers[k];
+    for (int k = 1; k < p->nstages && cuts_at_blocks_only(m); k++) {
+      int i = p->stage_first[k];
+      if (i > 0 && i < m->nlayers && same_block(m->layers[i - 1].name, m->layers[i].name)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "--split '%s': stage %d starts at layer '%s', inside the block of '%s'; "
+                    "expected stages of a transformer to start at a block, so no residual "
+                    "crosses a stage",
+                    s->text, k, m->layers[i].name, m->layers[i - 1].name);
+        return NULL;
+      }
+    }
   } else if (p->nstages > 1) {
+    int blocks = count_blocks(m);
+    if (cuts_at_blocks_only(m) && blocks < p->nstages) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': %d pipeline stages but %s has %d blocks; expected at most one "
+                  "stage per block (stages of a transformer start at a block, so no residual "
+                  "crosses a stage)",
+                  s->text, p->nstages, m->path ? m->path : m->name, blocks);
+      return NULL;
+    }
     balance_stages(p);
   } else {
     p->stage_first[1] = m->nlayers;
