@@ -1166,6 +1166,21 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
+  /* Sequence parallelism splits tokens (Korthikanti et al. 2022, 4.2.2): a model whose layers
+   * all see one token per sample (an MLP, a CNN) has nothing to split. A 1-token dense layer
+   * after a sequence (BERT's pooler) works on the whole value and is allowed. */
+  if (p->sp && m->nlayers > 0) {
+    gboolean seq = FALSE;
+    for (int i = 0; i < m->nlayers; i++)
+      seq = seq || m->layers[i].tokens > 1;
+    if (!seq) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': sp splits the sequence over tp, but every layer of %s has 1 "
+                  "token per sample (layer '%s'); expected a model with a sequence, or no sp",
+                  s->text, m->path ? m->path : m->name, m->layers[0].name);
+      return NULL;
+    }
+  }
   if (p->sp)
     for (int i = 0; i < m->nlayers; i++)
       if (m->layers[i].tokens > 0 && m->layers[i].tokens % tp != 0 &&

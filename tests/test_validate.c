@@ -379,6 +379,14 @@ Test(validate, stage_boundaries_fall_between_transformer_blocks)
   expect_pass("validate-transformer", "pp=2,dp=2", TS_PREC_F32, &y);
 }
 
+Test(validate, sequence_parallelism_needs_a_sequence)
+{
+  /* The MLP was accepted with sp although its 1-token samples have no sequence to split; the
+   * CNN was refused. Both are refused now, the same way. */
+  expect_refused("validate-mlp", "tp=2,sp", NULL, "1 token per sample (layer 'fc1')");
+  expect_refused("validate-cnn", "tp=2,sp", NULL, "1 token per sample (layer 'conv1')");
+}
+
 Test(validate, deterministic)
 {
   GError *err = NULL;
