@@ -94,6 +94,19 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
   }
 }
 
+static gboolean same_block(const char *a, const char *b);
+static gboolean cuts_at_blocks_only(const ts_model *m);
+
+/* Whether layer i ends a residual sublayer of a transformer block (the next layer is a norm or
+ * another block): its output is where a residual adds a value from the sublayer's start. */
+static gboolean ends_residual_sublayer(const ts_model *m, int i)
+{
+  if (!cuts_at_blocks_only(m) || strchr(m->layers[i].name, '.') == NULL)
+    return FALSE;
+  return i + 1 == m->nlayers || m->layers[i + 1].kind == TS_LAYER_NORM ||
+         !same_block(m->layers[i].name, m->layers[i + 1].name);
+}
+
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean sp, const ts_layer_mode *mode, int ep)
 {
@@ -158,6 +171,15 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         e->fwd_post = coll(TS_COLL_ALLREDUCE, out_full);
         out = TS_ST_REPL;
       }
+    }
+    /* A layer using the tp axis for its samples at the end of a residual sublayer: the
+     * residual adds a value every member holds whole, and its gradient would come back as a
+     * sample block that nothing gathers. Gather the output instead (forward all-gather,
+     * backward each member keeps its samples), so the residual stream stays whole. */
+    if (dpmode && out == TS_ST_BATCH && ends_residual_sublayer(m, i)) {
+      e->fwd_post = coll(TS_COLL_ALLGATHER, out_full);
+      e->fwd_post.redistribution = TRUE;
+      out = TS_ST_REPL;
     }
     e->in = need;
     e->out = out;

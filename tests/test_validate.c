@@ -331,10 +331,17 @@ Test(validate, per_layer_hybrid)
           .topo = "torus:2x2", .micro = 0, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
       expect_pass(models[m], "tp=2@x,dp=2@y,kind:dense=dp", precs[p], &x);
     }
-  /* Planner finding: the transformer's fc2 works on a sample block, but its residual adds the
-   * attention output every member holds whole; backward, that residual's gradient comes back
-   * as a sample block, and the trace has no collective to gather it. */
-  expect_fail("validate-transformer", "tp=2,kind:dense=dp", TS_PREC_F64, NULL, "(its residual)");
+  /* The transformer's fc2 works on a sample block, but its residual adds the attention output
+   * every member holds whole: its residual gradient came back as a sample block that nothing
+   * gathered (a planner finding). The planner now gathers fc2's output in forward, so the
+   * residual stream stays whole. */
+  for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
+    expect_pass("validate-transformer", "tp=2,kind:dense=dp", precs[p], NULL);
+    extra x = {.topo = "torus:2x2", .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
+    expect_pass("validate-transformer", "tp=2@x,dp=2@y,kind:dense=dp,zero=1", precs[p], &x);
+    expect_pass("validate-transformer", "tp=2@x,pp=2@y,kind:dense=dp,recompute=full", precs[p],
+                &x);
+  }
 }
 
 Test(validate, sequence_parallelism_and_recomputation)
