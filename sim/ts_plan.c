@@ -94,6 +94,19 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
   }
 }
 
+static gboolean same_block(const char *a, const char *b);
+static gboolean cuts_at_blocks_only(const ts_model *m);
+
+/* Whether layer i ends a residual sublayer of a transformer block (the next layer is a norm or
+ * another block): its output is where a residual adds a value from the sublayer's start. */
+static gboolean ends_residual_sublayer(const ts_model *m, int i)
+{
+  if (!cuts_at_blocks_only(m) || strchr(m->layers[i].name, '.') == NULL)
+    return FALSE;
+  return i + 1 == m->nlayers || m->layers[i + 1].kind == TS_LAYER_NORM ||
+         !same_block(m->layers[i].name, m->layers[i + 1].name);
+}
+
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean sp, const ts_layer_mode *mode, int ep)
 {
@@ -159,6 +172,15 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         out = TS_ST_REPL;
       }
     }
+    /* A layer using the tp axis for its samples at the end of a residual sublayer: the
+     * residual adds a value every member holds whole, and its gradient would come back as a
+     * sample block that nothing gathers. Gather the output instead (forward all-gather,
+     * backward each member keeps its samples), so the residual stream stays whole. */
+    if (dpmode && out == TS_ST_BATCH && ends_residual_sublayer(m, i)) {
+      e->fwd_post = coll(TS_COLL_ALLGATHER, out_full);
+      e->fwd_post.redistribution = TRUE;
+      out = TS_ST_REPL;
+    }
     e->in = need;
     e->out = out;
     e->cdiv = (split || need != TS_ST_REPL) ? tp : 1;
@@ -202,9 +224,33 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
   return x;
 }
 
+/* Parameters of a tensor-split layer that every tp member holds whole: a row-split layer's bias
+ * and attention's output-projection bias are added after the partial sums are summed
+ * (Megatron-LM's RowParallelLinear, Shoeybi et al. 2019, section 3), so they are not split.
+ * Dense / conv bias = out_features (per expert copy); attention biases are 3h for QKV (column,
+ * split) + h for the output projection (row, whole): ts_model.c, docs/models.md. */
+static double whole_params(const ts_layer *l)
+{
+  if (!l->bias)
+    return 0.0;
+  if ((l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_CONV2D) && l->tp == TS_TP_ROW)
+    return (double)l->out_features * (double)(l->experts > 0 ? l->experts : 1);
+  if (l->kind == TS_LAYER_ATTENTION && l->tp == TS_TP_HEADS)
+    return (double)l->in_features;
+  return 0.0;
+}
+
+/* Parameters of layer l one chip holds under its execution row: weights (and column-split
+ * biases) / tp, whole biases whole, then / ep for experts. */
+static double exec_params(const ts_layer *l, const ts_layer_exec *e)
+{
+  double whole = e->pdiv > 1 ? MIN(whole_params(l), l->params) : 0.0;
+  return ((l->params - whole) / e->pdiv + whole) / e->ediv;
+}
+
 double ts_plan_layer_params(const ts_plan *p, int i)
 {
-  return p->model->layers[i].params / p->exec[i].pdiv / p->exec[i].ediv;
+  return exec_params(&p->model->layers[i], &p->exec[i]);
 }
 
 /* ---- pipeline schedules ------------------------------------------------------------- */
@@ -375,6 +421,28 @@ static void partition(const double *w, int n, int S, int *cut)
   g_free(pre);
   g_free(best);
   g_free(arg);
+}
+
+/* Runs of layers of one block ("atoms" of the stage balancer). */
+static int count_blocks(const ts_model *m)
+{
+  int na = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (i == 0 || !same_block(m->layers[i - 1].name, m->layers[i].name))
+      na++;
+  return na;
+}
+
+/* Whether pipeline stages may only start at a block: a transformer block's residuals add values
+ * from earlier in the block (the input of the norm opening each sublayer, pre-LN), which a cut
+ * inside the block would have to send along with the boundary activation; Megatron-LM cuts
+ * between transformer layers only (Narayanan et al. 2021 SC, section 2.2). */
+static gboolean cuts_at_blocks_only(const ts_model *m)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].kind == TS_LAYER_ATTENTION)
+      return TRUE;
+  return FALSE;
 }
 
 /* Balances the virtual stages by compute, cutting only between blocks when there are enough. */
@@ -833,7 +901,7 @@ static void rank_axes(const ts_plan *p, const ts_layer_exec *x, gint64 mb, gint6
       if (c[k]->kind != TS_NO_COLL)
         tp_bytes += c[k]->bytes * (double)mb * (double)n_micro *
                     (c[k]->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0);
-    double w = m->layers[i].params / x[i].pdiv / x[i].ediv * D;
+    double w = exec_params(&m->layers[i], &x[i]) * D;
     dp_bytes += 2.0 * w;
     /* Expert all-to-alls run inside the dp axis (its inner ep ranks). */
     if (x[i].ep_pre.kind != TS_NO_COLL)
@@ -1120,6 +1188,21 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
+  /* Sequence parallelism splits tokens (Korthikanti et al. 2022, 4.2.2): a model whose layers
+   * all see one token per sample (an MLP, a CNN) has nothing to split. A 1-token dense layer
+   * after a sequence (BERT's pooler) works on the whole value and is allowed. */
+  if (p->sp && m->nlayers > 0) {
+    gboolean seq = FALSE;
+    for (int i = 0; i < m->nlayers; i++)
+      seq = seq || m->layers[i].tokens > 1;
+    if (!seq) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': sp splits the sequence over tp, but every layer of %s has 1 "
+                  "token per sample (layer '%s'); expected a model with a sequence, or no sp",
+                  s->text, m->path ? m->path : m->name, m->layers[0].name);
+      return NULL;
+    }
+  }
   if (p->sp)
     for (int i = 0; i < m->nlayers; i++)
       if (m->layers[i].tokens > 0 && m->layers[i].tokens % tp != 0 &&
@@ -1145,7 +1228,27 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     }
     for (int k = 0; k < p->nstages; k++)
       p->stage_first[k + 1] = p->stage_first[k] + s->stage_layers[k];
+    for (int k = 1; k < p->nstages && cuts_at_blocks_only(m); k++) {
+      int i = p->stage_first[k];
+      if (i > 0 && i < m->nlayers && same_block(m->layers[i - 1].name, m->layers[i].name)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "--split '%s': stage %d starts at layer '%s', inside the block of '%s'; "
+                    "expected stages of a transformer to start at a block, so no residual "
+                    "crosses a stage",
+                    s->text, k, m->layers[i].name, m->layers[i - 1].name);
+        return NULL;
+      }
+    }
   } else if (p->nstages > 1) {
+    int blocks = count_blocks(m);
+    if (cuts_at_blocks_only(m) && blocks < p->nstages) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': %d pipeline stages but %s has %d blocks; expected at most one "
+                  "stage per block (stages of a transformer start at a block, so no residual "
+                  "crosses a stage)",
+                  s->text, p->nstages, m->path ? m->path : m->name, blocks);
+      return NULL;
+    }
     balance_stages(p);
   } else {
     p->stage_first[1] = m->nlayers;

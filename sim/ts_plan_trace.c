@@ -426,9 +426,23 @@ static void sync_grads(gen *g, int a, int b)
   int lastl[3] = {-1, -1, -1};
   for (int i = b - 1; i >= a; i--) {
     const ts_layer_exec *e = &p->exec[i];
-    int w = p->ps > 0 ? 0 : e->expert ? 2 : e->dp_over_tp ? 1 : 0; /* servers take all */
+    /* With ZeRO the optimizer shards over dp only, so a gradient reduce-scattered over dp and
+     * tp would leave each tp member updating a different part of a parameter they all hold:
+     * sum it over tp first, then shard it over dp with the rest (Megatron-LM all-reduces the
+     * sequence-parallel layer-norm gradients over tp before the data-parallel reduction,
+     * Korthikanti et al. 2022, section 4.2.2). */
+    gboolean tp_first = p->ps == 0 && p->zero >= 1 && e->dp_over_tp;
+    int w = p->ps > 0 || tp_first ? 0 : e->expert ? 2 : e->dp_over_tp ? 1 : 0; /* servers take all */
     if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
       continue;
+    if (tp_first) {
+      /* On the gradient stream, so the bucket's reduce-scatter follows it. */
+      double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
+      ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, bytes, TS_CAT_COMM_DP, S_DP);
+      g_snprintf(g->label, sizeof g->label, "grad all-reduce %s..%s", m->layers[i].name,
+                 m->layers[i].name);
+      emit(g, &op, text_label(g, g->label), &g->wgrad_op[i], 1);
+    }
     if (bk[w].first < 0)
       bk[w].first = i;
     bk[w].bytes += ts_plan_layer_params(p, i) * m->dtype_bytes;

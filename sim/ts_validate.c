@@ -147,6 +147,7 @@ static void rank_free(vd_exec *e, vd_rank *r)
   g_free(r->own_hi);
   g_free(r->holds);
   g_free(r->own_tp);
+  g_free(r->tp_summed);
   g_free(r->materialized);
   g_free(r->y);
   g_free(r->dx);
@@ -199,6 +200,7 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
   r->own_hi = g_new0(gint64, MAX(nt, 1));
   r->holds = g_new0(gboolean, MAX(nl, 1));
   r->own_tp = g_new0(gboolean, MAX(nl, 1));
+  r->tp_summed = g_new0(gboolean, MAX(nl, 1));
   r->materialized = g_new0(gboolean, MAX(nl, 1));
   for (int i = 0; i < nl; i++) {
     r->holds[i] = e->stage[i] == r->pp;

@@ -435,8 +435,18 @@ static gboolean dp_over_tp(const vd_exec *e, int i)
          (e->work[i] == VD_BATCH || e->work[i] == VD_SEQ);
 }
 
+/* Is the op's group the tp axis alone (no data-parallel axis)? */
+static gboolean tp_only(const vd_run *run, int group)
+{
+  const vd_exec *e = run->e;
+  return group >= 0 && e->T > 1 && e->ax[TS_AX_TP] >= 0 &&
+         group_has_axis(run, group, e->ax[TS_AX_TP]) &&
+         !(e->ax[TS_AX_DP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_DP]));
+}
+
 /* The layers a gradient op synchronises: those of lo..hi on the chip whose gradient needs the
- * op's group (dp alone, or dp and tp), last layer first as the planner fills a bucket. */
+ * op's group (dp alone, or dp and tp; or dp alone once a tp-only all-reduce summed it, as the
+ * planner does with ZeRO), last layer first as the planner fills a bucket. */
 static int sync_layers(const vd_run *run, const vd_rank *r, const vo_info *v, int group, int *out)
 {
   const vd_exec *e = run->e;
@@ -444,7 +454,9 @@ static int sync_layers(const vd_run *run, const vd_rank *r, const vo_info *v, in
       group >= 0 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_TP]);
   int c = 0;
   for (int i = v->hi; i >= v->lo; i--)
-    if (r->holds[i] && e->net->layers[i].ntensors > 0 && (group < 0 || dp_over_tp(e, i) == with_tp))
+    if (r->holds[i] && e->net->layers[i].ntensors > 0 &&
+        (group < 0 || dp_over_tp(e, i) == with_tp ||
+         (!with_tp && dp_over_tp(e, i) && r->tp_summed[i])))
       out[c++] = i;
   return c;
 }
@@ -1002,6 +1014,19 @@ static void unpack_params(vd_run *run, coll_ctx *c, const ts_coll_plan *plan, co
   const ts_op *op = c->op;
   for (int m = 0; m < c->nm; m++) {
     vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
+    if (c->v->kind == VO_GRAD && op->coll == TS_COLL_ALLREDUCE && tp_only(run, op->group)) {
+      /* A sum over tp alone replaces the local gradient: the data-parallel sync follows. */
+      gint64 pos = 0;
+      for (int q = 0; q < nlay; q++) {
+        const vd_layer *L = &e->net->layers[layers[q]];
+        for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
+          memcpy(r->g[t], (char *)c->bufs[m] + k->elem * (gsize)pos, k->elem * (gsize)r->n[t]);
+          pos += r->n[t];
+        }
+        r->tp_summed[layers[q]] = TRUE;
+      }
+      continue;
+    }
     if (c->v->kind == VO_GRAD && op->coll == TS_COLL_ALLREDUCE) {
       gint64 pos = 0;
       for (int q = 0; q < nlay; q++) {

@@ -169,6 +169,8 @@ typedef struct {
   gint64 *own_lo, *own_hi;       /* per tensor: elements this chip owns (ZeRO, servers) */
   gboolean *own_tp;              /* per layer: owned over dp and tp (its gradient was
                                     reduce-scattered over both), else over dp */
+  gboolean *tp_summed;           /* per layer: its local gradient was summed over tp alone
+                                    (ZeRO: before the data-parallel reduce-scatter) */
   gboolean *holds;               /* per layer: on this chip's pipeline stage */
   gboolean *materialized;        /* per layer: parameters whole (ZeRO-3 gathers them) */
   int adam_step;

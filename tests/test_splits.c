@@ -895,3 +895,24 @@ Test(experts, all_to_all_and_expert_shards)
   double a = rr.step_time_s, b = full.step_time_s;
   cr_assert_eq(a, b, "collapsed %.17g != full %.17g", a, b);
 }
+
+Test(tensor, row_split_biases_are_whole_on_every_member)
+{
+  /* Megatron's RowParallelLinear adds its bias after the all-reduce, so a row-split layer's
+   * bias and attention's output bias are whole on every member; weights and column biases are
+   * split (Shoeybi et al. 2019, section 3). validate-transformer, h = 8, ffn 16, tp = 2:
+   * norms 2 x 16 whole; attention 4h^2/2 + 3h/2 + h = 148; fc1 (8*16 + 16)/2 = 72;
+   * fc2 16*8/2 + 8 = 72; head (replicated) 64 + 8 = 72: 396 per chip (672 unsplit). */
+  g_autoptr(ts_topo) t = ring_topo(2, 1e18, 0);
+  g_autoptr(ts_model) m = load_model("validate-transformer");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=2", 2, 2);
+  static const double want[] = {16, 148, 16, 72, 72, 72};
+  cr_assert_eq(m->nlayers, (int)G_N_ELEMENTS(want));
+  for (int i = 0; i < m->nlayers; i++) {
+    double got = ts_plan_layer_params(p, i);
+    cr_assert_float_eq(got, want[i], 1e-9, "%s: %g parameters per chip, expected %g",
+                       m->layers[i].name, got, want[i]);
+  }
+  double psi = p->params_per_chip;
+  cr_assert_float_eq(psi, 396.0, 1e-9, "%g parameters per chip", psi);
+}
