@@ -21,7 +21,7 @@
 
 static const char *const topology_keys[] = {"name", NULL};
 static const char *const chip_keys[] = {
-    "name", "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency",
+    "name",           "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency",
     "op_overhead_us", NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};

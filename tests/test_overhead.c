@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define REL_TOL 1e-12
-#define SG_REL_TOL 0.005 /* the simgrid backend's agreement with the analytic one (test_simgrid) */
+#define SG_REL_TOL 0.005 /* simgrid vs analytic where nothing is shared (test_simgrid) */
 
 #define CHIP                                                                                       \
   "[chip]\nname = Test chip\npeak_tflops = 100\nmemory_GiB = 16\nmemory_bandwidth_GBps = 1000\n"
@@ -56,8 +56,7 @@ Test(overhead, bad_values_are_one_line_errors)
               want);
     cr_assert(strstr(error->message, "[0, 1000000]") != NULL, "message '%s' lacks the range",
               error->message);
-    cr_assert(strchr(error->message, '\n') == NULL, "message '%s' is not one line",
-              error->message);
+    cr_assert(strchr(error->message, '\n') == NULL, "message '%s' is not one line", error->message);
   }
 }
 
@@ -72,14 +71,14 @@ Test(overhead, compute_time_is_the_roofline_floored_by_the_overhead)
   const struct {
     double flops, bytes, want_s;
   } c[] = {
-      {1e9, 0, 1e-3},      /* 20 us of arithmetic: the floor */
-      {0, 1e5, 1e-3},      /* 0.1 us of memory traffic: the floor */
-      {4.9e10, 0, 1e-3},   /* 0.98 ms: still the floor */
-      {5e10, 0, 1e-3},     /* exactly 1 ms: both */
-      {1e12, 0, 20e-3},    /* 20 ms: the arithmetic */
-      {1e9, 5e9, 5e-3},    /* 5 ms of memory traffic */
-      {1e12, 5e9, 20e-3},  /* arithmetic beats memory */
-      {0, 0, 0},           /* no work, no launch */
+      {1e9, 0, 1e-3},     /* 20 us of arithmetic: the floor */
+      {0, 1e5, 1e-3},     /* 0.1 us of memory traffic: the floor */
+      {4.9e10, 0, 1e-3},  /* 0.98 ms: still the floor */
+      {5e10, 0, 1e-3},    /* exactly 1 ms: both */
+      {1e12, 0, 20e-3},   /* 20 ms: the arithmetic */
+      {1e9, 5e9, 5e-3},   /* 5 ms of memory traffic */
+      {1e12, 5e9, 20e-3}, /* arithmetic beats memory */
+      {0, 0, 0},          /* no work, no launch */
   };
   for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
     double got = ts_compute_time(t, c[i].flops, c[i].bytes);
