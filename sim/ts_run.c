@@ -72,54 +72,24 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
 }
 
 /* Pipe framing between the child that runs SimGrid and its parent. */
-static gboolean write_all(int fd, const void *buf, size_t n)
-{
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return FALSE;
-    p += w;
-    n -= (size_t)w;
-  }
-  return TRUE;
-}
-
 static void write_str(int fd, const char *s)
 {
   guint32 n = s != NULL ? (guint32)strlen(s) + 1 : 0;
-  write_all(fd, &n, sizeof n);
+  ts_write_all(fd, &n, sizeof n);
   if (n > 0)
-    write_all(fd, s, n);
-}
-
-static gboolean read_all(int fd, void *buf, size_t n)
-{
-  char *p = buf;
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return FALSE;
-    p += r;
-    n -= (size_t)r;
-  }
-  return TRUE;
+    ts_write_all(fd, s, n);
 }
 
 static gboolean read_str(int fd, char **out)
 {
   guint32 n;
   *out = NULL;
-  if (!read_all(fd, &n, sizeof n) || n > (1u << 26))
+  if (ts_read_all(fd, &n, sizeof n) != 1 || n > (1u << 26))
     return FALSE;
   if (n == 0)
     return TRUE;
   *out = g_malloc(n);
-  if (!read_all(fd, *out, n) || (*out)[n - 1] != '\0') {
+  if (ts_read_all(fd, *out, n) != 1 || (*out)[n - 1] != '\0') {
     g_clear_pointer(out, g_free);
     return FALSE;
   }
@@ -151,10 +121,10 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
     GError *err = NULL;
     gint32 ok = replay_here(tr, t, ro, &res, &ex, &err);
     gint32 code = err != NULL ? err->code : 0;
-    write_all(fd[1], &ok, sizeof ok);
-    write_all(fd[1], &code, sizeof code);
-    write_all(fd[1], &res, sizeof res);
-    write_all(fd[1], &ex.flows, sizeof ex.flows);
+    ts_write_all(fd[1], &ok, sizeof ok);
+    ts_write_all(fd[1], &code, sizeof code);
+    ts_write_all(fd[1], &res, sizeof res);
+    ts_write_all(fd[1], &ex.flows, sizeof ex.flows);
     write_str(fd[1], err != NULL ? err->message : NULL);
     write_str(fd[1], ex.link_summary);
     write_str(fd[1], ex.network_config);
@@ -165,9 +135,11 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
   gint32 ok = 0, code = 0;
   gint64 flows = 0;
   char *msg = NULL, *summary = NULL, *config = NULL;
-  gboolean got = read_all(fd[0], &ok, sizeof ok) && read_all(fd[0], &code, sizeof code) &&
-                 read_all(fd[0], out, sizeof *out) && read_all(fd[0], &flows, sizeof flows) &&
-                 read_str(fd[0], &msg) && read_str(fd[0], &summary) && read_str(fd[0], &config);
+  gboolean got = (ts_read_all(fd[0], &ok, sizeof ok) == 1) &&
+                 (ts_read_all(fd[0], &code, sizeof code) == 1) &&
+                 (ts_read_all(fd[0], out, sizeof *out) == 1) &&
+                 (ts_read_all(fd[0], &flows, sizeof flows) == 1) && read_str(fd[0], &msg) &&
+                 read_str(fd[0], &summary) && read_str(fd[0], &config);
   close(fd[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

@@ -7,29 +7,12 @@
 #include "ts_trace.h"
 #include "ts_util.h"
 
+#include "ts_test.h"
 #include <criterion/criterion.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
-
-static ts_topo *load_topo(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_topo *t = ts_topo_load(path, &err);
-  cr_assert_not_null(t, "%s", err ? err->message : "");
-  return t;
-}
-
-static ts_model *load_model(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_model *m = ts_model_load(path, &err);
-  cr_assert_not_null(m, "%s", err ? err->message : "");
-  return m;
-}
 
 /* n chips in a ring; links so fast and latency-free that point-to-point costs vanish. */
 static ts_topo *ring_topo(int n, double bw, double lat)

@@ -5,6 +5,7 @@
 #include "ts_util.h"
 #include "ts_validate.h"
 
+#include "ts_test.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -12,15 +13,6 @@
 
 static const char *const models[] = {"validate-mlp", "validate-cnn", "validate-transformer"};
 static const ts_prec precs[] = {TS_PREC_F32, TS_PREC_F64};
-
-static ts_model *load_model(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_model *m = ts_model_load(path, &err);
-  cr_assert_not_null(m, "%s", err ? err->message : "");
-  return m;
-}
 
 typedef struct {
   const char *topo;   /* in-memory spec, NULL: sized to the split */
@@ -403,30 +395,15 @@ Test(validate, deterministic)
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-typedef struct {
-  int status;
-  char *out, *err;
-} run_result;
-
 static run_result cmd(const char *args)
 {
-  g_autofree char *line = g_strdup_printf("%s validate %s", TS_TRAINSIM_BIN, args);
-  gchar **argv = NULL;
-  GError *e = NULL;
-  cr_assert(g_shell_parse_argv(line, NULL, &argv, &e));
-  run_result r = {0};
-  int wait = 0;
-  cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e),
-            "%s", e ? e->message : "");
-  g_strfreev(argv);
-  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
-  return r;
+  g_autofree char *line = g_strdup_printf("validate %s", args);
+  return run(line);
 }
 
 static void cmd_free(run_result *r)
 {
-  g_free(r->out);
-  g_free(r->err);
+  run_free(r);
 }
 
 static void expect_input_error(const char *args, const char *needle)
