@@ -281,8 +281,9 @@ int ts_cmd_calibrate(int argc, char **argv)
   ts_calib_sample *s = (ts_calib_sample *)samples->data;
   int n = (int)samples->len;
 
-  /* Fit: the pure roofline is what the simulator computes (ts_compute_time has no per-call
-   * term), so it is what the profile records; the overhead fit is printed as a diagnostic. */
+  /* Fit: the pure roofline is what the simulator computes (ts_compute_time has no additive
+   * per-call term; [chip] op_overhead_us is a floor, not written here), so it is what the
+   * profile records; the overhead fit is printed as a diagnostic. */
   ts_calib_fit fit, fit_ov;
   if (!ts_calib_fit_roofline(s, n, peak, FALSE, &fit, &error) ||
       !ts_calib_fit_roofline(s, n, peak, TRUE, &fit_ov, &error)) {

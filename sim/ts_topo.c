@@ -21,7 +21,8 @@
 
 static const char *const topology_keys[] = {"name", NULL};
 static const char *const chip_keys[] = {
-    "name", "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency", NULL};
+    "name",           "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency",
+    "op_overhead_us", NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
 static const char *const dim_keys[] = {
@@ -113,7 +114,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                 path);
     return FALSE;
   }
-  double tflops, mem_gib, mem_gbps;
+  double tflops, mem_gib, mem_gbps, overhead_us;
   if (!ts_kf_check_keys(kf, path, g, chip_keys, error) ||
       !read_name(kf, path, g, "name", "the chip's name, e.g. TPU v3", &c->name, error) ||
       !read_number(kf, path, g, "peak_tflops", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
@@ -123,8 +124,11 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !read_number(kf, path, g, "memory_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
                    "a device memory bandwidth in GB/s (1e9 B/s)", &mem_gbps, error) ||
       !read_number(kf, path, g, "compute_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
-                   "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error))
+                   "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error) ||
+      !read_number(kf, path, g, "op_overhead_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
+                   "the minimum time of one compute op in us (0 = none)", &overhead_us, error))
     return FALSE;
+  c->op_overhead_s = overhead_us * US;
   c->peak_flops = tflops * TFLOP;
   c->memory_bytes = mem_gib * GIB;
   c->memory_bw_Bps = mem_gbps * GB;

@@ -36,6 +36,9 @@ typedef struct {
   double host_flops;         /* host CPU FLOP/s available per chip for optimizer steps */
   double nvme_bw_Bps;        /* NVMe read/write bandwidth per chip */
   double nvme_bytes;         /* NVMe capacity per chip */
+  /* [chip] op_overhead_us: the minimum time of one compute op (kernel launches, framework);
+   * ts_compute_time returns max(roofline, this). 0 where a topology does not give it. */
+  double op_overhead_s;
 } ts_chip;
 
 /** A topology. Chip id = sum(coord[d] * stride[d]), dimension 0 fastest. */

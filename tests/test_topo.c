@@ -70,7 +70,7 @@ typedef struct {
 #define A100_NVLINK_BPS (300e9 * 0.722)
 #define A100_NVLINK_LAT_S 6.34e-6
 /* DGX A100 compute_efficiency: fitted to vTrain's Megatron iteration times (same test). */
-#define A100_COMPUTE_EFF 0.645
+#define A100_COMPUTE_EFF 0.625
 
 /* Expected values restate the sources cited in each file (see docs/topologies.md). */
 static const shipped SHIPPED[] = {
