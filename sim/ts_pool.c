@@ -111,7 +111,7 @@ static void put_str(GByteArray *b, const char *s)
     g_byte_array_append(b, (const guint8 *)s, n);
 }
 
-static GByteArray *encode(gint32 k, const ts_outcome *o)
+GByteArray *ts_outcome_encode(gint32 k, const ts_outcome *o)
 {
   GByteArray *b = g_byte_array_new();
   guint32 len = 0;
@@ -148,7 +148,7 @@ static gboolean get_str(const guint8 **p, const guint8 *end, char **out)
   return TRUE;
 }
 
-static gboolean decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
+gboolean ts_outcome_decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
 {
   const guint8 *end = p + len;
   gint32 head[3];
@@ -220,7 +220,7 @@ static G_NORETURN void worker_main(const ts_config *cfg, const int *idx, int cmd
       _exit(0);
     ts_outcome o;
     ts_pool_predict(&cfg[idx[k]], &o);
-    GByteArray *b = encode(k, &o);
+    GByteArray *b = ts_outcome_encode(k, &o);
     gboolean ok = write_all(res_fd, b->data, b->len);
     g_byte_array_unref(b);
     ts_outcome_clear(&o);
@@ -353,7 +353,7 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
       }
       gint32 k = -1;
       ts_outcome oc;
-      if (r != 1 || !decode(buf, len, &k, &oc) || k != w->busy) {
+      if (r != 1 || !ts_outcome_decode(buf, len, &k, &oc) || k != w->busy) {
         g_free(buf);
         int st = 0;
         close(w->cmd_fd);
