@@ -413,7 +413,7 @@ int ts_cmd_check(int argc, char **argv)
       gboolean bad = s->has_golden && !(fabs(drift) <= s->tol_pct);
       drifted += bad;
       missing += !s->has_golden;
-      cells[i] = g_new0(char *, NC);
+      cells[i] = g_new0(char *, NC + 1); /* NULL-terminated for g_strfreev */
       cells[i][0] = g_strdup(s->name);
       cells[i][1] = s->has_golden
                         ? g_strdup(g_ascii_formatd(b[0], sizeof b[0], "%.6g", s->golden_s))
