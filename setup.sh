@@ -2,8 +2,8 @@
 # Installs what trainsim needs (Debian 12 packages) when missing, then configures and builds it
 # in ./build. Safe to run again: it installs nothing that is present and rebuilds incrementally.
 #   ./setup.sh          install, build
-#   ./setup.sh --test   install, build, run every test; then the same suite again in a second
-#                       build with AddressSanitizer and UndefinedBehaviorSanitizer (./build-asan)
+#   ./setup.sh --test   install, build, run every test; then the suite again (less the tests
+#                       labelled slow) in a build with AddressSanitizer and UBSan (./build-asan)
 set -euo pipefail
 mode=${1:-build}
 case "$mode" in build|--test) ;; *) echo "usage: ./setup.sh [--test]" >&2; exit 2 ;; esac
@@ -39,4 +39,4 @@ build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$(nproc)"
+  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" --label-exclude slow

@@ -242,18 +242,6 @@ static gboolean unique_groups(const char *path, const char *text, GError **error
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-static void pad(GString *s, const char *text, int w, gboolean right)
-{
-  int len = (int)g_utf8_strlen(text, -1);
-  if (right)
-    for (int i = len; i < w; i++)
-      g_string_append_c(s, ' ');
-  g_string_append(s, text);
-  if (!right)
-    for (int i = len; i < w; i++)
-      g_string_append_c(s, ' ');
-}
-
 int ts_cmd_check(int argc, char **argv)
 {
   gboolean update = FALSE;
@@ -433,12 +421,12 @@ int ts_cmd_check(int argc, char **argv)
     }
     GString *t = g_string_new(NULL);
     for (int c = 0; c < NC; c++) {
-      pad(t, head[c], c + 1 < NC ? w[c] : 0, right[c]);
+      ts_append_cell(t, head[c], c + 1 < NC ? w[c] : 0, right[c]);
       g_string_append(t, c + 1 < NC ? "  " : "\n");
     }
     for (int i = 0; i < n; i++) {
       for (int c = 0; c < NC; c++) {
-        pad(t, cells[i][c], c + 1 < NC ? w[c] : 0, right[c]);
+        ts_append_cell(t, cells[i][c], c + 1 < NC ? w[c] : 0, right[c]);
         g_string_append(t, c + 1 < NC ? "  " : "\n");
       }
       g_strfreev(cells[i]);

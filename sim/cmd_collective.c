@@ -168,7 +168,7 @@ int ts_cmd_collective(int argc, char **argv)
   ts_group_shape shape;
   ts_group_shape_dims(topo, dims, nd, &shape);
   int n = ts_group_size(&shape);
-  ts_run_options ro = {backend ? backend : "analytic", (const char *const *)cfg, FALSE};
+  ts_run_options ro = {.backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = FALSE};
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
   for (guint i = 0; i < sizes->len; i++) {
     coll_row row = {g_array_index(sizes, double, i), 0, (ts_coll_algo)algo};

@@ -83,8 +83,7 @@ int ts_cmd_platform(int argc, char **argv)
   if (p == NULL)
     return ts_cmd_fail("platform", error);
   g_autofree char *xml = ts_platform_xml(p, (ts_platform_routing)r, &error);
-  if (xml == NULL ||
-      !ts_write_file_atomic(output != NULL ? output : "-", xml, strlen(xml), &error))
+  if (xml == NULL || !ts_write_file_atomic(output != NULL ? output : "-", xml, strlen(xml), &error))
     return ts_cmd_fail("platform", error);
   return 0;
 }

@@ -48,7 +48,7 @@ int ts_cmd_replay(int argc, char **argv)
   g_autoptr(ts_topo) topo = tpath ? ts_topo_load(tpath, &err) : NULL;
   if (topo == NULL)
     return ts_cmd_fail("replay", err);
-  ts_run_options ro = {backend ? backend : "analytic", (const char *const *)cfg, full};
+  ts_run_options ro = {.backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
   ts_replay_result rr;
   if (!ts_run_replay(tr, topo, &ro, &rr, &err)) {
     g_prefix_error(&err, "%s: ", path);

@@ -36,6 +36,7 @@ int ts_cmd_run(int argc, char **argv)
   gint64 global_batch = 0, micro_batch = 0;
   double bucket_MiB = 25.0;
   gboolean full = FALSE, plot = FALSE;
+  g_autofree char *link_report = NULL;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or shipped name (topologies/NAME.ini)", "T"},
@@ -63,6 +64,10 @@ int ts_cmd_run(int argc, char **argv)
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "Extra SimGrid configuration (simgrid backend), e.g. network/model:LV08; repeatable",
        "KEY:VALUE"},
+      {"link-report", 0, 0, G_OPTION_ARG_FILENAME, &link_report,
+       "simgrid backend: write every link's load (bytes, busy s, busy fraction, top operation) "
+       "as CSV; needs one --split",
+       "FILE.csv"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &full,
        "Replay every rank even where ranks are identical (slower; same result)", NULL},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: text (default), csv, json",
@@ -127,6 +132,13 @@ int ts_cmd_run(int argc, char **argv)
   }
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("run", err);
+  if (link_report != NULL &&
+      (backend == NULL || strcmp(backend, "simgrid") != 0 || g_strv_length(splits) != 1)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--link-report %s: expected --backend simgrid and exactly one --split",
+                link_report);
+    return ts_cmd_fail("run", err);
+  }
   if (timeline != NULL && (splits == NULL || splits[0] == NULL || splits[1] != NULL)) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--timeline %s: expected exactly one --split (a timeline shows one split's step)",
@@ -159,7 +171,9 @@ int ts_cmd_run(int argc, char **argv)
   po.micro_batch = micro_batch;
   po.bucket_bytes = bucket_MiB * 1024 * 1024;
   po.algo = (ts_coll_algo)algo;
-  ts_run_options ro = {backend ? backend : "analytic", (const char *const *)cfg, full};
+  ts_run_options ro = {
+      .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
+  ro.link_report = link_report;
 
   gboolean defaults = splits == NULL;
   g_autoptr(GPtrArray) list = defaults ? default_splits(topo) : g_ptr_array_new();

@@ -1,13 +1,224 @@
-/* cmd_validate: the `trainsim validate` subcommand (not built yet). */
+/* cmd_validate: `trainsim validate`, split equivalence: executes the planner's trace of each
+ * split on real numeric kernels and compares parameters with the single-processor reference
+ * (ts_validate.h). Exit status 0 when every run passes, 1 when one fails, 2 on bad input. */
 #include "ts_cmd.h"
 #include "ts_util.h"
+#include "ts_validate.h"
 
 #include <stdio.h>
+#include <string.h>
+
+/* The validation networks and the splits run when none is given: data parallel on one and two
+ * dimensions, tensor parallel, both on a 2D array, and gradient accumulation. */
+static const char *const default_models[] = {"validate-mlp", "validate-cnn", "validate-transformer",
+                                             NULL};
+static const char *const default_splits[] = {"dp=1",      "dp=4",          "dp=8@x+y",
+                                             "tp=2",      "tp=4",          "tp=2@x,dp=2@y",
+                                             "tp=2,dp=4", "tp=4@x,dp=2@y", NULL};
+
+typedef struct {
+  const char *spec;
+  ts_topo *topo; /* owned */
+} topo_entry;
+
+/* A topology: a file or shipped name, or a small array spec (torus:4x2, switch:2x2, ...). */
+static ts_topo *load_topology(const char *name, GError **error)
+{
+  if (strchr(name, ':') != NULL && !g_file_test(name, G_FILE_TEST_EXISTS))
+    return ts_validate_topology(name, error);
+  g_autofree char *path = ts_resolve_data_file(name, "topologies", error);
+  return path ? ts_topo_load(path, error) : NULL;
+}
+
+/* Chips a split asks for: the product of its degrees (an unstated dp is 1). */
+static int split_chips(const ts_split *s)
+{
+  gint64 c = 1;
+  for (int a = 0; a < TS_AX_N; a++)
+    c *= s->degree[a] > 0 ? s->degree[a] : 1;
+  return (int)MIN(c, 1 << 20);
+}
 
 int ts_cmd_validate(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "trainsim validate: not implemented yet\n");
-  return TS_EXIT_INPUT;
+  g_auto(GStrv) models = NULL, splits = NULL, drop_ops = NULL, drop_deps = NULL;
+  g_autofree char *topo_name = NULL, *prec_name = NULL, *algo_name = NULL, *opt_name = NULL;
+  ts_validate_options o;
+  ts_validate_options_default(&o);
+  gint64 steps = o.steps, seed = (gint64)o.seed;
+  double tolerance = 0;
+  gboolean verbose = FALSE;
+  GOptionEntry entries[] = {
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &models,
+       "Validation network (repeatable; default: validate-mlp, validate-cnn, "
+       "validate-transformer)",
+       "M"},
+      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
+       "Split as for `trainsim run` (repeatable; default: a set of dp, tp and hybrid splits)", "S"},
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
+       "Topology file or name, or torus:AxB, mesh:AxB, ring:N, switch:GxN (default: a torus as "
+       "square as the split's chip count allows)",
+       "T"},
+      {"precision", 'p', 0, G_OPTION_ARG_STRING, &prec_name, "fp32 (default), fp64 or both", "P"},
+      {"steps", 0, 0, G_OPTION_ARG_INT64, &steps, "Training steps (default 2)", "N"},
+      {"algorithm", 'a', 0, G_OPTION_ARG_STRING, &algo_name,
+       "Collective algorithm recorded on every collective: auto (default, as the backends "
+       "pick), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct, or all "
+       "(each in turn; those that do not apply to a split are skipped)",
+       "A"},
+      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &o.global_batch, "Samples per step (default 8)",
+       "N"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch,
+       "Samples per micro-batch per replica (default: the replica's whole batch)", "N"},
+      {"bucket-bytes", 0, 0, G_OPTION_ARG_DOUBLE, &o.bucket_bytes,
+       "Data-parallel gradient bucket in bytes (default 256: several buckets)", "BYTES"},
+      {"optimizer", 0, 0, G_OPTION_ARG_STRING, &opt_name, "sgd (default, momentum 0.9) or adam",
+       "O"},
+      {"lr", 0, 0, G_OPTION_ARG_DOUBLE, &o.lr, "Learning rate (default 0.1)", "LR"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of parameters and data (default 42)", "N"},
+      {"tolerance", 0, 0, G_OPTION_ARG_DOUBLE, &tolerance,
+       "Largest normwise relative error accepted (default 1e-5 fp32, 1e-12 fp64)", "X"},
+      {"drop-op", 0, 0, G_OPTION_ARG_STRING_ARRAY, &drop_ops,
+       "Negative test: ops with this label do nothing (e.g. 'fc2 fwd all-reduce'); repeatable",
+       "LABEL"},
+      {"drop-deps", 0, 0, G_OPTION_ARG_STRING_ARRAY, &drop_deps,
+       "Negative test: ops with this label lose their explicit dependencies; repeatable", "LABEL"},
+      {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose,
+       "Per-tensor errors and per-chip bytes for every run", NULL},
+      {NULL}};
+  g_autoptr(GError) err = NULL;
+  if (!ts_cmd_parse(
+          "validate", "",
+          "Executes the planner's trace of each split on real fp32/fp64 kernels (each chip holds "
+          "only its shard; collectives run their real decomposition) and compares the "
+          "parameters after the step(s) with one processor's, and the bytes each chip sent with "
+          "the trace's.",
+          "Examples:\n"
+          "  trainsim validate                                      # the default suite\n"
+          "  trainsim validate -m validate-transformer -s tp=2@x,dp=2@y -p fp64 -v\n"
+          "  trainsim validate -m validate-mlp -s dp=8@x+y -t torus:4x2 -a all\n"
+          "  trainsim validate -m validate-mlp -s tp=2 --drop-op 'fc2 fwd all-reduce'  # fails\n"
+          "Exit status: 0 every run passed, 1 a run failed, 2 bad input. docs/validation.md",
+          entries, &argc, &argv, &err))
+    return ts_cmd_fail("validate", err);
+  if (argc > 1) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    return ts_cmd_fail("validate", err);
+  }
+  /* Options, checked before anything runs. */
+  gboolean both = FALSE;
+  if (prec_name == NULL || strcmp(prec_name, "fp32") == 0)
+    o.prec = TS_PREC_F32;
+  else if (strcmp(prec_name, "fp64") == 0)
+    o.prec = TS_PREC_F64;
+  else if (strcmp(prec_name, "both") == 0)
+    both = TRUE;
+  else {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--precision '%s': expected fp32, fp64 or both",
+                prec_name);
+    return ts_cmd_fail("validate", err);
+  }
+  gboolean all_algos = algo_name != NULL && strcmp(algo_name, "all") == 0;
+  int algo = algo_name == NULL || all_algos ? TS_ALGO_AUTO : ts_coll_algo_parse(algo_name);
+  if (algo < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--algorithm '%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
+                "halving-doubling, direct or all",
+                algo_name);
+    return ts_cmd_fail("validate", err);
+  }
+  if (opt_name != NULL && strcmp(opt_name, "sgd") != 0 && strcmp(opt_name, "adam") != 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--optimizer '%s': expected sgd or adam", opt_name);
+    return ts_cmd_fail("validate", err);
+  }
+  o.optimizer = opt_name && strcmp(opt_name, "adam") == 0 ? TS_VALIDATE_ADAM : TS_VALIDATE_SGD;
+  if (steps < 1 || steps > 1000 || o.global_batch < 1 || o.global_batch > 1 << 16 ||
+      o.micro_batch < 0 || !(o.bucket_bytes > 0) || !(o.lr > 0) || tolerance < 0 || seed < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--steps %" G_GINT64_FORMAT ", --global-batch %" G_GINT64_FORMAT
+                ", --micro-batch %" G_GINT64_FORMAT
+                ", --bucket-bytes, --lr, --tolerance, --seed: expected 1..1000 steps, a batch "
+                "in 1..65536, a micro-batch >= 0 and positive values",
+                steps, o.global_batch, o.micro_batch);
+    return ts_cmd_fail("validate", err);
+  }
+  o.steps = (int)steps;
+  o.seed = (guint64)seed;
+  o.tolerance = tolerance;
+  o.drop_ops = (const char *const *)drop_ops;
+  o.drop_deps = (const char *const *)drop_deps;
+
+  /* Models and splits, all loaded before the first run. */
+  const char *const *mnames = models ? (const char *const *)models : default_models;
+  const char *const *snames = splits ? (const char *const *)splits : default_splits;
+  GPtrArray *mlist = g_ptr_array_new_with_free_func((GDestroyNotify)ts_model_free);
+  GPtrArray *slist = g_ptr_array_new_with_free_func((GDestroyNotify)ts_split_free);
+  g_autoptr(ts_topo) given = NULL;
+  int status = 0;
+  GString *out = g_string_new(NULL);
+  for (const char *const *mn = mnames; *mn != NULL && err == NULL; mn++) {
+    g_autofree char *path = ts_resolve_data_file(*mn, "models", &err);
+    ts_model *m = path ? ts_model_load(path, &err) : NULL;
+    if (m != NULL)
+      g_ptr_array_add(mlist, m);
+  }
+  for (const char *const *sn = snames; *sn != NULL && err == NULL; sn++) {
+    ts_split *s = ts_split_parse(*sn, &err);
+    if (s != NULL)
+      g_ptr_array_add(slist, s);
+  }
+  if (err == NULL && topo_name != NULL)
+    given = load_topology(topo_name, &err);
+  if (err != NULL) {
+    status = ts_cmd_fail("validate", err);
+    goto done;
+  }
+
+  ts_prec precs[2] = {o.prec, TS_PREC_F64};
+  if (both)
+    precs[0] = TS_PREC_F32;
+  int nprec = both ? 2 : 1;
+  int runs = 0, passed = 0, skipped = 0;
+  gboolean single = mlist->len == 1 && slist->len == 1 && nprec == 1 && !all_algos;
+  for (guint mi = 0; mi < mlist->len; mi++)
+    for (guint si = 0; si < slist->len; si++) {
+      const ts_split *s = g_ptr_array_index(slist, si);
+      g_autoptr(ts_topo) own = given ? NULL : ts_validate_default_topology(split_chips(s));
+      const ts_topo *t = given ? given : own;
+      for (int pi = 0; pi < nprec; pi++)
+        for (int a = all_algos ? TS_ALGO_RING : algo; a <= (all_algos ? TS_ALGO_NALGOS - 1 : algo);
+             a++) {
+          ts_validate_options ro = o;
+          ro.prec = precs[pi];
+          ro.algo = (ts_coll_algo)a;
+          g_autoptr(GError) rerr = NULL;
+          g_autoptr(ts_validate_result) r =
+              ts_validate_run(g_ptr_array_index(mlist, mi), t, s, &ro, &rerr);
+          if (r == NULL) {
+            if (all_algos && rerr->code == TS_ERROR_INVALID &&
+                g_str_has_prefix(rerr->message, "--algorithm")) {
+              g_string_append_printf(out, "skipped: %s\n", rerr->message);
+              skipped++;
+              continue;
+            }
+            status = ts_cmd_fail("validate", rerr);
+            goto done;
+          }
+          runs++;
+          passed += r->passed;
+          g_autofree char *text = ts_validate_result_text(r, single || verbose);
+          g_string_append(out, text);
+        }
+    }
+  g_string_append_printf(out, "%d of %d runs passed", passed, runs);
+  if (skipped > 0)
+    g_string_append_printf(out, " (%d skipped: algorithm not applicable)", skipped);
+  g_string_append_c(out, '\n');
+  fputs(out->str, stdout);
+  status = passed == runs ? 0 : 1;
+done:
+  g_string_free(out, TRUE);
+  g_ptr_array_unref(mlist);
+  g_ptr_array_unref(slist);
+  return status;
 }

@@ -1,9 +1,10 @@
-/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts becomes
- * SimGrid actors on a platform built from the topology: a compute is an execution on the
- * chip's host; a send is a sender and a receiver actor exchanging one message; a collective
- * has one actor per member, which runs the member's sends and receives of its decomposition,
- * step after step. Flows of concurrent activities share links under max-min fairness (CM02),
- * so contention emerges instead of being assumed away.
+/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts is run
+ * by SimGrid actors on a platform built from the topology: a compute is an execution on the
+ * chip's host; a send is a sender and a receiver exchanging one message; a collective has one
+ * share per member, which runs the member's sends and receives of its decomposition, step
+ * after step. Flows of concurrent activities share links under max-min fairness (CM02), so
+ * contention emerges instead of being assumed away. Shares run on worker actors that are
+ * reused (see worker_main).
  *
  * Why actors per member and mailboxes rather than one driver sending host-to-host
  * (Comm::sendto_async): SimGrid 3.32 keeps every such detached comm in one list and removes a
@@ -15,7 +16,9 @@
 
 #include <errno.h>
 #include <math.h>
+#include <simgrid/barrier.h>
 #include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -31,8 +34,8 @@ const char *const ts_simgrid_pinned_cfg[] = {
      * reverse traffic, no TCP window cap (SimGrid network_cm02.cpp; measured in
      * docs/backends.md: every closed form matched to the printed precision). */
     "network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0",
-    /* Actors only run small C closures; 256 KiB stacks instead of 8 MiB keep thousands of
-     * concurrent collectives cheap. */
+    /* Workers run a share, the engine's completion code and the collective planner (no large
+     * stack arrays); 256 KiB stacks instead of 8 MiB keep thousands of workers cheap. */
     "contexts/stack-size:256",
 #ifdef __SANITIZE_ADDRESS__
     /* SimGrid's default context switching confuses AddressSanitizer. */
@@ -62,8 +65,8 @@ typedef struct sgb sgb;
 
 /* A decomposition indexed by step and member, so that each member finds its own sends and
  * receives of a step without scanning everyone's (a 4096-member step has 8192 transfers).
- * Within a step, a member's sends to one peer keep the order of the step's transfer list, and
- * so do the peer's receives: mailboxes match them first come, first served. */
+ * A pair exchanges at most one message per step (transfers merged), and both sides post
+ * their steps in order, so a mailbox per pair matches messages first come, first served. */
 typedef struct {
   ts_coll_plan *plan;
   int n, nsteps;
@@ -72,7 +75,13 @@ typedef struct {
   double *out_bytes;
   int *in_off; /* likewise into in_peer */
   int *in_peer;
+  int users; /* running activities using it; unused ones may be evicted */
+  gsize mem; /* bytes held */
 } plan_index;
+
+/* Plans are cached (the buckets of a data-parallel step repeat one size), but a 4096-member
+ * torus plan holds ~40 MB: unused plans go once the cache passes this. */
+#define PLAN_CACHE_BYTES ((gsize)256 << 20)
 
 typedef struct job job;
 
@@ -89,6 +98,7 @@ struct job {
   double compute_s; /* COMPUTE */
   int nparts, left; /* actors of this activity, and those still running */
   part *parts;
+  sg_bar_t bar; /* COLL with synchronous steps: members meet after every step */
 };
 
 struct sgb {
@@ -101,9 +111,15 @@ struct sgb {
   double t0, makespan;
   GError *error;     /* first error raised inside an actor */
   GHashTable *plans; /* key -> plan_index* */
+  gsize plans_mem;   /* bytes held by the cached plans */
   link_acc *acc;
   GPtrArray *label_names; /* label index -> char* */
   gint64 flows;
+  gboolean async_steps; /* trainsim/collective-steps:async */
+  /* Worker actors, reused: creating an actor maps and unmaps a stack, which cost more than
+   * the simulation itself on a data-parallel step (half the time in the kernel). */
+  GPtrArray **idle; /* per chip: idle workers on its host */
+  int live_jobs;    /* activities started and not yet reported */
 };
 
 static sgb *ctx_of(const ts_backend *b)
@@ -251,17 +267,18 @@ static void account(job *j, int src, const int *dst, const double *bytes, int n,
     g_array_set_size(route, 0);
     ts_platform_route(b->plat, src, dst[i], route);
     for (guint k = 0; k < route->len; k++)
-      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0,
-               end[i] - b->t0);
+      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0, end[i] - b->t0);
   }
   b->flows += n;
   g_array_unref(route);
 }
 
-/* Member m of a collective: its sends and receives of each step, step after step. A member
- * starts step k+1 when its own transfers of step k are done (its data for k+1 depends on them);
- * a send starts when both sides have reached it. Contention-free, this gives the analytic time
- * (the sum over steps of the slowest transfer) for every algorithm whose steps are uniform. */
+/* Member m of a collective: its sends and receives of each step, step after step. With
+ * synchronous steps (the default) every member waits for the whole step to end before the next,
+ * as the analytic time assumes (the sum over steps of the slowest transfer), so the two
+ * backends agree whenever no link is shared, whatever the algorithm. With asynchronous steps
+ * (trainsim/collective-steps:async) a member goes on as soon as its own transfers are done, as
+ * NCCL ranks do: its data for the next step depends only on them. */
 static void run_member(job *j, int m)
 {
   sgb *b = j->b;
@@ -274,27 +291,31 @@ static void run_member(job *j, int m)
   GArray *ins = g_array_new(FALSE, FALSE, sizeof(sg_mailbox_t));
   GArray *dst = g_array_new(FALSE, FALSE, sizeof(int));
   GArray *times = g_array_new(FALSE, FALSE, sizeof(double));
-  for (int s = 0; s < pi->nsteps && b->error == NULL; s++) {
+  if (!b->async_steps && j->bar == NULL)
+    j->bar = sg_barrier_init((unsigned)pi->n);
+  for (int s = 0; s < pi->nsteps; s++) {
     const int *oo = pi->out_off + (gsize)s * (pi->n + 1), *io = pi->in_off + (gsize)s * (pi->n + 1);
     int o0 = oo[m], no = oo[m + 1] - oo[m], i0 = io[m], ni = io[m + 1] - io[m];
-    if (no == 0 && ni == 0)
-      continue;
-    g_array_set_size(outs, (guint)no);
-    g_array_set_size(ins, (guint)ni);
-    g_array_set_size(dst, (guint)no);
-    g_array_set_size(times, 2 * (guint)no);
-    for (int k = 0; k < no; k++) {
-      int peer = pi->out_peer[o0 + k];
-      g_array_index(outs, sg_mailbox_t, k) = cached_mailbox(j, m, peer, TRUE, cache, &ncache);
-      g_array_index(dst, int, k) = ts_group_member_chip(b->topo, g, j->act.chip, peer);
+    if (no > 0 || ni > 0) {
+      g_array_set_size(outs, (guint)no);
+      g_array_set_size(ins, (guint)ni);
+      g_array_set_size(dst, (guint)no);
+      g_array_set_size(times, 2 * (guint)no);
+      for (int k = 0; k < no; k++) {
+        int peer = pi->out_peer[o0 + k];
+        g_array_index(outs, sg_mailbox_t, k) = cached_mailbox(j, m, peer, TRUE, cache, &ncache);
+        g_array_index(dst, int, k) = ts_group_member_chip(b->topo, g, j->act.chip, peer);
+      }
+      for (int k = 0; k < ni; k++)
+        g_array_index(ins, sg_mailbox_t, k) =
+            cached_mailbox(j, m, pi->in_peer[i0 + k], FALSE, cache, &ncache);
+      double *t = (double *)times->data;
+      ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no, (sg_mailbox_t *)ins->data,
+                     ni, t, t + no);
+      account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no);
     }
-    for (int k = 0; k < ni; k++)
-      g_array_index(ins, sg_mailbox_t, k) =
-          cached_mailbox(j, m, pi->in_peer[i0 + k], FALSE, cache, &ncache);
-    double *t = (double *)times->data;
-    ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no, (sg_mailbox_t *)ins->data,
-                   ni, t, t + no);
-    account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no);
+    if (!b->async_steps)
+      sg_barrier_wait(j->bar);
   }
   g_array_unref(outs);
   g_array_unref(ins);
@@ -316,58 +337,117 @@ static void run_send_side(job *j, int side)
 
 static void job_free(job *j)
 {
+  if (j->pi != NULL)
+    j->pi->users--;
+  if (j->bar != NULL)
+    sg_barrier_destroy(j->bar);
   g_free(j->parts);
   g_free(j);
 }
 
-static void part_main(void *arg)
+/* Runs one actor's share of an activity; the last share to end reports the activity. */
+static void run_part(part *p)
 {
-  part *p = arg;
   job *j = p->j;
   sgb *b = j->b;
-  if (b->error == NULL) {
-    switch (j->act.kind) {
-    case TS_OP_COMPUTE:
-      if (j->compute_s > 0)
-        ts_sg_execute(j->compute_s * HOST_SPEED);
-      break;
-    case TS_OP_SEND:
-      if (j->nparts == 2)
-        run_send_side(j, p->member);
-      break;
-    case TS_OP_COLL:
-      if (j->pi != NULL)
-        run_member(j, p->member);
-      break;
-    default:
-      break;
-    }
+  /* Activities under way finish even after an error (only their reports are dropped): an
+   * actor that stopped halfway could leave a partner waiting forever. */
+  switch (j->act.kind) {
+  case TS_OP_COMPUTE:
+    if (j->compute_s > 0)
+      ts_sg_execute(j->compute_s * HOST_SPEED);
+    break;
+  case TS_OP_SEND:
+    if (j->nparts == 2)
+      run_send_side(j, p->member);
+    break;
+  case TS_OP_COLL:
+    if (j->pi != NULL)
+      run_member(j, p->member);
+    break;
+  default:
+    break;
   }
   if (--j->left > 0)
     return;
-  /* The activity's last actor reports it. */
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
-  /* After an error the remaining actors drain without reporting: the engine has stopped. */
+  /* After an error the remaining activities drain without reporting: the engine has stopped. */
   if (b->error == NULL) {
     GError *e = NULL;
     if (!ts_replay_complete(b->r, j->act.token, end, &e))
       b->error = e;
   }
+  b->live_jobs--;
   job_free(j);
+}
+
+/* A worker actor: runs the parts handed to it on its chip, then waits, idle, for the next.
+ * When no activity is left it exits, so that the simulation ends. */
+typedef struct {
+  sgb *b;
+  int chip;
+  sg_sem_t sem;
+  part *p; /* next part, or NULL to exit */
+} worker;
+
+static void stop_idle_workers(sgb *b)
+{
+  for (int c = 0; c < b->topo->nchips; c++)
+    while (b->idle[c]->len > 0) {
+      worker *w = g_ptr_array_steal_index_fast(b->idle[c], b->idle[c]->len - 1);
+      w->p = NULL;
+      sg_sem_release(w->sem);
+    }
+}
+
+static void worker_main(void *arg)
+{
+  worker *w = arg;
+  sgb *b = w->b;
+  while (w->p != NULL) {
+    run_part(w->p);
+    w->p = NULL;
+    if (b->live_jobs == 0) {
+      stop_idle_workers(b);
+      break;
+    }
+    g_ptr_array_add(b->idle[w->chip], w);
+    sg_sem_acquire(w->sem);
+  }
+  sg_sem_destroy(w->sem);
+  g_free(w);
+}
+
+static void dispatch(sgb *b, part *p, int chip)
+{
+  GPtrArray *idle = b->idle[chip];
+  if (idle->len > 0) {
+    worker *w = g_ptr_array_steal_index_fast(idle, idle->len - 1);
+    w->p = p;
+    sg_sem_release(w->sem);
+    return;
+  }
+  worker *w = g_new0(worker, 1);
+  w->b = b;
+  w->chip = chip;
+  w->sem = sg_sem_init(0);
+  w->p = p;
+  ts_sg_spawn("w", ts_platform_host(b->plat, chip), worker_main, w);
 }
 
 static void spawn(sgb *b, job *j)
 {
   const ts_topo *t = b->topo;
+  b->live_jobs++;
   for (int i = 0; i < j->nparts; i++) {
     int chip = j->act.chip;
     if (j->act.kind == TS_OP_COLL)
       chip = ts_group_member_chip(t, &j->act.group->shape, j->act.chip, i);
     else if (j->act.kind == TS_OP_SEND && i == 1)
       chip = j->act.peer;
-    ts_sg_spawn("a", ts_platform_host(b->plat, chip), part_main, &j->parts[i]);
+    dispatch(b, &j->parts[i], chip);
   }
 }
 
@@ -385,6 +465,40 @@ static void plan_index_free(gpointer data)
   g_free(pi);
 }
 
+/* Appends one member's sends (or receives) of a step, merging those to (from) the same peer
+ * into one message, as ts_coll.h allows: a pair exchanges at most one message per step. */
+static void append_merged(GArray *peers, GArray *bytes, const int *p, const double *nb, int n)
+{
+  guint first = peers->len;
+  /* Members have few peers per step, except in direct algorithms: index those by peer. Both
+   * sides of a pair must merge alike, or a receive would wait for a send that never comes. */
+  GHashTable *where = n > 16 ? g_hash_table_new(g_direct_hash, g_direct_equal) : NULL;
+  for (int k = 0; k < n; k++) {
+    int q = -1;
+    if (where != NULL) {
+      gpointer v;
+      if (g_hash_table_lookup_extended(where, GINT_TO_POINTER(p[k]), NULL, &v))
+        q = GPOINTER_TO_INT(v);
+    } else {
+      for (guint i = first; i < peers->len && q < 0; i++)
+        if (g_array_index(peers, int, i) == p[k])
+          q = (int)i;
+    }
+    if (q >= 0) {
+      if (bytes != NULL)
+        g_array_index(bytes, double, q) += nb[k];
+      continue;
+    }
+    if (where != NULL)
+      g_hash_table_insert(where, GINT_TO_POINTER(p[k]), GINT_TO_POINTER((int)peers->len));
+    g_array_append_val(peers, p[k]);
+    if (bytes != NULL)
+      g_array_append_val(bytes, nb[k]);
+  }
+  if (where != NULL)
+    g_hash_table_unref(where);
+}
+
 static plan_index *plan_index_new(ts_coll_plan *plan, int n)
 {
   plan_index *pi = g_new0(plan_index, 1);
@@ -395,45 +509,67 @@ static plan_index *plan_index_new(ts_coll_plan *plan, int n)
   pi->out_off = g_new0(int, rows + 1);
   pi->in_off = g_new0(int, rows + 1);
   GArray *xf = g_array_new(FALSE, FALSE, sizeof(ts_xfer));
-  GArray *op = g_array_new(FALSE, FALSE, sizeof(int)), *ob = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *op = g_array_new(FALSE, FALSE, sizeof(int)),
+         *ob = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *ip = g_array_new(FALSE, FALSE, sizeof(int));
-  int *cnt_o = g_new(int, n), *cnt_i = g_new(int, n);
+  /* A step's transfers grouped by source and by destination (counting sort). */
+  int *off_o = g_new(int, n + 1), *off_i = g_new(int, n + 1), *cur = g_new(int, n);
+  GArray *so = g_array_new(FALSE, FALSE, sizeof(int)),
+         *sb = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *si = g_array_new(FALSE, FALSE, sizeof(int));
   for (int s = 0; s < pi->nsteps; s++) {
     g_array_set_size(xf, 0);
     ts_coll_plan_step(plan, s, xf);
-    memset(cnt_o, 0, sizeof(int) * (gsize)n);
-    memset(cnt_i, 0, sizeof(int) * (gsize)n);
+    memset(off_o, 0, sizeof(int) * (gsize)(n + 1));
+    memset(off_i, 0, sizeof(int) * (gsize)(n + 1));
     for (guint k = 0; k < xf->len; k++) {
       const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
       if (x->src != x->dst) { /* a copy within one member crosses no link */
-        cnt_o[x->src]++;
-        cnt_i[x->dst]++;
+        off_o[x->src + 1]++;
+        off_i[x->dst + 1]++;
       }
     }
-    int *oo = pi->out_off + (gsize)s * (n + 1), *io = pi->in_off + (gsize)s * (n + 1);
-    oo[0] = (int)op->len;
-    io[0] = (int)ip->len;
     for (int m = 0; m < n; m++) {
-      oo[m + 1] = oo[m] + cnt_o[m];
-      io[m + 1] = io[m] + cnt_i[m];
+      off_o[m + 1] += off_o[m];
+      off_i[m + 1] += off_i[m];
     }
-    g_array_set_size(op, (guint)oo[n]);
-    g_array_set_size(ob, (guint)oo[n]);
-    g_array_set_size(ip, (guint)io[n]);
-    memcpy(cnt_o, oo, sizeof(int) * (gsize)n); /* fill cursors */
-    memcpy(cnt_i, io, sizeof(int) * (gsize)n);
+    g_array_set_size(so, (guint)off_o[n]);
+    g_array_set_size(sb, (guint)off_o[n]);
+    g_array_set_size(si, (guint)off_i[n]);
+    memcpy(cur, off_o, sizeof(int) * (gsize)n);
     for (guint k = 0; k < xf->len; k++) {
       const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
       if (x->src == x->dst)
         continue;
-      g_array_index(op, int, cnt_o[x->src]) = x->dst;
-      g_array_index(ob, double, cnt_o[x->src]++) = (double)x->count; /* elem_bytes = 1 */
-      g_array_index(ip, int, cnt_i[x->dst]++) = x->src;
+      g_array_index(so, int, cur[x->src]) = x->dst;
+      g_array_index(sb, double, cur[x->src]++) = (double)x->count; /* elem_bytes = 1 */
     }
+    memcpy(cur, off_i, sizeof(int) * (gsize)n);
+    for (guint k = 0; k < xf->len; k++) {
+      const ts_xfer *x = &g_array_index(xf, ts_xfer, k);
+      if (x->src != x->dst)
+        g_array_index(si, int, cur[x->dst]++) = x->src;
+    }
+    int *oo = pi->out_off + (gsize)s * (n + 1), *io = pi->in_off + (gsize)s * (n + 1);
+    for (int m = 0; m < n; m++) {
+      oo[m] = (int)op->len;
+      append_merged(op, ob, (int *)so->data + off_o[m], (double *)sb->data + off_o[m],
+                    off_o[m + 1] - off_o[m]);
+      io[m] = (int)ip->len;
+      append_merged(ip, NULL, (int *)si->data + off_i[m], NULL, off_i[m + 1] - off_i[m]);
+    }
+    oo[n] = (int)op->len;
+    io[n] = (int)ip->len;
   }
-  g_free(cnt_o);
-  g_free(cnt_i);
+  g_free(off_o);
+  g_free(off_i);
+  g_free(cur);
+  g_array_unref(so);
+  g_array_unref(sb);
+  g_array_unref(si);
   g_array_unref(xf);
+  pi->mem =
+      rows * 2 * sizeof(int) + op->len * (sizeof(int) + sizeof(double)) + ip->len * sizeof(int);
   pi->out_peer = (int *)g_array_free(op, FALSE);
   pi->out_bytes = (double *)g_array_free(ob, FALSE);
   pi->in_peer = (int *)g_array_free(ip, FALSE);
@@ -444,19 +580,22 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
   const ts_group_shape *g = &a->group->shape;
-  if (!(op->bytes >= 0) || op->bytes > 9.0e15 || op->bytes != floor(op->bytes)) {
+  /* Transfers move whole bytes (a decomposition of count = bytes elements of one byte); a
+   * fractional size, e.g. fp16 gradients split 8 ways, is rounded: at most half a byte. */
+  if (!(op->bytes >= 0) || op->bytes > 9.0e15) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                "'%s': collective of %g bytes: the simgrid backend needs a whole number of bytes",
-                a->label, op->bytes);
+                "collective of %g bytes: expected a size in [0, 9e15] bytes", op->bytes);
     return NULL;
   }
+  double bytes = nearbyint(op->bytes);
   GString *key = g_string_new(NULL);
   for (int k = 0; k < g->npieces; k++)
     g_string_append_printf(key, "%d:%d:%d,", g->p[k].dim, g->p[k].size, g->p[k].stride);
-  g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, op->bytes);
+  g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, bytes);
   plan_index *pi = g_hash_table_lookup(b->plans, key->str);
   if (pi != NULL) {
     g_string_free(key, TRUE);
+    pi->users++;
     return pi;
   }
   ts_coll_algo algo = op->algo;
@@ -467,12 +606,22 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
       return NULL;
     }
   }
-  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)op->bytes, 1.0, error);
+  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)bytes, 1.0, error);
   if (p == NULL) {
     g_string_free(key, TRUE);
     return NULL;
   }
   pi = plan_index_new(p, ts_group_size(g));
+  pi->users = 1;
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, b->plans);
+  while (b->plans_mem + pi->mem > PLAN_CACHE_BYTES && g_hash_table_iter_next(&it, &k, &v))
+    if (((plan_index *)v)->users == 0) {
+      b->plans_mem -= ((plan_index *)v)->mem;
+      g_hash_table_iter_remove(&it);
+    }
+  b->plans_mem += pi->mem;
   g_hash_table_insert(b->plans, g_string_free(key, FALSE), pi);
   return pi;
 }
@@ -503,11 +652,10 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
     }
     break;
   case TS_OP_SEND:
-    if (a->chip < 0 || a->chip >= b->topo->nchips || a->peer < 0 ||
-        a->peer >= b->topo->nchips) {
+    if (a->chip < 0 || a->chip >= b->topo->nchips || a->peer < 0 || a->peer >= b->topo->nchips) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                  "'%s': send from rank %d to rank %d: the platform has chips 0 to %d",
-                  a->label, a->chip, a->peer, b->topo->nchips - 1);
+                  "'%s': send from rank %d to rank %d: the platform has chips 0 to %d", a->label,
+                  a->chip, a->peer, b->topo->nchips - 1);
       g_free(j);
       return FALSE;
     }
@@ -572,9 +720,14 @@ static void sgb_free(ts_backend *bk)
     }
   g_free(b->acc);
   /* The platform stays alive: SimGrid's routing zone calls back into it until exit. */
+  for (guint i = 0; i < b->queue->len; i++)
+    job_free(g_ptr_array_index(b->queue, i));
   g_ptr_array_unref(b->queue);
   g_hash_table_unref(b->plans);
   g_ptr_array_unref(b->label_names);
+  for (int c = 0; c < b->topo->nchips; c++)
+    g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
+  g_free(b->idle);
   g_free(b->config);
   if (b->error != NULL)
     g_error_free(b->error);
@@ -669,71 +822,145 @@ static gboolean probe_cfg(const char *const *cfg, const char *user, GError **err
   return ok;
 }
 
-ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
-                                        const ts_platform_opts *opts, GError **error)
+/* trainsim's own settings ride in the same --cfg list as SimGrid's, under "trainsim/". */
+static gboolean own_setting(const char *item, gboolean *async_steps, GError **error)
 {
-  g_autoptr(ts_platform) unused = NULL;
-  ts_platform *plat = ts_platform_new(t, opts, error);
-  if (plat == NULL)
-    return NULL;
-  GPtrArray *all = g_ptr_array_new();
-  for (int i = 0; ts_simgrid_pinned_cfg[i] != NULL; i++)
-    g_ptr_array_add(all, (char *)ts_simgrid_pinned_cfg[i]);
-  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
-    g_ptr_array_add(all, (char *)cfg[i]);
-  g_ptr_array_add(all, NULL);
-  gboolean ok = TRUE;
-  if (cfg != NULL && cfg[0] != NULL) {
-    if (ts_sg_initialised()) {
-      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                  "SimGrid is already initialised in this process: it can run one platform per "
-                  "process (run each simgrid replay in its own process)");
-      ok = FALSE;
-    } else {
-      g_autofree char *user = g_strjoinv(" ", (char **)cfg);
-      ok = probe_cfg((const char *const *)all->pdata, user, error);
-    }
+  if (strcmp(item, "trainsim/collective-steps:sync") == 0 ||
+      strcmp(item, "trainsim/collective-steps:async") == 0) {
+    *async_steps = g_str_has_suffix(item, ":async");
+    return TRUE;
   }
-  if (ok)
-    ok = ts_sg_init((const char *const *)all->pdata, error);
-  if (ok)
-    ok = ts_platform_load(plat, HOST_SPEED, error);
-  if (!ok) {
-    g_ptr_array_unref(all);
-    unused = plat;
-    return NULL;
-  }
-  /* Record what is in effect: every key once, with the value applied last (the user's over
-   * the pinned one), in the order keys were first given. SimGrid accepted each of them. */
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "--cfg '%s': expected trainsim/collective-steps:sync (every member of a collective "
+              "waits for the whole step, the default) or trainsim/collective-steps:async",
+              item);
+  return FALSE;
+}
+
+/* "key:value" items, every key once with the value given last, in first-given order. */
+static char *config_record(GPtrArray *items)
+{
   GString *rec = g_string_new(NULL);
   GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  for (guint i = 0; i + 1 < all->len; i++) {
-    const char *item = g_ptr_array_index(all, i);
-    char *key = g_strndup(item, (gsize)(strchr(item, ':') - item));
+  for (guint i = 0; i < items->len; i++) {
+    const char *item = g_ptr_array_index(items, i);
+    const char *colon = strchr(item, ':');
+    char *key = g_strndup(item, colon != NULL ? (gsize)(colon - item) : strlen(item));
     if (g_hash_table_contains(seen, key)) {
       g_free(key);
       continue;
     }
     const char *last = item;
-    for (guint k = i + 1; k + 1 < all->len; k++) {
-      const char *later = g_ptr_array_index(all, k);
-      if (strncmp(later, key, strlen(key)) == 0 && later[strlen(key)] == ':')
+    gsize kl = strlen(key);
+    for (guint k = i + 1; k < items->len; k++) {
+      const char *later = g_ptr_array_index(items, k);
+      if (strncmp(later, key, kl) == 0 && later[kl] == ':')
         last = later;
     }
     g_hash_table_add(seen, key);
     g_string_append_printf(rec, "%s%s", rec->len > 0 ? " " : "", last);
   }
   g_hash_table_unref(seen);
-  g_ptr_array_unref(all);
+  return g_string_free(rec, FALSE);
+}
+
+/* The process's one SimGrid platform: SimGrid can be initialised and given a platform only
+ * once per process, but it can run again. Later backends on the same array (same dimensions,
+ * bandwidths, latencies, port sharing) and the same settings reuse it, so a size sweep or
+ * several replays need no new process. The platform keeps its own copy of the topology. */
+static struct {
+  ts_topo *topo;
+  ts_platform *plat;
+  ts_platform_opts opts;
+  char *sg_cfg; /* the SimGrid items applied, joined */
+} proc;
+
+static gboolean same_array(const ts_topo *a, const ts_topo *b)
+{
+  if (a->ndims != b->ndims || a->nchips != b->nchips)
+    return FALSE;
+  for (int d = 0; d < a->ndims; d++)
+    if (a->dims[d].size != b->dims[d].size || a->dims[d].shape != b->dims[d].shape ||
+        a->dims[d].link_bw_Bps != b->dims[d].link_bw_Bps ||
+        a->dims[d].latency_s != b->dims[d].latency_s || strcmp(a->dims[d].name, b->dims[d].name))
+      return FALSE;
+  return TRUE;
+}
+
+ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
+                                        const ts_platform_opts *opts, GError **error)
+{
+  gboolean async_steps = FALSE;
+  ts_platform_opts o = {{0}};
+  if (opts != NULL)
+    o = *opts;
+  g_autoptr(GPtrArray) sg = g_ptr_array_new();   /* pinned, then the user's SimGrid items */
+  g_autoptr(GPtrArray) user = g_ptr_array_new(); /* the user's SimGrid items */
+  g_autoptr(GPtrArray) rec = g_ptr_array_new();  /* everything, for the record */
+  for (int i = 0; ts_simgrid_pinned_cfg[i] != NULL; i++)
+    g_ptr_array_add(sg, (char *)ts_simgrid_pinned_cfg[i]);
+  g_ptr_array_extend(rec, sg, NULL, NULL);
+  g_ptr_array_add(rec, "trainsim/collective-steps:sync");
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++) {
+    if (g_str_has_prefix(cfg[i], "trainsim/")) {
+      if (!own_setting(cfg[i], &async_steps, error))
+        return NULL;
+    } else {
+      g_ptr_array_add(sg, (char *)cfg[i]);
+      g_ptr_array_add(user, (char *)cfg[i]);
+    }
+    g_ptr_array_add(rec, (char *)cfg[i]);
+  }
+  g_ptr_array_add(sg, NULL);
+  g_ptr_array_add(user, NULL);
+  g_autofree char *sg_joined = g_strjoinv(" ", (char **)sg->pdata);
+
+  if (ts_sg_initialised()) {
+    if (proc.plat == NULL || !same_array(proc.topo, t) || memcmp(&proc.opts, &o, sizeof o) != 0 ||
+        strcmp(proc.sg_cfg, sg_joined) != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "SimGrid already runs another platform or other settings in this process: it "
+                  "takes one platform per process (replay each array in its own process)");
+      return NULL;
+    }
+    if (ts_sg_actor_count() > 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "the simulator of this process stopped in a deadlock; replay in a new process");
+      return NULL;
+    }
+  } else {
+    ts_topo *copy = ts_topo_copy(t);
+    g_autoptr(ts_platform) plat = ts_platform_new(copy, &o, error);
+    gboolean ok = plat != NULL;
+    if (ok && user->len > 1) {
+      g_autofree char *joined = g_strjoinv(" ", (char **)user->pdata);
+      ok = probe_cfg((const char *const *)sg->pdata, joined, error);
+    }
+    ok = ok && ts_sg_init((const char *const *)sg->pdata, error) &&
+         ts_platform_load(plat, HOST_SPEED, error);
+    if (!ok) {
+      ts_topo_free(copy);
+      return NULL;
+    }
+    /* Kept to the end of the process: SimGrid's routing calls back into the platform. */
+    proc.topo = copy;
+    proc.plat = g_steal_pointer(&plat);
+    proc.opts = o;
+    proc.sg_cfg = g_steal_pointer(&sg_joined);
+  }
 
   sgb *b = g_new0(sgb, 1);
   b->topo = t;
-  b->plat = plat;
-  b->config = g_string_free(rec, FALSE);
+  b->plat = proc.plat;
+  b->config = config_record(rec);
+  b->async_steps = async_steps;
   b->queue = g_ptr_array_new();
   b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
-  b->acc = g_new0(link_acc, ts_platform_nlinks(plat) > 0 ? ts_platform_nlinks(plat) : 1);
+  b->acc = g_new0(link_acc, ts_platform_nlinks(b->plat) > 0 ? ts_platform_nlinks(b->plat) : 1);
   b->label_names = g_ptr_array_new_with_free_func(g_free);
+  b->idle = g_new(GPtrArray *, t->nchips);
+  for (int c = 0; c < t->nchips; c++)
+    b->idle[c] = g_ptr_array_new();
   ts_backend *bk = g_new0(ts_backend, 1);
   bk->name = "simgrid";
   bk->ctx = b;
@@ -784,8 +1011,8 @@ static int load_cmp(gconstpointer a, gconstpointer b)
   return x->link - y->link;
 }
 
-gboolean ts_backend_simgrid_link_report(const ts_backend *bk, GPtrArray **rows,
-                                        double *makespan_s, GError **error)
+gboolean ts_backend_simgrid_link_report(const ts_backend *bk, GPtrArray **rows, double *makespan_s,
+                                        GError **error)
 {
   sgb *b = ctx_of(bk);
   if (b == NULL || !b->has_run) {
@@ -892,8 +1119,8 @@ gboolean ts_link_report_write_csv(const GPtrArray *rows, const char *path, GErro
 char *ts_link_report_summary(const GPtrArray *rows, int top)
 {
   GString *s = g_string_new(NULL);
-  g_string_append_printf(s, "%-22s %12s %10s %10s  %s\n", "most loaded links", "bytes",
-                         "busy", "busy/step", "top collective");
+  g_string_append_printf(s, "%-22s %12s %10s %10s  %s\n", "most loaded links", "bytes", "busy",
+                         "busy/step", "top collective");
   for (guint i = 0; i < rows->len && (int)i < top; i++) {
     const ts_link_load *l = g_ptr_array_index(rows, i);
     if (l->bytes <= 0)
@@ -908,4 +1135,21 @@ char *ts_link_report_summary(const GPtrArray *rows, int top)
     g_string_free(frac, TRUE);
   }
   return g_string_free(s, FALSE);
+}
+
+gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_path, int top,
+                                         char **summary, GError **error)
+{
+  if (summary != NULL)
+    *summary = NULL;
+  if (!ts_backend_is_simgrid(b))
+    return TRUE;
+  GPtrArray *rows = NULL;
+  if (!ts_backend_simgrid_link_report(b, &rows, NULL, error))
+    return FALSE;
+  gboolean ok = csv_path == NULL || ts_link_report_write_csv(rows, csv_path, error);
+  if (ok && summary != NULL)
+    *summary = ts_link_report_summary(rows, top);
+  g_ptr_array_unref(rows);
+  return ok;
 }

@@ -47,11 +47,11 @@ typedef struct {
   const char *dim;       /* dimension name (borrowed from the topology) */
   const char *direction; /* "+", "-" (ring, mesh) or "up", "down" (switch port) */
   double bandwidth_Bps;
-  double bytes;          /* bytes that crossed the link */
-  double busy_s;         /* time with at least one flow on the link */
-  double busy_fraction;  /* busy_s / makespan_s */
-  double utilization;    /* bytes / (bandwidth_Bps * makespan_s) */
-  char *top_label;       /* label of the operations that moved most bytes over it ("" if none) */
+  double bytes;         /* bytes that crossed the link */
+  double busy_s;        /* time with at least one flow on the link */
+  double busy_fraction; /* busy_s / makespan_s */
+  double utilization;   /* bytes / (bandwidth_Bps * makespan_s) */
+  char *top_label;      /* label of the operations that moved most bytes over it ("" if none) */
   double top_label_bytes;
 } ts_link_load;
 
@@ -62,8 +62,8 @@ void ts_link_load_free(ts_link_load *l);
  * array owning its ts_link_load items; *makespan_s (may be NULL) gets the run's simulated
  * length. Fails with TS_ERROR_BACKEND when b has not run.
  */
-gboolean ts_backend_simgrid_link_report(const ts_backend *b, GPtrArray **rows,
-                                        double *makespan_s, GError **error);
+gboolean ts_backend_simgrid_link_report(const ts_backend *b, GPtrArray **rows, double *makespan_s,
+                                        GError **error);
 
 /** CSV of the rows, header line with units; locale independent. Caller frees. */
 char *ts_link_report_csv(const GPtrArray *rows);
@@ -73,6 +73,14 @@ gboolean ts_link_report_write_csv(const GPtrArray *rows, const char *path, GErro
 
 /** A short text table of the `top` most loaded links, for a replay's summary. Caller frees. */
 char *ts_link_report_summary(const GPtrArray *rows, int top);
+
+/**
+ * After a run, in one call for the commands: writes every link's load as CSV to csv_path
+ * (NULL: no file) and returns the `top` most loaded links as text in *summary (NULL: not
+ * wanted; caller frees). Does nothing and returns TRUE when b is not a simgrid backend.
+ */
+gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_path, int top,
+                                         char **summary, GError **error);
 
 G_END_DECLS
 

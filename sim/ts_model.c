@@ -37,6 +37,8 @@ typedef struct {
   gboolean bias, tied, residual, dropout, loss, learned_pos, avg_pool, map;
   gboolean first; /* consumes the model input: no input gradient for dense / conv2d */
   ts_act act;
+  gint64 experts, top_k; /* mixture of experts: copies of the layer, copies each token visits */
+  gboolean router;       /* the expert layer also holds the gate (in_f x experts) */
 } layer_spec;
 
 typedef struct {
@@ -123,6 +125,25 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->out_features = sp->out_f;
     double K = (double)sp->in_f, N = (double)sp->out_f;
     derive_gemm(l, sp, D, T * K * N, T * K, T * N, K * N);
+    if (sp->experts > 0) {
+      /* Mixture of experts (Shazeer et al. 2017; Lepikhin et al. 2021, GShard, section 2.2):
+       * E copies of the layer, each token through top_k of them, so parameters scale with E
+       * and work and kept activations with top_k; the gate (K x E, softmax) is folded into
+       * the first expert layer. Routing is assumed balanced (no capacity padding or drops). */
+      double E = (double)sp->experts, k = (double)sp->top_k;
+      double gate = sp->router ? K * E : 0.0, gate_flops = sp->router ? 2.0 * T * K * E : 0.0;
+      l->experts = sp->experts;
+      l->top_k = sp->top_k;
+      l->params = l->params * E + gate;
+      l->fwd_flops = l->fwd_flops * k + gate_flops + (sp->router ? T * E : 0.0);
+      l->bwd_input_flops = l->bwd_input_flops * k + gate_flops;
+      l->bwd_weight_flops = l->bwd_weight_flops * k + gate_flops;
+      l->saved_act_bytes *= k;
+      /* Every expert's weights are read once per micro-batch; activations top_k times. */
+      double w = l->params;
+      l->fwd_mem_bytes = D * (w + k * (T * K + T * N));
+      l->bwd_mem_bytes = D * (2.0 * w + k * (2.0 * T * K + T * N));
+    }
     break;
   }
   case TS_LAYER_CONV2D: {
@@ -707,6 +728,7 @@ typedef struct {
   gint64 layers, hidden, heads, seq, vocab, ffn, positions, token_types;
   gboolean learned_pos, tied, bias, post_norm, dropout, pooler, head_transform, logits_bias;
   ts_act act;
+  gint64 experts, moe_every, top_k; /* mixture of experts; experts = 0: dense */
 } transformer_hp;
 
 static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp *hp,
@@ -716,7 +738,7 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       "layers",     "hidden",          "heads",       "sequence",       "vocab",
       "ffn_hidden", "position_embedding", "positions", "tied_embeddings", "bias",
       "norm",       "dropout",         "activation",  "token_types",    "pooler",
-      "head_transform", "logits_bias", NULL};
+      "head_transform", "logits_bias", "experts", "moe_every", "top_k", NULL};
   const char *g = "transformer";
   if (!ts_kf_check_keys(kf, path, g, keys, error))
     return FALSE;
@@ -756,6 +778,19 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       !kf_bool(kf, path, g, "head_transform", FALSE, &hp->head_transform, error) ||
       !kf_bool(kf, path, g, "logits_bias", FALSE, &hp->logits_bias, error))
     return FALSE;
+  if (!ts_kf_int(kf, path, g, "experts", TRUE, 0, 0, SMALL_MAX,
+                 "an expert count (0: a dense MLP in every layer)", &hp->experts, error) ||
+      !ts_kf_int(kf, path, g, "moe_every", TRUE, 2, 1, SMALL_MAX,
+                 "a layer interval: every moe_every-th layer's MLP is a mixture of experts",
+                 &hp->moe_every, error) ||
+      !ts_kf_int(kf, path, g, "top_k", TRUE, 1, 1, SMALL_MAX,
+                 "the experts each token is routed to", &hp->top_k, error))
+    return FALSE;
+  if (hp->experts > 0 && hp->top_k > hp->experts) {
+    g_autofree char *what = g_strdup_printf("at most [transformer] experts = %" G_GINT64_FORMAT,
+                                            hp->experts);
+    return fail_key(error, path, g, "top_k", hp->top_k, what);
+  }
   hp->learned_pos = p == 1;
   hp->post_norm = nm == 1;
   hp->act = (ts_act)act;
@@ -807,14 +842,21 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
     return FALSE;
   if (hp->post_norm && !add_layer(b, g_strdup("embedding_norm"), &norm, error))
     return FALSE;
+  /* Mixture-of-experts MLPs in every moe_every-th layer (the second of each pair with the
+   * default 2, as GShard and DeepSpeed-MoE place them). */
+  layer_spec moe1 = fc1, moe2 = fc2;
+  moe1.experts = moe2.experts = hp->experts;
+  moe1.top_k = moe2.top_k = hp->top_k;
+  moe1.router = TRUE;
   for (gint64 i = 0; i < hp->layers; i++) {
+    gboolean moe = hp->experts > 0 && i % hp->moe_every == hp->moe_every - 1;
     const char *order_pre[] = {"norm1", "attention", "norm2", "fc1", "fc2"};
     const char *order_post[] = {"attention", "norm1", "fc1", "fc2", "norm2"};
     const char **order = hp->post_norm ? order_post : order_pre;
     for (int j = 0; j < 5; j++) {
       const layer_spec *sp = strcmp(order[j], "attention") == 0 ? &attn
-                             : strcmp(order[j], "fc1") == 0     ? &fc1
-                             : strcmp(order[j], "fc2") == 0     ? &fc2
+                             : strcmp(order[j], "fc1") == 0     ? (moe ? &moe1 : &fc1)
+                             : strcmp(order[j], "fc2") == 0     ? (moe ? &moe2 : &fc2)
                                                                 : &norm;
       if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp,
                      error))
@@ -1118,6 +1160,9 @@ ts_model *ts_model_load(const char *path, GError **error)
     m->t_seq = hp.seq;
     m->t_vocab = hp.vocab;
     m->t_ffn = hp.ffn;
+    m->t_experts = hp.experts;
+    m->t_moe_every = hp.moe_every;
+    m->t_top_k = hp.top_k;
   }
   /* Shapes are each in range, but their products may still describe nothing real. */
   double params = ts_model_params(m), flops = ts_model_train_flops_per_sample(m);

@@ -53,6 +53,9 @@ typedef struct {
   double in_act_elems;                /* input activation elements */
   double out_act_elems;               /* output activation elements */
   double saved_act_bytes;             /* activation bytes kept for the backward pass */
+  /* Mixture of experts (0 for a dense layer): the layer is `experts` copies, each token goes
+   * through `top_k` of them; params count every copy, FLOPs and activations top_k copies. */
+  gint64 experts, top_k;
 } ts_layer;
 
 /** A model. Owns its layers. */
@@ -65,6 +68,7 @@ typedef struct {
   ts_layer *layers;
   /* Transformer hyperparameters (0 for other kinds), kept for published-formula checks. */
   gint64 t_layers, t_hidden, t_heads, t_seq, t_vocab, t_ffn;
+  gint64 t_experts, t_moe_every, t_top_k; /* mixture of experts (0 experts: dense) */
   double published_params; /* [model] published_params, 0 when not given */
   gint64 sample_elems;     /* input elements per sample (tokens or pixels), for data loading */
 } ts_model;

@@ -95,7 +95,7 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
 }
 
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode)
+                                  gboolean sp, const ts_layer_mode *mode, int ep)
 {
   int tp = degree[TS_AX_TP];
   double D = m->dtype_bytes;
@@ -180,9 +180,31 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     }
     e->in_bytes = in_full / (st == TS_ST_REPL ? 1 : tp);
     e->out_bytes = out_full / (out == TS_ST_REPL ? 1 : tp);
+    /* Expert parallelism (GShard, Lepikhin et al. 2021, section 2.2; DeepSpeed-MoE,
+     * Rajbhandari et al. 2022, section 5): each rank keeps experts / ep experts; before the
+     * first expert layer every token copy is sent to the rank holding its expert (all-to-all
+     * of top_k x the tokens a rank has), after the last one it comes back. */
+    e->ediv = 1;
+    e->ep_pre = e->ep_post = no_coll;
+    if (l->experts > 0) {
+      e->expert = TRUE;
+      e->ediv = ep > 1 ? ep : 1;
+      gboolean first = i == 0 || m->layers[i - 1].experts == 0;
+      gboolean last = i + 1 == m->nlayers || m->layers[i + 1].experts == 0;
+      double k = (double)l->top_k;
+      if (ep > 1 && first)
+        e->ep_pre = coll(TS_COLL_ALLTOALL, k * e->in_bytes);
+      if (ep > 1 && last)
+        e->ep_post = coll(TS_COLL_ALLTOALL, k * e->out_bytes);
+    }
     st = out;
   }
   return x;
+}
+
+double ts_plan_layer_params(const ts_plan *p, int i)
+{
+  return p->model->layers[i].params / p->exec[i].pdiv / p->exec[i].ediv;
 }
 
 /* ---- pipeline schedules ------------------------------------------------------------- */
@@ -410,19 +432,33 @@ double ts_plan_tied_copy_params(const ts_plan *p, int *holder, int *embed_device
   return (double)l->in_features * (double)l->out_features / p->exec[logits].pdiv;
 }
 
-double ts_plan_device_params(const ts_plan *p, int device)
+void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, double *expert)
 {
-  const ts_model *m = p->model;
   int pp = p->degree[TS_AX_PP];
-  double s = 0;
+  *dense = *expert = 0;
   for (int k = device; k < p->nstages; k += pp)
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
-      s += m->layers[i].params / p->exec[i].pdiv;
+      *(p->exec[i].expert ? expert : dense) += ts_plan_layer_params(p, i);
   int holder, ed;
   double tied = ts_plan_tied_copy_params(p, &holder, &ed);
   if (holder == device)
-    s += tied;
-  return s;
+    *dense += tied;
+}
+
+double ts_plan_device_params(const ts_plan *p, int device)
+{
+  double d, e;
+  ts_plan_device_params_split(p, device, &d, &e);
+  return d + e;
+}
+
+double ts_plan_device_shard_params(const ts_plan *p, int device)
+{
+  double d, e;
+  ts_plan_device_params_split(p, device, &d, &e);
+  if (p->zero == 0)
+    return d + e;
+  return d / p->degree[TS_AX_DP] + e / (p->degree[TS_AX_DP] / p->ep);
 }
 
 void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
@@ -432,15 +468,20 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   double D = m->dtype_bytes, mb = (double)micro_batch, N = dp;
   memset(mem, 0, sizeof *mem);
   mem->stage = device;
-  double psi = ts_plan_device_params(p, device);
+  double psi_d, psi_e;
+  ts_plan_device_params_split(p, device, &psi_d, &psi_e);
+  double psi = psi_d + psi_e;
+  /* Expert parameters are replicated over dp / ep ranks only, so ZeRO shards them over those. */
+  double Ne = N / p->ep;
+  double shard = psi_d / N + psi_e / Ne;
   /* Model states (ZeRO, Rajbhandari et al. 2020, section 5.1, Figure 1): 16-bit parameters
    * and gradients, K bytes of optimizer state per parameter; stage 1 partitions the
    * optimizer state over the N data-parallel ranks, stage 2 the gradients too, stage 3 the
    * parameters too. */
   double K = ts_plan_optimizer_bytes_per_param(m);
-  mem->params = D * psi / (p->zero >= 3 ? N : 1);
-  mem->grads = D * psi / (p->zero >= 2 ? N : 1);
-  mem->optimizer = K * psi / (p->zero >= 1 ? N : 1);
+  mem->params = D * (p->zero >= 3 ? shard : psi);
+  mem->grads = D * (p->zero >= 2 ? shard : psi);
+  mem->optimizer = K * (p->zero >= 1 ? shard : psi);
   /* Offload (ZeRO-Offload, Ren et al. 2021, section 4.1: optimizer state and gradients live
    * in host memory, parameters stay on the device; ZeRO-Infinity, Rajbhandari et al. 2021,
    * section 5: on NVMe, and with stage 3 the parameters too). */
@@ -484,7 +525,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
         chunk_act[c] += e->act_bytes * mb;
       }
       largest_out = MAX(largest_out, e->out_bytes * mb);
-      largest_params = MAX(largest_params, m->layers[i].params / e->pdiv);
+      largest_params = MAX(largest_params, ts_plan_layer_params(p, i));
     }
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
@@ -575,13 +616,13 @@ static void plan_traffic(ts_plan *p)
   if (p->offload != TS_OFFLOAD_NONE) {
     /* Gradient shards go down after each synchronisation; updated parameter shards come back
      * up once, or with ZeRO-Infinity's parameter offload, layer by layer in each pass. */
-    double shard = D * psi / N;
+    double shard = D * ts_plan_device_shard_params(p, dev);
     p->host_link_bytes_per_step = ts_plan_syncs_per_step(p) * shard;
     if (p->offload == TS_OFFLOAD_NVME && p->zero >= 3) {
       double layers = 0;
       for (int k = dev; k < p->nstages; k += p->degree[TS_AX_PP])
         for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
-          layers += D * m->layers[i].params / p->exec[i].pdiv / N;
+          layers += D * ts_plan_layer_params(p, i) / (p->exec[i].expert ? N / p->ep : N);
       p->host_link_bytes_per_step += 2.0 * M * layers;
     } else {
       p->host_link_bytes_per_step += shard;
@@ -604,12 +645,36 @@ static void plan_traffic(ts_plan *p)
   p->redistribution_bytes_per_step = r * (double)p->micro_batch * M;
 }
 
+/* Most micro-batches per step the planner accepts: each is a pass of the whole schedule. */
+#define MAX_MICRO_BATCHES 65536
+
+/* Divisors of n, largest first (trial division; n <= 2^40 keeps it under a million steps). */
+static GArray *divisors_desc(gint64 n)
+{
+  GArray *lo = g_array_new(FALSE, FALSE, sizeof(gint64));
+  GArray *hi = g_array_new(FALSE, FALSE, sizeof(gint64));
+  for (gint64 d = 1; d * d <= n; d++)
+    if (n % d == 0) {
+      g_array_append_val(lo, d);
+      gint64 q = n / d;
+      if (q != d)
+        g_array_append_val(hi, q);
+    }
+  /* hi holds the large divisors, in decreasing order; lo the small ones, increasing. */
+  for (guint i = lo->len; i-- > 0;)
+    g_array_append_val(hi, g_array_index(lo, gint64, i));
+  g_array_unref(lo);
+  return hi;
+}
+
 /* Whether a micro-batch is usable with the plan's schedule and per-layer splits. */
 static gboolean micro_batch_ok(const ts_plan *p, gint64 mb, gint64 per_replica)
 {
   if (mb <= 0 || per_replica % mb != 0)
     return FALSE;
   gint64 M = per_replica / mb;
+  if (M > MAX_MICRO_BATCHES)
+    return FALSE;
   if (p->schedule == TS_SCHED_INTERLEAVED && p->degree[TS_AX_PP] > 1 &&
       M % p->degree[TS_AX_PP] != 0)
     return FALSE;
@@ -635,7 +700,9 @@ static void plan_memory(ts_plan *p)
   /* The largest micro-batch that fits on every device: memory grows with the micro-batch
    * (activations and buffers), so try the usable ones from the largest down. */
   p->mem.max_micro_batch = 0;
-  for (gint64 mb = per_replica; mb >= 1; mb--) {
+  g_autoptr(GArray) cands = divisors_desc(per_replica);
+  for (guint c = 0; c < cands->len; c++) {
+    gint64 mb = g_array_index(cands, gint64, c);
     if (!micro_batch_ok(p, mb, per_replica))
       continue;
     gboolean all = TRUE;
@@ -694,6 +761,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",recompute=%s", ts_recompute_name(p->recompute));
   if (p->sp)
     g_string_append(s, ",sp");
+  if (p->ep > 1)
+    g_string_append_printf(s, ",ep=%d", p->ep);
   if (p->zero > 0)
     g_string_append_printf(s, ",zero=%d", p->zero);
   if (p->offload != TS_OFFLOAD_NONE)
@@ -724,6 +793,32 @@ static void resolve_degrees(const ts_split *s, const ts_topo *t, int *degree)
     degree[TS_AX_DP] = (int)(t->nchips / prod);
 }
 
+/* Cuts the first `inner` members (fastest pieces first) off a group shape: the expert-parallel
+ * ranks are the inner part of the data-parallel axis, the rest replicate each expert. */
+static gboolean split_shape(const ts_group_shape *g, int inner, ts_group_shape *in,
+                            ts_group_shape *out)
+{
+  memset(in, 0, sizeof *in);
+  memset(out, 0, sizeof *out);
+  int rem = inner;
+  for (int k = 0; k < g->npieces; k++) {
+    ts_piece pc = g->p[k];
+    if (rem == 1) {
+      out->p[out->npieces++] = pc;
+    } else if (rem % pc.size == 0) {
+      in->p[in->npieces++] = pc;
+      rem /= pc.size;
+    } else if (pc.size % rem == 0) {
+      in->p[in->npieces++] = (ts_piece){pc.dim, rem, pc.stride};
+      out->p[out->npieces++] = (ts_piece){pc.dim, pc.size / rem, pc.stride * rem};
+      rem = 1;
+    } else {
+      return FALSE;
+    }
+  }
+  return rem == 1;
+}
+
 /* Ranks tensor and data parallelism by the bytes each chip puts into their collectives per
  * step, so the heavier one takes the fastest dimensions (docs/splits.md, placement). */
 static void rank_axes(const ts_plan *p, const ts_layer_exec *x, gint64 mb, gint64 n_micro,
@@ -738,8 +833,13 @@ static void rank_axes(const ts_plan *p, const ts_layer_exec *x, gint64 mb, gint6
       if (c[k]->kind != TS_NO_COLL)
         tp_bytes += c[k]->bytes * (double)mb * (double)n_micro *
                     (c[k]->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0);
-    double w = m->layers[i].params / x[i].pdiv * D;
+    double w = m->layers[i].params / x[i].pdiv / x[i].ediv * D;
     dp_bytes += 2.0 * w;
+    /* Expert all-to-alls run inside the dp axis (its inner ep ranks). */
+    if (x[i].ep_pre.kind != TS_NO_COLL)
+      dp_bytes += 2.0 * x[i].ep_pre.bytes * (double)mb * (double)n_micro;
+    if (x[i].ep_post.kind != TS_NO_COLL)
+      dp_bytes += 2.0 * x[i].ep_post.bytes * (double)mb * (double)n_micro;
     if (p->zero >= 3)
       dp_bytes += 2.0 * w * (double)n_micro; /* a gather per layer per pass */
   }
@@ -881,7 +981,42 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
-  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode);
+  p->ep = s->ep > 0 ? s->ep : 1;
+  if (p->ep > 1) {
+    gboolean any = FALSE;
+    for (int i = 0; i < m->nlayers; i++)
+      if (m->layers[i].experts > 0) {
+        any = TRUE;
+        if (m->layers[i].experts % p->ep != 0) {
+          g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                      "--split '%s': ep=%d does not divide the %" G_GINT64_FORMAT " experts of "
+                      "layer '%s'; expected an expert-parallel degree that divides them",
+                      s->text, p->ep, m->layers[i].experts, m->layers[i].name);
+          return NULL;
+        }
+      }
+    if (!any) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ep=%d spreads experts, but %s has no mixture-of-experts layer; "
+                  "expected a model with [transformer] experts",
+                  s->text, p->ep, m->path ? m->path : m->name);
+      return NULL;
+    }
+    if (p->degree[TS_AX_DP] % p->ep != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ep=%d experts groups inside dp=%d; expected ep to divide dp",
+                  s->text, p->ep, p->degree[TS_AX_DP]);
+      return NULL;
+    }
+    if (p->ps > 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ps=%d with ep=%d; expected parameter servers without expert "
+                  "parallelism",
+                  s->text, p->ps, p->ep);
+      return NULL;
+    }
+  }
+  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep);
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible
@@ -889,14 +1024,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->micro_batch = o->micro_batch;
   if (p->micro_batch <= 0) {
     p->micro_batch = per_replica;
-    if (pp > 1) {
+    if (pp > 1 && per_replica <= (gint64)TS_MAX_COUNT) {
       gint64 pick = 0;
-      for (gint64 mb = per_replica; mb >= 1 && pick == 0; mb--)
+      g_autoptr(GArray) cands = divisors_desc(per_replica);
+      for (guint c = 0; c < cands->len && pick == 0; c++) {
+        gint64 mb = g_array_index(cands, gint64, c);
         if (micro_batch_ok(p, mb, per_replica) && per_replica / mb >= 4 * pp)
           pick = mb;
-      for (gint64 mb = per_replica; mb >= 1 && pick == 0; mb--)
-        if (micro_batch_ok(p, mb, per_replica))
-          pick = mb;
+      }
+      for (guint c = 0; c < cands->len && pick == 0; c++)
+        if (micro_batch_ok(p, g_array_index(cands, gint64, c), per_replica))
+          pick = g_array_index(cands, gint64, c);
       p->micro_batch = pick > 0 ? pick : 1;
     }
   }
@@ -905,6 +1043,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   rank_axes(p, p->exec, p->micro_batch, p->n_micro, rank);
   if (!ts_split_place_ranked(s, t, rank, p->degree, p->shape, error))
     return NULL;
+  if (p->ep > 1 && !split_shape(&p->shape[TS_AX_DP], p->ep, &p->ep_shape, &p->edp_shape)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': ep=%d cannot be cut from the inner end of dp's placement %s; "
+                "expected ep to divide the dp pieces in order",
+                s->text, p->ep, p->placement_text ? p->placement_text : "");
+    return NULL;
+  }
   if (o->global_batch <= 0 || o->global_batch % dp != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--global-batch %" G_GINT64_FORMAT ": expected a positive multiple of the "
@@ -918,6 +1063,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 " samples each data-parallel replica gets (global batch %" G_GINT64_FORMAT
                 " / dp %d)",
                 p->micro_batch, per_replica, o->global_batch, dp);
+    return NULL;
+  }
+  if (per_replica > (gint64)TS_MAX_COUNT || p->n_micro > MAX_MICRO_BATCHES) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--micro-batch %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " samples per replica "
+                "make %" G_GINT64_FORMAT " micro-batches per step; expected at most %d "
+                "micro-batches and 2^40 samples per replica",
+                p->micro_batch, per_replica, p->n_micro, MAX_MICRO_BATCHES);
     return NULL;
   }
   if (p->schedule == TS_SCHED_INTERLEAVED && pp > 1 && p->n_micro % pp != 0) {

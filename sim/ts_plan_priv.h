@@ -41,6 +41,12 @@ typedef struct ts_layer_exec {
   double full_act_bytes;   /* every activation of the layer (recompute working set) */
   double recompute_flops;  /* selective recomputation: FLOPs re-run before backward */
   gboolean dp_over_tp;     /* gradient synchronised over dp and tp together (TS_LAYER_MODE_DP) */
+  /* Expert parallelism (mixture of experts): the layer's experts are spread over the ep
+   * ranks (an inner sub-group of dp); tokens go to their experts and back by all-to-all. */
+  gboolean expert;    /* an expert layer: params / ediv, gradients over dp / ep */
+  double ediv;        /* ep for expert layers, else 1 */
+  ts_tp_coll ep_pre;  /* dispatch before the first expert layer of a run */
+  ts_tp_coll ep_post; /* combine after the last one */
 } ts_layer_exec;
 
 /* One step of a pipeline device's schedule. */
@@ -55,7 +61,18 @@ void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, 
 
 /* The per-layer table for these degrees and options; n = m->nlayers entries. Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode);
+                                  gboolean sp, const ts_layer_mode *mode, int ep);
+
+/* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
+double ts_plan_layer_params(const ts_plan *p, int i);
+
+/* Parameters of a device split into those synchronised over the whole dp group (dense) and over
+ * dp / ep (experts); ts_plan_device_params is their sum. */
+void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, double *expert);
+
+/* Parameters whose optimizer state one rank of a device updates: all of them, or with ZeRO
+ * its shard of each group (dense / dp + expert / (dp / ep)). */
+double ts_plan_device_shard_params(const ts_plan *p, int device);
 
 /* Checkpoint units for full recomputation: unit[i] = index of the first layer of the unit
  * holding layer i, or -1 when layer i is not checkpointed (kept whole). Units never cross a

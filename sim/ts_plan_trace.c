@@ -34,7 +34,7 @@ typedef struct {
   const ts_plan *p;
   ts_trace *tr;
   int prog, device;
-  int g_tp, g_dp, g_dptp, ax_pp;
+  int g_tp, g_dp, g_dptp, g_ep, g_edp, ax_pp;
   double mb;
   int last;       /* last op of the compute stream, -1 at the start */
   GArray *pend;   /* ops the next compute-stream op must wait for */
@@ -64,9 +64,15 @@ enum {
   L_DGRAD,
   L_BWD_POST,
   L_WGRAD,
+  L_EP_FWD_PRE,
+  L_EP_FWD_POST,
+  L_EP_RC_PRE,
+  L_EP_RC_POST,
+  L_EP_BWD_PRE,
+  L_EP_BWD_POST,
   L_NLAYER_SLOTS
 };
-enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_NSTAGE_SLOTS };
+enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
 
 G_GNUC_PRINTF(3, 4) static int lbl(gen *g, int slot, const char *fmt, ...)
 {
@@ -165,6 +171,16 @@ static void emit_tp(gen *g, const ts_tp_coll *c, int i, int slot, const char *wh
                 coll_word(c->kind), c->redistribution ? " (redistribution)" : ""));
 }
 
+/* An expert-parallel all-to-all (dispatch or combine) on the compute stream. */
+static void emit_ep(gen *g, const ts_tp_coll *c, int i, int slot, const char *what)
+{
+  if (c->kind == TS_NO_COLL || c->bytes <= 0 || g->p->ep <= 1)
+    return;
+  ts_op op = coll_op(g, TS_COLL_ALLTOALL, g->g_ep, c->bytes * g->mb, TS_CAT_COMM_OTHER, 0);
+  emit_main(g, &op,
+            lbl(g, layer_slot(g, i, slot), "%s %s all-to-all", g->p->model->layers[i].name, what));
+}
+
 /* ---- host link, NVMe, servers ------------------------------------------------------------ */
 
 /* A transfer or computation off the chip (host link, NVMe, host CPU, parameter servers) that
@@ -206,13 +222,15 @@ static int nvme(gen *g, double bytes, const char *what, const int *deps, int nde
 static void zero_gather(gen *g, int i)
 {
   const ts_layer *l = &g->p->model->layers[i];
-  double bytes = l->params / g->p->exec[i].pdiv * g->p->model->dtype_bytes;
-  ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, bytes, TS_CAT_COMM_DP, S_ZERO);
+  double bytes = ts_plan_layer_params(g->p, i) * g->p->model->dtype_bytes;
+  gboolean expert = g->p->exec[i].expert;
+  ts_op op =
+      coll_op(g, TS_COLL_ALLGATHER, expert ? g->g_edp : g->g_dp, bytes, TS_CAT_COMM_DP, S_ZERO);
   int dep = g->last;
   if (g->p->offload == TS_OFFLOAD_NVME) {
     /* ZeRO-Infinity (Rajbhandari et al. 2021, section 5.1): the parameter shard comes from
      * NVMe through host memory before the gather. */
-    double shard = bytes / g->p->degree[TS_AX_DP];
+    double shard = bytes / (expert ? g->p->degree[TS_AX_DP] / g->p->ep : g->p->degree[TS_AX_DP]);
     int r = nvme(g, shard, "read parameter shard", &dep, dep >= 0 ? 1 : 0);
     dep = host_link(g, shard, "parameter shard to device", &r, 1);
   }
@@ -260,12 +278,16 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   const ts_layer *l = &m->layers[i];
   const ts_layer_exec *e = &p->exec[i];
   const char *what = recompute ? "recompute" : "fwd";
+  emit_ep(g, &e->ep_pre, i, recompute ? L_EP_RC_PRE : L_EP_FWD_PRE,
+          recompute ? "recompute dispatch" : "fwd dispatch");
   emit_tp(g, &e->fwd_pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
   zero_need(g, i);
   emit_compute(g, TS_CAT_FWD, l->fwd_flops * g->mb / e->cdiv,
                ts_layer_fwd_mem_bytes_batch(m, l, g->mb) / e->cdiv,
                lbl(g, layer_slot(g, i, recompute ? L_RECOMPUTE : L_FWD), "%s %s", l->name, what));
   emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
+  emit_ep(g, &e->ep_post, i, recompute ? L_EP_RC_POST : L_EP_FWD_POST,
+          recompute ? "recompute combine" : "fwd combine");
 }
 
 static void bwd_layer(gen *g, int i, gboolean gathered)
@@ -275,6 +297,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer *l = &m->layers[i];
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
+  emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
   emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)
     zero_need(g, i);
@@ -291,6 +314,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem,
                                   lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
+    emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
   }
   /* The input gradient first; its collective runs while the weight gradient computes. With
@@ -322,6 +346,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
                                 lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
   pend(g, post); /* the previous layer's backward needs the summed input gradient */
+  emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
 }
 
 /* ---- gradient synchronisation ----------------------------------------------------------- */
@@ -378,7 +403,8 @@ static void flush(gen *g, bucket *b, int group, int upto)
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host
      * memory while backward continues. */
-    id = host_link(g, b->bytes / p->degree[TS_AX_DP], "gradient shard to host", &id, 1);
+    double n = group == g->g_edp ? p->degree[TS_AX_DP] / p->ep : p->degree[TS_AX_DP];
+    id = host_link(g, b->bytes / n, "gradient shard to host", &id, 1);
   }
   g_array_append_val(g->sync, id);
   b->bytes = 0;
@@ -393,24 +419,25 @@ static void sync_grads(gen *g, int a, int b)
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
   int dp = p->degree[TS_AX_DP], tp = p->degree[TS_AX_TP];
-  bucket bk[2] = {{0, -1, -1}, {0, -1, -1}};
-  int groups[2] = {g->g_dp, g->g_dptp};
-  int size[2] = {dp, dp * tp};
-  int lastl[2] = {-1, -1};
+  /* Three kinds: dense (over dp), replicated over tp too (dp and tp), experts (dp / ep). */
+  bucket bk[3] = {{0, -1, -1}, {0, -1, -1}, {0, -1, -1}};
+  int groups[3] = {g->g_dp, g->g_dptp, g->g_edp};
+  int size[3] = {dp, dp * tp, dp / p->ep};
+  int lastl[3] = {-1, -1, -1};
   for (int i = b - 1; i >= a; i--) {
     const ts_layer_exec *e = &p->exec[i];
-    int w = e->dp_over_tp && p->ps == 0 ? 1 : 0; /* servers take every gradient */
+    int w = p->ps > 0 ? 0 : e->expert ? 2 : e->dp_over_tp ? 1 : 0; /* servers take all */
     if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
       continue;
     if (bk[w].first < 0)
       bk[w].first = i;
-    bk[w].bytes += m->layers[i].params / e->pdiv * m->dtype_bytes;
+    bk[w].bytes += ts_plan_layer_params(p, i) * m->dtype_bytes;
     bk[w].last_op = g->wgrad_op[i];
     lastl[w] = i;
     if (bk[w].bytes >= p->opt.bucket_bytes)
       flush(g, &bk[w], groups[w], i);
   }
-  for (int w = 0; w < 2; w++)
+  for (int w = 0; w < 3; w++)
     if (bk[w].bytes > 0)
       flush(g, &bk[w], groups[w], lastl[w]);
 }
@@ -438,6 +465,26 @@ static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double byte
   return emit(g, &op, label, NULL, 0);
 }
 
+/* Bytes a rank sends across the boundary after layer i. A whole activation is the same on
+ * every tensor-parallel rank: each sends only its 1/t slice and the receivers all-gather it
+ * over their fast links (Megatron-LM's scatter/gather optimisation, Narayanan et al. 2021 SC,
+ * section 4.1). */
+static double boundary_bytes(const gen *g, int i, gboolean *gather)
+{
+  const ts_plan *p = g->p;
+  int tp = p->degree[TS_AX_TP];
+  *gather = p->exec[i].out == TS_ST_REPL && tp > 1;
+  return p->exec[i].out_bytes * g->mb / (*gather ? tp : 1);
+}
+
+static void boundary_gather(gen *g, int i, int k, int slot, const char *what)
+{
+  const ts_plan *p = g->p;
+  ts_op op =
+      coll_op(g, TS_COLL_ALLGATHER, g->g_tp, p->exec[i].out_bytes * g->mb, TS_CAT_COMM_PP, 0);
+  emit_main(g, &op, lbl(g, stage_slot(g, k, slot), "stage %d %s all-gather", k, what));
+}
+
 static void forward_pass(gen *g, int chunk, int u)
 {
   const ts_plan *p = g->p;
@@ -445,9 +492,12 @@ static void forward_pass(gen *g, int chunk, int u)
   int a = p->stage_first[k], b = p->stage_first[k + 1];
   const ts_model *m = p->model;
   if (k > 0) {
-    double bytes = p->exec[a - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, a - 1, &gather);
     pend(g, p2p(g, TS_OP_RECV, S_RECV_F, (k - 1) % P, bytes, tag(g, FALSE, k - 1, u),
                 lbl(g, stage_slot(g, k, L_RECV_F), "recv activations stage %d", k)));
+    if (gather)
+      boundary_gather(g, a - 1, k, L_GATHER_F, "activations");
   }
   if (p->zero >= 3) {
     int *order = g_new(int, b - a);
@@ -459,7 +509,8 @@ static void forward_pass(gen *g, int chunk, int u)
   for (int i = a; i < b; i++)
     fwd_layer(g, i, FALSE);
   if (k < p->nstages - 1) {
-    double bytes = p->exec[b - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, b - 1, &gather);
     p2p(g, TS_OP_SEND, S_SEND_F, (k + 1) % P, bytes, tag(g, FALSE, k, u),
         lbl(g, stage_slot(g, k, L_SEND_F), "send activations %s stage %d", m->layers[b - 1].name,
             k));
@@ -472,9 +523,12 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
   int P = p->degree[TS_AX_PP], k = chunk * P + g->device;
   int a = p->stage_first[k], b = p->stage_first[k + 1];
   if (k < p->nstages - 1) {
-    double bytes = p->exec[b - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, b - 1, &gather);
     pend(g, p2p(g, TS_OP_RECV, S_RECV_B, (k + 1) % P, bytes, tag(g, TRUE, k, u),
                 lbl(g, stage_slot(g, k, L_RECV_B), "recv gradients stage %d", k)));
+    if (gather)
+      boundary_gather(g, b - 1, k, L_GATHER_B, "gradients");
   }
   gboolean full = p->recompute == TS_RECOMPUTE_FULL;
   if (p->zero >= 3) {
@@ -506,7 +560,8 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     i = u0 - 1;
   }
   if (k > 0) {
-    double bytes = p->exec[a - 1].out_bytes * g->mb;
+    gboolean gather;
+    double bytes = boundary_bytes(g, a - 1, &gather);
     p2p(g, TS_OP_SEND, S_SEND_B, (k - 1) % P, bytes, tag(g, TRUE, k - 1, u),
         lbl(g, stage_slot(g, k, L_SEND_B), "send gradients %s stage %d", p->model->layers[a].name,
             k));
@@ -535,6 +590,29 @@ static void tied_exchange(gen *g)
   int r = p2p(g, TS_OP_RECV, S_RECV_F, other, bytes, theirs,
               text_label(g, "recv tied embedding gradient"));
   g_array_append_val(g->sync, r);
+}
+
+/* ZeRO stages 1 and 2: every rank updated its shard; gather the updated parameters
+ * (Rajbhandari et al. 2020, section 7.2.1: reduce-scatter plus all-gather = all-reduce); expert
+ * parameters over the ranks that share each expert. */
+static void gather_updated(gen *g)
+{
+  const ts_plan *p = g->p;
+  double dense, expert, D = p->model->dtype_bytes;
+  ts_plan_device_params_split(p, g->device, &dense, &expert);
+  gboolean any = FALSE;
+  if (dense > 0 && p->degree[TS_AX_DP] > 1) {
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, dense * D, TS_CAT_COMM_DP, 0);
+    emit_main(g, &op, text_label(g, "updated param all-gather"));
+    any = TRUE;
+  }
+  if (expert > 0 && p->degree[TS_AX_DP] / p->ep > 1) {
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_edp, expert * D, TS_CAT_COMM_DP, 0);
+    emit_main(g, &op, text_label(g, "updated expert param all-gather"));
+    any = TRUE;
+  }
+  if (!any)
+    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
 }
 
 /* Bulk-synchronous parameter-server step (GeePS, Cui et al. 2016, section 3): once every
@@ -599,13 +677,10 @@ static void offload_step(gen *g, double local)
   }
   prev = host_link(g, D * local, "updated parameter shard to device", &prev, 1);
   pend(g, prev);
-  if (p->zero == 1 || p->zero == 2) {
-    ts_op op =
-        coll_op(g, TS_COLL_ALLGATHER, g->g_dp, local * p->degree[TS_AX_DP] * D, TS_CAT_COMM_DP, 0);
-    emit_main(g, &op, text_label(g, "updated param all-gather"));
-  } else {
+  if (p->zero == 1 || p->zero == 2)
+    gather_updated(g);
+  else
     emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
-  }
 }
 
 static void optimizer_step(gen *g)
@@ -613,7 +688,7 @@ static void optimizer_step(gen *g)
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
   double psi = ts_plan_device_params(p, g->device);
-  double local = psi / (p->zero >= 1 ? p->degree[TS_AX_DP] : 1);
+  double local = ts_plan_device_shard_params(p, g->device);
   double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m);
   if (p->ps > 0) {
     ps_step(g, psi);
@@ -629,12 +704,8 @@ static void optimizer_step(gen *g)
     pend(g, g_array_index(g->sync, int, k));
   emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K),
                text_label(g, "optimizer step"));
-  /* ZeRO stages 1 and 2: every rank updated its shard; gather the updated parameters
-   * (Rajbhandari et al. 2020, section 7.2.1: reduce-scatter plus all-gather = all-reduce). */
-  if ((p->zero == 1 || p->zero == 2) && p->degree[TS_AX_DP] > 1) {
-    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, psi * D, TS_CAT_COMM_DP, 0);
-    emit_main(g, &op, text_label(g, "updated param all-gather"));
-  }
+  if (p->zero == 1 || p->zero == 2)
+    gather_updated(g);
 }
 
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
@@ -642,21 +713,30 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   (void)error;
   const ts_model *m = p->model;
   ts_trace *tr = ts_trace_new(p->topo);
-  int axis_of[TS_AX_N];
-  for (int a = 0; a < TS_AX_N; a++)
+  /* With expert parallelism the dp axis is two trace axes: its inner ep ranks and the rest. */
+  int axis_of[TS_AX_N], ax_ep = -1;
+  for (int a = 0; a < TS_AX_N; a++) {
+    gboolean cut = a == TS_AX_DP && p->ep > 1;
     axis_of[a] =
-        ts_trace_add_axis(tr, ts_axis_kind_name(a), p->degree[a], a != TS_AX_PP, &p->shape[a]);
+        ts_trace_add_axis(tr, ts_axis_kind_name(a), cut ? p->degree[a] / p->ep : p->degree[a],
+                          a != TS_AX_PP, cut ? &p->edp_shape : &p->shape[a]);
+  }
+  if (p->ep > 1)
+    ax_ep = ts_trace_add_axis(tr, "ep", p->ep, TRUE, &p->ep_shape);
   ts_trace_set_programs(tr, p->degree[TS_AX_PP]);
   gen g = {0};
   g.p = p;
   g.tr = tr;
   g.g_tp = ts_trace_group(tr, &axis_of[TS_AX_TP], 1);
-  g.g_dp = ts_trace_group(tr, &axis_of[TS_AX_DP], 1);
+  int dp_axes[3] = {ax_ep, axis_of[TS_AX_DP], axis_of[TS_AX_TP]};
+  int *dpa = p->ep > 1 ? dp_axes : dp_axes + 1, ndpa = p->ep > 1 ? 2 : 1;
+  g.g_dp = ts_trace_group(tr, dpa, ndpa);
+  g.g_edp = p->ep > 1 ? ts_trace_group(tr, &axis_of[TS_AX_DP], 1) : g.g_dp;
+  g.g_ep = p->ep > 1 ? ts_trace_group(tr, &ax_ep, 1) : -1;
   g.g_dptp = -1;
   for (int i = 0; i < m->nlayers; i++)
     if (p->exec[i].dp_over_tp) {
-      int both[2] = {axis_of[TS_AX_DP], axis_of[TS_AX_TP]};
-      g.g_dptp = ts_trace_group(tr, both, 2);
+      g.g_dptp = ts_trace_group(tr, dpa, ndpa + 1);
       break;
     }
   g.ax_pp = axis_of[TS_AX_PP];

@@ -19,7 +19,7 @@ struct ts_platform {
   int *slot;     /* (chip * ndims + dim) * 2 + (dir > 0 ? 0 : 1) -> link index, or -1 */
   GArray *links; /* plink */
   int max_route;
-  GArray *scratch; /* ts_link_id, for ts_route */
+  GArray *scratch;  /* ts_link_id, for ts_route */
   GArray *zone_buf; /* int, routes asked by SimGrid */
   sg_host_t *hosts;
 };
@@ -59,8 +59,8 @@ static gboolean check_topo(const ts_topo *t, const ts_platform_opts *o, GError *
     const ts_dim *dm = &t->dims[d];
     const char *dn = dm->name != NULL ? dm->name : "?";
     if (dm->size < 1) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [dim.%s] size='%d': expected >= 1",
-                  path, dn, dm->size);
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [dim.%s] size='%d': expected >= 1", path,
+                  dn, dm->size);
       return FALSE;
     }
     chips *= dm->size;
@@ -88,8 +88,8 @@ static gboolean check_topo(const ts_topo *t, const ts_platform_opts *o, GError *
   }
   if (chips != t->nchips) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: %d chips, but the dimensions multiply to %" G_GINT64_FORMAT, path,
-                t->nchips, chips);
+                "%s: %d chips, but the dimensions multiply to %" G_GINT64_FORMAT, path, t->nchips,
+                chips);
     return FALSE;
   }
   return TRUE;
@@ -128,14 +128,13 @@ static gboolean check_routes(ts_platform *p, GError **error)
         continue;
       for (int b = 0; b < n && ok; b++) {
         g_array_set_size(route, 0);
-        ok = ts_platform_route(p, a * stride, b * stride, route) &&
-             (int)route->len <= p->max_route;
+        ok = ts_platform_route(p, a * stride, b * stride, route) && (int)route->len <= p->max_route;
         if (!ok)
           g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                       "%s: [dim.%s]: the route from chip %d to chip %d uses a link the %s line "
                       "does not have (a bug in ts_route)",
-                      t->path != NULL ? t->path : t->name, t->dims[d].name, a * stride,
-                      b * stride, ts_shape_name(t->dims[d].shape));
+                      t->path != NULL ? t->path : t->name, t->dims[d].name, a * stride, b * stride,
+                      ts_shape_name(t->dims[d].shape));
       }
     }
   }
@@ -530,6 +529,14 @@ char *ts_platform_xml(const ts_platform *p, ts_platform_routing routing, GError 
                 "%s: routing torus needs every dimension a ring with the same bandwidth and "
                 "latency and one port per chip; use full, dijkstra or floyd",
                 p->topo->path != NULL ? p->topo->path : p->topo->name);
+    return NULL;
+  }
+  if (r == TS_PLATFORM_FULL && p->topo->nchips > TS_PLATFORM_FULL_LIMIT_CHIPS) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "%s: routing full writes every route, %d x %d of them: expected at most %d "
+                "chips; use dijkstra (or torus on a uniform torus)",
+                p->topo->path != NULL ? p->topo->path : p->topo->name, p->topo->nchips,
+                p->topo->nchips - 1, TS_PLATFORM_FULL_LIMIT_CHIPS);
     return NULL;
   }
   GString *s = g_string_new(NULL);

@@ -32,8 +32,10 @@ typedef enum {
   TS_PLATFORM_NROUTINGS
 } ts_platform_routing;
 
-/** Largest array that TS_PLATFORM_AUTO writes with every route (about 11 MB of XML). */
+/** Largest array that TS_PLATFORM_AUTO writes with every route (about 16 MB of XML). */
 #define TS_PLATFORM_FULL_MAX_CHIPS 256
+/** Largest array TS_PLATFORM_FULL accepts at all (about 350 MB of XML at 1024 chips). */
+#define TS_PLATFORM_FULL_LIMIT_CHIPS 1024
 
 typedef struct ts_platform ts_platform;
 

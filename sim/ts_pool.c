@@ -120,10 +120,11 @@ GByteArray *ts_outcome_encode(gint32 k, const ts_outcome *o)
   g_byte_array_append(b, (const guint8 *)head, sizeof head);
   /* The numbers travel as raw bytes: the same binary on both ends, and doubles stay exact. */
   ts_result r = o->res;
-  r.split = r.placement = NULL;
+  r.split = r.placement = r.link_summary = NULL; /* pointers travel as their strings */
   g_byte_array_append(b, (const guint8 *)&r, sizeof r);
   put_str(b, o->res.split);
   put_str(b, o->res.placement);
+  put_str(b, o->res.link_summary);
   put_str(b, o->message);
   len = b->len - (guint32)sizeof len;
   memcpy(b->data, &len, sizeof len);
@@ -160,42 +161,12 @@ gboolean ts_outcome_decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
   memcpy(&o->res, p, sizeof o->res);
   p += sizeof o->res;
   o->res.split = o->res.placement = NULL;
+  o->res.link_summary = NULL; /* the child's pointer; its string follows */
   *k = head[0];
   o->status = (ts_outcome_status)head[1];
   o->error_code = head[2];
   return get_str(&p, end, &o->res.split) && get_str(&p, end, &o->res.placement) &&
-         get_str(&p, end, &o->message) && p == end;
-}
-
-static gboolean write_all(int fd, const void *buf, gsize n)
-{
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return FALSE;
-    p += w;
-    n -= (gsize)w;
-  }
-  return TRUE;
-}
-
-/* Reads exactly n bytes; 0 on a clean end of file before any byte, -1 on a short read. */
-static int read_all(int fd, void *buf, gsize n)
-{
-  char *p = buf;
-  gsize got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, p + got, n - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return got == 0 && r == 0 ? 0 : -1;
-    got += (gsize)r;
-  }
-  return 1;
+         get_str(&p, end, &o->res.link_summary) && get_str(&p, end, &o->message) && p == end;
 }
 
 static gboolean is_simgrid(const ts_config *c)
@@ -216,12 +187,12 @@ static G_NORETURN void worker_main(const ts_config *cfg, const int *idx, int cmd
 {
   for (;;) {
     gint32 k;
-    if (read_all(cmd_fd, &k, sizeof k) != 1 || k < 0)
+    if (ts_read_all(cmd_fd, &k, sizeof k) != 1 || k < 0)
       _exit(0);
     ts_outcome o;
     ts_pool_predict(&cfg[idx[k]], &o);
     GByteArray *b = ts_outcome_encode(k, &o);
-    gboolean ok = write_all(res_fd, b->data, b->len);
+    gboolean ok = ts_write_all(res_fd, b->data, b->len);
     g_byte_array_unref(b);
     ts_outcome_clear(&o);
     /* A process can initialise SimGrid once: a worker that used it leaves. */
@@ -284,7 +255,7 @@ static void retire(worker *w, gboolean kill_it)
 static gboolean feed(worker *w, int k, const ts_config *cfg, const int *idx, GError **error)
 {
   gint32 v = k;
-  if (!write_all(w->cmd_fd, &v, sizeof v)) {
+  if (!ts_write_all(w->cmd_fd, &v, sizeof v)) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "worker process %d stopped taking work",
                 (int)w->pid);
     return FALSE;
@@ -345,11 +316,11 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
         continue;
       worker *w = &ws[map[i]];
       guint32 len;
-      int r = read_all(w->res_fd, &len, sizeof len);
+      int r = ts_read_all(w->res_fd, &len, sizeof len);
       guint8 *buf = NULL;
       if (r == 1) {
         buf = g_malloc(len > 0 ? len : 1);
-        r = read_all(w->res_fd, buf, len) == 1 ? 1 : -1;
+        r = ts_read_all(w->res_fd, buf, len) == 1 ? 1 : -1;
       }
       gint32 k = -1;
       ts_outcome oc;

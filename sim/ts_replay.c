@@ -113,6 +113,34 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   g_hash_table_unref(last);
 }
 
+/* Hash keys of up to three integers (group/base/seq, src/dst/tag): no string formatting on
+ * the replay's hot path. */
+typedef struct {
+  int a, b, c;
+} key3;
+
+static guint key3_hash(gconstpointer p)
+{
+  const key3 *k = p;
+  guint h = (guint)k->a * 2654435761u;
+  h ^= (guint)k->b * 2246822519u + (h << 6) + (h >> 2);
+  h ^= (guint)k->c * 3266489917u + (h << 6) + (h >> 2);
+  return h;
+}
+
+static gboolean key3_equal(gconstpointer x, gconstpointer y)
+{
+  const key3 *p = x, *q = y;
+  return p->a == q->a && p->b == q->b && p->c == q->c;
+}
+
+static key3 *key3_new(int a, int b, int c)
+{
+  key3 *k = g_new(key3, 1);
+  *k = (key3){a, b, c};
+  return k;
+}
+
 static void rendezvous_free(gpointer p)
 {
   rendezvous *rv = p;
@@ -172,10 +200,10 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   }
   r->nsim = (int)sims->len;
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
-  r->rendezvous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, rendezvous_free);
-  r->p2p_sends = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, queue_free);
-  r->p2p_recvs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, queue_free);
-  r->group_expect = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  r->rendezvous = g_hash_table_new_full(key3_hash, key3_equal, g_free, rendezvous_free);
+  r->p2p_sends = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
+  r->p2p_recvs = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
+  r->group_expect = g_hash_table_new_full(key3_hash, key3_equal, g_free, NULL);
   r->acts = g_array_new(FALSE, TRUE, sizeof(activity_rec));
   r->free_acts = g_array_new(FALSE, FALSE, sizeof(int));
   r->ready_stack = g_array_new(FALSE, FALSE, sizeof(member_ref));
@@ -272,8 +300,8 @@ static gboolean activity_start(ts_replay *r, int idx, double now, GError **error
 /* "Group instance" expected simulated members: those of the group's ranks that are simulated. */
 static int group_expected(ts_replay *r, int group, int base)
 {
-  g_autofree char *key = g_strdup_printf("%d/%d", group, base);
-  gpointer v = g_hash_table_lookup(r->group_expect, key);
+  key3 k = {group, base, 0};
+  gpointer v = g_hash_table_lookup(r->group_expect, &k);
   if (v != NULL)
     return GPOINTER_TO_INT(v) - 1;
   const ts_group *g = g_ptr_array_index(r->tr->groups, group);
@@ -286,7 +314,7 @@ static int group_expected(ts_replay *r, int group, int base)
   for (int m = 0; m < n; m++)
     if (r->sim_of_rank[ts_group_member_chip(&t, &g->shape, base, m)] >= 0)
       count++;
-  g_hash_table_insert(r->group_expect, g_steal_pointer(&key), GINT_TO_POINTER(count + 1));
+  g_hash_table_insert(r->group_expect, key3_new(group, base, 0), GINT_TO_POINTER(count + 1));
   return count;
 }
 
@@ -328,7 +356,8 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   case TS_OP_COLL: {
     int base = group_base(r, op->group, s->rank);
     int seq = s->coll_seq[op->group]++;
-    g_autofree char *key = g_strdup_printf("%d/%d/%d", op->group, base, seq);
+    key3 k = {op->group, base, seq};
+    key3 *key = &k;
     rendezvous *rv = g_hash_table_lookup(r->rendezvous, key);
     if (rv == NULL) {
       rv = g_new0(rendezvous, 1);
@@ -337,7 +366,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       rv->seq = seq;
       rv->expected = group_expected(r, op->group, base);
       rv->members = g_array_new(FALSE, FALSE, sizeof(member_ref));
-      g_hash_table_insert(r->rendezvous, g_strdup(key), rv);
+      g_hash_table_insert(r->rendezvous, key3_new(k.a, k.b, k.c), rv);
     }
     const ts_op *first = rv->members->len > 0
                              ? op_of(r, g_array_index(rv->members, member_ref, 0).sim,
@@ -387,7 +416,8 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     }
     gboolean is_send = op->kind == TS_OP_SEND;
     int src = is_send ? s->rank : peer, dst = is_send ? peer : s->rank;
-    g_autofree char *key = g_strdup_printf("%d/%d/%d", src, dst, op->tag);
+    key3 k = {src, dst, op->tag};
+    key3 *key = &k;
     GHashTable *mine = is_send ? r->p2p_sends : r->p2p_recvs;
     GHashTable *theirs = is_send ? r->p2p_recvs : r->p2p_sends;
     GQueue *q = g_hash_table_lookup(theirs, key);
@@ -395,7 +425,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       GQueue *my = g_hash_table_lookup(mine, key);
       if (my == NULL) {
         my = g_queue_new();
-        g_hash_table_insert(mine, g_strdup(key), my);
+        g_hash_table_insert(mine, key3_new(k.a, k.b, k.c), my);
       }
       p2p_wait *w = g_new(p2p_wait, 1);
       *w = (p2p_wait){sim, opi, now};
@@ -513,6 +543,26 @@ static gboolean is_comm(ts_op_kind k)
   return k == TS_OP_COLL || k == TS_OP_SEND || k == TS_OP_RECV;
 }
 
+/* Union length of two interval lists, each sorted by start: one merge pass. */
+static double union_len_merged(const ival *a, int na, const ival *b, int nb)
+{
+  double total = 0, cs = 0, ce = 0;
+  gboolean open = FALSE;
+  for (int i = 0, j = 0; i < na || j < nb;) {
+    const ival *v = j >= nb || (i < na && a[i].s <= b[j].s) ? &a[i++] : &b[j++];
+    if (!open || v->s > ce) {
+      if (open)
+        total += ce - cs;
+      cs = v->s;
+      ce = v->e;
+      open = TRUE;
+    } else if (v->e > ce) {
+      ce = v->e;
+    }
+  }
+  return open ? total + (ce - cs) : 0.0;
+}
+
 static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
@@ -520,7 +570,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
   ival *comp = g_new(ival, p->nops + 1), *comm = g_new(ival, p->nops + 1);
-  ival *both = g_new(ival, 2 * p->nops + 1);
+  int *comm_cat = g_new(int, p->nops + 1);
   int nc = 0, nm = 0;
   for (int i = 0; i < p->nops; i++) {
     const ts_op *o = &p->ops[i];
@@ -533,29 +583,42 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
     else if (is_comm(o->kind))
       comm[nm++] = (ival){s->start[i], s->end[i]};
   }
-  memcpy(both, comp, sizeof(ival) * (size_t)nc);
-  memcpy(both + nc, comm, sizeof(ival) * (size_t)nm);
-  double u_all = union_len(both, nc + nm);
-  out->compute_s = union_len(comp, nc);
-  out->comm_s = union_len(comm, nm);
+  out->compute_s = union_len(comp, nc); /* sorts comp */
+  /* Sort communication with its categories, so each category's intervals stay sorted. */
+  typedef struct {
+    ival v;
+    int cat;
+  } cival;
+  cival *cc = g_new(cival, nm + 1);
+  for (int i = 0, k = 0; i < p->nops; i++)
+    if (is_comm(p->ops[i].kind)) {
+      cc[k] = (cival){comm[k], (int)p->ops[i].cat};
+      k++;
+    }
+  qsort(cc, (size_t)nm, sizeof *cc, ival_cmp); /* ival is the first member */
+  for (int i = 0; i < nm; i++) {
+    comm[i] = cc[i].v;
+    comm_cat[i] = cc[i].cat;
+  }
+  g_free(cc);
+  out->comm_s = union_len_merged(comm, nm, NULL, 0);
+  double u_all = union_len_merged(comp, nc, comm, nm);
   out->exposed_comm_s = u_all - out->compute_s;
   out->idle_s = out->end_s - u_all;
   /* Per category: what that category's communication alone adds on top of compute. */
+  ival *one = g_new(ival, nm + 1);
   for (int c = 0; c < TS_NCATS; c++) {
-    int n = nc;
-    memcpy(both, comp, sizeof(ival) * (size_t)nc);
-    gboolean any = FALSE;
-    for (int i = 0; i < p->nops; i++)
-      if (is_comm(p->ops[i].kind) && (int)p->ops[i].cat == c) {
-        both[n++] = (ival){s->start[i], s->end[i]};
-        any = TRUE;
-      }
-    if (any)
-      out->exposed_cat_s[c] = union_len(both, n) - out->compute_s;
+    int n = 0;
+    for (int i = 0; i < nm; i++)
+      if (comm_cat[i] == c)
+        one[n++] = comm[i];
+    if (n > 0)
+      out->exposed_cat_s[c] = union_len_merged(comp, nc, one, n) - out->compute_s;
   }
+  g_free(one);
   g_free(comp);
   g_free(comm);
-  g_free(both);
+  g_free(comm_cat);
 }
 
 gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)

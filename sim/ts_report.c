@@ -42,6 +42,7 @@ void ts_result_clear(ts_result *r)
 {
   g_free(r->split);
   g_free(r->placement);
+  g_free(r->link_summary);
   memset(r, 0, sizeof *r);
 }
 
@@ -78,19 +79,6 @@ static int fastest(const ts_result *res, int n)
     if (res[i].step_time_s < res[best].step_time_s)
       best = i;
   return best;
-}
-
-/* Pads a UTF-8 cell to `w` columns (left or right aligned). */
-static void cell(GString *s, const char *text, int w, gboolean right)
-{
-  int len = (int)g_utf8_strlen(text, -1);
-  if (right)
-    for (int i = len; i < w; i++)
-      g_string_append_c(s, ' ');
-  g_string_append(s, text);
-  if (!right)
-    for (int i = len; i < w; i++)
-      g_string_append_c(s, ' ');
 }
 
 static char *render_text(const ts_report_inputs *in, const ts_result *res, int n)
@@ -138,12 +126,12 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
   }
   for (int c = 0; c < NCOL; c++) {
-    cell(s, head[c], c + 1 < NCOL ? w[c] : 0, right[c]);
+    ts_append_cell(s, head[c], c + 1 < NCOL ? w[c] : 0, right[c]);
     g_string_append(s, c + 1 < NCOL ? "  " : "\n");
   }
   for (int i = 0; i < n; i++) {
     for (int c = 0; c < NCOL; c++) {
-      cell(s, cells[i][c], c + 1 < NCOL ? w[c] : 0, right[c]);
+      ts_append_cell(s, cells[i][c], c + 1 < NCOL ? w[c] : 0, right[c]);
       g_string_append(s, c + 1 < NCOL ? "  " : "\n");
     }
     g_strfreev(cells[i]);
@@ -161,6 +149,10 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
     g_string_append_c(s, '\n');
   }
+  for (int i = 0; i < n; i++)
+    if (res[i].link_summary != NULL)
+      g_string_append_printf(s, "\n%s: %" G_GINT64_FORMAT " flows simulated\n%s", res[i].split,
+                             res[i].flows, res[i].link_summary);
   return g_string_free(s, FALSE);
 }
 
@@ -174,22 +166,6 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   "inflight_micro_batches,memory_stage,pipeline_stages,host_link_bytes_per_step,"                  \
   "ps_push_bytes_per_step,ps_pull_bytes_per_step,redistribution_bytes_per_step\n"
 
-static void csv_str(GString *s, const char *v)
-{
-  /* RFC 4180: quote fields holding commas or quotes, doubling the quotes. */
-  if (strpbrk(v, ",\"\n") == NULL) {
-    g_string_append(s, v);
-    return;
-  }
-  g_string_append_c(s, '"');
-  for (const char *p = v; *p; p++) {
-    if (*p == '"')
-      g_string_append_c(s, '"');
-    g_string_append_c(s, *p);
-  }
-  g_string_append_c(s, '"');
-}
-
 static void csv_num(GString *s, double v)
 {
   g_string_append_c(s, ',');
@@ -201,15 +177,15 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
   GString *s = g_string_new(CSV_HEADER);
   for (int i = 0; i < n; i++) {
     const ts_result *r = &res[i];
-    csv_str(s, in->model_name);
+    ts_csv_append(s, in->model_name);
     g_string_append_c(s, ',');
-    csv_str(s, in->topology_name);
+    ts_csv_append(s, in->topology_name);
     g_string_append_c(s, ',');
-    csv_str(s, in->backend);
+    ts_csv_append(s, in->backend);
     g_string_append_c(s, ',');
-    csv_str(s, r->split);
+    ts_csv_append(s, r->split);
     g_string_append_c(s, ',');
-    csv_str(s, r->placement);
+    ts_csv_append(s, r->placement);
     g_string_append_printf(s, ",%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT,
                            r->chips, r->global_batch, r->micro_batch, r->micro_batches);
     const double v[] = {r->step_time_s,       r->compute_time_s,

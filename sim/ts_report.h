@@ -14,6 +14,8 @@ G_BEGIN_DECLS
 typedef struct {
   char *split;     /* canonical split, e.g. "tp=8,dp=8" */
   char *placement; /* e.g. "tp@x,dp@y" */
+  char *link_summary; /* simgrid: the most loaded links, a text table (NULL otherwise) */
+  gint64 flows;       /* simgrid: point-to-point flows simulated (0 otherwise) */
   int chips;
   gint64 global_batch, micro_batch, micro_batches;
   double step_time_s, compute_time_s, comm_time_s, exposed_comm_time_s, idle_time_s;

@@ -1,8 +1,13 @@
 /* ts_run: plan -> trace -> replay -> result, the one path every prediction takes. */
 #include "ts_run.h"
+#include "ts_backend_simgrid.h"
 #include "ts_util.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 gboolean ts_run_backend_valid(const char *name, GError **error)
 {
@@ -23,21 +28,161 @@ char *ts_run_network_model(const ts_run_options *ro)
   return g_string_free(s, FALSE);
 }
 
-gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
-                       ts_replay_result *out, GError **error)
+void ts_run_extra_clear(ts_run_extra *x)
 {
-  if (!ts_trace_check(tr, t, error))
-    return FALSE;
-  gboolean sg = ro->backend != NULL && strcmp(ro->backend, "simgrid") == 0;
+  if (x == NULL)
+    return;
+  g_free(x->link_summary);
+  g_free(x->network_config);
+  memset(x, 0, sizeof *x);
+}
+
+static gboolean is_simgrid(const ts_run_options *ro)
+{
+  return ro->backend != NULL && strcmp(ro->backend, "simgrid") == 0;
+}
+
+/* The replay itself, in whatever process runs it. */
+static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                            ts_replay_result *out, ts_run_extra *x, GError **error)
+{
+  gboolean sg = is_simgrid(ro);
   ts_backend *b = sg ? ts_backend_simgrid_new(t, ro->sg_cfg, error) : ts_backend_analytic_new(t);
   if (b == NULL)
     return FALSE;
   /* Contention needs every flow, so the simgrid backend replays every rank. */
   ts_replay *r = ts_replay_new(tr, b, sg || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
   gboolean ok = ts_replay_run(r, out, error);
+  if (ok && sg) {
+    GPtrArray *rows = NULL;
+    ok = ts_backend_simgrid_link_report(b, &rows, NULL, error);
+    if (ok && ro->link_report != NULL)
+      ok = ts_link_report_write_csv(rows, ro->link_report, error);
+    if (ok && x != NULL) {
+      x->link_summary = ts_link_report_summary(rows, ro->top_links > 0 ? ro->top_links : 5);
+      x->network_config = g_strdup(ts_backend_simgrid_config(b));
+      x->flows = ts_backend_simgrid_flows(b);
+    }
+    if (rows != NULL)
+      g_ptr_array_unref(rows);
+  }
   ts_replay_free(r);
   ts_backend_free(b);
   return ok;
+}
+
+/* Pipe framing between the child that runs SimGrid and its parent. */
+static void write_str(int fd, const char *s)
+{
+  guint32 n = s != NULL ? (guint32)strlen(s) + 1 : 0;
+  ts_write_all(fd, &n, sizeof n);
+  if (n > 0)
+    ts_write_all(fd, s, n);
+}
+
+static gboolean read_str(int fd, char **out)
+{
+  guint32 n;
+  *out = NULL;
+  if (ts_read_all(fd, &n, sizeof n) != 1 || n > (1u << 26))
+    return FALSE;
+  if (n == 0)
+    return TRUE;
+  *out = g_malloc(n);
+  if (ts_read_all(fd, *out, n) != 1 || (*out)[n - 1] != '\0') {
+    g_clear_pointer(out, g_free);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                                ts_replay_result *out, ts_run_extra *x, GError **error)
+{
+  int fd[2];
+  if (pipe(fd) != 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "cannot create a pipe: %s", g_strerror(errno));
+    return FALSE;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "cannot fork the simgrid replay: %s",
+                g_strerror(errno));
+    return FALSE;
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    ts_replay_result res;
+    ts_run_extra ex = {0};
+    GError *err = NULL;
+    gint32 ok = replay_here(tr, t, ro, &res, &ex, &err);
+    gint32 code = err != NULL ? err->code : 0;
+    ts_write_all(fd[1], &ok, sizeof ok);
+    ts_write_all(fd[1], &code, sizeof code);
+    ts_write_all(fd[1], &res, sizeof res);
+    ts_write_all(fd[1], &ex.flows, sizeof ex.flows);
+    write_str(fd[1], err != NULL ? err->message : NULL);
+    write_str(fd[1], ex.link_summary);
+    write_str(fd[1], ex.network_config);
+    close(fd[1]);
+    _exit(0);
+  }
+  close(fd[1]);
+  gint32 ok = 0, code = 0;
+  gint64 flows = 0;
+  char *msg = NULL, *summary = NULL, *config = NULL;
+  gboolean got = (ts_read_all(fd[0], &ok, sizeof ok) == 1) &&
+                 (ts_read_all(fd[0], &code, sizeof code) == 1) &&
+                 (ts_read_all(fd[0], out, sizeof *out) == 1) &&
+                 (ts_read_all(fd[0], &flows, sizeof flows) == 1) && read_str(fd[0], &msg) &&
+                 read_str(fd[0], &summary) && read_str(fd[0], &config);
+  close(fd[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (!got) {
+    if (WIFSIGNALED(status))
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "the simgrid replay died of signal %d (%s); the analytic backend is not "
+                  "affected",
+                  WTERMSIG(status), g_strsignal(WTERMSIG(status)));
+    else
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "the simgrid replay ended (status %d) without a result", WEXITSTATUS(status));
+    ok = FALSE;
+  } else if (!ok) {
+    g_set_error_literal(error, TS_ERROR, code, msg != NULL ? msg : "simgrid replay failed");
+  } else if (x != NULL) {
+    x->link_summary = g_steal_pointer(&summary);
+    x->network_config = g_steal_pointer(&config);
+    x->flows = flows;
+  }
+  g_free(msg);
+  g_free(summary);
+  g_free(config);
+  return ok;
+}
+
+gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                          ts_replay_result *out, ts_run_extra *x, GError **error)
+{
+  if (x != NULL)
+    memset(x, 0, sizeof *x);
+  if (!ts_trace_check(tr, t, error))
+    return FALSE;
+  if (is_simgrid(ro))
+    return replay_in_child(tr, t, ro, out, x, error);
+  return replay_here(tr, t, ro, out, x, error);
+}
+
+gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                       ts_replay_result *out, GError **error)
+{
+  return ts_run_replay_ex(tr, t, ro, out, NULL, error);
 }
 
 gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
@@ -51,8 +196,12 @@ gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
   if (tr == NULL)
     return FALSE;
   ts_replay_result rr;
-  if (!ts_run_replay(tr, t, ro, &rr, error))
+  ts_run_extra x;
+  if (!ts_run_replay_ex(tr, t, ro, &rr, &x, error))
     return FALSE;
   ts_result_fill(out, p, tr, &rr);
+  out->link_summary = g_steal_pointer(&x.link_summary);
+  out->flows = x.flows;
+  ts_run_extra_clear(&x);
   return TRUE;
 }

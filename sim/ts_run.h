@@ -11,7 +11,26 @@ typedef struct {
   const char *backend;       /* "analytic" (default) or "simgrid" */
   const char *const *sg_cfg; /* extra SimGrid --cfg values, may be NULL */
   gboolean full;             /* replay every rank even where ranks are identical */
+  const char *link_report;   /* simgrid: write every link's load here as CSV (may be NULL) */
+  int top_links;             /* simgrid: links in the summary (0 = 5) */
 } ts_run_options;
+
+/** What a replay adds beyond the step: the simgrid backend's most loaded links. */
+typedef struct {
+  char *link_summary;   /* text table of the most loaded links, or NULL (caller frees) */
+  char *network_config; /* the SimGrid configuration in effect, or NULL (caller frees) */
+  gint64 flows;         /* point-to-point flows simulated (simgrid) */
+} ts_run_extra;
+
+void ts_run_extra_clear(ts_run_extra *x);
+
+/**
+ * As ts_run_replay, also returning the backend's extras (x may be NULL). SimGrid can run one
+ * platform per process, so a simgrid replay runs in a child process: a crash or an abort
+ * inside SimGrid becomes an error, never a dead program.
+ */
+gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                          ts_replay_result *out, ts_run_extra *x, GError **error);
 
 /**
  * Predicts one split. On input errors returns FALSE with TS_ERROR_INVALID / TS_ERROR_INPUT;

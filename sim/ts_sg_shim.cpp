@@ -1,6 +1,7 @@
 /* ts_sg_shim: the C++ side of the simgrid backend, kept to what SimGrid 3.32's C API cannot
- * do: a netzone with caller-computed routes, host-to-host flows without receiving actors,
- * actors running a C closure, sealing, and configuration guarded against aborts. */
+ * do: a netzone with caller-computed routes, actors running a C closure, mailbox exchanges
+ * that report each flow's interval, host-to-host flows, sealing, and initialisation and
+ * configuration guarded so that nothing SimGrid prints or aborts on reaches the user. */
 #include "ts_sg_shim.h"
 #include "ts_util.h"
 
@@ -19,9 +20,9 @@
 #include <xbt/log.h>
 
 #include <cmath>
+#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -43,7 +44,8 @@ static const char *log_target(void)
  * already, but a failed xbt_assert, an uncaught exception or a crash handler writes to stderr
  * directly before aborting; this keeps those from the user as well (the caller reports the
  * failure in one line). Nests; restores stderr when the outermost scope ends. */
-class Quiet {
+class Quiet
+{
 public:
   Quiet()
   {
@@ -78,7 +80,8 @@ int Quiet::saved_ = -1;
 /* Model names SimGrid 3.32 accepts (src/surf/surf_interface.cpp, the *_model_description
  * tables). An unknown name makes SimGrid call xbt_die when the platform is created, which
  * aborts the process; checking here turns that into a one-line input error. */
-static const char *const network_models[] = {"LV08", "Constant", "SMPI", "IB", "CM02", "ns-3", nullptr};
+static const char *const network_models[] = {"LV08", "Constant", "SMPI", "IB",
+                                             "CM02", "ns-3",     nullptr};
 static const char *const cpu_models[] = {"Cas01", nullptr};
 static const char *const host_models[] = {"default", "compound", "ptask_L07", nullptr};
 static const char *const disk_models[] = {"default", nullptr};
@@ -187,7 +190,8 @@ extern "C" gboolean ts_sg_initialised(void)
 }
 
 /* The zone: hosts numbered in creation order, one-direction links, and routes asked of C. */
-class TsZone : public sgr::NetZoneImpl {
+class TsZone : public sgr::NetZoneImpl
+{
 public:
   TsZone(const std::string &name, ts_sg_route_fn fn, void *data, int max_route)
       : NetZoneImpl(name), route_(fn), data_(data), buf_((size_t)max_route)
@@ -293,8 +297,8 @@ extern "C" void ts_sg_spawn(const char *name, sg_host_t host, void (*fn)(void *)
   });
 }
 
-extern "C" void ts_sg_flows(const sg_host_t *src, const sg_host_t *dst, const double *bytes,
-                            int n, double *start_s, double *end_s)
+extern "C" void ts_sg_flows(const sg_host_t *src, const sg_host_t *dst, const double *bytes, int n,
+                            double *start_s, double *end_s)
 {
   std::vector<sg4::CommPtr> comms;
   comms.reserve((size_t)n);

@@ -124,6 +124,13 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item,
                         "ps=N, N parameter-server shards, a whole number in [1, 1048576]");
     s->ps = (int)v;
+  } else if (strcmp(key, "ep") == 0) {
+    gint64 v;
+    if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
+      return item_error(error, text, item,
+                        "ep=N, the expert-parallel degree inside dp, a whole number in [1, "
+                        "1048576]");
+    s->ep = (int)v;
   } else if (strcmp(key, "ps-placement") == 0) {
     static const char *const n[] = {"colocated", "dedicated", NULL};
     int v = val ? lookup(n, val) : -1;
@@ -131,7 +138,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item, "ps-placement=colocated or dedicated");
     s->ps_placement = (ts_ps_placement)v;
   } else if (strcmp(key, "stages") == 0) {
-    g_auto(GStrv) parts = g_strsplit(val ? val : "", ":", -1);
+    if (val == NULL || *val == '\0')
+      return item_error(error, text, item,
+                        "stages=N1:N2:...: layers per pipeline stage, whole numbers >= 1");
+    g_auto(GStrv) parts = g_strsplit(val, ":", -1);
     int n = (int)g_strv_length(parts);
     g_free(s->stage_layers);
     s->stage_layers = g_new0(int, n > 0 ? n : 1);
@@ -175,7 +185,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else {
     return item_error(error, text, item,
                       "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
-                      "offload, ps, ps-placement, stages, kind:K, name:GLOB)");
+                      "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -193,6 +203,9 @@ ts_split *ts_split_parse(const char *text, GError **error)
     return NULL;
   }
   g_auto(GStrv) items = g_strsplit(text, ",", -1);
+  /* Option keys seen so far, NULL-terminated (an option given twice is an error, as an axis). */
+  g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(seen, NULL);
   for (char **it = items; *it != NULL; it++) {
     char *item = g_strstrip(*it);
     const char *eq = strchr(item, '=');
@@ -212,16 +225,24 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {"zero", "schedule",     "recompute", "sp", "offload",
-                                            "ps",   "ps-placement", "stages",    NULL};
+                                            "ps",   "ps-placement", "stages",    "ep", NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), or an option: zero, schedule, recompute, sp, "
-                    "offload, ps, ps-placement, stages, kind:K, name:GLOB",
+                    "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB",
                     text, key);
         return NULL;
       }
+      gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");
+      if (!rule && g_strv_contains((const char *const *)seen->pdata, key)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--split '%s': option %s given twice", text,
+                    key);
+        return NULL;
+      }
+      if (!rule)
+        g_ptr_array_insert(seen, (gint)seen->len - 1, g_strdup(key));
       if (!parse_option(s, text, item, key, eq ? eq + 1 : NULL, error))
         return NULL;
       continue;

@@ -790,22 +790,6 @@ ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **err
   return g_steal_pointer(&sw);
 }
 
-/* RFC 4180: quote fields holding commas, quotes or line breaks, doubling the quotes. */
-static void csv_str(GString *s, const char *v)
-{
-  if (strpbrk(v, ",\"\n\r") == NULL) {
-    g_string_append(s, v);
-    return;
-  }
-  g_string_append_c(s, '"');
-  for (const char *p = v; *p; p++) {
-    if (*p == '"')
-      g_string_append_c(s, '"');
-    g_string_append_c(s, *p);
-  }
-  g_string_append_c(s, '"');
-}
-
 char *ts_sweep_render_csv(const ts_sweep *s, const int *idx, const ts_outcome *out, int n)
 {
   GString *csv = g_string_new("config,array,split_arg");
@@ -824,7 +808,7 @@ char *ts_sweep_render_csv(const ts_sweep *s, const int *idx, const ts_outcome *o
     const ts_config *c = &g_array_index(s->cfgs, ts_config, i);
     const row_meta *m = &g_array_index(s->meta, row_meta, i);
     g_string_append_printf(csv, "%d,%s,", i, m->array);
-    csv_str(csv, m->split_arg);
+    ts_csv_append(csv, m->split_arg);
     for (int v = 0; v < s->nvary; v++)
       if (s->columns[v] != NULL && strcmp(s->columns[v], "dims") != 0) {
         g_string_append_c(csv, ',');

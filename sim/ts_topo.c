@@ -24,7 +24,8 @@ static const char *const chip_keys[] = {
     "name", "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency", NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
-static const char *const dim_keys[] = {"size", "shape", "link_bandwidth_GBps", "latency_us", NULL};
+static const char *const dim_keys[] = {
+    "size", "shape", "link_bandwidth_GBps", "latency_us", "bandwidth_efficiency", NULL};
 
 const char *ts_shape_name(ts_shape s)
 {
@@ -157,7 +158,7 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
                          ts_dim *d, GError **error)
 {
   gint64 size;
-  double bw_gbps, lat_us;
+  double bw_gbps, lat_us, bw_eff;
   g_autofree char *shape = NULL;
   if (!ts_kf_check_keys(kf, path, group, dim_keys, error) ||
       !ts_kf_int(kf, path, group, "size", FALSE, 0, 1, TOPO_MAX_DIM_SIZE, "a chip count", &size,
@@ -180,7 +181,9 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   if (!read_number(kf, path, group, "link_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
                    "a one-direction link bandwidth in GB/s (1e9 B/s)", &bw_gbps, error) ||
       !read_number(kf, path, group, "latency_us", FALSE, 0, 0, FALSE, TOPO_MAX_LATENCY,
-                   "a latency in microseconds", &lat_us, error))
+                   "a latency in microseconds", &lat_us, error) ||
+      !read_number(kf, path, group, "bandwidth_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
+                   "the fraction of link_bandwidth_GBps a transfer achieves", &bw_eff, error))
     return FALSE;
   if (chips_before * size > TOPO_MAX_CHIPS) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -191,7 +194,10 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   }
   d->name = g_strdup(group + strlen("dim."));
   d->size = (int)size;
-  d->link_bw_Bps = bw_gbps * GB;
+  /* The file keeps the datasheet rate and the measured fraction apart, so each can be cited;
+   * every backend reads only the product (what a transfer achieves), so none can forget the
+   * efficiency. */
+  d->link_bw_Bps = bw_gbps * bw_eff * GB;
   d->latency_s = lat_us * US;
   return TRUE;
 }

@@ -5,6 +5,7 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK(trainsim - error - quark, ts_error)
 
@@ -317,4 +318,61 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
               "(see `ls %s/%s`)",
               name, dir, name, TS_SOURCE_DIR, dir);
   return NULL;
+}
+
+gboolean ts_write_all(int fd, const void *buf, gsize n)
+{
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return FALSE;
+    p += w;
+    n -= (gsize)w;
+  }
+  return TRUE;
+}
+
+int ts_read_all(int fd, void *buf, gsize n)
+{
+  char *p = buf;
+  gsize got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return got == 0 && r == 0 ? 0 : -1;
+    got += (gsize)r;
+  }
+  return 1;
+}
+
+void ts_csv_append(GString *s, const char *v)
+{
+  if (strpbrk(v, ",\"\n\r") == NULL) {
+    g_string_append(s, v);
+    return;
+  }
+  g_string_append_c(s, '"');
+  for (const char *p = v; *p; p++) {
+    if (*p == '"')
+      g_string_append_c(s, '"');
+    g_string_append_c(s, *p);
+  }
+  g_string_append_c(s, '"');
+}
+
+void ts_append_cell(GString *s, const char *text, int w, gboolean right)
+{
+  int len = (int)g_utf8_strlen(text, -1);
+  if (right)
+    for (int i = len; i < w; i++)
+      g_string_append_c(s, ' ');
+  g_string_append(s, text);
+  if (!right)
+    for (int i = len; i < w; i++)
+      g_string_append_c(s, ' ');
 }

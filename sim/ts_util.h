@@ -88,6 +88,18 @@ gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len,
  */
 char *ts_resolve_data_file(const char *name, const char *dir, GError **error);
 
+/** Writes all n bytes to fd, retrying on EINTR; FALSE on error. */
+gboolean ts_write_all(int fd, const void *buf, gsize n);
+
+/** Reads exactly n bytes from fd: 1 when read, 0 on end of file before any byte, -1 otherwise. */
+int ts_read_all(int fd, void *buf, gsize n);
+
+/** Appends one CSV field, quoted as RFC 4180 asks when it holds a comma, quote or line break. */
+void ts_csv_append(GString *s, const char *field);
+
+/** Appends text padded with blanks to w columns (UTF-8 aware), right- or left-aligned. */
+void ts_append_cell(GString *s, const char *text, int w, gboolean right);
+
 G_END_DECLS
 
 #endif

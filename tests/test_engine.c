@@ -5,29 +5,12 @@
 #include "ts_trace.h"
 #include "ts_util.h"
 
+#include "ts_test.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
 #define REL_TOL 1e-9
-
-static ts_topo *load_topo(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_topo *t = ts_topo_load(path, &err);
-  cr_assert_not_null(t, "%s", err ? err->message : "");
-  return t;
-}
-
-static ts_model *load_model(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_model *m = ts_model_load(path, &err);
-  cr_assert_not_null(m, "%s", err ? err->message : "");
-  return m;
-}
 
 /* A ring topology built in memory: n chips, one dimension. */
 static ts_topo *ring_topo(int n, double bw, double lat)
@@ -54,7 +37,7 @@ static gboolean predict(const ts_model *m, const ts_topo *t, const char *split, 
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = batch;
-  ts_run_options ro = {"analytic", NULL, full};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = full};
   return ts_run_predict(m, t, s, &po, &ro, res, err);
 }
 
@@ -78,7 +61,7 @@ Test(engine, stream_order_and_overlap)
   ts_trace_append(tr, 0, &w, deps, 2);
   ts_replay_result rr;
   GError *err = NULL;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
   double step = rr.step_time_s;
   cr_assert_float_eq(step, 2.0, 1e-12, "step %g, expected 2 s", step);
@@ -98,7 +81,7 @@ Test(engine, stuck_replay_names_rank_and_op)
   ts_trace_append(tr, 1, &r, NULL, 0); /* rank 1 waits for a send rank 0 never makes */
   ts_replay_result rr;
   GError *err = NULL;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   gboolean ok = ts_run_replay(tr, t, &ro, &rr, &err);
   cr_assert(!ok);
   cr_assert_eq(err->code, TS_ERROR_BACKEND);
@@ -123,7 +106,7 @@ Test(engine, send_recv_pair_costs_one_transfer)
   ts_trace_append(tr, 1, &r, NULL, 0);
   ts_replay_result rr;
   GError *err = NULL;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
   double step = rr.step_time_s, expect = 1e-6 + 1.0;
   cr_assert_float_eq(step, expect, expect * REL_TOL, "p2p %g, expected alpha + S/B = %g", step,
@@ -149,7 +132,7 @@ Test(engine, one_chip_step_is_sum_of_compute)
     sum += ts_compute_time(t, o->flops, o->mem_bytes);
   }
   ts_replay_result rr;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, t, &ro, &rr, &err));
   double step = rr.step_time_s;
   cr_assert_float_eq(step, sum, sum * REL_TOL, "step %.17g vs sum of compute %.17g", step, sum);
@@ -237,7 +220,7 @@ Test(engine, trace_text_round_trip)
   g_autofree char *again = ts_trace_to_text(back);
   cr_assert_str_eq(text, again, "text -> trace -> text must be identical");
   ts_replay_result r1, r2;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, t, &ro, &r1, &err));
   cr_assert(ts_run_replay(back, t, &ro, &r2, &err));
   double a = r1.step_time_s, b = r2.step_time_s;

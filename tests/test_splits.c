@@ -7,27 +7,12 @@
 #include "ts_trace.h"
 #include "ts_util.h"
 
+#include "ts_test.h"
 #include <criterion/criterion.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
-
-static ts_topo *load_topo(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_topo *t = ts_topo_load(path, &err);
-  cr_assert_not_null(t, "%s", err ? err->message : "");
-  return t;
-}
-
-static ts_model *load_model(const char *name)
-{
-  g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, name);
-  GError *err = NULL;
-  ts_model *m = ts_model_load(path, &err);
-  cr_assert_not_null(m, "%s", err ? err->message : "");
-  return m;
-}
+#include <sys/wait.h>
 
 /* n chips in a ring; links so fast and latency-free that point-to-point costs vanish. */
 static ts_topo *ring_topo(int n, double bw, double lat)
@@ -101,7 +86,7 @@ static void replay_plan(const ts_plan *p, ts_replay_result *rr)
   GError *err = NULL;
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
   cr_assert_not_null(tr, "%s", err ? err->message : "");
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, p->topo, &ro, rr, &err), "%s", err ? err->message : "");
 }
 
@@ -110,6 +95,23 @@ static double bubble_fraction(const ts_replay_result *rr)
 {
   double work = rr->critical.cat_s[TS_CAT_FWD] + rr->critical.cat_s[TS_CAT_BWD];
   return rr->critical.idle_s / (rr->critical.idle_s + work);
+}
+
+/* Ops of program `prog` whose label contains `needle`. */
+static int count_ops(const ts_trace *tr, int prog, const char *needle, double *bytes)
+{
+  int n = 0;
+  if (bytes != NULL)
+    *bytes = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = &tr->programs[prog].ops[i];
+    if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
+      continue;
+    n++;
+    if (bytes != NULL)
+      *bytes += o->bytes;
+  }
+  return n;
 }
 
 /* ---- pipeline ------------------------------------------------------------------------- */
@@ -213,14 +215,16 @@ Test(pipeline, stages_balanced_by_compute)
 
 Test(pipeline, sends_activations_between_stages)
 {
-  /* Every micro-batch crosses each stage boundary once forward and once backward. */
+  /* Every micro-batch crosses each stage boundary once forward and once backward; each
+   * tensor-parallel rank sends 1/t of the (replicated) activation and the receivers
+   * all-gather it (Narayanan et al. 2021 SC, section 4.1). */
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,pp=8@y", 16, 2);
   GError *err = NULL;
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
   int P = 8, M = (int)p->n_micro;
-  double act = (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes * 2;
+  double full = (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes * 2, act = full / 8;
   for (int s = 0; s < P; s++) {
     int sends = 0, recvs = 0;
     for (int i = 0; i < tr->programs[s].nops; i++) {
@@ -233,8 +237,14 @@ Test(pipeline, sends_activations_between_stages)
         recvs++;
       if (o->kind == TS_OP_SEND || o->kind == TS_OP_RECV)
         cr_assert(o->bytes == act || strstr(g_ptr_array_index(tr->labels, o->label), "tied"),
-                  "stage %d: %g bytes, expected s*b*h*2 = %g", s, o->bytes, act);
+                  "stage %d: %g bytes, expected s*b*h*2/t = %g", s, o->bytes, act);
     }
+    double gathered;
+    int ng = count_ops(tr, s, "all-gather", &gathered) - count_ops(tr, s, "fwd all-gather", NULL) -
+             count_ops(tr, s, "bwd all-gather", NULL) -
+             count_ops(tr, s, "recompute all-gather", NULL);
+    int recv_boundaries = (s > 0) + (s < P - 1);
+    cr_assert_eq(ng, recv_boundaries * M, "stage %d: %d boundary gathers", s, ng);
     int boundaries = (s > 0) + (s < P - 1);
     int tied = (s == 0 || s == P - 1) ? 1 : 0;
     cr_assert_eq(sends, boundaries * M + tied, "stage %d: %d sends", s, sends);
@@ -242,7 +252,8 @@ Test(pipeline, sends_activations_between_stages)
   }
   /* The collapsed replay (one rank per stage) equals the full one. */
   ts_replay_result a, b;
-  ts_run_options ro = {"analytic", NULL, FALSE}, rf = {"analytic", NULL, TRUE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE},
+                 rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
   cr_assert(ts_run_replay(tr, t, &ro, &a, &err), "%s", err ? err->message : "");
   cr_assert(ts_run_replay(tr, t, &rf, &b, &err), "%s", err ? err->message : "");
   double x = a.step_time_s, y = b.step_time_s;
@@ -352,23 +363,6 @@ Test(zero, model_state_memory_formulas)
     cr_assert_float_eq(got, want[z], want[z] * 1e-9, "zero=%d: %.17g bytes, expected %.17g", z, got,
                        want[z]);
   }
-}
-
-/* Ops of program `prog` whose label starts with `prefix`. */
-static int count_ops(const ts_trace *tr, int prog, const char *needle, double *bytes)
-{
-  int n = 0;
-  if (bytes != NULL)
-    *bytes = 0;
-  for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = &tr->programs[prog].ops[i];
-    if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
-      continue;
-    n++;
-    if (bytes != NULL)
-      *bytes += o->bytes;
-  }
-  return n;
 }
 
 Test(zero, stage_3_gathers_each_layer_once_per_pass)
@@ -551,7 +545,7 @@ Test(hybrid, one_weird_trick_redistribution)
   ts_plan_options_default(&po);
   po.global_batch = 256;
   po.micro_batch = 8;
-  ts_run_options ro = {"analytic", NULL, FALSE};
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   g_autoptr(ts_split) s1 = ts_split_parse("dp=32", &err);
   g_autoptr(ts_split) s2 = ts_split_parse("tp=8@node,dp=4@net,kind:conv2d=dp,kind:dense=dp", &err);
   po.micro_batch = 8;
@@ -604,6 +598,9 @@ Test(split, option_errors_name_the_item)
       {"tp=8,kind:conv2d=both", "item 'kind:conv2d=both'"},
       {"tp=8,colour=red", "unknown axis 'colour'"},
       {"zero", "item 'zero': expected AXIS=DEGREE"},
+      {"pp=2,stages=", "item 'stages=': expected stages=N1:N2"},
+      {"pp=8,schedule=gpipe,schedule=1f1b", "option schedule given twice"},
+      {"tp=8,sp,sp=off", "option sp given twice"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
@@ -634,6 +631,7 @@ Test(split, invalid_combinations)
       {"pp=8,dp=8,schedule=interleaved:2", 96, 1, "expected a multiple of 8"},
       {"pp=8,dp=8,stages=4:4", 64, 1, "expected 8 stages"},
       {"tp=8,dp=8,name:nothing*=dp", 64, 0, "matches no layer"},
+      {"dp=64,ep=8", 64, 0, "has no mixture-of-experts layer"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
@@ -703,7 +701,8 @@ Test(compose, every_combination_replays)
     ts_plan_options po;
     ts_plan_options_default(&po);
     po.global_batch = 256;
-    ts_run_options ro = {"analytic", NULL, FALSE}, rf = {"analytic", NULL, TRUE};
+    ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE},
+                   rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
     cr_assert(ts_run_predict(m, t, s, &po, &ro, &a, &err), "%s: %s", splits[i],
               err ? err->message : "");
     cr_assert(ts_run_predict(m, t, s, &po, &rf, &b, &err), "%s: %s", splits[i],
@@ -717,4 +716,182 @@ Test(compose, every_combination_replays)
     ts_result_clear(&a);
     ts_result_clear(&b);
   }
+}
+
+Test(models, megatron_gpt_table_1)
+{
+  /* Narayanan et al. 2021 SC, Table 1 and section 5.1: P = 12 l h^2 (1 + 13/(12h) +
+   * (V + s)/(12 l h)), V = 51200, s = 2048; the generator adds the final layer norm (2h). The
+   * published figures are rounded; the two smallest differ from the formula by 2.8% and 1.1%
+   * (as printed in the paper), the rest by under 0.3%. */
+  const struct {
+    const char *name;
+    double published, tol;
+  } cases[] = {{"1.7b", 1.7e9, 0.03},    {"3.6b", 3.6e9, 0.015},   {"7.5b", 7.5e9, 0.005},
+               {"18b", 18.4e9, 0.003},   {"39b", 39.1e9, 0.003},   {"76b", 76.1e9, 0.003},
+               {"145b", 145.6e9, 0.003}, {"310b", 310.1e9, 0.003}, {"530b", 529.6e9, 0.003},
+               {"1t", 1008.0e9, 0.003}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *name = g_strdup_printf("megatron-gpt-%s", cases[i].name);
+    g_autoptr(ts_model) m = load_model(name);
+    double l = (double)m->t_layers, h = (double)m->t_hidden, V = 51200, s = 2048;
+    double formula = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h)) + 2 * h;
+    double p = ts_model_params(m);
+    cr_assert_float_eq(p, formula, formula * 1e-12, "%s: %.17g vs formula %.17g", name, p, formula);
+    double r = fabs(p / cases[i].published - 1);
+    cr_assert(r < cases[i].tol, "%s: %.4g vs published %.4g", name, p, cases[i].published);
+    /* FLOPs per sample: 6 P s + the attention's 12 l s^2 h (Narayanan et al. 2021 SC, 5.1,
+     * without recomputation: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) per batch B). */
+    double f = ts_model_train_flops_per_sample(m);
+    double want = 72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    cr_assert(fabs(f / want - 1) < 0.01, "%s: %.4g FLOP vs %.4g", name, f, want);
+  }
+}
+
+/* ---- the program -------------------------------------------------------------------------- */
+
+static int run_cli(const char *args, char **out, char **err)
+{
+  g_autofree char *cmd = g_strdup_printf("%s %s", TS_TRAINSIM_BIN, args);
+  g_auto(GStrv) argv = NULL;
+  cr_assert(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+  int wait = 0;
+  cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err, &wait, NULL));
+  return WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+}
+
+Test(cli, bad_split_item_exits_2_with_one_line)
+{
+  const char *cases[] = {"-s pp=4,zero=9", "-s tp=4,schedule=zigzag", "-s dp=64,sp",
+                         "-s pp=4,dp=16,stages=1:2"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *args = g_strdup_printf("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 %s", cases[i]);
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_cli(args, &out, &err);
+    cr_assert_eq(st, 2, "`%s` exited %d: %s", args, st, err);
+    const char *nl = strchr(err, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "`%s`: expected one line, got '%s'", args, err);
+    cr_assert_str_eq(out, "");
+  }
+}
+
+Test(cli, pipeline_run_reports_memory_fields)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int st = run_cli("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=8,pp=8,schedule=gpipe "
+                   "-s tp=8,pp=8,zero=0 --format json",
+                   &out, &err);
+  cr_assert_eq(st, 0, "%s", err);
+  const char *fields[] = {"\"max_micro_batch_fits\"",
+                          "\"memory_over_bytes\"",
+                          "\"inflight_micro_batches\"",
+                          "\"memory_offloaded_bytes\"",
+                          "\"pipeline_stages\" : 8",
+                          "schedule=gpipe",
+                          "pp@y"};
+  for (size_t i = 0; i < G_N_ELEMENTS(fields); i++)
+    cr_assert(strstr(out, fields[i]) != NULL, "JSON lacks %s", fields[i]);
+  g_autofree char *t = NULL, *e2 = NULL;
+  st = run_cli("run -t tpu-v3-8x8 -m gpt3-1.3b -b 512 -s tp=8,dp=8", &t, &e2);
+  cr_assert_eq(st, 0, "%s", e2);
+  cr_assert(strstr(t, "micro-batch <= ") != NULL, "text lacks the fitting micro-batch: %s", t);
+}
+
+/* ---- mixture of experts ----------------------------------------------------------------- */
+
+Test(models, mixture_of_experts_counts)
+{
+  /* E copies of the MLP in every other layer, each token through top_k of them, plus the gate
+   * (h x E): parameters grow by (E - 1) MLPs + gate per MoE layer, FLOPs by (top_k - 1) MLPs
+   * + gate. DeepSpeed-MoE (Rajbhandari et al. 2022): 1.3B+MoE-128 has 52B parameters. */
+  g_autoptr(ts_model) moe = load_model("gpt-1.3b-moe-128");
+  g_autoptr(ts_model) dense = load_model("gpt3-1.3b");
+  double h = 2048, f = 8192, E = 128, T = 2048, nmoe = 12;
+  double mlp = h * f + f + f * h + h;
+  double want = ts_model_params(dense) + nmoe * ((E - 1) * mlp + h * E);
+  double got = ts_model_params(moe);
+  cr_assert_float_eq(got, want, want * 1e-12, "%.17g vs %.17g", got, want);
+  double r = fabs(got / 52e9 - 1);
+  cr_assert(r < 0.01, "%.4g parameters vs DeepSpeed-MoE's 52B", got);
+  /* Top-1: the same work per token as the dense model, plus the gate (forward 2ThE + TE
+   * softmax, backward 2 x 2ThE). */
+  double fd = ts_model_train_flops_per_sample(dense), fm = ts_model_train_flops_per_sample(moe);
+  double gate = nmoe * (3 * 2 * T * h * E + T * E);
+  cr_assert_float_eq(fm, fd + gate, (fd + gate) * 1e-12, "%.17g vs %.17g", fm, fd + gate);
+  int nexp = 0;
+  for (int i = 0; i < moe->nlayers; i++)
+    if (moe->layers[i].experts > 0) {
+      nexp++;
+      cr_assert(strstr(moe->layers[i].name, "fc") != NULL);
+      cr_assert(g_str_has_prefix(moe->layers[i].name, "block."));
+    }
+  cr_assert_eq(nexp, 24, "%d expert layers, expected fc1 and fc2 of 12 blocks", nexp);
+}
+
+Test(models, mixture_of_experts_key_errors)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-moe-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "m.ini", NULL);
+  const char *text = "[model]\nkind = transformer\n[transformer]\nlayers = 2\nhidden = 64\n"
+                     "heads = 4\nsequence = 16\nvocab = 100\nexperts = 4\ntop_k = 5\n";
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  GError *err = NULL;
+  ts_model *m = ts_model_load(path, &err);
+  cr_assert_null(m);
+  cr_assert(strstr(err->message, "[transformer] top_k='5': expected at most [transformer] "
+                                 "experts = 4"),
+            "%s", err->message);
+  g_error_free(err);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+Test(experts, all_to_all_and_expert_shards)
+{
+  /* GShard (Lepikhin et al. 2021, section 2.2) / DeepSpeed-MoE: with ep ranks each keeps
+   * E / ep experts; every MoE layer dispatches its tokens' top_k copies to their experts and
+   * combines them back, forward and backward: four all-to-alls of top_k s b h D bytes per MoE
+   * layer per micro-batch. Expert gradients are synchronised over the dp / ep replicas of each
+   * expert, the rest over all of dp. */
+  g_autoptr(ts_model) m = load_model("gpt-1.3b-moe-128");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,ep=8,zero=1", 128, 2);
+  double dense = 0, expert = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    *(m->layers[i].experts > 0 ? &expert : &dense) += m->layers[i].params;
+  double psi = p->params_per_chip, want = dense + expert / 8;
+  cr_assert_float_eq(psi, want, want * 1e-12, "%.17g parameters per chip, expected %.17g", psi,
+                     want);
+  /* ZeRO-1: optimizer state sharded over 32 ranks (dense) and over 4 (experts). */
+  double opt = p->mem.optimizer, want_opt = 12 * (dense / 32 + expert / 8 / 4);
+  cr_assert_float_eq(opt, want_opt, want_opt * 1e-12);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  double bytes;
+  int n = count_ops(tr, 0, "all-to-all", &bytes);
+  int M = (int)p->n_micro;
+  double each = 1 * 2048.0 * 2 * 2048 * 2; /* top_k s b h D */
+  cr_assert_eq(n, 4 * 12 * M, "%d all-to-alls, expected 4 x 12 MoE layers x %d", n, M);
+  cr_assert_float_eq(bytes, n * each, n * each * 1e-12);
+  int ep_groups = 0, edp_sync = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind != TS_OP_COLL)
+      continue;
+    const char *gname = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
+    if (o->coll == TS_COLL_ALLTOALL)
+      ep_groups += strcmp(gname, "ep") == 0;
+    if (o->cat == TS_CAT_COMM_DP && o->coll == TS_COLL_REDUCESCATTER && strcmp(gname, "dp") == 0)
+      edp_sync++;
+  }
+  cr_assert_eq(ep_groups, n);
+  cr_assert(edp_sync > 0, "no expert gradient reduction over dp / ep");
+  ts_replay_result rr;
+  replay_plan(p, &rr);
+  /* Collapsed and full replays agree with the extra axis. */
+  ts_replay_result full;
+  ts_run_options rf = {.backend = "analytic", .sg_cfg = NULL, .full = TRUE};
+  cr_assert(ts_run_replay(tr, t, &rf, &full, &err), "%s", err ? err->message : "");
+  double a = rr.step_time_s, b = full.step_time_s;
+  cr_assert_eq(a, b, "collapsed %.17g != full %.17g", a, b);
 }

@@ -3,38 +3,13 @@
  * missed drift or a wrong placement. */
 #include "ts_util.h"
 
+#include "ts_test.h"
 #include <criterion/criterion.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
-
-typedef struct {
-  int status;
-  char *out, *err;
-} run_result;
-
-static run_result run(const char *args)
-{
-  g_autofree char *cmd = g_strdup_printf("%s %s", TS_TRAINSIM_BIN, args);
-  gchar **argv = NULL;
-  GError *e = NULL;
-  cr_assert(g_shell_parse_argv(cmd, NULL, &argv, &e));
-  run_result r = {0};
-  int wait = 0;
-  cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e),
-            "%s", e ? e->message : "");
-  g_strfreev(argv);
-  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
-  return r;
-}
-
-static void run_free(run_result *r)
-{
-  g_free(r->out);
-  g_free(r->err);
-}
 
 static void expect_input_error(const char *args, const char *needle)
 {

@@ -1,0 +1,810 @@
+/* ts_validate_layers: one layer's forward and backward pass on one chip, on the shard the chip
+ * holds, with the layout bookkeeping that makes a wrong split visible.
+ *
+ * Tensor parallelism as Megatron-LM (Shoeybi et al. 2019, section 3): a column-split layer
+ * reads the whole input and writes its block of output features; a row-split layer reads its
+ * block of input features (slicing a whole input itself) and writes partial sums, to which the
+ * bias, the activation and the residual apply only once they are summed (Megatron's
+ * RowParallelLinear adds its bias after the all-reduce); attention split by heads is a column
+ * QKV projection and a row output projection. Backward mirrors it: a column-split layer's input
+ * gradient is a partial sum, a row-split layer's is a block. A replicated layer computes on
+ * whatever block of samples (per-layer hybrid) or tokens (sequence parallelism, Korthikanti et
+ * al. 2022, 4.2.2) it is given, when its work is per sample or per token.
+ *
+ * The layer ops never call a collective: they use what the chip holds. When the trace lacks a
+ * collective, the next reader meets partial sums (and computes with them, so the parameters
+ * come out wrong) or a block where it needs the whole (and execution stops, naming it). */
+#include "ts_util.h"
+#include "ts_validate_priv.h"
+
+#include <string.h>
+
+#define TS_R float
+#define TS_F(name) name##_f32
+#include "ts_validate_kern.h"
+#undef TS_R
+#undef TS_F
+#define TS_R double
+#define TS_F(name) name##_f64
+#include "ts_validate_kern.h"
+#undef TS_R
+#undef TS_F
+
+const vd_kern *vd_kern_of(ts_prec prec)
+{
+  return prec == TS_PREC_F32 ? &vd_kern_table_f32 : &vd_kern_table_f64;
+}
+
+const char *vd_layout_name(vd_layout l)
+{
+  static const char *const names[] = {"whole",        "feature block", "token block",
+                                      "sample block", "partial sums",  "flat chunk"};
+  return (unsigned)l <= VD_FLAT ? names[l] : "?";
+}
+
+static void *alloc0(const vd_exec *e, gint64 n)
+{
+  return g_malloc0(e->k->elem * (gsize)MAX(n, 1));
+}
+
+static void *dup(const vd_exec *e, const void *src, gint64 n)
+{
+  return g_memdup2(src, e->k->elem * (gsize)MAX(n, 1));
+}
+
+void vd_val_clear(vd_val *v)
+{
+  g_free(v->data);
+  g_free(v->pre);
+  memset(v, 0, sizeof *v);
+  v->epilogue = v->coll_label = -1;
+}
+
+void vd_val_set(vd_val *v, void *data, gint64 n, vd_layout layout)
+{
+  vd_val_clear(v);
+  v->data = data;
+  v->n = n;
+  v->layout = v->orig = layout;
+  v->set = TRUE;
+}
+
+void vd_note(vd_exec *e, const char *key, const char *fmt, ...)
+{
+  if (g_hash_table_contains(e->noted, key))
+    return;
+  g_hash_table_add(e->noted, g_strdup(key));
+  va_list ap;
+  va_start(ap, fmt);
+  g_ptr_array_add(e->notes, g_strdup_vprintf(fmt, ap));
+  va_end(ap);
+}
+
+static gboolean spatial(const vd_layer *L)
+{
+  return L->kind == TS_LAYER_CONV2D || L->kind == TS_LAYER_POOL;
+}
+
+void vd_act_dims(const vd_exec *e, int k, gint64 *dims)
+{
+  const vd_layer *L = &e->net->layers[k == 0 ? 0 : k - 1];
+  dims[0] = e->mb;
+  dims[1] = spatial(L) ? 1 : L->tokens;
+  dims[2] = k == 0 ? L->in : L->out;
+  dims[3] = !spatial(L) ? 1 : k == 0 ? (gint64)L->in_h * L->in_w : (gint64)L->out_h * L->out_w;
+}
+
+gint64 vd_box(const gint64 *dims, vd_layout l, int T, int r, gint64 *lo, gint64 *hi)
+{
+  int d = l == VD_FEAT ? 2 : l == VD_SEQ ? 1 : l == VD_BATCH ? 0 : -1;
+  gint64 n = 1;
+  for (int q = 0; q < 4; q++) {
+    lo[q] = 0;
+    hi[q] = dims[q];
+    if (q == d) {
+      lo[q] = r * (dims[q] / T);
+      hi[q] = (r + 1) * (dims[q] / T);
+    }
+    n *= hi[q] - lo[q];
+  }
+  return n;
+}
+
+void vd_box_copy(const vd_kern *k, const void *src, const gint64 *slo, const gint64 *shi, void *dst,
+                 const gint64 *dlo, const gint64 *dhi, const gint64 *rlo, const gint64 *rhi)
+{
+  gsize run = k->elem * (gsize)(rhi[3] - rlo[3]);
+  for (gint64 s = rlo[0]; s < rhi[0]; s++)
+    for (gint64 t = rlo[1]; t < rhi[1]; t++)
+      for (gint64 f = rlo[2]; f < rhi[2]; f++) {
+        gint64 so =
+            (((s - slo[0]) * (shi[1] - slo[1]) + (t - slo[1])) * (shi[2] - slo[2]) + (f - slo[2])) *
+                (shi[3] - slo[3]) +
+            (rlo[3] - slo[3]);
+        gint64 d =
+            (((s - dlo[0]) * (dhi[1] - dlo[1]) + (t - dlo[1])) * (dhi[2] - dlo[2]) + (f - dlo[2])) *
+                (dhi[3] - dlo[3]) +
+            (rlo[3] - dlo[3]);
+        memcpy((char *)dst + k->elem * (gsize)d, (const char *)src + k->elem * (gsize)so, run);
+      }
+}
+
+void *vd_slice_box(const vd_exec *e, const void *full, const gint64 *dims, vd_layout l, int r)
+{
+  gint64 lo[4], hi[4], wlo[4] = {0, 0, 0, 0};
+  gint64 n = vd_box(dims, l, e->T, r, lo, hi);
+  void *out = alloc0(e, n);
+  vd_box_copy(e->k, full, wlo, dims, out, lo, hi, lo, hi);
+  return out;
+}
+
+static void saved_clear(vd_saved *s)
+{
+  g_free(s->x);
+  g_free(s->z);
+  g_free(s->qkv);
+  g_free(s->p);
+  g_free(s->att);
+  g_free(s->mean);
+  g_free(s->rstd);
+  g_free(s->argmax);
+  g_free(s->dz);
+  g_free(s->dqkv);
+  memset(s, 0, sizeof *s);
+}
+
+void vd_rank_clear_acts(vd_exec *e, vd_rank *r)
+{
+  int nl = e->net->nlayers;
+  for (int j = 0; j < e->nmicro * nl; j++) {
+    vd_val_clear(&r->y[j]);
+    vd_val_clear(&r->dx[j]);
+    vd_val_clear(&r->dr[j]);
+    vd_val_clear(&r->dy[j]);
+    saved_clear(&r->s[j]);
+  }
+  for (int u = 0; u < e->nmicro; u++)
+    vd_val_clear(&r->a0[u]);
+  for (int j = 0; j < e->nmicro * (nl + 1); j++)
+    vd_val_clear(&r->ga[j]);
+}
+
+static gboolean fail(char **why, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static gboolean fail(char **why, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  return FALSE;
+}
+
+/* Is layer i split over the tensor-parallel group (by its tp mode)? */
+gboolean vd_layer_split(const vd_exec *e, int i)
+{
+  return e->T > 1 && e->net->layers[i].tp != TS_TP_REPLICATED && !e->dpmode[i];
+}
+
+static gboolean split(const vd_exec *e, int i)
+{
+  return vd_layer_split(e, i);
+}
+
+vd_layout vd_layer_want(const vd_exec *e, int i, vd_layout in)
+{
+  if (split(e, i))
+    return e->net->layers[i].tp == TS_TP_ROW ? VD_FEAT : VD_FULL;
+  if (e->dpmode[i])
+    return VD_BATCH;
+  return in == VD_FEAT || in == VD_PARTIAL ? VD_FULL : in; /* per-sample / per-token work */
+}
+
+static gboolean column_like(const vd_exec *e, int i)
+{
+  ts_tp_mode tp = e->net->layers[i].tp;
+  return split(e, i) && (tp == TS_TP_COLUMN || tp == TS_TP_VOCAB);
+}
+
+/* Row-split layers and attention split by heads end with partial sums. */
+static gboolean partial_out(const vd_exec *e, int i)
+{
+  ts_tp_mode tp = e->net->layers[i].tp;
+  return split(e, i) && (tp == TS_TP_ROW || tp == TS_TP_HEADS);
+}
+
+vd_val *vd_act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader, char **why)
+{
+  const vd_net *n = e->net;
+  int nl = n->nlayers;
+  if (k == 0) {
+    vd_val *v = &r->a0[u];
+    if (!r->holds[0]) {
+      g_autofree char *key = g_strdup_printf("data-%d", r->pp);
+      vd_note(e, key,
+              "%s reads the input samples on pipeline stage %d, which does not hold the first "
+              "layer: the samples are loaded there (in a deeper network this would be an "
+              "activation the trace never sends)",
+              reader, r->pp);
+    }
+    if (!v->set) {
+      /* The samples of this chip's replica and micro-batch (samples [b0, b0 + mb)). */
+      gint64 b0 = (gint64)r->dp * e->nmicro * e->mb + (gint64)u * e->mb;
+      gint64 cnt = n->x_per_sample * e->mb;
+      void *data = alloc0(e, cnt);
+      for (gint64 j = 0; j < cnt; j++)
+        e->k->set(data, j, e->x[b0 * n->x_per_sample + j]);
+      vd_val_set(v, data, cnt, VD_FULL);
+    }
+    v->read = TRUE;
+    return v;
+  }
+  vd_val *v = &r->y[u * nl + k - 1];
+  if (!v->set) {
+    if (!r->holds[k - 1])
+      fail(why,
+           "%s needs the output of '%s', which pipeline stage %d computes and the trace never "
+           "sends to stage %d (a stage boundary inside a residual block?)",
+           reader, n->layers[k - 1].name, e->stage[k - 1], r->pp);
+    else
+      fail(why, "%s reads the output of '%s' (micro-batch %d) before that layer's forward ran",
+           reader, n->layers[k - 1].name, u);
+    return NULL;
+  }
+  if (v->epilogue >= 0 && !vd_epilogue(e, r, k - 1, u, why))
+    return NULL;
+  if (v->layout == VD_PARTIAL) {
+    g_autofree char *key = g_strdup_printf("partial-fwd-%d", k);
+    vd_note(e, key,
+            "%s read the output of '%s' while it held partial sums: nothing summed them "
+            "over the tensor-parallel group (a missing all-reduce)",
+            reader, n->layers[k - 1].name);
+  }
+  v->read = TRUE;
+  return v;
+}
+
+/* Bias tensor of a layer (dense and conv: b; attention: bo), or -1. */
+static int bias_tensor(const vd_layer *L)
+{
+  if (L->bias && (L->kind == TS_LAYER_DENSE || L->kind == TS_LAYER_CONV2D))
+    return L->tensor0 + 1;
+  if (L->bias && L->kind == TS_LAYER_ATTENTION)
+    return L->tensor0 + 3;
+  return -1;
+}
+
+gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
+{
+  const vd_net *n = e->net;
+  const vd_layer *L = &n->layers[i];
+  vd_val *v = &r->y[u * n->nlayers + i];
+  if (v->epilogue < 0)
+    return TRUE;
+  v->epilogue = -1;
+  gint64 dims[4], lo[4], hi[4];
+  vd_act_dims(e, i + 1, dims);
+  vd_layout box = v->layout == VD_PARTIAL ? VD_FULL : v->layout;
+  vd_box(dims, box, e->T, r->tp, lo, hi);
+  gint64 rows = (hi[0] - lo[0]) * (hi[1] - lo[1]), f = hi[2] - lo[2], inner = hi[3] - lo[3];
+  int bt = bias_tensor(L);
+  if (bt >= 0) {
+    if (r->n[bt] != f)
+      return fail(why,
+                  "layer '%s': a bias of %" G_GINT64_FORMAT " elements for %" G_GINT64_FORMAT
+                  " output features held",
+                  L->name, r->n[bt], f);
+    e->k->bias_add((int)rows, (int)f, (int)inner, r->w[bt], v->data);
+  }
+  vd_saved *s = &r->s[u * n->nlayers + i];
+  if (L->act != VD_ACT_NONE) {
+    g_free(s->z);
+    s->z = dup(e, v->data, v->n);
+    e->k->act_fwd(L->act, v->n, s->z, v->data);
+  }
+  if (L->residual) {
+    g_autofree char *reader = g_strdup_printf("the residual of '%s' on chip %d", L->name, r->rank);
+    vd_val *src = vd_act_read(e, r, L->res_from, u, reader, why);
+    if (src == NULL)
+      return FALSE;
+    vd_layout sl = src->layout == VD_PARTIAL ? VD_FULL : src->layout;
+    if (sl == box) {
+      e->k->axpy(v->n, 1.0, src->data, v->data);
+    } else if (sl == VD_FULL) {
+      g_autofree void *part = vd_slice_box(e, src->data, dims, box, r->tp);
+      e->k->axpy(v->n, 1.0, part, v->data);
+    } else {
+      return fail(why, "%s adds the input of '%s', held as a %s, to a %s", reader,
+                  n->layers[L->res_from].name, vd_layout_name(sl), vd_layout_name(box));
+    }
+  }
+  return TRUE;
+}
+
+/* Local extent of the work on a layout: samples, tokens and the first sample / token. */
+static void work_extent(const vd_exec *e, const vd_layer *L, vd_layout w, int r, int *ns, int *nt)
+{
+  *ns = w == VD_BATCH ? e->mb / e->T : e->mb;
+  *nt = spatial(L) ? 1 : w == VD_SEQ ? L->tokens / e->T : L->tokens;
+  (void)r;
+}
+
+gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, char **why)
+{
+  const vd_net *n = e->net;
+  const vd_layer *L = &n->layers[i];
+  const vd_kern *k = e->k;
+  int T = e->T, nl = n->nlayers;
+  g_autofree char *reader =
+      g_strdup_printf("'%s %s' on chip %d", L->name, recompute ? "recompute" : "fwd", r->rank);
+  if (!r->holds[i])
+    return fail(why, "%s: the layer is not on this chip's pipeline stage", reader);
+  if (L->ntensors > 0 && !r->materialized[i])
+    return fail(why,
+                "%s: its parameters are sharded over the data-parallel group (ZeRO-3) and no "
+                "all-gather collected them",
+                reader);
+  vd_val *in = vd_act_read(e, r, i, u, reader, why);
+  if (in == NULL)
+    return FALSE;
+  gint64 dims[4];
+  vd_act_dims(e, i, dims);
+  vd_layout inl = in->layout == VD_PARTIAL ? VD_FULL : in->layout;
+  if (inl == VD_FLAT)
+    return fail(why,
+                "%s holds only a 1/%d chunk of its input (the pipeline's scatter) and no "
+                "all-gather reassembled it",
+                reader, T);
+  /* The layout the layer computes in. */
+  vd_layout want = vd_layer_want(e, i, inl);
+  vd_saved *s = &r->s[u * nl + i];
+  saved_clear(s);
+  if (inl != want && inl != VD_FULL)
+    return fail(why, "%s needs its input as a %s but the chip holds a %s of it (%s)", reader,
+                vd_layout_name(want), vd_layout_name(inl),
+                want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
+  if (want == VD_SEQ && L->kind != TS_LAYER_NORM && L->kind != TS_LAYER_DENSE)
+    return fail(why, "%s works on a token block, but a %s layer needs the whole sequence", reader,
+                ts_layer_kind_name(L->kind));
+  int d = want == VD_FEAT ? 2 : want == VD_SEQ ? 1 : want == VD_BATCH ? 0 : -1;
+  if (d >= 0 && dims[d] % T != 0)
+    return fail(why, "%s: %" G_GINT64_FORMAT " %s do not split %d ways", reader, dims[d],
+                d == 2   ? "features"
+                : d == 1 ? "tokens"
+                         : "samples",
+                T);
+  if (inl != want) {
+    s->x = vd_slice_box(e, in->data, dims, want, r->tp); /* Megatron's scatter: no traffic */
+    s->sliced = TRUE;
+  } else {
+    s->x = dup(e, in->data, in->n);
+  }
+  s->work = want;
+  s->in_orig = in->orig;
+  if (u == 0 && !recompute)
+    e->work[i] = want;
+  int ns, nt;
+  work_extent(e, L, want, r->tp, &ns, &nt);
+  const void *x = s->x;
+  void **w = r->w + L->tensor0;
+  void *y = NULL;
+  gint64 ny = 0;
+  vd_layout layout = want == VD_FEAT ? VD_FULL : want;
+  gboolean sp = split(e, i);
+  switch (L->kind) {
+  case TS_LAYER_DENSE: {
+    int rows = ns * nt, K = L->in, N = L->out;
+    if (sp && L->tp == TS_TP_ROW)
+      K /= T;
+    else if (sp)
+      N /= T; /* column or vocabulary split: this member's output features */
+    ny = (gint64)rows * N;
+    y = alloc0(e, ny);
+    k->dense_fwd(rows, K, N, x, w[0], NULL, y);
+    break;
+  }
+  case TS_LAYER_CONV2D: {
+    ts_conv_shape cs = {ns,        L->in,     L->in_h,   L->in_w, L->out,
+                        L->kernel, L->kernel, L->stride, L->pad};
+    if (sp && L->tp == TS_TP_ROW)
+      cs.c /= T;
+    else if (sp)
+      cs.oc /= T;
+    ny = (gint64)ns * cs.oc * L->out_h * L->out_w;
+    y = alloc0(e, ny);
+    k->conv_fwd(&cs, x, w[0], NULL, y);
+    break;
+  }
+  case TS_LAYER_POOL: {
+    int planes = ns * L->in;
+    ny = (gint64)planes * L->out_h * L->out_w;
+    y = alloc0(e, ny);
+    s->argmax = g_new0(gint32, MAX(ny, 1));
+    k->maxpool_fwd(planes, L->in_h, L->in_w, L->kernel, x, y, s->argmax);
+    break;
+  }
+  case TS_LAYER_NORM: {
+    int rows = ns * nt;
+    ny = (gint64)rows * L->in;
+    y = alloc0(e, ny);
+    s->mean = alloc0(e, rows);
+    s->rstd = alloc0(e, rows);
+    k->layernorm_fwd(rows, L->in, x, w[0], w[1], y, s->mean, s->rstd);
+    break;
+  }
+  case TS_LAYER_ATTENTION: {
+    int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+    if (sp) {
+      heads /= T;
+      dl /= T;
+    }
+    s->qkv = alloc0(e, (gint64)rows * 3 * dl);
+    k->dense_fwd(rows, dm, 3 * dl, x, w[0], w[1], s->qkv);
+    s->p = alloc0(e, (gint64)ns * heads * nt * nt);
+    s->att = alloc0(e, (gint64)rows * dl);
+    k->attn_fwd(ns, nt, heads, dm / L->heads, n->causal, s->qkv, s->p, s->att);
+    ny = (gint64)rows * dm;
+    y = alloc0(e, ny);
+    k->dense_fwd(rows, dl, dm, s->att, w[2], NULL, y);
+    break;
+  }
+  default:
+    return fail(why, "layer '%s': %s layers are not supported by the validator", L->name,
+                ts_layer_kind_name(L->kind));
+  }
+  if (column_like(e, i))
+    layout = VD_FEAT;
+  else if (partial_out(e, i))
+    layout = VD_PARTIAL;
+  vd_val *out = &r->y[u * nl + i];
+  vd_val_set(out, y, ny, layout);
+  out->epilogue = i;
+  s->fwd_done = TRUE;
+  /* What the plan drops after the forward pass, to be recomputed or re-gathered. */
+  if (!recompute && e->drop_all[i])
+    s->stale = TRUE;
+  if (e->drop_p[i] && L->kind == TS_LAYER_ATTENTION)
+    s->p_stale = TRUE;
+  if (e->drop_x[i])
+    s->x_stale = TRUE;
+  /* A whole or block output is complete here; partial sums wait for their sum. */
+  return layout == VD_PARTIAL ? TRUE : vd_epilogue(e, r, i, u, why);
+}
+
+gboolean vd_attn_recompute(vd_exec *e, vd_rank *r, int i, int u, char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  vd_saved *s = &r->s[u * e->net->nlayers + i];
+  if (L->kind != TS_LAYER_ATTENTION || !s->fwd_done || s->qkv == NULL)
+    return fail(why, "'%s recompute attention' on chip %d: no attention forward to recompute",
+                L->name, r->rank);
+  int ns, nt, heads = split(e, i) ? L->heads / e->T : L->heads;
+  work_extent(e, L, s->work, r->tp, &ns, &nt);
+  memset(s->p, 0, e->k->elem * (gsize)((gint64)ns * heads * nt * nt));
+  e->k->attn_fwd(ns, nt, heads, L->in / L->heads, e->net->causal, s->qkv, s->p, s->att);
+  s->p_stale = FALSE;
+  return TRUE;
+}
+
+gboolean vd_act_grad(vd_exec *e, vd_rank *r, int k, int u, vd_val *out, char **why)
+{
+  const vd_net *n = e->net;
+  int nl = n->nlayers;
+  vd_val *parts[16];
+  const char *who[16];
+  int np = 0;
+  if (k < nl && r->holds[k]) {
+    parts[np] = &r->dx[u * nl + k];
+    who[np++] = n->layers[k].name;
+  }
+  for (int j = k; j < nl && np < 16; j++)
+    if (n->layers[j].residual && n->layers[j].res_from == k && r->holds[j]) {
+      parts[np] = &r->dr[u * nl + j];
+      who[np++] = n->layers[j].name;
+    }
+  const char *of = k > 0 ? n->layers[k - 1].name : "the data";
+  if (np == 0)
+    return fail(why, "chip %d: no layer on this chip consumes the output of '%s'", r->rank, of);
+  vd_layout lay = VD_FULL;
+  int block = -1, whole = -1;
+  for (int p = 0; p < np; p++) {
+    if (!parts[p]->set)
+      return fail(why,
+                  "chip %d reads the gradient of the output of '%s' before the backward pass of "
+                  "'%s' produced it (micro-batch %d)",
+                  r->rank, of, who[p], u);
+    if (parts[p]->layout == VD_FULL || parts[p]->layout == VD_PARTIAL) {
+      whole = p;
+    } else {
+      if (block >= 0 && parts[p]->layout != lay)
+        return fail(why, "chip %d: the gradient of the output of '%s' comes as a %s and a %s",
+                    r->rank, of, vd_layout_name(lay), vd_layout_name(parts[p]->layout));
+      block = p;
+      lay = parts[p]->layout;
+    }
+    if (parts[p]->layout == VD_PARTIAL) {
+      g_autofree char *key = g_strdup_printf("partial-bwd-%d-%s", k, who[p]);
+      vd_note(e, key,
+              "the input gradient of '%s' was used while it held partial sums: nothing summed it "
+              "over the tensor-parallel group (a missing all-reduce)",
+              who[p]);
+    }
+  }
+  if (block >= 0 && whole >= 0)
+    return fail(why,
+                "chip %d: the gradient of the output of '%s' comes as a %s from '%s'%s and whole "
+                "from '%s'%s, and no collective gathers the %s (a missing all-gather)",
+                r->rank, of, vd_layout_name(lay), who[block],
+                parts[block] != &r->dx[u * nl + k] ? " (its residual)" : "", who[whole],
+                parts[whole] != &r->dx[u * nl + k] ? " (its residual)" : "", vd_layout_name(lay));
+  void *sum = dup(e, parts[0]->data, parts[0]->n);
+  parts[0]->read = TRUE;
+  for (int p = 1; p < np; p++) {
+    if (parts[p]->n != parts[0]->n) {
+      g_free(sum);
+      return fail(why, "chip %d: gradients of the output of '%s' of different sizes", r->rank, of);
+    }
+    e->k->axpy(parts[0]->n, 1.0, parts[p]->data, sum);
+    parts[p]->read = TRUE;
+  }
+  vd_val_set(out, sum, parts[0]->n, block >= 0 ? lay : VD_FULL);
+  return TRUE;
+}
+
+vd_val *vd_out_grad(vd_exec *e, vd_rank *r, int i, int u, char **why)
+{
+  const vd_net *n = e->net;
+  const vd_layer *L = &n->layers[i];
+  int nl = n->nlayers;
+  vd_val *v = &r->dy[u * nl + i];
+  if (v->set)
+    return v;
+  if (L->loss) {
+    g_autofree char *reader = g_strdup_printf("the loss after '%s' on chip %d", L->name, r->rank);
+    vd_val *lg = &r->y[u * nl + i];
+    if (!lg->set) {
+      fail(why, "%s: no logits (the forward pass did not run)", reader);
+      return NULL;
+    }
+    if (lg->epilogue >= 0 && !vd_epilogue(e, r, i, u, why))
+      return NULL;
+    if (lg->layout == VD_FEAT) {
+      fail(why,
+           "%s reads logits split over the tensor-parallel group, and the trace has no "
+           "collective that combines them (a vocabulary-parallel cross-entropy needs all-reduces "
+           "of the row maxima and sums of exponentials: Megatron-LM's "
+           "vocab_parallel_cross_entropy)",
+           reader);
+      return NULL;
+    }
+    if (lg->layout == VD_PARTIAL)
+      vd_note(e, "partial-loss", "%s read partial sums: nothing summed the logits", reader);
+    lg->read = TRUE;
+    vd_layout lay = lg->layout == VD_PARTIAL ? VD_FULL : lg->layout;
+    gint64 dims[4], lo[4], hi[4];
+    vd_act_dims(e, i + 1, dims);
+    vd_box(dims, lay, e->T, r->tp, lo, hi);
+    int rows = (int)((hi[0] - lo[0]) * (hi[1] - lo[1])), cls = L->out;
+    /* Labels of the samples and tokens this chip holds. */
+    gint64 b0 = (gint64)r->dp * e->nmicro * e->mb + (gint64)u * e->mb;
+    int *labels = g_new(int, MAX(rows, 1)), c = 0;
+    for (gint64 s = lo[0]; s < hi[0]; s++)
+      for (gint64 t = lo[1]; t < hi[1]; t++)
+        labels[c++] = e->labels[(b0 + s) * n->label_tokens + t];
+    gint64 gr = e->batch * n->label_tokens;
+    void *prob = alloc0(e, (gint64)rows * cls);
+    double loss = e->k->xent_fwd(rows, cls, lg->data, labels, prob) / (double)gr;
+    /* Members holding the whole logits compute the same loss: count it once. */
+    if (lay != VD_FULL || r->tp == 0)
+      r->loss += loss;
+    void *dl = alloc0(e, (gint64)rows * cls);
+    e->k->xent_bwd(rows, cls, prob, labels, 1.0 / (double)gr, dl);
+    g_free(prob);
+    g_free(labels);
+    vd_val_set(v, dl, (gint64)rows * cls, lay);
+  } else if (r->ga[u * (nl + 1) + i + 1].set) {
+    /* Received from the next pipeline stage, plus what consumers on this chip added (a
+     * residual whose layer sits on another virtual stage of the same device). */
+    vd_val *g = &r->ga[u * (nl + 1) + i + 1];
+    g->read = TRUE;
+    vd_val_set(v, dup(e, g->data, g->n), g->n, g->layout);
+    for (int j = i + 1; j < nl; j++)
+      if (n->layers[j].residual && n->layers[j].res_from == i + 1 && r->holds[j]) {
+        vd_val *c = &r->dr[u * nl + j];
+        if (!c->set || c->n != v->n || c->layout != v->layout) {
+          fail(why,
+               "chip %d: the residual gradient of '%s' for the output of '%s' is missing or "
+               "lies otherwise than the gradient received",
+               r->rank, n->layers[j].name, L->name);
+          return NULL;
+        }
+        e->k->axpy(v->n, 1.0, c->data, v->data);
+        c->read = TRUE;
+      }
+  } else if (!vd_act_grad(e, r, i + 1, u, v, why)) {
+    return NULL;
+  }
+  /* The residual added its source as the output lay then: its gradient is this one. */
+  if (L->residual)
+    vd_val_set(&r->dr[u * nl + i], dup(e, v->data, v->n), v->n, v->layout);
+  return v;
+}
+
+gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **why)
+{
+  const vd_net *n = e->net;
+  const vd_layer *L = &n->layers[i];
+  const vd_kern *k = e->k;
+  int T = e->T, nl = n->nlayers;
+  gboolean sp = split(e, i);
+  vd_saved *s = &r->s[u * nl + i];
+  g_autofree char *what = g_strdup_printf("'%s bwd%s' on chip %d (micro-batch %d)", L->name,
+                                          phase == 1   ? " input grad"
+                                          : phase == 2 ? " weight grad"
+                                                       : "",
+                                          r->rank, u);
+  if (!s->fwd_done)
+    return fail(why, "%s runs before its forward pass", what);
+  if (s->stale)
+    return fail(why,
+                "%s: the plan drops this layer's activations for full recomputation, and no "
+                "'%s recompute' ran before its backward pass",
+                what, L->name);
+  if (L->ntensors > 0 && !r->materialized[i])
+    return fail(why,
+                "%s: its parameters are sharded over the data-parallel group (ZeRO-3) and no "
+                "all-gather collected them",
+                what);
+  int ns, nt;
+  work_extent(e, L, s->work, r->tp, &ns, &nt);
+  void **w = r->w + L->tensor0, **g = r->g + L->tensor0;
+  if (phase != 2) {
+    vd_val *dyv = vd_out_grad(e, r, i, u, why);
+    if (dyv == NULL)
+      return FALSE;
+    dyv->read = TRUE;
+    gint64 dims[4];
+    vd_act_dims(e, i + 1, dims);
+    /* The layout this layer's output gradient must have: its output's, before any sum. */
+    vd_layout want = column_like(e, i) ? VD_FEAT : partial_out(e, i) ? VD_FULL : s->work;
+    if (want == VD_FEAT && !column_like(e, i))
+      want = VD_FULL;
+    vd_layout have = dyv->layout == VD_PARTIAL ? VD_FULL : dyv->layout;
+    if (have == VD_FLAT)
+      return fail(why,
+                  "%s holds only a 1/%d chunk of its output gradient (the pipeline's scatter) "
+                  "and no all-gather reassembled it",
+                  what, T);
+    g_free(s->dz);
+    if (have == want)
+      s->dz = dup(e, dyv->data, dyv->n);
+    else if (have == VD_FULL)
+      s->dz = vd_slice_box(e, dyv->data, dims, want, r->tp); /* conjugate of a gather */
+    else
+      return fail(why, "%s needs the gradient of its output as a %s but holds a %s (%s)", what,
+                  vd_layout_name(want), vd_layout_name(have),
+                  want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
+    gint64 lo[4], hi[4];
+    gint64 ndz = vd_box(dims, want, T, r->tp, lo, hi);
+    if (L->act != VD_ACT_NONE) {
+      if (s->z == NULL)
+        return fail(why, "%s: the activation's input was never computed", what);
+      k->act_bwd(L->act, ndz, s->z, s->dz, s->dz);
+    }
+    if (L->kind == TS_LAYER_ATTENTION && s->p_stale)
+      return fail(why,
+                  "%s: the plan drops the attention probabilities (selective recomputation) and "
+                  "no '%s recompute attention' ran",
+                  what, L->name);
+    void *dx = NULL;
+    gint64 ndx = 0;
+    switch (L->kind) {
+    case TS_LAYER_DENSE: {
+      int rows = ns * nt, K = L->in, N = L->out;
+      if (sp && L->tp == TS_TP_ROW)
+        K /= T;
+      else if (sp)
+        N /= T;
+      ndx = (gint64)rows * K;
+      dx = alloc0(e, ndx);
+      k->dense_dgrad(rows, K, N, s->dz, w[0], dx);
+      break;
+    }
+    case TS_LAYER_CONV2D: {
+      ts_conv_shape cs = {ns,        L->in,     L->in_h,   L->in_w, L->out,
+                          L->kernel, L->kernel, L->stride, L->pad};
+      if (sp && L->tp == TS_TP_ROW)
+        cs.c /= T;
+      else if (sp)
+        cs.oc /= T;
+      ndx = (gint64)ns * cs.c * cs.h * cs.w;
+      dx = alloc0(e, ndx);
+      /* ts_conv2d_bwd computes the weight gradient too: into scratch here. */
+      g_autofree void *scratch = alloc0(e, (gint64)cs.oc * cs.c * cs.kh * cs.kw);
+      g_autofree void *x0 = s->x_stale ? alloc0(e, ndx) : NULL;
+      k->conv_bwd(&cs, s->x_stale ? x0 : s->x, w[0], s->dz, dx, scratch, NULL);
+      break;
+    }
+    case TS_LAYER_POOL:
+      ndx = (gint64)ns * L->in * L->in_h * L->in_w;
+      dx = alloc0(e, ndx);
+      k->maxpool_bwd(ns * L->in, L->in_h, L->in_w, L->kernel, s->dz, s->argmax, dx);
+      break;
+    case TS_LAYER_NORM: {
+      /* Layer norm's input and parameter gradients come from one kernel: both here. */
+      int rows = ns * nt;
+      ndx = (gint64)rows * L->in;
+      dx = alloc0(e, ndx);
+      if (s->x_stale)
+        return fail(why, "%s: its input was never re-gathered", what);
+      k->layernorm_bwd(rows, L->in, s->x, w[0], s->mean, s->rstd, s->dz, dx, g[0], g[1]);
+      break;
+    }
+    case TS_LAYER_ATTENTION: {
+      int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+      if (sp) {
+        heads /= T;
+        dl /= T;
+      }
+      g_autofree void *datt = alloc0(e, (gint64)rows * dl);
+      k->dense_dgrad(rows, dl, dm, s->dz, w[2], datt);
+      g_free(s->dqkv);
+      s->dqkv = alloc0(e, (gint64)rows * 3 * dl);
+      k->attn_bwd(ns, nt, heads, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      ndx = (gint64)rows * dm;
+      dx = alloc0(e, ndx);
+      k->dense_dgrad(rows, dm, 3 * dl, s->dqkv, w[0], dx);
+      break;
+    }
+    default:
+      return fail(why, "layer '%s': %s layers are not supported by the validator", L->name,
+                  ts_layer_kind_name(L->kind));
+    }
+    /* Column-split and head-split layers leave partial input gradients; a row-split layer
+     * its block; the others the layout they worked in. */
+    vd_layout dxl = s->work;
+    if (sp && L->tp != TS_TP_ROW)
+      dxl = VD_PARTIAL;
+    vd_val_set(&r->dx[u * nl + i], dx, ndx, dxl);
+    s->dgrad_done = TRUE;
+  }
+  if (phase != 1) {
+    if (!s->dgrad_done || s->dz == NULL)
+      return fail(why, "%s runs before the layer's input gradient", what);
+    if (s->x_stale && L->kind != TS_LAYER_NORM)
+      return fail(why,
+                  "%s: the plan keeps only a block of this layer's input, and no re-gather "
+                  "brought it back for the weight gradient",
+                  what);
+    switch (L->kind) {
+    case TS_LAYER_DENSE: {
+      int rows = ns * nt, K = L->in, N = L->out;
+      if (sp && L->tp == TS_TP_ROW)
+        K /= T;
+      else if (sp)
+        N /= T;
+      k->dense_wgrad(rows, K, N, s->x, s->dz, g[0], L->bias ? g[1] : NULL);
+      break;
+    }
+    case TS_LAYER_CONV2D: {
+      ts_conv_shape cs = {ns,        L->in,     L->in_h,   L->in_w, L->out,
+                          L->kernel, L->kernel, L->stride, L->pad};
+      if (sp && L->tp == TS_TP_ROW)
+        cs.c /= T;
+      else if (sp)
+        cs.oc /= T;
+      k->conv_bwd(&cs, s->x, w[0], s->dz, NULL, g[0], L->bias ? g[1] : NULL);
+      break;
+    }
+    case TS_LAYER_ATTENTION: {
+      int rows = ns * nt, dm = L->in, dl = sp ? dm / T : dm;
+      k->dense_wgrad(rows, dl, dm, s->att, s->dz, g[2], L->bias ? g[3] : NULL);
+      k->dense_wgrad(rows, dm, 3 * dl, s->x, s->dqkv, g[0], L->bias ? g[1] : NULL);
+      break;
+    }
+    default:
+      break; /* pool: no parameters; norm: done with its input gradient */
+    }
+    s->wgrad_done = TRUE;
+  }
+  return TRUE;
+}

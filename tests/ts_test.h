@@ -1,0 +1,61 @@
+/* ts_test: helpers shared by the test binaries (shipped inputs, running the program). Each
+ * test binary includes this once; the functions are static so each binary has its copy. */
+#ifndef TS_TEST_H
+#define TS_TEST_H
+
+#include "ts_model.h"
+#include "ts_topo.h"
+
+#include <criterion/criterion.h>
+#include <glib.h>
+#include <sys/wait.h>
+
+/** A shipped topology (topologies/NAME.ini); the test fails if it does not load. */
+static inline ts_topo *load_topo(const char *name)
+{
+  g_autofree char *path = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
+  GError *err = NULL;
+  ts_topo *t = ts_topo_load(path, &err);
+  cr_assert_not_null(t, "%s", err ? err->message : "");
+  return t;
+}
+
+/** A shipped model (models/NAME.ini); the test fails if it does not load. */
+static inline ts_model *load_model(const char *name)
+{
+  g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, name);
+  GError *err = NULL;
+  ts_model *m = ts_model_load(path, &err);
+  cr_assert_not_null(m, "%s", err ? err->message : "");
+  return m;
+}
+
+/** What one run of the trainsim program gave. */
+typedef struct {
+  int status; /* exit status, or 128 + signal */
+  char *out, *err;
+} run_result;
+
+/** Runs `trainsim ARGS` (ARGS split as a shell would) and collects its outputs. */
+static inline run_result run(const char *args)
+{
+  g_autofree char *line = g_strdup_printf("%s %s", TS_TRAINSIM_BIN, args);
+  gchar **argv = NULL;
+  GError *e = NULL;
+  cr_assert(g_shell_parse_argv(line, NULL, &argv, &e), "%s", e ? e->message : "");
+  run_result r = {0};
+  int wait = 0;
+  cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e),
+            "%s", e ? e->message : "");
+  g_strfreev(argv);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
+  return r;
+}
+
+static inline void run_free(run_result *r)
+{
+  g_free(r->out);
+  g_free(r->err);
+}
+
+#endif
