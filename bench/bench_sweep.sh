@@ -1,38 +1,41 @@
 #!/usr/bin/env bash
-# Times `trainsim sweep --splits auto` (analytic backend): every valid split and placement of
-# GPT-3 175B on the 1024-chip TPU v3 pod (the issue 6 target: < 30 s on 2 cores), then larger
-# sweeps (micro-batches, hardware what-ifs, several topologies) with 1 and 2 worker processes.
-# Prints a Markdown table: configurations, wall time, configurations per second, and whether
-# the outputs of --jobs 1 and --jobs 2 are byte-identical.
+# Times `trainsim sweep` (analytic backend): every valid split of GPT-3 175B on the 1024-chip
+# TPU v3 pod (the issue 6 target: < 30 s on 2 cores), those that fit, a data x tensor sweep, and
+# a small what-if sweep, with 1 and/or 2 worker processes. Prints a Markdown table:
+# configurations, replay events, wall and CPU time, configurations per second (wall), and
+# whether the outputs of --jobs 1 and --jobs 2 are byte-identical.
 # Usage: bench/bench_sweep.sh [path/to/trainsim]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/sim/trainsim}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# name|jobs to try|sweep arguments
 cases=(
-  "gpt3-175b pod, every split|-t tpu-v3-pod -m gpt3-175b -b 1024 --micro-batch 1 --splits auto"
-  "gpt3-175b pod, every split x 4 micro-batches|-t tpu-v3-pod -m gpt3-175b -b 4096 --micro-batch 1,2,4,8 --splits auto"
-  "gpt3-175b pod, every split x 3 link bandwidths x 2 peaks|-t tpu-v3-pod -m gpt3-175b -b 1024 --micro-batch 1 --splits auto --vary link_bandwidth_GBps=x0.5,x1,x2 --vary peak_tflops=x1,x2"
-  "4 models x 9 topologies, every split|-t tpu-v2-8,tpu-v2-pod,tpu-v3-8x8,tpu-v3-pod,dgx-a100-4node,dgx-a100-32node,dgx-h100-4node,dgx-h100-32node,asym-16x16 -m bert-large,gpt3-1.3b,gpt3-13b,resnet50 --batch-per-chip 4 --splits auto"
+  "GPT-3 175B pod: every split (degrees x placements x ZeRO stages)|2|-t tpu-v3-pod -m gpt3-175b -b 1536 --splits auto"
+  "GPT-3 175B pod: every split that fits, full recomputation|2|-t tpu-v3-pod -m gpt3-175b -b 1536 --splits auto --fits-only --recompute full"
+  "GPT-3 175B pod: every split, data x tensor only (micro-batch 1)|1 2|-t tpu-v3-pod -m gpt3-175b -b 1024 --micro-batch 1 --splits 'tp=1;tp=2@x;tp=4@x;tp=8@x;tp=16@x;tp=32@x;tp=2@y;tp=4@y;tp=8@y;tp=16@y;tp=32@y'"
+  "BERT-Large 8x8: every split x 3 link bandwidths|1 2|-t tpu-v3-8x8 -m bert-large -b 512 --splits auto --vary link_bandwidth_GBps=x0.5,x1,x2"
 )
-echo "| sweep | jobs | configurations | wall_s | configurations_per_s | identical_to_jobs_1 |"
-echo "|---|---|---|---|---|---|"
+echo "| sweep | jobs | configurations | replay_events | wall_s | cpu_s | configurations_per_s | identical_to_jobs_1 |"
+echo "|---|---|---|---|---|---|---|---|"
 for c in "${cases[@]}"; do
-  name=${c%%|*}; args=${c#*|}
-  for jobs in 1 2; do
-    t0=$(date +%s.%N)
-    # shellcheck disable=SC2086
-    "$bin" sweep $args --jobs $jobs -o "$tmp/j$jobs" > "$tmp/out"
-    t1=$(date +%s.%N)
-    wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+  IFS='|' read -r name jobs_list args <<< "$c"
+  for jobs in $jobs_list; do
+    # Wall time, and CPU time of the sweep and its workers (user + system): on a shared
+    # machine the wall time includes other programs' load, the CPU time does not.
+    eval "/usr/bin/time -f '%e %U %S' -o \"$tmp/time\" \"$bin\" sweep $args --jobs $jobs -o \"$tmp/j$jobs\"" > "$tmp/out"
+    read -r wall user sys < "$tmp/time"
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.1f", u + s }')
     n=$(($(wc -l < "$tmp/j$jobs/sweep.csv") - 1))
-    rate=$(awk -v n="$n" -v w="$wall" 'BEGIN { printf "%.0f", (w > 0 ? n / w : 0) }')
+    rate=$(awk -v n="$n" -v w="$wall" 'BEGIN { printf "%.1f", (w > 0 ? n / w : 0) }')
+    events=$(grep -o '"replay_events" : [0-9]*' "$tmp/j$jobs/sweep.json" | awk '{ s += $3 } END { print s + 0 }')
     same="-"
-    if [ $jobs -gt 1 ]; then
+    if [ "$jobs" -gt 1 ] && [ -f "$tmp/j1/sweep.csv" ]; then
       if cmp -s "$tmp/j1/sweep.csv" "$tmp/j$jobs/sweep.csv" &&
          cmp -s "$tmp/j1/sweep.json" "$tmp/j$jobs/sweep.json"; then same=yes; else same=NO; fi
     fi
-    echo "| $name | $jobs | $n | $wall | $rate | $same |"
+    echo "| $name | $jobs | $n | $events | $wall | $cpu | $rate | $same |"
   done
+  rm -rf "$tmp"/j*
 done

@@ -1,6 +1,7 @@
 # Step time broken down per configuration, stacked: compute, exposed communication of each
 # axis, idle (pipeline bubbles and waiting). Data: dat, one row per configuration:
 # "label compute_s exposed_tp_s exposed_dp_s exposed_pp_s exposed_other_s idle_s".
+height = 720
 load plotdir.'/common.gp'
 set title 'Step time breakdown: '.ttl
 set style data histograms
@@ -10,7 +11,7 @@ set boxwidth 0.7
 set ylabel 'time per step (s)'
 set xtics rotate by -50 left font ',9'
 set key outside right top
-set bmargin 11
+set bmargin 16
 plot dat using 2:xtic(1) title 'compute' lc rgb c_fwd, \
      '' using 3 title 'exposed comm (tensor)' lc rgb c_tp, \
      '' using 4 title 'exposed comm (data)' lc rgb c_dp, \

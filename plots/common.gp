@@ -13,7 +13,7 @@ set output out
 set termoption noenhanced
 set grid lc rgb '#dddddd'
 set border lc rgb '#444444'
-set key outside right top box opaque
+set key outside right top box opaque width 2
 set style data linespoints
 set pointsize 1.2
 # Category colours, shared by breakdown and timeline plots (colour-blind safe, Okabe-Ito).

@@ -1,7 +1,7 @@
 # Parallel efficiency against chips: throughput per chip relative to the family's smallest
 # chip count, in percent. Data: dat, one block per family: "chips efficiency_pct".
 load plotdir.'/common.gp'
-set title 'Parallel efficiency: '.ttl
+set title 'Parallel efficiency: '.ttl."\n(".sub.")"
 set logscale x 2
 set xlabel 'chips'
 set ylabel 'parallel efficiency (% of throughput per chip at the fewest chips)'

@@ -1,5 +1,6 @@
 # Memory per chip, stacked by kind, against the chip's capacity. Data: dat, one row per
 # configuration: "label params grads optimizer activations temp capacity" in GiB.
+height = 720
 load plotdir.'/common.gp'
 set title 'Memory per chip: '.ttl
 set style data histograms
@@ -8,7 +9,7 @@ set style fill solid 0.9 border rgb '#333333'
 set boxwidth 0.7
 set ylabel 'memory per chip (GiB)'
 set xtics rotate by -50 left font ',9'
-set bmargin 11
+set bmargin 16
 set yrange [0:*]
 plot dat using 2:xtic(1) title 'parameters' lc rgb c_fwd, \
      '' using 3 title 'gradients' lc rgb c_bwd, \

@@ -1,7 +1,8 @@
 # Step time and throughput against chips, one line per split family (best of the family at
-# each chip count). Data: dat, one block per family: "chips step_time_s samples_per_s".
+# each chip count). Variables: ttl, sub (the title's second line), nblocks.
+# Data: dat, one block per family: "chips step_time_s samples_per_s".
 load plotdir.'/common.gp'
-set multiplot layout 1,2 title 'Scaling: '.ttl
+set multiplot layout 1,2 title 'Scaling: '.ttl."\n(".sub.")"
 set logscale x 2
 set logscale y
 set xlabel 'chips'

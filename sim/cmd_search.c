@@ -323,7 +323,12 @@ int ts_cmd_search(int argc, char **argv)
       } else {
         f->status = "lost";
         f->loss_pct = 100.0 * (f->best->r->step_time_s / win->r->step_time_s - 1.0);
-        f->reason = loss_reason(win->r, f->best->r, &f->detail);
+        if (f->loss_pct < 0.05) { /* lost on the enumeration order only */
+          f->reason = "tie";
+          f->detail = g_strdup("same step time within 0.05%, listed later");
+        } else {
+          f->reason = loss_reason(win->r, f->best->r, &f->detail);
+        }
       }
     }
     /* Placements of the winner's degrees and micro-batch: where each axis went matters. */

@@ -2,6 +2,7 @@
  * shapes, hardware what-ifs, models, batches and splits, on every core, in shards, as CSV and
  * JSON rows with the fields of `trainsim run`. */
 #include "ts_cmd.h"
+#include "ts_mpi.h"
 #include "ts_plot.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
@@ -104,7 +105,8 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
       return FALSE;
   }
   if ((a->fits_only || a->all_placements) && !sp->auto_splits) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--fits-only and --all-placements: expected --splits auto");
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--fits-only and --all-placements: expected --splits auto");
     return FALSE;
   }
   sp->fits_only = a->fits_only;
@@ -121,8 +123,8 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
         g_ptr_array_free(sfx, TRUE);
         return FALSE;
       }
-      g_ptr_array_add(sfx, strcmp(v, "none") == 0 ? g_strdup("")
-                                                  : g_strconcat(",recompute=", v, NULL));
+      g_ptr_array_add(sfx,
+                      strcmp(v, "none") == 0 ? g_strdup("") : g_strconcat(",recompute=", v, NULL));
     }
     g_ptr_array_add(sfx, NULL);
     sp->suffixes = (char **)g_ptr_array_free(sfx, FALSE);
@@ -242,6 +244,9 @@ int ts_cmd_sweep(int argc, char **argv)
                     "tp=4@x -o out/\nSee docs/whatif.md.",
                     entries, &argc, &argv, &err))
     return ts_cmd_fail("sweep", err);
+  /* Under mpirun (MPI build), every rank enumerates the same sweep; rank 0 hands out the
+   * configurations and alone prints and writes. */
+  gboolean mpi = ts_mpi_start();
   ts_sweep_spec spec = {0};
   int shard_i = 0, shard_n = 0;
   gboolean json_out = FALSE;
@@ -295,8 +300,12 @@ int ts_cmd_sweep(int argc, char **argv)
   int n = (int)idx->len;
   ts_outcome *out = g_new0(ts_outcome, MAX(n, 1));
   ts_pool_options po = {jobs > 0 ? (int)jobs : ts_pool_default_jobs(), TRUE, "sweep"};
-  if (!ts_pool_run(ts_sweep_configs(sw), (int *)idx->data, n, &po, out, &err)) {
+  gboolean ran = mpi ? ts_mpi_run(ts_sweep_configs(sw), (int *)idx->data, n, &po, out, &err)
+                     : ts_pool_run(ts_sweep_configs(sw), (int *)idx->data, n, &po, out, &err);
+  if (!ran) {
     status = ts_cmd_fail("sweep", err);
+  } else if (mpi && ts_mpi_rank() != 0) {
+    /* A worker rank: its outcomes went to rank 0. */
   } else {
     g_autofree char *csv = ts_sweep_render_csv(sw, (int *)idx->data, out, n);
     g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func((GDestroyNotify)json_node_unref);
@@ -330,6 +339,9 @@ int ts_cmd_sweep(int argc, char **argv)
                  out[best].res.split, out[best].res.placement, c->topo->name, c->po.global_batch,
                  ts_fmt_time(t, sizeof t, out[best].res.step_time_s));
         }
+        g_autofree char *ms = mpi ? ts_mpi_summary() : NULL;
+        if (ms != NULL)
+          printf("%s\n", ms);
         printf("wrote %s and %s\n", pc, pj);
         if (plot) {
           g_autofree char *pd = g_build_filename(outdir, "plots", NULL);
@@ -359,6 +371,7 @@ int ts_cmd_sweep(int argc, char **argv)
   g_free(out);
   g_array_unref(idx);
 out:
+  ts_mpi_finish();
   spec_clear(&spec);
   g_strfreev(a.topologies);
   g_strfreev(a.models);

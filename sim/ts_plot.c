@@ -369,9 +369,10 @@ static gboolean plot_scaling(plot_ctx *c, GArray *rows, const char *ttl, GError 
     nb++;
   }
   GString *vars = g_string_new(NULL);
-  g_autofree char *t2 =
-      g_strdup_printf("%s%s", ttl, any_fit ? " (best fitting split of each family)" : "");
-  gp_str(vars, "ttl", t2);
+  gp_str(vars, "ttl", ttl);
+  gp_str(vars, "sub",
+         any_fit ? "best fitting split of each family at each chip count"
+                 : "best split of each family at each chip count; none fits in memory");
   g_string_append_printf(vars, "nblocks=%d; ", nb);
   gboolean ok = nb == 0 || (render(c, "scaling", d->str, vars->str, error) &&
                             render(c, "efficiency", e->str, vars->str, error));
@@ -537,6 +538,8 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
 {
   JsonArray *ev = json_object_get_array_member(root, "traceEvents");
   GHashTable *pname = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  GHashTable *tname = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GHashTable *prog = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   GArray *tracks = g_array_new(FALSE, FALSE, sizeof(track));
   GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (guint i = 0; i < json_array_get_length(ev); i++) {
@@ -547,9 +550,19 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
     if (strcmp(ph, "M") == 0 && strcmp(str(e, "name"), "process_name") == 0) {
       gint64 *k = g_new(gint64, 1);
       *k = pid;
-      g_hash_table_replace(pname, k,
-                           (gpointer)str(json_object_get_object_member(e, "args"), "name"));
+      JsonObject *args = json_object_get_object_member(e, "args");
+      g_hash_table_replace(pname, k, (gpointer)str(args, "name"));
+      if (json_object_has_member(args, "program")) {
+        gint64 *k2 = g_new(gint64, 1);
+        *k2 = pid;
+        g_hash_table_replace(prog, k2,
+                             GINT_TO_POINTER((int)json_object_get_int_member(args, "program") + 1));
+      }
     }
+    if (strcmp(ph, "M") == 0 && strcmp(str(e, "name"), "thread_name") == 0)
+      g_hash_table_replace(tname,
+                           g_strdup_printf("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, pid, tid),
+                           (gpointer)str(json_object_get_object_member(e, "args"), "name"));
     if (strcmp(ph, "X") != 0)
       continue;
     char *key = g_strdup_printf("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, pid, tid);
@@ -563,7 +576,37 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
   }
   g_array_sort(tracks, track_cmp);
   enum { MAX_ROWS = 48 };
+  guint ntracks = tracks->len;
   guint nrows = MIN(tracks->len, (guint)MAX_ROWS);
+  if (tracks->len > MAX_ROWS) {
+    /* Too many to draw: the chips of distinct programs (pipeline stages) first, so every stage
+     * shows, then the others in chip order. */
+    GHashTable *seen_prog = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GHashTable *first_pid = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    for (guint i = 0; i < tracks->len; i++) {
+      track *t = &g_array_index(tracks, track, i);
+      gpointer pr = g_hash_table_lookup(prog, &t->pid);
+      if (pr != NULL && !g_hash_table_contains(seen_prog, pr)) {
+        g_hash_table_add(seen_prog, pr);
+        gint64 *k = g_new(gint64, 1);
+        *k = t->pid;
+        g_hash_table_add(first_pid, k);
+      }
+    }
+    GArray *picked = g_array_new(FALSE, FALSE, sizeof(track));
+    for (int pass = 0; pass < 2; pass++)
+      for (guint i = 0; i < tracks->len && picked->len < (guint)MAX_ROWS; i++) {
+        track *t = &g_array_index(tracks, track, i);
+        if (g_hash_table_contains(first_pid, &t->pid) == (pass == 0))
+          g_array_append_val(picked, *t);
+      }
+    g_array_sort(picked, track_cmp);
+    g_array_set_size(tracks, 0);
+    g_array_append_vals(tracks, picked->data, picked->len);
+    g_array_unref(picked);
+    g_hash_table_unref(seen_prog);
+    g_hash_table_unref(first_pid);
+  }
   GHashTable *row_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   GString *rows = g_string_new("# row label\n");
   for (guint i = 0; i < nrows; i++) {
@@ -577,7 +620,10 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
     char *paren = strstr(chip, " (");
     if (paren != NULL)
       *paren = '\0';
-    g_autofree char *lab = g_strdup_printf("%s %s", chip, t->tid == 0 ? "compute" : "grad sync");
+    g_autofree char *tk = g_strdup_printf("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, t->pid, t->tid);
+    const char *tn = g_hash_table_lookup(tname, tk);
+    g_autofree char *fallback = g_strdup_printf("stream %" G_GINT64_FORMAT, t->tid);
+    g_autofree char *lab = g_strdup_printf("%s %s", chip, tn != NULL ? tn : fallback);
     g_string_append_printf(rows, "%u ", i);
     dat_label(rows, lab);
     g_string_append_c(rows, '\n');
@@ -647,8 +693,9 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
           ? g_strdup_printf(", collapsed replay: each chip shown stands for %" G_GINT64_FORMAT,
                             json_object_get_int_member(od, "chips") /
                                 MAX(json_object_get_int_member(od, "simulated_chips"), 1))
-      : tracks->len > nrows ? g_strdup_printf(", first %u of %u tracks", nrows, tracks->len)
-                            : g_strdup("");
+      : ntracks > nrows
+          ? g_strdup_printf(", %u of %u tracks (every pipeline stage first)", nrows, ntracks)
+          : g_strdup("");
   g_autofree char *ttl =
       od != NULL ? g_strdup_printf("%s on %s, %s (%s)%s", str(od, "model"), str(od, "topology"),
                                    str(od, "split"), str(od, "placement"), note)
@@ -675,6 +722,8 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
   g_hash_table_unref(row_of);
   g_hash_table_unref(seen);
   g_hash_table_unref(pname);
+  g_hash_table_unref(tname);
+  g_hash_table_unref(prog);
   g_array_unref(tracks);
   return ok;
 }

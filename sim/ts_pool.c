@@ -111,7 +111,7 @@ static void put_str(GByteArray *b, const char *s)
     g_byte_array_append(b, (const guint8 *)s, n);
 }
 
-static GByteArray *encode(gint32 k, const ts_outcome *o)
+GByteArray *ts_outcome_encode(gint32 k, const ts_outcome *o)
 {
   GByteArray *b = g_byte_array_new();
   guint32 len = 0;
@@ -120,10 +120,11 @@ static GByteArray *encode(gint32 k, const ts_outcome *o)
   g_byte_array_append(b, (const guint8 *)head, sizeof head);
   /* The numbers travel as raw bytes: the same binary on both ends, and doubles stay exact. */
   ts_result r = o->res;
-  r.split = r.placement = NULL;
+  r.split = r.placement = r.link_summary = NULL; /* pointers travel as their strings */
   g_byte_array_append(b, (const guint8 *)&r, sizeof r);
   put_str(b, o->res.split);
   put_str(b, o->res.placement);
+  put_str(b, o->res.link_summary);
   put_str(b, o->message);
   len = b->len - (guint32)sizeof len;
   memcpy(b->data, &len, sizeof len);
@@ -148,7 +149,7 @@ static gboolean get_str(const guint8 **p, const guint8 *end, char **out)
   return TRUE;
 }
 
-static gboolean decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
+gboolean ts_outcome_decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
 {
   const guint8 *end = p + len;
   gint32 head[3];
@@ -160,12 +161,12 @@ static gboolean decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
   memcpy(&o->res, p, sizeof o->res);
   p += sizeof o->res;
   o->res.split = o->res.placement = NULL;
-  o->res.link_summary = NULL; /* a pointer of the child's: never sent */
+  o->res.link_summary = NULL; /* the child's pointer; its string follows */
   *k = head[0];
   o->status = (ts_outcome_status)head[1];
   o->error_code = head[2];
   return get_str(&p, end, &o->res.split) && get_str(&p, end, &o->res.placement) &&
-         get_str(&p, end, &o->message) && p == end;
+         get_str(&p, end, &o->res.link_summary) && get_str(&p, end, &o->message) && p == end;
 }
 
 static gboolean is_simgrid(const ts_config *c)
@@ -190,7 +191,7 @@ static G_NORETURN void worker_main(const ts_config *cfg, const int *idx, int cmd
       _exit(0);
     ts_outcome o;
     ts_pool_predict(&cfg[idx[k]], &o);
-    GByteArray *b = encode(k, &o);
+    GByteArray *b = ts_outcome_encode(k, &o);
     gboolean ok = ts_write_all(res_fd, b->data, b->len);
     g_byte_array_unref(b);
     ts_outcome_clear(&o);
@@ -323,7 +324,7 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
       }
       gint32 k = -1;
       ts_outcome oc;
-      if (r != 1 || !decode(buf, len, &k, &oc) || k != w->busy) {
+      if (r != 1 || !ts_outcome_decode(buf, len, &k, &oc) || k != w->busy) {
         g_free(buf);
         int st = 0;
         close(w->cmd_fd);

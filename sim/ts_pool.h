@@ -50,6 +50,15 @@ typedef struct {
 gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
                      ts_outcome *out, GError **error);
 
+/**
+ * An outcome (of position k) as bytes for another process of the same binary: a 4-byte
+ * length, then the record. Caller frees.
+ */
+GByteArray *ts_outcome_encode(gint32 k, const ts_outcome *o);
+
+/** Reads a record (the bytes after the length); FALSE when malformed. */
+gboolean ts_outcome_decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o);
+
 /** The number of online processors (the default of --jobs). */
 int ts_pool_default_jobs(void);
 

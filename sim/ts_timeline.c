@@ -61,18 +61,32 @@ static char *chip_name(const ts_topo *t, int rank)
   return g_string_free(s, FALSE);
 }
 
-static const char *stream_name(int stream)
+/* A stream is named by what its first op does: stream numbers are the planner's own, so the
+ * ops say what the row carries (compute, gradient synchronisation, pipeline sends...). */
+static const char *stream_name(const ts_op *o)
 {
-  /* The planner's convention (ts_plan.c): stream 0 computes and carries the collectives the
-   * next layer waits for; stream 1 carries gradient all-reduces that overlap the backward pass. */
-  switch (stream) {
-  case 0:
-    return "compute + blocking communication";
-  case 1:
-    return "gradient synchronisation (overlapped)";
-  default:
-    return NULL;
+  switch (o->kind) {
+  case TS_OP_COMPUTE:
+    return o->cat == TS_CAT_FWD || o->cat == TS_CAT_BWD ? "compute" : "compute (other)";
+  case TS_OP_SEND:
+    return o->cat == TS_CAT_COMM_PP ? "pipeline send" : "send";
+  case TS_OP_RECV:
+    return o->cat == TS_CAT_COMM_PP ? "pipeline receive" : "receive";
+  case TS_OP_COLL:
+    switch (o->cat) {
+    case TS_CAT_COMM_DP:
+      return "gradient sync";
+    case TS_CAT_COMM_TP:
+      return "tensor-parallel comm";
+    case TS_CAT_COMM_PP:
+      return "pipeline comm";
+    default:
+      return "comm";
+    }
+  case TS_OP_WAIT:
+    break;
   }
+  return NULL;
 }
 
 char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spans,
@@ -80,32 +94,31 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
 {
   GString *s = g_string_new("{\"traceEvents\":[\n");
   gboolean first = TRUE;
-  /* Track names first: one process per simulated chip, one thread per stream it used. */
-  int last_rank = -1;
-  GHashTable *streams = g_hash_table_new(g_direct_hash, g_direct_equal);
+  /* Track names first: one process per simulated chip (with its program, so a viewer can
+   * pick one chip per pipeline stage), one thread per stream it used, named by its ops. */
+  int last_rank = -1, last_program = 0;
+  const char *names[64] = {NULL};
   GString *ranks = g_string_new(NULL);
   for (guint i = 0; i <= spans->len; i++) {
     const ts_span *sp = i < spans->len ? &g_array_index(spans, ts_span, i) : NULL;
     if (sp == NULL || sp->rank != last_rank) {
-      /* Close the previous chip: name the streams it used, in stream order. */
       if (last_rank >= 0) {
         for (int st = 0; st < 64; st++) {
-          if (!g_hash_table_contains(streams, GINT_TO_POINTER(st)))
+          if (names[st] == NULL)
             continue;
-          const char *nm = stream_name(st);
-          g_autofree char *fallback = g_strdup_printf("stream %d", st);
           g_string_append_printf(s,
                                  ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                                  "\"args\":{\"name\":",
                                  last_rank, st);
-          json_str(s, nm ? nm : fallback);
+          json_str(s, names[st]);
           g_string_append(s, "}}");
+          names[st] = NULL;
         }
-        g_hash_table_remove_all(streams);
       }
       if (sp == NULL)
         break;
       last_rank = sp->rank;
+      last_program = sp->program;
       g_string_append_printf(ranks, "%s%d", ranks->len ? "," : "", sp->rank);
       g_autofree char *nm = chip_name(t, sp->rank);
       g_string_append_printf(s,
@@ -114,15 +127,15 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
                              first ? "" : ",\n", sp->rank);
       json_str(s, nm);
       g_string_append_printf(s,
-                             "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
-                             "\"tid\":0,\"args\":{\"sort_index\":%d}}",
-                             sp->rank, sp->rank);
+                             ",\"program\":%d}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\","
+                             "\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+                             last_program, sp->rank, sp->rank);
       first = FALSE;
     }
     const ts_op *o = &tr->programs[sp->program].ops[sp->op];
-    g_hash_table_add(streams, GINT_TO_POINTER(o->stream));
+    if (o->stream >= 0 && o->stream < 64 && names[o->stream] == NULL)
+      names[o->stream] = stream_name(o);
   }
-  g_hash_table_unref(streams);
 
   /* Spans. Waits cost nothing and are left out; every other op is an "X" event. */
   for (guint i = 0; i < spans->len; i++) {
