@@ -105,14 +105,9 @@ int ts_cmd_collective(int argc, char **argv)
                 op_name);
     return ts_cmd_fail("collective", err);
   }
-  int algo = algo_name ? ts_coll_algo_parse(algo_name) : TS_ALGO_AUTO;
-  if (algo < 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, "
-                "hierarchical, tree, halving-doubling or direct",
-                algo_name);
+  int algo;
+  if (!ts_cmd_algo(algo_name, &algo, &err))
     return ts_cmd_fail("collective", err);
-  }
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("collective", err);
   g_autoptr(GArray) sizes = g_array_new(FALSE, FALSE, sizeof(double));
@@ -141,8 +136,8 @@ int ts_cmd_collective(int argc, char **argv)
     }
     g_array_append_val(sizes, b);
   }
-  g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
-  g_autoptr(ts_topo) topo = tpath ? ts_topo_load(tpath, &err) : NULL;
+  g_autofree char *tpath = NULL;
+  g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
   if (topo == NULL)
     return ts_cmd_fail("collective", err);
   int dims[TS_MAX_DIMS], nd = 0;
@@ -168,7 +163,8 @@ int ts_cmd_collective(int argc, char **argv)
   ts_group_shape shape;
   ts_group_shape_dims(topo, dims, nd, &shape);
   int n = ts_group_size(&shape);
-  ts_run_options ro = {.backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = FALSE};
+  ts_run_options ro = {
+      .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = FALSE};
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
   for (guint i = 0; i < sizes->len; i++) {
     coll_row row = {g_array_index(sizes, double, i), 0, (ts_coll_algo)algo};

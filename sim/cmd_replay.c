@@ -44,11 +44,12 @@ int ts_cmd_replay(int argc, char **argv)
   g_autoptr(ts_trace) tr = ts_trace_from_text(text, path, &err);
   if (tr == NULL)
     return ts_cmd_fail("replay", err);
-  g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
-  g_autoptr(ts_topo) topo = tpath ? ts_topo_load(tpath, &err) : NULL;
+  g_autofree char *tpath = NULL;
+  g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
   if (topo == NULL)
     return ts_cmd_fail("replay", err);
-  ts_run_options ro = {.backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
+  ts_run_options ro = {
+      .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
   ts_replay_result rr;
   if (!ts_run_replay(tr, topo, &ro, &rr, &err)) {
     g_prefix_error(&err, "%s: ", path);

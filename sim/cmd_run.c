@@ -122,14 +122,9 @@ int ts_cmd_run(int argc, char **argv)
                 "--bucket-MiB: expected a size in (0, 1048576] MiB");
     return ts_cmd_fail("run", err);
   }
-  int algo = algo_name ? ts_coll_algo_parse(algo_name) : TS_ALGO_AUTO;
-  if (algo < 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, "
-                "hierarchical, tree, halving-doubling or direct",
-                algo_name);
+  int algo;
+  if (!ts_cmd_algo(algo_name, &algo, &err))
     return ts_cmd_fail("run", err);
-  }
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("run", err);
   if (link_report != NULL &&
@@ -152,16 +147,11 @@ int ts_cmd_run(int argc, char **argv)
   }
   if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err))
     return ts_cmd_fail("run", err);
-  g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
-  if (tpath == NULL)
-    return ts_cmd_fail("run", err);
-  g_autoptr(ts_topo) topo = ts_topo_load(tpath, &err);
+  g_autofree char *tpath = NULL, *mpath = NULL;
+  g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
   if (topo == NULL)
     return ts_cmd_fail("run", err);
-  g_autofree char *mpath = ts_resolve_data_file(model_name, "models", &err);
-  if (mpath == NULL)
-    return ts_cmd_fail("run", err);
-  g_autoptr(ts_model) model = ts_model_load(mpath, &err);
+  g_autoptr(ts_model) model = ts_cmd_load_model(model_name, &mpath, &err);
   if (model == NULL)
     return ts_cmd_fail("run", err);
 

@@ -48,19 +48,18 @@ int ts_cmd_trace(int argc, char **argv)
                 "expected --topology T --model M --split S --global-batch N (N > 0)");
     return ts_cmd_fail("trace", err);
   }
-  int algo = algo_name ? ts_coll_algo_parse(algo_name) : TS_ALGO_AUTO;
-  if (algo < 0 || !(bucket_MiB > 0) || micro_batch < 0) {
+  int algo;
+  if (!ts_cmd_algo(algo_name, &algo, &err))
+    return ts_cmd_fail("trace", err);
+  if (!(bucket_MiB > 0 && bucket_MiB <= 1048576) || micro_batch < 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                algo < 0 ? "--collective-algorithm: unknown algorithm; see --help"
-                         : "--bucket-MiB and --micro-batch: expected positive values");
+                "--bucket-MiB in (0, 1048576] MiB and --micro-batch >= 0 expected");
     return ts_cmd_fail("trace", err);
   }
-  g_autofree char *tpath = ts_resolve_data_file(topo_name, "topologies", &err);
-  g_autoptr(ts_topo) topo = tpath ? ts_topo_load(tpath, &err) : NULL;
+  g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, NULL, &err);
   if (topo == NULL)
     return ts_cmd_fail("trace", err);
-  g_autofree char *mpath = ts_resolve_data_file(model_name, "models", &err);
-  g_autoptr(ts_model) model = mpath ? ts_model_load(mpath, &err) : NULL;
+  g_autoptr(ts_model) model = ts_cmd_load_model(model_name, NULL, &err);
   if (model == NULL)
     return ts_cmd_fail("trace", err);
   g_autoptr(ts_split) sp = ts_split_parse(split, &err);

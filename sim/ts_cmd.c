@@ -66,3 +66,37 @@ gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
   }
   return TRUE;
 }
+
+gboolean ts_cmd_algo(const char *name, int *out, GError **error)
+{
+  *out = name != NULL ? ts_coll_algo_parse(name) : TS_ALGO_AUTO;
+  if (*out >= 0)
+    return TRUE;
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, hierarchical, "
+              "tree, halving-doubling or direct",
+              name);
+  return FALSE;
+}
+
+ts_topo *ts_cmd_load_topo(const char *name, char **path, GError **error)
+{
+  char *p = ts_resolve_data_file(name, "topologies", error);
+  ts_topo *t = p != NULL ? ts_topo_load(p, error) : NULL;
+  if (path != NULL && t != NULL)
+    *path = p;
+  else
+    g_free(p);
+  return t;
+}
+
+ts_model *ts_cmd_load_model(const char *name, char **path, GError **error)
+{
+  char *p = ts_resolve_data_file(name, "models", error);
+  ts_model *m = p != NULL ? ts_model_load(p, error) : NULL;
+  if (path != NULL && m != NULL)
+    *path = p;
+  else
+    g_free(p);
+  return m;
+}

@@ -3,6 +3,9 @@
 #ifndef TS_CMD_H
 #define TS_CMD_H
 
+#include "ts_model.h"
+#include "ts_topo.h"
+
 #include <glib.h>
 
 G_BEGIN_DECLS
@@ -38,6 +41,15 @@ int ts_cmd_fail(const char *cmd, const GError *error);
 gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
                       const char *description, const GOptionEntry *entries, int *argc, char ***argv,
                       GError **error);
+
+/** Parses --collective-algorithm (NULL = auto); FALSE with a one-line error naming the choices. */
+gboolean ts_cmd_algo(const char *name, int *out, GError **error);
+
+/** Loads a topology given as a path or a shipped name; *path (may be NULL) gets the file. */
+ts_topo *ts_cmd_load_topo(const char *name, char **path, GError **error);
+
+/** Loads a model given as a path or a shipped name; *path (may be NULL) gets the file. */
+ts_model *ts_cmd_load_model(const char *name, char **path, GError **error);
 
 /** Creates an output folder (with parents) and checks it is writable, before any work. */
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
