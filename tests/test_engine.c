@@ -12,22 +12,6 @@
 
 #define REL_TOL 1e-9
 
-/* A ring topology built in memory: n chips, one dimension. */
-static ts_topo *ring_topo(int n, double bw, double lat)
-{
-  ts_topo *t = g_new0(ts_topo, 1);
-  t->name = g_strdup("ring");
-  t->chip.name = g_strdup("chip");
-  t->chip.peak_flops = 1e12;
-  t->chip.compute_efficiency = 1.0;
-  t->chip.memory_bw_Bps = 1e12;
-  t->chip.memory_bytes = 1e12;
-  t->ndims = 1;
-  t->dims[0] = (ts_dim){g_strdup("x"), n, TS_SHAPE_RING, bw, lat};
-  t->nchips = n;
-  return t;
-}
-
 static gboolean predict(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
                         gboolean full, ts_result *res, GError **err)
 {

@@ -14,27 +14,6 @@
 #include <string.h>
 #include <sys/wait.h>
 
-/* n chips in a ring; links so fast and latency-free that point-to-point costs vanish. */
-static ts_topo *ring_topo(int n, double bw, double lat)
-{
-  ts_topo *t = g_new0(ts_topo, 1);
-  t->name = g_strdup("ring");
-  t->chip.name = g_strdup("chip");
-  t->chip.peak_flops = 1e12;
-  t->chip.compute_efficiency = 1.0;
-  t->chip.memory_bw_Bps = 1e12;
-  t->chip.memory_bytes = 1e12;
-  t->chip.host_link_bw_Bps = 1e10;
-  t->chip.host_memory_bytes = 1e13;
-  t->chip.host_flops = 1e11;
-  t->chip.nvme_bw_Bps = 1e9;
-  t->chip.nvme_bytes = 1e14;
-  t->ndims = 1;
-  t->dims[0] = (ts_dim){g_strdup("x"), n, TS_SHAPE_RING, bw, lat};
-  t->nchips = n;
-  return t;
-}
-
 /* A model of n equal layers: each `flops` forward, twice that backward, `params` parameters,
  * `act` bytes kept per sample, one-element activations between layers (so pipeline transfers
  * cost nothing), and device-memory traffic of only its weights. */

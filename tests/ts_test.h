@@ -30,6 +30,27 @@ static inline ts_model *load_model(const char *name)
   return m;
 }
 
+/** n chips on one ring dimension; a 1 TFLOP/s chip with fast memory and a host, in memory. */
+static inline ts_topo *ring_topo(int n, double bw, double lat)
+{
+  ts_topo *t = g_new0(ts_topo, 1);
+  t->name = g_strdup("ring");
+  t->chip.name = g_strdup("chip");
+  t->chip.peak_flops = 1e12;
+  t->chip.compute_efficiency = 1.0;
+  t->chip.memory_bw_Bps = 1e12;
+  t->chip.memory_bytes = 1e12;
+  t->chip.host_link_bw_Bps = 1e10;
+  t->chip.host_memory_bytes = 1e13;
+  t->chip.host_flops = 1e11;
+  t->chip.nvme_bw_Bps = 1e9;
+  t->chip.nvme_bytes = 1e14;
+  t->ndims = 1;
+  t->dims[0] = (ts_dim){g_strdup("x"), n, TS_SHAPE_RING, bw, lat};
+  t->nchips = n;
+  return t;
+}
+
 /** What one run of the trainsim program gave. */
 typedef struct {
   int status; /* exit status, or 128 + signal */
