@@ -17,7 +17,7 @@ typedef struct {
   const ts_topo *topo;
   GArray *heap; /* event, binary min-heap on (t, seq) */
   guint64 seq;
-  GHashTable *coll_cache; /* "shape|kind|algo|bytes" -> double* seconds */
+  GHashTable *coll_cache; /* coll_key -> double* seconds */
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -80,27 +80,46 @@ double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
   return r;
 }
 
+/* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
+typedef struct {
+  ts_group_shape shape;
+  int kind, algo;
+  double bytes;
+} coll_key;
+
+static guint coll_key_hash(gconstpointer p)
+{
+  const guchar *b = p;
+  guint h = 2166136261u; /* FNV-1a over the key's bytes */
+  for (gsize i = 0; i < sizeof(coll_key); i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
+{
+  return memcmp(x, y, sizeof(coll_key)) == 0;
+}
+
 static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError **error)
 {
-  GString *key = g_string_new(NULL);
-  for (int k = 0; k < g->shape.npieces; k++)
-    g_string_append_printf(key, "%d:%d:%d,", g->shape.p[k].dim, g->shape.p[k].size,
-                           g->shape.p[k].stride);
-  g_string_append_printf(key, "|%d|%d|", op->coll, op->algo);
-  ts_append_g(key, 17, op->bytes);
-  double *hit = g_hash_table_lookup(a->coll_cache, key->str);
-  if (hit != NULL) {
-    g_string_free(key, TRUE);
+  coll_key k;
+  memset(&k, 0, sizeof k);
+  k.shape.npieces = g->shape.npieces;
+  for (int i = 0; i < g->shape.npieces; i++)
+    k.shape.p[i] = g->shape.p[i];
+  k.kind = op->coll;
+  k.algo = op->algo;
+  k.bytes = op->bytes;
+  double *hit = g_hash_table_lookup(a->coll_cache, &k);
+  if (hit != NULL)
     return *hit;
-  }
   double t = ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
-  if (t < 0) {
-    g_string_free(key, TRUE);
+  if (t < 0)
     return t;
-  }
   double *v = g_new(double, 1);
   *v = t;
-  g_hash_table_insert(a->coll_cache, g_string_free(key, FALSE), v);
+  g_hash_table_insert(a->coll_cache, g_memdup2(&k, sizeof k), v);
   return t;
 }
 
@@ -156,7 +175,7 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   analytic *a = g_new0(analytic, 1);
   a->topo = t;
   a->heap = g_array_new(FALSE, FALSE, sizeof(event));
-  a->coll_cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
   ts_backend *b = g_new0(ts_backend, 1);
   b->name = "analytic";
   b->ctx = a;

@@ -26,6 +26,7 @@ typedef struct {
   guint8 *done;
   int ndone;
   int *coll_seq; /* per trace group: collectives this rank has reached */
+  int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
 } sim_rank;
 
 typedef struct {
@@ -49,7 +50,9 @@ typedef struct {
 
 typedef struct {
   ts_activity act;
-  GArray *members; /* member_ref: ops completed when the activity ends (owned unless rendezvous) */
+  GArray *members;   /* collectives: the rendezvous's member_ref list (owned by rv) */
+  member_ref inl[2]; /* compute (one op) and send/recv (two ops): no allocation per event */
+  int ninl;
   rendezvous *rv;
   gboolean in_use;
 } activity_rec;
@@ -196,6 +199,9 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
     s.end = g_new0(double, n > 0 ? n : 1);
     s.done = g_new0(guint8, n > 0 ? n : 1);
     s.coll_seq = g_new0(int, tr->groups->len > 0 ? tr->groups->len : 1);
+    s.base = g_new(int, tr->groups->len > 0 ? tr->groups->len : 1);
+    for (guint g = 0; g < tr->groups->len; g++)
+      s.base[g] = -1;
     g_array_append_val(sims, s);
   }
   r->nsim = (int)sims->len;
@@ -228,13 +234,14 @@ void ts_replay_free(ts_replay *r)
     g_free(r->sims[i].end);
     g_free(r->sims[i].done);
     g_free(r->sims[i].coll_seq);
+    g_free(r->sims[i].base);
   }
   g_free(r->sims);
   g_free(r->sim_of_rank);
   for (guint i = 0; i < r->acts->len; i++) {
     activity_rec *a = &g_array_index(r->acts, activity_rec, i);
-    if (a->members != NULL && a->rv == NULL)
-      g_array_unref(a->members);
+    if (a->rv != NULL)
+      rendezvous_free(a->rv);
   }
   g_array_unref(r->acts);
   g_array_unref(r->free_acts);
@@ -288,11 +295,10 @@ static gboolean activity_start(ts_replay *r, int idx, double now, GError **error
 {
   r->outstanding++;
   activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-  GArray *m = a->members;
-  for (guint i = 0; i < m->len; i++) {
-    member_ref *ref = &g_array_index(m, member_ref, i);
-    r->sims[ref->sim].start[ref->op] = now;
-  }
+  const member_ref *m = a->members != NULL ? (const member_ref *)a->members->data : a->inl;
+  guint n = a->members != NULL ? a->members->len : (guint)a->ninl;
+  for (guint i = 0; i < n; i++)
+    r->sims[m[i].sim].start[m[i].op] = now;
   ts_activity act = a->act; /* the backend may start more activities, growing r->acts */
   return r->backend->start(r->backend, r, &act, now, error);
 }
@@ -344,9 +350,8 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   case TS_OP_COMPUTE: {
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-    a->members = g_array_sized_new(FALSE, FALSE, sizeof(member_ref), 1);
-    member_ref ref = {sim, opi};
-    g_array_append_val(a->members, ref);
+    a->inl[0] = (member_ref){sim, opi};
+    a->ninl = 1;
     a->act.kind = TS_OP_COMPUTE;
     a->act.op = op;
     a->act.chip = s->rank;
@@ -354,7 +359,9 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     return activity_start(r, idx, now, error);
   }
   case TS_OP_COLL: {
-    int base = group_base(r, op->group, s->rank);
+    if (s->base[op->group] < 0)
+      s->base[op->group] = group_base(r, op->group, s->rank);
+    int base = s->base[op->group];
     int seq = s->coll_seq[op->group]++;
     key3 k = {op->group, base, seq};
     key3 *key = &k;
@@ -435,11 +442,12 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     g_autofree p2p_wait *other = g_queue_pop_head(q);
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-    a->members = g_array_sized_new(FALSE, FALSE, sizeof(member_ref), 2);
+
     member_ref send_ref = is_send ? (member_ref){sim, opi} : (member_ref){other->sim, other->op};
     member_ref recv_ref = is_send ? (member_ref){other->sim, other->op} : (member_ref){sim, opi};
-    g_array_append_val(a->members, send_ref);
-    g_array_append_val(a->members, recv_ref);
+    a->inl[0] = send_ref;
+    a->inl[1] = recv_ref;
+    a->ninl = 2;
     const ts_op *sop = op_of(r, send_ref.sim, send_ref.op);
     a->act.kind = TS_OP_SEND;
     a->act.op = sop;
@@ -488,8 +496,10 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
   g_return_val_if_fail(token < r->acts->len, FALSE);
   activity_rec *a = &g_array_index(r->acts, activity_rec, token);
   g_return_val_if_fail(a->in_use, FALSE);
-  GArray *members = a->members;
   rendezvous *rv = a->rv;
+  member_ref inl[2] = {a->inl[0], a->inl[1]};
+  const member_ref *m = rv != NULL ? (const member_ref *)rv->members->data : inl;
+  guint n = rv != NULL ? rv->members->len : (guint)a->ninl;
   a->in_use = FALSE;
   a->members = NULL;
   a->rv = NULL;
@@ -498,14 +508,10 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
   r->outstanding--;
   r->events++;
   /* Reverse order on the ready stack keeps member order = start order. */
-  for (guint i = members->len; i-- > 0;) {
-    member_ref *ref = &g_array_index(members, member_ref, i);
-    op_complete(r, ref->sim, ref->op, end_s);
-  }
+  for (guint i = n; i-- > 0;)
+    op_complete(r, m[i].sim, m[i].op, end_s);
   if (rv != NULL)
     rendezvous_free(rv);
-  else
-    g_array_unref(members);
   return drain_ready(r, error);
 }
 
