@@ -11,7 +11,8 @@
 #include <string.h>
 
 /* Candidate splits when none is given: pure data, hybrid with tensor parallelism along the
- * fastest dimension, pure tensor. */
+ * fastest dimension, and the most tensor-parallel split the model admits. A candidate
+ * "A|B|C" is a list of alternatives: the first that applies is predicted. */
 static GPtrArray *default_splits(const ts_topo *t)
 {
   GPtrArray *v = g_ptr_array_new_with_free_func(g_free);
@@ -23,8 +24,15 @@ static GPtrArray *default_splits(const ts_topo *t)
   int k = t->dims[fast].size;
   if (k > 1 && k < t->nchips)
     g_ptr_array_add(v, g_strdup_printf("tp=%d,dp=%d", k, t->nchips / k));
-  if (t->nchips > 1)
-    g_ptr_array_add(v, g_strdup_printf("tp=%d", t->nchips));
+  /* The most tensor-parallel split the model admits: tp over every chip, or the largest
+   * halving of it that still divides the model's heads and features (tried in order). */
+  GString *alt = g_string_new(NULL);
+  for (int m = t->nchips; m > k && m > 1 && m % 2 == 0; m /= 2)
+    g_string_append_printf(alt, "%stp=%d", alt->len ? "|" : "", m);
+  if (alt->len > 0)
+    g_ptr_array_add(v, g_string_free(alt, FALSE));
+  else
+    g_string_free(alt, TRUE);
   return v;
 }
 
@@ -174,14 +182,22 @@ int ts_cmd_run(int argc, char **argv)
   int status = 0;
   GError *first_skip = NULL;
   for (guint i = 0; i < list->len; i++) {
-    const char *text = g_ptr_array_index(list, i);
-    g_autoptr(ts_split) sp = ts_split_parse(text, &err);
+    g_auto(GStrv) alts = g_strsplit(g_ptr_array_index(list, i), "|", -1);
     ts_result res;
-    gboolean ok = sp != NULL;
-    if (ok && timeline != NULL) /* one split (checked above): predict it and keep its spans */
-      ok = ts_timeline_predict(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
-    else if (ok)
-      ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
+    gboolean ok = FALSE;
+    const char *text = alts[0];
+    for (char **a = alts; *a != NULL && !ok; a++) {
+      g_clear_error(&err);
+      text = *a;
+      g_autoptr(ts_split) sp = ts_split_parse(text, &err);
+      ok = sp != NULL;
+      if (ok && timeline != NULL) /* one split (checked above): predict it and keep its spans */
+        ok = ts_timeline_predict(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
+      else if (ok)
+        ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
+      if (!ok && !(defaults && err->code == TS_ERROR_INVALID))
+        break;
+    }
     if (!ok) {
       /* A default candidate that does not apply to this model is skipped with a note; a split
        * the user asked for is an error. */
