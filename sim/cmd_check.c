@@ -285,13 +285,9 @@ int ts_cmd_check(int argc, char **argv)
   }
   if (!unique_groups(path, text, &err))
     return ts_cmd_fail("check", err);
-  g_autoptr(GKeyFile) kf = g_key_file_new();
-  if (!g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, &ioerr)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "%s: %s (expected an INI file of [scenario] groups of key = value lines)", path,
-                ioerr->message);
+  g_autoptr(GKeyFile) kf = ts_kf_load_data(text, len, path, &err);
+  if (kf == NULL)
     return ts_cmd_fail("check", err);
-  }
   gsize ng = 0;
   g_auto(GStrv) groups = g_key_file_get_groups(kf, &ng);
   GArray *sc = g_array_new(FALSE, TRUE, sizeof(scenario));

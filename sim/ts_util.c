@@ -77,13 +77,11 @@ gboolean ts_parse_size(const char *text, double *out)
 
 /* GKeyFile's parse errors quote the offending line raw (binary and all) without its number;
  * find it ourselves and show a short, printable excerpt. */
-static void kf_syntax_error(const char *path, GError **error)
+static void kf_syntax_error(const char *path, const char *text, gsize len, GError **error)
 {
-  g_autofree char *text = NULL;
-  gsize len = 0;
   int line = 0;
   GString *excerpt = g_string_new(NULL);
-  if (g_file_get_contents(path, &text, &len, NULL)) {
+  if (text != NULL) {
     const char *p = text, *end = text + len;
     while (p < end) {
       line++;
@@ -117,8 +115,13 @@ GKeyFile *ts_kf_load(const char *path, GError **error)
     if (local->domain == G_FILE_ERROR)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
                   g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
-    else
-      kf_syntax_error(path, error);
+    else {
+      g_autofree char *text = NULL;
+      gsize len = 0;
+      if (!g_file_get_contents(path, &text, &len, NULL))
+        text = NULL;
+      kf_syntax_error(path, text, len, error);
+    }
     return NULL;
   }
   return g_steal_pointer(&kf);
@@ -136,6 +139,16 @@ static char *kf_raw(GKeyFile *kf, const char *group, const char *key)
     *hash = '\0';
   g_strstrip(v);
   return v;
+}
+
+GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError **error)
+{
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  if (!g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, NULL)) {
+    kf_syntax_error(path, text, len, error);
+    return NULL;
+  }
+  return g_steal_pointer(&kf);
 }
 
 gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const char *key,

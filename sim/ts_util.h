@@ -52,6 +52,9 @@ gboolean ts_kf_check_keys(GKeyFile *kf, const char *path, const char *group,
 /** Loads a key file, error messages prefixed with the path. */
 GKeyFile *ts_kf_load(const char *path, GError **error);
 
+/** Parses key-file text already in memory; a syntax error names path, line and an excerpt. */
+GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError **error);
+
 /**
  * Parses a number with an optional SI / binary suffix (k, M, G, T, Ki, Mi, Gi, Ti, and an
  * optional trailing "B"): "1e9", "64M", "1GiB". Whole string must be consumed; finite, > 0.

@@ -276,7 +276,7 @@ Test(check, bad_scenarios_exit_2_and_update_changes_nothing)
        "tolerance_pct = 1\n[a]\nstep_time_s = 1\n",
        "line 7: [a] given again"},
       {"# nothing\n", "no scenarios"},
-      {"[a\n", "bad.ini"},
+      {"[a\n", "bad.ini:1: '[a': expected a [group] line"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     cr_assert(g_file_set_contents(path, cases[i].text, -1, NULL));
