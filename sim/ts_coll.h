@@ -21,13 +21,16 @@ typedef enum {
 } ts_coll_kind;
 
 typedef enum {
-  TS_ALGO_AUTO,             /* the fastest valid algorithm by analytic time */
-  TS_ALGO_RING,             /* one ring through all members (snake order over several dims) */
-  TS_ALGO_BIDIR_RING,       /* two counter-rotating rings, half the data each */
-  TS_ALGO_TORUS,            /* per dimension: reduce-scatter along X, then Y, ..., all-gather back; bidirectional rings on ring/mesh dims */
-  TS_ALGO_HIERARCHICAL,     /* per dimension as TORUS, with a one-way ring in every phase (NCCL-style for switch hierarchies) */
-  TS_ALGO_TREE,             /* binary tree reduce then broadcast, log2 steps of whole buffers */
-  TS_ALGO_HALVING_DOUBLING, /* recursive halving reduce-scatter + recursive doubling all-gather; power-of-two groups */
+  TS_ALGO_AUTO,         /* the fastest valid algorithm by analytic time */
+  TS_ALGO_RING,         /* one ring through all members (snake order over several dims) */
+  TS_ALGO_BIDIR_RING,   /* two counter-rotating rings, half the data each */
+  TS_ALGO_TORUS,        /* per dimension: reduce-scatter along X, then Y, ..., all-gather back;
+                           bidirectional rings on ring/mesh dims */
+  TS_ALGO_HIERARCHICAL, /* per dimension as TORUS, with a one-way ring in every phase (NCCL-style
+                           for switch hierarchies) */
+  TS_ALGO_TREE,         /* binary tree reduce then broadcast, log2 steps of whole buffers */
+  TS_ALGO_HALVING_DOUBLING, /* recursive halving reduce-scatter + recursive doubling all-gather;
+                               power-of-two groups */
   TS_ALGO_DIRECT,           /* every member exchanges with every other member in one step */
   TS_ALGO_NALGOS
 } ts_coll_algo;
@@ -112,8 +115,8 @@ void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count);
  * every algorithm valid for the group and returns the fastest, in *chosen (may be NULL).
  * Returns a negative value with an error when no requested algorithm applies.
  */
-double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
-                    const ts_group_shape *g, double bytes, ts_coll_algo *chosen, GError **error);
+double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
+                    double bytes, ts_coll_algo *chosen, GError **error);
 
 /** Analytic time of one point-to-point transfer between chips (dimension-order route). */
 double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes);
@@ -135,7 +138,8 @@ const char *ts_coll_kind_name(ts_coll_kind k);
 const char *ts_coll_algo_name(ts_coll_algo a);
 /** Parses "allreduce", "reducescatter", "allgather", "alltoall", "broadcast"; -1 if unknown. */
 int ts_coll_kind_parse(const char *s);
-/** Parses "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling", "direct"; -1 if unknown. */
+/** Parses "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling",
+ * "direct"; -1 if unknown. */
 int ts_coll_algo_parse(const char *s);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_coll_plan, ts_coll_plan_free)

@@ -31,7 +31,7 @@ static const char *const act_names[] = {"none", "relu", "gelu", "tanh", NULL};
 typedef struct {
   ts_layer_kind kind;
   ts_tp_mode tp;
-  gint64 tokens, in_f, out_f;          /* dense, attention (hidden), embedding (hidden) */
+  gint64 tokens, in_f, out_f;             /* dense, attention (hidden), embedding (hidden) */
   gint64 in_h, in_w, kh, kw, stride, pad; /* conv2d, pool, norm over a map (in_f = channels) */
   gint64 heads, vocab, positions, token_types;
   gboolean bias, tied, residual, dropout, loss, learned_pos, avg_pool, map;
@@ -47,8 +47,8 @@ typedef struct {
   GArray *layers; /* of ts_layer; names owned */
 } builder;
 
-static const char *const kind_names[] = {"dense", "conv2d", "attention", "embedding", "norm",
-                                         "pool",  NULL};
+static const char *const kind_names[] = {"dense", "conv2d", "attention", "embedding",
+                                         "norm",  "pool",   NULL};
 static const char *const tp_names[] = {"replicated", "column", "row", "heads", "vocab", NULL};
 
 const char *ts_layer_kind_name(ts_layer_kind k)
@@ -290,8 +290,8 @@ static gboolean kf_enum(GKeyFile *kf, const char *path, const char *group, const
       }
   g_autofree char *list = g_strjoinv(" | ", (char **)choices);
   if (v == NULL)
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected one of: %s",
-                path, group, key, list);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected one of: %s", path,
+                group, key, list);
   else
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected one of: %s", path,
                 group, key, v, list);
@@ -348,12 +348,12 @@ typedef struct {
   gint64 emb_vocab, emb_hidden; /* the embedding seen, for tied logits; 0 when none */
 } shape;
 
-static gboolean wrong_input(GError **error, const char *path, const char *group,
-                            const char *kind, const char *expected, const shape *in)
+static gboolean wrong_input(GError **error, const char *path, const char *group, const char *kind,
+                            const char *expected, const shape *in)
 {
   g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-              "%s: [%s] kind='%s': expected %s, but [%s] outputs %s", path, group, kind,
-              expected, in->from, in->form == SHAPE_MAP ? "a feature map" : "vectors");
+              "%s: [%s] kind='%s': expected %s, but [%s] outputs %s", path, group, kind, expected,
+              in->from, in->form == SHAPE_MAP ? "a feature map" : "vectors");
   return FALSE;
 }
 
@@ -391,8 +391,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   memset(sp, 0, sizeof *sp);
   sp->kind = (ts_layer_kind)kind;
   sp->first = in->form == SHAPE_NONE;
-  if (!ts_kf_int(kf, path, group, "repeat", TRUE, 1, 1, SMALL_MAX, "a repeat count", repeat,
-                 error))
+  if (!ts_kf_int(kf, path, group, "repeat", TRUE, 1, 1, SMALL_MAX, "a repeat count", repeat, error))
     return FALSE;
 
   /* Tensor-parallel modes a kind may take; the first is the default. */
@@ -408,8 +407,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                                                                : tp_rep;
   /* A tied logits layer splits like the embedding table it shares (Megatron-LM). */
   gboolean tied_default = FALSE;
-  if (kind == TS_LAYER_DENSE &&
-      !kf_bool(kf, path, group, "tied", FALSE, &tied_default, error))
+  if (kind == TS_LAYER_DENSE && !kf_bool(kf, path, group, "tied", FALSE, &tied_default, error))
     return FALSE;
   int tpi = 0;
   if (!kf_enum(kf, path, group, "tp", tied_default ? "vocab" : tp_choices[0], tp_choices, &tpi,
@@ -439,8 +437,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                 &sp->in_f, error) ||
         (tok > 0 ? !kf_dim(kf, path, group, "tokens", tok, in->from, tok_what, 1, DIM_MAX,
                            &sp->tokens, error)
-                 : !ts_kf_int(kf, path, group, "tokens", TRUE, 1, 1, DIM_MAX, tok_what,
-                              &sp->tokens, error)))
+                 : !ts_kf_int(kf, path, group, "tokens", TRUE, 1, 1, DIM_MAX, tok_what, &sp->tokens,
+                              error)))
       return FALSE;
     if (!ts_kf_int(kf, path, group, "out_features", FALSE, 0, 1, DIM_MAX, "a feature count",
                    &sp->out_f, error) ||
@@ -455,7 +453,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       if (in->emb_vocab == 0 || in->emb_vocab != sp->out_f || in->emb_hidden != sp->in_f) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "%s: [%s] tied='true': expected an earlier embedding of vocab = "
-                    "out_features (%" G_GINT64_FORMAT ") and hidden = in_features (%" G_GINT64_FORMAT
+                    "out_features (%" G_GINT64_FORMAT
+                    ") and hidden = in_features (%" G_GINT64_FORMAT
                     ") whose table this layer shares",
                     path, group, sp->out_f, sp->in_f);
         return FALSE;
@@ -474,8 +473,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       return wrong_input(error, path, group, kname, "a feature-map input", in);
     gboolean map_in = in->form == SHAPE_MAP;
     const char *ckey = sp->kind == TS_LAYER_CONV2D ? "in_channels" : "channels";
-    if (!kf_dim(kf, path, group, ckey, map_in ? in->c : 0, in->from, "a channel count", 1,
-                DIM_MAX, &sp->in_f, error) ||
+    if (!kf_dim(kf, path, group, ckey, map_in ? in->c : 0, in->from, "a channel count", 1, DIM_MAX,
+                &sp->in_f, error) ||
         !kf_dim(kf, path, group, "in_h", map_in ? in->h : 0, in->from, "an input height in pixels",
                 1, DIM_MAX, &sp->in_h, error) ||
         !kf_dim(kf, path, group, "in_w", map_in ? in->w : 0, in->from, "an input width in pixels",
@@ -524,10 +523,10 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
         sp->stride = 1;
         sp->pad = 0;
       } else {
-        if (!ts_kf_int(kf, path, group, "kernel", FALSE, 0, 1, SMALL_MAX,
-                       "a window size in pixels", &sp->kh, error) ||
-            !ts_kf_int(kf, path, group, "stride", TRUE, sp->kh, 1, SMALL_MAX,
-                       "a stride in pixels", &sp->stride, error) ||
+        if (!ts_kf_int(kf, path, group, "kernel", FALSE, 0, 1, SMALL_MAX, "a window size in pixels",
+                       &sp->kh, error) ||
+            !ts_kf_int(kf, path, group, "stride", TRUE, sp->kh, 1, SMALL_MAX, "a stride in pixels",
+                       &sp->stride, error) ||
             !ts_kf_int(kf, path, group, "padding", TRUE, 0, 0, SMALL_MAX, "a padding in pixels",
                        &sp->pad, error))
           return FALSE;
@@ -535,8 +534,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
         /* PyTorch refuses padding above half the window: such a window can lie wholly in the
          * padding. */
         if (2 * sp->pad > sp->kh)
-          return fail_key(error, path, group, "padding", sp->pad,
-                          "at most half the kernel size");
+          return fail_key(error, path, group, "padding", sp->pad, "at most half the kernel size");
       }
     }
     if (sp->kh > sp->in_h + 2 * sp->pad)
@@ -567,8 +565,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
         !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error))
       return FALSE;
     if (sp->in_f % sp->heads != 0) {
-      g_autofree char *what =
-          g_strdup_printf("a divisor of hidden = %" G_GINT64_FORMAT, sp->in_f);
+      g_autofree char *what = g_strdup_printf("a divisor of hidden = %" G_GINT64_FORMAT, sp->in_f);
       return fail_key(error, path, group, "heads", sp->heads, what);
     }
     out.form = SHAPE_VEC;
@@ -586,12 +583,12 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     }
     static const char *const pos[] = {"none", "learned", NULL};
     int p = 0;
-    if (!ts_kf_int(kf, path, group, "vocab", FALSE, 0, 1, DIM_MAX, "a vocabulary size",
-                   &sp->vocab, error) ||
+    if (!ts_kf_int(kf, path, group, "vocab", FALSE, 0, 1, DIM_MAX, "a vocabulary size", &sp->vocab,
+                   error) ||
         !ts_kf_int(kf, path, group, "hidden", FALSE, 0, 1, DIM_MAX, "a hidden size", &sp->in_f,
                    error) ||
-        !ts_kf_int(kf, path, group, "tokens", FALSE, 0, 1, DIM_MAX,
-                   "a sequence length in tokens", &sp->tokens, error) ||
+        !ts_kf_int(kf, path, group, "tokens", FALSE, 0, 1, DIM_MAX, "a sequence length in tokens",
+                   &sp->tokens, error) ||
         !kf_enum(kf, path, group, "position_embedding", "none", pos, &p, error) ||
         !ts_kf_int(kf, path, group, "positions", TRUE, sp->tokens, 1, DIM_MAX,
                    "a position-table size", &sp->positions, error) ||
@@ -635,10 +632,10 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       gboolean m = in->form == SHAPE_MAP;
       if (!kf_dim(kf, path, group, "channels", m ? in->c : 0, in->from, "a channel count", 1,
                   DIM_MAX, &sp->in_f, error) ||
-          !kf_dim(kf, path, group, "in_h", m ? in->h : 0, in->from, "an input height in pixels",
-                  1, DIM_MAX, &sp->in_h, error) ||
-          !kf_dim(kf, path, group, "in_w", m ? in->w : 0, in->from, "an input width in pixels",
-                  1, DIM_MAX, &sp->in_w, error))
+          !kf_dim(kf, path, group, "in_h", m ? in->h : 0, in->from, "an input height in pixels", 1,
+                  DIM_MAX, &sp->in_h, error) ||
+          !kf_dim(kf, path, group, "in_w", m ? in->w : 0, in->from, "an input width in pixels", 1,
+                  DIM_MAX, &sp->in_w, error))
         return FALSE;
       sp->tokens = 1;
       out.form = SHAPE_MAP;
@@ -647,10 +644,10 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       out.w = sp->in_w;
     } else {
       gboolean v = in->form == SHAPE_VEC;
-      if (!kf_dim(kf, path, group, "features", v ? in->features : 0, in->from,
-                  "a feature count", 1, DIM_MAX, &sp->in_f, error) ||
-          !kf_dim(kf, path, group, "tokens", v ? in->tokens : 0, in->from,
-                  "vectors per sample", 1, DIM_MAX, &sp->tokens, error))
+      if (!kf_dim(kf, path, group, "features", v ? in->features : 0, in->from, "a feature count", 1,
+                  DIM_MAX, &sp->in_f, error) ||
+          !kf_dim(kf, path, group, "tokens", v ? in->tokens : 0, in->from, "vectors per sample", 1,
+                  DIM_MAX, &sp->tokens, error))
         return FALSE;
       out.form = SHAPE_VEC;
       out.tokens = sp->tokens;
@@ -679,10 +676,10 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   }
   /* A repeated layer feeds itself, so its output must have its input's shape. */
   if (*repeat > 1) {
-    gboolean same = sp->kind != TS_LAYER_EMBEDDING && in->form == out.form &&
-                    (out.form == SHAPE_VEC
-                         ? out.tokens == sp->tokens && out.features == sp->in_f
-                         : out.c == sp->in_f && out.h == sp->in_h && out.w == sp->in_w);
+    gboolean same =
+        sp->kind != TS_LAYER_EMBEDDING && in->form == out.form &&
+        (out.form == SHAPE_VEC ? out.tokens == sp->tokens && out.features == sp->in_f
+                               : out.c == sp->in_f && out.h == sp->in_h && out.w == sp->in_w);
     if (!same)
       return fail_key(error, path, group, "repeat", *repeat,
                       "1, since the layer's output shape differs from its input shape");
@@ -707,8 +704,7 @@ static gboolean build_layers(GKeyFile *kf, const char *path, builder *b, GError 
     g_array_append_val(seen, sh);
     const char *name = groups[i] + strlen("layer.");
     for (gint64 r = 0; r < repeat; r++) {
-      char *lname = repeat == 1 ? g_strdup(name)
-                                : g_strdup_printf("%s.%" G_GINT64_FORMAT, name, r);
+      char *lname = repeat == 1 ? g_strdup(name) : g_strdup_printf("%s.%" G_GINT64_FORMAT, name, r);
       if (!add_layer(b, lname, &sp, error))
         return FALSE;
       sp.first = FALSE;
@@ -731,14 +727,29 @@ typedef struct {
   gint64 experts, moe_every, top_k; /* mixture of experts; experts = 0: dense */
 } transformer_hp;
 
-static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp *hp,
-                                 GError **error)
+static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp *hp, GError **error)
 {
-  static const char *const keys[] = {
-      "layers",     "hidden",          "heads",       "sequence",       "vocab",
-      "ffn_hidden", "position_embedding", "positions", "tied_embeddings", "bias",
-      "norm",       "dropout",         "activation",  "token_types",    "pooler",
-      "head_transform", "logits_bias", "experts", "moe_every", "top_k", NULL};
+  static const char *const keys[] = {"layers",
+                                     "hidden",
+                                     "heads",
+                                     "sequence",
+                                     "vocab",
+                                     "ffn_hidden",
+                                     "position_embedding",
+                                     "positions",
+                                     "tied_embeddings",
+                                     "bias",
+                                     "norm",
+                                     "dropout",
+                                     "activation",
+                                     "token_types",
+                                     "pooler",
+                                     "head_transform",
+                                     "logits_bias",
+                                     "experts",
+                                     "moe_every",
+                                     "top_k",
+                                     NULL};
   const char *g = "transformer";
   if (!ts_kf_check_keys(kf, path, g, keys, error))
     return FALSE;
@@ -757,8 +768,8 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
                  error))
     return FALSE;
   if (hp->hidden % hp->heads != 0) {
-    g_autofree char *what = g_strdup_printf(
-        "a divisor of [transformer] hidden = %" G_GINT64_FORMAT, hp->hidden);
+    g_autofree char *what =
+        g_strdup_printf("a divisor of [transformer] hidden = %" G_GINT64_FORMAT, hp->hidden);
     return fail_key(error, path, g, "heads", hp->heads, what);
   }
   gint64 ffn_def = 4 * hp->hidden <= DIM_MAX ? 4 * hp->hidden : DIM_MAX;
@@ -772,8 +783,8 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       !kf_enum(kf, path, g, "norm", "pre", norms, &nm, error) ||
       !kf_bool(kf, path, g, "dropout", TRUE, &hp->dropout, error) ||
       !kf_enum(kf, path, g, "activation", "gelu", act_names, &act, error) ||
-      !ts_kf_int(kf, path, g, "token_types", TRUE, 0, 0, SMALL_MAX,
-                 "a token-type (segment) count", &hp->token_types, error) ||
+      !ts_kf_int(kf, path, g, "token_types", TRUE, 0, 0, SMALL_MAX, "a token-type (segment) count",
+                 &hp->token_types, error) ||
       !kf_bool(kf, path, g, "pooler", FALSE, &hp->pooler, error) ||
       !kf_bool(kf, path, g, "head_transform", FALSE, &hp->head_transform, error) ||
       !kf_bool(kf, path, g, "logits_bias", FALSE, &hp->logits_bias, error))
@@ -783,12 +794,12 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       !ts_kf_int(kf, path, g, "moe_every", TRUE, 2, 1, SMALL_MAX,
                  "a layer interval: every moe_every-th layer's MLP is a mixture of experts",
                  &hp->moe_every, error) ||
-      !ts_kf_int(kf, path, g, "top_k", TRUE, 1, 1, SMALL_MAX,
-                 "the experts each token is routed to", &hp->top_k, error))
+      !ts_kf_int(kf, path, g, "top_k", TRUE, 1, 1, SMALL_MAX, "the experts each token is routed to",
+                 &hp->top_k, error))
     return FALSE;
   if (hp->experts > 0 && hp->top_k > hp->experts) {
-    g_autofree char *what = g_strdup_printf("at most [transformer] experts = %" G_GINT64_FORMAT,
-                                            hp->experts);
+    g_autofree char *what =
+        g_strdup_printf("at most [transformer] experts = %" G_GINT64_FORMAT, hp->experts);
     return fail_key(error, path, g, "top_k", hp->top_k, what);
   }
   hp->learned_pos = p == 1;
@@ -805,8 +816,8 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
  * embedding and logits by vocabulary rows, norms replicated. */
 static gboolean build_transformer(const transformer_hp *hp, builder *b, GError **error)
 {
-  const layer_spec vec = {.tokens = hp->seq, .in_f = hp->hidden, .out_f = hp->hidden,
-                          .bias = hp->bias};
+  const layer_spec vec = {
+      .tokens = hp->seq, .in_f = hp->hidden, .out_f = hp->hidden, .bias = hp->bias};
   layer_spec emb = vec;
   emb.kind = TS_LAYER_EMBEDDING;
   emb.tp = TS_TP_VOCAB;
@@ -858,8 +869,7 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
                              : strcmp(order[j], "fc1") == 0     ? (moe ? &moe1 : &fc1)
                              : strcmp(order[j], "fc2") == 0     ? (moe ? &moe2 : &fc2)
                                                                 : &norm;
-      if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp,
-                     error))
+      if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp, error))
         return FALSE;
     }
   }
@@ -919,11 +929,10 @@ static gboolean read_resnet(GKeyFile *kf, const char *path, resnet_hp *hp, GErro
       !ts_kf_int(kf, path, g, "depth", FALSE, 0, 18, 152, "a ResNet depth (18, 34, 50, 101, 152)",
                  &hp->depth, error))
     return FALSE;
-  if (hp->depth != 18 && hp->depth != 34 && hp->depth != 50 && hp->depth != 101 &&
-      hp->depth != 152)
+  if (hp->depth != 18 && hp->depth != 34 && hp->depth != 50 && hp->depth != 101 && hp->depth != 152)
     return fail_key(error, path, g, "depth", hp->depth, "one of 18, 34, 50, 101, 152");
-  if (!ts_kf_int(kf, path, g, "image", TRUE, 224, 1, DIM_MAX, "an image side in pixels",
-                 &hp->image, error) ||
+  if (!ts_kf_int(kf, path, g, "image", TRUE, 224, 1, DIM_MAX, "an image side in pixels", &hp->image,
+                 error) ||
       !ts_kf_int(kf, path, g, "classes", TRUE, 1000, 1, DIM_MAX, "a class count", &hp->classes,
                  error) ||
       !ts_kf_int(kf, path, g, "channels", TRUE, 3, 1, SMALL_MAX, "an input channel count",
@@ -943,9 +952,18 @@ typedef struct {
 static gboolean rn_conv(resnet_state *st, char *name, gint64 in_c, gint64 in_h, gint64 in_w,
                         gint64 out_c, gint64 k, gint64 stride, gint64 pad, GError **error)
 {
-  layer_spec sp = {.kind = TS_LAYER_CONV2D, .tp = TS_TP_COLUMN, .tokens = 1, .in_f = in_c,
-                   .out_f = out_c, .in_h = in_h, .in_w = in_w, .kh = k, .kw = k,
-                   .stride = stride, .pad = pad, .first = st->first};
+  layer_spec sp = {.kind = TS_LAYER_CONV2D,
+                   .tp = TS_TP_COLUMN,
+                   .tokens = 1,
+                   .in_f = in_c,
+                   .out_f = out_c,
+                   .in_h = in_h,
+                   .in_w = in_w,
+                   .kh = k,
+                   .kw = k,
+                   .stride = stride,
+                   .pad = pad,
+                   .first = st->first};
   if (k > in_h + 2 * pad || k > in_w + 2 * pad) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [resnet] image: expected a larger image; layer %s gets a %" G_GINT64_FORMAT
@@ -965,9 +983,16 @@ static gboolean rn_conv(resnet_state *st, char *name, gint64 in_c, gint64 in_h, 
 static gboolean rn_bn(resnet_state *st, char *name, gboolean relu, gboolean residual,
                       GError **error)
 {
-  layer_spec sp = {.kind = TS_LAYER_NORM, .tp = TS_TP_REPLICATED, .tokens = 1, .in_f = st->c,
-                   .out_f = st->c, .in_h = st->h, .in_w = st->w, .map = TRUE,
-                   .act = relu ? ACT_RELU : ACT_NONE, .residual = residual};
+  layer_spec sp = {.kind = TS_LAYER_NORM,
+                   .tp = TS_TP_REPLICATED,
+                   .tokens = 1,
+                   .in_f = st->c,
+                   .out_f = st->c,
+                   .in_h = st->h,
+                   .in_w = st->w,
+                   .map = TRUE,
+                   .act = relu ? ACT_RELU : ACT_NONE,
+                   .residual = residual};
   return add_layer(st->b, name, &sp, error);
 }
 
@@ -976,11 +1001,21 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
   gint64 blocks[4];
   gboolean bottleneck = hp->depth >= 50;
   switch (hp->depth) {
-  case 18: memcpy(blocks, (gint64[]){2, 2, 2, 2}, sizeof blocks); break;
-  case 34: memcpy(blocks, (gint64[]){3, 4, 6, 3}, sizeof blocks); break;
-  case 50: memcpy(blocks, (gint64[]){3, 4, 6, 3}, sizeof blocks); break;
-  case 101: memcpy(blocks, (gint64[]){3, 4, 23, 3}, sizeof blocks); break;
-  default: memcpy(blocks, (gint64[]){3, 8, 36, 3}, sizeof blocks); break;
+  case 18:
+    memcpy(blocks, (gint64[]){2, 2, 2, 2}, sizeof blocks);
+    break;
+  case 34:
+    memcpy(blocks, (gint64[]){3, 4, 6, 3}, sizeof blocks);
+    break;
+  case 50:
+    memcpy(blocks, (gint64[]){3, 4, 6, 3}, sizeof blocks);
+    break;
+  case 101:
+    memcpy(blocks, (gint64[]){3, 4, 23, 3}, sizeof blocks);
+    break;
+  default:
+    memcpy(blocks, (gint64[]){3, 8, 36, 3}, sizeof blocks);
+    break;
   }
   const gint64 expansion = bottleneck ? 4 : 1;
   resnet_state st = {.b = b, .c = hp->channels, .h = hp->image, .w = hp->image, .first = TRUE};
@@ -988,8 +1023,16 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
   if (!rn_conv(&st, g_strdup("conv1"), st.c, st.h, st.w, 64, 7, 2, 3, error) ||
       !rn_bn(&st, g_strdup("bn1"), TRUE, FALSE, error))
     return FALSE;
-  layer_spec mp = {.kind = TS_LAYER_POOL, .tp = TS_TP_REPLICATED, .tokens = 1, .in_f = st.c,
-                   .in_h = st.h, .in_w = st.w, .kh = 3, .kw = 3, .stride = 2, .pad = 1};
+  layer_spec mp = {.kind = TS_LAYER_POOL,
+                   .tp = TS_TP_REPLICATED,
+                   .tokens = 1,
+                   .in_f = st.c,
+                   .in_h = st.h,
+                   .in_w = st.w,
+                   .kh = 3,
+                   .kw = 3,
+                   .stride = 2,
+                   .pad = 1};
   if (!add_layer(b, g_strdup("maxpool"), &mp, error))
     return FALSE;
   st.h = conv_out(st.h, 3, 2, 1);
@@ -1017,13 +1060,13 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
             !rn_conv(&st, g_strdup_printf("%s.conv2", pre), width, st.h, st.w, width, 3, s2, 1,
                      error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn2", pre), TRUE, FALSE, error) ||
-            !rn_conv(&st, g_strdup_printf("%s.conv3", pre), width, st.h, st.w, width * 4, 1, 1,
-                     0, error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv3", pre), width, st.h, st.w, width * 4, 1, 1, 0,
+                     error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn3", pre), TRUE, TRUE, error))
           return FALSE;
       } else {
-        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), in_c, in_h, in_w, width, 3, stride,
-                     1, error) ||
+        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), in_c, in_h, in_w, width, 3, stride, 1,
+                     error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn1", pre), TRUE, FALSE, error) ||
             !rn_conv(&st, g_strdup_printf("%s.conv2", pre), width, st.h, st.w, width, 3, 1, 1,
                      error) ||
@@ -1032,13 +1075,24 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
       }
     }
   }
-  layer_spec ap = {.kind = TS_LAYER_POOL, .tp = TS_TP_REPLICATED, .tokens = 1, .in_f = st.c,
-                   .in_h = st.h, .in_w = st.w, .kh = st.h, .kw = st.w, .stride = 1,
+  layer_spec ap = {.kind = TS_LAYER_POOL,
+                   .tp = TS_TP_REPLICATED,
+                   .tokens = 1,
+                   .in_f = st.c,
+                   .in_h = st.h,
+                   .in_w = st.w,
+                   .kh = st.h,
+                   .kw = st.w,
+                   .stride = 1,
                    .avg_pool = TRUE};
-  layer_spec fc = {.kind = TS_LAYER_DENSE, .tp = TS_TP_COLUMN, .tokens = 1, .in_f = st.c,
-                   .out_f = hp->classes, .bias = TRUE, .loss = TRUE};
-  return add_layer(b, g_strdup("avgpool"), &ap, error) &&
-         add_layer(b, g_strdup("fc"), &fc, error);
+  layer_spec fc = {.kind = TS_LAYER_DENSE,
+                   .tp = TS_TP_COLUMN,
+                   .tokens = 1,
+                   .in_f = st.c,
+                   .out_f = hp->classes,
+                   .bias = TRUE,
+                   .loss = TRUE};
+  return add_layer(b, g_strdup("avgpool"), &ap, error) && add_layer(b, g_strdup("fc"), &fc, error);
 }
 
 /* ---- loading ---------------------------------------------------------------------------- */
@@ -1114,13 +1168,16 @@ ts_model *ts_model_load(const char *path, GError **error)
     name = g_str_has_suffix(base, ".ini") ? g_strndup(base, strlen(base) - 4) : g_strdup(base);
   }
 
-  builder b = {.path = path, .dtype_bytes = dtype_bytes[dtype],
+  builder b = {.path = path,
+               .dtype_bytes = dtype_bytes[dtype],
                .layers = g_array_new(FALSE, TRUE, sizeof(ts_layer))};
   transformer_hp hp = {0};
   resnet_hp rp = {0};
   gboolean ok = FALSE;
   switch (kind) {
-  case 0: ok = build_layers(kf, path, &b, error); break;
+  case 0:
+    ok = build_layers(kf, path, &b, error);
+    break;
   case 1:
     if (!g_key_file_has_group(kf, "transformer"))
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -1243,18 +1300,19 @@ static void append_shape(GString *s, const ts_layer *l)
 {
   switch (l->kind) {
   case TS_LAYER_CONV2D:
-    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                              " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
-                              " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+    g_string_append_printf(s,
+                           "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                           " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+                           " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
                            l->in_features, l->in_h, l->in_w, l->kernel_h, l->kernel_w, l->stride,
                            l->out_features, l->out_h, l->out_w);
     break;
   case TS_LAYER_POOL:
-    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                              " k%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT
-                              "x%" G_GINT64_FORMAT,
-                           l->in_features, l->in_h, l->in_w, l->kernel_h, l->stride, l->out_h,
-                           l->out_w);
+    g_string_append_printf(
+        s,
+        "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " k%" G_GINT64_FORMAT
+        "/%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+        l->in_features, l->in_h, l->in_w, l->kernel_h, l->stride, l->out_h, l->out_w);
     break;
   case TS_LAYER_NORM:
     if (l->in_h > 0) {
@@ -1269,8 +1327,7 @@ static void append_shape(GString *s, const ts_layer *l)
     if (l->heads > 0)
       g_string_append_printf(s, " heads=%" G_GINT64_FORMAT, l->heads);
     if (l->vocab > 0)
-      g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab,
-                             l->tied ? " tied" : "");
+      g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab, l->tied ? " tied" : "");
     break;
   }
 }
@@ -1288,9 +1345,8 @@ char *ts_model_describe(const ts_model *m)
     const ts_layer *l = &m->layers[i];
     g_string_append_printf(s, "%d %s %s %s ", i, l->name, ts_layer_kind_name(l->kind),
                            ts_tp_mode_name(l->tp));
-    const double v[] = {l->params,        l->fwd_flops,     l->bwd_input_flops,
-                        l->bwd_weight_flops, l->fwd_mem_bytes, l->bwd_mem_bytes,
-                        l->saved_act_bytes};
+    const double v[] = {l->params,        l->fwd_flops,     l->bwd_input_flops, l->bwd_weight_flops,
+                        l->fwd_mem_bytes, l->bwd_mem_bytes, l->saved_act_bytes};
     for (size_t j = 0; j < G_N_ELEMENTS(v); j++) {
       ts_append_g(s, 6, v[j]);
       g_string_append_c(s, ' ');

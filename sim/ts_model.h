@@ -11,7 +11,8 @@ G_BEGIN_DECLS
 typedef enum {
   TS_LAYER_DENSE,     /* fully connected: in -> out features, applied to `tokens` vectors */
   TS_LAYER_CONV2D,    /* 2D convolution, groups = 1 */
-  TS_LAYER_ATTENTION, /* self-attention sublayer: QKV projection, scores, softmax, context, output projection */
+  TS_LAYER_ATTENTION, /* self-attention sublayer: QKV projection, scores, softmax, context, output
+                         projection */
   TS_LAYER_EMBEDDING, /* token (+ optional learned position) embedding lookup */
   TS_LAYER_NORM,      /* layer norm / batch norm: 2 parameters per feature */
   TS_LAYER_POOL,      /* max / average pooling, no parameters */
@@ -35,24 +36,25 @@ typedef struct {
   ts_layer_kind kind;
   ts_tp_mode tp;
   /* Shape. Unused fields are 0. */
-  gint64 in_features, out_features;   /* dense; conv: channels; norm: features; attention/embedding: hidden */
-  gint64 tokens;                      /* vectors per sample the layer is applied to (sequence length; 1 for an MLP) */
+  gint64 in_features,
+      out_features; /* dense; conv: channels; norm: features; attention/embedding: hidden */
+  gint64 tokens;    /* vectors per sample the layer is applied to (sequence length; 1 for an MLP) */
   gint64 kernel_h, kernel_w, stride, padding; /* conv2d, pool */
-  gint64 in_h, in_w, out_h, out_w;    /* conv2d, pool, norm over a feature map */
-  gint64 heads;                       /* attention */
-  gint64 vocab;                       /* embedding, tied logits */
+  gint64 in_h, in_w, out_h, out_w;            /* conv2d, pool, norm over a feature map */
+  gint64 heads;                               /* attention */
+  gint64 vocab;                               /* embedding, tied logits */
   gboolean bias;
-  gboolean tied;                      /* dense logits layer sharing the embedding's weights: 0 parameters */
+  gboolean tied; /* dense logits layer sharing the embedding's weights: 0 parameters */
   /* Derived, per sample. */
-  double params;                      /* trainable parameters (whole layer, unsplit) */
-  double fwd_flops;                   /* forward FLOPs (multiply-add = 2) */
-  double bwd_input_flops;             /* backward FLOPs for the input gradient */
-  double bwd_weight_flops;            /* backward FLOPs for the weight gradient */
-  double fwd_mem_bytes;               /* device memory traffic of the forward pass (roofline) */
-  double bwd_mem_bytes;               /* device memory traffic of the backward pass */
-  double in_act_elems;                /* input activation elements */
-  double out_act_elems;               /* output activation elements */
-  double saved_act_bytes;             /* activation bytes kept for the backward pass */
+  double params;           /* trainable parameters (whole layer, unsplit) */
+  double fwd_flops;        /* forward FLOPs (multiply-add = 2) */
+  double bwd_input_flops;  /* backward FLOPs for the input gradient */
+  double bwd_weight_flops; /* backward FLOPs for the weight gradient */
+  double fwd_mem_bytes;    /* device memory traffic of the forward pass (roofline) */
+  double bwd_mem_bytes;    /* device memory traffic of the backward pass */
+  double in_act_elems;     /* input activation elements */
+  double out_act_elems;    /* output activation elements */
+  double saved_act_bytes;  /* activation bytes kept for the backward pass */
   /* Mixture of experts (0 for a dense layer): the layer is `experts` copies, each token goes
    * through `top_k` of them; params count every copy, FLOPs and activations top_k copies. */
   gint64 experts, top_k;
@@ -62,15 +64,15 @@ typedef struct {
 typedef struct {
   char *name;
   char *path;
-  char *kind;             /* "layers", "transformer", "resnet" */
-  double dtype_bytes;     /* bytes per element of weights / activations in compute (2 for bf16) */
+  char *kind;         /* "layers", "transformer", "resnet" */
+  double dtype_bytes; /* bytes per element of weights / activations in compute (2 for bf16) */
   int nlayers;
   ts_layer *layers;
   /* Transformer hyperparameters (0 for other kinds), kept for published-formula checks. */
   gint64 t_layers, t_hidden, t_heads, t_seq, t_vocab, t_ffn;
   gint64 t_experts, t_moe_every, t_top_k; /* mixture of experts (0 experts: dense) */
-  double published_params; /* [model] published_params, 0 when not given */
-  gint64 sample_elems;     /* input elements per sample (tokens or pixels), for data loading */
+  double published_params;                /* [model] published_params, 0 when not given */
+  gint64 sample_elems; /* input elements per sample (tokens or pixels), for data loading */
 } ts_model;
 
 /** Reads a model file; errors name the file and the [group] key. */
@@ -87,7 +89,8 @@ double ts_model_train_flops_per_sample(const ts_model *m);
 /** Forward FLOPs per sample. */
 double ts_model_fwd_flops_per_sample(const ts_model *m);
 
-/** Activation bytes kept for the backward pass per sample, summed over layers (no recomputation). */
+/** Activation bytes kept for the backward pass per sample, summed over layers (no recomputation).
+ */
 double ts_model_saved_act_bytes_per_sample(const ts_model *m);
 
 /**

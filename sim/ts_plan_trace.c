@@ -432,7 +432,10 @@ static void sync_grads(gen *g, int a, int b)
      * sequence-parallel layer-norm gradients over tp before the data-parallel reduction,
      * Korthikanti et al. 2022, section 4.2.2). */
     gboolean tp_first = p->ps == 0 && p->zero >= 1 && e->dp_over_tp;
-    int w = p->ps > 0 || tp_first ? 0 : e->expert ? 2 : e->dp_over_tp ? 1 : 0; /* servers take all */
+    int w = p->ps > 0 || tp_first ? 0
+            : e->expert           ? 2
+            : e->dp_over_tp       ? 1
+                                  : 0; /* servers take all */
     if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
       continue;
     if (tp_first) {

@@ -12,8 +12,8 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  char *split;     /* canonical split, e.g. "tp=8,dp=8" */
-  char *placement; /* e.g. "tp@x,dp@y" */
+  char *split;        /* canonical split, e.g. "tp=8,dp=8" */
+  char *placement;    /* e.g. "tp@x,dp@y" */
   char *link_summary; /* simgrid: the most loaded links, a text table (NULL otherwise) */
   gint64 flows;       /* simgrid: point-to-point flows simulated (0 otherwise) */
   int chips;

@@ -16,11 +16,11 @@ typedef enum {
 
 /** One dimension of the array. Bandwidths in bytes/s, one direction of one link. */
 typedef struct {
-  char *name;        /* "x", "y", "node", "net" (the [dim.NAME] group) */
-  int size;          /* chips along this dimension, >= 1 */
+  char *name; /* "x", "y", "node", "net" (the [dim.NAME] group) */
+  int size;   /* chips along this dimension, >= 1 */
   ts_shape shape;
   double link_bw_Bps; /* one direction, one link (ring/mesh) or one chip's port (switch) */
-  double latency_s;  /* per hop (ring/mesh) or per traversal of the switch */
+  double latency_s;   /* per hop (ring/mesh) or per traversal of the switch */
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
@@ -31,11 +31,11 @@ typedef struct {
   double memory_bw_Bps;      /* device memory bandwidth */
   double compute_efficiency; /* fraction of peak a large GEMM reaches, (0, 1] */
   /* [host] keys (offload, parameter servers); 0 where a topology does not give them. */
-  double host_link_bw_Bps;   /* chip <-> host memory, one direction */
-  double host_memory_bytes;  /* host memory per chip */
-  double host_flops;         /* host CPU FLOP/s available per chip for optimizer steps */
-  double nvme_bw_Bps;        /* NVMe read/write bandwidth per chip */
-  double nvme_bytes;         /* NVMe capacity per chip */
+  double host_link_bw_Bps;  /* chip <-> host memory, one direction */
+  double host_memory_bytes; /* host memory per chip */
+  double host_flops;        /* host CPU FLOP/s available per chip for optimizer steps */
+  double nvme_bw_Bps;       /* NVMe read/write bandwidth per chip */
+  double nvme_bytes;        /* NVMe capacity per chip */
   /* [chip] op_overhead_us: the minimum time of one compute op (kernel launches, framework);
    * ts_compute_time returns max(roofline, this). 0 where a topology does not give it. */
   double op_overhead_s;
@@ -43,8 +43,8 @@ typedef struct {
 
 /** A topology. Chip id = sum(coord[d] * stride[d]), dimension 0 fastest. */
 typedef struct {
-  char *name;   /* [topology] name, or the file's base name */
-  char *path;   /* file it was read from (for messages and provenance) */
+  char *name; /* [topology] name, or the file's base name */
+  char *path; /* file it was read from (for messages and provenance) */
   ts_chip chip;
   int ndims;
   ts_dim dims[TS_MAX_DIMS];

@@ -131,8 +131,8 @@ Test(params, bert_large)
    * head transform h^2 + h + 2h, logits bias V. */
   g_autoptr(ts_model) m = load_shipped("bert-large");
   double h = 1024, V = 30522, s = 512, l = 24;
-  double want = l * (12 * h * h + 13 * h) + (V + s + 2) * h + 2 * h + (h * h + h) +
-                (h * h + h + 2 * h) + V;
+  double want =
+      l * (12 * h * h + 13 * h) + (V + s + 2) * h + 2 * h + (h * h + h) + (h * h + h + 2 * h) + V;
   double p = ts_model_params(m);
   cr_assert_eq(p, want, "BERT-Large params %.0f, closed form %.0f", p, want);
   cr_assert(p >= 335e6 && p <= 340e6, "BERT-Large params %.0f not in [335M, 340M]", p);
@@ -178,8 +178,8 @@ Test(params, gpt3_family)
   const struct {
     const char *name;
     double published;
-  } cases[] = {{"gpt3-350m", 350e6}, {"gpt3-1.3b", 1.3e9}, {"gpt3-6.7b", 6.7e9},
-               {"gpt3-13b", 13.0e9}};
+  } cases[] = {
+      {"gpt3-350m", 350e6}, {"gpt3-1.3b", 1.3e9}, {"gpt3-6.7b", 6.7e9}, {"gpt3-13b", 13.0e9}};
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(ts_model) m = load_shipped(cases[i].name);
     double p = ts_model_params(m);
@@ -205,12 +205,12 @@ static double narayanan(double s, double l, double h, double V)
  * bias 8sh + softmax 2as^2 + residual 2sh, fc1 bias + GeLU 4sf, fc2 bias + residual 4sh; the
  * embedding's position add and table gradients 3sh (learned positions) or sh; the final norm
  * 13sh; the loss softmax 2sV. */
-static double small_terms(double s, double l, double h, double a, double f, double V,
-                          gboolean bias, gboolean learned_pos)
+static double small_terms(double s, double l, double h, double a, double f, double V, gboolean bias,
+                          gboolean learned_pos)
 {
   double b = bias ? 1.0 : 0.0;
-  double block = 26 * s * h + (8 * b + 2) * s * h + 2 * a * s * s + (2 * b + 2) * s * f +
-                 (2 * b + 2) * s * h;
+  double block =
+      26 * s * h + (8 * b + 2) * s * h + 2 * a * s * s + (2 * b + 2) * s * f + (2 * b + 2) * s * h;
   return l * block + (learned_pos ? 3.0 : 1.0) * s * h + 13 * s * h + 2 * s * V;
 }
 
@@ -296,8 +296,7 @@ Test(flops, resnet50_torchvision)
   double want = 2.0 * 4.089e9;
   double gemm = sum_kind(m, TS_LAYER_CONV2D, 0) + sum_kind(m, TS_LAYER_DENSE, 0);
   double r_gemm = rel(gemm, want);
-  cr_assert(r_gemm < 0.005, "ResNet-50 conv + fc forward %.5g vs %.5g (%.3g)", gemm, want,
-            r_gemm);
+  cr_assert(r_gemm < 0.005, "ResNet-50 conv + fc forward %.5g vs %.5g (%.3g)", gemm, want, r_gemm);
   double fwd = ts_model_fwd_flops_per_sample(m);
   double r = rel(fwd, want);
   cr_assert(r < 0.03, "ResNet-50 forward %.5g vs %.5g (%.3g)", fwd, want, r);
@@ -436,8 +435,8 @@ Test(structure, explicit_shapes_chain)
     g_autoptr(ts_model) m = load_shipped(names[k]);
     for (int i = 1; i < m->nlayers; i++) {
       double in = m->layers[i].in_act_elems, prev = m->layers[i - 1].out_act_elems;
-      cr_assert_eq(in, prev, "%s: %s input %.0f != %s output %.0f", names[k],
-                   m->layers[i].name, in, m->layers[i - 1].name, prev);
+      cr_assert_eq(in, prev, "%s: %s input %.0f != %s output %.0f", names[k], m->layers[i].name, in,
+                   m->layers[i - 1].name, prev);
     }
   }
   g_autoptr(ts_model) v = load_shipped("vgg16");
@@ -454,20 +453,20 @@ Test(structure, explicit_transformer_with_tied_logits)
 {
   /* The explicit form of a 1-block pre-norm transformer equals the generator's layer for layer. */
   g_autofree char *msg = NULL;
-  g_autoptr(ts_model) e = load_text(
-      "[model]\nkind = layers\n"
-      "[layer.embedding]\nkind = embedding\nvocab = 100\nhidden = 64\ntokens = 16\n"
-      "position_embedding = learned\ndropout = true\n"
-      "[layer.norm1]\nkind = norm\n"
-      "[layer.attention]\nkind = attention\nheads = 4\nresidual = true\ndropout = true\n"
-      "[layer.norm2]\nkind = norm\n"
-      "[layer.fc1]\nkind = dense\nout_features = 256\nactivation = gelu\n"
-      "[layer.fc2]\nkind = dense\nout_features = 64\nresidual = true\ndropout = true\n"
-      "tp = row\n"
-      "[layer.final_norm]\nkind = norm\n"
-      "[layer.logits]\nkind = dense\nout_features = 100\ntied = true\nbias = false\n"
-      "loss = true\n",
-      NULL, &msg);
+  g_autoptr(ts_model) e =
+      load_text("[model]\nkind = layers\n"
+                "[layer.embedding]\nkind = embedding\nvocab = 100\nhidden = 64\ntokens = 16\n"
+                "position_embedding = learned\ndropout = true\n"
+                "[layer.norm1]\nkind = norm\n"
+                "[layer.attention]\nkind = attention\nheads = 4\nresidual = true\ndropout = true\n"
+                "[layer.norm2]\nkind = norm\n"
+                "[layer.fc1]\nkind = dense\nout_features = 256\nactivation = gelu\n"
+                "[layer.fc2]\nkind = dense\nout_features = 64\nresidual = true\ndropout = true\n"
+                "tp = row\n"
+                "[layer.final_norm]\nkind = norm\n"
+                "[layer.logits]\nkind = dense\nout_features = 100\ntied = true\nbias = false\n"
+                "loss = true\n",
+                NULL, &msg);
   cr_assert_not_null(e, "%s", msg);
   g_autoptr(ts_model) g = load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\n"
                                     "hidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n",
@@ -479,12 +478,10 @@ Test(structure, explicit_transformer_with_tied_logits)
     cr_assert_eq(a->kind, b->kind, "layer %d", i);
     cr_assert_eq(a->tp, b->tp, "layer %d (%s) tp %s vs %s", i, a->name, ts_tp_mode_name(a->tp),
                  ts_tp_mode_name(b->tp));
-    const double x[] = {a->params,       a->fwd_flops,     a->bwd_input_flops,
-                        a->bwd_weight_flops, a->fwd_mem_bytes, a->bwd_mem_bytes,
-                        a->saved_act_bytes};
-    const double y[] = {b->params,       b->fwd_flops,     b->bwd_input_flops,
-                        b->bwd_weight_flops, b->fwd_mem_bytes, b->bwd_mem_bytes,
-                        b->saved_act_bytes};
+    const double x[] = {a->params,        a->fwd_flops,     a->bwd_input_flops, a->bwd_weight_flops,
+                        a->fwd_mem_bytes, a->bwd_mem_bytes, a->saved_act_bytes};
+    const double y[] = {b->params,        b->fwd_flops,     b->bwd_input_flops, b->bwd_weight_flops,
+                        b->fwd_mem_bytes, b->bwd_mem_bytes, b->saved_act_bytes};
     for (size_t j = 0; j < G_N_ELEMENTS(x); j++)
       cr_assert_eq(x[j], y[j], "layer %d (%s) field %zu: %g vs %g", i, a->name, j, x[j], y[j]);
   }
@@ -512,17 +509,17 @@ Test(structure, repeat_names_and_invariants)
 
 Test(structure, all_shipped_finite_and_consistent)
 {
-  const char *names[] = {"mlp",       "resnet50",  "resnet152", "vgg16",     "bert-base",
-                         "bert-large", "gpt2-1.5b", "gpt3-350m", "gpt3-1.3b", "gpt3-6.7b",
-                         "gpt3-13b",  "gpt3-175b"};
+  const char *names[] = {"mlp",       "resnet50",   "resnet152", "vgg16",
+                         "bert-base", "bert-large", "gpt2-1.5b", "gpt3-350m",
+                         "gpt3-1.3b", "gpt3-6.7b",  "gpt3-13b",  "gpt3-175b"};
   for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
     g_autoptr(ts_model) m = load_shipped(names[k]);
     cr_assert_gt(m->nlayers, 0);
     for (int i = 0; i < m->nlayers; i++) {
       const ts_layer *l = &m->layers[i];
-      const double v[] = {l->params,        l->fwd_flops,     l->bwd_input_flops,
+      const double v[] = {l->params,           l->fwd_flops,     l->bwd_input_flops,
                           l->bwd_weight_flops, l->fwd_mem_bytes, l->bwd_mem_bytes,
-                          l->in_act_elems,  l->out_act_elems, l->saved_act_bytes};
+                          l->in_act_elems,     l->out_act_elems, l->saved_act_bytes};
       for (size_t j = 0; j < G_N_ELEMENTS(v); j++)
         cr_assert(isfinite(v[j]) && v[j] >= 0.0, "%s %s field %zu = %g", names[k], l->name, j,
                   v[j]);
@@ -570,8 +567,7 @@ static void expect_error(const char *text, const char *needle1, const char *need
   cr_assert_null(m, "expected an error for:\n%s", text);
   cr_assert_not_null(msg);
   cr_assert_null(strchr(msg, '\n'), "multi-line message: %s", msg);
-  cr_assert(g_str_has_prefix(msg, path), "message does not start with the path %s: %s", path,
-            msg);
+  cr_assert(g_str_has_prefix(msg, path), "message does not start with the path %s: %s", path, msg);
   cr_assert_not_null(strstr(msg, needle1), "'%s' not in: %s", needle1, msg);
   if (needle2 != NULL)
     cr_assert_not_null(strstr(msg, needle2), "'%s' not in: %s", needle2, msg);
@@ -631,8 +627,8 @@ Test(errors, bad_values)
                "[transformer] hidden='1e30'", NULL);
   expect_error(T_HEAD "layers = 2\nhidden = 64.5\nheads = 4\nsequence = 16\nvocab = 100\n",
                "[transformer] hidden='64.5'", NULL);
-  expect_error(T_HEAD "layers = 2\nhidden = 64\nheads = 4\nsequence = 16\n",
-               "[transformer] vocab", "missing");
+  expect_error(T_HEAD "layers = 2\nhidden = 64\nheads = 4\nsequence = 16\n", "[transformer] vocab",
+               "missing");
   expect_error("[model]\nkind = transformer\ndtype = int8\n[transformer]\n" T_OK,
                "[model] dtype='int8'", "bf16 | fp16 | fp32");
   expect_error("[model]\nkind = cnn\n", "[model] kind='cnn'", "layers | transformer | resnet");

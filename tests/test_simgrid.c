@@ -794,7 +794,8 @@ Test(cmd, platform_errors_one_line)
                        "--topology dgx-a100-4node --chips-per-port net=3",
                        "--topology dgx-a100-4node --chips-per-port nett=8",
                        "--topology tpu-v3-8x8 -o /nonexistent-dir/p.xml",
-                       "--topology " TS_SOURCE_DIR "/bench/topologies/tpu-v3-64x64.ini --routing full"};
+                       "--topology " TS_SOURCE_DIR
+                       "/bench/topologies/tpu-v3-64x64.ini --routing full"};
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     char *out = NULL, *err = NULL;
     int rc = run_cmd(bad[i], &out, &err);

@@ -331,8 +331,7 @@ Test(validate, per_layer_hybrid)
     expect_pass("validate-transformer", "tp=2,kind:dense=dp", precs[p], NULL);
     extra x = {.topo = "torus:2x2", .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
     expect_pass("validate-transformer", "tp=2@x,dp=2@y,kind:dense=dp,zero=1", precs[p], &x);
-    expect_pass("validate-transformer", "tp=2@x,pp=2@y,kind:dense=dp,recompute=full", precs[p],
-                &x);
+    expect_pass("validate-transformer", "tp=2@x,pp=2@y,kind:dense=dp,recompute=full", precs[p], &x);
   }
 }
 
@@ -378,7 +377,8 @@ Test(validate, stage_boundaries_fall_between_transformer_blocks)
   /* stages=3:3 cut the block between norm2 and fc1, and fc2's residual needed the attention
    * output, which the trace never sent to stage 1 (a planner finding, now refused). */
   extra x = {.topo = NULL, .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
-  expect_refused("validate-transformer", "pp=2,stages=3:3", &x, "stage 1 starts at layer 'block.0.fc1'");
+  expect_refused("validate-transformer", "pp=2,stages=3:3", &x,
+                 "stage 1 starts at layer 'block.0.fc1'");
   expect_refused("validate-transformer", "pp=2,stages=2:4", &x, "inside the block");
   expect_pass("validate-transformer", "pp=2,stages=5:1", TS_PREC_F32, &x);
   /* The planner's own balancing cut inside the block with three stages: now refused too. */
