@@ -1,6 +1,7 @@
 # Step time broken down per configuration, stacked: compute, exposed communication of each
-# axis, idle (pipeline bubbles and waiting). Data: dat, one row per configuration:
-# "label compute_s exposed_tp_s exposed_dp_s exposed_pp_s exposed_other_s idle_s".
+# axis, pipeline bubble, other idle (waiting for other ranks). Data: dat, one row per
+# configuration: "label compute_s exposed_tp_s exposed_dp_s exposed_pp_s exposed_other_s
+# bubble_s idle_s".
 height = 720
 load plotdir.'/common.gp'
 set title 'Step time breakdown: '.ttl
@@ -17,4 +18,5 @@ plot dat using 2:xtic(1) title 'compute' lc rgb c_fwd, \
      '' using 4 title 'exposed comm (data)' lc rgb c_dp, \
      '' using 5 title 'exposed comm (pipeline)' lc rgb c_pp, \
      '' using 6 title 'exposed comm (other)' lc rgb c_other, \
-     '' using 7 title 'idle (bubble, waiting)' lc rgb c_idle
+     '' using 7 title 'pipeline bubble' lc rgb c_bubble, \
+     '' using 8 title 'idle (waiting)' lc rgb c_idle

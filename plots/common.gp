@@ -19,3 +19,4 @@ set pointsize 1.2
 # Category colours, shared by breakdown and timeline plots (colour-blind safe, Okabe-Ito).
 c_fwd = '#0072B2'; c_bwd = '#56B4E9'; c_opt = '#009E73'
 c_tp = '#D55E00'; c_dp = '#E69F00'; c_pp = '#CC79A7'; c_other = '#999999'; c_idle = '#F0E442'
+c_bubble = '#8C6D31'

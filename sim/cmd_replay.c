@@ -66,6 +66,7 @@ int ts_cmd_replay(int argc, char **argv)
   res.comm_time_s = rr.critical.comm_s;
   res.exposed_comm_time_s = rr.critical.exposed_comm_s;
   res.idle_time_s = rr.critical.idle_s;
+  res.bubble_time_s = rr.critical.bubble_s;
   res.exposed_comm_dp_s = rr.critical.exposed_cat_s[TS_CAT_COMM_DP];
   res.exposed_comm_tp_s = rr.critical.exposed_cat_s[TS_CAT_COMM_TP];
   res.exposed_comm_pp_s = rr.critical.exposed_cat_s[TS_CAT_COMM_PP];

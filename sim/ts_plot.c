@@ -239,7 +239,7 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
       g_ptr_array_add(vc, *v);
   g_ptr_array_add(vc, NULL);
   GString *b = g_string_new("# label compute_s exposed_tp_s exposed_dp_s exposed_pp_s "
-                            "exposed_other_s idle_s\n");
+                            "exposed_other_s bubble_s idle_s\n");
   GString *m = g_string_new("# label params_GiB grads_GiB optimizer_GiB activations_GiB "
                             "temp_GiB capacity_GiB\n");
   const double gib = 1073741824.0;
@@ -250,8 +250,10 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
            pp = num(o, "exposed_comm_pp_s"), all = num(o, "exposed_comm_time_s");
     double other = all - tp - dp - pp;
     dat_label(b, lab);
-    const double v[] = {num(o, "compute_time_s"), tp, dp, pp, other > 0 ? other : 0,
-                        num(o, "idle_time_s")};
+    /* Idle splits into the pipeline bubble and the rest (waiting for other ranks). */
+    double bubble = num(o, "bubble_time_s"), idle = num(o, "idle_time_s") - bubble;
+    const double v[] = {num(o, "compute_time_s"), tp, dp, pp, other > 0 ? other : 0, bubble,
+                        idle > 0 ? idle : 0};
     for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
       dat_num(b, v[k]);
     g_string_append_c(b, '\n');

@@ -611,6 +611,24 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   double u_all = union_len_merged(comp, nc, comm, nm);
   out->exposed_comm_s = u_all - out->compute_s;
   out->idle_s = out->end_s - u_all;
+  /* Pipeline bubble: the rank waits for a pipeline receive whose partner has not sent yet
+   * (from when the receive could start to when the transfer began), doing nothing else. */
+  ival *wait = g_new(ival, p->nops + 1);
+  int nw = 0;
+  for (int i = 0; i < p->nops; i++)
+    if (p->ops[i].kind == TS_OP_RECV && p->ops[i].cat == TS_CAT_COMM_PP &&
+        s->start[i] > s->ready[i])
+      wait[nw++] = (ival){s->ready[i], s->start[i]};
+  if (nw > 0) {
+    ival *busy = g_new(ival, nc + nm + 1);
+    int nb = 0;
+    for (int i = 0, j = 0; i < nc || j < nm;) /* compute and comm, merged by start */
+      busy[nb++] = j >= nm || (i < nc && comp[i].s <= comm[j].s) ? comp[i++] : comm[j++];
+    qsort(wait, (size_t)nw, sizeof *wait, ival_cmp);
+    out->bubble_s = union_len_merged(busy, nb, wait, nw) - u_all;
+    g_free(busy);
+  }
+  g_free(wait);
   /* Per category: what that category's communication alone adds on top of compute. */
   ival *one = g_new(ival, nm + 1);
   for (int c = 0; c < TS_NCATS; c++) {

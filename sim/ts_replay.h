@@ -50,6 +50,7 @@ typedef struct {
   double comm_s;                  /* union of communication intervals */
   double exposed_comm_s;          /* communication while no compute ran */
   double idle_s;                  /* end - compute - exposed communication */
+  double bubble_s;                /* part of idle_s spent waiting for pipeline receives */
   double cat_s[TS_NCATS];         /* summed op durations per category */
   double exposed_cat_s[TS_NCATS]; /* exposed communication attributed per category */
 } ts_rank_result;

@@ -20,6 +20,7 @@ void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts
   r->comm_time_s = c->comm_s;
   r->exposed_comm_time_s = c->exposed_comm_s;
   r->idle_time_s = c->idle_s;
+  r->bubble_time_s = c->bubble_s;
   r->exposed_comm_dp_s = c->exposed_cat_s[TS_CAT_COMM_DP];
   r->exposed_comm_tp_s = c->exposed_cat_s[TS_CAT_COMM_TP];
   r->exposed_comm_pp_s = c->exposed_cat_s[TS_CAT_COMM_PP];
@@ -159,7 +160,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
 #define CSV_HEADER                                                                                 \
   "model,topology,backend,split,placement,chips,global_batch,micro_batch,micro_batches,"           \
   "step_time_s,compute_time_s,comm_time_s,exposed_comm_time_s,exposed_comm_dp_s,"                  \
-  "exposed_comm_tp_s,exposed_comm_pp_s,idle_time_s,samples_per_s,mfu,"                             \
+  "exposed_comm_tp_s,exposed_comm_pp_s,idle_time_s,bubble_time_s,samples_per_s,mfu,"               \
   "memory_params_bytes,memory_grads_bytes,memory_optimizer_bytes,memory_activations_bytes,"        \
   "memory_temp_bytes,memory_per_chip_bytes,memory_capacity_bytes,fits_memory,"                     \
   "memory_over_bytes,max_micro_batch_fits,memory_host_bytes,memory_nvme_bytes,"                    \
@@ -188,14 +189,23 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     ts_csv_append(s, r->placement);
     g_string_append_printf(s, ",%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT,
                            r->chips, r->global_batch, r->micro_batch, r->micro_batches);
-    const double v[] = {r->step_time_s,       r->compute_time_s,
-                        r->comm_time_s,       r->exposed_comm_time_s,
-                        r->exposed_comm_dp_s, r->exposed_comm_tp_s,
-                        r->exposed_comm_pp_s, r->idle_time_s,
-                        r->samples_per_s,     r->mfu,
-                        r->mem.params,        r->mem.grads,
-                        r->mem.optimizer,     r->mem.activations,
-                        r->mem.temp,          r->mem.total,
+    const double v[] = {r->step_time_s,
+                        r->compute_time_s,
+                        r->comm_time_s,
+                        r->exposed_comm_time_s,
+                        r->exposed_comm_dp_s,
+                        r->exposed_comm_tp_s,
+                        r->exposed_comm_pp_s,
+                        r->idle_time_s,
+                        r->bubble_time_s,
+                        r->samples_per_s,
+                        r->mfu,
+                        r->mem.params,
+                        r->mem.grads,
+                        r->mem.optimizer,
+                        r->mem.activations,
+                        r->mem.temp,
+                        r->mem.total,
                         r->mem.capacity};
     for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
       csv_num(s, v[k]);
@@ -272,6 +282,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "exposed_comm_tp_s", r->exposed_comm_tp_s);
     jnum(b, "exposed_comm_pp_s", r->exposed_comm_pp_s);
     jnum(b, "idle_time_s", r->idle_time_s);
+    jnum(b, "bubble_time_s", r->bubble_time_s);
     jnum(b, "samples_per_s", r->samples_per_s);
     jnum(b, "mfu", r->mfu);
     jnum(b, "model_flops_per_step", r->model_flops_per_step);

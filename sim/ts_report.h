@@ -19,6 +19,7 @@ typedef struct {
   int chips;
   gint64 global_batch, micro_batch, micro_batches;
   double step_time_s, compute_time_s, comm_time_s, exposed_comm_time_s, idle_time_s;
+  double bubble_time_s; /* part of idle_time_s spent waiting for pipeline receives */
   double exposed_comm_dp_s, exposed_comm_tp_s, exposed_comm_pp_s;
   double samples_per_s, mfu, model_flops_per_step;
   ts_memory mem;

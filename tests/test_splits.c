@@ -110,6 +110,10 @@ Test(pipeline, gpipe_bubble_emerges_from_replay)
       ts_replay_result rr;
       replay_plan(p, &rr);
       double got = bubble_fraction(&rr), want = (double)(P - 1) / (M + P - 1);
+      /* All of that idle time is spent waiting for pipeline receives: the reported bubble. */
+      double bub = rr.critical.bubble_s, idle = rr.critical.idle_s;
+      cr_assert_float_eq(bub, idle, 1e-12 + 1e-9 * idle, "P=%d M=%d: bubble %g s, idle %g s", P, M,
+                         bub, idle);
       cr_assert_float_eq(got, want, 1e-6, "P=%d M=%d: bubble %.9f, expected (P-1)/(M+P-1) = %.9f",
                          P, M, got, want);
     }
