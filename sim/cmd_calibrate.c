@@ -66,7 +66,8 @@ static const char *fmtg(char *buf, const char *fmt, double v)
 
 /* The profile as a topology file: [chip] from the fit, one single-chip [dim.x]. */
 static char *profile_text(const char *chip, ts_prec prec, gboolean quick, const ts_calib_fit *f,
-                          double mem_bytes, int nfit, double mape_fit, const char *cmdline)
+                          const char *peak_source, double mem_bytes, int nfit, double mape_fit,
+                          const char *cmdline)
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE],
       b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE];
@@ -85,11 +86,11 @@ static char *profile_text(const char *chip, ts_prec prec, gboolean quick, const 
   g_string_append_printf(
       s,
       "[chip]\nname = %s (1 core, %s)\n"
-      "peak_tflops = %s  # measured: independent vector multiply-add chains in registers\n"
+      "peak_tflops = %s  # %s\n"
       "memory_GiB = %s  # physical memory of the host\n"
       "memory_bandwidth_GBps = %s  # fitted: median rate of the memory-bound kernels\n"
       "compute_efficiency = %s  # fitted: median rate of the compute-bound kernels / peak\n\n",
-      chip, ts_prec_name(prec), fmtg(b1, "%.4g", f->peak_flops / 1e12),
+      chip, ts_prec_name(prec), fmtg(b1, "%.4g", f->peak_flops / 1e12), peak_source,
       fmtg(b2, "%.4g", mem_bytes / 1073741824.0), fmtg(b3, "%.4g", f->mem_bw_Bps / 1e9),
       fmtg(b4, "%.4g", f->efficiency));
   fmtg(b5, "%.4g", f->mem_bw_Bps / 1e9);
@@ -281,6 +282,23 @@ int ts_cmd_calibrate(int argc, char **argv)
   ts_calib_sample *s = (ts_calib_sample *)samples->data;
   int n = (int)samples->len;
 
+  /* The probe's rate is a lower bound on the peak: other load on the core or a build without
+   * optimization can make it slower than a GEMM of the sweep. A kernel cannot beat the peak,
+   * so a measured peak is raised to the fastest compute kernel's rate (a given peak is the
+   * user's statement and stays: the fit rejects it if a kernel beats it). */
+  gboolean raised = FALSE;
+  if (!(peak_gflops > 0))
+    for (int i = 0; i < n; i++)
+      if (s[i].in_fit && strcmp(s[i].kind, "eltwise") != 0 && s[i].flop / s[i].time_s > peak) {
+        peak = s[i].flop / s[i].time_s;
+        raised = TRUE;
+      }
+  if (raised && !quiet)
+    fprintf(stderr,
+            "trainsim calibrate: peak raised to %.1f GFLOP/s, the fastest kernel's rate (the "
+            "probe was slower: other load on the core, or an unoptimized build)\n",
+            peak / 1e9);
+
   /* Fit: the pure roofline is what the simulator computes (ts_compute_time has no additive
    * per-call term; [chip] op_overhead_us is a floor, not written here), so it is what the
    * profile records; the overhead fit is printed as a diagnostic. */
@@ -313,7 +331,12 @@ int ts_cmd_calibrate(int argc, char **argv)
   g_autofree char *cmdline = g_strdup_printf("trainsim calibrate%s%s%s", quick ? " --quick" : "",
                                              o.prec == TS_PREC_F64 ? " --precision fp64" : "",
                                              peak_gflops > 0 ? " --peak-gflops ..." : "");
-  g_autofree char *ini = profile_text(chip, o.prec, quick, &fit, mem, nfit, mape_fit, cmdline);
+  const char *peak_source =
+      peak_gflops > 0 ? "given (--peak-gflops)"
+      : raised        ? "measured: the fastest kernel's rate (the register-chain probe was slower)"
+                      : "measured: independent vector multiply-add chains in registers";
+  g_autofree char *ini =
+      profile_text(chip, o.prec, quick, &fit, peak_source, mem, nfit, mape_fit, cmdline);
   g_autoptr(GKeyFile) kf = g_key_file_new();
   g_autoptr(ts_topo) topo = NULL;
   if (!g_key_file_load_from_data(kf, ini, (gsize)-1, G_KEY_FILE_NONE, &error) ||
