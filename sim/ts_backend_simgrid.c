@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <simgrid/actor.h>
 #include <simgrid/barrier.h>
 #include <simgrid/mailbox.h>
 #include <simgrid/semaphore.h>
@@ -75,6 +76,10 @@ typedef struct {
   double *out_bytes;
   int *in_off; /* likewise into in_peer */
   int *in_peer;
+  /* Steps run: run[s] alike steps (the same peers for every member) start at step s and are
+   * replayed as one, their bytes summed into step s; 0 for the steps merged into an earlier
+   * one; 1 everywhere with trainsim/collective-flows:per-step. */
+  int *run;
   int users; /* running activities using it; unused ones may be evicted */
   gsize mem; /* bytes held */
 } plan_index;
@@ -115,7 +120,8 @@ struct sgb {
   link_acc *acc;
   GPtrArray *label_names; /* label index -> char* */
   gint64 flows;
-  gboolean async_steps; /* trainsim/collective-steps:async */
+  gboolean async_steps;    /* trainsim/collective-steps:async */
+  gboolean per_step_flows; /* trainsim/collective-flows:per-step */
   /* Worker actors, reused: creating an actor maps and unmaps a stack, which cost more than
    * the simulation itself on a data-parallel step (half the time in the kernel). */
   GPtrArray **idle; /* per chip: idle workers on its host */
@@ -256,9 +262,10 @@ static sg_mailbox_t cached_mailbox(const job *j, int me, int peer, gboolean out,
   return mb;
 }
 
-/* Accounts finished sends from chip src on the links of their routes. */
+/* Accounts finished sends from chip src on the links of their routes; each flow's link time
+ * starts lead seconds before its start (the latencies of a merged run, see run_member). */
 static void account(job *j, int src, const int *dst, const double *bytes, int n,
-                    const double *start, const double *end)
+                    const double *start, const double *end, double lead)
 {
   sgb *b = j->b;
   int label = label_of(b, &j->act);
@@ -267,10 +274,28 @@ static void account(job *j, int src, const int *dst, const double *bytes, int n,
     g_array_set_size(route, 0);
     ts_platform_route(b->plat, src, dst[i], route);
     for (guint k = 0; k < route->len; k++)
-      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - b->t0, end[i] - b->t0);
+      acc_flow(b, g_array_index(route, int, k), label, bytes[i], start[i] - lead - b->t0,
+               end[i] - b->t0);
   }
   b->flows += n;
   g_array_unref(route);
+}
+
+/* The largest route latency from chip src to the chips dst[0..n-1]. */
+static double max_route_latency(const sgb *b, int src, const int *dst, int n)
+{
+  GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    g_array_set_size(route, 0);
+    ts_platform_route(b->plat, src, dst[i], route);
+    double lat = 0;
+    for (guint k = 0; k < route->len; k++)
+      lat += ts_platform_link_latency(b->plat, g_array_index(route, int, k));
+    worst = MAX(worst, lat);
+  }
+  g_array_unref(route);
+  return worst;
 }
 
 /* Member m of a collective: its sends and receives of each step, step after step. With
@@ -293,7 +318,7 @@ static void run_member(job *j, int m)
   GArray *times = g_array_new(FALSE, FALSE, sizeof(double));
   if (!b->async_steps && j->bar == NULL)
     j->bar = sg_barrier_init((unsigned)pi->n);
-  for (int s = 0; s < pi->nsteps; s++) {
+  for (int s = 0; s < pi->nsteps; s += pi->run[s]) {
     const int *oo = pi->out_off + (gsize)s * (pi->n + 1), *io = pi->in_off + (gsize)s * (pi->n + 1);
     int o0 = oo[m], no = oo[m + 1] - oo[m], i0 = io[m], ni = io[m + 1] - io[m];
     if (no > 0 || ni > 0) {
@@ -309,10 +334,19 @@ static void run_member(job *j, int m)
       for (int k = 0; k < ni; k++)
         g_array_index(ins, sg_mailbox_t, k) =
             cached_mailbox(j, m, pi->in_peer[i0 + k], FALSE, cache, &ncache);
+      /* A run of k merged steps moves k steps' bytes in one flow per peer, which pays one
+       * latency: the member first waits the other k - 1, so that in isolation the run takes
+       * exactly the k steps' time. */
+      double lead = 0;
+      if (pi->run[s] > 1 && no > 0) {
+        lead = (pi->run[s] - 1) * max_route_latency(b, me, (int *)dst->data, no);
+        if (lead > 0)
+          sg_actor_sleep_for(lead);
+      }
       double *t = (double *)times->data;
       ts_sg_exchange((sg_mailbox_t *)outs->data, pi->out_bytes + o0, no, (sg_mailbox_t *)ins->data,
                      ni, t, t + no);
-      account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no);
+      account(j, me, (int *)dst->data, pi->out_bytes + o0, no, t, t + no, lead);
     }
     if (!b->async_steps)
       sg_barrier_wait(j->bar);
@@ -329,7 +363,7 @@ static void run_send_side(job *j, int side)
   sg_mailbox_t mb = mailbox(j, 0, 1);
   if (side == 0) {
     ts_sg_exchange(&mb, &bytes, 1, NULL, 0, t, t + 1);
-    account(j, j->act.chip, &j->act.peer, &bytes, 1, t, t + 1);
+    account(j, j->act.chip, &j->act.peer, &bytes, 1, t, t + 1, 0);
   } else {
     ts_sg_exchange(NULL, NULL, 0, &mb, 1, t, t + 1);
   }
@@ -462,6 +496,7 @@ static void plan_index_free(gpointer data)
   g_free(pi->out_bytes);
   g_free(pi->in_off);
   g_free(pi->in_peer);
+  g_free(pi->run);
   g_free(pi);
 }
 
@@ -576,6 +611,47 @@ static plan_index *plan_index_new(ts_coll_plan *plan, int n)
   return pi;
 }
 
+/* Whether steps s and t have the same transfers but for their sizes: every member sends to
+ * and receives from the same peers in the same order (the steps of a ring phase). Per-member
+ * blocks are laid out in member order, so equal offsets and equal peer blocks say it. */
+static gboolean steps_alike(const plan_index *pi, int s, int t)
+{
+  const gsize w = (gsize)pi->n + 1;
+  const int *os = pi->out_off + s * w, *ot = pi->out_off + t * w;
+  const int *is = pi->in_off + s * w, *it = pi->in_off + t * w;
+  for (int m = 0; m < pi->n; m++)
+    if (os[m + 1] - os[m] != ot[m + 1] - ot[m] || is[m + 1] - is[m] != it[m + 1] - it[m])
+      return FALSE;
+  return memcmp(pi->out_peer + os[0], pi->out_peer + ot[0],
+                sizeof(int) * (gsize)(os[pi->n] - os[0])) == 0 &&
+         memcmp(pi->in_peer + is[0], pi->in_peer + it[0],
+                sizeof(int) * (gsize)(is[pi->n] - is[0])) == 0;
+}
+
+/* Fills pi->run: runs of alike steps merged into their first step (bytes summed per peer), or
+ * no merging. A merged run is one flow per peer instead of k: the N - 1 steps of a ring phase
+ * cost SimGrid one flow each instead of N - 1 (docs/backends.md, "Flows"). */
+static void plan_index_runs(plan_index *pi, gboolean merge)
+{
+  pi->run = g_new(int, pi->nsteps > 0 ? pi->nsteps : 1);
+  const gsize w = (gsize)pi->n + 1;
+  for (int s = 0; s < pi->nsteps;) {
+    int e = s + 1;
+    while (merge && e < pi->nsteps && steps_alike(pi, s, e))
+      e++;
+    pi->run[s] = e - s;
+    const int *os = pi->out_off + s * w;
+    for (int t = s + 1; t < e; t++) {
+      const int *ot = pi->out_off + t * w;
+      for (int k = 0; k < os[pi->n] - os[0]; k++)
+        pi->out_bytes[os[0] + k] += pi->out_bytes[ot[0] + k];
+      pi->run[t] = 0;
+    }
+    s = e;
+  }
+  pi->mem += sizeof(int) * (gsize)pi->nsteps;
+}
+
 static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
@@ -612,6 +688,7 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     return NULL;
   }
   pi = plan_index_new(p, ts_group_size(g));
+  plan_index_runs(pi, !b->per_step_flows);
   pi->users = 1;
   GHashTableIter it;
   gpointer k, v;
@@ -823,16 +900,24 @@ static gboolean probe_cfg(const char *const *cfg, const char *user, GError **err
 }
 
 /* trainsim's own settings ride in the same --cfg list as SimGrid's, under "trainsim/". */
-static gboolean own_setting(const char *item, gboolean *async_steps, GError **error)
+static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *per_step_flows,
+                            GError **error)
 {
   if (strcmp(item, "trainsim/collective-steps:sync") == 0 ||
       strcmp(item, "trainsim/collective-steps:async") == 0) {
     *async_steps = g_str_has_suffix(item, ":async");
     return TRUE;
   }
+  if (strcmp(item, "trainsim/collective-flows:merged") == 0 ||
+      strcmp(item, "trainsim/collective-flows:per-step") == 0) {
+    *per_step_flows = g_str_has_suffix(item, ":per-step");
+    return TRUE;
+  }
   g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
               "--cfg '%s': expected trainsim/collective-steps:sync (every member of a collective "
-              "waits for the whole step, the default) or trainsim/collective-steps:async",
+              "waits for the whole step, the default) or :async, or "
+              "trainsim/collective-flows:merged (alike steps as one flow per peer, the default) "
+              "or :per-step",
               item);
   return FALSE;
 }
@@ -890,7 +975,7 @@ static gboolean same_array(const ts_topo *a, const ts_topo *b)
 ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
                                         const ts_platform_opts *opts, GError **error)
 {
-  gboolean async_steps = FALSE;
+  gboolean async_steps = FALSE, per_step_flows = FALSE;
   ts_platform_opts o = {{0}};
   if (opts != NULL)
     o = *opts;
@@ -901,9 +986,10 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
     g_ptr_array_add(sg, (char *)ts_simgrid_pinned_cfg[i]);
   g_ptr_array_extend(rec, sg, NULL, NULL);
   g_ptr_array_add(rec, "trainsim/collective-steps:sync");
+  g_ptr_array_add(rec, "trainsim/collective-flows:merged");
   for (int i = 0; cfg != NULL && cfg[i] != NULL; i++) {
     if (g_str_has_prefix(cfg[i], "trainsim/")) {
-      if (!own_setting(cfg[i], &async_steps, error))
+      if (!own_setting(cfg[i], &async_steps, &per_step_flows, error))
         return NULL;
     } else {
       g_ptr_array_add(sg, (char *)cfg[i]);
@@ -954,6 +1040,7 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   b->plat = proc.plat;
   b->config = config_record(rec);
   b->async_steps = async_steps;
+  b->per_step_flows = per_step_flows;
   b->queue = g_ptr_array_new();
   b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
   b->acc = g_new0(link_acc, ts_platform_nlinks(b->plat) > 0 ? ts_platform_nlinks(b->plat) : 1);
