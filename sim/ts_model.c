@@ -34,6 +34,11 @@ typedef struct {
   gint64 tokens, in_f, out_f;             /* dense, attention (hidden), embedding (hidden) */
   gint64 in_h, in_w, kh, kw, stride, pad; /* conv2d, pool, norm over a map (in_f = channels) */
   gint64 heads, vocab, positions, token_types;
+  gint64 kv_tokens;   /* attention: key/value vectors (0: tokens, self-attention) */
+  gint64 inner;       /* attention: heads x per-head width (0: in_f) */
+  gint64 rel_buckets; /* attention: T5 relative-position bias table, buckets x heads params */
+  double carry;       /* elements per sample carried past the layer (ts_layer carry_elems) */
+  gboolean rms;       /* norm: RMS norm (scale only, 1 parameter per feature) */
   gboolean bias, tied, residual, dropout, loss, learned_pos, avg_pool, map;
   gboolean first; /* consumes the model input: no input gradient for dense / conv2d */
   ts_act act;
@@ -117,6 +122,7 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
   l->in_features = sp->in_f;
   l->heads = sp->heads;
   l->vocab = sp->vocab;
+  l->carry_elems = sp->carry;
   double T = (double)sp->tokens;
   double res = sp->residual ? 1.0 : 0.0;
   double act = sp->act != ACT_NONE ? 1.0 : 0.0;
@@ -167,29 +173,43 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
      * 2s^2h, output projection 2sh^2 (per sample, b = 1). Softmax 1 FLOP per score (DeepSpeed
      * profiler). Backward: the two projections are GEMMs with weights (input and weight
      * gradients each = forward); scores and context have no weights, their backward is two
-     * GEMMs each (dQ, dK; dP, dV), all input gradient. */
+     * GEMMs each (dQ, dK; dP, dV), all input gradient.
+     * Generalised to queries from T tokens and keys / values from S (cross-attention over an
+     * encoder's S tokens, Vaswani et al. 2017, section 3.2.3; S = T for self-attention) and an
+     * inner width I = heads x kv_channels (T5-3B/11B: I != h; Raffel et al. 2020, 3.7):
+     * Q 2ThI, K and V 2 x 2ShI, output 2TIh; scores and context 2TSI each. */
     l->out_features = sp->in_f;
     double h = (double)sp->in_f, a = (double)sp->heads;
-    double proj = 8.0 * T * h * h, core = 4.0 * T * T * h, soft = a * T * T;
-    double bias = sp->bias ? 1.0 : 0.0;
-    l->params = 4.0 * h * h + bias * 4.0 * h;
-    l->fwd_flops = proj + core + bias * 4.0 * T * h + soft + res * T * h;
+    double S = sp->kv_tokens > 0 ? (double)sp->kv_tokens : T;
+    double I = sp->inner > 0 ? (double)sp->inner : h;
+    gboolean cross = sp->kv_tokens > 0;
+    l->kv_tokens = (gint64)S;
+    l->inner = (gint64)I;
+    double proj = 4.0 * h * I * (T + S), core = 4.0 * T * S * I, soft = a * T * S;
+    double bias = sp->bias ? 1.0 : 0.0, rel = sp->rel_buckets > 0 ? 1.0 : 0.0;
+    l->params = 4.0 * h * I + bias * (3.0 * I + h) + (double)sp->rel_buckets * a;
+    double bias_flops = bias * (T * I + 2.0 * S * I + T * h);
+    l->fwd_flops = proj + core + bias_flops + (1.0 + rel) * soft + res * T * h;
     l->bwd_input_flops = proj + 2.0 * core + soft + res * T * h;
-    l->bwd_weight_flops = proj + bias * 4.0 * T * h;
+    l->bwd_weight_flops = proj + bias_flops + rel * soft;
     l->in_act_elems = T * h;
     l->out_act_elems = T * h;
     /* Korthikanti et al. 2022, section 4.1, attention block: 11sbh + 5as^2b bytes in 16-bit:
      * QKV input 2sbh, Q and K 4sbh, V 2sbh, output-projection input 2sbh, output dropout mask
      * sbh; softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b. Written with
-     * D bytes per element and 1 byte per mask element. */
+     * D bytes per element and 1 byte per mask element, T queries, S keys, width I. A
+     * cross-attention's K / V input is the encoder output, kept once for every decoder layer
+     * (the model's carried tensor), so it is not counted per layer. */
     double soft_copies = sp->dropout ? 2.0 : 1.0;
-    l->saved_act_bytes =
-        D * (5.0 * T * h + soft_copies * a * T * T) + (sp->dropout ? T * h + a * T * T : 0.0);
-    /* Traffic: weights, input, output, plus QKV (3sh) and context (sh) written then read; the
-     * s x s scores are assumed fused (FlashAttention, Dao et al. 2022) and never stored. */
-    double inner = 2.0 * 4.0 * T * h;
-    l->fwd_mem_bytes = D * (l->params + 2.0 * T * h + inner);
-    l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * T * h + inner);
+    l->saved_act_bytes = D * (T * h + 2.0 * T * I + 2.0 * S * I + soft_copies * a * T * S) +
+                         (sp->dropout ? T * h + a * T * S : 0.0);
+    /* Traffic: weights, input, output (and the encoder output read by K and V), plus Q, K, V
+     * and context written then read; the T x S scores are assumed fused (FlashAttention, Dao
+     * et al. 2022) and never stored. */
+    double inner = 2.0 * (2.0 * T * I + 2.0 * S * I);
+    double enc = cross ? S * h : 0.0;
+    l->fwd_mem_bytes = D * (l->params + 2.0 * T * h + enc + inner);
+    l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * T * h + 2.0 * enc + inner);
     break;
   }
   case TS_LAYER_EMBEDDING: {
@@ -198,8 +218,11 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->out_features = sp->in_f;
     double h = (double)sp->in_f;
     double tables = 1.0 + (sp->learned_pos ? 1.0 : 0.0) + (sp->token_types > 0 ? 1.0 : 0.0);
-    l->params = (double)sp->vocab * h + (sp->learned_pos ? (double)sp->positions * h : 0.0) +
-                (double)sp->token_types * h;
+    /* A decoder's input embedding shares the encoder's table (T5: tied): no parameters. */
+    l->params = sp->tied
+                    ? 0.0
+                    : (double)sp->vocab * h + (sp->learned_pos ? (double)sp->positions * h : 0.0) +
+                          (double)sp->token_types * h;
     l->fwd_flops = (tables - 1.0) * T * h;
     l->bwd_input_flops = 0.0;
     l->bwd_weight_flops = tables * T * h;
@@ -218,7 +241,7 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
       l->in_h = l->out_h = sp->in_h;
       l->in_w = l->out_w = sp->in_w;
     }
-    l->params = 2.0 * f;
+    l->params = (sp->rms ? 1.0 : 2.0) * f; /* RMS norm: a scale, no shift (Zhang & Sennrich 2019) */
     l->fwd_flops = NORM_FWD_FLOPS * e + (act + res) * e;
     l->bwd_input_flops = NORM_FWD_FLOPS * e + (act + res) * e;
     l->bwd_weight_flops = NORM_BWD_W_FLOPS * e;
@@ -725,6 +748,10 @@ typedef struct {
   gboolean learned_pos, tied, bias, post_norm, dropout, pooler, head_transform, logits_bias;
   ts_act act;
   gint64 experts, moe_every, top_k; /* mixture of experts; experts = 0: dense */
+  /* Encoder-decoder (T5, Raffel et al. 2020): decoder blocks (0: encoder or decoder only) and
+   * their tokens; attention inner width (0: hidden); RMS norms; relative-position buckets. */
+  gint64 dec_layers, dec_seq, kv_channels, rel_buckets;
+  gboolean rms;
 } transformer_hp;
 
 static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp *hp, GError **error)
@@ -749,6 +776,11 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
                                      "experts",
                                      "moe_every",
                                      "top_k",
+                                     "decoder_layers",
+                                     "decoder_sequence",
+                                     "kv_channels",
+                                     "norm_type",
+                                     "relative_attention_buckets",
                                      NULL};
   const char *g = "transformer";
   if (!ts_kf_check_keys(kf, path, g, keys, error))
@@ -767,10 +799,29 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       !ts_kf_int(kf, path, g, "vocab", FALSE, 0, 1, DIM_MAX, "a vocabulary size", &hp->vocab,
                  error))
     return FALSE;
-  if (hp->hidden % hp->heads != 0) {
-    g_autofree char *what =
-        g_strdup_printf("a divisor of [transformer] hidden = %" G_GINT64_FORMAT, hp->hidden);
+  static const char *const norm_types[] = {"layer", "rms", NULL};
+  int nt = 0;
+  if (!ts_kf_int(kf, path, g, "kv_channels", TRUE, 0, 0, DIM_MAX,
+                 "features per attention head (default hidden / heads)", &hp->kv_channels, error) ||
+      !ts_kf_int(kf, path, g, "decoder_layers", TRUE, 0, 0, SMALL_MAX,
+                 "a decoder block count (0: no decoder)", &hp->dec_layers, error) ||
+      !ts_kf_int(kf, path, g, "decoder_sequence", TRUE, hp->seq, 1, DIM_MAX,
+                 "a decoder sequence length in tokens (default sequence)", &hp->dec_seq, error) ||
+      !ts_kf_int(kf, path, g, "relative_attention_buckets", TRUE, 0, 0, SMALL_MAX,
+                 "a relative-position bucket count (0: none)", &hp->rel_buckets, error) ||
+      !kf_enum(kf, path, g, "norm_type", "layer", norm_types, &nt, error))
+    return FALSE;
+  hp->rms = nt == 1;
+  if (hp->kv_channels == 0 && hp->hidden % hp->heads != 0) {
+    g_autofree char *what = g_strdup_printf("a divisor of [transformer] hidden = %" G_GINT64_FORMAT
+                                            " (or set kv_channels)",
+                                            hp->hidden);
     return fail_key(error, path, g, "heads", hp->heads, what);
+  }
+  if (hp->kv_channels > 0 && hp->kv_channels * hp->heads > DIM_MAX) {
+    g_autofree char *what = g_strdup_printf(
+        "heads x kv_channels at most %d (the attention's inner width)", (int)DIM_MAX);
+    return fail_key(error, path, g, "kv_channels", hp->kv_channels, what);
   }
   gint64 ffn_def = 4 * hp->hidden <= DIM_MAX ? 4 * hp->hidden : DIM_MAX;
   if (!ts_kf_int(kf, path, g, "ffn_hidden", TRUE, ffn_def, 1, DIM_MAX,
@@ -808,7 +859,99 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
   if (hp->learned_pos && hp->positions < hp->seq)
     return fail_key(error, path, g, "positions", hp->positions,
                     "at least [transformer] sequence (one learned position per token)");
+  if (hp->dec_layers == 0 && g_key_file_has_key(kf, g, "decoder_sequence", NULL))
+    return fail_key(error, path, g, "decoder_sequence", hp->dec_seq,
+                    "no decoder_sequence without [transformer] decoder_layers > 0");
+  if (hp->dec_layers > 0) {
+    /* The encoder-decoder generator builds T5's layout (pre-norm, dense MLPs, no BERT heads). */
+    const char *bad = hp->post_norm         ? "norm"
+                      : hp->experts > 0     ? "experts"
+                      : hp->pooler          ? "pooler"
+                      : hp->head_transform  ? "head_transform"
+                      : hp->token_types > 0 ? "token_types"
+                                            : NULL;
+    if (bad != NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [transformer] %s: not available with decoder_layers (the encoder-decoder "
+                  "is pre-norm with dense MLPs and a tied LM head); expected it left out",
+                  path, bad);
+      return FALSE;
+    }
+    if (hp->learned_pos && hp->positions < hp->dec_seq)
+      return fail_key(error, path, g, "positions", hp->positions,
+                      "at least [transformer] decoder_sequence (one learned position per token)");
+  }
   return TRUE;
+}
+
+/* One pre-norm block: name.i.norm1, attention, norm2, [cross_attention, norm3,] fc1, fc2. */
+static gboolean add_block(builder *b, const char *stack, gint64 i, const layer_spec *norm,
+                          const layer_spec *attn, const layer_spec *cross, const layer_spec *fc1,
+                          const layer_spec *fc2, GError **error)
+{
+  const char *names[] = {"norm1", "attention", "norm2", "cross_attention", "norm3", "fc1", "fc2"};
+  const layer_spec *specs[] = {norm, attn, norm, cross, norm, fc1, fc2};
+  for (int j = 0; j < 7; j++) {
+    if (cross == NULL && (j == 3 || j == 4))
+      continue;
+    char *name = g_strdup_printf("%s.%" G_GINT64_FORMAT ".%s", stack, i, names[j]);
+    if (!add_layer(b, name, specs[j], error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* T5's encoder-decoder (Raffel et al. 2020, section 3.1; layer shapes of the released
+ * checkpoints): the encoder's blocks over `sequence` tokens and a final norm; the decoder's
+ * input embedding (the same table: no parameters of its own), blocks over `decoder_sequence`
+ * tokens with causal self-attention, cross-attention over the encoder output and the MLP, a
+ * final norm and the tied logits. The relative-position bias table (buckets x heads) belongs
+ * to the first self-attention of each stack. Decoder layers carry the encoder output (s x h
+ * per sample) across pipeline boundaries, as Megatron-LM's T5 pipeline sends it. */
+static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec *emb,
+                                      const layer_spec *norm, const layer_spec *attn,
+                                      const layer_spec *fc1, const layer_spec *fc2, builder *b,
+                                      GError **error)
+{
+  layer_spec first = *attn;
+  first.rel_buckets = hp->rel_buckets;
+  if (!add_layer(b, g_strdup("embedding"), emb, error))
+    return FALSE;
+  for (gint64 i = 0; i < hp->layers; i++)
+    if (!add_block(b, "encoder.block", i, norm, i == 0 ? &first : attn, NULL, fc1, fc2, error))
+      return FALSE;
+  if (!add_layer(b, g_strdup("encoder.final_norm"), norm, error))
+    return FALSE;
+  /* The decoder: its tokens, and the encoder output carried along. */
+  double carry = (double)hp->seq * (double)hp->hidden;
+  layer_spec demb = *emb, dnorm = *norm, dattn = *attn, dfirst = first, dcross = *attn, dfc1 = *fc1,
+             dfc2 = *fc2;
+  layer_spec *dec[] = {&demb, &dnorm, &dattn, &dfirst, &dcross, &dfc1, &dfc2};
+  for (size_t k = 0; k < G_N_ELEMENTS(dec); k++) {
+    dec[k]->tokens = hp->dec_seq;
+    dec[k]->carry = carry;
+  }
+  demb.tied = TRUE;
+  dcross.kv_tokens = hp->seq;
+  if (!add_layer(b, g_strdup("decoder.embedding"), &demb, error))
+    return FALSE;
+  for (gint64 i = 0; i < hp->dec_layers; i++)
+    if (!add_block(b, "decoder.block", i, &dnorm, i == 0 ? &dfirst : &dattn, &dcross, &dfc1, &dfc2,
+                   error))
+      return FALSE;
+  layer_spec fnorm = dnorm, logits = dnorm;
+  fnorm.carry = 0.0;
+  logits.kind = TS_LAYER_DENSE;
+  logits.tp = TS_TP_VOCAB;
+  logits.rms = FALSE;
+  logits.out_f = hp->vocab;
+  logits.vocab = hp->vocab;
+  logits.tied = hp->tied;
+  logits.bias = hp->logits_bias;
+  logits.loss = TRUE;
+  logits.carry = 0.0;
+  return add_layer(b, g_strdup("final_norm"), &fnorm, error) &&
+         add_layer(b, g_strdup("logits"), &logits, error);
 }
 
 /* Layer order follows GPT-2 / Megatron (pre-norm) or BERT (post-norm). Tensor parallelism after
@@ -831,10 +974,12 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   norm.kind = TS_LAYER_NORM;
   norm.tp = TS_TP_REPLICATED;
   norm.bias = FALSE;
+  norm.rms = hp->rms;
   layer_spec attn = vec;
   attn.kind = TS_LAYER_ATTENTION;
   attn.tp = TS_TP_HEADS;
   attn.heads = hp->heads;
+  attn.inner = hp->kv_channels > 0 ? hp->heads * hp->kv_channels : 0;
   attn.residual = TRUE;
   attn.dropout = hp->dropout;
   layer_spec fc1 = vec;
@@ -849,6 +994,8 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   fc2.residual = TRUE;
   fc2.dropout = hp->dropout;
 
+  if (hp->dec_layers > 0)
+    return build_encoder_decoder(hp, &emb, &norm, &attn, &fc1, &fc2, b, error);
   if (!add_layer(b, g_strdup("embedding"), &emb, error))
     return FALSE;
   if (hp->post_norm && !add_layer(b, g_strdup("embedding_norm"), &norm, error))
@@ -1220,6 +1367,9 @@ ts_model *ts_model_load(const char *path, GError **error)
     m->t_experts = hp.experts;
     m->t_moe_every = hp.moe_every;
     m->t_top_k = hp.top_k;
+    m->t_dec_layers = hp.dec_layers;
+    m->t_dec_seq = hp.dec_layers > 0 ? hp.dec_seq : 0;
+    m->sample_elems += m->t_dec_seq; /* a sample is input and target tokens */
   }
   /* Shapes are each in range, but their products may still describe nothing real. */
   double params = ts_model_params(m), flops = ts_model_train_flops_per_sample(m);

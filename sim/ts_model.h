@@ -11,8 +11,9 @@ G_BEGIN_DECLS
 typedef enum {
   TS_LAYER_DENSE,     /* fully connected: in -> out features, applied to `tokens` vectors */
   TS_LAYER_CONV2D,    /* 2D convolution, groups = 1 */
-  TS_LAYER_ATTENTION, /* self-attention sublayer: QKV projection, scores, softmax, context, output
-                         projection */
+  TS_LAYER_ATTENTION, /* attention sublayer: QKV projection, scores, softmax, context, output
+                         projection; self-attention, or cross-attention over kv_tokens vectors
+                         of an encoder */
   TS_LAYER_EMBEDDING, /* token (+ optional learned position) embedding lookup */
   TS_LAYER_NORM,      /* layer norm / batch norm: 2 parameters per feature */
   TS_LAYER_POOL,      /* max / average pooling, no parameters */
@@ -42,7 +43,14 @@ typedef struct {
   gint64 kernel_h, kernel_w, stride, padding; /* conv2d, pool */
   gint64 in_h, in_w, out_h, out_w;            /* conv2d, pool, norm over a feature map */
   gint64 heads;                               /* attention */
-  gint64 vocab;                               /* embedding, tied logits */
+  gint64 kv_tokens; /* attention: key/value vectors per sample (= tokens for self-attention;
+                       the encoder's sequence for cross-attention) */
+  gint64 inner;     /* attention: heads x per-head width (= in_features unless kv_channels) */
+  /* Elements per sample that travel with the output to later layers: an encoder-decoder's
+   * encoder output, which every decoder layer's cross-attention reads. A pipeline boundary
+   * after this layer sends them along (and their gradient back). 0 for a chain. */
+  double carry_elems;
+  gint64 vocab; /* embedding, tied logits */
   gboolean bias;
   gboolean tied; /* dense logits layer sharing the embedding's weights: 0 parameters */
   /* Derived, per sample. */
@@ -71,6 +79,7 @@ typedef struct {
   /* Transformer hyperparameters (0 for other kinds), kept for published-formula checks. */
   gint64 t_layers, t_hidden, t_heads, t_seq, t_vocab, t_ffn;
   gint64 t_experts, t_moe_every, t_top_k; /* mixture of experts (0 experts: dense) */
+  gint64 t_dec_layers, t_dec_seq;         /* encoder-decoder: decoder blocks and tokens (0: none) */
   double published_params;                /* [model] published_params, 0 when not given */
   gint64 sample_elems; /* input elements per sample (tokens or pixels), for data loading */
 } ts_model;

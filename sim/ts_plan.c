@@ -74,14 +74,17 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
       *inner = saved - *in; /* activation input, loss logits */
     break;
   case TS_LAYER_ATTENTION: {
-    /* ts_model.c: D(5Th + c aT^2) + dropout (Th + aT^2), c = 2 with dropout, else 1. */
+    /* ts_model.c: D(Th + 2TI + 2SI + c aTS) + dropout (Th + aTS), c = 2 with dropout, else 1
+     * (T queries, S keys, inner width I; self-attention S = T, I = h: D(5Th + c aT^2)). */
     double T = (double)l->tokens, h = (double)l->in_features, a = (double)l->heads;
-    double base = D * (5.0 * T * h + a * T * T);
+    double S = l->kv_tokens > 0 ? (double)l->kv_tokens : T;
+    double I = l->inner > 0 ? (double)l->inner : h;
+    double base = D * (T * h + 2.0 * T * I + 2.0 * S * I + a * T * S);
     gboolean dropout = saved > base * (1.0 + 1e-9);
     *in = D * T * h;
     *mask = dropout ? T * h : 0.0;
     *inner = saved - *in - *mask;
-    *scores = dropout ? (2.0 * D + 1.0) * a * T * T : D * a * T * T;
+    *scores = dropout ? (2.0 * D + 1.0) * a * T * S : D * a * T * S;
     break;
   }
   case TS_LAYER_EMBEDDING:
@@ -196,9 +199,11 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     if (rc == TS_RECOMPUTE_SELECTIVE && l->kind == TS_LAYER_ATTENTION) {
       /* Selective: drop the attention scores, softmax and its dropout (5as^2b bytes per layer)
        * and recompute QK^T, softmax and the context before backward (section 5). */
-      double T = (double)l->tokens, h = (double)l->in_features, a = (double)l->heads;
+      double T = (double)l->tokens, a = (double)l->heads;
+      double S = l->kv_tokens > 0 ? (double)l->kv_tokens : T;
+      double I = l->inner > 0 ? (double)l->inner : (double)l->in_features;
       e->act_bytes -= scores / e->cdiv;
-      e->recompute_flops = (4.0 * T * T * h + a * T * T) / e->cdiv;
+      e->recompute_flops = (4.0 * T * S * I + a * T * S) / e->cdiv;
     }
     e->in_bytes = in_full / (st == TS_ST_REPL ? 1 : tp);
     e->out_bytes = out_full / (out == TS_ST_REPL ? 1 : tp);

@@ -196,6 +196,35 @@ Test(pipeline, stages_balanced_by_compute)
   cr_assert_eq(q->stage_first[1], 3);
 }
 
+Test(pipeline, decoder_boundaries_carry_the_encoder_output)
+{
+  /* T5 (Raffel et al. 2020): every decoder layer's cross-attention reads the encoder output,
+   * so a boundary inside the decoder sends it with the decoder activation (and its gradient
+   * back), as Megatron-LM's T5 pipeline does; a boundary inside the encoder sends only the
+   * activation. Per micro-batch of 2, bf16, each tp rank sends 1/8: encoder (512 x 512) and
+   * decoder (114 x 512 + 512 x 512) elements. */
+  g_autoptr(ts_model) m = load_model("t5-small");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,pp=8@y", 16, 2);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  double enc = 512.0 * 512 * 2 * 2 / 8, dec = (114.0 + 512) * 512 * 2 * 2 / 8;
+  int n_enc = 0, n_dec = 0;
+  for (int s = 0; s < 8; s++)
+    for (int i = 0; i < tr->programs[s].nops; i++) {
+      const ts_op *o = &tr->programs[s].ops[i];
+      if (o->cat != TS_CAT_COMM_PP || o->kind != TS_OP_SEND ||
+          strstr(g_ptr_array_index(tr->labels, o->label), "tied") != NULL)
+        continue;
+      double b = o->bytes;
+      cr_expect(b == enc || b == dec, "stage %d sends %g bytes: expected %g or %g", s, b, enc, dec);
+      n_enc += b == enc;
+      n_dec += b == dec;
+    }
+  cr_expect(n_enc > 0 && n_dec > 0, "%d encoder and %d decoder boundary sends", n_enc, n_dec);
+}
+
 Test(pipeline, sends_activations_between_stages)
 {
   /* Every micro-batch crosses each stage boundary once forward and once backward; each
