@@ -884,6 +884,20 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
   return TRUE;
 }
 
+/* The logits over `tokens` tokens: h -> V, split by vocabulary, softmax cross-entropy. */
+static layer_spec logits_spec(const transformer_hp *hp, gint64 tokens)
+{
+  return (layer_spec){.kind = TS_LAYER_DENSE,
+                      .tp = TS_TP_VOCAB,
+                      .tokens = tokens,
+                      .in_f = hp->hidden,
+                      .out_f = hp->vocab,
+                      .vocab = hp->vocab,
+                      .tied = hp->tied,
+                      .bias = hp->logits_bias,
+                      .loss = TRUE};
+}
+
 /* One pre-norm block: name.i.norm1, attention, norm2, [cross_attention, norm3,] fc1, fc2. */
 static gboolean add_block(builder *b, const char *stack, gint64 i, const layer_spec *norm,
                           const layer_spec *attn, const layer_spec *cross, const layer_spec *fc1,
@@ -939,17 +953,8 @@ static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec
     if (!add_block(b, "decoder.block", i, &dnorm, i == 0 ? &dfirst : &dattn, &dcross, &dfc1, &dfc2,
                    error))
       return FALSE;
-  layer_spec fnorm = dnorm, logits = dnorm;
+  layer_spec fnorm = dnorm, logits = logits_spec(hp, hp->dec_seq);
   fnorm.carry = 0.0;
-  logits.kind = TS_LAYER_DENSE;
-  logits.tp = TS_TP_VOCAB;
-  logits.rms = FALSE;
-  logits.out_f = hp->vocab;
-  logits.vocab = hp->vocab;
-  logits.tied = hp->tied;
-  logits.bias = hp->logits_bias;
-  logits.loss = TRUE;
-  logits.carry = 0.0;
   return add_layer(b, g_strdup("final_norm"), &fnorm, error) &&
          add_layer(b, g_strdup("logits"), &logits, error);
 }
@@ -1033,14 +1038,7 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
         !add_layer(b, g_strdup("head.norm"), &norm, error))
       return FALSE;
   }
-  layer_spec logits = vec;
-  logits.kind = TS_LAYER_DENSE;
-  logits.tp = TS_TP_VOCAB;
-  logits.out_f = hp->vocab;
-  logits.vocab = hp->vocab;
-  logits.tied = hp->tied;
-  logits.bias = hp->logits_bias;
-  logits.loss = TRUE;
+  layer_spec logits = logits_spec(hp, hp->seq);
   if (!add_layer(b, g_strdup("logits"), &logits, error))
     return FALSE;
   if (hp->pooler) {

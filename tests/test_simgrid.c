@@ -95,16 +95,27 @@ static double replay(const ts_trace *tr, ts_backend *b, char **msg)
   return res.step_time_s;
 }
 
-static double sim_time(const ts_topo *t, const ts_trace *tr, const ts_platform_opts *opts)
+/* tr on a new simgrid backend with one trainsim setting (or none: NULL); *flows (may be NULL)
+ * gets the flows SimGrid ran. */
+static double sim_time_flows(const ts_topo *t, const ts_trace *tr, const ts_platform_opts *opts,
+                             const char *setting, gint64 *flows)
 {
+  const char *cfg[] = {setting, NULL};
   GError *e = NULL;
-  ts_backend *b = ts_backend_simgrid_new_opts(t, NULL, opts, &e);
+  ts_backend *b = ts_backend_simgrid_new_opts(t, setting != NULL ? cfg : NULL, opts, &e);
   cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
   char *msg = NULL;
   double v = replay(tr, b, &msg);
   cr_assert(v >= 0, "simgrid replay failed: %s", msg != NULL ? msg : "");
+  if (flows != NULL)
+    *flows = ts_backend_simgrid_flows(b);
   ts_backend_free(b);
   return v;
+}
+
+static double sim_time(const ts_topo *t, const ts_trace *tr, const ts_platform_opts *opts)
+{
+  return sim_time_flows(t, tr, opts, NULL, NULL);
 }
 
 static double analytic_time(const ts_topo *t, const ts_trace *tr)
@@ -378,22 +389,6 @@ Test(contention, per_gpu_nics_agree)
 }
 
 /* ---- merged flows: a run of alike steps replayed as one flow per peer ---- */
-
-/* tr on a new simgrid backend with one trainsim setting; *flows gets the flows SimGrid ran. */
-static double sim_time_flows(const ts_topo *t, const ts_trace *tr, const ts_platform_opts *opts,
-                             const char *setting, gint64 *flows)
-{
-  const char *cfg[] = {setting, NULL};
-  GError *e = NULL;
-  ts_backend *b = ts_backend_simgrid_new_opts(t, cfg, opts, &e);
-  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
-  char *msg = NULL;
-  double v = replay(tr, b, &msg);
-  cr_assert(v >= 0, "simgrid replay failed: %s", msg != NULL ? msg : "");
-  *flows = ts_backend_simgrid_flows(b);
-  ts_backend_free(b);
-  return v;
-}
 
 /* Merged and per-step flows give the same time (sizes divide evenly, so every step of a run
  * moves the same bytes), and the flow counts worked out by hand. */
