@@ -580,7 +580,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   double work = 0, largest_out = 0, largest_params = 0;
   for (int c = 0; c < V; c++) {
     int k = c * pp + device;
-    double unit_work = 0;
+    double unit_work = 0, carry = 0;
     int cur_unit = -2;
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
       const ts_layer_exec *e = &p->exec[i];
@@ -599,7 +599,11 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       }
       largest_out = MAX(largest_out, e->out_bytes * mb);
       largest_params = MAX(largest_params, ts_plan_layer_params(p, i));
+      carry = MAX(carry, p->model->layers[i].carry_elems);
     }
+    /* An encoder-decoder's encoder output, which the chunk's cross-attentions read forward
+     * and backward: whole on every tensor-parallel rank, held once per micro-batch in flight. */
+    chunk_act[c] += carry * D * mb;
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, order);

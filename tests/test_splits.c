@@ -225,6 +225,39 @@ Test(pipeline, decoder_boundaries_carry_the_encoder_output)
   cr_expect(n_enc > 0 && n_dec > 0, "%d encoder and %d decoder boundary sends", n_enc, n_dec);
 }
 
+Test(pipeline, encoder_output_held_for_the_decoder)
+{
+  /* Without a pipeline the activations held are every layer's kept bytes plus the encoder
+   * output, once per micro-batch (the cross-attentions read it forward and backward). With
+   * pp=8 under 1F1B, a decoder stage holds it once per micro-batch in flight; an encoder-only
+   * stage never does. T5-Small, bf16, micro-batch 2: 512 x 512 x 2 x 2 bytes. */
+  g_autoptr(ts_model) m = load_model("t5-small");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  double enc_out = 512.0 * 512 * 2 * 2;
+  g_autoptr(ts_plan) flat = make_plan(m, t, "dp=64", 128, 2);
+  double kept = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    kept += flat->exec[i].act_bytes * 2;
+  double got = flat->mem.activations;
+  cr_expect_float_eq(got, kept + enc_out, 1e-9 * got, "%g bytes, expected %g + %g", got, kept,
+                     enc_out);
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,pp=8@y", 16, 2);
+  int with = 0, without = 0;
+  for (int s = 0; s < 8; s++) {
+    double stage_kept = 0, carry = 0;
+    for (int i = p->stage_first[s]; i < p->stage_first[s + 1]; i++) {
+      stage_kept += p->exec[i].act_bytes * 2;
+      carry = MAX(carry, m->layers[i].carry_elems * 2 * 2);
+    }
+    double a = p->stage_mem[s].activations, n = p->stage_mem[s].inflight;
+    cr_expect_float_eq(a, n * (stage_kept + carry), 1e-9 * a, "stage %d: %g bytes", s, a);
+    with += carry == enc_out;
+    without += carry == 0;
+  }
+  cr_expect(with > 0 && without > 0 && with + without == 8, "%d stages hold it, %d do not", with,
+            without);
+}
+
 Test(pipeline, sends_activations_between_stages)
 {
   /* Every micro-batch crosses each stage boundary once forward and once backward; each
