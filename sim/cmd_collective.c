@@ -77,7 +77,9 @@ int ts_cmd_collective(int argc, char **argv)
        "halving-doubling, direct",
        "A"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, "analytic (default) or simgrid", "B"},
-      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg, "Extra SimGrid configuration (simgrid)",
+      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
+       "simgrid backend: extra SimGrid setting or trainsim/... setting (docs/backends.md); "
+       "repeatable",
        "KEY:VALUE"},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
       {NULL}};

@@ -15,7 +15,9 @@ int ts_cmd_replay(int argc, char **argv)
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or shipped name; its dimensions must match the trace's", "T"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, "analytic (default) or simgrid", "B"},
-      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg, "Extra SimGrid configuration (simgrid)",
+      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
+       "simgrid backend: extra SimGrid setting or trainsim/... setting (docs/backends.md); "
+       "repeatable",
        "KEY:VALUE"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &full, "Replay every rank (same result, slower)", NULL},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},

@@ -70,7 +70,9 @@ int ts_cmd_run(int argc, char **argv)
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
        "analytic (default, contention-free) or simgrid (contention-aware)", "B"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
-       "Extra SimGrid configuration (simgrid backend), e.g. network/model:LV08; repeatable",
+       "simgrid backend: extra SimGrid setting (e.g. network/model:LV08) or "
+       "trainsim/collective-flows:per-step | trainsim/collective-steps:async (docs/backends.md); "
+       "repeatable",
        "KEY:VALUE"},
       {"link-report", 0, 0, G_OPTION_ARG_FILENAME, &link_report,
        "simgrid backend: write every link's load (bytes, busy s, busy fraction, top operation) "
