@@ -59,6 +59,15 @@ static const ts_tp_coll no_coll = {TS_NO_COLL, 0.0, FALSE};
  * state it was consumed in), what its own computation produces (split like its work), and a
  * dropout mask on an output that a collective has already summed (lies like the output).
  * From the model's saved_act_bytes and the formulas ts_model.c derives it with. */
+/* An attention layer's queries T, keys S and inner width I. Layers built by hand (tests, the
+ * validator) may leave kv_tokens and inner 0: self-attention of width in_features. */
+static void attention_dims(const ts_layer *l, double *T, double *S, double *I)
+{
+  *T = (double)l->tokens;
+  *S = l->kv_tokens > 0 ? (double)l->kv_tokens : *T;
+  *I = l->inner > 0 ? (double)l->inner : (double)l->in_features;
+}
+
 static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *inner, double *mask,
                       double *scores)
 {
@@ -76,9 +85,8 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
   case TS_LAYER_ATTENTION: {
     /* ts_model.c: D(Th + 2TI + 2SI + c aTS) + dropout (Th + aTS), c = 2 with dropout, else 1
      * (T queries, S keys, inner width I; self-attention S = T, I = h: D(5Th + c aT^2)). */
-    double T = (double)l->tokens, h = (double)l->in_features, a = (double)l->heads;
-    double S = l->kv_tokens > 0 ? (double)l->kv_tokens : T;
-    double I = l->inner > 0 ? (double)l->inner : h;
+    double T, S, I, h = (double)l->in_features, a = (double)l->heads;
+    attention_dims(l, &T, &S, &I);
     double base = D * (T * h + 2.0 * T * I + 2.0 * S * I + a * T * S);
     gboolean dropout = saved > base * (1.0 + 1e-9);
     *in = D * T * h;
@@ -199,9 +207,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     if (rc == TS_RECOMPUTE_SELECTIVE && l->kind == TS_LAYER_ATTENTION) {
       /* Selective: drop the attention scores, softmax and its dropout (5as^2b bytes per layer)
        * and recompute QK^T, softmax and the context before backward (section 5). */
-      double T = (double)l->tokens, a = (double)l->heads;
-      double S = l->kv_tokens > 0 ? (double)l->kv_tokens : T;
-      double I = l->inner > 0 ? (double)l->inner : (double)l->in_features;
+      double T, S, I, a = (double)l->heads;
+      attention_dims(l, &T, &S, &I);
       e->act_bytes -= scores / e->cdiv;
       e->recompute_flops = (4.0 * T * S * I + a * T * S) / e->cdiv;
     }

@@ -482,30 +482,32 @@ static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double byte
   return emit(g, &op, label, NULL, 0);
 }
 
+/* Bytes of one micro-batch leaving layer i towards the next stage, per rank before any
+ * tensor-parallel slicing: the layer's output, and inside an encoder-decoder's decoder the
+ * encoder output, whole on every rank, which travels along (forward) and its gradient back
+ * (backward). */
+static double boundary_unit_bytes(const gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  double carry = p->model->layers[i].carry_elems * p->model->dtype_bytes;
+  return (p->exec[i].out_bytes + carry) * g->mb;
+}
+
 /* Bytes a rank sends across the boundary after layer i. A whole activation is the same on
  * every tensor-parallel rank: each sends only its 1/t slice and the receivers all-gather it
  * over their fast links (Megatron-LM's scatter/gather optimisation, Narayanan et al. 2021 SC,
- * section 4.1). Inside an encoder-decoder's decoder the encoder output, whole on every rank,
- * travels along (forward) and its gradient back (backward). */
+ * section 4.1). A split output is sent as it is, with the carried tensor whole. */
 static double boundary_bytes(const gen *g, int i, gboolean *gather)
 {
   const ts_plan *p = g->p;
   int tp = p->degree[TS_AX_TP];
-  double carry = p->model->layers[i].carry_elems * p->model->dtype_bytes;
-  if (carry > 0 && p->exec[i].out != TS_ST_REPL) {
-    *gather = FALSE; /* a split output and a whole carried tensor: each rank sends both */
-    return (p->exec[i].out_bytes + carry) * g->mb;
-  }
   *gather = p->exec[i].out == TS_ST_REPL && tp > 1;
-  return (p->exec[i].out_bytes + carry) * g->mb / (*gather ? tp : 1);
+  return boundary_unit_bytes(g, i) / (*gather ? tp : 1);
 }
 
 static void boundary_gather(gen *g, int i, int k, int slot, const char *what)
 {
-  const ts_plan *p = g->p;
-  double carry = p->model->layers[i].carry_elems * p->model->dtype_bytes;
-  ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, (p->exec[i].out_bytes + carry) * g->mb,
-                     TS_CAT_COMM_PP, 0);
+  ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, boundary_unit_bytes(g, i), TS_CAT_COMM_PP, 0);
   emit_main(g, &op, lbl(g, stage_slot(g, k, slot), "stage %d %s all-gather", k, what));
 }
 
