@@ -37,7 +37,7 @@ typedef struct {
   gint64 kv_tokens;   /* attention: key/value vectors (0: tokens, self-attention) */
   gint64 inner;       /* attention: heads x per-head width (0: in_f) */
   gint64 rel_buckets; /* attention: T5 relative-position bias table, buckets x heads params */
-  double carry;       /* elements per sample carried past the layer (ts_layer carry_elems) */
+  gint64 groups;      /* conv2d: channel groups (0 or 1: a dense convolution) */
   gboolean rms;       /* norm: RMS norm (scale only, 1 parameter per feature) */
   gboolean bias, tied, residual, dropout, loss, learned_pos, avg_pool, map;
   gboolean first; /* consumes the model input: no input gradient for dense / conv2d */
@@ -50,7 +50,17 @@ typedef struct {
   const char *path;
   double dtype_bytes;
   GArray *layers; /* of ts_layer; names owned */
+  GArray *reads;  /* of read_edge: outputs layers read besides their main input */
+  /* Block of the layers added next (-1: none); generators that never set it get blocks
+   * derived from layer names (block_names). */
+  int block;
+  gboolean block_names;
 } builder;
+
+/* Layer `reader` reads the output of layer `producer` (an earlier one). */
+typedef struct {
+  int reader, producer;
+} read_edge;
 
 static const char *const kind_names[] = {"dense", "conv2d", "attention", "embedding",
                                          "norm",  "pool",   NULL};
@@ -122,7 +132,6 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
   l->in_features = sp->in_f;
   l->heads = sp->heads;
   l->vocab = sp->vocab;
-  l->carry_elems = sp->carry;
   double T = (double)sp->tokens;
   double res = sp->residual ? 1.0 : 0.0;
   double act = sp->act != ACT_NONE ? 1.0 : 0.0;
@@ -162,7 +171,11 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->in_w = sp->in_w;
     l->out_h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
     l->out_w = conv_out(sp->in_w, sp->kw, sp->stride, sp->pad);
-    double k = (double)sp->in_f * (double)sp->out_f * (double)sp->kh * (double)sp->kw;
+    /* A grouped convolution connects each output channel to in / groups input channels
+     * (depthwise: groups = channels, one input channel each). */
+    l->groups = sp->groups > 1 ? sp->groups : 1;
+    double k =
+        (double)sp->in_f / (double)l->groups * (double)sp->out_f * (double)sp->kh * (double)sp->kw;
     double pixels_out = (double)l->out_h * (double)l->out_w;
     derive_gemm(l, sp, D, k * pixels_out, (double)sp->in_f * (double)sp->in_h * (double)sp->in_w,
                 (double)sp->out_f * pixels_out, k);
@@ -183,6 +196,7 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     double S = sp->kv_tokens > 0 ? (double)sp->kv_tokens : T;
     double I = sp->inner > 0 ? (double)sp->inner : h;
     gboolean cross = sp->kv_tokens > 0;
+    l->cross = cross;
     l->kv_tokens = (gint64)S;
     l->inner = (gint64)I;
     double proj = 4.0 * h * I * (T + S), core = 4.0 * T * S * I, soft = a * T * S;
@@ -280,7 +294,9 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
   }
 }
 
-static gboolean add_layer(builder *b, char *name, const layer_spec *sp, GError **error)
+/* Appends a layer reading layer `src`'s output (-1: the model input). */
+static gboolean add_layer_from(builder *b, char *name, const layer_spec *sp, int src,
+                               GError **error)
 {
   if (b->layers->len >= LAYERS_MAX) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -291,9 +307,94 @@ static gboolean add_layer(builder *b, char *name, const layer_spec *sp, GError *
   }
   ts_layer l = {0};
   l.name = name;
+  l.src = src;
+  l.block = b->block;
   derive(&l, sp, b->dtype_bytes);
   g_array_append_val(b->layers, l);
   return TRUE;
+}
+
+/* Index of the last layer added (-1: none yet). */
+static int last_layer(const builder *b)
+{
+  return (int)b->layers->len - 1;
+}
+
+/* Appends a layer reading the previous layer's output. */
+static gboolean add_layer(builder *b, char *name, const layer_spec *sp, GError **error)
+{
+  return add_layer_from(b, name, sp, last_layer(b), error);
+}
+
+/* The last layer added also reads layer `producer`'s output (a residual add, keys and values,
+ * a concatenation). */
+static void add_read(builder *b, int producer)
+{
+  read_edge e = {last_layer(b), producer};
+  if (producer >= 0 && producer < e.reader)
+    g_array_append_val(b->reads, e);
+}
+
+/* Layers belong to the same block when their names share the prefix before the last dot
+ * ("block.3.fc1", "layer2.0.conv1"); a name without a dot, or ending in a copy number
+ * ("fc.0" from repeat), is a block of its own. */
+static gboolean same_block_name(const char *a, const char *b)
+{
+  const char *da = strrchr(a, '.'), *db = strrchr(b, '.');
+  if (da == NULL || db == NULL || da - a != db - b || strncmp(a, b, (size_t)(da - a)) != 0)
+    return FALSE;
+  for (const char *c = da + 1; *c; c++)
+    if (!g_ascii_isdigit(*c))
+      return TRUE;
+  return FALSE;
+}
+
+/* After the layers are built: blocks from names where the generator gave none, and what a cut
+ * after each layer carries besides its output. A layer's output is live from its producer
+ * until its last reader; a cut after layer i sends every output of a layer j < i whose last
+ * reader comes after i. */
+static void finish_graph(builder *b)
+{
+  int n = (int)b->layers->len;
+  ts_layer *L = (ts_layer *)(void *)b->layers->data;
+  if (b->block_names) {
+    int next = 0;
+    for (int i = 0; i < n; i++) {
+      if (i > 0 && same_block_name(L[i - 1].name, L[i].name))
+        L[i].block = L[i - 1].block;
+      else
+        L[i].block = strchr(L[i].name, '.') != NULL ? next++ : -1;
+    }
+  }
+  int *last = g_new(int, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++)
+    last[i] = i;
+  for (int i = 0; i < n; i++)
+    if (L[i].src >= 0)
+      last[L[i].src] = MAX(last[L[i].src], i);
+  for (guint k = 0; k < b->reads->len; k++) {
+    const read_edge *e = &g_array_index(b->reads, read_edge, k);
+    last[e->producer] = MAX(last[e->producer], e->reader);
+  }
+  /* Sweep: `live` sums the outputs produced so far that a later layer reads; ends[i] lists
+   * the outputs whose last reader is layer i. */
+  g_autoptr(GPtrArray) ends = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  for (int i = 0; i < n; i++)
+    g_ptr_array_add(ends, g_array_new(FALSE, FALSE, sizeof(int)));
+  for (int j = 0; j < n; j++)
+    if (last[j] > j)
+      g_array_append_val((GArray *)g_ptr_array_index(ends, last[j]), j);
+  double live = 0.0;
+  for (int i = 0; i < n; i++) {
+    GArray *done = g_ptr_array_index(ends, i);
+    for (guint k = 0; k < done->len; k++)
+      live -= L[g_array_index(done, int, k)].out_act_elems;
+    if (last[i] > i)
+      live += L[i].out_act_elems;
+    /* Sums of whole element counts below 2^53 are exact: no rounding residue. */
+    L[i].carry_elems = live - (last[i] > i ? L[i].out_act_elems : 0.0);
+  }
+  g_free(last);
 }
 
 /* ---- key-file helpers --------------------------------------------------------------------- */
@@ -398,7 +499,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       [TS_LAYER_DENSE] = {"kind", "repeat", "tp", "in_features", "out_features", "tokens", "bias",
                           "activation", "residual", "dropout", "loss", "tied", NULL},
       [TS_LAYER_CONV2D] = {"kind", "repeat", "tp", "in_channels", "out_channels", "in_h", "in_w",
-                           "kernel", "kernel_h", "kernel_w", "stride", "padding", "bias",
+                           "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups", "bias",
                            "activation", "residual", NULL},
       [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "hidden", "heads", "tokens", "bias",
                               "residual", "dropout", NULL},
@@ -519,10 +620,19 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                      &sp->stride, error) ||
           !ts_kf_int(kf, path, group, "padding", TRUE, 0, 0, SMALL_MAX, "a padding in pixels",
                      &sp->pad, error) ||
+          !ts_kf_int(kf, path, group, "groups", TRUE, 1, 1, DIM_MAX,
+                     "a channel-group count (1: dense; in_channels: depthwise)", &sp->groups,
+                     error) ||
           !kf_bool(kf, path, group, "bias", TRUE, &sp->bias, error) ||
           !kf_enum(kf, path, group, "activation", "none", act_names, &act, error) ||
           !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error))
         return FALSE;
+      if (sp->in_f % sp->groups != 0 || sp->out_f % sp->groups != 0) {
+        g_autofree char *what = g_strdup_printf("a divisor of in_channels = %" G_GINT64_FORMAT
+                                                " and out_channels = %" G_GINT64_FORMAT,
+                                                sp->in_f, sp->out_f);
+        return fail_key(error, path, group, "groups", sp->groups, what);
+      }
     } else {
       static const char *const modes[] = {"max", "avg", NULL};
       int mode = 0;
@@ -898,19 +1008,28 @@ static layer_spec logits_spec(const transformer_hp *hp, gint64 tokens)
                       .loss = TRUE};
 }
 
-/* One pre-norm block: name.i.norm1, attention, norm2, [cross_attention, norm3,] fc1, fc2. */
+/* One pre-norm block: name.i.norm1, attention, norm2, [cross_attention, norm3,] fc1, fc2.
+ * Each sublayer's last layer adds the sublayer's input (the residual stream); a
+ * cross-attention also reads layer `enc` (the encoder output). */
 static gboolean add_block(builder *b, const char *stack, gint64 i, const layer_spec *norm,
-                          const layer_spec *attn, const layer_spec *cross, const layer_spec *fc1,
-                          const layer_spec *fc2, GError **error)
+                          const layer_spec *attn, const layer_spec *cross, int enc,
+                          const layer_spec *fc1, const layer_spec *fc2, GError **error)
 {
   const char *names[] = {"norm1", "attention", "norm2", "cross_attention", "norm3", "fc1", "fc2"};
   const layer_spec *specs[] = {norm, attn, norm, cross, norm, fc1, fc2};
+  int stream = last_layer(b); /* the residual stream entering the sublayer */
   for (int j = 0; j < 7; j++) {
     if (cross == NULL && (j == 3 || j == 4))
       continue;
     char *name = g_strdup_printf("%s.%" G_GINT64_FORMAT ".%s", stack, i, names[j]);
     if (!add_layer(b, name, specs[j], error))
       return FALSE;
+    if (j == 3)
+      add_read(b, enc);
+    if (j == 1 || j == 3 || j == 6) {
+      add_read(b, stream);
+      stream = last_layer(b);
+    }
   }
   return TRUE;
 }
@@ -932,30 +1051,28 @@ static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec
   if (!add_layer(b, g_strdup("embedding"), emb, error))
     return FALSE;
   for (gint64 i = 0; i < hp->layers; i++)
-    if (!add_block(b, "encoder.block", i, norm, i == 0 ? &first : attn, NULL, fc1, fc2, error))
+    if (!add_block(b, "encoder.block", i, norm, i == 0 ? &first : attn, NULL, -1, fc1, fc2, error))
       return FALSE;
   if (!add_layer(b, g_strdup("encoder.final_norm"), norm, error))
     return FALSE;
-  /* The decoder: its tokens, and the encoder output carried along. */
-  double carry = (double)hp->seq * (double)hp->hidden;
+  /* The decoder reads its own tokens (the model input), and every cross-attention reads the
+   * encoder output, which the graph then carries across pipeline cuts in the decoder. */
+  int enc = last_layer(b);
   layer_spec demb = *emb, dnorm = *norm, dattn = *attn, dfirst = first, dcross = *attn, dfc1 = *fc1,
              dfc2 = *fc2;
   layer_spec *dec[] = {&demb, &dnorm, &dattn, &dfirst, &dcross, &dfc1, &dfc2};
-  for (size_t k = 0; k < G_N_ELEMENTS(dec); k++) {
+  for (size_t k = 0; k < G_N_ELEMENTS(dec); k++)
     dec[k]->tokens = hp->dec_seq;
-    dec[k]->carry = carry;
-  }
   demb.tied = TRUE;
   dcross.kv_tokens = hp->seq;
-  if (!add_layer(b, g_strdup("decoder.embedding"), &demb, error))
+  if (!add_layer_from(b, g_strdup("decoder.embedding"), &demb, -1, error))
     return FALSE;
   for (gint64 i = 0; i < hp->dec_layers; i++)
-    if (!add_block(b, "decoder.block", i, &dnorm, i == 0 ? &dfirst : &dattn, &dcross, &dfc1, &dfc2,
-                   error))
+    if (!add_block(b, "decoder.block", i, &dnorm, i == 0 ? &dfirst : &dattn, &dcross, enc, &dfc1,
+                   &dfc2, error))
       return FALSE;
-  layer_spec fnorm = dnorm, logits = logits_spec(hp, hp->dec_seq);
-  fnorm.carry = 0.0;
-  return add_layer(b, g_strdup("final_norm"), &fnorm, error) &&
+  layer_spec logits = logits_spec(hp, hp->dec_seq);
+  return add_layer(b, g_strdup("final_norm"), &dnorm, error) &&
          add_layer(b, g_strdup("logits"), &logits, error);
 }
 
@@ -1016,6 +1133,9 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
     const char *order_pre[] = {"norm1", "attention", "norm2", "fc1", "fc2"};
     const char *order_post[] = {"attention", "norm1", "fc1", "fc2", "norm2"};
     const char **order = hp->post_norm ? order_post : order_pre;
+    /* The residual adds of a block: attention adds the block input; fc2 adds the attention's
+     * output (pre-norm) or its norm's (post-norm). */
+    int stream = last_layer(b);
     for (int j = 0; j < 5; j++) {
       const layer_spec *sp = strcmp(order[j], "attention") == 0 ? &attn
                              : strcmp(order[j], "fc1") == 0     ? (moe ? &moe1 : &fc1)
@@ -1023,10 +1143,15 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
                                                                 : &norm;
       if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp, error))
         return FALSE;
+      if (sp->residual)
+        add_read(b, stream);
+      if (sp->residual || (hp->post_norm && j == 1))
+        stream = last_layer(b);
     }
   }
   if (!hp->post_norm && !add_layer(b, g_strdup("final_norm"), &norm, error))
     return FALSE;
+  int encoded = last_layer(b); /* the encoder output the heads read */
   if (hp->head_transform) {
     /* BERT's masked-LM head: dense h -> h with GeLU, then a layer norm, before the logits
      * (Devlin et al. 2019; the google-research/bert `cls/predictions/transform` variables). */
@@ -1049,7 +1174,7 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
     pool.tp = TS_TP_REPLICATED;
     pool.tokens = 1;
     pool.act = ACT_TANH;
-    if (!add_layer(b, g_strdup("pooler"), &pool, error))
+    if (!add_layer_from(b, g_strdup("pooler"), &pool, encoded, error))
       return FALSE;
   }
   return TRUE;
@@ -1094,8 +1219,10 @@ typedef struct {
   gboolean first;
 } resnet_state;
 
-static gboolean rn_conv(resnet_state *st, char *name, gint64 in_c, gint64 in_h, gint64 in_w,
-                        gint64 out_c, gint64 k, gint64 stride, gint64 pad, GError **error)
+/* A convolution reading layer src's output (a c x h x w map). */
+static gboolean rn_conv(resnet_state *st, char *name, int src, gint64 in_c, gint64 in_h,
+                        gint64 in_w, gint64 out_c, gint64 k, gint64 stride, gint64 pad,
+                        GError **error)
 {
   layer_spec sp = {.kind = TS_LAYER_CONV2D,
                    .tp = TS_TP_COLUMN,
@@ -1122,7 +1249,7 @@ static gboolean rn_conv(resnet_state *st, char *name, gint64 in_c, gint64 in_h, 
   st->c = out_c;
   st->h = conv_out(in_h, k, stride, pad);
   st->w = conv_out(in_w, k, stride, pad);
-  return add_layer(st->b, name, &sp, error);
+  return add_layer_from(st->b, name, &sp, src, error);
 }
 
 static gboolean rn_bn(resnet_state *st, char *name, gboolean relu, gboolean residual,
@@ -1165,7 +1292,8 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
   const gint64 expansion = bottleneck ? 4 : 1;
   resnet_state st = {.b = b, .c = hp->channels, .h = hp->image, .w = hp->image, .first = TRUE};
   /* Stem: 7x7/2 convolution, batch norm + ReLU, 3x3/2 max pool. */
-  if (!rn_conv(&st, g_strdup("conv1"), st.c, st.h, st.w, 64, 7, 2, 3, error) ||
+  b->block = -1;
+  if (!rn_conv(&st, g_strdup("conv1"), -1, st.c, st.h, st.w, 64, 7, 2, 3, error) ||
       !rn_bn(&st, g_strdup("bn1"), TRUE, FALSE, error))
     return FALSE;
   layer_spec mp = {.kind = TS_LAYER_POOL,
@@ -1188,38 +1316,44 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
       gint64 stride = (s > 0 && i == 0) ? 2 : 1;
       gint64 in_c = st.c, in_h = st.h, in_w = st.w;
       g_autofree char *pre = g_strdup_printf("layer%d.%" G_GINT64_FORMAT, s + 1, i);
+      b->block++; /* one block per residual block, its shortcut included */
       /* The projection shortcut reads the block input: emitted first so that every layer's
-       * inputs exist when it runs; the last norm of the block adds it (residual). */
+       * inputs exist when it runs; the last norm of the block adds it (residual), or the block
+       * input itself when there is no projection. */
+      int x = last_layer(b), shortcut = x;
       if (stride != 1 || in_c != width * expansion) {
         resnet_state ds = st;
-        if (!rn_conv(&ds, g_strdup_printf("%s.downsample.0", pre), in_c, in_h, in_w,
+        if (!rn_conv(&ds, g_strdup_printf("%s.downsample.0", pre), x, in_c, in_h, in_w,
                      width * expansion, 1, stride, 0, error) ||
             !rn_bn(&ds, g_strdup_printf("%s.downsample.1", pre), FALSE, FALSE, error))
           return FALSE;
+        shortcut = last_layer(b);
       }
       if (bottleneck) {
         gint64 s1 = hp->v1 ? stride : 1, s2 = hp->v1 ? 1 : stride;
-        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), in_c, in_h, in_w, width, 1, s1, 0,
+        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), x, in_c, in_h, in_w, width, 1, s1, 0,
                      error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn1", pre), TRUE, FALSE, error) ||
-            !rn_conv(&st, g_strdup_printf("%s.conv2", pre), width, st.h, st.w, width, 3, s2, 1,
-                     error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv2", pre), last_layer(b), width, st.h, st.w, width,
+                     3, s2, 1, error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn2", pre), TRUE, FALSE, error) ||
-            !rn_conv(&st, g_strdup_printf("%s.conv3", pre), width, st.h, st.w, width * 4, 1, 1, 0,
-                     error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv3", pre), last_layer(b), width, st.h, st.w,
+                     width * 4, 1, 1, 0, error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn3", pre), TRUE, TRUE, error))
           return FALSE;
       } else {
-        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), in_c, in_h, in_w, width, 3, stride, 1,
-                     error) ||
+        if (!rn_conv(&st, g_strdup_printf("%s.conv1", pre), x, in_c, in_h, in_w, width, 3, stride,
+                     1, error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn1", pre), TRUE, FALSE, error) ||
-            !rn_conv(&st, g_strdup_printf("%s.conv2", pre), width, st.h, st.w, width, 3, 1, 1,
-                     error) ||
+            !rn_conv(&st, g_strdup_printf("%s.conv2", pre), last_layer(b), width, st.h, st.w, width,
+                     3, 1, 1, error) ||
             !rn_bn(&st, g_strdup_printf("%s.bn2", pre), TRUE, TRUE, error))
           return FALSE;
       }
+      add_read(b, shortcut);
     }
   }
+  b->block = -1;
   layer_spec ap = {.kind = TS_LAYER_POOL,
                    .tp = TS_TP_REPLICATED,
                    .tokens = 1,
@@ -1315,7 +1449,10 @@ ts_model *ts_model_load(const char *path, GError **error)
 
   builder b = {.path = path,
                .dtype_bytes = dtype_bytes[dtype],
-               .layers = g_array_new(FALSE, TRUE, sizeof(ts_layer))};
+               .layers = g_array_new(FALSE, TRUE, sizeof(ts_layer)),
+               .reads = g_array_new(FALSE, FALSE, sizeof(read_edge)),
+               .block = -1,
+               .block_names = kind <= 1};
   transformer_hp hp = {0};
   resnet_hp rp = {0};
   gboolean ok = FALSE;
@@ -1339,6 +1476,9 @@ ts_model *ts_model_load(const char *path, GError **error)
       ok = read_resnet(kf, path, &rp, error) && build_resnet(&rp, &b, error);
     break;
   }
+  if (ok)
+    finish_graph(&b);
+  g_array_unref(b.reads);
   int n = (int)b.layers->len;
   ts_layer *layers = (ts_layer *)(void *)g_array_free(b.layers, FALSE);
   if (!ok) {
@@ -1454,6 +1594,8 @@ static void append_shape(GString *s, const ts_layer *l)
                            " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
                            l->in_features, l->in_h, l->in_w, l->kernel_h, l->kernel_w, l->stride,
                            l->out_features, l->out_h, l->out_w);
+    if (l->groups > 1)
+      g_string_append_printf(s, " groups=%" G_GINT64_FORMAT, l->groups);
     break;
   case TS_LAYER_POOL:
     g_string_append_printf(
@@ -1488,7 +1630,7 @@ char *ts_model_describe(const ts_model *m)
   ts_append_g(s, 6, m->dtype_bytes);
   g_string_append(s, ")\n");
   g_string_append(s, "# index name kind tp params fwd_flops bwd_input_flops bwd_weight_flops "
-                     "fwd_mem_bytes bwd_mem_bytes saved_act_bytes shape\n");
+                     "fwd_mem_bytes bwd_mem_bytes saved_act_bytes block input carry_elems shape\n");
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
     g_string_append_printf(s, "%d %s %s %s ", i, l->name, ts_layer_kind_name(l->kind),
@@ -1499,6 +1641,11 @@ char *ts_model_describe(const ts_model *m)
       ts_append_g(s, 6, v[j]);
       g_string_append_c(s, ' ');
     }
+    /* The graph: block, the layer read as input ("data": the model input), and what a cut
+     * after this layer carries besides its output. */
+    g_string_append_printf(s, "%d %s ", l->block, l->src >= 0 ? m->layers[l->src].name : "data");
+    ts_append_g(s, 6, l->carry_elems);
+    g_string_append_c(s, ' ');
     append_shape(s, l);
     g_string_append_c(s, '\n');
   }

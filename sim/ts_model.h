@@ -10,7 +10,7 @@ G_BEGIN_DECLS
 
 typedef enum {
   TS_LAYER_DENSE,     /* fully connected: in -> out features, applied to `tokens` vectors */
-  TS_LAYER_CONV2D,    /* 2D convolution, groups = 1 */
+  TS_LAYER_CONV2D,    /* 2D convolution, grouped when groups > 1 (depthwise: groups = channels) */
   TS_LAYER_ATTENTION, /* attention sublayer: QKV projection, scores, softmax, context, output
                          projection; self-attention, or cross-attention over kv_tokens vectors
                          of an encoder */
@@ -41,15 +41,28 @@ typedef struct {
       out_features; /* dense; conv: channels; norm: features; attention/embedding: hidden */
   gint64 tokens;    /* vectors per sample the layer is applied to (sequence length; 1 for an MLP) */
   gint64 kernel_h, kernel_w, stride, padding; /* conv2d, pool */
+  gint64 groups;                              /* conv2d: channel groups (1: dense convolution) */
   gint64 in_h, in_w, out_h, out_w;            /* conv2d, pool, norm over a feature map */
   gint64 heads;                               /* attention */
   gint64 kv_tokens; /* attention: key/value vectors per sample (= tokens for self-attention;
                        the encoder's sequence for cross-attention) */
   gint64 inner;     /* attention: heads x per-head width (= in_features unless kv_channels) */
-  /* Elements per sample that travel with the output to later layers: an encoder-decoder's
-   * encoder output, which every decoder layer's cross-attention reads. A pipeline boundary
-   * after this layer sends them along (and their gradient back). 0 for a chain. */
+  gboolean cross;   /* attention: cross-attention (keys / values from an earlier layer's output) */
+  /* The layer graph. Layers are listed in an order in which they can run (every input exists
+   * before its reader); most read the previous layer's output, but a branch may start from an
+   * earlier one, and residual adds, cross-attention and concatenations read earlier outputs
+   * too. */
+  int src; /* the layer whose output is this layer's main input; -1: the model's input */
+  /* Elements per sample of earlier layers' outputs, other than this layer's own output, that
+   * layers after it still read: what a pipeline cut right after this layer must send along
+   * with the output (and their gradients back). A ResNet block's input on its way to the
+   * residual add, an encoder-decoder's encoder output, an AmoebaNet cell's other inputs. 0 in
+   * a chain. */
   double carry_elems;
+  /* The block the layer belongs to (a residual block, a transformer layer, a cell), numbered
+   * from 0 in order; -1: a layer of its own (embedding, logits). Pipeline balancing cuts
+   * between blocks, and full recomputation checkpoints a block's inputs. */
+  int block;
   gint64 vocab; /* embedding, tied logits */
   gboolean bias;
   gboolean tied; /* dense logits layer sharing the embedding's weights: 0 parameters */

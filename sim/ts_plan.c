@@ -105,17 +105,16 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
   }
 }
 
-static gboolean same_block(const char *a, const char *b);
+static gboolean same_block(const ts_model *m, int i, int j);
 static gboolean cuts_at_blocks_only(const ts_model *m);
 
 /* Whether layer i ends a residual sublayer of a transformer block (the next layer is a norm or
  * another block): its output is where a residual adds a value from the sublayer's start. */
 static gboolean ends_residual_sublayer(const ts_model *m, int i)
 {
-  if (!cuts_at_blocks_only(m) || strchr(m->layers[i].name, '.') == NULL)
+  if (!cuts_at_blocks_only(m) || m->layers[i].block < 0)
     return FALSE;
-  return i + 1 == m->nlayers || m->layers[i + 1].kind == TS_LAYER_NORM ||
-         !same_block(m->layers[i].name, m->layers[i + 1].name);
+  return i + 1 == m->nlayers || m->layers[i + 1].kind == TS_LAYER_NORM || !same_block(m, i, i + 1);
 }
 
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
@@ -124,10 +123,12 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
   int tp = degree[TS_AX_TP];
   double D = m->dtype_bytes;
   ts_layer_exec *x = g_new0(ts_layer_exec, m->nlayers > 0 ? m->nlayers : 1);
-  ts_act_state st = TS_ST_REPL;
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
     ts_layer_exec *e = &x[i];
+    /* The state the input is in: its producer's output state (a branch may start from an
+     * earlier layer than the previous one). */
+    ts_act_state st = l->src >= 0 && l->src < i ? x[l->src].out : TS_ST_REPL;
     gboolean dpmode = tp > 1 && mode != NULL && mode[i] == TS_LAYER_MODE_DP;
     gboolean split = tp > 1 && !dpmode && l->tp != TS_TP_REPLICATED;
     gboolean embedding = l->kind == TS_LAYER_EMBEDDING;
@@ -143,7 +144,7 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       need = l->tp == TS_TP_ROW ? TS_ST_FEAT : TS_ST_REPL;
     else
       need = st == TS_ST_FEAT ? TS_ST_REPL : st; /* per-token / per-sample work takes any */
-    if (i == 0)
+    if (l->src < 0)
       st = need; /* the data loader hands each member the samples its layout needs */
     /* Split layers whose input is whole produce partial input gradients, summed over tp. */
     gboolean partial = split && !embedding && l->tp != TS_TP_ROW;
@@ -167,7 +168,7 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       e->bwd_post = coll(TS_COLL_ALLTOALL, in_full / tp);
     }
     e->fwd_pre.redistribution = e->bwd_post.redistribution = redist;
-    if (i == 0)
+    if (l->src < 0)
       e->bwd_post = e->bwd_regather = no_coll; /* the input is data: no gradient */
     /* The output state. */
     ts_act_state out = need;
@@ -231,7 +232,6 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       if (ep > 1 && last)
         e->ep_post = coll(TS_COLL_ALLTOALL, k * e->out_bytes);
     }
-    st = out;
   }
   return x;
 }
@@ -323,18 +323,10 @@ void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, 
 
 /* ---- stages and checkpoint units ------------------------------------------------------ */
 
-/* Layers belong to the same block when their names share the prefix before the last dot
- * ("block.3.fc1", "layer2.0.conv1"); a name without a dot, or ending in a copy number
- * ("fc.0" from repeat), is a block of its own. */
-static gboolean same_block(const char *a, const char *b)
+/* Whether layers i and j belong to one block (ts_layer block; the model derives it). */
+static gboolean same_block(const ts_model *m, int i, int j)
 {
-  const char *da = strrchr(a, '.'), *db = strrchr(b, '.');
-  if (da == NULL || db == NULL || da - a != db - b || strncmp(a, b, (size_t)(da - a)) != 0)
-    return FALSE;
-  for (const char *c = da + 1; *c; c++)
-    if (!g_ascii_isdigit(*c))
-      return TRUE;
-  return FALSE;
+  return m->layers[i].block >= 0 && m->layers[i].block == m->layers[j].block;
 }
 
 int ts_plan_stage_of_layer(const ts_plan *p, int layer)
@@ -355,18 +347,15 @@ int *ts_plan_units(const ts_plan *p)
   const ts_model *m = p->model;
   int *unit = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
   for (int i = 0; i < m->nlayers; i++) {
-    gboolean cont = i > 0 && same_block(m->layers[i - 1].name, m->layers[i].name) &&
+    gboolean cont = i > 0 && same_block(m, i - 1, i) &&
                     ts_plan_stage_of_layer(p, i - 1) == ts_plan_stage_of_layer(p, i);
-    gboolean next = i + 1 < m->nlayers && same_block(m->layers[i].name, m->layers[i + 1].name);
     if (cont)
       unit[i] = unit[i - 1];
-    else if (next || strchr(m->layers[i].name, '.') != NULL)
+    else if (m->layers[i].block >= 0)
       unit[i] = i;
     else
       unit[i] = -1; /* a top-level layer (embedding, logits) is kept whole, as Megatron does */
   }
-  /* A unit of one layer that is not in any block (no dot) was marked -1 above; a one-layer
-   * unit inside a block is still a checkpoint. */
   return unit;
 }
 
@@ -440,7 +429,7 @@ static int count_blocks(const ts_model *m)
 {
   int na = 0;
   for (int i = 0; i < m->nlayers; i++)
-    if (i == 0 || !same_block(m->layers[i - 1].name, m->layers[i].name))
+    if (i == 0 || !same_block(m, i - 1, i))
       na++;
   return na;
 }
@@ -465,7 +454,7 @@ static void balance_stages(ts_plan *p)
   /* Atoms: runs of layers of one block. */
   int *atom_first = g_new(int, n + 1), na = 0;
   for (int i = 0; i < n; i++)
-    if (i == 0 || !same_block(m->layers[i - 1].name, m->layers[i].name))
+    if (i == 0 || !same_block(m, i - 1, i))
       atom_first[na++] = i;
   atom_first[na] = n;
   gboolean by_atoms = na >= S;
@@ -587,14 +576,20 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   double work = 0, largest_out = 0, largest_params = 0;
   for (int c = 0; c < V; c++) {
     int k = c * pp + device;
-    double unit_work = 0, carry = 0;
+    double unit_work = 0, held = 0;
     int cur_unit = -2;
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
       const ts_layer_exec *e = &p->exec[i];
+      const ts_layer *l = &m->layers[i];
       gboolean ckpt = p->recompute == TS_RECOMPUTE_FULL && p->unit[i] >= 0;
       if (ckpt) {
+        /* The checkpoint: the block's input. The stage's first block may also read tensors
+         * that came with it from the previous stage (a cell's second input): kept too. Later
+         * blocks find those among earlier checkpoints. */
         if (p->unit[i] == i || i == p->stage_first[k])
-          chunk_act[c] += e->in_bytes * mb; /* the checkpoint: the block's input */
+          chunk_act[c] += e->in_bytes * mb;
+        if (i == p->stage_first[k] && i > 0)
+          held = m->layers[i - 1].carry_elems;
         if (p->unit[i] != cur_unit) {
           cur_unit = p->unit[i];
           unit_work = 0;
@@ -606,11 +601,14 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       }
       largest_out = MAX(largest_out, e->out_bytes * mb);
       largest_params = MAX(largest_params, ts_plan_layer_params(p, i));
-      carry = MAX(carry, p->model->layers[i].carry_elems);
+      if (l->kind == TS_LAYER_ATTENTION && l->cross)
+        held = MAX(held, (double)l->kv_tokens * (double)l->in_features);
     }
     /* An encoder-decoder's encoder output, which the chunk's cross-attentions read forward
-     * and backward: whole on every tensor-parallel rank, held once per micro-batch in flight. */
-    chunk_act[c] += carry * D * mb;
+     * and backward (ts_model.c counts it in no layer's saved bytes), is the same tensor as
+     * a decoder stage's received carry: whole on every tensor-parallel rank, held once per
+     * micro-batch in flight. */
+    chunk_act[c] += held * D * mb;
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, order);
@@ -1246,7 +1244,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       p->stage_first[k + 1] = p->stage_first[k] + s->stage_layers[k];
     for (int k = 1; k < p->nstages && cuts_at_blocks_only(m); k++) {
       int i = p->stage_first[k];
-      if (i > 0 && i < m->nlayers && same_block(m->layers[i - 1].name, m->layers[i].name)) {
+      if (i > 0 && i < m->nlayers && same_block(m, i - 1, i)) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "--split '%s': stage %d starts at layer '%s', inside the block of '%s'; "
                     "expected stages of a transformer to start at a block, so no residual "
