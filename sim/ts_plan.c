@@ -144,6 +144,12 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       need = l->tp == TS_TP_ROW ? TS_ST_FEAT : TS_ST_REPL;
     else
       need = st == TS_ST_FEAT ? TS_ST_REPL : st; /* per-token / per-sample work takes any */
+    /* A layer reading fewer tokens than its producer wrote (BERT's pooler, on the first token)
+     * picks them out of the whole sequence: a sequence-sharded input is all-gathered first,
+     * every token of it, as Megatron-LM's Pooler does under sequence parallelism. */
+    gboolean picks = l->src >= 0 && l->tokens < m->layers[l->src].tokens;
+    if (picks && st == TS_ST_SEQ && need == TS_ST_SEQ)
+      need = TS_ST_REPL;
     if (l->src < 0)
       st = need; /* the data loader hands each member the samples its layout needs */
     /* Split layers whose input is whole produce partial input gradients, summed over tp. */
@@ -155,7 +161,7 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     } else if (st == TS_ST_REPL) {
       e->bwd_post = coll(TS_COLL_ALLGATHER, in_full); /* forward slices, backward gathers */
     } else if (need == TS_ST_REPL) {
-      e->fwd_pre = coll(TS_COLL_ALLGATHER, in_full);
+      e->fwd_pre = coll(TS_COLL_ALLGATHER, picks ? m->layers[l->src].out_act_elems * D : in_full);
       if (partial)
         e->bwd_post = coll(TS_COLL_REDUCESCATTER, in_full);
       /* Sequence parallelism keeps the sharded input and gathers it again for the weight

@@ -628,6 +628,26 @@ Test(memory, does_not_fit_reports_largest_micro_batch)
   cr_assert_eq(r->mem.max_micro_batch, 0);
 }
 
+Test(tensor, pooler_gathers_the_sequence_under_sp)
+{
+  /* BERT's pooler reads the first token of the encoder output (not the logits before it in
+   * layer order). Under sequence parallelism that output is split by tokens, so the pooler
+   * all-gathers all of it first, as Megatron-LM's Pooler does: s x h x 2 bytes per sample.
+   * Without sp the output is whole and nothing is gathered. */
+  g_autoptr(ts_model) m = load_model("bert-base");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  int pooler = m->nlayers - 1;
+  cr_assert_str_eq(m->layers[pooler].name, "pooler");
+  cr_assert_str_eq(m->layers[m->layers[pooler].src].name, "block.11.norm2");
+  g_autoptr(ts_plan) sp = make_plan(m, t, "tp=4@x,dp=16@x+y,sp", 64, 2);
+  const ts_layer_exec *e = &sp->exec[pooler];
+  cr_expect_eq(e->fwd_pre.kind, TS_COLL_ALLGATHER);
+  cr_expect_eq(e->fwd_pre.bytes, 512.0 * 768 * 2, "gathers %g bytes", e->fwd_pre.bytes);
+  cr_expect_eq(e->bwd_post.kind, TS_NO_COLL, "the pooler is not split: no gradient to sum");
+  g_autoptr(ts_plan) plain = make_plan(m, t, "tp=4@x,dp=16@x+y", 64, 2);
+  cr_expect_eq(plain->exec[pooler].fwd_pre.kind, TS_NO_COLL);
+}
+
 Test(split, option_errors_name_the_item)
 {
   const struct {
