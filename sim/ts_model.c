@@ -38,9 +38,12 @@ typedef struct {
   gint64 inner;       /* attention: heads x per-head width (0: in_f) */
   gint64 rel_buckets; /* attention: T5 relative-position bias table, buckets x heads params */
   gint64 groups;      /* conv2d: channel groups (0 or 1: a dense convolution) */
-  gboolean rms;       /* norm: RMS norm (scale only, 1 parameter per feature) */
+  gint64 pad_w;       /* conv2d: the width's padding when own_pad_w (a 1x7 kernel), else pad */
+  gboolean own_pad_w;
+  gboolean rms; /* norm: RMS norm (scale only, 1 parameter per feature) */
   gboolean bias, tied, residual, dropout, loss, learned_pos, avg_pool, map;
-  gboolean first; /* consumes the model input: no input gradient for dense / conv2d */
+  gboolean pre_relu; /* dense / conv2d: a ReLU on the input first (AmoebaNet's ReLU-conv-BN) */
+  gboolean first;    /* consumes the model input: no input gradient for dense / conv2d */
   ts_act act;
   gint64 experts, top_k; /* mixture of experts: copies of the layer, copies each token visits */
   gboolean router;       /* the expert layer also holds the gate (in_f x experts) */
@@ -105,10 +108,13 @@ static void derive_gemm(ts_layer *l, const layer_spec *sp, double D, double macs
   double gemm = 2.0 * macs;
   double bias = sp->bias ? 1.0 : 0.0;
   double elem = ((sp->act != ACT_NONE) + sp->residual + sp->loss) * eo;
+  /* A ReLU on the input: one FLOP per input element each way; its output is the input the
+   * layer keeps (no extra bytes), written and read once more. */
+  double pre = sp->pre_relu ? ei : 0.0;
   l->params = (sp->tied ? 0.0 : kernel_params) + bias * (double)sp->out_f;
-  l->fwd_flops = gemm + bias * eo + elem;
+  l->fwd_flops = gemm + bias * eo + elem + pre;
   /* The first layer's input is data, which needs no gradient (autograd skips it). */
-  l->bwd_input_flops = (sp->first ? 0.0 : gemm) + elem;
+  l->bwd_input_flops = (sp->first ? 0.0 : gemm + pre) + elem;
   l->bwd_weight_flops = gemm + bias * eo;
   l->in_act_elems = ei;
   l->out_act_elems = eo;
@@ -118,8 +124,8 @@ static void derive_gemm(ts_layer *l, const layer_spec *sp, double D, double macs
   l->saved_act_bytes = D * ei + (sp->act != ACT_NONE ? D * eo : 0.0) + (sp->dropout ? eo : 0.0) +
                        (sp->loss ? CROSS_ENTROPY_BYTES * eo : 0.0);
   double w = weight_elems(l);
-  l->fwd_mem_bytes = D * (w + ei + eo);
-  l->bwd_mem_bytes = D * (2.0 * w + ei + eo + (sp->first ? 0.0 : ei));
+  l->fwd_mem_bytes = D * (w + ei + eo + 2.0 * pre);
+  l->bwd_mem_bytes = D * (2.0 * w + ei + eo + (sp->first ? 0.0 : ei + 2.0 * pre));
 }
 
 static void derive(ts_layer *l, const layer_spec *sp, double D)
@@ -167,10 +173,11 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->kernel_w = sp->kw;
     l->stride = sp->stride;
     l->padding = sp->pad;
+    l->padding_w = sp->own_pad_w ? sp->pad_w : sp->pad;
     l->in_h = sp->in_h;
     l->in_w = sp->in_w;
     l->out_h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
-    l->out_w = conv_out(sp->in_w, sp->kw, sp->stride, sp->pad);
+    l->out_w = conv_out(sp->in_w, sp->kw, sp->stride, l->padding_w);
     /* A grouped convolution connects each output channel to in / groups input channels
      * (depthwise: groups = channels, one input channel each). */
     l->groups = sp->groups > 1 ? sp->groups : 1;
@@ -272,7 +279,7 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->kernel_h = sp->kh;
     l->kernel_w = sp->kw;
     l->stride = sp->stride;
-    l->padding = sp->pad;
+    l->padding = l->padding_w = sp->pad;
     l->in_h = sp->in_h;
     l->in_w = sp->in_w;
     l->out_h = conv_out(sp->in_h, sp->kh, sp->stride, sp->pad);
@@ -280,8 +287,9 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     double ei = (double)sp->in_f * (double)sp->in_h * (double)sp->in_w;
     double eo = (double)sp->in_f * (double)l->out_h * (double)l->out_w;
     l->params = 0.0;
-    l->fwd_flops = ei; /* one compare or add per input element (DeepSpeed profiler) */
-    l->bwd_input_flops = ei;
+    /* One compare or add per input element (DeepSpeed profiler), and a residual add. */
+    l->fwd_flops = ei + res * eo;
+    l->bwd_input_flops = ei + res * eo;
     l->bwd_weight_flops = 0.0;
     l->in_act_elems = ei;
     l->out_act_elems = eo;
@@ -1374,6 +1382,333 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
   return add_layer(b, g_strdup("avgpool"), &ap, error) && add_layer(b, g_strdup("fc"), &fc, error);
 }
 
+/* ---- AmoebaNet generator -------------------------------------------------------------------- */
+
+/* AmoebaNet-D (Real et al. 2019, "Regularized Evolution for Image Classifier Architecture
+ * Search", AAAI, figure 8 / appendix; the genotype of tensorflow/tpu's amoeba_net model_specs
+ * `amoeba_net_d`) in the layout GPipe's PyTorch reimplementation uses (kakaobrain/torchgpipe,
+ * benchmarks/models/amoebanet; Huang et al. 2019, "GPipe", Table 1, counts these models): a
+ * ReLU + 3x3/2 convolution + batch-norm stem, two reduction cells, then three stacks of
+ * normal_cells / 3 normal cells with a reduction cell between stacks (filters doubling at
+ * each), global average pooling and a linear classifier. */
+typedef struct {
+  gint64 normal_cells, filters, image, classes, channels;
+} amoeba_hp;
+
+static gboolean read_amoebanet(GKeyFile *kf, const char *path, amoeba_hp *hp, GError **error)
+{
+  static const char *const keys[] = {"normal_cells", "filters",  "image",
+                                     "classes",      "channels", NULL};
+  const char *g = "amoebanet";
+  if (!ts_kf_check_keys(kf, path, g, keys, error) ||
+      !ts_kf_int(kf, path, g, "normal_cells", FALSE, 0, 3, 3 * 1024,
+                 "a normal-cell count L (GPipe's AmoebaNet-D (L, D))", &hp->normal_cells, error) ||
+      !ts_kf_int(kf, path, g, "filters", FALSE, 0, 8, (gint64)1 << 16,
+                 "a filter count D (GPipe's AmoebaNet-D (L, D))", &hp->filters, error) ||
+      !ts_kf_int(kf, path, g, "image", TRUE, 224, 32, (gint64)1 << 16, "an image side in pixels",
+                 &hp->image, error) ||
+      !ts_kf_int(kf, path, g, "classes", TRUE, 1000, 1, DIM_MAX, "a class count", &hp->classes,
+                 error) ||
+      !ts_kf_int(kf, path, g, "channels", TRUE, 3, 1, SMALL_MAX, "an input channel count",
+                 &hp->channels, error))
+    return FALSE;
+  if (hp->normal_cells % 3 != 0)
+    return fail_key(error, path, g, "normal_cells", hp->normal_cells,
+                    "a multiple of 3 (three stacks of equal length)");
+  if (hp->filters % 8 != 0)
+    return fail_key(error, path, g, "filters", hp->filters,
+                    "a multiple of 8 (the first cells work on filters / 2 channels and their "
+                    "convolution branches on a quarter of those)");
+  if (hp->image % 32 != 0)
+    return fail_key(error, path, g, "image", hp->image,
+                    "a multiple of 32 (five halvings, each of an even side, so that the 2x2 and "
+                    "3x3 pooling branches of a reduction cell agree)");
+  return TRUE;
+}
+
+/* A feature map: the concatenation (along channels) of the outputs of n layers; n = 0 is the
+ * model input. */
+typedef struct {
+  int n, layer[4];
+  gint64 c, h, w;
+} am_map;
+
+typedef struct {
+  builder *b;
+  const char *cell; /* name prefix of the cell being built */
+  GError **error;
+} am_ctx;
+
+static am_map am_single(const builder *b, gint64 c, gint64 h, gint64 w)
+{
+  return (am_map){.n = 1, .layer = {last_layer(b)}, .c = c, .h = h, .w = w};
+}
+
+/* Appends a layer reading `in` (all of its parts); `add` >= 0: the layer's output also adds
+ * layer add's output (a node's sum of its two branches). */
+static gboolean am_emit(am_ctx *x, const char *what, layer_spec *sp, const am_map *in, int add)
+{
+  sp->residual = add >= 0;
+  char *name = g_strdup_printf("%s.%s", x->cell, what);
+  if (!add_layer_from(x->b, name, sp, in->n > 0 ? in->layer[in->n - 1] : -1, x->error))
+    return FALSE;
+  for (int k = 0; k + 1 < in->n; k++)
+    add_read(x->b, in->layer[k]);
+  add_read(x->b, add);
+  return TRUE;
+}
+
+static gboolean am_conv(am_ctx *x, const char *what, const am_map *in, gint64 out_c, gint64 kh,
+                        gint64 kw, gint64 stride, gboolean relu, am_map *out)
+{
+  layer_spec sp = {.kind = TS_LAYER_CONV2D,
+                   .tp = TS_TP_COLUMN,
+                   .tokens = 1,
+                   .in_f = in->c,
+                   .out_f = out_c,
+                   .in_h = in->h,
+                   .in_w = in->w,
+                   .kh = kh,
+                   .kw = kw,
+                   .stride = stride,
+                   .pad = 0,
+                   .pre_relu = relu,
+                   .first = in->n == 0};
+  /* "Same" padding for odd kernels, per axis ((k - 1) / 2: 1x7 pads only the width). */
+  sp.pad = (kh - 1) / 2;
+  sp.pad_w = (kw - 1) / 2;
+  sp.own_pad_w = TRUE;
+  if (!am_emit(x, what, &sp, in, -1))
+    return FALSE;
+  const ts_layer *l = &g_array_index(x->b->layers, ts_layer, last_layer(x->b));
+  *out = am_single(x->b, out_c, l->out_h, l->out_w);
+  return TRUE;
+}
+
+/* Batch norm over `in` (one map, or a concatenation it normalises as one). */
+static gboolean am_bn(am_ctx *x, const char *what, const am_map *in, int add, am_map *out)
+{
+  layer_spec sp = {.kind = TS_LAYER_NORM,
+                   .tp = TS_TP_REPLICATED,
+                   .tokens = 1,
+                   .in_f = in->c,
+                   .out_f = in->c,
+                   .in_h = in->h,
+                   .in_w = in->w,
+                   .map = TRUE};
+  if (!am_emit(x, what, &sp, in, add))
+    return FALSE;
+  *out = am_single(x->b, in->c, in->h, in->w);
+  return TRUE;
+}
+
+/* ReLU, k x k convolution (stride s), batch norm: AmoebaNet's basic unit. */
+static gboolean am_relu_conv_bn(am_ctx *x, const char *what, const am_map *in, gint64 c, gint64 k,
+                                gint64 stride, int add, am_map *out)
+{
+  g_autofree char *conv = g_strdup_printf("%s.conv", what);
+  g_autofree char *bn = g_strdup_printf("%s.bn", what);
+  am_map t;
+  return am_conv(x, conv, in, c, k, k, stride, TRUE, &t) && am_bn(x, bn, &t, add, out);
+}
+
+/* Factorised reduction of a map twice as large: ReLU, two 1x1/2 convolutions to c/2 channels
+ * each (the second on the map shifted by one pixel: same cost), concatenated, batch norm. */
+static gboolean am_factorized_reduce(am_ctx *x, const char *what, const am_map *in, gint64 c,
+                                     am_map *out)
+{
+  g_autofree char *c1 = g_strdup_printf("%s.conv1", what);
+  g_autofree char *c2 = g_strdup_printf("%s.conv2", what);
+  g_autofree char *bn = g_strdup_printf("%s.bn", what);
+  am_map a, b;
+  if (!am_conv(x, c1, in, c / 2, 1, 1, 2, TRUE, &a) ||
+      !am_conv(x, c2, in, c / 2, 1, 1, 2, TRUE, &b))
+    return FALSE;
+  am_map cat = {.n = 2, .layer = {a.layer[0], b.layer[0]}, .c = c, .h = a.h, .w = a.w};
+  return am_bn(x, bn, &cat, -1, out);
+}
+
+typedef enum {
+  AM_NONE,
+  AM_CONV_1X1,
+  AM_CONV_3X3,
+  AM_CONV_1X7_7X1,
+  AM_MAX_3X3,
+  AM_AVG_3X3,
+  AM_MAX_2X2
+} am_op;
+
+static gboolean am_pool(am_ctx *x, const char *what, const am_map *in, gint64 k, gint64 stride,
+                        gint64 pad, gboolean avg, int add, am_map *out)
+{
+  layer_spec sp = {.kind = TS_LAYER_POOL,
+                   .tp = TS_TP_REPLICATED,
+                   .tokens = 1,
+                   .in_f = in->c,
+                   .in_h = in->h,
+                   .in_w = in->w,
+                   .kh = k,
+                   .kw = k,
+                   .stride = stride,
+                   .pad = pad,
+                   .avg_pool = avg};
+  if (!am_emit(x, what, &sp, in, add))
+    return FALSE;
+  *out = am_single(x->b, in->c, conv_out(in->h, k, stride, pad), conv_out(in->w, k, stride, pad));
+  return TRUE;
+}
+
+/* One branch of a node: operation `op` on `in` (c channels out, stride s); `add` >= 0 adds
+ * layer add's output to the branch's last layer (the node's sum). An identity branch adds no
+ * layer: the caller folds it into the other branch's add. */
+static gboolean am_branch(am_ctx *x, const char *what, am_op op, const am_map *in, gint64 c,
+                          gint64 stride, int add, am_map *out)
+{
+  gint64 r = c / 4; /* the bottleneck of the convolution branches */
+  am_map t;
+  g_autofree char *n1 = NULL, *n2 = NULL, *n3 = NULL, *n4 = NULL;
+  switch (op) {
+  case AM_NONE:
+    *out = *in;
+    return TRUE;
+  case AM_CONV_1X1:
+    return am_relu_conv_bn(x, what, in, c, 1, stride, add, out);
+  case AM_MAX_3X3:
+  case AM_AVG_3X3:
+    n1 = g_strdup_printf("%s.pool", what);
+    return am_pool(x, n1, in, 3, stride, 1, op == AM_AVG_3X3, add, out);
+  case AM_MAX_2X2:
+    n1 = g_strdup_printf("%s.pool", what);
+    return am_pool(x, n1, in, 2, stride, 0, FALSE, add, out);
+  case AM_CONV_3X3:
+    /* 1x1 to c/4, 3x3 (stride s), 1x1 back to c; each ReLU-conv-BN. */
+    n1 = g_strdup_printf("%s.reduce", what);
+    n2 = g_strdup_printf("%s.conv3x3", what);
+    n3 = g_strdup_printf("%s.expand", what);
+    return am_relu_conv_bn(x, n1, in, r, 1, 1, -1, &t) &&
+           am_relu_conv_bn(x, n2, &t, r, 3, stride, -1, &t) &&
+           am_relu_conv_bn(x, n3, &t, c, 1, 1, add, out);
+  case AM_CONV_1X7_7X1: {
+    /* 1x1 to c/4, 1x7, 7x1, 1x1 back to c; each ReLU-conv-BN. */
+    n1 = g_strdup_printf("%s.reduce", what);
+    n2 = g_strdup_printf("%s.conv1x7.conv", what);
+    n3 = g_strdup_printf("%s.conv1x7.bn", what);
+    n4 = g_strdup_printf("%s.conv7x1.conv", what);
+    g_autofree char *n5 = g_strdup_printf("%s.conv7x1.bn", what);
+    g_autofree char *n6 = g_strdup_printf("%s.expand", what);
+    return am_relu_conv_bn(x, n1, in, r, 1, 1, -1, &t) &&
+           am_conv(x, n2, &t, r, 1, 7, stride, TRUE, &t) && am_bn(x, n3, &t, -1, &t) &&
+           am_conv(x, n4, &t, r, 7, 1, stride, TRUE, &t) && am_bn(x, n5, &t, -1, &t) &&
+           am_relu_conv_bn(x, n6, &t, c, 1, 1, add, out);
+  }
+  }
+  return FALSE;
+}
+
+/* The AmoebaNet-D genotype (tensorflow/tpu model_specs `amoeba_net_d`): node k + 2 sums
+ * op[2k](state[in[2k]]) and op[2k + 1](state[in[2k + 1]]); state 0 is the previous cell's
+ * output and state 1 the one before, each preprocessed to c channels. */
+static const am_op am_normal_op[10] = {AM_CONV_1X1, AM_MAX_3X3,      AM_NONE,    AM_CONV_1X7_7X1,
+                                       AM_CONV_1X1, AM_CONV_1X7_7X1, AM_MAX_3X3, AM_NONE,
+                                       AM_AVG_3X3,  AM_CONV_1X1};
+static const int am_normal_in[10] = {1, 1, 1, 0, 0, 0, 2, 2, 1, 5};
+static const int am_normal_out[] = {0, 3, 4, 6};
+static const am_op am_reduce_op[10] = {AM_MAX_2X2,      AM_MAX_3X3, AM_NONE, AM_CONV_3X3,
+                                       AM_CONV_1X7_7X1, AM_MAX_3X3, AM_NONE, AM_MAX_2X2,
+                                       AM_AVG_3X3,      AM_CONV_1X1};
+static const int am_reduce_in[10] = {0, 0, 2, 1, 2, 2, 3, 1, 2, 3};
+static const int am_reduce_out[] = {4, 5, 6};
+
+/* One cell over prev (h_{i-1}) and prev2 (h_{i-2}), c filters; a reduction cell halves the
+ * map (its branches reading the inputs use stride 2). Its output: the concatenation. */
+static gboolean am_cell(am_ctx *x, const am_map *prev, const am_map *prev2, gint64 c,
+                        gboolean reduction, am_map *out)
+{
+  am_map st[7];
+  /* Preprocessing: h_{i-1} by ReLU-conv-BN to c channels, first, so that the cell's first
+   * layer reads the previous cell's output; h_{i-2} likewise, or by a factorised reduction
+   * when it is twice as large (the cell before was a reduction). */
+  if (!am_relu_conv_bn(x, "pre0", prev, c, 1, 1, -1, &st[0]))
+    return FALSE;
+  if (prev2->h != prev->h ? !am_factorized_reduce(x, "pre1", prev2, c, &st[1])
+                          : !am_relu_conv_bn(x, "pre1", prev2, c, 1, 1, -1, &st[1]))
+    return FALSE;
+  const am_op *op = reduction ? am_reduce_op : am_normal_op;
+  const int *in = reduction ? am_reduce_in : am_normal_in;
+  for (int k = 0; k < 5; k++) {
+    int a = 2 * k, b = 2 * k + 1;
+    /* The identity branch, if any, is added by the other one, emitted second. */
+    if (op[b] == AM_NONE) {
+      int t = a;
+      a = b;
+      b = t;
+    }
+    gint64 sa = reduction && in[a] < 2 ? 2 : 1, sb = reduction && in[b] < 2 ? 2 : 1;
+    g_autofree char *wa = g_strdup_printf("node%d.%c", k + 2, a % 2 == 0 ? 'a' : 'b');
+    g_autofree char *wb = g_strdup_printf("node%d.%c", k + 2, b % 2 == 0 ? 'a' : 'b');
+    am_map ra;
+    if (!am_branch(x, wa, op[a], &st[in[a]], c, sa, -1, &ra) ||
+        !am_branch(x, wb, op[b], &st[in[b]], c, sb, ra.layer[ra.n - 1], &st[k + 2]))
+      return FALSE;
+  }
+  const int *cat = reduction ? am_reduce_out : am_normal_out;
+  int ncat = reduction ? (int)G_N_ELEMENTS(am_reduce_out) : (int)G_N_ELEMENTS(am_normal_out);
+  *out = (am_map){.n = ncat, .c = 0, .h = st[cat[0]].h, .w = st[cat[0]].w};
+  for (int k = 0; k < ncat; k++) {
+    out->layer[k] = st[cat[k]].layer[0];
+    out->c += st[cat[k]].c;
+  }
+  return TRUE;
+}
+
+static gboolean build_amoebanet(const amoeba_hp *hp, builder *b, GError **error)
+{
+  gint64 D = hp->filters, n = hp->normal_cells / 3;
+  am_ctx x = {.b = b, .cell = "stem", .error = error};
+  am_map img = {.n = 0, .c = hp->channels, .h = hp->image, .w = hp->image}, stem;
+  /* Stem: ReLU, 3x3/2 convolution to D/4 channels, batch norm; it feeds the first cell as
+   * both of its inputs. */
+  b->block = -1;
+  am_map t;
+  if (!am_conv(&x, "conv", &img, D / 4, 3, 3, 2, TRUE, &t) || !am_bn(&x, "bn", &t, -1, &stem))
+    return FALSE;
+  am_map prev = stem, prev2 = stem, next;
+  int cells = 0;
+  g_autofree char *name = NULL;
+  /* Two reduction cells in the stem (D/2, D filters), then the stacks. */
+  for (int s = 0; s < 5; s++) {
+    gboolean stack = s == 2 || s == 3 || s == 4;
+    gint64 c = s == 0 ? D / 2 : s == 1 ? D : D << (s - 2);
+    for (gint64 i = stack && s > 2 ? -1 : 0; i < (stack ? n : 1); i++) {
+      gboolean reduction = !stack || i < 0;
+      g_free(name);
+      name = !stack  ? g_strdup_printf("stem_cell%d", s)
+             : i < 0 ? g_strdup_printf("reduce%d", s - 2)
+                     : g_strdup_printf("stack%d.cell%" G_GINT64_FORMAT, s - 1, i);
+      x.cell = name;
+      b->block = cells++;
+      if (!am_cell(&x, &prev, &prev2, c, reduction, &next))
+        return FALSE;
+      prev2 = prev;
+      prev = next;
+    }
+  }
+  b->block = -1;
+  /* Head: global average pooling, then the classifier with the loss. */
+  x.cell = "head";
+  am_map pooled;
+  if (!am_pool(&x, "avgpool", &prev, prev.h, 1, 0, TRUE, -1, &pooled))
+    return FALSE;
+  layer_spec fc = {.kind = TS_LAYER_DENSE,
+                   .tp = TS_TP_COLUMN,
+                   .tokens = 1,
+                   .in_f = pooled.c,
+                   .out_f = hp->classes,
+                   .bias = TRUE,
+                   .loss = TRUE};
+  return add_layer(b, g_strdup("head.fc"), &fc, error);
+}
+
 /* ---- loading ---------------------------------------------------------------------------- */
 
 static void free_layers(ts_layer *layers, int n)
@@ -1422,12 +1757,12 @@ ts_model *ts_model_load(const char *path, GError **error)
   if (!g_key_file_has_group(kf, "model")) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [model]: missing group; expected [model] with kind = layers | transformer | "
-                "resnet",
+                "resnet | amoebanet",
                 path);
     return NULL;
   }
   static const char *const model_keys[] = {"name", "kind", "dtype", "published_params", NULL};
-  static const char *const kinds[] = {"layers", "transformer", "resnet", NULL};
+  static const char *const kinds[] = {"layers", "transformer", "resnet", "amoebanet", NULL};
   static const char *const dtypes[] = {"bf16", "fp16", "fp32", NULL};
   static const double dtype_bytes[] = {2.0, 2.0, 4.0};
   int kind = 0, dtype = 0;
@@ -1455,6 +1790,7 @@ ts_model *ts_model_load(const char *path, GError **error)
                .block_names = kind <= 1};
   transformer_hp hp = {0};
   resnet_hp rp = {0};
+  amoeba_hp ap = {0};
   gboolean ok = FALSE;
   switch (kind) {
   case 0:
@@ -1468,12 +1804,20 @@ ts_model *ts_model_load(const char *path, GError **error)
     else
       ok = read_transformer(kf, path, &hp, error) && build_transformer(&hp, &b, error);
     break;
-  default:
+  case 2:
     if (!g_key_file_has_group(kf, "resnet"))
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "%s: [resnet]: missing group; expected it with [model] kind='resnet'", path);
     else
       ok = read_resnet(kf, path, &rp, error) && build_resnet(&rp, &b, error);
+    break;
+  default:
+    if (!g_key_file_has_group(kf, "amoebanet"))
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [amoebanet]: missing group; expected it with [model] kind='amoebanet'",
+                  path);
+    else
+      ok = read_amoebanet(kf, path, &ap, error) && build_amoebanet(&ap, &b, error);
     break;
   }
   if (ok)

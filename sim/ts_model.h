@@ -40,7 +40,8 @@ typedef struct {
   gint64 in_features,
       out_features; /* dense; conv: channels; norm: features; attention/embedding: hidden */
   gint64 tokens;    /* vectors per sample the layer is applied to (sequence length; 1 for an MLP) */
-  gint64 kernel_h, kernel_w, stride, padding; /* conv2d, pool */
+  gint64 kernel_h, kernel_w, stride, padding; /* conv2d, pool (padding: of the height) */
+  gint64 padding_w;                           /* conv2d, pool: of the width */
   gint64 groups;                              /* conv2d: channel groups (1: dense convolution) */
   gint64 in_h, in_w, out_h, out_w;            /* conv2d, pool, norm over a feature map */
   gint64 heads;                               /* attention */

@@ -227,6 +227,89 @@ Test(pipeline, decoder_boundaries_carry_the_encoder_output)
   cr_expect(n_enc > 0 && n_dec > 0, "%d encoder and %d decoder boundary sends", n_enc, n_dec);
 }
 
+/* The bytes of every forward activation send (ops labelled "send activations") of a trace,
+ * per stage; returns how many there were. */
+static int forward_sends(const ts_trace *tr, int stages, double *bytes)
+{
+  int n = 0;
+  for (int s = 0; s < stages; s++) {
+    bytes[s] = 0;
+    for (int i = 0; i < tr->programs[s].nops; i++) {
+      const ts_op *o = &tr->programs[s].ops[i];
+      const char *label = g_ptr_array_index(tr->labels, o->label);
+      if (o->cat == TS_CAT_COMM_PP && o->kind == TS_OP_SEND &&
+          strstr(label, "send activations") != NULL) {
+        cr_expect(bytes[s] == 0 || bytes[s] == o->bytes, "stage %d sends %g then %g bytes", s,
+                  bytes[s], o->bytes);
+        bytes[s] = o->bytes;
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+Test(pipeline, cells_send_both_inputs_of_the_next_cell)
+{
+  /* AmoebaNet (GPipe's test model): a cell reads the outputs of the two cells before it, so a
+   * stage boundary between cells sends both (torchgpipe's AmoebaNet passes the pair between
+   * partitions). AmoebaNet-D (18, 208), fp32, micro-batch 4, pp=4 on a 2x2 board. Cell
+   * outputs (blocks 0-21, D = 208): stem cells 3D/2 x 56^2 and 3D x 28^2; stack 1 (blocks
+   * 2-7) 4D x 28^2; reduction 6D x 14^2; stack 2 (9-14) 8D x 14^2; reduction 12D x 7^2;
+   * stack 3 (16-21) 16D x 7^2. */
+  g_autoptr(ts_model) m = load_model("amoebanet-d-18-208");
+  g_autoptr(ts_topo) t = load_topo("tpu-v2-8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "pp=4", 32, 4);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  double sent[4];
+  cr_assert_eq(forward_sends(tr, 4, sent), 3 * 8, "3 boundaries x 8 micro-batches");
+  const double D = 208;
+  double cell_out[22];
+  for (int b = 0; b < 22; b++)
+    cell_out[b] = b == 0    ? 1.5 * D * 56 * 56
+                  : b == 1  ? 3 * D * 28 * 28
+                  : b < 8   ? 4 * D * 28 * 28
+                  : b == 8  ? 6 * D * 14 * 14
+                  : b < 15  ? 8 * D * 14 * 14
+                  : b == 15 ? 12 * D * 7 * 7
+                            : 16 * D * 7 * 7;
+  for (int k = 0; k < 3; k++) {
+    const ts_layer *l = &m->layers[p->stage_first[k + 1] - 1];
+    int b = l->block;
+    cr_assert(b >= 1 && m->layers[p->stage_first[k + 1]].block == b + 1,
+              "stage %d ends at a cell (%s)", k, l->name);
+    double want = (cell_out[b] + cell_out[b - 1]) * 4 /* fp32 */ * 4 /* micro-batch */;
+    cr_expect_eq(sent[k], want, "stage %d after %s sends %g bytes, expected %g", k, l->name,
+                 sent[k], want);
+  }
+}
+
+Test(pipeline, cut_inside_a_residual_block_sends_the_shortcut)
+{
+  /* ResNet-50 cut by hand inside its first bottleneck, after layer1.0.conv1. The block's
+   * projection shortcut runs first (on stage 0) and its output, 256 x 56 x 56, is added by
+   * layer1.0.bn3 on stage 1: the boundary sends it with conv1's output (64 x 56 x 56). */
+  g_autoptr(ts_model) m = load_model("resnet50");
+  g_autoptr(ts_topo) t = ring_topo(2, 1e12, 0);
+  int cut = -1;
+  for (int i = 0; i < m->nlayers && cut < 0; i++)
+    if (strcmp(m->layers[i].name, "layer1.0.bn1") == 0)
+      cut = i;
+  cr_assert_gt(cut, 0);
+  g_autofree char *split = g_strdup_printf("pp=2,stages=%d:%d", cut, m->nlayers - cut);
+  g_autoptr(ts_plan) p = make_plan(m, t, split, 8, 2);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  double sent[2];
+  cr_assert_eq(forward_sends(tr, 2, sent), 4);
+  double conv1_out = 64.0 * 56 * 56, shortcut = 256.0 * 56 * 56;
+  cr_expect_eq(sent[0], (conv1_out + shortcut) * 2 /* fp16 */ * 2 /* micro-batch */,
+               "sent %g bytes", sent[0]);
+}
+
 Test(pipeline, encoder_output_held_for_the_decoder)
 {
   /* Without a pipeline the activations held are every layer's kept bytes plus the encoder
