@@ -482,29 +482,37 @@ static void balance_stages(ts_plan *p)
 
 /* ---- memory ------------------------------------------------------------------------- */
 
-double ts_plan_tied_copy_params(const ts_plan *p, int *holder, int *embed_device)
+int ts_plan_tied_group(const ts_plan *p, int *device, double *params)
 {
   const ts_model *m = p->model;
-  int pp = p->degree[TS_AX_PP];
-  *holder = *embed_device = -1;
+  int pp = p->degree[TS_AX_PP], n = 0;
   if (pp <= 1)
-    return 0.0;
-  int emb = -1, logits = -1;
+    return 0;
+  /* The table: the first embedding with parameters of its own. Its users: tied logits, and a
+   * decoder's embedding that looks up the same table. */
+  int owner = -1;
+  for (int i = 0; i < m->nlayers && owner < 0; i++)
+    if (m->layers[i].kind == TS_LAYER_EMBEDDING && !m->layers[i].tied && m->layers[i].vocab > 0)
+      owner = i;
+  if (owner < 0)
+    return 0;
+  device[n] = ts_plan_stage_of_layer(p, owner) % pp;
+  params[n++] = 0.0;
   for (int i = 0; i < m->nlayers; i++) {
-    if (m->layers[i].kind == TS_LAYER_EMBEDDING && emb < 0)
-      emb = i;
-    if (m->layers[i].kind == TS_LAYER_DENSE && m->layers[i].tied)
-      logits = i;
+    const ts_layer *l = &m->layers[i];
+    gboolean user = l->tied && (l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_EMBEDDING);
+    if (!user)
+      continue;
+    int d = ts_plan_stage_of_layer(p, i) % pp;
+    gboolean seen = FALSE;
+    for (int k = 0; k < n && !seen; k++)
+      seen = device[k] == d;
+    if (seen)
+      continue;
+    device[n] = d;
+    params[n++] = (double)l->vocab * (double)m->layers[owner].out_features / p->exec[i].pdiv;
   }
-  if (emb < 0 || logits < 0)
-    return 0.0;
-  int de = ts_plan_stage_of_layer(p, emb) % pp, dl = ts_plan_stage_of_layer(p, logits) % pp;
-  if (de == dl)
-    return 0.0;
-  *holder = dl;
-  *embed_device = de;
-  const ts_layer *l = &m->layers[logits];
-  return (double)l->in_features * (double)l->out_features / p->exec[logits].pdiv;
+  return n > 1 ? n : 0;
 }
 
 void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, double *expert)
@@ -514,10 +522,14 @@ void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, do
   for (int k = device; k < p->nstages; k += pp)
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
       *(p->exec[i].expert ? expert : dense) += ts_plan_layer_params(p, i);
-  int holder, ed;
-  double tied = ts_plan_tied_copy_params(p, &holder, &ed);
-  if (holder == device)
-    *dense += tied;
+  int *dev = g_new(int, pp);
+  double *copy = g_new(double, pp);
+  int n = ts_plan_tied_group(p, dev, copy);
+  for (int k = 1; k < n; k++)
+    if (dev[k] == device)
+      *dense += copy[k];
+  g_free(dev);
+  g_free(copy);
 }
 
 double ts_plan_device_params(const ts_plan *p, int device)

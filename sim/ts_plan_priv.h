@@ -86,10 +86,13 @@ double ts_plan_optimizer_bytes_per_param(const ts_model *m);
  * embedding copy on the last stage. */
 double ts_plan_device_params(const ts_plan *p, int device);
 
-/* Extra parameters of the tied word embedding kept on the device that holds the logits when
- * the embedding is on another device (Megatron-LM keeps a copy and all-reduces its gradient
- * between the first and last stage, Narayanan et al. 2021 SC, section 2). */
-double ts_plan_tied_copy_params(const ts_plan *p, int *holder, int *embed_device);
+/* The devices sharing the word-embedding table (Megatron-LM's embedding group, Narayanan et
+ * al. 2021 SC, section 2): device[0] holds the table; every other device holds a layer that
+ * uses it (tied logits, an encoder-decoder's decoder embedding) and so keeps a copy of
+ * params[k] parameters (after tp), whose gradient the group all-reduces before the optimizer
+ * step. device and params have room for pp entries. Returns the group's size, 0 when every
+ * user of the table is on the table's device (or there is no pipeline). */
+int ts_plan_tied_group(const ts_plan *p, int *device, double *params);
 
 /* The virtual stage holding layer i. */
 int ts_plan_stage_of_layer(const ts_plan *p, int layer);

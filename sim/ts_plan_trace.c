@@ -483,9 +483,9 @@ static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double byte
 }
 
 /* Bytes of one micro-batch leaving layer i towards the next stage, per rank before any
- * tensor-parallel slicing: the layer's output, and inside an encoder-decoder's decoder the
- * encoder output, whole on every rank, which travels along (forward) and its gradient back
- * (backward). */
+ * tensor-parallel slicing: the layer's output, and the earlier outputs later stages still read
+ * (ts_layer carry_elems: an encoder-decoder's encoder output, a cell's previous cell), whole
+ * on every rank, which travel along (forward) and their gradients back (backward). */
 static double boundary_unit_bytes(const gen *g, int i)
 {
   const ts_plan *p = g->p;
@@ -598,24 +598,34 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
 
 /* ---- after the last backward ------------------------------------------------------------ */
 
-/* Megatron-LM keeps the tied word embedding on the first and the last stage and all-reduces
- * its gradient between them (Narayanan et al. 2021 SC, section 2): an exchange of the
- * gradient, here two sends. */
+/* Megatron-LM keeps the tied word embedding on every stage that uses it (the first and the
+ * last; T5's decoder embedding stage too) and all-reduces its gradient among them
+ * (Narayanan et al. 2021 SC, section 2): here a direct exchange, every member sending its
+ * gradient to every other (two members: one exchange). */
 static void tied_exchange(gen *g)
 {
   const ts_plan *p = g->p;
-  int holder, ed;
-  double psi = ts_plan_tied_copy_params(p, &holder, &ed);
-  if (psi <= 0 || (g->device != holder && g->device != ed))
-    return;
-  int other = g->device == holder ? ed : holder;
-  double bytes = psi * p->model->dtype_bytes;
+  int pp = p->degree[TS_AX_PP];
+  int *dev = g_new(int, pp);
+  double *copy = g_new(double, pp);
+  int n = ts_plan_tied_group(p, dev, copy), me = -1;
+  for (int k = 0; k < n; k++)
+    if (dev[k] == g->device)
+      me = k;
   int base = 2 * p->nstages * (int)p->n_micro;
-  int mine = base + (g->device == holder ? 0 : 1), theirs = base + (g->device == holder ? 1 : 0);
-  p2p(g, TS_OP_SEND, S_SEND_F, other, bytes, mine, text_label(g, "send tied embedding gradient"));
-  int r = p2p(g, TS_OP_RECV, S_RECV_F, other, bytes, theirs,
-              text_label(g, "recv tied embedding gradient"));
-  g_array_append_val(g->sync, r);
+  /* Tags: the table's device sends base + 1, the copies base. */
+  for (int k = 0; me >= 0 && k < n; k++)
+    if (k != me)
+      p2p(g, TS_OP_SEND, S_SEND_F, dev[k], MAX(copy[me], copy[k]) * p->model->dtype_bytes,
+          base + (me == 0), text_label(g, "send tied embedding gradient"));
+  for (int k = 0; me >= 0 && k < n; k++)
+    if (k != me) {
+      int r = p2p(g, TS_OP_RECV, S_RECV_F, dev[k], MAX(copy[me], copy[k]) * p->model->dtype_bytes,
+                  base + (k == 0), text_label(g, "recv tied embedding gradient"));
+      g_array_append_val(g->sync, r);
+    }
+  g_free(dev);
+  g_free(copy);
 }
 
 /* ZeRO stages 1 and 2: every rank updated its shard; gather the updated parameters

@@ -310,6 +310,45 @@ Test(pipeline, cut_inside_a_residual_block_sends_the_shortcut)
                "sent %g bytes", sent[0]);
 }
 
+Test(pipeline, t5_embedding_group)
+{
+  /* T5 shares one word-embedding table among the encoder embedding, the decoder embedding and
+   * the logits. With pp=4, T5-Small's encoder embedding is on device 0, the logits on device
+   * 3 and the decoder embedding on a middle device: both of those keep a copy of the table
+   * (32128 x 512 / tp) and the three all-reduce its gradient, here as a direct exchange: each
+   * sends its copy's gradient to the two others (Megatron-LM's embedding group). */
+  g_autoptr(ts_model) m = load_model("t5-small");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=4@x,pp=4@y,dp=4", 64, 2);
+  int dec = -1;
+  for (int i = 0; i < m->nlayers && dec < 0; i++)
+    if (strcmp(m->layers[i].name, "decoder.embedding") == 0)
+      dec = i;
+  int dd = ts_plan_stage_of_layer(p, dec);
+  cr_assert(dd == 1 || dd == 2, "decoder embedding on device %d", dd);
+  int dev[4];
+  double copy[4];
+  cr_assert_eq(ts_plan_tied_group(p, dev, copy), 3);
+  double table = 32128.0 * 512 / 4;
+  cr_expect(dev[0] == 0 && dev[1] == dd && dev[2] == 3, "group %d %d %d", dev[0], dev[1], dev[2]);
+  cr_expect(copy[1] == table && copy[2] == table, "copies %g %g", copy[1], copy[2]);
+  /* The copy is on top of the device's own layers. */
+  double own = 0;
+  for (int i = p->stage_first[dd]; i < p->stage_first[dd + 1]; i++)
+    own += ts_plan_layer_params(p, i);
+  cr_expect_float_eq(ts_plan_device_params(p, dd), own + table, 1e-9 * own);
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  for (int s = 0; s < 4; s++) {
+    double bytes;
+    int sends = count_ops(tr, s, "send tied embedding gradient", &bytes);
+    gboolean member = s == 0 || s == dd || s == 3;
+    cr_expect_eq(sends, member ? 2 : 0, "device %d sends %d", s, sends);
+    cr_expect_eq(bytes, member ? 2 * table * 2 : 0.0, "device %d sends %g bytes", s, bytes);
+  }
+}
+
 Test(pipeline, encoder_output_held_for_the_decoder)
 {
   /* Without a pipeline the activations held are every layer's kept bytes plus the encoder
