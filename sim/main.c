@@ -10,6 +10,7 @@ static const ts_cmd commands[] = {
     {"run", ts_cmd_run, "predict step time, breakdown and memory of one or more splits"},
     {"collective", ts_cmd_collective, "predict the time of one collective over a size range"},
     {"trace", ts_cmd_trace, "write the trace (per-rank op programs) of a model and split"},
+    {"model", ts_cmd_model, "list a model's layers, costs per sample and layer graph"},
     {"replay", ts_cmd_replay, "replay a trace file on a topology"},
     {"platform", ts_cmd_platform, "write the SimGrid platform XML of a topology"},
     {"validate", ts_cmd_validate, "execute splits on real numeric kernels and compare gradients"},

@@ -30,6 +30,7 @@ int ts_cmd_sweep(int argc, char **argv);
 int ts_cmd_merge(int argc, char **argv);
 int ts_cmd_search(int argc, char **argv);
 int ts_cmd_plot(int argc, char **argv);
+int ts_cmd_model(int argc, char **argv);
 
 /** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
 int ts_cmd_fail(const char *cmd, const GError *error);

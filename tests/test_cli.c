@@ -165,3 +165,43 @@ Test(cli, help_names_units)
   cr_assert(strstr(c.out, "GB/s") && strstr(c.out, "bytes"), "%s", c.out);
   run_free(&c);
 }
+
+Test(cli, model_lists_layers_and_totals)
+{
+  /* `trainsim model`: the JSON totals equal the model's closed forms (ResNet-50: torchvision's
+   * 25,557,032 parameters), the layer table has one row per layer that sums to them, and the
+   * CSV has the same rows; bad input is one line and exit 2. */
+  run_result r = run("model -m resnet50 --format json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autoptr(JsonParser) p = json_parser_new();
+  cr_assert(json_parser_load_from_data(p, r.out, -1, NULL), "not JSON: %s", r.out);
+  JsonObject *root = json_node_get_object(json_parser_get_root(p));
+  cr_expect_eq(json_object_get_double_member(root, "params"), 25557032.0);
+  JsonArray *rows = json_object_get_array_member(root, "layer_table");
+  guint n = json_array_get_length(rows);
+  cr_expect_eq(n, (guint)json_object_get_int_member(root, "layers"));
+  double sum = 0;
+  for (guint i = 0; i < n; i++)
+    sum += json_object_get_double_member(json_array_get_object_element(rows, i), "params");
+  cr_expect_eq(sum, 25557032.0);
+  JsonObject *conv1 = json_array_get_object_element(rows, 0);
+  cr_expect_str_eq(json_object_get_string_member(conv1, "input"), "data");
+  run_free(&r);
+  run_result c = run("model -m resnet50 --format csv");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  int lines = 0;
+  for (const char *q = c.out; *q; q++)
+    lines += *q == '\n';
+  cr_expect_eq(lines, (int)n + 1, "a header and one line per layer");
+  cr_expect(g_str_has_prefix(c.out, "index,name,kind,tp,block,input,params,fwd_FLOP"), "%.80s",
+            c.out);
+  run_free(&c);
+  run_result t = run("model -m amoebanet-d-18-208");
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  cr_expect(strstr(t.out, "630 layers in 22 blocks") != NULL, "%.200s", t.out);
+  cr_expect(strstr(t.out, "params 81505540") != NULL, "%.200s", t.out);
+  run_free(&t);
+  expect_input_error("model", "missing --model");
+  expect_input_error("model -m no-such-model", "no-such-model: no such file");
+  expect_input_error("model -m resnet50 --format xml", "--format 'xml'");
+}

@@ -1,0 +1,296 @@
+/* cmd_model: `trainsim model`, a model's layers as trainsim derives them: shapes, parameters,
+ * FLOPs, memory traffic and kept activations per sample, and the layer graph (input, block,
+ * what a pipeline cut after each layer carries). For checking a model file against its source
+ * and for choosing explicit pipeline stages (stages= counts these layers). */
+#include "ts_cmd.h"
+#include "ts_model.h"
+#include "ts_report.h"
+#include "ts_util.h"
+
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The numeric columns, each with its unit in the name. */
+typedef enum {
+  COL_PARAMS,
+  COL_FWD,
+  COL_BWD_IN,
+  COL_BWD_W,
+  COL_FWD_MEM,
+  COL_BWD_MEM,
+  COL_OUT,
+  COL_SAVED,
+  COL_CARRY,
+  NCOLS
+} col;
+
+static const char *const col_names[NCOLS] = {"params",          "fwd_FLOP",        "bwd_input_FLOP",
+                                             "bwd_weight_FLOP", "fwd_mem_bytes",   "bwd_mem_bytes",
+                                             "out_act_elems",   "saved_act_bytes", "carry_elems"};
+
+static double col_value(const ts_layer *l, col c)
+{
+  switch (c) {
+  case COL_PARAMS:
+    return l->params;
+  case COL_FWD:
+    return l->fwd_flops;
+  case COL_BWD_IN:
+    return l->bwd_input_flops;
+  case COL_BWD_W:
+    return l->bwd_weight_flops;
+  case COL_FWD_MEM:
+    return l->fwd_mem_bytes;
+  case COL_BWD_MEM:
+    return l->bwd_mem_bytes;
+  case COL_OUT:
+    return l->out_act_elems;
+  case COL_SAVED:
+    return l->saved_act_bytes;
+  default:
+    return l->carry_elems;
+  }
+}
+
+/* The shape, compactly: "C x H x W k KHxKW/S -> C x H x W" for maps, "T x IN -> OUT" for
+ * vectors. */
+static char *shape_text(const ts_layer *l)
+{
+  gboolean map = l->kind == TS_LAYER_CONV2D || l->kind == TS_LAYER_POOL ||
+                 (l->kind == TS_LAYER_NORM && l->in_h > 0);
+  GString *s = g_string_new(NULL);
+  if (map) {
+    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                           l->in_features, l->in_h, l->in_w);
+    if (l->kind != TS_LAYER_NORM)
+      g_string_append_printf(s,
+                             " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+                             " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                             l->kernel_h, l->kernel_w, l->stride, l->out_features, l->out_h,
+                             l->out_w);
+    if (l->groups > 1)
+      g_string_append_printf(s, " groups=%" G_GINT64_FORMAT, l->groups);
+  } else {
+    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT,
+                           l->tokens, l->in_features, l->out_features);
+    if (l->kind == TS_LAYER_ATTENTION)
+      g_string_append_printf(s, " heads=%" G_GINT64_FORMAT "%s", l->heads,
+                             l->cross ? " cross" : "");
+    if (l->vocab > 0)
+      g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab, l->tied ? " tied" : "");
+    if (l->experts > 0)
+      g_string_append_printf(s, " experts=%" G_GINT64_FORMAT " top_k=%" G_GINT64_FORMAT, l->experts,
+                             l->top_k);
+  }
+  return g_string_free(s, FALSE);
+}
+
+static const char *input_name(const ts_model *m, const ts_layer *l)
+{
+  return l->src >= 0 ? m->layers[l->src].name : "data";
+}
+
+static int count_blocks(const ts_model *m)
+{
+  int n = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    n = MAX(n, m->layers[i].block + 1);
+  return n;
+}
+
+static void add_num(JsonBuilder *b, const char *name, double v)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_add_double_value(b, v);
+}
+
+static char *render_json(const ts_model *m, const char *path)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "trainsim_version");
+  json_builder_add_string_value(b, TS_VERSION);
+  json_builder_set_member_name(b, "model");
+  json_builder_add_string_value(b, m->name);
+  json_builder_set_member_name(b, "model_file");
+  json_builder_add_string_value(b, path);
+  json_builder_set_member_name(b, "kind");
+  json_builder_add_string_value(b, m->kind);
+  add_num(b, "dtype_bytes", m->dtype_bytes);
+  json_builder_set_member_name(b, "layers");
+  json_builder_add_int_value(b, m->nlayers);
+  json_builder_set_member_name(b, "blocks");
+  json_builder_add_int_value(b, count_blocks(m));
+  add_num(b, "params", ts_model_params(m));
+  add_num(b, "published_params", m->published_params);
+  add_num(b, "fwd_FLOP_per_sample", ts_model_fwd_flops_per_sample(m));
+  add_num(b, "train_FLOP_per_sample", ts_model_train_flops_per_sample(m));
+  add_num(b, "saved_act_bytes_per_sample", ts_model_saved_act_bytes_per_sample(m));
+  add_num(b, "sample_elems", (double)m->sample_elems);
+  json_builder_set_member_name(b, "layer_table");
+  json_builder_begin_array(b);
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "index");
+    json_builder_add_int_value(b, i);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, l->name);
+    json_builder_set_member_name(b, "kind");
+    json_builder_add_string_value(b, ts_layer_kind_name(l->kind));
+    json_builder_set_member_name(b, "tp");
+    json_builder_add_string_value(b, ts_tp_mode_name(l->tp));
+    json_builder_set_member_name(b, "block");
+    json_builder_add_int_value(b, l->block);
+    json_builder_set_member_name(b, "input");
+    json_builder_add_string_value(b, input_name(m, l));
+    for (int c = 0; c < NCOLS; c++)
+      add_num(b, col_names[c], col_value(l, (col)c));
+    g_autofree char *shape = shape_text(l);
+    json_builder_set_member_name(b, "shape");
+    json_builder_add_string_value(b, shape);
+    json_builder_end_object(b);
+  }
+  json_builder_end_array(b);
+  json_builder_end_object(b);
+  g_autoptr(JsonGenerator) gen = json_generator_new();
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  json_generator_set_root(gen, root);
+  json_generator_set_pretty(gen, TRUE);
+  g_autofree char *js = json_generator_to_data(gen, NULL);
+  return g_strdup_printf("%s\n", js);
+}
+
+static char *render_csv(const ts_model *m)
+{
+  GString *s = g_string_new("index,name,kind,tp,block,input");
+  for (int c = 0; c < NCOLS; c++)
+    g_string_append_printf(s, ",%s", col_names[c]);
+  g_string_append(s, ",shape\n");
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    g_string_append_printf(s, "%d,", i);
+    ts_csv_append(s, l->name);
+    g_string_append_printf(s, ",%s,%s,%d,", ts_layer_kind_name(l->kind), ts_tp_mode_name(l->tp),
+                           l->block);
+    ts_csv_append(s, input_name(m, l));
+    for (int c = 0; c < NCOLS; c++) {
+      g_autofree char *v = ts_dtostr(col_value(l, (col)c));
+      g_string_append_printf(s, ",%s", v);
+    }
+    g_autofree char *shape = shape_text(l);
+    g_string_append_c(s, ',');
+    ts_csv_append(s, shape);
+    g_string_append_c(s, '\n');
+  }
+  return g_string_free(s, FALSE);
+}
+
+static void append_g(GString *s, double v, int w)
+{
+  GString *t = g_string_new(NULL);
+  ts_append_g(t, 4, v);
+  ts_append_cell(s, t->str, w, TRUE);
+  g_string_free(t, TRUE);
+}
+
+static char *render_text(const ts_model *m, const char *path)
+{
+  GString *s = g_string_new(NULL);
+  char b1[32], b2[32];
+  g_string_append_printf(s, "%s (%s): kind %s, %d layers in %d blocks, %s bytes per element\n",
+                         m->name, path, m->kind, m->nlayers, count_blocks(m),
+                         g_ascii_formatd(b1, sizeof b1, "%g", m->dtype_bytes));
+  g_string_append_printf(s, "params %s",
+                         g_ascii_formatd(b1, sizeof b1, "%.0f", ts_model_params(m)));
+  if (m->published_params > 0)
+    g_string_append_printf(
+        s, " (published %s, %+.2f%%)", g_ascii_formatd(b2, sizeof b2, "%.6g", m->published_params),
+        100.0 * (ts_model_params(m) - m->published_params) / m->published_params);
+  g_string_append(s, "; per sample: forward ");
+  ts_append_g(s, 4, ts_model_fwd_flops_per_sample(m));
+  g_string_append(s, " FLOP, train ");
+  ts_append_g(s, 4, ts_model_train_flops_per_sample(m));
+  g_string_append(s, " FLOP, kept activations ");
+  g_string_append(s, ts_fmt_bytes(b1, sizeof b1, ts_model_saved_act_bytes_per_sample(m)));
+  g_string_append(s, "\n\n");
+  /* Column widths: names as long as the longest. */
+  int wn = 4, wi = 5;
+  for (int i = 0; i < m->nlayers; i++) {
+    wn = MAX(wn, (int)strlen(m->layers[i].name));
+    wi = MAX(wi, (int)strlen(input_name(m, &m->layers[i])));
+  }
+  const int wv = 11;
+  ts_append_cell(s, "index", 5, TRUE);
+  g_string_append_c(s, ' ');
+  ts_append_cell(s, "name", wn, FALSE);
+  g_string_append(s, " kind      tp         block ");
+  ts_append_cell(s, "input", wi, FALSE);
+  static const col shown[] = {COL_PARAMS, COL_FWD, COL_SAVED, COL_CARRY};
+  for (size_t c = 0; c < G_N_ELEMENTS(shown); c++) {
+    g_string_append_c(s, ' ');
+    ts_append_cell(s, col_names[shown[c]], MAX(wv, (int)strlen(col_names[shown[c]])), TRUE);
+  }
+  g_string_append(s, "  shape\n");
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    g_string_append_printf(s, "%5d ", i);
+    ts_append_cell(s, l->name, wn, FALSE);
+    g_string_append_printf(s, " %-9s %-10s %5d ", ts_layer_kind_name(l->kind),
+                           ts_tp_mode_name(l->tp), l->block);
+    ts_append_cell(s, input_name(m, l), wi, FALSE);
+    for (size_t c = 0; c < G_N_ELEMENTS(shown); c++) {
+      g_string_append_c(s, ' ');
+      append_g(s, col_value(l, shown[c]), MAX(wv, (int)strlen(col_names[shown[c]])));
+    }
+    g_autofree char *shape = shape_text(l);
+    g_string_append_printf(s, "  %s\n", shape);
+  }
+  g_string_append(s, "\nblock -1: a layer of its own; input: the layer whose output it reads "
+                     "(data: the model input); carry_elems: elements per sample a pipeline cut "
+                     "after the layer sends besides its output. --format csv or json has every "
+                     "column (FLOPs, memory traffic) at full precision.\n");
+  return g_string_free(s, FALSE);
+}
+
+int ts_cmd_model(int argc, char **argv)
+{
+  g_autofree char *model = NULL, *format = NULL, *output = NULL;
+  GOptionEntry entries[] = {
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model, "Model file or shipped name (required)",
+       "M"},
+      {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+       "write here instead of stdout (atomically)", "FILE"},
+      {NULL}};
+  g_autoptr(GError) err = NULL;
+  if (!ts_cmd_parse("model", "",
+                    "Lists a model's layers as trainsim derives them: shape, parameters, FLOPs, "
+                    "memory traffic and kept activations per sample, and the layer graph.",
+                    "Example:\n  trainsim model -m resnet50\n"
+                    "  trainsim model -m amoebanet-d-18-208 --format csv -o amoebanet.csv",
+                    entries, &argc, &argv, &err))
+    return ts_cmd_fail("model", err);
+  ts_format fmt;
+  if (argc > 1 || model == NULL) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s",
+                argc > 1 ? "unexpected argument; see --help" : "missing --model M");
+    return ts_cmd_fail("model", err);
+  }
+  if (!ts_format_parse(format, &fmt)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text, csv or json",
+                format);
+    return ts_cmd_fail("model", err);
+  }
+  g_autofree char *path = NULL;
+  g_autoptr(ts_model) m = ts_cmd_load_model(model, &path, &err);
+  if (m == NULL)
+    return ts_cmd_fail("model", err);
+  g_autofree char *text = fmt == TS_FORMAT_JSON  ? render_json(m, path)
+                          : fmt == TS_FORMAT_CSV ? render_csv(m)
+                                                 : render_text(m, path);
+  if (!ts_write_file_atomic(output != NULL ? output : "-", text, strlen(text), &err))
+    return ts_cmd_fail("model", err);
+  return 0;
+}
