@@ -73,11 +73,15 @@ gboolean ts_format_parse(const char *s, ts_format *out)
   return TRUE;
 }
 
+/* The fastest split among those that fit in memory, or among all when none fits. */
 static int fastest(const ts_result *res, int n)
 {
-  int best = 0;
-  for (int i = 1; i < n; i++)
-    if (res[i].step_time_s < res[best].step_time_s)
+  gboolean any_fits = FALSE;
+  for (int i = 0; i < n; i++)
+    any_fits |= res[i].mem.fits;
+  int best = -1;
+  for (int i = 0; i < n; i++)
+    if ((res[i].mem.fits || !any_fits) && (best < 0 || res[i].step_time_s < res[best].step_time_s))
       best = i;
   return best;
 }
@@ -139,14 +143,24 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   }
   g_free(cells);
   if (n > 1) {
-    int best = fastest(res, n);
-    g_string_append_printf(s, "fastest: %s", res[best].split);
+    /* Ranked among the splits that fit; one that does not fit is never "fastest". */
+    int best = fastest(res, n), fit = 0;
+    for (int i = 0; i < n; i++)
+      fit += res[i].mem.fits;
+    g_string_append_printf(s, "%s: %s",
+                           fit == n   ? "fastest"
+                           : fit == 0 ? "fastest (none fits)"
+                                      : "fastest that fits",
+                           res[best].split);
     for (int i = 0; i < n; i++) {
       if (i == best)
         continue;
       char num[32];
-      g_ascii_formatd(num, sizeof num, "%.2f", res[i].step_time_s / res[best].step_time_s);
-      g_string_append_printf(s, "; %s is %sx slower", res[i].split, num);
+      double ratio = res[i].step_time_s / res[best].step_time_s;
+      g_ascii_formatd(num, sizeof num, "%.2f", ratio >= 1 ? ratio : 1 / ratio);
+      g_string_append_printf(s, "; %s is %sx %s%s", res[i].split, num,
+                             ratio >= 1 ? "slower" : "faster",
+                             res[best].mem.fits && !res[i].mem.fits ? " but does not fit" : "");
     }
     g_string_append_c(s, '\n');
   }

@@ -205,3 +205,25 @@ Test(cli, model_lists_layers_and_totals)
   expect_input_error("model -m no-such-model", "no-such-model: no such file");
   expect_input_error("model -m resnet50 --format xml", "--format 'xml'");
 }
+
+Test(cli, fastest_is_among_splits_that_fit)
+{
+  /* AmoebaNet-D (18, 544), batch 128 on 4 TPU v2 chips: data parallelism is faster but needs
+   * about 31 GiB per 16 GiB chip; GPipe's pipeline with re-materialisation fits. The run
+   * names the fastest split that fits, and says the other is faster but does not fit. */
+  const char *args = "run -t tpu-v2-8 -m amoebanet-d-18-544 -b 128 -s dp=4 "
+                     "-s pp=4,schedule=gpipe,recompute=full";
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "fastest that fits: pp=4,schedule=gpipe,recompute=full; dp=4 is ") !=
+                NULL,
+            "%s", r.out);
+  cr_expect(strstr(r.out, "faster but does not fit") != NULL, "%s", r.out);
+  run_free(&r);
+  g_autofree char *json = g_strdup_printf("%s --format json", args);
+  run_result j = run(json);
+  cr_assert_eq(j.status, 0, "%s", j.err);
+  cr_expect(strstr(j.out, "\"fastest_split\" : \"pp=4,schedule=gpipe,recompute=full\"") != NULL,
+            "%s", j.out);
+  run_free(&j);
+}
