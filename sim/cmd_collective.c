@@ -220,12 +220,8 @@ int ts_cmd_collective(int argc, char **argv)
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *js = json_generator_to_data(gen, NULL);
-    g_string_append_printf(s, "%s\n", js);
+    g_autofree char *js = ts_json_builder_text(b);
+    g_string_append(s, js);
   } else {
     if (fmt == TS_FORMAT_TEXT) {
       g_autofree char *desc = ts_topo_describe(topo);

@@ -154,12 +154,7 @@ static char *render_json(const ts_model *m, const char *path)
   }
   json_builder_end_array(b);
   json_builder_end_object(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, TRUE);
-  g_autofree char *js = json_generator_to_data(gen, NULL);
-  return g_strdup_printf("%s\n", js);
+  return ts_json_builder_text(b);
 }
 
 static char *render_csv(const ts_model *m)

@@ -469,11 +469,7 @@ int ts_cmd_search(int argc, char **argv)
     json_object_set_array_member(root, "families", fa);
     g_autoptr(JsonNode) rn = json_node_init_object(json_node_alloc(), root);
     json_object_unref(root);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_root(gen, rn);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *jt0 = json_generator_to_data(gen, NULL);
-    g_autofree char *jt = g_strconcat(jt0, "\n", NULL);
+    g_autofree char *jt = ts_json_text(rn);
 
     if (outdir != NULL) {
       g_autofree char *csv = ts_sweep_render_csv(sw, idx, out, n);

@@ -74,6 +74,21 @@ gboolean ts_format_parse(const char *s, ts_format *out)
 }
 
 /* The fastest split among those that fit in memory, or among all when none fits. */
+char *ts_json_text(JsonNode *root)
+{
+  g_autoptr(JsonGenerator) gen = json_generator_new();
+  json_generator_set_root(gen, root);
+  json_generator_set_pretty(gen, TRUE);
+  g_autofree char *text = json_generator_to_data(gen, NULL);
+  return g_strconcat(text, "\n", NULL);
+}
+
+char *ts_json_builder_text(JsonBuilder *b)
+{
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  return ts_json_text(root);
+}
+
 static int fastest(const ts_result *res, int n)
 {
   gboolean any_fits = FALSE;
@@ -338,14 +353,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
   if (n > 0)
     jstr(b, "fastest_split", res[fastest(res, n)].split);
   json_builder_end_object(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, TRUE);
-  char *text = json_generator_to_data(gen, NULL);
-  char *out = g_strconcat(text, "\n", NULL);
-  g_free(text);
-  return out;
+  return ts_json_builder_text(b);
 }
 
 char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f)

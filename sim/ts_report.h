@@ -8,6 +8,7 @@
 #include "ts_replay.h"
 #include "ts_topo.h"
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -48,6 +49,13 @@ typedef enum { TS_FORMAT_TEXT, TS_FORMAT_CSV, TS_FORMAT_JSON } ts_format;
 
 /** Parses "text", "csv", "json"; FALSE when unknown. */
 gboolean ts_format_parse(const char *s, ts_format *out);
+
+/** A JSON document as trainsim writes every one: pretty-printed, ending in a newline. The
+ * node is not consumed. Caller frees. */
+char *ts_json_text(JsonNode *root);
+
+/** ts_json_text of what builder b built. */
+char *ts_json_builder_text(JsonBuilder *b);
 
 /** The comparison table (text), CSV (one row per result) or JSON document. Caller frees. */
 char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f);

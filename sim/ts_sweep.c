@@ -905,12 +905,7 @@ char *ts_sweep_document(JsonNode *spec, int shard_index, int shard_count, GPtrAr
     json_builder_add_value(b, json_node_copy(g_ptr_array_index(skipped, i)));
   json_builder_end_array(b);
   json_builder_end_object(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, TRUE);
-  g_autofree char *text = json_generator_to_data(gen, NULL);
-  return g_strconcat(text, "\n", NULL);
+  return ts_json_builder_text(b);
 }
 
 gboolean ts_shard_parse(const char *text, int *index, int *count, GError **error)

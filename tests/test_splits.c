@@ -62,11 +62,19 @@ static ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split
   return p;
 }
 
-static void replay_plan(const ts_plan *p, ts_replay_result *rr)
+/* The trace of a plan; the test fails if there is none. */
+static ts_trace *trace_of(const ts_plan *p)
 {
   GError *err = NULL;
-  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  ts_trace *tr = ts_plan_trace(p, &err);
   cr_assert_not_null(tr, "%s", err ? err->message : "");
+  return tr;
+}
+
+static void replay_plan(const ts_plan *p, ts_replay_result *rr)
+{
+  g_autoptr(ts_trace) tr = trace_of(p);
+  GError *err = NULL;
   ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   cr_assert(ts_run_replay(tr, p->topo, &ro, rr, &err), "%s", err ? err->message : "");
 }
@@ -208,9 +216,7 @@ Test(pipeline, decoder_boundaries_carry_the_encoder_output)
   g_autoptr(ts_model) m = load_model("t5-small");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,pp=8@y", 16, 2);
-  GError *err = NULL;
-  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
-  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = trace_of(p);
   double enc = 512.0 * 512 * 2 * 2 / 8, dec = (114.0 + 512) * 512 * 2 * 2 / 8;
   int n_enc = 0, n_dec = 0;
   for (int s = 0; s < 8; s++)
@@ -260,9 +266,7 @@ Test(pipeline, cells_send_both_inputs_of_the_next_cell)
   g_autoptr(ts_model) m = load_model("amoebanet-d-18-208");
   g_autoptr(ts_topo) t = load_topo("tpu-v2-8");
   g_autoptr(ts_plan) p = make_plan(m, t, "pp=4", 32, 4);
-  GError *err = NULL;
-  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
-  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = trace_of(p);
   double sent[4];
   cr_assert_eq(forward_sends(tr, 4, sent), 3 * 8, "3 boundaries x 8 micro-batches");
   const double D = 208;
@@ -300,9 +304,7 @@ Test(pipeline, cut_inside_a_residual_block_sends_the_shortcut)
   cr_assert_gt(cut, 0);
   g_autofree char *split = g_strdup_printf("pp=2,stages=%d:%d", cut, m->nlayers - cut);
   g_autoptr(ts_plan) p = make_plan(m, t, split, 8, 2);
-  GError *err = NULL;
-  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
-  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = trace_of(p);
   double sent[2];
   cr_assert_eq(forward_sends(tr, 2, sent), 4);
   double conv1_out = 64.0 * 56 * 56, shortcut = 256.0 * 56 * 56;
@@ -337,9 +339,7 @@ Test(pipeline, t5_embedding_group)
   for (int i = p->stage_first[dd]; i < p->stage_first[dd + 1]; i++)
     own += ts_plan_layer_params(p, i);
   cr_expect_float_eq(ts_plan_device_params(p, dd), own + table, 1e-9 * own);
-  GError *err = NULL;
-  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
-  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = trace_of(p);
   for (int s = 0; s < 4; s++) {
     double bytes;
     int sends = count_ops(tr, s, "send tied embedding gradient", &bytes);
