@@ -134,6 +134,7 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
   l->tp = sp->tp;
   l->bias = sp->bias;
   l->tied = sp->tied;
+  l->dropout = sp->dropout;
   l->tokens = sp->tokens;
   l->in_features = sp->in_f;
   l->heads = sp->heads;

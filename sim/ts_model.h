@@ -66,7 +66,8 @@ typedef struct {
   int block;
   gint64 vocab; /* embedding, tied logits */
   gboolean bias;
-  gboolean tied; /* dense logits layer sharing the embedding's weights: 0 parameters */
+  gboolean tied;    /* dense logits layer sharing the embedding's weights: 0 parameters */
+  gboolean dropout; /* dropout on the output (and, in attention, on the softmax): masks kept */
   /* Derived, per sample. */
   double params;           /* trainable parameters (whole layer, unsplit) */
   double fwd_flops;        /* forward FLOPs (multiply-add = 2) */

@@ -87,8 +87,7 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
      * (T queries, S keys, inner width I; self-attention S = T, I = h: D(5Th + c aT^2)). */
     double T, S, I, h = (double)l->in_features, a = (double)l->heads;
     attention_dims(l, &T, &S, &I);
-    double base = D * (T * h + 2.0 * T * I + 2.0 * S * I + a * T * S);
-    gboolean dropout = saved > base * (1.0 + 1e-9);
+    gboolean dropout = l->dropout;
     *in = D * T * h;
     *mask = dropout ? T * h : 0.0;
     *inner = saved - *in - *mask;
