@@ -505,19 +505,20 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   if (!kf_enum(kf, path, group, "kind", NULL, kind_names, &kind, error))
     return FALSE;
   static const char *const keys[][20] = {
-      [TS_LAYER_DENSE] = {"kind", "repeat", "tp", "in_features", "out_features", "tokens", "bias",
-                          "activation", "residual", "dropout", "loss", "tied", NULL},
-      [TS_LAYER_CONV2D] = {"kind", "repeat", "tp", "in_channels", "out_channels", "in_h", "in_w",
-                           "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups", "bias",
-                           "activation", "residual", NULL},
-      [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "hidden", "heads", "tokens", "bias",
-                              "residual", "dropout", NULL},
-      [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "vocab", "hidden", "tokens",
+      [TS_LAYER_DENSE] = {"kind", "repeat", "tp", "input", "in_features", "out_features", "tokens",
+                          "bias", "activation", "residual", "residual_from", "dropout", "loss",
+                          "tied", NULL},
+      [TS_LAYER_CONV2D] = {"kind", "repeat", "tp", "input", "in_channels", "out_channels", "in_h",
+                           "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
+                           "bias", "activation", "residual", "residual_from", NULL},
+      [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
+                              "residual", "residual_from", "dropout", NULL},
+      [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
-      [TS_LAYER_NORM] = {"kind", "repeat", "tp", "features", "tokens", "channels", "in_h", "in_w",
-                         "activation", "residual", NULL},
-      [TS_LAYER_POOL] = {"kind", "repeat", "tp", "channels", "in_h", "in_w", "kernel", "stride",
-                         "padding", "mode", "global", NULL},
+      [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
+                         "in_w", "activation", "residual", "residual_from", NULL},
+      [TS_LAYER_POOL] = {"kind", "repeat", "tp", "input", "channels", "in_h", "in_w", "kernel",
+                         "stride", "padding", "mode", "global", NULL},
   };
   if (!ts_kf_check_keys(kf, path, group, keys[kind], error))
     return FALSE;
@@ -830,27 +831,133 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   return TRUE;
 }
 
+/* An earlier layer's output, by group name (a repeated layer: its last copy). */
+typedef struct {
+  int layer;
+  shape sh;
+} named_output;
+
+/* The `input` key: the earlier layers (or `data`, the model input) a layer reads instead of the
+ * previous one; several are concatenated (channels of equal maps, features of equal token
+ * counts). Sets *in to the input's shape, *src to the layer read last (-1: data) and appends
+ * the others to reads. */
+static gboolean resolve_input(GKeyFile *kf, const char *path, const char *group,
+                              GHashTable *outputs, shape *in, int *src, GArray *reads,
+                              GError **error)
+{
+  g_autofree char *text = NULL;
+  if (!g_key_file_has_key(kf, group, "input", NULL))
+    return TRUE;
+  if (!ts_kf_string(kf, path, group, "input", NULL, &text, error))
+    return FALSE;
+  g_auto(GStrv) names = g_strsplit(text, ",", -1);
+  shape cat = {0};
+  int parts = 0;
+  for (int k = 0; names[k] != NULL; k++) {
+    const char *name = g_strstrip(names[k]);
+    if (strcmp(name, "data") == 0 && names[1] == NULL) {
+      *in = (shape){0};
+      *src = -1;
+      return TRUE;
+    }
+    const named_output *o = g_hash_table_lookup(outputs, name);
+    if (o == NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] input='%s': expected 'data' or names of earlier layers ([layer.NAME] "
+                  "groups above this one), comma-separated; '%s' is none",
+                  path, group, text, name);
+      return FALSE;
+    }
+    const shape *s = &o->sh;
+    gboolean fits =
+        parts == 0 || (s->form == cat.form && (s->form == SHAPE_MAP ? s->h == cat.h && s->w == cat.w
+                                                                    : s->tokens == cat.tokens));
+    if (!fits) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] input='%s': expected outputs that concatenate: all feature maps of "
+                  "one height and width, or all vectors of one token count",
+                  path, group, text);
+      return FALSE;
+    }
+    if (parts == 0)
+      cat = *s;
+    else if (s->form == SHAPE_MAP)
+      cat.c += s->c;
+    else
+      cat.features += s->features;
+    cat.from = s->from;
+    if (parts > 0)
+      g_array_append_val(reads, *src);
+    *src = o->layer;
+    parts++;
+  }
+  *in = cat;
+  return TRUE;
+}
+
+/* The `residual_from` key: the earlier layer whose output this layer adds (its shape must be
+ * the layer's output shape). Returns its index, -1 without the key, -2 on error. */
+static int resolve_residual(GKeyFile *kf, const char *path, const char *group, GHashTable *outputs,
+                            const shape *out, gint64 repeat, layer_spec *sp, GError **error)
+{
+  if (!g_key_file_has_key(kf, group, "residual_from", NULL))
+    return -1;
+  g_autofree char *name = NULL;
+  if (!ts_kf_string(kf, path, group, "residual_from", NULL, &name, error))
+    return -2;
+  g_strstrip(name);
+  const named_output *o = g_hash_table_lookup(outputs, name);
+  const char *why = NULL;
+  if (g_key_file_has_key(kf, group, "residual", NULL) && !sp->residual)
+    why = "no residual_from with residual = false";
+  else if (repeat > 1)
+    why = "repeat = 1 with residual_from (each copy would add the same tensor)";
+  else if (o == NULL || !same_shape(&o->sh, out))
+    why = "the name of an earlier layer whose output has this layer's output shape";
+  if (why != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] residual_from='%s': expected %s", path,
+                group, name, why);
+    return -2;
+  }
+  sp->residual = TRUE;
+  return o->layer;
+}
+
 static gboolean build_layers(GKeyFile *kf, const char *path, builder *b, GError **error)
 {
   gsize n = 0;
   g_auto(GStrv) groups = g_key_file_get_groups(kf, &n);
   shape sh = {0};
   g_autoptr(GArray) seen = g_array_new(FALSE, TRUE, sizeof(shape));
+  g_autoptr(GArray) reads = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GHashTable) outputs = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
   for (gsize i = 0; i < n; i++) {
     if (!g_str_has_prefix(groups[i], "layer."))
       continue;
     layer_spec sp;
     gint64 repeat = 1;
-    if (!parse_layer(kf, path, groups[i], &sh, seen, &sp, &repeat, error))
+    int src = last_layer(b);
+    g_array_set_size(reads, 0);
+    if (!resolve_input(kf, path, groups[i], outputs, &sh, &src, reads, error) ||
+        !parse_layer(kf, path, groups[i], &sh, seen, &sp, &repeat, error))
+      return FALSE;
+    int add = resolve_residual(kf, path, groups[i], outputs, &sh, repeat, &sp, error);
+    if (add < -1)
       return FALSE;
     g_array_append_val(seen, sh);
     const char *name = groups[i] + strlen("layer.");
     for (gint64 r = 0; r < repeat; r++) {
       char *lname = repeat == 1 ? g_strdup(name) : g_strdup_printf("%s.%" G_GINT64_FORMAT, name, r);
-      if (!add_layer(b, lname, &sp, error))
+      if (!add_layer_from(b, lname, &sp, r == 0 ? src : last_layer(b), error))
         return FALSE;
       sp.first = FALSE;
     }
+    for (guint k = 0; k < reads->len; k++)
+      add_read(b, g_array_index(reads, int, k));
+    add_read(b, add);
+    named_output *o = g_new(named_output, 1);
+    *o = (named_output){last_layer(b), sh};
+    g_hash_table_insert(outputs, (gpointer)name, o);
   }
   if (b->layers->len == 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -1839,7 +1946,10 @@ ts_model *ts_model_load(const char *path, GError **error)
   m->nlayers = n;
   m->layers = layers;
   m->published_params = published;
-  m->sample_elems = (gint64)layers[0].in_act_elems;
+  /* A sample: what every layer reading the model input reads (T5: input and target tokens). */
+  for (int i = 0; i < n; i++)
+    if (layers[i].src < 0)
+      m->sample_elems += (gint64)layers[i].in_act_elems;
   if (kind == 1) {
     m->t_layers = hp.layers;
     m->t_hidden = hp.hidden;
@@ -1852,7 +1962,6 @@ ts_model *ts_model_load(const char *path, GError **error)
     m->t_top_k = hp.top_k;
     m->t_dec_layers = hp.dec_layers;
     m->t_dec_seq = hp.dec_layers > 0 ? hp.dec_seq : 0;
-    m->sample_elems += m->t_dec_seq; /* a sample is input and target tokens */
   }
   /* Shapes are each in range, but their products may still describe nothing real. */
   double params = ts_model_params(m), flops = ts_model_train_flops_per_sample(m);

@@ -220,6 +220,24 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
   kf = ts_kf_load(m->path, error);
   if (kf == NULL)
     return NULL;
+  /* The validator runs its own networks, whose residuals it wires itself: graph keys (inputs,
+   * concatenations, named residual sources) are for the simulator only. */
+  for (int i = 0; i < m->nlayers; i++) {
+    g_autofree char *group = g_strdup_printf("layer.%s", m->layers[i].name);
+    char *dot = strrchr(group, '.');
+    if (!g_key_file_has_group(kf, group) && dot != NULL)
+      *dot = '\0'; /* a copy NAME.k of a repeated layer */
+    const char *key = g_key_file_has_key(kf, group, "input", NULL)           ? "input"
+                      : g_key_file_has_key(kf, group, "residual_from", NULL) ? "residual_from"
+                                                                             : NULL;
+    if (key != NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] %s: expected a validation network without graph keys (each layer "
+                  "reads the one before; docs/validation.md)",
+                  m->path, group, key);
+      return NULL;
+    }
+  }
   vd_net *n = g_new0(vd_net, 1);
   n->m = m;
   n->nlayers = m->nlayers;

@@ -520,6 +520,46 @@ Test(structure, amoebanet_normal_cell_wiring)
   cr_expect(c17->kernel_h == 1 && c17->kernel_w == 7 && c17->out_h == 28 && c17->out_w == 28);
 }
 
+Test(structure, explicit_graph_inputs_and_residuals)
+{
+  /* An explicit list written as a graph: a residual block (b adds the block input `in`), an
+   * Inception-like split and join (left and right both read `stem`, join reads both,
+   * concatenated), and a second input read from the data. */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text("[model]\nkind = layers\n"
+                                    "[layer.in]\nkind = conv2d\nin_channels = 8\nin_h = 8\n"
+                                    "in_w = 8\nout_channels = 8\nkernel = 3\npadding = 1\n"
+                                    "[layer.a]\nkind = conv2d\nout_channels = 8\nkernel = 3\n"
+                                    "padding = 1\n"
+                                    "[layer.b]\nkind = norm\nresidual_from = in\n"
+                                    "[layer.left]\nkind = conv2d\ninput = b\nout_channels = 4\n"
+                                    "kernel = 1\n"
+                                    "[layer.right]\nkind = conv2d\ninput = b\nout_channels = 6\n"
+                                    "kernel = 3\npadding = 1\n"
+                                    "[layer.join]\nkind = conv2d\ninput = left, right\n"
+                                    "out_channels = 2\nkernel = 1\nbias = false\n"
+                                    "[layer.side]\nkind = dense\ninput = data\nin_features = 5\n"
+                                    "out_features = 3\n",
+                                    NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  const double map = 8.0 * 8;
+  /* in (0), a (1), b (2), left (3), right (4), join (5), side (6) */
+  cr_expect_eq(m->layers[2].src, 1);
+  cr_expect_eq(m->layers[1].carry_elems, 8 * map, "after a, b still needs in");
+  cr_expect_eq(m->layers[2].fwd_flops, (5.0 + 1.0) * 8 * map, "norm + the residual add");
+  cr_expect_eq(m->layers[3].src, 2);
+  cr_expect_eq(m->layers[4].src, 2, "right reads b, not left");
+  cr_expect_eq(m->layers[3].carry_elems, 8 * map, "after left, right still needs b");
+  cr_expect_eq(m->layers[4].carry_elems, 4 * map, "after right, join still needs left");
+  cr_expect_eq(m->layers[5].in_features, 10, "join reads 4 + 6 concatenated channels");
+  cr_expect_eq(m->layers[5].params, 10.0 * 2);
+  cr_expect_eq(m->layers[5].src, 4);
+  cr_expect_eq(m->layers[6].src, -1);
+  cr_expect_eq(m->layers[6].bwd_input_flops, 0.0, "a layer reading data has no input gradient");
+  gint64 elems = m->sample_elems;
+  cr_expect_eq(elems, 8 * 64 + 5, "a sample is both inputs");
+}
+
 Test(flops, resnet50_v1_paper)
 {
   /* He et al. 2016, Table 1: ResNet-50 "3.8 x 10^9 FLOPs" (multiply-adds), with the stride on
@@ -963,6 +1003,39 @@ Test(errors, encoder_decoder_keys)
   cr_assert_not_null(m, "%s", msg);
   gint64 inner = m->layers[2].inner;
   cr_expect_eq(inner, 96);
+}
+
+Test(errors, explicit_graph_keys)
+{
+  const char *head = "[model]\nkind = layers\n"
+                     "[layer.a]\nkind = conv2d\nin_channels = 4\nin_h = 8\nin_w = 8\n"
+                     "out_channels = 4\nkernel = 1\n"
+                     "[layer.p]\nkind = pool\nkernel = 2\n";
+  g_autofree char *a = g_strconcat(head,
+                                   "[layer.c]\nkind = conv2d\ninput = nope\n"
+                                   "out_channels = 4\nkernel = 1\n",
+                                   NULL);
+  expect_error(a, "[layer.c] input='nope'", "earlier layers");
+  g_autofree char *b = g_strconcat(head,
+                                   "[layer.c]\nkind = conv2d\ninput = a, p\n"
+                                   "out_channels = 4\nkernel = 1\n",
+                                   NULL);
+  expect_error(b, "[layer.c] input='a, p'", "height and width");
+  g_autofree char *c = g_strconcat(head, "[layer.c]\nkind = norm\nresidual_from = a\n", NULL);
+  expect_error(c, "[layer.c] residual_from='a'", "output shape");
+  g_autofree char *d = g_strconcat(head,
+                                   "[layer.c]\nkind = norm\nresidual_from = p\n"
+                                   "residual = false\n",
+                                   NULL);
+  expect_error(d, "[layer.c] residual_from='p'", "residual = false");
+  g_autofree char *e =
+      g_strconcat(head, "[layer.c]\nkind = norm\nresidual_from = p\nrepeat = 2\n", NULL);
+  expect_error(e, "[layer.c] residual_from='p'", "repeat = 1");
+  g_autofree char *f = g_strconcat(head,
+                                   "[layer.c]\nkind = conv2d\ninput = c\n"
+                                   "out_channels = 4\nkernel = 1\n",
+                                   NULL);
+  expect_error(f, "[layer.c] input='c'", "earlier layers");
 }
 
 Test(errors, amoebanet_values)

@@ -7,6 +7,7 @@
 
 #include "ts_test.h"
 #include <criterion/criterion.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -465,4 +466,19 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   expect_input_error("-s dp=2 -t torus:2x2", "uses 2 chips");
   expect_input_error("-m validate-mlp -b 6 -s dp=3,zero=1", "does not divide");
   expect_input_error("extra", "unexpected argument 'extra'");
+  /* Graph keys: the simulator honours them, the validator's networks are chains. */
+  g_autofree char *dir = g_dir_make_tmp("ts_validate_XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "graph.ini", NULL);
+  cr_assert(g_file_set_contents(path,
+                                "[model]\nkind = layers\ndtype = fp32\n"
+                                "[layer.fc1]\nkind = dense\nin_features = 16\nout_features = 16\n"
+                                "activation = relu\n"
+                                "[layer.fc2]\nkind = dense\nout_features = 16\nactivation = relu\n"
+                                "residual_from = fc1\n"
+                                "[layer.out]\nkind = dense\nout_features = 4\nloss = true\n",
+                                -1, NULL));
+  g_autofree char *args = g_strdup_printf("-m %s -s dp=2", path);
+  expect_input_error(args, "[layer.fc2] residual_from: expected a validation network");
+  g_unlink(path);
+  g_rmdir(dir);
 }
