@@ -83,11 +83,12 @@ static char *read_data(const char *rel)
 
 /* A topology of one DGX A100 node cut down to n GPUs: the shipped chip and [dim.node] with
  * size n, the other dimensions dropped. Owned by the caller. */
-static ts_topo *node_of(const ts_topo *shipped, int n)
+/* The first n chips of a topology's dimension `dim`, as a one-dimensional topology. */
+static ts_topo *dim_of(const ts_topo *shipped, const char *dim, int n)
 {
   ts_topo *t = ts_topo_copy(shipped);
-  int node = ts_topo_dim_index(t, "node");
-  cr_assert(node >= 0, "%s has no [dim.node]", t->path);
+  int node = ts_topo_dim_index(t, dim);
+  cr_assert(node >= 0, "%s has no [dim.%s]", t->path, dim);
   ts_dim keep = t->dims[node];
   for (int d = 0; d < t->ndims; d++)
     if (d != node)
@@ -97,6 +98,11 @@ static ts_topo *node_of(const ts_topo *shipped, int n)
   t->ndims = 1;
   t->nchips = n;
   return t;
+}
+
+static ts_topo *node_of(const ts_topo *shipped, int n)
+{
+  return dim_of(shipped, "node", n);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -947,4 +953,104 @@ Test(megatron, efficiency_alone_does_not_fit)
   rows_clear(&held);
   cache_clear(&c);
   g_array_unref(all);
+}
+
+/* ---- torchgpipe: AmoebaNet-D (18, 256) through GPipe on Tesla P40s ----------------------- */
+
+/* torchgpipe's speed benchmark (github kakaobrain/torchgpipe a1b4ee2,
+ * benchmarks/amoebanetd-speed/main.py and README.md, reproducing GPipe's Table 2): partitions
+ * n, global batch, micro-batches (chunks), the balance in torchgpipe's modules (the stem, the
+ * 22 cells, the classifier) and the measured throughput on Tesla P40s. Checkpointing is
+ * 'always' with one micro-batch and 'except_last' otherwise; trainsim recomputes every
+ * micro-batch (the last one's recomputation is the difference). */
+static const struct {
+  int n, batch, chunks;
+  int balance[8];
+  double samples_per_s;
+} TG[] = {
+    {2, 96, 1, {7, 17}, 26.733},
+    {2, 256, 4, {9, 15}, 41.133},
+    {2, 1280, 32, {9, 15}, 47.386},
+    {4, 160, 1, {3, 4, 5, 12}, 26.827},
+    {4, 360, 4, {3, 6, 7, 8}, 44.543},
+    {4, 1152, 32, {3, 6, 7, 8}, 72.412},
+    {8, 196, 1, {2, 2, 2, 2, 2, 3, 4, 7}, 24.918},
+    {8, 480, 4, {2, 2, 2, 3, 3, 4, 4, 4}, 70.065},
+    {8, 1280, 32, {2, 2, 2, 3, 3, 4, 4, 4}, 132.413},
+};
+
+/* Thresholds, justified in docs/validation-published.md, section 3. */
+#define TG_FIT_REL 0.01   /* the shipped efficiency reproduces the one fitted configuration */
+#define TG_MAPE_MAX 0.12  /* the eight predicted configurations (measured 8.5%) */
+#define TG_WORST_MAX 0.25 /* the worst of them, n = 4 with 4 micro-batches (measured +21%) */
+
+/* Predicted samples/s of configuration k: torchgpipe's partitions as trainsim stages (its
+ * modules mapped to trainsim's layers: the stem's, each cell's block, the classifier's). */
+static double tg_throughput(const ts_model *m, const ts_topo *shipped, int k)
+{
+  int layers_of[24] = {0}; /* per torchgpipe module */
+  gboolean cells_seen = FALSE;
+  for (int i = 0; i < m->nlayers; i++) {
+    int b = m->layers[i].block;
+    cells_seen |= b >= 0;
+    /* the stem (before the first cell), cell b, the classifier (after the last) */
+    layers_of[b >= 0 ? 1 + b : cells_seen ? 23 : 0]++;
+  }
+  GString *split = g_string_new(NULL);
+  g_string_printf(split, "pp=%d,schedule=gpipe,recompute=full,stages=", TG[k].n);
+  int mod = 0;
+  for (int s = 0; s < TG[k].n; s++) {
+    int count = 0;
+    for (int j = 0; j < TG[k].balance[s]; j++)
+      count += layers_of[mod++];
+    g_string_append_printf(split, "%s%d", s > 0 ? ":" : "", count);
+  }
+  cr_assert_eq(mod, 24, "the balance covers torchgpipe's 24 modules");
+  g_autoptr(ts_topo) t = dim_of(shipped, "pcie", TG[k].n);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse(split->str, &error);
+  cr_assert_not_null(sp, "%s: %s", split->str, error != NULL ? error->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = TG[k].batch;
+  po.micro_batch = TG[k].batch / TG[k].chunks;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &error);
+  cr_assert_not_null(p, "%s: %s", split->str, error != NULL ? error->message : "");
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &error);
+  cr_assert_not_null(tr, "%s", error != NULL ? error->message : "");
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
+  ts_replay_result rr;
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &error), "%s", error != NULL ? error->message : "");
+  g_string_free(split, TRUE);
+  return (double)TG[k].batch / rr.step_time_s;
+}
+
+/* docs/validation-published.md, section 3: with the compute efficiency fitted to the first
+ * configuration, trainsim predicts the other eight within TG_MAPE_MAX on average. */
+Test(torchgpipe, amoebanet_pipeline_speed_on_p40)
+{
+  g_autoptr(ts_topo) shipped = load_shipped("p40-pcie-8");
+  g_autofree char *path = g_strdup_printf("%s/models/amoebanet-d-18-256.ini", TS_SOURCE_DIR);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_model) m = ts_model_load(path, &error);
+  cr_assert_not_null(m, "%s", error != NULL ? error->message : "");
+  double sum = 0, worst = 0;
+  if (report_on())
+    printf(
+        "torchgpipe AmoebaNet-D (18, 256) on P40s: n, m, measured, predicted samples/s, error\n");
+  for (int k = 0; k < (int)G_N_ELEMENTS(TG); k++) {
+    double got = tg_throughput(m, shipped, k), want = TG[k].samples_per_s;
+    double err = (got - want) / want;
+    if (report_on())
+      printf("  n=%d m=%-2d %8.3f %8.3f %+6.1f%%\n", TG[k].n, TG[k].chunks, want, got, 100 * err);
+    if (k == 0) {
+      cr_expect(fabs(err) < TG_FIT_REL, "fitted n=2 m=1: %.3f vs %.3f", got, want);
+      continue;
+    }
+    sum += fabs(err);
+    worst = MAX(worst, fabs(err));
+  }
+  double mape = sum / (G_N_ELEMENTS(TG) - 1);
+  cr_expect(mape < TG_MAPE_MAX, "MAPE %.3f over the eight predicted configurations", mape);
+  cr_expect(worst < TG_WORST_MAX, "worst error %.3f", worst);
 }

@@ -156,6 +156,15 @@ static const shipped SHIPPED[] = {
      32 * GIB,
      900e9,
      0},
+    /* PCIe 3.0 x16 15.75 GB/s at an assumed 80%; P40 datasheet (docs/topologies.md). */
+    {"p40-pcie-8",
+     8,
+     1,
+     {{"pcie", 8, TS_SHAPE_SWITCH, 15.75e9 * 0.8, 10e-6}},
+     11.76e12,
+     24 * GIB,
+     346e9,
+     0},
 };
 
 static void check_shipped(const shipped *e)
