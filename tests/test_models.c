@@ -523,7 +523,7 @@ Test(structure, amoebanet_normal_cell_wiring)
 Test(structure, explicit_graph_inputs_and_residuals)
 {
   /* An explicit list written as a graph: a residual block (b adds the block input `in`), an
-   * Inception-like split and join (left and right both read `stem`, join reads both,
+   * Inception-like split and join (left and right both read `b`, join reads both,
    * concatenated), and a second input read from the data. */
   g_autofree char *msg = NULL;
   g_autoptr(ts_model) m = load_text("[model]\nkind = layers\n"
