@@ -117,9 +117,11 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
     GPtrArray *sfx = g_ptr_array_new();
     for (char **p = parts; *p != NULL; p++) {
       const char *v = g_strstrip(*p);
-      if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0) {
+      if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0 &&
+          strcmp(v, "stage") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                    "--recompute '%s': expected none, selective or full (a list: none,full)", v);
+                    "--recompute '%s': expected none, selective, full or stage (a list: none,full)",
+                    v);
         g_ptr_array_free(sfx, TRUE);
         return FALSE;
       }
@@ -196,8 +198,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "With --splits auto: also placements that mirror others on interchangeable dimensions",
        NULL},
       {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
-       "Activation recomputation for every split: none (default), selective, full; a list "
-       "sweeps",
+       "Activation recomputation for every split: none (default), selective, full, stage; a "
+       "list sweeps",
        "R[,R...]"},
       {"global-batch", 'b', 0, G_OPTION_ARG_STRING_ARRAY, &a.batches,
        "Samples per step (all replicas); a list sweeps several", "N[,N...]"},

@@ -347,11 +347,22 @@ int ts_plan_stage_of_layer(const ts_plan *p, int layer)
   return lo;
 }
 
+gboolean ts_plan_recomputes_forward(const ts_plan *p)
+{
+  return p->recompute == TS_RECOMPUTE_FULL || p->recompute == TS_RECOMPUTE_STAGE;
+}
+
 int *ts_plan_units(const ts_plan *p)
 {
   const ts_model *m = p->model;
   int *unit = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
   for (int i = 0; i < m->nlayers; i++) {
+    if (p->recompute == TS_RECOMPUTE_STAGE) {
+      /* GPipe (Huang et al. 2019, section 2.3): a stage is one checkpoint, whatever its
+       * layers; the embedding and logits are re-run with the rest. */
+      unit[i] = p->stage_first[ts_plan_stage_of_layer(p, i)];
+      continue;
+    }
     gboolean cont = i > 0 && same_block(m, i - 1, i) &&
                     ts_plan_stage_of_layer(p, i - 1) == ts_plan_stage_of_layer(p, i);
     if (cont)
@@ -372,7 +383,7 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   const ts_layer_exec *e = &p->exec[i];
   double f = (l->fwd_flops + l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv +
              e->recompute_flops * mb;
-  if (p->recompute == TS_RECOMPUTE_FULL)
+  if (ts_plan_recomputes_forward(p))
     f += l->fwd_flops * mb / e->cdiv;
   double mem =
       (ts_layer_fwd_mem_bytes_batch(m, l, mb) + ts_layer_bwd_mem_bytes_batch(m, l, mb)) / e->cdiv;
@@ -598,7 +609,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
       const ts_layer_exec *e = &p->exec[i];
       const ts_layer *l = &m->layers[i];
-      gboolean ckpt = p->recompute == TS_RECOMPUTE_FULL && p->unit[i] >= 0;
+      gboolean ckpt = ts_plan_recomputes_forward(p) && p->unit[i] >= 0;
       if (ckpt) {
         /* The checkpoint: the block's input. The stage's first block may also read tensors
          * that came with it from the previous stage (a cell's second input): kept too. Later

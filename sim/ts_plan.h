@@ -24,6 +24,8 @@ typedef enum {
   TS_RECOMPUTE_NONE,
   TS_RECOMPUTE_SELECTIVE, /* attention scores, softmax and dropout recomputed */
   TS_RECOMPUTE_FULL,      /* only each block's input kept; forward re-run before backward */
+  TS_RECOMPUTE_STAGE,     /* GPipe's re-materialisation: only each (virtual) stage's input kept
+                             per micro-batch; the stage's forward re-run before its backward */
 } ts_recompute;
 
 /** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */

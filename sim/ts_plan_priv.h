@@ -79,6 +79,10 @@ double ts_plan_device_shard_params(const ts_plan *p, int device);
  * pipeline-stage boundary. Caller frees. */
 int *ts_plan_units(const ts_plan *p);
 
+/* Whether the plan re-runs forwards before backwards (recompute=full or stage), keeping only
+ * each checkpoint unit's input (ts_plan_units). */
+gboolean ts_plan_recomputes_forward(const ts_plan *p);
+
 /* Bytes of optimizer state per parameter (Adam: K = 12 with 16-bit training). */
 double ts_plan_optimizer_bytes_per_param(const ts_model *m);
 

@@ -556,7 +556,7 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     if (gather)
       boundary_gather(g, b - 1, k, L_GATHER_B, "gradients");
   }
-  gboolean full = p->recompute == TS_RECOMPUTE_FULL;
+  gboolean full = ts_plan_recomputes_forward(p);
   if (p->zero >= 3) {
     /* The order parameters are used in: with full recomputation each block's forward is re-run
      * (first layer first) just before its backward. */

@@ -4,6 +4,7 @@
  * with the single-processor reference (ts_nnet) and the bytes every chip sent with what the
  * trace's decompositions say it sends. docs/validation.md, "Split equivalence". */
 #include "ts_util.h"
+#include "ts_plan_priv.h"
 #include "ts_validate_priv.h"
 
 #include <math.h>
@@ -365,7 +366,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   e->work = g_new0(vd_layout, MAX(nl, 1));
   for (int i = 0; i < nl; i++) {
     /* What the plan drops after the forward pass (its memory model) must come back. */
-    e->drop_all[i] = plan->recompute == TS_RECOMPUTE_FULL && plan->unit && plan->unit[i] >= 0;
+    e->drop_all[i] = ts_plan_recomputes_forward(plan) && plan->unit && plan->unit[i] >= 0;
     e->drop_p[i] = plan->recompute == TS_RECOMPUTE_SELECTIVE;
     e->dpmode[i] = e->T > 1 && plan->layer_mode && plan->layer_mode[i] == TS_LAYER_MODE_DP;
   }

@@ -984,44 +984,64 @@ static const struct {
 #define TG_MAPE_MAX 0.12  /* the eight predicted configurations (measured 8.5%) */
 #define TG_WORST_MAX 0.25 /* the worst of them, n = 4 with 4 micro-batches (measured +21%) */
 
-/* Predicted samples/s of configuration k: torchgpipe's partitions as trainsim stages (its
- * modules mapped to trainsim's layers: the stem's, each cell's block, the classifier's). */
-static double tg_throughput(const ts_model *m, const ts_topo *shipped, int k)
+/* The split of torchgpipe's partitions as trainsim stages: its balance counts modules (the
+ * stem, each cell, the classifier), trainsim's stages count layers (the stem's, each cell's
+ * block, the classifier's). Caller frees. */
+static char *tg_split(const ts_model *m, int n, const int *balance, const char *options)
 {
-  int layers_of[24] = {0}; /* per torchgpipe module */
+  int layers_of[128] = {0}; /* per torchgpipe module */
   gboolean cells_seen = FALSE;
+  int last = 0;
   for (int i = 0; i < m->nlayers; i++) {
     int b = m->layers[i].block;
     cells_seen |= b >= 0;
+    last = MAX(last, b + 2);
+    cr_assert_lt(b + 2, 128);
     /* the stem (before the first cell), cell b, the classifier (after the last) */
-    layers_of[b >= 0 ? 1 + b : cells_seen ? 23 : 0]++;
+    layers_of[b >= 0 ? 1 + b : cells_seen ? last : 0]++;
   }
   GString *split = g_string_new(NULL);
-  g_string_printf(split, "pp=%d,schedule=gpipe,recompute=full,stages=", TG[k].n);
+  g_string_printf(split, "pp=%d,%s", n, options);
   int mod = 0;
-  for (int s = 0; s < TG[k].n; s++) {
+  for (int s = 0; s < n && n > 1; s++) {
     int count = 0;
-    for (int j = 0; j < TG[k].balance[s]; j++)
+    for (int j = 0; j < balance[s]; j++)
       count += layers_of[mod++];
-    g_string_append_printf(split, "%s%d", s > 0 ? ":" : "", count);
+    g_string_append_printf(split, "%s%d", s > 0 ? ":" : ",stages=", count);
   }
-  cr_assert_eq(mod, 24, "the balance covers torchgpipe's 24 modules");
-  g_autoptr(ts_topo) t = dim_of(shipped, "pcie", TG[k].n);
+  cr_assert(n == 1 || mod == last + 1, "the balance covers torchgpipe's %d modules", last + 1);
+  return g_string_free(split, FALSE);
+}
+
+/* The plan of torchgpipe's partitions on the first n chips of the shipped P40 server. */
+static ts_plan *tg_plan(const ts_model *m, const ts_topo *t, int n, const int *balance,
+                        gint64 batch, gint64 micro)
+{
+  g_autofree char *text = tg_split(m, n, balance, "schedule=gpipe,recompute=stage");
   g_autoptr(GError) error = NULL;
-  g_autoptr(ts_split) sp = ts_split_parse(split->str, &error);
-  cr_assert_not_null(sp, "%s: %s", split->str, error != NULL ? error->message : "");
+  g_autoptr(ts_split) sp = ts_split_parse(text, &error);
+  cr_assert_not_null(sp, "%s: %s", text, error != NULL ? error->message : "");
   ts_plan_options po;
   ts_plan_options_default(&po);
-  po.global_batch = TG[k].batch;
-  po.micro_batch = TG[k].batch / TG[k].chunks;
-  g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &error);
-  cr_assert_not_null(p, "%s: %s", split->str, error != NULL ? error->message : "");
+  po.global_batch = batch;
+  po.micro_batch = micro;
+  ts_plan *p = ts_plan_new(m, t, sp, &po, &error);
+  cr_assert_not_null(p, "%s: %s", text, error != NULL ? error->message : "");
+  return p;
+}
+
+/* Predicted samples/s of configuration k. */
+static double tg_throughput(const ts_model *m, const ts_topo *shipped, int k)
+{
+  g_autoptr(ts_topo) t = dim_of(shipped, "pcie", TG[k].n);
+  g_autoptr(ts_plan) p =
+      tg_plan(m, t, TG[k].n, TG[k].balance, TG[k].batch, TG[k].batch / TG[k].chunks);
+  g_autoptr(GError) error = NULL;
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &error);
   cr_assert_not_null(tr, "%s", error != NULL ? error->message : "");
   ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   ts_replay_result rr;
   cr_assert(ts_run_replay(tr, t, &ro, &rr, &error), "%s", error != NULL ? error->message : "");
-  g_string_free(split, TRUE);
   return (double)TG[k].batch / rr.step_time_s;
 }
 
@@ -1053,4 +1073,54 @@ Test(torchgpipe, amoebanet_pipeline_speed_on_p40)
   double mape = sum / (G_N_ELEMENTS(TG) - 1);
   cr_expect(mape < TG_MAPE_MAX, "MAPE %.3f over the eight predicted configurations", mape);
   cr_expect(worst < TG_WORST_MAX, "worst error %.3f", worst);
+}
+
+/* torchgpipe's memory benchmark (benchmarks/amoebanetd-memory/main.py and docs/benchmarks.rst,
+ * reproducing GPipe's Table 1): AmoebaNet-D (L, D) on 1-8 Tesla P40s, a batch of 128 images in
+ * 128 micro-batches, stage checkpointing, and the peak activation memory summed over the GPUs
+ * (PyTorch's max_memory_cached less 3 x the parameters' bytes: parameters, gradients and
+ * RMSprop's one slot). */
+static const struct {
+  const char *model;
+  int n;
+  int balance[8];
+  double peak_GiB;
+} TG_MEM[] = {
+    {"amoebanet-d-18-416", 1, {24}, 0.91},
+    {"amoebanet-d-18-544", 2, {16, 8}, 3.39},
+    {"amoebanet-d-36-544", 4, {16, 12, 7, 7}, 6.91},
+    {"amoebanet-d-72-512", 8, {23, 16, 11, 6, 6, 5, 5, 6}, 10.83},
+};
+
+/* docs/validation-published.md, section 3: trainsim's kept activations and working buffers,
+ * summed over the devices, are below the caching allocator's measured peak (which also holds
+ * cuDNN workspaces and freed blocks) but not by more than half. */
+#define TG_MEM_LO 0.5
+#define GIB_BYTES 1073741824.0
+#define TG_MEM_HI 1.0
+
+Test(torchgpipe, amoebanet_pipeline_memory)
+{
+  g_autoptr(ts_topo) shipped = load_shipped("p40-pcie-8");
+  if (report_on())
+    printf("torchgpipe AmoebaNet-D memory: model, n, measured, predicted GiB (activations + "
+           "buffers), ratio\n");
+  for (size_t k = 0; k < G_N_ELEMENTS(TG_MEM); k++) {
+    g_autofree char *path = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, TG_MEM[k].model);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ts_model) m = ts_model_load(path, &error);
+    cr_assert_not_null(m, "%s", error != NULL ? error->message : "");
+    int n = TG_MEM[k].n;
+    g_autoptr(ts_topo) t = dim_of(shipped, "pcie", n);
+    g_autoptr(ts_plan) p = tg_plan(m, t, n, TG_MEM[k].balance, 128, 1);
+    double got = 0;
+    for (int d = 0; d < n; d++)
+      got += p->stage_mem[d].activations + p->stage_mem[d].temp;
+    double ratio = got / (TG_MEM[k].peak_GiB * GIB_BYTES);
+    if (report_on())
+      printf("  %s n=%d %6.2f %6.2f %5.2f\n", TG_MEM[k].model, n, TG_MEM[k].peak_GiB,
+             got / GIB_BYTES, ratio);
+    cr_expect(ratio > TG_MEM_LO && ratio < TG_MEM_HI, "%s on %d: %.3f GiB, measured %.2f",
+              TG_MEM[k].model, n, got / GIB_BYTES, TG_MEM[k].peak_GiB);
+  }
 }

@@ -514,6 +514,45 @@ Test(activations, full_recompute_keeps_block_inputs)
                      "recompute adds %.17g FLOP, expected %.17g", extra, blocks_fwd);
 }
 
+Test(activations, stage_recompute_keeps_stage_inputs)
+{
+  /* GPipe's re-materialisation (Huang et al. 2019, section 2.3): a device keeps only each
+   * micro-batch's stage input, and re-runs the whole stage's forward before its backward, so
+   * one micro-batch's full stage activations are its working set. GPT-3 1.3B, pp = 4 under
+   * the GPipe schedule (all M = 4 micro-batches in flight), micro-batch 2, device 1: M x the
+   * 2sbh-byte input of its stage; every layer's forward (embedding and logits too) runs twice. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) none = make_plan(m, t, "pp=4,dp=16,schedule=gpipe", 128, 2);
+  g_autoptr(ts_plan) st = make_plan(m, t, "pp=4,dp=16,schedule=gpipe,recompute=stage", 128, 2);
+  cr_assert_eq(st->n_micro, 4);
+  double s = (double)m->t_seq, h = (double)m->t_hidden, b = 2;
+  int a = st->stage_first[1];
+  cr_assert(strstr(m->layers[a].name, "norm1") != NULL, "stage 1 starts at a block");
+  double want = 4 * 2 * s * b * h;
+  cr_expect_float_eq(st->stage_mem[1].activations, want, want * 1e-12,
+                     "%.17g bytes, expected %.17g", st->stage_mem[1].activations, want);
+  double work = 0;
+  for (int i = a; i < st->stage_first[2]; i++)
+    work += st->exec[i].full_act_bytes * b;
+  cr_expect_geq(st->stage_mem[1].temp, work, "the working set holds one micro-batch's stage");
+  cr_expect_lt(st->stage_mem[1].activations, none->stage_mem[1].activations / 10);
+  /* Compute: every layer's forward once more, on every device. */
+  g_autoptr(ts_trace) ta = trace_of(none);
+  g_autoptr(ts_trace) tc = trace_of(st);
+  for (int d = 0; d < 4; d++) {
+    double fa = 0, fc = 0, fwd = 0;
+    for (int i = 0; i < ta->programs[d].nops; i++)
+      fa += ta->programs[d].ops[i].flops;
+    for (int i = 0; i < tc->programs[d].nops; i++)
+      fc += tc->programs[d].ops[i].flops;
+    for (int i = st->stage_first[d]; i < st->stage_first[d + 1]; i++)
+      fwd += m->layers[i].fwd_flops * b * 4;
+    cr_expect_float_eq(fc - fa, fwd, fwd * 1e-9, "device %d recomputes %.17g FLOP, expected %.17g",
+                       d, fc - fa, fwd);
+  }
+}
+
 /* ---- ZeRO ----------------------------------------------------------------------------- */
 
 Test(zero, model_state_memory_formulas)
@@ -778,7 +817,8 @@ Test(split, option_errors_name_the_item)
       {"pp=4,zero=4", "item 'zero=4': expected zero=0, 1, 2 or 3"},
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
-      {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective or full"},
+      {"tp=4,recompute=most",
+       "item 'recompute=most': expected recompute=none, selective, full or stage"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},

@@ -248,6 +248,7 @@ Test(validate, broken_splits_fail, .timeout = 60)
       {"validate-mlp", "dp=4,ps=4", "ps pull parameters", NULL, NULL, 0},
       {"validate-mlp", "tp=2,pp=2", "stage 1 activations all-gather", NULL, "1/2 chunk", 2},
       {"validate-cnn", "tp=2,pp=2", "stage 0 gradients all-gather", NULL, "1/2 chunk", 2},
+      {"validate-mlp", "pp=2,recompute=stage", "fc1 recompute", NULL, "no 'fc1 recompute' ran", 2},
   };
   for (gsize c = 0; c < G_N_ELEMENTS(cases); c++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
@@ -283,6 +284,10 @@ Test(validate, pipeline_schedules)
   for (gsize m = 0; m < G_N_ELEMENTS(models); m++) {
     extra x = {.topo = "torus:2x2", .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
     expect_pass(models[m], "tp=2@x,pp=2@y", TS_PREC_F64, &x);
+    /* GPipe's re-materialisation: each stage re-run from its kept input before its backward. */
+    expect_pass(models[m], "tp=2@x,pp=2@y,schedule=gpipe,recompute=stage", TS_PREC_F64, &x);
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass(models[m], "pp=2,dp=2,recompute=stage", precs[p], &x);
   }
 }
 
