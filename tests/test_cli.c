@@ -212,10 +212,10 @@ Test(cli, fastest_is_among_splits_that_fit)
    * about 31 GiB per 16 GiB chip; GPipe's pipeline with re-materialisation fits. The run
    * names the fastest split that fits, and says the other is faster but does not fit. */
   const char *args = "run -t tpu-v2-8 -m amoebanet-d-18-544 -b 128 -s dp=4 "
-                     "-s pp=4,schedule=gpipe,recompute=full";
+                     "-s pp=4,schedule=gpipe,recompute=stage";
   run_result r = run(args);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_expect(strstr(r.out, "fastest that fits: pp=4,schedule=gpipe,recompute=full; dp=4 is ") !=
+  cr_expect(strstr(r.out, "fastest that fits: pp=4,schedule=gpipe,recompute=stage; dp=4 is ") !=
                 NULL,
             "%s", r.out);
   cr_expect(strstr(r.out, "faster but does not fit") != NULL, "%s", r.out);
@@ -223,7 +223,7 @@ Test(cli, fastest_is_among_splits_that_fit)
   g_autofree char *json = g_strdup_printf("%s --format json", args);
   run_result j = run(json);
   cr_assert_eq(j.status, 0, "%s", j.err);
-  cr_expect(strstr(j.out, "\"fastest_split\" : \"pp=4,schedule=gpipe,recompute=full\"") != NULL,
+  cr_expect(strstr(j.out, "\"fastest_split\" : \"pp=4,schedule=gpipe,recompute=stage\"") != NULL,
             "%s", j.out);
   run_free(&j);
 }
