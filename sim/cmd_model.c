@@ -53,39 +53,6 @@ static double col_value(const ts_layer *l, col c)
   }
 }
 
-/* The shape, compactly: "C x H x W k KHxKW/S -> C x H x W" for maps, "T x IN -> OUT" for
- * vectors. */
-static char *shape_text(const ts_layer *l)
-{
-  gboolean map = l->kind == TS_LAYER_CONV2D || l->kind == TS_LAYER_POOL ||
-                 (l->kind == TS_LAYER_NORM && l->in_h > 0);
-  GString *s = g_string_new(NULL);
-  if (map) {
-    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                           l->in_features, l->in_h, l->in_w);
-    if (l->kind != TS_LAYER_NORM)
-      g_string_append_printf(s,
-                             " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
-                             " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                             l->kernel_h, l->kernel_w, l->stride, l->out_features, l->out_h,
-                             l->out_w);
-    if (l->groups > 1)
-      g_string_append_printf(s, " groups=%" G_GINT64_FORMAT, l->groups);
-  } else {
-    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT,
-                           l->tokens, l->in_features, l->out_features);
-    if (l->kind == TS_LAYER_ATTENTION)
-      g_string_append_printf(s, " heads=%" G_GINT64_FORMAT "%s", l->heads,
-                             l->cross ? " cross" : "");
-    if (l->vocab > 0)
-      g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab, l->tied ? " tied" : "");
-    if (l->experts > 0)
-      g_string_append_printf(s, " experts=%" G_GINT64_FORMAT " top_k=%" G_GINT64_FORMAT, l->experts,
-                             l->top_k);
-  }
-  return g_string_free(s, FALSE);
-}
-
 static const char *input_name(const ts_model *m, const ts_layer *l)
 {
   return l->src >= 0 ? m->layers[l->src].name : "data";
@@ -147,7 +114,7 @@ static char *render_json(const ts_model *m, const char *path)
     json_builder_add_string_value(b, input_name(m, l));
     for (int c = 0; c < NCOLS; c++)
       add_num(b, col_names[c], col_value(l, (col)c));
-    g_autofree char *shape = shape_text(l);
+    g_autofree char *shape = ts_layer_shape_text(l);
     json_builder_set_member_name(b, "shape");
     json_builder_add_string_value(b, shape);
     json_builder_end_object(b);
@@ -174,7 +141,7 @@ static char *render_csv(const ts_model *m)
       g_autofree char *v = ts_dtostr(col_value(l, (col)c));
       g_string_append_printf(s, ",%s", v);
     }
-    g_autofree char *shape = shape_text(l);
+    g_autofree char *shape = ts_layer_shape_text(l);
     g_string_append_c(s, ',');
     ts_csv_append(s, shape);
     g_string_append_c(s, '\n');
@@ -239,7 +206,7 @@ static char *render_text(const ts_model *m, const char *path)
       g_string_append_c(s, ' ');
       append_g(s, col_value(l, shown[c]), MAX(wv, (int)strlen(col_names[shown[c]])));
     }
-    g_autofree char *shape = shape_text(l);
+    g_autofree char *shape = ts_layer_shape_text(l);
     g_string_append_printf(s, "  %s\n", shape);
   }
   g_string_append(s, "\nblock -1: a layer of its own; input: the layer whose output it reads "

@@ -2038,42 +2038,36 @@ double ts_layer_bwd_mem_bytes_batch(const ts_model *m, const ts_layer *l, double
   return w + samples * (l->bwd_mem_bytes - w);
 }
 
-static void append_shape(GString *s, const ts_layer *l)
+char *ts_layer_shape_text(const ts_layer *l)
 {
-  switch (l->kind) {
-  case TS_LAYER_CONV2D:
-    g_string_append_printf(s,
-                           "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                           " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
-                           " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                           l->in_features, l->in_h, l->in_w, l->kernel_h, l->kernel_w, l->stride,
-                           l->out_features, l->out_h, l->out_w);
+  g_return_val_if_fail(l != NULL, NULL);
+  gboolean map = l->kind == TS_LAYER_CONV2D || l->kind == TS_LAYER_POOL ||
+                 (l->kind == TS_LAYER_NORM && l->in_h > 0);
+  GString *s = g_string_new(NULL);
+  if (map) {
+    g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                           l->in_features, l->in_h, l->in_w);
+    if (l->kind != TS_LAYER_NORM)
+      g_string_append_printf(s,
+                             " k%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+                             " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                             l->kernel_h, l->kernel_w, l->stride, l->out_features, l->out_h,
+                             l->out_w);
     if (l->groups > 1)
       g_string_append_printf(s, " groups=%" G_GINT64_FORMAT, l->groups);
-    break;
-  case TS_LAYER_POOL:
-    g_string_append_printf(
-        s,
-        "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " k%" G_GINT64_FORMAT
-        "/%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-        l->in_features, l->in_h, l->in_w, l->kernel_h, l->stride, l->out_h, l->out_w);
-    break;
-  case TS_LAYER_NORM:
-    if (l->in_h > 0) {
-      g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                             l->in_features, l->in_h, l->in_w);
-      break;
-    }
-    /* fall through */
-  default:
+  } else {
     g_string_append_printf(s, "%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT,
                            l->tokens, l->in_features, l->out_features);
-    if (l->heads > 0)
-      g_string_append_printf(s, " heads=%" G_GINT64_FORMAT, l->heads);
+    if (l->kind == TS_LAYER_ATTENTION)
+      g_string_append_printf(s, " heads=%" G_GINT64_FORMAT "%s", l->heads,
+                             l->cross ? " cross" : "");
     if (l->vocab > 0)
       g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab, l->tied ? " tied" : "");
-    break;
+    if (l->experts > 0)
+      g_string_append_printf(s, " experts=%" G_GINT64_FORMAT " top_k=%" G_GINT64_FORMAT, l->experts,
+                             l->top_k);
   }
+  return g_string_free(s, FALSE);
 }
 
 char *ts_model_describe(const ts_model *m)
@@ -2100,7 +2094,8 @@ char *ts_model_describe(const ts_model *m)
     g_string_append_printf(s, "%d %s ", l->block, l->src >= 0 ? m->layers[l->src].name : "data");
     ts_append_g(s, 6, l->carry_elems);
     g_string_append_c(s, ' ');
-    append_shape(s, l);
+    g_autofree char *text = ts_layer_shape_text(l);
+    g_string_append(s, text);
     g_string_append_c(s, '\n');
   }
   g_string_append(s, "# total params ");

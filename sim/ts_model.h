@@ -136,6 +136,11 @@ double ts_layer_bwd_mem_bytes_batch(const ts_model *m, const ts_layer *l, double
  * reports and debugging. Caller frees. */
 char *ts_model_describe(const ts_model *m);
 
+/** A layer's shape in one short line: "CxHxW kKHxKW/S -> CxHxW" for feature maps, "T x IN ->
+ * OUT" for vectors, with heads, vocabulary, groups and experts where they apply. Caller
+ * frees. */
+char *ts_layer_shape_text(const ts_layer *l);
+
 /** Layer kind name ("dense", "conv2d", ...). */
 const char *ts_layer_kind_name(ts_layer_kind k);
 
