@@ -1296,6 +1296,67 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   return TRUE;
 }
 
+/* ---- layers over feature maps (ResNet, AmoebaNet) ------------------------------------------ */
+
+/* A k_h x k_w convolution of a c x h x w map to out_c channels, split by output channel. */
+static layer_spec map_conv(gint64 c, gint64 h, gint64 w, gint64 out_c, gint64 kh, gint64 kw,
+                           gint64 stride, gint64 pad)
+{
+  return (layer_spec){.kind = TS_LAYER_CONV2D,
+                      .tp = TS_TP_COLUMN,
+                      .tokens = 1,
+                      .in_f = c,
+                      .out_f = out_c,
+                      .in_h = h,
+                      .in_w = w,
+                      .kh = kh,
+                      .kw = kw,
+                      .stride = stride,
+                      .pad = pad};
+}
+
+/* Batch norm over a c x h x w map, replicated. */
+static layer_spec map_norm(gint64 c, gint64 h, gint64 w)
+{
+  return (layer_spec){.kind = TS_LAYER_NORM,
+                      .tp = TS_TP_REPLICATED,
+                      .tokens = 1,
+                      .in_f = c,
+                      .out_f = c,
+                      .in_h = h,
+                      .in_w = w,
+                      .map = TRUE};
+}
+
+/* A k x k max (or average) pool of a c x h x w map, replicated. */
+static layer_spec map_pool(gint64 c, gint64 h, gint64 w, gint64 k, gint64 stride, gint64 pad,
+                           gboolean avg)
+{
+  return (layer_spec){.kind = TS_LAYER_POOL,
+                      .tp = TS_TP_REPLICATED,
+                      .tokens = 1,
+                      .in_f = c,
+                      .in_h = h,
+                      .in_w = w,
+                      .kh = k,
+                      .kw = k,
+                      .stride = stride,
+                      .pad = pad,
+                      .avg_pool = avg};
+}
+
+/* The classifier after global pooling: features -> classes with a bias and the loss. */
+static layer_spec classifier(gint64 features, gint64 classes)
+{
+  return (layer_spec){.kind = TS_LAYER_DENSE,
+                      .tp = TS_TP_COLUMN,
+                      .tokens = 1,
+                      .in_f = features,
+                      .out_f = classes,
+                      .bias = TRUE,
+                      .loss = TRUE};
+}
+
 /* ---- ResNet generator ----------------------------------------------------------------------- */
 
 /* He et al. 2016, "Deep Residual Learning for Image Recognition", Table 1; layer names and the
@@ -1340,18 +1401,8 @@ static gboolean rn_conv(resnet_state *st, char *name, int src, gint64 in_c, gint
                         gint64 in_w, gint64 out_c, gint64 k, gint64 stride, gint64 pad,
                         GError **error)
 {
-  layer_spec sp = {.kind = TS_LAYER_CONV2D,
-                   .tp = TS_TP_COLUMN,
-                   .tokens = 1,
-                   .in_f = in_c,
-                   .out_f = out_c,
-                   .in_h = in_h,
-                   .in_w = in_w,
-                   .kh = k,
-                   .kw = k,
-                   .stride = stride,
-                   .pad = pad,
-                   .first = st->first};
+  layer_spec sp = map_conv(in_c, in_h, in_w, out_c, k, k, stride, pad);
+  sp.first = st->first;
   if (k > in_h + 2 * pad || k > in_w + 2 * pad) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [resnet] image: expected a larger image; layer %s gets a %" G_GINT64_FORMAT
@@ -1371,16 +1422,9 @@ static gboolean rn_conv(resnet_state *st, char *name, int src, gint64 in_c, gint
 static gboolean rn_bn(resnet_state *st, char *name, gboolean relu, gboolean residual,
                       GError **error)
 {
-  layer_spec sp = {.kind = TS_LAYER_NORM,
-                   .tp = TS_TP_REPLICATED,
-                   .tokens = 1,
-                   .in_f = st->c,
-                   .out_f = st->c,
-                   .in_h = st->h,
-                   .in_w = st->w,
-                   .map = TRUE,
-                   .act = relu ? ACT_RELU : ACT_NONE,
-                   .residual = residual};
+  layer_spec sp = map_norm(st->c, st->h, st->w);
+  sp.act = relu ? ACT_RELU : ACT_NONE;
+  sp.residual = residual;
   return add_layer(st->b, name, &sp, error);
 }
 
@@ -1412,16 +1456,7 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
   if (!rn_conv(&st, g_strdup("conv1"), -1, st.c, st.h, st.w, 64, 7, 2, 3, error) ||
       !rn_bn(&st, g_strdup("bn1"), TRUE, FALSE, error))
     return FALSE;
-  layer_spec mp = {.kind = TS_LAYER_POOL,
-                   .tp = TS_TP_REPLICATED,
-                   .tokens = 1,
-                   .in_f = st.c,
-                   .in_h = st.h,
-                   .in_w = st.w,
-                   .kh = 3,
-                   .kw = 3,
-                   .stride = 2,
-                   .pad = 1};
+  layer_spec mp = map_pool(st.c, st.h, st.w, 3, 2, 1, FALSE);
   if (!add_layer(b, g_strdup("maxpool"), &mp, error))
     return FALSE;
   st.h = conv_out(st.h, 3, 2, 1);
@@ -1470,23 +1505,9 @@ static gboolean build_resnet(const resnet_hp *hp, builder *b, GError **error)
     }
   }
   b->block = -1;
-  layer_spec ap = {.kind = TS_LAYER_POOL,
-                   .tp = TS_TP_REPLICATED,
-                   .tokens = 1,
-                   .in_f = st.c,
-                   .in_h = st.h,
-                   .in_w = st.w,
-                   .kh = st.h,
-                   .kw = st.w,
-                   .stride = 1,
-                   .avg_pool = TRUE};
-  layer_spec fc = {.kind = TS_LAYER_DENSE,
-                   .tp = TS_TP_COLUMN,
-                   .tokens = 1,
-                   .in_f = st.c,
-                   .out_f = hp->classes,
-                   .bias = TRUE,
-                   .loss = TRUE};
+  /* Global average pooling (the whole map, square: the image is) and the classifier. */
+  layer_spec ap = map_pool(st.c, st.h, st.w, st.h, 1, 0, TRUE);
+  layer_spec fc = classifier(st.c, hp->classes);
   return add_layer(b, g_strdup("avgpool"), &ap, error) && add_layer(b, g_strdup("fc"), &fc, error);
 }
 
@@ -1569,23 +1590,12 @@ static gboolean am_emit(am_ctx *x, const char *what, layer_spec *sp, const am_ma
 static gboolean am_conv(am_ctx *x, const char *what, const am_map *in, gint64 out_c, gint64 kh,
                         gint64 kw, gint64 stride, gboolean relu, am_map *out)
 {
-  layer_spec sp = {.kind = TS_LAYER_CONV2D,
-                   .tp = TS_TP_COLUMN,
-                   .tokens = 1,
-                   .in_f = in->c,
-                   .out_f = out_c,
-                   .in_h = in->h,
-                   .in_w = in->w,
-                   .kh = kh,
-                   .kw = kw,
-                   .stride = stride,
-                   .pad = 0,
-                   .pre_relu = relu,
-                   .first = in->n == 0};
   /* "Same" padding for odd kernels, per axis ((k - 1) / 2: 1x7 pads only the width). */
-  sp.pad = (kh - 1) / 2;
+  layer_spec sp = map_conv(in->c, in->h, in->w, out_c, kh, kw, stride, (kh - 1) / 2);
   sp.pad_w = (kw - 1) / 2;
   sp.own_pad_w = TRUE;
+  sp.pre_relu = relu;
+  sp.first = in->n == 0;
   if (!am_emit(x, what, &sp, in, -1))
     return FALSE;
   const ts_layer *l = &g_array_index(x->b->layers, ts_layer, last_layer(x->b));
@@ -1596,14 +1606,7 @@ static gboolean am_conv(am_ctx *x, const char *what, const am_map *in, gint64 ou
 /* Batch norm over `in` (one map, or a concatenation it normalises as one). */
 static gboolean am_bn(am_ctx *x, const char *what, const am_map *in, int add, am_map *out)
 {
-  layer_spec sp = {.kind = TS_LAYER_NORM,
-                   .tp = TS_TP_REPLICATED,
-                   .tokens = 1,
-                   .in_f = in->c,
-                   .out_f = in->c,
-                   .in_h = in->h,
-                   .in_w = in->w,
-                   .map = TRUE};
+  layer_spec sp = map_norm(in->c, in->h, in->w);
   if (!am_emit(x, what, &sp, in, add))
     return FALSE;
   *out = am_single(x->b, in->c, in->h, in->w);
@@ -1649,17 +1652,7 @@ typedef enum {
 static gboolean am_pool(am_ctx *x, const char *what, const am_map *in, gint64 k, gint64 stride,
                         gint64 pad, gboolean avg, int add, am_map *out)
 {
-  layer_spec sp = {.kind = TS_LAYER_POOL,
-                   .tp = TS_TP_REPLICATED,
-                   .tokens = 1,
-                   .in_f = in->c,
-                   .in_h = in->h,
-                   .in_w = in->w,
-                   .kh = k,
-                   .kw = k,
-                   .stride = stride,
-                   .pad = pad,
-                   .avg_pool = avg};
+  layer_spec sp = map_pool(in->c, in->h, in->w, k, stride, pad, avg);
   if (!am_emit(x, what, &sp, in, add))
     return FALSE;
   *out = am_single(x->b, in->c, conv_out(in->h, k, stride, pad), conv_out(in->w, k, stride, pad));
@@ -1807,13 +1800,7 @@ static gboolean build_amoebanet(const amoeba_hp *hp, builder *b, GError **error)
   am_map pooled;
   if (!am_pool(&x, "avgpool", &prev, prev.h, 1, 0, TRUE, -1, &pooled))
     return FALSE;
-  layer_spec fc = {.kind = TS_LAYER_DENSE,
-                   .tp = TS_TP_COLUMN,
-                   .tokens = 1,
-                   .in_f = pooled.c,
-                   .out_f = hp->classes,
-                   .bias = TRUE,
-                   .loss = TRUE};
+  layer_spec fc = classifier(pooled.c, hp->classes);
   return add_layer(b, g_strdup("head.fc"), &fc, error);
 }
 
