@@ -240,11 +240,8 @@ int ts_cmd_model(int argc, char **argv)
                 argc > 1 ? "unexpected argument; see --help" : "missing --model M");
     return ts_cmd_fail("model", err);
   }
-  if (!ts_format_parse(format, &fmt)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text, csv or json",
-                format);
+  if (!ts_cmd_format(format, &fmt, &err))
     return ts_cmd_fail("model", err);
-  }
   g_autofree char *path = NULL;
   g_autoptr(ts_model) m = ts_cmd_load_model(model, &path, &err);
   if (m == NULL)

@@ -107,11 +107,8 @@ int ts_cmd_run(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
     return ts_cmd_fail("run", err);
   }
-  if (!ts_format_parse(format, &fmt)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text, csv or json",
-                format);
+  if (!ts_cmd_format(format, &fmt, &err))
     return ts_cmd_fail("run", err);
-  }
   if (topo_name == NULL || model_name == NULL || global_batch == 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "missing %s; expected --topology T --model M --global-batch N",

@@ -67,6 +67,14 @@ gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
   return TRUE;
 }
 
+gboolean ts_cmd_format(const char *name, ts_format *out, GError **error)
+{
+  if (ts_format_parse(name, out))
+    return TRUE;
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text, csv or json", name);
+  return FALSE;
+}
+
 gboolean ts_cmd_algo(const char *name, int *out, GError **error)
 {
   *out = name != NULL ? ts_coll_algo_parse(name) : TS_ALGO_AUTO;

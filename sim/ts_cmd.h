@@ -4,6 +4,7 @@
 #define TS_CMD_H
 
 #include "ts_model.h"
+#include "ts_report.h"
 #include "ts_topo.h"
 
 #include <glib.h>
@@ -45,6 +46,9 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
 
 /** Parses --collective-algorithm (NULL = auto); FALSE with a one-line error naming the choices. */
 gboolean ts_cmd_algo(const char *name, int *out, GError **error);
+
+/* Parses --format (NULL: text); the error names the value. */
+gboolean ts_cmd_format(const char *name, ts_format *out, GError **error);
 
 /** Loads a topology given as a path or a shipped name; *path (may be NULL) gets the file. */
 ts_topo *ts_cmd_load_topo(const char *name, char **path, GError **error);
