@@ -1,8 +1,8 @@
 #!/bin/sh
 # fit_published.sh: refits trainsim's DGX A100 calibration to vTrain's published measurements
 # (nccl-tests all-reduce tables, Megatron iteration times) and prints the tables of
-# docs/validation-published.md. The data is read from shared/data/vtrain beside the
-# repository (never copied into it); TS_SHARED_DIR=/path/to/shared overrides the search.
+# docs/validation-published.md. The data is vTrain's, copied with its licence into
+# data/published/vtrain.
 #
 #   bench/fit_published.sh            # everything (~5 min: the compute refit replays 360 rows
 #                                     # about a thousand times)

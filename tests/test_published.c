@@ -1,10 +1,8 @@
 /* test_published: trainsim against published measurements (vTrain's nccl-tests all-reduce
  * tables and Megatron iteration times on DGX A100), and the fits behind the shipped numbers.
  *
- * Data: github VIA-Research/vTrain, commit f8dda84 (MIT), read from the shared data folder
- * beside the repository (TS_SOURCE_DIR "/../shared/data/vtrain", see its PROVENANCE.txt); it
- * is never copied into the repository. A git worktree deeper down finds it in the nearest
- * ancestor folder that has shared/data/vtrain; TS_SHARED_DIR overrides the search. Set
+ * Data: github VIA-Research/vTrain, commit f8dda84 (MIT), copied verbatim into the repository
+ * (data/published/vtrain, with its LICENSE and PROVENANCE.txt), so a clean clone tests it. Set
  * TS_PUBLISHED_REPORT=1 to print the fits and the error tables (bench/fit_published.sh does);
  * docs/validation-published.md has the results. */
 #include "ts_coll.h"
@@ -47,26 +45,10 @@ static ts_topo *load_shipped(const char *name)
   return t;
 }
 
-/* The vTrain data folder: $TS_SHARED_DIR/data/vtrain, else TS_SOURCE_DIR/../shared/data/vtrain
- * (the CI layout), else the same under the nearest ancestor that has it. Caller frees. */
+/* The vTrain data folder, inside the repository. Caller frees. */
 static char *vtrain_dir(void)
 {
-  const char *env = g_getenv("TS_SHARED_DIR");
-  if (env != NULL && *env != '\0')
-    return g_build_filename(env, "data", "vtrain", NULL);
-  g_autofree char *dir = g_canonicalize_filename(TS_SOURCE_DIR "/..", NULL);
-  for (;;) {
-    char *v = g_build_filename(dir, "shared", "data", "vtrain", NULL);
-    if (g_file_test(v, G_FILE_TEST_IS_DIR))
-      return v;
-    g_free(v);
-    char *up = g_path_get_dirname(dir);
-    gboolean top = strcmp(up, dir) == 0;
-    g_free(dir);
-    dir = up;
-    if (top)
-      return g_strdup(TS_SOURCE_DIR "/../shared/data/vtrain");
-  }
+  return g_strdup(TS_SOURCE_DIR "/data/published/vtrain");
 }
 
 static char *read_data(const char *rel)
@@ -76,8 +58,8 @@ static char *read_data(const char *rel)
   char *text = NULL;
   g_autoptr(GError) error = NULL;
   gboolean ok = g_file_get_contents(path, &text, NULL, &error);
-  cr_assert(ok, "%s: %s (the published data lives in shared/data/vtrain beside the repository)",
-            path, error != NULL ? error->message : "");
+  cr_assert(ok, "%s: %s (the published data lives in data/published/vtrain)", path,
+            error != NULL ? error->message : "");
   return text;
 }
 
