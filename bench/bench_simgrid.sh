@@ -13,8 +13,15 @@ repeat=${2:-3}
 bin=$build/sim/trainsim
 exe=$(mktemp -d)/bench_simgrid
 # Built here rather than by CMake: a benchmark, not part of the product.
-gcc -O2 -o "$exe" "$here/bench_simgrid.c" -I"$here/../sim" \
-  $(pkg-config --cflags glib-2.0 json-glib-1.0 simgrid) "$build/sim/libtrainsim_lib.a" \
+# One static library per layer of sim/, listed top down so each finds the ones below it.
+incs=$(find "$here/../sim" -mindepth 1 -type d -printf '-I%p ')
+libs=""
+for l in cmd plot run validate report backend_analytic backend_simgrid plan replay trace coll model core; do
+  libs="$libs $build/sim/libts_$l.a"
+done
+# shellcheck disable=SC2086
+gcc -O2 -o "$exe" "$here/bench_simgrid.c" $incs \
+  $(pkg-config --cflags glib-2.0 json-glib-1.0 simgrid) $libs \
   $(pkg-config --libs glib-2.0 json-glib-1.0 simgrid) -lstdc++ -lm
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

@@ -234,7 +234,7 @@ static double narayanan(double s, double l, double h, double V)
 }
 
 /* The small terms docs/models.md adds on top (DeepSpeed profiler element-wise counts), written
- * out independently of sim/ts_model.c: per block, 2 layer norms x (5 + 5 + 3) sh, attention
+ * out independently of sim/model/ts_model.c: per block, 2 layer norms x (5 + 5 + 3) sh, attention
  * bias 8sh + softmax 2as^2 + residual 2sh, fc1 bias + GeLU 4sf, fc2 bias + residual 4sh; the
  * embedding's position add and table gradients 3sh (learned positions) or sh; the final norm
  * 13sh; the loss softmax 2sV. */

@@ -9,7 +9,6 @@
  * states and Korthikanti et al. 2022 (section 4, Table 2) for activations. The trace itself is
  * generated in ts_plan_trace.c. */
 #include "ts_plan_priv.h"
-#include "ts_replay.h"
 #include "ts_util.h"
 
 #include <math.h>

@@ -64,22 +64,6 @@ static event heap_pop(GArray *h)
   return top;
 }
 
-double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
-{
-  /* Roofline (Williams, Waterman & Patterson, CACM 2009): the slower of arithmetic at the
-   * sustained rate and memory traffic at full bandwidth. */
-  double tc = flops / (t->chip.peak_flops * t->chip.compute_efficiency);
-  double tm = t->chip.memory_bw_Bps > 0 ? mem_bytes / t->chip.memory_bw_Bps : 0.0;
-  double r = tc > tm ? tc : tm;
-  /* A third ceiling, the per-op overhead ([chip] op_overhead_us): kernel launches are
-   * asynchronous, so the device waits for the host (Python, launches, framework bookkeeping)
-   * only when the host is slower than the kernels (docs/validation-published.md, fitted to
-   * vTrain's Megatron measurements). An op with no work launches nothing and stays free. */
-  if (r < t->chip.op_overhead_s && (flops > 0 || mem_bytes > 0))
-    r = t->chip.op_overhead_s;
-  return r;
-}
-
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
 typedef struct {
   ts_group_shape shape;

@@ -82,6 +82,9 @@ const char *ts_shape_name(ts_shape s);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_topo, ts_topo_free)
 
+/** Roofline time of a compute op on the topology's chip. */
+double ts_compute_time(const ts_topo *t, double flops, double mem_bytes);
+
 G_END_DECLS
 
 #endif

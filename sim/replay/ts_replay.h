@@ -99,9 +99,6 @@ ts_backend *ts_backend_simgrid_new(const ts_topo *t, const char *const *cfg, GEr
 
 void ts_backend_free(ts_backend *b);
 
-/** Roofline time of a compute op on the topology's chip. */
-double ts_compute_time(const ts_topo *t, double flops, double mem_bytes);
-
 G_END_DECLS
 
 #endif

@@ -377,3 +377,19 @@ char *ts_topo_describe(const ts_topo *t)
   g_string_append_printf(s, " (%d chip%s)", t->nchips, t->nchips == 1 ? "" : "s");
   return g_string_free(s, FALSE);
 }
+
+double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
+{
+  /* Roofline (Williams, Waterman & Patterson, CACM 2009): the slower of arithmetic at the
+   * sustained rate and memory traffic at full bandwidth. */
+  double tc = flops / (t->chip.peak_flops * t->chip.compute_efficiency);
+  double tm = t->chip.memory_bw_Bps > 0 ? mem_bytes / t->chip.memory_bw_Bps : 0.0;
+  double r = tc > tm ? tc : tm;
+  /* A third ceiling, the per-op overhead ([chip] op_overhead_us): kernel launches are
+   * asynchronous, so the device waits for the host (Python, launches, framework bookkeeping)
+   * only when the host is slower than the kernels (docs/validation-published.md, fitted to
+   * vTrain's Megatron measurements). An op with no work launches nothing and stays free. */
+  if (r < t->chip.op_overhead_s && (flops > 0 || mem_bytes > 0))
+    r = t->chip.op_overhead_s;
+  return r;
+}

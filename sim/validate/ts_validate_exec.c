@@ -5,7 +5,7 @@
  * sends and receives carry real buffers between pipeline stages.
  *
  * The trace has no tensor field, so what an op touches comes from its label (the planner's
- * vocabulary, sim/ts_plan_trace.c), e.g. "L fwd" is layer L's forward pass, micro-batch k for
+ * vocabulary, sim/plan/ts_plan_trace.c), e.g. "L fwd" is layer L's forward pass, micro-batch k for
  * the k-th such op of a program; "L fwd all-reduce" a collective on L's output when it
  * depends directly on that pass, else on L's input before its next pass; "grad reduce-scatter
  * A..B" the gradients of layers B..A. docs/validation.md lists them all. An op whose label the
