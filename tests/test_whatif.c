@@ -169,6 +169,24 @@ Test(timeline, spans_end_at_step_time_and_name_layers)
   rm_rf(dir);
 }
 
+/* The timeline comes from the prediction's own replay, also when SimGrid replays it in a child
+ * process: every chip has a track and the spans end at the simgrid step time. */
+Test(timeline, simgrid_replay_in_child_gives_the_prediction_spans)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_build_filename(dir, "sg.json", NULL);
+  double step = run_step(RUN "-s tp=8,dp=8 --backend simgrid --format json");
+  g_autofree char *args =
+      g_strdup_printf(RUN "-s tp=8,dp=8 --backend simgrid --format json --timeline %s", a);
+  double with = run_step(args);
+  cr_assert_eq(with, step, "a simgrid timeline changed the prediction: %.9g vs %.9g s", with, step);
+  int n = check_timeline(a, step);
+  cr_assert_eq(n, 64, "simgrid replays every chip: expected 64 tracks, got %d", n);
+  g_autofree char *text = slurp(a);
+  cr_assert(strstr(text, "\"backend\":\"simgrid\"") != NULL, "timeline does not name its backend");
+  rm_rf(dir);
+}
+
 Test(timeline, needs_one_split_and_leaves_nothing_on_error)
 {
   g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);

@@ -1,5 +1,6 @@
 /* cmd_check: `trainsim check SCENARIOS.ini`, regression checks of predicted step times against
  * golden values, and `--update` to rewrite the goldens in place (comments kept). */
+#include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
@@ -85,15 +86,13 @@ static gboolean parse_scenario(GKeyFile *kf, const char *path, const char *g, sc
     return FALSE;
   g_autoptr(GError) be = NULL;
   if (!ts_run_backend_valid(s->backend, &be)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: [%s] backend='%s': expected analytic or simgrid", path, g, s->backend);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] backend='%s': expected %s", path, g,
+                s->backend, ts_backend_kind_list());
     return FALSE;
   }
   if (ts_coll_algo_parse(s->algo) < 0) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: [%s] collective_algorithm='%s': expected auto, ring, bidir-ring, torus, "
-                "hierarchical, tree, halving-doubling or direct",
-                path, g, s->algo);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] collective_algorithm='%s': expected %s",
+                path, g, s->algo, ts_coll_algo_list());
     return FALSE;
   }
   gint64 full = 0;

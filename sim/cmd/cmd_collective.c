@@ -1,6 +1,7 @@
 /* cmd_collective: `trainsim collective`, the time, algorithm bandwidth and bus bandwidth of one
  * collective over a size range: the numbers nccl-tests users compare against. Every size is
  * replayed as a one-op trace, so it takes the same path as a training step. */
+#include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_run.h"
 #include "ts_util.h"
@@ -72,11 +73,8 @@ int ts_cmd_collective(int argc, char **argv)
        "Sizes from LO to HI, multiplying by F (default 2), e.g. 1MiB:1GiB or 1M:1G:4", "LO:HI[:F]"},
       {"dims", 0, 0, G_OPTION_ARG_STRING, &dims_text,
        "Array dimensions the group spans, comma-separated, fastest first (default: all)", "D,D"},
-      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,
-       "auto (fastest valid, default), ring, bidir-ring, torus, hierarchical, tree, "
-       "halving-doubling, direct",
-       "A"},
-      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, "analytic (default) or simgrid", "B"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name, ts_cmd_algo_help(), "A"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "simgrid backend: extra SimGrid setting or trainsim/... setting (docs/backends.md); "
        "repeatable",

@@ -1,4 +1,5 @@
 /* cmd_replay: `trainsim replay`, replays a trace file on a topology and reports the step. */
+#include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_run.h"
 #include "ts_util.h"
@@ -14,7 +15,7 @@ int ts_cmd_replay(int argc, char **argv)
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or shipped name; its dimensions must match the trace's", "T"},
-      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, "analytic (default) or simgrid", "B"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "simgrid backend: extra SimGrid setting or trainsim/... setting (docs/backends.md); "
        "repeatable",

@@ -1,4 +1,5 @@
 /* cmd_run: `trainsim run`, the what-if: step time, breakdown and memory of one or more splits. */
+#include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_plot.h"
 #include "ts_run.h"
@@ -63,12 +64,8 @@ int ts_cmd_run(int argc, char **argv)
        "N"},
       {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &bucket_MiB,
        "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
-      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,
-       "auto (fastest valid, default), ring, bidir-ring, torus, hierarchical, tree, "
-       "halving-doubling, direct",
-       "A"},
-      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
-       "analytic (default, contention-free) or simgrid (contention-aware)", "B"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name, ts_cmd_algo_help(), "A"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "simgrid backend: extra SimGrid setting (e.g. network/model:LV08) or "
        "trainsim/collective-flows:per-step | trainsim/collective-steps:async (docs/backends.md); "
@@ -191,7 +188,7 @@ int ts_cmd_run(int argc, char **argv)
       g_autoptr(ts_split) sp = ts_split_parse(text, &err);
       ok = sp != NULL;
       if (ok && timeline != NULL) /* one split (checked above): predict it and keep its spans */
-        ok = ts_timeline_predict(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
+        ok = ts_run_predict_ex(model, topo, sp, &po, &ro, &res, &timeline_json, &err);
       else if (ok)
         ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
       if (!ok && !(defaults && err->code == TS_ERROR_INVALID))

@@ -2,6 +2,7 @@
  * limit: every valid split, placement and micro-batch is predicted, those that fit are
  * ranked, and every split family that lost is given its reason (does not fit,
  * communication-bound, bubble-bound, compute-bound). */
+#include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
@@ -113,7 +114,7 @@ int ts_cmd_search(int argc, char **argv)
       {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &micro_opt,
        "auto (default: the per-replica batch halved down to 1) or N[,N...] samples", "auto|N"},
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
-      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, "analytic (default) or simgrid", "B"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "F"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,

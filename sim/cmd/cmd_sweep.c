@@ -1,6 +1,7 @@
 /* cmd_sweep: `trainsim sweep`, predictions over a cartesian product of topologies, array
  * shapes, hardware what-ifs, models, batches and splits, on every core, in shards, as CSV and
  * JSON rows with the fields of `trainsim run`. */
+#include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_mpi.h"
 #include "ts_plot.h"
@@ -142,10 +143,8 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   sp->backend = a->backend != NULL ? a->backend : "analytic";
   int algo = a->algo != NULL ? ts_coll_algo_parse(a->algo) : TS_ALGO_AUTO;
   if (algo < 0) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, "
-                "hierarchical, tree, halving-doubling or direct",
-                a->algo);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--collective-algorithm '%s': expected %s",
+                a->algo, ts_coll_algo_list());
     return FALSE;
   }
   sp->algo = (ts_coll_algo)algo;
@@ -213,10 +212,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, latency_us, "
        "dim.NAME.{link_bandwidth_GBps,latency_us,size}, dims=16x16,32x32; repeatable",
        "KEY=V,..."},
-      {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, "analytic (default) or simgrid", "B"},
-      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo,
-       "auto (default), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct",
-       "A"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, ts_backend_kind_help(), "B"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo, ts_cmd_algo_help(), "A"},
       {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &a.bucket_MiB,
        "Data-parallel gradient bucket in MiB (default 25)", "MiB"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &a.full, "Replay every rank (slower; same result)", NULL},

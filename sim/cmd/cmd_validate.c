@@ -48,6 +48,10 @@ int ts_cmd_validate(int argc, char **argv)
   gint64 steps = o.steps, seed = (gint64)o.seed;
   double tolerance = 0;
   gboolean verbose = FALSE;
+  g_autofree char *algo_help = g_strdup_printf(
+      "Collective algorithm recorded on every collective: %s, or all (each in turn; those that "
+      "do not apply to a split are skipped)",
+      ts_cmd_algo_help());
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &models,
        "Validation network (repeatable; default: validate-mlp, validate-cnn, "
@@ -61,11 +65,7 @@ int ts_cmd_validate(int argc, char **argv)
        "T"},
       {"precision", 'p', 0, G_OPTION_ARG_STRING, &prec_name, "fp32 (default), fp64 or both", "P"},
       {"steps", 0, 0, G_OPTION_ARG_INT64, &steps, "Training steps (default 2)", "N"},
-      {"algorithm", 'a', 0, G_OPTION_ARG_STRING, &algo_name,
-       "Collective algorithm recorded on every collective: auto (default, as the backends "
-       "pick), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct, or all "
-       "(each in turn; those that do not apply to a split are skipped)",
-       "A"},
+      {"algorithm", 'a', 0, G_OPTION_ARG_STRING, &algo_name, algo_help, "A"},
       {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &o.global_batch, "Samples per step (default 8)",
        "N"},
       {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch,
@@ -121,10 +121,8 @@ int ts_cmd_validate(int argc, char **argv)
   gboolean all_algos = algo_name != NULL && strcmp(algo_name, "all") == 0;
   int algo = algo_name == NULL || all_algos ? TS_ALGO_AUTO : ts_coll_algo_parse(algo_name);
   if (algo < 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--algorithm '%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
-                "halving-doubling, direct or all",
-                algo_name);
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--algorithm '%s': expected %s, or all", algo_name,
+                ts_coll_algo_list());
     return ts_cmd_fail("validate", err);
   }
   if (opt_name != NULL && strcmp(opt_name, "sgd") != 0 && strcmp(opt_name, "adam") != 0) {

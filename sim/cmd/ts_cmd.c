@@ -80,10 +80,8 @@ gboolean ts_cmd_algo(const char *name, int *out, GError **error)
   *out = name != NULL ? ts_coll_algo_parse(name) : TS_ALGO_AUTO;
   if (*out >= 0)
     return TRUE;
-  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-              "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, hierarchical, "
-              "tree, halving-doubling or direct",
-              name);
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--collective-algorithm '%s': expected %s", name,
+              ts_coll_algo_list());
   return FALSE;
 }
 
@@ -107,4 +105,18 @@ ts_model *ts_cmd_load_model(const char *name, char **path, GError **error)
   else
     g_free(p);
   return m;
+}
+
+const char *ts_cmd_algo_help(void)
+{
+  static gsize once = 0;
+  static const char *text = NULL;
+  if (g_once_init_enter(&once)) {
+    GString *s = g_string_new("auto (the fastest valid, default)");
+    for (int a = TS_ALGO_AUTO + 1; a < TS_ALGO_NALGOS; a++)
+      g_string_append_printf(s, ", %s", ts_coll_algo_name((ts_coll_algo)a));
+    text = g_string_free(s, FALSE);
+    g_once_init_leave(&once, 1);
+  }
+  return text;
 }

@@ -59,6 +59,9 @@ ts_model *ts_cmd_load_model(const char *name, char **path, GError **error);
 /** Creates an output folder (with parents) and checks it is writable, before any work. */
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
 
+/** "auto (the fastest valid, default), ring, ...": the algorithm table, for --help. Static. */
+const char *ts_cmd_algo_help(void);
+
 G_END_DECLS
 
 #endif

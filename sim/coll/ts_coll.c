@@ -32,6 +32,25 @@ int ts_coll_kind_parse(const char *s)
   return -1;
 }
 
+const char *ts_coll_algo_list(void)
+{
+  /* Built once from algo_names, so help texts and errors follow the table. */
+  static gsize once = 0;
+  static char *text = NULL;
+  if (g_once_init_enter(&once)) {
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < TS_ALGO_NALGOS; i++)
+      g_string_append_printf(s, "%s%s",
+                             i == 0                    ? ""
+                             : i == TS_ALGO_NALGOS - 1 ? " or "
+                                                       : ", ",
+                             algo_names[i]);
+    text = g_string_free(s, FALSE);
+    g_once_init_leave(&once, 1);
+  }
+  return text;
+}
+
 int ts_coll_algo_parse(const char *s)
 {
   if (s == NULL)

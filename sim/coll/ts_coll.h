@@ -141,6 +141,8 @@ int ts_coll_kind_parse(const char *s);
 /** Parses "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling",
  * "direct"; -1 if unknown. */
 int ts_coll_algo_parse(const char *s);
+/** Every algorithm name, "auto, ring, ... or direct", for help texts and errors. Static. */
+const char *ts_coll_algo_list(void);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_coll_plan, ts_coll_plan_free)
 

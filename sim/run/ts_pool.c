@@ -1,6 +1,7 @@
 /* ts_pool: a pool of forked worker processes predicting configurations, fed index by index
  * over pipes, results serialised back and stored by input position. */
 #include "ts_pool.h"
+#include "ts_backends.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -169,9 +170,11 @@ gboolean ts_outcome_decode(const guint8 *p, gsize len, gint32 *k, ts_outcome *o)
          get_str(&p, end, &o->res.link_summary) && get_str(&p, end, &o->message) && p == end;
 }
 
-static gboolean is_simgrid(const ts_config *c)
+/* A backend that builds one platform per process (SimGrid): its worker leaves after it. */
+static gboolean one_per_process(const ts_config *c)
 {
-  return c->ro.backend != NULL && strcmp(c->ro.backend, "simgrid") == 0;
+  const ts_backend_kind *k = ts_backend_kind_lookup(c->ro.backend, NULL);
+  return k != NULL && k->one_per_process;
 }
 
 /* ---- the pool ------------------------------------------------------------------------------ */
@@ -196,7 +199,7 @@ static G_NORETURN void worker_main(const ts_config *cfg, const int *idx, int cmd
     g_byte_array_unref(b);
     ts_outcome_clear(&o);
     /* A process can initialise SimGrid once: a worker that used it leaves. */
-    if (!ok || is_simgrid(&cfg[idx[k]]))
+    if (!ok || one_per_process(&cfg[idx[k]]))
       _exit(ok ? 0 : 1);
   }
 }
@@ -261,7 +264,7 @@ static gboolean feed(worker *w, int k, const ts_config *cfg, const int *idx, GEr
     return FALSE;
   }
   w->busy = k;
-  w->retiring = is_simgrid(&cfg[idx[k]]);
+  w->retiring = one_per_process(&cfg[idx[k]]);
   return TRUE;
 }
 
@@ -272,7 +275,7 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
   progress_init(&pg, o, n);
   gboolean any_sg = FALSE;
   for (int k = 0; k < n && !any_sg; k++)
-    any_sg = is_simgrid(&cfg[idx[k]]);
+    any_sg = one_per_process(&cfg[idx[k]]);
   int jobs = o != NULL && o->jobs > 0 ? o->jobs : 1;
   if (jobs > n)
     jobs = n;

@@ -1,6 +1,8 @@
 /* ts_run: plan -> trace -> replay -> result, the one path every prediction takes. */
 #include "ts_run.h"
 #include "ts_backend_simgrid.h"
+#include "ts_backends.h"
+#include "ts_timeline.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -11,21 +13,13 @@
 
 gboolean ts_run_backend_valid(const char *name, GError **error)
 {
-  if (name == NULL || strcmp(name, "analytic") == 0 || strcmp(name, "simgrid") == 0)
-    return TRUE;
-  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--backend '%s': expected analytic or simgrid",
-              name);
-  return FALSE;
+  return ts_backend_kind_lookup(name, error) != NULL;
 }
 
 char *ts_run_network_model(const ts_run_options *ro)
 {
-  if (ro->backend == NULL || strcmp(ro->backend, "analytic") == 0)
-    return g_strdup("alpha-beta, contention-free, dimension-order routes");
-  GString *s = g_string_new("SimGrid CM02 max-min, network/crosstraffic:0, network/TCP-gamma:0");
-  for (const char *const *c = ro->sg_cfg; c != NULL && *c != NULL; c++)
-    g_string_append_printf(s, ", %s", *c);
-  return g_string_free(s, FALSE);
+  const ts_backend_kind *k = ts_backend_kind_lookup(ro->backend, NULL);
+  return k != NULL ? k->network_model(ro->sg_cfg) : g_strdup("?");
 }
 
 void ts_run_extra_clear(ts_run_extra *x)
@@ -34,26 +28,31 @@ void ts_run_extra_clear(ts_run_extra *x)
     return;
   g_free(x->link_summary);
   g_free(x->network_config);
+  if (x->spans != NULL)
+    g_array_unref(x->spans);
   memset(x, 0, sizeof *x);
-}
-
-static gboolean is_simgrid(const ts_run_options *ro)
-{
-  return ro->backend != NULL && strcmp(ro->backend, "simgrid") == 0;
 }
 
 /* The replay itself, in whatever process runs it. */
 static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
                             ts_replay_result *out, ts_run_extra *x, GError **error)
 {
-  gboolean sg = is_simgrid(ro);
-  ts_backend *b = sg ? ts_backend_simgrid_new(t, ro->sg_cfg, error) : ts_backend_analytic_new(t);
+  const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
+  if (kind == NULL)
+    return FALSE;
+  ts_backend *b = kind->create(t, ro->sg_cfg, error);
   if (b == NULL)
     return FALSE;
-  /* Contention needs every flow, so the simgrid backend replays every rank. */
-  ts_replay *r = ts_replay_new(tr, b, sg || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
+  ts_replay *r =
+      ts_replay_new(tr, b, kind->full_replay || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
+  ts_replay_keep_spans(r, ro->timeline);
   gboolean ok = ts_replay_run(r, out, error);
-  if (ok && sg) {
+  if (ok && ro->timeline && x != NULL) {
+    const GArray *spans = ts_replay_spans(r);
+    x->spans = g_array_sized_new(FALSE, FALSE, sizeof(ts_span), spans->len);
+    g_array_append_vals(x->spans, spans->data, spans->len);
+  }
+  if (ok && ts_backend_is_simgrid(b)) {
     GPtrArray *rows = NULL;
     ok = ts_backend_simgrid_link_report(b, &rows, NULL, error);
     if (ok && ro->link_report != NULL)
@@ -128,6 +127,10 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
     write_str(fd[1], err != NULL ? err->message : NULL);
     write_str(fd[1], ex.link_summary);
     write_str(fd[1], ex.network_config);
+    guint32 nspans = ex.spans != NULL ? ex.spans->len : 0;
+    ts_write_all(fd[1], &nspans, sizeof nspans);
+    if (nspans > 0)
+      ts_write_all(fd[1], ex.spans->data, (size_t)nspans * sizeof(ts_span));
     close(fd[1]);
     _exit(0);
   }
@@ -135,11 +138,23 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
   gint32 ok = 0, code = 0;
   gint64 flows = 0;
   char *msg = NULL, *summary = NULL, *config = NULL;
+  guint32 nspans = 0;
+  GArray *spans = NULL;
   gboolean got = (ts_read_all(fd[0], &ok, sizeof ok) == 1) &&
                  (ts_read_all(fd[0], &code, sizeof code) == 1) &&
                  (ts_read_all(fd[0], out, sizeof *out) == 1) &&
                  (ts_read_all(fd[0], &flows, sizeof flows) == 1) && read_str(fd[0], &msg) &&
-                 read_str(fd[0], &summary) && read_str(fd[0], &config);
+                 read_str(fd[0], &summary) && read_str(fd[0], &config) &&
+                 (ts_read_all(fd[0], &nspans, sizeof nspans) == 1);
+  /* Spans of a timeline: at most one per op of every rank, so the trace bounds the count. */
+  if (got && nspans > 0) {
+    got = (gint64)nspans <= ts_trace_nops(tr) * (gint64)tr->nranks;
+    if (got) {
+      spans = g_array_sized_new(FALSE, FALSE, sizeof(ts_span), nspans);
+      g_array_set_size(spans, nspans);
+      got = ts_read_all(fd[0], spans->data, (size_t)nspans * sizeof(ts_span)) == 1;
+    }
+  }
   close(fd[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -160,7 +175,10 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
     x->link_summary = g_steal_pointer(&summary);
     x->network_config = g_steal_pointer(&config);
     x->flows = flows;
+    x->spans = g_steal_pointer(&spans);
   }
+  if (spans != NULL)
+    g_array_unref(spans);
   g_free(msg);
   g_free(summary);
   g_free(config);
@@ -174,7 +192,10 @@ gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_opt
     memset(x, 0, sizeof *x);
   if (!ts_trace_check(tr, t, error))
     return FALSE;
-  if (is_simgrid(ro))
+  const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
+  if (kind == NULL)
+    return FALSE;
+  if (kind->one_per_process)
     return replay_in_child(tr, t, ro, out, x, error);
   return replay_here(tr, t, ro, out, x, error);
 }
@@ -185,9 +206,9 @@ gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_option
   return ts_run_replay_ex(tr, t, ro, out, NULL, error);
 }
 
-gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
-                        const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
-                        GError **error)
+gboolean ts_run_predict_ex(const ts_model *m, const ts_topo *t, const ts_split *s,
+                           const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
+                           char **timeline_json, GError **error)
 {
   g_autoptr(ts_plan) p = ts_plan_new(m, t, s, po, error);
   if (p == NULL)
@@ -195,13 +216,26 @@ gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
   g_autoptr(ts_trace) tr = ts_plan_trace(p, error);
   if (tr == NULL)
     return FALSE;
+  ts_run_options o = *ro;
+  o.timeline = timeline_json != NULL;
   ts_replay_result rr;
   ts_run_extra x;
-  if (!ts_run_replay_ex(tr, t, ro, &rr, &x, error))
+  if (!ts_run_replay_ex(tr, t, &o, &rr, &x, error))
     return FALSE;
   ts_result_fill(out, p, tr, &rr);
   out->link_summary = g_steal_pointer(&x.link_summary);
   out->flows = x.flows;
+  if (timeline_json != NULL) {
+    const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, NULL);
+    *timeline_json = ts_timeline_render(tr, t, x.spans, out, kind->name, rr.nsimulated);
+  }
   ts_run_extra_clear(&x);
   return TRUE;
+}
+
+gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
+                        const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
+                        GError **error)
+{
+  return ts_run_predict_ex(m, t, s, po, ro, out, NULL, error);
 }

@@ -13,6 +13,7 @@ typedef struct {
   gboolean full;             /* replay every rank even where ranks are identical */
   const char *link_report;   /* simgrid: write every link's load here as CSV (may be NULL) */
   int top_links;             /* simgrid: links in the summary (0 = 5) */
+  gboolean timeline;         /* keep every op's interval (ts_run_extra.spans) */
 } ts_run_options;
 
 /** What a replay adds beyond the step: the simgrid backend's most loaded links. */
@@ -20,6 +21,7 @@ typedef struct {
   char *link_summary;   /* text table of the most loaded links, or NULL (caller frees) */
   char *network_config; /* the SimGrid configuration in effect, or NULL (caller frees) */
   gint64 flows;         /* point-to-point flows simulated (simgrid) */
+  GArray *spans;        /* ts_span of every op replayed, with ts_run_options.timeline (owned) */
 } ts_run_extra;
 
 void ts_run_extra_clear(ts_run_extra *x);
@@ -39,6 +41,15 @@ gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_opt
 gboolean ts_run_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
                         const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
                         GError **error);
+
+/**
+ * As ts_run_predict; with timeline_json non-NULL also renders the replayed step as Chrome
+ * trace-event JSON there (caller frees), from the very replay that gave the result: the same
+ * backend, replay mode and process (a simgrid replay's spans come back from its child).
+ */
+gboolean ts_run_predict_ex(const ts_model *m, const ts_topo *t, const ts_split *s,
+                           const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
+                           char **timeline_json, GError **error);
 
 /** Replays a trace on a topology with a backend; fills the replay result. */
 gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,

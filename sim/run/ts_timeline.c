@@ -223,32 +223,3 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
   g_string_free(ranks, TRUE);
   return g_string_free(s, FALSE);
 }
-
-gboolean ts_timeline_predict(const ts_model *m, const ts_topo *t, const ts_split *s,
-                             const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
-                             char **json, GError **error)
-{
-  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, po, error);
-  if (p == NULL)
-    return FALSE;
-  g_autoptr(ts_trace) tr = ts_plan_trace(p, error);
-  if (tr == NULL || !ts_trace_check(tr, t, error))
-    return FALSE;
-  /* The same backend and replay mode as ts_run_replay, so the timeline is the prediction's. */
-  gboolean sg = ro->backend != NULL && strcmp(ro->backend, "simgrid") == 0;
-  ts_backend *b = sg ? ts_backend_simgrid_new(t, ro->sg_cfg, error) : ts_backend_analytic_new(t);
-  if (b == NULL)
-    return FALSE;
-  ts_replay *r = ts_replay_new(tr, b, sg || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
-  ts_replay_keep_spans(r, TRUE);
-  ts_replay_result rr;
-  gboolean ok = ts_replay_run(r, &rr, error);
-  if (ok) {
-    ts_result_fill(out, p, tr, &rr);
-    *json = ts_timeline_render(tr, t, ts_replay_spans(r), out, sg ? "simgrid" : "analytic",
-                               rr.nsimulated);
-  }
-  ts_replay_free(r);
-  ts_backend_free(b);
-  return ok;
-}

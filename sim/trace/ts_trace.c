@@ -509,10 +509,7 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
     } else if (strcmp(key, "algo") == 0 && op.kind == TS_OP_COLL) {
       int v = ts_coll_algo_parse(val);
       if (v < 0)
-        return perr(c,
-                    "algo='%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
-                    "halving-doubling or direct",
-                    val);
+        return perr(c, "algo='%s': expected %s", val, ts_coll_algo_list());
       op.algo = (ts_coll_algo)v;
     } else if (strcmp(key, "group") == 0 && op.kind == TS_OP_COLL) {
       if (!parse_int_tok(c, key, val, 0, (gint64)tr->groups->len - 1, &op.group))
