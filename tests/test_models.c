@@ -921,6 +921,7 @@ static void expect_error(const char *text, const char *needle1, const char *need
 
 #define T_HEAD "[model]\nkind = transformer\n[transformer]\n"
 #define T_OK "layers = 2\nhidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n"
+#define T_STD_MHA T_HEAD "layers = 2\nhidden = 64\nheads = 4\nsequence = 16\nvocab = 100\n"
 
 Test(errors, missing_file)
 {
@@ -1131,4 +1132,284 @@ Test(errors, shape_mismatch)
                "[layer.a]\nkind = dense\nin_features = 8\nout_features = 4\n"
                "[layer.b]\nkind = dense\nout_features = 2\nresidual = true\n",
                "[layer.b] residual='true'", "earlier layer");
+}
+
+/* ---- today's decoders: grouped-query and latent attention, gated MLPs, experts ---------- */
+
+Test(params, llama3_mixtral_deepseek_checkpoints)
+{
+  /* The sums of the released checkpoints' tensors (config.json shapes; each model file cites
+   * its source). DeepSeek-V3: the main model, without the 14B multi-token-prediction module. */
+  static const struct {
+    const char *name;
+    double params;
+  } want[] = {{"llama3-8b", 8030261248.0},       {"llama3-70b", 70553706496.0},
+              {"llama3-405b", 405853388800.0},   {"mixtral-8x7b", 46702792704.0},
+              {"mixtral-8x22b", 140620634112.0}, {"deepseek-v3", 671026419200.0}};
+  for (size_t k = 0; k < G_N_ELEMENTS(want); k++) {
+    g_autoptr(ts_model) m = load_shipped(want[k].name);
+    double got = ts_model_params(m), pub = m->published_params;
+    cr_assert_eq(got, want[k].params, "%s: %.0f parameters, checkpoint %.0f", want[k].name, got,
+                 want[k].params);
+    cr_assert_eq(pub, want[k].params, "%s: published_params %.0f", want[k].name, pub);
+  }
+}
+
+Test(params, active_parameters_of_experts)
+{
+  /* Active = everything but the routed experts a token skips. Mixtral 8x7B: 32 layers of
+   * 8 SwiGLU experts 3 x 4096 x 14336, top 2: 46.70B - 32 x 6 x 176,160,768 = 12.88B (the
+   * paper's "13B active"). DeepSeek-V3: 58 MoE layers of 256 experts 3 x 7168 x 2048, top 8:
+   * 671.03B - 58 x 248 x 44,040,192 = 37.55B (the report's "37B activated"). A dense model's
+   * active parameters are all of them. */
+  g_autoptr(ts_model) mx = load_shipped("mixtral-8x7b");
+  double a = ts_model_active_params(mx), want = 46702792704.0 - 32.0 * 6 * 3 * 4096 * 14336;
+  cr_assert_eq(a, want, "Mixtral active %.0f vs %.0f", a, want);
+  g_autoptr(ts_model) ds = load_shipped("deepseek-v3");
+  a = ts_model_active_params(ds);
+  want = 671026419200.0 - 58.0 * 248 * 3 * 7168 * 2048;
+  cr_assert_eq(a, want, "DeepSeek-V3 active %.0f vs %.0f", a, want);
+  g_autoptr(ts_model) l = load_shipped("llama3-8b");
+  double p = ts_model_params(l);
+  a = ts_model_active_params(l);
+  cr_assert_eq(a, p);
+}
+
+/* A small decoder of today's kind: h 64, 8 heads of 8 in 2 key/value groups, SwiGLU 96, rotary,
+ * RMS norms, untied, no biases or dropout, 16 tokens, bf16. */
+#define GQA_MODEL                                                                                  \
+  "[model]\nkind = transformer\n[transformer]\nlayers = 1\nhidden = 64\nheads = 8\n"               \
+  "kv_heads = 2\nsequence = 16\nvocab = 100\nffn_hidden = 96\nactivation = swiglu\n"               \
+  "position_embedding = rotary\nnorm_type = rms\ntied_embeddings = false\nbias = false\n"          \
+  "dropout = false\n"
+
+static const ts_layer *layer_named(const ts_model *m, const char *name)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (strcmp(m->layers[i].name, name) == 0)
+      return &m->layers[i];
+  cr_assert_fail("no layer %s", name);
+  return NULL;
+}
+
+Test(params, grouped_query_attention_closed_form)
+{
+  /* Ainslie et al. 2023: g key/value heads of width d = h / a shared by a / g query heads each.
+   * Q and output h x ad each, K and V h x gd each: 2h(ad) + 2h(gd) (no biases). FLOPs per
+   * sample: Q and output 2T h I each, K and V 2T h J each (J = g d), scores and context 2T^2 I
+   * each, softmax a T^2, residual T h, rotary 3 (T I + T J) (Su et al. 2021). Kept (no
+   * dropout): D (T h + 2 T I + 2 T J + a T^2). */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text(GQA_MODEL, NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  const ts_layer *at = layer_named(m, "block.0.attention");
+  double T = 16, h = 64, a = 8, I = 64, J = 16, D = 2;
+  double p = at->params, want = 2 * h * I + 2 * h * J;
+  cr_assert_eq(p, want, "attention params %.0f vs %.0f", p, want);
+  double f = at->fwd_flops;
+  want = 4 * T * h * I + 4 * T * h * J + 4 * T * T * I + a * T * T + T * h + 3 * (T * I + T * J);
+  cr_assert_eq(f, want, "attention fwd %.0f vs %.0f", f, want);
+  double bi = at->bwd_input_flops;
+  want = 4 * T * h * I + 4 * T * h * J + 8 * T * T * I + a * T * T + T * h + 3 * (T * I + T * J);
+  cr_assert_eq(bi, want, "attention bwd input %.0f vs %.0f", bi, want);
+  double bw = at->bwd_weight_flops;
+  want = 4 * T * h * I + 4 * T * h * J;
+  cr_assert_eq(bw, want);
+  double kept = at->saved_act_bytes;
+  want = D * (T * h + 2 * T * I + 2 * T * J + a * T * T);
+  cr_assert_eq(kept, want, "attention kept %.0f vs %.0f", kept, want);
+  /* Multi-query (g = 1): K and V are one head wide. */
+  g_autoptr(ts_model) mq =
+      load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\nhidden = 64\nheads = 8\n"
+                "kv_heads = 1\nsequence = 16\nvocab = 100\nbias = false\n",
+                NULL, &msg);
+  cr_assert_not_null(mq, "%s", msg);
+  p = layer_named(mq, "block.0.attention")->params;
+  cr_assert_eq(p, 2 * h * I + 2 * h * 8);
+  /* kv_heads = heads is standard multi-head attention, to the bit. */
+  g_autoptr(ts_model) mh = load_text(T_STD_MHA, NULL, &msg);
+  g_autoptr(ts_model) mh2 = load_text(T_STD_MHA "kv_heads = 4\n", NULL, &msg);
+  cr_assert_not_null(mh);
+  cr_assert_not_null(mh2);
+  for (int i = 0; i < mh->nlayers; i++) {
+    const ts_layer *x = &mh->layers[i], *y = &mh2->layers[i];
+    cr_assert(x->params == y->params && x->fwd_flops == y->fwd_flops &&
+                  x->bwd_input_flops == y->bwd_input_flops &&
+                  x->saved_act_bytes == y->saved_act_bytes && x->fwd_mem_bytes == y->fwd_mem_bytes,
+              "%s differs with kv_heads = heads", x->name);
+  }
+}
+
+Test(params, gated_mlp_closed_form)
+{
+  /* SwiGLU (Shazeer 2020): fc1 holds gate and up, h x 2f; fc2 f x h: 3 h f parameters. fc1
+   * forward 2 T h 2f, plus the gate's activation and the product, 1 FLOP per element each
+   * (2 T f); it keeps its input and both halves D (T h + 2 T f), and its output is T f wide. */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text(GQA_MODEL, NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  const ts_layer *f1 = layer_named(m, "block.0.fc1"), *f2 = layer_named(m, "block.0.fc2");
+  double T = 16, h = 64, f = 96, D = 2;
+  double p = f1->params + f2->params;
+  cr_assert_eq(p, 3 * h * f);
+  double fw = f1->fwd_flops;
+  cr_assert_eq(fw, 2 * T * h * 2 * f + 2 * T * f);
+  double kept = f1->saved_act_bytes, out = f1->out_act_elems, in2 = f2->in_act_elems;
+  cr_assert_eq(kept, D * (T * h + 2 * T * f));
+  cr_assert_eq(out, T * f);
+  cr_assert_eq(in2, T * f);
+  cr_assert(f1->gated);
+  /* The whole model: untied embedding and logits V h each, RMS norms h each (3), attention,
+   * MLP; no position table (rotary). */
+  double total = ts_model_params(m),
+         want = 2 * 100 * h + 3 * h + (2 * h * 64 + 2 * h * 16) + 3 * h * f;
+  cr_assert_eq(total, want, "%.0f vs %.0f", total, want);
+  /* GeGLU has the same shapes. */
+  g_autofree char *geglu = g_strconcat(GQA_MODEL, "", NULL);
+  char *at = strstr(geglu, "swiglu");
+  memcpy(at, "geglu ", 6);
+  g_autoptr(ts_model) g = load_text(geglu, NULL, &msg);
+  cr_assert_not_null(g, "%s", msg);
+  double pg = ts_model_params(g);
+  cr_assert_eq(pg, total);
+}
+
+Test(params, multi_head_latent_attention_closed_form)
+{
+  /* DeepSeek-V2 (Liu et al. 2024, section 2.1): q_a h x rq, its norm rq, q_b rq x a(dn + dr),
+   * kv_a h x (rkv + dr), its norm rkv, kv_b rkv x a(dn + dv), o a dv x h. FLOPs: 2T x each
+   * projection, norms 5 per element, rotary 3 (a dr + dr) per token, scores 2 T^2 a (dn + dr),
+   * context 2 T^2 a dv, softmax a T^2, residual T h. Kept (no dropout): D (T h + 2 T (rq +
+   * rkv) + T dr + 2 T a (dn + dr) + 2 T a dv + a T^2). */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text(
+      "[model]\nkind = transformer\n[transformer]\nlayers = 1\nhidden = 64\nheads = 4\n"
+      "sequence = 16\nvocab = 100\nq_lora_rank = 16\nkv_lora_rank = 8\nqk_nope_head_dim = 8\n"
+      "qk_rope_head_dim = 4\nv_head_dim = 8\nposition_embedding = rotary\nbias = false\n"
+      "dropout = false\nnorm_type = rms\n",
+      NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  const ts_layer *at = layer_named(m, "block.0.attention");
+  double T = 16, h = 64, a = 4, rq = 16, rkv = 8, dn = 8, dr = 4, dv = 8, D = 2;
+  double macs = h * rq + rq * a * (dn + dr) + h * (rkv + dr) + rkv * a * (dn + dv) + a * dv * h;
+  double p = at->params, want = macs + rq + rkv;
+  cr_assert_eq(p, want, "MLA params %.0f vs %.0f", p, want);
+  double f = at->fwd_flops;
+  want = 2 * T * macs + 5 * T * (rq + rkv) + 3 * T * (a * dr + dr) + 2 * T * T * a * (dn + dr) +
+         2 * T * T * a * dv + a * T * T + T * h;
+  cr_assert_eq(f, want, "MLA fwd %.0f vs %.0f", f, want);
+  double kept = at->saved_act_bytes;
+  want = D *
+         (T * h + 2 * T * (rq + rkv) + T * dr + 2 * T * a * (dn + dr) + 2 * T * a * dv + a * T * T);
+  cr_assert_eq(kept, want, "MLA kept %.0f vs %.0f", kept, want);
+  gint64 qk = at->qk_inner, v = at->inner;
+  cr_assert_eq(qk, 48);
+  cr_assert_eq(v, 32);
+  /* Without a query latent (DeepSeek-V2-Lite): one h x a (dn + dr) query projection. */
+  g_autoptr(ts_model) lite =
+      load_text("[model]\nkind = transformer\n[transformer]\nlayers = 1\nhidden = 64\nheads = 4\n"
+                "sequence = 16\nvocab = 100\nkv_lora_rank = 8\nqk_nope_head_dim = 8\n"
+                "qk_rope_head_dim = 4\nv_head_dim = 8\nposition_embedding = rotary\nbias = false\n",
+                NULL, &msg);
+  cr_assert_not_null(lite, "%s", msg);
+  p = layer_named(lite, "block.0.attention")->params;
+  want = h * a * (dn + dr) + h * (rkv + dr) + rkv + rkv * a * (dn + dv) + a * dv * h;
+  cr_assert_eq(p, want, "MLA without q latent %.0f vs %.0f", p, want);
+}
+
+Test(params, fine_grained_shared_experts_and_capacity)
+{
+  /* 3 blocks, the first dense (ffn 96); then E = 4 routed SwiGLU experts of width 32, top 2,
+   * one shared expert of width 32, a gate with a per-expert bias, capacity factor 1.25.
+   * Routed fc1: E h 2 m + gate h E + E; fc2 E m h; shared 3 h m. Work of the routed experts:
+   * k C x one expert's, plus the gate 2 T h E and its softmax T E. */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) m = load_text(
+      "[model]\nkind = transformer\n[transformer]\nlayers = 3\nhidden = 64\nheads = 4\n"
+      "sequence = 16\nvocab = 100\nffn_hidden = 96\nactivation = swiglu\nbias = false\n"
+      "dropout = false\nposition_embedding = rotary\nexperts = 4\ntop_k = 2\nmoe_every = 1\n"
+      "first_dense_layers = 1\nmoe_ffn_hidden = 32\nshared_experts = 1\nrouter_bias = true\n"
+      "capacity_factor = 1.25\n",
+      NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  double T = 16, h = 64, E = 4, k = 2, mf = 32, C = 1.25, D = 2;
+  const ts_layer *d1 = layer_named(m, "block.0.fc1");
+  gint64 dense_experts = d1->experts;
+  cr_assert_eq(dense_experts, 0, "block 0 is dense");
+  const ts_layer *e1 = layer_named(m, "block.1.fc1"), *e2 = layer_named(m, "block.1.fc2");
+  const ts_layer *s1 = layer_named(m, "block.1.shared_fc1"),
+                 *s2 = layer_named(m, "block.1.shared_fc2");
+  double p = e1->params;
+  cr_assert_eq(p, E * h * 2 * mf + h * E + E);
+  p = e2->params;
+  cr_assert_eq(p, E * mf * h);
+  p = s1->params + s2->params;
+  cr_assert_eq(p, 3 * h * mf);
+  double f = e1->fwd_flops,
+         want = k * C * (2 * T * h * 2 * mf + 2 * T * mf) + 2 * T * h * E + T * E;
+  cr_assert_eq(f, want, "routed fc1 fwd %.0f vs %.0f", f, want);
+  double kept = e1->saved_act_bytes;
+  want = k * C * D * (T * h + 2 * T * mf);
+  cr_assert_eq(kept, want);
+  /* Active: the shared expert, k routed experts and the gate. */
+  double act = e1->active_params + e2->active_params;
+  want = k * 3 * h * mf + h * E + E;
+  cr_assert_eq(act, want);
+  /* The graph: routed fc1 reads norm2 (beside the shared branch), fc2 adds the residual stream
+   * and the shared output; the shared output is carried past fc1. */
+  const ts_layer *n2 = layer_named(m, "block.1.norm2");
+  cr_assert_str_eq(m->layers[e1->src].name, "block.1.norm2");
+  cr_assert_str_eq(m->layers[s1->src].name, "block.1.norm2");
+  double carry = e1->carry_elems, want_carry = 2 * T * h; /* residual stream + shared output */
+  cr_assert_eq(carry, want_carry, "carry after routed fc1 %.0f", carry);
+  (void)n2;
+}
+
+Test(flops, megatron_formula_for_llama3)
+{
+  /* Megatron-LM's num_floating_point_operations (megatron/training/training.py) for GQA and
+   * SwiGLU: 12 s l h^2 ((1 + g/a + s/h) + 3/2 f/h + V/(2 l h)) per sample, its GEMMs only. Our
+   * count adds norms, softmax, rotary, activations and residual adds: within 0.1% above it. */
+  const char *names[] = {"llama3-8b", "llama3-70b", "llama3-405b"};
+  for (size_t n = 0; n < G_N_ELEMENTS(names); n++) {
+    g_autoptr(ts_model) m = load_shipped(names[n]);
+    double s = (double)m->t_seq, l = (double)m->t_layers, h = (double)m->t_hidden;
+    double a = (double)m->t_heads, g = (double)m->t_kv_heads, f = (double)m->t_ffn;
+    double V = (double)m->t_vocab;
+    double want = 12 * s * l * h * h * ((1 + g / a + s / h) + 1.5 * f / h + V / (2 * l * h));
+    double got = ts_model_train_flops_per_sample(m);
+    cr_assert(got >= want && got < want * 1.001, "%s: %.6g FLOPs vs Megatron's %.6g", names[n], got,
+              want);
+  }
+}
+
+Test(errors, modern_transformer_keys)
+{
+  expect_error(T_HEAD T_OK "kv_heads = 3\n", "[transformer] kv_heads='3'",
+               "a divisor of [transformer] heads = 4");
+  expect_error(T_HEAD T_OK "kv_heads = 0\n", "[transformer] kv_heads='0'", NULL);
+  expect_error(T_HEAD T_OK "experts = 4\ntop_k = 5\n", "[transformer] top_k='5'",
+               "at most [transformer] experts = 4");
+  expect_error(T_HEAD T_OK "shared_experts = 1\n", "[transformer] shared_experts", "experts > 0");
+  expect_error(T_HEAD T_OK "capacity_factor = 1.5\n", "[transformer] capacity_factor",
+               "experts > 0");
+  expect_error(T_HEAD T_OK "experts = 4\ncapacity_factor = -1\n",
+               "[transformer] capacity_factor='-1'", NULL);
+  expect_error(T_HEAD T_OK "experts = 4\nfirst_dense_layers = 2\n",
+               "[transformer] first_dense_layers='2'", "fewer than [transformer] layers = 2");
+  expect_error(T_HEAD T_OK "activation = swish\n", "[transformer] activation='swish'",
+               "swiglu | geglu");
+  expect_error(T_HEAD T_OK "position_embedding = alibi\n",
+               "[transformer] position_embedding='alibi'", "rotary");
+  expect_error(T_HEAD T_OK "q_lora_rank = 16\n", "[transformer] q_lora_rank", "kv_lora_rank > 0");
+  expect_error(T_HEAD T_OK "kv_lora_rank = 8\nposition_embedding = rotary\nbias = false\n",
+               "[transformer] qk_nope_head_dim", "missing");
+  expect_error(T_HEAD T_OK "kv_lora_rank = 8\nqk_nope_head_dim = 8\nqk_rope_head_dim = 4\n"
+                           "v_head_dim = 8\nposition_embedding = rotary\n",
+               "[transformer] bias", "not available with kv_lora_rank");
+  expect_error(T_HEAD T_OK "kv_lora_rank = 8\nqk_nope_head_dim = 8\nqk_rope_head_dim = 4\n"
+                           "v_head_dim = 8\nbias = false\nkv_heads = 2\n",
+               "[transformer] kv_heads", "not available with kv_lora_rank");
+  expect_error(T_HEAD T_OK "vocab_divisible_by = 0\n", "[transformer] vocab_divisible_by='0'",
+               NULL);
 }

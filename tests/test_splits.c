@@ -1146,3 +1146,170 @@ Test(tensor, row_split_biases_are_whole_on_every_member)
   double psi = p->params_per_chip;
   cr_assert_float_eq(psi, 396.0, 1e-9, "%g parameters per chip", psi);
 }
+
+/* ---- today's decoders under tensor and expert parallelism ------------------------------- */
+
+static int layer_index(const ts_model *m, const char *name)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (strcmp(m->layers[i].name, name) == 0)
+      return i;
+  cr_assert_fail("no layer %s", name);
+  return -1;
+}
+
+Test(tensor, grouped_query_attention_under_tp8)
+{
+  /* Llama 3.1 8B, tp = 8 (Megatron-LM): each member holds a / 8 = 4 query heads and g / 8 = 1
+   * key/value head: an eighth of every projection, params / 8 (no biases). Forward: the
+   * attention all-reduces its partial output, T h D bytes; backward the norm-to-attention
+   * input gradient is all-reduced, T h D. Work per member: the layer's FLOPs / 8. Kept: the
+   * input T h D whole (no sp), the rest / 8: D (2 T I + 2 T J + a T^2) / 8. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,dp=4", 4, 1);
+  int i = layer_index(m, "block.3.attention");
+  const ts_layer *l = &m->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  double T = 8192, h = 4096, a = 32, I = 4096, J = 1024, D = 2;
+  double got = ts_plan_layer_params(p, i), want = (2 * h * I + 2 * h * J) / 8;
+  cr_assert_eq(got, want, "attention params per chip %.0f vs %.0f", got, want);
+  cr_assert_eq(e->fwd_post.kind, TS_COLL_ALLREDUCE);
+  cr_assert_eq(e->bwd_post.kind, TS_COLL_ALLREDUCE);
+  double fb = e->fwd_post.bytes, bb = e->bwd_post.bytes;
+  cr_assert_eq(fb, T * h * D);
+  cr_assert_eq(bb, T * h * D);
+  double flops = l->fwd_flops / e->cdiv;
+  want =
+      (4 * T * h * I + 4 * T * h * J + 4 * T * T * I + a * T * T + T * h + 3 * (T * I + T * J)) / 8;
+  cr_assert_eq(flops, want, "forward FLOPs per chip %.0f vs %.0f", flops, want);
+  double kept = e->act_bytes;
+  want = D * T * h + D * (2 * T * I + 2 * T * J + a * T * T) / 8;
+  cr_assert_eq(kept, want, "kept per chip %.0f vs %.0f", kept, want);
+  /* The trace: per micro-batch one forward all-reduce of T h D per attention layer. */
+  g_autoptr(ts_trace) tr = trace_of(p);
+  double bytes = 0;
+  int n = 0;
+  for (int k = 0; k < tr->programs[0].nops; k++) {
+    const ts_op *o = &tr->programs[0].ops[k];
+    const char *lab = g_ptr_array_index(tr->labels, o->label);
+    if (o->kind == TS_OP_COLL && o->coll == TS_COLL_ALLREDUCE && strstr(lab, "attention") &&
+        strstr(lab, "fwd")) {
+      n++;
+      bytes += o->bytes;
+    }
+  }
+  cr_assert_eq(n, 32, "%d forward attention all-reduces, expected 32", n);
+  cr_assert_eq(bytes, 32 * T * h * D);
+}
+
+Test(tensor, kv_heads_must_divide_by_tp)
+{
+  /* Megatron-LM divides the key/value heads among tp members (divide(num_query_groups, tp))
+   * and refuses a tp that does not divide them: Llama 3's 8 key/value heads allow tp <= 8. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = ring_topo(16, 1e11, 0);
+  g_autoptr(ts_split) s = ts_split_parse("tp=16", NULL);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 1;
+  GError *err = NULL;
+  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_null(p);
+  cr_assert_not_null(err);
+  cr_assert_not_null(strstr(err->message, "tp=16 does not divide the 8 key/value heads"), "%s",
+                     err->message);
+  cr_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+Test(tensor, vocabulary_padded_as_megatron)
+{
+  /* Megatron-LM pads the vocabulary to a multiple of make_vocab_size_divisible_by x tp:
+   * 128,256 with 128 x 8 = 1024 becomes 129,024, each member holds 129,024 / 8 rows of the
+   * embedding and of the untied logits, and computes the logits of as many. tp = 1 pads to 128:
+   * 128,256 is already a multiple (1002 x 128). */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,dp=4", 4, 1);
+  int emb = layer_index(m, "embedding"), lg = layer_index(m, "logits");
+  double h = 4096, T = 8192;
+  double got = ts_plan_layer_params(p, emb), want = 129024.0 * h / 8;
+  cr_assert_float_eq(got, want, 1e-3, "embedding rows per chip: %.3f vs %.0f", got, want);
+  got = ts_plan_layer_params(p, lg);
+  cr_assert_float_eq(got, want, 1e-3);
+  /* The logits GEMM 2 T h V and the loss, 1 FLOP per logit, over the padded rows. */
+  double f = m->layers[lg].fwd_flops / p->exec[lg].cdiv, wf = (2 * T * h + T) * 129024.0 / 8;
+  cr_assert_float_eq(f, wf, wf * 1e-12, "logits FLOPs per chip %.6g vs %.6g", f, wf);
+  g_autoptr(ts_plan) p1 = make_plan(m, t, "dp=32", 32, 1);
+  got = ts_plan_layer_params(p1, emb);
+  cr_assert_eq(got, 128256.0 * h);
+}
+
+Test(tensor, latent_attention_replicates_its_down_projections)
+{
+  /* Megatron-Core's MLA: q_a (h x rq), kv_a (h x (rkv + dr)) and the two latent norms are
+   * replicated over tp; q_b, kv_b and o are split by heads. DeepSeek-V3 at tp = 8. */
+  g_autoptr(ts_model) m = load_model("deepseek-v3");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-32node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,pp=16,dp=2,ep=2", 64, 1);
+  int i = layer_index(m, "block.0.attention");
+  double h = 7168, rq = 1536, rkv = 512, dr = 64;
+  double repl = h * rq + rq + h * (rkv + dr) + rkv;
+  double all = m->layers[i].params, got = ts_plan_layer_params(p, i);
+  double want = (all - repl) / 8 + repl;
+  cr_assert_eq(got, want, "MLA params per chip %.0f vs %.0f", got, want);
+}
+
+Test(experts, mixtral_all_to_all_under_ep)
+{
+  /* Mixtral 8x7B on 32 H100s, dp = 32, ep = 8: each rank holds one expert of each layer. Every
+   * MoE layer (all 32) dispatches top_k = 2 copies of its T = 4096 tokens and combines them,
+   * forward and backward: 4 all-to-alls of k T h D = 2 x 4096 x 4096 x 2 bytes per layer per
+   * micro-batch, on the ep group. A capacity factor C multiplies them by C. */
+  g_autoptr(ts_model) m = load_model("mixtral-8x7b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,ep=8", 64, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  double bytes;
+  int n = count_ops(tr, 0, "all-to-all", &bytes);
+  int M = (int)p->n_micro;
+  double each = 2.0 * 4096 * 4096 * 2;
+  cr_assert_eq(M, 2);
+  cr_assert_eq(n, 4 * 32 * M, "%d all-to-alls", n);
+  cr_assert_eq(bytes, n * each, "%.0f bytes vs %.0f", bytes, n * each);
+  /* Experts per chip: 8 / 8 = 1 of each layer; the rest whole. */
+  double dense = 0, expert = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    *(m->layers[i].experts > 0 ? &expert : &dense) += m->layers[i].params;
+  double psi = p->params_per_chip, want = dense + expert / 8;
+  cr_assert_float_eq(psi, want, want * 1e-12);
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].experts > 0)
+      m->layers[i].capacity_factor = 1.25;
+  g_autoptr(ts_plan) pc = make_plan(m, t, "dp=32,ep=8", 64, 1);
+  g_autoptr(ts_trace) tc = trace_of(pc);
+  double bc;
+  int nc = count_ops(tc, 0, "all-to-all", &bc);
+  cr_assert_eq(nc, n);
+  cr_assert_float_eq(bc, 1.25 * bytes, bytes * 1e-12, "capacity 1.25: %.0f vs %.0f", bc,
+                     1.25 * bytes);
+}
+
+Test(experts, shared_experts_stay_outside_the_all_to_all)
+{
+  /* DeepSeek-V3: the shared expert runs on every rank's own tokens; only the routed experts
+   * are dispatched: one dispatch and one combine per MoE layer each way (58 MoE layers, the
+   * first three dense), top_k = 8 copies of T = 4096 tokens of h = 7168. */
+  g_autoptr(ts_model) m = load_model("deepseek-v3");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-32node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=256,ep=64,zero=1", 256, 1);
+  int sh = layer_index(m, "block.5.shared_fc1");
+  cr_assert_eq(p->exec[sh].ediv, 1.0);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  double bytes;
+  int n = count_ops(tr, 0, "all-to-all", &bytes);
+  double each = 8.0 * 4096 * 7168 * 2;
+  cr_assert_eq(n, 4 * 58, "%d all-to-alls", n);
+  cr_assert_float_eq(bytes, n * each, n * each * 1e-12);
+}

@@ -487,3 +487,24 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   g_unlink(path);
   g_rmdir(dir);
 }
+
+Test(errors, new_layer_kinds_are_refused_naming_the_layer)
+{
+  /* The reference has no kernels for grouped-query or latent attention, gated MLPs or experts:
+   * validating a model with them is refused, naming the layer and what it is, exit 2. */
+  static const struct {
+    const char *model, *layer, *what;
+  } cases[] = {{"llama3-8b", "block.0.attention", "grouped-query attention"},
+               {"deepseek-v3", "block.0.attention", "multi-head latent attention"}};
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", cases[k].model);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 2, "%s: exit %d", cases[k].model, r.status);
+    cr_assert_not_null(strstr(r.err, cases[k].layer), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, cases[k].what), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "does not execute"), "%s", r.err);
+    char *nl = strchr(r.err, '\n');
+    cr_assert(nl == NULL || nl[1] == '\0', "more than one line: %s", r.err);
+    run_free(&r);
+  }
+}

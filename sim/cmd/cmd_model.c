@@ -66,6 +66,69 @@ static int count_blocks(const ts_model *m)
   return n;
 }
 
+/* The first layer of a kind whose name ends in `suffix` (NULL: none). */
+static const ts_layer *find_layer(const ts_model *m, ts_layer_kind kind, const char *suffix)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].kind == kind && g_str_has_suffix(m->layers[i].name, suffix))
+      return &m->layers[i];
+  return NULL;
+}
+
+/* One line on the attention, MLP, experts and vocabulary of a transformer that uses the keys
+ * of today's decoders (grouped-query or latent attention, rotary, gated MLP, vocabulary
+ * padding, fine-grained or shared experts); NULL for a model that uses none, so the listing of
+ * the older models is unchanged. Caller frees. */
+static char *modern_text(const ts_model *m)
+{
+  const ts_layer *at = find_layer(m, TS_LAYER_ATTENTION, ".attention");
+  const ts_layer *fc1 = find_layer(m, TS_LAYER_DENSE, ".fc1");
+  const ts_layer *emb = find_layer(m, TS_LAYER_EMBEDDING, "embedding");
+  if (at == NULL || fc1 == NULL || emb == NULL)
+    return NULL;
+  gboolean gqa = at->kv_heads > 0 && at->kv_heads != at->heads;
+  if (!gqa && !at->rotary && at->kv_lora_rank == 0 && !fc1->gated && emb->vocab_divisible_by <= 1 &&
+      m->t_shared_experts == 0 && m->t_first_dense == 0)
+    return NULL;
+  GString *s = g_string_new("attention: ");
+  gint64 a = at->heads;
+  if (at->kv_lora_rank > 0)
+    g_string_append_printf(
+        s,
+        "multi-head latent, %" G_GINT64_FORMAT " heads (query/key %" G_GINT64_FORMAT
+        " of which rotary %" G_GINT64_FORMAT ", value %" G_GINT64_FORMAT
+        "), q_lora_rank %" G_GINT64_FORMAT ", kv_lora_rank %" G_GINT64_FORMAT,
+        a, at->qk_inner / a, at->qk_rope_dim, at->inner / a, at->q_lora_rank, at->kv_lora_rank);
+  else
+    g_string_append_printf(s,
+                           "%" G_GINT64_FORMAT " heads, %" G_GINT64_FORMAT " key/value heads (%s)",
+                           a, at->kv_heads > 0 ? at->kv_heads : a,
+                           !gqa                ? "multi-head"
+                           : at->kv_heads == 1 ? "multi-query"
+                                               : "grouped-query");
+  g_string_append_printf(s, ", position %s; MLP: %s, %" G_GINT64_FORMAT " wide",
+                         at->rotary ? "rotary" : "learned or none",
+                         fc1->gated ? "gated" : "ungated",
+                         fc1->gated ? fc1->out_features / 2 : fc1->out_features);
+  if (m->t_experts > 0) {
+    g_string_append_printf(s,
+                           "; experts: %" G_GINT64_FORMAT " routed (top %" G_GINT64_FORMAT
+                           ", %" G_GINT64_FORMAT " wide)",
+                           m->t_experts, m->t_top_k, m->t_moe_ffn);
+    if (m->t_shared_experts > 0)
+      g_string_append_printf(s, " + %" G_GINT64_FORMAT " shared", m->t_shared_experts);
+    if (m->t_first_dense > 0)
+      g_string_append_printf(s, ", first %" G_GINT64_FORMAT " blocks dense", m->t_first_dense);
+  }
+  g_string_append_printf(s, "; vocabulary %" G_GINT64_FORMAT " %s", emb->vocab,
+                         emb->vocab_divisible_by > 1 ? "padded to a multiple of " : "unpadded");
+  if (emb->vocab_divisible_by > 1)
+    g_string_append_printf(s, "%" G_GINT64_FORMAT " x tp", emb->vocab_divisible_by);
+  const ts_layer *lg = find_layer(m, TS_LAYER_DENSE, "logits");
+  g_string_append(s, lg != NULL && !lg->tied ? ", untied output\n" : ", tied output\n");
+  return g_string_free(s, FALSE);
+}
+
 static void add_num(JsonBuilder *b, const char *name, double v)
 {
   json_builder_set_member_name(b, name);
@@ -90,6 +153,7 @@ static char *render_json(const ts_model *m, const char *path)
   json_builder_set_member_name(b, "blocks");
   json_builder_add_int_value(b, count_blocks(m));
   add_num(b, "params", ts_model_params(m));
+  add_num(b, "active_params", ts_model_active_params(m));
   add_num(b, "published_params", m->published_params);
   add_num(b, "fwd_FLOP_per_sample", ts_model_fwd_flops_per_sample(m));
   add_num(b, "train_FLOP_per_sample", ts_model_train_flops_per_sample(m));
@@ -170,13 +234,20 @@ static char *render_text(const ts_model *m, const char *path)
     g_string_append_printf(
         s, " (published %s, %+.2f%%)", g_ascii_formatd(b2, sizeof b2, "%.6g", m->published_params),
         100.0 * (ts_model_params(m) - m->published_params) / m->published_params);
+  if (m->t_experts > 0)
+    g_string_append_printf(s, ", active per token %s",
+                           g_ascii_formatd(b2, sizeof b2, "%.0f", ts_model_active_params(m)));
   g_string_append(s, "; per sample: forward ");
   ts_append_g(s, 4, ts_model_fwd_flops_per_sample(m));
   g_string_append(s, " FLOP, train ");
   ts_append_g(s, 4, ts_model_train_flops_per_sample(m));
   g_string_append(s, " FLOP, kept activations ");
   g_string_append(s, ts_fmt_bytes(b1, sizeof b1, ts_model_saved_act_bytes_per_sample(m)));
-  g_string_append(s, "\n\n");
+  g_string_append(s, "\n");
+  g_autofree char *modern = modern_text(m);
+  if (modern != NULL)
+    g_string_append(s, modern);
+  g_string_append(s, "\n");
   /* Column widths: names as long as the longest. */
   int wn = 4, wi = 5;
   for (int i = 0; i < m->nlayers; i++) {

@@ -23,8 +23,13 @@
 #define NORM_BWD_W_FLOPS 3.0  /* dgamma = sum(dy * xhat) (multiply-add), dbeta = sum(dy) */
 #define CROSS_ENTROPY_BYTES 4 /* logits kept in fp32 for the loss (Korthikanti 2022, 4.3) */
 
-typedef enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_TANH } ts_act;
+/* SwiGLU and GeGLU (Shazeer 2020, "GLU Variants Improve Transformer") are gated: fc1 computes a
+ * gate and an up projection, and the MLP's value is act(gate) * up. Only the transformer
+ * generator offers them (a layer list has no way to say that fc1's output is halved). */
+typedef enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_TANH, ACT_SWIGLU, ACT_GEGLU } ts_act;
 static const char *const act_names[] = {"none", "relu", "gelu", "tanh", NULL};
+static const char *const mlp_act_names[] = {"none",   "relu",  "gelu", "tanh",
+                                            "swiglu", "geglu", NULL};
 
 /* Everything needed to derive one layer's costs; the parsers and generators fill it, and one
  * function (derive) turns it into a ts_layer, so explicit and generated layers agree. */
@@ -47,6 +52,12 @@ typedef struct {
   ts_act act;
   gint64 experts, top_k; /* mixture of experts: copies of the layer, copies each token visits */
   gboolean router;       /* the expert layer also holds the gate (in_f x experts) */
+  gboolean router_bias;  /* ... and a bias of one per expert (DeepSeek-V3's load-balancing bias) */
+  double capacity;       /* experts: capacity factor (0: dropless) */
+  gint64 kv_heads;       /* attention: key/value heads (0: heads) */
+  gboolean rotary;       /* attention: rotary embedding on Q and K */
+  gint64 q_lora, kv_lora, qk_nope, qk_rope, v_dim; /* attention: MLA (kv_lora 0: not MLA) */
+  gint64 vocab_div; /* embedding / logits: Megatron's make_vocab_size_divisible_by */
 } layer_spec;
 
 typedef struct {
@@ -126,6 +137,62 @@ static void derive_gemm(ts_layer *l, const layer_spec *sp, double D, double macs
   double w = weight_elems(l);
   l->fwd_mem_bytes = D * (w + ei + eo + 2.0 * pre);
   l->bwd_mem_bytes = D * (2.0 * w + ei + eo + (sp->first ? 0.0 : ei + 2.0 * pre));
+  if (sp->act == ACT_SWIGLU || sp->act == ACT_GEGLU) {
+    /* Gated: the GEMM writes gate and up (eo = 2 x the width), the activation of the gate and
+     * the product are one FLOP per gate element each (the eo FLOPs above), both halves are
+     * kept for backward (counted above as the pre-activation output), and the layer's output
+     * is their product, half as wide: written once forward, its gradient read once backward. */
+    l->gated = TRUE;
+    l->out_act_elems = eo / 2.0;
+    l->fwd_mem_bytes += D * eo / 2.0;
+    l->bwd_mem_bytes += D * eo / 2.0;
+  }
+}
+
+/* Multi-head latent attention (DeepSeek-V2, Liu et al. 2024, section 2.1, equations 9-19;
+ * the layer shapes of the released DeepSeek-V2/V3 checkpoints). Per token, with a heads of
+ * query/key width dn + dr (dr: the decoupled rotary part) and value width dv:
+ *   q_a: h -> rq, an RMS norm over rq, q_b: rq -> a (dn + dr)   (rq = 0: one h -> a (dn + dr))
+ *   kv_a: h -> rkv + dr (the latent and the shared rotary key), an RMS norm over rkv,
+ *   kv_b: rkv -> a (dn + dv), then attention, and the output o: a dv -> h.
+ * No biases. Self-attention only (S = T). Scores 2 T S a (dn + dr), context 2 T S a dv. Kept
+ * for backward: the input, each latent before and after its norm, Q and K (a (dn + dr) wide),
+ * V and the context (a dv), and the T x S terms as in standard attention. */
+static void derive_mla(ts_layer *l, const layer_spec *sp, double D)
+{
+  double T = (double)sp->tokens, h = (double)sp->in_f, a = (double)sp->heads;
+  double rq = (double)sp->q_lora, rkv = (double)sp->kv_lora;
+  double dn = (double)sp->qk_nope, dr = (double)sp->qk_rope, dv = (double)sp->v_dim;
+  double Iqk = a * (dn + dr), Iv = a * dv, res = sp->residual ? 1.0 : 0.0;
+  /* Multiply-adds per token of the five (or four) projections, and the norms' features. */
+  double macs =
+      (rq > 0 ? h * rq + rq * Iqk : h * Iqk) + h * (rkv + dr) + rkv * a * (dn + dv) + Iv * h;
+  double nf = rq + rkv;
+  l->kv_lora_rank = sp->kv_lora;
+  l->q_lora_rank = sp->q_lora;
+  l->qk_rope_dim = sp->qk_rope;
+  l->rotary = TRUE;
+  l->kv_tokens = sp->tokens;
+  l->inner = (gint64)Iv;
+  l->qk_inner = (gint64)Iqk;
+  l->params = macs + nf;
+  double proj = 2.0 * T * macs, core = 2.0 * T * T * (Iqk + Iv), soft = a * T * T;
+  double norms = NORM_FWD_FLOPS * T * nf, rope = 3.0 * T * (a * dr + dr);
+  l->fwd_flops = proj + core + norms + soft + rope + res * T * h;
+  l->bwd_input_flops = proj + 2.0 * core + norms + soft + rope + res * T * h;
+  l->bwd_weight_flops = proj + NORM_BWD_W_FLOPS * T * nf;
+  l->in_act_elems = T * h;
+  l->out_act_elems = T * h;
+  double soft_copies = sp->dropout ? 2.0 : 1.0;
+  double linear_bytes = D * (T * h + 2.0 * T * nf + T * dr + 2.0 * T * Iqk + 2.0 * T * Iv) +
+                        (sp->dropout ? T * h : 0.0);
+  double scores_bytes = soft_copies * D * a * T * T + (sp->dropout ? a * T * T : 0.0);
+  l->saved_act_bytes = linear_bytes + scores_bytes;
+  /* Traffic as standard attention: weights, input and output, the latents written and read,
+   * Q, K, V and the context written then read; scores fused. */
+  double inner = 2.0 * T * (nf + dr) + 2.0 * (2.0 * T * Iqk + 2.0 * T * Iv);
+  l->fwd_mem_bytes = D * (l->params + 2.0 * T * h + inner);
+  l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * T * h + inner);
 }
 
 static void derive(ts_layer *l, const layer_spec *sp, double D)
@@ -153,9 +220,18 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
        * and work and kept activations with top_k; the gate (K x E, softmax) is folded into
        * the first expert layer. Routing is assumed balanced (no capacity padding or drops). */
       double E = (double)sp->experts, k = (double)sp->top_k;
-      double gate = sp->router ? K * E : 0.0, gate_flops = sp->router ? 2.0 * T * K * E : 0.0;
+      double gate = sp->router ? K * E + (sp->router_bias ? E : 0.0) : 0.0,
+             gate_flops = sp->router ? 2.0 * T * K * E : 0.0;
       l->experts = sp->experts;
       l->top_k = sp->top_k;
+      l->capacity_factor = sp->capacity;
+      l->active_params = l->params * k + gate;
+      /* A capacity factor C (GShard, section 2.2; Switch, Fedus et al. 2022, section 2.2): each
+       * expert takes C x its balanced share k T / E of token copies. Under balanced routing
+       * that is C x the dropless work: C < 1 drops the rest (they skip the MLP through the
+       * residual), C > 1 computes padding, as drop-and-pad implementations do. */
+      if (sp->capacity > 0.0)
+        k *= sp->capacity;
       l->params = l->params * E + gate;
       l->fwd_flops = l->fwd_flops * k + gate_flops + (sp->router ? T * E : 0.0);
       l->bwd_input_flops = l->bwd_input_flops * k + gate_flops;
@@ -163,8 +239,9 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
       l->saved_act_bytes *= k;
       /* Every expert's weights are read once per micro-batch; activations top_k times. */
       double w = l->params;
-      l->fwd_mem_bytes = D * (w + k * (T * K + T * N));
-      l->bwd_mem_bytes = D * (2.0 * w + k * (2.0 * T * K + T * N));
+      double No = l->out_act_elems / T; /* the output width (half of N when gated) */
+      l->fwd_mem_bytes = D * (w + k * (T * K + T * N + (l->gated ? T * No : 0.0)));
+      l->bwd_mem_bytes = D * (2.0 * w + k * (2.0 * T * K + T * N + (l->gated ? T * No : 0.0)));
     }
     break;
   }
@@ -190,45 +267,62 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     break;
   }
   case TS_LAYER_ATTENTION: {
+    l->out_features = sp->in_f;
+    if (sp->kv_lora > 0) {
+      derive_mla(l, sp, D);
+      break;
+    }
     /* Narayanan et al. 2021, section 5.1 / appendix: QKV 6sh^2, scores QK^T 2s^2h, context
      * 2s^2h, output projection 2sh^2 (per sample, b = 1). Softmax 1 FLOP per score (DeepSpeed
      * profiler). Backward: the two projections are GEMMs with weights (input and weight
      * gradients each = forward); scores and context have no weights, their backward is two
      * GEMMs each (dQ, dK; dP, dV), all input gradient.
      * Generalised to queries from T tokens and keys / values from S (cross-attention over an
-     * encoder's S tokens, Vaswani et al. 2017, section 3.2.3; S = T for self-attention) and an
-     * inner width I = heads x kv_channels (T5-3B/11B: I != h; Raffel et al. 2020, 3.7):
-     * Q 2ThI, K and V 2 x 2ShI, output 2TIh; scores and context 2TSI each. */
-    l->out_features = sp->in_f;
+     * encoder's S tokens, Vaswani et al. 2017, section 3.2.3; S = T for self-attention), an
+     * inner width I = heads x kv_channels (T5-3B/11B: I != h; Raffel et al. 2020, 3.7), and
+     * g key/value heads shared by groups of query heads (grouped-query attention, Ainslie et
+     * al. 2023; multi-query g = 1, Shazeer 2019), so K and V are J = g/a x I wide:
+     * Q 2ThI, K and V 2 x 2ShJ, output 2TIh; scores and context 2TSI each (every query head
+     * still scores every key). */
     double h = (double)sp->in_f, a = (double)sp->heads;
     double S = sp->kv_tokens > 0 ? (double)sp->kv_tokens : T;
     double I = sp->inner > 0 ? (double)sp->inner : h;
+    double g = sp->kv_heads > 0 ? (double)sp->kv_heads : a;
+    double J = I / a * g; /* key / value width */
     gboolean cross = sp->kv_tokens > 0;
     l->cross = cross;
     l->kv_tokens = (gint64)S;
     l->inner = (gint64)I;
-    double proj = 4.0 * h * I * (T + S), core = 4.0 * T * S * I, soft = a * T * S;
+    l->kv_heads = sp->kv_heads;
+    l->rotary = sp->rotary;
+    double proj = 2.0 * h * I * T + 2.0 * T * I * h + 4.0 * S * h * J, core = 4.0 * T * S * I,
+           soft = a * T * S;
     double bias = sp->bias ? 1.0 : 0.0, rel = sp->rel_buckets > 0 ? 1.0 : 0.0;
-    l->params = 4.0 * h * I + bias * (3.0 * I + h) + (double)sp->rel_buckets * a;
-    double bias_flops = bias * (T * I + 2.0 * S * I + T * h);
-    l->fwd_flops = proj + core + bias_flops + (1.0 + rel) * soft + res * T * h;
-    l->bwd_input_flops = proj + 2.0 * core + soft + res * T * h;
+    l->params = 2.0 * h * I + 2.0 * h * J + bias * (I + 2.0 * J + h) + (double)sp->rel_buckets * a;
+    double bias_flops = bias * (T * I + 2.0 * S * J + T * h);
+    /* Rotary embedding (Su et al. 2021, RoFormer, equation 34): each element of Q and K is
+     * x cos + rotate(x) sin, 3 FLOPs, and the same again for its gradient; no parameters. */
+    double rope = sp->rotary ? 3.0 * (T * I + S * J) : 0.0;
+    l->fwd_flops = proj + core + bias_flops + (1.0 + rel) * soft + res * T * h + rope;
+    l->bwd_input_flops = proj + 2.0 * core + soft + res * T * h + rope;
     l->bwd_weight_flops = proj + bias_flops + rel * soft;
     l->in_act_elems = T * h;
     l->out_act_elems = T * h;
     /* Korthikanti et al. 2022, section 4.1, attention block: 11sbh + 5as^2b bytes in 16-bit:
      * QKV input 2sbh, Q and K 4sbh, V 2sbh, output-projection input 2sbh, output dropout mask
      * sbh; softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b. Written with
-     * D bytes per element and 1 byte per mask element, T queries, S keys, width I. A
-     * cross-attention's K / V input is the encoder output, kept once for every decoder layer
-     * (the model's carried tensor), so it is not counted per layer. */
+     * D bytes per element and 1 byte per mask element, T queries, S keys, width I (K and V:
+     * J). A cross-attention's K / V input is the encoder output, kept once for every decoder
+     * layer (the model's carried tensor), so it is not counted per layer. The T x S terms are
+     * kept apart (scores_bytes): what a fused attention kernel does not keep. */
     double soft_copies = sp->dropout ? 2.0 : 1.0;
-    l->saved_act_bytes = D * (T * h + 2.0 * T * I + 2.0 * S * I + soft_copies * a * T * S) +
-                         (sp->dropout ? T * h + a * T * S : 0.0);
+    double linear_bytes = D * (T * h + 2.0 * T * I + 2.0 * S * J) + (sp->dropout ? T * h : 0.0);
+    double scores_bytes = soft_copies * D * a * T * S + (sp->dropout ? a * T * S : 0.0);
+    l->saved_act_bytes = linear_bytes + scores_bytes;
     /* Traffic: weights, input, output (and the encoder output read by K and V), plus Q, K, V
      * and context written then read; the T x S scores are assumed fused (FlashAttention, Dao
      * et al. 2022) and never stored. */
-    double inner = 2.0 * (2.0 * T * I + 2.0 * S * I);
+    double inner = 2.0 * (2.0 * T * I + 2.0 * S * J);
     double enc = cross ? S * h : 0.0;
     l->fwd_mem_bytes = D * (l->params + 2.0 * T * h + enc + inner);
     l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * T * h + 2.0 * enc + inner);
@@ -301,6 +395,10 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     break;
   }
   }
+  if (l->experts == 0)
+    l->active_params = l->params;
+  if (l->vocab > 0)
+    l->vocab_divisible_by = sp->vocab_div;
 }
 
 /* Appends a layer reading layer `src`'s output (-1: the model input). */
@@ -978,7 +1076,127 @@ typedef struct {
    * their tokens; attention inner width (0: hidden); RMS norms; relative-position buckets. */
   gint64 dec_layers, dec_seq, kv_channels, rel_buckets;
   gboolean rms;
+  /* Today's decoders (Llama, Mixtral, DeepSeek): key/value heads, rotary positions, Megatron's
+   * vocabulary padding; fine-grained and shared experts, leading dense blocks, capacity, the
+   * gate's bias; multi-head latent attention (kv_lora 0: none). */
+  gint64 kv_heads, vocab_div, moe_ffn, shared_experts, first_dense;
+  gboolean rotary, router_bias;
+  double capacity;
+  gint64 q_lora, kv_lora, qk_nope, qk_rope, v_dim;
 } transformer_hp;
+
+/* The keys of today's decoder-only models (grouped-query and latent attention, fine-grained
+ * and shared experts), read after the classic ones so their checks can name them. */
+static gboolean read_modern(GKeyFile *kf, const char *path, transformer_hp *hp, GError **error)
+{
+  const char *g = "transformer";
+  if (!ts_kf_int(kf, path, g, "kv_heads", TRUE, hp->heads, 1, SMALL_MAX,
+                 "a key/value head count (default heads)", &hp->kv_heads, error) ||
+      !ts_kf_int(kf, path, g, "vocab_divisible_by", TRUE, 1, 1, SMALL_MAX,
+                 "Megatron's make_vocab_size_divisible_by (1: no padding)", &hp->vocab_div,
+                 error) ||
+      !ts_kf_int(kf, path, g, "moe_ffn_hidden", TRUE, hp->ffn, 1, DIM_MAX,
+                 "an expert MLP inner size (default ffn_hidden)", &hp->moe_ffn, error) ||
+      !ts_kf_int(kf, path, g, "shared_experts", TRUE, 0, 0, SMALL_MAX,
+                 "a shared-expert count (0: none)", &hp->shared_experts, error) ||
+      !ts_kf_int(kf, path, g, "first_dense_layers", TRUE, 0, 0, SMALL_MAX,
+                 "a count of leading blocks with a dense MLP", &hp->first_dense, error) ||
+      !ts_kf_double(kf, path, g, "capacity_factor", TRUE, 0.0, 0.0, 1024.0,
+                    "an expert capacity factor in (0, 1024] (0 or absent: dropless)", &hp->capacity,
+                    error) ||
+      !kf_bool(kf, path, g, "router_bias", FALSE, &hp->router_bias, error) ||
+      !ts_kf_int(kf, path, g, "q_lora_rank", TRUE, 0, 0, DIM_MAX,
+                 "a query latent rank (0: a full query projection)", &hp->q_lora, error) ||
+      !ts_kf_int(kf, path, g, "kv_lora_rank", TRUE, 0, 0, DIM_MAX,
+                 "a key/value latent rank (0: no multi-head latent attention)", &hp->kv_lora,
+                 error) ||
+      !ts_kf_int(kf, path, g, "qk_nope_head_dim", TRUE, 0, 0, DIM_MAX,
+                 "query/key features per head without rotary", &hp->qk_nope, error) ||
+      !ts_kf_int(kf, path, g, "qk_rope_head_dim", TRUE, 0, 0, DIM_MAX,
+                 "query/key features per head with rotary", &hp->qk_rope, error) ||
+      !ts_kf_int(kf, path, g, "v_head_dim", TRUE, 0, 0, DIM_MAX, "value features per head",
+                 &hp->v_dim, error))
+    return FALSE;
+  if (hp->heads % hp->kv_heads != 0) {
+    g_autofree char *what = g_strdup_printf("a divisor of [transformer] heads = %" G_GINT64_FORMAT
+                                            " (query heads share each "
+                                            "key/value head in equal groups)",
+                                            hp->heads);
+    return fail_key(error, path, g, "kv_heads", hp->kv_heads, what);
+  }
+  gboolean moe_keys = g_key_file_has_key(kf, g, "moe_ffn_hidden", NULL) || hp->shared_experts > 0 ||
+                      hp->first_dense > 0 || hp->capacity > 0.0 || hp->router_bias;
+  if (hp->experts == 0 && moe_keys) {
+    const char *k = g_key_file_has_key(kf, g, "moe_ffn_hidden", NULL) ? "moe_ffn_hidden"
+                    : hp->shared_experts > 0                          ? "shared_experts"
+                    : hp->first_dense > 0                             ? "first_dense_layers"
+                    : hp->capacity > 0.0                              ? "capacity_factor"
+                                                                      : "router_bias";
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [transformer] %s: a mixture-of-experts key; expected [transformer] experts "
+                "> 0 with it",
+                path, k);
+    return FALSE;
+  }
+  if (hp->shared_experts > 0 && hp->post_norm) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [transformer] shared_experts: only with norm = pre (DeepSeek's layout); "
+                "expected it left out with norm = post",
+                path);
+    return FALSE;
+  }
+  if (hp->first_dense >= hp->layers && hp->experts > 0) {
+    g_autofree char *what = g_strdup_printf("fewer than [transformer] layers = %" G_GINT64_FORMAT
+                                            " (some blocks must be MoE)",
+                                            hp->layers);
+    return fail_key(error, path, g, "first_dense_layers", hp->first_dense, what);
+  }
+  if (hp->kv_lora == 0) {
+    const char *k = hp->q_lora > 0    ? "q_lora_rank"
+                    : hp->qk_nope > 0 ? "qk_nope_head_dim"
+                    : hp->qk_rope > 0 ? "qk_rope_head_dim"
+                    : hp->v_dim > 0   ? "v_head_dim"
+                                      : NULL;
+    if (k != NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [transformer] %s: a multi-head latent attention key; expected "
+                  "[transformer] kv_lora_rank > 0 with it",
+                  path, k);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  /* Multi-head latent attention: its own head widths, no biases, rotary on its decoupled part,
+   * one key per query head (the latent is shared instead). */
+  const char *missing = hp->qk_nope == 0   ? "qk_nope_head_dim"
+                        : hp->qk_rope == 0 ? "qk_rope_head_dim"
+                        : hp->v_dim == 0   ? "v_head_dim"
+                                           : NULL;
+  if (missing != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [transformer] %s: missing; expected a positive width with kv_lora_rank", path,
+                missing);
+    return FALSE;
+  }
+  const char *clash = hp->kv_heads != hp->heads ? "kv_heads"
+                      : hp->bias                ? "bias"
+                      : hp->learned_pos         ? "position_embedding"
+                      : hp->kv_channels > 0     ? "kv_channels"
+                      : hp->rel_buckets > 0     ? "relative_attention_buckets"
+                                                : NULL;
+  if (clash != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [transformer] %s: not available with kv_lora_rank (multi-head latent "
+                "attention has its own head widths and decoupled rotary keys, no biases); "
+                "expected it left out (bias = false, position_embedding = rotary)",
+                path, clash);
+    return FALSE;
+  }
+  if (hp->heads * (hp->qk_nope + hp->qk_rope + hp->v_dim) > DIM_MAX)
+    return fail_key(error, path, g, "heads", hp->heads,
+                    "heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) at most 2^24");
+  return TRUE;
+}
 
 static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp *hp, GError **error)
 {
@@ -1007,11 +1225,23 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
                                      "kv_channels",
                                      "norm_type",
                                      "relative_attention_buckets",
+                                     "kv_heads",
+                                     "vocab_divisible_by",
+                                     "moe_ffn_hidden",
+                                     "shared_experts",
+                                     "first_dense_layers",
+                                     "capacity_factor",
+                                     "router_bias",
+                                     "q_lora_rank",
+                                     "kv_lora_rank",
+                                     "qk_nope_head_dim",
+                                     "qk_rope_head_dim",
+                                     "v_head_dim",
                                      NULL};
   const char *g = "transformer";
   if (!ts_kf_check_keys(kf, path, g, keys, error))
     return FALSE;
-  static const char *const pos[] = {"none", "learned", NULL};
+  static const char *const pos[] = {"none", "learned", "rotary", NULL};
   static const char *const norms[] = {"pre", "post", NULL};
   int p = 1, nm = 0, act = ACT_GELU;
   if (!ts_kf_int(kf, path, g, "layers", FALSE, 0, 1, SMALL_MAX, "a transformer layer count",
@@ -1059,7 +1289,7 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       !kf_bool(kf, path, g, "bias", TRUE, &hp->bias, error) ||
       !kf_enum(kf, path, g, "norm", "pre", norms, &nm, error) ||
       !kf_bool(kf, path, g, "dropout", TRUE, &hp->dropout, error) ||
-      !kf_enum(kf, path, g, "activation", "gelu", act_names, &act, error) ||
+      !kf_enum(kf, path, g, "activation", "gelu", mlp_act_names, &act, error) ||
       !ts_kf_int(kf, path, g, "token_types", TRUE, 0, 0, SMALL_MAX, "a token-type (segment) count",
                  &hp->token_types, error) ||
       !kf_bool(kf, path, g, "pooler", FALSE, &hp->pooler, error) ||
@@ -1080,7 +1310,10 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
     return fail_key(error, path, g, "top_k", hp->top_k, what);
   }
   hp->learned_pos = p == 1;
+  hp->rotary = p == 2;
   hp->post_norm = nm == 1;
+  if (!read_modern(kf, path, hp, error))
+    return FALSE;
   hp->act = (ts_act)act;
   if (hp->learned_pos && hp->positions < hp->seq)
     return fail_key(error, path, g, "positions", hp->positions,
@@ -1092,6 +1325,7 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
     /* The encoder-decoder generator builds T5's layout (pre-norm, dense MLPs, no BERT heads). */
     const char *bad = hp->post_norm         ? "norm"
                       : hp->experts > 0     ? "experts"
+                      : hp->kv_lora > 0     ? "kv_lora_rank"
                       : hp->pooler          ? "pooler"
                       : hp->head_transform  ? "head_transform"
                       : hp->token_types > 0 ? "token_types"
@@ -1121,7 +1355,8 @@ static layer_spec logits_spec(const transformer_hp *hp, gint64 tokens)
                       .vocab = hp->vocab,
                       .tied = hp->tied,
                       .bias = hp->logits_bias,
-                      .loss = TRUE};
+                      .loss = TRUE,
+                      .vocab_div = hp->vocab_div};
 }
 
 /* One pre-norm block: name.i.norm1, attention, norm2, [cross_attention, norm3,] fc1, fc2.
@@ -1192,6 +1427,40 @@ static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec
          add_layer(b, g_strdup("logits"), &logits, error);
 }
 
+/* A pre-norm block whose MLP is shared experts beside routed ones: norm1, attention, norm2,
+ * shared_fc1, shared_fc2, then fc1 and fc2 (the routed experts) reading norm2's output; fc2
+ * adds the residual stream and the shared experts' output. */
+static gboolean add_shared_moe_block(builder *b, gint64 i, const layer_spec *norm,
+                                     const layer_spec *attn, const layer_spec *sh1,
+                                     const layer_spec *sh2, const layer_spec *moe1,
+                                     const layer_spec *moe2, GError **error)
+{
+  int stream = last_layer(b);
+  if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".norm1", i), norm, error) ||
+      !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".attention", i), attn, error))
+    return FALSE;
+  add_read(b, stream);
+  stream = last_layer(b);
+  if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".norm2", i), norm, error))
+    return FALSE;
+  int normed = last_layer(b);
+  layer_spec shared2 = *sh2;
+  shared2.dropout = FALSE; /* one dropout, after the sum (fc2) */
+  /* shared2.residual stays: the add of its output into the routed experts' sum, 1 FLOP per
+   * element (fc2 counts the residual stream's add). */
+  if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".shared_fc1", i), sh1, error) ||
+      !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".shared_fc2", i), &shared2, error))
+    return FALSE;
+  int shared = last_layer(b);
+  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc1", i), moe1, normed,
+                      error) ||
+      !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc2", i), moe2, error))
+    return FALSE;
+  add_read(b, stream);
+  add_read(b, shared);
+  return TRUE;
+}
+
 /* Layer order follows GPT-2 / Megatron (pre-norm) or BERT (post-norm). Tensor parallelism after
  * Megatron-LM (Shoeybi et al. 2019, section 3): attention by heads, fc1 by columns, fc2 by rows,
  * embedding and logits by vocabulary rows, norms replicated. */
@@ -1208,6 +1477,7 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   emb.token_types = hp->token_types;
   emb.dropout = hp->dropout;
   emb.bias = FALSE;
+  emb.vocab_div = hp->vocab_div;
   layer_spec norm = vec;
   norm.kind = TS_LAYER_NORM;
   norm.tp = TS_TP_REPLICATED;
@@ -1220,10 +1490,19 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   attn.inner = hp->kv_channels > 0 ? hp->heads * hp->kv_channels : 0;
   attn.residual = TRUE;
   attn.dropout = hp->dropout;
+  attn.kv_heads = hp->kv_heads;
+  attn.rotary = hp->rotary;
+  attn.q_lora = hp->q_lora;
+  attn.kv_lora = hp->kv_lora;
+  attn.qk_nope = hp->qk_nope;
+  attn.qk_rope = hp->qk_rope;
+  attn.v_dim = hp->v_dim;
+  /* A gated MLP's fc1 holds the gate and up projections side by side (2 x ffn_hidden). */
+  gint64 gate_mult = hp->act == ACT_SWIGLU || hp->act == ACT_GEGLU ? 2 : 1;
   layer_spec fc1 = vec;
   fc1.kind = TS_LAYER_DENSE;
   fc1.tp = TS_TP_COLUMN;
-  fc1.out_f = hp->ffn;
+  fc1.out_f = gate_mult * hp->ffn;
   fc1.act = hp->act;
   layer_spec fc2 = vec;
   fc2.kind = TS_LAYER_DENSE;
@@ -1244,8 +1523,23 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   moe1.experts = moe2.experts = hp->experts;
   moe1.top_k = moe2.top_k = hp->top_k;
   moe1.router = TRUE;
+  moe1.router_bias = hp->router_bias;
+  moe1.capacity = moe2.capacity = hp->capacity;
+  moe1.out_f = gate_mult * hp->moe_ffn;
+  moe2.in_f = hp->moe_ffn;
+  /* Shared experts (DeepSeekMoE, Dai et al. 2024, section 3.2): a dense MLP as wide as
+   * shared_experts experts, every token through it, its output added to the routed ones'. */
+  layer_spec sh1 = fc1, sh2 = fc2;
+  sh1.out_f = gate_mult * hp->shared_experts * hp->moe_ffn;
+  sh2.in_f = hp->shared_experts * hp->moe_ffn;
   for (gint64 i = 0; i < hp->layers; i++) {
-    gboolean moe = hp->experts > 0 && i % hp->moe_every == hp->moe_every - 1;
+    gboolean moe =
+        hp->experts > 0 && i >= hp->first_dense && i % hp->moe_every == hp->moe_every - 1;
+    if (moe && hp->shared_experts > 0) {
+      if (!add_shared_moe_block(b, i, &norm, &attn, &sh1, &sh2, &moe1, &moe2, error))
+        return FALSE;
+      continue;
+    }
     const char *order_pre[] = {"norm1", "attention", "norm2", "fc1", "fc2"};
     const char *order_post[] = {"attention", "norm1", "fc1", "fc2", "norm2"};
     const char **order = hp->post_norm ? order_post : order_pre;
@@ -1949,6 +2243,10 @@ ts_model *ts_model_load(const char *path, GError **error)
     m->t_top_k = hp.top_k;
     m->t_dec_layers = hp.dec_layers;
     m->t_dec_seq = hp.dec_layers > 0 ? hp.dec_seq : 0;
+    m->t_kv_heads = hp.kv_heads;
+    m->t_moe_ffn = hp.experts > 0 ? hp.moe_ffn : 0;
+    m->t_shared_experts = hp.shared_experts;
+    m->t_first_dense = hp.first_dense;
   }
   /* Shapes are each in range, but their products may still describe nothing real. */
   double params = ts_model_params(m), flops = ts_model_train_flops_per_sample(m);
@@ -1971,6 +2269,15 @@ double ts_model_params(const ts_model *m)
   double s = 0.0;
   for (int i = 0; i < m->nlayers; i++)
     s += m->layers[i].params;
+  return s;
+}
+
+double ts_model_active_params(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, 0.0);
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    s += m->layers[i].active_params;
   return s;
 }
 
@@ -2048,11 +2355,30 @@ char *ts_layer_shape_text(const ts_layer *l)
     if (l->kind == TS_LAYER_ATTENTION)
       g_string_append_printf(s, " heads=%" G_GINT64_FORMAT "%s", l->heads,
                              l->cross ? " cross" : "");
+    if (l->kv_heads > 0 && l->kv_heads != l->heads)
+      g_string_append_printf(s, " kv_heads=%" G_GINT64_FORMAT, l->kv_heads);
+    if (l->kv_lora_rank > 0)
+      g_string_append_printf(s,
+                             " mla q_lora=%" G_GINT64_FORMAT " kv_lora=%" G_GINT64_FORMAT
+                             " qk=%" G_GINT64_FORMAT " v=%" G_GINT64_FORMAT,
+                             l->q_lora_rank, l->kv_lora_rank, l->qk_inner / l->heads,
+                             l->inner / l->heads);
+    if (l->rotary)
+      g_string_append(s, " rotary");
+    if (l->gated)
+      g_string_append(s, " gated");
     if (l->vocab > 0)
       g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT "%s", l->vocab, l->tied ? " tied" : "");
     if (l->experts > 0)
       g_string_append_printf(s, " experts=%" G_GINT64_FORMAT " top_k=%" G_GINT64_FORMAT, l->experts,
                              l->top_k);
+    if (l->capacity_factor > 0) {
+      char c[G_ASCII_DTOSTR_BUF_SIZE];
+      g_string_append_printf(s, " capacity=%s",
+                             g_ascii_formatd(c, sizeof c, "%g", l->capacity_factor));
+    }
+    if (l->vocab_divisible_by > 1)
+      g_string_append_printf(s, " vocab_divisible_by=%" G_GINT64_FORMAT, l->vocab_divisible_by);
   }
   return g_string_free(s, FALSE);
 }

@@ -81,6 +81,24 @@ typedef struct {
   /* Mixture of experts (0 for a dense layer): the layer is `experts` copies, each token goes
    * through `top_k` of them; params count every copy, FLOPs and activations top_k copies. */
   gint64 experts, top_k;
+  /* Added for today's transformers (0 / FALSE: the layer as before). */
+  gint64 kv_heads; /* attention: key/value heads (grouped-query; 1: multi-query; 0: = heads) */
+  gint64 qk_inner; /* attention: heads x query/key width per head, when it differs from inner
+                      (multi-head latent attention: nope + rope dims); 0: = inner */
+  gboolean rotary; /* attention: rotary position embedding on Q and K (Su et al. 2021) */
+  /* Multi-head latent attention (DeepSeek-V2, Liu et al. 2024, section 2.1): queries and
+   * keys/values go through low-rank latents (q_lora_rank 0: a full query projection), with a
+   * decoupled rotary key of qk_rope_dim shared by all heads. kv_lora_rank 0: not MLA. */
+  gint64 q_lora_rank, kv_lora_rank, qk_rope_dim;
+  gboolean gated; /* dense: a gated MLP's fc1 (SwiGLU / GeGLU, Shazeer 2020): out_features = 2 x
+                     the width the next layer reads (gate and up projections side by side, as
+                     Megatron-LM's linear_fc1); out_act_elems is after the gating */
+  double capacity_factor;    /* experts: tokens each expert takes, x the balanced share;
+                                0: dropless (every routed token copy computed) */
+  gint64 vocab_divisible_by; /* embedding / logits: the vocabulary is padded to a multiple of
+                                this x tp as Megatron-LM does (0 or 1: no padding) */
+  double active_params;      /* parameters one token goes through: params, but for an expert
+                                layer top_k experts' worth (and the gate) */
 } ts_layer;
 
 /** A model. Owns its layers. */
@@ -95,6 +113,9 @@ typedef struct {
   gint64 t_layers, t_hidden, t_heads, t_seq, t_vocab, t_ffn;
   gint64 t_experts, t_moe_every, t_top_k; /* mixture of experts (0 experts: dense) */
   gint64 t_dec_layers, t_dec_seq;         /* encoder-decoder: decoder blocks and tokens (0: none) */
+  gint64 t_kv_heads; /* key/value heads (= t_heads without grouped-query attention) */
+  gint64 t_moe_ffn;  /* expert MLP width (= t_ffn unless fine-grained) */
+  gint64 t_shared_experts, t_first_dense; /* shared experts; leading dense blocks */
   double published_params;                /* [model] published_params, 0 when not given */
   gint64 sample_elems; /* input elements per sample (tokens or pixels), for data loading */
 } ts_model;
@@ -106,6 +127,10 @@ void ts_model_free(ts_model *m);
 
 /** Total trainable parameters. */
 double ts_model_params(const ts_model *m);
+
+/** Parameters one token goes through: every parameter except the experts it is not routed to
+ * (top_k of experts per MoE layer). Equals ts_model_params for a dense model. */
+double ts_model_active_params(const ts_model *m);
 
 /** Forward + backward FLOPs per sample (no recomputation). */
 double ts_model_train_flops_per_sample(const ts_model *m);

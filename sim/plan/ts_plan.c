@@ -104,6 +104,16 @@ static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *
 }
 
 static gboolean same_block(const ts_model *m, int i, int j);
+
+/* Parameters of a multi-head latent attention layer that tensor parallelism replicates: the
+ * down projections h -> q_lora and h -> kv_lora + rope, and the two latent norms (ts_model.c,
+ * derive_mla). */
+static double mla_replicated_params(const ts_layer *l)
+{
+  double h = (double)l->in_features, rq = (double)l->q_lora_rank, rkv = (double)l->kv_lora_rank;
+  return rq > 0 ? h * rq + rq + h * (rkv + (double)l->qk_rope_dim) + rkv
+                : h * (rkv + (double)l->qk_rope_dim) + rkv;
+}
 static gboolean cuts_at_blocks_only(const ts_model *m);
 
 /* Whether layer i ends a residual sublayer of a transformer block (the next layer is a norm or
@@ -202,6 +212,23 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     e->cdiv = (split || need != TS_ST_REPL) ? tp : 1;
     e->pdiv = split ? tp : 1;
     e->dp_over_tp = tp > 1 && e->pdiv == 1 && e->cdiv > 1 && l->params > 0;
+    /* Megatron-LM pads the vocabulary to a multiple of make_vocab_size_divisible_by x tp
+     * (megatron/training/tokenizer: _vocab_size_with_padding): each vocabulary shard is
+     * V_pad / tp rows, so a chip holds and computes V_pad / (V tp) of the layer. */
+    if (l->vocab > 0 && l->vocab_divisible_by > 1 && l->tp == TS_TP_VOCAB) {
+      double q = (double)l->vocab_divisible_by * (split ? tp : 1);
+      double padded = ceil((double)l->vocab / q) * q, r = (double)l->vocab / padded;
+      e->cdiv *= r;
+      e->pdiv *= r;
+    }
+    /* Multi-head latent attention under tp (Megatron-Core's MLA): the down projections to the
+     * latents (q_a, kv_a) and their norms are replicated on every member, the rest split by
+     * heads. The member's share of the work is then (split / tp + replicated) of the whole,
+     * measured on the training FLOPs; activations follow the same share. */
+    if (split && l->kv_lora_rank > 0) {
+      double whole = mla_replicated_params(l), all = l->params;
+      e->cdiv = all / ((all - whole) / tp + whole);
+    }
     /* Activations (Korthikanti et al. 2022, section 4.1 and Table 2). */
     double in_p, inner, mask, scores;
     act_parts(m, l, &in_p, &inner, &mask, &scores);
@@ -215,7 +242,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       double T, S, I, a = (double)l->heads;
       attention_dims(l, &T, &S, &I);
       e->act_bytes -= scores / e->cdiv;
-      e->recompute_flops = (4.0 * T * S * I + a * T * S) / e->cdiv;
+      double Iqk = l->qk_inner > 0 ? (double)l->qk_inner : I; /* MLA: queries/keys wider */
+      e->recompute_flops = (2.0 * T * S * (Iqk + I) + a * T * S) / e->cdiv;
     }
     e->in_bytes = in_full / (st == TS_ST_REPL ? 1 : tp);
     e->out_bytes = out_full / (out == TS_ST_REPL ? 1 : tp);
@@ -230,7 +258,9 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       e->ediv = ep > 1 ? ep : 1;
       gboolean first = i == 0 || m->layers[i - 1].experts == 0;
       gboolean last = i + 1 == m->nlayers || m->layers[i + 1].experts == 0;
-      double k = (double)l->top_k;
+      /* With a capacity factor C each expert receives C x its balanced share: the dispatch
+       * carries C top_k copies of each token (dropped or padded slots included). */
+      double k = (double)l->top_k * (l->capacity_factor > 0 ? l->capacity_factor : 1.0);
       if (ep > 1 && first)
         e->ep_pre = coll(TS_COLL_ALLTOALL, k * e->in_bytes);
       if (ep > 1 && last)
@@ -247,6 +277,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
  * split) + h for the output projection (row, whole): ts_model.c, docs/models.md. */
 static double whole_params(const ts_layer *l)
 {
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank > 0)
+    return mla_replicated_params(l); /* MLA has no biases */
   if (!l->bias)
     return 0.0;
   if ((l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_CONV2D) && l->tp == TS_TP_ROW)
@@ -1208,10 +1240,21 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     case TS_TP_HEADS:
       what = l->heads;
       name = "attention heads";
+      /* Grouped-query attention: Megatron-LM splits the key/value heads too and requires tp
+       * to divide them (megatron/core/transformer/attention.py: num_query_groups_per_partition
+       * = divide(num_query_groups, world_size)); it does not replicate them when tp > kv_heads
+       * as some inference engines do. */
+      if (what % tp == 0 && l->kv_heads > 0 && l->kv_lora_rank == 0) {
+        what = l->kv_heads;
+        name = "key/value heads";
+      }
       break;
     case TS_TP_COLUMN:
-      what = l->out_features;
-      name = l->kind == TS_LAYER_CONV2D ? "output channels" : "output features";
+      /* A gated fc1 splits its gate and its up projection alike: tp must divide each half. */
+      what = l->gated ? l->out_features / 2 : l->out_features;
+      name = l->kind == TS_LAYER_CONV2D ? "output channels"
+             : l->gated                 ? "gated MLP features (of each of gate and up)"
+                                        : "output features";
       break;
     case TS_TP_ROW:
       what = l->in_features;

@@ -207,9 +207,36 @@ static gboolean match_transformer(vd_net *n, GError **error)
   return TRUE;
 }
 
+/* The layer kinds of today's decoders that the reference (ts_nnet) has no kernels for: the
+ * first such layer, and what it is, or NULL. */
+static const ts_layer *unexecutable_layer(const ts_model *m, const char **what)
+{
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    *what = l->kv_lora_rank > 0                          ? "multi-head latent attention"
+            : l->kv_heads > 0 && l->kv_heads != l->heads ? "grouped-query attention"
+            : l->gated                                   ? "a gated (SwiGLU / GeGLU) MLP"
+            : l->experts > 0                             ? "a mixture-of-experts layer"
+            : l->rotary                                  ? "rotary attention"
+                                                         : NULL;
+    if (*what != NULL)
+      return l;
+  }
+  return NULL;
+}
+
 vd_net *vd_net_new(const ts_model *m, GError **error)
 {
   g_autoptr(GKeyFile) kf = NULL;
+  const char *what = NULL;
+  const ts_layer *bad = unexecutable_layer(m, &what);
+  if (bad != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: layer '%s' is %s, which the split validator does not execute on real "
+                "kernels; expected one of the validation networks (docs/validation.md)",
+                m->path ? m->path : m->name, bad->name, what);
+    return NULL;
+  }
   if (m->kind == NULL || strcmp(m->kind, "layers") != 0 || m->path == NULL) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: kind='%s': expected an explicit layer list (kind = layers) matching a "
