@@ -768,3 +768,20 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
     g_prefix_error(error, "%s: ", json_path);
   return ok;
 }
+
+gboolean ts_plot_accuracy(const char *outdir, const char *dat_text, const char *groups,
+                          const char *metric, GPtrArray *written, GError **error)
+{
+  if (!ts_plot_gnuplot_available(error))
+    return FALSE;
+  g_autofree char *pd = plot_dir(error);
+  if (pd == NULL)
+    return FALSE;
+  plot_ctx c = {outdir, pd, written};
+  GString *vars = g_string_new(NULL);
+  gp_str(vars, "groups", groups);
+  gp_str(vars, "metric", metric);
+  gboolean ok = render(&c, "accuracy", dat_text, vars->str, error);
+  g_string_free(vars, TRUE);
+  return ok;
+}
