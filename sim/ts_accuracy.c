@@ -37,10 +37,25 @@ static const struct {
   "peak_memory_MiB or peak_memory_bytes"
 
 /* The configuration columns. */
-enum { C_TOPO, C_VARY, C_MODEL, C_SPLIT, C_GB, C_MB, C_BUCKET, C_GROUP, C_COLL, C_SIZE, C_N };
-static const char *const col_names[C_N] = {"topology",     "vary",        "model",      "split",
-                                           "global_batch", "micro_batch", "bucket_MiB", "group",
-                                           "collective",   "size_bytes"};
+enum {
+  C_TOPO,
+  C_VARY,
+  C_MODEL,
+  C_SPLIT,
+  C_GB,
+  C_MB,
+  C_BUCKET,
+  C_GROUP,
+  C_COLL,
+  C_SIZE,
+  C_ALGO,
+  C_N
+};
+static const char *const col_names[] = {"topology",     "vary",        "model",      "split",
+                                        "global_batch", "micro_batch", "bucket_MiB", "group",
+                                        "collective",   "size_bytes",  "algorithm"};
+
+G_STATIC_ASSERT(G_N_ELEMENTS(col_names) == C_N);
 
 const char *ts_meas_metric_name(ts_meas_metric m)
 {
@@ -273,8 +288,15 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
       r.topology = g_strdup(FIELD(C_TOPO));
       r.vary = *FIELD(C_VARY) != '\0' ? g_strdup(FIELD(C_VARY)) : NULL;
       r.group = *FIELD(C_GROUP) != '\0' ? g_strdup(FIELD(C_GROUP)) : g_strdup(stem);
-      double v;
-      if (!field_pos(path, line, f->metric_column, g_ptr_array_index(fl, mcol), 1e18, &v, error))
+      r.algo = TS_ALGO_AUTO;
+      if (*FIELD(C_ALGO) != '\0' && (r.algo = ts_coll_algo_parse(FIELD(C_ALGO))) < 0)
+        ok = field_error(error, path, line, "algorithm",
+                         "'%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
+                         "halving-doubling or direct",
+                         FIELD(C_ALGO));
+      double v = 0;
+      if (ok &&
+          !field_pos(path, line, f->metric_column, g_ptr_array_index(fl, mcol), 1e18, &v, error))
         ok = FALSE;
       r.measured = v * to_si;
     }
@@ -390,9 +412,9 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
       ts_group_shape shape;
       ts_group_shape_dims(t, dims, t->ndims, &shape);
       int n = ts_group_size(&shape);
-      ts_coll_algo used = TS_ALGO_AUTO;
-      double s = n > 1 ? ts_coll_time(t, (ts_coll_kind)kind, TS_ALGO_AUTO, &shape, r->size_bytes,
-                                      &used, &e)
+      ts_coll_algo used = (ts_coll_algo)r->algo;
+      double s = n > 1 ? ts_coll_time(t, (ts_coll_kind)kind, (ts_coll_algo)r->algo, &shape,
+                                      r->size_bytes, &used, &e)
                        : -1;
       if (!(s > 0)) {
         ok = field_error(error, f->path, r->line, "topology", "%s",
@@ -419,6 +441,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
     po.micro_batch = r->micro_batch;
     if (r->bucket_bytes > 0)
       po.bucket_bytes = r->bucket_bytes;
+    po.algo = (ts_coll_algo)r->algo;
     if (f->metric == TS_MEAS_PEAK_MEMORY) {
       g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &e);
       if (p == NULL) {

@@ -28,6 +28,7 @@ typedef struct {
   double bucket_bytes; /* data-parallel bucket, 0 = the default (25 MiB) */
   char *collective;    /* busbw rows: allreduce, allgather, ... */
   double size_bytes;   /* busbw rows: the message size, as nccl-tests's "size" */
+  int algo;            /* algorithm column: a ts_coll_algo (TS_ALGO_AUTO when not given) */
   double measured;
 } ts_meas_row;
 

@@ -232,6 +232,12 @@ Test(accuracy, bad_input_names_file_line_and_column)
              "tpu-v3-8x8,dim.q.size=4,bert-large,dp=64,512,8,0.1\n",
              NULL, "bad.csv:2: column vary:");
   expect_bad(HEAD, NULL, "bad.csv:1: no rows");
+  expect_bad("topology,collective,size_bytes,busbw_GBps,algorithm\n"
+             "dgx-a100-1node,allreduce,1e6,10,spiral\n",
+             NULL, "bad.csv:2: column algorithm: 'spiral'");
+  expect_bad("topology,collective,size_bytes,busbw_GBps\n"
+             "dgx-a100-1node,gather,1e6,10\n",
+             NULL, "bad.csv:2: column collective: 'gather'");
   expect_bad(HEAD GOOD, "--plot --format xml", "--format 'xml'");
   expect_bad(HEAD GOOD, "-m bert-large", "--model: applies to the numeric validation");
 }
