@@ -1,5 +1,6 @@
 # Memory per chip, stacked by kind, against the chip's capacity. Data: dat, one row per
-# configuration: "label params grads optimizer activations temp capacity" in GiB.
+# configuration: "label params grads optimizer activations temp capacity reserve" in GiB (the
+# runtime reserve is stacked on top: what fits must stay under the capacity line).
 height = 720
 load plotdir.'/common.gp'
 set title 'Memory per chip: '.ttl
@@ -16,4 +17,5 @@ plot dat using 2:xtic(1) title 'parameters' lc rgb c_fwd, \
      '' using 4 title 'optimizer state' lc rgb c_opt, \
      '' using 5 title 'activations' lc rgb c_dp, \
      '' using 6 title 'buffers' lc rgb c_other, \
+     '' using 8 title 'runtime reserve' lc rgb '#BBBBBB', \
      '' using 0:7 with lines lw 3 dt 2 lc rgb '#C00000' title 'capacity'

@@ -643,12 +643,21 @@ Test(activations, korthikanti_per_layer)
   for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
     g_autoptr(ts_model) m = load_shipped(names[k]);
     double s = (double)m->t_seq, h = (double)m->t_hidden, a = (double)m->t_heads;
-    double block = 0.0;
+    double block = 0.0, flash = 0.0;
     for (int i = 0; i < m->nlayers; i++)
-      if (g_str_has_prefix(m->layers[i].name, "block.0."))
-        block += m->layers[i].saved_act_bytes;
+      if (g_str_has_prefix(m->layers[i].name, "block.0.")) {
+        ts_act_parts u;
+        ts_layer_act_parts(m, &m->layers[i], TS_ATTN_UNFUSED, &u);
+        block += u.in + u.inner + u.mask + u.scores;
+        flash += m->layers[i].saved_act_bytes;
+      }
     double want = s * h * (34.0 + 5.0 * a * s / h);
     cr_assert_eq(block, want, "%s: block saved %.0f vs %.0f", names[k], block, want);
+    /* The model file's default, flash attention: 5as^2 bytes become one fp32 log-sum-exp per
+     * query and head (Dao et al. 2022, Algorithm 2). */
+    double want_flash = s * h * 34.0 + 4.0 * a * s;
+    cr_assert_eq(flash, want_flash, "%s: flash block saved %.0f vs %.0f", names[k], flash,
+                 want_flash);
   }
 }
 
@@ -657,10 +666,12 @@ Test(activations, no_dropout_fp32)
   /* Without dropout the masks (1 byte) and the dropout output go; in fp32 elements are 4 bytes:
    * norms 2 x 4sh, attention 4 (5sh + as^2), fc1 4 (sh + 4sh), fc2 4 (4sh). */
   g_autofree char *msg = NULL;
-  g_autoptr(ts_model) m = load_text("[model]\nkind = transformer\ndtype = fp32\n[transformer]\n"
-                                    "layers = 2\nhidden = 64\nheads = 4\nsequence = 32\n"
-                                    "vocab = 100\ndropout = false\n",
-                                    NULL, &msg);
+  g_autoptr(ts_model) m =
+      load_text("[model]\nkind = transformer\ndtype = fp32\nattention = unfused\n"
+                "[transformer]\n"
+                "layers = 2\nhidden = 64\nheads = 4\nsequence = 32\n"
+                "vocab = 100\ndropout = false\n",
+                NULL, &msg);
   cr_assert_not_null(m, "%s", msg);
   double s = 32, h = 64, a = 4, block = 0.0;
   for (int i = 0; i < m->nlayers; i++)
@@ -1198,7 +1209,8 @@ Test(params, grouped_query_attention_closed_form)
    * Q and output h x ad each, K and V h x gd each: 2h(ad) + 2h(gd) (no biases). FLOPs per
    * sample: Q and output 2T h I each, K and V 2T h J each (J = g d), scores and context 2T^2 I
    * each, softmax a T^2, residual T h, rotary 3 (T I + T J) (Su et al. 2021). Kept (no
-   * dropout): D (T h + 2 T I + 2 T J + a T^2). */
+   * dropout, flash attention, the default): D (T h + 2 T I + 2 T J) + 4 a T (the softmax
+   * statistics, one fp32 per query row and head). */
   g_autofree char *msg = NULL;
   g_autoptr(ts_model) m = load_text(GQA_MODEL, NULL, &msg);
   cr_assert_not_null(m, "%s", msg);
@@ -1216,7 +1228,7 @@ Test(params, grouped_query_attention_closed_form)
   want = 4 * T * h * I + 4 * T * h * J;
   cr_assert_eq(bw, want);
   double kept = at->saved_act_bytes;
-  want = D * (T * h + 2 * T * I + 2 * T * J + a * T * T);
+  want = D * (T * h + 2 * T * I + 2 * T * J) + 4 * a * T;
   cr_assert_eq(kept, want, "attention kept %.0f vs %.0f", kept, want);
   /* Multi-query (g = 1): K and V are one head wide. */
   g_autoptr(ts_model) mq =

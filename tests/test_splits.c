@@ -456,9 +456,40 @@ Test(activations, korthikanti_table_2)
     const char *split;
     double want;
   } cases[] = {
-      {"dp=64", sbh * (34 + 5 * a * s / h)},
-      {"tp=8,dp=8", sbh * (10 + 24 / tt + 5 * a * s / (h * tt))},
-      {"tp=8,dp=8,sp", sbh * (34 / tt + 5 * a * s / (h * tt))},
+      {"dp=64,attention=unfused", sbh * (34 + 5 * a * s / h)},
+      {"tp=8,dp=8,attention=unfused", sbh * (10 + 24 / tt + 5 * a * s / (h * tt))},
+      {"tp=8,dp=8,sp,attention=unfused", sbh * (34 / tt + 5 * a * s / (h * tt))},
+      {"tp=8,dp=8,recompute=selective,attention=unfused", sbh * (10 + 24 / tt)},
+      {"tp=8,dp=8,sp,recompute=selective,attention=unfused", sbh * 34 / tt},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 128, 2);
+    double got = block_act(p, FALSE);
+    cr_assert_float_eq(got, cases[i].want, cases[i].want * 1e-12,
+                       "%s: %.17g bytes per layer, expected %.17g", cases[i].split, got,
+                       cases[i].want);
+  }
+}
+
+Test(activations, flash_attention_keeps_no_scores)
+{
+  /* Flash attention (the model files' default; Dao et al. 2022, Algorithm 2) keeps Q, K, V,
+   * the output and one fp32 log-sum-exp per query and head instead of the softmax, its
+   * dropout mask and the dropout output: Korthikanti's Table 2 with 5as^2b replaced by 4asb,
+   * split over tp by heads. Selective recomputation drops the statistics too. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  cr_assert_eq(m->attention, TS_ATTN_FLASH, "a model file runs flash attention by default");
+  double s = (double)m->t_seq, h = (double)m->t_hidden, a = (double)m->t_heads, b = 2, tt = 8;
+  double sbh = s * b * h, lse = 4 * a * s * b;
+  const struct {
+    const char *split;
+    double want;
+  } cases[] = {
+      {"dp=64", sbh * 34 + lse},
+      {"dp=64,attention=flash", sbh * 34 + lse},
+      {"tp=8,dp=8", sbh * (10 + 24 / tt) + lse / tt},
+      {"tp=8,dp=8,sp", sbh * 34 / tt + lse / tt},
       {"tp=8,dp=8,recompute=selective", sbh * (10 + 24 / tt)},
       {"tp=8,dp=8,sp,recompute=selective", sbh * 34 / tt},
   };
@@ -469,6 +500,17 @@ Test(activations, korthikanti_table_2)
                        "%s: %.17g bytes per layer, expected %.17g", cases[i].split, got,
                        cases[i].want);
   }
+  /* The split option is in the canonical text only when given. */
+  g_autoptr(ts_plan) u = make_plan(m, t, "dp=64,attention=unfused", 128, 2);
+  g_autoptr(ts_plan) f = make_plan(m, t, "dp=64", 128, 2);
+  cr_expect_str_eq(u->split_text, "dp=64,attention=unfused");
+  cr_expect_str_eq(f->split_text, "dp=64");
+  /* Selective recomputation re-runs the same FLOPs either way (the fused kernel's forward). */
+  g_autoptr(ts_plan) su =
+      make_plan(m, t, "tp=8,dp=8,recompute=selective,attention=unfused", 128, 2);
+  g_autoptr(ts_plan) sf = make_plan(m, t, "tp=8,dp=8,recompute=selective", 128, 2);
+  for (int i = 0; i < m->nlayers; i++)
+    cr_assert_eq(su->exec[i].recompute_flops, sf->exec[i].recompute_flops, "layer %d", i);
 }
 
 Test(activations, full_recompute_keeps_block_inputs)
@@ -787,6 +829,101 @@ Test(memory, does_not_fit_reports_largest_micro_batch)
   t->chip.memory_bytes = states / 2;
   g_autoptr(ts_plan) r = make_plan(m, t, "dp=1", 64, 1);
   cr_assert_eq(r->mem.max_micro_batch, 0);
+}
+
+Test(memory, reserve_counts_in_fits)
+{
+  /* fits compares memory/chip + the runtime reserve with the capacity: with room for 12
+   * micro-batch samples beside the reserve, 8 fits and 16 does not, by states + 16 samples +
+   * reserve - capacity. memory/chip (total) itself excludes the reserve. */
+  g_autoptr(ts_topo) t = ring_topo(1, 1e11, 1e-6);
+  g_autoptr(ts_model) m = equal_model(4, 1e9, 1e6, 1e6);
+  double states = 16 * 4e6, per_sample = 4 * 1e6 + 2 * 2, R = 3e6;
+  t->chip.memory_reserve_bytes = R;
+  t->chip.memory_bytes = states + 12 * per_sample + R;
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=1", 64, 16);
+  cr_assert(!p->mem.fits);
+  cr_assert_eq(p->mem.reserve, R);
+  cr_assert_float_eq(p->mem.total, states + 16 * per_sample, 1e-3);
+  double over = p->mem.over, want = states + 16 * per_sample + R - t->chip.memory_bytes;
+  cr_assert_float_eq(over, want, want * 1e-12, "over by %g, expected %g", over, want);
+  cr_assert_eq(p->mem.max_micro_batch, 8);
+  g_autoptr(ts_plan) q = make_plan(m, t, "dp=1", 64, 8);
+  cr_assert(q->mem.fits);
+  /* Without the reserve the same capacity holds micro-batch 16 (12 + 3e6 / 4e6 samples). */
+  t->chip.memory_bytes = states + 16 * per_sample + R - 1;
+  g_autoptr(ts_plan) r = make_plan(m, t, "dp=1", 64, 16);
+  cr_assert(!r->mem.fits, "1 byte short of the reserve must not fit");
+  t->chip.memory_reserve_bytes = 0;
+  g_autoptr(ts_plan) z = make_plan(m, t, "dp=1", 64, 16);
+  cr_assert(z->mem.fits);
+}
+
+Test(memory, reserve_default_and_key)
+{
+  /* A topology file without the key: 1 GiB + 5% of the capacity (docs/topologies.md). */
+  g_autoptr(ts_topo) a = load_topo("dgx-a100-4node");
+  double gib = 1073741824.0;
+  cr_assert_float_eq(ts_chip_memory_reserve(&a->chip), gib + 0.05 * 80 * gib, 1.0);
+  const char *base = "[chip]\nname = X\npeak_tflops = 100\nmemory_GiB = 16\n"
+                     "memory_bandwidth_GBps = 900\n";
+  const char *dims = "[dim.x]\nsize = 2\nshape = ring\nlink_bandwidth_GBps = 10\n"
+                     "latency_us = 1\n";
+  g_autofree char *ok = g_strdup_printf("%smemory_reserve_GiB = 2.5\n%s", base, dims);
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(kf, ok, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  GError *err = NULL;
+  g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "x.ini", &err);
+  cr_assert_not_null(t, "%s", err ? err->message : "");
+  cr_assert_eq(ts_chip_memory_reserve(&t->chip), 2.5 * gib);
+  /* A reserve as large as the memory is refused, naming the key. */
+  g_autofree char *bad = g_strdup_printf("%smemory_reserve_GiB = 16\n%s", base, dims);
+  g_autoptr(GKeyFile) kb = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(kb, bad, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autoptr(ts_topo) u = ts_topo_from_keyfile(kb, "x.ini", &err);
+  cr_assert_null(u);
+  cr_assert(strstr(err->message, "x.ini: [chip] memory_reserve_GiB") != NULL, "%s", err->message);
+  g_clear_error(&err);
+}
+
+/* Bytes of buffers (temp) of a plan with a given bucket size. */
+static double temp_with_bucket(const ts_model *m, const ts_topo *t, const char *split,
+                               double bucket)
+{
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse(split, &err);
+  cr_assert_not_null(s, "%s", err ? err->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  po.micro_batch = 8;
+  po.bucket_bytes = bucket;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s", err ? err->message : "");
+  return p->mem.temp;
+}
+
+Test(memory, gradient_buckets_follow_the_framework)
+{
+  /* psi = 4e6 parameters, 2-byte gradients: G = 8e6 bytes. The buckets are views of the
+   * contiguous gradient buffer (Megatron DDP, PyTorch DDP gradient_as_bucket_view): no bytes
+   * beside the gradients, whatever the bucket size, "no bucketing" (1e6 MiB) included.
+   * buckets=copy (PyTorch DDP's default) adds one gradient-sized buffer, G. ZeRO 2 keeps a
+   * gradient shard and reduces through two buckets: min(2B, G). */
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_model) m = equal_model(4, 1e9, 1e6, 1e6);
+  double G = 2 * 4e6, B = 1e6, huge = 1e6 * 1048576.0;
+  double base = temp_with_bucket(m, t, "dp=8,zero=1", B);
+  g_autoptr(ts_topo) t1 = ring_topo(1, 1e11, 1e-6);
+  double one = temp_with_bucket(m, t1, "dp=1", B); /* no data parallelism: no buckets */
+  cr_assert_float_eq(base, one, 1e-6, "views: %g vs %g", base, one);
+  cr_assert_float_eq(temp_with_bucket(m, t, "dp=8", huge), base, 1e-6,
+                     "no bucketing adds no gradient buffer");
+  cr_assert_float_eq(temp_with_bucket(m, t, "dp=8,buckets=copy", B) - base, G, 1e-6);
+  cr_assert_float_eq(temp_with_bucket(m, t, "dp=8,buckets=copy", huge) - base, G, 1e-6);
+  cr_assert_float_eq(temp_with_bucket(m, t, "dp=8,zero=2", B) - base, 2 * B, 1e-6);
+  cr_assert_float_eq(temp_with_bucket(m, t, "dp=8,zero=2", huge) - base, G, 1e-6,
+                     "one bucket of every gradient, not two");
 }
 
 Test(tensor, pooler_gathers_the_sequence_under_sp)
@@ -1164,7 +1301,8 @@ Test(tensor, grouped_query_attention_under_tp8)
    * key/value head: an eighth of every projection, params / 8 (no biases). Forward: the
    * attention all-reduces its partial output, T h D bytes; backward the norm-to-attention
    * input gradient is all-reduced, T h D. Work per member: the layer's FLOPs / 8. Kept: the
-   * input T h D whole (no sp), the rest / 8: D (2 T I + 2 T J + a T^2) / 8. */
+   * input T h D whole (no sp), the rest / 8: (D (2 T I + 2 T J) + 4 a T) / 8 (flash attention,
+   * the default, keeps the softmax statistics, 4 a T bytes, instead of the a T^2 scores). */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
   g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,dp=4", 4, 1);
@@ -1184,7 +1322,7 @@ Test(tensor, grouped_query_attention_under_tp8)
       (4 * T * h * I + 4 * T * h * J + 4 * T * T * I + a * T * T + T * h + 3 * (T * I + T * J)) / 8;
   cr_assert_eq(flops, want, "forward FLOPs per chip %.0f vs %.0f", flops, want);
   double kept = e->act_bytes;
-  want = D * T * h + D * (2 * T * I + 2 * T * J + a * T * T) / 8;
+  want = D * T * h + (D * (2 * T * I + 2 * T * J) + 4 * a * T) / 8;
   cr_assert_eq(kept, want, "kept per chip %.0f vs %.0f", kept, want);
   /* The trace: per micro-batch one forward all-reduce of T h D per attention layer. */
   g_autoptr(ts_trace) tr = trace_of(p);

@@ -1,10 +1,17 @@
 /* cmd_validate: `trainsim validate`, split equivalence: executes the planner's trace of each
  * split on real numeric kernels and compares parameters with the single-processor reference
  * (ts_validate.h). Exit status 0 when every run passes, 1 when one fails, 2 on bad input. */
+#include "ts_accuracy.h"
 #include "ts_cmd.h"
+#include "ts_plot.h"
+#include "ts_pool.h"
+#include "ts_run.h"
 #include "ts_util.h"
 #include "ts_validate.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,8 +46,122 @@ static int split_chips(const ts_split *s)
   return (int)MIN(c, 1 << 20);
 }
 
+typedef struct {
+  char *against, *outdir, *format, *backend;
+  gint64 jobs;
+  gboolean plot;
+  double max_mean_error_pct; /* < 0: no limit */
+} against_opts;
+
+/* Writes the output set into a fresh folder beside the outputs, then renames each file into
+ * DIR: a failure leaves DIR as it was. */
+static gboolean write_set(const char *dir, const ts_accuracy *a, gboolean plot, GPtrArray *written,
+                          GError **error)
+{
+  g_autofree char *tmpl = g_build_filename(dir, ".validate-XXXXXX", NULL);
+  if (g_mkdtemp(tmpl) == NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "--output-dir %s: cannot write: %s", dir,
+                g_strerror(errno));
+    return FALSE;
+  }
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+  const char *files[] = {"validate.txt", "validate.csv", "validate.json"};
+  char *texts[] = {ts_accuracy_text(a), ts_accuracy_csv(a), ts_accuracy_json(a)};
+  gboolean ok = TRUE;
+  for (size_t k = 0; k < G_N_ELEMENTS(files); k++) {
+    g_autofree char *p = g_build_filename(tmpl, files[k], NULL);
+    if (ok)
+      ok = ts_write_file_atomic(p, texts[k], strlen(texts[k]), error);
+    if (ok)
+      g_ptr_array_add(names, g_strdup(files[k]));
+    g_free(texts[k]);
+  }
+  if (ok && plot) {
+    g_autofree char *groups = NULL;
+    g_autofree char *dat = ts_accuracy_dat(a, &groups);
+    g_autoptr(GPtrArray) w = g_ptr_array_new_with_free_func(g_free);
+    const char *metric = a->file->metric == TS_MEAS_STEP_TIME ? "step time (s)"
+                         : a->file->metric == TS_MEAS_BUSBW   ? "bus bandwidth (GB/s)"
+                                                              : "peak memory per chip (GiB)";
+    ok = ts_plot_accuracy(tmpl, dat, groups, metric, w, error);
+    for (guint k = 0; k < w->len; k++)
+      g_ptr_array_add(names, g_path_get_basename(g_ptr_array_index(w, k)));
+  }
+  for (guint k = 0; k < names->len; k++) {
+    g_autofree char *from = g_build_filename(tmpl, g_ptr_array_index(names, k), NULL);
+    g_autofree char *to = g_build_filename(dir, g_ptr_array_index(names, k), NULL);
+    if (ok && g_rename(from, to) != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot rename into place: %s", to,
+                  g_strerror(errno));
+      ok = FALSE;
+    }
+    if (ok)
+      g_ptr_array_add(written, g_steal_pointer(&to));
+    else
+      g_unlink(from);
+  }
+  g_rmdir(tmpl);
+  return ok;
+}
+
+/* validate --against FILE.csv: the measurement file replayed row by row. */
+static int run_against(const against_opts *o)
+{
+  g_autoptr(GError) err = NULL;
+  ts_format fmt = TS_FORMAT_TEXT;
+  if (o->format != NULL && !ts_cmd_format(o->format, &fmt, &err))
+    return ts_cmd_fail("validate", err);
+  if (o->backend != NULL && !ts_run_backend_valid(o->backend, &err))
+    return ts_cmd_fail("validate", err);
+  if (o->jobs != 0 && !ts_pool_parse_jobs(o->jobs, &err))
+    return ts_cmd_fail("validate", err);
+  if (o->plot && o->outdir == NULL) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--plot: expected --output-dir DIR to draw into");
+    return ts_cmd_fail("validate", err);
+  }
+  if (o->plot && !ts_plot_gnuplot_available(&err))
+    return ts_cmd_fail("validate", err);
+  if (o->outdir != NULL && !ts_cmd_prepare_dir(o->outdir, &err))
+    return ts_cmd_fail("validate", err);
+  g_autoptr(ts_meas_file) f = ts_meas_load(o->against, &err);
+  if (f == NULL)
+    return ts_cmd_fail("validate", err);
+  int jobs = o->jobs != 0 ? (int)o->jobs : ts_pool_default_jobs();
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, jobs, o->backend, &err);
+  if (a == NULL)
+    return ts_cmd_fail("validate", err);
+  if (o->outdir != NULL) {
+    g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
+    if (!write_set(o->outdir, a, o->plot, written, &err))
+      return ts_cmd_fail("validate", err);
+    for (guint k = 0; k < written->len; k++)
+      fprintf(stderr, "wrote %s\n", (const char *)g_ptr_array_index(written, k));
+  } else {
+    g_autofree char *out = fmt == TS_FORMAT_CSV    ? ts_accuracy_csv(a)
+                           : fmt == TS_FORMAT_JSON ? ts_accuracy_json(a)
+                                                   : ts_accuracy_text(a);
+    fputs(out, stdout);
+  }
+  if (o->max_mean_error_pct >= 0) {
+    double sum = 0;
+    for (int i = 0; i < f->nrows; i++)
+      sum += fabs(a->predicted[i] / f->rows[i].measured - 1.0);
+    double mean = 100.0 * sum / f->nrows;
+    if (mean > o->max_mean_error_pct) {
+      fprintf(stderr,
+              "trainsim validate: mean |error| %.2f%% over %s's %d rows exceeds "
+              "--max-mean-error-pct %g\n",
+              mean, f->path, f->nrows, o->max_mean_error_pct);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int ts_cmd_validate(int argc, char **argv)
 {
+  against_opts ag = {0};
+  ag.max_mean_error_pct = -1;
   g_auto(GStrv) models = NULL, splits = NULL, drop_ops = NULL, drop_deps = NULL;
   g_autofree char *topo_name = NULL, *prec_name = NULL, *algo_name = NULL, *opt_name = NULL;
   ts_validate_options o;
@@ -85,6 +206,22 @@ int ts_cmd_validate(int argc, char **argv)
        "Negative test: ops with this label lose their explicit dependencies; repeatable", "LABEL"},
       {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose,
        "Per-tensor errors and per-chip bytes for every run", NULL},
+      {"against", 0, 0, G_OPTION_ARG_FILENAME, &ag.against,
+       "Replay a measurement CSV (step time, busbw or peak memory per row) and report "
+       "predicted vs measured (docs/accuracy.md); the options above do not apply",
+       "FILE.csv"},
+      {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &ag.outdir,
+       "--against: write validate.txt, validate.csv and validate.json here (all or none)", "DIR"},
+      {"format", 0, 0, G_OPTION_ARG_STRING, &ag.format,
+       "--against without -o: text (default), csv or json on stdout", "F"},
+      {"plot", 0, 0, G_OPTION_ARG_NONE, &ag.plot,
+       "--against -o DIR: also the log-log scatter accuracy.png / .svg (gnuplot)", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_INT64, &ag.jobs,
+       "--against: worker processes for step-time rows (default: every core)", "N"},
+      {"backend", 0, 0, G_OPTION_ARG_STRING, &ag.backend,
+       "--against: analytic (default) or simgrid", "B"},
+      {"max-mean-error-pct", 0, 0, G_OPTION_ARG_DOUBLE, &ag.max_mean_error_pct,
+       "--against: exit 1 when the mean |error| over the file is larger", "PCT"},
       {NULL}};
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse(
@@ -98,11 +235,49 @@ int ts_cmd_validate(int argc, char **argv)
           "  trainsim validate -m validate-transformer -s tp=2@x,dp=2@y -p fp64 -v\n"
           "  trainsim validate -m validate-mlp -s dp=8@x+y -t torus:4x2 -a all\n"
           "  trainsim validate -m validate-mlp -s tp=2 --drop-op 'fc2 fwd all-reduce'  # fails\n"
+          "  trainsim validate --against data/published/torchtitan/memory.csv\n"
           "Exit status: 0 every run passed, 1 a run failed, 2 bad input. docs/validation.md",
           entries, &argc, &argv, &err))
     return ts_cmd_fail("validate", err);
   if (argc > 1) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    return ts_cmd_fail("validate", err);
+  }
+  if (ag.against != NULL) {
+    const char *numeric = models      ? "--model"
+                          : splits    ? "--split"
+                          : topo_name ? "--topology"
+                          : prec_name ? "--precision"
+                          : algo_name ? "--algorithm"
+                          : opt_name  ? "--optimizer"
+                          : drop_ops  ? "--drop-op"
+                          : drop_deps ? "--drop-deps"
+                          : verbose   ? "--verbose"
+                                      : NULL;
+    int status;
+    if (numeric != NULL) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: applies to the numeric validation, not to --against (the measurement "
+                  "file gives each row's configuration)",
+                  numeric);
+      status = ts_cmd_fail("validate", err);
+    } else {
+      status = run_against(&ag);
+    }
+    g_free(ag.against);
+    g_free(ag.outdir);
+    g_free(ag.format);
+    g_free(ag.backend);
+    return status;
+  }
+  if (ag.outdir != NULL || ag.format != NULL || ag.plot || ag.jobs != 0 || ag.backend != NULL ||
+      ag.max_mean_error_pct >= 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--output-dir, --format, --plot, --jobs, --backend and --max-mean-error-pct: "
+                "expected --against FILE.csv with them");
+    g_free(ag.outdir);
+    g_free(ag.format);
+    g_free(ag.backend);
     return ts_cmd_fail("validate", err);
   }
   /* Options, checked before anything runs. */

@@ -69,6 +69,7 @@ typedef struct {
    * derived from layer names (block_names). */
   int block;
   gboolean block_names;
+  ts_attention attention; /* [model] attention, for attention layers */
 } builder;
 
 /* Layer `reader` reads the output of layer `producer` (an earlier one). */
@@ -195,6 +196,77 @@ static void derive_mla(ts_layer *l, const layer_spec *sp, double D)
   l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * T * h + inner);
 }
 
+/* An attention layer's queries T, keys S and inner width I. Layers built by hand (tests, the
+ * validator) may leave kv_tokens and inner 0: self-attention of width in_features. */
+static void attention_dims(const ts_layer *l, double *T, double *S, double *I)
+{
+  *T = (double)l->tokens;
+  *S = l->kv_tokens > 0 ? (double)l->kv_tokens : *T;
+  *I = l->inner > 0 ? (double)l->inner : (double)l->in_features;
+}
+
+/* Korthikanti et al. 2022, section 4.1, attention block: 11sbh + 5as^2b bytes in 16-bit: QKV
+ * input 2sbh, Q and K 4sbh, V 2sbh, output-projection input 2sbh, output dropout mask sbh;
+ * softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b. Written with D bytes
+ * per element and 1 byte per mask element, T queries, S keys, width I: in D Th, inner
+ * D (2TI + 2SI), mask Th (dropout), scores D c aTS + aTS (dropout, c = 2) or D aTS. Fused
+ * (FlashAttention, Dao et al. 2022, Algorithm 2: the forward saves the output and the row
+ * statistics; the dropout mask is regenerated from the RNG state): scores = 4 aT, one fp32
+ * log-sum-exp per query row and head. A cross-attention's K / V input is the encoder output,
+ * kept once for every decoder layer (the model's carried tensor), so it is not counted per
+ * layer. */
+static void attention_parts(const ts_layer *l, double D, ts_attention attn, ts_act_parts *o)
+{
+  double T, S, I, h = (double)l->in_features, a = (double)l->heads;
+  attention_dims(l, &T, &S, &I);
+  o->in = D * T * h;
+  o->mask = l->dropout ? T * h : 0.0;
+  /* Keys and values are J = kv_heads / heads x I wide (grouped-query attention). */
+  double J = l->kv_heads > 0 ? I / a * (double)l->kv_heads : I;
+  o->inner = D * (2.0 * T * I + 2.0 * S * J);
+  if (attn == TS_ATTN_FLASH)
+    o->scores = 4.0 * a * T;
+  else
+    o->scores = l->dropout ? (2.0 * D + 1.0) * a * T * S : D * a * T * S;
+}
+
+const char *ts_attention_name(ts_attention a)
+{
+  return a == TS_ATTN_FLASH ? "flash" : "unfused";
+}
+
+void ts_layer_act_parts(const ts_model *m, const ts_layer *l, ts_attention attn, ts_act_parts *o)
+{
+  double D = m->dtype_bytes, saved = l->saved_act_bytes;
+  memset(o, 0, sizeof *o);
+  switch (l->kind) {
+  case TS_LAYER_DENSE:
+  case TS_LAYER_CONV2D:
+    o->in = MIN(D * l->in_act_elems, saved);
+    if (l->tp == TS_TP_ROW)
+      o->mask = saved - o->in; /* a row layer keeps only its output's dropout mask */
+    else
+      o->inner = saved - o->in; /* activation input, loss logits */
+    break;
+  case TS_LAYER_ATTENTION: {
+    /* The layer's own saved bytes stand (a layer built by hand may state them): what is not
+     * input, mask or its own scores term is inner; the scores term is then the one asked for. */
+    ts_act_parts own;
+    attention_parts(l, D, l->attention, &own);
+    attention_parts(l, D, attn, o);
+    o->inner = saved - own.in - own.mask - own.scores;
+    break;
+  }
+  case TS_LAYER_EMBEDDING:
+    o->mask = saved;
+    break;
+  case TS_LAYER_NORM:
+  case TS_LAYER_POOL:
+    o->in = saved;
+    break;
+  }
+}
+
 static void derive(ts_layer *l, const layer_spec *sp, double D)
 {
   l->kind = sp->kind;
@@ -308,17 +380,10 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->bwd_weight_flops = proj + bias_flops + rel * soft;
     l->in_act_elems = T * h;
     l->out_act_elems = T * h;
-    /* Korthikanti et al. 2022, section 4.1, attention block: 11sbh + 5as^2b bytes in 16-bit:
-     * QKV input 2sbh, Q and K 4sbh, V 2sbh, output-projection input 2sbh, output dropout mask
-     * sbh; softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b. Written with
-     * D bytes per element and 1 byte per mask element, T queries, S keys, width I (K and V:
-     * J). A cross-attention's K / V input is the encoder output, kept once for every decoder
-     * layer (the model's carried tensor), so it is not counted per layer. The T x S terms are
-     * kept apart (scores_bytes): what a fused attention kernel does not keep. */
-    double soft_copies = sp->dropout ? 2.0 : 1.0;
-    double linear_bytes = D * (T * h + 2.0 * T * I + 2.0 * S * J) + (sp->dropout ? T * h : 0.0);
-    double scores_bytes = soft_copies * D * a * T * S + (sp->dropout ? a * T * S : 0.0);
-    l->saved_act_bytes = linear_bytes + scores_bytes;
+    /* Kept activations: attention_parts (flash or unfused, the layer's choice). */
+    ts_act_parts parts;
+    attention_parts(l, D, l->attention, &parts);
+    l->saved_act_bytes = parts.in + parts.inner + parts.mask + parts.scores;
     /* Traffic: weights, input, output (and the encoder output read by K and V), plus Q, K, V
      * and context written then read; the T x S scores are assumed fused (FlashAttention, Dao
      * et al. 2022) and never stored. */
@@ -416,6 +481,7 @@ static gboolean add_layer_from(builder *b, char *name, const layer_spec *sp, int
   l.name = name;
   l.src = src;
   l.block = b->block;
+  l.attention = b->attention;
   derive(&l, sp, b->dtype_bytes);
   g_array_append_val(b->layers, l);
   return TRUE;
@@ -2150,16 +2216,19 @@ ts_model *ts_model_load(const char *path, GError **error)
                 path);
     return NULL;
   }
-  static const char *const model_keys[] = {"name", "kind", "dtype", "published_params", NULL};
+  static const char *const model_keys[] = {"name",      "kind", "dtype", "published_params",
+                                           "attention", NULL};
+  static const char *const attentions[] = {"unfused", "flash", NULL};
   static const char *const kinds[] = {"layers", "transformer", "resnet", "amoebanet", NULL};
   static const char *const dtypes[] = {"bf16", "fp16", "fp32", NULL};
   static const double dtype_bytes[] = {2.0, 2.0, 4.0};
-  int kind = 0, dtype = 0;
+  int kind = 0, dtype = 0, attention = TS_ATTN_FLASH;
   double published = 0.0;
   g_autofree char *name = NULL;
   if (!ts_kf_check_keys(kf, path, "model", model_keys, error) ||
       !kf_enum(kf, path, "model", "kind", NULL, kinds, &kind, error) ||
       !kf_enum(kf, path, "model", "dtype", "bf16", dtypes, &dtype, error) ||
+      !kf_enum(kf, path, "model", "attention", "flash", attentions, &attention, error) ||
       !ts_kf_double(kf, path, "model", "published_params", TRUE, 0.0, 1.0, PARAMS_MAX,
                     "a published parameter count", &published, error) ||
       !ts_kf_string(kf, path, "model", "name", NULL, &name, error) ||
@@ -2176,7 +2245,8 @@ ts_model *ts_model_load(const char *path, GError **error)
                .layers = g_array_new(FALSE, TRUE, sizeof(ts_layer)),
                .reads = g_array_new(FALSE, FALSE, sizeof(read_edge)),
                .block = -1,
-               .block_names = kind <= 1};
+               .block_names = kind <= 1,
+               .attention = (ts_attention)attention};
   transformer_hp hp = {0};
   resnet_hp rp = {0};
   amoeba_hp ap = {0};
@@ -2224,6 +2294,7 @@ ts_model *ts_model_load(const char *path, GError **error)
   m->path = g_strdup(path);
   m->kind = g_strdup(kinds[kind]);
   m->dtype_bytes = dtype_bytes[dtype];
+  m->attention = (ts_attention)attention;
   m->nlayers = n;
   m->layers = layers;
   m->published_params = published;

@@ -31,6 +31,16 @@ typedef enum {
   TS_TP_VOCAB,      /* embedding or logits split by vocabulary rows */
 } ts_tp_mode;
 
+/**
+ * How attention keeps what its backward needs. FLASH (the default of every model file): a fused
+ * kernel (FlashAttention, Dao et al. 2022, section 3.1) keeps Q, K, V, the output and the
+ * softmax statistics (one fp32 log-sum-exp per query and head), never the T x S scores, the
+ * softmax or its dropout mask (regenerated from the RNG state). UNFUSED: the scores path as
+ * separate kernels, keeping the softmax output, its dropout mask and the dropout output
+ * (Korthikanti et al. 2022, section 4.1: 5as^2b bytes per layer in 16-bit with dropout).
+ */
+typedef enum { TS_ATTN_UNFUSED, TS_ATTN_FLASH } ts_attention;
+
 /** One layer. Shapes as given; derived costs are per sample (one sequence or one image). */
 typedef struct {
   char *name;
@@ -99,6 +109,8 @@ typedef struct {
                                 this x tp as Megatron-LM does (0 or 1: no padding) */
   double active_params;      /* parameters one token goes through: params, but for an expert
                                 layer top_k experts' worth (and the gate) */
+  /* Added with issue 10. */
+  ts_attention attention; /* attention: how its activations are kept (0 = unfused) */
 } ts_layer;
 
 /** A model. Owns its layers. */
@@ -118,7 +130,29 @@ typedef struct {
   gint64 t_shared_experts, t_first_dense; /* shared experts; leading dense blocks */
   double published_params;                /* [model] published_params, 0 when not given */
   gint64 sample_elems; /* input elements per sample (tokens or pixels), for data loading */
+  /* Added with issue 10. */
+  ts_attention attention; /* [model] attention: flash (default) or unfused */
 } ts_model;
+
+/**
+ * The activation bytes a layer keeps per sample, split by where they lie across a
+ * tensor-parallel group: its input (kept in the state it was consumed in), what its own
+ * computation produces (split like its work), a dropout mask on an output a collective has
+ * already summed (lies like the output), and, for attention only, the part that depends on how
+ * attention runs (`scores`: unfused, the softmax output, its dropout mask and the dropout output;
+ * flash, the softmax statistics). Selective recomputation drops `scores`. saved_act_bytes =
+ * in + inner + mask + scores with the layer's own attention.
+ */
+typedef struct {
+  double in, inner, mask, scores;
+} ts_act_parts;
+
+/** The parts of layer l's kept activations (per sample) with attention run as `attn` (for an
+ * attention layer; other layers ignore it). */
+void ts_layer_act_parts(const ts_model *m, const ts_layer *l, ts_attention attn, ts_act_parts *out);
+
+/** "flash" or "unfused". */
+const char *ts_attention_name(ts_attention a);
 
 /** Reads a model file; errors name the file and the [group] key. */
 ts_model *ts_model_load(const char *path, GError **error);

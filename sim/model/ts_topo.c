@@ -20,9 +20,14 @@
 #define US 1e-6
 
 static const char *const topology_keys[] = {"name", NULL};
-static const char *const chip_keys[] = {
-    "name",           "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency",
-    "op_overhead_us", NULL};
+static const char *const chip_keys[] = {"name",
+                                        "peak_tflops",
+                                        "memory_GiB",
+                                        "memory_bandwidth_GBps",
+                                        "compute_efficiency",
+                                        "op_overhead_us",
+                                        "memory_reserve_GiB",
+                                        NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
 static const char *const dim_keys[] = {
@@ -129,6 +134,20 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                    "the minimum time of one compute op in us (0 = none)", &overhead_us, error))
     return FALSE;
   c->op_overhead_s = overhead_us * US;
+  c->memory_reserve_bytes = -1.0;
+  if (g_key_file_has_key(kf, g, "memory_reserve_GiB", NULL)) {
+    double reserve_gib;
+    if (!read_number(kf, path, g, "memory_reserve_GiB", FALSE, 0, 0, FALSE, TOPO_MAX_MEMORY,
+                     "device memory the runtime holds, in GiB (0 = none)", &reserve_gib, error))
+      return FALSE;
+    if (reserve_gib >= mem_gib) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [chip] memory_reserve_GiB: %g; expected less than memory_GiB (%g)", path,
+                  reserve_gib, mem_gib);
+      return FALSE;
+    }
+    c->memory_reserve_bytes = reserve_gib * GIB;
+  }
   c->peak_flops = tflops * TFLOP;
   c->memory_bytes = mem_gib * GIB;
   c->memory_bw_Bps = mem_gbps * GB;
@@ -392,4 +411,15 @@ double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
   if (r < t->chip.op_overhead_s && (flops > 0 || mem_bytes > 0))
     r = t->chip.op_overhead_s;
   return r;
+}
+
+double ts_chip_memory_reserve(const ts_chip *c)
+{
+  if (c->memory_reserve_bytes >= 0)
+    return c->memory_reserve_bytes;
+  /* The CUDA context of a training process (about 0.5 GiB with lazy module loading) and the
+   * communicators' buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer and protocol, about
+   * 0.5 GiB for the few communicators of a 3D split), plus the caching allocator's
+   * fragmentation, about 5% of what it holds. */
+  return MIN(GIB + 0.05 * c->memory_bytes, 0.5 * c->memory_bytes);
 }

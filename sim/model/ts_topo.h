@@ -39,6 +39,10 @@ typedef struct {
   /* [chip] op_overhead_us: the minimum time of one compute op (kernel launches, framework);
    * ts_compute_time returns max(roofline, this). 0 where a topology does not give it. */
   double op_overhead_s;
+  /* Added with issue 10. [chip] memory_reserve_GiB: device memory the runtime holds beside
+   * the training's tensors; < 0 when the file does not give it (ts_chip_memory_reserve gives
+   * the default), 0 in a topology built in code. */
+  double memory_reserve_bytes;
 } ts_chip;
 
 /** A topology. Chip id = sum(coord[d] * stride[d]), dimension 0 fastest. */
@@ -61,6 +65,14 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error);
 ts_topo *ts_topo_copy(const ts_topo *t);
 
 void ts_topo_free(ts_topo *t);
+
+/**
+ * Device memory per chip the runtime holds outside the training's tensors: the CUDA context,
+ * the communication library's buffers and the caching allocator's fragmentation. The
+ * topology's [chip] memory_reserve_GiB, or by default 1 GiB + 5% of the capacity
+ * (docs/topologies.md gives the measurements behind it).
+ */
+double ts_chip_memory_reserve(const ts_chip *c);
 
 /** Index of the dimension named name, or -1. */
 int ts_topo_dim_index(const ts_topo *t, const char *name);

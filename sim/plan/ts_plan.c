@@ -54,10 +54,6 @@ static ts_tp_coll coll(int kind, double bytes)
 
 static const ts_tp_coll no_coll = {TS_NO_COLL, 0.0, FALSE};
 
-/* The activations a layer keeps, split in three by where they lie: its input (stored in the
- * state it was consumed in), what its own computation produces (split like its work), and a
- * dropout mask on an output that a collective has already summed (lies like the output).
- * From the model's saved_act_bytes and the formulas ts_model.c derives it with. */
 /* An attention layer's queries T, keys S and inner width I. Layers built by hand (tests, the
  * validator) may leave kv_tokens and inner 0: self-attention of width in_features. */
 static void attention_dims(const ts_layer *l, double *T, double *S, double *I)
@@ -65,42 +61,6 @@ static void attention_dims(const ts_layer *l, double *T, double *S, double *I)
   *T = (double)l->tokens;
   *S = l->kv_tokens > 0 ? (double)l->kv_tokens : *T;
   *I = l->inner > 0 ? (double)l->inner : (double)l->in_features;
-}
-
-static void act_parts(const ts_model *m, const ts_layer *l, double *in, double *inner, double *mask,
-                      double *scores)
-{
-  double D = m->dtype_bytes, saved = l->saved_act_bytes;
-  *in = *inner = *mask = *scores = 0.0;
-  switch (l->kind) {
-  case TS_LAYER_DENSE:
-  case TS_LAYER_CONV2D:
-    *in = MIN(D * l->in_act_elems, saved);
-    if (l->tp == TS_TP_ROW)
-      *mask = saved - *in; /* a row layer keeps only its output's dropout mask */
-    else
-      *inner = saved - *in; /* activation input, loss logits */
-    break;
-  case TS_LAYER_ATTENTION: {
-    /* ts_model.c: D(Th + 2TI + 2SI + c aTS) + dropout (Th + aTS), c = 2 with dropout, else 1
-     * (T queries, S keys, inner width I; self-attention S = T, I = h: D(5Th + c aT^2)). */
-    double T, S, I, h = (double)l->in_features, a = (double)l->heads;
-    attention_dims(l, &T, &S, &I);
-    gboolean dropout = l->dropout;
-    *in = D * T * h;
-    *mask = dropout ? T * h : 0.0;
-    *inner = saved - *in - *mask;
-    *scores = dropout ? (2.0 * D + 1.0) * a * T * S : D * a * T * S;
-    break;
-  }
-  case TS_LAYER_EMBEDDING:
-    *mask = saved;
-    break;
-  case TS_LAYER_NORM:
-  case TS_LAYER_POOL:
-    *in = saved;
-    break;
-  }
 }
 
 static gboolean same_block(const ts_model *m, int i, int j);
@@ -126,7 +86,7 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
 }
 
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode, int ep)
+                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention)
 {
   int tp = degree[TS_AX_TP];
   double D = m->dtype_bytes;
@@ -230,18 +190,20 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       e->cdiv = all / ((all - whole) / tp + whole);
     }
     /* Activations (Korthikanti et al. 2022, section 4.1 and Table 2). */
-    double in_p, inner, mask, scores;
-    act_parts(m, l, &in_p, &inner, &mask, &scores);
+    ts_act_parts ap;
+    ts_layer_act_parts(m, l, attention < 0 ? l->attention : (ts_attention)attention, &ap);
     double din = (need != TS_ST_REPL || e->bwd_regather.kind != TS_NO_COLL) ? tp : 1;
     double dmask = out != TS_ST_REPL ? tp : 1;
-    e->full_act_bytes = in_p / din + inner / e->cdiv + mask / dmask;
+    e->full_act_bytes = ap.in / din + (ap.inner + ap.scores) / e->cdiv + ap.mask / dmask;
     e->act_bytes = e->full_act_bytes;
     if (rc == TS_RECOMPUTE_SELECTIVE && l->kind == TS_LAYER_ATTENTION) {
       /* Selective: drop the attention scores, softmax and its dropout (5as^2b bytes per layer)
-       * and recompute QK^T, softmax and the context before backward (section 5). */
+       * and recompute QK^T, softmax and the context before backward (section 5). With flash
+       * attention only the softmax statistics go, and the fused kernel's forward is re-run
+       * (Megatron-LM's checkpointed core attention). */
       double T, S, I, a = (double)l->heads;
       attention_dims(l, &T, &S, &I);
-      e->act_bytes -= scores / e->cdiv;
+      e->act_bytes -= ap.scores / e->cdiv;
       double Iqk = l->qk_inner > 0 ? (double)l->qk_inner : I; /* MLA: queries/keys wider */
       e->recompute_flops = (2.0 * T * S * (Iqk + I) + a * T * S) / e->cdiv;
     }
@@ -589,6 +551,24 @@ double ts_plan_device_shard_params(const ts_plan *p, int device)
   return d / p->degree[TS_AX_DP] + e / (p->degree[TS_AX_DP] / p->ep);
 }
 
+double ts_plan_bucket_bytes(const ts_plan *p, double psi, double bucket)
+{
+  double D = p->model->dtype_bytes, grads = D * psi;
+  if (p->degree[TS_AX_DP] <= 1)
+    return 0.0;
+  /* ZeRO 2 and 3 keep a gradient shard only (and offload keeps the gradients in host memory):
+   * the full gradients of the layers just run go through reduce buckets (DeepSpeed's ipg
+   * buffers, two with overlap_comm), which hold at most every gradient once, however large the
+   * bucket ("no bucketing" is one bucket of every gradient, not two). */
+  if (p->zero >= 2 || p->offload != TS_OFFLOAD_NONE)
+    return MIN(2.0 * bucket, grads);
+  /* The gradients themselves live in one contiguous buffer, the buckets are views of it
+   * (Megatron-LM's DistributedDataParallel grad buffer, PyTorch DDP with
+   * gradient_as_bucket_view=True, FSDP); PyTorch DDP's default copies every gradient into its
+   * buckets: one more gradient-sized buffer, whatever the bucket size. */
+  return p->bucket_copy ? grads : 0.0;
+}
+
 void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
 {
   const ts_model *m = p->model;
@@ -683,20 +663,20 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   g_free(chunk_act);
   mem->activations = peak;
   mem->inflight = (double)peak_live / V;
-  /* Working buffers: gradient buckets in flight (two, as DDP double-buffers), the largest
-   * layer output once more for its gradient and once for the next, the recomputed block of
-   * full recomputation, and ZeRO-3's gathered parameters (the layer and the one prefetched). */
-  double buckets = dp > 1 ? 2.0 * MIN(p->opt.bucket_bytes, D * psi) : 0.0;
-  mem->temp = buckets + 2.0 * largest_out + work;
+  /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
+   * more for its gradient and once for the next, the recomputed block of full recomputation,
+   * and ZeRO-3's gathered parameters (the layer and the one prefetched). */
+  mem->temp = ts_plan_bucket_bytes(p, psi, p->opt.bucket_bytes) + 2.0 * largest_out + work;
   if (p->zero >= 3)
     mem->temp += 2.0 * D * largest_params;
   mem->total = mem->params + mem->grads + mem->optimizer + mem->activations + mem->temp;
   mem->capacity = p->topo->chip.memory_bytes;
+  mem->reserve = ts_chip_memory_reserve(&p->topo->chip);
   mem->host_capacity = p->topo->chip.host_memory_bytes;
   mem->nvme_capacity = p->topo->chip.nvme_bytes;
-  mem->fits = mem->total <= mem->capacity && mem->host <= mem->host_capacity &&
+  mem->fits = mem->total + mem->reserve <= mem->capacity && mem->host <= mem->host_capacity &&
               mem->nvme <= mem->nvme_capacity;
-  mem->over = MAX(0.0, mem->total - mem->capacity);
+  mem->over = MAX(0.0, mem->total + mem->reserve - mem->capacity);
 }
 
 int ts_plan_syncs_per_step(const ts_plan *p)
@@ -911,6 +891,10 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
   if (p->ps > 0)
     g_string_append_printf(s, ",ps=%d%s", p->ps,
                            p->ps_placement == TS_PS_DEDICATED ? ",ps-placement=dedicated" : "");
+  if (p->attention >= 0)
+    g_string_append_printf(s, ",attention=%s", ts_attention_name((ts_attention)p->attention));
+  if (p->bucket_copy)
+    g_string_append(s, ",buckets=copy");
   for (guint i = 0; i < sp->rules->len; i++) {
     const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
     g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
@@ -1012,6 +996,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->offload = s->offload;
   p->ps = s->ps;
   p->ps_placement = s->ps_placement;
+  p->attention = s->attention > 0 ? s->attention - 1 : -1;
+  p->bucket_copy = s->bucket_copy;
   resolve_degrees(s, t, p->degree);
   int pp = p->degree[TS_AX_PP];
   p->schedule = s->schedule >= 0 ? (ts_schedule)s->schedule : TS_SCHED_1F1B;
@@ -1157,7 +1143,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
-  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep);
+  p->exec =
+      ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep, p->attention);
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible

@@ -67,6 +67,9 @@ typedef struct {
   int nstages_given; /* explicit stages=N1:N2:...; 0 = balance by compute */
   int *stage_layers; /* layers per (virtual) stage, nstages_given entries */
   GPtrArray *rules;  /* ts_layer_rule*, owned; later rules win */
+  /* Added with issue 10. */
+  int attention;        /* attention=: 0 not given (each layer's own), else 1 + ts_attention */
+  gboolean bucket_copy; /* buckets=copy: DDP copies gradients into its buckets (not views) */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -106,11 +109,15 @@ typedef struct {
   double nvme;            /* bytes offloaded to NVMe (per chip) */
   double host_capacity;   /* host memory per chip (topology [host]) */
   double nvme_capacity;   /* NVMe per chip */
-  double over;            /* total - capacity when it does not fit, else 0 */
+  double over;            /* total + reserve - capacity when it does not fit, else 0 */
   double inflight;        /* micro-batches whose activations the schedule holds at peak */
   int stage;              /* pipeline stage (device) this memory is for: the largest */
   gint64 max_micro_batch; /* largest micro-batch (divisor of the per-replica batch) that
                              fits, 0 when none does */
+  /* Added with issue 10. */
+  double reserve; /* device memory the runtime holds outside total (CUDA context, communication
+                     library buffers, allocator fragmentation): fits is total + reserve <=
+                     capacity */
 } ts_memory;
 
 typedef struct {
@@ -149,6 +156,9 @@ typedef struct {
   ts_group_shape edp_shape;             /* the rest of dp: the replicas of each expert */
   struct ts_layer_exec *exec;           /* per layer: how it runs (internal, ts_plan_priv.h) */
   int *unit;                            /* per layer: full-recompute checkpoint unit, -1 = none */
+  /* Added with issue 10. */
+  int attention;        /* ts_attention of every attention layer, -1 = each layer's own */
+  gboolean bucket_copy; /* data-parallel buckets hold a copy of every gradient */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -59,9 +59,10 @@ typedef struct {
 /* The order a pipeline device runs forwards and backwards in (appended to out). */
 void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out);
 
-/* The per-layer table for these degrees and options; n = m->nlayers entries. Caller frees. */
+/* The per-layer table for these degrees and options; n = m->nlayers entries; attention: a
+ * ts_attention for every attention layer, or -1 for each layer's own. Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode, int ep);
+                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention);
 
 /* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
 double ts_plan_layer_params(const ts_plan *p, int i);
@@ -112,6 +113,10 @@ double ts_plan_ps_remote_bytes(const ts_plan *p, double bytes);
 /* Gradient synchronisations per step for a pipeline device: once, or (ZeRO 2 and 3, which keep
  * only a gradient shard) after every micro-batch's backward. */
 int ts_plan_syncs_per_step(const ts_plan *p);
+
+/* Bytes of data-parallel gradient buckets beside the gradients on a device holding psi
+ * parameters (per chip), with buckets of `bucket` bytes. */
+double ts_plan_bucket_bytes(const ts_plan *p, double psi, double bucket);
 
 G_END_DECLS
 

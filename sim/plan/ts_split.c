@@ -131,6 +131,20 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "ep=N, the expert-parallel degree inside dp, a whole number in [1, "
                         "1048576]");
     s->ep = (int)v;
+  } else if (strcmp(key, "attention") == 0) {
+    static const char *const n[] = {"unfused", "flash", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item, "attention=flash or unfused");
+    s->attention = 1 + v;
+  } else if (strcmp(key, "buckets") == 0) {
+    static const char *const n[] = {"view", "copy", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "buckets=view (gradients live in the buckets) or copy (DDP's "
+                        "gradient_as_bucket_view=False)");
+    s->bucket_copy = v == 1;
   } else if (strcmp(key, "ps-placement") == 0) {
     static const char *const n[] = {"colocated", "dedicated", NULL};
     int v = val ? lookup(n, val) : -1;
@@ -183,9 +197,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       r->glob = g_strdup(what);
     }
   } else {
-    return item_error(error, text, item,
-                      "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
-                      "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB)");
+    return item_error(
+        error, text, item,
+        "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
+        "offload, ps, ps-placement, stages, ep, attention, buckets, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -224,14 +239,16 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {"zero", "schedule",     "recompute", "sp", "offload",
-                                            "ps",   "ps-placement", "stages",    "ep", NULL};
+      static const char *const options[] = {"zero",    "schedule",  "recompute",    "sp",
+                                            "offload", "ps",        "ps-placement", "stages",
+                                            "ep",      "attention", "buckets",      NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), or an option: zero, schedule, recompute, sp, "
-                    "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB",
+                    "offload, ps, ps-placement, stages, ep, attention, buckets, kind:K, "
+                    "name:GLOB",
                     text, key);
         return NULL;
       }

@@ -241,7 +241,7 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
   GString *b = g_string_new("# label compute_s exposed_tp_s exposed_dp_s exposed_pp_s "
                             "exposed_other_s bubble_s idle_s\n");
   GString *m = g_string_new("# label params_GiB grads_GiB optimizer_GiB activations_GiB "
-                            "temp_GiB capacity_GiB\n");
+                            "temp_GiB capacity_GiB reserve_GiB\n");
   const double gib = 1073741824.0;
   for (guint i = 0; i < bars->len; i++) {
     JsonObject *o = g_array_index(bars, row, i).o;
@@ -265,6 +265,7 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
     for (size_t k = 0; k < G_N_ELEMENTS(parts); k++)
       dat_num(m, mb != NULL ? num(mb, parts[k]) / gib : 0);
     dat_num(m, num(o, "memory_capacity_bytes") / gib);
+    dat_num(m, mb != NULL ? num(mb, "reserve") / gib : 0);
     g_string_append_c(m, '\n');
   }
   g_ptr_array_unref(vc);
@@ -765,5 +766,22 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
   gboolean ok = timeline ? plot_timeline(&c, root, error) : plot_rows(&c, root, error);
   if (!ok)
     g_prefix_error(error, "%s: ", json_path);
+  return ok;
+}
+
+gboolean ts_plot_accuracy(const char *outdir, const char *dat_text, const char *groups,
+                          const char *metric, GPtrArray *written, GError **error)
+{
+  if (!ts_plot_gnuplot_available(error))
+    return FALSE;
+  g_autofree char *pd = plot_dir(error);
+  if (pd == NULL)
+    return FALSE;
+  plot_ctx c = {outdir, pd, written};
+  GString *vars = g_string_new(NULL);
+  gp_str(vars, "groups", groups);
+  gp_str(vars, "metric", metric);
+  gboolean ok = render(&c, "accuracy", dat_text, vars->str, error);
+  g_string_free(vars, TRUE);
   return ok;
 }

@@ -25,6 +25,14 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
 /** run --plot: plots of DIR/results.json (and the timeline, may be NULL) into DIR/plots. */
 gboolean ts_cmd_plot_run(const char *outdir, const char *timeline, GError **error);
 
+/**
+ * validate --against: accuracy.dat (measured and predicted, one index block per group) and its
+ * log-log scatter (y = x and +-10% bands) as accuracy.png and accuracy.svg in outdir. groups:
+ * the blocks' names, space-separated; metric: the axis quantity with its unit.
+ */
+gboolean ts_plot_accuracy(const char *outdir, const char *dat_text, const char *groups,
+                          const char *metric, GPtrArray *written, GError **error);
+
 G_END_DECLS
 
 #endif

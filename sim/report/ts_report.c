@@ -179,6 +179,16 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     }
     g_string_append_c(s, '\n');
   }
+  if (n > 0 && res[0].mem.reserve > 0) {
+    /* One line: what "fits" compares (every row of a run shares the chip). */
+    char cap[48], rsv[48];
+    g_string_append_printf(s,
+                           "fits: memory/chip <= capacity %s less the runtime reserve %s (CUDA "
+                           "context, communication buffers, fragmentation; [chip] "
+                           "memory_reserve_GiB)\n",
+                           ts_fmt_bytes(cap, sizeof cap, res[0].mem.capacity),
+                           ts_fmt_bytes(rsv, sizeof rsv, res[0].mem.reserve));
+  }
   for (int i = 0; i < n; i++)
     if (res[i].link_summary != NULL)
       g_string_append_printf(s, "\n%s: %" G_GINT64_FORMAT " flows simulated\n%s", res[i].split,
@@ -194,7 +204,8 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   "memory_temp_bytes,memory_per_chip_bytes,memory_capacity_bytes,fits_memory,"                     \
   "memory_over_bytes,max_micro_batch_fits,memory_host_bytes,memory_nvme_bytes,"                    \
   "inflight_micro_batches,memory_stage,pipeline_stages,host_link_bytes_per_step,"                  \
-  "ps_push_bytes_per_step,ps_pull_bytes_per_step,redistribution_bytes_per_step\n"
+  "ps_push_bytes_per_step,ps_pull_bytes_per_step,redistribution_bytes_per_step,"                   \
+  "memory_reserve_bytes\n"
 
 static void csv_num(GString *s, double v)
 {
@@ -249,6 +260,7 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     csv_num(s, r->ps_push_bytes_per_step);
     csv_num(s, r->ps_pull_bytes_per_step);
     csv_num(s, r->redistribution_bytes_per_step);
+    csv_num(s, r->mem.reserve);
     g_string_append_c(s, '\n');
   }
   return g_string_free(s, FALSE);
@@ -324,7 +336,9 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "optimizer", r->mem.optimizer);
     jnum(b, "activations", r->mem.activations);
     jnum(b, "temp", r->mem.temp);
+    jnum(b, "reserve", r->mem.reserve);
     json_builder_end_object(b);
+    jnum(b, "memory_reserve_bytes", r->mem.reserve);
     jnum(b, "memory_capacity_bytes", r->mem.capacity);
     json_builder_set_member_name(b, "fits_memory");
     json_builder_add_boolean_value(b, r->mem.fits);

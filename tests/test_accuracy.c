@@ -1,0 +1,308 @@
+/* Tests of measurement files (`trainsim validate --against`, sim/ts_accuracy.c): predictions
+ * agree with `run`, errors and group statistics in closed form, bad input named by file, line
+ * and column with nothing written, the output set whole, the shipped files replay. */
+#include "ts_accuracy.h"
+#include "ts_run.h"
+#include "ts_util.h"
+
+#include "ts_test.h"
+#include <criterion/criterion.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+/* A temporary folder with one file. */
+static char *write_tmp(char **dir, const char *name, const char *text)
+{
+  *dir = g_dir_make_tmp("ts-acc-XXXXXX", NULL);
+  cr_assert_not_null(*dir);
+  char *path = g_build_filename(*dir, name, NULL);
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  return path;
+}
+
+static void rm_tree(const char *dir)
+{
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *n;
+  while (d != NULL && (n = g_dir_read_name(d)) != NULL) {
+    g_autofree char *p = g_build_filename(dir, n, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_DIR))
+      rm_tree(p);
+    else
+      g_unlink(p);
+  }
+  if (d != NULL)
+    g_dir_close(d);
+  g_rmdir(dir);
+}
+
+/* The step time `run` predicts for a configuration. */
+static double run_step(const char *topo, const char *model, const char *split, gint64 gb, gint64 mb)
+{
+  g_autoptr(ts_topo) t = load_topo(topo);
+  g_autoptr(ts_model) m = load_model(model);
+  GError *e = NULL;
+  g_autoptr(ts_split) s = ts_split_parse(split, &e);
+  cr_assert_not_null(s);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = gb;
+  po.micro_batch = mb;
+  ts_run_options ro = {.backend = "analytic"};
+  ts_result r;
+  cr_assert(ts_run_predict(m, t, s, &po, &ro, &r, &e), "%s", e ? e->message : "");
+  double v = r.step_time_s;
+  ts_result_clear(&r);
+  return v;
+}
+
+Test(accuracy, errors_and_group_statistics_in_closed_form)
+{
+  /* Measured = predicted x 1.1 and x 0.8 (errors -1/11 and +1/4) in group a, x 0.5 (+100%) in
+   * group b: mean |error| of a = (100/11 + 25) / 2, median the same, max 25, bias (25 -
+   * 100/11) / 2; the whole file's median is the middle row's, 25. */
+  double p = run_step("tpu-v3-8x8", "bert-large", "tp=8@x,dp=8@y", 512, 64);
+  cr_assert(p > 0.05 && p < 1, "BERT-Large step %g s", p);
+  g_autofree char *csv =
+      g_strdup_printf("# a comment line\n"
+                      "group,topology,model,split,global_batch,micro_batch,step_time_ms,note\n"
+                      "a,tpu-v3-8x8,bert-large,\"tp=8@x,dp=8@y\",512,64,%.17g,first\n"
+                      "a,tpu-v3-8x8,bert-large,\"tp=8@x,dp=8@y\",512,64,%.17g,\"with, comma\"\n"
+                      "b,tpu-v3-8x8,bert-large,\"tp=8@x,dp=8@y\",512,64,%.17g,\n",
+                      p * 1.1e3, p * 0.8e3, p * 0.5e3);
+  g_autofree char *dir = NULL;
+  g_autofree char *path = write_tmp(&dir, "m.csv", csv);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->nrows, 3);
+  cr_assert_eq(f->rows[0].line, 3, "lines count from the file's first line");
+  cr_assert_float_eq(f->rows[1].measured, p * 0.8, p * 1e-12, "ms read as seconds");
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  for (int i = 0; i < 3; i++)
+    cr_assert_float_eq(a->predicted[i], p, p * 1e-12, "row %d: %g vs run's %g", i, a->predicted[i],
+                       p);
+  g_autofree char *json = ts_accuracy_json(a);
+  g_autoptr(JsonParser) jp = json_parser_new();
+  cr_assert(json_parser_load_from_data(jp, json, -1, NULL));
+  JsonObject *root = json_node_get_object(json_parser_get_root(jp));
+  cr_assert_str_eq(json_object_get_string_member(root, "metric"), "step_time_s");
+  JsonArray *rows = json_object_get_array_member(root, "rows");
+  const double want_err[] = {-100.0 / 11, 25, 100};
+  for (int i = 0; i < 3; i++) {
+    JsonObject *r = json_array_get_object_element(rows, (guint)i);
+    double got = json_object_get_double_member(r, "error_pct");
+    cr_assert_float_eq(got, want_err[i], 1e-9, "row %d error %g, expected %g", i, got, want_err[i]);
+    cr_assert(json_object_has_member(r, "measured_step_time_s"));
+    cr_assert(json_object_has_member(r, "predicted_step_time_s"));
+  }
+  JsonObject *ga = json_array_get_object_element(json_object_get_array_member(root, "groups"), 0);
+  double mean_a = (100.0 / 11 + 25) / 2;
+  cr_assert_str_eq(json_object_get_string_member(ga, "group"), "a");
+  cr_assert_eq(json_object_get_int_member(ga, "rows"), 2);
+  cr_assert_float_eq(json_object_get_double_member(ga, "mean_abs_error_pct"), mean_a, 1e-9);
+  cr_assert_float_eq(json_object_get_double_member(ga, "median_abs_error_pct"), mean_a, 1e-9);
+  cr_assert_float_eq(json_object_get_double_member(ga, "max_abs_error_pct"), 25, 1e-9);
+  cr_assert_float_eq(json_object_get_double_member(ga, "mean_error_pct"), (25 - 100.0 / 11) / 2,
+                     1e-9);
+  JsonObject *all = json_object_get_object_member(root, "all");
+  cr_assert_float_eq(json_object_get_double_member(all, "median_abs_error_pct"), 25, 1e-9);
+  cr_assert_float_eq(json_object_get_double_member(all, "max_abs_error_pct"), 100, 1e-9);
+  g_autofree char *text = ts_accuracy_text(a);
+  cr_assert(strstr(text, "+25.0%") != NULL && strstr(text, "-9.1%") != NULL, "%s", text);
+  g_autofree char *out = ts_accuracy_csv(a);
+  cr_assert(g_str_has_prefix(out, "line,group,topology,vary,model,split,global_batch,micro_batch,"
+                                  "collective,size_bytes,measured_step_time_s,"
+                                  "predicted_step_time_s,error_pct,detail\n"),
+            "%s", out);
+  rm_tree(dir);
+}
+
+Test(accuracy, memory_and_busbw_rows_match_run_and_collective)
+{
+  /* A memory row predicts run's memory/chip; a busbw row nccl-tests' bus bandwidth as
+   * `trainsim collective` reports it: bytes / time x 2(n-1)/n for an all-reduce. */
+  g_autofree char *dir = NULL;
+  g_autofree char *path = write_tmp(&dir, "mem.csv",
+                                    "topology,model,split,global_batch,micro_batch,peak_memory_GB\n"
+                                    "dgx-a100-4node,gpt3-1.3b,\"dp=32,zero=1\",256,8,20\n");
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_float_eq(f->rows[0].measured, 20e9, 1);
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  run_result r = run("run -t dgx-a100-4node -m gpt3-1.3b -b 256 --micro-batch 8 -s dp=32,zero=1 "
+                     "--format json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autoptr(JsonParser) jp = json_parser_new();
+  cr_assert(json_parser_load_from_data(jp, r.out, -1, NULL));
+  JsonObject *res = json_array_get_object_element(
+      json_object_get_array_member(json_node_get_object(json_parser_get_root(jp)), "results"), 0);
+  double want = json_object_get_double_member(res, "memory_per_chip_bytes");
+  cr_assert_float_eq(a->predicted[0], want, want * 1e-9, "%g vs run's %g", a->predicted[0], want);
+  run_free(&r);
+
+  g_autofree char *bw_path = g_build_filename(dir, "bw.csv", NULL);
+  cr_assert(g_file_set_contents(bw_path,
+                                "topology,vary,collective,size_bytes,busbw_GBps\n"
+                                "dgx-a100-1node,dim.node.size=4,allreduce,1073741824,100\n",
+                                -1, NULL));
+  g_autoptr(ts_meas_file) fb = ts_meas_load(bw_path, &e);
+  cr_assert_not_null(fb, "%s", e ? e->message : "");
+  g_autoptr(ts_accuracy) b = ts_accuracy_run(fb, 1, NULL, &e);
+  cr_assert_not_null(b, "%s", e ? e->message : "");
+  /* The 4-GPU node's collective as `trainsim collective` reports it. */
+  g_autofree char *topo4 = g_build_filename(dir, "node4.ini", NULL);
+  g_autofree char *src = g_build_filename(TS_SOURCE_DIR, "topologies", "dgx-a100-1node.ini", NULL);
+  g_autofree char *txt = NULL;
+  cr_assert(g_file_get_contents(src, &txt, NULL, NULL));
+  char *at = strstr(txt, "size = 8");
+  cr_assert_not_null(at);
+  at[7] = '4';
+  cr_assert(g_file_set_contents(topo4, txt, -1, NULL));
+  g_autofree char *args =
+      g_strdup_printf("collective -t %s --op allreduce --bytes 1073741824 --format csv", topo4);
+  run_result c = run(args);
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  g_auto(GStrv) lines = g_strsplit(c.out, "\n", -1);
+  g_auto(GStrv) fields = g_strsplit(lines[1], ",", -1);
+  double busbw = g_ascii_strtod(fields[5], NULL);
+  cr_assert_float_eq(b->predicted[0], busbw, busbw * 1e-6, "%g vs collective's %g GB/s",
+                     b->predicted[0], busbw);
+  run_free(&c);
+  rm_tree(dir);
+}
+
+/* `trainsim validate --against FILE` (and extra args) fails with exit 2, one line containing
+ * needle, nothing on stdout, and no file in the output folder. */
+static void expect_bad(const char *csv, const char *extra, const char *needle)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *path = write_tmp(&dir, "bad.csv", csv);
+  g_autofree char *out = g_build_filename(dir, "out", NULL);
+  g_autofree char *args =
+      g_strdup_printf("validate --against %s -o %s %s", path, out, extra != NULL ? extra : "");
+  run_result r = run(args);
+  cr_assert_eq(r.status, 2, "exit %d; stderr: %s", r.status, r.err);
+  cr_assert(strstr(r.err, needle) != NULL, "stderr '%s' lacks '%s'", r.err, needle);
+  const char *nl = strchr(r.err, '\n');
+  cr_assert(nl != NULL && nl[1] == '\0', "expected one line, got '%s'", r.err);
+  cr_assert_str_eq(r.out, "");
+  GDir *d = g_dir_open(out, 0, NULL);
+  if (d != NULL) {
+    const char *n = g_dir_read_name(d);
+    cr_assert_null(n, "a failed validate left %s in the output folder", n);
+    g_dir_close(d);
+  }
+  run_free(&r);
+  rm_tree(dir);
+}
+
+#define HEAD "topology,model,split,global_batch,micro_batch,step_time_s\n"
+#define GOOD "tpu-v3-8x8,bert-large,dp=64,512,8,0.1\n"
+
+Test(accuracy, bad_input_names_file_line_and_column)
+{
+  expect_bad("topology,model,split,global_batch,step_time_s\n" GOOD, NULL,
+             "bad.csv:1: column micro_batch: missing");
+  expect_bad("topology,model,split,global_batch,micro_batch,step_time_min\n" GOOD, NULL,
+             "bad.csv:1: column step_time_min: unit not understood");
+  expect_bad("topology,model,split,global_batch,micro_batch\n" GOOD, NULL,
+             "bad.csv:1: no measurement column");
+  expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,512,8,fast\n", NULL,
+             "bad.csv:3: column step_time_s: 'fast': expected a number");
+  expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,512,8\n", NULL,
+             "bad.csv:3: 5 fields; expected 6");
+  expect_bad(HEAD "tpu-v3-8x8,bert-large,\"dp=64,512,8,0.1\n", NULL,
+             "bad.csv:2: unterminated or misplaced quote");
+  expect_bad(HEAD GOOD "tpu-v3-8x8,no-such-model,dp=64,512,8,0.1\n", NULL,
+             "bad.csv:3: column model: no-such-model");
+  expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=63,512,8,0.1\n", NULL,
+             "bad.csv:3: column split: 'dp=63'");
+  /* A row the planner refuses (a batch the split cannot divide) only after the others ran. */
+  expect_bad(HEAD GOOD GOOD "tpu-v3-8x8,bert-large,dp=64,100,8,0.1\n", NULL,
+             "bad.csv:4: column split: 'dp=64'");
+  expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,0,8,0.1\n", NULL,
+             "bad.csv:3: column global_batch: '0'");
+  expect_bad("topology,vary,model,split,global_batch,micro_batch,step_time_s\n"
+             "tpu-v3-8x8,dim.q.size=4,bert-large,dp=64,512,8,0.1\n",
+             NULL, "bad.csv:2: column vary:");
+  expect_bad(HEAD, NULL, "bad.csv:1: no rows");
+  expect_bad("topology,collective,size_bytes,busbw_GBps,algorithm\n"
+             "dgx-a100-1node,allreduce,1e6,10,spiral\n",
+             NULL, "bad.csv:2: column algorithm: 'spiral'");
+  expect_bad("topology,collective,size_bytes,busbw_GBps\n"
+             "dgx-a100-1node,gather,1e6,10\n",
+             NULL, "bad.csv:2: column collective: 'gather'");
+  expect_bad(HEAD GOOD, "--plot --format xml", "--format 'xml'");
+  expect_bad(HEAD GOOD, "-m bert-large", "--model: applies to the numeric validation");
+}
+
+Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *path =
+      write_tmp(&dir, "m.csv",
+                HEAD GOOD "tpu-v3-8x8,bert-large,\"tp=8@x,dp=8@y\",512,64,0.2\n"
+                          "tpu-v3-8x8,bert-large,\"tp=4@x,dp=16\",512,32,0.15\n");
+  g_autofree char *o1 = g_build_filename(dir, "o1", NULL);
+  g_autofree char *o2 = g_build_filename(dir, "o2", NULL);
+  g_autofree char *a1 = g_strdup_printf("validate --against %s -o %s -j 1", path, o1);
+  g_autofree char *plot = g_find_program_in_path("gnuplot");
+  g_autofree char *a2 =
+      g_strdup_printf("validate --against %s -o %s -j 2%s", path, o2, plot ? " --plot" : "");
+  run_result r1 = run(a1), r2 = run(a2);
+  cr_assert_eq(r1.status, 0, "%s", r1.err);
+  cr_assert_eq(r2.status, 0, "%s", r2.err);
+  const char *files[] = {"validate.txt", "validate.csv", "validate.json"};
+  for (size_t k = 0; k < G_N_ELEMENTS(files); k++) {
+    g_autofree char *p1 = g_build_filename(o1, files[k], NULL);
+    g_autofree char *p2 = g_build_filename(o2, files[k], NULL);
+    g_autofree char *t1 = NULL, *t2 = NULL;
+    cr_assert(g_file_get_contents(p1, &t1, NULL, NULL), "%s missing", p1);
+    cr_assert(g_file_get_contents(p2, &t2, NULL, NULL), "%s missing", p2);
+    cr_assert_str_eq(t1, t2, "%s differs between -j 1 and -j 2", files[k]);
+  }
+  if (plot != NULL) {
+    const char *pf[] = {"accuracy.dat", "accuracy.png", "accuracy.svg"};
+    for (size_t k = 0; k < G_N_ELEMENTS(pf); k++) {
+      g_autofree char *p = g_build_filename(o2, pf[k], NULL);
+      cr_assert(g_file_test(p, G_FILE_TEST_IS_REGULAR), "%s missing", p);
+    }
+  }
+  /* Nothing left over from the temporary folder. */
+  GDir *d = g_dir_open(o1, 0, NULL);
+  const char *n;
+  while ((n = g_dir_read_name(d)) != NULL)
+    cr_assert(n[0] != '.', "left %s", n);
+  g_dir_close(d);
+  run_free(&r1);
+  run_free(&r2);
+  rm_tree(dir);
+}
+
+/* The shipped TorchTitan memory rows replay, and their error stays below what this branch
+ * measured (docs/accuracy.md: 34.4% mean |error| with the Llama approximations; the target is
+ * 10%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 36.0
+
+Test(accuracy, shipped_torchtitan_memory_rows)
+{
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "torchtitan", "memory.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->nrows, 10, "TorchTitan Tables 1, 3, 4, 5: 10 rows");
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  double sum = 0;
+  for (int i = 0; i < f->nrows; i++)
+    sum += fabs(a->predicted[i] / f->rows[i].measured - 1);
+  double mean = 100 * sum / f->nrows;
+  cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
+}
