@@ -65,7 +65,7 @@ int ts_cmd_run(int argc, char **argv)
        "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name,
        "auto (fastest valid, default), ring, bidir-ring, torus, hierarchical, tree, "
-       "halving-doubling, direct",
+       "halving-doubling, direct, nccl (what NCCL picks), nccl-ring, nccl-tree, nvls",
        "A"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
        "analytic (default, contention-free) or simgrid (contention-aware)", "B"},

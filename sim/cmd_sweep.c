@@ -215,7 +215,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "KEY=V,..."},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, "analytic (default) or simgrid", "B"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo,
-       "auto (default), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct",
+       "auto (default), ring, bidir-ring, torus, hierarchical, tree, halving-doubling, direct, "
+       "nccl (what NCCL picks), nccl-ring, nccl-tree, nvls",
        "A"},
       {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &a.bucket_MiB,
        "Data-parallel gradient bucket in MiB (default 25)", "MiB"},

@@ -81,8 +81,8 @@ gboolean ts_cmd_algo(const char *name, int *out, GError **error)
   if (*out >= 0)
     return TRUE;
   g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-              "--collective-algorithm '%s': expected auto, ring, bidir-ring, torus, hierarchical, "
-              "tree, halving-doubling or direct",
+              "--collective-algorithm '%s': expected auto, nccl, ring, bidir-ring, torus, "
+              "hierarchical, tree, halving-doubling, direct, nccl-ring, nccl-tree or nvls",
               name);
   return FALSE;
 }
