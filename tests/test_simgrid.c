@@ -242,9 +242,11 @@ Test(agree, every_algorithm_on_switches)
     for (int a = TS_ALGO_RING; a < TS_ALGO_NALGOS; a++) {
       /* Pipelined chains over edges of unequal cost: the analytic model times fill and drain
        * steps as full steps (docs/collectives.md), the simulation does not. */
-      if (k == TS_COLL_BROADCAST && (a == TS_ALGO_RING || a == TS_ALGO_BIDIR_RING))
+      if (k == TS_COLL_BROADCAST &&
+          (a == TS_ALGO_RING || a == TS_ALGO_BIDIR_RING || a == TS_ALGO_NCCL))
         continue;
-      if (ts_coll_time(t, k, a, &g, 48e6, NULL, &e) < 0) {
+      ts_coll_algo chosen = TS_ALGO_AUTO;
+      if (ts_coll_time(t, k, a, &g, 48e6, &chosen, &e) < 0) {
         g_clear_error(&e);
         continue;
       }
@@ -254,7 +256,15 @@ Test(agree, every_algorithm_on_switches)
       double got = replay(tr, sg, &msg);
       cr_assert(got > 0, "%s", msg);
       g_autofree char *what = g_strdup_printf("%s %s", ts_coll_kind_name(k), ts_coll_algo_name(a));
-      expect_close(got, want, REL_TOL, what);
+      if (chosen == TS_ALGO_NCCL_TREE) {
+        /* A pipelined tree: the analytic model times its fill and drain steps as full steps
+         * (docs/collectives.md), the simulation does not, so it is faster by at most the
+         * fill's share; never slower. */
+        cr_expect(got <= want * (1 + REL_TOL) && got >= 0.8 * want,
+                  "%s: simgrid %.9g s, analytic %.9g s", what, got, want);
+      } else {
+        expect_close(got, want, REL_TOL, what);
+      }
       checked++;
     }
   cr_expect(checked >= 26, "%d combinations", checked);

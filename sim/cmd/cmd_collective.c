@@ -14,6 +14,7 @@
 typedef struct {
   double bytes, time_s;
   ts_coll_algo algo;
+  ts_coll_proto proto;
 } coll_row;
 
 /* A trace with one collective over `shape` run by the group at chip 0; other ranks idle. */
@@ -62,6 +63,7 @@ int ts_cmd_collective(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *op_name = NULL, *bytes_text = NULL, *range = NULL;
   g_autofree char *dims_text = NULL, *algo_name = NULL, *format = NULL, *backend = NULL;
+  g_autofree char *proto_name = NULL;
   g_auto(GStrv) cfg = NULL;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
@@ -74,6 +76,10 @@ int ts_cmd_collective(int argc, char **argv)
       {"dims", 0, 0, G_OPTION_ARG_STRING, &dims_text,
        "Array dimensions the group spans, comma-separated, fastest first (default: all)", "D,D"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name, ts_cmd_algo_help(), "A"},
+      {"protocol", 0, 0, G_OPTION_ARG_STRING, &proto_name,
+       "NCCL protocol of the NCCL algorithms: auto (default, the fastest, as NCCL picks), LL, "
+       "LL128, Simple (analytic backend)",
+       "P"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "simgrid backend: extra SimGrid setting or trainsim/... setting (docs/backends.md); "
@@ -87,7 +93,9 @@ int ts_cmd_collective(int argc, char **argv)
           "Predicts one collective: time (s), algorithm bandwidth and bus bandwidth "
           "(GB/s, 1e9 B/s, as nccl-tests reports them).",
           "Example:\n  trainsim collective --topology tpu-v3-pod --op allreduce --bytes 1e9\n"
-          "  trainsim collective -t dgx-a100-4node --bytes-range 1MiB:1GiB --format csv",
+          "  trainsim collective -t dgx-a100-4node --bytes-range 8:8GiB --format csv\n"
+          "  trainsim collective -t dgx-h100-4node --dims node --bytes 1GiB "
+          "--collective-algorithm nvls",
           entries, &argc, &argv, &err))
     return ts_cmd_fail("collective", err);
   ts_format fmt;
@@ -110,6 +118,19 @@ int ts_cmd_collective(int argc, char **argv)
     return ts_cmd_fail("collective", err);
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("collective", err);
+  int proto = proto_name != NULL ? ts_coll_proto_parse(proto_name) : TS_PROTO_AUTO;
+  if (proto < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--protocol '%s': expected auto, LL, LL128 or Simple", proto_name);
+    return ts_cmd_fail("collective", err);
+  }
+  if (proto != TS_PROTO_AUTO && backend != NULL && strcmp(backend, "analytic") != 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--protocol %s: expected the analytic backend (the simgrid backend runs the "
+                "protocol NCCL picks)",
+                proto_name);
+    return ts_cmd_fail("collective", err);
+  }
   g_autoptr(GArray) sizes = g_array_new(FALSE, FALSE, sizeof(double));
   if (bytes_text != NULL && range != NULL) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "give --bytes or --bytes-range, not both");
@@ -167,10 +188,19 @@ int ts_cmd_collective(int argc, char **argv)
       .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = FALSE};
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
   for (guint i = 0; i < sizes->len; i++) {
-    coll_row row = {g_array_index(sizes, double, i), 0, (ts_coll_algo)algo};
+    coll_row row = {g_array_index(sizes, double, i), 0, (ts_coll_algo)algo, TS_PROTO_NONE};
     /* Resolve auto first so the row names the algorithm and both backends run the same one. */
-    if (n > 1 && ts_coll_time(topo, kind, algo, &shape, row.bytes, &row.algo, &err) < 0)
+    double direct = 0.0;
+    if (n > 1 && (direct = ts_coll_time_ex(topo, kind, algo, proto, &shape, row.bytes, &row.algo,
+                                           &row.proto, &err)) < 0)
       return ts_cmd_fail("collective", err);
+    if (proto != TS_PROTO_AUTO) {
+      /* A forced protocol: the analytic time of the one collective (what a replay of it
+       * gives with the protocol NCCL would pick). */
+      row.time_s = direct;
+      g_array_append_val(rows, row);
+      continue;
+    }
     g_autoptr(ts_trace) tr = one_collective(topo, dims, nd, kind, row.algo, row.bytes);
     ts_replay_result rr;
     if (!ts_run_replay(tr, topo, &ro, &rr, &err))
@@ -214,6 +244,8 @@ int ts_cmd_collective(int argc, char **argv)
       json_builder_add_double_value(b, algbw * factor);
       json_builder_set_member_name(b, "algorithm");
       json_builder_add_string_value(b, ts_coll_algo_name(r->algo));
+      json_builder_set_member_name(b, "protocol");
+      json_builder_add_string_value(b, ts_coll_proto_name(r->proto));
       json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -226,10 +258,10 @@ int ts_cmd_collective(int argc, char **argv)
       g_string_append_printf(s, "%s over %d chips (dims %s) of %s, %s backend\n",
                              ts_coll_kind_name(kind), n, dims_text ? dims_text : "all", desc,
                              ro.backend);
-      g_string_append_printf(s, "%14s  %12s  %12s  %12s  %s\n", "size_bytes", "time_us",
-                             "algbw_GBps", "busbw_GBps", "algorithm");
+      g_string_append_printf(s, "%14s  %12s  %12s  %12s  %-16s  %s\n", "size_bytes", "time_us",
+                             "algbw_GBps", "busbw_GBps", "algorithm", "protocol");
     } else {
-      g_string_append(s, "op,members,bytes,time_s,algbw_GBps,busbw_GBps,algorithm\n");
+      g_string_append(s, "op,members,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,protocol\n");
     }
     for (guint i = 0; i < rows->len; i++) {
       const coll_row *r = &g_array_index(rows, coll_row, i);
@@ -237,16 +269,17 @@ int ts_cmd_collective(int argc, char **argv)
       char b1[40], b2[40], b3[40], b4[40];
       if (fmt == TS_FORMAT_TEXT)
         g_string_append_printf(
-            s, "%14s  %12s  %12s  %12s  %s\n", g_ascii_formatd(b1, 40, "%.0f", r->bytes),
+            s, "%14s  %12s  %12s  %12s  %-16s  %s\n", g_ascii_formatd(b1, 40, "%.0f", r->bytes),
             g_ascii_formatd(b2, 40, "%.2f", r->time_s * 1e6),
             g_ascii_formatd(b3, 40, "%.2f", algbw), g_ascii_formatd(b4, 40, "%.2f", algbw * factor),
-            ts_coll_algo_name(r->algo));
+            ts_coll_algo_name(r->algo), ts_coll_proto_name(r->proto));
       else
-        g_string_append_printf(
-            s, "%s,%d,%s,%s,%s,%s,%s\n", ts_coll_kind_name(kind), n,
-            g_ascii_formatd(b1, 40, "%.17g", r->bytes), g_ascii_formatd(b2, 40, "%.10g", r->time_s),
-            g_ascii_formatd(b3, 40, "%.10g", algbw),
-            g_ascii_formatd(b4, 40, "%.10g", algbw * factor), ts_coll_algo_name(r->algo));
+        g_string_append_printf(s, "%s,%d,%s,%s,%s,%s,%s,%s\n", ts_coll_kind_name(kind), n,
+                               g_ascii_formatd(b1, 40, "%.17g", r->bytes),
+                               g_ascii_formatd(b2, 40, "%.10g", r->time_s),
+                               g_ascii_formatd(b3, 40, "%.10g", algbw),
+                               g_ascii_formatd(b4, 40, "%.10g", algbw * factor),
+                               ts_coll_algo_name(r->algo), ts_coll_proto_name(r->proto));
     }
   }
   gboolean ok = ts_write_file_atomic("-", s->str, s->len, &err);

@@ -112,7 +112,8 @@ const char *ts_cmd_algo_help(void)
   static gsize once = 0;
   static const char *text = NULL;
   if (g_once_init_enter(&once)) {
-    GString *s = g_string_new("auto (the fastest valid, default)");
+    GString *s = g_string_new(
+        "auto (default: what NCCL picks on switch dimensions, else the fastest valid)");
     for (int a = TS_ALGO_AUTO + 1; a < TS_ALGO_NALGOS; a++)
       g_string_append_printf(s, ", %s", ts_coll_algo_name((ts_coll_algo)a));
     text = g_string_free(s, FALSE);

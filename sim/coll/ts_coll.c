@@ -10,7 +10,34 @@
 static const char *const kind_names[TS_COLL_NKINDS] = {"allreduce", "reducescatter", "allgather",
                                                        "alltoall", "broadcast"};
 static const char *const algo_names[TS_ALGO_NALGOS] = {
-    "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling", "direct"};
+    "auto",   "ring",      "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling",
+    "direct", "nccl-ring", "nccl-tree",  "nvls",  "nccl"};
+static const char *const proto_names[TS_PROTO_NPROTOS] = {"auto", "LL", "LL128", "Simple", "none"};
+
+gboolean ts_coll_algo_is_choice(ts_coll_algo a)
+{
+  return a == TS_ALGO_AUTO || a == TS_ALGO_NCCL;
+}
+
+gboolean ts_coll_algo_is_nccl(ts_coll_algo a)
+{
+  return a == TS_ALGO_NCCL_RING || a == TS_ALGO_NCCL_TREE || a == TS_ALGO_NVLS;
+}
+
+const char *ts_coll_proto_name(ts_coll_proto p)
+{
+  return (int)p >= 0 && p < TS_PROTO_NPROTOS ? proto_names[p] : "?";
+}
+
+int ts_coll_proto_parse(const char *s)
+{
+  if (s == NULL)
+    return -1;
+  for (int i = 0; i < TS_PROTO_NONE; i++)
+    if (g_ascii_strcasecmp(s, proto_names[i]) == 0)
+      return i;
+  return -1;
+}
 
 const char *ts_coll_kind_name(ts_coll_kind k)
 {
@@ -94,9 +121,21 @@ void ts_net_init(ts_net *nw, const ts_topo *t)
     nw->shape[d] = t->dims[d].shape;
     nw->bw_Bps[d] = t->dims[d].link_bw_Bps;
     nw->lat_s[d] = t->dims[d].latency_s;
+    nw->port_share[d] =
+        t->dims[d].shape == TS_SHAPE_SWITCH && d > 0 && t->dims[d].chips_per_port > 1
+            ? t->dims[d].chips_per_port
+            : 1;
+    nw->in_switch[d] = t->dims[d].in_switch_reduction;
+    nw->isr_eff[d] = t->dims[d].in_switch_efficiency > 0 ? t->dims[d].in_switch_efficiency : 0.85;
     stride *= t->dims[d].size;
   }
   nw->nchips = stride;
+}
+
+int ts_net_port_chip(const ts_net *nw, int d, int chip)
+{
+  int k = nw->port_share[d];
+  return k > 1 ? chip - (chip % nw->size[0]) % k : chip;
 }
 
 static int dim_stride(const ts_topo *t, int d)
@@ -304,10 +343,13 @@ void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
       break;
     }
     case TS_SHAPE_SWITCH: {
-      ts_link_id up = {.chip = coords_chip(t, cur), .dim = d, .dir = 1};
+      /* A port shared by several chips (a NIC per gpus_per_nic GPUs) is named after its
+       * lowest chip along dimension 0. */
+      int k = d > 0 && t->dims[d].chips_per_port > 1 ? t->dims[d].chips_per_port : 1;
+      ts_link_id up = {.chip = coords_chip(t, cur) - cur[0] % k, .dim = d, .dir = 1};
       g_array_append_val(out, up);
       cur[d] = dst[d];
-      ts_link_id down = {.chip = coords_chip(t, cur), .dim = d, .dir = -1};
+      ts_link_id down = {.chip = coords_chip(t, cur) - cur[0] % k, .dim = d, .dir = -1};
       g_array_append_val(out, down);
       break;
     }
@@ -342,10 +384,12 @@ double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes)
 
 /* ---- analytic time of a collective ---- */
 
-static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
-                       const ts_group_shape *g, gint64 count, double bytes, GError **error)
+static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, ts_coll_proto proto,
+                       const ts_group_shape *g, gint64 count, double bytes,
+                       ts_coll_proto *chosen_proto, GError **error)
 {
-  g_autoptr(ts_coll_plan) p = ts_coll_plan_build(t, kind, algo, g, count, 1.0, bytes, error);
+  g_autoptr(ts_coll_plan) p =
+      ts_coll_plan_build_proto(t, kind, algo, proto, g, count, 1.0, bytes, error);
   if (p == NULL)
     return -1.0;
   double work = ts_coll_plan_eval_flows(p);
@@ -357,17 +401,37 @@ static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
                 TS_COLL_MAX_EVAL_FLOWS);
     return -1.0;
   }
+  if (chosen_proto != NULL)
+    *chosen_proto = p->proto;
   return ts_coll_plan_time_full(p, FALSE);
+}
+
+/* Whether every piece of the group lies on a switch dimension (a GPU cluster: NCCL's world). */
+static gboolean on_switches(const ts_topo *t, const ts_group_shape *g)
+{
+  for (int k = 0; k < g->npieces; k++)
+    if (g->p[k].size > 1 && t->dims[g->p[k].dim].shape != TS_SHAPE_SWITCH)
+      return FALSE;
+  return TRUE;
 }
 
 double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
                     double bytes, ts_coll_algo *chosen, GError **error)
 {
+  return ts_coll_time_ex(t, kind, algo, TS_PROTO_AUTO, g, bytes, chosen, NULL, error);
+}
+
+double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, ts_coll_proto proto,
+                       const ts_group_shape *g, double bytes, ts_coll_algo *chosen,
+                       ts_coll_proto *chosen_proto, GError **error)
+{
   g_return_val_if_fail(t != NULL && g != NULL, -1.0);
-  if ((int)kind < 0 || kind >= TS_COLL_NKINDS || (int)algo < 0 || algo >= TS_ALGO_NALGOS) {
+  if ((int)kind < 0 || kind >= TS_COLL_NKINDS || (int)algo < 0 || algo >= TS_ALGO_NALGOS ||
+      (int)proto < 0 || proto > TS_PROTO_SIMPLE) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                "collective kind %d / algorithm %d: expected a ts_coll_kind and a ts_coll_algo",
-                (int)kind, (int)algo);
+                "collective kind %d / algorithm %d / protocol %d: expected a ts_coll_kind, a "
+                "ts_coll_algo and a ts_coll_proto",
+                (int)kind, (int)algo, (int)proto);
     return -1.0;
   }
   if (!isfinite(bytes) || bytes < 0.0) {
@@ -378,28 +442,63 @@ double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, cons
   }
   if (!ts_group_shape_valid(t, g, error))
     return -1.0;
-  /* Elements of one byte: only chain broadcasts look at the count (segments <= elements). */
+  /* Elements of one byte: only pipelined stages look at the count (segments <= elements). */
   gint64 count = (gint64)llround(MIN(bytes, 1125899906842624.0));
-  if (algo != TS_ALGO_AUTO) {
-    double v = one_time(t, kind, algo, g, count, bytes, error);
+  if (!ts_coll_algo_is_choice(algo)) {
+    ts_coll_proto got = TS_PROTO_NONE;
+    double v = one_time(t, kind, algo, proto, g, count, bytes, &got, error);
     if (v >= 0.0 && chosen != NULL)
       *chosen = algo;
+    if (v >= 0.0 && chosen_proto != NULL)
+      *chosen_proto = got;
     return v;
+  }
+  /* The candidates. nccl (and auto on switch dims, where NCCL runs): NCCL's algorithms for
+   * all-reduce, reduce-scatter and all-gather, its send/recv to every peer (direct, routed
+   * through the node's switch to the peer's rail, as PXN does) for all-to-all, its ring
+   * (pipelined chain) for broadcast. auto elsewhere: every classic algorithm. */
+  ts_coll_algo cand[TS_ALGO_NALGOS];
+  int nc = 0;
+  if (algo == TS_ALGO_NCCL || on_switches(t, g)) {
+    switch (kind) {
+    case TS_COLL_ALLREDUCE:
+      cand[nc++] = TS_ALGO_NCCL_RING;
+      cand[nc++] = TS_ALGO_NCCL_TREE;
+      cand[nc++] = TS_ALGO_NVLS;
+      break;
+    case TS_COLL_REDUCESCATTER:
+    case TS_COLL_ALLGATHER:
+      cand[nc++] = TS_ALGO_NCCL_RING;
+      cand[nc++] = TS_ALGO_NVLS;
+      break;
+    case TS_COLL_ALLTOALL:
+      cand[nc++] = TS_ALGO_DIRECT;
+      break;
+    default:
+      cand[nc++] = TS_ALGO_RING;
+      break;
+    }
+  } else {
+    for (int a = TS_ALGO_RING; a <= TS_ALGO_DIRECT; a++)
+      cand[nc++] = (ts_coll_algo)a;
   }
   double best = -1.0;
   ts_coll_algo best_algo = TS_ALGO_AUTO;
+  ts_coll_proto best_proto = TS_PROTO_NONE;
   g_autoptr(GString) why = g_string_new(NULL);
-  for (int a = TS_ALGO_AUTO + 1; a < TS_ALGO_NALGOS; a++) {
+  for (int i = 0; i < nc; i++) {
     g_autoptr(GError) local = NULL;
-    double v = one_time(t, kind, (ts_coll_algo)a, g, count, bytes, &local);
+    ts_coll_proto got = TS_PROTO_NONE;
+    double v = one_time(t, kind, cand[i], proto, g, count, bytes, &got, &local);
     if (v < 0.0) {
       g_string_append_printf(why, "%s%s", why->len > 0 ? "; " : "", local->message);
       continue;
     }
-    /* Ties keep the earlier algorithm of the enum, so the choice is deterministic. */
+    /* Ties keep the earlier candidate, so the choice is deterministic. */
     if (best < 0.0 || v < best) {
       best = v;
-      best_algo = (ts_coll_algo)a;
+      best_algo = cand[i];
+      best_proto = got;
     }
   }
   if (best < 0.0) {
@@ -409,5 +508,7 @@ double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, cons
   }
   if (chosen != NULL)
     *chosen = best_algo;
+  if (chosen_proto != NULL)
+    *chosen_proto = best_proto;
   return best;
 }

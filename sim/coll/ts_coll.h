@@ -32,8 +32,30 @@ typedef enum {
   TS_ALGO_HALVING_DOUBLING, /* recursive halving reduce-scatter + recursive doubling all-gather;
                                power-of-two groups */
   TS_ALGO_DIRECT,           /* every member exchanges with every other member in one step */
+  TS_ALGO_NCCL_RING, /* NCCL's rings: one ring per channel (per local chip, so one per NIC on a
+                        rail-optimised cluster), each through every member, 1/channels of the
+                        data each; intra- and inter-node hops of a step run together */
+  TS_ALGO_NCCL_TREE, /* NCCL's tree all-reduce: per channel a double binary tree across nodes and
+                        a chain inside each node, reduce and broadcast pipelined together */
+  TS_ALGO_NVLS,      /* NVLink SHARP: the switch reduces (reduce-scatter) and multicasts
+                        (all-gather), both pipelined; dims with in_switch_reduction = true */
+  TS_ALGO_NCCL, /* a choice, like auto: the algorithm and protocol NCCL's tuning model would pick
+                   (lowest time among nccl-ring, nccl-tree, nvls and LL, LL128, Simple); all-to-all
+                   is direct (NCCL's send/recv to every peer), broadcast ring */
   TS_ALGO_NALGOS
 } ts_coll_algo;
+
+/** NCCL's protocols (src/device/prims_*.h): LL (8-byte flag+data stores, low latency, half the
+ * bandwidth), LL128 (128-byte lines with 8 bytes of flags), Simple (plain copies with
+ * fences). Only the NCCL algorithms use them; the other algorithms are plain alpha-beta. */
+typedef enum {
+  TS_PROTO_AUTO, /* the fastest, as NCCL picks */
+  TS_PROTO_LL,
+  TS_PROTO_LL128,
+  TS_PROTO_SIMPLE,
+  TS_PROTO_NONE, /* not an NCCL algorithm: no protocol costs */
+  TS_PROTO_NPROTOS
+} ts_coll_proto;
 
 /**
  * A group's shape on the array: pieces, fastest first. Piece k covers `size` members spaced
@@ -111,12 +133,39 @@ double ts_coll_plan_bytes_sent(const ts_coll_plan *p, int m);
 void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count);
 
 /**
- * Analytic time of a collective of `bytes` over a group, seconds. With TS_ALGO_AUTO tries
- * every algorithm valid for the group and returns the fastest, in *chosen (may be NULL).
+ * Analytic time of a collective of `bytes` over a group, seconds. With TS_ALGO_AUTO: on a
+ * group whose pieces all lie on switch dimensions, what NCCL picks (TS_ALGO_NCCL); otherwise
+ * every classic algorithm (ring .. direct) valid for the group, the fastest, in *chosen (may
+ * be NULL). NCCL algorithms use their fastest protocol.
  * Returns a negative value with an error when no requested algorithm applies.
  */
 double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
                     double bytes, ts_coll_algo *chosen, GError **error);
+
+/**
+ * ts_coll_time with a protocol: proto TS_PROTO_AUTO picks the fastest for NCCL algorithms.
+ * *chosen_proto (may be NULL) gets the protocol used (TS_PROTO_NONE for non-NCCL algorithms).
+ */
+double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, ts_coll_proto proto,
+                       const ts_group_shape *g, double bytes, ts_coll_algo *chosen,
+                       ts_coll_proto *chosen_proto, GError **error);
+
+/** Whether algo is a choice (auto, nccl) rather than one algorithm. */
+gboolean ts_coll_algo_is_choice(ts_coll_algo a);
+
+/** Whether an NCCL algorithm (nccl-ring, nccl-tree, nvls): protocols apply. */
+gboolean ts_coll_algo_is_nccl(ts_coll_algo a);
+
+/** The protocol a decomposed plan was timed with (TS_PROTO_NONE for non-NCCL algorithms). */
+ts_coll_proto ts_coll_plan_proto(const ts_coll_plan *p);
+
+/** The protocol's costs in a plan's time: the fraction of link bandwidth it reaches (the same
+ * on every dimension the plan uses; 1 without a protocol) and its fixed latency, seconds. */
+void ts_coll_plan_proto_costs(const ts_coll_plan *p, double *bw_frac, double *base_lat_s);
+
+const char *ts_coll_proto_name(ts_coll_proto p);
+/** Parses "auto", "LL", "LL128", "Simple" (any case); -1 if unknown. */
+int ts_coll_proto_parse(const char *s);
 
 /** Analytic time of one point-to-point transfer between chips (dimension-order route). */
 double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes);
@@ -139,7 +188,7 @@ const char *ts_coll_algo_name(ts_coll_algo a);
 /** Parses "allreduce", "reducescatter", "allgather", "alltoall", "broadcast"; -1 if unknown. */
 int ts_coll_kind_parse(const char *s);
 /** Parses "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling",
- * "direct"; -1 if unknown. */
+ * "direct", "nccl-ring", "nccl-tree", "nvls", "nccl"; -1 if unknown. */
 int ts_coll_algo_parse(const char *s);
 /** Every algorithm name, "auto, ring, ... or direct", for help texts and errors. Static. */
 const char *ts_coll_algo_list(void);

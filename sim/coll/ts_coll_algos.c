@@ -108,6 +108,10 @@ static guint time_mask(const ts_coll_plan *p, guint free_mask, int lp, gboolean 
 {
   if (full || lp < 0)
     return free_mask;
+  /* Shared NIC ports join lines that differ in the chip within the node: time them all. */
+  for (int d = 0; d < p->net.ndims; d++)
+    if (p->net.port_share[d] > 1)
+      return free_mask;
   guint m = 0;
   for (int j = 0; j < p->g.npieces; j++)
     if ((free_mask & (1u << j)) && p->g.p[j].dim == p->g.p[lp].dim)
@@ -151,6 +155,8 @@ static inline void flow(flow_writer *w, int src, int dst, double bytes)
   w->f->src = w->chip[src];
   w->f->dst = w->chip[dst];
   w->f->bytes = bytes;
+  w->f->up_share = 0;
+  w->f->down_share = 0;
   w->f++;
 }
 
@@ -220,10 +226,10 @@ static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full,
     const int *ch = line_chips(p, st, line_base(p, mask, l), buf);
     for (int r = 0; r < L; r++) {
       ts_flow *f = w.f++;
-      *f = (ts_flow){.src = ch[r], .dst = ch[r + 1 == L ? 0 : r + 1], .bytes = c};
+      *f = (ts_flow){.src = ch[r], .dst = ch[r + 1 == L ? 0 : r + 1], .bytes = c, 0, 0};
       if (st->bidir) {
         f = w.f++;
-        *f = (ts_flow){.src = ch[r], .dst = ch[r == 0 ? L - 1 : r - 1], .bytes = c};
+        *f = (ts_flow){.src = ch[r], .dst = ch[r == 0 ? L - 1 : r - 1], .bytes = c, 0, 0};
       }
     }
   }
@@ -490,12 +496,242 @@ static void flows_chain(const ts_coll_plan *p, const ts_stage *st, gboolean full
   }
 }
 
+/* ---- NCCL rings (NCCL src/graph/rings.cc, search.cc: one ring per channel) ----
+ * nrings rings run at once, each through every member; ring c is the snake order with digit 0
+ * (the chip within a node) rotated by c, so its inter-node hops leave from a different local
+ * chip, i.e. a different NIC on a rail-optimised cluster (rail c-1 out of even nodes, rail c
+ * out of odd ones, counting ring c). Every ring is the ring algorithm above on 1/nrings of
+ * every chunk: position r of ring c sends chunk label(r-t-1) (RS) or label(r-t) (AG), chunks
+ * labelled by member, so member m owns chunk m whatever the ring. */
+
+static int mring_member(const ts_coll_plan *p, int c, gint64 r)
+{
+  int m = p->snake[imod(r, p->n)];
+  if (c == 0 || p->g.npieces == 0)
+    return m;
+  int L0 = psize(p, 0), d0 = m % L0;
+  return m - d0 + (d0 + c) % L0;
+}
+
+static void gen_mring(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  gboolean rs = st->type == TS_ST_MRING_RS;
+  ts_xfer_op op = rs ? TS_XFER_REDUCE : TS_XFER_COPY;
+  int n = p->n, C = p->nrings;
+  for (int c = 0; c < C; c++)
+    for (int r = 0; r < n; r++) {
+      int src = mring_member(p, c, r), dst = mring_member(p, c, r + 1);
+      int label = mring_member(p, c, rs ? r - t - 1 : r - t);
+      gint64 off, cnt, o2, c2;
+      part(0, p->count, n, label, &off, &cnt);
+      part(off, cnt, C, c, &o2, &c2);
+      emit(out, src, dst, o2, o2, c2, op);
+    }
+}
+
+static void flows_mring(const ts_coll_plan *p, GArray *out)
+{
+  int n = p->n, C = p->nrings;
+  flow_writer w = reserve(out, p, (gsize)C * n);
+  double c = p->bytes / n / C;
+  for (int k = 0; k < C; k++)
+    for (int r = 0; r < n; r++)
+      flow(&w, mring_member(p, k, r), mring_member(p, k, r + 1), c);
+}
+
+/* ---- NCCL tree all-reduce (NCCL src/graph/trees.cc: double binary tree across nodes, a
+ * chain inside each node; Sanders, Speck & Traeff 2009, "Two-tree algorithms for full
+ * bandwidth broadcast, reduction and scan", Parallel Computing 35(12)) ----
+ * ntrees = 2 per channel; tree k handles part k of the buffer, cut in nseg segments. A member
+ * v at height h(v) (0 at leaves) sends segment s up at step s + h(v), reduced into its parent;
+ * the root holds segment s complete after step s + H - 1, and a member at depth d receives it
+ * back (a copy from its parent) at step s + H + d - 1. Reduce and broadcast overlap, as in
+ * NCCL's pipelined tree: nseg + H + D - 1 steps. Heights and depths make every read follow the
+ * writes it needs: children send s before their parent does, and a copy of s arrives after the
+ * member sent s up. */
+
+static void tree_seg(const ts_coll_plan *p, const ts_stage *st, int k, gint64 s, gint64 *off,
+                     gint64 *cnt)
+{
+  gint64 o, c;
+  part(0, p->count, p->ntrees, k, &o, &c);
+  part(o, c, st->nseg, s, off, cnt);
+}
+
+static void gen_ptree(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  int n = p->n;
+  for (int k = 0; k < p->ntrees; k++) {
+    const int *par = p->tparent + (gsize)k * n, *h = p->theight + (gsize)k * n,
+              *d = p->tdepth + (gsize)k * n;
+    int H = p->tH[k];
+    for (int v = 0; v < n; v++) {
+      if (par[v] < 0)
+        continue;
+      gint64 s = (gint64)t - h[v], off, cnt;
+      if (s >= 0 && s < st->nseg) {
+        tree_seg(p, st, k, s, &off, &cnt);
+        emit(out, v, par[v], off, off, cnt, TS_XFER_REDUCE);
+      }
+      s = (gint64)t - H - (d[v] - 1);
+      if (s >= 0 && s < st->nseg) {
+        tree_seg(p, st, k, s, &off, &cnt);
+        emit(out, par[v], v, off, off, cnt, TS_XFER_COPY);
+      }
+    }
+  }
+}
+
+static void flows_ptree(const ts_coll_plan *p, const ts_stage *st, GArray *out)
+{
+  int n = p->n;
+  flow_writer w = reserve(out, p, (gsize)p->ntrees * 2 * (n - 1));
+  double c = p->bytes / p->ntrees / (double)st->nseg;
+  for (int k = 0; k < p->ntrees; k++) {
+    const int *par = p->tparent + (gsize)k * n;
+    for (int v = 0; v < n; v++)
+      if (par[v] >= 0) {
+        flow(&w, v, par[v], c);
+        flow(&w, par[v], v, c);
+      }
+  }
+}
+
+/* In-order binary tree over positions [lo, hi): the middle is the root of the range. */
+static void btree(int *par, int lo, int hi, int parent)
+{
+  if (lo >= hi)
+    return;
+  int mid = lo + (hi - lo) / 2;
+  par[mid] = parent;
+  btree(par, lo, mid, mid);
+  btree(par, mid + 1, hi, mid);
+}
+
+static void build_trees(ts_coll_plan *p)
+{
+  int n = p->n, L = p->local, N = n / L;
+  int C = N > 1 ? L : 1;
+  p->ntrees = 2 * C;
+  p->tparent = g_new(int, (gsize)p->ntrees *n);
+  p->theight = g_new0(int, (gsize)p->ntrees *n);
+  p->tdepth = g_new0(int, (gsize)p->ntrees *n);
+  p->tH = g_new0(int, p->ntrees);
+  g_autofree int *npar = g_new(int, MAX(N, 1));
+  for (int k = 0; k < p->ntrees; k++) {
+    int c = k / 2, b = k % 2;
+    int *par = p->tparent + (gsize)k * n;
+    /* Node-level tree: positions in node order (tree 0) or shifted by one (tree 1), so that
+     * most leaves of one tree are inner members of the other, as in NCCL's double tree. */
+    btree(npar, 0, N, -1);
+    for (int v = 0; v < n; v++) {
+      int node = v / L, loc = v % L;
+      /* chain in the node: head at local c; tree 1 runs the chain the other way round */
+      int q = b == 0 ? imod(loc - c, L) : imod(c - loc, L);
+      if (q > 0) {
+        int prev = b == 0 ? imod(c + q - 1, L) : imod(c - (q - 1), L);
+        par[v] = node * L + prev;
+        continue;
+      }
+      int pos = b == 0 ? node : (node + N - 1) % N; /* tree 1: node i sits at position i-1 */
+      int pp = npar[pos];
+      if (pp < 0) {
+        par[v] = -1;
+        continue;
+      }
+      int pnode = b == 0 ? pp : (pp + 1) % N;
+      par[v] = pnode * L + c;
+    }
+  }
+  /* Heights and depths by repeated relaxation (trees are shallow: O(n * depth)). */
+  for (int k = 0; k < p->ntrees; k++) {
+    const int *par = p->tparent + (gsize)k * n;
+    int *h = p->theight + (gsize)k * n, *d = p->tdepth + (gsize)k * n;
+    for (int v = 0; v < n; v++) {
+      int dd = 0;
+      for (int u = v; par[u] >= 0; u = par[u])
+        dd++;
+      d[v] = dd;
+    }
+    for (int v = 0; v < n; v++) {
+      int hh = 0;
+      for (int u = v; par[u] >= 0; u = par[u]) {
+        hh++;
+        if (h[par[u]] < hh)
+          h[par[u]] = hh;
+      }
+    }
+    for (int v = 0; v < n; v++)
+      if (par[v] < 0)
+        p->tH[k] = h[v];
+  }
+}
+
+/* ---- NVLink SHARP (NCCL's NVLS algorithm, multimem loads and stores on NVSwitch) ----
+ * Reduce-scatter: every member sends every other member that member's chunk; the switch adds
+ * the n-1 copies in flight, so a member's down port carries one chunk (down_share = n-1).
+ * All-gather: a member uploads its chunk once and the switch replicates it (up_share = n-1).
+ * All-reduce pipelines the two (NCCL: "AllReduce pipelines two operations"): at step t segment
+ * t is reduced and segment t-1 multicast, nseg + 1 steps. */
+
+static void gen_nvls(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  int n = p->n;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (i == j)
+        continue;
+      gint64 off, cnt, o2, c2;
+      if (st->type == TS_ST_NVLS_RS || (st->type == TS_ST_NVLS_AR && t < st->nseg)) {
+        part(0, p->count, n, j, &off, &cnt);
+        if (st->type == TS_ST_NVLS_AR) {
+          part(off, cnt, st->nseg, t, &o2, &c2);
+          off = o2;
+          cnt = c2;
+        }
+        emit(out, i, j, off, off, cnt, TS_XFER_REDUCE);
+      }
+      if (st->type == TS_ST_NVLS_AG || (st->type == TS_ST_NVLS_AR && t >= 1)) {
+        part(0, p->count, n, i, &off, &cnt);
+        if (st->type == TS_ST_NVLS_AR) {
+          part(off, cnt, st->nseg, t - 1, &o2, &c2);
+          off = o2;
+          cnt = c2;
+        }
+        emit(out, i, j, off, off, cnt, TS_XFER_COPY);
+      }
+    }
+}
+
+static void flows_nvls(const ts_coll_plan *p, const ts_stage *st, GArray *out)
+{
+  int n = p->n;
+  gboolean rs = st->type != TS_ST_NVLS_AG, ag = st->type != TS_ST_NVLS_RS;
+  double c = p->bytes / n / (double)st->nseg;
+  flow_writer w = reserve(out, p, (gsize)n * (n - 1) * ((rs ? 1 : 0) + (ag ? 1 : 0)));
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (i == j)
+        continue;
+      if (rs) {
+        flow(&w, i, j, c);
+        (w.f - 1)->down_share = n - 1;
+      }
+      if (ag) {
+        flow(&w, i, j, c);
+        (w.f - 1)->up_share = n - 1;
+      }
+    }
+}
+
 /* ---- dispatch ---- */
 
 static gboolean stage_uniform(const ts_stage *st)
 {
   /* Ring and chain steps all have the same pairs and (ideal) sizes: time one, multiply. */
-  return st->type == TS_ST_RING_RS || st->type == TS_ST_RING_AG || st->type == TS_ST_CHAIN;
+  return st->type == TS_ST_RING_RS || st->type == TS_ST_RING_AG || st->type == TS_ST_CHAIN ||
+         st->type == TS_ST_MRING_RS || st->type == TS_ST_MRING_AG || st->type == TS_ST_PTREE ||
+         st->type == TS_ST_NVLS_RS || st->type == TS_ST_NVLS_AG || st->type == TS_ST_NVLS_AR;
 }
 
 void ts_coll_stage_flows(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full,
@@ -525,6 +761,18 @@ void ts_coll_stage_flows(const ts_coll_plan *p, const ts_stage *st, int t, gbool
     break;
   case TS_ST_CHAIN:
     flows_chain(p, st, full, flows);
+    break;
+  case TS_ST_MRING_RS:
+  case TS_ST_MRING_AG:
+    flows_mring(p, flows);
+    break;
+  case TS_ST_PTREE:
+    flows_ptree(p, st, flows);
+    break;
+  case TS_ST_NVLS_RS:
+  case TS_ST_NVLS_AG:
+  case TS_ST_NVLS_AR:
+    flows_nvls(p, st, flows);
     break;
   }
 }
@@ -572,6 +820,18 @@ void ts_coll_plan_step(const ts_coll_plan *p, int s, GArray *out)
   case TS_ST_CHAIN:
     gen_chain(p, st, t, out);
     break;
+  case TS_ST_MRING_RS:
+  case TS_ST_MRING_AG:
+    gen_mring(p, st, t, out);
+    break;
+  case TS_ST_PTREE:
+    gen_ptree(p, st, t, out);
+    break;
+  case TS_ST_NVLS_RS:
+  case TS_ST_NVLS_AG:
+  case TS_ST_NVLS_AR:
+    gen_nvls(p, st, t, out);
+    break;
   }
 }
 
@@ -582,13 +842,17 @@ static gboolean same_ring(const ts_stage *a, const ts_stage *b)
 {
   gboolean ra = a->type == TS_ST_RING_RS || a->type == TS_ST_RING_AG;
   gboolean rb = b->type == TS_ST_RING_RS || b->type == TS_ST_RING_AG;
+  gboolean ma = a->type == TS_ST_MRING_RS || a->type == TS_ST_MRING_AG;
+  gboolean mb = b->type == TS_ST_MRING_RS || b->type == TS_ST_MRING_AG;
+  if (ma && mb)
+    return TRUE;
   return ra && rb && a->lp == b->lp && a->free_mask == b->free_mask && a->bidir == b->bidir;
 }
 
 double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
 {
   g_return_val_if_fail(p != NULL, -1.0);
-  ts_eval *ev = ts_eval_new(&p->net);
+  ts_eval *ev = ts_eval_new(&p->tnet);
   g_autoptr(GArray) flows = g_array_new(FALSE, FALSE, sizeof(ts_flow));
   double per_step[TS_COLL_MAX_STAGES];
   double hd_rs[32];
@@ -624,7 +888,7 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
     }
   }
   ts_eval_free(ev);
-  return total;
+  return total + (p->nsteps > 0 ? p->base_lat_s : 0.0);
 }
 
 double ts_coll_plan_time(const ts_coll_plan *p)
@@ -647,6 +911,18 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
       break;
     case TS_ST_CHAIN:
       total += lines * (L - 1) * two;
+      break;
+    case TS_ST_MRING_RS:
+    case TS_ST_MRING_AG:
+      total += (double)p->nrings * p->n;
+      break;
+    case TS_ST_PTREE:
+      total += 2.0 * p->ntrees * (p->n - 1);
+      break;
+    case TS_ST_NVLS_RS:
+    case TS_ST_NVLS_AG:
+    case TS_ST_NVLS_AR:
+      total += (st->type == TS_ST_NVLS_AR ? 2.0 : 1.0) * p->n * (p->n - 1);
       break;
     case TS_ST_PAIRWISE:
       total += (double)st->nsteps * lines * L * 2.0;
@@ -697,7 +973,11 @@ static gboolean algo_supports(ts_coll_kind kind, ts_coll_algo algo)
   case TS_ALGO_TREE:
     return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_BROADCAST;
   case TS_ALGO_HALVING_DOUBLING:
+  case TS_ALGO_NCCL_RING:
+  case TS_ALGO_NVLS:
     return kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER || kind == TS_COLL_ALLGATHER;
+  case TS_ALGO_NCCL_TREE:
+    return kind == TS_COLL_ALLREDUCE;
   default:
     return FALSE;
   }
@@ -733,7 +1013,7 @@ static gint64 chain_segments(const ts_coll_plan *p, ts_stage *st)
   st->nseg = 1;
   g_autoptr(GArray) flows = g_array_new(FALSE, FALSE, sizeof(ts_flow));
   ts_coll_stage_flows(p, st, 0, FALSE, flows);
-  ts_eval *ev = ts_eval_new(&p->net);
+  ts_eval *ev = ts_eval_new(&p->tnet);
   ts_flow *f = (ts_flow *)(void *)flows->data;
   int nf = (int)flows->len;
   for (int i = 0; i < nf; i++)
@@ -771,6 +1051,55 @@ static void add_chain(ts_coll_plan *p, int lp, guint free_mask, gboolean bidir)
   p->nsteps += st->nsteps;
 }
 
+/* Pipeline depth K of a pipelined stage of K + fill steps whose steps all cost
+ * step(S/K) = a + B/K: K* = sqrt(fill B / a); the exact model decides between floor and ceil
+ * (at most kmax segments). */
+static gint64 pipe_segments(const ts_coll_plan *p, ts_stage *st, int fill, gint64 kmax)
+{
+  kmax = CLAMP(kmax, 1, (gint64)1 << 20);
+  if (p->bytes <= 0.0 || kmax == 1)
+    return 1;
+  st->nseg = 1;
+  g_autoptr(GArray) flows = g_array_new(FALSE, FALSE, sizeof(ts_flow));
+  ts_coll_stage_flows(p, st, 0, FALSE, flows);
+  ts_flow *f = (ts_flow *)(void *)flows->data;
+  int nf = (int)flows->len;
+  g_autofree double *b0 = g_new(double, MAX(nf, 1));
+  for (int i = 0; i < nf; i++)
+    b0[i] = f[i].bytes;
+  ts_eval *ev = ts_eval_new(&p->tnet);
+  for (int i = 0; i < nf; i++)
+    f[i].bytes = 0.0;
+  double a = ts_eval_step(ev, f, nf);
+  for (int i = 0; i < nf; i++)
+    f[i].bytes = b0[i];
+  double B = ts_eval_step(ev, f, nf) - a;
+  double kstar = a > 0.0 ? sqrt(fill * B / a) : (double)kmax;
+  gint64 cand[3] = {1, (gint64)floor(MIN(kstar, 1e15)), (gint64)ceil(MIN(kstar, 1e15))};
+  gint64 best_k = 1;
+  double best = INFINITY;
+  for (int c = 0; c < 3; c++) {
+    gint64 k = CLAMP(cand[c], 1, kmax);
+    for (int i = 0; i < nf; i++)
+      f[i].bytes = b0[i] / (double)k;
+    double total = (double)(k + fill) * ts_eval_step(ev, f, nf);
+    if (total < best || (total == best && k < best_k)) {
+      best = total;
+      best_k = k;
+    }
+  }
+  ts_eval_free(ev);
+  return best_k;
+}
+
+static void add_pipe(ts_coll_plan *p, ts_stage_type type, int fill, gint64 kmax)
+{
+  ts_stage *st = add_stage(p, type, 0, -1, 0, FALSE);
+  st->nseg = pipe_segments(p, st, fill, kmax);
+  st->nsteps = (int)MIN(st->nseg + fill, G_MAXINT / 2);
+  p->nsteps += st->nsteps;
+}
+
 static gboolean build_stages(ts_coll_plan *p, GError **error)
 {
   ts_coll_kind kind = p->kind;
@@ -795,9 +1124,38 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
                 ts_coll_kind_name(kind), n);
     return FALSE;
   }
+  if (algo == TS_ALGO_NVLS)
+    for (int k = 0; k < P; k++)
+      if (psize(p, k) > 1 && !p->net.in_switch[p->g.p[k].dim]) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "nvls %s over piece %d (dimension %d): expected every piece on a switch "
+                    "dimension with in_switch_reduction = true",
+                    ts_coll_kind_name(kind), k, p->g.p[k].dim);
+        return FALSE;
+      }
   if (n == 1)
     return TRUE;
   switch (algo) {
+  case TS_ALGO_NCCL_RING:
+    if (rs)
+      add_stage(p, TS_ST_MRING_RS, n - 1, -1, 0, FALSE);
+    if (ag)
+      add_stage(p, TS_ST_MRING_AG, n - 1, -1, 0, FALSE);
+    break;
+  case TS_ALGO_NCCL_TREE: {
+    build_trees(p);
+    int fill = 0;
+    for (int k = 0; k < p->ntrees; k++)
+      fill = MAX(fill, 2 * p->tH[k] - 1);
+    add_pipe(p, TS_ST_PTREE, fill, p->count / p->ntrees);
+    break;
+  }
+  case TS_ALGO_NVLS:
+    if (kind == TS_COLL_ALLREDUCE)
+      add_pipe(p, TS_ST_NVLS_AR, 1, p->count / n);
+    else
+      add_stage(p, rs ? TS_ST_NVLS_RS : TS_ST_NVLS_AG, 1, -1, 0, FALSE);
+    break;
   case TS_ALGO_RING:
   case TS_ALGO_BIDIR_RING: {
     gboolean bidir = algo == TS_ALGO_BIDIR_RING;
@@ -908,9 +1266,59 @@ static void fill_chips(ts_coll_plan *p)
   }
 }
 
-ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
-                                 const ts_group_shape *g, gint64 count, double elem_bytes,
-                                 double bytes, GError **error)
+/* NCCL's tuning model (src/graph/tuning.cc, NVIDIA/nccl 5067397, 2026-06): per-hop latency of
+ * each protocol relative to Simple (hwLatencies, NVLink and network rows), fixed latency per
+ * (algorithm, protocol) (baseLatencies, us), and the fraction of the bus bandwidth each
+ * protocol reaches. Facts, not code: the dimension's own latency_us is Simple's per-step
+ * latency, and its bandwidth what Simple reaches; the others follow by these ratios. */
+enum { HW_NVLINK, HW_NET };
+static const double hw_lat[2][2][3] = {
+    /* NVLink: tree {LL, LL128, Simple}, ring {LL, LL128, Simple} */
+    {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}},
+    /* network */
+    {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}},
+};
+static const double base_lat_us[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}}; /* tree, ring */
+
+static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
+{
+  p->tnet = p->net;
+  p->proto = proto;
+  p->base_lat_s = 0.0;
+  if (proto == TS_PROTO_NONE || proto == TS_PROTO_AUTO)
+    return;
+  int q = proto - TS_PROTO_LL; /* 0 LL, 1 LL128, 2 Simple */
+  gboolean multi = FALSE;      /* "nNodes > 1": a piece beyond the node dimension */
+  for (int j = 0; j < p->g.npieces; j++)
+    if (p->g.p[j].dim != 0 && p->g.p[j].size > 1)
+      multi = TRUE;
+  if (p->algo == TS_ALGO_NVLS) {
+    /* nvlsEfficiency (0.85 on Hopper), Simple only; NVLS has no base latency. */
+    for (int d = 0; d < p->net.ndims; d++)
+      if (p->net.in_switch[d])
+        p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * p->net.isr_eff[d];
+    return;
+  }
+  int a = p->algo == TS_ALGO_NCCL_TREE ? 0 : 1;
+  double frac = 1.0;
+  if (a == 1)
+    frac = q == 0 ? 0.5 : q == 1 ? 0.92 : 1.0;
+  else
+    frac = 0.92 * (q == 0 ? 1.0 / 3.8 : q == 1 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
+  for (int d = 0; d < p->net.ndims; d++) {
+    int hw = d == 0 ? HW_NVLINK : HW_NET;
+    double r = hw_lat[hw][a][q] / hw_lat[hw][a][2];
+    if (hw == HW_NVLINK && multi && q == 0)
+      r *= 1.8; /* tuning.cc: LL's intra-node latency x1.8 on several nodes */
+    p->tnet.lat_s[d] = p->net.lat_s[d] * r;
+    p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * frac;
+  }
+  p->base_lat_s = base_lat_us[a][q] * 1e-6;
+}
+
+static ts_coll_plan *build_one(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                               ts_coll_proto proto, const ts_group_shape *g, gint64 count,
+                               double elem_bytes, double bytes, GError **error)
 {
   ts_coll_plan *p = g_new0(ts_coll_plan, 1);
   ts_net_init(&p->net, t);
@@ -926,17 +1334,61 @@ ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_al
     p->n *= g->p[j].size;
   }
   /* Only the ring algorithms walk the snake (lines with lp = -1). */
-  if (algo == TS_ALGO_RING || algo == TS_ALGO_BIDIR_RING) {
+  if (algo == TS_ALGO_RING || algo == TS_ALGO_BIDIR_RING || algo == TS_ALGO_NCCL_RING) {
     p->snake = g_new(int, p->n);
     fill_snake(p);
   }
   p->chip = g_new(int, p->n);
   fill_chips(p);
+  /* NCCL's rings: one per chip of a node (channel / NIC) when the group spans several pieces. */
+  p->nrings = g->npieces >= 2 && g->p[0].size > 1 ? MIN(g->p[0].size, 16) : 1;
+  /* Members per node: the leading pieces on dimension 0. */
+  p->local = 1;
+  for (int j = 0; j < g->npieces && g->p[j].dim == 0; j++)
+    p->local *= g->p[j].size;
+  set_proto(p, proto);
   if (!build_stages(p, error)) {
     ts_coll_plan_free(p);
     return NULL;
   }
   return p;
+}
+
+ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                 const ts_group_shape *g, gint64 count, double elem_bytes,
+                                 double bytes, GError **error)
+{
+  return ts_coll_plan_build_proto(t, kind, algo, TS_PROTO_AUTO, g, count, elem_bytes, bytes, error);
+}
+
+ts_coll_plan *ts_coll_plan_build_proto(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                       ts_coll_proto proto, const ts_group_shape *g, gint64 count,
+                                       double elem_bytes, double bytes, GError **error)
+{
+  if (!ts_coll_algo_is_nccl(algo) || proto != TS_PROTO_AUTO)
+    return build_one(t, kind, algo, ts_coll_algo_is_nccl(algo) ? proto : TS_PROTO_NONE, g, count,
+                     elem_bytes, bytes, error);
+  /* NCCL picks the protocol whose modelled time is lowest (enqueue.cc, topoGetAlgoInfo);
+   * ties keep the earlier of LL, LL128, Simple. NVLS runs Simple only. */
+  ts_coll_plan *best = NULL;
+  double best_t = INFINITY;
+  for (int q = TS_PROTO_LL; q <= TS_PROTO_SIMPLE; q++) {
+    if (algo == TS_ALGO_NVLS && q != TS_PROTO_SIMPLE)
+      continue;
+    ts_coll_plan *c = build_one(t, kind, algo, (ts_coll_proto)q, g, count, elem_bytes, bytes,
+                                best == NULL ? error : NULL);
+    if (c == NULL)
+      return best;
+    double v = ts_coll_plan_time_full(c, FALSE);
+    if (best == NULL || v < best_t) {
+      ts_coll_plan_free(best);
+      best = c;
+      best_t = v;
+    } else {
+      ts_coll_plan_free(c);
+    }
+  }
+  return best;
 }
 
 /* ---- public plan API ---- */
@@ -953,10 +1405,10 @@ ts_coll_plan *ts_coll_decompose(const ts_topo *t, ts_coll_kind kind, ts_coll_alg
                 (int)kind);
     return NULL;
   }
-  if ((int)algo <= TS_ALGO_AUTO || algo >= TS_ALGO_NALGOS) {
+  if ((int)algo <= TS_ALGO_AUTO || algo >= TS_ALGO_NALGOS || ts_coll_algo_is_choice(algo)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                "%s: algorithm '%s': expected a concrete algorithm (auto is resolved by "
-                "ts_coll_time)",
+                "%s: algorithm '%s': expected a concrete algorithm (auto and nccl are resolved "
+                "by ts_coll_time)",
                 ts_coll_kind_name(kind), ts_coll_algo_name(algo));
     return NULL;
   }
@@ -979,6 +1431,10 @@ void ts_coll_plan_free(ts_coll_plan *p)
     return;
   g_free(p->snake);
   g_free(p->chip);
+  g_free(p->tparent);
+  g_free(p->theight);
+  g_free(p->tdepth);
+  g_free(p->tH);
   g_free(p->sent_bytes);
   g_free(p);
 }
@@ -1030,4 +1486,27 @@ void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count)
   } else {
     part(0, p->count, p->n, m, offset, count);
   }
+}
+
+ts_coll_proto ts_coll_plan_proto(const ts_coll_plan *p)
+{
+  g_return_val_if_fail(p != NULL, TS_PROTO_NONE);
+  return p->proto;
+}
+
+void ts_coll_plan_proto_costs(const ts_coll_plan *p, double *bw_frac, double *base_lat_s)
+{
+  g_return_if_fail(p != NULL);
+  double f = 1.0;
+  for (int j = 0; j < p->g.npieces; j++) {
+    int d = p->g.p[j].dim;
+    if (p->g.p[j].size > 1 && p->net.bw_Bps[d] > 0) {
+      f = p->tnet.bw_Bps[d] / p->net.bw_Bps[d];
+      break;
+    }
+  }
+  if (bw_frac != NULL)
+    *bw_frac = f;
+  if (base_lat_s != NULL)
+    *base_lat_s = p->nsteps > 0 ? p->base_lat_s : 0.0;
 }

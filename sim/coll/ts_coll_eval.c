@@ -32,6 +32,7 @@ typedef struct {
   int line;
   int arr;  /* 0: plus direction or switch up port; 1: minus direction or down port */
   int a, h; /* covers coordinates a, a+1, ..., a+h-1 (mod n) of that array */
+  double w; /* fraction of the flow's bytes this segment carries (in-switch shares), 1 else */
 } ev_seg;
 
 typedef struct {
@@ -182,6 +183,7 @@ static inline void add_seg(ts_eval *ev, int dim, int base, int arr, int a, int h
   s->arr = arr;
   s->a = a;
   s->h = h;
+  s->w = 1.0;
 }
 
 /* Splits a flow's dimension-order route into one interval per dimension (see ts_route). */
@@ -221,11 +223,18 @@ static void route_flow(ts_eval *ev, const ts_flow *f)
         add_seg(ev, d, base, 1, cd + 1, cs - cd);
       fl->lat += abs(cd - cs) * nw->lat_s[d];
       break;
-    case TS_SHAPE_SWITCH:
-      add_seg(ev, d, base, 0, cs, 1);
-      add_seg(ev, d, base, 1, cd, 1);
+    case TS_SHAPE_SWITCH: {
+      /* A shared port (NIC) is one line for the chips that share it. */
+      int pb = ts_net_port_chip(nw, d, base);
+      add_seg(ev, d, pb, 0, cs, 1);
+      if (f->up_share > 1)
+        ev->segs[ev->nsegs - 1].w = 1.0 / f->up_share;
+      add_seg(ev, d, pb, 1, cd, 1);
+      if (f->down_share > 1)
+        ev->segs[ev->nsegs - 1].w = 1.0 / f->down_share;
       fl->lat += nw->lat_s[d];
       break;
+    }
     }
     cur += (cd - cs) * nw->stride[d];
   }
@@ -302,13 +311,14 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
       const ev_line *ln = &lines[sg->line];
       double *v = loads + ln->off + (gsize)sg->arr * (gsize)(ln->n + 1);
       int end = sg->a + sg->h;
-      v[sg->a] += fl->bytes;
+      double b = fl->bytes * sg->w;
+      v[sg->a] += b;
       if (end <= ln->n) {
-        v[end] -= fl->bytes;
+        v[end] -= b;
       } else {
-        v[ln->n] -= fl->bytes;
-        v[0] += fl->bytes;
-        v[end - ln->n] -= fl->bytes;
+        v[ln->n] -= b;
+        v[0] += b;
+        v[end - ln->n] -= b;
       }
     }
   }
@@ -369,7 +379,10 @@ double ts_eval_step_reference(const ts_topo *t, const ts_flow *f, int nf)
         v = g_new0(double, 1);
         g_hash_table_insert(load, kp, v);
       }
-      *v += f[i].bytes;
+      int share = t->dims[l.dim].shape != TS_SHAPE_SWITCH ? 1
+                  : l.dir > 0                             ? f[i].up_share
+                                                          : f[i].down_share;
+      *v += f[i].bytes / (share > 1 ? share : 1);
     }
     g_ptr_array_add(routes, r);
   }

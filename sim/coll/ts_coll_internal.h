@@ -16,7 +16,13 @@ typedef struct {
   ts_shape shape[TS_MAX_DIMS];
   double bw_Bps[TS_MAX_DIMS];
   double lat_s[TS_MAX_DIMS];
+  int port_share[TS_MAX_DIMS]; /* switch dims: consecutive chips of dim 0 per port (NIC), >= 1 */
+  gboolean in_switch[TS_MAX_DIMS]; /* in-switch reduction (NVLS) */
+  double isr_eff[TS_MAX_DIMS];     /* fraction of link bandwidth NVLS reaches */
 } ts_net;
+
+/* Chip whose port into switch dim d carries chip's traffic (the NIC it shares). */
+int ts_net_port_chip(const ts_net *nw, int d, int chip);
 
 void ts_net_init(ts_net *nw, const ts_topo *t);
 
@@ -26,6 +32,10 @@ void ts_net_init(ts_net *nw, const ts_topo *t);
 typedef struct {
   int src, dst;
   double bytes;
+  /* In-switch reduction and multicast (NVLS): k > 1 flows that the switch merges into one
+   * (down_share: k sources reduced into one delivery) or that one upload feeds (up_share: one
+   * upload multicast to k ports) load that port with bytes / k each. 0 or 1: ordinary. */
+  int up_share, down_share;
 } ts_flow;
 
 /* Scratch space of the step evaluator; reused across steps. Caller frees. */
@@ -58,6 +68,15 @@ typedef enum {
   TS_ST_PAIRWISE, /* all-to-all exchange along lines: step k swaps with the members k ahead and k
                      behind */
   TS_ST_CHAIN,    /* pipelined chain broadcast along lines (one or two chains) */
+  TS_ST_MRING_RS, /* NCCL rings: nrings rings through all members, ring c with digit 0 rotated
+                     by c, 1/nrings of every chunk each (reduce-scatter steps) */
+  TS_ST_MRING_AG, /* the same rings, all-gather steps */
+  TS_ST_PTREE,    /* NCCL tree all-reduce: pipelined reduce up and broadcast down of ntrees
+                     trees (per channel a double binary tree over nodes, chains in nodes) */
+  TS_ST_NVLS_RS,  /* in-switch reduce-scatter: one step, everyone to everyone, reduced in the
+                     switch (the down port carries one chunk) */
+  TS_ST_NVLS_AG,  /* multicast all-gather: one upload per member, replicated by the switch */
+  TS_ST_NVLS_AR,  /* in-switch all-reduce: the two above pipelined over nseg segments */
 } ts_stage_type;
 
 typedef struct {
@@ -76,6 +95,7 @@ typedef struct {
 
 struct ts_coll_plan {
   ts_net net;
+  ts_net tnet; /* what the analytic time uses: net with the protocol's bandwidth and latency */
   ts_coll_kind kind;
   ts_coll_algo algo;
   ts_group_shape g;
@@ -89,6 +109,14 @@ struct ts_coll_plan {
   int nstages, nsteps;
   ts_stage st[TS_COLL_MAX_STAGES];
   double *sent_bytes; /* per member, computed on first use (g_once) */
+  /* NCCL algorithms: protocol, its fixed latency (added once), rings and trees. */
+  ts_coll_proto proto;
+  double base_lat_s;
+  int nrings;
+  int ntrees, local;     /* trees (2 per channel) and members per node (leading dim-0 pieces) */
+  int *tparent;          /* ntrees * n: parent member in tree k, -1 at the root */
+  int *theight, *tdepth; /* ntrees * n: height above the deepest leaf below, depth below root */
+  int *tH;               /* ntrees: height of the root */
 };
 
 /* Builds the stage structure of a collective (no transfers are expanded). count is the element
@@ -97,6 +125,11 @@ struct ts_coll_plan {
 ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
                                  const ts_group_shape *g, gint64 count, double elem_bytes,
                                  double bytes, GError **error);
+
+/* The same with a protocol (TS_PROTO_AUTO: the fastest for NCCL algorithms). */
+ts_coll_plan *ts_coll_plan_build_proto(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                       ts_coll_proto proto, const ts_group_shape *g, gint64 count,
+                                       double elem_bytes, double bytes, GError **error);
 
 /* Appends the flows of step t of a stage (fractional sizes from S). full: every line; else
  * only the lines that share the physical line through chip 0 (the others are link-disjoint

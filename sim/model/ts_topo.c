@@ -30,8 +30,16 @@ static const char *const chip_keys[] = {"name",
                                         NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
-static const char *const dim_keys[] = {
-    "size", "shape", "link_bandwidth_GBps", "latency_us", "bandwidth_efficiency", NULL};
+static const char *const dim_keys[] = {"size",
+                                       "shape",
+                                       "link_bandwidth_GBps",
+                                       "latency_us",
+                                       "bandwidth_efficiency",
+                                       "gpus_per_nic",
+                                       "nics_per_node",
+                                       "in_switch_reduction",
+                                       "in_switch_reduction_efficiency",
+                                       NULL};
 
 const char *ts_shape_name(ts_shape s)
 {
@@ -177,8 +185,79 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   return TRUE;
 }
 
+/* NICs and rails: on a switch dimension after the first, gpus_per_nic (or nics_per_node)
+ * says how many consecutive chips of dimension 0 share one port into this switch; every chip
+ * has its own port by default. in_switch_reduction (switch dims): the switch reduces and
+ * multicasts (NVLink SHARP). first_dim_size: the size of dimension 0. */
+static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts_shape shape,
+                           gint64 chips_before, gint64 first_dim_size, ts_dim *d, GError **error)
+{
+  gint64 per_nic = 0, nics = 0;
+  d->chips_per_port = 1;
+  d->in_switch_efficiency = 0.85;
+  g_autofree char *red = NULL;
+  if (!ts_kf_int(kf, path, group, "gpus_per_nic", TRUE, 0, 1, TOPO_MAX_DIM_SIZE,
+                 "a count of chips sharing one NIC", &per_nic, error) ||
+      !ts_kf_int(kf, path, group, "nics_per_node", TRUE, 0, 1, TOPO_MAX_DIM_SIZE,
+                 "a count of NICs per node", &nics, error) ||
+      !ts_kf_string(kf, path, group, "in_switch_reduction", NULL, &red, error) ||
+      !read_number(kf, path, group, "in_switch_reduction_efficiency", TRUE, 0.85, 0, TRUE, 1.0,
+                   "the fraction of link bandwidth an in-switch (NVLS) all-reduce reaches",
+                   &d->in_switch_efficiency, error))
+    return FALSE;
+  if (per_nic > 0 && nics > 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] gpus_per_nic and nics_per_node: expected one of the two", path, group);
+    return FALSE;
+  }
+  if (per_nic > 0 || nics > 0) {
+    const char *key = per_nic > 0 ? "gpus_per_nic" : "nics_per_node";
+    if (shape != TS_SHAPE_SWITCH || chips_before <= 1) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] %s: expected a switch dimension after the first (the network "
+                  "between nodes; dimension 0 is the node)",
+                  path, group, key);
+      return FALSE;
+    }
+    /* Chips of a node: the first dimension (rails: chip k of every node on NIC k / share). */
+    gint64 node = first_dim_size;
+    if (nics > 0 && node % nics != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] nics_per_node='%" G_GINT64_FORMAT "': expected a divisor of the first "
+                  "dimension's %" G_GINT64_FORMAT " chips per node",
+                  path, group, nics, node);
+      return FALSE;
+    }
+    if (per_nic > 0 && node % per_nic != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] gpus_per_nic='%" G_GINT64_FORMAT "': expected a divisor of the first "
+                  "dimension's %" G_GINT64_FORMAT " chips per node",
+                  path, group, per_nic, node);
+      return FALSE;
+    }
+    d->chips_per_port = (int)(per_nic > 0 ? per_nic : node / nics);
+  }
+  if (red != NULL) {
+    if (strcmp(red, "true") == 0) {
+      d->in_switch_reduction = TRUE;
+    } else if (strcmp(red, "false") != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] in_switch_reduction='%s': expected true or false", path, group, red);
+      return FALSE;
+    }
+    if (d->in_switch_reduction && shape != TS_SHAPE_SWITCH) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] in_switch_reduction=true: expected a switch dimension (NVLink SHARP "
+                  "reduces inside an NVSwitch)",
+                  path, group);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint64 chips_before,
-                         ts_dim *d, GError **error)
+                         gint64 first_dim_size, ts_dim *d, GError **error)
 {
   gint64 size;
   double bw_gbps, lat_us, bw_eff;
@@ -215,6 +294,9 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
                 path, group, size, chips_before * size, TOPO_MAX_CHIPS);
     return FALSE;
   }
+  if (!read_ports(kf, path, group, d->shape, chips_before,
+                  first_dim_size > 0 ? first_dim_size : size, d, error))
+    return FALSE;
   d->name = g_strdup(group + strlen("dim."));
   d->size = (int)size;
   /* The file keeps the datasheet rate and the measured fraction apart, so each can be cited;
@@ -289,7 +371,8 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
                   t->ndims + 1, TS_MAX_DIMS);
       return NULL;
     }
-    if (!read_dim(kf, path, groups[i], chips, &t->dims[t->ndims], error))
+    if (!read_dim(kf, path, groups[i], chips, t->ndims > 0 ? t->dims[0].size : 0,
+                  &t->dims[t->ndims], error))
       return NULL;
     chips *= t->dims[t->ndims].size;
     t->ndims++;

@@ -21,6 +21,13 @@ typedef struct {
   ts_shape shape;
   double link_bw_Bps; /* one direction, one link (ring/mesh) or one chip's port (switch) */
   double latency_s;   /* per hop (ring/mesh) or per traversal of the switch */
+  /* Switch dims after the first: how many consecutive chips of dimension 0 share one port
+   * into this switch (GPUs per NIC; [dim.X] gpus_per_nic or nics_per_node). 1: a port each. */
+  int chips_per_port;
+  /* [dim.X] in_switch_reduction: the switch reduces and multicasts (NVLink SHARP, NVLS), and
+   * the fraction of link bandwidth an in-switch all-reduce reaches. */
+  gboolean in_switch_reduction;
+  double in_switch_efficiency;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */

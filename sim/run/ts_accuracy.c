@@ -290,10 +290,8 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
       r.group = *FIELD(C_GROUP) != '\0' ? g_strdup(FIELD(C_GROUP)) : g_strdup(stem);
       r.algo = TS_ALGO_AUTO;
       if (*FIELD(C_ALGO) != '\0' && (r.algo = ts_coll_algo_parse(FIELD(C_ALGO))) < 0)
-        ok = field_error(error, path, line, "algorithm",
-                         "'%s': expected auto, ring, bidir-ring, torus, hierarchical, tree, "
-                         "halving-doubling or direct",
-                         FIELD(C_ALGO));
+        ok = field_error(error, path, line, "algorithm", "'%s': expected %s", FIELD(C_ALGO),
+                         ts_coll_algo_list());
       double v = 0;
       if (ok &&
           !field_pos(path, line, f->metric_column, g_ptr_array_index(fl, mcol), 1e18, &v, error))

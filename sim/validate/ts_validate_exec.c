@@ -399,12 +399,12 @@ static const ts_coll_plan *plan_for(vd_run *run, ts_coll_kind kind, ts_coll_algo
 static gboolean resolve_algo(vd_run *run, const ts_op *op, ts_coll_algo *out, GError **error)
 {
   const ts_group *g = g_ptr_array_index(run->tr->groups, op->group);
-  if (op->algo != TS_ALGO_AUTO) {
+  if (!ts_coll_algo_is_choice(op->algo)) {
     *out = op->algo;
     return TRUE;
   }
   ts_coll_algo chosen = TS_ALGO_RING;
-  if (ts_coll_time(run->e->topo, op->coll, TS_ALGO_AUTO, &g->shape, op->bytes, &chosen, error) < 0)
+  if (ts_coll_time(run->e->topo, op->coll, op->algo, &g->shape, op->bytes, &chosen, error) < 0)
     return FALSE;
   *out = chosen;
   return TRUE;

@@ -76,6 +76,9 @@ typedef struct {
   double *out_bytes;
   int *in_off; /* likewise into in_peer */
   int *in_peer;
+  /* NCCL protocols: their fixed latency, waited by every member before the first step (the
+   * transfers' bytes are already divided by the protocol's bandwidth fraction). */
+  double pre_s;
   /* Steps run: run[s] alike steps (the same peers for every member) start at step s and are
    * replayed as one, their bytes summed into step s; 0 for the steps merged into an earlier
    * one; 1 everywhere with trainsim/collective-flows:per-step. */
@@ -318,6 +321,8 @@ static void run_member(job *j, int m)
   GArray *times = g_array_new(FALSE, FALSE, sizeof(double));
   if (!b->async_steps && j->bar == NULL)
     j->bar = sg_barrier_init((unsigned)pi->n);
+  if (pi->pre_s > 0)
+    sg_actor_sleep_for(pi->pre_s);
   for (int s = 0; s < pi->nsteps; s += pi->run[s]) {
     const int *oo = pi->out_off + (gsize)s * (pi->n + 1), *io = pi->in_off + (gsize)s * (pi->n + 1);
     int o0 = oo[m], no = oo[m + 1] - oo[m], i0 = io[m], ni = io[m + 1] - io[m];
@@ -675,9 +680,9 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     return pi;
   }
   ts_coll_algo algo = op->algo;
-  if (algo == TS_ALGO_AUTO) {
+  if (ts_coll_algo_is_choice(algo)) {
     /* The same choice the analytic backend makes, so both replay the same decomposition. */
-    if (ts_coll_time(b->topo, op->coll, TS_ALGO_AUTO, g, op->bytes, &algo, error) < 0) {
+    if (ts_coll_time(b->topo, op->coll, op->algo, g, op->bytes, &algo, error) < 0) {
       g_string_free(key, TRUE);
       return NULL;
     }
@@ -688,6 +693,14 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     return NULL;
   }
   pi = plan_index_new(p, ts_group_size(g));
+  /* The protocol the analytic model chose (ts_coll_decompose picks the same): its bandwidth
+   * fraction scales every transfer, its fixed latency delays the start. The per-hop latency
+   * of LL and LL128 (lower than Simple's) is not modelled here: links keep the dimension's. */
+  double frac = 1.0;
+  ts_coll_plan_proto_costs(p, &frac, &pi->pre_s);
+  if (frac > 0 && frac != 1.0)
+    for (int k = 0; k < pi->out_off[(gsize)pi->nsteps * (pi->n + 1)]; k++)
+      pi->out_bytes[k] /= frac;
   plan_index_runs(pi, !b->per_step_flows);
   pi->users = 1;
   GHashTableIter it;

@@ -147,6 +147,10 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
   ts_platform_opts o = {{0}};
   if (opts != NULL)
     o = *opts;
+  /* The topology's NICs ([dim.X] gpus_per_nic / nics_per_node) unless an option overrides. */
+  for (int d = 0; d < t->ndims; d++)
+    if (o.chips_per_port[d] == 0 && t->dims[d].chips_per_port > 1)
+      o.chips_per_port[d] = t->dims[d].chips_per_port;
   if (!check_topo(t, &o, error))
     return NULL;
   ts_platform *p = g_new0(ts_platform, 1);
