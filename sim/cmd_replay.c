@@ -37,19 +37,17 @@ int ts_cmd_replay(int argc, char **argv)
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("replay", err);
   const char *path = argv[1];
-  g_autofree char *text = NULL;
-  g_autoptr(GError) ioerr = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &ioerr)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, ioerr->message);
-    return ts_cmd_fail("replay", err);
-  }
-  g_autoptr(ts_trace) tr = ts_trace_from_text(text, path, &err);
+  g_autoptr(ts_trace) tr = ts_trace_load(path, &err);
   if (tr == NULL)
     return ts_cmd_fail("replay", err);
   g_autofree char *tpath = NULL;
   g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
   if (topo == NULL)
     return ts_cmd_fail("replay", err);
+  if (!ts_trace_check(tr, topo, &err) || !ts_trace_resolve_algos(tr, topo, &err)) {
+    g_prefix_error(&err, "%s: ", path);
+    return ts_cmd_fail("replay", err);
+  }
   ts_run_options ro = {
       .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
   ts_replay_result rr;

@@ -1,6 +1,7 @@
 /* ts_backend_analytic: the fast backend. Roofline compute, closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
+#include "ts_coll_members.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -80,6 +81,42 @@ double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
   return r;
 }
 
+double ts_offchip_time(const ts_topo *t, const ts_op *op)
+{
+  if (op->kind == TS_OP_DELAY)
+    return op->seconds;
+  if (op->kind != TS_OP_XFER)
+    return 0.0;
+  /* Bytes over the resource at its bandwidth, plus the op's fixed latency. No kernel-launch
+   * floor: nothing is launched on the chip (a format 1 trace paid op_overhead_us here). */
+  double bw = op->bw_Bps;
+  if (bw <= 0)
+    bw = ts_resource_bw_Bps(t, op->resource);
+  if (bw <= 0)
+    return op->bytes > 0 ? -1.0 : op->seconds;
+  return op->seconds + op->bytes / bw;
+}
+
+double ts_resource_bw_Bps(const ts_topo *t, int resource)
+{
+  switch (resource) {
+  case TS_RES_HOST_LINK:
+    return t->chip.host_link_bw_Bps;
+  case TS_RES_NVME:
+    return t->chip.nvme_bw_Bps;
+  case TS_RES_SERVER: {
+    /* The slowest network dimension's port (a server on another host, reached over it). */
+    double bw = 0;
+    for (int d = 0; d < t->ndims; d++)
+      if (bw == 0 || t->dims[d].link_bw_Bps < bw)
+        bw = t->dims[d].link_bw_Bps;
+    return bw;
+  }
+  default:
+    return 0.0; /* storage: the op must say its bandwidth */
+  }
+}
+
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
 typedef struct {
   ts_group_shape shape;
@@ -103,6 +140,9 @@ static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
 
 static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError **error)
 {
+  if (g->members != NULL && g->shape.npieces == 0) /* irregular member list: not memoised */
+    return ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers, op->bytes,
+                                error);
   coll_key k;
   memset(&k, 0, sizeof k);
   k.shape.npieces = g->shape.npieces;
@@ -114,7 +154,10 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError 
   double *hit = g_hash_table_lookup(a->coll_cache, &k);
   if (hit != NULL)
     return *hit;
-  double t = ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
+  double t = g->members != NULL && g->shape.npieces == 0
+                 ? ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers,
+                                        op->bytes, error)
+                 : ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
   if (t < 0)
     return t;
   double *v = g_new(double, 1);
@@ -133,8 +176,19 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   case TS_OP_COMPUTE:
     d = ts_compute_time(a->topo, act->op->flops, act->op->mem_bytes);
     break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    d = ts_offchip_time(a->topo, act->op);
+    if (d < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "'%s': transfer over %s, which the topology gives no bandwidth; expected its "
+                  "[host] key or the op's bw_Bps",
+                  act->label, ts_resource_name(act->op->resource));
+      return FALSE;
+    }
+    break;
   case TS_OP_COLL:
-    d = ts_group_size(&act->group->shape) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
+    d = ts_trace_group_size(act->group) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
     if (d < 0) {
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;

@@ -99,6 +99,15 @@ ts_backend *ts_backend_simgrid_new(const ts_topo *t, const char *const *cfg, GEr
 
 void ts_backend_free(ts_backend *b);
 
+/**
+ * Time of an off-chip op (format 2): DELAY its seconds; XFER latency + bytes / bandwidth (the
+ * op's bw_Bps, else the topology's for the resource). Negative when no bandwidth is known.
+ */
+double ts_offchip_time(const ts_topo *t, const ts_op *op);
+
+/** The topology's bandwidth of an off-chip resource (bytes/s; 0 when it has none). */
+double ts_resource_bw_Bps(const ts_topo *t, int resource);
+
 /** Roofline time of a compute op on the topology's chip. */
 double ts_compute_time(const ts_topo *t, double flops, double mem_bytes);
 
