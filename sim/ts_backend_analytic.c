@@ -97,26 +97,6 @@ double ts_offchip_time(const ts_topo *t, const ts_op *op)
   return op->seconds + op->bytes / bw;
 }
 
-double ts_resource_bw_Bps(const ts_topo *t, int resource)
-{
-  switch (resource) {
-  case TS_RES_HOST_LINK:
-    return t->chip.host_link_bw_Bps;
-  case TS_RES_NVME:
-    return t->chip.nvme_bw_Bps;
-  case TS_RES_SERVER: {
-    /* The slowest network dimension's port (a server on another host, reached over it). */
-    double bw = 0;
-    for (int d = 0; d < t->ndims; d++)
-      if (bw == 0 || t->dims[d].link_bw_Bps < bw)
-        bw = t->dims[d].link_bw_Bps;
-    return bw;
-  }
-  default:
-    return 0.0; /* storage: the op must say its bandwidth */
-  }
-}
-
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
 typedef struct {
   ts_group_shape shape;

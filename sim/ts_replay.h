@@ -105,9 +105,6 @@ void ts_backend_free(ts_backend *b);
  */
 double ts_offchip_time(const ts_topo *t, const ts_op *op);
 
-/** The topology's bandwidth of an off-chip resource (bytes/s; 0 when it has none). */
-double ts_resource_bw_Bps(const ts_topo *t, int resource);
-
 /** Roofline time of a compute op on the topology's chip. */
 double ts_compute_time(const ts_topo *t, double flops, double mem_bytes);
 

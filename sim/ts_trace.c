@@ -336,6 +336,26 @@ int ts_trace_op_peer(const ts_trace *tr, const ts_op *op, int rank)
   return ts_trace_axis_neighbor(tr, rank, op->axis, op->offset);
 }
 
+double ts_resource_bw_Bps(const ts_topo *t, int resource)
+{
+  switch (resource) {
+  case TS_RES_HOST_LINK:
+    return t->chip.host_link_bw_Bps;
+  case TS_RES_NVME:
+    return t->chip.nvme_bw_Bps;
+  case TS_RES_SERVER: {
+    /* The slowest network dimension's port (a server on another host, reached over it). */
+    double bw = 0;
+    for (int d = 0; d < t->ndims; d++)
+      if (bw == 0 || t->dims[d].link_bw_Bps < bw)
+        bw = t->dims[d].link_bw_Bps;
+    return bw;
+  }
+  default:
+    return 0.0; /* storage: the op must say its bandwidth */
+  }
+}
+
 gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
 {
   /* Memo per (group, kind, bytes): a step repeats a few sizes thousands of times. */
@@ -517,6 +537,20 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
   if (!check_layout(tr, error))
     return FALSE;
   int asym = asym_programs(tr);
+  /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. */
+  for (int p = 0; t != NULL && p < tr->nprograms; p++)
+    for (int i = 0; i < tr->programs[p].nops; i++) {
+      const ts_op *o = &tr->programs[p].ops[i];
+      if (o->kind == TS_OP_XFER && o->bw_Bps <= 0 && o->bytes > 0 &&
+          ts_resource_bw_Bps(t, o->resource) <= 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "program %d op %d '%s': transfer over %s, which topology %s gives no "
+                    "bandwidth; expected its [host] key or the op's bw_Bps",
+                    p, i, (const char *)g_ptr_array_index(tr->labels, o->label),
+                    ts_resource_name(o->resource), t->path ? t->path : t->name);
+        return FALSE;
+      }
+    }
   if (tr->nprograms != asym) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "trace has %d programs; its asymmetric axes need %d", tr->nprograms, asym);
@@ -875,7 +909,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
                   val);
     op->cat = (ts_op_cat)v;
   } else if (strcmp(key, "stream") == 0) {
-    return parse_int_tok(c, key, val, 0, 63, &op->stream);
+    return parse_int_tok(c, key, val, 0, (1 << 20) - 1, &op->stream);
   } else if (strcmp(key, "label") == 0) {
     *have_label = TRUE;
     return parse_int_tok(c, key, val, 0, (gint64)tr->labels->len - 1, &op->label);

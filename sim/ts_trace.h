@@ -238,6 +238,9 @@ gboolean ts_read_input_file(const char *path, gint64 max_bytes, char **text, gsi
 /** Reads a trace file (ts_read_input_file, then the text form). */
 ts_trace *ts_trace_load(const char *path, GError **error);
 
+/** The topology's bandwidth of an off-chip resource (bytes/s; 0 when it has none). */
+double ts_resource_bw_Bps(const ts_topo *t, int resource);
+
 const char *ts_resource_name(int r);
 const char *ts_phase_name(int p);
 const char *ts_role_name(int r);
