@@ -9,8 +9,10 @@ mode=${1:-build}
 case "$mode" in build|--test) ;; *) echo "usage: ./setup.sh [--test]" >&2; exit 2 ;; esac
 cd "$(dirname "$0")"
 
+# protobuf-c: the Chakra execution-trace reader (trainsim import --from chakra), generated at
+# build time from third_party/chakra/et_def.proto.
 packages=(build-essential cmake pkg-config libglib2.0-dev libjson-glib-dev libsimgrid-dev
-          libcriterion-dev gnuplot-nox)
+          libcriterion-dev gnuplot-nox protobuf-c-compiler libprotobuf-c-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

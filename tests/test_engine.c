@@ -217,7 +217,7 @@ Test(engine, trace_parse_errors_name_line)
     const char *text, *expect;
   } cases[] = {
       {"", "bad.trace:1: empty file"},
-      {"trainsim-trace 2\n", "bad.trace:1: version='2'"},
+      {"trainsim-trace 3\n", "bad.trace:1: version='3'"},
       {"trainsim-trace 1\nranks 0\n", "bad.trace:2: ranks='0'"},
       {"trainsim-trace 1\nranks 2\ndim x 2\nbogus\n", "bad.trace:4: 'bogus'"},
       {"trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
@@ -232,9 +232,12 @@ Test(engine, trace_parse_errors_name_line)
       {"trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
        "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=1\n",
        "without 'end'"},
-      {"trainsim-trace 1\nranks 4\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+      {"trainsim-trace 1\nranks 4\ndim x 2\ndim y 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
        "program 0 0\nend\n",
        "axes cover 2 ranks but the trace has 4"},
+      {"trainsim-trace 1\nranks 4\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 0\nend\n",
+       "the dims multiply to 2 ranks but the trace has 4"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;

@@ -659,8 +659,13 @@ static double host_link_bytes_in_trace(const ts_trace *tr, const ts_topo *t, int
   double s = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++) {
     const ts_op *o = &tr->programs[prog].ops[i];
-    if (g_str_has_prefix(g_ptr_array_index(tr->labels, o->label), "host link:"))
-      s += ts_compute_time(t, o->flops, o->mem_bytes) * t->chip.host_link_bw_Bps;
+    /* Format 2: host-link traffic is xfer ops over the host_link resource (their labels say
+     * so too); the bytes are the op's and its time bytes / host_link_GBps. */
+    if (o->kind == TS_OP_XFER && o->resource == TS_RES_HOST_LINK) {
+      cr_assert(g_str_has_prefix(g_ptr_array_index(tr->labels, o->label), "host link:"));
+      cr_assert_float_eq(ts_offchip_time(t, o), o->bytes / t->chip.host_link_bw_Bps, 1e-18);
+      s += o->bytes;
+    }
   }
   return s;
 }

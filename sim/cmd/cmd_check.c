@@ -3,6 +3,7 @@
 #include "ts_backends.h"
 #include "ts_cmd.h"
 #include "ts_sweep.h"
+#include "ts_trace.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -277,11 +278,9 @@ int ts_cmd_check(int argc, char **argv)
   const char *path = argv[1];
   g_autofree char *text = NULL;
   gsize len = 0;
-  g_autoptr(GError) ioerr = NULL;
-  if (!g_file_get_contents(path, &text, &len, &ioerr)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, ioerr->message);
+  /* A scenarios file is a few kilobytes: 16 MiB bounds a mistaken device or huge file. */
+  if (!ts_read_input_file(path, (gint64)16 << 20, &text, &len, &err))
     return ts_cmd_fail("check", err);
-  }
   if (!unique_groups(path, text, &err))
     return ts_cmd_fail("check", err);
   g_autoptr(GKeyFile) kf = ts_kf_load_data(text, len, path, &err);

@@ -2,6 +2,7 @@
  * the files one unsharded sweep would have written, byte for byte. */
 #include "ts_cmd.h"
 #include "ts_sweep.h"
+#include "ts_trace.h"
 #include "ts_util.h"
 
 #include <stdio.h>
@@ -64,11 +65,11 @@ static gboolean load_shard(const char *dir, shard *s, GError **error)
   s->csv_path = g_build_filename(dir, "sweep.csv", NULL);
   g_autoptr(GError) e = NULL;
   g_autofree char *jt = NULL;
-  if (!g_file_get_contents(s->json_path, &jt, NULL, &e) ||
-      !g_file_get_contents(s->csv_path, &s->csv_text, NULL, &e)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_IO,
-                "%s: cannot read: %s; expected a folder written by trainsim sweep --shard i/n", dir,
-                e->message);
+  /* Regular files only, at most 1 GiB each (a FIFO or device would hang or never end). */
+  if (!ts_read_input_file(s->json_path, (gint64)1 << 30, &jt, NULL, &e) ||
+      !ts_read_input_file(s->csv_path, (gint64)1 << 30, &s->csv_text, NULL, &e)) {
+    g_set_error(error, TS_ERROR, e->code == TS_ERROR_IO ? TS_ERROR_IO : TS_ERROR_INPUT,
+                "%s; expected a folder written by trainsim sweep --shard i/n", e->message);
     return FALSE;
   }
   s->parser = json_parser_new();

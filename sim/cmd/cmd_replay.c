@@ -9,7 +9,8 @@
 
 int ts_cmd_replay(int argc, char **argv)
 {
-  g_autofree char *topo_name = NULL, *backend = NULL, *format = NULL;
+  g_autofree char *topo_name = NULL, *backend = NULL, *format = NULL, *from = NULL;
+  g_autofree char *groups = NULL;
   g_auto(GStrv) cfg = NULL;
   gboolean full = FALSE;
   GOptionEntry entries[] = {
@@ -22,34 +23,38 @@ int ts_cmd_replay(int argc, char **argv)
        "KEY:VALUE"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &full, "Replay every rank (same result, slower)", NULL},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
+      {"from", 0, 0, G_OPTION_ARG_STRING, &from,
+       "Replay another tool's trace: chakra (TRACE... = NAME.RANK.et files) or astrasim "
+       "(default: detected from the first file)",
+       "F"},
+      {"comm-groups", 0, 0, G_OPTION_ARG_FILENAME, &groups,
+       "chakra: process groups as ASTRA-sim's JSON {\"GROUP\": [ranks]}", "FILE"},
       {NULL}};
   g_autoptr(GError) err = NULL;
-  if (!ts_cmd_parse("replay", "TRACE",
+  if (!ts_cmd_parse("replay", "TRACE...",
                     "Replays a trace file and prints step time (s) and its breakdown.",
                     "Example:\n  trainsim replay gpt2.trace --topology tpu-v3-8x8", entries, &argc,
                     &argv, &err))
     return ts_cmd_fail("replay", err);
   ts_format fmt;
-  if (argc != 2 || topo_name == NULL || !ts_format_parse(format, &fmt)) {
+  if (argc < 2 || topo_name == NULL || !ts_format_parse(format, &fmt)) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "expected one TRACE file and --topology T (and --format text, csv or json)");
+                "expected a TRACE file (or Chakra's NAME.RANK.et files) and --topology T (and "
+                "--format text, csv or json)");
     return ts_cmd_fail("replay", err);
   }
   if (!ts_run_backend_valid(backend, &err))
     return ts_cmd_fail("replay", err);
   const char *path = argv[1];
-  g_autofree char *text = NULL;
-  g_autoptr(GError) ioerr = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &ioerr)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, ioerr->message);
-    return ts_cmd_fail("replay", err);
-  }
-  g_autoptr(ts_trace) tr = ts_trace_from_text(text, path, &err);
-  if (tr == NULL)
-    return ts_cmd_fail("replay", err);
   g_autofree char *tpath = NULL;
   g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
   if (topo == NULL)
+    return ts_cmd_fail("replay", err);
+  ts_import_options io = {.comm_groups = groups};
+  /* A trainsim trace, or another tool's (imported first, checked before the engine starts). */
+  g_autoptr(ts_trace) tr =
+      ts_cmd_import_trace(from, (const char *const *)argv + 1, argc - 1, topo, &io, &err);
+  if (tr == NULL)
     return ts_cmd_fail("replay", err);
   ts_run_options ro = {
       .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};

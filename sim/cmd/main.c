@@ -12,6 +12,8 @@ static const ts_cmd commands[] = {
     {"trace", ts_cmd_trace, "write the trace (per-rank op programs) of a model and split"},
     {"model", ts_cmd_model, "list a model's layers, costs per sample and layer graph"},
     {"replay", ts_cmd_replay, "replay a trace file on a topology"},
+    {"import", ts_cmd_import, "read a Chakra or ASTRA-sim trace as a trainsim trace"},
+    {"export", ts_cmd_export, "write a trace as SimGrid time-independent or Chakra traces"},
     {"platform", ts_cmd_platform, "write the SimGrid platform XML of a topology"},
     {"validate", ts_cmd_validate, "execute splits on real numeric kernels and compare gradients"},
     {"calibrate", ts_cmd_calibrate, "time real kernels on this host and fit a chip profile"},

@@ -32,6 +32,14 @@ int ts_cmd_merge(int argc, char **argv);
 int ts_cmd_search(int argc, char **argv);
 int ts_cmd_plot(int argc, char **argv);
 int ts_cmd_model(int argc, char **argv);
+int ts_cmd_import(int argc, char **argv);
+int ts_cmd_export(int argc, char **argv);
+
+#include "ts_import.h"
+/** A trace from files of another tool (from: chakra, astrasim, or NULL to detect; a trainsim
+ * trace is detected too), checked against topo, algorithms resolved. */
+ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
+                              const ts_topo *topo, const ts_import_options *o, GError **error);
 
 /** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
 int ts_cmd_fail(const char *cmd, const GError *error);

@@ -716,15 +716,22 @@ double ts_plan_ps_remote_bytes(const ts_plan *p, double bytes)
   return bytes;
 }
 
-double ts_plan_ps_time(const ts_plan *p, double bytes)
+void ts_plan_ps_xfer(const ts_plan *p, double bytes, double *wire_bytes, double *bw_Bps,
+                     double *latency_s)
 {
   int W = p->degree[TS_AX_DP], N = p->ps;
-  double bw, lat;
-  ps_port(p, &bw, &lat);
+  ps_port(p, bw_Bps, latency_s);
   double egress = ts_plan_ps_remote_bytes(p, bytes);
   /* A server receives its 1/N of every worker's push (its own, when colocated, is local). */
   double ingress = (p->ps_placement == TS_PS_COLOCATED ? W - 1 : W) * bytes / N;
-  return lat + MAX(egress, ingress) / bw;
+  *wire_bytes = MAX(egress, ingress);
+}
+
+double ts_plan_ps_time(const ts_plan *p, double bytes)
+{
+  double wire, bw, lat;
+  ts_plan_ps_xfer(p, bytes, &wire, &bw, &lat);
+  return lat + wire / bw;
 }
 
 /* Per-step traffic of the reported device: over its host link (offload), to and from the

@@ -105,6 +105,10 @@ int ts_plan_stage_of_layer(const ts_plan *p, int layer);
 /* Seconds for every worker to push (or pull) `bytes` to (from) the parameter servers at once:
  * the slower of a worker's sending and a server's receiving, over the network port. */
 double ts_plan_ps_time(const ts_plan *p, double bytes);
+/** A push or pull of `bytes` as one transfer over a server port: the bytes on the busiest
+ * port, its bandwidth and latency (ts_plan_ps_time = latency + wire / bandwidth). */
+void ts_plan_ps_xfer(const ts_plan *p, double bytes, double *wire_bytes, double *bw_Bps,
+                     double *latency_s);
 
 /* Bytes one worker sends to the servers when it pushes `bytes` of gradients (its own shard,
  * when it hosts one, stays local). */

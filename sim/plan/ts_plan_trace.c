@@ -44,6 +44,8 @@ typedef struct {
   int *wgrad_op;  /* per layer: its last backward op (the weight gradient) */
   GArray *sync;   /* gradient synchronisation ops the optimizer waits for */
   int *labels;    /* label index per (layer or stage, slot), -1 until first used */
+  int cur_layer;  /* op tag: layer of the label last taken from a layer slot, -1 otherwise */
+  int cur_mb;     /* op tag: micro-batch of the pass being generated, -1 outside passes */
   char label[320];
 } gen;
 
@@ -76,6 +78,8 @@ enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_
 
 G_GNUC_PRINTF(3, 4) static int lbl(gen *g, int slot, const char *fmt, ...)
 {
+  int nl = g->p->model->nlayers;
+  g->cur_layer = slot < nl * L_NLAYER_SLOTS ? slot / L_NLAYER_SLOTS : -1;
   if (g->labels[slot] >= 0)
     return g->labels[slot];
   va_list ap;
@@ -96,15 +100,59 @@ static int stage_slot(const gen *g, int k, int slot)
   return g->p->model->nlayers * L_NLAYER_SLOTS + k * L_NSTAGE_SLOTS + slot;
 }
 
+/* The op's tag (format 2) from what the generator knows: the layer of a layer-slot label, the
+ * phase from the category, the role from the kind, category and stream. */
+static void tag_op(gen *g, ts_op *o)
+{
+  if (o->t_layer == 0 && g->cur_layer >= 0)
+    o->t_layer = g->cur_layer + 1;
+  if (o->t_micro == 0 && g->cur_mb >= 0)
+    o->t_micro = g->cur_mb + 1;
+  if (o->t_phase == TS_PHASE_NONE)
+    o->t_phase = o->cat == TS_CAT_FWD         ? TS_PHASE_FWD
+                 : o->cat == TS_CAT_BWD       ? TS_PHASE_BWD
+                 : o->cat == TS_CAT_OPTIMIZER ? TS_PHASE_OPTIMIZER
+                 : o->cat == TS_CAT_COMM_DP   ? TS_PHASE_SYNC
+                                              : TS_PHASE_NONE;
+  if (o->t_role != TS_ROLE_NONE)
+    return;
+  switch (o->kind) {
+  case TS_OP_COMPUTE:
+    o->t_role = o->cat == TS_CAT_OPTIMIZER         ? TS_ROLE_OPTIMIZER
+                : o->flops > 0 || o->mem_bytes > 0 ? TS_ROLE_COMPUTE
+                                                   : TS_ROLE_MARKER;
+    break;
+  case TS_OP_COLL:
+    o->t_role = o->cat == TS_CAT_COMM_TP      ? TS_ROLE_TP
+                : o->cat == TS_CAT_COMM_OTHER ? TS_ROLE_EP
+                : o->cat == TS_CAT_COMM_PP    ? TS_ROLE_PP
+                : o->stream == S_DP           ? TS_ROLE_GRAD
+                                              : TS_ROLE_PARAM_GATHER;
+    break;
+  case TS_OP_SEND:
+  case TS_OP_RECV:
+    o->t_role = TS_ROLE_PP;
+    break;
+  case TS_OP_WAIT:
+    o->t_role = TS_ROLE_MARKER;
+    break;
+  default:
+    break;
+  }
+}
+
 static int emit(gen *g, const ts_op *op, int label, const int *deps, int ndeps)
 {
   ts_op o = *op;
   o.label = label;
+  tag_op(g, &o);
+  g->cur_layer = -1;
   return ts_trace_append(g->tr, g->prog, &o, deps, ndeps);
 }
 
 static int text_label(gen *g, const char *text)
 {
+  g->cur_layer = -1;
   return ts_trace_label(g->tr, text);
 }
 
@@ -183,20 +231,38 @@ static void emit_ep(gen *g, const ts_tp_coll *c, int i, int slot, const char *wh
 
 /* ---- host link, NVMe, servers ------------------------------------------------------------ */
 
-/* A transfer or computation off the chip (host link, NVMe, host CPU, parameter servers) that
- * takes `seconds`: written as a compute-like op on its own stream whose roofline time is
- * exactly that (memory traffic at the chip's bandwidth), so every backend replays it; the
- * label says what it really is. */
-static int emit_duration(gen *g, int stream, ts_op_cat cat, double seconds, int label,
-                         const int *deps, int ndeps)
+/* Off-chip work (format 2): bytes over a named resource (host link, NVMe, a server port),
+ * timed by the backend from the topology's bandwidth, or a fixed duration (host CPU work).
+ * Neither pays the chip's kernel-launch floor, which format 1's compute-like stand-ins did. */
+static int emit_xfer(gen *g, int stream, ts_op_cat cat, ts_resource res, ts_role role, double bytes,
+                     double bw_Bps, double latency_s, int label, const int *deps, int ndeps)
 {
-  const ts_topo *t = g->p->topo;
-  ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat, .stream = stream};
-  if (t->chip.memory_bw_Bps > 0)
-    op.mem_bytes = seconds * t->chip.memory_bw_Bps;
-  else
-    op.flops = seconds * t->chip.peak_flops * t->chip.compute_efficiency;
+  ts_op op = {.kind = TS_OP_XFER, .cat = cat, .stream = stream};
+  op.resource = res;
+  op.bytes = bytes;
+  op.bw_Bps = bw_Bps;
+  op.seconds = latency_s;
+  op.t_role = role;
   return emit(g, &op, label, deps, ndeps);
+}
+
+static int emit_delay(gen *g, int stream, ts_op_cat cat, ts_resource res, ts_role role,
+                      double seconds, int label, const int *deps, int ndeps)
+{
+  ts_op op = {.kind = TS_OP_DELAY, .cat = cat, .stream = stream};
+  op.resource = res;
+  op.seconds = seconds;
+  op.t_role = role;
+  return emit(g, &op, label, deps, ndeps);
+}
+
+/* A parameter-server push or pull: the busiest port's bytes at the port's bandwidth. */
+static int emit_ps(gen *g, ts_op_cat cat, ts_role role, double bytes, int label, const int *deps,
+                   int ndeps)
+{
+  double wire, bw, lat;
+  ts_plan_ps_xfer(g->p, bytes, &wire, &bw, &lat);
+  return emit_xfer(g, S_PS, cat, TS_RES_SERVER, role, wire, bw, lat, label, deps, ndeps);
 }
 
 /* Bytes over the host link, one direction (ZeRO-Offload, Ren et al. 2021, section 4). */
@@ -205,16 +271,16 @@ static int host_link(gen *g, double bytes, const char *what, const int *deps, in
   char b[48];
   g_snprintf(g->label, sizeof g->label, "host link: %s (%s)", what,
              ts_fmt_bytes(b, sizeof b, bytes));
-  return emit_duration(g, S_HOST, TS_CAT_OTHER, bytes / g->p->topo->chip.host_link_bw_Bps,
-                       text_label(g, g->label), deps, ndeps);
+  return emit_xfer(g, S_HOST, TS_CAT_OTHER, TS_RES_HOST_LINK, TS_ROLE_OFFLOAD, bytes, 0, 0,
+                   text_label(g, g->label), deps, ndeps);
 }
 
 static int nvme(gen *g, double bytes, const char *what, const int *deps, int ndeps)
 {
   char b[48];
   g_snprintf(g->label, sizeof g->label, "nvme: %s (%s)", what, ts_fmt_bytes(b, sizeof b, bytes));
-  return emit_duration(g, S_HOST, TS_CAT_OTHER, bytes / g->p->topo->chip.nvme_bw_Bps,
-                       text_label(g, g->label), deps, ndeps);
+  return emit_xfer(g, S_HOST, TS_CAT_OTHER, TS_RES_NVME, TS_ROLE_OFFLOAD, bytes, 0, 0,
+                   text_label(g, g->label), deps, ndeps);
 }
 
 /* ---- ZeRO-3 parameter gathers ------------------------------------------------------- */
@@ -387,8 +453,8 @@ static void flush(gen *g, bucket *b, int group, int upto)
     char h[48];
     g_snprintf(g->label, sizeof g->label, "ps push %s..%s (%s)", p->model->layers[b->first].name,
                p->model->layers[upto].name, ts_fmt_bytes(h, sizeof h, b->bytes));
-    int id = emit_duration(g, S_PS, TS_CAT_COMM_DP, ts_plan_ps_time(p, b->bytes),
-                           text_label(g, g->label), &b->last_op, 1);
+    int id =
+        emit_ps(g, TS_CAT_COMM_DP, TS_ROLE_GRAD, b->bytes, text_label(g, g->label), &b->last_op, 1);
     g_array_append_val(g->sync, id);
     b->bytes = 0;
     b->first = -1;
@@ -667,8 +733,9 @@ static void ps_step(gen *g, double psi)
     upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K),
                        text_label(g, "ps update (colocated server shard)"));
   } else {
-    upd = emit_duration(g, S_PS, TS_CAT_OPTIMIZER, 12.0 * shard / p->topo->chip.host_flops,
-                        text_label(g, "ps update (dedicated server CPU)"), deps, nd);
+    upd = emit_delay(g, S_PS, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_OPTIMIZER,
+                     12.0 * shard / p->topo->chip.host_flops,
+                     text_label(g, "ps update (dedicated server CPU)"), deps, nd);
   }
   int pull;
   if (ps_as_collectives(p)) {
@@ -678,8 +745,8 @@ static void ps_step(gen *g, double psi)
   } else {
     g_snprintf(g->label, sizeof g->label, "ps pull parameters (%s)",
                ts_fmt_bytes(h, sizeof h, D * psi));
-    pull = emit_duration(g, S_PS, TS_CAT_COMM_DP, ts_plan_ps_time(p, D * psi),
-                         text_label(g, g->label), &upd, 1);
+    pull =
+        emit_ps(g, TS_CAT_COMM_DP, TS_ROLE_PARAM_GATHER, D * psi, text_label(g, g->label), &upd, 1);
   }
   pend(g, pull);
   emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
@@ -697,10 +764,10 @@ static void offload_step(gen *g, double local)
   int prev;
   if (p->offload == TS_OFFLOAD_NVME)
     prev = nvme(g, K * local, "read optimizer state", deps, nd);
-  prev = emit_duration(g, S_HOST, TS_CAT_OPTIMIZER, 12.0 * local / p->topo->chip.host_flops,
-                       text_label(g, "host CPU optimizer step"),
-                       p->offload == TS_OFFLOAD_NVME ? &prev : deps,
-                       p->offload == TS_OFFLOAD_NVME ? 1 : nd);
+  prev = emit_delay(
+      g, S_HOST, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_OPTIMIZER,
+      12.0 * local / p->topo->chip.host_flops, text_label(g, "host CPU optimizer step"),
+      p->offload == TS_OFFLOAD_NVME ? &prev : deps, p->offload == TS_OFFLOAD_NVME ? 1 : nd);
   if (p->offload == TS_OFFLOAD_NVME) {
     prev = nvme(g, K * local, "write optimizer state", &prev, 1);
     if (p->zero >= 3) {
@@ -746,7 +813,6 @@ static void optimizer_step(gen *g)
 
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
 {
-  (void)error;
   const ts_model *m = p->model;
   ts_trace *tr = ts_trace_new(p->topo);
   /* With expert parallelism the dp axis is two trace axes: its inner ep ranks and the rest. */
@@ -761,6 +827,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     ax_ep = ts_trace_add_axis(tr, "ep", p->ep, TRUE, &p->ep_shape);
   ts_trace_set_programs(tr, p->degree[TS_AX_PP]);
   gen g = {0};
+  g.cur_layer = g.cur_mb = -1;
   g.p = p;
   g.tr = tr;
   g.g_tp = ts_trace_group(tr, &axis_of[TS_AX_TP], 1);
@@ -814,11 +881,13 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     }
     for (guint k = 0; k < order->len; k++) {
       const ts_sched_item *it = &g_array_index(order, ts_sched_item, k);
+      g.cur_mb = it->micro;
       if (!it->bwd)
         forward_pass(&g, it->chunk, it->micro);
       else
         backward_pass(&g, it->chunk, it->micro, p->zero >= 2 || last_bwd[it->chunk] == (int)k);
     }
+    g.cur_mb = -1;
     g_free(last_bwd);
     tied_exchange(&g);
     optimizer_step(&g);
@@ -830,5 +899,10 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_free(g.ag_op);
   g_free(g.wgrad_op);
   g_free(g.labels);
+  /* The collective algorithm is resolved here, once, so every backend replays the same one. */
+  if (!ts_trace_resolve_algos(tr, p->topo, error)) {
+    ts_trace_free(tr);
+    return NULL;
+  }
   return tr;
 }

@@ -163,7 +163,8 @@ static gboolean needs_full(const ts_trace *tr)
   for (int p = 0; p < tr->nprograms; p++)
     for (int i = 0; i < tr->programs[p].nops; i++) {
       const ts_op *o = &tr->programs[p].ops[i];
-      if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) && tr->axes[o->axis].symmetric)
+      if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) &&
+          (o->peer > 0 || tr->axes[o->axis].symmetric))
         return TRUE;
     }
   return FALSE;
@@ -316,9 +317,9 @@ static int group_expected(ts_replay *r, int group, int base)
   t.nchips = r->tr->nranks;
   for (int d = 0; d < t.ndims; d++)
     t.dims[d].size = r->tr->dim_sizes[d];
-  int n = ts_group_size(&g->shape), count = 0;
+  int n = ts_trace_group_size(g), count = 0;
   for (int m = 0; m < n; m++)
-    if (r->sim_of_rank[ts_group_member_chip(&t, &g->shape, base, m)] >= 0)
+    if (r->sim_of_rank[ts_trace_group_chip(&t, g, base, m)] >= 0)
       count++;
   g_hash_table_insert(r->group_expect, key3_new(group, base, 0), GINT_TO_POINTER(count + 1));
   return count;
@@ -326,14 +327,7 @@ static int group_expected(ts_replay *r, int group, int base)
 
 static int group_base(const ts_replay *r, int group, int rank)
 {
-  const ts_group *g = g_ptr_array_index(r->tr->groups, group);
-  ts_topo t = {0};
-  t.ndims = r->tr->ndims;
-  t.nchips = r->tr->nranks;
-  for (int d = 0; d < t.ndims; d++)
-    t.dims[d].size = r->tr->dim_sizes[d];
-  int m;
-  return ts_group_base_chip(&t, &g->shape, rank, &m);
+  return ts_trace_group_base(r->tr, g_ptr_array_index(r->tr->groups, group), rank, NULL);
 }
 
 static gboolean op_complete(ts_replay *r, int sim, int op, double end);
@@ -347,12 +341,14 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   case TS_OP_WAIT:
     s->start[opi] = now;
     return op_complete(r, sim, opi, now);
-  case TS_OP_COMPUTE: {
+  case TS_OP_COMPUTE:
+  case TS_OP_XFER:
+  case TS_OP_DELAY: {
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
     a->inl[0] = (member_ref){sim, opi};
     a->ninl = 1;
-    a->act.kind = TS_OP_COMPUTE;
+    a->act.kind = op->kind;
     a->act.op = op;
     a->act.chip = s->rank;
     a->act.label = g_ptr_array_index(r->tr->labels, op->label);
@@ -362,6 +358,13 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     if (s->base[op->group] < 0)
       s->base[op->group] = group_base(r, op->group, s->rank);
     int base = s->base[op->group];
+    if (base < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "rank %d op %d '%s': collective on group %s, which does not list rank %d",
+                  s->rank, opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
+                  ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name, s->rank);
+      return FALSE;
+    }
     int seq = s->coll_seq[op->group]++;
     key3 k = {op->group, base, seq};
     key3 *key = &k;
@@ -413,12 +416,18 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    int peer = ts_trace_axis_neighbor(r->tr, s->rank, op->axis, op->offset);
+    int peer = ts_trace_op_peer(r->tr, op, s->rank);
     if (peer < 0 || r->sim_of_rank[peer] < 0) {
-      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                  "rank %d op %d '%s': %s to offset %d along axis %s has no partner rank", s->rank,
-                  opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
-                  ts_op_kind_name(op->kind), op->offset, r->tr->axes[op->axis].name);
+      if (op->peer > 0)
+        g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                    "rank %d op %d '%s': %s with peer rank %d, which is not replayed", s->rank, opi,
+                    (char *)g_ptr_array_index(r->tr->labels, op->label), ts_op_kind_name(op->kind),
+                    op->peer - 1);
+      else
+        g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                    "rank %d op %d '%s': %s to offset %d along axis %s has no partner rank",
+                    s->rank, opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
+                    ts_op_kind_name(op->kind), op->offset, r->tr->axes[op->axis].name);
       return FALSE;
     }
     gboolean is_send = op->kind == TS_OP_SEND;
@@ -456,6 +465,8 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->act.label = g_ptr_array_index(r->tr->labels, sop->label);
     return activity_start(r, idx, now > other->ready ? now : other->ready, error);
   }
+  default:
+    break;
   }
   return TRUE;
 }
@@ -584,7 +595,9 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
     if (s->end[i] > out->end_s)
       out->end_s = s->end[i];
     out->cat_s[o->cat] += d;
-    if (o->kind == TS_OP_COMPUTE)
+    /* Off-chip transfers and fixed durations count as busy time, as the compute-like ops
+     * that stood for them in format 1 did. */
+    if (o->kind == TS_OP_COMPUTE || o->kind == TS_OP_XFER || o->kind == TS_OP_DELAY)
       comp[nc++] = (ival){s->start[i], s->end[i]};
     else if (is_comm(o->kind))
       comm[nm++] = (ival){s->start[i], s->end[i]};

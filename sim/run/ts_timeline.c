@@ -83,7 +83,11 @@ static const char *stream_name(const ts_op *o)
     default:
       return "comm";
     }
-  case TS_OP_WAIT:
+  case TS_OP_XFER:
+    return o->resource == TS_RES_SERVER ? "parameter server" : "off-chip transfer";
+  case TS_OP_DELAY:
+    return "off-chip work";
+  default:
     break;
   }
   return NULL;
@@ -167,19 +171,41 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
       json_str(s, ts_coll_kind_name(o->coll));
       g_string_append(s, ",\"group\":");
       json_str(s, g->name);
-      g_string_append_printf(s, ",\"group_members\":%d,\"bytes\":", ts_group_size(&g->shape));
+      g_string_append_printf(s, ",\"group_members\":%d,\"bytes\":", ts_trace_group_size(g));
       json_num(s, o->bytes);
       break;
     }
     case TS_OP_SEND:
     case TS_OP_RECV:
       g_string_append(s, o->kind == TS_OP_SEND ? ",\"send_to\":" : ",\"recv_from\":");
-      g_string_append_printf(
-          s, "%d,\"bytes\":", ts_trace_axis_neighbor(tr, sp->rank, o->axis, o->offset));
+      g_string_append_printf(s, "%d,\"bytes\":", ts_trace_op_peer(tr, o, sp->rank));
       json_num(s, o->bytes);
       break;
-    case TS_OP_WAIT:
+    case TS_OP_XFER:
+      g_string_append(s, ",\"resource\":");
+      json_str(s, ts_resource_name(o->resource));
+      g_string_append(s, ",\"bytes\":");
+      json_num(s, o->bytes);
       break;
+    case TS_OP_DELAY:
+      g_string_append(s, ",\"seconds\":");
+      json_num(s, o->seconds);
+      break;
+    default:
+      break;
+    }
+    /* The op's tag (format 2): what the op is, without parsing its label. */
+    if (o->t_layer > 0)
+      g_string_append_printf(s, ",\"layer\":%d", o->t_layer - 1);
+    if (o->t_micro > 0)
+      g_string_append_printf(s, ",\"micro_batch\":%d", o->t_micro - 1);
+    if (o->t_phase != TS_PHASE_NONE) {
+      g_string_append(s, ",\"phase\":");
+      json_str(s, ts_phase_name(o->t_phase));
+    }
+    if (o->t_role != TS_ROLE_NONE) {
+      g_string_append(s, ",\"role\":");
+      json_str(s, ts_role_name(o->t_role));
     }
     g_string_append(s, "}}");
   }

@@ -2,10 +2,34 @@
 #include "ts_trace.h"
 #include "ts_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-static const char *op_kind_names[] = {"compute", "coll", "send", "recv", "wait"};
+static const char *op_kind_names[] = {"compute", "coll", "send", "recv", "wait", "xfer", "delay"};
+static const char *resource_names[] = {"none",    "host_link", "nvme",
+                                       "storage", "server",    "host_cpu"};
+static const char *phase_names[] = {"none", "fwd", "bwd", "recompute", "sync", "optimizer"};
+static const char *role_names[] = {"none",         "compute", "tp",      "ep",        "grad",
+                                   "param_gather", "pp",      "offload", "optimizer", "marker"};
+
+const char *ts_resource_name(int r)
+{
+  return r >= 0 && r < (int)G_N_ELEMENTS(resource_names) ? resource_names[r] : "?";
+}
+
+const char *ts_phase_name(int p)
+{
+  return p >= 0 && p < (int)G_N_ELEMENTS(phase_names) ? phase_names[p] : "?";
+}
+
+const char *ts_role_name(int r)
+{
+  return r >= 0 && r < (int)G_N_ELEMENTS(role_names) ? role_names[r] : "?";
+}
 static const char *op_cat_names[] = {"fwd",     "bwd",     "optimizer",  "comm_dp",
                                      "comm_tp", "comm_pp", "comm_other", "other"};
 
@@ -23,6 +47,7 @@ static void group_free(gpointer p)
 {
   ts_group *g = p;
   g_free(g->name);
+  g_free(g->members);
   g_free(g);
 }
 
@@ -189,6 +214,306 @@ int ts_trace_program_of(const ts_trace *tr, int rank)
   return p;
 }
 
+/* A member list as a shape placed at members[0]: pieces found from the steps between
+ * successive members, then every member verified. FALSE when the list is not regular. */
+static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_group_shape *out)
+{
+  memset(out, 0, sizeof *out);
+  if (n <= 1)
+    return TRUE;
+  int radix = 1;
+  while (radix < n) {
+    if (out->npieces >= TS_MAX_PIECES || n % radix != 0)
+      return FALSE;
+    /* The next piece: the step from member 0 to member `radix` along one dimension. */
+    int d0 = members[radix] - members[0];
+    if (d0 <= 0)
+      return FALSE;
+    int dim = -1, stride = 0;
+    gint64 place = 1;
+    for (int d = 0; d < t->ndims; d++) {
+      int sz = t->dims[d].size;
+      if (d0 % (place * sz) != 0) {
+        if (d0 % place != 0)
+          return FALSE;
+        dim = d;
+        stride = (int)(d0 / place);
+        /* Also requires no carry into higher dimensions: checked by the final verification. */
+        break;
+      }
+      place *= sz;
+    }
+    if (dim < 0 || stride <= 0)
+      return FALSE;
+    /* Size: members radix, 2 radix, ... continue the progression. */
+    int size = 1;
+    while ((gint64)radix * (size + 1) <= n &&
+           members[radix * size] - members[0] == (gint64)size * d0)
+      size++;
+    if (n % ((gint64)radix * size) != 0)
+      return FALSE;
+    out->p[out->npieces++] = (ts_piece){dim, size, stride};
+    radix *= size;
+  }
+  if (!ts_group_shape_valid(t, out, NULL) || ts_group_size(out) != n)
+    return FALSE;
+  int m0 = -1;
+  if (ts_group_base_chip(t, out, members[0], &m0) != members[0] || m0 != 0)
+    return FALSE;
+  for (int m = 0; m < n; m++)
+    if (ts_group_member_chip(t, out, members[0], m) != members[m])
+      return FALSE;
+  return TRUE;
+}
+
+int ts_trace_group_members(ts_trace *tr, const char *name, const int *members, int n,
+                           GError **error)
+{
+  if (n < 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "group %s: expected at least one member", name);
+    return -1;
+  }
+  g_autofree guint8 *seen = g_new0(guint8, tr->nranks > 0 ? tr->nranks : 1);
+  for (int m = 0; m < n; m++) {
+    if (members[m] < 0 || members[m] >= tr->nranks) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "group %s: member %d is rank %d; the trace has ranks 0 to %d", name, m,
+                  members[m], tr->nranks - 1);
+      return -1;
+    }
+    if (seen[members[m]]++) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID, "group %s: rank %d is listed twice", name,
+                  members[m]);
+      return -1;
+    }
+  }
+  ts_group *g = g_new0(ts_group, 1);
+  g->name = g_strdup(name);
+  g->nmembers = n;
+  g->members = g_memdup2(members, sizeof(int) * (gsize)n);
+  ts_topo t;
+  trace_topo(tr, &t);
+  if (!infer_shape(&t, members, n, &g->shape))
+    memset(&g->shape, 0, sizeof g->shape);
+  g_ptr_array_add(tr->groups, g);
+  return (int)tr->groups->len - 1;
+}
+
+int ts_trace_group_size(const ts_group *g)
+{
+  return g->members != NULL ? g->nmembers : ts_group_size(&g->shape);
+}
+
+int ts_trace_group_chip(const ts_topo *t, const ts_group *g, int base, int m)
+{
+  if (g->members != NULL)
+    return m >= 0 && m < g->nmembers ? g->members[m] : -1;
+  return ts_group_member_chip(t, &g->shape, base, m);
+}
+
+int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *member)
+{
+  if (g->members != NULL) {
+    for (int m = 0; m < g->nmembers; m++)
+      if (g->members[m] == rank) {
+        if (member != NULL)
+          *member = m;
+        return g->members[0];
+      }
+    return -1;
+  }
+  ts_topo t;
+  trace_topo(tr, &t);
+  return ts_group_base_chip(&t, &g->shape, rank, member);
+}
+
+int ts_trace_op_peer(const ts_trace *tr, const ts_op *op, int rank)
+{
+  if (op->peer > 0)
+    return op->peer - 1 < tr->nranks ? op->peer - 1 : -1;
+  if (op->axis < 0 || op->axis >= tr->naxes)
+    return -1;
+  return ts_trace_axis_neighbor(tr, rank, op->axis, op->offset);
+}
+
+double ts_resource_bw_Bps(const ts_topo *t, int resource)
+{
+  switch (resource) {
+  case TS_RES_HOST_LINK:
+    return t->chip.host_link_bw_Bps;
+  case TS_RES_NVME:
+    return t->chip.nvme_bw_Bps;
+  case TS_RES_SERVER: {
+    /* The slowest network dimension's port (a server on another host, reached over it). */
+    double bw = 0;
+    for (int d = 0; d < t->ndims; d++)
+      if (bw == 0 || t->dims[d].link_bw_Bps < bw)
+        bw = t->dims[d].link_bw_Bps;
+    return bw;
+  }
+  default:
+    return 0.0; /* storage: the op must say its bandwidth */
+  }
+}
+
+gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
+{
+  /* Memo per (group, kind, bytes): a step repeats a few sizes thousands of times. */
+  g_autoptr(GHashTable) memo = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (int p = 0; p < tr->nprograms; p++)
+    for (int i = 0; i < tr->programs[p].nops; i++) {
+      ts_op *o = &tr->programs[p].ops[i];
+      if (o->kind != TS_OP_COLL || o->algo != TS_ALGO_AUTO)
+        continue;
+      const ts_group *g = g_ptr_array_index(tr->groups, o->group);
+      if (ts_trace_group_size(g) <= 1)
+        continue;
+      if (g->shape.npieces == 0) {
+        o->algo = TS_ALGO_RING; /* irregular member lists: a ring over the list */
+        continue;
+      }
+      char key[96];
+      g_snprintf(key, sizeof key, "%d/%d/%.17g", o->group, (int)o->coll, o->bytes);
+      gpointer v;
+      if (g_hash_table_lookup_extended(memo, key, NULL, &v)) {
+        o->algo = (ts_coll_algo)GPOINTER_TO_INT(v);
+        continue;
+      }
+      ts_coll_algo chosen = TS_ALGO_AUTO;
+      if (ts_coll_time(t, o->coll, TS_ALGO_AUTO, &g->shape, o->bytes, &chosen, error) < 0) {
+        g_prefix_error(error, "program %d op %d '%s': ", p, i,
+                       (const char *)g_ptr_array_index(tr->labels, o->label));
+        return FALSE;
+      }
+      o->algo = chosen;
+      g_hash_table_insert(memo, g_strdup(key), GINT_TO_POINTER((int)chosen));
+    }
+  return TRUE;
+}
+
+/* Axes must partition the ranks: on each dimension, the pieces of all axes, ordered by stride,
+ * are the mixed-radix digits of the coordinate (stride 1, then the product of the sizes before,
+ * ending at the dimension's size). Overlapping or missing pieces give wrong replays, not
+ * errors, further on, so they are refused here. */
+static gboolean axes_partition(const ts_trace *tr, GError **error)
+{
+  for (int d = 0; d < tr->ndims; d++) {
+    ts_piece pcs[TS_MAX_AXES * TS_MAX_PIECES];
+    const char *owner[TS_MAX_AXES * TS_MAX_PIECES];
+    int n = 0;
+    for (int a = 0; a < tr->naxes; a++)
+      for (int k = 0; k < tr->axes[a].shape.npieces; k++)
+        if (tr->axes[a].shape.p[k].dim == d) {
+          pcs[n] = tr->axes[a].shape.p[k];
+          owner[n++] = tr->axes[a].name;
+        }
+    /* Insertion sort by stride (a handful of pieces). */
+    for (int i = 1; i < n; i++)
+      for (int j = i; j > 0 && pcs[j].stride < pcs[j - 1].stride; j--) {
+        ts_piece tp = pcs[j];
+        pcs[j] = pcs[j - 1];
+        pcs[j - 1] = tp;
+        const char *to = owner[j];
+        owner[j] = owner[j - 1];
+        owner[j - 1] = to;
+      }
+    gint64 place = 1;
+    for (int i = 0; i < n; i++) {
+      if (pcs[i].stride != place) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "axis %s: piece %s:%d:%d %s; expected the axes' pieces on dim %s to "
+                    "partition it (the next stride is %" G_GINT64_FORMAT ")",
+                    owner[i], tr->dim_names[d], pcs[i].size, pcs[i].stride,
+                    pcs[i].stride < place ? "overlaps another axis's" : "leaves a gap",
+                    tr->dim_names[d], place);
+        return FALSE;
+      }
+      place *= pcs[i].size;
+      if (place > tr->dim_sizes[d])
+        break;
+    }
+    if (tr->naxes > 0 && place != tr->dim_sizes[d]) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "the axes cover %" G_GINT64_FORMAT " of the %d positions of dim %s; expected "
+                  "their pieces to partition it exactly",
+                  place, tr->dim_sizes[d], tr->dim_names[d]);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Header-level checks, before any program is allocated: dims against ranks and the axes'
+ * sizes in 64 bits (a few lines of text must not ask for gigabytes). */
+static gboolean check_layout(const ts_trace *tr, GError **error)
+{
+  gint64 dprod = 1;
+  for (int d = 0; d < tr->ndims; d++) {
+    dprod *= tr->dim_sizes[d];
+    if (dprod > tr->nranks)
+      break;
+  }
+  if (tr->ndims > 0 && dprod != tr->nranks) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "the dims multiply to %s%" G_GINT64_FORMAT " ranks but the trace has %d",
+                dprod > tr->nranks ? "more than " : "",
+                dprod > tr->nranks ? (gint64)tr->nranks : dprod, tr->nranks);
+    return FALSE;
+  }
+  gint64 prod = 1;
+  ts_topo tt;
+  trace_topo(tr, &tt);
+  for (int a = 0; a < tr->naxes; a++) {
+    const ts_axis *ax = &tr->axes[a];
+    if (ts_group_size(&ax->shape) != ax->size) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "axis %s: size %d differs from its shape's %d members", ax->name, ax->size,
+                  ts_group_size(&ax->shape));
+      return FALSE;
+    }
+    if (!ts_group_shape_valid(&tt, &ax->shape, error)) {
+      g_prefix_error(error, "axis %s: ", ax->name);
+      return FALSE;
+    }
+    prod *= ax->size;
+    if (prod > tr->nranks) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "axes %s..%s cover more than the trace's %d ranks", tr->axes[0].name, ax->name,
+                  tr->nranks);
+      return FALSE;
+    }
+  }
+  if (tr->naxes > 0 && prod != tr->nranks) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "axes cover %" G_GINT64_FORMAT " ranks but the trace has %d", prod, tr->nranks);
+    return FALSE;
+  }
+  if (!axes_partition(tr, error))
+    return FALSE;
+  for (guint gi = 0; gi < tr->groups->len; gi++) {
+    const ts_group *g = g_ptr_array_index(tr->groups, gi);
+    for (int i = 0; i < g->naxes; i++)
+      for (int j = 0; j < i; j++)
+        if (g->axes[i] == g->axes[j]) {
+          g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                      "group %u lists axis %s twice; expected distinct axes", gi,
+                      tr->axes[g->axes[i]].name);
+          return FALSE;
+        }
+  }
+  return TRUE;
+}
+
+/* Programs the asymmetric axes define (<= ranks once check_layout passed). */
+static int asym_programs(const ts_trace *tr)
+{
+  gint64 asym = 1;
+  for (int a = 0; a < tr->naxes; a++)
+    if (!tr->axes[a].symmetric)
+      asym *= tr->axes[a].size;
+  return (int)MIN(asym, (gint64)G_MAXINT);
+}
+
 gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
 {
   if (t != NULL) {
@@ -209,31 +534,23 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
         return FALSE;
       }
   }
-  int asym = 1;
-  gint64 prod = 1;
-  ts_topo tt;
-  trace_topo(tr, &tt);
-  for (int a = 0; a < tr->naxes; a++) {
-    const ts_axis *ax = &tr->axes[a];
-    if (ts_group_size(&ax->shape) != ax->size) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                  "axis %s: size %d differs from its shape's %d members", ax->name, ax->size,
-                  ts_group_size(&ax->shape));
-      return FALSE;
-    }
-    if (!ts_group_shape_valid(&tt, &ax->shape, error)) {
-      g_prefix_error(error, "axis %s: ", ax->name);
-      return FALSE;
-    }
-    prod *= ax->size;
-    if (!ax->symmetric)
-      asym *= ax->size;
-  }
-  if (tr->naxes > 0 && prod != tr->nranks) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                "axes cover %" G_GINT64_FORMAT " ranks but the trace has %d", prod, tr->nranks);
+  if (!check_layout(tr, error))
     return FALSE;
-  }
+  int asym = asym_programs(tr);
+  /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. */
+  for (int p = 0; t != NULL && p < tr->nprograms; p++)
+    for (int i = 0; i < tr->programs[p].nops; i++) {
+      const ts_op *o = &tr->programs[p].ops[i];
+      if (o->kind == TS_OP_XFER && o->bw_Bps <= 0 && o->bytes > 0 &&
+          ts_resource_bw_Bps(t, o->resource) <= 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "program %d op %d '%s': transfer over %s, which topology %s gives no "
+                    "bandwidth; expected its [host] key or the op's bw_Bps",
+                    p, i, (const char *)g_ptr_array_index(tr->labels, o->label),
+                    ts_resource_name(o->resource), t->path ? t->path : t->name);
+        return FALSE;
+      }
+    }
   if (tr->nprograms != asym) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "trace has %d programs; its asymmetric axes need %d", tr->nprograms, asym);
@@ -260,15 +577,71 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
         return FALSE;
       }
       if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) &&
-          (o->axis < 0 || o->axis >= tr->naxes || o->offset == 0)) {
+          !(o->peer > 0 ? o->peer <= tr->nranks
+                        : o->axis >= 0 && o->axis < tr->naxes && o->offset != 0)) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                    "program %d op %d: send/recv needs a defined axis and a non-zero offset", p, i);
+                    "program %d op %d: send/recv needs a peer rank in [0, %d), or a defined "
+                    "axis and a non-zero offset",
+                    p, i, tr->nranks);
         return FALSE;
       }
-      if (!(o->flops >= 0 && o->mem_bytes >= 0 && o->bytes >= 0) || !isfinite(o->flops) ||
-          !isfinite(o->mem_bytes) || !isfinite(o->bytes)) {
+      if ((unsigned)o->kind >= TS_OP_NKINDS || (unsigned)o->resource >= TS_NRES ||
+          (unsigned)o->t_phase >= TS_NPHASES || (unsigned)o->t_role >= TS_NROLES ||
+          o->t_layer < 0 || o->t_layer_last < 0 || o->t_micro < 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "program %d op %d: kind, resource or tag out of range", p, i);
+        return FALSE;
+      }
+      if (o->kind == TS_OP_XFER && o->resource == TS_RES_NONE) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "program %d op %d: xfer needs a resource (host_link, nvme, storage, server)", p,
+                    i);
+        return FALSE;
+      }
+      if (!(o->flops >= 0 && o->mem_bytes >= 0 && o->bytes >= 0 && o->seconds >= 0 &&
+            o->bw_Bps >= 0) ||
+          !isfinite(o->flops) || !isfinite(o->mem_bytes) || !isfinite(o->bytes) ||
+          !isfinite(o->seconds) || !isfinite(o->bw_Bps)) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "program %d op %d: sizes must be finite and >= 0", p, i);
+        return FALSE;
+      }
+    }
+  }
+  /* Member-list groups are one instance: every rank that runs a collective on one must be a
+   * member. Per program, the first op using each such group; then each rank is looked up. */
+  gboolean any = FALSE;
+  for (guint gi = 0; gi < tr->groups->len; gi++)
+    any |= ((const ts_group *)g_ptr_array_index(tr->groups, gi))->members != NULL;
+  if (!any)
+    return TRUE;
+  int ng = (int)tr->groups->len;
+  g_autofree int *first = g_new(int, (gsize)tr->nprograms *(gsize)ng);
+  for (int p = 0; p < tr->nprograms; p++) {
+    int *f = first + (gsize)p * (gsize)ng;
+    for (int gi = 0; gi < ng; gi++)
+      f[gi] = -1;
+    for (int i = tr->programs[p].nops - 1; i >= 0; i--) {
+      const ts_op *o = &tr->programs[p].ops[i];
+      if (o->kind == TS_OP_COLL &&
+          ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members)
+        f[o->group] = i;
+    }
+  }
+  for (int gi = 0; gi < ng; gi++) {
+    const ts_group *g = g_ptr_array_index(tr->groups, gi);
+    if (g->members == NULL)
+      continue;
+    g_autofree guint8 *in = g_new0(guint8, (gsize)tr->nranks);
+    for (int m = 0; m < g->nmembers; m++)
+      in[g->members[m]] = 1;
+    for (int rank = 0; rank < tr->nranks; rank++) {
+      int p = ts_trace_program_of(tr, rank), i = first[(gsize)p * (gsize)ng + (gsize)gi];
+      if (i >= 0 && !in[rank]) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "rank %d op %d '%s': collective on group %s, which does not list rank %d", rank,
+                    i, (const char *)g_ptr_array_index(tr->labels, tr->programs[p].ops[i].label),
+                    g->name, rank);
         return FALSE;
       }
     }
@@ -310,6 +683,13 @@ char *ts_trace_to_text(const ts_trace *tr)
   for (guint i = 0; i < tr->groups->len; i++) {
     const ts_group *g = g_ptr_array_index(tr->groups, i);
     g_string_append_printf(s, "group %u", i);
+    if (g->members != NULL) {
+      g_string_append(s, " name=");
+      append_quoted(s, g->name);
+      g_string_append(s, " ranks=");
+      for (int m = 0; m < g->nmembers; m++)
+        g_string_append_printf(s, "%s%d", m ? "," : "", g->members[m]);
+    }
     for (int k = 0; k < g->naxes; k++)
       g_string_append_printf(s, " %s", tr->axes[g->axes[k]].name);
     g_string_append_c(s, '\n');
@@ -355,12 +735,38 @@ char *ts_trace_to_text(const ts_trace *tr)
         break;
       case TS_OP_SEND:
       case TS_OP_RECV:
-        g_string_append_printf(s, " axis=%d offset=%d tag=%d", o->axis, o->offset, o->tag);
+        if (o->peer > 0)
+          g_string_append_printf(s, " peer=%d tag=%d", o->peer - 1, o->tag);
+        else
+          g_string_append_printf(s, " axis=%d offset=%d tag=%d", o->axis, o->offset, o->tag);
         append_num(s, "bytes", o->bytes);
         break;
-      case TS_OP_WAIT:
+      case TS_OP_XFER:
+        g_string_append_printf(s, " resource=%s", ts_resource_name(o->resource));
+        append_num(s, "bytes", o->bytes);
+        if (o->bw_Bps > 0)
+          append_num(s, "bw_Bps", o->bw_Bps);
+        if (o->seconds > 0)
+          append_num(s, "latency_s", o->seconds);
+        break;
+      case TS_OP_DELAY:
+        append_num(s, "seconds", o->seconds);
+        if (o->resource != TS_RES_NONE)
+          g_string_append_printf(s, " resource=%s", ts_resource_name(o->resource));
+        break;
+      default:
         break;
       }
+      if (o->t_layer > 0)
+        g_string_append_printf(s, " layer=%d", o->t_layer - 1);
+      if (o->t_layer_last > 0)
+        g_string_append_printf(s, " layer_last=%d", o->t_layer_last - 1);
+      if (o->t_micro > 0)
+        g_string_append_printf(s, " mb=%d", o->t_micro - 1);
+      if (o->t_phase != TS_PHASE_NONE)
+        g_string_append_printf(s, " phase=%s", ts_phase_name(o->t_phase));
+      if (o->t_role != TS_ROLE_NONE)
+        g_string_append_printf(s, " role=%s", ts_role_name(o->t_role));
       if (o->ndeps > 0) {
         g_string_append(s, " deps=");
         for (int k = 0; k < o->ndeps; k++)
@@ -396,8 +802,25 @@ static gboolean tokenize(const char *line, GPtrArray *out)
       p = q + 1;
     } else {
       const char *q = p;
-      while (*q != '\0' && *q != ' ' && *q != '\t')
+      while (*q != '\0' && *q != ' ' && *q != '\t' && !(*q == '"' && q > p && q[-1] == '='))
         q++;
+      if (*q == '"') {
+        /* key="quoted value" (format 2 group names): the token is key=value, unescaped. */
+        const char *e = q + 1;
+        while (*e != '\0' && *e != '"') {
+          if (*e == '\\' && e[1] != '\0')
+            e++;
+          e++;
+        }
+        if (*e != '"')
+          return FALSE;
+        g_autofree char *raw = g_strndup(q + 1, (gsize)(e - q - 1));
+        g_autofree char *val = g_strcompress(raw);
+        g_autofree char *key = g_strndup(p, (gsize)(q - p));
+        g_ptr_array_add(out, g_strconcat(key, val, NULL));
+        p = e + 1;
+        continue;
+      }
       g_ptr_array_add(out, g_strndup(p, (gsize)(q - p)));
       p = q;
     }
@@ -407,6 +830,7 @@ static gboolean tokenize(const char *line, GPtrArray *out)
 typedef struct {
   const char *path;
   int line;
+  int version;
   GError **error;
 } parse_ctx;
 
@@ -447,6 +871,133 @@ static int find_name(const char *const *names, size_t n, const char *s)
   return -1;
 }
 
+/* "a,b,c" of whole numbers in [lo, hi] appended to out. */
+static gboolean parse_int_list(parse_ctx *c, const char *what, const char *val, gint64 lo,
+                               gint64 hi, GArray *out)
+{
+  const char *p = val;
+  for (;;) {
+    const char *q = strchr(p, ',');
+    g_autofree char *item = q ? g_strndup(p, (gsize)(q - p)) : g_strdup(p);
+    int v;
+    if (!parse_int_tok(c, what, item, lo, hi, &v))
+      return FALSE;
+    g_array_append_val(out, v);
+    if (q == NULL)
+      return TRUE;
+    p = q + 1;
+  }
+}
+
+static gboolean is_p2p(ts_op_kind k)
+{
+  return k == TS_OP_SEND || k == TS_OP_RECV;
+}
+
+/* One key=value of an op. Keys are grouped by the kinds that take them; format 2 keys are
+ * refused in a format 1 file. Keys starting with x_ are extensions and are ignored. */
+static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, const char *kind,
+                             const char *key, const char *val, GArray *deps, gboolean *have_label)
+{
+  gboolean v2 = c->version >= 2;
+  if (strcmp(key, "cat") == 0) {
+    int v = find_name(op_cat_names, G_N_ELEMENTS(op_cat_names), val);
+    if (v < 0)
+      return perr(c,
+                  "cat='%s': expected fwd, bwd, optimizer, comm_dp, comm_tp, comm_pp, "
+                  "comm_other or other",
+                  val);
+    op->cat = (ts_op_cat)v;
+  } else if (strcmp(key, "stream") == 0) {
+    return parse_int_tok(c, key, val, 0, (1 << 20) - 1, &op->stream);
+  } else if (strcmp(key, "label") == 0) {
+    *have_label = TRUE;
+    return parse_int_tok(c, key, val, 0, (gint64)tr->labels->len - 1, &op->label);
+  } else if (strcmp(key, "flops") == 0 && op->kind == TS_OP_COMPUTE) {
+    return parse_num_tok(c, key, val, &op->flops);
+  } else if (strcmp(key, "mem_bytes") == 0 && op->kind == TS_OP_COMPUTE) {
+    return parse_num_tok(c, key, val, &op->mem_bytes);
+  } else if (strcmp(key, "bytes") == 0 &&
+             (op->kind == TS_OP_COLL || is_p2p(op->kind) || op->kind == TS_OP_XFER)) {
+    return parse_num_tok(c, key, val, &op->bytes);
+  } else if (strcmp(key, "kind") == 0 && op->kind == TS_OP_COLL) {
+    int v = ts_coll_kind_parse(val);
+    if (v < 0)
+      return perr(c,
+                  "kind='%s': expected allreduce, reducescatter, allgather, alltoall or "
+                  "broadcast",
+                  val);
+    op->coll = (ts_coll_kind)v;
+  } else if (strcmp(key, "algo") == 0 && op->kind == TS_OP_COLL) {
+    int v = ts_coll_algo_parse(val);
+    if (v < 0)
+      return perr(c, "algo='%s': expected %s", val, ts_coll_algo_list());
+    op->algo = (ts_coll_algo)v;
+  } else if (strcmp(key, "group") == 0 && op->kind == TS_OP_COLL) {
+    if (tr->groups->len == 0)
+      return perr(c, "group=%s: no group is declared", val);
+    return parse_int_tok(c, key, val, 0, (gint64)tr->groups->len - 1, &op->group);
+  } else if (strcmp(key, "axis") == 0 && is_p2p(op->kind)) {
+    if (tr->naxes == 0)
+      return perr(c, "axis=%s: no axis is declared", val);
+    return parse_int_tok(c, key, val, 0, tr->naxes - 1, &op->axis);
+  } else if (strcmp(key, "offset") == 0 && is_p2p(op->kind)) {
+    return parse_int_tok(c, key, val, -65536, 65536, &op->offset);
+  } else if (strcmp(key, "tag") == 0 && is_p2p(op->kind)) {
+    return parse_int_tok(c, key, val, 0, G_MAXINT, &op->tag);
+  } else if (strcmp(key, "deps") == 0) {
+    if (idx == 0)
+      return perr(c, "deps='%s': op 0 has no earlier op to depend on", val);
+    return parse_int_list(c, "deps", val, 0, idx - 1, deps);
+  } else if (v2 && strcmp(key, "peer") == 0 && is_p2p(op->kind)) {
+    int v = 0;
+    if (!parse_int_tok(c, key, val, 0, (gint64)tr->nranks - 1, &v))
+      return FALSE;
+    op->peer = v + 1;
+  } else if (v2 && strcmp(key, "resource") == 0 &&
+             (op->kind == TS_OP_XFER || op->kind == TS_OP_DELAY)) {
+    int v = find_name(resource_names, G_N_ELEMENTS(resource_names), val);
+    if (v <= 0)
+      return perr(c, "resource='%s': expected host_link, nvme, storage, server or host_cpu", val);
+    if (op->kind == TS_OP_XFER && v == TS_RES_HOST_CPU)
+      return perr(c, "resource='host_cpu': an xfer moves bytes; use a delay op for host work");
+    op->resource = v;
+  } else if (v2 && strcmp(key, "bw_Bps") == 0 && op->kind == TS_OP_XFER) {
+    if (!parse_num_tok(c, key, val, &op->bw_Bps))
+      return FALSE;
+    if (op->bw_Bps <= 0)
+      return perr(c, "bw_Bps='%s': expected a bandwidth > 0 in bytes/s", val);
+  } else if (v2 && strcmp(key, "latency_s") == 0 && op->kind == TS_OP_XFER) {
+    return parse_num_tok(c, key, val, &op->seconds);
+  } else if (v2 && strcmp(key, "seconds") == 0 && op->kind == TS_OP_DELAY) {
+    return parse_num_tok(c, key, val, &op->seconds);
+  } else if (v2 && (strcmp(key, "layer") == 0 || strcmp(key, "layer_last") == 0 ||
+                    strcmp(key, "mb") == 0)) {
+    int v = 0;
+    if (!parse_int_tok(c, key, val, 0, G_MAXINT - 1, &v))
+      return FALSE;
+    *(key[0] == 'm' ? &op->t_micro : key[5] == '_' ? &op->t_layer_last : &op->t_layer) = v + 1;
+  } else if (v2 && strcmp(key, "phase") == 0) {
+    int v = find_name(phase_names, G_N_ELEMENTS(phase_names), val);
+    if (v <= 0)
+      return perr(c, "phase='%s': expected fwd, bwd, recompute, sync or optimizer", val);
+    op->t_phase = v;
+  } else if (v2 && strcmp(key, "role") == 0) {
+    int v = find_name(role_names, G_N_ELEMENTS(role_names), val);
+    if (v <= 0)
+      return perr(c,
+                  "role='%s': expected compute, tp, ep, grad, param_gather, pp, offload, "
+                  "optimizer or marker",
+                  val);
+    op->t_role = v;
+  } else if (v2 && g_str_has_prefix(key, "x_")) {
+    /* an extension another tool wrote: ignored */
+  } else {
+    return perr(c, "'%s': not a key of a %s op in format %d", key, kind, c->version);
+  }
+  return TRUE;
+}
+
 static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
 {
   ts_op op = {0};
@@ -461,8 +1012,9 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
                 tr->programs[prog].nops);
   const char *kind = g_ptr_array_index(tok, 1);
   int k = find_name(op_kind_names, G_N_ELEMENTS(op_kind_names), kind);
-  if (k < 0)
-    return perr(c, "op kind '%s': expected compute, coll, send, recv or wait", kind);
+  if (k < 0 || (c->version < 2 && k > TS_OP_WAIT))
+    return perr(c, "op kind '%s': expected compute, coll, send, recv, wait%s", kind,
+                c->version < 2 ? " (xfer and delay need format 2)" : ", xfer or delay");
   op.kind = (ts_op_kind)k;
   g_autoptr(GArray) deps = g_array_new(FALSE, FALSE, sizeof(int));
   gboolean have_label = FALSE;
@@ -472,93 +1024,44 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
     if (eq == NULL)
       return perr(c, "'%s': expected key=value", kv);
     g_autofree char *key = g_strndup(kv, (gsize)(eq - kv));
-    const char *val = eq + 1;
-    if (strcmp(key, "cat") == 0) {
-      int v = find_name(op_cat_names, G_N_ELEMENTS(op_cat_names), val);
-      if (v < 0)
-        return perr(c,
-                    "cat='%s': expected fwd, bwd, optimizer, comm_dp, comm_tp, comm_pp, "
-                    "comm_other or other",
-                    val);
-      op.cat = (ts_op_cat)v;
-    } else if (strcmp(key, "stream") == 0) {
-      if (!parse_int_tok(c, key, val, 0, 63, &op.stream))
-        return FALSE;
-    } else if (strcmp(key, "label") == 0) {
-      if (!parse_int_tok(c, key, val, 0, (gint64)tr->labels->len - 1, &op.label))
-        return FALSE;
-      have_label = TRUE;
-    } else if (strcmp(key, "flops") == 0 && op.kind == TS_OP_COMPUTE) {
-      if (!parse_num_tok(c, key, val, &op.flops))
-        return FALSE;
-    } else if (strcmp(key, "mem_bytes") == 0 && op.kind == TS_OP_COMPUTE) {
-      if (!parse_num_tok(c, key, val, &op.mem_bytes))
-        return FALSE;
-    } else if (strcmp(key, "bytes") == 0 &&
-               (op.kind == TS_OP_COLL || op.kind == TS_OP_SEND || op.kind == TS_OP_RECV)) {
-      if (!parse_num_tok(c, key, val, &op.bytes))
-        return FALSE;
-    } else if (strcmp(key, "kind") == 0 && op.kind == TS_OP_COLL) {
-      int v = ts_coll_kind_parse(val);
-      if (v < 0)
-        return perr(c,
-                    "kind='%s': expected allreduce, reducescatter, allgather, alltoall or "
-                    "broadcast",
-                    val);
-      op.coll = (ts_coll_kind)v;
-    } else if (strcmp(key, "algo") == 0 && op.kind == TS_OP_COLL) {
-      int v = ts_coll_algo_parse(val);
-      if (v < 0)
-        return perr(c, "algo='%s': expected %s", val, ts_coll_algo_list());
-      op.algo = (ts_coll_algo)v;
-    } else if (strcmp(key, "group") == 0 && op.kind == TS_OP_COLL) {
-      if (!parse_int_tok(c, key, val, 0, (gint64)tr->groups->len - 1, &op.group))
-        return FALSE;
-    } else if (strcmp(key, "axis") == 0 && (op.kind == TS_OP_SEND || op.kind == TS_OP_RECV)) {
-      if (!parse_int_tok(c, key, val, 0, tr->naxes - 1, &op.axis))
-        return FALSE;
-    } else if (strcmp(key, "offset") == 0 && (op.kind == TS_OP_SEND || op.kind == TS_OP_RECV)) {
-      if (!parse_int_tok(c, key, val, -65536, 65536, &op.offset))
-        return FALSE;
-    } else if (strcmp(key, "tag") == 0 && (op.kind == TS_OP_SEND || op.kind == TS_OP_RECV)) {
-      if (!parse_int_tok(c, key, val, 0, G_MAXINT, &op.tag))
-        return FALSE;
-    } else if (strcmp(key, "deps") == 0) {
-      g_auto(GStrv) parts = g_strsplit(val, ",", -1);
-      for (char **d = parts; *d != NULL; d++) {
-        int dep;
-        if (!parse_int_tok(c, "deps", *d, 0, idx - 1, &dep))
-          return FALSE;
-        g_array_append_val(deps, dep);
-      }
-    } else {
-      return perr(c, "'%s': not a key of a %s op", key, kind);
-    }
+    if (!parse_op_key(c, tr, idx, &op, kind, key, eq + 1, deps, &have_label))
+      return FALSE;
   }
   if (!have_label)
     return perr(c, "%s op: missing label=", kind);
   if (op.kind == TS_OP_COLL && op.group < 0)
     return perr(c, "coll op: missing group=");
-  if ((op.kind == TS_OP_SEND || op.kind == TS_OP_RECV) && (op.axis < 0 || op.offset == 0))
-    return perr(c, "%s op: missing axis= or a non-zero offset=", kind);
+  if (is_p2p(op.kind) && op.peer == 0 && (op.axis < 0 || op.offset == 0))
+    return perr(c, "%s op: missing peer=, or axis= and a non-zero offset=", kind);
+  if (op.kind == TS_OP_XFER && op.resource == TS_RES_NONE)
+    return perr(c, "xfer op: missing resource=");
   ts_trace_append(tr, prog, &op, (const int *)deps->data, (int)deps->len);
   return TRUE;
 }
 
 ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
 {
-  parse_ctx c = {path, 0, error};
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  parse_ctx c = {path, 0, 1, error};
   ts_trace *tr = g_new0(ts_trace, 1);
   tr->groups = g_ptr_array_new_with_free_func(group_free);
   tr->labels = g_ptr_array_new_with_free_func(g_free);
   tr->label_index = g_hash_table_new(g_str_hash, g_str_equal);
-  int prog = -1, prog_ops = 0;
+  int prog = -1, prog_ops = 0, want_programs = 0, prog_cap = 0;
   gboolean header = FALSE, ended = FALSE;
-  for (char **l = lines; *l != NULL; l++) {
+  /* Line by line in place (no copy of the whole text: traces run to gigabytes). */
+  GString *line = g_string_new(NULL);
+  g_autoptr(GPtrArray) tok = g_ptr_array_new_with_free_func(g_free);
+  for (const char *l = text; *l != '\0' || c.line == 0;) {
+    const char *nl = strchr(l, '\n');
+    gsize llen = nl ? (gsize)(nl - l) : strlen(l);
+    g_string_truncate(line, 0);
+    g_string_append_len(line, l, (gssize)llen);
+    if (line->len > 0 && line->str[line->len - 1] == '\r')
+      g_string_truncate(line, line->len - 1);
+    l += llen + (nl != NULL);
     c.line++;
-    g_autoptr(GPtrArray) tok = g_ptr_array_new_with_free_func(g_free);
-    if (!tokenize(*l, tok)) {
+    g_ptr_array_set_size(tok, 0);
+    if (!tokenize(line->str, tok)) {
       perr(&c, "unterminated string; expected a closing \"");
       goto fail;
     }
@@ -575,10 +1078,18 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         perr(&c, "expected the header 'trainsim-trace %d'", TS_TRACE_FORMAT_VERSION);
         goto fail;
       }
-      if (!parse_int_tok(&c, "version", g_ptr_array_index(tok, 1), 1, 1, &ver))
+      if (!parse_int_tok(&c, "version", g_ptr_array_index(tok, 1), 1, TS_TRACE_FORMAT_VERSION,
+                         &ver))
         goto fail;
+      c.version = ver;
       header = TRUE;
       continue;
+    }
+    if (tr->programs != NULL &&
+        (strcmp(w, "ranks") == 0 || strcmp(w, "dim") == 0 || strcmp(w, "axis") == 0 ||
+         strcmp(w, "group") == 0 || strcmp(w, "label") == 0)) {
+      perr(&c, "'%s' after the first program; expected it before", w);
+      goto fail;
     }
     if (prog >= 0 && prog_ops < tr->programs[prog].nops + 1 && g_ascii_isdigit(w[0])) {
       perr(&c, "more ops than program %d declared (%d)", prog, prog_ops);
@@ -645,6 +1156,42 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
           goto fail;
       }
       ts_trace_add_axis(tr, g_ptr_array_index(tok, 1), size, sym[0] == 's', &shape);
+    } else if (strcmp(w, "group") == 0 && tok->len >= 3 &&
+               strchr(g_ptr_array_index(tok, 2), '=') != NULL) {
+      /* Format 2: group I [name=NAME] ranks=R,R,... */
+      int gi = 0;
+      if (c.version < 2) {
+        perr(&c, "group with ranks= needs format 2");
+        goto fail;
+      }
+      if (!parse_int_tok(&c, "group index", g_ptr_array_index(tok, 1), tr->groups->len,
+                         tr->groups->len, &gi))
+        goto fail;
+      if (tr->nranks <= 0) {
+        perr(&c, "group with ranks= before 'ranks N'; expected the rank count first");
+        goto fail;
+      }
+      g_autofree char *gname = g_strdup_printf("g%d", gi);
+      g_autoptr(GArray) mem = g_array_new(FALSE, FALSE, sizeof(int));
+      for (guint i = 2; i < tok->len; i++) {
+        const char *kv = g_ptr_array_index(tok, i);
+        if (g_str_has_prefix(kv, "name=") && kv[5] != '\0') {
+          g_free(gname);
+          gname = g_strdup(kv + 5);
+        } else if (g_str_has_prefix(kv, "ranks=") && mem->len == 0) {
+          if (!parse_int_list(&c, "ranks", kv + 6, 0, (gint64)tr->nranks - 1, mem))
+            goto fail;
+        } else {
+          perr(&c, "'%s': expected name=NAME and ranks=R,R,...", kv);
+          goto fail;
+        }
+      }
+      GError *ge = NULL;
+      if (ts_trace_group_members(tr, gname, (const int *)mem->data, (int)mem->len, &ge) < 0) {
+        perr(&c, "%s", ge->message);
+        g_error_free(ge);
+        goto fail;
+      }
     } else if (strcmp(w, "group") == 0 && tok->len >= 3) {
       int gi = 0, axes[TS_MAX_AXES], n = 0;
       if (!parse_int_tok(&c, "group index", g_ptr_array_index(tok, 1), tr->groups->len,
@@ -703,19 +1250,37 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
       }
     } else if (strcmp(w, "program") == 0 && tok->len == 3) {
       if (tr->programs == NULL) {
-        int asym = 1;
-        for (int a = 0; a < tr->naxes; a++)
-          if (!tr->axes[a].symmetric)
-            asym *= tr->axes[a].size;
-        ts_trace_set_programs(tr, asym);
+        /* Checked in 64 bits against the ranks before anything is allocated. */
+        GError *le = NULL;
+        if (tr->nranks <= 0) {
+          perr(&c, "program before 'ranks N'");
+          goto fail;
+        }
+        if (!check_layout(tr, &le)) {
+          perr(&c, "%s", le->message);
+          g_error_free(le);
+          goto fail;
+        }
+        /* Programs are allocated as they are read, not all at once from the axes: a short
+         * file declaring millions of programs must fail on its missing ones, not allocate. */
+        want_programs = asym_programs(tr);
+        prog_cap = MIN(want_programs, 64);
+        tr->programs = g_new0(ts_program, prog_cap);
       }
       int pi = 0;
       if (!parse_int_tok(&c, "program index", g_ptr_array_index(tok, 1), prog + 1, prog + 1, &pi))
         goto fail;
-      if (pi >= tr->nprograms) {
-        perr(&c, "program %d: the asymmetric axes define only %d programs", pi, tr->nprograms);
+      if (pi >= want_programs) {
+        perr(&c, "program %d: the asymmetric axes define only %d programs", pi, want_programs);
         goto fail;
       }
+      if (pi >= prog_cap) {
+        int ncap = (int)MIN((gint64)prog_cap * 2, (gint64)want_programs);
+        tr->programs = g_renew(ts_program, tr->programs, ncap);
+        memset(tr->programs + prog_cap, 0, sizeof(ts_program) * (gsize)(ncap - prog_cap));
+        prog_cap = ncap;
+      }
+      tr->nprograms = pi + 1;
       if (!parse_int_tok(&c, "op count", g_ptr_array_index(tok, 2), 0, 1 << 28, &prog_ops))
         goto fail;
       prog = pi;
@@ -726,6 +1291,8 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
       goto fail;
     }
   }
+  g_string_free(line, TRUE);
+  line = NULL;
   if (!header) {
     c.line = 1;
     perr(&c, "empty file; expected the header 'trainsim-trace %d'", TS_TRACE_FORMAT_VERSION);
@@ -735,8 +1302,8 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
     perr(&c, "file ends without 'end' (truncated?)");
     goto fail;
   }
-  if (tr->programs == NULL || prog != tr->nprograms - 1) {
-    perr(&c, "expected %d programs, found %d", tr->programs ? tr->nprograms : 1, prog + 1);
+  if (tr->programs == NULL || prog != want_programs - 1) {
+    perr(&c, "expected %d programs, found %d", tr->programs ? want_programs : 1, prog + 1);
     goto fail;
   }
   if (!ts_trace_check(tr, NULL, error)) {
@@ -746,6 +1313,124 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
   }
   return tr;
 fail:
+  if (line != NULL)
+    g_string_free(line, TRUE);
   ts_trace_free(tr);
   return NULL;
+}
+
+static gboolean no_nul(const guint8 *data, gsize len, const char *path, GError **error)
+{
+  const guint8 *nul = len > 0 ? memchr(data, '\0', len) : NULL;
+  if (nul == NULL)
+    return TRUE;
+  int line = 1;
+  for (const guint8 *p = data; p < nul; p++)
+    line += *p == '\n';
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s:%d: NUL byte; expected a text file", path, line);
+  return FALSE;
+}
+
+ts_trace *ts_trace_from_bytes(const guint8 *data, gsize len, const char *path, GError **error)
+{
+  if (!no_nul(data, len, path, error))
+    return NULL;
+  g_autofree char *text = g_malloc(len + 1);
+  if (len > 0)
+    memcpy(text, data, len);
+  text[len] = '\0';
+  return ts_trace_from_text(text, path, error);
+}
+
+gboolean ts_read_input_file(const char *path, gint64 max_bytes, char **text, gsize *len,
+                            GError **error)
+{
+  /* O_NONBLOCK: opening a FIFO with no writer must not hang; the fstat below refuses it. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, g_strerror(errno));
+    return FALSE;
+  }
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s; expected a regular file", path,
+                S_ISDIR(st.st_mode)                          ? "a directory"
+                : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                             : "not a regular file");
+    close(fd);
+    return FALSE;
+  }
+  if ((gint64)st.st_size > max_bytes) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: %" G_GINT64_FORMAT " bytes; expected at most %" G_GINT64_FORMAT
+                " bytes for this input",
+                path, (gint64)st.st_size, max_bytes);
+    close(fd);
+    return FALSE;
+  }
+  /* Read at most the cap + 1 bytes: a file that grows while read is still bounded. */
+  gsize cap = (gsize)st.st_size + 1, n = 0;
+  char *buf = g_malloc(cap + 1);
+  for (;;) {
+    if (n == cap) {
+      if ((gint64)cap > max_bytes)
+        break;
+      cap = MIN(cap * 2, (gsize)max_bytes + 1);
+      buf = g_realloc(buf, cap + 1);
+    }
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, g_strerror(errno));
+      g_free(buf);
+      close(fd);
+      return FALSE;
+    }
+    if (r == 0)
+      break;
+    n += (gsize)r;
+  }
+  close(fd);
+  if ((gint64)n > max_bytes) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: more than %" G_GINT64_FORMAT " bytes; expected at most that for this input",
+                path, max_bytes);
+    g_free(buf);
+    return FALSE;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  if (len != NULL)
+    *len = n;
+  return TRUE;
+}
+
+ts_trace *ts_trace_load(const char *path, GError **error)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  if (!ts_read_input_file(path, TS_TRACE_MAX_FILE_BYTES, &text, &len, error))
+    return NULL;
+  if (!no_nul((const guint8 *)text, len, path, error))
+    return NULL;
+  return ts_trace_from_text(text, path, error);
+}
+
+double ts_offchip_time(const ts_topo *t, const ts_op *op)
+{
+  if (op->kind == TS_OP_DELAY)
+    return op->seconds;
+  if (op->kind != TS_OP_XFER)
+    return 0.0;
+  /* Bytes over the resource at its bandwidth, plus the op's fixed latency. No kernel-launch
+   * floor: nothing is launched on the chip (a format 1 trace paid op_overhead_us here). */
+  double bw = op->bw_Bps;
+  if (bw <= 0)
+    bw = ts_resource_bw_Bps(t, op->resource);
+  if (bw <= 0)
+    return op->bytes > 0 ? -1.0 : op->seconds;
+  return op->seconds + op->bytes / bw;
 }

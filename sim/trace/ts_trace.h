@@ -9,8 +9,13 @@
 
 G_BEGIN_DECLS
 
-#define TS_TRACE_FORMAT_VERSION 1
+/* Format 2 (docs/formats.md#traces) adds off-chip transfers, fixed durations, op tags,
+ * member-list groups and point-to-point by rank; format 1 files are still read. */
+#define TS_TRACE_FORMAT_VERSION 2
 #define TS_MAX_AXES 8
+
+/* Readers refuse files larger than this (a trace of 10 million ops is ~1 GB of text). */
+#define TS_TRACE_MAX_FILE_BYTES ((gint64)4 << 30)
 
 typedef enum {
   TS_OP_COMPUTE, /* flops and device memory bytes on the rank's chip */
@@ -18,7 +23,47 @@ typedef enum {
   TS_OP_SEND,    /* point-to-point to the rank `offset` steps along an axis */
   TS_OP_RECV,    /* matching receive */
   TS_OP_WAIT,    /* zero cost; completes when its dependencies have */
+  TS_OP_XFER,    /* format 2: bytes over an off-chip resource (host link, NVMe, storage, server) */
+  TS_OP_DELAY,   /* format 2: a fixed duration (measured, or computed off the chip) */
+  TS_OP_NKINDS
 } ts_op_kind;
+
+/** The off-chip resource an XFER moves bytes over (or a DELAY occupies). */
+typedef enum {
+  TS_RES_NONE,
+  TS_RES_HOST_LINK, /* chip <-> host memory: [host] host_link_GBps */
+  TS_RES_NVME,      /* host NVMe: [host] nvme_GBps */
+  TS_RES_STORAGE,   /* remote storage: the op's bw_Bps (no topology key) */
+  TS_RES_SERVER,    /* parameter server port: the op's bw_Bps, else the slowest network dim */
+  TS_RES_HOST_CPU,  /* host CPU (DELAY only: the optimizer on the host) */
+  TS_NRES
+} ts_resource;
+
+/** Phase of the step an op belongs to (op tag; TS_PHASE_NONE when untagged). */
+typedef enum {
+  TS_PHASE_NONE,
+  TS_PHASE_FWD,
+  TS_PHASE_BWD,
+  TS_PHASE_RECOMPUTE,
+  TS_PHASE_SYNC, /* gradient synchronisation */
+  TS_PHASE_OPTIMIZER,
+  TS_NPHASES
+} ts_phase;
+
+/** What an op does (op tag; TS_ROLE_NONE when untagged). */
+typedef enum {
+  TS_ROLE_NONE,
+  TS_ROLE_COMPUTE,      /* a layer's kernels */
+  TS_ROLE_TP,           /* tensor / sequence parallel activation collective */
+  TS_ROLE_EP,           /* expert-parallel all-to-all */
+  TS_ROLE_GRAD,         /* gradient synchronisation (collective or server push) */
+  TS_ROLE_PARAM_GATHER, /* ZeRO parameter all-gather, server pull */
+  TS_ROLE_PP,           /* pipeline send / receive / stage gather */
+  TS_ROLE_OFFLOAD,      /* host link and NVMe traffic of offloading */
+  TS_ROLE_OPTIMIZER,    /* the optimizer step */
+  TS_ROLE_MARKER,       /* zero-cost synchronisation */
+  TS_NROLES
+} ts_role;
 
 /** What an operation is for: the breakdown in reports and the timeline's colours. */
 typedef enum {
@@ -51,6 +96,11 @@ typedef struct {
   int naxes;
   int axes[TS_MAX_AXES];
   ts_group_shape shape; /* the combined shape, pieces of the axes in order */
+  /* Format 2: an explicit member list (one group instance; member m is rank members[m]).
+   * When the list is a regular shape, `shape` holds it too (npieces > 0) and backends use
+   * the shape's algorithms; otherwise npieces = 0 and collectives run as rings over the list. */
+  int nmembers;
+  int *members; /* owned; NULL for axis groups */
 } ts_group;
 
 typedef struct {
@@ -69,6 +119,17 @@ typedef struct {
   int tag;    /* SEND/RECV: matched with the same tag, in order */
   int ndeps;
   int *deps; /* indices of earlier ops of the same program; owned by the program */
+  /* Format 2. Zero-initialised ops mean "absent", so older code that builds ops is valid. */
+  int peer;       /* SEND/RECV: absolute peer rank + 1; 0 = use axis and offset */
+  int resource;   /* XFER/DELAY: ts_resource */
+  double seconds; /* DELAY: duration; XFER: fixed latency added to bytes / bandwidth */
+  double bw_Bps;  /* XFER: bandwidth; 0 = the topology's for the resource */
+  /* Tag: what the op is, for the validator, timeline and imported traces' messages. */
+  int t_layer;      /* layer index + 1 (first layer of a gradient bucket); 0 = none */
+  int t_layer_last; /* last layer + 1 of a range (gradient bucket); 0 = t_layer alone */
+  int t_micro;      /* micro-batch + 1; 0 = none */
+  int t_phase;      /* ts_phase */
+  int t_role;       /* ts_role */
 } ts_op;
 
 typedef struct {
@@ -109,6 +170,31 @@ int ts_trace_add_axis(ts_trace *tr, const char *name, int size, gboolean symmetr
 /** Returns the index of the group made of these axes, adding it when new. */
 int ts_trace_group(ts_trace *tr, const int *axes, int naxes);
 
+/**
+ * Adds a group of explicit members (format 2); returns its index, or -1 with an error when a
+ * member is out of range or repeated. The shape is inferred when the list is regular.
+ */
+int ts_trace_group_members(ts_trace *tr, const char *name, const int *members, int n,
+                           GError **error);
+
+/** Members of a group instance. */
+int ts_trace_group_size(const ts_group *g);
+
+/** Chip of member m of the group instance whose member 0 is base (member lists: base ignored). */
+int ts_trace_group_chip(const ts_topo *t, const ts_group *g, int base, int m);
+
+/** Member 0 of the instance holding rank; *member its index; -1 when rank is not a member. */
+int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *member);
+
+/** Peer rank of a SEND/RECV op run by rank, or -1 when it leaves the axis or the array. */
+int ts_trace_op_peer(const ts_trace *tr, const ts_op *op, int rank);
+
+/**
+ * Replaces algo=auto by the algorithm the analytic model finds fastest for each collective
+ * (the one place `auto` is resolved; backends then replay what the trace says).
+ */
+gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error);
+
 /** Interns a label; returns its index. */
 int ts_trace_label(ts_trace *tr, const char *label);
 
@@ -135,6 +221,35 @@ char *ts_trace_to_text(const ts_trace *tr);
 
 /** Reads the text form; errors name the file and the line. */
 ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error);
+
+/**
+ * Reads the text form from bytes (not NUL-terminated; a NUL byte is an error): the entry point
+ * for fuzzing harnesses. path is used in messages only.
+ */
+ts_trace *ts_trace_from_bytes(const guint8 *data, gsize len, const char *path, GError **error);
+
+/**
+ * Reads a whole input file, refusing what is not a regular file (a directory, FIFO, device)
+ * and files over max_bytes, with one line naming the file. *len may be NULL.
+ */
+gboolean ts_read_input_file(const char *path, gint64 max_bytes, char **text, gsize *len,
+                            GError **error);
+
+/** Reads a trace file (ts_read_input_file, then the text form). */
+ts_trace *ts_trace_load(const char *path, GError **error);
+
+/** The topology's bandwidth of an off-chip resource (bytes/s; 0 when it has none). */
+double ts_resource_bw_Bps(const ts_topo *t, int resource);
+
+/**
+ * Time of an off-chip op (format 2): DELAY its seconds; XFER latency + bytes / bandwidth (the
+ * op's bw_Bps, else the topology's for the resource). Negative when no bandwidth is known.
+ */
+double ts_offchip_time(const ts_topo *t, const ts_op *op);
+
+const char *ts_resource_name(int r);
+const char *ts_phase_name(int p);
+const char *ts_role_name(int r);
 
 /** Total ops over all programs. */
 gint64 ts_trace_nops(const ts_trace *tr);

@@ -264,7 +264,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
   for (int j = 0; j < pr->nops; j++) {
     const ts_op *op = &pr->ops[j];
     vo_info v = parse_label(n, g_ptr_array_index(run->tr->labels, op->label));
-    if (v.kind == VO_GRAD && op->kind == TS_OP_COMPUTE)
+    if (v.kind == VO_GRAD && op->kind != TS_OP_COLL)
       v.kind = VO_PS_PUSH;
     gpointer prevp;
     int prev = g_hash_table_lookup_extended(last, GINT_TO_POINTER(op->stream), NULL, &prevp)
@@ -1595,8 +1595,9 @@ gboolean vd_run_step(vd_run *run)
           int j = g_array_index(wave[rank], int, q);
           const ts_op *op = op_at(run, rank, j);
           if (pass == 0 &&
-              (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_WAIT || op->kind == TS_OP_SEND)) {
-            if (op->kind == TS_OP_COMPUTE)
+              (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_WAIT || op->kind == TS_OP_SEND ||
+               op->kind == TS_OP_XFER || op->kind == TS_OP_DELAY)) {
+            if (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_XFER || op->kind == TS_OP_DELAY)
               ok = run_compute(run, rank, j);
             else if (op->kind == TS_OP_SEND)
               ok = run_send(run, rank, j);

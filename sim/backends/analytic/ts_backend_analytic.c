@@ -1,6 +1,7 @@
 /* ts_backend_analytic: the fast backend. Roofline compute, closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
+#include "ts_coll_members.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -87,6 +88,9 @@ static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
 
 static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError **error)
 {
+  if (g->members != NULL && g->shape.npieces == 0) /* irregular member list: not memoised */
+    return ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers, op->bytes,
+                                error);
   coll_key k;
   memset(&k, 0, sizeof k);
   k.shape.npieces = g->shape.npieces;
@@ -98,7 +102,10 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError 
   double *hit = g_hash_table_lookup(a->coll_cache, &k);
   if (hit != NULL)
     return *hit;
-  double t = ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
+  double t = g->members != NULL && g->shape.npieces == 0
+                 ? ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers,
+                                        op->bytes, error)
+                 : ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
   if (t < 0)
     return t;
   double *v = g_new(double, 1);
@@ -117,8 +124,19 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   case TS_OP_COMPUTE:
     d = ts_compute_time(a->topo, act->op->flops, act->op->mem_bytes);
     break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    d = ts_offchip_time(a->topo, act->op);
+    if (d < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "'%s': transfer over %s, which the topology gives no bandwidth; expected its "
+                  "[host] key or the op's bw_Bps",
+                  act->label, ts_resource_name(act->op->resource));
+      return FALSE;
+    }
+    break;
   case TS_OP_COLL:
-    d = ts_group_size(&act->group->shape) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
+    d = ts_trace_group_size(act->group) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
     if (d < 0) {
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;

@@ -11,6 +11,7 @@
  * finished one with std::list::remove (CommImpl::finish), so N concurrent flows cost O(N) each;
  * 8192 concurrent flows made that 4x slower than mailboxes (docs/backends.md, "Speed"). */
 #include "ts_backend_simgrid.h"
+#include "ts_coll_members.h"
 #include "ts_sg_shim.h"
 #include "ts_util.h"
 
@@ -311,8 +312,8 @@ static void run_member(job *j, int m)
 {
   sgb *b = j->b;
   const plan_index *pi = j->pi;
-  const ts_group_shape *g = &j->act.group->shape;
-  int me = ts_group_member_chip(b->topo, g, j->act.chip, m);
+  const ts_group *g = j->act.group;
+  int me = ts_trace_group_chip(b->topo, g, j->act.chip, m);
   mb_cache_entry cache[MB_CACHE];
   int ncache = 0;
   GArray *outs = g_array_new(FALSE, FALSE, sizeof(sg_mailbox_t));
@@ -334,7 +335,7 @@ static void run_member(job *j, int m)
       for (int k = 0; k < no; k++) {
         int peer = pi->out_peer[o0 + k];
         g_array_index(outs, sg_mailbox_t, k) = cached_mailbox(j, m, peer, TRUE, cache, &ncache);
-        g_array_index(dst, int, k) = ts_group_member_chip(b->topo, g, j->act.chip, peer);
+        g_array_index(dst, int, k) = ts_trace_group_chip(b->topo, g, j->act.chip, peer);
       }
       for (int k = 0; k < ni; k++)
         g_array_index(ins, sg_mailbox_t, k) =
@@ -395,6 +396,13 @@ static void run_part(part *p)
   case TS_OP_COMPUTE:
     if (j->compute_s > 0)
       ts_sg_execute(j->compute_s * HOST_SPEED);
+    break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    /* Off-chip work: the platform has no host links or disks, so the resource's time passes
+     * as a sleep beside the chip's own activities (the analytic backend's time exactly). */
+    if (j->compute_s > 0)
+      sg_actor_sleep_for(j->compute_s);
     break;
   case TS_OP_SEND:
     if (j->nparts == 2)
@@ -483,7 +491,7 @@ static void spawn(sgb *b, job *j)
   for (int i = 0; i < j->nparts; i++) {
     int chip = j->act.chip;
     if (j->act.kind == TS_OP_COLL)
-      chip = ts_group_member_chip(t, &j->act.group->shape, j->act.chip, i);
+      chip = ts_trace_group_chip(t, j->act.group, j->act.chip, i);
     else if (j->act.kind == TS_OP_SEND && i == 1)
       chip = j->act.peer;
     dispatch(b, &j->parts[i], chip);
@@ -661,6 +669,7 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
   const ts_group_shape *g = &a->group->shape;
+  gboolean list = a->group->members != NULL && g->npieces == 0; /* irregular member list */
   /* Transfers move whole bytes (a decomposition of count = bytes elements of one byte); a
    * fractional size, e.g. fp16 gradients split 8 ways, is rounded: at most half a byte. */
   if (!(op->bytes >= 0) || op->bytes > 9.0e15) {
@@ -670,6 +679,8 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
   }
   double bytes = nearbyint(op->bytes);
   GString *key = g_string_new(NULL);
+  if (list) /* the decomposition depends only on the member count */
+    g_string_append_printf(key, "list%d,", a->group->nmembers);
   for (int k = 0; k < g->npieces; k++)
     g_string_append_printf(key, "%d:%d:%d,", g->p[k].dim, g->p[k].size, g->p[k].stride);
   g_string_append_printf(key, "|%d|%d|%.0f", op->coll, op->algo, bytes);
@@ -680,19 +691,23 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     return pi;
   }
   ts_coll_algo algo = op->algo;
-  if (ts_coll_algo_is_choice(algo)) {
+  if (list) {
+    algo = TS_ALGO_RING;
+  } else if (ts_coll_algo_is_choice(algo)) {
     /* The same choice the analytic backend makes, so both replay the same decomposition. */
     if (ts_coll_time(b->topo, op->coll, op->algo, g, op->bytes, &algo, error) < 0) {
       g_string_free(key, TRUE);
       return NULL;
     }
   }
-  ts_coll_plan *p = ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)bytes, 1.0, error);
+  ts_coll_plan *p =
+      list ? ts_coll_members_decompose(op->coll, op->algo, a->group->nmembers, (gint64)bytes, error)
+           : ts_coll_decompose(b->topo, op->coll, algo, g, (gint64)bytes, 1.0, error);
   if (p == NULL) {
     g_string_free(key, TRUE);
     return NULL;
   }
-  pi = plan_index_new(p, ts_group_size(g));
+  pi = plan_index_new(p, ts_trace_group_size(a->group));
   /* The protocol the analytic model chose (ts_coll_decompose picks the same): its bandwidth
    * fraction scales every transfer, its fixed latency delays the start. The per-hop latency
    * of LL and LL128 (lower than Simple's) is not modelled here: links keep the dimension's. */
@@ -730,8 +745,20 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   case TS_OP_COMPUTE:
     j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes);
     break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    j->compute_s = ts_offchip_time(b->topo, a->op);
+    if (j->compute_s < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "'%s': transfer over %s, which the topology gives no bandwidth; expected its "
+                  "[host] key or the op's bw_Bps",
+                  a->label, ts_resource_name(a->op->resource));
+      g_free(j);
+      return FALSE;
+    }
+    break;
   case TS_OP_COLL:
-    if (ts_group_size(&a->group->shape) > 1) {
+    if (ts_trace_group_size(a->group) > 1) {
       j->pi = plan_for(b, a, error);
       if (j->pi == NULL) {
         g_prefix_error(error, "'%s': ", a->label);

@@ -1,0 +1,93 @@
+/* cmd_import: `trainsim import`, reads traces other tools record (Chakra execution traces,
+ * ASTRA-sim text workloads) and writes them as a trainsim trace. */
+#include "ts_cmd.h"
+#include "ts_import.h"
+#include "ts_util.h"
+
+#include <string.h>
+
+int ts_cmd_import(int argc, char **argv)
+{
+  g_autofree char *from = NULL, *topo_name = NULL, *out = NULL, *groups = NULL;
+  GOptionEntry entries[] = {
+      {"from", 0, 0, G_OPTION_ARG_STRING, &from,
+       "chakra (one NAME.RANK.et per rank) or astrasim (a text workload); default: detected", "F"},
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
+       "Topology the trace is for (one rank per chip)", "T"},
+      {"comm-groups", 0, 0, G_OPTION_ARG_FILENAME, &groups,
+       "chakra: process groups as ASTRA-sim's JSON {\"GROUP\": [ranks]} (default: collectives "
+       "span every rank)",
+       "FILE"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Trace file to write (default: stdout)",
+       "FILE"},
+      {NULL}};
+  g_autoptr(GError) err = NULL;
+  if (!ts_cmd_parse("import", "FILE...",
+                    "Reads a Chakra execution trace or an ASTRA-sim text workload and writes it "
+                    "as a trainsim trace (docs/formats.md#importing).",
+                    "Example:\n  trainsim import --from astrasim -t dgx-a100-1node "
+                    "traces/imported/astrasim/Resnet50_DataParallel.txt -o resnet.trace\n"
+                    "  trainsim replay resnet.trace -t dgx-a100-1node",
+                    entries, &argc, &argv, &err))
+    return ts_cmd_fail("import", err);
+  if (argc < 2 || topo_name == NULL) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "expected FILE... and --topology T");
+    return ts_cmd_fail("import", err);
+  }
+  g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, NULL, &err);
+  if (topo == NULL)
+    return ts_cmd_fail("import", err);
+  ts_import_options o = {.comm_groups = groups};
+  g_autoptr(ts_trace) tr =
+      ts_cmd_import_trace(from, (const char *const *)argv + 1, argc - 1, topo, &o, &err);
+  if (tr == NULL)
+    return ts_cmd_fail("import", err);
+  g_autofree char *text = ts_trace_to_text(tr);
+  if (!ts_write_file_atomic(out ? out : "-", text, strlen(text), &err))
+    return ts_cmd_fail("import", err);
+  return 0;
+}
+
+ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
+                              const ts_topo *topo, const ts_import_options *o, GError **error)
+{
+  int f = -1;
+  if (from != NULL) {
+    f = ts_import_format_parse(from);
+    if (f < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--from '%s': expected chakra or astrasim",
+                  from);
+      return NULL;
+    }
+  } else {
+    /* Detected from the first bytes of the first file. */
+    g_autofree char *head = NULL;
+    gsize len = 0;
+    if (!ts_read_input_file(paths[0], (gint64)1 << 30, &head, &len, error))
+      return NULL;
+    f = ts_import_detect((const guint8 *)head, len);
+    if (f == TS_IMPORT_NFORMATS && n == 1) {
+      ts_trace *tr = ts_trace_from_bytes((const guint8 *)head, len, paths[0], error);
+      if (tr != NULL &&
+          (!ts_trace_check(tr, topo, error) || !ts_trace_resolve_algos(tr, topo, error))) {
+        g_prefix_error(error, "%s: ", paths[0]);
+        ts_trace_free(tr);
+        return NULL;
+      }
+      return tr;
+    }
+    if (f < 0 || f == TS_IMPORT_NFORMATS) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: neither a trainsim trace, a Chakra trace nor an ASTRA-sim workload; "
+                  "expected one of them (or say --from chakra|astrasim)",
+                  paths[0]);
+      return NULL;
+    }
+  }
+  ts_trace *tr = ts_import_files((ts_import_format)f, paths, n, topo, o, error);
+  if (tr != NULL && !ts_trace_resolve_algos(tr, topo, error)) {
+    ts_trace_free(tr);
+    return NULL;
+  }
+  return tr;
+}

@@ -1,0 +1,269 @@
+/* Trace format 2 (off-chip transfers, fixed durations, tags, member-list groups, peers by
+ * rank) and the trace reader's bounds: what it refuses, and closed forms of what it replays. */
+#include "ts_replay.h"
+#include "ts_run.h"
+#include "ts_test.h"
+#include "ts_trace.h"
+#include "ts_util.h"
+
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Every op kind and every format 2 field. */
+static const char *const v2_text =
+    "trainsim-trace 2\n"
+    "ranks 4\n"
+    "dim x 4\n"
+    "axis rank 4 asymmetric x:4:1\n"
+    "group 0 name=\"odd\" ranks=0,1,3\n"
+    "group 1 name=\"all\" ranks=0,1,2,3\n"
+    "group 2 rank\n"
+    "meta samples=4 model_flops=0\n"
+    "label 0 \"op\"\n"
+    "program 0 7\n"
+    "0 compute cat=fwd stream=0 label=0 flops=1000000000 mem_bytes=0 layer=3 mb=1 phase=fwd "
+    "role=compute\n"
+    "1 xfer cat=other stream=1 label=0 resource=host_link bytes=4194304 role=offload deps=0\n"
+    "2 delay cat=optimizer stream=1 label=0 seconds=0.001 resource=host_cpu deps=1\n"
+    "3 coll cat=comm_dp stream=0 label=0 kind=allreduce algo=auto group=0 bytes=3000000 deps=0\n"
+    "4 send cat=comm_pp stream=2 label=0 peer=2 tag=7 bytes=1000000\n"
+    "5 xfer cat=comm_dp stream=3 label=0 resource=storage bytes=1000 bw_Bps=1000000 "
+    "latency_s=0.5\n"
+    "6 coll cat=comm_dp stream=0 label=0 kind=allgather algo=auto group=1 bytes=4000 deps=3\n"
+    "program 1 2\n"
+    "0 coll cat=comm_dp stream=0 label=0 kind=allreduce algo=auto group=0 bytes=3000000\n"
+    "1 coll cat=comm_dp stream=0 label=0 kind=allgather algo=auto group=1 bytes=4000 deps=0\n"
+    "program 2 2\n"
+    "0 recv cat=comm_pp stream=2 label=0 peer=0 tag=7 bytes=1000000\n"
+    "1 coll cat=comm_dp stream=0 label=0 kind=allgather algo=auto group=1 bytes=4000\n"
+    "program 3 2\n"
+    "0 coll cat=comm_dp stream=0 label=0 kind=allreduce algo=auto group=0 bytes=3000000\n"
+    "1 coll cat=comm_dp stream=0 label=0 kind=allgather algo=auto group=1 bytes=4000 deps=0\n"
+    "end\n";
+
+static ts_trace *parse(const char *text)
+{
+  GError *err = NULL;
+  ts_trace *tr = ts_trace_from_text(text, "t.trace", &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  return tr;
+}
+
+static char *parse_error(const char *text)
+{
+  GError *err = NULL;
+  ts_trace *tr = ts_trace_from_text(text, "bad.trace", &err);
+  cr_assert_null(tr, "parsed: %s", text);
+  cr_assert(strchr(err->message, '\n') == NULL, "one line: %s", err->message);
+  char *m = g_strdup(err->message);
+  g_error_free(err);
+  return m;
+}
+
+Test(trace, v2_round_trip_is_exact)
+{
+  g_autoptr(ts_trace) tr = parse(v2_text);
+  g_autofree char *out = ts_trace_to_text(tr);
+  g_autoptr(ts_trace) back = parse(out);
+  g_autofree char *out2 = ts_trace_to_text(back);
+  cr_assert_str_eq(out, out2);
+  const ts_op *o = &tr->programs[0].ops[0];
+  cr_assert_eq(o->t_layer, 4);
+  cr_assert_eq(o->t_micro, 2);
+  cr_assert_eq(o->t_phase, TS_PHASE_FWD);
+  cr_assert_eq(o->t_role, TS_ROLE_COMPUTE);
+  cr_assert_eq(tr->programs[0].ops[4].peer, 3);
+  /* {0,1,3} is no regular shape of a 4-ring; {0,1,2,3} is the whole dimension. */
+  const ts_group *odd = g_ptr_array_index(tr->groups, 0), *all = g_ptr_array_index(tr->groups, 1);
+  cr_assert_eq(odd->shape.npieces, 0);
+  cr_assert_eq(all->shape.npieces, 1);
+  cr_assert_eq(all->shape.p[0].size, 4);
+}
+
+Test(trace, v1_still_read_and_v2_keys_refused_there)
+{
+  g_autoptr(ts_trace) tr = parse("trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\n"
+                                 "label 0 \"a\"\nprogram 0 1\n0 compute cat=fwd stream=0 label=0 "
+                                 "flops=1\nend\n");
+  cr_assert_eq(tr->programs[0].nops, 1);
+  g_autofree char *m = parse_error("trainsim-trace 1\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\n"
+                                   "label 0 \"a\"\nprogram 0 1\n0 delay cat=fwd stream=0 label=0 "
+                                   "seconds=1\nend\n");
+  cr_assert(strstr(m, "bad.trace:7: op kind 'delay'") != NULL, "%s", m);
+}
+
+/* Closed forms on a 4-ring (bw 1e10 B/s, 1 us per hop) whose chip has a 1 ms launch floor:
+ * the floor applies to compute only. */
+Test(trace, offchip_and_member_list_times)
+{
+  g_autoptr(ts_topo) t = ring_topo(4, 1e10, 1e-6);
+  t->chip.op_overhead_s = 1e-3;
+  g_autoptr(ts_trace) tr = parse(v2_text);
+  GError *err = NULL;
+  cr_assert(ts_trace_check(tr, t, &err), "%s", err ? err->message : "");
+  cr_assert(ts_trace_resolve_algos(tr, t, &err), "%s", err ? err->message : "");
+  const ts_op *x = &tr->programs[0].ops[1];
+  cr_assert_float_eq(ts_offchip_time(t, x), 4194304 / 1e10, 1e-15, "host link: bytes / bw");
+  cr_assert_float_eq(ts_offchip_time(t, &tr->programs[0].ops[2]), 1e-3, 1e-15);
+  cr_assert_float_eq(ts_offchip_time(t, &tr->programs[0].ops[5]), 0.5 + 1000 / 1e6, 1e-12);
+  /* Ring all-reduce over ranks 0,1,3: 2(n-1) = 4 steps of B/3; the slowest hop is 1 -> 3,
+   * two links on the ring. */
+  ts_replay_result rr;
+  ts_run_options ro = {.backend = "analytic"};
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
+  double ar = 4 * (2e-6 + 1e6 / 1e10);
+  /* Rank 0: compute 1 ms (floor), then the all-reduce, then the all-gather over all 4. */
+  double ag = 0;
+  ts_group_shape whole = {1, {{0, 4, 1}}};
+  ag = ts_coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_AUTO, &whole, 4000, NULL, &err);
+  cr_assert(ag > 0);
+  /* Rank 0 ends with its storage read at 0.501 s, after the collectives. */
+  cr_assert_float_eq(rr.step_time_s, 0.5 + 1000 / 1e6, 1e-12);
+  cr_assert(ar + 1e-3 + ag < 0.5, "the storage read is the longest path");
+  /* The same trace without the off-chip ops: the collective path sets the step. */
+  g_autofree char *t2 = g_strdup(v2_text);
+  const char *zero[][2] = {{"bytes=1000 bw_Bps", "bytes=0000"},
+                           {"bytes=4194304", "bytes=0000000"},
+                           {"seconds=0.001", "seconds=0.000"},
+                           {"latency_s=0.5", "latency_s=0.0"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(zero); i++) {
+    char *p = strstr(t2, zero[i][0]);
+    memcpy(p, zero[i][1], strlen(zero[i][1]));
+  }
+  g_autoptr(ts_trace) tr2 = parse(t2);
+  cr_assert(ts_run_replay(tr2, t, &ro, &rr, &err), "%s", err ? err->message : "");
+  cr_assert(fabs(rr.step_time_s - (1e-3 + ar + ag)) < 1e-12, "%.17g vs %.17g", rr.step_time_s,
+            1e-3 + ar + ag);
+}
+
+Test(trace, simgrid_agrees_on_member_lists)
+{
+  g_autoptr(ts_topo) t = ring_topo(4, 1e10, 1e-6);
+  g_autoptr(ts_trace) tr = parse(v2_text);
+  ts_replay_result a, s;
+  GError *err = NULL;
+  ts_run_options ra = {.backend = "analytic"}, rs = {.backend = "simgrid"};
+  cr_assert(ts_run_replay(tr, t, &ra, &a, &err), "%s", err ? err->message : "");
+  cr_assert(ts_run_replay(tr, t, &rs, &s, &err), "%s", err ? err->message : "");
+  cr_assert_float_eq(s.step_time_s, a.step_time_s, 1e-6 * a.step_time_s, "%.17g vs %.17g",
+                     s.step_time_s, a.step_time_s);
+}
+
+Test(trace, bad_v2_inputs_are_one_line_errors)
+{
+  const struct {
+    const char *text, *expect;
+  } cases[] = {
+      {"trainsim-trace 2\nranks 4\ndim x 4\ngroup 0 ranks=0,1,1\n", "rank 1 is listed twice"},
+      {"trainsim-trace 2\nranks 4\ndim x 4\ngroup 0 ranks=0,9\n", "ranks='9'"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 xfer cat=other stream=0 label=0 bytes=1\nend\n",
+       "missing resource="},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 send cat=other stream=0 label=0 peer=2 bytes=1\nend\n",
+       "peer='2'"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=fwd stream=0 label=0 phase=sideways\nend\n",
+       "phase='sideways'"},
+      /* issue 12: a duplicated axis in a group ("replay stuck" before) */
+      {"trainsim-trace 1\nranks 4\ndim x 4\naxis dp 4 symmetric x:4:1\ngroup 0 dp dp\n"
+       "label 0 \"a\"\nprogram 0 0\nend\n",
+       "group 0 lists axis dp twice"},
+      /* issue 12: overlapping pieces (a wrong time before) */
+      {"trainsim-trace 1\nranks 4\ndim x 2\ndim y 2\naxis a 2 symmetric x:2:1\n"
+       "axis b 2 symmetric x:2:1\nlabel 0 \"a\"\nprogram 0 0\nend\n",
+       "overlaps"},
+      /* issue 12: huge asymmetric axes on a small file: refused before any allocation */
+      {"trainsim-trace 1\nranks 16777216\ndim x 4096\ndim y 4096\n"
+       "axis a 65536 asymmetric x:65536:1\naxis b 65536 asymmetric y:65536:1\n"
+       "label 0 \"a\"\nprogram 0 0\nend\n",
+       "bad.trace:8: axis a:"},
+      {"trainsim-trace 1\nranks 16777216\ndim x 4096\ndim y 4096\n"
+       "axis a 4096 asymmetric x:4096:1\naxis b 4096 asymmetric y:4096:1\n"
+       "label 0 \"a\"\nprogram 0 0\nend\n",
+       "expected 16777216 programs, found 1"},
+      {"trainsim-trace 1\nranks 4\ndim x 65536\ndim y 65536\naxis a 4 asymmetric x:4:1\n"
+       "label 0 \"a\"\nprogram 0 0\nend\n",
+       "bad.trace:7: the dims multiply to more than 4 ranks"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *m = parse_error(cases[i].text);
+    cr_assert(strstr(m, cases[i].expect) != NULL, "case %zu: '%s' lacks '%s'", i, m,
+              cases[i].expect);
+  }
+}
+
+Test(trace, member_list_must_hold_its_users)
+{
+  g_autofree char *m = parse_error("trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric "
+                                   "x:2:1\ngroup 0 ranks=0\nlabel 0 \"a\"\nprogram 0 0\nprogram 1 "
+                                   "1\n0 coll cat=other stream=0 label=0 kind=allreduce group=0 "
+                                   "bytes=1\nend\n");
+  cr_assert(strstr(m, "rank 1 op 0 'a': collective on group g0, which does not list rank 1") !=
+                NULL,
+            "%s", m);
+}
+
+/* issue 12: replay, check and merge read /dev/zero, FIFOs and huge files unboundedly. */
+Test(trace, reader_refuses_what_is_not_a_small_regular_file)
+{
+  char *text = NULL;
+  GError *err = NULL;
+  cr_assert_not(ts_read_input_file("/dev/zero", 1 << 20, &text, NULL, &err));
+  cr_assert(strstr(err->message, "/dev/zero: a device; expected a regular file"), "%s",
+            err->message);
+  g_clear_error(&err);
+  g_autofree char *dir = g_dir_make_tmp("trace-XXXXXX", NULL);
+  g_autofree char *fifo = g_build_filename(dir, "fifo", NULL);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  cr_assert_not(ts_read_input_file(fifo, 1 << 20, &text, NULL, &err));
+  cr_assert(strstr(err->message, "a FIFO; expected a regular file"), "%s", err->message);
+  g_clear_error(&err);
+  g_autofree char *big = g_build_filename(dir, "big", NULL);
+  cr_assert(g_file_set_contents(big, "0123456789abcdef", 16, NULL));
+  cr_assert_not(ts_read_input_file(big, 10, &text, NULL, &err));
+  cr_assert(strstr(err->message, "16 bytes; expected at most 10 bytes"), "%s", err->message);
+  g_clear_error(&err);
+  gsize len = 0;
+  cr_assert(ts_read_input_file(big, 16, &text, &len, &err));
+  cr_assert_eq(len, 16);
+  g_free(text);
+  /* The commands: one line, exit 2, no hang (the FIFO has no writer). */
+  g_autofree char *shard = g_build_filename(dir, "shard", NULL);
+  g_autofree char *sfifo = g_build_filename(shard, "sweep.json", NULL);
+  cr_assert_eq(g_mkdir(shard, 0700), 0);
+  cr_assert_eq(mkfifo(sfifo, 0600), 0);
+  const char *cmds[] = {"replay /dev/zero -t tpu-v3-8x8", "check /dev/zero",
+                        "replay %s -t tpu-v3-8x8", "check %s", "merge %s --output-dir %s/out"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    g_autofree char *args =
+        i == 4 ? g_strdup_printf(cmds[i], shard, dir) : g_strdup_printf(cmds[i], fifo, dir);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 2, "%s: status %d: %s", args, r.status, r.err);
+    cr_assert(strstr(r.err, "expected a regular file") != NULL, "%s: %s", args, r.err);
+    run_free(&r);
+  }
+  unlink(sfifo);
+  g_rmdir(shard);
+  unlink(fifo);
+  unlink(big);
+  g_rmdir(dir);
+}
+
+Test(trace, planner_emits_offchip_ops_without_the_launch_floor)
+{
+  /* Review appendix B: a 4 MiB host-link transfer on dgx-a100 (op_overhead_us 201.2) took
+   * 201.2 us as a compute op; as an xfer it is 4 MiB / 25 GB/s. */
+  run_result r = run("trace -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,zero=2,offload=cpu -o -");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "trainsim-trace 2\n") == r.out);
+  cr_assert(strstr(r.out, " xfer cat=other stream=8 label=") != NULL);
+  cr_assert(strstr(r.out, "resource=host_link bytes=4198400") != NULL);
+  cr_assert(strstr(r.out, " delay cat=optimizer ") != NULL);
+  cr_assert(strstr(r.out, "algo=auto") == NULL, "the algorithm is resolved once, in the trace");
+  run_free(&r);
+}
