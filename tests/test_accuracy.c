@@ -306,3 +306,39 @@ Test(accuracy, shipped_torchtitan_memory_rows)
   double mean = 100 * sum / f->nrows;
   cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
 }
+
+/* search ranks only splits whose memory/chip plus the runtime reserve fits: with a 10 GiB
+ * reserve on the 80 GiB A100, no ranked split holds more than 70 GiB, and the JSON states the
+ * reserve. */
+Test(memory, search_respects_the_reserve)
+{
+  g_autofree char *src = g_build_filename(TS_SOURCE_DIR, "topologies", "dgx-a100-4node.ini", NULL);
+  g_autofree char *txt = NULL;
+  cr_assert(g_file_get_contents(src, &txt, NULL, NULL));
+  char *chip = strstr(txt, "[chip]\n");
+  cr_assert_not_null(chip);
+  g_autofree char *head = g_strndup(txt, (gsize)(chip - txt) + 7);
+  g_autofree char *with = g_strdup_printf("%smemory_reserve_GiB = 10\n%s", head, chip + 7);
+  g_autofree char *dir = NULL;
+  g_autofree char *topo = write_tmp(&dir, "a100-reserve.ini", with);
+  g_autofree char *args = g_strdup_printf("search -t %s -m gpt3-6.7b -b 64 --format json", topo);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autoptr(JsonParser) jp = json_parser_new();
+  cr_assert(json_parser_load_from_data(jp, r.out, -1, NULL));
+  JsonObject *root = json_node_get_object(json_parser_get_root(jp));
+  double gib = 1073741824.0;
+  double cap = json_object_get_double_member(root, "memory_capacity_bytes");
+  double reserve = json_object_get_double_member(root, "memory_reserve_bytes");
+  cr_assert_float_eq(reserve, 10 * gib, 1);
+  JsonArray *ranked = json_object_get_array_member(root, "ranked");
+  cr_assert(json_array_get_length(ranked) > 0, "something fits in 70 GiB");
+  for (guint i = 0; i < json_array_get_length(ranked); i++) {
+    JsonObject *o = json_array_get_object_element(ranked, i);
+    double m = json_object_get_double_member(o, "memory_per_chip_bytes");
+    cr_assert(m + reserve <= cap, "%s: %g GiB + 10 GiB reserve > %g GiB",
+              json_object_get_string_member(o, "split"), m / gib, cap / gib);
+  }
+  run_free(&r);
+  rm_tree(dir);
+}
