@@ -342,3 +342,24 @@ Test(memory, search_respects_the_reserve)
   run_free(&r);
   rm_tree(dir);
 }
+
+/* The shipped torchgpipe rows give tests/test_published.c's numbers (activations and buffers
+ * summed over the devices): 0.63, 1.92, 4.22 and 8.26 GiB, within 1%. */
+Test(accuracy, shipped_torchgpipe_activation_sums)
+{
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "torchgpipe", "memory.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->metric, TS_MEAS_ACTIVATION_SUM);
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  const double want_gib[] = {0.63, 1.92, 4.22, 8.26};
+  cr_assert_eq(f->nrows, 4);
+  for (int i = 0; i < 4; i++) {
+    double got = a->predicted[i] / 1073741824.0;
+    cr_expect(fabs(got / want_gib[i] - 1) < 0.01, "row %d: %.3f GiB, expected %.2f", i, got,
+              want_gib[i]);
+  }
+}
