@@ -24,7 +24,10 @@ for f in data/published/*/*.csv; do
   name=$(basename "$(dirname "$f")")-$(basename "$f" .csv)
   out=out/accuracy/$name
   # shellcheck disable=SC2086
-  ./build/sim/trainsim validate --against "$f" -o "$out" $plot $jobs 2>/dev/null
+  if ! ./build/sim/trainsim validate --against "$f" -o "$out" $plot $jobs 2>"$tables/err"; then
+    cat "$tables/err" >&2
+    exit 1
+  fi
   # The group table (after the blank line) of validate.txt, as Markdown.
   awk -v cmd="./build/sim/trainsim validate --against $f" '
     BEGIN { printf "```\n%s\n```\n\n", cmd }
