@@ -19,7 +19,7 @@ tables=$(mktemp -d)
 trap 'rm -rf "$tables"' EXIT
 for f in data/published/*/*.csv; do
   # A measurement file: its header (first line not starting with #) names a measurement.
-  grep -v '^#' "$f" | head -n 1 | grep -Eq '(^|,)(step_time_(s|ms)|busbw_GBps|peak_memory_(GiB|GB|MiB|bytes))(,|$)' ||
+  grep -v '^#' "$f" | head -n 1 | grep -Eq '(^|,)(step_time_(s|ms)|busbw_GBps|peak_memory_(GiB|GB|MiB|bytes)|peak_activation_memory_sum_(GiB|bytes))(,|$)' ||
     continue
   name=$(basename "$(dirname "$f")")-$(basename "$f" .csv)
   out=out/accuracy/$name
