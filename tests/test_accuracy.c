@@ -363,3 +363,22 @@ Test(accuracy, shipped_torchgpipe_activation_sums)
               want_gib[i]);
   }
 }
+
+/* --max-mean-error-pct: exit 1 when the file's mean |error| is larger, 0 otherwise (BERT-Large
+ * dp=64 measured at twice its predicted step: error -50%). */
+Test(accuracy, max_mean_error_gate)
+{
+  double p = run_step("tpu-v3-8x8", "bert-large", "dp=64", 512, 8);
+  g_autofree char *csv = g_strdup_printf(HEAD "tpu-v3-8x8,bert-large,dp=64,512,8,%.17g\n", 2 * p);
+  g_autofree char *dir = NULL;
+  g_autofree char *path = write_tmp(&dir, "g.csv", csv);
+  g_autofree char *strict = g_strdup_printf("validate --against %s --max-mean-error-pct 49", path);
+  g_autofree char *loose = g_strdup_printf("validate --against %s --max-mean-error-pct 51", path);
+  run_result a = run(strict), b = run(loose);
+  cr_assert_eq(a.status, 1, "exit %d: %s", a.status, a.err);
+  cr_assert(strstr(a.err, "mean |error| 50.00%") != NULL, "%s", a.err);
+  cr_assert_eq(b.status, 0, "exit %d: %s", b.status, b.err);
+  run_free(&a);
+  run_free(&b);
+  rm_tree(dir);
+}
