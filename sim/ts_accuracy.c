@@ -352,9 +352,10 @@ void ts_accuracy_free(ts_accuracy *a)
   g_free(a);
 }
 
-/* The row's topology with its what-ifs applied (owned by the cache). */
-static const ts_topo *row_topo(ts_inputs *c, const ts_meas_file *f, const ts_meas_row *r,
-                               const char *dir, GError **error)
+/* The row's topology with its what-ifs applied (owned by the cache; one copy per distinct
+ * topology and what-ifs, kept in `varied`). */
+static const ts_topo *row_topo(ts_inputs *c, GHashTable *varied, const ts_meas_file *f,
+                               const ts_meas_row *r, const char *dir, GError **error)
 {
   g_autoptr(GError) e = NULL;
   const ts_topo *t = ts_inputs_topo(c, r->topology, dir, &e);
@@ -362,6 +363,10 @@ static const ts_topo *row_topo(ts_inputs *c, const ts_meas_file *f, const ts_mea
     return field_error(error, f->path, r->line, "topology", "%s", e->message), NULL;
   if (r->vary == NULL)
     return t;
+  g_autofree char *key = g_strdup_printf("%s\n%s", r->topology, r->vary);
+  const ts_topo *seen = g_hash_table_lookup(varied, key);
+  if (seen != NULL)
+    return seen;
   g_auto(GStrv) items = g_strsplit(r->vary, ";", -1);
   for (char **it = items; *it != NULL; it++) {
     if (*g_strstrip(*it) == '\0')
@@ -378,6 +383,7 @@ static const ts_topo *row_topo(ts_inputs *c, const ts_meas_file *f, const ts_mea
       return field_error(error, f->path, r->line, "vary", "%s", e->message), NULL;
     t = ts_inputs_adopt_topo(c, nt);
   }
+  g_hash_table_insert(varied, g_steal_pointer(&key), (gpointer)t);
   return t;
 }
 
@@ -388,6 +394,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
   a->predicted = g_new0(double, f->nrows);
   a->detail = g_new0(char *, f->nrows);
   ts_inputs *cache = ts_inputs_new();
+  GHashTable *varied = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autofree char *dir = g_path_get_dirname(f->path);
   ts_config *cfg = g_new0(ts_config, f->nrows);
   int *idx = g_new0(int, f->nrows);
@@ -396,7 +403,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
   for (int i = 0; i < f->nrows && ok; i++) {
     const ts_meas_row *r = &f->rows[i];
     g_autoptr(GError) e = NULL;
-    const ts_topo *t = row_topo(cache, f, r, dir, error);
+    const ts_topo *t = row_topo(cache, varied, f, r, dir, error);
     if (t == NULL) {
       ok = FALSE;
       break;
@@ -488,6 +495,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
   }
   g_free(cfg);
   g_free(idx);
+  g_hash_table_unref(varied);
   ts_inputs_free(cache);
   if (!ok)
     return NULL;
