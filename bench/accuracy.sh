@@ -19,12 +19,15 @@ tables=$(mktemp -d)
 trap 'rm -rf "$tables"' EXIT
 for f in data/published/*/*.csv; do
   # A measurement file: its header (first line not starting with #) names a measurement.
-  grep -v '^#' "$f" | head -n 1 | grep -Eq '(^|,)(step_time_(s|ms)|busbw_GBps|peak_memory_(GiB|GB|MiB|bytes))(,|$)' ||
+  grep -v '^#' "$f" | head -n 1 | grep -Eq '(^|,)(step_time_(s|ms)|busbw_GBps|peak_memory_(GiB|GB|MiB|bytes)|peak_activation_memory_sum_(GiB|bytes))(,|$)' ||
     continue
   name=$(basename "$(dirname "$f")")-$(basename "$f" .csv)
   out=out/accuracy/$name
   # shellcheck disable=SC2086
-  ./build/sim/trainsim validate --against "$f" -o "$out" $plot $jobs 2>/dev/null
+  if ! ./build/sim/trainsim validate --against "$f" -o "$out" $plot $jobs 2>"$tables/err"; then
+    cat "$tables/err" >&2
+    exit 1
+  fi
   # The group table (after the blank line) of validate.txt, as Markdown.
   awk -v cmd="./build/sim/trainsim validate --against $f" '
     BEGIN { printf "```\n%s\n```\n\n", cmd }

@@ -306,3 +306,79 @@ Test(accuracy, shipped_torchtitan_memory_rows)
   double mean = 100 * sum / f->nrows;
   cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
 }
+
+/* search ranks only splits whose memory/chip plus the runtime reserve fits: with a 10 GiB
+ * reserve on the 80 GiB A100, no ranked split holds more than 70 GiB, and the JSON states the
+ * reserve. */
+Test(memory, search_respects_the_reserve)
+{
+  g_autofree char *src = g_build_filename(TS_SOURCE_DIR, "topologies", "dgx-a100-4node.ini", NULL);
+  g_autofree char *txt = NULL;
+  cr_assert(g_file_get_contents(src, &txt, NULL, NULL));
+  char *chip = strstr(txt, "[chip]\n");
+  cr_assert_not_null(chip);
+  g_autofree char *head = g_strndup(txt, (gsize)(chip - txt) + 7);
+  g_autofree char *with = g_strdup_printf("%smemory_reserve_GiB = 10\n%s", head, chip + 7);
+  g_autofree char *dir = NULL;
+  g_autofree char *topo = write_tmp(&dir, "a100-reserve.ini", with);
+  g_autofree char *args = g_strdup_printf("search -t %s -m gpt3-6.7b -b 64 --format json", topo);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autoptr(JsonParser) jp = json_parser_new();
+  cr_assert(json_parser_load_from_data(jp, r.out, -1, NULL));
+  JsonObject *root = json_node_get_object(json_parser_get_root(jp));
+  double gib = 1073741824.0;
+  double cap = json_object_get_double_member(root, "memory_capacity_bytes");
+  double reserve = json_object_get_double_member(root, "memory_reserve_bytes");
+  cr_assert_float_eq(reserve, 10 * gib, 1);
+  JsonArray *ranked = json_object_get_array_member(root, "ranked");
+  cr_assert(json_array_get_length(ranked) > 0, "something fits in 70 GiB");
+  for (guint i = 0; i < json_array_get_length(ranked); i++) {
+    JsonObject *o = json_array_get_object_element(ranked, i);
+    double m = json_object_get_double_member(o, "memory_per_chip_bytes");
+    cr_assert(m + reserve <= cap, "%s: %g GiB + 10 GiB reserve > %g GiB",
+              json_object_get_string_member(o, "split"), m / gib, cap / gib);
+  }
+  run_free(&r);
+  rm_tree(dir);
+}
+
+/* The shipped torchgpipe rows give tests/test_published.c's numbers (activations and buffers
+ * summed over the devices): 0.63, 1.92, 4.22 and 8.26 GiB, within 1%. */
+Test(accuracy, shipped_torchgpipe_activation_sums)
+{
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "torchgpipe", "memory.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->metric, TS_MEAS_ACTIVATION_SUM);
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  const double want_gib[] = {0.63, 1.92, 4.22, 8.26};
+  cr_assert_eq(f->nrows, 4);
+  for (int i = 0; i < 4; i++) {
+    double got = a->predicted[i] / 1073741824.0;
+    cr_expect(fabs(got / want_gib[i] - 1) < 0.01, "row %d: %.3f GiB, expected %.2f", i, got,
+              want_gib[i]);
+  }
+}
+
+/* --max-mean-error-pct: exit 1 when the file's mean |error| is larger, 0 otherwise (BERT-Large
+ * dp=64 measured at twice its predicted step: error -50%). */
+Test(accuracy, max_mean_error_gate)
+{
+  double p = run_step("tpu-v3-8x8", "bert-large", "dp=64", 512, 8);
+  g_autofree char *csv = g_strdup_printf(HEAD "tpu-v3-8x8,bert-large,dp=64,512,8,%.17g\n", 2 * p);
+  g_autofree char *dir = NULL;
+  g_autofree char *path = write_tmp(&dir, "g.csv", csv);
+  g_autofree char *strict = g_strdup_printf("validate --against %s --max-mean-error-pct 49", path);
+  g_autofree char *loose = g_strdup_printf("validate --against %s --max-mean-error-pct 51", path);
+  run_result a = run(strict), b = run(loose);
+  cr_assert_eq(a.status, 1, "exit %d: %s", a.status, a.err);
+  cr_assert(strstr(a.err, "mean |error| 50.00%") != NULL, "%s", a.err);
+  cr_assert_eq(b.status, 0, "exit %d: %s", b.status, b.err);
+  run_free(&a);
+  run_free(&b);
+  rm_tree(dir);
+}

@@ -224,9 +224,10 @@ int ts_cmd_search(int argc, char **argv)
       continue;
     }
     char b1[32], b2[32];
-    out[i].message = g_strdup_printf("does not fit: %s per chip, %s available",
+    out[i].message = g_strdup_printf("does not fit: %s per chip, %s available (capacity less the "
+                                     "runtime reserve)",
                                      ts_fmt_bytes(b1, sizeof b1, p->mem.total),
-                                     ts_fmt_bytes(b2, sizeof b2, p->mem.capacity));
+                                     ts_fmt_bytes(b2, sizeof b2, p->mem.capacity - p->mem.reserve));
     char *f = ts_split_family(p->split_text);
     double *mm = g_hash_table_lookup(unfit_mem, f);
     if (mm == NULL) {
@@ -314,9 +315,10 @@ int ts_cmd_search(int argc, char **argv)
       if (f->best == NULL) {
         f->status = "does not fit";
         f->reason = "does not fit";
-        f->detail = g_strdup_printf("needs at least %s per chip, %s available",
-                                    ts_fmt_bytes(b1, sizeof b1, f->min_mem),
-                                    ts_fmt_bytes(b2, sizeof b2, t->chip.memory_bytes));
+        f->detail = g_strdup_printf(
+            "needs at least %s per chip, %s available (capacity less the runtime reserve)",
+            ts_fmt_bytes(b1, sizeof b1, f->min_mem),
+            ts_fmt_bytes(b2, sizeof b2, t->chip.memory_bytes - ts_chip_memory_reserve(&t->chip)));
       } else if (f->best->k == win->k) {
         f->status = "best";
         f->reason = "";
@@ -433,6 +435,7 @@ int ts_cmd_search(int argc, char **argv)
     json_object_set_int_member(root, "configurations", n);
     json_object_set_int_member(root, "fitting", fit->len);
     json_object_set_double_member(root, "memory_capacity_bytes", t->chip.memory_bytes);
+    json_object_set_double_member(root, "memory_reserve_bytes", ts_chip_memory_reserve(&t->chip));
     JsonArray *ranked = json_array_new();
     for (guint i = 0; i < fit->len && i < (guint)top; i++) {
       JsonObject *o = json_object_new();

@@ -82,7 +82,9 @@ static gboolean write_set(const char *dir, const ts_accuracy *a, gboolean plot, 
     g_autoptr(GPtrArray) w = g_ptr_array_new_with_free_func(g_free);
     const char *metric = a->file->metric == TS_MEAS_STEP_TIME ? "step time (s)"
                          : a->file->metric == TS_MEAS_BUSBW   ? "bus bandwidth (GB/s)"
-                                                              : "peak memory per chip (GiB)";
+                         : a->file->metric == TS_MEAS_PEAK_MEMORY
+                             ? "peak memory per chip (GiB)"
+                             : "activation memory summed over devices (GiB)";
     ok = ts_plot_accuracy(tmpl, dat, groups, metric, w, error);
     for (guint k = 0; k < w->len; k++)
       g_ptr_array_add(names, g_path_get_basename(g_ptr_array_index(w, k)));

@@ -31,10 +31,13 @@ static const struct {
     {"peak_memory_GB", TS_MEAS_PEAK_MEMORY, 1e9},
     {"peak_memory_MiB", TS_MEAS_PEAK_MEMORY, 1048576.0},
     {"peak_memory_bytes", TS_MEAS_PEAK_MEMORY, 1.0},
+    {"peak_activation_memory_sum_GiB", TS_MEAS_ACTIVATION_SUM, GIB},
+    {"peak_activation_memory_sum_bytes", TS_MEAS_ACTIVATION_SUM, 1.0},
 };
 #define MEASURES                                                                                   \
   "step_time_s, step_time_ms, busbw_GBps, peak_memory_GiB, peak_memory_GB, "                       \
-  "peak_memory_MiB or peak_memory_bytes"
+  "peak_memory_MiB, peak_memory_bytes, peak_activation_memory_sum_GiB or "                         \
+  "peak_activation_memory_sum_bytes"
 
 /* The configuration columns. */
 enum {
@@ -59,9 +62,10 @@ G_STATIC_ASSERT(G_N_ELEMENTS(col_names) == C_N);
 
 const char *ts_meas_metric_name(ts_meas_metric m)
 {
-  return m == TS_MEAS_STEP_TIME ? "step_time_s"
-         : m == TS_MEAS_BUSBW   ? "busbw_GBps"
-                                : "peak_memory_bytes";
+  return m == TS_MEAS_STEP_TIME     ? "step_time_s"
+         : m == TS_MEAS_BUSBW       ? "busbw_GBps"
+         : m == TS_MEAS_PEAK_MEMORY ? "peak_memory_bytes"
+                                    : "peak_activation_memory_sum_bytes";
 }
 
 static void row_clear(ts_meas_row *r)
@@ -241,7 +245,7 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
             to_si = measures[m].to_si;
           }
         gboolean looks = g_str_has_prefix(h, "step_time") || g_str_has_prefix(h, "peak_memory") ||
-                         g_str_has_prefix(h, "busbw");
+                         g_str_has_prefix(h, "peak_activation") || g_str_has_prefix(h, "busbw");
         if (ok && looks && !known)
           ok = field_error(error, path, line, h, "unit not understood; expected one of " MEASURES);
       }
@@ -346,9 +350,10 @@ void ts_accuracy_free(ts_accuracy *a)
   g_free(a);
 }
 
-/* The row's topology with its what-ifs applied (owned by the cache). */
-static const ts_topo *row_topo(ts_inputs *c, const ts_meas_file *f, const ts_meas_row *r,
-                               const char *dir, GError **error)
+/* The row's topology with its what-ifs applied (owned by the cache; one copy per distinct
+ * topology and what-ifs, kept in `varied`). */
+static const ts_topo *row_topo(ts_inputs *c, GHashTable *varied, const ts_meas_file *f,
+                               const ts_meas_row *r, const char *dir, GError **error)
 {
   g_autoptr(GError) e = NULL;
   const ts_topo *t = ts_inputs_topo(c, r->topology, dir, &e);
@@ -356,6 +361,10 @@ static const ts_topo *row_topo(ts_inputs *c, const ts_meas_file *f, const ts_mea
     return field_error(error, f->path, r->line, "topology", "%s", e->message), NULL;
   if (r->vary == NULL)
     return t;
+  g_autofree char *key = g_strdup_printf("%s\n%s", r->topology, r->vary);
+  const ts_topo *seen = g_hash_table_lookup(varied, key);
+  if (seen != NULL)
+    return seen;
   g_auto(GStrv) items = g_strsplit(r->vary, ";", -1);
   for (char **it = items; *it != NULL; it++) {
     if (*g_strstrip(*it) == '\0')
@@ -372,6 +381,7 @@ static const ts_topo *row_topo(ts_inputs *c, const ts_meas_file *f, const ts_mea
       return field_error(error, f->path, r->line, "vary", "%s", e->message), NULL;
     t = ts_inputs_adopt_topo(c, nt);
   }
+  g_hash_table_insert(varied, g_steal_pointer(&key), (gpointer)t);
   return t;
 }
 
@@ -382,6 +392,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
   a->predicted = g_new0(double, f->nrows);
   a->detail = g_new0(char *, f->nrows);
   ts_inputs *cache = ts_inputs_new();
+  GHashTable *varied = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autofree char *dir = g_path_get_dirname(f->path);
   ts_config *cfg = g_new0(ts_config, f->nrows);
   int *idx = g_new0(int, f->nrows);
@@ -390,7 +401,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
   for (int i = 0; i < f->nrows && ok; i++) {
     const ts_meas_row *r = &f->rows[i];
     g_autoptr(GError) e = NULL;
-    const ts_topo *t = row_topo(cache, f, r, dir, error);
+    const ts_topo *t = row_topo(cache, varied, f, r, dir, error);
     if (t == NULL) {
       ok = FALSE;
       break;
@@ -440,13 +451,18 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
     if (r->bucket_bytes > 0)
       po.bucket_bytes = r->bucket_bytes;
     po.algo = (ts_coll_algo)r->algo;
-    if (f->metric == TS_MEAS_PEAK_MEMORY) {
+    if (f->metric == TS_MEAS_PEAK_MEMORY || f->metric == TS_MEAS_ACTIVATION_SUM) {
       g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &e);
       if (p == NULL) {
         ok = field_error(error, f->path, r->line, "split", "'%s': %s", r->split, e->message);
         break;
       }
       a->predicted[i] = p->mem.total;
+      if (f->metric == TS_MEAS_ACTIVATION_SUM) {
+        a->predicted[i] = 0;
+        for (int d = 0; d < p->degree[TS_AX_PP]; d++)
+          a->predicted[i] += p->stage_mem[d].activations + p->stage_mem[d].temp;
+      }
       a->detail[i] = g_strdup(p->split_text);
       continue;
     }
@@ -477,6 +493,7 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
   }
   g_free(cfg);
   g_free(idx);
+  g_hash_table_unref(varied);
   ts_inputs_free(cache);
   if (!ok)
     return NULL;
@@ -546,7 +563,7 @@ static const char *fmt_value(char *buf, size_t n, ts_meas_metric m, double v)
 {
   if (m == TS_MEAS_STEP_TIME)
     return ts_fmt_time(buf, n, v);
-  if (m == TS_MEAS_PEAK_MEMORY)
+  if (m == TS_MEAS_PEAK_MEMORY || m == TS_MEAS_ACTIVATION_SUM)
     return ts_fmt_bytes(buf, n, v);
   g_ascii_formatd(buf, (gint)n, "%.1f", v);
   g_strlcat(buf, " GB/s", n);
@@ -770,7 +787,8 @@ char *ts_accuracy_json(const ts_accuracy *a)
 char *ts_accuracy_dat(const ts_accuracy *a, char **groups_out)
 {
   const ts_meas_file *f = a->file;
-  double scale = f->metric == TS_MEAS_PEAK_MEMORY ? 1.0 / GIB : 1.0;
+  double scale =
+      f->metric == TS_MEAS_PEAK_MEMORY || f->metric == TS_MEAS_ACTIVATION_SUM ? 1.0 / GIB : 1.0;
   GString *s = g_string_new(NULL);
   GString *g = g_string_new(NULL);
   g_autoptr(GPtrArray) names = group_names(a);

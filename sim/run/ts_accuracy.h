@@ -11,9 +11,12 @@ G_BEGIN_DECLS
 
 /** What a measurement file measures (one kind per file, named by its measurement column). */
 typedef enum {
-  TS_MEAS_STEP_TIME,   /* step_time_s | step_time_ms: one training step */
-  TS_MEAS_BUSBW,       /* busbw_GBps: a collective's bus bandwidth, as nccl-tests reports it */
-  TS_MEAS_PEAK_MEMORY, /* peak_memory_GiB | _GB | _MiB | _bytes: the largest chip's peak */
+  TS_MEAS_STEP_TIME,      /* step_time_s | step_time_ms: one training step */
+  TS_MEAS_BUSBW,          /* busbw_GBps: a collective's bus bandwidth, as nccl-tests reports it */
+  TS_MEAS_PEAK_MEMORY,    /* peak_memory_GiB | _GB | _MiB | _bytes: the largest chip's peak */
+  TS_MEAS_ACTIVATION_SUM, /* peak_activation_memory_sum_GiB | _bytes: activations and buffers
+                             summed over the pipeline's devices (torchgpipe's "Peak Activation
+                             Memory": the peak less the model states) */
 } ts_meas_metric;
 
 /** One row, values in SI units (seconds, bytes, GB/s = 1e9 B/s). */
