@@ -1,6 +1,7 @@
 /* ts_backend_analytic: the fast backend. Roofline compute, closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
+#include "ts_degrade.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -18,6 +19,10 @@ typedef struct {
   GArray *heap; /* event, binary min-heap on (t, seq) */
   guint64 seq;
   GHashTable *coll_cache; /* coll_key -> double* seconds */
+  /* Degraded arrays (issue 14): the topology collectives crossing dead links see, by mask of
+   * dimensions, built on first use; every chip's compute speed. */
+  ts_topo *degraded[1u << TS_MAX_DIMS];
+  double *speed;
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -85,6 +90,7 @@ typedef struct {
   ts_group_shape shape;
   int kind, algo;
   double bytes;
+  guint degraded; /* dimensions whose dead links the group crosses (issue 14) */
 } coll_key;
 
 static guint coll_key_hash(gconstpointer p)
@@ -101,7 +107,17 @@ static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
   return memcmp(x, y, sizeof(coll_key)) == 0;
 }
 
-static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError **error)
+static const ts_topo *topo_for(analytic *a, guint mask)
+{
+  if (mask == 0)
+    return a->topo;
+  if (a->degraded[mask] == NULL)
+    a->degraded[mask] = ts_degrade_topo(a->topo, mask);
+  return a->degraded[mask];
+}
+
+static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int base_chip,
+                        GError **error)
 {
   coll_key k;
   memset(&k, 0, sizeof k);
@@ -111,10 +127,12 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError 
   k.kind = op->coll;
   k.algo = op->algo;
   k.bytes = op->bytes;
+  k.degraded = ts_degrade_group_mask(a->topo, &g->shape, base_chip);
   double *hit = g_hash_table_lookup(a->coll_cache, &k);
   if (hit != NULL)
     return *hit;
-  double t = ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
+  double t =
+      ts_coll_time(topo_for(a, k.degraded), op->coll, op->algo, &g->shape, op->bytes, NULL, error);
   if (t < 0)
     return t;
   double *v = g_new(double, 1);
@@ -132,16 +150,21 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   switch (act->kind) {
   case TS_OP_COMPUTE:
     d = ts_compute_time(a->topo, act->op->flops, act->op->mem_bytes);
+    if (a->speed != NULL)
+      d /= a->speed[act->chip];
     break;
   case TS_OP_COLL:
-    d = ts_group_size(&act->group->shape) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
+    d = ts_group_size(&act->group->shape) <= 1
+            ? 0.0
+            : coll_cost(a, act->op, act->group, act->chip, error);
     if (d < 0) {
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;
     }
     break;
   case TS_OP_SEND:
-    d = ts_p2p_time(a->topo, act->chip, act->peer, act->op->bytes);
+    d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
+                    act->peer, act->op->bytes);
     break;
   default:
     break;
@@ -166,6 +189,9 @@ static void analytic_free(ts_backend *b)
   analytic *a = b->ctx;
   g_array_unref(a->heap);
   g_hash_table_unref(a->coll_cache);
+  for (guint m = 0; m < G_N_ELEMENTS(a->degraded); m++)
+    ts_topo_free(a->degraded[m]);
+  g_free(a->speed);
   g_free(a);
   g_free(b);
 }
@@ -176,6 +202,11 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   a->topo = t;
   a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
+  if (t->faults.nslow > 0) {
+    a->speed = g_new(double, t->nchips);
+    for (int c = 0; c < t->nchips; c++)
+      a->speed[c] = ts_degrade_chip_speed(t, c);
+  }
   ts_backend *b = g_new0(ts_backend, 1);
   b->name = "analytic";
   b->ctx = a;

@@ -1,5 +1,6 @@
 /* ts_run: plan -> trace -> replay -> result, the one path every prediction takes. */
 #include "ts_run.h"
+#include "ts_degrade.h"
 #include "ts_backend_simgrid.h"
 #include "ts_util.h"
 
@@ -47,11 +48,19 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
                             ts_replay_result *out, ts_run_extra *x, GError **error)
 {
   gboolean sg = is_simgrid(ro);
+  if (sg && (t->faults.ndead > 0 || t->faults.nout > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--fail: the simgrid backend does not route around dead links or chips yet; "
+                "expected --backend analytic (stragglers work on both)");
+    return FALSE;
+  }
   ts_backend *b = sg ? ts_backend_simgrid_new(t, ro->sg_cfg, error) : ts_backend_analytic_new(t);
   if (b == NULL)
     return FALSE;
   /* Contention needs every flow, so the simgrid backend replays every rank. */
-  ts_replay *r = ts_replay_new(tr, b, sg || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
+  /* A degraded array's groups and chips are no longer alike: replay every rank too. */
+  ts_replay *r = ts_replay_new(
+      tr, b, sg || ro->full || ts_degrade_needs_full(t) ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
   gboolean ok = ts_replay_run(r, out, error);
   if (ok && sg) {
     GPtrArray *rows = NULL;

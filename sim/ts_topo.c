@@ -1,5 +1,6 @@
 /* ts_topo: reads and validates topology files (a chip kind and an array of named dimensions). */
 #include "ts_topo.h"
+#include "ts_capacity.h"
 #include "ts_util.h"
 
 #include <string.h>
@@ -19,10 +20,26 @@
 #define TFLOP 1e12
 #define US 1e-6
 
-static const char *const topology_keys[] = {"name", NULL};
-static const char *const chip_keys[] = {
-    "name",           "peak_tflops", "memory_GiB", "memory_bandwidth_GBps", "compute_efficiency",
-    "op_overhead_us", NULL};
+static const char *const topology_keys[] = {"name",
+                                            "pue",
+                                            "network_W_per_chip",
+                                            "storage_bandwidth_GBps",
+                                            "mtbf_chip_hours",
+                                            "mtbf_node_hours",
+                                            "chips_per_node",
+                                            "restart_minutes",
+                                            NULL};
+static const char *const chip_keys[] = {"name",
+                                        "peak_tflops",
+                                        "memory_GiB",
+                                        "memory_bandwidth_GBps",
+                                        "compute_efficiency",
+                                        "op_overhead_us",
+                                        "price_per_hour",
+                                        "tdp_W",
+                                        "comm_W",
+                                        "idle_W",
+                                        NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
 static const char *const dim_keys[] = {
@@ -283,6 +300,8 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
     return NULL;
   }
   t->nchips = (int)chips;
+  if (!ts_capacity_read(kf, path, t, error))
+    return NULL;
   return g_steal_pointer(&t);
 }
 
