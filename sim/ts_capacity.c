@@ -31,8 +31,9 @@ gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **e
                     "a power usage effectiveness (facility / IT power)", &c->pue, error) ||
       !ts_kf_double(kf, path, "topology", "network_W_per_chip", TRUE, 0, 0, 1e6,
                     "switch and NIC power per chip in W", &c->network_W_per_chip, error) ||
-      !ts_kf_double(kf, path, "topology", "storage_bandwidth_GBps", TRUE, 0, 0, 1e9,
-                    "checkpoint storage bandwidth in GB/s (1e9 B/s)", &storage_gbps, error) ||
+      !ts_kf_double(kf, path, "topology", "storage_GBps_per_chip", TRUE, 0, 0, 1e9,
+                    "checkpoint storage bandwidth per chip in GB/s (1e9 B/s)", &storage_gbps,
+                    error) ||
       !ts_kf_double(kf, path, "topology", "mtbf_chip_hours", TRUE, 0, 0, 1e12,
                     "a chip's mean time between failures in hours", &mtbf_chip_h, error) ||
       !ts_kf_double(kf, path, "topology", "mtbf_node_hours", TRUE, 0, 0, 1e12,
@@ -148,8 +149,10 @@ GOptionEntry *ts_capacity_option_entries(ts_capacity_options *o)
        "Facility power usage effectiveness, >= 1 ([topology] pue; default 1, IT power only)", "P"},
       {"network-W", 0, 0, G_OPTION_ARG_STRING, &o->network_w,
        "Switch and NIC power per chip, W ([topology] network_W_per_chip)", "W"},
-      {"storage-GBps", 0, 0, G_OPTION_ARG_STRING, &o->storage,
-       "Checkpoint storage bandwidth of the job, GB/s ([topology] storage_bandwidth_GBps)", "GBPS"},
+      {"storage-GBps-per-chip", 0, 0, G_OPTION_ARG_STRING, &o->storage,
+       "Checkpoint write/read bandwidth per chip, GB/s (the job's is this x chips; [topology] "
+       "storage_GBps_per_chip)",
+       "GBPS"},
       {"mtbf-chip-hours", 0, 0, G_OPTION_ARG_STRING, &o->mtbf_chip,
        "Mean time between job-interrupting failures of one chip, hours ([topology] "
        "mtbf_chip_hours)",
@@ -228,8 +231,8 @@ gboolean ts_capacity_options_finish(ts_capacity_options *o, GError **error)
       !opt_number("pue", o->pue, 1, FALSE, 10, "a power usage effectiveness", &c->pue, error) ||
       !opt_number("network-W", o->network_w, 0, FALSE, 1e6, "a power per chip in W",
                   &c->network_W_per_chip, error) ||
-      !opt_number("storage-GBps", o->storage, 0, TRUE, 1e9, "a bandwidth in GB/s", &storage,
-                  error) ||
+      !opt_number("storage-GBps-per-chip", o->storage, 0, TRUE, 1e9, "a bandwidth in GB/s",
+                  &storage, error) ||
       !opt_number("mtbf-chip-hours", o->mtbf_chip, 0, TRUE, 1e12, "hours", &mtbf_chip, error) ||
       !opt_number("mtbf-node-hours", o->mtbf_node, 0, TRUE, 1e12, "hours", &mtbf_node, error) ||
       !opt_number("chips-per-node", o->chips_per_node, 1, FALSE, 1048576, "a number of chips",
@@ -330,12 +333,13 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
   r->train_steps = steps;
   r->train_s = steps * r->step_time_s;
   r->job_mtbf_s = o->no_failures ? 0 : job_mtbf(&c, r->chips);
-  r->checkpoint_s = c.storage_Bps > 0 ? r->checkpoint_bytes / c.storage_Bps : 0;
+  r->checkpoint_s = c.storage_Bps > 0 ? r->checkpoint_bytes / (c.storage_Bps * r->chips) : 0;
   ts_goodput_in gi = {.work_s = r->train_s,
                       .mtbf_s = r->job_mtbf_s,
                       .checkpoint_s = r->checkpoint_s,
                       .restart_s = c.restart_s + r->checkpoint_s, /* read back at write speed */
-                      .interval_s = o->checkpoint_every_s};
+                      .interval_s = o->checkpoint_every_s,
+                      .min_interval_s = r->step_time_s};
   ts_goodput g;
   ts_goodput_expect(&gi, &g);
   r->expected_train_s = g.expected_s;

@@ -69,7 +69,10 @@ static double interval_of(const ts_goodput_in *in)
     return in->interval_s;
   if (in->mtbf_s <= 0)
     return in->work_s;
-  return ts_goodput_optimum(in->checkpoint_s, in->mtbf_s);
+  /* The optimum, but no more often than the job can checkpoint (once a step); free
+   * checkpoints would otherwise make it zero. */
+  double tau = ts_goodput_optimum(in->checkpoint_s, in->mtbf_s);
+  return MIN(MAX(tau, in->min_interval_s), in->work_s);
 }
 
 void ts_goodput_expect(const ts_goodput_in *in, ts_goodput *out)
@@ -140,31 +143,47 @@ static inline double draw(ts_gp_rng *r, double m)
   return -m * log1p(-ts_gp_rng_uniform(r));
 }
 
-/* One training: segments of tau + delta, then the remainder. Exponential failure times are
- * memoryless, so the time left to the next failure carries over between segments. */
+/* A failure, then restarts until one completes: returns the time from the failure until
+ * work resumes, drawing the time left to the next failure into *x. */
+static double fail_and_restart(ts_gp_rng *rng, double lost, double r, double m, double *x)
+{
+  double t = lost; /* the work since the last checkpoint is lost */
+  for (;;) {
+    *x = draw(rng, m);
+    if (*x >= r) {
+      *x -= r;
+      return t + r;
+    }
+    t += *x; /* a failure during the restart starts it over */
+  }
+}
+
+/* One training: full segments of tau + delta, then the remainder and its checkpoint.
+ * Exponential failure times are memoryless, so the time left to the next failure carries
+ * over between segments, and the segments a failure-free stretch completes are counted in
+ * one division: the work is O(failures), not O(segments). */
 static double one_run(ts_gp_rng *rng, double w, double tau, double d, double r, double m)
 {
   double full = floor(w / tau), rem = w - full * tau;
   if (rem <= 1e-9 * tau)
     rem = 0;
-  gint64 nseg = (gint64)full + (rem > 0 ? 1 : 0);
-  double t = 0, x = m > 0 ? draw(rng, m) : INFINITY;
-  for (gint64 k = 0; k < nseg; k++) {
-    double len = (k < (gint64)full ? tau : rem) + d;
-    while (x < len) {
-      t += x; /* the work since the last checkpoint is lost */
-      for (;;) {
-        x = draw(rng, m);
-        if (x >= r) {
-          t += r;
-          x -= r;
-          break;
-        }
-        t += x; /* a failure during the restart starts it over */
-      }
+  double t = 0, x = m > 0 ? draw(rng, m) : INFINITY, len = tau + d, left = full;
+  while (left > 0) {
+    double fit = floor(x / len);
+    if (fit >= left) {
+      t += left * len;
+      x -= left * len;
+      break;
     }
-    t += len;
-    x -= len;
+    t += fit * len;
+    left -= fit;
+    t += fail_and_restart(rng, x - fit * len, r, m, &x);
+  }
+  if (rem > 0) {
+    double last = rem + d;
+    while (x < last)
+      t += fail_and_restart(rng, x, r, m, &x);
+    t += last;
   }
   return t;
 }

@@ -11,11 +11,12 @@ G_BEGIN_DECLS
 
 /** A training job under failures. Times in seconds. */
 typedef struct {
-  double work_s;       /* failure-free training time (steps x step time), > 0 */
-  double mtbf_s;       /* job-wide mean time between interruptions; 0 = no failures */
-  double checkpoint_s; /* stall to write one checkpoint, >= 0 */
-  double restart_s;    /* downtime after an interruption until work resumes (restart + read) */
-  double interval_s;   /* work between checkpoints; 0 = the optimum */
+  double work_s;         /* failure-free training time (steps x step time), > 0 */
+  double mtbf_s;         /* job-wide mean time between interruptions; 0 = no failures */
+  double checkpoint_s;   /* stall to write one checkpoint, >= 0 */
+  double restart_s;      /* downtime after an interruption until work resumes (restart + read) */
+  double interval_s;     /* work between checkpoints; 0 = the optimum */
+  double min_interval_s; /* the optimum is no shorter than this (one step); may be 0 */
 } ts_goodput_in;
 
 /** Expected time to train and where the time goes beyond the work. */

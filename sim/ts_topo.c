@@ -23,7 +23,7 @@
 static const char *const topology_keys[] = {"name",
                                             "pue",
                                             "network_W_per_chip",
-                                            "storage_bandwidth_GBps",
+                                            "storage_GBps_per_chip",
                                             "mtbf_chip_hours",
                                             "mtbf_node_hours",
                                             "chips_per_node",

@@ -43,7 +43,7 @@ typedef struct {
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.
  * Read from [chip] price_per_hour, tdp_W, comm_W, idle_W and [topology] pue,
- * network_W_per_chip, storage_bandwidth_GBps, mtbf_chip_hours, mtbf_node_hours,
+ * network_W_per_chip, storage_GBps_per_chip, mtbf_chip_hours, mtbf_node_hours,
  * chips_per_node, restart_minutes (ts_capacity.c); every one overridable on the command line. */
 typedef struct {
   double price_per_chip_hour; /* USD per chip-hour */
@@ -52,7 +52,7 @@ typedef struct {
   double idle_W;              /* chip power while waiting */
   double pue;                 /* facility power usage effectiveness, >= 1 */
   double network_W_per_chip;  /* switches, NICs and optics, per chip */
-  double storage_Bps;         /* checkpoint storage bandwidth, whole job (write and read) */
+  double storage_Bps;         /* checkpoint storage bandwidth per chip (write and read) */
   double mtbf_chip_s;         /* mean time between job-interrupting failures of one chip */
   double mtbf_node_s;         /* of one node (host, NIC, power) beyond its chips */
   int chips_per_node;         /* for node failures */

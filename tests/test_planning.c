@@ -224,7 +224,7 @@ Test(cli, bad_planning_input_exits_2)
 
 Test(cli, time_to_train_outputs)
 {
-  run_result r = run(BASE "--tokens 1e10 --mtbf-chip-hours 1000 --storage-GBps 100 "
+  run_result r = run(BASE "--tokens 1e10 --mtbf-chip-hours 1000 --storage-GBps-per-chip 1.5 "
                           "--price-per-hour 2 --tdp-W 450 --restart-minutes 10 --format csv");
   cr_assert_eq(r.status, 0, "%s", r.err);
   g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
