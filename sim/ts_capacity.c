@@ -340,6 +340,7 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
                       .restart_s = c.restart_s + r->checkpoint_s, /* read back at write speed */
                       .interval_s = o->checkpoint_every_s,
                       .min_interval_s = r->step_time_s};
+  r->restart_s = gi.restart_s;
   ts_goodput g;
   ts_goodput_expect(&gi, &g);
   r->expected_train_s = g.expected_s;
@@ -558,6 +559,7 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   jnum(b, "job_mtbf_s", r->job_mtbf_s);
   jnum(b, "checkpoint_write_s", r->checkpoint_s);
   jnum(b, "checkpoint_interval_s", r->checkpoint_interval_s);
+  jnum(b, "restart_s", r->restart_s);
   jnum(b, "expected_failures", r->expected_failures);
   jnum(b, "chip_hours", r->chip_hours);
   jnum(b, "cost_usd", r->cost_usd);

@@ -55,6 +55,7 @@ typedef struct {
   double chip_hours; /* chips x expected wall time */
   double cost_usd;   /* chip-hours x price (0 without a price) */
   double energy_J;   /* whole training, failures included (0 without power) */
+  double restart_s;  /* downtime per interruption: restart + checkpoint read */
 } ts_result;
 
 /** Inputs recorded with every result set. */
