@@ -23,6 +23,7 @@ typedef struct {
    * dimensions, built on first use; every chip's compute speed. */
   ts_topo *degraded[1u << TS_MAX_DIMS];
   double *speed;
+  GHashTable *mask_cache; /* (shape, base chip) -> dead-link mask + 1, when links are dead */
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -107,6 +108,42 @@ static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
   return memcmp(x, y, sizeof(coll_key)) == 0;
 }
 
+/* Memo of ts_degrade_group_mask: a group's members are walked once, not at every collective. */
+typedef struct {
+  ts_group_shape shape;
+  int base;
+} mask_key;
+
+static guint mask_key_hash(gconstpointer p)
+{
+  const guchar *b = p;
+  guint h = 2166136261u;
+  for (gsize i = 0; i < sizeof(mask_key); i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+static gboolean mask_key_equal(gconstpointer x, gconstpointer y)
+{
+  return memcmp(x, y, sizeof(mask_key)) == 0;
+}
+
+static guint group_mask(analytic *a, const ts_group_shape *shape, int base_chip)
+{
+  if (a->topo->faults.ndead == 0)
+    return 0;
+  mask_key k;
+  memset(&k, 0, sizeof k);
+  k.shape = *shape; /* zero-padded copy from coll_cost */
+  k.base = base_chip;
+  gpointer v = g_hash_table_lookup(a->mask_cache, &k);
+  if (v != NULL)
+    return GPOINTER_TO_UINT(v) - 1;
+  guint m = ts_degrade_group_mask(a->topo, shape, base_chip);
+  g_hash_table_insert(a->mask_cache, g_memdup2(&k, sizeof k), GUINT_TO_POINTER(m + 1));
+  return m;
+}
+
 static const ts_topo *topo_for(analytic *a, guint mask)
 {
   if (mask == 0)
@@ -127,7 +164,7 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int bas
   k.kind = op->coll;
   k.algo = op->algo;
   k.bytes = op->bytes;
-  k.degraded = ts_degrade_group_mask(a->topo, &g->shape, base_chip);
+  k.degraded = group_mask(a, &k.shape, base_chip);
   double *hit = g_hash_table_lookup(a->coll_cache, &k);
   if (hit != NULL)
     return *hit;
@@ -192,6 +229,7 @@ static void analytic_free(ts_backend *b)
   for (guint m = 0; m < G_N_ELEMENTS(a->degraded); m++)
     ts_topo_free(a->degraded[m]);
   g_free(a->speed);
+  g_hash_table_unref(a->mask_cache);
   g_free(a);
   g_free(b);
 }
@@ -202,6 +240,7 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   a->topo = t;
   a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
+  a->mask_cache = g_hash_table_new_full(mask_key_hash, mask_key_equal, g_free, NULL);
   if (t->faults.nslow > 0) {
     a->speed = g_new(double, t->nchips);
     for (int c = 0; c < t->nchips; c++)

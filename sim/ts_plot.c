@@ -444,7 +444,7 @@ static gboolean plot_whatif(plot_ctx *c, GArray *rows, const char *ttl, char **v
   gp_str(vars, "xlab", xl);
   g_string_append_printf(vars, "nblocks=%d; ", nb);
   g_autofree char *script_vars =
-      positive ? g_strdup(vars->str) : g_strconcat(vars->str, "unset logscale x; ", NULL);
+      positive ? g_strdup(vars->str) : g_strconcat(vars->str, "nolog = 1; ", NULL);
   gboolean ok = nb == 0 || render(c, "whatif", d->str, script_vars, error);
   g_string_free(vars, TRUE);
   g_string_free(d, TRUE);
