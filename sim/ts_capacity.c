@@ -88,7 +88,7 @@ void ts_capacity_fill(ts_result *r, const ts_plan *p, const ts_replay_result *rr
   r->dp_active = dp;
   /* Chips out: the job shrinks by the data-parallel replicas that hold them. */
   const ts_faults *f = &p->topo->faults;
-  if (f->nout > 0 && dp > 1) {
+  if (f->nout > 0) {
     /* A chip's replica is its member index in its dp group; chips of one replica share it.
      * Count distinct replicas among the chips out. */
     int lost = 0;
