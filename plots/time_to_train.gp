@@ -9,7 +9,7 @@ set logscale x 2
 set logscale y
 set xlabel 'chips'
 set ylabel 'time to train (days)'
-set key inside top right width -6
+set key inside top right width 1
 if (!has_cost) { set title 'Time to train: '.ttl }
 plot dat using 1:2 title 'no failures' lw 2 dt 2, \
      dat using 1:3 title 'expected, with failures' lw 2, \
