@@ -258,3 +258,74 @@ Test(cli, time_to_train_outputs)
   cr_expect(fabs(hours - 64 * days * 24) < 1e-6 * hours);
   run_free(&r);
 }
+
+/* A value of the first row of a CSV (header line, then rows) by column name; NAN when absent. */
+static double csv_value(const char *csv, int row, const char *col)
+{
+  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  if ((int)g_strv_length(lines) <= row + 1)
+    return NAN;
+  /* Quoted split texts hold commas: count columns from the end, which are never quoted. */
+  g_auto(GStrv) cells = g_strsplit(lines[row + 1], ",", -1);
+  int nh = (int)g_strv_length(head), nc = (int)g_strv_length(cells);
+  for (int i = 0; i < nh; i++)
+    if (strcmp(head[i], col) == 0)
+      return g_ascii_strtod(cells[nc - nh + i], NULL);
+  return NAN;
+}
+
+Test(cli, chip_out_shrinks_by_one_replica)
+{
+  run_result h = run(BASE "--format csv");
+  run_result o = run(BASE "--fail chip:17 --format csv");
+  cr_assert_eq(h.status, 0, "%s", h.err);
+  cr_assert_eq(o.status, 0, "%s", o.err);
+  double sh = csv_value(h.out, 0, "samples_per_s"), so = csv_value(o.out, 0, "samples_per_s");
+  double th = csv_value(h.out, 0, "step_time_s"), to = csv_value(o.out, 0, "step_time_s");
+  /* dp=64: one replica of 64 drops out, the step stays. */
+  cr_expect(fabs(so / sh - 63.0 / 64.0) < 1e-9, "samples/s %g vs %g", so, sh);
+  cr_expect(fabs(to / th - 1) < 1e-12, "step %g vs %g", to, th);
+  cr_expect_float_eq(csv_value(o.out, 0, "dp_active"), 63, 1e-12);
+  run_free(&h);
+  run_free(&o);
+}
+
+Test(cli, dead_links_never_speed_up_a_sweep)
+{
+  run_result r = run("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x,dp=8@y "
+                     "--vary dead_links=0,1,2,4 -j 1 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double prev = 0;
+  for (int k = 0; k < 4; k++) {
+    double st = csv_value(r.out, k, "step_time_s");
+    cr_expect(st >= prev * (1 - 1e-12), "row %d: step %g below %g", k, st, prev);
+    prev = st;
+  }
+  double healthy = csv_value(r.out, 0, "step_time_s"), four = csv_value(r.out, 3, "step_time_s");
+  cr_expect(four > healthy, "4 dead links cost nothing: %g vs %g", four, healthy);
+  run_free(&r);
+}
+
+Test(cli, planning_output_is_deterministic)
+{
+  const char *args = BASE "--tokens 1e10 --mtbf-chip-hours 100 --storage-GBps-per-chip 1 "
+                          "--restart-minutes 5 --monte-carlo 2000 --seed 3 --format json";
+  run_result a = run(args), b = run(args);
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_expect_str_eq(a.out, b.out);
+  cr_expect(strstr(a.out, "\"days_p90\"") != NULL);
+  run_free(&a);
+  run_free(&b);
+}
+
+Test(cli, search_objective_and_constraints)
+{
+  expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --objective speed", "--objective");
+  expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --max-days 3", "--max-days");
+  run_result r = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1 --steps 1000 "
+                     "--price-per-hour 1 --objective cost");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "time to train 1 ksteps") != NULL, "%s", r.out);
+  run_free(&r);
+}
