@@ -5,7 +5,7 @@ load plotdir.'/common.gp'
 set title 'What-if: '.ttl
 set xlabel xlab
 set ylabel 'step time relative to baseline (ratio)'
-set logscale x 2
+if (!exists('nolog')) set logscale x 2
 set key inside top right
 plot for [i=0:nblocks-1] dat index i using 1:2 title columnheader(1) lw 2, \
      1 with lines dt 2 lc rgb '#888888' title 'baseline'

@@ -1,6 +1,8 @@
 /* cmd_run: `trainsim run`, the what-if: step time, breakdown and memory of one or more splits. */
 #include "ts_backends.h"
+#include "ts_capacity.h"
 #include "ts_cmd.h"
+#include "ts_degrade.h"
 #include "ts_plot.h"
 #include "ts_run.h"
 #include "ts_timeline.h"
@@ -46,7 +48,10 @@ int ts_cmd_run(int argc, char **argv)
   double bucket_MiB = 25.0;
   gboolean full = FALSE, plot = FALSE;
   g_autofree char *link_report = NULL;
-  GOptionEntry entries[] = {
+  g_auto(GStrv) fails = NULL, stragglers = NULL;
+  g_auto(ts_capacity_options) cap;
+  ts_capacity_options_init(&cap);
+  GOptionEntry run_entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or shipped name (topologies/NAME.ini)", "T"},
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
@@ -89,7 +94,18 @@ int ts_cmd_run(int argc, char **argv)
        "Write the replayed step (one --split) as Chrome trace-event JSON (Perfetto); tracks for "
        "the simulated chips, every chip with --full",
        "FILE.json"},
+      {"fail", 0, 0, G_OPTION_ARG_STRING_ARRAY, &fails,
+       "A dead link (link:DIM:C1,C2,... from the chip at those coordinates to its + neighbour "
+       "along DIM) or a chip out (chip:ID; the job shrinks by its data-parallel replica); "
+       "repeatable (docs/planning.md)",
+       "link:x:3,4|chip:N"},
+      {"straggler", 0, 0, G_OPTION_ARG_STRING_ARRAY, &stragglers,
+       "A slow chip (chip:N=0.8, its compute at 80% speed) or a slow fabric (dim.NAME=0.9, that "
+       "dimension's links at 90%); repeatable",
+       "chip:N=F|dim.NAME=F"},
       {NULL}};
+  g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(run_entries, cap_entries);
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("run", "",
                     "Predicts step time (s), its breakdown, throughput (samples/s), "
@@ -97,7 +113,8 @@ int ts_cmd_run(int argc, char **argv)
                     "Example:\n  trainsim run --topology tpu-v3-8x8 --model gpt2-1.5b "
                     "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt2-1.5b -b 256 "
                     "--split tp=8@node,dp=4@net --format json",
-                    entries, &argc, &argv, &err))
+                    entries, &argc, &argv, &err) ||
+      !ts_capacity_options_finish(&cap, &err))
     return ts_cmd_fail("run", err);
   ts_format fmt;
   if (argc > 1) {
@@ -153,7 +170,7 @@ int ts_cmd_run(int argc, char **argv)
     return ts_cmd_fail("run", err);
   g_autofree char *tpath = NULL, *mpath = NULL;
   g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
-  if (topo == NULL)
+  if (topo == NULL || !ts_degrade_apply_options(topo, fails, stragglers, &err))
     return ts_cmd_fail("run", err);
   g_autoptr(ts_model) model = ts_cmd_load_model(model_name, &mpath, &err);
   if (model == NULL)
@@ -207,6 +224,11 @@ int ts_cmd_run(int argc, char **argv)
       status = ts_cmd_fail("run", err);
       break;
     }
+    if (!ts_capacity_apply(&cap, topo, &res, &err)) {
+      ts_result_clear(&res);
+      status = ts_cmd_fail("run", err);
+      break;
+    }
     g_array_append_val(results, res);
   }
   if (status == 0 && results->len == 0) /* every default candidate failed: say why */
@@ -219,12 +241,19 @@ int ts_cmd_run(int argc, char **argv)
     in.topology_name = g_strdup(topo->name);
     in.topology_path = g_strdup(tpath);
     in.topology_desc = ts_topo_describe(topo);
+    g_autofree char *faults = ts_degrade_describe(topo);
+    if (*faults != '\0') {
+      char *d = g_strdup_printf("%s, degraded: %s", in.topology_desc, faults);
+      g_free(in.topology_desc);
+      in.topology_desc = d;
+    }
     in.backend = g_strdup(ro.backend);
     in.network_model = ts_run_network_model(&ro);
     in.collective_algorithm = g_strdup(ts_coll_algo_name(po.algo));
     in.global_batch = global_batch;
     in.micro_batch = micro_batch;
     const ts_result *res = (const ts_result *)results->data;
+    in.text_appendix = ts_capacity_render_text(&cap, topo, res, (int)results->len);
     g_autofree char *text = ts_report_render(&in, res, (int)results->len, fmt);
     if (timeline_json != NULL &&
         !ts_write_file_atomic(timeline, timeline_json, strlen(timeline_json), &err))

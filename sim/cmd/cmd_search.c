@@ -3,6 +3,7 @@
  * ranked, and every split family that lost is given its reason (does not fit,
  * communication-bound, bubble-bound, compute-bound). */
 #include "ts_backends.h"
+#include "ts_capacity.h"
 #include "ts_cmd.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
@@ -18,9 +19,30 @@ typedef struct {
   const ts_result *r;
 } cand;
 
+/* What the ranking minimises (--objective): the step (or, with a training target, the
+ * expected days, which rank the same on one topology), the cost, or the energy. */
+typedef enum { OBJ_TIME, OBJ_COST, OBJ_ENERGY } objective;
+static objective g_objective = OBJ_TIME;
+
+static double obj_value(const ts_result *r)
+{
+  switch (g_objective) {
+  case OBJ_COST:
+    return r->planned ? r->cost_usd : r->step_time_s * r->chips;
+  case OBJ_ENERGY:
+    return r->planned ? r->energy_J : r->energy_per_step_J;
+  case OBJ_TIME:
+  default:
+    return r->planned ? r->expected_train_s : r->step_time_s;
+  }
+}
+
 static gint by_step(gconstpointer a, gconstpointer b)
 {
   const cand *x = a, *y = b;
+  double vx = obj_value(x->r), vy = obj_value(y->r);
+  if (vx != vy)
+    return vx < vy ? -1 : 1;
   if (x->r->step_time_s != y->r->step_time_s)
     return x->r->step_time_s < y->r->step_time_s ? -1 : 1;
   return x->k < y->k ? -1 : x->k > y->k; /* ties: enumeration order, so output is stable */
@@ -106,7 +128,10 @@ int ts_cmd_search(int argc, char **argv)
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
   gint64 global_batch = 0, jobs = -1, top = 5;
-  GOptionEntry entries[] = {
+  g_autofree char *objective_opt = NULL, *max_days_opt = NULL, *budget_opt = NULL;
+  g_auto(ts_capacity_options) cap;
+  ts_capacity_options_init(&cap);
+  GOptionEntry search_entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name, "Model file or shipped name", "M"},
       {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
@@ -119,7 +144,15 @@ int ts_cmd_search(int argc, char **argv)
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "F"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
        "Also write search.txt, search.json and every candidate (candidates.csv, .json)", "DIR"},
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &objective_opt,
+       "Rank by time (default), cost (needs a price) or energy (needs tdp_W)", "time|cost|energy"},
+      {"max-days", 0, 0, G_OPTION_ARG_STRING, &max_days_opt,
+       "With a training target: drop splits expected to take longer", "D"},
+      {"budget", 0, 0, G_OPTION_ARG_STRING, &budget_opt,
+       "With a training target: drop splits expected to cost more, USD", "USD"},
       {NULL}};
+  g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(search_entries, cap_entries);
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("search", "",
                     "Finds the fastest splits (and placements, micro-batches) of a model on a "
@@ -127,7 +160,33 @@ int ts_cmd_search(int argc, char **argv)
                     "lost.",
                     "Example:\n  trainsim search -t asym-16x16 -m gpt3-6.7b -b 256\nSee "
                     "docs/whatif.md.",
-                    entries, &argc, &argv, &err))
+                    entries, &argc, &argv, &err) ||
+      !ts_capacity_options_finish(&cap, &err))
+    return ts_cmd_fail("search", err);
+  double max_days = 0, budget = 0;
+  g_objective = OBJ_TIME;
+  if (objective_opt != NULL) {
+    if (strcmp(objective_opt, "cost") == 0)
+      g_objective = OBJ_COST;
+    else if (strcmp(objective_opt, "energy") == 0)
+      g_objective = OBJ_ENERGY;
+    else if (strcmp(objective_opt, "time") != 0)
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--objective '%s': expected time, cost or energy",
+                  objective_opt);
+  }
+  if (err == NULL && max_days_opt != NULL &&
+      (!ts_parse_double(max_days_opt, &max_days) || !(max_days > 0) || !cap.any))
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--max-days '%s': expected a positive number of days, with --tokens, --samples "
+                "or --steps",
+                max_days_opt);
+  if (err == NULL && budget_opt != NULL &&
+      (!ts_parse_double(budget_opt, &budget) || !(budget > 0) || !cap.any))
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--budget '%s': expected a positive number of USD, with --tokens, --samples or "
+                "--steps and a price",
+                budget_opt);
+  if (err != NULL)
     return ts_cmd_fail("search", err);
   gboolean json_out = format != NULL && strcmp(format, "json") == 0;
   if (argc > 1)
@@ -257,9 +316,26 @@ int ts_cmd_search(int argc, char **argv)
     const ts_model *m = cfg[0].model;
     GArray *fit = g_array_new(FALSE, FALSE, sizeof(cand));
     GArray *all = g_array_new(FALSE, FALSE, sizeof(cand));
+    for (int k = 0; k < n && status == 0; k++)
+      if (out[k].status == TS_OUTCOME_OK &&
+          !ts_capacity_apply(&cap, cfg[k].topo, &out[k].res, &err))
+        status = ts_cmd_fail("search", err);
+    if (status != 0)
+      goto done;
     for (int k = 0; k < n; k++) {
       if (out[k].status != TS_OUTCOME_OK)
         continue;
+      /* Constraints: a split over the deadline or the budget is out, as one that does not
+       * fit would be (it is kept in the candidates' CSV). */
+      ts_result *rk = &out[k].res;
+      if ((max_days > 0 && rk->expected_train_s > max_days * 86400.0) ||
+          (budget > 0 && rk->cost_usd > budget)) {
+        out[k].status = TS_OUTCOME_INVALID;
+        out[k].message = g_strdup_printf(
+            "%s: over %s", rk->split,
+            max_days > 0 && rk->expected_train_s > max_days * 86400.0 ? "--max-days" : "--budget");
+        continue;
+      }
       cand c = {k, &cfg[k], &out[k].res};
       g_array_append_val(all, c);
       if (out[k].res.mem.fits)
@@ -372,6 +448,16 @@ int ts_cmd_search(int argc, char **argv)
                                i + 1, ws, c->r->split, wp, c->r->placement, c->r->micro_batch,
                                ts_fmt_time(b[0], 48, c->r->step_time_s), b[1], b[2],
                                ts_fmt_bytes(b[3], 48, c->r->mem.total));
+      }
+      if (cap.any) {
+        /* The time-to-train table of the ranked splits, in rank order. */
+        guint nt = MIN(fit->len, (guint)top);
+        ts_result *tr = g_new(ts_result, MAX(nt, 1));
+        for (guint i = 0; i < nt; i++)
+          tr[i] = *g_array_index(fit, cand, i).r; /* shallow: rendering only reads */
+        g_autofree char *tt = ts_capacity_render_text(&cap, t, tr, (int)nt);
+        g_string_append(s, tt);
+        g_free(tr);
       }
       g_autofree char *note = placement_note(t, win->r->placement);
       g_string_append_printf(

@@ -2,6 +2,7 @@
  * shapes, hardware what-ifs, models, batches and splits, on every core, in shards, as CSV and
  * JSON rows with the fields of `trainsim run`. */
 #include "ts_backends.h"
+#include "ts_capacity.h"
 #include "ts_cmd.h"
 #include "ts_mpi.h"
 #include "ts_plot.h"
@@ -182,7 +183,9 @@ int ts_cmd_sweep(int argc, char **argv)
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
   gint64 jobs = -1; /* -1: every core */
   gboolean plot = FALSE;
-  GOptionEntry entries[] = {
+  g_auto(ts_capacity_options) cap;
+  ts_capacity_options_init(&cap);
+  GOptionEntry sweep_entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.topologies,
        "Topology file or shipped name; repeat or comma-separate to sweep several", "T"},
       {"model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.models,
@@ -210,7 +213,8 @@ int ts_cmd_sweep(int argc, char **argv)
       {"vary", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.vary,
        "Hardware what-if KEY=V1,V2 or xFACTORs: peak_tflops, memory_GiB, "
        "memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, latency_us, "
-       "dim.NAME.{link_bandwidth_GBps,latency_us,size}, dims=16x16,32x32; repeatable",
+       "dim.NAME.{link_bandwidth_GBps,latency_us,size}, dims=16x16,32x32, dead_links=0,1,2,4, "
+       "straggler=1,0.9,0.8; repeatable",
        "KEY=V,..."},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, ts_backend_kind_help(), "B"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo, ts_cmd_algo_help(), "A"},
@@ -229,6 +233,8 @@ int ts_cmd_sweep(int argc, char **argv)
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
        "Without --output-dir: csv (default) or json on stdout", "F"},
       {NULL}};
+  g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(sweep_entries, cap_entries);
   g_autoptr(GError) err = NULL;
   int status = 0;
   if (!ts_cmd_parse("sweep", "",
@@ -241,7 +247,8 @@ int ts_cmd_sweep(int argc, char **argv)
                     "link_bandwidth_GBps=x0.5,x1,x2 -o out/\n  trainsim sweep -t tpu-v3-8x8 -m "
                     "bert-large --batch-per-chip 8 --vary dims=2x2,4x4,8x8,16x16 -s tp=1 -s "
                     "tp=4@x -o out/\nSee docs/whatif.md.",
-                    entries, &argc, &argv, &err))
+                    entries, &argc, &argv, &err) ||
+      !ts_capacity_options_finish(&cap, &err))
     return ts_cmd_fail("sweep", err);
   /* Under mpirun (MPI build), every rank enumerates the same sweep; rank 0 hands out the
    * configurations and alone prints and writes. */
@@ -305,6 +312,16 @@ int ts_cmd_sweep(int argc, char **argv)
     status = ts_cmd_fail("sweep", err);
   } else if (mpi && ts_mpi_rank() != 0) {
     /* A worker rank: its outcomes went to rank 0. */
+  } else {
+    /* Time to train, cost and energy: cheap arithmetic on each predicted step, here. */
+    for (int k = 0; k < n && status == 0; k++) {
+      const ts_config *c = &ts_sweep_configs(sw)[g_array_index(idx, int, k)];
+      if (out[k].status == TS_OUTCOME_OK && !ts_capacity_apply(&cap, c->topo, &out[k].res, &err))
+        status = ts_cmd_fail("sweep", err);
+    }
+  }
+  if (!ran || status != 0 || (mpi && ts_mpi_rank() != 0)) {
+    /* reported above */
   } else {
     g_autofree char *csv = ts_sweep_render_csv(sw, (int *)idx->data, out, n);
     g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func((GDestroyNotify)json_node_unref);

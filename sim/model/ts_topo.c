@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#define HOUR 3600.0 /* seconds */
+
 /* Limits. A dimension of more than 65536 chips or an array of more than 2^20 chips is a typo,
  * not a machine: the largest public ML arrays are in the tens of thousands of chips. Bounds on
  * rates are "absurd" bounds that only catch unit mistakes (a link of 1 PB/s, a chip of
@@ -19,7 +21,15 @@
 #define TFLOP 1e12
 #define US 1e-6
 
-static const char *const topology_keys[] = {"name", NULL};
+static const char *const topology_keys[] = {"name",
+                                            "pue",
+                                            "network_W_per_chip",
+                                            "storage_GBps_per_chip",
+                                            "mtbf_chip_hours",
+                                            "mtbf_node_hours",
+                                            "chips_per_node",
+                                            "restart_minutes",
+                                            NULL};
 static const char *const chip_keys[] = {"name",
                                         "peak_tflops",
                                         "memory_GiB",
@@ -27,6 +37,10 @@ static const char *const chip_keys[] = {"name",
                                         "compute_efficiency",
                                         "op_overhead_us",
                                         "memory_reserve_GiB",
+                                        "price_per_hour",
+                                        "tdp_W",
+                                        "comm_W",
+                                        "idle_W",
                                         NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
@@ -385,6 +399,8 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
     return NULL;
   }
   t->nchips = (int)chips;
+  if (!ts_capacity_read(kf, path, t, error))
+    return NULL;
   return g_steal_pointer(&t);
 }
 
@@ -506,4 +522,42 @@ double ts_chip_memory_reserve(const ts_chip *c)
    * 0.5 GiB for the few communicators of a 3D split), plus the caching allocator's
    * fragmentation, about 5% of what it holds. */
   return MIN(GIB + 0.05 * c->memory_bytes, 0.5 * c->memory_bytes);
+}
+
+gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **error)
+{
+  ts_capacity_params *c = &t->cap;
+  memset(c, 0, sizeof *c);
+  double storage_gbps = 0, mtbf_chip_h = 0, mtbf_node_h = 0, restart_min = 0;
+  gint64 per_node = 0;
+  if (!ts_kf_double(kf, path, "chip", "price_per_hour", TRUE, 0, 0, 1e6,
+                    "a price in USD per chip-hour", &c->price_per_chip_hour, error) ||
+      !ts_kf_double(kf, path, "chip", "tdp_W", TRUE, 0, 0, 1e6, "the chip's power when busy in W",
+                    &c->busy_W, error) ||
+      !ts_kf_double(kf, path, "chip", "comm_W", TRUE, 0, 0, 1e6,
+                    "the chip's power while only communicating in W", &c->comm_W, error) ||
+      !ts_kf_double(kf, path, "chip", "idle_W", TRUE, 0, 0, 1e6, "the chip's power while idle in W",
+                    &c->idle_W, error) ||
+      !ts_kf_double(kf, path, "topology", "pue", TRUE, 0, 1, 10,
+                    "a power usage effectiveness (facility / IT power)", &c->pue, error) ||
+      !ts_kf_double(kf, path, "topology", "network_W_per_chip", TRUE, 0, 0, 1e6,
+                    "switch and NIC power per chip in W", &c->network_W_per_chip, error) ||
+      !ts_kf_double(kf, path, "topology", "storage_GBps_per_chip", TRUE, 0, 0, 1e9,
+                    "checkpoint storage bandwidth per chip in GB/s (1e9 B/s)", &storage_gbps,
+                    error) ||
+      !ts_kf_double(kf, path, "topology", "mtbf_chip_hours", TRUE, 0, 0, 1e12,
+                    "a chip's mean time between failures in hours", &mtbf_chip_h, error) ||
+      !ts_kf_double(kf, path, "topology", "mtbf_node_hours", TRUE, 0, 0, 1e12,
+                    "a node's mean time between failures in hours", &mtbf_node_h, error) ||
+      !ts_kf_int(kf, path, "topology", "chips_per_node", TRUE, 0, 0, 1048576, "chips per node",
+                 &per_node, error) ||
+      !ts_kf_double(kf, path, "topology", "restart_minutes", TRUE, 0, 0, 1e6,
+                    "minutes from an interruption to training again", &restart_min, error))
+    return FALSE;
+  c->storage_Bps = storage_gbps * 1e9;
+  c->mtbf_chip_s = mtbf_chip_h * HOUR;
+  c->mtbf_node_s = mtbf_node_h * HOUR;
+  c->chips_per_node = (int)per_node;
+  c->restart_s = restart_min * 60.0;
+  return TRUE;
 }

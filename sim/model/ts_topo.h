@@ -52,6 +52,41 @@ typedef struct {
   double memory_reserve_bytes;
 } ts_chip;
 
+/** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.
+ * Read from [chip] price_per_hour, tdp_W, comm_W, idle_W and [topology] pue,
+ * network_W_per_chip, storage_GBps_per_chip, mtbf_chip_hours, mtbf_node_hours,
+ * chips_per_node, restart_minutes (ts_capacity.c); every one overridable on the command line. */
+typedef struct {
+  double price_per_chip_hour; /* USD per chip-hour */
+  double busy_W;              /* chip power while computing (its TDP) */
+  double comm_W;              /* chip power while only communicating */
+  double idle_W;              /* chip power while waiting */
+  double pue;                 /* facility power usage effectiveness, >= 1 */
+  double network_W_per_chip;  /* switches, NICs and optics, per chip */
+  double storage_Bps;         /* checkpoint storage bandwidth per chip (write and read) */
+  double mtbf_chip_s;         /* mean time between job-interrupting failures of one chip */
+  double mtbf_node_s;         /* of one node (host, NIC, power) beyond its chips */
+  int chips_per_node;         /* for node failures */
+  double restart_s;           /* from an interruption to training again, checkpoint read aside */
+} ts_capacity_params;
+
+/** A degraded array (issue 14): dead links, chips out, slow chips. */
+#define TS_MAX_FAULTS 64
+typedef struct {
+  int dim;  /* dimension of the link */
+  int chip; /* the link joins chip and its + neighbour along dim (wrapping on a ring) */
+} ts_dead_link;
+
+typedef struct {
+  int ndead;
+  ts_dead_link dead[TS_MAX_FAULTS];
+  int nout;
+  int out[TS_MAX_FAULTS]; /* chips out of the job (their links are dead too) */
+  int nslow;
+  int slow_chip[TS_MAX_FAULTS];
+  double slow_factor[TS_MAX_FAULTS]; /* speed as a fraction of nominal, (0, 1] */
+} ts_faults;
+
 /** A topology. Chip id = sum(coord[d] * stride[d]), dimension 0 fastest. */
 typedef struct {
   char *name; /* [topology] name, or the file's base name */
@@ -60,6 +95,9 @@ typedef struct {
   int ndims;
   ts_dim dims[TS_MAX_DIMS];
   int nchips;
+  /* Added with issue 14. */
+  ts_capacity_params cap;
+  ts_faults faults;
 } ts_topo;
 
 /** Reads and validates a topology file; errors name the file and the [group] key. */
@@ -103,6 +141,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_topo, ts_topo_free)
 
 /** Roofline time of a compute op on the topology's chip. */
 double ts_compute_time(const ts_topo *t, double flops, double mem_bytes);
+
+/** Reads the capacity keys of a topology file into t->cap (ts_topo_from_keyfile calls it). */
+gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **error);
 
 G_END_DECLS
 

@@ -1,6 +1,7 @@
 /* ts_plot: .dat files from trainsim's JSON outputs, rendered by the plots/ scripts through gnuplot.
  */
 #include "ts_plot.h"
+#include "ts_goodput.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
 
@@ -444,8 +445,154 @@ static gboolean plot_whatif(plot_ctx *c, GArray *rows, const char *ttl, char **v
   gp_str(vars, "xlab", xl);
   g_string_append_printf(vars, "nblocks=%d; ", nb);
   g_autofree char *script_vars =
-      positive ? g_strdup(vars->str) : g_strconcat(vars->str, "unset logscale x; ", NULL);
+      positive ? g_strdup(vars->str) : g_strconcat(vars->str, "nolog = 1; ", NULL);
   gboolean ok = nb == 0 || render(c, "whatif", d->str, script_vars, error);
+  g_string_free(vars, TRUE);
+  g_string_free(d, TRUE);
+  return ok;
+}
+
+/* ---- capacity planning (issue 14): days and cost vs chips, Pareto, goodput ------------------ */
+
+static JsonObject *ttt(JsonObject *o)
+{
+  return json_object_has_member(o, "time_to_train")
+             ? json_object_get_object_member(o, "time_to_train")
+             : NULL;
+}
+
+/* Time to train and cost against chips: at each chip count the split with the fewest expected
+ * days (fitting splits first), its failure-free days and its cost. Then every planned row as
+ * (days, cost) with the Pareto frontier: no other row is both faster and cheaper. */
+static gboolean plot_planning(plot_ctx *c, GArray *rows, const char *ttl, GError **error)
+{
+  GArray *best = g_array_new(FALSE, FALSE, sizeof(row));
+  gboolean any_fit = FALSE;
+  for (guint i = 0; i < rows->len; i++) {
+    JsonObject *o = g_array_index(rows, row, i).o;
+    any_fit |= ttt(o) != NULL && json_object_get_boolean_member(o, "fits_memory");
+  }
+  GString *pts = g_string_new(NULL);
+  GArray *pareto = g_array_new(FALSE, FALSE, sizeof(double));
+  for (guint i = 0; i < rows->len; i++) {
+    row *r = &g_array_index(rows, row, i);
+    JsonObject *t = ttt(r->o);
+    if (t == NULL || (any_fit && !json_object_get_boolean_member(r->o, "fits_memory")))
+      continue;
+    double chips = num(r->o, "chips"), days = num(t, "days_expected");
+    guint j = 0;
+    while (j < best->len && num(g_array_index(best, row, j).o, "chips") < chips)
+      j++;
+    if (j < best->len && num(g_array_index(best, row, j).o, "chips") == chips) {
+      if (days < num(ttt(g_array_index(best, row, j).o), "days_expected"))
+        g_array_index(best, row, j) = *r;
+    } else
+      g_array_insert_val(best, j, *r);
+    double pt[3] = {days, num(t, "cost_usd"), chips};
+    g_array_append_vals(pareto, pt, 3);
+  }
+  if (best->len < 2) {
+    g_array_unref(best);
+    g_array_unref(pareto);
+    g_string_free(pts, TRUE);
+    return TRUE;
+  }
+  GString *d = g_string_new(NULL);
+  gboolean cost = FALSE;
+  for (guint j = 0; j < best->len; j++) {
+    JsonObject *o = g_array_index(best, row, j).o, *t = ttt(o);
+    dat_num(d, num(o, "chips"));
+    dat_num(d, num(t, "days_no_failures"));
+    dat_num(d, num(t, "days_expected"));
+    dat_num(d, num(t, "days_p90"));
+    dat_num(d, num(t, "cost_usd"));
+    g_string_append_c(d, ' ');
+    dat_label(d, str(o, "split"));
+    g_string_append_c(d, '\n');
+    cost |= num(t, "cost_usd") > 0;
+  }
+  /* Pareto: sort by days, keep a row when it is cheaper than every faster one. */
+  int np = (int)pareto->len / 3;
+  double *p = (double *)(void *)pareto->data;
+  for (int a = 1; a < np; a++)
+    for (int b = a; b > 0 && (p[3 * b] < p[3 * (b - 1)] ||
+                              (p[3 * b] == p[3 * (b - 1)] && p[3 * b + 1] < p[3 * (b - 1) + 1]));
+         b--)
+      for (int k = 0; k < 3; k++) {
+        double tmp = p[3 * b + k];
+        p[3 * b + k] = p[3 * (b - 1) + k];
+        p[3 * (b - 1) + k] = tmp;
+      }
+  GString *all = g_string_new(NULL), *front = g_string_new(NULL);
+  double cheapest = INFINITY;
+  for (int a = 0; a < np; a++) {
+    dat_num(all, p[3 * a]);
+    dat_num(all, p[3 * a + 1]);
+    dat_num(all, p[3 * a + 2]);
+    g_string_append_c(all, '\n');
+    if (p[3 * a + 1] < cheapest) {
+      cheapest = p[3 * a + 1];
+      dat_num(front, p[3 * a]);
+      dat_num(front, p[3 * a + 1]);
+      dat_num(front, p[3 * a + 2]);
+      g_string_append_c(front, '\n');
+    }
+  }
+  g_string_append_printf(all, "\n\n%s", front->str);
+  GString *vars = g_string_new(NULL);
+  gp_str(vars, "ttl", ttl);
+  g_string_append_printf(vars, "has_cost=%d; ", cost);
+  gboolean ok = render(c, "time_to_train", d->str, vars->str, error) &&
+                (!cost || render(c, "pareto", all->str, vars->str, error));
+  g_string_free(vars, TRUE);
+  g_string_free(d, TRUE);
+  g_string_free(all, TRUE);
+  g_string_free(front, TRUE);
+  g_string_free(pts, TRUE);
+  g_array_unref(best);
+  g_array_unref(pareto);
+  return ok;
+}
+
+/* Goodput against the checkpoint interval for the fastest planned row with failures: the
+ * closed form over intervals from 1/20 to 20 times the optimum, the optimum and Young's. */
+static gboolean plot_goodput(plot_ctx *c, GArray *rows, const char *ttl, GError **error)
+{
+  JsonObject *o = NULL;
+  for (guint i = 0; i < rows->len; i++) {
+    JsonObject *x = g_array_index(rows, row, i).o, *t = ttt(x);
+    if (t != NULL && num(t, "job_mtbf_s") > 0 &&
+        (o == NULL || num(t, "days_expected") < num(ttt(o), "days_expected")))
+      o = x;
+  }
+  if (o == NULL)
+    return TRUE;
+  JsonObject *t = ttt(o);
+  ts_goodput_in in = {.work_s = num(t, "days_no_failures") * 86400.0,
+                      .mtbf_s = num(t, "job_mtbf_s"),
+                      .checkpoint_s = num(t, "checkpoint_write_s"),
+                      .restart_s = num(t, "restart_s")};
+  ts_goodput g;
+  ts_goodput_expect(&in, &g);
+  double opt = g.interval_s, young = g.young_s;
+  GString *d = g_string_new(NULL);
+  for (int k = 0; k <= 80; k++) {
+    ts_goodput_in x = in;
+    x.interval_s = opt * pow(20.0, (k - 40) / 40.0);
+    ts_goodput gx;
+    ts_goodput_expect(&x, &gx);
+    dat_num(d, x.interval_s / 60);
+    dat_num(d, 100 * gx.goodput);
+    g_string_append_c(d, '\n');
+  }
+  GString *vars = g_string_new(NULL);
+  g_autofree char *sub =
+      g_strdup_printf("%s\n%s: job MTBF %.3g h, checkpoint %.3g s, restart %.3g s", ttl,
+                      str(o, "split"), in.mtbf_s / 3600, in.checkpoint_s, in.restart_s);
+  gp_str(vars, "ttl", sub);
+  g_string_append_printf(vars, "opt_min=%.17g; young_min=%.17g; opt_goodput=%.17g; ", opt / 60,
+                         young / 60, 100 * g.goodput);
+  gboolean ok = render(c, "goodput", d->str, vars->str, error);
   g_string_free(vars, TRUE);
   g_string_free(d, TRUE);
   return ok;
@@ -508,6 +655,8 @@ static gboolean plot_rows(plot_ctx *c, JsonObject *root, GError **error)
     ok = plot_scaling(c, rows, ttl, error);
   if (ok)
     ok = plot_whatif(c, rows, ttl, (char **)vc->pdata, error);
+  if (ok)
+    ok = plot_planning(c, rows, ttl, error) && plot_goodput(c, rows, ttl, error);
   for (guint i = 0; i < rows->len; i++)
     g_free(g_array_index(rows, row, i).family);
   g_array_unref(rows);

@@ -701,6 +701,8 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   for (int i = 0; i < r->nsim; i++) {
     ts_rank_result rr;
     rank_breakdown(r, i, &rr);
+    out->mean_compute_s += rr.compute_s / r->nsim;
+    out->mean_comm_only_s += rr.exposed_comm_s / r->nsim;
     if (out->critical_rank < 0 || rr.end_s > out->step_time_s) {
       out->step_time_s = rr.end_s;
       out->critical_rank = rr.rank;

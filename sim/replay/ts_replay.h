@@ -61,6 +61,10 @@ typedef struct {
   ts_rank_result critical; /* its breakdown */
   gint64 events;           /* activities completed (for events/s in bench) */
   int nsimulated;          /* ranks simulated */
+  /* Added with issue 14: averages over the simulated ranks (each stands for as many ranks as
+   * every other in collapsed mode, so this is the average over all ranks). */
+  double mean_compute_s;   /* compute time per rank */
+  double mean_comm_only_s; /* communication while not computing, per rank */
 } ts_replay_result;
 
 /** One op's replayed interval, kept when timelines are requested. */

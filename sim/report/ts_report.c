@@ -1,5 +1,6 @@
 /* ts_report: renders predictions as a comparison table, CSV rows or a JSON document. */
 #include "ts_report.h"
+#include "ts_capacity.h"
 #include "ts_util.h"
 
 #include <json-glib/json-glib.h>
@@ -37,6 +38,7 @@ void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts
   r->ps_push_bytes_per_step = p->ps_push_bytes_per_step;
   r->ps_pull_bytes_per_step = p->ps_pull_bytes_per_step;
   r->redistribution_bytes_per_step = p->redistribution_bytes_per_step;
+  ts_capacity_fill(r, p, rr);
 }
 
 void ts_result_clear(ts_result *r)
@@ -57,6 +59,7 @@ void ts_report_inputs_clear(ts_report_inputs *in)
   g_free(in->backend);
   g_free(in->network_model);
   g_free(in->collective_algorithm);
+  g_free(in->text_appendix);
   memset(in, 0, sizeof *in);
 }
 
@@ -193,6 +196,8 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     if (res[i].link_summary != NULL)
       g_string_append_printf(s, "\n%s: %" G_GINT64_FORMAT " flows simulated\n%s", res[i].split,
                              res[i].flows, res[i].link_summary);
+  if (in->text_appendix != NULL)
+    g_string_append(s, in->text_appendix);
   return g_string_free(s, FALSE);
 }
 
@@ -216,6 +221,10 @@ static void csv_num(GString *s, double v)
 static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
 {
   GString *s = g_string_new(CSV_HEADER);
+  /* Capacity-planning columns (issue 14) follow the run columns. */
+  g_string_truncate(s, s->len - 1);
+  g_string_append(s, ts_capacity_csv_header());
+  g_string_append_c(s, '\n');
   for (int i = 0; i < n; i++) {
     const ts_result *r = &res[i];
     ts_csv_append(s, in->model_name);
@@ -261,6 +270,7 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     csv_num(s, r->ps_pull_bytes_per_step);
     csv_num(s, r->redistribution_bytes_per_step);
     csv_num(s, r->mem.reserve);
+    ts_capacity_csv_row(s, r);
     g_string_append_c(s, '\n');
   }
   return g_string_free(s, FALSE);
@@ -361,6 +371,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jint(b, "trace_ops", r->ops);
     jint(b, "replay_events", r->events);
     jint(b, "simulated_ranks", r->simulated_ranks);
+    ts_capacity_json(b, r);
     json_builder_end_object(b);
   }
   json_builder_end_array(b);

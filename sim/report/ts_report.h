@@ -32,6 +32,30 @@ typedef struct {
   double ps_push_bytes_per_step;        /* parameter-server push per worker */
   double ps_pull_bytes_per_step;        /* parameter-server pull per worker */
   double redistribution_bytes_per_step; /* per-layer hybrid boundary collectives per chip */
+  /* Added with issue 14 (capacity planning, ts_capacity.c). Plain numbers only: results cross
+   * process boundaries as bytes (ts_pool). */
+  double tokens_per_sample;     /* sequence length; 0 for models without tokens */
+  double tokens_per_s;          /* samples/s x tokens per sample */
+  double mean_compute_s;        /* per chip and step, averaged over the chips */
+  double mean_comm_only_s;      /* communication while not computing, averaged likewise */
+  double checkpoint_bytes;      /* parameters + optimizer state, each shard once */
+  int dp_degree, dp_active;     /* data-parallel replicas, and those left after chips out */
+  double energy_per_step_J;     /* every chip + network, times PUE; 0 without power figures */
+  gboolean planned;             /* a training target was given: the fields below are set */
+  double train_steps;           /* steps to reach the target */
+  double train_s;               /* failure-free wall time */
+  double expected_train_s;      /* expected wall time with failures, checkpoints, restarts */
+  double median_train_s;        /* Monte Carlo median (expected_train_s without failures) */
+  double p90_train_s;           /* Monte Carlo 90th percentile */
+  double goodput;               /* train_s / expected_train_s */
+  double job_mtbf_s;            /* the job's mean time between interruptions (0: none) */
+  double checkpoint_s;          /* one checkpoint's write stall */
+  double checkpoint_interval_s; /* work between checkpoints */
+  double expected_failures;
+  double chip_hours; /* chips x expected wall time */
+  double cost_usd;   /* chip-hours x price (0 without a price) */
+  double energy_J;   /* whole training, failures included (0 without power) */
+  double restart_s;  /* downtime per interruption: restart + checkpoint read */
 } ts_result;
 
 /** Inputs recorded with every result set. */
@@ -39,6 +63,7 @@ typedef struct {
   char *model_name, *model_path, *topology_name, *topology_path, *topology_desc;
   char *backend, *network_model, *collective_algorithm;
   gint64 global_batch, micro_batch;
+  char *text_appendix; /* added with issue 14: printed after the text table (time to train) */
 } ts_report_inputs;
 
 /** Fills a result from a plan and a replay. */

@@ -1,5 +1,6 @@
 /* ts_run: plan -> trace -> replay -> result, the one path every prediction takes. */
 #include "ts_run.h"
+#include "ts_degrade.h"
 #include "ts_backend_simgrid.h"
 #include "ts_backends.h"
 #include "ts_timeline.h"
@@ -40,11 +41,21 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
   const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
   if (kind == NULL)
     return FALSE;
+  if (!kind->routes_around_faults && (t->faults.ndead > 0 || t->faults.nout > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--fail: the %s backend does not route around dead links or chips yet; "
+                "expected --backend analytic (stragglers work on both)",
+                kind->name);
+    return FALSE;
+  }
   ts_backend *b = kind->create(t, ro->sg_cfg, error);
   if (b == NULL)
     return FALSE;
-  ts_replay *r =
-      ts_replay_new(tr, b, kind->full_replay || ro->full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED);
+  /* A degraded array's groups and chips are no longer alike: replay every rank too. */
+  ts_replay *r = ts_replay_new(tr, b,
+                               kind->full_replay || ro->full || ts_degrade_needs_full(t)
+                                   ? TS_REPLAY_FULL
+                                   : TS_REPLAY_COLLAPSED);
   ts_replay_keep_spans(r, ro->timeline);
   gboolean ok = ts_replay_run(r, out, error);
   if (ok && ro->timeline && x != NULL) {

@@ -1,5 +1,7 @@
 /* ts_sweep: input cache, hardware what-ifs (--vary), automatic split enumeration. */
 #include "ts_sweep.h"
+#include "ts_capacity.h"
+#include "ts_degrade.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -124,7 +126,8 @@ static gboolean in_list(const char *const *l, const char *s)
 
 #define VARY_KEYS                                                                                  \
   "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, "      \
-  "latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, dim.NAME.size or dims"
+  "latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, dim.NAME.size, dims, "           \
+  "dead_links or straggler"
 
 /* Parses "16x16" or "8x4x2": sizes of every dimension, fastest first. */
 static gboolean parse_shape(const char *s, int *sizes, int *n)
@@ -154,8 +157,11 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
   v->text = g_strdup(text);
   v->key = g_strndup(text, (gsize)(eq - text));
   gboolean dims = strcmp(v->key, "dims") == 0;
-  gboolean ok = dims || in_list(chip_keys, v->key) || strcmp(v->key, "link_bandwidth_GBps") == 0 ||
-                strcmp(v->key, "latency_us") == 0;
+  /* Degraded arrays (issue 14): dead_links=N picks N dead ring/mesh links (seeded, never
+   * disconnecting), straggler=F slows chip 0 to F of its speed. */
+  gboolean dead = strcmp(v->key, "dead_links") == 0, strag = strcmp(v->key, "straggler") == 0;
+  gboolean ok = dims || dead || strag || in_list(chip_keys, v->key) ||
+                strcmp(v->key, "link_bandwidth_GBps") == 0 || strcmp(v->key, "latency_us") == 0;
   if (!ok && g_str_has_prefix(v->key, "dim.")) {
     const char *dot = strrchr(v->key, '.');
     ok = dot > v->key + 4 && in_list(dim_keys, dot + 1);
@@ -184,6 +190,21 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
         return NULL;
       }
       v->shapes[i] = g_strdup(s);
+      continue;
+    }
+    if (dead || strag) {
+      double d = 0;
+      gint64 whole;
+      gboolean good = dead ? ts_parse_int(s, 0, TS_MAX_FAULTS, &whole) && (d = (double)whole, TRUE)
+                           : ts_parse_double(s, &d) && d > 0 && d <= 1;
+      if (!good) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--vary '%s': value '%s': expected %s", text,
+                    s,
+                    dead ? "a whole number of dead links in [0, 64]"
+                         : "a speed factor in (0, 1] (0.8 = 80% of nominal)");
+        return NULL;
+      }
+      v->values[i] = d;
       continue;
     }
     gboolean factor = s[0] == 'x';
@@ -262,6 +283,15 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
       c->dims[d].size = sizes[d];
     g_autofree char *what = g_strdup_printf("dims=%s", v->shapes[i]);
     return recount(c, what, error) ? g_steal_pointer(&c) : NULL;
+  }
+  if (strcmp(k, "dead_links") == 0)
+    return ts_degrade_pick_links(c, (int)v->values[i], 1, error) ? g_steal_pointer(&c) : NULL;
+  if (strcmp(k, "straggler") == 0) {
+    if (v->values[i] < 1 && c->faults.nslow < TS_MAX_FAULTS) {
+      c->faults.slow_chip[c->faults.nslow] = 0;
+      c->faults.slow_factor[c->faults.nslow++] = v->values[i];
+    }
+    return g_steal_pointer(&c);
   }
   if (strcmp(k, "peak_tflops") == 0)
     set_val(&c->chip.peak_flops, v, i, 1e12);

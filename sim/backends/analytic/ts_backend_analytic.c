@@ -2,6 +2,7 @@
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
 #include "ts_coll_members.h"
+#include "ts_degrade.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -19,6 +20,11 @@ typedef struct {
   GArray *heap; /* event, binary min-heap on (t, seq) */
   guint64 seq;
   GHashTable *coll_cache; /* coll_key -> double* seconds */
+  /* Degraded arrays (issue 14): the topology collectives crossing dead links see, by mask of
+   * dimensions, built on first use; every chip's compute speed. */
+  ts_topo *degraded[1u << TS_MAX_DIMS];
+  double *speed;
+  GHashTable *mask_cache; /* (shape, base chip) -> dead-link mask + 1, when links are dead */
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -70,6 +76,7 @@ typedef struct {
   ts_group_shape shape;
   int kind, algo;
   double bytes;
+  guint degraded; /* dimensions whose dead links the group crosses (issue 14) */
 } coll_key;
 
 static guint coll_key_hash(gconstpointer p)
@@ -86,7 +93,53 @@ static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
   return memcmp(x, y, sizeof(coll_key)) == 0;
 }
 
-static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError **error)
+/* Memo of ts_degrade_group_mask: a group's members are walked once, not at every collective. */
+typedef struct {
+  ts_group_shape shape;
+  int base;
+} mask_key;
+
+static guint mask_key_hash(gconstpointer p)
+{
+  const guchar *b = p;
+  guint h = 2166136261u;
+  for (gsize i = 0; i < sizeof(mask_key); i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+static gboolean mask_key_equal(gconstpointer x, gconstpointer y)
+{
+  return memcmp(x, y, sizeof(mask_key)) == 0;
+}
+
+static guint group_mask(analytic *a, const ts_group_shape *shape, int base_chip)
+{
+  if (a->topo->faults.ndead == 0)
+    return 0;
+  mask_key k;
+  memset(&k, 0, sizeof k);
+  k.shape = *shape; /* zero-padded copy from coll_cost */
+  k.base = base_chip;
+  gpointer v = g_hash_table_lookup(a->mask_cache, &k);
+  if (v != NULL)
+    return GPOINTER_TO_UINT(v) - 1;
+  guint m = ts_degrade_group_mask(a->topo, shape, base_chip);
+  g_hash_table_insert(a->mask_cache, g_memdup2(&k, sizeof k), GUINT_TO_POINTER(m + 1));
+  return m;
+}
+
+static const ts_topo *topo_for(analytic *a, guint mask)
+{
+  if (mask == 0)
+    return a->topo;
+  if (a->degraded[mask] == NULL)
+    a->degraded[mask] = ts_degrade_topo(a->topo, mask);
+  return a->degraded[mask];
+}
+
+static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int base_chip,
+                        GError **error)
 {
   if (g->members != NULL && g->shape.npieces == 0) /* irregular member list: not memoised */
     return ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers, op->bytes,
@@ -99,13 +152,15 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError 
   k.kind = op->coll;
   k.algo = op->algo;
   k.bytes = op->bytes;
+  k.degraded = group_mask(a, &k.shape, base_chip);
   double *hit = g_hash_table_lookup(a->coll_cache, &k);
   if (hit != NULL)
     return *hit;
+  const ts_topo *topo = topo_for(a, k.degraded);
   double t = g->members != NULL && g->shape.npieces == 0
-                 ? ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers,
+                 ? ts_coll_members_time(topo, op->coll, op->algo, g->members, g->nmembers,
                                         op->bytes, error)
-                 : ts_coll_time(a->topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
+                 : ts_coll_time(topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
   if (t < 0)
     return t;
   double *v = g_new(double, 1);
@@ -123,6 +178,8 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   switch (act->kind) {
   case TS_OP_COMPUTE:
     d = ts_compute_time(a->topo, act->op->flops, act->op->mem_bytes);
+    if (a->speed != NULL)
+      d /= a->speed[act->chip];
     break;
   case TS_OP_XFER:
   case TS_OP_DELAY:
@@ -136,14 +193,16 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     }
     break;
   case TS_OP_COLL:
-    d = ts_trace_group_size(act->group) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
+    d = ts_trace_group_size(act->group) <= 1 ? 0.0
+                                             : coll_cost(a, act->op, act->group, act->chip, error);
     if (d < 0) {
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;
     }
     break;
   case TS_OP_SEND:
-    d = ts_p2p_time(a->topo, act->chip, act->peer, act->op->bytes);
+    d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
+                    act->peer, act->op->bytes);
     break;
   default:
     break;
@@ -168,6 +227,10 @@ static void analytic_free(ts_backend *b)
   analytic *a = b->ctx;
   g_array_unref(a->heap);
   g_hash_table_unref(a->coll_cache);
+  for (guint m = 0; m < G_N_ELEMENTS(a->degraded); m++)
+    ts_topo_free(a->degraded[m]);
+  g_free(a->speed);
+  g_hash_table_unref(a->mask_cache);
   g_free(a);
   g_free(b);
 }
@@ -178,6 +241,12 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   a->topo = t;
   a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
+  a->mask_cache = g_hash_table_new_full(mask_key_hash, mask_key_equal, g_free, NULL);
+  if (t->faults.nslow > 0) {
+    a->speed = g_new(double, t->nchips);
+    for (int c = 0; c < t->nchips; c++)
+      a->speed[c] = ts_degrade_chip_speed(t, c);
+  }
   ts_backend *b = g_new0(ts_backend, 1);
   b->name = "analytic";
   b->ctx = a;

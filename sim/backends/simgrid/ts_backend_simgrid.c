@@ -12,6 +12,7 @@
  * 8192 concurrent flows made that 4x slower than mailboxes (docs/backends.md, "Speed"). */
 #include "ts_backend_simgrid.h"
 #include "ts_coll_members.h"
+#include "ts_degrade.h"
 #include "ts_sg_shim.h"
 #include "ts_util.h"
 
@@ -743,7 +744,9 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   j->nparts = 1; /* one actor, which does nothing unless given more below */
   switch (a->kind) {
   case TS_OP_COMPUTE:
-    j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes);
+    /* A straggler (issue 14) computes at a fraction of nominal speed. */
+    j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes) /
+                   ts_degrade_chip_speed(b->topo, a->chip);
     break;
   case TS_OP_XFER:
   case TS_OP_DELAY:

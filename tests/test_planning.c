@@ -1,0 +1,335 @@
+/* test_planning: capacity planning (issue 14). Failures and checkpoints against closed forms
+ * (Young, Daly, the expected time of a segment) and a Monte Carlo of the same process; a
+ * dead link's detour on a torus ring; a straggler in a data-parallel step; bad input. */
+#include "ts_capacity.h"
+#include "ts_coll.h"
+#include "ts_degrade.h"
+#include "ts_goodput.h"
+#include "ts_run.h"
+#include "ts_util.h"
+
+#include "ts_test.h"
+#include <criterion/criterion.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- checkpoints and failures ---------------------------------------------------------------- */
+
+Test(goodput, optimum_matches_young_and_daly)
+{
+  /* delta << M: Young's sqrt(2 delta M) is the first-order optimum; its relative error is
+   * O(sqrt(delta / 2M)) (Daly 2006, section 4), Daly's higher-order formula is closer. */
+  const double cases[][2] = {{60, 1e6}, {300, 2e5}, {30, 3.6e4}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    double d = cases[i][0], m = cases[i][1];
+    double opt = ts_goodput_optimum(d, m), young = ts_goodput_young(d, m);
+    double daly = ts_goodput_daly(d, m);
+    double ey = fabs(opt / young - 1), ed = fabs(opt / daly - 1);
+    double bound = 2 * sqrt(d / (2 * m));
+    cr_expect(ey < bound, "delta %g M %g: optimum %g vs Young %g (rel %g, bound %g)", d, m, opt,
+              young, ey, bound);
+    cr_expect(ed < 0.1 * ey + 1e-6,
+              "delta %g M %g: optimum %g vs Daly %g (rel %g) not closer "
+              "than Young (%g)",
+              d, m, opt, daly, ed, ey);
+  }
+  /* Daly's formula at delta >= 2M is M. */
+  double big = ts_goodput_daly(10, 4);
+  cr_expect_float_eq(big, 4.0, 1e-12);
+}
+
+Test(goodput, optimum_minimises_expected_time)
+{
+  ts_goodput_in in = {.work_s = 1e6, .mtbf_s = 2e4, .checkpoint_s = 120, .restart_s = 600};
+  ts_goodput best;
+  ts_goodput_expect(&in, &best);
+  const double f[] = {0.5, 0.8, 1.25, 2.0};
+  for (size_t i = 0; i < G_N_ELEMENTS(f); i++) {
+    ts_goodput_in o = in;
+    o.interval_s = best.interval_s * f[i];
+    ts_goodput g;
+    ts_goodput_expect(&o, &g);
+    /* Whole segments shift the sum a little; the optimum's per-work cost is the smallest. */
+    cr_expect(g.expected_s > best.expected_s * (1 - 1e-3), "interval x%g: %g < optimum's %g", f[i],
+              g.expected_s, best.expected_s);
+  }
+}
+
+Test(goodput, no_failures_is_work_plus_checkpoints)
+{
+  ts_goodput_in in = {.work_s = 1000, .checkpoint_s = 5, .interval_s = 300};
+  ts_goodput g;
+  ts_goodput_expect(&in, &g);
+  /* 3 full intervals + a 100 s remainder, each followed by a checkpoint. */
+  cr_expect_float_eq(g.expected_s, 1000 + 4 * 5, 1e-9);
+  cr_expect_float_eq(g.checkpoints, 4, 1e-12);
+  cr_expect_float_eq(g.expected_failures, 0, 1e-12);
+}
+
+Test(goodput, segment_closed_form)
+{
+  /* Daly 2006 eq. 13 at small L/M tends to L + L^2/(2M) + R L / M. */
+  double l = 100, r = 10, m = 1e7;
+  double e = ts_goodput_segment(l, r, m);
+  double approx = l + l * l / (2 * m) + r * l / m;
+  cr_expect(fabs(e - approx) < 1e-6, "segment %g vs %g", e, approx);
+}
+
+Test(goodput, monte_carlo_mean_matches_expectation)
+{
+  /* 100 h of work, a failure every 10 h on average, 6 min checkpoints, 12 min restarts. */
+  ts_goodput_in in = {
+      .work_s = 100 * 3600.0, .mtbf_s = 10 * 3600.0, .checkpoint_s = 360, .restart_s = 720};
+  ts_goodput g;
+  ts_goodput_expect(&in, &g);
+  ts_goodput_mc mc;
+  ts_goodput_monte_carlo(&in, 40000, 7, &mc);
+  double rel = fabs(mc.mean_s / g.expected_s - 1);
+  /* The standard error of a 40,000-run mean is ~0.1% here; 0.5% is five of them. */
+  cr_expect(rel < 5e-3, "Monte Carlo mean %g vs expected %g (rel %g)", mc.mean_s, g.expected_s,
+            rel);
+  cr_expect(mc.median_s <= mc.p90_s && mc.min_s <= mc.median_s && mc.p90_s <= mc.max_s);
+  cr_expect(mc.min_s >= in.work_s, "a run shorter than the work: %g", mc.min_s);
+  /* Deterministic for a seed; another seed gives another sample. */
+  ts_goodput_mc again, other;
+  ts_goodput_monte_carlo(&in, 40000, 7, &again);
+  ts_goodput_monte_carlo(&in, 40000, 8, &other);
+  cr_expect(memcmp(&mc, &again, sizeof mc) == 0, "same seed, different result");
+  cr_expect(mc.mean_s != other.mean_s, "different seeds, same mean");
+}
+
+/* ---- degraded arrays ------------------------------------------------------------------------ */
+
+/* An 8 x 4 torus: x links 10 GB/s and 1 us, y links 10 GB/s and 2 us. */
+static ts_topo *torus_8x4(void)
+{
+  ts_topo *t = ring_topo(8, 1e10, 1e-6);
+  t->ndims = 2;
+  t->dims[1] = (ts_dim){.name = g_strdup("y"),
+                        .size = 4,
+                        .shape = TS_SHAPE_RING,
+                        .link_bw_Bps = 1e10,
+                        .latency_s = 2e-6};
+  t->nchips = 32;
+  return t;
+}
+
+Test(degrade, ring_with_one_dead_link_doubles_one_hop)
+{
+  g_autoptr(ts_topo) t = torus_8x4();
+  GError *e = NULL;
+  /* The x link between (3, 0) and (4, 0). */
+  cr_assert(ts_degrade_add_link(t, 0, 3, "test", &e));
+  int dims[] = {0};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 1, &g);
+  /* The x ring at y = 0 crosses it; the one at y = 1 does not. */
+  guint m0 = ts_degrade_group_mask(t, &g, 0), m1 = ts_degrade_group_mask(t, &g, 8);
+  cr_expect_eq(m0, 1u);
+  cr_expect_eq(m1, 0u);
+  /* The detour (3,0) -> (3,1) -> (4,1) -> (4,0) adds two y hops to the x hop and shares
+   * (3,1) -> (4,1) with that link's own ring traffic, so the hop moves its bytes at half the
+   * bandwidth; a ring runs in lockstep, so every one of its 2(n-1) steps waits for it:
+   * T = 2 (n - 1) (a_x + 2 a_y + S / (n B / 2)). */
+  const double n = 8, S = 8e8, B = 1e10, ax = 1e-6, ay = 2e-6;
+  g_autoptr(ts_topo) dt = ts_degrade_topo(t, m0);
+  double dead = ts_coll_time(dt, TS_COLL_ALLREDUCE, TS_ALGO_RING, &g, S, NULL, &e);
+  double healthy = ts_coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_RING, &g, S, NULL, &e);
+  double want_dead = 2 * (n - 1) * (ax + 2 * ay + S / (n * B / 2));
+  double want_healthy = 2 * (n - 1) * (ax + S / (n * B));
+  cr_expect(fabs(dead / want_dead - 1) < 1e-12, "dead %g vs %g", dead, want_dead);
+  cr_expect(fabs(healthy / want_healthy - 1) < 1e-12, "healthy %g vs %g", healthy, want_healthy);
+  /* A pipeline send across the dead link sees the same detour. */
+  cr_expect_eq(ts_degrade_route_mask(t, 3, 4), 1u);
+  cr_expect_eq(ts_degrade_route_mask(t, 11, 12), 0u);
+}
+
+Test(degrade, disconnecting_failures_are_detected)
+{
+  g_autoptr(ts_topo) t = ring_topo(8, 1e10, 1e-6);
+  GError *e = NULL;
+  cr_assert(ts_degrade_add_link(t, 0, 2, "test", &e));
+  cr_expect(ts_degrade_connected(t), "one dead link on a ring leaves a line");
+  cr_assert(ts_degrade_add_link(t, 0, 5, "test", &e));
+  cr_expect(!ts_degrade_connected(t), "two dead links cut a ring in two");
+  g_autoptr(ts_topo) tor = torus_8x4();
+  cr_assert(ts_degrade_pick_links(tor, 6, 1, &e), "%s", e ? e->message : "");
+  cr_expect_eq(tor->faults.ndead, 6);
+  cr_expect(ts_degrade_connected(tor));
+}
+
+Test(degrade, straggler_sets_the_data_parallel_step)
+{
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_model) m = load_model("bert-large");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 512;
+  ts_run_options ro = {.backend = "analytic"};
+  GError *e = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=64", &e);
+  ts_result healthy, slow;
+  cr_assert(ts_run_predict(m, t, s, &po, &ro, &healthy, &e), "%s", e ? e->message : "");
+  g_autoptr(ts_topo) ts = ts_topo_copy(t);
+  char *strag[] = {"chip:17=0.8", NULL};
+  cr_assert(ts_degrade_apply_options(ts, NULL, strag, &e), "%s", e ? e->message : "");
+  cr_assert(ts_run_predict(m, ts, s, &po, &ro, &slow, &e), "%s", e ? e->message : "");
+  /* Every replica waits for the straggler's gradients: the step is the straggler's, whose
+   * compute takes 1 / 0.8 as long; the all-reduce after it is the healthy one. */
+  double want_compute = healthy.compute_time_s / 0.8;
+  cr_expect(fabs(slow.compute_time_s / want_compute - 1) < 1e-9, "critical compute %g vs %g",
+            slow.compute_time_s, want_compute);
+  double want_step = want_compute + healthy.step_time_s - healthy.compute_time_s;
+  cr_expect(fabs(slow.step_time_s / want_step - 1) < 0.02, "step %g vs %g", slow.step_time_s,
+            want_step);
+  ts_result_clear(&healthy);
+  ts_result_clear(&slow);
+}
+
+/* ---- the command line ----------------------------------------------------------------------- */
+
+static void expect_exit2(const char *args, const char *needle)
+{
+  run_result r = run(args);
+  cr_expect_eq(r.status, 2, "%s: status %d", args, r.status);
+  cr_expect(strstr(r.err, needle) != NULL, "%s: stderr '%s' lacks '%s'", args, r.err, needle);
+  cr_expect(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "%s: not one line: %s", args, r.err);
+  run_free(&r);
+}
+
+#define BASE "run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 "
+
+Test(cli, bad_planning_input_exits_2)
+{
+  expect_exit2(BASE "--steps 10 --price-per-hour -1", "--price-per-hour");
+  expect_exit2(BASE "--steps 10 --mtbf-chip-hours -5", "--mtbf-chip-hours");
+  expect_exit2(BASE "--steps 10 --mtbf-chip-hours 0", "--mtbf-chip-hours");
+  expect_exit2(BASE "--tokens 1e9 --steps 3", "one training target");
+  expect_exit2(BASE "--fail link:x:8,0", "--fail link:x:8,0");
+  expect_exit2(BASE "--fail link:z:1,0", "--fail link:z:1,0");
+  expect_exit2(BASE "--fail chip:64", "--fail chip:64");
+  expect_exit2(BASE "--straggler chip:3=1.5", "(0, 1]");
+  expect_exit2(BASE "--straggler chip:3=0", "(0, 1]");
+  expect_exit2("run -t dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32 --fail link:node:1,0", "no link");
+  /* Two dead links cut a lone ring of 8 in two. */
+  g_autofree char *dir = g_dir_make_tmp("ts_planning_XXXXXX", NULL);
+  g_autofree char *ini = g_build_filename(dir, "ring8.ini", NULL);
+  const char *text = "[chip]\nname = c\npeak_tflops = 100\nmemory_GiB = 32\n"
+                     "memory_bandwidth_GBps = 900\n[dim.x]\nsize = 8\nshape = ring\n"
+                     "link_bandwidth_GBps = 50\nlatency_us = 1\n";
+  cr_assert(g_file_set_contents(ini, text, -1, NULL));
+  g_autofree char *args =
+      g_strdup_printf("run -t %s -m bert-large -b 64 -s dp=8 --fail link:x:1 --fail link:x:5", ini);
+  expect_exit2(args, "disconnect");
+  g_unlink(ini);
+  g_rmdir(dir);
+}
+
+Test(cli, time_to_train_outputs)
+{
+  run_result r = run(BASE "--tokens 1e10 --mtbf-chip-hours 1000 --storage-GBps-per-chip 1.5 "
+                          "--price-per-hour 2 --tdp-W 450 --restart-minutes 10 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  g_auto(GStrv) row = g_strsplit(lines[1], ",", -1);
+  double days = -1, nofail = -1, goodput = -1, cost = -1, hours = -1, steps = -1, step = -1;
+  for (int i = 0; head[i] != NULL && row[i] != NULL; i++) {
+    double v = g_ascii_strtod(row[i], NULL);
+    if (strcmp(head[i], "train_days_expected") == 0)
+      days = v;
+    else if (strcmp(head[i], "train_days_no_failures") == 0)
+      nofail = v;
+    else if (strcmp(head[i], "goodput") == 0)
+      goodput = v;
+    else if (strcmp(head[i], "cost_usd") == 0)
+      cost = v;
+    else if (strcmp(head[i], "chip_hours") == 0)
+      hours = v;
+    else if (strcmp(head[i], "train_steps") == 0)
+      steps = v;
+    else if (strcmp(head[i], "step_time_s") == 0)
+      step = v;
+  }
+  /* 1e10 tokens / (512 x 512 tokens per step), rounded up. */
+  cr_expect_float_eq(steps, ceil(1e10 / (512.0 * 512.0)), 1e-9);
+  cr_expect(fabs(nofail * 86400 / (steps * step) - 1) < 1e-6);
+  cr_expect(days > nofail && goodput > 0 && goodput < 1, "days %g no-failure %g goodput %g", days,
+            nofail, goodput);
+  cr_expect(fabs(goodput - nofail / days) < 1e-6);
+  cr_expect(fabs(cost - 2 * hours) < 1e-6 * cost);
+  cr_expect(fabs(hours - 64 * days * 24) < 1e-6 * hours);
+  run_free(&r);
+}
+
+/* A value of the first row of a CSV (header line, then rows) by column name; NAN when absent. */
+static double csv_value(const char *csv, int row, const char *col)
+{
+  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  if ((int)g_strv_length(lines) <= row + 1)
+    return NAN;
+  /* Quoted split texts hold commas: count columns from the end, which are never quoted. */
+  g_auto(GStrv) cells = g_strsplit(lines[row + 1], ",", -1);
+  int nh = (int)g_strv_length(head), nc = (int)g_strv_length(cells);
+  for (int i = 0; i < nh; i++)
+    if (strcmp(head[i], col) == 0)
+      return g_ascii_strtod(cells[nc - nh + i], NULL);
+  return NAN;
+}
+
+Test(cli, chip_out_shrinks_by_one_replica)
+{
+  run_result h = run(BASE "--format csv");
+  run_result o = run(BASE "--fail chip:17 --format csv");
+  cr_assert_eq(h.status, 0, "%s", h.err);
+  cr_assert_eq(o.status, 0, "%s", o.err);
+  double sh = csv_value(h.out, 0, "samples_per_s"), so = csv_value(o.out, 0, "samples_per_s");
+  double th = csv_value(h.out, 0, "step_time_s"), to = csv_value(o.out, 0, "step_time_s");
+  /* dp=64: one replica of 64 drops out, the step stays. */
+  cr_expect(fabs(so / sh - 63.0 / 64.0) < 1e-9, "samples/s %g vs %g", so, sh);
+  cr_expect(fabs(to / th - 1) < 1e-12, "step %g vs %g", to, th);
+  cr_expect_float_eq(csv_value(o.out, 0, "dp_active"), 63, 1e-12);
+  run_free(&h);
+  run_free(&o);
+}
+
+Test(cli, dead_links_never_speed_up_a_sweep)
+{
+  run_result r = run("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x,dp=8@y "
+                     "--vary dead_links=0,1,2,4 -j 1 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double prev = 0;
+  for (int k = 0; k < 4; k++) {
+    double st = csv_value(r.out, k, "step_time_s");
+    cr_expect(st >= prev * (1 - 1e-12), "row %d: step %g below %g", k, st, prev);
+    prev = st;
+  }
+  double healthy = csv_value(r.out, 0, "step_time_s"), four = csv_value(r.out, 3, "step_time_s");
+  cr_expect(four > healthy, "4 dead links cost nothing: %g vs %g", four, healthy);
+  run_free(&r);
+}
+
+Test(cli, planning_output_is_deterministic)
+{
+  const char *args = BASE "--tokens 1e10 --mtbf-chip-hours 100 --storage-GBps-per-chip 1 "
+                          "--restart-minutes 5 --monte-carlo 2000 --seed 3 --format json";
+  run_result a = run(args), b = run(args);
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_expect_str_eq(a.out, b.out);
+  cr_expect(strstr(a.out, "\"days_p90\"") != NULL);
+  run_free(&a);
+  run_free(&b);
+}
+
+Test(cli, search_objective_and_constraints)
+{
+  expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --objective speed", "--objective");
+  expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --max-days 3", "--max-days");
+  run_result r = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1 --steps 1000 "
+                     "--price-per-hour 1 --objective cost");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "time to train 1 ksteps") != NULL, "%s", r.out);
+  run_free(&r);
+}
