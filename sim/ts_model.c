@@ -610,7 +610,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
       [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
-                              "residual", "residual_from", "dropout", NULL},
+                              "residual", "residual_from", "dropout", "kv_heads", NULL},
       [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
       [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
@@ -808,6 +808,14 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     if (sp->in_f % sp->heads != 0) {
       g_autofree char *what = g_strdup_printf("a divisor of hidden = %" G_GINT64_FORMAT, sp->in_f);
       return fail_key(error, path, group, "heads", sp->heads, what);
+    }
+    /* Grouped-query attention in a layer list (the validator's GQA network). */
+    if (!ts_kf_int(kf, path, group, "kv_heads", TRUE, sp->heads, 1, SMALL_MAX,
+                   "a key/value head count (default heads)", &sp->kv_heads, error))
+      return FALSE;
+    if (sp->heads % sp->kv_heads != 0) {
+      g_autofree char *what = g_strdup_printf("a divisor of heads = %" G_GINT64_FORMAT, sp->heads);
+      return fail_key(error, path, group, "kv_heads", sp->kv_heads, what);
     }
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;

@@ -195,6 +195,12 @@ gboolean ts_nnet_config_check(const ts_nnet_config *c, GError **error)
                   "network config: heads=%d: expected a divisor of dmodel=%d", c->heads, c->dmodel);
       return FALSE;
     }
+    if (c->kv_heads < 0 || (c->kv_heads > 0 && c->heads % c->kv_heads != 0)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "network config: kv_heads=%d: expected a divisor of heads=%d (0: heads)",
+                  c->kv_heads, c->heads);
+      return FALSE;
+    }
     elems = (gint64)c->batch * c->seq * (MAX(3 * c->dmodel, c->dff) + c->heads * c->seq);
     break;
   }
@@ -214,6 +220,12 @@ static void set_info(ts_nnet_tensor_info *t, const char *name, gint64 rows, gint
   t->rows = rows;
   t->cols = cols;
   t->numel = rows * cols;
+}
+
+int ts_nnet_qkv_width(const ts_nnet_config *c)
+{
+  int kv = c->kv_heads > 0 ? c->kv_heads : c->heads;
+  return c->dmodel + 2 * kv * (c->dmodel / c->heads);
 }
 
 /* Tensor list of a config; returns the count. Also gives each tensor's fan-in (init bound). */
@@ -245,10 +257,11 @@ static int nnet_layout(const ts_nnet_config *c, ts_nnet_tensor_info *t, gint64 *
   }
   default: {
     int d = c->dmodel;
+    gint64 qkv = ts_nnet_qkv_width(c);
     set_info(&t[TF_LN1G], "ln1.gamma", 1, d);
     set_info(&t[TF_LN1B], "ln1.beta", 1, d);
-    set_info(&t[TF_WQKV], "attn.wqkv", d, 3 * (gint64)d);
-    set_info(&t[TF_BQKV], "attn.bqkv", 1, 3 * (gint64)d);
+    set_info(&t[TF_WQKV], "attn.wqkv", d, qkv);
+    set_info(&t[TF_BQKV], "attn.bqkv", 1, qkv);
     set_info(&t[TF_WO], "attn.wo", d, d);
     set_info(&t[TF_BO], "attn.bo", 1, d);
     set_info(&t[TF_LN2G], "ln2.gamma", 1, d);
@@ -300,7 +313,7 @@ static void nnet_buffers(const ts_nnet_config *c, gint64 *per, gint64 *fixed)
     per[NB_L1] = per[NB_ATT] = per[NB_H] = per[NB_L2] = per[NB_Y] = td;
     per[NB_DY] = per[NB_DL] = per[NB_DH] = per[NB_DATT] = td;
     per[NB_MEAN1] = per[NB_RSTD1] = per[NB_MEAN2] = per[NB_RSTD2] = t;
-    per[NB_QKV] = per[NB_DQKV] = 3 * td;
+    per[NB_QKV] = per[NB_DQKV] = t * ts_nnet_qkv_width(c);
     per[NB_P] = c->heads * t * t;
     per[NB_F1] = per[NB_G] = per[NB_DG] = tf;
     fixed[NB_WORK] = t * t;

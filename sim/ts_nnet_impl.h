@@ -158,7 +158,8 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
 {
   const ts_nnet_config *c = &n->c;
   int nseq = b1 - b0, t = c->seq, d = c->dmodel, ff = c->dff, cls = c->classes;
-  int rows = nseq * t, dhead = d / c->heads;
+  int rows = nseq * t, dhead = d / c->heads, dqkv_w = ts_nnet_qkv_width(c);
+  int kvh = c->kv_heads > 0 ? c->kv_heads : c->heads;
   const TS_R eps = (TS_R)1e-5;
   const TS_R *x = n->x + (gint64)b0 * t * d;
   TS_R *l1 = TS_BUF(NB_L1), *mean1 = TS_BUF(NB_MEAN1), *rstd1 = TS_BUF(NB_RSTD1);
@@ -169,9 +170,11 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   const int *labels = n->labels + (gint64)b0 * t;
   /* h = x + Attn(LN1(x)) Wo + bo */
   TS_F(ts_layernorm_fwd)(rows, d, eps, x, n->w[TF_LN1G], n->w[TF_LN1B], l1, mean1, rstd1);
-  TS_F(dense_fwd)(rows, d, 3 * d, l1, n->w[TF_WQKV], n->w[TF_BQKV], qkv);
-  TS_F(ts_attention_fwd)
+  TS_F(dense_fwd)(rows, d, dqkv_w, l1, n->w[TF_WQKV], n->w[TF_BQKV], qkv);
+  if (kvh == c->heads)
+    TS_F(ts_attention_fwd)
   (nseq, t, c->heads, dhead, c->causal, qkv, qkv + d, qkv + 2 * d, 3 * d, p, att, d);
+  else TS_F(ts_gqa_attention_fwd)(nseq, t, c->heads, kvh, dhead, c->causal, qkv, p, att);
   TS_F(dense_fwd)(rows, d, d, att, n->w[TF_WO], n->w[TF_BO], h);
   TS_F(ts_axpy)((gint64)rows * d, 1, x, h);
   /* y = h + GELU(LN2(h) W1 + b1) W2 + b2 */
@@ -198,10 +201,12 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   TS_F(ts_axpy)((gint64)rows * d, 1, dy, dh);
   /* Attention branch. */
   TS_F(dense_bwd)(rows, d, d, att, n->w[TF_WO], dh, datt, n->g[TF_WO], n->g[TF_BO]);
-  TS_F(ts_attention_bwd)
+  if (kvh == c->heads)
+    TS_F(ts_attention_bwd)
   (nseq, t, c->heads, dhead, qkv, qkv + d, qkv + 2 * d, 3 * d, p, datt, d, dqkv, dqkv + d,
    dqkv + 2 * d, work);
-  TS_F(dense_bwd)(rows, d, 3 * d, l1, n->w[TF_WQKV], dqkv, dl, n->g[TF_WQKV], n->g[TF_BQKV]);
+  else TS_F(ts_gqa_attention_bwd)(nseq, t, c->heads, kvh, dhead, qkv, p, datt, dqkv);
+  TS_F(dense_bwd)(rows, d, dqkv_w, l1, n->w[TF_WQKV], dqkv, dl, n->g[TF_WQKV], n->g[TF_BQKV]);
   /* The input gradient is not needed, but layer norm's dgamma/dbeta come with it: reuse dy. */
   TS_F(ts_layernorm_bwd)
   (rows, d, x, n->w[TF_LN1G], mean1, rstd1, dl, dy, n->g[TF_LN1G], n->g[TF_LN1B]);

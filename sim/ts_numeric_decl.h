@@ -77,6 +77,20 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
                             TS_R *dq, TS_R *dk, TS_R *dv, TS_R *work);
 
 /**
+ * Grouped-query attention (Ainslie et al. 2023) on a fused projection qkv [b t][(heads + 2
+ * kv_heads) dh]: Q of `heads` heads, then K and V of kv_heads heads each; query head h reads
+ * key/value head h / (heads / kv_heads). out [b t][heads dh]; p as ts_attention_fwd.
+ */
+void TS_F(ts_gqa_attention_fwd)(int b, int t, int heads, int kv_heads, int dh, gboolean causal,
+                                const TS_R *qkv, TS_R *p, TS_R *out);
+/**
+ * Its backward: dqkv (same layout as qkv) is overwritten; each key/value head's gradient sums
+ * over the query heads that read it.
+ */
+void TS_F(ts_gqa_attention_bwd)(int b, int t, int heads, int kv_heads, int dh, const TS_R *qkv,
+                                const TS_R *p, const TS_R *dout, TS_R *dqkv);
+
+/**
  * 2D convolution by im2col + GEMM (Chellapilla et al. 2006): y = w * x + bias (bias may be
  * NULL). work: ts_conv_work_elems(s) elements, or NULL to allocate internally.
  */

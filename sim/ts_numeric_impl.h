@@ -377,6 +377,59 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
     }
 }
 
+/* Grouped-query attention by expansion: each query head gets a copy of the key/value head it
+ * reads, the standard kernels run on the expanded [Q | K | V] (3 heads dh wide), and the
+ * gradients of the copies are summed back. Plain and exact (the same products in the same
+ * order as a kernel that indexed the shared head), which is what a reference needs. */
+static TS_R *TS_F(gqa_expand)(int rows, int heads, int kv_heads, int dh, const TS_R *qkv)
+{
+  int dq = heads * dh, dkv = kv_heads * dh, ld = dq + 2 * dkv, grp = heads / kv_heads;
+  TS_R *x = g_new(TS_R, (gsize)rows * 3 * dq);
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *src = qkv + r * ld;
+    TS_R *dst = x + r * 3 * dq;
+    memcpy(dst, src, sizeof(TS_R) * (gsize)dq);
+    for (int h = 0; h < heads; h++) {
+      memcpy(dst + dq + h * dh, src + dq + (h / grp) * dh, sizeof(TS_R) * (gsize)dh);
+      memcpy(dst + 2 * dq + h * dh, src + dq + dkv + (h / grp) * dh, sizeof(TS_R) * (gsize)dh);
+    }
+  }
+  return x;
+}
+
+void TS_F(ts_gqa_attention_fwd)(int b, int t, int heads, int kv_heads, int dh, gboolean causal,
+                                const TS_R *qkv, TS_R *p, TS_R *out)
+{
+  int dq = heads * dh;
+  TS_R *x = TS_F(gqa_expand)(b * t, heads, kv_heads, dh, qkv);
+  TS_F(ts_attention_fwd)(b, t, heads, dh, causal, x, x + dq, x + 2 * dq, 3 * dq, p, out, dq);
+  g_free(x);
+}
+
+void TS_F(ts_gqa_attention_bwd)(int b, int t, int heads, int kv_heads, int dh, const TS_R *qkv,
+                                const TS_R *p, const TS_R *dout, TS_R *dqkv)
+{
+  int rows = b * t, dq = heads * dh, dkv = kv_heads * dh, ld = dq + 2 * dkv, grp = heads / kv_heads;
+  TS_R *x = TS_F(gqa_expand)(rows, heads, kv_heads, dh, qkv);
+  TS_R *dx = g_new(TS_R, (gsize)rows * 3 * dq), *work = g_new(TS_R, (gsize)t * t);
+  TS_F(ts_attention_bwd)
+  (b, t, heads, dh, x, x + dq, x + 2 * dq, 3 * dq, p, dout, dq, dx, dx + dq, dx + 2 * dq, work);
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *src = dx + r * 3 * dq;
+    TS_R *dst = dqkv + r * ld;
+    memcpy(dst, src, sizeof(TS_R) * (gsize)dq);
+    memset(dst + dq, 0, sizeof(TS_R) * (gsize)(2 * dkv));
+    for (int h = 0; h < heads; h++)
+      for (int j = 0; j < dh; j++) {
+        dst[dq + (h / grp) * dh + j] += src[dq + h * dh + j];
+        dst[dq + dkv + (h / grp) * dh + j] += src[2 * dq + h * dh + j];
+      }
+  }
+  g_free(x);
+  g_free(dx);
+  g_free(work);
+}
+
 /* ---------------- Convolution ---------------- */
 
 /* Output columns [*lo, *hi) whose input column ox*stride - pad + v lies inside [0, w): the

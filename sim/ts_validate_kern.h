@@ -110,19 +110,27 @@ static void TS_F(vk_layernorm_bwd)(int rows, int cols, const void *x, const void
 }
 
 /* Attention over `heads` local heads of width dh on a fused local QKV [rows][3 heads dh]. */
-static void TS_F(vk_attn_fwd)(int b, int t, int heads, int dh, gboolean causal, const void *qkvv,
-                              void *p, void *out)
+static void TS_F(vk_attn_fwd)(int b, int t, int heads, int kv, int dh, gboolean causal,
+                              const void *qkvv, void *p, void *out)
 {
   const TS_R *qkv = qkvv;
   int dl = heads * dh;
+  if (kv != heads) {
+    TS_F(ts_gqa_attention_fwd)(b, t, heads, kv, dh, causal, qkv, p, out);
+    return;
+  }
   TS_F(ts_attention_fwd)(b, t, heads, dh, causal, qkv, qkv + dl, qkv + 2 * dl, 3 * dl, p, out, dl);
 }
 
-static void TS_F(vk_attn_bwd)(int b, int t, int heads, int dh, const void *qkvv, const void *p,
-                              const void *dout, void *dqkvv)
+static void TS_F(vk_attn_bwd)(int b, int t, int heads, int kv, int dh, const void *qkvv,
+                              const void *p, const void *dout, void *dqkvv)
 {
   const TS_R *qkv = qkvv;
   TS_R *dqkv = dqkvv;
+  if (kv != heads) {
+    TS_F(ts_gqa_attention_bwd)(b, t, heads, kv, dh, qkv, p, dout, dqkv);
+    return;
+  }
   int dl = heads * dh;
   TS_R *work = g_new(TS_R, (gsize)t * t);
   TS_F(ts_attention_bwd)

@@ -432,16 +432,18 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     break;
   }
   case TS_LAYER_ATTENTION: {
-    int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+    int rows = ns * nt, dm = L->in, heads = L->heads, kv = L->kv_heads, dl = dm;
     if (sp) {
       heads /= T;
+      kv /= T;
       dl /= T;
     }
-    s->qkv = alloc0(e, (gint64)rows * 3 * dl);
-    k->dense_fwd(rows, dm, 3 * dl, x, w[0], w[1], s->qkv);
+    int wq = dl + 2 * kv * (dm / L->heads); /* this member's fused Q, K, V */
+    s->qkv = alloc0(e, (gint64)rows * wq);
+    k->dense_fwd(rows, dm, wq, x, w[0], w[1], s->qkv);
     s->p = alloc0(e, (gint64)ns * heads * nt * nt);
     s->att = alloc0(e, (gint64)rows * dl);
-    k->attn_fwd(ns, nt, heads, dm / L->heads, n->causal, s->qkv, s->p, s->att);
+    k->attn_fwd(ns, nt, heads, kv, dm / L->heads, n->causal, s->qkv, s->p, s->att);
     ny = (gint64)rows * dm;
     y = alloc0(e, ny);
     k->dense_fwd(rows, dl, dm, s->att, w[2], NULL, y);
@@ -478,9 +480,10 @@ gboolean vd_attn_recompute(vd_exec *e, vd_rank *r, int i, int u, char **why)
     return fail(why, "'%s recompute attention' on chip %d: no attention forward to recompute",
                 L->name, r->rank);
   int ns, nt, heads = split(e, i) ? L->heads / e->T : L->heads;
+  int kv = split(e, i) ? L->kv_heads / e->T : L->kv_heads;
   work_extent(e, L, s->work, r->tp, &ns, &nt);
   memset(s->p, 0, e->k->elem * (gsize)((gint64)ns * heads * nt * nt));
-  e->k->attn_fwd(ns, nt, heads, L->in / L->heads, e->net->causal, s->qkv, s->p, s->att);
+  e->k->attn_fwd(ns, nt, heads, kv, L->in / L->heads, e->net->causal, s->qkv, s->p, s->att);
   s->p_stale = FALSE;
   return TRUE;
 }
@@ -740,19 +743,21 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
       break;
     }
     case TS_LAYER_ATTENTION: {
-      int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+      int rows = ns * nt, dm = L->in, heads = L->heads, kv = L->kv_heads, dl = dm;
       if (sp) {
         heads /= T;
+        kv /= T;
         dl /= T;
       }
+      int wq = dl + 2 * kv * (dm / L->heads);
       g_autofree void *datt = alloc0(e, (gint64)rows * dl);
       k->dense_dgrad(rows, dl, dm, s->dz, w[2], datt);
       g_free(s->dqkv);
-      s->dqkv = alloc0(e, (gint64)rows * 3 * dl);
-      k->attn_bwd(ns, nt, heads, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      s->dqkv = alloc0(e, (gint64)rows * wq);
+      k->attn_bwd(ns, nt, heads, kv, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
       ndx = (gint64)rows * dm;
       dx = alloc0(e, ndx);
-      k->dense_dgrad(rows, dm, 3 * dl, s->dqkv, w[0], dx);
+      k->dense_dgrad(rows, dm, wq, s->dqkv, w[0], dx);
       break;
     }
     default:
@@ -797,8 +802,9 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
     }
     case TS_LAYER_ATTENTION: {
       int rows = ns * nt, dm = L->in, dl = sp ? dm / T : dm;
+      int wq = dl + 2 * (sp ? L->kv_heads / T : L->kv_heads) * (dm / L->heads);
       k->dense_wgrad(rows, dl, dm, s->att, s->dz, g[2], L->bias ? g[3] : NULL);
-      k->dense_wgrad(rows, dm, 3 * dl, s->x, s->dqkv, g[0], L->bias ? g[1] : NULL);
+      k->dense_wgrad(rows, dm, wq, s->x, s->dqkv, g[0], L->bias ? g[1] : NULL);
       break;
     }
     default:

@@ -199,6 +199,7 @@ static gboolean match_transformer(vd_net *n, GError **error)
   n->cfg.seq = L[0].tokens;
   n->cfg.dmodel = L[0].in;
   n->cfg.heads = L[1].heads;
+  n->cfg.kv_heads = L[1].kv_heads; /* grouped-query attention when fewer than heads */
   n->cfg.dff = L[3].out;
   n->cfg.classes = L[5].out;
   n->cfg.causal = TRUE; /* a GPT block; the model file has no key for it */
@@ -208,17 +209,17 @@ static gboolean match_transformer(vd_net *n, GError **error)
 }
 
 /* The layer kinds of today's decoders that the reference (ts_nnet) has no kernels for: the
- * first such layer, and what it is, or NULL. */
+ * first such layer, and what it is, or NULL. Grouped-query attention has them
+ * (models/validate-gqa.ini). */
 static const ts_layer *unexecutable_layer(const ts_model *m, const char **what)
 {
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
-    *what = l->kv_lora_rank > 0                          ? "multi-head latent attention"
-            : l->kv_heads > 0 && l->kv_heads != l->heads ? "grouped-query attention"
-            : l->gated                                   ? "a gated (SwiGLU / GeGLU) MLP"
-            : l->experts > 0                             ? "a mixture-of-experts layer"
-            : l->rotary                                  ? "rotary attention"
-                                                         : NULL;
+    *what = l->kv_lora_rank > 0 ? "multi-head latent attention"
+            : l->gated          ? "a gated (SwiGLU / GeGLU) MLP"
+            : l->experts > 0    ? "a mixture-of-experts layer"
+            : l->rotary         ? "rotary attention"
+                                : NULL;
     if (*what != NULL)
       return l;
   }
@@ -290,6 +291,7 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
     L->stride = (int)l->stride;
     L->pad = (int)l->padding;
     L->heads = (int)l->heads;
+    L->kv_heads = l->kv_heads > 0 ? (int)l->kv_heads : L->heads;
     if (L->kind == TS_LAYER_NORM || L->kind == TS_LAYER_ATTENTION || L->kind == TS_LAYER_POOL)
       L->out = L->in;
     gboolean a = FALSE, g = FALSE;
@@ -344,8 +346,8 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
       add_tensor(n, ts, i, VD_T_BETA, "beta", 1, L->in);
       break;
     case TS_LAYER_ATTENTION:
-      add_tensor(n, ts, i, VD_T_WQKV, "wqkv", L->in, 3 * (gint64)L->in);
-      add_tensor(n, ts, i, VD_T_BQKV, "bqkv", 1, 3 * (gint64)L->in);
+      add_tensor(n, ts, i, VD_T_WQKV, "wqkv", L->in, ts_nnet_qkv_width(&n->cfg));
+      add_tensor(n, ts, i, VD_T_BQKV, "bqkv", 1, ts_nnet_qkv_width(&n->cfg));
       add_tensor(n, ts, i, VD_T_WO, "wo", L->in, L->in);
       add_tensor(n, ts, i, VD_T_BO, "bo", 1, L->in);
       break;
@@ -427,14 +429,18 @@ gint64 *vd_tensor_shard(const vd_net *n, int t, int T, int r, gint64 *count)
     break;
   case TS_LAYER_ATTENTION:
     if (L->tp == TS_TP_HEADS) {
-      gint64 d = L->in, db = d / T;
+      gint64 d = L->in, db = d / T, dkv = (gint64)L->kv_heads * (d / L->heads), kb = dkv / T;
       if (ts->role == VD_T_WQKV || ts->role == VD_T_BQKV) {
-        /* this member's heads in each of the Q, K and V column blocks */
-        idx = g_new(gint64, R * 3 * db);
-        for (gint64 i = 0; i < R; i++)
-          for (gint64 part = 0; part < 3; part++)
-            for (gint64 j = 0; j < db; j++)
-              idx[k++] = i * C + part * d + r * db + j;
+        /* this member's heads in each of the Q, K and V column blocks (K and V: its
+         * key/value heads, kv_heads / T of them, Megatron-LM's split of query groups) */
+        idx = g_new(gint64, R * (db + 2 * kb));
+        for (gint64 i = 0; i < R; i++) {
+          for (gint64 j = 0; j < db; j++)
+            idx[k++] = i * C + r * db + j;
+          for (gint64 part = 0; part < 2; part++)
+            for (gint64 j = 0; j < kb; j++)
+              idx[k++] = i * C + d + part * dkv + r * kb + j;
+        }
       } else if (ts->role == VD_T_WO) {
         ROWS(R, C); /* rows of Wo that read its heads' context */
       }

@@ -572,11 +572,13 @@ static double net_loss(void *p)
   return ts_nnet_forward(c->net, 0, ts_nnet_config_of(c->net)->batch);
 }
 
-/* Every parameter of every tensor by central differences through ts_nnet_set. */
-static void check_net(ts_nnet_kind kind)
+/* Every parameter of every tensor by central differences through ts_nnet_set; kv_heads > 0
+ * makes the transformer's attention grouped-query. */
+static void check_net_kv(ts_nnet_kind kind, int kv_heads)
 {
   ts_nnet_config cfg;
   ts_nnet_config_default(kind, &cfg);
+  cfg.kv_heads = kv_heads;
   g_autoptr(GError) err = NULL;
   g_autoptr(ts_nnet) net = ts_nnet_new(&cfg, TS_PREC_F64, &err);
   cr_assert_not_null(net, "%s", err ? err->message : "");
@@ -612,6 +614,11 @@ static void check_net(ts_nnet_kind kind)
   }
 }
 
+static void check_net(ts_nnet_kind kind)
+{
+  check_net_kv(kind, 0);
+}
+
 Test(network, mlp_gradients_match_finite_differences)
 {
   check_net(TS_NNET_MLP);
@@ -625,6 +632,19 @@ Test(network, cnn_gradients_match_finite_differences)
 Test(network, transformer_gradients_match_finite_differences)
 {
   check_net(TS_NNET_TRANSFORMER);
+}
+
+Test(network, grouped_query_transformer_gradients_match_finite_differences)
+{
+  /* The default block's 2 heads sharing 1 key/value head (multi-query): the fused projection
+   * is dmodel + 2 dmodel / 2 wide, and each key/value gradient sums over both query heads. */
+  ts_nnet_config cfg;
+  ts_nnet_config_default(TS_NNET_TRANSFORMER, &cfg);
+  cr_assert_eq(cfg.heads, 2);
+  cfg.kv_heads = 1;
+  gint64 w = ts_nnet_qkv_width(&cfg);
+  cr_assert_eq(w, cfg.dmodel * 2);
+  check_net_kv(TS_NNET_TRANSFORMER, 1);
 }
 
 /* Data-parallel identity the validator relies on: gradients of batch ranges add up to the

@@ -488,13 +488,34 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   g_rmdir(dir);
 }
 
+Test(validate, grouped_query_attention_matches_one_processor, .timeout = 60)
+{
+  /* validate-gqa: 4 query heads on 2 key/value heads. Data, tensor (query and key/value heads
+   * split alike), sequence, pipeline, ZeRO and selective recomputation reproduce the
+   * single-processor reference (ts_nnet with kv_heads); dropping the attention's forward
+   * all-reduce or its input-gradient all-reduce fails. */
+  static const char *const splits[] = {"dp=2",       "tp=2",
+                                       "tp=2,sp",    "tp=2,dp=2,zero=3",
+                                       "tp=2,pp=2",  "tp=2,dp=2,recompute=selective",
+                                       "dp=4,zero=1"};
+  for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass("validate-gqa", splits[k], precs[p], NULL);
+  static const char *const drops[] = {"block.0.attention fwd all-reduce",
+                                      "block.0.attention bwd all-reduce"};
+  for (gsize k = 0; k < G_N_ELEMENTS(drops); k++) {
+    extra x = {.drop = drops[k]};
+    expect_fail("validate-gqa", "tp=2", TS_PREC_F64, &x, "missing all-reduce");
+  }
+}
+
 Test(errors, new_layer_kinds_are_refused_naming_the_layer)
 {
-  /* The reference has no kernels for grouped-query or latent attention, gated MLPs or experts:
+  /* The reference has no kernels for rotary or latent attention, gated MLPs or experts:
    * validating a model with them is refused, naming the layer and what it is, exit 2. */
   static const struct {
     const char *model, *layer, *what;
-  } cases[] = {{"llama3-8b", "block.0.attention", "grouped-query attention"},
+  } cases[] = {{"llama3-8b", "block.0.attention", "rotary attention"},
                {"deepseek-v3", "block.0.attention", "multi-head latent attention"}};
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", cases[k].model);
