@@ -675,12 +675,23 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     if (!ts_kf_int(kf, path, group, "out_features", FALSE, 0, 1, DIM_MAX, "a feature count",
                    &sp->out_f, error) ||
         !kf_bool(kf, path, group, "bias", TRUE, &sp->bias, error) ||
-        !kf_enum(kf, path, group, "activation", "none", act_names, &act, error) ||
+        !kf_enum(kf, path, group, "activation", "none", mlp_act_names, &act, error) ||
         !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error) ||
         !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error) ||
         !kf_bool(kf, path, group, "loss", FALSE, &sp->loss, error) ||
         !kf_bool(kf, path, group, "tied", FALSE, &sp->tied, error))
       return FALSE;
+    /* A gated layer (SwiGLU / GeGLU) outputs out_features, computed from a GEMM twice as wide
+     * (gate and up): an MLP's first layer, split by columns or replicated. */
+    gboolean gated = act == ACT_SWIGLU || act == ACT_GEGLU;
+    if (gated &&
+        (sp->tied || sp->loss || sp->residual || sp->tp == TS_TP_ROW || sp->tp == TS_TP_VOCAB)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] activation='%s': expected a gated MLP's first layer (tp column or "
+                  "replicated, no tied, loss or residual)",
+                  path, group, mlp_act_names[act]);
+      return FALSE;
+    }
     if (sp->tied) {
       if (in->emb_vocab == 0 || in->emb_vocab != sp->out_f || in->emb_hidden != sp->in_f) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -696,6 +707,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;
     out.features = sp->out_f;
+    if (gated)
+      sp->out_f *= 2; /* the GEMM: gate and up side by side */
     break;
   }
   case TS_LAYER_CONV2D:

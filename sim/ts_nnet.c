@@ -201,7 +201,7 @@ gboolean ts_nnet_config_check(const ts_nnet_config *c, GError **error)
                   c->kv_heads, c->heads);
       return FALSE;
     }
-    elems = (gint64)c->batch * c->seq * (MAX(3 * c->dmodel, c->dff) + c->heads * c->seq);
+    elems = (gint64)c->batch * c->seq * (MAX(3 * c->dmodel, 2 * c->dff) + c->heads * c->seq);
     break;
   }
   if (elems > G_MAXINT32 / 2) {
@@ -266,8 +266,8 @@ static int nnet_layout(const ts_nnet_config *c, ts_nnet_tensor_info *t, gint64 *
     set_info(&t[TF_BO], "attn.bo", 1, d);
     set_info(&t[TF_LN2G], "ln2.gamma", 1, d);
     set_info(&t[TF_LN2B], "ln2.beta", 1, d);
-    set_info(&t[TF_W1], "mlp.w1", d, c->dff);
-    set_info(&t[TF_B1], "mlp.b1", 1, c->dff);
+    set_info(&t[TF_W1], "mlp.w1", d, (c->gated ? 2 : 1) * (gint64)c->dff);
+    set_info(&t[TF_B1], "mlp.b1", 1, (c->gated ? 2 : 1) * (gint64)c->dff);
     set_info(&t[TF_W2], "mlp.w2", c->dff, d);
     set_info(&t[TF_B2], "mlp.b2", 1, d);
     set_info(&t[TF_WH], "head.w", d, c->classes);
@@ -316,6 +316,10 @@ static void nnet_buffers(const ts_nnet_config *c, gint64 *per, gint64 *fixed)
     per[NB_QKV] = per[NB_DQKV] = t * ts_nnet_qkv_width(c);
     per[NB_P] = c->heads * t * t;
     per[NB_F1] = per[NB_G] = per[NB_DG] = tf;
+    if (c->gated) {
+      per[NB_F1] = 2 * tf; /* gate and up */
+      per[NB_DG] = 3 * tf; /* dG, then the gate and up gradient */
+    }
     fixed[NB_WORK] = t * t;
     break;
   }

@@ -179,8 +179,12 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   TS_F(ts_axpy)((gint64)rows * d, 1, x, h);
   /* y = h + GELU(LN2(h) W1 + b1) W2 + b2 */
   TS_F(ts_layernorm_fwd)(rows, d, eps, h, n->w[TF_LN2G], n->w[TF_LN2B], l2, mean2, rstd2);
-  TS_F(dense_fwd)(rows, d, ff, l2, n->w[TF_W1], n->w[TF_B1], f1);
-  TS_F(ts_gelu_fwd)((gint64)rows * ff, f1, gl);
+  int f1w = c->gated ? 2 * ff : ff; /* SwiGLU: gate and up */
+  TS_F(dense_fwd)(rows, d, f1w, l2, n->w[TF_W1], n->w[TF_B1], f1);
+  if (c->gated)
+    TS_F(ts_swiglu_fwd)(rows, ff, f1, gl);
+  else
+    TS_F(ts_gelu_fwd)((gint64)rows * ff, f1, gl);
   TS_F(dense_fwd)(rows, ff, d, gl, n->w[TF_W2], n->w[TF_B2], y);
   TS_F(ts_axpy)((gint64)rows * d, 1, h, y);
   TS_F(dense_fwd)(rows, d, cls, y, n->w[TF_WH], n->w[TF_BH], logits);
@@ -194,8 +198,15 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   TS_F(dense_bwd)(rows, d, cls, y, n->w[TF_WH], dlog, dy, n->g[TF_WH], n->g[TF_BH]);
   /* MLP branch; the residual passes dy straight to dh. */
   TS_F(dense_bwd)(rows, ff, d, gl, n->w[TF_W2], dy, dg, n->g[TF_W2], n->g[TF_B2]);
-  TS_F(ts_gelu_bwd)((gint64)rows * ff, f1, dg, dg);
-  TS_F(dense_bwd)(rows, d, ff, l2, n->w[TF_W1], dg, dl, n->g[TF_W1], n->g[TF_B1]);
+  if (c->gated) {
+    /* dg holds dG (rows x ff); the gate/up gradient goes to its second half's room. */
+    TS_R *df1 = dg + (gint64)rows * ff;
+    TS_F(ts_swiglu_bwd)(rows, ff, f1, dg, df1);
+    TS_F(dense_bwd)(rows, d, f1w, l2, n->w[TF_W1], df1, dl, n->g[TF_W1], n->g[TF_B1]);
+  } else {
+    TS_F(ts_gelu_bwd)((gint64)rows * ff, f1, dg, dg);
+    TS_F(dense_bwd)(rows, d, ff, l2, n->w[TF_W1], dg, dl, n->g[TF_W1], n->g[TF_B1]);
+  }
   TS_F(ts_layernorm_bwd)
   (rows, d, h, n->w[TF_LN2G], mean2, rstd2, dl, dh, n->g[TF_LN2G], n->g[TF_LN2B]);
   TS_F(ts_axpy)((gint64)rows * d, 1, dy, dh);

@@ -25,6 +25,14 @@ void TS_F(ts_gelu_fwd)(gint64 n, const TS_R *x, TS_R *y);
 /** dx = dy (Phi(x) + x phi(x)), phi the standard normal density; dx may equal dy. */
 void TS_F(ts_gelu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, TS_R *dx);
 
+/**
+ * SwiGLU (Shazeer 2020, eq. 5): x is [rows][2 f], gate then up; y [rows][f] = silu(gate) * up,
+ * silu(g) = g sigmoid(g).
+ */
+void TS_F(ts_swiglu_fwd)(int rows, int f, const TS_R *x, TS_R *y);
+/** Its backward: dx [rows][2 f] = (dy up silu'(gate), dy silu(gate)); dx must not alias. */
+void TS_F(ts_swiglu_bwd)(int rows, int f, const TS_R *x, const TS_R *dy, TS_R *dx);
+
 /** y[i] += alpha * x[i] (BLAS axpy; residual adds, SGD without state). */
 void TS_F(ts_axpy)(gint64 n, TS_R alpha, const TS_R *x, TS_R *y);
 /** z[i] = x[i] + y[i]; z may equal x or y. */

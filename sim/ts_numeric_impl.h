@@ -184,6 +184,30 @@ TS_STREAM_ATTR void TS_F(ts_relu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, T
     dx[i] = x[i] > 0 ? dy[i] : 0;
 }
 
+void TS_F(ts_swiglu_fwd)(int rows, int f, const TS_R *x, TS_R *y)
+{
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *g = x + r * 2 * f, *u = g + f;
+    for (int j = 0; j < f; j++) {
+      TS_R sg = 1 / (1 + TS_EXP(-g[j]));
+      y[r * f + j] = g[j] * sg * u[j];
+    }
+  }
+}
+
+void TS_F(ts_swiglu_bwd)(int rows, int f, const TS_R *x, const TS_R *dy, TS_R *dx)
+{
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *g = x + r * 2 * f, *u = g + f, *d = dy + r * f;
+    TS_R *dg = dx + r * 2 * f, *du = dg + f;
+    for (int j = 0; j < f; j++) {
+      TS_R sg = 1 / (1 + TS_EXP(-g[j]));
+      du[j] = d[j] * g[j] * sg;
+      dg[j] = d[j] * u[j] * sg * (1 + g[j] * (1 - sg)); /* silu'(g) = s (1 + g (1 - s)) */
+    }
+  }
+}
+
 void TS_F(ts_gelu_fwd)(gint64 n, const TS_R *x, TS_R *y)
 {
   const TS_R inv_sqrt2 = (TS_R)0.70710678118654752440;

@@ -90,6 +90,16 @@ static void TS_F(vk_act_bwd)(vd_act a, gint64 n, const void *z, const void *dy, 
     memcpy(dz, dy, sizeof(TS_R) * (gsize)n);
 }
 
+static void TS_F(vk_swiglu_fwd)(int rows, int f, const void *x, void *y)
+{
+  TS_F(ts_swiglu_fwd)(rows, f, x, y);
+}
+
+static void TS_F(vk_swiglu_bwd)(int rows, int f, const void *x, const void *dy, void *dx)
+{
+  TS_F(ts_swiglu_bwd)(rows, f, x, dy, dx);
+}
+
 static void TS_F(vk_axpy)(gint64 n, double alpha, const void *x, void *y)
 {
   TS_F(ts_axpy)(n, (TS_R)alpha, x, y);
@@ -199,6 +209,8 @@ static const vd_kern TS_F(vd_kern_table) = {
     .axpy = TS_F(vk_axpy),
     .layernorm_fwd = TS_F(vk_layernorm_fwd),
     .layernorm_bwd = TS_F(vk_layernorm_bwd),
+    .swiglu_fwd = TS_F(vk_swiglu_fwd),
+    .swiglu_bwd = TS_F(vk_swiglu_bwd),
     .attn_fwd = TS_F(vk_attn_fwd),
     .attn_bwd = TS_F(vk_attn_bwd),
     .maxpool_fwd = TS_F(vk_maxpool_fwd),

@@ -263,6 +263,12 @@ vd_val *vd_act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader, ch
   return v;
 }
 
+/* Output features of a dense layer's GEMM: twice out for a gated layer (gate and up). */
+static int gemm_out(const vd_layer *L)
+{
+  return L->act == VD_ACT_SWIGLU ? 2 * L->out : L->out;
+}
+
 /* Bias tensor of a layer (dense and conv: b; attention: bo), or -1. */
 static int bias_tensor(const vd_layer *L)
 {
@@ -287,6 +293,9 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
   vd_box(dims, box, e->T, r->tp, lo, hi);
   gint64 rows = (hi[0] - lo[0]) * (hi[1] - lo[1]), f = hi[2] - lo[2], inner = hi[3] - lo[3];
   int bt = bias_tensor(L);
+  gboolean gated = L->act == VD_ACT_SWIGLU;
+  if (gated)
+    f *= 2; /* the value holds gate and up until the activation halves it */
   if (bt >= 0) {
     if (r->n[bt] != f)
       return fail(why,
@@ -296,7 +305,17 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
     e->k->bias_add((int)rows, (int)f, (int)inner, r->w[bt], v->data);
   }
   vd_saved *s = &r->s[u * n->nlayers + i];
-  if (L->act != VD_ACT_NONE) {
+  if (gated) {
+    if (inner != 1 || v->n != rows * f)
+      return fail(why, "layer '%s': a gated activation on %" G_GINT64_FORMAT " elements", L->name,
+                  v->n);
+    g_free(s->z);
+    s->z = v->data; /* kept for backward: gate and up */
+    void *y = alloc0(e, rows * (f / 2));
+    e->k->swiglu_fwd((int)rows, (int)(f / 2), s->z, y);
+    v->data = y;
+    v->n = rows * (f / 2);
+  } else if (L->act != VD_ACT_NONE) {
     g_free(s->z);
     s->z = dup(e, v->data, v->n);
     e->k->act_fwd(L->act, v->n, s->z, v->data);
@@ -392,7 +411,7 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
   gboolean sp = split(e, i);
   switch (L->kind) {
   case TS_LAYER_DENSE: {
-    int rows = ns * nt, K = L->in, N = L->out;
+    int rows = ns * nt, K = L->in, N = gemm_out(L);
     if (sp && L->tp == TS_TP_ROW)
       K /= T;
     else if (sp)
@@ -688,7 +707,15 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
                   want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
     gint64 lo[4], hi[4];
     gint64 ndz = vd_box(dims, want, T, r->tp, lo, hi);
-    if (L->act != VD_ACT_NONE) {
+    if (L->act == VD_ACT_SWIGLU) {
+      if (s->z == NULL)
+        return fail(why, "%s: the activation's input was never computed", what);
+      gint64 f = hi[2] - lo[2], rows = ndz / MAX(f, 1);
+      void *dz2 = alloc0(e, 2 * ndz);
+      k->swiglu_bwd((int)rows, (int)f, s->z, s->dz, dz2);
+      g_free(s->dz);
+      s->dz = dz2;
+    } else if (L->act != VD_ACT_NONE) {
       if (s->z == NULL)
         return fail(why, "%s: the activation's input was never computed", what);
       k->act_bwd(L->act, ndz, s->z, s->dz, s->dz);
@@ -702,7 +729,7 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
     gint64 ndx = 0;
     switch (L->kind) {
     case TS_LAYER_DENSE: {
-      int rows = ns * nt, K = L->in, N = L->out;
+      int rows = ns * nt, K = L->in, N = gemm_out(L);
       if (sp && L->tp == TS_TP_ROW)
         K /= T;
       else if (sp)
@@ -782,7 +809,7 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
                   what);
     switch (L->kind) {
     case TS_LAYER_DENSE: {
-      int rows = ns * nt, K = L->in, N = L->out;
+      int rows = ns * nt, K = L->in, N = gemm_out(L);
       if (sp && L->tp == TS_TP_ROW)
         K /= T;
       else if (sp)

@@ -10,7 +10,9 @@
 
 G_BEGIN_DECLS
 
-typedef enum { VD_ACT_NONE, VD_ACT_RELU, VD_ACT_GELU } vd_act;
+/* VD_ACT_SWIGLU: a gated layer; its GEMM is twice out wide (gate, then up), the activation
+ * halves it (silu(gate) * up). */
+typedef enum { VD_ACT_NONE, VD_ACT_RELU, VD_ACT_GELU, VD_ACT_SWIGLU } vd_act;
 
 /* The kernels of one precision, on untyped buffers (ts_validate_kern.h). */
 typedef struct {
@@ -26,6 +28,8 @@ typedef struct {
   void (*act_fwd)(vd_act a, gint64 n, const void *z, void *y);
   void (*act_bwd)(vd_act a, gint64 n, const void *z, const void *dy, void *dz);
   void (*axpy)(gint64 n, double alpha, const void *x, void *y);
+  void (*swiglu_fwd)(int rows, int f, const void *x, void *y);
+  void (*swiglu_bwd)(int rows, int f, const void *x, const void *dy, void *dx);
   void (*layernorm_fwd)(int rows, int cols, const void *x, const void *gamma, const void *beta,
                         void *y, void *mean, void *rstd);
   void (*layernorm_bwd)(int rows, int cols, const void *x, const void *gamma, const void *mean,

@@ -574,11 +574,12 @@ static double net_loss(void *p)
 
 /* Every parameter of every tensor by central differences through ts_nnet_set; kv_heads > 0
  * makes the transformer's attention grouped-query. */
-static void check_net_kv(ts_nnet_kind kind, int kv_heads)
+static void check_net_cfg(ts_nnet_kind kind, int kv_heads, gboolean gated)
 {
   ts_nnet_config cfg;
   ts_nnet_config_default(kind, &cfg);
   cfg.kv_heads = kv_heads;
+  cfg.gated = gated;
   g_autoptr(GError) err = NULL;
   g_autoptr(ts_nnet) net = ts_nnet_new(&cfg, TS_PREC_F64, &err);
   cr_assert_not_null(net, "%s", err ? err->message : "");
@@ -616,7 +617,7 @@ static void check_net_kv(ts_nnet_kind kind, int kv_heads)
 
 static void check_net(ts_nnet_kind kind)
 {
-  check_net_kv(kind, 0);
+  check_net_cfg(kind, 0, FALSE);
 }
 
 Test(network, mlp_gradients_match_finite_differences)
@@ -644,7 +645,13 @@ Test(network, grouped_query_transformer_gradients_match_finite_differences)
   cfg.kv_heads = 1;
   gint64 w = ts_nnet_qkv_width(&cfg);
   cr_assert_eq(w, cfg.dmodel * 2);
-  check_net_kv(TS_NNET_TRANSFORMER, 1);
+  check_net_cfg(TS_NNET_TRANSFORMER, 1, FALSE);
+}
+
+Test(network, swiglu_transformer_gradients_match_finite_differences)
+{
+  /* The block with a SwiGLU MLP (W1 dmodel x 2 dff) and grouped-query attention, as Llama. */
+  check_net_cfg(TS_NNET_TRANSFORMER, 1, TRUE);
 }
 
 /* Data-parallel identity the validator relies on: gradients of batch ranges add up to the

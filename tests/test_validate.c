@@ -509,6 +509,30 @@ Test(validate, grouped_query_attention_matches_one_processor, .timeout = 60)
   }
 }
 
+Test(validate, swiglu_llama_block_matches_one_processor, .timeout = 60)
+{
+  /* validate-llama: grouped-query attention and a SwiGLU MLP whose fc1 gives each tp member
+   * the same columns of the gate and of the up projection. Every split below reproduces the
+   * reference (ts_nnet gated); dropping fc1's input-gradient all-reduce or fc2's forward
+   * all-reduce fails. */
+  static const char *const splits[] = {"dp=2",
+                                       "tp=2",
+                                       "tp=2,sp",
+                                       "tp=2,dp=2,zero=3",
+                                       "tp=2,pp=2",
+                                       "tp=2,dp=2,recompute=full",
+                                       "tp=2,kind:dense=dp",
+                                       "dp=8,zero=2"};
+  for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass("validate-llama", splits[k], precs[p], NULL);
+  static const char *const drops[] = {"block.0.fc1 bwd all-reduce", "block.0.fc2 fwd all-reduce"};
+  for (gsize k = 0; k < G_N_ELEMENTS(drops); k++) {
+    extra x = {.drop = drops[k]};
+    expect_fail("validate-llama", "tp=2", TS_PREC_F64, &x, NULL);
+  }
+}
+
 Test(errors, new_layer_kinds_are_refused_naming_the_layer)
 {
   /* The reference has no kernels for rotary or latent attention, gated MLPs or experts:
