@@ -610,7 +610,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
       [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
-                              "residual", "residual_from", "dropout", "kv_heads", NULL},
+                              "residual", "residual_from", "dropout", "kv_heads", "rotary", NULL},
       [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
       [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
@@ -830,6 +830,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       g_autofree char *what = g_strdup_printf("a divisor of heads = %" G_GINT64_FORMAT, sp->heads);
       return fail_key(error, path, group, "kv_heads", sp->kv_heads, what);
     }
+    if (!kf_bool(kf, path, group, "rotary", FALSE, &sp->rotary, error))
+      return FALSE;
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;
     out.features = sp->in_f;

@@ -195,6 +195,12 @@ gboolean ts_nnet_config_check(const ts_nnet_config *c, GError **error)
                   "network config: heads=%d: expected a divisor of dmodel=%d", c->heads, c->dmodel);
       return FALSE;
     }
+    if (c->rotary && (c->dmodel / c->heads) % 2 != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "network config: rotary with heads of width %d: expected an even width",
+                  c->dmodel / c->heads);
+      return FALSE;
+    }
     if (c->kv_heads < 0 || (c->kv_heads > 0 && c->heads % c->kv_heads != 0)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "network config: kv_heads=%d: expected a divisor of heads=%d (0: heads)",

@@ -171,6 +171,10 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   /* h = x + Attn(LN1(x)) Wo + bo */
   TS_F(ts_layernorm_fwd)(rows, d, eps, x, n->w[TF_LN1G], n->w[TF_LN1B], l1, mean1, rstd1);
   TS_F(dense_fwd)(rows, d, dqkv_w, l1, n->w[TF_WQKV], n->w[TF_BQKV], qkv);
+  if (c->rotary) {
+    TS_F(ts_rope)(nseq, t, c->heads, dhead, qkv, dqkv_w, FALSE); /* Q */
+    TS_F(ts_rope)(nseq, t, kvh, dhead, qkv + d, dqkv_w, FALSE);  /* K */
+  }
   if (kvh == c->heads)
     TS_F(ts_attention_fwd)
   (nseq, t, c->heads, dhead, c->causal, qkv, qkv + d, qkv + 2 * d, 3 * d, p, att, d);
@@ -217,6 +221,10 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   (nseq, t, c->heads, dhead, qkv, qkv + d, qkv + 2 * d, 3 * d, p, datt, d, dqkv, dqkv + d,
    dqkv + 2 * d, work);
   else TS_F(ts_gqa_attention_bwd)(nseq, t, c->heads, kvh, dhead, qkv, p, datt, dqkv);
+  if (c->rotary) {
+    TS_F(ts_rope)(nseq, t, c->heads, dhead, dqkv, dqkv_w, TRUE);
+    TS_F(ts_rope)(nseq, t, kvh, dhead, dqkv + d, dqkv_w, TRUE);
+  }
   TS_F(dense_bwd)(rows, d, dqkv_w, l1, n->w[TF_WQKV], dqkv, dl, n->g[TF_WQKV], n->g[TF_BQKV]);
   /* The input gradient is not needed, but layer norm's dgamma/dbeta come with it: reuse dy. */
   TS_F(ts_layernorm_bwd)

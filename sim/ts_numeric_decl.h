@@ -85,6 +85,14 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
                             TS_R *dq, TS_R *dk, TS_R *dv, TS_R *work);
 
 /**
+ * Rotary position embedding (Su et al. 2021, RoFormer, eq. 34, in the rotate-half layout of
+ * GPT-NeoX and Llama), in place on `heads` heads of width dh (even) of b sequences of t tokens,
+ * rows of leading dimension ld: for token i and j < dh/2, angle i 10000^(-2j/dh) rotates the
+ * pair (x_j, x_{j+dh/2}). inverse rotates back (the transpose): the backward of the forward.
+ */
+void TS_F(ts_rope)(int b, int t, int heads, int dh, TS_R *x, int ld, gboolean inverse);
+
+/**
  * Grouped-query attention (Ainslie et al. 2023) on a fused projection qkv [b t][(heads + 2
  * kv_heads) dh]: Q of `heads` heads, then K and V of kv_heads heads each; query head h reads
  * key/value head h / (heads / kv_heads). out [b t][heads dh]; p as ts_attention_fwd.

@@ -401,6 +401,26 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
     }
 }
 
+void TS_F(ts_rope)(int b, int t, int heads, int dh, TS_R *x, int ld, gboolean inverse)
+{
+  int half = dh / 2;
+  for (int s = 0; s < b; s++)
+    for (int i = 0; i < t; i++) {
+      TS_R *row = x + ((gint64)s * t + i) * ld;
+      for (int j = 0; j < half; j++) {
+        /* In double, so both precisions rotate by the same angles. */
+        double ang = (double)i * pow(10000.0, -2.0 * j / dh);
+        TS_R c = (TS_R)cos(ang), sn = (TS_R)(inverse ? -sin(ang) : sin(ang));
+        for (int h = 0; h < heads; h++) {
+          TS_R *v = row + (gint64)h * dh;
+          TS_R x1 = v[j], x2 = v[j + half];
+          v[j] = x1 * c - x2 * sn;
+          v[j + half] = x2 * c + x1 * sn;
+        }
+      }
+    }
+}
+
 /* Grouped-query attention by expansion: each query head gets a copy of the key/value head it
  * reads, the standard kernels run on the expanded [Q | K | V] (3 heads dh wide), and the
  * gradients of the copies are summed back. Plain and exact (the same products in the same

@@ -90,6 +90,11 @@ static void TS_F(vk_act_bwd)(vd_act a, gint64 n, const void *z, const void *dy, 
     memcpy(dz, dy, sizeof(TS_R) * (gsize)n);
 }
 
+static void TS_F(vk_rope)(int b, int t, int heads, int dh, void *x, int ld, gboolean inverse)
+{
+  TS_F(ts_rope)(b, t, heads, dh, x, ld, inverse);
+}
+
 static void TS_F(vk_swiglu_fwd)(int rows, int f, const void *x, void *y)
 {
   TS_F(ts_swiglu_fwd)(rows, f, x, y);
@@ -210,6 +215,7 @@ static const vd_kern TS_F(vd_kern_table) = {
     .layernorm_fwd = TS_F(vk_layernorm_fwd),
     .layernorm_bwd = TS_F(vk_layernorm_bwd),
     .swiglu_fwd = TS_F(vk_swiglu_fwd),
+    .rope = TS_F(vk_rope),
     .swiglu_bwd = TS_F(vk_swiglu_bwd),
     .attn_fwd = TS_F(vk_attn_fwd),
     .attn_bwd = TS_F(vk_attn_bwd),

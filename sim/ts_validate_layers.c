@@ -460,6 +460,11 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     int wq = dl + 2 * kv * (dm / L->heads); /* this member's fused Q, K, V */
     s->qkv = alloc0(e, (gint64)rows * wq);
     k->dense_fwd(rows, dm, wq, x, w[0], w[1], s->qkv);
+    if (L->rotary) {
+      /* Positions are the tokens' places in the sequence: attention holds whole sequences. */
+      k->rope(ns, nt, heads, dm / L->heads, s->qkv, wq, FALSE);
+      k->rope(ns, nt, kv, dm / L->heads, (char *)s->qkv + k->elem * (gsize)dl, wq, FALSE);
+    }
     s->p = alloc0(e, (gint64)ns * heads * nt * nt);
     s->att = alloc0(e, (gint64)rows * dl);
     k->attn_fwd(ns, nt, heads, kv, dm / L->heads, n->causal, s->qkv, s->p, s->att);
@@ -782,6 +787,10 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
       g_free(s->dqkv);
       s->dqkv = alloc0(e, (gint64)rows * wq);
       k->attn_bwd(ns, nt, heads, kv, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      if (L->rotary) {
+        k->rope(ns, nt, heads, dm / L->heads, s->dqkv, wq, TRUE);
+        k->rope(ns, nt, kv, dm / L->heads, (char *)s->dqkv + k->elem * (gsize)dl, wq, TRUE);
+      }
       ndx = (gint64)rows * dm;
       dx = alloc0(e, ndx);
       k->dense_dgrad(rows, dm, wq, s->dqkv, w[0], dx);

@@ -205,6 +205,7 @@ static gboolean match_transformer(vd_net *n, GError **error)
   n->cfg.heads = L[1].heads;
   n->cfg.kv_heads = L[1].kv_heads; /* grouped-query attention when fewer than heads */
   n->cfg.gated = L[3].act == VD_ACT_SWIGLU;
+  n->cfg.rotary = L[1].rotary;
   n->cfg.dff = L[3].out;
   n->cfg.classes = L[5].out;
   n->cfg.causal = TRUE; /* a GPT block; the model file has no key for it */
@@ -214,15 +215,15 @@ static gboolean match_transformer(vd_net *n, GError **error)
 }
 
 /* The layer kinds of today's decoders that the reference (ts_nnet) has no kernels for: the
- * first such layer, and what it is, or NULL. Grouped-query attention and SwiGLU have them
- * (models/validate-gqa.ini, validate-llama.ini); GeGLU is refused by the activation check. */
+ * first such layer, and what it is, or NULL. Grouped-query attention, rotary and
+ * SwiGLU have them (models/validate-gqa.ini, validate-llama.ini); GeGLU is refused by the
+ * activation check. */
 static const ts_layer *unexecutable_layer(const ts_model *m, const char **what)
 {
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
     *what = l->kv_lora_rank > 0 ? "multi-head latent attention"
             : l->experts > 0    ? "a mixture-of-experts layer"
-            : l->rotary         ? "rotary attention"
                                 : NULL;
     if (*what != NULL)
       return l;
@@ -296,6 +297,7 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
     L->pad = (int)l->padding;
     L->heads = (int)l->heads;
     L->kv_heads = l->kv_heads > 0 ? (int)l->kv_heads : L->heads;
+    L->rotary = l->rotary;
     if (L->kind == TS_LAYER_NORM || L->kind == TS_LAYER_ATTENTION || L->kind == TS_LAYER_POOL)
       L->out = L->in;
     gboolean a = FALSE, g = FALSE;

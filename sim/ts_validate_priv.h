@@ -29,6 +29,7 @@ typedef struct {
   void (*act_bwd)(vd_act a, gint64 n, const void *z, const void *dy, void *dz);
   void (*axpy)(gint64 n, double alpha, const void *x, void *y);
   void (*swiglu_fwd)(int rows, int f, const void *x, void *y);
+  void (*rope)(int b, int t, int heads, int dh, void *x, int ld, gboolean inverse);
   void (*swiglu_bwd)(int rows, int f, const void *x, const void *dy, void *dx);
   void (*layernorm_fwd)(int rows, int cols, const void *x, const void *gamma, const void *beta,
                         void *y, void *mean, void *rstd);
@@ -69,6 +70,7 @@ typedef struct {
    * in = out = features, `tokens` vectors. */
   int tokens, in, out, in_h, in_w, out_h, out_w, kernel, stride, pad, heads;
   int kv_heads;          /* attention: key/value heads (= heads unless grouped-query) */
+  gboolean rotary;       /* attention: rotary embedding on Q and K (ts_rope) */
   int tensor0, ntensors; /* this layer's parameter tensors in vd_net.tensors */
 } vd_layer;
 

@@ -511,7 +511,8 @@ Test(validate, grouped_query_attention_matches_one_processor, .timeout = 60)
 
 Test(validate, swiglu_llama_block_matches_one_processor, .timeout = 60)
 {
-  /* validate-llama: grouped-query attention and a SwiGLU MLP whose fc1 gives each tp member
+  /* validate-llama: grouped-query attention with rotary embeddings (positions are global
+   * under sp: attention gathers the sequence first) and a SwiGLU MLP whose fc1 gives each tp member
    * the same columns of the gate and of the up projection. Every split below reproduces the
    * reference (ts_nnet gated); dropping fc1's input-gradient all-reduce or fc2's forward
    * all-reduce fails. */
@@ -522,6 +523,7 @@ Test(validate, swiglu_llama_block_matches_one_processor, .timeout = 60)
                                        "tp=2,pp=2",
                                        "tp=2,dp=2,recompute=full",
                                        "tp=2,kind:dense=dp",
+                                       "tp=2,recompute=selective",
                                        "dp=8,zero=2"};
   for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
@@ -535,11 +537,11 @@ Test(validate, swiglu_llama_block_matches_one_processor, .timeout = 60)
 
 Test(errors, new_layer_kinds_are_refused_naming_the_layer)
 {
-  /* The reference has no kernels for rotary or latent attention, gated MLPs or experts:
-   * validating a model with them is refused, naming the layer and what it is, exit 2. */
+  /* The reference has no kernels for latent attention or experts: validating a model with
+   * them is refused, naming the layer and what it is, exit 2. */
   static const struct {
     const char *model, *layer, *what;
-  } cases[] = {{"llama3-8b", "block.0.attention", "rotary attention"},
+  } cases[] = {{"mixtral-8x7b", "block.0.fc1", "a mixture-of-experts layer"},
                {"deepseek-v3", "block.0.attention", "multi-head latent attention"}};
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", cases[k].model);
