@@ -1424,4 +1424,10 @@ Test(errors, modern_transformer_keys)
                "[transformer] kv_heads", "not available with kv_lora_rank");
   expect_error(T_HEAD T_OK "vocab_divisible_by = 0\n", "[transformer] vocab_divisible_by='0'",
                NULL);
+  expect_error("[model]\nkind = layers\n[layer.a]\nkind = dense\nin_features = 4\n"
+               "out_features = 8\nactivation = swiglu\ntp = row\n",
+               "[layer.a] activation='swiglu'", "a gated MLP's first layer");
+  expect_error("[model]\nkind = layers\n[layer.a]\nkind = attention\nhidden = 8\ntokens = 4\n"
+               "heads = 4\nkv_heads = 3\n",
+               "[layer.a] kv_heads='3'", "a divisor of heads = 4");
 }

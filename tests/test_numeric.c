@@ -572,11 +572,15 @@ static double net_loss(void *p)
   return ts_nnet_forward(c->net, 0, ts_nnet_config_of(c->net)->batch);
 }
 
-/* Every parameter of every tensor by central differences through ts_nnet_set. */
-static void check_net(ts_nnet_kind kind)
+/* Every parameter of every tensor by central differences through ts_nnet_set; kv_heads > 0
+ * makes the transformer's attention grouped-query. */
+static void check_net_cfg(ts_nnet_kind kind, int kv_heads, gboolean gated)
 {
   ts_nnet_config cfg;
   ts_nnet_config_default(kind, &cfg);
+  cfg.kv_heads = kv_heads;
+  cfg.gated = gated;
+  cfg.rotary = gated; /* the Llama-style block: GQA, SwiGLU and rotary together */
   g_autoptr(GError) err = NULL;
   g_autoptr(ts_nnet) net = ts_nnet_new(&cfg, TS_PREC_F64, &err);
   cr_assert_not_null(net, "%s", err ? err->message : "");
@@ -612,6 +616,11 @@ static void check_net(ts_nnet_kind kind)
   }
 }
 
+static void check_net(ts_nnet_kind kind)
+{
+  check_net_cfg(kind, 0, FALSE);
+}
+
 Test(network, mlp_gradients_match_finite_differences)
 {
   check_net(TS_NNET_MLP);
@@ -625,6 +634,53 @@ Test(network, cnn_gradients_match_finite_differences)
 Test(network, transformer_gradients_match_finite_differences)
 {
   check_net(TS_NNET_TRANSFORMER);
+}
+
+Test(network, grouped_query_transformer_gradients_match_finite_differences)
+{
+  /* The default block's 2 heads sharing 1 key/value head (multi-query): the fused projection
+   * is dmodel + 2 dmodel / 2 wide, and each key/value gradient sums over both query heads. */
+  ts_nnet_config cfg;
+  ts_nnet_config_default(TS_NNET_TRANSFORMER, &cfg);
+  cr_assert_eq(cfg.heads, 2);
+  cfg.kv_heads = 1;
+  gint64 w = ts_nnet_qkv_width(&cfg);
+  cr_assert_eq(w, cfg.dmodel * 2);
+  check_net_cfg(TS_NNET_TRANSFORMER, 1, FALSE);
+}
+
+Test(kernels, rope_rotates_pairs_and_inverts)
+{
+  /* Rotary embedding is a rotation per pair: position 0 is unchanged, norms are kept, the
+   * inverse restores the input, and position i, pair j turns by i 10000^(-2j/dh). */
+  const int b = 2, t = 5, heads = 3, dh = 4, ld = heads * dh + 1;
+  double x[2 * 5 * 13], y[2 * 5 * 13];
+  for (int i = 0; i < b * t * ld; i++)
+    x[i] = y[i] = sin(0.7 * i + 0.3);
+  ts_rope_f64(b, t, heads, dh, y, ld, FALSE);
+  for (int s = 0; s < b; s++)
+    for (int i = 0; i < t; i++) {
+      const double *xr = x + (s * t + i) * ld, *yr = y + (s * t + i) * ld;
+      for (int h = 0; h < heads; h++)
+        for (int j = 0; j < dh / 2; j++) {
+          double a = i * pow(10000.0, -2.0 * j / dh);
+          double x1 = xr[h * dh + j], x2 = xr[h * dh + j + dh / 2];
+          double w1 = x1 * cos(a) - x2 * sin(a), w2 = x2 * cos(a) + x1 * sin(a);
+          cr_assert_float_eq(yr[h * dh + j], w1, 1e-14);
+          cr_assert_float_eq(yr[h * dh + j + dh / 2], w2, 1e-14);
+        }
+      cr_assert_eq(yr[ld - 1], xr[ld - 1], "the column past the heads is untouched");
+    }
+  ts_rope_f64(b, t, heads, dh, y, ld, TRUE);
+  for (int i = 0; i < b * t * ld; i++)
+    cr_assert_float_eq(y[i], x[i], 1e-14);
+}
+
+Test(network, swiglu_transformer_gradients_match_finite_differences)
+{
+  /* The block with a SwiGLU MLP (W1 dmodel x 2 dff), grouped-query attention and rotary
+   * embeddings on Q and K, as Llama. */
+  check_net_cfg(TS_NNET_TRANSFORMER, 1, TRUE);
 }
 
 /* Data-parallel identity the validator relies on: gradients of batch ranges add up to the

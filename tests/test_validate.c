@@ -499,13 +499,60 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   g_rmdir(dir);
 }
 
+Test(validate, grouped_query_attention_matches_one_processor, .timeout = 60)
+{
+  /* validate-gqa: 4 query heads on 2 key/value heads. Data, tensor (query and key/value heads
+   * split alike), sequence, pipeline, ZeRO and selective recomputation reproduce the
+   * single-processor reference (ts_nnet with kv_heads); dropping the attention's forward
+   * all-reduce or its input-gradient all-reduce fails. */
+  static const char *const splits[] = {"dp=2",       "tp=2",
+                                       "tp=2,sp",    "tp=2,dp=2,zero=3",
+                                       "tp=2,pp=2",  "tp=2,dp=2,recompute=selective",
+                                       "dp=4,zero=1"};
+  for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass("validate-gqa", splits[k], precs[p], NULL);
+  static const char *const drops[] = {"block.0.attention fwd all-reduce",
+                                      "block.0.attention bwd all-reduce"};
+  for (gsize k = 0; k < G_N_ELEMENTS(drops); k++) {
+    extra x = {.drop = drops[k]};
+    expect_fail("validate-gqa", "tp=2", TS_PREC_F64, &x, "missing all-reduce");
+  }
+}
+
+Test(validate, swiglu_llama_block_matches_one_processor, .timeout = 60)
+{
+  /* validate-llama: grouped-query attention with rotary embeddings (positions are global
+   * under sp: attention gathers the sequence first) and a SwiGLU MLP whose fc1 gives each tp member
+   * the same columns of the gate and of the up projection. Every split below reproduces the
+   * reference (ts_nnet gated); dropping fc1's input-gradient all-reduce or fc2's forward
+   * all-reduce fails. */
+  static const char *const splits[] = {"dp=2",
+                                       "tp=2",
+                                       "tp=2,sp",
+                                       "tp=2,dp=2,zero=3",
+                                       "tp=2,pp=2",
+                                       "tp=2,dp=2,recompute=full",
+                                       "tp=2,kind:dense=dp",
+                                       "tp=2,recompute=selective",
+                                       "dp=8,zero=2"};
+  for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass("validate-llama", splits[k], precs[p], NULL);
+  static const char *const drops[] = {"block.0.fc1 bwd all-reduce", "block.0.fc2 fwd all-reduce"};
+  for (gsize k = 0; k < G_N_ELEMENTS(drops); k++) {
+    extra x = {.drop = drops[k]};
+    expect_fail("validate-llama", "tp=2", TS_PREC_F64, &x, NULL);
+  }
+}
+
 Test(errors, new_layer_kinds_are_refused_naming_the_layer)
 {
-  /* The reference has no kernels for grouped-query or latent attention, gated MLPs or experts:
-   * validating a model with them is refused, naming the layer and what it is, exit 2. */
+  /* The reference has no kernels for latent attention or experts: validating a model with
+   * them is refused, naming the layer and what it is, exit 2. */
   static const struct {
     const char *model, *layer, *what;
-  } cases[] = {{"llama3-8b", "block.0.attention", "grouped-query attention"},
+  } cases[] = {{"mixtral-8x7b", "block.0.fc1", "a mixture-of-experts layer"},
                {"deepseek-v3", "block.0.attention", "multi-head latent attention"}};
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", cases[k].model);

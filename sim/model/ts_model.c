@@ -676,7 +676,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
       [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
-                              "residual", "residual_from", "dropout", NULL},
+                              "residual", "residual_from", "dropout", "kv_heads", "rotary", NULL},
       [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
       [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
@@ -741,12 +741,23 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     if (!ts_kf_int(kf, path, group, "out_features", FALSE, 0, 1, DIM_MAX, "a feature count",
                    &sp->out_f, error) ||
         !kf_bool(kf, path, group, "bias", TRUE, &sp->bias, error) ||
-        !kf_enum(kf, path, group, "activation", "none", act_names, &act, error) ||
+        !kf_enum(kf, path, group, "activation", "none", mlp_act_names, &act, error) ||
         !kf_bool(kf, path, group, "residual", FALSE, &sp->residual, error) ||
         !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error) ||
         !kf_bool(kf, path, group, "loss", FALSE, &sp->loss, error) ||
         !kf_bool(kf, path, group, "tied", FALSE, &sp->tied, error))
       return FALSE;
+    /* A gated layer (SwiGLU / GeGLU) outputs out_features, computed from a GEMM twice as wide
+     * (gate and up): an MLP's first layer, split by columns or replicated. */
+    gboolean gated = act == ACT_SWIGLU || act == ACT_GEGLU;
+    if (gated &&
+        (sp->tied || sp->loss || sp->residual || sp->tp == TS_TP_ROW || sp->tp == TS_TP_VOCAB)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] activation='%s': expected a gated MLP's first layer (tp column or "
+                  "replicated, no tied, loss or residual)",
+                  path, group, mlp_act_names[act]);
+      return FALSE;
+    }
     if (sp->tied) {
       if (in->emb_vocab == 0 || in->emb_vocab != sp->out_f || in->emb_hidden != sp->in_f) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -762,6 +773,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;
     out.features = sp->out_f;
+    if (gated)
+      sp->out_f *= 2; /* the GEMM: gate and up side by side */
     break;
   }
   case TS_LAYER_CONV2D:
@@ -875,6 +888,16 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       g_autofree char *what = g_strdup_printf("a divisor of hidden = %" G_GINT64_FORMAT, sp->in_f);
       return fail_key(error, path, group, "heads", sp->heads, what);
     }
+    /* Grouped-query attention in a layer list (the validator's GQA network). */
+    if (!ts_kf_int(kf, path, group, "kv_heads", TRUE, sp->heads, 1, SMALL_MAX,
+                   "a key/value head count (default heads)", &sp->kv_heads, error))
+      return FALSE;
+    if (sp->heads % sp->kv_heads != 0) {
+      g_autofree char *what = g_strdup_printf("a divisor of heads = %" G_GINT64_FORMAT, sp->heads);
+      return fail_key(error, path, group, "kv_heads", sp->kv_heads, what);
+    }
+    if (!kf_bool(kf, path, group, "rotary", FALSE, &sp->rotary, error))
+      return FALSE;
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;
     out.features = sp->in_f;

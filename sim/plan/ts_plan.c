@@ -867,6 +867,16 @@ static char *placement_text(const ts_plan *p)
         g_string_append_printf(s, ":%d", pc->size);
     }
   }
+  if (p->ep_placed) {
+    /* ep=N@DIMS: where the expert all-to-alls run. */
+    g_string_append(s, ",ep@");
+    for (int k = 0; k < p->ep_shape.npieces; k++) {
+      const ts_piece *pc = &p->ep_shape.p[k];
+      g_string_append_printf(s, "%s%s", k ? "+" : "", p->topo->dims[pc->dim].name);
+      if (pc->size != p->topo->dims[pc->dim].size)
+        g_string_append_printf(s, ":%d", pc->size);
+    }
+  }
   if (s->len == 0)
     g_string_append(s, "-");
   return g_string_free(s, FALSE);
@@ -890,7 +900,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
   if (p->sp)
     g_string_append(s, ",sp");
   if (p->ep > 1)
-    g_string_append_printf(s, ",ep=%d", p->ep);
+    g_string_append_printf(s, ",ep=%d%s%s", p->ep, sp->ep_place ? "@" : "",
+                           sp->ep_place ? sp->ep_place : "");
   if (p->zero > 0)
     g_string_append_printf(s, ",zero=%d", p->zero);
   if (p->offload != TS_OFFLOAD_NONE)
@@ -949,6 +960,73 @@ static gboolean split_shape(const ts_group_shape *g, int inner, ts_group_shape *
     }
   }
   return rem == 1;
+}
+
+/* As split_shape, but the inner group takes its members from the pieces on the dimensions in
+ * `dims` (a mask), in dp's order, and the rest stay with the outer group: ep=N@DIMS. */
+static gboolean split_shape_on(const ts_group_shape *g, int inner, guint dims, ts_group_shape *in,
+                               ts_group_shape *out)
+{
+  memset(in, 0, sizeof *in);
+  memset(out, 0, sizeof *out);
+  int rem = inner;
+  for (int k = 0; k < g->npieces; k++) {
+    ts_piece pc = g->p[k];
+    if (rem == 1 || !(dims & (1u << pc.dim))) {
+      out->p[out->npieces++] = pc;
+    } else if (rem % pc.size == 0) {
+      in->p[in->npieces++] = pc;
+      rem /= pc.size;
+    } else if (pc.size % rem == 0) {
+      in->p[in->npieces++] = (ts_piece){pc.dim, rem, pc.stride};
+      out->p[out->npieces++] = (ts_piece){pc.dim, pc.size / rem, pc.stride * rem};
+      rem = 1;
+    } else {
+      return FALSE;
+    }
+  }
+  return rem == 1;
+}
+
+/* The expert-parallel members inside dp's placement: the inner end, or with ep=N@DIMS the
+ * pieces of dp on those dimensions. */
+static gboolean place_ep(ts_plan *p, const ts_split *s, const ts_topo *t, GError **error)
+{
+  g_autofree char *where = placement_text(p);
+  if (s->ep_place == NULL) {
+    if (split_shape(&p->shape[TS_AX_DP], p->ep, &p->ep_shape, &p->edp_shape))
+      return TRUE;
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': ep=%d cannot be cut from the inner end of dp's placement %s; "
+                "expected ep to divide the dp pieces in order",
+                s->text, p->ep, where);
+    return FALSE;
+  }
+  guint mask = 0;
+  g_auto(GStrv) dims = g_strsplit(s->ep_place, "+", -1);
+  for (char **dn = dims; *dn != NULL; dn++) {
+    int d = ts_topo_dim_index(t, *dn);
+    gboolean in_dp = FALSE;
+    for (int k = 0; d >= 0 && k < p->shape[TS_AX_DP].npieces; k++)
+      in_dp = in_dp || p->shape[TS_AX_DP].p[k].dim == d;
+    if (d < 0 || !in_dp) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': ep=%d@%s: '%s' is not a dimension dp is placed on (dp: %s); "
+                  "expected ep on some of dp's dimensions",
+                  s->text, p->ep, s->ep_place, *dn, where);
+      return FALSE;
+    }
+    mask |= 1u << d;
+  }
+  if (split_shape_on(&p->shape[TS_AX_DP], p->ep, mask, &p->ep_shape, &p->edp_shape)) {
+    p->ep_placed = TRUE;
+    return TRUE;
+  }
+  g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+              "--split '%s': ep=%d@%s: dp's pieces on those dimensions (dp: %s) do not hold %d "
+              "ranks; expected ep to divide them in order",
+              s->text, p->ep, s->ep_place, where, p->ep);
+  return FALSE;
 }
 
 /* Ranks tensor and data parallelism by the bytes each chip puts into their collectives per
@@ -1178,13 +1256,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   rank_axes(p, p->exec, p->micro_batch, p->n_micro, rank);
   if (!ts_split_place_ranked(s, t, rank, p->degree, p->shape, error))
     return NULL;
-  if (p->ep > 1 && !split_shape(&p->shape[TS_AX_DP], p->ep, &p->ep_shape, &p->edp_shape)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                "--split '%s': ep=%d cannot be cut from the inner end of dp's placement %s; "
-                "expected ep to divide the dp pieces in order",
-                s->text, p->ep, p->placement_text ? p->placement_text : "");
+  if (p->ep > 1 && !place_ep(p, s, t, error))
     return NULL;
-  }
   if (o->global_batch <= 0 || o->global_batch % dp != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--global-batch %" G_GINT64_FORMAT ": expected a positive multiple of the "

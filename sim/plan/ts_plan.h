@@ -64,6 +64,8 @@ typedef struct {
   int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
   int ep;            /* expert parallelism inside dp (mixture of experts), 0 = none */
+  char *ep_place;    /* ep=N@DIMS: the array dimensions (of dp's) the ep ranks lie on, as
+                        written ("net", "node+net"); NULL: the inner end of dp's placement */
   int nstages_given; /* explicit stages=N1:N2:...; 0 = balance by compute */
   int *stage_layers; /* layers per (virtual) stage, nstages_given entries */
   GPtrArray *rules;  /* ts_layer_rule*, owned; later rules win */
@@ -152,7 +154,9 @@ typedef struct {
   double ps_pull_bytes_per_step;   /* parameter bytes each worker pulls */
   double redistribution_bytes_per_step; /* per-layer hybrid: bytes of boundary collectives */
   int ep;                               /* expert-parallel degree (1 = none), divides dp */
-  ts_group_shape ep_shape;              /* the inner ep members of the dp axis */
+  ts_group_shape ep_shape;              /* the ep members of the dp axis (inner end of dp's
+                                           placement, or the dimensions ep=N@DIMS names) */
+  gboolean ep_placed;                   /* ep=N@DIMS was given (shown in placement_text) */
   ts_group_shape edp_shape;             /* the rest of dp: the replicas of each expert */
   struct ts_layer_exec *exec;           /* per layer: how it runs (internal, ts_plan_priv.h) */
   int *unit;                            /* per layer: full-recompute checkpoint unit, -1 = none */

@@ -44,6 +44,7 @@ void ts_split_free(ts_split *s)
   for (int a = 0; a < TS_AX_N; a++)
     g_free(s->place_names[a]);
   g_free(s->text);
+  g_free(s->ep_place);
   g_free(s->stage_layers);
   if (s->rules != NULL)
     g_ptr_array_unref(s->rules);
@@ -126,11 +127,15 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     s->ps = (int)v;
   } else if (strcmp(key, "ep") == 0) {
     gint64 v;
-    if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
+    const char *at = val != NULL ? strchr(val, '@') : NULL;
+    g_autofree char *deg = at != NULL ? g_strndup(val, (gsize)(at - val)) : g_strdup(val);
+    if (deg == NULL || !ts_parse_int(deg, 1, 1 << 20, &v) || (at != NULL && at[1] == '\0'))
       return item_error(error, text, item,
-                        "ep=N, the expert-parallel degree inside dp, a whole number in [1, "
-                        "1048576]");
+                        "ep=N or ep=N@DIM[+DIM], the expert-parallel degree inside dp, a whole "
+                        "number in [1, 1048576], on some of dp's dimensions");
     s->ep = (int)v;
+    g_free(s->ep_place);
+    s->ep_place = at != NULL ? g_strdup(at + 1) : NULL;
   } else if (strcmp(key, "attention") == 0) {
     static const char *const n[] = {"unfused", "flash", NULL};
     int v = val ? lookup(n, val) : -1;

@@ -195,7 +195,19 @@ gboolean ts_nnet_config_check(const ts_nnet_config *c, GError **error)
                   "network config: heads=%d: expected a divisor of dmodel=%d", c->heads, c->dmodel);
       return FALSE;
     }
-    elems = (gint64)c->batch * c->seq * (MAX(3 * c->dmodel, c->dff) + c->heads * c->seq);
+    if (c->rotary && (c->dmodel / c->heads) % 2 != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "network config: rotary with heads of width %d: expected an even width",
+                  c->dmodel / c->heads);
+      return FALSE;
+    }
+    if (c->kv_heads < 0 || (c->kv_heads > 0 && c->heads % c->kv_heads != 0)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "network config: kv_heads=%d: expected a divisor of heads=%d (0: heads)",
+                  c->kv_heads, c->heads);
+      return FALSE;
+    }
+    elems = (gint64)c->batch * c->seq * (MAX(3 * c->dmodel, 2 * c->dff) + c->heads * c->seq);
     break;
   }
   if (elems > G_MAXINT32 / 2) {
@@ -214,6 +226,12 @@ static void set_info(ts_nnet_tensor_info *t, const char *name, gint64 rows, gint
   t->rows = rows;
   t->cols = cols;
   t->numel = rows * cols;
+}
+
+int ts_nnet_qkv_width(const ts_nnet_config *c)
+{
+  int kv = c->kv_heads > 0 ? c->kv_heads : c->heads;
+  return c->dmodel + 2 * kv * (c->dmodel / c->heads);
 }
 
 /* Tensor list of a config; returns the count. Also gives each tensor's fan-in (init bound). */
@@ -245,16 +263,17 @@ static int nnet_layout(const ts_nnet_config *c, ts_nnet_tensor_info *t, gint64 *
   }
   default: {
     int d = c->dmodel;
+    gint64 qkv = ts_nnet_qkv_width(c);
     set_info(&t[TF_LN1G], "ln1.gamma", 1, d);
     set_info(&t[TF_LN1B], "ln1.beta", 1, d);
-    set_info(&t[TF_WQKV], "attn.wqkv", d, 3 * (gint64)d);
-    set_info(&t[TF_BQKV], "attn.bqkv", 1, 3 * (gint64)d);
+    set_info(&t[TF_WQKV], "attn.wqkv", d, qkv);
+    set_info(&t[TF_BQKV], "attn.bqkv", 1, qkv);
     set_info(&t[TF_WO], "attn.wo", d, d);
     set_info(&t[TF_BO], "attn.bo", 1, d);
     set_info(&t[TF_LN2G], "ln2.gamma", 1, d);
     set_info(&t[TF_LN2B], "ln2.beta", 1, d);
-    set_info(&t[TF_W1], "mlp.w1", d, c->dff);
-    set_info(&t[TF_B1], "mlp.b1", 1, c->dff);
+    set_info(&t[TF_W1], "mlp.w1", d, (c->gated ? 2 : 1) * (gint64)c->dff);
+    set_info(&t[TF_B1], "mlp.b1", 1, (c->gated ? 2 : 1) * (gint64)c->dff);
     set_info(&t[TF_W2], "mlp.w2", c->dff, d);
     set_info(&t[TF_B2], "mlp.b2", 1, d);
     set_info(&t[TF_WH], "head.w", d, c->classes);
@@ -300,9 +319,13 @@ static void nnet_buffers(const ts_nnet_config *c, gint64 *per, gint64 *fixed)
     per[NB_L1] = per[NB_ATT] = per[NB_H] = per[NB_L2] = per[NB_Y] = td;
     per[NB_DY] = per[NB_DL] = per[NB_DH] = per[NB_DATT] = td;
     per[NB_MEAN1] = per[NB_RSTD1] = per[NB_MEAN2] = per[NB_RSTD2] = t;
-    per[NB_QKV] = per[NB_DQKV] = 3 * td;
+    per[NB_QKV] = per[NB_DQKV] = t * ts_nnet_qkv_width(c);
     per[NB_P] = c->heads * t * t;
     per[NB_F1] = per[NB_G] = per[NB_DG] = tf;
+    if (c->gated) {
+      per[NB_F1] = 2 * tf; /* gate and up */
+      per[NB_DG] = 3 * tf; /* dG, then the gate and up gradient */
+    }
     fixed[NB_WORK] = t * t;
     break;
   }

@@ -28,7 +28,14 @@ typedef struct {
    * MLP of width dff, then a dense head to classes on every token. dmodel % heads == 0. */
   int seq, dmodel, heads, dff;
   gboolean causal;
-  guint64 seed; /* parameters and data are drawn from this seed */
+  guint64 seed;    /* parameters and data are drawn from this seed */
+  gboolean rotary; /* transformer: rotary embedding on Q and K after the projection (Su et al.
+                      2021; ts_rope) */
+  gboolean gated;  /* transformer: a SwiGLU MLP (Shazeer 2020): W1 is dmodel x 2 dff (gate, then
+                      up), GELU replaced by silu(gate) * up */
+  int kv_heads;    /* transformer: key/value heads, dividing heads (grouped-query attention,
+                      Ainslie et al. 2023; Q, K, V fused as [heads | kv_heads | kv_heads] heads);
+                      0: heads (multi-head attention) */
 } ts_nnet_config;
 
 /** One parameter tensor. Matrices are [rows][cols] with y = x W (rows = fan-in). */
@@ -39,6 +46,9 @@ typedef struct {
 } ts_nnet_tensor_info;
 
 typedef struct ts_nnet ts_nnet;
+
+/** Transformer: width of the fused Q, K, V projection, dmodel + 2 kv_heads dmodel / heads. */
+int ts_nnet_qkv_width(const ts_nnet_config *c);
 
 /** Fills a tiny default configuration of a kind (what the tests check by finite differences). */
 void ts_nnet_config_default(ts_nnet_kind kind, ts_nnet_config *out);

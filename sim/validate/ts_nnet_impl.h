@@ -158,7 +158,8 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
 {
   const ts_nnet_config *c = &n->c;
   int nseq = b1 - b0, t = c->seq, d = c->dmodel, ff = c->dff, cls = c->classes;
-  int rows = nseq * t, dhead = d / c->heads;
+  int rows = nseq * t, dhead = d / c->heads, dqkv_w = ts_nnet_qkv_width(c);
+  int kvh = c->kv_heads > 0 ? c->kv_heads : c->heads;
   const TS_R eps = (TS_R)1e-5;
   const TS_R *x = n->x + (gint64)b0 * t * d;
   TS_R *l1 = TS_BUF(NB_L1), *mean1 = TS_BUF(NB_MEAN1), *rstd1 = TS_BUF(NB_RSTD1);
@@ -169,15 +170,25 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   const int *labels = n->labels + (gint64)b0 * t;
   /* h = x + Attn(LN1(x)) Wo + bo */
   TS_F(ts_layernorm_fwd)(rows, d, eps, x, n->w[TF_LN1G], n->w[TF_LN1B], l1, mean1, rstd1);
-  TS_F(dense_fwd)(rows, d, 3 * d, l1, n->w[TF_WQKV], n->w[TF_BQKV], qkv);
-  TS_F(ts_attention_fwd)
+  TS_F(dense_fwd)(rows, d, dqkv_w, l1, n->w[TF_WQKV], n->w[TF_BQKV], qkv);
+  if (c->rotary) {
+    TS_F(ts_rope)(nseq, t, c->heads, dhead, qkv, dqkv_w, FALSE); /* Q */
+    TS_F(ts_rope)(nseq, t, kvh, dhead, qkv + d, dqkv_w, FALSE);  /* K */
+  }
+  if (kvh == c->heads)
+    TS_F(ts_attention_fwd)
   (nseq, t, c->heads, dhead, c->causal, qkv, qkv + d, qkv + 2 * d, 3 * d, p, att, d);
+  else TS_F(ts_gqa_attention_fwd)(nseq, t, c->heads, kvh, dhead, c->causal, qkv, p, att);
   TS_F(dense_fwd)(rows, d, d, att, n->w[TF_WO], n->w[TF_BO], h);
   TS_F(ts_axpy)((gint64)rows * d, 1, x, h);
   /* y = h + GELU(LN2(h) W1 + b1) W2 + b2 */
   TS_F(ts_layernorm_fwd)(rows, d, eps, h, n->w[TF_LN2G], n->w[TF_LN2B], l2, mean2, rstd2);
-  TS_F(dense_fwd)(rows, d, ff, l2, n->w[TF_W1], n->w[TF_B1], f1);
-  TS_F(ts_gelu_fwd)((gint64)rows * ff, f1, gl);
+  int f1w = c->gated ? 2 * ff : ff; /* SwiGLU: gate and up */
+  TS_F(dense_fwd)(rows, d, f1w, l2, n->w[TF_W1], n->w[TF_B1], f1);
+  if (c->gated)
+    TS_F(ts_swiglu_fwd)(rows, ff, f1, gl);
+  else
+    TS_F(ts_gelu_fwd)((gint64)rows * ff, f1, gl);
   TS_F(dense_fwd)(rows, ff, d, gl, n->w[TF_W2], n->w[TF_B2], y);
   TS_F(ts_axpy)((gint64)rows * d, 1, h, y);
   TS_F(dense_fwd)(rows, d, cls, y, n->w[TF_WH], n->w[TF_BH], logits);
@@ -191,17 +202,30 @@ static double TS_F(tf_pass)(TS_F(net) * n, int b0, int b1, gboolean backward)
   TS_F(dense_bwd)(rows, d, cls, y, n->w[TF_WH], dlog, dy, n->g[TF_WH], n->g[TF_BH]);
   /* MLP branch; the residual passes dy straight to dh. */
   TS_F(dense_bwd)(rows, ff, d, gl, n->w[TF_W2], dy, dg, n->g[TF_W2], n->g[TF_B2]);
-  TS_F(ts_gelu_bwd)((gint64)rows * ff, f1, dg, dg);
-  TS_F(dense_bwd)(rows, d, ff, l2, n->w[TF_W1], dg, dl, n->g[TF_W1], n->g[TF_B1]);
+  if (c->gated) {
+    /* dg holds dG (rows x ff); the gate/up gradient goes to its second half's room. */
+    TS_R *df1 = dg + (gint64)rows * ff;
+    TS_F(ts_swiglu_bwd)(rows, ff, f1, dg, df1);
+    TS_F(dense_bwd)(rows, d, f1w, l2, n->w[TF_W1], df1, dl, n->g[TF_W1], n->g[TF_B1]);
+  } else {
+    TS_F(ts_gelu_bwd)((gint64)rows * ff, f1, dg, dg);
+    TS_F(dense_bwd)(rows, d, ff, l2, n->w[TF_W1], dg, dl, n->g[TF_W1], n->g[TF_B1]);
+  }
   TS_F(ts_layernorm_bwd)
   (rows, d, h, n->w[TF_LN2G], mean2, rstd2, dl, dh, n->g[TF_LN2G], n->g[TF_LN2B]);
   TS_F(ts_axpy)((gint64)rows * d, 1, dy, dh);
   /* Attention branch. */
   TS_F(dense_bwd)(rows, d, d, att, n->w[TF_WO], dh, datt, n->g[TF_WO], n->g[TF_BO]);
-  TS_F(ts_attention_bwd)
+  if (kvh == c->heads)
+    TS_F(ts_attention_bwd)
   (nseq, t, c->heads, dhead, qkv, qkv + d, qkv + 2 * d, 3 * d, p, datt, d, dqkv, dqkv + d,
    dqkv + 2 * d, work);
-  TS_F(dense_bwd)(rows, d, 3 * d, l1, n->w[TF_WQKV], dqkv, dl, n->g[TF_WQKV], n->g[TF_BQKV]);
+  else TS_F(ts_gqa_attention_bwd)(nseq, t, c->heads, kvh, dhead, qkv, p, datt, dqkv);
+  if (c->rotary) {
+    TS_F(ts_rope)(nseq, t, c->heads, dhead, dqkv, dqkv_w, TRUE);
+    TS_F(ts_rope)(nseq, t, kvh, dhead, dqkv + d, dqkv_w, TRUE);
+  }
+  TS_F(dense_bwd)(rows, d, dqkv_w, l1, n->w[TF_WQKV], dqkv, dl, n->g[TF_WQKV], n->g[TF_BQKV]);
   /* The input gradient is not needed, but layer norm's dgamma/dbeta come with it: reuse dy. */
   TS_F(ts_layernorm_bwd)
   (rows, d, x, n->w[TF_LN1G], mean1, rstd1, dl, dy, n->g[TF_LN1G], n->g[TF_LN1B]);

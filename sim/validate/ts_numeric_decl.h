@@ -25,6 +25,14 @@ void TS_F(ts_gelu_fwd)(gint64 n, const TS_R *x, TS_R *y);
 /** dx = dy (Phi(x) + x phi(x)), phi the standard normal density; dx may equal dy. */
 void TS_F(ts_gelu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, TS_R *dx);
 
+/**
+ * SwiGLU (Shazeer 2020, eq. 5): x is [rows][2 f], gate then up; y [rows][f] = silu(gate) * up,
+ * silu(g) = g sigmoid(g).
+ */
+void TS_F(ts_swiglu_fwd)(int rows, int f, const TS_R *x, TS_R *y);
+/** Its backward: dx [rows][2 f] = (dy up silu'(gate), dy silu(gate)); dx must not alias. */
+void TS_F(ts_swiglu_bwd)(int rows, int f, const TS_R *x, const TS_R *dy, TS_R *dx);
+
 /** y[i] += alpha * x[i] (BLAS axpy; residual adds, SGD without state). */
 void TS_F(ts_axpy)(gint64 n, TS_R alpha, const TS_R *x, TS_R *y);
 /** z[i] = x[i] + y[i]; z may equal x or y. */
@@ -75,6 +83,28 @@ void TS_F(ts_attention_fwd)(int b, int t, int heads, int dh, gboolean causal, co
 void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, const TS_R *k,
                             const TS_R *v, int ld, const TS_R *p, const TS_R *dout, int ldo,
                             TS_R *dq, TS_R *dk, TS_R *dv, TS_R *work);
+
+/**
+ * Rotary position embedding (Su et al. 2021, RoFormer, eq. 34, in the rotate-half layout of
+ * GPT-NeoX and Llama), in place on `heads` heads of width dh (even) of b sequences of t tokens,
+ * rows of leading dimension ld: for token i and j < dh/2, angle i 10000^(-2j/dh) rotates the
+ * pair (x_j, x_{j+dh/2}). inverse rotates back (the transpose): the backward of the forward.
+ */
+void TS_F(ts_rope)(int b, int t, int heads, int dh, TS_R *x, int ld, gboolean inverse);
+
+/**
+ * Grouped-query attention (Ainslie et al. 2023) on a fused projection qkv [b t][(heads + 2
+ * kv_heads) dh]: Q of `heads` heads, then K and V of kv_heads heads each; query head h reads
+ * key/value head h / (heads / kv_heads). out [b t][heads dh]; p as ts_attention_fwd.
+ */
+void TS_F(ts_gqa_attention_fwd)(int b, int t, int heads, int kv_heads, int dh, gboolean causal,
+                                const TS_R *qkv, TS_R *p, TS_R *out);
+/**
+ * Its backward: dqkv (same layout as qkv) is overwritten; each key/value head's gradient sums
+ * over the query heads that read it.
+ */
+void TS_F(ts_gqa_attention_bwd)(int b, int t, int heads, int kv_heads, int dh, const TS_R *qkv,
+                                const TS_R *p, const TS_R *dout, TS_R *dqkv);
 
 /**
  * 2D convolution by im2col + GEMM (Chellapilla et al. 2006): y = w * x + bias (bias may be

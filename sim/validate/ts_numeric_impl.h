@@ -184,6 +184,30 @@ TS_STREAM_ATTR void TS_F(ts_relu_bwd)(gint64 n, const TS_R *x, const TS_R *dy, T
     dx[i] = x[i] > 0 ? dy[i] : 0;
 }
 
+void TS_F(ts_swiglu_fwd)(int rows, int f, const TS_R *x, TS_R *y)
+{
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *g = x + r * 2 * f, *u = g + f;
+    for (int j = 0; j < f; j++) {
+      TS_R sg = 1 / (1 + TS_EXP(-g[j]));
+      y[r * f + j] = g[j] * sg * u[j];
+    }
+  }
+}
+
+void TS_F(ts_swiglu_bwd)(int rows, int f, const TS_R *x, const TS_R *dy, TS_R *dx)
+{
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *g = x + r * 2 * f, *u = g + f, *d = dy + r * f;
+    TS_R *dg = dx + r * 2 * f, *du = dg + f;
+    for (int j = 0; j < f; j++) {
+      TS_R sg = 1 / (1 + TS_EXP(-g[j]));
+      du[j] = d[j] * g[j] * sg;
+      dg[j] = d[j] * u[j] * sg * (1 + g[j] * (1 - sg)); /* silu'(g) = s (1 + g (1 - s)) */
+    }
+  }
+}
+
 void TS_F(ts_gelu_fwd)(gint64 n, const TS_R *x, TS_R *y)
 {
   const TS_R inv_sqrt2 = (TS_R)0.70710678118654752440;
@@ -375,6 +399,79 @@ void TS_F(ts_attention_bwd)(int b, int t, int heads, int dh, const TS_R *q, cons
       TS_F(ts_gemm)(FALSE, FALSE, t, dh, t, scale, work, t, k + off, ld, 0, dq + off, ld);
       TS_F(ts_gemm)(TRUE, FALSE, t, dh, t, scale, work, t, q + off, ld, 0, dk + off, ld);
     }
+}
+
+void TS_F(ts_rope)(int b, int t, int heads, int dh, TS_R *x, int ld, gboolean inverse)
+{
+  int half = dh / 2;
+  for (int s = 0; s < b; s++)
+    for (int i = 0; i < t; i++) {
+      TS_R *row = x + ((gint64)s * t + i) * ld;
+      for (int j = 0; j < half; j++) {
+        /* In double, so both precisions rotate by the same angles. */
+        double ang = (double)i * pow(10000.0, -2.0 * j / dh);
+        TS_R c = (TS_R)cos(ang), sn = (TS_R)(inverse ? -sin(ang) : sin(ang));
+        for (int h = 0; h < heads; h++) {
+          TS_R *v = row + (gint64)h * dh;
+          TS_R x1 = v[j], x2 = v[j + half];
+          v[j] = x1 * c - x2 * sn;
+          v[j + half] = x2 * c + x1 * sn;
+        }
+      }
+    }
+}
+
+/* Grouped-query attention by expansion: each query head gets a copy of the key/value head it
+ * reads, the standard kernels run on the expanded [Q | K | V] (3 heads dh wide), and the
+ * gradients of the copies are summed back. Plain and exact (the same products in the same
+ * order as a kernel that indexed the shared head), which is what a reference needs. */
+static TS_R *TS_F(gqa_expand)(int rows, int heads, int kv_heads, int dh, const TS_R *qkv)
+{
+  int dq = heads * dh, dkv = kv_heads * dh, ld = dq + 2 * dkv, grp = heads / kv_heads;
+  TS_R *x = g_new(TS_R, (gsize)rows * 3 * dq);
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *src = qkv + r * ld;
+    TS_R *dst = x + r * 3 * dq;
+    memcpy(dst, src, sizeof(TS_R) * (gsize)dq);
+    for (int h = 0; h < heads; h++) {
+      memcpy(dst + dq + h * dh, src + dq + (h / grp) * dh, sizeof(TS_R) * (gsize)dh);
+      memcpy(dst + 2 * dq + h * dh, src + dq + dkv + (h / grp) * dh, sizeof(TS_R) * (gsize)dh);
+    }
+  }
+  return x;
+}
+
+void TS_F(ts_gqa_attention_fwd)(int b, int t, int heads, int kv_heads, int dh, gboolean causal,
+                                const TS_R *qkv, TS_R *p, TS_R *out)
+{
+  int dq = heads * dh;
+  TS_R *x = TS_F(gqa_expand)(b * t, heads, kv_heads, dh, qkv);
+  TS_F(ts_attention_fwd)(b, t, heads, dh, causal, x, x + dq, x + 2 * dq, 3 * dq, p, out, dq);
+  g_free(x);
+}
+
+void TS_F(ts_gqa_attention_bwd)(int b, int t, int heads, int kv_heads, int dh, const TS_R *qkv,
+                                const TS_R *p, const TS_R *dout, TS_R *dqkv)
+{
+  int rows = b * t, dq = heads * dh, dkv = kv_heads * dh, ld = dq + 2 * dkv, grp = heads / kv_heads;
+  TS_R *x = TS_F(gqa_expand)(rows, heads, kv_heads, dh, qkv);
+  TS_R *dx = g_new(TS_R, (gsize)rows * 3 * dq), *work = g_new(TS_R, (gsize)t * t);
+  TS_F(ts_attention_bwd)
+  (b, t, heads, dh, x, x + dq, x + 2 * dq, 3 * dq, p, dout, dq, dx, dx + dq, dx + 2 * dq, work);
+  for (gint64 r = 0; r < rows; r++) {
+    const TS_R *src = dx + r * 3 * dq;
+    TS_R *dst = dqkv + r * ld;
+    memcpy(dst, src, sizeof(TS_R) * (gsize)dq);
+    memset(dst + dq, 0, sizeof(TS_R) * (gsize)(2 * dkv));
+    for (int h = 0; h < heads; h++)
+      for (int j = 0; j < dh; j++) {
+        dst[dq + (h / grp) * dh + j] += src[dq + h * dh + j];
+        dst[dq + dkv + (h / grp) * dh + j] += src[2 * dq + h * dh + j];
+      }
+  }
+  g_free(x);
+  g_free(dx);
+  g_free(work);
 }
 
 /* ---------------- Convolution ---------------- */

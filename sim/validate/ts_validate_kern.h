@@ -90,6 +90,21 @@ static void TS_F(vk_act_bwd)(vd_act a, gint64 n, const void *z, const void *dy, 
     memcpy(dz, dy, sizeof(TS_R) * (gsize)n);
 }
 
+static void TS_F(vk_rope)(int b, int t, int heads, int dh, void *x, int ld, gboolean inverse)
+{
+  TS_F(ts_rope)(b, t, heads, dh, x, ld, inverse);
+}
+
+static void TS_F(vk_swiglu_fwd)(int rows, int f, const void *x, void *y)
+{
+  TS_F(ts_swiglu_fwd)(rows, f, x, y);
+}
+
+static void TS_F(vk_swiglu_bwd)(int rows, int f, const void *x, const void *dy, void *dx)
+{
+  TS_F(ts_swiglu_bwd)(rows, f, x, dy, dx);
+}
+
 static void TS_F(vk_axpy)(gint64 n, double alpha, const void *x, void *y)
 {
   TS_F(ts_axpy)(n, (TS_R)alpha, x, y);
@@ -110,19 +125,27 @@ static void TS_F(vk_layernorm_bwd)(int rows, int cols, const void *x, const void
 }
 
 /* Attention over `heads` local heads of width dh on a fused local QKV [rows][3 heads dh]. */
-static void TS_F(vk_attn_fwd)(int b, int t, int heads, int dh, gboolean causal, const void *qkvv,
-                              void *p, void *out)
+static void TS_F(vk_attn_fwd)(int b, int t, int heads, int kv, int dh, gboolean causal,
+                              const void *qkvv, void *p, void *out)
 {
   const TS_R *qkv = qkvv;
   int dl = heads * dh;
+  if (kv != heads) {
+    TS_F(ts_gqa_attention_fwd)(b, t, heads, kv, dh, causal, qkv, p, out);
+    return;
+  }
   TS_F(ts_attention_fwd)(b, t, heads, dh, causal, qkv, qkv + dl, qkv + 2 * dl, 3 * dl, p, out, dl);
 }
 
-static void TS_F(vk_attn_bwd)(int b, int t, int heads, int dh, const void *qkvv, const void *p,
-                              const void *dout, void *dqkvv)
+static void TS_F(vk_attn_bwd)(int b, int t, int heads, int kv, int dh, const void *qkvv,
+                              const void *p, const void *dout, void *dqkvv)
 {
   const TS_R *qkv = qkvv;
   TS_R *dqkv = dqkvv;
+  if (kv != heads) {
+    TS_F(ts_gqa_attention_bwd)(b, t, heads, kv, dh, qkv, p, dout, dqkv);
+    return;
+  }
   int dl = heads * dh;
   TS_R *work = g_new(TS_R, (gsize)t * t);
   TS_F(ts_attention_bwd)
@@ -191,6 +214,9 @@ static const vd_kern TS_F(vd_kern_table) = {
     .axpy = TS_F(vk_axpy),
     .layernorm_fwd = TS_F(vk_layernorm_fwd),
     .layernorm_bwd = TS_F(vk_layernorm_bwd),
+    .swiglu_fwd = TS_F(vk_swiglu_fwd),
+    .rope = TS_F(vk_rope),
+    .swiglu_bwd = TS_F(vk_swiglu_bwd),
     .attn_fwd = TS_F(vk_attn_fwd),
     .attn_bwd = TS_F(vk_attn_bwd),
     .maxpool_fwd = TS_F(vk_maxpool_fwd),

@@ -263,6 +263,12 @@ vd_val *vd_act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader, ch
   return v;
 }
 
+/* Output features of a dense layer's GEMM: twice out for a gated layer (gate and up). */
+static int gemm_out(const vd_layer *L)
+{
+  return L->act == VD_ACT_SWIGLU ? 2 * L->out : L->out;
+}
+
 /* Bias tensor of a layer (dense and conv: b; attention: bo), or -1. */
 static int bias_tensor(const vd_layer *L)
 {
@@ -287,6 +293,9 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
   vd_box(dims, box, e->T, r->tp, lo, hi);
   gint64 rows = (hi[0] - lo[0]) * (hi[1] - lo[1]), f = hi[2] - lo[2], inner = hi[3] - lo[3];
   int bt = bias_tensor(L);
+  gboolean gated = L->act == VD_ACT_SWIGLU;
+  if (gated)
+    f *= 2; /* the value holds gate and up until the activation halves it */
   if (bt >= 0) {
     if (r->n[bt] != f)
       return fail(why,
@@ -296,7 +305,17 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
     e->k->bias_add((int)rows, (int)f, (int)inner, r->w[bt], v->data);
   }
   vd_saved *s = &r->s[u * n->nlayers + i];
-  if (L->act != VD_ACT_NONE) {
+  if (gated) {
+    if (inner != 1 || v->n != rows * f)
+      return fail(why, "layer '%s': a gated activation on %" G_GINT64_FORMAT " elements", L->name,
+                  v->n);
+    g_free(s->z);
+    s->z = v->data; /* kept for backward: gate and up */
+    void *y = alloc0(e, rows * (f / 2));
+    e->k->swiglu_fwd((int)rows, (int)(f / 2), s->z, y);
+    v->data = y;
+    v->n = rows * (f / 2);
+  } else if (L->act != VD_ACT_NONE) {
     g_free(s->z);
     s->z = dup(e, v->data, v->n);
     e->k->act_fwd(L->act, v->n, s->z, v->data);
@@ -392,7 +411,7 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
   gboolean sp = split(e, i);
   switch (L->kind) {
   case TS_LAYER_DENSE: {
-    int rows = ns * nt, K = L->in, N = L->out;
+    int rows = ns * nt, K = L->in, N = gemm_out(L);
     if (sp && L->tp == TS_TP_ROW)
       K /= T;
     else if (sp)
@@ -432,16 +451,23 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     break;
   }
   case TS_LAYER_ATTENTION: {
-    int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+    int rows = ns * nt, dm = L->in, heads = L->heads, kv = L->kv_heads, dl = dm;
     if (sp) {
       heads /= T;
+      kv /= T;
       dl /= T;
     }
-    s->qkv = alloc0(e, (gint64)rows * 3 * dl);
-    k->dense_fwd(rows, dm, 3 * dl, x, w[0], w[1], s->qkv);
+    int wq = dl + 2 * kv * (dm / L->heads); /* this member's fused Q, K, V */
+    s->qkv = alloc0(e, (gint64)rows * wq);
+    k->dense_fwd(rows, dm, wq, x, w[0], w[1], s->qkv);
+    if (L->rotary) {
+      /* Positions are the tokens' places in the sequence: attention holds whole sequences. */
+      k->rope(ns, nt, heads, dm / L->heads, s->qkv, wq, FALSE);
+      k->rope(ns, nt, kv, dm / L->heads, (char *)s->qkv + k->elem * (gsize)dl, wq, FALSE);
+    }
     s->p = alloc0(e, (gint64)ns * heads * nt * nt);
     s->att = alloc0(e, (gint64)rows * dl);
-    k->attn_fwd(ns, nt, heads, dm / L->heads, n->causal, s->qkv, s->p, s->att);
+    k->attn_fwd(ns, nt, heads, kv, dm / L->heads, n->causal, s->qkv, s->p, s->att);
     ny = (gint64)rows * dm;
     y = alloc0(e, ny);
     k->dense_fwd(rows, dl, dm, s->att, w[2], NULL, y);
@@ -478,9 +504,10 @@ gboolean vd_attn_recompute(vd_exec *e, vd_rank *r, int i, int u, char **why)
     return fail(why, "'%s recompute attention' on chip %d: no attention forward to recompute",
                 L->name, r->rank);
   int ns, nt, heads = split(e, i) ? L->heads / e->T : L->heads;
+  int kv = split(e, i) ? L->kv_heads / e->T : L->kv_heads;
   work_extent(e, L, s->work, r->tp, &ns, &nt);
   memset(s->p, 0, e->k->elem * (gsize)((gint64)ns * heads * nt * nt));
-  e->k->attn_fwd(ns, nt, heads, L->in / L->heads, e->net->causal, s->qkv, s->p, s->att);
+  e->k->attn_fwd(ns, nt, heads, kv, L->in / L->heads, e->net->causal, s->qkv, s->p, s->att);
   s->p_stale = FALSE;
   return TRUE;
 }
@@ -685,7 +712,15 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
                   want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
     gint64 lo[4], hi[4];
     gint64 ndz = vd_box(dims, want, T, r->tp, lo, hi);
-    if (L->act != VD_ACT_NONE) {
+    if (L->act == VD_ACT_SWIGLU) {
+      if (s->z == NULL)
+        return fail(why, "%s: the activation's input was never computed", what);
+      gint64 f = hi[2] - lo[2], rows = ndz / MAX(f, 1);
+      void *dz2 = alloc0(e, 2 * ndz);
+      k->swiglu_bwd((int)rows, (int)f, s->z, s->dz, dz2);
+      g_free(s->dz);
+      s->dz = dz2;
+    } else if (L->act != VD_ACT_NONE) {
       if (s->z == NULL)
         return fail(why, "%s: the activation's input was never computed", what);
       k->act_bwd(L->act, ndz, s->z, s->dz, s->dz);
@@ -699,7 +734,7 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
     gint64 ndx = 0;
     switch (L->kind) {
     case TS_LAYER_DENSE: {
-      int rows = ns * nt, K = L->in, N = L->out;
+      int rows = ns * nt, K = L->in, N = gemm_out(L);
       if (sp && L->tp == TS_TP_ROW)
         K /= T;
       else if (sp)
@@ -740,19 +775,25 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
       break;
     }
     case TS_LAYER_ATTENTION: {
-      int rows = ns * nt, dm = L->in, heads = L->heads, dl = dm;
+      int rows = ns * nt, dm = L->in, heads = L->heads, kv = L->kv_heads, dl = dm;
       if (sp) {
         heads /= T;
+        kv /= T;
         dl /= T;
       }
+      int wq = dl + 2 * kv * (dm / L->heads);
       g_autofree void *datt = alloc0(e, (gint64)rows * dl);
       k->dense_dgrad(rows, dl, dm, s->dz, w[2], datt);
       g_free(s->dqkv);
-      s->dqkv = alloc0(e, (gint64)rows * 3 * dl);
-      k->attn_bwd(ns, nt, heads, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      s->dqkv = alloc0(e, (gint64)rows * wq);
+      k->attn_bwd(ns, nt, heads, kv, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      if (L->rotary) {
+        k->rope(ns, nt, heads, dm / L->heads, s->dqkv, wq, TRUE);
+        k->rope(ns, nt, kv, dm / L->heads, (char *)s->dqkv + k->elem * (gsize)dl, wq, TRUE);
+      }
       ndx = (gint64)rows * dm;
       dx = alloc0(e, ndx);
-      k->dense_dgrad(rows, dm, 3 * dl, s->dqkv, w[0], dx);
+      k->dense_dgrad(rows, dm, wq, s->dqkv, w[0], dx);
       break;
     }
     default:
@@ -777,7 +818,7 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
                   what);
     switch (L->kind) {
     case TS_LAYER_DENSE: {
-      int rows = ns * nt, K = L->in, N = L->out;
+      int rows = ns * nt, K = L->in, N = gemm_out(L);
       if (sp && L->tp == TS_TP_ROW)
         K /= T;
       else if (sp)
@@ -797,8 +838,9 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
     }
     case TS_LAYER_ATTENTION: {
       int rows = ns * nt, dm = L->in, dl = sp ? dm / T : dm;
+      int wq = dl + 2 * (sp ? L->kv_heads / T : L->kv_heads) * (dm / L->heads);
       k->dense_wgrad(rows, dl, dm, s->att, s->dz, g[2], L->bias ? g[3] : NULL);
-      k->dense_wgrad(rows, dm, 3 * dl, s->x, s->dqkv, g[0], L->bias ? g[1] : NULL);
+      k->dense_wgrad(rows, dm, wq, s->x, s->dqkv, g[0], L->bias ? g[1] : NULL);
       break;
     }
     default:

@@ -72,13 +72,16 @@ static gboolean read_semantics(GKeyFile *kf, const ts_model *m, vd_layer *L, gbo
     L->act = VD_ACT_RELU;
   else if (strcmp(act, "gelu") == 0)
     L->act = VD_ACT_GELU;
+  else if (strcmp(act, "swiglu") == 0 && L->kind == TS_LAYER_DENSE)
+    L->act = VD_ACT_SWIGLU;
   else if (strcmp(act, "none") == 0)
     L->act = VD_ACT_NONE;
   else {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: [%s] activation='%s': expected relu, gelu or none for split validation "
-                "(the reference networks have no other)",
-                m->path, group, act);
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT,
+        "%s: [%s] activation='%s': expected relu, gelu, swiglu or none for split validation "
+        "(the reference networks have no other)",
+        m->path, group, act);
     return FALSE;
   }
   L->residual = strcmp(res, "true") == 0;
@@ -186,9 +189,10 @@ static gboolean match_transformer(vd_net *n, GError **error)
                                  VD_ACT_GELU, VD_ACT_NONE, VD_ACT_NONE};
   static const gboolean res[6] = {FALSE, TRUE, FALSE, FALSE, TRUE, FALSE};
   for (int i = 0; i < 6; i++) {
-    if (L[i].kind != kinds[i] || L[i].act != acts[i] || L[i].residual != res[i] ||
-        L[i].loss != (i == 5) || (L[i].kind != TS_LAYER_NORM && !L[i].bias) ||
-        L[i].tokens != L[0].tokens || L[i].in_h != 0)
+    /* fc1 may be SwiGLU (the reference's gated MLP) instead of GELU. */
+    gboolean act_ok = L[i].act == acts[i] || (i == 3 && L[i].act == VD_ACT_SWIGLU);
+    if (L[i].kind != kinds[i] || !act_ok || L[i].residual != res[i] || L[i].loss != (i == 5) ||
+        (L[i].kind != TS_LAYER_NORM && !L[i].bias) || L[i].tokens != L[0].tokens || L[i].in_h != 0)
       return mismatch(n, i, TF_SHAPE, error, "a %s layer (activation %d, residual %d, loss %d)",
                       ts_layer_kind_name(L[i].kind), L[i].act, L[i].residual, L[i].loss);
   }
@@ -199,6 +203,9 @@ static gboolean match_transformer(vd_net *n, GError **error)
   n->cfg.seq = L[0].tokens;
   n->cfg.dmodel = L[0].in;
   n->cfg.heads = L[1].heads;
+  n->cfg.kv_heads = L[1].kv_heads; /* grouped-query attention when fewer than heads */
+  n->cfg.gated = L[3].act == VD_ACT_SWIGLU;
+  n->cfg.rotary = L[1].rotary;
   n->cfg.dff = L[3].out;
   n->cfg.classes = L[5].out;
   n->cfg.causal = TRUE; /* a GPT block; the model file has no key for it */
@@ -208,17 +215,16 @@ static gboolean match_transformer(vd_net *n, GError **error)
 }
 
 /* The layer kinds of today's decoders that the reference (ts_nnet) has no kernels for: the
- * first such layer, and what it is, or NULL. */
+ * first such layer, and what it is, or NULL. Grouped-query attention, rotary and
+ * SwiGLU have them (models/validate-gqa.ini, validate-llama.ini); GeGLU is refused by the
+ * activation check. */
 static const ts_layer *unexecutable_layer(const ts_model *m, const char **what)
 {
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
-    *what = l->kv_lora_rank > 0                          ? "multi-head latent attention"
-            : l->kv_heads > 0 && l->kv_heads != l->heads ? "grouped-query attention"
-            : l->gated                                   ? "a gated (SwiGLU / GeGLU) MLP"
-            : l->experts > 0                             ? "a mixture-of-experts layer"
-            : l->rotary                                  ? "rotary attention"
-                                                         : NULL;
+    *what = l->kv_lora_rank > 0 ? "multi-head latent attention"
+            : l->experts > 0    ? "a mixture-of-experts layer"
+                                : NULL;
     if (*what != NULL)
       return l;
   }
@@ -281,7 +287,7 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
     L->res_from = -1;
     L->tokens = (int)MAX(l->tokens, 1);
     L->in = (int)l->in_features;
-    L->out = (int)l->out_features;
+    L->out = (int)(l->gated ? l->out_features / 2 : l->out_features); /* after gating */
     L->in_h = (int)l->in_h;
     L->in_w = (int)l->in_w;
     L->out_h = (int)l->out_h;
@@ -290,6 +296,8 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
     L->stride = (int)l->stride;
     L->pad = (int)l->padding;
     L->heads = (int)l->heads;
+    L->kv_heads = l->kv_heads > 0 ? (int)l->kv_heads : L->heads;
+    L->rotary = l->rotary;
     if (L->kind == TS_LAYER_NORM || L->kind == TS_LAYER_ATTENTION || L->kind == TS_LAYER_POOL)
       L->out = L->in;
     gboolean a = FALSE, g = FALSE;
@@ -331,10 +339,12 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
     vd_layer *L = &n->layers[i];
     L->tensor0 = (int)ts->len;
     switch (L->kind) {
-    case TS_LAYER_DENSE:
-      add_tensor(n, ts, i, VD_T_W, "w", L->in, L->out);
-      add_tensor(n, ts, i, VD_T_B, "b", 1, L->out);
+    case TS_LAYER_DENSE: {
+      gint64 nout = L->act == VD_ACT_SWIGLU ? 2 * (gint64)L->out : L->out; /* gate and up */
+      add_tensor(n, ts, i, VD_T_W, "w", L->in, nout);
+      add_tensor(n, ts, i, VD_T_B, "b", 1, nout);
       break;
+    }
     case TS_LAYER_CONV2D:
       add_tensor(n, ts, i, VD_T_W, "w", L->out, (gint64)L->in * L->kernel * L->kernel);
       add_tensor(n, ts, i, VD_T_B, "b", 1, L->out);
@@ -344,8 +354,8 @@ vd_net *vd_net_new(const ts_model *m, GError **error)
       add_tensor(n, ts, i, VD_T_BETA, "beta", 1, L->in);
       break;
     case TS_LAYER_ATTENTION:
-      add_tensor(n, ts, i, VD_T_WQKV, "wqkv", L->in, 3 * (gint64)L->in);
-      add_tensor(n, ts, i, VD_T_BQKV, "bqkv", 1, 3 * (gint64)L->in);
+      add_tensor(n, ts, i, VD_T_WQKV, "wqkv", L->in, ts_nnet_qkv_width(&n->cfg));
+      add_tensor(n, ts, i, VD_T_BQKV, "bqkv", 1, ts_nnet_qkv_width(&n->cfg));
       add_tensor(n, ts, i, VD_T_WO, "wo", L->in, L->in);
       add_tensor(n, ts, i, VD_T_BO, "bo", 1, L->in);
       break;
@@ -404,7 +414,16 @@ gint64 *vd_tensor_shard(const vd_net *n, int t, int T, int r, gint64 *count)
   } while (0)
   switch (L->kind) {
   case TS_LAYER_DENSE:
-    if (L->tp == TS_TP_COLUMN || L->tp == TS_TP_VOCAB)
+    if (L->act == VD_ACT_SWIGLU && L->tp == TS_TP_COLUMN) {
+      /* A gated layer: this member's columns of the gate and the same columns of the up
+       * projection (Megatron-LM's linear_fc1 under SwiGLU), gate block first. */
+      gint64 f = C / 2, fb = f / T;
+      idx = g_new(gint64, R * 2 * fb);
+      for (gint64 i = 0; i < R; i++)
+        for (gint64 half = 0; half < 2; half++)
+          for (gint64 j = 0; j < fb; j++)
+            idx[k++] = i * C + half * f + r * fb + j;
+    } else if (L->tp == TS_TP_COLUMN || L->tp == TS_TP_VOCAB)
       COLS(R, C); /* weight columns and bias entries of this member's output features */
     else if (L->tp == TS_TP_ROW && ts->role == VD_T_W)
       ROWS(R, C); /* weight rows of its input features; the bias stays whole */
@@ -427,14 +446,18 @@ gint64 *vd_tensor_shard(const vd_net *n, int t, int T, int r, gint64 *count)
     break;
   case TS_LAYER_ATTENTION:
     if (L->tp == TS_TP_HEADS) {
-      gint64 d = L->in, db = d / T;
+      gint64 d = L->in, db = d / T, dkv = (gint64)L->kv_heads * (d / L->heads), kb = dkv / T;
       if (ts->role == VD_T_WQKV || ts->role == VD_T_BQKV) {
-        /* this member's heads in each of the Q, K and V column blocks */
-        idx = g_new(gint64, R * 3 * db);
-        for (gint64 i = 0; i < R; i++)
-          for (gint64 part = 0; part < 3; part++)
-            for (gint64 j = 0; j < db; j++)
-              idx[k++] = i * C + part * d + r * db + j;
+        /* this member's heads in each of the Q, K and V column blocks (K and V: its
+         * key/value heads, kv_heads / T of them, Megatron-LM's split of query groups) */
+        idx = g_new(gint64, R * (db + 2 * kb));
+        for (gint64 i = 0; i < R; i++) {
+          for (gint64 j = 0; j < db; j++)
+            idx[k++] = i * C + r * db + j;
+          for (gint64 part = 0; part < 2; part++)
+            for (gint64 j = 0; j < kb; j++)
+              idx[k++] = i * C + d + part * dkv + r * kb + j;
+        }
       } else if (ts->role == VD_T_WO) {
         ROWS(R, C); /* rows of Wo that read its heads' context */
       }

@@ -10,7 +10,9 @@
 
 G_BEGIN_DECLS
 
-typedef enum { VD_ACT_NONE, VD_ACT_RELU, VD_ACT_GELU } vd_act;
+/* VD_ACT_SWIGLU: a gated layer; its GEMM is twice out wide (gate, then up), the activation
+ * halves it (silu(gate) * up). */
+typedef enum { VD_ACT_NONE, VD_ACT_RELU, VD_ACT_GELU, VD_ACT_SWIGLU } vd_act;
 
 /* The kernels of one precision, on untyped buffers (ts_validate_kern.h). */
 typedef struct {
@@ -26,13 +28,18 @@ typedef struct {
   void (*act_fwd)(vd_act a, gint64 n, const void *z, void *y);
   void (*act_bwd)(vd_act a, gint64 n, const void *z, const void *dy, void *dz);
   void (*axpy)(gint64 n, double alpha, const void *x, void *y);
+  void (*swiglu_fwd)(int rows, int f, const void *x, void *y);
+  void (*rope)(int b, int t, int heads, int dh, void *x, int ld, gboolean inverse);
+  void (*swiglu_bwd)(int rows, int f, const void *x, const void *dy, void *dx);
   void (*layernorm_fwd)(int rows, int cols, const void *x, const void *gamma, const void *beta,
                         void *y, void *mean, void *rstd);
   void (*layernorm_bwd)(int rows, int cols, const void *x, const void *gamma, const void *mean,
                         const void *rstd, const void *dy, void *dx, void *dgamma, void *dbeta);
-  void (*attn_fwd)(int b, int t, int heads, int dh, gboolean causal, const void *qkv, void *p,
-                   void *out);
-  void (*attn_bwd)(int b, int t, int heads, int dh, const void *qkv, const void *p,
+  /* Attention over `heads` local query heads and kv local key/value heads (kv = heads:
+   * multi-head; fewer: grouped-query) on a fused local QKV [rows][(heads + 2 kv) dh]. */
+  void (*attn_fwd)(int b, int t, int heads, int kv, int dh, gboolean causal, const void *qkv,
+                   void *p, void *out);
+  void (*attn_bwd)(int b, int t, int heads, int kv, int dh, const void *qkv, const void *p,
                    const void *dout, void *dqkv);
   void (*maxpool_fwd)(int planes, int h, int w, int k, const void *x, void *y, gint32 *argmax);
   void (*maxpool_bwd)(int planes, int h, int w, int k, const void *dy, const gint32 *argmax,
@@ -62,6 +69,8 @@ typedef struct {
    * in -> out channels, in_h x in_w -> out_h x out_w; pool: channels; norm and attention:
    * in = out = features, `tokens` vectors. */
   int tokens, in, out, in_h, in_w, out_h, out_w, kernel, stride, pad, heads;
+  int kv_heads;          /* attention: key/value heads (= heads unless grouped-query) */
+  gboolean rotary;       /* attention: rotary embedding on Q and K (ts_rope) */
   int tensor0, ntensors; /* this layer's parameter tensors in vd_net.tensors */
 } vd_layer;
 
