@@ -48,12 +48,6 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
                             ts_replay_result *out, ts_run_extra *x, GError **error)
 {
   gboolean sg = is_simgrid(ro);
-  if (sg && (t->faults.ndead > 0 || t->faults.nout > 0)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--fail: the simgrid backend does not route around dead links or chips yet; "
-                "expected --backend analytic (stragglers work on both)");
-    return FALSE;
-  }
   ts_backend *b = sg ? ts_backend_simgrid_new(t, ro->sg_cfg, error) : ts_backend_analytic_new(t);
   if (b == NULL)
     return FALSE;

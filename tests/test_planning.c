@@ -329,3 +329,43 @@ Test(cli, search_objective_and_constraints)
   cr_expect(strstr(r.out, "time to train 1 ksteps") != NULL, "%s", r.out);
   run_free(&r);
 }
+
+Test(degrade, simgrid_routes_around_a_dead_link)
+{
+  g_autoptr(ts_topo) t = torus_8x4();
+  GError *e = NULL;
+  cr_assert(ts_degrade_add_link(t, 0, 3, "test", &e));
+  g_autoptr(GArray) r = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
+  ts_route(t, 3, 4, r);
+  ts_degrade_reroute(t, r);
+  /* (3,0) -> (3,1) -> (4,1) -> (4,0): y up, x across at y = 1, y back. */
+  cr_assert_eq(r->len, 3u);
+  ts_link_id *l = (ts_link_id *)(void *)r->data;
+  cr_expect(l[0].chip == 3 && l[0].dim == 1 && l[0].dir == 1);
+  cr_expect(l[1].chip == 11 && l[1].dim == 0 && l[1].dir == 1);
+  cr_expect(l[2].chip == 12 && l[2].dim == 1 && l[2].dir == -1);
+  /* The reverse direction of the same cable is dead too. */
+  g_array_set_size(r, 0);
+  ts_route(t, 4, 3, r);
+  ts_degrade_reroute(t, r);
+  cr_expect_eq(r->len, 3u);
+  /* On a lone ring of 8, the long way round: 7 hops the other way. */
+  g_autoptr(ts_topo) ring = ring_topo(8, 1e10, 1e-6);
+  cr_assert(ts_degrade_add_link(ring, 0, 3, "test", &e));
+  g_array_set_size(r, 0);
+  ts_route(ring, 3, 4, r);
+  ts_degrade_reroute(ring, r);
+  cr_expect_eq(r->len, 7u);
+}
+
+Test(cli, simgrid_dead_link_slows_the_step)
+{
+  run_result h = run(BASE "--backend simgrid --format csv");
+  run_result d = run(BASE "--backend simgrid --fail link:x:3,4 --format csv");
+  cr_assert_eq(h.status, 0, "%s", h.err);
+  cr_assert_eq(d.status, 0, "%s", d.err);
+  double th = csv_value(h.out, 0, "step_time_s"), td = csv_value(d.out, 0, "step_time_s");
+  cr_expect(td > th, "a dead link on the dp=64 ring did not slow the step: %g vs %g", td, th);
+  run_free(&h);
+  run_free(&d);
+}
