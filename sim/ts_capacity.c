@@ -309,6 +309,11 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
   ts_capacity_params c;
   ts_capacity_params_effective(o, t, &c);
   r->energy_per_step_J = step_energy(&c, r);
+  /* Normalised comparisons: what a dollar and a joule buy, failure-free. */
+  double per_s = r->tokens_per_s > 0 ? r->tokens_per_s : r->samples_per_s;
+  r->tokens_per_usd =
+      c.price_per_chip_hour > 0 ? per_s * HOUR / (r->chips * c.price_per_chip_hour) : 0;
+  r->tokens_per_J = r->energy_per_step_J > 0 ? per_s * r->step_time_s / r->energy_per_step_J : 0;
   if (o == NULL || !o->any)
     return TRUE;
   double samples_per_step =
@@ -492,7 +497,8 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
 
 const char *ts_capacity_csv_header(void)
 {
-  return ",tokens_per_s,tokens_per_s_per_chip,checkpoint_bytes,dp_active,energy_per_step_J,"
+  return ",tokens_per_s,tokens_per_s_per_chip,tokens_per_usd,tokens_per_J,checkpoint_bytes,"
+         "dp_active,energy_per_step_J,"
          "train_steps,train_days_no_failures,train_days_expected,train_days_median,"
          "train_days_p90,goodput,job_mtbf_s,checkpoint_write_s,checkpoint_interval_s,"
          "expected_failures,chip_hours,cost_usd,energy_J";
@@ -508,6 +514,8 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
 {
   num(s, r->tokens_per_s);
   num(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  num(s, r->tokens_per_usd);
+  num(s, r->tokens_per_J);
   num(s, r->checkpoint_bytes);
   g_string_append_printf(s, ",%d", r->dp_active);
   num(s, r->energy_per_step_J);
@@ -542,6 +550,8 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
 {
   jnum(b, "tokens_per_s", r->tokens_per_s);
   jnum(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  jnum(b, "tokens_per_usd", r->tokens_per_usd);
+  jnum(b, "tokens_per_J", r->tokens_per_J);
   jnum(b, "checkpoint_bytes", r->checkpoint_bytes);
   json_builder_set_member_name(b, "dp_active");
   json_builder_add_int_value(b, r->dp_active);

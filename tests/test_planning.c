@@ -185,6 +185,8 @@ Test(degrade, straggler_sets_the_data_parallel_step)
 
 /* ---- the command line ----------------------------------------------------------------------- */
 
+static double csv_value(const char *csv, int row, const char *col);
+
 static void expect_exit2(const char *args, const char *needle)
 {
   run_result r = run(args);
@@ -256,6 +258,13 @@ Test(cli, time_to_train_outputs)
   cr_expect(fabs(goodput - nofail / days) < 1e-6);
   cr_expect(fabs(cost - 2 * hours) < 1e-6 * cost);
   cr_expect(fabs(hours - 64 * days * 24) < 1e-6 * hours);
+  /* Per dollar: tokens/s x 3600 / (64 chips x 2 USD/h); per joule: a step's tokens over its
+   * energy, which at 450 W for every state is 64 x 450 W x the step. */
+  double tps = csv_value(r.out, 0, "tokens_per_s"), per_usd = csv_value(r.out, 0, "tokens_per_usd");
+  double per_j = csv_value(r.out, 0, "tokens_per_J"), ej = csv_value(r.out, 0, "energy_per_step_J");
+  cr_expect(fabs(per_usd / (tps * 3600 / 128) - 1) < 1e-9, "tokens/USD %g", per_usd);
+  cr_expect(fabs(ej / (64 * 450 * step) - 1) < 1e-9, "energy per step %g", ej);
+  cr_expect(fabs(per_j / (tps * step / ej) - 1) < 1e-9, "tokens/J %g", per_j);
   run_free(&r);
 }
 
