@@ -378,3 +378,25 @@ Test(cli, simgrid_dead_link_slows_the_step)
   run_free(&h);
   run_free(&d);
 }
+
+Test(cli, node_failures_add_to_chip_failures)
+{
+  /* 64 chips at 1000 h and 8 nodes of 8 at 500 h: 1 / (64/1000 + 8/500) h = 12.5 h. */
+  run_result r = run(BASE "--steps 1000 --mtbf-chip-hours 1000 --mtbf-node-hours 500 "
+                          "--chips-per-node 8 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double m = csv_value(r.out, 0, "job_mtbf_s");
+  cr_expect(fabs(m / (12.5 * 3600) - 1) < 1e-9, "job MTBF %g s", m);
+  run_free(&r);
+}
+
+Test(cli, straggler_per_node_sweep)
+{
+  run_result r = run("sweep -t dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32 "
+                     "--vary straggler_per_node=1,0.5 -j 1 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double h = csv_value(r.out, 0, "compute_time_s"), s = csv_value(r.out, 1, "compute_time_s");
+  /* The critical chip is a slow one: its compute is twice the healthy compute. */
+  cr_expect(fabs(s / (2 * h) - 1) < 1e-9, "compute %g vs %g", s, h);
+  run_free(&r);
+}
