@@ -58,6 +58,8 @@ typedef struct {
   double restart_s;      /* downtime per interruption: restart + checkpoint read */
   double tokens_per_usd; /* tokens (or samples, without a sequence) per USD; 0 without a price */
   double tokens_per_J;   /* likewise per joule; 0 without power */
+  ts_capacity_params cap_used; /* the prices, power and reliability figures applied */
+  gint64 mc_runs, mc_seed;     /* the Monte Carlo that gave the median and p90 */
 } ts_result;
 
 /** Inputs recorded with every result set. */
