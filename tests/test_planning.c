@@ -401,3 +401,18 @@ Test(cli, straggler_per_node_sweep)
   cr_expect(fabs(s / (2 * h) - 1) < 1e-9, "compute %g vs %g", s, h);
   run_free(&r);
 }
+
+Test(cli, simgrid_straggler_sets_the_step)
+{
+  run_result h = run(BASE "--backend simgrid --format csv");
+  run_result s = run(BASE "--backend simgrid --straggler chip:17=0.8 --format csv");
+  cr_assert_eq(h.status, 0, "%s", h.err);
+  cr_assert_eq(s.status, 0, "%s", s.err);
+  double ch = csv_value(h.out, 0, "compute_time_s"), cs = csv_value(s.out, 0, "compute_time_s");
+  double th = csv_value(h.out, 0, "step_time_s"), ts = csv_value(s.out, 0, "step_time_s");
+  /* As on the analytic backend: the critical chip is the straggler, the step follows it. */
+  cr_expect(fabs(cs / (ch / 0.8) - 1) < 1e-6, "compute %g vs %g / 0.8", cs, ch);
+  cr_expect(ts > th + 0.9 * (cs - ch), "step %g vs healthy %g", ts, th);
+  run_free(&h);
+  run_free(&s);
+}
