@@ -189,6 +189,8 @@ Test(degrade, straggler_sets_the_data_parallel_step)
 
 /* ---- the command line ----------------------------------------------------------------------- */
 
+static double csv_value(const char *csv, int row, const char *col);
+
 static void expect_exit2(const char *args, const char *needle)
 {
   run_result r = run(args);
@@ -260,6 +262,13 @@ Test(cli, time_to_train_outputs)
   cr_expect(fabs(goodput - nofail / days) < 1e-6);
   cr_expect(fabs(cost - 2 * hours) < 1e-6 * cost);
   cr_expect(fabs(hours - 64 * days * 24) < 1e-6 * hours);
+  /* Per dollar: tokens/s x 3600 / (64 chips x 2 USD/h); per joule: a step's tokens over its
+   * energy, which at 450 W for every state is 64 x 450 W x the step. */
+  double tps = csv_value(r.out, 0, "tokens_per_s"), per_usd = csv_value(r.out, 0, "tokens_per_usd");
+  double per_j = csv_value(r.out, 0, "tokens_per_J"), ej = csv_value(r.out, 0, "energy_per_step_J");
+  cr_expect(fabs(per_usd / (tps * 3600 / 128) - 1) < 1e-9, "tokens/USD %g", per_usd);
+  cr_expect(fabs(ej / (64 * 450 * step) - 1) < 1e-9, "energy per step %g", ej);
+  cr_expect(fabs(per_j / (tps * step / ej) - 1) < 1e-9, "tokens/J %g", per_j);
   run_free(&r);
 }
 
@@ -327,9 +336,87 @@ Test(cli, search_objective_and_constraints)
 {
   expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --objective speed", "--objective");
   expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --max-days 3", "--max-days");
+  expect_exit2("search -t tpu-v3-8x8 -m bert-large -b 512 --max-chips 32", "--max-chips 32");
   run_result r = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1 --steps 1000 "
                      "--price-per-hour 1 --objective cost");
   cr_expect_eq(r.status, 0, "%s", r.err);
   cr_expect(strstr(r.out, "time to train 1 ksteps") != NULL, "%s", r.out);
   run_free(&r);
+}
+
+Test(degrade, simgrid_routes_around_a_dead_link)
+{
+  g_autoptr(ts_topo) t = torus_8x4();
+  GError *e = NULL;
+  cr_assert(ts_degrade_add_link(t, 0, 3, "test", &e));
+  g_autoptr(GArray) r = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
+  ts_route(t, 3, 4, r);
+  ts_degrade_reroute(t, r);
+  /* (3,0) -> (3,1) -> (4,1) -> (4,0): y up, x across at y = 1, y back. */
+  cr_assert_eq(r->len, 3u);
+  ts_link_id *l = (ts_link_id *)(void *)r->data;
+  cr_expect(l[0].chip == 3 && l[0].dim == 1 && l[0].dir == 1);
+  cr_expect(l[1].chip == 11 && l[1].dim == 0 && l[1].dir == 1);
+  cr_expect(l[2].chip == 12 && l[2].dim == 1 && l[2].dir == -1);
+  /* The reverse direction of the same cable is dead too. */
+  g_array_set_size(r, 0);
+  ts_route(t, 4, 3, r);
+  ts_degrade_reroute(t, r);
+  cr_expect_eq(r->len, 3u);
+  /* On a lone ring of 8, the long way round: 7 hops the other way. */
+  g_autoptr(ts_topo) ring = ring_topo(8, 1e10, 1e-6);
+  cr_assert(ts_degrade_add_link(ring, 0, 3, "test", &e));
+  g_array_set_size(r, 0);
+  ts_route(ring, 3, 4, r);
+  ts_degrade_reroute(ring, r);
+  cr_expect_eq(r->len, 7u);
+}
+
+Test(cli, simgrid_dead_link_slows_the_step)
+{
+  run_result h = run(BASE "--backend simgrid --format csv");
+  run_result d = run(BASE "--backend simgrid --fail link:x:3,4 --format csv");
+  cr_assert_eq(h.status, 0, "%s", h.err);
+  cr_assert_eq(d.status, 0, "%s", d.err);
+  double th = csv_value(h.out, 0, "step_time_s"), td = csv_value(d.out, 0, "step_time_s");
+  cr_expect(td > th, "a dead link on the dp=64 ring did not slow the step: %g vs %g", td, th);
+  run_free(&h);
+  run_free(&d);
+}
+
+Test(cli, node_failures_add_to_chip_failures)
+{
+  /* 64 chips at 1000 h and 8 nodes of 8 at 500 h: 1 / (64/1000 + 8/500) h = 12.5 h. */
+  run_result r = run(BASE "--steps 1000 --mtbf-chip-hours 1000 --mtbf-node-hours 500 "
+                          "--chips-per-node 8 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double m = csv_value(r.out, 0, "job_mtbf_s");
+  cr_expect(fabs(m / (12.5 * 3600) - 1) < 1e-9, "job MTBF %g s", m);
+  run_free(&r);
+}
+
+Test(cli, straggler_per_node_sweep)
+{
+  run_result r = run("sweep -t dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32 "
+                     "--vary straggler_per_node=1,0.5 -j 1 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double h = csv_value(r.out, 0, "compute_time_s"), s = csv_value(r.out, 1, "compute_time_s");
+  /* The critical chip is a slow one: its compute is twice the healthy compute. */
+  cr_expect(fabs(s / (2 * h) - 1) < 1e-9, "compute %g vs %g", s, h);
+  run_free(&r);
+}
+
+Test(cli, simgrid_straggler_sets_the_step)
+{
+  run_result h = run(BASE "--backend simgrid --format csv");
+  run_result s = run(BASE "--backend simgrid --straggler chip:17=0.8 --format csv");
+  cr_assert_eq(h.status, 0, "%s", h.err);
+  cr_assert_eq(s.status, 0, "%s", s.err);
+  double ch = csv_value(h.out, 0, "compute_time_s"), cs = csv_value(s.out, 0, "compute_time_s");
+  double th = csv_value(h.out, 0, "step_time_s"), ts = csv_value(s.out, 0, "step_time_s");
+  /* As on the analytic backend: the critical chip is the straggler, the step follows it. */
+  cr_expect(fabs(cs / (ch / 0.8) - 1) < 1e-6, "compute %g vs %g / 0.8", cs, ch);
+  cr_expect(ts > th + 0.9 * (cs - ch), "step %g vs healthy %g", ts, th);
+  run_free(&h);
+  run_free(&s);
 }

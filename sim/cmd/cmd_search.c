@@ -127,7 +127,7 @@ int ts_cmd_search(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
-  gint64 global_batch = 0, jobs = -1, top = 5;
+  gint64 global_batch = 0, jobs = -1, top = 5, max_chips = 0;
   g_autofree char *objective_opt = NULL, *max_days_opt = NULL, *budget_opt = NULL;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
@@ -148,6 +148,8 @@ int ts_cmd_search(int argc, char **argv)
        "Rank by time (default), cost (needs a price) or energy (needs tdp_W)", "time|cost|energy"},
       {"max-days", 0, 0, G_OPTION_ARG_STRING, &max_days_opt,
        "With a training target: drop splits expected to take longer", "D"},
+      {"max-chips", 0, 0, G_OPTION_ARG_INT64, &max_chips,
+       "Refuse a topology of more chips (compare sizes with sweep --vary dims --max-chips)", "N"},
       {"budget", 0, 0, G_OPTION_ARG_STRING, &budget_opt,
        "With a training target: drop splits expected to cost more, USD", "USD"},
       {NULL}};
@@ -249,6 +251,14 @@ int ts_cmd_search(int argc, char **argv)
   if (sw == NULL)
     return ts_cmd_fail("search", err);
   int n = ts_sweep_size(sw);
+  if (max_chips != 0 &&
+      (max_chips < 0 || (n > 0 && ts_sweep_configs(sw)[0].topo->nchips > max_chips))) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--max-chips %" G_GINT64_FORMAT ": %s has %d chips; expected a topology of at "
+                "most that many (sweep --vary dims compares array sizes)",
+                max_chips, topo_name, n > 0 ? ts_sweep_configs(sw)[0].topo->nchips : 0);
+    return ts_cmd_fail("search", err);
+  }
   const ts_config *cfg = ts_sweep_configs(sw);
   if (n == 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INVALID,

@@ -182,6 +182,7 @@ int ts_cmd_sweep(int argc, char **argv)
   a.bucket_MiB = 25.0;
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
   gint64 jobs = -1; /* -1: every core */
+  gint64 max_chips = 0;
   gboolean plot = FALSE;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
@@ -214,7 +215,7 @@ int ts_cmd_sweep(int argc, char **argv)
        "Hardware what-if KEY=V1,V2 or xFACTORs: peak_tflops, memory_GiB, "
        "memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, latency_us, "
        "dim.NAME.{link_bandwidth_GBps,latency_us,size}, dims=16x16,32x32, dead_links=0,1,2,4, "
-       "straggler=1,0.9,0.8; repeatable",
+       "straggler=1,0.9,0.8 (chip 0), straggler_per_node=0.9; repeatable",
        "KEY=V,..."},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, ts_backend_kind_help(), "B"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo, ts_cmd_algo_help(), "A"},
@@ -222,6 +223,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "Data-parallel gradient bucket in MiB (default 25)", "MiB"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &a.full, "Replay every rank (slower; same result)", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
+      {"max-chips", 0, 0, G_OPTION_ARG_INT64, &max_chips,
+       "Leave out configurations on more chips (with --vary dims)", "N"},
       {"shard", 0, 0, G_OPTION_ARG_STRING, &shard,
        "Run only configurations k with k mod n = i (0 <= i < n); combine with trainsim merge",
        "i/n"},
@@ -264,6 +267,9 @@ int ts_cmd_sweep(int argc, char **argv)
     /* err is set */
   } else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err)) {
     /* err is set */
+  } else if (max_chips < 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--max-chips %" G_GINT64_FORMAT ": expected a positive number of chips", max_chips);
   } else if (build_spec(&a, &spec, &err) && outdir != NULL)
     ts_cmd_prepare_dir(outdir, &err);
   json_out = format != NULL && strcmp(format, "json") == 0;
@@ -301,7 +307,8 @@ int ts_cmd_sweep(int argc, char **argv)
     goto out;
   GArray *idx = g_array_new(FALSE, FALSE, sizeof(int));
   for (int i = 0; i < total; i++)
-    if (shard_n == 0 || i % shard_n == shard_i)
+    if ((shard_n == 0 || i % shard_n == shard_i) &&
+        (max_chips <= 0 || ts_sweep_configs(sw)[i].topo->nchips <= max_chips))
       g_array_append_val(idx, i);
   int n = (int)idx->len;
   ts_outcome *out = g_new0(ts_outcome, MAX(n, 1));

@@ -387,3 +387,70 @@ char *ts_degrade_describe(const ts_topo *t)
                            f->nslow > 1 ? "s" : "");
   return g_string_free(s, FALSE);
 }
+
+/* The chip one hop from chip along d in direction dir, or -1 (a mesh's edge, a switch). */
+static int step_chip(const ts_topo *t, int chip, int d, int dir)
+{
+  const ts_dim *dm = &t->dims[d];
+  if (dm->shape == TS_SHAPE_SWITCH || dm->size < 2)
+    return -1;
+  int stride = ts_topo_stride(t, d), c = (chip / stride) % dm->size, n = c + dir;
+  if (n < 0 || n >= dm->size) {
+    if (dm->shape != TS_SHAPE_RING)
+      return -1;
+    n = (n + dm->size) % dm->size;
+  }
+  return chip + (n - c) * stride;
+}
+
+static gboolean hop_dead(const ts_topo *t, int chip, int d, int dir)
+{
+  if (t->dims[d].shape == TS_SHAPE_SWITCH)
+    return FALSE;
+  if (dir > 0)
+    return ts_degrade_link_dead(t, d, chip);
+  int down = step_chip(t, chip, d, -1);
+  return down >= 0 && ts_degrade_link_dead(t, d, down);
+}
+
+void ts_degrade_reroute(const ts_topo *t, GArray *links)
+{
+  if (t->faults.ndead == 0)
+    return;
+  g_autoptr(GArray) out = g_array_sized_new(FALSE, FALSE, sizeof(ts_link_id), links->len + 4);
+  for (guint i = 0; i < links->len; i++) {
+    ts_link_id l = g_array_index(links, ts_link_id, i);
+    if (!hop_dead(t, l.chip, l.dim, l.dir)) {
+      g_array_append_val(out, l);
+      continue;
+    }
+    /* Around the dead hop through a neighbouring line: one hop along another dimension, the
+     * hop along this one there, one hop back (the analytic model's detour). */
+    gboolean done = FALSE;
+    for (int e = 0; e < t->ndims && !done; e++) {
+      if (e == l.dim || t->dims[e].shape == TS_SHAPE_SWITCH || t->dims[e].size < 2)
+        continue;
+      for (int s = 1; s >= -1 && !done; s -= 2) {
+        int a = step_chip(t, l.chip, e, s);
+        int b = a >= 0 ? step_chip(t, a, l.dim, l.dir) : -1;
+        if (b < 0 || hop_dead(t, l.chip, e, s) || hop_dead(t, a, l.dim, l.dir) ||
+            hop_dead(t, b, e, -s))
+          continue;
+        ts_link_id h[3] = {{l.chip, e, s}, {a, l.dim, l.dir}, {b, e, -s}};
+        g_array_append_vals(out, h, 3);
+        done = TRUE;
+      }
+    }
+    if (!done) {
+      /* A lone ring: the long way round, n - 1 hops the other way. */
+      int n = t->dims[l.dim].size, c = l.chip;
+      for (int k = 0; k < n - 1; k++) {
+        ts_link_id h = {c, l.dim, -l.dir};
+        g_array_append_val(out, h);
+        c = step_chip(t, c, l.dim, -l.dir);
+      }
+    }
+  }
+  g_array_set_size(links, 0);
+  g_array_append_vals(links, out->data, out->len);
+}

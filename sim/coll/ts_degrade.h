@@ -53,6 +53,14 @@ guint ts_degrade_route_mask(const ts_topo *t, int src_chip, int dst_chip);
  */
 ts_topo *ts_degrade_topo(const ts_topo *t, guint mask);
 
+/**
+ * Rewrites a route (ts_link_id, from ts_route) around dead links: a dead hop becomes one hop
+ * along a neighbouring dimension, the hop there, one hop back; on a lone ring, the long way
+ * round. The SimGrid platform routes with it, so the detour shares links with their own
+ * traffic and SimGrid resolves the contention.
+ */
+void ts_degrade_reroute(const ts_topo *t, GArray *links);
+
 /** Compute speed of a chip as a fraction of nominal (1 unless a straggler). */
 double ts_degrade_chip_speed(const ts_topo *t, int chip);
 

@@ -271,6 +271,12 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
   ts_capacity_params c;
   ts_capacity_params_effective(o, t, &c);
   r->energy_per_step_J = step_energy(&c, r);
+  r->cap_used = c;
+  /* Normalised comparisons: what a dollar and a joule buy, failure-free. */
+  double per_s = r->tokens_per_s > 0 ? r->tokens_per_s : r->samples_per_s;
+  r->tokens_per_usd =
+      c.price_per_chip_hour > 0 ? per_s * HOUR / (r->chips * c.price_per_chip_hour) : 0;
+  r->tokens_per_J = r->energy_per_step_J > 0 ? per_s * r->step_time_s / r->energy_per_step_J : 0;
   if (o == NULL || !o->any)
     return TRUE;
   double samples_per_step =
@@ -315,6 +321,8 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
     ts_goodput_monte_carlo(&gi, (int)o->mc_runs, (guint64)o->seed, &mc);
     r->median_train_s = mc.median_s;
     r->p90_train_s = mc.p90_s;
+    r->mc_runs = o->mc_runs;
+    r->mc_seed = o->seed;
   }
   r->chip_hours = r->chips * r->expected_train_s / HOUR;
   r->cost_usd = r->chip_hours * c.price_per_chip_hour;
@@ -454,7 +462,8 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
 
 const char *ts_capacity_csv_header(void)
 {
-  return ",tokens_per_s,tokens_per_s_per_chip,checkpoint_bytes,dp_active,energy_per_step_J,"
+  return ",tokens_per_s,tokens_per_s_per_chip,tokens_per_usd,tokens_per_J,checkpoint_bytes,"
+         "dp_active,energy_per_step_J,"
          "train_steps,train_days_no_failures,train_days_expected,train_days_median,"
          "train_days_p90,goodput,job_mtbf_s,checkpoint_write_s,checkpoint_interval_s,"
          "expected_failures,chip_hours,cost_usd,energy_J";
@@ -470,6 +479,8 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
 {
   num(s, r->tokens_per_s);
   num(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  num(s, r->tokens_per_usd);
+  num(s, r->tokens_per_J);
   num(s, r->checkpoint_bytes);
   g_string_append_printf(s, ",%d", r->dp_active);
   num(s, r->energy_per_step_J);
@@ -504,6 +515,8 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
 {
   jnum(b, "tokens_per_s", r->tokens_per_s);
   jnum(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  jnum(b, "tokens_per_usd", r->tokens_per_usd);
+  jnum(b, "tokens_per_J", r->tokens_per_J);
   jnum(b, "checkpoint_bytes", r->checkpoint_bytes);
   json_builder_set_member_name(b, "dp_active");
   json_builder_add_int_value(b, r->dp_active);
@@ -526,5 +539,27 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   jnum(b, "chip_hours", r->chip_hours);
   jnum(b, "cost_usd", r->cost_usd);
   jnum(b, "energy_J", r->energy_J);
+  /* What produced these numbers: the figures in effect (topology keys or their overrides;
+   * 0 = not given) and the Monte Carlo. */
+  const ts_capacity_params *c = &r->cap_used;
+  json_builder_set_member_name(b, "assumptions");
+  json_builder_begin_object(b);
+  jnum(b, "price_per_chip_hour_usd", c->price_per_chip_hour);
+  jnum(b, "tdp_W", c->busy_W);
+  jnum(b, "comm_W", c->comm_W);
+  jnum(b, "idle_W", c->idle_W);
+  jnum(b, "pue", c->pue);
+  jnum(b, "network_W_per_chip", c->network_W_per_chip);
+  jnum(b, "storage_GBps_per_chip", c->storage_Bps / 1e9);
+  jnum(b, "mtbf_chip_hours", c->mtbf_chip_s / HOUR);
+  jnum(b, "mtbf_node_hours", c->mtbf_node_s / HOUR);
+  json_builder_set_member_name(b, "chips_per_node");
+  json_builder_add_int_value(b, c->chips_per_node);
+  jnum(b, "restart_minutes", c->restart_s / 60);
+  json_builder_set_member_name(b, "monte_carlo_runs");
+  json_builder_add_int_value(b, r->mc_runs);
+  json_builder_set_member_name(b, "seed");
+  json_builder_add_int_value(b, r->mc_seed);
+  json_builder_end_object(b);
   json_builder_end_object(b);
 }

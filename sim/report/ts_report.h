@@ -52,10 +52,14 @@ typedef struct {
   double checkpoint_s;          /* one checkpoint's write stall */
   double checkpoint_interval_s; /* work between checkpoints */
   double expected_failures;
-  double chip_hours; /* chips x expected wall time */
-  double cost_usd;   /* chip-hours x price (0 without a price) */
-  double energy_J;   /* whole training, failures included (0 without power) */
-  double restart_s;  /* downtime per interruption: restart + checkpoint read */
+  double chip_hours;     /* chips x expected wall time */
+  double cost_usd;       /* chip-hours x price (0 without a price) */
+  double energy_J;       /* whole training, failures included (0 without power) */
+  double restart_s;      /* downtime per interruption: restart + checkpoint read */
+  double tokens_per_usd; /* tokens (or samples, without a sequence) per USD; 0 without a price */
+  double tokens_per_J;   /* likewise per joule; 0 without power */
+  ts_capacity_params cap_used; /* the prices, power and reliability figures applied */
+  gint64 mc_runs, mc_seed;     /* the Monte Carlo that gave the median and p90 */
 } ts_result;
 
 /** Inputs recorded with every result set. */

@@ -15,8 +15,6 @@ typedef struct ts_backend_kind {
   gboolean one_per_process;
   /* Contention needs every flow: such a backend always replays every rank. */
   gboolean full_replay;
-  /* Routes around dead links and chips (--fail); stragglers work on every backend. */
-  gboolean routes_around_faults;
   /* A backend for the topology; cfg: extra --cfg strings (may be NULL). NULL with an error. */
   ts_backend *(*create)(const ts_topo *t, const char *const *cfg, GError **error);
   /* The network model recorded with results. Caller frees. */

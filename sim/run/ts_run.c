@@ -41,13 +41,6 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
   const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
   if (kind == NULL)
     return FALSE;
-  if (!kind->routes_around_faults && (t->faults.ndead > 0 || t->faults.nout > 0)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--fail: the %s backend does not route around dead links or chips yet; "
-                "expected --backend analytic (stragglers work on both)",
-                kind->name);
-    return FALSE;
-  }
   ts_backend *b = kind->create(t, ro->sg_cfg, error);
   if (b == NULL)
     return FALSE;

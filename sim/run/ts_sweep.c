@@ -127,7 +127,7 @@ static gboolean in_list(const char *const *l, const char *s)
 #define VARY_KEYS                                                                                  \
   "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, "      \
   "latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, dim.NAME.size, dims, "           \
-  "dead_links or straggler"
+  "dead_links, straggler or straggler_per_node"
 
 /* Parses "16x16" or "8x4x2": sizes of every dimension, fastest first. */
 static gboolean parse_shape(const char *s, int *sizes, int *n)
@@ -159,7 +159,8 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
   gboolean dims = strcmp(v->key, "dims") == 0;
   /* Degraded arrays (issue 14): dead_links=N picks N dead ring/mesh links (seeded, never
    * disconnecting), straggler=F slows chip 0 to F of its speed. */
-  gboolean dead = strcmp(v->key, "dead_links") == 0, strag = strcmp(v->key, "straggler") == 0;
+  gboolean dead = strcmp(v->key, "dead_links") == 0;
+  gboolean strag = strcmp(v->key, "straggler") == 0 || strcmp(v->key, "straggler_per_node") == 0;
   gboolean ok = dims || dead || strag || in_list(chip_keys, v->key) ||
                 strcmp(v->key, "link_bandwidth_GBps") == 0 || strcmp(v->key, "latency_us") == 0;
   if (!ok && g_str_has_prefix(v->key, "dim.")) {
@@ -286,9 +287,27 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
   }
   if (strcmp(k, "dead_links") == 0)
     return ts_degrade_pick_links(c, (int)v->values[i], 1, error) ? g_steal_pointer(&c) : NULL;
-  if (strcmp(k, "straggler") == 0) {
-    if (v->values[i] < 1 && c->faults.nslow < TS_MAX_FAULTS) {
-      c->faults.slow_chip[c->faults.nslow] = 0;
+  if (strcmp(k, "straggler") == 0 || strcmp(k, "straggler_per_node") == 0) {
+    /* One slow chip (chip 0), or the first chip of every node (a dimension named node, else
+     * [topology] chips_per_node). */
+    int per = strcmp(k, "straggler") == 0 ? c->nchips : c->cap.chips_per_node;
+    int nd = ts_topo_dim_index(c, "node");
+    if (per <= 0 && nd >= 0)
+      per = c->dims[nd].size;
+    if (per <= 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--vary straggler_per_node: %s has no dimension named node and no [topology] "
+                  "chips_per_node; expected one of them",
+                  tname);
+      return NULL;
+    }
+    for (int chip = 0; chip < c->nchips && v->values[i] < 1; chip += per) {
+      if (c->faults.nslow == TS_MAX_FAULTS) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--vary %s: expected at most %d slow chips on %s", k, TS_MAX_FAULTS, tname);
+        return NULL;
+      }
+      c->faults.slow_chip[c->faults.nslow] = chip;
       c->faults.slow_factor[c->faults.nslow++] = v->values[i];
     }
     return g_steal_pointer(&c);

@@ -1,6 +1,7 @@
 /* ts_platform: topology -> SimGrid platform (XML for SimGrid's tools, or built in-process for
  * the simgrid backend), with routes taken from ts_route so both backends use the same paths. */
 #include "ts_platform.h"
+#include "ts_degrade.h"
 #include "ts_sg_shim.h"
 #include "ts_util.h"
 
@@ -200,6 +201,9 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
   p->max_route = 2 * t->ndims;
   for (int d = 0; d < t->ndims; d++)
     p->max_route += t->dims[d].size;
+  /* A detour adds two hops per dead link, or a lone ring's whole length. */
+  for (int d = 0; d < t->ndims && t->faults.ndead > 0; d++)
+    p->max_route += 2 * t->faults.ndead + t->dims[d].size;
   if (!check_routes(p, error)) {
     ts_platform_free(p);
     return NULL;
@@ -278,6 +282,7 @@ gboolean ts_platform_route(const ts_platform *p, int src, int dst, GArray *out)
   GArray *ids = p->scratch;
   g_array_set_size(ids, 0);
   ts_route(p->topo, src, dst, ids);
+  ts_degrade_reroute(p->topo, ids); /* around dead links (issue 14) */
   for (guint i = 0; i < ids->len; i++) {
     int idx = ts_platform_link_index(p, &g_array_index(ids, ts_link_id, i));
     if (idx < 0)
