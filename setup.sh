@@ -9,8 +9,10 @@ mode=${1:-build}
 case "$mode" in build|--test) ;; *) echo "usage: ./setup.sh [--test]" >&2; exit 2 ;; esac
 cd "$(dirname "$0")"
 
+# libopenmpi-dev and openmpi-bin: the MPI sweep (mpirun -np N trainsim sweep) is built and its
+# test (tests/mpi_sweep.sh) runs; without them that test was skipped everywhere.
 packages=(build-essential cmake pkg-config libglib2.0-dev libjson-glib-dev libsimgrid-dev
-          libcriterion-dev gnuplot-nox)
+          libcriterion-dev gnuplot-nox libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

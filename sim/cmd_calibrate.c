@@ -133,22 +133,17 @@ static gboolean run_gnuplot(const char *script, const char *dat, const char *out
   return TRUE;
 }
 
-/* plots/calibration.gp under $TRAINSIM_DATA_DIR, else the source tree. Caller frees. */
+/* plots/calibration.gp on the data search path (ts_data_roots). Caller frees. */
 static char *find_script(GError **error)
 {
-  const char *roots[] = {g_getenv("TRAINSIM_DATA_DIR"), TS_SOURCE_DIR};
-  for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
-    if (roots[i] == NULL)
-      continue;
-    char *p = g_build_filename(roots[i], "plots", "calibration.gp", NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
-      return p;
-    g_free(p);
-  }
+  char *p = ts_find_data_file("plots/calibration.gp");
+  if (p != NULL)
+    return p;
+  g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
-              "--plot: plots/calibration.gp not found under $TRAINSIM_DATA_DIR or %s; expected "
-              "the script shipped with trainsim",
-              TS_SOURCE_DIR);
+              "--plot: plots/calibration.gp not found under %s; expected the script shipped "
+              "with trainsim (set TRAINSIM_DATA_DIR)",
+              roots);
   return NULL;
 }
 

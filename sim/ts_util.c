@@ -2,6 +2,7 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -315,6 +316,55 @@ gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len,
   return TRUE;
 }
 
+#ifndef TS_DATA_DIR
+#define TS_DATA_DIR "/usr/local/share/trainsim"
+#endif
+
+const char *const *ts_data_roots(void)
+{
+  static const char *roots[5];
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    int n = 0;
+    const char *env = g_getenv("TRAINSIM_DATA_DIR");
+    if (env != NULL && *env != '\0')
+      roots[n++] = g_strdup(env);
+    /* Relative to the program, so an install unpacked anywhere (dpkg -x, a tarball, a
+     * relocated prefix) finds its own data without the source tree. */
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    if (exe != NULL) {
+      g_autofree char *bindir = g_path_get_dirname(exe);
+      g_autofree char *prefix = g_path_get_dirname(bindir);
+      char *share = g_build_filename(prefix, "share", "trainsim", NULL);
+      if (g_file_test(share, G_FILE_TEST_IS_DIR))
+        roots[n++] = share;
+      else
+        g_free(share);
+    }
+    roots[n++] = TS_DATA_DIR;
+    roots[n++] = TS_SOURCE_DIR;
+    roots[n] = NULL;
+    g_once_init_leave(&once, 1);
+  }
+  return roots;
+}
+
+char *ts_find_data_file(const char *rel)
+{
+  for (const char *const *r = ts_data_roots(); *r != NULL; r++) {
+    char *p = g_build_filename(*r, rel, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
+      return p;
+    g_free(p);
+  }
+  return NULL;
+}
+
+char *ts_data_roots_text(void)
+{
+  return g_strjoinv(":", (char **)ts_data_roots());
+}
+
 char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
 {
   if (name == NULL || *name == '\0') {
@@ -324,23 +374,34 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
   }
   if (g_file_test(name, G_FILE_TEST_IS_REGULAR))
     return g_strdup(name);
-  if (strchr(name, '/') == NULL) {
-    const char *roots[] = {g_getenv("TRAINSIM_DATA_DIR"), TS_SOURCE_DIR};
-    for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
-      if (roots[i] == NULL)
-        continue;
-      g_autofree char *file =
-          g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
-      char *p = g_build_filename(roots[i], dir, file, NULL);
-      if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
-        return p;
-      g_free(p);
-    }
+  if (g_file_test(name, G_FILE_TEST_EXISTS)) {
+    /* A folder, FIFO or device: reading it would fail oddly or block; say what it is. */
+    GStatBuf st;
+    const char *kind = "not a regular file";
+    if (g_stat(name, &st) == 0)
+      kind = S_ISDIR(st.st_mode)                          ? "a directory"
+             : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                          : kind;
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: is %s; expected a regular file (%s/NAME.ini)",
+                name, kind, dir);
+    return NULL;
   }
+  /* Shipped names may name a subfolder (topologies/chips/h100); never an absolute or
+   * parent-relative path, which is a file the user meant and did not find. */
+  if (!g_path_is_absolute(name) && !g_str_has_prefix(name, ".") && strstr(name, "..") == NULL) {
+    g_autofree char *file =
+        g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
+    g_autofree char *rel = g_build_filename(dir, file, NULL);
+    char *p = ts_find_data_file(rel);
+    if (p != NULL)
+      return p;
+  }
+  g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
               "%s: no such file, and no %s/%s.ini shipped; expected a file path or a shipped name "
-              "(see `ls %s/%s`)",
-              name, dir, name, TS_SOURCE_DIR, dir);
+              "(searched %s; set TRAINSIM_DATA_DIR to add a folder)",
+              name, dir, name, roots);
   return NULL;
 }
 
