@@ -200,7 +200,7 @@ int ts_cmd_calibrate(int argc, char **argv)
           "in fp32, 1.6 GB in fp64). Calibrate on an idle machine: other load inflates times "
           "unevenly.\nExample:\n"
           "  trainsim calibrate -o host-cpu.ini --plot calibration.png\n"
-          "  trainsim run --topology ./host-cpu.ini ...",
+          "  trainsim run --topology ./host-cpu.ini --model mlp --global-batch 64 -s dp=1",
           entries, &argc, &argv, &error))
     return ts_cmd_fail("calibrate", error);
   if (argc > 1) {
@@ -404,6 +404,8 @@ int ts_cmd_calibrate(int argc, char **argv)
     fputs(t->str, stdout);
     if (output == NULL)
       printf("\n%s", ini);
+    else
+      fprintf(stderr, "trainsim calibrate: wrote %s\n", output);
   }
   g_string_free(t, TRUE);
   g_free(pred), g_free(meas), g_free(pf), g_free(mf), g_free(pov);

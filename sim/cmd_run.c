@@ -98,7 +98,7 @@ int ts_cmd_run(int argc, char **argv)
                     "Predicts step time (s), its breakdown, throughput (samples/s), "
                     "MFU and memory per chip (bytes) of splits of a model on a topology.",
                     "Example:\n  trainsim run --topology tpu-v3-8x8 --model gpt2-1.5b "
-                    "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt2-1.5b -b 256 "
+                    "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt3-1.3b -b 256 "
                     "--split tp=8@node,dp=4@net --format json",
                     entries, &argc, &argv, &err))
     return ts_cmd_fail("run", err);
@@ -185,6 +185,11 @@ int ts_cmd_run(int argc, char **argv)
     ts_result res;
     gboolean ok = FALSE;
     const char *text = alts[0];
+    if (text == NULL) {
+      /* --split '': g_strsplit gives no piece; the parser names what was expected. */
+      ts_split_free(ts_split_parse("", &err));
+      text = "";
+    }
     for (char **a = alts; *a != NULL && !ok; a++) {
       g_clear_error(&err);
       text = *a;

@@ -104,7 +104,7 @@ int ts_cmd_search(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
-  gint64 global_batch = 0, jobs = -1, top = 5;
+  gint64 global_batch = 0, jobs = G_MININT64, top = 5; /* jobs: not given = every core */
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name, "Model file or shipped name", "M"},
@@ -146,7 +146,7 @@ int ts_cmd_search(int argc, char **argv)
   else if (top < 1 || top > 1000000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--top %" G_GINT64_FORMAT ": expected a count in [1, 1000000]", top);
-  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err)) {
+  else if (jobs != G_MININT64 && !ts_pool_parse_jobs(jobs, &err)) {
     /* err is set */
   } else if (!ts_run_backend_valid(backend, &err)) {
     /* err is set */
@@ -425,6 +425,8 @@ int ts_cmd_search(int argc, char **argv)
     /* JSON: the same content, machine-readable. */
     JsonObject *root = json_object_new();
     json_object_set_string_member(root, "trainsim_version", TS_VERSION);
+    json_object_set_string_member(root, "document", "search");
+    json_object_set_int_member(root, "schema_version", TS_JSON_SCHEMA_VERSION);
     json_object_set_string_member(root, "model", m->name);
     json_object_set_string_member(root, "topology", t->name);
     json_object_set_int_member(root, "global_batch", global_batch);

@@ -18,6 +18,10 @@ gboolean ts_parse_double(const char *text, double *out)
     text++;
   if (*text == '\0')
     return FALSE;
+  /* g_ascii_strtod reads C99 hex ("0x10"); no file or option of ours means hex. */
+  const char *digits = text + (*text == '-' || *text == '+');
+  if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+    return FALSE;
   char *end = NULL;
   errno = 0;
   double v = g_ascii_strtod(text, &end);
@@ -96,7 +100,10 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
                     (*q != '=' && memchr(q, '=', (size_t)(le - q)) != NULL);
       if (!ok || memchr(p, '\0', (size_t)(le - p)) != NULL || !g_utf8_validate(p, le - p, NULL)) {
         for (const char *c = p; c < le && excerpt->len < 40; c++)
-          g_string_append_c(excerpt, g_ascii_isprint(*c) ? *c : '?');
+          if (*c == '\r')
+            g_string_append(excerpt, "\\r"); /* a CRLF file: say so, not '?' or nothing */
+          else
+            g_string_append_c(excerpt, g_ascii_isprint(*c) ? *c : '?');
         break;
       }
       p = le + 1;
@@ -108,10 +115,68 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
   g_string_free(excerpt, TRUE);
 }
 
+/* GKeyFile merges a group given twice and keeps the last of a key given twice, silently: a
+ * pasted second [chip] or a repeated key would change the machine without a word. Refuse
+ * both, naming the two lines. */
+static gboolean kf_check_duplicates(const char *path, const char *text, gsize len, GError **error)
+{
+  g_autoptr(GHashTable) groups = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *group = NULL;
+  const char *p = text, *end = text + len;
+  for (int line = 1; p < end; line++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    g_autofree char *l = g_strndup(p, (gsize)(le - p));
+    g_strstrip(l);
+    p = le + 1;
+    if (*l == '\0' || *l == '#' || *l == ';')
+      continue;
+    if (*l == '[') {
+      char *close = strchr(l, ']');
+      if (close == NULL)
+        continue; /* the syntax check names it */
+      g_free(group);
+      group = g_strndup(l + 1, (gsize)(close - l - 1));
+      gpointer first = g_hash_table_lookup(groups, group);
+      if (first != NULL) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "%s:%d: [%s]: group given twice (first at line %d); expected each group once",
+                    path, line, group, GPOINTER_TO_INT(first));
+        return FALSE;
+      }
+      g_hash_table_insert(groups, g_strdup(group), GINT_TO_POINTER(line));
+      g_hash_table_remove_all(keys);
+      continue;
+    }
+    char *eq = strchr(l, '=');
+    if (eq == NULL)
+      continue;
+    *eq = '\0';
+    g_strchomp(l);
+    gpointer first = g_hash_table_lookup(keys, l);
+    if (first != NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s:%d: [%s] %s: key given twice (first at line %d); expected each key once",
+                  path, line, group != NULL ? group : "", l, GPOINTER_TO_INT(first));
+      return FALSE;
+    }
+    g_hash_table_insert(keys, g_strdup(l), GINT_TO_POINTER(line));
+  }
+  return TRUE;
+}
+
 GKeyFile *ts_kf_load(const char *path, GError **error)
 {
   g_autoptr(GKeyFile) kf = g_key_file_new();
   g_autoptr(GError) local = NULL;
+  {
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (g_file_get_contents(path, &text, &len, NULL) &&
+        !kf_check_duplicates(path, text, len, error))
+      return NULL;
+  }
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &local)) {
     if (local->domain == G_FILE_ERROR)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
@@ -144,6 +209,8 @@ static char *kf_raw(GKeyFile *kf, const char *group, const char *key)
 
 GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError **error)
 {
+  if (!kf_check_duplicates(path, text, len, error))
+    return NULL;
   g_autoptr(GKeyFile) kf = g_key_file_new();
   if (!g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, NULL)) {
     kf_syntax_error(path, text, len, error);
@@ -172,8 +239,11 @@ gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const c
   if (!ts_parse_double(v, &d) || d < lo || d > hi) {
     g_autofree char *los = short_dtostr(lo);
     g_autofree char *his = short_dtostr(hi);
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s in [%s, %s]", path,
-                group, key, v, what, los, his);
+    /* Many callers' texts already state their range ("..., in (0, 1048576]"): say it once. */
+    gboolean has_range = strstr(what, " in [") != NULL || strstr(what, " in (") != NULL;
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s%s%s%s%s%s", path,
+                group, key, v, what, has_range ? "" : " in [", has_range ? "" : los,
+                has_range ? "" : ", ", has_range ? "" : his, has_range ? "" : "]");
     return FALSE;
   }
   *out = d;
@@ -192,6 +262,13 @@ gboolean ts_kf_int(GKeyFile *kf, const char *path, const char *group, const char
     }
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
                 key, what);
+    return FALSE;
+  }
+  if (!ts_parse_int(v, lo, hi, out) &&
+      (strstr(what, " in [") != NULL || strstr(what, ">=") != NULL)) {
+    /* The caller's text states the range already: say it once. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s", path, group, key,
+                v, what);
     return FALSE;
   }
   if (!ts_parse_int(v, lo, hi, out)) {
