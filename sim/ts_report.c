@@ -270,7 +270,12 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     g_ascii_formatd(b[5], 48, "%.1f", 100.0 * r->mfu);
     cells[i][7] = g_strdup_printf("%s%%", b[5]);
     cells[i][8] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
-    if (r->mem.fits)
+    if (r->mem.total <= 0) {
+      /* A replayed trace carries no memory model: say so, not "0 B, fits". */
+      g_free(cells[i][8]);
+      cells[i][8] = g_strdup("n/a");
+      cells[i][9] = g_strdup("n/a");
+    } else if (r->mem.fits)
       cells[i][9] = g_strdup("yes");
     else if (r->mem.over <= 0)
       cells[i][9] = g_strdup("no (host or NVMe full)");
@@ -319,6 +324,9 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
                              res[best].mem.fits && !res[i].mem.fits ? " but does not fit" : "");
     }
     g_string_append_c(s, '\n');
+    if (fit == 0)
+      g_string_append(s, "none fits in memory: `trainsim search` ranks the splits that do "
+                         "(pipelines, ZeRO, recomputation, offload)\n");
   }
   for (int i = 0; i < n; i++)
     if (res[i].link_summary != NULL)

@@ -358,3 +358,42 @@ Test(release, tolerance_zero_means_unchanged)
   run_free(&r);
   rm_rf(dir);
 }
+
+Test(release, default_run_adds_a_pipeline_that_fits)
+{
+  /* GPT-3 175B on 256 H100s: the three default splits need 2.8-5.7 TiB per chip; the run adds
+   * a pipeline with recomputation that fits, and names it the fastest that fits. */
+  run_result r = run("run -t dgx-h100-32node -m gpt3-175b -b 1536");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "pp=8,schedule=1f1b,recompute=full,zero=1") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "fastest that fits: tp=8,dp=4,pp=8") != NULL, "%s", r.out);
+  run_free(&r);
+  /* None fits at all: the last line points to search. */
+  r = run("run -t tpu-v3-8x8 -m gpt3-175b -b 64");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "recompute=full") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "`trainsim search`") != NULL, "%s", r.out);
+  run_free(&r);
+  /* A model that fits keeps the three defaults only. */
+  r = run("run -t tpu-v3-8x8 -m bert-large -b 512");
+  cr_assert_eq(r.status, 0);
+  cr_expect(strstr(r.out, "pp=") == NULL && strstr(r.out, "trainsim search") == NULL, "%s", r.out);
+  run_free(&r);
+}
+
+Test(release, replay_memory_is_not_applicable)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *a =
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s/b.trace", dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *b = g_strdup_printf("replay %s/b.trace -t tpu-v3-8x8", dir);
+  r = run(b);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "0 B") == NULL, "replay claims 0 B per chip: %s", r.out);
+  cr_expect(strstr(r.out, "n/a  n/a") != NULL, "%s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
