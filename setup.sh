@@ -10,9 +10,13 @@ case "$mode" in build|--test) ;; *) echo "usage: ./setup.sh [--test]" >&2; exit 
 cd "$(dirname "$0")"
 
 # protobuf-c: the Chakra execution-trace reader (trainsim import --from chakra), generated at
-# build time from third_party/chakra/et_def.proto.
+# build time from third_party/chakra/et_def.proto. libopenmpi-dev and openmpi-bin: the MPI
+# sweep (mpirun -np N trainsim sweep) is built and its test (tests/mpi_sweep.sh) runs; without
+# them that test was skipped everywhere. libxml2-dev: the test that the platform XML is
+# well-formed. clang: the fuzz harnesses (-DTS_FUZZ=ON).
 packages=(build-essential cmake pkg-config libglib2.0-dev libjson-glib-dev libsimgrid-dev
-          libcriterion-dev gnuplot-nox protobuf-c-compiler libprotobuf-c-dev)
+          libcriterion-dev gnuplot-nox protobuf-c-compiler libprotobuf-c-dev libopenmpi-dev
+          openmpi-bin libxml2-dev clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

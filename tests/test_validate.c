@@ -39,7 +39,7 @@ static ts_validate_result *vrun(const char *model, const char *split, ts_prec pr
     int chips = 1;
     for (int a = 0; a < TS_AX_N; a++)
       chips *= s->degree[a] > 0 ? s->degree[a] : 1;
-    t = ts_validate_default_topology(chips);
+    t = ts_validate_default_topology(chips, NULL);
   }
   ts_validate_options o;
   ts_validate_options_default(&o);

@@ -134,22 +134,17 @@ static gboolean run_gnuplot(const char *script, const char *dat, const char *out
   return TRUE;
 }
 
-/* plots/calibration.gp under $TRAINSIM_DATA_DIR, else the source tree. Caller frees. */
+/* plots/calibration.gp on the data search path (ts_data_roots). Caller frees. */
 static char *find_script(GError **error)
 {
-  const char *roots[] = {g_getenv("TRAINSIM_DATA_DIR"), TS_SOURCE_DIR};
-  for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
-    if (roots[i] == NULL)
-      continue;
-    char *p = g_build_filename(roots[i], "plots", "calibration.gp", NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
-      return p;
-    g_free(p);
-  }
+  char *p = ts_find_data_file("plots/calibration.gp");
+  if (p != NULL)
+    return p;
+  g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
-              "--plot: plots/calibration.gp not found under $TRAINSIM_DATA_DIR or %s; expected "
-              "the script shipped with trainsim",
-              TS_SOURCE_DIR);
+              "--plot: plots/calibration.gp not found under %s; expected the script shipped "
+              "with trainsim (set TRAINSIM_DATA_DIR)",
+              roots);
   return NULL;
 }
 
@@ -206,7 +201,7 @@ int ts_cmd_calibrate(int argc, char **argv)
           "in fp32, 1.6 GB in fp64). Calibrate on an idle machine: other load inflates times "
           "unevenly.\nExample:\n"
           "  trainsim calibrate -o host-cpu.ini --plot calibration.png\n"
-          "  trainsim run --topology ./host-cpu.ini ...",
+          "  trainsim run --topology ./host-cpu.ini --model mlp --global-batch 64 -s dp=1",
           entries, &argc, &argv, &error))
     return ts_cmd_fail("calibrate", error);
   if (argc > 1) {
@@ -410,6 +405,8 @@ int ts_cmd_calibrate(int argc, char **argv)
     fputs(t->str, stdout);
     if (output == NULL)
       printf("\n%s", ini);
+    else
+      fprintf(stderr, "trainsim calibrate: wrote %s\n", output);
   }
   g_string_free(t, TRUE);
   g_free(pred), g_free(meas), g_free(pf), g_free(mf), g_free(pov);

@@ -213,8 +213,7 @@ int ts_cmd_collective(int argc, char **argv)
   if (fmt == TS_FORMAT_JSON) {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "trainsim_version");
-    json_builder_add_string_value(b, TS_VERSION);
+    ts_json_header(b, "collective");
     json_builder_set_member_name(b, "topology");
     json_builder_add_string_value(b, topo->name);
     json_builder_set_member_name(b, "topology_file");

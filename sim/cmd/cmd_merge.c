@@ -114,8 +114,9 @@ int ts_cmd_merge(int argc, char **argv)
   if (!ts_cmd_parse("merge", "SHARD_DIR...",
                     "Combines the outputs of trainsim sweep --shard i/n (every shard of one "
                     "sweep) into the files one unsharded sweep writes.",
-                    "Example:\n  trainsim sweep ... --shard 0/2 -o s0 && trainsim sweep ... "
-                    "--shard 1/2 -o s1\n  trainsim merge s0 s1 -o all",
+                    "Example:\n  trainsim sweep -t tpu-v3-8x8 -m bert-large -b 512 --splits auto "
+                    "--shard 0/2 -o s0\n  trainsim sweep -t tpu-v3-8x8 -m bert-large -b 512 "
+                    "--splits auto --shard 1/2 -o s1\n  trainsim merge s0 s1 -o all",
                     entries, &argc, &argv, &err))
     return ts_cmd_fail("merge", err);
   if (argc < 2 || outdir == NULL) {
@@ -271,8 +272,9 @@ int ts_cmd_merge(int argc, char **argv)
         !ts_write_file_atomic(pj, doc, strlen(doc), &err))
       status = ts_cmd_fail("merge", err);
     else
-      printf("merge: %u shards, %u results, %u skipped; wrote %s and %s\n", shards->len, res->len,
-             skp->len, pc, pj);
+      /* Streams: results on stdout, notes of files written on stderr (every command). */
+      fprintf(stderr, "trainsim merge: %u shards, %u results, %u skipped; wrote %s and %s\n",
+              shards->len, res->len, skp->len, pc, pj);
     g_string_free(ct, TRUE);
   }
   g_free(have);

@@ -139,8 +139,7 @@ static char *render_json(const ts_model *m, const char *path)
 {
   g_autoptr(JsonBuilder) b = json_builder_new();
   json_builder_begin_object(b);
-  json_builder_set_member_name(b, "trainsim_version");
-  json_builder_add_string_value(b, TS_VERSION);
+  ts_json_header(b, "model");
   json_builder_set_member_name(b, "model");
   json_builder_add_string_value(b, m->name);
   json_builder_set_member_name(b, "model_file");
@@ -322,5 +321,7 @@ int ts_cmd_model(int argc, char **argv)
                                                  : render_text(m, path);
   if (!ts_write_file_atomic(output != NULL ? output : "-", text, strlen(text), &err))
     return ts_cmd_fail("model", err);
+  if (output != NULL && strcmp(output, "-") != 0)
+    fprintf(stderr, "trainsim model: wrote %s\n", output);
   return 0;
 }

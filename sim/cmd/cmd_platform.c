@@ -85,5 +85,7 @@ int ts_cmd_platform(int argc, char **argv)
   g_autofree char *xml = ts_platform_xml(p, (ts_platform_routing)r, &error);
   if (xml == NULL || !ts_write_file_atomic(output != NULL ? output : "-", xml, strlen(xml), &error))
     return ts_cmd_fail("platform", error);
+  if (output != NULL && strcmp(output, "-") != 0)
+    fprintf(stderr, "trainsim platform: wrote %s\n", output);
   return 0;
 }

@@ -35,14 +35,17 @@ int ts_cmd_plot(int argc, char **argv)
                              "DIR"},
                             {NULL}};
   g_autoptr(GError) err = NULL;
-  if (!ts_cmd_parse("plot", "FILE_OR_DIR...",
-                    "Draws gnuplot figures of trainsim outputs: sweep.json (scaling, parallel "
-                    "efficiency, step-time breakdown, memory per chip, what-if ratios), run's "
-                    "results.json (breakdown, memory) and --timeline files (per-chip Gantt).",
-                    "Example:\n  trainsim sweep ... -o out/sweep && trainsim plot out/sweep\n"
-                    "  trainsim run ... --timeline step.json && trainsim plot step.json -o figs\n"
-                    "Scripts: plots/*.gp (edit them to restyle). Needs gnuplot.",
-                    entries, &argc, &argv, &err))
+  if (!ts_cmd_parse(
+          "plot", "FILE_OR_DIR...",
+          "Draws gnuplot figures of trainsim outputs: sweep.json (scaling, parallel "
+          "efficiency, step-time breakdown, memory per chip, what-if ratios), run's "
+          "results.json (breakdown, memory) and --timeline files (per-chip Gantt).",
+          "Example:\n  trainsim sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 "
+          "--vary link_bandwidth_GBps=x0.5,x1,x2 -o out/sweep && trainsim plot out/sweep\n"
+          "  trainsim run -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8,dp=8 --timeline "
+          "step.json && trainsim plot step.json -o figs\n"
+          "Scripts: plots/*.gp (edit them to restyle). Needs gnuplot.",
+          entries, &argc, &argv, &err))
     return ts_cmd_fail("plot", err);
   if (argc < 2) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
@@ -69,7 +72,7 @@ int ts_cmd_plot(int argc, char **argv)
   for (guint i = 0; i < written->len; i++) {
     const char *w = g_ptr_array_index(written, i);
     if (!g_str_has_suffix(w, ".dat"))
-      printf("wrote %s\n", w);
+      fprintf(stderr, "trainsim plot: wrote %s\n", w);
   }
   return 0;
 }

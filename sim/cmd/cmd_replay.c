@@ -33,8 +33,9 @@ int ts_cmd_replay(int argc, char **argv)
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("replay", "TRACE...",
                     "Replays a trace file and prints step time (s) and its breakdown.",
-                    "Example:\n  trainsim replay gpt2.trace --topology tpu-v3-8x8", entries, &argc,
-                    &argv, &err))
+                    "Example:\n  trainsim trace -t tpu-v3-8x8 -m gpt3-1.3b -s tp=8,dp=8 -b 512 -o "
+                    "gpt3.trace\n  trainsim replay gpt3.trace --topology tpu-v3-8x8",
+                    entries, &argc, &argv, &err))
     return ts_cmd_fail("replay", err);
   ts_format fmt;
   if (argc < 2 || topo_name == NULL || !ts_format_parse(format, &fmt)) {

@@ -14,8 +14,9 @@
 #include <string.h>
 
 /* Candidate splits when none is given: pure data, hybrid with tensor parallelism along the
- * fastest dimension, and the most tensor-parallel split the model admits. A candidate
- * "A|B|C" is a list of alternatives: the first that applies is predicted. */
+ * fastest dimension, and the most tensor-parallel split the model admits (and, when none of
+ * them fits, a pipeline with recomputation: see ts_cmd_run). A candidate "A|B|C" is a list of
+ * alternatives: the first that applies is predicted. */
 static GPtrArray *default_splits(const ts_topo *t)
 {
   GPtrArray *v = g_ptr_array_new_with_free_func(g_free);
@@ -111,7 +112,7 @@ int ts_cmd_run(int argc, char **argv)
                     "Predicts step time (s), its breakdown, throughput (samples/s), "
                     "MFU and memory per chip (bytes) of splits of a model on a topology.",
                     "Example:\n  trainsim run --topology tpu-v3-8x8 --model gpt2-1.5b "
-                    "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt2-1.5b -b 256 "
+                    "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt3-1.3b -b 256 "
                     "--split tp=8@node,dp=4@net --format json",
                     entries, &argc, &argv, &err) ||
       !ts_capacity_options_finish(&cap, &err))
@@ -199,6 +200,11 @@ int ts_cmd_run(int argc, char **argv)
     ts_result res;
     gboolean ok = FALSE;
     const char *text = alts[0];
+    if (text == NULL) {
+      /* --split '': g_strsplit gives no piece; the parser names what was expected. */
+      ts_split_free(ts_split_parse("", &err));
+      text = "";
+    }
     for (char **a = alts; *a != NULL && !ok; a++) {
       g_clear_error(&err);
       text = *a;
@@ -230,6 +236,49 @@ int ts_cmd_run(int argc, char **argv)
       break;
     }
     g_array_append_val(results, res);
+  }
+  /* None of the defaults fits (GPT-3 175B on 256 chips needs 2.8-5.7 TiB per chip that way):
+   * add Megatron's answer, tensor parallelism on the fastest dimension, a 1F1B pipeline with
+   * full recomputation, the optimizer state sharded over data parallelism (zero=1) and
+   * micro-batches of one sample unless --micro-batch says otherwise, at the first pipeline
+   * depth that fits (else the leanest tried). */
+  gboolean any_fits = FALSE;
+  for (guint i = 0; i < results->len; i++)
+    any_fits |= g_array_index(results, ts_result, i).mem.fits;
+  if (status == 0 && defaults && results->len > 0 && !any_fits && timeline == NULL) {
+    int k = 1;
+    for (int d = 0; d < topo->ndims; d++)
+      if (topo->dims[d].link_bw_Bps >= topo->dims[0].link_bw_Bps && topo->dims[d].size > k &&
+          topo->dims[d].size < topo->nchips)
+        k = topo->dims[d].size;
+    static const int depths[] = {8, 16, 32, 4, 64, 2};
+    ts_plan_options ppo = po;
+    if (ppo.micro_batch == 0)
+      ppo.micro_batch = 1;
+    ts_result best;
+    gboolean have = FALSE;
+    for (size_t i = 0; i < G_N_ELEMENTS(depths) && !(have && best.mem.fits); i++) {
+      int p = depths[i];
+      if (topo->nchips % (k * p) != 0)
+        continue;
+      int dp = topo->nchips / (k * p);
+      g_autofree char *text = g_strdup_printf("tp=%d,pp=%d,dp=%d%s,schedule=1f1b,recompute=full", k,
+                                              p, dp, dp > 1 ? ",zero=1" : "");
+      g_autoptr(GError) perr = NULL;
+      g_autoptr(ts_split) sp = ts_split_parse(text, &perr);
+      ts_result r;
+      if (sp == NULL || !ts_run_predict(model, topo, sp, &ppo, &ro, &r, &perr))
+        continue;
+      if (!have || r.mem.fits || r.mem.total < best.mem.total) {
+        if (have)
+          ts_result_clear(&best);
+        best = r;
+        have = TRUE;
+      } else
+        ts_result_clear(&r);
+    }
+    if (have)
+      g_array_append_val(results, best);
   }
   if (status == 0 && results->len == 0) /* every default candidate failed: say why */
     status = ts_cmd_fail("run", first_skip);

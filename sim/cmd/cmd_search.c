@@ -127,7 +127,8 @@ int ts_cmd_search(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
-  gint64 global_batch = 0, jobs = -1, top = 5, max_chips = 0;
+  gint64 global_batch = 0, top = 5, max_chips = 0;
+  gint64 jobs = G_MININT64; /* not given: every core */
   g_autofree char *objective_opt = NULL, *max_days_opt = NULL, *budget_opt = NULL;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
@@ -208,7 +209,7 @@ int ts_cmd_search(int argc, char **argv)
   else if (top < 1 || top > 1000000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--top %" G_GINT64_FORMAT ": expected a count in [1, 1000000]", top);
-  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err)) {
+  else if (jobs != G_MININT64 && !ts_pool_parse_jobs(jobs, &err)) {
     /* err is set */
   } else if (!ts_run_backend_valid(backend, &err)) {
     /* err is set */
@@ -524,6 +525,8 @@ int ts_cmd_search(int argc, char **argv)
     /* JSON: the same content, machine-readable. */
     JsonObject *root = json_object_new();
     json_object_set_string_member(root, "trainsim_version", TS_VERSION);
+    json_object_set_string_member(root, "document", "search");
+    json_object_set_int_member(root, "schema_version", TS_JSON_SCHEMA_VERSION);
     json_object_set_string_member(root, "model", m->name);
     json_object_set_string_member(root, "topology", t->name);
     json_object_set_int_member(root, "global_batch", global_batch);

@@ -181,7 +181,7 @@ int ts_cmd_sweep(int argc, char **argv)
   sweep_args a = {0};
   a.bucket_MiB = 25.0;
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
-  gint64 jobs = -1; /* -1: every core */
+  gint64 jobs = G_MININT64; /* not given: every core (-j -1 is refused) */
   gint64 max_chips = 0;
   gboolean plot = FALSE;
   g_auto(ts_capacity_options) cap;
@@ -263,7 +263,7 @@ int ts_cmd_sweep(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected csv or json", format);
-  else if (jobs != -1 && !ts_pool_parse_jobs(jobs, &err)) {
+  else if (jobs != G_MININT64 && !ts_pool_parse_jobs(jobs, &err)) {
     /* err is set */
   } else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err)) {
     /* err is set */
@@ -365,7 +365,7 @@ int ts_cmd_sweep(int argc, char **argv)
         g_autofree char *ms = mpi ? ts_mpi_summary() : NULL;
         if (ms != NULL)
           printf("%s\n", ms);
-        printf("wrote %s and %s\n", pc, pj);
+        fprintf(stderr, "trainsim sweep: wrote %s and %s\n", pc, pj);
         if (plot) {
           g_autofree char *pd = g_build_filename(outdir, "plots", NULL);
           g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
@@ -373,7 +373,7 @@ int ts_cmd_sweep(int argc, char **argv)
             status = ts_cmd_fail("sweep", err);
           for (guint w = 0; w < written->len; w++)
             if (!g_str_has_suffix(g_ptr_array_index(written, w), ".dat"))
-              printf("wrote %s\n", (char *)g_ptr_array_index(written, w));
+              fprintf(stderr, "trainsim sweep: wrote %s\n", (char *)g_ptr_array_index(written, w));
         }
       }
     } else {

@@ -35,8 +35,8 @@ int ts_cmd_trace(int argc, char **argv)
       {NULL}};
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("trace", "", "Writes the per-rank operation programs of one training step.",
-                    "Example:\n  trainsim trace -t tpu-v3-8x8 -m gpt2-1.5b -s tp=8,dp=8 -b 512 "
-                    "-o gpt2.trace\n  trainsim replay gpt2.trace --topology tpu-v3-8x8",
+                    "Example:\n  trainsim trace -t tpu-v3-8x8 -m gpt3-1.3b -s tp=8,dp=8 -b 512 "
+                    "-o gpt3.trace\n  trainsim replay gpt3.trace --topology tpu-v3-8x8",
                     entries, &argc, &argv, &err))
     return ts_cmd_fail("trace", err);
   if (argc > 1) {
@@ -80,5 +80,7 @@ int ts_cmd_trace(int argc, char **argv)
   g_autofree char *text = ts_trace_to_text(tr);
   if (!ts_write_file_atomic(out ? out : "-", text, strlen(text), &err))
     return ts_cmd_fail("trace", err);
+  if (out != NULL && strcmp(out, "-") != 0)
+    fprintf(stderr, "trainsim trace: wrote %s\n", out);
   return 0;
 }

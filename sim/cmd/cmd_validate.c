@@ -236,7 +236,8 @@ int ts_cmd_validate(int argc, char **argv)
           "  trainsim validate                                      # the default suite\n"
           "  trainsim validate -m validate-transformer -s tp=2@x,dp=2@y -p fp64 -v\n"
           "  trainsim validate -m validate-mlp -s dp=8@x+y -t torus:4x2 -a all\n"
-          "  trainsim validate -m validate-mlp -s tp=2 --drop-op 'fc2 fwd all-reduce'  # fails\n"
+          "  trainsim validate -m validate-mlp -s tp=2 --drop-op 'fc2 fwd all-reduce'  # fails: "
+          "exit 1\n"
           "  trainsim validate --against data/published/torchtitan/memory.csv\n"
           "Exit status: 0 every run passed, 1 a run failed, 2 bad input. docs/validation.md",
           entries, &argc, &argv, &err))
@@ -317,6 +318,13 @@ int ts_cmd_validate(int argc, char **argv)
                 steps, o.global_batch, o.micro_batch);
     return ts_cmd_fail("validate", err);
   }
+  /* A learning rate past 10 makes the weights overflow in a step or two: the comparison then
+   * fails on infinities (exit 1), which reads as a broken split. Refuse it as input. */
+  if (!(o.lr <= 10.0)) {
+    g_autofree char *lr = ts_dtostr(o.lr);
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--lr %s: expected a learning rate in (0, 10]", lr);
+    return ts_cmd_fail("validate", err);
+  }
   o.steps = (int)steps;
   o.seed = (guint64)seed;
   o.tolerance = tolerance;
@@ -358,8 +366,13 @@ int ts_cmd_validate(int argc, char **argv)
   for (guint mi = 0; mi < mlist->len; mi++)
     for (guint si = 0; si < slist->len; si++) {
       const ts_split *s = g_ptr_array_index(slist, si);
-      g_autoptr(ts_topo) own = given ? NULL : ts_validate_default_topology(split_chips(s));
+      g_autoptr(GError) terr = NULL;
+      g_autoptr(ts_topo) own = given ? NULL : ts_validate_default_topology(split_chips(s), &terr);
       const ts_topo *t = given ? given : own;
+      if (t == NULL) {
+        status = ts_cmd_fail("validate", terr);
+        goto done;
+      }
       for (int pi = 0; pi < nprec; pi++)
         for (int a = all_algos ? TS_ALGO_RING : algo; a <= (all_algos ? TS_ALGO_NALGOS - 1 : algo);
              a++) {

@@ -31,8 +31,8 @@ static void usage(FILE *f)
              "Discrete-event simulator of distributed deep-learning training.\n\nCommands:\n");
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
     fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "\n`trainsim COMMAND --help` shows a command's options (with units).\n"
-             "`trainsim --version` prints the version.\n");
+  fprintf(f, "\n`trainsim COMMAND --help` (or `trainsim help COMMAND`) shows a command's options\n"
+             "(with units). `trainsim --version` prints the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -49,9 +49,22 @@ int main(int argc, char **argv)
     return TS_EXIT_INPUT;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-      strcmp(argv[1], "help") == 0) {
+      (strcmp(argv[1], "help") == 0 && argc == 2)) {
     usage(stdout);
     return 0;
+  }
+  if (strcmp(argv[1], "help") == 0) {
+    /* `trainsim help CMD` is `trainsim CMD --help`, as git and GNU tools with commands do. */
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+      if (strcmp(argv[2], commands[i].name) == 0) {
+        char *args[] = {argv[2], "--help", NULL};
+        return commands[i].fn(2, args);
+      }
+    fprintf(stderr, "trainsim help: unknown command '%s'; expected one of:", argv[2]);
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+      fprintf(stderr, " %s", commands[i].name);
+    fprintf(stderr, "\n");
+    return TS_EXIT_INPUT;
   }
   if (strcmp(argv[1], "--version") == 0) {
     printf("trainsim %s\n", TS_VERSION);

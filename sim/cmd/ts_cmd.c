@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <glib/gstdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +19,19 @@ int ts_cmd_fail(const char *cmd, const GError *error)
              : TS_EXIT_INPUT;
 }
 
+/* --version on every command, as GNU tools have it: the version on stdout, exit 0, whatever
+ * else the command line holds. */
+static gboolean print_version(const char *name, const char *value, gpointer data, GError **error)
+{
+  (void)name;
+  (void)value;
+  (void)data;
+  (void)error;
+  printf("trainsim %s\n", TS_VERSION);
+  fflush(stdout);
+  exit(0);
+}
+
 gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
                       const char *description, const GOptionEntry *entries, int *argc, char ***argv,
                       GError **error)
@@ -29,6 +43,11 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
   if (description != NULL)
     g_option_context_set_description(ctx, description);
   g_option_context_add_main_entries(ctx, entries, NULL);
+  static const GOptionEntry version[] = {{"version", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK,
+                                          (gpointer)print_version,
+                                          "Print the program version and exit", NULL},
+                                         G_OPTION_ENTRY_NULL};
+  g_option_context_add_main_entries(ctx, version, NULL);
   g_autoptr(GError) local = NULL;
   if (!g_option_context_parse(ctx, argc, argv, &local)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s (see `trainsim %s --help`)", local->message,

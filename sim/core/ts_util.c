@@ -2,6 +2,7 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -16,6 +17,10 @@ gboolean ts_parse_double(const char *text, double *out)
   while (g_ascii_isspace(*text))
     text++;
   if (*text == '\0')
+    return FALSE;
+  /* g_ascii_strtod reads C99 hex ("0x10"); no file or option of ours means hex. */
+  const char *digits = text + (*text == '-' || *text == '+');
+  if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
     return FALSE;
   char *end = NULL;
   errno = 0;
@@ -95,7 +100,10 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
                     (*q != '=' && memchr(q, '=', (size_t)(le - q)) != NULL);
       if (!ok || memchr(p, '\0', (size_t)(le - p)) != NULL || !g_utf8_validate(p, le - p, NULL)) {
         for (const char *c = p; c < le && excerpt->len < 40; c++)
-          g_string_append_c(excerpt, g_ascii_isprint(*c) ? *c : '?');
+          if (*c == '\r')
+            g_string_append(excerpt, "\\r"); /* a CRLF file: say so, not '?' or nothing */
+          else
+            g_string_append_c(excerpt, g_ascii_isprint(*c) ? *c : '?');
         break;
       }
       p = le + 1;
@@ -107,10 +115,68 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
   g_string_free(excerpt, TRUE);
 }
 
+/* GKeyFile merges a group given twice and keeps the last of a key given twice, silently: a
+ * pasted second [chip] or a repeated key would change the machine without a word. Refuse
+ * both, naming the two lines. */
+static gboolean kf_check_duplicates(const char *path, const char *text, gsize len, GError **error)
+{
+  g_autoptr(GHashTable) groups = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *group = NULL;
+  const char *p = text, *end = text + len;
+  for (int line = 1; p < end; line++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    g_autofree char *l = g_strndup(p, (gsize)(le - p));
+    g_strstrip(l);
+    p = le + 1;
+    if (*l == '\0' || *l == '#' || *l == ';')
+      continue;
+    if (*l == '[') {
+      char *close = strchr(l, ']');
+      if (close == NULL)
+        continue; /* the syntax check names it */
+      g_free(group);
+      group = g_strndup(l + 1, (gsize)(close - l - 1));
+      gpointer first = g_hash_table_lookup(groups, group);
+      if (first != NULL) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "%s:%d: [%s]: group given twice (first at line %d); expected each group once",
+                    path, line, group, GPOINTER_TO_INT(first));
+        return FALSE;
+      }
+      g_hash_table_insert(groups, g_strdup(group), GINT_TO_POINTER(line));
+      g_hash_table_remove_all(keys);
+      continue;
+    }
+    char *eq = strchr(l, '=');
+    if (eq == NULL)
+      continue;
+    *eq = '\0';
+    g_strchomp(l);
+    gpointer first = g_hash_table_lookup(keys, l);
+    if (first != NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s:%d: [%s] %s: key given twice (first at line %d); expected each key once",
+                  path, line, group != NULL ? group : "", l, GPOINTER_TO_INT(first));
+      return FALSE;
+    }
+    g_hash_table_insert(keys, g_strdup(l), GINT_TO_POINTER(line));
+  }
+  return TRUE;
+}
+
 GKeyFile *ts_kf_load(const char *path, GError **error)
 {
   g_autoptr(GKeyFile) kf = g_key_file_new();
   g_autoptr(GError) local = NULL;
+  {
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (g_file_get_contents(path, &text, &len, NULL) &&
+        !kf_check_duplicates(path, text, len, error))
+      return NULL;
+  }
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &local)) {
     if (local->domain == G_FILE_ERROR)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
@@ -143,6 +209,8 @@ static char *kf_raw(GKeyFile *kf, const char *group, const char *key)
 
 GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError **error)
 {
+  if (!kf_check_duplicates(path, text, len, error))
+    return NULL;
   g_autoptr(GKeyFile) kf = g_key_file_new();
   if (!g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, NULL)) {
     kf_syntax_error(path, text, len, error);
@@ -171,8 +239,11 @@ gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const c
   if (!ts_parse_double(v, &d) || d < lo || d > hi) {
     g_autofree char *los = short_dtostr(lo);
     g_autofree char *his = short_dtostr(hi);
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s in [%s, %s]", path,
-                group, key, v, what, los, his);
+    /* Many callers' texts already state their range ("..., in (0, 1048576]"): say it once. */
+    gboolean has_range = strstr(what, " in [") != NULL || strstr(what, " in (") != NULL;
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s%s%s%s%s%s", path,
+                group, key, v, what, has_range ? "" : " in [", has_range ? "" : los,
+                has_range ? "" : ", ", has_range ? "" : his, has_range ? "" : "]");
     return FALSE;
   }
   *out = d;
@@ -191,6 +262,13 @@ gboolean ts_kf_int(GKeyFile *kf, const char *path, const char *group, const char
     }
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
                 key, what);
+    return FALSE;
+  }
+  if (!ts_parse_int(v, lo, hi, out) &&
+      (strstr(what, " in [") != NULL || strstr(what, ">=") != NULL)) {
+    /* The caller's text states the range already: say it once. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s", path, group, key,
+                v, what);
     return FALSE;
   }
   if (!ts_parse_int(v, lo, hi, out)) {
@@ -315,6 +393,55 @@ gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len,
   return TRUE;
 }
 
+#ifndef TS_DATA_DIR
+#define TS_DATA_DIR "/usr/local/share/trainsim"
+#endif
+
+const char *const *ts_data_roots(void)
+{
+  static const char *roots[5];
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    int n = 0;
+    const char *env = g_getenv("TRAINSIM_DATA_DIR");
+    if (env != NULL && *env != '\0')
+      roots[n++] = g_strdup(env);
+    /* Relative to the program, so an install unpacked anywhere (dpkg -x, a tarball, a
+     * relocated prefix) finds its own data without the source tree. */
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    if (exe != NULL) {
+      g_autofree char *bindir = g_path_get_dirname(exe);
+      g_autofree char *prefix = g_path_get_dirname(bindir);
+      char *share = g_build_filename(prefix, "share", "trainsim", NULL);
+      if (g_file_test(share, G_FILE_TEST_IS_DIR))
+        roots[n++] = share;
+      else
+        g_free(share);
+    }
+    roots[n++] = TS_DATA_DIR;
+    roots[n++] = TS_SOURCE_DIR;
+    roots[n] = NULL;
+    g_once_init_leave(&once, 1);
+  }
+  return roots;
+}
+
+char *ts_find_data_file(const char *rel)
+{
+  for (const char *const *r = ts_data_roots(); *r != NULL; r++) {
+    char *p = g_build_filename(*r, rel, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
+      return p;
+    g_free(p);
+  }
+  return NULL;
+}
+
+char *ts_data_roots_text(void)
+{
+  return g_strjoinv(":", (char **)ts_data_roots());
+}
+
 char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
 {
   if (name == NULL || *name == '\0') {
@@ -324,23 +451,34 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
   }
   if (g_file_test(name, G_FILE_TEST_IS_REGULAR))
     return g_strdup(name);
-  if (strchr(name, '/') == NULL) {
-    const char *roots[] = {g_getenv("TRAINSIM_DATA_DIR"), TS_SOURCE_DIR};
-    for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
-      if (roots[i] == NULL)
-        continue;
-      g_autofree char *file =
-          g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
-      char *p = g_build_filename(roots[i], dir, file, NULL);
-      if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
-        return p;
-      g_free(p);
-    }
+  if (g_file_test(name, G_FILE_TEST_EXISTS)) {
+    /* A folder, FIFO or device: reading it would fail oddly or block; say what it is. */
+    GStatBuf st;
+    const char *kind = "not a regular file";
+    if (g_stat(name, &st) == 0)
+      kind = S_ISDIR(st.st_mode)                          ? "a directory"
+             : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                          : kind;
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: is %s; expected a regular file (%s/NAME.ini)",
+                name, kind, dir);
+    return NULL;
   }
+  /* Shipped names may name a subfolder (topologies/chips/h100); never an absolute or
+   * parent-relative path, which is a file the user meant and did not find. */
+  if (!g_path_is_absolute(name) && !g_str_has_prefix(name, ".") && strstr(name, "..") == NULL) {
+    g_autofree char *file =
+        g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
+    g_autofree char *rel = g_build_filename(dir, file, NULL);
+    char *p = ts_find_data_file(rel);
+    if (p != NULL)
+      return p;
+  }
+  g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
               "%s: no such file, and no %s/%s.ini shipped; expected a file path or a shipped name "
-              "(see `ls %s/%s`)",
-              name, dir, name, TS_SOURCE_DIR, dir);
+              "(searched %s; set TRAINSIM_DATA_DIR to add a folder)",
+              name, dir, name, roots);
   return NULL;
 }
 

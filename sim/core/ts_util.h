@@ -86,8 +86,22 @@ const char *ts_fmt_bytes(char *buf, size_t n, double bytes);
 gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len, GError **error);
 
 /**
+ * The folders searched for shipped data (models/, topologies/, plots/), first match wins:
+ * $TRAINSIM_DATA_DIR, <program dir>/../share/trainsim (an install, relocated or not), the
+ * configured install prefix's share/trainsim, then the source tree. NULL-terminated; borrowed.
+ */
+const char *const *ts_data_roots(void);
+
+/** The first "<root>/<rel>" over ts_data_roots() that is a regular file, or NULL. Caller frees. */
+char *ts_find_data_file(const char *rel);
+
+/** The search path as one "a:b:c" text for error messages. Caller frees. */
+char *ts_data_roots_text(void);
+
+/**
  * Resolves a model or topology name: an existing path is used as is, else
- * "<source>/<dir>/<name>.ini". Caller frees. Returns NULL with an error naming what was tried.
+ * "<root>/<dir>/<name>.ini" over ts_data_roots(). Caller frees. Returns NULL with an error
+ * naming what was tried; a path that exists but is not a regular file is named as such.
  */
 char *ts_resolve_data_file(const char *name, const char *dir, GError **error);
 

@@ -296,6 +296,17 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     key);
         return NULL;
       }
+      /* tp=8@x+x: a dimension named twice was silently taken once. */
+      g_auto(GStrv) names = g_strsplit(at + 1, "+", -1);
+      for (int i = 0; names[i] != NULL; i++)
+        for (int j = 0; j < i; j++)
+          if (strcmp(names[i], names[j]) == 0) {
+            g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                        "--split '%s': %s@%s: dimension '%s' given twice; expected each "
+                        "dimension once, e.g. @x+y",
+                        text, key, at + 1, names[i]);
+            return NULL;
+          }
       s->place_names[a] = g_strdup(at + 1);
     }
   }

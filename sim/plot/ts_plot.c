@@ -23,23 +23,17 @@ gboolean ts_plot_gnuplot_available(GError **error)
   return FALSE;
 }
 
-/* The folder of the .gp scripts: TRAINSIM_DATA_DIR/plots first, as for models. */
+/* The folder of the .gp scripts, found on the data search path as models are. */
 static char *plot_dir(GError **error)
 {
-  const char *roots[] = {g_getenv("TRAINSIM_DATA_DIR"), TS_SOURCE_DIR};
-  for (size_t i = 0; i < G_N_ELEMENTS(roots); i++) {
-    if (roots[i] == NULL)
-      continue;
-    char *d = g_build_filename(roots[i], "plots", NULL);
-    g_autofree char *probe = g_build_filename(d, "common.gp", NULL);
-    if (g_file_test(probe, G_FILE_TEST_IS_REGULAR))
-      return d;
-    g_free(d);
-  }
+  g_autofree char *probe = ts_find_data_file("plots/common.gp");
+  if (probe != NULL)
+    return g_path_get_dirname(probe);
+  g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
-              "plots/common.gp: not found under $TRAINSIM_DATA_DIR or %s; expected the "
-              "plots/ folder of the source tree",
-              TS_SOURCE_DIR);
+              "plots/common.gp: not found under %s; expected the plots/ folder shipped with "
+              "trainsim (set TRAINSIM_DATA_DIR)",
+              roots);
   return NULL;
 }
 

@@ -4,6 +4,7 @@
 #include "ts_util.h"
 
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts_replay_result *rr)
@@ -76,14 +77,154 @@ gboolean ts_format_parse(const char *s, ts_format *out)
   return TRUE;
 }
 
-/* The fastest split among those that fit in memory, or among all when none fits. */
+/* JSON text, written here rather than by json-glib's generator: json-glib 1.6 appends ".0" to
+ * every double without a '.', so 1e20 became the invalid "1e+20.0". The layout is the
+ * generator's (two-space indent, "key" : value, "[]" and "{  }" for empties), so documents
+ * are byte-identical to what it wrote for every value it wrote correctly. Members whose name
+ * ends in "bytes" or "bytes_per_step" (and everything inside them) are byte counts: written as
+ * exact integers ("2", not "2.0"; "13927412640", not "1.392741264e+10"), whatever the builder
+ * stored. */
+static void json_indent(GString *s, int level)
+{
+  for (int i = 0; i < level; i++)
+    g_string_append(s, "  ");
+}
+
+static void json_string(GString *s, const char *v)
+{
+  g_string_append_c(s, '"');
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    switch (*p) {
+    case '"':
+      g_string_append(s, "\\\"");
+      break;
+    case '\\':
+      g_string_append(s, "\\\\");
+      break;
+    case '\b':
+      g_string_append(s, "\\b");
+      break;
+    case '\f':
+      g_string_append(s, "\\f");
+      break;
+    case '\n':
+      g_string_append(s, "\\n");
+      break;
+    case '\r':
+      g_string_append(s, "\\r");
+      break;
+    case '\t':
+      g_string_append(s, "\\t");
+      break;
+    default:
+      if (*p < 0x20)
+        g_string_append_printf(s, "\\u%04x", *p);
+      else
+        g_string_append_c(s, (char)*p);
+    }
+  }
+  g_string_append_c(s, '"');
+}
+
+static void json_double(GString *s, double v, gboolean bytes)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  if (!isfinite(v)) {
+    /* JSON has no infinity or NaN; the builders never store them, but never write invalid
+     * text if one does. */
+    g_string_append(s, "null");
+    return;
+  }
+  if (bytes && fabs(v) < 9.2e18) {
+    g_string_append_printf(s, "%" G_GINT64_FORMAT, (gint64)llround(v));
+    return;
+  }
+  g_ascii_formatd(buf, sizeof buf, "%.17g", v);
+  g_string_append(s, buf);
+  if (strpbrk(buf, ".e") == NULL)
+    g_string_append(s, ".0");
+}
+
+static void json_value(GString *s, JsonNode *n, int level, gboolean bytes)
+{
+  switch (JSON_NODE_TYPE(n)) {
+  case JSON_NODE_NULL:
+    g_string_append(s, "null");
+    return;
+  case JSON_NODE_VALUE:
+    switch (json_node_get_value_type(n)) {
+    case G_TYPE_INT64:
+      g_string_append_printf(s, "%" G_GINT64_FORMAT, json_node_get_int(n));
+      return;
+    case G_TYPE_DOUBLE:
+      json_double(s, json_node_get_double(n), bytes);
+      return;
+    case G_TYPE_BOOLEAN:
+      g_string_append(s, json_node_get_boolean(n) ? "true" : "false");
+      return;
+    default:
+      json_string(s, json_node_get_string(n) != NULL ? json_node_get_string(n) : "");
+      return;
+    }
+  case JSON_NODE_ARRAY: {
+    JsonArray *a = json_node_get_array(n);
+    guint len = json_array_get_length(a);
+    if (len == 0) {
+      g_string_append(s, "[]");
+      return;
+    }
+    g_string_append(s, "[\n");
+    for (guint i = 0; i < len; i++) {
+      json_indent(s, level + 1);
+      json_value(s, json_array_get_element(a, i), level + 1, bytes);
+      g_string_append(s, i + 1 < len ? ",\n" : "\n");
+    }
+    json_indent(s, level);
+    g_string_append_c(s, ']');
+    return;
+  }
+  case JSON_NODE_OBJECT: {
+    JsonObject *o = json_node_get_object(n);
+    GList *members = json_object_get_members(o); /* in insertion order */
+    if (members == NULL) {
+      g_string_append(s, "{  }");
+      return;
+    }
+    g_string_append(s, "{\n");
+    for (GList *m = members; m != NULL; m = m->next) {
+      const char *key = m->data;
+      json_indent(s, level + 1);
+      json_string(s, key);
+      g_string_append(s, " : ");
+      gboolean b =
+          bytes || g_str_has_suffix(key, "bytes") || g_str_has_suffix(key, "bytes_per_step");
+      json_value(s, json_object_get_member(o, key), level + 1, b);
+      g_string_append(s, m->next != NULL ? ",\n" : "\n");
+    }
+    g_list_free(members);
+    json_indent(s, level);
+    g_string_append_c(s, '}');
+    return;
+  }
+  }
+}
+
 char *ts_json_text(JsonNode *root)
 {
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, TRUE);
-  g_autofree char *text = json_generator_to_data(gen, NULL);
-  return g_strconcat(text, "\n", NULL);
+  GString *s = g_string_new(NULL);
+  json_value(s, root, 0, FALSE);
+  g_string_append_c(s, '\n');
+  return g_string_free(s, FALSE);
+}
+
+void ts_json_header(JsonBuilder *b, const char *document)
+{
+  json_builder_set_member_name(b, "trainsim_version");
+  json_builder_add_string_value(b, TS_VERSION);
+  json_builder_set_member_name(b, "document");
+  json_builder_add_string_value(b, document);
+  json_builder_set_member_name(b, "schema_version");
+  json_builder_add_int_value(b, TS_JSON_SCHEMA_VERSION);
 }
 
 char *ts_json_builder_text(JsonBuilder *b)
@@ -132,7 +273,12 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     g_ascii_formatd(b[5], 48, "%.1f", 100.0 * r->mfu);
     cells[i][7] = g_strdup_printf("%s%%", b[5]);
     cells[i][8] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
-    if (r->mem.fits)
+    if (r->mem.total <= 0) {
+      /* A replayed trace carries no memory model: say so, not "0 B, fits". */
+      g_free(cells[i][8]);
+      cells[i][8] = g_strdup("n/a");
+      cells[i][9] = g_strdup("n/a");
+    } else if (r->mem.fits)
       cells[i][9] = g_strdup("yes");
     else if (r->mem.over <= 0)
       cells[i][9] = g_strdup("no (host or NVMe full)");
@@ -181,6 +327,9 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
                              res[best].mem.fits && !res[i].mem.fits ? " but does not fit" : "");
     }
     g_string_append_c(s, '\n');
+    if (fit == 0)
+      g_string_append(s, "none fits in memory: `trainsim search` ranks the splits that do "
+                         "(pipelines, ZeRO, recomputation, offload)\n");
   }
   if (n > 0 && res[0].mem.reserve > 0) {
     /* One line: what "fits" compares (every row of a run shares the chip). */
@@ -218,6 +367,12 @@ static void csv_num(GString *s, double v)
   ts_append_g(s, 10, v);
 }
 
+/* A byte count: an exact integer ("13927412640", not "1.392741264e+10"). */
+static void csv_bytes(GString *s, double v)
+{
+  g_string_append_printf(s, ",%" G_GINT64_FORMAT, isfinite(v) ? (gint64)llround(v) : (gint64)0);
+}
+
 static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
 {
   GString *s = g_string_new(CSV_HEADER);
@@ -248,28 +403,25 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
                         r->idle_time_s,
                         r->bubble_time_s,
                         r->samples_per_s,
-                        r->mfu,
-                        r->mem.params,
-                        r->mem.grads,
-                        r->mem.optimizer,
-                        r->mem.activations,
-                        r->mem.temp,
-                        r->mem.total,
-                        r->mem.capacity};
+                        r->mfu};
     for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
       csv_num(s, v[k]);
+    const double bytes[] = {r->mem.params, r->mem.grads, r->mem.optimizer, r->mem.activations,
+                            r->mem.temp,   r->mem.total, r->mem.capacity};
+    for (size_t k = 0; k < G_N_ELEMENTS(bytes); k++)
+      csv_bytes(s, bytes[k]);
     g_string_append_printf(s, ",%s", r->mem.fits ? "true" : "false");
-    csv_num(s, r->mem.over);
+    csv_bytes(s, r->mem.over);
     g_string_append_printf(s, ",%" G_GINT64_FORMAT, r->mem.max_micro_batch);
-    csv_num(s, r->mem.host);
-    csv_num(s, r->mem.nvme);
+    csv_bytes(s, r->mem.host);
+    csv_bytes(s, r->mem.nvme);
     csv_num(s, r->mem.inflight);
     g_string_append_printf(s, ",%d,%d", r->mem.stage, r->pipeline_stages);
-    csv_num(s, r->host_link_bytes_per_step);
-    csv_num(s, r->ps_push_bytes_per_step);
-    csv_num(s, r->ps_pull_bytes_per_step);
-    csv_num(s, r->redistribution_bytes_per_step);
-    csv_num(s, r->mem.reserve);
+    csv_bytes(s, r->host_link_bytes_per_step);
+    csv_bytes(s, r->ps_push_bytes_per_step);
+    csv_bytes(s, r->ps_pull_bytes_per_step);
+    csv_bytes(s, r->redistribution_bytes_per_step);
+    csv_bytes(s, r->mem.reserve);
     ts_capacity_csv_row(s, r);
     g_string_append_c(s, '\n');
   }
@@ -301,7 +453,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
 {
   g_autoptr(JsonBuilder) b = json_builder_new();
   json_builder_begin_object(b);
-  jstr(b, "trainsim_version", TS_VERSION);
+  ts_json_header(b, "run");
   json_builder_set_member_name(b, "inputs");
   json_builder_begin_object(b);
   jstr(b, "model", in->model_name);

@@ -83,6 +83,14 @@ gboolean ts_format_parse(const char *s, ts_format *out);
  * node is not consumed. Caller frees. */
 char *ts_json_text(JsonNode *root);
 
+/** The version of the JSON documents' layout (docs/schemas/): raised when a field
+ *  is renamed, removed or changes meaning; adding a field keeps it. */
+#define TS_JSON_SCHEMA_VERSION 1
+
+/** Writes the members every JSON document starts with: trainsim_version, document (run,
+ *  sweep, search, collective, model) and schema_version. */
+void ts_json_header(JsonBuilder *b, const char *document);
+
 /** ts_json_text of what builder b built. */
 char *ts_json_builder_text(JsonBuilder *b);
 

@@ -217,6 +217,12 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
                   : ts_parse_double(s, &d) && (d > 0 || (d == 0 && strstr(v->key, "latency_us")));
     if (factor && is_size)
       good = FALSE;
+    /* A factor beyond a million either way is a typo, and x1e308 overflows what it scales. */
+    if (factor && good && (d < 1e-6 || d > 1e6)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--vary '%s': factor '%s': expected a factor in [1e-06, 1e+06]", text, s);
+      return NULL;
+    }
     if (!good) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--vary '%s': value '%s': expected %s", text, s,
                   is_size ? "a whole number of chips in [1, 65536]"
@@ -930,8 +936,7 @@ char *ts_sweep_document(JsonNode *spec, int shard_index, int shard_count, GPtrAr
 {
   g_autoptr(JsonBuilder) b = json_builder_new();
   json_builder_begin_object(b);
-  json_builder_set_member_name(b, "trainsim_version");
-  json_builder_add_string_value(b, TS_VERSION);
+  ts_json_header(b, "sweep");
   json_builder_set_member_name(b, "sweep");
   json_builder_add_value(b, json_node_copy(spec));
   if (shard_count > 0) {

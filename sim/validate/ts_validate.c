@@ -110,7 +110,7 @@ ts_topo *ts_validate_topology(const char *spec, GError **error)
   return ts_topo_from_keyfile(kf, spec, error);
 }
 
-ts_topo *ts_validate_default_topology(int nchips)
+ts_topo *ts_validate_default_topology(int nchips, GError **error)
 {
   int a = nchips, b = 1;
   for (int f = 2; f * f <= nchips; f++)
@@ -120,7 +120,17 @@ ts_topo *ts_validate_default_topology(int nchips)
     }
   g_autofree char *spec =
       b == 1 ? g_strdup_printf("ring:%d", MAX(nchips, 1)) : g_strdup_printf("torus:%dx%d", a, b);
-  return ts_validate_topology(spec, NULL);
+  g_autoptr(GError) local = NULL;
+  ts_topo *t = ts_validate_topology(spec, &local);
+  if (t == NULL)
+    /* The validator executes every chip on this host: the small-array limits are its own,
+     * not a topology the user gave, so say so (it used to return NULL with no error). */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "a split of %d chips: the validator executes every chip on this host and builds "
+                "its default array (%s) only up to 256 chips and 64 per dimension; expected a "
+                "smaller split, or --topology torus:AxB",
+                nchips, spec);
+  return t;
 }
 
 /* ---- set-up ---------------------------------------------------------------------------- */

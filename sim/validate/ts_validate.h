@@ -92,8 +92,9 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
 ts_topo *ts_validate_topology(const char *spec, GError **error);
 
 /** The default topology for a split of `nchips` chips: a torus as square as the count allows
- *  (8 -> torus:4x2, 4 -> torus:2x2, 2 -> ring:2, 1 -> one chip). Caller frees. */
-ts_topo *ts_validate_default_topology(int nchips);
+ *  (8 -> torus:4x2, 4 -> torus:2x2, 2 -> ring:2, 1 -> one chip). Caller frees; NULL with an
+ *  error past the validator's limits (256 chips, 64 per dimension). */
+ts_topo *ts_validate_default_topology(int nchips, GError **error);
 
 /** Text report of one result: a summary, the per-tensor table when per_tensor, per-chip
  *  bytes and the notes. Caller frees. */

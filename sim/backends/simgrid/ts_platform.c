@@ -368,6 +368,14 @@ static void append_comment_text(GString *s, const char *text)
   }
 }
 
+/* An attribute value: the five XML special characters escaped (names come from topology
+ * files: a dimension may be called anything). */
+static void append_attr(GString *s, const char *text)
+{
+  g_autofree char *e = g_markup_escape_text(text, -1);
+  g_string_append(s, e);
+}
+
 static void xml_header(GString *s, const ts_platform *p, ts_platform_routing r)
 {
   const ts_topo *t = p->topo;
@@ -378,10 +386,12 @@ static void xml_header(GString *s, const ts_platform *p, ts_platform_routing r)
   g_string_append(s, "\n  Written by trainsim " TS_VERSION " (`trainsim platform`) from ");
   append_comment_text(s, t->path != NULL ? t->path : "a topology built in memory");
   g_string_append_printf(s, ", routing %s.\n", routing_names[r]);
-  g_string_append(
+  /* The options' "--" may not appear in a comment: they go through the same filter (XML 1.0
+   * section 2.5; the comment used to make every written platform ill-formed). */
+  append_comment_text(
       s, "  Host c<k> is chip k (chip id = sum of coordinate x stride, first dimension fastest).\n"
-         "  Recommended model, as trainsim's simgrid backend uses it:\n"
-         "    --cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=network/TCP-gamma:0\n");
+         "  Recommended model, as trainsim's simgrid backend uses it (each a SimGrid cfg "
+         "option):\n    network/model:CM02 network/crosstraffic:0 network/TCP-gamma:0\n");
 }
 
 static void xml_host_speed(GString *s, const ts_topo *t)
@@ -429,8 +439,11 @@ static void xml_route(GString *s, const char *src, const char *dst, const ts_pla
                       const int *links, int n)
 {
   g_string_append_printf(s, "    <route src=\"%s\" dst=\"%s\" symmetrical=\"NO\">", src, dst);
-  for (int i = 0; i < n; i++)
-    g_string_append_printf(s, "<link_ctn id=\"%s\"/>", ts_platform_link_name(p, links[i]));
+  for (int i = 0; i < n; i++) {
+    g_string_append(s, "<link_ctn id=\"");
+    append_attr(s, ts_platform_link_name(p, links[i]));
+    g_string_append(s, "\"/>");
+  }
   g_string_append(s, "</route>\n");
 }
 
@@ -466,11 +479,16 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
     for (int d = 0; d < t->ndims; d++)
       if (t->dims[d].shape == TS_SHAPE_SWITCH && t->dims[d].size > 1)
         for (int c = 0; c < t->nchips; c++)
-          if (line_base(t, c, d) == c)
-            g_string_append_printf(s, "    <router id=\"s.%s.%d\"/>\n", t->dims[d].name, c);
+          if (line_base(t, c, d) == c) {
+            g_string_append(s, "    <router id=\"s.");
+            append_attr(s, t->dims[d].name);
+            g_string_append_printf(s, ".%d\"/>\n", c);
+          }
   for (guint i = 0; i < p->links->len; i++) {
     const plink *l = &g_array_index(p->links, plink, i);
-    g_string_append_printf(s, "    <link id=\"%s\" bandwidth=\"", l->name);
+    g_string_append(s, "    <link id=\"");
+    append_attr(s, l->name);
+    g_string_append(s, "\" bandwidth=\"");
     append_num(s, l->bw_Bps);
     g_string_append(s, "Bps\" latency=\"");
     append_num(s, l->lat_s);

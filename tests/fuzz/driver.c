@@ -1,0 +1,42 @@
+/* A main for the harnesses without libFuzzer: runs LLVMFuzzerTestOneInput on every file named
+ * on the command line (folders: every file inside), so ctest replays seeds and regressions. */
+#include "fuzz.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int run_file(const char *path)
+{
+  gchar *data = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(path, &data, &len, NULL)) {
+    fprintf(stderr, "%s: cannot read\n", path);
+    return 1;
+  }
+  LLVMFuzzerTestOneInput((const uint8_t *)data, len);
+  g_free(data);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  int n = 0, bad = 0;
+  for (int i = 1; i < argc; i++) {
+    if (g_file_test(argv[i], G_FILE_TEST_IS_DIR)) {
+      GDir *d = g_dir_open(argv[i], 0, NULL);
+      for (const char *f; d != NULL && (f = g_dir_read_name(d)) != NULL;) {
+        char *p = g_build_filename(argv[i], f, NULL);
+        bad += run_file(p);
+        n++;
+        g_free(p);
+      }
+      if (d != NULL)
+        g_dir_close(d);
+    } else {
+      bad += run_file(argv[i]);
+      n++;
+    }
+  }
+  printf("%d inputs replayed, %d unreadable\n", n, bad);
+  return bad != 0 || n == 0;
+}

@@ -1,0 +1,399 @@
+/* Release quality, as a user meets it: JSON documents match their shipped schemas
+ * (docs/schemas/), numbers are valid JSON and byte counts exact integers, results go to stdout
+ * and notes to stderr, the platform XML is well-formed (libxml2), GNU-style help and version,
+ * and the bad inputs of issue 12 are refused with one line and exit status 2. */
+#include "ts_report.h"
+#include "ts_util.h"
+
+#include "ts_schema.h"
+#include "ts_test.h"
+#include <criterion/criterion.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <libxml/parser.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static void expect_input_error(const char *args, const char *needle)
+{
+  run_result r = run(args);
+  cr_assert_eq(r.status, 2, "`%s` exited %d, expected 2; stderr: %s", args, r.status, r.err);
+  cr_assert(strstr(r.err, needle) != NULL, "`%s`: stderr '%s' lacks '%s'", args, r.err, needle);
+  const char *nl = strchr(r.err, '\n');
+  cr_assert(nl != NULL && nl[1] == '\0', "`%s`: expected one line, got '%s'", args, r.err);
+  cr_assert_str_eq(r.out, "", "nothing on stdout on error");
+  run_free(&r);
+}
+
+/* Checks text against docs/schemas/<doc>.schema.json; FALSE with the reason in *why. */
+static gboolean schema_ok(const char *doc, const char *text, char **why)
+{
+  g_autofree char *path = g_strdup_printf("%s/docs/schemas/%s.schema.json", TS_SOURCE_DIR, doc);
+  g_autoptr(JsonParser) sp = json_parser_new();
+  cr_assert(json_parser_load_from_file(sp, path, NULL), "%s: not JSON", path);
+  g_autoptr(JsonParser) dp = json_parser_new();
+  if (!json_parser_load_from_data(dp, text, -1, NULL)) {
+    *why = g_strdup("not JSON");
+    return FALSE;
+  }
+  return ts_schema_check(json_parser_get_root(dp), json_node_get_object(json_parser_get_root(sp)),
+                         "$", why);
+}
+
+static char *tmp_dir(void)
+{
+  char *d = g_dir_make_tmp("ts-release-XXXXXX", NULL);
+  cr_assert_not_null(d);
+  return d;
+}
+
+static void rm_rf(const char *dir)
+{
+  g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(release, every_json_document_matches_its_schema)
+{
+  g_autofree char *dir = tmp_dir();
+  static const struct {
+    const char *doc, *args;
+  } cases[] = {
+      {"run", "run -t tpu-v3-8x8 -m bert-large -b 512 -f json"},
+      {"run", "run -t dgx-a100-4node -m gpt3-1.3b -b 256 --micro-batch 4 -s "
+              "tp=2,pp=4,dp=4,schedule=1f1b,recompute=full -s dp=32,zero=3,offload=cpu -f json"},
+      {"run", "replay --format json -t tpu-v3-8x8 TRACE"},
+      {"sweep", "sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -s tp=8@x,dp=8@y --vary "
+                "link_bandwidth_GBps=x0.5,x1 --format json -j 1"},
+      {"search", "search -t tpu-v3-8x8 -m gpt3-350m -b 64 --format json -j 1"},
+      {"collective", "collective -t tpu-v3-8x8 --bytes-range 1MiB:16MiB -f json"},
+      {"model", "model -m resnet50 -f json"},
+      {"model", "model -m t5-small -f json"},
+  };
+  g_autofree char *trace = g_build_filename(dir, "b.trace", NULL);
+  g_autofree char *targs =
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s", trace);
+  run_result tr = run(targs);
+  cr_assert_eq(tr.status, 0, "%s", tr.err);
+  run_free(&tr);
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *args = g_strdup(cases[i].args);
+    if (strstr(args, "TRACE") != NULL) {
+      g_free(args);
+      args = g_strdup_printf("replay --format json -t tpu-v3-8x8 %s", trace);
+    }
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "`%s`: exit %d: %s", args, r.status, r.err);
+    g_autofree char *why = NULL;
+    gboolean ok = schema_ok(cases[i].doc, r.out, &why);
+    cr_expect(ok, "`%s` does not match %s.schema.json: %s", args, cases[i].doc, why);
+    run_free(&r);
+  }
+  /* The files a sweep and a merge of its shards write, too. */
+  for (int s = 0; s < 2; s++) {
+    g_autofree char *a =
+        g_strdup_printf("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -s tp=16 "
+                        "--shard %d/2 -j 1 -o %s/s%d",
+                        s, dir, s);
+    run_result r = run(a);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+  }
+  g_autofree char *ma = g_strdup_printf("merge %s/s0 %s/s1 -o %s/all", dir, dir, dir);
+  run_result m = run(ma);
+  cr_assert_eq(m.status, 0, "%s", m.err);
+  run_free(&m);
+  g_autofree char *mj = g_build_filename(dir, "all", "sweep.json", NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(mj, &text, NULL, NULL));
+  g_autofree char *why = NULL;
+  gboolean ok = schema_ok("sweep", text, &why);
+  cr_expect(ok, "merged sweep.json: %s", why);
+  rm_rf(dir);
+}
+
+Test(release, schema_check_can_fail)
+{
+  /* The validator itself: a byte count written as 2.0, a wrong document name, a missing member. */
+  run_result r = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -f json");
+  cr_assert_eq(r.status, 0);
+  g_autofree char *why = NULL;
+  gboolean ok = schema_ok("run", r.out, &why);
+  cr_assert(ok, "%s", why);
+  const char *field = "\"memory_per_chip_bytes\" : ";
+  char *at = strstr(r.out, field);
+  cr_assert_not_null(at);
+  at += strlen(field);
+  GString *bad = g_string_new_len(r.out, at - r.out);
+  g_string_append(bad, "2.0");
+  g_string_append(bad, strchr(at, ','));
+  g_clear_pointer(&why, g_free);
+  ok = schema_ok("run", bad->str, &why);
+  cr_assert(!ok, "a byte count written as 2.0 passed");
+  cr_assert(strstr(why, "memory_per_chip_bytes") != NULL, "%s", why);
+  g_string_free(bad, TRUE);
+  g_clear_pointer(&why, g_free);
+  ok = schema_ok("sweep", r.out, &why);
+  cr_assert(!ok, "a run document passed as a sweep");
+  g_clear_pointer(&why, g_free);
+  ok = schema_ok("run", "{\"trainsim_version\" : \"0\"}", &why);
+  cr_assert(!ok && strstr(why, "missing required") != NULL, "%s", why ? why : "passed");
+  run_free(&r);
+}
+
+Test(release, json_numbers_are_valid_and_bytes_exact)
+{
+  /* json-glib 1.6's generator wrote 1e20 as "1e+20.0": trainsim's writer must not. */
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  const double vals[] = {1e20, 1e308, -1e-300, 2.0, 0.1, -0.0};
+  const char *keys[] = {"a", "b", "c", "d", "e", "f"};
+  for (size_t i = 0; i < G_N_ELEMENTS(vals); i++) {
+    json_builder_set_member_name(b, keys[i]);
+    json_builder_add_double_value(b, vals[i]);
+  }
+  json_builder_set_member_name(b, "memory_bytes");
+  json_builder_add_double_value(b, 13927412640.0);
+  json_builder_set_member_name(b, "traffic_bytes");
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "dp");
+  json_builder_add_double_value(b, 2.0);
+  json_builder_end_object(b);
+  json_builder_end_object(b);
+  g_autofree char *text = ts_json_builder_text(b);
+  g_autoptr(JsonParser) p = json_parser_new();
+  cr_assert(json_parser_load_from_data(p, text, -1, NULL), "invalid JSON: %s", text);
+  JsonObject *o = json_node_get_object(json_parser_get_root(p));
+  for (size_t i = 0; i < G_N_ELEMENTS(vals); i++) {
+    double got = json_object_get_double_member(o, keys[i]);
+    cr_expect(got == vals[i], "%s: %.17g read back as %.17g", keys[i], vals[i], got);
+  }
+  cr_expect(strstr(text, "\"memory_bytes\" : 13927412640,") != NULL, "%s", text);
+  cr_expect(strstr(text, "\"dp\" : 2\n") != NULL, "bytes inside a *_bytes object: %s", text);
+  cr_expect(strstr(text, "\"d\" : 2.0,") != NULL, "a non-byte double keeps its .0: %s", text);
+}
+
+Test(release, csv_byte_columns_are_integers)
+{
+  run_result r = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -s dp=64@x+y -f csv");
+  cr_assert_eq(r.status, 0);
+  g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  int checked = 0;
+  for (int l = 1; lines[l] != NULL && *lines[l] != '\0'; l++) {
+    g_auto(GStrv) cells = g_strsplit(lines[l], ",", -1);
+    cr_assert_eq(g_strv_length(cells), g_strv_length(head), "row %d: %s", l, lines[l]);
+    for (int c = 0; head[c] != NULL; c++)
+      if (g_str_has_suffix(head[c], "_bytes") || g_str_has_suffix(head[c], "_bytes_per_step")) {
+        gboolean digits = *cells[c] != '\0';
+        for (const char *q = cells[c]; *q; q++)
+          digits &= g_ascii_isdigit(*q);
+        cr_expect(digits, "%s = '%s': expected an exact integer", head[c], cells[c]);
+        checked++;
+      }
+  }
+  cr_assert_gt(checked, 20, "byte columns checked: %d", checked);
+  run_free(&r);
+}
+
+Test(release, results_on_stdout_notes_on_stderr)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *args =
+      g_strdup_printf("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -j 1 -o %s/sw", dir);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "wrote") == NULL, "stdout has a note: %s", r.out);
+  cr_expect(strstr(r.err, "wrote") != NULL && strstr(r.err, "sweep.json") != NULL, "%s", r.err);
+  run_free(&r);
+  g_autofree char *xml = g_build_filename(dir, "v3.xml", NULL);
+  g_autofree char *pa = g_strdup_printf("platform -t tpu-v3-8x8 -o %s", xml);
+  r = run(pa);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect_str_eq(r.out, "");
+  cr_expect(strstr(r.err, "wrote") != NULL, "platform -o says nothing: '%s'", r.err);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(release, platform_xml_is_well_formed)
+{
+  static const char *cases[] = {
+      "platform -t tpu-v3-8x8",
+      "platform -t asym-16x16",
+      "platform -t dgx-a100-4node --routing dijkstra --chips-per-port net=8",
+      "platform -t dgx-a100-1node",
+      "platform -t tpu-v2-8 --routing full",
+      "platform -t p40-pcie-8 --routing floyd",
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    run_result r = run(cases[i]);
+    cr_assert_eq(r.status, 0, "%s: %s", cases[i], r.err);
+    xmlDocPtr d = xmlReadMemory(r.out, (int)strlen(r.out), "platform.xml", NULL,
+                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    cr_expect_not_null(d, "`trainsim %s` wrote XML that is not well-formed", cases[i]);
+    if (d != NULL) {
+      xmlNodePtr root = xmlDocGetRootElement(d);
+      cr_expect(root != NULL && strcmp((const char *)root->name, "platform") == 0);
+      xmlFreeDoc(d);
+    }
+    run_free(&r);
+  }
+}
+
+Test(release, gnu_help_and_version)
+{
+  run_result v = run("--version");
+  cr_assert_eq(v.status, 0);
+  static const char *cmds[] = {"run",      "collective", "trace",    "model",  "replay",
+                               "platform", "validate",   "sweep",    "search", "plot",
+                               "merge",    "check",      "calibrate"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    g_autofree char *a = g_strdup_printf("help %s", cmds[i]);
+    g_autofree char *b = g_strdup_printf("%s --help", cmds[i]);
+    /* GNU: --version wins over the other options (given before it, valid ones). */
+    g_autofree char *c = g_strdup_printf("%s%s --version", cmds[i],
+                                         strcmp(cmds[i], "run") == 0 ? " -t whatever -b 3" : "");
+    run_result ra = run(a), rb = run(b), rc = run(c);
+    cr_expect_eq(ra.status, 0, "%s", a);
+    cr_expect_str_eq(ra.out, rb.out, "`%s` differs from `%s`", a, b);
+    cr_expect_eq(rc.status, 0, "`%s`: %s", c, rc.err);
+    cr_expect_str_eq(rc.out, v.out, "`%s`", c);
+    run_free(&ra), run_free(&rb), run_free(&rc);
+  }
+  run_free(&v);
+  expect_input_error("help frobnicate", "unknown command 'frobnicate'");
+}
+
+/* Writes text to dir/name; returns the path (caller frees). */
+static char *write_file(const char *dir, const char *name, const char *text)
+{
+  char *p = g_build_filename(dir, name, NULL);
+  cr_assert(g_file_set_contents(p, text, -1, NULL));
+  return p;
+}
+
+#define CHIP "[chip]\nname = c\npeak_tflops = 100\nmemory_GiB = 16\nmemory_bandwidth_GBps = 900\n"
+#define DIMX "[dim.x]\nsize = 8\nshape = ring\nlink_bandwidth_GBps = 100\nlatency_us = 1\n"
+
+Test(release, issue12_bad_inputs_are_refused)
+{
+  g_autofree char *dir = tmp_dir();
+  /* validate: the default array past 256 chips was NULL and the program segfaulted. */
+  expect_input_error("validate -m validate-mlp -s dp=512", "512 chips");
+  expect_input_error("validate -m validate-mlp -s dp=67", "67 chips");
+  expect_input_error("validate -m validate-mlp -s dp=2 --lr 1e308", "--lr");
+  /* A folder, FIFO or device as a model or topology is named as such. */
+  g_autofree char *a1 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", dir);
+  expect_input_error(a1, "is a directory");
+  expect_input_error("run -t /dev/zero -m bert-large -b 64", "is a device");
+  g_autofree char *fifo = g_build_filename(dir, "fifo", NULL);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  g_autofree char *a2 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", fifo);
+  expect_input_error(a2, "is a FIFO");
+  /* Options. */
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 512 --split ''", "--split ''");
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x+x,dp=8@y",
+                     "'x' given twice");
+  expect_input_error("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -j -1", "--jobs -1");
+  expect_input_error("search -t tpu-v3-8x8 -m bert-large -b 512 -j -1", "--jobs -1");
+  expect_input_error("check tests/scenarios/tpu.ini -j -1", "--jobs -1");
+  expect_input_error("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 --vary "
+                     "peak_tflops=x1e308",
+                     "factor 'x1e308'");
+  /* Files: duplicate groups and keys, hex numbers, one range text, a visible CR. */
+  g_autofree char *dupk = write_file(dir, "dupk.ini", CHIP "peak_tflops = 50\n" DIMX);
+  g_autofree char *a3 = g_strdup_printf("run -t %s -m bert-large -b 64 -s dp=8", dupk);
+  expect_input_error(a3, "dupk.ini:6: [chip] peak_tflops: key given twice (first at line 3)");
+  g_autofree char *dupg = write_file(dir, "dupg.ini", CHIP DIMX "[dim.x]\nsize = 4\n");
+  g_autofree char *a4 = g_strdup_printf("run -t %s -m bert-large -b 64 -s dp=8", dupg);
+  expect_input_error(a4, "[dim.x]: group given twice (first at line 6)");
+  g_autofree char *hex = write_file(
+      dir, "hex.ini",
+      "[chip]\nname = c\npeak_tflops = 0x64\nmemory_GiB = 16\nmemory_bandwidth_GBps = 900\n" DIMX);
+  g_autofree char *a5 = g_strdup_printf("run -t %s -m bert-large -b 64 -s dp=8", hex);
+  expect_input_error(a5, "peak_tflops='0x64'");
+  g_autofree char *scen = write_file(dir, "s.ini",
+                                     "[s]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = "
+                                     "dp=64\nglobal_batch = 512\ntolerance_pct = 200\n");
+  g_autofree char *a6 = g_strdup_printf("check %s", scen);
+  run_result r = run(a6);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_expect(strstr(r.err, "in [0, 100] in") == NULL, "range said twice: %s", r.err);
+  run_free(&r);
+  g_autofree char *crlf = write_file(dir, "crlf.ini", "[chip]\r\nname = c\r\nbad line\r\n");
+  g_autofree char *a7 = g_strdup_printf("run -t %s -m bert-large -b 64", crlf);
+  expect_input_error(a7, "'bad line\\r'");
+  rm_rf(dir);
+}
+
+Test(release, tolerance_zero_means_unchanged)
+{
+  /* Goldens have 10 significant digits: with tolerance_pct = 0 every scenario used to drift. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *scen = write_file(dir, "s.ini",
+                                     "[s]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = "
+                                     "tp=8,dp=8\nglobal_batch = 512\ntolerance_pct = 0\n");
+  g_autofree char *up = g_strdup_printf("check %s --update", scen);
+  run_result r = run(up);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *ck = g_strdup_printf("check %s", scen);
+  r = run(ck);
+  cr_expect_eq(r.status, 0, "tolerance 0, unchanged prediction: exit %d\n%s", r.status, r.out);
+  run_free(&r);
+  /* and a golden 1e-6 relative away does drift */
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(scen, &text, NULL, NULL));
+  char *g = strstr(text, "step_time_s = ");
+  cr_assert_not_null(g);
+  double golden = g_ascii_strtod(g + strlen("step_time_s = "), NULL);
+  g_autofree char *moved = g_strdup_printf("[s]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit "
+                                           "= tp=8,dp=8\nglobal_batch = 512\ntolerance_pct = "
+                                           "0\nstep_time_s = %.10g\n",
+                                           golden * (1 + 1e-6));
+  cr_assert(g_file_set_contents(scen, moved, -1, NULL));
+  r = run(ck);
+  cr_expect_eq(r.status, 1, "a 1e-6 drift with tolerance 0 passed: %s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(release, default_run_adds_a_pipeline_that_fits)
+{
+  /* GPT-3 175B on 256 H100s: the three default splits need 2.8-5.7 TiB per chip; the run adds
+   * a pipeline with recomputation that fits, and names it the fastest that fits. */
+  run_result r = run("run -t dgx-h100-32node -m gpt3-175b -b 1536");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "pp=8,schedule=1f1b,recompute=full,zero=1") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "fastest that fits: tp=8,dp=4,pp=8") != NULL, "%s", r.out);
+  run_free(&r);
+  /* None fits at all: the last line points to search. */
+  r = run("run -t tpu-v3-8x8 -m gpt3-175b -b 64");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "recompute=full") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "`trainsim search`") != NULL, "%s", r.out);
+  run_free(&r);
+  /* A model that fits keeps the three defaults only. */
+  r = run("run -t tpu-v3-8x8 -m bert-large -b 512");
+  cr_assert_eq(r.status, 0);
+  cr_expect(strstr(r.out, "pp=") == NULL && strstr(r.out, "trainsim search") == NULL, "%s", r.out);
+  run_free(&r);
+}
+
+Test(release, replay_memory_is_not_applicable)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *a =
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s/b.trace", dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *b = g_strdup_printf("replay %s/b.trace -t tpu-v3-8x8", dir);
+  r = run(b);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "0 B") == NULL, "replay claims 0 B per chip: %s", r.out);
+  cr_expect(strstr(r.out, "n/a  n/a") != NULL, "%s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
