@@ -50,5 +50,6 @@ int ts_cmd_export(int argc, char **argv)
                     : ts_export_chakra(tr, topo, out, name ? name : "trace", &err);
   if (!ok)
     return ts_cmd_fail("export", err);
+  fprintf(stderr, "trainsim export: wrote %s traces of %d ranks into %s\n", to, tr->nranks, out);
   return 0;
 }

@@ -45,6 +45,9 @@ int ts_cmd_import(int argc, char **argv)
   g_autofree char *text = ts_trace_to_text(tr);
   if (!ts_write_file_atomic(out ? out : "-", text, strlen(text), &err))
     return ts_cmd_fail("import", err);
+  if (out != NULL && strcmp(out, "-") != 0)
+    fprintf(stderr, "trainsim import: wrote %s (%d ranks, %" G_GINT64_FORMAT " ops)\n", out,
+            tr->nranks, ts_trace_nops(tr));
   return 0;
 }
 
