@@ -77,7 +77,7 @@ typedef struct {
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
 #define HDR_NIC_LAT_S 1.685e-6
 /* DGX A100 compute_efficiency: fitted to vTrain's Megatron iteration times (same test). */
-#define A100_COMPUTE_EFF 0.625
+#define A100_COMPUTE_EFF 0.6212
 
 /* Expected values restate the sources cited in each file (see docs/topologies.md). */
 static const shipped SHIPPED[] = {
