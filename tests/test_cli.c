@@ -56,6 +56,11 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("collective -t tpu-v3-8x8 --dims x,q", "'q' is not a dimension");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
+  expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");
+  expect_input_error("collective -t dgx-a100-4node --protocol LL --backend simgrid",
+                     "expected the analytic backend");
+  expect_input_error("collective -t dgx-a100-4node --collective-algorithm nvls",
+                     "in_switch_reduction = true");
   expect_input_error("replay /nonexistent.trace -t tpu-v3-8x8", "/nonexistent.trace: cannot read");
 }
 
@@ -164,6 +169,31 @@ Test(cli, help_names_units)
   run_result c = run("collective --help");
   cr_assert(strstr(c.out, "GB/s") && strstr(c.out, "bytes"), "%s", c.out);
   run_free(&c);
+}
+
+/* nccl-tests' columns with NCCL's choice: on a DGX A100 cluster an NCCL algorithm and protocol
+ * for every size, and Simple on a ring for 8 GiB, whose bus bandwidth is bounded by the 8 NICs
+ * per node (8 x 25 GB/s x the fitted efficiency). */
+Test(cli, collective_reports_nccl_algorithm_and_protocol)
+{
+  run_result r = run("collective -t dgx-a100-4node --bytes-range 8:8GiB:1024 --format csv");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(g_str_has_prefix(r.out, "op,members,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,"
+                                    "protocol\n"),
+            "%.80s", r.out);
+  g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+  cr_assert(g_strv_length(lines) >= 5, "%s", r.out);
+  g_auto(GStrv) first = g_strsplit(lines[1], ",", -1);
+  cr_assert(g_str_has_prefix(first[6], "nccl-"), "%s", lines[1]);
+  cr_assert(strcmp(first[7], "LL") == 0 || strcmp(first[7], "LL128") == 0 ||
+                strcmp(first[7], "Simple") == 0,
+            "%s", lines[1]);
+  g_auto(GStrv) last = g_strsplit(lines[4], ",", -1);
+  cr_assert_str_eq(last[6], "nccl-ring", "%s", lines[4]);
+  cr_assert_str_eq(last[7], "Simple", "%s", lines[4]);
+  double busbw = g_ascii_strtod(last[5], NULL);
+  cr_assert(busbw > 100 && busbw <= 200, "8 GiB busbw %g GB/s", busbw);
+  run_free(&r);
 }
 
 Test(cli, model_lists_layers_and_totals)

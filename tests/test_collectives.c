@@ -280,6 +280,121 @@ Test(closed_form, strided_pieces_and_mesh)
   topo_free(t);
 }
 
+/* ---- NCCL's algorithms and protocols ---- */
+
+static double time_proto(const ts_topo *t, ts_coll_kind k, ts_coll_algo a, ts_coll_proto q,
+                         const ts_group_shape *g, double S)
+{
+  ts_coll_proto got = TS_PROTO_AUTO;
+  g_autoptr(GError) e = NULL;
+  double v = ts_coll_time_ex(t, k, a, q, g, S, NULL, &got, &e);
+  cr_assert(v >= 0.0, "%s: %s", ts_coll_algo_name(a), e ? e->message : "");
+  cr_assert_eq(got, q, "protocol %s, asked %s", ts_coll_proto_name(got), ts_coll_proto_name(q));
+  return v;
+}
+
+/* One switch of n: every ring carries 1/rings of each chunk and the rings share each port, so
+ * the ring's closed form holds with NCCL's fixed latency (tuning.cc baseLat, ring) and each
+ * protocol's per-hop latency ratio (hwLat, NVLink ring) and bandwidth fraction. */
+Test(closed_form, nccl_ring_protocols_on_a_switch)
+{
+  double B = 2e11, alpha = 3e-6, S = 6e7;
+  int sizes[] = {2, 5, 8};
+  for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    int n = sizes[i];
+    ts_topo *t = topo1(n, TS_SHAPE_SWITCH, B, alpha);
+    ts_group_shape g = whole(t);
+    double steps = 2.0 * (n - 1);
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S),
+                 8.4e-6 + steps * (alpha + S / n / B), CLOSED_TOL, "Simple n=%d", n);
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &g, S),
+                 6.6e-6 + steps * (alpha * 0.6 / 3.4 + S / n / (0.5 * B)), CLOSED_TOL, "LL n=%d",
+                 n);
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL128, &g, S),
+                 14e-6 + steps * (alpha * 1.9 / 3.4 + S / n / (0.92 * B)), CLOSED_TOL, "LL128 n=%d",
+                 n);
+    expect_close(time_proto(t, TS_COLL_REDUCESCATTER, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S),
+                 8.4e-6 + (n - 1) * (alpha + S / n / B), CLOSED_TOL, "RS Simple n=%d", n);
+    /* Measured constants replace NCCL's: fixed cost, per-step latency, fraction, local rate. */
+    t->dims[0].nccl_base_s[0] = 20e-6;
+    t->dims[0].nccl_step_s[0] = 1e-6;
+    t->dims[0].ll_bw_frac = 0.1;
+    t->dims[0].nccl_local_Bps = 5e11;
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &g, S),
+                 20e-6 + steps * (1e-6 + S / n / (0.1 * B)) + S / 5e11, CLOSED_TOL,
+                 "measured LL n=%d", n);
+    /* The choice is the fastest protocol, and auto on a switch is nccl. */
+    ts_coll_proto q = TS_PROTO_AUTO;
+    ts_coll_algo a = TS_ALGO_AUTO;
+    double best =
+        ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, TS_PROTO_AUTO, &g, S, &a, &q, NULL);
+    double m = INFINITY;
+    for (int p = TS_PROTO_LL; p <= TS_PROTO_SIMPLE; p++)
+      for (int al = TS_ALGO_NCCL_RING; al <= TS_ALGO_NVLS; al++)
+        if (al != TS_ALGO_NVLS || p == TS_PROTO_SIMPLE) /* NVLS runs Simple only */
+          m = MIN(m, time_proto(t, TS_COLL_ALLREDUCE, (ts_coll_algo)al, (ts_coll_proto)p, &g, S));
+    expect_close(best, m, CLOSED_TOL, "nccl choice n=%d (%s %s)", n, ts_coll_algo_name(a),
+                 ts_coll_proto_name(q));
+    topo_free(t);
+  }
+}
+
+/* NVLS all-reduce: every step a member uploads S/K (its chunks to reduce, its reduced chunk to
+ * multicast) and downloads S/K, at the NVLS efficiency; K + 1 pipelined steps. */
+Test(closed_form, nvls_allreduce_pipelines_reduce_and_multicast)
+{
+  double B = 4.5e11, alpha = 1e-6, S = 1e9;
+  for (int n = 2; n <= 8; n += 3) {
+    ts_topo *t = topo1(n, TS_SHAPE_SWITCH, B, alpha);
+    ts_group_shape g = whole(t);
+    g_autoptr(ts_coll_plan) p =
+        ts_coll_decompose(t, TS_COLL_ALLREDUCE, TS_ALGO_NVLS, &g, (gint64)S, 1.0, NULL);
+    cr_assert_not_null(p);
+    double K = (double)p->st[0].nseg;
+    cr_assert(K > 1, "n=%d: K=%g", n, K);
+    expect_close(ts_coll_plan_time(p), (K + 1) * (alpha + S / K / (0.85 * B)), CLOSED_TOL,
+                 "nvls n=%d", n);
+    /* K minimises (K+1)(alpha + S/(K b)): K* = sqrt(S / (b alpha)), floor or ceil. */
+    double ks = sqrt(S / (0.85 * B * alpha));
+    cr_assert(K == floor(ks) || K == ceil(ks), "n=%d: K=%g, K*=%g", n, K, ks);
+    /* Reduce-scatter alone: one step, (n-1)/n S up, S/n down. */
+    expect_close(time_proto(t, TS_COLL_REDUCESCATTER, TS_ALGO_NVLS, TS_PROTO_SIMPLE, &g, S),
+                 alpha + (n - 1.0) / n * S / (0.85 * B), CLOSED_TOL, "nvls rs n=%d", n);
+    /* Faster than the ring on 5 or more GPUs: S/(0.85 B) against 2(n-1)/n S/B. */
+    double ring = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S);
+    cr_assert(n < 5 || ts_coll_plan_time(p) < ring, "n=%d: nvls %g, ring %g", n,
+              ts_coll_plan_time(p), ring);
+    topo_free(t);
+  }
+  /* No in-switch reduction: refused with the key to set. */
+  ts_topo *t = topo1(4, TS_SHAPE_SWITCH, B, alpha);
+  t->dims[0].in_switch_reduction = FALSE;
+  ts_group_shape g = whole(t);
+  g_autoptr(GError) e = NULL;
+  cr_assert(ts_coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_NVLS, &g, S, NULL, &e) < 0);
+  cr_assert(strstr(e->message, "in_switch_reduction = true") != NULL, "%s", e->message);
+  topo_free(t);
+}
+
+/* Rails: with 8 GPUs per node and large messages NCCL's rings are NIC-bound; two GPUs per NIC
+ * halve the bandwidth of the network part, so the time doubles (to the NVSwitch share). */
+Test(closed_form, nccl_ring_shared_nics)
+{
+  dimspec d[2] = {{"node", 8, TS_SHAPE_SWITCH, 1e14, 0}, {"net", 4, TS_SHAPE_SWITCH, 2.5e10, 0}};
+  ts_topo *t = topo_new(2, d);
+  ts_group_shape g = whole(t);
+  double S = 1e10;
+  double own = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S);
+  /* NIC-bound: each ring step a NIC carries one ring's chunk, S/(8 n) of each of 8 rings' ... =
+   * S/n per step over 2(n-1) steps at 25 GB/s (the NVSwitch hops are free here). */
+  int n = 32;
+  expect_close(own, 8.4e-6 + 2.0 * (n - 1) * (S / n / 8 / 2.5e10), 1e-9, "own NICs");
+  t->dims[1].chips_per_port = 2;
+  double shared = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S);
+  expect_close(shared - 8.4e-6, 2.0 * (own - 8.4e-6), 1e-9, "two GPUs per NIC");
+  topo_free(t);
+}
+
 Test(closed_form, pipelined_chain_broadcast)
 {
   const double alpha = 1e-6, B = 1e10, S = 1e8;

@@ -22,11 +22,7 @@
 #include <string.h>
 
 /* Thresholds, justified in docs/validation-published.md ("What the tests assert"). */
-#define NCCL_MEDIAN_MAX 0.10  /* median |error| of ring all-reduce over every LUT row */
-#define NCCL_WORST_MAX 0.75   /* worst row (2 GPUs, 1 MiB: NCCL's latency is not 2(n-1) alpha) */
-#define FIT_LAT_REL 0.01      /* shipped latency_us within 1% of the refit (rounded in the file) */
-#define FIT_EFF_ABS 0.001     /* shipped bandwidth_efficiency within 0.001 of the refit */
-#define HELDOUT_MAPE_MAX 0.10 /* held-out single-node pp = 1 rows (measured 9.0%) */
+#define HELDOUT_MAPE_MAX 0.10    /* held-out single-node pp = 1 rows (measured 9.0%) */
 #define PIPELINED_MAPE_MAX 0.125 /* single-node rows with pp > 1, never fitted (measured 11.7%) */
 #define MULTI_MAPE_MAX 0.15      /* multi-node rows, never fitted (measured 12.9%) */
 
@@ -223,85 +219,571 @@ static err_stats lut_errors(const ts_topo *shipped, GArray *rows, int n, ts_coll
   return st;
 }
 
-/* Reads [dim.node] link_bandwidth_GBps, bandwidth_efficiency and latency_us as written. */
-static void raw_node_keys(const char *name, double *bw_GBps, double *eff, double *lat_us)
+/* Reads [dim.D] link_bandwidth_GBps, bandwidth_efficiency and latency_us as written. */
+static void raw_dim_keys(const char *name, const char *dim, double *bw_GBps, double *eff,
+                         double *lat_us)
 {
   g_autofree char *path = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
+  g_autofree char *group = g_strdup_printf("dim.%s", dim);
   g_autoptr(GError) error = NULL;
   g_autoptr(GKeyFile) kf = ts_kf_load(path, &error);
   cr_assert_not_null(kf, "%s", error != NULL ? error->message : "");
   gboolean ok =
-      ts_kf_double(kf, path, "dim.node", "link_bandwidth_GBps", FALSE, 0, 0, 1e6, "bw", bw_GBps,
+      ts_kf_double(kf, path, group, "link_bandwidth_GBps", FALSE, 0, 0, 1e6, "bw", bw_GBps,
                    &error) &&
-      ts_kf_double(kf, path, "dim.node", "bandwidth_efficiency", TRUE, 1, 0, 1, "eff", eff,
-                   &error) &&
-      ts_kf_double(kf, path, "dim.node", "latency_us", FALSE, 0, 0, 1e6, "lat", lat_us, &error);
+      ts_kf_double(kf, path, group, "bandwidth_efficiency", TRUE, 1, 0, 1, "eff", eff, &error) &&
+      ts_kf_double(kf, path, group, "latency_us", FALSE, 0, 0, 1e6, "lat", lat_us, &error);
   cr_assert(ok, "%s", error != NULL ? error->message : "");
 }
 
 static const char *const DGX_A100[] = {"dgx-a100-1node", "dgx-a100-4node", "dgx-a100-32node"};
+/* Every file with an HGX A100 node (8 A100 SXM4 on second-generation NVSwitch): one kind. */
 
-Test(nccl, ring_on_every_shipped_a100_node_matches_the_lut)
+/* ---- NCCL's all-reduce as nccl-tests measures it: vTrain's LUT (2-8 A100s, one node, 1 MiB
+ * steps) and Echo's logs (2-8 A100s on one node, 16-128 on 2-16 nodes of Azure ND A100 v4,
+ * powers of two). trainsim runs `auto`, which on switch dimensions is what NCCL picks
+ * (algorithm and protocol). One parameter set per machine kind: [dim.node] of the HGX A100
+ * (both datasets), [dim.net] of ND A100 v4's 8x HDR InfiniBand (Echo, several nodes). Each is
+ * fitted on a fixed half of the rows (vTrain: odd multiples of 1 MiB; Echo: even powers of two)
+ * and judged on the other half. ---- */
+
+#define ECHO_DIR TS_SOURCE_DIR "/data/published/echo-nccl"
+#define TARGET_LO (1 << 20)
+#define TARGET_HI (1 << 30)
+
+typedef struct {
+  int set; /* 0 vTrain, 1 Echo */
+  int gpus, nodes;
+  double bytes, time_s;
+  gboolean train;
+} ar_row;
+
+/* Echo's all-reduce rows; training: even powers of two, held out: odd ones. */
+static GArray *read_echo(void)
 {
-  GArray *rows = read_lut("a100");
-  for (size_t f = 0; f < G_N_ELEMENTS(DGX_A100); f++) {
-    g_autoptr(ts_topo) t = load_shipped(DGX_A100[f]);
-    err_stats all = lut_errors(t, rows, 0, TS_ALGO_RING);
-    cr_assert(all.median < NCCL_MEDIAN_MAX, "%s: median error %.4f over %u rows, expected < %g",
-              DGX_A100[f], all.median, rows->len, NCCL_MEDIAN_MAX);
-    cr_assert(all.max < NCCL_WORST_MAX, "%s: worst error %.4f, expected < %g", DGX_A100[f], all.max,
-              NCCL_WORST_MAX);
+  g_autofree char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  cr_assert(g_file_get_contents(ECHO_DIR "/allreduce.csv", &text, NULL, &error), "%s",
+            error->message);
+  GArray *rows = g_array_new(FALSE, FALSE, sizeof(ar_row));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  cr_assert_str_eq(lines[0],
+                   "gpus,nodes,bytes,oop_time_us,oop_busbw_GBps,ip_time_us,ip_busbw_GBps");
+  for (int i = 1; lines[i] != NULL; i++) {
+    if (*lines[i] == '\0')
+      continue;
+    g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+    double g, nd, b, t1, t2;
+    gboolean ok = g_strv_length(f) == 7 && ts_parse_double(f[0], &g) &&
+                  ts_parse_double(f[1], &nd) && ts_parse_double(f[2], &b) &&
+                  ts_parse_double(f[3], &t1) && ts_parse_double(f[5], &t2);
+    cr_assert(ok, "allreduce.csv line %d: '%s'", i + 1, lines[i]);
+    int l2 = (int)llround(log2(b));
+    /* The in-place and out-of-place runs averaged, as for vTrain's LUT. */
+    ar_row r = {1, (int)g, (int)nd, b, 0.5 * (t1 + t2) * 1e-6, l2 % 2 == 0};
+    g_array_append_val(rows, r);
   }
-  g_array_unref(rows);
+  return rows;
 }
 
-Test(nccl, shipped_node_values_are_the_fit)
+static GArray *vtrain_rows(void)
 {
-  GArray *rows = read_lut("a100");
-  g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
-  double alpha, bw;
-  fit_ring(t, rows, &alpha, &bw);
-  for (size_t f = 0; f < G_N_ELEMENTS(DGX_A100); f++) {
-    double raw, eff, lat;
-    raw_node_keys(DGX_A100[f], &raw, &eff, &lat);
-    double fit_eff = bw / (raw * 1e9);
-    cr_assert(fabs(lat * 1e-6 - alpha) <= FIT_LAT_REL * alpha,
-              "%s: [dim.node] latency_us = %g, the fit gives %.4f", DGX_A100[f], lat, alpha * 1e6);
-    cr_assert(fabs(eff - fit_eff) <= FIT_EFF_ABS,
-              "%s: [dim.node] bandwidth_efficiency = %g, the fit gives %.4f", DGX_A100[f], eff,
-              fit_eff);
-    /* The loader stores the achieved bandwidth, so every backend uses it. */
-    g_autoptr(ts_topo) s = load_shipped(DGX_A100[f]);
-    double got = s->dims[ts_topo_dim_index(s, "node")].link_bw_Bps;
-    cr_assert(fabs(got - raw * eff * 1e9) <= 1e-12 * got, "%s: link_bw_Bps %.17g", DGX_A100[f],
-              got);
+  GArray *lut = read_lut("a100");
+  GArray *rows = g_array_new(FALSE, FALSE, sizeof(ar_row));
+  for (guint i = 0; i < lut->len; i++) {
+    const lut_row *l = &g_array_index(lut, lut_row, i);
+    gint64 mib = (gint64)llround(l->bytes / (1 << 20));
+    /* Training: odd multiples of 1 MiB up to 16 MiB and then every 64th (1, 3, ..., 15, 65,
+     * 129, ...: 23 sizes per group size, a fixed subset of the odd half so that the fit takes
+     * seconds); held out: every other row (1,001 per group size). */
+    gboolean train = mib % 2 == 1 && (mib <= 16 || mib % 64 == 1);
+    ar_row r = {0, l->n, 1, l->bytes, l->time_s, train};
+    g_array_append_val(rows, r);
   }
-  if (report_on()) {
-    double raw, eff, lat;
-    raw_node_keys("dgx-a100-1node", &raw, &eff, &lat);
-    fprintf(stderr,
-            "nccl fit (ring, A100, %u rows, n = 2..8, 1 MiB..1 GiB): latency_us = %.4f, "
-            "achieved %.2f GB/s = bandwidth_efficiency %.4f of %g GB/s\n",
-            rows->len, alpha * 1e6, bw / 1e9, bw / (raw * 1e9), raw);
-    g_autoptr(ts_topo) raw_t = ts_topo_copy(t);
-    int node = ts_topo_dim_index(raw_t, "node");
-    raw_t->dims[node].link_bw_Bps = raw * 1e9;
-    raw_t->dims[node].latency_s = 0.7e-6;
-    fprintf(stderr, "| GPUs | median | max | mean | signed mean | auto: median | auto: max "
-                    "| uncalibrated (300 GB/s, 0.7 us): median |\n|---:|---:|---:|---:|---:|---:|"
-                    "---:|---:|\n");
-    for (int n = 0; n <= 8; n = n == 0 ? 2 : n + 1) {
-      err_stats r = lut_errors(t, rows, n, TS_ALGO_RING);
-      err_stats a = lut_errors(t, rows, n, TS_ALGO_AUTO);
-      err_stats u = lut_errors(raw_t, rows, n, TS_ALGO_RING);
-      char who[16];
-      g_snprintf(who, sizeof who, n == 0 ? "all" : "%d", n);
-      fprintf(stderr, "| %s | %.1f%% | %.1f%% | %.1f%% | %+.1f%% | %.1f%% | %.1f%% | %.1f%% |\n",
-              who, 100 * r.median, 100 * r.max, 100 * r.mean, 100 * r.signed_mean, 100 * a.median,
-              100 * a.max, 100 * u.median);
+  g_array_unref(lut);
+  return rows;
+}
+
+/* Topologies for every (GPUs, nodes) of the rows, from a shipped file: the node dimension cut
+ * to the GPUs of one node, the network dimension to the nodes. */
+typedef struct {
+  ts_topo *single[9];
+  ts_topo *multi[17];
+} topo_set;
+
+static void topo_set_init(topo_set *ts, const ts_topo *shipped)
+{
+  memset(ts, 0, sizeof *ts);
+  for (int n = 2; n <= 8; n++)
+    ts->single[n] = node_of(shipped, n);
+  if (ts_topo_dim_index(shipped, "net") >= 0)
+    for (int k = 2; k <= 16; k++) {
+      ts_topo *t = ts_topo_copy(shipped);
+      int net = ts_topo_dim_index(t, "net");
+      t->dims[net].size = k;
+      t->nchips = t->dims[0].size * k;
+      ts->multi[k] = t;
     }
+}
+
+static void topo_set_clear(topo_set *ts)
+{
+  for (int n = 0; n < 9; n++)
+    ts_topo_free(ts->single[n]);
+  for (int k = 0; k < 17; k++)
+    ts_topo_free(ts->multi[k]);
+}
+
+/* Sets [dim.D] of every topology of the set to an achieved bandwidth and a latency. */
+static void topo_set_dim(topo_set *ts, const char *dim, double bw_Bps, double lat_s)
+{
+  for (int n = 0; n < 9; n++)
+    if (ts->single[n] != NULL && strcmp(dim, "node") == 0) {
+      ts->single[n]->dims[0].link_bw_Bps = bw_Bps;
+      ts->single[n]->dims[0].latency_s = lat_s;
+    }
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL) {
+      int d = ts_topo_dim_index(ts->multi[k], dim);
+      ts->multi[k]->dims[d].link_bw_Bps = bw_Bps;
+      ts->multi[k]->dims[d].latency_s = lat_s;
+    }
+}
+
+/* trainsim's time of a row under auto (= what NCCL picks on these switch dimensions). */
+static double predict_row(const topo_set *ts, const ar_row *r, ts_coll_algo *algo)
+{
+  const ts_topo *t = r->nodes > 1 ? ts->multi[r->nodes] : ts->single[r->gpus];
+  cr_assert(t != NULL && t->nchips == r->gpus, "no topology for %d GPUs on %d nodes", r->gpus,
+            r->nodes);
+  int dims[2] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, t->ndims, &g);
+  g_autoptr(GError) error = NULL;
+  double s = ts_coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &g, r->bytes, algo, &error);
+  cr_assert(s > 0, "%s", error != NULL ? error->message : "no time");
+  return s;
+}
+
+/* Which rows a statistic covers. */
+typedef enum { PICK_TRAIN, PICK_HELD_OUT, PICK_ALL } pick;
+
+static gboolean picked(const ar_row *r, int set, int multi, pick p, double lo, double hi)
+{
+  if (r->set != set || (multi != (r->nodes > 1)) || r->bytes < lo || r->bytes > hi)
+    return FALSE;
+  return p == PICK_ALL || (p == PICK_TRAIN) == r->train;
+}
+
+/* busbw error of trainsim (signed: + is trainsim too fast) = measured time / predicted - 1. */
+static err_stats busbw_errors(const topo_set *ts, GArray *rows, int set, int multi, pick p,
+                              double lo, double hi, int gpus, int *count)
+{
+  double *e = g_new(double, rows->len + 1);
+  int k = 0;
+  double sum = 0, ssum = 0, mx = 0;
+  for (guint i = 0; i < rows->len; i++) {
+    const ar_row *r = &g_array_index(rows, ar_row, i);
+    if (!picked(r, set, multi, p, lo, hi) || (gpus != 0 && r->gpus != gpus))
+      continue;
+    double rel = r->time_s / predict_row(ts, r, NULL) - 1;
+    e[k++] = fabs(rel);
+    sum += fabs(rel), ssum += rel;
+    mx = MAX(mx, fabs(rel));
   }
-  g_array_unref(rows);
+  err_stats st = {k > 0 ? median(e, k) : 0, mx, k > 0 ? sum / k : 0, k > 0 ? ssum / k : 0};
+  g_free(e);
+  if (count != NULL)
+    *count = k;
+  return st;
+}
+
+/* The fit's objective: mean squared log error of the time over the training rows (every size:
+ * the small ones fix the LL and LL128 protocols), each dataset weighted alike. */
+typedef struct {
+  topo_set *ts;
+  GArray *rows;
+  const char *dim;
+  int set, multi; /* the rows fitted: dataset (0 vTrain, 1 Echo), one node or several */
+  double raw_Bps; /* the dimension's datasheet bandwidth */
+  double eff, lat_s;
+  double ll, ll128;   /* LL and LL128 bandwidth as fractions of Simple's */
+  double base_s[3];   /* fixed cost of LL, LL128, Simple */
+  double step_s[2];   /* per-step latency of LL, LL128 */
+  double local_Bps;   /* local work rate */
+  gboolean protocols; /* fit LL and LL128 too (the data has sizes below 1 MiB) */
+} nfit;
+
+static void topo_set_fracs(topo_set *ts, const char *dim, double ll, double ll128)
+{
+  for (int n = 0; n < 9; n++)
+    if (ts->single[n] != NULL && strcmp(dim, "node") == 0) {
+      ts->single[n]->dims[0].ll_bw_frac = ll;
+      ts->single[n]->dims[0].ll128_bw_frac = ll128;
+    }
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL) {
+      int d = ts_topo_dim_index(ts->multi[k], dim);
+      ts->multi[k]->dims[d].ll_bw_frac = ll;
+      ts->multi[k]->dims[d].ll128_bw_frac = ll128;
+    }
+}
+
+static void topo_set_bases(topo_set *ts, const char *dim, const double *base_s)
+{
+  for (int n = 0; n < 9; n++)
+    if (ts->single[n] != NULL && strcmp(dim, "node") == 0)
+      memcpy(ts->single[n]->dims[0].nccl_base_s, base_s, 3 * sizeof(double));
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL) {
+      int d = ts_topo_dim_index(ts->multi[k], dim);
+      memcpy(ts->multi[k]->dims[d].nccl_base_s, base_s, 3 * sizeof(double));
+    }
+}
+
+static void topo_set_steps(topo_set *ts, const char *dim, const double *step_s)
+{
+  for (int n = 0; n < 9; n++)
+    if (ts->single[n] != NULL && strcmp(dim, "node") == 0)
+      memcpy(ts->single[n]->dims[0].nccl_step_s, step_s, 2 * sizeof(double));
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL) {
+      int d = ts_topo_dim_index(ts->multi[k], dim);
+      memcpy(ts->multi[k]->dims[d].nccl_step_s, step_s, 2 * sizeof(double));
+    }
+}
+
+static void topo_set_local(topo_set *ts, const char *dim, double v)
+{
+  for (int n = 0; n < 9; n++)
+    if (ts->single[n] != NULL && strcmp(dim, "node") == 0)
+      ts->single[n]->dims[0].nccl_local_Bps = v;
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL)
+      ts->multi[k]->dims[ts_topo_dim_index(ts->multi[k], dim)].nccl_local_Bps = v;
+}
+
+static double nfit_objective(const nfit *f)
+{
+  topo_set_local(f->ts, f->dim, f->local_Bps);
+  topo_set_steps(f->ts, f->dim, f->step_s);
+  topo_set_dim(f->ts, f->dim, f->raw_Bps * f->eff, f->lat_s);
+  topo_set_fracs(f->ts, f->dim, f->ll, f->ll128);
+  topo_set_bases(f->ts, f->dim, f->base_s);
+  double sum[2] = {0, 0};
+  int n[2] = {0, 0};
+  for (guint i = 0; i < f->rows->len; i++) {
+    const ar_row *r = &g_array_index(f->rows, ar_row, i);
+    if (!picked(r, f->set, f->multi, PICK_TRAIN, 0, INFINITY))
+      continue;
+    /* Sizes below 1 MiB (the low-latency protocols) count a third: the targets are on the
+     * 1 MiB-1 GiB range, where the fit must not trade accuracy for the small sizes. */
+    double l = log(predict_row(f->ts, r, NULL) / r->time_s), w = r->bytes >= TARGET_LO ? 1 : 0.3;
+    sum[r->set] += w * l * l;
+    n[r->set]++;
+  }
+  double v = 0;
+  int sets = 0;
+  for (int k = 0; k < 2; k++)
+    if (n[k] > 0)
+      v += sum[k] / n[k], sets++;
+  return v / sets;
+}
+
+static double nfit_at_eff(double eff, void *v)
+{
+  nfit *f = v;
+  f->eff = eff;
+  return nfit_objective(f);
+}
+
+static double nfit_at_lat(double lat, void *v)
+{
+  nfit *f = v;
+  f->lat_s = lat;
+  return nfit_objective(f);
+}
+
+static double nfit_at_ll(double v, void *p)
+{
+  nfit *f = p;
+  f->ll = v;
+  return nfit_objective(f);
+}
+
+static double nfit_at_ll128(double v, void *p)
+{
+  nfit *f = p;
+  f->ll128 = v;
+  return nfit_objective(f);
+}
+
+/* The fit's state at a shipped file's values for dimension dim. */
+static nfit nfit_of(topo_set *ts, GArray *rows, const ts_topo *t, const char *dim, int set,
+                    int multi, double raw_GBps, double eff, double lat_us)
+{
+  const ts_dim *d = &t->dims[ts_topo_dim_index(t, dim)];
+  nfit f = {ts,
+            rows,
+            dim,
+            set,
+            multi,
+            raw_GBps * 1e9,
+            eff,
+            lat_us * 1e-6,
+            d->ll_bw_frac,
+            d->ll128_bw_frac,
+            {0, 0, 0},
+            {0, 0},
+            d->nccl_local_Bps,
+            TRUE};
+  memcpy(f.base_s, d->nccl_base_s, sizeof f.base_s);
+  memcpy(f.step_s, d->nccl_step_s, sizeof f.step_s);
+  return f;
+}
+
+static void nfit_print(const nfit *f, const char *label)
+{
+  fprintf(stderr,
+          "nccl fit, %s [dim.%s] (training half): bandwidth_efficiency = %.4f "
+          "(%.2f GB/s), latency_us = %.3f, nccl_ll_bandwidth_fraction = %.3f, "
+          "nccl_ll128_bandwidth_fraction = %.3f, nccl_ll_base_latency_us = %.2f, "
+          "nccl_ll128_base_latency_us = %.2f, nccl_simple_base_latency_us = %.2f, "
+          "nccl_ll_latency_us = %.3f, nccl_ll128_latency_us = %.3f, "
+          "nccl_local_bandwidth_GBps = %.1f; objective %.6g\n",
+          label, f->dim, f->eff, f->eff * f->raw_Bps / 1e9, f->lat_s * 1e6, f->ll, f->ll128,
+          f->base_s[0] * 1e6, f->base_s[1] * 1e6, f->base_s[2] * 1e6, f->step_s[0] * 1e6,
+          f->step_s[1] * 1e6, f->local_Bps / 1e9, nfit_objective(f));
+}
+
+static int nfit_q; /* the protocol whose base latency nfit_at_base moves */
+static double nfit_at_base(double v, void *p)
+{
+  nfit *f = p;
+  f->base_s[nfit_q] = v;
+  return nfit_objective(f);
+}
+
+static double nfit_at_step(double v, void *p)
+{
+  nfit *f = p;
+  f->step_s[nfit_q] = v;
+  return nfit_objective(f);
+}
+
+static double nfit_at_local(double v, void *p)
+{
+  nfit *f = p;
+  f->local_Bps = v;
+  return nfit_objective(f);
+}
+
+static double golden(double (*f)(double, void *), void *ctx, double a, double b, double tol);
+
+/* Coordinate descent, golden section on each parameter in turn (the objective is smooth and
+ * unimodal in each over these ranges; the shipped-optimum test checks the result). */
+static void nfit_run(nfit *f)
+{
+  /* Local golden sections, [x/2, 2x] around the current value of each parameter in turn: the
+   * objective is a minimum over protocols, so it has kinks and other basins; the fit starts at
+   * the shipped values and walks downhill. */
+  for (int round = 0; round < (f->multi ? 4 : 12); round++) {
+    f->eff = golden(nfit_at_eff, f, f->eff / 1.5, MIN(f->eff * 1.5, 1.0), 1e-5);
+    f->lat_s = golden(nfit_at_lat, f, f->lat_s / 2, f->lat_s * 2, 1e-10);
+    if (f->protocols) {
+      f->ll = golden(nfit_at_ll, f, f->ll / 2, MIN(f->ll * 2, 1.0), 1e-5);
+      f->ll128 = golden(nfit_at_ll128, f, f->ll128 / 2, MIN(f->ll128 * 2, 1.0), 1e-5);
+    }
+    for (nfit_q = f->protocols ? 0 : 2; nfit_q < 3; nfit_q++)
+      f->base_s[nfit_q] =
+          golden(nfit_at_base, f, f->base_s[nfit_q] / 2, f->base_s[nfit_q] * 2, 1e-9);
+    for (nfit_q = 0; nfit_q < (f->protocols ? 2 : 0); nfit_q++)
+      f->step_s[nfit_q] =
+          golden(nfit_at_step, f, f->step_s[nfit_q] / 2, f->step_s[nfit_q] * 2, 1e-10);
+    if (f->local_Bps > 0)
+      f->local_Bps = golden(nfit_at_local, f, f->local_Bps / 2, f->local_Bps * 2, 1e6);
+  }
+  nfit_objective(f);
+}
+
+#define NCCL_FIT_EFF_ABS 0.002  /* shipped bandwidth_efficiency within 0.002 of the optimum */
+#define NCCL_FIT_LAT_REL 0.02   /* shipped latency_us within 2% of the optimum */
+#define NCCL_FIT_FRAC_ABS 0.005 /* shipped LL / LL128 fractions within 0.005 of the optimum */
+#define NCCL_FIT_OBJ_REL 0.002  /* no such step improves the objective by more than 0.2% */
+
+/* The shipped values are the optimum: no step of the rounding size improves the objective. */
+static void check_optimum(nfit *f, const char *file)
+{
+  double eff = f->eff, lat = f->lat_s, ll = f->ll, ll128 = f->ll128, best = nfit_objective(f);
+  const double de[] = {NCCL_FIT_EFF_ABS, -NCCL_FIT_EFF_ABS, 0, 0, 0, 0, 0, 0};
+  const double dl[] = {0, 0, NCCL_FIT_LAT_REL, -NCCL_FIT_LAT_REL, 0, 0, 0, 0};
+  const double d1[] = {0, 0, 0, 0, NCCL_FIT_FRAC_ABS, -NCCL_FIT_FRAC_ABS, 0, 0};
+  const double d2[] = {0, 0, 0, 0, 0, 0, NCCL_FIT_FRAC_ABS, -NCCL_FIT_FRAC_ABS};
+  double base[3];
+  memcpy(base, f->base_s, sizeof base);
+  double step[2];
+  memcpy(step, f->step_s, sizeof step);
+  double local = f->local_Bps;
+  for (int i = 0; i < 20; i++) {
+    f->local_Bps =
+        i >= 18 ? local * (i == 18 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : local;
+    f->eff = eff + (i < 8 ? de[i] : 0);
+    f->lat_s = lat * (1 + (i < 8 ? dl[i] : 0));
+    f->ll = ll + (i < 8 ? d1[i] : 0);
+    f->ll128 = MIN(ll128 + (i < 8 ? d2[i] : 0), 1.0);
+    memcpy(f->base_s, base, sizeof base);
+    memcpy(f->step_s, step, sizeof step);
+    if (i >= 18)
+      ;               /* the local rate, set above */
+    else if (i >= 14) /* LL's and LL128's step latency, up and down */
+      f->step_s[(i - 14) / 2] =
+          step[(i - 14) / 2] * ((i % 2) ? 1 - NCCL_FIT_LAT_REL : 1 + NCCL_FIT_LAT_REL);
+    else if (i >= 8) /* each protocol's base latency, up and down */
+      f->base_s[(i - 8) / 2] =
+          base[(i - 8) / 2] * ((i % 2) ? 1 - NCCL_FIT_LAT_REL : 1 + NCCL_FIT_LAT_REL);
+    double v = nfit_objective(f);
+    cr_assert(v >= best * (1 - NCCL_FIT_OBJ_REL),
+              "%s [dim.%s]: objective %.6g at efficiency %.4f, latency %.3f us, LL %.3f, LL128 "
+              "%.3f beats the shipped %.6g (%.4f, %.3f us, %.3f, %.3f): refit "
+              "(bench/fit_published.sh nccl)",
+              file, f->dim, v, f->eff, f->lat_s * 1e6, f->ll, f->ll128, best, eff, lat * 1e6, ll,
+              ll128);
+  }
+  f->eff = eff;
+  f->lat_s = lat;
+  f->ll = ll;
+  f->ll128 = ll128;
+  memcpy(f->base_s, base, sizeof base);
+  memcpy(f->step_s, step, sizeof step);
+  f->local_Bps = local;
+  nfit_objective(f); /* leaves the topologies at the shipped values */
+}
+
+static void report_table(const topo_set *ts, GArray *rows, int set, int multi, const char *label)
+{
+  fprintf(stderr, "\n%s: nccl-tests all-reduce busbw, trainsim auto (NCCL's choice)\n", label);
+  fprintf(stderr, "| GPUs | rows 1 MiB-1 GiB (train / held-out) | held-out median | held-out max "
+                  "| all median | all max | all signed mean | < 1 MiB median | < 1 MiB max |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  int gl[] = {0, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128};
+  for (size_t i = 0; i < G_N_ELEMENTS(gl); i++) {
+    int ntr = 0, nho = 0, nsm = 0;
+    err_stats tr =
+        busbw_errors(ts, rows, set, multi, PICK_TRAIN, TARGET_LO, TARGET_HI, gl[i], &ntr);
+    err_stats ho =
+        busbw_errors(ts, rows, set, multi, PICK_HELD_OUT, TARGET_LO, TARGET_HI, gl[i], &nho);
+    err_stats al = busbw_errors(ts, rows, set, multi, PICK_ALL, TARGET_LO, TARGET_HI, gl[i], NULL);
+    err_stats sm = busbw_errors(ts, rows, set, multi, PICK_ALL, 0, TARGET_LO - 1, gl[i], &nsm);
+    (void)tr;
+    if (ntr + nho == 0)
+      continue;
+    char who[16];
+    g_snprintf(who, sizeof who, gl[i] == 0 ? "all" : "%d", gl[i]);
+    fprintf(stderr, "| %s | %d / %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %+.1f%% | ", who, ntr,
+            nho, 100 * ho.median, 100 * ho.max, 100 * al.median, 100 * al.max,
+            100 * al.signed_mean);
+    if (nsm > 0)
+      fprintf(stderr, "%.1f%% | %.1f%% |\n", 100 * sm.median, 100 * sm.max);
+    else
+      fprintf(stderr, "— | — |\n");
+  }
+}
+
+/* Targets (docs/validation-published.md): busbw median <= 3%, no row from 1 MiB to 1 GiB off by
+ * more than 15%. The tests pin what is achieved with a small margin, so a regression fails. */
+#define NODE_HELDOUT_MEDIAN_MAX 0.03
+#define NODE_WORST_MAX 0.18   /* Echo 1 node: measured 17.3% (8 GPUs, 16 MiB: nccl-tests' knee) */
+#define VTRAIN_WORST_MAX 0.22 /* vTrain LUT: measured 20.9% (7-8 GPUs, a few MiB) */
+#define NET_HELDOUT_MEDIAN_MAX 0.10 /* measured 9.1%: the target (3%) is not met across nodes */
+#define NET_WORST_MAX 0.42          /* measured 39.6% (2 nodes, NCCL's two-node special cases) */
+
+static GArray *node_rows(void)
+{
+  GArray *rows = vtrain_rows();
+  g_autoptr(GArray) echo = read_echo();
+  for (guint i = 0; i < echo->len; i++)
+    if (g_array_index(echo, ar_row, i).nodes == 1)
+      g_array_append_val(rows, g_array_index(echo, ar_row, i));
+  return rows;
+}
+
+/* The node of a machine kind: its files all ship one [dim.node], which is the optimum of the
+ * fit to its dataset's training rows, and matches the held-out rows. */
+static void check_node(int set, const char *const *files, size_t nfiles, const char *label,
+                       double worst_max)
+{
+  g_autoptr(GArray) rows = node_rows();
+  g_autoptr(ts_topo) t = load_shipped(files[0]);
+  double raw, eff, lat;
+  raw_dim_keys(files[0], "node", &raw, &eff, &lat);
+  for (size_t i = 1; i < nfiles; i++) {
+    double r2, e2, l2;
+    raw_dim_keys(files[i], "node", &r2, &e2, &l2);
+    cr_assert(r2 == raw && e2 == eff && l2 == lat,
+              "%s [dim.node]: %g GB/s x %g, %g us; %s has %g x %g, %g us", files[i], r2, e2, l2,
+              files[0], raw, eff, lat);
+  }
+  topo_set ts;
+  topo_set_init(&ts, t);
+  nfit f = nfit_of(&ts, rows, t, "node", set, 0, raw, eff, lat);
+  /* vTrain's LUT starts at 1 MiB: LL and LL128 keep the values of the A100 fit to Echo. */
+  f.protocols = set == 1;
+  if (g_getenv("TS_PUBLISHED_FIT") != NULL) {
+    nfit g = f;
+    nfit_run(&g);
+    nfit_print(&g, label);
+  }
+  check_optimum(&f, files[0]);
+  int nho = 0;
+  err_stats ho = busbw_errors(&ts, rows, set, 0, PICK_HELD_OUT, TARGET_LO, TARGET_HI, 0, &nho);
+  err_stats al = busbw_errors(&ts, rows, set, 0, PICK_ALL, TARGET_LO, TARGET_HI, 0, NULL);
+  if (report_on())
+    report_table(&ts, rows, set, 0, label);
+  cr_assert(nho > 0, "%s: no held-out rows", label);
+  cr_assert(ho.median <= NODE_HELDOUT_MEDIAN_MAX, "%s: held-out busbw median error %.4f > %g",
+            label, ho.median, NODE_HELDOUT_MEDIAN_MAX);
+  cr_assert(al.max <= worst_max, "%s: worst busbw error %.4f (1 MiB-1 GiB) > %g", label, al.max,
+            worst_max);
+  topo_set_clear(&ts);
+}
+
+Test(nccl, dgx_a100_node_is_the_fit_to_vtrain, .timeout = 600)
+{
+  check_node(0, DGX_A100, G_N_ELEMENTS(DGX_A100), "DGX A100 (vTrain's LUT)", VTRAIN_WORST_MAX);
+}
+
+Test(nccl, nd_a100_v4_node_is_the_fit_to_echo, .timeout = 600)
+{
+  static const char *const nd[] = {"azure-nd-a100-v4-1node", "azure-nd-a100-v4-16node"};
+  check_node(1, nd, G_N_ELEMENTS(nd), "Azure ND A100 v4 (Echo, 1 node)", NODE_WORST_MAX);
+}
+
+Test(nccl, nd_a100_v4_network_is_the_fit_and_matches_nccl_tests, .timeout = 600)
+{
+  g_autoptr(GArray) rows = read_echo();
+  g_autoptr(ts_topo) t = load_shipped("azure-nd-a100-v4-16node");
+  double raw, eff, lat;
+  raw_dim_keys("azure-nd-a100-v4-16node", "net", &raw, &eff, &lat);
+  topo_set ts;
+  topo_set_init(&ts, t);
+  nfit f = nfit_of(&ts, rows, t, "net", 1, 1, raw, eff, lat);
+  if (g_getenv("TS_PUBLISHED_FIT") != NULL) {
+    nfit g = f;
+    nfit_run(&g);
+    nfit_print(&g, "Azure ND A100 v4 (Echo, 2-16 nodes)");
+  }
+  check_optimum(&f, "azure-nd-a100-v4-16node");
+  int nho = 0;
+  err_stats ho = busbw_errors(&ts, rows, 1, 1, PICK_HELD_OUT, TARGET_LO, TARGET_HI, 0, &nho);
+  err_stats al = busbw_errors(&ts, rows, 1, 1, PICK_ALL, TARGET_LO, TARGET_HI, 0, NULL);
+  if (report_on())
+    report_table(&ts, rows, 1, 1, "Echo (Azure ND A100 v4, 2-16 nodes)");
+  cr_assert(nho > 0);
+  cr_assert(ho.median <= NET_HELDOUT_MEDIAN_MAX, "Echo 2-16 nodes: held-out busbw median %.4f > %g",
+            ho.median, NET_HELDOUT_MEDIAN_MAX);
+  cr_assert(al.max <= NET_WORST_MAX, "Echo 2-16 nodes: worst busbw error %.4f > %g", al.max,
+            NET_WORST_MAX);
+  topo_set_clear(&ts);
 }
 
 /* The iteration-time rows use trainsim's hierarchical algorithm (NCCL runs a ring per rail
@@ -791,7 +1273,7 @@ Test(megatron, shipped_calibration_is_the_training_optimum)
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
   model_cache c;
   cache_init(&c);
-  row_set train = rows_of(all, ROWS_TRAIN, &c, t, TS_ALGO_HIERARCHICAL);
+  row_set train = rows_of(all, ROWS_TRAIN, &c, t, TS_ALGO_AUTO);
   calib k = shipped_calib(t);
   /* Every DGX A100 file ships the same chip calibration. */
   for (size_t i = 0; i < G_N_ELEMENTS(DGX_A100); i++) {
@@ -840,12 +1322,12 @@ Test(megatron, held_out_error_is_bounded)
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
   model_cache c;
   cache_init(&c);
-  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_HIERARCHICAL);
+  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_AUTO);
   calib k = shipped_calib(t);
   double m_held = mape_of(&held, k, NULL);
   if (report_on()) {
-    row_set train = rows_of(all, ROWS_TRAIN, &c, t, TS_ALGO_HIERARCHICAL);
-    row_set pp1 = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_HIERARCHICAL);
+    row_set train = rows_of(all, ROWS_TRAIN, &c, t, TS_ALGO_AUTO);
+    row_set pp1 = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_AUTO);
     row_set pp1_auto = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_AUTO);
     calib k1 = {1.0, 0};
     fprintf(stderr, "\nshipped calibration: compute_efficiency %g, op_overhead_us %.2f\n", k.eff,
@@ -882,7 +1364,7 @@ Test(megatron, pipelined_single_node_error_is_bounded)
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
   model_cache c;
   cache_init(&c);
-  row_set pipe = rows_of(all, ROWS_PIPELINED, &c, t, TS_ALGO_HIERARCHICAL);
+  row_set pipe = rows_of(all, ROWS_PIPELINED, &c, t, TS_ALGO_AUTO);
   calib k = shipped_calib(t);
   double m = mape_of(&pipe, k, NULL);
   if (report_on()) {
@@ -904,7 +1386,7 @@ Test(megatron, multi_node_error_is_bounded)
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-4node");
   model_cache c;
   cache_init(&c);
-  row_set multi = rows_of(all, ROWS_ALL, &c, t, TS_ALGO_HIERARCHICAL);
+  row_set multi = rows_of(all, ROWS_ALL, &c, t, TS_ALGO_AUTO);
   calib k = shipped_calib(t);
   double m = mape_of(&multi, k, NULL);
   if (report_on()) {
@@ -926,7 +1408,7 @@ Test(megatron, efficiency_alone_does_not_fit)
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
   model_cache c;
   cache_init(&c);
-  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_HIERARCHICAL);
+  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_AUTO);
   fit_ctx fc = {&held, {1, 0}};
   double eff = golden(mape_at_eff, &fc, 0.2, 1.0, 2e-3);
   calib k = {eff, 0};

@@ -127,6 +127,13 @@ void ts_net_init(ts_net *nw, const ts_topo *t)
             : 1;
     nw->in_switch[d] = t->dims[d].in_switch_reduction;
     nw->isr_eff[d] = t->dims[d].in_switch_efficiency > 0 ? t->dims[d].in_switch_efficiency : 0.85;
+    nw->ll_frac[d] = t->dims[d].ll_bw_frac > 0 ? t->dims[d].ll_bw_frac : 0.5;
+    nw->ll128_frac[d] = t->dims[d].ll128_bw_frac > 0 ? t->dims[d].ll128_bw_frac : 0.92;
+    for (int q = 0; q < 3; q++)
+      nw->nccl_base_s[d][q] = t->dims[d].nccl_base_s[q];
+    for (int q = 0; q < 2; q++)
+      nw->nccl_step_s[d][q] = t->dims[d].nccl_step_s[q];
+    nw->nccl_local_Bps[d] = t->dims[d].nccl_local_Bps;
     stride *= t->dims[d].size;
   }
   nw->nchips = stride;

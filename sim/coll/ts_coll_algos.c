@@ -1300,20 +1300,46 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
     return;
   }
   int a = p->algo == TS_ALGO_NCCL_TREE ? 0 : 1;
-  double frac = 1.0;
-  if (a == 1)
-    frac = q == 0 ? 0.5 : q == 1 ? 0.92 : 1.0;
-  else
-    frac = 0.92 * (q == 0 ? 1.0 / 3.8 : q == 1 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
   for (int d = 0; d < p->net.ndims; d++) {
+    /* Ring: LL and LL128 reach the dimension's fractions of Simple (NCCL's nominal 0.5 and
+     * 0.92 unless the topology gives measured ones). Tree: 0.92 of the ring's Simple, and
+     * NCCL's tree-to-ring ratios for LL (1/3.8 against 1/2) and LL128 (7/9 in one node,
+     * 120/128 across nodes, against 0.92). */
+    double ll = p->net.ll_frac[d], ll128 = p->net.ll128_frac[d];
+    double frac = q == 0 ? ll : q == 1 ? ll128 : 1.0;
+    if (a == 0)
+      frac = 0.92 * (q == 0   ? ll * (1.0 / 3.8) / 0.5
+                     : q == 1 ? ll128 * (multi ? 120.0 / 128.0 : 7.0 / 9.0) / 0.92
+                              : 1.0);
     int hw = d == 0 ? HW_NVLINK : HW_NET;
     double r = hw_lat[hw][a][q] / hw_lat[hw][a][2];
     if (hw == HW_NVLINK && multi && q == 0)
       r *= 1.8; /* tuning.cc: LL's intra-node latency x1.8 on several nodes */
     p->tnet.lat_s[d] = p->net.lat_s[d] * r;
+    if (q < 2 && p->net.nccl_step_s[d][q] > 0) /* measured (ring); the tree keeps NCCL's ratio */
+      p->tnet.lat_s[d] =
+          p->net.nccl_step_s[d][q] * (a == 1 ? 1.0 : r / (hw_lat[hw][1][q] / hw_lat[hw][1][2]));
     p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * frac;
   }
-  p->base_lat_s = base_lat_us[a][q] * 1e-6;
+  /* The fixed cost: NCCL's baseLat, or the largest measured one of the dimensions spanned
+   * (given for the ring; the tree keeps NCCL's difference to the ring). */
+  double given = 0.0;
+  for (int j = 0; j < p->g.npieces; j++)
+    if (p->g.p[j].size > 1)
+      given = MAX(given, p->net.nccl_base_s[p->g.p[j].dim][q]);
+  double base =
+      given > 0 ? given + (base_lat_us[a][q] - base_lat_us[1][q]) * 1e-6 : base_lat_us[a][q] * 1e-6;
+  p->base_lat_s = MAX(base, 0.0);
+  /* Local work on the buffer (reductions and copies through the chip's memory), paid once per
+   * byte whatever the group size: what makes nccl-tests' bus bandwidth grow with the group. */
+  double rate = INFINITY;
+  for (int j = 0; j < p->g.npieces; j++) {
+    double v = p->net.nccl_local_Bps[p->g.p[j].dim];
+    if (p->g.p[j].size > 1 && v > 0)
+      rate = MIN(rate, v);
+  }
+  if (isfinite(rate))
+    p->base_lat_s += p->bytes / rate;
 }
 
 static ts_coll_plan *build_one(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,

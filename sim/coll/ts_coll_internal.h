@@ -19,6 +19,10 @@ typedef struct {
   int port_share[TS_MAX_DIMS]; /* switch dims: consecutive chips of dim 0 per port (NIC), >= 1 */
   gboolean in_switch[TS_MAX_DIMS]; /* in-switch reduction (NVLS) */
   double isr_eff[TS_MAX_DIMS];     /* fraction of link bandwidth NVLS reaches */
+  double ll_frac[TS_MAX_DIMS], ll128_frac[TS_MAX_DIMS]; /* LL, LL128 bandwidth / Simple's */
+  double nccl_base_s[TS_MAX_DIMS][3]; /* fixed cost per protocol, 0: NCCL's baseLat */
+  double nccl_step_s[TS_MAX_DIMS][2]; /* LL, LL128 per-step latency, 0: NCCL's ratio */
+  double nccl_local_Bps[TS_MAX_DIMS]; /* local work rate, 0: none */
 } ts_net;
 
 /* Chip whose port into switch dim d carries chip's traffic (the NIC it shares). */

@@ -53,6 +53,14 @@ static const char *const dim_keys[] = {"size",
                                        "nics_per_node",
                                        "in_switch_reduction",
                                        "in_switch_reduction_efficiency",
+                                       "nccl_ll_bandwidth_fraction",
+                                       "nccl_ll128_bandwidth_fraction",
+                                       "nccl_ll_base_latency_us",
+                                       "nccl_ll128_base_latency_us",
+                                       "nccl_simple_base_latency_us",
+                                       "nccl_ll_latency_us",
+                                       "nccl_ll128_latency_us",
+                                       "nccl_local_bandwidth_GBps",
                                        NULL};
 
 const char *ts_shape_name(ts_shape s)
@@ -217,8 +225,35 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
       !ts_kf_string(kf, path, group, "in_switch_reduction", NULL, &red, error) ||
       !read_number(kf, path, group, "in_switch_reduction_efficiency", TRUE, 0.85, 0, TRUE, 1.0,
                    "the fraction of link bandwidth an in-switch (NVLS) all-reduce reaches",
-                   &d->in_switch_efficiency, error))
+                   &d->in_switch_efficiency, error) ||
+      !read_number(kf, path, group, "nccl_ll_bandwidth_fraction", TRUE, 0.5, 0, TRUE, 1.0,
+                   "the fraction of Simple's bandwidth NCCL's LL protocol reaches", &d->ll_bw_frac,
+                   error) ||
+      !read_number(kf, path, group, "nccl_ll128_bandwidth_fraction", TRUE, 0.92, 0, TRUE, 1.0,
+                   "the fraction of Simple's bandwidth NCCL's LL128 protocol reaches",
+                   &d->ll128_bw_frac, error))
     return FALSE;
+  static const char *const base_keys[3] = {"nccl_ll_base_latency_us", "nccl_ll128_base_latency_us",
+                                           "nccl_simple_base_latency_us"};
+  for (int q = 0; q < 3; q++) {
+    double v;
+    if (!read_number(kf, path, group, base_keys[q], TRUE, 0.0, 0, TRUE, TOPO_MAX_LATENCY,
+                     "a fixed latency per NCCL collective in microseconds", &v, error))
+      return FALSE;
+    d->nccl_base_s[q] = v * US;
+  }
+  static const char *const step_keys[2] = {"nccl_ll_latency_us", "nccl_ll128_latency_us"};
+  for (int q = 0; q < 2; q++) {
+    double v;
+    if (!read_number(kf, path, group, step_keys[q], TRUE, 0.0, 0, TRUE, TOPO_MAX_LATENCY,
+                     "a per-step latency in microseconds", &v, error))
+      return FALSE;
+    d->nccl_step_s[q] = v * US;
+  }
+  if (!read_number(kf, path, group, "nccl_local_bandwidth_GBps", TRUE, 0.0, 0, FALSE, TOPO_MAX_RATE,
+                   "a rate in GB/s (0 = no local cost)", &d->nccl_local_Bps, error))
+    return FALSE;
+  d->nccl_local_Bps *= GB;
   if (per_nic > 0 && nics > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] gpus_per_nic and nics_per_node: expected one of the two", path, group);

@@ -28,6 +28,21 @@ typedef struct {
    * the fraction of link bandwidth an in-switch all-reduce reaches. */
   gboolean in_switch_reduction;
   double in_switch_efficiency;
+  /* [dim.X] nccl_ll_bandwidth_fraction, nccl_ll128_bandwidth_fraction: the fraction of what
+   * NCCL's Simple protocol reaches that LL and LL128 reach on this dimension (0: NCCL's
+   * nominal 0.5 and 0.92). */
+  double ll_bw_frac, ll128_bw_frac;
+  /* [dim.X] nccl_{ll,ll128,simple}_base_latency_us: the fixed cost of one NCCL collective with
+   * each protocol (launch, synchronisation; NCCL's baseLat is 6.6, 14 and 8.4 us for its ring),
+   * seconds; 0: NCCL's value. A group spanning several dimensions pays the largest. */
+  double nccl_base_s[3];
+  /* [dim.X] nccl_ll_latency_us, nccl_ll128_latency_us: per-step latency of LL and LL128 on this
+   * dimension (latency_us is Simple's), seconds; 0: latency_us times NCCL's hwLat ratio. */
+  double nccl_step_s[2];
+  /* [dim.X] nccl_local_bandwidth_GBps: the rate at which a chip runs NCCL's local work on the
+   * buffer (reductions, copies through its memory), bytes/s; each NCCL collective adds
+   * bytes / rate. 0: none. A group spanning several dimensions pays the slowest. */
+  double nccl_local_Bps;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
