@@ -13,8 +13,23 @@ static const char *op_kind_names[] = {"compute", "coll", "send", "recv", "wait",
 static const char *resource_names[] = {"none",    "host_link", "nvme",
                                        "storage", "server",    "host_cpu"};
 static const char *phase_names[] = {"none", "fwd", "bwd", "recompute", "sync", "optimizer"};
-static const char *role_names[] = {"none",         "compute", "tp",      "ep",        "grad",
-                                   "param_gather", "pp",      "offload", "optimizer", "marker"};
+static const char *role_names[] = {"none",
+                                   "compute",
+                                   "tp",
+                                   "ep",
+                                   "grad",
+                                   "param_gather",
+                                   "pp",
+                                   "offload",
+                                   "optimizer",
+                                   "marker",
+                                   "input_grad",
+                                   "weight_grad",
+                                   "attention_recompute",
+                                   "regather",
+                                   "ps_update",
+                                   "tied_grad",
+                                   "expert_params"};
 
 const char *ts_resource_name(int r)
 {
@@ -587,7 +602,7 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
       }
       if ((unsigned)o->kind >= TS_OP_NKINDS || (unsigned)o->resource >= TS_NRES ||
           (unsigned)o->t_phase >= TS_NPHASES || (unsigned)o->t_role >= TS_NROLES ||
-          o->t_layer < 0 || o->t_layer_last < 0 || o->t_micro < 0) {
+          o->t_layer < 0 || o->t_layer_last < 0 || o->t_micro < 0 || o->t_stage < 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "program %d op %d: kind, resource or tag out of range", p, i);
         return FALSE;
@@ -763,6 +778,8 @@ char *ts_trace_to_text(const ts_trace *tr)
         g_string_append_printf(s, " layer_last=%d", o->t_layer_last - 1);
       if (o->t_micro > 0)
         g_string_append_printf(s, " mb=%d", o->t_micro - 1);
+      if (o->t_stage > 0)
+        g_string_append_printf(s, " stage=%d", o->t_stage - 1);
       if (o->t_phase != TS_PHASE_NONE)
         g_string_append_printf(s, " phase=%s", ts_phase_name(o->t_phase));
       if (o->t_role != TS_ROLE_NONE)
@@ -975,11 +992,14 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
   } else if (v2 && strcmp(key, "seconds") == 0 && op->kind == TS_OP_DELAY) {
     return parse_num_tok(c, key, val, &op->seconds);
   } else if (v2 && (strcmp(key, "layer") == 0 || strcmp(key, "layer_last") == 0 ||
-                    strcmp(key, "mb") == 0)) {
+                    strcmp(key, "mb") == 0 || strcmp(key, "stage") == 0)) {
     int v = 0;
     if (!parse_int_tok(c, key, val, 0, G_MAXINT - 1, &v))
       return FALSE;
-    *(key[0] == 'm' ? &op->t_micro : key[5] == '_' ? &op->t_layer_last : &op->t_layer) = v + 1;
+    *(key[0] == 'm'   ? &op->t_micro
+      : key[0] == 's' ? &op->t_stage
+      : key[5] == '_' ? &op->t_layer_last
+                      : &op->t_layer) = v + 1;
   } else if (v2 && strcmp(key, "phase") == 0) {
     int v = find_name(phase_names, G_N_ELEMENTS(phase_names), val);
     if (v <= 0)
@@ -990,7 +1010,8 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
     if (v <= 0)
       return perr(c,
                   "role='%s': expected compute, tp, ep, grad, param_gather, pp, offload, "
-                  "optimizer or marker",
+                  "optimizer, marker, input_grad, weight_grad, attention_recompute, regather, "
+                  "ps_update, tied_grad or expert_params",
                   val);
     op->t_role = v;
   } else if (v2 && g_str_has_prefix(key, "x_")) {

@@ -267,3 +267,33 @@ Test(trace, planner_emits_offchip_ops_without_the_launch_floor)
   cr_assert(strstr(r.out, "algo=auto") == NULL, "the algorithm is resolved once, in the trace");
   run_free(&r);
 }
+
+Test(trace, planner_tags_every_op)
+{
+  /* The validator and the timeline read tags, not labels: every op the planner writes has a
+   * role; layer ops their layer, pipeline ops their stage, gradient buckets their layers. */
+  const char *cmds[] = {
+      "trace -t dgx-a100-1node -m bert-base -s tp=2,pp=2,dp=2,sp,recompute=selective -b 16",
+      "trace -t dgx-a100-1node -m gpt3-350m -s dp=8,zero=3,offload=nvme -b 8",
+      "trace -t dgx-a100-1node -m mlp -s dp=8,ps=2 -b 16"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    run_result r = run(cmds[i]);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    GError *err = NULL;
+    g_autoptr(ts_trace) tr = ts_trace_from_text(r.out, "planner", &err);
+    cr_assert_not_null(tr, "%s", err ? err->message : "");
+    for (int p = 0; p < tr->nprograms; p++)
+      for (int k = 0; k < tr->programs[p].nops; k++) {
+        const ts_op *o = &tr->programs[p].ops[k];
+        const char *label = g_ptr_array_index(tr->labels, o->label);
+        cr_assert_neq(o->t_role, TS_ROLE_NONE, "%s: '%s' untagged", cmds[i], label);
+        if (o->t_role == TS_ROLE_COMPUTE || o->t_role == TS_ROLE_TP)
+          cr_assert_gt(o->t_layer, 0, "%s: '%s' without its layer", cmds[i], label);
+        if (o->t_role == TS_ROLE_PP && o->kind != TS_OP_WAIT)
+          cr_assert_gt(o->t_stage, 0, "%s: '%s' without its stage", cmds[i], label);
+        if (o->t_role == TS_ROLE_GRAD)
+          cr_assert(o->t_layer > 0 && o->t_layer_last >= o->t_layer, "%s: '%s'", cmds[i], label);
+      }
+    run_free(&r);
+  }
+}
