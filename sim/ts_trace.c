@@ -529,6 +529,12 @@ static int asym_programs(const ts_trace *tr)
   return (int)MIN(asym, (gint64)G_MAXINT);
 }
 
+static int int_cmp(const void *a, const void *b)
+{
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
 gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
 {
   if (t != NULL) {
@@ -624,44 +630,61 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
     }
   }
   /* Member-list groups are one instance: every rank that runs a collective on one must be a
-   * member. Per program, the first op using each such group; then each rank is looked up. */
+   * member. Per program, the member-list groups it uses (first op of each); then each rank is
+   * looked up in the sorted member lists. Nothing here grows with ranks x groups. */
   gboolean any = FALSE;
   for (guint gi = 0; gi < tr->groups->len; gi++)
     any |= ((const ts_group *)g_ptr_array_index(tr->groups, gi))->members != NULL;
   if (!any)
     return TRUE;
   int ng = (int)tr->groups->len;
-  g_autofree int *first = g_new(int, (gsize)tr->nprograms *(gsize)ng);
+  GArray **used = g_new0(GArray *, tr->nprograms); /* per program: (group, op) pairs */
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int p = 0; p < tr->nprograms; p++) {
-    int *f = first + (gsize)p * (gsize)ng;
-    for (int gi = 0; gi < ng; gi++)
-      f[gi] = -1;
-    for (int i = tr->programs[p].nops - 1; i >= 0; i--) {
+    used[p] = g_array_new(FALSE, FALSE, 2 * sizeof(int));
+    g_hash_table_remove_all(seen);
+    for (int i = 0; i < tr->programs[p].nops; i++) {
       const ts_op *o = &tr->programs[p].ops[i];
-      if (o->kind == TS_OP_COLL &&
-          ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members)
-        f[o->group] = i;
+      if (o->kind != TS_OP_COLL ||
+          ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members == NULL ||
+          g_hash_table_contains(seen, GINT_TO_POINTER(o->group + 1)))
+        continue;
+      g_hash_table_add(seen, GINT_TO_POINTER(o->group + 1));
+      int pair[2] = {o->group, i};
+      g_array_append_vals(used[p], pair, 1);
     }
   }
+  int **sorted = g_new0(int *, ng);
   for (int gi = 0; gi < ng; gi++) {
     const ts_group *g = g_ptr_array_index(tr->groups, gi);
     if (g->members == NULL)
       continue;
-    g_autofree guint8 *in = g_new0(guint8, (gsize)tr->nranks);
-    for (int m = 0; m < g->nmembers; m++)
-      in[g->members[m]] = 1;
-    for (int rank = 0; rank < tr->nranks; rank++) {
-      int p = ts_trace_program_of(tr, rank), i = first[(gsize)p * (gsize)ng + (gsize)gi];
-      if (i >= 0 && !in[rank]) {
+    sorted[gi] = g_memdup2(g->members, sizeof(int) * (gsize)g->nmembers);
+    qsort(sorted[gi], (size_t)g->nmembers, sizeof(int), int_cmp);
+  }
+  gboolean ok = TRUE;
+  for (int rank = 0; rank < tr->nranks && ok; rank++) {
+    int p = ts_trace_program_of(tr, rank);
+    for (guint k = 0; k < used[p]->len && ok; k++) {
+      const int *pair = (const int *)used[p]->data + 2 * k;
+      const ts_group *g = g_ptr_array_index(tr->groups, pair[0]);
+      if (bsearch(&rank, sorted[pair[0]], (size_t)g->nmembers, sizeof(int), int_cmp) == NULL) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "rank %d op %d '%s': collective on group %s, which does not list rank %d", rank,
-                    i, (const char *)g_ptr_array_index(tr->labels, tr->programs[p].ops[i].label),
+                    pair[1],
+                    (const char *)g_ptr_array_index(tr->labels, tr->programs[p].ops[pair[1]].label),
                     g->name, rank);
-        return FALSE;
+        ok = FALSE;
       }
     }
   }
-  return TRUE;
+  for (int p = 0; p < tr->nprograms; p++)
+    g_array_unref(used[p]);
+  g_free(used);
+  for (int gi = 0; gi < ng; gi++)
+    g_free(sorted[gi]);
+  g_free(sorted);
+  return ok;
 }
 
 /* ---- text form ---------------------------------------------------------------------- */
