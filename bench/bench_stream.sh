@@ -22,7 +22,7 @@ awk -v n="$n" 'BEGIN {
   printf "%d wait cat=other stream=0 label=0 deps=%d\n", n - 1, n - 2;
   print "end" }' > "$tmp/stream.trace"
 size=$(stat -c %s "$tmp/stream.trace")
-/usr/bin/time -f "%e %M" -o "$tmp/time" taskset -c 0 "$bin" replay "$tmp/stream.trace" \
+/usr/bin/time -f "%e %U %M" -o "$tmp/time" taskset -c 0 "$bin" replay "$tmp/stream.trace" \
   -t dgx-a100-1node -f csv > "$tmp/out.csv"
-read -r wall rss < "$tmp/time"
-echo "ops=$n file_bytes=$size wall_s=$wall peak_RSS_MB=$((rss / 1024))"
+read -r wall user rss < "$tmp/time"
+echo "ops=$n file_bytes=$size wall_s=$wall user_s=$user peak_RSS_MB=$((rss / 1024))"

@@ -820,16 +820,29 @@ char *ts_trace_to_text(const ts_trace *tr)
 }
 
 /* Splits a line into tokens; a token in double quotes may hold blanks and C escapes. */
-static gboolean tokenize(const char *line, GPtrArray *out)
+/* Unescapes C escapes of [p, end) into p, NUL-terminated (never longer than the escaped). */
+static void unescape_in_place(char *p, const char *end)
 {
-  const char *p = line;
+  g_autofree char *raw = g_strndup(p, (gsize)(end - p));
+  g_autofree char *v = g_strcompress(raw);
+  gsize n = strlen(v);
+  memcpy(p, v, n);
+  p[n] = '\0';
+}
+
+/* Splits a line into tokens in place (pointers into line, NUL-terminated there): no copy per
+ * token, as a trace has millions of lines. A token in double quotes may hold blanks and C
+ * escapes; so may the value of key="value". */
+static gboolean tokenize(char *line, GPtrArray *out)
+{
+  char *p = line;
   for (;;) {
     while (*p == ' ' || *p == '\t')
       p++;
     if (*p == '\0' || *p == '#')
       return TRUE;
     if (*p == '"') {
-      const char *q = ++p;
+      char *q = ++p;
       while (*q != '\0' && *q != '"') {
         if (*q == '\\' && q[1] != '\0')
           q++;
@@ -837,33 +850,35 @@ static gboolean tokenize(const char *line, GPtrArray *out)
       }
       if (*q != '"')
         return FALSE;
-      g_autofree char *raw = g_strndup(p, (gsize)(q - p));
-      g_ptr_array_add(out, g_strcompress(raw));
+      unescape_in_place(p, q);
+      g_ptr_array_add(out, p);
       p = q + 1;
-    } else {
-      const char *q = p;
-      while (*q != '\0' && *q != ' ' && *q != '\t' && !(*q == '"' && q > p && q[-1] == '='))
-        q++;
-      if (*q == '"') {
-        /* key="quoted value" (format 2 group names): the token is key=value, unescaped. */
-        const char *e = q + 1;
-        while (*e != '\0' && *e != '"') {
-          if (*e == '\\' && e[1] != '\0')
-            e++;
-          e++;
-        }
-        if (*e != '"')
-          return FALSE;
-        g_autofree char *raw = g_strndup(q + 1, (gsize)(e - q - 1));
-        g_autofree char *val = g_strcompress(raw);
-        g_autofree char *key = g_strndup(p, (gsize)(q - p));
-        g_ptr_array_add(out, g_strconcat(key, val, NULL));
-        p = e + 1;
-        continue;
-      }
-      g_ptr_array_add(out, g_strndup(p, (gsize)(q - p)));
-      p = q;
+      continue;
     }
+    char *q = p;
+    while (*q != '\0' && *q != ' ' && *q != '\t' && !(*q == '"' && q > p && q[-1] == '='))
+      q++;
+    if (*q == '"') {
+      /* key="quoted value" (format 2 group names): the token is key=value, unescaped. */
+      char *e = q + 1;
+      while (*e != '\0' && *e != '"') {
+        if (*e == '\\' && e[1] != '\0')
+          e++;
+        e++;
+      }
+      if (*e != '"')
+        return FALSE;
+      memmove(q, q + 1, (gsize)(e - q - 1));
+      unescape_in_place(q, e - 1);
+      g_ptr_array_add(out, p);
+      p = e + 1;
+      continue;
+    }
+    g_ptr_array_add(out, p);
+    if (*q == '\0')
+      return TRUE;
+    *q = '\0';
+    p = q + 1;
   }
 }
 
@@ -887,7 +902,18 @@ G_GNUC_PRINTF(2, 3) static gboolean perr(parse_ctx *c, const char *fmt, ...)
 static gboolean parse_int_tok(parse_ctx *c, const char *what, const char *tok, gint64 lo, gint64 hi,
                               int *out)
 {
-  gint64 v;
+  gint64 v = 0;
+  /* Fast path for plain digits (op indices, labels, dependencies: most of a trace's numbers);
+   * anything else through the general reader, which also takes "1e3". */
+  const char *d = tok;
+  while (*d >= '0' && *d <= '9' && d - tok < 18)
+    v = v * 10 + (*d++ - '0');
+  if (d > tok && *d == '\0') {
+    if (v >= lo && v <= hi) {
+      *out = (int)v;
+      return TRUE;
+    }
+  }
   if (!ts_parse_int(tok, lo, hi, &v))
     return perr(c,
                 "%s='%s': expected a whole number in [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
@@ -918,7 +944,16 @@ static gboolean parse_int_list(parse_ctx *c, const char *what, const char *val, 
   const char *p = val;
   for (;;) {
     const char *q = strchr(p, ',');
-    g_autofree char *item = q ? g_strndup(p, (gsize)(q - p)) : g_strdup(p);
+    gsize n = q ? (gsize)(q - p) : strlen(p);
+    char buf[32];
+    g_autofree char *big = NULL;
+    char *item = buf;
+    if (n < sizeof buf) {
+      memcpy(buf, p, n);
+      buf[n] = '\0';
+    } else {
+      item = big = g_strndup(p, n);
+    }
     int v;
     if (!parse_int_tok(c, what, item, lo, hi, &v))
       return FALSE;
@@ -1045,7 +1080,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
   return TRUE;
 }
 
-static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
+static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok, GArray *deps)
 {
   ts_op op = {0};
   op.offset = 0;
@@ -1063,15 +1098,15 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
     return perr(c, "op kind '%s': expected compute, coll, send, recv, wait%s", kind,
                 c->version < 2 ? " (xfer and delay need format 2)" : ", xfer or delay");
   op.kind = (ts_op_kind)k;
-  g_autoptr(GArray) deps = g_array_new(FALSE, FALSE, sizeof(int));
+  g_array_set_size(deps, 0);
   gboolean have_label = FALSE;
   for (guint i = 2; i < tok->len; i++) {
-    const char *kv = g_ptr_array_index(tok, i);
-    const char *eq = strchr(kv, '=');
+    char *kv = g_ptr_array_index(tok, i);
+    char *eq = strchr(kv, '=');
     if (eq == NULL)
       return perr(c, "'%s': expected key=value", kv);
-    g_autofree char *key = g_strndup(kv, (gsize)(eq - kv));
-    if (!parse_op_key(c, tr, idx, &op, kind, key, eq + 1, deps, &have_label))
+    *eq = '\0'; /* the token is the line's own bytes: the key ends here */
+    if (!parse_op_key(c, tr, idx, &op, kind, kv, eq + 1, deps, &have_label))
       return FALSE;
   }
   if (!have_label)
@@ -1097,7 +1132,8 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
   gboolean header = FALSE, ended = FALSE;
   /* Line by line in place (no copy of the whole text: traces run to gigabytes). */
   GString *line = g_string_new(NULL);
-  g_autoptr(GPtrArray) tok = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) tok = g_ptr_array_new();
+  g_autoptr(GArray) deps = g_array_new(FALSE, FALSE, sizeof(int));
   for (const char *l = text; *l != '\0' || c.line == 0;) {
     const char *nl = strchr(l, '\n');
     gsize llen = nl ? (gsize)(nl - l) : strlen(l);
@@ -1151,7 +1187,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         perr(&c, "expected 'INDEX KIND key=value...'");
         goto fail;
       }
-      if (!parse_op(&c, tr, prog, tok))
+      if (!parse_op(&c, tr, prog, tok, deps))
         goto fail;
       continue;
     }
