@@ -1121,7 +1121,90 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok, G
   return TRUE;
 }
 
+/* Where the reader's lines come from: text in memory, or a file read in blocks, so a trace
+ * of gigabytes is never held whole. */
+#define SRC_BLOCK ((gsize)1 << 20)
+typedef struct {
+  const char *text; /* in memory, or NULL */
+  gboolean started;
+  int fd; /* a file */
+  char *buf;
+  gsize len, pos;
+  gboolean eof;
+  gint64 total, max;
+} line_src;
+
+/* Appends the next line (without its newline) to line: 1, or 0 at the end, -1 on an error. */
+static int src_next(line_src *s, GString *line, parse_ctx *c)
+{
+  if (s->text != NULL) {
+    if (*s->text == '\0' && s->started)
+      return 0;
+    s->started = TRUE;
+    const char *nl = strchr(s->text, '\n');
+    gsize n = nl ? (gsize)(nl - s->text) : strlen(s->text);
+    g_string_append_len(line, s->text, (gssize)n);
+    s->text += n + (nl != NULL);
+    return 1;
+  }
+  for (;;) {
+    if (s->pos < s->len) {
+      char *b = s->buf + s->pos;
+      char *nl = memchr(b, '\n', s->len - s->pos);
+      gsize n = nl ? (gsize)(nl - b) : s->len - s->pos;
+      g_string_append_len(line, b, (gssize)n);
+      s->pos += n + (nl != NULL);
+      if (nl != NULL)
+        return 1;
+    }
+    if (s->eof) {
+      if (line->len > 0 || !s->started) {
+        s->started = TRUE;
+        return 1;
+      }
+      return 0;
+    }
+    ssize_t r = read(s->fd, s->buf, SRC_BLOCK);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      g_set_error(c->error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", c->path,
+                  g_strerror(errno));
+      return -1;
+    }
+    s->len = (gsize)r;
+    s->pos = 0;
+    s->eof = r == 0;
+    s->total += r;
+    if (s->total > s->max) {
+      g_set_error(c->error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: more than %" G_GINT64_FORMAT " bytes; expected at most that for a trace",
+                  c->path, s->max);
+      return -1;
+    }
+    const char *z = r > 0 ? memchr(s->buf, '\0', (gsize)r) : NULL;
+    if (z != NULL) {
+      int ln = c->line + 1;
+      for (const char *q = s->buf; q < z; q++)
+        ln += *q == '\n';
+      g_set_error(c->error, TS_ERROR, TS_ERROR_INPUT, "%s:%d: NUL byte; expected a text file",
+                  c->path, ln);
+      return -1;
+    }
+    s->started = TRUE;
+  }
+}
+
+static ts_trace *parse_src(line_src *src, const char *path, GError **error);
+
 ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
+{
+  line_src src = {0};
+  src.text = text;
+  return parse_src(&src, path, error);
+}
+
+static ts_trace *parse_src(line_src *src, const char *path, GError **error)
 {
   parse_ctx c = {path, 0, 1, error};
   ts_trace *tr = g_new0(ts_trace, 1);
@@ -1134,14 +1217,15 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
   GString *line = g_string_new(NULL);
   g_autoptr(GPtrArray) tok = g_ptr_array_new();
   g_autoptr(GArray) deps = g_array_new(FALSE, FALSE, sizeof(int));
-  for (const char *l = text; *l != '\0' || c.line == 0;) {
-    const char *nl = strchr(l, '\n');
-    gsize llen = nl ? (gsize)(nl - l) : strlen(l);
+  for (;;) {
     g_string_truncate(line, 0);
-    g_string_append_len(line, l, (gssize)llen);
+    int got = src_next(src, line, &c);
+    if (got < 0)
+      goto fail;
+    if (got == 0)
+      break;
     if (line->len > 0 && line->str[line->len - 1] == '\r')
       g_string_truncate(line, line->len - 1);
-    l += llen + (nl != NULL);
     c.line++;
     g_ptr_array_set_size(tok, 0);
     if (!tokenize(line->str, tok)) {
@@ -1493,11 +1577,30 @@ gboolean ts_read_input_file(const char *path, gint64 max_bytes, char **text, gsi
 
 ts_trace *ts_trace_load(const char *path, GError **error)
 {
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  if (!ts_read_input_file(path, TS_TRACE_MAX_FILE_BYTES, &text, &len, error))
+  /* As ts_read_input_file refuses (not a regular file, too large), then read in blocks. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, g_strerror(errno));
     return NULL;
-  if (!no_nul((const guint8 *)text, len, path, error))
+  }
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (gint64)st.st_size > TS_TRACE_MAX_FILE_BYTES) {
+    close(fd);
+    char *text = NULL;
+    /* the same one-line refusal */
+    if (ts_read_input_file(path, TS_TRACE_MAX_FILE_BYTES, &text, NULL, error)) {
+      g_free(text);
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: changed while read", path);
+    }
     return NULL;
-  return ts_trace_from_text(text, path, error);
+  }
+  line_src src = {0};
+  src.fd = fd;
+  src.buf = g_malloc(SRC_BLOCK);
+  src.max = TS_TRACE_MAX_FILE_BYTES;
+  ts_trace *tr = parse_src(&src, path, error);
+  g_free(src.buf);
+  close(fd);
+  return tr;
 }
