@@ -244,6 +244,31 @@ static GByteArray *et_recv_only(void)
   return b;
 }
 
+static GByteArray *et_allreduce(gint64 bytes)
+{
+  GByteArray *b = g_byte_array_new();
+  ChakraProtoMsg__GlobalMetadata gm = CHAKRA_PROTO_MSG__GLOBAL_METADATA__INIT;
+  put_msg(b, &gm.base);
+  ChakraProtoMsg__Node nd = CHAKRA_PROTO_MSG__NODE__INIT;
+  nd.id = 3;
+  nd.name = (char *)"grad all-reduce";
+  nd.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
+  ChakraProtoMsg__AttributeProto a[2];
+  ChakraProtoMsg__AttributeProto *ap[2] = {&a[0], &a[1]};
+  const char *names[] = {"comm_type", "comm_size"};
+  gint64 vals[] = {CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_REDUCE, bytes};
+  for (int i = 0; i < 2; i++) {
+    chakra_proto_msg__attribute_proto__init(&a[i]);
+    a[i].name = (char *)names[i];
+    a[i].value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT64_VAL;
+    a[i].int64_val = vals[i];
+  }
+  nd.n_attr = 2;
+  nd.attr = ap;
+  put_msg(b, &nd.base);
+  return b;
+}
+
 static GByteArray *et_empty(void)
 {
   GByteArray *b = g_byte_array_new();
@@ -262,6 +287,12 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   g_autofree char *p1 = g_build_filename(dir, "job.1.et", NULL);
   cr_assert(g_file_set_contents(p0, (const char *)r0->data, r0->len, NULL));
   cr_assert(g_file_set_contents(p1, (const char *)r1->data, r1->len, NULL));
+  /* Members of one group whose collectives differ in size. */
+  g_autoptr(GByteArray) c0 = et_allreduce(1024), c1 = et_allreduce(2048);
+  g_autofree char *q0 = g_build_filename(dir, "coll.0.et", NULL);
+  g_autofree char *q1 = g_build_filename(dir, "coll.1.et", NULL);
+  cr_assert(g_file_set_contents(q0, (const char *)c0->data, c0->len, NULL));
+  cr_assert(g_file_set_contents(q1, (const char *)c1->data, c1->len, NULL));
   g_autofree char *bad_groups = g_build_filename(dir, "groups.json", NULL);
   cr_assert(g_file_set_contents(bad_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 99]}", -1, NULL));
   g_autofree char *short_groups = g_build_filename(dir, "short.json", NULL);
@@ -283,6 +314,8 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   } cases[] = {
       {g_strdup_printf("replay -t dgx-a100-1node %s %s", p0, p1),
        "job.1.et: node 7: recv from rank 0 tag 5 has no matching send"},
+      {g_strdup_printf("replay -t dgx-a100-1node %s %s", q0, q1),
+       "coll.1.et: node 3: collective on group \"all ranks\" differs from rank 0's"},
       {g_strdup_printf("replay -t tpu-v2-8 %s/bert-base-dp8.*.et", src), "8 ranks but topology"},
       {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et",
                        bad_groups, src),

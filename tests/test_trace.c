@@ -267,3 +267,72 @@ Test(trace, planner_emits_offchip_ops_without_the_launch_floor)
   cr_assert(strstr(r.out, "algo=auto") == NULL, "the algorithm is resolved once, in the trace");
   run_free(&r);
 }
+
+Test(trace, planner_tags_every_op)
+{
+  /* The validator and the timeline read tags, not labels: every op the planner writes has a
+   * role; layer ops their layer, pipeline ops their stage, gradient buckets their layers. */
+  const char *cmds[] = {
+      "trace -t dgx-a100-1node -m bert-base -s tp=2,pp=2,dp=2,sp,recompute=selective -b 16",
+      "trace -t dgx-a100-1node -m gpt3-350m -s dp=8,zero=3,offload=nvme -b 8",
+      "trace -t dgx-a100-1node -m mlp -s dp=8,ps=2 -b 16"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    run_result r = run(cmds[i]);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    GError *err = NULL;
+    g_autoptr(ts_trace) tr = ts_trace_from_text(r.out, "planner", &err);
+    cr_assert_not_null(tr, "%s", err ? err->message : "");
+    for (int p = 0; p < tr->nprograms; p++)
+      for (int k = 0; k < tr->programs[p].nops; k++) {
+        const ts_op *o = &tr->programs[p].ops[k];
+        const char *label = g_ptr_array_index(tr->labels, o->label);
+        cr_assert_neq(o->t_role, TS_ROLE_NONE, "%s: '%s' untagged", cmds[i], label);
+        if (o->t_role == TS_ROLE_COMPUTE || o->t_role == TS_ROLE_TP)
+          cr_assert_gt(o->t_layer, 0, "%s: '%s' without its layer", cmds[i], label);
+        if (o->t_role == TS_ROLE_PP && o->kind != TS_OP_WAIT)
+          cr_assert_gt(o->t_stage, 0, "%s: '%s' without its stage", cmds[i], label);
+        if (o->t_role == TS_ROLE_GRAD)
+          cr_assert(o->t_layer > 0 && o->t_layer_last >= o->t_layer, "%s: '%s'", cmds[i], label);
+      }
+    run_free(&r);
+  }
+}
+
+Test(trace, files_read_in_blocks_equal_text_read_whole)
+{
+  /* ts_trace_load reads 1 MiB blocks: a 2.5 MB trace has lines across block boundaries. */
+  GString *s = g_string_new("trainsim-trace 2\r\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\n"
+                            "group 0 dp\nlabel 0 \"a\"\n");
+  int n = 40000;
+  g_string_append_printf(s, "program 0 %d\n", n);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(s, "%d compute cat=fwd stream=0 label=0 flops=%d mem_bytes=%d\n", i,
+                           1000 + i, 7 * i);
+  g_string_append(s, "end"); /* no final newline */
+  g_autofree char *dir = g_dir_make_tmp("blocks-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "big.trace", NULL);
+  cr_assert(g_file_set_contents(path, s->str, (gssize)s->len, NULL));
+  cr_assert_gt(s->len, 2u << 20);
+  GError *err = NULL;
+  g_autoptr(ts_trace) a = ts_trace_load(path, &err);
+  cr_assert_not_null(a, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) b = parse(s->str);
+  g_autofree char *ta = ts_trace_to_text(a), *tb = ts_trace_to_text(b);
+  cr_assert_str_eq(ta, tb);
+  cr_assert_eq(a->programs[0].nops, n);
+  /* A NUL byte deep in the file names its line. */
+  s->str[s->len - 100] = '\0';
+  int line = 1;
+  for (gsize k = 0; k < s->len - 100; k++)
+    line += s->str[k] == '\n';
+  cr_assert_gt(line, n);
+  cr_assert(g_file_set_contents(path, s->str, (gssize)s->len, NULL));
+  ts_trace *c = ts_trace_load(path, &err);
+  cr_assert_null(c);
+  g_autofree char *want = g_strdup_printf(":%d: NUL byte", line);
+  cr_assert(strstr(err->message, want) != NULL, "%s lacks %s", err->message, want);
+  g_clear_error(&err);
+  g_string_free(s, TRUE);
+  g_unlink(path);
+  g_rmdir(dir);
+}

@@ -4,7 +4,11 @@
 #include "ts_import.h"
 #include "ts_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int ts_cmd_import(int argc, char **argv)
 {
@@ -51,6 +55,35 @@ int ts_cmd_import(int argc, char **argv)
   return 0;
 }
 
+/* The first bytes of a regular file (what is not one is refused as ts_read_input_file does). */
+static gboolean read_head(const char *path, guint8 *buf, gsize cap, gsize *len, GError **error)
+{
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0)
+      close(fd);
+    char *text = NULL;
+    if (ts_read_input_file(path, 0, &text, NULL, error)) { /* gives the one-line refusal */
+      g_free(text);
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: changed while read", path);
+    }
+    return FALSE;
+  }
+  ssize_t r;
+  do
+    r = read(fd, buf, cap);
+  while (r < 0 && errno == EINTR);
+  close(fd);
+  if (r < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, g_strerror(errno));
+    return FALSE;
+  }
+  *len = (gsize)r;
+  return TRUE;
+}
+
 ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
                               const ts_topo *topo, const ts_import_options *o, GError **error)
 {
@@ -64,13 +97,13 @@ ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
     }
   } else {
     /* Detected from the first bytes of the first file. */
-    g_autofree char *head = NULL;
+    guint8 head[64];
     gsize len = 0;
-    if (!ts_read_input_file(paths[0], (gint64)1 << 30, &head, &len, error))
+    if (!read_head(paths[0], head, sizeof head, &len, error))
       return NULL;
-    f = ts_import_detect((const guint8 *)head, len);
+    f = ts_import_detect(head, len);
     if (f == TS_IMPORT_NFORMATS && n == 1) {
-      ts_trace *tr = ts_trace_from_bytes((const guint8 *)head, len, paths[0], error);
+      ts_trace *tr = ts_trace_load(paths[0], error);
       if (tr != NULL &&
           (!ts_trace_check(tr, topo, error) || !ts_trace_resolve_algos(tr, topo, error))) {
         g_prefix_error(error, "%s: ", paths[0]);

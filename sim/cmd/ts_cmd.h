@@ -3,6 +3,7 @@
 #ifndef TS_CMD_H
 #define TS_CMD_H
 
+#include "ts_import.h"
 #include "ts_model.h"
 #include "ts_report.h"
 #include "ts_topo.h"
@@ -35,7 +36,6 @@ int ts_cmd_model(int argc, char **argv);
 int ts_cmd_import(int argc, char **argv);
 int ts_cmd_export(int argc, char **argv);
 
-#include "ts_import.h"
 /** A trace from files of another tool (from: chakra, astrasim, or NULL to detect; a trainsim
  * trace is detected too), checked against topo, algorithms resolved. */
 ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,

@@ -46,6 +46,8 @@ typedef struct {
   int *labels;    /* label index per (layer or stage, slot), -1 until first used */
   int cur_layer;  /* op tag: layer of the label last taken from a layer slot, -1 otherwise */
   int cur_mb;     /* op tag: micro-batch of the pass being generated, -1 outside passes */
+  int cur_role, cur_phase, cur_stage; /* op tag from the label slot (0: none) */
+  int cur_lo, cur_hi;                 /* op tag: a gradient bucket's layers, -1 when none */
   char label[320];
 } gen;
 
@@ -76,10 +78,50 @@ enum {
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
 
+/* What each label slot's op is (role, phase): the op tag, so nothing reads labels back. */
+static const struct {
+  guint8 role, phase;
+} layer_slot_tag[L_NLAYER_SLOTS] = {
+    [L_FWD] = {TS_ROLE_COMPUTE, TS_PHASE_FWD},
+    [L_RECOMPUTE] = {TS_ROLE_COMPUTE, TS_PHASE_RECOMPUTE},
+    [L_FWD_PRE] = {TS_ROLE_TP, TS_PHASE_FWD},
+    [L_FWD_POST] = {TS_ROLE_TP, TS_PHASE_FWD},
+    [L_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_BWD_PRE] = {TS_ROLE_TP, TS_PHASE_BWD},
+    [L_PARAM_AG] = {TS_ROLE_PARAM_GATHER, TS_PHASE_FWD},
+    [L_ATTN_RECOMPUTE] = {TS_ROLE_ATTN_RECOMPUTE, TS_PHASE_BWD},
+    [L_BWD] = {TS_ROLE_COMPUTE, TS_PHASE_BWD},
+    [L_REGATHER] = {TS_ROLE_REGATHER, TS_PHASE_BWD},
+    [L_DGRAD] = {TS_ROLE_INPUT_GRAD, TS_PHASE_BWD},
+    [L_BWD_POST] = {TS_ROLE_TP, TS_PHASE_BWD},
+    [L_WGRAD] = {TS_ROLE_WEIGHT_GRAD, TS_PHASE_BWD},
+    [L_EP_FWD_PRE] = {TS_ROLE_EP, TS_PHASE_FWD},
+    [L_EP_FWD_POST] = {TS_ROLE_EP, TS_PHASE_FWD},
+    [L_EP_RC_PRE] = {TS_ROLE_EP, TS_PHASE_RECOMPUTE},
+    [L_EP_RC_POST] = {TS_ROLE_EP, TS_PHASE_RECOMPUTE},
+    [L_EP_BWD_PRE] = {TS_ROLE_EP, TS_PHASE_BWD},
+    [L_EP_BWD_POST] = {TS_ROLE_EP, TS_PHASE_BWD},
+};
+static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
+    [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
+    [L_SEND_B] = TS_PHASE_BWD, [L_GATHER_F] = TS_PHASE_FWD, [L_GATHER_B] = TS_PHASE_BWD,
+};
+
 G_GNUC_PRINTF(3, 4) static int lbl(gen *g, int slot, const char *fmt, ...)
 {
   int nl = g->p->model->nlayers;
   g->cur_layer = slot < nl * L_NLAYER_SLOTS ? slot / L_NLAYER_SLOTS : -1;
+  if (slot < nl * L_NLAYER_SLOTS) {
+    g->cur_role = layer_slot_tag[slot % L_NLAYER_SLOTS].role;
+    g->cur_phase = layer_slot_tag[slot % L_NLAYER_SLOTS].phase;
+    g->cur_stage = 0;
+  } else {
+    int s = slot - nl * L_NLAYER_SLOTS;
+    g->cur_role = TS_ROLE_PP;
+    g->cur_phase = stage_slot_phase[s % L_NSTAGE_SLOTS];
+    g->cur_stage = s / L_NSTAGE_SLOTS + 1;
+  }
   if (g->labels[slot] >= 0)
     return g->labels[slot];
   va_list ap;
@@ -106,6 +148,16 @@ static void tag_op(gen *g, ts_op *o)
 {
   if (o->t_layer == 0 && g->cur_layer >= 0)
     o->t_layer = g->cur_layer + 1;
+  if (g->cur_lo >= 0) {
+    o->t_layer = g->cur_lo + 1;
+    o->t_layer_last = g->cur_hi + 1;
+  }
+  if (o->t_role == TS_ROLE_NONE && g->cur_role != TS_ROLE_NONE)
+    o->t_role = g->cur_role;
+  if (o->t_phase == TS_PHASE_NONE && g->cur_phase != TS_PHASE_NONE)
+    o->t_phase = g->cur_phase;
+  if (o->t_stage == 0)
+    o->t_stage = g->cur_stage;
   if (o->t_micro == 0 && g->cur_mb >= 0)
     o->t_micro = g->cur_mb + 1;
   if (o->t_phase == TS_PHASE_NONE)
@@ -146,14 +198,34 @@ static int emit(gen *g, const ts_op *op, int label, const int *deps, int ndeps)
   ts_op o = *op;
   o.label = label;
   tag_op(g, &o);
-  g->cur_layer = -1;
+  g->cur_layer = g->cur_lo = g->cur_hi = -1;
+  g->cur_role = g->cur_phase = g->cur_stage = 0;
   return ts_trace_append(g->tr, g->prog, &o, deps, ndeps);
 }
 
 static int text_label(gen *g, const char *text)
 {
-  g->cur_layer = -1;
+  g->cur_layer = g->cur_lo = g->cur_hi = -1;
+  g->cur_role = g->cur_phase = g->cur_stage = 0;
   return ts_trace_label(g->tr, text);
+}
+
+/* A text label whose op has this role. */
+static int text_label_role(gen *g, const char *text, ts_role role)
+{
+  int l = text_label(g, text);
+  g->cur_role = role;
+  return l;
+}
+
+/* A gradient bucket's label: layers a and b (either order) in the op's tag. */
+static int bucket_label(gen *g, int a, int b)
+{
+  int l = text_label(g, g->label);
+  g->cur_lo = MIN(a, b);
+  g->cur_hi = MAX(a, b);
+  g->cur_role = TS_ROLE_GRAD;
+  return l;
 }
 
 /* An op on the compute stream; it also waits for everything pending. */
@@ -441,7 +513,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
     op.algo = TS_ALGO_DIRECT;
     g_snprintf(g->label, sizeof g->label, "ps push %s..%s", p->model->layers[b->first].name,
                p->model->layers[upto].name);
-    int id = emit(g, &op, text_label(g, g->label), &b->last_op, 1);
+    int id = emit(g, &op, bucket_label(g, b->first, upto), &b->last_op, 1);
     g_array_append_val(g->sync, id);
     b->bytes = 0;
     b->first = -1;
@@ -453,8 +525,8 @@ static void flush(gen *g, bucket *b, int group, int upto)
     char h[48];
     g_snprintf(g->label, sizeof g->label, "ps push %s..%s (%s)", p->model->layers[b->first].name,
                p->model->layers[upto].name, ts_fmt_bytes(h, sizeof h, b->bytes));
-    int id =
-        emit_ps(g, TS_CAT_COMM_DP, TS_ROLE_GRAD, b->bytes, text_label(g, g->label), &b->last_op, 1);
+    int id = emit_ps(g, TS_CAT_COMM_DP, TS_ROLE_GRAD, b->bytes, bucket_label(g, b->first, upto),
+                     &b->last_op, 1);
     g_array_append_val(g->sync, id);
     b->bytes = 0;
     b->first = -1;
@@ -465,7 +537,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
                      TS_CAT_COMM_DP, S_DP);
   g_snprintf(g->label, sizeof g->label, "grad %s %s..%s", rs ? "reduce-scatter" : "all-reduce",
              p->model->layers[b->first].name, p->model->layers[upto].name);
-  int id = emit(g, &op, text_label(g, g->label), &b->last_op, 1);
+  int id = emit(g, &op, bucket_label(g, b->first, upto), &b->last_op, 1);
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host
      * memory while backward continues. */
@@ -510,7 +582,7 @@ static void sync_grads(gen *g, int a, int b)
       ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, bytes, TS_CAT_COMM_DP, S_DP);
       g_snprintf(g->label, sizeof g->label, "grad all-reduce %s..%s", m->layers[i].name,
                  m->layers[i].name);
-      emit(g, &op, text_label(g, g->label), &g->wgrad_op[i], 1);
+      emit(g, &op, bucket_label(g, i, i), &g->wgrad_op[i], 1);
     }
     if (bk[w].first < 0)
       bk[w].first = i;
@@ -683,11 +755,12 @@ static void tied_exchange(gen *g)
   for (int k = 0; me >= 0 && k < n; k++)
     if (k != me)
       p2p(g, TS_OP_SEND, S_SEND_F, dev[k], MAX(copy[me], copy[k]) * p->model->dtype_bytes,
-          base + (me == 0), text_label(g, "send tied embedding gradient"));
+          base + (me == 0), text_label_role(g, "send tied embedding gradient", TS_ROLE_TIED_GRAD));
   for (int k = 0; me >= 0 && k < n; k++)
     if (k != me) {
       int r = p2p(g, TS_OP_RECV, S_RECV_F, dev[k], MAX(copy[me], copy[k]) * p->model->dtype_bytes,
-                  base + (k == 0), text_label(g, "recv tied embedding gradient"));
+                  base + (k == 0),
+                  text_label_role(g, "recv tied embedding gradient", TS_ROLE_TIED_GRAD));
       g_array_append_val(g->sync, r);
     }
   g_free(dev);
@@ -705,12 +778,12 @@ static void gather_updated(gen *g)
   gboolean any = FALSE;
   if (dense > 0 && p->degree[TS_AX_DP] > 1) {
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, dense * D, TS_CAT_COMM_DP, 0);
-    emit_main(g, &op, text_label(g, "updated param all-gather"));
+    emit_main(g, &op, text_label_role(g, "updated param all-gather", TS_ROLE_PARAM_GATHER));
     any = TRUE;
   }
   if (expert > 0 && p->degree[TS_AX_DP] / p->ep > 1) {
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_edp, expert * D, TS_CAT_COMM_DP, 0);
-    emit_main(g, &op, text_label(g, "updated expert param all-gather"));
+    emit_main(g, &op, text_label_role(g, "updated expert param all-gather", TS_ROLE_EXPERT_PARAMS));
     any = TRUE;
   }
   if (!any)
@@ -731,9 +804,9 @@ static void ps_step(gen *g, double psi)
     for (int k = 0; k < nd; k++)
       pend(g, deps[k]);
     upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K),
-                       text_label(g, "ps update (colocated server shard)"));
+                       text_label_role(g, "ps update (colocated server shard)", TS_ROLE_PS_UPDATE));
   } else {
-    upd = emit_delay(g, S_PS, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_OPTIMIZER,
+    upd = emit_delay(g, S_PS, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_PS_UPDATE,
                      12.0 * shard / p->topo->chip.host_flops,
                      text_label(g, "ps update (dedicated server CPU)"), deps, nd);
   }
@@ -827,7 +900,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     ax_ep = ts_trace_add_axis(tr, "ep", p->ep, TRUE, &p->ep_shape);
   ts_trace_set_programs(tr, p->degree[TS_AX_PP]);
   gen g = {0};
-  g.cur_layer = g.cur_mb = -1;
+  g.cur_layer = g.cur_mb = g.cur_lo = g.cur_hi = -1;
   g.p = p;
   g.tr = tr;
   g.g_tp = ts_trace_group(tr, &axis_of[TS_AX_TP], 1);

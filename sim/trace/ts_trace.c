@@ -13,8 +13,23 @@ static const char *op_kind_names[] = {"compute", "coll", "send", "recv", "wait",
 static const char *resource_names[] = {"none",    "host_link", "nvme",
                                        "storage", "server",    "host_cpu"};
 static const char *phase_names[] = {"none", "fwd", "bwd", "recompute", "sync", "optimizer"};
-static const char *role_names[] = {"none",         "compute", "tp",      "ep",        "grad",
-                                   "param_gather", "pp",      "offload", "optimizer", "marker"};
+static const char *role_names[] = {"none",
+                                   "compute",
+                                   "tp",
+                                   "ep",
+                                   "grad",
+                                   "param_gather",
+                                   "pp",
+                                   "offload",
+                                   "optimizer",
+                                   "marker",
+                                   "input_grad",
+                                   "weight_grad",
+                                   "attention_recompute",
+                                   "regather",
+                                   "ps_update",
+                                   "tied_grad",
+                                   "expert_params"};
 
 const char *ts_resource_name(int r)
 {
@@ -514,6 +529,12 @@ static int asym_programs(const ts_trace *tr)
   return (int)MIN(asym, (gint64)G_MAXINT);
 }
 
+static int int_cmp(const void *a, const void *b)
+{
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
 gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
 {
   if (t != NULL) {
@@ -587,7 +608,7 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
       }
       if ((unsigned)o->kind >= TS_OP_NKINDS || (unsigned)o->resource >= TS_NRES ||
           (unsigned)o->t_phase >= TS_NPHASES || (unsigned)o->t_role >= TS_NROLES ||
-          o->t_layer < 0 || o->t_layer_last < 0 || o->t_micro < 0) {
+          o->t_layer < 0 || o->t_layer_last < 0 || o->t_micro < 0 || o->t_stage < 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "program %d op %d: kind, resource or tag out of range", p, i);
         return FALSE;
@@ -609,44 +630,61 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
     }
   }
   /* Member-list groups are one instance: every rank that runs a collective on one must be a
-   * member. Per program, the first op using each such group; then each rank is looked up. */
+   * member. Per program, the member-list groups it uses (first op of each); then each rank is
+   * looked up in the sorted member lists. Nothing here grows with ranks x groups. */
   gboolean any = FALSE;
   for (guint gi = 0; gi < tr->groups->len; gi++)
     any |= ((const ts_group *)g_ptr_array_index(tr->groups, gi))->members != NULL;
   if (!any)
     return TRUE;
   int ng = (int)tr->groups->len;
-  g_autofree int *first = g_new(int, (gsize)tr->nprograms *(gsize)ng);
+  GArray **used = g_new0(GArray *, tr->nprograms); /* per program: (group, op) pairs */
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int p = 0; p < tr->nprograms; p++) {
-    int *f = first + (gsize)p * (gsize)ng;
-    for (int gi = 0; gi < ng; gi++)
-      f[gi] = -1;
-    for (int i = tr->programs[p].nops - 1; i >= 0; i--) {
+    used[p] = g_array_new(FALSE, FALSE, 2 * sizeof(int));
+    g_hash_table_remove_all(seen);
+    for (int i = 0; i < tr->programs[p].nops; i++) {
       const ts_op *o = &tr->programs[p].ops[i];
-      if (o->kind == TS_OP_COLL &&
-          ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members)
-        f[o->group] = i;
+      if (o->kind != TS_OP_COLL ||
+          ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members == NULL ||
+          g_hash_table_contains(seen, GINT_TO_POINTER(o->group + 1)))
+        continue;
+      g_hash_table_add(seen, GINT_TO_POINTER(o->group + 1));
+      int pair[2] = {o->group, i};
+      g_array_append_vals(used[p], pair, 1);
     }
   }
+  int **sorted = g_new0(int *, ng);
   for (int gi = 0; gi < ng; gi++) {
     const ts_group *g = g_ptr_array_index(tr->groups, gi);
     if (g->members == NULL)
       continue;
-    g_autofree guint8 *in = g_new0(guint8, (gsize)tr->nranks);
-    for (int m = 0; m < g->nmembers; m++)
-      in[g->members[m]] = 1;
-    for (int rank = 0; rank < tr->nranks; rank++) {
-      int p = ts_trace_program_of(tr, rank), i = first[(gsize)p * (gsize)ng + (gsize)gi];
-      if (i >= 0 && !in[rank]) {
+    sorted[gi] = g_memdup2(g->members, sizeof(int) * (gsize)g->nmembers);
+    qsort(sorted[gi], (size_t)g->nmembers, sizeof(int), int_cmp);
+  }
+  gboolean ok = TRUE;
+  for (int rank = 0; rank < tr->nranks && ok; rank++) {
+    int p = ts_trace_program_of(tr, rank);
+    for (guint k = 0; k < used[p]->len && ok; k++) {
+      const int *pair = (const int *)used[p]->data + 2 * k;
+      const ts_group *g = g_ptr_array_index(tr->groups, pair[0]);
+      if (bsearch(&rank, sorted[pair[0]], (size_t)g->nmembers, sizeof(int), int_cmp) == NULL) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "rank %d op %d '%s': collective on group %s, which does not list rank %d", rank,
-                    i, (const char *)g_ptr_array_index(tr->labels, tr->programs[p].ops[i].label),
+                    pair[1],
+                    (const char *)g_ptr_array_index(tr->labels, tr->programs[p].ops[pair[1]].label),
                     g->name, rank);
-        return FALSE;
+        ok = FALSE;
       }
     }
   }
-  return TRUE;
+  for (int p = 0; p < tr->nprograms; p++)
+    g_array_unref(used[p]);
+  g_free(used);
+  for (int gi = 0; gi < ng; gi++)
+    g_free(sorted[gi]);
+  g_free(sorted);
+  return ok;
 }
 
 /* ---- text form ---------------------------------------------------------------------- */
@@ -763,6 +801,8 @@ char *ts_trace_to_text(const ts_trace *tr)
         g_string_append_printf(s, " layer_last=%d", o->t_layer_last - 1);
       if (o->t_micro > 0)
         g_string_append_printf(s, " mb=%d", o->t_micro - 1);
+      if (o->t_stage > 0)
+        g_string_append_printf(s, " stage=%d", o->t_stage - 1);
       if (o->t_phase != TS_PHASE_NONE)
         g_string_append_printf(s, " phase=%s", ts_phase_name(o->t_phase));
       if (o->t_role != TS_ROLE_NONE)
@@ -780,16 +820,29 @@ char *ts_trace_to_text(const ts_trace *tr)
 }
 
 /* Splits a line into tokens; a token in double quotes may hold blanks and C escapes. */
-static gboolean tokenize(const char *line, GPtrArray *out)
+/* Unescapes C escapes of [p, end) into p, NUL-terminated (never longer than the escaped). */
+static void unescape_in_place(char *p, const char *end)
 {
-  const char *p = line;
+  g_autofree char *raw = g_strndup(p, (gsize)(end - p));
+  g_autofree char *v = g_strcompress(raw);
+  gsize n = strlen(v);
+  memcpy(p, v, n);
+  p[n] = '\0';
+}
+
+/* Splits a line into tokens in place (pointers into line, NUL-terminated there): no copy per
+ * token, as a trace has millions of lines. A token in double quotes may hold blanks and C
+ * escapes; so may the value of key="value". */
+static gboolean tokenize(char *line, GPtrArray *out)
+{
+  char *p = line;
   for (;;) {
     while (*p == ' ' || *p == '\t')
       p++;
     if (*p == '\0' || *p == '#')
       return TRUE;
     if (*p == '"') {
-      const char *q = ++p;
+      char *q = ++p;
       while (*q != '\0' && *q != '"') {
         if (*q == '\\' && q[1] != '\0')
           q++;
@@ -797,33 +850,35 @@ static gboolean tokenize(const char *line, GPtrArray *out)
       }
       if (*q != '"')
         return FALSE;
-      g_autofree char *raw = g_strndup(p, (gsize)(q - p));
-      g_ptr_array_add(out, g_strcompress(raw));
+      unescape_in_place(p, q);
+      g_ptr_array_add(out, p);
       p = q + 1;
-    } else {
-      const char *q = p;
-      while (*q != '\0' && *q != ' ' && *q != '\t' && !(*q == '"' && q > p && q[-1] == '='))
-        q++;
-      if (*q == '"') {
-        /* key="quoted value" (format 2 group names): the token is key=value, unescaped. */
-        const char *e = q + 1;
-        while (*e != '\0' && *e != '"') {
-          if (*e == '\\' && e[1] != '\0')
-            e++;
-          e++;
-        }
-        if (*e != '"')
-          return FALSE;
-        g_autofree char *raw = g_strndup(q + 1, (gsize)(e - q - 1));
-        g_autofree char *val = g_strcompress(raw);
-        g_autofree char *key = g_strndup(p, (gsize)(q - p));
-        g_ptr_array_add(out, g_strconcat(key, val, NULL));
-        p = e + 1;
-        continue;
-      }
-      g_ptr_array_add(out, g_strndup(p, (gsize)(q - p)));
-      p = q;
+      continue;
     }
+    char *q = p;
+    while (*q != '\0' && *q != ' ' && *q != '\t' && !(*q == '"' && q > p && q[-1] == '='))
+      q++;
+    if (*q == '"') {
+      /* key="quoted value" (format 2 group names): the token is key=value, unescaped. */
+      char *e = q + 1;
+      while (*e != '\0' && *e != '"') {
+        if (*e == '\\' && e[1] != '\0')
+          e++;
+        e++;
+      }
+      if (*e != '"')
+        return FALSE;
+      memmove(q, q + 1, (gsize)(e - q - 1));
+      unescape_in_place(q, e - 1);
+      g_ptr_array_add(out, p);
+      p = e + 1;
+      continue;
+    }
+    g_ptr_array_add(out, p);
+    if (*q == '\0')
+      return TRUE;
+    *q = '\0';
+    p = q + 1;
   }
 }
 
@@ -847,7 +902,18 @@ G_GNUC_PRINTF(2, 3) static gboolean perr(parse_ctx *c, const char *fmt, ...)
 static gboolean parse_int_tok(parse_ctx *c, const char *what, const char *tok, gint64 lo, gint64 hi,
                               int *out)
 {
-  gint64 v;
+  gint64 v = 0;
+  /* Fast path for plain digits (op indices, labels, dependencies: most of a trace's numbers);
+   * anything else through the general reader, which also takes "1e3". */
+  const char *d = tok;
+  while (*d >= '0' && *d <= '9' && d - tok < 18)
+    v = v * 10 + (*d++ - '0');
+  if (d > tok && *d == '\0') {
+    if (v >= lo && v <= hi) {
+      *out = (int)v;
+      return TRUE;
+    }
+  }
   if (!ts_parse_int(tok, lo, hi, &v))
     return perr(c,
                 "%s='%s': expected a whole number in [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
@@ -878,7 +944,16 @@ static gboolean parse_int_list(parse_ctx *c, const char *what, const char *val, 
   const char *p = val;
   for (;;) {
     const char *q = strchr(p, ',');
-    g_autofree char *item = q ? g_strndup(p, (gsize)(q - p)) : g_strdup(p);
+    gsize n = q ? (gsize)(q - p) : strlen(p);
+    char buf[32];
+    g_autofree char *big = NULL;
+    char *item = buf;
+    if (n < sizeof buf) {
+      memcpy(buf, p, n);
+      buf[n] = '\0';
+    } else {
+      item = big = g_strndup(p, n);
+    }
     int v;
     if (!parse_int_tok(c, what, item, lo, hi, &v))
       return FALSE;
@@ -972,11 +1047,14 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
   } else if (v2 && strcmp(key, "seconds") == 0 && op->kind == TS_OP_DELAY) {
     return parse_num_tok(c, key, val, &op->seconds);
   } else if (v2 && (strcmp(key, "layer") == 0 || strcmp(key, "layer_last") == 0 ||
-                    strcmp(key, "mb") == 0)) {
+                    strcmp(key, "mb") == 0 || strcmp(key, "stage") == 0)) {
     int v = 0;
     if (!parse_int_tok(c, key, val, 0, G_MAXINT - 1, &v))
       return FALSE;
-    *(key[0] == 'm' ? &op->t_micro : key[5] == '_' ? &op->t_layer_last : &op->t_layer) = v + 1;
+    *(key[0] == 'm'   ? &op->t_micro
+      : key[0] == 's' ? &op->t_stage
+      : key[5] == '_' ? &op->t_layer_last
+                      : &op->t_layer) = v + 1;
   } else if (v2 && strcmp(key, "phase") == 0) {
     int v = find_name(phase_names, G_N_ELEMENTS(phase_names), val);
     if (v <= 0)
@@ -987,7 +1065,8 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
     if (v <= 0)
       return perr(c,
                   "role='%s': expected compute, tp, ep, grad, param_gather, pp, offload, "
-                  "optimizer or marker",
+                  "optimizer, marker, input_grad, weight_grad, attention_recompute, regather, "
+                  "ps_update, tied_grad or expert_params",
                   val);
     op->t_role = v;
   } else if (v2 && g_str_has_prefix(key, "x_")) {
@@ -998,7 +1077,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
   return TRUE;
 }
 
-static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
+static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok, GArray *deps)
 {
   ts_op op = {0};
   op.offset = 0;
@@ -1016,15 +1095,15 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
     return perr(c, "op kind '%s': expected compute, coll, send, recv, wait%s", kind,
                 c->version < 2 ? " (xfer and delay need format 2)" : ", xfer or delay");
   op.kind = (ts_op_kind)k;
-  g_autoptr(GArray) deps = g_array_new(FALSE, FALSE, sizeof(int));
+  g_array_set_size(deps, 0);
   gboolean have_label = FALSE;
   for (guint i = 2; i < tok->len; i++) {
-    const char *kv = g_ptr_array_index(tok, i);
-    const char *eq = strchr(kv, '=');
+    char *kv = g_ptr_array_index(tok, i);
+    char *eq = strchr(kv, '=');
     if (eq == NULL)
       return perr(c, "'%s': expected key=value", kv);
-    g_autofree char *key = g_strndup(kv, (gsize)(eq - kv));
-    if (!parse_op_key(c, tr, idx, &op, kind, key, eq + 1, deps, &have_label))
+    *eq = '\0'; /* the token is the line's own bytes: the key ends here */
+    if (!parse_op_key(c, tr, idx, &op, kind, kv, eq + 1, deps, &have_label))
       return FALSE;
   }
   if (!have_label)
@@ -1039,7 +1118,90 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
   return TRUE;
 }
 
+/* Where the reader's lines come from: text in memory, or a file read in blocks, so a trace
+ * of gigabytes is never held whole. */
+#define SRC_BLOCK ((gsize)1 << 20)
+typedef struct {
+  const char *text; /* in memory, or NULL */
+  gboolean started;
+  int fd; /* a file */
+  char *buf;
+  gsize len, pos;
+  gboolean eof;
+  gint64 total, max;
+} line_src;
+
+/* Appends the next line (without its newline) to line: 1, or 0 at the end, -1 on an error. */
+static int src_next(line_src *s, GString *line, parse_ctx *c)
+{
+  if (s->text != NULL) {
+    if (*s->text == '\0' && s->started)
+      return 0;
+    s->started = TRUE;
+    const char *nl = strchr(s->text, '\n');
+    gsize n = nl ? (gsize)(nl - s->text) : strlen(s->text);
+    g_string_append_len(line, s->text, (gssize)n);
+    s->text += n + (nl != NULL);
+    return 1;
+  }
+  for (;;) {
+    if (s->pos < s->len) {
+      char *b = s->buf + s->pos;
+      char *nl = memchr(b, '\n', s->len - s->pos);
+      gsize n = nl ? (gsize)(nl - b) : s->len - s->pos;
+      g_string_append_len(line, b, (gssize)n);
+      s->pos += n + (nl != NULL);
+      if (nl != NULL)
+        return 1;
+    }
+    if (s->eof) {
+      if (line->len > 0 || !s->started) {
+        s->started = TRUE;
+        return 1;
+      }
+      return 0;
+    }
+    ssize_t r = read(s->fd, s->buf, SRC_BLOCK);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      g_set_error(c->error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", c->path,
+                  g_strerror(errno));
+      return -1;
+    }
+    s->len = (gsize)r;
+    s->pos = 0;
+    s->eof = r == 0;
+    s->total += r;
+    if (s->total > s->max) {
+      g_set_error(c->error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: more than %" G_GINT64_FORMAT " bytes; expected at most that for a trace",
+                  c->path, s->max);
+      return -1;
+    }
+    const char *z = r > 0 ? memchr(s->buf, '\0', (gsize)r) : NULL;
+    if (z != NULL) {
+      int ln = c->line + 1;
+      for (const char *q = s->buf; q < z; q++)
+        ln += *q == '\n';
+      g_set_error(c->error, TS_ERROR, TS_ERROR_INPUT, "%s:%d: NUL byte; expected a text file",
+                  c->path, ln);
+      return -1;
+    }
+    s->started = TRUE;
+  }
+}
+
+static ts_trace *parse_src(line_src *src, const char *path, GError **error);
+
 ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
+{
+  line_src src = {0};
+  src.text = text;
+  return parse_src(&src, path, error);
+}
+
+static ts_trace *parse_src(line_src *src, const char *path, GError **error)
 {
   parse_ctx c = {path, 0, 1, error};
   ts_trace *tr = g_new0(ts_trace, 1);
@@ -1050,15 +1212,17 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
   gboolean header = FALSE, ended = FALSE;
   /* Line by line in place (no copy of the whole text: traces run to gigabytes). */
   GString *line = g_string_new(NULL);
-  g_autoptr(GPtrArray) tok = g_ptr_array_new_with_free_func(g_free);
-  for (const char *l = text; *l != '\0' || c.line == 0;) {
-    const char *nl = strchr(l, '\n');
-    gsize llen = nl ? (gsize)(nl - l) : strlen(l);
+  g_autoptr(GPtrArray) tok = g_ptr_array_new();
+  g_autoptr(GArray) deps = g_array_new(FALSE, FALSE, sizeof(int));
+  for (;;) {
     g_string_truncate(line, 0);
-    g_string_append_len(line, l, (gssize)llen);
+    int got = src_next(src, line, &c);
+    if (got < 0)
+      goto fail;
+    if (got == 0)
+      break;
     if (line->len > 0 && line->str[line->len - 1] == '\r')
       g_string_truncate(line, line->len - 1);
-    l += llen + (nl != NULL);
     c.line++;
     g_ptr_array_set_size(tok, 0);
     if (!tokenize(line->str, tok)) {
@@ -1104,7 +1268,7 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
         perr(&c, "expected 'INDEX KIND key=value...'");
         goto fail;
       }
-      if (!parse_op(&c, tr, prog, tok))
+      if (!parse_op(&c, tr, prog, tok, deps))
         goto fail;
       continue;
     }
@@ -1410,13 +1574,32 @@ gboolean ts_read_input_file(const char *path, gint64 max_bytes, char **text, gsi
 
 ts_trace *ts_trace_load(const char *path, GError **error)
 {
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  if (!ts_read_input_file(path, TS_TRACE_MAX_FILE_BYTES, &text, &len, error))
+  /* As ts_read_input_file refuses (not a regular file, too large), then read in blocks. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path, g_strerror(errno));
     return NULL;
-  if (!no_nul((const guint8 *)text, len, path, error))
+  }
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (gint64)st.st_size > TS_TRACE_MAX_FILE_BYTES) {
+    close(fd);
+    char *text = NULL;
+    /* the same one-line refusal */
+    if (ts_read_input_file(path, TS_TRACE_MAX_FILE_BYTES, &text, NULL, error)) {
+      g_free(text);
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: changed while read", path);
+    }
     return NULL;
-  return ts_trace_from_text(text, path, error);
+  }
+  line_src src = {0};
+  src.fd = fd;
+  src.buf = g_malloc(SRC_BLOCK);
+  src.max = TS_TRACE_MAX_FILE_BYTES;
+  ts_trace *tr = parse_src(&src, path, error);
+  g_free(src.buf);
+  close(fd);
+  return tr;
 }
 
 double ts_offchip_time(const ts_topo *t, const ts_op *op)

@@ -53,15 +53,22 @@ typedef enum {
 /** What an op does (op tag; TS_ROLE_NONE when untagged). */
 typedef enum {
   TS_ROLE_NONE,
-  TS_ROLE_COMPUTE,      /* a layer's kernels */
-  TS_ROLE_TP,           /* tensor / sequence parallel activation collective */
-  TS_ROLE_EP,           /* expert-parallel all-to-all */
-  TS_ROLE_GRAD,         /* gradient synchronisation (collective or server push) */
-  TS_ROLE_PARAM_GATHER, /* ZeRO parameter all-gather, server pull */
-  TS_ROLE_PP,           /* pipeline send / receive / stage gather */
-  TS_ROLE_OFFLOAD,      /* host link and NVMe traffic of offloading */
-  TS_ROLE_OPTIMIZER,    /* the optimizer step */
-  TS_ROLE_MARKER,       /* zero-cost synchronisation */
+  TS_ROLE_COMPUTE,        /* a layer's kernels */
+  TS_ROLE_TP,             /* tensor / sequence parallel activation collective */
+  TS_ROLE_EP,             /* expert-parallel all-to-all */
+  TS_ROLE_GRAD,           /* gradient synchronisation (collective or server push) */
+  TS_ROLE_PARAM_GATHER,   /* ZeRO parameter all-gather, server pull */
+  TS_ROLE_PP,             /* pipeline send / receive / stage gather */
+  TS_ROLE_OFFLOAD,        /* host link and NVMe traffic of offloading */
+  TS_ROLE_OPTIMIZER,      /* the optimizer step */
+  TS_ROLE_MARKER,         /* zero-cost synchronisation */
+  TS_ROLE_INPUT_GRAD,     /* a layer's input-gradient kernels (backward split in two) */
+  TS_ROLE_WEIGHT_GRAD,    /* its weight-gradient kernels */
+  TS_ROLE_ATTN_RECOMPUTE, /* attention probabilities recomputed (selective recomputation) */
+  TS_ROLE_REGATHER,       /* a layer's input gathered again for its weight gradient */
+  TS_ROLE_PS_UPDATE,      /* a parameter server's update */
+  TS_ROLE_TIED_GRAD,      /* tied-embedding gradient exchange between pipeline stages */
+  TS_ROLE_EXPERT_PARAMS,  /* expert parameters gathered after the optimizer (ZeRO) */
   TS_NROLES
 } ts_role;
 
@@ -130,6 +137,7 @@ typedef struct {
   int t_micro;      /* micro-batch + 1; 0 = none */
   int t_phase;      /* ts_phase */
   int t_role;       /* ts_role */
+  int t_stage;      /* pipeline (virtual) stage + 1 of a send, receive or stage gather; 0 = none */
 } ts_op;
 
 typedef struct {

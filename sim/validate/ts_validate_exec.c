@@ -4,12 +4,13 @@
  * (auto resolved exactly as the analytic backend resolves it) and executed by ts_collexec;
  * sends and receives carry real buffers between pipeline stages.
  *
- * The trace has no tensor field, so what an op touches comes from its label (the planner's
- * vocabulary, sim/plan/ts_plan_trace.c), e.g. "L fwd" is layer L's forward pass, micro-batch k for
- * the k-th such op of a program; "L fwd all-reduce" a collective on L's output when it
- * depends directly on that pass, else on L's input before its next pass; "grad reduce-scatter
- * A..B" the gradients of layers B..A. docs/validation.md lists them all. An op whose label the
- * validator does not know stops the run: a trace it cannot read is not a trace it checked. */
+ * What an op touches comes from its tag (trace format 2: role, phase, layer, the layers of a
+ * gradient bucket, pipeline stage), which the planner writes on every op
+ * (sim/plan/ts_plan_trace.c): role compute, phase fwd, layer L is layer L's forward pass,
+ * micro-batch k for the k-th such op of a program; role tp a collective on L's output when it
+ * depends directly on that pass, else on L's input before its next pass; role grad with layers A..B
+ * the gradients of those layers. Labels are for people only. An op whose tag the validator does not
+ * know stops the run: a trace it cannot read is not a trace it checked. */
 #include "ts_collexec.h"
 #include "ts_util.h"
 #include "ts_validate_priv.h"
@@ -102,138 +103,70 @@ struct vd_run {
   char *failure;
 };
 
-/* ---- labels -------------------------------------------------------------------------- */
+/* ---- op meanings ----------------------------------------------------------------- */
 
-static int layer_by_name(const vd_net *n, const char *name, gsize len)
-{
-  for (int i = 0; i < n->nlayers; i++)
-    if (strlen(n->layers[i].name) == len && strncmp(n->layers[i].name, name, len) == 0)
-      return i;
-  return -1;
-}
-
-/* "A..B" or "A..B (12 KiB)": layers lo..hi. */
-static gboolean parse_range(const vd_net *n, const char *range, vo_info *v)
-{
-  const char *dots = strstr(range, "..");
-  if (dots == NULL)
-    return FALSE;
-  const char *end = strstr(dots + 2, " (");
-  gsize blen = end ? (gsize)(end - dots - 2) : strlen(dots + 2);
-  int a = layer_by_name(n, range, (gsize)(dots - range)), b = layer_by_name(n, dots + 2, blen);
-  if (a < 0 || b < 0)
-    return FALSE;
-  v->lo = MIN(a, b);
-  v->hi = MAX(a, b);
-  return TRUE;
-}
-
-static vo_info parse_label(const vd_net *n, const char *label)
+/* What an op is, from its tag (trace format 2): the planner tags every op it writes. */
+static vo_info tag_info(const ts_op *op)
 {
   vo_info v = {VO_UNKNOWN, -1, 0, PH_FWD, FALSE, -1, -1, -1, 0};
-  static const char *const opt[] = {"optimizer step", "host CPU optimizer step"};
-  for (gsize i = 0; i < G_N_ELEMENTS(opt); i++)
-    if (strcmp(label, opt[i]) == 0) {
-      v.kind = VO_OPT;
-      return v;
-    }
-  if (strcmp(label, "ps update (dedicated server CPU)") == 0 ||
-      strcmp(label, "ps update (colocated server shard)") == 0) {
+  int ph = op->t_phase == TS_PHASE_RECOMPUTE ? PH_RECOMPUTE
+           : op->t_phase == TS_PHASE_BWD     ? PH_BWD
+                                             : PH_FWD;
+  int layer = op->t_layer - 1;
+  switch (op->t_role) {
+  case TS_ROLE_COMPUTE:
+    v.kind = ph == PH_RECOMPUTE ? VO_RECOMPUTE : ph == PH_BWD ? VO_BWD : VO_FWD;
+    v.layer = layer;
+    v.phase = ph;
+    break;
+  case TS_ROLE_INPUT_GRAD:
+  case TS_ROLE_WEIGHT_GRAD:
+  case TS_ROLE_ATTN_RECOMPUTE:
+  case TS_ROLE_REGATHER:
+    v.kind = op->t_role == TS_ROLE_INPUT_GRAD    ? VO_DGRAD
+             : op->t_role == TS_ROLE_WEIGHT_GRAD ? VO_WGRAD
+             : op->t_role == TS_ROLE_REGATHER    ? VO_REGATHER
+                                                 : VO_ATTN_RECOMPUTE;
+    v.layer = layer;
+    v.phase = PH_BWD;
+    break;
+  case TS_ROLE_TP:
+  case TS_ROLE_EP:
+    v.kind = VO_TP;
+    v.layer = layer;
+    v.phase = ph;
+    break;
+  case TS_ROLE_PARAM_GATHER:
+    v.kind = layer >= 0 ? VO_PARAM_AG : op->kind == TS_OP_COLL ? VO_PARAMS_ALL : VO_PS_PULL;
+    v.layer = layer;
+    break;
+  case TS_ROLE_GRAD:
+    v.kind = VO_GRAD; /* VO_PS_PUSH when it is a transfer, not a collective */
+    v.lo = layer;
+    v.hi = op->t_layer_last - 1;
+    break;
+  case TS_ROLE_OPTIMIZER:
+    v.kind = VO_OPT;
+    break;
+  case TS_ROLE_PS_UPDATE:
     v.kind = VO_PS_UPDATE;
-    return v;
-  }
-  if (strcmp(label, "updated param all-gather") == 0 || strcmp(label, "ps pull parameters") == 0) {
-    v.kind = VO_PARAMS_ALL;
-    return v;
-  }
-  if (g_str_has_prefix(label, "ps pull parameters (")) {
-    v.kind = VO_PS_PULL;
-    return v;
-  }
-  if (strcmp(label, "step end") == 0 || g_str_has_prefix(label, "host link: ") ||
-      g_str_has_prefix(label, "nvme: ")) {
+    break;
+  case TS_ROLE_PP:
+    v.stage = op->t_stage - 1;
+    v.phase = ph;
+    v.kind = op->kind == TS_OP_COLL   ? VO_STAGE_GATHER
+             : op->kind == TS_OP_SEND ? (ph == PH_BWD ? VO_SEND_GRAD : VO_SEND_ACT)
+                                      : (ph == PH_BWD ? VO_RECV_GRAD : VO_RECV_ACT);
+    if (v.kind != VO_STAGE_GATHER)
+      v.phase = PH_FWD;
+    break;
+  case TS_ROLE_OFFLOAD:
+  case TS_ROLE_MARKER:
     v.kind = VO_NOOP;
-    return v;
+    break;
+  default:
+    break;
   }
-  static const char *const grads[] = {"grad all-reduce ", "grad reduce-scatter ", "ps push "};
-  for (gsize i = 0; i < G_N_ELEMENTS(grads); i++)
-    if (g_str_has_prefix(label, grads[i])) {
-      if (parse_range(n, label + strlen(grads[i]), &v))
-        v.kind = VO_GRAD; /* VO_PS_PUSH when it is a duration, not a collective */
-      return v;
-    }
-  /* Pipeline: "send activations L stage k", "recv activations stage k", and gradients. */
-  static const struct {
-    const char *prefix;
-    vo_kind kind;
-  } p2p[] = {{"send activations ", VO_SEND_ACT},
-             {"recv activations stage ", VO_RECV_ACT},
-             {"send gradients ", VO_SEND_GRAD},
-             {"recv gradients stage ", VO_RECV_GRAD}};
-  for (gsize i = 0; i < G_N_ELEMENTS(p2p); i++)
-    if (g_str_has_prefix(label, p2p[i].prefix)) {
-      const char *st = strrchr(label, ' ');
-      gint64 k;
-      if (st != NULL && ts_parse_int(st + 1, 0, 1 << 20, &k)) {
-        v.kind = p2p[i].kind;
-        v.stage = (int)k;
-      }
-      return v;
-    }
-  /* "stage k activations all-gather", "stage k gradients all-gather". */
-  if (g_str_has_prefix(label, "stage ")) {
-    gint64 k;
-    g_auto(GStrv) w = g_strsplit(label, " ", 0);
-    if (g_strv_length(w) == 4 && ts_parse_int(w[1], 0, 1 << 20, &k) &&
-        strcmp(w[3], "all-gather") == 0 &&
-        (strcmp(w[2], "activations") == 0 || strcmp(w[2], "gradients") == 0)) {
-      v.kind = VO_STAGE_GATHER;
-      v.stage = (int)k;
-      v.phase = w[2][0] == 'g' ? PH_BWD : PH_FWD;
-      return v;
-    }
-  }
-  /* "<layer> <what>": the longest layer name that prefixes the label. */
-  int best = -1;
-  gsize blen = 0;
-  for (int i = 0; i < n->nlayers; i++) {
-    gsize len = strlen(n->layers[i].name);
-    if (len > blen && strncmp(label, n->layers[i].name, len) == 0 && label[len] == ' ') {
-      best = i;
-      blen = len;
-    }
-  }
-  if (best < 0)
-    return v;
-  const char *rest = label + blen + 1;
-  v.layer = best;
-  static const struct {
-    const char *what;
-    vo_kind kind;
-    int phase;
-  } exact[] = {{"fwd", VO_FWD, PH_FWD},
-               {"recompute", VO_RECOMPUTE, PH_RECOMPUTE},
-               {"bwd", VO_BWD, PH_BWD},
-               {"bwd input grad", VO_DGRAD, PH_BWD},
-               {"bwd weight grad", VO_WGRAD, PH_BWD},
-               {"recompute attention", VO_ATTN_RECOMPUTE, PH_BWD},
-               {"bwd input re-gather", VO_REGATHER, PH_BWD},
-               {"param all-gather", VO_PARAM_AG, PH_FWD}};
-  for (gsize i = 0; i < G_N_ELEMENTS(exact); i++)
-    if (strcmp(rest, exact[i].what) == 0) {
-      v.kind = exact[i].kind;
-      v.phase = exact[i].phase;
-      return v;
-    }
-  static const struct {
-    const char *prefix;
-    int phase;
-  } tp[] = {{"fwd ", PH_FWD}, {"recompute ", PH_RECOMPUTE}, {"bwd ", PH_BWD}};
-  for (gsize i = 0; i < G_N_ELEMENTS(tp); i++)
-    if (g_str_has_prefix(rest, tp[i].prefix)) {
-      v.kind = VO_TP;
-      v.phase = tp[i].phase;
-    }
   return v;
 }
 
@@ -263,7 +196,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
   GHashTable *last = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int j = 0; j < pr->nops; j++) {
     const ts_op *op = &pr->ops[j];
-    vo_info v = parse_label(n, g_ptr_array_index(run->tr->labels, op->label));
+    vo_info v = tag_info(op);
     if (v.kind == VO_GRAD && op->kind != TS_OP_COLL)
       v.kind = VO_PS_PUSH;
     gpointer prevp;

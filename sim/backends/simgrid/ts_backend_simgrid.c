@@ -489,7 +489,10 @@ static void spawn(sgb *b, job *j)
 {
   const ts_topo *t = b->topo;
   b->live_jobs++;
-  for (int i = 0; i < j->nparts; i++) {
+  /* A dispatched part may run, and its job end and be freed, before dispatch returns (a
+   * one-part job of zero duration): nothing of j is read after its last part is dispatched. */
+  int nparts = j->nparts;
+  for (int i = 0; i < nparts; i++) {
     int chip = j->act.chip;
     if (j->act.kind == TS_OP_COLL)
       chip = ts_trace_group_chip(t, j->act.group, j->act.chip, i);

@@ -674,19 +674,29 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
       GArray *sq = val;
       int gi = GPOINTER_TO_INT(g_hash_table_lookup(gidx, key));
       const ts_group *g = g_ptr_array_index(tr->groups, gi);
-      /* The n-th collective of each member, compared with member 0's. */
+      /* Each rank's entries are contiguous (ranks are read one after another): its run
+       * (start, length), then the n-th collective of each member against member 0's. */
+      g_autoptr(GHashTable) run = g_hash_table_new(g_direct_hash, g_direct_equal);
+      for (guint q = 0; q < sq->len; q++) {
+        int rk = g_array_index(sq, coll_sig, q).rank;
+        if (!g_hash_table_contains(run, GINT_TO_POINTER(rk + 1)))
+          g_hash_table_insert(run, GINT_TO_POINTER(rk + 1), GINT_TO_POINTER((int)q + 1));
+      }
       int m0 = g->members[0];
+      int s0 = GPOINTER_TO_INT(g_hash_table_lookup(run, GINT_TO_POINTER(m0 + 1))) - 1;
       for (int m = 1; m < g->nmembers && ok; m++) {
-        int a = 0, b = 0;
-        for (;;) {
-          while (a < (int)sq->len && g_array_index(sq, coll_sig, a).rank != m0)
-            a++;
-          while (b < (int)sq->len && g_array_index(sq, coll_sig, b).rank != g->members[m])
-            b++;
-          if (a >= (int)sq->len && b >= (int)sq->len)
+        int sm = GPOINTER_TO_INT(g_hash_table_lookup(run, GINT_TO_POINTER(g->members[m] + 1))) - 1;
+        for (int n = 0;; n++) {
+          int a = s0 >= 0 ? s0 + n : (int)sq->len, b = sm >= 0 ? sm + n : (int)sq->len;
+          const coll_sig *x = a < (int)sq->len && g_array_index(sq, coll_sig, a).rank == m0
+                                  ? &g_array_index(sq, coll_sig, a)
+                                  : NULL;
+          const coll_sig *y =
+              b < (int)sq->len && g_array_index(sq, coll_sig, b).rank == g->members[m]
+                  ? &g_array_index(sq, coll_sig, b)
+                  : NULL;
+          if (x == NULL && y == NULL)
             break;
-          const coll_sig *x = a < (int)sq->len ? &g_array_index(sq, coll_sig, a) : NULL;
-          const coll_sig *y = b < (int)sq->len ? &g_array_index(sq, coll_sig, b) : NULL;
           if (x == NULL || y == NULL || x->kind != y->kind || x->bytes != y->bytes) {
             const coll_sig *w = y != NULL ? y : x;
             int k = file_of[w->rank];
@@ -699,8 +709,6 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
                           x != NULL ? ts_coll_kind_name((ts_coll_kind)x->kind) : "none");
             break;
           }
-          a++;
-          b++;
         }
       }
     }
