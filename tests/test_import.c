@@ -19,48 +19,40 @@ static char *src_path(const char *rel)
   return g_build_filename(TS_SOURCE_DIR, rel, NULL);
 }
 
-/* Step times each shipped trace replays to (analytic, simgrid), on its topology. Changing the
- * planner, a backend or an importer moves these on purpose only: update them with the reason. */
-static const struct {
-  const char *file, *topo;
+/* Step times each shipped trace replays to (analytic, simgrid), on its topology, from
+ * traces/expected-step-times.tsv (written by traces/regenerate.sh). Changing the planner, a
+ * backend or an importer moves these on purpose only: regenerate and say why in the commit. */
+typedef struct {
+  char *file, *topo;
   double analytic_s, simgrid_s;
-} pinned[] = {
-    {"traces/handwritten/data-parallel-serial.trace", "dgx-a100-1node", 0.018273135199943176,
-     0.018273135199943176},
-    {"traces/handwritten/every-op-kind.trace", "dgx-a100-1node", 0.0062959772882051285,
-     0.0062959772882051285},
-    {"traces/handwritten/pipeline-v1.trace", "tpu-v2-8", 0.041081051870967743, 0.04108105187096775},
-    {"traces/examples/bert-base-dp8.trace", "dgx-a100-1node", 0.031782468845332423,
-     0.031782468845332423},
-    {"traces/examples/bert-base-tp2-pp2-dp2.trace", "dgx-a100-1node", 0.082410327367822847,
-     0.082530824237628961},
-    {"traces/examples/gpt3-350m-dp8-zero2-offload.trace", "dgx-a100-1node", 0.063854546164555437,
-     0.063854546164555437},
-    {"traces/examples/mlp-dp8-ps2.trace", "dgx-a100-1node", 0.0015049409961218837,
-     0.0015049409961218835},
-    {"traces/imported/astrasim/DLRM_HybridParallel.trace", "dgx-a100-1node", 0.00014784704155124649,
-     0.00014784704155124646},
-    {"traces/imported/astrasim/MLP_HybridParallel_Data_Model.trace", "dgx-a100-1node",
-     0.00022057104432132962, 0.00022057104432132962},
-    {"traces/imported/astrasim/MLP_ModelParallel.trace", "dgx-a100-1node", 0.00026947101108033237,
-     0.00026947101108033237},
-    {"traces/imported/astrasim/Resnet50_DataParallel.trace", "dgx-a100-1node",
-     0.0019596688319482932, 0.0019596688319482975},
-    {"traces/imported/astrasim/Transformer_HybridParallel.trace", "dgx-a100-1node",
-     0.5540029798430286, 0.55400297984302826},
-    {"traces/imported/astrasim/microAllReduce.trace", "dgx-a100-1node", 2.1156874422899352e-05,
-     2.1156874422899352e-05},
-    {"traces/imported/astrasim/sample_per_layer_parallel_HybridCustomized.trace", "dgx-a100-1node",
-     0.00024765189381348101, 0.00024765189381348101},
-    {"traces/imported/chakra/astrasim-all_reduce-8npus.trace", "dgx-a100-1node",
-     2.1151874422899351e-05, 2.1151874422899351e-05},
-    {"traces/imported/chakra/astrasim-all_to_all-8npus.trace", "dgx-a100-1node",
-     1.0575937211449676e-05, 1.0575937211449676e-05},
-    {"traces/imported/chakra/bert-base-dp8.trace", "dgx-a100-1node", 0.031782468845332423,
-     0.031782468845332423},
-    {"traces/imported/chakra/bert-base-tp2-pp2-dp2.trace", "dgx-a100-1node", 0.082410327367822847,
-     0.082526732630980759},
-};
+} pinned_row;
+
+static GArray *pinned_rows(void)
+{
+  static GArray *rows = NULL;
+  if (rows != NULL)
+    return rows;
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "traces", "expected-step-times.tsv", NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s", path);
+  rows = g_array_new(FALSE, TRUE, sizeof(pinned_row));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (char **l = lines; *l != NULL; l++) {
+    if (**l == '#' || **l == '\0')
+      continue;
+    g_auto(GStrv) f = g_strsplit(*l, "\t", -1);
+    cr_assert_eq(g_strv_length(f), 4, "%s: '%s': expected 4 tab-separated fields", path, *l);
+    pinned_row r = {g_strdup(f[0]), g_strdup(f[1]), g_ascii_strtod(f[2], NULL),
+                    g_ascii_strtod(f[3], NULL)};
+    g_array_append_val(rows, r);
+  }
+  cr_assert_geq(rows->len, 18, "%s: expected every shipped trace", path);
+  return rows;
+}
+
+#define NPINNED (pinned_rows()->len)
+#define PINNED(i) (g_array_index(pinned_rows(), pinned_row, (i)))
 
 static ts_trace *load_checked(const char *file, const ts_topo *t)
 {
@@ -75,21 +67,21 @@ static ts_trace *load_checked(const char *file, const ts_topo *t)
 
 Test(traces, shipped_traces_replay_to_their_pinned_step_times)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS(pinned); i++) {
-    g_autoptr(ts_topo) t = load_topo(pinned[i].topo);
-    g_autoptr(ts_trace) tr = load_checked(pinned[i].file, t);
+  for (guint i = 0; i < NPINNED; i++) {
+    g_autoptr(ts_topo) t = load_topo(PINNED(i).topo);
+    g_autoptr(ts_trace) tr = load_checked(PINNED(i).file, t);
     const char *backends[] = {"analytic", "simgrid"};
-    double want[] = {pinned[i].analytic_s, pinned[i].simgrid_s};
+    double want[] = {PINNED(i).analytic_s, PINNED(i).simgrid_s};
     for (int b = 0; b < 2; b++) {
       ts_run_options ro = {.backend = backends[b]};
       ts_replay_result rr;
       GError *err = NULL;
-      cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s %s: %s", pinned[i].file, backends[b],
+      cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s %s: %s", PINNED(i).file, backends[b],
                 err ? err->message : "");
       /* analytic: closed forms, 1e-9; simgrid: its solver's precision, 1e-6 */
       double tol = (b == 0 ? 1e-9 : 1e-6) * want[b];
       cr_assert(fabs(rr.step_time_s - want[b]) <= tol, "%s %s: %.17g s, pinned %.17g s",
-                pinned[i].file, backends[b], rr.step_time_s, want[b]);
+                PINNED(i).file, backends[b], rr.step_time_s, want[b]);
     }
   }
 }
@@ -104,11 +96,11 @@ Test(traces, chakra_export_round_trips_exactly)
        "traces/imported/chakra/bert-base-tp2-pp2-dp2.trace"}};
   for (size_t i = 0; i < G_N_ELEMENTS(pairs); i++) {
     double a = -1, b = -2;
-    for (size_t k = 0; k < G_N_ELEMENTS(pinned); k++) {
-      if (strcmp(pinned[k].file, pairs[i][0]) == 0)
-        a = pinned[k].analytic_s;
-      if (strcmp(pinned[k].file, pairs[i][1]) == 0)
-        b = pinned[k].analytic_s;
+    for (guint k = 0; k < NPINNED; k++) {
+      if (strcmp(PINNED(k).file, pairs[i][0]) == 0)
+        a = PINNED(k).analytic_s;
+      if (strcmp(PINNED(k).file, pairs[i][1]) == 0)
+        b = PINNED(k).analytic_s;
     }
     cr_assert_eq(a, b, "%s: %.17g vs %.17g", pairs[i][1], a, b);
   }
@@ -430,9 +422,9 @@ Test(traces, tit_export_replays_in_smpirun_within_1_percent)
   cr_assert_not_null(m, "smpirun printed no simulation time: %s", err);
   double smpi = g_ascii_strtod(m + 16, NULL);
   double want = 0;
-  for (size_t k = 0; k < G_N_ELEMENTS(pinned); k++)
-    if (strcmp(pinned[k].file, "traces/handwritten/data-parallel-serial.trace") == 0)
-      want = pinned[k].simgrid_s;
+  for (guint k = 0; k < NPINNED; k++)
+    if (strcmp(PINNED(k).file, "traces/handwritten/data-parallel-serial.trace") == 0)
+      want = PINNED(k).simgrid_s;
   cr_assert(fabs(smpi - want) <= 0.01 * want, "smpirun %.9g s, trainsim simgrid %.9g s", smpi,
             want);
   g_autoptr(GPtrArray) rm = files_in(dir, "");
