@@ -10,7 +10,9 @@
 
 G_BEGIN_DECLS
 
-typedef enum { TS_AX_TP, TS_AX_DP, TS_AX_PP, TS_AX_N } ts_axis_kind;
+/* TS_AX_CP (context parallelism: the sequence split over a ring of ranks, issue 13) comes last
+ * so the axes' numbering, and every canonical split text without cp, is unchanged. */
+typedef enum { TS_AX_TP, TS_AX_DP, TS_AX_PP, TS_AX_CP, TS_AX_N } ts_axis_kind;
 
 /** Pipeline schedules (docs/splits.md). */
 typedef enum {
@@ -67,6 +69,11 @@ typedef struct {
   int nstages_given; /* explicit stages=N1:N2:...; 0 = balance by compute */
   int *stage_layers; /* layers per (virtual) stage, nstages_given entries */
   GPtrArray *rules;  /* ts_layer_rule*, owned; later rules win */
+  /* Added with issue 13. */
+  int shard;           /* hybrid sharding: ZeRO shards over the inner `shard` ranks of dp and
+                          replicates across the dp / shard groups; 0 = shard over all of dp */
+  gboolean tp_overlap; /* tensor-parallel collectives chunked and overlapped with their GEMMs */
+  gboolean dp_overlap; /* ZeRO 1/2: the updated-parameter all-gather overlapped with forward */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -149,6 +156,14 @@ typedef struct {
   ts_group_shape edp_shape;             /* the rest of dp: the replicas of each expert */
   struct ts_layer_exec *exec;           /* per layer: how it runs (internal, ts_plan_priv.h) */
   int *unit;                            /* per layer: full-recompute checkpoint unit, -1 = none */
+  /* Added with issue 13. */
+  int shard;                  /* hybrid sharding group size (divides dp); dp when not hybrid */
+  ts_group_shape shard_shape; /* the inner `shard` members of dp: ZeRO's gathers and scatters */
+  ts_group_shape rep_shape;   /* the rest of dp: the replicas, which all-reduce the shards */
+  gboolean tp_overlap;
+  gboolean dp_overlap;
+  double cp_bytes_per_step; /* context parallelism: K/V (and their gradients) each chip sends
+                               around the ring per step */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */
