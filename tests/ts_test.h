@@ -46,7 +46,11 @@ static inline ts_topo *ring_topo(int n, double bw, double lat)
   t->chip.nvme_bw_Bps = 1e9;
   t->chip.nvme_bytes = 1e14;
   t->ndims = 1;
-  t->dims[0] = (ts_dim){g_strdup("x"), n, TS_SHAPE_RING, bw, lat};
+  t->dims[0] = (ts_dim){.name = g_strdup("x"),
+                        .size = n,
+                        .shape = TS_SHAPE_RING,
+                        .link_bw_Bps = bw,
+                        .latency_s = lat};
   t->nchips = n;
   return t;
 }
