@@ -106,6 +106,7 @@ int ts_cmd_search(int argc, char **argv)
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
   gint64 global_batch = 0, jobs = -1, top = 5, max_configs = 2000;
+  gboolean vary_options = FALSE;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name, "Model file or shipped name", "M"},
@@ -114,6 +115,10 @@ int ts_cmd_search(int argc, char **argv)
       {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &micro_opt,
        "auto (default: the per-replica batch halved down to 1) or N[,N...] samples", "auto|N"},
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
+      {"vary-options", 0, 0, G_OPTION_ARG_NONE, &vary_options,
+       "Also search context parallelism, sp, interleaved stages, recomputation and the hybrid "
+       "sharding group (many more candidates; bound them with --max-configs)",
+       NULL},
       {"max-configs", 0, 0, G_OPTION_ARG_INT64, &max_configs,
        "At most N splits are planned (default 2000; 0: no bound); a note says when it cut the "
        "search short",
@@ -191,10 +196,11 @@ int ts_cmd_search(int argc, char **argv)
   spec.backend = backend != NULL ? backend : "analytic";
   spec.algo = TS_ALGO_AUTO;
   spec.bucket_MiB = 25.0;
-  /* Issue 13: the options a planner chooses besides the axes (recomputation, sequence
-   * parallelism, interleaved stages, the hybrid-sharding group) are searched too, within a
-   * bound on the splits planned. */
-  spec.vary_options = TRUE;
+  /* Issue 13: with --vary-options the options a planner chooses besides the axes (context
+   * parallelism, recomputation, sequence parallelism, interleaved stages, the hybrid-sharding
+   * group) are searched too, within a bound on the splits planned. Off by default: on 256
+   * chips they multiply the candidates past what a 2-core search replays in minutes. */
+  spec.vary_options = vary_options;
   spec.max_configs = (int)max_configs;
   gboolean cut = FALSE;
   spec.truncated = &cut;

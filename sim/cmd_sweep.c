@@ -215,8 +215,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "With --splits auto: also placements that mirror others on interchangeable dimensions",
        NULL},
       {"vary-options", 0, 0, G_OPTION_ARG_NONE, &a.vary_options,
-       "With --splits auto: also vary recomputation, sp, interleaved stages and the hybrid "
-       "sharding group (trainsim search always does)",
+       "With --splits auto: also vary context parallelism, recomputation, sp, interleaved "
+       "stages and the hybrid sharding group",
        NULL},
       {"max-configs", 0, 0, G_OPTION_ARG_INT64, &a.max_configs,
        "With --splits auto: at most N splits per topology, model and batch (default 0: all)", "N"},

@@ -500,6 +500,20 @@ static void place_axes(auto_ctx *c, int a, int *choice)
   }
 }
 
+/* Whether context parallelism of degree d can split every layer's sequence into 2d chunks
+ * (ts_plan_new's rule): checked once per degree, so models it cannot apply to (a CNN, BERT's
+ * one-token pooler) do not multiply the enumeration by cp's placements. */
+static gboolean cp_applies(const ts_model *m, int d)
+{
+  for (int i = 0; i < m->nlayers && d > 1; i++) {
+    const ts_layer *l = &m->layers[i];
+    gint64 kv = l->kind == TS_LAYER_ATTENTION && l->kv_tokens > 0 ? l->kv_tokens : l->tokens;
+    if (l->tokens <= 1 || l->tokens % (2 * d) != 0 || kv % (2 * d) != 0)
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* Chooses a degree for axis a onwards (data parallelism takes what is left). */
 static void choose_degrees(auto_ctx *c, int a, int left)
 {
@@ -509,13 +523,15 @@ static void choose_degrees(auto_ctx *c, int a, int left)
     place_axes(c, 0, choice);
     return;
   }
-  if (a == TS_AX_DP || !c->supported[a]) {
+  /* Context parallelism multiplies the enumeration by its degrees and placements: it is
+   * searched with the other issue-13 options (vary_options) only. */
+  if (a == TS_AX_DP || !c->supported[a] || (a == TS_AX_CP && !c->vary_options)) {
     c->degree[a] = 1;
     choose_degrees(c, a + 1, left);
     return;
   }
   for (int d = 1; d <= left; d++)
-    if (left % d == 0) {
+    if (left % d == 0 && (a != TS_AX_CP || cp_applies(c->m, d))) {
       c->degree[a] = d;
       choose_degrees(c, a + 1, left / d);
     }
