@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   int k; /* position in the outcomes */
@@ -127,7 +128,8 @@ int ts_cmd_search(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
-  gint64 global_batch = 0, top = 5, max_chips = 0;
+  gint64 global_batch = 0, top = 5, max_chips = 0, max_configs = 2000;
+  gboolean vary_options = FALSE;
   gint64 jobs = G_MININT64; /* not given: every core */
   g_autofree char *objective_opt = NULL, *max_days_opt = NULL, *budget_opt = NULL;
   g_auto(ts_capacity_options) cap;
@@ -140,6 +142,14 @@ int ts_cmd_search(int argc, char **argv)
       {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &micro_opt,
        "auto (default: the per-replica batch halved down to 1) or N[,N...] samples", "auto|N"},
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
+      {"vary-options", 0, 0, G_OPTION_ARG_NONE, &vary_options,
+       "Also search context parallelism, sp, interleaved stages, recomputation and the hybrid "
+       "sharding group (many more candidates; bound them with --max-configs)",
+       NULL},
+      {"max-configs", 0, 0, G_OPTION_ARG_INT64, &max_configs,
+       "At most N splits are planned (default 2000; 0: no bound); a note says when it cut the "
+       "search short",
+       "N"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "F"},
@@ -206,6 +216,11 @@ int ts_cmd_search(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--global-batch %" G_GINT64_FORMAT ": expected a positive number of samples",
                 global_batch);
+  else if (max_configs < 0 || max_configs > 100000000)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--max-configs %" G_GINT64_FORMAT ": expected a count in [0, 100000000] (0: no "
+                "bound)",
+                max_configs);
   else if (top < 1 || top > 1000000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--top %" G_GINT64_FORMAT ": expected a count in [1, 1000000]", top);
@@ -244,8 +259,21 @@ int ts_cmd_search(int argc, char **argv)
   spec.backend = backend != NULL ? backend : "analytic";
   spec.algo = TS_ALGO_AUTO;
   spec.bucket_MiB = 25.0;
+  /* Issue 13: with --vary-options the options a planner chooses besides the axes (context
+   * parallelism, recomputation, sequence parallelism, interleaved stages, the hybrid-sharding
+   * group) are searched too, within a bound on the splits planned. Off by default: on 256
+   * chips they multiply the candidates past what a 2-core search replays in minutes. */
+  spec.vary_options = vary_options;
+  spec.max_configs = (int)max_configs;
+  gboolean cut = FALSE;
+  spec.truncated = &cut;
+  gint64 t0 = g_get_monotonic_time();
   g_autoptr(ts_inputs) cache = ts_inputs_new();
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
+  if (sw != NULL && cut)
+    g_printerr("trainsim search: note: --max-configs %" G_GINT64_FORMAT " stopped the split "
+               "enumeration; later splits were not evaluated (raise it, or 0 for all)\n",
+               max_configs);
   g_array_unref(spec.global_batch);
   g_array_unref(spec.micro_batch);
   g_ptr_array_unref(spec.vary);
@@ -278,7 +306,17 @@ int ts_cmd_search(int argc, char **argv)
   int np = 0;
   GHashTable *unfit_mem = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   GPtrArray *unfit_order = g_ptr_array_new();
+  gboolean tty = isatty(STDERR_FILENO);
+  gint64 last_note = 0;
   for (int i = 0; i < n; i++) {
+    /* Progress on stderr once the search has run for 2 s: a line rewritten in place on a
+     * terminal, a line every 10 s otherwise. */
+    gint64 now = g_get_monotonic_time();
+    if (now - t0 > 2000000 && now - last_note > (tty ? 200000 : 10000000)) {
+      g_printerr("%ssearch: planned %d/%d configurations (%.0f s)%s", tty ? "\r" : "", i, n,
+                 (double)(now - t0) / 1e6, tty ? "" : "\n");
+      last_note = now;
+    }
     g_autoptr(GError) pe = NULL;
     g_autoptr(ts_split) sp = ts_split_parse(cfg[i].split, &pe);
     g_autoptr(ts_plan) p =
@@ -310,6 +348,8 @@ int ts_cmd_search(int argc, char **argv)
       g_free(f);
     }
   }
+  if (last_note > 0 && tty)
+    g_printerr("\rsearch: planned %d/%d configurations, predicting %d that fit\n", n, n, np);
   ts_outcome *pout = g_new0(ts_outcome, MAX(np, 1));
   ts_pool_options po = {jobs > 0 ? (int)jobs : ts_pool_default_jobs(), TRUE, "search"};
   int status = 0;

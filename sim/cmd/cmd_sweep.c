@@ -48,6 +48,8 @@ typedef struct {
   char *splits_opt, *backend, *algo, *recompute;
   double bucket_MiB;
   gboolean fits_only, full, all_placements;
+  gboolean vary_options; /* issue 13 */
+  gint64 max_configs;
 } sweep_args;
 
 static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **error)
@@ -113,6 +115,21 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   }
   sp->fits_only = a->fits_only;
   sp->all_placements = a->all_placements;
+  if ((a->vary_options || a->max_configs != 0) && !sp->auto_splits) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--vary-options and --max-configs: expected "
+                "--splits auto");
+    return FALSE;
+  }
+  if (a->max_configs < 0 || a->max_configs > 100000000) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--max-configs %" G_GINT64_FORMAT ": expected a count in [0, 100000000] (0: no "
+                "bound)",
+                a->max_configs);
+    return FALSE;
+  }
+  sp->vary_options = a->vary_options;
+  sp->max_configs = (int)a->max_configs;
   if (a->recompute != NULL) {
     /* Each value is appended to every split, as another dimension of the sweep. */
     g_auto(GStrv) parts = g_strsplit(a->recompute, ",", -1);
@@ -200,6 +217,12 @@ int ts_cmd_sweep(int argc, char **argv)
       {"all-placements", 0, 0, G_OPTION_ARG_NONE, &a.all_placements,
        "With --splits auto: also placements that mirror others on interchangeable dimensions",
        NULL},
+      {"vary-options", 0, 0, G_OPTION_ARG_NONE, &a.vary_options,
+       "With --splits auto: also vary context parallelism, recomputation, sp, interleaved "
+       "stages and the hybrid sharding group",
+       NULL},
+      {"max-configs", 0, 0, G_OPTION_ARG_INT64, &a.max_configs,
+       "With --splits auto: at most N splits per topology, model and batch (default 0: all)", "N"},
       {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
        "Activation recomputation for every split: none (default), selective, full, stage; a "
        "list sweeps",
@@ -274,11 +297,17 @@ int ts_cmd_sweep(int argc, char **argv)
     ts_cmd_prepare_dir(outdir, &err);
   json_out = format != NULL && strcmp(format, "json") == 0;
   g_autoptr(ts_inputs) cache = ts_inputs_new();
+  gboolean cut = FALSE;
+  spec.truncated = &cut;
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
   if (sw == NULL) {
     status = ts_cmd_fail("sweep", err);
     goto out;
   }
+  if (cut)
+    g_printerr("trainsim sweep: note: --max-configs %" G_GINT64_FORMAT " stopped the split "
+               "enumeration; later splits were not evaluated (raise it, or 0 for all)\n",
+               a.max_configs);
   int total = ts_sweep_size(sw);
   /* A listed split that applies to no configuration of the whole sweep is a mistake (a typo in
    * a dimension name, a degree no topology has): say so before predicting anything. Planning

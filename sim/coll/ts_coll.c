@@ -318,9 +318,56 @@ gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError 
 
 /* ---- routes ---- */
 
+/* A shortest route on a twisted torus (breadth-first from the source, links tried in
+ * dimension order, + before -, so the route is deterministic): dimension order is no longer
+ * minimal once wrap-arounds are twisted (Camara et al. 2010, section 3). Every backend takes
+ * this same route. */
+static void twisted_route(const ts_topo *t, int src, int dst, GArray *out)
+{
+  int n = t->nchips;
+  int *prev = g_new(int, n);
+  signed char *pdim = g_new(signed char, n), *pdir = g_new(signed char, n);
+  for (int i = 0; i < n; i++)
+    prev[i] = -1;
+  int *queue = g_new(int, n), head = 0, tail = 0;
+  queue[tail++] = src;
+  prev[src] = src;
+  while (head < tail && prev[dst] < 0) {
+    int c = queue[head++];
+    for (int d = 0; d < t->ndims && prev[dst] < 0; d++)
+      for (int dir = 1; dir >= -1; dir -= 2) {
+        if (t->dims[d].size < 2 || t->dims[d].shape == TS_SHAPE_SWITCH)
+          continue;
+        int m = ts_topo_neighbor(t, c, d, dir);
+        if (m < 0 || prev[m] >= 0)
+          continue;
+        prev[m] = c;
+        pdim[m] = (signed char)d;
+        pdir[m] = (signed char)dir;
+        queue[tail++] = m;
+      }
+  }
+  int len = 0;
+  for (int c = dst; c != src; c = prev[c])
+    len++;
+  guint base = out->len;
+  g_array_set_size(out, base + (guint)len);
+  for (int c = dst, k = len - 1; c != src; c = prev[c], k--)
+    g_array_index(out, ts_link_id, base + (guint)k) = (ts_link_id){prev[c], pdim[c], pdir[c]};
+  g_free(prev);
+  g_free(pdim);
+  g_free(pdir);
+  g_free(queue);
+}
+
 void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
 {
   g_return_if_fail(t != NULL && out != NULL);
+  if (ts_topo_twisted(t)) {
+    if (src_chip != dst_chip)
+      twisted_route(t, src_chip, dst_chip, out);
+    return;
+  }
   int cur[TS_MAX_DIMS], dst[TS_MAX_DIMS];
   chip_coords(t, src_chip, cur);
   chip_coords(t, dst_chip, dst);
@@ -367,6 +414,19 @@ void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
 double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes)
 {
   g_return_val_if_fail(t != NULL, -1.0);
+  if (ts_topo_twisted(t)) {
+    if (src_chip == dst_chip)
+      return 0.0;
+    g_autoptr(GArray) r = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
+    twisted_route(t, src_chip, dst_chip, r);
+    double lat = 0.0, bw = INFINITY;
+    for (guint i = 0; i < r->len; i++) {
+      const ts_dim *dm = &t->dims[g_array_index(r, ts_link_id, i).dim];
+      lat += dm->latency_s;
+      bw = MIN(bw, dm->link_bw_Bps);
+    }
+    return lat + bytes / bw;
+  }
   int cur[TS_MAX_DIMS], dst[TS_MAX_DIMS];
   chip_coords(t, src_chip, cur);
   chip_coords(t, dst_chip, dst);

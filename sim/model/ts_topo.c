@@ -61,6 +61,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll_latency_us",
                                        "nccl_ll128_latency_us",
                                        "nccl_local_bandwidth_GBps",
+                                       "twist",
                                        NULL};
 
 const char *ts_shape_name(ts_shape s)
@@ -356,6 +357,68 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   return TRUE;
 }
 
+/* [dim.NAME] twist = DIM:OFFSET[,DIM:OFFSET]: the ring's wrap-around link lands OFFSET places
+ * along DIM (read after every dimension, as it names others). */
+static gboolean read_twists(GKeyFile *kf, const char *path, ts_topo *t, GError **error)
+{
+  for (int d = 0; d < t->ndims; d++) {
+    g_autofree char *group = g_strdup_printf("dim.%s", t->dims[d].name);
+    g_autofree char *v = NULL;
+    if (!ts_kf_string(kf, path, group, "twist", NULL, &v, error))
+      return FALSE;
+    if (v == NULL)
+      continue;
+    g_auto(GStrv) items = g_strsplit(v, ",", -1);
+    for (char **it = items; *it != NULL; it++) {
+      char *item = g_strstrip(*it);
+      const char *colon = strchr(item, ':');
+      g_autofree char *dn = colon ? g_strndup(item, (gsize)(colon - item)) : g_strdup(item);
+      int e = ts_topo_dim_index(t, dn);
+      gint64 off = 0;
+      if (t->dims[d].shape != TS_SHAPE_RING || colon == NULL || e < 0 || e == d ||
+          t->dims[e].shape != TS_SHAPE_RING ||
+          !ts_parse_int(colon + 1, 1, t->dims[e].size - 1, &off)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "%s: [%s] twist='%s': expected DIM:OFFSET[,DIM:OFFSET] on a ring, each DIM "
+                    "another ring dimension and OFFSET in [1, its size - 1] (e.g. twist = z:4 "
+                    "for a 4x4x8 twisted torus)",
+                    path, group, v);
+        return FALSE;
+      }
+      t->dims[d].twist[e] = (int)off;
+    }
+  }
+  return TRUE;
+}
+
+gboolean ts_topo_twisted(const ts_topo *t)
+{
+  for (int d = 0; d < t->ndims; d++)
+    for (int e = 0; e < t->ndims; e++)
+      if (t->dims[d].twist[e] != 0)
+        return TRUE;
+  return FALSE;
+}
+
+int ts_topo_neighbor(const ts_topo *t, int chip, int d, int dir)
+{
+  int c[TS_MAX_DIMS];
+  ts_topo_coords(t, chip, c);
+  const ts_dim *dm = &t->dims[d];
+  int n = dm->size, v = c[d] + dir;
+  if (v >= 0 && v < n) {
+    c[d] = v;
+    return ts_topo_chip(t, c);
+  }
+  if (dm->shape != TS_SHAPE_RING)
+    return -1;
+  c[d] = (v + n) % n;
+  for (int e = 0; e < t->ndims; e++)
+    if (dm->twist[e] != 0)
+      c[e] = ((c[e] + dir * dm->twist[e]) % t->dims[e].size + t->dims[e].size) % t->dims[e].size;
+  return ts_topo_chip(t, c);
+}
+
 /* "pods/tpu-v3-8x8.ini" -> "tpu-v3-8x8". Caller frees. */
 static char *base_name(const char *path)
 {
@@ -434,6 +497,8 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
     return NULL;
   }
   t->nchips = (int)chips;
+  if (!read_twists(kf, path, t, error))
+    return NULL;
   if (!ts_capacity_read(kf, path, t, error))
     return NULL;
   return g_steal_pointer(&t);

@@ -21,6 +21,11 @@ typedef struct {
   ts_shape shape;
   double link_bw_Bps; /* one direction, one link (ring/mesh) or one chip's port (switch) */
   double latency_s;   /* per hop (ring/mesh) or per traversal of the switch */
+  /* Added with issue 13: a twisted torus (Camara et al. 2010, "Twisted Torus Topologies for
+   * Enhanced Interconnection Networks"; TPU v4's k x k x 2k and k x 2k x 2k slices, Jouppi et
+   * al. 2023, section 2): crossing this ring's wrap-around link in the + direction also moves
+   * twist[e] places along dimension e (- direction: back). All zero for a plain torus. */
+  int twist[TS_MAX_DIMS];
   /* Switch dims after the first: how many consecutive chips of dimension 0 share one port
    * into this switch (GPUs per NIC; [dim.X] gpus_per_nic or nics_per_node). 1: a port each. */
   int chips_per_port;
@@ -145,6 +150,15 @@ int ts_topo_chip(const ts_topo *t, const int *coords);
 
 /** Stride of dimension d in chip ids. */
 int ts_topo_stride(const ts_topo *t, int d);
+
+/** Whether some dimension's wrap-around is twisted (routes are then shortest paths). */
+gboolean ts_topo_twisted(const ts_topo *t);
+
+/**
+ * The chip one link away from `chip` along ring or mesh dimension d in direction dir (+1 or
+ * -1), following a twisted wrap-around; -1 where a mesh has no such link.
+ */
+int ts_topo_neighbor(const ts_topo *t, int chip, int d, int dir);
 
 /** "TPU v3 slice 8x8 (64 chips)" style description. Caller frees. */
 char *ts_topo_describe(const ts_topo *t);

@@ -88,7 +88,7 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean sp, const ts_layer_mode *mode, int ep, int attention)
 {
-  int tp = degree[TS_AX_TP];
+  int tp = degree[TS_AX_TP], cp = degree[TS_AX_CP];
   double D = m->dtype_bytes;
   ts_layer_exec *x = g_new0(ts_layer_exec, m->nlayers > 0 ? m->nlayers : 1);
   for (int i = 0; i < m->nlayers; i++) {
@@ -227,6 +227,30 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         e->ep_pre = coll(TS_COLL_ALLTOALL, k * e->in_bytes);
       if (ep > 1 && last)
         e->ep_post = coll(TS_COLL_ALLTOALL, k * e->out_bytes);
+    }
+    /* Context parallelism (Liu et al. 2023, "Ring Attention"; Megatron-Core / Transformer
+     * Engine's context parallelism): every layer sees 1/cp of each sequence (2 of 2cp chunks,
+     * the zig-zag that balances causal attention), so its work, its activations and the
+     * tensor-parallel collectives on them shrink by cp. Attention's queries meet every key: the
+     * K/V blocks go round the cp ring (ts_plan_trace.c). ts_plan_new refuses models with a
+     * layer of one token (nothing to split). */
+    if (cp > 1) {
+      if (l->kind == TS_LAYER_ATTENTION) {
+        double T, S, I, a = (double)l->heads;
+        attention_dims(l, &T, &S, &I);
+        e->core_flops = 4.0 * T * S * I + a * T * S;
+        e->cp_kv_bytes = 2.0 * (S / cp) * (I / e->pdiv) * D;
+      }
+      ts_tp_coll *cs[] = {&e->fwd_pre,  &e->fwd_post, &e->bwd_pre, &e->bwd_regather,
+                          &e->bwd_post, &e->ep_pre,   &e->ep_post};
+      for (size_t k = 0; k < G_N_ELEMENTS(cs); k++)
+        cs[k]->bytes /= cp;
+      e->act_bytes /= cp;
+      e->full_act_bytes /= cp;
+      e->in_bytes /= cp;
+      e->out_bytes /= cp;
+      e->recompute_flops /= cp;
+      e->cdiv *= cp;
     }
   }
   return x;
@@ -548,13 +572,23 @@ double ts_plan_device_shard_params(const ts_plan *p, int device)
   ts_plan_device_params_split(p, device, &d, &e);
   if (p->zero == 0)
     return d + e;
-  return d / p->degree[TS_AX_DP] + e / (p->degree[TS_AX_DP] / p->ep);
+  return d / ts_plan_shard_ranks(p) + e / (ts_plan_shard_ranks(p) / p->ep);
+}
+
+int ts_plan_grad_ranks(const ts_plan *p)
+{
+  return p->degree[TS_AX_DP] * p->degree[TS_AX_CP];
+}
+
+int ts_plan_shard_ranks(const ts_plan *p)
+{
+  return (p->shard > 0 ? p->shard : p->degree[TS_AX_DP]) * p->degree[TS_AX_CP];
 }
 
 double ts_plan_bucket_bytes(const ts_plan *p, double psi, double bucket)
 {
   double D = p->model->dtype_bytes, grads = D * psi;
-  if (p->degree[TS_AX_DP] <= 1)
+  if (ts_plan_grad_ranks(p) <= 1) /* dp x cp ranks sum gradients */
     return 0.0;
   /* ZeRO 2 and 3 keep a gradient shard only (and offload keeps the gradients in host memory):
    * the full gradients of the layers just run go through reduce buckets (DeepSpeed's ipg
@@ -573,7 +607,10 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
 {
   const ts_model *m = p->model;
   int pp = p->degree[TS_AX_PP], dp = p->degree[TS_AX_DP], V = p->chunks;
-  double D = m->dtype_bytes, mb = (double)micro_batch, N = dp;
+  /* ZeRO shards over the ranks holding the same parameters (dp x cp), or with hybrid sharding
+   * over the shard group only (FSDP's HYBRID_SHARD, Zhao et al. 2023, section 3.2.1; MiCS,
+   * Zhang et al. 2022, section 3.1): states then divide by the group's size, not dp's. */
+  double D = m->dtype_bytes, mb = (double)micro_batch, N = ts_plan_shard_ranks(p);
   memset(mem, 0, sizeof *mem);
   mem->stage = device;
   double psi_d, psi_e;
@@ -739,7 +776,7 @@ double ts_plan_ps_time(const ts_plan *p, double bytes)
 static void plan_traffic(ts_plan *p)
 {
   const ts_model *m = p->model;
-  int dev = p->mem.stage, N = p->degree[TS_AX_DP];
+  int dev = p->mem.stage, N = ts_plan_shard_ranks(p);
   double D = m->dtype_bytes, psi = ts_plan_device_params(p, dev), M = (double)p->n_micro;
   if (p->offload != TS_OFFLOAD_NONE) {
     /* Gradient shards go down after each synchronisation; updated parameter shards come back
@@ -771,6 +808,19 @@ static void plan_traffic(ts_plan *p)
       r += e->bwd_post.bytes;
   }
   p->redistribution_bytes_per_step = r * (double)p->micro_batch * M;
+  /* Context parallelism: per attention layer and micro-batch, the K/V block goes cp - 1 hops
+   * forward; backward the K/V blocks go cp - 1 hops and their gradients cp hops (the last
+   * returns each to its owner). */
+  double cpb = 0;
+  int cp = p->degree[TS_AX_CP];
+  for (int i = 0; i < m->nlayers && cp > 1; i++)
+    if (ts_plan_stage_of_layer(p, i) % p->degree[TS_AX_PP] == dev)
+      cpb += p->exec[i].cp_kv_bytes * (double)(cp - 1 + cp - 1 + cp);
+  if (ts_plan_recomputes_forward(p))
+    for (int i = 0; i < m->nlayers && cp > 1; i++)
+      if (ts_plan_stage_of_layer(p, i) % p->degree[TS_AX_PP] == dev && p->unit[i] >= 0)
+        cpb += p->exec[i].cp_kv_bytes * (double)(cp - 1);
+  p->cp_bytes_per_step = cpb * (double)p->micro_batch * M;
 }
 
 /* Most micro-batches per step the planner accepts: each is a pass of the whole schedule. */
@@ -904,6 +954,12 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
                            sp->ep_place ? sp->ep_place : "");
   if (p->zero > 0)
     g_string_append_printf(s, ",zero=%d", p->zero);
+  if (p->shard > 0 && p->shard < p->degree[TS_AX_DP])
+    g_string_append_printf(s, ",shard=%d", p->shard);
+  if (p->tp_overlap)
+    g_string_append(s, ",tp-overlap");
+  if (p->dp_overlap)
+    g_string_append(s, ",dp-overlap");
   if (p->offload != TS_OFFLOAD_NONE)
     g_string_append_printf(s, ",offload=%s", ts_offload_name(p->offload));
   if (p->ps > 0)
@@ -1053,14 +1109,32 @@ static void rank_axes(const ts_plan *p, const ts_layer_exec *x, gint64 mb, gint6
     if (p->zero >= 3)
       dp_bytes += 2.0 * w * (double)n_micro; /* a gather per layer per pass */
   }
+  /* Context parallelism: K/V blocks round the ring, 3cp - 2 hops per attention layer and
+   * micro-batch (forward and backward). */
+  double cp_bytes = 0;
+  int cp = p->degree[TS_AX_CP];
+  for (int i = 0; i < m->nlayers && cp > 1; i++)
+    cp_bytes += x[i].cp_kv_bytes * (double)(3 * cp - 2) * (double)mb * (double)n_micro;
   if (p->degree[TS_AX_TP] <= 1)
     tp_bytes = 0;
   if (p->degree[TS_AX_DP] <= 1)
     dp_bytes = 0;
-  gboolean dp_first = dp_bytes > tp_bytes;
-  rank[0] = dp_first ? TS_AX_DP : TS_AX_TP;
-  rank[1] = dp_first ? TS_AX_TP : TS_AX_DP;
-  rank[2] = TS_AX_PP;
+  /* Heaviest first; ties keep the order tp, cp, dp (Megatron-LM's rank order). */
+  int ax[3] = {TS_AX_TP, TS_AX_CP, TS_AX_DP};
+  double by[3] = {tp_bytes, cp_bytes, dp_bytes};
+  for (int i = 1; i < 3; i++)
+    for (int j = i; j > 0 && by[j] > by[j - 1]; j--) {
+      double tb = by[j];
+      by[j] = by[j - 1];
+      by[j - 1] = tb;
+      int ta = ax[j];
+      ax[j] = ax[j - 1];
+      ax[j - 1] = ta;
+    }
+  rank[0] = ax[0];
+  rank[1] = ax[1];
+  rank[2] = ax[2];
+  rank[3] = TS_AX_PP;
 }
 
 static gboolean layer_matches(const ts_layer_rule *r, const ts_layer *l)
@@ -1083,6 +1157,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->ps_placement = s->ps_placement;
   p->attention = s->attention > 0 ? s->attention - 1 : -1;
   p->bucket_copy = s->bucket_copy;
+  p->tp_overlap = s->tp_overlap;
+  p->dp_overlap = s->dp_overlap;
   resolve_degrees(s, t, p->degree);
   int pp = p->degree[TS_AX_PP];
   p->schedule = s->schedule >= 0 ? (ts_schedule)s->schedule : TS_SCHED_1F1B;
@@ -1118,11 +1194,52 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text);
     return NULL;
   }
-  if (p->zero > 0 && p->degree[TS_AX_DP] <= 1) {
+  if (p->zero > 0 && ts_plan_grad_ranks(p) <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': zero=%d shards model states over the data-parallel group; "
                 "expected dp > 1",
                 s->text, p->zero);
+    return NULL;
+  }
+  /* Hybrid sharding (FSDP HYBRID_SHARD, MiCS): ZeRO inside groups of `shard` dp ranks. */
+  p->shard = p->degree[TS_AX_DP];
+  if (s->shard > 0) {
+    if (p->zero == 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': shard=%d is the group ZeRO shards over; expected zero=1, 2 or 3 "
+                  "with it",
+                  s->text, s->shard);
+      return NULL;
+    }
+    if (p->degree[TS_AX_DP] % s->shard != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': shard=%d does not divide dp=%d; expected a sharding group size "
+                  "that divides the data-parallel degree",
+                  s->text, s->shard, p->degree[TS_AX_DP]);
+      return NULL;
+    }
+    if (s->shard < p->degree[TS_AX_DP] && (s->ep > 1 || s->offload != TS_OFFLOAD_NONE)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': shard=%d with %s; expected hybrid sharding without expert "
+                  "parallelism or offload (not modelled together)",
+                  s->text, s->shard, s->ep > 1 ? "ep" : "offload");
+      return NULL;
+    }
+    p->shard = s->shard;
+  }
+  if (p->tp_overlap && p->degree[TS_AX_TP] <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': tp-overlap overlaps tensor-parallel collectives with their GEMMs; "
+                "expected tp > 1",
+                s->text);
+    return NULL;
+  }
+  if (p->dp_overlap && (p->zero < 1 || p->zero > 2 || s->offload != TS_OFFLOAD_NONE)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': dp-overlap overlaps the distributed optimizer's parameter "
+                "all-gather with the next forward; expected zero=1 or zero=2 without offload "
+                "(ZeRO-3 already prefetches each layer's parameters)",
+                s->text);
     return NULL;
   }
   if (p->offload != TS_OFFLOAD_NONE && p->zero == 0) {
@@ -1181,8 +1298,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, p->nstages, m->path ? m->path : m->name, m->nlayers);
     return NULL;
   }
-  int dp = p->degree[TS_AX_DP], tp = p->degree[TS_AX_TP];
-  gint64 prod = (gint64)dp * tp * pp;
+  int dp = p->degree[TS_AX_DP], tp = p->degree[TS_AX_TP], cp = p->degree[TS_AX_CP];
+  gint64 prod = (gint64)dp * tp * pp * cp;
   if (o->global_batch <= 0 || prod != t->nchips || o->global_batch % dp != 0) {
     /* Placement reports a wrong chip count; the batch check needs the right dp first. */
     if (prod == t->nchips) {
@@ -1256,6 +1373,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   rank_axes(p, p->exec, p->micro_batch, p->n_micro, rank);
   if (!ts_split_place_ranked(s, t, rank, p->degree, p->shape, error))
     return NULL;
+  if (p->shard < dp &&
+      !split_shape(&p->shape[TS_AX_DP], p->shard, &p->shard_shape, &p->rep_shape)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': shard=%d cannot be cut from the inner end of dp's placement; "
+                "expected shard to divide the dp pieces in order (place dp, e.g. dp=%d@x+y)",
+                s->text, p->shard, dp);
+    return NULL;
+  }
   if (p->ep > 1 && !place_ep(p, s, t, error))
     return NULL;
   if (o->global_batch <= 0 || o->global_batch % dp != 0) {
@@ -1364,6 +1489,28 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                     s->text, m->layers[i].tokens, m->layers[i].name, tp);
         return NULL;
       }
+  /* Context parallelism splits every sequence into 2cp chunks, two per rank (the zig-zag
+   * that balances causal attention, as Megatron-Core and Transformer Engine do). */
+  for (int i = 0; i < m->nlayers && cp > 1; i++) {
+    const ts_layer *l = &m->layers[i];
+    gint64 kv = l->kind == TS_LAYER_ATTENTION && l->kv_tokens > 0 ? l->kv_tokens : l->tokens;
+    if (l->tokens <= 1 || l->tokens % (2 * cp) != 0 || kv % (2 * cp) != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': cp=%d splits each sequence into %d chunks (two per rank, for "
+                  "causal load balance) but layer '%s' of %s has %" G_GINT64_FORMAT " tokens; "
+                  "expected a sequence length divisible by 2 x cp = %d",
+                  s->text, cp, 2 * cp, l->name, m->path ? m->path : m->name,
+                  l->tokens <= 1 || l->tokens % (2 * cp) != 0 ? l->tokens : kv, 2 * cp);
+      return NULL;
+    }
+    if (p->sp && (l->tokens / cp) % tp != 0 && l->kind != TS_LAYER_DENSE) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "--split '%s': sp splits the %" G_GINT64_FORMAT " tokens each cp rank holds of "
+                  "layer '%s' over tp=%d; expected tp to divide them",
+                  s->text, l->tokens / cp, l->name, tp);
+      return NULL;
+    }
+  }
   /* Pipeline stages: given, or balanced by compute. */
   p->stage_first = g_new0(int, p->nstages + 1);
   if (s->nstages_given > 0) {

@@ -10,7 +10,9 @@
 
 G_BEGIN_DECLS
 
-typedef enum { TS_AX_TP, TS_AX_DP, TS_AX_PP, TS_AX_N } ts_axis_kind;
+/* TS_AX_CP (context parallelism: the sequence split over a ring of ranks, issue 13) comes last
+ * so the axes' numbering, and every canonical split text without cp, is unchanged. */
+typedef enum { TS_AX_TP, TS_AX_DP, TS_AX_PP, TS_AX_CP, TS_AX_N } ts_axis_kind;
 
 /** Pipeline schedules (docs/splits.md). */
 typedef enum {
@@ -72,6 +74,11 @@ typedef struct {
   /* Added with issue 10. */
   int attention;        /* attention=: 0 not given (each layer's own), else 1 + ts_attention */
   gboolean bucket_copy; /* buckets=copy: DDP copies gradients into its buckets (not views) */
+  /* Added with issue 13. */
+  int shard;           /* hybrid sharding: ZeRO shards over the inner `shard` ranks of dp and
+                          replicates across the dp / shard groups; 0 = shard over all of dp */
+  gboolean tp_overlap; /* tensor-parallel collectives chunked and overlapped with their GEMMs */
+  gboolean dp_overlap; /* ZeRO 1/2: the updated-parameter all-gather overlapped with forward */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -163,6 +170,14 @@ typedef struct {
   /* Added with issue 10. */
   int attention;        /* ts_attention of every attention layer, -1 = each layer's own */
   gboolean bucket_copy; /* data-parallel buckets hold a copy of every gradient */
+  /* Added with issue 13. */
+  int shard;                  /* hybrid sharding group size (divides dp); dp when not hybrid */
+  ts_group_shape shard_shape; /* the inner `shard` members of dp: ZeRO's gathers and scatters */
+  ts_group_shape rep_shape;   /* the rest of dp: the replicas, which all-reduce the shards */
+  gboolean tp_overlap;
+  gboolean dp_overlap;
+  double cp_bytes_per_step; /* context parallelism: K/V (and their gradients) each chip sends
+                               around the ring per step */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -47,6 +47,11 @@ typedef struct ts_layer_exec {
   double ediv;        /* ep for expert layers, else 1 */
   ts_tp_coll ep_pre;  /* dispatch before the first expert layer of a run */
   ts_tp_coll ep_post; /* combine after the last one */
+  /* Context parallelism (issue 13): an attention layer's K/V block per sample per chip that
+   * goes around the cp ring (0 when cp = 1 or not attention), and the FLOPs per sample of its
+   * attention core (QK^T, softmax, attention over V) before any divisor. */
+  double cp_kv_bytes;
+  double core_flops;
 } ts_layer_exec;
 
 /* One step of a pipeline device's schedule. */
@@ -58,6 +63,14 @@ typedef struct {
 
 /* The order a pipeline device runs forwards and backwards in (appended to out). */
 void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out);
+
+/* Ranks that hold the same parameters and sum their gradients: dp x cp (context-parallel ranks
+ * see different tokens of the same samples, Megatron-LM's data-parallel-with-cp group). */
+int ts_plan_grad_ranks(const ts_plan *p);
+
+/* Ranks ZeRO shards model states over: the hybrid-sharding group (shard x cp), or all of
+ * ts_plan_grad_ranks. */
+int ts_plan_shard_ranks(const ts_plan *p);
 
 /* The per-layer table for these degrees and options; n = m->nlayers entries; attention: a
  * ts_attention for every attention layer, or -1 for each layer's own. Caller frees. */

@@ -26,8 +26,14 @@ enum {
   S_SEND_B = 5,  /* pipeline: gradients to the previous stage */
   S_RECV_F = 6,
   S_RECV_B = 7,
-  S_HOST = 8, /* offload transfers over the host link */
-  S_PS = 9,   /* parameter-server push and pull */
+  S_HOST = 8,     /* offload transfers over the host link */
+  S_PS = 9,       /* parameter-server push and pull */
+  S_CP_SEND = 10, /* context parallelism: K/V blocks to the next rank of the ring */
+  S_CP_RECV = 11,
+  S_CP_DSEND = 12, /* their gradients, backward */
+  S_CP_DRECV = 13,
+  S_TPOVL = 14, /* tp-overlap: chunked tensor-parallel collectives beside their GEMMs */
+  S_PARAM = 15, /* dp-overlap: updated-parameter gathers ahead of each layer's forward */
 };
 
 typedef struct {
@@ -35,6 +41,10 @@ typedef struct {
   ts_trace *tr;
   int prog, device;
   int g_tp, g_dp, g_dptp, g_ep, g_edp, ax_pp;
+  int g_rep;    /* hybrid sharding: the replicas of each shard (-1 when not hybrid) */
+  int ax_cp;    /* context-parallel axis (-1 when cp = 1) */
+  int cprank;   /* this program's position on the cp ring */
+  int *pgather; /* dp-overlap: per layer, the gather of its updated parameters, -1 when none */
   double mb;
   int last;       /* last op of the compute stream, -1 at the start */
   GArray *pend;   /* ops the next compute-stream op must wait for */
@@ -74,6 +84,20 @@ enum {
   L_EP_RC_POST,
   L_EP_BWD_PRE,
   L_EP_BWD_POST,
+  L_CP_SEND,
+  L_CP_RECV,
+  L_CP_CORE,
+  L_CP_BSEND,
+  L_CP_BRECV,
+  L_CP_DSEND,
+  L_CP_DRECV,
+  L_CP_BCORE,
+  L_OVL_FWD,
+  L_OVL_FWD_PRE,
+  L_OVL_FWD_POST,
+  L_OVL_BWD_PRE,
+  L_OVL_DGRAD,
+  L_PGATHER,
   L_NLAYER_SLOTS
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
@@ -368,7 +392,8 @@ static void zero_gather(gen *g, int i)
   if (g->p->offload == TS_OFFLOAD_NVME) {
     /* ZeRO-Infinity (Rajbhandari et al. 2021, section 5.1): the parameter shard comes from
      * NVMe through host memory before the gather. */
-    double shard = bytes / (expert ? g->p->degree[TS_AX_DP] / g->p->ep : g->p->degree[TS_AX_DP]);
+    double shard =
+        bytes / (expert ? ts_plan_shard_ranks(g->p) / g->p->ep : ts_plan_shard_ranks(g->p));
     int r = nvme(g, shard, "read parameter shard", &dep, dep >= 0 ? 1 : 0);
     dep = host_link(g, shard, "parameter shard to device", &r, 1);
   }
@@ -407,6 +432,160 @@ static void zero_need(gen *g, int i)
   pend(g, g->ag_op[i]);
 }
 
+/* ---- context parallelism: ring attention ------------------------------------------------ */
+
+/* A point-to-point op to the rank `step` places along the cp ring (wrapping round). */
+static int cp_p2p(gen *g, ts_op_kind kind, int stream, int step, double bytes, int t, int label,
+                  const int *deps, int ndeps)
+{
+  const ts_plan *p = g->p;
+  int cp = p->degree[TS_AX_CP];
+  ts_op op = {.kind = kind, .cat = TS_CAT_COMM_OTHER, .stream = stream};
+  op.axis = g->ax_cp;
+  op.offset = ((g->cprank + step) % cp + cp) % cp - g->cprank;
+  op.bytes = bytes;
+  op.tag = t;
+  return emit(g, &op, label, deps, ndeps);
+}
+
+/* Tags of the ring: one per (layer, pass, K/V or gradient); sends and receives between two
+ * ranks match in order (ts_replay), so steps and micro-batches share them. */
+static int cp_tag(const gen *g, int i, int which)
+{
+  return 2 * g->p->nstages * (int)g->p->n_micro + 2 + 3 * i + which;
+}
+
+/* Ring attention forward (Liu et al. 2023, "Ring Attention", section 3; Megatron-Core /
+ * Transformer Engine's context parallelism with P2P exchange): the projections run on the
+ * rank's 1/cp of the sequence, then cp steps each compute attention of the local queries
+ * against one K/V block while the next block comes from the previous rank and the current
+ * one goes to the next (cp - 1 hops). With the zig-zag split every step has the same work. */
+static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
+{
+  const ts_plan *p = g->p;
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  int cp = p->degree[TS_AX_CP];
+  double core = e->core_flops * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
+  int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, label);
+  int core_lbl = lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name);
+  int send_lbl = lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name);
+  int recv_lbl = lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name);
+  for (int j = 0; j < cp; j++) {
+    int r = -1;
+    if (j + 1 < cp) {
+      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 0), send_lbl, &prev, 1);
+      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 0), recv_lbl, NULL, 0);
+    }
+    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, core_lbl);
+    if (r >= 0) {
+      pend(g, r);
+      prev = r;
+    }
+  }
+}
+
+/* FLOPs per sample of the attention core's backward (dQ, dK from the scores; dP, dV from the
+ * context: two GEMMs each, ts_model.c) and the softmax: 2 x 4TSI + aTS. */
+static double cp_core_bwd_flops(const ts_layer *l, const ts_layer_exec *e)
+{
+  double T = (double)l->tokens, S = l->kv_tokens > 0 ? (double)l->kv_tokens : T;
+  return 2.0 * e->core_flops - (double)l->heads * T * S;
+}
+
+/* Ring attention backward: the K/V blocks go round again (cp - 1 hops) and the gradient of each
+ * block travels with it, accumulated by every rank its queries meet; after cp steps it is back
+ * with its owner (cp hops). Step j's attention backward needs K/V block j and the partial
+ * gradient of that block from the previous rank. Returns the last gradient receive. */
+static int cp_ring_bwd(gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  int cp = p->degree[TS_AX_CP];
+  double core = cp_core_bwd_flops(l, e) * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
+  int core_lbl = lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name);
+  int send_lbl = lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name);
+  int recv_lbl = lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name);
+  int dsend_lbl = lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name);
+  int drecv_lbl = lbl(g, layer_slot(g, i, L_CP_DRECV), "%s cp recv dK/dV", l->name);
+  int prev = g->last, drecv = -1;
+  for (int j = 0; j < cp; j++) {
+    int r = -1;
+    if (j + 1 < cp) {
+      int d = prev;
+      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 1), send_lbl, &d, d >= 0 ? 1 : 0);
+      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), recv_lbl, NULL, 0);
+    }
+    pend(g, drecv);
+    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, core_lbl);
+    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), dsend_lbl, &c, 1);
+    drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), drecv_lbl, NULL, 0);
+    if (r >= 0) {
+      pend(g, r);
+      prev = r;
+    }
+  }
+  return drecv;
+}
+
+/* ---- tensor-parallel communication overlap -------------------------------------------- */
+
+/* Chunks a tp-overlap layer splits its GEMM and collectives into: one per tensor-parallel rank,
+ * as Transformer Engine's ring-exchange userbuffers do (Wang et al. 2022, "Overlap
+ * communication with dependent computation via decomposition", section 4). */
+static int ovl_chunks(const gen *g)
+{
+  return g->p->degree[TS_AX_TP];
+}
+
+/* A layer's forward with its input all-gather and / or output reduce-scatter (all-reduce)
+ * decomposed into n chunks on a side stream: chunk c + 1 of the gather runs while the GEMM
+ * works on chunk c, and chunk c of the reduction runs while the GEMM works on chunk c + 1
+ * (Megatron-Core's tp_comm_overlap, Transformer Engine userbuffers). Same bytes and FLOPs as
+ * without; only the schedule changes. */
+static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
+                          double flops, double mem)
+{
+  const ts_layer *l = &g->p->model->layers[i];
+  int n = ovl_chunks(g);
+  gboolean ag = pre->kind == TS_COLL_ALLGATHER && pre->bytes > 0;
+  gboolean rs =
+      (post->kind == TS_COLL_REDUCESCATTER || post->kind == TS_COLL_ALLREDUCE) && post->bytes > 0;
+  if (pre->kind != TS_NO_COLL && !ag)
+    emit_tp(g, pre, i, L_FWD_PRE, "fwd");
+  int ag_lbl = lbl(g, layer_slot(g, i, L_OVL_FWD_PRE), "%s fwd all-gather chunk", l->name);
+  int rs_lbl = rs ? lbl(g, layer_slot(g, i, L_OVL_FWD_POST), "%s fwd %s chunk", l->name,
+                        coll_word(post->kind))
+                  : -1;
+  int gemm_lbl = lbl(g, layer_slot(g, i, L_OVL_FWD), "%s fwd chunk", l->name);
+  int prev_ag = -1, last_rs = -1;
+  int start = g->last;
+  /* Whatever the compute stream is waiting for, the first gather waits for too. */
+  int deps[16], nd = 0;
+  for (guint k = 0; k < g->pend->len && nd < 15; k++)
+    deps[nd++] = g_array_index(g->pend, int, k);
+  if (start >= 0)
+    deps[nd++] = start;
+  for (int c = 0; c < n; c++) {
+    if (ag) {
+      ts_op op =
+          coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP, S_TPOVL);
+      prev_ag = emit(g, &op, ag_lbl, c == 0 ? deps : NULL, c == 0 ? nd : 0);
+      pend(g, prev_ag);
+    }
+    int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, gemm_lbl);
+    if (rs) {
+      ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
+                         TS_CAT_COMM_TP, S_TPOVL);
+      last_rs = emit(g, &op, rs_lbl, &gemm, 1);
+    }
+  }
+  if (!rs && post->kind != TS_NO_COLL)
+    emit_tp(g, post, i, L_FWD_POST, "fwd");
+  pend(g, last_rs); /* the next layer needs the whole reduced output */
+}
+
 /* ---- one layer ------------------------------------------------------------------------ */
 
 static void fwd_layer(gen *g, int i, gboolean recompute)
@@ -418,12 +597,28 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   const char *what = recompute ? "recompute" : "fwd";
   emit_ep(g, &e->ep_pre, i, recompute ? L_EP_RC_PRE : L_EP_FWD_PRE,
           recompute ? "recompute dispatch" : "fwd dispatch");
-  emit_tp(g, &e->fwd_pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
-  zero_need(g, i);
-  emit_compute(g, TS_CAT_FWD, l->fwd_flops * g->mb / e->cdiv,
-               ts_layer_fwd_mem_bytes_batch(m, l, g->mb) / e->cdiv,
-               lbl(g, layer_slot(g, i, recompute ? L_RECOMPUTE : L_FWD), "%s %s", l->name, what));
-  emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
+  if (g->pgather != NULL)
+    pend(g, g->pgather[i]);
+  double flops = l->fwd_flops * g->mb / e->cdiv;
+  double mem = ts_layer_fwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
+  int slot = layer_slot(g, i, recompute ? L_RECOMPUTE : L_FWD);
+  gboolean ovl =
+      p->tp_overlap && e->cp_kv_bytes <= 0 &&
+      (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
+       e->fwd_post.kind == TS_COLL_ALLREDUCE);
+  if (ovl) {
+    zero_need(g, i);
+    tp_overlapped(g, i, &e->fwd_pre, &e->fwd_post, flops, mem);
+  } else {
+    emit_tp(g, &e->fwd_pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
+    zero_need(g, i);
+    int label = lbl(g, slot, "%s %s", l->name, what);
+    if (e->cp_kv_bytes > 0)
+      cp_ring_fwd(g, i, flops, mem, label);
+    else
+      emit_compute(g, TS_CAT_FWD, flops, mem, label);
+    emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
+  }
   emit_ep(g, &e->ep_post, i, recompute ? L_EP_RC_POST : L_EP_FWD_POST,
           recompute ? "recompute combine" : "fwd combine");
 }
@@ -446,6 +641,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                  lbl(g, layer_slot(g, i, L_ATTN_RECOMPUTE), "%s recompute attention", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
+  if (e->cp_kv_bytes > 0) {
+    /* The attention core's backward goes round the cp ring first; the projections' input and
+     * weight gradients follow once this rank's K/V gradient has come home. */
+    pend(g, cp_ring_bwd(g, i));
+    fi = MAX(0.0, fi - cp_core_bwd_flops(l, e) * g->mb / e->cdiv);
+  }
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (!async) {
@@ -538,10 +739,20 @@ static void flush(gen *g, bucket *b, int group, int upto)
   g_snprintf(g->label, sizeof g->label, "grad %s %s..%s", rs ? "reduce-scatter" : "all-reduce",
              p->model->layers[b->first].name, p->model->layers[upto].name);
   int id = emit(g, &op, bucket_label(g, b->first, upto), &b->last_op, 1);
+  if (rs && g->g_rep >= 0) {
+    /* Hybrid sharding (FSDP HYBRID_SHARD; MiCS, Zhang et al. 2022, section 3.3): the shard
+     * each rank reduced inside its group is all-reduced with the same shard of the other
+     * groups. */
+    ts_op ar = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, b->bytes / ts_plan_shard_ranks(p),
+                       TS_CAT_COMM_DP, S_DP);
+    g_snprintf(g->label, sizeof g->label, "grad shard all-reduce across replicas %s..%s",
+               p->model->layers[b->first].name, p->model->layers[upto].name);
+    id = emit(g, &ar, text_label(g, g->label), &id, 1);
+  }
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host
      * memory while backward continues. */
-    double n = group == g->g_edp ? p->degree[TS_AX_DP] / p->ep : p->degree[TS_AX_DP];
+    double n = group == g->g_edp ? ts_plan_shard_ranks(p) / p->ep : ts_plan_shard_ranks(p);
     id = host_link(g, b->bytes / n, "gradient shard to host", &id, 1);
   }
   g_array_append_val(g->sync, id);
@@ -556,8 +767,9 @@ static void sync_grads(gen *g, int a, int b)
 {
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
-  int dp = p->degree[TS_AX_DP], tp = p->degree[TS_AX_TP];
-  /* Three kinds: dense (over dp), replicated over tp too (dp and tp), experts (dp / ep). */
+  int dp = ts_plan_grad_ranks(p), tp = p->degree[TS_AX_TP];
+  /* Three kinds: dense (over dp), replicated over tp too (dp and tp), experts (dp / ep); dp
+   * counts the context-parallel ranks, which hold the same parameters. */
   bucket bk[3] = {{0, -1, -1}, {0, -1, -1}, {0, -1, -1}};
   int groups[3] = {g->g_dp, g->g_dptp, g->g_edp};
   int size[3] = {dp, dp * tp, dp / p->ep};
@@ -776,12 +988,18 @@ static void gather_updated(gen *g)
   double dense, expert, D = p->model->dtype_bytes;
   ts_plan_device_params_split(p, g->device, &dense, &expert);
   gboolean any = FALSE;
-  if (dense > 0 && p->degree[TS_AX_DP] > 1) {
+  if (p->dp_overlap) {
+    /* dp-overlap: the gathers run layer by layer ahead of the next step's forward
+     * (dp_overlap_gathers); in the steady state that is this step's forward. */
+    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+    return;
+  }
+  if (dense > 0 && ts_plan_shard_ranks(p) > 1) {
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_dp, dense * D, TS_CAT_COMM_DP, 0);
     emit_main(g, &op, text_label_role(g, "updated param all-gather", TS_ROLE_PARAM_GATHER));
     any = TRUE;
   }
-  if (expert > 0 && p->degree[TS_AX_DP] / p->ep > 1) {
+  if (expert > 0 && ts_plan_shard_ranks(p) / p->ep > 1) {
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_edp, expert * D, TS_CAT_COMM_DP, 0);
     emit_main(g, &op, text_label_role(g, "updated expert param all-gather", TS_ROLE_EXPERT_PARAMS));
     any = TRUE;
@@ -884,31 +1102,88 @@ static void optimizer_step(gen *g)
     gather_updated(g);
 }
 
+/* dp-overlap (Megatron-LM's --overlap-param-gather with the distributed optimizer): the
+ * all-gather of the parameters the previous optimizer step updated runs per layer on its own
+ * stream, in the order the forward pass uses them, and each layer's forward waits only for its
+ * own. A trace is one step of a steady state, so the gathers the step after this one would
+ * issue are issued at the start of this one. */
+static void dp_overlap_gathers(gen *g)
+{
+  const ts_plan *p = g->p;
+  const ts_model *m = p->model;
+  int P = p->degree[TS_AX_PP], prev = -1;
+  for (int c = 0; c < p->chunks; c++) {
+    int k = c * P + g->device;
+    for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
+      double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
+      if (bytes <= 0 || ts_plan_shard_ranks(p) <= 1)
+        continue;
+      gboolean expert = p->exec[i].expert;
+      if (expert && ts_plan_shard_ranks(p) / p->ep <= 1)
+        continue;
+      ts_op op = coll_op(g, TS_COLL_ALLGATHER, expert ? g->g_edp : g->g_dp, bytes, TS_CAT_COMM_DP,
+                         S_PARAM);
+      prev = emit(
+          g, &op,
+          lbl(g, layer_slot(g, i, L_PGATHER), "%s updated param all-gather", m->layers[i].name),
+          prev >= 0 ? &prev : NULL, prev >= 0 ? 1 : 0);
+      g->pgather[i] = prev;
+    }
+  }
+}
+
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
 {
   const ts_model *m = p->model;
   ts_trace *tr = ts_trace_new(p->topo);
-  /* With expert parallelism the dp axis is two trace axes: its inner ep ranks and the rest. */
-  int axis_of[TS_AX_N], ax_ep = -1;
+  /* With expert parallelism the dp axis is two trace axes: its inner ep ranks and the rest;
+   * with hybrid sharding its inner shard ranks and the replicas. The cp axis exists only when
+   * cp > 1 (traces without it are unchanged), each cp rank a program of its own: the ring's
+   * last rank sends to its first, which a symmetric axis cannot say. */
+  int axis_of[TS_AX_N], ax_ep = -1, ax_shard = -1;
+  gboolean hybrid = p->shard < p->degree[TS_AX_DP];
   for (int a = 0; a < TS_AX_N; a++) {
+    axis_of[a] = -1;
+    if (a == TS_AX_CP && p->degree[a] <= 1)
+      continue;
     gboolean cut = a == TS_AX_DP && p->ep > 1;
-    axis_of[a] =
-        ts_trace_add_axis(tr, ts_axis_kind_name(a), cut ? p->degree[a] / p->ep : p->degree[a],
-                          a != TS_AX_PP, cut ? &p->edp_shape : &p->shape[a]);
+    gboolean hcut = a == TS_AX_DP && hybrid;
+    int size = cut ? p->degree[a] / p->ep : hcut ? p->degree[a] / p->shard : p->degree[a];
+    axis_of[a] = ts_trace_add_axis(tr, ts_axis_kind_name(a), size, a != TS_AX_PP && a != TS_AX_CP,
+                                   cut    ? &p->edp_shape
+                                   : hcut ? &p->rep_shape
+                                          : &p->shape[a]);
   }
   if (p->ep > 1)
     ax_ep = ts_trace_add_axis(tr, "ep", p->ep, TRUE, &p->ep_shape);
-  ts_trace_set_programs(tr, p->degree[TS_AX_PP]);
+  if (hybrid)
+    ax_shard = ts_trace_add_axis(tr, "shard", p->shard, TRUE, &p->shard_shape);
+  int CP = p->degree[TS_AX_CP];
+  ts_trace_set_programs(tr, p->degree[TS_AX_PP] * CP);
   gen g = {0};
   g.cur_layer = g.cur_mb = g.cur_lo = g.cur_hi = -1;
   g.p = p;
   g.tr = tr;
   g.g_tp = ts_trace_group(tr, &axis_of[TS_AX_TP], 1);
-  int dp_axes[3] = {ax_ep, axis_of[TS_AX_DP], axis_of[TS_AX_TP]};
-  int *dpa = p->ep > 1 ? dp_axes : dp_axes + 1, ndpa = p->ep > 1 ? 2 : 1;
+  /* The gradient group: dp's axes (or its shard axis when hybrid), then cp; then tp for the
+   * layers replicated over tp. */
+  int dpa[TS_MAX_AXES], ndpa = 0;
+  if (hybrid) {
+    dpa[ndpa++] = ax_shard;
+  } else {
+    if (p->ep > 1)
+      dpa[ndpa++] = ax_ep;
+    dpa[ndpa++] = axis_of[TS_AX_DP];
+  }
+  if (CP > 1)
+    dpa[ndpa++] = axis_of[TS_AX_CP];
+  dpa[ndpa] = axis_of[TS_AX_TP];
   g.g_dp = ts_trace_group(tr, dpa, ndpa);
-  g.g_edp = p->ep > 1 ? ts_trace_group(tr, &axis_of[TS_AX_DP], 1) : g.g_dp;
+  g.g_rep = hybrid ? ts_trace_group(tr, &axis_of[TS_AX_DP], 1) : -1;
+  int edpa[2] = {axis_of[TS_AX_DP], axis_of[TS_AX_CP]};
+  g.g_edp = p->ep > 1 ? ts_trace_group(tr, edpa, CP > 1 ? 2 : 1) : g.g_dp;
   g.g_ep = p->ep > 1 ? ts_trace_group(tr, &ax_ep, 1) : -1;
+  g.ax_cp = axis_of[TS_AX_CP];
   g.g_dptp = -1;
   for (int i = 0; i < m->nlayers; i++)
     if (p->exec[i].dp_over_tp) {
@@ -935,13 +1210,23 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
 
   int P = p->degree[TS_AX_PP];
   GArray *order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
-  for (int d = 0; d < P; d++) {
-    g.prog = g.device = d;
+  if (p->dp_overlap)
+    g.pgather = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
+  for (int prog = 0; prog < P * CP; prog++) {
+    int d = prog % P;
+    g.prog = prog;
+    g.device = d;
+    g.cprank = prog / P;
     g.last = -1;
     g_array_set_size(g.pend, 0);
     g_array_set_size(g.sync, 0);
-    for (int i = 0; i < m->nlayers; i++)
+    for (int i = 0; i < m->nlayers; i++) {
       g.ag_op[i] = g.wgrad_op[i] = -1;
+      if (g.pgather != NULL)
+        g.pgather[i] = -1;
+    }
+    if (p->dp_overlap)
+      dp_overlap_gathers(&g);
     g_array_set_size(order, 0);
     ts_sched_order(p->schedule, P, p->chunks, (int)p->n_micro, d, order);
     /* Gradients are synchronised after a chunk's last backward, or (ZeRO 2 and 3, which keep
@@ -971,6 +1256,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_array_unref(g.sync);
   g_free(g.ag_op);
   g_free(g.wgrad_op);
+  g_free(g.pgather);
   g_free(g.labels);
   /* The collective algorithm is resolved here, once, so every backend replays the same one. */
   if (!ts_trace_resolve_algos(tr, p->topo, error)) {

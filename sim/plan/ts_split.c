@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-static const char *axis_names[TS_AX_N] = {"tp", "dp", "pp"};
+static const char *axis_names[TS_AX_N] = {"tp", "dp", "pp", "cp"};
 
 const char *ts_axis_kind_name(ts_axis_kind a)
 {
@@ -150,6 +150,21 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "buckets=view (gradients live in the buckets) or copy (DDP's "
                         "gradient_as_bucket_view=False)");
     s->bucket_copy = v == 1;
+  } else if (strcmp(key, "shard") == 0) {
+    gint64 v;
+    if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
+      return item_error(error, text, item,
+                        "shard=N, the hybrid-sharding group (ZeRO over N data-parallel ranks, "
+                        "replicated across groups), a whole number in [1, 1048576]");
+    s->shard = (int)v;
+  } else if (strcmp(key, "tp-overlap") == 0 || strcmp(key, "dp-overlap") == 0) {
+    gboolean *flag = key[0] == 't' ? &s->tp_overlap : &s->dp_overlap;
+    if (val == NULL || lookup(bools_on, val) >= 0)
+      *flag = TRUE;
+    else if (lookup(bools_off, val) >= 0)
+      *flag = FALSE;
+    else
+      return item_error(error, text, item, "%s, %s=on or %s=off", key, key, key);
   } else if (strcmp(key, "ps-placement") == 0) {
     static const char *const n[] = {"colocated", "dedicated", NULL};
     int v = val ? lookup(n, val) : -1;
@@ -202,10 +217,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       r->glob = g_strdup(what);
     }
   } else {
-    return item_error(
-        error, text, item,
-        "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
-        "offload, ps, ps-placement, stages, ep, attention, buckets, kind:K, name:GLOB)");
+    return item_error(error, text, item,
+                      "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
+                      "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
+                      "ep, attention, buckets, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -237,23 +252,25 @@ ts_split *ts_split_parse(const char *text, GError **error)
     if (strcmp(key, "mp") == 0) /* model parallel, the older name of tensor parallel */
       a = TS_AX_TP;
     if (a < 0) {
-      if (eq == NULL && strcmp(key, "sp") != 0) {
+      if (eq == NULL && strcmp(key, "sp") != 0 && strcmp(key, "tp-overlap") != 0 &&
+          strcmp(key, "dp-overlap") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x, "
                     "or OPTION=VALUE, e.g. zero=1",
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {"zero",    "schedule",  "recompute",    "sp",
-                                            "offload", "ps",        "ps-placement", "stages",
-                                            "ep",      "attention", "buckets",      NULL};
+      static const char *const options[] = {
+          "zero",       "schedule",     "recompute", "sp",      "offload",
+          "ps",         "ps-placement", "stages",    "ep",      "shard",
+          "tp-overlap", "dp-overlap",   "attention", "buckets", NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
-                    "(tensor/model), pp (pipeline), or an option: zero, schedule, recompute, sp, "
-                    "offload, ps, ps-placement, stages, ep, attention, buckets, kind:K, "
-                    "name:GLOB",
+                    "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
+                    "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
+                    "stages, ep, attention, buckets, kind:K, name:GLOB",
                     text, key);
         return NULL;
       }
@@ -361,7 +378,7 @@ static void dims_by_speed(const ts_topo *t, int *order)
 gboolean ts_split_place(const ts_split *s, const ts_topo *t, int *degree, ts_group_shape *shape,
                         GError **error)
 {
-  static const int rank[TS_AX_N] = {TS_AX_TP, TS_AX_DP, TS_AX_PP};
+  static const int rank[TS_AX_N] = {TS_AX_TP, TS_AX_CP, TS_AX_DP, TS_AX_PP};
   return ts_split_place_ranked(s, t, rank, degree, shape, error);
 }
 

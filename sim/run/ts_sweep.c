@@ -422,6 +422,9 @@ typedef struct {
   GPtrArray *seqs;  /* dimension sequences */
   GHashTable *seen; /* shape key -> 1 */
   GPtrArray *out;
+  gboolean vary_options;
+  int max_configs;
+  gboolean truncated;
 } auto_ctx;
 
 static char *shape_key(const int *degree, const ts_group_shape *shape)
@@ -439,13 +442,13 @@ static char *shape_key(const int *degree, const ts_group_shape *shape)
 
 /* Plans one candidate split; keeps it when its groups (and options) are new and the planner
  * accepts it. */
-static void try_split(auto_ctx *c, const char *text)
+static int try_split(auto_ctx *c, const char *text)
 {
   g_autoptr(ts_split) sp = ts_split_parse(text, NULL);
   int deg[TS_AX_N];
   ts_group_shape shape[TS_AX_N];
   if (sp == NULL || !ts_split_place(sp, c->t, deg, shape, NULL))
-    return;
+    return -1;
   /* The key of the placement, canonical under the array's symmetries unless every placement
    * is wanted: the smallest key over the images of the shapes. */
   char *groups = shape_key(deg, shape);
@@ -463,16 +466,61 @@ static void try_split(auto_ctx *c, const char *text)
       g_free(alt);
     }
   }
-  char *key = g_strdup_printf("%s|zero=%d", groups, sp->zero);
+  /* The options (items other than the placed axes AXIS=N@DIMS) complete the key. */
+  GString *opts = g_string_new(NULL);
+  g_auto(GStrv) items = g_strsplit(text, ",", -1);
+  for (char **it = items; *it != NULL; it++)
+    if (strchr(*it, '@') == NULL)
+      g_string_append_printf(opts, ",%s", *it);
+  char *key = g_strdup_printf("%s|zero=%d|%s", groups, sp->zero, opts->str);
+  g_string_free(opts, TRUE);
   g_free(groups);
   if (g_hash_table_contains(c->seen, key)) {
     g_free(key);
-    return;
+    return -1;
   }
   g_hash_table_add(c->seen, key);
+  if (c->max_configs > 0 && (int)c->out->len >= c->max_configs) {
+    c->truncated = TRUE;
+    return -1;
+  }
   g_autoptr(ts_plan) p = ts_plan_new(c->m, c->t, sp, c->po, NULL);
   if (p != NULL && (!c->fits_only || p->mem.fits))
     g_ptr_array_add(c->out, g_strdup(text));
+  /* Hybrid sharding: ZeRO inside each group of dp's inner pieces (the fastest dimensions),
+   * one candidate per proper prefix of dp's placement (FSDP's HYBRID_SHARD over a node). */
+  if (c->vary_options && p != NULL && sp->zero > 0 && sp->shard == 0) {
+    int shard = 1;
+    for (int k = 0; k + 1 < p->shape[TS_AX_DP].npieces; k++) {
+      shard *= p->shape[TS_AX_DP].p[k].size;
+      g_autofree char *h = g_strdup_printf("%s,shard=%d", text, shard);
+      try_split(c, h);
+    }
+  }
+  return p == NULL ? -1 : p->mem.fits ? 1 : 0;
+}
+
+/* Options a split is tried with besides its axes and ZeRO stage (vary_options): recomputation,
+ * sequence parallelism with tp, the interleaved schedule with pp. */
+static void try_options(auto_ctx *c, const char *base)
+{
+  if (!c->vary_options) {
+    try_split(c, base);
+    return;
+  }
+  /* Recomputation trades time for memory: a heavier kind is tried only when the lighter one
+   * does not fit (Korthikanti et al. 2022: selective first, full as the last resort), which
+   * keeps the search to about one candidate per split where memory is no constraint. */
+  static const char *const rc[] = {"", ",recompute=selective", ",recompute=full"};
+  gboolean tp = strstr(base, "tp=") != NULL, pp = strstr(base, "pp=") != NULL;
+  for (int sp = 0; sp < (tp ? 2 : 1); sp++)
+    for (int sc = 0; sc < (pp ? 2 : 1); sc++)
+      for (size_t r = 0; r < G_N_ELEMENTS(rc); r++) {
+        g_autofree char *text = g_strdup_printf("%s%s%s%s", base, sp ? ",sp" : "",
+                                                sc ? ",schedule=interleaved:2" : "", rc[r]);
+        if (try_split(c, text) != 0)
+          break; /* fits, or does not plan (a heavier kind will not either) */
+      }
 }
 
 /* Chooses a placement for axis a onwards, then tries the split. */
@@ -491,7 +539,7 @@ static void place_axes(auto_ctx *c, int a, int *choice)
     for (int z = 0; z < nzero; z++) {
       g_autofree char *zs = z > 0 ? g_strdup_printf(",zero=%d", z) : g_strdup("");
       g_autofree char *text = g_strconcat(s->str, zs, c->suffix, NULL);
-      try_split(c, text);
+      try_options(c, text);
     }
     g_string_free(s, TRUE);
     return;
@@ -507,6 +555,20 @@ static void place_axes(auto_ctx *c, int a, int *choice)
   }
 }
 
+/* Whether context parallelism of degree d can split every layer's sequence into 2d chunks
+ * (ts_plan_new's rule): checked once per degree, so models it cannot apply to (a CNN, BERT's
+ * one-token pooler) do not multiply the enumeration by cp's placements. */
+static gboolean cp_applies(const ts_model *m, int d)
+{
+  for (int i = 0; i < m->nlayers && d > 1; i++) {
+    const ts_layer *l = &m->layers[i];
+    gint64 kv = l->kind == TS_LAYER_ATTENTION && l->kv_tokens > 0 ? l->kv_tokens : l->tokens;
+    if (l->tokens <= 1 || l->tokens % (2 * d) != 0 || kv % (2 * d) != 0)
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* Chooses a degree for axis a onwards (data parallelism takes what is left). */
 static void choose_degrees(auto_ctx *c, int a, int left)
 {
@@ -516,13 +578,15 @@ static void choose_degrees(auto_ctx *c, int a, int left)
     place_axes(c, 0, choice);
     return;
   }
-  if (a == TS_AX_DP || !c->supported[a]) {
+  /* Context parallelism multiplies the enumeration by its degrees and placements: it is
+   * searched with the other issue-13 options (vary_options) only. */
+  if (a == TS_AX_DP || !c->supported[a] || (a == TS_AX_CP && !c->vary_options)) {
     c->degree[a] = 1;
     choose_degrees(c, a + 1, left);
     return;
   }
   for (int d = 1; d <= left; d++)
-    if (left % d == 0) {
+    if (left % d == 0 && (a != TS_AX_CP || cp_applies(c->m, d))) {
       c->degree[a] = d;
       choose_degrees(c, a + 1, left / d);
     }
@@ -567,6 +631,8 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
   c.fits_only = o != NULL && o->fits_only;
   c.all_placements = o != NULL && o->all_placements;
   c.suffix = o != NULL && o->suffix != NULL ? o->suffix : "";
+  c.vary_options = o != NULL && o->vary_options;
+  c.max_configs = o != NULL ? o->max_configs : 0;
   c.zero_stages = 1;
   array_symmetries(&c);
   for (int a = 0; a < TS_AX_N; a++) {
@@ -593,6 +659,8 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
   c.seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   c.out = g_ptr_array_new_with_free_func(g_free);
   choose_degrees(&c, 0, t->nchips);
+  if (o != NULL && o->truncated != NULL)
+    *o->truncated = c.truncated;
   g_hash_table_unref(c.seen);
   g_ptr_array_unref(c.seqs);
   return c.out;
@@ -684,9 +752,17 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
         static char *no_suffix[] = {(char *)"", NULL};
         char **suffixes = sp->suffixes != NULL ? sp->suffixes : no_suffix;
         for (char **sfx = suffixes; *sfx != NULL; sfx++) {
-          ts_auto_options ao = {sp->fits_only && !sp->micro_auto, sp->all_placements, *sfx};
+          gboolean cut = FALSE;
+          ts_auto_options ao = {sp->fits_only && !sp->micro_auto,
+                                sp->all_placements,
+                                *sfx,
+                                sp->vary_options,
+                                sp->max_configs,
+                                &cut};
           g_autoptr(GPtrArray) auto_list =
               sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, &ao) : NULL;
+          if (cut && sp->truncated != NULL)
+            *sp->truncated = TRUE;
           guint ns = auto_list ? auto_list->len : g_strv_length(sp->splits);
           for (guint k = 0; k < ns; k++) {
             g_autofree char *text = auto_list ? g_strdup(g_ptr_array_index(auto_list, k))

@@ -72,6 +72,11 @@ typedef struct {
   gboolean all_placements; /* keep placements that are images of others under a symmetry of
                               the array (interchangeable dimensions); off: one of each */
   const char *suffix;      /* options appended to every split (",recompute=full"), may be NULL */
+  /* Added with issue 13. */
+  gboolean vary_options; /* also every recomputation, sequence parallelism (tp > 1), virtual
+                            pipeline stages (pp > 1) and hybrid-sharding group (ZeRO) */
+  int max_configs;       /* stop after this many splits (0: no bound) */
+  gboolean *truncated;   /* out, may be NULL: set when max_configs stopped the enumeration */
 } ts_auto_options;
 
 /**
@@ -110,6 +115,10 @@ typedef struct {
   ts_coll_algo algo;
   double bucket_MiB;
   gboolean full;
+  /* Added with issue 13 (ts_auto_options). */
+  gboolean vary_options; /* auto: also recomputation, sp, virtual stages, sharding group */
+  int max_configs;       /* auto: at most this many splits per (topology, model, batch); 0 = all */
+  gboolean *truncated;   /* out, may be NULL: set when max_configs cut an enumeration short */
 } ts_sweep_spec;
 
 /** The configurations of a sweep, enumerated in a fixed order. Opaque. */

@@ -321,6 +321,8 @@ static gboolean shared_ports(const ts_platform *p)
 static gboolean uniform_torus(const ts_platform *p)
 {
   const ts_topo *t = p->topo;
+  if (ts_topo_twisted(t))
+    return FALSE; /* SimGrid's TorusZone wraps straight round */
   for (int d = 0; d < t->ndims; d++)
     if (t->dims[d].shape != TS_SHAPE_RING || t->dims[d].link_bw_Bps != t->dims[0].link_bw_Bps ||
         t->dims[d].latency_s != t->dims[0].latency_s)
@@ -537,8 +539,8 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
           /* A 2-ring's two links join the same pair; one route per ordered pair. */
           if (dm->shape == TS_SHAPE_RING && dm->size == 2 && dir < 0)
             continue;
-          int nc = (coords[d] + dir + dm->size) % dm->size;
-          g_snprintf(b, sizeof b, "c%d", c + (nc - coords[d]) * stride);
+          (void)stride;
+          g_snprintf(b, sizeof b, "c%d", ts_topo_neighbor(t, c, d, dir));
           xml_route(s, a, b, p, &li, 1);
         }
       }

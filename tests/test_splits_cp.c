@@ -1,0 +1,353 @@
+/* Tests of issue 13's splits: context parallelism (ring attention), hybrid sharding, and the
+ * tensor- and data-parallel overlaps: closed forms of their collectives (bytes, counts) and
+ * memory, the ring's wrap-around, their errors, and that the overlaps change only the schedule. */
+#include "ts_plan.h"
+#include "ts_plan_priv.h"
+#include "ts_replay.h"
+#include "ts_run.h"
+#include "ts_trace.h"
+#include "ts_util.h"
+
+#include "ts_test.h"
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static ts_plan *plan_or_error(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
+                              gint64 micro, GError **err)
+{
+  g_autoptr(ts_split) s = ts_split_parse(split, err);
+  if (s == NULL)
+    return NULL;
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = micro;
+  return ts_plan_new(m, t, s, &po, err);
+}
+
+static ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
+                          gint64 micro)
+{
+  GError *err = NULL;
+  ts_plan *p = plan_or_error(m, t, split, batch, micro, &err);
+  cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
+  return p;
+}
+
+static ts_trace *trace_of(const ts_plan *p)
+{
+  GError *err = NULL;
+  ts_trace *tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  return tr;
+}
+
+static double step_time(const ts_plan *p)
+{
+  g_autoptr(ts_trace) tr = trace_of(p);
+  GError *err = NULL;
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
+  ts_replay_result rr;
+  cr_assert(ts_run_replay(tr, p->topo, &ro, &rr, &err), "%s", err ? err->message : "");
+  return rr.step_time_s;
+}
+
+/* Ops of program `prog` whose label contains `needle` (and of `kind`, unless -1); their bytes
+ * summed into *bytes. */
+static int count_ops(const ts_trace *tr, int prog, int kind, const char *needle, double *bytes)
+{
+  int n = 0;
+  if (bytes != NULL)
+    *bytes = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = &tr->programs[prog].ops[i];
+    if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
+      continue;
+    if (kind >= 0 && (int)o->kind != kind)
+      continue;
+    n++;
+    if (bytes != NULL)
+      *bytes += o->bytes;
+  }
+  return n;
+}
+
+static double program_flops(const ts_trace *tr, int prog)
+{
+  double f = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++)
+    if (tr->programs[prog].ops[i].kind == TS_OP_COMPUTE)
+      f += tr->programs[prog].ops[i].flops;
+  return f;
+}
+
+/* ---- context parallelism ------------------------------------------------------------- */
+
+Test(cp, ring_bytes_and_counts)
+{
+  /* GPT-3 350M: 24 attention layers, s = 2048, h = 1024. tp=2, cp=2, micro-batch 1, two
+   * micro-batches. Each rank's K/V block: 2 (K and V) x s/cp tokens x h/tp x 2 bytes. Forward
+   * cp - 1 hops, backward cp - 1 hops of K/V and cp hops of dK/dV, per layer per micro-batch. */
+  g_autoptr(ts_model) m = load_model("gpt3-350m");
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,cp=2,dp=2", 4, 1);
+  cr_assert_eq(p->n_micro, 2);
+  double cp = 2, L = 24, M = 2, kv = 2.0 * (2048 / cp) * (1024 / 2.0) * 2.0;
+  g_autoptr(ts_trace) tr = trace_of(p);
+  cr_assert_eq(tr->nprograms, 2, "one program per cp rank (pp = 1)");
+  for (int prog = 0; prog < 2; prog++) {
+    double b;
+    int n = count_ops(tr, prog, TS_OP_SEND, "cp send K/V", &b);
+    cr_assert_eq(n, (int)(L * M * (cp - 1)));
+    cr_assert_float_eq(b, L * M * (cp - 1) * kv, 1e-6);
+    n = count_ops(tr, prog, TS_OP_SEND, "cp bwd send K/V", &b);
+    cr_assert_eq(n, (int)(L * M * (cp - 1)));
+    n = count_ops(tr, prog, TS_OP_SEND, "cp send dK/dV", &b);
+    cr_assert_eq(n, (int)(L * M * cp));
+    cr_assert_float_eq(b, L * M * cp * kv, 1e-6);
+    int r = count_ops(tr, prog, TS_OP_RECV, "cp ", NULL);
+    int s = count_ops(tr, prog, TS_OP_SEND, "cp ", NULL);
+    cr_assert_eq(r, s, "every send has a receive");
+  }
+  double want = L * M * (3 * cp - 2) * kv;
+  cr_assert_float_eq(p->cp_bytes_per_step, want, want * 1e-12, "%g vs %g", p->cp_bytes_per_step,
+                     want);
+}
+
+Test(cp, ring_wraps_around)
+{
+  /* cp = 4: rank 3 sends to rank 0 (offset -3), rank 0 receives from rank 3 (offset +3). */
+  g_autoptr(ts_model) m = load_model("gpt3-350m");
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "cp=4,dp=2", 2, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  cr_assert_eq(tr->nprograms, 4);
+  for (int prog = 0; prog < 4; prog++)
+    for (int i = 0; i < tr->programs[prog].nops; i++) {
+      const ts_op *o = &tr->programs[prog].ops[i];
+      if (o->kind != TS_OP_SEND && o->kind != TS_OP_RECV)
+        continue;
+      int peer = o->kind == TS_OP_SEND ? (prog + 1) % 4 : (prog + 3) % 4;
+      cr_assert_eq(prog + o->offset, peer, "program %d op %d offset %d", prog, i, o->offset);
+    }
+  /* And the replay pairs them all (a missing partner or tag would fail or hang it). */
+  cr_assert_gt(step_time(p), 0.0);
+}
+
+Test(cp, work_and_activations_divide_by_cp)
+{
+  /* The same micro-batch on a cp=2 rank and on a rank without cp: half the FLOPs (the zig-zag
+   * split balances causal attention, so every rank has the same share) and half the
+   * activations (Korthikanti et al.'s per-layer bytes with s/cp tokens); the same model
+   * states. */
+  g_autoptr(ts_model) m = load_model("gpt3-350m");
+  g_autoptr(ts_topo) t4 = ring_topo(4, 1e11, 1e-6);
+  g_autoptr(ts_topo) t8 = ring_topo(8, 1e11, 1e-6);
+  const char *opts[] = {"", ",sp", ",recompute=selective", ",sp,recompute=full"};
+  for (size_t k = 0; k < G_N_ELEMENTS(opts); k++) {
+    g_autofree char *a = g_strdup_printf("tp=2,dp=2%s", opts[k]);
+    g_autofree char *b = g_strdup_printf("tp=2,dp=2,cp=2%s", opts[k]);
+    g_autoptr(ts_plan) ref = make_plan(m, t4, a, 4, 1);
+    g_autoptr(ts_plan) cp = make_plan(m, t8, b, 4, 1);
+    for (int i = 0; i < m->nlayers; i++)
+      cr_assert_float_eq(cp->exec[i].act_bytes, ref->exec[i].act_bytes / 2,
+                         ref->exec[i].act_bytes * 1e-12, "%s layer %s", b, m->layers[i].name);
+    cr_assert_float_eq(cp->mem.activations, ref->mem.activations / 2, ref->mem.activations * 1e-12,
+                       "%s", b);
+    cr_assert_float_eq(cp->mem.params + cp->mem.grads + cp->mem.optimizer,
+                       ref->mem.params + ref->mem.grads + ref->mem.optimizer, 1.0);
+    g_autoptr(ts_trace) tr = trace_of(ref);
+    g_autoptr(ts_trace) tc = trace_of(cp);
+    double fr = program_flops(tr, 0), fc = program_flops(tc, 0);
+    /* The optimizer step (12 FLOP per parameter) does not shrink with cp. */
+    double opt = 12.0 * ref->params_per_chip;
+    cr_assert_float_eq(fc - opt, (fr - opt) / 2, (fr - opt) * 1e-9, "%s: %g vs %g", b, fc, fr);
+  }
+}
+
+Test(cp, gradients_and_zero_shard_over_dp_and_cp)
+{
+  /* cp ranks hold the same parameters: gradients are summed over dp x cp, and ZeRO shards over
+   * dp x cp (Megatron-Core's data-parallel-with-cp group). */
+  g_autoptr(ts_model) m = load_model("gpt3-350m");
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "cp=2,dp=4,zero=1", 8, 1);
+  double psi = ts_model_params(m), K = 12;
+  cr_assert_float_eq(p->mem.optimizer, K * psi / 8, psi * 1e-9);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  const ts_group *g = NULL;
+  for (int i = 0; i < tr->programs[0].nops && g == NULL; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind == TS_OP_COLL && o->coll == TS_COLL_REDUCESCATTER)
+      g = g_ptr_array_index(tr->groups, o->group);
+  }
+  cr_assert_not_null(g);
+  cr_assert_eq(ts_group_size(&g->shape), 8, "gradient group of %d", ts_group_size(&g->shape));
+}
+
+Test(cp, errors_name_the_item)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-350m");
+  g_autoptr(ts_model) cnn = load_model("resnet50");
+  g_autoptr(ts_topo) t = ring_topo(12, 1e11, 1e-6);
+  g_autoptr(ts_topo) t8 = ring_topo(8, 1e11, 1e-6);
+  GError *err = NULL;
+  /* 2048 tokens are not 6 chunks. */
+  cr_assert_null(plan_or_error(m, t, "cp=3,dp=4", 4, 1, &err));
+  cr_assert(strstr(err->message, "2 x cp = 6") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  cr_assert_null(plan_or_error(cnn, t8, "cp=2,dp=4", 8, 1, &err));
+  cr_assert(strstr(err->message, "cp=2") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  run_result r = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s cp=3,dp=2");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strchr(r.err, '\n') == strrchr(r.err, '\n'), "one line: %s", r.err);
+  run_free(&r);
+}
+
+/* ---- hybrid sharding ------------------------------------------------------------------ */
+
+Test(shard, memory_formulas)
+{
+  /* ZeRO over S ranks of a group instead of all N = dp (FSDP HYBRID_SHARD, MiCS): stage 3
+   * keeps (2 + 2 + K) Psi / S, stage 1 4 Psi + K Psi / S. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  double psi = ts_model_params(m), K = 12, S = 8;
+  g_autoptr(ts_plan) p3 = make_plan(m, t, "dp=64,zero=3,shard=8", 64, 1);
+  double got = p3->mem.params + p3->mem.grads + p3->mem.optimizer;
+  cr_assert_float_eq(got, (4 + K) * psi / S, psi * 1e-9);
+  g_autoptr(ts_plan) p1 = make_plan(m, t, "dp=64,zero=1,shard=8", 64, 1);
+  got = p1->mem.params + p1->mem.grads + p1->mem.optimizer;
+  cr_assert_float_eq(got, 4 * psi + K * psi / S, psi * 1e-9);
+  cr_assert(strstr(p3->split_text, "shard=8") != NULL, "%s", p3->split_text);
+  /* The shard group is dp's inner (fastest) part. */
+  cr_assert_eq(ts_group_size(&p3->shard_shape), 8);
+  cr_assert_eq(ts_group_size(&p3->rep_shape), 8);
+  cr_assert_eq(p3->shard_shape.p[0].stride, 1);
+}
+
+Test(shard, collectives_per_step)
+{
+  /* ZeRO-3 with shard = S of N: per micro-batch each layer's parameters are gathered inside
+   * the group before forward and backward (2 M Psi D bytes), gradients reduce-scattered inside
+   * the group (M Psi D) and each rank's 1/S shard all-reduced across the N / S replicas
+   * (M Psi D / S). */
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=64,zero=3,shard=8", 256, 2);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  double psi = ts_model_params(m), D = m->dtype_bytes, M = (double)p->n_micro, S = 8;
+  double ag, rs, ar;
+  count_ops(tr, 0, TS_OP_COLL, "param all-gather", &ag);
+  count_ops(tr, 0, TS_OP_COLL, "grad reduce-scatter", &rs);
+  int nar = count_ops(tr, 0, TS_OP_COLL, "grad shard all-reduce across replicas", &ar);
+  cr_assert_float_eq(ag, 2 * M * psi * D, psi * 1e-9);
+  cr_assert_float_eq(rs, M * psi * D, psi * 1e-9);
+  cr_assert_float_eq(ar, M * psi * D / S, psi * 1e-9);
+  cr_assert_eq(nar, count_ops(tr, 0, TS_OP_COLL, "grad reduce-scatter", NULL));
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind != TS_OP_COLL)
+      continue;
+    const ts_group *g = g_ptr_array_index(tr->groups, o->group);
+    int want = o->coll == TS_COLL_ALLREDUCE ? 8 : 8;
+    cr_assert_eq(ts_group_size(&g->shape), want);
+    cr_assert_str_eq(g->name, o->coll == TS_COLL_ALLREDUCE ? "dp" : "shard");
+  }
+}
+
+Test(shard, errors_name_the_item)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *err = NULL;
+  cr_assert_null(plan_or_error(m, t, "dp=64,zero=3,shard=6", 64, 1, &err));
+  cr_assert(strstr(err->message, "shard=6 does not divide dp=64") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  cr_assert_null(plan_or_error(m, t, "dp=64,shard=8", 64, 1, &err));
+  cr_assert(strstr(err->message, "expected zero=1, 2 or 3") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  run_result r = run("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s dp=64,zero=3,shard=6");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strchr(r.err, '\n') == strrchr(r.err, '\n'), "one line: %s", r.err);
+  run_free(&r);
+}
+
+/* ---- overlaps ------------------------------------------------------------------------- */
+
+static void coll_totals(const ts_trace *tr, int prog, double *bytes_by_kind, double *flops)
+{
+  for (int k = 0; k < TS_COLL_NKINDS; k++)
+    bytes_by_kind[k] = 0;
+  *flops = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = &tr->programs[prog].ops[i];
+    if (o->kind == TS_OP_COLL)
+      bytes_by_kind[o->coll] += o->bytes;
+    else if (o->kind == TS_OP_COMPUTE)
+      *flops += o->flops;
+  }
+}
+
+Test(overlap, tp_overlap_changes_only_the_schedule)
+{
+  /* tp-overlap cuts each forward GEMM and its all-gather / reduce-scatter into tp chunks: the
+   * same bytes per collective kind and the same FLOPs, so the same numbers (the validator's
+   * equivalence of the split without it carries over); only the time may change, and it can
+   * not exceed the step without overlap, and here (no per-op floor, op_overhead_us = 0) it
+   * hides some of the collectives. On a chip whose op_overhead_us floors every kernel, chunks
+   * smaller than the floor make it slower, as Transformer Engine warns for small GEMMs. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = ring_topo(8, 2e10, 1e-6);
+  const char *base[] = {"tp=8", "tp=8,sp", "tp=4,dp=2,sp"};
+  for (size_t k = 0; k < G_N_ELEMENTS(base); k++) {
+    g_autofree char *ov = g_strdup_printf("%s,tp-overlap", base[k]);
+    g_autoptr(ts_plan) a = make_plan(m, t, base[k], 8, 0);
+    g_autoptr(ts_plan) b = make_plan(m, t, ov, 8, 0);
+    g_autoptr(ts_trace) ta = trace_of(a);
+    g_autoptr(ts_trace) tb = trace_of(b);
+    double ba[TS_COLL_NKINDS], bb[TS_COLL_NKINDS], fa, fb;
+    coll_totals(ta, 0, ba, &fa);
+    coll_totals(tb, 0, bb, &fb);
+    for (int c = 0; c < TS_COLL_NKINDS; c++)
+      cr_assert_float_eq(bb[c], ba[c], ba[c] * 1e-12 + 1e-6, "%s kind %d", ov, c);
+    cr_assert_float_eq(fb, fa, fa * 1e-12);
+    int chunks = count_ops(tb, 0, TS_OP_COMPUTE, "fwd chunk", NULL);
+    int tp = b->degree[TS_AX_TP];
+    cr_assert_eq(chunks % tp, 0);
+    cr_assert_gt(chunks, 0);
+    double sa = step_time(a), sb = step_time(b);
+    cr_assert_lt(sb, sa, "%s: %g s vs %g s without overlap", ov, sb, sa);
+  }
+}
+
+Test(overlap, dp_overlap_gathers_each_layer_once)
+{
+  /* dp-overlap (distributed optimizer, Megatron's overlap-param-gather): the updated
+   * parameters are gathered layer by layer beside the forward, Psi D bytes in all, instead
+   * of one gather at the end of the step; step time not longer. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) a = make_plan(m, t, "tp=4,dp=8,zero=1", 64, 0);
+  g_autoptr(ts_plan) b = make_plan(m, t, "tp=4,dp=8,zero=1,dp-overlap", 64, 0);
+  g_autoptr(ts_trace) tb = trace_of(b);
+  double bytes;
+  int n = count_ops(tb, 0, TS_OP_COLL, "updated param all-gather", &bytes);
+  int with_params = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    with_params += m->layers[i].params > 0;
+  cr_assert_eq(n, with_params);
+  double want = b->params_per_chip * m->dtype_bytes;
+  cr_assert_float_eq(bytes, want, want * 1e-12);
+  cr_assert_leq(step_time(b), step_time(a) * (1 + 1e-9));
+}
+
+Test(overlap, validator_refuses_what_it_does_not_execute)
+{
+  run_result r = run("validate -m validate-mlp -t ring:4 -s dp=4,zero=1,dp-overlap");
+  cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "dp-overlap") != NULL, "%s", r.err);
+  run_free(&r);
+}
