@@ -115,6 +115,20 @@ Test(cp, ring_bytes_and_counts)
                      want);
 }
 
+Test(cp, grouped_query_attention_sends_only_the_key_value_heads)
+{
+  /* Llama 3.1 8B: 32 layers, s = 8192, 32 query heads of 128, 8 key/value heads: K and V are
+   * J = 8 x 128 = 1024 wide. tp=2, cp=2: each rank's block is 2 x s/cp x J/tp x 2 bytes, a
+   * quarter of what the query width would give; (3 cp - 2) blocks per layer per micro-batch. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,cp=2,dp=2", 2, 1);
+  double cp = 2, L = 32, M = 1, J = 1024, kv = 2.0 * (8192 / cp) * (J / 2.0) * 2.0;
+  double want = L * M * (3 * cp - 2) * kv;
+  cr_assert_float_eq(p->cp_bytes_per_step, want, want * 1e-12, "%g vs %g", p->cp_bytes_per_step,
+                     want);
+}
+
 Test(cp, ring_wraps_around)
 {
   /* cp = 4: rank 3 sends to rank 0 (offset -3), rank 0 receives from rank 3 (offset +3). */

@@ -239,7 +239,10 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         double T, S, I, a = (double)l->heads;
         attention_dims(l, &T, &S, &I);
         e->core_flops = 4.0 * T * S * I + a * T * S;
-        e->cp_kv_bytes = 2.0 * (S / cp) * (I / e->pdiv) * D;
+        /* K and V are J = kv_heads / heads x I wide (grouped-query attention sends only the
+         * key/value heads round the ring). */
+        double J = l->kv_heads > 0 ? I / a * (double)l->kv_heads : I;
+        e->cp_kv_bytes = 2.0 * (S / cp) * (J / e->pdiv) * D;
       }
       ts_tp_coll *cs[] = {&e->fwd_pre,  &e->fwd_post, &e->bwd_pre, &e->bwd_regather,
                           &e->bwd_post, &e->ep_pre,   &e->ep_post};
