@@ -1,6 +1,7 @@
-/* ts_backend_analytic: the fast backend. Roofline compute, closed-form (alpha-beta)
+/* ts_backend_analytic: the fast backend. Shape-aware compute (ts_cost), closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
+#include "ts_cost.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -17,7 +18,9 @@ typedef struct {
   const ts_topo *topo;
   GArray *heap; /* event, binary min-heap on (t, seq) */
   guint64 seq;
-  GHashTable *coll_cache; /* coll_key -> double* seconds */
+  GHashTable *coll_cache;    /* coll_key -> double* seconds */
+  GHashTable *compute_cache; /* const ts_op* -> index + 1 in compute_costs */
+  GArray *compute_costs;     /* double seconds */
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -66,18 +69,20 @@ static event heap_pop(GArray *h)
 
 double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
 {
-  /* Roofline (Williams, Waterman & Patterson, CACM 2009): the slower of arithmetic at the
-   * sustained rate and memory traffic at full bandwidth. */
-  double tc = flops / (t->chip.peak_flops * t->chip.compute_efficiency);
-  double tm = t->chip.memory_bw_Bps > 0 ? mem_bytes / t->chip.memory_bw_Bps : 0.0;
-  double r = tc > tm ? tc : tm;
-  /* A third ceiling, the per-op overhead ([chip] op_overhead_us): kernel launches are
-   * asynchronous, so the device waits for the host (Python, launches, framework bookkeeping)
-   * only when the host is slower than the kernels (docs/validation-published.md, fitted to
-   * vTrain's Megatron measurements). An op with no work launches nothing and stays free. */
-  if (r < t->chip.op_overhead_s && (flops > 0 || mem_bytes > 0))
-    r = t->chip.op_overhead_s;
-  return r;
+  return ts_cost_compute(&t->chip, flops, mem_bytes, NULL);
+}
+
+/* An op's compute time, costed once per op (a collapsed replay starts each op once per
+ * simulated rank; a full one once per rank). */
+static double compute_cost(analytic *a, const ts_op *op)
+{
+  gpointer hit = g_hash_table_lookup(a->compute_cache, op);
+  if (hit != NULL)
+    return g_array_index(a->compute_costs, double, GPOINTER_TO_UINT(hit) - 1);
+  double d = ts_cost_compute(&a->topo->chip, op->flops, op->mem_bytes, &op->shape);
+  g_array_append_val(a->compute_costs, d);
+  g_hash_table_insert(a->compute_cache, (gpointer)op, GUINT_TO_POINTER(a->compute_costs->len));
+  return d;
 }
 
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
@@ -131,7 +136,7 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   double d = 0.0;
   switch (act->kind) {
   case TS_OP_COMPUTE:
-    d = ts_compute_time(a->topo, act->op->flops, act->op->mem_bytes);
+    d = compute_cost(a, act->op);
     break;
   case TS_OP_COLL:
     d = ts_group_size(&act->group->shape) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
@@ -166,6 +171,8 @@ static void analytic_free(ts_backend *b)
   analytic *a = b->ctx;
   g_array_unref(a->heap);
   g_hash_table_unref(a->coll_cache);
+  g_hash_table_unref(a->compute_cache);
+  g_array_unref(a->compute_costs);
   g_free(a);
   g_free(b);
 }
@@ -176,6 +183,8 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   a->topo = t;
   a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
+  a->compute_cache = g_hash_table_new(g_direct_hash, g_direct_equal);
+  a->compute_costs = g_array_new(FALSE, FALSE, sizeof(double));
   ts_backend *b = g_new0(ts_backend, 1);
   b->name = "analytic";
   b->ctx = a;

@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Host speed in flop/s. Compute durations come from the roofline (ts_compute_time) and are
+/* Host speed in flop/s. Compute durations come from the cost model (ts_cost_compute) and are
  * executed as duration * speed flops; 1e9 keeps SimGrid's work-amount precision (1e-5 flop)
  * at 1e-14 s. */
 #define HOST_SPEED 1e9
@@ -715,7 +715,7 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   j->nparts = 1; /* one actor, which does nothing unless given more below */
   switch (a->kind) {
   case TS_OP_COMPUTE:
-    j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes);
+    j->compute_s = ts_cost_compute(&b->topo->chip, a->op->flops, a->op->mem_bytes, &a->op->shape);
     break;
   case TS_OP_COLL:
     if (ts_group_size(&a->group->shape) > 1) {

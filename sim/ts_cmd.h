@@ -33,6 +33,15 @@ int ts_cmd_search(int argc, char **argv);
 int ts_cmd_plot(int argc, char **argv);
 int ts_cmd_model(int argc, char **argv);
 
+/**
+ * `calibrate --against FILE.csv -o OUT.ini`: fits the chip's compute parameters to the file's
+ * measured step times (a random share `fraction` of rows drawn with `seed`, unless the file has
+ * a set column) and writes the profile. cmdline is recorded in the file. Returns the exit
+ * status.
+ */
+int ts_calibrate_against(const char *file, const char *output, guint seed, double fraction,
+                         const char *cmdline, gboolean quiet);
+
 /** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
 int ts_cmd_fail(const char *cmd, const GError *error);
 

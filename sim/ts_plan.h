@@ -63,10 +63,12 @@ typedef struct {
   ts_offload offload;
   int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
-  int ep;            /* expert parallelism inside dp (mixture of experts), 0 = none */
-  int nstages_given; /* explicit stages=N1:N2:...; 0 = balance by compute */
-  int *stage_layers; /* layers per (virtual) stage, nstages_given entries */
-  GPtrArray *rules;  /* ts_layer_rule*, owned; later rules win */
+  int ep;        /* expert parallelism inside dp (mixture of experts), 0 = none */
+  int precision; /* ts_precision of GEMMs (precision=), -1 = not given (the model's dtype) */
+  gboolean unfused_attention; /* attention=unfused: scores through memory (no FlashAttention) */
+  int nstages_given;          /* explicit stages=N1:N2:...; 0 = balance by compute */
+  int *stage_layers;          /* layers per (virtual) stage, nstages_given entries */
+  GPtrArray *rules;           /* ts_layer_rule*, owned; later rules win */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -149,7 +151,13 @@ typedef struct {
   ts_group_shape edp_shape;             /* the rest of dp: the replicas of each expert */
   struct ts_layer_exec *exec;           /* per layer: how it runs (internal, ts_plan_priv.h) */
   int *unit;                            /* per layer: full-recompute checkpoint unit, -1 = none */
+  int precision;                        /* ts_precision of the GEMMs (ts_cost.h) */
+  gboolean unfused_attention;           /* attention=unfused: score matrices through memory */
 } ts_plan;
+
+/** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is
+ * asked for (FP8: Transformer Engine's recipe; docs/models.md, "Precision"). */
+void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other);
 
 /** Validates the split against model, topology and batch, and places it on the array. */
 ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,

@@ -125,12 +125,22 @@ static void pend(gen *g, int op)
     g_array_append_val(g->pend, op);
 }
 
-static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, int label)
+static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, const ts_op_shape *shape,
+                        int label)
 {
   ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat};
   op.flops = flops;
   op.mem_bytes = mem;
+  if (shape != NULL)
+    op.shape = *shape;
   return emit_main(g, &op, label);
+}
+
+/* The shape of layer i's op in a pass (ts_plan_layer_shape) for this micro-batch. */
+static const ts_op_shape *layer_shape(gen *g, int i, ts_pass pass, ts_op_shape *s)
+{
+  ts_plan_layer_shape(g->p, i, g->mb, pass, s);
+  return s;
 }
 
 static ts_op coll_op(const gen *g, ts_coll_kind kind, int group, double bytes, ts_op_cat cat,
@@ -192,6 +202,7 @@ static int emit_duration(gen *g, int stream, ts_op_cat cat, double seconds, int 
 {
   const ts_topo *t = g->p->topo;
   ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat, .stream = stream};
+  op.shape.oclass = TS_OPC_TRANSFER; /* a duration: no kernel, no launch floor */
   if (t->chip.memory_bw_Bps > 0)
     op.mem_bytes = seconds * t->chip.memory_bw_Bps;
   else
@@ -282,8 +293,10 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
           recompute ? "recompute dispatch" : "fwd dispatch");
   emit_tp(g, &e->fwd_pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
   zero_need(g, i);
+  ts_op_shape sh;
   emit_compute(g, TS_CAT_FWD, l->fwd_flops * g->mb / e->cdiv,
                ts_layer_fwd_mem_bytes_batch(m, l, g->mb) / e->cdiv,
+               layer_shape(g, i, TS_PASS_FWD, &sh),
                lbl(g, layer_slot(g, i, recompute ? L_RECOMPUTE : L_FWD), "%s %s", l->name, what));
   emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
   emit_ep(g, &e->ep_post, i, recompute ? L_EP_RC_POST : L_EP_FWD_POST,
@@ -297,6 +310,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer *l = &m->layers[i];
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
+  ts_op_shape sh;
   emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
   emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)
@@ -305,13 +319,14 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     pend(g, g->ag_op[i]);
   if (e->recompute_flops > 0) {
     emit_compute(g, TS_CAT_FWD, e->recompute_flops * g->mb, 0.0,
+                 layer_shape(g, i, TS_PASS_ATTN_RECOMPUTE, &sh),
                  lbl(g, layer_slot(g, i, L_ATTN_RECOMPUTE), "%s recompute attention", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (!async) {
-    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem,
+    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape(g, i, TS_PASS_BWD, &sh),
                                   lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
@@ -333,7 +348,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                     deps, nd);
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
-  int dgrad = emit_compute(g, TS_CAT_BWD, fi, mem * share,
+  int dgrad = emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape(g, i, TS_PASS_DGRAD, &sh),
                            lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
@@ -343,8 +358,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                e->bwd_post.redistribution ? " (redistribution)" : ""),
            &dgrad, 1);
   pend(g, regather);
-  g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
-                                lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
+  g->wgrad_op[i] =
+      emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share), layer_shape(g, i, TS_PASS_WGRAD, &sh),
+                   lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
   pend(g, post); /* the previous layer's backward needs the summed input gradient */
   emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
 }
@@ -648,7 +664,7 @@ static void gather_updated(gen *g)
     any = TRUE;
   }
   if (!any)
-    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+    emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
 }
 
 /* Bulk-synchronous parameter-server step (GeePS, Cui et al. 2016, section 3): once every
@@ -664,7 +680,9 @@ static void ps_step(gen *g, double psi)
     /* A colocated server updates its shard on its worker's chip. */
     for (int k = 0; k < nd; k++)
       pend(g, deps[k]);
-    upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K),
+    ts_op_shape sh;
+    ts_plan_optimizer_shape(&sh);
+    upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K), &sh,
                        text_label(g, "ps update (colocated server shard)"));
   } else {
     upd = emit_duration(g, S_PS, TS_CAT_OPTIMIZER, 12.0 * shard / p->topo->chip.host_flops,
@@ -682,7 +700,7 @@ static void ps_step(gen *g, double psi)
                          text_label(g, g->label), &upd, 1);
   }
   pend(g, pull);
-  emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+  emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
 }
 
 /* The optimizer on the host CPU (ZeRO-Offload, Ren et al. 2021, section 4.1: CPU-Adam), with
@@ -707,7 +725,7 @@ static void offload_step(gen *g, double local)
       /* Parameters live on NVMe; each pass fetches them layer by layer. */
       prev = nvme(g, D * local, "write updated parameter shard", &prev, 1);
       pend(g, prev);
-      emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+      emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
       return;
     }
   }
@@ -716,7 +734,7 @@ static void offload_step(gen *g, double local)
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);
   else
-    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+    emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
 }
 
 static void optimizer_step(gen *g)
@@ -738,7 +756,9 @@ static void optimizer_step(gen *g)
    * the compute copy of the weights: about 12 FLOP per parameter. */
   for (guint k = 0; k < g->sync->len; k++)
     pend(g, g_array_index(g->sync, int, k));
-  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K),
+  ts_op_shape sh;
+  ts_plan_optimizer_shape(&sh);
+  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K), &sh,
                text_label(g, "optimizer step"));
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);

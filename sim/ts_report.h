@@ -32,6 +32,9 @@ typedef struct {
   double ps_push_bytes_per_step;        /* parameter-server push per worker */
   double ps_pull_bytes_per_step;        /* parameter-server pull per worker */
   double redistribution_bytes_per_step; /* per-layer hybrid boundary collectives per chip */
+  /* Added with issue 10 (compute). */
+  gboolean calibrated; /* the chip profile is fitted to measurements (else MFU is a bound) */
+  int precision;       /* ts_precision of the GEMMs; MFU is against that precision's peak */
 } ts_result;
 
 /** Inputs recorded with every result set. */

@@ -155,6 +155,21 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                           parts[i]);
       s->stage_layers[i] = (int)v;
     }
+  } else if (strcmp(key, "precision") == 0) {
+    int v = val ? ts_precision_parse(val) : -1;
+    if (v < 0 || strcmp(val, "fp16") == 0)
+      return item_error(error, text, item,
+                        "precision=bf16, fp8 or fp32 (fp8: Transformer Engine's recipe, GEMMs in "
+                        "FP8, the rest in bf16 / fp32)");
+    s->precision = v;
+  } else if (strcmp(key, "attention") == 0) {
+    static const char *const n[] = {"flash", "unfused", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "attention=flash (fused, the default) or unfused (scores through "
+                        "memory)");
+    s->unfused_attention = v == 1;
   } else if (g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:")) {
     static const char *const modes[] = {"tp", "dp", NULL};
     int mode = val ? lookup(modes, val) : -1;
@@ -185,7 +200,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else {
     return item_error(error, text, item,
                       "an axis (dp, tp or mp, pp) or an option (zero, schedule, recompute, sp, "
-                      "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB)");
+                      "offload, ps, ps-placement, stages, ep, precision, attention, kind:K, "
+                      "name:GLOB)");
   }
   return TRUE;
 }
@@ -196,6 +212,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
   s->text = g_strdup(text != NULL ? text : "");
   s->schedule = -1;
   s->chunks = 1;
+  s->precision = -1;
   s->rules = g_ptr_array_new_with_free_func(rule_free);
   if (text == NULL || *text == '\0') {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -224,14 +241,16 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {"zero", "schedule",     "recompute", "sp", "offload",
-                                            "ps",   "ps-placement", "stages",    "ep", NULL};
+      static const char *const options[] = {"zero",    "schedule",  "recompute",    "sp",
+                                            "offload", "ps",        "ps-placement", "stages",
+                                            "ep",      "precision", "attention",    NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), or an option: zero, schedule, recompute, sp, "
-                    "offload, ps, ps-placement, stages, ep, kind:K, name:GLOB",
+                    "offload, ps, ps-placement, stages, ep, precision, attention, kind:K, "
+                    "name:GLOB",
                     text, key);
         return NULL;
       }

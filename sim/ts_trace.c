@@ -290,6 +290,33 @@ static void append_num(GString *s, const char *key, double v)
   g_string_append_printf(s, " %s=%s", key, g_ascii_formatd(buf, sizeof buf, "%.17g", v));
 }
 
+/* The optional shape of a compute op: class, precision and kernels, then the non-zero
+ * dimensions (docs/formats.md). Ops without one are written as before. */
+static const char *const shape_keys[] = {"m",   "n",  "k",      "batch",      "aq",
+                                         "akv", "ad", "abatch", "attn_flops", "scores_bytes"};
+
+static double *shape_field(ts_op_shape *sh, int i)
+{
+  double *f[] = {&sh->m,   &sh->n,  &sh->k,      &sh->batch,      &sh->aq,
+                 &sh->akv, &sh->ad, &sh->abatch, &sh->attn_flops, &sh->scores_bytes};
+  return f[i];
+}
+
+static void append_shape(GString *s, const ts_op_shape *sh)
+{
+  if (sh->oclass == TS_OPC_ROOFLINE)
+    return;
+  g_string_append_printf(s, " class=%s", ts_op_class_name((ts_op_class)sh->oclass));
+  if (sh->prec != TS_PRECISION_BF16)
+    g_string_append_printf(s, " prec=%s", ts_precision_name((ts_precision)sh->prec));
+  if (sh->kernels > 0)
+    g_string_append_printf(s, " kernels=%d", sh->kernels);
+  ts_op_shape c = *sh;
+  for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
+    if (*shape_field(&c, (int)i) != 0)
+      append_num(s, shape_keys[i], *shape_field(&c, (int)i));
+}
+
 char *ts_trace_to_text(const ts_trace *tr)
 {
   GString *s = g_string_new(NULL);
@@ -347,6 +374,7 @@ char *ts_trace_to_text(const ts_trace *tr)
       case TS_OP_COMPUTE:
         append_num(s, "flops", o->flops);
         append_num(s, "mem_bytes", o->mem_bytes);
+        append_shape(s, &o->shape);
         break;
       case TS_OP_COLL:
         g_string_append_printf(s, " kind=%s algo=%s group=%d", ts_coll_kind_name(o->coll),
@@ -447,6 +475,14 @@ static int find_name(const char *const *names, size_t n, const char *s)
   return -1;
 }
 
+static int shape_key_index(const char *key)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
+    if (strcmp(key, shape_keys[i]) == 0)
+      return (int)i;
+  return -1;
+}
+
 static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
 {
   ts_op op = {0};
@@ -493,6 +529,25 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok)
         return FALSE;
     } else if (strcmp(key, "mem_bytes") == 0 && op.kind == TS_OP_COMPUTE) {
       if (!parse_num_tok(c, key, val, &op.mem_bytes))
+        return FALSE;
+    } else if (strcmp(key, "class") == 0 && op.kind == TS_OP_COMPUTE) {
+      int v = ts_op_class_parse(val);
+      if (v <= 0)
+        return perr(c,
+                    "class='%s': expected gemm, attention, flash, memory, optimizer, transfer or "
+                    "other",
+                    val);
+      op.shape.oclass = v;
+    } else if (strcmp(key, "prec") == 0 && op.kind == TS_OP_COMPUTE) {
+      int v = ts_precision_parse(val);
+      if (v < 0)
+        return perr(c, "prec='%s': expected bf16, fp8 or fp32", val);
+      op.shape.prec = v;
+    } else if (strcmp(key, "kernels") == 0 && op.kind == TS_OP_COMPUTE) {
+      if (!parse_int_tok(c, key, val, 0, 1000000, &op.shape.kernels))
+        return FALSE;
+    } else if (op.kind == TS_OP_COMPUTE && shape_key_index(key) >= 0) {
+      if (!parse_num_tok(c, key, val, shape_field(&op.shape, shape_key_index(key))))
         return FALSE;
     } else if (strcmp(key, "bytes") == 0 &&
                (op.kind == TS_OP_COLL || op.kind == TS_OP_SEND || op.kind == TS_OP_RECV)) {

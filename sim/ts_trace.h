@@ -4,6 +4,7 @@
 #define TS_TRACE_H
 
 #include "ts_coll.h"
+#include "ts_cost.h"
 #include "ts_topo.h"
 #include <glib.h>
 
@@ -68,7 +69,8 @@ typedef struct {
   int offset; /* SEND/RECV: peer = this rank moved `offset` along the axis (no wrap) */
   int tag;    /* SEND/RECV: matched with the same tag, in order */
   int ndeps;
-  int *deps; /* indices of earlier ops of the same program; owned by the program */
+  int *deps;         /* indices of earlier ops of the same program; owned by the program */
+  ts_op_shape shape; /* COMPUTE: kernel class, GEMM and attention shape (zero: roofline) */
 } ts_op;
 
 typedef struct {
