@@ -18,9 +18,10 @@ typedef struct {
   const ts_topo *topo;
   GArray *heap; /* event, binary min-heap on (t, seq) */
   guint64 seq;
-  GHashTable *coll_cache;    /* coll_key -> double* seconds */
-  GHashTable *compute_cache; /* const ts_op* -> index + 1 in compute_costs */
-  GArray *compute_costs;     /* double seconds */
+  GHashTable *coll_cache; /* coll_key -> double* seconds */
+  double **costs;         /* per program, per op: device and launch seconds (-1: not yet) */
+  int nprograms;          /* entries of costs */
+  double *host_clock;     /* per rank: when its host has launched every op so far */
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -73,16 +74,35 @@ double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
 }
 
 /* An op's compute time, costed once per op (a collapsed replay starts each op once per
- * simulated rank; a full one once per rank). */
-static double compute_cost(analytic *a, const ts_op *op)
+ * simulated rank; a full one once per rank): device and launch seconds in a per-program table,
+ * indexed by the op's position in its program. */
+static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, double now)
 {
-  gpointer hit = g_hash_table_lookup(a->compute_cache, op);
-  if (hit != NULL)
-    return g_array_index(a->compute_costs, double, GPOINTER_TO_UINT(hit) - 1);
-  double d = ts_cost_compute(&a->topo->chip, op->flops, op->mem_bytes, &op->shape);
-  g_array_append_val(a->compute_costs, d);
-  g_hash_table_insert(a->compute_cache, (gpointer)op, GUINT_TO_POINTER(a->compute_costs->len));
-  return d;
+  const ts_trace *tr = ts_replay_trace(r);
+  if (a->costs == NULL) {
+    a->costs = g_new0(double *, tr->nprograms);
+    a->nprograms = tr->nprograms;
+    a->host_clock = g_new0(double, tr->nranks);
+  }
+  int p = ts_trace_program_of(tr, act->chip);
+  const ts_program *prog = &tr->programs[p];
+  gsize i = (gsize)(act->op - prog->ops);
+  g_assert(i < (gsize)prog->nops);
+  if (a->costs[p] == NULL) {
+    a->costs[p] = g_new(double, 2 * (gsize)prog->nops);
+    for (gsize k = 0; k < 2 * (gsize)prog->nops; k++)
+      a->costs[p][k] = -1.0;
+  }
+  double *c = &a->costs[p][2 * i];
+  if (c[0] < 0) {
+    const ts_chip *chip = &a->topo->chip;
+    const ts_op *op = act->op;
+    c[0] = ts_cost_device(chip, op->flops, op->mem_bytes, &op->shape);
+    c[1] = ts_cost_launch(chip, op->flops, op->mem_bytes, &op->shape);
+  }
+  if (c[1] <= 0)
+    return c[0];
+  return ts_cost_issue(&a->host_clock[act->chip], now, c[0], c[1]);
 }
 
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
@@ -131,12 +151,11 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, GError 
 static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *act, double now,
                                GError **error)
 {
-  (void)r;
   analytic *a = b->ctx;
   double d = 0.0;
   switch (act->kind) {
   case TS_OP_COMPUTE:
-    d = compute_cost(a, act->op);
+    d = compute_cost(a, r, act, now);
     break;
   case TS_OP_COLL:
     d = ts_group_size(&act->group->shape) <= 1 ? 0.0 : coll_cost(a, act->op, act->group, error);
@@ -171,8 +190,10 @@ static void analytic_free(ts_backend *b)
   analytic *a = b->ctx;
   g_array_unref(a->heap);
   g_hash_table_unref(a->coll_cache);
-  g_hash_table_unref(a->compute_cache);
-  g_array_unref(a->compute_costs);
+  for (int p = 0; p < a->nprograms; p++)
+    g_free(a->costs[p]);
+  g_free(a->costs);
+  g_free(a->host_clock);
   g_free(a);
   g_free(b);
 }
@@ -183,8 +204,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   a->topo = t;
   a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
-  a->compute_cache = g_hash_table_new(g_direct_hash, g_direct_equal);
-  a->compute_costs = g_array_new(FALSE, FALSE, sizeof(double));
   ts_backend *b = g_new0(ts_backend, 1);
   b->name = "analytic";
   b->ctx = a;

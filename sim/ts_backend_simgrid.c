@@ -124,8 +124,9 @@ struct sgb {
   gboolean per_step_flows; /* trainsim/collective-flows:per-step */
   /* Worker actors, reused: creating an actor maps and unmaps a stack, which cost more than
    * the simulation itself on a data-parallel step (half the time in the kernel). */
-  GPtrArray **idle; /* per chip: idle workers on its host */
-  int live_jobs;    /* activities started and not yet reported */
+  GPtrArray **idle;   /* per chip: idle workers on its host */
+  int live_jobs;      /* activities started and not yet reported */
+  double *host_clock; /* per chip: when its host has launched every op so far (ts_cost_issue) */
 };
 
 static sgb *ctx_of(const ts_backend *b)
@@ -707,16 +708,22 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
                           GError **error)
 {
   (void)r;
-  (void)now; /* activities start at the simulator's current time, which equals now */
+  /* activities start at the simulator's current time, which equals now */
   sgb *b = bk->ctx;
   job *j = g_new0(job, 1);
   j->b = b;
   j->act = *a;
   j->nparts = 1; /* one actor, which does nothing unless given more below */
   switch (a->kind) {
-  case TS_OP_COMPUTE:
-    j->compute_s = ts_cost_compute(&b->topo->chip, a->op->flops, a->op->mem_bytes, &a->op->shape);
-    break;
+  case TS_OP_COMPUTE: {
+    const ts_chip *c = &b->topo->chip;
+    const ts_op *op = a->op;
+    double dev = ts_cost_device(c, op->flops, op->mem_bytes, &op->shape);
+    double launch = ts_cost_launch(c, op->flops, op->mem_bytes, &op->shape);
+    if (b->host_clock == NULL)
+      b->host_clock = g_new0(double, b->topo->nchips);
+    j->compute_s = ts_cost_issue(&b->host_clock[a->chip], now, dev, launch);
+  } break;
   case TS_OP_COLL:
     if (ts_group_size(&a->group->shape) > 1) {
       j->pi = plan_for(b, a, error);
@@ -805,6 +812,7 @@ static void sgb_free(ts_backend *bk)
   for (int c = 0; c < b->topo->nchips; c++)
     g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
   g_free(b->idle);
+  g_free(b->host_clock);
   g_free(b->config);
   if (b->error != NULL)
     g_error_free(b->error);

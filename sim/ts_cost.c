@@ -119,7 +119,28 @@ static double roofline(const ts_chip *c, double flops, double mem, gboolean floo
   return r;
 }
 
+double ts_cost_launch(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
+{
+  if (s == NULL || s->oclass == TS_OPC_ROOFLINE || s->oclass == TS_OPC_TRANSFER ||
+      (!(flops > 0) && !(mem > 0)))
+    return 0.0;
+  return (s->kernels > 0 ? s->kernels : 1) * c->kernel_launch_s;
+}
+
 double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
+{
+  return fmax(ts_cost_device(c, flops, mem, s), ts_cost_launch(c, flops, mem, s));
+}
+
+double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s)
+{
+  if (!(launch_s > 0))
+    return device_s;
+  *host_clock += launch_s;
+  return fmax(device_s, *host_clock - now);
+}
+
+double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
 {
   /* An op with no work launches nothing and stays free. */
   if (!(flops > 0) && !(mem > 0))
@@ -158,9 +179,5 @@ double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_s
     break;
   }
   }
-  /* The host launches kernels one after another: a short op waits for its launches
-   * (the third ceiling of the roofline, set by the software stack). */
-  double launches = (s->kernels > 0 ? s->kernels : 1) * c->kernel_launch_s;
-  t = fmax(t, launches);
   return fmax(t, c->op_overhead_s);
 }

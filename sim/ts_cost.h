@@ -45,8 +45,26 @@ typedef struct {
   double scores_bytes;        /* unfused attention: score-matrix bytes read and written */
 } ts_op_shape;
 
-/** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline). */
+/** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
+ * isolation: the larger of its device time and its launches (ts_cost_device, ts_cost_launch). */
 double ts_cost_compute(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
+
+/** The device's time for the op's kernels, launches aside. */
+double ts_cost_device(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
+
+/** The host's time to launch the op's kernels (kernels x kernel_launch_us); 0 for ops without
+ * a shape, transfers and ops with no work. */
+double ts_cost_launch(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
+
+/**
+ * The op's duration from `now` (when its inputs are ready) on a chip whose host issues kernels
+ * ahead of the device: the host launches the op's kernels after the previous op's
+ * (*host_clock, then advanced by launch_s), never waiting for the device; the op ends when its
+ * device work is done and its last kernel has been launched. So a step costs about the larger
+ * of the host's launches and the device's work, as in an eager framework (PyTorch's
+ * asynchronous CUDA launches).
+ */
+double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s);
 
 /** Fraction of the chip's per-unit rate a GEMM of this shape reaches from tiling alone (GPU
  * waves over the SMs, TPU padding to the systolic array); 1 when the chip gives neither. */

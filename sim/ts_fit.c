@@ -76,6 +76,7 @@ typedef struct {
   int p;
   GError **error;
   gboolean failed;
+  double lo[TS_FIT_NPARAMS], hi[TS_FIT_NPARAMS]; /* the search box */
 } line_ctx;
 
 static double along(line_ctx *c, double v)
@@ -96,7 +97,7 @@ static double along(line_ctx *c, double v)
 static double golden(line_ctx *c)
 {
   const double g = (sqrt(5.0) - 1) / 2;
-  double a = params[c->p].lo, b = params[c->p].hi;
+  double a = c->lo[c->p], b = c->hi[c->p];
   double x1 = b - g * (b - a), x2 = a + g * (b - a), f1 = along(c, x1), f2 = along(c, x2);
   while (b - a > params[c->p].tol && !c->failed) {
     if (f1 < f2)
@@ -107,37 +108,71 @@ static double golden(line_ctx *c)
   return f1 < f2 ? x1 : x2;
 }
 
-gboolean ts_fit_minimise(ts_fit_row *rows, int n, const ts_fit_point *start, guint mask,
-                         ts_fit_point *out, GError **error)
+/* Coordinate descent inside the box of c from c->x; FALSE on a replay error. */
+static gboolean descend(line_ctx *c, guint mask, int rounds)
 {
-  line_ctx c = {rows, n, *start, 0, error, FALSE};
-  double best = ts_fit_mape(rows, n, &c.x, NULL, error);
+  double best = ts_fit_mape(c->rows, c->n, &c->x, NULL, c->error);
   if (best < 0)
     return FALSE;
-  for (int round = 0; round < 6; round++) {
+  for (int round = 0; round < rounds; round++) {
     gboolean moved = FALSE;
     for (int p = 0; p < TS_FIT_NPARAMS; p++) {
       if (!(mask & (1u << p)))
         continue;
-      c.p = p;
-      double v = golden(&c);
-      if (c.failed)
+      c->p = p;
+      double v = golden(c);
+      if (c->failed)
         return FALSE;
       /* Keep the move only when it helps: the section may end beside the old point. */
-      ts_fit_point y = c.x;
+      ts_fit_point y = c->x;
       y.v[p] = v;
-      double m = ts_fit_mape(rows, n, &y, NULL, error);
+      double m = ts_fit_mape(c->rows, c->n, &y, NULL, c->error);
       if (m < 0)
         return FALSE;
       if (m < best) {
-        moved |= fabs(v - c.x.v[p]) > params[p].tol;
-        c.x = y;
+        moved |= fabs(v - c->x.v[p]) > params[p].tol;
+        c->x = y;
         best = m;
       }
     }
     if (!moved)
       break;
   }
+  return TRUE;
+}
+
+/* Rows above which the fit first searches on a quarter of them (every fourth row), then
+ * refines on all of them in a box an eighth as wide around that point: the same optimum on
+ * smooth objectives at about half the replays. */
+#define COARSE_ROWS 200
+
+gboolean ts_fit_minimise(ts_fit_row *rows, int n, const ts_fit_point *start, guint mask,
+                         ts_fit_point *out, GError **error)
+{
+  line_ctx c = {rows, n, *start, 0, error, FALSE, {0}, {0}};
+  for (int p = 0; p < TS_FIT_NPARAMS; p++)
+    c.lo[p] = params[p].lo, c.hi[p] = params[p].hi;
+  if (n > COARSE_ROWS) {
+    int m = (n + 3) / 4;
+    ts_fit_row *sub = g_new(ts_fit_row, m);
+    for (int i = 0; i < m; i++)
+      sub[i] = rows[4 * i];
+    line_ctx s = c;
+    s.rows = sub;
+    s.n = m;
+    gboolean ok = descend(&s, mask, 6);
+    g_free(sub);
+    if (!ok)
+      return FALSE;
+    c.x = s.x;
+    for (int p = 0; p < TS_FIT_NPARAMS; p++) {
+      double w = (params[p].hi - params[p].lo) / 16;
+      c.lo[p] = fmax(params[p].lo, c.x.v[p] - w);
+      c.hi[p] = fmin(params[p].hi, c.x.v[p] + w);
+    }
+  }
+  if (!descend(&c, mask, 6))
+    return FALSE;
   *out = c.x;
   return TRUE;
 }

@@ -102,6 +102,25 @@ Test(cost, op_classes_closed_forms)
   cr_assert(t == 0.0, "empty op %.17g", t);
 }
 
+/* The host launches ahead of the device: launch-heavy ops hide behind device-heavy ones. */
+Test(cost, host_issues_ahead_of_the_device)
+{
+  double host = 0, now = 0;
+  now += ts_cost_issue(&host, now, 5, 1); /* host 1, device to 5 */
+  cr_assert(close_to(now, 5) && close_to(host, 1), "op 1 ends %g, host %g", now, host);
+  now += ts_cost_issue(&host, now, 1, 10); /* host to 11: the op waits for its launches */
+  cr_assert(close_to(now, 11) && close_to(host, 11), "op 2 ends %g, host %g", now, host);
+  now += ts_cost_issue(&host, now, 2, 1); /* host 12, device to 13 */
+  cr_assert(close_to(now, 13) && close_to(host, 12), "op 3 ends %g, host %g", now, host);
+  double d = ts_cost_issue(&host, now, 3, 0); /* a transfer: no launches, host unchanged */
+  cr_assert(close_to(d, 3) && close_to(host, 12), "transfer %g, host %g", d, host);
+  /* In isolation an op costs the larger of the two. */
+  ts_chip c = gpu();
+  ts_op_shape m = {.oclass = TS_OPC_MEMORY, .kernels = 3};
+  double t = ts_cost_compute(&c, 1, 1, &m), l = ts_cost_launch(&c, 1, 1, &m);
+  cr_assert(close_to(t, 30e-6) && close_to(l, 30e-6), "isolated %g, launch %g", t, l);
+}
+
 Test(cost, attention_core_stays_bf16_and_unfused_scores_add)
 {
   ts_chip c = gpu();
@@ -344,4 +363,90 @@ Test(precision, fp8_on_a_chip_without_fp8_is_one_line)
   g_autoptr(ts_split) bad = ts_split_parse("dp=8,precision=fp4", &e2);
   cr_assert_null(bad);
   cr_assert(strstr(e2->message, "precision=bf16, fp8 or fp32") != NULL, "%s", e2->message);
+}
+
+/* ---- calibrate --against ------------------------------------------------------------------ */
+
+static char *write_csv(const char *dir, const char *name, const char *text)
+{
+  char *p = g_build_filename(dir, name, NULL);
+  cr_assert(g_file_set_contents(p, text, -1, NULL));
+  return p;
+}
+
+#define CSV_HEAD "topology,model,split,global_batch,micro_batch,measured_step_time_s\n"
+
+Test(calibrate_against, bad_files_are_one_line_and_write_nothing)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("ts_cal_XXXXXX", &error);
+  cr_assert_not_null(dir);
+  g_autofree char *out = g_build_filename(dir, "out.ini", NULL);
+  const struct {
+    const char *text, *needle;
+  } cases[] = {
+      {"topology,model,split,global_batch,micro_batch\ndgx-a100-1node,gpt3-350m,dp=8,8,1\n",
+       "no column measured_step_time_s"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8,1,abc\n",
+       "line 2 column measured_step_time_s: 'abc'"},
+      {CSV_HEAD "nope-topo,gpt3-350m,dp=8,8,1,1\n", "line 2 column topology"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,\"dp=8,zero=9\",8,1,1\n", "line 2 column split"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8\n", "line 2: 4 fields; expected 6"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8,1,1\ndgx-h100-4node,gpt3-350m,dp=32,32,1,1\n",
+       "line 3 column topology: chip 'NVIDIA H100 SXM5 80GB'"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *csv = write_csv(dir, "m.csv", cases[i].text);
+    g_autofree char *args = g_strdup_printf("calibrate --against %s -o %s", csv, out);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 2, "case %zu: exit %d (%s)", i, r.status, r.err);
+    cr_assert(strstr(r.err, cases[i].needle) != NULL, "case %zu: '%s' lacks '%s'", i, r.err,
+              cases[i].needle);
+    cr_assert(strchr(r.err, '\n') == strrchr(r.err, '\n'), "case %zu: more than one line", i);
+    cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "case %zu: a profile was written", i);
+    run_free(&r);
+    g_unlink(csv);
+  }
+  g_rmdir(dir);
+}
+
+/* Rows measured 20% slower than the shipped A100 profile predicts: the fit finds parameters
+ * that predict them (a MAPE far below the 20% it starts from) and writes a loadable profile. */
+Test(calibrate_against, refits_to_slower_measurements, .timeout = 300)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("ts_cal_XXXXXX", &error);
+  cr_assert_not_null(dir);
+  const char *splits[] = {"dp=8", "tp=2,dp=4"};
+  GString *csv = g_string_new(CSV_HEAD);
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    ts_result res;
+    double t = step_of("dgx-a100-1node", "gpt3-350m", splits[i], &res);
+    ts_result_clear(&res);
+    g_string_append_printf(csv, "dgx-a100-1node,gpt3-350m,\"%s\",64,2,", splits[i]);
+    ts_append_g(csv, 17, 1.2 * t);
+    g_string_append_c(csv, '\n');
+  }
+  g_autofree char *path = write_csv(dir, "m.csv", csv->str);
+  g_string_free(csv, TRUE);
+  g_autofree char *out = g_build_filename(dir, "fit.ini", NULL);
+  g_autofree char *args =
+      g_strdup_printf("calibrate --against %s -o %s --fit-fraction 1 --quiet", path, out);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+  const char *m = strstr(r.out, "fitting rows:");
+  cr_assert_not_null(m, "%s", r.out);
+  double mape = 0;
+  cr_assert(sscanf(strstr(m, "MAPE") + 4, "%lf", &mape) == 1, "%s", m);
+  cr_assert(mape < 2.0, "fitting MAPE %g%% after the fit (20%% before)", mape);
+  g_autofree char *topo = g_strdup_printf("[chip]\nprofile = fit.ini\n" DIMX);
+  g_autofree char *tpath = write_csv(dir, "t.ini", topo);
+  g_autoptr(ts_topo) t = ts_topo_load(tpath, &error);
+  cr_assert_not_null(t, "%s", error != NULL ? error->message : "");
+  cr_assert(!t->chip.uncalibrated && t->chip.compute_units == 108, "profile keys");
+  run_free(&r);
+  g_unlink(tpath);
+  g_unlink(out);
+  g_unlink(path);
+  g_rmdir(dir);
 }
