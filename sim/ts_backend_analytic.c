@@ -166,6 +166,10 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     break;
   case TS_OP_SEND:
     d = ts_p2p_time(a->topo, act->chip, act->peer, act->op->bytes);
+    if (a->host_clock != NULL) {
+      ts_cost_host_sync(&a->host_clock[act->chip], now + d);
+      ts_cost_host_sync(&a->host_clock[act->peer], now + d);
+    }
     break;
   default:
     break;

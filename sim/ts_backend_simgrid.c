@@ -408,6 +408,10 @@ static void run_part(part *p)
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
+  if (j->act.kind == TS_OP_SEND && b->host_clock != NULL) {
+    ts_cost_host_sync(&b->host_clock[j->act.chip], end);
+    ts_cost_host_sync(&b->host_clock[j->act.peer], end);
+  }
   /* After an error the remaining activities drain without reporting: the engine has stopped. */
   if (b->error == NULL) {
     GError *e = NULL;

@@ -140,6 +140,12 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
   return fmax(device_s, *host_clock - now);
 }
 
+void ts_cost_host_sync(double *host_clock, double end_s)
+{
+  if (*host_clock < end_s)
+    *host_clock = end_s;
+}
+
 double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
 {
   /* An op with no work launches nothing and stays free. */

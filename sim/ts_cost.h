@@ -66,6 +66,11 @@ double ts_cost_launch(const ts_chip *c, double flops, double mem_bytes, const ts
  */
 double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s);
 
+/** A pipeline send or receive that ends at end_s: Megatron-LM synchronises the device after
+ * its point-to-point exchanges (torch.cuda.synchronize() in p2p_communication.py), so the
+ * host's launches resume from there (*host_clock = max(*host_clock, end_s)). */
+void ts_cost_host_sync(double *host_clock, double end_s);
+
 /** Fraction of the chip's per-unit rate a GEMM of this shape reaches from tiling alone (GPU
  * waves over the SMs, TPU padding to the systolic array); 1 when the chip gives neither. */
 double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, double batch);

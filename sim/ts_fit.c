@@ -12,10 +12,10 @@ static const struct {
   const char *key;
   double lo, hi, tol, file_scale;
 } params[TS_FIT_NPARAMS] = {
-    [TS_FIT_EFFICIENCY] = {"compute_efficiency", 0.2, 1.0, 5e-4, 1.0},
-    [TS_FIT_LAUNCH] = {"kernel_launch_us", 0.0, 200e-6, 0.02e-6, 1e6},
-    [TS_FIT_MEMORY] = {"memory_bandwidth_efficiency", 0.2, 1.0, 1e-3, 1.0},
-    [TS_FIT_K_OVERHEAD] = {"gemm_k_overhead", 0.0, 4096.0, 1.0, 1.0},
+    [TS_FIT_EFFICIENCY] = {"compute_efficiency", 0.2, 1.0, 2e-3, 1.0},
+    [TS_FIT_LAUNCH] = {"kernel_launch_us", 0.0, 200e-6, 0.1e-6, 1e6},
+    [TS_FIT_MEMORY] = {"memory_bandwidth_efficiency", 0.2, 1.0, 2e-3, 1.0},
+    [TS_FIT_K_OVERHEAD] = {"gemm_k_overhead", 0.0, 4096.0, 4.0, 1.0},
 };
 
 const char *ts_fit_param_key(ts_fit_param p)
