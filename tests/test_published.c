@@ -6,6 +6,7 @@
  * TS_PUBLISHED_REPORT=1 to print the fits and the error tables (bench/fit_published.sh does);
  * docs/validation-published.md has the results. */
 #include "ts_coll.h"
+#include "ts_fit.h"
 #include "ts_model.h"
 #include "ts_plan.h"
 #include "ts_replay.h"
@@ -22,9 +23,6 @@
 #include <string.h>
 
 /* Thresholds, justified in docs/validation-published.md ("What the tests assert"). */
-#define HELDOUT_MAPE_MAX 0.10    /* held-out single-node pp = 1 rows (measured 9.0%) */
-#define PIPELINED_MAPE_MAX 0.125 /* single-node rows with pp > 1, never fitted (measured 11.7%) */
-#define MULTI_MAPE_MAX 0.15      /* multi-node rows, never fitted (measured 12.9%) */
 
 static gboolean report_on(void)
 {
@@ -578,7 +576,24 @@ static double nfit_at_local(double v, void *p)
   return nfit_objective(f);
 }
 
-static double golden(double (*f)(double, void *), void *ctx, double a, double b, double tol);
+/* Golden-section search for the minimum of f on [a, b] to within tol (f unimodal there). */
+static double golden(double (*f)(double, void *), void *ctx, double a, double b, double tol)
+{
+  const double r = 0.6180339887498949;
+  double c = b - r * (b - a), d = a + r * (b - a), fc = f(c, ctx), fd = f(d, ctx);
+  while (fabs(b - a) > tol) {
+    if (fc < fd) {
+      b = d, d = c, fd = fc;
+      c = b - r * (b - a);
+      fc = f(c, ctx);
+    } else {
+      a = c, c = d, fc = fd;
+      d = a + r * (b - a);
+      fd = f(d, ctx);
+    }
+  }
+  return 0.5 * (a + b);
+}
 
 /* Coordinate descent, golden section on each parameter in turn (the objective is smooth and
  * unimodal in each over these ranges; the shipped-optimum test checks the result). */
@@ -905,24 +920,35 @@ static void cache_clear(model_cache *c)
   g_free(c->dir);
 }
 
-/* The GPT model vTrain's runs trained (Megatron-DeepSpeed GPT: fp16, learned positions, tied
- * logits, pre-norm, biases, dropout, GeLU MLP of 4h), with the row's shape. */
-static const ts_model *row_model(model_cache *c, const gt_row *r)
+/* A row's model file name and text. Caller frees. */
+static char *row_model_file(const gt_row *r)
+{
+  return g_strdup_printf("gpt-h%d-a%d-l%d-s%d-v%" G_GINT64_FORMAT ".ini", r->hidden, r->heads,
+                         r->layers, r->seq, padded_vocab(r->tp));
+}
+
+static char *row_model_text(const gt_row *r)
 {
   gint64 vocab = padded_vocab(r->tp);
-  g_autofree char *file = g_strdup_printf("gpt-h%d-a%d-l%d-s%d-v%" G_GINT64_FORMAT ".ini",
-                                          r->hidden, r->heads, r->layers, r->seq, vocab);
-  ts_model *m = g_hash_table_lookup(c->models, file);
-  if (m != NULL)
-    return m;
-  g_autofree char *path = g_build_filename(c->dir, file, NULL);
-  g_autofree char *text = g_strdup_printf(
+  return g_strdup_printf(
       "[model]\nname = GPT h%d l%d (vTrain)\nkind = transformer\ndtype = fp16\n"
       "[transformer]\nlayers = %d\nhidden = %d\nheads = %d\nsequence = %d\nvocab = "
       "%" G_GINT64_FORMAT
       "\nposition_embedding = learned\ntied_embeddings = true\nnorm = pre\ndropout = true\n"
       "bias = true\nactivation = gelu\n",
       r->hidden, r->layers, r->layers, r->hidden, r->heads, r->seq, vocab);
+}
+
+/* The GPT model vTrain's runs trained (Megatron-DeepSpeed GPT: fp16, learned positions, tied
+ * logits, pre-norm, biases, dropout, GeLU MLP of 4h), with the row's shape. */
+static const ts_model *row_model(model_cache *c, const gt_row *r)
+{
+  g_autofree char *file = row_model_file(r);
+  ts_model *m = g_hash_table_lookup(c->models, file);
+  if (m != NULL)
+    return m;
+  g_autofree char *path = g_build_filename(c->dir, file, NULL);
+  g_autofree char *text = row_model_text(r);
   g_autoptr(GError) error = NULL;
   gboolean ok = g_file_set_contents(path, text, -1, &error);
   cr_assert(ok, "%s", error != NULL ? error->message : "");
@@ -953,21 +979,16 @@ static ts_topo *cluster_of(const ts_topo *shipped, int nodes)
 }
 
 /*
- * The per-op overhead, the second fitted parameter ([chip] op_overhead_us). Megatron on these
- * small models is bound by the host (Python, kernel launches, framework bookkeeping), not by
- * the GPU: the runs take ~3 ms per transformer layer per micro-batch whatever the
- * tensor-parallel degree. ts_compute_time makes every compute op (a layer's forward,
- * recomputed forward, backward, or each half of a tensor-parallel backward) take
- * max(roofline, o): launches are asynchronous, so the device waits for the host only when the
- * host is slower (a third roofline ceiling).
+ * The compute parameters of the A100 profile (topologies/chips/a100-sxm4-80gb.ini) are fitted
+ * here: compute_efficiency (the fraction of peak a well-tiled GEMM reaches), kernel_launch_us
+ * (the host's time per kernel: Megatron drives these small models from Python, and a short op
+ * waits for its launches), memory_bandwidth_efficiency and gemm_k_overhead (ts_cost.h). One
+ * set for every row. The fit uses a fixed random half of each file (FIT_SEED); the other
+ * half is held out and reported separately.
  */
+#define FIT_SEED 20261201u
 
-/* A calibration: the chip's compute_efficiency and op_overhead_s. */
-typedef struct {
-  double eff, o;
-} calib;
-
-/* One row planned and traced once; replayed under any calibration. */
+/* One row planned and traced once; replayed under any parameters. */
 typedef struct {
   gt_row row;
   ts_topo *topo;   /* the row's machine (owned) */
@@ -980,28 +1001,25 @@ typedef struct {
  * N/8 nodes), Megatron's order (tp innermost, then dp, pp outermost), full recomputation
  * (activation checkpointing was on), 1F1B with Megatron's stages (L/pp blocks each, the
  * embedding on the first, the final norm and logits on the last), collectives by `algo`
- * (hierarchical: NCCL's ring inside a node, one ring per rail across nodes), and one gradient
- * all-reduce after the backward (vTrain's runs: no gradient bucketing).
+ * (hierarchical: NCCL's ring inside a node, one ring per rail across nodes), one gradient
+ * all-reduce after the backward (vTrain's runs: no gradient bucketing), and attention=unfused
+ * (Megatron-DeepSpeed's fused softmax between two batched GEMMs, not FlashAttention).
  */
-static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, const gt_row *r,
-                         ts_coll_algo algo)
+/* The split of a row on a machine whose first dimension has `node` GPUs (and ndims
+ * dimensions: node, or node and net). Caller frees. */
+static char *row_split(const gt_row *r, int node, int ndims)
 {
-  memset(s, 0, sizeof *s);
-  s->row = *r;
-  const ts_model *m = row_model(c, r);
-  s->topo = r->gpus <= 8 ? node_of(shipped, r->gpus) : cluster_of(shipped, r->gpus / 8);
-  cr_assert_eq(s->topo->nchips, r->gpus, "line %d: %d GPUs", r->line, r->gpus);
   /* Megatron's rank = tp + TP (dp + DP pp) on GPUs numbered node-major: each axis takes what
    * the previous ones left of the node, then nodes. */
-  GString *text = g_string_new("recompute=full");
+  GString *text = g_string_new("recompute=full,attention=unfused");
   const char *name[] = {"tp", "dp", "pp"};
-  int degree[] = {r->tp, r->dp, r->pp}, left_node = s->topo->dims[0].size;
+  int degree[] = {r->tp, r->dp, r->pp}, left_node = node;
   for (int a = 0; a < 3; a++) {
     if (degree[a] <= 1)
       continue;
     const char *where = left_node == 1           ? "net"
                         : degree[a] <= left_node ? "node"
-                        : s->topo->ndims > 1     ? "node+net"
+                        : ndims > 1              ? "node+net"
                                                  : "node";
     g_string_append_printf(text, ",%s=%d@%s", name[a], degree[a], where);
     left_node = degree[a] <= left_node ? left_node / degree[a] : 1;
@@ -1013,10 +1031,21 @@ static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, con
     for (int k = 1; k < r->pp; k++)
       g_string_append_printf(text, ":%d", per + (k == r->pp - 1 ? 2 : 0));
   }
+  return g_string_free(text, FALSE);
+}
+
+static void row_sim_init(row_sim *s, model_cache *c, const ts_topo *shipped, const gt_row *r,
+                         ts_coll_algo algo)
+{
+  memset(s, 0, sizeof *s);
+  s->row = *r;
+  const ts_model *m = row_model(c, r);
+  s->topo = r->gpus <= 8 ? node_of(shipped, r->gpus) : cluster_of(shipped, r->gpus / 8);
+  cr_assert_eq(s->topo->nchips, r->gpus, "line %d: %d GPUs", r->line, r->gpus);
+  g_autofree char *stext = row_split(r, s->topo->dims[0].size, s->topo->ndims);
   g_autoptr(GError) error = NULL;
-  g_autoptr(ts_split) sp = ts_split_parse(text->str, &error);
-  cr_assert_not_null(sp, "%s: %s", text->str, error != NULL ? error->message : "");
-  g_string_free(text, TRUE);
+  g_autoptr(ts_split) sp = ts_split_parse(stext, &error);
+  cr_assert_not_null(sp, "%s: %s", stext, error != NULL ? error->message : "");
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = r->global_batch;
@@ -1036,11 +1065,10 @@ static void row_sim_clear(row_sim *s)
   ts_topo_free(s->topo);
 }
 
-/* The replayed step under a calibration; res (may be NULL) gets the breakdown. */
-static double row_step(row_sim *s, calib k, ts_result *res)
+/* The replayed step under parameters k; res (may be NULL) gets the breakdown. */
+static double row_step(row_sim *s, const ts_fit_point *k, ts_result *res)
 {
-  s->topo->chip.compute_efficiency = k.eff;
-  s->topo->chip.op_overhead_s = k.o;
+  ts_fit_set(&s->topo->chip, k);
   ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
   ts_replay_result rr;
   g_autoptr(GError) error = NULL;
@@ -1051,31 +1079,52 @@ static double row_step(row_sim *s, calib k, ts_result *res)
   return rr.step_time_s;
 }
 
-/* A set of rows, each planned once. */
+/* A set of rows, each planned once, with their ts_fit rows. */
 typedef struct {
   int n;
   row_sim *sim;
+  ts_fit_row *fit;
 } row_set;
 
-typedef enum { ROWS_TRAIN, ROWS_HELDOUT, ROWS_PP1, ROWS_PIPELINED, ROWS_ALL } row_kind;
+typedef enum { ROWS_FIT, ROWS_HELDOUT, ROWS_PIPELINED, ROWS_ALL } row_kind;
 
-/* Rows of a kind. The training half is every other pp = 1 row in file order (the file's order
- * is already shuffled across shapes and splits); the held-out half is the others. */
+/* The fixed random half of a file's rows used by the fit: a Fisher-Yates shuffle of the row
+ * indices by GLib's Mersenne Twister seeded with FIT_SEED; the first half (rounded down) is
+ * the fitting half. Caller frees. */
+static gboolean *fit_half(guint n)
+{
+  gboolean *fit = g_new0(gboolean, n > 0 ? n : 1);
+  guint *idx = g_new(guint, n > 0 ? n : 1);
+  for (guint i = 0; i < n; i++)
+    idx[i] = i;
+  GRand *rng = g_rand_new_with_seed(FIT_SEED);
+  for (guint i = n; i > 1; i--) {
+    guint j = (guint)g_rand_int_range(rng, 0, (gint32)i);
+    guint t = idx[i - 1];
+    idx[i - 1] = idx[j];
+    idx[j] = t;
+  }
+  g_rand_free(rng);
+  for (guint i = 0; i < n / 2; i++)
+    fit[idx[i]] = TRUE;
+  g_free(idx);
+  return fit;
+}
+
 static row_set rows_of(GArray *all, row_kind kind, model_cache *c, const ts_topo *t,
                        ts_coll_algo algo)
 {
-  row_set s = {0, g_new0(row_sim, all->len)};
-  int k = 0;
+  row_set s = {0, g_new0(row_sim, all->len), g_new0(ts_fit_row, all->len)};
+  g_autofree gboolean *fit = fit_half(all->len);
   for (guint i = 0; i < all->len; i++) {
     const gt_row *r = &g_array_index(all, gt_row, i);
-    gboolean take = kind == ROWS_ALL || (kind == ROWS_PIPELINED && r->pp > 1);
-    if (r->pp == 1) {
-      take = take || kind == ROWS_PP1 || (kind == ROWS_TRAIN && k % 2 == 0) ||
-             (kind == ROWS_HELDOUT && k % 2 == 1);
-      k++;
-    }
-    if (take)
-      row_sim_init(&s.sim[s.n++], c, t, r, algo);
+    gboolean take = kind == ROWS_ALL || (kind == ROWS_FIT && fit[i]) ||
+                    (kind == ROWS_HELDOUT && !fit[i]) || (kind == ROWS_PIPELINED && r->pp > 1);
+    if (!take)
+      continue;
+    row_sim_init(&s.sim[s.n], c, t, r, algo);
+    s.fit[s.n] = (ts_fit_row){s.sim[s.n].topo, s.sim[s.n].trace, r->time_s};
+    s.n++;
   }
   return s;
 }
@@ -1085,84 +1134,37 @@ static void rows_clear(row_set *s)
   for (int i = 0; i < s->n; i++)
     row_sim_clear(&s->sim[i]);
   g_free(s->sim);
+  g_free(s->fit);
+}
+
+/* The union of two sets' fit rows (borrowed). Caller frees. */
+static ts_fit_row *fit_rows_union(const row_set *a, const row_set *b, int *n)
+{
+  *n = a->n + b->n;
+  ts_fit_row *r = g_new(ts_fit_row, *n);
+  memcpy(r, a->fit, sizeof *r * (size_t)a->n);
+  memcpy(r + a->n, b->fit, sizeof *r * (size_t)b->n);
+  return r;
 }
 
 /* Mean absolute percentage error (a fraction); ape[] (may be NULL) gets each row's. */
-static double mape_of(row_set *s, calib k, double *ape)
+static double mape_of(row_set *s, const ts_fit_point *k, double *ape)
 {
-  double sum = 0;
-  for (int i = 0; i < s->n; i++) {
-    double e = fabs(row_step(&s->sim[i], k, NULL) / s->sim[i].row.time_s - 1);
-    if (ape != NULL)
-      ape[i] = e;
-    sum += e;
-  }
-  return sum / s->n;
+  g_autoptr(GError) error = NULL;
+  double m = ts_fit_mape(s->fit, s->n, k, ape, &error);
+  cr_assert(m >= 0, "%s", error != NULL ? error->message : "");
+  return m;
 }
 
-static calib shipped_calib(const ts_topo *t)
+static ts_fit_point shipped_point(const ts_topo *t)
 {
-  calib k = {t->chip.compute_efficiency, t->chip.op_overhead_s};
+  ts_fit_point k;
+  ts_fit_get(&t->chip, &k);
   return k;
 }
 
-/* Golden-section search of f over [a, b] to width tol; returns the argmin. */
-static double golden(double (*f)(double, void *), void *ctx, double a, double b, double tol)
-{
-  const double g = (sqrt(5.0) - 1) / 2;
-  double x1 = b - g * (b - a), x2 = a + g * (b - a), f1 = f(x1, ctx), f2 = f(x2, ctx);
-  while (b - a > tol) {
-    if (f1 < f2)
-      b = x2, x2 = x1, f2 = f1, x1 = b - g * (b - a), f1 = f(x1, ctx);
-    else
-      a = x1, x1 = x2, f1 = f2, x2 = a + g * (b - a), f2 = f(x2, ctx);
-  }
-  return f1 < f2 ? x1 : x2;
-}
-
-typedef struct {
-  row_set *rows;
-  calib k;
-} fit_ctx;
-
-static double mape_at_eff(double eff, void *v)
-{
-  fit_ctx *c = v;
-  calib k = {eff, c->k.o};
-  return mape_of(c->rows, k, NULL);
-}
-
-static double mape_at_o(double o, void *v)
-{
-  fit_ctx *c = v;
-  calib k = {c->k.eff, o};
-  return mape_of(c->rows, k, NULL);
-}
-
-/*
- * Minimises the MAPE over compute_efficiency in [0.2, 1] and, when fit_o, the overhead in
- * [0, 1 ms]: coordinate descent (golden sections along each in turn) from `start`, until a round
- * moves neither by more than its tolerance (efficiency 1e-4, overhead 0.01 us).
- */
-static calib fit_calib(row_set *rows, calib start, gboolean fit_o)
-{
-  fit_ctx c = {rows, start};
-  if (!fit_o)
-    c.k.o = 0;
-  for (int round = 0; round < 8; round++) {
-    calib before = c.k;
-    c.k.eff = golden(mape_at_eff, &c, 0.2, 1.0, 1e-4);
-    if (!fit_o)
-      break;
-    c.k.o = golden(mape_at_o, &c, 0, 1e-3, 1e-8);
-    if (fabs(c.k.eff - before.eff) <= 1e-4 && fabs(c.k.o - before.o) <= 1e-8)
-      break;
-  }
-  return c.k;
-}
-
 /* Per (GPUs, tp, pp, dp) bucket: rows, MAPE, median APE, signed mean error, exposed shares. */
-static void report_buckets(row_set *s, calib k, const char *title)
+static void report_buckets(row_set *s, const ts_fit_point *k, const char *title)
 {
   fprintf(stderr,
           "\n%s\n| GPUs | tp | pp | dp | rows | MAPE | median | signed mean | exposed tp comm "
@@ -1210,18 +1212,17 @@ static void report_buckets(row_set *s, calib k, const char *title)
 }
 
 /* TS_PUBLISHED_DUMP=FILE.csv: every row of a set with trainsim's prediction, for plots. */
-static void dump_rows(row_set *s, calib k, const char *file)
+static void dump_rows(row_set *s, const ts_fit_point *k, const char *file)
 {
   GString *out = g_string_new("line,gpus,tp,dp,pp,global_batch,micro_batch,hidden,heads,layers,"
-                              "seq,measured_s,predicted_s,no_overhead_s\n");
-  calib k0 = {k.eff, 0};
+                              "seq,measured_s,predicted_s\n");
   for (int i = 0; i < s->n; i++) {
     const gt_row *r = &s->sim[i].row;
     g_string_append_printf(out,
                            "%d,%d,%d,%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%d,%d,%d,%d",
                            r->line, r->gpus, r->tp, r->dp, r->pp, r->global_batch, r->micro_batch,
                            r->hidden, r->heads, r->layers, r->seq);
-    double v[] = {r->time_s, row_step(&s->sim[i], k, NULL), row_step(&s->sim[i], k0, NULL)};
+    double v[] = {r->time_s, row_step(&s->sim[i], k, NULL)};
     for (size_t j = 0; j < G_N_ELEMENTS(v); j++) {
       g_string_append_c(out, ',');
       ts_append_g(out, 9, v[j]);
@@ -1234,12 +1235,13 @@ static void dump_rows(row_set *s, calib k, const char *file)
   g_string_free(out, TRUE);
 }
 
-static void summary(row_set *s, calib k, const char *what)
+static void summary(row_set *s, const ts_fit_point *k, const char *what)
 {
   double *ape = g_new(double, s->n);
-  calib k0 = {k.eff, 0};
-  double m = mape_of(s, k, ape), med = median(ape, s->n), m0 = mape_of(s, k0, NULL);
-  fprintf(stderr, "%s: %d rows, MAPE %.2f%%, median %.2f%%; without the overhead %.2f%%\n", what,
+  ts_fit_point k0 = *k;
+  k0.v[TS_FIT_LAUNCH] = 0;
+  double m = mape_of(s, k, ape), med = median(ape, s->n), m0 = mape_of(s, &k0, NULL);
+  fprintf(stderr, "%s: %d rows, MAPE %.2f%%, median %.2f%%; without launch floors %.2f%%\n", what,
           s->n, 100 * m, 100 * med, 100 * m0);
   g_free(ape);
 }
@@ -1259,161 +1261,218 @@ Test(megatron, ground_truth_files_have_the_published_row_counts)
     pp1 += r->pp == 1;
   }
   cr_assert_eq(pp1, 720, "%d single-node rows with pipeline degree 1, expected 720", pp1);
+  /* The fitting half is fixed: its size, and two of its rows, so a change of the shuffle (or
+   * of GLib's generator) fails here instead of silently moving the held-out set. */
+  g_autofree gboolean *half = fit_half(single->len);
+  int n_fit = 0;
+  for (guint i = 0; i < single->len; i++)
+    n_fit += half[i];
+  cr_assert_eq(n_fit, 720, "%d rows in the fitting half, expected 720", n_fit);
   g_array_unref(multi);
   g_array_unref(single);
 }
 
-/*
- * The shipped calibration minimises the training MAPE: moving the efficiency by 0.005 or the
- * overhead by 2 us either way does not do better (a full refit is bench/fit_published.sh).
- */
-Test(megatron, shipped_calibration_is_the_training_optimum)
+/* The rows of both files as `trainsim calibrate --against` reads them: one line per row with
+ * the machine and model files of data/published/vtrain/trainsim and the row's set (fit or
+ * heldout, the fixed halves above). Caller frees. */
+static char *calibration_csv(GHashTable *models)
 {
-  GArray *all = read_ground_truth("ground_truth_single.csv");
-  g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
-  model_cache c;
-  cache_init(&c);
-  row_set train = rows_of(all, ROWS_TRAIN, &c, t, TS_ALGO_AUTO);
-  calib k = shipped_calib(t);
-  /* Every DGX A100 file ships the same chip calibration. */
-  for (size_t i = 0; i < G_N_ELEMENTS(DGX_A100); i++) {
-    g_autoptr(ts_topo) other = load_shipped(DGX_A100[i]);
-    calib ko = shipped_calib(other);
-    cr_assert(ko.eff == k.eff && ko.o == k.o,
-              "%s: compute_efficiency %g, op_overhead_s %g; dgx-a100-1node has %g, %g", DGX_A100[i],
-              ko.eff, ko.o, k.eff, k.o);
-  }
-  cr_assert(k.o > 0, "dgx-a100-1node: no op_overhead_us (the fit needs it)");
-  if (g_getenv("TS_PUBLISHED_FIT") != NULL) {
-    calib f = fit_calib(&train, k, TRUE);
-    calib e = fit_calib(&train, k, FALSE);
-    fprintf(stderr,
-            "fit on the training half (%d rows): compute_efficiency = %.4f, overhead = %.2f us "
-            "(training MAPE %.2f%%); efficiency alone: %.4f (training MAPE %.2f%%)\n",
-            train.n, f.eff, f.o * 1e6, 100 * mape_of(&train, f, NULL), e.eff,
-            100 * mape_of(&train, e, NULL));
-    fprintf(stderr, "\n| compute_efficiency | best overhead | training MAPE |\n|---:|---:|---:|\n");
-    for (int i = 3; i <= 10; i++) {
-      fit_ctx fc = {&train, {i / 10.0, 0}};
-      calib q = {i / 10.0, golden(mape_at_o, &fc, 0, 1e-3, 1e-8)};
-      fprintf(stderr, "| %.1f | %.1f us | %.2f%% |\n", q.eff, q.o * 1e6,
-              100 * mape_of(&train, q, NULL));
+  GString *out = g_string_new(
+      "# vTrain's Megatron measurements (data/published/vtrain/*.csv, MIT) as trainsim rows;\n"
+      "# written by tests/test_published.c (TS_PUBLISHED_EXPORT=1), checked by it.\n"
+      "topology,model,split,global_batch,micro_batch,measured_step_time_s,"
+      "collective_algorithm,bucket_MiB,set,source\n");
+  const char *files[] = {"ground_truth_single.csv", "ground_truth_multi.csv"};
+  for (int f = 0; f < 2; f++) {
+    GArray *all = read_ground_truth(files[f]);
+    g_autofree gboolean *half = fit_half(all->len);
+    for (guint i = 0; i < all->len; i++) {
+      const gt_row *r = &g_array_index(all, gt_row, i);
+      g_autofree char *topo = r->gpus <= 8
+                                  ? g_strdup_printf("topologies/a100-%dgpu.ini", r->gpus)
+                                  : g_strdup_printf("topologies/a100-%dnode.ini", r->gpus / 8);
+      g_autofree char *split = row_split(r, r->gpus <= 8 ? r->gpus : 8, r->gpus <= 8 ? 1 : 2);
+      g_autofree char *model = row_model_file(r);
+      if (models != NULL && !g_hash_table_contains(models, model))
+        g_hash_table_insert(models, g_strdup(model), row_model_text(r));
+      g_string_append_printf(out, "%s,models/%s,\"%s\",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
+                             topo, model, split, r->global_batch, r->micro_batch);
+      ts_append_g(out, 9, r->time_s);
+      g_string_append_printf(out, ",hierarchical,none,%s,%s:%d\n", half[i] ? "fit" : "heldout",
+                             files[f], r->line);
     }
+    g_array_unref(all);
   }
-  double best = mape_of(&train, k, NULL);
-  const calib step[] = {{0.005, 0}, {-0.005, 0}, {0, 2e-6}, {0, -2e-6}};
-  for (size_t i = 0; i < G_N_ELEMENTS(step); i++) {
-    calib q = {k.eff + step[i].eff, k.o + step[i].o};
-    double m = mape_of(&train, q, NULL);
-    cr_assert(m >= best - 1e-4,
-              "training MAPE %.5f at efficiency %.4f, overhead %.2f us beats the shipped %.5f "
-              "(efficiency %.4f, overhead %.2f us): refit (bench/fit_published.sh)",
-              m, q.eff, q.o * 1e6, best, k.eff, k.o * 1e6);
-  }
-  rows_clear(&train);
-  cache_clear(&c);
-  g_array_unref(all);
+  return g_string_free(out, FALSE);
 }
 
-/* The shipped calibration on rows it was not fitted to; tables with TS_PUBLISHED_REPORT. */
-Test(megatron, held_out_error_is_bounded)
+/* data/published/vtrain/trainsim/a100.csv is what calibration_csv writes: the command's fit
+ * and this file's are the same rows and halves. TS_PUBLISHED_EXPORT=1 rewrites it and the
+ * model files. */
+Test(megatron, calibration_csv_matches_the_test_rows)
+{
+  g_autoptr(GHashTable) models = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  g_autofree char *want = calibration_csv(models);
+  g_autofree char *dir = g_build_filename(TS_SOURCE_DIR, "data/published/vtrain/trainsim", NULL);
+  g_autofree char *path = g_build_filename(dir, "a100.csv", NULL);
+  g_autoptr(GError) error = NULL;
+  if (g_getenv("TS_PUBLISHED_EXPORT") != NULL) {
+    g_autofree char *mdir = g_build_filename(dir, "models", NULL);
+    g_mkdir_with_parents(mdir, 0755);
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, models);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+      g_autofree char *mp = g_build_filename(mdir, (const char *)k, NULL);
+      cr_assert(ts_write_file_atomic(mp, v, strlen(v), &error), "%s", error->message);
+    }
+    cr_assert(ts_write_file_atomic(path, want, strlen(want), &error), "%s", error->message);
+  }
+  g_autofree char *have = NULL;
+  gboolean ok = g_file_get_contents(path, &have, NULL, &error);
+  cr_assert(ok, "%s: %s (TS_PUBLISHED_EXPORT=1 writes it)", path, error->message);
+  cr_assert(strcmp(have, want) == 0, "%s differs from the test's rows: TS_PUBLISHED_EXPORT=1",
+            path);
+}
+
+/* Parameters fitted and their tolerances: the shipped profile must be the fit's optimum. */
+#define FIT_MASK                                                                                   \
+  ((1u << TS_FIT_EFFICIENCY) | (1u << TS_FIT_LAUNCH) | (1u << TS_FIT_MEMORY) |                     \
+   (1u << TS_FIT_K_OVERHEAD))
+
+/*
+ * The shipped profile on the fitting halves of both files (single-node and multi-node rows
+ * together): its MAPE is pinned (FIT_MAPE_MAX). The shipped values come from a fit on a
+ * 21-row sample of the fitting half (docs/validation-published.md says why not all of it);
+ * TS_PUBLISHED_FIT=1 refits on every fitting row from the shipped point and prints the result
+ * (bench/fit_published.sh; `trainsim calibrate --against` runs the same fit).
+ */
+#define FIT_MAPE_MAX 0.095 /* measured 9.20% (single-node 9.22%, multi-node 8.81%) */
+
+Test(megatron, fitting_half_error_is_bounded, .timeout = 600)
+{
+  GArray *single = read_ground_truth("ground_truth_single.csv");
+  GArray *multi = read_ground_truth("ground_truth_multi.csv");
+  g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
+  g_autoptr(ts_topo) t4 = load_shipped("dgx-a100-4node");
+  model_cache c;
+  cache_init(&c);
+  row_set fs = rows_of(single, ROWS_FIT, &c, t, TS_ALGO_HIERARCHICAL);
+  row_set fm = rows_of(multi, ROWS_FIT, &c, t4, TS_ALGO_HIERARCHICAL);
+  int n = 0;
+  g_autofree ts_fit_row *rows = fit_rows_union(&fs, &fm, &n);
+  ts_fit_point k = shipped_point(t);
+  /* Every DGX A100 file ships the same chip profile. */
+  for (size_t i = 0; i < G_N_ELEMENTS(DGX_A100); i++) {
+    g_autoptr(ts_topo) other = load_shipped(DGX_A100[i]);
+    ts_fit_point ko = shipped_point(other);
+    cr_assert(memcmp(&ko, &k, sizeof k) == 0, "%s: not the A100 profile's parameters", DGX_A100[i]);
+  }
+  g_autoptr(GError) error = NULL;
+  if (g_getenv("TS_PUBLISHED_FIT") != NULL) {
+    ts_fit_point f;
+    gboolean ok = ts_fit_minimise(rows, n, &k, FIT_MASK, &f, &error);
+    cr_assert(ok, "%s", error != NULL ? error->message : "");
+    fprintf(stderr, "fit on the fitting halves (%d single-node + %d multi-node rows, seed %u):\n",
+            fs.n, fm.n, FIT_SEED);
+    for (int p = 0; p < TS_FIT_NPARAMS; p++)
+      fprintf(stderr, "  %s = %.6g\n", ts_fit_param_key(p), ts_fit_param_file_value(p, f.v[p]));
+    fprintf(stderr, "  fitting MAPE %.2f%% (single %.2f%%, multi %.2f%%)\n",
+            100 * ts_fit_mape(rows, n, &f, NULL, NULL), 100 * mape_of(&fs, &f, NULL),
+            100 * mape_of(&fm, &f, NULL));
+  }
+  double m = ts_fit_mape(rows, n, &k, NULL, &error);
+  cr_assert(m >= 0, "%s", error != NULL ? error->message : "");
+  cr_assert(m < FIT_MAPE_MAX, "fitting-half MAPE %.4f, expected < %g", m, FIT_MAPE_MAX);
+  rows_clear(&fm);
+  rows_clear(&fs);
+  cache_clear(&c);
+  g_array_unref(multi);
+  g_array_unref(single);
+}
+
+/* Held-out thresholds: the achieved errors pinned just above them, so a regression fails. The
+ * issue's targets are 5% single-node (missed: measured 9.06%) and 8% multi-node (met: 7.86%);
+ * docs/validation-published.md. */
+#define HELDOUT_SINGLE_MAPE_MAX 0.095
+#define HELDOUT_MULTI_MAPE_MAX 0.082
+
+/* The shipped profile on the single-node rows it was not fitted to; tables with
+ * TS_PUBLISHED_REPORT. */
+Test(megatron, held_out_single_node_error_is_bounded, .timeout = 600)
 {
   GArray *all = read_ground_truth("ground_truth_single.csv");
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
   model_cache c;
   cache_init(&c);
-  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_AUTO);
-  calib k = shipped_calib(t);
-  double m_held = mape_of(&held, k, NULL);
+  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_HIERARCHICAL);
+  ts_fit_point k = shipped_point(t);
+  double m_held = mape_of(&held, &k, NULL);
   if (report_on()) {
-    row_set train = rows_of(all, ROWS_TRAIN, &c, t, TS_ALGO_AUTO);
-    row_set pp1 = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_AUTO);
-    row_set pp1_auto = rows_of(all, ROWS_PP1, &c, t, TS_ALGO_AUTO);
-    calib k1 = {1.0, 0};
-    fprintf(stderr, "\nshipped calibration: compute_efficiency %g, op_overhead_us %.2f\n", k.eff,
-            k.o * 1e6);
-    summary(&train, k, "training half (pp = 1)");
-    summary(&held, k, "held-out half (pp = 1)");
-    summary(&pp1, k, "all pp = 1");
-    fprintf(stderr,
-            "all pp = 1, auto collectives: MAPE %.2f%%; uncalibrated (efficiency 1, "
-            "no overhead): %.2f%%\n",
-            100 * mape_of(&pp1_auto, k, NULL), 100 * mape_of(&pp1, k1, NULL));
-    report_buckets(&held, k, "held-out rows (pp = 1)");
-    report_buckets(&pp1, k, "all pp = 1 rows");
-    calib k0 = {k.eff, 0};
-    report_buckets(&pp1, k0, "all pp = 1 rows, without the overhead (op_overhead_us = 0)");
+    fprintf(stderr, "\nshipped A100 profile:");
+    for (int p = 0; p < TS_FIT_NPARAMS; p++)
+      fprintf(stderr, " %s %.6g", ts_fit_param_key(p), ts_fit_param_file_value(p, k.v[p]));
+    fprintf(stderr, "\n");
+    row_set fit = rows_of(all, ROWS_FIT, &c, t, TS_ALGO_HIERARCHICAL);
+    row_set every = rows_of(all, ROWS_ALL, &c, t, TS_ALGO_HIERARCHICAL);
+    summary(&fit, &k, "single node, fitting half");
+    summary(&held, &k, "single node, held-out half");
+    summary(&every, &k, "single node, all rows");
+    report_buckets(&held, &k, "single-node held-out rows");
     const char *dump = g_getenv("TS_PUBLISHED_DUMP");
     if (dump != NULL && *dump != '\0')
-      dump_rows(&pp1, k, dump);
-    rows_clear(&pp1_auto);
-    rows_clear(&pp1);
-    rows_clear(&train);
+      dump_rows(&every, &k, dump);
+    rows_clear(&every);
+    rows_clear(&fit);
   }
-  cr_assert(m_held < HELDOUT_MAPE_MAX, "held-out MAPE %.4f, expected < %g", m_held,
-            HELDOUT_MAPE_MAX);
+  cr_assert(m_held < HELDOUT_SINGLE_MAPE_MAX, "held-out single-node MAPE %.4f, expected < %g",
+            m_held, HELDOUT_SINGLE_MAPE_MAX);
   rows_clear(&held);
   cache_clear(&c);
   g_array_unref(all);
 }
 
-/* Pipelined single-node rows (1F1B, pp 2-8): never used by the fit. */
-Test(megatron, pipelined_single_node_error_is_bounded)
-{
-  GArray *all = read_ground_truth("ground_truth_single.csv");
-  g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
-  model_cache c;
-  cache_init(&c);
-  row_set pipe = rows_of(all, ROWS_PIPELINED, &c, t, TS_ALGO_AUTO);
-  calib k = shipped_calib(t);
-  double m = mape_of(&pipe, k, NULL);
-  if (report_on()) {
-    summary(&pipe, k, "\nsingle node, pp > 1");
-    report_buckets(&pipe, k, "single-node rows with pp > 1");
-  }
-  cr_assert(m < PIPELINED_MAPE_MAX, "pipelined single-node MAPE %.4f, expected < %g", m,
-            PIPELINED_MAPE_MAX);
-  rows_clear(&pipe);
-  cache_clear(&c);
-  g_array_unref(all);
-}
-
-/* Multi-node rows (64-512 GPUs, GPT 3.6B-175B): never used by the fit, on a network whose
+/* Multi-node rows (64-512 GPUs, GPT 3.6B-175B) held out of the fit, on a network whose
  * inter-node part is vTrain's stated bandwidth, not a measurement. */
-Test(megatron, multi_node_error_is_bounded)
+Test(megatron, held_out_multi_node_error_is_bounded, .timeout = 600)
 {
   GArray *all = read_ground_truth("ground_truth_multi.csv");
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-4node");
   model_cache c;
   cache_init(&c);
-  row_set multi = rows_of(all, ROWS_ALL, &c, t, TS_ALGO_AUTO);
-  calib k = shipped_calib(t);
-  double m = mape_of(&multi, k, NULL);
+  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_HIERARCHICAL);
+  ts_fit_point k = shipped_point(t);
+  double m = mape_of(&held, &k, NULL);
   if (report_on()) {
-    summary(&multi, k, "\nmulti-node");
-    report_buckets(&multi, k, "multi-node rows");
+    row_set every = rows_of(all, ROWS_ALL, &c, t, TS_ALGO_HIERARCHICAL);
+    row_set fit = rows_of(all, ROWS_FIT, &c, t, TS_ALGO_HIERARCHICAL);
+    summary(&fit, &k, "\nmulti-node, fitting half");
+    summary(&held, &k, "multi-node, held-out half");
+    summary(&every, &k, "multi-node, all rows");
+    report_buckets(&every, &k, "multi-node rows");
+    rows_clear(&fit);
+    rows_clear(&every);
   }
-  cr_assert(m < MULTI_MAPE_MAX, "multi-node MAPE %.4f, expected < %g", m, MULTI_MAPE_MAX);
-  rows_clear(&multi);
+  cr_assert(m < HELDOUT_MULTI_MAPE_MAX, "held-out multi-node MAPE %.4f, expected < %g", m,
+            HELDOUT_MULTI_MAPE_MAX);
+  rows_clear(&held);
   cache_clear(&c);
   g_array_unref(all);
 }
 
-/* docs/validation-published.md says the efficiency alone cannot fit these runs (they are
- * dominated by the host overhead): at the best efficiency with no overhead the held-out MAPE
- * stays above 25%. */
-Test(megatron, efficiency_alone_does_not_fit)
+/* docs/validation-published.md says the GPU rates alone cannot fit these runs (small models
+ * wait for the host): without the launch floor the held-out MAPE stays above 20%. */
+Test(megatron, launch_floor_is_needed, .timeout = 600)
 {
   GArray *all = read_ground_truth("ground_truth_single.csv");
   g_autoptr(ts_topo) t = load_shipped("dgx-a100-1node");
   model_cache c;
   cache_init(&c);
-  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_AUTO);
-  fit_ctx fc = {&held, {1, 0}};
-  double eff = golden(mape_at_eff, &fc, 0.2, 1.0, 2e-3);
-  calib k = {eff, 0};
-  double m = mape_of(&held, k, NULL);
-  cr_assert(m > 0.25, "efficiency %.3f alone fits the held-out rows to %.3f", eff, m);
+  row_set held = rows_of(all, ROWS_HELDOUT, &c, t, TS_ALGO_HIERARCHICAL);
+  ts_fit_point k = shipped_point(t);
+  k.v[TS_FIT_LAUNCH] = 0;
+  double m = mape_of(&held, &k, NULL);
+  cr_assert(m > 0.20, "without launch floors the held-out MAPE is %.3f", m);
   rows_clear(&held);
   cache_clear(&c);
   g_array_unref(all);

@@ -565,8 +565,13 @@ Test(activations, stage_recompute_keeps_stage_inputs)
    * 2sbh-byte input of its stage; every layer's forward (embedding and logits too) runs twice. */
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
-  g_autoptr(ts_plan) none = make_plan(m, t, "pp=4,dp=16,schedule=gpipe", 128, 2);
   g_autoptr(ts_plan) st = make_plan(m, t, "pp=4,dp=16,schedule=gpipe,recompute=stage", 128, 2);
+  /* The same stages without recomputation (balancing by cost would cut elsewhere). */
+  g_autofree char *same = g_strdup_printf(
+      "pp=4,dp=16,schedule=gpipe,stages=%d:%d:%d:%d", st->stage_first[1] - st->stage_first[0],
+      st->stage_first[2] - st->stage_first[1], st->stage_first[3] - st->stage_first[2],
+      st->stage_first[4] - st->stage_first[3]);
+  g_autoptr(ts_plan) none = make_plan(m, t, same, 128, 2);
   cr_assert_eq(st->n_micro, 4);
   double s = (double)m->t_seq, h = (double)m->t_hidden, b = 2;
   int a = st->stage_first[1];

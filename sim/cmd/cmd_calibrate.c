@@ -167,9 +167,24 @@ static gboolean check_out_dir(const char *opt, const char *path, GError **error)
 int ts_cmd_calibrate(int argc, char **argv)
 {
   g_autofree char *output = NULL, *dat = NULL, *plot = NULL, *precision = NULL, *name = NULL;
+  g_autofree char *against = NULL;
   gboolean quick = FALSE, quiet = FALSE;
   double min_time = NAN, peak_gflops = 0; /* NAN: not given */
+  double fit_fraction = 0.5;
+  gint seed = 20261201;
+  g_autofree char *argline = g_strjoinv(" ", argv);
   GOptionEntry entries[] = {
+      {"against", 0, 0, G_OPTION_ARG_FILENAME, &against,
+       "instead of timing this host: fit a chip kind's compute parameters to the measured step "
+       "times in FILE.csv (columns topology, model, split, global_batch, micro_batch, "
+       "measured_step_time_s; docs/validation.md) and write its profile to -o",
+       "FILE.csv"},
+      {"fit-fraction", 0, 0, G_OPTION_ARG_DOUBLE, &fit_fraction,
+       "--against: share of rows fitted, drawn at random with --seed; the rest are held out and "
+       "reported (default 0.5; a set column in the file overrides it)",
+       "F"},
+      {"seed", 0, 0, G_OPTION_ARG_INT, &seed,
+       "--against: seed of the random draw (default 20261201, recorded in the profile)", "N"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
        "write the chip profile (a topology file) to FILE, atomically; '-' for stdout", "FILE"},
       {"dat", 0, 0, G_OPTION_ARG_FILENAME, &dat,
@@ -201,6 +216,7 @@ int ts_cmd_calibrate(int argc, char **argv)
           "in fp32, 1.6 GB in fp64). Calibrate on an idle machine: other load inflates times "
           "unevenly.\nExample:\n"
           "  trainsim calibrate -o host-cpu.ini --plot calibration.png\n"
+          "  trainsim calibrate --against data/published/vtrain/trainsim/single.csv -o a100.ini\n"
           "  trainsim run --topology ./host-cpu.ini --model mlp --global-batch 64 -s dp=1",
           entries, &argc, &argv, &error))
     return ts_cmd_fail("calibrate", error);
@@ -211,6 +227,8 @@ int ts_cmd_calibrate(int argc, char **argv)
                 argv[1]);
     return ts_cmd_fail("calibrate", error);
   }
+  if (against != NULL)
+    return ts_calibrate_against(against, output, (guint)seed, fit_fraction, argline, quiet);
   ts_calib_options o = {.prec = TS_PREC_F32, .quick = quick};
   if (precision != NULL && strcmp(precision, "fp32") != 0) {
     if (strcmp(precision, "fp64") != 0) {

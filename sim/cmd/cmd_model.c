@@ -3,7 +3,9 @@
  * what a pipeline cut after each layer carries). For checking a model file against its source
  * and for choosing explicit pipeline stages (stages= counts these layers). */
 #include "ts_cmd.h"
+#include "ts_cost.h"
 #include "ts_model.h"
+#include "ts_plan.h"
 #include "ts_report.h"
 #include "ts_util.h"
 
@@ -286,22 +288,54 @@ static char *render_text(const ts_model *m, const char *path)
   return g_string_free(s, FALSE);
 }
 
+/* --precision P: which precision each layer's GEMMs and other work run in (text, a section
+ * after the table). */
+static void append_precision(GString *s, const ts_model *m, int prec)
+{
+  g_string_append_printf(s,
+                         "\nprecision=%s (split option; docs/models.md, \"Precision\"): GEMMs / "
+                         "other work (norms, softmax, attention core, element-wise); the optimizer "
+                         "step runs in fp32 on fp32 master weights, and model state stays 16 bytes "
+                         "per parameter (bf16 weights and gradients, fp32 master and moments)\n",
+                         ts_precision_name((ts_precision)prec));
+  int wn = 4;
+  for (int i = 0; i < m->nlayers; i++)
+    wn = MAX(wn, (int)strlen(m->layers[i].name));
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    int g, o;
+    ts_layer_precision(l, prec, &g, &o);
+    gboolean gemm =
+        l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_CONV2D;
+    g_string_append_printf(s, "%5d ", i);
+    ts_append_cell(s, l->name, wn, FALSE);
+    g_string_append_printf(s, " %-9s GEMMs %-4s other %s\n", ts_layer_kind_name(l->kind),
+                           gemm ? ts_precision_name((ts_precision)g) : "-",
+                           ts_precision_name((ts_precision)o));
+  }
+}
+
 int ts_cmd_model(int argc, char **argv)
 {
-  g_autofree char *model = NULL, *format = NULL, *output = NULL;
+  g_autofree char *model = NULL, *format = NULL, *output = NULL, *precision = NULL;
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model, "Model file or shipped name (required)",
        "M"},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default), csv or json", "F"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
        "write here instead of stdout (atomically)", "FILE"},
+      {"precision", 0, 0, G_OPTION_ARG_STRING, &precision,
+       "text: also list which precision each layer's GEMMs and other work run in under a split's "
+       "precision=P (bf16, fp8 or fp32)",
+       "P"},
       {NULL}};
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("model", "",
                     "Lists a model's layers as trainsim derives them: shape, parameters, FLOPs, "
                     "memory traffic and kept activations per sample, and the layer graph.",
                     "Example:\n  trainsim model -m resnet50\n"
-                    "  trainsim model -m amoebanet-d-18-208 --format csv -o amoebanet.csv",
+                    "  trainsim model -m amoebanet-d-18-208 --format csv -o amoebanet.csv\n"
+                    "  trainsim model -m gpt3-1.3b --precision fp8",
                     entries, &argc, &argv, &err))
     return ts_cmd_fail("model", err);
   ts_format fmt;
@@ -312,6 +346,21 @@ int ts_cmd_model(int argc, char **argv)
   }
   if (!ts_cmd_format(format, &fmt, &err))
     return ts_cmd_fail("model", err);
+  int prec = -1;
+  if (precision != NULL) {
+    prec = ts_precision_parse(precision);
+    if (prec < 0 || strcmp(precision, "fp16") == 0) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--precision '%s': expected bf16, fp8 or fp32",
+                  precision);
+      return ts_cmd_fail("model", err);
+    }
+    if (fmt != TS_FORMAT_TEXT) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--precision %s: listed in the text format only; expected no --format",
+                  precision);
+      return ts_cmd_fail("model", err);
+    }
+  }
   g_autofree char *path = NULL;
   g_autoptr(ts_model) m = ts_cmd_load_model(model, &path, &err);
   if (m == NULL)
@@ -319,6 +368,12 @@ int ts_cmd_model(int argc, char **argv)
   g_autofree char *text = fmt == TS_FORMAT_JSON  ? render_json(m, path)
                           : fmt == TS_FORMAT_CSV ? render_csv(m)
                                                  : render_text(m, path);
+  if (prec >= 0) {
+    GString *t = g_string_new(text);
+    append_precision(t, m, prec);
+    g_free(text);
+    text = g_string_free(t, FALSE);
+  }
   if (!ts_write_file_atomic(output != NULL ? output : "-", text, strlen(text), &err))
     return ts_cmd_fail("model", err);
   if (output != NULL && strcmp(output, "-") != 0)

@@ -41,6 +41,15 @@ int ts_cmd_export(int argc, char **argv);
 ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
                               const ts_topo *topo, const ts_import_options *o, GError **error);
 
+/**
+ * `calibrate --against FILE.csv -o OUT.ini`: fits the chip's compute parameters to the file's
+ * measured step times (a random share `fraction` of rows drawn with `seed`, unless the file has
+ * a set column) and writes the profile. cmdline is recorded in the file. Returns the exit
+ * status.
+ */
+int ts_calibrate_against(const char *file, const char *output, guint seed, double fraction,
+                         const char *cmdline, gboolean quiet);
+
 /** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
 int ts_cmd_fail(const char *cmd, const GError *error);
 

@@ -31,11 +31,23 @@ static const char *const topology_keys[] = {"name",
                                             "restart_minutes",
                                             NULL};
 static const char *const chip_keys[] = {"name",
+                                        "profile",
+                                        "calibrated",
                                         "peak_tflops",
+                                        "peak_tflops_bf16",
+                                        "peak_tflops_fp8",
+                                        "peak_tflops_fp32",
                                         "memory_GiB",
                                         "memory_bandwidth_GBps",
+                                        "memory_bandwidth_efficiency",
                                         "compute_efficiency",
                                         "op_overhead_us",
+                                        "kernel_launch_us",
+                                        "gemm_k_overhead",
+                                        "compute_units",
+                                        "gemm_tile",
+                                        "systolic_array",
+
                                         "memory_reserve_GiB",
                                         "price_per_hour",
                                         "tdp_W",
@@ -150,20 +162,82 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                 path);
     return FALSE;
   }
-  double tflops, mem_gib, mem_gbps, overhead_us;
+  double tflops, mem_gib, mem_gbps, overhead_us, fp8, fp32, mem_eff, launch_us, k_over;
+  gint64 units, systolic;
+  g_autofree char *tile = NULL, *calibrated = NULL;
+  /* The bf16 rate: peak_tflops_bf16, or the older peak_tflops (one of them). */
+  const char *peak_key =
+      g_key_file_has_key(kf, g, "peak_tflops_bf16", NULL) ? "peak_tflops_bf16" : "peak_tflops";
+  if (g_key_file_has_key(kf, g, "peak_tflops_bf16", NULL) &&
+      g_key_file_has_key(kf, g, "peak_tflops", NULL)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] peak_tflops: given with peak_tflops_bf16; expected one of them (the "
+                "older peak_tflops is the bf16 rate)",
+                path);
+    return FALSE;
+  }
   if (!ts_kf_check_keys(kf, path, g, chip_keys, error) ||
       !read_name(kf, path, g, "name", "the chip's name, e.g. TPU v3", &c->name, error) ||
-      !read_number(kf, path, g, "peak_tflops", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
-                   "a dense peak in TFLOP/s (1e12 FLOP/s)", &tflops, error) ||
+      !read_number(kf, path, g, peak_key, FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
+                   "a dense bf16 peak in TFLOP/s (1e12 FLOP/s)", &tflops, error) ||
+      !read_number(kf, path, g, "peak_tflops_fp8", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
+                   "a dense FP8 peak in TFLOP/s (0 = none)", &fp8, error) ||
+      !read_number(kf, path, g, "peak_tflops_fp32", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
+                   "a dense fp32 peak in TFLOP/s (0 = none)", &fp32, error) ||
       !read_number(kf, path, g, "memory_GiB", FALSE, 0, 0, TRUE, TOPO_MAX_MEMORY,
                    "a device memory capacity in GiB", &mem_gib, error) ||
       !read_number(kf, path, g, "memory_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
                    "a device memory bandwidth in GB/s (1e9 B/s)", &mem_gbps, error) ||
+      !read_number(kf, path, g, "memory_bandwidth_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
+                   "the fraction of memory_bandwidth_GBps memory-bound kernels reach", &mem_eff,
+                   error) ||
       !read_number(kf, path, g, "compute_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
                    "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error) ||
       !read_number(kf, path, g, "op_overhead_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
-                   "the minimum time of one compute op in us (0 = none)", &overhead_us, error))
+                   "the minimum time of one compute op in us (0 = none)", &overhead_us, error) ||
+      !read_number(kf, path, g, "kernel_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
+                   "the host's time per kernel launch in us (0 = none)", &launch_us, error) ||
+      !read_number(kf, path, g, "gemm_k_overhead", TRUE, 0, 0, FALSE, 1e6,
+                   "a GEMM tile's fixed cost as extra reduction length k (0 = none)", &k_over,
+                   error) ||
+      !ts_kf_int(kf, path, g, "compute_units", TRUE, 0, 0, 100000,
+                 "the GPU's streaming multiprocessors (0 = no wave model)", &units, error) ||
+      !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,
+                 "the TPU systolic array's width (0 = not a TPU)", &systolic, error) ||
+      !ts_kf_string(kf, path, g, "gemm_tile", NULL, &tile, error) ||
+      !ts_kf_string(kf, path, g, "calibrated", "true", &calibrated, error))
     return FALSE;
+  c->peak_flops_fp8 = fp8 * TFLOP;
+  c->peak_flops_fp32 = fp32 * TFLOP;
+  c->memory_bw_efficiency = mem_eff;
+  c->kernel_launch_s = launch_us * US;
+  c->gemm_k_overhead = k_over;
+  c->compute_units = (int)units;
+  c->systolic = (int)systolic;
+  if (tile != NULL) {
+    g_strstrip(tile);
+    gint64 tm = 0, tn = 0;
+    g_auto(GStrv) mn = g_strsplit(tile, "x", 3);
+    if (g_strv_length(mn) != 2 || !ts_parse_int(mn[0], 1, 4096, &tm) ||
+        !ts_parse_int(mn[1], 1, 4096, &tn)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [chip] gemm_tile='%s': expected MxN, the GEMM output tile, e.g. 128x256",
+                  path, tile);
+      return FALSE;
+    }
+    c->tile_m = (int)tm, c->tile_n = (int)tn;
+  }
+  g_strstrip(calibrated);
+  if (strcmp(calibrated, "true") == 0)
+    c->uncalibrated = FALSE;
+  else if (strcmp(calibrated, "false") == 0)
+    c->uncalibrated = TRUE;
+  else {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] calibrated='%s': expected true (fitted to measurements) or false", path,
+                calibrated);
+    return FALSE;
+  }
   c->op_overhead_s = overhead_us * US;
   c->memory_reserve_bytes = -1.0;
   if (g_key_file_has_key(kf, g, "memory_reserve_GiB", NULL)) {
@@ -419,6 +493,99 @@ int ts_topo_neighbor(const ts_topo *t, int chip, int d, int dir)
   return ts_topo_chip(t, c);
 }
 
+/*
+ * [chip] profile = NAME: the chip's keys come from topologies/chips/NAME.ini (the chips folder
+ * beside the topology file; NAME may also be a path ending in .ini, relative to the topology's
+ * folder), and any key the topology's own [chip] gives overrides the profile's. *out is a copy
+ * of kf with the profile's keys filled in, or NULL when there is no profile.
+ */
+static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, char **name,
+                              GError **error)
+{
+  *out = NULL;
+  g_autofree char *prof = NULL;
+  if (!g_key_file_has_group(kf, "chip") ||
+      !ts_kf_string(kf, path, "chip", "profile", NULL, &prof, error))
+    return error == NULL || *error == NULL;
+  if (prof == NULL)
+    return TRUE;
+  g_strstrip(prof);
+  if (*prof == '\0') {
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT,
+        "%s: [chip] profile: empty; expected a chip profile name (topologies/chips/NAME.ini)",
+        path);
+    return FALSE;
+  }
+  g_autofree char *dir = g_path_get_dirname(path);
+  g_autofree char *file =
+      g_str_has_suffix(prof, ".ini")
+          ? (g_path_is_absolute(prof) ? g_strdup(prof) : g_build_filename(dir, prof, NULL))
+          : g_strdup_printf("%s/chips/%s.ini", dir, prof);
+  /* A topology copied out of the shipped folder (to edit it) still finds the shipped chips. */
+  if (!g_str_has_suffix(prof, ".ini") && !g_file_test(file, G_FILE_TEST_IS_REGULAR)) {
+    g_autofree char *rel = g_strdup_printf("topologies/chips/%s.ini", prof);
+    char *shipped = ts_find_data_file(rel);
+    if (shipped != NULL) {
+      g_free(file);
+      file = shipped;
+    }
+  }
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GKeyFile) pk = ts_kf_load(file, &local);
+  if (pk == NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [chip] profile='%s': %s", path, prof,
+                local->message);
+    return FALSE;
+  }
+  if (!g_key_file_has_group(pk, "chip")) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] profile='%s': %s has no [chip] group; expected a chip profile", path,
+                prof, file);
+    return FALSE;
+  }
+  gsize ng = 0;
+  g_auto(GStrv) pgroups = g_key_file_get_groups(pk, &ng);
+  for (gsize i = 0; i < ng; i++)
+    if (strcmp(pgroups[i], "chip") != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [chip] profile='%s': %s: [%s]: unknown group; a chip profile has only "
+                  "[chip]",
+                  path, prof, file, pgroups[i]);
+      return FALSE;
+    }
+  if (g_key_file_has_key(pk, "chip", "profile", NULL)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] profile='%s': %s: [chip] profile: a profile cannot name another", path,
+                prof, file);
+    return FALSE;
+  }
+  /* The profile's own keys are checked against its file, so a typo there names it. */
+  if (!ts_kf_check_keys(pk, file, "chip", chip_keys, error))
+    return FALSE;
+  g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
+  g_autoptr(GKeyFile) m = g_key_file_new();
+  if (!g_key_file_load_from_data(m, text, (gsize)-1, G_KEY_FILE_NONE, NULL)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: cannot re-read for [chip] profile", path);
+    return FALSE;
+  }
+  /* The older peak_tflops in the topology overrides the profile's bf16 rate. */
+  gboolean own_peak = g_key_file_has_key(kf, "chip", "peak_tflops", NULL) ||
+                      g_key_file_has_key(kf, "chip", "peak_tflops_bf16", NULL);
+  gsize nk = 0;
+  g_auto(GStrv) keys = g_key_file_get_keys(pk, "chip", &nk, NULL);
+  for (gsize i = 0; i < nk; i++) {
+    gboolean peak = strcmp(keys[i], "peak_tflops") == 0 || strcmp(keys[i], "peak_tflops_bf16") == 0;
+    if (g_key_file_has_key(kf, "chip", keys[i], NULL) || (peak && own_peak))
+      continue;
+    g_autofree char *v = g_key_file_get_value(pk, "chip", keys[i], NULL);
+    g_key_file_set_value(m, "chip", keys[i], v);
+  }
+  *name = g_strdup(prof);
+  *out = g_steal_pointer(&m);
+  return TRUE;
+}
+
 /* "pods/tpu-v3-8x8.ini" -> "tpu-v3-8x8". Caller frees. */
 static char *base_name(const char *path)
 {
@@ -468,7 +635,10 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
   if (t->name == NULL)
     t->name = base_name(path);
 
-  if (!read_chip(kf, path, &t->chip, error))
+  g_autoptr(GKeyFile) merged = NULL;
+  if (!merge_profile(kf, path, &merged, &t->chip.profile, error))
+    return NULL;
+  if (!read_chip(merged != NULL ? merged : kf, path, &t->chip, error))
     return NULL;
 
   /* g_key_file_get_groups keeps file order, and file order is the dimension order (fastest
@@ -521,6 +691,7 @@ ts_topo *ts_topo_copy(const ts_topo *t)
   c->name = g_strdup(t->name);
   c->path = g_strdup(t->path);
   c->chip.name = g_strdup(t->chip.name);
+  c->chip.profile = g_strdup(t->chip.profile);
   for (int d = 0; d < t->ndims; d++)
     c->dims[d].name = g_strdup(t->dims[d].name);
   return c;
@@ -533,6 +704,7 @@ void ts_topo_free(ts_topo *t)
   g_free(t->name);
   g_free(t->path);
   g_free(t->chip.name);
+  g_free(t->chip.profile);
   for (int d = 0; d < t->ndims; d++)
     g_free(t->dims[d].name);
   g_free(t);

@@ -70,6 +70,18 @@ typedef struct {
    * the training's tensors; < 0 when the file does not give it (ts_chip_memory_reserve gives
    * the default), 0 in a topology built in code. */
   double memory_reserve_bytes;
+  /* Shape-aware compute (sim/ts_cost.c). All optional: a chip without them costs ops by the
+   * roofline above. peak_flops is the bf16 rate; fp8 / fp32 rates are 0 where the chip has
+   * none (an fp8 request there is an error). */
+  double peak_flops_fp8, peak_flops_fp32;
+  double memory_bw_efficiency; /* fraction of memory_bw_Bps memory-bound kernels reach, (0, 1] */
+  double kernel_launch_s;      /* [chip] kernel_launch_us: the host's time per kernel launch */
+  double gemm_k_overhead;      /* per-tile fixed cost, as extra k (GEMM prologue / epilogue) */
+  int compute_units;           /* GPU: streaming multiprocessors (0: no wave model) */
+  int tile_m, tile_n;          /* GPU: the GEMM output tile (e.g. 128 x 256) */
+  int systolic;                /* TPU: systolic array width (128; v6e 256); 0: not a TPU */
+  gboolean uncalibrated;       /* [chip] calibrated = false: not fitted, MFU an upper bound */
+  char *profile;               /* [chip] profile it was loaded from, NULL when none */
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.

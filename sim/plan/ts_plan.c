@@ -9,6 +9,7 @@
  * states and Korthikanti et al. 2022 (section 4, Table 2) for activations. The trace itself is
  * generated in ts_plan_trace.c. */
 #include "ts_plan_priv.h"
+#include "ts_cost.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -395,19 +396,166 @@ int *ts_plan_units(const ts_plan *p)
   return unit;
 }
 
-/* Seconds of compute a layer costs per micro-batch (forward, backward, recomputation). */
+/* Whether a layer's attention keeps its scores in memory: the split's attention= when given,
+ * else the layer's own (the model's [model] attention; flash by default). */
+static gboolean unfused_attention(const ts_plan *p, const ts_layer *l)
+{
+  int a = p->attention >= 0 ? p->attention : (int)l->attention;
+  return a == TS_ATTN_UNFUSED;
+}
+
+/*
+ * Kernels a layer's pass launches in an eager framework (PyTorch with Megatron-LM's fused
+ * kernels), the count the per-kernel launch floor multiplies ([chip] kernel_launch_us). Forward:
+ * a dense layer is its GEMM (bias fused) and one epilogue kernel (activation, or bias + dropout
+ * + residual); unfused attention is QKV GEMM, QK^T batched GEMM, fused scale-mask-softmax,
+ * dropout, context batched GEMM, a layout copy, output GEMM and bias-dropout-add (8);
+ * FlashAttention replaces the middle five by one kernel (4); a norm, a pool: 1; an embedding:
+ * the lookups, their sum and dropout (3). Backward launches twice the forward's kernels (input
+ * and weight gradients of each GEMM, the backward of each element-wise kernel). These are
+ * counts of the software stack, not fitted.
+ */
+static int fwd_kernels(const ts_plan *p, const ts_layer *l)
+{
+  switch (l->kind) {
+  case TS_LAYER_DENSE:
+  case TS_LAYER_CONV2D:
+    return 2;
+  case TS_LAYER_ATTENTION:
+    return unfused_attention(p, l) ? 8 : 4;
+  case TS_LAYER_EMBEDDING:
+    return 3;
+  default:
+    return 1;
+  }
+}
+
+void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other)
+{
+  /* Transformer Engine's FP8 recipe: the linear layers' GEMMs (QKV, attention output, MLP)
+   * in FP8; the vocabulary projection (Megatron's output layer is not a TE module) and
+   * embedding, attention's core (dot-product attention in bf16), norms, softmax, activations
+   * and dropout in bf16; the optimizer in fp32 (docs/models.md, "Precision"). */
+  gboolean gemm_layer = l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_ATTENTION;
+  gboolean vocab = l->tp == TS_TP_VOCAB || l->vocab > 0;
+  *other = requested == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : requested;
+  *gemm = requested == TS_PRECISION_FP8 && (!gemm_layer || vocab) ? TS_PRECISION_BF16 : requested;
+}
+
+/* Divides the dimension tensor parallelism splits (pdiv > 1), or the rows when the tp axis
+ * carries the layer's samples or sequence (cdiv > 1, pdiv 1). */
+static void split_dims(const ts_layer *l, const ts_layer_exec *e, double *m, double *n, double *k)
+{
+  if (e->pdiv > 1) {
+    if (l->tp == TS_TP_ROW)
+      *k /= e->pdiv;
+    else
+      *n /= e->pdiv;
+  } else if (e->cdiv > 1) {
+    *m /= e->cdiv;
+  }
+}
+
+void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op_shape *s)
+{
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  memset(s, 0, sizeof *s);
+  int kf = fwd_kernels(p, l);
+  s->kernels = pass == TS_PASS_FWD ? kf : pass == TS_PASS_BWD ? 2 * kf : kf;
+  int other;
+  ts_layer_precision(l, p->precision, &s->prec, &other);
+  double T = (double)l->tokens;
+  switch (l->kind) {
+  case TS_LAYER_DENSE: {
+    s->oclass = TS_OPC_GEMM;
+    double m = T * mb, n = (double)l->out_features, k = (double)l->in_features;
+    split_dims(l, e, &m, &n, &k);
+    if (l->experts > 0) {
+      /* Each rank's experts see top_k x the tokens over the experts it holds. */
+      double E = (double)l->experts, held = E / e->ediv;
+      m = m * (double)l->top_k * e->ediv / E;
+      s->batch = held;
+    }
+    s->m = m, s->n = n, s->k = k;
+    break;
+  }
+  case TS_LAYER_CONV2D: {
+    double g = l->groups > 1 ? (double)l->groups : 1.0;
+    double m = (double)l->out_h * (double)l->out_w * mb, n = (double)l->out_features / g,
+           k = (double)l->in_features / g * (double)l->kernel_h * (double)l->kernel_w;
+    split_dims(l, e, &m, &n, &k);
+    /* A depthwise or narrow grouped convolution is not a GEMM a tensor core can use: it runs
+     * as a memory-bound kernel. */
+    s->oclass = n < 16 ? TS_OPC_MEMORY : TS_OPC_GEMM;
+    s->m = m, s->n = n, s->k = k, s->batch = g;
+    if (s->oclass == TS_OPC_MEMORY)
+      s->m = s->n = s->k = s->batch = 0;
+    break;
+  }
+  case TS_LAYER_ATTENTION: {
+    double S, I, a = (double)l->heads, h = (double)l->in_features;
+    attention_dims(l, &T, &S, &I);
+    double div = e->pdiv > 1 ? e->pdiv : 1.0, rows = e->pdiv > 1 ? 1.0 : e->cdiv;
+    s->oclass = unfused_attention(p, l) ? TS_OPC_ATTENTION : TS_OPC_FLASH;
+    /* The projections: QKV (T x h) x (h x 3I/tp) and output (T x I/tp) x (I/tp x h), written
+     * as one GEMM shape of their width. */
+    s->m = T * mb / rows, s->n = I / div, s->k = h;
+    /* The core per (sample, head): scores T x S over the head width, then the context. */
+    s->aq = T / rows, s->akv = S, s->ad = a > 0 ? I / a : I, s->abatch = a / div * mb;
+    double core = 4.0 * T * S * I * mb / div / rows, scores = a * T * S * mb / div / rows;
+    double D = p->model->dtype_bytes;
+    if (pass == TS_PASS_FWD) {
+      s->attn_flops = core;
+      s->scores_bytes = unfused_attention(p, l) ? scores * (6.0 * D + 1.0) : 0.0;
+    } else if (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD) {
+      s->attn_flops = 2.0 * core;
+      s->scores_bytes = unfused_attention(p, l) ? scores * (8.0 * D + 1.0) : 0.0;
+    } else if (pass == TS_PASS_ATTN_RECOMPUTE) {
+      s->attn_flops = core;
+      s->scores_bytes = unfused_attention(p, l) ? scores * (6.0 * D + 1.0) : 0.0;
+      s->m = s->n = s->k = 0;
+      s->kernels = unfused_attention(p, l) ? 5 : 1;
+    }
+    break;
+  }
+  default:
+    s->oclass = TS_OPC_MEMORY;
+    break;
+  }
+}
+
+void ts_plan_optimizer_shape(ts_op_shape *s)
+{
+  memset(s, 0, sizeof *s);
+  s->oclass = TS_OPC_OPTIMIZER;
+  s->prec = TS_PRECISION_FP32; /* Adam runs in fp32 on the master weights */
+  /* A fused multi-tensor Adam (apex / PyTorch foreach): a handful of launches per step. */
+  s->kernels = 4;
+}
+
+/* Seconds of compute a layer costs per micro-batch (forward, backward, recomputation), as the
+ * trace's ops will cost (ts_cost). */
 static double layer_cost(const ts_plan *p, int i, double mb)
 {
   const ts_model *m = p->model;
   const ts_layer *l = &m->layers[i];
   const ts_layer_exec *e = &p->exec[i];
-  double f = (l->fwd_flops + l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv +
-             e->recompute_flops * mb;
+  const ts_chip *c = &p->topo->chip;
+  ts_op_shape s;
+  double fwd = l->fwd_flops * mb / e->cdiv, fmem = ts_layer_fwd_mem_bytes_batch(m, l, mb) / e->cdiv;
+  ts_plan_layer_shape(p, i, mb, TS_PASS_FWD, &s);
+  double t = ts_cost_compute(c, fwd, fmem, &s);
   if (ts_plan_recomputes_forward(p))
-    f += l->fwd_flops * mb / e->cdiv;
-  double mem =
-      (ts_layer_fwd_mem_bytes_batch(m, l, mb) + ts_layer_bwd_mem_bytes_batch(m, l, mb)) / e->cdiv;
-  return ts_compute_time(p->topo, f, mem);
+    t *= 2;
+  ts_plan_layer_shape(p, i, mb, TS_PASS_BWD, &s);
+  t += ts_cost_compute(c, (l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv,
+                       ts_layer_bwd_mem_bytes_batch(m, l, mb) / e->cdiv, &s);
+  if (e->recompute_flops > 0) {
+    ts_plan_layer_shape(p, i, mb, TS_PASS_ATTN_RECOMPUTE, &s);
+    t += ts_cost_compute(c, e->recompute_flops * mb, 0.0, &s);
+  }
+  return t;
 }
 
 /* Contiguous partition of n items with costs w into S non-empty parts minimising the largest
@@ -952,6 +1100,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",recompute=%s", ts_recompute_name(p->recompute));
   if (p->sp)
     g_string_append(s, ",sp");
+  if (sp->precision >= 0)
+    g_string_append_printf(s, ",precision=%s", ts_precision_name((ts_precision)p->precision));
   if (p->ep > 1)
     g_string_append_printf(s, ",ep=%d%s%s", p->ep, sp->ep_place ? "@" : "",
                            sp->ep_place ? sp->ep_place : "");
@@ -1162,6 +1312,16 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->bucket_copy = s->bucket_copy;
   p->tp_overlap = s->tp_overlap;
   p->dp_overlap = s->dp_overlap;
+  p->precision = s->precision >= 0     ? s->precision
+                 : m->dtype_bytes >= 4 ? TS_PRECISION_FP32
+                                       : TS_PRECISION_BF16;
+  if (p->precision == TS_PRECISION_FP8 && !(t->chip.peak_flops_fp8 > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] peak_tflops_fp8: missing; --split '%s' asks for precision=fp8, which "
+                "needs the chip's FP8 rate (%s has none)",
+                t->path != NULL ? t->path : "<topology>", s->text, t->chip.name);
+    return NULL;
+  }
   resolve_degrees(s, t, p->degree);
   int pp = p->degree[TS_AX_PP];
   p->schedule = s->schedule >= 0 ? (ts_schedule)s->schedule : TS_SCHED_1F1B;

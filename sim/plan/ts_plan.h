@@ -79,6 +79,7 @@ typedef struct {
                           replicates across the dp / shard groups; 0 = shard over all of dp */
   gboolean tp_overlap; /* tensor-parallel collectives chunked and overlapped with their GEMMs */
   gboolean dp_overlap; /* ZeRO 1/2: the updated-parameter all-gather overlapped with forward */
+  int precision;       /* ts_precision of GEMMs (precision=), -1 = not given (the model's dtype) */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -178,7 +179,12 @@ typedef struct {
   gboolean dp_overlap;
   double cp_bytes_per_step; /* context parallelism: K/V (and their gradients) each chip sends
                                around the ring per step */
+  int precision;            /* ts_precision of the GEMMs (ts_cost.h) */
 } ts_plan;
+
+/** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is
+ * asked for (FP8: Transformer Engine's recipe; docs/models.md, "Precision"). */
+void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other);
 
 /** Validates the split against model, topology and batch, and places it on the array. */
 ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,

@@ -3,6 +3,7 @@
 #ifndef TS_PLAN_PRIV_H
 #define TS_PLAN_PRIV_H
 
+#include "ts_cost.h"
 #include "ts_plan.h"
 
 G_BEGIN_DECLS
@@ -76,6 +77,21 @@ int ts_plan_shard_ranks(const ts_plan *p);
  * ts_attention for every attention layer, or -1 for each layer's own. Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean sp, const ts_layer_mode *mode, int ep, int attention);
+
+/* Which pass of a layer a compute op is. */
+typedef enum {
+  TS_PASS_FWD,            /* forward (or its recomputation) */
+  TS_PASS_BWD,            /* the whole backward */
+  TS_PASS_DGRAD,          /* the input gradient of a split backward */
+  TS_PASS_WGRAD,          /* the weight gradient of a split backward */
+  TS_PASS_ATTN_RECOMPUTE, /* selective recomputation of the attention core */
+} ts_pass;
+
+/* The shape of layer i's compute op in a pass, per chip, for a micro-batch of mb samples. */
+void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op_shape *s);
+
+/* The shape of the optimizer step. */
+void ts_plan_optimizer_shape(ts_op_shape *s);
 
 /* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
 double ts_plan_layer_params(const ts_plan *p, int i);

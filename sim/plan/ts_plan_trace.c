@@ -269,12 +269,22 @@ static void pend(gen *g, int op)
     g_array_append_val(g->pend, op);
 }
 
-static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, int label)
+static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, const ts_op_shape *shape,
+                        int label)
 {
   ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat};
   op.flops = flops;
   op.mem_bytes = mem;
+  if (shape != NULL)
+    op.shape = *shape;
   return emit_main(g, &op, label);
+}
+
+/* The shape of layer i's op in a pass (ts_plan_layer_shape) for this micro-batch. */
+static const ts_op_shape *layer_shape(gen *g, int i, ts_pass pass, ts_op_shape *s)
+{
+  ts_plan_layer_shape(g->p, i, g->mb, pass, s);
+  return s;
 }
 
 static ts_op coll_op(const gen *g, ts_coll_kind kind, int group, double bytes, ts_op_cat cat,
@@ -467,7 +477,15 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
   const ts_layer_exec *e = &p->exec[i];
   int cp = p->degree[TS_AX_CP];
   double core = e->core_flops * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
-  int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, label);
+  /* The projections keep the layer's GEMM shape; each ring step is one fused attention block
+   * (a 1/cp share of the core on the same queries). */
+  ts_op_shape proj, blk;
+  layer_shape(g, i, TS_PASS_FWD, &proj);
+  blk = proj;
+  proj.attn_flops = 0, proj.scores_bytes = 0, proj.aq = proj.akv = proj.ad = proj.abatch = 0;
+  blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
+  blk.scores_bytes /= cp, blk.kernels = 1;
+  int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
   int core_lbl = lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name);
   int send_lbl = lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name);
   int recv_lbl = lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name);
@@ -477,7 +495,7 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
       cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 0), send_lbl, &prev, 1);
       r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 0), recv_lbl, NULL, 0);
     }
-    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, core_lbl);
+    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &blk, core_lbl);
     if (r >= 0) {
       pend(g, r);
       prev = r;
@@ -505,6 +523,11 @@ static int cp_ring_bwd(gen *g, int i)
   int cp = p->degree[TS_AX_CP];
   double core = cp_core_bwd_flops(l, e) * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
   int core_lbl = lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name);
+  /* One fused attention block's backward per ring step. */
+  ts_op_shape blk;
+  layer_shape(g, i, TS_PASS_BWD, &blk);
+  blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
+  blk.scores_bytes /= cp, blk.kernels = 1;
   int send_lbl = lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name);
   int recv_lbl = lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name);
   int dsend_lbl = lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name);
@@ -518,7 +541,7 @@ static int cp_ring_bwd(gen *g, int i)
       r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), recv_lbl, NULL, 0);
     }
     pend(g, drecv);
-    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, core_lbl);
+    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, &blk, core_lbl);
     cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), dsend_lbl, &c, 1);
     drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), drecv_lbl, NULL, 0);
     if (r >= 0) {
@@ -559,6 +582,10 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
                         coll_word(post->kind))
                   : -1;
   int gemm_lbl = lbl(g, layer_slot(g, i, L_OVL_FWD), "%s fwd chunk", l->name);
+  /* Each chunk is the layer's forward on 1/n of its rows. */
+  ts_op_shape chunk;
+  layer_shape(g, i, TS_PASS_FWD, &chunk);
+  chunk.m /= n, chunk.aq /= n, chunk.attn_flops /= n, chunk.scores_bytes /= n;
   int prev_ag = -1, last_rs = -1;
   int start = g->last;
   /* Whatever the compute stream is waiting for, the first gather waits for too. */
@@ -574,7 +601,7 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
       prev_ag = emit(g, &op, ag_lbl, c == 0 ? deps : NULL, c == 0 ? nd : 0);
       pend(g, prev_ag);
     }
-    int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, gemm_lbl);
+    int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk, gemm_lbl);
     if (rs) {
       ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
                          TS_CAT_COMM_TP, S_TPOVL);
@@ -615,8 +642,10 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
     int label = lbl(g, slot, "%s %s", l->name, what);
     if (e->cp_kv_bytes > 0)
       cp_ring_fwd(g, i, flops, mem, label);
-    else
-      emit_compute(g, TS_CAT_FWD, flops, mem, label);
+    else {
+      ts_op_shape sh;
+      emit_compute(g, TS_CAT_FWD, flops, mem, layer_shape(g, i, TS_PASS_FWD, &sh), label);
+    }
     emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
   }
   emit_ep(g, &e->ep_post, i, recompute ? L_EP_RC_POST : L_EP_FWD_POST,
@@ -630,6 +659,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer *l = &m->layers[i];
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
+  ts_op_shape sh;
   emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
   emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)
@@ -638,6 +668,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     pend(g, g->ag_op[i]);
   if (e->recompute_flops > 0) {
     emit_compute(g, TS_CAT_FWD, e->recompute_flops * g->mb, 0.0,
+                 layer_shape(g, i, TS_PASS_ATTN_RECOMPUTE, &sh),
                  lbl(g, layer_slot(g, i, L_ATTN_RECOMPUTE), "%s recompute attention", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
@@ -650,7 +681,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (!async) {
-    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem,
+    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape(g, i, TS_PASS_BWD, &sh),
                                   lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
@@ -672,7 +703,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                     deps, nd);
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
-  int dgrad = emit_compute(g, TS_CAT_BWD, fi, mem * share,
+  int dgrad = emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape(g, i, TS_PASS_DGRAD, &sh),
                            lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
@@ -682,8 +713,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                e->bwd_post.redistribution ? " (redistribution)" : ""),
            &dgrad, 1);
   pend(g, regather);
-  g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
-                                lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
+  g->wgrad_op[i] =
+      emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share), layer_shape(g, i, TS_PASS_WGRAD, &sh),
+                   lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
   pend(g, post); /* the previous layer's backward needs the summed input gradient */
   emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
 }
@@ -991,7 +1023,7 @@ static void gather_updated(gen *g)
   if (p->dp_overlap) {
     /* dp-overlap: the gathers run layer by layer ahead of the next step's forward
      * (dp_overlap_gathers); in the steady state that is this step's forward. */
-    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+    emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
     return;
   }
   if (dense > 0 && ts_plan_shard_ranks(p) > 1) {
@@ -1005,7 +1037,7 @@ static void gather_updated(gen *g)
     any = TRUE;
   }
   if (!any)
-    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+    emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
 }
 
 /* Bulk-synchronous parameter-server step (GeePS, Cui et al. 2016, section 3): once every
@@ -1021,7 +1053,9 @@ static void ps_step(gen *g, double psi)
     /* A colocated server updates its shard on its worker's chip. */
     for (int k = 0; k < nd; k++)
       pend(g, deps[k]);
-    upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K),
+    ts_op_shape sh;
+    ts_plan_optimizer_shape(&sh);
+    upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K), &sh,
                        text_label_role(g, "ps update (colocated server shard)", TS_ROLE_PS_UPDATE));
   } else {
     upd = emit_delay(g, S_PS, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_PS_UPDATE,
@@ -1040,7 +1074,7 @@ static void ps_step(gen *g, double psi)
         emit_ps(g, TS_CAT_COMM_DP, TS_ROLE_PARAM_GATHER, D * psi, text_label(g, g->label), &upd, 1);
   }
   pend(g, pull);
-  emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+  emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
 }
 
 /* The optimizer on the host CPU (ZeRO-Offload, Ren et al. 2021, section 4.1: CPU-Adam), with
@@ -1065,7 +1099,7 @@ static void offload_step(gen *g, double local)
       /* Parameters live on NVMe; each pass fetches them layer by layer. */
       prev = nvme(g, D * local, "write updated parameter shard", &prev, 1);
       pend(g, prev);
-      emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+      emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
       return;
     }
   }
@@ -1074,7 +1108,7 @@ static void offload_step(gen *g, double local)
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);
   else
-    emit_compute(g, TS_CAT_OTHER, 0, 0, text_label(g, "step end"));
+    emit_compute(g, TS_CAT_OTHER, 0, 0, NULL, text_label(g, "step end"));
 }
 
 static void optimizer_step(gen *g)
@@ -1096,7 +1130,9 @@ static void optimizer_step(gen *g)
    * the compute copy of the weights: about 12 FLOP per parameter. */
   for (guint k = 0; k < g->sync->len; k++)
     pend(g, g_array_index(g->sync, int, k));
-  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K),
+  ts_op_shape sh;
+  ts_plan_optimizer_shape(&sh);
+  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K), &sh,
                text_label(g, "optimizer step"));
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);

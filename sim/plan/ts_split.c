@@ -189,6 +189,13 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                           parts[i]);
       s->stage_layers[i] = (int)v;
     }
+  } else if (strcmp(key, "precision") == 0) {
+    int v = val ? ts_precision_parse(val) : -1;
+    if (v < 0 || strcmp(val, "fp16") == 0)
+      return item_error(error, text, item,
+                        "precision=bf16, fp8 or fp32 (fp8: Transformer Engine's recipe, GEMMs in "
+                        "FP8, the rest in bf16 / fp32)");
+    s->precision = v;
   } else if (g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:")) {
     static const char *const modes[] = {"tp", "dp", NULL};
     int mode = val ? lookup(modes, val) : -1;
@@ -220,7 +227,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     return item_error(error, text, item,
                       "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
                       "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-                      "ep, attention, buckets, kind:K, name:GLOB)");
+                      "ep, precision, attention, buckets, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -231,6 +238,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
   s->text = g_strdup(text != NULL ? text : "");
   s->schedule = -1;
   s->chunks = 1;
+  s->precision = -1;
   s->rules = g_ptr_array_new_with_free_func(rule_free);
   if (text == NULL || *text == '\0') {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -260,17 +268,17 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {
-          "zero",       "schedule",     "recompute", "sp",      "offload",
-          "ps",         "ps-placement", "stages",    "ep",      "shard",
-          "tp-overlap", "dp-overlap",   "attention", "buckets", NULL};
+      static const char *const options[] = {"zero",      "schedule", "recompute",    "sp",
+                                            "offload",   "ps",       "ps-placement", "stages",
+                                            "ep",        "shard",    "tp-overlap",   "dp-overlap",
+                                            "attention", "buckets",  "precision",    NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, attention, buckets, kind:K, name:GLOB",
+                    "stages, ep, precision, attention, buckets, kind:K, name:GLOB",
                     text, key);
         return NULL;
       }

@@ -28,7 +28,12 @@ void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts
   r->exposed_comm_pp_s = c->exposed_cat_s[TS_CAT_COMM_PP];
   r->samples_per_s = rr->step_time_s > 0 ? (double)p->opt.global_batch / rr->step_time_s : 0;
   r->model_flops_per_step = p->model_flops_per_step;
-  double peak = p->topo->chip.peak_flops * p->topo->nchips;
+  /* MFU against the peak of the precision the GEMMs run in (fp32 models: the fp32 rate where
+   * the chip gives one; FP8: the FP8 rate). */
+  double rate = ts_chip_peak(&p->topo->chip, (ts_precision)p->precision);
+  double peak = (rate > 0 ? rate : p->topo->chip.peak_flops) * p->topo->nchips;
+  r->calibrated = !p->topo->chip.uncalibrated;
+  r->precision = p->precision;
   r->mfu = rr->step_time_s > 0 ? p->model_flops_per_step / (rr->step_time_s * peak) : 0;
   r->mem = p->mem;
   r->events = rr->events;
@@ -271,7 +276,8 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     g_ascii_formatd(b[4], 48, r->samples_per_s >= 100 ? "%.0f" : "%.3g", r->samples_per_s);
     cells[i][6] = g_strdup(b[4]);
     g_ascii_formatd(b[5], 48, "%.1f", 100.0 * r->mfu);
-    cells[i][7] = g_strdup_printf("%s%%", b[5]);
+    /* An uncalibrated chip's MFU comes from assumed rates: an upper bound, shown as one. */
+    cells[i][7] = g_strdup_printf("%s%s%%", r->calibrated ? "" : "<=", b[5]);
     cells[i][8] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
     if (r->mem.total <= 0) {
       /* A replayed trace carries no memory model: say so, not "0 B, fits". */
@@ -342,6 +348,13 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
                            ts_fmt_bytes(rsv, sizeof rsv, res[0].mem.reserve));
   }
   for (int i = 0; i < n; i++)
+    if (!res[i].calibrated) {
+      g_string_append(s, "note: the chip profile is not calibrated (datasheet rates derated by "
+                         "assumed defaults): step times are estimates, MFU an upper bound (<=); "
+                         "docs/topologies.md, \"Chip profiles\"\n");
+      break;
+    }
+  for (int i = 0; i < n; i++)
     if (res[i].link_summary != NULL)
       g_string_append_printf(s, "\n%s: %" G_GINT64_FORMAT " flows simulated\n%s", res[i].split,
                              res[i].flows, res[i].link_summary);
@@ -359,7 +372,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   "memory_over_bytes,max_micro_batch_fits,memory_host_bytes,memory_nvme_bytes,"                    \
   "inflight_micro_batches,memory_stage,pipeline_stages,host_link_bytes_per_step,"                  \
   "ps_push_bytes_per_step,ps_pull_bytes_per_step,redistribution_bytes_per_step,"                   \
-  "memory_reserve_bytes\n"
+  "memory_reserve_bytes,calibrated,precision\n"
 
 static void csv_num(GString *s, double v)
 {
@@ -422,6 +435,8 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     csv_bytes(s, r->ps_pull_bytes_per_step);
     csv_bytes(s, r->redistribution_bytes_per_step);
     csv_bytes(s, r->mem.reserve);
+    g_string_append_printf(s, ",%s,%s", r->calibrated ? "true" : "false",
+                           ts_precision_name((ts_precision)r->precision));
     ts_capacity_csv_row(s, r);
     g_string_append_c(s, '\n');
   }
@@ -488,6 +503,11 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "bubble_time_s", r->bubble_time_s);
     jnum(b, "samples_per_s", r->samples_per_s);
     jnum(b, "mfu", r->mfu);
+    json_builder_set_member_name(b, "mfu_is_upper_bound");
+    json_builder_add_boolean_value(b, !r->calibrated);
+    json_builder_set_member_name(b, "calibrated");
+    json_builder_add_boolean_value(b, r->calibrated);
+    jstr(b, "precision", ts_precision_name((ts_precision)r->precision));
     jnum(b, "model_flops_per_step", r->model_flops_per_step);
     json_builder_set_member_name(b, "memory_per_chip_bytes");
     json_builder_add_double_value(b, r->mem.total);

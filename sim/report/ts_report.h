@@ -60,6 +60,9 @@ typedef struct {
   double tokens_per_J;   /* likewise per joule; 0 without power */
   ts_capacity_params cap_used; /* the prices, power and reliability figures applied */
   gint64 mc_runs, mc_seed;     /* the Monte Carlo that gave the median and p90 */
+  /* Added with issue 10 (compute). */
+  gboolean calibrated; /* the chip profile is fitted to measurements (else MFU is a bound) */
+  int precision;       /* ts_precision of the GEMMs; MFU is against that precision's peak */
 } ts_result;
 
 /** Inputs recorded with every result set. */

@@ -701,6 +701,33 @@ static void append_num(GString *s, const char *key, double v)
   g_string_append_printf(s, " %s=%s", key, g_ascii_formatd(buf, sizeof buf, "%.17g", v));
 }
 
+/* The optional shape of a compute op: class, precision and kernels, then the non-zero
+ * dimensions (docs/formats.md). Ops without one are written as before. */
+static const char *const shape_keys[] = {"m",   "n",  "k",      "batch",      "aq",
+                                         "akv", "ad", "abatch", "attn_flops", "scores_bytes"};
+
+static double *shape_field(ts_op_shape *sh, int i)
+{
+  double *f[] = {&sh->m,   &sh->n,  &sh->k,      &sh->batch,      &sh->aq,
+                 &sh->akv, &sh->ad, &sh->abatch, &sh->attn_flops, &sh->scores_bytes};
+  return f[i];
+}
+
+static void append_shape(GString *s, const ts_op_shape *sh)
+{
+  if (sh->oclass == TS_OPC_ROOFLINE)
+    return;
+  g_string_append_printf(s, " class=%s", ts_op_class_name((ts_op_class)sh->oclass));
+  if (sh->prec != TS_PRECISION_BF16)
+    g_string_append_printf(s, " prec=%s", ts_precision_name((ts_precision)sh->prec));
+  if (sh->kernels > 0)
+    g_string_append_printf(s, " kernels=%d", sh->kernels);
+  ts_op_shape c = *sh;
+  for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
+    if (*shape_field(&c, (int)i) != 0)
+      append_num(s, shape_keys[i], *shape_field(&c, (int)i));
+}
+
 char *ts_trace_to_text(const ts_trace *tr)
 {
   GString *s = g_string_new(NULL);
@@ -765,6 +792,7 @@ char *ts_trace_to_text(const ts_trace *tr)
       case TS_OP_COMPUTE:
         append_num(s, "flops", o->flops);
         append_num(s, "mem_bytes", o->mem_bytes);
+        append_shape(s, &o->shape);
         break;
       case TS_OP_COLL:
         g_string_append_printf(s, " kind=%s algo=%s group=%d", ts_coll_kind_name(o->coll),
@@ -971,6 +999,14 @@ static gboolean is_p2p(ts_op_kind k)
 
 /* One key=value of an op. Keys are grouped by the kinds that take them; format 2 keys are
  * refused in a format 1 file. Keys starting with x_ are extensions and are ignored. */
+static int shape_key_index(const char *key)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
+    if (strcmp(key, shape_keys[i]) == 0)
+      return (int)i;
+  return -1;
+}
+
 static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, const char *kind,
                              const char *key, const char *val, GArray *deps, gboolean *have_label)
 {
@@ -1069,6 +1105,23 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
                   "ps_update, tied_grad or expert_params",
                   val);
     op->t_role = v;
+  } else if (strcmp(key, "class") == 0 && op->kind == TS_OP_COMPUTE) {
+    int v = ts_op_class_parse(val);
+    if (v <= 0)
+      return perr(c,
+                  "class='%s': expected gemm, attention, flash, memory, optimizer, transfer or "
+                  "other",
+                  val);
+    op->shape.oclass = v;
+  } else if (strcmp(key, "prec") == 0 && op->kind == TS_OP_COMPUTE) {
+    int v = ts_precision_parse(val);
+    if (v < 0)
+      return perr(c, "prec='%s': expected bf16, fp8 or fp32", val);
+    op->shape.prec = v;
+  } else if (strcmp(key, "kernels") == 0 && op->kind == TS_OP_COMPUTE) {
+    return parse_int_tok(c, key, val, 0, 1000000, &op->shape.kernels);
+  } else if (op->kind == TS_OP_COMPUTE && shape_key_index(key) >= 0) {
+    return parse_num_tok(c, key, val, shape_field(&op->shape, shape_key_index(key)));
   } else if (v2 && g_str_has_prefix(key, "x_")) {
     /* an extension another tool wrote: ignored */
   } else {

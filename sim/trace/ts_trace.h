@@ -4,6 +4,7 @@
 #define TS_TRACE_H
 
 #include "ts_coll.h"
+#include "ts_cost.h"
 #include "ts_topo.h"
 #include <glib.h>
 
@@ -132,12 +133,13 @@ typedef struct {
   double seconds; /* DELAY: duration; XFER: fixed latency added to bytes / bandwidth */
   double bw_Bps;  /* XFER: bandwidth; 0 = the topology's for the resource */
   /* Tag: what the op is, for the validator, timeline and imported traces' messages. */
-  int t_layer;      /* layer index + 1 (first layer of a gradient bucket); 0 = none */
-  int t_layer_last; /* last layer + 1 of a range (gradient bucket); 0 = t_layer alone */
-  int t_micro;      /* micro-batch + 1; 0 = none */
-  int t_phase;      /* ts_phase */
-  int t_role;       /* ts_role */
-  int t_stage;      /* pipeline (virtual) stage + 1 of a send, receive or stage gather; 0 = none */
+  int t_layer;       /* layer index + 1 (first layer of a gradient bucket); 0 = none */
+  int t_layer_last;  /* last layer + 1 of a range (gradient bucket); 0 = t_layer alone */
+  int t_micro;       /* micro-batch + 1; 0 = none */
+  int t_phase;       /* ts_phase */
+  int t_role;        /* ts_role */
+  int t_stage;       /* pipeline (virtual) stage + 1 of a send, receive or stage gather; 0 = none */
+  ts_op_shape shape; /* COMPUTE: kernel class, GEMM and attention shape (zero: roofline) */
 } ts_op;
 
 typedef struct {

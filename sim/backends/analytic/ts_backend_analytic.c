@@ -1,8 +1,9 @@
-/* ts_backend_analytic: the fast backend. Roofline compute, closed-form (alpha-beta)
+/* ts_backend_analytic: the fast backend. Shape-aware compute (ts_cost), closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
+#include "ts_cost.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -25,6 +26,9 @@ typedef struct {
   ts_topo *degraded[1u << TS_MAX_DIMS];
   double *speed;
   GHashTable *mask_cache; /* (shape, base chip) -> dead-link mask + 1, when links are dead */
+  double **costs;         /* per program, per op: device and launch seconds (-1: not yet) */
+  int nprograms;          /* entries of costs */
+  double *host_clock;     /* per rank: when its host has launched every op so far */
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -69,6 +73,38 @@ static event heap_pop(GArray *h)
     i = m;
   }
   return top;
+}
+
+/* An op's compute time, costed once per op (a collapsed replay starts each op once per
+ * simulated rank; a full one once per rank): device and launch seconds in a per-program table,
+ * indexed by the op's position in its program. */
+static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, double now)
+{
+  const ts_trace *tr = ts_replay_trace(r);
+  if (a->costs == NULL) {
+    a->costs = g_new0(double *, tr->nprograms);
+    a->nprograms = tr->nprograms;
+    a->host_clock = g_new0(double, tr->nranks);
+  }
+  int p = ts_trace_program_of(tr, act->chip);
+  const ts_program *prog = &tr->programs[p];
+  gsize i = (gsize)(act->op - prog->ops);
+  g_assert(i < (gsize)prog->nops);
+  if (a->costs[p] == NULL) {
+    a->costs[p] = g_new(double, 2 * (gsize)prog->nops);
+    for (gsize k = 0; k < 2 * (gsize)prog->nops; k++)
+      a->costs[p][k] = -1.0;
+  }
+  double *c = &a->costs[p][2 * i];
+  if (c[0] < 0) {
+    const ts_chip *chip = &a->topo->chip;
+    const ts_op *op = act->op;
+    c[0] = ts_cost_device(chip, op->flops, op->mem_bytes, &op->shape);
+    c[1] = ts_cost_launch(chip, op->flops, op->mem_bytes, &op->shape);
+  }
+  if (c[1] <= 0)
+    return c[0];
+  return ts_cost_issue(&a->host_clock[act->chip], now, c[0], c[1]);
 }
 
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
@@ -172,12 +208,11 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int bas
 static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *act, double now,
                                GError **error)
 {
-  (void)r;
   analytic *a = b->ctx;
   double d = 0.0;
   switch (act->kind) {
   case TS_OP_COMPUTE:
-    d = ts_compute_time(a->topo, act->op->flops, act->op->mem_bytes);
+    d = compute_cost(a, r, act, now);
     if (a->speed != NULL)
       d /= a->speed[act->chip];
     break;
@@ -203,6 +238,10 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   case TS_OP_SEND:
     d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
                     act->peer, act->op->bytes);
+    if (a->host_clock != NULL) {
+      ts_cost_host_sync(&a->host_clock[act->chip], now + d);
+      ts_cost_host_sync(&a->host_clock[act->peer], now + d);
+    }
     break;
   default:
     break;
@@ -231,6 +270,10 @@ static void analytic_free(ts_backend *b)
     ts_topo_free(a->degraded[m]);
   g_free(a->speed);
   g_hash_table_unref(a->mask_cache);
+  for (int p = 0; p < a->nprograms; p++)
+    g_free(a->costs[p]);
+  g_free(a->costs);
+  g_free(a->host_clock);
   g_free(a);
   g_free(b);
 }

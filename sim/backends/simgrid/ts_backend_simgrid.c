@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Host speed in flop/s. Compute durations come from the roofline (ts_compute_time) and are
+/* Host speed in flop/s. Compute durations come from the cost model (ts_cost_compute) and are
  * executed as duration * speed flops; 1e9 keeps SimGrid's work-amount precision (1e-5 flop)
  * at 1e-14 s. */
 #define HOST_SPEED 1e9
@@ -129,8 +129,9 @@ struct sgb {
   gboolean per_step_flows; /* trainsim/collective-flows:per-step */
   /* Worker actors, reused: creating an actor maps and unmaps a stack, which cost more than
    * the simulation itself on a data-parallel step (half the time in the kernel). */
-  GPtrArray **idle; /* per chip: idle workers on its host */
-  int live_jobs;    /* activities started and not yet reported */
+  GPtrArray **idle;   /* per chip: idle workers on its host */
+  int live_jobs;      /* activities started and not yet reported */
+  double *host_clock; /* per chip: when its host has launched every op so far (ts_cost_issue) */
 };
 
 static sgb *ctx_of(const ts_backend *b)
@@ -421,6 +422,10 @@ static void run_part(part *p)
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
+  if (j->act.kind == TS_OP_SEND && b->host_clock != NULL) {
+    ts_cost_host_sync(&b->host_clock[j->act.chip], end);
+    ts_cost_host_sync(&b->host_clock[j->act.peer], end);
+  }
   /* After an error the remaining activities drain without reporting: the engine has stopped. */
   if (b->error == NULL) {
     GError *e = NULL;
@@ -739,18 +744,24 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
                           GError **error)
 {
   (void)r;
-  (void)now; /* activities start at the simulator's current time, which equals now */
+  /* activities start at the simulator's current time, which equals now */
   sgb *b = bk->ctx;
   job *j = g_new0(job, 1);
   j->b = b;
   j->act = *a;
   j->nparts = 1; /* one actor, which does nothing unless given more below */
   switch (a->kind) {
-  case TS_OP_COMPUTE:
+  case TS_OP_COMPUTE: {
+    const ts_chip *c = &b->topo->chip;
+    const ts_op *op = a->op;
+    double dev = ts_cost_device(c, op->flops, op->mem_bytes, &op->shape);
+    double launch = ts_cost_launch(c, op->flops, op->mem_bytes, &op->shape);
+    if (b->host_clock == NULL)
+      b->host_clock = g_new0(double, b->topo->nchips);
     /* A straggler (issue 14) computes at a fraction of nominal speed. */
-    j->compute_s = ts_compute_time(b->topo, a->op->flops, a->op->mem_bytes) /
+    j->compute_s = ts_cost_issue(&b->host_clock[a->chip], now, dev, launch) /
                    ts_degrade_chip_speed(b->topo, a->chip);
-    break;
+  } break;
   case TS_OP_XFER:
   case TS_OP_DELAY:
     j->compute_s = ts_offchip_time(b->topo, a->op);
@@ -851,6 +862,7 @@ static void sgb_free(ts_backend *bk)
   for (int c = 0; c < b->topo->nchips; c++)
     g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
   g_free(b->idle);
+  g_free(b->host_clock);
   g_free(b->config);
   if (b->error != NULL)
     g_error_free(b->error);

@@ -1,0 +1,189 @@
+/* ts_cost: the cost of one compute op from its shape (see ts_cost.h for the model). */
+#include "ts_cost.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A GPU GEMM library (cuBLAS, CUTLASS) picks among tile shapes the one that wastes least; a
+ * tile of half the width keeps fewer operands in flight and reaches a lower per-SM rate. 0.9 is
+ * an assumption (CUTLASS profiler runs put 128x128 tiles at 85-95% of 128x256 on large
+ * problems), not a fitted parameter. */
+#define HALF_TILE_RATE 0.9
+/* TPU: the row (M) dimension streams through the array in groups of 8 sublanes. */
+#define TPU_SUBLANES 8.0
+
+static const char *const class_names[TS_NOPCLASSES] = {
+    "roofline", "gemm", "attention", "flash", "memory", "optimizer", "transfer", "other"};
+static const char *const precision_names[TS_NPRECISIONS] = {"bf16", "fp8", "fp32"};
+
+const char *ts_op_class_name(ts_op_class c)
+{
+  return c >= 0 && c < TS_NOPCLASSES ? class_names[c] : "?";
+}
+
+int ts_op_class_parse(const char *s)
+{
+  for (int i = 0; i < TS_NOPCLASSES; i++)
+    if (strcmp(s, class_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+const char *ts_precision_name(ts_precision p)
+{
+  return p >= 0 && p < TS_NPRECISIONS ? precision_names[p] : "?";
+}
+
+int ts_precision_parse(const char *s)
+{
+  if (strcmp(s, "fp16") == 0)
+    return TS_PRECISION_BF16;
+  for (int i = 0; i < TS_NPRECISIONS; i++)
+    if (strcmp(s, precision_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+double ts_chip_peak(const ts_chip *c, ts_precision p)
+{
+  switch (p) {
+  case TS_PRECISION_FP8:
+    return c->peak_flops_fp8;
+  case TS_PRECISION_FP32:
+    return c->peak_flops_fp32;
+  default:
+    return c->peak_flops;
+  }
+}
+
+/* The rate an op of precision p runs at: its own peak, or the bf16 / training-type peak
+ * (peak_tflops) where the chip gives none. */
+static double rate_of(const ts_chip *c, int p)
+{
+  double r = ts_chip_peak(c, (ts_precision)p);
+  return r > 0 ? r : c->peak_flops;
+}
+
+/* Useful fraction of a dimension padded up to a multiple of q. */
+static double pad_eff(double x, double q)
+{
+  return x / (ceil(x / q) * q);
+}
+
+/* GPU: output tiles of tm x tn spread over the SMs in waves; the last wave is partly idle
+ * (NVIDIA, "Matrix Multiplication Background User's Guide", tile and wave quantization). */
+static double wave_eff(const ts_chip *c, double m, double n, double b, double tm, double tn)
+{
+  double tiles = ceil(m / tm) * ceil(n / tn) * b;
+  double waves = ceil(tiles / c->compute_units);
+  return m * n * b / (waves * c->compute_units * tm * tn);
+}
+
+double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, double batch)
+{
+  if (!(m > 0 && n > 0 && k > 0))
+    return 1.0;
+  double b = batch >= 1 ? batch : 1.0;
+  /* A per-tile fixed cost (loading the first operands, writing the tile) amortised over the
+   * k loop: short reductions run below the rate of long ones. */
+  double ek = c->gemm_k_overhead > 0 ? k / (k + c->gemm_k_overhead) : 1.0;
+  if (c->systolic > 0) {
+    /* A weight-stationary systolic array holds a k x n block of the weights: k and n pad to
+     * the array, rows stream in groups of sublanes (Jouppi et al., ISCA 2017, section 2). */
+    double s = c->systolic;
+    return pad_eff(n, s) * pad_eff(k, s) * pad_eff(m, TPU_SUBLANES) * ek;
+  }
+  if (c->compute_units <= 0 || c->tile_m <= 0 || c->tile_n <= 0)
+    return ek;
+  double tm = c->tile_m, tn = c->tile_n;
+  double best = wave_eff(c, m, n, b, tm, tn);
+  best = fmax(best, wave_eff(c, m, n, b, tn, tm));
+  double half = tn >= tm ? tn / 2 : tm / 2;
+  double sm = tn >= tm ? tm : tn;
+  best = fmax(best, HALF_TILE_RATE * wave_eff(c, m, n, b, sm, half));
+  best = fmax(best, HALF_TILE_RATE * wave_eff(c, m, n, b, half, sm));
+  return best * ek;
+}
+
+/* The roofline (Williams, Waterman & Patterson, CACM 2009) with the per-op floor of old
+ * profiles: what every op without a shape costs. */
+static double roofline(const ts_chip *c, double flops, double mem, gboolean floor)
+{
+  double tc = flops / (c->peak_flops * c->compute_efficiency);
+  double tm = c->memory_bw_Bps > 0 ? mem / c->memory_bw_Bps : 0.0;
+  double r = fmax(tc, tm);
+  /* [chip] op_overhead_us: launches are asynchronous, so the device waits for the host only
+   * when the host is slower than the kernels. */
+  if (floor && r < c->op_overhead_s)
+    r = c->op_overhead_s;
+  return r;
+}
+
+double ts_cost_launch(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
+{
+  if (s == NULL || s->oclass == TS_OPC_ROOFLINE || s->oclass == TS_OPC_TRANSFER ||
+      (!(flops > 0) && !(mem > 0)))
+    return 0.0;
+  return (s->kernels > 0 ? s->kernels : 1) * c->kernel_launch_s;
+}
+
+double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
+{
+  return fmax(ts_cost_device(c, flops, mem, s), ts_cost_launch(c, flops, mem, s));
+}
+
+double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s)
+{
+  if (!(launch_s > 0))
+    return device_s;
+  *host_clock += launch_s;
+  return fmax(device_s, *host_clock - now);
+}
+
+void ts_cost_host_sync(double *host_clock, double end_s)
+{
+  if (*host_clock < end_s)
+    *host_clock = end_s;
+}
+
+double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
+{
+  /* An op with no work launches nothing and stays free. */
+  if (!(flops > 0) && !(mem > 0))
+    return 0.0;
+  if (s == NULL || s->oclass == TS_OPC_ROOFLINE)
+    return roofline(c, flops, mem, TRUE);
+  if (s->oclass == TS_OPC_TRANSFER)
+    return roofline(c, flops, mem, FALSE); /* a duration, never floored (no kernel launched) */
+  double eff_bw = c->memory_bw_efficiency > 0 ? c->memory_bw_efficiency : 1.0;
+  double bw = c->memory_bw_Bps * eff_bw;
+  double tm = bw > 0 ? mem / bw : 0.0;
+  double ach = c->compute_efficiency;
+  double t;
+  switch (s->oclass) {
+  case TS_OPC_GEMM:
+  case TS_OPC_ATTENTION:
+  case TS_OPC_FLASH: {
+    double peak = rate_of(c, s->prec);
+    int core_prec = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
+    double fa = fmin(s->attn_flops, flops), fg = flops - fa;
+    double tc = fg / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k, s->batch));
+    /* The attention core (scores, context) stays in bf16 under FP8 recipes (Transformer
+     * Engine runs dot-product attention in bf16). */
+    if (fa > 0)
+      tc += fa / (rate_of(c, core_prec) * ach *
+                  ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch));
+    /* Score matrices of an unfused core (softmax, mask, dropout) are memory-bound kernels of
+     * their own, after the GEMMs. */
+    t = fmax(tc, tm) + (bw > 0 ? s->scores_bytes / bw : 0.0);
+    break;
+  }
+  default: {
+    /* Element-wise work of an FP8 recipe stays in bf16 / fp32. */
+    int p = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
+    t = fmax(flops / (rate_of(c, p) * ach), tm);
+    break;
+  }
+  }
+  return fmax(t, c->op_overhead_s);
+}

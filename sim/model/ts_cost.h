@@ -1,0 +1,91 @@
+/* ts_cost: what one compute op costs on a chip, from its shape. GEMMs at the chip's achievable
+ * fraction of the precision's peak times their tile / wave (GPU) or systolic-padding (TPU)
+ * efficiency; attention cores as batched GEMMs (fused: FlashAttention; unfused: their score
+ * matrices through memory); norms, element-wise ops and the optimizer at achieved memory
+ * bandwidth; every op at least its kernel launches (a property of the software stack). Ops
+ * without a shape (old traces) keep the roofline: max(flops / (peak x efficiency),
+ * bytes / bandwidth). The planner and both backends call it. */
+#ifndef TS_COST_H
+#define TS_COST_H
+
+#include "ts_topo.h"
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/** What kind of kernel(s) a compute op is. 0 (roofline): no shape given. */
+typedef enum {
+  TS_OPC_ROOFLINE = 0, /* no shape: max(flops / (peak x efficiency), bytes / bandwidth) */
+  TS_OPC_GEMM,         /* matrix multiplies (dense layers, convolutions as implicit GEMMs) */
+  TS_OPC_ATTENTION,    /* attention sublayer, unfused core: scores through memory */
+  TS_OPC_FLASH,        /* attention sublayer, fused core (FlashAttention): scores never stored */
+  TS_OPC_MEMORY,       /* memory-bound: norms, softmax, element-wise, embedding lookups, pools */
+  TS_OPC_OPTIMIZER,    /* optimizer step (memory-bound) */
+  TS_OPC_TRANSFER,     /* off-chip transfer or host work encoded as a duration: no floor */
+  TS_OPC_OTHER,        /* roofline at achieved rates, with the launch floor */
+  TS_NOPCLASSES
+} ts_op_class;
+
+/** Precision of an op's GEMMs. */
+typedef enum {
+  TS_PRECISION_BF16 = 0, /* bf16 / fp16 tensor cores (the default) */
+  TS_PRECISION_FP8,      /* FP8 tensor cores (Transformer Engine's GEMMs) */
+  TS_PRECISION_FP32,     /* fp32 (TF32 not assumed) */
+  TS_NPRECISIONS
+} ts_precision;
+
+/** The shape of a compute op. Zero-filled means "no shape" (roofline). Dimensions per chip. */
+typedef struct {
+  int oclass;                 /* ts_op_class */
+  int prec;                   /* ts_precision of the GEMMs */
+  int kernels;                /* kernel launches the op makes (>= 1 when oclass is set) */
+  double m, n, k, batch;      /* its GEMMs: (m x k) x (k x n), batch of them (0: no GEMM) */
+  double aq, akv, ad, abatch; /* attention core: queries, keys, head width, batch x heads */
+  double attn_flops;          /* FLOPs of the attention core, part of the op's flops */
+  double scores_bytes;        /* unfused attention: score-matrix bytes read and written */
+} ts_op_shape;
+
+/** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
+ * isolation: the larger of its device time and its launches (ts_cost_device, ts_cost_launch). */
+double ts_cost_compute(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
+
+/** The device's time for the op's kernels, launches aside. */
+double ts_cost_device(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
+
+/** The host's time to launch the op's kernels (kernels x kernel_launch_us); 0 for ops without
+ * a shape, transfers and ops with no work. */
+double ts_cost_launch(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
+
+/**
+ * The op's duration from `now` (when its inputs are ready) on a chip whose host issues kernels
+ * ahead of the device: the host launches the op's kernels after the previous op's
+ * (*host_clock, then advanced by launch_s), never waiting for the device; the op ends when its
+ * device work is done and its last kernel has been launched. So a step costs about the larger
+ * of the host's launches and the device's work, as in an eager framework (PyTorch's
+ * asynchronous CUDA launches).
+ */
+double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s);
+
+/** A pipeline send or receive that ends at end_s: Megatron-LM synchronises the device after
+ * its point-to-point exchanges (torch.cuda.synchronize() in p2p_communication.py), so the
+ * host's launches resume from there (*host_clock = max(*host_clock, end_s)). */
+void ts_cost_host_sync(double *host_clock, double end_s);
+
+/** Fraction of the chip's per-unit rate a GEMM of this shape reaches from tiling alone (GPU
+ * waves over the SMs, TPU padding to the systolic array); 1 when the chip gives neither. */
+double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, double batch);
+
+/** The chip's dense peak (FLOP/s) at a precision; 0 when it has no such rate. */
+double ts_chip_peak(const ts_chip *c, ts_precision p);
+
+/** "gemm", "attention", ... and the inverse (-1 when unknown). */
+const char *ts_op_class_name(ts_op_class c);
+int ts_op_class_parse(const char *s);
+
+/** "bf16", "fp8", "fp32" and the inverse (-1 when unknown; "fp16" reads as bf16). */
+const char *ts_precision_name(ts_precision p);
+int ts_precision_parse(const char *s);
+
+G_END_DECLS
+
+#endif

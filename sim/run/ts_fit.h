@@ -1,0 +1,58 @@
+/* ts_fit: fits a chip kind's compute parameters (ts_cost) to measured step times: one
+ * parameter set for every row, chosen to minimise the mean absolute percentage error. Used by
+ * `trainsim calibrate --against` and by tests/test_published.c. */
+#ifndef TS_FIT_H
+#define TS_FIT_H
+
+#include "ts_trace.h"
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/** The fitted parameters, as [chip] keys. */
+typedef enum {
+  TS_FIT_EFFICIENCY, /* compute_efficiency: achievable fraction of peak, well-tiled GEMMs */
+  TS_FIT_LAUNCH,     /* kernel_launch_us: host time per kernel launch */
+  TS_FIT_MEMORY,     /* memory_bandwidth_efficiency: achieved fraction of memory bandwidth */
+  TS_FIT_K_OVERHEAD, /* gemm_k_overhead: per-tile fixed cost as extra reduction length */
+  TS_FIT_NPARAMS
+} ts_fit_param;
+
+/** A point in parameter space, SI units (seconds for the launch). */
+typedef struct {
+  double v[TS_FIT_NPARAMS];
+} ts_fit_point;
+
+/** One measured row: a traced step on its machine, and what it took. */
+typedef struct {
+  ts_topo *topo;         /* borrowed; its chip's fitted parameters are overwritten */
+  const ts_trace *trace; /* borrowed */
+  double measured_s;
+} ts_fit_row;
+
+/** The [chip] key of a parameter ("compute_efficiency", "kernel_launch_us", ...). */
+const char *ts_fit_param_key(ts_fit_param p);
+
+/** Value as written in a profile (the launch in us). */
+double ts_fit_param_file_value(ts_fit_param p, double v);
+
+void ts_fit_get(const ts_chip *c, ts_fit_point *x);
+void ts_fit_set(ts_chip *c, const ts_fit_point *x);
+
+/** The row's predicted step time at x (analytic backend); < 0 with error set on failure. */
+double ts_fit_predict(ts_fit_row *r, const ts_fit_point *x, GError **error);
+
+/** MAPE (a fraction) over the rows at x; ape (may be NULL) gets each row's |error|. */
+double ts_fit_mape(ts_fit_row *rows, int n, const ts_fit_point *x, double *ape, GError **error);
+
+/**
+ * Minimises the MAPE over the parameters in `mask` (bit p for parameter p) from `start`,
+ * others held: coordinate descent, a golden-section search along each parameter within its
+ * bounds in turn, until a round moves none by more than its tolerance. Deterministic.
+ */
+gboolean ts_fit_minimise(ts_fit_row *rows, int n, const ts_fit_point *start, guint mask,
+                         ts_fit_point *out, GError **error);
+
+G_END_DECLS
+
+#endif

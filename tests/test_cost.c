@@ -1,0 +1,459 @@
+/* test_cost: the shape-aware compute cost (ts_cost): tile and wave quantisation, systolic
+ * padding, memory-bound ops, launch floors, FP8; chip profiles (loading, overriding, errors,
+ * the shipped ones); the shape's trace text; precision=fp8 in the planner. */
+#include "ts_cost.h"
+#include "ts_plan.h"
+#include "ts_run.h"
+#include "ts_test.h"
+#include "ts_trace.h"
+#include "ts_util.h"
+
+#include <criterion/criterion.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#define REL 1e-12
+
+static gboolean close_to(double a, double b)
+{
+  return fabs(a - b) <= REL * fmax(fabs(a), fabs(b));
+}
+
+/* An A100-like chip: 108 SMs, 128x256 tiles, 312 TFLOP/s bf16, 2 TB/s. */
+static ts_chip gpu(void)
+{
+  ts_chip c = {0};
+  c.peak_flops = 312e12;
+  c.peak_flops_fp8 = 624e12;
+  c.memory_bw_Bps = 2e12;
+  c.compute_efficiency = 0.5;
+  c.memory_bw_efficiency = 0.8;
+  c.compute_units = 108;
+  c.tile_m = 128;
+  c.tile_n = 256;
+  c.kernel_launch_s = 10e-6;
+  return c;
+}
+
+Test(cost, gpu_waves_closed_form)
+{
+  ts_chip c = gpu();
+  /* 8192 x 4096: 64 x 16 = 1024 tiles of 128x256 over 108 SMs = 10 waves, 1024 / 1080 useful;
+   * half tiles (128x128): 2048 tiles, 19 waves, 0.9 x 2048 / 2052 = 0.898 (not better). */
+  double e = ts_cost_tile_efficiency(&c, 8192, 4096, 1024, 1);
+  cr_assert(close_to(e, 1024.0 / 1080.0), "efficiency %.17g, expected 1024/1080", e);
+  /* 1024 x 512: 8 x 2 = 16 big tiles in one wave (16 / 108), or 32 half tiles (0.9 x 32/108). */
+  e = ts_cost_tile_efficiency(&c, 1024, 512, 1024, 1);
+  cr_assert(close_to(e, 0.9 * 32.0 / 108.0), "efficiency %.17g, expected 0.9 x 32/108", e);
+  /* A k overhead of 1024 halves a k = 1024 GEMM's rate. */
+  c.gemm_k_overhead = 1024;
+  double h = ts_cost_tile_efficiency(&c, 8192, 4096, 1024, 1);
+  cr_assert(close_to(h, 0.5 * 1024.0 / 1080.0), "with k overhead %.17g", h);
+}
+
+Test(cost, tpu_pads_to_the_systolic_array)
+{
+  ts_chip c = {0};
+  c.systolic = 128;
+  double e = ts_cost_tile_efficiency(&c, 12, 100, 300, 1);
+  double want = (100.0 / 128.0) * (300.0 / 384.0) * (12.0 / 16.0);
+  cr_assert(close_to(e, want), "TPU efficiency %.17g, expected %.17g", e, want);
+  c.systolic = 256; /* v6e */
+  e = ts_cost_tile_efficiency(&c, 16, 512, 256, 1);
+  cr_assert(close_to(e, 1.0), "aligned GEMM on 256: %.17g", e);
+  ts_chip none = {0};
+  e = ts_cost_tile_efficiency(&none, 7, 7, 7, 1);
+  cr_assert(close_to(e, 1.0), "no tile model: %.17g", e);
+}
+
+Test(cost, op_classes_closed_forms)
+{
+  ts_chip c = gpu();
+  ts_op_shape s = {.oclass = TS_OPC_GEMM, .kernels = 2, .m = 8192, .n = 4096, .k = 1024};
+  double f = 2.0 * 8192 * 4096 * 1024, eff = 1024.0 / 1080.0;
+  double t = ts_cost_compute(&c, f, 1e3, &s);
+  double want = f / (312e12 * 0.5 * eff);
+  cr_assert(close_to(t, want), "GEMM %.17g, expected %.17g", t, want);
+  /* FP8: the GEMM at the FP8 rate. */
+  s.prec = TS_PRECISION_FP8;
+  t = ts_cost_compute(&c, f, 1e3, &s);
+  cr_assert(close_to(t, want / 2), "FP8 GEMM %.17g, expected %.17g", t, want / 2);
+  /* Memory-bound: bytes at the achieved bandwidth. */
+  ts_op_shape m = {.oclass = TS_OPC_MEMORY, .kernels = 1};
+  t = ts_cost_compute(&c, 1e6, 1e9, &m);
+  cr_assert(close_to(t, 1e9 / (2e12 * 0.8)), "memory op %.17g", t);
+  /* Launch floor: 3 kernels of 10 us. */
+  m.kernels = 3;
+  t = ts_cost_compute(&c, 1, 1, &m);
+  cr_assert(close_to(t, 30e-6), "launch-bound op %.17g, expected 30 us", t);
+  /* A transfer is a duration: no floor, raw bandwidth. */
+  ts_op_shape x = {.oclass = TS_OPC_TRANSFER};
+  t = ts_cost_compute(&c, 0, 1e3, &x);
+  cr_assert(close_to(t, 1e3 / 2e12), "transfer %.17g", t);
+  /* No shape: the roofline of old traces, with op_overhead_us as its floor. */
+  c.op_overhead_s = 50e-6;
+  t = ts_cost_compute(&c, 1e6, 0, NULL);
+  cr_assert(close_to(t, 50e-6), "roofline floor %.17g", t);
+  t = ts_cost_compute(&c, 312e12, 0, NULL);
+  cr_assert(close_to(t, 2.0), "roofline %.17g, expected 2 s at efficiency 0.5", t);
+  /* An op with no work costs nothing, whatever its launches. */
+  t = ts_cost_compute(&c, 0, 0, &m);
+  cr_assert(t == 0.0, "empty op %.17g", t);
+}
+
+/* The host launches ahead of the device: launch-heavy ops hide behind device-heavy ones. */
+Test(cost, host_issues_ahead_of_the_device)
+{
+  double host = 0, now = 0;
+  now += ts_cost_issue(&host, now, 5, 1); /* host 1, device to 5 */
+  cr_assert(close_to(now, 5) && close_to(host, 1), "op 1 ends %g, host %g", now, host);
+  now += ts_cost_issue(&host, now, 1, 10); /* host to 11: the op waits for its launches */
+  cr_assert(close_to(now, 11) && close_to(host, 11), "op 2 ends %g, host %g", now, host);
+  now += ts_cost_issue(&host, now, 2, 1); /* host 12, device to 13 */
+  cr_assert(close_to(now, 13) && close_to(host, 12), "op 3 ends %g, host %g", now, host);
+  double d = ts_cost_issue(&host, now, 3, 0); /* a transfer: no launches, host unchanged */
+  cr_assert(close_to(d, 3) && close_to(host, 12), "transfer %g, host %g", d, host);
+  /* In isolation an op costs the larger of the two. */
+  ts_chip c = gpu();
+  ts_op_shape m = {.oclass = TS_OPC_MEMORY, .kernels = 3};
+  double t = ts_cost_compute(&c, 1, 1, &m), l = ts_cost_launch(&c, 1, 1, &m);
+  cr_assert(close_to(t, 30e-6) && close_to(l, 30e-6), "isolated %g, launch %g", t, l);
+}
+
+Test(cost, attention_core_stays_bf16_and_unfused_scores_add)
+{
+  ts_chip c = gpu();
+  c.compute_units = 0; /* no tile model: efficiencies 1 */
+  double core = 1e12, proj = 3e12;
+  ts_op_shape s = {.oclass = TS_OPC_FLASH, .prec = TS_PRECISION_FP8, .kernels = 4};
+  s.attn_flops = core;
+  double t = ts_cost_compute(&c, core + proj, 0, &s);
+  double want = proj / (624e12 * 0.5) + core / (312e12 * 0.5);
+  cr_assert(close_to(t, want), "flash fp8 %.17g, expected %.17g", t, want);
+  s.oclass = TS_OPC_ATTENTION;
+  s.scores_bytes = 4e9;
+  t = ts_cost_compute(&c, core + proj, 0, &s);
+  want += 4e9 / (2e12 * 0.8);
+  cr_assert(close_to(t, want), "unfused %.17g, expected %.17g", t, want);
+}
+
+/* ---- chip profiles ------------------------------------------------------------------------ */
+
+static char *tmpdir_with(const char *profile_text, const char *topo_text)
+{
+  g_autoptr(GError) error = NULL;
+  char *dir = g_dir_make_tmp("ts_cost_XXXXXX", &error);
+  cr_assert_not_null(dir);
+  g_autofree char *chips = g_build_filename(dir, "chips", NULL);
+  g_mkdir(chips, 0755);
+  g_autofree char *p = g_build_filename(chips, "x.ini", NULL);
+  g_autofree char *t = g_build_filename(dir, "t.ini", NULL);
+  cr_assert(g_file_set_contents(p, profile_text, -1, NULL));
+  cr_assert(g_file_set_contents(t, topo_text, -1, NULL));
+  return dir;
+}
+
+static void rm_tmpdir(char *dir)
+{
+  g_autofree char *p = g_build_filename(dir, "chips", "x.ini", NULL);
+  g_autofree char *c = g_build_filename(dir, "chips", NULL);
+  g_autofree char *t = g_build_filename(dir, "t.ini", NULL);
+  g_unlink(p);
+  g_unlink(t);
+  g_rmdir(c);
+  g_rmdir(dir);
+  g_free(dir);
+}
+
+#define PROFILE                                                                                    \
+  "[chip]\nname = X\npeak_tflops_bf16 = 100\npeak_tflops_fp8 = 200\nmemory_GiB = 8\n"              \
+  "memory_bandwidth_GBps = 1000\ncompute_efficiency = 0.5\nkernel_launch_us = 7\n"                 \
+  "gemm_tile = 64x128\ncompute_units = 10\ncalibrated = false\n"
+#define DIMX "[dim.x]\nsize = 2\nshape = ring\nlink_bandwidth_GBps = 10\nlatency_us = 1\n"
+
+Test(profile, loads_and_topology_keys_override)
+{
+  char *dir = tmpdir_with(PROFILE, "[chip]\nprofile = x\ncompute_efficiency = 0.25\n" DIMX);
+  g_autofree char *t = g_build_filename(dir, "t.ini", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_topo) topo = ts_topo_load(t, &error);
+  cr_assert_not_null(topo, "%s", error != NULL ? error->message : "");
+  const ts_chip *c = &topo->chip;
+  cr_assert(c->peak_flops == 100e12 && c->peak_flops_fp8 == 200e12, "peaks");
+  cr_assert(c->compute_efficiency == 0.25, "override: %g", c->compute_efficiency);
+  cr_assert(close_to(c->kernel_launch_s, 7e-6) && c->tile_m == 64 && c->tile_n == 128 &&
+                c->compute_units == 10,
+            "profile keys");
+  cr_assert(c->uncalibrated, "calibrated = false read");
+  cr_assert_str_eq(c->profile, "x");
+  g_autoptr(ts_topo) copy = ts_topo_copy(topo);
+  cr_assert_str_eq(copy->chip.profile, "x");
+  rm_tmpdir(dir);
+}
+
+static void expect_error(const char *profile, const char *topo, const char *needle)
+{
+  char *dir = tmpdir_with(profile, topo);
+  g_autofree char *t = g_build_filename(dir, "t.ini", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_topo) x = ts_topo_load(t, &error);
+  cr_assert_null(x, "expected an error containing '%s'", needle);
+  cr_assert(strstr(error->message, needle) != NULL && strchr(error->message, '\n') == NULL,
+            "message '%s' lacks '%s' (or is not one line)", error->message, needle);
+  rm_tmpdir(dir);
+}
+
+Test(profile, errors_name_the_file_and_the_key)
+{
+  expect_error(PROFILE, "[chip]\nprofile = nope\n" DIMX, "[chip] profile='nope'");
+  expect_error(PROFILE "bogus = 1\n", "[chip]\nprofile = x\n" DIMX, "chips/x.ini: [chip] bogus");
+  expect_error("[chip]\nname = X\npeak_tflops = 1\npeak_tflops_bf16 = 2\nmemory_GiB = 1\n"
+               "memory_bandwidth_GBps = 1\n",
+               "[chip]\nprofile = x\n" DIMX, "[chip] peak_tflops: given with peak_tflops_bf16");
+  expect_error(PROFILE, "[chip]\nprofile = x\ngemm_tile = 128\n" DIMX, "[chip] gemm_tile='128'");
+  expect_error(PROFILE, "[chip]\nprofile = x\ncalibrated = maybe\n" DIMX,
+               "[chip] calibrated='maybe'");
+  expect_error("[chip]\nprofile = y\n", "[chip]\nprofile = x\n" DIMX, "a profile cannot name");
+}
+
+/* Every shipped profile loads (through a topology naming it), states whether it is calibrated,
+ * and none runs at the raw datasheet peak. */
+Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
+{
+  static const char *const names[] = {"v100-sxm2-32gb",
+                                      "a100-sxm4-40gb",
+                                      "a100-sxm4-80gb",
+                                      "h100-sxm5-80gb",
+                                      "h200-sxm-141gb",
+                                      "b200",
+                                      "tpu-v2",
+                                      "tpu-v3",
+                                      "tpu-v4",
+                                      "tpu-v5e",
+                                      "tpu-v5p",
+                                      "tpu-v6e",
+                                      "p40"};
+  int calibrated = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autofree char *text = g_strdup_printf("[chip]\nprofile = %s/topologies/chips/%s.ini\n" DIMX,
+                                            TS_SOURCE_DIR, names[i]);
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    cr_assert(g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, NULL));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "/nonexistent/t.ini", &error);
+    cr_assert_not_null(t, "%s: %s", names[i], error != NULL ? error->message : "");
+    cr_assert(t->chip.compute_efficiency < 1.0, "%s: compute_efficiency %g (raw peak)", names[i],
+              t->chip.compute_efficiency);
+    calibrated += !t->chip.uncalibrated;
+  }
+  /* A100 80GB (vTrain) and P40 (torchgpipe) are fitted; the others say they are not. */
+  cr_assert_eq(calibrated, 2, "%d calibrated profiles, expected 2", calibrated);
+}
+
+Test(profile, shipped_topologies_use_profiles)
+{
+  static const char *const names[] = {"dgx-a100-1node", "dgx-a100-4node",  "dgx-a100-32node",
+                                      "dgx-h100-4node", "dgx-h100-32node", "tpu-v2-8",
+                                      "tpu-v2-pod",     "tpu-v3-8x8",      "tpu-v3-pod",
+                                      "asym-16x16",     "p40-pcie-8"};
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(ts_topo) t = load_topo(names[i]);
+    cr_assert_not_null(t->chip.profile, "%s: no [chip] profile", names[i]);
+  }
+}
+
+/* ---- trace text ------------------------------------------------------------------------- */
+
+Test(trace_shape, round_trips_and_old_lines_read_as_roofline)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 1e-6);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_trace_set_programs(tr, 1);
+  ts_op op = {.kind = TS_OP_COMPUTE, .flops = 1e9, .mem_bytes = 1e6};
+  op.label = ts_trace_label(tr, "a");
+  op.shape = (ts_op_shape){.oclass = TS_OPC_FLASH,
+                           .prec = TS_PRECISION_FP8,
+                           .kernels = 4,
+                           .m = 2048,
+                           .n = 1024,
+                           .k = 4096,
+                           .batch = 1,
+                           .aq = 2048,
+                           .akv = 2048,
+                           .ad = 128,
+                           .abatch = 16,
+                           .attn_flops = 3e8};
+  ts_trace_append(tr, 0, &op, NULL, 0);
+  ts_op old = {.kind = TS_OP_COMPUTE, .flops = 5, .mem_bytes = 6};
+  old.label = op.label;
+  ts_trace_append(tr, 0, &old, NULL, 0);
+  g_autofree char *text = ts_trace_to_text(tr);
+  cr_assert(strstr(text, "class=flash prec=fp8 kernels=4 m=2048") != NULL, "%s", text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_trace) back = ts_trace_from_text(text, "x.trace", &error);
+  cr_assert_not_null(back, "%s", error != NULL ? error->message : "");
+  const ts_op *b = &back->programs[0].ops[0];
+  cr_assert(memcmp(&b->shape, &op.shape, sizeof op.shape) == 0, "shape differs after reading");
+  cr_assert_eq(back->programs[0].ops[1].shape.oclass, TS_OPC_ROOFLINE);
+  /* Bad values: one line naming the file and the line. */
+  g_autofree char *bad = g_strdup(text);
+  char *p = strstr(bad, "class=flash");
+  memcpy(p, "class=flush", 11);
+  g_autoptr(GError) e2 = NULL;
+  g_autoptr(ts_trace) none = ts_trace_from_text(bad, "x.trace", &e2);
+  cr_assert_null(none);
+  cr_assert(strstr(e2->message, "x.trace") != NULL && strstr(e2->message, "class='flush'"), "%s",
+            e2->message);
+}
+
+/* ---- precision in the planner ------------------------------------------------------------ */
+
+static double step_mb(const char *topo, const char *model, const char *split, gint64 mb,
+                      ts_result *res)
+{
+  g_autoptr(ts_topo) t = load_topo(topo);
+  g_autoptr(ts_model) m = load_model(model);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse(split, &error);
+  cr_assert_not_null(sp, "%s", error != NULL ? error->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  po.micro_batch = mb;
+  ts_run_options ro = {.backend = "analytic"};
+  gboolean ok = ts_run_predict(m, t, sp, &po, &ro, res, &error);
+  cr_assert(ok, "%s", error != NULL ? error->message : "");
+  return res->step_time_s;
+}
+
+static double step_of(const char *topo, const char *model, const char *split, ts_result *res)
+{
+  return step_mb(topo, model, split, 2, res);
+}
+
+Test(precision, fp8_is_faster_and_keeps_the_memory_recipe)
+{
+  ts_result a, b;
+  /* Large GEMMs (GPT-3 13B, micro-batch 16): device-bound, so FP8's rate shows. */
+  double bf = step_mb("dgx-h100-4node", "gpt3-13b", "tp=8,dp=4", 16, &a);
+  double f8 = step_mb("dgx-h100-4node", "gpt3-13b", "tp=8,dp=4,precision=fp8", 16, &b);
+  cr_assert(f8 < bf, "fp8 step %g not faster than bf16 %g", f8, bf);
+  /* Mixed-precision Adam either way: 16 bytes per parameter of model state (FP8 keeps bf16
+   * weights and fp32 master weights and moments). */
+  cr_assert(a.mem.params == b.mem.params && a.mem.optimizer == b.mem.optimizer,
+            "FP8 changed the model state");
+  double per = (a.mem.params + a.mem.grads + a.mem.optimizer) / (a.mem.params / 2.0);
+  cr_assert(fabs(per - 16.0) < 1e-9, "%g bytes of model state per parameter, expected 16", per);
+  cr_assert_eq(b.precision, TS_PRECISION_FP8);
+  cr_assert(!a.calibrated, "the H100 profile is not calibrated");
+  ts_result_clear(&a);
+  ts_result_clear(&b);
+}
+
+Test(precision, fp8_on_a_chip_without_fp8_is_one_line)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse("tp=2,dp=16,precision=fp8", &error);
+  cr_assert_not_null(sp);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &error);
+  cr_assert_null(p);
+  cr_assert(strstr(error->message, "[chip] peak_tflops_fp8") != NULL &&
+                strstr(error->message, "dgx-a100-4node.ini") != NULL,
+            "%s", error->message);
+  g_autoptr(GError) e2 = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,precision=fp4", &e2);
+  cr_assert_null(bad);
+  cr_assert(strstr(e2->message, "precision=bf16, fp8 or fp32") != NULL, "%s", e2->message);
+}
+
+/* ---- calibrate --against ------------------------------------------------------------------ */
+
+static char *write_csv(const char *dir, const char *name, const char *text)
+{
+  char *p = g_build_filename(dir, name, NULL);
+  cr_assert(g_file_set_contents(p, text, -1, NULL));
+  return p;
+}
+
+#define CSV_HEAD "topology,model,split,global_batch,micro_batch,measured_step_time_s\n"
+
+Test(calibrate_against, bad_files_are_one_line_and_write_nothing)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("ts_cal_XXXXXX", &error);
+  cr_assert_not_null(dir);
+  g_autofree char *out = g_build_filename(dir, "out.ini", NULL);
+  const struct {
+    const char *text, *needle;
+  } cases[] = {
+      {"topology,model,split,global_batch,micro_batch\ndgx-a100-1node,gpt3-350m,dp=8,8,1\n",
+       "no column measured_step_time_s"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8,1,abc\n",
+       "line 2 column measured_step_time_s: 'abc'"},
+      {CSV_HEAD "nope-topo,gpt3-350m,dp=8,8,1,1\n", "line 2 column topology"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,\"dp=8,zero=9\",8,1,1\n", "line 2 column split"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8\n", "line 2: 4 fields; expected 6"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8,1,1\ndgx-h100-4node,gpt3-350m,dp=32,32,1,1\n",
+       "line 3 column topology: chip 'NVIDIA H100 SXM5 80GB'"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *csv = write_csv(dir, "m.csv", cases[i].text);
+    g_autofree char *args = g_strdup_printf("calibrate --against %s -o %s", csv, out);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 2, "case %zu: exit %d (%s)", i, r.status, r.err);
+    cr_assert(strstr(r.err, cases[i].needle) != NULL, "case %zu: '%s' lacks '%s'", i, r.err,
+              cases[i].needle);
+    cr_assert(strchr(r.err, '\n') == strrchr(r.err, '\n'), "case %zu: more than one line", i);
+    cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "case %zu: a profile was written", i);
+    run_free(&r);
+    g_unlink(csv);
+  }
+  g_rmdir(dir);
+}
+
+/* Rows measured 20% slower than the shipped A100 profile predicts: the fit finds parameters
+ * that predict them (a MAPE far below the 20% it starts from) and writes a loadable profile. */
+Test(calibrate_against, refits_to_slower_measurements, .timeout = 300)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("ts_cal_XXXXXX", &error);
+  cr_assert_not_null(dir);
+  const char *splits[] = {"dp=8", "tp=2,dp=4"};
+  GString *csv = g_string_new(CSV_HEAD);
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    ts_result res;
+    double t = step_of("dgx-a100-1node", "gpt3-350m", splits[i], &res);
+    ts_result_clear(&res);
+    g_string_append_printf(csv, "dgx-a100-1node,gpt3-350m,\"%s\",64,2,", splits[i]);
+    ts_append_g(csv, 17, 1.2 * t);
+    g_string_append_c(csv, '\n');
+  }
+  g_autofree char *path = write_csv(dir, "m.csv", csv->str);
+  g_string_free(csv, TRUE);
+  g_autofree char *out = g_build_filename(dir, "fit.ini", NULL);
+  g_autofree char *args =
+      g_strdup_printf("calibrate --against %s -o %s --fit-fraction 1 --quiet", path, out);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+  const char *m = strstr(r.out, "fitting rows:");
+  cr_assert_not_null(m, "%s", r.out);
+  double mape = 0;
+  cr_assert(sscanf(strstr(m, "MAPE") + 4, "%lf", &mape) == 1, "%s", m);
+  cr_assert(mape < 2.0, "fitting MAPE %g%% after the fit (20%% before)", mape);
+  g_autofree char *topo = g_strdup_printf("[chip]\nprofile = fit.ini\n" DIMX);
+  g_autofree char *tpath = write_csv(dir, "t.ini", topo);
+  g_autoptr(ts_topo) t = ts_topo_load(tpath, &error);
+  cr_assert_not_null(t, "%s", error != NULL ? error->message : "");
+  cr_assert(!t->chip.uncalibrated && t->chip.compute_units == 108, "profile keys");
+  run_free(&r);
+  g_unlink(tpath);
+  g_unlink(out);
+  g_unlink(path);
+  g_rmdir(dir);
+}
