@@ -397,3 +397,43 @@ Test(release, replay_memory_is_not_applicable)
   run_free(&r);
   rm_rf(dir);
 }
+
+Test(release, failed_write_keeps_the_previous_output_set)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "sweep.csv", NULL);
+  g_autofree char *json = g_build_filename(dir, "sweep.json", NULL);
+  cr_assert(g_file_set_contents(csv, "old\n", -1, NULL));
+  cr_assert_eq(g_mkdir(json, 0755), 0); /* sweep.json cannot be replaced */
+  g_autofree char *a =
+      g_strdup_printf("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -j 1 -o %s", dir);
+  run_result r = run(a);
+  cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "sweep.json") != NULL, "%s", r.err);
+  run_free(&r);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(csv, &text, NULL, NULL));
+  cr_expect_str_eq(text, "old\n", "sweep.csv replaced although sweep.json could not be");
+  /* no temporary left behind */
+  GDir *d = g_dir_open(dir, 0, NULL);
+  int entries = 0;
+  for (const char *f; (f = g_dir_read_name(d)) != NULL;)
+    entries++;
+  g_dir_close(d);
+  cr_expect_eq(entries, 2, "temporaries left in %s", dir);
+  /* A second run over a whole set says it replaces it. */
+  cr_assert_eq(g_rmdir(json), 0);
+  r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "replacing sweep.csv in") != NULL, "%s", r.err);
+  run_free(&r);
+  /* -o with missing parents: created, and said so. */
+  g_autofree char *deep = g_build_filename(dir, "a", "b", NULL);
+  g_autofree char *b =
+      g_strdup_printf("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -o %s", deep);
+  r = run(b);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "created folder") != NULL, "%s", r.err);
+  run_free(&r);
+  rm_rf(dir);
+}
