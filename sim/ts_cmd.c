@@ -80,7 +80,7 @@ gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
     return FALSE;
   }
   if (!existed && g_mkdir_with_parents(dir, 0755) == 0)
-    fprintf(stderr, "trainsim: created folder %s\n", dir);
+    ts_note_created_dir(dir); /* said with the files written (an input error says one line) */
   if (g_mkdir_with_parents(dir, 0755) != 0 || g_access(dir, W_OK) != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO,
                 "--output-dir %s: cannot create or write: %s; expected a writable folder", dir,

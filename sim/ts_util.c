@@ -484,6 +484,14 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
   return NULL;
 }
 
+static char *created_dir;
+
+void ts_note_created_dir(const char *dir)
+{
+  g_free(created_dir);
+  created_dir = g_strdup(dir);
+}
+
 gboolean ts_write_set(const char *dir, const char *const *names, const char *const *texts, int n,
                       const char *cmd, GError **error)
 {
@@ -534,6 +542,10 @@ gboolean ts_write_set(const char *dir, const char *const *names, const char *con
   }
   if (replaced->len > 0)
     fprintf(stderr, "trainsim %s: replacing %s in %s\n", cmd, replaced->str, dir);
+  if (created_dir != NULL && strcmp(created_dir, dir) == 0) {
+    fprintf(stderr, "trainsim %s: created folder %s\n", cmd, dir);
+    g_clear_pointer(&created_dir, g_free);
+  }
   for (guint i = 0; i < tmps->len; i++)
     if (g_rename(g_ptr_array_index(tmps, i), g_ptr_array_index(finals, i)) != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot replace: %s",

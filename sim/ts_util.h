@@ -113,6 +113,9 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error);
  * results are replaced, one note on stderr says so ("trainsim CMD: replacing ..."). The
  * "wrote" note is the caller's.
  */
+/** Records that dir was created for the outputs: ts_write_set into it says so once. */
+void ts_note_created_dir(const char *dir);
+
 gboolean ts_write_set(const char *dir, const char *const *names, const char *const *texts, int n,
                       const char *cmd, GError **error);
 
