@@ -49,5 +49,7 @@ build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ctest_args=(--output-on-failure -j"$(nproc)" --repeat after-timeout:2)
 ctest --test-dir build "${ctest_args[@]}"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON
+# The documented commands (label doc) and the install/package tests run in the release pass
+# only: they run the same program paths as the unit tests, and take minutes under ASan.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir build-asan "${ctest_args[@]}" --label-exclude slow
+  ctest --test-dir build-asan "${ctest_args[@]}" --label-exclude "slow|doc"

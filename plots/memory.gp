@@ -1,6 +1,8 @@
 # Memory per chip, stacked by kind, against the chip's capacity. Data: dat, one row per
 # configuration: "label params grads optimizer activations temp capacity reserve" in GiB (the
-# runtime reserve is stacked on top: what fits must stay under the capacity line).
+# runtime reserve is stacked on top: what fits must stay under the capacity line). The capacity
+# is a dashed segment across each bar's full width (a line through bar centres vanished with
+# one bar).
 height = 720
 load plotdir.'/common.gp'
 set title 'Memory per chip: '.ttl
@@ -18,4 +20,5 @@ plot dat using 2:xtic(1) title 'parameters' lc rgb c_fwd, \
      '' using 5 title 'activations' lc rgb c_dp, \
      '' using 6 title 'buffers' lc rgb c_other, \
      '' using 8 title 'runtime reserve' lc rgb '#BBBBBB', \
-     '' using 0:7 with lines lw 3 dt 2 lc rgb '#C00000' title 'capacity'
+     '' using ($0-0.45):7:(0.9):(0) with vectors nohead lw 3 dt 2 lc rgb '#C00000' \
+        title 'capacity (per chip)'

@@ -397,3 +397,98 @@ Test(release, replay_memory_is_not_applicable)
   run_free(&r);
   rm_rf(dir);
 }
+
+Test(release, failed_write_keeps_the_previous_output_set)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "sweep.csv", NULL);
+  g_autofree char *json = g_build_filename(dir, "sweep.json", NULL);
+  cr_assert(g_file_set_contents(csv, "old\n", -1, NULL));
+  cr_assert_eq(g_mkdir(json, 0755), 0); /* sweep.json cannot be replaced */
+  g_autofree char *a =
+      g_strdup_printf("sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -j 1 -o %s", dir);
+  run_result r = run(a);
+  cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "sweep.json") != NULL, "%s", r.err);
+  run_free(&r);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(csv, &text, NULL, NULL));
+  cr_expect_str_eq(text, "old\n", "sweep.csv replaced although sweep.json could not be");
+  /* no temporary left behind */
+  GDir *d = g_dir_open(dir, 0, NULL);
+  int entries = 0;
+  for (const char *f; (f = g_dir_read_name(d)) != NULL;)
+    entries++;
+  g_dir_close(d);
+  cr_expect_eq(entries, 2, "temporaries left in %s", dir);
+  /* A second run over a whole set says it replaces it. */
+  cr_assert_eq(g_rmdir(json), 0);
+  r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "replacing sweep.csv in") != NULL, "%s", r.err);
+  run_free(&r);
+  /* -o with missing parents: created, and said so. */
+  g_autofree char *deep = g_build_filename(dir, "a", "b", NULL);
+  g_autofree char *b =
+      g_strdup_printf("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -o %s", deep);
+  r = run(b);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "created folder") != NULL, "%s", r.err);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(release, timeline_tracks_are_named_by_what_they_carry)
+{
+  /* A later pipeline stage's compute stream starts with a receive: it was named "pipeline
+   * comm"; send and receive streams repeated one name on a chip. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *a = g_strdup_printf("run -t tpu-v3-8x8 -m bert-large -b 512 -s "
+                                       "tp=2@x,pp=4@y,dp=8 --micro-batch 4 --timeline %s/t.json",
+                                       dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *path = g_build_filename(dir, "t.json", NULL);
+  g_autoptr(JsonParser) p = json_parser_new();
+  cr_assert(json_parser_load_from_file(p, path, NULL));
+  JsonArray *ev =
+      json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "traceEvents");
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  int compute = 0, pids = 0;
+  for (guint i = 0; i < json_array_get_length(ev); i++) {
+    JsonObject *e = json_array_get_object_element(ev, i);
+    const char *name = json_object_get_string_member(e, "name");
+    if (strcmp(name, "process_name") == 0)
+      pids++;
+    if (strcmp(name, "thread_name") != 0)
+      continue;
+    gint64 pid = json_object_get_int_member(e, "pid"), tid = json_object_get_int_member(e, "tid");
+    const char *track =
+        json_object_get_string_member(json_object_get_object_member(e, "args"), "name");
+    g_autofree char *key = g_strdup_printf("%" G_GINT64_FORMAT "/%s", pid, track);
+    cr_expect(!g_hash_table_contains(seen, key), "chip %" G_GINT64_FORMAT ": two tracks named %s",
+              pid, track);
+    g_hash_table_add(seen, g_steal_pointer(&key));
+    if (tid == 0) {
+      cr_expect_str_eq(track, "compute", "chip %" G_GINT64_FORMAT " stream 0", pid);
+      compute++;
+    }
+  }
+  cr_expect_eq(compute, pids, "every simulated chip has a compute track (%d of %d)", compute, pids);
+  cr_expect_geq(pids, 4, "one chip per pipeline stage at least");
+  rm_rf(dir);
+}
+
+Test(release, validate_catches_a_dropped_gradient_dependency)
+{
+  /* The executor ran ready computations before ready collectives and a collective freed by
+   * its stream predecessor only in the next wave, so this missing dependency passed. */
+  run_result r = run("validate -m mlp -s dp=4 --drop-deps 'grad all-reduce fc2..fc2'");
+  cr_expect_eq(r.status, 1, "a dropped dependency passed: exit %d\n%s", r.status, r.out);
+  cr_expect(strstr(r.out, "FAIL") != NULL, "%s", r.out);
+  run_free(&r);
+  r = run("validate -m mlp -s dp=4");
+  cr_expect_eq(r.status, 0, "the intact trace must pass: %s", r.out);
+  run_free(&r);
+}

@@ -268,8 +268,9 @@ int ts_cmd_merge(int argc, char **argv)
         ts_sweep_document(json_object_get_member(s0->root, "sweep"), 0, 0, rn, sn);
     g_autofree char *pc = g_build_filename(outdir, "sweep.csv", NULL);
     g_autofree char *pj = g_build_filename(outdir, "sweep.json", NULL);
-    if (!ts_write_file_atomic(pc, ct->str, ct->len, &err) ||
-        !ts_write_file_atomic(pj, doc, strlen(doc), &err))
+    const char *names[] = {"sweep.csv", "sweep.json"};
+    const char *texts[] = {ct->str, doc};
+    if (!ts_write_set(outdir, names, texts, 2, "merge", &err))
       status = ts_cmd_fail("merge", err);
     else
       /* Streams: results on stdout, notes of files written on stderr (every command). */

@@ -623,11 +623,11 @@ int ts_cmd_search(int argc, char **argv)
       g_autofree char *cj = ts_sweep_document(ts_sweep_spec_json(sw), 0, 0, results, skip);
       const char *names[] = {"search.txt", "search.json", "candidates.csv", "candidates.json"};
       const char *texts[] = {s->str, jt, csv, cj};
-      for (size_t i = 0; i < G_N_ELEMENTS(names) && status == 0; i++) {
-        g_autofree char *p = g_build_filename(outdir, names[i], NULL);
-        if (!ts_write_file_atomic(p, texts[i], strlen(texts[i]), &err))
-          status = ts_cmd_fail("search", err);
-      }
+      if (!ts_write_set(outdir, names, texts, (int)G_N_ELEMENTS(names), "search", &err))
+        status = ts_cmd_fail("search", err);
+      else
+        fprintf(stderr, "trainsim search: wrote %s, %s, %s and %s in %s\n", names[0], names[1],
+                names[2], names[3], outdir);
     }
     if (status == 0) {
       const char *o = json_out ? jt : s->str;

@@ -375,8 +375,9 @@ int ts_cmd_sweep(int argc, char **argv)
     if (outdir != NULL) {
       g_autofree char *pc = g_build_filename(outdir, "sweep.csv", NULL);
       g_autofree char *pj = g_build_filename(outdir, "sweep.json", NULL);
-      if (!ts_write_file_atomic(pc, csv, strlen(csv), &err) ||
-          !ts_write_file_atomic(pj, json, strlen(json), &err)) {
+      const char *names[] = {"sweep.csv", "sweep.json"};
+      const char *texts[] = {csv, json};
+      if (!ts_write_set(outdir, names, texts, 2, "sweep", &err)) {
         status = ts_cmd_fail("sweep", err);
       } else {
         printf("sweep: %d configuration%s", n, n == 1 ? "" : "s");

@@ -60,23 +60,27 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
 gboolean ts_cmd_write_outputs(const char *dir, const ts_report_inputs *in, const ts_result *res,
                               int n, GError **error)
 {
-  static const struct {
-    const char *file;
-    ts_format f;
-  } outs[] = {{"results.txt", TS_FORMAT_TEXT},
-              {"results.csv", TS_FORMAT_CSV},
-              {"results.json", TS_FORMAT_JSON}};
-  for (size_t i = 0; i < G_N_ELEMENTS(outs); i++) {
-    g_autofree char *text = ts_report_render(in, res, n, outs[i].f);
-    g_autofree char *path = g_build_filename(dir, outs[i].file, NULL);
-    if (!ts_write_file_atomic(path, text, strlen(text), error))
-      return FALSE;
-  }
+  const char *names[] = {"results.txt", "results.csv", "results.json"};
+  g_autofree char *txt = ts_report_render(in, res, n, TS_FORMAT_TEXT);
+  g_autofree char *csv = ts_report_render(in, res, n, TS_FORMAT_CSV);
+  g_autofree char *json = ts_report_render(in, res, n, TS_FORMAT_JSON);
+  const char *texts[] = {txt, csv, json};
+  if (!ts_write_set(dir, names, texts, 3, "run", error))
+    return FALSE;
+  fprintf(stderr, "trainsim run: wrote results.txt, results.csv and results.json in %s\n", dir);
   return TRUE;
 }
 
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
 {
+  /* Missing folders are created, and said so: a typo in -o must not silently grow a tree. */
+  gboolean existed = g_file_test(dir, G_FILE_TEST_IS_DIR);
+  if (!existed && g_file_test(dir, G_FILE_TEST_EXISTS)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "--output-dir %s: exists and is not a folder", dir);
+    return FALSE;
+  }
+  if (!existed && g_mkdir_with_parents(dir, 0755) == 0)
+    ts_note_created_dir(dir); /* said with the files written (an input error says one line) */
   if (g_mkdir_with_parents(dir, 0755) != 0 || g_access(dir, W_OK) != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO,
                 "--output-dir %s: cannot create or write: %s; expected a writable folder", dir,

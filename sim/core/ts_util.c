@@ -2,6 +2,8 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -480,6 +482,79 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
               "(searched %s; set TRAINSIM_DATA_DIR to add a folder)",
               name, dir, name, roots);
   return NULL;
+}
+
+static char *created_dir;
+
+void ts_note_created_dir(const char *dir)
+{
+  g_free(created_dir);
+  created_dir = g_strdup(dir);
+}
+
+gboolean ts_write_set(const char *dir, const char *const *names, const char *const *texts, int n,
+                      const char *cmd, GError **error)
+{
+  g_autoptr(GPtrArray) tmps = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) finals = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GString) replaced = g_string_new(NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; i < n && ok; i++) {
+    char *final = g_build_filename(dir, names[i], NULL);
+    g_ptr_array_add(finals, final);
+    if (g_file_test(final, G_FILE_TEST_EXISTS)) {
+      if (!g_file_test(final, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_IO,
+                    "%s: exists and is not a regular file; expected a file trainsim may replace "
+                    "(nothing was written)",
+                    final);
+        ok = FALSE;
+        break;
+      }
+      g_string_append_printf(replaced, "%s%s", replaced->len ? ", " : "", names[i]);
+    }
+    char *tmp = g_strdup_printf("%s/.%s.XXXXXX", dir, names[i]);
+    int fd = g_mkstemp_full(tmp, O_WRONLY, 0644);
+    if (fd < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot write: %s (nothing was written)", final,
+                  g_strerror(errno));
+      g_free(tmp);
+      ok = FALSE;
+      break;
+    }
+    g_ptr_array_add(tmps, tmp);
+    gboolean w = ts_write_all(fd, texts[i], strlen(texts[i]));
+    int saved = errno;
+    if (close(fd) != 0 && w) {
+      w = FALSE;
+      saved = errno;
+    }
+    if (!w) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot write: %s (nothing was written)", final,
+                  g_strerror(saved));
+      ok = FALSE;
+    }
+  }
+  if (!ok) {
+    for (guint i = 0; i < tmps->len; i++)
+      g_unlink(g_ptr_array_index(tmps, i));
+    return FALSE;
+  }
+  if (replaced->len > 0)
+    fprintf(stderr, "trainsim %s: replacing %s in %s\n", cmd, replaced->str, dir);
+  if (created_dir != NULL && strcmp(created_dir, dir) == 0) {
+    fprintf(stderr, "trainsim %s: created folder %s\n", cmd, dir);
+    g_clear_pointer(&created_dir, g_free);
+  }
+  for (guint i = 0; i < tmps->len; i++)
+    if (g_rename(g_ptr_array_index(tmps, i), g_ptr_array_index(finals, i)) != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot replace: %s",
+                  (char *)g_ptr_array_index(finals, i), g_strerror(errno));
+      for (guint j = i; j < tmps->len; j++)
+        g_unlink(g_ptr_array_index(tmps, j));
+      return FALSE;
+    }
+  return TRUE;
 }
 
 gboolean ts_write_all(int fd, const void *buf, gsize n)

@@ -105,6 +105,20 @@ char *ts_data_roots_text(void);
  */
 char *ts_resolve_data_file(const char *name, const char *dir, GError **error);
 
+/**
+ * Writes a set of n files into dir as one: every file is first written in full to a temporary
+ * beside its target, and only when all are written are they renamed into place, so a failed
+ * write leaves the previous set whole (no new sweep.csv beside an old sweep.json). A target
+ * that exists but is not a regular file fails before anything is replaced. When earlier
+ * results are replaced, one note on stderr says so ("trainsim CMD: replacing ..."). The
+ * "wrote" note is the caller's.
+ */
+/** Records that dir was created for the outputs: ts_write_set into it says so once. */
+void ts_note_created_dir(const char *dir);
+
+gboolean ts_write_set(const char *dir, const char *const *names, const char *const *texts, int n,
+                      const char *cmd, GError **error);
+
 /** Writes all n bytes to fd, retrying on EINTR; FALSE on error. */
 gboolean ts_write_all(int fd, const void *buf, gsize n);
 

@@ -213,7 +213,8 @@ static char *bar_label(JsonObject *o, gboolean arr, gboolean micro, gboolean mod
   const char *pl = str(o, "placement");
   g_string_append(s, *pl ? pl : str(o, "split"));
   if (micro)
-    g_string_append_printf(s, " mb%" G_GINT64_FORMAT, json_object_get_int_member(o, "micro_batch"));
+    g_string_append_printf(s, " micro-batch %" G_GINT64_FORMAT,
+                           json_object_get_int_member(o, "micro_batch"));
   for (char **c = vary_cols; c != NULL && *c != NULL; c++) {
     g_string_append_printf(s, " %s", g_str_has_suffix(*c, "_scale") ? "x" : "");
     ts_append_g(s, 4, num(o, *c));
@@ -380,6 +381,32 @@ static gboolean plot_scaling(plot_ctx *c, GArray *rows, const char *ttl, GError 
   return ok;
 }
 
+/* An axis label for a --vary column: words and a unit, not the raw key ("link bandwidth,
+ * factor of the topology's value", "latency (us)"; not "link_bandwidth_GBps_scale"). */
+static char *axis_label(const char *col)
+{
+  static const struct {
+    const char *suffix, *unit;
+  } units[] = {{"_GBps", "GB/s"}, {"_tflops", "TFLOP/s"}, {"_us", "us"}, {"_GiB", "GiB"},
+               {"_s", "s"},       {"_pct", "%"}};
+  gboolean scale = g_str_has_suffix(col, "_scale");
+  g_autofree char *key = g_strndup(col, strlen(col) - (scale ? 6 : 0));
+  const char *unit = NULL;
+  for (size_t i = 0; i < G_N_ELEMENTS(units) && unit == NULL; i++)
+    if (g_str_has_suffix(key, units[i].suffix)) {
+      key[strlen(key) - strlen(units[i].suffix)] = '\0';
+      unit = units[i].unit;
+    }
+  if (strcmp(key, "dims") == 0)
+    return g_strdup("array shape");
+  for (char *p = key; *p; p++)
+    if (*p == '_' || *p == '.')
+      *p = ' ';
+  if (scale) /* a factor has no unit */
+    return g_strdup_printf("%s, factor of the topology's value", key);
+  return unit ? g_strdup_printf("%s (%s)", key, unit) : g_strdup(key);
+}
+
 static gboolean plot_whatif(plot_ctx *c, GArray *rows, const char *ttl, char **vary_cols,
                             GError **error)
 {
@@ -432,10 +459,7 @@ static gboolean plot_whatif(plot_ctx *c, GArray *rows, const char *ttl, char **v
   }
   GString *vars = g_string_new(NULL);
   gp_str(vars, "ttl", ttl);
-  g_autofree char *xl =
-      g_str_has_suffix(col, "_scale")
-          ? g_strdup_printf("%.*s (factor of the topology's value)", (int)(strlen(col) - 6), col)
-          : g_strdup(col);
+  g_autofree char *xl = axis_label(col);
   gp_str(vars, "xlab", xl);
   g_string_append_printf(vars, "nblocks=%d; ", nb);
   g_autofree char *script_vars =

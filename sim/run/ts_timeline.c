@@ -93,6 +93,30 @@ static const char *stream_name(const ts_op *o)
   return NULL;
 }
 
+/* How much a name says about a stream: compute beats communication (a later pipeline stage's
+ * compute stream starts with a pipeline receive, and was named "pipeline comm"), collectives
+ * beat point-to-point. */
+static int name_weight(const char *n)
+{
+  return strcmp(n, "compute") == 0                   ? 5
+         : strcmp(n, "compute (other)") == 0         ? 4
+         : strstr(n, "send") || strstr(n, "receive") ? 1
+                                                     : 2;
+}
+
+/* The name of a stream given the name so far (NULL) and one more op on it. */
+static const char *stream_name_merge(const char *so_far, const ts_op *o)
+{
+  const char *n = stream_name(o);
+  if (so_far == NULL || strcmp(so_far, n) == 0)
+    return n;
+  if ((strstr(so_far, "send") || strstr(so_far, "receive")) &&
+      (strstr(n, "send") || strstr(n, "receive")) && name_weight(so_far) == 1)
+    return strstr(so_far, "pipeline") || strstr(n, "pipeline") ? "pipeline send/receive"
+                                                               : "send/receive";
+  return name_weight(n) > name_weight(so_far) ? n : so_far;
+}
+
 char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spans,
                          const ts_result *res, const char *backend, int nsimulated)
 {
@@ -114,10 +138,20 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
                                  ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                                  "\"args\":{\"name\":",
                                  last_rank, st);
-          json_str(s, names[st]);
+          /* Two streams of one chip carrying the same kind of ops get numbered names. */
+          int same = 0, nth = 0;
+          for (int o2 = 0; o2 < 64; o2++)
+            if (names[o2] != NULL && strcmp(names[o2], names[st]) == 0) {
+              same++;
+              nth += o2 < st;
+            }
+          g_autofree char *nm =
+              same > 1 ? g_strdup_printf("%s %d", names[st], nth + 1) : g_strdup(names[st]);
+          json_str(s, nm);
           g_string_append(s, "}}");
-          names[st] = NULL;
         }
+        for (int st = 0; st < 64; st++)
+          names[st] = NULL;
       }
       if (sp == NULL)
         break;
@@ -137,8 +171,8 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
       first = FALSE;
     }
     const ts_op *o = &tr->programs[sp->program].ops[sp->op];
-    if (o->stream >= 0 && o->stream < 64 && names[o->stream] == NULL)
-      names[o->stream] = stream_name(o);
+    if (o->stream >= 0 && o->stream < 64 && o->kind != TS_OP_WAIT)
+      names[o->stream] = stream_name_merge(names[o->stream], o);
   }
 
   /* Spans. Waits cost nothing and are left out; every other op is an "X" event. */

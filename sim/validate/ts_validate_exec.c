@@ -1522,12 +1522,16 @@ gboolean vd_run_step(vd_run *run)
     if (!any)
       break;
     gboolean progress = FALSE;
+    /* Within a wave, collectives run before the computations that became ready with them:
+     * the most hostile order the dependencies allow, so that a collective missing its
+     * dependency on a gradient runs before that gradient exists and is caught (computations
+     * first hid `--drop-deps 'grad all-reduce fc2..fc2'`). */
     for (int pass = 0; pass < 3 && ok; pass++)
       for (int rank = 0; rank < nr && ok; rank++)
         for (guint q = 0; q < wave[rank]->len && ok; q++) {
           int j = g_array_index(wave[rank], int, q);
           const ts_op *op = op_at(run, rank, j);
-          if (pass == 0 &&
+          if (pass == 1 &&
               (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_WAIT || op->kind == TS_OP_SEND ||
                op->kind == TS_OP_XFER || op->kind == TS_OP_DELAY)) {
             if (op->kind == TS_OP_COMPUTE || op->kind == TS_OP_XFER || op->kind == TS_OP_DELAY)
@@ -1536,7 +1540,7 @@ gboolean vd_run_step(vd_run *run)
               ok = run_send(run, rank, j);
             complete(run, rank, j);
             progress = TRUE;
-          } else if (pass == 1 && op->kind == TS_OP_COLL) {
+          } else if (pass == 0 && op->kind == TS_OP_COLL) {
             progress = TRUE;
             rendezvous *rv = arrive(run, rank, j);
             if (rv != NULL) {
@@ -1556,6 +1560,28 @@ gboolean vd_run_step(vd_run *run)
             }
           }
         }
+    /* Collectives that became ready in this wave run in it too, before the next wave's
+     * computations: a collective freed by a stream predecessor alone must not wait for them. */
+    for (gboolean moved = TRUE; moved && ok;) {
+      moved = FALSE;
+      for (int rank = 0; rank < nr && ok; rank++)
+        for (guint q = 0; q < run->ready[rank]->len && ok;) {
+          int j = g_array_index(run->ready[rank], int, q);
+          if (op_at(run, rank, j)->kind != TS_OP_COLL) {
+            q++;
+            continue;
+          }
+          g_array_remove_index(run->ready[rank], q);
+          moved = progress = TRUE;
+          rendezvous *rv = arrive(run, rank, j);
+          if (rv != NULL) {
+            ok = run_coll(run, rv);
+            for (int m = 0; m < rv->expected; m++)
+              complete(run, rv->rank_of_member[m], rv->op_of_member[m]);
+            rendezvous_free(rv);
+          }
+        }
+    }
     if (!ok || !progress)
       break;
   }
