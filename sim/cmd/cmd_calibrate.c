@@ -216,7 +216,8 @@ int ts_cmd_calibrate(int argc, char **argv)
           "in fp32, 1.6 GB in fp64). Calibrate on an idle machine: other load inflates times "
           "unevenly.\nExample:\n"
           "  trainsim calibrate -o host-cpu.ini --plot calibration.png\n"
-          "  trainsim calibrate --against data/published/vtrain/trainsim/single.csv -o a100.ini\n"
+          "  trainsim calibrate --against data/published/vtrain/trainsim/a100-sample.csv -o "
+          "a100.ini\n"
           "  trainsim run --topology ./host-cpu.ini --model mlp --global-batch 64 -s dp=1",
           entries, &argc, &argv, &error))
     return ts_cmd_fail("calibrate", error);

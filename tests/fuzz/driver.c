@@ -1,5 +1,6 @@
 /* A main for the harnesses without libFuzzer: runs LLVMFuzzerTestOneInput on every file named
- * on the command line (folders: every file inside), so ctest replays seeds and regressions. */
+ * on the command line (folders: every file inside, and their folders'), so ctest replays seeds
+ * and regressions. */
 #include "fuzz.h"
 
 #include <stdio.h>
@@ -18,25 +19,29 @@ static int run_file(const char *path)
   return 0;
 }
 
+/* A file, or every file below a folder (topologies/chips/ holds the chip profiles). */
+static void run_path(const char *path, int *n, int *bad)
+{
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    GDir *d = g_dir_open(path, 0, NULL);
+    for (const char *f; d != NULL && (f = g_dir_read_name(d)) != NULL;) {
+      char *p = g_build_filename(path, f, NULL);
+      run_path(p, n, bad);
+      g_free(p);
+    }
+    if (d != NULL)
+      g_dir_close(d);
+  } else {
+    *bad += run_file(path);
+    (*n)++;
+  }
+}
+
 int main(int argc, char **argv)
 {
   int n = 0, bad = 0;
-  for (int i = 1; i < argc; i++) {
-    if (g_file_test(argv[i], G_FILE_TEST_IS_DIR)) {
-      GDir *d = g_dir_open(argv[i], 0, NULL);
-      for (const char *f; d != NULL && (f = g_dir_read_name(d)) != NULL;) {
-        char *p = g_build_filename(argv[i], f, NULL);
-        bad += run_file(p);
-        n++;
-        g_free(p);
-      }
-      if (d != NULL)
-        g_dir_close(d);
-    } else {
-      bad += run_file(argv[i]);
-      n++;
-    }
-  }
+  for (int i = 1; i < argc; i++)
+    run_path(argv[i], &n, &bad);
   printf("%d inputs replayed, %d unreadable\n", n, bad);
   return bad != 0 || n == 0;
 }
