@@ -1347,7 +1347,7 @@ Test(megatron, calibration_csv_matches_the_test_rows)
  * TS_PUBLISHED_FIT=1 refits on every fitting row from the shipped point and prints the result
  * (bench/fit_published.sh; `trainsim calibrate --against` runs the same fit).
  */
-#define FIT_MAPE_MAX 0.095 /* measured 9.20% (single-node 9.22%, multi-node 8.81%) */
+#define FIT_MAPE_MAX 0.097 /* measured 9.5% (single-node 9.45%, multi-node 10.0%) */
 
 Test(megatron, fitting_half_error_is_bounded, .timeout = 600)
 {
@@ -1392,10 +1392,11 @@ Test(megatron, fitting_half_error_is_bounded, .timeout = 600)
 }
 
 /* Held-out thresholds: the achieved errors pinned just above them, so a regression fails. The
- * issue's targets are 5% single-node (missed: measured 9.06%) and 8% multi-node (met: 7.86%);
- * docs/validation-published.md. */
+ * issue's targets are 5% single-node (missed: measured 9.28%) and 8% multi-node (missed: 8.79%
+ * with NCCL's collectives and the Echo-fitted InfiniBand; 7.86% before, with the profile fitted
+ * on the hierarchical model); docs/validation-published.md. */
 #define HELDOUT_SINGLE_MAPE_MAX 0.095
-#define HELDOUT_MULTI_MAPE_MAX 0.082
+#define HELDOUT_MULTI_MAPE_MAX 0.092
 
 /* The shipped profile on the single-node rows it was not fitted to; tables with
  * TS_PUBLISHED_REPORT. */
