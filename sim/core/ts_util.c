@@ -613,3 +613,40 @@ void ts_append_cell(GString *s, const char *text, int w, gboolean right)
     for (int i = len; i < w; i++)
       g_string_append_c(s, ' ');
 }
+
+/* RFC 8259 section 7: quotes, backslashes and control characters escaped. */
+void ts_json_append_string(GString *s, const char *v)
+{
+  g_string_append_c(s, '"');
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    switch (*p) {
+    case '"':
+      g_string_append(s, "\\\"");
+      break;
+    case '\\':
+      g_string_append(s, "\\\\");
+      break;
+    case '\b':
+      g_string_append(s, "\\b");
+      break;
+    case '\f':
+      g_string_append(s, "\\f");
+      break;
+    case '\n':
+      g_string_append(s, "\\n");
+      break;
+    case '\r':
+      g_string_append(s, "\\r");
+      break;
+    case '\t':
+      g_string_append(s, "\\t");
+      break;
+    default:
+      if (*p < 0x20)
+        g_string_append_printf(s, "\\u%04x", *p);
+      else
+        g_string_append_c(s, (char)*p);
+    }
+  }
+  g_string_append_c(s, '"');
+}

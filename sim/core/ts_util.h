@@ -128,6 +128,9 @@ int ts_read_all(int fd, void *buf, gsize n);
 /** Appends one CSV field, quoted as RFC 4180 asks when it holds a comma, quote or line break. */
 void ts_csv_append(GString *s, const char *field);
 
+/** Appends v as a JSON string literal (quotes, backslashes, control characters escaped). */
+void ts_json_append_string(GString *s, const char *v);
+
 /** Appends text padded with blanks to w columns (UTF-8 aware), right- or left-aligned. */
 void ts_append_cell(GString *s, const char *text, int w, gboolean right);
 

@@ -95,42 +95,6 @@ static void json_indent(GString *s, int level)
     g_string_append(s, "  ");
 }
 
-static void json_string(GString *s, const char *v)
-{
-  g_string_append_c(s, '"');
-  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-    switch (*p) {
-    case '"':
-      g_string_append(s, "\\\"");
-      break;
-    case '\\':
-      g_string_append(s, "\\\\");
-      break;
-    case '\b':
-      g_string_append(s, "\\b");
-      break;
-    case '\f':
-      g_string_append(s, "\\f");
-      break;
-    case '\n':
-      g_string_append(s, "\\n");
-      break;
-    case '\r':
-      g_string_append(s, "\\r");
-      break;
-    case '\t':
-      g_string_append(s, "\\t");
-      break;
-    default:
-      if (*p < 0x20)
-        g_string_append_printf(s, "\\u%04x", *p);
-      else
-        g_string_append_c(s, (char)*p);
-    }
-  }
-  g_string_append_c(s, '"');
-}
-
 static void json_double(GString *s, double v, gboolean bytes)
 {
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
@@ -168,7 +132,7 @@ static void json_value(GString *s, JsonNode *n, int level, gboolean bytes)
       g_string_append(s, json_node_get_boolean(n) ? "true" : "false");
       return;
     default:
-      json_string(s, json_node_get_string(n) != NULL ? json_node_get_string(n) : "");
+      ts_json_append_string(s, json_node_get_string(n) != NULL ? json_node_get_string(n) : "");
       return;
     }
   case JSON_NODE_ARRAY: {
@@ -199,7 +163,7 @@ static void json_value(GString *s, JsonNode *n, int level, gboolean bytes)
     for (GList *m = members; m != NULL; m = m->next) {
       const char *key = m->data;
       json_indent(s, level + 1);
-      json_string(s, key);
+      ts_json_append_string(s, key);
       g_string_append(s, " : ");
       gboolean b =
           bytes || g_str_has_suffix(key, "bytes") || g_str_has_suffix(key, "bytes_per_step");

@@ -9,34 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-/* JSON string literal (RFC 8259 section 7): quotes, backslashes and control characters escaped. */
-static void json_str(GString *s, const char *v)
-{
-  g_string_append_c(s, '"');
-  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-    switch (*p) {
-    case '"':
-      g_string_append(s, "\\\"");
-      break;
-    case '\\':
-      g_string_append(s, "\\\\");
-      break;
-    case '\n':
-      g_string_append(s, "\\n");
-      break;
-    case '\t':
-      g_string_append(s, "\\t");
-      break;
-    default:
-      if (*p < 0x20)
-        g_string_append_printf(s, "\\u%04x", *p);
-      else
-        g_string_append_c(s, (char)*p);
-    }
-  }
-  g_string_append_c(s, '"');
-}
-
 /* Whole nanoseconds printed as microseconds with three decimals: start and end are rounded
  * once each, so a span's ts + dur is exactly the next span's ts when they touch. */
 static void json_us(GString *s, gint64 ns)
@@ -147,7 +119,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
             }
           g_autofree char *nm =
               same > 1 ? g_strdup_printf("%s %d", names[st], nth + 1) : g_strdup(names[st]);
-          json_str(s, nm);
+          ts_json_append_string(s, nm);
           g_string_append(s, "}}");
         }
         for (int st = 0; st < 64; st++)
@@ -163,7 +135,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
                              "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                              "\"args\":{\"name\":",
                              first ? "" : ",\n", sp->rank);
-      json_str(s, nm);
+      ts_json_append_string(s, nm);
       g_string_append_printf(s,
                              ",\"program\":%d}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\","
                              "\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
@@ -182,9 +154,9 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
     if (o->kind == TS_OP_WAIT)
       continue;
     g_string_append(s, ",\n{\"name\":");
-    json_str(s, g_ptr_array_index(tr->labels, o->label));
+    ts_json_append_string(s, g_ptr_array_index(tr->labels, o->label));
     g_string_append(s, ",\"cat\":");
-    json_str(s, ts_op_cat_name(o->cat));
+    ts_json_append_string(s, ts_op_cat_name(o->cat));
     g_string_append(s, ",\"ph\":\"X\",\"ts\":");
     gint64 a_ns = llround(sp->start_s * 1e9), b_ns = llround(sp->end_s * 1e9);
     json_us(s, a_ns);
@@ -202,9 +174,9 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
     case TS_OP_COLL: {
       const ts_group *g = g_ptr_array_index(tr->groups, o->group);
       g_string_append(s, ",\"collective\":");
-      json_str(s, ts_coll_kind_name(o->coll));
+      ts_json_append_string(s, ts_coll_kind_name(o->coll));
       g_string_append(s, ",\"group\":");
-      json_str(s, g->name);
+      ts_json_append_string(s, g->name);
       g_string_append_printf(s, ",\"group_members\":%d,\"bytes\":", ts_trace_group_size(g));
       json_num(s, o->bytes);
       break;
@@ -217,7 +189,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
       break;
     case TS_OP_XFER:
       g_string_append(s, ",\"resource\":");
-      json_str(s, ts_resource_name(o->resource));
+      ts_json_append_string(s, ts_resource_name(o->resource));
       g_string_append(s, ",\"bytes\":");
       json_num(s, o->bytes);
       break;
@@ -235,11 +207,11 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
       g_string_append_printf(s, ",\"micro_batch\":%d", o->t_micro - 1);
     if (o->t_phase != TS_PHASE_NONE) {
       g_string_append(s, ",\"phase\":");
-      json_str(s, ts_phase_name(o->t_phase));
+      ts_json_append_string(s, ts_phase_name(o->t_phase));
     }
     if (o->t_role != TS_ROLE_NONE) {
       g_string_append(s, ",\"role\":");
-      json_str(s, ts_role_name(o->t_role));
+      ts_json_append_string(s, ts_role_name(o->t_role));
     }
     g_string_append(s, "}}");
   }
@@ -247,7 +219,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
   /* Provenance and how to read the tracks (shown by Perfetto under "metadata"). */
   g_string_append(s, "\"producer\":");
   g_autofree char *prod = g_strdup_printf("trainsim %s", TS_VERSION);
-  json_str(s, prod);
+  ts_json_append_string(s, prod);
   const char *kv[][2] = {{"model", tr->meta.model},
                          {"topology", tr->meta.topology},
                          {"split", res ? res->split : tr->meta.split},
@@ -257,7 +229,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
     if (kv[k][1] == NULL)
       continue;
     g_string_append_printf(s, ",\"%s\":", kv[k][0]);
-    json_str(s, kv[k][1]);
+    ts_json_append_string(s, kv[k][1]);
   }
   if (res != NULL) {
     g_string_append(s, ",\"step_time_s\":");
@@ -267,17 +239,17 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
   g_string_append_printf(s, ",\"chips\":%d,\"replay\":\"%s\",\"simulated_chips\":%d,", tr->nranks,
                          full ? "full" : "collapsed", nsimulated);
   g_string_append(s, "\"simulated_chip_ids\":");
-  json_str(s, ranks->str);
+  ts_json_append_string(s, ranks->str);
   g_string_append(s, ",\"note\":");
   if (full)
-    json_str(s, "full replay: one track per chip of the array");
+    ts_json_append_string(s, "full replay: one track per chip of the array");
   else {
     g_autofree char *note = g_strdup_printf(
         "collapsed replay: only the chips listed in simulated_chip_ids were simulated; each stands "
         "for the %d chips that run the same program (same coordinates on the pipeline axes) and "
         "whose timeline is identical; run with --full for a track per chip",
         tr->nranks / MAX(nsimulated, 1));
-    json_str(s, note);
+    ts_json_append_string(s, note);
   }
   g_string_append(s, "}\n}\n");
   g_string_free(ranks, TRUE);
