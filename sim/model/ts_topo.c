@@ -1,5 +1,6 @@
 /* ts_topo: reads and validates topology files (a chip kind and an array of named dimensions). */
 #include "ts_topo.h"
+#include "ts_cost.h"
 #include "ts_util.h"
 
 #include <string.h>
@@ -770,18 +771,8 @@ char *ts_topo_describe(const ts_topo *t)
 
 double ts_compute_time(const ts_topo *t, double flops, double mem_bytes)
 {
-  /* Roofline (Williams, Waterman & Patterson, CACM 2009): the slower of arithmetic at the
-   * sustained rate and memory traffic at full bandwidth. */
-  double tc = flops / (t->chip.peak_flops * t->chip.compute_efficiency);
-  double tm = t->chip.memory_bw_Bps > 0 ? mem_bytes / t->chip.memory_bw_Bps : 0.0;
-  double r = tc > tm ? tc : tm;
-  /* A third ceiling, the per-op overhead ([chip] op_overhead_us): kernel launches are
-   * asynchronous, so the device waits for the host (Python, launches, framework bookkeeping)
-   * only when the host is slower than the kernels (docs/validation-published.md, fitted to
-   * vTrain's Megatron measurements). An op with no work launches nothing and stays free. */
-  if (r < t->chip.op_overhead_s && (flops > 0 || mem_bytes > 0))
-    r = t->chip.op_overhead_s;
-  return r;
+  /* An op without a shape: the roofline with the per-op floor (model/ts_cost.c). */
+  return ts_cost_compute(&t->chip, flops, mem_bytes, NULL);
 }
 
 double ts_chip_memory_reserve(const ts_chip *c)

@@ -65,7 +65,8 @@ gboolean ts_export_tit(const ts_trace *tr, const ts_topo *t, const char *dir, GE
       const ts_op *o = &p->ops[i];
       switch (o->kind) {
       case TS_OP_COMPUTE: {
-        double f = ts_compute_time(t, o->flops, o->mem_bytes) * speed;
+        /* Costed as the backends cost it: from the op's shape where the trace gives one. */
+        double f = ts_cost_compute(&t->chip, o->flops, o->mem_bytes, &o->shape) * speed;
         if (f > 0) {
           g_string_append_printf(s, "%d compute ", rank);
           append_g(s, f);
