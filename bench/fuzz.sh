@@ -22,11 +22,19 @@ status=0
 for r in "${readers[@]}"; do
   out=bench/fuzz-out/$r
   mkdir -p "$out/corpus"
+  # Seeds: the shipped files each reader reads (as tests/fuzz/CMakeLists.txt's corpus tests).
   case $r in
-    topology) cp topologies/*.ini "$out/corpus/" ;;
+    topology) cp topologies/*.ini topologies/chips/*.ini "$out/corpus/" ;;
     model) cp models/*.ini "$out/corpus/" ;;
-    *) [ -d "tests/fuzz/seeds/$r" ] && cp "tests/fuzz/seeds/$r"/* "$out/corpus/" ;;
+    trace) cp traces/handwritten/*.trace traces/examples/*.trace "$out/corpus/" ;;
+    scenario) cp tests/scenarios/*.ini "$out/corpus/" ;;
+    measurements) find data/published -name '*.csv' -exec cp {} "$out/corpus/" \; ;;
+    astrasim) for f in traces/imported/astrasim/*.txt; do
+        [ "$(basename "$f")" = PROVENANCE.txt ] || cp "$f" "$out/corpus/"; done ;;
+    chakra) find traces/imported/chakra -name '*.et' -o -name '*.json' |
+        while read -r f; do cp "$f" "$out/corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done ;;
   esac
+  [ -d "tests/fuzz/seeds/$r" ] && cp "tests/fuzz/seeds/$r"/* "$out/corpus/"
   [ -d "tests/fuzz/regressions/$r" ] && cp "tests/fuzz/regressions/$r"/* "$out/corpus/" 2>/dev/null
   log=$out/fuzz.log
   (cd "$out" && "../../../build-fuzz/tests/fuzz/fuzz_$r" corpus -max_total_time="$secs" \

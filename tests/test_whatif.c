@@ -289,7 +289,7 @@ Test(check, bad_scenarios_exit_2_and_update_changes_nothing)
        "[a] topology='nowhere'"},
       {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=63\nglobal_batch = 512\n"
        "tolerance_pct = 1\nstep_time_s = 1\n",
-       "[a]: --split 'dp=63' uses 63 chips"},
+       "[a] split='dp=63': uses 63 chips"},
       {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=64\nglobal_batch = 512\n"
        "tolerance_pct = 1\n[a]\nstep_time_s = 1\n",
        "line 7: [a] given again"},

@@ -159,7 +159,7 @@ static char *golden_text(double v)
 /* New text of a scenarios file with step_time_s set for each scenario of `names`. An inline
  * comment after the old value is kept; a scenario without a golden gets a line after its last
  * key (groups are unique: unique_groups has checked). */
-static char *rewrite(const char *text, char **names, const double *now, int n)
+char *ts_check_rewrite(const char *text, char *const *names, const double *now, int n)
 {
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   int nl = (int)g_strv_length(lines);
@@ -240,6 +240,110 @@ static gboolean unique_groups(const char *path, const char *text, GError **error
   return TRUE;
 }
 
+/* Every scenario of a scenarios file's text (groups once each, known keys, values in range,
+ * splits that parse), or NULL with one error naming the file and the [group] key. Models and
+ * topologies are named, not loaded. */
+static GArray *load_scenarios(const char *path, const char *text, gsize len, GError **error)
+{
+  if (!unique_groups(path, text, error))
+    return NULL;
+  g_autoptr(GKeyFile) kf = ts_kf_load_data(text, len, path, error);
+  if (kf == NULL)
+    return NULL;
+  if (g_key_file_has_group(kf, DEFAULTS)) {
+    const char *const dkeys[] = {"topology",
+                                 "model",
+                                 "split",
+                                 "global_batch",
+                                 "micro_batch",
+                                 "backend",
+                                 "collective_algorithm",
+                                 "bucket_MiB",
+                                 "full",
+                                 "tolerance_pct",
+                                 NULL};
+    if (!ts_kf_check_keys(kf, path, DEFAULTS, dkeys, error))
+      return NULL;
+  }
+  gsize ng = 0;
+  g_auto(GStrv) groups = g_key_file_get_groups(kf, &ng);
+  GArray *sc = g_array_new(FALSE, TRUE, sizeof(scenario));
+  g_array_set_clear_func(sc, (GDestroyNotify)scenario_clear);
+  for (gsize i = 0; i < ng; i++) {
+    if (strcmp(groups[i], DEFAULTS) == 0)
+      continue;
+    scenario s;
+    if (!parse_scenario(kf, path, groups[i], &s, error)) {
+      scenario_clear(&s);
+      g_array_unref(sc);
+      return NULL;
+    }
+    g_array_append_val(sc, s);
+    g_autoptr(ts_split) sp = ts_split_parse(s.split, error);
+    if (sp == NULL) {
+      g_prefix_error(error, "%s: [%s] split: ", path, s.name);
+      g_array_unref(sc);
+      return NULL;
+    }
+  }
+  if (sc->len == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: no scenarios; expected [NAME] groups with topology, model, split, "
+                "global_batch, tolerance_pct",
+                path);
+    g_array_unref(sc);
+    return NULL;
+  }
+  return sc;
+}
+
+int ts_check_parse(const char *path, const char *text, gsize len, char ***names, double **golden_s,
+                   GError **error)
+{
+  GArray *sc = load_scenarios(path, text, len, error);
+  if (sc == NULL)
+    return -1;
+  int n = (int)sc->len;
+  if (names != NULL)
+    *names = g_new0(char *, n + 1);
+  if (golden_s != NULL)
+    *golden_s = g_new0(double, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++) {
+    const scenario *s = &g_array_index(sc, scenario, i);
+    if (names != NULL)
+      (*names)[i] = g_strdup(s->name);
+    if (golden_s != NULL)
+      (*golden_s)[i] = s->has_golden ? s->golden_s : NAN;
+  }
+  g_array_unref(sc);
+  return n;
+}
+
+/* The planner names what it refuses by the command-line option (--split 'S', --global-batch N,
+ * --micro-batch N); in a scenarios file it is a key: "split='S': ...". NULL for other
+ * messages. */
+static char *file_terms(const char *msg)
+{
+  static const char *const opt[][2] = {{"--split ", "split="},
+                                       {"--global-batch ", "global_batch="},
+                                       {"--micro-batch ", "micro_batch="}};
+  for (size_t k = 0; k < G_N_ELEMENTS(opt); k++) {
+    if (!g_str_has_prefix(msg, opt[k][0]))
+      continue;
+    const char *v = msg + strlen(opt[k][0]);
+    const char *end = v[0] == '\'' ? strchr(v + 1, '\'') : v + strcspn(v, ": ");
+    if (end == NULL)
+      break;
+    if (v[0] == '\'')
+      end++;
+    const char *rest = end[0] == ':' ? end + 1 : end;
+    while (*rest == ' ')
+      rest++;
+    return g_strdup_printf("%s%.*s: %s", opt[k][1], (int)(end - v), v, rest);
+  }
+  return NULL;
+}
+
 /* ---- the command ---------------------------------------------------------------------------- */
 
 int ts_cmd_check(int argc, char **argv)
@@ -283,49 +387,10 @@ int ts_cmd_check(int argc, char **argv)
   /* A scenarios file is a few kilobytes: 16 MiB bounds a mistaken device or huge file. */
   if (!ts_read_input_file(path, (gint64)16 << 20, &text, &len, &err))
     return ts_cmd_fail("check", err);
-  if (!unique_groups(path, text, &err))
+  GArray *sc = load_scenarios(path, text, len, &err);
+  if (sc == NULL)
     return ts_cmd_fail("check", err);
-  g_autoptr(GKeyFile) kf = ts_kf_load_data(text, len, path, &err);
-  if (kf == NULL)
-    return ts_cmd_fail("check", err);
-  gsize ng = 0;
-  g_auto(GStrv) groups = g_key_file_get_groups(kf, &ng);
-  GArray *sc = g_array_new(FALSE, TRUE, sizeof(scenario));
-  g_array_set_clear_func(sc, (GDestroyNotify)scenario_clear);
   int status = 0;
-  if (g_key_file_has_group(kf, DEFAULTS)) {
-    const char *const dkeys[] = {"topology",
-                                 "model",
-                                 "split",
-                                 "global_batch",
-                                 "micro_batch",
-                                 "backend",
-                                 "collective_algorithm",
-                                 "bucket_MiB",
-                                 "full",
-                                 "tolerance_pct",
-                                 NULL};
-    if (!ts_kf_check_keys(kf, path, DEFAULTS, dkeys, &err))
-      status = ts_cmd_fail("check", err);
-  }
-  for (gsize i = 0; i < ng && status == 0; i++) {
-    if (strcmp(groups[i], DEFAULTS) == 0)
-      continue;
-    scenario s;
-    if (!parse_scenario(kf, path, groups[i], &s, &err)) {
-      scenario_clear(&s);
-      status = ts_cmd_fail("check", err);
-      break;
-    }
-    g_array_append_val(sc, s);
-  }
-  if (status == 0 && sc->len == 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "%s: no scenarios; expected [NAME] groups with topology, model, split, "
-                "global_batch, tolerance_pct",
-                path);
-    status = ts_cmd_fail("check", err);
-  }
   int n = (int)sc->len;
   g_autoptr(ts_inputs) cache = ts_inputs_new();
   g_autofree char *dir = g_path_get_dirname(path);
@@ -343,12 +408,6 @@ int ts_cmd_check(int argc, char **argv)
     cfg[i].topo = ts_inputs_topo(cache, s->topology, dir, &err);
     if (cfg[i].topo == NULL) {
       g_prefix_error(&err, "%s: [%s] topology='%s': ", path, s->name, s->topology);
-      status = ts_cmd_fail("check", err);
-      break;
-    }
-    g_autoptr(ts_split) sp = ts_split_parse(s->split, &err);
-    if (sp == NULL) {
-      g_prefix_error(&err, "%s: [%s] split: ", path, s->name);
       status = ts_cmd_fail("check", err);
       break;
     }
@@ -371,7 +430,9 @@ int ts_cmd_check(int argc, char **argv)
   for (int i = 0; i < n && status == 0; i++)
     if (out[i].status != TS_OUTCOME_OK) {
       scenario *s = &g_array_index(sc, scenario, i);
-      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s: [%s]: %s", path, s->name, out[i].message);
+      g_autofree char *why = file_terms(out[i].message);
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s: [%s]%s %s", path, s->name,
+                  why != NULL ? "" : ":", why != NULL ? why : out[i].message);
       status = ts_cmd_fail("check", err);
       if (out[i].error_code == TS_ERROR_BACKEND)
         status = 1;
@@ -431,7 +492,7 @@ int ts_cmd_check(int argc, char **argv)
     }
     g_free(cells);
     if (update) {
-      g_autofree char *nt = rewrite(text, names, now, n);
+      g_autofree char *nt = ts_check_rewrite(text, names, now, n);
       if (!ts_write_file_atomic(path, nt, strlen(nt), &err)) {
         status = ts_cmd_fail("check", err);
       } else {

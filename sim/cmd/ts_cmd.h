@@ -50,6 +50,19 @@ ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
 int ts_calibrate_against(const char *file, const char *output, guint seed, double fraction,
                          const char *cmdline, gboolean quiet);
 
+/**
+ * check's reader of a scenarios file, from its text (the fuzzing entry point; models and
+ * topologies are named, not loaded): the number of scenarios, their names (NULL-terminated)
+ * and golden step times (NAN when none), or -1 with one error naming the file and the
+ * [group] key. names and golden_s may be NULL; the caller frees them.
+ */
+int ts_check_parse(const char *path, const char *text, gsize len, char ***names, double **golden_s,
+                   GError **error);
+
+/** check --update's rewrite: the text with step_time_s = now[i] for scenario names[i] (a
+ * scenario without one gets a line after its last key); everything else kept byte for byte. */
+char *ts_check_rewrite(const char *text, char *const *names, const double *now, int n);
+
 /** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
 int ts_cmd_fail(const char *cmd, const GError *error);
 
