@@ -385,7 +385,7 @@ Test(release, replay_memory_is_not_applicable)
 {
   g_autofree char *dir = tmp_dir();
   g_autofree char *a =
-      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s/b.trace", dir);
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s dp=64 -b 64 -o %s/b.trace", dir);
   run_result r = run(a);
   cr_assert_eq(r.status, 0, "%s", r.err);
   run_free(&r);
@@ -395,6 +395,101 @@ Test(release, replay_memory_is_not_applicable)
   cr_expect(strstr(r.out, "0 B") == NULL, "replay claims 0 B per chip: %s", r.out);
   cr_expect(strstr(r.out, "n/a  n/a") != NULL, "%s", r.out);
   run_free(&r);
+  /* JSON and CSV said fits_memory true and 0 bytes per chip: unknown is null / empty. */
+  g_autofree char *j = g_strdup_printf("replay %s/b.trace -t tpu-v3-8x8 -f json", dir);
+  r = run(j);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\"fits_memory\" : null") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\"memory_per_chip_bytes\" : null") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\"fits_memory\" : true") == NULL, "%s", r.out);
+  run_free(&r);
+  g_autofree char *c = g_strdup_printf("replay %s/b.trace -t tpu-v3-8x8 -f csv", dir);
+  r = run(c);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  {
+    g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+    cr_assert(lines[0] != NULL && lines[1] != NULL, "%s", r.out);
+    g_auto(GStrv) head = g_strsplit(lines[0], ",", -1), row = g_strsplit(lines[1], ",", -1);
+    int found = 0;
+    for (int k = 0; head[k] != NULL && row[k] != NULL; k++)
+      if (strcmp(head[k], "fits_memory") == 0 || strcmp(head[k], "memory_per_chip_bytes") == 0) {
+        cr_expect_str_eq(row[k], "", "%s is '%s' for a trace", head[k], row[k]);
+        found++;
+      }
+    cr_expect_eq(found, 2, "%s", lines[0]);
+  }
+  run_free(&r);
+  /* A run's JSON still says whether it fits. */
+  r = run("run -t tpu-v3-8x8 -m bert-large -s dp=64 -b 512 -f json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\"fits_memory\" : true") != NULL, "%s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(release, vary_values_are_range_checked)
+{
+  /* Absolute values past what a topology file accepts overflowed (memory_GiB=1e300 gave a
+   * capacity of 0 bytes that "fits"); a factor can take a value out of range too. */
+  const char *base = "sweep -t tpu-v2-8 -m mlp -s dp=4 -b 16 -j 1 --vary ";
+  static const struct {
+    const char *vary, *needle;
+  } cases[] = {
+      {"memory_GiB=-5",
+       "--vary 'memory_GiB=-5': value '-5': expected a capacity in GiB in (0, 1e+09]"},
+      {"link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s in (0, 1e+06]"},
+      {"dim.x.link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s"},
+      {"memory_GiB=1e300", "value '1e300': expected a capacity in GiB"},
+      {"peak_tflops=1e308", "value '1e308': expected a peak in TFLOP/s"},
+      {"latency_us=1e300", "expected a latency in us in [0, 1e+06]"},
+      {"memory_bandwidth_GBps=2e6", "value '2e6'"},
+      {"compute_efficiency=1.5", "expected a fraction in (0, 1]"},
+      {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 1 gives"},
+      {"compute_efficiency=x2", "expected a fraction in (0, 1]"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *a = g_strconcat(base, cases[i].vary, NULL);
+    expect_input_error(a, cases[i].needle);
+  }
+  /* In range: runs. */
+  g_autofree char *ok = g_strconcat(base, "latency_us=0,1 --vary memory_GiB=8", NULL);
+  run_result r = run(ok);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+}
+
+Test(release, check_names_the_file_group_and_key)
+{
+  g_autofree char *dir = tmp_dir();
+  /* The planner's refusals named command-line options (--split 'dp=3') in a file that has none. */
+  g_autofree char *s1 = write_file(dir, "s1.ini",
+                                   "[a]\ntopology = tpu-v2-8\nmodel = mlp\nsplit = dp=3\n"
+                                   "global_batch = 8\ntolerance_pct = 1\n");
+  g_autofree char *a1 = g_strdup_printf("check %s", s1);
+  expect_input_error(a1, "s1.ini: [a] split='dp=3': uses 3 chips");
+  g_autofree char *s2 = write_file(dir, "s2.ini",
+                                   "[a]\ntopology = tpu-v2-8\nmodel = mlp\nsplit = dp=4\n"
+                                   "global_batch = 6\ntolerance_pct = 1\n");
+  g_autofree char *a2 = g_strdup_printf("check %s", s2);
+  expect_input_error(a2, "s2.ini: [a] global_batch=6: expected");
+  /* A binary file named as the model: said so, not its first bytes echoed. */
+  g_autofree char *s3 = g_strdup_printf("[a]\ntopology = tpu-v2-8\nmodel = %s/traces/imported/"
+                                        "chakra/bert-base-dp8/bert-base-dp8.0.et\nsplit = dp=4\n"
+                                        "global_batch = 8\ntolerance_pct = 1\n",
+                                        TS_SOURCE_DIR);
+  g_autofree char *s3p = write_file(dir, "s3.ini", s3);
+  g_autofree char *a3 = g_strdup_printf("check %s", s3p);
+  expect_input_error(a3,
+                     "bert-base-dp8.0.et:4: binary data (byte 90 is NUL); expected an INI text file");
+  run_result r = run(a3);
+  cr_expect(g_utf8_validate(r.err, -1, NULL), "stderr is not UTF-8: %s", r.err);
+  run_free(&r);
+  /* A missing key names the group and what was expected. */
+  g_autofree char *s4 = write_file(dir, "s4.ini",
+                                   "[a]\ntopology = tpu-v2-8\nmodel = mlp\nglobal_batch = 8\n"
+                                   "tolerance_pct = 1\n");
+  g_autofree char *a4 = g_strdup_printf("check %s", s4);
+  expect_input_error(a4, "s4.ini: [a] split: missing; expected a split");
   rm_rf(dir);
 }
 

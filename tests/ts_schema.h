@@ -54,9 +54,17 @@ static inline gboolean ts_schema_check(JsonNode *node, JsonObject *schema, const
                                        char **why)
 {
   if (json_object_has_member(schema, "type")) {
-    const char *type = json_object_get_string_member(schema, "type");
-    if (!ts_schema_type_ok(node, type)) {
-      *why = g_strdup_printf("%s: expected %s", path, type);
+    /* One type, or a list of them ("type": ["integer", "null"]). */
+    JsonNode *tn = json_object_get_member(schema, "type");
+    gboolean ok = FALSE;
+    if (JSON_NODE_TYPE(tn) == JSON_NODE_ARRAY) {
+      JsonArray *ta = json_node_get_array(tn);
+      for (guint i = 0; i < json_array_get_length(ta) && !ok; i++)
+        ok = ts_schema_type_ok(node, json_array_get_string_element(ta, i));
+    } else
+      ok = ts_schema_type_ok(node, json_node_get_string(tn));
+    if (!ok) {
+      *why = g_strdup_printf("%s: not of the type the schema gives", path);
       return FALSE;
     }
   }

@@ -85,7 +85,8 @@ int ts_cmd_replay(int argc, char **argv)
                 ? tr->meta.model_flops / (rr.step_time_s * topo->chip.peak_flops * topo->nchips)
                 : 0;
   res.mem.capacity = topo->chip.memory_bytes;
-  res.mem.fits = TRUE; /* memory is the planner's: a trace does not record it */
+  /* Memory is the planner's: a trace does not record it (total 0: reported as n/a / null). */
+  res.mem.fits = FALSE;
   res.events = rr.events;
   res.ops = ts_trace_nops(tr);
   res.simulated_ranks = rr.nsimulated;

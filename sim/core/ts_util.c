@@ -122,6 +122,18 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
  * both, naming the two lines. */
 static gboolean kf_check_duplicates(const char *path, const char *text, gsize len, GError **error)
 {
+  /* A binary file given by mistake (a trace, an executable): say so, not its first bytes. A
+   * text line that is not UTF-8 is shown with '?' for its odd bytes (kf_syntax_error). */
+  const char *nul = memchr(text, '\0', len);
+  if (nul != NULL) {
+    int line = 1;
+    for (const char *q = text; q < nul; q++)
+      line += *q == '\n';
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: binary data (byte %" G_GSIZE_FORMAT " is NUL); expected an INI text file",
+                path, line, (gsize)(nul - text) + 1);
+    return FALSE;
+  }
   g_autoptr(GHashTable) groups = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autofree char *group = NULL;

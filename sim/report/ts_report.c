@@ -385,9 +385,14 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
       csv_num(s, v[k]);
     const double bytes[] = {r->mem.params, r->mem.grads, r->mem.optimizer, r->mem.activations,
                             r->mem.temp,   r->mem.total, r->mem.capacity};
+    /* A replayed trace carries no memory model: its memory and fits cells are empty. */
+    gboolean known = r->mem.total > 0;
     for (size_t k = 0; k < G_N_ELEMENTS(bytes); k++)
-      csv_bytes(s, bytes[k]);
-    g_string_append_printf(s, ",%s", r->mem.fits ? "true" : "false");
+      if (known || k != 5)
+        csv_bytes(s, bytes[k]);
+      else
+        g_string_append_c(s, ',');
+    g_string_append_printf(s, ",%s", !known ? "" : r->mem.fits ? "true" : "false");
     csv_bytes(s, r->mem.over);
     g_string_append_printf(s, ",%" G_GINT64_FORMAT, r->mem.max_micro_batch);
     csv_bytes(s, r->mem.host);
@@ -473,8 +478,12 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     json_builder_add_boolean_value(b, r->calibrated);
     jstr(b, "precision", ts_precision_name((ts_precision)r->precision));
     jnum(b, "model_flops_per_step", r->model_flops_per_step);
+    /* A replayed trace carries no memory model: null, not "0 bytes, fits". */
     json_builder_set_member_name(b, "memory_per_chip_bytes");
-    json_builder_add_double_value(b, r->mem.total);
+    if (r->mem.total > 0)
+      json_builder_add_double_value(b, r->mem.total);
+    else
+      json_builder_add_null_value(b);
     json_builder_set_member_name(b, "memory_breakdown_bytes");
     json_builder_begin_object(b);
     jnum(b, "params", r->mem.params);
@@ -487,7 +496,10 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "memory_reserve_bytes", r->mem.reserve);
     jnum(b, "memory_capacity_bytes", r->mem.capacity);
     json_builder_set_member_name(b, "fits_memory");
-    json_builder_add_boolean_value(b, r->mem.fits);
+    if (r->mem.total > 0)
+      json_builder_add_boolean_value(b, r->mem.fits);
+    else
+      json_builder_add_null_value(b);
     jnum(b, "memory_over_bytes", r->mem.over);
     jint(b, "max_micro_batch_fits", r->mem.max_micro_batch);
     json_builder_set_member_name(b, "memory_offloaded_bytes");

@@ -124,6 +124,45 @@ static gboolean in_list(const char *const *l, const char *s)
   return FALSE;
 }
 
+/* The ranges the topology reader (model/ts_topo.c) accepts for each key a --vary sets, in the
+ * key's unit: an absolute value or a factor's result outside them is refused, as in a file. */
+typedef struct {
+  const char *suffix, *what;
+  double max;
+  gboolean zero_ok;
+} vary_range;
+
+static const vary_range vary_ranges[] = {
+    {"peak_tflops", "a peak in TFLOP/s", 1e6, FALSE},
+    {"memory_GiB", "a capacity in GiB", 1e9, FALSE},
+    {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
+    {"compute_efficiency", "a fraction", 1, FALSE},
+    {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
+    {"latency_us", "a latency in us", 1e6, TRUE},
+};
+
+static const vary_range *range_of(const char *key)
+{
+  const char *dot = strrchr(key, '.');
+  const char *last = dot != NULL ? dot + 1 : key;
+  for (size_t i = 0; i < G_N_ELEMENTS(vary_ranges); i++)
+    if (strcmp(last, vary_ranges[i].suffix) == 0)
+      return &vary_ranges[i];
+  return NULL;
+}
+
+static gboolean in_range(const vary_range *r, double v)
+{
+  return r == NULL || ((v > 0 || (r->zero_ok && v == 0)) && v <= r->max);
+}
+
+static void range_text(const vary_range *r, char *buf, size_t n)
+{
+  char max[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd(max, sizeof max, "%g", r->max);
+  g_snprintf(buf, n, "%s in %s0, %s]", r->what, r->zero_ok ? "[" : "(", max);
+}
+
 #define VARY_KEYS                                                                                  \
   "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, "      \
   "latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, dim.NAME.size, dims, "           \
@@ -223,10 +262,16 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
                   "--vary '%s': factor '%s': expected a factor in [1e-06, 1e+06]", text, s);
       return NULL;
     }
-    if (!good) {
+    const vary_range *r = range_of(v->key);
+    if (!good || (!factor && !is_size && !in_range(r, d))) {
+      char want[96] = "a whole number of chips in [1, 65536]";
+      if (!is_size && r != NULL) {
+        char rt[64];
+        range_text(r, rt, sizeof rt);
+        g_snprintf(want, sizeof want, "%s, or xFACTOR (e.g. x0.5)", rt);
+      }
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--vary '%s': value '%s': expected %s", text, s,
-                  is_size ? "a whole number of chips in [1, 65536]"
-                          : "a positive number in the key's unit, or xFACTOR (e.g. x0.5)");
+                  want);
       return NULL;
     }
     nscale += factor;
@@ -252,9 +297,24 @@ char *ts_topo_shape_text(const ts_topo *t)
   return g_string_free(s, FALSE);
 }
 
-static void set_val(double *field, const ts_vary *v, int i, double unit)
+/* Sets the field (SI units; `unit` SI per key unit) to value i, refusing a result outside the
+ * range a topology file accepts (a factor can take a value there). */
+static gboolean set_val(double *field, const ts_vary *v, int i, double unit, const char *tname,
+                        GError **error)
 {
-  *field = v->scale ? *field * v->values[i] : v->values[i] * unit;
+  double nv = v->scale ? *field * v->values[i] : v->values[i] * unit;
+  const vary_range *r = range_of(v->key);
+  if (!in_range(r, nv / unit)) {
+    char rt[64], got[G_ASCII_DTOSTR_BUF_SIZE];
+    range_text(r, rt, sizeof rt);
+    g_ascii_formatd(got, sizeof got, "%g", nv / unit);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--vary '%s': value %d gives %s on %s; expected %s", v->text, i + 1, got, tname,
+                rt);
+    return FALSE;
+  }
+  *field = nv;
+  return TRUE;
 }
 
 static gboolean recount(ts_topo *t, const char *what, GError **error)
@@ -318,27 +378,21 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     }
     return g_steal_pointer(&c);
   }
+  gboolean ok = TRUE;
   if (strcmp(k, "peak_tflops") == 0)
-    set_val(&c->chip.peak_flops, v, i, 1e12);
+    ok = set_val(&c->chip.peak_flops, v, i, 1e12, tname, error);
   else if (strcmp(k, "memory_GiB") == 0)
-    set_val(&c->chip.memory_bytes, v, i, 1073741824.0);
+    ok = set_val(&c->chip.memory_bytes, v, i, 1073741824.0, tname, error);
   else if (strcmp(k, "memory_bandwidth_GBps") == 0)
-    set_val(&c->chip.memory_bw_Bps, v, i, 1e9);
-  else if (strcmp(k, "compute_efficiency") == 0) {
-    set_val(&c->chip.compute_efficiency, v, i, 1.0);
-    if (!(c->chip.compute_efficiency > 0 && c->chip.compute_efficiency <= 1)) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "--vary compute_efficiency: value %d gives %g on %s; expected a fraction in "
-                  "(0, 1]",
-                  i + 1, c->chip.compute_efficiency, tname);
-      return NULL;
-    }
-  } else if (strcmp(k, "link_bandwidth_GBps") == 0) {
-    for (int d = 0; d < c->ndims; d++)
-      set_val(&c->dims[d].link_bw_Bps, v, i, 1e9);
+    ok = set_val(&c->chip.memory_bw_Bps, v, i, 1e9, tname, error);
+  else if (strcmp(k, "compute_efficiency") == 0)
+    ok = set_val(&c->chip.compute_efficiency, v, i, 1.0, tname, error);
+  else if (strcmp(k, "link_bandwidth_GBps") == 0) {
+    for (int d = 0; d < c->ndims && ok; d++)
+      ok = set_val(&c->dims[d].link_bw_Bps, v, i, 1e9, tname, error);
   } else if (strcmp(k, "latency_us") == 0) {
-    for (int d = 0; d < c->ndims; d++)
-      set_val(&c->dims[d].latency_s, v, i, 1e-6);
+    for (int d = 0; d < c->ndims && ok; d++)
+      ok = set_val(&c->dims[d].latency_s, v, i, 1e-6, tname, error);
   } else {
     /* dim.NAME.KEY: NAME may itself hold dots, KEY is after the last one. */
     const char *dot = strrchr(k, '.');
@@ -355,15 +409,15 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
       return NULL;
     }
     if (strcmp(dot + 1, "link_bandwidth_GBps") == 0)
-      set_val(&c->dims[d].link_bw_Bps, v, i, 1e9);
+      ok = set_val(&c->dims[d].link_bw_Bps, v, i, 1e9, tname, error);
     else if (strcmp(dot + 1, "latency_us") == 0)
-      set_val(&c->dims[d].latency_s, v, i, 1e-6);
+      ok = set_val(&c->dims[d].latency_s, v, i, 1e-6, tname, error);
     else {
       c->dims[d].size = (int)v->values[i];
       return recount(c, k, error) ? g_steal_pointer(&c) : NULL;
     }
   }
-  return g_steal_pointer(&c);
+  return ok ? g_steal_pointer(&c) : NULL;
 }
 
 /* ---- automatic split enumeration ---------------------------------------------------------- */
