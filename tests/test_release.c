@@ -458,6 +458,25 @@ Test(release, vary_values_are_range_checked)
   run_free(&r);
 }
 
+Test(release, output_to_a_device_writes_the_device)
+{
+  /* -o /dev/null used to be written to a temporary in /dev and renamed over the device: as root
+   * /dev/null and /dev/full became regular files. A device is written in place; a write error
+   * (/dev/full: no space) is reported, not "wrote". */
+  run_result r = run("platform -t tpu-v2-8 -o /dev/null");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  GStatBuf st;
+  cr_assert_eq(g_stat("/dev/null", &st), 0);
+  cr_expect(S_ISCHR(st.st_mode), "/dev/null is no longer a character device");
+  expect_input_error("platform -t tpu-v2-8 -o /dev/full", "/dev/full: cannot write: No space left");
+  cr_assert_eq(g_stat("/dev/full", &st), 0);
+  cr_expect(S_ISCHR(st.st_mode), "/dev/full is no longer a character device");
+  expect_input_error("platform -t tpu-v2-8 -o /nonexistent-folder/x.xml",
+                     "folder /nonexistent-folder does not exist");
+  expect_input_error("platform -t tpu-v2-8 -o /tmp", "/tmp: is a folder");
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();
@@ -479,8 +498,8 @@ Test(release, check_names_the_file_group_and_key)
                                         TS_SOURCE_DIR);
   g_autofree char *s3p = write_file(dir, "s3.ini", s3);
   g_autofree char *a3 = g_strdup_printf("check %s", s3p);
-  expect_input_error(a3,
-                     "bert-base-dp8.0.et:4: binary data (byte 90 is NUL); expected an INI text file");
+  expect_input_error(
+      a3, "bert-base-dp8.0.et:4: binary data (byte 90 is NUL); expected an INI text file");
   run_result r = run(a3);
   cr_expect(g_utf8_validate(r.err, -1, NULL), "stderr is not UTF-8: %s", r.err);
   run_free(&r);

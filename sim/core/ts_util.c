@@ -398,7 +398,36 @@ gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len,
     }
     return TRUE;
   }
-  /* g_file_set_contents writes a temporary file in the same folder and renames it. */
+  /* A device, FIFO or terminal (-o /dev/null, /dev/stdout, a pipe) is written in place: the
+   * rename below would replace the device node itself by a regular file (as root, /dev/null). */
+  GStatBuf st;
+  if (g_stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: is a folder; expected a file name", path);
+      return FALSE;
+    }
+    FILE *f = fopen(path, "w");
+    gboolean ok = f != NULL && fwrite(contents, 1, len, f) == len && fflush(f) == 0;
+    int saved = errno;
+    if (f != NULL && fclose(f) != 0 && ok) {
+      ok = FALSE;
+      saved = errno;
+    }
+    if (!ok) {
+      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot write: %s", path, g_strerror(saved));
+      return FALSE;
+    }
+    return TRUE;
+  }
+  /* g_file_set_contents writes a temporary file in the same folder and renames it: name the
+   * folder when it is missing, not the temporary. */
+  g_autofree char *dir = g_path_get_dirname(path);
+  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO,
+                "%s: cannot write: folder %s does not exist; expected an existing folder", path,
+                dir);
+    return FALSE;
+  }
   g_autoptr(GError) local = NULL;
   if (!g_file_set_contents(path, contents, (gssize)len, &local)) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot write: %s", path, local->message);
