@@ -477,6 +477,23 @@ Test(release, output_to_a_device_writes_the_device)
   expect_input_error("platform -t tpu-v2-8 -o /tmp", "/tmp: is a folder");
 }
 
+Test(release, plot_and_calibrate_read_bounded_regular_files)
+{
+  /* plot /dev/zero allocated 4 GiB, plot FIFO hung; calibrate --against /dev/zero read until
+   * memory ran out. Both now refuse what is not a regular file, as the other readers do. */
+  expect_input_error("plot /dev/zero", "/dev/zero: a device; expected a regular file");
+  expect_input_error("calibrate --against /dev/zero -o x.ini",
+                     "--against /dev/zero: a device; expected a regular file");
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *fifo = g_build_filename(dir, "fifo", NULL);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  g_autofree char *a = g_strdup_printf("plot %s", fifo);
+  expect_input_error(a, "fifo: a FIFO; expected a regular file");
+  g_autofree char *b = g_strdup_printf("calibrate --against %s -o x.ini", fifo);
+  expect_input_error(b, "fifo: a FIFO; expected a regular file");
+  rm_rf(dir);
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

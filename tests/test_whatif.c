@@ -712,7 +712,7 @@ Test(plot, missing_gnuplot_and_bad_inputs_are_one_line_errors)
   cr_assert(g_file_set_contents(junk, "{\"nothing\": 1}", -1, NULL));
   g_autofree char *a = g_strdup_printf("plot %s", junk);
   expect_input_error(a, "neither results nor a timeline");
-  expect_input_error("plot /nonexistent.json", "/nonexistent.json: cannot read as JSON");
+  expect_input_error("plot /nonexistent.json", "/nonexistent.json: cannot read: No such file");
   expect_input_error("plot", "missing input");
   expect_input_error(RUN "--plot", "--plot: expected --output-dir");
   rm_rf(dir);

@@ -3,6 +3,7 @@
 #include "ts_cmd.h"
 #include "ts_fit.h"
 #include "ts_plan.h"
+#include "ts_trace.h"
 #include "ts_util.h"
 
 #include <glib/gstdio.h>
@@ -173,16 +174,10 @@ static gboolean plan_row(const char *file, const char *dir, GPtrArray *f, const 
 /* The file's rows, planned; every row on the same chip kind. */
 static GArray *read_rows(const char *file, GError **error)
 {
-  GStatBuf st;
-  if (g_stat(file, &st) == 0 && st.st_size > MAX_CSV_BYTES) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--against %s: %lld bytes; expected at most %d",
-                file, (long long)st.st_size, MAX_CSV_BYTES);
-    return NULL;
-  }
+  /* Bounded, and never a device or FIFO (/dev/zero was read until memory ran out). */
   g_autofree char *text = NULL;
-  g_autoptr(GError) e = NULL;
-  if (!g_file_get_contents(file, &text, NULL, &e)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_IO, "--against %s: cannot read: %s", file, e->message);
+  if (!ts_read_input_file(file, MAX_CSV_BYTES, &text, NULL, error)) {
+    g_prefix_error(error, "--against ");
     return NULL;
   }
   g_autofree char *dir = g_path_get_dirname(file);

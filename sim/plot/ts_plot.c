@@ -3,6 +3,7 @@
 #include "ts_plot.h"
 #include "ts_goodput.h"
 #include "ts_sweep.h"
+#include "ts_trace.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -905,9 +906,15 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
   g_autofree char *pd = plot_dir(error);
   if (pd == NULL)
     return FALSE;
+  /* Bounded, and never a device or FIFO (plot /dev/zero allocated 4 GiB, a FIFO hung). A
+   * timeline of a large run is tens of MiB: 1 GiB bounds a mistake. */
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  if (!ts_read_input_file(json_path, (gint64)1 << 30, &text, &len, error))
+    return FALSE;
   g_autoptr(JsonParser) p = json_parser_new();
   g_autoptr(GError) e = NULL;
-  if (!json_parser_load_from_file(p, json_path, &e)) {
+  if (!json_parser_load_from_data(p, text, (gssize)len, &e)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: cannot read as JSON: %s; expected sweep.json, results.json or a timeline",
                 json_path, e->message);
