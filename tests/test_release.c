@@ -494,6 +494,14 @@ Test(release, plot_and_calibrate_read_bounded_regular_files)
   rm_rf(dir);
 }
 
+Test(release, a_zero_batch_is_refused_not_missing)
+{
+  /* -b 0 was reported as "missing --global-batch" although it was given. */
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 0", "--global-batch 0: expected a positive");
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 0", "--global-batch 0: expected a positive");
+  expect_input_error("run -t tpu-v2-8 -m mlp", "missing --global-batch");
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

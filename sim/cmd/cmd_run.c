@@ -45,7 +45,7 @@ int ts_cmd_run(int argc, char **argv)
   g_autofree char *topo_name = NULL, *model_name = NULL, *format = NULL, *outdir = NULL;
   g_autofree char *backend = NULL, *algo_name = NULL, *timeline = NULL, *timeline_json = NULL;
   g_auto(GStrv) splits = NULL, cfg = NULL;
-  gint64 global_batch = 0, micro_batch = 0;
+  gint64 global_batch = G_MININT64, micro_batch = 0; /* G_MININT64: not given */
   double bucket_MiB = 25.0;
   gboolean full = FALSE, plot = FALSE;
   g_autofree char *link_report = NULL;
@@ -124,7 +124,7 @@ int ts_cmd_run(int argc, char **argv)
   }
   if (!ts_cmd_format(format, &fmt, &err))
     return ts_cmd_fail("run", err);
-  if (topo_name == NULL || model_name == NULL || global_batch == 0) {
+  if (topo_name == NULL || model_name == NULL || global_batch == G_MININT64) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "missing %s; expected --topology T --model M --global-batch N",
                 topo_name == NULL    ? "--topology"
@@ -132,11 +132,11 @@ int ts_cmd_run(int argc, char **argv)
                                      : "--global-batch");
     return ts_cmd_fail("run", err);
   }
-  if (global_batch < 0 || micro_batch < 0) {
+  if (global_batch <= 0 || micro_batch < 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--%s %" G_GINT64_FORMAT ": expected a positive number of samples",
-                global_batch < 0 ? "global-batch" : "micro-batch",
-                global_batch < 0 ? global_batch : micro_batch);
+                global_batch <= 0 ? "global-batch" : "micro-batch",
+                global_batch <= 0 ? global_batch : micro_batch);
     return ts_cmd_fail("run", err);
   }
   if (!(bucket_MiB > 0 && bucket_MiB <= 1048576)) {

@@ -128,7 +128,7 @@ int ts_cmd_search(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL, *micro_opt = NULL;
-  gint64 global_batch = 0, top = 5, max_chips = 0, max_configs = 2000;
+  gint64 global_batch = G_MININT64 /* not given */, top = 5, max_chips = 0, max_configs = 2000;
   gboolean vary_options = FALSE;
   gint64 jobs = G_MININT64; /* not given: every core */
   g_autofree char *objective_opt = NULL, *max_days_opt = NULL, *budget_opt = NULL;
@@ -206,13 +206,13 @@ int ts_cmd_search(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   else if (format != NULL && !json_out && strcmp(format, "text") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text or json", format);
-  else if (topo_name == NULL || model_name == NULL || global_batch == 0)
+  else if (topo_name == NULL || model_name == NULL || global_batch == G_MININT64)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "missing %s; expected --topology T --model M --global-batch N",
                 topo_name == NULL    ? "--topology"
                 : model_name == NULL ? "--model"
                                      : "--global-batch");
-  else if (global_batch < 0)
+  else if (global_batch <= 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--global-batch %" G_GINT64_FORMAT ": expected a positive number of samples",
                 global_batch);
