@@ -17,7 +17,7 @@ if [ ${#readers[@]} -eq 0 ]; then
 fi
 targets=(); for r in "${readers[@]}"; do targets+=("fuzz_$r"); done
 cmake --build build-fuzz -j2 --target "${targets[@]}" > /dev/null || { echo "fuzz: build failed" >&2; exit 1; }
-export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:quarantine_size_mb=64 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for r in "${readers[@]}"; do
   out=bench/fuzz-out/$r

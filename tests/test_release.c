@@ -502,6 +502,27 @@ Test(release, a_zero_batch_is_refused_not_missing)
   expect_input_error("run -t tpu-v2-8 -m mlp", "missing --global-batch");
 }
 
+Test(release, export_writes_only_inside_its_folder)
+{
+  /* export --to chakra --name ../x wrote x.*.et beside the output folder, and said "into DIR". */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *tr =
+      g_strdup_printf("trace -t tpu-v2-8 -m mlp -s dp=4 -b 16 -o %s/m.trace", dir);
+  run_result r = run(tr);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  static const char *const bad[] = {"../evil", "a/b", "..", "."};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *a = g_strdup_printf(
+        "export --to chakra -t tpu-v2-8 %s/m.trace -o %s/out --name %s", dir, dir, bad[i]);
+    g_autofree char *want = g_strdup_printf("--name '%s': expected a file name prefix", bad[i]);
+    expect_input_error(a, want);
+  }
+  g_autofree char *evil = g_build_filename(dir, "evil.0.et", NULL);
+  cr_expect(!g_file_test(evil, G_FILE_TEST_EXISTS), "a file was written outside the folder");
+  rm_rf(dir);
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

@@ -35,6 +35,20 @@ int ts_cmd_export(int argc, char **argv)
                 "expected one TRACE, --to tit|chakra, --topology T and --output-dir DIR");
     return ts_cmd_fail("export", err);
   }
+  /* The prefix names files inside --output-dir: '../x' or 'a/b' wrote outside it. */
+  if (name != NULL && (*name == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 ||
+                       strcmp(name, "..") == 0)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--name '%s': expected a file name prefix without '/' (the files go into "
+                "--output-dir)",
+                name);
+    return ts_cmd_fail("export", err);
+  }
+  if (name != NULL && strcmp(to, "chakra") != 0) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--name '%s': only --to chakra names its files; expected it without --name", name);
+    return ts_cmd_fail("export", err);
+  }
   g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, NULL, &err);
   if (topo == NULL)
     return ts_cmd_fail("export", err);
