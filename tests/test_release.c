@@ -523,6 +523,26 @@ Test(release, export_writes_only_inside_its_folder)
   rm_rf(dir);
 }
 
+Test(release, importer_crashes_found_by_fuzzing_are_input_errors)
+{
+  /* Each input that once crashed an importer (tests/fuzz/regressions/astrasim/, replayed by
+   * fuzz_astrasim_corpus in-process) is, through the program, one line and exit 2. The first:
+   * a workload declaring more layers than it has, ending in a blank line, segfaulted import. */
+  g_autofree char *dir = g_build_filename(TS_SOURCE_DIR, "tests/fuzz/regressions/astrasim", NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  cr_assert_not_null(d);
+  int n = 0;
+  g_autofree char *out = tmp_dir();
+  for (const char *f; (f = g_dir_read_name(d)) != NULL; n++) {
+    g_autofree char *a = g_strdup_printf(
+        "import --from astrasim -t dgx-a100-1node %s/%s -o %s/x.trace", dir, f, out);
+    expect_input_error(a, f);
+  }
+  g_dir_close(d);
+  cr_expect_gt(n, 0);
+  rm_rf(out);
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

@@ -126,7 +126,7 @@ ts_trace *ts_import_astrasim_bytes(const guint8 *data, gsize len, const char *pa
       line = ++li;                                                                                 \
       g_strchomp(lines[li - 1]);                                                                   \
       toks = g_regex_split_simple("[ \\t\\r]+", g_strstrip(lines[li - 1]), 0, 0);                  \
-      if (toks[0] != NULL && toks[0][0] != '\0')                                                   \
+      if (toks != NULL && toks[0] != NULL && toks[0][0] != '\0')                                   \
         break;                                                                                     \
       g_strfreev(toks);                                                                            \
       toks = NULL;                                                                                 \
