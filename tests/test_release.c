@@ -543,6 +543,24 @@ Test(release, importer_crashes_found_by_fuzzing_are_input_errors)
   rm_rf(out);
 }
 
+Test(release, options_are_refused_one_by_one)
+{
+  /* validate named seven options and four ranges for any one bad value; --cfg with the
+   * analytic backend was silently ignored. */
+  expect_input_error("validate -m validate-mlp -s dp=4 --tolerance -1",
+                     "validate: --tolerance -1: expected a tolerance >= 0\n");
+  expect_input_error("validate -m validate-mlp -s dp=4 --steps 0",
+                     "validate: --steps 0: expected a number of steps in [1, 1000]\n");
+  expect_input_error("validate -m validate-mlp -s dp=4 --seed -4", "--seed -4: expected");
+  expect_input_error("collective -t tpu-v2-8 --bytes 1e6 --cfg network/model:LV08",
+                     "--cfg 'network/model:LV08': the analytic backend takes no SimGrid settings");
+  expect_input_error("run -t tpu-v2-8 -m mlp -s dp=4 -b 16 --cfg x", "--cfg 'x': the analytic");
+  run_result r =
+      run("collective -t tpu-v2-8 --bytes 1e6 --backend simgrid --cfg network/model:LV08");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

@@ -116,7 +116,7 @@ int ts_cmd_collective(int argc, char **argv)
   int algo;
   if (!ts_cmd_algo(algo_name, &algo, &err))
     return ts_cmd_fail("collective", err);
-  if (!ts_run_backend_valid(backend, &err))
+  if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, cfg, &err))
     return ts_cmd_fail("collective", err);
   int proto = proto_name != NULL ? ts_coll_proto_parse(proto_name) : TS_PROTO_AUTO;
   if (proto < 0) {

@@ -44,7 +44,7 @@ int ts_cmd_replay(int argc, char **argv)
                 "--format text, csv or json)");
     return ts_cmd_fail("replay", err);
   }
-  if (!ts_run_backend_valid(backend, &err))
+  if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, cfg, &err))
     return ts_cmd_fail("replay", err);
   const char *path = argv[1];
   g_autofree char *tpath = NULL;

@@ -147,7 +147,7 @@ int ts_cmd_run(int argc, char **argv)
   int algo;
   if (!ts_cmd_algo(algo_name, &algo, &err))
     return ts_cmd_fail("run", err);
-  if (!ts_run_backend_valid(backend, &err))
+  if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, cfg, &err))
     return ts_cmd_fail("run", err);
   if (link_report != NULL &&
       (backend == NULL || strcmp(backend, "simgrid") != 0 || g_strv_length(splits) != 1)) {

@@ -308,16 +308,32 @@ int ts_cmd_validate(int argc, char **argv)
     return ts_cmd_fail("validate", err);
   }
   o.optimizer = opt_name && strcmp(opt_name, "adam") == 0 ? TS_VALIDATE_ADAM : TS_VALIDATE_SGD;
-  if (steps < 1 || steps > 1000 || o.global_batch < 1 || o.global_batch > 1 << 16 ||
-      o.micro_batch < 0 || !(o.bucket_bytes > 0) || !(o.lr > 0) || tolerance < 0 || seed < 0) {
+  /* One option per message (one line naming the option, its value and the range). */
+  g_autofree char *bb = ts_dtostr(o.bucket_bytes), *lrs = ts_dtostr(o.lr),
+                  *tol = ts_dtostr(tolerance);
+  if (steps < 1 || steps > 1000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--steps %" G_GINT64_FORMAT ", --global-batch %" G_GINT64_FORMAT
-                ", --micro-batch %" G_GINT64_FORMAT
-                ", --bucket-bytes, --lr, --tolerance, --seed: expected 1..1000 steps, a batch "
-                "in 1..65536, a micro-batch >= 0 and positive values",
-                steps, o.global_batch, o.micro_batch);
+                "--steps %" G_GINT64_FORMAT ": expected a number of steps in [1, 1000]", steps);
+  else if (o.global_batch < 1 || o.global_batch > 1 << 16)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--global-batch %" G_GINT64_FORMAT ": expected a batch in [1, 65536]",
+                o.global_batch);
+  else if (o.micro_batch < 0)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--micro-batch %" G_GINT64_FORMAT ": expected a micro-batch >= 0 (0: none)",
+                o.micro_batch);
+  else if (!(o.bucket_bytes > 0))
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--bucket-bytes %s: expected a positive size", bb);
+  else if (!(o.lr > 0))
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--lr %s: expected a learning rate in (0, 10]",
+                lrs);
+  else if (!(tolerance >= 0))
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--tolerance %s: expected a tolerance >= 0", tol);
+  else if (seed < 0)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--seed %" G_GINT64_FORMAT ": expected a seed >= 0",
+                seed);
+  if (err != NULL)
     return ts_cmd_fail("validate", err);
-  }
   /* A learning rate past 10 makes the weights overflow in a step or two: the comparison then
    * fails on infinities (exit 1), which reads as a broken split. Refuse it as input. */
   if (!(o.lr <= 10.0)) {

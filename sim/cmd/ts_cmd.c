@@ -1,5 +1,6 @@
 /* ts_cmd: shared plumbing of the subcommands (option parsing, one-line errors). */
 #include "ts_cmd.h"
+#include "ts_backends.h"
 #include "ts_report.h"
 #include "ts_util.h"
 
@@ -88,6 +89,22 @@ gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean ts_cmd_cfg(const char *backend, char *const *cfg, GError **error)
+{
+  if (cfg == NULL || cfg[0] == NULL)
+    return TRUE;
+  const ts_backend_kind *k = ts_backend_kind_lookup(backend, NULL);
+  /* --cfg holds SimGrid settings: only a backend on SimGrid (the ones that build a platform per
+   * process) reads them; the others ignored them silently. */
+  if (k == NULL || k->one_per_process)
+    return TRUE;
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "--cfg '%s': the %s backend takes no SimGrid settings; expected --backend simgrid "
+              "with --cfg",
+              cfg[0], k->name);
+  return FALSE;
 }
 
 gboolean ts_cmd_format(const char *name, ts_format *out, GError **error)

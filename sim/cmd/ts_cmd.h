@@ -77,6 +77,9 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
 /** Parses --collective-algorithm (NULL = auto); FALSE with a one-line error naming the choices. */
 gboolean ts_cmd_algo(const char *name, int *out, GError **error);
 
+/** --cfg (may be NULL) given with a backend that reads no SimGrid settings: FALSE, one line. */
+gboolean ts_cmd_cfg(const char *backend, char *const *cfg, GError **error);
+
 /* Parses --format (NULL: text); the error names the value. */
 gboolean ts_cmd_format(const char *name, ts_format *out, GError **error);
 
