@@ -561,6 +561,28 @@ Test(release, options_are_refused_one_by_one)
   run_free(&r);
 }
 
+Test(release, sweep_lists_name_each_value_once)
+{
+  /* -m mlp,mlp predicted every configuration twice (duplicate rows); search --max-chips -2 was
+   * compared with the array's size instead of refused. */
+  const char *base = "sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 ";
+  static const struct {
+    const char *extra, *needle;
+  } cases[] = {
+      {"-m mlp", "--model 'mlp': given twice"},
+      {"-t tpu-v2-8", "--topology 'tpu-v2-8': given twice"},
+      {"-b 16", "--global-batch '16': given twice"},
+      {"-s dp=4", "--split 'dp=4': given twice"},
+      {"--micro-batch 1,1", "--micro-batch '1': given twice"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *a = g_strconcat(base, cases[i].extra, NULL);
+    expect_input_error(a, cases[i].needle);
+  }
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --max-chips -2",
+                     "--max-chips -2: expected a number of chips >= 1 (0: no bound)");
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

@@ -212,6 +212,10 @@ int ts_cmd_search(int argc, char **argv)
                 topo_name == NULL    ? "--topology"
                 : model_name == NULL ? "--model"
                                      : "--global-batch");
+  else if (max_chips < 0)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--max-chips %" G_GINT64_FORMAT ": expected a number of chips >= 1 (0: no bound)",
+                max_chips);
   else if (global_batch <= 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--global-batch %" G_GINT64_FORMAT ": expected a positive number of samples",
@@ -280,8 +284,7 @@ int ts_cmd_search(int argc, char **argv)
   if (sw == NULL)
     return ts_cmd_fail("search", err);
   int n = ts_sweep_size(sw);
-  if (max_chips != 0 &&
-      (max_chips < 0 || (n > 0 && ts_sweep_configs(sw)[0].topo->nchips > max_chips))) {
+  if (max_chips != 0 && n > 0 && ts_sweep_configs(sw)[0].topo->nchips > max_chips) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-chips %" G_GINT64_FORMAT ": %s has %d chips; expected a topology of at "
                 "most that many (sweep --vary dims compares array sizes)",

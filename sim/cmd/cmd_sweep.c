@@ -25,6 +25,19 @@ static char **flatten(char **given)
   return (char **)g_ptr_array_free(v, FALSE);
 }
 
+/* A value listed twice would predict the same configurations twice (duplicate rows): a typo. */
+static gboolean unique_items(char *const *items, const char *opt, GError **error)
+{
+  for (int i = 0; items != NULL && items[i] != NULL; i++)
+    for (int j = 0; j < i; j++)
+      if (strcmp(items[i], items[j]) == 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--%s '%s': given twice; expected each value once", opt, items[i]);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 static gboolean parse_counts(char **given, const char *opt, gint64 lo, GArray *out, GError **error)
 {
   g_auto(GStrv) items = flatten(given);
@@ -39,7 +52,7 @@ static gboolean parse_counts(char **given, const char *opt, gint64 lo, GArray *o
     }
     g_array_append_val(out, v);
   }
-  return TRUE;
+  return unique_items(items, opt, error);
 }
 
 /* Shared by sweep and search: option values into a spec; FALSE with a one-line error. */
@@ -66,6 +79,8 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
                 sp->topologies[0] == NULL ? "--topology" : "--model");
     return FALSE;
   }
+  if (!unique_items(sp->topologies, "topology", error) || !unique_items(sp->models, "model", error))
+    return FALSE;
   if (!parse_counts(a->batches, "global-batch", 1, sp->global_batch, error) ||
       !parse_counts(a->per_chip, "batch-per-chip", 1, sp->batch_per_chip, error) ||
       !parse_counts(a->micro, "micro-batch", 0, sp->micro_batch, error))
@@ -108,6 +123,8 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
     if (parsed == NULL)
       return FALSE;
   }
+  if (!unique_items(sp->splits, "split", error))
+    return FALSE;
   if ((a->fits_only || a->all_placements) && !sp->auto_splits) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "--fits-only and --all-placements: expected --splits auto");
