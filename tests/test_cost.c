@@ -247,16 +247,19 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
               t->chip.compute_efficiency);
     calibrated += !t->chip.uncalibrated;
   }
-  /* A100 80GB (vTrain) and P40 (torchgpipe) are fitted; the others say they are not. */
-  cr_assert_eq(calibrated, 2, "%d calibrated profiles, expected 2", calibrated);
+  /* A100 80GB (vTrain), P40 (torchgpipe) and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the
+   * others say they are not. */
+  cr_assert_eq(calibrated, 6, "%d calibrated profiles, expected 6", calibrated);
 }
 
 Test(profile, shipped_topologies_use_profiles)
 {
-  static const char *const names[] = {"dgx-a100-1node", "dgx-a100-4node",  "dgx-a100-32node",
-                                      "dgx-h100-4node", "dgx-h100-32node", "tpu-v2-8",
-                                      "tpu-v2-pod",     "tpu-v3-8x8",      "tpu-v3-pod",
-                                      "asym-16x16",     "p40-pcie-8"};
+  static const char *const names[] = {"dgx-a100-1node",  "dgx-a100-4node",       "dgx-a100-32node",
+                                      "dgx-h100-4node",  "dgx-h100-32node",      "tpu-v2-8",
+                                      "tpu-v2-pod",      "tpu-v3-8x8",           "tpu-v3-pod",
+                                      "asym-16x16",      "p40-pcie-8",           "tpu-v4-4x4x4",
+                                      "tpu-v4-16x16x16", "tpu-v4-4x4x8-twisted", "tpu-v5e-16x16",
+                                      "tpu-v5p-4x4x4",   "tpu-v5p-8x16x16",      "tpu-v6e-16x16"};
   for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
     g_autoptr(ts_topo) t = load_topo(names[i]);
     cr_assert_not_null(t->chip.profile, "%s: no [chip] profile", names[i]);
