@@ -20,16 +20,15 @@ trap 'rm -rf "$tmp"' EXIT
 e=55
 while [ $e -le 95 ]; do
   eff=$(printf '0.%02d' $e)
-  [ $e -eq 100 ] && eff=1.00
   awk -F, -v e="$eff" 'BEGIN { OFS = "," }
     /^#/ || /^group,/ { print; next }
     { $3 = ($3 == "" ? "" : $3 ";") "compute_efficiency=" e; print }' "$csv" > "$tmp/in.csv"
-  ./build/sim/trainsim validate --against "$tmp/in.csv" --format csv |
-    awk -v e="$eff" 'NR > 1 { print e "\t" unquote($0) }
+  ./build/sim/trainsim validate --against "$tmp/in.csv" --format csv > "$tmp/out.csv"
+  awk -v e="$eff" 'NR > 1 { print e "\t" unquote($0) }
       # the quoted split holds commas: blank them so that the columns count right
       function unquote(l,   o, q, i, c) { q = 0; o = ""
         for (i = 1; i <= length(l); i++) { c = substr(l, i, 1); if (c == "\"") q = !q; else if (q && c == ",") c = ";"; o = o c }
-        split(o, f, ","); return f[2] "\t" f[13] }' >> "$tmp/grid.tsv"
+        split(o, f, ","); return f[2] "\t" f[13] }' "$tmp/out.csv" >> "$tmp/grid.tsv"
   e=$((e + 1))
 done
 # set of each line, in file order (the validate CSV keeps the file's order).
