@@ -382,3 +382,64 @@ Test(accuracy, max_mean_error_gate)
   run_free(&b);
   rm_tree(dir);
 }
+
+/* MaxText's published TPU step times (data/published/maxtext, docs/accuracy.md "MaxText on
+ * TPU"): one compute_efficiency per TPU generation fitted on the rows marked "fit" (the 1st,
+ * 3rd, ... of each chip's rows, bench/fit_tpu.sh); the held-out rows' error is pinned just above
+ * what the fitted profiles give: v4 2.2%, v5e 8.5%, v5p 10.7%, v6e 2.5% mean |error| held out,
+ * 8.1% over the 8 held-out rows (19.4% the worst), 6.6% over all 18. */
+#define MAXTEXT_HELDOUT_MEAN_MAX 8.5
+#define MAXTEXT_HELDOUT_WORST_MAX 20.0
+#define MAXTEXT_ALL_MEAN_MAX 7.0
+static const struct {
+  const char *group;
+  double heldout_mean_max;
+} maxtext_chips[] = {{"TPU v4", 2.5}, {"TPU v5e", 9.0}, {"TPU v5p", 11.0}, {"TPU v6e", 3.0}};
+
+Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
+{
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "maxtext", "maxtext-tpu.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->metric, TS_MEAS_STEP_TIME);
+  cr_assert_eq(f->nrows, 18, "18 single-slice rows (published.csv), %d read", f->nrows);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  double all = 0, held = 0, worst = 0;
+  int nheld = 0;
+  for (size_t c = 0; c < G_N_ELEMENTS(maxtext_chips); c++) {
+    double sum = 0;
+    int n = 0, k = 0;
+    for (int i = 0; i < f->nrows; i++) {
+      if (strcmp(f->rows[i].group, maxtext_chips[c].group) != 0)
+        continue;
+      /* The set column follows the rule: every second row of a chip is held out. */
+      gboolean is_held = k++ % 2 == 1;
+      const char *line = lines[f->rows[i].line - 1];
+      cr_assert(strstr(line, is_held ? ",held-out," : ",fit,") != NULL,
+                "line %d: expected set %s: %s", f->rows[i].line, is_held ? "held-out" : "fit",
+                line);
+      double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
+      all += err;
+      if (!is_held)
+        continue;
+      sum += err;
+      n++;
+      worst = fmax(worst, err);
+    }
+    cr_assert(n > 0, "%s: no held-out row", maxtext_chips[c].group);
+    cr_expect(sum / n < maxtext_chips[c].heldout_mean_max, "%s: held-out mean |error| %.2f%%",
+              maxtext_chips[c].group, sum / n);
+    held += sum;
+    nheld += n;
+  }
+  cr_expect(held / nheld < MAXTEXT_HELDOUT_MEAN_MAX, "held-out mean |error| %.2f%%", held / nheld);
+  cr_expect(worst < MAXTEXT_HELDOUT_WORST_MAX, "worst held-out |error| %.2f%%", worst);
+  cr_expect(all / f->nrows < MAXTEXT_ALL_MEAN_MAX, "mean |error| over all rows %.2f%%",
+            all / f->nrows);
+}

@@ -247,16 +247,40 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
               t->chip.compute_efficiency);
     calibrated += !t->chip.uncalibrated;
   }
-  /* A100 80GB (vTrain) and P40 (torchgpipe) are fitted; the others say they are not. */
-  cr_assert_eq(calibrated, 2, "%d calibrated profiles, expected 2", calibrated);
+  /* A100 80GB (vTrain), P40 (torchgpipe) and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the
+   * others say they are not. */
+  cr_assert_eq(calibrated, 6, "%d calibrated profiles, expected 6", calibrated);
+}
+
+/* Power in a chip profile reaches the topology (issue 14: TPU v4's 192 W maximum and 90 W
+ * minimum, Jouppi et al. 2023, Table 1); a topology's own key overrides it; a profile without
+ * power (v5p: none published) leaves energy to --tdp-W. */
+Test(profile, power_comes_from_the_profile)
+{
+  g_autoptr(ts_topo) v4 = load_topo("tpu-v4-4x4x4");
+  cr_assert_eq(v4->cap.busy_W, 192.0);
+  cr_assert_eq(v4->cap.idle_W, 90.0);
+  g_autoptr(ts_topo) v5p = load_topo("tpu-v5p-4x4x4");
+  cr_assert_eq(v5p->cap.busy_W, 0.0, "v5p: %g W, expected none", v5p->cap.busy_W);
+  g_autofree char *text = g_strdup_printf(
+      "[chip]\nprofile = %s/topologies/chips/tpu-v4.ini\ntdp_W = 200\n" DIMX, TS_SOURCE_DIR);
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "/nonexistent/t.ini", &error);
+  cr_assert_not_null(t, "%s", error != NULL ? error->message : "");
+  cr_assert_eq(t->cap.busy_W, 200.0, "the topology's tdp_W overrides the profile's");
+  cr_assert_eq(t->cap.idle_W, 90.0);
 }
 
 Test(profile, shipped_topologies_use_profiles)
 {
-  static const char *const names[] = {"dgx-a100-1node", "dgx-a100-4node",  "dgx-a100-32node",
-                                      "dgx-h100-4node", "dgx-h100-32node", "tpu-v2-8",
-                                      "tpu-v2-pod",     "tpu-v3-8x8",      "tpu-v3-pod",
-                                      "asym-16x16",     "p40-pcie-8"};
+  static const char *const names[] = {"dgx-a100-1node",  "dgx-a100-4node",       "dgx-a100-32node",
+                                      "dgx-h100-4node",  "dgx-h100-32node",      "tpu-v2-8",
+                                      "tpu-v2-pod",      "tpu-v3-8x8",           "tpu-v3-pod",
+                                      "asym-16x16",      "p40-pcie-8",           "tpu-v4-4x4x4",
+                                      "tpu-v4-16x16x16", "tpu-v4-4x4x8-twisted", "tpu-v5e-16x16",
+                                      "tpu-v5p-4x4x4",   "tpu-v5p-8x16x16",      "tpu-v6e-16x16"};
   for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
     g_autoptr(ts_topo) t = load_topo(names[i]);
     cr_assert_not_null(t->chip.profile, "%s: no [chip] profile", names[i]);

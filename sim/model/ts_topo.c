@@ -670,7 +670,9 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
   t->nchips = (int)chips;
   if (!read_twists(kf, path, t, error))
     return NULL;
-  if (!ts_capacity_read(kf, path, t, error))
+  /* Price and power may come from the chip profile ([chip] tdp_W in topologies/chips/): read
+   * them from the merged keys, where the topology's own still override the profile's. */
+  if (!ts_capacity_read(merged != NULL ? merged : kf, path, t, error))
     return NULL;
   return g_steal_pointer(&t);
 }

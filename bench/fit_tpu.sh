@@ -1,0 +1,49 @@
+#!/bin/sh
+# fit_tpu.sh: fits ONE compute_efficiency per TPU generation to MaxText's published step times
+# (data/published/maxtext/maxtext-tpu.csv, docs/accuracy.md "MaxText on TPU") on the rows
+# whose set column is "fit", and reports the mean |error| of the fitted and the held-out rows.
+# The value goes into topologies/chips/tpu-GEN.ini by hand, with the numbers this prints.
+#
+#   bench/fit_tpu.sh              # about 2 minutes on one loaded core
+#
+# Only compute_efficiency is fitted: the rows are matmul-bound (every GEMM dimension a multiple
+# of the 128 or 256 systolic array, so padding costs nothing), kernel_launch_us is 0 under XLA
+# (one compiled program per step), and 1-4 rows per generation cannot pin a second parameter.
+# The search is a grid over 0.55..0.95 in steps of 0.01, every row replayed by
+# `trainsim validate` with the what-if compute_efficiency=E added to its vary column.
+set -eu
+cd "$(dirname "$0")/.."
+csv=data/published/maxtext/maxtext-tpu.csv
+cmake --build build -j2 --target trainsim >/dev/null
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+e=55
+while [ $e -le 95 ]; do
+  eff=$(printf '0.%02d' $e)
+  awk -F, -v e="$eff" 'BEGIN { OFS = "," }
+    /^#/ || /^group,/ { print; next }
+    { $3 = ($3 == "" ? "" : $3 ";") "compute_efficiency=" e; print }' "$csv" > "$tmp/in.csv"
+  ./build/sim/trainsim validate --against "$tmp/in.csv" --format csv > "$tmp/out.csv"
+  awk -v e="$eff" 'NR > 1 { print e "\t" unquote($0) }
+      # the quoted split holds commas: blank them so that the columns count right
+      function unquote(l,   o, q, i, c) { q = 0; o = ""
+        for (i = 1; i <= length(l); i++) { c = substr(l, i, 1); if (c == "\"") q = !q; else if (q && c == ",") c = ";"; o = o c }
+        split(o, f, ","); return f[2] "\t" f[13] }' "$tmp/out.csv" >> "$tmp/grid.tsv"
+  e=$((e + 1))
+done
+# set of each line, in file order (the validate CSV keeps the file's order).
+awk -F, '/^#/ || /^group,/ { next } { print $(NF - 1) }' "$csv" > "$tmp/set"
+rows=$(wc -l < "$tmp/set")
+awk -F'\t' -v rows="$rows" -v setf="$tmp/set" '
+  BEGIN { i = 0; while ((getline s < setf) > 0) set[++i] = s }
+  { k = (NR - 1) % rows + 1; g = $2; e = $1; a = $3 < 0 ? -$3 : $3
+    if (set[k] == "fit") { fs[g, e] += a; fn[g, e]++ } else { hs[g, e] += a; hn[g, e]++ }
+    groups[g] = 1; effs[e] = 1 }
+  END {
+    printf "%-8s %8s %10s %14s %16s\n", "#group", "fitted", "fit rows", "fit mean|err|", "held-out mean|err|"
+    for (g in groups) {
+      best = ""; for (e in effs) if ((g, e) in fn && (best == "" || fs[g, e] / fn[g, e] < bv)) { best = e; bv = fs[g, e] / fn[g, e] }
+      printf "%-8s %8s %10d %13.1f%% %15.1f%%  (%d held out)\n", g, best, fn[g, best], bv,
+        (hn[g, best] ? hs[g, best] / hn[g, best] : 0), hn[g, best]
+    }
+  }' "$tmp/grid.tsv" | sort
