@@ -555,6 +555,9 @@ Test(release, options_are_refused_one_by_one)
   expect_input_error("collective -t tpu-v2-8 --bytes 1e6 --cfg network/model:LV08",
                      "--cfg 'network/model:LV08': the analytic backend takes no SimGrid settings");
   expect_input_error("run -t tpu-v2-8 -m mlp -s dp=4 -b 16 --cfg x", "--cfg 'x': the analytic");
+  /* An empty name said "empty topologies name". */
+  expect_input_error("run -t '' -m mlp -b 16", "--topology '': empty; expected a file path");
+  expect_input_error("run -t tpu-v2-8 -m '' -b 16", "--model '': empty; expected a file path");
   run_result r =
       run("collective -t tpu-v2-8 --bytes 1e6 --backend simgrid --cfg network/model:LV08");
   cr_expect_eq(r.status, 0, "%s", r.err);

@@ -488,8 +488,12 @@ char *ts_data_roots_text(void)
 char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
 {
   if (name == NULL || *name == '\0') {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "empty %s name; expected a file or a name in %s/",
-                dir, dir);
+    /* dir is "models" or "topologies": the option is --model or --topology. */
+    g_autofree char *opt = g_strndup(
+        dir, strlen(dir) > 1 && g_str_has_suffix(dir, "ies") ? strlen(dir) - 3 : strlen(dir) - 1);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--%s%s '': empty; expected a file path or a shipped name in %s/", opt,
+                g_str_has_suffix(dir, "ies") ? "y" : "", dir);
     return NULL;
   }
   if (g_file_test(name, G_FILE_TEST_IS_REGULAR))
