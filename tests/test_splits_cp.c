@@ -1,6 +1,8 @@
 /* Tests of issue 13's splits: context parallelism (ring attention), hybrid sharding, and the
  * tensor- and data-parallel overlaps: closed forms of their collectives (bytes, counts) and
  * memory, the ring's wrap-around, their errors, and that the overlaps change only the schedule. */
+#include "ts_coll.h"
+#include "ts_cost.h"
 #include "ts_plan.h"
 #include "ts_plan_priv.h"
 #include "ts_replay.h"
@@ -334,6 +336,85 @@ Test(overlap, tp_overlap_changes_only_the_schedule)
     cr_assert_gt(chunks, 0);
     double sa = step_time(a), sb = step_time(b);
     cr_assert_lt(sb, sa, "%s: %g s vs %g s without overlap", ov, sb, sa);
+  }
+}
+
+/* The op of program 0 labelled exactly `label`, or NULL. */
+static const ts_op *op_labelled(const ts_trace *tr, const char *label)
+{
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (strcmp(g_ptr_array_index(tr->labels, o->label), label) == 0)
+      return o;
+  }
+  return NULL;
+}
+
+static double coll_seconds(const ts_trace *tr, const ts_topo *t, const ts_op *o)
+{
+  GError *err = NULL;
+  const ts_group *grp = g_ptr_array_index(tr->groups, o->group);
+  double s = ts_coll_time(t, o->coll, o->algo, &grp->shape, o->bytes, NULL, &err);
+  cr_assert_geq(s, 0, "%s", err ? err->message : "");
+  return s;
+}
+
+static double launch_seconds(const ts_trace *tr, const ts_topo *t)
+{
+  double s = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->kind == TS_OP_COMPUTE)
+      s += ts_cost_launch(&t->chip, o->flops, o->mem_bytes, &o->shape);
+  }
+  return s;
+}
+
+Test(overlap, tp_overlap_closed_form)
+{
+  /* validate-mlp, tp=2, one micro-batch: only fc2 (row split, its output all-reduced) is
+   * overlapped, in n = tp = 2 chunks. With the GEMM's time G (chunk g = G/n: no tile or floor
+   * effects on this chip), the whole all-reduce C and a chunk's c, the forward of fc2 takes
+   * G + C without overlap and g + (n - 1) max(g, c) + c with it (the first chunk's GEMM and the
+   * last chunk's all-reduce exposed); the rest of the step is the same. Checked in a
+   * communication-bound regime (c > g), a compute-bound one (g > c), both faster than without
+   * overlap; one where the GEMM is negligible (nothing to hide behind: the chunks' extra
+   * latency makes it a little slower, by the closed form too); and with host launches of 1 ms
+   * per kernel (host-bound): the chunks launch with the first, so the host's total is the same
+   * and the overlapped step is not longer. */
+  g_autoptr(ts_model) m = load_model("validate-mlp");
+  const double bws[] = {1e5, 1e6, 1e6, 1e6};
+  const double peak[] = {1e6, 1e6, 1e12, 1e6};
+  const double launch[] = {0, 0, 0, 1e-3};
+  for (int k = 0; k < 4; k++) {
+    g_autoptr(ts_topo) t = ring_topo(2, bws[k], 1e-6);
+    t->chip.peak_flops = peak[k];
+    t->chip.kernel_launch_s = launch[k];
+    g_autoptr(ts_plan) a = make_plan(m, t, "tp=2", 8, 0);
+    g_autoptr(ts_plan) b = make_plan(m, t, "tp=2,tp-overlap", 8, 0);
+    g_autoptr(ts_trace) ta = trace_of(a);
+    g_autoptr(ts_trace) tb = trace_of(b);
+    const ts_op *fwd = op_labelled(ta, "fc2 fwd");
+    const ts_op *ar = op_labelled(ta, "fc2 fwd all-reduce");
+    const ts_op *car = op_labelled(tb, "fc2 fwd all-reduce chunk");
+    cr_assert(fwd != NULL && ar != NULL && car != NULL);
+    cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, "fc2 fwd chunk", NULL), 2);
+    cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, "fc2 fwd all-reduce chunk", NULL), 2);
+    double n = 2, G = ts_cost_device(&t->chip, fwd->flops, fwd->mem_bytes, &fwd->shape),
+           C = coll_seconds(ta, t, ar), c = coll_seconds(tb, t, car), g = G / n;
+    cr_assert_gt(C, 0);
+    cr_assert_float_eq(launch_seconds(tb, t), launch_seconds(ta, t), 1e-15);
+    double sa = step_time(a), sb = step_time(b);
+    if (launch[k] > 0) {
+      cr_assert_leq(sb, sa * (1 + 1e-12), "host-bound: %g s vs %g s", sb, sa);
+      continue;
+    }
+    cr_assert(k == 1 ? g > c : c > g, "regime %d: c %g g %g", k, c, g);
+    double want = (G + C) - (g + (n - 1) * fmax(g, c) + c);
+    if (k < 2)
+      cr_assert_gt(want, 0.1 * g, "regime %d: G %g C %g c %g", k, G, C, c);
+    cr_assert_float_eq(sa - sb, want, 1e-9 * sa, "regime %d: saved %g s, closed form %g s", k,
+                       sa - sb, want);
   }
 }
 
