@@ -418,6 +418,52 @@ Test(overlap, tp_overlap_closed_form)
   }
 }
 
+/* The DGX H100 cluster with `nodes` nodes (dgx-h100-64node.ini's [dim.net] resized). */
+static ts_topo *h100_nodes(int nodes)
+{
+  g_autofree char *path = g_strdup_printf("%s/topologies/dgx-h100-64node.ini", TS_SOURCE_DIR);
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  cr_assert(g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, NULL));
+  g_key_file_set_integer(kf, "dim.net", "size", nodes);
+  GError *err = NULL;
+  ts_topo *t = ts_topo_from_keyfile(kf, path, &err);
+  cr_assert_not_null(t, "%s", err ? err->message : "");
+  return t;
+}
+
+Test(overlap, mlperf_gpt3_175b_h100_runs_and_fits_in_80_GB)
+{
+  /* The MLPerf Training GPT-3 175B configurations on H100 (issue 13's acceptance): tp=4, pp=8,
+   * interleaved with 12 model chunks per device, dp 16 to 112, FP8, distributed optimizer
+   * (zero=1), sequence parallelism, tp-overlap (and dp-overlap), micro-batch 1. Each fits in
+   * 80 GB with the runtime reserve (dp=16 is the largest: ZeRO-1 shards the optimizer over dp),
+   * and the 512-GPU one runs: with tp-overlap faster than without. Global batch 1536 at dp=16;
+   * at dp=112, 1792 (16 micro-batches per replica; 1536 does not divide by 112). */
+  g_autoptr(ts_model) m = load_model("gpt3-175b");
+  const int dps[] = {16, 112};
+  const gint64 batch[] = {1536, 1792};
+  double mem[2];
+  for (int k = 0; k < 2; k++) {
+    g_autoptr(ts_topo) t = h100_nodes(4 * dps[k]);
+    g_autofree char *split = g_strdup_printf(
+        "tp=4,pp=8,dp=%d,sp,zero=1,schedule=interleaved:12,precision=fp8,tp-overlap,dp-overlap",
+        dps[k]);
+    g_autoptr(ts_plan) p = make_plan(m, t, split, batch[k], 1);
+    mem[k] = p->mem.total;
+    cr_assert(p->mem.fits, "%s: %g GiB + reserve %g GiB of %g GiB", split, p->mem.total / 0x1p30,
+              p->mem.reserve / 0x1p30, p->mem.capacity / 0x1p30);
+    cr_assert_leq(p->mem.total + p->mem.reserve, 80.0 * 0x1p30);
+    if (k == 0) {
+      g_autoptr(ts_plan) a = make_plan(
+          m, t, "tp=4,pp=8,dp=16,sp,zero=1,schedule=interleaved:12,precision=fp8", batch[k], 1);
+      double sa = step_time(a), sb = step_time(p);
+      cr_assert(isfinite(sb) && sb > 0);
+      cr_assert_lt(sb, sa, "tp-overlap, dp-overlap: %g s vs %g s", sb, sa);
+    }
+  }
+  cr_assert_lt(mem[1], mem[0], "a larger dp shards the optimizer state further");
+}
+
 Test(overlap, dp_overlap_gathers_each_layer_once)
 {
   /* dp-overlap (distributed optimizer, Megatron's overlap-param-gather): the updated

@@ -568,12 +568,15 @@ static int ovl_chunks(const gen *g)
  * decomposed into n chunks on side streams: chunk c + 1 of the gather runs while the GEMM
  * works on chunk c, and chunk c of the reduction runs while the GEMM works on chunk c + 1
  * (Megatron-Core's tp_comm_overlap, Transformer Engine userbuffers). Same bytes and FLOPs as
- * without; only the schedule changes. The host launches the layer's kernels once, with the
- * first chunk (TS_KERNELS_LAUNCHED on the others): Transformer Engine issues the chunk GEMMs
- * from one framework call, so the per-op launch cost (kernel_launch_us, fitted on eager
- * PyTorch ops) is not paid n times. What stays exposed is the first gather chunk and the last
- * reduction chunk; with per-chunk gather time c_a, reduction time c_r and GEMM time g (= G/n)
- * the layer takes c_a + (n - 1) max(c_a, g, c_r) + g + c_r instead of C_a + G + C_r. */
+ * without; only the schedule changes. The host launches the layer's kernels once
+ * (TS_KERNELS_LAUNCHED on all chunks but the last, which carries the layer's launches):
+ * Transformer Engine issues the chunk GEMMs from one framework call, so the per-op launch cost
+ * (kernel_launch_us, fitted on eager PyTorch ops) is not paid n times. On the last chunk the
+ * launches end the layer where they end the unsplit one (ts_cost_issue: the later of the device
+ * work and the host's launches); on the first they would add the host's lag to the chunks. What
+ * stays exposed is the first gather chunk and the last reduction chunk; with per-chunk gather time
+ * c_a, reduction time c_r and GEMM time g (= G/n) the layer takes c_a + (n - 1) max(c_a, g, c_r) +
+ * g + c_r instead of C_a + G + C_r. */
 static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
                           double flops, double mem)
 {
@@ -598,6 +601,7 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
   ts_op_shape chunk;
   layer_shape(g, i, TS_PASS_FWD, &chunk);
   chunk.attn_flops /= n, chunk.scores_bytes /= n;
+  int kernels = chunk.kernels;
   int prev_ag = -1, last_rs = -1;
   int start = g->last;
   /* Whatever the compute stream is waiting for, the first gather waits for too. */
@@ -613,8 +617,8 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
       prev_ag = emit(g, &op, ag_lbl, c == 0 ? deps : NULL, c == 0 ? nd : 0);
       pend(g, prev_ag);
     }
+    chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
     int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk, gemm_lbl);
-    chunk.kernels = TS_KERNELS_LAUNCHED;
     if (rs) {
       ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
                          TS_CAT_COMM_TP, S_TPOVL_RS);
