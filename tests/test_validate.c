@@ -566,3 +566,27 @@ Test(errors, new_layer_kinds_are_refused_naming_the_layer)
     run_free(&r);
   }
 }
+
+Test(validate, hybrid_sharding_matches_one_processor, .timeout = 60)
+{
+  /* shard=S (FSDP HYBRID_SHARD, MiCS): ZeRO inside groups of S data-parallel ranks, the
+   * reduce-scattered gradient shards all-reduced across the dp/S replicas. Every ZeRO stage,
+   * with tp, sp and pp, on every network reproduces the reference; dropping one all-reduce
+   * across the replicas leaves that bucket's shards summed over one group only and fails, and
+   * the note names it. */
+  static const char *const splits[] = {"dp=8,zero=1,shard=4", "dp=8,zero=2,shard=2",
+                                       "dp=8,zero=3,shard=4", "tp=2,dp=4,zero=1,shard=2",
+                                       "pp=2,dp=4,zero=2,shard=2"};
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
+    for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+      for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+        expect_pass(models[m], splits[k], precs[p], NULL);
+  expect_pass("validate-transformer", "tp=2,dp=4,zero=3,shard=2,sp", TS_PREC_F64, NULL);
+  expect_pass("validate-llama", "dp=8,zero=3,shard=4", TS_PREC_F64, NULL);
+  extra x = {.drop = "grad shard all-reduce across replicas fc3..fc3"};
+  expect_fail("validate-mlp", "dp=8,zero=1,shard=4", TS_PREC_F64, &x,
+              "never all-reduced across the replicas");
+  extra y = {.drop = "grad shard all-reduce across replicas head..head"};
+  expect_fail("validate-transformer", "dp=8,zero=3,shard=2", TS_PREC_F64, &y,
+              "never all-reduced across the replicas");
+}

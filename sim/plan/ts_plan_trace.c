@@ -796,7 +796,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
                        TS_CAT_COMM_DP, S_DP);
     g_snprintf(g->label, sizeof g->label, "grad shard all-reduce across replicas %s..%s",
                p->model->layers[b->first].name, p->model->layers[upto].name);
-    id = emit(g, &ar, text_label(g, g->label), &id, 1);
+    id = emit(g, &ar, bucket_label(g, b->first, upto), &id, 1);
   }
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host

@@ -374,7 +374,18 @@ static gboolean tp_only(const vd_run *run, int group)
   const vd_exec *e = run->e;
   return group >= 0 && e->T > 1 && e->ax[TS_AX_TP] >= 0 &&
          group_has_axis(run, group, e->ax[TS_AX_TP]) &&
-         !(e->ax[TS_AX_DP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_DP]));
+         !(e->ax[TS_AX_DP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_DP])) &&
+         !(e->ax_shard >= 0 && group_has_axis(run, group, e->ax_shard));
+}
+
+/* Hybrid sharding: is the op the all-reduce of reduce-scattered gradient shards across the
+ * replicas (a gradient all-reduce whose group leaves the sharding group out)? */
+static gboolean replica_allreduce(const vd_run *run, const ts_op *op, const vo_info *v)
+{
+  const vd_exec *e = run->e;
+  return e->ax_shard >= 0 && v->kind == VO_GRAD && op->kind == TS_OP_COLL &&
+         op->coll == TS_COLL_ALLREDUCE && !group_has_axis(run, op->group, e->ax_shard) &&
+         !tp_only(run, op->group);
 }
 
 /* The layers a gradient op synchronises: those of lo..hi on the chip whose gradient needs the
@@ -842,6 +853,41 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
       if (r0->holds[i] && e->net->layers[i].ntensors > 0)
         layers[(*nlay)++] = i;
   }
+  if (replica_allreduce(run, op, v)) {
+    /* Each member sends the shard it owns (the same elements in every replica), as the
+     * reduce-scatter inside its group left it in gp. */
+    c->count = 0;
+    for (int q = 0; q < *nlay; q++) {
+      const vd_layer *L = &e->net->layers[layers[q]];
+      for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++)
+        c->count += r0->own_hi[t] - r0->own_lo[t];
+    }
+    GError *err = NULL;
+    *pp = plan_for(run, op->coll, algo, op->group, MAX(c->count, 1), (double)k->elem, &err);
+    if (*pp == NULL) {
+      run_fail(run, "'%s': %s", c->label, err->message);
+      g_error_free(err);
+      return FALSE;
+    }
+    for (int m = 0; m < c->nm; m++) {
+      vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
+      if (r->sh != r0->sh)
+        return run_fail(run, "'%s': members own different shards (%d and %d)", c->label, r0->sh,
+                        r->sh);
+      c->bufs[m] = buf0(e, c->count);
+      gint64 pos = 0;
+      for (int q = 0; q < *nlay; q++) {
+        const vd_layer *L = &e->net->layers[layers[q]];
+        for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
+          gint64 n = r->own_hi[t] - r->own_lo[t];
+          memcpy((char *)c->bufs[m] + k->elem * (gsize)pos,
+                 (char *)r->gp[t] + k->elem * (gsize)r->own_lo[t], k->elem * (gsize)n);
+          pos += n;
+        }
+      }
+    }
+    return TRUE;
+  }
   gboolean own = op->coll != TS_COLL_ALLREDUCE;
   gboolean with_tp =
       e->T > 1 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, op->group, e->ax[TS_AX_TP]);
@@ -960,6 +1006,21 @@ static void unpack_params(vd_run *run, coll_ctx *c, const ts_coll_plan *plan, co
       }
       continue;
     }
+    if (replica_allreduce(run, op, c->v)) {
+      /* The shard summed over every replica joins the synchronised gradient. */
+      gint64 pos = 0;
+      for (int q = 0; q < nlay; q++) {
+        const vd_layer *L = &e->net->layers[layers[q]];
+        for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
+          gint64 lo = r->own_lo[t], n = r->own_hi[t] - lo;
+          gsize off = k->elem * (gsize)lo;
+          k->axpy(n, 1.0, (char *)c->bufs[m] + k->elem * (gsize)pos, (char *)r->gs[t] + off);
+          memset((char *)r->gp[t] + off, 0, k->elem * (gsize)n);
+          pos += n;
+        }
+      }
+      continue;
+    }
     if (c->v->kind == VO_GRAD && op->coll == TS_COLL_ALLREDUCE) {
       gint64 pos = 0;
       for (int q = 0; q < nlay; q++) {
@@ -970,13 +1031,15 @@ static void unpack_params(vd_run *run, coll_ctx *c, const ts_coll_plan *plan, co
         }
       }
     } else if (c->v->kind == VO_GRAD) {
-      /* This member's chunk holds the sums of the elements it owns. */
+      /* This member's chunk holds the sums of the elements it owns (with hybrid sharding,
+       * over its group only: they wait in gp for the all-reduce across the replicas). */
       gint64 off, cnt;
       ts_coll_shard(plan, m, &off, &cnt);
+      void **into = e->ax_shard >= 0 ? r->gp : r->gs;
       for (gint64 p = off; p < off + cnt; p++) {
         int t = g_array_index(pk->pos_t, int, p);
         gint64 j = g_array_index(pk->pos_j, gint64, p);
-        k->set(r->gs[t], j, k->get(r->gs[t], j) + k->get(c->bufs[m], p));
+        k->set(into[t], j, k->get(into[t], j) + k->get(c->bufs[m], p));
       }
     } else {
       for (gint64 p = 0; p < c->count; p++) {
@@ -1174,6 +1237,16 @@ static void optimizer_step(vd_run *run, vd_rank *r)
                   r->rank, e->net->tensors[t].name);
           break;
         }
+    for (gint64 j = lo; j < hi && e->ax_shard >= 0; j++)
+      if (e->k->get(r->gp[t], j) != 0) {
+        g_autofree char *key = g_strdup_printf("replicas-%d", t);
+        vd_note(e, key,
+                "the optimizer step on chip %d used a shard of '%s' that was reduce-scattered "
+                "inside its sharding group but never all-reduced across the replicas (a missing "
+                "or early all-reduce)",
+                r->rank, e->net->tensors[t].name);
+        break;
+      }
     gint64 n = hi - lo;
     if (n <= 0)
       continue;
@@ -1192,7 +1265,7 @@ static void optimizer_step(vd_run *run, vd_rank *r)
     g_free(g);
   }
   /* ZeRO-3 keeps only the owned shard: the rest must be gathered again before use. */
-  if (e->zero >= 3 && e->D > 1)
+  if (e->zero >= 3 && e->S > 1)
     for (int t = 0; t < r->ntensors; t++) {
       for (gint64 j = 0; j < r->n[t]; j++)
         if (j < r->own_lo[t] || j >= r->own_hi[t])
