@@ -487,8 +487,8 @@ Test(overlap, dp_overlap_gathers_each_layer_once)
 
 Test(overlap, validator_refuses_what_it_does_not_execute)
 {
-  run_result r = run("validate -m validate-mlp -t ring:4 -s dp=4,zero=1,dp-overlap");
+  run_result r = run("validate -m validate-transformer -t ring:4 -s cp=2,dp=2");
   cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
-  cr_assert(strstr(r.err, "dp-overlap") != NULL, "%s", r.err);
+  cr_assert(strstr(r.err, "context parallelism (cp)") != NULL, "%s", r.err);
   run_free(&r);
 }

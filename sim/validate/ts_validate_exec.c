@@ -1264,6 +1264,11 @@ static void optimizer_step(vd_run *run, vd_rank *r)
     }
     g_free(g);
   }
+  /* dp-overlap: only the owned shard is current until the next step's gathers bring the
+   * other owners' updates (each forward must wait for its layer's). */
+  if (e->plan->dp_overlap && e->zero < 3 && e->S > 1)
+    for (int t = 0; t < r->ntensors; t++)
+      r->materialized[e->net->tensors[t].layer] = FALSE;
   /* ZeRO-3 keeps only the owned shard: the rest must be gathered again before use. */
   if (e->zero >= 3 && e->S > 1)
     for (int t = 0; t < r->ntensors; t++) {
