@@ -335,13 +335,14 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     return NULL;
   }
   g_autoptr(GError) local = NULL;
-  /* Issue 13's splits are planned and traced, but the numeric walk does not execute them yet:
+  /* Context parallelism is planned and traced, but the numeric walk does not execute it yet:
    * say so rather than compare something else. */
-  if ((s->degree[TS_AX_CP] > 1) || s->tp_overlap) {
+  if (s->degree[TS_AX_CP] > 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': the validator does not execute %s yet; expected a split without "
-                "it (docs/validation.md lists what trainsim validate executes)",
-                s->text, s->degree[TS_AX_CP] > 1 ? "context parallelism (cp)" : "tp-overlap");
+                "--split '%s': the validator does not execute context parallelism (cp) yet; "
+                "expected a split without it (docs/validation.md lists what trainsim validate "
+                "executes)",
+                s->text);
     return NULL;
   }
   vd_net *net = vd_net_new(m, error);
@@ -362,6 +363,24 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   if (tr == NULL || !ts_trace_check(tr, t, error)) {
     vd_net_free(net);
     return NULL;
+  }
+  /* tp-overlap: a layer whose input is gathered and output reduced in chunks would have to
+   * compute output rows from input chunks alone; attention mixes every token, so the
+   * validator (which runs a chunked layer whole at one chunk) cannot execute it. */
+  for (int i = 0; i < m->nlayers && plan->tp_overlap && plan->degree[TS_AX_TP] > 1; i++) {
+    const ts_layer_exec *x = &plan->exec[i];
+    if (x->cp_kv_bytes <= 0 && x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0 &&
+        (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
+        x->fwd_post.bytes > 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--split '%s': with tp-overlap layer '%s' all-gathers its input and "
+                  "reduce-scatters its output in chunks, which the validator does not execute "
+                  "(it runs a chunked layer whole at one chunk); expected tp-overlap without "
+                  "sp, or a model without such a layer",
+                  s->text, m->layers[i].name);
+      vd_net_free(net);
+      return NULL;
+    }
   }
   /* The validator's tensors are the reference's, one for one. */
   g_assert(ts_nnet_ntensors(ref) == net->ntensors);
