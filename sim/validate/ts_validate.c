@@ -460,10 +460,9 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     if (c % e->S != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                   "--split '%s': layer '%s' holds %" G_GINT64_FORMAT " parameters per chip, "
-                  "which the %d ranks sharding it do not divide; expected a model whose layers "
-                  "divide by dp (or shard) when ZeRO or parameter servers shard them (the "
-                  "validator does not pad)",
-                  s->text, net->layers[i].name, c, e->S);
+                  "which %s=%d does not divide; expected a model whose layers divide by dp (or "
+                  "shard) when ZeRO or parameter servers shard them (the validator does not pad)",
+                  s->text, net->layers[i].name, c, e->ax_shard >= 0 ? "shard" : "dp", e->S);
       vd_run_free(run);
       run = NULL;
     }
