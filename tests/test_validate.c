@@ -566,3 +566,80 @@ Test(errors, new_layer_kinds_are_refused_naming_the_layer)
     run_free(&r);
   }
 }
+
+Test(validate, hybrid_sharding_matches_one_processor, .timeout = 60)
+{
+  /* shard=S (FSDP HYBRID_SHARD, MiCS): ZeRO inside groups of S data-parallel ranks, the
+   * reduce-scattered gradient shards all-reduced across the dp/S replicas. Every ZeRO stage,
+   * with tp, sp and pp, on every network reproduces the reference; dropping one all-reduce
+   * across the replicas leaves that bucket's shards summed over one group only and fails, and
+   * the note names it. */
+  static const char *const splits[] = {"dp=8,zero=1,shard=4", "dp=8,zero=2,shard=2",
+                                       "dp=8,zero=3,shard=4", "tp=2,dp=4,zero=1,shard=2",
+                                       "pp=2,dp=4,zero=2,shard=2"};
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
+    for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+      for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+        expect_pass(models[m], splits[k], precs[p], NULL);
+  expect_pass("validate-transformer", "tp=2,dp=4,zero=3,shard=2,sp", TS_PREC_F64, NULL);
+  expect_pass("validate-llama", "dp=8,zero=3,shard=4", TS_PREC_F64, NULL);
+  extra x = {.drop = "grad shard all-reduce across replicas fc3..fc3"};
+  expect_fail("validate-mlp", "dp=8,zero=1,shard=4", TS_PREC_F64, &x,
+              "never all-reduced across the replicas");
+  extra y = {.drop = "grad shard all-reduce across replicas head..head"};
+  expect_fail("validate-transformer", "dp=8,zero=3,shard=2", TS_PREC_F64, &y,
+              "never all-reduced across the replicas");
+}
+
+Test(validate, dp_overlap_matches_one_processor, .timeout = 60)
+{
+  /* dp-overlap (Megatron's overlap-param-gather): each layer's updated parameters are gathered
+   * at the start of the next step, before its forward. Two steps, so the second uses gathered
+   * updates; with ZeRO 1 and 2, tp, pp and hybrid sharding every network reproduces the
+   * reference. Without one layer's gather its forward reads parameters only partly updated:
+   * the run stops there. */
+  static const char *const splits[] = {"dp=4,zero=1,dp-overlap", "dp=8,zero=2,dp-overlap",
+                                       "tp=2,dp=4,zero=1,dp-overlap", "pp=2,dp=4,zero=1,dp-overlap",
+                                       "dp=8,zero=1,shard=4,dp-overlap"};
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
+    for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+      for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+        expect_pass(models[m], splits[k], precs[p], NULL);
+  expect_pass("validate-llama", "tp=2,dp=4,zero=1,sp,dp-overlap", TS_PREC_F64, NULL);
+  extra x = {.drop = "fc1 updated param all-gather"};
+  expect_fail("validate-mlp", "dp=4,zero=1,dp-overlap", TS_PREC_F64, &x,
+              "no all-gather collected them");
+}
+
+Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
+{
+  /* tp-overlap: each forward GEMM with a gathered input or a reduced output runs in tp chunks
+   * beside chunked collectives. The validator runs every chunk collective on real buffers (chunk
+   * c carries the c-th part of every member's shard) and the layer once its input is complete,
+   * so the chunks must assemble exactly what the whole collective would. Without and with
+   * sequence parallelism (all-gather and reduce-scatter chunks), with dp, pp, ZeRO and
+   * recomputation, every network reproduces the reference; dropping one layer's chunks, or the
+   * dependency of a reduction chunk on its GEMM chunk, fails. */
+  static const char *const splits[] = {"tp=2,tp-overlap", "tp=2,dp=2,tp-overlap",
+                                       "tp=2,pp=2,tp-overlap",
+                                       "tp=2,dp=2,zero=1,tp-overlap,dp-overlap"};
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
+    for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+      for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+        expect_pass(models[m], splits[k], precs[p], NULL);
+  static const char *const sp[] = {"tp=2,sp,tp-overlap", "tp=2,dp=2,zero=3,sp,tp-overlap",
+                                   "tp=2,pp=2,sp,tp-overlap",
+                                   "tp=2,dp=2,sp,recompute=full,tp-overlap"};
+  for (gsize k = 0; k < G_N_ELEMENTS(sp); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
+      expect_pass("validate-transformer", sp[k], precs[p], NULL);
+      expect_pass("validate-llama", sp[k], precs[p], NULL);
+    }
+  extra a = {.drop = "fc2 fwd all-reduce chunk"};
+  expect_fail("validate-mlp", "tp=2,tp-overlap", TS_PREC_F64, &a, "missing all-reduce");
+  extra b = {.drop = "block.0.fc1 fwd all-gather chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,tp-overlap", TS_PREC_F64, &b,
+              "before its all-gather chunk");
+  extra c = {.nodeps = "block.0.fc2 fwd reduce-scatter chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,tp-overlap", TS_PREC_F64, &c, "not computed yet");
+}

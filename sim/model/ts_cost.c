@@ -122,7 +122,7 @@ static double roofline(const ts_chip *c, double flops, double mem, gboolean floo
 double ts_cost_launch(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
 {
   if (s == NULL || s->oclass == TS_OPC_ROOFLINE || s->oclass == TS_OPC_TRANSFER ||
-      (!(flops > 0) && !(mem > 0)))
+      (!(flops > 0) && !(mem > 0)) || s->kernels == TS_KERNELS_LAUNCHED)
     return 0.0;
   return (s->kernels > 0 ? s->kernels : 1) * c->kernel_launch_s;
 }

@@ -34,11 +34,18 @@ typedef enum {
   TS_NPRECISIONS
 } ts_precision;
 
+/** ts_op_shape.kernels of an op the host launched together with an earlier one: the later
+ * chunks of a tp-overlap GEMM, which Transformer Engine issues from one call (its userbuffers
+ * overlap launches the chunk GEMMs on side streams inside one framework op), so the host pays
+ * the layer's launches once, with the first chunk. */
+#define TS_KERNELS_LAUNCHED (-1)
+
 /** The shape of a compute op. Zero-filled means "no shape" (roofline). Dimensions per chip. */
 typedef struct {
   int oclass;                 /* ts_op_class */
   int prec;                   /* ts_precision of the GEMMs */
-  int kernels;                /* kernel launches the op makes (>= 1 when oclass is set) */
+  int kernels;                /* kernel launches the op makes (>= 1 when oclass is set), or
+                               * TS_KERNELS_LAUNCHED: issued by an earlier op's launch */
   double m, n, k, batch;      /* its GEMMs: (m x k) x (k x n), batch of them (0: no GEMM) */
   double aq, akv, ad, abatch; /* attention core: queries, keys, head width, batch x heads */
   double attn_flops;          /* FLOPs of the attention core, part of the op's flops */

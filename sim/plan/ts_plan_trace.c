@@ -32,8 +32,10 @@ enum {
   S_CP_RECV = 11,
   S_CP_DSEND = 12, /* their gradients, backward */
   S_CP_DRECV = 13,
-  S_TPOVL = 14, /* tp-overlap: chunked tensor-parallel collectives beside their GEMMs */
-  S_PARAM = 15, /* dp-overlap: updated-parameter gathers ahead of each layer's forward */
+  S_TPOVL = 14,    /* tp-overlap: chunked tensor-parallel collectives beside their GEMMs */
+  S_PARAM = 15,    /* dp-overlap: updated-parameter gathers ahead of each layer's forward */
+  S_TPOVL_RS = 16, /* tp-overlap: the chunked reduce-scatters (all-reduces) of a layer's output,
+                    * beside the gathers of S_TPOVL so neither waits for the other */
 };
 
 typedef struct {
@@ -562,30 +564,51 @@ static int ovl_chunks(const gen *g)
   return g->p->degree[TS_AX_TP];
 }
 
+/* The label of a tp-overlap op of layer i, set before each op it labels: emit() clears the
+ * tag (layer, role) lbl() sets, so a label formatted once would leave the later chunks
+ * untagged. */
+static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post)
+{
+  const ts_layer *l = &g->p->model->layers[i];
+  if (slot == L_OVL_FWD_PRE)
+    return lbl(g, layer_slot(g, i, slot), "%s fwd all-gather chunk", l->name);
+  if (slot == L_OVL_FWD_POST)
+    return lbl(g, layer_slot(g, i, slot), "%s fwd %s chunk", l->name, coll_word(post->kind));
+  return lbl(g, layer_slot(g, i, slot), "%s fwd chunk", l->name);
+}
+
 /* A layer's forward with its input all-gather and / or output reduce-scatter (all-reduce)
- * decomposed into n chunks on a side stream: chunk c + 1 of the gather runs while the GEMM
+ * decomposed into n chunks on side streams: chunk c + 1 of the gather runs while the GEMM
  * works on chunk c, and chunk c of the reduction runs while the GEMM works on chunk c + 1
  * (Megatron-Core's tp_comm_overlap, Transformer Engine userbuffers). Same bytes and FLOPs as
- * without; only the schedule changes. */
+ * without; only the schedule changes. The host launches the layer's kernels once
+ * (TS_KERNELS_LAUNCHED on all chunks but the last, which carries the layer's launches):
+ * Transformer Engine issues the chunk GEMMs from one framework call, so the per-op launch cost
+ * (kernel_launch_us, fitted on eager PyTorch ops) is not paid n times. On the last chunk the
+ * launches end the layer where they end the unsplit one (ts_cost_issue: the later of the device
+ * work and the host's launches); on the first they would add the host's lag to the chunks. What
+ * stays exposed is the first gather chunk and the last reduction chunk; with per-chunk gather time
+ * c_a, reduction time c_r and GEMM time g (= G/n) the layer takes c_a + (n - 1) max(c_a, g, c_r) +
+ * g + c_r instead of C_a + G + C_r. */
 static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
                           double flops, double mem)
 {
-  const ts_layer *l = &g->p->model->layers[i];
   int n = ovl_chunks(g);
   gboolean ag = pre->kind == TS_COLL_ALLGATHER && pre->bytes > 0;
   gboolean rs =
       (post->kind == TS_COLL_REDUCESCATTER || post->kind == TS_COLL_ALLREDUCE) && post->bytes > 0;
   if (pre->kind != TS_NO_COLL && !ag)
     emit_tp(g, pre, i, L_FWD_PRE, "fwd");
-  int ag_lbl = lbl(g, layer_slot(g, i, L_OVL_FWD_PRE), "%s fwd all-gather chunk", l->name);
-  int rs_lbl = rs ? lbl(g, layer_slot(g, i, L_OVL_FWD_POST), "%s fwd %s chunk", l->name,
-                        coll_word(post->kind))
-                  : -1;
-  int gemm_lbl = lbl(g, layer_slot(g, i, L_OVL_FWD), "%s fwd chunk", l->name);
-  /* Each chunk is the layer's forward on 1/n of its rows. */
+  /* Each chunk is the layer's forward on 1/n of its rows, at the whole GEMM's efficiency:
+   * Transformer Engine runs the chunk GEMMs on several compute streams (or as one atomic GEMM
+   * that signals per chunk), so together they fill the chip as the unsplit GEMM does; a GEMM of
+   * m/n rows alone would leave most SMs idle (e.g. 20 output tiles on 132 SMs). So the shape
+   * keeps the whole layer's dimensions (its tile efficiency) and the chunk carries 1/n of its
+   * FLOPs, attention-core FLOPs, score and memory traffic. */
   ts_op_shape chunk;
   layer_shape(g, i, TS_PASS_FWD, &chunk);
-  chunk.m /= n, chunk.aq /= n, chunk.attn_flops /= n, chunk.scores_bytes /= n;
+  chunk.attn_flops /= n, chunk.scores_bytes /= n;
+  int kernels = chunk.kernels;
   int prev_ag = -1, last_rs = -1;
   int start = g->last;
   /* Whatever the compute stream is waiting for, the first gather waits for too. */
@@ -598,14 +621,17 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
     if (ag) {
       ts_op op =
           coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP, S_TPOVL);
-      prev_ag = emit(g, &op, ag_lbl, c == 0 ? deps : NULL, c == 0 ? nd : 0);
+      prev_ag =
+          emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_PRE, post), c == 0 ? deps : NULL, c == 0 ? nd : 0);
       pend(g, prev_ag);
     }
-    int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk, gemm_lbl);
+    chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
+    int gemm =
+        emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk, ovl_lbl(g, i, L_OVL_FWD, post));
     if (rs) {
       ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
-                         TS_CAT_COMM_TP, S_TPOVL);
-      last_rs = emit(g, &op, rs_lbl, &gemm, 1);
+                         TS_CAT_COMM_TP, S_TPOVL_RS);
+      last_rs = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_POST, post), &gemm, 1);
     }
   }
   if (!rs && post->kind != TS_NO_COLL)
@@ -629,8 +655,10 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   double flops = l->fwd_flops * g->mb / e->cdiv;
   double mem = ts_layer_fwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
   int slot = layer_slot(g, i, recompute ? L_RECOMPUTE : L_FWD);
+  /* A recomputed forward (recompute=full, stage) runs its collectives whole: its ops are tagged
+   * as a recomputation, which the chunks are not. */
   gboolean ovl =
-      p->tp_overlap && e->cp_kv_bytes <= 0 &&
+      p->tp_overlap && !recompute && e->cp_kv_bytes <= 0 &&
       (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
        e->fwd_post.kind == TS_COLL_ALLREDUCE);
   if (ovl) {
@@ -779,7 +807,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
                        TS_CAT_COMM_DP, S_DP);
     g_snprintf(g->label, sizeof g->label, "grad shard all-reduce across replicas %s..%s",
                p->model->layers[b->first].name, p->model->layers[upto].name);
-    id = emit(g, &ar, text_label(g, g->label), &id, 1);
+    id = emit(g, &ar, bucket_label(g, b->first, upto), &id, 1);
   }
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host

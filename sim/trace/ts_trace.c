@@ -720,7 +720,7 @@ static void append_shape(GString *s, const ts_op_shape *sh)
   g_string_append_printf(s, " class=%s", ts_op_class_name((ts_op_class)sh->oclass));
   if (sh->prec != TS_PRECISION_BF16)
     g_string_append_printf(s, " prec=%s", ts_precision_name((ts_precision)sh->prec));
-  if (sh->kernels > 0)
+  if (sh->kernels != 0)
     g_string_append_printf(s, " kernels=%d", sh->kernels);
   ts_op_shape c = *sh;
   for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
@@ -1119,7 +1119,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
       return perr(c, "prec='%s': expected bf16, fp8 or fp32", val);
     op->shape.prec = v;
   } else if (strcmp(key, "kernels") == 0 && op->kind == TS_OP_COMPUTE) {
-    return parse_int_tok(c, key, val, 0, 1000000, &op->shape.kernels);
+    return parse_int_tok(c, key, val, -1, 1000000, &op->shape.kernels);
   } else if (op->kind == TS_OP_COMPUTE && shape_key_index(key) >= 0) {
     return parse_num_tok(c, key, val, shape_field(&op->shape, shape_key_index(key)));
   } else if (v2 && g_str_has_prefix(key, "x_")) {

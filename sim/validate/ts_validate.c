@@ -143,6 +143,7 @@ static void rank_free(vd_exec *e, vd_rank *r)
     g_free(r->w[t]);
     g_free(r->g[t]);
     g_free(r->gs[t]);
+    g_free(r->gp[t]);
     g_free(r->m[t]);
     g_free(r->v[t]);
   }
@@ -151,6 +152,7 @@ static void rank_free(vd_exec *e, vd_rank *r)
   g_free(r->w);
   g_free(r->g);
   g_free(r->gs);
+  g_free(r->gp);
   g_free(r->m);
   g_free(r->v);
   g_free(r->synced);
@@ -171,7 +173,8 @@ static void rank_free(vd_exec *e, vd_rank *r)
 
 /* Parameters each chip owns over the data-parallel group (ZeRO, parameter servers): member d
  * of D owns elements [c d / D, c (d+1) / D) of each layer's flat vector of c elements (its
- * tensors' tensor-parallel shards, concatenated). */
+ * tensors' tensor-parallel shards, concatenated). With hybrid sharding, member d of the S
+ * ranks of its sharding group, in every replica alike. */
 static void rank_owners(vd_exec *e, vd_rank *r)
 {
   const vd_net *n = e->net;
@@ -180,7 +183,7 @@ static void rank_owners(vd_exec *e, vd_rank *r)
     gint64 c = 0;
     for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++)
       c += r->n[t];
-    gint64 lo = e->owners ? c * r->dp / e->D : 0, hi = e->owners ? c * (r->dp + 1) / e->D : c;
+    gint64 lo = e->owners ? c * r->sh / e->S : 0, hi = e->owners ? c * (r->sh + 1) / e->S : c;
     gint64 base = 0;
     for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
       r->own_lo[t] = CLAMP(lo - base, 0, r->n[t]);
@@ -197,6 +200,13 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
   r->rank = rank;
   r->tp = e->ax[TS_AX_TP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_TP]) : 0;
   r->dp = e->ax[TS_AX_DP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_DP]) : 0;
+  r->sh = r->dp;
+  if (e->ax_shard >= 0) {
+    /* Hybrid sharding: the trace's dp axis is the replicas; the data-parallel index (which
+     * samples the chip takes) is replica x S + its place in the sharding group. */
+    r->sh = ts_trace_axis_coord(tr, rank, e->ax_shard);
+    r->dp = r->dp * e->S + r->sh;
+  }
   r->pp = e->ax[TS_AX_PP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_PP]) : 0;
   int nt = r->ntensors = n->ntensors, nl = n->nlayers;
   r->n = g_new0(gint64, MAX(nt, 1));
@@ -204,6 +214,7 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
   r->w = g_new0(void *, MAX(nt, 1));
   r->g = g_new0(void *, MAX(nt, 1));
   r->gs = g_new0(void *, MAX(nt, 1));
+  r->gp = g_new0(void *, MAX(nt, 1));
   r->m = g_new0(void *, MAX(nt, 1));
   r->v = g_new0(void *, MAX(nt, 1));
   r->synced = g_new0(gboolean, MAX(nt, 1));
@@ -215,7 +226,7 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
   r->materialized = g_new0(gboolean, MAX(nl, 1));
   for (int i = 0; i < nl; i++) {
     r->holds[i] = e->stage[i] == r->pp;
-    r->materialized[i] = e->zero < 3 || e->D == 1;
+    r->materialized[i] = e->zero < 3 || e->S == 1;
   }
   gsize es = e->k->elem;
   for (int t = 0; t < nt; t++) {
@@ -227,6 +238,7 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
     r->w[t] = g_malloc0(es * (gsize)cnt);
     r->g[t] = g_malloc0(es * (gsize)cnt);
     r->gs[t] = g_malloc0(es * (gsize)cnt);
+    r->gp[t] = g_malloc0(es * (gsize)cnt);
     r->m[t] = g_malloc0(es * (gsize)cnt);
     r->v[t] = g_malloc0(es * (gsize)cnt);
     for (gint64 j = 0; j < r->n[t]; j++)
@@ -260,7 +272,10 @@ static void compare(vd_exec *e, ts_nnet *ref, ts_validate_result *res)
   res->ntensors = n->ntensors;
   res->tensors = g_new0(ts_validate_tensor, MAX(n->ntensors, 1));
   res->max_rel_err = 0;
-  gboolean sharded = e->zero >= 3 && e->D > 1;
+  /* ZeRO-3 keeps only its shard; with dp-overlap the updated shards are gathered at the start
+   * of the next step (the trace is a steady-state step), so after the last step each owner's
+   * shard is what is current. Either way the whole tensor is the owners' shards assembled. */
+  gboolean sharded = (e->zero >= 3 || e->plan->dp_overlap) && e->S > 1;
   for (int t = 0; t < n->ntensors; t++) {
     gint64 numel = n->tensors[t].numel;
     double *want = g_new(double, numel);
@@ -273,7 +288,7 @@ static void compare(vd_exec *e, ts_nnet *ref, ts_validate_result *res)
       vd_rank *r = &e->ranks[rank];
       if (!r->holds[n->tensors[t].layer])
         continue;
-      int copy = (sharded ? 0 : r->dp) * e->T + (r->shard[t] == NULL ? r->tp : 0);
+      int copy = (sharded ? r->dp / e->S : r->dp) * e->T + (r->shard[t] == NULL ? r->tp : 0);
       double *acc = g_hash_table_lookup(copies, GINT_TO_POINTER(copy));
       if (acc == NULL) {
         acc = g_new0(double, 2);
@@ -320,17 +335,14 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     return NULL;
   }
   g_autoptr(GError) local = NULL;
-  /* Issue 13's splits are planned and traced, but the numeric walk does not execute them yet:
+  /* Context parallelism is planned and traced, but the numeric walk does not execute it yet:
    * say so rather than compare something else. */
-  if ((s->degree[TS_AX_CP] > 1) || s->shard > 0 || s->tp_overlap || s->dp_overlap) {
+  if (s->degree[TS_AX_CP] > 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': the validator does not execute %s yet; expected a split without "
-                "it (docs/validation.md lists what trainsim validate executes)",
-                s->text,
-                s->degree[TS_AX_CP] > 1 ? "context parallelism (cp)"
-                : s->shard > 0          ? "hybrid sharding (shard)"
-                : s->tp_overlap         ? "tp-overlap"
-                                        : "dp-overlap");
+                "--split '%s': the validator does not execute context parallelism (cp) yet; "
+                "expected a split without it (docs/validation.md lists what trainsim validate "
+                "executes)",
+                s->text);
     return NULL;
   }
   vd_net *net = vd_net_new(m, error);
@@ -351,6 +363,24 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   if (tr == NULL || !ts_trace_check(tr, t, error)) {
     vd_net_free(net);
     return NULL;
+  }
+  /* tp-overlap: a layer whose input is gathered and output reduced in chunks would have to
+   * compute output rows from input chunks alone; attention mixes every token, so the
+   * validator (which runs a chunked layer whole at one chunk) cannot execute it. */
+  for (int i = 0; i < m->nlayers && plan->tp_overlap && plan->degree[TS_AX_TP] > 1; i++) {
+    const ts_layer_exec *x = &plan->exec[i];
+    if (x->cp_kv_bytes <= 0 && x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0 &&
+        (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
+        x->fwd_post.bytes > 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--split '%s': with tp-overlap layer '%s' all-gathers its input and "
+                  "reduce-scatters its output in chunks, which the validator does not execute "
+                  "(it runs a chunked layer whole at one chunk); expected tp-overlap without "
+                  "sp, or a model without such a layer",
+                  s->text, m->layers[i].name);
+      vd_net_free(net);
+      return NULL;
+    }
   }
   /* The validator's tensors are the reference's, one for one. */
   g_assert(ts_nnet_ntensors(ref) == net->ntensors);
@@ -374,6 +404,11 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   }
   e->T = plan->degree[TS_AX_TP];
   e->D = plan->degree[TS_AX_DP];
+  e->S = ts_plan_shard_ranks(plan);
+  e->ax_shard = -1;
+  for (int x = 0; x < tr->naxes; x++)
+    if (strcmp(tr->axes[x].name, "shard") == 0)
+      e->ax_shard = x;
   e->P = plan->degree[TS_AX_PP];
   e->nmicro = (int)plan->n_micro;
   e->mb = (int)plan->micro_batch;
@@ -418,16 +453,16 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   /* Owners (ZeRO, servers on every worker) need whole shares: DeepSpeed pads its flat buffers
    * to a multiple of dp, the trace carries unpadded bytes, so the validator asks for layers
    * that divide. */
-  for (int i = 0; run != NULL && i < nl && e->owners && e->D > 1; i++) {
+  for (int i = 0; run != NULL && i < nl && e->owners && e->S > 1; i++) {
     gint64 c = 0;
     for (int q = net->layers[i].tensor0; q < net->layers[i].tensor0 + net->layers[i].ntensors; q++)
       c += e->ranks[0].n[q];
-    if (c % e->D != 0) {
+    if (c % e->S != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                   "--split '%s': layer '%s' holds %" G_GINT64_FORMAT " parameters per chip, "
-                  "which dp=%d does not divide; expected a model whose layers divide by dp when "
-                  "ZeRO or parameter servers shard them (the validator does not pad)",
-                  s->text, net->layers[i].name, c, e->D);
+                  "which %s=%d does not divide; expected a model whose layers divide by dp (or "
+                  "shard) when ZeRO or parameter servers shard them (the validator does not pad)",
+                  s->text, net->layers[i].name, c, e->ax_shard >= 0 ? "shard" : "dp", e->S);
       vd_run_free(run);
       run = NULL;
     }
@@ -436,7 +471,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     vd_rank *r = &e->ranks[rank];
     rank_owners(e, r);
     /* ZeRO-3: a chip holds only what it owns; the rest is gathered before use. */
-    for (int q = 0; q < r->ntensors && e->zero >= 3 && e->D > 1; q++)
+    for (int q = 0; q < r->ntensors && e->zero >= 3 && e->S > 1; q++)
       for (gint64 j = 0; j < r->n[q]; j++)
         if (j < r->own_lo[q] || j >= r->own_hi[q])
           e->k->set(r->w[q], j, NAN);
@@ -451,6 +486,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
         for (int q = 0; q < r->ntensors; q++) {
           memset(r->g[q], 0, e->k->elem * (gsize)MAX(r->n[q], 1));
           memset(r->gs[q], 0, e->k->elem * (gsize)MAX(r->n[q], 1));
+          memset(r->gp[q], 0, e->k->elem * (gsize)MAX(r->n[q], 1));
           r->synced[q] = FALSE;
         }
         r->loss = 0;

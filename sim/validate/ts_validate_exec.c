@@ -12,6 +12,7 @@
  * the gradients of those layers. Labels are for people only. An op whose tag the validator does not
  * know stops the run: a trace it cannot read is not a trace it checked. */
 #include "ts_collexec.h"
+#include "ts_plan_priv.h"
 #include "ts_util.h"
 #include "ts_validate_priv.h"
 
@@ -52,6 +53,8 @@ typedef struct {
   int lo, hi;    /* VO_GRAD, VO_PS_PUSH: layers lo..hi */
   int stage;     /* pipeline ops: virtual stage */
   int nsync;     /* VO_GRAD: ops with this label in the program */
+  int chunk;     /* tp-overlap: chunk of a forward GEMM or of its collective (else 0) */
+  int nchunks;   /* tp-overlap: chunks of the op's layer forward, 0 when not chunked */
 } vo_info;
 
 typedef struct {
@@ -94,6 +97,7 @@ struct vd_run {
   GHashTable *rendezvous; /* "group/base/seq" -> rendezvous */
   GHashTable *mail;       /* "src/dst/tag" -> GQueue of message */
   GHashTable *plans;      /* decomposition key -> ts_coll_plan */
+  GHashTable *staging;    /* tp-overlap: "rank/layer/micro/post" -> chunk_stage */
   GHashTable *algos_used;
   ts_coll_algo *op_algo; /* per (program, op), flattened by prog_base */
   int *prog_base;
@@ -105,10 +109,36 @@ struct vd_run {
 
 /* ---- op meanings ----------------------------------------------------------------- */
 
+/* Chunks the planner cuts layer i's forward into (tp-overlap), 0 when it does not: the same
+ * rule as ts_plan_trace's fwd_layer. */
+static int ovl_chunks_of(const vd_exec *e, int i)
+{
+  const ts_plan *p = e->plan;
+  const ts_layer_exec *x = &p->exec[i];
+  if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1 || x->cp_kv_bytes > 0)
+    return 0;
+  gboolean ag = x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
+  gboolean rs =
+      (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
+      x->fwd_post.bytes > 0;
+  return ag || rs ? p->degree[TS_AX_TP] : 0;
+}
+
+/* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
+ * reduction after it), rather than a whole collective beside them? */
+static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
+{
+  const ts_layer_exec *x = &e->plan->exec[i];
+  if (op->coll == TS_COLL_ALLGATHER)
+    return x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
+  return (op->coll == TS_COLL_REDUCESCATTER || op->coll == TS_COLL_ALLREDUCE) &&
+         (int)op->coll == x->fwd_post.kind && x->fwd_post.bytes > 0;
+}
+
 /* What an op is, from its tag (trace format 2): the planner tags every op it writes. */
 static vo_info tag_info(const ts_op *op)
 {
-  vo_info v = {VO_UNKNOWN, -1, 0, PH_FWD, FALSE, -1, -1, -1, 0};
+  vo_info v = {VO_UNKNOWN, -1, 0, PH_FWD, FALSE, -1, -1, -1, 0, 0, 0};
   int ph = op->t_phase == TS_PHASE_RECOMPUTE ? PH_RECOMPUTE
            : op->t_phase == TS_PHASE_BWD     ? PH_BWD
                                              : PH_FWD;
@@ -212,6 +242,12 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     case VO_WGRAD:
     case VO_ATTN_RECOMPUTE:
       v.micro = seen[slot]++;
+      if (v.kind == VO_FWD && v.layer >= 0 && v.layer < nl &&
+          (v.nchunks = ovl_chunks_of(run->e, v.layer)) > 0) {
+        /* tp-overlap: n GEMM chunks per micro-batch. */
+        v.chunk = v.micro % v.nchunks;
+        v.micro /= v.nchunks;
+      }
       break;
     case VO_TP: {
       gboolean after = FALSE;
@@ -227,6 +263,22 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         vo_kind pass = v.phase == PH_FWD ? VO_FWD : v.phase == PH_RECOMPUTE ? VO_RECOMPUTE : VO_BWD;
         v.micro = seen[pass * (nl + 1) + v.layer] +
                   seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
+      }
+      if (v.phase == PH_FWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
+          ovl_chunks_of(run->e, v.layer) > 0 && ovl_is_chunk(run->e, v.layer, op)) {
+        /* A gather chunk comes before GEMM chunk c (c GEMM chunks seen), a reduction chunk
+         * after it (its dependency's chunk). */
+        v.nchunks = ovl_chunks_of(run->e, v.layer);
+        if (after) {
+          for (int d = -1; d < op->ndeps; d++) {
+            int q = d < 0 ? prev : op->deps[d];
+            if (q >= 0 && is_pass(&info[q], v.layer, v.phase))
+              v.chunk = info[q].chunk;
+          }
+        } else {
+          v.chunk = v.micro % v.nchunks;
+          v.micro /= v.nchunks;
+        }
       }
       break;
     }
@@ -374,7 +426,18 @@ static gboolean tp_only(const vd_run *run, int group)
   const vd_exec *e = run->e;
   return group >= 0 && e->T > 1 && e->ax[TS_AX_TP] >= 0 &&
          group_has_axis(run, group, e->ax[TS_AX_TP]) &&
-         !(e->ax[TS_AX_DP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_DP]));
+         !(e->ax[TS_AX_DP] >= 0 && group_has_axis(run, group, e->ax[TS_AX_DP])) &&
+         !(e->ax_shard >= 0 && group_has_axis(run, group, e->ax_shard));
+}
+
+/* Hybrid sharding: is the op the all-reduce of reduce-scattered gradient shards across the
+ * replicas (a gradient all-reduce whose group leaves the sharding group out)? */
+static gboolean replica_allreduce(const vd_run *run, const ts_op *op, const vo_info *v)
+{
+  const vd_exec *e = run->e;
+  return e->ax_shard >= 0 && v->kind == VO_GRAD && op->kind == TS_OP_COLL &&
+         op->coll == TS_COLL_ALLREDUCE && !group_has_axis(run, op->group, e->ax_shard) &&
+         !tp_only(run, op->group);
 }
 
 /* The layers a gradient op synchronises: those of lo..hi on the chip whose gradient needs the
@@ -518,6 +581,170 @@ static vd_val *tp_target(vd_exec *e, vd_rank *r, const vo_info *v, char **why)
 static int tp_act(const vo_info *v)
 {
   return (v->phase == PH_BWD) == v->post ? v->layer : v->layer + 1;
+}
+
+/* ---- tp-overlap: chunked collectives -------------------------------------------------- */
+
+/* The chunk the validator computes a chunked layer's forward at: after the last gather chunk
+ * when its input is gathered in chunks (every chunk of the input is then there), else the
+ * first (its input is whole from the start; the reduction chunks follow each GEMM chunk). */
+static int ovl_exec_chunk(const vd_exec *e, int i)
+{
+  const ts_layer_exec *x = &e->plan->exec[i];
+  return x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0 ? ovl_chunks_of(e, i) - 1 : 0;
+}
+
+/* What the chunks of one collective assembled so far, per member: the whole collective's
+ * buffer (in its decomposition's layout) and which chunks arrived. */
+typedef struct {
+  void *buf;
+  guint mask;
+} chunk_stage;
+
+static void chunk_stage_free(gpointer p)
+{
+  chunk_stage *st = p;
+  g_free(st->buf);
+  g_free(st);
+}
+
+static char *stage_key(int rank, const vo_info *v)
+{
+  return g_strdup_printf("%d/%d/%d/%d", rank, v->layer, v->micro, v->post);
+}
+
+static gboolean ovl_chunk_arrived(vd_run *run, int rank, const vo_info *v, int chunk)
+{
+  vo_info pre = *v;
+  pre.post = FALSE;
+  g_autofree char *key = stage_key(rank, &pre);
+  chunk_stage *st = g_hash_table_lookup(run->staging, key);
+  return st != NULL && (st->mask & (1u << chunk));
+}
+
+static gboolean run_tp(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_coll_plan **planp,
+                       vd_val **vals, vd_layout *target);
+
+/* Chunk c of n of a tensor-parallel collective (tp-overlap): the whole collective's buffers are
+ * packed as without chunks (run_tp), and chunk c carries the c-th n-th of every member's shard
+ * of them (of the flat buffer for an all-reduce), in the chunk decomposition's shards. */
+static gboolean run_tp_chunk(vd_run *run, coll_ctx *c, ts_coll_algo algo,
+                             const ts_coll_plan **planp, const ts_coll_plan **fullp, vd_val **vals,
+                             vd_layout *target)
+{
+  vd_exec *e = run->e;
+  const vd_kern *k = e->k;
+  const ts_op *op = c->op;
+  int n = c->v->nchunks, ch = c->v->chunk;
+  if (!run_tp(run, c, algo, fullp, vals, target))
+    return FALSE;
+  const ts_coll_plan *full = *fullp;
+  gint64 total = c->count;
+  if (total % n != 0)
+    return run_fail(run, "'%s': %" G_GINT64_FORMAT " elements do not split into %d chunks",
+                    c->label, total, n);
+  GError *err = NULL;
+  *planp = plan_for(run, op->coll, algo, op->group, total / n, (double)k->elem, &err);
+  if (*planp == NULL) {
+    run_fail(run, "'%s': %s", c->label, err->message);
+    g_error_free(err);
+    return FALSE;
+  }
+  for (int m = 0; m < c->nm; m++) {
+    void *cb = buf0(e, total / n);
+    if (op->coll == TS_COLL_ALLREDUCE) {
+      memcpy(cb, (char *)c->bufs[m] + k->elem * (gsize)(ch * (total / n)),
+             k->elem * (gsize)(total / n));
+    } else {
+      for (int j = 0; j < c->nm; j++) {
+        gint64 off, cnt, coff, ccnt;
+        ts_coll_shard(full, j, &off, &cnt);
+        ts_coll_shard(*planp, j, &coff, &ccnt);
+        if (cnt != ccnt * n)
+          return run_fail(run,
+                          "'%s': member %d's shard (%" G_GINT64_FORMAT
+                          " elements) does not split into %d equal chunks",
+                          c->label, j, cnt, n);
+        memcpy((char *)cb + k->elem * (gsize)coff,
+               (char *)c->bufs[m] + k->elem * (gsize)(off + ch * ccnt), k->elem * (gsize)ccnt);
+      }
+    }
+    g_free(c->bufs[m]);
+    c->bufs[m] = cb;
+  }
+  c->count = total / n;
+  return TRUE;
+}
+
+static gboolean unpack_tp(vd_run *run, coll_ctx *c, const ts_coll_plan *plan, vd_val **vals,
+                          vd_layout target);
+
+/* The chunk's result joins what earlier chunks assembled; after the last chunk the members'
+ * values change as the whole collective would change them (unpack_tp). A chunk missing by then
+ * stops the run. */
+static gboolean unpack_tp_chunk(vd_run *run, coll_ctx *c, const ts_coll_plan *plan,
+                                const ts_coll_plan *full, vd_val **vals, vd_layout target)
+{
+  vd_exec *e = run->e;
+  const vd_kern *k = e->k;
+  int n = c->v->nchunks, ch = c->v->chunk;
+  gint64 total = c->count * n;
+  for (int m = 0; m < c->nm; m++) {
+    int rank = c->rv->rank_of_member[m];
+    char *key = stage_key(rank, c->v);
+    chunk_stage *st = g_hash_table_lookup(run->staging, key);
+    if (st != NULL && st->buf == NULL) {
+      g_free(key);
+      return run_fail(run, "'%s' on chip %d: chunk %d runs after its collective was complete",
+                      c->label, rank, ch + 1);
+    }
+    if (st == NULL) {
+      st = g_new0(chunk_stage, 1);
+      st->buf = buf0(e, total);
+      for (gint64 q = 0; q < total; q++)
+        k->set(st->buf, q, NAN);
+      g_hash_table_insert(run->staging, key, st);
+    } else {
+      g_free(key);
+    }
+    if (c->op->coll == TS_COLL_ALLREDUCE) {
+      memcpy((char *)st->buf + k->elem * (gsize)(ch * c->count), c->bufs[m],
+             k->elem * (gsize)c->count);
+    } else {
+      for (int j = 0; j < c->nm; j++) {
+        gint64 off, cnt, coff, ccnt;
+        ts_coll_shard(full, j, &off, &cnt);
+        ts_coll_shard(plan, j, &coff, &ccnt);
+        memcpy((char *)st->buf + k->elem * (gsize)(off + ch * ccnt),
+               (char *)c->bufs[m] + k->elem * (gsize)coff, k->elem * (gsize)ccnt);
+      }
+    }
+    st->mask |= 1u << ch;
+  }
+  if (ch != n - 1)
+    return TRUE;
+  /* The last chunk: every chunk must be there. */
+  for (int m = 0; m < c->nm; m++) {
+    g_autofree char *key = stage_key(c->rv->rank_of_member[m], c->v);
+    chunk_stage *st = g_hash_table_lookup(run->staging, key);
+    for (int q = 0; q < n; q++)
+      if (!(st->mask & (1u << q)))
+        return run_fail(run,
+                        "'%s' on chip %d: chunk %d of %d never ran, so the %s is missing part "
+                        "of its value (a missing %s chunk)",
+                        c->label, c->rv->rank_of_member[m], q + 1, n,
+                        ts_coll_kind_name(c->op->coll), ts_coll_kind_name(c->op->coll));
+  }
+  for (int m = 0; m < c->nm; m++) {
+    g_autofree char *key = stage_key(c->rv->rank_of_member[m], c->v);
+    chunk_stage *st = g_hash_table_lookup(run->staging, key);
+    g_free(c->bufs[m]);
+    c->bufs[m] = g_steal_pointer(&st->buf);
+    /* The mask stays (until the step ends): a GEMM chunk may run after the last gather chunk
+     * and checks its own chunk arrived. */
+  }
+  c->count = total;
+  return unpack_tp(run, c, full, vals, target);
 }
 
 static gboolean run_tp(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_coll_plan **planp,
@@ -842,6 +1069,41 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
       if (r0->holds[i] && e->net->layers[i].ntensors > 0)
         layers[(*nlay)++] = i;
   }
+  if (replica_allreduce(run, op, v)) {
+    /* Each member sends the shard it owns (the same elements in every replica), as the
+     * reduce-scatter inside its group left it in gp. */
+    c->count = 0;
+    for (int q = 0; q < *nlay; q++) {
+      const vd_layer *L = &e->net->layers[layers[q]];
+      for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++)
+        c->count += r0->own_hi[t] - r0->own_lo[t];
+    }
+    GError *err = NULL;
+    *pp = plan_for(run, op->coll, algo, op->group, MAX(c->count, 1), (double)k->elem, &err);
+    if (*pp == NULL) {
+      run_fail(run, "'%s': %s", c->label, err->message);
+      g_error_free(err);
+      return FALSE;
+    }
+    for (int m = 0; m < c->nm; m++) {
+      vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
+      if (r->sh != r0->sh)
+        return run_fail(run, "'%s': members own different shards (%d and %d)", c->label, r0->sh,
+                        r->sh);
+      c->bufs[m] = buf0(e, c->count);
+      gint64 pos = 0;
+      for (int q = 0; q < *nlay; q++) {
+        const vd_layer *L = &e->net->layers[layers[q]];
+        for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
+          gint64 n = r->own_hi[t] - r->own_lo[t];
+          memcpy((char *)c->bufs[m] + k->elem * (gsize)pos,
+                 (char *)r->gp[t] + k->elem * (gsize)r->own_lo[t], k->elem * (gsize)n);
+          pos += n;
+        }
+      }
+    }
+    return TRUE;
+  }
   gboolean own = op->coll != TS_COLL_ALLREDUCE;
   gboolean with_tp =
       e->T > 1 && e->ax[TS_AX_TP] >= 0 && group_has_axis(run, op->group, e->ax[TS_AX_TP]);
@@ -960,6 +1222,21 @@ static void unpack_params(vd_run *run, coll_ctx *c, const ts_coll_plan *plan, co
       }
       continue;
     }
+    if (replica_allreduce(run, op, c->v)) {
+      /* The shard summed over every replica joins the synchronised gradient. */
+      gint64 pos = 0;
+      for (int q = 0; q < nlay; q++) {
+        const vd_layer *L = &e->net->layers[layers[q]];
+        for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++) {
+          gint64 lo = r->own_lo[t], n = r->own_hi[t] - lo;
+          gsize off = k->elem * (gsize)lo;
+          k->axpy(n, 1.0, (char *)c->bufs[m] + k->elem * (gsize)pos, (char *)r->gs[t] + off);
+          memset((char *)r->gp[t] + off, 0, k->elem * (gsize)n);
+          pos += n;
+        }
+      }
+      continue;
+    }
     if (c->v->kind == VO_GRAD && op->coll == TS_COLL_ALLREDUCE) {
       gint64 pos = 0;
       for (int q = 0; q < nlay; q++) {
@@ -970,13 +1247,15 @@ static void unpack_params(vd_run *run, coll_ctx *c, const ts_coll_plan *plan, co
         }
       }
     } else if (c->v->kind == VO_GRAD) {
-      /* This member's chunk holds the sums of the elements it owns. */
+      /* This member's chunk holds the sums of the elements it owns (with hybrid sharding,
+       * over its group only: they wait in gp for the all-reduce across the replicas). */
       gint64 off, cnt;
       ts_coll_shard(plan, m, &off, &cnt);
+      void **into = e->ax_shard >= 0 ? r->gp : r->gs;
       for (gint64 p = off; p < off + cnt; p++) {
         int t = g_array_index(pk->pos_t, int, p);
         gint64 j = g_array_index(pk->pos_j, gint64, p);
-        k->set(r->gs[t], j, k->get(r->gs[t], j) + k->get(c->bufs[m], p));
+        k->set(into[t], j, k->get(into[t], j) + k->get(c->bufs[m], p));
       }
     } else {
       for (gint64 p = 0; p < c->count; p++) {
@@ -1044,12 +1323,13 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
   int *layers = g_new(int, e->net->nlayers + 1), nlay = 0;
   packing pk = {NULL, NULL};
   double *sent = g_new0(double, nm);
-  const ts_coll_plan *plan = NULL;
+  const ts_coll_plan *plan = NULL, *fullplan = NULL;
   vd_layout target = VD_FULL;
   gboolean ok;
   switch (c.v->kind) {
   case VO_TP:
-    ok = run_tp(run, &c, algo, &plan, vals, &target);
+    ok = c.v->nchunks > 0 ? run_tp_chunk(run, &c, algo, &plan, &fullplan, vals, &target)
+                          : run_tp(run, &c, algo, &plan, vals, &target);
     break;
   case VO_REGATHER:
     ok = op->coll == TS_COLL_ALLGATHER
@@ -1109,7 +1389,8 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
     }
     switch (c.v->kind) {
     case VO_TP:
-      ok = unpack_tp(run, &c, plan, vals, target);
+      ok = c.v->nchunks > 0 ? unpack_tp_chunk(run, &c, plan, fullplan, vals, target)
+                            : unpack_tp(run, &c, plan, vals, target);
       break;
     case VO_REGATHER:
       finish_regather(run, &c, plan);
@@ -1174,6 +1455,16 @@ static void optimizer_step(vd_run *run, vd_rank *r)
                   r->rank, e->net->tensors[t].name);
           break;
         }
+    for (gint64 j = lo; j < hi && e->ax_shard >= 0; j++)
+      if (e->k->get(r->gp[t], j) != 0) {
+        g_autofree char *key = g_strdup_printf("replicas-%d", t);
+        vd_note(e, key,
+                "the optimizer step on chip %d used a shard of '%s' that was reduce-scattered "
+                "inside its sharding group but never all-reduced across the replicas (a missing "
+                "or early all-reduce)",
+                r->rank, e->net->tensors[t].name);
+        break;
+      }
     gint64 n = hi - lo;
     if (n <= 0)
       continue;
@@ -1191,8 +1482,13 @@ static void optimizer_step(vd_run *run, vd_rank *r)
     }
     g_free(g);
   }
+  /* dp-overlap: only the owned shard is current until the next step's gathers bring the
+   * other owners' updates (each forward must wait for its layer's). */
+  if (e->plan->dp_overlap && e->zero < 3 && e->S > 1)
+    for (int t = 0; t < r->ntensors; t++)
+      r->materialized[e->net->tensors[t].layer] = FALSE;
   /* ZeRO-3 keeps only the owned shard: the rest must be gathered again before use. */
-  if (e->zero >= 3 && e->D > 1)
+  if (e->zero >= 3 && e->S > 1)
     for (int t = 0; t < r->ntensors; t++) {
       for (gint64 j = 0; j < r->n[t]; j++)
         if (j < r->own_lo[t] || j >= r->own_hi[t])
@@ -1261,6 +1557,16 @@ static gboolean run_compute(vd_run *run, int rank, int j)
     break;
   case VO_FWD:
   case VO_RECOMPUTE:
+    if (v->nchunks > 0 && v->chunk != ovl_exec_chunk(e, v->layer)) {
+      /* tp-overlap: a GEMM chunk the validator does not compute on its own (the layer runs
+       * whole at one chunk); its gather chunk must have arrived all the same. */
+      if (ovl_exec_chunk(e, v->layer) > 0 && !ovl_chunk_arrived(run, rank, v, v->chunk))
+        return run_fail(run,
+                        "chip %d op %d '%s': GEMM chunk %d of %d ran before its all-gather chunk "
+                        "(a missing dependency or a missing all-gather chunk)",
+                        rank, j, label, v->chunk + 1, v->nchunks);
+      break;
+    }
     ok = vd_layer_fwd(e, r, v->layer, v->micro, v->kind == VO_RECOMPUTE, &why);
     break;
   case VO_BWD:
@@ -1507,6 +1813,7 @@ gboolean vd_run_step(vd_run *run)
       memset(run->servers[t].g[q], 0, e->k->elem * (gsize)MAX(e->ranks[0].n[q], 1));
   }
   g_hash_table_remove_all(run->mail);
+  g_hash_table_remove_all(run->staging);
   GArray **wave = g_new(GArray *, MAX(nr, 1));
   for (int rank = 0; rank < nr; rank++)
     wave[rank] = g_array_new(FALSE, FALSE, sizeof(int));
@@ -1695,6 +2002,7 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
   run->o = o;
   run->m = m;
   run->tr = tr;
+  run->staging = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, chunk_stage_free);
   run->plans =
       g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)ts_coll_plan_free);
   run->rendezvous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, rendezvous_free);
@@ -1827,6 +2135,7 @@ void vd_run_free(vd_run *run)
     g_queue_free_full(val, message_free);
   g_hash_table_unref(run->mail);
   g_hash_table_unref(run->plans);
+  g_hash_table_unref(run->staging);
   g_hash_table_unref(run->rendezvous);
   g_hash_table_unref(run->algos_used);
   g_free(run);

@@ -359,8 +359,8 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     return fail(why, "%s: the layer is not on this chip's pipeline stage", reader);
   if (L->ntensors > 0 && !r->materialized[i])
     return fail(why,
-                "%s: its parameters are sharded over the data-parallel group (ZeRO-3) and no "
-                "all-gather collected them",
+                "%s: its parameters are sharded over the data-parallel group (ZeRO-3, or "
+                "updated shard by shard with dp-overlap) and no all-gather collected them",
                 reader);
   vd_val *in = vd_act_read(e, r, i, u, reader, why);
   if (in == NULL)
@@ -678,8 +678,8 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
                 what, L->name);
   if (L->ntensors > 0 && !r->materialized[i])
     return fail(why,
-                "%s: its parameters are sharded over the data-parallel group (ZeRO-3) and no "
-                "all-gather collected them",
+                "%s: its parameters are sharded over the data-parallel group (ZeRO-3, or "
+                "updated shard by shard with dp-overlap) and no all-gather collected them",
                 what);
   int ns, nt;
   work_extent(e, L, s->work, r->tp, &ns, &nt);

@@ -175,6 +175,11 @@ typedef struct {
   gint64 **shard;                /* index map per tensor (NULL: whole) */
   void **w, **g, **gs, **m, **v; /* parameters, local gradients, synchronised gradients, state */
   gboolean *synced;              /* gs holds a synchronised sum */
+  void **gp;                     /* hybrid sharding: the owned shard a reduce-scatter inside the
+                                    sharding group summed, waiting for its all-reduce across the
+                                    replicas (which adds it to gs) */
+  int sh;                        /* owner index: coordinate in the sharding group (dp when not
+                                    hybrid) */
   gint64 *own_lo, *own_hi;       /* per tensor: elements this chip owns (ZeRO, servers) */
   gboolean *own_tp;              /* per layer: owned over dp and tp (its gradient was
                                     reduce-scattered over both), else over dp */
@@ -201,6 +206,8 @@ typedef struct {
   const ts_trace *tr;
   const ts_plan *plan;
   int T, D, P;     /* tp, dp, pp degrees */
+  int S;           /* ranks parameters are sharded over: the sharding group (shard=S), else D */
+  int ax_shard;    /* trace axis of the sharding group (hybrid sharding), or -1 */
   int ax[TS_AX_N]; /* trace axis of each kind */
   int nmicro, mb;  /* micro-batches per replica and samples in each */
   gint64 batch;    /* global */
