@@ -713,6 +713,23 @@ static double *shape_field(ts_op_shape *sh, int i)
   return f[i];
 }
 
+int ts_op_shape_nfields(void)
+{
+  return (int)G_N_ELEMENTS(shape_keys);
+}
+
+const char *ts_op_shape_field_name(int i)
+{
+  g_return_val_if_fail(i >= 0 && i < ts_op_shape_nfields(), NULL);
+  return shape_keys[i];
+}
+
+double *ts_op_shape_field(ts_op_shape *sh, int i)
+{
+  g_return_val_if_fail(i >= 0 && i < ts_op_shape_nfields(), NULL);
+  return shape_field(sh, i);
+}
+
 static void append_shape(GString *s, const ts_op_shape *sh)
 {
   if (sh->oclass == TS_OPC_ROOFLINE)

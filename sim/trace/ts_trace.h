@@ -257,6 +257,13 @@ double ts_resource_bw_Bps(const ts_topo *t, int resource);
  */
 double ts_offchip_time(const ts_topo *t, const ts_op *op);
 
+/** The numeric fields of a compute op's shape, by the names the text form gives them ("m",
+ * "n", "k", "batch", "aq", ...): how many, the name of field i, and a pointer to it. Exporters
+ * carry them so that a round trip keeps what ts_cost_compute reads. */
+int ts_op_shape_nfields(void);
+const char *ts_op_shape_field_name(int i);
+double *ts_op_shape_field(ts_op_shape *sh, int i);
+
 const char *ts_resource_name(int r);
 const char *ts_phase_name(int p);
 const char *ts_role_name(int r);
