@@ -141,8 +141,8 @@ static void attr_compute(attrs *as, const ts_op *o)
     attr_f64(as, "trainsim.flops", o->flops);
   if ((double)whole(o->mem_bytes) != o->mem_bytes)
     attr_f64(as, "trainsim.mem_bytes", o->mem_bytes);
-  const ts_op_shape *sh = &o->shape;
-  if (sh->oclass == TS_OPC_ROOFLINE)
+  const ts_op_shape *sh = o->shape;
+  if (sh == NULL || sh->oclass == TS_OPC_ROOFLINE)
     return;
   attr_str(as, "trainsim.class", ts_op_class_name((ts_op_class)sh->oclass));
   if (sh->prec != TS_PRECISION_BF16)

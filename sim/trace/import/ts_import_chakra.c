@@ -43,6 +43,7 @@ typedef struct {
   gboolean has_comm_type, has_peer;
   /* "trainsim.*" attributes: the fields they set in x (NULL when the node has none). */
   ts_op *x;
+  ts_op_shape *xs; /* its compute shape, allocated with x */
   guint xset;
 } cnode;
 
@@ -103,6 +104,7 @@ static void cnode_clear(cnode *n)
   g_free(n->deps);
   g_free(n->pg);
   g_free(n->x);
+  g_free(n->xs);
 }
 
 /* Index of name in a table given by its name function (n entries); -1 when absent. */
@@ -180,6 +182,7 @@ static gboolean take_x(cnode *n, const char *key, const ChakraProtoMsg__Attribut
 {
   if (n->x == NULL) {
     n->x = g_new0(ts_op, 1);
+    n->xs = g_new0(ts_op_shape, 1);
   }
   ts_op *x = n->x;
   const char *str =
@@ -192,17 +195,17 @@ static gboolean take_x(cnode *n, const char *key, const ChakraProtoMsg__Attribut
       return node_err(error, path, n->id,
                       "attribute trainsim.class: expected gemm, attention, flash, memory, "
                       "optimizer, transfer or other");
-    x->shape.oclass = c;
+    n->xs->oclass = c;
     n->xset |= X_SHAPE;
   } else if (strcmp(key, "prec") == 0) {
     int c = str != NULL ? ts_precision_parse(str) : -1;
     if (c < 0)
       return node_err(error, path, n->id, "attribute trainsim.prec: expected bf16, fp8 or fp32");
-    x->shape.prec = c;
+    n->xs->prec = c;
   } else if (strcmp(key, "kernels") == 0) {
     if (!attr_int(a, &v) || v < 0 || v > 1000000)
       return node_err(error, path, n->id, "attribute trainsim.kernels: expected 0 to 1000000");
-    x->shape.kernels = (int)v;
+    n->xs->kernels = (int)v;
   } else if (strcmp(key, "resource") == 0) {
     int c = str != NULL ? find_named(ts_resource_name, TS_NRES, str) : -1;
     if (c < 0)
@@ -274,7 +277,7 @@ static gboolean take_x(cnode *n, const char *key, const ChakraProtoMsg__Attribut
     else
       for (int i = 0; i < ts_op_shape_nfields(); i++)
         if (strcmp(key, ts_op_shape_field_name(i)) == 0)
-          f = ts_op_shape_field(&x->shape, i);
+          f = ts_op_shape_field(n->xs, i);
     if (f == NULL)
       return TRUE;
     if (!attr_num(a, &d) || !(d >= 0) || d > 1e25)
@@ -765,7 +768,7 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
           op.flops = c->xset & X_FLOPS ? c->x->flops : c->flops;
           op.mem_bytes = c->xset & X_MEM ? c->x->mem_bytes : c->bytes;
           if (c->xset & X_SHAPE)
-            op.shape = c->x->shape;
+            op.shape = c->xs; /* interned by ts_trace_append */
         } else {
           op.kind = TS_OP_WAIT;
         }
