@@ -276,36 +276,35 @@ gint64 ts_trace_nops(const ts_trace *tr)
 }
 
 /* The trace carries its array's dimension sizes, so rank arithmetic needs no topology. */
-static void trace_topo(const ts_trace *tr, ts_topo *t)
+ts_array ts_trace_array(const ts_trace *tr)
 {
-  memset(t, 0, sizeof *t);
-  t->ndims = tr->ndims;
-  t->nchips = tr->nranks;
+  ts_array a = {0};
+  a.ndims = tr->ndims;
   for (int d = 0; d < tr->ndims; d++) {
-    t->dims[d].size = tr->dim_sizes[d];
-    t->dims[d].name = tr->dim_names[d];
+    a.size[d] = tr->dim_sizes[d];
+    a.name[d] = tr->dim_names[d];
   }
+  a.label = "trace";
+  return a;
 }
 
 int ts_trace_axis_coord(const ts_trace *tr, int rank, int a)
 {
-  ts_topo t;
-  trace_topo(tr, &t);
+  ts_array t = ts_trace_array(tr);
   int m = 0;
-  ts_group_base_chip(&t, &tr->axes[a].shape, rank, &m);
+  ts_array_base_chip(&t, &tr->axes[a].shape, rank, &m);
   return m;
 }
 
 int ts_trace_axis_neighbor(const ts_trace *tr, int rank, int a, int offset)
 {
-  ts_topo t;
-  trace_topo(tr, &t);
+  ts_array t = ts_trace_array(tr);
   int m = 0;
-  int base = ts_group_base_chip(&t, &tr->axes[a].shape, rank, &m);
+  int base = ts_array_base_chip(&t, &tr->axes[a].shape, rank, &m);
   int target = m + offset;
   if (target < 0 || target >= tr->axes[a].size)
     return -1;
-  return ts_group_member_chip(&t, &tr->axes[a].shape, base, target);
+  return ts_array_member_chip(&t, &tr->axes[a].shape, base, target);
 }
 
 int ts_trace_program_of(const ts_trace *tr, int rank)
@@ -319,7 +318,7 @@ int ts_trace_program_of(const ts_trace *tr, int rank)
 
 /* A member list as a shape placed at members[0]: pieces found from the steps between
  * successive members, then every member verified. FALSE when the list is not regular. */
-static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_group_shape *out)
+static gboolean infer_shape(const ts_array *t, const int *members, int n, ts_group_shape *out)
 {
   memset(out, 0, sizeof *out);
   if (n <= 1)
@@ -335,7 +334,7 @@ static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_grou
     int dim = -1, stride = 0;
     gint64 place = 1;
     for (int d = 0; d < t->ndims; d++) {
-      int sz = t->dims[d].size;
+      int sz = t->size[d];
       if (d0 % (place * sz) != 0) {
         if (d0 % place != 0)
           return FALSE;
@@ -358,13 +357,13 @@ static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_grou
     out->p[out->npieces++] = (ts_piece){dim, size, stride};
     radix *= size;
   }
-  if (!ts_group_shape_valid(t, out, NULL) || ts_group_size(out) != n)
+  if (!ts_array_shape_valid(t, out, NULL) || ts_group_size(out) != n)
     return FALSE;
   int m0 = -1;
-  if (ts_group_base_chip(t, out, members[0], &m0) != members[0] || m0 != 0)
+  if (ts_array_base_chip(t, out, members[0], &m0) != members[0] || m0 != 0)
     return FALSE;
   for (int m = 0; m < n; m++)
-    if (ts_group_member_chip(t, out, members[0], m) != members[m])
+    if (ts_array_member_chip(t, out, members[0], m) != members[m])
       return FALSE;
   return TRUE;
 }
@@ -394,8 +393,7 @@ int ts_trace_group_members(ts_trace *tr, const char *name, const int *members, i
   g->name = g_strdup(name);
   g->nmembers = n;
   g->members = g_memdup2(members, sizeof(int) * (gsize)n);
-  ts_topo t;
-  trace_topo(tr, &t);
+  ts_array t = ts_trace_array(tr);
   if (!infer_shape(&t, members, n, &g->shape))
     memset(&g->shape, 0, sizeof g->shape);
   g_ptr_array_add(tr->groups, g);
@@ -414,6 +412,14 @@ int ts_trace_group_chip(const ts_topo *t, const ts_group *g, int base, int m)
   return ts_group_member_chip(t, &g->shape, base, m);
 }
 
+int ts_trace_group_rank(const ts_trace *tr, const ts_group *g, int base, int m)
+{
+  if (g->members != NULL)
+    return g->members[m];
+  ts_array t = ts_trace_array(tr);
+  return ts_array_member_chip(&t, &g->shape, base, m);
+}
+
 int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *member)
 {
   if (g->members != NULL) {
@@ -425,9 +431,8 @@ int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *me
       }
     return -1;
   }
-  ts_topo t;
-  trace_topo(tr, &t);
-  return ts_group_base_chip(&t, &g->shape, rank, member);
+  ts_array t = ts_trace_array(tr);
+  return ts_array_base_chip(&t, &g->shape, rank, member);
 }
 
 int ts_trace_op_peer(const ts_trace *tr, const ts_op *op, int rank)
@@ -564,8 +569,7 @@ static gboolean check_layout(const ts_trace *tr, GError **error)
     return FALSE;
   }
   gint64 prod = 1;
-  ts_topo tt;
-  trace_topo(tr, &tt);
+  ts_array tt = ts_trace_array(tr);
   for (int a = 0; a < tr->naxes; a++) {
     const ts_axis *ax = &tr->axes[a];
     if (ts_group_size(&ax->shape) != ax->size) {
@@ -574,7 +578,7 @@ static gboolean check_layout(const ts_trace *tr, GError **error)
                   ts_group_size(&ax->shape));
       return FALSE;
     }
-    if (!ts_group_shape_valid(&tt, &ax->shape, error)) {
+    if (!ts_array_shape_valid(&tt, &ax->shape, error)) {
       g_prefix_error(error, "axis %s: ", ax->name);
       return FALSE;
     }

@@ -206,6 +206,13 @@ int ts_trace_group_size(const ts_group *g);
 /** Chip of member m of the group instance whose member 0 is base (member lists: base ignored). */
 int ts_trace_group_chip(const ts_topo *t, const ts_group *g, int base, int m);
 
+/** Rank of member m of the group instance whose member 0 is base, on the trace's own array
+ * (ranks are chips: no topology needed). */
+int ts_trace_group_rank(const ts_trace *tr, const ts_group *g, int base, int m);
+
+/** The trace's array (dimension names and sizes as recorded; a view, valid while tr is). */
+ts_array ts_trace_array(const ts_trace *tr);
+
 /** Member 0 of the instance holding rank; *member its index; -1 when rank is not a member. */
 int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *member);
 
