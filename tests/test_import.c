@@ -323,6 +323,36 @@ static GByteArray *et_allreduce(gint64 bytes)
   return b;
 }
 
+/* A compute node carrying a trainsim.* attribute of the wrong value (a negative GEMM
+ * dimension): one line naming the file, node and attribute. */
+static GByteArray *et_bad_shape(void)
+{
+  GByteArray *b = g_byte_array_new();
+  ChakraProtoMsg__GlobalMetadata gm = CHAKRA_PROTO_MSG__GLOBAL_METADATA__INIT;
+  put_msg(b, &gm.base);
+  ChakraProtoMsg__Node nd = CHAKRA_PROTO_MSG__NODE__INIT;
+  nd.id = 4;
+  nd.name = (char *)"gemm";
+  nd.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
+  ChakraProtoMsg__AttributeProto a[3];
+  ChakraProtoMsg__AttributeProto *ap[3] = {&a[0], &a[1], &a[2]};
+  for (int i = 0; i < 3; i++)
+    chakra_proto_msg__attribute_proto__init(&a[i]);
+  a[0].name = (char *)"num_ops";
+  a[0].value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT64_VAL;
+  a[0].int64_val = 1000000000;
+  a[1].name = (char *)"trainsim.class";
+  a[1].value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL;
+  a[1].string_val = (char *)"gemm";
+  a[2].name = (char *)"trainsim.m";
+  a[2].value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_DOUBLE_VAL;
+  a[2].double_val = -5;
+  nd.n_attr = 3;
+  nd.attr = ap;
+  put_msg(b, &nd.base);
+  return b;
+}
+
 static GByteArray *et_empty(void)
 {
   GByteArray *b = g_byte_array_new();
@@ -347,6 +377,9 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   g_autofree char *q1 = g_build_filename(dir, "coll.1.et", NULL);
   cr_assert(g_file_set_contents(q0, (const char *)c0->data, c0->len, NULL));
   cr_assert(g_file_set_contents(q1, (const char *)c1->data, c1->len, NULL));
+  g_autoptr(GByteArray) s0 = et_bad_shape();
+  g_autofree char *sp0 = g_build_filename(dir, "shape.0.et", NULL);
+  cr_assert(g_file_set_contents(sp0, (const char *)s0->data, s0->len, NULL));
   g_autofree char *bad_groups = g_build_filename(dir, "groups.json", NULL);
   cr_assert(g_file_set_contents(bad_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 99]}", -1, NULL));
   g_autofree char *short_groups = g_build_filename(dir, "short.json", NULL);
@@ -379,6 +412,8 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
                        short_groups, src, src),
        "bert-base-dp8.0.et: node "},
       {g_strdup_printf("replay -t dgx-a100-1node %s", trunc), "cut.0.et: byte "},
+      {g_strdup_printf("replay -t dgx-a100-1node %s", sp0),
+       "shape.0.et: node 4: attribute trainsim.m: expected a number in [0, 1e25]"},
       {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra),
        "bad.txt:4: 4 fields; expected"},
       {g_strdup_printf("import -t dgx-a100-1node --from nope %s", astra),
