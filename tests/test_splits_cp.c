@@ -365,7 +365,7 @@ static double launch_seconds(const ts_trace *tr, const ts_topo *t)
   for (int i = 0; i < tr->programs[0].nops; i++) {
     const ts_op *o = &tr->programs[0].ops[i];
     if (o->kind == TS_OP_COMPUTE)
-      s += ts_cost_launch(&t->chip, o->flops, o->mem_bytes, &o->shape);
+      s += ts_cost_launch(&t->chip, o->flops, o->mem_bytes, o->shape);
   }
   return s;
 }
@@ -400,7 +400,7 @@ Test(overlap, tp_overlap_closed_form)
     cr_assert(fwd != NULL && ar != NULL && car != NULL);
     cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, "fc2 fwd chunk", NULL), 2);
     cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, "fc2 fwd all-reduce chunk", NULL), 2);
-    double n = 2, G = ts_cost_device(&t->chip, fwd->flops, fwd->mem_bytes, &fwd->shape),
+    double n = 2, G = ts_cost_device(&t->chip, fwd->flops, fwd->mem_bytes, fwd->shape),
            C = coll_seconds(ta, t, ar), c = coll_seconds(tb, t, car), g = G / n;
     cr_assert_gt(C, 0);
     cr_assert_float_eq(launch_seconds(tb, t), launch_seconds(ta, t), 1e-15);

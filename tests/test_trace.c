@@ -336,3 +336,50 @@ Test(trace, files_read_in_blocks_equal_text_read_whole)
   g_unlink(path);
   g_rmdir(dir);
 }
+
+Test(trace, one_array_geometry_for_topology_trace_and_groups)
+{
+  /* ts_array is the one geometry type (issue 11, review B4): a trace's array is its topology's,
+   * and group arithmetic on it (what the trace and the replay use, with no topology built for
+   * the purpose) agrees with the topology's for every chip of a 3D twisted torus. */
+  g_autoptr(ts_topo) t = load_topo("tpu-v4-4x4x8-twisted");
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_array a = ts_topo_array(t), b = ts_trace_array(tr);
+  cr_assert_eq(b.ndims, 3);
+  cr_assert_eq(a.ndims, b.ndims);
+  for (int d = 0; d < a.ndims; d++) {
+    cr_assert_eq(a.size[d], b.size[d]);
+    cr_assert_str_eq(a.name[d], b.name[d]);
+  }
+  int n = ts_array_nchips(&b);
+  cr_assert_eq(n, t->nchips);
+  ts_group_shape g = {.npieces = 2, .p = {{0, 2, 2}, {2, 4, 2}}};
+  cr_assert(ts_array_shape_valid(&b, &g, NULL));
+  int seen_bases = 0;
+  for (int c = 0; c < n; c++) {
+    int m = -1, mt = -2;
+    int base = ts_array_base_chip(&b, &g, c, &m);
+    int bt = ts_group_base_chip(t, &g, c, &mt);
+    cr_assert(base == bt && m == mt, "chip %d: base %d/%d member %d/%d", c, base, bt, m, mt);
+    int back = ts_array_member_chip(&b, &g, base, m);
+    cr_assert_eq(back, c, "chip %d: member %d of base %d is chip %d", c, m, base, back);
+    seen_bases += base == c;
+  }
+  cr_assert_eq(seen_bases, n / 8, "groups of 8 tile the array");
+  /* An axis group's ranks on the trace's array, and a member list's as listed. */
+  int ax = ts_trace_add_axis(tr, "g", 8, TRUE, &g);
+  int gi = ts_trace_group(tr, &ax, 1);
+  const ts_group *tg = g_ptr_array_index(tr->groups, gi);
+  int r5 = ts_trace_group_rank(tr, tg, 0, 5);
+  cr_assert_eq(r5, ts_group_member_chip(t, &g, 0, 5));
+  int members[] = {3, 9, 1};
+  GError *err = NULL;
+  int li = ts_trace_group_members(tr, "list", members, 3, &err);
+  cr_assert_geq(li, 0, "%s", err ? err->message : "");
+  cr_assert_eq(ts_trace_group_rank(tr, g_ptr_array_index(tr->groups, li), 0, 1), 9);
+  /* Messages name where the array came from. */
+  ts_group_shape bad = {.npieces = 1, .p = {{1, 4, 2}}};
+  cr_assert_not(ts_array_shape_valid(&b, &bad, &err));
+  cr_assert(g_str_has_prefix(err->message, "trace: "), "%s", err->message);
+  g_clear_error(&err);
+}

@@ -145,19 +145,6 @@ int ts_net_port_chip(const ts_net *nw, int d, int chip)
   return k > 1 ? chip - (chip % nw->size[0]) % k : chip;
 }
 
-static int dim_stride(const ts_topo *t, int d)
-{
-  int s = 1;
-  for (int i = 0; i < d; i++)
-    s *= t->dims[i].size;
-  return s;
-}
-
-static int nchips(const ts_topo *t)
-{
-  return dim_stride(t, t->ndims);
-}
-
 static void chip_coords(const ts_topo *t, int chip, int *c)
 {
   for (int d = 0; d < t->ndims; d++) {
@@ -185,12 +172,29 @@ int ts_group_size(const ts_group_shape *g)
   return n;
 }
 
-int ts_group_member_chip(const ts_topo *t, const ts_group_shape *g, int base_chip, int m)
+/* Coordinates of a chip on an array, and back (dimension 0 fastest). */
+static void array_coords(const ts_array *a, int chip, int *c)
+{
+  for (int d = 0; d < a->ndims; d++) {
+    c[d] = chip % a->size[d];
+    chip /= a->size[d];
+  }
+}
+
+static int array_chip(const ts_array *a, const int *c)
+{
+  int chip = 0;
+  for (int d = a->ndims - 1; d >= 0; d--)
+    chip = chip * a->size[d] + c[d];
+  return chip;
+}
+
+int ts_array_member_chip(const ts_array *t, const ts_group_shape *g, int base_chip, int m)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1);
   g_return_val_if_fail(m >= 0 && m < ts_group_size(g), -1);
   int c[TS_MAX_DIMS];
-  chip_coords(t, base_chip, c);
+  array_coords(t, base_chip, c);
   for (int k = 0; k < g->npieces; k++) {
     c[g->p[k].dim] += (m % g->p[k].size) * g->p[k].stride;
     m /= g->p[k].size;
@@ -198,15 +202,15 @@ int ts_group_member_chip(const ts_topo *t, const ts_group_shape *g, int base_chi
   /* A base chip that is not a group's member 0 would push coordinates past the end; wrap so
    * the result is always a chip (on ring dims this is the torus neighbour). */
   for (int d = 0; d < t->ndims; d++)
-    c[d] %= t->dims[d].size;
-  return coords_chip(t, c);
+    c[d] %= t->size[d];
+  return array_chip(t, c);
 }
 
-int ts_group_base_chip(const ts_topo *t, const ts_group_shape *g, int chip, int *member)
+int ts_array_base_chip(const ts_array *t, const ts_group_shape *g, int chip, int *member)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1);
   int c[TS_MAX_DIMS], sub[TS_MAX_DIMS] = {0};
-  chip_coords(t, chip, c);
+  array_coords(t, chip, c);
   int m = 0, radix = 1;
   for (int k = 0; k < g->npieces; k++) {
     const ts_piece *pc = &g->p[k];
@@ -221,37 +225,18 @@ int ts_group_base_chip(const ts_topo *t, const ts_group_shape *g, int chip, int 
     c[d] -= sub[d];
   if (member != NULL)
     *member = m;
-  return coords_chip(t, c);
+  return array_chip(t, c);
 }
 
-void ts_group_shape_dims(const ts_topo *t, const int *dims, int ndims, ts_group_shape *out)
+static const char *dim_label(const ts_array *t, int d)
 {
-  g_return_if_fail(t != NULL && out != NULL && ndims >= 0 && ndims <= TS_MAX_PIECES);
-  memset(out, 0, sizeof *out);
-  out->npieces = ndims;
-  for (int i = 0; i < ndims; i++) {
-    out->p[i].dim = dims[i];
-    out->p[i].size = dims[i] >= 0 && dims[i] < t->ndims ? t->dims[dims[i]].size : 0;
-    out->p[i].stride = 1;
-  }
+  return t->name[d] != NULL ? t->name[d] : "?";
 }
 
-static const char *topo_label(const ts_topo *t)
-{
-  if (t->path != NULL)
-    return t->path;
-  return t->name != NULL ? t->name : "topology";
-}
-
-static const char *dim_label(const ts_topo *t, int d)
-{
-  return t->dims[d].name != NULL ? t->dims[d].name : "?";
-}
-
-gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError **error)
+gboolean ts_array_shape_valid(const ts_array *t, const ts_group_shape *g, GError **error)
 {
   g_return_val_if_fail(t != NULL && g != NULL, FALSE);
-  const char *where = topo_label(t);
+  const char *where = t->label != NULL ? t->label : "array";
   if (g->npieces < 0 || g->npieces > TS_MAX_PIECES) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "%s: group shape has %d pieces; expected 0 to %d", where, g->npieces,
@@ -267,7 +252,7 @@ gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError 
                   pc->dim, t->ndims);
       return FALSE;
     }
-    int n = t->dims[pc->dim].size;
+    int n = t->size[pc->dim];
     if (pc->size < 1 || pc->stride < 1) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                   "%s: group piece %d on dim '%s': size=%d stride=%d: expected both >= 1", where, k,
@@ -307,13 +292,47 @@ gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError 
       }
     }
   }
-  if (members > nchips(t)) {
+  if (members > ts_array_nchips(t)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "%s: group shape has %" G_GINT64_FORMAT " members: expected at most the %d chips",
-                where, members, nchips(t));
+                where, members, ts_array_nchips(t));
     return FALSE;
   }
   return TRUE;
+}
+
+/* The topology's versions: the same arithmetic on its array. */
+int ts_group_member_chip(const ts_topo *t, const ts_group_shape *g, int base_chip, int m)
+{
+  g_return_val_if_fail(t != NULL, -1);
+  ts_array a = ts_topo_array(t);
+  return ts_array_member_chip(&a, g, base_chip, m);
+}
+
+int ts_group_base_chip(const ts_topo *t, const ts_group_shape *g, int chip, int *member)
+{
+  g_return_val_if_fail(t != NULL, -1);
+  ts_array a = ts_topo_array(t);
+  return ts_array_base_chip(&a, g, chip, member);
+}
+
+gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError **error)
+{
+  g_return_val_if_fail(t != NULL, FALSE);
+  ts_array a = ts_topo_array(t);
+  return ts_array_shape_valid(&a, g, error);
+}
+
+void ts_group_shape_dims(const ts_topo *t, const int *dims, int ndims, ts_group_shape *out)
+{
+  g_return_if_fail(t != NULL && out != NULL && ndims >= 0 && ndims <= TS_MAX_PIECES);
+  memset(out, 0, sizeof *out);
+  out->npieces = ndims;
+  for (int i = 0; i < ndims; i++) {
+    out->p[i].dim = dims[i];
+    out->p[i].size = dims[i] >= 0 && dims[i] < t->ndims ? t->dims[dims[i]].size : 0;
+    out->p[i].stride = 1;
+  }
 }
 
 /* ---- routes ---- */

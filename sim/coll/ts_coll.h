@@ -90,6 +90,12 @@ void ts_group_shape_dims(const ts_topo *t, const int *dims, int ndims, ts_group_
 /** Checks the shape fits the topology (dims exist, size*stride <= dim size, no overlap). */
 gboolean ts_group_shape_valid(const ts_topo *t, const ts_group_shape *g, GError **error);
 
+/* The same on an array's geometry alone (ts_topo_array, ts_trace_array): the ts_group_*
+ * functions above are these on the topology's array. */
+int ts_array_member_chip(const ts_array *a, const ts_group_shape *g, int base_chip, int m);
+int ts_array_base_chip(const ts_array *a, const ts_group_shape *g, int chip, int *member);
+gboolean ts_array_shape_valid(const ts_array *a, const ts_group_shape *g, GError **error);
+
 /** One point-to-point transfer of a step, between member indices, offsets in elements. */
 typedef enum { TS_XFER_COPY, TS_XFER_REDUCE } ts_xfer_op;
 typedef struct {

@@ -826,3 +826,24 @@ gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **e
   c->restart_s = restart_min * 60.0;
   return TRUE;
 }
+
+ts_array ts_topo_array(const ts_topo *t)
+{
+  ts_array a = {0};
+  g_return_val_if_fail(t != NULL, a);
+  a.ndims = t->ndims;
+  for (int d = 0; d < t->ndims; d++) {
+    a.size[d] = t->dims[d].size;
+    a.name[d] = t->dims[d].name;
+  }
+  a.label = t->path != NULL ? t->path : t->name != NULL ? t->name : "topology";
+  return a;
+}
+
+int ts_array_nchips(const ts_array *a)
+{
+  int n = 1;
+  for (int d = 0; d < a->ndims; d++)
+    n *= a->size[d];
+  return n;
+}

@@ -132,6 +132,26 @@ typedef struct {
   ts_faults faults;
 } ts_topo;
 
+/**
+ * An array's geometry: its dimensions' count, sizes and names; chip (rank) ids in mixed radix,
+ * dimension 0 fastest. The one type group arithmetic works on (coll's ts_array_* functions):
+ * ts_topo_array gives a topology's, ts_trace_array a trace's, so a trace or a replay does its
+ * rank arithmetic without a topology built for the purpose (review B4). A small value type:
+ * names and label are borrowed from the topology or trace it was taken from.
+ */
+typedef struct {
+  int ndims;
+  int size[TS_MAX_DIMS];
+  const char *name[TS_MAX_DIMS];
+  const char *label; /* for messages: the topology's path or name, or "trace" */
+} ts_array;
+
+/** The topology's array (a view, valid while the topology is). */
+ts_array ts_topo_array(const ts_topo *t);
+
+/** Chips (ranks) of an array: the product of its sizes. */
+int ts_array_nchips(const ts_array *a);
+
 /** Reads and validates a topology file; errors name the file and the [group] key. */
 ts_topo *ts_topo_load(const char *path, GError **error);
 

@@ -277,8 +277,7 @@ static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, const t
   ts_op op = {.kind = TS_OP_COMPUTE, .cat = cat};
   op.flops = flops;
   op.mem_bytes = mem;
-  if (shape != NULL)
-    op.shape = *shape;
+  op.shape = shape; /* ts_trace_append interns a copy */
   return emit_main(g, &op, label);
 }
 

@@ -606,8 +606,10 @@ static gboolean plot_goodput(plot_ctx *c, GArray *rows, const char *ttl, GError 
   }
   GString *vars = g_string_new(NULL);
   g_autofree char *sub =
-      g_strdup_printf("%s\n%s: job MTBF %.3g h, checkpoint %.3g s, restart %.3g s", ttl,
-                      str(o, "split"), in.mtbf_s / 3600, in.checkpoint_s, in.restart_s);
+      /* The split on a line of its own: a long one ran off the figure's right edge. */
+      g_strdup_printf("%s\n%s on %.0f chips\njob MTBF %.3g h, checkpoint %.3g s, restart %.3g s",
+                      ttl, str(o, "split"), num(o, "chips"), in.mtbf_s / 3600, in.checkpoint_s,
+                      in.restart_s);
   gp_str(vars, "ttl", sub);
   g_string_append_printf(vars, "opt_min=%.17g; young_min=%.17g; opt_goodput=%.17g; ", opt / 60,
                          young / 60, 100 * g.goodput);

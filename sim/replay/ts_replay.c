@@ -312,14 +312,9 @@ static int group_expected(ts_replay *r, int group, int base)
   if (v != NULL)
     return GPOINTER_TO_INT(v) - 1;
   const ts_group *g = g_ptr_array_index(r->tr->groups, group);
-  ts_topo t = {0};
-  t.ndims = r->tr->ndims;
-  t.nchips = r->tr->nranks;
-  for (int d = 0; d < t.ndims; d++)
-    t.dims[d].size = r->tr->dim_sizes[d];
   int n = ts_trace_group_size(g), count = 0;
   for (int m = 0; m < n; m++)
-    if (r->sim_of_rank[ts_trace_group_chip(&t, g, base, m)] >= 0)
+    if (r->sim_of_rank[ts_trace_group_rank(r->tr, g, base, m)] >= 0)
       count++;
   g_hash_table_insert(r->group_expect, key3_new(group, base, 0), GINT_TO_POINTER(count + 1));
   return count;

@@ -408,10 +408,11 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
     g_string_append(s, o->no_failures ? ": no failures (--no-failures)"
                                       : ": no failure model (no mtbf_chip_hours)");
   g_string_append_c(s, '\n');
-  enum { NC = 12 };
-  const char *head[NC] = {"split",         "tokens/s",   "steps",    "days no fail",
-                          "days expected", "p50 days",   "p90 days", "goodput",
-                          "ckpt every",    "chip-hours", "cost",     "energy"};
+  /* Throughput per chip beside the total, so that arrays of different sizes compare. */
+  enum { NC = 13 };
+  const char *head[NC] = {"split",         "tokens/s", "tokens/s/chip", "steps",   "days no fail",
+                          "days expected", "p50 days", "p90 days",      "goodput", "ckpt every",
+                          "chip-hours",    "cost",     "energy"};
   char ***cells = g_new0(char **, n);
   int w[NC];
   for (int k = 0; k < NC; k++)
@@ -423,20 +424,23 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
     cells[i][0] = g_strdup(r->split);
     cells[i][1] = r->tokens_per_s > 0 ? fmt_si(r->tokens_per_s, "") : g_strdup("-");
     g_strstrip(cells[i][1]);
-    cells[i][2] = fmt_si(r->train_steps, "");
+    cells[i][2] = r->tokens_per_s > 0 && r->chips > 0 ? fmt_si(r->tokens_per_s / r->chips, "")
+                                                      : g_strdup("-");
     g_strstrip(cells[i][2]);
-    cells[i][3] = fmt_days(r->train_s);
-    cells[i][4] = fmt_days(r->expected_train_s);
-    cells[i][5] = fmt_days(r->median_train_s);
-    cells[i][6] = fmt_days(r->p90_train_s);
+    cells[i][3] = fmt_si(r->train_steps, "");
+    g_strstrip(cells[i][3]);
+    cells[i][4] = fmt_days(r->train_s);
+    cells[i][5] = fmt_days(r->expected_train_s);
+    cells[i][6] = fmt_days(r->median_train_s);
+    cells[i][7] = fmt_days(r->p90_train_s);
     g_ascii_formatd(b, sizeof b, "%.1f", 100 * r->goodput);
-    cells[i][7] = g_strdup_printf("%s%%", b);
-    cells[i][8] = r->job_mtbf_s > 0 ? g_strdup(fmt_dur(b, sizeof b, r->checkpoint_interval_s))
+    cells[i][8] = g_strdup_printf("%s%%", b);
+    cells[i][9] = r->job_mtbf_s > 0 ? g_strdup(fmt_dur(b, sizeof b, r->checkpoint_interval_s))
                                     : g_strdup("-");
-    cells[i][9] = fmt_si(r->chip_hours, "");
-    g_strstrip(cells[i][9]);
-    cells[i][10] = r->cost_usd > 0 ? fmt_si(r->cost_usd, "USD") : g_strdup("-");
-    cells[i][11] = r->energy_J > 0 ? fmt_si(r->energy_J / 3600.0, "Wh") : g_strdup("-");
+    cells[i][10] = fmt_si(r->chip_hours, "");
+    g_strstrip(cells[i][10]);
+    cells[i][11] = r->cost_usd > 0 ? fmt_si(r->cost_usd, "USD") : g_strdup("-");
+    cells[i][12] = r->energy_J > 0 ? fmt_si(r->energy_J / 3600.0, "Wh") : g_strdup("-");
     for (int k = 0; k < NC; k++)
       w[k] = MAX(w[k], (int)g_utf8_strlen(cells[i][k], -1));
   }

@@ -66,6 +66,42 @@ static void group_free(gpointer p)
   g_free(g);
 }
 
+/* The optional shape of a compute op: class, precision and kernels, then the non-zero
+ * dimensions (docs/formats.md). Ops without one are written as before. */
+static const char *const shape_keys[] = {"m",   "n",  "k",      "batch",      "aq",
+                                         "akv", "ad", "abatch", "attn_flops", "scores_bytes"};
+
+static double *shape_field(ts_op_shape *sh, int i)
+{
+  double *f[] = {&sh->m,   &sh->n,  &sh->k,      &sh->batch,      &sh->aq,
+                 &sh->akv, &sh->ad, &sh->abatch, &sh->attn_flops, &sh->scores_bytes};
+  return f[i];
+}
+
+/* Shapes are interned by value: hash and compare field by field (padding is never read). */
+static guint shape_hash(gconstpointer p)
+{
+  const ts_op_shape *s = p;
+  guint h = (guint)s->oclass * 31u + (guint)s->prec * 7u + (guint)s->kernels;
+  ts_op_shape c = *s;
+  for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++) {
+    double v = *shape_field(&c, (int)i) + 0.0; /* -0 hashes as 0, as it compares */
+    h = h * 1000003u ^ g_double_hash(&v);
+  }
+  return h;
+}
+
+static gboolean shape_equal(gconstpointer a, gconstpointer b)
+{
+  ts_op_shape x = *(const ts_op_shape *)a, y = *(const ts_op_shape *)b;
+  if (x.oclass != y.oclass || x.prec != y.prec || x.kernels != y.kernels)
+    return FALSE;
+  for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
+    if (*shape_field(&x, (int)i) != *shape_field(&y, (int)i))
+      return FALSE;
+  return TRUE;
+}
+
 ts_trace *ts_trace_new(const ts_topo *t)
 {
   ts_trace *tr = g_new0(ts_trace, 1);
@@ -84,8 +120,8 @@ ts_trace *ts_trace_new(const ts_topo *t)
 static void programs_free(ts_trace *tr)
 {
   for (int p = 0; p < tr->nprograms; p++) {
-    for (int i = 0; i < tr->programs[p].nops; i++)
-      g_free(tr->programs[p].ops[i].deps);
+    if (tr->programs[p].dep_blocks != NULL)
+      g_ptr_array_unref(tr->programs[p].dep_blocks);
     g_free(tr->programs[p].ops);
   }
   g_free(tr->programs);
@@ -105,6 +141,8 @@ void ts_trace_free(ts_trace *tr)
   g_ptr_array_unref(tr->groups);
   g_hash_table_unref(tr->label_index);
   g_ptr_array_unref(tr->labels);
+  if (tr->shapes != NULL)
+    g_hash_table_unref(tr->shapes);
   g_free(tr->meta.model);
   g_free(tr->meta.split);
   g_free(tr->meta.topology);
@@ -165,6 +203,51 @@ void ts_trace_set_programs(ts_trace *tr, int nprograms)
   tr->programs = g_new0(ts_program, nprograms);
 }
 
+/* Room for n ints in the program's dependency pool. Blocks are never moved, so the ops'
+ * pointers into them stay valid; a list longer than a block gets a block of its own. */
+#define DEP_BLOCK_INTS (1 << 16)
+
+static int *dep_alloc(ts_program *prog, int n)
+{
+  if (prog->dep_blocks == NULL)
+    prog->dep_blocks = g_ptr_array_new_with_free_func(g_free);
+  if (n > prog->dep_cap - prog->dep_fill) {
+    int cap = MAX(n, DEP_BLOCK_INTS);
+    /* Small programs (most traces) get a block their size, not 256 KiB each. */
+    if (prog->dep_blocks->len == 0 && n < 64)
+      cap = 64;
+    else if (prog->dep_blocks->len < 12 && cap == DEP_BLOCK_INTS)
+      cap = MAX(n, 64 << prog->dep_blocks->len);
+    g_ptr_array_add(prog->dep_blocks, g_new(int, cap));
+    prog->dep_fill = 0;
+    prog->dep_cap = cap;
+  }
+  int *d = (int *)g_ptr_array_index(prog->dep_blocks, prog->dep_blocks->len - 1) + prog->dep_fill;
+  prog->dep_fill += n;
+  return d;
+}
+
+const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s)
+{
+  if (s == NULL || s->oclass == TS_OPC_ROOFLINE)
+    return NULL;
+  /* Created on first use: every constructor of a trace (ts_trace_new, the reader) gets it. */
+  if (tr->shapes == NULL)
+    tr->shapes = g_hash_table_new_full(shape_hash, shape_equal, g_free, NULL);
+  ts_op_shape *have = g_hash_table_lookup(tr->shapes, s);
+  if (have != NULL)
+    return have;
+  ts_op_shape *c = g_new0(ts_op_shape, 1); /* zeroed, then the fields: no stray padding */
+  c->oclass = s->oclass;
+  c->prec = s->prec;
+  c->kernels = s->kernels;
+  ts_op_shape src = *s;
+  for (int i = 0; i < (int)G_N_ELEMENTS(shape_keys); i++)
+    *shape_field(c, i) = *shape_field(&src, i);
+  g_hash_table_add(tr->shapes, c);
+  return c;
+}
+
 int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int ndeps)
 {
   g_return_val_if_fail(p >= 0 && p < tr->nprograms, -1);
@@ -174,8 +257,13 @@ int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int n
     prog->ops = g_renew(ts_op, prog->ops, prog->nops == 0 ? 16 : (gsize)prog->nops * 2);
   ts_op *o = &prog->ops[prog->nops];
   *o = *op;
+  o->shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
   o->ndeps = ndeps;
-  o->deps = ndeps > 0 ? g_memdup2(deps, sizeof(int) * (gsize)ndeps) : NULL;
+  o->deps = NULL;
+  if (ndeps > 0) {
+    o->deps = dep_alloc(prog, ndeps);
+    memcpy(o->deps, deps, sizeof(int) * (gsize)ndeps);
+  }
   return prog->nops++;
 }
 
@@ -188,36 +276,35 @@ gint64 ts_trace_nops(const ts_trace *tr)
 }
 
 /* The trace carries its array's dimension sizes, so rank arithmetic needs no topology. */
-static void trace_topo(const ts_trace *tr, ts_topo *t)
+ts_array ts_trace_array(const ts_trace *tr)
 {
-  memset(t, 0, sizeof *t);
-  t->ndims = tr->ndims;
-  t->nchips = tr->nranks;
+  ts_array a = {0};
+  a.ndims = tr->ndims;
   for (int d = 0; d < tr->ndims; d++) {
-    t->dims[d].size = tr->dim_sizes[d];
-    t->dims[d].name = tr->dim_names[d];
+    a.size[d] = tr->dim_sizes[d];
+    a.name[d] = tr->dim_names[d];
   }
+  a.label = "trace";
+  return a;
 }
 
 int ts_trace_axis_coord(const ts_trace *tr, int rank, int a)
 {
-  ts_topo t;
-  trace_topo(tr, &t);
+  ts_array t = ts_trace_array(tr);
   int m = 0;
-  ts_group_base_chip(&t, &tr->axes[a].shape, rank, &m);
+  ts_array_base_chip(&t, &tr->axes[a].shape, rank, &m);
   return m;
 }
 
 int ts_trace_axis_neighbor(const ts_trace *tr, int rank, int a, int offset)
 {
-  ts_topo t;
-  trace_topo(tr, &t);
+  ts_array t = ts_trace_array(tr);
   int m = 0;
-  int base = ts_group_base_chip(&t, &tr->axes[a].shape, rank, &m);
+  int base = ts_array_base_chip(&t, &tr->axes[a].shape, rank, &m);
   int target = m + offset;
   if (target < 0 || target >= tr->axes[a].size)
     return -1;
-  return ts_group_member_chip(&t, &tr->axes[a].shape, base, target);
+  return ts_array_member_chip(&t, &tr->axes[a].shape, base, target);
 }
 
 int ts_trace_program_of(const ts_trace *tr, int rank)
@@ -231,7 +318,7 @@ int ts_trace_program_of(const ts_trace *tr, int rank)
 
 /* A member list as a shape placed at members[0]: pieces found from the steps between
  * successive members, then every member verified. FALSE when the list is not regular. */
-static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_group_shape *out)
+static gboolean infer_shape(const ts_array *t, const int *members, int n, ts_group_shape *out)
 {
   memset(out, 0, sizeof *out);
   if (n <= 1)
@@ -247,7 +334,7 @@ static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_grou
     int dim = -1, stride = 0;
     gint64 place = 1;
     for (int d = 0; d < t->ndims; d++) {
-      int sz = t->dims[d].size;
+      int sz = t->size[d];
       if (d0 % (place * sz) != 0) {
         if (d0 % place != 0)
           return FALSE;
@@ -270,13 +357,13 @@ static gboolean infer_shape(const ts_topo *t, const int *members, int n, ts_grou
     out->p[out->npieces++] = (ts_piece){dim, size, stride};
     radix *= size;
   }
-  if (!ts_group_shape_valid(t, out, NULL) || ts_group_size(out) != n)
+  if (!ts_array_shape_valid(t, out, NULL) || ts_group_size(out) != n)
     return FALSE;
   int m0 = -1;
-  if (ts_group_base_chip(t, out, members[0], &m0) != members[0] || m0 != 0)
+  if (ts_array_base_chip(t, out, members[0], &m0) != members[0] || m0 != 0)
     return FALSE;
   for (int m = 0; m < n; m++)
-    if (ts_group_member_chip(t, out, members[0], m) != members[m])
+    if (ts_array_member_chip(t, out, members[0], m) != members[m])
       return FALSE;
   return TRUE;
 }
@@ -306,8 +393,7 @@ int ts_trace_group_members(ts_trace *tr, const char *name, const int *members, i
   g->name = g_strdup(name);
   g->nmembers = n;
   g->members = g_memdup2(members, sizeof(int) * (gsize)n);
-  ts_topo t;
-  trace_topo(tr, &t);
+  ts_array t = ts_trace_array(tr);
   if (!infer_shape(&t, members, n, &g->shape))
     memset(&g->shape, 0, sizeof g->shape);
   g_ptr_array_add(tr->groups, g);
@@ -326,6 +412,14 @@ int ts_trace_group_chip(const ts_topo *t, const ts_group *g, int base, int m)
   return ts_group_member_chip(t, &g->shape, base, m);
 }
 
+int ts_trace_group_rank(const ts_trace *tr, const ts_group *g, int base, int m)
+{
+  if (g->members != NULL)
+    return g->members[m];
+  ts_array t = ts_trace_array(tr);
+  return ts_array_member_chip(&t, &g->shape, base, m);
+}
+
 int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *member)
 {
   if (g->members != NULL) {
@@ -337,9 +431,8 @@ int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *me
       }
     return -1;
   }
-  ts_topo t;
-  trace_topo(tr, &t);
-  return ts_group_base_chip(&t, &g->shape, rank, member);
+  ts_array t = ts_trace_array(tr);
+  return ts_array_base_chip(&t, &g->shape, rank, member);
 }
 
 int ts_trace_op_peer(const ts_trace *tr, const ts_op *op, int rank)
@@ -476,8 +569,7 @@ static gboolean check_layout(const ts_trace *tr, GError **error)
     return FALSE;
   }
   gint64 prod = 1;
-  ts_topo tt;
-  trace_topo(tr, &tt);
+  ts_array tt = ts_trace_array(tr);
   for (int a = 0; a < tr->naxes; a++) {
     const ts_axis *ax = &tr->axes[a];
     if (ts_group_size(&ax->shape) != ax->size) {
@@ -486,7 +578,7 @@ static gboolean check_layout(const ts_trace *tr, GError **error)
                   ts_group_size(&ax->shape));
       return FALSE;
     }
-    if (!ts_group_shape_valid(&tt, &ax->shape, error)) {
+    if (!ts_array_shape_valid(&tt, &ax->shape, error)) {
       g_prefix_error(error, "axis %s: ", ax->name);
       return FALSE;
     }
@@ -701,16 +793,21 @@ static void append_num(GString *s, const char *key, double v)
   g_string_append_printf(s, " %s=%s", key, g_ascii_formatd(buf, sizeof buf, "%.17g", v));
 }
 
-/* The optional shape of a compute op: class, precision and kernels, then the non-zero
- * dimensions (docs/formats.md). Ops without one are written as before. */
-static const char *const shape_keys[] = {"m",   "n",  "k",      "batch",      "aq",
-                                         "akv", "ad", "abatch", "attn_flops", "scores_bytes"};
-
-static double *shape_field(ts_op_shape *sh, int i)
+int ts_op_shape_nfields(void)
 {
-  double *f[] = {&sh->m,   &sh->n,  &sh->k,      &sh->batch,      &sh->aq,
-                 &sh->akv, &sh->ad, &sh->abatch, &sh->attn_flops, &sh->scores_bytes};
-  return f[i];
+  return (int)G_N_ELEMENTS(shape_keys);
+}
+
+const char *ts_op_shape_field_name(int i)
+{
+  g_return_val_if_fail(i >= 0 && i < ts_op_shape_nfields(), NULL);
+  return shape_keys[i];
+}
+
+double *ts_op_shape_field(ts_op_shape *sh, int i)
+{
+  g_return_val_if_fail(i >= 0 && i < ts_op_shape_nfields(), NULL);
+  return shape_field(sh, i);
 }
 
 static void append_shape(GString *s, const ts_op_shape *sh)
@@ -792,7 +889,8 @@ char *ts_trace_to_text(const ts_trace *tr)
       case TS_OP_COMPUTE:
         append_num(s, "flops", o->flops);
         append_num(s, "mem_bytes", o->mem_bytes);
-        append_shape(s, &o->shape);
+        if (o->shape != NULL)
+          append_shape(s, o->shape);
         break;
       case TS_OP_COLL:
         g_string_append_printf(s, " kind=%s algo=%s group=%d", ts_coll_kind_name(o->coll),
@@ -1007,8 +1105,9 @@ static int shape_key_index(const char *key)
   return -1;
 }
 
-static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, const char *kind,
-                             const char *key, const char *val, GArray *deps, gboolean *have_label)
+static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, ts_op_shape *sh,
+                             const char *kind, const char *key, const char *val, GArray *deps,
+                             gboolean *have_label)
 {
   gboolean v2 = c->version >= 2;
   if (strcmp(key, "cat") == 0) {
@@ -1112,16 +1211,16 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
                   "class='%s': expected gemm, attention, flash, memory, optimizer, transfer or "
                   "other",
                   val);
-    op->shape.oclass = v;
+    sh->oclass = v;
   } else if (strcmp(key, "prec") == 0 && op->kind == TS_OP_COMPUTE) {
     int v = ts_precision_parse(val);
     if (v < 0)
       return perr(c, "prec='%s': expected bf16, fp8 or fp32", val);
-    op->shape.prec = v;
+    sh->prec = v;
   } else if (strcmp(key, "kernels") == 0 && op->kind == TS_OP_COMPUTE) {
-    return parse_int_tok(c, key, val, -1, 1000000, &op->shape.kernels);
+    return parse_int_tok(c, key, val, -1, 1000000, &sh->kernels);
   } else if (op->kind == TS_OP_COMPUTE && shape_key_index(key) >= 0) {
-    return parse_num_tok(c, key, val, shape_field(&op->shape, shape_key_index(key)));
+    return parse_num_tok(c, key, val, shape_field(sh, shape_key_index(key)));
   } else if (v2 && g_str_has_prefix(key, "x_")) {
     /* an extension another tool wrote: ignored */
   } else {
@@ -1133,6 +1232,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, con
 static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok, GArray *deps)
 {
   ts_op op = {0};
+  ts_op_shape sh = {0};
   op.offset = 0;
   op.axis = -1;
   op.group = -1;
@@ -1156,7 +1256,7 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok, G
     if (eq == NULL)
       return perr(c, "'%s': expected key=value", kv);
     *eq = '\0'; /* the token is the line's own bytes: the key ends here */
-    if (!parse_op_key(c, tr, idx, &op, kind, kv, eq + 1, deps, &have_label))
+    if (!parse_op_key(c, tr, idx, &op, &sh, kind, kv, eq + 1, deps, &have_label))
       return FALSE;
   }
   if (!have_label)
@@ -1167,6 +1267,7 @@ static gboolean parse_op(parse_ctx *c, ts_trace *tr, int prog, GPtrArray *tok, G
     return perr(c, "%s op: missing peer=, or axis= and a non-zero offset=", kind);
   if (op.kind == TS_OP_XFER && op.resource == TS_RES_NONE)
     return perr(c, "xfer op: missing resource=");
+  op.shape = &sh; /* interned by ts_trace_append (NULL when no class was given) */
   ts_trace_append(tr, prog, &op, (const int *)deps->data, (int)deps->len);
   return TRUE;
 }

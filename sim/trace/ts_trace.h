@@ -111,40 +111,52 @@ typedef struct {
   int *members; /* owned; NULL for axis groups */
 } ts_group;
 
+/* One operation of a program. Fields are ordered and the small enumerations stored as bytes so
+ * that an op takes 112 bytes (224 with the shape inline and enum-sized fields): a 10-million-op
+ * trace is held in memory (issue 11, bench/RESULTS.md "Streaming"). The byte fields hold the
+ * enumeration named beside them; assign and compare them as before. */
 typedef struct {
-  ts_op_kind kind;
-  ts_op_cat cat;
+  guint8 kind;      /* ts_op_kind */
+  guint8 cat;       /* ts_op_cat */
+  guint8 coll;      /* COLL: ts_coll_kind */
+  guint8 algo;      /* COLL: ts_coll_algo */
+  guint8 resource;  /* format 2, XFER/DELAY: ts_resource */
+  guint8 t_phase;   /* tag: ts_phase */
+  guint8 t_role;    /* tag: ts_role */
   int stream;       /* ops of one stream run in program order; streams overlap */
   int label;        /* index in ts_trace.labels */
   double flops;     /* COMPUTE */
   double mem_bytes; /* COMPUTE: device memory traffic */
   double bytes;     /* COLL (per member, as ts_coll_kind defines), SEND/RECV */
-  ts_coll_kind coll;
-  ts_coll_algo algo;
-  int group;  /* COLL: index in ts_trace.groups */
-  int axis;   /* SEND/RECV: axis along which the peer lies */
-  int offset; /* SEND/RECV: peer = this rank moved `offset` along the axis (no wrap) */
-  int tag;    /* SEND/RECV: matched with the same tag, in order */
+  int group;        /* COLL: index in ts_trace.groups */
+  int axis;         /* SEND/RECV: axis along which the peer lies */
+  int offset;       /* SEND/RECV: peer = this rank moved `offset` along the axis (no wrap) */
+  int tag;          /* SEND/RECV: matched with the same tag, in order */
   int ndeps;
-  int *deps; /* indices of earlier ops of the same program; owned by the program */
   /* Format 2. Zero-initialised ops mean "absent", so older code that builds ops is valid. */
-  int peer;       /* SEND/RECV: absolute peer rank + 1; 0 = use axis and offset */
-  int resource;   /* XFER/DELAY: ts_resource */
+  int peer;  /* SEND/RECV: absolute peer rank + 1; 0 = use axis and offset */
+  int *deps; /* indices of earlier ops of the same program; in the program's pool (owned by it) */
   double seconds; /* DELAY: duration; XFER: fixed latency added to bytes / bandwidth */
   double bw_Bps;  /* XFER: bandwidth; 0 = the topology's for the resource */
   /* Tag: what the op is, for the validator, timeline and imported traces' messages. */
-  int t_layer;       /* layer index + 1 (first layer of a gradient bucket); 0 = none */
-  int t_layer_last;  /* last layer + 1 of a range (gradient bucket); 0 = t_layer alone */
-  int t_micro;       /* micro-batch + 1; 0 = none */
-  int t_phase;       /* ts_phase */
-  int t_role;        /* ts_role */
-  int t_stage;       /* pipeline (virtual) stage + 1 of a send, receive or stage gather; 0 = none */
-  ts_op_shape shape; /* COMPUTE: kernel class, GEMM and attention shape (zero: roofline) */
+  int t_layer;      /* layer index + 1 (first layer of a gradient bucket); 0 = none */
+  int t_layer_last; /* last layer + 1 of a range (gradient bucket); 0 = t_layer alone */
+  int t_micro;      /* micro-batch + 1; 0 = none */
+  int t_stage;      /* pipeline (virtual) stage + 1 of a send, receive or stage gather; 0 = none */
+  /* COMPUTE: kernel class, GEMM and attention shape; NULL (or class 0): roofline. Shapes are
+   * interned in the trace, one copy per distinct shape (a model's layers repeat): an op holds a
+   * pointer, not 96 bytes of it. ts_trace_append interns what the op it is given points to, so
+   * a caller may point at its own (stack) copy. Borrowed from the trace; never free it. */
+  const ts_op_shape *shape;
 } ts_op;
 
 typedef struct {
   int nops;
   ts_op *ops; /* owned */
+  /* Where the ops' dependency lists live: blocks of ints the program owns (one heap block per
+   * op cost ~32 bytes an op; issue 11's 10-million-op trace). Internal to ts_trace. */
+  GPtrArray *dep_blocks;
+  int dep_fill, dep_cap; /* ints used and available in the last block */
 } ts_program;
 
 /** Metadata recorded with every result: what produced the trace. */
@@ -164,6 +176,7 @@ typedef struct {
   GPtrArray *groups;       /* ts_group*, owned */
   GPtrArray *labels;       /* char*, owned; op labels */
   GHashTable *label_index; /* label -> index+1, for interning */
+  GHashTable *shapes;      /* interned compute shapes (ts_op_shape*, owned; NULL until one) */
   int nprograms;
   ts_program *programs; /* owned */
   ts_trace_meta meta;
@@ -193,6 +206,13 @@ int ts_trace_group_size(const ts_group *g);
 /** Chip of member m of the group instance whose member 0 is base (member lists: base ignored). */
 int ts_trace_group_chip(const ts_topo *t, const ts_group *g, int base, int m);
 
+/** Rank of member m of the group instance whose member 0 is base, on the trace's own array
+ * (ranks are chips: no topology needed). */
+int ts_trace_group_rank(const ts_trace *tr, const ts_group *g, int base, int m);
+
+/** The trace's array (dimension names and sizes as recorded; a view, valid while tr is). */
+ts_array ts_trace_array(const ts_trace *tr);
+
 /** Member 0 of the instance holding rank; *member its index; -1 when rank is not a member. */
 int ts_trace_group_base(const ts_trace *tr, const ts_group *g, int rank, int *member);
 
@@ -211,7 +231,12 @@ int ts_trace_label(ts_trace *tr, const char *label);
 /** Sets the number of programs (product of the sizes of asymmetric axes), allocating them. */
 void ts_trace_set_programs(ts_trace *tr, int nprograms);
 
-/** Appends an op (deps copied) to program p; returns its index. */
+/** The trace's copy of a compute shape (interned: equal shapes share one); NULL for NULL or a
+ * shape of class 0 (roofline). */
+const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s);
+
+/** Appends an op (deps copied into the program's pool, its shape interned) to program p;
+ * returns its index. */
 int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int ndeps);
 
 /** Coordinate of rank along axis a. */
@@ -256,6 +281,13 @@ double ts_resource_bw_Bps(const ts_topo *t, int resource);
  * op's bw_Bps, else the topology's for the resource). Negative when no bandwidth is known.
  */
 double ts_offchip_time(const ts_topo *t, const ts_op *op);
+
+/** The numeric fields of a compute op's shape, by the names the text form gives them ("m",
+ * "n", "k", "batch", "aq", ...): how many, the name of field i, and a pointer to it. Exporters
+ * carry them so that a round trip keeps what ts_cost_compute reads. */
+int ts_op_shape_nfields(void);
+const char *ts_op_shape_field_name(int i);
+double *ts_op_shape_field(ts_op_shape *sh, int i);
 
 const char *ts_resource_name(int r);
 const char *ts_phase_name(int p);

@@ -99,8 +99,8 @@ static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, do
   if (c[0] < 0) {
     const ts_chip *chip = &a->topo->chip;
     const ts_op *op = act->op;
-    c[0] = ts_cost_device(chip, op->flops, op->mem_bytes, &op->shape);
-    c[1] = ts_cost_launch(chip, op->flops, op->mem_bytes, &op->shape);
+    c[0] = ts_cost_device(chip, op->flops, op->mem_bytes, op->shape);
+    c[1] = ts_cost_launch(chip, op->flops, op->mem_bytes, op->shape);
   }
   if (c[1] <= 0)
     return c[0];

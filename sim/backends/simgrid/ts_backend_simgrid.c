@@ -754,8 +754,8 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   case TS_OP_COMPUTE: {
     const ts_chip *c = &b->topo->chip;
     const ts_op *op = a->op;
-    double dev = ts_cost_device(c, op->flops, op->mem_bytes, &op->shape);
-    double launch = ts_cost_launch(c, op->flops, op->mem_bytes, &op->shape);
+    double dev = ts_cost_device(c, op->flops, op->mem_bytes, op->shape);
+    double launch = ts_cost_launch(c, op->flops, op->mem_bytes, op->shape);
     if (b->host_clock == NULL)
       b->host_clock = g_new0(double, b->topo->nchips);
     /* A straggler (issue 14) computes at a fraction of nominal speed. */

@@ -66,7 +66,7 @@ gboolean ts_export_tit(const ts_trace *tr, const ts_topo *t, const char *dir, GE
       switch (o->kind) {
       case TS_OP_COMPUTE: {
         /* Costed as the backends cost it: from the op's shape where the trace gives one. */
-        double f = ts_cost_compute(&t->chip, o->flops, o->mem_bytes, &o->shape) * speed;
+        double f = ts_cost_compute(&t->chip, o->flops, o->mem_bytes, o->shape) * speed;
         if (f > 0) {
           g_string_append_printf(s, "%d compute ", rank);
           append_g(s, f);

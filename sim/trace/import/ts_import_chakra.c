@@ -11,7 +11,12 @@
  *   anything else   a wait (zero cost, dependencies kept).
  * Compute runs on one stream (one kernel at a time, as ASTRA-sim's hardware resource does);
  * collectives of one group on a stream of their own (a communicator); sends to and receives from
- * one peer each on theirs. */
+ * one peer each on theirs.
+ * Attributes named "trainsim.KEY" (what trainsim's exporter writes where Chakra's schema has no
+ * field) override those defaults: a compute op's shape (class, prec, kernels, m, n, k, ...),
+ * exact flops, mem_bytes, bytes and seconds, an XFER's resource and bandwidth, a collective's
+ * algorithm, the op's category, tag and stream. So an export imported back replays as the
+ * trace did (tests/test_import.c: to 1e-9). */
 #include "et_def.pb-c.h"
 #include "ts_import.h"
 #include "ts_util.h"
@@ -36,20 +41,84 @@ typedef struct {
   int comm_type, peer, tag;
   char *pg;
   gboolean has_comm_type, has_peer;
+  /* "trainsim.*" attributes: the fields they set in x (NULL when the node has none). */
+  ts_op *x;
+  ts_op_shape *xs; /* its compute shape, allocated with x */
+  guint xset;
 } cnode;
+
+/* Bits of cnode.xset: which "trainsim.*" attributes a node carried. */
+enum {
+  X_FLOPS = 1 << 0,
+  X_MEM = 1 << 1,
+  X_BYTES = 1 << 2,
+  X_SECONDS = 1 << 3,
+  X_RESOURCE = 1 << 4,
+  X_BW = 1 << 5,
+  X_ALGO = 1 << 6,
+  X_CAT = 1 << 7,
+  X_STREAM = 1 << 8,
+  X_TAG = 1 << 9,
+  X_SHAPE = 1 << 10,
+};
 
 typedef struct {
   int rank;
   const char *path;
   GArray *nodes; /* cnode */
   int *order;    /* topological order: node indices */
+  /* GlobalMetadata's "trainsim.*" attributes (trainsim's exporter): what produced the job. */
+  char *model, *split;
+  double samples, model_flops;
 } crank;
+
+/* The job's description from GlobalMetadata attributes trainsim's exporter writes; values of
+ * another kind, or out of range, are ignored (they only label the result). */
+static void take_meta(crank *r, const ChakraProtoMsg__GlobalMetadata *gm)
+{
+  for (size_t k = 0; k < gm->n_attr; k++) {
+    const ChakraProtoMsg__AttributeProto *a = gm->attr[k];
+    const char *an = a->name != NULL ? a->name : "";
+    gboolean str = a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL &&
+                   a->string_val != NULL && g_utf8_validate(a->string_val, -1, NULL) &&
+                   strlen(a->string_val) < 4096;
+    gboolean num = a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_DOUBLE_VAL &&
+                   a->double_val >= 0 && a->double_val <= 1e30;
+    if (strcmp(an, "trainsim.model") == 0 && str) {
+      g_free(r->model);
+      r->model = g_strdup(a->string_val);
+    } else if (strcmp(an, "trainsim.split") == 0 && str) {
+      g_free(r->split);
+      r->split = g_strdup(a->string_val);
+    } else if (strcmp(an, "trainsim.samples") == 0 && num) {
+      r->samples = a->double_val;
+    } else if (strcmp(an, "trainsim.model_flops") == 0 && num) {
+      r->model_flops = a->double_val;
+    }
+  }
+}
 
 static void cnode_clear(cnode *n)
 {
   g_free(n->name);
   g_free(n->deps);
   g_free(n->pg);
+  g_free(n->x);
+  g_free(n->xs);
+}
+
+/* Index of name in a table given by its name function (n entries); -1 when absent. */
+static int find_named(const char *(*name_of)(int), int n, const char *name)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(name_of(i), name) == 0)
+      return i;
+  return -1;
+}
+
+static const char *cat_name_of(int i)
+{
+  return ts_op_cat_name((ts_op_cat)i);
 }
 
 static gboolean attr_int(const ChakraProtoMsg__AttributeProto *a, gint64 *out)
@@ -99,6 +168,124 @@ static gboolean attr_num(const ChakraProtoMsg__AttributeProto *a, double *out)
   if (!attr_int(a, &v))
     return FALSE;
   *out = (double)v;
+  return TRUE;
+}
+
+G_GNUC_PRINTF(4, 5)
+static gboolean node_err(GError **error, const char *path, guint64 id, const char *fmt, ...);
+
+/* A "trainsim.KEY" attribute (key without the prefix) into n->x; FALSE with an error naming the
+ * node when its value is not what trainsim's exporter writes. Unknown keys are ignored (a later
+ * exporter's). */
+static gboolean take_x(cnode *n, const char *key, const ChakraProtoMsg__AttributeProto *a,
+                       const char *path, GError **error)
+{
+  if (n->x == NULL) {
+    n->x = g_new0(ts_op, 1);
+    n->xs = g_new0(ts_op_shape, 1);
+  }
+  ts_op *x = n->x;
+  const char *str =
+      a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL ? a->string_val : NULL;
+  gint64 v = 0;
+  double d = 0;
+  if (strcmp(key, "class") == 0) {
+    int c = str != NULL ? ts_op_class_parse(str) : -1;
+    if (c <= 0)
+      return node_err(error, path, n->id,
+                      "attribute trainsim.class: expected gemm, attention, flash, memory, "
+                      "optimizer, transfer or other");
+    n->xs->oclass = c;
+    n->xset |= X_SHAPE;
+  } else if (strcmp(key, "prec") == 0) {
+    int c = str != NULL ? ts_precision_parse(str) : -1;
+    if (c < 0)
+      return node_err(error, path, n->id, "attribute trainsim.prec: expected bf16, fp8 or fp32");
+    n->xs->prec = c;
+  } else if (strcmp(key, "kernels") == 0) {
+    if (!attr_int(a, &v) || v < 0 || v > 1000000)
+      return node_err(error, path, n->id, "attribute trainsim.kernels: expected 0 to 1000000");
+    n->xs->kernels = (int)v;
+  } else if (strcmp(key, "resource") == 0) {
+    int c = str != NULL ? find_named(ts_resource_name, TS_NRES, str) : -1;
+    if (c < 0)
+      return node_err(error, path, n->id,
+                      "attribute trainsim.resource: expected none, host_link, nvme, storage, "
+                      "server or host_cpu");
+    x->resource = c;
+    n->xset |= X_RESOURCE;
+  } else if (strcmp(key, "algo") == 0) {
+    int c = str != NULL ? ts_coll_algo_parse(str) : -1;
+    if (c < 0)
+      return node_err(error, path, n->id, "attribute trainsim.algo: expected %s",
+                      ts_coll_algo_list());
+    x->algo = (ts_coll_algo)c;
+    n->xset |= X_ALGO;
+  } else if (strcmp(key, "cat") == 0) {
+    int c = str != NULL ? find_named(cat_name_of, TS_NCATS, str) : -1;
+    if (c < 0)
+      return node_err(error, path, n->id,
+                      "attribute trainsim.cat: expected fwd, bwd, optimizer, comm_dp, comm_tp, "
+                      "comm_pp, comm_other or other");
+    x->cat = (ts_op_cat)c;
+    n->xset |= X_CAT;
+  } else if (strcmp(key, "phase") == 0) {
+    int c = str != NULL ? find_named(ts_phase_name, TS_NPHASES, str) : -1;
+    if (c < 0)
+      return node_err(error, path, n->id,
+                      "attribute trainsim.phase: expected fwd, bwd, recompute, sync or optimizer");
+    x->t_phase = c;
+    n->xset |= X_TAG;
+  } else if (strcmp(key, "role") == 0) {
+    int c = str != NULL ? find_named(ts_role_name, TS_NROLES, str) : -1;
+    if (c < 0)
+      return node_err(error, path, n->id,
+                      "attribute trainsim.role: expected a role of docs/formats.md#traces");
+    x->t_role = c;
+    n->xset |= X_TAG;
+  } else if (strcmp(key, "stream") == 0) {
+    if (!attr_int(a, &v) || v < 0 || v >= (1 << 20))
+      return node_err(error, path, n->id, "attribute trainsim.stream: expected 0 to %d",
+                      (1 << 20) - 1);
+    x->stream = (int)v;
+    n->xset |= X_STREAM;
+  } else if (strcmp(key, "layer") == 0 || strcmp(key, "layer_last") == 0 ||
+             strcmp(key, "mb") == 0 || strcmp(key, "stage") == 0) {
+    if (!attr_int(a, &v) || v < 0 || v >= G_MAXINT)
+      return node_err(error, path, n->id, "attribute trainsim.%s: expected 0 to %d", key,
+                      G_MAXINT - 1);
+    int *f = key[0] == 'm'               ? &x->t_micro
+             : key[0] == 's'             ? &x->t_stage
+             : strcmp(key, "layer") == 0 ? &x->t_layer
+                                         : &x->t_layer_last;
+    *f = (int)v + 1;
+    n->xset |= X_TAG;
+  } else {
+    /* Numbers: exact values and shape dimensions. */
+    double *f = NULL;
+    guint bit = 0;
+    if (strcmp(key, "flops") == 0)
+      f = &x->flops, bit = X_FLOPS;
+    else if (strcmp(key, "mem_bytes") == 0)
+      f = &x->mem_bytes, bit = X_MEM;
+    else if (strcmp(key, "bytes") == 0)
+      f = &x->bytes, bit = X_BYTES;
+    else if (strcmp(key, "seconds") == 0)
+      f = &x->seconds, bit = X_SECONDS;
+    else if (strcmp(key, "bw_Bps") == 0)
+      f = &x->bw_Bps, bit = X_BW;
+    else
+      for (int i = 0; i < ts_op_shape_nfields(); i++)
+        if (strcmp(key, ts_op_shape_field_name(i)) == 0)
+          f = ts_op_shape_field(n->xs, i);
+    if (f == NULL)
+      return TRUE;
+    if (!attr_num(a, &d) || !(d >= 0) || d > 1e25)
+      return node_err(error, path, n->id, "attribute trainsim.%s: expected a number in [0, 1e25]",
+                      key);
+    *f = d;
+    n->xset |= bit;
+  }
   return TRUE;
 }
 
@@ -159,6 +346,9 @@ static gboolean take_node(const ChakraProtoMsg__Node *m, const char *path, cnode
         return node_err(error, path, n->id, "attribute comm_tag: expected a tag in [0, %d]",
                         G_MAXINT);
       n->tag = (int)v;
+    } else if (g_str_has_prefix(an, "trainsim.")) {
+      if (!take_x(n, an + strlen("trainsim."), a, path, error))
+        return FALSE;
     } else if (strcmp(an, "pg_name") == 0) {
       if (a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL)
         n->pg = g_strdup(a->string_val);
@@ -223,6 +413,7 @@ static gboolean read_stream(const guint8 *data, gsize len, crank *r, gint64 *tot
         ok = FALSE;
         break;
       }
+      take_meta(r, gm);
       chakra_proto_msg__global_metadata__free_unpacked(gm, NULL);
       meta = TRUE;
     } else {
@@ -568,13 +759,16 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
       switch (c->type) {
       case CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE:
         op.t_role = TS_ROLE_COMPUTE;
-        if (c->duration_s > 0) {
+        if (c->duration_s > 0 || (c->xset & X_SECONDS)) {
           op.kind = TS_OP_DELAY;
-          op.seconds = c->duration_s;
-        } else if (c->flops > 0 || c->bytes > 0) {
+          op.seconds = c->xset & X_SECONDS ? c->x->seconds : c->duration_s;
+          op.resource = c->xset & X_RESOURCE ? c->x->resource : TS_RES_NONE;
+        } else if (c->flops > 0 || c->bytes > 0 || (c->xset & X_SHAPE)) {
           op.kind = TS_OP_COMPUTE;
-          op.flops = c->flops;
-          op.mem_bytes = c->bytes;
+          op.flops = c->xset & X_FLOPS ? c->x->flops : c->flops;
+          op.mem_bytes = c->xset & X_MEM ? c->x->mem_bytes : c->bytes;
+          if (c->xset & X_SHAPE)
+            op.shape = c->xs; /* interned by ts_trace_append */
         } else {
           op.kind = TS_OP_WAIT;
         }
@@ -640,8 +834,10 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
       case CHAKRA_PROTO_MSG__NODE_TYPE__MEM_LOAD_NODE:
       case CHAKRA_PROTO_MSG__NODE_TYPE__MEM_STORE_NODE:
         op.kind = TS_OP_XFER;
-        op.resource = TS_RES_HOST_LINK;
+        op.resource = c->xset & X_RESOURCE ? c->x->resource : TS_RES_HOST_LINK;
         op.bytes = c->bytes;
+        op.seconds = c->xset & X_SECONDS ? c->x->seconds : 0;
+        op.bw_Bps = c->xset & X_BW ? c->x->bw_Bps : 0;
         op.stream = STREAM_MEM;
         op.t_role = TS_ROLE_OFFLOAD;
         break;
@@ -652,6 +848,24 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
       }
       if (!ok)
         break;
+      /* What trainsim's exporter carried: exact bytes, algorithm, category, tag, stream. */
+      if ((c->xset & X_BYTES) && op.kind != TS_OP_COMPUTE && op.kind != TS_OP_DELAY &&
+          op.kind != TS_OP_WAIT && !(op.kind == TS_OP_COLL && op.bytes == 0))
+        op.bytes = c->x->bytes;
+      if ((c->xset & X_ALGO) && op.kind == TS_OP_COLL)
+        op.algo = c->x->algo;
+      if (c->xset & X_CAT)
+        op.cat = c->x->cat;
+      if (c->xset & X_STREAM)
+        op.stream = c->x->stream;
+      if (c->xset & X_TAG) {
+        op.t_layer = c->x->t_layer;
+        op.t_layer_last = c->x->t_layer_last;
+        op.t_micro = c->x->t_micro;
+        op.t_phase = c->x->t_phase;
+        op.t_role = c->x->t_role;
+        op.t_stage = c->x->t_stage;
+      }
       g_array_set_size(deps, 0);
       for (int d = 0; d < c->ndeps; d++) {
         int j = GPOINTER_TO_INT(g_hash_table_lookup(opix, &c->deps[d])) - 1;
@@ -715,8 +929,11 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
   }
   if (ok) {
     g_autofree char *base = g_path_get_basename(paths[0]);
-    tr->meta.model = g_strdup(base);
-    tr->meta.split = g_strdup("(chakra)");
+    /* What trainsim's exporter recorded (in the first file), else the file name. */
+    tr->meta.model = g_strdup(rs[0].model != NULL ? rs[0].model : base);
+    tr->meta.split = g_strdup(rs[0].split != NULL ? rs[0].split : "(chakra)");
+    tr->meta.samples = rs[0].samples;
+    tr->meta.model_flops = rs[0].model_flops;
     tr->meta.topology = g_strdup(t->name);
     tr->meta.producer = g_strdup_printf("trainsim %s import --from chakra", TS_VERSION);
     ok = ts_trace_check(tr, t, error);
@@ -730,6 +947,8 @@ out:
     if (rs[k].nodes != NULL)
       g_array_unref(rs[k].nodes);
     g_free(rs[k].order);
+    g_free(rs[k].model);
+    g_free(rs[k].split);
   }
   g_free(rs);
   g_free(file_of);
