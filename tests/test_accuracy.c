@@ -287,10 +287,10 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
 }
 
 /* The shipped TorchTitan memory rows replay, and their error stays below what this branch
- * measured (docs/accuracy.md: 9.0% mean |error| with Llama 3.1, FSDP2, op-level checkpointing,
- * the eager loss and the allocator's overhead; it was 34.4% with the Llama approximations; the
- * target is 10%): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 9.5
+ * measured (docs/accuracy.md: 10.0% mean |error| over 18 rows, 8.6% over Tables 1, 3, 4, 5, with
+ * Llama 3.1, FSDP2, op-level checkpointing, the eager loss and the allocator's overhead; it
+ * was 34.4% with the Llama approximations; the target is 10%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 10.5
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
@@ -299,7 +299,7 @@ Test(accuracy, shipped_torchtitan_memory_rows)
   GError *e = NULL;
   g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
   cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, 10, "TorchTitan Tables 1, 3, 4, 5: 10 rows");
+  cr_assert_eq(f->nrows, 18, "TorchTitan Tables 1-6: 18 rows");
   g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
   cr_assert_not_null(a, "%s", e ? e->message : "");
   double sum = 0;
