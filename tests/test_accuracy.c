@@ -3,6 +3,7 @@
  * and column with nothing written, the output set whole, the shipped files replay. */
 #include "ts_accuracy.h"
 #include "ts_run.h"
+#include "ts_topo.h"
 #include "ts_util.h"
 
 #include "ts_test.h"
@@ -286,9 +287,10 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
 }
 
 /* The shipped TorchTitan memory rows replay, and their error stays below what this branch
- * measured (docs/accuracy.md: 34.4% mean |error| with the Llama approximations; the target is
- * 10%): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 36.0
+ * measured (docs/accuracy.md: 10.0% mean |error| over 18 rows, 8.6% over Tables 1, 3, 4, 5, with
+ * Llama 3.1, FSDP2, op-level checkpointing, the eager loss and the allocator's overhead; it
+ * was 34.4% with the Llama approximations; the target is 10%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 10.5
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
@@ -297,7 +299,7 @@ Test(accuracy, shipped_torchtitan_memory_rows)
   GError *e = NULL;
   g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
   cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, 10, "TorchTitan Tables 1, 3, 4, 5: 10 rows");
+  cr_assert_eq(f->nrows, 18, "TorchTitan Tables 1-6: 18 rows");
   g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
   cr_assert_not_null(a, "%s", e ? e->message : "");
   double sum = 0;
@@ -344,7 +346,9 @@ Test(memory, search_respects_the_reserve)
 }
 
 /* The shipped torchgpipe rows give tests/test_published.c's numbers (activations and buffers
- * summed over the devices): 0.63, 1.92, 4.22 and 8.26 GiB, within 1%. */
+ * summed over the devices: 0.63, 1.92, 4.22 and 8.26 GiB) plus the caching allocator's overhead
+ * on them (the P40 is a GPU: x (1 + TS_GPU_ALLOCATOR_OVERHEAD); the model states, which the
+ * benchmark subtracts, are allocated once and add none), within 1%. */
 Test(accuracy, shipped_torchgpipe_activation_sums)
 {
   g_autofree char *path =
@@ -359,8 +363,8 @@ Test(accuracy, shipped_torchgpipe_activation_sums)
   cr_assert_eq(f->nrows, 4);
   for (int i = 0; i < 4; i++) {
     double got = a->predicted[i] / 1073741824.0;
-    cr_expect(fabs(got / want_gib[i] - 1) < 0.01, "row %d: %.3f GiB, expected %.2f", i, got,
-              want_gib[i]);
+    double want = want_gib[i] * (1.0 + TS_GPU_ALLOCATOR_OVERHEAD);
+    cr_expect(fabs(got / want - 1) < 0.01, "row %d: %.3f GiB, expected %.3f", i, got, want);
   }
 }
 

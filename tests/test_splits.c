@@ -871,10 +871,15 @@ Test(memory, reserve_counts_in_fits)
 
 Test(memory, reserve_default_and_key)
 {
-  /* A topology file without the key: 1 GiB + 5% of the capacity (docs/topologies.md). */
+  /* A topology file without the key: 1 GiB, the CUDA context and communication buffers
+   * (docs/topologies.md); the allocator's fragmentation is a fraction of the transient peak
+   * instead: 0.15 by default on a GPU, 0 on a TPU (XLA's static buffer plan). */
   g_autoptr(ts_topo) a = load_topo("dgx-a100-4node");
   double gib = 1073741824.0;
-  cr_assert_float_eq(ts_chip_memory_reserve(&a->chip), gib + 0.05 * 80 * gib, 1.0);
+  cr_assert_float_eq(ts_chip_memory_reserve(&a->chip), gib, 1.0);
+  cr_assert_float_eq(ts_chip_allocator_overhead(&a->chip), 0.15, 1e-12);
+  g_autoptr(ts_topo) tpu = load_topo("tpu-v3-8x8");
+  cr_assert_eq(ts_chip_allocator_overhead(&tpu->chip), 0.0);
   const char *base = "[chip]\nname = X\npeak_tflops = 100\nmemory_GiB = 16\n"
                      "memory_bandwidth_GBps = 900\n";
   const char *dims = "[dim.x]\nsize = 2\nshape = ring\nlink_bandwidth_GBps = 10\n"
@@ -886,6 +891,19 @@ Test(memory, reserve_default_and_key)
   g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "x.ini", &err);
   cr_assert_not_null(t, "%s", err ? err->message : "");
   cr_assert_eq(ts_chip_memory_reserve(&t->chip), 2.5 * gib);
+  g_autofree char *al = g_strdup_printf("%sallocator_overhead = 0.3\n%s", base, dims);
+  g_autoptr(GKeyFile) ka = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(ka, al, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autoptr(ts_topo) ta = ts_topo_from_keyfile(ka, "x.ini", &err);
+  cr_assert_not_null(ta, "%s", err ? err->message : "");
+  cr_assert_eq(ts_chip_allocator_overhead(&ta->chip), 0.3);
+  g_autofree char *al2 = g_strdup_printf("%sallocator_overhead = 1.5\n%s", base, dims);
+  g_autoptr(GKeyFile) kb2 = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(kb2, al2, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autoptr(ts_topo) tb = ts_topo_from_keyfile(kb2, "x.ini", &err);
+  cr_assert_null(tb);
+  cr_assert(strstr(err->message, "x.ini: [chip] allocator_overhead") != NULL, "%s", err->message);
+  g_clear_error(&err);
   /* A reserve as large as the memory is refused, naming the key. */
   g_autofree char *bad = g_strdup_printf("%smemory_reserve_GiB = 16\n%s", base, dims);
   g_autoptr(GKeyFile) kb = g_key_file_new();
@@ -965,7 +983,7 @@ Test(split, option_errors_name_the_item)
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most",
-       "item 'recompute=most': expected recompute=none, selective, full or stage"},
+       "item 'recompute=most': expected recompute=none, selective, full, stage or op"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},
@@ -1522,4 +1540,123 @@ Test(experts, ep_placed_on_named_dimensions)
     cr_assert_null(strchr(err->message, '\n'));
     g_error_free(err);
   }
+}
+
+/* ---- memory as PyTorch allocates it (TorchTitan: FSDP2, per-op checkpointing, eager loss) -- */
+
+/* Llama 3.1 8B: sequence T, hidden 4096, 32 heads, 8 key/value heads (K, V 1024 wide), SwiGLU
+ * 14336, vocabulary 128256 (a multiple of 128: no padding at tp = 1), bf16. */
+#define L8_T 8192.0
+#define L8_V 128256.0
+
+/* Bytes kept per micro-batch by the layers of block b. */
+static double block_kept(const ts_plan *p, int b)
+{
+  double s = 0;
+  for (int i = 0; i < p->model->nlayers; i++)
+    if (p->model->layers[i].block == b)
+      s += p->layer_act_bytes[i];
+  return s;
+}
+
+Test(pytorch_memory, op_checkpoint_keeps_every_other_product)
+{
+  /* TorchTitan's per-op policy: the block's input, then the matrix products counted from the
+   * block's start, odd ones saved: Q (1), V (3), gate (5), down (7); not K (2), output (4), up
+   * (6); the fused attention's output and its fp32 log-sum-exp per head; norms recomputed. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,recompute=op", 32, 1);
+  double want = L8_T * (2.0 * (4096 + 4096 + 1024 + 4096 + 14336 + 4096) + 32 * 4.0);
+  for (int b = 0; b < 32; b += 31)
+    cr_assert_float_eq(block_kept(p, b), want, 1e-6 * want, "block %d: %g, expected %g", b,
+                       block_kept(p, b), want);
+  /* tp = 2 with sequence parallelism: the input sequence-sharded (1/2), column products 1/2,
+   * the down projection's whole partial sums (4096), and the reduce-scatter outputs after the
+   * output and down projections (4096 / 2 each), saved as TorchTitan's list names them. */
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op", 16, 1);
+  double want2 = L8_T * (2.0 * (2048 + 2048 + 512 + 2048 + 2048 + 7168 + 4096 + 2048) + 16 * 4.0);
+  cr_assert_float_eq(block_kept(q, 3), want2, 1e-6 * want2, "tp=2: %g, expected %g",
+                     block_kept(q, 3), want2);
+  /* Fewer bytes than Megatron's selective (which keeps every product's input with flash). */
+  g_autoptr(ts_plan) s = make_plan(m, t, "dp=32,recompute=selective", 32, 1);
+  cr_assert_lt(block_kept(p, 0), 0.6 * block_kept(s, 0));
+}
+
+Test(pytorch_memory, eager_loss_keeps_fp32_logit_copies)
+{
+  /* cross_entropy(logits.float()) uncompiled: in its backward the saved log-probabilities (the
+   * copy the logits layer keeps), the NLL gradient and the log-softmax gradient: 2 copies more
+   * than the layer keeps, micro-batch x T x V x 4 bytes each. Under loss parallelism (tp = 8,
+   * the vocabulary padded to a multiple of 128 x 8 = 129024) DTensor's fused backward holds 4:
+   * 3 more, of V / tp each. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,loss=eager", 64, 2);
+  double want = 2.0 * 4.0 * 2 * L8_T * L8_V;
+  cr_assert_float_eq(p->mem.loss_temp, want, 1e-6 * want, "%g, expected %g", p->mem.loss_temp,
+                     want);
+  cr_assert_geq(p->mem.temp, p->mem.loss_temp, "the loss's backward is a peak");
+  g_autoptr(ts_plan) f = make_plan(m, t, "dp=32", 64, 2);
+  cr_assert_eq(f->mem.loss_temp, 0.0, "the fused loss keeps one copy only");
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=8@node,dp=4,sp,loss=eager", 8, 2);
+  double want8 = 3.0 * 4.0 * 2 * L8_T * 129024.0 / 8;
+  cr_assert_float_eq(q->mem.loss_temp, want8, 1e-6 * want8, "%g, expected %g", q->mem.loss_temp,
+                     want8);
+}
+
+Test(pytorch_memory, fsdp2_states_gathers_and_step)
+{
+  /* FSDP2 with bf16 compute and fp32 reduction: fp32 parameter, gradient and two Adam moments
+   * per sharded parameter (16 / N bytes); gathered in bf16: the root module (embedding, final
+   * norm, logits: 2 x 525,336,576 + 4,096) for the whole pass, and two blocks (the running and
+   * the prefetched: 218,112,000 each); the foreach AdamW step's fp32 temporary, 4 / N bytes. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2", 32, 1);
+  double psi = 8030261248.0, N = 32, root = 2 * 525336576.0 + 4096, block = 218112000.0;
+  cr_assert_float_eq(p->mem.params, 4 * psi / N, 1.0);
+  cr_assert_float_eq(p->mem.grads, 4 * psi / N, 1.0);
+  cr_assert_float_eq(p->mem.optimizer, 8 * psi / N, 1.0);
+  cr_assert_float_eq(p->mem.gathered, 2 * root + 2 * 2 * block, 1.0, "%g", p->mem.gathered);
+  cr_assert_float_eq(p->mem.step_temp, 4 * psi / N, 1.0);
+  /* With pp nothing is resharded after forward: every parameter of the device gathered, and
+   * the micro-batches' gradients accumulated unsharded in fp32. */
+  g_autoptr(ts_plan) q = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2", 64, 2);
+  for (int s = 0; s < 4; s++) {
+    double d = ts_plan_device_params(q, s);
+    cr_assert_float_eq(q->stage_mem[s].gathered, 2 * d, 1.0, "stage %d", s);
+    cr_assert_float_eq(q->stage_mem[s].grads, 4 * d + 4 * d / 8, 1.0, "stage %d", s);
+  }
+  /* fsdp2 is ZeRO-3's allocation: refused without it. */
+  GError *err = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=32,zero=1,fsdp2", &err);
+  cr_assert_not_null(bad);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 32;
+  cr_assert_null(ts_plan_new(m, t, bad, &po, &err));
+  cr_assert(strstr(err->message, "fsdp2") && strstr(err->message, "zero=3"), "%s", err->message);
+  g_clear_error(&err);
+}
+
+Test(pytorch_memory, allocator_overhead_on_what_churns)
+{
+  /* The caching allocator's overhead is [chip] allocator_overhead (0.15 on a GPU) of the
+   * allocations made and freed during the step (gathered parameters, activations, buffers),
+   * not of the model states, allocated once: total = states + 1.15 x the rest. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=op,loss=eager", 64, 2);
+  const ts_memory *x = &p->mem;
+  double states = x->params + x->grads + x->optimizer;
+  double churn = x->gathered + x->activations + x->temp;
+  cr_assert_float_eq(x->allocator, 0.15 * churn, 1e-6 * churn);
+  cr_assert_float_eq(x->total, states + 1.15 * churn, 1e-6 * x->total);
+  /* A topology built in code has none. */
+  g_autoptr(ts_topo) u = ts_topo_copy(t);
+  u->chip.allocator_overhead = 0;
+  g_autoptr(ts_plan) r = make_plan(m, u, "dp=32,zero=3,fsdp2,recompute=op,loss=eager", 64, 2);
+  cr_assert_eq(r->mem.allocator, 0.0);
+  cr_assert_float_eq(r->mem.total, states + churn, 1e-6 * x->total);
 }

@@ -154,9 +154,10 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
     for (char **p = parts; *p != NULL; p++) {
       const char *v = g_strstrip(*p);
       if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0 &&
-          strcmp(v, "stage") != 0) {
+          strcmp(v, "stage") != 0 && strcmp(v, "op") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                    "--recompute '%s': expected none, selective, full or stage (a list: none,full)",
+                    "--recompute '%s': expected none, selective, full, stage or op (a list: "
+                    "none,full)",
                     v);
         g_ptr_array_free(sfx, TRUE);
         return FALSE;

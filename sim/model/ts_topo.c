@@ -50,6 +50,7 @@ static const char *const chip_keys[] = {"name",
                                         "systolic_array",
 
                                         "memory_reserve_GiB",
+                                        "allocator_overhead",
                                         "price_per_hour",
                                         "tdp_W",
                                         "comm_W",
@@ -254,6 +255,13 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
     }
     c->memory_reserve_bytes = reserve_gib * GIB;
   }
+  c->allocator_overhead = -1.0;
+  if (g_key_file_has_key(kf, g, "allocator_overhead", NULL) &&
+      !read_number(kf, path, g, "allocator_overhead", FALSE, 0, 0, FALSE, 1.0,
+                   "the fraction of the allocated peak the memory allocator reserves on top "
+                   "(0 = none, at most 1)",
+                   &c->allocator_overhead, error))
+    return FALSE;
   c->peak_flops = tflops * TFLOP;
   c->memory_bytes = mem_gib * GIB;
   c->memory_bw_Bps = mem_gbps * GB;
@@ -784,9 +792,19 @@ double ts_chip_memory_reserve(const ts_chip *c)
   /* The CUDA context of a training process (287 MB lazy, 667 MB eager module loading,
    * measured in pytorch/pytorch#86509; cuBLAS / cuDNN workspaces on top) and the
    * communicators' buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer and protocol, about
-   * 0.5 GiB for the few communicators of a 3D split), plus the caching allocator's
-   * fragmentation, about 5% of what it holds. */
-  return MIN(GIB + 0.05 * c->memory_bytes, 0.5 * c->memory_bytes);
+   * 0.5 GiB for the few communicators of a 3D split). The caching allocator's fragmentation is
+   * not here: it grows with what the training allocates (ts_chip_allocator_overhead). */
+  return MIN(GIB, 0.5 * c->memory_bytes);
+}
+
+double ts_chip_allocator_overhead(const ts_chip *c)
+{
+  if (c->allocator_overhead >= 0)
+    return c->allocator_overhead;
+  /* A TPU's XLA plans every buffer of the step ahead of time: nothing on top. */
+  if (c->systolic > 0)
+    return 0.0;
+  return TS_GPU_ALLOCATOR_OVERHEAD;
 }
 
 gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **error)

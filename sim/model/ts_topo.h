@@ -70,6 +70,11 @@ typedef struct {
    * the training's tensors; < 0 when the file does not give it (ts_chip_memory_reserve gives
    * the default), 0 in a topology built in code. */
   double memory_reserve_bytes;
+  /* Added with issue 10 item 5. [chip] allocator_overhead: the fraction of the allocated peak
+   * that the framework's memory allocator reserves on top of it (PyTorch's caching allocator:
+   * freed blocks it keeps, rounding, blocks too small to reuse); < 0 when the file does not give
+   * it (ts_chip_allocator_overhead gives the default), 0 in a topology built in code. */
+  double allocator_overhead;
   /* Shape-aware compute (sim/ts_cost.c). All optional: a chip without them costs ops by the
    * roofline above. peak_flops is the bf16 rate; fp8 / fp32 rates are 0 where the chip has
    * none (an fp8 request there is an error). */
@@ -164,12 +169,20 @@ ts_topo *ts_topo_copy(const ts_topo *t);
 void ts_topo_free(ts_topo *t);
 
 /**
- * Device memory per chip the runtime holds outside the training's tensors: the CUDA context,
- * the communication library's buffers and the caching allocator's fragmentation. The
- * topology's [chip] memory_reserve_GiB, or by default 1 GiB + 5% of the capacity
- * (docs/topologies.md gives the measurements behind it).
+ * Device memory per chip the runtime holds outside the training's tensors: the CUDA context and
+ * the communication library's buffers. The topology's [chip] memory_reserve_GiB, or by default
+ * 1 GiB (docs/topologies.md gives the measurements behind it). The allocator's fragmentation is
+ * ts_chip_allocator_overhead, part of the memory per chip.
  */
 double ts_chip_memory_reserve(const ts_chip *c);
+
+/**
+ * The fraction of the allocated peak the memory allocator reserves on top: the topology's
+ * [chip] allocator_overhead, or by default TS_GPU_ALLOCATOR_OVERHEAD on a GPU (PyTorch's CUDA
+ * caching allocator, docs/splits.md "Memory") and 0 on a TPU (XLA's static buffer plan).
+ */
+double ts_chip_allocator_overhead(const ts_chip *c);
+#define TS_GPU_ALLOCATOR_OVERHEAD 0.15
 
 /** Index of the dimension named name, or -1. */
 int ts_topo_dim_index(const ts_topo *t, const char *name);

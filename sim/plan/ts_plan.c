@@ -86,12 +86,69 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
   return i + 1 == m->nlayers || m->layers[i + 1].kind == TS_LAYER_NORM || !same_block(m, i, i + 1);
 }
 
+/*
+ * Per-op selective recomputation (TorchTitan's activation_checkpoint mode "selective",
+ * selective_ac_option "op", torchtitan 9dec370 parallelisms/parallelize_llama.py): inside each
+ * checkpointed block the outputs of the matrix products (torch.ops.aten.mm), of the fused
+ * attention and of the sequence-parallel reduce-scatters are saved, except every second matrix
+ * product, counted from the block's start; everything else (norms, rotary, activations,
+ * element-wise) is recomputed before the block's backward. The products are counted as
+ * TorchTitan's Llama runs them: attention's Q, K, V and output projections one by one, a gated
+ * MLP's gate and up projections one by one, then its down projection. Per sample, per chip:
+ * a column-split product keeps 1/tp of its output, a row-split one its whole partial output
+ * (summed by the reduce-scatter after it, whose 1/tp output is kept too under sequence
+ * parallelism). Layers other than attention and dense keep everything.
+ */
+static double op_kept_bytes(const ts_model *m, const ts_layer *l, const ts_layer_exec *e,
+                            gboolean sp_split, int *mm)
+{
+  double D = m->dtype_bytes, T = (double)l->tokens, div = e->pdiv > 1 ? e->pdiv : 1.0;
+  double kept = 0, w[4];
+  int n = 0;
+  gboolean row_last = FALSE;
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0 && !l->cross) {
+    double Tq, S, I, a = (double)l->heads;
+    attention_dims(l, &Tq, &S, &I);
+    double J = l->kv_heads > 0 ? I / a * (double)l->kv_heads : I;
+    w[n++] = I / div;                 /* Q */
+    w[n++] = J / div;                 /* K */
+    w[n++] = J / div;                 /* V */
+    w[n++] = (double)l->out_features; /* output projection: row-split, whole partial sums */
+    row_last = div > 1;
+    /* The fused attention's output and its log-sum-exp (fp32 per query and head). */
+    kept += T * (I / div) * D + T * (a / div) * 4.0;
+  } else if (l->kind == TS_LAYER_DENSE && l->experts == 0) {
+    double out = (double)l->out_features;
+    gboolean col = l->tp != TS_TP_ROW;
+    if (l->gated) {
+      w[n++] = out / 2.0 / (col ? div : 1.0);
+      w[n++] = out / 2.0 / (col ? div : 1.0);
+    } else {
+      w[n++] = out / (col ? div : 1.0);
+    }
+    row_last = !col && div > 1;
+  } else if (l->kind == TS_LAYER_NORM) {
+    return 0.0; /* recomputed from the saved products and the block's input */
+  } else {
+    return e->act_bytes;
+  }
+  for (int k = 0; k < n; k++) {
+    (*mm)++;
+    if (*mm % 2 == 1)
+      kept += T * w[k] * D;
+  }
+  if (row_last && sp_split)
+    kept += T * (double)l->out_features / div * D; /* the reduce-scatter's output */
+  return kept;
+}
+
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean sp, const ts_layer_mode *mode, int ep, int attention)
 {
   int tp = degree[TS_AX_TP], cp = degree[TS_AX_CP];
   double D = m->dtype_bytes;
   ts_layer_exec *x = g_new0(ts_layer_exec, m->nlayers > 0 ? m->nlayers : 1);
+  int op_mm = 0; /* recompute=op: matrix products so far in the current block */
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
     ts_layer_exec *e = &x[i];
@@ -210,6 +267,13 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     }
     e->in_bytes = in_full / (st == TS_ST_REPL ? 1 : tp);
     e->out_bytes = out_full / (out == TS_ST_REPL ? 1 : tp);
+    if (rc == TS_RECOMPUTE_OP && l->block >= 0) {
+      if (i == 0 || !same_block(m, i - 1, i))
+        op_mm = 0;
+      e->act_bytes = op_kept_bytes(m, l, e, sp && tp > 1 && split, &op_mm);
+      if (i == 0 || !same_block(m, i - 1, i))
+        e->act_bytes += e->in_bytes; /* the checkpoint's input: the block's input */
+    }
     /* Expert parallelism (GShard, Lepikhin et al. 2021, section 2.2; DeepSpeed-MoE,
      * Rajbhandari et al. 2022, section 5): each rank keeps experts / ep experts; before the
      * first expert layer every token copy is sent to the rank holding its expert (all-to-all
@@ -778,6 +842,14 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   mem->params = D * (p->zero >= 3 ? shard : psi);
   mem->grads = D * (p->zero >= 2 ? shard : psi);
   mem->optimizer = K * (p->zero >= 1 ? shard : psi);
+  if (p->fsdp2) {
+    /* FSDP2 with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32), as TorchTitan
+     * runs it: the sharded parameter is the fp32 master, its gradient shard fp32, Adam's two
+     * moments fp32 (the same 16 bytes per parameter as ZeRO-3, split differently). */
+    mem->params = 4.0 * shard;
+    mem->grads = 4.0 * shard;
+    mem->optimizer = (K + 2.0 * D - 8.0) * shard;
+  }
   /* Offload (ZeRO-Offload, Ren et al. 2021, section 4.1: optimizer state and gradients live
    * in host memory, parameters stay on the device; ZeRO-Infinity, Rajbhandari et al. 2021,
    * section 5: on NVMe, and with stage 3 the parameters too). */
@@ -801,6 +873,11 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   int M = (int)(per_replica / micro_batch);
   double *chunk_act = g_new0(double, V);
   double work = 0, largest_out = 0, largest_params = 0;
+  /* FSDP2: parameters gathered whole (in the GEMMs' precision with FP8's all-gather), per
+   * block and for the layers of no block (the root module: embedding, final norm, logits). */
+  double root_gathered = 0, dev_gathered = 0, block_gathered = 0, largest_block = 0;
+  double largest_block_params = 0, block_params = 0, loss_temp = 0;
+  int cur_block = -2;
   for (int c = 0; c < V; c++) {
     int k = c * pp + device;
     double unit_work = 0, held = 0;
@@ -826,8 +903,37 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       } else {
         chunk_act[c] += e->act_bytes * mb;
       }
-      largest_out = MAX(largest_out, e->out_bytes * mb);
+      gboolean logits = l->kind == TS_LAYER_DENSE && l->vocab > 0;
+      if (!(logits && p->loss == TS_LOSS_EAGER))
+        largest_out = MAX(largest_out, e->out_bytes * mb);
       largest_params = MAX(largest_params, ts_plan_layer_params(p, i));
+      if (logits && p->loss == TS_LOSS_EAGER) {
+        /* PyTorch's cross_entropy(logits.float()) uncompiled: its backward holds the saved
+         * log-probabilities (the fp32 copy the layer keeps), the NLL gradient and the
+         * log-softmax gradient (aten's fused kernel): 3 fp32 copies; under loss parallelism
+         * DTensor's handler computes (grad + exp(logp)) * grad_out, 4 copies. */
+        double copies = e->pdiv > 1 ? 4.0 : 3.0;
+        loss_temp += (copies - 1.0) * 4.0 * (double)l->tokens * (double)l->vocab / e->cdiv * mb;
+      }
+      if (p->fsdp2) {
+        int gemm, other;
+        ts_layer_precision(l, p->precision, &gemm, &other);
+        double gd = gemm == TS_PRECISION_FP8 && l->params > 0 ? 1.0 : D;
+        double lp = ts_plan_layer_params(p, i);
+        dev_gathered += gd * lp;
+        if (l->block < 0) {
+          root_gathered += gd * lp;
+        } else {
+          if (l->block != cur_block) {
+            cur_block = l->block;
+            block_gathered = block_params = 0;
+          }
+          block_gathered += gd * lp;
+          block_params += lp;
+          largest_block = MAX(largest_block, block_gathered);
+          largest_block_params = MAX(largest_block_params, block_params);
+        }
+      }
       if (l->kind == TS_LAYER_ATTENTION && l->cross)
         held = MAX(held, (double)l->kv_tokens * (double)l->in_features);
     }
@@ -854,10 +960,54 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
    * and ZeRO-3's gathered parameters (the layer and the one prefetched). */
-  mem->temp = ts_plan_bucket_bytes(p, psi, p->opt.bucket_bytes) + 2.0 * largest_out + work;
-  if (p->zero >= 3)
-    mem->temp += 2.0 * D * largest_params;
-  mem->total = mem->params + mem->grads + mem->optimizer + mem->activations + mem->temp;
+  double buffers = 2.0 * largest_out + work;
+  mem->loss_temp = loss_temp;
+  if (p->loss == TS_LOSS_EAGER)
+    buffers = MAX(buffers, loss_temp); /* the loss's backward comes before any block's */
+  if (p->fsdp2) {
+    /* FSDP2 (torch.distributed._composable.fsdp.fully_shard per block, then the root; as
+     * TorchTitan 9dec370 applies it). Without pp each block's parameters are gathered before
+     * its forward and backward and freed after (the block running and the one prefetched), the
+     * root's stay gathered from forward through backward; each block's gradients are copied to
+     * fp32 for the reduce-scatter. With pp nothing is resharded after forward (TorchTitan sets
+     * reshard_after_forward=False): every layer of the device stays gathered through the step,
+     * and the gradients of the micro-batches accumulate unsharded in fp32 (reduce_dtype) until
+     * the last one's reduce-scatter. The optimizer step (AdamW, foreach) allocates one fp32
+     * temporary per sharded parameter (the square root of the second moment). */
+    if (pp > 1) {
+      mem->gathered = dev_gathered;
+      mem->grads += 4.0 * psi;
+    } else {
+      mem->gathered = root_gathered + 2.0 * largest_block;
+    }
+    mem->step_temp = 4.0 * shard;
+    mem->temp = buffers;
+    if (pp == 1) {
+      /* The block's gradients in bf16 and their fp32 copy for the reduce-scatter live in the
+       * block's backward, after the loss's. */
+      double block_bufs = 2.0 * largest_out + work + (4.0 + D) * largest_block_params;
+      mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
+    }
+  } else {
+    mem->temp = ts_plan_bucket_bytes(p, psi, p->opt.bucket_bytes) + buffers;
+    if (p->zero >= 3)
+      mem->temp += 2.0 * D * largest_params;
+  }
+  double states = mem->params + mem->grads + mem->optimizer;
+  double fb = states + mem->gathered + mem->activations + mem->temp;
+  double step = states + mem->step_temp;
+  if (step > fb) {
+    /* The peak is the optimizer step: the activations and the gathered parameters are freed. */
+    mem->step_peak = TRUE;
+    mem->activations = mem->gathered = 0;
+    mem->temp = mem->step_temp;
+    fb = step;
+  }
+  /* The allocator reserves more than the tensors it holds at the peak (PyTorch's caching
+   * allocator: freed blocks kept for reuse, 2 MiB segment rounding, blocks split too small
+   * for the next request); a fraction of the peak ([chip] allocator_overhead). */
+  mem->allocator = ts_chip_allocator_overhead(&p->topo->chip) * (fb - states);
+  mem->total = fb + mem->allocator;
   mem->capacity = p->topo->chip.memory_bytes;
   mem->reserve = ts_chip_memory_reserve(&p->topo->chip);
   mem->host_capacity = p->topo->chip.host_memory_bytes;
@@ -1122,6 +1272,10 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",attention=%s", ts_attention_name((ts_attention)p->attention));
   if (p->bucket_copy)
     g_string_append(s, ",buckets=copy");
+  if (p->loss != TS_LOSS_FUSED)
+    g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
+  if (p->fsdp2)
+    g_string_append(s, ",fsdp2");
   for (guint i = 0; i < sp->rules->len; i++) {
     const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
     g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
@@ -1310,6 +1464,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->ps_placement = s->ps_placement;
   p->attention = s->attention > 0 ? s->attention - 1 : -1;
   p->bucket_copy = s->bucket_copy;
+  p->loss = s->loss > 0 ? (ts_loss)(s->loss - 1) : TS_LOSS_FUSED;
+  p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->dp_overlap = s->dp_overlap;
   p->precision = s->precision >= 0     ? s->precision
@@ -1362,6 +1518,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': zero=%d shards model states over the data-parallel group; "
                 "expected dp > 1",
                 s->text, p->zero);
+    return NULL;
+  }
+  if (p->fsdp2 && (p->zero != 3 || s->offload != TS_OFFLOAD_NONE || s->ps > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': fsdp2 is ZeRO-3 as PyTorch FSDP2 allocates it; expected zero=3 "
+                "with it (and no offload or ps)",
+                s->text);
     return NULL;
   }
   /* Hybrid sharding (FSDP HYBRID_SHARD, MiCS): ZeRO inside groups of `shard` dp ranks. */

@@ -28,7 +28,17 @@ typedef enum {
   TS_RECOMPUTE_FULL,      /* only each block's input kept; forward re-run before backward */
   TS_RECOMPUTE_STAGE,     /* GPipe's re-materialisation: only each (virtual) stage's input kept
                              per micro-batch; the stage's forward re-run before its backward */
+  TS_RECOMPUTE_OP,        /* per-op selective (TorchTitan's "op" policy): each block keeps its
+                             input, every other matrix product's output and the attention output;
+                             the rest is recomputed before the block's backward */
 } ts_recompute;
+
+/** How the loss over the vocabulary is computed (docs/memory.md). */
+typedef enum {
+  TS_LOSS_FUSED, /* a fused (vocabulary-parallel) cross-entropy: one fp32 copy of the logits */
+  TS_LOSS_EAGER, /* PyTorch's cross_entropy on logits cast to fp32, not compiled: 3 fp32 copies
+                    live in its backward (4 under loss parallelism) */
+} ts_loss;
 
 /** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */
 typedef enum { TS_OFFLOAD_NONE, TS_OFFLOAD_CPU, TS_OFFLOAD_NVME } ts_offload;
@@ -80,6 +90,9 @@ typedef struct {
   gboolean tp_overlap; /* tensor-parallel collectives chunked and overlapped with their GEMMs */
   gboolean dp_overlap; /* ZeRO 1/2: the updated-parameter all-gather overlapped with forward */
   int precision;       /* ts_precision of GEMMs (precision=), -1 = not given (the model's dtype) */
+  /* Added with issue 10 item 5 (memory as PyTorch allocates it). */
+  int loss;       /* loss=: 0 not given (fused), else 1 + ts_loss */
+  gboolean fsdp2; /* ZeRO-3 as PyTorch FSDP2 allocates it (docs/memory.md) */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -126,8 +139,17 @@ typedef struct {
                              fits, 0 when none does */
   /* Added with issue 10. */
   double reserve; /* device memory the runtime holds outside total (CUDA context, communication
-                     library buffers, allocator fragmentation): fits is total + reserve <=
-                     capacity */
+                     library buffers): fits is total + reserve <= capacity */
+  /* Added with issue 10 item 5. Each is part of total (but step_temp, see below). */
+  double gathered;    /* FSDP2: unsharded parameters held at the peak (the root module, the
+                         block running and the one prefetched; with pp every layer of the device) */
+  double loss_temp;   /* loss=eager: fp32 copies of the logits beyond the kept one, at the loss's
+                         backward (counted in temp when the peak is there) */
+  double step_temp;   /* FSDP2: the optimizer step's temporary (foreach AdamW: one fp32 tensor per
+                         sharded parameter); the peak is max(forward/backward, step) */
+  double allocator;   /* the caching allocator's reserved-but-unallocated share of the peak:
+                         [chip] allocator_overhead x the allocated peak */
+  gboolean step_peak; /* the peak is at the optimizer step (activations freed) */
 } ts_memory;
 
 typedef struct {
@@ -180,6 +202,9 @@ typedef struct {
   double cp_bytes_per_step; /* context parallelism: K/V (and their gradients) each chip sends
                                around the ring per step */
   int precision;            /* ts_precision of the GEMMs (ts_cost.h) */
+  /* Added with issue 10 item 5. */
+  ts_loss loss;
+  gboolean fsdp2;
 } ts_plan;
 
 /** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is
@@ -198,6 +223,7 @@ const char *ts_axis_kind_name(ts_axis_kind a);
 const char *ts_schedule_name(ts_schedule s);
 const char *ts_recompute_name(ts_recompute r);
 const char *ts_offload_name(ts_offload o);
+const char *ts_loss_name(ts_loss l);
 
 /**
  * Memory per chip of pipeline device `stage` with micro-batch `micro_batch` (the plan's other

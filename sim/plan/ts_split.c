@@ -20,8 +20,14 @@ const char *ts_schedule_name(ts_schedule s)
 
 const char *ts_recompute_name(ts_recompute r)
 {
-  static const char *const n[] = {"none", "selective", "full", "stage"};
+  static const char *const n[] = {"none", "selective", "full", "stage", "op"};
   return (unsigned)r < G_N_ELEMENTS(n) ? n[r] : "?";
+}
+
+const char *ts_loss_name(ts_loss l)
+{
+  static const char *const n[] = {"fused", "eager"};
+  return (unsigned)l < G_N_ELEMENTS(n) ? n[l] : "?";
 }
 
 const char *ts_offload_name(ts_offload o)
@@ -101,10 +107,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item, "schedule=gpipe, 1f1b or interleaved[:V]");
     }
   } else if (strcmp(key, "recompute") == 0) {
-    static const char *const n[] = {"none", "selective", "full", "stage", NULL};
+    static const char *const n[] = {"none", "selective", "full", "stage", "op", NULL};
     int v = val ? lookup(n, val) : -1;
     if (v < 0)
-      return item_error(error, text, item, "recompute=none, selective, full or stage");
+      return item_error(error, text, item, "recompute=none, selective, full, stage or op");
     s->recompute = (ts_recompute)v;
   } else if (strcmp(key, "sp") == 0) {
     if (val == NULL || lookup(bools_on, val) >= 0)
@@ -142,6 +148,21 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     if (v < 0)
       return item_error(error, text, item, "attention=flash or unfused");
     s->attention = 1 + v;
+  } else if (strcmp(key, "loss") == 0) {
+    static const char *const n[] = {"fused", "eager", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "loss=fused (one fp32 copy of the logits) or eager (PyTorch's "
+                        "cross_entropy on fp32 logits, not compiled)");
+    s->loss = 1 + v;
+  } else if (strcmp(key, "fsdp2") == 0) {
+    if (val == NULL || lookup(bools_on, val) >= 0)
+      s->fsdp2 = TRUE;
+    else if (lookup(bools_off, val) >= 0)
+      s->fsdp2 = FALSE;
+    else
+      return item_error(error, text, item, "fsdp2, fsdp2=on or fsdp2=off (with zero=3)");
   } else if (strcmp(key, "buckets") == 0) {
     static const char *const n[] = {"view", "copy", NULL};
     int v = val ? lookup(n, val) : -1;
@@ -227,7 +248,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     return item_error(error, text, item,
                       "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
                       "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-                      "ep, precision, attention, buckets, kind:K, name:GLOB)");
+                      "ep, precision, attention, buckets, loss, fsdp2, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -261,24 +282,24 @@ ts_split *ts_split_parse(const char *text, GError **error)
       a = TS_AX_TP;
     if (a < 0) {
       if (eq == NULL && strcmp(key, "sp") != 0 && strcmp(key, "tp-overlap") != 0 &&
-          strcmp(key, "dp-overlap") != 0) {
+          strcmp(key, "dp-overlap") != 0 && strcmp(key, "fsdp2") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x, "
                     "or OPTION=VALUE, e.g. zero=1",
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {"zero",      "schedule", "recompute",    "sp",
-                                            "offload",   "ps",       "ps-placement", "stages",
-                                            "ep",        "shard",    "tp-overlap",   "dp-overlap",
-                                            "attention", "buckets",  "precision",    NULL};
+      static const char *const options[] = {
+          "zero",         "schedule", "recompute", "sp",    "offload",    "ps",
+          "ps-placement", "stages",   "ep",        "shard", "tp-overlap", "dp-overlap",
+          "attention",    "buckets",  "precision", "loss",  "fsdp2",      NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, buckets, kind:K, name:GLOB",
+                    "stages, ep, precision, attention, buckets, loss, fsdp2, kind:K, name:GLOB",
                     text, key);
         return NULL;
       }

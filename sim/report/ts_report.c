@@ -301,12 +301,29 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
       g_string_append(s, "none fits in memory: `trainsim search` ranks the splits that do "
                          "(pipelines, ZeRO, recomputation, offload)\n");
   }
+  for (int i = 0; i < n; i++) {
+    /* memory/chip as it adds up: model states, gathered parameters, kept activations, working
+     * buffers (or the optimizer step's temporary when the peak is there) and the allocator's
+     * overhead. */
+    const ts_memory *mm = &res[i].mem;
+    if (mm->total <= 0)
+      continue;
+    char b[7][48];
+    g_string_append_printf(
+        s,
+        "memory/chip %s: params+grads+optimizer %s, gathered %s, activations %s, %s %s, "
+        "allocator %s\n",
+        res[i].split, ts_fmt_bytes(b[0], 48, mm->params + mm->grads + mm->optimizer),
+        ts_fmt_bytes(b[1], 48, mm->gathered), ts_fmt_bytes(b[2], 48, mm->activations),
+        mm->step_peak ? "optimizer step" : "buffers", ts_fmt_bytes(b[3], 48, mm->temp),
+        ts_fmt_bytes(b[4], 48, mm->allocator));
+  }
   if (n > 0 && res[0].mem.reserve > 0) {
     /* One line: what "fits" compares (every row of a run shares the chip). */
     char cap[48], rsv[48];
     g_string_append_printf(s,
                            "fits: memory/chip <= capacity %s less the runtime reserve %s "
-                           "(runtime, communication buffers, fragmentation: [chip] "
+                           "(CUDA context, communication buffers: [chip] "
                            "memory_reserve_GiB)\n",
                            ts_fmt_bytes(cap, sizeof cap, res[0].mem.capacity),
                            ts_fmt_bytes(rsv, sizeof rsv, res[0].mem.reserve));
@@ -356,6 +373,8 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
   /* Capacity-planning columns (issue 14) follow the run columns. */
   g_string_truncate(s, s->len - 1);
   g_string_append(s, ts_capacity_csv_header());
+  g_string_append(s, ",memory_gathered_bytes,memory_loss_temp_bytes,memory_step_temp_bytes,"
+                     "memory_allocator_bytes");
   g_string_append_c(s, '\n');
   for (int i = 0; i < n; i++) {
     const ts_result *r = &res[i];
@@ -407,6 +426,10 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     g_string_append_printf(s, ",%s,%s", r->calibrated ? "true" : "false",
                            ts_precision_name((ts_precision)r->precision));
     ts_capacity_csv_row(s, r);
+    csv_bytes(s, r->mem.gathered);
+    csv_bytes(s, r->mem.loss_temp);
+    csv_bytes(s, r->mem.step_temp);
+    csv_bytes(s, r->mem.allocator);
     g_string_append_c(s, '\n');
   }
   return g_string_free(s, FALSE);
@@ -491,6 +514,8 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "optimizer", r->mem.optimizer);
     jnum(b, "activations", r->mem.activations);
     jnum(b, "temp", r->mem.temp);
+    jnum(b, "gathered", r->mem.gathered);
+    jnum(b, "allocator", r->mem.allocator);
     jnum(b, "reserve", r->mem.reserve);
     json_builder_end_object(b);
     jnum(b, "memory_reserve_bytes", r->mem.reserve);
