@@ -234,6 +234,11 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;
     }
+    /* NCCL's kernel waits for its launch on the base rank's host (its members' hosts run
+     * the same program). */
+    if (d > 0 && a->host_clock != NULL)
+      d += ts_cost_issue_collective(&a->host_clock[act->chip], now,
+                                    a->topo->chip.collective_launch_s);
     break;
   case TS_OP_SEND:
     d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,

@@ -411,6 +411,8 @@ static void run_part(part *p)
       run_send_side(j, p->member);
     break;
   case TS_OP_COLL:
+    if (j->compute_s > 0) /* waiting for the host to launch it (ts_cost_issue_collective) */
+      sg_actor_sleep_for(j->compute_s);
     if (j->pi != NULL)
       run_member(j, p->member);
     break;
@@ -783,6 +785,9 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
         return FALSE;
       }
       j->nparts = j->pi->n;
+      if (b->host_clock != NULL)
+        j->compute_s = ts_cost_issue_collective(&b->host_clock[a->chip], now,
+                                                b->topo->chip.collective_launch_s);
     }
     break;
   case TS_OP_SEND:
