@@ -481,8 +481,8 @@ Test(cost, collective_waits_for_its_launch)
   cr_assert_float_eq(host, 2.05e-3, 1e-15);
 }
 
-/* [chip] collective_launch_us defaults to kernel_launch_us and can be set apart. */
-Test(profile, collective_launch_defaults_to_the_kernel_launch)
+/* [chip] collective_launch_us is 0 unless given, whatever kernel_launch_us is. */
+Test(profile, collective_launch_is_given_apart)
 {
   const char *base = "[chip]\nname = g\npeak_tflops = 100\nmemory_GiB = 16\n"
                      "memory_bandwidth_GBps = 1000\nkernel_launch_us = 7\n";
@@ -494,6 +494,6 @@ Test(profile, collective_launch_defaults_to_the_kernel_launch)
     g_autoptr(GError) error = NULL;
     g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "/nonexistent/t.ini", &error);
     cr_assert_not_null(t, "%s", error != NULL ? error->message : "");
-    cr_assert_float_eq(t->chip.collective_launch_s, k == 0 ? 7e-6 : 250e-6, 1e-15);
+    cr_assert_float_eq(t->chip.collective_launch_s, k == 0 ? 0.0 : 250e-6, 1e-15);
   }
 }

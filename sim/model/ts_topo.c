@@ -200,7 +200,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                    "the minimum time of one compute op in us (0 = none)", &overhead_us, error) ||
       !read_number(kf, path, g, "kernel_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "the host's time per kernel launch in us (0 = none)", &launch_us, error) ||
-      !read_number(kf, path, g, "collective_launch_us", TRUE, -1, 0, FALSE, TOPO_MAX_LATENCY,
+      !read_number(kf, path, g, "collective_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "the host's time to issue one collective in us (0 = none)", &coll_launch_us,
                    error) ||
       !read_number(kf, path, g, "gemm_k_overhead", TRUE, 0, 0, FALSE, 1e6,
@@ -217,7 +217,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   c->peak_flops_fp32 = fp32 * TFLOP;
   c->memory_bw_efficiency = mem_eff;
   c->kernel_launch_s = launch_us * US;
-  c->collective_launch_s = coll_launch_us >= 0 ? coll_launch_us * US : c->kernel_launch_s;
+  c->collective_launch_s = coll_launch_us * US;
   c->gemm_k_overhead = k_over;
   c->compute_units = (int)units;
   c->systolic = (int)systolic;

@@ -83,7 +83,7 @@ typedef struct {
   gboolean uncalibrated;       /* [chip] calibrated = false: not fitted, MFU an upper bound */
   char *profile;               /* [chip] profile it was loaded from, NULL when none */
   /* Added with issue 10 (gpu-step). [chip] collective_launch_us: the host's time to issue one
-   * collective (the framework's call, NCCL's enqueue); kernel_launch_us when not given. */
+   * collective (the framework's call, NCCL's enqueue); 0 (not charged) when not given. */
   double collective_launch_s;
 } ts_chip;
 

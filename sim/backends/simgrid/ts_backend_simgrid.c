@@ -785,9 +785,15 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
         return FALSE;
       }
       j->nparts = j->pi->n;
-      if (b->host_clock != NULL)
-        j->compute_s = ts_cost_issue_collective(&b->host_clock[a->chip], now,
-                                                b->topo->chip.collective_launch_s);
+      /* Every member's host issues it; the collective waits for the last (analytic too). */
+      if (b->host_clock != NULL && b->topo->chip.collective_launch_s > 0)
+        for (int m = 0; m < j->pi->n; m++) {
+          int c = ts_trace_group_chip(b->topo, a->group, a->chip, m);
+          if (c >= 0 && c < b->topo->nchips)
+            j->compute_s =
+                fmax(j->compute_s, ts_cost_issue_collective(&b->host_clock[c], now,
+                                                            b->topo->chip.collective_launch_s));
+        }
     }
     break;
   case TS_OP_SEND:
