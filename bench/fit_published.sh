@@ -11,7 +11,8 @@
 #                                     # the fitting halves, seed 20261201) and the error tables
 #   TS_PUBLISHED_DUMP=/tmp/rows.csv bench/fit_published.sh megatron   # also every single-node row
 #
-# The compute fit replays 774 rows a few hundred times: ~5 min on an idle 2-core machine.
+# The compute fit replays 774 rows a few hundred times: its coarse stage (every 4th row) took
+# ~35 min on the shared, loaded 2-core machine; the refinement on all rows as long again or more.
 set -eu
 cd "$(dirname "$0")/.."
 case "${1:-all}" in

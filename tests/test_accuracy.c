@@ -309,6 +309,40 @@ Test(accuracy, shipped_torchtitan_memory_rows)
   cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
 }
 
+/* TorchTitan's H100 step times (data/published/torchtitan/llama3_h100_steps.csv): the H100
+ * profile's compute_efficiency is fitted to the one "(fit)" row, which it must reproduce within
+ * 1%; the held-out rows' mean |error| is pinned just above what this branch measured
+ * (docs/accuracy.md), so a regression of the H100 model fails here. */
+#define TORCHTITAN_STEP_FIT_MAX 1.0
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 13.5 /* measured 12.6% over 9 held-out rows */
+
+Test(accuracy, shipped_torchtitan_h100_step_times)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "torchtitan",
+                                           "llama3_h100_steps.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->nrows, 10, "TorchTitan Tables 1, 3, 4, 5: 10 rows");
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  double sum = 0;
+  int nheld = 0, nfit = 0;
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
+    if (strstr(f->rows[i].group, "(fit)") != NULL) {
+      nfit++;
+      cr_expect(err < TORCHTITAN_STEP_FIT_MAX, "fitted row line %d: |error| %.2f%%",
+                f->rows[i].line, err);
+    } else {
+      sum += err, nheld++;
+    }
+  }
+  cr_assert_eq(nfit, 1, "one fitted row");
+  cr_expect(sum / nheld < TORCHTITAN_STEP_HELDOUT_MEAN_MAX, "held-out mean |error| %.2f%%",
+            sum / nheld);
+}
+
 /* search ranks only splits whose memory/chip plus the runtime reserve fits: with a 10 GiB
  * reserve on the 80 GiB A100, no ranked split holds more than 70 GiB, and the JSON states the
  * reserve. */

@@ -247,9 +247,9 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
               t->chip.compute_efficiency);
     calibrated += !t->chip.uncalibrated;
   }
-  /* A100 80GB (vTrain), P40 (torchgpipe) and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the
-   * others say they are not. */
-  cr_assert_eq(calibrated, 6, "%d calibrated profiles, expected 6", calibrated);
+  /* A100 80GB (vTrain), H100 (TorchTitan), P40 (torchgpipe) and TPU v4, v5e, v5p, v6e
+   * (MaxText) are fitted; the others say they are not. */
+  cr_assert_eq(calibrated, 7, "%d calibrated profiles, expected 7", calibrated);
 }
 
 /* Power in a chip profile reaches the topology (issue 14: TPU v4's 192 W maximum and 90 W
@@ -372,7 +372,7 @@ Test(precision, fp8_is_faster_and_keeps_the_memory_recipe)
   double per = (a.mem.params + a.mem.grads + a.mem.optimizer) / (a.mem.params / 2.0);
   cr_assert(fabs(per - 16.0) < 1e-9, "%g bytes of model state per parameter, expected 16", per);
   cr_assert_eq(b.precision, TS_PRECISION_FP8);
-  cr_assert(!a.calibrated, "the H100 profile is not calibrated");
+  cr_assert(a.calibrated, "the H100 profile is calibrated (TorchTitan's H100 table)");
   ts_result_clear(&a);
   ts_result_clear(&b);
 }
@@ -482,4 +482,43 @@ Test(calibrate_against, refits_to_slower_measurements, .timeout = 300)
   g_unlink(out);
   g_unlink(path);
   g_rmdir(dir);
+}
+
+/* A collective waits for the host to issue it (ts_cost_issue_collective): with the host ahead of
+ * the device no delay; behind it, the delay is exactly the host's backlog plus the launch. */
+Test(cost, collective_waits_for_its_launch)
+{
+  double host = 0.0;
+  /* Host idle since t = 0, collective ready at t = 1 ms, launch 50 us: the host issues it at
+   * 50 us, long before, so it starts on time. */
+  /* (criterion's float macros evaluate their arguments twice: call first) */
+  double d = ts_cost_issue_collective(&host, 1e-3, 50e-6);
+  cr_assert_float_eq(d, 0.0, 1e-15);
+  cr_assert_float_eq(host, 50e-6, 1e-15);
+  /* The host has 2 ms of launches queued: the collective starts when it is issued. */
+  host = 2e-3;
+  d = ts_cost_issue_collective(&host, 1e-3, 50e-6);
+  cr_assert_float_eq(d, 1.05e-3, 1e-15);
+  cr_assert_float_eq(host, 2.05e-3, 1e-15);
+  /* No launch cost: never delayed, the host clock unchanged. */
+  d = ts_cost_issue_collective(&host, 0.0, 0.0);
+  cr_assert_float_eq(d, 0.0, 1e-15);
+  cr_assert_float_eq(host, 2.05e-3, 1e-15);
+}
+
+/* [chip] collective_launch_us is 0 unless given, whatever kernel_launch_us is. */
+Test(profile, collective_launch_is_given_apart)
+{
+  const char *base = "[chip]\nname = g\npeak_tflops = 100\nmemory_GiB = 16\n"
+                     "memory_bandwidth_GBps = 1000\nkernel_launch_us = 7\n";
+  for (int k = 0; k < 2; k++) {
+    g_autofree char *text =
+        g_strdup_printf("%s%s" DIMX, base, k == 0 ? "" : "collective_launch_us = 250\n");
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    cr_assert(g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, NULL));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "/nonexistent/t.ini", &error);
+    cr_assert_not_null(t, "%s", error != NULL ? error->message : "");
+    cr_assert_float_eq(t->chip.collective_launch_s, k == 0 ? 0.0 : 250e-6, 1e-15);
+  }
 }

@@ -284,6 +284,19 @@ static void fmt_key(GString *s, const char *key, double v, const char *note)
                          note != NULL ? "  # " : "", note != NULL ? note : "");
 }
 
+/* Progress of the fit on stderr: one line per round of the coordinate descent. */
+static void fit_progress(int stage, int round, int nrows, const ts_fit_point *x, double mape,
+                         int evals, void *user)
+{
+  (void)user;
+  fprintf(stderr, "  %s round %d on %d rows: MAPE %.2f%% (", stage == 1 ? "coarse" : "refine",
+          round, nrows, 100 * mape);
+  for (int p = 0; p < TS_FIT_NPARAMS; p++)
+    fprintf(stderr, "%s%s %.4g", p > 0 ? ", " : "", ts_fit_param_key(p),
+            ts_fit_param_file_value(p, x->v[p]));
+  fprintf(stderr, "), %d evaluations\n", evals);
+}
+
 int ts_calibrate_against(const char *file, const char *output, guint seed, double fraction,
                          const char *cmdline, gboolean quiet)
 {
@@ -323,7 +336,8 @@ int ts_calibrate_against(const char *file, const char *output, guint seed, doubl
             given ? "the file's set column" : "a fixed random share");
   guint mask = (1u << TS_FIT_NPARAMS) - 1;
   int status = 0;
-  if (nfit == 0 || !ts_fit_minimise(fit, nfit, &start, mask, &best, &error)) {
+  if (nfit == 0 || !ts_fit_minimise_ex(fit, nfit, &start, mask, quiet ? NULL : fit_progress, NULL,
+                                       &best, &error)) {
     if (error == NULL)
       g_set_error(&error, TS_ERROR, TS_ERROR_INPUT, "--against %s: no row in the fitting set",
                   file);

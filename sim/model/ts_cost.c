@@ -140,6 +140,14 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
   return fmax(device_s, *host_clock - now);
 }
 
+double ts_cost_issue_collective(double *host_clock, double now, double launch_s)
+{
+  if (!(launch_s > 0))
+    return 0.0;
+  *host_clock += launch_s;
+  return fmax(0.0, *host_clock - now);
+}
+
 void ts_cost_host_sync(double *host_clock, double end_s)
 {
   if (*host_clock < end_s)

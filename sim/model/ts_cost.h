@@ -73,6 +73,16 @@ double ts_cost_launch(const ts_chip *c, double flops, double mem_bytes, const ts
  */
 double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s);
 
+/**
+ * A collective's wait for its own launch: the host issues it after the ops before it
+ * (*host_clock, then advanced by launch_s: one kernel launch, NCCL's kernel enqueued from the
+ * framework's Python), and the collective cannot move data before that, so it starts
+ * max(now, *host_clock) and this returns the delay from now (0 when the host is ahead). In a
+ * host-bound step (small tensor-parallel layers) each all-reduce adds a launch to the host's
+ * queue, as it does in PyTorch; a step bound by the GPUs never sees it.
+ */
+double ts_cost_issue_collective(double *host_clock, double now, double launch_s);
+
 /** A pipeline send or receive that ends at end_s: Megatron-LM synchronises the device after
  * its point-to-point exchanges (torch.cuda.synchronize() in p2p_communication.py), so the
  * host's launches resume from there (*host_clock = max(*host_clock, end_s)). */

@@ -44,6 +44,7 @@ static const char *const chip_keys[] = {"name",
                                         "compute_efficiency",
                                         "op_overhead_us",
                                         "kernel_launch_us",
+                                        "collective_launch_us",
                                         "gemm_k_overhead",
                                         "compute_units",
                                         "gemm_tile",
@@ -164,7 +165,8 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                 path);
     return FALSE;
   }
-  double tflops, mem_gib, mem_gbps, overhead_us, fp8, fp32, mem_eff, launch_us, k_over;
+  double tflops, mem_gib, mem_gbps, overhead_us, fp8, fp32, mem_eff, launch_us, k_over,
+      coll_launch_us;
   gint64 units, systolic;
   g_autofree char *tile = NULL, *calibrated = NULL;
   /* The bf16 rate: peak_tflops_bf16, or the older peak_tflops (one of them). */
@@ -199,6 +201,9 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                    "the minimum time of one compute op in us (0 = none)", &overhead_us, error) ||
       !read_number(kf, path, g, "kernel_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "the host's time per kernel launch in us (0 = none)", &launch_us, error) ||
+      !read_number(kf, path, g, "collective_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
+                   "the host's time to issue one collective in us (0 = none)", &coll_launch_us,
+                   error) ||
       !read_number(kf, path, g, "gemm_k_overhead", TRUE, 0, 0, FALSE, 1e6,
                    "a GEMM tile's fixed cost as extra reduction length k (0 = none)", &k_over,
                    error) ||
@@ -213,6 +218,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   c->peak_flops_fp32 = fp32 * TFLOP;
   c->memory_bw_efficiency = mem_eff;
   c->kernel_launch_s = launch_us * US;
+  c->collective_launch_s = coll_launch_us * US;
   c->gemm_k_overhead = k_over;
   c->compute_units = (int)units;
   c->systolic = (int)systolic;

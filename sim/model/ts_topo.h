@@ -87,6 +87,9 @@ typedef struct {
   int systolic;                /* TPU: systolic array width (128; v6e 256); 0: not a TPU */
   gboolean uncalibrated;       /* [chip] calibrated = false: not fitted, MFU an upper bound */
   char *profile;               /* [chip] profile it was loaded from, NULL when none */
+  /* Added with issue 10 (gpu-step). [chip] collective_launch_us: the host's time to issue one
+   * collective (the framework's call, NCCL's enqueue); 0 (not charged) when not given. */
+  double collective_launch_s;
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.

@@ -11,10 +11,11 @@ G_BEGIN_DECLS
 
 /** The fitted parameters, as [chip] keys. */
 typedef enum {
-  TS_FIT_EFFICIENCY, /* compute_efficiency: achievable fraction of peak, well-tiled GEMMs */
-  TS_FIT_LAUNCH,     /* kernel_launch_us: host time per kernel launch */
-  TS_FIT_MEMORY,     /* memory_bandwidth_efficiency: achieved fraction of memory bandwidth */
-  TS_FIT_K_OVERHEAD, /* gemm_k_overhead: per-tile fixed cost as extra reduction length */
+  TS_FIT_EFFICIENCY,  /* compute_efficiency: achievable fraction of peak, well-tiled GEMMs */
+  TS_FIT_LAUNCH,      /* kernel_launch_us: host time per kernel launch */
+  TS_FIT_MEMORY,      /* memory_bandwidth_efficiency: achieved fraction of memory bandwidth */
+  TS_FIT_K_OVERHEAD,  /* gemm_k_overhead: per-tile fixed cost as extra reduction length */
+  TS_FIT_COLL_LAUNCH, /* collective_launch_us: host time to issue one collective */
   TS_FIT_NPARAMS
 } ts_fit_param;
 
@@ -47,11 +48,25 @@ double ts_fit_mape(ts_fit_row *rows, int n, const ts_fit_point *x, double *ape, 
 
 /**
  * Minimises the MAPE over the parameters in `mask` (bit p for parameter p) from `start`,
- * others held: coordinate descent, a golden-section search along each parameter within its
- * bounds in turn, until a round moves none by more than its tolerance. Deterministic.
+ * others held: coordinate descent, along each parameter in turn a search outwards from the
+ * current point (bracket, then golden sections) within the parameter's bounds, until a round
+ * moves none by more than its tolerance. With many rows it first descends on every fourth
+ * row, then refines on all. Deterministic. A local search: start it near the answer (the
+ * shipped profile) and it needs far fewer replays than a search of the whole box.
  */
 gboolean ts_fit_minimise(ts_fit_row *rows, int n, const ts_fit_point *start, guint mask,
                          ts_fit_point *out, GError **error);
+
+/** Called after each round of the fit: stage 1 is the coarse search on a quarter of the rows
+ * (when there are many), 2 the refinement on all; the best point, its MAPE and the MAPE
+ * evaluations made so far. */
+typedef void (*ts_fit_progress)(int stage, int round, int nrows, const ts_fit_point *x, double mape,
+                                int evals, void *user);
+
+/** ts_fit_minimise with a progress callback (may be NULL). */
+gboolean ts_fit_minimise_ex(ts_fit_row *rows, int n, const ts_fit_point *start, guint mask,
+                            ts_fit_progress progress, void *user, ts_fit_point *out,
+                            GError **error);
 
 G_END_DECLS
 

@@ -234,6 +234,19 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;
     }
+    /* NCCL's kernel waits until every member's host has issued it (in a collapsed replay the
+     * members not simulated have idle hosts: the simulated one decides, as in a full one). */
+    if (d > 0 && a->host_clock != NULL && a->topo->chip.collective_launch_s > 0) {
+      double wait = 0;
+      int nranks = ts_replay_trace(r)->nranks;
+      for (int m = 0, n = ts_trace_group_size(act->group); m < n; m++) {
+        int c = ts_trace_group_chip(a->topo, act->group, act->chip, m);
+        if (c >= 0 && c < nranks)
+          wait = fmax(wait, ts_cost_issue_collective(&a->host_clock[c], now,
+                                                     a->topo->chip.collective_launch_s));
+      }
+      d += wait;
+    }
     break;
   case TS_OP_SEND:
     d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,

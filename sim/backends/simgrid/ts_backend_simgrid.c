@@ -411,6 +411,8 @@ static void run_part(part *p)
       run_send_side(j, p->member);
     break;
   case TS_OP_COLL:
+    if (j->compute_s > 0) /* waiting for the host to launch it (ts_cost_issue_collective) */
+      sg_actor_sleep_for(j->compute_s);
     if (j->pi != NULL)
       run_member(j, p->member);
     break;
@@ -783,6 +785,15 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
         return FALSE;
       }
       j->nparts = j->pi->n;
+      /* Every member's host issues it; the collective waits for the last (analytic too). */
+      if (b->host_clock != NULL && b->topo->chip.collective_launch_s > 0)
+        for (int m = 0; m < j->pi->n; m++) {
+          int c = ts_trace_group_chip(b->topo, a->group, a->chip, m);
+          if (c >= 0 && c < b->topo->nchips)
+            j->compute_s =
+                fmax(j->compute_s, ts_cost_issue_collective(&b->host_clock[c], now,
+                                                            b->topo->chip.collective_launch_s));
+        }
     }
     break;
   case TS_OP_SEND:
