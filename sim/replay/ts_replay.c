@@ -34,6 +34,9 @@ typedef struct {
   int *coll_seq; /* per trace group: collectives this rank has reached */
   int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
   int *expect;   /* per trace group: simulated members of that group instance (with base) */
+  /* Per axis: the peer one step forward and back (pipeline sends and receives), or -2 until
+   * first needed; a peer is arithmetic over the array that a pipeline repeats per op. */
+  int peer_fwd[TS_MAX_AXES], peer_back[TS_MAX_AXES];
 } sim_rank;
 
 typedef struct {
@@ -233,6 +236,8 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
     s.expect = g_new(int, ng);
     for (guint g = 0; g < ng; g++)
       s.base[g] = s.expect[g] = -1;
+    for (int a = 0; a < TS_MAX_AXES; a++)
+      s.peer_fwd[a] = s.peer_back[a] = -2;
     g_array_append_val(sims, s);
   }
   r->nsim = (int)sims->len;
@@ -483,7 +488,13 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    int peer = ts_trace_op_peer(r->tr, op, s->rank);
+    int *cached = op->peer > 0 || op->axis < 0 || op->axis >= TS_MAX_AXES ? NULL
+                  : op->offset == 1                                       ? &s->peer_fwd[op->axis]
+                  : op->offset == -1                                      ? &s->peer_back[op->axis]
+                                                                          : NULL;
+    int peer = cached != NULL && *cached != -2 ? *cached : ts_trace_op_peer(r->tr, op, s->rank);
+    if (cached != NULL)
+      *cached = peer;
     if (peer < 0 || r->sim_of_rank[peer] < 0) {
       if (op->peer > 0)
         g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,

@@ -1,5 +1,6 @@
 /* ts_trace: the one intermediate form, its construction, checks and text form. */
 #include "ts_trace.h"
+#include "ts_coll_memo.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -457,7 +458,8 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
           nd.algo = TS_ALGO_RING; /* irregular member lists: a ring over the list */
         } else {
           ts_coll_algo chosen = TS_ALGO_AUTO;
-          if (ts_coll_time(t, o->coll, TS_ALGO_AUTO, &g->shape, o->bytes, &chosen, error) < 0) {
+          if (ts_coll_time_memo(t, o->coll, TS_ALGO_AUTO, &g->shape, o->bytes, &chosen, error) <
+              0) {
             g_prefix_error(error, "program %d op %d '%s': ", p, i,
                            (const char *)g_ptr_array_index(tr->labels, o->label));
             ok = FALSE;

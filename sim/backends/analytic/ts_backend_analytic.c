@@ -1,6 +1,7 @@
 /* ts_backend_analytic: the fast backend. Shape-aware compute (ts_cost), closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
+#include "ts_coll_memo.h"
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
 #include "ts_cost.h"
@@ -214,6 +215,8 @@ static double coll_cost_keyed(analytic *a, const ts_op *op, const ts_group *g, i
   double t = g->members != NULL && g->shape.npieces == 0
                  ? ts_coll_members_time(topo, op->coll, op->algo, g->members, g->nmembers,
                                         op->bytes, error)
+             : topo == a->topo /* a sweep's topology, remembered across its predictions */
+                 ? ts_coll_time_memo(topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error)
                  : ts_coll_time(topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
   if (t < 0)
     return t;
