@@ -19,7 +19,7 @@ cases=(
   "sweep: GPT-3 6.7B asym 16x16, one and two dead links|sweep -t asym-16x16 -m gpt3-6.7b -b 64 -s tp=4@x,dp=64@x+y -s tp=4@x,pp=4@y,dp=16@x+y --vary dead_links=0,1,2 --jobs 1 -o @OUT@"
   "search: GPT-3 6.7B asym 16x16 (docs/whatif.md)|search -t asym-16x16 -m gpt3-6.7b -b 64 --micro-batch 1 --jobs 1 -o @OUT@"
   "run --full: GPT-3 175B tp=8,dp=128 on the pod|run -t tpu-v3-pod -m gpt3-175b -b 1024 --micro-batch 1 -s tp=8,dp=128 --full --format json"
-  "run --full: GPT-3 175B tp=8,pp=16,dp=8 1F1B on the pod|run -t tpu-v3-pod -m gpt3-175b -b 1536 -s tp=8@x,pp=16@y,dp=8@y --full --format json"
+  "run --full: GPT-3 175B tp=8,pp=16,dp=8 1F1B on the pod|run -t tpu-v3-pod -m gpt3-175b -b 1536 -s tp=8@x,pp=16@y,dp=8@x+y --full --format json"
   "run: Llama 3 70B tp=8,pp=4,cp=2 on DGX H100 (timeline)|run -t dgx-h100-32node -m llama3-70b -b 256 -s tp=8,pp=4,cp=2,dp=4 --timeline @OUT@/timeline.json --format json"
 )
 if [ "$quick" != --quick ]; then
