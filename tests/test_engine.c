@@ -1,4 +1,5 @@
 /* Tests of the trace form, the replay engine and the planner: closed forms and invariants. */
+#include "ts_coll_memo.h"
 #include "ts_plan.h"
 #include "ts_replay.h"
 #include "ts_run.h"
@@ -160,6 +161,97 @@ Test(engine, collapsed_replay_equals_full_replay)
     ts_result_clear(&a);
     ts_result_clear(&b);
   }
+}
+
+/* Issue 15: the replay's fast paths (one simulated member, pooled rendezvous, the op-state
+ * layout) keep collapsed and full replays equal on pipelines too, where every pipeline rank
+ * is simulated and collectives of several simulated members meet. */
+Test(engine, collapsed_equals_full_with_pipelines_and_zero)
+{
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *splits[] = {"tp=4@x,pp=4@y,dp=4@x+y", "pp=8@y,dp=8@x,zero=3", "tp=2@x,pp=2@x,dp=16"};
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    ts_result a, b;
+    GError *err = NULL;
+    cr_assert(predict(m, t, splits[i], 256, FALSE, &a, &err), "%s", err ? err->message : "");
+    cr_assert(predict(m, t, splits[i], 256, TRUE, &b, &err), "%s", err ? err->message : "");
+    double x = a.step_time_s, y = b.step_time_s;
+    cr_assert_eq(x, y, "%s: collapsed %.17g != full %.17g", splits[i], x, y);
+    double bx = a.bubble_time_s, by = b.bubble_time_s;
+    cr_assert_eq(bx, by, "%s: bubble collapsed %.17g != full %.17g", splits[i], bx, by);
+    ts_result_clear(&a);
+    ts_result_clear(&b);
+  }
+}
+
+/* Collectives are numbered once per distinct (group, kind, algorithm, bytes); an op changed
+ * after resolution no longer matches its number, and the backend costs it from its fields. */
+Test(engine, collectives_numbered_once_per_distinct_collective)
+{
+  g_autoptr(ts_topo) t = ring_topo(4, 1e9, 0);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape dp = {1, {{0, 4, 1}}};
+  int ax = ts_trace_add_axis(tr, "dp", 4, TRUE, &dp);
+  int g = ts_trace_group(tr, &ax, 1);
+  ts_trace_set_programs(tr, 1);
+  ts_op c = {.kind = TS_OP_COLL, .coll = TS_COLL_ALLREDUCE, .algo = TS_ALGO_RING, .group = g};
+  c.label = ts_trace_label(tr, "all-reduce");
+  c.bytes = 4e6;
+  ts_trace_append(tr, 0, &c, NULL, 0);
+  ts_trace_append(tr, 0, &c, NULL, 0);
+  c.bytes = 8e6;
+  ts_trace_append(tr, 0, &c, NULL, 0);
+  GError *err = NULL;
+  cr_assert(ts_trace_resolve_algos(tr, t, &err), "%s", err ? err->message : "");
+  const ts_op *ops = tr->programs[0].ops;
+  int id0 = ops[0].coll_id, id1 = ops[1].coll_id, id2 = ops[2].coll_id;
+  cr_assert(id0 > 0 && id0 == id1 && id2 > 0 && id2 != id0, "ids %d %d %d", id0, id1, id2);
+  guint n = tr->colls->len;
+  cr_assert_eq(n, 2);
+  /* Ring all-reduce of B bytes over 4 at 1 GB/s, no latency: 2 (4-1)/4 B / bw. */
+  ts_replay_result rr;
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
+  double want = 1.5 * (4e6 + 4e6 + 8e6) / 1e9, got = rr.step_time_s;
+  cr_assert_float_eq(got, want, want * REL_TOL, "step %.17g, expected %.17g", got, want);
+  /* Changed after resolution: the stale number is not trusted. */
+  tr->programs[0].ops[1].bytes = 2e6;
+  cr_assert_null(ts_trace_coll_desc(tr, &tr->programs[0].ops[1]));
+  cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
+  want = 1.5 * (4e6 + 2e6 + 8e6) / 1e9;
+  got = rr.step_time_s;
+  cr_assert_float_eq(got, want, want * REL_TOL, "step %.17g, expected %.17g", got, want);
+}
+
+/* The sweep's memo of collective times gives ts_coll_time's value on the topologies
+ * registered with it, and leaves every other topology alone. */
+Test(engine, coll_memo_equals_direct_time_and_skips_unregistered)
+{
+  g_autoptr(ts_topo) t = ring_topo(8, 1e9, 1e-6);
+  g_autoptr(ts_topo) u = ring_topo(8, 2e9, 1e-6);
+  ts_group_shape sh = {1, {{0, 8, 1}}};
+  GError *err = NULL;
+  double direct_t = ts_coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &sh, 1e6, NULL, &err);
+  double direct_u = ts_coll_time(u, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &sh, 1e6, NULL, &err);
+  cr_assert(direct_t > 0 && direct_u > 0 && direct_u < direct_t);
+  const ts_topo *reg[] = {t};
+  ts_coll_memo_begin(reg, 1);
+  for (int rep = 0; rep < 2; rep++) { /* computed, then remembered */
+    ts_coll_algo chosen = TS_ALGO_AUTO, direct_chosen = TS_ALGO_AUTO;
+    double a = ts_coll_time_memo(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &sh, 1e6, &chosen, &err);
+    ts_coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &sh, 1e6, &direct_chosen, &err);
+    cr_assert_eq(a, direct_t, "memo %.17g != direct %.17g", a, direct_t);
+    cr_assert_eq(chosen, direct_chosen);
+    double b = ts_coll_time_memo(u, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &sh, 1e6, NULL, &err);
+    cr_assert_eq(b, direct_u, "unregistered %.17g != direct %.17g", b, direct_u);
+  }
+  /* Errors are returned, never remembered. */
+  double bad = ts_coll_time_memo(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &sh, -1.0, NULL, &err);
+  cr_assert_lt(bad, 0);
+  cr_assert_not_null(err);
+  g_clear_error(&err);
+  ts_coll_memo_end();
 }
 
 Test(engine, tensor_parallel_faster_along_fast_dimension)

@@ -15,18 +15,28 @@ typedef struct {
   int *succ;
 } prog_info;
 
+/* One op's state in one simulated rank, kept together (one cache line holds two ops), so
+ * completing an op and readying its successors touches one place per op, not five arrays. */
+typedef struct {
+  double ready;  /* max end time of completed predecessors */
+  double start;  /* activity start (when the backend began it) */
+  double end;    /* completion */
+  int remaining; /* predecessors not yet complete */
+  int done;
+} op_state;
+
 /* One simulated rank's state. */
 typedef struct {
   int rank;
   int program;
-  int *remaining; /* predecessors not yet complete */
-  double *ready;  /* max end time of completed predecessors */
-  double *start;  /* activity start (when the backend began it) */
-  double *end;    /* completion */
-  guint8 *done;
+  op_state *st; /* per op of the program */
   int ndone;
   int *coll_seq; /* per trace group: collectives this rank has reached */
   int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
+  int *expect;   /* per trace group: simulated members of that group instance (with base) */
+  /* Per axis: the peer one step forward and back (pipeline sends and receives), or -2 until
+   * first needed; a peer is arithmetic over the array that a pipeline repeats per op. */
+  int peer_fwd[TS_MAX_AXES], peer_back[TS_MAX_AXES];
 } sim_rank;
 
 typedef struct {
@@ -34,9 +44,17 @@ typedef struct {
   int op;
 } member_ref;
 
-/* A collective instance waiting for (or running with) its simulated members. */
+/* Hash keys of up to three integers (group/base/seq, src/dst/tag): no string formatting on
+ * the replay's hot path. */
 typedef struct {
-  int group, base, seq;
+  int a, b, c;
+} key3;
+
+/* A collective instance waiting for (or running with) its simulated members. Its key is the
+ * hash table's key, and finished instances are kept for reuse: no allocation per collective
+ * once the replay has warmed up. */
+typedef struct {
+  key3 key; /* group, base, seq */
   int expected, arrived;
   double arrival_max;
   GArray *members; /* member_ref */
@@ -50,10 +68,9 @@ typedef struct {
 
 typedef struct {
   ts_activity act;
-  GArray *members;   /* collectives: the rendezvous's member_ref list (owned by rv) */
   member_ref inl[2]; /* compute (one op) and send/recv (two ops): no allocation per event */
   int ninl;
-  rendezvous *rv;
+  rendezvous *rv; /* collectives of several simulated members: their list */
   gboolean in_use;
 } activity_rec;
 
@@ -66,7 +83,8 @@ struct ts_replay {
   int nsim;
   sim_rank *sims;
   int *sim_of_rank;         /* nranks entries, -1 when not simulated */
-  GHashTable *rendezvous;   /* "group/base/seq" -> rendezvous */
+  GHashTable *rendezvous;   /* group/base/seq (the rendezvous's key) -> rendezvous */
+  GPtrArray *rv_pool;       /* finished rendezvous, for reuse */
   GHashTable *p2p_sends;    /* "src/dst/tag" -> GQueue of p2p_wait (sends waiting) */
   GHashTable *p2p_recvs;    /* likewise receives */
   GHashTable *group_expect; /* "group/base" -> expected simulated members + 1 */
@@ -82,18 +100,39 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
 {
   int n = p->nops;
   pi->nops = n;
-  pi->npred = g_new0(int, n);
+  pi->npred = g_new0(int, n > 0 ? n : 1);
   pi->succ_off = g_new0(int, n + 1);
-  /* Last op seen per stream gives each op its stream predecessor. */
-  GHashTable *last = g_hash_table_new(g_direct_hash, g_direct_equal);
-  int *stream_pred = g_new(int, n);
+  /* Last op seen per stream gives each op its stream predecessor: an array over the streams'
+   * range (a handful of small numbers in planner traces), a hash table when it is wide. */
+  int smin = 0, smax = -1;
   for (int i = 0; i < n; i++) {
-    gpointer v;
-    stream_pred[i] = g_hash_table_lookup_extended(last, GINT_TO_POINTER(p->ops[i].stream), NULL, &v)
-                         ? GPOINTER_TO_INT(v)
-                         : -1;
-    g_hash_table_insert(last, GINT_TO_POINTER(p->ops[i].stream), GINT_TO_POINTER(i));
+    int st = p->ops[i].stream;
+    if (i == 0 || st < smin)
+      smin = st;
+    if (i == 0 || st > smax)
+      smax = st;
   }
+  gboolean dense = n == 0 || (gint64)smax - smin < 4096;
+  int *last_dense = dense ? g_new(int, n > 0 ? smax - smin + 1 : 1) : NULL;
+  for (int k = 0; dense && k <= smax - smin; k++)
+    last_dense[k] = -1;
+  GHashTable *last = dense ? NULL : g_hash_table_new(g_direct_hash, g_direct_equal);
+  int *stream_pred = g_new(int, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++) {
+    int st = p->ops[i].stream;
+    if (dense) {
+      stream_pred[i] = last_dense[st - smin];
+      last_dense[st - smin] = i;
+      continue;
+    }
+    gpointer v;
+    stream_pred[i] =
+        g_hash_table_lookup_extended(last, GINT_TO_POINTER(st), NULL, &v) ? GPOINTER_TO_INT(v) : -1;
+    g_hash_table_insert(last, GINT_TO_POINTER(st), GINT_TO_POINTER(i));
+  }
+  g_free(last_dense);
+  if (last != NULL)
+    g_hash_table_unref(last);
   for (int i = 0; i < n; i++) {
     pi->npred[i] = p->ops[i].ndeps + (stream_pred[i] >= 0);
     for (int k = 0; k < p->ops[i].ndeps; k++)
@@ -104,7 +143,7 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   for (int i = 0; i < n; i++)
     pi->succ_off[i + 1] += pi->succ_off[i];
   pi->succ = g_new(int, pi->succ_off[n] > 0 ? pi->succ_off[n] : 1);
-  int *fill = g_memdup2(pi->succ_off, sizeof(int) * (gsize)n);
+  int *fill = g_memdup2(pi->succ_off, sizeof(int) * (gsize)(n > 0 ? n : 1));
   for (int i = 0; i < n; i++) {
     for (int k = 0; k < p->ops[i].ndeps; k++)
       pi->succ[fill[p->ops[i].deps[k]]++] = i;
@@ -113,14 +152,7 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   }
   g_free(fill);
   g_free(stream_pred);
-  g_hash_table_unref(last);
 }
-
-/* Hash keys of up to three integers (group/base/seq, src/dst/tag): no string formatting on
- * the replay's hot path. */
-typedef struct {
-  int a, b, c;
-} key3;
 
 static guint key3_hash(gconstpointer p)
 {
@@ -181,6 +213,7 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
     prog_info_init(&r->progs[p], &tr->programs[p]);
   r->sim_of_rank = g_new(int, tr->nranks);
   GArray *sims = g_array_new(FALSE, TRUE, sizeof(sim_rank));
+  guint ng = tr->groups->len > 0 ? tr->groups->len : 1;
   for (int rank = 0; rank < tr->nranks; rank++) {
     gboolean rep = TRUE;
     if (r->mode == TS_REPLAY_COLLAPSED)
@@ -194,20 +227,23 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
-    s.remaining = g_memdup2(r->progs[s.program].npred, sizeof(int) * (gsize)(n > 0 ? n : 1));
-    s.ready = g_new0(double, n > 0 ? n : 1);
-    s.start = g_new0(double, n > 0 ? n : 1);
-    s.end = g_new0(double, n > 0 ? n : 1);
-    s.done = g_new0(guint8, n > 0 ? n : 1);
-    s.coll_seq = g_new0(int, tr->groups->len > 0 ? tr->groups->len : 1);
-    s.base = g_new(int, tr->groups->len > 0 ? tr->groups->len : 1);
-    for (guint g = 0; g < tr->groups->len; g++)
-      s.base[g] = -1;
+    s.st = g_new0(op_state, n > 0 ? n : 1);
+    const int *npred = r->progs[s.program].npred;
+    for (int k = 0; k < n; k++)
+      s.st[k].remaining = npred[k];
+    s.coll_seq = g_new0(int, ng);
+    s.base = g_new(int, ng);
+    s.expect = g_new(int, ng);
+    for (guint g = 0; g < ng; g++)
+      s.base[g] = s.expect[g] = -1;
+    for (int a = 0; a < TS_MAX_AXES; a++)
+      s.peer_fwd[a] = s.peer_back[a] = -2;
     g_array_append_val(sims, s);
   }
   r->nsim = (int)sims->len;
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
-  r->rendezvous = g_hash_table_new_full(key3_hash, key3_equal, g_free, rendezvous_free);
+  r->rendezvous = g_hash_table_new(key3_hash, key3_equal);
+  r->rv_pool = g_ptr_array_new_with_free_func(rendezvous_free);
   r->p2p_sends = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
   r->p2p_recvs = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
   r->group_expect = g_hash_table_new_full(key3_hash, key3_equal, g_free, NULL);
@@ -229,26 +265,30 @@ void ts_replay_free(ts_replay *r)
   }
   g_free(r->progs);
   for (int i = 0; i < r->nsim; i++) {
-    g_free(r->sims[i].remaining);
-    g_free(r->sims[i].ready);
-    g_free(r->sims[i].start);
-    g_free(r->sims[i].end);
-    g_free(r->sims[i].done);
+    g_free(r->sims[i].st);
     g_free(r->sims[i].coll_seq);
     g_free(r->sims[i].base);
+    g_free(r->sims[i].expect);
   }
   g_free(r->sims);
   g_free(r->sim_of_rank);
+  /* Collectives still running or waiting (a replay that failed) own their rendezvous. */
   for (guint i = 0; i < r->acts->len; i++) {
     activity_rec *a = &g_array_index(r->acts, activity_rec, i);
-    if (a->rv != NULL)
+    if (a->in_use && a->rv != NULL)
       rendezvous_free(a->rv);
   }
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init(&it, r->rendezvous);
+  while (g_hash_table_iter_next(&it, NULL, &v))
+    rendezvous_free(v);
+  g_hash_table_unref(r->rendezvous);
+  g_ptr_array_unref(r->rv_pool);
   g_array_unref(r->acts);
   g_array_unref(r->free_acts);
   g_array_unref(r->ready_stack);
   g_array_unref(r->spans);
-  g_hash_table_unref(r->rendezvous);
   g_hash_table_unref(r->p2p_sends);
   g_hash_table_unref(r->p2p_recvs);
   g_hash_table_unref(r->group_expect);
@@ -280,7 +320,7 @@ static int activity_new(ts_replay *r)
   int idx;
   if (r->free_acts->len > 0) {
     idx = g_array_index(r->free_acts, int, r->free_acts->len - 1);
-    g_array_set_size(r->free_acts, r->free_acts->len - 1);
+    r->free_acts->len--;
   } else {
     idx = (int)r->acts->len;
     g_array_set_size(r->acts, r->acts->len + 1);
@@ -296,10 +336,10 @@ static gboolean activity_start(ts_replay *r, int idx, double now, GError **error
 {
   r->outstanding++;
   activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-  const member_ref *m = a->members != NULL ? (const member_ref *)a->members->data : a->inl;
-  guint n = a->members != NULL ? a->members->len : (guint)a->ninl;
+  const member_ref *m = a->rv != NULL ? (const member_ref *)a->rv->members->data : a->inl;
+  guint n = a->rv != NULL ? a->rv->members->len : (guint)a->ninl;
   for (guint i = 0; i < n; i++)
-    r->sims[m[i].sim].start[m[i].op] = now;
+    r->sims[m[i].sim].st[m[i].op].start = now;
   ts_activity act = a->act; /* the backend may start more activities, growing r->acts */
   return r->backend->start(r->backend, r, &act, now, error);
 }
@@ -325,7 +365,19 @@ static int group_base(const ts_replay *r, int group, int rank)
   return ts_trace_group_base(r->tr, g_ptr_array_index(r->tr->groups, group), rank, NULL);
 }
 
-static gboolean op_complete(ts_replay *r, int sim, int op, double end);
+static void op_complete(ts_replay *r, int sim, int op, double end);
+
+static rendezvous *rendezvous_get(ts_replay *r)
+{
+  if (r->rv_pool->len > 0) {
+    rendezvous *rv = g_ptr_array_steal_index_fast(r->rv_pool, r->rv_pool->len - 1);
+    g_array_set_size(rv->members, 0);
+    return rv;
+  }
+  rendezvous *rv = g_new0(rendezvous, 1);
+  rv->members = g_array_new(FALSE, FALSE, sizeof(member_ref));
+  return rv;
+}
 
 /* An op whose predecessors are all complete: start it, join its rendezvous, or match it. */
 static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **error)
@@ -334,8 +386,9 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   const ts_op *op = op_of(r, sim, opi);
   switch (op->kind) {
   case TS_OP_WAIT:
-    s->start[opi] = now;
-    return op_complete(r, sim, opi, now);
+    s->st[opi].start = now;
+    op_complete(r, sim, opi, now);
+    return TRUE;
   case TS_OP_COMPUTE:
   case TS_OP_XFER:
   case TS_OP_DELAY: {
@@ -347,11 +400,16 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->act.op = op;
     a->act.chip = s->rank;
     a->act.label = g_ptr_array_index(r->tr->labels, op->label);
+    a->act.program = s->program;
+    a->act.index = opi;
     return activity_start(r, idx, now, error);
   }
   case TS_OP_COLL: {
-    if (s->base[op->group] < 0)
+    if (s->base[op->group] < 0) {
       s->base[op->group] = group_base(r, op->group, s->rank);
+      if (s->base[op->group] >= 0)
+        s->expect[op->group] = group_expected(r, op->group, s->base[op->group]);
+    }
     int base = s->base[op->group];
     if (base < 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
@@ -361,22 +419,36 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       return FALSE;
     }
     int seq = s->coll_seq[op->group]++;
-    key3 k = {op->group, base, seq};
-    key3 *key = &k;
-    rendezvous *rv = g_hash_table_lookup(r->rendezvous, key);
-    if (rv == NULL) {
-      rv = g_new0(rendezvous, 1);
-      rv->group = op->group;
-      rv->base = base;
-      rv->seq = seq;
-      rv->expected = group_expected(r, op->group, base);
-      rv->members = g_array_new(FALSE, FALSE, sizeof(member_ref));
-      g_hash_table_insert(r->rendezvous, key3_new(k.a, k.b, k.c), rv);
+    int expected = s->expect[op->group];
+    if (expected == 1) {
+      /* The only simulated member (every collective of a collapsed replay on a symmetric
+       * axis): no rendezvous to meet at, it starts now, as a compute op does. */
+      int idx = activity_new(r);
+      activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
+      a->inl[0] = (member_ref){sim, opi};
+      a->ninl = 1;
+      a->act.kind = TS_OP_COLL;
+      a->act.op = op;
+      a->act.chip = base;
+      a->act.group = g_ptr_array_index(r->tr->groups, op->group);
+      a->act.nmembers_simulated = 1;
+      a->act.label = g_ptr_array_index(r->tr->labels, op->label);
+      a->act.program = s->program;
+      a->act.index = opi;
+      return activity_start(r, idx, now > 0 ? now : 0.0, error);
     }
-    const ts_op *first = rv->members->len > 0
-                             ? op_of(r, g_array_index(rv->members, member_ref, 0).sim,
-                                     g_array_index(rv->members, member_ref, 0).op)
-                             : op;
+    key3 k = {op->group, base, seq};
+    rendezvous *rv = g_hash_table_lookup(r->rendezvous, &k);
+    if (rv == NULL) {
+      rv = rendezvous_get(r);
+      rv->key = k;
+      rv->expected = expected;
+      rv->arrived = 0;
+      rv->arrival_max = 0;
+      g_hash_table_insert(r->rendezvous, &rv->key, rv);
+    }
+    const member_ref *m0 = rv->members->len > 0 ? &g_array_index(rv->members, member_ref, 0) : NULL;
+    const ts_op *first = m0 != NULL ? op_of(r, m0->sim, m0->op) : op;
     if (first->coll != op->coll || first->bytes != op->bytes) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "rank %d op %d '%s': collective %s of %.17g bytes on group %s meets %s of "
@@ -394,9 +466,10 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       rv->arrival_max = now;
     if (rv->arrived < rv->expected)
       return TRUE;
+    g_hash_table_remove(r->rendezvous, &k);
+    m0 = &g_array_index(rv->members, member_ref, 0);
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-    a->members = rv->members;
     a->rv = rv;
     a->act.kind = TS_OP_COLL;
     a->act.op = first;
@@ -404,14 +477,19 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->act.group = g_ptr_array_index(r->tr->groups, op->group);
     a->act.nmembers_simulated = rv->expected;
     a->act.label = g_ptr_array_index(r->tr->labels, first->label);
-    gpointer stored_key = NULL;
-    g_hash_table_steal_extended(r->rendezvous, key, &stored_key, NULL);
-    g_free(stored_key);
+    a->act.program = r->sims[m0->sim].program;
+    a->act.index = m0->op;
     return activity_start(r, idx, rv->arrival_max, error);
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    int peer = ts_trace_op_peer(r->tr, op, s->rank);
+    int *cached = op->peer > 0 || op->axis < 0 || op->axis >= TS_MAX_AXES ? NULL
+                  : op->offset == 1                                       ? &s->peer_fwd[op->axis]
+                  : op->offset == -1                                      ? &s->peer_back[op->axis]
+                                                                          : NULL;
+    int peer = cached != NULL && *cached != -2 ? *cached : ts_trace_op_peer(r->tr, op, s->rank);
+    if (cached != NULL)
+      *cached = peer;
     if (peer < 0 || r->sim_of_rank[peer] < 0) {
       if (op->peer > 0)
         g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
@@ -458,6 +536,8 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->act.chip = src;
     a->act.peer = dst;
     a->act.label = g_ptr_array_index(r->tr->labels, sop->label);
+    a->act.program = r->sims[send_ref.sim].program;
+    a->act.index = send_ref.op;
     return activity_start(r, idx, now > other->ready ? now : other->ready, error);
   }
   default:
@@ -466,23 +546,23 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   return TRUE;
 }
 
-static gboolean op_complete(ts_replay *r, int sim, int opi, double end)
+static void op_complete(ts_replay *r, int sim, int opi, double end)
 {
   sim_rank *s = &r->sims[sim];
-  s->end[opi] = end;
-  s->done[opi] = 1;
+  op_state *st = s->st;
+  st[opi].end = end;
+  st[opi].done = 1;
   s->ndone++;
   const prog_info *pi = &r->progs[s->program];
   for (int k = pi->succ_off[opi]; k < pi->succ_off[opi + 1]; k++) {
     int j = pi->succ[k];
-    if (end > s->ready[j])
-      s->ready[j] = end;
-    if (--s->remaining[j] == 0) {
+    if (end > st[j].ready)
+      st[j].ready = end;
+    if (--st[j].remaining == 0) {
       member_ref ref = {sim, j};
       g_array_append_val(r->ready_stack, ref);
     }
   }
-  return TRUE;
 }
 
 /* Starts everything that became ready, in a fixed order, so replays are deterministic. */
@@ -490,8 +570,8 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 {
   while (r->ready_stack->len > 0) {
     member_ref ref = g_array_index(r->ready_stack, member_ref, r->ready_stack->len - 1);
-    g_array_set_size(r->ready_stack, r->ready_stack->len - 1);
-    if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].ready[ref.op], error))
+    r->ready_stack->len--;
+    if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].ready, error))
       return FALSE;
   }
   return TRUE;
@@ -507,7 +587,6 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
   const member_ref *m = rv != NULL ? (const member_ref *)rv->members->data : inl;
   guint n = rv != NULL ? rv->members->len : (guint)a->ninl;
   a->in_use = FALSE;
-  a->members = NULL;
   a->rv = NULL;
   int idx = (int)token;
   g_array_append_val(r->free_acts, idx);
@@ -517,7 +596,7 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
   for (guint i = n; i-- > 0;)
     op_complete(r, m[i].sim, m[i].op, end_s);
   if (rv != NULL)
-    rendezvous_free(rv);
+    g_ptr_array_add(r->rv_pool, rv);
   return drain_ready(r, error);
 }
 
@@ -526,17 +605,65 @@ typedef struct {
   double s, e;
 } ival;
 
-static int ival_cmp(const void *a, const void *b)
+/* An interval with its category (communication, per category). */
+typedef struct {
+  ival v;
+  int cat;
+} cival;
+
+static inline gboolean ival_less(const ival *x, const ival *y)
 {
-  const ival *x = a, *y = b;
-  return x->s < y->s ? -1 : x->s > y->s ? 1 : (x->e < y->e ? -1 : x->e > y->e);
+  return x->s < y->s || (x->s == y->s && x->e < y->e);
 }
+
+/* Stable merge sort by (start, end), as glibc's qsort sorts (a merge sort): equal intervals
+ * keep their order, so the results do not depend on which sort ran. Replayed intervals come
+ * nearly sorted, so a merge of two ordered halves is skipped, and short runs take an
+ * insertion sort; the comparison is inline, not called through a pointer per pair. */
+#define DEFINE_IVAL_SORT(NAME, T, KEY)                                                             \
+  static void NAME##_rec(T *v, T *tmp, size_t n)                                                   \
+  {                                                                                                \
+    if (n <= 16) {                                                                                 \
+      for (size_t i = 1; i < n; i++) {                                                             \
+        T x = v[i];                                                                                \
+        size_t j = i;                                                                              \
+        for (; j > 0 && ival_less(&KEY(x), &KEY(v[j - 1])); j--)                                   \
+          v[j] = v[j - 1];                                                                         \
+        v[j] = x;                                                                                  \
+      }                                                                                            \
+      return;                                                                                      \
+    }                                                                                              \
+    size_t h = n / 2;                                                                              \
+    NAME##_rec(v, tmp, h);                                                                         \
+    NAME##_rec(v + h, tmp, n - h);                                                                 \
+    if (!ival_less(&KEY(v[h]), &KEY(v[h - 1])))                                                    \
+      return;                                                                                      \
+    memcpy(tmp, v, h * sizeof *v);                                                                 \
+    size_t i = 0, j = h, k = 0;                                                                    \
+    while (i < h && j < n)                                                                         \
+      v[k++] = ival_less(&KEY(v[j]), &KEY(tmp[i])) ? v[j++] : tmp[i++];                            \
+    while (i < h)                                                                                  \
+      v[k++] = tmp[i++];                                                                           \
+  }                                                                                                \
+  static void NAME(T *v, size_t n)                                                                 \
+  {                                                                                                \
+    if (n < 2)                                                                                     \
+      return;                                                                                      \
+    T *tmp = g_new(T, n / 2 + 1);                                                                  \
+    NAME##_rec(v, tmp, n);                                                                         \
+    g_free(tmp);                                                                                   \
+  }
+
+#define IVAL_SELF(x) (x)
+#define IVAL_OF_CIVAL(x) ((x).v)
+DEFINE_IVAL_SORT(ival_sort, ival, IVAL_SELF)
+DEFINE_IVAL_SORT(cival_sort, cival, IVAL_OF_CIVAL)
 
 static double union_len(ival *v, int n)
 {
   if (n == 0)
     return 0.0;
-  qsort(v, (size_t)n, sizeof *v, ival_cmp);
+  ival_sort(v, (size_t)n);
   double total = 0, cs = v[0].s, ce = v[0].e;
   for (int i = 1; i < n; i++) {
     if (v[i].s > ce) {
@@ -586,30 +713,26 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   int nc = 0, nm = 0;
   for (int i = 0; i < p->nops; i++) {
     const ts_op *o = &p->ops[i];
-    double d = s->end[i] - s->start[i];
-    if (s->end[i] > out->end_s)
-      out->end_s = s->end[i];
+    double d = s->st[i].end - s->st[i].start;
+    if (s->st[i].end > out->end_s)
+      out->end_s = s->st[i].end;
     out->cat_s[o->cat] += d;
     /* Off-chip transfers and fixed durations count as busy time, as the compute-like ops
      * that stood for them in format 1 did. */
     if (o->kind == TS_OP_COMPUTE || o->kind == TS_OP_XFER || o->kind == TS_OP_DELAY)
-      comp[nc++] = (ival){s->start[i], s->end[i]};
+      comp[nc++] = (ival){s->st[i].start, s->st[i].end};
     else if (is_comm(o->kind))
-      comm[nm++] = (ival){s->start[i], s->end[i]};
+      comm[nm++] = (ival){s->st[i].start, s->st[i].end};
   }
   out->compute_s = union_len(comp, nc); /* sorts comp */
   /* Sort communication with its categories, so each category's intervals stay sorted. */
-  typedef struct {
-    ival v;
-    int cat;
-  } cival;
   cival *cc = g_new(cival, nm + 1);
   for (int i = 0, k = 0; i < p->nops; i++)
     if (is_comm(p->ops[i].kind)) {
       cc[k] = (cival){comm[k], (int)p->ops[i].cat};
       k++;
     }
-  qsort(cc, (size_t)nm, sizeof *cc, ival_cmp); /* ival is the first member */
+  cival_sort(cc, (size_t)nm);
   for (int i = 0; i < nm; i++) {
     comm[i] = cc[i].v;
     comm_cat[i] = cc[i].cat;
@@ -625,14 +748,14 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   int nw = 0;
   for (int i = 0; i < p->nops; i++)
     if (p->ops[i].kind == TS_OP_RECV && p->ops[i].cat == TS_CAT_COMM_PP &&
-        s->start[i] > s->ready[i])
-      wait[nw++] = (ival){s->ready[i], s->start[i]};
+        s->st[i].start > s->st[i].ready)
+      wait[nw++] = (ival){s->st[i].ready, s->st[i].start};
   if (nw > 0) {
     ival *busy = g_new(ival, nc + nm + 1);
     int nb = 0;
     for (int i = 0, j = 0; i < nc || j < nm;) /* compute and comm, merged by start */
       busy[nb++] = j >= nm || (i < nc && comp[i].s <= comm[j].s) ? comp[i++] : comm[j++];
-    qsort(wait, (size_t)nw, sizeof *wait, ival_cmp);
+    ival_sort(wait, (size_t)nw);
     out->bubble_s = union_len_merged(busy, nb, wait, nw) - u_all;
     g_free(busy);
   }
@@ -659,7 +782,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   for (int i = r->nsim - 1; i >= 0; i--) {
     const sim_rank *s = &r->sims[i];
     for (int k = r->progs[s->program].nops - 1; k >= 0; k--)
-      if (s->remaining[k] == 0) {
+      if (s->st[k].remaining == 0) {
         member_ref ref = {i, k};
         g_array_append_val(r->ready_stack, ref);
       }
@@ -675,7 +798,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     if (s->ndone == n)
       continue;
     for (int k = 0; k < n; k++)
-      if (!s->done[k] && s->remaining[k] == 0) {
+      if (!s->st[k].done && s->st[k].remaining == 0) {
         const ts_op *o = op_of(r, i, k);
         const char *what = o->kind == TS_OP_COLL ? "its collective's other members never arrived"
                                                  : "its send/recv partner never arrived";
@@ -708,7 +831,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     for (int i = 0; i < r->nsim; i++) {
       const sim_rank *s = &r->sims[i];
       for (int k = 0; k < r->progs[s->program].nops; k++) {
-        ts_span sp = {s->rank, s->program, k, s->start[k], s->end[k]};
+        ts_span sp = {s->rank, s->program, k, s->st[k].start, s->st[k].end};
         g_array_append_val(r->spans, sp);
       }
     }

@@ -22,6 +22,8 @@ typedef struct {
   const ts_group *group;  /* COLL */
   int nmembers_simulated; /* COLL: members present in this replay (1 in collapsed mode) */
   const char *label;
+  int program; /* the op's program (for COLL and SEND, the first member's and the sender's) */
+  int index;   /* the op's index in that program, so backends keep per-op tables */
 } ts_activity;
 
 /**

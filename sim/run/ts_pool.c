@@ -2,6 +2,7 @@
  * over pipes, results serialised back and stored by input position. */
 #include "ts_pool.h"
 #include "ts_backends.h"
+#include "ts_coll_memo.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -268,8 +269,8 @@ static gboolean feed(worker *w, int k, const ts_config *cfg, const int *idx, GEr
   return TRUE;
 }
 
-gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
-                     ts_outcome *out, GError **error)
+static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
+                         ts_outcome *out, GError **error)
 {
   progress pg;
   progress_init(&pg, o, n);
@@ -365,5 +366,21 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
   if (!ok)
     for (int k = 0; k < n; k++)
       ts_outcome_clear(&out[k]);
+  return ok;
+}
+
+gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
+                     ts_outcome *out, GError **error)
+{
+  /* The configurations' topologies live as long as cfg: collective times on them are
+   * remembered across the predictions (workers forked below inherit the memo and fill their
+   * own copy of it). */
+  const ts_topo **topos = g_new(const ts_topo *, n > 0 ? n : 1);
+  for (int k = 0; k < n; k++)
+    topos[k] = cfg[idx[k]].topo;
+  ts_coll_memo_begin(topos, n);
+  g_free(topos);
+  gboolean ok = pool_run(cfg, idx, n, o, out, error);
+  ts_coll_memo_end();
   return ok;
 }

@@ -1,5 +1,6 @@
 /* ts_trace: the one intermediate form, its construction, checks and text form. */
 #include "ts_trace.h"
+#include "ts_coll_memo.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -147,6 +148,8 @@ void ts_trace_free(ts_trace *tr)
   g_free(tr->meta.split);
   g_free(tr->meta.topology);
   g_free(tr->meta.producer);
+  if (tr->colls != NULL)
+    g_array_unref(tr->colls);
   g_free(tr);
 }
 
@@ -464,39 +467,92 @@ double ts_resource_bw_Bps(const ts_topo *t, int resource)
   }
 }
 
+/* Memo key of ts_trace_resolve_algos: a collective as the trace states it (algo may be auto),
+ * hashed field by field (the bytes by their bits), never formatted. */
+typedef struct {
+  int group, coll, algo;
+  guint64 bytes_bits;
+} coll_memo_key;
+
+static guint coll_memo_hash(gconstpointer p)
+{
+  const coll_memo_key *k = p;
+  guint64 h = k->bytes_bits * 0x9E3779B97F4A7C15u;
+  h ^= ((guint64)(guint)k->group << 32 | (guint)k->coll << 16 | (guint)k->algo) *
+       0xC2B2AE3D27D4EB4Fu;
+  h ^= h >> 31;
+  return (guint)(h ^ (h >> 32));
+}
+
+static gboolean coll_memo_equal(gconstpointer x, gconstpointer y)
+{
+  const coll_memo_key *a = x, *b = y;
+  return a->group == b->group && a->coll == b->coll && a->algo == b->algo &&
+         a->bytes_bits == b->bytes_bits;
+}
+
 gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
 {
-  /* Memo per (group, kind, bytes): a step repeats a few sizes thousands of times. */
-  g_autoptr(GHashTable) memo = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  for (int p = 0; p < tr->nprograms; p++)
+  /* Memo per collective as stated (group, kind, algo, bytes): a step repeats a few sizes
+   * thousands of times. The value is the distinct collective's id (ts_op.coll_id). In front of
+   * it, the last collective seen on each group, since a layer's ops repeat per micro-batch. */
+  g_autoptr(GHashTable) memo = g_hash_table_new_full(coll_memo_hash, coll_memo_equal, g_free, NULL);
+  if (tr->colls != NULL)
+    g_array_unref(tr->colls);
+  tr->colls = g_array_new(FALSE, FALSE, sizeof(ts_coll_desc));
+  guint ng = tr->groups->len;
+  coll_memo_key *last_key = g_new0(coll_memo_key, ng > 0 ? ng : 1);
+  int *last_id = g_new0(int, ng > 0 ? ng : 1);
+  gboolean ok = TRUE;
+  for (int p = 0; p < tr->nprograms && ok; p++)
     for (int i = 0; i < tr->programs[p].nops; i++) {
       ts_op *o = &tr->programs[p].ops[i];
-      if (o->kind != TS_OP_COLL || o->algo != TS_ALGO_AUTO)
+      if (o->kind != TS_OP_COLL)
         continue;
-      const ts_group *g = g_ptr_array_index(tr->groups, o->group);
-      if (ts_trace_group_size(g) <= 1)
-        continue;
-      if (g->shape.npieces == 0) {
-        o->algo = TS_ALGO_RING; /* irregular member lists: a ring over the list */
-        continue;
-      }
-      char key[96];
-      g_snprintf(key, sizeof key, "%d/%d/%.17g", o->group, (int)o->coll, o->bytes);
-      gpointer v;
-      if (g_hash_table_lookup_extended(memo, key, NULL, &v)) {
-        o->algo = (ts_coll_algo)GPOINTER_TO_INT(v);
+      o->coll_id = 0;
+      if (o->group < 0 || (guint)o->group >= ng)
+        continue; /* ts_trace_check refuses it */
+      coll_memo_key k = {o->group, (int)o->coll, (int)o->algo, 0};
+      memcpy(&k.bytes_bits, &o->bytes, sizeof k.bytes_bits);
+      const ts_coll_desc *d;
+      if (last_id[o->group] > 0 && coll_memo_equal(&k, &last_key[o->group])) {
+        d = &g_array_index(tr->colls, ts_coll_desc, last_id[o->group] - 1);
+        o->algo = d->algo;
+        o->coll_id = last_id[o->group];
         continue;
       }
-      ts_coll_algo chosen = TS_ALGO_AUTO;
-      if (ts_coll_time(t, o->coll, TS_ALGO_AUTO, &g->shape, o->bytes, &chosen, error) < 0) {
-        g_prefix_error(error, "program %d op %d '%s': ", p, i,
-                       (const char *)g_ptr_array_index(tr->labels, o->label));
-        return FALSE;
+      gpointer v = g_hash_table_lookup(memo, &k);
+      if (v == NULL) {
+        const ts_group *g = g_ptr_array_index(tr->groups, o->group);
+        ts_coll_desc nd = {o->group, o->coll, o->algo, o->bytes};
+        if (o->algo != TS_ALGO_AUTO || ts_trace_group_size(g) <= 1) {
+          /* stated algorithms, and groups of one (no communication), as they are */
+        } else if (g->shape.npieces == 0) {
+          nd.algo = TS_ALGO_RING; /* irregular member lists: a ring over the list */
+        } else {
+          ts_coll_algo chosen = TS_ALGO_AUTO;
+          if (ts_coll_time_memo(t, o->coll, TS_ALGO_AUTO, &g->shape, o->bytes, &chosen, error) <
+              0) {
+            g_prefix_error(error, "program %d op %d '%s': ", p, i,
+                           (const char *)g_ptr_array_index(tr->labels, o->label));
+            ok = FALSE;
+            break;
+          }
+          nd.algo = chosen;
+        }
+        g_array_append_val(tr->colls, nd);
+        v = GINT_TO_POINTER((int)tr->colls->len);
+        g_hash_table_insert(memo, g_memdup2(&k, sizeof k), v);
       }
-      o->algo = chosen;
-      g_hash_table_insert(memo, g_strdup(key), GINT_TO_POINTER((int)chosen));
+      o->coll_id = GPOINTER_TO_INT(v);
+      d = &g_array_index(tr->colls, ts_coll_desc, o->coll_id - 1);
+      o->algo = d->algo;
+      last_key[o->group] = k;
+      last_id[o->group] = o->coll_id;
     }
-  return TRUE;
+  g_free(last_key);
+  g_free(last_id);
+  return ok;
 }
 
 /* Axes must partition the ranks: on each dimension, the pieces of all axes, ordered by stride,

@@ -148,7 +148,19 @@ typedef struct {
    * pointer, not 96 bytes of it. ts_trace_append interns what the op it is given points to, so
    * a caller may point at its own (stack) copy. Borrowed from the trace; never free it. */
   const ts_op_shape *shape;
+  /* COLL: index + 1 of the op's distinct collective in ts_trace.colls, set by
+   * ts_trace_resolve_algos (0 = not resolved), so a backend costs each distinct collective
+   * once and finds it by index. Not written to the text form. */
+  int coll_id;
 } ts_op;
+
+/** A distinct collective of a trace: every COLL op with these four fields shares one cost. */
+typedef struct {
+  int group;
+  ts_coll_kind coll;
+  ts_coll_algo algo;
+  double bytes;
+} ts_coll_desc;
 
 typedef struct {
   int nops;
@@ -180,6 +192,8 @@ typedef struct {
   int nprograms;
   ts_program *programs; /* owned */
   ts_trace_meta meta;
+  GArray *colls; /* ts_coll_desc: the distinct collectives (ts_op.coll_id - 1); owned, NULL
+                    until ts_trace_resolve_algos */
 } ts_trace;
 
 /** A new trace over the topology's array (dimension names and sizes recorded). */
@@ -221,7 +235,8 @@ int ts_trace_op_peer(const ts_trace *tr, const ts_op *op, int rank);
 
 /**
  * Replaces algo=auto by the algorithm the analytic model finds fastest for each collective
- * (the one place `auto` is resolved; backends then replay what the trace says).
+ * (the one place `auto` is resolved; backends then replay what the trace says), and numbers
+ * the distinct collectives (ts_op.coll_id, ts_trace.colls).
  */
 gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error);
 
@@ -292,6 +307,21 @@ double *ts_op_shape_field(ts_op_shape *sh, int i);
 const char *ts_resource_name(int r);
 const char *ts_phase_name(int p);
 const char *ts_role_name(int r);
+
+/**
+ * The op's distinct collective, or NULL when the op is not a resolved collective or was
+ * changed since it was resolved (its fields no longer match): then cost it from its fields.
+ */
+static inline const ts_coll_desc *ts_trace_coll_desc(const ts_trace *tr, const ts_op *op)
+{
+  if (op->coll_id <= 0 || tr->colls == NULL || (guint)op->coll_id > tr->colls->len)
+    return NULL;
+  const ts_coll_desc *d = &g_array_index(tr->colls, ts_coll_desc, op->coll_id - 1);
+  return d->group == op->group && d->coll == op->coll && d->algo == op->algo &&
+                 d->bytes == op->bytes
+             ? d
+             : NULL;
+}
 
 /** Total ops over all programs. */
 gint64 ts_trace_nops(const ts_trace *tr);

@@ -1,6 +1,7 @@
 /* ts_backend_analytic: the fast backend. Shape-aware compute (ts_cost), closed-form (alpha-beta)
  * collectives from the shared decompositions, its own event queue; no link is shared. */
 #include "ts_coll.h"
+#include "ts_coll_memo.h"
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
 #include "ts_cost.h"
@@ -29,6 +30,10 @@ typedef struct {
   double **costs;         /* per program, per op: device and launch seconds (-1: not yet) */
   int nprograms;          /* entries of costs */
   double *host_clock;     /* per rank: when its host has launched every op so far */
+  /* Per distinct collective of the trace (ts_op.coll_id - 1) on the healthy array: seconds,
+   * or -1 until first costed. A collective is then an index, not a key to hash. */
+  double *coll_s;
+  guint ncoll;
 } analytic;
 
 static gboolean ev_less(const event *a, const event *b)
@@ -80,22 +85,20 @@ static event heap_pop(GArray *h)
  * indexed by the op's position in its program. */
 static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, double now)
 {
-  const ts_trace *tr = ts_replay_trace(r);
   if (a->costs == NULL) {
+    const ts_trace *tr = ts_replay_trace(r);
     a->costs = g_new0(double *, tr->nprograms);
     a->nprograms = tr->nprograms;
     a->host_clock = g_new0(double, tr->nranks);
   }
-  int p = ts_trace_program_of(tr, act->chip);
-  const ts_program *prog = &tr->programs[p];
-  gsize i = (gsize)(act->op - prog->ops);
-  g_assert(i < (gsize)prog->nops);
+  int p = act->program;
   if (a->costs[p] == NULL) {
-    a->costs[p] = g_new(double, 2 * (gsize)prog->nops);
-    for (gsize k = 0; k < 2 * (gsize)prog->nops; k++)
+    int nops = ts_replay_trace(r)->programs[p].nops;
+    a->costs[p] = g_new(double, 2 * (gsize)nops);
+    for (gsize k = 0; k < 2 * (gsize)nops; k++)
       a->costs[p][k] = -1.0;
   }
-  double *c = &a->costs[p][2 * i];
+  double *c = &a->costs[p][2 * (gsize)act->index];
   if (c[0] < 0) {
     const ts_chip *chip = &a->topo->chip;
     const ts_op *op = act->op;
@@ -115,13 +118,31 @@ typedef struct {
   guint degraded; /* dimensions whose dead links the group crosses (issue 14) */
 } coll_key;
 
+/* Mixes one 64-bit word into a hash (multiply, xor-shift): fixed-width fields, not bytes. */
+static inline guint64 mix64(guint64 h, guint64 w)
+{
+  h = (h ^ w) * 0x9E3779B97F4A7C15u;
+  return h ^ (h >> 29);
+}
+
+static guint64 shape_hash(guint64 h, const ts_group_shape *s)
+{
+  h = mix64(h, (guint64)(guint)s->npieces);
+  for (int i = 0; i < s->npieces; i++)
+    h = mix64(h, (guint64)(guint)s->p[i].dim << 48 ^ (guint64)(guint)s->p[i].size << 24 ^
+                     (guint64)(guint)s->p[i].stride);
+  return h;
+}
+
 static guint coll_key_hash(gconstpointer p)
 {
-  const guchar *b = p;
-  guint h = 2166136261u; /* FNV-1a over the key's bytes */
-  for (gsize i = 0; i < sizeof(coll_key); i++)
-    h = (h ^ b[i]) * 16777619u;
-  return h;
+  const coll_key *k = p;
+  guint64 bits;
+  memcpy(&bits, &k->bytes, sizeof bits);
+  guint64 h = shape_hash(0, &k->shape);
+  h = mix64(h, (guint64)(guint)k->kind << 40 ^ (guint64)(guint)k->algo << 20 ^ k->degraded);
+  h = mix64(h, bits);
+  return (guint)(h ^ (h >> 32));
 }
 
 static gboolean coll_key_equal(gconstpointer x, gconstpointer y)
@@ -137,11 +158,9 @@ typedef struct {
 
 static guint mask_key_hash(gconstpointer p)
 {
-  const guchar *b = p;
-  guint h = 2166136261u;
-  for (gsize i = 0; i < sizeof(mask_key); i++)
-    h = (h ^ b[i]) * 16777619u;
-  return h;
+  const mask_key *k = p;
+  guint64 h = mix64(shape_hash(0, &k->shape), (guint64)(guint)k->base);
+  return (guint)(h ^ (h >> 32));
 }
 
 static gboolean mask_key_equal(gconstpointer x, gconstpointer y)
@@ -174,8 +193,8 @@ static const ts_topo *topo_for(analytic *a, guint mask)
   return a->degraded[mask];
 }
 
-static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int base_chip,
-                        GError **error)
+static double coll_cost_keyed(analytic *a, const ts_op *op, const ts_group *g, int base_chip,
+                              GError **error)
 {
   if (g->members != NULL && g->shape.npieces == 0) /* irregular member list: not memoised */
     return ts_coll_members_time(a->topo, op->coll, op->algo, g->members, g->nmembers, op->bytes,
@@ -196,6 +215,8 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int bas
   double t = g->members != NULL && g->shape.npieces == 0
                  ? ts_coll_members_time(topo, op->coll, op->algo, g->members, g->nmembers,
                                         op->bytes, error)
+             : topo == a->topo /* a sweep's topology, remembered across its predictions */
+                 ? ts_coll_time_memo(topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error)
                  : ts_coll_time(topo, op->coll, op->algo, &g->shape, op->bytes, NULL, error);
   if (t < 0)
     return t;
@@ -203,6 +224,32 @@ static double coll_cost(analytic *a, const ts_op *op, const ts_group *g, int bas
   *v = t;
   g_hash_table_insert(a->coll_cache, g_memdup2(&k, sizeof k), v);
   return t;
+}
+
+/* A collective's seconds: by its distinct-collective index when the trace has one and no
+ * link is dead (the cost then depends on nothing else), else through the keyed memo. */
+static double coll_cost(analytic *a, ts_replay *r, const ts_op *op, const ts_group *g,
+                        int base_chip, GError **error)
+{
+  const ts_trace *tr = ts_replay_trace(r);
+  const ts_coll_desc *d;
+  if (a->topo->faults.ndead > 0 || (d = ts_trace_coll_desc(tr, op)) == NULL)
+    return coll_cost_keyed(a, op, g, base_chip, error);
+  guint id = (guint)op->coll_id - 1;
+  if (a->coll_s == NULL || a->ncoll != tr->colls->len) {
+    g_free(a->coll_s);
+    a->ncoll = tr->colls->len;
+    a->coll_s = g_new(double, a->ncoll);
+    for (guint i = 0; i < a->ncoll; i++)
+      a->coll_s[i] = -1.0;
+  }
+  if (a->coll_s[id] < 0) {
+    double t = coll_cost_keyed(a, op, g, base_chip, error);
+    if (t < 0)
+      return t;
+    a->coll_s[id] = t;
+  }
+  return a->coll_s[id];
 }
 
 static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *act, double now,
@@ -228,8 +275,9 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     }
     break;
   case TS_OP_COLL:
-    d = ts_trace_group_size(act->group) <= 1 ? 0.0
-                                             : coll_cost(a, act->op, act->group, act->chip, error);
+    d = ts_trace_group_size(act->group) <= 1
+            ? 0.0
+            : coll_cost(a, r, act->op, act->group, act->chip, error);
     if (d < 0) {
       g_prefix_error(error, "'%s': ", act->label);
       return FALSE;
@@ -287,6 +335,7 @@ static void analytic_free(ts_backend *b)
     g_free(a->costs[p]);
   g_free(a->costs);
   g_free(a->host_clock);
+  g_free(a->coll_s);
   g_free(a);
   g_free(b);
 }
