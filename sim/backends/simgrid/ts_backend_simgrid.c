@@ -109,7 +109,24 @@ struct job {
   int nparts, left; /* actors of this activity, and those still running */
   part *parts;
   sg_bar_t bar; /* COLL with synchronous steps: members meet after every step */
+  /* Driver mode (no actors): a collective's members, their chips and progress. */
+  struct dmember *dm;
+  int *chips;
+  int arrived; /* members done with the current step (synchronous steps) */
+  int cur;     /* the step the members are in (synchronous steps) */
+  int ndone;   /* members done with every step */
+  double rem;  /* COMPUTE: work left, in seconds at full speed (processor sharing) */
 };
+
+/* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
+ * sends and receives of the step are out (after the step's latency lead): a flow starts when
+ * both its ends have posted, as a mailbox message starts when both sides are there. */
+typedef struct dmember {
+  int at;      /* step the member is in */
+  int posted;  /* step whose flows it has posted, -1 before the first */
+  int pending; /* its flows (both ways) of that step not yet ended */
+  double lead; /* the latency lead of its sends in that step */
+} dmember;
 
 struct sgb {
   const ts_topo *topo;
@@ -132,7 +149,18 @@ struct sgb {
   GPtrArray **idle;   /* per chip: idle workers on its host */
   int live_jobs;      /* activities started and not yet reported */
   double *host_clock; /* per chip: when its host has launched every op so far (ts_cost_issue) */
+  gboolean actors;    /* trainsim/simgrid-mode:actors (one share per member on worker actors) */
+  struct dcpu *cpu;   /* driver mode, per chip: computes sharing the chip */
 };
+
+/* Driver mode: the computes running on one chip, sharing it equally (processor sharing, as
+ * SimGrid's CPU model shares a host between executions). */
+typedef struct dcpu {
+  GPtrArray *running; /* job* with rem > 0 */
+  double last;        /* when rem was last brought up to date */
+  ts_sg_timer *timer; /* the next end */
+  job *next;          /* the job that timer ends */
+} dcpu;
 
 static sgb *ctx_of(const ts_backend *b)
 {
@@ -377,10 +405,14 @@ static void run_send_side(job *j, int side)
   }
 }
 
+static void job_end(job *j);
+
 static void job_free(job *j)
 {
   if (j->pi != NULL)
     j->pi->users--;
+  g_free(j->dm);
+  g_free(j->chips);
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -391,7 +423,6 @@ static void job_free(job *j)
 static void run_part(part *p)
 {
   job *j = p->j;
-  sgb *b = j->b;
   /* Activities under way finish even after an error (only their reports are dropped): an
    * actor that stopped halfway could leave a partner waiting forever. */
   switch (j->act.kind) {
@@ -419,6 +450,13 @@ static void run_part(part *p)
   }
   if (--j->left > 0)
     return;
+  job_end(j);
+}
+
+/* An activity has ended (now): record it, tell the engine, free it. */
+static void job_end(job *j)
+{
+  sgb *b = j->b;
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
@@ -505,6 +543,311 @@ static void spawn(sgb *b, job *j)
       chip = j->act.peer;
     dispatch(b, &j->parts[i], chip);
   }
+}
+
+/* ---- driver mode: no actors ----
+ *
+ * The default. Every activity is driven from the simulator's own context: flows are
+ * host-to-host communications (ts_sg_flow_start) whose ends are reported by callback, waits
+ * (latency leads, protocol latencies, off-chip transfers) are timers, and computes share
+ * their chip under processor sharing kept here, as SimGrid's CPU model would share it. The
+ * network is SimGrid's, unchanged: the same flows on the same routes at the same times as in
+ * actor mode (trainsim/simgrid-mode:actors), so the same max-min shares. What goes is the
+ * per-member actor, its stack, its context switches and its mailboxes. */
+
+static void d_member_begin(job *j, int m, int s);
+
+/* One flow of a collective (member m to member p) or a send (m = 0, p = 1). */
+typedef struct {
+  job *j;
+  int m, p;
+  double bytes, lead;
+} dflow;
+
+static void d_job_end_cb(void *data)
+{
+  job_end(data);
+}
+
+/* Ends j at the current time, from a timer: never from inside sgb_start, which the engine
+ * calls while it is itself reporting an end. */
+static void d_end_later(job *j)
+{
+  ts_sg_at(ts_sg_clock(), d_job_end_cb, j);
+}
+
+static void d_member_done(job *j)
+{
+  if (++j->ndone == j->pi->n)
+    job_end(j);
+}
+
+/* Member m has ended every flow of its step. */
+static void d_step_done(job *j, int m)
+{
+  const plan_index *pi = j->pi;
+  if (j->b->async_steps) {
+    int s = j->dm[m].at;
+    d_member_begin(j, m, s + pi->run[s]);
+    return;
+  }
+  if (++j->arrived < pi->n)
+    return;
+  /* Everyone is through the step (the barrier): all go on to the next one. */
+  j->arrived = 0;
+  int next = j->cur + pi->run[j->cur];
+  j->cur = next;
+  for (int k = 0; k < pi->n; k++)
+    d_member_begin(j, k, next);
+}
+
+static void d_flow_done(void *data, double start_s, double end_s)
+{
+  dflow *f = data;
+  job *j = f->j;
+  int src = j->chips != NULL ? j->chips[f->m] : j->act.chip;
+  int dst = j->chips != NULL ? j->chips[f->p] : j->act.peer;
+  account(j, src, &dst, &f->bytes, 1, &start_s, &end_s, f->lead);
+  if (j->act.kind != TS_OP_COLL) {
+    g_free(f);
+    job_end(j);
+    return;
+  }
+  gboolean m0 = --j->dm[f->m].pending == 0, p0 = --j->dm[f->p].pending == 0;
+  int m = f->m, p = f->p;
+  g_free(f);
+  if (m0)
+    d_step_done(j, m);
+  if (p0)
+    d_step_done(j, p);
+}
+
+static void d_flow(job *j, int m, int p, double bytes, double lead)
+{
+  sgb *b = j->b;
+  dflow *f = g_new(dflow, 1);
+  *f = (dflow){j, m, p, bytes, lead};
+  int src = j->chips != NULL ? j->chips[m] : j->act.chip;
+  int dst = j->chips != NULL ? j->chips[p] : j->act.peer;
+  ts_sg_flow_start(ts_platform_host(b->plat, src), ts_platform_host(b->plat, dst), bytes,
+                   d_flow_done, f);
+}
+
+/* Member m posts its sends and receives of step s: flows whose other end has posted the same
+ * step start now; the others start when it does. */
+static void d_member_post(job *j, int m, int s, double lead)
+{
+  const plan_index *pi = j->pi;
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+  dmember *d = &j->dm[m];
+  d->posted = s;
+  d->lead = lead;
+  d->pending = (oo[m + 1] - oo[m]) + (io[m + 1] - io[m]);
+  for (int k = oo[m]; k < oo[m + 1]; k++) {
+    int p = pi->out_peer[k];
+    if (j->dm[p].posted == s)
+      d_flow(j, m, p, pi->out_bytes[k], lead);
+  }
+  for (int k = io[m]; k < io[m + 1]; k++) {
+    int q = pi->in_peer[k];
+    if (j->dm[q].posted != s)
+      continue;
+    for (int i = oo[q]; i < oo[q + 1]; i++)
+      if (pi->out_peer[i] == m) {
+        d_flow(j, q, m, pi->out_bytes[i], j->dm[q].lead);
+        break;
+      }
+  }
+}
+
+typedef struct {
+  job *j;
+  int m, s;
+  double lead;
+} dpost;
+
+static void d_post_cb(void *data)
+{
+  dpost *dp = data;
+  d_member_post(dp->j, dp->m, dp->s, dp->lead);
+  g_free(dp);
+}
+
+/* Member m reaches step s (a run's first step, or nsteps when done). A merged run of k steps
+ * first waits its k - 1 extra latencies, as the member's actor sleeps them in actor mode. */
+static void d_member_begin(job *j, int m, int s)
+{
+  sgb *b = j->b;
+  const plan_index *pi = j->pi;
+  const gsize w = (gsize)pi->n + 1;
+  for (;;) {
+    if (s >= pi->nsteps) {
+      j->dm[m].at = s;
+      d_member_done(j);
+      return;
+    }
+    const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+    int no = oo[m + 1] - oo[m], ni = io[m + 1] - io[m];
+    j->dm[m].at = s;
+    if (no > 0 || ni > 0) {
+      double lead = 0;
+      if (pi->run[s] > 1 && no > 0) {
+        int *dst = g_newa(int, no);
+        for (int k = 0; k < no; k++)
+          dst[k] = j->chips[pi->out_peer[oo[m] + k]];
+        lead = (pi->run[s] - 1) * max_route_latency(b, j->chips[m], dst, no);
+      }
+      if (lead > 0) {
+        dpost *dp = g_new(dpost, 1);
+        *dp = (dpost){j, m, s, lead};
+        ts_sg_at(ts_sg_clock() + lead, d_post_cb, dp);
+      } else {
+        d_member_post(j, m, s, 0);
+      }
+      return;
+    }
+    /* Nothing to move in this step. */
+    if (!b->async_steps) {
+      d_step_done(j, m);
+      return;
+    }
+    s += pi->run[s];
+  }
+}
+
+static void d_coll_go(void *data)
+{
+  job *j = data;
+  /* The last member's begin may end the job (a collective with nothing to move). */
+  int n = j->pi->n;
+  for (int m = 0; m < n; m++)
+    d_member_begin(j, m, 0);
+}
+
+/* ---- processor sharing of a chip between computes ---- */
+
+static void d_cpu_fire(void *data);
+
+/* Brings every running compute's remaining work up to now. */
+static void d_cpu_update(dcpu *c, double now)
+{
+  guint k = c->running->len;
+  if (k > 0 && now > c->last) {
+    double done = (now - c->last) / k;
+    for (guint i = 0; i < k; i++)
+      ((job *)g_ptr_array_index(c->running, i))->rem -= done;
+  }
+  c->last = now;
+}
+
+static void d_cpu_schedule(dcpu *c, double now)
+{
+  if (c->timer != NULL)
+    ts_sg_timer_cancel(c->timer);
+  c->timer = NULL;
+  c->next = NULL;
+  guint k = c->running->len;
+  for (guint i = 0; i < k; i++) {
+    job *j = g_ptr_array_index(c->running, i);
+    if (c->next == NULL || j->rem < c->next->rem)
+      c->next = j;
+  }
+  if (c->next != NULL)
+    c->timer = ts_sg_at(now + MAX(c->next->rem, 0.0) * k, d_cpu_fire, c);
+}
+
+static void d_cpu_fire(void *data)
+{
+  dcpu *c = data;
+  double now = ts_sg_clock();
+  c->timer = NULL;
+  d_cpu_update(c, now);
+  /* The job the timer was set for ends, with any that end within rounding of it. */
+  double limit = MAX(c->next->rem, 0.0) + 1e-15 * MAX(now, 1.0);
+  g_autoptr(GPtrArray) ended = g_ptr_array_new();
+  for (guint i = 0; i < c->running->len;) {
+    job *j = g_ptr_array_index(c->running, i);
+    if (j->rem <= limit) {
+      g_ptr_array_add(ended, j);
+      g_ptr_array_remove_index(c->running, i);
+    } else {
+      i++;
+    }
+  }
+  d_cpu_schedule(c, now);
+  for (guint i = 0; i < ended->len; i++)
+    job_end(g_ptr_array_index(ended, i));
+}
+
+static void d_compute(sgb *b, job *j)
+{
+  if (b->cpu == NULL) {
+    b->cpu = g_new0(dcpu, b->topo->nchips);
+    for (int c = 0; c < b->topo->nchips; c++)
+      b->cpu[c].running = g_ptr_array_new();
+  }
+  dcpu *c = &b->cpu[j->act.chip];
+  double now = ts_sg_clock();
+  d_cpu_update(c, now);
+  j->rem = j->compute_s;
+  g_ptr_array_add(c->running, j);
+  d_cpu_schedule(c, now);
+}
+
+/* Starts job j now, in driver mode. */
+static void d_launch(sgb *b, job *j)
+{
+  b->live_jobs++;
+  double now = ts_sg_clock();
+  switch (j->act.kind) {
+  case TS_OP_COMPUTE:
+    if (j->compute_s > 0) {
+      d_compute(b, j);
+      return;
+    }
+    break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    if (j->compute_s > 0) {
+      ts_sg_at(now + j->compute_s, d_job_end_cb, j);
+      return;
+    }
+    break;
+  case TS_OP_SEND:
+    if (j->nparts == 2) {
+      d_flow(j, 0, 1, j->act.op->bytes, 0);
+      return;
+    }
+    break;
+  case TS_OP_COLL:
+    if (j->pi != NULL) {
+      int n = j->pi->n;
+      j->dm = g_new(dmember, n);
+      j->chips = g_new(int, n);
+      for (int m = 0; m < n; m++) {
+        j->dm[m] = (dmember){0, -1, 0, 0};
+        j->chips[m] = ts_trace_group_chip(b->topo, j->act.group, j->act.chip, m);
+      }
+      if (j->pi->pre_s > 0)
+        ts_sg_at(now + j->pi->pre_s, d_coll_go, j);
+      else
+        d_coll_go(j);
+      return;
+    }
+    break;
+  default:
+    break;
+  }
+  d_end_later(j);
+}
+
+static void d_kickoff(void *data)
+{
+  sgb *b = data;
+  for (guint i = 0; i < b->queue->len; i++)
+    d_launch(b, g_ptr_array_index(b->queue, i));
+  g_ptr_array_set_size(b->queue, 0);
 }
 
 /* ---- backend interface ---- */
@@ -803,7 +1146,9 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   j->parts = g_new(part, j->nparts);
   for (int i = 0; i < j->nparts; i++)
     j->parts[i] = (part){j, i};
-  if (b->running)
+  if (b->running && !b->actors)
+    d_launch(b, j);
+  else if (b->running)
     spawn(b, j);
   else
     g_ptr_array_add(b->queue, j);
@@ -818,9 +1163,13 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
   b->t0 = ts_sg_clock();
   b->makespan = 0;
   acc_reset(b);
-  for (guint i = 0; i < b->queue->len; i++)
-    spawn(b, g_ptr_array_index(b->queue, i));
-  g_ptr_array_set_size(b->queue, 0);
+  if (b->actors) {
+    for (guint i = 0; i < b->queue->len; i++)
+      spawn(b, g_ptr_array_index(b->queue, i));
+    g_ptr_array_set_size(b->queue, 0);
+  } else {
+    ts_sg_at(b->t0, d_kickoff, b);
+  }
   gboolean ok = ts_sg_run(error);
   b->running = FALSE;
   b->has_run = TRUE;
@@ -834,10 +1183,10 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
   }
   /* Our actors never block on each other, so SimGrid ends with actors left only if it found
    * a deadlock; it would return normally, so say it here. */
-  if (ts_sg_actor_count() > 0) {
+  if (ts_sg_actor_count() > 0 || b->live_jobs > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                 "SimGrid stopped with %d activities unfinished (deadlock in the simulator)",
-                ts_sg_actor_count());
+                b->actors ? ts_sg_actor_count() : b->live_jobs);
     return FALSE;
   }
   return TRUE;
@@ -863,6 +1212,11 @@ static void sgb_free(ts_backend *bk)
     g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
   g_free(b->idle);
   g_free(b->host_clock);
+  if (b->cpu != NULL) {
+    for (int c = 0; c < b->topo->nchips; c++)
+      g_ptr_array_unref(b->cpu[c].running);
+    g_free(b->cpu);
+  }
   g_free(b->config);
   if (b->error != NULL)
     g_error_free(b->error);
@@ -959,8 +1313,13 @@ static gboolean probe_cfg(const char *const *cfg, const char *user, GError **err
 
 /* trainsim's own settings ride in the same --cfg list as SimGrid's, under "trainsim/". */
 static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *per_step_flows,
-                            GError **error)
+                            gboolean *actors, GError **error)
 {
+  if (strcmp(item, "trainsim/simgrid-mode:driver") == 0 ||
+      strcmp(item, "trainsim/simgrid-mode:actors") == 0) {
+    *actors = g_str_has_suffix(item, ":actors");
+    return TRUE;
+  }
   if (strcmp(item, "trainsim/collective-steps:sync") == 0 ||
       strcmp(item, "trainsim/collective-steps:async") == 0) {
     *async_steps = g_str_has_suffix(item, ":async");
@@ -975,7 +1334,7 @@ static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *p
               "--cfg '%s': expected trainsim/collective-steps:sync (every member of a collective "
               "waits for the whole step, the default) or :async, or "
               "trainsim/collective-flows:merged (alike steps as one flow per peer, the default) "
-              "or :per-step",
+              "or :per-step, or trainsim/simgrid-mode:driver (no actors, the default) or :actors",
               item);
   return FALSE;
 }
@@ -1033,7 +1392,7 @@ static gboolean same_array(const ts_topo *a, const ts_topo *b)
 ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
                                         const ts_platform_opts *opts, GError **error)
 {
-  gboolean async_steps = FALSE, per_step_flows = FALSE;
+  gboolean async_steps = FALSE, per_step_flows = FALSE, actors = FALSE;
   ts_platform_opts o = {{0}};
   if (opts != NULL)
     o = *opts;
@@ -1045,9 +1404,10 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   g_ptr_array_extend(rec, sg, NULL, NULL);
   g_ptr_array_add(rec, "trainsim/collective-steps:sync");
   g_ptr_array_add(rec, "trainsim/collective-flows:merged");
+  g_ptr_array_add(rec, "trainsim/simgrid-mode:driver");
   for (int i = 0; cfg != NULL && cfg[i] != NULL; i++) {
     if (g_str_has_prefix(cfg[i], "trainsim/")) {
-      if (!own_setting(cfg[i], &async_steps, &per_step_flows, error))
+      if (!own_setting(cfg[i], &async_steps, &per_step_flows, &actors, error))
         return NULL;
     } else {
       g_ptr_array_add(sg, (char *)cfg[i]);
@@ -1099,6 +1459,7 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   b->config = config_record(rec);
   b->async_steps = async_steps;
   b->per_step_flows = per_step_flows;
+  b->actors = actors;
   b->queue = g_ptr_array_new();
   b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
   b->acc = g_new0(link_acc, ts_platform_nlinks(b->plat) > 0 ? ts_platform_nlinks(b->plat) : 1);
