@@ -1082,3 +1082,63 @@ Test(cmd, platform_errors_one_line)
     g_free(err);
   }
 }
+
+/* ---- cost estimate and refusal ---- */
+
+Test(estimate, counts_and_bounds)
+{
+  /* 8x4 torus, a ring all-reduce on every row: 32 hosts, 2 links per chip and dimension,
+   * 32 ops (one per rank), at most 2 peers per member plus a send: 3 flows per rank. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 4, TS_SHAPE_RING, 25, 1}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  ts_group_shape g = one_piece(0, 8, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_RING, 64e6, 1);
+  ts_simgrid_estimate e;
+  ts_simgrid_estimate_cost(tr, t, NULL, &e);
+  cr_expect_eq(e.hosts, 32);
+  cr_expect_eq(e.links, 128);
+  cr_expect_eq(e.ops, 32);
+  cr_expect_eq(e.flows_at_once, 96);
+  cr_expect(e.memory_bytes > 30e6 && e.memory_bytes < 100e6, "%g", e.memory_bytes);
+  cr_expect_eq(e.max_memory_bytes, 0);
+  /* Two copies at once: more ops, more memory. */
+  g_autoptr(ts_trace) tr2 = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_RING, 64e6, 2);
+  ts_simgrid_estimate e2;
+  const char *cfg[] = {"trainsim/max-memory:1GiB", NULL};
+  ts_simgrid_estimate_cost(tr2, t, cfg, &e2);
+  cr_expect_eq(e2.ops, 64);
+  cr_expect(e2.memory_bytes > e.memory_bytes);
+  cr_expect_eq(e2.max_memory_bytes, 1073741824.0);
+  GError *err = NULL;
+  cr_expect(ts_simgrid_preflight(tr2, t, cfg, &err), "%s", err != NULL ? err->message : "");
+  const char *tiny[] = {"trainsim/max-memory:1MiB", NULL};
+  cr_expect_not(ts_simgrid_preflight(tr2, t, tiny, &err));
+  cr_assert_not_null(err);
+  cr_expect_eq(err->code, TS_ERROR_INVALID);
+  cr_expect(strstr(err->message, "--cfg trainsim/max-memory:SIZE") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  const char *bad[] = {"trainsim/max-memory:lots", NULL};
+  cr_expect_not(ts_simgrid_preflight(tr2, t, bad, &err));
+  cr_expect_eq(err->code, TS_ERROR_INPUT);
+  g_clear_error(&err);
+}
+
+Test(estimate, refusal_is_one_line_exit_2)
+{
+  g_autofree char *cmd =
+      g_strdup_printf("%s run -t tpu-v3-8x8 -m bert-base -b 64 -s dp=64 --backend simgrid "
+                      "--cfg trainsim/max-memory:1MiB",
+                      TS_TRAINSIM_BIN);
+  char *out = NULL, *err = NULL;
+  int status = -1;
+  g_spawn_command_line_sync(cmd, &out, &err, &status, NULL);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s", status, err);
+  cr_expect(g_str_has_prefix(err, "trainsim run: the simgrid replay would need about "), "%s", err);
+  cr_expect(strstr(err, "64 hosts") != NULL && strstr(err, "trainsim/max-memory") != NULL, "%s",
+            err);
+  const char *nl = strchr(err, '\n');
+  cr_expect(nl != NULL && nl[1] == '\0', "one line: %s", err);
+  cr_expect_str_eq(out, "");
+  g_free(out);
+  g_free(err);
+}

@@ -7,6 +7,7 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -164,14 +165,23 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   if (!got) {
-    if (WIFSIGNALED(status))
+    if (WIFSIGNALED(status)) {
+      int sig = WTERMSIG(status);
+      /* The likely cause, from what each signal has meant in practice. */
+      const char *cause =
+          sig == SIGKILL   ? ": out of memory, most likely (the kernel's OOM killer)"
+          : sig == SIGABRT ? ": SimGrid stopped on an internal check or could not map "
+                             "memory (set TS_SIMGRID_LOG=FILE to read its message)"
+          : sig == SIGSEGV ? ": a crash in the simulator (a stack overflow or a bug)"
+                           : "";
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                  "the simgrid replay died of signal %d (%s); the analytic backend is not "
+                  "the simgrid replay died of signal %d (%s)%s; the analytic backend is not "
                   "affected",
-                  WTERMSIG(status), g_strsignal(WTERMSIG(status)));
-    else
+                  sig, g_strsignal(sig), cause);
+    } else {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "the simgrid replay ended (status %d) without a result", WEXITSTATUS(status));
+    }
     ok = FALSE;
   } else if (!ok) {
     g_set_error_literal(error, TS_ERROR, code, msg != NULL ? msg : "simgrid replay failed");
@@ -198,6 +208,8 @@ gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_opt
     return FALSE;
   const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
   if (kind == NULL)
+    return FALSE;
+  if (kind->preflight != NULL && !kind->preflight(tr, t, ro->sg_cfg, error))
     return FALSE;
   if (kind->one_per_process)
     return replay_in_child(tr, t, ro, out, x, error);

@@ -1315,6 +1315,10 @@ static gboolean probe_cfg(const char *const *cfg, const char *user, GError **err
 static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *per_step_flows,
                             gboolean *actors, GError **error)
 {
+  double size;
+  if (g_str_has_prefix(item, "trainsim/max-memory:") &&
+      ts_parse_size(item + strlen("trainsim/max-memory:"), &size))
+    return TRUE; /* read by ts_simgrid_preflight, before the replay */
   if (strcmp(item, "trainsim/simgrid-mode:driver") == 0 ||
       strcmp(item, "trainsim/simgrid-mode:actors") == 0) {
     *actors = g_str_has_suffix(item, ":actors");
@@ -1334,7 +1338,8 @@ static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *p
               "--cfg '%s': expected trainsim/collective-steps:sync (every member of a collective "
               "waits for the whole step, the default) or :async, or "
               "trainsim/collective-flows:merged (alike steps as one flow per peer, the default) "
-              "or :per-step, or trainsim/simgrid-mode:driver (no actors, the default) or :actors",
+              "or :per-step, or trainsim/simgrid-mode:driver (no actors, the default) or :actors, "
+              "or trainsim/max-memory:SIZE",
               item);
   return FALSE;
 }
@@ -1658,4 +1663,110 @@ gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_pa
     *summary = ts_link_report_summary(rows, top);
   g_ptr_array_unref(rows);
   return ok;
+}
+
+/* ---- cost estimate before a run ---- */
+
+/* Resident bytes per item, measured on this build (bench/RESULTS.md, "SimGrid at scale"):
+ * process and libraries; a host with its CPU model; a one-direction link with its max-min
+ * constraint; an op of one rank in the replay engine (its state and its share of the trace);
+ * a flow in flight (comm, network action, max-min variable, route, records); a transfer of
+ * a cached collective decomposition. */
+#define EST_BASE_BYTES 40e6
+#define EST_HOST_BYTES 1500.0
+#define EST_LINK_BYTES 800.0
+#define EST_OP_BYTES 48.0
+#define EST_FLOW_BYTES 2500.0
+#define EST_PLAN_XFER_BYTES 24.0
+
+static double available_memory(void)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL))
+    return 0;
+  const char *p = strstr(text, "MemAvailable:");
+  return p != NULL ? g_ascii_strtod(p + strlen("MemAvailable:"), NULL) * 1024.0 : 0;
+}
+
+/* Transfers per member per step of a collective (merged: a pair exchanges one message). */
+static int peers_per_member(const ts_op *op, int n)
+{
+  if (op->coll == TS_COLL_ALLTOALL || op->algo == TS_ALGO_DIRECT)
+    return n - 1;
+  return MIN(n - 1, 2);
+}
+
+void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              ts_simgrid_estimate *out)
+{
+  memset(out, 0, sizeof *out);
+  out->hosts = t->nchips;
+  gint64 links = 0;
+  for (int d = 0; d < t->ndims; d++)
+    links += (gint64)t->nchips * 2;
+  out->links = (int)MIN(links, G_MAXINT);
+  /* Ops: every rank runs its program. */
+  gint64 *per_program = g_new0(gint64, tr->nprograms > 0 ? tr->nprograms : 1);
+  int peers = 1;
+  double plan_xfers = 0;
+  for (int p = 0; p < tr->nprograms; p++) {
+    const ts_program *pr = &tr->programs[p];
+    per_program[p] = pr->nops;
+    for (int i = 0; i < pr->nops; i++) {
+      const ts_op *op = &pr->ops[i];
+      if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
+        continue;
+      const ts_group *g = g_ptr_array_index(tr->groups, op->group);
+      int n = ts_trace_group_size(g);
+      int k = peers_per_member(op, n);
+      peers = MAX(peers, k);
+      /* A decomposition: 2(size - 1) steps of n transfers per piece (rings, tori). */
+      double steps = 0;
+      for (int q = 0; q < g->shape.npieces; q++)
+        steps += 2.0 * (g->shape.p[q].size - 1);
+      if (g->shape.npieces == 0)
+        steps = 2.0 * (n - 1);
+      plan_xfers = MAX(plan_xfers, steps * n * k);
+    }
+  }
+  for (int r = 0; r < tr->nranks; r++) {
+    int p = ts_trace_program_of(tr, r);
+    if (p >= 0 && p < tr->nprograms)
+      out->ops += per_program[p];
+  }
+  g_free(per_program);
+  out->flows_at_once = (gint64)tr->nranks * (peers + 1);
+  double plan = MIN(plan_xfers * EST_PLAN_XFER_BYTES, (double)PLAN_CACHE_BYTES);
+  out->memory_bytes = EST_BASE_BYTES + out->hosts * EST_HOST_BYTES + out->links * EST_LINK_BYTES +
+                      out->ops * EST_OP_BYTES + out->flows_at_once * EST_FLOW_BYTES + plan;
+  out->available_bytes = available_memory();
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
+    if (g_str_has_prefix(cfg[i], "trainsim/max-memory:") &&
+        !ts_parse_size(cfg[i] + strlen("trainsim/max-memory:"), &out->max_memory_bytes))
+      out->max_memory_bytes = -1;
+}
+
+gboolean ts_simgrid_preflight(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              GError **error)
+{
+  ts_simgrid_estimate e;
+  ts_simgrid_estimate_cost(tr, t, cfg, &e);
+  if (e.max_memory_bytes < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--cfg trainsim/max-memory: expected a size in bytes, e.g. 8GiB");
+    return FALSE;
+  }
+  double limit = e.max_memory_bytes > 0 ? e.max_memory_bytes : e.available_bytes;
+  if (limit <= 0 || e.memory_bytes <= limit)
+    return TRUE;
+  char need[32], have[32];
+  g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+              "the simgrid replay would need about %s (%d hosts, %d links, %" G_GINT64_FORMAT
+              " ops, up to %" G_GINT64_FORMAT " flows at once), over %s %s; set --cfg "
+              "trainsim/max-memory:SIZE above the estimate to run it anyway",
+              ts_fmt_bytes(need, sizeof need, e.memory_bytes), e.hosts, e.links, e.ops,
+              e.flows_at_once,
+              e.max_memory_bytes > 0 ? "--cfg trainsim/max-memory" : "the available",
+              ts_fmt_bytes(have, sizeof have, limit));
+  return FALSE;
 }

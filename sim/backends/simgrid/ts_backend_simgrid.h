@@ -82,6 +82,31 @@ char *ts_link_report_summary(const GPtrArray *rows, int top);
 gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_path, int top,
                                          char **summary, GError **error);
 
+/** What a simgrid replay of a trace will need, estimated before it starts. */
+typedef struct {
+  int hosts, links;        /* the platform */
+  gint64 ops;              /* ops replayed, every rank */
+  gint64 flows_at_once;    /* bound on concurrent flows (largest collective step on every rank) */
+  double memory_bytes;     /* expected peak resident memory of the replay process */
+  double available_bytes;  /* the machine's available memory (MemAvailable), 0 if unknown */
+  double max_memory_bytes; /* --cfg trainsim/max-memory:SIZE, 0 if not given */
+} ts_simgrid_estimate;
+
+/**
+ * Estimates the cost of replaying tr on t with the simgrid backend (cfg: the --cfg items, for
+ * trainsim/max-memory). Cheap: one pass over the trace's programs.
+ */
+void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              ts_simgrid_estimate *out);
+
+/**
+ * Refuses (FALSE, TS_ERROR_INVALID: one line with the estimate and the option that overrides
+ * it) a replay whose estimated memory exceeds --cfg trainsim/max-memory:SIZE, or the available
+ * memory when that is not given; TS_ERROR_INPUT for a bad SIZE.
+ */
+gboolean ts_simgrid_preflight(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              GError **error);
+
 G_END_DECLS
 
 #endif
