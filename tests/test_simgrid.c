@@ -1142,3 +1142,117 @@ Test(estimate, refusal_is_one_line_exit_2)
   g_free(out);
   g_free(err);
 }
+
+/* ---- symmetry collapse ---- */
+
+/* tr with collapse on (through the backend API) and off: *broken gets whether the collapsed
+ * run stopped on a broken symmetry; returns the collapsed step (or -1) and the full one. */
+static double collapsed_and_full(const ts_topo *t, const ts_trace *tr, gboolean *broken,
+                                 double *full, gint64 *flows_c, gint64 *flows_f)
+{
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_backend_simgrid_set_collapse(b, TRUE));
+  char *msg = NULL;
+  double c = replay(tr, b, &msg);
+  *broken = ts_backend_simgrid_symmetry_broken(b);
+  *flows_c = ts_backend_simgrid_flows(b);
+  g_free(msg);
+  cr_assert_not(ts_backend_simgrid_set_collapse(b, FALSE));
+  *full = replay(tr, b, NULL);
+  *flows_f = ts_backend_simgrid_flows(b);
+  ts_backend_free(b);
+  return c;
+}
+
+Test(symmetry, torus_allreduce_collapses_exactly)
+{
+  /* 2D torus all-reduce on 8x8: X steps on row 0, Y steps on column 0, the rest images. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, 256e6, 1);
+  gboolean broken;
+  double full;
+  gint64 fc, ff;
+  double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
+  cr_expect_not(broken);
+  cr_expect(fabs(c - full) <= 1e-12 * full, "collapsed %.17g s, full %.17g s", c, full);
+  /* 3 runs x 128 flows in full; one line of 8 members (16 flows) per run collapsed. */
+  cr_expect_eq(ff, 3 * 128);
+  cr_expect_eq(fc, 3 * 16);
+}
+
+Test(symmetry, crossing_flow_breaks_it)
+{
+  /* The same all-reduce while a ring all-reduce runs on one row: its flows cross links of the
+   * X steps' images (rows 1-7 are not images of row 0 any more). The collapsed run stops
+   * broken; the full replay is what counts. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  /* Axes: x symmetric, y asymmetric (a program per row, so row 5 can differ). */
+  ts_group_shape gx = one_piece(0, 8, 1), gy = one_piece(1, 8, 1);
+  int ax = ts_trace_add_axis(tr, "x", 8, TRUE, &gx);
+  int ay = ts_trace_add_axis(tr, "y", 8, FALSE, &gy);
+  int both[] = {ax, ay};
+  int g_all = ts_trace_group(tr, both, 2);
+  int g_row = ts_trace_group(tr, &ax, 1);
+  ts_trace_set_programs(tr, 8);
+  for (int p = 0; p < 8; p++) {
+    ts_op op = {0};
+    op.kind = TS_OP_COLL;
+    op.cat = TS_CAT_COMM_DP;
+    op.label = ts_trace_label(tr, "grad");
+    op.bytes = 256e6;
+    op.coll = TS_COLL_ALLREDUCE;
+    op.algo = TS_ALGO_TORUS;
+    op.group = g_all;
+    ts_trace_append(tr, p, &op, NULL, 0);
+    if (p == 5) {
+      op.stream = 1;
+      op.label = ts_trace_label(tr, "row");
+      op.algo = TS_ALGO_RING;
+      op.group = g_row;
+      ts_trace_append(tr, p, &op, NULL, 0);
+    }
+  }
+  gboolean broken;
+  double full;
+  gint64 fc, ff;
+  double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
+  cr_expect(broken);
+  cr_expect(c < 0, "a broken collapsed run reports no step (%g)", c);
+  cr_expect(full > 0);
+}
+
+Test(symmetry, planner_steps_collapsed_equal_full)
+{
+  /* Through ts_run (collapse on by default, the full replay when it breaks): ResNet-50
+   * data-parallel (2D torus all-reduces alone: collapsed, fewer flows) and BERT-base with
+   * gradients crossing tensor-parallel links (broken: replayed in full, same flows). */
+  const char *const steps[][4] = {{"resnet50", "tpu-v3-8x8", "dp=64", "1024"},
+                                  {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", "64"}};
+  for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
+    ts_result r[2] = {{0}, {0}};
+    const char *collapse[] = {"trainsim/symmetry:collapse", NULL};
+    const char *full[] = {"trainsim/symmetry:full", NULL};
+    gint64 batch = g_ascii_strtoll(steps[i][3], NULL, 10);
+    predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", collapse, &r[0]);
+    predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", full, &r[1]);
+    cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
+              "%s %s: collapsed %.17g s, full %.17g s", steps[i][0], steps[i][2], r[0].step_time_s,
+              r[1].step_time_s);
+    if (i == 0)
+      cr_expect(r[0].flows * 4 <= r[1].flows,
+                "collapsed %" G_GINT64_FORMAT " flows, full %" G_GINT64_FORMAT, r[0].flows,
+                r[1].flows);
+    else
+      cr_expect_eq(r[0].flows, r[1].flows, "broken symmetry: the full replay's flows");
+    ts_result_clear(&r[0]);
+    ts_result_clear(&r[1]);
+  }
+}

@@ -46,12 +46,23 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
   if (b == NULL)
     return FALSE;
   /* A degraded array's groups and chips are no longer alike: replay every rank too. */
-  ts_replay *r = ts_replay_new(tr, b,
-                               kind->full_replay || ro->full || ts_degrade_needs_full(t)
-                                   ? TS_REPLAY_FULL
-                                   : TS_REPLAY_COLLAPSED);
+  ts_replay_mode mode = kind->full_replay || ro->full || ts_degrade_needs_full(t)
+                            ? TS_REPLAY_FULL
+                            : TS_REPLAY_COLLAPSED;
+  ts_replay *r = ts_replay_new(tr, b, mode);
   ts_replay_keep_spans(r, ro->timeline);
+  /* SimGrid: symmetric collective steps on one line of members, the others as its images,
+   * unless a flow crosses their links; then the whole replay again, every flow simulated. */
+  gboolean collapsed = ts_backend_is_simgrid(b) && ts_backend_simgrid_set_collapse(b, TRUE);
   gboolean ok = ts_replay_run(r, out, error);
+  if (!ok && collapsed && ts_backend_simgrid_symmetry_broken(b)) {
+    g_clear_error(error);
+    ts_replay_free(r);
+    ts_backend_simgrid_set_collapse(b, FALSE);
+    r = ts_replay_new(tr, b, mode);
+    ts_replay_keep_spans(r, ro->timeline);
+    ok = ts_replay_run(r, out, error);
+  }
   if (ok && ro->timeline && x != NULL) {
     const GArray *spans = ts_replay_spans(r);
     x->spans = g_array_sized_new(FALSE, FALSE, sizeof(ts_span), spans->len);

@@ -86,6 +86,13 @@ typedef struct {
    * one; 1 everywhere with trainsim/collective-flows:per-step. */
   int *run;
   int users; /* running activities using it; unused ones may be evicted */
+  /* Symmetry (driver mode, synchronous steps): sym[s] = the group piece along which every
+   * transfer of the run starting at step s moves, when the members of each line of that piece
+   * send the same bytes to the same relative peers as the line of member 0 (their images under
+   * a shift of the other pieces), or -1. NULL when the group has fewer than two pieces on
+   * distinct dimensions. radix[k]: members per step of piece k's coordinate. */
+  int *sym;
+  int radix[TS_MAX_DIMS], size[TS_MAX_DIMS];
   gsize mem; /* bytes held */
 } plan_index;
 
@@ -112,10 +119,11 @@ struct job {
   /* Driver mode (no actors): a collective's members, their chips and progress. */
   struct dmember *dm;
   int *chips;
-  int arrived; /* members done with the current step (synchronous steps) */
-  int cur;     /* the step the members are in (synchronous steps) */
-  int ndone;   /* members done with every step */
-  double rem;  /* COMPUTE: work left, in seconds at full speed (processor sharing) */
+  int arrived;    /* members done with the current step (synchronous steps) */
+  int cur;        /* the step the members are in (synchronous steps) */
+  int ndone;      /* members done with every step */
+  double rem;     /* COMPUTE: work left, in seconds at full speed (processor sharing) */
+  GArray *claims; /* links claimed by the current collapsed step (int) */
 };
 
 /* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
@@ -151,6 +159,11 @@ struct sgb {
   double *host_clock; /* per chip: when its host has launched every op so far (ts_cost_issue) */
   gboolean actors;    /* trainsim/simgrid-mode:actors (one share per member on worker actors) */
   struct dcpu *cpu;   /* driver mode, per chip: computes sharing the chip */
+  /* Symmetry collapse (driver mode): collapse_cfg from trainsim/symmetry (default on), collapse
+   * as set for this run (ts_backend_simgrid_set_collapse), sym_broken once a flow crossed a
+   * collapsed step's links. Per link: flows in flight (real) and collapsed steps claiming it. */
+  gboolean collapse_cfg, collapse, sym_broken;
+  int *lreal, *lclaim;
 };
 
 /* Driver mode: the computes running on one chip, sharing it equally (processor sharing, as
@@ -413,6 +426,8 @@ static void job_free(job *j)
     j->pi->users--;
   g_free(j->dm);
   g_free(j->chips);
+  if (j->claims != NULL)
+    g_array_unref(j->claims);
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -556,13 +571,120 @@ static void spawn(sgb *b, job *j)
  * per-member actor, its stack, its context switches and its mailboxes. */
 
 static void d_member_begin(job *j, int m, int s);
+static gboolean d_collapsed(const job *j, int s);
+static void d_claim(job *j, int s);
 
-/* One flow of a collective (member m to member p) or a send (m = 0, p = 1). */
+/* Synchronous steps: every member enters step s (nsteps: the end). A collapsed step starts
+ * only its representatives (the line of member 0 along its piece); their images are claimed,
+ * not simulated. The last begin may end the job: nothing of j is read after it. */
+static void d_enter_step(job *j, int s)
+{
+  const plan_index *pi = j->pi;
+  j->cur = s;
+  j->arrived = 0;
+  if (d_collapsed(j, s)) {
+    d_claim(j, s);
+    int k = pi->sym[s], size = pi->size[k], radix = pi->radix[k];
+    for (int c = 0; c < size; c++)
+      d_member_begin(j, c * radix, s);
+    return;
+  }
+  int n = pi->n;
+  for (int m = 0; m < n; m++)
+    d_member_begin(j, m, s);
+}
+
+/* One flow of a collective (member m to member p, step s) or a send (m = 0, p = 1, s = -1),
+ * with its route. */
 typedef struct {
   job *j;
-  int m, p;
+  int m, p, s;
   double bytes, lead;
+  int nroute;
+  int route[];
 } dflow;
+
+static gboolean d_collapsed(const job *j, int s)
+{
+  return j->b->collapse && j->pi != NULL && j->pi->sym != NULL && s >= 0 && s < j->pi->nsteps &&
+         j->pi->sym[s] >= 0;
+}
+
+/* A flow crossed links of a collapsed step that only its images would use, or another flow's:
+ * the collapsed replay is no longer exact. It stops (activities drain unreported) and the
+ * caller replays again without collapsing (ts_backend_simgrid_symmetry_broken). */
+static void d_break(sgb *b)
+{
+  if (b->sym_broken)
+    return;
+  b->sym_broken = TRUE;
+  if (b->error == NULL)
+    b->error = g_error_new(TS_ERROR, TS_ERROR_BACKEND,
+                           "symmetry broken: a flow crossed the links of a collapsed collective "
+                           "step (replay with trainsim/symmetry:full)");
+}
+
+static void d_links_alloc(sgb *b)
+{
+  if (b->lreal == NULL) {
+    int n = MAX(ts_platform_nlinks(b->plat), 1);
+    b->lreal = g_new0(int, n);
+    b->lclaim = g_new0(int, n);
+  }
+}
+
+/* Shifts of the other pieces (members with piece k's coordinate 0, but 0 itself). */
+static GArray *d_shifts(const plan_index *pi, int k)
+{
+  GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int r = 1; r < pi->n; r++)
+    if ((r / pi->radix[k]) % pi->size[k] == 0)
+      g_array_append_val(v, r);
+  return v;
+}
+
+/* Claims every link the collapsed step s would use: its representatives' routes and their
+ * images'. A link already in use, or claimed, breaks the symmetry. */
+static void d_claim(job *j, int s)
+{
+  sgb *b = j->b;
+  const plan_index *pi = j->pi;
+  int k = pi->sym[s];
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w;
+  d_links_alloc(b);
+  if (j->claims == NULL)
+    j->claims = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) shifts = d_shifts(pi, k);
+  g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  for (int c = 0; c < pi->size[k]; c++) {
+    int m = c * pi->radix[k];
+    for (int i = oo[m]; i < oo[m + 1]; i++) {
+      int p = pi->out_peer[i];
+      for (guint x = 0; x <= shifts->len; x++) {
+        int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
+        g_array_set_size(route, 0);
+        ts_platform_route(b->plat, j->chips[m + r], j->chips[p + r], route);
+        for (guint q = 0; q < route->len; q++) {
+          int l = g_array_index(route, int, q);
+          if (b->lreal[l] > 0 || b->lclaim[l] > 0)
+            d_break(b);
+          b->lclaim[l]++;
+          g_array_append_val(j->claims, l);
+        }
+      }
+    }
+  }
+}
+
+static void d_release(job *j)
+{
+  if (j->claims == NULL)
+    return;
+  for (guint q = 0; q < j->claims->len; q++)
+    j->b->lclaim[g_array_index(j->claims, int, q)]--;
+  g_array_set_size(j->claims, 0);
+}
 
 static void d_job_end_cb(void *data)
 {
@@ -591,23 +713,38 @@ static void d_step_done(job *j, int m)
     d_member_begin(j, m, s + pi->run[s]);
     return;
   }
-  if (++j->arrived < pi->n)
+  int expected = d_collapsed(j, j->cur) ? pi->size[pi->sym[j->cur]] : pi->n;
+  if (++j->arrived < expected)
     return;
   /* Everyone is through the step (the barrier): all go on to the next one. */
-  j->arrived = 0;
-  int next = j->cur + pi->run[j->cur];
-  j->cur = next;
-  for (int k = 0; k < pi->n; k++)
-    d_member_begin(j, k, next);
+  d_release(j);
+  d_enter_step(j, j->cur + pi->run[j->cur]);
 }
 
 static void d_flow_done(void *data, double start_s, double end_s)
 {
   dflow *f = data;
   job *j = f->j;
-  int src = j->chips != NULL ? j->chips[f->m] : j->act.chip;
-  int dst = j->chips != NULL ? j->chips[f->p] : j->act.peer;
-  account(j, src, &dst, &f->bytes, 1, &start_s, &end_s, f->lead);
+  sgb *b = j->b;
+  int label = label_of(b, &j->act);
+  double s0 = start_s - f->lead - b->t0, e0 = end_s - b->t0;
+  for (int q = 0; q < f->nroute; q++) {
+    b->lreal[f->route[q]]--;
+    acc_flow(b, f->route[q], label, f->bytes, s0, e0);
+  }
+  b->flows++;
+  if (d_collapsed(j, f->s)) {
+    /* The images of a collapsed flow: same bytes, same interval, their own links. */
+    g_autoptr(GArray) shifts = d_shifts(j->pi, j->pi->sym[f->s]);
+    g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+    for (guint x = 0; x < shifts->len; x++) {
+      int r = g_array_index(shifts, int, x);
+      g_array_set_size(route, 0);
+      ts_platform_route(b->plat, j->chips[f->m + r], j->chips[f->p + r], route);
+      for (guint q = 0; q < route->len; q++)
+        acc_flow(b, g_array_index(route, int, q), label, f->bytes, s0, e0);
+    }
+  }
   if (j->act.kind != TS_OP_COLL) {
     g_free(f);
     job_end(j);
@@ -625,10 +762,23 @@ static void d_flow_done(void *data, double start_s, double end_s)
 static void d_flow(job *j, int m, int p, double bytes, double lead)
 {
   sgb *b = j->b;
-  dflow *f = g_new(dflow, 1);
-  *f = (dflow){j, m, p, bytes, lead};
   int src = j->chips != NULL ? j->chips[m] : j->act.chip;
   int dst = j->chips != NULL ? j->chips[p] : j->act.peer;
+  d_links_alloc(b);
+  GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  ts_platform_route(b->plat, src, dst, route);
+  dflow *f = g_malloc(sizeof *f + sizeof(int) * route->len);
+  int s = j->act.kind == TS_OP_COLL ? j->dm[m].posted : -1;
+  *f = (dflow){j, m, p, s, bytes, lead, (int)route->len};
+  gboolean own = d_collapsed(j, s); /* on links its step claimed */
+  for (guint q = 0; q < route->len; q++) {
+    int l = g_array_index(route, int, q);
+    f->route[q] = l;
+    if (!own && b->lclaim[l] > 0)
+      d_break(b);
+    b->lreal[l]++;
+  }
+  g_array_unref(route);
   ts_sg_flow_start(ts_platform_host(b->plat, src), ts_platform_host(b->plat, dst), bytes,
                    d_flow_done, f);
 }
@@ -719,10 +869,14 @@ static void d_member_begin(job *j, int m, int s)
 static void d_coll_go(void *data)
 {
   job *j = data;
-  /* The last member's begin may end the job (a collective with nothing to move). */
-  int n = j->pi->n;
-  for (int m = 0; m < n; m++)
-    d_member_begin(j, m, 0);
+  if (j->b->async_steps) {
+    /* The last member's begin may end the job (a collective with nothing to move). */
+    int n = j->pi->n;
+    for (int m = 0; m < n; m++)
+      d_member_begin(j, m, 0);
+  } else {
+    d_enter_step(j, 0);
+  }
 }
 
 /* ---- processor sharing of a chip between computes ---- */
@@ -862,6 +1016,7 @@ static void plan_index_free(gpointer data)
   g_free(pi->in_off);
   g_free(pi->in_peer);
   g_free(pi->run);
+  g_free(pi->sym);
   g_free(pi);
 }
 
@@ -1017,6 +1172,65 @@ static void plan_index_runs(plan_index *pi, gboolean merge)
   pi->mem += sizeof(int) * (gsize)pi->nsteps;
 }
 
+/* Member m's coordinate along piece k. */
+static int piece_coord(const plan_index *pi, int m, int k)
+{
+  return (m / pi->radix[k]) % pi->size[k];
+}
+
+/* Fills pi->sym (see plan_index). The check is exact on the decomposition: a step is
+ * symmetric when every transfer changes one coordinate, the same piece for all, and every
+ * member's sends equal those of its line's representative (the member with every other
+ * coordinate 0) shifted, peer for peer and byte for byte, and likewise its receives. */
+static void plan_index_symmetry(plan_index *pi, const ts_group_shape *g)
+{
+  if (g->npieces < 2)
+    return;
+  for (int a = 0; a < g->npieces; a++)
+    for (int c = a + 1; c < g->npieces; c++)
+      if (g->p[a].dim == g->p[c].dim)
+        return;
+  int r = 1;
+  for (int k = 0; k < g->npieces; k++) {
+    pi->radix[k] = r;
+    pi->size[k] = g->p[k].size;
+    r *= g->p[k].size;
+  }
+  const gsize w = (gsize)pi->n + 1;
+  pi->sym = g_new(int, pi->nsteps > 0 ? pi->nsteps : 1);
+  for (int s = 0; s < pi->nsteps; s++) {
+    pi->sym[s] = -1;
+    if (pi->run[s] == 0)
+      continue;
+    const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+    int piece = -1;
+    gboolean ok = oo[pi->n] > oo[0];
+    for (int m = 0; m < pi->n && ok; m++)
+      for (int i = oo[m]; i < oo[m + 1] && ok; i++) {
+        int p = pi->out_peer[i], moved = -1;
+        for (int k = 0; k < g->npieces && ok; k++)
+          if (piece_coord(pi, m, k) != piece_coord(pi, p, k)) {
+            ok = moved < 0;
+            moved = k;
+          }
+        ok = ok && moved >= 0 && (piece < 0 || piece == moved);
+        piece = moved;
+      }
+    for (int m = 0; m < pi->n && ok; m++) {
+      int rep = piece_coord(pi, m, piece) * pi->radix[piece], shift = m - rep;
+      ok = oo[m + 1] - oo[m] == oo[rep + 1] - oo[rep] && io[m + 1] - io[m] == io[rep + 1] - io[rep];
+      for (int i = 0; i < oo[m + 1] - oo[m] && ok; i++)
+        ok = pi->out_peer[oo[m] + i] == pi->out_peer[oo[rep] + i] + shift &&
+             pi->out_bytes[oo[m] + i] == pi->out_bytes[oo[rep] + i];
+      for (int i = 0; i < io[m + 1] - io[m] && ok; i++)
+        ok = pi->in_peer[io[m] + i] == pi->in_peer[io[rep] + i] + shift;
+    }
+    if (ok)
+      pi->sym[s] = piece;
+  }
+  pi->mem += sizeof(int) * (gsize)pi->nsteps;
+}
+
 static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
@@ -1069,6 +1283,8 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     for (int k = 0; k < pi->out_off[(gsize)pi->nsteps * (pi->n + 1)]; k++)
       pi->out_bytes[k] /= frac;
   plan_index_runs(pi, !b->per_step_flows);
+  if (!list)
+    plan_index_symmetry(pi, g);
   pi->users = 1;
   GHashTableIter it;
   gpointer k, v;
@@ -1212,6 +1428,8 @@ static void sgb_free(ts_backend *bk)
     g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
   g_free(b->idle);
   g_free(b->host_clock);
+  g_free(b->lreal);
+  g_free(b->lclaim);
   if (b->cpu != NULL) {
     for (int c = 0; c < b->topo->nchips; c++)
       g_ptr_array_unref(b->cpu[c].running);
@@ -1319,6 +1537,9 @@ static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *p
   if (g_str_has_prefix(item, "trainsim/max-memory:") &&
       ts_parse_size(item + strlen("trainsim/max-memory:"), &size))
     return TRUE; /* read by ts_simgrid_preflight, before the replay */
+  if (strcmp(item, "trainsim/symmetry:collapse") == 0 ||
+      strcmp(item, "trainsim/symmetry:full") == 0)
+    return TRUE; /* read below */
   if (strcmp(item, "trainsim/simgrid-mode:driver") == 0 ||
       strcmp(item, "trainsim/simgrid-mode:actors") == 0) {
     *actors = g_str_has_suffix(item, ":actors");
@@ -1339,7 +1560,7 @@ static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *p
               "waits for the whole step, the default) or :async, or "
               "trainsim/collective-flows:merged (alike steps as one flow per peer, the default) "
               "or :per-step, or trainsim/simgrid-mode:driver (no actors, the default) or :actors, "
-              "or trainsim/max-memory:SIZE",
+              "or trainsim/symmetry:collapse (the default) or :full, or trainsim/max-memory:SIZE",
               item);
   return FALSE;
 }
@@ -1465,6 +1686,10 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   b->async_steps = async_steps;
   b->per_step_flows = per_step_flows;
   b->actors = actors;
+  b->collapse_cfg = TRUE;
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
+    if (g_str_has_prefix(cfg[i], "trainsim/symmetry:"))
+      b->collapse_cfg = strcmp(cfg[i], "trainsim/symmetry:collapse") == 0;
   b->queue = g_ptr_array_new();
   b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
   b->acc = g_new0(link_acc, ts_platform_nlinks(b->plat) > 0 ? ts_platform_nlinks(b->plat) : 1);
@@ -1502,6 +1727,27 @@ const ts_platform *ts_backend_simgrid_platform(const ts_backend *b)
 {
   sgb *s = ctx_of(b);
   return s != NULL ? s->plat : NULL;
+}
+
+gboolean ts_backend_simgrid_set_collapse(ts_backend *bk, gboolean on)
+{
+  sgb *b = ctx_of(bk);
+  if (b == NULL)
+    return FALSE;
+  /* Exact only where images behave alike: synchronous steps (a step ends for every line when
+   * the slowest ends), links that are images of each other (no shared ports, no dead links,
+   * no twisted wrap-around), the driver (actor mode runs every member). */
+  b->collapse = on && b->collapse_cfg && !b->actors && !b->async_steps &&
+                !ts_degrade_needs_full(b->topo) && !ts_topo_twisted(b->topo) &&
+                !ts_platform_shared_ports(b->plat);
+  b->sym_broken = FALSE;
+  return b->collapse;
+}
+
+gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *bk)
+{
+  sgb *b = ctx_of(bk);
+  return b != NULL && b->sym_broken;
 }
 
 /* ---- link report ---- */

@@ -39,6 +39,21 @@ gint64 ts_backend_simgrid_flows(const ts_backend *b);
 /** The platform (borrowed). */
 const ts_platform *ts_backend_simgrid_platform(const ts_backend *b);
 
+/**
+ * Symmetry collapse for the next runs (driver mode): a collective step in which every line
+ * of the group along one piece sends the images of the first line's flows is simulated on
+ * that line only, the others accounted as its images (exact: see docs/backends.md). Off
+ * unless set; trainsim/symmetry:full keeps it off. Returns whether it is on (it stays off for
+ * actor mode, asynchronous steps, shared ports, dead links and twisted tori).
+ */
+gboolean ts_backend_simgrid_set_collapse(ts_backend *b, gboolean on);
+
+/**
+ * After a failed run: whether it failed because a flow crossed a collapsed step's links (the
+ * symmetry did not hold). Replay again with collapse off.
+ */
+gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *b);
+
 /** Load of one link over the last run. */
 typedef struct {
   int link;              /* index in the platform */
