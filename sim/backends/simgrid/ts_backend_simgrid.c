@@ -1,15 +1,15 @@
-/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts is run
- * by SimGrid actors on a platform built from the topology: a compute is an execution on the
- * chip's host; a send is a sender and a receiver exchanging one message; a collective has one
- * share per member, which runs the member's sends and receives of its decomposition, step
- * after step. Flows of concurrent activities share links under max-min fairness (CM02), so
- * contention emerges instead of being assumed away. Shares run on worker actors that are
- * reused (see worker_main).
+/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts becomes
+ * flows, executions and waits on a SimGrid platform built from the topology: a compute runs on
+ * the chip (computes of one chip share it), a send is one flow, a collective is its
+ * decomposition's flows, step after step. Flows of concurrent activities share links under
+ * max-min fairness (CM02), so contention emerges instead of being assumed away.
  *
- * Why actors per member and mailboxes rather than one driver sending host-to-host
- * (Comm::sendto_async): SimGrid 3.32 keeps every such detached comm in one list and removes a
- * finished one with std::list::remove (CommImpl::finish), so N concurrent flows cost O(N) each;
- * 8192 concurrent flows made that 4x slower than mailboxes (docs/backends.md, "Speed"). */
+ * Two ways to drive SimGrid, the same flows at the same times (docs/backends.md, "How a replay
+ * runs"): the driver (default) starts host-to-host flows and timers from SimGrid's own context
+ * and keeps processor sharing itself, with no actor at all; actor mode
+ * (trainsim/simgrid-mode:actors) runs each member's share on reused worker actors exchanging
+ * mailbox messages. In driver mode, collective steps whose lines of members are images of each
+ * other run on one line (symmetry collapse), until a flow crosses their links. */
 #include "ts_backend_simgrid.h"
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
