@@ -129,6 +129,16 @@ static gboolean apply_cfg(const char *item, GError **error)
                 "--cfg '%s': this SimGrid setting is not supported by trainsim", item);
     return FALSE;
   }
+  /* Parallel contexts run actors on several threads; the actor mode's shares update the
+   * backend's state without locks (measured: a crash), and the driver has no actor to run.
+   * docs/backends.md, "Speed". */
+  if (key == "contexts/nthreads" && value != "1") {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--cfg '%s': trainsim runs SimGrid on one thread (the driver has no actors to "
+                "run in parallel); expected contexts/nthreads:1",
+                item);
+    return FALSE;
+  }
   if (const char *const *allowed = allowed_values(key)) {
     std::string list;
     gboolean ok = FALSE;
