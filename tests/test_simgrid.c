@@ -626,7 +626,8 @@ Test(modes, planner_steps)
       {"gpt3-1.3b", "dgx-a100-4node", "tp=8@node,dp=4@net", "64"}};
   for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
     ts_result r[2] = {{0}, {0}};
-    const char *driver[] = {"trainsim/simgrid-mode:driver", NULL};
+    /* Every flow simulated in both (no collapse), so the flow counts compare too. */
+    const char *driver[] = {"trainsim/simgrid-mode:driver", "trainsim/symmetry:full", NULL};
     const char *actors[] = {"trainsim/simgrid-mode:actors", NULL};
     gint64 batch = g_ascii_strtoll(steps[i][3], NULL, 10);
     predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", driver, &r[0]);
@@ -1231,34 +1232,38 @@ Test(symmetry, crossing_flow_breaks_it)
 
 Test(symmetry, planner_steps_collapsed_equal_full)
 {
-  /* Through ts_run (collapse on by default, the full replay when it breaks): ResNet-50
-   * data-parallel (2D torus all-reduces alone: collapsed, fewer flows) and BERT-base with
-   * gradients crossing tensor-parallel links (broken: replayed in full, same flows). */
-  const char *const steps[][4] = {{"resnet50", "tpu-v3-8x8", "dp=64", "1024"},
-                                  {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", "64"}};
+  /* Through ts_run (collapse on by default, the full replay when it breaks). Collapsed:
+   * ResNet-50 data-parallel (2D torus steps on one line) and BERT-large tp@x, dp@y (one rank
+   * per class: the tensor-parallel rows and data-parallel columns of the other classes are
+   * images). Broken, replayed in full: BERT-base with gradients crossing tensor-parallel
+   * links, and a 1F1B pipeline whose stage sends share links with the images. */
+  const struct {
+    const char *model, *topo, *split;
+    gint64 batch;
+    gboolean collapses;
+  } steps[] = {{"resnet50", "tpu-v3-8x8", "dp=64", 1024, TRUE},
+               {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, TRUE},
+               {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, FALSE},
+               {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", 512, FALSE}};
   for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
     ts_result r[2] = {{0}, {0}};
     const char *collapse[] = {"trainsim/symmetry:collapse", NULL};
     const char *full[] = {"trainsim/symmetry:full", NULL};
-    gint64 batch = g_ascii_strtoll(steps[i][3], NULL, 10);
-    predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", collapse, &r[0]);
-    predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", full, &r[1]);
+    predict_cfg(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", collapse,
+                &r[0]);
+    predict_cfg(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", full,
+                &r[1]);
     cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
-              "%s %s: collapsed %.17g s, full %.17g s", steps[i][0], steps[i][2], r[0].step_time_s,
-              r[1].step_time_s);
-    if (i == 0)
+              "%s %s: collapsed %.17g s, full %.17g s", steps[i].model, steps[i].split,
+              r[0].step_time_s, r[1].step_time_s);
+    if (steps[i].collapses)
       cr_expect(r[0].flows * 4 <= r[1].flows,
-                "collapsed %" G_GINT64_FORMAT " flows, full %" G_GINT64_FORMAT, r[0].flows,
-                r[1].flows);
+                "%s: collapsed %" G_GINT64_FORMAT " flows, full %" G_GINT64_FORMAT, steps[i].split,
+                r[0].flows, r[1].flows);
     else
-      cr_expect_eq(r[0].flows, r[1].flows, "broken symmetry: the full replay's flows");
+      cr_expect_eq(r[0].flows, r[1].flows, "%s: broken symmetry, the full replay's flows",
+                   steps[i].split);
     ts_result_clear(&r[0]);
     ts_result_clear(&r[1]);
   }
-}
-
-Test(config, parallel_threads_refused, .init = cr_redirect_stderr)
-{
-  /* Actor mode crashed with contexts/nthreads:2 (shares update the backend without locks). */
-  expect_cfg_error("contexts/nthreads:2", "contexts/nthreads:1");
 }

@@ -45,21 +45,22 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
   ts_backend *b = kind->create(t, ro->sg_cfg, error);
   if (b == NULL)
     return FALSE;
+  /* SimGrid: with its symmetry collapse on, one rank per class and symmetric collective steps
+   * on one line of members, the others as images, unless a flow crosses their links; then the
+   * whole replay again, every rank and every flow simulated. */
+  gboolean collapsed = ts_backend_is_simgrid(b) && ts_backend_simgrid_set_collapse(b, TRUE);
   /* A degraded array's groups and chips are no longer alike: replay every rank too. */
-  ts_replay_mode mode = kind->full_replay || ro->full || ts_degrade_needs_full(t)
+  ts_replay_mode mode = (kind->full_replay && !collapsed) || ro->full || ts_degrade_needs_full(t)
                             ? TS_REPLAY_FULL
                             : TS_REPLAY_COLLAPSED;
   ts_replay *r = ts_replay_new(tr, b, mode);
   ts_replay_keep_spans(r, ro->timeline);
-  /* SimGrid: symmetric collective steps on one line of members, the others as its images,
-   * unless a flow crosses their links; then the whole replay again, every flow simulated. */
-  gboolean collapsed = ts_backend_is_simgrid(b) && ts_backend_simgrid_set_collapse(b, TRUE);
   gboolean ok = ts_replay_run(r, out, error);
   if (!ok && collapsed && ts_backend_simgrid_symmetry_broken(b)) {
     g_clear_error(error);
     ts_replay_free(r);
     ts_backend_simgrid_set_collapse(b, FALSE);
-    r = ts_replay_new(tr, b, mode);
+    r = ts_replay_new(tr, b, TS_REPLAY_FULL);
     ts_replay_keep_spans(r, ro->timeline);
     ok = ts_replay_run(r, out, error);
   }

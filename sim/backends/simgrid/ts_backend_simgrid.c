@@ -124,6 +124,10 @@ struct job {
   int ndone;      /* members done with every step */
   double rem;     /* COMPUTE: work left, in seconds at full speed (processor sharing) */
   GArray *claims; /* links claimed by the current collapsed step (int) */
+  /* Engine collapse: the activity's images on the symmetric axes outside its group, each a
+   * copy of its chips (nimg x nchips entries: members of a collective, or a send's two ends). */
+  int nimg;
+  int *img;
 };
 
 /* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
@@ -164,6 +168,10 @@ struct sgb {
    * collapsed step's links. Per link: flows in flight (real) and collapsed steps claiming it. */
   gboolean collapse_cfg, collapse, sym_broken;
   int *lreal, *lclaim;
+  /* The engine replays one rank per class (TS_REPLAY_COLLAPSED): every flow stands for its
+   * images on the other ranks of the class, claimed and accounted, never simulated. */
+  gboolean images;
+  const ts_trace *tr;
 };
 
 /* Driver mode: the computes running on one chip, sharing it equally (processor sharing, as
@@ -428,6 +436,7 @@ static void job_free(job *j)
   g_free(j->chips);
   if (j->claims != NULL)
     g_array_unref(j->claims);
+  g_free(j->img);
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -582,6 +591,8 @@ static void d_enter_step(job *j, int s)
   const plan_index *pi = j->pi;
   j->cur = s;
   j->arrived = 0;
+  if (j->nimg > 0 && s < pi->nsteps && !d_collapsed(j, s))
+    d_claim(j, s);
   if (d_collapsed(j, s)) {
     d_claim(j, s);
     int k = pi->sym[s], size = pi->size[k], radix = pi->radix[k];
@@ -643,35 +654,98 @@ static GArray *d_shifts(const plan_index *pi, int k)
   return v;
 }
 
+/* Chip of image c (0: the activity itself) of the activity's chip index i (a member, or a
+ * send's end 0 / 1). */
+static int d_img_chip(const job *j, int c, int i)
+{
+  if (c == 0)
+    return j->chips != NULL ? j->chips[i] : (i == 0 ? j->act.chip : j->act.peer);
+  int n = j->chips != NULL ? j->pi->n : 2;
+  return j->img[(gsize)(c - 1) * n + i];
+}
+
+static void d_claim_route(job *j, int src, int dst, GArray *route)
+{
+  sgb *b = j->b;
+  g_array_set_size(route, 0);
+  ts_platform_route(b->plat, src, dst, route);
+  if (j->claims == NULL)
+    j->claims = g_array_new(FALSE, FALSE, sizeof(int));
+  for (guint q = 0; q < route->len; q++) {
+    int l = g_array_index(route, int, q);
+    if (b->lreal[l] > 0 || b->lclaim[l] > 0)
+      d_break(b);
+    b->lclaim[l]++;
+    g_array_append_val(j->claims, l);
+  }
+}
+
+/* The engine's images of a collective or a send (TS_REPLAY_COLLAPSED): the same chips moved
+ * along every combination of the symmetric axes outside its group. */
+static void d_images(sgb *b, job *j)
+{
+  const ts_trace *tr = b->tr;
+  const ts_group *g = j->act.kind == TS_OP_COLL ? j->act.group : NULL;
+  if (g != NULL && g->members != NULL) {
+    d_break(b); /* an explicit member list has no images along axes */
+    return;
+  }
+  int axes[TS_MAX_AXES], nax = 0, count = 1;
+  for (int a = 0; a < tr->naxes; a++) {
+    gboolean in_group = FALSE;
+    for (int k = 0; g != NULL && k < g->naxes; k++)
+      in_group = in_group || g->axes[k] == a;
+    if (tr->axes[a].symmetric && !in_group && tr->axes[a].size > 1) {
+      axes[nax++] = a;
+      count *= tr->axes[a].size;
+    }
+  }
+  if (count <= 1)
+    return;
+  int n = j->chips != NULL ? j->pi->n : 2;
+  j->nimg = count - 1;
+  j->img = g_new(int, (gsize)j->nimg *n);
+  for (int c = 1; c < count; c++) {
+    for (int i = 0; i < n; i++) {
+      int chip = d_img_chip(j, 0, i), rest = c;
+      for (int k = 0; k < nax && chip >= 0; k++) {
+        int off = rest % tr->axes[axes[k]].size;
+        rest /= tr->axes[axes[k]].size;
+        if (off > 0)
+          chip = ts_trace_axis_neighbor(tr, chip, axes[k], off);
+      }
+      if (chip < 0) {
+        d_break(b);
+        chip = d_img_chip(j, 0, i);
+      }
+      j->img[(gsize)(c - 1) * n + i] = chip;
+    }
+  }
+}
+
 /* Claims every link the collapsed step s would use: its representatives' routes and their
  * images'. A link already in use, or claimed, breaks the symmetry. */
 static void d_claim(job *j, int s)
 {
   sgb *b = j->b;
   const plan_index *pi = j->pi;
-  int k = pi->sym[s];
   const gsize w = (gsize)pi->n + 1;
   const int *oo = pi->out_off + (gsize)s * w;
   d_links_alloc(b);
-  if (j->claims == NULL)
-    j->claims = g_array_new(FALSE, FALSE, sizeof(int));
-  g_autoptr(GArray) shifts = d_shifts(pi, k);
+  gboolean within = d_collapsed(j, s);
+  int k = within ? pi->sym[s] : 0;
+  g_autoptr(GArray) shifts = within ? d_shifts(pi, k) : g_array_new(FALSE, FALSE, sizeof(int));
   g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
-  for (int c = 0; c < pi->size[k]; c++) {
-    int m = c * pi->radix[k];
+  int nm = within ? pi->size[k] : pi->n;
+  for (int c = 0; c < nm; c++) {
+    int m = within ? c * pi->radix[k] : c;
     for (int i = oo[m]; i < oo[m + 1]; i++) {
       int p = pi->out_peer[i];
       for (guint x = 0; x <= shifts->len; x++) {
         int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
-        g_array_set_size(route, 0);
-        ts_platform_route(b->plat, j->chips[m + r], j->chips[p + r], route);
-        for (guint q = 0; q < route->len; q++) {
-          int l = g_array_index(route, int, q);
-          if (b->lreal[l] > 0 || b->lclaim[l] > 0)
-            d_break(b);
-          b->lclaim[l]++;
-          g_array_append_val(j->claims, l);
-        }
+        for (int e = 0; e <= j->nimg; e++)
+          if (within || e > 0) /* a step not collapsed simulates its own flows: unclaimed */
+            d_claim_route(j, d_img_chip(j, e, m + r), d_img_chip(j, e, p + r), route);
       }
     }
   }
@@ -733,20 +807,27 @@ static void d_flow_done(void *data, double start_s, double end_s)
     acc_flow(b, f->route[q], label, f->bytes, s0, e0);
   }
   b->flows++;
-  if (d_collapsed(j, f->s)) {
+  gboolean within = d_collapsed(j, f->s);
+  if (within || j->nimg > 0) {
     /* The images of a collapsed flow: same bytes, same interval, their own links. */
-    g_autoptr(GArray) shifts = d_shifts(j->pi, j->pi->sym[f->s]);
+    g_autoptr(GArray) shifts =
+        within ? d_shifts(j->pi, j->pi->sym[f->s]) : g_array_new(FALSE, FALSE, sizeof(int));
     g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
-    for (guint x = 0; x < shifts->len; x++) {
-      int r = g_array_index(shifts, int, x);
-      g_array_set_size(route, 0);
-      ts_platform_route(b->plat, j->chips[f->m + r], j->chips[f->p + r], route);
-      for (guint q = 0; q < route->len; q++)
-        acc_flow(b, g_array_index(route, int, q), label, f->bytes, s0, e0);
+    for (guint x = 0; x <= shifts->len; x++) {
+      int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
+      for (int e = 0; e <= j->nimg; e++) {
+        if (x == 0 && e == 0)
+          continue; /* the flow itself */
+        g_array_set_size(route, 0);
+        ts_platform_route(b->plat, d_img_chip(j, e, f->m + r), d_img_chip(j, e, f->p + r), route);
+        for (guint q = 0; q < route->len; q++)
+          acc_flow(b, g_array_index(route, int, q), label, f->bytes, s0, e0);
+      }
     }
   }
   if (j->act.kind != TS_OP_COLL) {
     g_free(f);
+    d_release(j);
     job_end(j);
     return;
   }
@@ -970,6 +1051,13 @@ static void d_launch(sgb *b, job *j)
     break;
   case TS_OP_SEND:
     if (j->nparts == 2) {
+      if (b->images) {
+        d_images(b, j);
+        d_links_alloc(b);
+        g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+        for (int e = 1; e <= j->nimg; e++)
+          d_claim_route(j, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route);
+      }
       d_flow(j, 0, 1, j->act.op->bytes, 0);
       return;
     }
@@ -983,6 +1071,8 @@ static void d_launch(sgb *b, job *j)
         j->dm[m] = (dmember){0, -1, 0, 0};
         j->chips[m] = ts_trace_group_chip(b->topo, j->act.group, j->act.chip, m);
       }
+      if (b->images)
+        d_images(b, j);
       if (j->pi->pre_s > 0)
         ts_sg_at(now + j->pi->pre_s, d_coll_go, j);
       else
@@ -1375,6 +1465,14 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
 {
   sgb *b = bk->ctx;
   b->r = r;
+  b->tr = ts_replay_trace(r);
+  b->images = b->collapse && ts_replay_get_mode(r) == TS_REPLAY_COLLAPSED;
+  if (ts_replay_get_mode(r) == TS_REPLAY_COLLAPSED && !b->images) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                "the simgrid backend replays one rank per class only with its symmetry "
+                "collapse on (driver mode, synchronous steps): replay every rank");
+    return FALSE;
+  }
   b->running = TRUE;
   b->t0 = ts_sg_clock();
   b->makespan = 0;
