@@ -1267,3 +1267,9 @@ Test(symmetry, planner_steps_collapsed_equal_full)
     ts_result_clear(&r[1]);
   }
 }
+
+Test(config, parallel_threads_refused, .init = cr_redirect_stderr)
+{
+  /* Actor mode crashed with contexts/nthreads:2 (shares update the backend without locks). */
+  expect_cfg_error("contexts/nthreads:2", "contexts/nthreads:1");
+}
