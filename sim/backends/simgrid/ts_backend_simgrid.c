@@ -87,11 +87,15 @@ typedef struct {
   int *run;
   int users; /* running activities using it; unused ones may be evicted */
   /* Symmetry (driver mode, synchronous steps): sym[s] = the group piece along which every
-   * transfer of the run starting at step s moves, when the members of each line of that piece
-   * send the same bytes to the same relative peers as the line of member 0 (their images under
-   * a shift of the other pieces), or -1. NULL when the group has fewer than two pieces on
-   * distinct dimensions. radix[k]: members per step of piece k's coordinate. */
+   * transfer of the run starting at step s moves, or -1. The lines of that piece (members
+   * differing only in its coordinate) are then link-disjoint; lines whose members send the
+   * same bytes to the same relative peers are images of one another, and line_rep[s][L] is the
+   * shift (member index of its first member) of the first line like line L: the class's
+   * representative, simulated, while the others are accounted as its images. NULL when the
+   * group has fewer than two pieces on distinct dimensions. radix[k]: members per step of piece
+   * k's coordinate; nlines[s]: lines of the step's piece. */
   int *sym;
+  int **line_rep;
   int radix[TS_MAX_DIMS], size[TS_MAX_DIMS];
   gsize mem; /* bytes held */
 } plan_index;
@@ -124,6 +128,7 @@ struct job {
   int ndone;      /* members done with every step */
   double rem;     /* COMPUTE: work left, in seconds at full speed (processor sharing) */
   GArray *claims; /* links claimed by the current collapsed step (int) */
+  int expect;     /* members simulated in the current collapsed step */
   /* Engine collapse: the activity's images on the symmetric axes outside its group, each a
    * copy of its chips (nimg x nchips entries: members of a collective, or a send's two ends). */
   int nimg;
@@ -580,6 +585,8 @@ static void spawn(sgb *b, job *j)
  * per-member actor, its stack, its context switches and its mailboxes. */
 
 static void d_member_begin(job *j, int m, int s);
+static int line_of(const plan_index *pi, int m, int k);
+static int line_shift(const plan_index *pi, int line, int k);
 static gboolean d_collapsed(const job *j, int s);
 static void d_claim(job *j, int s);
 
@@ -595,9 +602,17 @@ static void d_enter_step(job *j, int s)
     d_claim(j, s);
   if (d_collapsed(j, s)) {
     d_claim(j, s);
-    int k = pi->sym[s], size = pi->size[k], radix = pi->radix[k];
-    for (int c = 0; c < size; c++)
-      d_member_begin(j, c * radix, s);
+    int k = pi->sym[s], size = pi->size[k], radix = pi->radix[k], nlines = pi->n / size;
+    const int *lr = pi->line_rep[s];
+    j->expect = 0;
+    for (int l = 0; l < nlines; l++)
+      j->expect += lr[l] == l ? size : 0;
+    for (int l = 0; l < nlines; l++)
+      if (lr[l] == l) {
+        int r = line_shift(pi, l, k);
+        for (int c = 0; c < size; c++)
+          d_member_begin(j, c * radix + r, s);
+      }
     return;
   }
   int n = pi->n;
@@ -644,13 +659,18 @@ static void d_links_alloc(sgb *b)
   }
 }
 
-/* Shifts of the other pieces (members with piece k's coordinate 0, but 0 itself). */
-static GArray *d_shifts(const plan_index *pi, int k)
+/* The images of member m's line in collapsed step s: member index offsets from m's line to
+ * every other line of its class. */
+static GArray *d_shifts(const plan_index *pi, int s, int m)
 {
   GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
-  for (int r = 1; r < pi->n; r++)
-    if ((r / pi->radix[k]) % pi->size[k] == 0)
-      g_array_append_val(v, r);
+  int k = pi->sym[s], nlines = pi->n / pi->size[k], line = line_of(pi, m, k);
+  const int *lr = pi->line_rep[s];
+  for (int l = 0; l < nlines; l++)
+    if (l != line && lr[l] == line) {
+      int d = line_shift(pi, l, k) - line_shift(pi, line, k);
+      g_array_append_val(v, d);
+    }
   return v;
 }
 
@@ -732,23 +752,14 @@ static void d_claim(job *j, int s)
   const gsize w = (gsize)pi->n + 1;
   const int *oo = pi->out_off + (gsize)s * w;
   d_links_alloc(b);
-  gboolean within = d_collapsed(j, s);
-  int k = within ? pi->sym[s] : 0;
-  g_autoptr(GArray) shifts = within ? d_shifts(pi, k) : g_array_new(FALSE, FALSE, sizeof(int));
+  /* A collapsed step claims every transfer's route (its representatives' included: their own
+   * flows run there); the engine's images claim theirs. */
+  int e0 = d_collapsed(j, s) ? 0 : 1;
   g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
-  int nm = within ? pi->size[k] : pi->n;
-  for (int c = 0; c < nm; c++) {
-    int m = within ? c * pi->radix[k] : c;
-    for (int i = oo[m]; i < oo[m + 1]; i++) {
-      int p = pi->out_peer[i];
-      for (guint x = 0; x <= shifts->len; x++) {
-        int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
-        for (int e = 0; e <= j->nimg; e++)
-          if (within || e > 0) /* a step not collapsed simulates its own flows: unclaimed */
-            d_claim_route(j, d_img_chip(j, e, m + r), d_img_chip(j, e, p + r), route);
-      }
-    }
-  }
+  for (int m = 0; m < pi->n; m++)
+    for (int i = oo[m]; i < oo[m + 1]; i++)
+      for (int e = e0; e <= j->nimg; e++)
+        d_claim_route(j, d_img_chip(j, e, m), d_img_chip(j, e, pi->out_peer[i]), route);
 }
 
 static void d_release(job *j)
@@ -787,7 +798,7 @@ static void d_step_done(job *j, int m)
     d_member_begin(j, m, s + pi->run[s]);
     return;
   }
-  int expected = d_collapsed(j, j->cur) ? pi->size[pi->sym[j->cur]] : pi->n;
+  int expected = d_collapsed(j, j->cur) ? j->expect : pi->n;
   if (++j->arrived < expected)
     return;
   /* Everyone is through the step (the barrier): all go on to the next one. */
@@ -811,7 +822,7 @@ static void d_flow_done(void *data, double start_s, double end_s)
   if (within || j->nimg > 0) {
     /* The images of a collapsed flow: same bytes, same interval, their own links. */
     g_autoptr(GArray) shifts =
-        within ? d_shifts(j->pi, j->pi->sym[f->s]) : g_array_new(FALSE, FALSE, sizeof(int));
+        within ? d_shifts(j->pi, f->s, f->m) : g_array_new(FALSE, FALSE, sizeof(int));
     g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
     for (guint x = 0; x <= shifts->len; x++) {
       int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
@@ -1107,6 +1118,9 @@ static void plan_index_free(gpointer data)
   g_free(pi->in_peer);
   g_free(pi->run);
   g_free(pi->sym);
+  for (int k = 0; pi->line_rep != NULL && k < pi->nsteps; k++)
+    g_free(pi->line_rep[k]);
+  g_free(pi->line_rep);
   g_free(pi);
 }
 
@@ -1268,10 +1282,42 @@ static int piece_coord(const plan_index *pi, int m, int k)
   return (m / pi->radix[k]) % pi->size[k];
 }
 
-/* Fills pi->sym (see plan_index). The check is exact on the decomposition: a step is
- * symmetric when every transfer changes one coordinate, the same piece for all, and every
- * member's sends equal those of its line's representative (the member with every other
- * coordinate 0) shifted, peer for peer and byte for byte, and likewise its receives. */
+/* Line index of member m along piece k (its coordinates but k's, mixed radix) and back. */
+static int line_of(const plan_index *pi, int m, int k)
+{
+  return (m / (pi->radix[k] * pi->size[k])) * pi->radix[k] + m % pi->radix[k];
+}
+
+static int line_shift(const plan_index *pi, int line, int k)
+{
+  return (line / pi->radix[k]) * pi->radix[k] * pi->size[k] + line % pi->radix[k];
+}
+
+/* Whether line b's transfers in step s are line a's shifted (peer for peer, byte for byte). */
+static gboolean lines_alike(const plan_index *pi, int s, int k, int a, int b)
+{
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+  int ra = line_shift(pi, a, k), rb = line_shift(pi, b, k), shift = rb - ra;
+  for (int c = 0; c < pi->size[k]; c++) {
+    int ma = c * pi->radix[k] + ra, mb = c * pi->radix[k] + rb;
+    if (oo[mb + 1] - oo[mb] != oo[ma + 1] - oo[ma] || io[mb + 1] - io[mb] != io[ma + 1] - io[ma])
+      return FALSE;
+    for (int i = 0; i < oo[mb + 1] - oo[mb]; i++)
+      if (pi->out_peer[oo[mb] + i] != pi->out_peer[oo[ma] + i] + shift ||
+          pi->out_bytes[oo[mb] + i] != pi->out_bytes[oo[ma] + i])
+        return FALSE;
+    for (int i = 0; i < io[mb + 1] - io[mb]; i++)
+      if (pi->in_peer[io[mb] + i] != pi->in_peer[io[ma] + i] + shift)
+        return FALSE;
+  }
+  return TRUE;
+}
+
+/* Fills pi->sym and pi->line_rep (see plan_index). Exact on the decomposition: a step is
+ * symmetric when every transfer changes one coordinate, the same piece for all; its lines are
+ * then classed by their transfers (an unevenly divided buffer gives a few classes whose chunks
+ * differ by a byte), one representative per class. */
 static void plan_index_symmetry(plan_index *pi, const ts_group_shape *g)
 {
   if (g->npieces < 2)
@@ -1288,11 +1334,13 @@ static void plan_index_symmetry(plan_index *pi, const ts_group_shape *g)
   }
   const gsize w = (gsize)pi->n + 1;
   pi->sym = g_new(int, pi->nsteps > 0 ? pi->nsteps : 1);
+  pi->line_rep = g_new0(int *, pi->nsteps > 0 ? pi->nsteps : 1);
+  GArray *reps = g_array_new(FALSE, FALSE, sizeof(int));
   for (int s = 0; s < pi->nsteps; s++) {
     pi->sym[s] = -1;
     if (pi->run[s] == 0)
       continue;
-    const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+    const int *oo = pi->out_off + (gsize)s * w;
     int piece = -1;
     gboolean ok = oo[pi->n] > oo[0];
     for (int m = 0; m < pi->n && ok; m++)
@@ -1306,18 +1354,31 @@ static void plan_index_symmetry(plan_index *pi, const ts_group_shape *g)
         ok = ok && moved >= 0 && (piece < 0 || piece == moved);
         piece = moved;
       }
-    for (int m = 0; m < pi->n && ok; m++) {
-      int rep = piece_coord(pi, m, piece) * pi->radix[piece], shift = m - rep;
-      ok = oo[m + 1] - oo[m] == oo[rep + 1] - oo[rep] && io[m + 1] - io[m] == io[rep + 1] - io[rep];
-      for (int i = 0; i < oo[m + 1] - oo[m] && ok; i++)
-        ok = pi->out_peer[oo[m] + i] == pi->out_peer[oo[rep] + i] + shift &&
-             pi->out_bytes[oo[m] + i] == pi->out_bytes[oo[rep] + i];
-      for (int i = 0; i < io[m + 1] - io[m] && ok; i++)
-        ok = pi->in_peer[io[m] + i] == pi->in_peer[io[rep] + i] + shift;
+    if (!ok)
+      continue;
+    int nlines = pi->n / pi->size[piece];
+    int *lr = g_new(int, nlines);
+    g_array_set_size(reps, 0);
+    for (int l = 0; l < nlines; l++) {
+      lr[l] = -1;
+      for (guint q = 0; q < reps->len && lr[l] < 0; q++)
+        if (lines_alike(pi, s, piece, g_array_index(reps, int, q), l))
+          lr[l] = g_array_index(reps, int, q);
+      if (lr[l] < 0) {
+        lr[l] = l;
+        g_array_append_val(reps, l);
+      }
     }
-    if (ok)
-      pi->sym[s] = piece;
+    /* Worth it only when lines repeat. */
+    if ((int)reps->len * 2 > nlines) {
+      g_free(lr);
+      continue;
+    }
+    pi->sym[s] = piece;
+    pi->line_rep[s] = lr;
+    pi->mem += sizeof(int) * (gsize)nlines;
   }
+  g_array_unref(reps);
   pi->mem += sizeof(int) * (gsize)pi->nsteps;
 }
 
