@@ -2082,7 +2082,7 @@ gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_pa
 #define EST_LINK_BYTES 800.0
 #define EST_OP_BYTES 48.0
 #define EST_FLOW_BYTES 2500.0
-#define EST_PLAN_XFER_BYTES 24.0
+#define EST_PLAN_XFER_BYTES 16.0
 
 static double available_memory(void)
 {
@@ -2131,7 +2131,8 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
         steps += 2.0 * (g->shape.p[q].size - 1);
       if (g->shape.npieces == 0)
         steps = 2.0 * (n - 1);
-      plan_xfers = MAX(plan_xfers, steps * n * k);
+      /* Offsets per step and member, then the transfers themselves. */
+      plan_xfers = MAX(plan_xfers, steps * (n + 1) * 8.0 / EST_PLAN_XFER_BYTES + steps * n * k);
     }
   }
   for (int r = 0; r < tr->nranks; r++) {
@@ -2141,7 +2142,8 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
   }
   g_free(per_program);
   out->flows_at_once = (gint64)tr->nranks * (peers + 1);
-  double plan = MIN(plan_xfers * EST_PLAN_XFER_BYTES, (double)PLAN_CACHE_BYTES);
+  /* The largest decomposition is held whole while it runs, whatever the cache's limit. */
+  double plan = MAX(plan_xfers * EST_PLAN_XFER_BYTES, 0.0);
   out->memory_bytes = EST_BASE_BYTES + out->hosts * EST_HOST_BYTES + out->links * EST_LINK_BYTES +
                       out->ops * EST_OP_BYTES + out->flows_at_once * EST_FLOW_BYTES + plan;
   out->available_bytes = available_memory();
