@@ -476,6 +476,171 @@ Test(flows, merged_close_to_per_step_when_contention_moves)
   ts_result_clear(&m);
 }
 
+/* ---- driver mode (default) against actor mode: the same flows, the same times ---- */
+
+/* tr replayed in both modes (and with an extra trainsim setting, or none) must give the same
+ * step (1e-9 relative: the same flows start at the same times on the same routes) and the same
+ * number of flows. Both backends live in one process: the modes share SimGrid's platform. */
+static void expect_modes_equal(const ts_topo *t, const ts_trace *tr, const ts_platform_opts *o,
+                               const char *extra, const char *what)
+{
+  double v[2];
+  gint64 flows[2];
+  const char *modes[] = {"trainsim/simgrid-mode:driver", "trainsim/simgrid-mode:actors"};
+  for (int i = 0; i < 2; i++) {
+    const char *cfg[] = {modes[i], extra, NULL};
+    GError *e = NULL;
+    ts_backend *b = ts_backend_simgrid_new_opts(t, cfg, o, &e);
+    cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+    char *msg = NULL;
+    v[i] = replay(tr, b, &msg);
+    cr_assert(v[i] > 0, "%s (%s): %s", what, modes[i], msg != NULL ? msg : "");
+    flows[i] = ts_backend_simgrid_flows(b);
+    ts_backend_free(b);
+  }
+  cr_expect(fabs(v[0] - v[1]) <= 1e-9 * v[1], "%s: driver %.17g s, actors %.17g s", what, v[0],
+            v[1]);
+  cr_expect_eq(flows[0], flows[1],
+               "%s: driver %" G_GINT64_FORMAT " flows, actors %" G_GINT64_FORMAT, what, flows[0],
+               flows[1]);
+}
+
+Test(modes, ring_and_torus_on_a_torus)
+{
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  ts_group_shape row = one_piece(0, 8, 1);
+  g_autoptr(ts_trace) ring = coll_trace(t, &row, TS_COLL_ALLREDUCE, TS_ALGO_RING, 64e6, 1);
+  expect_modes_equal(t, ring, NULL, NULL, "ring all-reduce on every row");
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  g_autoptr(ts_trace) torus = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, 256e6, 1);
+  expect_modes_equal(t, torus, NULL, NULL, "2D torus all-reduce");
+  expect_modes_equal(t, torus, NULL, "trainsim/collective-flows:per-step",
+                     "2D torus all-reduce, per-step flows");
+  expect_modes_equal(t, torus, NULL, "trainsim/collective-steps:async",
+                     "2D torus all-reduce, asynchronous steps");
+}
+
+Test(modes, hierarchical_and_every_kind_on_switches)
+{
+  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  g_autoptr(ts_trace) h = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_HIERARCHICAL, 1e9, 1);
+  expect_modes_equal(t, h, NULL, NULL, "hierarchical all-reduce");
+  /* Algorithms whose peers change every step (never merged), and a pipelined broadcast. */
+  const struct {
+    ts_coll_kind kind;
+    ts_coll_algo algo;
+  } cases[] = {{TS_COLL_ALLREDUCE, TS_ALGO_HALVING_DOUBLING},
+               {TS_COLL_ALLTOALL, TS_ALGO_DIRECT},
+               {TS_COLL_ALLGATHER, TS_ALGO_RING},
+               {TS_COLL_BROADCAST, TS_ALGO_TREE}};
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_trace) tr = coll_trace(t, &g, cases[i].kind, cases[i].algo, 96e6, 1);
+    g_autofree char *what = g_strdup_printf("kind %d algorithm %d", cases[i].kind, cases[i].algo);
+    expect_modes_equal(t, tr, NULL, NULL, what);
+    expect_modes_equal(t, tr, NULL, "trainsim/collective-steps:async", what);
+  }
+}
+
+Test(modes, contention)
+{
+  /* Two stride-2 rings sharing every link, two all-reduces on the same rows, 8 GPUs on one
+   * NIC: max-min shares differ from alpha-beta, and must not differ between the modes. */
+  const dim_spec d1[] = {{"x", 8, TS_SHAPE_RING, 100, 1}};
+  g_autoptr(ts_topo) t1 = topo_make(d1, 1);
+  ts_group_shape g1 = one_piece(0, 4, 2);
+  g_autoptr(ts_trace) tr1 = coll_trace(t1, &g1, TS_COLL_ALLREDUCE, TS_ALGO_RING, 40e6, 1);
+  expect_modes_equal(t1, tr1, NULL, NULL, "stride-2 rings");
+  g_autoptr(ts_trace) tr2 = coll_trace(t1, &g1, TS_COLL_ALLREDUCE, TS_ALGO_RING, 40e6, 3);
+  expect_modes_equal(t1, tr2, NULL, "trainsim/collective-flows:per-step",
+                     "three stride-2 ring all-reduces at once, per-step flows");
+}
+
+Test(modes, nic_shared_by_eight_gpus)
+{
+  const dim_spec d[] = {{"node", 8, TS_SHAPE_SWITCH, 300, 0.7}, {"net", 4, TS_SHAPE_SWITCH, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  ts_group_shape g = one_piece(1, 4, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_RING, 100e6, 2);
+  ts_platform_opts o = {{0}};
+  o.chips_per_port[1] = 8;
+  expect_modes_equal(t, tr, &o, NULL, "two all-reduces on 8 rails through one NIC");
+}
+
+Test(modes, computes_share_a_chip_and_pipeline_sends)
+{
+  /* Rank 0 runs two computes at once (streams 0 and 1: 10 ms and 4 ms alone, so 8 ms shared
+   * then 2 ms alone), then sends to rank 2; rank 1 sends to rank 3 over a shared link
+   * meanwhile. Processor sharing and p2p flows, both modes. */
+  const dim_spec d[] = {{"x", 4, TS_SHAPE_MESH, 50, 2}};
+  g_autoptr(ts_topo) t = topo_make(d, 1);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape g = one_piece(0, 4, 1);
+  ts_trace_add_axis(tr, "pp", 4, FALSE, &g);
+  ts_trace_set_programs(tr, 4);
+  ts_op c = {0};
+  c.kind = TS_OP_COMPUTE;
+  c.cat = TS_CAT_FWD;
+  c.label = ts_trace_label(tr, "fwd");
+  c.flops = 1e12;
+  ts_trace_append(tr, 0, &c, NULL, 0);
+  c.stream = 1;
+  c.flops = 0.4e12;
+  ts_trace_append(tr, 0, &c, NULL, 0);
+  ts_op s = {0};
+  s.kind = TS_OP_SEND;
+  s.cat = TS_CAT_COMM_PP;
+  s.label = ts_trace_label(tr, "act");
+  s.bytes = 1e8;
+  s.axis = 0;
+  s.offset = 2;
+  int deps[] = {0, 1};
+  ts_trace_append(tr, 0, &s, deps, 2);
+  ts_trace_append(tr, 1, &s, NULL, 0);
+  ts_op rv = s;
+  rv.kind = TS_OP_RECV;
+  rv.offset = -2;
+  ts_trace_append(tr, 2, &rv, NULL, 0);
+  ts_trace_append(tr, 3, &rv, NULL, 0);
+  /* Rank 0 ends its computes at 14 ms, then 2 hops of 2 us and 1e8 B at 50 GB/s: alone on
+   * the links by then (rank 1's send ended at 2.004 ms). */
+  double want = 0.014 + 4e-6 + 1e8 / 50e9;
+  double got = sim_time(t, tr, NULL);
+  expect_close(got, want, 1e-9, "shared chip then a send");
+  expect_modes_equal(t, tr, NULL, NULL, "shared chip and sends");
+}
+
+Test(modes, planner_steps)
+{
+  /* Whole steps: a pipeline (1F1B sends between stages while tensor- and data-parallel
+   * collectives run) and tensor and data parallelism crossing the same links. */
+  const char *const steps[][4] = {
+      {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", "512"},
+      {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", "64"},
+      {"gpt3-1.3b", "dgx-a100-4node", "tp=8@node,dp=4@net", "64"}};
+  for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
+    ts_result r[2] = {{0}, {0}};
+    /* Every flow simulated in both (no collapse), so the flow counts compare too. */
+    const char *driver[] = {"trainsim/simgrid-mode:driver", "trainsim/symmetry:full", NULL};
+    const char *actors[] = {"trainsim/simgrid-mode:actors", NULL};
+    gint64 batch = g_ascii_strtoll(steps[i][3], NULL, 10);
+    predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", driver, &r[0]);
+    predict_cfg(steps[i][0], steps[i][1], steps[i][2], batch, "simgrid", actors, &r[1]);
+    cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
+              "%s %s: driver %.17g s, actors %.17g s", steps[i][0], steps[i][2], r[0].step_time_s,
+              r[1].step_time_s);
+    cr_expect_eq(r[0].flows, r[1].flows, "%s: flows", steps[i][2]);
+    ts_result_clear(&r[0]);
+    ts_result_clear(&r[1]);
+  }
+}
+
 /* ---- link report ---- */
 
 Test(report, stride2_link_loads)
@@ -917,4 +1082,193 @@ Test(cmd, platform_errors_one_line)
     g_free(out);
     g_free(err);
   }
+}
+
+/* ---- cost estimate and refusal ---- */
+
+Test(estimate, counts_and_bounds)
+{
+  /* 8x4 torus, a ring all-reduce on every row: 32 hosts, 2 links per chip and dimension,
+   * 32 ops (one per rank), at most 2 peers per member plus a send: 3 flows per rank. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 4, TS_SHAPE_RING, 25, 1}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  ts_group_shape g = one_piece(0, 8, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_RING, 64e6, 1);
+  ts_simgrid_estimate e;
+  ts_simgrid_estimate_cost(tr, t, NULL, &e);
+  cr_expect_eq(e.hosts, 32);
+  cr_expect_eq(e.links, 128);
+  cr_expect_eq(e.ops, 32);
+  cr_expect_eq(e.flows_at_once, 96);
+  cr_expect(e.memory_bytes > 30e6 && e.memory_bytes < 100e6, "%g", e.memory_bytes);
+  cr_expect_eq(e.max_memory_bytes, 0);
+  /* Two copies at once: more ops, more memory. */
+  g_autoptr(ts_trace) tr2 = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_RING, 64e6, 2);
+  ts_simgrid_estimate e2;
+  const char *cfg[] = {"trainsim/max-memory:1GiB", NULL};
+  ts_simgrid_estimate_cost(tr2, t, cfg, &e2);
+  cr_expect_eq(e2.ops, 64);
+  cr_expect(e2.memory_bytes > e.memory_bytes);
+  cr_expect_eq(e2.max_memory_bytes, 1073741824.0);
+  GError *err = NULL;
+  cr_expect(ts_simgrid_preflight(tr2, t, cfg, &err), "%s", err != NULL ? err->message : "");
+  const char *tiny[] = {"trainsim/max-memory:1MiB", NULL};
+  cr_expect_not(ts_simgrid_preflight(tr2, t, tiny, &err));
+  cr_assert_not_null(err);
+  cr_expect_eq(err->code, TS_ERROR_INVALID);
+  cr_expect(strstr(err->message, "--cfg trainsim/max-memory:SIZE") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  const char *bad[] = {"trainsim/max-memory:lots", NULL};
+  cr_expect_not(ts_simgrid_preflight(tr2, t, bad, &err));
+  cr_expect_eq(err->code, TS_ERROR_INPUT);
+  g_clear_error(&err);
+}
+
+Test(estimate, refusal_is_one_line_exit_2)
+{
+  g_autofree char *cmd =
+      g_strdup_printf("%s run -t tpu-v3-8x8 -m bert-base -b 64 -s dp=64 --backend simgrid "
+                      "--cfg trainsim/max-memory:1MiB",
+                      TS_TRAINSIM_BIN);
+  char *out = NULL, *err = NULL;
+  int status = -1;
+  g_spawn_command_line_sync(cmd, &out, &err, &status, NULL);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s", status, err);
+  cr_expect(g_str_has_prefix(err, "trainsim run: the simgrid replay would need about "), "%s", err);
+  cr_expect(strstr(err, "64 hosts") != NULL && strstr(err, "trainsim/max-memory") != NULL, "%s",
+            err);
+  const char *nl = strchr(err, '\n');
+  cr_expect(nl != NULL && nl[1] == '\0', "one line: %s", err);
+  cr_expect_str_eq(out, "");
+  g_free(out);
+  g_free(err);
+}
+
+/* ---- symmetry collapse ---- */
+
+/* tr with collapse on (through the backend API) and off: *broken gets whether the collapsed
+ * run stopped on a broken symmetry; returns the collapsed step (or -1) and the full one. */
+static double collapsed_and_full(const ts_topo *t, const ts_trace *tr, gboolean *broken,
+                                 double *full, gint64 *flows_c, gint64 *flows_f)
+{
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_backend_simgrid_set_collapse(b, TRUE));
+  char *msg = NULL;
+  double c = replay(tr, b, &msg);
+  *broken = ts_backend_simgrid_symmetry_broken(b);
+  *flows_c = ts_backend_simgrid_flows(b);
+  g_free(msg);
+  cr_assert_not(ts_backend_simgrid_set_collapse(b, FALSE));
+  *full = replay(tr, b, NULL);
+  *flows_f = ts_backend_simgrid_flows(b);
+  ts_backend_free(b);
+  return c;
+}
+
+Test(symmetry, torus_allreduce_collapses_exactly)
+{
+  /* 2D torus all-reduce on 8x8: X steps on row 0, Y steps on column 0, the rest images. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, 256e6, 1);
+  gboolean broken;
+  double full;
+  gint64 fc, ff;
+  double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
+  cr_expect_not(broken);
+  cr_expect(fabs(c - full) <= 1e-12 * full, "collapsed %.17g s, full %.17g s", c, full);
+  /* 3 runs x 128 flows in full; one line of 8 members (16 flows) per run collapsed. */
+  cr_expect_eq(ff, 3 * 128);
+  cr_expect_eq(fc, 3 * 16);
+}
+
+Test(symmetry, crossing_flow_breaks_it)
+{
+  /* The same all-reduce while a ring all-reduce runs on one row: its flows cross links of the
+   * X steps' images (rows 1-7 are not images of row 0 any more). The collapsed run stops
+   * broken; the full replay is what counts. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  /* Axes: x symmetric, y asymmetric (a program per row, so row 5 can differ). */
+  ts_group_shape gx = one_piece(0, 8, 1), gy = one_piece(1, 8, 1);
+  int ax = ts_trace_add_axis(tr, "x", 8, TRUE, &gx);
+  int ay = ts_trace_add_axis(tr, "y", 8, FALSE, &gy);
+  int both[] = {ax, ay};
+  int g_all = ts_trace_group(tr, both, 2);
+  int g_row = ts_trace_group(tr, &ax, 1);
+  ts_trace_set_programs(tr, 8);
+  for (int p = 0; p < 8; p++) {
+    ts_op op = {0};
+    op.kind = TS_OP_COLL;
+    op.cat = TS_CAT_COMM_DP;
+    op.label = ts_trace_label(tr, "grad");
+    op.bytes = 256e6;
+    op.coll = TS_COLL_ALLREDUCE;
+    op.algo = TS_ALGO_TORUS;
+    op.group = g_all;
+    ts_trace_append(tr, p, &op, NULL, 0);
+    if (p == 5) {
+      op.stream = 1;
+      op.label = ts_trace_label(tr, "row");
+      op.algo = TS_ALGO_RING;
+      op.group = g_row;
+      ts_trace_append(tr, p, &op, NULL, 0);
+    }
+  }
+  gboolean broken;
+  double full;
+  gint64 fc, ff;
+  double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
+  cr_expect(broken);
+  cr_expect(c < 0, "a broken collapsed run reports no step (%g)", c);
+  cr_expect(full > 0);
+}
+
+Test(symmetry, planner_steps_collapsed_equal_full)
+{
+  /* Through ts_run (collapse on by default, the full replay when it breaks). Collapsed:
+   * ResNet-50 data-parallel (2D torus steps on one line). Nothing to collapse (one-piece
+   * groups): BERT-large tp@x, dp@y and a 1F1B pipeline. Broken, replayed in full: BERT-base
+   * with gradients crossing tensor-parallel links. */
+  const struct {
+    const char *model, *topo, *split;
+    gint64 batch;
+    gboolean collapses;
+  } steps[] = {{"resnet50", "tpu-v3-8x8", "dp=64", 1024, TRUE},
+               {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, FALSE},
+               {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, FALSE},
+               {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", 512, FALSE}};
+  for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
+    ts_result r[2] = {{0}, {0}};
+    const char *collapse[] = {"trainsim/symmetry:collapse", NULL};
+    const char *full[] = {"trainsim/symmetry:full", NULL};
+    predict_cfg(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", collapse,
+                &r[0]);
+    predict_cfg(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", full,
+                &r[1]);
+    cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
+              "%s %s: collapsed %.17g s, full %.17g s", steps[i].model, steps[i].split,
+              r[0].step_time_s, r[1].step_time_s);
+    if (steps[i].collapses)
+      cr_expect(r[0].flows * 4 <= r[1].flows,
+                "%s: collapsed %" G_GINT64_FORMAT " flows, full %" G_GINT64_FORMAT, steps[i].split,
+                r[0].flows, r[1].flows);
+    else
+      cr_expect_eq(r[0].flows, r[1].flows, "%s: broken symmetry, the full replay's flows",
+                   steps[i].split);
+    ts_result_clear(&r[0]);
+    ts_result_clear(&r[1]);
+  }
+}
+
+Test(config, parallel_threads_refused, .init = cr_redirect_stderr)
+{
+  /* Actor mode crashed with contexts/nthreads:2 (shares update the backend without locks). */
+  expect_cfg_error("contexts/nthreads:2", "contexts/nthreads:1");
 }

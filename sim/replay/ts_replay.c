@@ -843,3 +843,8 @@ void ts_backend_free(ts_backend *b)
   if (b != NULL && b->free != NULL)
     b->free(b);
 }
+
+ts_replay_mode ts_replay_get_mode(const ts_replay *r)
+{
+  return r->mode;
+}

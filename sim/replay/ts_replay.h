@@ -94,6 +94,12 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
 /** Spans kept (ts_span), ordered by rank, then start. Borrowed. */
 const GArray *ts_replay_spans(const ts_replay *r);
 
+/**
+ * The mode the replay runs in: TS_REPLAY_COLLAPSED asked for may run TS_REPLAY_FULL (a send
+ * along a symmetric axis). Added with issue 15, for backends that act on the collapse.
+ */
+ts_replay_mode ts_replay_get_mode(const ts_replay *r);
+
 /** The trace replayed (borrowed). */
 const ts_trace *ts_replay_trace(const ts_replay *r);
 

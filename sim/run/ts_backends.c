@@ -28,9 +28,10 @@ static char *simgrid_model(const char *const *cfg)
 
 /* The first entry is the default. */
 static const ts_backend_kind kinds[] = {
-    {"analytic", "contention-free closed forms, fast", FALSE, FALSE, make_analytic, analytic_model},
+    {"analytic", "contention-free closed forms, fast", FALSE, FALSE, make_analytic, analytic_model,
+     NULL},
     {"simgrid", "contention-aware flows on a SimGrid platform", TRUE, TRUE, ts_backend_simgrid_new,
-     simgrid_model},
+     simgrid_model, ts_simgrid_preflight},
 };
 #define NKINDS ((int)G_N_ELEMENTS(kinds))
 

@@ -19,6 +19,10 @@ typedef struct ts_backend_kind {
   ts_backend *(*create)(const ts_topo *t, const char *const *cfg, GError **error);
   /* The network model recorded with results. Caller frees. */
   char *(*network_model)(const char *const *cfg);
+  /* Before a replay starts (may be NULL): refuses one that would exceed the machine, with the
+   * estimate and the option that overrides it, instead of dying of it. */
+  gboolean (*preflight)(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                        GError **error);
 } ts_backend_kind;
 
 /** The backend called `name` (NULL: the default, analytic); NULL with an error naming the

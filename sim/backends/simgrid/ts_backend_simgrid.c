@@ -1,15 +1,15 @@
-/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts is run
- * by SimGrid actors on a platform built from the topology: a compute is an execution on the
- * chip's host; a send is a sender and a receiver exchanging one message; a collective has one
- * share per member, which runs the member's sends and receives of its decomposition, step
- * after step. Flows of concurrent activities share links under max-min fairness (CM02), so
- * contention emerges instead of being assumed away. Shares run on worker actors that are
- * reused (see worker_main).
+/* ts_backend_simgrid: the contention-aware backend. Every activity the engine starts becomes
+ * flows, executions and waits on a SimGrid platform built from the topology: a compute runs on
+ * the chip (computes of one chip share it), a send is one flow, a collective is its
+ * decomposition's flows, step after step. Flows of concurrent activities share links under
+ * max-min fairness (CM02), so contention emerges instead of being assumed away.
  *
- * Why actors per member and mailboxes rather than one driver sending host-to-host
- * (Comm::sendto_async): SimGrid 3.32 keeps every such detached comm in one list and removes a
- * finished one with std::list::remove (CommImpl::finish), so N concurrent flows cost O(N) each;
- * 8192 concurrent flows made that 4x slower than mailboxes (docs/backends.md, "Speed"). */
+ * Two ways to drive SimGrid, the same flows at the same times (docs/backends.md, "How a replay
+ * runs"): the driver (default) starts host-to-host flows and timers from SimGrid's own context
+ * and keeps processor sharing itself, with no actor at all; actor mode
+ * (trainsim/simgrid-mode:actors) runs each member's share on reused worker actors exchanging
+ * mailbox messages. In driver mode, collective steps whose lines of members are images of each
+ * other run on one line (symmetry collapse), until a flow crosses their links. */
 #include "ts_backend_simgrid.h"
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
@@ -86,6 +86,17 @@ typedef struct {
    * one; 1 everywhere with trainsim/collective-flows:per-step. */
   int *run;
   int users; /* running activities using it; unused ones may be evicted */
+  /* Symmetry (driver mode, synchronous steps): sym[s] = the group piece along which every
+   * transfer of the run starting at step s moves, or -1. The lines of that piece (members
+   * differing only in its coordinate) are then link-disjoint; lines whose members send the
+   * same bytes to the same relative peers are images of one another, and line_rep[s][L] is the
+   * shift (member index of its first member) of the first line like line L: the class's
+   * representative, simulated, while the others are accounted as its images. NULL when the
+   * group has fewer than two pieces on distinct dimensions. radix[k]: members per step of piece
+   * k's coordinate; nlines[s]: lines of the step's piece. */
+  int *sym;
+  int **line_rep;
+  int radix[TS_MAX_DIMS], size[TS_MAX_DIMS];
   gsize mem; /* bytes held */
 } plan_index;
 
@@ -109,7 +120,30 @@ struct job {
   int nparts, left; /* actors of this activity, and those still running */
   part *parts;
   sg_bar_t bar; /* COLL with synchronous steps: members meet after every step */
+  /* Driver mode (no actors): a collective's members, their chips and progress. */
+  struct dmember *dm;
+  int *chips;
+  int arrived;    /* members done with the current step (synchronous steps) */
+  int cur;        /* the step the members are in (synchronous steps) */
+  int ndone;      /* members done with every step */
+  double rem;     /* COMPUTE: work left, in seconds at full speed (processor sharing) */
+  GArray *claims; /* links claimed by the current collapsed step (int) */
+  int expect;     /* members simulated in the current collapsed step */
+  /* Engine collapse: the activity's images on the symmetric axes outside its group, each a
+   * copy of its chips (nimg x nchips entries: members of a collective, or a send's two ends). */
+  int nimg;
+  int *img;
 };
+
+/* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
+ * sends and receives of the step are out (after the step's latency lead): a flow starts when
+ * both its ends have posted, as a mailbox message starts when both sides are there. */
+typedef struct dmember {
+  int at;      /* step the member is in */
+  int posted;  /* step whose flows it has posted, -1 before the first */
+  int pending; /* its flows (both ways) of that step not yet ended */
+  double lead; /* the latency lead of its sends in that step */
+} dmember;
 
 struct sgb {
   const ts_topo *topo;
@@ -132,7 +166,27 @@ struct sgb {
   GPtrArray **idle;   /* per chip: idle workers on its host */
   int live_jobs;      /* activities started and not yet reported */
   double *host_clock; /* per chip: when its host has launched every op so far (ts_cost_issue) */
+  gboolean actors;    /* trainsim/simgrid-mode:actors (one share per member on worker actors) */
+  struct dcpu *cpu;   /* driver mode, per chip: computes sharing the chip */
+  /* Symmetry collapse (driver mode): collapse_cfg from trainsim/symmetry (default on), collapse
+   * as set for this run (ts_backend_simgrid_set_collapse), sym_broken once a flow crossed a
+   * collapsed step's links. Per link: flows in flight (real) and collapsed steps claiming it. */
+  gboolean collapse_cfg, collapse, sym_broken;
+  int *lreal, *lclaim;
+  /* The engine replays one rank per class (TS_REPLAY_COLLAPSED): every flow stands for its
+   * images on the other ranks of the class, claimed and accounted, never simulated. */
+  gboolean images;
+  const ts_trace *tr;
 };
+
+/* Driver mode: the computes running on one chip, sharing it equally (processor sharing, as
+ * SimGrid's CPU model shares a host between executions). */
+typedef struct dcpu {
+  GPtrArray *running; /* job* with rem > 0 */
+  double last;        /* when rem was last brought up to date */
+  ts_sg_timer *timer; /* the next end */
+  job *next;          /* the job that timer ends */
+} dcpu;
 
 static sgb *ctx_of(const ts_backend *b)
 {
@@ -377,10 +431,17 @@ static void run_send_side(job *j, int side)
   }
 }
 
+static void job_end(job *j);
+
 static void job_free(job *j)
 {
   if (j->pi != NULL)
     j->pi->users--;
+  g_free(j->dm);
+  g_free(j->chips);
+  if (j->claims != NULL)
+    g_array_unref(j->claims);
+  g_free(j->img);
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -391,7 +452,6 @@ static void job_free(job *j)
 static void run_part(part *p)
 {
   job *j = p->j;
-  sgb *b = j->b;
   /* Activities under way finish even after an error (only their reports are dropped): an
    * actor that stopped halfway could leave a partner waiting forever. */
   switch (j->act.kind) {
@@ -421,6 +481,13 @@ static void run_part(part *p)
   }
   if (--j->left > 0)
     return;
+  job_end(j);
+}
+
+/* An activity has ended (now): record it, tell the engine, free it. */
+static void job_end(job *j)
+{
+  sgb *b = j->b;
   double end = ts_sg_clock() - b->t0;
   if (end > b->makespan)
     b->makespan = end;
@@ -509,6 +576,537 @@ static void spawn(sgb *b, job *j)
   }
 }
 
+/* ---- driver mode: no actors ----
+ *
+ * The default. Every activity is driven from the simulator's own context: flows are
+ * host-to-host communications (ts_sg_flow_start) whose ends are reported by callback, waits
+ * (latency leads, protocol latencies, off-chip transfers) are timers, and computes share
+ * their chip under processor sharing kept here, as SimGrid's CPU model would share it. The
+ * network is SimGrid's, unchanged: the same flows on the same routes at the same times as in
+ * actor mode (trainsim/simgrid-mode:actors), so the same max-min shares. What goes is the
+ * per-member actor, its stack, its context switches and its mailboxes. */
+
+static void d_member_begin(job *j, int m, int s);
+static int line_of(const plan_index *pi, int m, int k);
+static int line_shift(const plan_index *pi, int line, int k);
+static gboolean d_collapsed(const job *j, int s);
+static void d_claim(job *j, int s);
+
+/* Synchronous steps: every member enters step s (nsteps: the end). A collapsed step starts
+ * only its representatives (the line of member 0 along its piece); their images are claimed,
+ * not simulated. The last begin may end the job: nothing of j is read after it. */
+static void d_enter_step(job *j, int s)
+{
+  const plan_index *pi = j->pi;
+  j->cur = s;
+  j->arrived = 0;
+  if (j->nimg > 0 && s < pi->nsteps && !d_collapsed(j, s))
+    d_claim(j, s);
+  if (d_collapsed(j, s)) {
+    d_claim(j, s);
+    int k = pi->sym[s], size = pi->size[k], radix = pi->radix[k], nlines = pi->n / size;
+    const int *lr = pi->line_rep[s];
+    j->expect = 0;
+    for (int l = 0; l < nlines; l++)
+      j->expect += lr[l] == l ? size : 0;
+    for (int l = 0; l < nlines; l++)
+      if (lr[l] == l) {
+        int r = line_shift(pi, l, k);
+        for (int c = 0; c < size; c++)
+          d_member_begin(j, c * radix + r, s);
+      }
+    return;
+  }
+  int n = pi->n;
+  for (int m = 0; m < n; m++)
+    d_member_begin(j, m, s);
+}
+
+/* One flow of a collective (member m to member p, step s) or a send (m = 0, p = 1, s = -1),
+ * with its route. */
+typedef struct {
+  job *j;
+  int m, p, s;
+  double bytes, lead;
+  int nroute;
+  int route[];
+} dflow;
+
+static gboolean d_collapsed(const job *j, int s)
+{
+  return j->b->collapse && j->pi != NULL && j->pi->sym != NULL && s >= 0 && s < j->pi->nsteps &&
+         j->pi->sym[s] >= 0;
+}
+
+/* A flow crossed links of a collapsed step that only its images would use, or another flow's:
+ * the collapsed replay is no longer exact. It stops (activities drain unreported) and the
+ * caller replays again without collapsing (ts_backend_simgrid_symmetry_broken). */
+static void d_break(sgb *b)
+{
+  if (b->sym_broken)
+    return;
+  b->sym_broken = TRUE;
+  if (b->error == NULL)
+    b->error = g_error_new(TS_ERROR, TS_ERROR_BACKEND,
+                           "symmetry broken: a flow crossed the links of a collapsed collective "
+                           "step (replay with trainsim/symmetry:full)");
+}
+
+static void d_links_alloc(sgb *b)
+{
+  if (b->lreal == NULL) {
+    int n = MAX(ts_platform_nlinks(b->plat), 1);
+    b->lreal = g_new0(int, n);
+    b->lclaim = g_new0(int, n);
+  }
+}
+
+/* The images of member m's line in collapsed step s: member index offsets from m's line to
+ * every other line of its class. */
+static GArray *d_shifts(const plan_index *pi, int s, int m)
+{
+  GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
+  int k = pi->sym[s], nlines = pi->n / pi->size[k], line = line_of(pi, m, k);
+  const int *lr = pi->line_rep[s];
+  for (int l = 0; l < nlines; l++)
+    if (l != line && lr[l] == line) {
+      int d = line_shift(pi, l, k) - line_shift(pi, line, k);
+      g_array_append_val(v, d);
+    }
+  return v;
+}
+
+/* Chip of image c (0: the activity itself) of the activity's chip index i (a member, or a
+ * send's end 0 / 1). */
+static int d_img_chip(const job *j, int c, int i)
+{
+  if (c == 0)
+    return j->chips != NULL ? j->chips[i] : (i == 0 ? j->act.chip : j->act.peer);
+  int n = j->chips != NULL ? j->pi->n : 2;
+  return j->img[(gsize)(c - 1) * n + i];
+}
+
+static void d_claim_route(job *j, int src, int dst, GArray *route)
+{
+  sgb *b = j->b;
+  g_array_set_size(route, 0);
+  ts_platform_route(b->plat, src, dst, route);
+  if (j->claims == NULL)
+    j->claims = g_array_new(FALSE, FALSE, sizeof(int));
+  for (guint q = 0; q < route->len; q++) {
+    int l = g_array_index(route, int, q);
+    if (b->lreal[l] > 0 || b->lclaim[l] > 0)
+      d_break(b);
+    b->lclaim[l]++;
+    g_array_append_val(j->claims, l);
+  }
+}
+
+/* The engine's images of a collective or a send (TS_REPLAY_COLLAPSED): the same chips moved
+ * along every combination of the symmetric axes outside its group. */
+static void d_images(sgb *b, job *j)
+{
+  const ts_trace *tr = b->tr;
+  const ts_group *g = j->act.kind == TS_OP_COLL ? j->act.group : NULL;
+  if (g != NULL && g->members != NULL) {
+    d_break(b); /* an explicit member list has no images along axes */
+    return;
+  }
+  int axes[TS_MAX_AXES], nax = 0, count = 1;
+  for (int a = 0; a < tr->naxes; a++) {
+    gboolean in_group = FALSE;
+    for (int k = 0; g != NULL && k < g->naxes; k++)
+      in_group = in_group || g->axes[k] == a;
+    if (tr->axes[a].symmetric && !in_group && tr->axes[a].size > 1) {
+      axes[nax++] = a;
+      count *= tr->axes[a].size;
+    }
+  }
+  if (count <= 1)
+    return;
+  int n = j->chips != NULL ? j->pi->n : 2;
+  j->nimg = count - 1;
+  j->img = g_new(int, (gsize)j->nimg *n);
+  for (int c = 1; c < count; c++) {
+    for (int i = 0; i < n; i++) {
+      int chip = d_img_chip(j, 0, i), rest = c;
+      for (int k = 0; k < nax && chip >= 0; k++) {
+        int off = rest % tr->axes[axes[k]].size;
+        rest /= tr->axes[axes[k]].size;
+        if (off > 0)
+          chip = ts_trace_axis_neighbor(tr, chip, axes[k], off);
+      }
+      if (chip < 0) {
+        d_break(b);
+        chip = d_img_chip(j, 0, i);
+      }
+      j->img[(gsize)(c - 1) * n + i] = chip;
+    }
+  }
+}
+
+/* Claims every link the collapsed step s would use: its representatives' routes and their
+ * images'. A link already in use, or claimed, breaks the symmetry. */
+static void d_claim(job *j, int s)
+{
+  sgb *b = j->b;
+  const plan_index *pi = j->pi;
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w;
+  d_links_alloc(b);
+  /* A collapsed step claims every transfer's route (its representatives' included: their own
+   * flows run there); the engine's images claim theirs. */
+  int e0 = d_collapsed(j, s) ? 0 : 1;
+  g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  for (int m = 0; m < pi->n; m++)
+    for (int i = oo[m]; i < oo[m + 1]; i++)
+      for (int e = e0; e <= j->nimg; e++)
+        d_claim_route(j, d_img_chip(j, e, m), d_img_chip(j, e, pi->out_peer[i]), route);
+}
+
+static void d_release(job *j)
+{
+  if (j->claims == NULL)
+    return;
+  for (guint q = 0; q < j->claims->len; q++)
+    j->b->lclaim[g_array_index(j->claims, int, q)]--;
+  g_array_set_size(j->claims, 0);
+}
+
+static void d_job_end_cb(void *data)
+{
+  job_end(data);
+}
+
+/* Ends j at the current time, from a timer: never from inside sgb_start, which the engine
+ * calls while it is itself reporting an end. */
+static void d_end_later(job *j)
+{
+  ts_sg_at(ts_sg_clock(), d_job_end_cb, j);
+}
+
+static void d_member_done(job *j)
+{
+  if (++j->ndone == j->pi->n)
+    job_end(j);
+}
+
+/* Member m has ended every flow of its step. */
+static void d_step_done(job *j, int m)
+{
+  const plan_index *pi = j->pi;
+  if (j->b->async_steps) {
+    int s = j->dm[m].at;
+    d_member_begin(j, m, s + pi->run[s]);
+    return;
+  }
+  int expected = d_collapsed(j, j->cur) ? j->expect : pi->n;
+  if (++j->arrived < expected)
+    return;
+  /* Everyone is through the step (the barrier): all go on to the next one. */
+  d_release(j);
+  d_enter_step(j, j->cur + pi->run[j->cur]);
+}
+
+static void d_flow_done(void *data, double start_s, double end_s)
+{
+  dflow *f = data;
+  job *j = f->j;
+  sgb *b = j->b;
+  int label = label_of(b, &j->act);
+  double s0 = start_s - f->lead - b->t0, e0 = end_s - b->t0;
+  for (int q = 0; q < f->nroute; q++) {
+    b->lreal[f->route[q]]--;
+    acc_flow(b, f->route[q], label, f->bytes, s0, e0);
+  }
+  b->flows++;
+  gboolean within = d_collapsed(j, f->s);
+  if (within || j->nimg > 0) {
+    /* The images of a collapsed flow: same bytes, same interval, their own links. */
+    g_autoptr(GArray) shifts =
+        within ? d_shifts(j->pi, f->s, f->m) : g_array_new(FALSE, FALSE, sizeof(int));
+    g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+    for (guint x = 0; x <= shifts->len; x++) {
+      int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
+      for (int e = 0; e <= j->nimg; e++) {
+        if (x == 0 && e == 0)
+          continue; /* the flow itself */
+        g_array_set_size(route, 0);
+        ts_platform_route(b->plat, d_img_chip(j, e, f->m + r), d_img_chip(j, e, f->p + r), route);
+        for (guint q = 0; q < route->len; q++)
+          acc_flow(b, g_array_index(route, int, q), label, f->bytes, s0, e0);
+      }
+    }
+  }
+  if (j->act.kind != TS_OP_COLL) {
+    g_free(f);
+    d_release(j);
+    job_end(j);
+    return;
+  }
+  gboolean m0 = --j->dm[f->m].pending == 0, p0 = --j->dm[f->p].pending == 0;
+  int m = f->m, p = f->p;
+  g_free(f);
+  if (m0)
+    d_step_done(j, m);
+  if (p0)
+    d_step_done(j, p);
+}
+
+static void d_flow(job *j, int m, int p, double bytes, double lead)
+{
+  sgb *b = j->b;
+  int src = j->chips != NULL ? j->chips[m] : j->act.chip;
+  int dst = j->chips != NULL ? j->chips[p] : j->act.peer;
+  d_links_alloc(b);
+  GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  ts_platform_route(b->plat, src, dst, route);
+  dflow *f = g_malloc(sizeof *f + sizeof(int) * route->len);
+  int s = j->act.kind == TS_OP_COLL ? j->dm[m].posted : -1;
+  *f = (dflow){j, m, p, s, bytes, lead, (int)route->len};
+  gboolean own = d_collapsed(j, s); /* on links its step claimed */
+  for (guint q = 0; q < route->len; q++) {
+    int l = g_array_index(route, int, q);
+    f->route[q] = l;
+    if (!own && b->lclaim[l] > 0)
+      d_break(b);
+    b->lreal[l]++;
+  }
+  g_array_unref(route);
+  ts_sg_flow_start(ts_platform_host(b->plat, src), ts_platform_host(b->plat, dst), bytes,
+                   d_flow_done, f);
+}
+
+/* Member m posts its sends and receives of step s: flows whose other end has posted the same
+ * step start now; the others start when it does. */
+static void d_member_post(job *j, int m, int s, double lead)
+{
+  const plan_index *pi = j->pi;
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+  dmember *d = &j->dm[m];
+  d->posted = s;
+  d->lead = lead;
+  d->pending = (oo[m + 1] - oo[m]) + (io[m + 1] - io[m]);
+  for (int k = oo[m]; k < oo[m + 1]; k++) {
+    int p = pi->out_peer[k];
+    if (j->dm[p].posted == s)
+      d_flow(j, m, p, pi->out_bytes[k], lead);
+  }
+  for (int k = io[m]; k < io[m + 1]; k++) {
+    int q = pi->in_peer[k];
+    if (j->dm[q].posted != s)
+      continue;
+    for (int i = oo[q]; i < oo[q + 1]; i++)
+      if (pi->out_peer[i] == m) {
+        d_flow(j, q, m, pi->out_bytes[i], j->dm[q].lead);
+        break;
+      }
+  }
+}
+
+typedef struct {
+  job *j;
+  int m, s;
+  double lead;
+} dpost;
+
+static void d_post_cb(void *data)
+{
+  dpost *dp = data;
+  d_member_post(dp->j, dp->m, dp->s, dp->lead);
+  g_free(dp);
+}
+
+/* Member m reaches step s (a run's first step, or nsteps when done). A merged run of k steps
+ * first waits its k - 1 extra latencies, as the member's actor sleeps them in actor mode. */
+static void d_member_begin(job *j, int m, int s)
+{
+  sgb *b = j->b;
+  const plan_index *pi = j->pi;
+  const gsize w = (gsize)pi->n + 1;
+  for (;;) {
+    if (s >= pi->nsteps) {
+      j->dm[m].at = s;
+      d_member_done(j);
+      return;
+    }
+    const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+    int no = oo[m + 1] - oo[m], ni = io[m + 1] - io[m];
+    j->dm[m].at = s;
+    if (no > 0 || ni > 0) {
+      double lead = 0;
+      if (pi->run[s] > 1 && no > 0) {
+        int *dst = g_newa(int, no);
+        for (int k = 0; k < no; k++)
+          dst[k] = j->chips[pi->out_peer[oo[m] + k]];
+        lead = (pi->run[s] - 1) * max_route_latency(b, j->chips[m], dst, no);
+      }
+      if (lead > 0) {
+        dpost *dp = g_new(dpost, 1);
+        *dp = (dpost){j, m, s, lead};
+        ts_sg_at(ts_sg_clock() + lead, d_post_cb, dp);
+      } else {
+        d_member_post(j, m, s, 0);
+      }
+      return;
+    }
+    /* Nothing to move in this step. */
+    if (!b->async_steps) {
+      d_step_done(j, m);
+      return;
+    }
+    s += pi->run[s];
+  }
+}
+
+static void d_coll_go(void *data)
+{
+  job *j = data;
+  if (j->b->async_steps) {
+    /* The last member's begin may end the job (a collective with nothing to move). */
+    int n = j->pi->n;
+    for (int m = 0; m < n; m++)
+      d_member_begin(j, m, 0);
+  } else {
+    d_enter_step(j, 0);
+  }
+}
+
+/* ---- processor sharing of a chip between computes ---- */
+
+static void d_cpu_fire(void *data);
+
+/* Brings every running compute's remaining work up to now. */
+static void d_cpu_update(dcpu *c, double now)
+{
+  guint k = c->running->len;
+  if (k > 0 && now > c->last) {
+    double done = (now - c->last) / k;
+    for (guint i = 0; i < k; i++)
+      ((job *)g_ptr_array_index(c->running, i))->rem -= done;
+  }
+  c->last = now;
+}
+
+static void d_cpu_schedule(dcpu *c, double now)
+{
+  if (c->timer != NULL)
+    ts_sg_timer_cancel(c->timer);
+  c->timer = NULL;
+  c->next = NULL;
+  guint k = c->running->len;
+  for (guint i = 0; i < k; i++) {
+    job *j = g_ptr_array_index(c->running, i);
+    if (c->next == NULL || j->rem < c->next->rem)
+      c->next = j;
+  }
+  if (c->next != NULL)
+    c->timer = ts_sg_at(now + MAX(c->next->rem, 0.0) * k, d_cpu_fire, c);
+}
+
+static void d_cpu_fire(void *data)
+{
+  dcpu *c = data;
+  double now = ts_sg_clock();
+  c->timer = NULL;
+  d_cpu_update(c, now);
+  /* The job the timer was set for ends, with any that end within rounding of it. */
+  double limit = MAX(c->next->rem, 0.0) + 1e-15 * MAX(now, 1.0);
+  g_autoptr(GPtrArray) ended = g_ptr_array_new();
+  for (guint i = 0; i < c->running->len;) {
+    job *j = g_ptr_array_index(c->running, i);
+    if (j->rem <= limit) {
+      g_ptr_array_add(ended, j);
+      g_ptr_array_remove_index(c->running, i);
+    } else {
+      i++;
+    }
+  }
+  d_cpu_schedule(c, now);
+  for (guint i = 0; i < ended->len; i++)
+    job_end(g_ptr_array_index(ended, i));
+}
+
+static void d_compute(sgb *b, job *j)
+{
+  if (b->cpu == NULL) {
+    b->cpu = g_new0(dcpu, b->topo->nchips);
+    for (int c = 0; c < b->topo->nchips; c++)
+      b->cpu[c].running = g_ptr_array_new();
+  }
+  dcpu *c = &b->cpu[j->act.chip];
+  double now = ts_sg_clock();
+  d_cpu_update(c, now);
+  j->rem = j->compute_s;
+  g_ptr_array_add(c->running, j);
+  d_cpu_schedule(c, now);
+}
+
+/* Starts job j now, in driver mode. */
+static void d_launch(sgb *b, job *j)
+{
+  b->live_jobs++;
+  double now = ts_sg_clock();
+  switch (j->act.kind) {
+  case TS_OP_COMPUTE:
+    if (j->compute_s > 0) {
+      d_compute(b, j);
+      return;
+    }
+    break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    if (j->compute_s > 0) {
+      ts_sg_at(now + j->compute_s, d_job_end_cb, j);
+      return;
+    }
+    break;
+  case TS_OP_SEND:
+    if (j->nparts == 2) {
+      if (b->images) {
+        d_images(b, j);
+        d_links_alloc(b);
+        g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+        for (int e = 1; e <= j->nimg; e++)
+          d_claim_route(j, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route);
+      }
+      d_flow(j, 0, 1, j->act.op->bytes, 0);
+      return;
+    }
+    break;
+  case TS_OP_COLL:
+    if (j->pi != NULL) {
+      int n = j->pi->n;
+      j->dm = g_new(dmember, n);
+      j->chips = g_new(int, n);
+      for (int m = 0; m < n; m++) {
+        j->dm[m] = (dmember){0, -1, 0, 0};
+        j->chips[m] = ts_trace_group_chip(b->topo, j->act.group, j->act.chip, m);
+      }
+      if (b->images)
+        d_images(b, j);
+      if (j->pi->pre_s > 0)
+        ts_sg_at(now + j->pi->pre_s, d_coll_go, j);
+      else
+        d_coll_go(j);
+      return;
+    }
+    break;
+  default:
+    break;
+  }
+  d_end_later(j);
+}
+
+static void d_kickoff(void *data)
+{
+  sgb *b = data;
+  for (guint i = 0; i < b->queue->len; i++)
+    d_launch(b, g_ptr_array_index(b->queue, i));
+  g_ptr_array_set_size(b->queue, 0);
+}
+
 /* ---- backend interface ---- */
 
 static void plan_index_free(gpointer data)
@@ -521,6 +1119,10 @@ static void plan_index_free(gpointer data)
   g_free(pi->in_off);
   g_free(pi->in_peer);
   g_free(pi->run);
+  g_free(pi->sym);
+  for (int k = 0; pi->line_rep != NULL && k < pi->nsteps; k++)
+    g_free(pi->line_rep[k]);
+  g_free(pi->line_rep);
   g_free(pi);
 }
 
@@ -676,6 +1278,112 @@ static void plan_index_runs(plan_index *pi, gboolean merge)
   pi->mem += sizeof(int) * (gsize)pi->nsteps;
 }
 
+/* Member m's coordinate along piece k. */
+static int piece_coord(const plan_index *pi, int m, int k)
+{
+  return (m / pi->radix[k]) % pi->size[k];
+}
+
+/* Line index of member m along piece k (its coordinates but k's, mixed radix) and back. */
+static int line_of(const plan_index *pi, int m, int k)
+{
+  return (m / (pi->radix[k] * pi->size[k])) * pi->radix[k] + m % pi->radix[k];
+}
+
+static int line_shift(const plan_index *pi, int line, int k)
+{
+  return (line / pi->radix[k]) * pi->radix[k] * pi->size[k] + line % pi->radix[k];
+}
+
+/* Whether line b's transfers in step s are line a's shifted (peer for peer, byte for byte). */
+static gboolean lines_alike(const plan_index *pi, int s, int k, int a, int b)
+{
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w, *io = pi->in_off + (gsize)s * w;
+  int ra = line_shift(pi, a, k), rb = line_shift(pi, b, k), shift = rb - ra;
+  for (int c = 0; c < pi->size[k]; c++) {
+    int ma = c * pi->radix[k] + ra, mb = c * pi->radix[k] + rb;
+    if (oo[mb + 1] - oo[mb] != oo[ma + 1] - oo[ma] || io[mb + 1] - io[mb] != io[ma + 1] - io[ma])
+      return FALSE;
+    for (int i = 0; i < oo[mb + 1] - oo[mb]; i++)
+      if (pi->out_peer[oo[mb] + i] != pi->out_peer[oo[ma] + i] + shift ||
+          pi->out_bytes[oo[mb] + i] != pi->out_bytes[oo[ma] + i])
+        return FALSE;
+    for (int i = 0; i < io[mb + 1] - io[mb]; i++)
+      if (pi->in_peer[io[mb] + i] != pi->in_peer[io[ma] + i] + shift)
+        return FALSE;
+  }
+  return TRUE;
+}
+
+/* Fills pi->sym and pi->line_rep (see plan_index). Exact on the decomposition: a step is
+ * symmetric when every transfer changes one coordinate, the same piece for all; its lines are
+ * then classed by their transfers (an unevenly divided buffer gives a few classes whose chunks
+ * differ by a byte), one representative per class. */
+static void plan_index_symmetry(plan_index *pi, const ts_group_shape *g)
+{
+  if (g->npieces < 2)
+    return;
+  for (int a = 0; a < g->npieces; a++)
+    for (int c = a + 1; c < g->npieces; c++)
+      if (g->p[a].dim == g->p[c].dim)
+        return;
+  int r = 1;
+  for (int k = 0; k < g->npieces; k++) {
+    pi->radix[k] = r;
+    pi->size[k] = g->p[k].size;
+    r *= g->p[k].size;
+  }
+  const gsize w = (gsize)pi->n + 1;
+  pi->sym = g_new(int, pi->nsteps > 0 ? pi->nsteps : 1);
+  pi->line_rep = g_new0(int *, pi->nsteps > 0 ? pi->nsteps : 1);
+  GArray *reps = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int s = 0; s < pi->nsteps; s++) {
+    pi->sym[s] = -1;
+    if (pi->run[s] == 0)
+      continue;
+    const int *oo = pi->out_off + (gsize)s * w;
+    int piece = -1;
+    gboolean ok = oo[pi->n] > oo[0];
+    for (int m = 0; m < pi->n && ok; m++)
+      for (int i = oo[m]; i < oo[m + 1] && ok; i++) {
+        int p = pi->out_peer[i], moved = -1;
+        for (int k = 0; k < g->npieces && ok; k++)
+          if (piece_coord(pi, m, k) != piece_coord(pi, p, k)) {
+            ok = moved < 0;
+            moved = k;
+          }
+        ok = ok && moved >= 0 && (piece < 0 || piece == moved);
+        piece = moved;
+      }
+    if (!ok)
+      continue;
+    int nlines = pi->n / pi->size[piece];
+    int *lr = g_new(int, nlines);
+    g_array_set_size(reps, 0);
+    for (int l = 0; l < nlines; l++) {
+      lr[l] = -1;
+      for (guint q = 0; q < reps->len && lr[l] < 0; q++)
+        if (lines_alike(pi, s, piece, g_array_index(reps, int, q), l))
+          lr[l] = g_array_index(reps, int, q);
+      if (lr[l] < 0) {
+        lr[l] = l;
+        g_array_append_val(reps, l);
+      }
+    }
+    /* Worth it only when lines repeat. */
+    if ((int)reps->len * 2 > nlines) {
+      g_free(lr);
+      continue;
+    }
+    pi->sym[s] = piece;
+    pi->line_rep[s] = lr;
+    pi->mem += sizeof(int) * (gsize)nlines;
+  }
+  g_array_unref(reps);
+  pi->mem += sizeof(int) * (gsize)pi->nsteps;
+}
+
 static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
 {
   const ts_op *op = a->op;
@@ -728,6 +1436,8 @@ static plan_index *plan_for(sgb *b, const ts_activity *a, GError **error)
     for (int k = 0; k < pi->out_off[(gsize)pi->nsteps * (pi->n + 1)]; k++)
       pi->out_bytes[k] /= frac;
   plan_index_runs(pi, !b->per_step_flows);
+  if (!list)
+    plan_index_symmetry(pi, g);
   pi->users = 1;
   GHashTableIter it;
   gpointer k, v;
@@ -814,7 +1524,9 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   j->parts = g_new(part, j->nparts);
   for (int i = 0; i < j->nparts; i++)
     j->parts[i] = (part){j, i};
-  if (b->running)
+  if (b->running && !b->actors)
+    d_launch(b, j);
+  else if (b->running)
     spawn(b, j);
   else
     g_ptr_array_add(b->queue, j);
@@ -825,13 +1537,25 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
 {
   sgb *b = bk->ctx;
   b->r = r;
+  b->tr = ts_replay_trace(r);
+  b->images = b->collapse && ts_replay_get_mode(r) == TS_REPLAY_COLLAPSED;
+  if (ts_replay_get_mode(r) == TS_REPLAY_COLLAPSED && !b->images) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                "the simgrid backend replays one rank per class only with its symmetry "
+                "collapse on (driver mode, synchronous steps): replay every rank");
+    return FALSE;
+  }
   b->running = TRUE;
   b->t0 = ts_sg_clock();
   b->makespan = 0;
   acc_reset(b);
-  for (guint i = 0; i < b->queue->len; i++)
-    spawn(b, g_ptr_array_index(b->queue, i));
-  g_ptr_array_set_size(b->queue, 0);
+  if (b->actors) {
+    for (guint i = 0; i < b->queue->len; i++)
+      spawn(b, g_ptr_array_index(b->queue, i));
+    g_ptr_array_set_size(b->queue, 0);
+  } else {
+    ts_sg_at(b->t0, d_kickoff, b);
+  }
   gboolean ok = ts_sg_run(error);
   b->running = FALSE;
   b->has_run = TRUE;
@@ -845,10 +1569,10 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
   }
   /* Our actors never block on each other, so SimGrid ends with actors left only if it found
    * a deadlock; it would return normally, so say it here. */
-  if (ts_sg_actor_count() > 0) {
+  if (ts_sg_actor_count() > 0 || b->live_jobs > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                 "SimGrid stopped with %d activities unfinished (deadlock in the simulator)",
-                ts_sg_actor_count());
+                b->actors ? ts_sg_actor_count() : b->live_jobs);
     return FALSE;
   }
   return TRUE;
@@ -874,6 +1598,13 @@ static void sgb_free(ts_backend *bk)
     g_ptr_array_unref(b->idle[c]); /* empty: workers exit when a run ends */
   g_free(b->idle);
   g_free(b->host_clock);
+  g_free(b->lreal);
+  g_free(b->lclaim);
+  if (b->cpu != NULL) {
+    for (int c = 0; c < b->topo->nchips; c++)
+      g_ptr_array_unref(b->cpu[c].running);
+    g_free(b->cpu);
+  }
   g_free(b->config);
   if (b->error != NULL)
     g_error_free(b->error);
@@ -970,8 +1701,20 @@ static gboolean probe_cfg(const char *const *cfg, const char *user, GError **err
 
 /* trainsim's own settings ride in the same --cfg list as SimGrid's, under "trainsim/". */
 static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *per_step_flows,
-                            GError **error)
+                            gboolean *actors, GError **error)
 {
+  double size;
+  if (g_str_has_prefix(item, "trainsim/max-memory:") &&
+      ts_parse_size(item + strlen("trainsim/max-memory:"), &size))
+    return TRUE; /* read by ts_simgrid_preflight, before the replay */
+  if (strcmp(item, "trainsim/symmetry:collapse") == 0 ||
+      strcmp(item, "trainsim/symmetry:full") == 0)
+    return TRUE; /* read below */
+  if (strcmp(item, "trainsim/simgrid-mode:driver") == 0 ||
+      strcmp(item, "trainsim/simgrid-mode:actors") == 0) {
+    *actors = g_str_has_suffix(item, ":actors");
+    return TRUE;
+  }
   if (strcmp(item, "trainsim/collective-steps:sync") == 0 ||
       strcmp(item, "trainsim/collective-steps:async") == 0) {
     *async_steps = g_str_has_suffix(item, ":async");
@@ -986,7 +1729,8 @@ static gboolean own_setting(const char *item, gboolean *async_steps, gboolean *p
               "--cfg '%s': expected trainsim/collective-steps:sync (every member of a collective "
               "waits for the whole step, the default) or :async, or "
               "trainsim/collective-flows:merged (alike steps as one flow per peer, the default) "
-              "or :per-step",
+              "or :per-step, or trainsim/simgrid-mode:driver (no actors, the default) or :actors, "
+              "or trainsim/symmetry:collapse (the default) or :full, or trainsim/max-memory:SIZE",
               item);
   return FALSE;
 }
@@ -1044,7 +1788,7 @@ static gboolean same_array(const ts_topo *a, const ts_topo *b)
 ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
                                         const ts_platform_opts *opts, GError **error)
 {
-  gboolean async_steps = FALSE, per_step_flows = FALSE;
+  gboolean async_steps = FALSE, per_step_flows = FALSE, actors = FALSE;
   ts_platform_opts o = {{0}};
   if (opts != NULL)
     o = *opts;
@@ -1056,9 +1800,10 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   g_ptr_array_extend(rec, sg, NULL, NULL);
   g_ptr_array_add(rec, "trainsim/collective-steps:sync");
   g_ptr_array_add(rec, "trainsim/collective-flows:merged");
+  g_ptr_array_add(rec, "trainsim/simgrid-mode:driver");
   for (int i = 0; cfg != NULL && cfg[i] != NULL; i++) {
     if (g_str_has_prefix(cfg[i], "trainsim/")) {
-      if (!own_setting(cfg[i], &async_steps, &per_step_flows, error))
+      if (!own_setting(cfg[i], &async_steps, &per_step_flows, &actors, error))
         return NULL;
     } else {
       g_ptr_array_add(sg, (char *)cfg[i]);
@@ -1110,6 +1855,11 @@ ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg
   b->config = config_record(rec);
   b->async_steps = async_steps;
   b->per_step_flows = per_step_flows;
+  b->actors = actors;
+  b->collapse_cfg = TRUE;
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
+    if (g_str_has_prefix(cfg[i], "trainsim/symmetry:"))
+      b->collapse_cfg = strcmp(cfg[i], "trainsim/symmetry:collapse") == 0;
   b->queue = g_ptr_array_new();
   b->plans = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, plan_index_free);
   b->acc = g_new0(link_acc, ts_platform_nlinks(b->plat) > 0 ? ts_platform_nlinks(b->plat) : 1);
@@ -1147,6 +1897,27 @@ const ts_platform *ts_backend_simgrid_platform(const ts_backend *b)
 {
   sgb *s = ctx_of(b);
   return s != NULL ? s->plat : NULL;
+}
+
+gboolean ts_backend_simgrid_set_collapse(ts_backend *bk, gboolean on)
+{
+  sgb *b = ctx_of(bk);
+  if (b == NULL)
+    return FALSE;
+  /* Exact only where images behave alike: synchronous steps (a step ends for every line when
+   * the slowest ends), links that are images of each other (no shared ports, no dead links,
+   * no twisted wrap-around), the driver (actor mode runs every member). */
+  b->collapse = on && b->collapse_cfg && !b->actors && !b->async_steps &&
+                !ts_degrade_needs_full(b->topo) && !ts_topo_twisted(b->topo) &&
+                !ts_platform_shared_ports(b->plat);
+  b->sym_broken = FALSE;
+  return b->collapse;
+}
+
+gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *bk)
+{
+  sgb *b = ctx_of(bk);
+  return b != NULL && b->sym_broken;
 }
 
 /* ---- link report ---- */
@@ -1308,4 +2079,112 @@ gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_pa
     *summary = ts_link_report_summary(rows, top);
   g_ptr_array_unref(rows);
   return ok;
+}
+
+/* ---- cost estimate before a run ---- */
+
+/* Resident bytes per item, measured on this build (bench/RESULTS.md, "SimGrid at scale"):
+ * process and libraries; a host with its CPU model; a one-direction link with its max-min
+ * constraint; an op of one rank in the replay engine (its state and its share of the trace);
+ * a flow in flight (comm, network action, max-min variable, route, records); a transfer of
+ * a cached collective decomposition. */
+#define EST_BASE_BYTES 40e6
+#define EST_HOST_BYTES 1500.0
+#define EST_LINK_BYTES 800.0
+#define EST_OP_BYTES 48.0
+#define EST_FLOW_BYTES 2500.0
+#define EST_PLAN_XFER_BYTES 24.0 /* 16 B held, and the arrays grow by doubling while built */
+
+static double available_memory(void)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL))
+    return 0;
+  const char *p = strstr(text, "MemAvailable:");
+  return p != NULL ? g_ascii_strtod(p + strlen("MemAvailable:"), NULL) * 1024.0 : 0;
+}
+
+/* Transfers per member per step of a collective (merged: a pair exchanges one message). */
+static int peers_per_member(const ts_op *op, int n)
+{
+  if (op->coll == TS_COLL_ALLTOALL || op->algo == TS_ALGO_DIRECT)
+    return n - 1;
+  return MIN(n - 1, 2);
+}
+
+void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              ts_simgrid_estimate *out)
+{
+  memset(out, 0, sizeof *out);
+  out->hosts = t->nchips;
+  gint64 links = 0;
+  for (int d = 0; d < t->ndims; d++)
+    links += (gint64)t->nchips * 2;
+  out->links = (int)MIN(links, G_MAXINT);
+  /* Ops: every rank runs its program. */
+  gint64 *per_program = g_new0(gint64, tr->nprograms > 0 ? tr->nprograms : 1);
+  int peers = 1;
+  double plan_xfers = 0;
+  for (int p = 0; p < tr->nprograms; p++) {
+    const ts_program *pr = &tr->programs[p];
+    per_program[p] = pr->nops;
+    for (int i = 0; i < pr->nops; i++) {
+      const ts_op *op = &pr->ops[i];
+      if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
+        continue;
+      const ts_group *g = g_ptr_array_index(tr->groups, op->group);
+      int n = ts_trace_group_size(g);
+      int k = peers_per_member(op, n);
+      peers = MAX(peers, k);
+      /* A decomposition: 2(size - 1) steps of n transfers per piece (rings, tori). */
+      double steps = 0;
+      for (int q = 0; q < g->shape.npieces; q++)
+        steps += 2.0 * (g->shape.p[q].size - 1);
+      if (g->shape.npieces == 0)
+        steps = 2.0 * (n - 1);
+      /* Offsets per step and member, then the transfers themselves. */
+      plan_xfers = MAX(plan_xfers, steps * (n + 1) * 8.0 / EST_PLAN_XFER_BYTES + steps * n * k);
+    }
+  }
+  for (int r = 0; r < tr->nranks; r++) {
+    int p = ts_trace_program_of(tr, r);
+    if (p >= 0 && p < tr->nprograms)
+      out->ops += per_program[p];
+  }
+  g_free(per_program);
+  out->flows_at_once = (gint64)tr->nranks * (peers + 1);
+  /* The largest decomposition is held whole while it runs, whatever the cache's limit. */
+  double plan = MAX(plan_xfers * EST_PLAN_XFER_BYTES, 0.0);
+  out->memory_bytes = EST_BASE_BYTES + out->hosts * EST_HOST_BYTES + out->links * EST_LINK_BYTES +
+                      out->ops * EST_OP_BYTES + out->flows_at_once * EST_FLOW_BYTES + plan;
+  out->available_bytes = available_memory();
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
+    if (g_str_has_prefix(cfg[i], "trainsim/max-memory:") &&
+        !ts_parse_size(cfg[i] + strlen("trainsim/max-memory:"), &out->max_memory_bytes))
+      out->max_memory_bytes = -1;
+}
+
+gboolean ts_simgrid_preflight(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              GError **error)
+{
+  ts_simgrid_estimate e;
+  ts_simgrid_estimate_cost(tr, t, cfg, &e);
+  if (e.max_memory_bytes < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--cfg trainsim/max-memory: expected a size in bytes, e.g. 8GiB");
+    return FALSE;
+  }
+  double limit = e.max_memory_bytes > 0 ? e.max_memory_bytes : e.available_bytes;
+  if (limit <= 0 || e.memory_bytes <= limit)
+    return TRUE;
+  char need[32], have[32];
+  g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+              "the simgrid replay would need about %s (%d hosts, %d links, %" G_GINT64_FORMAT
+              " ops, up to %" G_GINT64_FORMAT " flows at once), over %s %s; set --cfg "
+              "trainsim/max-memory:SIZE above the estimate to run it anyway",
+              ts_fmt_bytes(need, sizeof need, e.memory_bytes), e.hosts, e.links, e.ops,
+              e.flows_at_once,
+              e.max_memory_bytes > 0 ? "--cfg trainsim/max-memory" : "the available",
+              ts_fmt_bytes(have, sizeof have, limit));
+  return FALSE;
 }

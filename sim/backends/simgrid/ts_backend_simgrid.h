@@ -39,6 +39,21 @@ gint64 ts_backend_simgrid_flows(const ts_backend *b);
 /** The platform (borrowed). */
 const ts_platform *ts_backend_simgrid_platform(const ts_backend *b);
 
+/**
+ * Symmetry collapse for the next runs (driver mode): a collective step in which every line
+ * of the group along one piece sends the images of the first line's flows is simulated on
+ * that line only, the others accounted as its images (exact: see docs/backends.md). Off
+ * unless set; trainsim/symmetry:full keeps it off. Returns whether it is on (it stays off for
+ * actor mode, asynchronous steps, shared ports, dead links and twisted tori).
+ */
+gboolean ts_backend_simgrid_set_collapse(ts_backend *b, gboolean on);
+
+/**
+ * After a failed run: whether it failed because a flow crossed a collapsed step's links (the
+ * symmetry did not hold). Replay again with collapse off.
+ */
+gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *b);
+
 /** Load of one link over the last run. */
 typedef struct {
   int link;              /* index in the platform */
@@ -81,6 +96,31 @@ char *ts_link_report_summary(const GPtrArray *rows, int top);
  */
 gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_path, int top,
                                          char **summary, GError **error);
+
+/** What a simgrid replay of a trace will need, estimated before it starts. */
+typedef struct {
+  int hosts, links;        /* the platform */
+  gint64 ops;              /* ops replayed, every rank */
+  gint64 flows_at_once;    /* bound on concurrent flows (largest collective step on every rank) */
+  double memory_bytes;     /* expected peak resident memory of the replay process */
+  double available_bytes;  /* the machine's available memory (MemAvailable), 0 if unknown */
+  double max_memory_bytes; /* --cfg trainsim/max-memory:SIZE, 0 if not given */
+} ts_simgrid_estimate;
+
+/**
+ * Estimates the cost of replaying tr on t with the simgrid backend (cfg: the --cfg items, for
+ * trainsim/max-memory). Cheap: one pass over the trace's programs.
+ */
+void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              ts_simgrid_estimate *out);
+
+/**
+ * Refuses (FALSE, TS_ERROR_INVALID: one line with the estimate and the option that overrides
+ * it) a replay whose estimated memory exceeds --cfg trainsim/max-memory:SIZE, or the available
+ * memory when that is not given; TS_ERROR_INPUT for a bad SIZE.
+ */
+gboolean ts_simgrid_preflight(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                              GError **error);
 
 G_END_DECLS
 

@@ -317,6 +317,11 @@ static gboolean shared_ports(const ts_platform *p)
   return FALSE;
 }
 
+gboolean ts_platform_shared_ports(const ts_platform *p)
+{
+  return shared_ports(p);
+}
+
 /* A TORUS cluster has one bandwidth and one latency, wraps every dimension, one port each. */
 static gboolean uniform_torus(const ts_platform *p)
 {

@@ -69,6 +69,9 @@ const char *ts_platform_link_direction(const ts_platform *p, int i);
  */
 gboolean ts_platform_route(const ts_platform *p, int src, int dst, GArray *out);
 
+/** Whether some chips share a port (ts_platform_opts.chips_per_port). */
+gboolean ts_platform_shared_ports(const ts_platform *p);
+
 /** Longest route, in links (bounds route buffers). */
 int ts_platform_max_route(const ts_platform *p);
 

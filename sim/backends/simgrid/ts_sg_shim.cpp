@@ -7,6 +7,7 @@
 
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/kernel/routing/NetPoint.hpp>
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
 #include <simgrid/s4u/Actor.hpp>
@@ -126,6 +127,16 @@ static gboolean apply_cfg(const char *item, GError **error)
       key.rfind("model-check", 0) == 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "--cfg '%s': this SimGrid setting is not supported by trainsim", item);
+    return FALSE;
+  }
+  /* Parallel contexts run actors on several threads; the actor mode's shares update the
+   * backend's state without locks (measured: a crash), and the driver has no actor to run.
+   * docs/backends.md, "Speed". */
+  if (key == "contexts/nthreads" && value != "1") {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--cfg '%s': trainsim runs SimGrid on one thread (the driver has no actors to "
+                "run in parallel); expected contexts/nthreads:1",
+                item);
     return FALSE;
   }
   if (const char *const *allowed = allowed_values(key)) {
@@ -335,17 +346,113 @@ extern "C" void ts_sg_execute(double flops)
   sg4::this_actor::execute(flops);
 }
 
+/* ---- driver mode: flows and timers without actors ----
+ *
+ * A host-to-host comm started from the simulator's own context (maestro) is reported by
+ * SimGrid through Activity::on_completion when it ends (EngineImpl::handle_ended_actions
+ * completes activities whose actor is maestro, as for activity graphs), so one callback, not
+ * an actor waiting on it, learns of every flow's end. The flow record rides in the comm's
+ * data; other activities (actor mode's mailbox comms) have none and are ignored. */
+
+namespace
+{
+constexpr unsigned FLOW_MAGIC = 0x74736677u;
+
+struct DriverFlow {
+  unsigned magic = FLOW_MAGIC;
+  ts_sg_flow_done_fn done = nullptr;
+  void *data = nullptr;
+  sg4::CommPtr comm;
+};
+
+/* Flows whose completion is being reported: the comm object is still in use by SimGrid
+ * while its on_completion signal runs, so records are freed at the next completion or at the
+ * end of the run, not inside their own callback. */
+std::vector<DriverFlow *> retired;
+bool completion_hooked = false;
+
+void release_retired(const DriverFlow *keep)
+{
+  size_t k = 0;
+  for (DriverFlow *f : retired) {
+    if (f == keep)
+      retired[k++] = f;
+    else
+      delete f;
+  }
+  retired.resize(k);
+}
+
+void on_completion(const sg4::Activity &a)
+{
+  auto *f = a.get_data<DriverFlow>();
+  if (f == nullptr || f->magic != FLOW_MAGIC)
+    return;
+  release_retired(nullptr);
+  f->magic = 0;
+  retired.push_back(f);
+  f->done(f->data, a.get_start_time(), a.get_finish_time());
+}
+} // namespace
+
+extern "C" void ts_sg_flow_start(sg_host_t src, sg_host_t dst, double bytes,
+                                 ts_sg_flow_done_fn done, void *data)
+{
+  if (!completion_hooked) {
+    sg4::Activity::on_completion_cb(on_completion);
+    completion_hooked = true;
+  }
+  auto *f = new DriverFlow;
+  f->done = done;
+  f->data = data;
+  /* Not sendto_async: with a payload of 0 bytes it would never start (Comm::set_destination
+   * waits for a size); started explicitly, an empty flow takes its route's latency. */
+  f->comm = sg4::Comm::sendto_init(src, dst);
+  f->comm->set_payload_size((uint64_t)std::llround(bytes));
+  f->comm->set_data(f);
+  f->comm->start();
+}
+
+struct ts_sg_timer {
+  simgrid::kernel::timer::Timer *timer;
+  void (*fn)(void *);
+  void *data;
+};
+
+extern "C" ts_sg_timer *ts_sg_at(double date_s, void (*fn)(void *), void *data)
+{
+  auto *t = new ts_sg_timer{nullptr, fn, data};
+  double now = sg4::Engine::get_clock();
+  t->timer = simgrid::kernel::timer::Timer::set(date_s > now ? date_s : now, [t]() {
+    void (*f)(void *) = t->fn;
+    void *d = t->data;
+    delete t;
+    f(d);
+  });
+  return t;
+}
+
+extern "C" void ts_sg_timer_cancel(ts_sg_timer *t)
+{
+  if (t == nullptr)
+    return;
+  t->timer->remove();
+  delete t;
+}
+
 extern "C" gboolean ts_sg_run(GError **error)
 {
   Quiet quiet;
+  gboolean ok = TRUE;
   try {
     engine->run();
   } catch (const std::exception &e) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "SimGrid stopped: %s",
                 first_line(e.what()).c_str());
-    return FALSE;
+    ok = FALSE;
   }
-  return TRUE;
+  release_retired(nullptr);
+  return ok;
 }
 
 extern "C" int ts_sg_actor_count(void)

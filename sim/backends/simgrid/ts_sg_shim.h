@@ -73,6 +73,33 @@ void ts_sg_exchange(const sg_mailbox_t *out, const double *bytes, int nout, cons
 /** Actor: executes `flops` on the actor's host and returns when done. */
 void ts_sg_execute(double flops);
 
+/*
+ * Driver mode (no actor): the functions below run in the simulator's own context (inside a
+ * ts_sg_at callback or a flow's completion callback, or before ts_sg_run), never in an actor.
+ */
+
+/** Called when a driver flow ends, with its simulated interval. */
+typedef void (*ts_sg_flow_done_fn)(void *data, double start_s, double end_s);
+
+/**
+ * Starts a host-to-host flow of `bytes` (0 allowed: it takes the route's latency) from the
+ * simulator's context; done(data, start, end) is called, in that context, when it ends.
+ */
+void ts_sg_flow_start(sg_host_t src, sg_host_t dst, double bytes, ts_sg_flow_done_fn done,
+                      void *data);
+
+/** A timer of the simulator (ts_sg_at). */
+typedef struct ts_sg_timer ts_sg_timer;
+
+/**
+ * Calls fn(data) in the simulator's context at simulated time date_s (at the current time if
+ * date_s is not later). The timer is freed after it fires.
+ */
+ts_sg_timer *ts_sg_at(double date_s, void (*fn)(void *), void *data);
+
+/** Cancels a timer that has not fired yet. */
+void ts_sg_timer_cancel(ts_sg_timer *t);
+
 /** Runs the simulation until no actor is left; FALSE with an error if SimGrid throws. */
 gboolean ts_sg_run(GError **error);
 
