@@ -148,7 +148,7 @@ Test(closed_form, bidir_ring_halves_bandwidth_term)
   topo_free(t);
 }
 
-Test(closed_form, torus_2d_is_sum_of_dimension_phases)
+Test(closed_form, torus_dimwise_2d_is_sum_of_dimension_phases)
 {
   const double S = 1.6e9, ax = 1.5e-6, ay = 2.5e-6;
   int sizes[] = {8, 16, 32};
@@ -164,8 +164,8 @@ Test(closed_form, torus_2d_is_sum_of_dimension_phases)
        * then along y on S/X, all-gather y, then x. Each phase by hand: */
       double phase_x = (X - 1) * (ax + S / (2.0 * X * Bx));
       double phase_y = (Y - 1) * (ay + (S / X) / (2.0 * Y * By));
-      expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), 2 * phase_x + 2 * phase_y,
-                   CLOSED_TOL, "torus %dx%d ratio %g", X, Y, ratios[j]);
+      expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S),
+                   2 * phase_x + 2 * phase_y, CLOSED_TOL, "torus %dx%d ratio %g", X, Y, ratios[j]);
       expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS, &g, S), phase_x + phase_y,
                    CLOSED_TOL, "torus reducescatter %dx%d", X, Y);
       /* The sum of the per-dimension collectives, each timed on its own. */
@@ -174,8 +174,8 @@ Test(closed_form, torus_2d_is_sum_of_dimension_phases)
       double ry = coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS, &gy, S / X);
       double agy = coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_TORUS, &gy, S / X);
       double agx = coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_TORUS, &gx, S);
-      expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), rx + ry + agy + agx,
-                   CLOSED_TOL, "torus = sum of 1D phases %dx%d", X, Y);
+      expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S),
+                   rx + ry + agy + agx, CLOSED_TOL, "torus = sum of 1D phases %dx%d", X, Y);
       topo_free(t);
     }
   /* 3D: 4 x 4 x 4 torus. */
@@ -186,8 +186,54 @@ Test(closed_form, torus_2d_is_sum_of_dimension_phases)
   ts_group_shape g = whole(t);
   double e = 2 * 3 * (1e-6 + S / 8 / 1e11) + 2 * 3 * (2e-6 + S / 4 / 8 / 5e10) +
              2 * 3 * (3e-6 + S / 16 / 8 / 2.5e10);
-  expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), e, CLOSED_TOL, "3D torus");
+  expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S), e, CLOSED_TOL,
+               "3D torus");
   topo_free(t);
+}
+
+/* The torus all-reduce runs every dimension at once: on a k^D torus with links of bandwidth B
+ * each way and latency alpha, chunk c of S/D reduce-scatters along dims c, c+1, ... with
+ * bidirectional rings, all chunks in the same steps, each step moving (S/D)/k^(i+1)/2 per link
+ * direction in phase i. Summed: 2 D (k-1) alpha + 2 (N-1)/N * S / (2 D B), N = k^D: the
+ * bandwidth-optimal all-reduce over the 2D links of every chip. */
+Test(closed_form, torus_allreduce_uses_all_dimensions_at_once)
+{
+  const double B = 4.5e10, alpha = 1.5e-6;
+  int ks[] = {4, 8};
+  for (int D = 2; D <= 3; D++)
+    for (size_t i = 0; i < G_N_ELEMENTS(ks); i++) {
+      int k = ks[i], N = D == 2 ? k * k : k * k * k;
+      dimspec d[3] = {{"x", k, TS_SHAPE_RING, B, alpha},
+                      {"y", k, TS_SHAPE_RING, B, alpha},
+                      {"z", k, TS_SHAPE_RING, B, alpha}};
+      ts_topo *t = topo_new(D, d);
+      ts_group_shape g = whole(t);
+      double sizes[] = {1e3, 1e6, 1.6e9};
+      for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++) {
+        double S = sizes[s];
+        double expect = 2.0 * D * (k - 1) * alpha + 2.0 * (N - 1) / N * S / (2.0 * D * B);
+        expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), expect, CLOSED_TOL,
+                     "torus %d^%d S=%g", k, D, S);
+        /* Same steps as the dimension-wise schedule, 1/D of its largest phase's bytes. */
+        double dimwise = coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S);
+        cr_expect(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S) <= dimwise * (1 + 1e-12),
+                  "torus %d^%d S=%g: concurrent slower than dimension-wise", k, D, S);
+      }
+      /* The plan (4-byte elements) has the same time and 2 D (k-1) steps. */
+      double S = 1.6e9;
+      g_autoptr(ts_coll_plan) p =
+          ts_coll_decompose(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, (gint64)(S / 4), 4.0, NULL);
+      cr_assert_not_null(p);
+      cr_expect_eq(ts_coll_plan_nsteps(p), 2 * D * (k - 1), "torus %d^%d steps", k, D);
+      expect_close(ts_coll_plan_time(p),
+                   2.0 * D * (k - 1) * alpha + 2.0 * (N - 1) / N * S / (2.0 * D * B), CLOSED_TOL,
+                   "torus %d^%d plan", k, D);
+      /* Reduce-scatter and all-gather keep the dimension-wise schedule (contiguous shards). */
+      expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS, &g, S),
+                   coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS_DIMWISE, &g, S), 1e-12,
+                   "torus %d^%d reducescatter", k, D);
+      topo_free(t);
+    }
 }
 
 static ts_topo *gpu_cluster(void)
@@ -207,8 +253,8 @@ Test(closed_form, hierarchical_gpu_cluster)
     double expect = 2 * 7 * (1e-6 + S / 8 / 3e11) + 2 * 31 * (5e-6 + S / 8 / 32 / 2.5e10);
     expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_HIERARCHICAL, &g, S), expect, CLOSED_TOL,
                  "hierarchical S=%g", S);
-    /* On switch dims the torus algorithm uses one-way rings too: same time. */
-    expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), expect, CLOSED_TOL,
+    /* On switch dims the dimension-wise torus algorithm uses one-way rings too: same time. */
+    expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S), expect, CLOSED_TOL,
                  "torus on switches S=%g", S);
   }
   topo_free(t);
@@ -755,7 +801,22 @@ static void check_bytes_sent(const ts_topo *t, ts_coll_kind kind, ts_coll_algo a
     total += ts_coll_plan_bytes_sent(p, m);
   double expect = -1.0;
   double half = 0.0; /* per member, one reduce-scatter or all-gather, in units of S */
-  if (algo == TS_ALGO_TORUS || algo == TS_ALGO_HIERARCHICAL) {
+  int tp[TS_MAX_PIECES], ntp = 0;
+  for (int k = 0; k < g->npieces; k++)
+    if (g->p[k].size >= 2)
+      tp[ntp++] = k;
+  if (algo == TS_ALGO_TORUS && kind == TS_COLL_ALLREDUCE && ntp >= 2) {
+    /* 1/ntp of the buffer per chunk, chunk c through the pieces in rotated order. */
+    for (int c = 0; c < ntp; c++) {
+      double seg = 1.0 / ntp;
+      for (int i = 0; i < ntp; i++) {
+        int k = tp[(c + i) % ntp];
+        half += seg * (g->p[k].size - 1.0) / g->p[k].size;
+        seg /= g->p[k].size;
+      }
+    }
+  } else if (algo == TS_ALGO_TORUS || algo == TS_ALGO_TORUS_DIMWISE ||
+             algo == TS_ALGO_HIERARCHICAL) {
     double seg = 1.0;
     for (int k = 0; k < g->npieces; k++) {
       half += seg * (g->p[k].size - 1.0) / g->p[k].size;
@@ -777,7 +838,7 @@ static void check_bytes_sent(const ts_topo *t, ts_coll_kind kind, ts_coll_algo a
   case TS_COLL_ALLTOALL: {
     /* Pairwise and direct send (n-1)/n S per member; dimension-wise all of S per phase. */
     double a = (n - 1.0) / n;
-    if (algo == TS_ALGO_TORUS || algo == TS_ALGO_HIERARCHICAL) {
+    if (algo == TS_ALGO_TORUS || algo == TS_ALGO_TORUS_DIMWISE || algo == TS_ALGO_HIERARCHICAL) {
       a = 0.0;
       for (int k = 0; k < g->npieces; k++)
         a += (g->p[k].size - 1.0) / g->p[k].size;
@@ -792,11 +853,11 @@ static void check_bytes_sent(const ts_topo *t, ts_coll_kind kind, ts_coll_algo a
   expect_close(total, expect, 1e-12, "%s: sum of bytes_sent", what);
 }
 
-static const ts_coll_algo all_algos[] = {TS_ALGO_RING,      TS_ALGO_BIDIR_RING,
-                                         TS_ALGO_TORUS,     TS_ALGO_HIERARCHICAL,
-                                         TS_ALGO_TREE,      TS_ALGO_HALVING_DOUBLING,
-                                         TS_ALGO_DIRECT,    TS_ALGO_NCCL_RING,
-                                         TS_ALGO_NCCL_TREE, TS_ALGO_NVLS};
+static const ts_coll_algo all_algos[] = {
+    TS_ALGO_RING,         TS_ALGO_BIDIR_RING,   TS_ALGO_TORUS,
+    TS_ALGO_HIERARCHICAL, TS_ALGO_TREE,         TS_ALGO_HALVING_DOUBLING,
+    TS_ALGO_DIRECT,       TS_ALGO_NCCL_RING,    TS_ALGO_NCCL_TREE,
+    TS_ALGO_NVLS,         TS_ALGO_TORUS_DIMWISE};
 
 /* What auto chooses among: NCCL's algorithms on switch dims (all-to-all direct, broadcast
  * ring), every classic algorithm elsewhere. */
@@ -806,7 +867,7 @@ static gboolean auto_candidate(const ts_topo *t, ts_coll_kind k, ts_coll_algo a)
   for (int d = 0; d < t->ndims; d++)
     sw = sw && (t->dims[d].shape == TS_SHAPE_SWITCH || t->dims[d].size == 1);
   if (!sw)
-    return a <= TS_ALGO_DIRECT;
+    return a <= TS_ALGO_DIRECT || a == TS_ALGO_TORUS_DIMWISE;
   switch (k) {
   case TS_COLL_ALLREDUCE:
     return a == TS_ALGO_NCCL_RING || a == TS_ALGO_NCCL_TREE || a == TS_ALGO_NVLS;

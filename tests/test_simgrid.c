@@ -173,7 +173,7 @@ Test(agree, asymmetric_array_both_dims)
   expect_close(got, want, REL_TOL, "ring along Y of an X=4Y array");
 }
 
-Test(agree, torus_2d_allreduce)
+Test(agree, torus_dimwise_2d_allreduce)
 {
   /* Ying et al. 2018: reduce-scatter along X then Y, all-gather back, bidirectional rings:
    * 2(X-1)(alpha + S/(2X Bx)) + 2(Y-1)(alpha + (S/X)/(2Y By)). */
@@ -183,12 +183,30 @@ Test(agree, torus_2d_allreduce)
   ts_group_shape g;
   ts_group_shape_dims(t, dims, 2, &g);
   double S = 256e6;
-  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, S, 1);
   double want = analytic_time(t, tr);
   expect_close(want, 14 * (1e-6 + S / 16 / 100e9) + 14 * (1e-6 + S / 8 / 16 / 100e9), 1e-9,
                "analytic vs closed form");
   double got = sim_time(t, tr, NULL);
-  expect_close(got, want, REL_TOL, "2D torus all-reduce");
+  expect_close(got, want, REL_TOL, "2D torus all-reduce, dimension-wise");
+}
+
+Test(agree, torus_2d_allreduce_all_dims_at_once)
+{
+  /* The torus algorithm: S/2 reduce-scatters along X then Y while the other S/2 goes along Y
+   * then X, in the same steps, then all-gather back: 2 * 7 (2 alpha + (S/2)/16/B + (S/2)/128/B)
+   * = 28 alpha + 2 (63/64) S / (4 B), the bandwidth-optimal all-reduce over 4 links a chip. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 100, 1}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  double S = 256e6;
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S, 1);
+  double want = analytic_time(t, tr);
+  expect_close(want, 28e-6 + 2 * (63.0 / 64) * S / (4 * 100e9), 1e-9, "analytic vs closed form");
+  double got = sim_time(t, tr, NULL);
+  expect_close(got, want, REL_TOL, "2D torus all-reduce, all dims at once");
 }
 
 Test(agree, asymmetric_array_torus)
@@ -199,12 +217,30 @@ Test(agree, asymmetric_array_torus)
   ts_group_shape g;
   ts_group_shape_dims(t, dims, 2, &g);
   double S = 128e6;
-  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, S, 1);
   double want = analytic_time(t, tr);
   expect_close(want, 30 * (1e-6 + S / 32 / 100e9) + 30 * (1e-6 + S / 16 / 32 / 25e9), 1e-9,
                "analytic vs closed form");
   double got = sim_time(t, tr, NULL);
   expect_close(got, want, REL_TOL, "2D torus all-reduce, X = 4 Y");
+}
+
+Test(agree, asymmetric_array_torus_all_dims_at_once)
+{
+  /* X links 4x Y: every step of the concurrent schedule waits for its chunk on Y:
+   * 2 * 15 (alpha + (S/2)/32/By) + 2 * 15 (alpha + (S/2)/512/By). */
+  const dim_spec d[] = {{"x", 16, TS_SHAPE_RING, 100, 1}, {"y", 16, TS_SHAPE_RING, 25, 1}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  double S = 128e6;
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S, 1);
+  double want = analytic_time(t, tr);
+  expect_close(want, 30 * (1e-6 + S / 64 / 25e9) + 30 * (1e-6 + S / 1024 / 25e9), 1e-9,
+               "analytic vs closed form");
+  double got = sim_time(t, tr, NULL);
+  expect_close(got, want, REL_TOL, "2D torus all-reduce all dims at once, X = 4 Y");
 }
 
 Test(agree, hierarchical_gpu_cluster)
@@ -423,7 +459,7 @@ Test(flows, merged_equals_per_step_without_contention)
   int dims[] = {0, 1};
   ts_group_shape g;
   ts_group_shape_dims(t, dims, 2, &g);
-  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, 256e6, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, 256e6, 1);
   expect_merged_equal(t, tr, NULL, 28 * 128, 3 * 128, "2D torus all-reduce");
 }
 

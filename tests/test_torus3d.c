@@ -181,9 +181,9 @@ static void expect_close(double got, double want, double tol, const char *what)
   cr_expect(rel <= tol, "%s: %.9g s, expected %.9g s (%.3g %% off)", what, got, want, 100 * rel);
 }
 
-Test(agree, torus_3d_allreduce_closed_form)
+Test(agree, torus_dimwise_3d_allreduce_closed_form)
 {
-  /* The torus algorithm (Ying et al. 2018) in 3D: reduce-scatter along x, y, z with
+  /* The dimension-wise torus algorithm (Ying et al. 2018) in 3D: reduce-scatter along x, y, z with
    * bidirectional rings, all-gather back: sum over dims of 2(n_d - 1)(alpha + S_d / (2 n_d B)),
    * S_d the data left after the earlier dims. Every phase uses its own dimension's links. */
   int sizes[] = {4, 4, 4};
@@ -196,10 +196,27 @@ Test(agree, torus_3d_allreduce_closed_form)
     want += 2 * 3 * (a + left / (2 * 4) / B);
     left /= 4;
   }
-  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, S);
   double sim, an = both(t, tr, &sim);
   expect_close(an, want, 1e-9, "analytic vs closed form");
   expect_close(sim, an, REL_TOL, "simgrid vs analytic, 4x4x4 all-reduce");
+}
+
+Test(agree, torus_3d_allreduce_all_dims_at_once)
+{
+  /* The torus algorithm: three chunks of S/3, chunk c along dims c, c+1, c+2, in the same
+   * steps, bidirectional rings: 2 * 3 * 3 alpha + 2 (63/64) S / (6 B) on 4x4x4. */
+  int sizes[] = {4, 4, 4};
+  g_autoptr(ts_topo) t = torus(sizes, 3, 45, 1);
+  int dims[] = {0, 1, 2};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 3, &g);
+  double S = 64e6, B = 45e9, a = 1e-6;
+  double want = 18 * a + 2 * (63.0 / 64) * S / (6 * B);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S);
+  double sim, an = both(t, tr, &sim);
+  expect_close(an, want, 1e-9, "analytic vs closed form");
+  expect_close(sim, an, REL_TOL, "simgrid vs analytic, 4x4x4 all-reduce all dims at once");
 }
 
 Test(agree, twisted_ring_along_the_long_dimension)

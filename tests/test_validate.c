@@ -155,8 +155,9 @@ Test(validate, data_parallel_every_algorithm_1d_and_2d, .timeout = 60)
             cr_assert_str_eq(r->algorithms, ts_coll_algo_name(a), "%s", text);
           ran++;
         }
-        /* Seven classic algorithms, nccl-ring, nccl-tree and the nccl choice (nvls refuses). */
-        int want = strcmp(cases[c].split, "dp=3") == 0 ? 9 : 10;
+        /* Seven classic algorithms, nccl-ring, nccl-tree, the nccl choice and torus-dimwise
+         * (nvls refuses). */
+        int want = strcmp(cases[c].split, "dp=3") == 0 ? 10 : 11;
         cr_assert_eq(ran, want, "%s %s: %d algorithms ran", models[m], cases[c].split, ran);
       }
 }
@@ -459,7 +460,7 @@ Test(validate_cli, exit_statuses)
   cmd_free(&ok);
   run_result pass = cmd("-m validate-mlp -m validate-cnn -s dp=4 -s tp=2 -p both -a all");
   cr_assert_eq(pass.status, 0, "%s%s", pass.out, pass.err);
-  cr_assert(strstr(pass.out, "80 of 80 runs passed") != NULL, "%s", pass.out);
+  cr_assert(strstr(pass.out, "88 of 88 runs passed") != NULL, "%s", pass.out);
   cmd_free(&pass);
   run_result broken = cmd("-m validate-mlp -s tp=2 --drop-op 'fc2 fwd all-reduce'");
   cr_assert_eq(broken.status, 1, "%s", broken.out);

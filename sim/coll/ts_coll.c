@@ -9,9 +9,19 @@
 
 static const char *const kind_names[TS_COLL_NKINDS] = {"allreduce", "reducescatter", "allgather",
                                                        "alltoall", "broadcast"};
-static const char *const algo_names[TS_ALGO_NALGOS] = {
-    "auto",   "ring",      "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling",
-    "direct", "nccl-ring", "nccl-tree",  "nvls",  "nccl"};
+static const char *const algo_names[TS_ALGO_NALGOS] = {"auto",
+                                                       "ring",
+                                                       "bidir-ring",
+                                                       "torus",
+                                                       "hierarchical",
+                                                       "tree",
+                                                       "halving-doubling",
+                                                       "direct",
+                                                       "nccl-ring",
+                                                       "nccl-tree",
+                                                       "nvls",
+                                                       "nccl",
+                                                       "torus-dimwise"};
 static const char *const proto_names[TS_PROTO_NPROTOS] = {"auto", "LL", "LL128", "Simple", "none"};
 
 gboolean ts_coll_algo_is_choice(ts_coll_algo a)
@@ -567,6 +577,9 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
   } else {
     for (int a = TS_ALGO_RING; a <= TS_ALGO_DIRECT; a++)
       cand[nc++] = (ts_coll_algo)a;
+    /* The concurrent torus all-reduce runs its chunks in lockstep: on dims of unequal
+     * bandwidth or size a step waits for the slowest chunk, where one dim at a time can win. */
+    cand[nc++] = TS_ALGO_TORUS_DIMWISE;
   }
   double best = -1.0;
   ts_coll_algo best_algo = TS_ALGO_AUTO;

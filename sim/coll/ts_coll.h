@@ -21,11 +21,14 @@ typedef enum {
 } ts_coll_kind;
 
 typedef enum {
-  TS_ALGO_AUTO,         /* the fastest valid algorithm by analytic time */
-  TS_ALGO_RING,         /* one ring through all members (snake order over several dims) */
-  TS_ALGO_BIDIR_RING,   /* two counter-rotating rings, half the data each */
-  TS_ALGO_TORUS,        /* per dimension: reduce-scatter along X, then Y, ..., all-gather back;
-                           bidirectional rings on ring/mesh dims */
+  TS_ALGO_AUTO,       /* the fastest valid algorithm by analytic time */
+  TS_ALGO_RING,       /* one ring through all members (snake order over several dims) */
+  TS_ALGO_BIDIR_RING, /* two counter-rotating rings, half the data each */
+  TS_ALGO_TORUS, /* all-reduce over several dimensions: the buffer in D chunks (D pieces of >= 2
+                    members), chunk k reduce-scatters along dims k, k+1, ... (rotated) and
+                    all-gathers back, all chunks at once, so every dimension's links are busy;
+                    bidirectional rings on ring/mesh dims. Other kinds, and one dimension: as
+                    torus-dimwise */
   TS_ALGO_HIERARCHICAL, /* per dimension as TORUS, with a one-way ring in every phase (NCCL-style
                            for switch hierarchies) */
   TS_ALGO_TREE,         /* binary tree reduce then broadcast, log2 steps of whole buffers */
@@ -42,6 +45,9 @@ typedef enum {
   TS_ALGO_NCCL, /* a choice, like auto: the algorithm and protocol NCCL's tuning model would pick
                    (lowest time among nccl-ring, nccl-tree, nvls and LL, LL128, Simple); all-to-all
                    is direct (NCCL's send/recv to every peer), broadcast ring */
+  TS_ALGO_TORUS_DIMWISE, /* per dimension: reduce-scatter along X on the whole buffer, then Y, ...,
+                            all-gather back, one dimension's links busy at a time (the torus
+                            algorithm before 2026-12); bidirectional rings on ring/mesh dims */
   TS_ALGO_NALGOS
 } ts_coll_algo;
 
@@ -141,9 +147,9 @@ void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count);
 /**
  * Analytic time of a collective of `bytes` over a group, seconds. With TS_ALGO_AUTO: on a
  * group whose pieces all lie on switch dimensions, what NCCL picks (TS_ALGO_NCCL); otherwise
- * every classic algorithm (ring .. direct) valid for the group, the fastest, in *chosen (may
- * be NULL). NCCL algorithms use their fastest protocol.
- * Returns a negative value with an error when no requested algorithm applies.
+ * every classic algorithm (ring .. direct, torus-dimwise) valid for the group, the fastest, in
+ * *chosen (may be NULL). NCCL algorithms use their fastest protocol. Returns a negative value with
+ * an error when no requested algorithm applies.
  */
 double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
                     double bytes, ts_coll_algo *chosen, GError **error);
@@ -194,7 +200,7 @@ const char *ts_coll_algo_name(ts_coll_algo a);
 /** Parses "allreduce", "reducescatter", "allgather", "alltoall", "broadcast"; -1 if unknown. */
 int ts_coll_kind_parse(const char *s);
 /** Parses "auto", "ring", "bidir-ring", "torus", "hierarchical", "tree", "halving-doubling",
- * "direct", "nccl-ring", "nccl-tree", "nvls", "nccl"; -1 if unknown. */
+ * "direct", "nccl-ring", "nccl-tree", "nvls", "nccl", "torus-dimwise"; -1 if unknown. */
 int ts_coll_algo_parse(const char *s);
 /** Every algorithm name, "auto, ring, ... or direct", for help texts and errors. Static. */
 const char *ts_coll_algo_list(void);

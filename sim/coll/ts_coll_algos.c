@@ -180,7 +180,68 @@ static void chunk_of(const ts_coll_plan *p, const ts_stage *st, gint64 lo, gint6
   part(lo, len, L, label, off, cnt);
 }
 
-static void gen_ring(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+/* ---- torus all-reduce over all dimensions at once (rotated chunks) ----
+ * The buffer is cut into ntp chunks, one per piece of >= 2 members. Chunk c reduce-scatters
+ * along pieces tp[c], tp[c+1], ..., tp[c-1] (indices mod ntp), each phase a ring reduce-scatter
+ * on the chunk's current nested segment, then all-gathers back in the reverse order; the chunks
+ * run in the same steps, so on a D-dimensional torus every dimension carries one chunk at a
+ * time. Chunk c's phase i is along piece tp[(c + i) % ntp]. */
+
+static int trot_piece(const ts_coll_plan *p, int c, int i)
+{
+  return p->tp[(c + i) % p->ntp];
+}
+
+/* Phase i of chunk c at step t of a rotated stage, and the step tt within the phase. */
+static void trot_phase(const ts_coll_plan *p, const ts_stage *st, int c, int t, int *i, int *tt)
+{
+  gboolean rs = st->type == TS_ST_TROT_RS;
+  for (int s = 0; s < p->ntp; s++) {
+    int ii = rs ? s : p->ntp - 1 - s;
+    int len = psize(p, trot_piece(p, c, ii)) - 1;
+    if (t < len) {
+      *i = ii;
+      *tt = t;
+      return;
+    }
+    t -= len;
+  }
+  g_assert_not_reached();
+}
+
+/* Chunk c's nested segment of member m before its phase i. */
+static void trot_segment(const ts_coll_plan *p, int m, int c, int i, gint64 *lo, gint64 *len)
+{
+  part(0, p->count, p->ntp, c, lo, len);
+  for (int k = 0; k < i; k++) {
+    int j = trot_piece(p, c, k);
+    part(*lo, *len, psize(p, j), digit(p, m, j), lo, len);
+  }
+}
+
+static double trot_bytes(const ts_coll_plan *p, int c, int i)
+{
+  double s = p->bytes / p->ntp;
+  for (int k = 0; k < i; k++)
+    s /= psize(p, trot_piece(p, c, k));
+  return s;
+}
+
+/* The ring stage chunk c's phase i runs (lines along its piece). */
+static ts_stage trot_ring(const ts_coll_plan *p, const ts_stage *st, int c, int i)
+{
+  int j = trot_piece(p, c, i);
+  return (ts_stage){.type = st->type == TS_ST_TROT_RS ? TS_ST_RING_RS : TS_ST_RING_AG,
+                    .lp = j,
+                    .free_mask = all_pieces(p) & ~(1u << j),
+                    .bidir = st->bidir && p->net.shape[p->g.p[j].dim] != TS_SHAPE_SWITCH,
+                    .nseg = 1};
+}
+
+/* Ring step t on every line of st; the lines' segments are those of rotated chunk c at phase
+ * i, or with c < 0 the nested segment before the phase along st->lp. */
+static void gen_ring_chunk(const ts_coll_plan *p, const ts_stage *st, int t, int c, int i,
+                           GArray *out)
 {
   gboolean rs = st->type == TS_ST_RING_RS;
   ts_xfer_op op = rs ? TS_XFER_REDUCE : TS_XFER_COPY;
@@ -188,7 +249,10 @@ static void gen_ring(const ts_coll_plan *p, const ts_stage *st, int t, GArray *o
   for (int l = 0; l < nl; l++) {
     int base = line_base(p, st->free_mask, l);
     gint64 lo, len, off, cnt;
-    segment(p, base, MAX(st->lp, 0), &lo, &len);
+    if (c < 0)
+      segment(p, base, MAX(st->lp, 0), &lo, &len);
+    else
+      trot_segment(p, base, c, i, &lo, &len);
     for (int r = 0; r < L; r++) {
       int src = line_member(p, st, base, r);
       chunk_of(p, st, lo, len, rs ? r - t - 1 : r - t, &off, &cnt);
@@ -205,6 +269,21 @@ static void gen_ring(const ts_coll_plan *p, const ts_stage *st, int t, GArray *o
   }
 }
 
+static void gen_ring(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  gen_ring_chunk(p, st, t, -1, 0, out);
+}
+
+static void gen_trot(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
+{
+  for (int c = 0; c < p->ntp; c++) {
+    int i, tt;
+    trot_phase(p, st, c, t, &i, &tt);
+    ts_stage ring = trot_ring(p, st, c, i);
+    gen_ring_chunk(p, &ring, tt, c, i, out);
+  }
+}
+
 /* Chips of a line's members in line order (into buf, L entries). */
 static const int *line_chips(const ts_coll_plan *p, const ts_stage *st, int base, int *buf)
 {
@@ -214,12 +293,14 @@ static const int *line_chips(const ts_coll_plan *p, const ts_stage *st, int base
   return buf;
 }
 
-static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full, GArray *out)
+/* Flows of one ring step on the lines of st, each line's segment `seg` bytes. */
+static void flows_ring_seg(const ts_coll_plan *p, const ts_stage *st, gboolean full, double seg,
+                           GArray *out)
 {
   int L = line_len(p, st);
   guint mask = time_mask(p, st->free_mask, st->lp, full);
   int nl = nlines(p, mask);
-  double c = segment_bytes(p, MAX(st->lp, 0)) / L / (st->bidir ? 2 : 1);
+  double c = seg / L / (st->bidir ? 2 : 1);
   flow_writer w = reserve(out, p, (gsize)nl * L * (st->bidir ? 2 : 1));
   g_autofree int *buf = g_new(int, L);
   for (int l = 0; l < nl; l++) {
@@ -232,6 +313,21 @@ static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full,
         *f = (ts_flow){.src = ch[r], .dst = ch[r == 0 ? L - 1 : r - 1], .bytes = c, 0, 0};
       }
     }
+  }
+}
+
+static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full, GArray *out)
+{
+  flows_ring_seg(p, st, full, segment_bytes(p, MAX(st->lp, 0)), out);
+}
+
+static void flows_trot(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
+{
+  for (int c = 0; c < p->ntp; c++) {
+    int i, tt;
+    trot_phase(p, st, c, t, &i, &tt);
+    ts_stage ring = trot_ring(p, st, c, i);
+    flows_ring_seg(p, &ring, full, trot_bytes(p, c, i), out);
   }
 }
 
@@ -742,6 +838,10 @@ void ts_coll_stage_flows(const ts_coll_plan *p, const ts_stage *st, int t, gbool
   case TS_ST_RING_AG:
     flows_ring(p, st, full, flows);
     break;
+  case TS_ST_TROT_RS:
+  case TS_ST_TROT_AG:
+    flows_trot(p, st, t, full, flows);
+    break;
   case TS_ST_TREE_REDUCE:
   case TS_ST_TREE_BCAST:
     flows_tree(p, st, t, flows);
@@ -800,6 +900,10 @@ void ts_coll_plan_step(const ts_coll_plan *p, int s, GArray *out)
   case TS_ST_RING_AG:
     gen_ring(p, st, t, out);
     break;
+  case TS_ST_TROT_RS:
+  case TS_ST_TROT_AG:
+    gen_trot(p, st, t, out);
+    break;
   case TS_ST_TREE_REDUCE:
   case TS_ST_TREE_BCAST:
     gen_tree(p, st, t, out);
@@ -857,9 +961,15 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
   double per_step[TS_COLL_MAX_STAGES];
   double hd_rs[32];
   int hd_rs_steps = 0;
-  double total = 0.0;
+  double total = 0.0, trot_rs = -1.0;
   for (int i = 0; i < p->nstages; i++) {
     const ts_stage *st = &p->st[i];
+    /* The rotated all-gather runs the reduce-scatter's steps backwards (same pieces, sizes). */
+    if (st->type == TS_ST_TROT_AG && trot_rs >= 0.0) {
+      total += trot_rs;
+      continue;
+    }
+    double before = total;
     int reuse = -1;
     for (int j = 0; j < i && reuse < 0; j++)
       if (same_ring(&p->st[j], st))
@@ -886,6 +996,8 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
       per_step[i] = v;
       total += stage_uniform(st) ? v * st->nsteps : v;
     }
+    if (st->type == TS_ST_TROT_RS)
+      trot_rs = total - before;
   }
   ts_eval_free(ev);
   return total + (p->nsteps > 0 ? p->base_lat_s : 0.0);
@@ -911,6 +1023,14 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
       break;
     case TS_ST_CHAIN:
       total += lines * (L - 1) * two;
+      break;
+    case TS_ST_TROT_RS:
+    case TS_ST_TROT_AG:
+      for (int c = 0; c < p->ntp; c++) {
+        int j = p->tp[c];
+        total += (double)st->nsteps *
+                 nlines(p, time_mask(p, all_pieces(p) & ~(1u << j), j, FALSE)) * psize(p, j) * 2.0;
+      }
       break;
     case TS_ST_MRING_RS:
     case TS_ST_MRING_AG:
@@ -965,6 +1085,7 @@ static gboolean algo_supports(ts_coll_kind kind, ts_coll_algo algo)
   switch (algo) {
   case TS_ALGO_RING:
   case TS_ALGO_TORUS:
+  case TS_ALGO_TORUS_DIMWISE:
   case TS_ALGO_HIERARCHICAL:
   case TS_ALGO_DIRECT:
     return TRUE;
@@ -1170,7 +1291,23 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
     break;
   }
   case TS_ALGO_TORUS:
+  case TS_ALGO_TORUS_DIMWISE:
   case TS_ALGO_HIERARCHICAL:
+    p->ntp = 0;
+    for (int k = 0; k < P; k++)
+      if (psize(p, k) >= 2)
+        p->tp[p->ntp++] = k;
+    if (algo == TS_ALGO_TORUS && kind == TS_COLL_ALLREDUCE && p->ntp >= 2) {
+      /* All dimensions at once (see TS_ST_TROT_RS): the bandwidth-optimal multi-dimensional
+       * torus all-reduce, as TPU pods run it over their ICI. The other kinds keep the
+       * dimension-wise schedule below, whose shards are contiguous (ts_coll_shard). */
+      int steps = 0;
+      for (int c = 0; c < p->ntp; c++)
+        steps += psize(p, p->tp[c]) - 1;
+      add_stage(p, TS_ST_TROT_RS, steps, -1, 0, TRUE);
+      add_stage(p, TS_ST_TROT_AG, steps, -1, 0, TRUE);
+      break;
+    }
     /* Dimension by dimension (Ying et al. 2018, arXiv:1811.06992, "2-D torus all-reduce"; Kumar et
      * al. 2019, arXiv:1909.09756): reduce-scatter along piece 0 on S, piece 1 on S/n0, ..., then
      * all-gather back. Torus uses two counter-rotating rings on ring and mesh dims; the
@@ -1178,7 +1315,8 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
      * hierarchical all-reduce (reduce-scatter in the node, all-reduce across, all-gather). */
     for (int k = 0; k < P; k++) {
       int nk = psize(p, k);
-      gboolean bidir = algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
+      gboolean bidir =
+          algo != TS_ALGO_HIERARCHICAL && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
       guint others = all_pieces(p) & ~(1u << k);
       if (nk < 2)
         continue;
@@ -1192,7 +1330,8 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
     if (ag)
       for (int k = P - 1; k >= 0; k--) {
         int nk = psize(p, k);
-        gboolean bidir = algo == TS_ALGO_TORUS && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
+        gboolean bidir =
+            algo != TS_ALGO_HIERARCHICAL && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
         if (nk >= 2)
           add_stage(p, TS_ST_RING_AG, nk - 1, k, all_pieces(p) & ~(1u << k), bidir);
       }
@@ -1503,7 +1642,8 @@ void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count)
   g_return_if_fail(p != NULL && m >= 0 && m < p->n && offset != NULL && count != NULL);
   gboolean layout = p->kind == TS_COLL_ALLREDUCE || p->kind == TS_COLL_REDUCESCATTER ||
                     p->kind == TS_COLL_ALLGATHER;
-  if (layout && (p->algo == TS_ALGO_TORUS || p->algo == TS_ALGO_HIERARCHICAL)) {
+  if (layout && (p->algo == TS_ALGO_TORUS || p->algo == TS_ALGO_TORUS_DIMWISE ||
+                 p->algo == TS_ALGO_HIERARCHICAL)) {
     segment(p, m, p->g.npieces, offset, count);
   } else if (layout && p->algo == TS_ALGO_HALVING_DOUBLING) {
     gint64 a, b;

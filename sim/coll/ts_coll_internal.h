@@ -81,6 +81,10 @@ typedef enum {
                      switch (the down port carries one chunk) */
   TS_ST_NVLS_AG,  /* multicast all-gather: one upload per member, replicated by the switch */
   TS_ST_NVLS_AR,  /* in-switch all-reduce: the two above pipelined over nseg segments */
+  TS_ST_TROT_RS,  /* torus all-reduce, all dimensions at once: the buffer in ntp chunks, chunk c
+                     reduce-scatters along pieces tp[c], tp[c+1], ... (rotated), ring steps of
+                     every chunk in the same step */
+  TS_ST_TROT_AG,  /* its all-gather: chunk c along the same pieces in reverse order */
 } ts_stage_type;
 
 typedef struct {
@@ -121,6 +125,9 @@ struct ts_coll_plan {
   int *tparent;          /* ntrees * n: parent member in tree k, -1 at the root */
   int *theight, *tdepth; /* ntrees * n: height above the deepest leaf below, depth below root */
   int *tH;               /* ntrees: height of the root */
+  /* Torus all-reduce over all dimensions at once: the pieces with >= 2 members, fastest first. */
+  int ntp;
+  int tp[TS_MAX_PIECES];
 };
 
 /* Builds the stage structure of a collective (no transfers are expanded). count is the element

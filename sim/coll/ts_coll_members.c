@@ -22,7 +22,8 @@ ts_coll_plan *ts_coll_members_decompose(ts_coll_kind kind, ts_coll_algo algo, in
   fake.dims[0].shape = TS_SHAPE_RING;
   fake.dims[0].link_bw_Bps = 1.0;
   ts_group_shape g = {1, {{0, n, 1}}};
-  if (algo == TS_ALGO_AUTO || algo == TS_ALGO_TORUS || algo == TS_ALGO_HIERARCHICAL)
+  if (algo == TS_ALGO_AUTO || algo == TS_ALGO_TORUS || algo == TS_ALGO_TORUS_DIMWISE ||
+      algo == TS_ALGO_HIERARCHICAL)
     algo = TS_ALGO_RING;
   return ts_coll_decompose(&fake, kind, algo, &g, count, 1.0, error);
 }
