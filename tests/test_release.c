@@ -586,6 +586,28 @@ Test(release, sweep_lists_name_each_value_once)
                      "--max-chips -2: expected a number of chips >= 1 (0: no bound)");
 }
 
+Test(release, check_update_reads_groups_as_check_does)
+{
+  /* Found by fuzz_scenario: a group line led by a carriage return ("\r[b]") is a group to the
+   * reader, but --update's rewrite skipped only blanks and tabs, so it wrote [b]'s golden with
+   * [a]'s value and the next check drifted. tests/fuzz/regressions/scenario/ keeps the input. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *scen = write_file(dir, "s.ini",
+                                     "[a]\ntopology = tpu-v2-8\nmodel = mlp\nsplit = dp=4\n"
+                                     "global_batch = 16\ntolerance_pct = 0\nstep_time_s = 1\n"
+                                     "\r[b]\ntopology = tpu-v2-8\nmodel = mlp\nsplit = dp=4\n"
+                                     "global_batch = 64\ntolerance_pct = 0\nstep_time_s = 1\n");
+  g_autofree char *up = g_strdup_printf("check %s --update", scen);
+  run_result r = run(up);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *ck = g_strdup_printf("check %s", scen);
+  r = run(ck);
+  cr_expect_eq(r.status, 0, "after --update, check drifts:\n%s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
 Test(release, check_names_the_file_group_and_key)
 {
   g_autofree char *dir = tmp_dir();

@@ -127,7 +127,7 @@ static gboolean parse_scenario(GKeyFile *kf, const char *path, const char *g, sc
 static char *key_of(const char *line)
 {
   const char *p = line;
-  while (*p == ' ' || *p == '\t')
+  while (g_ascii_isspace(*p)) /* as GKeyFile, which skips \r, \f and \v too */
     p++;
   if (*p == '#' || *p == '[' || *p == '\0')
     return NULL;
@@ -141,7 +141,7 @@ static char *key_of(const char *line)
 static char *group_of(const char *line)
 {
   const char *p = line;
-  while (*p == ' ' || *p == '\t')
+  while (g_ascii_isspace(*p)) /* as GKeyFile, which skips \r, \f and \v too */
     p++;
   if (*p != '[')
     return NULL;
