@@ -620,7 +620,10 @@ Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
    * so the chunks must assemble exactly what the whole collective would. Without and with
    * sequence parallelism (all-gather and reduce-scatter chunks), with dp, pp, ZeRO and
    * recomputation, every network reproduces the reference; dropping one layer's chunks, or the
-   * dependency of a reduction chunk on its GEMM chunk, fails. */
+   * dependency of a reduction chunk on its GEMM chunk, fails. A recomputed forward
+   * (recompute=full, the blocks of the transformer and Llama) is chunked as the forward is, its
+   * chunks tagged as a recomputation: the validator runs them on real buffers too (dropping a
+   * recompute chunk, or a reduction chunk's dependency, fails). */
   static const char *const splits[] = {"tp=2,tp-overlap", "tp=2,dp=2,tp-overlap",
                                        "tp=2,pp=2,tp-overlap",
                                        "tp=2,dp=2,zero=1,tp-overlap,dp-overlap"};
@@ -628,9 +631,9 @@ Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
     for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
       for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
         expect_pass(models[m], splits[k], precs[p], NULL);
-  static const char *const sp[] = {"tp=2,sp,tp-overlap", "tp=2,dp=2,zero=3,sp,tp-overlap",
-                                   "tp=2,pp=2,sp,tp-overlap",
-                                   "tp=2,dp=2,sp,recompute=full,tp-overlap"};
+  static const char *const sp[] = {
+      "tp=2,sp,tp-overlap", "tp=2,dp=2,zero=3,sp,tp-overlap", "tp=2,pp=2,sp,tp-overlap",
+      "tp=2,dp=2,sp,recompute=full,tp-overlap", "tp=2,pp=2,sp,recompute=full,tp-overlap"};
   for (gsize k = 0; k < G_N_ELEMENTS(sp); k++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
       expect_pass("validate-transformer", sp[k], precs[p], NULL);
@@ -643,4 +646,18 @@ Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
               "before its all-gather chunk");
   extra c = {.nodeps = "block.0.fc2 fwd reduce-scatter chunk"};
   expect_fail("validate-transformer", "tp=2,sp,tp-overlap", TS_PREC_F64, &c, "not computed yet");
+  /* The recomputed forward's chunks are its own ops, checked as the forward's are (the MLP and
+   * CNN have no blocks, so nothing of theirs is recomputed). */
+  extra d = {.drop = "block.0.attention recompute all-reduce chunk"};
+  expect_fail("validate-transformer", "tp=2,recompute=full,tp-overlap", TS_PREC_F64, &d,
+              "missing all-reduce");
+  extra f = {.drop = "block.0.fc1 recompute all-gather chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,recompute=full,tp-overlap", TS_PREC_F64, &f,
+              "before its all-gather chunk");
+  /* Without its dependency on the GEMM chunk, the recompute reduction chunk reads as a
+   * collective before the layer's pass; the forward's values are still there, so it meets the
+   * token block the forward left and the run stops on it. */
+  extra h = {.nodeps = "block.0.fc2 recompute reduce-scatter chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,recompute=full,tp-overlap", TS_PREC_F64, &h,
+              "execution failed: 'block.0.fc2 recompute reduce-scatter chunk'");
 }

@@ -97,6 +97,9 @@ enum {
   L_OVL_FWD,
   L_OVL_FWD_PRE,
   L_OVL_FWD_POST,
+  L_OVL_RC,
+  L_OVL_RC_PRE,
+  L_OVL_RC_POST,
   L_OVL_BWD_PRE,
   L_OVL_DGRAD,
   L_PGATHER,
@@ -128,6 +131,12 @@ static const struct {
     [L_EP_RC_POST] = {TS_ROLE_EP, TS_PHASE_RECOMPUTE},
     [L_EP_BWD_PRE] = {TS_ROLE_EP, TS_PHASE_BWD},
     [L_EP_BWD_POST] = {TS_ROLE_EP, TS_PHASE_BWD},
+    [L_OVL_FWD] = {TS_ROLE_COMPUTE, TS_PHASE_FWD},
+    [L_OVL_FWD_PRE] = {TS_ROLE_TP, TS_PHASE_FWD},
+    [L_OVL_FWD_POST] = {TS_ROLE_TP, TS_PHASE_FWD},
+    [L_OVL_RC] = {TS_ROLE_COMPUTE, TS_PHASE_RECOMPUTE},
+    [L_OVL_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_OVL_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
@@ -566,14 +575,17 @@ static int ovl_chunks(const gen *g)
 /* The label of a tp-overlap op of layer i, set before each op it labels: emit() clears the
  * tag (layer, role) lbl() sets, so a label formatted once would leave the later chunks
  * untagged. */
-static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post)
+static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post, gboolean recompute)
 {
   const ts_layer *l = &g->p->model->layers[i];
+  const char *what = recompute ? "recompute" : "fwd";
   if (slot == L_OVL_FWD_PRE)
-    return lbl(g, layer_slot(g, i, slot), "%s fwd all-gather chunk", l->name);
+    return lbl(g, layer_slot(g, i, recompute ? L_OVL_RC_PRE : slot), "%s %s all-gather chunk",
+               l->name, what);
   if (slot == L_OVL_FWD_POST)
-    return lbl(g, layer_slot(g, i, slot), "%s fwd %s chunk", l->name, coll_word(post->kind));
-  return lbl(g, layer_slot(g, i, slot), "%s fwd chunk", l->name);
+    return lbl(g, layer_slot(g, i, recompute ? L_OVL_RC_POST : slot), "%s %s %s chunk", l->name,
+               what, coll_word(post->kind));
+  return lbl(g, layer_slot(g, i, recompute ? L_OVL_RC : slot), "%s %s chunk", l->name, what);
 }
 
 /* A layer's forward with its input all-gather and / or output reduce-scatter (all-reduce)
@@ -590,14 +602,15 @@ static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post)
  * c_a, reduction time c_r and GEMM time g (= G/n) the layer takes c_a + (n - 1) max(c_a, g, c_r) +
  * g + c_r instead of C_a + G + C_r. */
 static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
-                          double flops, double mem)
+                          double flops, double mem, gboolean recompute)
 {
+  const char *what = recompute ? "recompute" : "fwd";
   int n = ovl_chunks(g);
   gboolean ag = pre->kind == TS_COLL_ALLGATHER && pre->bytes > 0;
   gboolean rs =
       (post->kind == TS_COLL_REDUCESCATTER || post->kind == TS_COLL_ALLREDUCE) && post->bytes > 0;
   if (pre->kind != TS_NO_COLL && !ag)
-    emit_tp(g, pre, i, L_FWD_PRE, "fwd");
+    emit_tp(g, pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
   /* Each chunk is the layer's forward on 1/n of its rows, at the whole GEMM's efficiency:
    * Transformer Engine runs the chunk GEMMs on several compute streams (or as one atomic GEMM
    * that signals per chunk), so together they fill the chip as the unsplit GEMM does; a GEMM of
@@ -620,21 +633,21 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
     if (ag) {
       ts_op op =
           coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP, S_TPOVL);
-      prev_ag =
-          emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_PRE, post), c == 0 ? deps : NULL, c == 0 ? nd : 0);
+      prev_ag = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_PRE, post, recompute), c == 0 ? deps : NULL,
+                     c == 0 ? nd : 0);
       pend(g, prev_ag);
     }
     chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
-    int gemm =
-        emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk, ovl_lbl(g, i, L_OVL_FWD, post));
+    int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk,
+                            ovl_lbl(g, i, L_OVL_FWD, post, recompute));
     if (rs) {
       ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
                          TS_CAT_COMM_TP, S_TPOVL_RS);
-      last_rs = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_POST, post), &gemm, 1);
+      last_rs = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_POST, post, recompute), &gemm, 1);
     }
   }
   if (!rs && post->kind != TS_NO_COLL)
-    emit_tp(g, post, i, L_FWD_POST, "fwd");
+    emit_tp(g, post, i, recompute ? L_RC_POST : L_FWD_POST, what);
   pend(g, last_rs); /* the next layer needs the whole reduced output */
 }
 
@@ -654,15 +667,16 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   double flops = l->fwd_flops * g->mb / e->cdiv;
   double mem = ts_layer_fwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
   int slot = layer_slot(g, i, recompute ? L_RECOMPUTE : L_FWD);
-  /* A recomputed forward (recompute=full, stage) runs its collectives whole: its ops are tagged
-   * as a recomputation, which the chunks are not. */
+  /* A recomputed forward (recompute=full, stage) overlaps its collectives as the forward does:
+   * Transformer Engine and XLA re-run the checkpointed module with the same comm overlap. Its
+   * chunks are tagged as a recomputation (L_OVL_RC*). */
   gboolean ovl =
-      p->tp_overlap && !recompute && e->cp_kv_bytes <= 0 &&
+      p->tp_overlap && e->cp_kv_bytes <= 0 &&
       (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
        e->fwd_post.kind == TS_COLL_ALLREDUCE);
   if (ovl) {
     zero_need(g, i);
-    tp_overlapped(g, i, &e->fwd_pre, &e->fwd_post, flops, mem);
+    tp_overlapped(g, i, &e->fwd_pre, &e->fwd_post, flops, mem, recompute);
   } else {
     emit_tp(g, &e->fwd_pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
     zero_need(g, i);

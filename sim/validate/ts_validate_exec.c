@@ -97,7 +97,7 @@ struct vd_run {
   GHashTable *rendezvous; /* "group/base/seq" -> rendezvous */
   GHashTable *mail;       /* "src/dst/tag" -> GQueue of message */
   GHashTable *plans;      /* decomposition key -> ts_coll_plan */
-  GHashTable *staging;    /* tp-overlap: "rank/layer/micro/post" -> chunk_stage */
+  GHashTable *staging;    /* tp-overlap: "rank/layer/micro/phase/post" -> chunk_stage */
   GHashTable *algos_used;
   ts_coll_algo *op_algo; /* per (program, op), flattened by prog_base */
   int *prog_base;
@@ -242,9 +242,9 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     case VO_WGRAD:
     case VO_ATTN_RECOMPUTE:
       v.micro = seen[slot]++;
-      if (v.kind == VO_FWD && v.layer >= 0 && v.layer < nl &&
+      if ((v.kind == VO_FWD || v.kind == VO_RECOMPUTE) && v.layer >= 0 && v.layer < nl &&
           (v.nchunks = ovl_chunks_of(run->e, v.layer)) > 0) {
-        /* tp-overlap: n GEMM chunks per micro-batch. */
+        /* tp-overlap: n GEMM chunks per micro-batch, recomputed forwards included. */
         v.chunk = v.micro % v.nchunks;
         v.micro /= v.nchunks;
       }
@@ -264,7 +264,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         v.micro = seen[pass * (nl + 1) + v.layer] +
                   seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
       }
-      if (v.phase == PH_FWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
+      if (v.phase != PH_BWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
           ovl_chunks_of(run->e, v.layer) > 0 && ovl_is_chunk(run->e, v.layer, op)) {
         /* A gather chunk comes before GEMM chunk c (c GEMM chunks seen), a reduction chunk
          * after it (its dependency's chunk). */
@@ -610,7 +610,7 @@ static void chunk_stage_free(gpointer p)
 
 static char *stage_key(int rank, const vo_info *v)
 {
-  return g_strdup_printf("%d/%d/%d/%d", rank, v->layer, v->micro, v->post);
+  return g_strdup_printf("%d/%d/%d/%d/%d", rank, v->layer, v->micro, v->phase, v->post);
 }
 
 static gboolean ovl_chunk_arrived(vd_run *run, int rank, const vo_info *v, int chunk)
