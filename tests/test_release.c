@@ -622,15 +622,18 @@ Test(release, check_names_the_file_group_and_key)
                                    "global_batch = 6\ntolerance_pct = 1\n");
   g_autofree char *a2 = g_strdup_printf("check %s", s2);
   expect_input_error(a2, "s2.ini: [a] global_batch=6: expected");
-  /* A binary file named as the model: said so, not its first bytes echoed. */
-  g_autofree char *s3 = g_strdup_printf("[a]\ntopology = tpu-v2-8\nmodel = %s/traces/imported/"
-                                        "chakra/bert-base-dp8/bert-base-dp8.0.et\nsplit = dp=4\n"
+  /* A binary file named as the model: said so, not its first bytes echoed. NUL at byte 21
+   * (1-based), on line 4; the bytes after it are not UTF-8. */
+  static const char binary[] = "line1\nline2\nline3\nab\0\xff\xfe\x01"
+                               "cd\n";
+  g_autofree char *bin = g_build_filename(dir, "model.et", NULL);
+  cr_assert(g_file_set_contents(bin, binary, sizeof binary - 1, NULL));
+  g_autofree char *s3 = g_strdup_printf("[a]\ntopology = tpu-v2-8\nmodel = %s\nsplit = dp=4\n"
                                         "global_batch = 8\ntolerance_pct = 1\n",
-                                        TS_SOURCE_DIR);
+                                        bin);
   g_autofree char *s3p = write_file(dir, "s3.ini", s3);
   g_autofree char *a3 = g_strdup_printf("check %s", s3p);
-  expect_input_error(
-      a3, "bert-base-dp8.0.et:4: binary data (byte 90 is NUL); expected an INI text file");
+  expect_input_error(a3, "model.et:4: binary data (byte 21 is NUL); expected an INI text file");
   run_result r = run(a3);
   cr_expect(g_utf8_validate(r.err, -1, NULL), "stderr is not UTF-8: %s", r.err);
   run_free(&r);
