@@ -323,7 +323,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     char cap[48], rsv[48];
     g_string_append_printf(s,
                            "fits: memory/chip <= capacity %s less the runtime reserve %s "
-                           "(CUDA context, communication buffers: [chip] "
+                           "(runtime context, communication buffers: [chip] "
                            "memory_reserve_GiB)\n",
                            ts_fmt_bytes(cap, sizeof cap, res[0].mem.capacity),
                            ts_fmt_bytes(rsv, sizeof rsv, res[0].mem.reserve));
