@@ -309,8 +309,9 @@ Test(agree, every_algorithm_on_switches)
 
 /* ---- whole steps from the planner ---- */
 
-static void predict_cfg(const char *model, const char *topo, const char *split, gint64 batch,
-                        const char *backend, const char *const *cfg, ts_result *out)
+static void predict_cfg_algo(const char *model, const char *topo, const char *split, gint64 batch,
+                             const char *backend, const char *const *cfg, ts_coll_algo algo,
+                             ts_result *out)
 {
   GError *e = NULL;
   g_autofree char *mp = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, model);
@@ -324,9 +325,16 @@ static void predict_cfg(const char *model, const char *topo, const char *split, 
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = batch;
+  po.algo = algo;
   ts_run_options ro = {.backend = backend, .sg_cfg = cfg, .full = FALSE};
   gboolean ok = ts_run_predict(mm, t, sp, &po, &ro, out, &e);
   cr_assert(ok, "%s", e != NULL ? e->message : "");
+}
+
+static void predict_cfg(const char *model, const char *topo, const char *split, gint64 batch,
+                        const char *backend, const char *const *cfg, ts_result *out)
+{
+  predict_cfg_algo(model, topo, split, batch, backend, cfg, TS_ALGO_AUTO, out);
 }
 
 static void predict(const char *model, const char *topo, const char *split, gint64 batch,
@@ -1205,13 +1213,15 @@ static double collapsed_and_full(const ts_topo *t, const ts_trace *tr, gboolean 
 
 Test(symmetry, torus_allreduce_collapses_exactly)
 {
-  /* 2D torus all-reduce on 8x8: X steps on row 0, Y steps on column 0, the rest images. */
+  /* 2D torus all-reduce, one dimension at a time (torus-dimwise), on 8x8: X steps on row 0, Y
+   * steps on column 0, the rest images. (The concurrent `torus` schedule moves chunks along
+   * every dimension in each step: no line is an image of another, nothing is collapsed.) */
   const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
   ts_group_shape g;
   ts_group_shape_dims(t, dims, 2, &g);
-  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, 256e6, 1);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, 256e6, 1);
   gboolean broken;
   double full;
   gint64 fc, ff;
@@ -1246,7 +1256,7 @@ Test(symmetry, crossing_flow_breaks_it)
     op.label = ts_trace_label(tr, "grad");
     op.bytes = 256e6;
     op.coll = TS_COLL_ALLREDUCE;
-    op.algo = TS_ALGO_TORUS;
+    op.algo = TS_ALGO_TORUS_DIMWISE;
     op.group = g_all;
     ts_trace_append(tr, p, &op, NULL, 0);
     if (p == 5) {
@@ -1269,25 +1279,29 @@ Test(symmetry, crossing_flow_breaks_it)
 Test(symmetry, planner_steps_collapsed_equal_full)
 {
   /* Through ts_run (collapse on by default, the full replay when it breaks). Collapsed:
-   * ResNet-50 data-parallel (2D torus steps on one line). Nothing to collapse (one-piece
-   * groups): BERT-large tp@x, dp@y and a 1F1B pipeline. Broken, replayed in full: BERT-base
-   * with gradients crossing tensor-parallel links. */
+   * ResNet-50 data-parallel with torus-dimwise (2D torus steps on one line; with auto's
+   * concurrent `torus` nothing collapses and the flows are the full replay's). Nothing to collapse
+   * (one-piece groups): BERT-large tp@x, dp@y and a 1F1B pipeline. Broken, replayed in full:
+   * BERT-base with gradients crossing tensor-parallel links. */
   const struct {
     const char *model, *topo, *split;
     gint64 batch;
+    ts_coll_algo algo;
     gboolean collapses;
-  } steps[] = {{"resnet50", "tpu-v3-8x8", "dp=64", 1024, TRUE},
-               {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, FALSE},
-               {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, FALSE},
-               {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", 512, FALSE}};
+  } steps[] = {{"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_TORUS_DIMWISE, TRUE},
+               {"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_AUTO, FALSE},
+               {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, TS_ALGO_TORUS_DIMWISE, FALSE},
+               {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, TS_ALGO_TORUS_DIMWISE, FALSE},
+               {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", 512,
+                TS_ALGO_TORUS_DIMWISE, FALSE}};
   for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
     ts_result r[2] = {{0}, {0}};
     const char *collapse[] = {"trainsim/symmetry:collapse", NULL};
     const char *full[] = {"trainsim/symmetry:full", NULL};
-    predict_cfg(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", collapse,
-                &r[0]);
-    predict_cfg(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", full,
-                &r[1]);
+    predict_cfg_algo(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid",
+                     collapse, steps[i].algo, &r[0]);
+    predict_cfg_algo(steps[i].model, steps[i].topo, steps[i].split, steps[i].batch, "simgrid", full,
+                     steps[i].algo, &r[1]);
     cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
               "%s %s: collapsed %.17g s, full %.17g s", steps[i].model, steps[i].split,
               r[0].step_time_s, r[1].step_time_s);
