@@ -28,18 +28,11 @@ static void scenario_clear(scenario *s)
   g_free(s->algo);
 }
 
-static const char *const scenario_keys[] = {"topology",
-                                            "model",
-                                            "split",
-                                            "global_batch",
-                                            "micro_batch",
-                                            "backend",
-                                            "collective_algorithm",
-                                            "bucket_MiB",
-                                            "full",
-                                            "tolerance_pct",
-                                            "step_time_s",
-                                            NULL};
+/* A scenario's keys; [defaults] takes every one but the golden (scenario_keys + 1). */
+static const char *const scenario_keys[] = {
+    "step_time_s",  "topology",    "model",         "split",
+    "global_batch", "micro_batch", "backend",       "collective_algorithm",
+    "bucket_MiB",   "full",        "tolerance_pct", NULL};
 
 #define DEFAULTS "defaults"
 
@@ -251,18 +244,7 @@ static GArray *load_scenarios(const char *path, const char *text, gsize len, GEr
   if (kf == NULL)
     return NULL;
   if (g_key_file_has_group(kf, DEFAULTS)) {
-    const char *const dkeys[] = {"topology",
-                                 "model",
-                                 "split",
-                                 "global_batch",
-                                 "micro_batch",
-                                 "backend",
-                                 "collective_algorithm",
-                                 "bucket_MiB",
-                                 "full",
-                                 "tolerance_pct",
-                                 NULL};
-    if (!ts_kf_check_keys(kf, path, DEFAULTS, dkeys, error))
+    if (!ts_kf_check_keys(kf, path, DEFAULTS, scenario_keys + 1, error))
       return NULL;
   }
   gsize ng = 0;
