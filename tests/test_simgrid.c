@@ -1214,8 +1214,8 @@ static double collapsed_and_full(const ts_topo *t, const ts_trace *tr, gboolean 
 Test(symmetry, torus_allreduce_collapses_exactly)
 {
   /* 2D torus all-reduce, one dimension at a time (torus-dimwise), on 8x8: X steps on row 0, Y
-   * steps on column 0, the rest images. (The concurrent `torus` schedule moves chunks along
-   * every dimension in each step: no line is an image of another, nothing is collapsed.) */
+   * steps on column 0, the rest images. (The concurrent `torus` schedule is collapsed by
+   * transfer classes instead: concurrent_torus_collapses_exactly.) */
   const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
@@ -1233,7 +1233,66 @@ Test(symmetry, torus_allreduce_collapses_exactly)
   cr_expect_eq(fc, 3 * 16);
 }
 
-Test(symmetry, crossing_flow_breaks_it)
+/* The concurrent `torus` all-reduce (chunk c along dimension c in the same step) on a torus of
+ * dims: every step's transfers are classed by bytes and offset, one per class simulated; with
+ * an evenly divided buffer the classes are member 0's transfers. */
+static void concurrent_torus(const dim_spec *d, int nd, int nchips, double bytes)
+{
+  g_autoptr(ts_topo) t = topo_make(d, nd);
+  int dims[] = {0, 1, 2};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, nd, &g);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, bytes, 1);
+  gboolean broken;
+  double full;
+  gint64 fc, ff;
+  double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
+  cr_expect_not(broken);
+  cr_expect(full > 0);
+  cr_expect(fabs(c - full) <= 1e-12 * full, "collapsed %.17g s, full %.17g s", c, full);
+  /* One member's flows per step instead of every member's. */
+  cr_expect(fc > 0 && fc * nchips == ff,
+            "collapsed %" G_GINT64_FORMAT " flows, full %" G_GINT64_FORMAT, fc, ff);
+}
+
+Test(symmetry, concurrent_torus_collapses_exactly)
+{
+  /* 8x8, the y links slower and longer. */
+  const dim_spec d2[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  concurrent_torus(d2, 2, 64, 256e6);
+}
+
+Test(symmetry, concurrent_torus_uneven_collapses_exactly)
+{
+  /* 256e6 + 7 bytes: chunks and segments a byte apart, more classes, still exact. */
+  const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
+  g_autoptr(ts_topo) t = topo_make(d, 2);
+  int dims[] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, 256e6 + 7, 1);
+  gboolean broken;
+  double full;
+  gint64 fc, ff;
+  double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
+  cr_expect_not(broken);
+  cr_expect(fabs(c - full) <= 1e-12 * full, "collapsed %.17g s, full %.17g s", c, full);
+  cr_expect(fc * 4 <= ff && fc * 64 > ff,
+            "collapsed %" G_GINT64_FORMAT " flows, full %" G_GINT64_FORMAT, fc, ff);
+}
+
+Test(symmetry, concurrent_torus_3d_collapses_exactly)
+{
+  /* SimGrid takes one platform per process: the 3D torus in its own test. 192e6 bytes divide
+   * evenly into 3 chunks and their 4 x 4 x 4 x 2-way segments, so the classes are member 0's
+   * transfers (an uneven split adds classes of chunks a byte apart). */
+  const dim_spec d3[] = {{"x", 4, TS_SHAPE_RING, 100, 1},
+                         {"y", 4, TS_SHAPE_RING, 50, 2},
+                         {"z", 4, TS_SHAPE_RING, 25, 3}};
+  concurrent_torus(d3, 3, 64, 192e6);
+}
+
+static void crossing_flow(ts_coll_algo algo)
 {
   /* The same all-reduce while a ring all-reduce runs on one row: its flows cross links of the
    * X steps' images (rows 1-7 are not images of row 0 any more). The collapsed run stops
@@ -1256,7 +1315,7 @@ Test(symmetry, crossing_flow_breaks_it)
     op.label = ts_trace_label(tr, "grad");
     op.bytes = 256e6;
     op.coll = TS_COLL_ALLREDUCE;
-    op.algo = TS_ALGO_TORUS_DIMWISE;
+    op.algo = algo;
     op.group = g_all;
     ts_trace_append(tr, p, &op, NULL, 0);
     if (p == 5) {
@@ -1271,16 +1330,22 @@ Test(symmetry, crossing_flow_breaks_it)
   double full;
   gint64 fc, ff;
   double c = collapsed_and_full(t, tr, &broken, &full, &fc, &ff);
-  cr_expect(broken);
+  cr_expect(broken, "%s", ts_coll_algo_name(algo));
   cr_expect(c < 0, "a broken collapsed run reports no step (%g)", c);
   cr_expect(full > 0);
+}
+
+Test(symmetry, crossing_flow_breaks_it)
+{
+  crossing_flow(TS_ALGO_TORUS_DIMWISE);
+  crossing_flow(TS_ALGO_TORUS); /* concurrent: translations broken the same way */
 }
 
 Test(symmetry, planner_steps_collapsed_equal_full)
 {
   /* Through ts_run (collapse on by default, the full replay when it breaks). Collapsed:
-   * ResNet-50 data-parallel with torus-dimwise (2D torus steps on one line; with auto's
-   * concurrent `torus` nothing collapses and the flows are the full replay's). Nothing to collapse
+   * ResNet-50 data-parallel with torus-dimwise (2D torus steps on one line) and with auto's
+   * concurrent `torus` (steps collapsed by transfer classes: bytes and offset). Nothing to collapse
    * (one-piece groups): BERT-large tp@x, dp@y and a 1F1B pipeline. Broken, replayed in full:
    * BERT-base with gradients crossing tensor-parallel links. */
   const struct {
@@ -1289,7 +1354,7 @@ Test(symmetry, planner_steps_collapsed_equal_full)
     ts_coll_algo algo;
     gboolean collapses;
   } steps[] = {{"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_TORUS_DIMWISE, TRUE},
-               {"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_AUTO, FALSE},
+               {"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_AUTO, TRUE},
                {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, TS_ALGO_TORUS_DIMWISE, FALSE},
                {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, TS_ALGO_TORUS_DIMWISE, FALSE},
                {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", 512,

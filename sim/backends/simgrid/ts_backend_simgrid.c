@@ -17,6 +17,7 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <simgrid/actor.h>
 #include <simgrid/barrier.h>
@@ -93,7 +94,12 @@ typedef struct {
    * shift (member index of its first member) of the first line like line L: the class's
    * representative, simulated, while the others are accounted as its images. NULL when the
    * group has fewer than two pieces on distinct dimensions. radix[k]: members per step of piece
-   * k's coordinate; nlines[s]: lines of the step's piece. */
+   * k's coordinate; nlines[s]: lines of the step's piece. sym[s] = SYM_TRANS: the step moves
+   * along several pieces (the concurrent torus all-reduce); its transfers are classed by bytes
+   * and offset (the peer's coordinates minus the sender's, modulo each piece: on a torus the
+   * same route translated), and line_rep[s][i] is the index (from the step's first) of the
+   * first transfer like transfer i: one transfer per class is simulated, the others are its
+   * images. Exact while every transfer of the step has links of its own (d_claim). */
   int *sym;
   int **line_rep;
   int radix[TS_MAX_DIMS], size[TS_MAX_DIMS];
@@ -123,12 +129,13 @@ struct job {
   /* Driver mode (no actors): a collective's members, their chips and progress. */
   struct dmember *dm;
   int *chips;
-  int arrived;    /* members done with the current step (synchronous steps) */
-  int cur;        /* the step the members are in (synchronous steps) */
-  int ndone;      /* members done with every step */
-  double rem;     /* COMPUTE: work left, in seconds at full speed (processor sharing) */
-  GArray *claims; /* links claimed by the current collapsed step (int) */
-  int expect;     /* members simulated in the current collapsed step */
+  int arrived;       /* members done with the current step (synchronous steps) */
+  int cur;           /* the step the members are in (synchronous steps) */
+  int ndone;         /* members done with every step */
+  double rem;        /* COMPUTE: work left, in seconds at full speed (processor sharing) */
+  GArray *claims;    /* links claimed by the current collapsed step (int) */
+  int expect;        /* members (transfers, SYM_TRANS) simulated in the current collapsed step */
+  double trans_lead; /* SYM_TRANS: every member's latency lead in the current step (d_claim) */
   /* Engine collapse: the activity's images on the symmetric axes outside its group, each a
    * copy of its chips (nimg x nchips entries: members of a collective, or a send's two ends). */
   int nimg;
@@ -590,7 +597,56 @@ static void d_member_begin(job *j, int m, int s);
 static int line_of(const plan_index *pi, int m, int k);
 static int line_shift(const plan_index *pi, int line, int k);
 static gboolean d_collapsed(const job *j, int s);
+/* pi->sym[s] of a step collapsed by transfer classes (see plan_index). */
+#define SYM_TRANS INT_MAX
+
+static gboolean d_trans(const job *j, int s);
+static int xfer_src(const int *oo, int n, int i);
 static void d_claim(job *j, int s);
+
+static void d_flow(job *j, int m, int p, double bytes, double lead);
+
+typedef struct {
+  job *j;
+  int s;
+  double lead;
+} dtrans;
+
+/* Starts one transfer per class of the class-collapsed step s: every member posts at
+ * the same time (the same lead, checked by d_claim), so every flow starts then. */
+static void d_trans_post(void *data)
+{
+  dtrans *dt = data;
+  job *j = dt->j;
+  const plan_index *pi = j->pi;
+  int s = dt->s;
+  double lead = dt->lead;
+  g_free(dt);
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w, *cls = pi->line_rep[s];
+  for (int i = 0; i < oo[pi->n] - oo[0]; i++)
+    if (cls[i] == i) {
+      int m = xfer_src(oo, pi->n, oo[0] + i);
+      j->dm[m].posted = s;
+      d_flow(j, m, pi->out_peer[oo[0] + i], pi->out_bytes[oo[0] + i], lead);
+    }
+}
+
+static void d_trans_begin(job *j, int s)
+{
+  const plan_index *pi = j->pi;
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w, *cls = pi->line_rep[s];
+  j->expect = 0;
+  for (int i = 0; i < oo[pi->n] - oo[0]; i++)
+    j->expect += cls[i] == i;
+  dtrans *dt = g_new(dtrans, 1);
+  *dt = (dtrans){j, s, j->trans_lead};
+  if (dt->lead > 0)
+    ts_sg_at(ts_sg_clock() + dt->lead, d_trans_post, dt);
+  else
+    d_trans_post(dt);
+}
 
 /* Synchronous steps: every member enters step s (nsteps: the end). A collapsed step starts
  * only its representatives (the line of member 0 along its piece); their images are claimed,
@@ -602,6 +658,11 @@ static void d_enter_step(job *j, int s)
   j->arrived = 0;
   if (j->nimg > 0 && s < pi->nsteps && !d_collapsed(j, s))
     d_claim(j, s);
+  if (d_trans(j, s)) {
+    d_claim(j, s);
+    d_trans_begin(j, s);
+    return;
+  }
   if (d_collapsed(j, s)) {
     d_claim(j, s);
     int k = pi->sym[s], size = pi->size[k], radix = pi->radix[k], nlines = pi->n / size;
@@ -636,6 +697,12 @@ static gboolean d_collapsed(const job *j, int s)
 {
   return j->b->collapse && j->pi != NULL && j->pi->sym != NULL && s >= 0 && s < j->pi->nsteps &&
          j->pi->sym[s] >= 0;
+}
+
+/* Step s is collapsed by transfer classes (SYM_TRANS): one transfer per class simulated. */
+static gboolean d_trans(const job *j, int s)
+{
+  return d_collapsed(j, s) && j->pi->sym[s] == SYM_TRANS;
 }
 
 /* A flow crossed links of a collapsed step that only its images would use, or another flow's:
@@ -757,11 +824,57 @@ static void d_claim(job *j, int s)
   /* A collapsed step claims every transfer's route (its representatives' included: their own
    * flows run there); the engine's images claim theirs. */
   int e0 = d_collapsed(j, s) ? 0 : 1;
+  gboolean trans = d_trans(j, s);
+  const int *cls = trans ? pi->line_rep[s] : NULL;
   g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
-  for (int m = 0; m < pi->n; m++)
+  g_autoptr(GArray) rep = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  double lead0 = 0;
+  for (int m = 0; m < pi->n; m++) {
+    double lat = 0; /* the member's longest route latency (its lead) */
     for (int i = oo[m]; i < oo[m + 1]; i++)
-      for (int e = e0; e <= j->nimg; e++)
+      for (int e = e0; e <= j->nimg; e++) {
         d_claim_route(j, d_img_chip(j, e, m), d_img_chip(j, e, pi->out_peer[i]), route);
+        if (trans && !b->sym_broken) {
+          /* Every transfer has links of its own (claimed once); it ends when its class's
+           * representative does if its route matches the representative's hop for hop
+           * (bandwidth and latency) and every member posts at the same time (the same lead).
+           * A torus with wrap-around always does; a mesh edge or a tie broken otherwise
+           * breaks it. */
+          int r = oo[0] + cls[i - oo[0]];
+          g_array_set_size(rep, 0);
+          ts_platform_route(b->plat, d_img_chip(j, 0, xfer_src(oo, pi->n, r)),
+                            d_img_chip(j, 0, pi->out_peer[r]), rep);
+          gboolean same = rep->len == route->len;
+          double l = 0;
+          for (guint q = 0; q < route->len && same; q++) {
+            int x = g_array_index(rep, int, q), y = g_array_index(route, int, q);
+            same =
+                ts_platform_link_bandwidth(b->plat, x) == ts_platform_link_bandwidth(b->plat, y) &&
+                ts_platform_link_latency(b->plat, x) == ts_platform_link_latency(b->plat, y);
+            l += ts_platform_link_latency(b->plat, y);
+          }
+          lat = MAX(lat, l);
+          if (!same)
+            d_break(b);
+        }
+      }
+    if (trans && pi->run[s] > 1) {
+      if (m == 0)
+        lead0 = lat;
+      else if (lat != lead0)
+        d_break(b);
+    }
+  }
+  if (trans) {
+    j->trans_lead = 0;
+    if (pi->run[s] > 1 && oo[1] > oo[0]) {
+      int no = oo[1] - oo[0];
+      int *dst = g_newa(int, no);
+      for (int k = 0; k < no; k++)
+        dst[k] = j->chips[pi->out_peer[oo[0] + k]];
+      j->trans_lead = (pi->run[s] - 1) * max_route_latency(b, j->chips[0], dst, no);
+    }
+  }
 }
 
 static void d_release(job *j)
@@ -821,6 +934,33 @@ static void d_flow_done(void *data, double start_s, double end_s)
   }
   b->flows++;
   gboolean within = d_collapsed(j, f->s);
+  if (d_trans(j, f->s)) {
+    /* The images of a class's flow: the other transfers of its class, on their own links. */
+    const plan_index *pi = j->pi;
+    const gsize w = (gsize)pi->n + 1;
+    const int *oo = pi->out_off + (gsize)f->s * w, *cls = pi->line_rep[f->s];
+    int me = -1;
+    for (int i = oo[f->m]; i < oo[f->m + 1] && me < 0; i++)
+      if (pi->out_peer[i] == f->p && pi->out_bytes[i] == f->bytes && cls[i - oo[0]] == i - oo[0])
+        me = i - oo[0];
+    g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+    for (int i = 0; i < oo[pi->n] - oo[0]; i++)
+      if (cls[i] == me) {
+        int m = xfer_src(oo, pi->n, oo[0] + i), p = pi->out_peer[oo[0] + i];
+        for (int e = 0; e <= j->nimg; e++) {
+          if (i == me && e == 0)
+            continue; /* the flow itself */
+          g_array_set_size(route, 0);
+          ts_platform_route(b->plat, d_img_chip(j, e, m), d_img_chip(j, e, p), route);
+          for (guint q = 0; q < route->len; q++)
+            acc_flow(b, g_array_index(route, int, q), label, f->bytes, s0, e0);
+        }
+      }
+    int m = f->m;
+    g_free(f);
+    d_step_done(j, m);
+    return;
+  }
   if (within || j->nimg > 0) {
     /* The images of a collapsed flow: same bytes, same interval, their own links. */
     g_autoptr(GArray) shifts =
@@ -1316,6 +1456,65 @@ static gboolean lines_alike(const plan_index *pi, int s, int k, int a, int b)
   return TRUE;
 }
 
+/* The offset from member m to member p: the member whose coordinates are p's minus m's,
+ * modulo each piece's size. */
+static int member_sub(const plan_index *pi, int p, int m)
+{
+  int r = 0;
+  for (int k = 0; k < TS_MAX_DIMS && pi->radix[k] > 0; k++)
+    r += ((piece_coord(pi, p, k) - piece_coord(pi, m, k) + pi->size[k]) % pi->size[k]) *
+         pi->radix[k];
+  return r;
+}
+
+/* The sender of transfer i of a step whose senders' offsets are oo[0..n]. */
+static int xfer_src(const int *oo, int n, int i)
+{
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (oo[mid] <= i)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Classes step s's transfers by bytes and offset (see plan_index, SYM_TRANS): NULL when
+ * nothing repeats enough to be worth it (at most half as many classes as transfers, at most
+ * TRANS_MAX_CLASSES). */
+#define TRANS_MAX_CLASSES 256
+static int *trans_classes(const plan_index *pi, int s)
+{
+  const gsize w = (gsize)pi->n + 1;
+  const int *oo = pi->out_off + (gsize)s * w;
+  int nt = oo[pi->n] - oo[0], cells = 1;
+  for (int k = 0; k < TS_MAX_DIMS && pi->radix[k] > 0; k++)
+    cells *= pi->size[k];
+  if (nt < 2 || cells != pi->n)
+    return NULL;
+  int *cls = g_new(int, nt), reps[TRANS_MAX_CLASSES], roff[TRANS_MAX_CLASSES], nr = 0;
+  for (int m = 0; m < pi->n; m++)
+    for (int i = oo[m]; i < oo[m + 1]; i++) {
+      int off = member_sub(pi, pi->out_peer[i], m), c = -1;
+      for (int q = 0; q < nr && c < 0; q++)
+        if (roff[q] == off && pi->out_bytes[oo[0] + reps[q]] == pi->out_bytes[i])
+          c = reps[q];
+      if (c < 0) {
+        if (nr == TRANS_MAX_CLASSES || (nr + 1) * 2 > nt) {
+          g_free(cls);
+          return NULL;
+        }
+        c = i - oo[0];
+        reps[nr] = c;
+        roff[nr++] = off;
+      }
+      cls[i - oo[0]] = c;
+    }
+  return cls;
+}
+
 /* Fills pi->sym and pi->line_rep (see plan_index). Exact on the decomposition: a step is
  * symmetric when every transfer changes one coordinate, the same piece for all; its lines are
  * then classed by their transfers (an unevenly divided buffer gives a few classes whose chunks
@@ -1356,8 +1555,15 @@ static void plan_index_symmetry(plan_index *pi, const ts_group_shape *g)
         ok = ok && moved >= 0 && (piece < 0 || piece == moved);
         piece = moved;
       }
-    if (!ok)
+    if (!ok) {
+      int *cls = trans_classes(pi, s);
+      if (cls != NULL) {
+        pi->sym[s] = SYM_TRANS;
+        pi->line_rep[s] = cls;
+        pi->mem += sizeof(int) * (gsize)(oo[pi->n] - oo[0]);
+      }
       continue;
+    }
     int nlines = pi->n / pi->size[piece];
     int *lr = g_new(int, nlines);
     g_array_set_size(reps, 0);
