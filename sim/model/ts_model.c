@@ -4,6 +4,7 @@
 #include "ts_util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 /* Ranges accepted for shapes. Wider than any published network, narrow enough that products
@@ -2357,22 +2358,25 @@ ts_model *ts_model_load(const char *path, GError **error)
 
 /* ---- totals and reports ----------------------------------------------------------------- */
 
+/* The sum over the model's layers of the double at offset `field` of ts_layer. */
+static double layers_sum(const ts_model *m, size_t field)
+{
+  double s = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    s += *(const double *)((const char *)&m->layers[i] + field);
+  return s;
+}
+
 double ts_model_params(const ts_model *m)
 {
   g_return_val_if_fail(m != NULL, 0.0);
-  double s = 0.0;
-  for (int i = 0; i < m->nlayers; i++)
-    s += m->layers[i].params;
-  return s;
+  return layers_sum(m, offsetof(ts_layer, params));
 }
 
 double ts_model_active_params(const ts_model *m)
 {
   g_return_val_if_fail(m != NULL, 0.0);
-  double s = 0.0;
-  for (int i = 0; i < m->nlayers; i++)
-    s += m->layers[i].active_params;
-  return s;
+  return layers_sum(m, offsetof(ts_layer, active_params));
 }
 
 double ts_model_train_flops_per_sample(const ts_model *m)
@@ -2387,19 +2391,13 @@ double ts_model_train_flops_per_sample(const ts_model *m)
 double ts_model_fwd_flops_per_sample(const ts_model *m)
 {
   g_return_val_if_fail(m != NULL, 0.0);
-  double s = 0.0;
-  for (int i = 0; i < m->nlayers; i++)
-    s += m->layers[i].fwd_flops;
-  return s;
+  return layers_sum(m, offsetof(ts_layer, fwd_flops));
 }
 
 double ts_model_saved_act_bytes_per_sample(const ts_model *m)
 {
   g_return_val_if_fail(m != NULL, 0.0);
-  double s = 0.0;
-  for (int i = 0; i < m->nlayers; i++)
-    s += m->layers[i].saved_act_bytes;
-  return s;
+  return layers_sum(m, offsetof(ts_layer, saved_act_bytes));
 }
 
 double ts_layer_weight_bytes(const ts_model *m, const ts_layer *l)
