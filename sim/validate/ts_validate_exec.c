@@ -379,6 +379,20 @@ static const ts_coll_plan *plan_for(vd_run *run, ts_coll_kind kind, ts_coll_algo
   return p;
 }
 
+/* plan_for, or NULL with the run failed on the op labelled `label` (naming why). */
+static const ts_coll_plan *plan_or_fail(vd_run *run, const char *label, ts_coll_kind kind,
+                                        ts_coll_algo algo, int group, gint64 count,
+                                        double elem_bytes)
+{
+  GError *err = NULL;
+  const ts_coll_plan *p = plan_for(run, kind, algo, group, count, elem_bytes, &err);
+  if (p == NULL) {
+    run_fail(run, "'%s': %s", label, err->message);
+    g_error_free(err);
+  }
+  return p;
+}
+
 /* The op's algorithm: as recorded, or for auto the fastest by analytic time, exactly as the
  * analytic backend resolves it (ts_coll_time with the op's bytes). */
 static gboolean resolve_algo(vd_run *run, const ts_op *op, ts_coll_algo *out, GError **error)
@@ -643,13 +657,9 @@ static gboolean run_tp_chunk(vd_run *run, coll_ctx *c, ts_coll_algo algo,
   if (total % n != 0)
     return run_fail(run, "'%s': %" G_GINT64_FORMAT " elements do not split into %d chunks",
                     c->label, total, n);
-  GError *err = NULL;
-  *planp = plan_for(run, op->coll, algo, op->group, total / n, (double)k->elem, &err);
-  if (*planp == NULL) {
-    run_fail(run, "'%s': %s", c->label, err->message);
-    g_error_free(err);
+  *planp = plan_or_fail(run, c->label, op->coll, algo, op->group, total / n, (double)k->elem);
+  if (*planp == NULL)
     return FALSE;
-  }
   for (int m = 0; m < c->nm; m++) {
     void *cb = buf0(e, total / n);
     if (op->coll == TS_COLL_ALLREDUCE) {
@@ -819,13 +829,9 @@ static gboolean run_tp(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts_col
     if (vals[m]->n != v0->n || vals[m]->layout != v0->layout)
       return run_fail(run, "'%s': members hold different values (%s and %s)", c->label,
                       vd_layout_name(v0->layout), vd_layout_name(vals[m]->layout));
-  GError *err = NULL;
-  *planp = plan_for(run, op->coll, algo, op->group, c->count, (double)k->elem, &err);
-  if (*planp == NULL) {
-    run_fail(run, "'%s': %s", c->label, err->message);
-    g_error_free(err);
+  *planp = plan_or_fail(run, c->label, op->coll, algo, op->group, c->count, (double)k->elem);
+  if (*planp == NULL)
     return FALSE;
-  }
   const ts_coll_plan *plan = *planp;
   gint64 wlo[4] = {0, 0, 0, 0};
   for (int m = 0; m < c->nm; m++) {
@@ -966,13 +972,10 @@ static gboolean run_regather(vd_run *run, coll_ctx *c, ts_coll_algo algo, const 
                       r->rank);
     src[m] = x;
   }
-  GError *err = NULL;
-  *pp = plan_for(run, TS_COLL_ALLGATHER, algo, c->op->group, c->count, (double)k->elem, &err);
-  if (*pp == NULL) {
-    run_fail(run, "'%s': %s", c->label, err->message);
-    g_error_free(err);
+  *pp =
+      plan_or_fail(run, c->label, TS_COLL_ALLGATHER, algo, c->op->group, c->count, (double)k->elem);
+  if (*pp == NULL)
     return FALSE;
-  }
   for (int m = 0; m < c->nm; m++) {
     gint64 off, cnt;
     ts_coll_shard(*pp, m, &off, &cnt);
@@ -1031,13 +1034,10 @@ static gboolean run_stage_gather(vd_run *run, coll_ctx *c, ts_coll_algo algo,
                       c->label, r->rank, m);
   }
   c->count = vals[0]->n * c->nm;
-  GError *err = NULL;
-  *pp = plan_for(run, TS_COLL_ALLGATHER, algo, c->op->group, c->count, (double)e->k->elem, &err);
-  if (*pp == NULL) {
-    run_fail(run, "'%s': %s", c->label, err->message);
-    g_error_free(err);
+  *pp = plan_or_fail(run, c->label, TS_COLL_ALLGATHER, algo, c->op->group, c->count,
+                     (double)e->k->elem);
+  if (*pp == NULL)
     return FALSE;
-  }
   for (int m = 0; m < c->nm; m++) {
     gint64 off, cnt;
     ts_coll_shard(*pp, m, &off, &cnt);
@@ -1078,13 +1078,9 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
       for (int t = L->tensor0; t < L->tensor0 + L->ntensors; t++)
         c->count += r0->own_hi[t] - r0->own_lo[t];
     }
-    GError *err = NULL;
-    *pp = plan_for(run, op->coll, algo, op->group, MAX(c->count, 1), (double)k->elem, &err);
-    if (*pp == NULL) {
-      run_fail(run, "'%s': %s", c->label, err->message);
-      g_error_free(err);
+    *pp = plan_or_fail(run, c->label, op->coll, algo, op->group, MAX(c->count, 1), (double)k->elem);
+    if (*pp == NULL)
       return FALSE;
-    }
     for (int m = 0; m < c->nm; m++) {
       vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
       if (r->sh != r0->sh)
@@ -1164,13 +1160,9 @@ static gboolean run_params(vd_run *run, coll_ctx *c, ts_coll_algo algo, const ts
     if (cm != c->count)
       return run_fail(run, "'%s': members hold parameter shards of different sizes", c->label);
   }
-  GError *err = NULL;
-  *pp = plan_for(run, op->coll, algo, op->group, MAX(c->count, 1), (double)k->elem, &err);
-  if (*pp == NULL) {
-    run_fail(run, "'%s': %s", c->label, err->message);
-    g_error_free(err);
+  *pp = plan_or_fail(run, c->label, op->coll, algo, op->group, MAX(c->count, 1), (double)k->elem);
+  if (*pp == NULL)
     return FALSE;
-  }
   if (own && !owner_packing(run, *pp, r0, layers, *nlay, c->nm, c->count, pk, c->label))
     return FALSE;
   for (int m = 0; m < c->nm; m++) {
