@@ -4,6 +4,7 @@
 #include "ts_coll_internal.h"
 #include "ts_util.h"
 
+#include "ts_test.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -1153,4 +1154,33 @@ Test(names, round_trip_and_busbw)
   cr_expect_float_eq(f, 0.5, 1e-15);
   f = ts_coll_busbw_factor(TS_COLL_BROADCAST, 64);
   cr_expect_float_eq(f, 1.0, 1e-15);
+}
+
+Test(structure, twisted_torus_every_algorithm)
+{
+  /* On a twisted torus the analytic evaluator routes by the breadth-first shortest paths of
+   * ts_route (a wrap-around lands on another line), so it must equal the link-by-link
+   * reference, and timing one representative line must equal timing all of them, for every
+   * algorithm: on the whole 4x4x8 slice (z's routes leave their lines: all lines are timed),
+   * on x (whose routes stay on their line: one line is timed) and on x+z. */
+  g_autoptr(ts_topo) t = load_topo("tpu-v4-4x4x8-twisted");
+  int all[] = {0, 1, 2}, xz[] = {0, 2}, x[] = {0};
+  const int *dims[] = {all, xz, x};
+  int nd[] = {3, 2, 1};
+  int runs = 0;
+  for (int s = 0; s < 3; s++) {
+    ts_group_shape g;
+    ts_group_shape_dims(t, dims[s], nd[s], &g);
+    for (int k = 0; k < TS_COLL_NKINDS; k++)
+      for (size_t a = 0; a < G_N_ELEMENTS(all_algos); a++) {
+        if (!applies(t, (ts_coll_kind)k, all_algos[a], &g))
+          continue;
+        g_autofree char *what =
+            g_strdup_printf("twisted 4x4x8 shape %d %s %s", s, ts_coll_kind_name((ts_coll_kind)k),
+                            ts_coll_algo_name(all_algos[a]));
+        check_structure(t, (ts_coll_kind)k, all_algos[a], &g, what);
+        runs++;
+      }
+  }
+  cr_expect(runs >= 20, "only %d (shape, kind, algorithm) ran", runs);
 }

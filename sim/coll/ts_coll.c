@@ -144,9 +144,14 @@ void ts_net_init(ts_net *nw, const ts_topo *t)
     for (int q = 0; q < 2; q++)
       nw->nccl_step_s[d][q] = t->dims[d].nccl_step_s[q];
     nw->nccl_local_Bps[d] = t->dims[d].nccl_local_Bps;
+    for (int e = 0; e < t->ndims; e++) {
+      nw->twist[d][e] = t->dims[d].twist[e];
+      nw->twisted = nw->twisted || t->dims[d].twist[e] != 0;
+    }
     stride *= t->dims[d].size;
   }
   nw->nchips = stride;
+  nw->line_local = ts_net_line_local(nw);
 }
 
 int ts_net_port_chip(const ts_net *nw, int d, int chip)

@@ -106,7 +106,10 @@ static int line_base(const ts_coll_plan *p, guint mask, int l)
  * links of the same kind and cost the same, so one representative is exact. */
 static guint time_mask(const ts_coll_plan *p, guint free_mask, int lp, gboolean full)
 {
-  if (full || lp < 0)
+  /* On a twisted torus a route may leave its line (a wrap-around lands on another line), so
+   * lines that differ in another dimension's digit can share links: time them all, unless the
+   * routes along this dimension stay on their lines. */
+  if (full || lp < 0 || (p->net.twisted && !(p->net.line_local & (1u << p->g.p[lp].dim))))
     return free_mask;
   /* Shared NIC ports join lines that differ in the chip within the node: time them all. */
   for (int d = 0; d < p->net.ndims; d++)

@@ -41,6 +41,13 @@ typedef struct {
   double bytes;
 } ev_flow;
 
+/* A breadth-first tree of routes on a twisted torus (see ts_route). */
+typedef struct {
+  int *prev; /* chip -> previous chip on the route from the root, -1 unreachable */
+  signed char *dim, *dir;
+  int *runs; /* chip -> offset in runs_pool of its route's runs, -1 until asked */
+} tw_tree;
+
 struct ts_eval {
   ts_net nw;
   /* Plain arrays with capacities: this is the inner loop of every ts_coll_time call. */
@@ -56,6 +63,13 @@ struct ts_eval {
   guint hcap;
   gint64 last_key; /* the line of the previous lookup: consecutive segments usually share it */
   int last_line;
+  /* Twisted tori: breadth-first trees (as ts_route's), built on first use. With translate, one
+   * tree from chip 0 serves every source (the array is a group and routes are its translates);
+   * otherwise one tree per source. */
+  gboolean translate;
+  tw_tree *trees;
+  GArray *runs_pool; /* int: a count k, then k runs (move << 16 | links), move = dim * 2 + minus */
+  int *path;         /* scratch: one route's links as dim * 2 + (dir < 0), nchips entries */
 };
 
 ts_eval *ts_eval_new(const ts_net *nw)
@@ -71,6 +85,23 @@ ts_eval *ts_eval_new(const ts_net *nw)
   for (guint i = 0; i < ev->hcap; i++)
     ev->hkey[i] = -1;
   ev->last_key = -1;
+  if (nw->twisted) {
+    /* Routes translate when every dimension with links is a ring and no wrap-around is twisted
+     * along a dimension whose own wrap-around is twisted (then chip arithmetic is a group). */
+    ev->translate = TRUE;
+    for (int d = 0; d < nw->ndims; d++) {
+      if (nw->size[d] > 1 && nw->shape[d] != TS_SHAPE_RING)
+        ev->translate = FALSE;
+      for (int e = 0; e < nw->ndims; e++)
+        if (nw->twist[d][e] != 0)
+          for (int f = 0; f < nw->ndims; f++)
+            if (nw->twist[e][f] != 0)
+              ev->translate = FALSE;
+    }
+    ev->trees = g_new0(tw_tree, nw->nchips);
+    ev->runs_pool = g_array_new(FALSE, FALSE, sizeof(int));
+    ev->path = g_new(int, nw->nchips);
+  }
   return ev;
 }
 
@@ -85,6 +116,17 @@ void ts_eval_free(ts_eval *ev)
   g_array_free(ev->sparse, TRUE);
   g_free(ev->hkey);
   g_free(ev->hval);
+  if (ev->trees != NULL)
+    for (int i = 0; i < ev->nw.nchips; i++) {
+      g_free(ev->trees[i].prev);
+      g_free(ev->trees[i].dim);
+      g_free(ev->trees[i].dir);
+      g_free(ev->trees[i].runs);
+    }
+  if (ev->runs_pool != NULL)
+    g_array_free(ev->runs_pool, TRUE);
+  g_free(ev->trees);
+  g_free(ev->path);
   g_free(ev);
 }
 
@@ -186,6 +228,198 @@ static inline void add_seg(ts_eval *ev, int dim, int base, int arr, int a, int h
   s->w = 1.0;
 }
 
+/* ---- twisted tori: the routes of ts_route (breadth-first, dimension order, + before -) ---- */
+
+static int net_coord(const ts_net *nw, int chip, int d)
+{
+  return (chip / nw->stride[d]) % nw->size[d];
+}
+
+static int imod_net(int a, int n)
+{
+  return ((a % n) + n) % n;
+}
+
+/* The chip one link away along ring or mesh dimension d in direction dir (ts_topo_neighbor). */
+static int net_neighbor(const ts_net *nw, int chip, int d, int dir)
+{
+  int n = nw->size[d], c = net_coord(nw, chip, d), v = c + dir;
+  if (v >= 0 && v < n)
+    return chip + dir * nw->stride[d];
+  if (nw->shape[d] != TS_SHAPE_RING)
+    return -1;
+  int out = chip + (imod_net(v, n) - c) * nw->stride[d];
+  for (int e = 0; e < nw->ndims; e++)
+    if (nw->twist[d][e] != 0) {
+      int ce = net_coord(nw, out, e);
+      out += (imod_net(ce + dir * nw->twist[d][e], nw->size[e]) - ce) * nw->stride[e];
+    }
+  return out;
+}
+
+static tw_tree *tw_tree_from(ts_eval *ev, int root)
+{
+  tw_tree *t = &ev->trees[root];
+  if (t->prev != NULL)
+    return t;
+  const ts_net *nw = &ev->nw;
+  int n = nw->nchips;
+  t->prev = g_new(int, n);
+  t->dim = g_new0(signed char, n);
+  t->dir = g_new0(signed char, n);
+  t->runs = g_new(int, n);
+  for (int i = 0; i < n; i++) {
+    t->prev[i] = -1;
+    t->runs[i] = -1;
+  }
+  int *queue = ev->path, head = 0, tail = 0;
+  queue[tail++] = root;
+  t->prev[root] = root;
+  while (head < tail) {
+    int c = queue[head++];
+    for (int d = 0; d < nw->ndims; d++)
+      for (int dir = 1; dir >= -1; dir -= 2) {
+        if (nw->size[d] < 2 || nw->shape[d] == TS_SHAPE_SWITCH)
+          continue;
+        int m = net_neighbor(nw, c, d, dir);
+        if (m < 0 || t->prev[m] >= 0)
+          continue;
+        t->prev[m] = c;
+        t->dim[m] = (signed char)d;
+        t->dir[m] = (signed char)dir;
+        queue[tail++] = m;
+      }
+  }
+  return t;
+}
+
+/* dst - src in the array's group (translate only): coordinates subtracted, a twisted
+ * dimension's carries moved along the dimensions its wrap-around is twisted by. */
+static int net_sub(const ts_net *nw, int dst, int src)
+{
+  int a[TS_MAX_DIMS];
+  for (int d = 0; d < nw->ndims; d++)
+    a[d] = net_coord(nw, dst, d) - net_coord(nw, src, d);
+  for (int d = 0; d < nw->ndims; d++) {
+    int n = nw->size[d], q = a[d] >= 0 ? a[d] / n : -((-a[d] + n - 1) / n);
+    if (q == 0)
+      continue;
+    a[d] -= q * n;
+    for (int e = 0; e < nw->ndims; e++)
+      a[e] += q * nw->twist[d][e];
+  }
+  int chip = 0;
+  for (int d = 0; d < nw->ndims; d++)
+    chip += imod_net(a[d], nw->size[d]) * nw->stride[d];
+  return chip;
+}
+
+static void ensure_segs(ts_eval *ev, int more)
+{
+  if (ev->nsegs + more > ev->capsegs) {
+    ev->capsegs = MAX(ev->nsegs + more, 2 * ev->capsegs);
+    ev->segs = g_renew(ev_seg, ev->segs, ev->capsegs);
+  }
+}
+
+/* A flow on a twisted torus: its breadth-first route, one segment per run of links along one
+ * line in one direction (a run ends where a twisted wrap-around leaves the line). */
+static void route_flow_twisted(ts_eval *ev, const ts_flow *f, ev_flow *fl)
+{
+  const ts_net *nw = &ev->nw;
+  if (f->src == f->dst)
+    return;
+  int root = ev->translate ? 0 : f->src;
+  int target = ev->translate ? net_sub(nw, f->dst, f->src) : f->dst;
+  tw_tree *t = tw_tree_from(ev, root);
+  if (t->prev[target] < 0)
+    return; /* not reachable over ring and mesh links (a switch dimension): no link loaded */
+  if (t->runs[target] < 0) {
+    int len = 0;
+    for (int c = target; c != root; c = t->prev[c])
+      ev->path[len++] = t->dim[c] * 2 + (t->dir[c] < 0);
+    guint at = ev->runs_pool->len;
+    int zero = 0;
+    g_array_append_val(ev->runs_pool, zero);
+    for (int k = len - 1; k >= 0;) {
+      int mv = ev->path[k], h = 0;
+      while (k >= 0 && ev->path[k] == mv) {
+        h++;
+        k--;
+      }
+      int run = mv << 16 | h;
+      g_array_append_val(ev->runs_pool, run);
+      g_array_index(ev->runs_pool, int, at)++;
+    }
+    t->runs[target] = (int)at;
+  }
+  const int *runs = &g_array_index(ev->runs_pool, int, t->runs[target]);
+  int cur = f->src, nruns = runs[0];
+  for (int r = 1; r <= nruns; r++) {
+    int mv = runs[r] >> 16, h = runs[r] & 0xffff;
+    int d = mv / 2, dir = mv % 2 ? -1 : 1, n = nw->size[d];
+    ensure_segs(ev, h);
+    gboolean tw = FALSE;
+    for (int e = 0; e < nw->ndims; e++)
+      tw = tw || nw->twist[d][e] != 0;
+    while (h > 0) {
+      int cd = net_coord(nw, cur, d);
+      /* On a twisted dimension the run stops at the wrap-around link (included). */
+      int len_seg = !tw ? h : dir > 0 ? MIN(h, n - cd) : MIN(h, cd + 1);
+      int base = cur - cd * nw->stride[d];
+      add_seg(ev, d, base, dir<0, dir> 0 ? cd : imod_net(cd - len_seg + 1, n), len_seg);
+      fl->lat += len_seg * nw->lat_s[d];
+      int v = cd + dir * len_seg;
+      if (v >= 0 && v < n) {
+        cur += dir * len_seg * nw->stride[d];
+      } else {
+        cur = base + imod_net(v, n) * nw->stride[d];
+        for (int e = 0; e < nw->ndims; e++)
+          if (nw->twist[d][e] != 0) {
+            int ce = net_coord(nw, cur, e);
+            cur += (imod_net(ce + dir * nw->twist[d][e], nw->size[e]) - ce) * nw->stride[e];
+          }
+      }
+      h -= len_seg;
+    }
+  }
+}
+
+guint ts_net_line_local(const ts_net *nw)
+{
+  if (!nw->twisted)
+    return 0;
+  ts_eval *ev = ts_eval_new(nw);
+  guint local = 0;
+  for (int d = 0; d < nw->ndims; d++) {
+    gboolean ok = nw->shape[d] != TS_SHAPE_SWITCH;
+    int n = nw->size[d];
+    /* Lines through chip 0 represent all (translates) when routes translate; else check the
+     * line through chip 0 only when it is the only line along d. */
+    if (!ev->translate && n != nw->nchips)
+      ok = FALSE;
+    for (int a = 0; a < n && ok; a++)
+      for (int b = 0; b < n && ok; b++) {
+        if (a == b)
+          continue;
+        ev_flow fl = {0};
+        ts_flow f = {.src = a * nw->stride[d], .dst = b * nw->stride[d], .bytes = 0.0};
+        ev->nsegs = 0;
+        route_flow_twisted(ev, &f, &fl);
+        if (ev->nsegs == 0)
+          ok = FALSE;
+        for (int s = 0; s < ev->nsegs && ok; s++) {
+          const ev_line *ln = &g_array_index(ev->lines, ev_line, ev->segs[s].line);
+          ok = ln->dim == d && ln->base == 0;
+        }
+      }
+    if (ok)
+      local |= 1u << d;
+  }
+  ts_eval_free(ev);
+  return local;
+}
+
 /* Splits a flow's dimension-order route into one interval per dimension (see ts_route). */
 static void route_flow(ts_eval *ev, const ts_flow *f)
 {
@@ -194,6 +428,11 @@ static void route_flow(ts_eval *ev, const ts_flow *f)
   fl->first = ev->nsegs;
   fl->lat = 0.0;
   fl->bytes = f->bytes;
+  if (nw->twisted) {
+    route_flow_twisted(ev, f, fl);
+    fl->nseg = ev->nsegs - fl->first;
+    return;
+  }
   int cur = f->src, rs = f->src, rd = f->dst;
   for (int d = 0; d < nw->ndims; d++) {
     int n = nw->size[d];

@@ -23,12 +23,24 @@ typedef struct {
   double nccl_base_s[TS_MAX_DIMS][3]; /* fixed cost per protocol, 0: NCCL's baseLat */
   double nccl_step_s[TS_MAX_DIMS][2]; /* LL, LL128 per-step latency, 0: NCCL's ratio */
   double nccl_local_Bps[TS_MAX_DIMS]; /* local work rate, 0: none */
+  /* Twisted torus (ts_dim.twist): crossing ring d's wrap-around in the + direction also moves
+   * twist[d][e] places along dimension e. twisted: some entry is non-zero; routes are then the
+   * breadth-first shortest paths of ts_route, not dimension order. */
+  int twist[TS_MAX_DIMS][TS_MAX_DIMS];
+  gboolean twisted;
+  /* Twisted only: bit d set when every route between two chips of a line along dimension d
+   * stays on that line (its links are that line's own), so one line represents all its
+   * translates in the analytic time (see time_mask in ts_coll_algos.c). */
+  guint line_local;
 } ts_net;
 
 /* Chip whose port into switch dim d carries chip's traffic (the NIC it shares). */
 int ts_net_port_chip(const ts_net *nw, int d, int chip);
 
 void ts_net_init(ts_net *nw, const ts_topo *t);
+
+/* The line_local bits of a twisted net (computed from its routes; 0 for a plain one). */
+guint ts_net_line_local(const ts_net *nw);
 
 /* One flow of a step in the analytic model. Chips are those of the group placed at chip 0:
  * costs do not depend on the placement (ring dims are translation invariant, and a group's
