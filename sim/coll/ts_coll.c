@@ -120,44 +120,49 @@ double ts_coll_busbw_factor(ts_coll_kind kind, int n)
 
 /* ---- topology arithmetic (ts_topo.c is another module; these need only the dims) ---- */
 
-void ts_net_init(ts_net *nw, const ts_topo *t)
+void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
 {
   memset(nw, 0, sizeof *nw);
-  nw->ndims = t->ndims;
+  nw->arr.ndims = a->ndims;
   int stride = 1;
-  for (int d = 0; d < t->ndims; d++) {
-    nw->size[d] = t->dims[d].size;
+  for (int d = 0; d < a->ndims; d++) {
+    const ts_dim *dm = &dims[d];
+    nw->arr.size[d] = a->size[d];
     nw->stride[d] = stride;
-    nw->shape[d] = t->dims[d].shape;
-    nw->bw_Bps[d] = t->dims[d].link_bw_Bps;
-    nw->lat_s[d] = t->dims[d].latency_s;
+    nw->shape[d] = dm->shape;
+    nw->bw_Bps[d] = dm->link_bw_Bps;
+    nw->lat_s[d] = dm->latency_s;
     nw->port_share[d] =
-        t->dims[d].shape == TS_SHAPE_SWITCH && d > 0 && t->dims[d].chips_per_port > 1
-            ? t->dims[d].chips_per_port
-            : 1;
-    nw->in_switch[d] = t->dims[d].in_switch_reduction;
-    nw->isr_eff[d] = t->dims[d].in_switch_efficiency > 0 ? t->dims[d].in_switch_efficiency : 0.85;
-    nw->ll_frac[d] = t->dims[d].ll_bw_frac > 0 ? t->dims[d].ll_bw_frac : 0.5;
-    nw->ll128_frac[d] = t->dims[d].ll128_bw_frac > 0 ? t->dims[d].ll128_bw_frac : 0.92;
+        dm->shape == TS_SHAPE_SWITCH && d > 0 && dm->chips_per_port > 1 ? dm->chips_per_port : 1;
+    nw->in_switch[d] = dm->in_switch_reduction;
+    nw->isr_eff[d] = dm->in_switch_efficiency > 0 ? dm->in_switch_efficiency : 0.85;
+    nw->ll_frac[d] = dm->ll_bw_frac > 0 ? dm->ll_bw_frac : 0.5;
+    nw->ll128_frac[d] = dm->ll128_bw_frac > 0 ? dm->ll128_bw_frac : 0.92;
     for (int q = 0; q < 3; q++)
-      nw->nccl_base_s[d][q] = t->dims[d].nccl_base_s[q];
+      nw->nccl_base_s[d][q] = dm->nccl_base_s[q];
     for (int q = 0; q < 2; q++)
-      nw->nccl_step_s[d][q] = t->dims[d].nccl_step_s[q];
-    nw->nccl_local_Bps[d] = t->dims[d].nccl_local_Bps;
-    for (int e = 0; e < t->ndims; e++) {
-      nw->twist[d][e] = t->dims[d].twist[e];
-      nw->twisted = nw->twisted || t->dims[d].twist[e] != 0;
+      nw->nccl_step_s[d][q] = dm->nccl_step_s[q];
+    nw->nccl_local_Bps[d] = dm->nccl_local_Bps;
+    for (int e = 0; e < a->ndims; e++) {
+      nw->twist[d][e] = dm->twist[e];
+      nw->twisted = nw->twisted || dm->twist[e] != 0;
     }
-    stride *= t->dims[d].size;
+    stride *= a->size[d];
   }
   nw->nchips = stride;
   nw->line_local = ts_net_line_local(nw);
 }
 
+void ts_net_init(ts_net *nw, const ts_topo *t)
+{
+  ts_array a = ts_topo_array(t);
+  ts_net_init_array(nw, &a, t->dims);
+}
+
 int ts_net_port_chip(const ts_net *nw, int d, int chip)
 {
   int k = nw->port_share[d];
-  return k > 1 ? chip - (chip % nw->size[0]) % k : chip;
+  return k > 1 ? chip - (chip % nw->arr.size[0]) % k : chip;
 }
 
 static void chip_coords(const ts_topo *t, int chip, int *c)

@@ -112,7 +112,7 @@ static guint time_mask(const ts_coll_plan *p, guint free_mask, int lp, gboolean 
   if (full || lp < 0 || (p->net.twisted && !(p->net.line_local & (1u << p->g.p[lp].dim))))
     return free_mask;
   /* Shared NIC ports join lines that differ in the chip within the node: time them all. */
-  for (int d = 0; d < p->net.ndims; d++)
+  for (int d = 0; d < p->net.arr.ndims; d++)
     if (p->net.port_share[d] > 1)
       return free_mask;
   guint m = 0;
@@ -1436,13 +1436,13 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
       multi = TRUE;
   if (p->algo == TS_ALGO_NVLS) {
     /* nvlsEfficiency (0.85 on Hopper), Simple only; NVLS has no base latency. */
-    for (int d = 0; d < p->net.ndims; d++)
+    for (int d = 0; d < p->net.arr.ndims; d++)
       if (p->net.in_switch[d])
         p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * p->net.isr_eff[d];
     return;
   }
   int a = p->algo == TS_ALGO_NCCL_TREE ? 0 : 1;
-  for (int d = 0; d < p->net.ndims; d++) {
+  for (int d = 0; d < p->net.arr.ndims; d++) {
     /* Ring: LL and LL128 reach the dimension's fractions of Simple (NCCL's nominal 0.5 and
      * 0.92 unless the topology gives measured ones). Tree: 0.92 of the ring's Simple, and
      * NCCL's tree-to-ring ratios for LL (1/3.8 against 1/2) and LL128 (7/9 in one node,
@@ -1484,12 +1484,12 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
     p->base_lat_s += p->bytes / rate;
 }
 
-static ts_coll_plan *build_one(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+static ts_coll_plan *build_one(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
                                ts_coll_proto proto, const ts_group_shape *g, gint64 count,
                                double elem_bytes, double bytes, GError **error)
 {
   ts_coll_plan *p = g_new0(ts_coll_plan, 1);
-  ts_net_init(&p->net, t);
+  p->net = *nw;
   p->kind = kind;
   p->algo = algo;
   p->g = *g;
@@ -1533,8 +1533,17 @@ ts_coll_plan *ts_coll_plan_build_proto(const ts_topo *t, ts_coll_kind kind, ts_c
                                        ts_coll_proto proto, const ts_group_shape *g, gint64 count,
                                        double elem_bytes, double bytes, GError **error)
 {
+  ts_net nw;
+  ts_net_init(&nw, t);
+  return ts_coll_plan_build_net(&nw, kind, algo, proto, g, count, elem_bytes, bytes, error);
+}
+
+ts_coll_plan *ts_coll_plan_build_net(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
+                                     ts_coll_proto proto, const ts_group_shape *g, gint64 count,
+                                     double elem_bytes, double bytes, GError **error)
+{
   if (!ts_coll_algo_is_nccl(algo) || proto != TS_PROTO_AUTO)
-    return build_one(t, kind, algo, ts_coll_algo_is_nccl(algo) ? proto : TS_PROTO_NONE, g, count,
+    return build_one(nw, kind, algo, ts_coll_algo_is_nccl(algo) ? proto : TS_PROTO_NONE, g, count,
                      elem_bytes, bytes, error);
   /* NCCL picks the protocol whose modelled time is lowest (enqueue.cc, topoGetAlgoInfo);
    * ties keep the earlier of LL, LL128, Simple. NVLS runs Simple only. */
@@ -1543,7 +1552,7 @@ ts_coll_plan *ts_coll_plan_build_proto(const ts_topo *t, ts_coll_kind kind, ts_c
   for (int q = TS_PROTO_LL; q <= TS_PROTO_SIMPLE; q++) {
     if (algo == TS_ALGO_NVLS && q != TS_PROTO_SIMPLE)
       continue;
-    ts_coll_plan *c = build_one(t, kind, algo, (ts_coll_proto)q, g, count, elem_bytes, bytes,
+    ts_coll_plan *c = build_one(nw, kind, algo, (ts_coll_proto)q, g, count, elem_bytes, bytes,
                                 best == NULL ? error : NULL);
     if (c == NULL)
       return best;
@@ -1561,24 +1570,23 @@ ts_coll_plan *ts_coll_plan_build_proto(const ts_topo *t, ts_coll_kind kind, ts_c
 
 /* ---- public plan API ---- */
 
-ts_coll_plan *ts_coll_decompose(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
-                                const ts_group_shape *g, gint64 count, double elem_bytes,
-                                GError **error)
+/* What ts_coll_decompose checks of its arguments other than the group shape. */
+static gboolean decompose_args_ok(ts_coll_kind kind, ts_coll_algo algo, gint64 count,
+                                  double elem_bytes, GError **error)
 {
-  g_return_val_if_fail(t != NULL && g != NULL, NULL);
   if ((int)kind < 0 || kind >= TS_COLL_NKINDS) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "collective kind %d: expected one of "
                 "allreduce, reducescatter, allgather, alltoall, broadcast",
                 (int)kind);
-    return NULL;
+    return FALSE;
   }
   if ((int)algo <= TS_ALGO_AUTO || algo >= TS_ALGO_NALGOS || ts_coll_algo_is_choice(algo)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "%s: algorithm '%s': expected a concrete algorithm (auto and nccl are resolved "
                 "by ts_coll_time)",
                 ts_coll_kind_name(kind), ts_coll_algo_name(algo));
-    return NULL;
+    return FALSE;
   }
   if (count < 0 || !(elem_bytes > 0.0) || !isfinite(elem_bytes)) {
     g_autofree char *eb = ts_dtostr(elem_bytes);
@@ -1586,11 +1594,34 @@ ts_coll_plan *ts_coll_decompose(const ts_topo *t, ts_coll_kind kind, ts_coll_alg
                 "%s: count=%" G_GINT64_FORMAT " elem_bytes=%s: expected count >= 0 and "
                 "elem_bytes > 0",
                 ts_coll_kind_name(kind), count, eb);
-    return NULL;
+    return FALSE;
   }
-  if (!ts_group_shape_valid(t, g, error))
+  return TRUE;
+}
+
+ts_coll_plan *ts_coll_decompose(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
+                                const ts_group_shape *g, gint64 count, double elem_bytes,
+                                GError **error)
+{
+  g_return_val_if_fail(t != NULL && g != NULL, NULL);
+  if (!decompose_args_ok(kind, algo, count, elem_bytes, error) ||
+      !ts_group_shape_valid(t, g, error))
     return NULL;
   return ts_coll_plan_build(t, kind, algo, g, count, elem_bytes, (double)count * elem_bytes, error);
+}
+
+ts_coll_plan *ts_coll_decompose_array(const ts_array *a, const ts_dim *dims, ts_coll_kind kind,
+                                      ts_coll_algo algo, const ts_group_shape *g, gint64 count,
+                                      double elem_bytes, GError **error)
+{
+  g_return_val_if_fail(a != NULL && dims != NULL && g != NULL, NULL);
+  if (!decompose_args_ok(kind, algo, count, elem_bytes, error) ||
+      !ts_array_shape_valid(a, g, error))
+    return NULL;
+  ts_net nw;
+  ts_net_init_array(&nw, a, dims);
+  return ts_coll_plan_build_net(&nw, kind, algo, TS_PROTO_AUTO, g, count, elem_bytes,
+                                (double)count * elem_bytes, error);
 }
 
 void ts_coll_plan_free(ts_coll_plan *p)

@@ -89,12 +89,12 @@ ts_eval *ts_eval_new(const ts_net *nw)
     /* Routes translate when every dimension with links is a ring and no wrap-around is twisted
      * along a dimension whose own wrap-around is twisted (then chip arithmetic is a group). */
     ev->translate = TRUE;
-    for (int d = 0; d < nw->ndims; d++) {
-      if (nw->size[d] > 1 && nw->shape[d] != TS_SHAPE_RING)
+    for (int d = 0; d < nw->arr.ndims; d++) {
+      if (nw->arr.size[d] > 1 && nw->shape[d] != TS_SHAPE_RING)
         ev->translate = FALSE;
-      for (int e = 0; e < nw->ndims; e++)
+      for (int e = 0; e < nw->arr.ndims; e++)
         if (nw->twist[d][e] != 0)
-          for (int f = 0; f < nw->ndims; f++)
+          for (int f = 0; f < nw->arr.ndims; f++)
             if (nw->twist[e][f] != 0)
               ev->translate = FALSE;
     }
@@ -178,7 +178,7 @@ static int line_index(ts_eval *ev, int dim, int base)
   if (idx < 0) {
     ev_line ln = {.dim = dim,
                   .base = base,
-                  .n = ev->nw.size[dim],
+                  .n = ev->nw.arr.size[dim],
                   .sp = {-1, -1},
                   .need = {0, 0},
                   .hslot = h};
@@ -207,7 +207,7 @@ static void reset(ts_eval *ev, int nf)
   g_array_set_size(ev->loads, 0);
   g_array_set_size(ev->sparse, 0);
   /* At most two segments (switch up and down ports) per dimension per flow. */
-  int needsegs = nf * 2 * MAX(ev->nw.ndims, 1);
+  int needsegs = nf * 2 * MAX(ev->nw.arr.ndims, 1);
   if (needsegs > ev->capsegs) {
     ev->capsegs = MAX(needsegs, 2 * ev->capsegs);
     ev->segs = g_renew(ev_seg, ev->segs, ev->capsegs);
@@ -232,7 +232,7 @@ static inline void add_seg(ts_eval *ev, int dim, int base, int arr, int a, int h
 
 static int net_coord(const ts_net *nw, int chip, int d)
 {
-  return (chip / nw->stride[d]) % nw->size[d];
+  return (chip / nw->stride[d]) % nw->arr.size[d];
 }
 
 static int imod_net(int a, int n)
@@ -243,16 +243,16 @@ static int imod_net(int a, int n)
 /* The chip one link away along ring or mesh dimension d in direction dir (ts_topo_neighbor). */
 static int net_neighbor(const ts_net *nw, int chip, int d, int dir)
 {
-  int n = nw->size[d], c = net_coord(nw, chip, d), v = c + dir;
+  int n = nw->arr.size[d], c = net_coord(nw, chip, d), v = c + dir;
   if (v >= 0 && v < n)
     return chip + dir * nw->stride[d];
   if (nw->shape[d] != TS_SHAPE_RING)
     return -1;
   int out = chip + (imod_net(v, n) - c) * nw->stride[d];
-  for (int e = 0; e < nw->ndims; e++)
+  for (int e = 0; e < nw->arr.ndims; e++)
     if (nw->twist[d][e] != 0) {
       int ce = net_coord(nw, out, e);
-      out += (imod_net(ce + dir * nw->twist[d][e], nw->size[e]) - ce) * nw->stride[e];
+      out += (imod_net(ce + dir * nw->twist[d][e], nw->arr.size[e]) - ce) * nw->stride[e];
     }
   return out;
 }
@@ -277,9 +277,9 @@ static tw_tree *tw_tree_from(ts_eval *ev, int root)
   t->prev[root] = root;
   while (head < tail) {
     int c = queue[head++];
-    for (int d = 0; d < nw->ndims; d++)
+    for (int d = 0; d < nw->arr.ndims; d++)
       for (int dir = 1; dir >= -1; dir -= 2) {
-        if (nw->size[d] < 2 || nw->shape[d] == TS_SHAPE_SWITCH)
+        if (nw->arr.size[d] < 2 || nw->shape[d] == TS_SHAPE_SWITCH)
           continue;
         int m = net_neighbor(nw, c, d, dir);
         if (m < 0 || t->prev[m] >= 0)
@@ -298,19 +298,19 @@ static tw_tree *tw_tree_from(ts_eval *ev, int root)
 static int net_sub(const ts_net *nw, int dst, int src)
 {
   int a[TS_MAX_DIMS];
-  for (int d = 0; d < nw->ndims; d++)
+  for (int d = 0; d < nw->arr.ndims; d++)
     a[d] = net_coord(nw, dst, d) - net_coord(nw, src, d);
-  for (int d = 0; d < nw->ndims; d++) {
-    int n = nw->size[d], q = a[d] >= 0 ? a[d] / n : -((-a[d] + n - 1) / n);
+  for (int d = 0; d < nw->arr.ndims; d++) {
+    int n = nw->arr.size[d], q = a[d] >= 0 ? a[d] / n : -((-a[d] + n - 1) / n);
     if (q == 0)
       continue;
     a[d] -= q * n;
-    for (int e = 0; e < nw->ndims; e++)
+    for (int e = 0; e < nw->arr.ndims; e++)
       a[e] += q * nw->twist[d][e];
   }
   int chip = 0;
-  for (int d = 0; d < nw->ndims; d++)
-    chip += imod_net(a[d], nw->size[d]) * nw->stride[d];
+  for (int d = 0; d < nw->arr.ndims; d++)
+    chip += imod_net(a[d], nw->arr.size[d]) * nw->stride[d];
   return chip;
 }
 
@@ -357,10 +357,10 @@ static void route_flow_twisted(ts_eval *ev, const ts_flow *f, ev_flow *fl)
   int cur = f->src, nruns = runs[0];
   for (int r = 1; r <= nruns; r++) {
     int mv = runs[r] >> 16, h = runs[r] & 0xffff;
-    int d = mv / 2, dir = mv % 2 ? -1 : 1, n = nw->size[d];
+    int d = mv / 2, dir = mv % 2 ? -1 : 1, n = nw->arr.size[d];
     ensure_segs(ev, h);
     gboolean tw = FALSE;
-    for (int e = 0; e < nw->ndims; e++)
+    for (int e = 0; e < nw->arr.ndims; e++)
       tw = tw || nw->twist[d][e] != 0;
     while (h > 0) {
       int cd = net_coord(nw, cur, d);
@@ -374,10 +374,10 @@ static void route_flow_twisted(ts_eval *ev, const ts_flow *f, ev_flow *fl)
         cur += dir * len_seg * nw->stride[d];
       } else {
         cur = base + imod_net(v, n) * nw->stride[d];
-        for (int e = 0; e < nw->ndims; e++)
+        for (int e = 0; e < nw->arr.ndims; e++)
           if (nw->twist[d][e] != 0) {
             int ce = net_coord(nw, cur, e);
-            cur += (imod_net(ce + dir * nw->twist[d][e], nw->size[e]) - ce) * nw->stride[e];
+            cur += (imod_net(ce + dir * nw->twist[d][e], nw->arr.size[e]) - ce) * nw->stride[e];
           }
       }
       h -= len_seg;
@@ -391,9 +391,9 @@ guint ts_net_line_local(const ts_net *nw)
     return 0;
   ts_eval *ev = ts_eval_new(nw);
   guint local = 0;
-  for (int d = 0; d < nw->ndims; d++) {
+  for (int d = 0; d < nw->arr.ndims; d++) {
     gboolean ok = nw->shape[d] != TS_SHAPE_SWITCH;
-    int n = nw->size[d];
+    int n = nw->arr.size[d];
     /* Lines through chip 0 represent all (translates) when routes translate; else check the
      * line through chip 0 only when it is the only line along d. */
     if (!ev->translate && n != nw->nchips)
@@ -434,8 +434,8 @@ static void route_flow(ts_eval *ev, const ts_flow *f)
     return;
   }
   int cur = f->src, rs = f->src, rd = f->dst;
-  for (int d = 0; d < nw->ndims; d++) {
-    int n = nw->size[d];
+  for (int d = 0; d < nw->arr.ndims; d++) {
+    int n = nw->arr.size[d];
     int cs = rs % n, cd = rd % n;
     rs /= n;
     rd /= n;

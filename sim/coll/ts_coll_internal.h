@@ -8,11 +8,12 @@
 G_BEGIN_DECLS
 
 /* What routing and the analytic model need of a topology, copied so that a plan does not
- * borrow the topology it was built for. */
+ * borrow the topology it was built for: the array's geometry (a ts_array, the one geometry type;
+ * its names and label are not kept) and, per dimension, its links. */
 typedef struct {
-  int ndims, nchips;
-  int size[TS_MAX_DIMS];
-  int stride[TS_MAX_DIMS];
+  ts_array arr;
+  int nchips;              /* ts_array_nchips(&arr) */
+  int stride[TS_MAX_DIMS]; /* chip-id stride of each dimension (dimension 0 fastest) */
   ts_shape shape[TS_MAX_DIMS];
   double bw_Bps[TS_MAX_DIMS];
   double lat_s[TS_MAX_DIMS];
@@ -38,6 +39,10 @@ typedef struct {
 int ts_net_port_chip(const ts_net *nw, int d, int chip);
 
 void ts_net_init(ts_net *nw, const ts_topo *t);
+
+/* The net of an array whose dimension d has the links of dims[d] (dims[d].size is not read: the
+ * array gives the sizes). ts_net_init is this with a topology's array and dimensions. */
+void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims);
 
 /* The line_local bits of a twisted net (computed from its routes; 0 for a plain one). */
 guint ts_net_line_local(const ts_net *nw);
@@ -153,6 +158,17 @@ ts_coll_plan *ts_coll_plan_build(const ts_topo *t, ts_coll_kind kind, ts_coll_al
 ts_coll_plan *ts_coll_plan_build_proto(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
                                        ts_coll_proto proto, const ts_group_shape *g, gint64 count,
                                        double elem_bytes, double bytes, GError **error);
+
+/* The same on a net already built (ts_net_init, ts_net_init_array). */
+ts_coll_plan *ts_coll_plan_build_net(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
+                                     ts_coll_proto proto, const ts_group_shape *g, gint64 count,
+                                     double elem_bytes, double bytes, GError **error);
+
+/* ts_coll_decompose on an array whose dimension d has the links of dims[d] (no topology: the
+ * member-list collectives' ring). */
+ts_coll_plan *ts_coll_decompose_array(const ts_array *a, const ts_dim *dims, ts_coll_kind kind,
+                                      ts_coll_algo algo, const ts_group_shape *g, gint64 count,
+                                      double elem_bytes, GError **error);
 
 /* Appends the flows of step t of a stage (fractional sizes from S). full: every line; else
  * only the lines that share the physical line through chip 0 (the others are link-disjoint

@@ -4,6 +4,7 @@
  * trace's other collectives replay: the analytic time is the sum over steps of the slowest
  * transfer on its dimension-order route, the simgrid backend sends the same transfers as flows. */
 #include "ts_coll_members.h"
+#include "ts_coll_internal.h"
 #include "ts_util.h"
 
 #include <string.h>
@@ -11,21 +12,15 @@
 ts_coll_plan *ts_coll_members_decompose(ts_coll_kind kind, ts_coll_algo algo, int n, gint64 count,
                                         GError **error)
 {
-  /* A ring of n chips standing for the members: only member indices matter here. */
-  ts_topo fake;
-  memset(&fake, 0, sizeof fake);
-  fake.name = (char *)"member list";
-  fake.ndims = 1;
-  fake.nchips = n;
-  fake.dims[0].name = (char *)"members";
-  fake.dims[0].size = n;
-  fake.dims[0].shape = TS_SHAPE_RING;
-  fake.dims[0].link_bw_Bps = 1.0;
+  /* A ring of n chips standing for the members: only member indices matter here (the links
+   * are placeholders; ts_coll_members_time costs each transfer on the members' own chips). */
+  ts_array a = {.ndims = 1, .size = {n}, .name = {"members"}, .label = "member list"};
+  ts_dim ring = {.size = n, .shape = TS_SHAPE_RING, .link_bw_Bps = 1.0};
   ts_group_shape g = {1, {{0, n, 1}}};
   if (algo == TS_ALGO_AUTO || algo == TS_ALGO_TORUS || algo == TS_ALGO_TORUS_DIMWISE ||
       algo == TS_ALGO_HIERARCHICAL)
     algo = TS_ALGO_RING;
-  return ts_coll_decompose(&fake, kind, algo, &g, count, 1.0, error);
+  return ts_coll_decompose_array(&a, &ring, kind, algo, &g, count, 1.0, error);
 }
 
 double ts_coll_members_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
