@@ -323,6 +323,24 @@ static inline const ts_coll_desc *ts_trace_coll_desc(const ts_trace *tr, const t
              : NULL;
 }
 
+/**
+ * Op i of program p (0 <= i < p->nops). Read ops through this and their dependencies through
+ * ts_program_deps rather than indexing p->ops: the storage behind them is free to become a
+ * packed one (issue 11's 10-million-op trace, bench/RESULTS.md "Streaming"). Borrowed from the
+ * trace; valid until the trace is changed or freed.
+ */
+static inline const ts_op *ts_program_op(const ts_program *p, int i)
+{
+  return &p->ops[i];
+}
+
+/** Dependencies of op i of program p (indices of earlier ops of p); *n gets their count. */
+static inline const int *ts_program_deps(const ts_program *p, int i, int *n)
+{
+  *n = p->ops[i].ndeps;
+  return p->ops[i].deps;
+}
+
 /** Total ops over all programs. */
 gint64 ts_trace_nops(const ts_trace *tr);
 

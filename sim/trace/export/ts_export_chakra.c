@@ -205,17 +205,19 @@ gboolean ts_export_chakra(const ts_trace *tr, const ts_topo *t, const char *dir,
     g_autofree guint64 *data = g_new(guint64, 1);
     gsize cap = 1;
     for (int i = 0; i < p->nops && ok; i++) {
-      const ts_op *o = &p->ops[i];
+      const ts_op *o = ts_program_op(p, i);
       ChakraProtoMsg__Node nd = CHAKRA_PROTO_MSG__NODE__INIT;
       nd.id = (guint64)i;
       nd.name = (char *)g_ptr_array_index(tr->labels, o->label);
-      if ((gsize)o->ndeps > cap) {
-        cap = (gsize)o->ndeps;
+      int ndeps;
+      const int *deps = ts_program_deps(p, i, &ndeps);
+      if ((gsize)ndeps > cap) {
+        cap = (gsize)ndeps;
         data = g_renew(guint64, data, cap);
       }
-      for (int k = 0; k < o->ndeps; k++)
-        data[k] = (guint64)o->deps[k];
-      nd.n_data_deps = (size_t)o->ndeps;
+      for (int k = 0; k < ndeps; k++)
+        data[k] = (guint64)deps[k];
+      nd.n_data_deps = (size_t)ndeps;
       nd.data_deps = data;
       gpointer pv;
       guint64 ctrl = 0;
