@@ -2,6 +2,7 @@
  * (docs/schemas/), numbers are valid JSON and byte counts exact integers, results go to stdout
  * and notes to stderr, the platform XML is well-formed (libxml2), GNU-style help and version,
  * and the bad inputs of issue 12 are refused with one line and exit status 2. */
+#define _DEFAULT_SOURCE /* symlink() */
 #include "ts_report.h"
 #include "ts_util.h"
 
@@ -13,6 +14,7 @@
 #include <libxml/parser.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static void expect_input_error(const char *args, const char *needle)
 {
@@ -604,6 +606,87 @@ Test(release, check_update_reads_groups_as_check_does)
   g_autofree char *ck = g_strdup_printf("check %s", scen);
   r = run(ck);
   cr_expect_eq(r.status, 0, "after --update, check drifts:\n%s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(release, export_says_what_it_creates_and_replaces)
+{
+  /* export wrote over an earlier export's files without a word (issue 12). */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *out = g_build_filename(dir, "tit", NULL);
+  g_autofree char *args = g_strdup_printf(
+      "export --to tit -t dgx-a100-1node %s/traces/handwritten/data-parallel-serial.trace -o %s",
+      TS_SOURCE_DIR, out);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect_str_eq(r.out, "", "export's notes belong on stderr");
+  cr_expect(strstr(r.err, "created folder") != NULL, "no note of the new folder: %s", r.err);
+  cr_expect(strstr(r.err, "replacing") == NULL, "a first export replaced something: %s", r.err);
+  run_free(&r);
+  r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "replacing 9 files of an earlier export") != NULL,
+            "8 ranks + index.txt replaced without that note: %s", r.err);
+  cr_expect(strstr(r.err, "created folder") == NULL, "%s", r.err);
+  run_free(&r);
+  rm_rf(dir);
+}
+
+Test(release, trace_numbers_are_range_checked_with_file_and_line)
+{
+  /* bytes=1e30 was read and replayed as given (issue 12): every numeric field of a trace has a
+   * range (docs/formats.md), and a value outside it is one line naming file:line. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *src =
+      g_strdup_printf("%s/traces/handwritten/data-parallel-serial.trace", TS_SOURCE_DIR);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(src, &text, NULL, NULL));
+  static const struct {
+    const char *from, *to, *needle;
+  } cases[] = {
+      {"bytes=268435456", "bytes=1e30",
+       "bad.trace:16: bytes='1e30': expected a number of bytes in [0, 9007199254740992]"},
+      {"bytes=268435456", "bytes=-1", "bad.trace:16: bytes='-1': expected a number of bytes"},
+      {"flops=2e12", "flops=1e300", "bad.trace:15: flops='1e300': expected a number of FLOP in"},
+      {"mem_bytes=1e9", "mem_bytes=inf", "bad.trace:15: mem_bytes='inf': expected"},
+      {"model_flops=0", "model_flops=1e40", "bad.trace:9: model_flops='1e40': expected"},
+      {"samples=8", "samples=nan", "bad.trace:9: samples='nan': expected a number of samples"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    cr_assert(strstr(text, cases[i].from) != NULL, "%s not in %s", cases[i].from, src);
+    g_auto(GStrv) parts = g_strsplit(text, cases[i].from, 2);
+    g_autofree char *bad = g_strjoin(cases[i].to, parts[0], parts[1], NULL);
+    g_autofree char *path = write_file(dir, "bad.trace", bad);
+    g_autofree char *args = g_strdup_printf("replay %s -t dgx-a100-1node", path);
+    expect_input_error(args, cases[i].needle);
+  }
+  rm_rf(dir);
+}
+
+Test(release, check_update_writes_through_a_symlink)
+{
+  /* A golden file linked from elsewhere (a shared scenarios folder): --update replaced the link
+   * by a regular file, so the shared file kept its old goldens and the link was gone. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *real = write_file(dir, "shared.ini",
+                                     "[a]\ntopology = tpu-v2-8\nmodel = mlp\nsplit = dp=4\n"
+                                     "global_batch = 16\ntolerance_pct = 1\nstep_time_s = 1\n");
+  g_autofree char *link = g_build_filename(dir, "link.ini", NULL);
+  cr_assert_eq(symlink("shared.ini", link), 0);
+  g_autofree char *up = g_strdup_printf("check %s --update", link);
+  run_result r = run(up);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  cr_expect(g_file_test(link, G_FILE_TEST_IS_SYMLINK),
+            "check --update replaced the symlink by a regular file");
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(real, &text, NULL, NULL));
+  cr_expect(strstr(text, "step_time_s = 1\n") == NULL, "the linked file kept its old golden:\n%s",
+            text);
+  g_autofree char *ck = g_strdup_printf("check %s", real);
+  r = run(ck);
+  cr_expect_eq(r.status, 0, "the linked file drifts after --update:\n%s", r.out);
   run_free(&r);
   rm_rf(dir);
 }
