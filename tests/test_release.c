@@ -247,9 +247,9 @@ Test(release, gnu_help_and_version)
 {
   run_result v = run("--version");
   cr_assert_eq(v.status, 0);
-  static const char *cmds[] = {"run",      "collective", "trace",    "model",  "replay",
-                               "platform", "validate",   "sweep",    "search", "plot",
-                               "merge",    "check",      "calibrate"};
+  static const char *cmds[] = {"run",    "collective", "trace",    "model",    "replay",
+                               "import", "export",     "platform", "validate", "sweep",
+                               "search", "plot",       "merge",    "check",    "calibrate"};
   for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
     g_autofree char *a = g_strdup_printf("help %s", cmds[i]);
     g_autofree char *b = g_strdup_printf("%s --help", cmds[i]);
@@ -693,6 +693,8 @@ Test(release, check_update_writes_through_a_symlink)
   g_autofree char *up = g_strdup_printf("check %s --update", link);
   run_result r = run(up);
   cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "wrote") == NULL && strstr(r.err, "wrote the golden") != NULL,
+            "the note belongs on stderr, the table on stdout:\n%s---\n%s", r.out, r.err);
   run_free(&r);
   cr_expect(g_file_test(link, G_FILE_TEST_IS_SYMLINK),
             "check --update replaced the symlink by a regular file");
