@@ -71,6 +71,15 @@ Test(release, every_json_document_matches_its_schema)
       {"collective", "collective -t tpu-v3-8x8 --bytes-range 1MiB:16MiB -f json"},
       {"model", "model -m resnet50 -f json"},
       {"model", "model -m t5-small -f json"},
+      /* Issue 14's documents: time to train with failures, cost and energy; a degraded array. */
+      {"run", "run -t dgx-a100-4node -m gpt3-1.3b -b 256 -s tp=8@node,dp=4@net --tokens 3e11 "
+              "--monte-carlo 200 -f json"},
+      {"run", "run -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x,dp=8@y --fail link:x:3,4 "
+              "--straggler chip:17=0.8 --steps 1000 -f json"},
+      {"sweep", "sweep -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x,dp=8@y --vary dead_links=0,1 "
+                "--tokens 1e10 --format json -j 1"},
+      {"search", "search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1 --steps 1000 --objective cost "
+                 "--price-per-hour 1 --format json"},
   };
   g_autofree char *trace = g_build_filename(dir, "b.trace", NULL);
   g_autofree char *targs =
