@@ -135,10 +135,12 @@ int ts_cmd_search(int argc, char **argv)
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
   GOptionEntry search_entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
-      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name, "Model file or shipped name", "M"},
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
+       "Topology file or shipped name (topologies/NAME.ini)", "T"},
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
+       "Model file or shipped name (models/NAME.ini)", "M"},
       {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
-       "Samples per step, all replicas together", "N"},
+       "Samples (sequences or images) per step, all replicas together", "N"},
       {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &micro_opt,
        "auto (default: the per-replica batch halved down to 1) or N[,N...] samples", "auto|N"},
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
