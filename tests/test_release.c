@@ -275,6 +275,11 @@ Test(release, gnu_help_and_version)
   }
   run_free(&v);
   expect_input_error("help frobnicate", "unknown command 'frobnicate'");
+  /* `help help` is the program's help (it said "unknown command 'help'"), as `help` alone. */
+  run_result h = run("help help"), g = run("--help");
+  cr_expect_eq(h.status, 0, "%s", h.err);
+  cr_expect_str_eq(h.out, g.out);
+  run_free(&h), run_free(&g);
 }
 
 /* Writes text to dir/name; returns the path (caller frees). */
