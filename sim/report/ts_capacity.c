@@ -497,7 +497,8 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
   num(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0);
   num_opt(s, r->tokens_per_usd, priced);
   num_opt(s, r->tokens_per_J, powered);
-  num(s, r->checkpoint_bytes);
+  /* A byte count, exact (%.10g wrote 18449428480 as 1.844942848e+10). */
+  g_string_append_printf(s, ",%.0f", r->checkpoint_bytes);
   g_string_append_printf(s, ",%d", r->dp_active);
   num_opt(s, r->energy_per_step_J, powered);
   if (!r->planned) {
