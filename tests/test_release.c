@@ -748,6 +748,17 @@ Test(release, every_shipped_machine_has_a_sourced_failure_model)
   cr_expect_geq(checked, 22, "only %d shipped machines checked", checked);
 }
 
+Test(release, a_slow_fabric_is_named_in_the_header)
+{
+  /* --straggler dim.y=0.5 halved the y links but the header said nothing about it (a chip
+   * straggler was named): a degraded result must say what degraded it. */
+  run_result r = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 --straggler dim.y=0.5 "
+                     "--straggler chip:17=0.8");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "degraded: 1 straggler, slow fabric y at 50%") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
 Test(release, check_update_writes_through_a_symlink)
 {
   /* A golden file linked from elsewhere (a shared scenarios folder): --update replaced the link
