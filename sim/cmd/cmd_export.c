@@ -15,7 +15,8 @@ int ts_cmd_export(int argc, char **argv)
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology the trace is for", "T"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &out,
        "Folder to write (tit: rank-R.txt and index.txt; chakra: NAME.R.et and "
-       "NAME.comm_groups.json)",
+       "NAME.comm_groups.json); created if missing, an earlier export's files replaced (both "
+       "said on stderr)",
        "DIR"},
       {"name", 0, 0, G_OPTION_ARG_STRING, &name, "chakra: file name prefix (default: trace)",
        "NAME"},
