@@ -257,3 +257,61 @@ Test(cli, fastest_is_among_splits_that_fit)
             "%s", j.out);
   run_free(&j);
 }
+
+/* The line of `help` that documents option opt ("  -b, --global-batch=N   Samples ..."), its
+ * runs of blanks collapsed (GOption pads the text to the longest option of each command). */
+static char *help_line(const char *help, const char *opt)
+{
+  g_auto(GStrv) lines = g_strsplit(help, "\n", -1);
+  for (char **l = lines; *l != NULL; l++) {
+    if (strstr(*l, opt) == NULL || !g_str_has_prefix(g_strstrip(*l), "-"))
+      continue;
+    GString *s = g_string_new(NULL);
+    for (const char *p = *l; *p != '\0'; p++)
+      if (*p != ' ' || (s->len > 0 && s->str[s->len - 1] != ' '))
+        g_string_append_c(s, *p);
+    return g_string_free(s, FALSE);
+  }
+  return NULL;
+}
+
+Test(cli, run_and_trace_document_their_plan_options_alike)
+{
+  /* The plan options were two GOption tables (cmd_run.c, cmd_trace.c) whose help had drifted
+   * apart ("Samples per step" vs "Samples (sequences or images) per step", two --bucket-MiB
+   * defaults texts). One table now: every line equal, except --split, which run may repeat. */
+  run_result r = run("run --help"), t = run("trace --help");
+  cr_assert_eq(r.status, 0);
+  cr_assert_eq(t.status, 0);
+  static const char *const same[] = {"--topology=",    "--model=",      "--global-batch=",
+                                     "--micro-batch=", "--bucket-MiB=", "--collective-algorithm="};
+  for (size_t i = 0; i < G_N_ELEMENTS(same); i++) {
+    g_autofree char *a = help_line(r.out, same[i]);
+    g_autofree char *b = help_line(t.out, same[i]);
+    cr_assert(a != NULL && b != NULL, "%s missing from run or trace --help", same[i]);
+    cr_expect_str_eq(a, b, "%s is documented differently by run and trace", same[i]);
+  }
+  g_autofree char *rs = help_line(r.out, "--split=");
+  g_autofree char *ts = help_line(t.out, "--split=");
+  cr_assert(rs != NULL && ts != NULL);
+  cr_expect(strstr(rs, "repeat to compare") != NULL && strstr(ts, "repeat") == NULL,
+            "run's --split is repeatable, trace's is not:\n%s\n%s", rs, ts);
+  run_free(&r);
+  run_free(&t);
+  /* And they check alike: the same refusal, named by the same option. */
+  static const char *const bad[] = {"-b 0", "-b 8 --micro-batch -1", "-b 8 --bucket-MiB 0",
+                                    "-b 8 --collective-algorithm fastest"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *ra = g_strdup_printf("run -t tpu-v2-8 -m mlp -s dp=4 %s", bad[i]);
+    g_autofree char *ta = g_strdup_printf("trace -t tpu-v2-8 -m mlp -s dp=4 %s", bad[i]);
+    run_result x = run(ra), y = run(ta);
+    cr_expect_eq(x.status, 2, "%s: %s", ra, x.err);
+    cr_expect_eq(y.status, 2, "%s: %s", ta, y.err);
+    const char *xm = strstr(x.err, ": "), *ym = strstr(y.err, ": ");
+    cr_expect(xm != NULL && ym != NULL && strcmp(xm, ym) == 0,
+              "run and trace refuse '%s' differently:\n%s%s", bad[i], x.err, y.err);
+    run_free(&x);
+    run_free(&y);
+  }
+  expect_input_error("trace -t tpu-v2-8 -m mlp -b 16 -s dp=4 -s dp=8", "--split given twice");
+}

@@ -390,7 +390,8 @@ int ts_calibrate_against(const char *file, const char *output, guint seed, doubl
          100 * m_start);
   if (nheld > 0)
     printf("held-out rows: %5d  MAPE %6.2f%%\n", nheld, 100 * m_held);
-  printf("wrote %s\n", output);
+  fflush(stdout); /* the fit summary (results) first, then the note, as run does */
+  fprintf(stderr, "trainsim calibrate: wrote %s\n", output);
 out:
   g_free(fit);
   g_free(held);

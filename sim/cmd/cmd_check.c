@@ -478,8 +478,9 @@ int ts_cmd_check(int argc, char **argv)
       if (!ts_write_file_atomic(path, nt, strlen(nt), &err)) {
         status = ts_cmd_fail("check", err);
       } else {
-        g_string_append_printf(t, "%s: wrote the golden step times of %d scenario%s\n", path, n,
-                               n == 1 ? "" : "s");
+        /* A note, on stderr as every command's "wrote" (the table is the result). */
+        fprintf(stderr, "trainsim check: wrote the golden step times of %d scenario%s to %s\n", n,
+                n == 1 ? "" : "s", path);
       }
     } else {
       g_string_append_printf(t,

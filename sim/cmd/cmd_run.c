@@ -42,35 +42,17 @@ static GPtrArray *default_splits(const ts_topo *t)
 
 int ts_cmd_run(int argc, char **argv)
 {
-  g_autofree char *topo_name = NULL, *model_name = NULL, *format = NULL, *outdir = NULL;
-  g_autofree char *backend = NULL, *algo_name = NULL, *timeline = NULL, *timeline_json = NULL;
-  g_auto(GStrv) splits = NULL, cfg = NULL;
-  gint64 global_batch = G_MININT64, micro_batch = 0; /* G_MININT64: not given */
-  double bucket_MiB = 25.0;
+  g_autofree char *format = NULL, *outdir = NULL;
+  g_autofree char *backend = NULL, *timeline = NULL, *timeline_json = NULL;
+  g_auto(GStrv) cfg = NULL;
   gboolean full = FALSE, plot = FALSE;
   g_autofree char *link_report = NULL;
   g_auto(GStrv) fails = NULL, stragglers = NULL;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
+  g_auto(ts_cmd_plan_args) pa;
+  ts_cmd_plan_args_init(&pa);
   GOptionEntry run_entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
-       "Topology file or shipped name (topologies/NAME.ini)", "T"},
-      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
-       "Model file or shipped name (models/NAME.ini)", "M"},
-      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
-       "Split, e.g. dp=64, tp=8@x,dp=8@y or tp=8,pp=8,dp=16,zero=1,schedule=1f1b,"
-       "recompute=full (docs/splits.md); repeat to compare (default: data, hybrid and tensor "
-       "parallel)",
-       "S"},
-      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
-       "Samples (sequences or images) per step, all replicas together", "N"},
-      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &micro_batch,
-       "Samples per micro-batch per replica (default: global batch / dp, no accumulation; with "
-       "pp, the largest giving >= 4 micro-batches per stage)",
-       "N"},
-      {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &bucket_MiB,
-       "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
-      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_name, ts_cmd_algo_help(), "A"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "simgrid backend: extra SimGrid setting (e.g. network/model:LV08) or "
@@ -105,8 +87,10 @@ int ts_cmd_run(int argc, char **argv)
        "dimension's links at 90%); repeatable",
        "chip:N=F|dim.NAME=F"},
       {NULL}};
+  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa, TRUE);
   g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
-  g_autofree GOptionEntry *entries = ts_option_entries_concat(run_entries, cap_entries);
+  g_autofree GOptionEntry *own_entries = ts_option_entries_concat(plan_entries, run_entries);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(own_entries, cap_entries);
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("run", "",
                     "Predicts step time (s), its breakdown, throughput (samples/s), "
@@ -124,29 +108,11 @@ int ts_cmd_run(int argc, char **argv)
   }
   if (!ts_cmd_format(format, &fmt, &err))
     return ts_cmd_fail("run", err);
-  if (topo_name == NULL || model_name == NULL || global_batch == G_MININT64) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "missing %s; expected --topology T --model M --global-batch N",
-                topo_name == NULL    ? "--topology"
-                : model_name == NULL ? "--model"
-                                     : "--global-batch");
+  ts_plan_options po;
+  if (!ts_cmd_plan_args_finish(&pa, FALSE, TRUE, &po, &err))
     return ts_cmd_fail("run", err);
-  }
-  if (global_batch <= 0 || micro_batch < 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--%s %" G_GINT64_FORMAT ": expected a positive number of samples",
-                global_batch <= 0 ? "global-batch" : "micro-batch",
-                global_batch <= 0 ? global_batch : micro_batch);
-    return ts_cmd_fail("run", err);
-  }
-  if (!(bucket_MiB > 0 && bucket_MiB <= 1048576)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--bucket-MiB: expected a size in (0, 1048576] MiB");
-    return ts_cmd_fail("run", err);
-  }
-  int algo;
-  if (!ts_cmd_algo(algo_name, &algo, &err))
-    return ts_cmd_fail("run", err);
+  char **splits = pa.splits;
+  gint64 global_batch = pa.global_batch, micro_batch = pa.micro_batch;
   if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, cfg, &err))
     return ts_cmd_fail("run", err);
   if (link_report != NULL &&
@@ -170,19 +136,13 @@ int ts_cmd_run(int argc, char **argv)
   if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err))
     return ts_cmd_fail("run", err);
   g_autofree char *tpath = NULL, *mpath = NULL;
-  g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
+  g_autoptr(ts_topo) topo = ts_cmd_load_topo(pa.topology, &tpath, &err);
   if (topo == NULL || !ts_degrade_apply_options(topo, fails, stragglers, &err))
     return ts_cmd_fail("run", err);
-  g_autoptr(ts_model) model = ts_cmd_load_model(model_name, &mpath, &err);
+  g_autoptr(ts_model) model = ts_cmd_load_model(pa.model, &mpath, &err);
   if (model == NULL)
     return ts_cmd_fail("run", err);
 
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = global_batch;
-  po.micro_batch = micro_batch;
-  po.bucket_bytes = bucket_MiB * 1024 * 1024;
-  po.algo = (ts_coll_algo)algo;
   ts_run_options ro = {
       .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
   ro.link_report = link_report;

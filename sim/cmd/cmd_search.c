@@ -135,10 +135,12 @@ int ts_cmd_search(int argc, char **argv)
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
   GOptionEntry search_entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name, "Topology file or shipped name", "T"},
-      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name, "Model file or shipped name", "M"},
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
+       "Topology file or shipped name (topologies/NAME.ini)", "T"},
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
+       "Model file or shipped name (models/NAME.ini)", "M"},
       {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
-       "Samples per step, all replicas together", "N"},
+       "Samples (sequences or images) per step, all replicas together", "N"},
       {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &micro_opt,
        "auto (default: the per-replica batch halved down to 1) or N[,N...] samples", "auto|N"},
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
@@ -237,6 +239,28 @@ int ts_cmd_search(int argc, char **argv)
   }
   if (err != NULL)
     return ts_cmd_fail("search", err);
+
+  /* Cost and energy need their inputs: without a price every cost was 0, so --objective cost
+   * ranked by nothing and every split passed --budget; without a power, likewise energy. */
+  if (g_objective != OBJ_TIME || budget_opt != NULL) {
+    g_autoptr(ts_topo) t0 = ts_cmd_load_topo(topo_name, NULL, &err);
+    if (t0 == NULL)
+      return ts_cmd_fail("search", err);
+    ts_capacity_params c;
+    ts_capacity_params_effective(&cap, t0, &c);
+    const char *what = g_objective == OBJ_ENERGY ? "--objective energy" : NULL;
+    if ((g_objective == OBJ_COST || budget_opt != NULL) && !(c.price_per_chip_hour > 0))
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: %s has no price; expected --price-per-hour USD (or [chip] "
+                  "price_per_hour in the topology)",
+                  g_objective == OBJ_COST ? "--objective cost" : "--budget", topo_name);
+    else if (what != NULL && !(c.busy_W > 0))
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: %s has no chip power; expected --tdp-W W (or [chip] tdp_W in the topology)",
+                  what, topo_name);
+    if (err != NULL)
+      return ts_cmd_fail("search", err);
+  }
 
   ts_sweep_spec spec = {0};
   char *tl[] = {topo_name, NULL}, *ml[] = {model_name, NULL};

@@ -261,7 +261,7 @@ int ts_cmd_sweep(int argc, char **argv)
       {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, ts_backend_kind_help(), "B"},
       {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo, ts_cmd_algo_help(), "A"},
       {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &a.bucket_MiB,
-       "Data-parallel gradient bucket in MiB (default 25)", "MiB"},
+       "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &a.full, "Replay every rank (slower; same result)", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
       {"max-chips", 0, 0, G_OPTION_ARG_INT64, &max_chips,

@@ -49,7 +49,7 @@ int main(int argc, char **argv)
     return TS_EXIT_INPUT;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-      (strcmp(argv[1], "help") == 0 && argc == 2)) {
+      (strcmp(argv[1], "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0))) {
     usage(stdout);
     return 0;
   }

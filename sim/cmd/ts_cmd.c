@@ -161,3 +161,95 @@ const char *ts_cmd_algo_help(void)
   }
   return text;
 }
+
+void ts_cmd_plan_args_init(ts_cmd_plan_args *a)
+{
+  memset(a, 0, sizeof *a);
+  a->global_batch = G_MININT64;
+  a->bucket_MiB = 25.0;
+}
+
+void ts_cmd_plan_args_clear(ts_cmd_plan_args *a)
+{
+  g_clear_pointer(&a->topology, g_free);
+  g_clear_pointer(&a->model, g_free);
+  g_clear_pointer(&a->algo, g_free);
+  g_clear_pointer(&a->splits, g_strfreev);
+}
+
+GOptionEntry *ts_cmd_plan_entries(ts_cmd_plan_args *a, gboolean repeat_split)
+{
+  const GOptionEntry e[] = {
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &a->topology,
+       "Topology file or shipped name (topologies/NAME.ini)", "T"},
+      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model,
+       "Model file or shipped name (models/NAME.ini)", "M"},
+      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a->splits,
+       repeat_split
+           ? "Split, e.g. dp=64, tp=8@x,dp=8@y or tp=8,pp=8,dp=16,zero=1,schedule=1f1b,"
+             "recompute=full (docs/splits.md); repeat to compare (default: data, hybrid and "
+             "tensor parallel)"
+           : "Split, e.g. dp=64, tp=8@x,dp=8@y or tp=8,pp=8,dp=16,zero=1,schedule=1f1b,"
+             "recompute=full (docs/splits.md)",
+       "S"},
+      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &a->global_batch,
+       "Samples (sequences or images) per step, all replicas together", "N"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &a->micro_batch,
+       "Samples per micro-batch per replica (default: global batch / dp, no accumulation; with "
+       "pp, the largest giving >= 4 micro-batches per stage)",
+       "N"},
+      {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &a->bucket_MiB,
+       "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
+      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a->algo, ts_cmd_algo_help(), "A"},
+      G_OPTION_ENTRY_NULL};
+  return g_memdup2(e, sizeof e);
+}
+
+gboolean ts_cmd_plan_args_finish(const ts_cmd_plan_args *a, gboolean need_split,
+                                 gboolean repeat_split, ts_plan_options *po, GError **error)
+{
+  const char *missing = a->topology == NULL               ? "--topology"
+                        : a->model == NULL                ? "--model"
+                        : need_split && a->splits == NULL ? "--split"
+                        : a->global_batch == G_MININT64   ? "--global-batch"
+                                                          : NULL;
+  if (missing != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "missing %s; expected --topology T --model M%s "
+                "--global-batch N",
+                missing, need_split ? " --split S" : "");
+    return FALSE;
+  }
+  if (!repeat_split && a->splits != NULL && a->splits[0] != NULL && a->splits[1] != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split given twice ('%s', '%s'); expected one split", a->splits[0], a->splits[1]);
+    return FALSE;
+  }
+  if (a->global_batch <= 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--global-batch %" G_GINT64_FORMAT ": expected a positive number of samples",
+                a->global_batch);
+    return FALSE;
+  }
+  if (a->micro_batch < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--micro-batch %" G_GINT64_FORMAT
+                ": expected a positive number of samples (0: the default)",
+                a->micro_batch);
+    return FALSE;
+  }
+  if (!(a->bucket_MiB > 0 && a->bucket_MiB <= 1048576)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--bucket-MiB %g: expected a size in (0, 1048576] MiB", a->bucket_MiB);
+    return FALSE;
+  }
+  int algo;
+  if (!ts_cmd_algo(a->algo, &algo, error))
+    return FALSE;
+  ts_plan_options_default(po);
+  po->global_batch = a->global_batch;
+  po->micro_batch = a->micro_batch;
+  po->bucket_bytes = a->bucket_MiB * 1024 * 1024;
+  po->algo = (ts_coll_algo)algo;
+  return TRUE;
+}

@@ -5,6 +5,7 @@
 
 #include "ts_import.h"
 #include "ts_model.h"
+#include "ts_plan.h"
 #include "ts_report.h"
 #include "ts_topo.h"
 
@@ -91,6 +92,35 @@ ts_model *ts_cmd_load_model(const char *name, char **path, GError **error);
 
 /** Creates an output folder (with parents) and checks it is writable, before any work. */
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
+
+/**
+ * The plan options run and trace share (topology, model, split, batch sizes, gradient bucket,
+ * collective algorithm): one GOption table binds them for both, so their --help and their
+ * checks cannot drift apart. Strings are owned (ts_cmd_plan_args_clear frees them).
+ */
+typedef struct {
+  char *topology, *model, *algo;
+  char **splits;       /* NULL: none given */
+  gint64 global_batch; /* G_MININT64: not given */
+  gint64 micro_batch;  /* 0: the default */
+  double bucket_MiB;   /* default 25 */
+} ts_cmd_plan_args;
+
+void ts_cmd_plan_args_init(ts_cmd_plan_args *a);
+void ts_cmd_plan_args_clear(ts_cmd_plan_args *a);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ts_cmd_plan_args, ts_cmd_plan_args_clear)
+
+/** The entries binding a (NULL-terminated; caller g_frees the array, not a). repeat_split: the
+ * --split help says it may be repeated to compare splits (run). */
+GOptionEntry *ts_cmd_plan_entries(ts_cmd_plan_args *a, gboolean repeat_split);
+
+/**
+ * Checks the parsed values: --topology, --model, --global-batch given (and --split when
+ * need_split), each in range, the algorithm known, at most one --split unless repeat_split;
+ * fills po. FALSE with one error naming the option and what was expected.
+ */
+gboolean ts_cmd_plan_args_finish(const ts_cmd_plan_args *a, gboolean need_split,
+                                 gboolean repeat_split, ts_plan_options *po, GError **error);
 
 /** "auto (the fastest valid, default), ring, ...": the algorithm table, for --help. Static. */
 const char *ts_cmd_algo_help(void);

@@ -240,6 +240,8 @@ gboolean ts_degrade_apply_options(ts_topo *t, char **fails, char **stragglers, G
       if (!parse_factor(opt, kv[1], &f, error))
         return FALSE;
       t->dims[d].link_bw_Bps *= f;
+      double *ff = &t->faults.fabric_factor[d];
+      *ff = (*ff > 0 ? *ff : 1.0) * f;
     } else {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "%s: expected chip:ID=F (a slow chip) or dim.NAME=F (a slow fabric)", opt);
@@ -385,6 +387,13 @@ char *ts_degrade_describe(const ts_topo *t)
   if (f->nslow > 0)
     g_string_append_printf(s, "%s%d straggler%s", s->len ? ", " : "", f->nslow,
                            f->nslow > 1 ? "s" : "");
+  /* A slow fabric was applied to the bandwidth silently: the header did not say it. */
+  for (int d = 0; d < t->ndims; d++)
+    if (f->fabric_factor[d] > 0) {
+      char pct[G_ASCII_DTOSTR_BUF_SIZE];
+      g_string_append_printf(s, "%sslow fabric %s at %s%%", s->len ? ", " : "", t->dims[d].name,
+                             g_ascii_formatd(pct, sizeof pct, "%.3g", 100 * f->fabric_factor[d]));
+    }
   return g_string_free(s, FALSE);
 }
 

@@ -389,6 +389,33 @@ const char *ts_fmt_bytes(char *buf, size_t n, double b)
   return buf;
 }
 
+/* The file a symbolic link chain ends at (path itself when it is no link); NULL and an error
+ * after 40 links (a loop). A dangling link gives the missing file it names, which is created. */
+static char *follow_links(const char *path, GError **error)
+{
+  char *target = g_strdup(path);
+  for (int hops = 0; hops < 40; hops++) {
+    if (!g_file_test(target, G_FILE_TEST_IS_SYMLINK))
+      return target;
+    g_autofree char *link = g_file_read_link(target, NULL);
+    if (link == NULL)
+      return target;
+    char *next;
+    if (g_path_is_absolute(link)) {
+      next = g_strdup(link);
+    } else {
+      g_autofree char *dir = g_path_get_dirname(target);
+      next = g_build_filename(dir, link, NULL);
+    }
+    g_free(target);
+    target = next;
+  }
+  g_set_error(error, TS_ERROR, TS_ERROR_IO,
+              "%s: cannot write: too many levels of symbolic links; expected a file", path);
+  g_free(target);
+  return NULL;
+}
+
 gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len, GError **error)
 {
   if (strcmp(path, "-") == 0) {
@@ -398,6 +425,14 @@ gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len,
     }
     return TRUE;
   }
+  /* A symbolic link is written through, as cp and shell redirection do: the temporary-file
+   * rename below would otherwise replace the link itself by a regular file (a golden file
+   * linked from a shared folder, `check --update`, would stop being shared). */
+  g_autofree char *resolved = follow_links(path, error);
+  if (resolved == NULL)
+    return FALSE;
+  if (strcmp(resolved, path) != 0)
+    return ts_write_file_atomic(resolved, contents, len, error);
   /* A device, FIFO or terminal (-o /dev/null, /dev/stdout, a pipe) is written in place: the
    * rename below would replace the device node itself by a regular file (as root, /dev/null). */
   GStatBuf st;

@@ -125,6 +125,9 @@ typedef struct {
   int nslow;
   int slow_chip[TS_MAX_FAULTS];
   double slow_factor[TS_MAX_FAULTS]; /* speed as a fraction of nominal, (0, 1] */
+  /* A slow fabric (--straggler dim.NAME=F): the factor already applied to that dimension's
+   * link bandwidth, kept to say so in the output; 0 = nominal. */
+  double fabric_factor[TS_MAX_DIMS];
 } ts_faults;
 
 /** A topology. Chip id = sum(coord[d] * stride[d]), dimension 0 fastest. */

@@ -479,15 +479,28 @@ static void num(GString *s, double v)
   ts_append_g(s, 10, v);
 }
 
+/* A figure that needs an input the user may not have given (a price, a power, a failure
+ * model): empty when it is missing, never a 0 that reads as "free" or "fails at once". */
+static void num_opt(GString *s, double v, gboolean have)
+{
+  if (have)
+    num(s, v);
+  else
+    g_string_append_c(s, ',');
+}
+
 void ts_capacity_csv_row(GString *s, const ts_result *r)
 {
+  const ts_capacity_params *c = &r->cap_used;
+  gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
   num(s, r->tokens_per_s);
   num(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0);
-  num(s, r->tokens_per_usd);
-  num(s, r->tokens_per_J);
-  num(s, r->checkpoint_bytes);
+  num_opt(s, r->tokens_per_usd, priced);
+  num_opt(s, r->tokens_per_J, powered);
+  /* A byte count, exact (%.10g wrote 18449428480 as 1.844942848e+10). */
+  g_string_append_printf(s, ",%.0f", r->checkpoint_bytes);
   g_string_append_printf(s, ",%d", r->dp_active);
-  num(s, r->energy_per_step_J);
+  num_opt(s, r->energy_per_step_J, powered);
   if (!r->planned) {
     g_string_append(s, ",,,,,,,,,,,,,");
     return;
@@ -506,7 +519,11 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
                       r->cost_usd,
                       r->energy_J};
   for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
-    num(s, v[k]);
+    num_opt(s, v[k],
+            k == 6    ? r->job_mtbf_s > 0 /* no failure model */
+            : k == 11 ? priced
+            : k == 12 ? powered
+                      : TRUE);
 }
 
 static void jnum(JsonBuilder *b, const char *k, double v)
@@ -515,16 +532,29 @@ static void jnum(JsonBuilder *b, const char *k, double v)
   json_builder_add_double_value(b, v);
 }
 
+/* null when the input it needs was not given (see num_opt). */
+static void jnum_opt(JsonBuilder *b, const char *k, double v, gboolean have)
+{
+  if (have) {
+    jnum(b, k, v);
+  } else {
+    json_builder_set_member_name(b, k);
+    json_builder_add_null_value(b);
+  }
+}
+
 void ts_capacity_json(JsonBuilder *b, const ts_result *r)
 {
   jnum(b, "tokens_per_s", r->tokens_per_s);
   jnum(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0);
-  jnum(b, "tokens_per_usd", r->tokens_per_usd);
-  jnum(b, "tokens_per_J", r->tokens_per_J);
+  const ts_capacity_params *c = &r->cap_used;
+  gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
+  jnum_opt(b, "tokens_per_usd", r->tokens_per_usd, priced);
+  jnum_opt(b, "tokens_per_J", r->tokens_per_J, powered);
   jnum(b, "checkpoint_bytes", r->checkpoint_bytes);
   json_builder_set_member_name(b, "dp_active");
   json_builder_add_int_value(b, r->dp_active);
-  jnum(b, "energy_per_step_J", r->energy_per_step_J);
+  jnum_opt(b, "energy_per_step_J", r->energy_per_step_J, powered);
   if (!r->planned)
     return;
   json_builder_set_member_name(b, "time_to_train");
@@ -535,28 +565,29 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   jnum(b, "days_median", r->median_train_s / DAY);
   jnum(b, "days_p90", r->p90_train_s / DAY);
   jnum(b, "goodput", r->goodput);
-  jnum(b, "job_mtbf_s", r->job_mtbf_s);
+  jnum_opt(b, "job_mtbf_s", r->job_mtbf_s, r->job_mtbf_s > 0);
   jnum(b, "checkpoint_write_s", r->checkpoint_s);
   jnum(b, "checkpoint_interval_s", r->checkpoint_interval_s);
   jnum(b, "restart_s", r->restart_s);
   jnum(b, "expected_failures", r->expected_failures);
   jnum(b, "chip_hours", r->chip_hours);
-  jnum(b, "cost_usd", r->cost_usd);
-  jnum(b, "energy_J", r->energy_J);
-  /* What produced these numbers: the figures in effect (topology keys or their overrides;
-   * 0 = not given) and the Monte Carlo. */
-  const ts_capacity_params *c = &r->cap_used;
+  jnum_opt(b, "cost_usd", r->cost_usd, priced);
+  jnum_opt(b, "energy_J", r->energy_J, powered);
+  /* What produced these numbers: the figures in effect (topology keys or their overrides),
+   * fallbacks applied (comm_W and idle_W default to the TDP, PUE to 1), null for a figure not
+   * given (no price, no power, no failure model, free checkpoints); and the Monte Carlo. The
+   * zeros written here before read as "PUE 0" and "MTBF 0 h". */
   json_builder_set_member_name(b, "assumptions");
   json_builder_begin_object(b);
-  jnum(b, "price_per_chip_hour_usd", c->price_per_chip_hour);
-  jnum(b, "tdp_W", c->busy_W);
-  jnum(b, "comm_W", c->comm_W);
-  jnum(b, "idle_W", c->idle_W);
-  jnum(b, "pue", c->pue);
+  jnum_opt(b, "price_per_chip_hour_usd", c->price_per_chip_hour, priced);
+  jnum_opt(b, "tdp_W", c->busy_W, c->busy_W > 0);
+  jnum_opt(b, "comm_W", c->comm_W > 0 ? c->comm_W : c->busy_W, c->busy_W > 0 || c->comm_W > 0);
+  jnum_opt(b, "idle_W", c->idle_W > 0 ? c->idle_W : c->busy_W, c->busy_W > 0 || c->idle_W > 0);
+  jnum(b, "pue", c->pue > 0 ? c->pue : 1.0);
   jnum(b, "network_W_per_chip", c->network_W_per_chip);
-  jnum(b, "storage_GBps_per_chip", c->storage_Bps / 1e9);
-  jnum(b, "mtbf_chip_hours", c->mtbf_chip_s / HOUR);
-  jnum(b, "mtbf_node_hours", c->mtbf_node_s / HOUR);
+  jnum_opt(b, "storage_GBps_per_chip", c->storage_Bps / 1e9, c->storage_Bps > 0);
+  jnum_opt(b, "mtbf_chip_hours", c->mtbf_chip_s / HOUR, c->mtbf_chip_s > 0);
+  jnum_opt(b, "mtbf_node_hours", c->mtbf_node_s / HOUR, c->mtbf_node_s > 0);
   json_builder_set_member_name(b, "chips_per_node");
   json_builder_add_int_value(b, c->chips_per_node);
   jnum(b, "restart_minutes", c->restart_s / 60);

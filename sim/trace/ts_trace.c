@@ -767,12 +767,14 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
                     i);
         return FALSE;
       }
-      if (!(o->flops >= 0 && o->mem_bytes >= 0 && o->bytes >= 0 && o->seconds >= 0 &&
-            o->bw_Bps >= 0) ||
-          !isfinite(o->flops) || !isfinite(o->mem_bytes) || !isfinite(o->bytes) ||
-          !isfinite(o->seconds) || !isfinite(o->bw_Bps)) {
+      /* The text reader's ranges (num_max), for traces built otherwise (importers, API). */
+      if (!(o->flops >= 0 && o->flops <= 1e21 && o->mem_bytes >= 0 &&
+            o->mem_bytes <= 9007199254740992.0 && o->bytes >= 0 && o->bytes <= 9007199254740992.0 &&
+            o->seconds >= 0 && o->seconds <= 1e6 && o->bw_Bps >= 0 && o->bw_Bps <= 1e15)) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                    "program %d op %d: sizes must be finite and >= 0", p, i);
+                    "program %d op %d: sizes out of range; expected flops in [0, 1e21], "
+                    "bytes and mem_bytes in [0, 2^53], seconds in [0, 1e6], bw_Bps in [0, 1e15]",
+                    p, i);
         return FALSE;
       }
     }
@@ -1104,10 +1106,42 @@ static gboolean parse_int_tok(parse_ctx *c, const char *what, const char *tok, g
   return TRUE;
 }
 
+/* The largest value each numeric field may take, and what it counts (docs/formats.md). Byte
+ * counts stop at 2^53 so they stay exact integers in a double (and in CSV and JSON); the other
+ * bounds are far above any real step (a zettaFLOP op, 11.6 days of delay, 1 PB/s) and below
+ * where sums over a step lose meaning. bytes=1e30 used to be read and replayed as given. */
+static double num_max(const char *what, const char **noun)
+{
+  static const struct {
+    const char *key, *noun;
+    double max;
+  } limits[] = {
+      {"bytes", "a number of bytes", 9007199254740992.0},
+      {"mem_bytes", "a number of bytes", 9007199254740992.0},
+      {"scores_bytes", "a number of bytes", 9007199254740992.0},
+      {"flops", "a number of FLOP", 1e21},
+      {"attn_flops", "a number of FLOP", 1e21},
+      {"model_flops", "a number of FLOP per step", 1e27},
+      {"samples", "a number of samples", 9007199254740992.0},
+      {"bw_Bps", "a bandwidth in bytes/s", 1e15},
+      {"seconds", "a time in seconds", 1e6},
+      {"latency_s", "a time in seconds", 1e6},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(limits); i++)
+    if (strcmp(what, limits[i].key) == 0) {
+      *noun = limits[i].noun;
+      return limits[i].max;
+    }
+  *noun = "a size"; /* the shape's dimensions: m, n, k, batch, aq, akv, ad, abatch */
+  return 1e12;
+}
+
 static gboolean parse_num_tok(parse_ctx *c, const char *what, const char *tok, double *out)
 {
-  if (!ts_parse_double(tok, out) || *out < 0)
-    return perr(c, "%s='%s': expected a finite number >= 0", what, tok);
+  const char *noun;
+  double max = num_max(what, &noun);
+  if (!ts_parse_double(tok, out) || !(*out >= 0 && *out <= max))
+    return perr(c, "%s='%s': expected %s in [0, %.17g]", what, tok, noun, max);
   return TRUE;
 }
 
