@@ -2221,6 +2221,60 @@ gboolean ts_backend_simgrid_set_collapse(ts_backend *bk, gboolean on)
   return b->collapse;
 }
 
+gboolean ts_backend_simgrid_images_cross(const ts_backend *bk, const ts_trace *tr)
+{
+  const sgb *b = ctx_of(bk);
+  if (b == NULL || tr == NULL || tr->nranks != b->topo->nchips)
+    return FALSE;
+  int nl = MAX(ts_platform_nlinks(b->plat), 1);
+  g_autofree guint8 *mine = g_new0(guint8, nl);
+  g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  gboolean cross = FALSE;
+  for (guint gi = 0; gi < tr->groups->len && !cross; gi++) {
+    const ts_group *g = g_ptr_array_index(tr->groups, gi);
+    int n = ts_trace_group_size(g), base = ts_trace_group_base(tr, g, 0, NULL);
+    if (g->members != NULL || n < 2 || base < 0)
+      continue;
+    int axes[TS_MAX_AXES], nax = 0, count = 1;
+    for (int a = 0; a < tr->naxes; a++) {
+      gboolean in_group = FALSE;
+      for (int k = 0; k < g->naxes; k++)
+        in_group = in_group || g->axes[k] == a;
+      if (tr->axes[a].symmetric && !in_group && tr->axes[a].size > 1) {
+        axes[nax++] = a;
+        count *= tr->axes[a].size;
+      }
+    }
+    if (count <= 1)
+      continue;
+    memset(mine, 0, (gsize)nl);
+    for (int c = 0; c < count && !cross; c++)
+      for (int m = 0; m < n && !cross; m++) {
+        int ends[2] = {ts_trace_group_rank(tr, g, base, m),
+                       ts_trace_group_rank(tr, g, base, (m + 1) % n)};
+        for (int e = 0, rest = c; e < 2; e++, rest = c)
+          for (int k = 0; k < nax && ends[e] >= 0; k++) {
+            int size = tr->axes[axes[k]].size, off = rest % size;
+            rest /= size;
+            if (off > 0)
+              ends[e] = ts_trace_axis_neighbor(tr, ends[e], axes[k], off);
+          }
+        if (ends[0] < 0 || ends[1] < 0)
+          continue;
+        g_array_set_size(route, 0);
+        ts_platform_route(b->plat, ends[0], ends[1], route);
+        for (guint q = 0; q < route->len; q++) {
+          int l = g_array_index(route, int, q);
+          if (c == 0)
+            mine[l] = 1;
+          else if (mine[l])
+            cross = TRUE;
+        }
+      }
+  }
+  return cross;
+}
+
 gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *bk)
 {
   sgb *b = ctx_of(bk);
