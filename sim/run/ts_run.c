@@ -55,7 +55,9 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
   gboolean full = (kind->full_replay && !collapsed) || ro->full || ts_degrade_needs_full(t) ||
                   /* strided rings whose images cross them: it would break (CPU spent for
                    * nothing: 10 s of GPT-3 175B on the pod), so every rank at once */
-                  (collapsed && ts_backend_simgrid_images_cross(b, tr));
+                  (collapsed && ts_backend_simgrid_images_cross(b, tr)) ||
+                  /* a simgrid timeline shows every chip's contention: every rank */
+                  (collapsed && ro->timeline);
   ts_replay_mode mode = full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED;
   ts_replay *r = ts_replay_new(tr, b, mode);
   ts_replay_keep_spans(r, ro->timeline);
