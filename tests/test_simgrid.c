@@ -1518,6 +1518,14 @@ Test(rank_collapse, pipeline_of_gpu_nodes)
   expect_rank_collapse("gpt3-350m", "dgx-a100-4node", "tp=8@node,pp=4", 64, 1, TRUE);
 }
 
+Test(rank_collapse, pipeline_of_gpu_nodes_with_data_parallel_ghosts)
+{
+  /* A stage send's images on the other data-parallel replica end on GPU ports that the
+   * representative's gradient all-reduce uses: they run as real flows (ghosts), checked to end
+   * with the send; the tensor-parallel images stay images (25,740 flows instead of 52,320). */
+  expect_rank_collapse("gpt3-350m", "dgx-a100-4node", "tp=8@node,pp=2,dp=2", 64, 1, TRUE);
+}
+
 Test(rank_collapse, broken_symmetry_is_detected)
 {
   /* Data-parallel rings strided over the tensor-parallel chips: each class's ring shares links

@@ -146,6 +146,12 @@ struct job {
   int nimg;
   int *img;
   int img_axes[TS_MAX_AXES], img_naxes; /* the symmetric axes the images move along */
+  /* SEND: ghost[e] = image e is simulated as a real flow (it ends on a chip whose links carry
+   * simulated flows: a data-parallel member); the send ends when its original and every
+   * ghost have, checked to end together. */
+  guint8 *ghost;
+  int flows_left;
+  double end_min, end_max;
 };
 
 /* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
@@ -191,6 +197,10 @@ struct sgb {
    * originals do (checked link for link, d_img_route_ok): only an image on a link with a real
    * flow, or with a collapsed step's claim, breaks the symmetry. */
   int *limg;
+  /* Engine collapse: per link, whether the simulated ranks' groups use it (the routes between
+   * neighbours of their member rings, both ways): a send's image crossing one, or a link with a
+   * flow in flight, is a ghost. */
+  guint8 *reallink;
   /* The engine replays one rank per class (TS_REPLAY_COLLAPSED): every flow stands for its
    * images on the other ranks of the class, claimed and accounted, never simulated. */
   gboolean images;
@@ -481,6 +491,7 @@ static void job_free(job *j)
   if (j->claims != NULL)
     g_array_unref(j->claims);
   g_free(j->img);
+  g_free(j->ghost);
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -720,6 +731,7 @@ static void d_enter_step(job *j, int s)
 typedef struct {
   job *j;
   int m, p, s;
+  int e; /* SEND: the image it is (0: the send itself; > 0: a ghost) */
   double bytes, lead;
   int nroute;
   int route[];
@@ -815,6 +827,23 @@ static gboolean d_img_route_ok(const job *j, int c, const GArray *orig, const GA
       return FALSE;
   }
   return TRUE;
+}
+
+/* Whether image e of send j crosses a link of the simulated ranks' groups or a link with a flow
+ * in flight (route: scratch). */
+static gboolean d_img_meets_real(job *j, int e, GArray *route)
+{
+  sgb *b = j->b;
+  if (b->reallink == NULL)
+    return FALSE;
+  g_array_set_size(route, 0);
+  ts_platform_route(b->plat, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route);
+  for (guint q = 0; q < route->len; q++) {
+    int l = g_array_index(route, int, q);
+    if (b->reallink[l] || b->lreal[l] > 0)
+      return TRUE;
+  }
+  return FALSE;
 }
 
 /* Claims the route from src to dst for j. A collapsed step's claim (image = FALSE) needs links
@@ -1049,16 +1078,17 @@ static void d_flow_done(void *data, double start_s, double end_s)
     d_step_done(j, m);
     return;
   }
-  if (within || j->nimg > 0) {
-    /* The images of a collapsed flow: same bytes, same interval, their own links. */
+  if (within || (j->nimg > 0 && f->e == 0)) {
+    /* The images of a collapsed flow: same bytes, same interval, their own links (a ghost
+     * accounts for itself). */
     g_autoptr(GArray) shifts =
         within ? d_shifts(j->pi, f->s, f->m) : g_array_new(FALSE, FALSE, sizeof(int));
     g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
     for (guint x = 0; x <= shifts->len; x++) {
       int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
       for (int e = 0; e <= j->nimg; e++) {
-        if (x == 0 && e == 0)
-          continue; /* the flow itself */
+        if ((x == 0 && e == 0) || (j->ghost != NULL && e > 0 && j->ghost[e]))
+          continue; /* the flow itself, or a ghost */
         g_array_set_size(route, 0);
         ts_platform_route(b->plat, d_img_chip(j, e, f->m + r), d_img_chip(j, e, f->p + r), route);
         for (guint q = 0; q < route->len; q++)
@@ -1068,6 +1098,14 @@ static void d_flow_done(void *data, double start_s, double end_s)
   }
   if (j->act.kind != TS_OP_COLL) {
     g_free(f);
+    if (j->flows_left > 0) { /* ghosts: every one ends with the send, or the symmetry broke */
+      j->end_min = MIN(j->end_min, e0);
+      j->end_max = MAX(j->end_max, e0);
+      if (--j->flows_left > 0)
+        return;
+      if (j->end_max - j->end_min > 1e-9 * (j->end_max - s0) + 1e-15)
+        d_break(b);
+    }
     d_release(j);
     job_end(j);
     return;
@@ -1081,17 +1119,24 @@ static void d_flow_done(void *data, double start_s, double end_s)
     d_step_done(j, p);
 }
 
+static void d_flow_e(job *j, int m, int p, double bytes, double lead, int e);
+
 static void d_flow(job *j, int m, int p, double bytes, double lead)
 {
+  d_flow_e(j, m, p, bytes, lead, 0);
+}
+
+static void d_flow_e(job *j, int m, int p, double bytes, double lead, int e)
+{
   sgb *b = j->b;
-  int src = j->chips != NULL ? j->chips[m] : j->act.chip;
-  int dst = j->chips != NULL ? j->chips[p] : j->act.peer;
+  int src = j->chips != NULL ? j->chips[m] : d_img_chip(j, e, 0);
+  int dst = j->chips != NULL ? j->chips[p] : d_img_chip(j, e, 1);
   d_links_alloc(b);
   GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
   ts_platform_route(b->plat, src, dst, route);
   dflow *f = g_malloc(sizeof *f + sizeof(int) * route->len);
   int s = j->act.kind == TS_OP_COLL ? j->dm[m].posted : -1;
-  *f = (dflow){j, m, p, s, bytes, lead, (int)route->len};
+  *f = (dflow){j, m, p, s, e, bytes, lead, (int)route->len};
   gboolean own = d_collapsed(j, s); /* on links its step claimed */
   for (guint q = 0; q < route->len; q++) {
     int l = g_array_index(route, int, q);
@@ -1299,7 +1344,23 @@ static void d_launch(sgb *b, job *j)
         g_autoptr(GArray) orig = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
         ts_platform_route(b->plat, j->act.chip, j->act.peer, orig);
         for (int e = 1; e <= j->nimg; e++)
-          d_claim_route(j, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route, TRUE, e, orig);
+          if (d_img_meets_real(j, e, route)) {
+            if (j->ghost == NULL)
+              j->ghost = g_new0(guint8, j->nimg + 1);
+            j->ghost[e] = 1;
+          } else {
+            d_claim_route(j, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route, TRUE, e, orig);
+          }
+      }
+      if (j->ghost != NULL) {
+        j->flows_left = 1;
+        j->end_min = G_MAXDOUBLE;
+        j->end_max = -G_MAXDOUBLE;
+        for (int e = 1; e <= j->nimg; e++)
+          j->flows_left += j->ghost[e];
+        for (int e = 1; e <= j->nimg; e++)
+          if (j->ghost[e])
+            d_flow_e(j, 0, 1, j->act.op->bytes, 0, e);
       }
       d_flow(j, 0, 1, j->act.op->bytes, 0);
       return;
@@ -1841,6 +1902,33 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
                 "collapse on (driver mode, synchronous steps): replay every rank");
     return FALSE;
   }
+  g_clear_pointer(&b->reallink, g_free);
+  if (b->images) {
+    const ts_trace *tr = b->tr;
+    b->reallink = g_new0(guint8, MAX(ts_platform_nlinks(b->plat), 1));
+    g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+    for (int rank = 0; rank < tr->nranks && rank < b->topo->nchips; rank++) {
+      gboolean rep = TRUE;
+      for (int a = 0; a < tr->naxes && rep; a++)
+        rep = !(tr->axes[a].symmetric && ts_trace_axis_coord(tr, rank, a) != 0);
+      if (!rep)
+        continue;
+      for (guint gi = 0; gi < tr->groups->len; gi++) {
+        const ts_group *g = g_ptr_array_index(tr->groups, gi);
+        int base = ts_trace_group_base(tr, g, rank, NULL), n = ts_trace_group_size(g);
+        for (int m = 0; base >= 0 && n > 1 && m < n; m++) {
+          int c0 = ts_trace_group_rank(tr, g, base, m);
+          int c1 = ts_trace_group_rank(tr, g, base, (m + 1) % n);
+          for (int way = 0; way < 2 && c0 >= 0 && c1 >= 0; way++) {
+            g_array_set_size(route, 0);
+            ts_platform_route(b->plat, way ? c1 : c0, way ? c0 : c1, route);
+            for (guint q = 0; q < route->len; q++)
+              b->reallink[g_array_index(route, int, q)] = 1;
+          }
+        }
+      }
+    }
+  }
   b->running = TRUE;
   b->t0 = ts_sg_clock();
   b->makespan = 0;
@@ -1907,6 +1995,7 @@ static void sgb_free(ts_backend *bk)
   g_free(b->lreal);
   g_free(b->lclaim);
   g_free(b->limg);
+  g_free(b->reallink);
   if (b->cpu != NULL) {
     for (int c = 0; c < b->topo->nchips; c++)
       g_ptr_array_unref(b->cpu[c].running);
