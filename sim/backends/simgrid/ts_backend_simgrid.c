@@ -146,9 +146,9 @@ struct job {
   int nimg;
   int *img;
   int img_axes[TS_MAX_AXES], img_naxes; /* the symmetric axes the images move along */
-  /* SEND: ghost[e] = image e is simulated as a real flow (it ends on a chip whose links carry
-   * simulated flows: a data-parallel member); the send ends when its original and every
-   * ghost have, checked to end together. */
+  /* SEND: ghost[e] = image e is simulated as a real flow (its route crosses a link of the
+   * simulated ranks' groups or one with a flow in flight: d_img_meets_real); the send ends
+   * when its original and every ghost have, checked to end together. */
   guint8 *ghost;
   int flows_left;
   double end_min, end_max;
