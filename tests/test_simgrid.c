@@ -3,6 +3,8 @@
  * max-min factor worked out by hand. Criterion runs each test in its own process, which is
  * what SimGrid needs (one initialisation per process). */
 #include "ts_backend_simgrid.h"
+#include "ts_degrade.h"
+#include "ts_plan.h"
 #include "ts_platform.h"
 #include "ts_run.h"
 #include "ts_replay.h"
@@ -1346,7 +1348,9 @@ Test(symmetry, planner_steps_collapsed_equal_full)
   /* Through ts_run (collapse on by default, the full replay when it breaks). Collapsed:
    * ResNet-50 data-parallel with torus-dimwise (2D torus steps on one line) and with auto's
    * concurrent `torus` (steps collapsed by transfer classes: bytes and offset). Nothing to collapse
-   * (one-piece groups): BERT-large tp@x, dp@y and a 1F1B pipeline. Broken, replayed in full:
+   * (one-piece groups) within a step: a 1F1B pipeline. One rank per class (the other rows and
+   * columns are images): BERT-large tp@x, dp@y (1,632 flows instead of 13,056). Broken, replayed
+   * in full:
    * BERT-base with gradients crossing tensor-parallel links. */
   const struct {
     const char *model, *topo, *split;
@@ -1355,7 +1359,7 @@ Test(symmetry, planner_steps_collapsed_equal_full)
     gboolean collapses;
   } steps[] = {{"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_TORUS_DIMWISE, TRUE},
                {"resnet50", "tpu-v3-8x8", "dp=64", 1024, TS_ALGO_AUTO, TRUE},
-               {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, TS_ALGO_TORUS_DIMWISE, FALSE},
+               {"bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, TS_ALGO_TORUS_DIMWISE, TRUE},
                {"bert-base", "tpu-v3-8x8", "tp=4@x,dp=16@x+y", 64, TS_ALGO_TORUS_DIMWISE, FALSE},
                {"bert-large", "tpu-v3-8x8", "tp=2,pp=4,dp=8,zero=1,schedule=1f1b", 512,
                 TS_ALGO_TORUS_DIMWISE, FALSE}};
@@ -1386,4 +1390,220 @@ Test(config, parallel_threads_refused, .init = cr_redirect_stderr)
 {
   /* Actor mode crashed with contexts/nthreads:2 (shares update the backend without locks). */
   expect_cfg_error("contexts/nthreads:2", "contexts/nthreads:1");
+}
+
+/* ---- one rank per class (the engine's collapsed replay) under contention ---- */
+
+typedef struct {
+  double step[3];      /* rank-collapsed, every rank with collapsed steps, every flow */
+  gint64 flows[3];     /* flows SimGrid ran in each */
+  gboolean broken;     /* the rank-collapsed replay broke its symmetry */
+  ts_replay_mode mode; /* the mode the rank-collapsed replay ran in */
+} three_ways;
+
+static double replay_mode(const ts_trace *tr, ts_backend *b, ts_replay_mode mode,
+                          ts_replay_mode *ran)
+{
+  ts_replay *r = ts_replay_new(tr, b, mode);
+  if (ran != NULL)
+    *ran = ts_replay_get_mode(r);
+  ts_replay_result res;
+  GError *e = NULL;
+  gboolean ok = ts_replay_run(r, &res, &e);
+  ts_replay_free(r);
+  if (!ok) {
+    g_error_free(e);
+    return -1;
+  }
+  return res.step_time_s;
+}
+
+/* The same trace three ways on one backend: one rank per class, every rank (collective steps
+ * still collapsed), every flow. */
+static void replay_three_ways(const ts_topo *t, const ts_trace *tr, three_ways *w)
+{
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_backend_simgrid_set_collapse(b, TRUE));
+  w->step[0] = replay_mode(tr, b, TS_REPLAY_COLLAPSED, &w->mode);
+  w->broken = ts_backend_simgrid_symmetry_broken(b);
+  w->flows[0] = ts_backend_simgrid_flows(b);
+  for (int k = 1; k < 3; k++) {
+    ts_backend_simgrid_set_collapse(b, k == 1);
+    w->step[k] = replay_mode(tr, b, TS_REPLAY_FULL, NULL);
+    w->flows[k] = ts_backend_simgrid_flows(b);
+  }
+  ts_backend_free(b);
+  cr_assert(w->step[2] > 0, "the full replay failed");
+}
+
+static ts_trace *planner_trace(const char *model, const ts_topo *t, const char *split, gint64 batch,
+                               gint64 micro_batch)
+{
+  GError *e = NULL;
+  g_autofree char *mp = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, model);
+  g_autoptr(ts_model) m = ts_model_load(mp, &e);
+  cr_assert_not_null(m, "%s", e != NULL ? e->message : "");
+  g_autoptr(ts_split) sp = ts_split_parse(split, &e);
+  cr_assert_not_null(sp, "%s", e != NULL ? e->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = micro_batch;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &e);
+  cr_assert_not_null(p, "%s: %s", split, e != NULL ? e->message : "");
+  ts_trace *tr = ts_plan_trace(p, &e);
+  cr_assert_not_null(tr, "%s", e != NULL ? e->message : "");
+  return tr;
+}
+
+static ts_topo *shipped_topo(const char *name)
+{
+  GError *e = NULL;
+  g_autofree char *tp = g_strdup_printf("%s/topologies/%s.ini", TS_SOURCE_DIR, name);
+  ts_topo *t = ts_topo_load(tp, &e);
+  cr_assert_not_null(t, "%s", e != NULL ? e->message : "");
+  return t;
+}
+
+static void expect_rank_collapse(const char *model, const char *topo, const char *split,
+                                 gint64 batch, gint64 micro_batch, gboolean collapses)
+{
+  g_autoptr(ts_topo) t = shipped_topo(topo);
+  g_autoptr(ts_trace) tr = planner_trace(model, t, split, batch, micro_batch);
+  three_ways w;
+  replay_three_ways(t, tr, &w);
+  /* Every way that finishes gives the full replay's step (CM02 shares: 1e-9). */
+  for (int k = 0; k < 2; k++)
+    if (w.step[k] >= 0)
+      cr_expect(fabs(w.step[k] - w.step[2]) <= 1e-9 * w.step[2],
+                "%s %s way %d: %.17g s, full %.17g s", model, split, k, w.step[k], w.step[2]);
+  if (collapses) {
+    cr_expect_eq(w.mode, TS_REPLAY_COLLAPSED, "%s", split);
+    cr_expect_not(w.broken, "%s: symmetry broken", split);
+    cr_expect(w.step[0] > 0 && w.flows[0] < w.flows[1],
+              "%s: one rank per class ran %" G_GINT64_FORMAT " flows, every rank %" G_GINT64_FORMAT,
+              split, w.flows[0], w.flows[1]);
+  } else {
+    cr_expect(w.broken, "%s: expected a broken symmetry", split);
+    cr_expect(w.step[0] < 0, "%s: a broken replay reports no step", split);
+  }
+}
+
+/* One rank per class, fewer flows, the full replay's step (SimGrid takes one platform per
+ * process: one case per test). */
+Test(rank_collapse, pipeline_1f1b)
+{
+  /* stage sends along y: their images are the other columns */
+  expect_rank_collapse("bert-large", "tpu-v3-8x8", "pp=8@y,dp=8@x", 512, 4, TRUE);
+}
+
+Test(rank_collapse, pipeline_interleaved)
+{
+  expect_rank_collapse("bert-large", "tpu-v3-8x8", "pp=8@y,dp=8@x,schedule=interleaved", 512, 4,
+                       TRUE);
+}
+
+Test(rank_collapse, tensor_and_data_parallel)
+{
+  /* the other rows' tensor-parallel rings and the other columns' gradient rings are images */
+  expect_rank_collapse("bert-large", "tpu-v3-8x8", "tp=8@x,dp=8@y", 512, 0, TRUE);
+}
+
+Test(rank_collapse, pipeline_of_gpu_nodes)
+{
+  /* tensor parallel inside a DGX node, stage sends across the fabric: the images are the other
+   * GPUs' sends, on their own ports */
+  expect_rank_collapse("gpt3-350m", "dgx-a100-4node", "tp=8@node,pp=4", 64, 1, TRUE);
+}
+
+Test(rank_collapse, pipeline_of_gpu_nodes_with_data_parallel_ghosts)
+{
+  /* A stage send's images on the other data-parallel replica end on GPU ports that the
+   * representative's gradient all-reduce uses: they run as real flows (ghosts), checked to end
+   * with the send; the tensor-parallel images stay images (25,740 flows instead of 52,320). */
+  expect_rank_collapse("gpt3-350m", "dgx-a100-4node", "tp=8@node,pp=2,dp=2", 64, 1, TRUE);
+}
+
+Test(rank_collapse, broken_symmetry_is_detected)
+{
+  /* Data-parallel rings strided over the tensor-parallel chips: each class's ring shares links
+   * with its images (the others' rings), which the rank-collapsed replay cannot see. It must
+   * stop, and the other two ways agree. */
+  expect_rank_collapse("gpt3-350m", "tpu-v3-8x8", "tp=2@x,pp=4@y,dp=8", 64, 1, FALSE);
+}
+
+Test(rank_collapse, imported_trace_replays_every_rank)
+{
+  /* An imported trace names its peers rank by rank: the engine replays every rank. */
+  g_autoptr(ts_topo) t = shipped_topo("dgx-a100-1node");
+  GError *e = NULL;
+  g_autofree char *path =
+      g_strdup_printf("%s/traces/imported/chakra/bert-base-tp2-pp2-dp2.trace", TS_SOURCE_DIR);
+  g_autoptr(ts_trace) tr = ts_trace_load(path, &e);
+  cr_assert_not_null(tr, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_trace_check(tr, t, &e) && ts_trace_resolve_algos(tr, t, &e), "%s",
+            e != NULL ? e->message : "");
+  three_ways w;
+  replay_three_ways(t, tr, &w);
+  cr_expect_eq(w.mode, TS_REPLAY_FULL);
+  cr_expect(fabs(w.step[0] - w.step[2]) <= 1e-9 * w.step[2], "%.17g s, full %.17g s", w.step[0],
+            w.step[2]);
+  cr_expect_eq(w.flows[0], w.flows[2]);
+}
+
+Test(rank_collapse, fallback_after_a_break_keeps_no_state)
+{
+  /* The shipped 1F1B trace breaks the symmetry on one DGX node (tensor-parallel flows share a
+   * GPU's port with the images' stage sends); the replays after it must equal a fresh full
+   * replay. The launch clocks of the stopped replay once delayed every compute of the next
+   * (0.117 s instead of 0.0627 s). */
+  g_autoptr(ts_topo) t = shipped_topo("dgx-a100-1node");
+  GError *e = NULL;
+  g_autofree char *path =
+      g_strdup_printf("%s/traces/examples/bert-base-tp2-pp2-dp2.trace", TS_SOURCE_DIR);
+  g_autoptr(ts_trace) tr = ts_trace_load(path, &e);
+  cr_assert_not_null(tr, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_trace_check(tr, t, &e) && ts_trace_resolve_algos(tr, t, &e), "%s",
+            e != NULL ? e->message : "");
+  three_ways w;
+  replay_three_ways(t, tr, &w);
+  cr_expect(w.broken);
+  cr_expect(fabs(w.step[1] - w.step[2]) <= 1e-9 * w.step[2],
+            "after the break %.17g s, full %.17g s", w.step[1], w.step[2]);
+  /* the pinned step (traces/expected-step-times.tsv), to its solver's 1e-6 */
+  cr_expect(fabs(w.step[2] - 0.062740611222470571) <= 1e-6 * w.step[2], "%.17g s", w.step[2]);
+}
+
+Test(rank_collapse, degraded_arrays_replay_every_rank)
+{
+  /* A dead link or a straggler makes chips unlike their images: ts_run replays every rank and
+   * every flow, the same step as asking for it. */
+  const char *dead[] = {"link:x:0,0", NULL};
+  const char *slow[] = {"chip:3=0.5", NULL};
+  const char *const *opts[][2] = {{dead, NULL}, {NULL, slow}};
+  for (gsize i = 0; i < G_N_ELEMENTS(opts); i++) {
+    ts_result r[2] = {{0}, {0}};
+    for (int k = 0; k < 2; k++) {
+      g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+      GError *e = NULL;
+      cr_assert(ts_degrade_apply_options(t, (char **)opts[i][0], (char **)opts[i][1], &e), "%s",
+                e != NULL ? e->message : "");
+      g_autofree char *mp = g_strdup_printf("%s/models/bert-large.ini", TS_SOURCE_DIR);
+      g_autoptr(ts_model) m = ts_model_load(mp, &e);
+      g_autoptr(ts_split) sp = ts_split_parse("tp=8@x,dp=8@y", &e);
+      ts_plan_options po;
+      ts_plan_options_default(&po);
+      po.global_batch = 512;
+      const char *cfg[] = {k == 0 ? "trainsim/symmetry:collapse" : "trainsim/symmetry:full", NULL};
+      ts_run_options ro = {.backend = "simgrid", .sg_cfg = cfg};
+      cr_assert(ts_run_predict(m, t, sp, &po, &ro, &r[k], &e), "%s", e != NULL ? e->message : "");
+    }
+    cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
+              "case %zu: %.17g s, full %.17g s", i, r[0].step_time_s, r[1].step_time_s);
+    cr_expect_eq(r[0].flows, r[1].flows, "case %zu", i);
+    ts_result_clear(&r[0]);
+    ts_result_clear(&r[1]);
+  }
 }

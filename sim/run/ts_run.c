@@ -45,27 +45,35 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
   ts_backend *b = kind->create(t, ro->sg_cfg, error);
   if (b == NULL)
     return FALSE;
-  /* SimGrid: with its symmetry collapse on, symmetric collective steps on one line of
-   * members, the others as images, unless a flow crosses their links; then the whole replay
-   * again, every flow simulated. Every rank is replayed: the backend can also stand one rank
-   * per class for the others (TS_REPLAY_COLLAPSED), but a shipped 1F1B trace
-   * (traces/examples/bert-base-tp2-pp2-dp2.trace) came out with twice its compute time that
-   * way, not understood yet, so that path is not taken. */
+  /* SimGrid, with its symmetry collapse on: one rank per class of the symmetric axes, every
+   * flow of the others an image, and symmetric collective steps on one line of members. A flow
+   * or image that breaks the symmetry stops the replay, which runs again with every rank (the
+   * collective steps still collapsed), and once more with every flow if that breaks too: a
+   * result is always the full replay's. */
   gboolean collapsed = ts_backend_is_simgrid(b) && ts_backend_simgrid_set_collapse(b, TRUE);
   /* A degraded array's groups and chips are no longer alike: replay every rank too. */
-  ts_replay_mode mode = kind->full_replay || ro->full || ts_degrade_needs_full(t)
-                            ? TS_REPLAY_FULL
-                            : TS_REPLAY_COLLAPSED;
+  gboolean full = (kind->full_replay && !collapsed) || ro->full || ts_degrade_needs_full(t) ||
+                  /* strided rings whose images cross them: it would break (CPU spent for
+                   * nothing: 10 s of GPT-3 175B on the pod), so every rank at once */
+                  (collapsed && ts_backend_simgrid_images_cross(b, tr)) ||
+                  /* a simgrid timeline shows every chip's contention: every rank */
+                  (collapsed && ro->timeline);
+  ts_replay_mode mode = full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED;
   ts_replay *r = ts_replay_new(tr, b, mode);
   ts_replay_keep_spans(r, ro->timeline);
   gboolean ok = ts_replay_run(r, out, error);
-  if (!ok && collapsed && ts_backend_simgrid_symmetry_broken(b)) {
+  for (int again = 0; !ok && collapsed && ts_backend_simgrid_symmetry_broken(b) && again < 2;
+       again++) {
+    gboolean ranks_collapsed = ts_replay_get_mode(r) == TS_REPLAY_COLLAPSED;
     g_clear_error(error);
     ts_replay_free(r);
-    ts_backend_simgrid_set_collapse(b, FALSE);
+    /* Every rank with the collective steps collapsed, then every flow. */
+    ts_backend_simgrid_set_collapse(b, ranks_collapsed);
     r = ts_replay_new(tr, b, TS_REPLAY_FULL);
     ts_replay_keep_spans(r, ro->timeline);
     ok = ts_replay_run(r, out, error);
+    if (!ranks_collapsed)
+      break;
   }
   if (ok && ro->timeline && x != NULL) {
     const GArray *spans = ts_replay_spans(r);

@@ -60,8 +60,13 @@ typedef struct {
  * union of the flows' [start, end] intervals. */
 typedef struct {
   double bytes;
-  GArray *labels; /* label_bytes, few per link */
-  GArray *busy;   /* ival, compacted when it grows */
+  GArray *labels; /* label_bytes, in order of first use */
+  /* Finding a flow's label: the last one hit, then (past LABEL_SCAN labels: a GPT-3 step puts
+   * hundreds of layer labels on a link) label + 1 -> index + 1. The linear scan alone was a
+   * quarter of a 1,024-chip GPT-3 replay. */
+  guint last;
+  GHashTable *index;
+  GArray *busy; /* ival, compacted when it grows */
   guint compacted;
 } link_acc;
 
@@ -140,6 +145,13 @@ struct job {
    * copy of its chips (nimg x nchips entries: members of a collective, or a send's two ends). */
   int nimg;
   int *img;
+  int img_axes[TS_MAX_AXES], img_naxes; /* the symmetric axes the images move along */
+  /* SEND: ghost[e] = image e is simulated as a real flow (its route crosses a link of the
+   * simulated ranks' groups or one with a flow in flight: d_img_meets_real); the send ends
+   * when its original and every ghost have, checked to end together. */
+  guint8 *ghost;
+  int flows_left;
+  double end_min, end_max;
 };
 
 /* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
@@ -180,6 +192,15 @@ struct sgb {
    * collapsed step's links. Per link: flows in flight (real) and collapsed steps claiming it. */
   gboolean collapse_cfg, collapse, sym_broken;
   int *lreal, *lclaim;
+  /* Per link: engine images (one rank per class) on it. Images of the whole replay are its
+   * translates along the symmetric axes, so two images sharing a link share it as their
+   * originals do (checked link for link, d_img_route_ok): only an image on a link with a real
+   * flow, or with a collapsed step's claim, breaks the symmetry. */
+  int *limg;
+  /* Engine collapse: per link, whether the simulated ranks' groups use it (the routes between
+   * neighbours of their member rings, both ways): a send's image crossing one, or a link with a
+   * flow in flight, is a ghost. */
+  guint8 *reallink;
   /* The engine replays one rank per class (TS_REPLAY_COLLAPSED): every flow stands for its
    * images on the other ranks of the class, claimed and accounted, never simulated. */
   gboolean images;
@@ -233,6 +254,8 @@ static void ival_merge(GArray *v)
   g_array_set_size(v, k + 1);
 }
 
+#define LABEL_SCAN 8
+
 static void acc_flow(sgb *b, int link, int label, double bytes, double s, double e)
 {
   link_acc *a = &b->acc[link];
@@ -241,24 +264,40 @@ static void acc_flow(sgb *b, int link, int label, double bytes, double s, double
     a->labels = g_array_new(FALSE, FALSE, sizeof(label_bytes));
     a->busy = g_array_new(FALSE, FALSE, sizeof(ival));
   }
-  gboolean found = FALSE;
-  for (guint i = 0; i < a->labels->len && !found; i++) {
-    label_bytes *lb = &g_array_index(a->labels, label_bytes, i);
-    if (lb->label == label) {
-      lb->bytes += bytes;
-      found = TRUE;
-    }
-  }
-  if (!found) {
+  guint n = a->labels->len, at = n;
+  if (a->last < n && g_array_index(a->labels, label_bytes, a->last).label == label)
+    at = a->last;
+  else if (a->index != NULL)
+    at = GPOINTER_TO_UINT(g_hash_table_lookup(a->index, GINT_TO_POINTER(label + 1))) - 1;
+  else
+    for (guint i = 0; i < n && at == n; i++)
+      if (g_array_index(a->labels, label_bytes, i).label == label)
+        at = i;
+  if (at < n) {
+    g_array_index(a->labels, label_bytes, at).bytes += bytes;
+  } else {
+    at = n;
     label_bytes lb = {label, bytes};
     g_array_append_val(a->labels, lb);
+    if (a->index == NULL && a->labels->len > LABEL_SCAN) {
+      a->index = g_hash_table_new(g_direct_hash, g_direct_equal);
+      for (guint i = 0; i < a->labels->len; i++)
+        g_hash_table_insert(a->index,
+                            GINT_TO_POINTER(g_array_index(a->labels, label_bytes, i).label + 1),
+                            GUINT_TO_POINTER(i + 1));
+    } else if (a->index != NULL) {
+      g_hash_table_insert(a->index, GINT_TO_POINTER(label + 1), GUINT_TO_POINTER(at + 1));
+    }
   }
+  a->last = at;
   /* Flows of a step share their interval: merge with the last one when it touches. */
   if (a->busy->len > 0) {
     ival *last = &g_array_index(a->busy, ival, a->busy->len - 1);
-    if (s >= last->s && s <= last->e) {
+    if (s <= last->e && e >= last->s) { /* overlapping or touching, in either order */
       if (e > last->e)
         last->e = e;
+      if (s < last->s)
+        last->s = s;
       return;
     }
   }
@@ -277,6 +316,9 @@ static void acc_reset(sgb *b)
     link_acc *a = &b->acc[i];
     a->bytes = 0;
     a->compacted = 0;
+    a->last = 0;
+    if (a->index != NULL)
+      g_hash_table_remove_all(a->index);
     if (a->labels != NULL) {
       g_array_set_size(a->labels, 0);
       g_array_set_size(a->busy, 0);
@@ -449,6 +491,7 @@ static void job_free(job *j)
   if (j->claims != NULL)
     g_array_unref(j->claims);
   g_free(j->img);
+  g_free(j->ghost);
   if (j->bar != NULL)
     sg_barrier_destroy(j->bar);
   g_free(j->parts);
@@ -688,6 +731,7 @@ static void d_enter_step(job *j, int s)
 typedef struct {
   job *j;
   int m, p, s;
+  int e; /* SEND: the image it is (0: the send itself; > 0: a ghost) */
   double bytes, lead;
   int nroute;
   int route[];
@@ -725,6 +769,7 @@ static void d_links_alloc(sgb *b)
     int n = MAX(ts_platform_nlinks(b->plat), 1);
     b->lreal = g_new0(int, n);
     b->lclaim = g_new0(int, n);
+    b->limg = g_new0(int, n);
   }
 }
 
@@ -753,19 +798,77 @@ static int d_img_chip(const job *j, int c, int i)
   return j->img[(gsize)(c - 1) * n + i];
 }
 
-static void d_claim_route(job *j, int src, int dst, GArray *route)
+/* Chip `chip` moved as image c (>= 1) of j moves its own chips: along each of its axes. */
+static int d_img_translate(const job *j, int c, int chip)
+{
+  const ts_trace *tr = j->b->tr;
+  int rest = c;
+  for (int k = 0; k < j->img_naxes && chip >= 0; k++) {
+    int size = tr->axes[j->img_axes[k]].size, off = rest % size;
+    rest /= size;
+    if (off > 0)
+      chip = ts_trace_axis_neighbor(tr, chip, j->img_axes[k], off);
+  }
+  return chip;
+}
+
+/* Image c's route is its original's moved link for link (same dimension and direction,
+ * leaving the moved chip): then the images of every activity share links exactly as their
+ * originals do. A mesh edge, a shared port or a route that turns differently fails. */
+static gboolean d_img_route_ok(const job *j, int c, const GArray *orig, const GArray *img)
+{
+  const ts_platform *p = j->b->plat;
+  if (orig->len != img->len)
+    return FALSE;
+  for (guint q = 0; q < orig->len; q++) {
+    ts_link_id id = *ts_platform_link_id(p, g_array_index(orig, int, q));
+    id.chip = d_img_translate(j, c, id.chip);
+    if (id.chip < 0 || ts_platform_link_index(p, &id) != g_array_index(img, int, q))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* Whether image e of send j crosses a link of the simulated ranks' groups or a link with a flow
+ * in flight (route: scratch). */
+static gboolean d_img_meets_real(job *j, int e, GArray *route)
+{
+  sgb *b = j->b;
+  if (b->reallink == NULL)
+    return FALSE;
+  g_array_set_size(route, 0);
+  ts_platform_route(b->plat, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route);
+  for (guint q = 0; q < route->len; q++) {
+    int l = g_array_index(route, int, q);
+    if (b->reallink[l] || b->lreal[l] > 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* Claims the route from src to dst for j. A collapsed step's claim (image = FALSE) needs links
+ * no one else uses; an engine image (image = TRUE) needs links without real flows or collapsed
+ * steps, and is checked against its original's route `orig` (moved as image c). */
+static void d_claim_route(job *j, int src, int dst, GArray *route, gboolean image, int c,
+                          const GArray *orig)
 {
   sgb *b = j->b;
   g_array_set_size(route, 0);
   ts_platform_route(b->plat, src, dst, route);
   if (j->claims == NULL)
     j->claims = g_array_new(FALSE, FALSE, sizeof(int));
+  if (image && orig != NULL && !b->sym_broken && !d_img_route_ok(j, c, orig, route))
+    d_break(b);
   for (guint q = 0; q < route->len; q++) {
     int l = g_array_index(route, int, q);
-    if (b->lreal[l] > 0 || b->lclaim[l] > 0)
+    if (b->lreal[l] > 0 || b->lclaim[l] > 0 || (!image && b->limg[l] > 0))
       d_break(b);
-    b->lclaim[l]++;
-    g_array_append_val(j->claims, l);
+    if (image)
+      b->limg[l]++;
+    else
+      b->lclaim[l]++;
+    int tagged = 2 * l + (image ? 1 : 0);
+    g_array_append_val(j->claims, tagged);
   }
 }
 
@@ -791,6 +894,8 @@ static void d_images(sgb *b, job *j)
   }
   if (count <= 1)
     return;
+  memcpy(j->img_axes, axes, sizeof axes);
+  j->img_naxes = nax;
   int n = j->chips != NULL ? j->pi->n : 2;
   j->nimg = count - 1;
   j->img = g_new(int, (gsize)j->nimg *n);
@@ -828,12 +933,18 @@ static void d_claim(job *j, int s)
   const int *cls = trans ? pi->line_rep[s] : NULL;
   g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
   g_autoptr(GArray) rep = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  g_autoptr(GArray) orig = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
   double lead0 = 0;
   for (int m = 0; m < pi->n; m++) {
     double lat = 0; /* the member's longest route latency (its lead) */
-    for (int i = oo[m]; i < oo[m + 1]; i++)
+    for (int i = oo[m]; i < oo[m + 1]; i++) {
+      if (e0 == 1) { /* engine images only: checked against the original's route */
+        g_array_set_size(orig, 0);
+        ts_platform_route(b->plat, d_img_chip(j, 0, m), d_img_chip(j, 0, pi->out_peer[i]), orig);
+      }
       for (int e = e0; e <= j->nimg; e++) {
-        d_claim_route(j, d_img_chip(j, e, m), d_img_chip(j, e, pi->out_peer[i]), route);
+        d_claim_route(j, d_img_chip(j, e, m), d_img_chip(j, e, pi->out_peer[i]), route, e0 == 1, e,
+                      e0 == 1 ? orig : NULL);
         if (trans && !b->sym_broken) {
           /* Every transfer has links of its own (claimed once); it ends when its class's
            * representative does if its route matches the representative's hop for hop
@@ -858,6 +969,7 @@ static void d_claim(job *j, int s)
             d_break(b);
         }
       }
+    }
     if (trans && pi->run[s] > 1) {
       if (m == 0)
         lead0 = lat;
@@ -881,8 +993,13 @@ static void d_release(job *j)
 {
   if (j->claims == NULL)
     return;
-  for (guint q = 0; q < j->claims->len; q++)
-    j->b->lclaim[g_array_index(j->claims, int, q)]--;
+  for (guint q = 0; q < j->claims->len; q++) {
+    int t = g_array_index(j->claims, int, q);
+    if (t & 1)
+      j->b->limg[t >> 1]--;
+    else
+      j->b->lclaim[t >> 1]--;
+  }
   g_array_set_size(j->claims, 0);
 }
 
@@ -961,16 +1078,17 @@ static void d_flow_done(void *data, double start_s, double end_s)
     d_step_done(j, m);
     return;
   }
-  if (within || j->nimg > 0) {
-    /* The images of a collapsed flow: same bytes, same interval, their own links. */
+  if (within || (j->nimg > 0 && f->e == 0)) {
+    /* The images of a collapsed flow: same bytes, same interval, their own links (a ghost
+     * accounts for itself). */
     g_autoptr(GArray) shifts =
         within ? d_shifts(j->pi, f->s, f->m) : g_array_new(FALSE, FALSE, sizeof(int));
     g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
     for (guint x = 0; x <= shifts->len; x++) {
       int r = x == 0 ? 0 : g_array_index(shifts, int, x - 1);
       for (int e = 0; e <= j->nimg; e++) {
-        if (x == 0 && e == 0)
-          continue; /* the flow itself */
+        if ((x == 0 && e == 0) || (j->ghost != NULL && e > 0 && j->ghost[e]))
+          continue; /* the flow itself, or a ghost */
         g_array_set_size(route, 0);
         ts_platform_route(b->plat, d_img_chip(j, e, f->m + r), d_img_chip(j, e, f->p + r), route);
         for (guint q = 0; q < route->len; q++)
@@ -980,6 +1098,14 @@ static void d_flow_done(void *data, double start_s, double end_s)
   }
   if (j->act.kind != TS_OP_COLL) {
     g_free(f);
+    if (j->flows_left > 0) { /* ghosts: every one ends with the send, or the symmetry broke */
+      j->end_min = MIN(j->end_min, e0);
+      j->end_max = MAX(j->end_max, e0);
+      if (--j->flows_left > 0)
+        return;
+      if (j->end_max - j->end_min > 1e-9 * (j->end_max - s0) + 1e-15)
+        d_break(b);
+    }
     d_release(j);
     job_end(j);
     return;
@@ -993,22 +1119,29 @@ static void d_flow_done(void *data, double start_s, double end_s)
     d_step_done(j, p);
 }
 
+static void d_flow_e(job *j, int m, int p, double bytes, double lead, int e);
+
 static void d_flow(job *j, int m, int p, double bytes, double lead)
 {
+  d_flow_e(j, m, p, bytes, lead, 0);
+}
+
+static void d_flow_e(job *j, int m, int p, double bytes, double lead, int e)
+{
   sgb *b = j->b;
-  int src = j->chips != NULL ? j->chips[m] : j->act.chip;
-  int dst = j->chips != NULL ? j->chips[p] : j->act.peer;
+  int src = j->chips != NULL ? j->chips[m] : d_img_chip(j, e, 0);
+  int dst = j->chips != NULL ? j->chips[p] : d_img_chip(j, e, 1);
   d_links_alloc(b);
   GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
   ts_platform_route(b->plat, src, dst, route);
   dflow *f = g_malloc(sizeof *f + sizeof(int) * route->len);
   int s = j->act.kind == TS_OP_COLL ? j->dm[m].posted : -1;
-  *f = (dflow){j, m, p, s, bytes, lead, (int)route->len};
+  *f = (dflow){j, m, p, s, e, bytes, lead, (int)route->len};
   gboolean own = d_collapsed(j, s); /* on links its step claimed */
   for (guint q = 0; q < route->len; q++) {
     int l = g_array_index(route, int, q);
     f->route[q] = l;
-    if (!own && b->lclaim[l] > 0)
+    if ((!own && b->lclaim[l] > 0) || b->limg[l] > 0)
       d_break(b);
     b->lreal[l]++;
   }
@@ -1208,8 +1341,26 @@ static void d_launch(sgb *b, job *j)
         d_images(b, j);
         d_links_alloc(b);
         g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+        g_autoptr(GArray) orig = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+        ts_platform_route(b->plat, j->act.chip, j->act.peer, orig);
         for (int e = 1; e <= j->nimg; e++)
-          d_claim_route(j, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route);
+          if (d_img_meets_real(j, e, route)) {
+            if (j->ghost == NULL)
+              j->ghost = g_new0(guint8, j->nimg + 1);
+            j->ghost[e] = 1;
+          } else {
+            d_claim_route(j, d_img_chip(j, e, 0), d_img_chip(j, e, 1), route, TRUE, e, orig);
+          }
+      }
+      if (j->ghost != NULL) {
+        j->flows_left = 1;
+        j->end_min = G_MAXDOUBLE;
+        j->end_max = -G_MAXDOUBLE;
+        for (int e = 1; e <= j->nimg; e++)
+          j->flows_left += j->ghost[e];
+        for (int e = 1; e <= j->nimg; e++)
+          if (j->ghost[e])
+            d_flow_e(j, 0, 1, j->act.op->bytes, 0, e);
       }
       d_flow(j, 0, 1, j->act.op->bytes, 0);
       return;
@@ -1751,10 +1902,38 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
                 "collapse on (driver mode, synchronous steps): replay every rank");
     return FALSE;
   }
+  g_clear_pointer(&b->reallink, g_free);
+  if (b->images) {
+    const ts_trace *tr = b->tr;
+    b->reallink = g_new0(guint8, MAX(ts_platform_nlinks(b->plat), 1));
+    g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+    for (int rank = 0; rank < tr->nranks && rank < b->topo->nchips; rank++) {
+      gboolean rep = TRUE;
+      for (int a = 0; a < tr->naxes && rep; a++)
+        rep = !(tr->axes[a].symmetric && ts_trace_axis_coord(tr, rank, a) != 0);
+      if (!rep)
+        continue;
+      for (guint gi = 0; gi < tr->groups->len; gi++) {
+        const ts_group *g = g_ptr_array_index(tr->groups, gi);
+        int base = ts_trace_group_base(tr, g, rank, NULL), n = ts_trace_group_size(g);
+        for (int m = 0; base >= 0 && n > 1 && m < n; m++) {
+          int c0 = ts_trace_group_rank(tr, g, base, m);
+          int c1 = ts_trace_group_rank(tr, g, base, (m + 1) % n);
+          for (int way = 0; way < 2 && c0 >= 0 && c1 >= 0; way++) {
+            g_array_set_size(route, 0);
+            ts_platform_route(b->plat, way ? c1 : c0, way ? c0 : c1, route);
+            for (guint q = 0; q < route->len; q++)
+              b->reallink[g_array_index(route, int, q)] = 1;
+          }
+        }
+      }
+    }
+  }
   b->running = TRUE;
   b->t0 = ts_sg_clock();
   b->makespan = 0;
   acc_reset(b);
+
   if (b->actors) {
     for (guint i = 0; i < b->queue->len; i++)
       spawn(b, g_ptr_array_index(b->queue, i));
@@ -1764,6 +1943,12 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
   }
   gboolean ok = ts_sg_run(error);
   b->running = FALSE;
+  /* The next replay (after a broken symmetry, the full one) starts with idle hosts: these
+   * launch clocks are engine times of this one, and the next one's first activities are
+   * started, and their launches costed, before its run() begins. Kept, they delayed every
+   * launch of the full replay (a 1F1B trace came out with twice its compute time). */
+  if (b->host_clock != NULL)
+    memset(b->host_clock, 0, sizeof(double) * (gsize)b->topo->nchips);
   b->has_run = TRUE;
   b->r = NULL;
   if (!ok)
@@ -1788,11 +1973,14 @@ static void sgb_free(ts_backend *bk)
 {
   sgb *b = bk->ctx;
   int n = ts_platform_nlinks(b->plat);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    if (b->acc[i].index != NULL)
+      g_hash_table_unref(b->acc[i].index);
     if (b->acc[i].labels != NULL) {
       g_array_unref(b->acc[i].labels);
       g_array_unref(b->acc[i].busy);
     }
+  }
   g_free(b->acc);
   /* The platform stays alive: SimGrid's routing zone calls back into it until exit. */
   for (guint i = 0; i < b->queue->len; i++)
@@ -1806,6 +1994,8 @@ static void sgb_free(ts_backend *bk)
   g_free(b->host_clock);
   g_free(b->lreal);
   g_free(b->lclaim);
+  g_free(b->limg);
+  g_free(b->reallink);
   if (b->cpu != NULL) {
     for (int c = 0; c < b->topo->nchips; c++)
       g_ptr_array_unref(b->cpu[c].running);
@@ -2118,6 +2308,60 @@ gboolean ts_backend_simgrid_set_collapse(ts_backend *bk, gboolean on)
                 !ts_platform_shared_ports(b->plat);
   b->sym_broken = FALSE;
   return b->collapse;
+}
+
+gboolean ts_backend_simgrid_images_cross(const ts_backend *bk, const ts_trace *tr)
+{
+  const sgb *b = ctx_of(bk);
+  if (b == NULL || tr == NULL || tr->nranks != b->topo->nchips)
+    return FALSE;
+  int nl = MAX(ts_platform_nlinks(b->plat), 1);
+  g_autofree guint8 *mine = g_new0(guint8, nl);
+  g_autoptr(GArray) route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  gboolean cross = FALSE;
+  for (guint gi = 0; gi < tr->groups->len && !cross; gi++) {
+    const ts_group *g = g_ptr_array_index(tr->groups, gi);
+    int n = ts_trace_group_size(g), base = ts_trace_group_base(tr, g, 0, NULL);
+    if (g->members != NULL || n < 2 || base < 0)
+      continue;
+    int axes[TS_MAX_AXES], nax = 0, count = 1;
+    for (int a = 0; a < tr->naxes; a++) {
+      gboolean in_group = FALSE;
+      for (int k = 0; k < g->naxes; k++)
+        in_group = in_group || g->axes[k] == a;
+      if (tr->axes[a].symmetric && !in_group && tr->axes[a].size > 1) {
+        axes[nax++] = a;
+        count *= tr->axes[a].size;
+      }
+    }
+    if (count <= 1)
+      continue;
+    memset(mine, 0, (gsize)nl);
+    for (int c = 0; c < count && !cross; c++)
+      for (int m = 0; m < n && !cross; m++) {
+        int ends[2] = {ts_trace_group_rank(tr, g, base, m),
+                       ts_trace_group_rank(tr, g, base, (m + 1) % n)};
+        for (int e = 0, rest = c; e < 2; e++, rest = c)
+          for (int k = 0; k < nax && ends[e] >= 0; k++) {
+            int size = tr->axes[axes[k]].size, off = rest % size;
+            rest /= size;
+            if (off > 0)
+              ends[e] = ts_trace_axis_neighbor(tr, ends[e], axes[k], off);
+          }
+        if (ends[0] < 0 || ends[1] < 0)
+          continue;
+        g_array_set_size(route, 0);
+        ts_platform_route(b->plat, ends[0], ends[1], route);
+        for (guint q = 0; q < route->len; q++) {
+          int l = g_array_index(route, int, q);
+          if (c == 0)
+            mine[l] = 1;
+          else if (mine[l])
+            cross = TRUE;
+        }
+      }
+  }
+  return cross;
 }
 
 gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *bk)

@@ -54,6 +54,15 @@ gboolean ts_backend_simgrid_set_collapse(ts_backend *b, gboolean on);
  */
 gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *b);
 
+/**
+ * Whether replaying one rank per class of tr is bound to break: some group of rank 0 (a class
+ * representative) has an image (the group moved along a symmetric axis outside it) whose
+ * ring of members crosses a link of the group's own ring (data-parallel rings strided over
+ * the tensor-parallel chips). A hint only: exactness is checked while replaying either way.
+ * Added with issue 15.
+ */
+gboolean ts_backend_simgrid_images_cross(const ts_backend *b, const ts_trace *tr);
+
 /** Load of one link over the last run. */
 typedef struct {
   int link;              /* index in the platform */
