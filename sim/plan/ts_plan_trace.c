@@ -103,6 +103,7 @@ enum {
   L_OVL_BWD_PRE,
   L_OVL_DGRAD,
   L_PGATHER,
+  L_OP_RECOMPUTE,
   L_NLAYER_SLOTS
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
@@ -137,6 +138,7 @@ static const struct {
     [L_OVL_RC] = {TS_ROLE_COMPUTE, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_OP_RECOMPUTE] = {TS_ROLE_OP_RECOMPUTE, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
@@ -711,6 +713,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     emit_compute(g, TS_CAT_FWD, e->recompute_flops * g->mb, 0.0,
                  layer_shape(g, i, TS_PASS_ATTN_RECOMPUTE, &sh),
                  lbl(g, layer_slot(g, i, L_ATTN_RECOMPUTE), "%s recompute attention", l->name));
+  }
+  if (e->op_rc_flops > 0 || e->op_rc_mem > 0) {
+    /* recompute=op: what the per-op policy did not save, re-run before the backward. */
+    emit_compute(g, TS_CAT_FWD, e->op_rc_flops * g->mb, e->op_rc_mem * g->mb,
+                 layer_shape(g, i, TS_PASS_OP_RECOMPUTE, &sh),
+                 lbl(g, layer_slot(g, i, L_OP_RECOMPUTE), "%s recompute (op policy)", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
   if (e->cp_kv_bytes > 0) {

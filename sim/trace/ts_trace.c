@@ -30,7 +30,8 @@ static const char *role_names[] = {"none",
                                    "regather",
                                    "ps_update",
                                    "tied_grad",
-                                   "expert_params"};
+                                   "expert_params",
+                                   "op_recompute"};
 
 const char *ts_resource_name(int r)
 {
@@ -1257,7 +1258,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, ts_
       return perr(c,
                   "role='%s': expected compute, tp, ep, grad, param_gather, pp, offload, "
                   "optimizer, marker, input_grad, weight_grad, attention_recompute, regather, "
-                  "ps_update, tied_grad or expert_params",
+                  "ps_update, tied_grad, expert_params or op_recompute",
                   val);
     op->t_role = v;
   } else if (strcmp(key, "class") == 0 && op->kind == TS_OP_COMPUTE) {

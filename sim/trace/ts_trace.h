@@ -70,6 +70,7 @@ typedef enum {
   TS_ROLE_PS_UPDATE,      /* a parameter server's update */
   TS_ROLE_TIED_GRAD,      /* tied-embedding gradient exchange between pipeline stages */
   TS_ROLE_EXPERT_PARAMS,  /* expert parameters gathered after the optimizer (ZeRO) */
+  TS_ROLE_OP_RECOMPUTE,   /* recompute=op: unsaved products and element-wise ops re-run */
   TS_NROLES
 } ts_role;
 

@@ -192,6 +192,7 @@ static vo_info tag_info(const ts_op *op)
     break;
   case TS_ROLE_OFFLOAD:
   case TS_ROLE_MARKER:
+  case TS_ROLE_OP_RECOMPUTE: /* recompute=op: timing only (the numbers keep every value) */
     v.kind = VO_NOOP;
     break;
   default:
