@@ -139,6 +139,14 @@ static const struct {
     [L_OVL_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
     [L_OP_RECOMPUTE] = {TS_ROLE_OP_RECOMPUTE, TS_PHASE_BWD},
+    [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
+    [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
+    [L_CP_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_FWD},
+    [L_CP_BSEND] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
+    [L_CP_BRECV] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
+    [L_CP_DSEND] = {TS_ROLE_CP_DKV, TS_PHASE_BWD},
+    [L_CP_DRECV] = {TS_ROLE_CP_DKV, TS_PHASE_BWD},
+    [L_CP_BCORE] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
@@ -498,21 +506,25 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
   blk.scores_bytes /= cp, blk.kernels = 1;
   int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
-  int core_lbl = lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name);
-  int send_lbl = lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name);
-  int recv_lbl = lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name);
+  /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
+#define CORE_LBL lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name)
+#define SEND_LBL lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name)
+#define RECV_LBL lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name)
   for (int j = 0; j < cp; j++) {
     int r = -1;
     if (j + 1 < cp) {
-      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 0), send_lbl, &prev, 1);
-      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 0), recv_lbl, NULL, 0);
+      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 0), SEND_LBL, &prev, 1);
+      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 0), RECV_LBL, NULL, 0);
     }
-    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &blk, core_lbl);
+    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &blk, CORE_LBL);
     if (r >= 0) {
       pend(g, r);
       prev = r;
     }
   }
+#undef CORE_LBL
+#undef SEND_LBL
+#undef RECV_LBL
 }
 
 /* FLOPs per sample of the attention core's backward (dQ, dK from the scores; dP, dV from the
@@ -534,33 +546,38 @@ static int cp_ring_bwd(gen *g, int i)
   const ts_layer_exec *e = &p->exec[i];
   int cp = p->degree[TS_AX_CP];
   double core = cp_core_bwd_flops(l, e) * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
-  int core_lbl = lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name);
   /* One fused attention block's backward per ring step. */
   ts_op_shape blk;
   layer_shape(g, i, TS_PASS_BWD, &blk);
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
   blk.scores_bytes /= cp, blk.kernels = 1;
-  int send_lbl = lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name);
-  int recv_lbl = lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name);
-  int dsend_lbl = lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name);
-  int drecv_lbl = lbl(g, layer_slot(g, i, L_CP_DRECV), "%s cp recv dK/dV", l->name);
+#define CORE_LBL lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name)
+#define SEND_LBL lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name)
+#define RECV_LBL lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name)
+#define DSEND_LBL lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name)
+#define DRECV_LBL lbl(g, layer_slot(g, i, L_CP_DRECV), "%s cp recv dK/dV", l->name)
   int prev = g->last, drecv = -1;
   for (int j = 0; j < cp; j++) {
     int r = -1;
     if (j + 1 < cp) {
       int d = prev;
-      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 1), send_lbl, &d, d >= 0 ? 1 : 0);
-      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), recv_lbl, NULL, 0);
+      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 1), SEND_LBL, &d, d >= 0 ? 1 : 0);
+      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), RECV_LBL, NULL, 0);
     }
     pend(g, drecv);
-    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, &blk, core_lbl);
-    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), dsend_lbl, &c, 1);
-    drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), drecv_lbl, NULL, 0);
+    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, &blk, CORE_LBL);
+    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), DSEND_LBL, &c, 1);
+    drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), DRECV_LBL, NULL, 0);
     if (r >= 0) {
       pend(g, r);
       prev = r;
     }
   }
+#undef CORE_LBL
+#undef SEND_LBL
+#undef RECV_LBL
+#undef DSEND_LBL
+#undef DRECV_LBL
   return drecv;
 }
 

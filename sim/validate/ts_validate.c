@@ -208,6 +208,7 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
     r->dp = r->dp * e->S + r->sh;
   }
   r->pp = e->ax[TS_AX_PP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_PP]) : 0;
+  r->cp = e->ax[TS_AX_CP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_CP]) : 0;
   int nt = r->ntensors = n->ntensors, nl = n->nlayers;
   r->n = g_new0(gint64, MAX(nt, 1));
   r->shard = g_new0(gint64 *, MAX(nt, 1));
@@ -288,7 +289,8 @@ static void compare(vd_exec *e, ts_nnet *ref, ts_validate_result *res)
       vd_rank *r = &e->ranks[rank];
       if (!r->holds[n->tensors[t].layer])
         continue;
-      int copy = (sharded ? r->dp / e->S : r->dp) * e->T + (r->shard[t] == NULL ? r->tp : 0);
+      int copy = ((sharded ? r->dp / e->S : r->dp) * e->C + r->cp) * e->T +
+                 (r->shard[t] == NULL ? r->tp : 0);
       double *acc = g_hash_table_lookup(copies, GINT_TO_POINTER(copy));
       if (acc == NULL) {
         acc = g_new0(double, 2);
@@ -335,13 +337,16 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     return NULL;
   }
   g_autoptr(GError) local = NULL;
-  /* Context parallelism is planned and traced, but the numeric walk does not execute it yet:
-   * say so rather than compare something else. */
-  if (s->degree[TS_AX_CP] > 1) {
+  /* Context parallelism runs with dp, tp (and sp) and pp; with sharded model states (whose
+   * owners span dp x cp), parameter servers or recomputation the walk does not execute it
+   * yet: say so rather than compare something else. */
+  if (s->degree[TS_AX_CP] > 1 &&
+      (s->zero > 0 || s->ps > 0 ||
+       (s->recompute != TS_RECOMPUTE_NONE && s->recompute != TS_RECOMPUTE_OP))) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': the validator does not execute context parallelism (cp) yet; "
-                "expected a split without it (docs/validation.md lists what trainsim validate "
-                "executes)",
+                "--split '%s': the validator executes context parallelism (cp) with dp, tp, sp "
+                "and pp, not yet with zero, ps or recompute (other than op); expected a split "
+                "without them (docs/validation.md lists what trainsim validate executes)",
                 s->text);
     return NULL;
   }
@@ -404,6 +409,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   }
   e->T = plan->degree[TS_AX_TP];
   e->D = plan->degree[TS_AX_DP];
+  e->C = plan->degree[TS_AX_CP] > 1 ? plan->degree[TS_AX_CP] : 1;
   e->S = ts_plan_shard_ranks(plan);
   e->ax_shard = -1;
   for (int x = 0; x < tr->naxes; x++)
