@@ -1000,18 +1000,18 @@ static void cp_rope(const vd_exec *e, const vd_rank *r, int ns, int nt, int head
                     int ld, gboolean inverse)
 {
   const vd_kern *k = e->k;
-  int tok = nt * e->C;
-  char *full = g_malloc0(k->elem * (gsize)ns * tok * ld);
+  int tok = nt * e->C, wd = heads * dh; /* the rotated columns of each row */
+  char *full = g_malloc0(k->elem * (gsize)ns * tok * wd);
   for (int sm = 0; sm < ns; sm++)
     for (int t = 0; t < nt; t++)
-      memcpy(full + k->elem * (gsize)(((gint64)sm * tok + vd_cp_pos(e, r->cp, t, tok)) * ld),
-             (char *)x + k->elem * (gsize)(((gint64)sm * nt + t) * ld), k->elem * (gsize)ld);
-  k->rope(ns, tok, heads, dh, full, ld, inverse);
+      memcpy(full + k->elem * (gsize)(((gint64)sm * tok + vd_cp_pos(e, r->cp, t, tok)) * wd),
+             (char *)x + k->elem * (gsize)(((gint64)sm * nt + t) * ld), k->elem * (gsize)wd);
+  k->rope(ns, tok, heads, dh, full, wd, inverse);
   for (int sm = 0; sm < ns; sm++)
     for (int t = 0; t < nt; t++)
       memcpy((char *)x + k->elem * (gsize)(((gint64)sm * nt + t) * ld),
-             full + k->elem * (gsize)(((gint64)sm * tok + vd_cp_pos(e, r->cp, t, tok)) * ld),
-             k->elem * (gsize)ld);
+             full + k->elem * (gsize)(((gint64)sm * tok + vd_cp_pos(e, r->cp, t, tok)) * wd),
+             k->elem * (gsize)wd);
   g_free(full);
 }
 
