@@ -710,6 +710,17 @@ Test(validate, context_parallel_ring_attention_matches_one_processor, .timeout =
   for (gsize k = 0; k < G_N_ELEMENTS(zsplits); k++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
       expect_pass(k % 2 ? "validate-llama" : "validate-transformer", zsplits[k], precs[p], NULL);
+  /* Full and stage recomputation go round the ring again (ops tagged recompute); without the
+   * recomputed ring the backward finds the forward dropped. */
+  static const char *const rsplits[] = {"cp=2,recompute=full", "tp=2,cp=2,sp,recompute=full",
+                                        "cp=2,dp=2,pp=2,recompute=stage",
+                                        "cp=2,dp=2,zero=3,recompute=full"};
+  for (gsize k = 0; k < G_N_ELEMENTS(rsplits); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass(k % 2 ? "validate-transformer" : "validate-llama", rsplits[k], precs[p], NULL);
+  extra rc = {.drop = "block.0.attention recompute ring attention block"};
+  expect_fail("validate-transformer", "cp=2,recompute=full", TS_PREC_F64, &rc,
+              "the ring's forward did not finish");
   extra g = {.drop = "block.0.fc1 param all-gather"};
   expect_fail("validate-transformer", "cp=2,dp=2,zero=3", TS_PREC_F64, &g, "no all-gather");
   extra h = {.drop = "updated param all-gather"};
@@ -733,7 +744,7 @@ Test(validate, context_parallel_ring_attention_matches_one_processor, .timeout =
   extra f = {.drop = "block.0.attention ring attention block"};
   expect_fail("validate-gqa", "cp=2", TS_PREC_F64, &f, NULL);
   g_unlink(seq8);
-  /* Not executed yet: cp with hybrid sharding, servers or recomputation other than op. */
+  /* Not executed yet: cp with hybrid sharding, servers or selective recomputation. */
   GError *err = NULL;
   ts_validate_result *r =
       vrun("validate-transformer", "cp=2,dp=4,zero=1,shard=2", TS_PREC_F32, NULL, &err);

@@ -94,6 +94,9 @@ enum {
   L_CP_DSEND,
   L_CP_DRECV,
   L_CP_BCORE,
+  L_CP_RC_SEND,
+  L_CP_RC_RECV,
+  L_CP_RC_CORE,
   L_OVL_FWD,
   L_OVL_FWD_PRE,
   L_OVL_FWD_POST,
@@ -147,6 +150,9 @@ static const struct {
     [L_CP_DSEND] = {TS_ROLE_CP_DKV, TS_PHASE_BWD},
     [L_CP_DRECV] = {TS_ROLE_CP_DKV, TS_PHASE_BWD},
     [L_CP_BCORE] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
+    [L_CP_RC_SEND] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
+    [L_CP_RC_RECV] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
+    [L_CP_RC_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_RECOMPUTE},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
@@ -490,7 +496,7 @@ static int cp_tag(const gen *g, int i, int which)
  * rank's 1/cp of the sequence, then cp steps each compute attention of the local queries
  * against one K/V block while the next block comes from the previous rank and the current
  * one goes to the next (cp - 1 hops). With the zig-zag split every step has the same work. */
-static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
+static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboolean recompute)
 {
   const ts_plan *p = g->p;
   const ts_layer *l = &p->model->layers[i];
@@ -507,9 +513,17 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
   blk.scores_bytes /= cp, blk.kernels = 1;
   int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
   /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
-#define CORE_LBL lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name)
-#define SEND_LBL lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name)
-#define RECV_LBL lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name)
+  /* A recomputed forward (recompute=full, stage) goes round the ring again, tagged so. */
+#define CORE_LBL                                                                                   \
+  (recompute                                                                                       \
+       ? lbl(g, layer_slot(g, i, L_CP_RC_CORE), "%s recompute ring attention block", l->name)      \
+       : lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name))
+#define SEND_LBL                                                                                   \
+  (recompute ? lbl(g, layer_slot(g, i, L_CP_RC_SEND), "%s recompute cp send K/V", l->name)         \
+             : lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name))
+#define RECV_LBL                                                                                   \
+  (recompute ? lbl(g, layer_slot(g, i, L_CP_RC_RECV), "%s recompute cp recv K/V", l->name)         \
+             : lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name))
   for (int j = 0; j < cp; j++) {
     int r = -1;
     if (j + 1 < cp) {
@@ -701,7 +715,7 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
     zero_need(g, i);
     int label = lbl(g, slot, "%s %s", l->name, what);
     if (e->cp_kv_bytes > 0)
-      cp_ring_fwd(g, i, flops, mem, label);
+      cp_ring_fwd(g, i, flops, mem, label, recompute);
     else {
       ts_op_shape sh;
       emit_compute(g, TS_CAT_FWD, flops, mem, layer_shape(g, i, TS_PASS_FWD, &sh), label);

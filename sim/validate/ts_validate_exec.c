@@ -215,6 +215,12 @@ static vo_info tag_info(const ts_op *op)
   return v;
 }
 
+/* The ring a cp op belongs to: 0 forward, 1 backward, 2 recomputed forward. */
+static int cp_pass(const vo_info *v)
+{
+  return v->phase == PH_BWD ? 1 : v->phase == PH_RECOMPUTE ? 2 : 0;
+}
+
 static gboolean is_pass(const vo_info *v, int layer, int phase)
 {
   if (v->layer != layer)
@@ -224,7 +230,7 @@ static gboolean is_pass(const vo_info *v, int layer, int phase)
     /* Ring attention's last block ends the layer's forward (context parallelism). */
     return v->kind == VO_FWD || (v->kind == VO_CP_BLOCK && v->phase == PH_FWD);
   case PH_RECOMPUTE:
-    return v->kind == VO_RECOMPUTE;
+    return v->kind == VO_RECOMPUTE || (v->kind == VO_CP_BLOCK && v->phase == PH_RECOMPUTE);
   default:
     return v->kind == VO_BWD || v->kind == VO_DGRAD;
   }
@@ -310,7 +316,8 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         break;
       v.micro = v.phase == PH_BWD
                     ? seen[VO_BWD * (nl + 1) + v.layer] + seen[VO_DGRAD * (nl + 1) + v.layer]
-                    : seen[VO_FWD * (nl + 1) + v.layer] - 1;
+                : v.phase == PH_RECOMPUTE ? seen[VO_RECOMPUTE * (nl + 1) + v.layer] - 1
+                                          : seen[VO_FWD * (nl + 1) + v.layer] - 1;
       break;
     default: {
       /* Labels of sends, receives and gradient syncs repeat once per micro-batch. */
@@ -1601,7 +1608,7 @@ static gboolean run_compute(vd_run *run, int rank, int j)
     ok = vd_attn_recompute(e, r, v->layer, v->micro, &why);
     break;
   case VO_CP_BLOCK:
-    ok = vd_cp_block(e, r, v->layer, v->micro, v->phase == PH_BWD ? 1 : 0, &why);
+    ok = vd_cp_block(e, r, v->layer, v->micro, cp_pass(v), &why);
     break;
   case VO_OPT:
     optimizer_step(run, r);
@@ -1665,8 +1672,7 @@ static gboolean run_send(vd_run *run, int rank, int j)
       return run_fail(run, "chip %d op %d '%s': layer %d, micro-batch %d out of range", rank, j,
                       label, v->layer, v->micro);
     gint64 n = 0;
-    const void *buf =
-        vd_cp_send(e, r, v->layer, v->micro, v->phase == PH_BWD ? 1 : 0, v->post, &n, &why);
+    const void *buf = vd_cp_send(e, r, v->layer, v->micro, cp_pass(v), v->post, &n, &why);
     if (buf == NULL)
       return run_fail(run, "chip %d op %d: %s", rank, j, why);
     message *cm = g_new0(message, 1);
@@ -1773,7 +1779,7 @@ static gboolean run_recv(vd_run *run, int rank, int j, gboolean *delivered)
       return run_fail(run, "chip %d op %d '%s': layer %d, micro-batch %d out of range", rank, j,
                       label_of(run, op), v->layer, v->micro);
     }
-    if (!vd_cp_recv(e, r, v->layer, v->micro, v->phase == PH_BWD ? 1 : 0, v->post, data, n, &why))
+    if (!vd_cp_recv(e, r, v->layer, v->micro, cp_pass(v), v->post, data, n, &why))
       return run_fail(run, "chip %d op %d: %s", rank, j, why);
     *delivered = TRUE;
     run->ops_p2p++;

@@ -163,7 +163,7 @@ static void saved_clear(vd_saved *s)
   g_free(s->argmax);
   g_free(s->dz);
   g_free(s->dqkv);
-  void **arrays[] = {s->cp_kv[0], s->cp_kv[1], s->cp_dkv, s->cp_dout};
+  void **arrays[] = {s->cp_kv[0], s->cp_kv[1], s->cp_kv[2], s->cp_dkv, s->cp_dout};
   for (size_t a = 0; a < G_N_ELEMENTS(arrays); a++) {
     for (int j = 0; arrays[a] != NULL && j < s->cp_len; j++)
       g_free(arrays[a][j]);
@@ -395,6 +395,7 @@ static void cp_state_init(vd_saved *s, int C)
   s->cp_len = C + 1;
   s->cp_kv[0] = g_new0(void *, s->cp_len);
   s->cp_kv[1] = g_new0(void *, s->cp_len);
+  s->cp_kv[2] = g_new0(void *, s->cp_len);
   s->cp_dkv = g_new0(void *, s->cp_len);
   s->cp_dout = g_new0(void *, s->cp_len);
 }
@@ -432,16 +433,21 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
   vd_saved *s = &r->s[u * nl + i];
   /* Ring blocks that arrived before this forward (their receives wait for nothing) stay. */
   vd_saved ring = *s;
-  gboolean keep = e->C > 1 && L->kind == TS_LAYER_ATTENTION && s->cp_len > 0 && !s->fwd_done;
+  gboolean keep = e->C > 1 && L->kind == TS_LAYER_ATTENTION && s->cp_len > 0;
   if (keep)
-    s->cp_kv[0] = s->cp_kv[1] = s->cp_dkv = s->cp_dout = NULL, s->cp_len = 0;
+    s->cp_kv[0] = s->cp_kv[1] = s->cp_kv[2] = s->cp_dkv = s->cp_dout = NULL, s->cp_len = 0;
   saved_clear(s);
   if (keep) {
     s->cp_len = ring.cp_len;
-    s->cp_kv[0] = ring.cp_kv[0], s->cp_kv[1] = ring.cp_kv[1];
+    for (int ps = 0; ps < 3; ps++) {
+      s->cp_kv[ps] = ring.cp_kv[ps];
+      s->cp_recvd[ps] = ring.cp_recvd[ps];
+      s->cp_sent[ps] = ring.cp_sent[ps];
+      s->cp_blocks[ps] = ring.cp_blocks[ps];
+    }
     s->cp_dkv = ring.cp_dkv, s->cp_dout = ring.cp_dout;
-    s->cp_recvd[0] = ring.cp_recvd[0], s->cp_recvd[1] = ring.cp_recvd[1];
-    s->cp_drecvd = ring.cp_drecvd;
+    s->cp_drecvd = ring.cp_drecvd, s->cp_dsent = ring.cp_dsent;
+    s->cp_kv_n = ring.cp_kv_n;
   }
   if (inl != want && inl != VD_FULL)
     return fail(why, "%s needs its input as a %s but the chip holds a %s of it (%s)", reader,
@@ -541,11 +547,14 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
       int ldk = 2 * kv * (dm / L->heads);
       cp_state_init(s, e->C);
       s->cp_kv_n = (gint64)rows * ldk;
-      s->cp_kv[0][0] = alloc0(e, s->cp_kv_n);
+      int ps = recompute ? 2 : 0;
+      g_free(s->cp_kv[ps][0]);
+      s->cp_kv[ps][0] = alloc0(e, s->cp_kv_n);
       for (gint64 q = 0; q < rows; q++)
-        memcpy((char *)s->cp_kv[0][0] + k->elem * (gsize)(q * ldk),
+        memcpy((char *)s->cp_kv[ps][0] + k->elem * (gsize)(q * ldk),
                (char *)s->qkv + k->elem * (gsize)(q * wq + dl), k->elem * (gsize)ldk);
-      s->cp_kv[1][0] = dup(e, s->cp_kv[0][0], s->cp_kv_n); /* kept for the backward ring */
+      g_free(s->cp_kv[1][0]); /* this chip's block, kept for the backward ring */
+      s->cp_kv[1][0] = dup(e, s->cp_kv[ps][0], s->cp_kv_n);
       gint64 nst = (gint64)ns * heads * nt;
       s->cp_m = alloc0(e, nst);
       for (gint64 q = 0; q < nst; q++)
@@ -1040,13 +1049,19 @@ gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why)
   g_autofree char *what =
       g_strdup_printf("'%s ring attention block%s' %d on chip %d (micro-batch %d)", L->name,
                       pass ? " bwd" : "", j + 1, r->rank, u);
-  if (L->kind != TS_LAYER_ATTENTION || C <= 1 || s->qkv == NULL || s->cp_kv[0] == NULL)
+  if (L->kind != TS_LAYER_ATTENTION || C <= 1 || s->qkv == NULL || s->cp_kv[pass] == NULL ||
+      s->cp_kv[pass][0] == NULL)
     return fail(why, "%s runs before the layer's projections (no local Q, K, V)", what);
   if (j >= C)
     return fail(why, "%s: more ring steps than the %d cp ranks", what, C);
   if (pass == 1 && j == 0) {
     if (!s->fwd_done)
       return fail(why, "%s: the ring's forward did not finish", what);
+    if (s->stale)
+      return fail(why,
+                  "%s: the plan drops this layer's activations for full recomputation, and no "
+                  "'%s recompute' went round the ring before its backward",
+                  what, L->name);
     /* The backward's first block: the output projection's input gradient, the merge statistics
      * and this chip's own K/V block to send round again. */
     g_autofree char *w2 =
@@ -1093,7 +1108,7 @@ gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why)
     qpos[t] = e->net->causal ? vd_cp_pos(e, r->cp, t, tok) : G_MAXINT;
     kpos[t] = vd_cp_pos(e, owner, t, tok);
   }
-  if (pass == 0) {
+  if (pass != 1) {
     k->cp_block_fwd(ns, nt, nt, heads, kv, dh, wq, s->qkv, kvb, qpos, kpos, s->cp_m, s->cp_l,
                     s->cp_acc);
   } else {
@@ -1118,7 +1133,7 @@ gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why)
   gint64 ny = rows * L->in;
   void *y = alloc0(e, ny);
   k->dense_fwd((int)rows, dl, L->in, s->att, w[2], NULL, y);
-  return fwd_finish(e, r, i, u, FALSE, y, ny, s->work == VD_FEAT ? VD_FULL : s->work, why);
+  return fwd_finish(e, r, i, u, pass == 2, y, ny, s->work == VD_FEAT ? VD_FULL : s->work, why);
 }
 
 const void *vd_cp_send(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean dkv, gint64 *n,
@@ -1133,7 +1148,8 @@ const void *vd_cp_send(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean 
   if (buf == NULL) {
     fail(why, "'%s cp %ssend %s' %d on chip %d (micro-batch %d): nothing to send yet (%s)", L->name,
          pass && !dkv ? "bwd " : "", dkv ? "dK/dV" : "K/V", j + 1, r->rank, u,
-         dkv ? "its block's backward has not run" : "the block has not arrived");
+         dkv ? "its block's backward has not run"
+             : "the block has not arrived, or the layer's forward or recomputation did not run");
     return NULL;
   }
   if (dkv)

@@ -175,14 +175,15 @@ typedef struct {
   gboolean stale;   /* dropped for full recomputation, not recomputed yet */
   gboolean p_stale; /* attention probabilities dropped (selective recomputation) */
   gboolean x_stale; /* input dropped, to be re-gathered for the weight gradient */
-  /* Context parallelism (ring attention), per pass (0 forward, 1 backward): the K/V blocks by
+  /* Context parallelism (ring attention), per pass (0 forward, 1 backward, 2 recomputed
+   * forward): the K/V blocks by
    * ring step ([0] this chip's own, [j] the one received at step j - 1), sends, receives and
    * blocks done; forward: running maxima, sums and outputs, then the log-sum-exp; backward:
    * the gradient of the attention output, rowsum(dO o O), dQ, and the partial K/V gradients by
    * step ([j] received for step j, [C] this chip's own, complete). */
-  int cp_len; /* C + 1: entries of the arrays below */
-  void **cp_kv[2];
-  int cp_sent[2], cp_recvd[2], cp_blocks[2];
+  int cp_len;      /* C + 1: entries of the arrays below */
+  void **cp_kv[3]; /* [2]: the ring of a recomputed forward (recompute=full, stage) */
+  int cp_sent[3], cp_recvd[3], cp_blocks[3];
   gint64 cp_kv_n;
   void *cp_m, *cp_l, *cp_acc, *cp_lse, *cp_dsum, *cp_dq;
   void **cp_dkv;  /* partial K/V gradients received, by the step they are for */
@@ -300,7 +301,8 @@ void vd_rank_clear_acts(vd_exec *e, vd_rank *r);
 /* Context parallelism: the place in the whole sequence of local token t of cp rank c
  * (chunks c and 2C - 1 - c of 2C). */
 int vd_cp_pos(const vd_exec *e, int c, int t, int tokens);
-/* A ring step of layer i's attention (micro u): pass 0 forward, 1 backward. */
+/* A ring step of layer i's attention (micro u): pass 0 forward, 1 backward, 2 recomputed
+ * forward. */
 gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why);
 /* The buffer a ring send carries (dkv: a partial K/V gradient, else a K/V block), borrowed;
  * NULL with *why. */
