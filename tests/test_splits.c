@@ -1583,6 +1583,76 @@ Test(pytorch_memory, op_checkpoint_keeps_every_other_product)
   cr_assert_lt(block_kept(p, 0), 0.6 * block_kept(s, 0));
 }
 
+/* recompute=op's re-run work in block b (per sample per chip), FLOPs and bytes, and the same
+ * for the block's norms alone. */
+static void block_op_rc(const ts_plan *p, int b, double *flops, double *mem, double *nflops,
+                        double *nmem)
+{
+  *flops = *mem = *nflops = *nmem = 0;
+  for (int i = 0; i < p->model->nlayers; i++) {
+    const ts_layer *l = &p->model->layers[i];
+    if (l->block != b)
+      continue;
+    *flops += p->exec[i].op_rc_flops;
+    *mem += p->exec[i].op_rc_mem;
+    if (l->kind == TS_LAYER_NORM) {
+      *nflops += l->fwd_flops / p->exec[i].cdiv;
+      *nmem += (l->fwd_mem_bytes - ts_layer_weight_bytes(p->model, l)) / p->exec[i].cdiv;
+    }
+  }
+}
+
+Test(pytorch_memory, op_checkpoint_recomputes_unsaved_products)
+{
+  /* What TorchTitan's per-op policy did not save is re-run before the block's backward: the
+   * even products K (4096 -> 1024), the output projection (4096 -> 4096) and up (4096 -> 14336),
+   * 2 T k n FLOPs and T (k + n) x 2 bytes each; rotary on Q and K (3 FLOPs, 2 x 2 bytes per
+   * element of 4096 + 1024); silu(gate) * up (5 FLOPs and 3 x 2 bytes per element of 14336);
+   * both RMS norms' forward. Per sample, Llama 3.1 8B, bf16. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,recompute=op", 64, 2);
+  double f, b, nf, nb;
+  block_op_rc(p, 5, &f, &b, &nf, &nb);
+  cr_assert_gt(nf, 0.0);
+  double wf = L8_T * (2.0 * 4096 * (1024 + 4096 + 14336) + 3.0 * 5120 + 5.0 * 14336) + nf;
+  double wb =
+      L8_T * 2.0 * ((4096 + 1024) + (4096 + 4096) + (4096 + 14336) + 2.0 * 5120 + 3.0 * 14336) + nb;
+  cr_assert_float_eq(f, wf, 1e-9 * wf, "FLOPs %.6g, expected %.6g", f, wf);
+  cr_assert_float_eq(b, wb, 1e-9 * wb, "bytes %.6g, expected %.6g", b, wb);
+  /* tp = 2 with sequence parallelism: column products n / 2, the output projection's input
+   * I / 2 (row split), element-wise work on half the heads and features, norms on half the
+   * tokens. */
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op", 32, 2);
+  block_op_rc(q, 5, &f, &b, &nf, &nb);
+  double wf2 =
+      L8_T * (2.0 * (4096 * 512 + 2048 * 4096 + 4096 * 7168) + 3.0 * 2560 + 5.0 * 7168) + nf;
+  cr_assert_float_eq(f, wf2, 1e-9 * wf2, "tp=2 FLOPs %.6g, expected %.6g", f, wf2);
+  /* The trace carries it: one op per layer and micro-batch (one of 2 samples here) before the
+   * layer's backward (the down projection re-runs nothing), summing to 32 blocks x 2 samples. */
+  g_autoptr(ts_trace) tr = trace_of(p);
+  double tf = 0;
+  int nops = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = &tr->programs[0].ops[i];
+    if (o->t_role == TS_ROLE_OP_RECOMPUTE)
+      tf += o->flops, nops++;
+  }
+  block_op_rc(p, 5, &f, &b, &nf, &nb);
+  cr_assert_float_eq(tf, 32 * 2 * f, 1e-9 * tf, "trace %.6g, expected %.6g", tf, 32 * 2 * f);
+  cr_assert_eq(nops, 32 * 4, "%d ops: norm, attention, norm, gate/up per block", nops);
+  /* Its time: between no recomputation and recomputing every block's whole forward. */
+  ts_replay_result rn, ro, rf;
+  g_autoptr(ts_plan) pn = make_plan(m, t, "dp=32", 64, 2);
+  g_autoptr(ts_plan) pf = make_plan(m, t, "dp=32,recompute=full", 64, 2);
+  replay_plan(pn, &rn);
+  replay_plan(p, &ro);
+  replay_plan(pf, &rf);
+  cr_assert_gt(ro.step_time_s, rn.step_time_s * 1.01, "op %g vs none %g", ro.step_time_s,
+               rn.step_time_s);
+  cr_assert_lt(ro.step_time_s, rf.step_time_s, "op %g vs full %g", ro.step_time_s, rf.step_time_s);
+}
+
 Test(pytorch_memory, eager_loss_keeps_fp32_logit_copies)
 {
   /* cross_entropy(logits.float()) uncompiled: in its backward the saved log-probabilities (the

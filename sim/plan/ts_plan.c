@@ -99,43 +99,86 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
  * (summed by the reduce-scatter after it, whose 1/tp output is kept too under sequence
  * parallelism). Layers other than attention and dense keep everything.
  */
-static double op_kept_bytes(const ts_model *m, const ts_layer *l, const ts_layer_exec *e,
+/*
+ * What the policy recomputes before the block's backward (its time, per sample per chip, into
+ * e->op_rc_*): the products it did not save (the even ones: K, the output projection, a gated
+ * MLP's up projection), 2 T k n FLOPs each with T (k + n) D bytes of activations read and
+ * written; and every element-wise op of the block, which nothing saves: the norms' whole forward
+ * (the layer's own FLOPs and traffic), the rotary embedding of Q and K (3 FLOPs and a read and
+ * write per element), the MLP's activation (SwiGLU: silu(gate) * up reads 2 f and writes f per
+ * token, 5 FLOPs per output; after an ungated column-split product, GELU: a read and a write,
+ * 8 FLOPs per element). The fused attention
+ * core and the saved products are not re-run. Weights re-read by a recomputed product (once
+ * per micro-batch, not per sample) and the residual additions are not counted.
+ */
+static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec *e,
                             gboolean sp_split, int *mm)
 {
   double D = m->dtype_bytes, T = (double)l->tokens, div = e->pdiv > 1 ? e->pdiv : 1.0;
-  double kept = 0, w[4];
+  double kept = 0, w[4], kin[4];
   int n = 0;
   gboolean row_last = FALSE;
+  e->op_rc_flops = e->op_rc_mem = e->op_rc_n = e->op_rc_k = 0.0;
+  e->op_rc_kernels = 0;
   if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0 && !l->cross) {
-    double Tq, S, I, a = (double)l->heads;
+    double Tq, S, I, a = (double)l->heads, h = (double)l->in_features;
     attention_dims(l, &Tq, &S, &I);
     double J = l->kv_heads > 0 ? I / a * (double)l->kv_heads : I;
-    w[n++] = I / div;                 /* Q */
-    w[n++] = J / div;                 /* K */
-    w[n++] = J / div;                 /* V */
-    w[n++] = (double)l->out_features; /* output projection: row-split, whole partial sums */
+    kin[n] = h, w[n++] = I / div;                       /* Q */
+    kin[n] = h, w[n++] = J / div;                       /* K */
+    kin[n] = h, w[n++] = J / div;                       /* V */
+    kin[n] = I / div, w[n++] = (double)l->out_features; /* output projection: row-split,
+                                                           whole partial sums */
     row_last = div > 1;
     /* The fused attention's output and its log-sum-exp (fp32 per query and head). */
     kept += T * (I / div) * D + T * (a / div) * 4.0;
+    if (l->rotary) {
+      double el = T * (I + J) / div;
+      e->op_rc_flops += 3.0 * el;
+      e->op_rc_mem += 2.0 * el * D;
+      e->op_rc_kernels++;
+    }
   } else if (l->kind == TS_LAYER_DENSE && l->experts == 0) {
-    double out = (double)l->out_features;
+    double out = (double)l->out_features, in = (double)l->in_features;
     gboolean col = l->tp != TS_TP_ROW;
+    double kk = col ? in : in / div;
     if (l->gated) {
-      w[n++] = out / 2.0 / (col ? div : 1.0);
-      w[n++] = out / 2.0 / (col ? div : 1.0);
+      kin[n] = kk, w[n++] = out / 2.0 / (col ? div : 1.0);
+      kin[n] = kk, w[n++] = out / 2.0 / (col ? div : 1.0);
+      double f = T * out / 2.0 / (col ? div : 1.0);
+      e->op_rc_flops += 5.0 * f;
+      e->op_rc_mem += 3.0 * f * D;
+      e->op_rc_kernels++;
     } else {
-      w[n++] = out / (col ? div : 1.0);
+      kin[n] = kk, w[n++] = out / (col ? div : 1.0);
+      if (l->tp == TS_TP_COLUMN) { /* an MLP's first product, followed by its activation */
+        double f = T * w[0];
+        e->op_rc_flops += 8.0 * f;
+        e->op_rc_mem += 2.0 * f * D;
+        e->op_rc_kernels++;
+      }
     }
     row_last = !col && div > 1;
   } else if (l->kind == TS_LAYER_NORM) {
-    return 0.0; /* recomputed from the saved products and the block's input */
+    /* recomputed from the saved products and the block's input */
+    e->op_rc_flops = l->fwd_flops / e->cdiv;
+    e->op_rc_mem = (l->fwd_mem_bytes - ts_layer_weight_bytes(m, l)) / e->cdiv;
+    e->op_rc_kernels = 1;
+    return 0.0;
   } else {
     return e->act_bytes;
   }
   for (int k = 0; k < n; k++) {
     (*mm)++;
-    if (*mm % 2 == 1)
+    if (*mm % 2 == 1) {
       kept += T * w[k] * D;
+    } else {
+      e->op_rc_flops += 2.0 * T * kin[k] * w[k];
+      e->op_rc_mem += T * (kin[k] + w[k]) * D;
+      e->op_rc_n += w[k];
+      e->op_rc_k = MAX(e->op_rc_k, kin[k]);
+      e->op_rc_kernels++;
+    }
   }
   if (row_last && sp_split)
     kept += T * (double)l->out_features / div * D; /* the reduce-scatter's output */
@@ -318,6 +361,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       e->in_bytes /= cp;
       e->out_bytes /= cp;
       e->recompute_flops /= cp;
+      e->op_rc_flops /= cp;
+      e->op_rc_mem /= cp;
       e->cdiv *= cp;
     }
   }
@@ -525,6 +570,19 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   const ts_layer *l = &p->model->layers[i];
   const ts_layer_exec *e = &p->exec[i];
   memset(s, 0, sizeof *s);
+  if (pass == TS_PASS_OP_RECOMPUTE && e->op_rc_n <= 0)
+    pass = TS_PASS_FWD; /* a norm: its whole forward again */
+  if (pass == TS_PASS_OP_RECOMPUTE) {
+    /* The recomputed products as one GEMM of their total width on the rows this chip holds
+     * (its share of the layer's work beyond the parameter split: sequence or context). */
+    int other;
+    ts_layer_precision(l, p->precision, &s->prec, &other);
+    s->oclass = TS_OPC_GEMM;
+    s->m = (double)l->tokens * mb * (e->pdiv > 1 ? e->pdiv : 1.0) / e->cdiv;
+    s->n = e->op_rc_n, s->k = e->op_rc_k;
+    s->kernels = e->op_rc_kernels;
+    return;
+  }
   int kf = fwd_kernels(p, l);
   s->kernels = pass == TS_PASS_FWD ? kf : pass == TS_PASS_BWD ? 2 * kf : kf;
   int other;
@@ -618,6 +676,10 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   if (e->recompute_flops > 0) {
     ts_plan_layer_shape(p, i, mb, TS_PASS_ATTN_RECOMPUTE, &s);
     t += ts_cost_compute(c, e->recompute_flops * mb, 0.0, &s);
+  }
+  if (e->op_rc_flops > 0 || e->op_rc_mem > 0) {
+    ts_plan_layer_shape(p, i, mb, TS_PASS_OP_RECOMPUTE, &s);
+    t += ts_cost_compute(c, e->op_rc_flops * mb, e->op_rc_mem * mb, &s);
   }
   return t;
 }

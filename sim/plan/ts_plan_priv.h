@@ -53,6 +53,11 @@ typedef struct ts_layer_exec {
    * attention core (QK^T, softmax, attention over V) before any divisor. */
   double cp_kv_bytes;
   double core_flops;
+  /* recompute=op (TorchTitan's per-op policy): what is re-run before the layer's backward, per
+   * sample per chip: FLOPs, device memory traffic, the recomputed products' total output width
+   * and input width (the GEMM shape; 0 when no product is recomputed) and kernel launches. */
+  double op_rc_flops, op_rc_mem, op_rc_n, op_rc_k;
+  int op_rc_kernels;
 } ts_layer_exec;
 
 /* One step of a pipeline device's schedule. */
@@ -85,6 +90,7 @@ typedef enum {
   TS_PASS_DGRAD,          /* the input gradient of a split backward */
   TS_PASS_WGRAD,          /* the weight gradient of a split backward */
   TS_PASS_ATTN_RECOMPUTE, /* selective recomputation of the attention core */
+  TS_PASS_OP_RECOMPUTE,   /* recompute=op: the unsaved products and element-wise ops */
 } ts_pass;
 
 /* The shape of layer i's compute op in a pass, per chip, for a micro-batch of mb samples. */

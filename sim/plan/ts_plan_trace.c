@@ -94,6 +94,9 @@ enum {
   L_CP_DSEND,
   L_CP_DRECV,
   L_CP_BCORE,
+  L_CP_RC_SEND,
+  L_CP_RC_RECV,
+  L_CP_RC_CORE,
   L_OVL_FWD,
   L_OVL_FWD_PRE,
   L_OVL_FWD_POST,
@@ -103,6 +106,7 @@ enum {
   L_OVL_BWD_PRE,
   L_OVL_DGRAD,
   L_PGATHER,
+  L_OP_RECOMPUTE,
   L_NLAYER_SLOTS
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
@@ -137,6 +141,18 @@ static const struct {
     [L_OVL_RC] = {TS_ROLE_COMPUTE, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_OP_RECOMPUTE] = {TS_ROLE_OP_RECOMPUTE, TS_PHASE_BWD},
+    [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
+    [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
+    [L_CP_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_FWD},
+    [L_CP_BSEND] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
+    [L_CP_BRECV] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
+    [L_CP_DSEND] = {TS_ROLE_CP_DKV, TS_PHASE_BWD},
+    [L_CP_DRECV] = {TS_ROLE_CP_DKV, TS_PHASE_BWD},
+    [L_CP_BCORE] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
+    [L_CP_RC_SEND] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
+    [L_CP_RC_RECV] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
+    [L_CP_RC_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_RECOMPUTE},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
@@ -480,7 +496,7 @@ static int cp_tag(const gen *g, int i, int which)
  * rank's 1/cp of the sequence, then cp steps each compute attention of the local queries
  * against one K/V block while the next block comes from the previous rank and the current
  * one goes to the next (cp - 1 hops). With the zig-zag split every step has the same work. */
-static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
+static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboolean recompute)
 {
   const ts_plan *p = g->p;
   const ts_layer *l = &p->model->layers[i];
@@ -496,21 +512,33 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label)
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
   blk.scores_bytes /= cp, blk.kernels = 1;
   int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
-  int core_lbl = lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name);
-  int send_lbl = lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name);
-  int recv_lbl = lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name);
+  /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
+  /* A recomputed forward (recompute=full, stage) goes round the ring again, tagged so. */
+#define CORE_LBL                                                                                   \
+  (recompute                                                                                       \
+       ? lbl(g, layer_slot(g, i, L_CP_RC_CORE), "%s recompute ring attention block", l->name)      \
+       : lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name))
+#define SEND_LBL                                                                                   \
+  (recompute ? lbl(g, layer_slot(g, i, L_CP_RC_SEND), "%s recompute cp send K/V", l->name)         \
+             : lbl(g, layer_slot(g, i, L_CP_SEND), "%s cp send K/V", l->name))
+#define RECV_LBL                                                                                   \
+  (recompute ? lbl(g, layer_slot(g, i, L_CP_RC_RECV), "%s recompute cp recv K/V", l->name)         \
+             : lbl(g, layer_slot(g, i, L_CP_RECV), "%s cp recv K/V", l->name))
   for (int j = 0; j < cp; j++) {
     int r = -1;
     if (j + 1 < cp) {
-      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 0), send_lbl, &prev, 1);
-      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 0), recv_lbl, NULL, 0);
+      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 0), SEND_LBL, &prev, 1);
+      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 0), RECV_LBL, NULL, 0);
     }
-    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &blk, core_lbl);
+    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &blk, CORE_LBL);
     if (r >= 0) {
       pend(g, r);
       prev = r;
     }
   }
+#undef CORE_LBL
+#undef SEND_LBL
+#undef RECV_LBL
 }
 
 /* FLOPs per sample of the attention core's backward (dQ, dK from the scores; dP, dV from the
@@ -532,33 +560,38 @@ static int cp_ring_bwd(gen *g, int i)
   const ts_layer_exec *e = &p->exec[i];
   int cp = p->degree[TS_AX_CP];
   double core = cp_core_bwd_flops(l, e) * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
-  int core_lbl = lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name);
   /* One fused attention block's backward per ring step. */
   ts_op_shape blk;
   layer_shape(g, i, TS_PASS_BWD, &blk);
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
   blk.scores_bytes /= cp, blk.kernels = 1;
-  int send_lbl = lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name);
-  int recv_lbl = lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name);
-  int dsend_lbl = lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name);
-  int drecv_lbl = lbl(g, layer_slot(g, i, L_CP_DRECV), "%s cp recv dK/dV", l->name);
+#define CORE_LBL lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name)
+#define SEND_LBL lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name)
+#define RECV_LBL lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name)
+#define DSEND_LBL lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name)
+#define DRECV_LBL lbl(g, layer_slot(g, i, L_CP_DRECV), "%s cp recv dK/dV", l->name)
   int prev = g->last, drecv = -1;
   for (int j = 0; j < cp; j++) {
     int r = -1;
     if (j + 1 < cp) {
       int d = prev;
-      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 1), send_lbl, &d, d >= 0 ? 1 : 0);
-      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), recv_lbl, NULL, 0);
+      cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 1), SEND_LBL, &d, d >= 0 ? 1 : 0);
+      r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), RECV_LBL, NULL, 0);
     }
     pend(g, drecv);
-    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, &blk, core_lbl);
-    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), dsend_lbl, &c, 1);
-    drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), drecv_lbl, NULL, 0);
+    int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, &blk, CORE_LBL);
+    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), DSEND_LBL, &c, 1);
+    drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), DRECV_LBL, NULL, 0);
     if (r >= 0) {
       pend(g, r);
       prev = r;
     }
   }
+#undef CORE_LBL
+#undef SEND_LBL
+#undef RECV_LBL
+#undef DSEND_LBL
+#undef DRECV_LBL
   return drecv;
 }
 
@@ -682,7 +715,7 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
     zero_need(g, i);
     int label = lbl(g, slot, "%s %s", l->name, what);
     if (e->cp_kv_bytes > 0)
-      cp_ring_fwd(g, i, flops, mem, label);
+      cp_ring_fwd(g, i, flops, mem, label, recompute);
     else {
       ts_op_shape sh;
       emit_compute(g, TS_CAT_FWD, flops, mem, layer_shape(g, i, TS_PASS_FWD, &sh), label);
@@ -711,6 +744,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     emit_compute(g, TS_CAT_FWD, e->recompute_flops * g->mb, 0.0,
                  layer_shape(g, i, TS_PASS_ATTN_RECOMPUTE, &sh),
                  lbl(g, layer_slot(g, i, L_ATTN_RECOMPUTE), "%s recompute attention", l->name));
+  }
+  if (e->op_rc_flops > 0 || e->op_rc_mem > 0) {
+    /* recompute=op: what the per-op policy did not save, re-run before the backward. */
+    emit_compute(g, TS_CAT_FWD, e->op_rc_flops * g->mb, e->op_rc_mem * g->mb,
+                 layer_shape(g, i, TS_PASS_OP_RECOMPUTE, &sh),
+                 lbl(g, layer_slot(g, i, L_OP_RECOMPUTE), "%s recompute (op policy)", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
   if (e->cp_kv_bytes > 0) {

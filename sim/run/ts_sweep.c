@@ -564,8 +564,10 @@ static void try_options(auto_ctx *c, const char *base)
   }
   /* Recomputation trades time for memory: a heavier kind is tried only when the lighter one
    * does not fit (Korthikanti et al. 2022: selective first, full as the last resort), which
-   * keeps the search to about one candidate per split where memory is no constraint. */
-  static const char *const rc[] = {"", ",recompute=selective", ",recompute=full"};
+   * keeps the search to about one candidate per split where memory is no constraint. Between
+   * them TorchTitan's per-op policy, which keeps under 0.6 of selective's bytes for a part of
+   * the forward's time (recompute=op, docs/splits.md). */
+  static const char *const rc[] = {"", ",recompute=selective", ",recompute=op", ",recompute=full"};
   gboolean tp = strstr(base, "tp=") != NULL, pp = strstr(base, "pp=") != NULL;
   for (int sp = 0; sp < (tp ? 2 : 1); sp++)
     for (int sc = 0; sc < (pp ? 2 : 1); sc++)

@@ -70,6 +70,10 @@ typedef enum {
   TS_ROLE_PS_UPDATE,      /* a parameter server's update */
   TS_ROLE_TIED_GRAD,      /* tied-embedding gradient exchange between pipeline stages */
   TS_ROLE_EXPERT_PARAMS,  /* expert parameters gathered after the optimizer (ZeRO) */
+  TS_ROLE_OP_RECOMPUTE,   /* recompute=op: unsaved products and element-wise ops re-run */
+  TS_ROLE_CP_KV,          /* context parallelism: a K/V block sent / received round the ring */
+  TS_ROLE_CP_DKV,         /* ... a K/V block's partial gradient sent / received (backward) */
+  TS_ROLE_CP_ATTN,        /* ... attention of the local queries against one ring block */
   TS_NROLES
 } ts_role;
 

@@ -208,6 +208,18 @@ static void rank_init(vd_exec *e, vd_rank *r, int rank, double *const *init)
     r->dp = r->dp * e->S + r->sh;
   }
   r->pp = e->ax[TS_AX_PP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_PP]) : 0;
+  r->cp = e->ax[TS_AX_CP] >= 0 ? ts_trace_axis_coord(tr, rank, e->ax[TS_AX_CP]) : 0;
+  if (e->C > 1 && e->ax_shard < 0) {
+    /* Context parallelism: sharded states are owned over dp x cp, the gradient group (the
+     * trace's dp and cp axes); the owner index is the chip's member index in it. */
+    for (guint q = 0; q < tr->groups->len; q++) {
+      const ts_group *g = g_ptr_array_index(tr->groups, q);
+      if (g->naxes == 2 && g->axes[0] == e->ax[TS_AX_DP] && g->axes[1] == e->ax[TS_AX_CP]) {
+        ts_group_base_chip(e->topo, &g->shape, rank, &r->sh);
+        break;
+      }
+    }
+  }
   int nt = r->ntensors = n->ntensors, nl = n->nlayers;
   r->n = g_new0(gint64, MAX(nt, 1));
   r->shard = g_new0(gint64 *, MAX(nt, 1));
@@ -288,7 +300,11 @@ static void compare(vd_exec *e, ts_nnet *ref, ts_validate_result *res)
       vd_rank *r = &e->ranks[rank];
       if (!r->holds[n->tensors[t].layer])
         continue;
-      int copy = (sharded ? r->dp / e->S : r->dp) * e->T + (r->shard[t] == NULL ? r->tp : 0);
+      /* A copy: per replica (dp x cp when not sharded: cp ranks update copies of their own;
+       * sharded over dp x cp or a sharding group: the group's shards together), per tp member
+       * for tensors tp replicates. */
+      int rep = !sharded ? r->dp * e->C + r->cp : e->C > 1 ? 0 : r->dp / e->S;
+      int copy = rep * e->T + (r->shard[t] == NULL ? r->tp : 0);
       double *acc = g_hash_table_lookup(copies, GINT_TO_POINTER(copy));
       if (acc == NULL) {
         acc = g_new0(double, 2);
@@ -335,13 +351,16 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     return NULL;
   }
   g_autoptr(GError) local = NULL;
-  /* Context parallelism is planned and traced, but the numeric walk does not execute it yet:
-   * say so rather than compare something else. */
-  if (s->degree[TS_AX_CP] > 1) {
+  /* Context parallelism runs with dp, tp (and sp), pp and ZeRO (owners over dp x cp); with
+   * hybrid sharding (a sharding group times cp), parameter servers or recomputation the walk
+   * does not execute it yet: say so rather than compare something else. */
+  if (s->degree[TS_AX_CP] > 1 &&
+      ((s->shard > 0 && s->zero > 0) || s->ps > 0 || s->recompute == TS_RECOMPUTE_SELECTIVE)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': the validator does not execute context parallelism (cp) yet; "
-                "expected a split without it (docs/validation.md lists what trainsim validate "
-                "executes)",
+                "--split '%s': the validator executes context parallelism (cp) with dp, tp, sp, "
+                "pp, zero and recompute=full, stage or op, not yet with shard, ps or "
+                "recompute=selective; expected a split without them (docs/validation.md lists what "
+                "trainsim validate executes)",
                 s->text);
     return NULL;
   }
@@ -404,6 +423,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   }
   e->T = plan->degree[TS_AX_TP];
   e->D = plan->degree[TS_AX_DP];
+  e->C = plan->degree[TS_AX_CP] > 1 ? plan->degree[TS_AX_CP] : 1;
   e->S = ts_plan_shard_ranks(plan);
   e->ax_shard = -1;
   for (int x = 0; x < tr->naxes; x++)

@@ -42,6 +42,9 @@ typedef enum {
   VO_SEND_GRAD, /* pipeline: the gradient of a stage's input to the previous stage */
   VO_RECV_GRAD,
   VO_STAGE_GATHER, /* pipeline with tp: all-gather of the chunks a boundary sent */
+  VO_CP_BLOCK,     /* context parallelism: attention against one ring block (fwd or bwd) */
+  VO_CP_SEND,      /* ... a K/V block (or, `post`, a partial K/V gradient) to the next rank */
+  VO_CP_RECV,
 } vo_kind;
 
 enum { PH_FWD, PH_RECOMPUTE, PH_BWD };
@@ -190,8 +193,20 @@ static vo_info tag_info(const ts_op *op)
     if (v.kind != VO_STAGE_GATHER)
       v.phase = PH_FWD;
     break;
+  case TS_ROLE_CP_KV:
+  case TS_ROLE_CP_DKV:
+  case TS_ROLE_CP_ATTN:
+    v.kind = op->t_role == TS_ROLE_CP_ATTN ? VO_CP_BLOCK
+             : op->kind == TS_OP_SEND      ? VO_CP_SEND
+             : op->kind == TS_OP_RECV      ? VO_CP_RECV
+                                           : VO_UNKNOWN;
+    v.post = op->t_role == TS_ROLE_CP_DKV; /* the gradient ring */
+    v.layer = layer;
+    v.phase = ph;
+    break;
   case TS_ROLE_OFFLOAD:
   case TS_ROLE_MARKER:
+  case TS_ROLE_OP_RECOMPUTE: /* recompute=op: timing only (the numbers keep every value) */
     v.kind = VO_NOOP;
     break;
   default:
@@ -200,15 +215,22 @@ static vo_info tag_info(const ts_op *op)
   return v;
 }
 
+/* The ring a cp op belongs to: 0 forward, 1 backward, 2 recomputed forward. */
+static int cp_pass(const vo_info *v)
+{
+  return v->phase == PH_BWD ? 1 : v->phase == PH_RECOMPUTE ? 2 : 0;
+}
+
 static gboolean is_pass(const vo_info *v, int layer, int phase)
 {
   if (v->layer != layer)
     return FALSE;
   switch (phase) {
   case PH_FWD:
-    return v->kind == VO_FWD;
+    /* Ring attention's last block ends the layer's forward (context parallelism). */
+    return v->kind == VO_FWD || (v->kind == VO_CP_BLOCK && v->phase == PH_FWD);
   case PH_RECOMPUTE:
-    return v->kind == VO_RECOMPUTE;
+    return v->kind == VO_RECOMPUTE || (v->kind == VO_CP_BLOCK && v->phase == PH_RECOMPUTE);
   default:
     return v->kind == VO_BWD || v->kind == VO_DGRAD;
   }
@@ -284,6 +306,18 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     }
     case VO_REGATHER:
       v.micro = seen[VO_DGRAD * (nl + 1) + v.layer] + seen[VO_BWD * (nl + 1) + v.layer];
+      break;
+    case VO_CP_BLOCK:
+    case VO_CP_SEND:
+    case VO_CP_RECV:
+      /* The ring follows the layer's forward (micro-batch of the last one seen) and comes
+       * before its backward (the next one). */
+      if (v.layer < 0 || v.layer >= nl)
+        break;
+      v.micro = v.phase == PH_BWD
+                    ? seen[VO_BWD * (nl + 1) + v.layer] + seen[VO_DGRAD * (nl + 1) + v.layer]
+                : v.phase == PH_RECOMPUTE ? seen[VO_RECOMPUTE * (nl + 1) + v.layer] - 1
+                                          : seen[VO_FWD * (nl + 1) + v.layer] - 1;
       break;
     default: {
       /* Labels of sends, receives and gradient syncs repeat once per micro-batch. */
@@ -1573,6 +1607,9 @@ static gboolean run_compute(vd_run *run, int rank, int j)
   case VO_ATTN_RECOMPUTE:
     ok = vd_attn_recompute(e, r, v->layer, v->micro, &why);
     break;
+  case VO_CP_BLOCK:
+    ok = vd_cp_block(e, r, v->layer, v->micro, cp_pass(v), &why);
+    break;
   case VO_OPT:
     optimizer_step(run, r);
     break;
@@ -1617,8 +1654,10 @@ static void message_free(gpointer p)
   g_free(m);
 }
 
+static gboolean post_message(vd_run *run, int rank, int j, message *msg);
+
 /* A send posts a copy of its value (buffered): first layer of the stage it feeds, or the
- * gradient of the stage's input. */
+ * gradient of the stage's input; a ring send (cp) the block the ring state holds. */
 static gboolean run_send(vd_run *run, int rank, int j)
 {
   vd_exec *e = run->e;
@@ -1627,10 +1666,24 @@ static gboolean run_send(vd_run *run, int rank, int j)
   const vo_info *v = info_at(run, rank, j);
   const char *label = label_of(run, op);
   const ts_plan *p = e->plan;
+  g_autofree char *why = NULL;
+  if (v->kind == VO_CP_SEND) {
+    if (v->layer < 0 || v->micro < 0 || v->micro >= e->nmicro)
+      return run_fail(run, "chip %d op %d '%s': layer %d, micro-batch %d out of range", rank, j,
+                      label, v->layer, v->micro);
+    gint64 n = 0;
+    const void *buf = vd_cp_send(e, r, v->layer, v->micro, cp_pass(v), v->post, &n, &why);
+    if (buf == NULL)
+      return run_fail(run, "chip %d op %d: %s", rank, j, why);
+    message *cm = g_new0(message, 1);
+    cm->data = g_memdup2(buf, e->k->elem * (gsize)MAX(n, 1));
+    cm->n = n;
+    cm->layout = VD_FULL;
+    return post_message(run, rank, j, cm);
+  }
   if (v->stage < 0 || v->stage >= p->nstages || v->micro >= e->nmicro)
     return run_fail(run, "chip %d op %d '%s': stage %d, micro-batch %d out of range", rank, j,
                     label, v->stage, v->micro);
-  g_autofree char *why = NULL;
   message *msg = g_new0(message, 1);
   if (v->kind == VO_SEND_ACT) {
     int b = p->stage_first[v->stage + 1];
@@ -1666,6 +1719,16 @@ static gboolean run_send(vd_run *run, int rank, int j)
     msg->n = n;
     msg->layout = VD_FLAT;
   }
+  return post_message(run, rank, j, msg);
+}
+
+/* Posts a send's message (taken) to its peer's mailbox, counting its bytes. */
+static gboolean post_message(vd_run *run, int rank, int j, message *msg)
+{
+  vd_exec *e = run->e;
+  vd_rank *r = &e->ranks[rank];
+  const ts_op *op = op_at(run, rank, j);
+  const char *label = label_of(run, op);
   int peer = ts_trace_axis_neighbor(run->tr, rank, op->axis, op->offset);
   if (peer < 0) {
     message_free(msg);
@@ -1706,6 +1769,22 @@ static gboolean run_recv(vd_run *run, int rank, int j, gboolean *delivered)
   if (q == NULL || g_queue_is_empty(q))
     return TRUE;
   message *msg = g_queue_pop_head(q);
+  if (v->kind == VO_CP_RECV) {
+    g_autofree char *why = NULL;
+    gint64 n = msg->n;
+    void *data = g_steal_pointer(&msg->data);
+    message_free(msg);
+    if (v->layer < 0 || v->micro < 0 || v->micro >= e->nmicro) {
+      g_free(data);
+      return run_fail(run, "chip %d op %d '%s': layer %d, micro-batch %d out of range", rank, j,
+                      label_of(run, op), v->layer, v->micro);
+    }
+    if (!vd_cp_recv(e, r, v->layer, v->micro, cp_pass(v), v->post, data, n, &why))
+      return run_fail(run, "chip %d op %d: %s", rank, j, why);
+    *delivered = TRUE;
+    run->ops_p2p++;
+    return TRUE;
+  }
   if (v->stage < 0 || v->stage >= p->nstages || v->micro >= e->nmicro) {
     message_free(msg);
     return run_fail(run, "chip %d op %d '%s': stage %d, micro-batch %d out of range", rank, j,

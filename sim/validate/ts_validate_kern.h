@@ -154,6 +154,122 @@ static void TS_F(vk_attn_bwd)(int b, int t, int heads, int kv, int dh, const voi
   g_free(work);
 }
 
+/* Ring attention (context parallelism), one block: the local queries (tq per sample, fused
+ * QKV rows of width ldq, Q in the first heads x dh columns) against a K/V block (tk tokens per
+ * sample, rows [K | V] of 2 kv dh), causal by the tokens' places in the whole sequence (qpos,
+ * kpos). The running row maxima m, sums l ([b][heads][tq]) and unnormalised outputs acc
+ * ([b * tq][heads dh]) are merged online (Milakov & Gimelshein 2018; Liu et al. 2023, "Ring
+ * Attention"): m' = max(m, max_j s_j), acc = acc e^(m - m') + sum_j e^(s_j - m') v_j. */
+static void TS_F(vk_cp_block_fwd)(int b, int tq, int tk, int heads, int kv, int dh, int ldq,
+                                  const void *qkvv, const void *kvv, const int *qpos,
+                                  const int *kpos, void *mv, void *lv, void *accv)
+{
+  const TS_R *qkv = qkvv, *kvb = kvv;
+  TS_R *m = mv, *l = lv, *acc = accv;
+  const TS_R scale = 1 / TS_SQRT((TS_R)dh);
+  int ldk = 2 * kv * dh, grp = heads / kv;
+  TS_R *sc = g_new(TS_R, (gsize)MAX(tk, 1));
+  for (int s = 0; s < b; s++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < tq; i++) {
+        const TS_R *q = qkv + ((gint64)s * tq + i) * ldq + (gint64)h * dh;
+        gint64 st = ((gint64)s * heads + h) * tq + i;
+        TS_R mx = -INFINITY;
+        for (int j = 0; j < tk; j++) {
+          if (kpos[j] > qpos[i]) {
+            sc[j] = -INFINITY;
+            continue;
+          }
+          const TS_R *kr = kvb + ((gint64)s * tk + j) * ldk + (gint64)(h / grp) * dh;
+          TS_R d = 0;
+          for (int c = 0; c < dh; c++)
+            d += q[c] * kr[c];
+          sc[j] = d * scale;
+          mx = sc[j] > mx ? sc[j] : mx;
+        }
+        if (mx == -INFINITY)
+          continue; /* every key of the block is in this query's future */
+        TS_R mn = m[st] > mx ? m[st] : mx;
+        TS_R alpha = m[st] == -INFINITY ? 0 : TS_EXP(m[st] - mn);
+        TS_R *o = acc + ((gint64)s * tq + i) * heads * dh + (gint64)h * dh;
+        for (int c = 0; c < dh; c++)
+          o[c] *= alpha;
+        TS_R sum = 0;
+        for (int j = 0; j < tk; j++) {
+          if (sc[j] == -INFINITY)
+            continue;
+          TS_R pj = TS_EXP(sc[j] - mn);
+          sum += pj;
+          const TS_R *vr = kvb + ((gint64)s * tk + j) * ldk + (gint64)(kv + h / grp) * dh;
+          for (int c = 0; c < dh; c++)
+            o[c] += pj * vr[c];
+        }
+        l[st] = l[st] * alpha + sum;
+        m[st] = mn;
+      }
+  g_free(sc);
+}
+
+/* After the last block: out = acc / l, lse = m + log l (the statistics the backward needs). */
+static void TS_F(vk_cp_finish)(int b, int tq, int heads, int dh, const void *mv, const void *lv,
+                               const void *accv, void *outv, void *lsev)
+{
+  const TS_R *m = mv, *l = lv, *acc = accv;
+  TS_R *out = outv, *lse = lsev;
+  for (int s = 0; s < b; s++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < tq; i++) {
+        gint64 st = ((gint64)s * heads + h) * tq + i,
+               o = ((gint64)s * tq + i) * heads * dh + h * dh;
+        for (int c = 0; c < dh; c++)
+          out[o + c] = acc[o + c] / l[st];
+        lse[st] = m[st] + TS_LOG(l[st]);
+      }
+}
+
+/* Backward of one block (FlashAttention's, Dao et al. 2022, Alg. 4, with the final lse and
+ * dsum = rowsum(dO o O)): p = e^(s - lse), dV += p dO, dp = dO . v, ds = p (dp - dsum),
+ * dQ += ds k scale (dq: [b * tq][heads dh]), dK += ds q scale (dkv rows [dK | dV]). */
+static void TS_F(vk_cp_block_bwd)(int b, int tq, int tk, int heads, int kv, int dh, int ldq,
+                                  const void *qkvv, const void *kvv, const int *qpos,
+                                  const int *kpos, const void *lsev, const void *dsumv,
+                                  const void *doutv, void *dqv, void *dkvv)
+{
+  const TS_R *qkv = qkvv, *kvb = kvv, *lse = lsev, *dsum = dsumv, *dout = doutv;
+  TS_R *dq = dqv, *dkv = dkvv;
+  const TS_R scale = 1 / TS_SQRT((TS_R)dh);
+  int ldk = 2 * kv * dh, grp = heads / kv, ldo = heads * dh;
+  for (int s = 0; s < b; s++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < tq; i++) {
+        const TS_R *q = qkv + ((gint64)s * tq + i) * ldq + (gint64)h * dh;
+        const TS_R *dO = dout + ((gint64)s * tq + i) * ldo + (gint64)h * dh;
+        TS_R *dqi = dq + ((gint64)s * tq + i) * ldo + (gint64)h * dh;
+        gint64 st = ((gint64)s * heads + h) * tq + i;
+        for (int j = 0; j < tk; j++) {
+          if (kpos[j] > qpos[i])
+            continue;
+          gint64 kr0 = ((gint64)s * tk + j) * ldk;
+          const TS_R *kr = kvb + kr0 + (gint64)(h / grp) * dh;
+          const TS_R *vr = kvb + kr0 + (gint64)(kv + h / grp) * dh;
+          TS_R *dk = dkv + kr0 + (gint64)(h / grp) * dh;
+          TS_R *dv = dkv + kr0 + (gint64)(kv + h / grp) * dh;
+          TS_R d = 0, dp = 0;
+          for (int c = 0; c < dh; c++) {
+            d += q[c] * kr[c];
+            dp += dO[c] * vr[c];
+          }
+          TS_R pj = TS_EXP(d * scale - lse[st]);
+          TS_R ds = pj * (dp - dsum[st]);
+          for (int c = 0; c < dh; c++) {
+            dv[c] += pj * dO[c];
+            dqi[c] += ds * kr[c] * scale;
+            dk[c] += ds * q[c] * scale;
+          }
+        }
+      }
+}
+
 static void TS_F(vk_maxpool_fwd)(int planes, int h, int w, int k, const void *x, void *y,
                                  gint32 *argmax)
 {
@@ -219,6 +335,9 @@ static const vd_kern TS_F(vd_kern_table) = {
     .swiglu_bwd = TS_F(vk_swiglu_bwd),
     .attn_fwd = TS_F(vk_attn_fwd),
     .attn_bwd = TS_F(vk_attn_bwd),
+    .cp_block_fwd = TS_F(vk_cp_block_fwd),
+    .cp_finish = TS_F(vk_cp_finish),
+    .cp_block_bwd = TS_F(vk_cp_block_bwd),
     .maxpool_fwd = TS_F(vk_maxpool_fwd),
     .maxpool_bwd = TS_F(vk_maxpool_bwd),
     .xent_fwd = TS_F(vk_xent_fwd),

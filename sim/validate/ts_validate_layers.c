@@ -17,18 +17,31 @@
 #include "ts_util.h"
 #include "ts_validate_priv.h"
 
+#include <math.h>
 #include <string.h>
 
 #define TS_R float
 #define TS_F(name) name##_f32
+#define TS_EXP expf
+#define TS_LOG logf
+#define TS_SQRT sqrtf
 #include "ts_validate_kern.h"
 #undef TS_R
 #undef TS_F
+#undef TS_EXP
+#undef TS_LOG
+#undef TS_SQRT
 #define TS_R double
 #define TS_F(name) name##_f64
+#define TS_EXP exp
+#define TS_LOG log
+#define TS_SQRT sqrt
 #include "ts_validate_kern.h"
 #undef TS_R
 #undef TS_F
+#undef TS_EXP
+#undef TS_LOG
+#undef TS_SQRT
 
 const vd_kern *vd_kern_of(ts_prec prec)
 {
@@ -89,7 +102,7 @@ void vd_act_dims(const vd_exec *e, int k, gint64 *dims)
 {
   const vd_layer *L = &e->net->layers[k == 0 ? 0 : k - 1];
   dims[0] = e->mb;
-  dims[1] = spatial(L) ? 1 : L->tokens;
+  dims[1] = spatial(L) ? 1 : L->tokens / MAX(e->C, 1);
   dims[2] = k == 0 ? L->in : L->out;
   dims[3] = !spatial(L) ? 1 : k == 0 ? (gint64)L->in_h * L->in_w : (gint64)L->out_h * L->out_w;
 }
@@ -150,6 +163,18 @@ static void saved_clear(vd_saved *s)
   g_free(s->argmax);
   g_free(s->dz);
   g_free(s->dqkv);
+  void **arrays[] = {s->cp_kv[0], s->cp_kv[1], s->cp_kv[2], s->cp_dkv, s->cp_dout};
+  for (size_t a = 0; a < G_N_ELEMENTS(arrays); a++) {
+    for (int j = 0; arrays[a] != NULL && j < s->cp_len; j++)
+      g_free(arrays[a][j]);
+    g_free(arrays[a]);
+  }
+  g_free(s->cp_m);
+  g_free(s->cp_l);
+  g_free(s->cp_acc);
+  g_free(s->cp_lse);
+  g_free(s->cp_dsum);
+  g_free(s->cp_dq);
   memset(s, 0, sizeof *s);
 }
 
@@ -229,10 +254,21 @@ vd_val *vd_act_read(vd_exec *e, vd_rank *r, int k, int u, const char *reader, ch
     if (!v->set) {
       /* The samples of this chip's replica and micro-batch (samples [b0, b0 + mb)). */
       gint64 b0 = (gint64)r->dp * e->nmicro * e->mb + (gint64)u * e->mb;
-      gint64 cnt = n->x_per_sample * e->mb;
+      gint64 cnt = n->x_per_sample * e->mb / MAX(e->C, 1);
       void *data = alloc0(e, cnt);
-      for (gint64 j = 0; j < cnt; j++)
-        e->k->set(data, j, e->x[b0 * n->x_per_sample + j]);
+      if (e->C > 1) {
+        /* Context parallelism: this rank's tokens of each sample (zig-zag chunks). */
+        int tok = n->layers[0].tokens, nt = tok / e->C;
+        gint64 f = n->x_per_sample / tok, j = 0;
+        for (gint64 sm = 0; sm < e->mb; sm++)
+          for (int t = 0; t < nt; t++)
+            for (gint64 c = 0; c < f; c++)
+              e->k->set(data, j++,
+                        e->x[(b0 + sm) * n->x_per_sample + vd_cp_pos(e, r->cp, t, tok) * f + c]);
+      } else {
+        for (gint64 j = 0; j < cnt; j++)
+          e->k->set(data, j, e->x[b0 * n->x_per_sample + j]);
+      }
       vd_val_set(v, data, cnt, VD_FULL);
     }
     v->read = TRUE;
@@ -343,9 +379,28 @@ gboolean vd_epilogue(vd_exec *e, vd_rank *r, int i, int u, char **why)
 static void work_extent(const vd_exec *e, const vd_layer *L, vd_layout w, int r, int *ns, int *nt)
 {
   *ns = w == VD_BATCH ? e->mb / e->T : e->mb;
-  *nt = spatial(L) ? 1 : w == VD_SEQ ? L->tokens / e->T : L->tokens;
+  int tokens = L->tokens / MAX(e->C, 1); /* context parallelism: this rank's share */
+  *nt = spatial(L) ? 1 : w == VD_SEQ ? tokens / e->T : tokens;
   (void)r;
 }
+
+static gboolean fwd_finish(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, void *y,
+                           gint64 ny, vd_layout layout, char **why);
+
+/* Ring state of a layer (context parallelism): its arrays, once. */
+static void cp_state_init(vd_saved *s, int C)
+{
+  if (s->cp_len > 0)
+    return;
+  s->cp_len = C + 1;
+  s->cp_kv[0] = g_new0(void *, s->cp_len);
+  s->cp_kv[1] = g_new0(void *, s->cp_len);
+  s->cp_kv[2] = g_new0(void *, s->cp_len);
+  s->cp_dkv = g_new0(void *, s->cp_len);
+  s->cp_dout = g_new0(void *, s->cp_len);
+}
+static void cp_rope(const vd_exec *e, const vd_rank *r, int ns, int nt, int heads, int dh, void *x,
+                    int ld, gboolean inverse);
 
 gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, char **why)
 {
@@ -376,7 +431,24 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
   /* The layout the layer computes in. */
   vd_layout want = vd_layer_want(e, i, inl);
   vd_saved *s = &r->s[u * nl + i];
+  /* Ring blocks that arrived before this forward (their receives wait for nothing) stay. */
+  vd_saved ring = *s;
+  gboolean keep = e->C > 1 && L->kind == TS_LAYER_ATTENTION && s->cp_len > 0;
+  if (keep)
+    s->cp_kv[0] = s->cp_kv[1] = s->cp_kv[2] = s->cp_dkv = s->cp_dout = NULL, s->cp_len = 0;
   saved_clear(s);
+  if (keep) {
+    s->cp_len = ring.cp_len;
+    for (int ps = 0; ps < 3; ps++) {
+      s->cp_kv[ps] = ring.cp_kv[ps];
+      s->cp_recvd[ps] = ring.cp_recvd[ps];
+      s->cp_sent[ps] = ring.cp_sent[ps];
+      s->cp_blocks[ps] = ring.cp_blocks[ps];
+    }
+    s->cp_dkv = ring.cp_dkv, s->cp_dout = ring.cp_dout;
+    s->cp_drecvd = ring.cp_drecvd, s->cp_dsent = ring.cp_dsent;
+    s->cp_kv_n = ring.cp_kv_n;
+  }
   if (inl != want && inl != VD_FULL)
     return fail(why, "%s needs its input as a %s but the chip holds a %s of it (%s)", reader,
                 vd_layout_name(want), vd_layout_name(inl),
@@ -460,10 +532,36 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     int wq = dl + 2 * kv * (dm / L->heads); /* this member's fused Q, K, V */
     s->qkv = alloc0(e, (gint64)rows * wq);
     k->dense_fwd(rows, dm, wq, x, w[0], w[1], s->qkv);
-    if (L->rotary) {
+    if (L->rotary && e->C > 1) {
+      /* Context parallelism: the tokens' places in the whole sequence (zig-zag). */
+      cp_rope(e, r, ns, nt, heads, dm / L->heads, s->qkv, wq, FALSE);
+      cp_rope(e, r, ns, nt, kv, dm / L->heads, (char *)s->qkv + k->elem * (gsize)dl, wq, FALSE);
+    } else if (L->rotary) {
       /* Positions are the tokens' places in the sequence: attention holds whole sequences. */
       k->rope(ns, nt, heads, dm / L->heads, s->qkv, wq, FALSE);
       k->rope(ns, nt, kv, dm / L->heads, (char *)s->qkv + k->elem * (gsize)dl, wq, FALSE);
+    }
+    if (e->C > 1) {
+      /* Ring attention: the core and the output projection run with the ring's blocks
+       * (vd_cp_block); here this chip's own K/V block and the merge state. */
+      int ldk = 2 * kv * (dm / L->heads);
+      cp_state_init(s, e->C);
+      s->cp_kv_n = (gint64)rows * ldk;
+      int ps = recompute ? 2 : 0;
+      g_free(s->cp_kv[ps][0]);
+      s->cp_kv[ps][0] = alloc0(e, s->cp_kv_n);
+      for (gint64 q = 0; q < rows; q++)
+        memcpy((char *)s->cp_kv[ps][0] + k->elem * (gsize)(q * ldk),
+               (char *)s->qkv + k->elem * (gsize)(q * wq + dl), k->elem * (gsize)ldk);
+      g_free(s->cp_kv[1][0]); /* this chip's block, kept for the backward ring */
+      s->cp_kv[1][0] = dup(e, s->cp_kv[ps][0], s->cp_kv_n);
+      gint64 nst = (gint64)ns * heads * nt;
+      s->cp_m = alloc0(e, nst);
+      for (gint64 q = 0; q < nst; q++)
+        k->set(s->cp_m, q, -INFINITY);
+      s->cp_l = alloc0(e, nst);
+      s->cp_acc = alloc0(e, (gint64)rows * dl);
+      return TRUE;
     }
     s->p = alloc0(e, (gint64)ns * heads * nt * nt);
     s->att = alloc0(e, (gint64)rows * dl);
@@ -477,6 +575,16 @@ gboolean vd_layer_fwd(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, 
     return fail(why, "layer '%s': %s layers are not supported by the validator", L->name,
                 ts_layer_kind_name(L->kind));
   }
+  return fwd_finish(e, r, i, u, recompute, y, ny, layout, why);
+}
+
+/* The end of a forward pass: the output set with its layout, what the plan drops marked. */
+static gboolean fwd_finish(vd_exec *e, vd_rank *r, int i, int u, gboolean recompute, void *y,
+                           gint64 ny, vd_layout layout, char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  int nl = e->net->nlayers;
+  vd_saved *s = &r->s[u * nl + i];
   if (column_like(e, i))
     layout = VD_FEAT;
   else if (partial_out(e, i))
@@ -616,7 +724,8 @@ vd_val *vd_out_grad(vd_exec *e, vd_rank *r, int i, int u, char **why)
     int *labels = g_new(int, MAX(rows, 1)), c = 0;
     for (gint64 s = lo[0]; s < hi[0]; s++)
       for (gint64 t = lo[1]; t < hi[1]; t++)
-        labels[c++] = e->labels[(b0 + s) * n->label_tokens + t];
+        labels[c++] = e->labels[(b0 + s) * n->label_tokens +
+                                (e->C > 1 ? vd_cp_pos(e, r->cp, (int)t, n->label_tokens) : t)];
     gint64 gr = e->batch * n->label_tokens;
     void *prob = alloc0(e, (gint64)rows * cls);
     double loss = e->k->xent_fwd(rows, cls, lg->data, labels, prob) / (double)gr;
@@ -656,6 +765,57 @@ vd_val *vd_out_grad(vd_exec *e, vd_rank *r, int i, int u, char **why)
   return v;
 }
 
+/* The gradient of layer i's pre-activation output (micro u) into s->dz, in the layout its
+ * output had. */
+static gboolean bwd_dz(vd_exec *e, vd_rank *r, int i, int u, const char *what, char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  const vd_kern *k = e->k;
+  int T = e->T;
+  vd_saved *s = &r->s[u * e->net->nlayers + i];
+  vd_val *dyv = vd_out_grad(e, r, i, u, why);
+  if (dyv == NULL)
+    return FALSE;
+  dyv->read = TRUE;
+  gint64 dims[4];
+  vd_act_dims(e, i + 1, dims);
+  /* The layout this layer's output gradient must have: its output's, before any sum. */
+  vd_layout want = column_like(e, i) ? VD_FEAT : partial_out(e, i) ? VD_FULL : s->work;
+  if (want == VD_FEAT && !column_like(e, i))
+    want = VD_FULL;
+  vd_layout have = dyv->layout == VD_PARTIAL ? VD_FULL : dyv->layout;
+  if (have == VD_FLAT)
+    return fail(why,
+                "%s holds only a 1/%d chunk of its output gradient (the pipeline's scatter) "
+                "and no all-gather reassembled it",
+                what, T);
+  g_free(s->dz);
+  if (have == want)
+    s->dz = dup(e, dyv->data, dyv->n);
+  else if (have == VD_FULL)
+    s->dz = vd_slice_box(e, dyv->data, dims, want, r->tp); /* conjugate of a gather */
+  else
+    return fail(why, "%s needs the gradient of its output as a %s but holds a %s (%s)", what,
+                vd_layout_name(want), vd_layout_name(have),
+                want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
+  gint64 lo[4], hi[4];
+  gint64 ndz = vd_box(dims, want, T, r->tp, lo, hi);
+  if (L->act == VD_ACT_SWIGLU) {
+    if (s->z == NULL)
+      return fail(why, "%s: the activation's input was never computed", what);
+    gint64 f = hi[2] - lo[2], rows = ndz / MAX(f, 1);
+    void *dz2 = alloc0(e, 2 * ndz);
+    k->swiglu_bwd((int)rows, (int)f, s->z, s->dz, dz2);
+    g_free(s->dz);
+    s->dz = dz2;
+  } else if (L->act != VD_ACT_NONE) {
+    if (s->z == NULL)
+      return fail(why, "%s: the activation's input was never computed", what);
+    k->act_bwd(L->act, ndz, s->z, s->dz, s->dz);
+  }
+  return TRUE;
+}
+
 gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **why)
 {
   const vd_net *n = e->net;
@@ -684,47 +844,16 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
   int ns, nt;
   work_extent(e, L, s->work, r->tp, &ns, &nt);
   void **w = r->w + L->tensor0, **g = r->g + L->tensor0;
+  gboolean cp_attn = L->kind == TS_LAYER_ATTENTION && e->C > 1;
   if (phase != 2) {
-    vd_val *dyv = vd_out_grad(e, r, i, u, why);
-    if (dyv == NULL)
+    if (!cp_attn && !bwd_dz(e, r, i, u, what, why))
       return FALSE;
-    dyv->read = TRUE;
-    gint64 dims[4];
-    vd_act_dims(e, i + 1, dims);
-    /* The layout this layer's output gradient must have: its output's, before any sum. */
-    vd_layout want = column_like(e, i) ? VD_FEAT : partial_out(e, i) ? VD_FULL : s->work;
-    if (want == VD_FEAT && !column_like(e, i))
-      want = VD_FULL;
-    vd_layout have = dyv->layout == VD_PARTIAL ? VD_FULL : dyv->layout;
-    if (have == VD_FLAT)
+    if (cp_attn && (s->cp_blocks[1] < e->C || s->cp_dkv == NULL || s->cp_dkv[e->C] == NULL))
       return fail(why,
-                  "%s holds only a 1/%d chunk of its output gradient (the pipeline's scatter) "
-                  "and no all-gather reassembled it",
-                  what, T);
-    g_free(s->dz);
-    if (have == want)
-      s->dz = dup(e, dyv->data, dyv->n);
-    else if (have == VD_FULL)
-      s->dz = vd_slice_box(e, dyv->data, dims, want, r->tp); /* conjugate of a gather */
-    else
-      return fail(why, "%s needs the gradient of its output as a %s but holds a %s (%s)", what,
-                  vd_layout_name(want), vd_layout_name(have),
-                  want == VD_FULL ? "a missing all-gather" : "a missing all-to-all");
-    gint64 lo[4], hi[4];
-    gint64 ndz = vd_box(dims, want, T, r->tp, lo, hi);
-    if (L->act == VD_ACT_SWIGLU) {
-      if (s->z == NULL)
-        return fail(why, "%s: the activation's input was never computed", what);
-      gint64 f = hi[2] - lo[2], rows = ndz / MAX(f, 1);
-      void *dz2 = alloc0(e, 2 * ndz);
-      k->swiglu_bwd((int)rows, (int)f, s->z, s->dz, dz2);
-      g_free(s->dz);
-      s->dz = dz2;
-    } else if (L->act != VD_ACT_NONE) {
-      if (s->z == NULL)
-        return fail(why, "%s: the activation's input was never computed", what);
-      k->act_bwd(L->act, ndz, s->z, s->dz, s->dz);
-    }
+                  "%s: ring attention's backward has not finished (%d of %d blocks, this chip's "
+                  "K/V gradient %s): a missing ring op or dependency",
+                  what, s->cp_blocks[1], e->C,
+                  s->cp_dkv != NULL && s->cp_dkv[e->C] != NULL ? "home" : "not home");
     if (L->kind == TS_LAYER_ATTENTION && s->p_stale)
       return fail(why,
                   "%s: the plan drops the attention probabilities (selective recomputation) and "
@@ -782,12 +911,27 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
         dl /= T;
       }
       int wq = dl + 2 * kv * (dm / L->heads);
-      g_autofree void *datt = alloc0(e, (gint64)rows * dl);
-      k->dense_dgrad(rows, dl, dm, s->dz, w[2], datt);
       g_free(s->dqkv);
       s->dqkv = alloc0(e, (gint64)rows * wq);
-      k->attn_bwd(ns, nt, heads, kv, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
-      if (L->rotary) {
+      if (cp_attn) {
+        /* Ring attention: dQ accumulated over the blocks, dK/dV come home round the ring. */
+        int ldk = wq - dl;
+        for (gint64 q = 0; q < rows; q++) {
+          memcpy((char *)s->dqkv + k->elem * (gsize)(q * wq),
+                 (char *)s->cp_dq + k->elem * (gsize)(q * dl), k->elem * (gsize)dl);
+          memcpy((char *)s->dqkv + k->elem * (gsize)(q * wq + dl),
+                 (char *)s->cp_dkv[e->C] + k->elem * (gsize)(q * ldk), k->elem * (gsize)ldk);
+        }
+        if (L->rotary) {
+          cp_rope(e, r, ns, nt, heads, dm / L->heads, s->dqkv, wq, TRUE);
+          cp_rope(e, r, ns, nt, kv, dm / L->heads, (char *)s->dqkv + k->elem * (gsize)dl, wq, TRUE);
+        }
+      } else {
+        g_autofree void *datt = alloc0(e, (gint64)rows * dl);
+        k->dense_dgrad(rows, dl, dm, s->dz, w[2], datt);
+        k->attn_bwd(ns, nt, heads, kv, dm / L->heads, s->qkv, s->p, datt, s->dqkv);
+      }
+      if (L->rotary && !cp_attn) {
         k->rope(ns, nt, heads, dm / L->heads, s->dqkv, wq, TRUE);
         k->rope(ns, nt, kv, dm / L->heads, (char *)s->dqkv + k->elem * (gsize)dl, wq, TRUE);
       }
@@ -848,5 +992,196 @@ gboolean vd_layer_bwd(vd_exec *e, vd_rank *r, int i, int u, int phase, char **wh
     }
     s->wgrad_done = TRUE;
   }
+  return TRUE;
+}
+
+/* ---- context parallelism: ring attention ---------------------------------------------- */
+
+int vd_cp_pos(const vd_exec *e, int c, int t, int tokens)
+{
+  int ch = tokens / (2 * e->C);
+  return t < ch ? c * ch + t : (2 * e->C - 1 - c) * ch + (t - ch);
+}
+
+/* Rotary embedding of local rows by the tokens' places in the whole sequence: the rows are put
+ * at their places in a whole-sequence buffer, rotated by the reference kernel, taken back. */
+static void cp_rope(const vd_exec *e, const vd_rank *r, int ns, int nt, int heads, int dh, void *x,
+                    int ld, gboolean inverse)
+{
+  const vd_kern *k = e->k;
+  int tok = nt * e->C, wd = heads * dh; /* the rotated columns of each row */
+  char *full = g_malloc0(k->elem * (gsize)ns * tok * wd);
+  for (int sm = 0; sm < ns; sm++)
+    for (int t = 0; t < nt; t++)
+      memcpy(full + k->elem * (gsize)(((gint64)sm * tok + vd_cp_pos(e, r->cp, t, tok)) * wd),
+             (char *)x + k->elem * (gsize)(((gint64)sm * nt + t) * ld), k->elem * (gsize)wd);
+  k->rope(ns, tok, heads, dh, full, wd, inverse);
+  for (int sm = 0; sm < ns; sm++)
+    for (int t = 0; t < nt; t++)
+      memcpy((char *)x + k->elem * (gsize)(((gint64)sm * nt + t) * ld),
+             full + k->elem * (gsize)(((gint64)sm * tok + vd_cp_pos(e, r->cp, t, tok)) * wd),
+             k->elem * (gsize)wd);
+  g_free(full);
+}
+
+/* Shapes of attention layer i on this chip: samples, local tokens, local heads and key/value
+ * heads, head width, local Q width and fused QKV width. */
+static void cp_dims(const vd_exec *e, int i, const vd_saved *s, int *ns, int *nt, int *heads,
+                    int *kv, int *dh, int *dl, int *wq)
+{
+  const vd_layer *L = &e->net->layers[i];
+  work_extent(e, L, s->work, 0, ns, nt);
+  gboolean sp = split(e, i);
+  *heads = sp ? L->heads / e->T : L->heads;
+  *kv = sp ? L->kv_heads / e->T : L->kv_heads;
+  *dh = L->in / L->heads;
+  *dl = *heads * *dh;
+  *wq = *dl + 2 * *kv * *dh;
+}
+
+gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  const vd_kern *k = e->k;
+  int nl = e->net->nlayers, C = e->C;
+  vd_saved *s = &r->s[u * nl + i];
+  int j = s->cp_blocks[pass];
+  g_autofree char *what =
+      g_strdup_printf("'%s ring attention block%s' %d on chip %d (micro-batch %d)", L->name,
+                      pass ? " bwd" : "", j + 1, r->rank, u);
+  if (L->kind != TS_LAYER_ATTENTION || C <= 1 || s->qkv == NULL || s->cp_kv[pass] == NULL ||
+      s->cp_kv[pass][0] == NULL)
+    return fail(why, "%s runs before the layer's projections (no local Q, K, V)", what);
+  if (j >= C)
+    return fail(why, "%s: more ring steps than the %d cp ranks", what, C);
+  if (pass == 1 && j == 0) {
+    if (!s->fwd_done)
+      return fail(why, "%s: the ring's forward did not finish", what);
+    if (s->stale)
+      return fail(why,
+                  "%s: the plan drops this layer's activations for full recomputation, and no "
+                  "'%s recompute' went round the ring before its backward",
+                  what, L->name);
+    /* The backward's first block: the output projection's input gradient, the merge statistics
+     * and this chip's own K/V block to send round again. */
+    g_autofree char *w2 =
+        g_strdup_printf("'%s bwd' on chip %d (micro-batch %d)", L->name, r->rank, u);
+    if (!bwd_dz(e, r, i, u, w2, why))
+      return FALSE;
+    int ns, nt, heads, kv, dh, dl, wq;
+    cp_dims(e, i, s, &ns, &nt, &heads, &kv, &dh, &dl, &wq);
+    gint64 rows = (gint64)ns * nt;
+    void **w = r->w + L->tensor0;
+    g_free(s->cp_acc); /* reused: the gradient of the attention output */
+    s->cp_acc = alloc0(e, rows * dl);
+    k->dense_dgrad((int)rows, dl, L->in, s->dz, w[2], s->cp_acc);
+    s->cp_dsum = alloc0(e, (gint64)ns * heads * nt);
+    for (int sm = 0; sm < ns; sm++)
+      for (int h = 0; h < heads; h++)
+        for (int t = 0; t < nt; t++) {
+          double d = 0;
+          gint64 o = ((gint64)sm * nt + t) * dl + (gint64)h * dh;
+          for (int c = 0; c < dh; c++)
+            d += k->get(s->cp_acc, o + c) * k->get(s->att, o + c);
+          k->set(s->cp_dsum, ((gint64)sm * heads + h) * nt + t, d);
+        }
+    s->cp_dq = alloc0(e, rows * dl);
+    s->cp_dkv[0] = alloc0(e, s->cp_kv_n);
+  }
+  const void *kvb = s->cp_kv[pass][j];
+  int owner = ((r->cp - j) % C + C) % C;
+  if (kvb == NULL)
+    return fail(why,
+                "%s: the K/V block of cp rank %d has not arrived (a missing cp send or receive, "
+                "or a missing dependency)",
+                what, owner);
+  if (pass == 1 && s->cp_dkv[j] == NULL)
+    return fail(why,
+                "%s: the partial K/V gradient of cp rank %d's block has not arrived (a missing "
+                "cp send or receive of dK/dV, or a missing dependency)",
+                what, owner);
+  int ns, nt, heads, kv, dh, dl, wq;
+  cp_dims(e, i, s, &ns, &nt, &heads, &kv, &dh, &dl, &wq);
+  int tok = nt * C;
+  int *qpos = g_new(int, nt), *kpos = g_new(int, nt);
+  for (int t = 0; t < nt; t++) {
+    qpos[t] = e->net->causal ? vd_cp_pos(e, r->cp, t, tok) : G_MAXINT;
+    kpos[t] = vd_cp_pos(e, owner, t, tok);
+  }
+  if (pass != 1) {
+    k->cp_block_fwd(ns, nt, nt, heads, kv, dh, wq, s->qkv, kvb, qpos, kpos, s->cp_m, s->cp_l,
+                    s->cp_acc);
+  } else {
+    void *dpart = s->cp_dkv[j];
+    s->cp_dkv[j] = NULL;
+    k->cp_block_bwd(ns, nt, nt, heads, kv, dh, wq, s->qkv, kvb, qpos, kpos, s->cp_lse, s->cp_dsum,
+                    s->cp_acc, s->cp_dq, dpart);
+    s->cp_dout[j] = dpart;
+  }
+  g_free(qpos);
+  g_free(kpos);
+  s->cp_blocks[pass]++;
+  if (pass == 1 || j + 1 < C)
+    return TRUE;
+  /* The last block: normalise, then the output projection (the layer's output from here). */
+  gint64 rows = (gint64)ns * nt;
+  g_free(s->att);
+  s->att = alloc0(e, rows * dl);
+  s->cp_lse = alloc0(e, (gint64)ns * heads * nt);
+  k->cp_finish(ns, nt, heads, dh, s->cp_m, s->cp_l, s->cp_acc, s->att, s->cp_lse);
+  void **w = r->w + L->tensor0;
+  gint64 ny = rows * L->in;
+  void *y = alloc0(e, ny);
+  k->dense_fwd((int)rows, dl, L->in, s->att, w[2], NULL, y);
+  return fwd_finish(e, r, i, u, pass == 2, y, ny, s->work == VD_FEAT ? VD_FULL : s->work, why);
+}
+
+const void *vd_cp_send(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean dkv, gint64 *n,
+                       char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  vd_saved *s = &r->s[u * e->net->nlayers + i];
+  int j = dkv ? s->cp_dsent : s->cp_sent[pass];
+  const void *buf = NULL;
+  if (L->kind == TS_LAYER_ATTENTION && s->cp_len > 0 && j < e->C)
+    buf = dkv ? (s->cp_dout != NULL ? s->cp_dout[j] : NULL) : s->cp_kv[pass][j];
+  if (buf == NULL) {
+    fail(why, "'%s cp %ssend %s' %d on chip %d (micro-batch %d): nothing to send yet (%s)", L->name,
+         pass && !dkv ? "bwd " : "", dkv ? "dK/dV" : "K/V", j + 1, r->rank, u,
+         dkv ? "its block's backward has not run"
+             : "the block has not arrived, or the layer's forward or recomputation did not run");
+    return NULL;
+  }
+  if (dkv)
+    s->cp_dsent++;
+  else
+    s->cp_sent[pass]++;
+  *n = s->cp_kv_n;
+  return buf;
+}
+
+gboolean vd_cp_recv(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean dkv, void *data,
+                    gint64 n, char **why)
+{
+  const vd_layer *L = &e->net->layers[i];
+  vd_saved *s = &r->s[u * e->net->nlayers + i];
+  if (L->kind == TS_LAYER_ATTENTION && e->C > 1)
+    cp_state_init(s, e->C);
+  int j = dkv ? s->cp_drecvd : s->cp_recvd[pass];
+  void **dst = dkv ? s->cp_dkv : s->cp_kv[pass];
+  if (L->kind != TS_LAYER_ATTENTION || dst == NULL || j + 1 >= s->cp_len ||
+      (s->cp_kv_n > 0 && n != s->cp_kv_n)) {
+    g_free(data);
+    return fail(why,
+                "'%s cp recv %s' on chip %d (micro-batch %d): a block this chip's ring state "
+                "cannot take (step %d, %" G_GINT64_FORMAT " elements)",
+                L->name, dkv ? "dK/dV" : "K/V", r->rank, u, j + 1, n);
+  }
+  g_free(dst[j + 1]);
+  dst[j + 1] = data;
+  if (dkv)
+    s->cp_drecvd++;
+  else
+    s->cp_recvd[pass]++;
   return TRUE;
 }

@@ -41,6 +41,15 @@ typedef struct {
                    void *p, void *out);
   void (*attn_bwd)(int b, int t, int heads, int kv, int dh, const void *qkv, const void *p,
                    const void *dout, void *dqkv);
+  /* Ring attention blocks (context parallelism): ts_validate_kern.h. */
+  void (*cp_block_fwd)(int b, int tq, int tk, int heads, int kv, int dh, int ldq, const void *qkv,
+                       const void *kv_block, const int *qpos, const int *kpos, void *m, void *l,
+                       void *acc);
+  void (*cp_finish)(int b, int tq, int heads, int dh, const void *m, const void *l, const void *acc,
+                    void *out, void *lse);
+  void (*cp_block_bwd)(int b, int tq, int tk, int heads, int kv, int dh, int ldq, const void *qkv,
+                       const void *kv_block, const int *qpos, const int *kpos, const void *lse,
+                       const void *dsum, const void *dout, void *dq, void *dkv);
   void (*maxpool_fwd)(int planes, int h, int w, int k, const void *x, void *y, gint32 *argmax);
   void (*maxpool_bwd)(int planes, int h, int w, int k, const void *dy, const gint32 *argmax,
                       void *dx);
@@ -166,10 +175,25 @@ typedef struct {
   gboolean stale;   /* dropped for full recomputation, not recomputed yet */
   gboolean p_stale; /* attention probabilities dropped (selective recomputation) */
   gboolean x_stale; /* input dropped, to be re-gathered for the weight gradient */
+  /* Context parallelism (ring attention), per pass (0 forward, 1 backward, 2 recomputed
+   * forward): the K/V blocks by
+   * ring step ([0] this chip's own, [j] the one received at step j - 1), sends, receives and
+   * blocks done; forward: running maxima, sums and outputs, then the log-sum-exp; backward:
+   * the gradient of the attention output, rowsum(dO o O), dQ, and the partial K/V gradients by
+   * step ([j] received for step j, [C] this chip's own, complete). */
+  int cp_len;      /* C + 1: entries of the arrays below */
+  void **cp_kv[3]; /* [2]: the ring of a recomputed forward (recompute=full, stage) */
+  int cp_sent[3], cp_recvd[3], cp_blocks[3];
+  gint64 cp_kv_n;
+  void *cp_m, *cp_l, *cp_acc, *cp_lse, *cp_dsum, *cp_dq;
+  void **cp_dkv;  /* partial K/V gradients received, by the step they are for */
+  void **cp_dout; /* partial K/V gradients after the block of each step, to send */
+  int cp_dsent, cp_drecvd;
 } vd_saved;
 
 typedef struct {
   int rank, tp, dp, pp; /* chip and its coordinates on the tp, dp and pp axes */
+  int cp;               /* its place on the context-parallel ring (0 without cp) */
   int ntensors;
   gint64 *n;                     /* elements held per tensor (its tensor-parallel shard) */
   gint64 **shard;                /* index map per tensor (NULL: whole) */
@@ -206,6 +230,7 @@ typedef struct {
   const ts_trace *tr;
   const ts_plan *plan;
   int T, D, P;     /* tp, dp, pp degrees */
+  int C;           /* cp degree: every layer holds tokens / C of each sequence (zig-zag) */
   int S;           /* ranks parameters are sharded over: the sharding group (shard=S), else D */
   int ax_shard;    /* trace axis of the sharding group (hybrid sharding), or -1 */
   int ax[TS_AX_N]; /* trace axis of each kind */
@@ -272,6 +297,20 @@ void vd_val_clear(vd_val *v);
 
 /* Frees the activations and saved state of every micro-batch of a chip. */
 void vd_rank_clear_acts(vd_exec *e, vd_rank *r);
+
+/* Context parallelism: the place in the whole sequence of local token t of cp rank c
+ * (chunks c and 2C - 1 - c of 2C). */
+int vd_cp_pos(const vd_exec *e, int c, int t, int tokens);
+/* A ring step of layer i's attention (micro u): pass 0 forward, 1 backward, 2 recomputed
+ * forward. */
+gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why);
+/* The buffer a ring send carries (dkv: a partial K/V gradient, else a K/V block), borrowed;
+ * NULL with *why. */
+const void *vd_cp_send(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean dkv, gint64 *n,
+                       char **why);
+/* A ring receive delivers data (taken) of n elements. */
+gboolean vd_cp_recv(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean dkv, void *data,
+                    gint64 n, char **why);
 
 /* ---- walking a trace (ts_validate_exec.c) -------------------------------------------- */
 
