@@ -118,7 +118,8 @@ struct ts_replay {
   GHashTable *group_expect; /* "group/base" -> expected simulated members + 1 */
   GArray *acts;             /* activity_rec */
   GArray *free_acts;        /* int */
-  GArray *ready_stack;      /* member_ref waiting to be started */
+  member_ref *ready;        /* ops waiting to be started (a stack: no call per push) */
+  int nready, ready_cap;
   GArray *spans;
   gint64 events;
   int outstanding;
@@ -280,7 +281,6 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   r->group_expect = g_hash_table_new_full(key3_hash, key3_equal, g_free, NULL);
   r->acts = g_array_new(FALSE, TRUE, sizeof(activity_rec));
   r->free_acts = g_array_new(FALSE, FALSE, sizeof(int));
-  r->ready_stack = g_array_new(FALSE, FALSE, sizeof(member_ref));
   r->spans = g_array_new(FALSE, FALSE, sizeof(ts_span));
   return r;
 }
@@ -319,7 +319,7 @@ void ts_replay_free(ts_replay *r)
   g_ptr_array_unref(r->rv_pool);
   g_array_unref(r->acts);
   g_array_unref(r->free_acts);
-  g_array_unref(r->ready_stack);
+  g_free(r->ready);
   g_array_unref(r->spans);
   g_hash_table_unref(r->p2p_sends);
   g_hash_table_unref(r->p2p_recvs);
@@ -398,6 +398,15 @@ static int group_base(const ts_replay *r, int group, int rank)
 }
 
 static void op_complete(ts_replay *r, int sim, int op, double end);
+
+static inline void ready_push(ts_replay *r, int sim, int op)
+{
+  if (G_UNLIKELY(r->nready == r->ready_cap)) {
+    r->ready_cap = r->ready_cap > 0 ? 2 * r->ready_cap : 256;
+    r->ready = g_renew(member_ref, r->ready, r->ready_cap);
+  }
+  r->ready[r->nready++] = (member_ref){sim, op};
+}
 
 static rendezvous *rendezvous_get(ts_replay *r)
 {
@@ -598,8 +607,7 @@ static void op_complete(ts_replay *r, int sim, int opi, double end)
     if (end > st[j].ready)
       st[j].ready = end;
     if (--st[j].remaining == 0) {
-      member_ref ref = {sim, j};
-      g_array_append_val(r->ready_stack, ref);
+      ready_push(r, sim, j);
     }
   }
 }
@@ -607,9 +615,8 @@ static void op_complete(ts_replay *r, int sim, int opi, double end)
 /* Starts everything that became ready, in a fixed order, so replays are deterministic. */
 static gboolean drain_ready(ts_replay *r, GError **error)
 {
-  while (r->ready_stack->len > 0) {
-    member_ref ref = g_array_index(r->ready_stack, member_ref, r->ready_stack->len - 1);
-    r->ready_stack->len--;
+  while (r->nready > 0) {
+    member_ref ref = r->ready[--r->nready];
     if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].ready, error))
       return FALSE;
   }
@@ -825,8 +832,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     const sim_rank *s = &r->sims[i];
     for (int k = r->progs[s->program].nops - 1; k >= 0; k--)
       if (s->st[k].remaining == 0) {
-        member_ref ref = {i, k};
-        g_array_append_val(r->ready_stack, ref);
+        ready_push(r, i, k);
       }
   }
   if (!drain_ready(r, error))

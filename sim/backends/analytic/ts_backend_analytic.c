@@ -5,17 +5,12 @@
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
 #include "ts_cost.h"
+#include "ts_evq.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct {
-  double t;
-  guint64 seq; /* insertion order breaks ties, so equal times replay deterministically */
-  guint64 token;
-} event;
 
 typedef struct {
   double device, launch;
@@ -39,8 +34,7 @@ typedef struct {
 
 typedef struct {
   const ts_topo *topo;
-  GArray *heap; /* event, binary min-heap on (t, seq) */
-  guint64 seq;
+  ts_evq q;               /* pending completions by (time, start order) */
   GHashTable *coll_cache; /* coll_key -> double* seconds */
   /* Degraded arrays (issue 14): the topology collectives crossing dead links see, by mask of
    * dimensions, built on first use; every chip's compute speed. */
@@ -58,50 +52,6 @@ typedef struct {
   double *coll_s;
   guint ncoll;
 } analytic;
-
-static gboolean ev_less(const event *a, const event *b)
-{
-  return a->t < b->t || (a->t == b->t && a->seq < b->seq);
-}
-
-static void heap_push(GArray *h, event e)
-{
-  g_array_append_val(h, e);
-  event *v = (event *)h->data;
-  guint i = h->len - 1;
-  while (i > 0) {
-    guint p = (i - 1) / 2;
-    if (!ev_less(&v[i], &v[p]))
-      break;
-    event tmp = v[i];
-    v[i] = v[p];
-    v[p] = tmp;
-    i = p;
-  }
-}
-
-static event heap_pop(GArray *h)
-{
-  event *v = (event *)h->data;
-  event top = v[0];
-  v[0] = v[h->len - 1];
-  g_array_set_size(h, h->len - 1);
-  guint n = h->len, i = 0;
-  for (;;) {
-    guint l = 2 * i + 1, r = l + 1, m = i;
-    if (l < n && ev_less(&v[l], &v[m]))
-      m = l;
-    if (r < n && ev_less(&v[r], &v[m]))
-      m = r;
-    if (m == i)
-      break;
-    event tmp = v[i];
-    v[i] = v[m];
-    v[m] = tmp;
-    i = m;
-  }
-  return top;
-}
 
 static inline guint64 mix64(guint64 h, guint64 w);
 
@@ -399,15 +349,15 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   default:
     break;
   }
-  heap_push(a->heap, (event){now + d, a->seq++, act->token});
+  ts_evq_push(&a->q, now + d, act->token);
   return TRUE;
 }
 
 static gboolean analytic_run(ts_backend *b, ts_replay *r, GError **error)
 {
   analytic *a = b->ctx;
-  while (a->heap->len > 0) {
-    event e = heap_pop(a->heap);
+  while (a->q.len > 0) {
+    ts_event e = ts_evq_pop(&a->q);
     if (!ts_replay_complete(r, e.token, e.t, error))
       return FALSE;
   }
@@ -417,7 +367,7 @@ static gboolean analytic_run(ts_backend *b, ts_replay *r, GError **error)
 static void analytic_free(ts_backend *b)
 {
   analytic *a = b->ctx;
-  g_array_unref(a->heap);
+  ts_evq_clear(&a->q);
   g_hash_table_unref(a->coll_cache);
   for (guint m = 0; m < G_N_ELEMENTS(a->degraded); m++)
     ts_topo_free(a->degraded[m]);
@@ -433,7 +383,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
 {
   analytic *a = g_new0(analytic, 1);
   a->topo = t;
-  a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
   a->mask_cache = g_hash_table_new_full(mask_key_hash, mask_key_equal, g_free, NULL);
   if (t->faults.nslow > 0) {
