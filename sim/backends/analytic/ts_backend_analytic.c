@@ -16,6 +16,14 @@ typedef struct {
   double device, launch;
 } op_cost;
 
+/* One op's entry in its program's table: a compute op's seconds, a resolved collective's
+ * distinct-collective index (ts_op.coll_id - 1; -1 otherwise). One array, so starting an op
+ * reads one place whatever its kind. */
+typedef struct {
+  op_cost c;
+  int coll;
+} op_entry;
+
 /* Compute costs by (flops, memory bytes, interned shape): a model's layers repeat once per
  * micro-batch and layer, so a program of a million ops has a few hundred distinct compute ops.
  * ts_cost_device and ts_cost_launch are functions of these and the chip alone. Open
@@ -41,11 +49,10 @@ typedef struct {
   ts_topo *degraded[1u << TS_MAX_DIMS];
   double *speed;
   GHashTable *mask_cache;    /* (shape, base chip) -> dead-link mask + 1, when links are dead */
-  op_cost **costs;           /* per program, per op: device and launch seconds (NULL: not yet) */
-  int **coll_idx;            /* per program, per op: distinct collective (ts_op.coll_id - 1), -1 */
-  int nprograms;             /* entries of costs and coll_idx */
+  op_entry **costs;          /* per program, per op (NULL: not made yet) */
+  int nprograms;             /* entries of costs */
   cost_memo memo;            /* compute costs by (flops, memory bytes, shape) */
-  const ts_trace *tables_of; /* the trace costs, coll_idx and coll_s were made for */
+  const ts_trace *tables_of; /* the trace costs and coll_s were made for */
   double *host_clock;        /* per rank: when its host has launched every op so far */
   /* Per distinct collective of the trace (ts_op.coll_id - 1) on the healthy array: seconds,
    * or -1 until first costed. A collective is then an index, not a key to hash. */
@@ -96,12 +103,9 @@ static op_cost memo_cost(analytic *a, const ts_op *op)
  * launch seconds, and each resolved collective's distinct-collective index. */
 static void tables_free(analytic *a)
 {
-  for (int p = 0; p < a->nprograms; p++) {
+  for (int p = 0; p < a->nprograms; p++)
     g_free(a->costs[p]);
-    g_free(a->coll_idx[p]);
-  }
   g_clear_pointer(&a->costs, g_free);
-  g_clear_pointer(&a->coll_idx, g_free);
   g_clear_pointer(&a->coll_s, g_free);
   a->nprograms = 0;
   a->ncoll = 0;
@@ -117,26 +121,23 @@ static void program_tables(analytic *a, const ts_trace *tr, int p)
     a->tables_of = tr;
   }
   if (a->costs == NULL) {
-    a->costs = g_new0(op_cost *, tr->nprograms);
-    a->coll_idx = g_new0(int *, tr->nprograms);
+    a->costs = g_new0(op_entry *, tr->nprograms);
     a->nprograms = tr->nprograms;
   }
   if (a->costs[p] != NULL)
     return;
   const ts_program *prog = &tr->programs[p];
   gsize n = prog->nops > 0 ? (gsize)prog->nops : 1;
-  op_cost *c = g_new0(op_cost, n);
-  int *ci = g_new(int, n);
+  op_entry *e = g_new0(op_entry, n);
   for (int k = 0; k < prog->nops; k++) {
     const ts_op *op = &prog->ops[k];
-    ci[k] = -1;
+    e[k].coll = -1;
     if (op->kind == TS_OP_COMPUTE)
-      c[k] = memo_cost(a, op);
+      e[k].c = memo_cost(a, op);
     else if (op->kind == TS_OP_COLL && ts_trace_coll_desc(tr, op) != NULL)
-      ci[k] = op->coll_id - 1;
+      e[k].coll = op->coll_id - 1;
   }
-  a->costs[p] = c;
-  a->coll_idx[p] = ci;
+  a->costs[p] = e;
 }
 
 /* An op's compute time: device and launch seconds from its program's table (a collapsed replay
@@ -146,8 +147,9 @@ static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, do
   if (a->host_clock == NULL)
     a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
   program_tables(a, ts_replay_trace(r), act->program);
-  const op_cost *c = &a->costs[act->program][act->index];
-  __builtin_prefetch(c + 8); /* ops start roughly in program order (no fault past the end) */
+  const op_entry *e = &a->costs[act->program][act->index];
+  __builtin_prefetch(e + 8); /* ops start roughly in program order (no fault past the end) */
+  const op_cost *c = &e->c;
   if (c->launch <= 0)
     return c->device;
   return ts_cost_issue(&a->host_clock[act->chip], now, c->device, c->launch);
@@ -278,7 +280,9 @@ static double coll_cost(analytic *a, ts_replay *r, const ts_activity *act, GErro
   if (a->topo->faults.ndead > 0)
     return coll_cost_keyed(a, op, act->group, act->chip, error);
   program_tables(a, tr, act->program);
-  int id = a->coll_idx[act->program][act->index];
+  const op_entry *e = &a->costs[act->program][act->index];
+  __builtin_prefetch(e + 8);
+  int id = e->coll;
   if (id < 0)
     return coll_cost_keyed(a, op, act->group, act->chip, error);
   if (a->coll_s == NULL || a->ncoll != tr->colls->len) {
