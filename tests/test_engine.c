@@ -1,5 +1,6 @@
 /* Tests of the trace form, the replay engine and the planner: closed forms and invariants. */
 #include "ts_coll_memo.h"
+#include "ts_evq.h"
 #include "ts_plan.h"
 #include "ts_replay.h"
 #include "ts_run.h"
@@ -252,6 +253,152 @@ Test(engine, coll_memo_equals_direct_time_and_skips_unregistered)
   cr_assert_not_null(err);
   g_clear_error(&err);
   ts_coll_memo_end();
+}
+
+/* Issue 15: the memo stores a choice (auto) under the algorithm it chose as well, which is what
+ * the backend asks for once the trace is resolved; that is right only if ts_coll_time of the
+ * chosen algorithm is, to the bit, the choice's time. Checked on every kind, on a ring, a torus
+ * and a switch, at sizes where different algorithms win. */
+Test(engine, choice_time_equals_chosen_algorithm_time_and_memo)
+{
+  g_autoptr(ts_topo) ring = ring_topo(8, 1e9, 1e-6);
+  g_autoptr(ts_topo) torus = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_topo) dgx = load_topo("dgx-a100-1node");
+  ts_group_shape ring_sh = {1, {{0, 8, 1}}}, torus_sh = {2, {{0, 8, 1}, {1, 8, 1}}},
+                 dgx_sh = {1, {{0, 8, 1}}};
+  const ts_topo *topos[] = {ring, torus, dgx};
+  const ts_group_shape *shapes[] = {&ring_sh, &torus_sh, &dgx_sh};
+  const double sizes[] = {64, 4096, 1e6, 3.3e8};
+  int checked = 0;
+  for (size_t ti = 0; ti < G_N_ELEMENTS(topos); ti++)
+    for (int kind = 0; kind < TS_COLL_NKINDS; kind++)
+      for (size_t si = 0; si < G_N_ELEMENTS(sizes); si++) {
+        GError *err = NULL;
+        ts_coll_algo chosen = TS_ALGO_AUTO;
+        double t_auto = ts_coll_time(topos[ti], (ts_coll_kind)kind, TS_ALGO_AUTO, shapes[ti],
+                                     sizes[si], &chosen, &err);
+        if (t_auto < 0) { /* no algorithm for this kind here */
+          g_clear_error(&err);
+          continue;
+        }
+        double t_chosen =
+            ts_coll_time(topos[ti], (ts_coll_kind)kind, chosen, shapes[ti], sizes[si], NULL, &err);
+        cr_assert_eq(t_auto, t_chosen, "%s on topology %zu, %g bytes: auto %.17g, %s %.17g",
+                     ts_coll_kind_name((ts_coll_kind)kind), ti, sizes[si], t_auto,
+                     ts_coll_algo_name(chosen), t_chosen);
+        const ts_topo *reg[] = {topos[ti]};
+        ts_coll_memo_begin(reg, 1);
+        ts_coll_algo mc = TS_ALGO_AUTO;
+        double m_auto = ts_coll_time_memo(topos[ti], (ts_coll_kind)kind, TS_ALGO_AUTO, shapes[ti],
+                                          sizes[si], &mc, &err);
+        ts_coll_algo mc2 = TS_ALGO_AUTO;
+        double m_chosen = ts_coll_time_memo(topos[ti], (ts_coll_kind)kind, chosen, shapes[ti],
+                                            sizes[si], &mc2, &err);
+        ts_coll_memo_end();
+        cr_assert(m_auto == t_auto && m_chosen == t_chosen && mc == chosen && mc2 == chosen);
+        checked++;
+      }
+  cr_assert_gt(checked, 30, "only %d cases checked", checked);
+}
+
+/* Issue 15: the analytic backend's event queue (a 4-ary heap) pops what a plain list searched
+ * for its least (time, insertion order) pops, run side by side on random pushes and pops with
+ * many equal times, never pushing before the last time popped (as a replay does). */
+Test(engine, event_queue_pops_in_time_then_insertion_order)
+{
+  GRand *rng = g_rand_new_with_seed(15);
+  int pops = 0;
+  for (int round = 0; round < 60; round++) {
+    ts_evq q = {0};
+    GArray *ref = g_array_new(FALSE, FALSE, sizeof(ts_event)); /* the reference queue */
+    int n = g_rand_int_range(rng, 1, 2000);
+    int levels = g_rand_int_range(rng, 1, 30); /* few distinct times: many ties */
+    double now = 0;
+    guint64 seq = 0;
+    int pushed = 0;
+    while (pushed < n || q.len > 0) {
+      cr_assert_eq(q.len, ref->len);
+      if (pushed < n && (q.len == 0 || g_rand_int_range(rng, 0, 3) > 0)) {
+        double t = now + g_rand_int_range(rng, 0, levels) * 0.25;
+        ts_evq_push(&q, t, (guint64)pushed);
+        ts_event e = {t, seq++, (guint64)pushed};
+        g_array_append_val(ref, e);
+        pushed++;
+        continue;
+      }
+      guint best = 0;
+      for (guint k = 1; k < ref->len; k++)
+        if (ts_event_less(&g_array_index(ref, ts_event, k), &g_array_index(ref, ts_event, best)))
+          best = k;
+      ts_event want = g_array_index(ref, ts_event, best);
+      g_array_remove_index(ref, best);
+      ts_event got = ts_evq_pop(&q);
+      cr_assert(got.token == want.token && got.t == want.t && got.seq == want.seq,
+                "round %d: popped token %" G_GUINT64_FORMAT " at %g, expected %" G_GUINT64_FORMAT
+                " at %g",
+                round, got.token, got.t, want.token, want.t);
+      now = got.t;
+      pops++;
+    }
+    g_array_unref(ref);
+    ts_evq_clear(&q);
+  }
+  g_rand_free(rng);
+  cr_assert_gt(pops, 1000);
+}
+
+/* A one-chip trace of n compute ops of `flops` each on one stream, plus one transfer over storage
+ * that has no bandwidth when bad is set (to check the error names it). */
+static ts_trace *compute_chain(const ts_topo *t, int n, double flops, gboolean bad)
+{
+  ts_trace *tr = ts_trace_new(t);
+  ts_group_shape none = {0};
+  ts_trace_add_axis(tr, "dp", 1, TRUE, &none);
+  ts_trace_set_programs(tr, 1);
+  ts_op c = {.kind = TS_OP_COMPUTE, .stream = 0, .flops = flops};
+  c.label = ts_trace_label(tr, "layer");
+  for (int i = 0; i < n; i++)
+    ts_trace_append(tr, 0, &c, NULL, 0);
+  if (bad) {
+    ts_op x = {.kind = TS_OP_XFER, .stream = 0, .resource = TS_RES_STORAGE, .bytes = 1e6};
+    x.label = ts_trace_label(tr, "checkpoint read");
+    ts_trace_append(tr, 0, &x, NULL, 0);
+  }
+  return tr;
+}
+
+/* Issue 15: the analytic backend keeps per-program cost tables and a cost memo keyed by the
+ * trace's interned shapes; a backend given a second trace must cost that trace, not the first,
+ * and name an op it cannot cost by its label (the engine passes labels only on errors). */
+Test(engine, analytic_backend_reused_for_another_trace_and_names_failing_op)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  g_autoptr(ts_trace) a = compute_chain(t, 10, 1e12, FALSE);
+  g_autoptr(ts_trace) b = compute_chain(t, 10, 3e12, FALSE);
+  GError *err = NULL;
+  ts_backend *be = ts_backend_analytic_new(t);
+  ts_replay_result ra, rb, fresh;
+  ts_replay *r = ts_replay_new(a, be, TS_REPLAY_COLLAPSED);
+  cr_assert(ts_replay_run(r, &ra, &err), "%s", err ? err->message : "");
+  ts_replay_free(r);
+  r = ts_replay_new(b, be, TS_REPLAY_COLLAPSED);
+  cr_assert(ts_replay_run(r, &rb, &err), "%s", err ? err->message : "");
+  ts_replay_free(r);
+  ts_backend_free(be);
+  be = ts_backend_analytic_new(t);
+  r = ts_replay_new(b, be, TS_REPLAY_COLLAPSED);
+  cr_assert(ts_replay_run(r, &fresh, &err), "%s", err ? err->message : "");
+  ts_replay_free(r);
+  ts_backend_free(be);
+  cr_assert_eq(rb.step_time_s, fresh.step_time_s, "reused %.17g != fresh %.17g", rb.step_time_s,
+               fresh.step_time_s);
+  cr_assert_float_eq(rb.step_time_s, 3 * ra.step_time_s, 1e-9 * rb.step_time_s);
+  cr_assert_eq(rb.events, 10);
+  g_autoptr(ts_trace) c = compute_chain(t, 3, 1e12, TRUE);
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
+  cr_assert_not(ts_run_replay(c, t, &ro, &ra, &err));
+  cr_assert(strstr(err->message, "'checkpoint read'") != NULL, "%s", err->message);
+  g_clear_error(&err);
 }
 
 Test(engine, tensor_parallel_faster_along_fast_dimension)

@@ -103,6 +103,19 @@ double ts_coll_time_memo(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
   nv->seconds = s;
   nv->chosen = got;
   g_hash_table_insert(g_memo, g_memdup2(&k, sizeof k), nv);
+  /* A choice (auto, nccl) is the time of the algorithm it chose, computed by the same call
+   * (ts_coll_time_ex evaluates each candidate as it evaluates a stated algorithm): remember it
+   * under that algorithm too, which is what the trace states once ts_trace_resolve_algos has
+   * replaced the choice, and what the backend then asks for. */
+  if (got != algo && ts_coll_algo_is_choice(algo) && !ts_coll_algo_is_choice(got)) {
+    k.algo = (int)got;
+    if (!g_hash_table_contains(g_memo, &k)) {
+      memo_val *cv = g_new(memo_val, 1);
+      cv->seconds = s;
+      cv->chosen = got;
+      g_hash_table_insert(g_memo, g_memdup2(&k, sizeof k), cv);
+    }
+  }
   if (chosen != NULL)
     *chosen = got;
   return s;

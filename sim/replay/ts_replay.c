@@ -13,7 +13,28 @@ typedef struct {
   int *npred;    /* predecessors per op (explicit deps + stream predecessor) */
   int *succ_off; /* nops + 1 offsets into succ */
   int *succ;
+  guint32 *info;    /* per op: what the engine reads of it (op_info_pack) */
+  gboolean sym_p2p; /* a send or receive along a symmetric axis or to an absolute peer */
 } prog_info;
+
+/* What the engine needs of an op on its hot path, packed into 32 bits and copied into the op's
+ * state, so that readying, starting and accounting for an op reads its state's cache line and
+ * not the trace's op (issue 15: in a sweep the trace is tens of MB, and loading each op's
+ * `kind` was half of the engine's time): kind (3 bits), category (3 bits) and, for a
+ * collective, its group + 1 (26 bits; 0 when it does not fit: the op is read then). */
+#define INFO_KIND(i) ((int)((i)&7u))
+#define INFO_CAT(i) ((int)(((i) >> 3) & 7u))
+#define INFO_GROUP1(i) ((int)((i) >> 6))
+#define INFO_MAX_GROUP1 ((1 << 26) - 1)
+G_STATIC_ASSERT(TS_OP_NKINDS <= 8 && TS_NCATS <= 8);
+
+static guint32 op_info_pack(const ts_op *o)
+{
+  guint32 g1 = o->kind == TS_OP_COLL && o->group >= 0 && o->group < INFO_MAX_GROUP1
+                   ? (guint32)o->group + 1
+                   : 0;
+  return (guint32)o->kind | (guint32)o->cat << 3 | g1 << 6;
+}
 
 /* One op's state in one simulated rank, kept together (one cache line holds two ops), so
  * completing an op and readying its successors touches one place per op, not five arrays. */
@@ -21,9 +42,16 @@ typedef struct {
   double ready;  /* max end time of completed predecessors */
   double start;  /* activity start (when the backend began it) */
   double end;    /* completion */
-  int remaining; /* predecessors not yet complete */
-  int done;
+  int remaining; /* predecessors not yet complete; -1 once the op has completed */
+  guint32 info;  /* op_info_pack of the op */
 } op_state;
+G_STATIC_ASSERT(sizeof(op_state) == 32);
+
+/* Activities of one op (a compute op, a collective with one simulated member) need no record:
+ * their token is the op itself, (sim, op) with the top bit set. Records (and their tokens,
+ * indices below 2^63) are for collectives of several members and send/receive pairs. */
+#define TOKEN_OP_BIT ((guint64)1 << 63)
+#define TOKEN_OF_OP(sim, op) (TOKEN_OP_BIT | (guint64)(guint32)(sim) << 32 | (guint64)(guint32)(op))
 
 /* One simulated rank's state. */
 typedef struct {
@@ -90,63 +118,78 @@ struct ts_replay {
   GHashTable *group_expect; /* "group/base" -> expected simulated members + 1 */
   GArray *acts;             /* activity_rec */
   GArray *free_acts;        /* int */
-  GArray *ready_stack;      /* member_ref waiting to be started */
+  member_ref *ready;        /* ops waiting to be started (a stack: no call per push) */
+  int nready, ready_cap;
   GArray *spans;
   gint64 events;
   int outstanding;
 };
 
-static void prog_info_init(prog_info *pi, const ts_program *p)
+/* Three passes over the program's ops (issue 15: ts_replay_new was 6% of a sweep): what the
+ * engine reads of each op and the streams' range; stream predecessors with the predecessor and
+ * successor counts; the successor lists, in the order deps then stream successor per op. */
+static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *p)
 {
   int n = p->nops;
+  gsize n1 = n > 0 ? (gsize)n : 1;
   pi->nops = n;
-  pi->npred = g_new0(int, n > 0 ? n : 1);
-  pi->succ_off = g_new0(int, n + 1);
-  /* Last op seen per stream gives each op its stream predecessor: an array over the streams'
-   * range (a handful of small numbers in planner traces), a hash table when it is wide. */
+  pi->npred = g_new(int, n1);
+  pi->info = g_new(guint32, n1);
+  pi->succ_off = g_new0(int, (gsize)n + 1);
+  pi->sym_p2p = FALSE;
   int smin = 0, smax = -1;
   for (int i = 0; i < n; i++) {
-    int st = p->ops[i].stream;
-    if (i == 0 || st < smin)
-      smin = st;
-    if (i == 0 || st > smax)
-      smax = st;
+    const ts_op *o = &p->ops[i];
+    pi->info[i] = op_info_pack(o);
+    /* A send along a symmetric axis pairs ranks of the same class: its partner is not a
+     * class representative, so collapsing cannot replay it. */
+    if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) &&
+        (o->peer > 0 || tr->axes[o->axis].symmetric))
+      pi->sym_p2p = TRUE;
+    if (i == 0 || o->stream < smin)
+      smin = o->stream;
+    if (i == 0 || o->stream > smax)
+      smax = o->stream;
   }
+  /* Last op seen per stream gives each op its stream predecessor: an array over the streams'
+   * range (a handful of small numbers in planner traces), a hash table when it is wide. */
   gboolean dense = n == 0 || (gint64)smax - smin < 4096;
   int *last_dense = dense ? g_new(int, n > 0 ? smax - smin + 1 : 1) : NULL;
   for (int k = 0; dense && k <= smax - smin; k++)
     last_dense[k] = -1;
   GHashTable *last = dense ? NULL : g_hash_table_new(g_direct_hash, g_direct_equal);
-  int *stream_pred = g_new(int, n > 0 ? n : 1);
+  int *stream_pred = g_new(int, n1);
+  int *succ_n = pi->succ_off + 1; /* successors per op, then prefix sums */
   for (int i = 0; i < n; i++) {
-    int st = p->ops[i].stream;
+    const ts_op *o = &p->ops[i];
+    int st = o->stream, sp;
     if (dense) {
-      stream_pred[i] = last_dense[st - smin];
+      sp = last_dense[st - smin];
       last_dense[st - smin] = i;
-      continue;
+    } else {
+      gpointer v;
+      sp = g_hash_table_lookup_extended(last, GINT_TO_POINTER(st), NULL, &v) ? GPOINTER_TO_INT(v)
+                                                                             : -1;
+      g_hash_table_insert(last, GINT_TO_POINTER(st), GINT_TO_POINTER(i));
     }
-    gpointer v;
-    stream_pred[i] =
-        g_hash_table_lookup_extended(last, GINT_TO_POINTER(st), NULL, &v) ? GPOINTER_TO_INT(v) : -1;
-    g_hash_table_insert(last, GINT_TO_POINTER(st), GINT_TO_POINTER(i));
+    stream_pred[i] = sp;
+    pi->npred[i] = o->ndeps + (sp >= 0);
+    for (int k = 0; k < o->ndeps; k++)
+      succ_n[o->deps[k]]++;
+    if (sp >= 0)
+      succ_n[sp]++;
   }
   g_free(last_dense);
   if (last != NULL)
     g_hash_table_unref(last);
-  for (int i = 0; i < n; i++) {
-    pi->npred[i] = p->ops[i].ndeps + (stream_pred[i] >= 0);
-    for (int k = 0; k < p->ops[i].ndeps; k++)
-      pi->succ_off[p->ops[i].deps[k] + 1]++;
-    if (stream_pred[i] >= 0)
-      pi->succ_off[stream_pred[i] + 1]++;
-  }
   for (int i = 0; i < n; i++)
     pi->succ_off[i + 1] += pi->succ_off[i];
   pi->succ = g_new(int, pi->succ_off[n] > 0 ? pi->succ_off[n] : 1);
-  int *fill = g_memdup2(pi->succ_off, sizeof(int) * (gsize)(n > 0 ? n : 1));
+  int *fill = g_memdup2(pi->succ_off, sizeof(int) * n1);
   for (int i = 0; i < n; i++) {
-    for (int k = 0; k < p->ops[i].ndeps; k++)
-      pi->succ[fill[p->ops[i].deps[k]]++] = i;
+    const ts_op *o = &p->ops[i];
+    for (int k = 0; k < o->ndeps; k++)
+      pi->succ[fill[o->deps[k]]++] = i;
     if (stream_pred[i] >= 0)
       pi->succ[fill[stream_pred[i]]++] = i;
   }
@@ -188,29 +231,18 @@ static void queue_free(gpointer p)
   g_queue_free_full(p, g_free);
 }
 
-static gboolean needs_full(const ts_trace *tr)
-{
-  /* A send along a symmetric axis pairs ranks of the same class: its partner is not a
-   * class representative, so collapsing cannot replay it. */
-  for (int p = 0; p < tr->nprograms; p++)
-    for (int i = 0; i < tr->programs[p].nops; i++) {
-      const ts_op *o = &tr->programs[p].ops[i];
-      if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) &&
-          (o->peer > 0 || tr->axes[o->axis].symmetric))
-        return TRUE;
-    }
-  return FALSE;
-}
-
 ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
 {
   ts_replay *r = g_new0(ts_replay, 1);
   r->tr = tr;
   r->backend = b;
-  r->mode = mode == TS_REPLAY_COLLAPSED && needs_full(tr) ? TS_REPLAY_FULL : mode;
   r->progs = g_new0(prog_info, tr->nprograms);
-  for (int p = 0; p < tr->nprograms; p++)
-    prog_info_init(&r->progs[p], &tr->programs[p]);
+  gboolean sym_p2p = FALSE;
+  for (int p = 0; p < tr->nprograms; p++) {
+    prog_info_init(&r->progs[p], tr, &tr->programs[p]);
+    sym_p2p = sym_p2p || r->progs[p].sym_p2p;
+  }
+  r->mode = mode == TS_REPLAY_COLLAPSED && sym_p2p ? TS_REPLAY_FULL : mode;
   r->sim_of_rank = g_new(int, tr->nranks);
   GArray *sims = g_array_new(FALSE, TRUE, sizeof(sim_rank));
   guint ng = tr->groups->len > 0 ? tr->groups->len : 1;
@@ -227,10 +259,11 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
-    s.st = g_new0(op_state, n > 0 ? n : 1);
+    s.st = g_new(op_state, n > 0 ? n : 1);
     const int *npred = r->progs[s.program].npred;
+    const guint32 *info = r->progs[s.program].info;
     for (int k = 0; k < n; k++)
-      s.st[k].remaining = npred[k];
+      s.st[k] = (op_state){0.0, 0.0, 0.0, npred[k], info[k]};
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
     s.expect = g_new(int, ng);
@@ -249,7 +282,6 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   r->group_expect = g_hash_table_new_full(key3_hash, key3_equal, g_free, NULL);
   r->acts = g_array_new(FALSE, TRUE, sizeof(activity_rec));
   r->free_acts = g_array_new(FALSE, FALSE, sizeof(int));
-  r->ready_stack = g_array_new(FALSE, FALSE, sizeof(member_ref));
   r->spans = g_array_new(FALSE, FALSE, sizeof(ts_span));
   return r;
 }
@@ -262,6 +294,7 @@ void ts_replay_free(ts_replay *r)
     g_free(r->progs[p].npred);
     g_free(r->progs[p].succ_off);
     g_free(r->progs[p].succ);
+    g_free(r->progs[p].info);
   }
   g_free(r->progs);
   for (int i = 0; i < r->nsim; i++) {
@@ -287,7 +320,7 @@ void ts_replay_free(ts_replay *r)
   g_ptr_array_unref(r->rv_pool);
   g_array_unref(r->acts);
   g_array_unref(r->free_acts);
-  g_array_unref(r->ready_stack);
+  g_free(r->ready);
   g_array_unref(r->spans);
   g_hash_table_unref(r->p2p_sends);
   g_hash_table_unref(r->p2p_recvs);
@@ -367,6 +400,15 @@ static int group_base(const ts_replay *r, int group, int rank)
 
 static void op_complete(ts_replay *r, int sim, int op, double end);
 
+static inline void ready_push(ts_replay *r, int sim, int op)
+{
+  if (G_UNLIKELY(r->nready == r->ready_cap)) {
+    r->ready_cap = r->ready_cap > 0 ? 2 * r->ready_cap : 256;
+    r->ready = g_renew(member_ref, r->ready, r->ready_cap);
+  }
+  r->ready[r->nready++] = (member_ref){sim, op};
+}
+
 static rendezvous *rendezvous_get(ts_replay *r)
 {
   if (r->rv_pool->len > 0) {
@@ -379,64 +421,70 @@ static rendezvous *rendezvous_get(ts_replay *r)
   return rv;
 }
 
+/* An activity of one op (compute, off-chip, a collective with one simulated member): no
+ * record, its token names the op. The label is looked up only for backends that read it on
+ * every activity (the analytic backend reads it on errors, from the op). */
+static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, int chip,
+                             const ts_group *group, double now, GError **error)
+{
+  sim_rank *s = &r->sims[sim];
+  const ts_op *op = op_of(r, sim, opi);
+  ts_activity act = {0};
+  act.token = TOKEN_OF_OP(sim, opi);
+  act.kind = kind;
+  act.op = op;
+  act.chip = chip;
+  act.group = group;
+  act.nmembers_simulated = group != NULL ? 1 : 0;
+  act.label = r->backend->label_on_error_only ? NULL : g_ptr_array_index(r->tr->labels, op->label);
+  act.program = s->program;
+  act.index = opi;
+  r->outstanding++;
+  s->st[opi].start = now;
+  return r->backend->start(r->backend, r, &act, now, error);
+}
+
 /* An op whose predecessors are all complete: start it, join its rendezvous, or match it. */
 static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **error)
 {
   sim_rank *s = &r->sims[sim];
-  const ts_op *op = op_of(r, sim, opi);
-  switch (op->kind) {
+  guint32 info = s->st[opi].info;
+  int kind = INFO_KIND(info);
+  switch (kind) {
   case TS_OP_WAIT:
     s->st[opi].start = now;
     op_complete(r, sim, opi, now);
     return TRUE;
   case TS_OP_COMPUTE:
   case TS_OP_XFER:
-  case TS_OP_DELAY: {
-    int idx = activity_new(r);
-    activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-    a->inl[0] = (member_ref){sim, opi};
-    a->ninl = 1;
-    a->act.kind = op->kind;
-    a->act.op = op;
-    a->act.chip = s->rank;
-    a->act.label = g_ptr_array_index(r->tr->labels, op->label);
-    a->act.program = s->program;
-    a->act.index = opi;
-    return activity_start(r, idx, now, error);
-  }
+  case TS_OP_DELAY:
+    return start_single(r, sim, opi, (ts_op_kind)kind, s->rank, NULL, now, error);
   case TS_OP_COLL: {
-    if (s->base[op->group] < 0) {
-      s->base[op->group] = group_base(r, op->group, s->rank);
-      if (s->base[op->group] >= 0)
-        s->expect[op->group] = group_expected(r, op->group, s->base[op->group]);
+    int group = INFO_GROUP1(info) - 1;
+    if (group < 0)
+      group = op_of(r, sim, opi)->group;
+    if (s->base[group] < 0) {
+      s->base[group] = group_base(r, group, s->rank);
+      if (s->base[group] >= 0)
+        s->expect[group] = group_expected(r, group, s->base[group]);
     }
-    int base = s->base[op->group];
+    int base = s->base[group];
     if (base < 0) {
+      const ts_op *op = op_of(r, sim, opi);
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "rank %d op %d '%s': collective on group %s, which does not list rank %d",
                   s->rank, opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
                   ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name, s->rank);
       return FALSE;
     }
-    int seq = s->coll_seq[op->group]++;
-    int expected = s->expect[op->group];
-    if (expected == 1) {
+    int seq = s->coll_seq[group]++;
+    int expected = s->expect[group];
+    if (expected == 1)
       /* The only simulated member (every collective of a collapsed replay on a symmetric
        * axis): no rendezvous to meet at, it starts now, as a compute op does. */
-      int idx = activity_new(r);
-      activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
-      a->inl[0] = (member_ref){sim, opi};
-      a->ninl = 1;
-      a->act.kind = TS_OP_COLL;
-      a->act.op = op;
-      a->act.chip = base;
-      a->act.group = g_ptr_array_index(r->tr->groups, op->group);
-      a->act.nmembers_simulated = 1;
-      a->act.label = g_ptr_array_index(r->tr->labels, op->label);
-      a->act.program = s->program;
-      a->act.index = opi;
-      return activity_start(r, idx, now > 0 ? now : 0.0, error);
-    }
+      return start_single(r, sim, opi, TS_OP_COLL, base, g_ptr_array_index(r->tr->groups, group),
+                          now > 0 ? now : 0.0, error);
+    const ts_op *op = op_of(r, sim, opi);
     key3 k = {op->group, base, seq};
     rendezvous *rv = g_hash_table_lookup(r->rendezvous, &k);
     if (rv == NULL) {
@@ -483,6 +531,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
+    const ts_op *op = op_of(r, sim, opi);
     int *cached = op->peer > 0 || op->axis < 0 || op->axis >= TS_MAX_AXES ? NULL
                   : op->offset == 1                                       ? &s->peer_fwd[op->axis]
                   : op->offset == -1                                      ? &s->peer_back[op->axis]
@@ -551,16 +600,22 @@ static void op_complete(ts_replay *r, int sim, int opi, double end)
   sim_rank *s = &r->sims[sim];
   op_state *st = s->st;
   st[opi].end = end;
-  st[opi].done = 1;
+  st[opi].remaining = -1; /* done */
   s->ndone++;
   const prog_info *pi = &r->progs[s->program];
-  for (int k = pi->succ_off[opi]; k < pi->succ_off[opi + 1]; k++) {
+  /* A rank's ops complete roughly in program order, but tens of ranks' programs interleave,
+   * more streams than the hardware prefetcher follows: ask for the lines a few ops on. */
+  int ahead = opi + 8 < pi->nops ? opi + 8 : pi->nops - 1;
+  __builtin_prefetch(&st[ahead], 1);
+  __builtin_prefetch(&pi->succ_off[ahead]);
+  int k0 = pi->succ_off[opi], k1 = pi->succ_off[opi + 1], nsucc = pi->succ_off[pi->nops];
+  __builtin_prefetch(&pi->succ[k1 + 16 < nsucc ? k1 + 16 : k0]);
+  for (int k = k0; k < k1; k++) {
     int j = pi->succ[k];
     if (end > st[j].ready)
       st[j].ready = end;
     if (--st[j].remaining == 0) {
-      member_ref ref = {sim, j};
-      g_array_append_val(r->ready_stack, ref);
+      ready_push(r, sim, j);
     }
   }
 }
@@ -568,9 +623,8 @@ static void op_complete(ts_replay *r, int sim, int opi, double end)
 /* Starts everything that became ready, in a fixed order, so replays are deterministic. */
 static gboolean drain_ready(ts_replay *r, GError **error)
 {
-  while (r->ready_stack->len > 0) {
-    member_ref ref = g_array_index(r->ready_stack, member_ref, r->ready_stack->len - 1);
-    r->ready_stack->len--;
+  while (r->nready > 0) {
+    member_ref ref = r->ready[--r->nready];
     if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].ready, error))
       return FALSE;
   }
@@ -579,6 +633,16 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 
 gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error)
 {
+  if (token & TOKEN_OP_BIT) {
+    int sim = (int)(guint32)((token & ~TOKEN_OP_BIT) >> 32), op = (int)(guint32)token;
+    g_return_val_if_fail(sim < r->nsim && op < r->progs[r->sims[sim].program].nops &&
+                             r->sims[sim].st[op].remaining == 0,
+                         FALSE);
+    r->outstanding--;
+    r->events++;
+    op_complete(r, sim, op, end_s);
+    return drain_ready(r, error);
+  }
   g_return_val_if_fail(token < r->acts->len, FALSE);
   activity_rec *a = &g_array_index(r->acts, activity_rec, token);
   g_return_val_if_fail(a->in_use, FALSE);
@@ -710,28 +774,29 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   out->rank = s->rank;
   ival *comp = g_new(ival, p->nops + 1), *comm = g_new(ival, p->nops + 1);
   int *comm_cat = g_new(int, p->nops + 1);
-  int nc = 0, nm = 0;
+  /* Communication is sorted with its categories, so each category's intervals stay sorted. */
+  cival *cc = g_new(cival, p->nops + 1);
+  /* Pipeline bubble: the rank waits for a pipeline receive whose partner has not sent yet
+   * (from when the receive could start to when the transfer began), doing nothing else. */
+  ival *wait = g_new(ival, p->nops + 1);
+  int nc = 0, nm = 0, nw = 0;
   for (int i = 0; i < p->nops; i++) {
-    const ts_op *o = &p->ops[i];
-    double d = s->st[i].end - s->st[i].start;
-    if (s->st[i].end > out->end_s)
-      out->end_s = s->st[i].end;
-    out->cat_s[o->cat] += d;
+    const op_state *st = &s->st[i];
+    int kind = INFO_KIND(st->info), cat = INFO_CAT(st->info);
+    double d = st->end - st->start;
+    if (st->end > out->end_s)
+      out->end_s = st->end;
+    out->cat_s[cat] += d;
     /* Off-chip transfers and fixed durations count as busy time, as the compute-like ops
      * that stood for them in format 1 did. */
-    if (o->kind == TS_OP_COMPUTE || o->kind == TS_OP_XFER || o->kind == TS_OP_DELAY)
-      comp[nc++] = (ival){s->st[i].start, s->st[i].end};
-    else if (is_comm(o->kind))
-      comm[nm++] = (ival){s->st[i].start, s->st[i].end};
+    if (kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY)
+      comp[nc++] = (ival){st->start, st->end};
+    else if (is_comm(kind))
+      cc[nm++] = (cival){{st->start, st->end}, cat};
+    if (kind == TS_OP_RECV && cat == TS_CAT_COMM_PP && st->start > st->ready)
+      wait[nw++] = (ival){st->ready, st->start};
   }
   out->compute_s = union_len(comp, nc); /* sorts comp */
-  /* Sort communication with its categories, so each category's intervals stay sorted. */
-  cival *cc = g_new(cival, nm + 1);
-  for (int i = 0, k = 0; i < p->nops; i++)
-    if (is_comm(p->ops[i].kind)) {
-      cc[k] = (cival){comm[k], (int)p->ops[i].cat};
-      k++;
-    }
   cival_sort(cc, (size_t)nm);
   for (int i = 0; i < nm; i++) {
     comm[i] = cc[i].v;
@@ -742,14 +807,6 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   double u_all = union_len_merged(comp, nc, comm, nm);
   out->exposed_comm_s = u_all - out->compute_s;
   out->idle_s = out->end_s - u_all;
-  /* Pipeline bubble: the rank waits for a pipeline receive whose partner has not sent yet
-   * (from when the receive could start to when the transfer began), doing nothing else. */
-  ival *wait = g_new(ival, p->nops + 1);
-  int nw = 0;
-  for (int i = 0; i < p->nops; i++)
-    if (p->ops[i].kind == TS_OP_RECV && p->ops[i].cat == TS_CAT_COMM_PP &&
-        s->st[i].start > s->st[i].ready)
-      wait[nw++] = (ival){s->st[i].ready, s->st[i].start};
   if (nw > 0) {
     ival *busy = g_new(ival, nc + nm + 1);
     int nb = 0;
@@ -783,8 +840,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     const sim_rank *s = &r->sims[i];
     for (int k = r->progs[s->program].nops - 1; k >= 0; k--)
       if (s->st[k].remaining == 0) {
-        member_ref ref = {i, k};
-        g_array_append_val(r->ready_stack, ref);
+        ready_push(r, i, k);
       }
   }
   if (!drain_ready(r, error))
@@ -798,7 +854,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     if (s->ndone == n)
       continue;
     for (int k = 0; k < n; k++)
-      if (!s->st[k].done && s->st[k].remaining == 0) {
+      if (s->st[k].remaining == 0) { /* ready, not done */
         const ts_op *o = op_of(r, i, k);
         const char *what = o->kind == TS_OP_COLL ? "its collective's other members never arrived"
                                                  : "its send/recv partner never arrived";
@@ -836,6 +892,13 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
       }
     }
   return TRUE;
+}
+
+const char *ts_activity_label(const ts_replay *r, const ts_activity *act)
+{
+  if (act->label != NULL)
+    return act->label;
+  return act->op != NULL ? g_ptr_array_index(r->tr->labels, act->op->label) : "";
 }
 
 void ts_backend_free(ts_backend *b)

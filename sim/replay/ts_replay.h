@@ -21,7 +21,7 @@ typedef struct {
   int peer;               /* SEND: destination chip */
   const ts_group *group;  /* COLL */
   int nmembers_simulated; /* COLL: members present in this replay (1 in collapsed mode) */
-  const char *label;
+  const char *label;      /* NULL for a backend with label_on_error_only (then the op's label) */
   int program; /* the op's program (for COLL and SEND, the first member's and the sender's) */
   int index;   /* the op's index in that program, so backends keep per-op tables */
 } ts_activity;
@@ -37,7 +37,14 @@ struct ts_backend {
   gboolean (*start)(ts_backend *b, ts_replay *r, const ts_activity *a, double now, GError **error);
   gboolean (*run)(ts_backend *b, ts_replay *r, GError **error);
   void (*free)(ts_backend *b);
+  /* Added with issue 15: the backend reads an activity's label only to name it in an error
+   * (from the trace's labels, by act->op->label), so the engine passes label = NULL and does
+   * not load the op to find it. */
+  gboolean label_on_error_only;
 };
+
+/** An activity's label (act->label, or the op's label when the engine passed NULL). */
+const char *ts_activity_label(const ts_replay *r, const ts_activity *act);
 
 typedef enum {
   TS_REPLAY_COLLAPSED, /* one rank per class of identical ranks (all symmetric-axis coords 0) */

@@ -5,6 +5,7 @@
 #include "ts_coll_members.h"
 #include "ts_degrade.h"
 #include "ts_cost.h"
+#include "ts_evq.h"
 #include "ts_replay.h"
 #include "ts_util.h"
 
@@ -12,102 +13,146 @@
 #include <string.h>
 
 typedef struct {
-  double t;
-  guint64 seq; /* insertion order breaks ties, so equal times replay deterministically */
-  guint64 token;
-} event;
+  double device, launch;
+} op_cost;
+
+/* One op's entry in its program's table: a compute op's seconds, a resolved collective's
+ * distinct-collective index (ts_op.coll_id - 1; -1 otherwise). One array, so starting an op
+ * reads one place whatever its kind. */
+typedef struct {
+  op_cost c;
+  int coll;
+} op_entry;
+
+/* Compute costs by (flops, memory bytes, interned shape): a model's layers repeat once per
+ * micro-batch and layer, so a program of a million ops has a few hundred distinct compute ops.
+ * ts_cost_device and ts_cost_launch are functions of these and the chip alone. Open
+ * addressing, linear probing, at most half full. */
+typedef struct {
+  guint64 flops, mem; /* the doubles' bits */
+  const ts_op_shape *shape;
+  op_cost c;
+  gboolean used;
+} memo_slot;
+
+typedef struct {
+  memo_slot *slots;
+  guint cap, len;
+} cost_memo;
 
 typedef struct {
   const ts_topo *topo;
-  GArray *heap; /* event, binary min-heap on (t, seq) */
-  guint64 seq;
+  ts_evq q;               /* pending completions by (time, start order) */
   GHashTable *coll_cache; /* coll_key -> double* seconds */
   /* Degraded arrays (issue 14): the topology collectives crossing dead links see, by mask of
    * dimensions, built on first use; every chip's compute speed. */
   ts_topo *degraded[1u << TS_MAX_DIMS];
   double *speed;
-  GHashTable *mask_cache; /* (shape, base chip) -> dead-link mask + 1, when links are dead */
-  double **costs;         /* per program, per op: device and launch seconds (-1: not yet) */
-  int nprograms;          /* entries of costs */
-  double *host_clock;     /* per rank: when its host has launched every op so far */
+  GHashTable *mask_cache;    /* (shape, base chip) -> dead-link mask + 1, when links are dead */
+  op_entry **costs;          /* per program, per op (NULL: not made yet) */
+  int nprograms;             /* entries of costs */
+  cost_memo memo;            /* compute costs by (flops, memory bytes, shape) */
+  const ts_trace *tables_of; /* the trace costs and coll_s were made for */
+  double *host_clock;        /* per rank: when its host has launched every op so far */
   /* Per distinct collective of the trace (ts_op.coll_id - 1) on the healthy array: seconds,
    * or -1 until first costed. A collective is then an index, not a key to hash. */
   double *coll_s;
   guint ncoll;
 } analytic;
 
-static gboolean ev_less(const event *a, const event *b)
-{
-  return a->t < b->t || (a->t == b->t && a->seq < b->seq);
-}
+static inline guint64 mix64(guint64 h, guint64 w);
 
-static void heap_push(GArray *h, event e)
+static op_cost memo_cost(analytic *a, const ts_op *op)
 {
-  g_array_append_val(h, e);
-  event *v = (event *)h->data;
-  guint i = h->len - 1;
-  while (i > 0) {
-    guint p = (i - 1) / 2;
-    if (!ev_less(&v[i], &v[p]))
-      break;
-    event tmp = v[i];
-    v[i] = v[p];
-    v[p] = tmp;
-    i = p;
+  guint64 fb, mb;
+  memcpy(&fb, &op->flops, sizeof fb);
+  memcpy(&mb, &op->mem_bytes, sizeof mb);
+  cost_memo *m = &a->memo;
+  if (2 * (m->len + 1) > m->cap) {
+    guint cap = m->cap > 0 ? 2 * m->cap : 1024;
+    memo_slot *old = m->slots;
+    guint ocap = m->cap;
+    m->slots = g_new0(memo_slot, cap);
+    m->cap = cap;
+    for (guint i = 0; i < ocap; i++)
+      if (old[i].used) {
+        guint h = (guint)mix64(mix64(mix64(0, old[i].flops), old[i].mem),
+                               (guint64)(guintptr)old[i].shape);
+        guint j = h & (cap - 1);
+        while (m->slots[j].used)
+          j = (j + 1) & (cap - 1);
+        m->slots[j] = old[i];
+      }
+    g_free(old);
   }
+  guint h = (guint)mix64(mix64(mix64(0, fb), mb), (guint64)(guintptr)op->shape);
+  guint j = h & (m->cap - 1);
+  for (; m->slots[j].used; j = (j + 1) & (m->cap - 1))
+    if (m->slots[j].flops == fb && m->slots[j].mem == mb && m->slots[j].shape == op->shape)
+      return m->slots[j].c;
+  const ts_chip *chip = &a->topo->chip;
+  op_cost c = {ts_cost_device(chip, op->flops, op->mem_bytes, op->shape),
+               ts_cost_launch(chip, op->flops, op->mem_bytes, op->shape)};
+  m->slots[j] = (memo_slot){fb, mb, op->shape, c, TRUE};
+  m->len++;
+  return c;
 }
 
-static event heap_pop(GArray *h)
+/* A program's per-op tables, made when one of its ops is first started, in one pass over the
+ * program in order (the trace's ops are read there, not at every start): compute ops' device and
+ * launch seconds, and each resolved collective's distinct-collective index. */
+static void tables_free(analytic *a)
 {
-  event *v = (event *)h->data;
-  event top = v[0];
-  v[0] = v[h->len - 1];
-  g_array_set_size(h, h->len - 1);
-  guint n = h->len, i = 0;
-  for (;;) {
-    guint l = 2 * i + 1, r = l + 1, m = i;
-    if (l < n && ev_less(&v[l], &v[m]))
-      m = l;
-    if (r < n && ev_less(&v[r], &v[m]))
-      m = r;
-    if (m == i)
-      break;
-    event tmp = v[i];
-    v[i] = v[m];
-    v[m] = tmp;
-    i = m;
-  }
-  return top;
+  for (int p = 0; p < a->nprograms; p++)
+    g_free(a->costs[p]);
+  g_clear_pointer(&a->costs, g_free);
+  g_clear_pointer(&a->coll_s, g_free);
+  a->nprograms = 0;
+  a->ncoll = 0;
+  /* The memo's shapes are the trace's interned copies: another trace's may reuse the address. */
+  g_clear_pointer(&a->memo.slots, g_free);
+  a->memo.cap = a->memo.len = 0;
 }
 
-/* An op's compute time, costed once per op (a collapsed replay starts each op once per
- * simulated rank; a full one once per rank): device and launch seconds in a per-program table,
- * indexed by the op's position in its program. */
+static void program_tables(analytic *a, const ts_trace *tr, int p)
+{
+  if (a->tables_of != tr) { /* a backend reused for another trace: its tables are not these */
+    tables_free(a);
+    a->tables_of = tr;
+  }
+  if (a->costs == NULL) {
+    a->costs = g_new0(op_entry *, tr->nprograms);
+    a->nprograms = tr->nprograms;
+  }
+  if (a->costs[p] != NULL)
+    return;
+  const ts_program *prog = &tr->programs[p];
+  gsize n = prog->nops > 0 ? (gsize)prog->nops : 1;
+  op_entry *e = g_new0(op_entry, n);
+  for (int k = 0; k < prog->nops; k++) {
+    const ts_op *op = &prog->ops[k];
+    e[k].coll = -1;
+    if (op->kind == TS_OP_COMPUTE)
+      e[k].c = memo_cost(a, op);
+    else if (op->kind == TS_OP_COLL && ts_trace_coll_desc(tr, op) != NULL)
+      e[k].coll = op->coll_id - 1;
+  }
+  a->costs[p] = e;
+}
+
+/* An op's compute time: device and launch seconds from its program's table (a collapsed replay
+ * starts each op once per simulated rank; a full one once per rank). */
 static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, double now)
 {
-  if (a->costs == NULL) {
-    const ts_trace *tr = ts_replay_trace(r);
-    a->costs = g_new0(double *, tr->nprograms);
-    a->nprograms = tr->nprograms;
-    a->host_clock = g_new0(double, tr->nranks);
-  }
-  int p = act->program;
-  if (a->costs[p] == NULL) {
-    int nops = ts_replay_trace(r)->programs[p].nops;
-    a->costs[p] = g_new(double, 2 * (gsize)nops);
-    for (gsize k = 0; k < 2 * (gsize)nops; k++)
-      a->costs[p][k] = -1.0;
-  }
-  double *c = &a->costs[p][2 * (gsize)act->index];
-  if (c[0] < 0) {
-    const ts_chip *chip = &a->topo->chip;
-    const ts_op *op = act->op;
-    c[0] = ts_cost_device(chip, op->flops, op->mem_bytes, op->shape);
-    c[1] = ts_cost_launch(chip, op->flops, op->mem_bytes, op->shape);
-  }
-  if (c[1] <= 0)
-    return c[0];
-  return ts_cost_issue(&a->host_clock[act->chip], now, c[0], c[1]);
+  if (a->host_clock == NULL)
+    a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
+  program_tables(a, ts_replay_trace(r), act->program);
+  const op_entry *e = &a->costs[act->program][act->index];
+  __builtin_prefetch(e + 8); /* ops start roughly in program order (no fault past the end) */
+  const op_cost *c = &e->c;
+  if (c->launch <= 0)
+    return c->device;
+  return ts_cost_issue(&a->host_clock[act->chip], now, c->device, c->launch);
 }
 
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
@@ -228,14 +273,18 @@ static double coll_cost_keyed(analytic *a, const ts_op *op, const ts_group *g, i
 
 /* A collective's seconds: by its distinct-collective index when the trace has one and no
  * link is dead (the cost then depends on nothing else), else through the keyed memo. */
-static double coll_cost(analytic *a, ts_replay *r, const ts_op *op, const ts_group *g,
-                        int base_chip, GError **error)
+static double coll_cost(analytic *a, ts_replay *r, const ts_activity *act, GError **error)
 {
   const ts_trace *tr = ts_replay_trace(r);
-  const ts_coll_desc *d;
-  if (a->topo->faults.ndead > 0 || (d = ts_trace_coll_desc(tr, op)) == NULL)
-    return coll_cost_keyed(a, op, g, base_chip, error);
-  guint id = (guint)op->coll_id - 1;
+  const ts_op *op = act->op;
+  if (a->topo->faults.ndead > 0)
+    return coll_cost_keyed(a, op, act->group, act->chip, error);
+  program_tables(a, tr, act->program);
+  const op_entry *e = &a->costs[act->program][act->index];
+  __builtin_prefetch(e + 8);
+  int id = e->coll;
+  if (id < 0)
+    return coll_cost_keyed(a, op, act->group, act->chip, error);
   if (a->coll_s == NULL || a->ncoll != tr->colls->len) {
     g_free(a->coll_s);
     a->ncoll = tr->colls->len;
@@ -244,7 +293,7 @@ static double coll_cost(analytic *a, ts_replay *r, const ts_op *op, const ts_gro
       a->coll_s[i] = -1.0;
   }
   if (a->coll_s[id] < 0) {
-    double t = coll_cost_keyed(a, op, g, base_chip, error);
+    double t = coll_cost_keyed(a, op, act->group, act->chip, error);
     if (t < 0)
       return t;
     a->coll_s[id] = t;
@@ -270,16 +319,14 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "'%s': transfer over %s, which the topology gives no bandwidth; expected its "
                   "[host] key or the op's bw_Bps",
-                  act->label, ts_resource_name(act->op->resource));
+                  ts_activity_label(r, act), ts_resource_name(act->op->resource));
       return FALSE;
     }
     break;
   case TS_OP_COLL:
-    d = ts_trace_group_size(act->group) <= 1
-            ? 0.0
-            : coll_cost(a, r, act->op, act->group, act->chip, error);
+    d = ts_trace_group_size(act->group) <= 1 ? 0.0 : coll_cost(a, r, act, error);
     if (d < 0) {
-      g_prefix_error(error, "'%s': ", act->label);
+      g_prefix_error(error, "'%s': ", ts_activity_label(r, act));
       return FALSE;
     }
     /* NCCL's kernel waits until every member's host has issued it (in a collapsed replay the
@@ -307,15 +354,15 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   default:
     break;
   }
-  heap_push(a->heap, (event){now + d, a->seq++, act->token});
+  ts_evq_push(&a->q, now + d, act->token);
   return TRUE;
 }
 
 static gboolean analytic_run(ts_backend *b, ts_replay *r, GError **error)
 {
   analytic *a = b->ctx;
-  while (a->heap->len > 0) {
-    event e = heap_pop(a->heap);
+  while (a->q.len > 0) {
+    ts_event e = ts_evq_pop(&a->q);
     if (!ts_replay_complete(r, e.token, e.t, error))
       return FALSE;
   }
@@ -325,17 +372,14 @@ static gboolean analytic_run(ts_backend *b, ts_replay *r, GError **error)
 static void analytic_free(ts_backend *b)
 {
   analytic *a = b->ctx;
-  g_array_unref(a->heap);
+  ts_evq_clear(&a->q);
   g_hash_table_unref(a->coll_cache);
   for (guint m = 0; m < G_N_ELEMENTS(a->degraded); m++)
     ts_topo_free(a->degraded[m]);
   g_free(a->speed);
   g_hash_table_unref(a->mask_cache);
-  for (int p = 0; p < a->nprograms; p++)
-    g_free(a->costs[p]);
-  g_free(a->costs);
+  tables_free(a);
   g_free(a->host_clock);
-  g_free(a->coll_s);
   g_free(a);
   g_free(b);
 }
@@ -344,7 +388,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
 {
   analytic *a = g_new0(analytic, 1);
   a->topo = t;
-  a->heap = g_array_new(FALSE, FALSE, sizeof(event));
   a->coll_cache = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, g_free);
   a->mask_cache = g_hash_table_new_full(mask_key_hash, mask_key_equal, g_free, NULL);
   if (t->faults.nslow > 0) {
@@ -358,5 +401,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   b->start = analytic_start;
   b->run = analytic_run;
   b->free = analytic_free;
+  b->label_on_error_only = TRUE;
   return b;
 }
