@@ -314,9 +314,11 @@ Test(accuracy, shipped_torchtitan_memory_rows)
  * 1%; the held-out rows' mean |error| is pinned just above what this branch measured
  * (docs/accuracy.md), so a regression of the H100 model fails here. */
 #define TORCHTITAN_STEP_FIT_MAX 1.0
-/* Measured 14.45% over the 9 held-out rows (12.6% before recomputed forwards overlapped their
- * tensor-parallel chunks, which moves the 3 AsyncTP rows, already too fast, further down). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 15.0
+/* Measured 3.52% over the 9 held-out rows, the worst 7.9% (14.45% and 35.5% before the splits
+ * said what TorchTitan ran -- eager kernels, fsdp2's once-per-step gathers under pp, 8
+ * micro-batches for the interleaved row -- and FP8 scaling was costed). */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 4.0
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 8.5
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -338,6 +340,8 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
                 f->rows[i].line, err);
     } else {
       sum += err, nheld++;
+      cr_expect(err < TORCHTITAN_STEP_HELDOUT_WORST_MAX, "held-out row line %d: |error| %.2f%%",
+                f->rows[i].line, err);
     }
   }
   cr_assert_eq(nfit, 1, "one fitted row");
