@@ -314,9 +314,11 @@ Test(accuracy, shipped_torchtitan_memory_rows)
  * 1%; the held-out rows' mean |error| is pinned just above what this branch measured
  * (docs/accuracy.md), so a regression of the H100 model fails here. */
 #define TORCHTITAN_STEP_FIT_MAX 1.0
-/* Measured 14.45% over the 9 held-out rows (12.6% before recomputed forwards overlapped their
- * tensor-parallel chunks, which moves the 3 AsyncTP rows, already too fast, further down). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 15.0
+/* Measured 3.27% over the 9 held-out rows, the worst 5.7% (14.45% and 35.5% before the splits
+ * said what TorchTitan ran -- eager kernels, fsdp2's once-per-step gathers under pp, 8
+ * micro-batches for the interleaved row -- and FP8 scaling was costed). */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 3.75
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 6.5
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -338,11 +340,35 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
                 f->rows[i].line, err);
     } else {
       sum += err, nheld++;
+      cr_expect(err < TORCHTITAN_STEP_HELDOUT_WORST_MAX, "held-out row line %d: |error| %.2f%%",
+                f->rows[i].line, err);
     }
   }
   cr_assert_eq(nfit, 1, "one fitted row");
   cr_expect(sum / nheld < TORCHTITAN_STEP_HELDOUT_MEAN_MAX, "held-out mean |error| %.2f%%",
             sum / nheld);
+}
+
+/* TorchTitan's long-sequence rows (llama3_h100_cp_steps.csv, Tables 2 and 6, all held out):
+ * trainsim is 30.5% slow in the mean (docs/accuracy.md: the causal mask's skipped attention
+ * blocks are not modelled). Above the issue's target; pinned so it cannot get worse silently. */
+#define TORCHTITAN_CP_MEAN_MAX 32.0
+
+Test(accuracy, shipped_torchtitan_h100_long_sequences)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "torchtitan",
+                                           "llama3_h100_cp_steps.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->nrows, 8, "TorchTitan Tables 2 and 6: 8 rows");
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 2, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  double sum = 0;
+  for (int i = 0; i < f->nrows; i++)
+    sum += fabs(a->predicted[i] / f->rows[i].measured - 1);
+  cr_expect(100 * sum / f->nrows < TORCHTITAN_CP_MEAN_MAX, "mean |error| %.2f%%",
+            100 * sum / f->nrows);
 }
 
 /* search ranks only splits whose memory/chip plus the runtime reserve fits: with a 10 GiB

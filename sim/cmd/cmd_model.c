@@ -4,6 +4,7 @@
  * and for choosing explicit pipeline stages (stages= counts these layers). */
 #include "ts_cmd.h"
 #include "ts_cost.h"
+#include "ts_elementwise.h"
 #include "ts_model.h"
 #include "ts_plan.h"
 #include "ts_report.h"
@@ -298,6 +299,12 @@ static void append_precision(GString *s, const ts_model *m, int prec)
                          "step runs in fp32 on fp32 master weights, and model state stays 16 bytes "
                          "per parameter (bf16 weights and gradients, fp32 master and moments)\n",
                          ts_precision_name((ts_precision)prec));
+  if (prec == TS_PRECISION_FP8)
+    g_string_append(s, "FP8 dynamic scaling around each FP8 GEMM (m x k) x (k x n), bf16 "
+                       "sources: forward amax + cast of input and weight, 5 (mk + kn) bytes, 4 "
+                       "kernels; backward amax + cast of the output gradient 5 mn, transposed "
+                       "FP8 copies of weight, input and output gradient 2 (kn + mk + mn), 5 "
+                       "kernels (docs/models.md, \"Precision\")\n");
   int wn = 4;
   for (int i = 0; i < m->nlayers; i++)
     wn = MAX(wn, (int)strlen(m->layers[i].name));
@@ -315,9 +322,45 @@ static void append_precision(GString *s, const ts_model *m, int prec)
   }
 }
 
+/* --kernels eager: the element-wise ops each layer runs as kernels of their own under the
+ * split option kernels=eager (loss=eager for the cross-entropy), with what the fused form
+ * costs (text, a section after the table; sim/model/ts_elementwise.c). */
+static void append_kernels(GString *s, const ts_model *m)
+{
+  g_string_append(s, "\nkernels=eager (split option; docs/models.md, \"Element-wise kernels\"): "
+                     "element-wise ops as eager PyTorch runs them, each its own kernel through "
+                     "memory, against the fused kernel(s) of the default kernels=fused. Bytes "
+                     "read + written per element, kernels launched, forward / backward; the "
+                     "cross-entropy is eager under loss=eager. A step costs the eager bytes "
+                     "beyond the fused ones at achieved memory bandwidth.\n");
+  int wn = 4;
+  for (int i = 0; i < m->nlayers; i++)
+    wn = MAX(wn, (int)strlen(m->layers[i].name));
+  int listed = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    ts_elem_op ops[TS_ELEM_MAX_OPS];
+    int n = ts_layer_elementwise_ops(m, &m->layers[i], ops);
+    for (int j = 0; j < n; j++, listed++) {
+      const ts_elem_op *o = &ops[j];
+      g_string_append_printf(s, "%5d ", i);
+      ts_append_cell(s, m->layers[i].name, wn, FALSE);
+      g_string_append_printf(s,
+                             " %-22s %-38s %12.6g elements/sample  eager %g / %g B, %d / %d "
+                             "kernels  fused %g / %g B, %d / %d kernels\n",
+                             o->name, o->tensor, o->elems, o->eager_fwd_bytes, o->eager_bwd_bytes,
+                             o->eager_fwd_kernels, o->eager_bwd_kernels, o->fused_fwd_bytes,
+                             o->fused_bwd_bytes, o->fused_fwd_kernels, o->fused_bwd_kernels);
+    }
+  }
+  if (listed == 0)
+    g_string_append(s, "(no layer runs an element-wise op whose eager form costs more than its "
+                       "fused one)\n");
+}
+
 int ts_cmd_model(int argc, char **argv)
 {
   g_autofree char *model = NULL, *format = NULL, *output = NULL, *precision = NULL;
+  g_autofree char *kernels = NULL;
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model, "Model file or shipped name (required)",
        "M"},
@@ -328,6 +371,10 @@ int ts_cmd_model(int argc, char **argv)
        "text: also list which precision each layer's GEMMs and other work run in under a split's "
        "precision=P (bf16, fp8 or fp32)",
        "P"},
+      {"kernels", 0, 0, G_OPTION_ARG_STRING, &kernels,
+       "text: also list the element-wise ops each layer runs as kernels of their own under a "
+       "split's kernels=eager, with their bytes and launches eager and fused (eager)",
+       "K"},
       {NULL}};
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("model", "",
@@ -335,7 +382,8 @@ int ts_cmd_model(int argc, char **argv)
                     "memory traffic and kept activations per sample, and the layer graph.",
                     "Example:\n  trainsim model -m resnet50\n"
                     "  trainsim model -m amoebanet-d-18-208 --format csv -o amoebanet.csv\n"
-                    "  trainsim model -m gpt3-1.3b --precision fp8",
+                    "  trainsim model -m gpt3-1.3b --precision fp8\n"
+                    "  trainsim model -m llama3-8b --kernels eager",
                     entries, &argc, &argv, &err))
     return ts_cmd_fail("model", err);
   ts_format fmt;
@@ -361,6 +409,14 @@ int ts_cmd_model(int argc, char **argv)
       return ts_cmd_fail("model", err);
     }
   }
+  if (kernels != NULL && (strcmp(kernels, "eager") != 0 || fmt != TS_FORMAT_TEXT)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                strcmp(kernels, "eager") != 0
+                    ? "--kernels '%s': expected eager (the fused default lists nothing)"
+                    : "--kernels %s: listed in the text format only; expected no --format",
+                kernels);
+    return ts_cmd_fail("model", err);
+  }
   g_autofree char *path = NULL;
   g_autoptr(ts_model) m = ts_cmd_load_model(model, &path, &err);
   if (m == NULL)
@@ -368,9 +424,12 @@ int ts_cmd_model(int argc, char **argv)
   g_autofree char *text = fmt == TS_FORMAT_JSON  ? render_json(m, path)
                           : fmt == TS_FORMAT_CSV ? render_csv(m)
                                                  : render_text(m, path);
-  if (prec >= 0) {
+  if (prec >= 0 || kernels != NULL) {
     GString *t = g_string_new(text);
-    append_precision(t, m, prec);
+    if (prec >= 0)
+      append_precision(t, m, prec);
+    if (kernels != NULL)
+      append_kernels(t, m);
     g_free(text);
     text = g_string_free(t, FALSE);
   }

@@ -193,5 +193,9 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
     break;
   }
   }
+  /* Memory-bound kernels of their own around the main ones (eager element-wise ops, FP8
+   * scaling's amax, cast and transpose passes): serial on the op's stream. */
+  if (bw > 0)
+    t += s->elem_bytes / bw;
   return fmax(t, c->op_overhead_s);
 }

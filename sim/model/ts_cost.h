@@ -50,6 +50,12 @@ typedef struct {
   double aq, akv, ad, abatch; /* attention core: queries, keys, head width, batch x heads */
   double attn_flops;          /* FLOPs of the attention core, part of the op's flops */
   double scores_bytes;        /* unfused attention: score-matrix bytes read and written */
+  /* Added with issue 10 (H100): bytes read and written by memory-bound kernels the op runs
+   * besides its main kernels, one after the other on the same stream: element-wise ops an
+   * eager framework launches one by one (split kernels=eager), FP8 scaling's amax
+   * reductions, casts and transposes (precision=fp8). Costed at achieved memory bandwidth and
+   * added to the op's time; the op's `kernels` counts their launches. */
+  double elem_bytes;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -275,6 +275,8 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
   l->bias = sp->bias;
   l->tied = sp->tied;
   l->dropout = sp->dropout;
+  l->residual = sp->residual;
+  l->rms = sp->kind == TS_LAYER_NORM && sp->rms;
   l->tokens = sp->tokens;
   l->in_features = sp->in_f;
   l->heads = sp->heads;

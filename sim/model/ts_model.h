@@ -111,6 +111,9 @@ typedef struct {
                                 layer top_k experts' worth (and the gate) */
   /* Added with issue 10. */
   ts_attention attention; /* attention: how its activations are kept (0 = unfused) */
+  /* Added with issue 10 (element-wise kernels, ts_elementwise.h). */
+  gboolean residual; /* the layer adds its output to an earlier one (a residual connection) */
+  gboolean rms;      /* norm: RMS norm (scale only) */
 } ts_layer;
 
 /** A model. Owns its layers. */

@@ -10,6 +10,7 @@
  * generated in ts_plan_trace.c. */
 #include "ts_plan_priv.h"
 #include "ts_cost.h"
+#include "ts_elementwise.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -565,6 +566,82 @@ static void split_dims(const ts_layer *l, const ts_layer_exec *e, double *m, dou
   }
 }
 
+/* FP8 dynamic scaling around the layer's FP8 GEMMs (ts_fp8_scaling_cost), in the pass: an
+ * attention layer's two projections (QKV: tokens x hidden -> q + 2 kv widths; output: q width
+ * -> hidden), a dense layer's GEMM (a gated fc1's gate and up share one cast of the input, as
+ * torch.compile's common-subexpression pass leaves it), each expert held. */
+static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *s, ts_pass pass,
+                        double *bytes, int *kernels)
+{
+  if (s->prec != TS_PRECISION_FP8 || !(s->m > 0 && s->n > 0 && s->k > 0))
+    return;
+  double D = p->model->dtype_bytes;
+  /* An input gathered over tp (sequence parallelism) is cast on its shard, before the gather. */
+  const ts_layer_exec *e = &p->exec[l - p->model->layers];
+  double xr = e->fwd_pre.kind == TS_COLL_ALLGATHER && e->pdiv > 1 ? s->m / e->pdiv : s->m;
+  ts_fp8_cost c[2];
+  int n = 1;
+  if (l->kind == TS_LAYER_ATTENTION) {
+    double I = l->inner > 0 ? (double)l->inner : (double)l->in_features, a = (double)l->heads;
+    double J = l->kv_heads > 0 && a > 0 ? I / a * (double)l->kv_heads : I;
+    double w = s->n / I; /* the chip's share of the heads */
+    ts_fp8_scaling_cost(s->m, (I + 2.0 * J) * w, s->k, xr, D, &c[0]);
+    ts_fp8_scaling_cost(s->m, s->k, s->n, s->m, D, &c[1]);
+    n = 2;
+  } else {
+    ts_fp8_scaling_cost(s->m, s->n, s->k, xr, D, &c[0]);
+  }
+  double copies = s->batch > 1 ? s->batch : 1.0;
+  for (int j = 0; j < n; j++) {
+    gboolean f = pass == TS_PASS_FWD, d = pass == TS_PASS_BWD || pass == TS_PASS_DGRAD,
+             w = pass == TS_PASS_BWD || pass == TS_PASS_WGRAD;
+    *bytes += copies *
+              ((f ? c[j].fwd_bytes : 0) + (d ? c[j].dgrad_bytes : 0) + (w ? c[j].wgrad_bytes : 0));
+    *kernels +=
+        (f ? c[j].fwd_kernels : 0) + (d ? c[j].dgrad_kernels : 0) + (w ? c[j].wgrad_kernels : 0);
+  }
+}
+
+/* The element-wise kernels of an eager stack beyond the fused ones trainsim's default costs
+ * (ts_layer_elementwise_ops), per chip for the pass: kernels=eager for the block's ops, loss=eager
+ * for the cross-entropy. Under recompute=op the forward's element-wise ops run again before
+ * the backward (TorchTitan's per-op policy keeps only matrix products and attention): their
+ * eager extra is added to the backward here, except a norm's, whose recomputation is its
+ * forward op again (that op carries its own eager extra). */
+static void eager_elementwise(const ts_plan *p, int i, double mb, ts_pass pass, double *bytes,
+                              int *kernels)
+{
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  if (pass == TS_PASS_WGRAD || pass == TS_PASS_ATTN_RECOMPUTE)
+    return;
+  ts_elem_op ops[TS_ELEM_MAX_OPS];
+  int n = ts_layer_elementwise_ops(p->model, l, ops);
+  gboolean bwd = pass == TS_PASS_BWD || pass == TS_PASS_DGRAD;
+  gboolean again =
+      bwd && p->recompute == TS_RECOMPUTE_OP && l->block >= 0 && l->kind != TS_LAYER_NORM;
+  for (int j = 0; j < n; j++) {
+    const ts_elem_op *o = &ops[j];
+    if (o->loss ? p->loss != TS_LOSS_EAGER : p->kernels != TS_KERNELS_EAGER)
+      continue;
+    /* The residual add works on the layer's output: split by tp only with sp. */
+    double div = e->cdiv;
+    if (l->residual && strcmp(o->name, "residual add") == 0 && !p->sp && e->pdiv > 1)
+      div = e->cdiv / e->pdiv;
+    double el = o->elems * mb / div;
+    double b =
+        bwd ? o->eager_bwd_bytes - o->fused_bwd_bytes : o->eager_fwd_bytes - o->fused_fwd_bytes;
+    int k = bwd ? o->eager_bwd_kernels - o->fused_bwd_kernels
+                : o->eager_fwd_kernels - o->fused_fwd_kernels;
+    if (again) {
+      b += o->eager_fwd_bytes - o->fused_fwd_bytes;
+      k += o->eager_fwd_kernels - o->fused_fwd_kernels;
+    }
+    *bytes += el * b;
+    *kernels += k;
+  }
+}
+
 void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op_shape *s)
 {
   const ts_layer *l = &p->model->layers[i];
@@ -645,6 +722,13 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     s->oclass = TS_OPC_MEMORY;
     break;
   }
+  double eb = 0.0;
+  int ek = 0;
+  eager_elementwise(p, i, mb, pass, &eb, &ek);
+  fp8_scaling(p, l, s, pass, &eb, &ek);
+  s->elem_bytes = eb;
+  if (s->kernels > 0)
+    s->kernels += ek;
 }
 
 void ts_plan_optimizer_shape(ts_op_shape *s)
@@ -1336,6 +1420,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",buckets=copy");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
+  if (p->kernels != TS_KERNELS_FUSED)
+    g_string_append_printf(s, ",kernels=%s", ts_kernels_mode_name(p->kernels));
   if (p->fsdp2)
     g_string_append(s, ",fsdp2");
   for (guint i = 0; i < sp->rules->len; i++) {
@@ -1527,6 +1613,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->attention = s->attention > 0 ? s->attention - 1 : -1;
   p->bucket_copy = s->bucket_copy;
   p->loss = s->loss > 0 ? (ts_loss)(s->loss - 1) : TS_LOSS_FUSED;
+  p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->dp_overlap = s->dp_overlap;

@@ -40,6 +40,12 @@ typedef enum {
                     live in its backward (4 under loss parallelism) */
 } ts_loss;
 
+/** How element-wise work runs (docs/splits.md, kernels=; sim/model/ts_elementwise.h). */
+typedef enum {
+  TS_KERNELS_FUSED, /* fused kernels: Megatron-LM / Transformer Engine, torch.compile, XLA */
+  TS_KERNELS_EAGER, /* eager PyTorch: each element-wise op its own kernel through memory */
+} ts_kernels_mode;
+
 /** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */
 typedef enum { TS_OFFLOAD_NONE, TS_OFFLOAD_CPU, TS_OFFLOAD_NVME } ts_offload;
 
@@ -93,6 +99,8 @@ typedef struct {
   /* Added with issue 10 item 5 (memory as PyTorch allocates it). */
   int loss;       /* loss=: 0 not given (fused), else 1 + ts_loss */
   gboolean fsdp2; /* ZeRO-3 as PyTorch FSDP2 allocates it (docs/memory.md) */
+  /* Added with issue 10 (H100 fidelity). */
+  int kernels; /* kernels=: 0 not given (fused), else 1 + ts_kernels_mode */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -205,6 +213,8 @@ typedef struct {
   /* Added with issue 10 item 5. */
   ts_loss loss;
   gboolean fsdp2;
+  /* Added with issue 10 (H100 fidelity). */
+  ts_kernels_mode kernels;
 } ts_plan;
 
 /** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is
@@ -224,6 +234,7 @@ const char *ts_schedule_name(ts_schedule s);
 const char *ts_recompute_name(ts_recompute r);
 const char *ts_offload_name(ts_offload o);
 const char *ts_loss_name(ts_loss l);
+const char *ts_kernels_mode_name(ts_kernels_mode k);
 
 /**
  * Memory per chip of pipeline device `stage` with micro-batch `micro_batch` (the plan's other

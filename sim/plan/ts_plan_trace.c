@@ -54,10 +54,15 @@ typedef struct {
   GArray *zorder; /* ZeRO-3: parameter layers in the order the current pass uses them */
   guint zpos;     /* next entry of zorder to gather */
   int *wgrad_op;  /* per layer: its last backward op (the weight gradient) */
-  GArray *sync;   /* gradient synchronisation ops the optimizer waits for */
-  int *labels;    /* label index per (layer or stage, slot), -1 until first used */
-  int cur_layer;  /* op tag: layer of the label last taken from a layer slot, -1 otherwise */
-  int cur_mb;     /* op tag: micro-batch of the pass being generated, -1 outside passes */
+  /* fsdp2 under pp (TorchTitan: reshard_after_forward=False, and torch.distributed.pipelining
+   * keeps the parameters unsharded and skips the gradient reduction until a stage's last
+   * backward): a (virtual) stage's parameters are gathered by its first forward and stay. */
+  gboolean keep_gathered;
+  gboolean *resident; /* keep_gathered: layer i's parameters gathered this step */
+  GArray *sync;       /* gradient synchronisation ops the optimizer waits for */
+  int *labels;        /* label index per (layer or stage, slot), -1 until first used */
+  int cur_layer;      /* op tag: layer of the label last taken from a layer slot, -1 otherwise */
+  int cur_mb;         /* op tag: micro-batch of the pass being generated, -1 outside passes */
   int cur_role, cur_phase, cur_stage; /* op tag from the label slot (0: none) */
   int cur_lo, cur_hi;                 /* op tag: a gradient bucket's layers, -1 when none */
   char label[320];
@@ -435,6 +440,8 @@ static void zero_gather(gen *g, int i)
   }
   g->ag_op[i] = emit(g, &op, lbl(g, layer_slot(g, i, L_PARAM_AG), "%s param all-gather", l->name),
                      &dep, dep >= 0 ? 1 : 0);
+  if (g->keep_gathered)
+    g->resident[i] = TRUE;
 }
 
 /* Starts a pass over `layers` (in the order it uses them): forgets earlier gathers. */
@@ -461,7 +468,9 @@ static void zero_need(gen *g, int i)
 {
   if (g->p->zero < 3 || g->p->model->layers[i].params <= 0)
     return;
-  while (g->ag_op[i] < 0 && g->zpos < g->zorder->len)
+  /* Still whole from this step's first forward (fsdp2 under pp): nothing to gather. */
+  gboolean whole = g->keep_gathered && g->resident[i];
+  while (!whole && g->ag_op[i] < 0 && g->zpos < g->zorder->len)
     zero_gather(g, g_array_index(g->zorder, int, g->zpos++));
   if (g->zpos < g->zorder->len)
     zero_gather(g, g_array_index(g->zorder, int, g->zpos++));
@@ -510,7 +519,7 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboo
   blk = proj;
   proj.attn_flops = 0, proj.scores_bytes = 0, proj.aq = proj.akv = proj.ad = proj.abatch = 0;
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
-  blk.scores_bytes /= cp, blk.kernels = 1;
+  blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0;
   int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
   /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
   /* A recomputed forward (recompute=full, stage) goes round the ring again, tagged so. */
@@ -564,7 +573,7 @@ static int cp_ring_bwd(gen *g, int i)
   ts_op_shape blk;
   layer_shape(g, i, TS_PASS_BWD, &blk);
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
-  blk.scores_bytes /= cp, blk.kernels = 1;
+  blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0;
 #define CORE_LBL lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name)
 #define SEND_LBL lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name)
 #define RECV_LBL lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name)
@@ -652,7 +661,7 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
    * FLOPs, attention-core FLOPs, score and memory traffic. */
   ts_op_shape chunk;
   layer_shape(g, i, TS_PASS_FWD, &chunk);
-  chunk.attn_flops /= n, chunk.scores_bytes /= n;
+  chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n;
   int kernels = chunk.kernels;
   int prev_ag = -1, last_rs = -1;
   int start = g->last;
@@ -987,7 +996,7 @@ static void forward_pass(gen *g, int chunk, int u)
     if (gather)
       boundary_gather(g, a - 1, k, L_GATHER_F, "activations");
   }
-  if (p->zero >= 3) {
+  if (p->zero >= 3 && !(g->keep_gathered && g->resident[a])) {
     int *order = g_new(int, b - a);
     for (int i = a; i < b; i++)
       order[i - a] = i;
@@ -1019,7 +1028,7 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
       boundary_gather(g, b - 1, k, L_GATHER_B, "gradients");
   }
   gboolean full = ts_plan_recomputes_forward(p);
-  if (p->zero >= 3) {
+  if (p->zero >= 3 && !g->keep_gathered) {
     /* The order parameters are used in: with full recomputation each block's forward is re-run
      * (first layer first) just before its backward. */
     int *order = g_new(int, b - a), n = 0;
@@ -1313,6 +1322,8 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.sync = g_array_new(FALSE, FALSE, sizeof(int));
   g.ag_op = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
   g.wgrad_op = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
+  g.keep_gathered = p->fsdp2 && p->zero >= 3 && p->degree[TS_AX_PP] > 1;
+  g.resident = g_new0(gboolean, m->nlayers > 0 ? m->nlayers : 1);
   int nslots = m->nlayers * L_NLAYER_SLOTS + p->nstages * L_NSTAGE_SLOTS;
   g.labels = g_new(int, nslots);
   for (int k = 0; k < nslots; k++)
@@ -1338,6 +1349,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     g_array_set_size(g.sync, 0);
     for (int i = 0; i < m->nlayers; i++) {
       g.ag_op[i] = g.wgrad_op[i] = -1;
+      g.resident[i] = FALSE;
       if (g.pgather != NULL)
         g.pgather[i] = -1;
     }
@@ -1359,7 +1371,8 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
       if (!it->bwd)
         forward_pass(&g, it->chunk, it->micro);
       else
-        backward_pass(&g, it->chunk, it->micro, p->zero >= 2 || last_bwd[it->chunk] == (int)k);
+        backward_pass(&g, it->chunk, it->micro,
+                      (p->zero >= 2 && !g.keep_gathered) || last_bwd[it->chunk] == (int)k);
     }
     g.cur_mb = -1;
     g_free(last_bwd);
@@ -1372,6 +1385,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_array_unref(g.sync);
   g_free(g.ag_op);
   g_free(g.wgrad_op);
+  g_free(g.resident);
   g_free(g.pgather);
   g_free(g.labels);
   /* The collective algorithm is resolved here, once, so every backend replays the same one. */

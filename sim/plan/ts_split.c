@@ -30,6 +30,12 @@ const char *ts_loss_name(ts_loss l)
   return (unsigned)l < G_N_ELEMENTS(n) ? n[l] : "?";
 }
 
+const char *ts_kernels_mode_name(ts_kernels_mode k)
+{
+  static const char *const n[] = {"fused", "eager"};
+  return (unsigned)k < G_N_ELEMENTS(n) ? n[k] : "?";
+}
+
 const char *ts_offload_name(ts_offload o)
 {
   static const char *const n[] = {"none", "cpu", "nvme"};
@@ -156,6 +162,15 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "loss=fused (one fp32 copy of the logits) or eager (PyTorch's "
                         "cross_entropy on fp32 logits, not compiled)");
     s->loss = 1 + v;
+  } else if (strcmp(key, "kernels") == 0) {
+    static const char *const n[] = {"fused", "eager", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "kernels=fused (element-wise work in fused kernels: Megatron-LM, "
+                        "torch.compile) or eager (each element-wise op its own kernel, as "
+                        "uncompiled PyTorch runs it)");
+    s->kernels = 1 + v;
   } else if (strcmp(key, "fsdp2") == 0) {
     if (val == NULL || lookup(bools_on, val) >= 0)
       s->fsdp2 = TRUE;
@@ -245,10 +260,11 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       r->glob = g_strdup(what);
     }
   } else {
-    return item_error(error, text, item,
-                      "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
-                      "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-                      "ep, precision, attention, buckets, loss, fsdp2, kind:K, name:GLOB)");
+    return item_error(
+        error, text, item,
+        "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
+        "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
+        "ep, precision, attention, buckets, loss, kernels, fsdp2, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -290,16 +306,18 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",         "schedule", "recompute", "sp",    "offload",    "ps",
-          "ps-placement", "stages",   "ep",        "shard", "tp-overlap", "dp-overlap",
-          "attention",    "buckets",  "precision", "loss",  "fsdp2",      NULL};
+          "zero",       "schedule",     "recompute", "sp",      "offload",
+          "ps",         "ps-placement", "stages",    "ep",      "shard",
+          "tp-overlap", "dp-overlap",   "attention", "buckets", "precision",
+          "loss",       "fsdp2",        "kernels",   NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, buckets, loss, fsdp2, kind:K, name:GLOB",
+                    "stages, ep, precision, attention, buckets, loss, kernels, fsdp2, kind:K, "
+                    "name:GLOB",
                     text, key);
         return NULL;
       }

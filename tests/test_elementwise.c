@@ -1,0 +1,252 @@
+/* test_elementwise: the element-wise kernels of a software stack (sim/model/ts_elementwise.c):
+ * the eager op list's closed forms, FP8 dynamic scaling's bytes, what kernels=eager and
+ * precision=fp8 put into the planner's op shapes, the split option, fsdp2's once-per-step
+ * gathers under pp, and the cost's serial memory-bound term. */
+#include "ts_cost.h"
+#include "ts_elementwise.h"
+#include "ts_plan.h"
+#include "ts_plan_priv.h"
+#include "ts_run.h"
+#include "ts_test.h"
+#include "ts_trace.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static gboolean close_to(double a, double b)
+{
+  return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b));
+}
+
+static const ts_elem_op *find(const ts_elem_op *ops, int n, const char *name)
+{
+  for (int j = 0; j < n; j++)
+    if (strcmp(ops[j].name, name) == 0)
+      return &ops[j];
+  return NULL;
+}
+
+static int layer_named(const ts_model *m, const char *name)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (strcmp(m->layers[i].name, name) == 0)
+      return i;
+  cr_assert_fail("no layer %s", name);
+  return -1;
+}
+
+/* Llama 3.1 8B (bf16, T = 8192, h = 4096, 32 heads of 128, 8 KV heads, ffn 14336, vocabulary
+ * 128256): every block lists RMSNorm, RoPE, SwiGLU and the residual adds with the documented
+ * bytes per element; the logits list the cross-entropy. */
+Test(elementwise, llama_op_list_closed_forms)
+{
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  double T = 8192, h = 4096, D = 2;
+  ts_elem_op ops[TS_ELEM_MAX_OPS];
+  int n = ts_layer_elementwise_ops(m, &m->layers[layer_named(m, "block.0.norm1")], ops);
+  const ts_elem_op *o = find(ops, n, "rmsnorm");
+  cr_assert_not_null(o);
+  cr_assert(close_to(o->elems, T * h));
+  /* fp32 copy 6, pow 8, mean 4, product 8, back to bf16 6, weight 4 = 36; backward 76. */
+  cr_assert(close_to(o->eager_fwd_bytes, 36) && close_to(o->eager_bwd_bytes, 76));
+  cr_assert(close_to(o->fused_fwd_bytes, 2 * D) && close_to(o->fused_bwd_bytes, 3 * D));
+  cr_assert_eq(o->eager_fwd_kernels, 7);
+  cr_assert_eq(o->eager_bwd_kernels, 11);
+
+  n = ts_layer_elementwise_ops(m, &m->layers[layer_named(m, "block.0.attention")], ops);
+  o = find(ops, n, "rope");
+  cr_assert_not_null(o);
+  cr_assert(close_to(o->elems, T * 4096 + T * 1024), "Q (32 x 128) and K (8 x 128): %g", o->elems);
+  cr_assert(close_to(o->eager_fwd_bytes, 20) && close_to(o->fused_fwd_bytes, 4));
+  cr_assert_not_null(find(ops, n, "residual add"));
+  cr_assert_null(find(ops, n, "rmsnorm"));
+
+  n = ts_layer_elementwise_ops(m, &m->layers[layer_named(m, "block.0.fc1")], ops);
+  o = find(ops, n, "swiglu");
+  cr_assert_not_null(o);
+  cr_assert(close_to(o->elems, T * 14336), "the gated output, half of fc1's width");
+  cr_assert(close_to(o->eager_fwd_bytes - o->fused_fwd_bytes, 2 * D));
+  cr_assert(close_to(o->eager_bwd_bytes - o->fused_bwd_bytes, 4 * D));
+
+  n = ts_layer_elementwise_ops(m, &m->layers[layer_named(m, "logits")], ops);
+  o = find(ops, n, "cross-entropy");
+  cr_assert_not_null(o);
+  cr_assert(o->loss);
+  cr_assert(close_to(o->elems, T * 128256));
+
+  /* A LayerNorm is one kernel in eager PyTorch: nothing listed for GPT-3's norms. */
+  g_autoptr(ts_model) g = load_model("gpt3-1.3b");
+  n = ts_layer_elementwise_ops(g, &g->layers[layer_named(g, "block.0.norm1")], ops);
+  cr_assert_eq(n, 0);
+}
+
+/* FP8 dynamic scaling: 5 bytes per element cast from bf16 (two reads and a one-byte write), 2
+ * per transposed FP8 copy. */
+Test(elementwise, fp8_scaling_closed_form)
+{
+  ts_fp8_cost c;
+  double m = 1000, n = 300, k = 200;
+  ts_fp8_scaling_cost(m, n, k, m, 2.0, &c);
+  cr_assert(close_to(c.fwd_bytes, 5 * (m * k + k * n)));
+  cr_assert(close_to(c.dgrad_bytes, 5 * m * n + 2 * k * n));
+  cr_assert(close_to(c.wgrad_bytes, 2 * (m * k + m * n)));
+  cr_assert_eq(c.fwd_kernels + c.dgrad_kernels + c.wgrad_kernels, 9);
+  /* An input cast on its sequence shard before the all-gather. */
+  ts_fp8_scaling_cost(m, n, k, m / 8, 2.0, &c);
+  cr_assert(close_to(c.fwd_bytes, 5 * (m / 8 * k + k * n)));
+  ts_fp8_scaling_cost(0, n, k, 0, 2.0, &c);
+  cr_assert(c.fwd_bytes == 0 && c.dgrad_bytes == 0 && c.wgrad_bytes == 0);
+}
+
+/* The cost adds elem_bytes at achieved bandwidth, after the op's own time, for every class. */
+Test(elementwise, cost_adds_the_serial_memory_term)
+{
+  ts_chip c = {0};
+  c.peak_flops = 1e15;
+  c.memory_bw_Bps = 2e12;
+  c.compute_efficiency = 0.5;
+  c.memory_bw_efficiency = 0.8;
+  ts_op_shape s = {.oclass = TS_OPC_GEMM, .kernels = 1, .m = 4096, .n = 4096, .k = 4096};
+  double base = ts_cost_device(&c, 1e12, 1e6, &s);
+  s.elem_bytes = 1.6e9;
+  cr_assert(close_to(ts_cost_device(&c, 1e12, 1e6, &s) - base, 1.6e9 / (2e12 * 0.8)));
+  ts_op_shape mshape = {.oclass = TS_OPC_MEMORY, .kernels = 1};
+  base = ts_cost_device(&c, 0, 1e9, &mshape);
+  mshape.elem_bytes = 1e9;
+  cr_assert(close_to(ts_cost_device(&c, 0, 1e9, &mshape), 2 * base));
+}
+
+static ts_plan *plan_of(const char *topo, const char *model, const char *split, gint64 batch,
+                        gint64 mb, ts_topo **t_out, ts_model **m_out)
+{
+  ts_topo *t = load_topo(topo);
+  ts_model *m = load_model(model);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse(split, &error);
+  cr_assert_not_null(sp, "%s", error != NULL ? error->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = mb;
+  ts_plan *p = ts_plan_new(m, t, sp, &po, &error);
+  cr_assert_not_null(p, "%s", error != NULL ? error->message : "");
+  *t_out = t;
+  *m_out = m;
+  return p;
+}
+
+/* kernels=eager puts (eager - fused) x elements into the layer's op shapes; fused adds nothing;
+ * recompute=op runs a GEMM layer's forward extra again in its backward; loss=eager alone costs
+ * the cross-entropy. */
+Test(elementwise, planner_shapes_carry_the_eager_bytes)
+{
+  ts_topo *t;
+  ts_model *m;
+  double mb = 2, T = 8192, h = 4096;
+  ts_plan *p = plan_of("dgx-h100-4node", "llama3-8b", "dp=32,zero=3,kernels=eager", 64, 2, &t, &m);
+  int norm = layer_named(m, "block.3.norm2"), fc1 = layer_named(m, "block.3.fc1");
+  ts_op_shape s;
+  ts_plan_layer_shape(p, norm, mb, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, (36 - 4) * T * h * mb), "norm forward %g", s.elem_bytes);
+  cr_assert_eq(s.kernels, 1 + 6);
+  ts_plan_layer_shape(p, norm, mb, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.elem_bytes, (76 - 6) * T * h * mb));
+  ts_plan_layer_shape(p, fc1, mb, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.elem_bytes, 8 * T * 14336 * mb), "swiglu backward %g", s.elem_bytes);
+  ts_plan_free(p);
+  ts_model_free(m);
+  ts_topo_free(t);
+
+  p = plan_of("dgx-h100-4node", "llama3-8b", "dp=32,zero=3,recompute=op,kernels=eager", 64, 2, &t,
+              &m);
+  ts_plan_layer_shape(p, fc1, mb, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.elem_bytes, (8 + 4) * T * 14336 * mb), "op policy: forward again %g",
+            s.elem_bytes);
+  ts_plan_free(p);
+  ts_model_free(m);
+  ts_topo_free(t);
+
+  p = plan_of("dgx-h100-4node", "llama3-8b", "dp=32,zero=3,loss=eager", 64, 2, &t, &m);
+  ts_plan_layer_shape(p, norm, mb, TS_PASS_FWD, &s);
+  cr_assert(s.elem_bytes == 0, "fused kernels add nothing: %g", s.elem_bytes);
+  ts_plan_layer_shape(p, layer_named(m, "logits"), mb, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, 16 * T * 128256 * mb), "eager loss %g", s.elem_bytes);
+  ts_plan_free(p);
+  ts_model_free(m);
+  ts_topo_free(t);
+}
+
+/* precision=fp8: an FP8 layer's forward shape carries the input and weight casts. */
+Test(elementwise, fp8_shapes_carry_the_casts)
+{
+  ts_topo *t;
+  ts_model *m;
+  ts_plan *p = plan_of("dgx-h100-4node", "llama3-8b", "dp=32,zero=3,precision=fp8", 64, 2, &t, &m);
+  int fc2 = layer_named(m, "block.0.fc2");
+  ts_op_shape s;
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_FWD, &s);
+  double M = 2 * 8192, K = 14336, N = 4096;
+  cr_assert(close_to(s.elem_bytes, 5 * (M * K + K * N)), "fc2 casts %g", s.elem_bytes);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_WGRAD, &s);
+  cr_assert(close_to(s.elem_bytes, 2 * (M * K + M * N)));
+  /* The logits stay bf16: no casts. */
+  ts_plan_layer_shape(p, layer_named(m, "logits"), 2, TS_PASS_FWD, &s);
+  cr_assert(s.elem_bytes == 0);
+  ts_plan_free(p);
+  ts_model_free(m);
+  ts_topo_free(t);
+}
+
+/* The split option: parsed, canonical, and a bad value is one line naming it. */
+Test(elementwise, split_option)
+{
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=8,kernels=eager", &e);
+  cr_assert_not_null(s);
+  cr_assert_eq(s->kernels, 1 + TS_KERNELS_EAGER);
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,kernels=jit", &e);
+  cr_assert_null(bad);
+  cr_assert(strstr(e->message, "kernels=jit") != NULL && strstr(e->message, "eager") != NULL, "%s",
+            e->message);
+  cr_assert_str_eq(ts_kernels_mode_name(TS_KERNELS_FUSED), "fused");
+}
+
+static int count_label(const ts_trace *tr, int prog, const char *needle)
+{
+  int n = 0;
+  const ts_program *pr = &tr->programs[prog];
+  for (int k = 0; k < pr->nops; k++)
+    if (pr->ops[k].kind == TS_OP_COLL &&
+        strstr((const char *)g_ptr_array_index(tr->labels, pr->ops[k].label), needle) != NULL)
+      n++;
+  return n;
+}
+
+/* zero=3 under pp: DeepSpeed-style ZeRO-3 gathers a stage's parameters in every forward and
+ * backward pass of every micro-batch; fsdp2 (TorchTitan) gathers them once, in the stage's
+ * first forward, and reduce-scatters the gradients once, after its last backward. */
+Test(elementwise, fsdp2_under_pp_gathers_once_per_step)
+{
+  const char *z3 = "tp=4@node,dp=2@node,pp=4@net,zero=3";
+  const char *f2 = "tp=4@node,dp=2@node,pp=4@net,zero=3,fsdp2";
+  int gathers[2], scatters[2];
+  for (int v = 0; v < 2; v++) {
+    ts_topo *t;
+    ts_model *m;
+    ts_plan *p = plan_of("dgx-h100-4node", "llama3-8b", v ? f2 : z3, 64, 4, &t, &m);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ts_trace) tr = ts_plan_trace(p, &error);
+    cr_assert_not_null(tr, "%s", error != NULL ? error->message : "");
+    gathers[v] = count_label(tr, 1, "param all-gather");
+    scatters[v] = count_label(tr, 1, "reduce-scatter");
+    ts_plan_free(p);
+    ts_model_free(m);
+    ts_topo_free(t);
+  }
+  /* 8 micro-batches: 8 forward and 8 backward passes of the stage's layers. */
+  cr_assert(gathers[1] > 0 && gathers[0] == 16 * gathers[1], "zero=3 %d, fsdp2 %d", gathers[0],
+            gathers[1]);
+  cr_assert(scatters[1] > 0 && scatters[0] == 8 * scatters[1], "zero=3 %d, fsdp2 %d", scatters[0],
+            scatters[1]);
+}
