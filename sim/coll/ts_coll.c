@@ -144,6 +144,7 @@ void ts_net_init(ts_net *nw, const ts_topo *t)
     for (int q = 0; q < 2; q++)
       nw->nccl_step_s[d][q] = t->dims[d].nccl_step_s[q];
     nw->nccl_local_Bps[d] = t->dims[d].nccl_local_Bps;
+    nw->nccl_tree_Bps[d] = t->dims[d].nccl_tree_Bps;
     stride *= t->dims[d].size;
   }
   nw->nchips = stride;
