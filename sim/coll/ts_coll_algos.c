@@ -693,15 +693,27 @@ static void flows_ptree(const ts_coll_plan *p, const ts_stage *st, GArray *out)
   }
 }
 
-/* In-order binary tree over positions [lo, hi): the middle is the root of the range. */
-static void btree(int *par, int lo, int hi, int parent)
+/* Binary tree over positions 0..N-1 by bit pattern (the construction of NCCL's trees.cc, in
+ * its spirit, not its code): label position i as r = i + 1; r's parent has the next higher
+ * lowest set bit, r + b or r - b (b = r's lowest set bit) whichever keeps the bit above b
+ * clear. Labels above N are skipped over (their one real descendant chain attaches to the
+ * next real ancestor). Odd labels are leaves, so the tree shifted by one position (the second
+ * tree) has as leaves exactly the inner nodes of the first: no node is inner in both, and
+ * every node's link carries at most the ring's bytes (NCCL's double binary tree). */
+static void btree(int *par, int N)
 {
-  if (lo >= hi)
-    return;
-  int mid = lo + (hi - lo) / 2;
-  par[mid] = parent;
-  btree(par, lo, mid, mid);
-  btree(par, mid + 1, hi, mid);
+  for (int i = 0; i < N; i++) {
+    gint64 r = i + 1;
+    par[i] = -1;
+    while (r <= 4 * (gint64)N) {
+      gint64 b = r & -r;
+      r = (r & (2 * b)) ? r - b : r + b;
+      if (r >= 1 && r <= N) {
+        par[i] = (int)(r - 1);
+        break;
+      }
+    }
+  }
 }
 
 static void build_trees(ts_coll_plan *p)
@@ -719,7 +731,7 @@ static void build_trees(ts_coll_plan *p)
     int *par = p->tparent + (gsize)k * n;
     /* Node-level tree: positions in node order (tree 0) or shifted by one (tree 1), so that
      * most leaves of one tree are inner members of the other, as in NCCL's double tree. */
-    btree(npar, 0, N, -1);
+    btree(npar, N);
     for (int v = 0; v < n; v++) {
       int node = v / L, loc = v % L;
       /* chain in the node: head at local c; tree 1 runs the chain the other way round */
@@ -1021,6 +1033,10 @@ static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean
     for (int j = 0; j < p->g.npieces; j++)
       if (p->g.p[j].size > 1 && p->tnet.nccl_tree_Bps[p->g.p[j].dim] > 0)
         cap = MIN(cap, p->tnet.nccl_tree_Bps[p->g.p[j].dim]);
+    /* NCCL's per-channel tree caps are higher on two nodes than on more (perChMaxTreeBws,
+     * Ampere: 23.6 against 17.8 GB/s per channel): the key is the cap on three or more. */
+    if (p->local > 0 && p->n / p->local == 2)
+      cap *= 23.6 / 17.8;
     if (isfinite(cap) && p->n > 1)
       bw = MAX(bw, 2.0 * (p->n - 1) / p->n * p->bytes / cap);
     return lat + bw;
