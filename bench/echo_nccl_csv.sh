@@ -1,8 +1,13 @@
 #!/bin/sh
 # echo_nccl_csv.sh: turns Echo's nccl-tests logs (data/published/echo-nccl/logs/nccl_N.log,
-# all_reduce_perf on N A100s of Azure ND A100 v4) into data/published/echo-nccl/allreduce.csv,
-# one row per (GPUs, size): the out-of-place and in-place time (us) and busbw (GB/s) as logged.
-# The 1-GPU log (no communication) is left out. Re-running it reproduces the file byte for byte.
+# all_reduce_perf on N A100s of Azure ND A100 v4) into two files of data/published/echo-nccl:
+#   allreduce.csv       one row per (GPUs, size): the out-of-place and in-place time (us) and
+#                       busbw (GB/s) as logged;
+#   nccl-allreduce.csv  the same rows as a measurement file for `trainsim validate --against`
+#                       (docs/accuracy.md): busbw from the mean of the two runs' times, grouped
+#                       by GPUs and by size range (1 MiB-1 GiB, the issue's target range; below
+#                       1 MiB; above 1 GiB).
+# The 1-GPU log (no communication) is left out. Re-running it reproduces both files byte for byte.
 set -eu
 cd "$(dirname "$0")/.."
 dir=data/published/echo-nccl
@@ -17,3 +22,21 @@ dir=data/published/echo-nccl
         }'
   done
 } >"$dir/allreduce.csv"
+{
+  echo "# Echo's nccl-tests all_reduce_perf on Azure ND A100 v4 (PROVENANCE.txt), written by"
+  echo "# bench/echo_nccl_csv.sh: busbw = size / mean(out-of-place, in-place time) x 2(n-1)/n."
+  echo "group,topology,vary,collective,size_bytes,busbw_GBps"
+  awk -F, 'NR > 1 {
+      n = $1; nodes = $2; b = $3; t = ($4 + $6) / 2
+      range = b < 1048576 ? " < 1 MiB" : b > 1073741824 ? " > 1 GiB" : ""
+      if (nodes == 1) {
+        topo = "azure-nd-a100-v4-1node"; vary = n == 8 ? "" : "dim.node.size=" n
+        where = "1 node"
+      } else {
+        topo = "azure-nd-a100-v4-16node"; vary = nodes == 16 ? "" : "dim.net.size=" nodes
+        where = nodes " nodes"
+      }
+      printf "ND A100 v4 %s %d GPUs%s,%s,%s,allreduce,%s,%.4g\n", where, n, range, topo, vary, b,
+             b / t / 1e3 * 2 * (n - 1) / n
+    }' "$dir/allreduce.csv"
+} >"$dir/nccl-allreduce.csv"

@@ -442,6 +442,37 @@ Test(closed_form, nccl_ring_shared_nics)
   topo_free(t);
 }
 
+/* Across nodes NCCL's ring and tree are pipelines of small chunks (tuning.cc times them as
+ * latency + size / bandwidth): the ring pays each hop's latency once per step along its path
+ * (the snake crosses N node boundaries per turn, each a network hop to the same local GPU),
+ * the tree twice its deepest root-to-leaf path (a chain of 7 NVSwitch hops in the node, then
+ * the node-level binary tree, depth 2 on 4 nodes), and the bytes at the rate of the most
+ * loaded link or the tree's bus-bandwidth cap. */
+Test(closed_form, nccl_across_nodes_is_pipelined)
+{
+  const double a1 = 1e-6, a2 = 5e-6, Bn = 2.5e10, S = 1e9;
+  dimspec d[2] = {{"node", 8, TS_SHAPE_SWITCH, 1e14, a1}, {"net", 4, TS_SHAPE_SWITCH, Bn, a2}};
+  ts_topo *t = topo_new(2, d);
+  ts_group_shape g = whole(t);
+  int n = 32, N = 4;
+  double hop = (N * a2 + (n - N) * a1) / n;
+  expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S),
+               8.4e-6 + 2.0 * (n - 1) * (hop + S / n / 8 / Bn), 1e-9, "ring");
+  expect_close(time_proto(t, TS_COLL_REDUCESCATTER, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S),
+               8.4e-6 + (n - 1) * (hop + S / n / 8 / Bn), 1e-9, "ring reduce-scatter");
+  /* The tree at its cap (far below the links): 2 (7 a1 + 2 a2) + 2 (n-1)/n S / cap. */
+  t->dims[1].nccl_tree_Bps = 1e9;
+  expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g, S),
+               8.4e-6 + 2.0 * (7 * a1 + 2 * a2) + 2.0 * (n - 1) / n * S / 1e9, 1e-9, "tree");
+  /* Inside one node nothing changes: the ring's steps each pay the latency (the classic form). */
+  ts_group_shape g0;
+  int d0 = 0;
+  ts_group_shape_dims(t, &d0, 1, &g0);
+  expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g0, S),
+               8.4e-6 + 2.0 * 7 * (a1 + S / 8 / 1e14), 1e-9, "ring in a node");
+  topo_free(t);
+}
+
 Test(closed_form, pipelined_chain_broadcast)
 {
   const double alpha = 1e-6, B = 1e10, S = 1e8;

@@ -410,6 +410,7 @@ typedef struct {
   double step_s[2];   /* per-step latency of LL, LL128 */
   double local_Bps;   /* local work rate */
   gboolean protocols; /* fit LL and LL128 too (the data has sizes below 1 MiB) */
+  double tree_Bps;    /* cap on the tree's bus bandwidth (0: none, not fitted) */
 } nfit;
 
 static void topo_set_fracs(topo_set *ts, const char *dim, double ll, double ll128)
@@ -461,8 +462,17 @@ static void topo_set_local(topo_set *ts, const char *dim, double v)
       ts->multi[k]->dims[ts_topo_dim_index(ts->multi[k], dim)].nccl_local_Bps = v;
 }
 
+static void topo_set_tree(topo_set *ts, const char *dim, double v)
+{
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL)
+      ts->multi[k]->dims[ts_topo_dim_index(ts->multi[k], dim)].nccl_tree_Bps = v;
+}
+
 static double nfit_objective(const nfit *f)
 {
+  if (f->multi)
+    topo_set_tree(f->ts, f->dim, f->tree_Bps);
   topo_set_local(f->ts, f->dim, f->local_Bps);
   topo_set_steps(f->ts, f->dim, f->step_s);
   topo_set_dim(f->ts, f->dim, f->raw_Bps * f->eff, f->lat_s);
@@ -534,7 +544,8 @@ static nfit nfit_of(topo_set *ts, GArray *rows, const ts_topo *t, const char *di
             {0, 0, 0},
             {0, 0},
             d->nccl_local_Bps,
-            TRUE};
+            TRUE,
+            d->nccl_tree_Bps};
   memcpy(f.base_s, d->nccl_base_s, sizeof f.base_s);
   memcpy(f.step_s, d->nccl_step_s, sizeof f.step_s);
   return f;
@@ -548,10 +559,10 @@ static void nfit_print(const nfit *f, const char *label)
           "nccl_ll128_bandwidth_fraction = %.3f, nccl_ll_base_latency_us = %.2f, "
           "nccl_ll128_base_latency_us = %.2f, nccl_simple_base_latency_us = %.2f, "
           "nccl_ll_latency_us = %.3f, nccl_ll128_latency_us = %.3f, "
-          "nccl_local_bandwidth_GBps = %.1f; objective %.6g\n",
+          "nccl_local_bandwidth_GBps = %.1f, nccl_tree_bandwidth_GBps = %.1f; objective %.6g\n",
           label, f->dim, f->eff, f->eff * f->raw_Bps / 1e9, f->lat_s * 1e6, f->ll, f->ll128,
           f->base_s[0] * 1e6, f->base_s[1] * 1e6, f->base_s[2] * 1e6, f->step_s[0] * 1e6,
-          f->step_s[1] * 1e6, f->local_Bps / 1e9, nfit_objective(f));
+          f->step_s[1] * 1e6, f->local_Bps / 1e9, f->tree_Bps / 1e9, nfit_objective(f));
 }
 
 static int nfit_q; /* the protocol whose base latency nfit_at_base moves */
@@ -566,6 +577,13 @@ static double nfit_at_step(double v, void *p)
 {
   nfit *f = p;
   f->step_s[nfit_q] = v;
+  return nfit_objective(f);
+}
+
+static double nfit_at_tree(double v, void *p)
+{
+  nfit *f = p;
+  f->tree_Bps = v;
   return nfit_objective(f);
 }
 
@@ -602,7 +620,9 @@ static void nfit_run(nfit *f)
   /* Local golden sections, [x/2, 2x] around the current value of each parameter in turn: the
    * objective is a minimum over protocols, so it has kinks and other basins; the fit starts at
    * the shipped values and walks downhill. */
-  for (int round = 0; round < (f->multi ? 4 : 12); round++) {
+  const char *rounds_env = g_getenv("TS_PUBLISHED_FIT_ROUNDS");
+  int rounds = rounds_env != NULL ? atoi(rounds_env) : f->multi ? 4 : 12;
+  for (int round = 0; round < rounds; round++) {
     f->eff = golden(nfit_at_eff, f, f->eff / 1.5, MIN(f->eff * 1.5, 1.0), 1e-5);
     f->lat_s = golden(nfit_at_lat, f, f->lat_s / 2, f->lat_s * 2, 1e-10);
     if (f->protocols) {
@@ -617,6 +637,8 @@ static void nfit_run(nfit *f)
           golden(nfit_at_step, f, f->step_s[nfit_q] / 2, f->step_s[nfit_q] * 2, 1e-10);
     if (f->local_Bps > 0)
       f->local_Bps = golden(nfit_at_local, f, f->local_Bps / 2, f->local_Bps * 2, 1e6);
+    if (f->multi && f->tree_Bps > 0)
+      f->tree_Bps = golden(nfit_at_tree, f, f->tree_Bps / 2, f->tree_Bps * 2, 1e6);
   }
   nfit_objective(f);
 }
@@ -638,10 +660,13 @@ static void check_optimum(nfit *f, const char *file)
   memcpy(base, f->base_s, sizeof base);
   double step[2];
   memcpy(step, f->step_s, sizeof step);
-  double local = f->local_Bps;
-  for (int i = 0; i < 20; i++) {
-    f->local_Bps =
-        i >= 18 ? local * (i == 18 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : local;
+  double local = f->local_Bps, tree = f->tree_Bps;
+  for (int i = 0; i < 22; i++) {
+    f->local_Bps = i == 18 || i == 19
+                       ? local * (i == 18 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL)
+                       : local;
+    /* the tree's bandwidth cap, up and down (multi-node fits) */
+    f->tree_Bps = i >= 20 ? tree * (i == 20 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : tree;
     f->eff = eff + (i < 8 ? de[i] : 0);
     f->lat_s = lat * (1 + (i < 8 ? dl[i] : 0));
     f->ll = ll + (i < 8 ? d1[i] : 0);
@@ -649,7 +674,7 @@ static void check_optimum(nfit *f, const char *file)
     memcpy(f->base_s, base, sizeof base);
     memcpy(f->step_s, step, sizeof step);
     if (i >= 18)
-      ;               /* the local rate, set above */
+      ;               /* the local rate and the tree's cap, set above */
     else if (i >= 14) /* LL's and LL128's step latency, up and down */
       f->step_s[(i - 14) / 2] =
           step[(i - 14) / 2] * ((i % 2) ? 1 - NCCL_FIT_LAT_REL : 1 + NCCL_FIT_LAT_REL);
@@ -671,6 +696,7 @@ static void check_optimum(nfit *f, const char *file)
   memcpy(f->base_s, base, sizeof base);
   memcpy(f->step_s, step, sizeof step);
   f->local_Bps = local;
+  f->tree_Bps = tree;
   nfit_objective(f); /* leaves the topologies at the shipped values */
 }
 
@@ -709,8 +735,11 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
 #define NODE_HELDOUT_MEDIAN_MAX 0.03
 #define NODE_WORST_MAX 0.18   /* Echo 1 node: measured 17.3% (8 GPUs, 16 MiB: nccl-tests' knee) */
 #define VTRAIN_WORST_MAX 0.22 /* vTrain LUT: measured 20.9% (7-8 GPUs, a few MiB) */
-#define NET_HELDOUT_MEDIAN_MAX 0.10 /* measured 9.1%: the target (3%) is not met across nodes */
-#define NET_WORST_MAX 0.42          /* measured 39.6% (2 nodes, NCCL's two-node special cases) */
+/* Across nodes, with the ring and the tree timed as NCCL's pipelines and NCCL's bit-pattern
+ * double binary tree (was 9.1% / 39.6% when every step paid the slowest hop's latency):
+ * held-out median 3.3% (target 3%, not met), worst 10.7% (target 15%, met). */
+#define NET_HELDOUT_MEDIAN_MAX 0.036
+#define NET_WORST_MAX 0.115
 
 static GArray *node_rows(void)
 {

@@ -73,9 +73,9 @@ typedef struct {
 #define ND_NVLINK_BPS (300e9 * 0.8687)
 #define ND_NVLINK_LAT_S 1.218e-6
 /* 200 Gb/s HDR InfiniBand, one NIC per GPU, NCCL fitted to Echo's multi-node logs. */
-#define HDR_EFF 0.6222
+#define HDR_EFF 0.6846
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
-#define HDR_NIC_LAT_S 1.685e-6
+#define HDR_NIC_LAT_S 11.43e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.7795

@@ -696,15 +696,27 @@ static void flows_ptree(const ts_coll_plan *p, const ts_stage *st, GArray *out)
   }
 }
 
-/* In-order binary tree over positions [lo, hi): the middle is the root of the range. */
-static void btree(int *par, int lo, int hi, int parent)
+/* Binary tree over positions 0..N-1 by bit pattern (the construction of NCCL's trees.cc, in
+ * its spirit, not its code): label position i as r = i + 1; r's parent has the next higher
+ * lowest set bit, r + b or r - b (b = r's lowest set bit) whichever keeps the bit above b
+ * clear. Labels above N are skipped over (their one real descendant chain attaches to the
+ * next real ancestor). Odd labels are leaves, so the tree shifted by one position (the second
+ * tree) has as leaves exactly the inner nodes of the first: no node is inner in both, and
+ * every node's link carries at most the ring's bytes (NCCL's double binary tree). */
+static void btree(int *par, int N)
 {
-  if (lo >= hi)
-    return;
-  int mid = lo + (hi - lo) / 2;
-  par[mid] = parent;
-  btree(par, lo, mid, mid);
-  btree(par, mid + 1, hi, mid);
+  for (int i = 0; i < N; i++) {
+    gint64 r = i + 1;
+    par[i] = -1;
+    while (r <= 4 * (gint64)N) {
+      gint64 b = r & -r;
+      r = (r & (2 * b)) ? r - b : r + b;
+      if (r >= 1 && r <= N) {
+        par[i] = (int)(r - 1);
+        break;
+      }
+    }
+  }
 }
 
 static void build_trees(ts_coll_plan *p)
@@ -722,7 +734,7 @@ static void build_trees(ts_coll_plan *p)
     int *par = p->tparent + (gsize)k * n;
     /* Node-level tree: positions in node order (tree 0) or shifted by one (tree 1), so that
      * most leaves of one tree are inner members of the other, as in NCCL's double tree. */
-    btree(npar, 0, N, -1);
+    btree(npar, N);
     for (int v = 0; v < n; v++) {
       int node = v / L, loc = v % L;
       /* chain in the node: head at local c; tree 1 runs the chain the other way round */
@@ -956,6 +968,93 @@ static gboolean same_ring(const ts_stage *a, const ts_stage *b)
   return ra && rb && a->lp == b->lp && a->free_mask == b->free_mask && a->bidir == b->bidir;
 }
 
+/* Latency of the dimension-order route from chip a to chip b, as ts_eval_step charges it: a
+ * switch traversal once, ring and mesh hops each. */
+static double route_latency(const ts_net *nw, int a, int b)
+{
+  double lat = 0.0;
+  for (int d = 0; d < nw->ndims; d++) {
+    int n = nw->size[d], ca = a % n, cb = b % n;
+    a /= n;
+    b /= n;
+    if (ca == cb)
+      continue;
+    int h = abs(cb - ca);
+    if (nw->shape[d] == TS_SHAPE_SWITCH)
+      h = 1;
+    else if (nw->shape[d] == TS_SHAPE_RING)
+      h = MIN(h, n - h);
+    lat += h * nw->lat_s[d];
+  }
+  return lat;
+}
+
+/* "nNodes > 1": the group has a piece beyond the node dimension. */
+static gboolean plan_multi_node(const ts_coll_plan *p)
+{
+  for (int j = 0; j < p->g.npieces; j++)
+    if (p->g.p[j].dim != 0 && p->g.p[j].size > 1)
+      return TRUE;
+  return FALSE;
+}
+
+/* NCCL's rings and trees across nodes run as pipelines of small chunks (NCCL_STEPS slots per
+ * connection, many chunks in flight), so a latency is paid once per hop of the data's path,
+ * not once per step of the slowest hop, and the bytes stream at the rate of the most loaded
+ * link. NCCL's tuning model (src/graph/tuning.cc) times them so: ring latency = (nsteps -
+ * nInterSteps) intra-node hops + nInterSteps network hops; tree latency = 2 x ((ppn - 1)
+ * intra-node + log2(nNodes) network hops); plus size / bandwidth. Here the hops are the plan's
+ * own: the mean hop latency of a ring times its steps (the snake crosses N node boundaries
+ * per turn), twice the deepest root-to-leaf path of a tree; the bandwidth term is the link
+ * loads of the whole buffer (one segment) over the protocol's bandwidths. The tree's bus
+ * bandwidth is capped by the network dimension's nccl_tree_bandwidth_GBps where given. */
+static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean full,
+                             GArray *flows)
+{
+  ts_net bw_only = p->tnet;
+  for (int d = 0; d < bw_only.ndims; d++)
+    bw_only.lat_s[d] = 0.0;
+  ts_eval *ev = ts_eval_new(&bw_only);
+  ts_stage one = *st;
+  one.nseg = 1;
+  g_array_set_size(flows, 0);
+  ts_coll_stage_flows(p, &one, 0, full, flows);
+  double bw = ts_eval_step(ev, (const ts_flow *)(void *)flows->data, (int)flows->len);
+  ts_eval_free(ev);
+  double lat = 0.0;
+  if (st->type == TS_ST_PTREE) {
+    for (int k = 0; k < p->ntrees; k++) {
+      const int *par = p->tparent + (gsize)k * p->n;
+      for (int v = 0; v < p->n; v++) {
+        double path = 0.0;
+        for (int u = v; par[u] >= 0; u = par[u])
+          path += route_latency(&p->tnet, p->chip[u], p->chip[par[u]]);
+        lat = MAX(lat, 2.0 * path);
+      }
+    }
+    double cap = INFINITY;
+    for (int j = 0; j < p->g.npieces; j++)
+      if (p->g.p[j].size > 1 && p->tnet.nccl_tree_Bps[p->g.p[j].dim] > 0)
+        cap = MIN(cap, p->tnet.nccl_tree_Bps[p->g.p[j].dim]);
+    /* NCCL's per-channel tree caps are higher on two nodes than on more (perChMaxTreeBws,
+     * Ampere: 23.6 against 17.8 GB/s per channel): the key is the cap on three or more. */
+    if (p->local > 0 && p->n / p->local == 2)
+      cap *= 23.6 / 17.8;
+    if (isfinite(cap) && p->n > 1)
+      bw = MAX(bw, 2.0 * (p->n - 1) / p->n * p->bytes / cap);
+    return lat + bw;
+  }
+  /* Ring stages: every step moves one chunk one hop along every ring. */
+  for (int c = 0; c < p->nrings; c++) {
+    double sum = 0.0;
+    for (int r = 0; r < p->n; r++)
+      sum += route_latency(&p->tnet, p->chip[mring_member(p, c, r)],
+                           p->chip[mring_member(p, c, r + 1)]);
+    lat = MAX(lat, sum / p->n);
+  }
+  return st->nsteps * (lat + bw);
+}
+
 double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
 {
   g_return_val_if_fail(p != NULL, -1.0);
@@ -965,6 +1064,7 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
   double hd_rs[32];
   int hd_rs_steps = 0;
   double total = 0.0, trot_rs = -1.0;
+  gboolean multi = plan_multi_node(p);
   for (int i = 0; i < p->nstages; i++) {
     const ts_stage *st = &p->st[i];
     /* The rotated all-gather runs the reduce-scatter's steps backwards (same pieces, sizes). */
@@ -979,6 +1079,12 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
         reuse = j;
     if (reuse >= 0) {
       per_step[i] = per_step[reuse];
+      total += per_step[i] * st->nsteps;
+      continue;
+    }
+    if (multi &&
+        (st->type == TS_ST_MRING_RS || st->type == TS_ST_MRING_AG || st->type == TS_ST_PTREE)) {
+      per_step[i] = pipelined_time(p, st, full, flows) / MAX(st->nsteps, 1);
       total += per_step[i] * st->nsteps;
       continue;
     }

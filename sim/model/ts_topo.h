@@ -48,6 +48,10 @@ typedef struct {
    * buffer (reductions, copies through its memory), bytes/s; each NCCL collective adds
    * bytes / rate. 0: none. A group spanning several dimensions pays the slowest. */
   double nccl_local_Bps;
+  /* [dim.X] nccl_tree_bandwidth_GBps: the largest bus bandwidth (nccl-tests' busbw) NCCL's tree
+   * all-reduce reaches over a group spanning this dimension, bytes/s (NCCL's tuning model caps
+   * the tree per channel, perChMaxTreeBw); 0: no cap beyond the links'. */
+  double nccl_tree_Bps;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
