@@ -973,8 +973,8 @@ static gboolean same_ring(const ts_stage *a, const ts_stage *b)
 static double route_latency(const ts_net *nw, int a, int b)
 {
   double lat = 0.0;
-  for (int d = 0; d < nw->ndims; d++) {
-    int n = nw->size[d], ca = a % n, cb = b % n;
+  for (int d = 0; d < nw->arr.ndims; d++) {
+    int n = nw->arr.size[d], ca = a % n, cb = b % n;
     a /= n;
     b /= n;
     if (ca == cb)
@@ -1012,7 +1012,7 @@ static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean
                              GArray *flows)
 {
   ts_net bw_only = p->tnet;
-  for (int d = 0; d < bw_only.ndims; d++)
+  for (int d = 0; d < bw_only.arr.ndims; d++)
     bw_only.lat_s[d] = 0.0;
   ts_eval *ev = ts_eval_new(&bw_only);
   ts_stage one = *st;
