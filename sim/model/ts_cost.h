@@ -50,6 +50,11 @@ typedef struct {
   double aq, akv, ad, abatch; /* attention core: queries, keys, head width, batch x heads */
   double attn_flops;          /* FLOPs of the attention core, part of the op's flops */
   double scores_bytes;        /* unfused attention: score-matrix bytes read and written */
+  /* Added with issue 10 (A100 fidelity). */
+  double epilogue_bytes; /* bytes the element-wise kernels after the GEMMs read and write (bias +
+                          * activation, bias + dropout + residual add, layout copies): on a GPU
+                          * their own kernels at achieved bandwidth, after the GEMMs; on a
+                          * systolic chip fused into the matmul (XLA) and free */
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
