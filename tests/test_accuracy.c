@@ -534,10 +534,10 @@ Test(accuracy, megatron_table1_step_times_are_the_published_rates)
  * 2021 Table 1 (10 models, 32-3,072 GPUs) and Korthikanti et al. 2022 Table 4 (4 models, full
  * vs selective recomputation; Calculon reports 3.65% mean on these 8). The means and the worst
  * row are pinned just above what this branch measured (docs/accuracy.md). */
-#define MEGATRON_TABLE1_MEAN_MAX 6.0
-#define MEGATRON_TABLE1_WORST_MAX 13.5
-#define MEGATRON_KORTHIKANTI_MEAN_MAX 3.0
-#define MEGATRON_KORTHIKANTI_WORST_MAX 5.0
+#define MEGATRON_TABLE1_MEAN_MAX 6.5
+#define MEGATRON_TABLE1_WORST_MAX 14.0
+#define MEGATRON_KORTHIKANTI_MEAN_MAX 2.5
+#define MEGATRON_KORTHIKANTI_WORST_MAX 4.0
 
 static void megatron_errors(const char *file, int rows, double *mean, double *worst)
 {
