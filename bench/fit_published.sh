@@ -11,8 +11,10 @@
 #                                     # the fitting halves, seed 20261201) and the error tables
 #   TS_PUBLISHED_DUMP=/tmp/rows.csv bench/fit_published.sh megatron   # also every single-node row
 #
-# The compute fit replays 774 rows a few hundred times: its coarse stage (every 4th row) took
-# ~35 min on the shared, loaded 2-core machine; the refinement on all rows as long again or more.
+# The A100 profile's shipped compute parameters come from bench/fit_a100.sh (the same fitting
+# half, each file weighted equally, the bandwidth set); the calibrate run below refits all five
+# parameters with the bandwidth inside 0.75-0.95. The compute fit replays 774 rows a few
+# hundred times: its coarse stage (every 4th row) took ~35 min on the shared, loaded 2-core machine; the refinement on all rows as long again or more.
 set -eu
 cd "$(dirname "$0")/.."
 case "${1:-all}" in

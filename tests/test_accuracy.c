@@ -560,3 +560,85 @@ Test(accuracy, shipped_echo_nccl_allreduce, .timeout = 300)
               m ? "2-16 nodes" : "one node", err[m][n[m] - 1], worst_max[m]);
   }
 }
+
+/* Megatron-LM's published A100 runs (data/published/megatron, docs/accuracy.md "Megatron-LM on
+ * A100"), held out of every fit. Narayanan et al. 2021's Table 1 gives teraFLOP/s per GPU; the
+ * file's step times must be its equation 3 divided by that rate (closed form, to the 6 digits
+ * written), and the batch and GPUs must be the table's. */
+Test(accuracy, megatron_table1_step_times_are_the_published_rates)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "megatron",
+                                           "narayanan2021-table1.csv", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->metric, TS_MEAS_STEP_TIME);
+  cr_assert_eq(f->nrows, 10, "Table 1: 10 models, %d read", f->nrows);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  /* Table 1: GPUs, batch, achieved teraFLOP/s per GPU. */
+  static const double table[10][3] = {{32, 512, 137},    {64, 512, 138},    {128, 512, 142},
+                                      {256, 1024, 135},  {512, 1536, 138},  {1024, 1792, 140},
+                                      {1536, 2304, 148}, {1920, 2160, 155}, {2520, 2520, 163},
+                                      {3072, 3072, 163}};
+  for (int i = 0; i < f->nrows; i++) {
+    /* After the quoted split: global_batch, micro_batch, bucket_MiB, step_time_s,
+     * published_tflops_per_gpu, gpus, layers, hidden. */
+    const char *tail = strrchr(lines[f->rows[i].line - 1], '"');
+    cr_assert_not_null(tail);
+    g_auto(GStrv) c = g_strsplit(tail + 1, ",", -1);
+    cr_assert_eq(g_strv_length(c), 9, "line %d", f->rows[i].line);
+    double B = g_ascii_strtod(c[1], NULL), X = g_ascii_strtod(c[5], NULL),
+           n = g_ascii_strtod(c[6], NULL), l = g_ascii_strtod(c[7], NULL),
+           h = g_ascii_strtod(c[8], NULL), s = 2048, V = 51200;
+    cr_assert_eq(n, table[i][0], "line %d: GPUs", f->rows[i].line);
+    cr_assert_eq(B, table[i][1], "line %d: batch", f->rows[i].line);
+    cr_assert_eq(X, table[i][2], "line %d: teraFLOP/s", f->rows[i].line);
+    cr_assert_eq((double)f->rows[i].global_batch, B);
+    double F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    double t = F / (X * 1e12 * n);
+    cr_assert_float_eq(f->rows[i].measured, t, t * 1e-5, "line %d: %.6g s, equation 3 gives %.6g",
+                       f->rows[i].line, f->rows[i].measured, t);
+  }
+}
+
+/* The A100 profile on Megatron-LM's published runs, none of them fitted: Narayanan et al.
+ * 2021 Table 1 (10 models, 32-3,072 GPUs) and Korthikanti et al. 2022 Table 4 (4 models, full
+ * vs selective recomputation; Calculon reports 3.65% mean on these 8). The means and the worst
+ * row are pinned just above what this branch measured (docs/accuracy.md). */
+#define MEGATRON_TABLE1_MEAN_MAX 6.5
+#define MEGATRON_TABLE1_WORST_MAX 14.0
+#define MEGATRON_KORTHIKANTI_MEAN_MAX 2.5
+#define MEGATRON_KORTHIKANTI_WORST_MAX 4.0
+
+static void megatron_errors(const char *file, int rows, double *mean, double *worst)
+{
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "megatron", file, NULL);
+  GError *e = NULL;
+  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->nrows, rows, "%s: %d rows", file, f->nrows);
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  double sum = 0;
+  *worst = 0;
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
+    sum += err;
+    *worst = fmax(*worst, err);
+  }
+  *mean = sum / f->nrows;
+}
+
+Test(accuracy, shipped_megatron_a100_step_times, .timeout = 300)
+{
+  double mean, worst;
+  megatron_errors("narayanan2021-table1.csv", 10, &mean, &worst);
+  cr_expect(mean < MEGATRON_TABLE1_MEAN_MAX, "Table 1: mean |error| %.2f%%", mean);
+  cr_expect(worst < MEGATRON_TABLE1_WORST_MAX, "Table 1: worst |error| %.2f%%", worst);
+  megatron_errors("korthikanti2022-table4.csv", 8, &mean, &worst);
+  cr_expect(mean < MEGATRON_KORTHIKANTI_MEAN_MAX, "Korthikanti: mean |error| %.2f%%", mean);
+  cr_expect(worst < MEGATRON_KORTHIKANTI_WORST_MAX, "Korthikanti: worst |error| %.2f%%", worst);
+}

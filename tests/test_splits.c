@@ -197,6 +197,7 @@ Test(pipeline, stages_balanced_by_compute)
 {
   /* Layers of unequal cost: the planner cuts so the slowest stage is as fast as it can be. */
   g_autoptr(ts_topo) t = ring_topo(2, 1e18, 0);
+  t->chip.memory_bw_Bps = 0; /* FLOPs alone (no dense epilogue traffic, equal in every layer) */
   g_autoptr(ts_model) m = equal_model(6, 1e9, 1000, 1e6);
   m->layers[0].fwd_flops = m->layers[0].bwd_input_flops = m->layers[0].bwd_weight_flops = 4e9;
   g_autoptr(ts_plan) p = make_plan(m, t, "pp=2", 2, 1);

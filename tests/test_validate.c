@@ -250,7 +250,7 @@ Test(validate, broken_splits_fail, .timeout = 60)
       {"validate-cnn", "tp=2", "conv2 fwd all-reduce", NULL, "partial sums", 0},
       {"validate-cnn", "dp=4", "grad all-reduce fc..fc", NULL, "no data-parallel", 0},
       {"validate-cnn", "dp=4", NULL, "grad all-reduce fc..fc", "missing dependency", 0},
-      {"validate-mlp", "pp=2", "send activations fc2 stage 0", NULL, "no matching send", 2},
+      {"validate-mlp", "pp=2", "send activations fc1 stage 0", NULL, "no matching send", 2},
       {"validate-transformer", "dp=4,zero=3", "block.0.fc1 param all-gather", NULL, "ZeRO-3", 0},
       {"validate-transformer", "dp=4,zero=1", "updated param all-gather", NULL, NULL, 0},
       {"validate-mlp", "dp=4,zero=2", "grad reduce-scatter fc3..fc3", NULL, NULL, 1},

@@ -182,8 +182,11 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
       tc += fa / (rate_of(c, core_prec) * ach *
                   ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch));
     /* Score matrices of an unfused core (softmax, mask, dropout) are memory-bound kernels of
-     * their own, after the GEMMs. */
-    t = fmax(tc, tm) + (bw > 0 ? s->scores_bytes / bw : 0.0);
+     * their own, after the GEMMs; so on a GPU are the epilogues (bias + GeLU, bias + dropout +
+     * residual add, layout copies: Megatron-LM's fused element-wise kernels), which XLA fuses
+     * into a systolic chip's matmuls. */
+    double after = s->scores_bytes + (c->systolic > 0 ? 0.0 : s->epilogue_bytes);
+    t = fmax(tc, tm) + (bw > 0 ? after / bw : 0.0);
     break;
   }
   default: {

@@ -56,6 +56,11 @@ typedef struct {
    * reductions, casts and transposes (precision=fp8). Costed at achieved memory bandwidth and
    * added to the op's time; the op's `kernels` counts their launches. */
   double elem_bytes;
+  /* Added with issue 10 (A100 fidelity). */
+  double epilogue_bytes; /* bytes the element-wise kernels after the GEMMs read and write (bias +
+                          * activation, bias + dropout + residual add, layout copies): on a GPU
+                          * their own kernels at achieved bandwidth, after the GEMMs; on a
+                          * systolic chip fused into the matmul (XLA) and free */
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -540,6 +540,37 @@ static int fwd_kernels(const ts_plan *p, const ts_layer *l)
   }
 }
 
+/*
+ * Bytes of the element-wise epilogue kernel after a dense layer's GEMM (one per layer, as
+ * fwd_kernels counts), over `elems` output elements on this chip: Megatron-LM's fused
+ * bias + dropout + residual add (a layer with dropout) reads the GEMM's output and the
+ * residual, writes the sum and a one-byte mask, (3D + 1) bytes an element, and its backward
+ * reads the gradient and the mask and writes the gradient, (2D + 1); a bias + activation
+ * (GeLU) reads and writes the output, 2D, and its backward reads the gradient and the
+ * pre-activation and writes the gradient, 3D. Under sequence parallelism a row-parallel
+ * layer's epilogue runs on its 1/tp of the sequence (after the reduce-scatter).
+ */
+static double dense_epilogue_bytes(const ts_plan *p, const ts_layer *l, const ts_layer_exec *e,
+                                   ts_pass pass, double elems)
+{
+  double D = p->model->dtype_bytes;
+  if (p->sp && e->pdiv > 1 && (l->tp == TS_TP_ROW || l->kind == TS_LAYER_ATTENTION))
+    elems /= e->pdiv;
+  if (pass == TS_PASS_WGRAD || pass == TS_PASS_ATTN_RECOMPUTE)
+    return 0.0; /* the weight gradient is a GEMM alone */
+  gboolean bwd = pass == TS_PASS_BWD || pass == TS_PASS_DGRAD;
+  if (l->kind == TS_LAYER_DENSE && l->vocab > 0) {
+    /* The logits' cross-entropy over the vocabulary (Megatron-LM's vocab-parallel loss on the
+     * logits cast to fp32): forward the cast (D read, 4 written), the max (4), subtracting it
+     * (4 + 4), exp (4 + 4), the sum (4), the softmax kept for backward (4 + 4): D + 36 bytes an
+     * element; backward scaling the softmax by the loss gradient (4 + 4) and the cast back
+     * (4 + D): D + 12. */
+    return (bwd ? D + 12.0 : D + 36.0) * elems;
+  }
+  double per = l->dropout ? (bwd ? 2.0 * D + 1.0 : 3.0 * D + 1.0) : (bwd ? 3.0 * D : 2.0 * D);
+  return per * elems;
+}
+
 void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other)
 {
   /* Transformer Engine's FP8 recipe: the linear layers' GEMMs (QKV, attention output, MLP)
@@ -677,6 +708,7 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->batch = held;
     }
     s->m = m, s->n = n, s->k = k;
+    s->epilogue_bytes = dense_epilogue_bytes(p, l, e, pass, m * n * (s->batch > 0 ? s->batch : 1));
     break;
   }
   case TS_LAYER_CONV2D: {
@@ -704,6 +736,12 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     s->aq = T / rows, s->akv = S, s->ad = a > 0 ? I / a : I, s->abatch = a / div * mb;
     double core = 4.0 * T * S * I * mb / div / rows, scores = a * T * S * mb / div / rows;
     double D = p->model->dtype_bytes;
+    /* After the core: the context's layout copy (unfused: permute + contiguous, T x I/tp
+     * read and written) and the output projection's bias + dropout + residual add over T x h. */
+    double ctx = unfused_attention(p, l) ? 2.0 * D * T * mb / rows * I / div : 0.0;
+    s->epilogue_bytes = pass == TS_PASS_ATTN_RECOMPUTE
+                            ? 0.0
+                            : ctx + dense_epilogue_bytes(p, l, e, pass, T * mb / rows * h);
     if (pass == TS_PASS_FWD) {
       s->attn_flops = core;
       s->scores_bytes = unfused_attention(p, l) ? scores * (6.0 * D + 1.0) : 0.0;

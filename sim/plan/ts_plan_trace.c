@@ -519,7 +519,7 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboo
   blk = proj;
   proj.attn_flops = 0, proj.scores_bytes = 0, proj.aq = proj.akv = proj.ad = proj.abatch = 0;
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
-  blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0;
+  blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0, blk.epilogue_bytes = 0;
   int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
   /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
   /* A recomputed forward (recompute=full, stage) goes round the ring again, tagged so. */
@@ -573,7 +573,7 @@ static int cp_ring_bwd(gen *g, int i)
   ts_op_shape blk;
   layer_shape(g, i, TS_PASS_BWD, &blk);
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
-  blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0;
+  blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0, blk.epilogue_bytes = 0;
 #define CORE_LBL lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name)
 #define SEND_LBL lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name)
 #define RECV_LBL lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name)
@@ -661,7 +661,7 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
    * FLOPs, attention-core FLOPs, score and memory traffic. */
   ts_op_shape chunk;
   layer_shape(g, i, TS_PASS_FWD, &chunk);
-  chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n;
+  chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n, chunk.epilogue_bytes /= n;
   int kernels = chunk.kernels;
   int prev_ag = -1, last_rs = -1;
   int start = g->last;
@@ -1216,12 +1216,20 @@ static void optimizer_step(gen *g)
     return;
   }
   /* Adam reads the gradient, reads and writes the master weights and both moments, and writes
-   * the compute copy of the weights: about 12 FLOP per parameter. */
+   * the compute copy of the weights: about 12 FLOP per parameter. Around it, a mixed-precision
+   * step (Megatron-LM's Float16Optimizer, as PyTorch AMP does it) copies the 16-bit gradients
+   * to fp32 (D read, 4 written), unscales them checking for overflow (4 + 4) and clips them by
+   * their global norm (4 read for the norm, 4 + 4 to scale): 2D + 2K + D + 28 bytes a
+   * parameter in all (60 in fp16 / bf16, not the 28 of Adam alone); in fp32 the gradients are
+   * already fp32 (no copy, no master copy): 2D + 2K + 20. XLA (a systolic chip) fuses the
+   * update into one pass over the parameters with no loss scaling: Adam's bytes and the norm's
+   * read of the gradients, 2D + 2K + 4. */
   for (guint k = 0; k < g->sync->len; k++)
     pend(g, g_array_index(g->sync, int, k));
   ts_op_shape sh;
   ts_plan_optimizer_shape(&sh);
-  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K), &sh,
+  double around = p->topo->chip.systolic > 0 ? 4.0 : D < 4 ? D + 28.0 : 20.0;
+  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K + around), &sh,
                text_label(g, "optimizer step"));
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);
