@@ -1559,7 +1559,7 @@ Test(rank_collapse, fallback_after_a_break_keeps_no_state)
   /* The shipped 1F1B trace breaks the symmetry on one DGX node (tensor-parallel flows share a
    * GPU's port with the images' stage sends); the replays after it must equal a fresh full
    * replay. The launch clocks of the stopped replay once delayed every compute of the next
-   * (0.117 s instead of 0.0627 s). */
+   * (0.117 s instead of 0.0627 s, before the trace carried epilogue traffic). */
   g_autoptr(ts_topo) t = shipped_topo("dgx-a100-1node");
   GError *e = NULL;
   g_autofree char *path =
@@ -1574,7 +1574,7 @@ Test(rank_collapse, fallback_after_a_break_keeps_no_state)
   cr_expect(fabs(w.step[1] - w.step[2]) <= 1e-9 * w.step[2],
             "after the break %.17g s, full %.17g s", w.step[1], w.step[2]);
   /* the pinned step (traces/expected-step-times.tsv), to its solver's 1e-6 */
-  cr_expect(fabs(w.step[2] - 0.062740611222470571) <= 1e-6 * w.step[2], "%.17g s", w.step[2]);
+  cr_expect(fabs(w.step[2] - 0.065082472423086166) <= 1e-6 * w.step[2], "%.17g s", w.step[2]);
 }
 
 Test(rank_collapse, degraded_arrays_replay_every_rank)
