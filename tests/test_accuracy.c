@@ -59,6 +59,26 @@ static double run_step(const char *topo, const char *model, const char *split, g
   return v;
 }
 
+/* A shipped measurement file (data/published/DIR/FILE), checked to hold ROWS rows. */
+static ts_meas_file *published_file(const char *dir, const char *file, int rows)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", dir, file, NULL);
+  GError *e = NULL;
+  ts_meas_file *f = ts_meas_load(path, &e);
+  cr_assert_not_null(f, "%s", e ? e->message : "");
+  cr_assert_eq(f->nrows, rows, "%s: %d rows, %d expected", path, f->nrows, rows);
+  return f;
+}
+
+/* Every row of F predicted, with JOBS worker processes. */
+static ts_accuracy *replayed(const ts_meas_file *f, int jobs)
+{
+  GError *e = NULL;
+  ts_accuracy *a = ts_accuracy_run(f, jobs, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  return a;
+}
+
 Test(accuracy, errors_and_group_statistics_in_closed_form)
 {
   /* Measured = predicted x 1.1 and x 0.8 (errors -1/11 and +1/4) in group a, x 0.5 (+100%) in
@@ -294,14 +314,8 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
-  g_autofree char *path =
-      g_build_filename(TS_SOURCE_DIR, "data", "published", "torchtitan", "memory.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, 18, "TorchTitan Tables 1-6: 18 rows");
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_autoptr(ts_meas_file) f = published_file("torchtitan", "memory.csv", 18);
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
   double sum = 0;
   for (int i = 0; i < f->nrows; i++)
     sum += fabs(a->predicted[i] / f->rows[i].measured - 1);
@@ -324,14 +338,8 @@ Test(accuracy, shipped_torchtitan_memory_rows)
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
-  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "torchtitan",
-                                           "llama3_h100_steps.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, 10, "TorchTitan Tables 1, 3, 4, 5: 10 rows");
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_autoptr(ts_meas_file) f = published_file("torchtitan", "llama3_h100_steps.csv", 10);
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
   double sum = 0;
   int nheld = 0, nfit = 0;
   for (int i = 0; i < f->nrows; i++) {
@@ -358,14 +366,8 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {
-  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "torchtitan",
-                                           "llama3_h100_cp_steps.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, 8, "TorchTitan Tables 2 and 6: 8 rows");
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 2, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_autoptr(ts_meas_file) f = published_file("torchtitan", "llama3_h100_cp_steps.csv", 8);
+  g_autoptr(ts_accuracy) a = replayed(f, 2);
   double sum = 0;
   for (int i = 0; i < f->nrows; i++)
     sum += fabs(a->predicted[i] / f->rows[i].measured - 1);
@@ -531,14 +533,8 @@ static int cmp_double(const void *a, const void *b)
 
 Test(accuracy, shipped_echo_nccl_allreduce, .timeout = 300)
 {
-  g_autofree char *path =
-      g_build_filename(TS_SOURCE_DIR, "data", "published", "echo-nccl", "nccl-allreduce.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, 178, "Echo's logs: 84 one-node and 94 multi-node rows");
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_autoptr(ts_meas_file) f = published_file("echo-nccl", "nccl-allreduce.csv", 178);
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
   double err[2][64];
   int n[2] = {0, 0};
   for (int i = 0; i < f->nrows; i++) {
@@ -616,14 +612,8 @@ Test(accuracy, megatron_table1_step_times_are_the_published_rates)
 
 static void megatron_errors(const char *file, int rows, double *mean, double *worst)
 {
-  g_autofree char *path =
-      g_build_filename(TS_SOURCE_DIR, "data", "published", "megatron", file, NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
-  cr_assert_eq(f->nrows, rows, "%s: %d rows", file, f->nrows);
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_autoptr(ts_meas_file) f = published_file("megatron", file, rows);
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
   double sum = 0;
   *worst = 0;
   for (int i = 0; i < f->nrows; i++) {

@@ -56,6 +56,15 @@ static double col_value(const ts_layer *l, col c)
   }
 }
 
+/* The layer-name column's width: the longest name, at least the heading's 4. */
+static int name_width(const ts_model *m)
+{
+  int wn = 4;
+  for (int i = 0; i < m->nlayers; i++)
+    wn = MAX(wn, (int)strlen(m->layers[i].name));
+  return wn;
+}
+
 static const char *input_name(const ts_model *m, const ts_layer *l)
 {
   return l->src >= 0 ? m->layers[l->src].name : "data";
@@ -251,11 +260,9 @@ static char *render_text(const ts_model *m, const char *path)
     g_string_append(s, modern);
   g_string_append(s, "\n");
   /* Column widths: names as long as the longest. */
-  int wn = 4, wi = 5;
-  for (int i = 0; i < m->nlayers; i++) {
-    wn = MAX(wn, (int)strlen(m->layers[i].name));
+  int wn = name_width(m), wi = 5;
+  for (int i = 0; i < m->nlayers; i++)
     wi = MAX(wi, (int)strlen(input_name(m, &m->layers[i])));
-  }
   const int wv = 11;
   ts_append_cell(s, "index", 5, TRUE);
   g_string_append_c(s, ' ');
@@ -305,9 +312,7 @@ static void append_precision(GString *s, const ts_model *m, int prec)
                        "kernels; backward amax + cast of the output gradient 5 mn, transposed "
                        "FP8 copies of weight, input and output gradient 2 (kn + mk + mn), 5 "
                        "kernels (docs/models.md, \"Precision\")\n");
-  int wn = 4;
-  for (int i = 0; i < m->nlayers; i++)
-    wn = MAX(wn, (int)strlen(m->layers[i].name));
+  int wn = name_width(m);
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
     int g, o;
@@ -333,9 +338,7 @@ static void append_kernels(GString *s, const ts_model *m)
                      "read + written per element, kernels launched, forward / backward; the "
                      "cross-entropy is eager under loss=eager. A step costs the eager bytes "
                      "beyond the fused ones at achieved memory bandwidth.\n");
-  int wn = 4;
-  for (int i = 0; i < m->nlayers; i++)
-    wn = MAX(wn, (int)strlen(m->layers[i].name));
+  int wn = name_width(m);
   int listed = 0;
   for (int i = 0; i < m->nlayers; i++) {
     ts_elem_op ops[TS_ELEM_MAX_OPS];
