@@ -461,6 +461,25 @@ static void check_round_trip(const ts_topo *t)
     cr_assert_eq(back, chip, "chip %d -> coords -> %d", chip, back);
     cr_assert_eq(sum, chip, "chip %d != sum(coord * stride) = %d", chip, sum);
   }
+  /* The topology's ts_array (what the SimGrid platform lays its links out with) gives the same
+   * strides and coordinates, and names no chip for a coordinate off its dimension. */
+  ts_array a = ts_topo_array(t);
+  cr_assert_eq(ts_array_nchips(&a), t->nchips);
+  for (int d = 0; d < a.ndims; d++)
+    cr_assert_eq(ts_array_stride(&a, d), ts_topo_stride(t, d), "dim %d", d);
+  for (int chip = 0; chip < t->nchips; chip++) {
+    int ac[TS_MAX_DIMS];
+    ts_topo_coords(t, chip, coords);
+    ts_array_coords(&a, chip, ac);
+    for (int d = 0; d < a.ndims; d++)
+      cr_assert_eq(ac[d], coords[d], "chip %d dim %d", chip, d);
+    cr_assert_eq(ts_array_chip(&a, ac), chip);
+  }
+  ts_array_coords(&a, t->nchips - 1, coords);
+  coords[a.ndims - 1] = a.size[a.ndims - 1];
+  cr_assert_eq(ts_array_chip(&a, coords), -1, "a coordinate past its dimension names no chip");
+  coords[a.ndims - 1] = -1;
+  cr_assert_eq(ts_array_chip(&a, coords), -1, "a negative coordinate names no chip");
 }
 
 Test(topo, coords_chip_stride_round_trip_3d)

@@ -876,3 +876,33 @@ int ts_array_nchips(const ts_array *a)
     n *= a->size[d];
   return n;
 }
+
+int ts_array_stride(const ts_array *a, int d)
+{
+  g_return_val_if_fail(a != NULL && d >= 0 && d < a->ndims, 0);
+  int s = 1;
+  for (int i = 0; i < d; i++)
+    s *= a->size[i];
+  return s;
+}
+
+void ts_array_coords(const ts_array *a, int chip, int *coords)
+{
+  g_return_if_fail(a != NULL && coords != NULL && chip >= 0);
+  for (int d = 0; d < a->ndims; d++) {
+    coords[d] = chip % a->size[d];
+    chip /= a->size[d];
+  }
+}
+
+int ts_array_chip(const ts_array *a, const int *coords)
+{
+  g_return_val_if_fail(a != NULL && coords != NULL, -1);
+  int chip = 0;
+  for (int d = a->ndims - 1; d >= 0; d--) {
+    if (coords[d] < 0 || coords[d] >= a->size[d])
+      return -1;
+    chip = chip * a->size[d] + coords[d];
+  }
+  return chip;
+}

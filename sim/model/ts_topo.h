@@ -167,6 +167,15 @@ ts_array ts_topo_array(const ts_topo *t);
 /** Chips (ranks) of an array: the product of its sizes. */
 int ts_array_nchips(const ts_array *a);
 
+/** Stride of dimension d in chip ids: the product of the sizes of the dimensions before it. */
+int ts_array_stride(const ts_array *a, int d);
+
+/** Coordinates of chip (coords has ndims entries), dimension 0 fastest. */
+void ts_array_coords(const ts_array *a, int chip, int *coords);
+
+/** Chip id of coordinates; -1 when a coordinate lies outside its dimension. */
+int ts_array_chip(const ts_array *a, const int *coords);
+
 /** Reads and validates a topology file; errors name the file and the [group] key. */
 ts_topo *ts_topo_load(const char *path, GError **error);
 

@@ -15,7 +15,9 @@ typedef struct {
 } plink;
 
 struct ts_platform {
-  const ts_topo *topo;
+  const ts_topo *topo; /* links' shapes, bandwidths and latencies; routes (ts_route) */
+  ts_array arr;        /* the array's geometry (ts_topo_array): sizes, strides, coordinates */
+  int nchips;          /* ts_array_nchips(&arr) */
   ts_platform_opts opts;
   int *slot;     /* (chip * ndims + dim) * 2 + (dir > 0 ? 0 : 1) -> link index, or -1 */
   GArray *links; /* plink */
@@ -25,9 +27,9 @@ struct ts_platform {
   sg_host_t *hosts;
 };
 
-static int slot_of(const ts_topo *t, int chip, int dim, int dir)
+static int slot_of(const ts_array *a, int chip, int dim, int dir)
 {
-  return (chip * t->ndims + dim) * 2 + (dir > 0 ? 0 : 1);
+  return (chip * a->ndims + dim) * 2 + (dir > 0 ? 0 : 1);
 }
 
 /* Shortest decimal form that reads back exactly ("1e-06", not "9.9999999999999995e-07"), so
@@ -55,16 +57,17 @@ static gboolean check_topo(const ts_topo *t, const ts_platform_opts *o, GError *
                 path, t->ndims, t->nchips, TS_MAX_DIMS);
     return FALSE;
   }
-  gint64 chips = 1;
-  for (int d = 0; d < t->ndims; d++) {
+  const ts_array a = ts_topo_array(t); /* ndims checked first: the array holds TS_MAX_DIMS */
+  gint64 chips = 1;                    /* not ts_array_nchips: an int product could overflow */
+  for (int d = 0; d < a.ndims; d++) {
     const ts_dim *dm = &t->dims[d];
-    const char *dn = dm->name != NULL ? dm->name : "?";
-    if (dm->size < 1) {
+    const char *dn = a.name[d] != NULL ? a.name[d] : "?";
+    if (a.size[d] < 1) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [dim.%s] size='%d': expected >= 1", path,
-                  dn, dm->size);
+                  dn, a.size[d]);
       return FALSE;
     }
-    chips *= dm->size;
+    chips *= a.size[d];
     /* SimGrid divides by bandwidth; a zero or infinite one would stall or skip a flow. */
     if (!(dm->link_bw_Bps > 0) || !isfinite(dm->link_bw_Bps)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -79,11 +82,11 @@ static gboolean check_topo(const ts_topo *t, const ts_platform_opts *o, GError *
       return FALSE;
     }
     int k = o->chips_per_port[d];
-    if (k > 1 && (d == 0 || dm->shape != TS_SHAPE_SWITCH || t->dims[0].size % k != 0)) {
+    if (k > 1 && (d == 0 || dm->shape != TS_SHAPE_SWITCH || a.size[0] % k != 0)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "%s: [dim.%s] chips_per_port='%d': expected a switch dimension other than the "
                   "first, and a divisor of the first dimension's size (%d)",
-                  path, dn, k, t->dims[0].size);
+                  path, dn, k, a.size[0]);
       return FALSE;
     }
   }
@@ -109,7 +112,7 @@ static void add_link(ts_platform *p, int chip, int dim, int dir)
   } else {
     l.name = g_strdup_printf("c%d.%s%c", chip, dm->name, dir > 0 ? '+' : '-');
   }
-  p->slot[slot_of(t, chip, dim, dir)] = (int)p->links->len;
+  p->slot[slot_of(&p->arr, chip, dim, dir)] = (int)p->links->len;
   g_array_append_val(p->links, l);
 }
 
@@ -122,8 +125,8 @@ static gboolean check_routes(ts_platform *p, GError **error)
   const ts_topo *t = p->topo;
   GArray *route = g_array_new(FALSE, FALSE, sizeof(int));
   gboolean ok = TRUE;
-  for (int d = 0; d < t->ndims && ok; d++) {
-    int n = t->dims[d].size, stride = ts_topo_stride(t, d);
+  for (int d = 0; d < p->arr.ndims && ok; d++) {
+    int n = p->arr.size[d], stride = ts_array_stride(&p->arr, d);
     for (int a = 0; a < n && ok; a++) {
       if (n > 64 && a != 0 && a != 1 && a != n / 2 && a != n - 1)
         continue;
@@ -134,7 +137,7 @@ static gboolean check_routes(ts_platform *p, GError **error)
           g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                       "%s: [dim.%s]: the route from chip %d to chip %d uses a link the %s line "
                       "does not have (a bug in ts_route)",
-                      t->path != NULL ? t->path : t->name, t->dims[d].name, a * stride, b * stride,
+                      t->path != NULL ? t->path : t->name, p->arr.name[d], a * stride, b * stride,
                       ts_shape_name(t->dims[d].shape));
       }
     }
@@ -156,8 +159,11 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
     return NULL;
   ts_platform *p = g_new0(ts_platform, 1);
   p->topo = t;
+  p->arr = ts_topo_array(t);
+  p->nchips = ts_array_nchips(&p->arr); /* t->nchips, as check_topo made sure */
   p->opts = o;
-  gsize nslots = (gsize)t->nchips * (gsize)t->ndims * 2;
+  const ts_array *a = &p->arr;
+  gsize nslots = (gsize)p->nchips * (gsize)a->ndims * 2;
   p->slot = g_new(int, nslots);
   for (gsize i = 0; i < nslots; i++)
     p->slot[i] = -1;
@@ -165,11 +171,11 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
   p->scratch = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
   p->zone_buf = g_array_new(FALSE, FALSE, sizeof(int));
   int coords[TS_MAX_DIMS];
-  for (int c = 0; c < t->nchips; c++) {
-    ts_topo_coords(t, c, coords);
-    for (int d = 0; d < t->ndims; d++) {
+  for (int c = 0; c < p->nchips; c++) {
+    ts_array_coords(a, c, coords);
+    for (int d = 0; d < a->ndims; d++) {
       const ts_dim *dm = &t->dims[d];
-      if (dm->size < 2)
+      if (a->size[d] < 2)
         continue;
       switch (dm->shape) {
       case TS_SHAPE_RING:
@@ -177,7 +183,7 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
         add_link(p, c, d, -1);
         break;
       case TS_SHAPE_MESH:
-        if (coords[d] < dm->size - 1)
+        if (coords[d] < a->size[d] - 1)
           add_link(p, c, d, +1);
         if (coords[d] > 0)
           add_link(p, c, d, -1);
@@ -189,8 +195,8 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
           add_link(p, c, d, +1);
           add_link(p, c, d, -1);
         } else {
-          p->slot[slot_of(t, c, d, +1)] = p->slot[slot_of(t, rep, d, +1)];
-          p->slot[slot_of(t, c, d, -1)] = p->slot[slot_of(t, rep, d, -1)];
+          p->slot[slot_of(a, c, d, +1)] = p->slot[slot_of(a, rep, d, +1)];
+          p->slot[slot_of(a, c, d, -1)] = p->slot[slot_of(a, rep, d, -1)];
         }
         break;
       }
@@ -198,12 +204,12 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
     }
   }
   /* Dimension order crosses each dimension at most once, the long way round at worst. */
-  p->max_route = 2 * t->ndims;
-  for (int d = 0; d < t->ndims; d++)
-    p->max_route += t->dims[d].size;
+  p->max_route = 2 * a->ndims;
+  for (int d = 0; d < a->ndims; d++)
+    p->max_route += a->size[d];
   /* A detour adds two hops per dead link, or a lone ring's whole length. */
-  for (int d = 0; d < t->ndims && t->faults.ndead > 0; d++)
-    p->max_route += 2 * t->faults.ndead + t->dims[d].size;
+  for (int d = 0; d < a->ndims && t->faults.ndead > 0; d++)
+    p->max_route += 2 * t->faults.ndead + a->size[d];
   if (!check_routes(p, error)) {
     ts_platform_free(p);
     return NULL;
@@ -237,11 +243,10 @@ int ts_platform_nlinks(const ts_platform *p)
 
 int ts_platform_link_index(const ts_platform *p, const ts_link_id *id)
 {
-  const ts_topo *t = p->topo;
-  if (id->chip < 0 || id->chip >= t->nchips || id->dim < 0 || id->dim >= t->ndims ||
+  if (id->chip < 0 || id->chip >= p->nchips || id->dim < 0 || id->dim >= p->arr.ndims ||
       (id->dir != 1 && id->dir != -1))
     return -1;
-  return p->slot[slot_of(t, id->chip, id->dim, id->dir)];
+  return p->slot[slot_of(&p->arr, id->chip, id->dim, id->dir)];
 }
 
 const ts_link_id *ts_platform_link_id(const ts_platform *p, int i)
@@ -311,7 +316,7 @@ int ts_platform_routing_parse(const char *s)
 
 static gboolean shared_ports(const ts_platform *p)
 {
-  for (int d = 0; d < p->topo->ndims; d++)
+  for (int d = 0; d < p->arr.ndims; d++)
     if (p->opts.chips_per_port[d] > 1)
       return TRUE;
   return FALSE;
@@ -328,7 +333,7 @@ static gboolean uniform_torus(const ts_platform *p)
   const ts_topo *t = p->topo;
   if (ts_topo_twisted(t))
     return FALSE; /* SimGrid's TorusZone wraps straight round */
-  for (int d = 0; d < t->ndims; d++)
+  for (int d = 0; d < p->arr.ndims; d++)
     if (t->dims[d].shape != TS_SHAPE_RING || t->dims[d].link_bw_Bps != t->dims[0].link_bw_Bps ||
         t->dims[d].latency_s != t->dims[0].latency_s)
       return FALSE;
@@ -339,7 +344,7 @@ ts_platform_routing ts_platform_auto_routing(const ts_platform *p)
 {
   if (uniform_torus(p))
     return TS_PLATFORM_TORUS;
-  return p->topo->nchips <= TS_PLATFORM_FULL_MAX_CHIPS ? TS_PLATFORM_FULL : TS_PLATFORM_DIJKSTRA;
+  return p->nchips <= TS_PLATFORM_FULL_MAX_CHIPS ? TS_PLATFORM_FULL : TS_PLATFORM_DIJKSTRA;
 }
 
 /* SimGrid's TorusZone picks a direction per dimension from source and target coordinates
@@ -349,7 +354,7 @@ ts_platform_routing ts_platform_auto_routing(const ts_platform *p)
 static int torus_mismatches(const ts_platform *p, int d)
 {
   const ts_topo *t = p->topo;
-  int n = t->dims[d].size, stride = ts_topo_stride(t, d), bad = 0;
+  int n = p->arr.size[d], stride = ts_array_stride(&p->arr, d), bad = 0;
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
   for (int a = 0; a < n; a++)
     for (int b = 0; b < n; b++) {
@@ -413,8 +418,9 @@ static void xml_torus(GString *s, const ts_platform *p)
   const ts_topo *t = p->topo;
   const ts_dim *d0 = &t->dims[0];
   gboolean any = FALSE;
-  for (int d = 0; d < t->ndims; d++) {
-    int bad = t->dims[d].size > 1 ? torus_mismatches(p, d) : 0;
+  const ts_array *a = &p->arr;
+  for (int d = 0; d < a->ndims; d++) {
+    int bad = a->size[d] > 1 ? torus_mismatches(p, d) : 0;
     if (bad > 0) {
       if (!any)
         g_string_append(s, "  Routes that differ from trainsim's dimension-order routes:\n");
@@ -422,7 +428,7 @@ static void xml_torus(GString *s, const ts_platform *p)
       g_string_append_printf(s,
                              "    dimension %s: %d of %d ordered pairs go the other way round "
                              "(ring ties at half the ring)\n",
-                             t->dims[d].name, bad, t->dims[d].size * (t->dims[d].size - 1));
+                             a->name[d], bad, a->size[d] * (a->size[d] - 1));
     }
   }
   g_string_append(s, "  Links: SimGrid's TORUS names, <cluster>_link_from_<i>_to_<j>_UP/_DOWN.\n"
@@ -430,15 +436,15 @@ static void xml_torus(GString *s, const ts_platform *p)
   g_string_append_printf(s,
                          "  <cluster id=\"torus\" prefix=\"c\" suffix=\"\" radical=\"0-%d\" "
                          "speed=\"",
-                         t->nchips - 1);
+                         p->nchips - 1);
   xml_host_speed(s, t);
   g_string_append(s, "\" bw=\"");
   append_num(s, d0->link_bw_Bps);
   g_string_append(s, "Bps\" lat=\"");
   append_num(s, d0->latency_s);
   g_string_append(s, "s\" topology=\"TORUS\" topo_parameters=\"");
-  for (int d = 0; d < t->ndims; d++)
-    g_string_append_printf(s, "%s%d", d > 0 ? "," : "", t->dims[d].size);
+  for (int d = 0; d < a->ndims; d++)
+    g_string_append_printf(s, "%s%d", d > 0 ? "," : "", a->size[d]);
   g_string_append(s, "\" sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n");
 }
 
@@ -455,17 +461,18 @@ static void xml_route(GString *s, const char *src, const char *dst, const ts_pla
 }
 
 /* The switch of the line of `chip` along switch dimension d: named by the line's first chip. */
-static int line_base(const ts_topo *t, int chip, int d)
+static int line_base(const ts_array *a, int chip, int d)
 {
   int coords[TS_MAX_DIMS];
-  ts_topo_coords(t, chip, coords);
-  return chip - coords[d] * ts_topo_stride(t, d);
+  ts_array_coords(a, chip, coords);
+  return chip - coords[d] * ts_array_stride(a, d);
 }
 
 static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routing r,
                              GError **error)
 {
   const ts_topo *t = p->topo;
+  const ts_array *arr = &p->arr;
   if (r == TS_PLATFORM_FULL)
     g_string_append(s, "  Every route is trainsim's dimension-order route.\n");
   else
@@ -477,18 +484,18 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
                          r == TS_PLATFORM_FULL       ? "Full"
                          : r == TS_PLATFORM_DIJKSTRA ? "DijkstraCache"
                                                      : "Floyd");
-  for (int c = 0; c < t->nchips; c++) {
+  for (int c = 0; c < p->nchips; c++) {
     g_string_append_printf(s, "    <host id=\"c%d\" speed=\"", c);
     xml_host_speed(s, t);
     g_string_append(s, "\"/>\n");
   }
   if (r != TS_PLATFORM_FULL)
-    for (int d = 0; d < t->ndims; d++)
-      if (t->dims[d].shape == TS_SHAPE_SWITCH && t->dims[d].size > 1)
-        for (int c = 0; c < t->nchips; c++)
-          if (line_base(t, c, d) == c) {
+    for (int d = 0; d < arr->ndims; d++)
+      if (t->dims[d].shape == TS_SHAPE_SWITCH && arr->size[d] > 1)
+        for (int c = 0; c < p->nchips; c++)
+          if (line_base(arr, c, d) == c) {
             g_string_append(s, "    <router id=\"s.");
-            append_attr(s, t->dims[d].name);
+            append_attr(s, arr->name[d]);
             g_string_append_printf(s, ".%d\"/>\n", c);
           }
   for (guint i = 0; i < p->links->len; i++) {
@@ -504,8 +511,8 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
   char a[32], b[32];
   if (r == TS_PLATFORM_FULL) {
     GArray *route = g_array_new(FALSE, FALSE, sizeof(int));
-    for (int src = 0; src < t->nchips; src++)
-      for (int dst = 0; dst < t->nchips; dst++) {
+    for (int src = 0; src < p->nchips; src++)
+      for (int dst = 0; dst < p->nchips; dst++) {
         if (src == dst)
           continue;
         g_array_set_size(route, 0);
@@ -522,11 +529,10 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
     g_array_unref(route);
   } else {
     int coords[TS_MAX_DIMS];
-    for (int c = 0; c < t->nchips; c++) {
-      ts_topo_coords(t, c, coords);
-      for (int d = 0; d < t->ndims; d++) {
+    for (int c = 0; c < p->nchips; c++) {
+      ts_array_coords(arr, c, coords);
+      for (int d = 0; d < arr->ndims; d++) {
         const ts_dim *dm = &t->dims[d];
-        int stride = ts_topo_stride(t, d);
         for (int dir = +1; dir >= -1; dir -= 2) {
           ts_link_id id = {c, d, dir};
           int li = ts_platform_link_index(p, &id);
@@ -534,7 +540,7 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
             continue;
           g_snprintf(a, sizeof a, "c%d", c);
           if (dm->shape == TS_SHAPE_SWITCH) {
-            g_snprintf(b, sizeof b, "s.%s.%d", dm->name, line_base(t, c, d));
+            g_snprintf(b, sizeof b, "s.%s.%d", arr->name[d], line_base(arr, c, d));
             if (dir > 0)
               xml_route(s, a, b, p, &li, 1);
             else
@@ -542,9 +548,8 @@ static gboolean xml_explicit(GString *s, const ts_platform *p, ts_platform_routi
             continue;
           }
           /* A 2-ring's two links join the same pair; one route per ordered pair. */
-          if (dm->shape == TS_SHAPE_RING && dm->size == 2 && dir < 0)
+          if (dm->shape == TS_SHAPE_RING && arr->size[d] == 2 && dir < 0)
             continue;
-          (void)stride;
           g_snprintf(b, sizeof b, "c%d", ts_topo_neighbor(t, c, d, dir));
           xml_route(s, a, b, p, &li, 1);
         }
@@ -565,12 +570,12 @@ char *ts_platform_xml(const ts_platform *p, ts_platform_routing routing, GError 
                 p->topo->path != NULL ? p->topo->path : p->topo->name);
     return NULL;
   }
-  if (r == TS_PLATFORM_FULL && p->topo->nchips > TS_PLATFORM_FULL_LIMIT_CHIPS) {
+  if (r == TS_PLATFORM_FULL && p->nchips > TS_PLATFORM_FULL_LIMIT_CHIPS) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "%s: routing full writes every route, %d x %d of them: expected at most %d "
                 "chips; use dijkstra (or torus on a uniform torus)",
-                p->topo->path != NULL ? p->topo->path : p->topo->name, p->topo->nchips,
-                p->topo->nchips - 1, TS_PLATFORM_FULL_LIMIT_CHIPS);
+                p->topo->path != NULL ? p->topo->path : p->topo->name, p->nchips, p->nchips - 1,
+                TS_PLATFORM_FULL_LIMIT_CHIPS);
     return NULL;
   }
   GString *s = g_string_new(NULL);
@@ -602,7 +607,6 @@ static int zone_route(void *data, int src, int dst, int *links, int max)
 
 gboolean ts_platform_load(ts_platform *p, double host_speed, GError **error)
 {
-  const ts_topo *t = p->topo;
   if (p->hosts != NULL) {
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "the platform is already loaded");
     return FALSE;
@@ -610,9 +614,9 @@ gboolean ts_platform_load(ts_platform *p, double host_speed, GError **error)
   ts_sg_zone *z = ts_sg_zone_new("trainsim", zone_route, p, p->max_route, error);
   if (z == NULL)
     return FALSE;
-  p->hosts = g_new(sg_host_t, t->nchips);
+  p->hosts = g_new(sg_host_t, p->nchips);
   char name[32];
-  for (int c = 0; c < t->nchips; c++) {
+  for (int c = 0; c < p->nchips; c++) {
     g_snprintf(name, sizeof name, "c%d", c);
     p->hosts[c] = ts_sg_zone_add_host(z, name, host_speed);
   }
