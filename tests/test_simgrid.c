@@ -1535,19 +1535,25 @@ Test(rank_collapse, broken_symmetry_is_detected)
   expect_rank_collapse("gpt3-350m", "tpu-v3-8x8", "tp=2@x,pp=4@y,dp=8", 64, 1, FALSE);
 }
 
-Test(rank_collapse, imported_trace_replays_every_rank)
+/* A shipped trace (traces/NAME) on one DGX A100 node, checked, resolved and replayed the
+ * three ways. */
+static void replay_shipped_trace_three_ways(const char *name, three_ways *w)
 {
-  /* An imported trace names its peers rank by rank: the engine replays every rank. */
   g_autoptr(ts_topo) t = shipped_topo("dgx-a100-1node");
   GError *e = NULL;
-  g_autofree char *path =
-      g_strdup_printf("%s/traces/imported/chakra/bert-base-tp2-pp2-dp2.trace", TS_SOURCE_DIR);
+  g_autofree char *path = g_strdup_printf("%s/traces/%s", TS_SOURCE_DIR, name);
   g_autoptr(ts_trace) tr = ts_trace_load(path, &e);
   cr_assert_not_null(tr, "%s", e != NULL ? e->message : "");
   cr_assert(ts_trace_check(tr, t, &e) && ts_trace_resolve_algos(tr, t, &e), "%s",
             e != NULL ? e->message : "");
+  replay_three_ways(t, tr, w);
+}
+
+Test(rank_collapse, imported_trace_replays_every_rank)
+{
+  /* An imported trace names its peers rank by rank: the engine replays every rank. */
   three_ways w;
-  replay_three_ways(t, tr, &w);
+  replay_shipped_trace_three_ways("imported/chakra/bert-base-tp2-pp2-dp2.trace", &w);
   cr_expect_eq(w.mode, TS_REPLAY_FULL);
   cr_expect(fabs(w.step[0] - w.step[2]) <= 1e-9 * w.step[2], "%.17g s, full %.17g s", w.step[0],
             w.step[2]);
@@ -1560,16 +1566,8 @@ Test(rank_collapse, fallback_after_a_break_keeps_no_state)
    * GPU's port with the images' stage sends); the replays after it must equal a fresh full
    * replay. The launch clocks of the stopped replay once delayed every compute of the next
    * (0.117 s instead of 0.0627 s, before the trace carried epilogue traffic). */
-  g_autoptr(ts_topo) t = shipped_topo("dgx-a100-1node");
-  GError *e = NULL;
-  g_autofree char *path =
-      g_strdup_printf("%s/traces/examples/bert-base-tp2-pp2-dp2.trace", TS_SOURCE_DIR);
-  g_autoptr(ts_trace) tr = ts_trace_load(path, &e);
-  cr_assert_not_null(tr, "%s", e != NULL ? e->message : "");
-  cr_assert(ts_trace_check(tr, t, &e) && ts_trace_resolve_algos(tr, t, &e), "%s",
-            e != NULL ? e->message : "");
   three_ways w;
-  replay_three_ways(t, tr, &w);
+  replay_shipped_trace_three_ways("examples/bert-base-tp2-pp2-dp2.trace", &w);
   cr_expect(w.broken);
   cr_expect(fabs(w.step[1] - w.step[2]) <= 1e-9 * w.step[2],
             "after the break %.17g s, full %.17g s", w.step[1], w.step[2]);
