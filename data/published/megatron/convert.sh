@@ -19,6 +19,19 @@ set -eu
 cd "$(dirname "$0")"
 s=2048
 V=51200
+# stages LAYERS PP CHUNKS: Megatron's pipeline split as trainsim's stages= list: LAYERS / (PP x
+# CHUNKS) blocks a stage (5 trainsim layers a block), the embedding on the first, the final norm
+# and the logits on the last.
+stages() {
+  b=$(($1 / ($2 * $3)))
+  st=$((b * 5 + 1))
+  k=1
+  while [ $k -lt $(($2 * $3 - 1)) ]; do
+    st="$st:$((b * 5))"
+    k=$((k + 1))
+  done
+  echo "$st:$((b * 5 + 2))"
+}
 {
   echo "# Narayanan et al. 2021 (arXiv 2104.04473), Table 1, on Selene (DGX A100 80GB, 8x HDR"
   echo "# 200 Gb/s per node). step_time_s = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) / (TFLOP/s per"
@@ -37,16 +50,7 @@ V=51200
     fi
     if [ "$pp" -gt 1 ]; then
       split="tp=$tp@node,pp=$pp@net,dp=$dp@net"
-      b=$((l / (pp * chunks)))
-      # Megatron's stages: l / (pp V) blocks each (5 layers a block in trainsim), the embedding
-      # on the first, the final norm and the logits on the last.
-      st=$((b * 5 + 1))
-      k=1
-      while [ $k -lt $((pp * chunks - 1)) ]; do
-        st="$st:$((b * 5))"
-        k=$((k + 1))
-      done
-      st="$st:$((b * 5 + 2))"
+      st=$(stages "$l" "$pp" "$chunks")
       if [ "$chunks" -gt 1 ]; then
         split="$split,schedule=interleaved:$chunks,stages=$st"
       else
@@ -90,14 +94,7 @@ TABLE
     fi
     split="tp=$tp@node"
     if [ "$pp" -gt 1 ]; then
-      b=$((l / (pp * chunks)))
-      st=$((b * 5 + 1))
-      k=1
-      while [ $k -lt $((pp * chunks - 1)) ]; do
-        st="$st:$((b * 5))"
-        k=$((k + 1))
-      done
-      st="$st:$((b * 5 + 2))"
+      st=$(stages "$l" "$pp" "$chunks")
       sched=1f1b
       [ "$chunks" -gt 1 ] && sched="interleaved:$chunks"
       split="$split,pp=$pp@net,schedule=$sched,stages=$st"
