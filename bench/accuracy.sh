@@ -8,7 +8,8 @@
 #     every row of that file: line, group, model, measured, predicted, signed error;
 #   <!-- accuracy-pooled: FILE1 FILE2 ... -->  ...  <!-- /accuracy -->
 #     the rows of several files pooled: count, mean and largest |error|, mean signed error
-#     (the held-out large runs of docs/accuracy.md: data/published/{mtnlg,bloom,llama3}).
+#     (the held-out large runs of docs/accuracy.md: data/published/{mtnlg,bloom,llama3,
+#     megatron-bridge,megatron-core}, together and per chip kind).
 # Each file's full outputs (text, CSV, JSON, scatter plot) go to out/accuracy/DATASET-NAME/.
 #
 #   bench/accuracy.sh              # every file (about a minute on 2 cores)
