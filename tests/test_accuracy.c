@@ -362,9 +362,10 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
 }
 
 /* TorchTitan's long-sequence rows (llama3_h100_cp_steps.csv, Tables 2 and 6, all held out):
- * trainsim is 16.9% slow in the mean (docs/accuracy.md: the causal mask's skipped attention
- * blocks are not modelled). Above the issue's target; pinned so it cannot get worse silently. */
-#define TORCHTITAN_CP_MEAN_MAX 18.5
+ * trainsim is 16.3% slow in the mean (16.9% before the DGX H100 node's published NCCL rates;
+ * docs/accuracy.md: the causal mask's skipped attention blocks are not modelled). Above the
+ * issue's target; pinned so it cannot get worse silently. */
+#define TORCHTITAN_CP_MEAN_MAX 17.5
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {
