@@ -328,13 +328,15 @@ Test(accuracy, shipped_torchtitan_memory_rows)
  * 1%; the held-out rows' mean |error| is pinned just above what this branch measured
  * (docs/accuracy.md), so a regression of the H100 model fails here. */
 #define TORCHTITAN_STEP_FIT_MAX 1.0
-/* Measured 5.9% over the 9 held-out rows, the worst 13.6% (the 70B/405B tp=8 rows, 11-14% too
- * fast); 14.45% and 35.5% before the splits said what TorchTitan ran (eager kernels, fsdp2's
- * once-per-step gathers under pp, 8 micro-batches for the interleaved row) and FP8 scaling,
- * recompute=op and the GPU's epilogue traffic were costed (3.3% / 5.7% in between, when the
- * fit absorbed the uncosted recomputation). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 6.5
-#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 14.5
+/* Measured 5.6% over the 9 held-out rows, the worst 13.4% (the 405B tp=8 rows with AsyncTP,
+ * 12-13% too fast); 5.9% / 13.6% before the DGX H100 node's NCCL rates were set to the
+ * published ones (ring 370 GB/s, NVLS 480 GB/s busbw on 8 GPUs, were 449 and 655); 14.45% and
+ * 35.5% before the splits said what TorchTitan ran (eager kernels, fsdp2's once-per-step
+ * gathers under pp, 8 micro-batches for the interleaved row) and FP8 scaling, recompute=op and
+ * the GPU's epilogue traffic were costed (3.3% / 5.7% in between, when the fit absorbed the
+ * uncosted recomputation). */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 6.0
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 14.0
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -360,9 +362,10 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
 }
 
 /* TorchTitan's long-sequence rows (llama3_h100_cp_steps.csv, Tables 2 and 6, all held out):
- * trainsim is 16.9% slow in the mean (docs/accuracy.md: the causal mask's skipped attention
- * blocks are not modelled). Above the issue's target; pinned so it cannot get worse silently. */
-#define TORCHTITAN_CP_MEAN_MAX 18.5
+ * trainsim is 16.3% slow in the mean (16.9% before the DGX H100 node's published NCCL rates;
+ * docs/accuracy.md: the causal mask's skipped attention blocks are not modelled). Above the
+ * issue's target; pinned so it cannot get worse silently. */
+#define TORCHTITAN_CP_MEAN_MAX 17.5
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {
