@@ -794,6 +794,14 @@ Test(validate, moe_expert_parallel_matches_one_processor, .timeout = 60)
     }
   extra mb = {.micro = 1};
   expect_pass("validate-moe", "dp=4,ep=2", TS_PREC_F64, &mb);
+  /* Every algorithm that implements both the all-to-alls and the all-reduces, on a 2D torus
+   * (those that do not are refused as bad input, which `-a all` skips). */
+  static const ts_coll_algo algos[] = {TS_ALGO_RING, TS_ALGO_TORUS, TS_ALGO_HIERARCHICAL,
+                                       TS_ALGO_DIRECT, TS_ALGO_TORUS_DIMWISE};
+  for (gsize a = 0; a < G_N_ELEMENTS(algos); a++) {
+    extra x = {.topo = "torus:4x2", .algo = algos[a]};
+    expect_pass("validate-moe", "tp=2,dp=4,ep=2", TS_PREC_F64, &x);
+  }
   expect_pass("validate-moe", "tp=2,dp=2,ep=2", TS_PREC_F32, &mb);
 }
 

@@ -1207,6 +1207,37 @@ static gboolean drops_known(const ts_trace *tr, const ts_validate_options *o, GE
   return TRUE;
 }
 
+/* Every collective's algorithm is resolved and decomposed before anything runs: one that does
+ * not apply is bad input (`-a all` skips it), as in the layer walk. */
+static gboolean prescan(const ts_trace *tr, const ts_topo *t, double elem, GError **error)
+{
+  const ts_program *p = &tr->programs[ts_trace_program_of(tr, 0)];
+  for (int j = 0; j < p->nops; j++) {
+    const ts_op *op = ts_program_op(p, j);
+    if (op->kind != TS_OP_COLL)
+      continue;
+    const ts_group *g = g_ptr_array_index(tr->groups, op->group);
+    ts_coll_algo a = op->algo;
+    g_autoptr(GError) local = NULL;
+    gint64 count = MAX((gint64)nearbyint(op->bytes / elem), 1);
+    ts_coll_plan *cp = NULL;
+    if ((!ts_coll_algo_is_choice(op->algo) ||
+         ts_coll_time(t, op->coll, op->algo, &g->shape, op->bytes, &a, &local) >= 0) &&
+        (cp = ts_coll_decompose(t, (ts_coll_kind)op->coll, a, &g->shape, count, elem, &local)) !=
+            NULL) {
+      ts_coll_plan_free(cp);
+      continue;
+    }
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--algorithm %s: op '%s' (%s over the %d members of group %s): %s",
+                ts_coll_algo_name(op->algo), (char *)g_ptr_array_index(tr->labels, op->label),
+                ts_coll_kind_name((ts_coll_kind)op->coll), ts_trace_group_size(g), g->name,
+                local ? local->message : "no algorithm");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Every rank's program is op for op the same (labels, roles, collectives): the walk's
  * lockstep needs it. */
 static gboolean spmd(const ts_trace *tr, GError **error)
@@ -1264,7 +1295,8 @@ ts_validate_result *vd_moe_run(const ts_model *m, const ts_topo *t, const ts_spl
   po.algo = o->algo;
   g_autoptr(ts_plan) plan = ts_plan_new(m, t, s, &po, error);
   g_autoptr(ts_trace) tr = plan ? ts_plan_trace(plan, error) : NULL;
-  if (tr == NULL || !ts_trace_check(tr, t, error) || !spmd(tr, error) || !drops_known(tr, o, error))
+  if (tr == NULL || !ts_trace_check(tr, t, error) || !spmd(tr, error) ||
+      !drops_known(tr, o, error) || !prescan(tr, t, m->dtype_bytes, error))
     return NULL;
   mo_exec ex = {0}, *x = &ex;
   x->n = &net;
