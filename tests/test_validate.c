@@ -792,6 +792,19 @@ Test(validate, moe_expert_parallel_matches_one_processor, .timeout = 60)
         x.topo = "torus:2x4";
       expect_pass("validate-moe", splits[k], precs[p], &x);
     }
+  /* ep placed on one dimension of dp's two; tp on a node's switch, ep across nodes. */
+  extra torus = {.topo = "torus:4x2"}, sw = {.topo = "switch:2x4"};
+  expect_pass("validate-moe", "dp=8@x+y,ep=2@y", TS_PREC_F64, &torus);
+  expect_pass("validate-moe", "dp=8@x+y,ep=4@x", TS_PREC_F32, &torus);
+  expect_pass("validate-moe", "tp=2@node,dp=4,ep=2", TS_PREC_F32, &sw);
+  expect_pass("validate-moe", "dp=8,ep=4", TS_PREC_F64, &sw);
+  /* ZeRO 1 and 2: gradients reduce-scattered (the experts' over dp / ep), each owner updates
+   * its chunk, the updated dense and expert parameters all-gathered over their groups. */
+  static const char *const zero[] = {"dp=4,ep=2,zero=1", "dp=8,ep=2,zero=2", "dp=8,ep=4,zero=1",
+                                     "tp=2,dp=4,ep=2,zero=1"};
+  for (gsize k = 0; k < G_N_ELEMENTS(zero); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass("validate-moe", zero[k], precs[p], NULL);
   extra mb = {.micro = 1};
   expect_pass("validate-moe", "dp=4,ep=2", TS_PREC_F64, &mb);
   /* Every algorithm that implements both the all-to-alls and the all-reduces, on a 2D torus
@@ -834,6 +847,10 @@ Test(validate, moe_dropped_exchanges_fail)
       {"tp=2,dp=4,ep=2", "block.0.fc1 bwd all-reduce", "partial sum (a missing all-reduce)"},
       {"dp=8,ep=2", "grad all-reduce block.0.fc1..block.0.fc1", "block.0.fc1.w' that no"},
       {"tp=2,dp=4,ep=2", "grad all-reduce block.0.fc2..block.0.fc1", "block.0.fc2.w' that no"},
+      {"dp=8,ep=2,zero=1", "grad reduce-scatter block.0.fc1..block.0.fc1",
+       "it does not own chunk 0 of 4 of 'block.0.fc1.w'"},
+      {"dp=8,ep=2,zero=1", "updated expert param all-gather", NULL},
+      {"dp=8,ep=2,zero=2", "updated param all-gather", NULL},
       {"dp=4,ep=2", "grad all-reduce block.0.router..block.0.shared_fc2",
        "block.0.router.w' that no"},
   };
@@ -886,8 +903,8 @@ Test(validate, moe_bytes_closed_form)
 
 Test(validate, moe_refused_splits_and_models)
 {
-  expect_refused("validate-moe", "dp=2,ep=2,pp=2", NULL, "dp, ep and tp only");
-  expect_refused("validate-moe", "dp=4,ep=2,zero=1", NULL, "dp, ep and tp only");
+  expect_refused("validate-moe", "dp=2,ep=2,pp=2", NULL, "zero=1|2 only");
+  expect_refused("validate-moe", "dp=4,ep=2,zero=3", NULL, "zero=1|2 only");
   expect_refused("validate-moe", "tp=8", NULL, "does not divide");
   extra x = {.drop = "block.0.fc1 fwd dispatch"};
   expect_refused("validate-moe", "dp=2,ep=2", &x, "no op of the trace has this label");

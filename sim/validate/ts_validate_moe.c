@@ -445,6 +445,7 @@ typedef struct {
   gint64 *shard[T_N];
   void *w[T_N], *g[T_N], *gs[T_N], *mom[T_N], *v2[T_N];
   gboolean synced[T_N];
+  int own_S[T_N], own_m[T_N]; /* ZeRO 1/2: owner chunk own_m of own_S (0: not sharded) */
   int adam_step;
   mo_act *a; /* [micro] */
   double loss, sent, traced;
@@ -1043,26 +1044,97 @@ static gboolean tp_coll(mo_exec *x, const ts_op *op, const char *label, int laye
   return ok;
 }
 
-/* A gradient all-reduce over layers [lo, hi] (a bucket): the chips' local gradients of those
- * layers, flattened in tensor order, summed into gs. */
+/* ZeRO 1 and 2 (Rajbhandari et al. 2020): each tensor a chip holds is cut in S equal chunks,
+ * member m of the sharding group owning chunk m. A sharded collective's flat buffer holds, at
+ * member m's shard (ts_coll_shard), chunk m of each of its tensors in tensor order, so the
+ * reduce-scatter leaves each owner the sums of its chunks and the all-gather brings every
+ * owner's updated chunks to all (the validator's packing; the trace carries only bytes). FALSE
+ * when the shards do not fit the chunks (the validator does not pad). */
+static gboolean shard_check(mo_exec *x, const ts_coll_plan *p, int nm, const mo_rank *r,
+                            const gboolean *in, const char *label)
+{
+  gint64 want = 0;
+  for (int q = 0; q < T_N; q++)
+    if (in[q]) {
+      if (r->n[q] % nm != 0)
+        return mo_fail(x,
+                       "'%s': '%s.%s' holds %" G_GINT64_FORMAT " elements per chip, which the %d "
+                       "owners do not divide (the validator does not pad)",
+                       label, x->m->layers[tensor_layer[q]].name, tensor_suffix[q], r->n[q], nm);
+      want += r->n[q] / nm;
+    }
+  for (int m = 0; m < nm; m++) {
+    gint64 off, cnt;
+    ts_coll_shard(p, m, &off, &cnt);
+    if (cnt != want)
+      return mo_fail(x,
+                     "'%s': member %d's shard is %" G_GINT64_FORMAT " elements, its chunks "
+                     "%" G_GINT64_FORMAT,
+                     label, m, cnt, want);
+  }
+  return TRUE;
+}
+
+/* Copies chunk m of every tensor `in` (tensors[q]) to member m's shard of flat, or back
+ * (to_flat FALSE: flat's shard m into chunk m, added when add); every member, or only `only`. */
+static void shard_pack(mo_exec *x, const ts_coll_plan *p, int nm, const mo_rank *r,
+                       const gboolean *in, void **tensors, void *flat, gboolean to_flat,
+                       gboolean add, int only)
+{
+  const vd_kern *k = x->k;
+  for (int m = 0; m < nm; m++) {
+    if (only >= 0 && m != only)
+      continue;
+    gint64 off, cnt;
+    ts_coll_shard(p, m, &off, &cnt);
+    for (int q = 0; q < T_N; q++) {
+      if (!in[q])
+        continue;
+      gint64 c = r->n[q] / nm;
+      void *t = KP(tensors[q], (gint64)m * c), *f = KP(flat, off);
+      if (to_flat)
+        memcpy(f, t, k->elem * (gsize)c);
+      else if (add)
+        k->axpy(c, 1.0, f, t);
+      else
+        memcpy(t, f, k->elem * (gsize)c);
+      off += c;
+    }
+  }
+}
+
+/* A gradient all-reduce or reduce-scatter over layers [lo, hi] (a bucket): the chips' local
+ * gradients of those layers, flattened in tensor order (all-reduce) or by owner
+ * (reduce-scatter), summed into gs. */
 static gboolean grad_coll(mo_exec *x, const ts_op *op, const char *label, int lo, int hi,
                           const int *mem, int nm)
 {
   const vd_kern *k = x->k;
-  if (op->coll != TS_COLL_ALLREDUCE)
-    return mo_fail(x, "'%s': a %s; the validator executes MoE without ZeRO", label,
+  gboolean rs = op->coll == TS_COLL_REDUCESCATTER;
+  if (op->coll != TS_COLL_ALLREDUCE && !rs)
+    return mo_fail(x, "'%s': a %s, where gradients are all-reduced or reduce-scattered", label,
                    ts_coll_kind_name((ts_coll_kind)op->coll));
+  gboolean in[T_N] = {0};
   gint64 count = 0;
   for (int q = 0; q < T_N; q++)
-    if (tensor_layer[q] >= MIN(lo, hi) && tensor_layer[q] <= MAX(lo, hi))
+    if (tensor_layer[q] >= MIN(lo, hi) && tensor_layer[q] <= MAX(lo, hi)) {
+      in[q] = TRUE;
       count += x->r[mem[0]].n[q];
+    }
+  const ts_coll_plan *p = rs ? coll_plan(x, op, count, label) : NULL;
+  if (rs && (p == NULL || !shard_check(x, p, nm, &x->r[mem[0]], in, label)))
+    return FALSE;
   void **bufs = g_new0(void *, nm);
   for (int m = 0; m < nm; m++) {
     mo_rank *r = &x->r[mem[m]];
     bufs[m] = kbuf(k, count);
+    if (rs) {
+      shard_pack(x, p, nm, r, in, r->g, bufs[m], TRUE, FALSE, -1);
+      continue;
+    }
     gint64 off = 0;
     for (int q = 0; q < T_N; q++)
-      if (tensor_layer[q] >= MIN(lo, hi) && tensor_layer[q] <= MAX(lo, hi)) {
+      if (in[q]) {
         memcpy(KP(bufs[m], off), r->g[q], k->elem * (gsize)r->n[q]);
         off += r->n[q];
       }
@@ -1070,15 +1142,64 @@ static gboolean grad_coll(mo_exec *x, const ts_op *op, const char *label, int lo
   gboolean ok = run_coll(x, op, label, mem, nm, bufs, count);
   for (int m = 0; m < nm && ok; m++) {
     mo_rank *r = &x->r[mem[m]];
+    if (rs)
+      shard_pack(x, p, nm, r, in, r->gs, bufs[m], FALSE, TRUE, m);
     gint64 off = 0;
     for (int q = 0; q < T_N; q++)
-      if (tensor_layer[q] >= MIN(lo, hi) && tensor_layer[q] <= MAX(lo, hi)) {
-        k->axpy(r->n[q], 1.0, KP(bufs[m], off), r->gs[q]);
+      if (in[q]) {
+        if (!rs)
+          k->axpy(r->n[q], 1.0, KP(bufs[m], off), r->gs[q]);
         memset(r->g[q], 0, k->elem * (gsize)r->n[q]);
         r->synced[q] = TRUE;
+        r->own_S[q] = rs ? nm : 0;
+        r->own_m[q] = rs ? m : 0;
         off += r->n[q];
       }
   }
+  for (int m = 0; m < nm; m++)
+    g_free(bufs[m]);
+  g_free(bufs);
+  return ok;
+}
+
+/* ZeRO 1/2's gather of the updated parameters after the optimizer step: every dense tensor
+ * (`updated param all-gather`, over all dp ranks) or every expert tensor (`updated expert param
+ * all-gather`, over the dp / ep ranks holding the same experts), each owner's chunks. */
+static gboolean param_coll(mo_exec *x, const ts_op *op, const char *label, gboolean experts,
+                           const int *mem, int nm)
+{
+  const vd_kern *k = x->k;
+  if (op->coll != TS_COLL_ALLGATHER || op->t_layer > 0)
+    return mo_fail(x,
+                   "'%s': a %s of %s; the MoE walk executes ZeRO 1 and 2's gather of every "
+                   "updated parameter",
+                   label, ts_coll_kind_name((ts_coll_kind)op->coll),
+                   op->t_layer > 0 ? "one layer" : "the parameters");
+  gboolean in[T_N] = {0};
+  gint64 count = 0;
+  for (int q = 0; q < T_N; q++)
+    if ((q == T_FC1 || q == T_FC2) == experts) {
+      in[q] = TRUE;
+      count += x->r[mem[0]].n[q];
+      for (int m = 0; m < nm; m++)
+        if (x->r[mem[m]].own_S[q] != nm || x->r[mem[m]].own_m[q] != m)
+          return mo_fail(x,
+                         "'%s' on chip %d: it does not own chunk %d of %d of '%s.%s' (no "
+                         "reduce-scatter over this group gave it one)",
+                         label, mem[m], m, nm, x->m->layers[tensor_layer[q]].name,
+                         tensor_suffix[q]);
+    }
+  const ts_coll_plan *p = coll_plan(x, op, count, label);
+  if (p == NULL || !shard_check(x, p, nm, &x->r[mem[0]], in, label))
+    return FALSE;
+  void **bufs = g_new0(void *, nm);
+  for (int m = 0; m < nm; m++) {
+    bufs[m] = kbuf(k, count);
+    shard_pack(x, p, nm, &x->r[mem[m]], in, x->r[mem[m]].w, bufs[m], TRUE, FALSE, m);
+  }
+  gboolean ok = run_coll(x, op, label, mem, nm, bufs, count);
+  for (int m = 0; m < nm && ok; m++)
+    shard_pack(x, p, nm, &x->r[mem[m]], in, x->r[mem[m]].w, bufs[m], FALSE, FALSE, -1);
   for (int m = 0; m < nm; m++)
     g_free(bufs[m]);
   g_free(bufs);
@@ -1104,11 +1225,18 @@ static void optimizer(mo_exec *x, mo_rank *r, int rank)
     void *g = g_memdup2(r->g[q], k->elem * (gsize)r->n[q]);
     if (r->synced[q])
       k->axpy(r->n[q], 1.0, r->gs[q], g);
+    /* ZeRO 1/2: only the owned chunk (the others come with the parameter all-gather). */
+    gint64 lo = 0, n = r->n[q];
+    if (r->own_S[q] > 0) {
+      n = r->n[q] / r->own_S[q];
+      lo = n * r->own_m[q];
+    }
     if (o->optimizer == TS_VALIDATE_ADAM) {
       ts_adam hp = {o->lr, 0.9, 0.999, 1e-8, o->weight_decay};
-      k->adam(r->n[q], &hp, r->adam_step, r->w[q], g, r->mom[q], r->v2[q]);
+      k->adam(n, &hp, r->adam_step, KP(r->w[q], lo), KP(g, lo), KP(r->mom[q], lo),
+              KP(r->v2[q], lo));
     } else {
-      k->sgd(r->n[q], o->lr, o->momentum, o->weight_decay, r->w[q], g, r->mom[q]);
+      k->sgd(n, o->lr, o->momentum, o->weight_decay, KP(r->w[q], lo), KP(g, lo), KP(r->mom[q], lo));
     }
     g_free(g);
   }
@@ -1161,10 +1289,16 @@ static gboolean walk(mo_exec *x)
         break;
       case TS_ROLE_TP:
       case TS_ROLE_EP:
-      case TS_ROLE_GRAD: {
+      case TS_ROLE_GRAD:
+      case TS_ROLE_PARAM_GATHER:
+      case TS_ROLE_EXPERT_PARAMS: {
         int nm = group_ranks(x, op->group, rank, mem);
         for (int m = 0; m < nm; m++)
           done[mem[m]] = TRUE;
+        if (op->t_role == TS_ROLE_PARAM_GATHER || op->t_role == TS_ROLE_EXPERT_PARAMS) {
+          ok = param_coll(x, op, label, op->t_role == TS_ROLE_EXPERT_PARAMS, mem, nm);
+          break;
+        }
         ok = op->t_role == TS_ROLE_TP ? tp_coll(x, op, label, layer, u, bwd_phase, mem, nm)
              : op->t_role == TS_ROLE_EP
                  ? ep_coll(x, op, label, layer, u, bwd_phase, mem, nm)
@@ -1275,12 +1409,13 @@ ts_validate_result *vd_moe_run(const ts_model *m, const ts_topo *t, const ts_spl
   mo_net net = {0};
   if (!moe_match(m, &net, error))
     return NULL;
-  if (s->degree[TS_AX_PP] > 1 || s->degree[TS_AX_CP] > 1 || s->sp || s->zero > 0 || s->ps > 0 ||
-      s->shard > 0 || s->tp_overlap || s->dp_overlap || s->recompute != TS_RECOMPUTE_NONE ||
-      (o->drop_deps != NULL && o->drop_deps[0] != NULL)) {
+  if (s->degree[TS_AX_PP] > 1 || s->degree[TS_AX_CP] > 1 || s->sp || s->zero > 2 || s->ps > 0 ||
+      s->offload != TS_OFFLOAD_NONE || s->shard > 0 || s->tp_overlap || s->dp_overlap ||
+      s->recompute != TS_RECOMPUTE_NONE || (o->drop_deps != NULL && o->drop_deps[0] != NULL)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': the validator executes a mixture of experts with dp, ep and tp "
-                "only (not pp, cp, sp, zero, ps, shard, overlaps, recompute or --drop-deps: its "
+                "--split '%s': the validator executes a mixture of experts with dp, ep, tp and "
+                "zero=1|2 only (not pp, cp, sp, zero=3, ps, offload, shard, overlaps, recompute "
+                "or --drop-deps: its "
                 "walk runs the programs in lockstep); expected e.g. tp=2,dp=4,ep=2 "
                 "(docs/validation.md)",
                 s->text);
@@ -1376,6 +1511,7 @@ ts_validate_result *vd_moe_run(const ts_model *m, const ts_topo *t, const ts_spl
         memset(r->g[q], 0, k->elem * (gsize)r->n[q]);
         memset(r->gs[q], 0, k->elem * (gsize)r->n[q]);
         r->synced[q] = FALSE;
+        r->own_S[q] = r->own_m[q] = 0;
       }
       r->loss = 0;
     }
