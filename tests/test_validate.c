@@ -860,6 +860,23 @@ Test(validate, moe_dropped_exchanges_fail)
   }
 }
 
+Test(validate, moe_dropped_dependencies_fail)
+{
+  /* The walk runs gradient synchronisation as early as it may and the async tp all-reduces as
+   * late as they may: a reader that lost its dependency on one runs too soon. */
+  static const struct {
+    const char *op, *why;
+  } cases[] = {
+      {"block.0.fc1 bwd dispatch all-to-all", "the experts' input gradient is a partial sum"},
+      {"block.0.norm2 bwd", "the shared expert's input gradient is a partial sum"},
+      {"grad all-reduce block.0.fc2..block.0.fc1", NULL},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    extra x = {.nodeps = cases[k].op};
+    expect_fail("validate-moe", "tp=2,dp=4,ep=2", TS_PREC_F64, &x, cases[k].why);
+  }
+}
+
 Test(validate, moe_bytes_closed_form)
 {
   /* tp=2, dp=4, ep=2, 8 sequences of 4 tokens, width 8, fp32: per chip and step, each of the

@@ -12,9 +12,9 @@
  * every token before second choices, in token order (GShard, Lepikhin et al. 2021, section
  * 2.2); copies over capacity are dropped (the token keeps its residual and shared expert);
  * y = x + shared + sum_kept p_e swiglu(n We1) We2; a dense head and a cross-entropy on every
- * token. The walk runs every rank's program in lockstep (op j of every rank, then j + 1):
- * the programs of dp, ep and tp ranks are the same sequence, and program order satisfies each
- * op's dependencies. */
+ * token. The walk runs every rank's program in lockstep (one op of every rank, then the next):
+ * the programs of dp, ep and tp ranks are the same sequence; the order is a topological one
+ * chosen to expose missing dependencies (walk_order). */
 #include "ts_collexec.h"
 #include "ts_util.h"
 #include "ts_validate_priv.h"
@@ -1252,7 +1252,73 @@ static gboolean is_dropped(const ts_validate_options *o, const char *label)
   return FALSE;
 }
 
-/* One step: op j of every rank, for j in program order. */
+static gboolean is_nodeps(const ts_validate_options *o, const char *label)
+{
+  for (int i = 0; o->drop_deps != NULL && o->drop_deps[i] != NULL; i++)
+    if (strcmp(o->drop_deps[i], label) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* The order the walk runs the (identical) programs in: a topological order of the ops under
+ * their dependencies and their streams' program order, chosen to expose a missing dependency
+ * rather than hide it. Gradient synchronisation runs as soon as it may (without its dependency
+ * it would read gradients not yet computed), the main stream next, the other side streams (the
+ * async tp all-reduces) as late as they may (a reader without its dependency would find
+ * partial sums). Ops whose label is in --drop-deps lose their explicit dependencies first. */
+static int *walk_order(const mo_exec *x, const ts_program *p)
+{
+  int n = p->nops;
+  int *order = g_new(int, MAX(n, 1)), *left = g_new0(int, MAX(n, 1));
+  gboolean *done = g_new0(gboolean, MAX(n, 1));
+  GPtrArray **succ = g_new0(GPtrArray *, MAX(n, 1));
+  for (int j = 0; j < n; j++)
+    succ[j] = g_ptr_array_new();
+  for (int j = 0; j < n; j++) {
+    const ts_op *op = ts_program_op(p, j);
+    const char *label = g_ptr_array_index(x->tr->labels, op->label);
+    int nd = 0;
+    const int *d = ts_program_deps(p, j, &nd);
+    if (is_nodeps(x->o, label))
+      nd = 0;
+    for (int i = 0; i < nd; i++) {
+      g_ptr_array_add(succ[d[i]], GINT_TO_POINTER(j));
+      left[j]++;
+    }
+    for (int i = j - 1; i >= 0; i--)
+      if (ts_program_op(p, i)->stream == op->stream) {
+        g_ptr_array_add(succ[i], GINT_TO_POINTER(j));
+        left[j]++;
+        break;
+      }
+  }
+  for (int k = 0; k < n; k++) {
+    int best = -1, best_rank = 3;
+    for (int j = 0; j < n; j++) {
+      if (done[j] || left[j] > 0)
+        continue;
+      const ts_op *op = ts_program_op(p, j);
+      int rank = op->t_role == TS_ROLE_GRAD ? 0 : op->stream == 0 ? 1 : 2;
+      if (rank < best_rank) {
+        best = j;
+        best_rank = rank;
+      }
+    }
+    g_assert(best >= 0); /* dependencies point to earlier ops: never a cycle */
+    order[k] = best;
+    done[best] = TRUE;
+    for (guint i = 0; i < succ[best]->len; i++)
+      left[GPOINTER_TO_INT(g_ptr_array_index(succ[best], i))]--;
+  }
+  for (int j = 0; j < n; j++)
+    g_ptr_array_free(succ[j], TRUE);
+  g_free(succ);
+  g_free(left);
+  g_free(done);
+  return order;
+}
+
+/* One step: op j of every rank, for j in walk_order. */
 static gboolean walk(mo_exec *x)
 {
   const ts_trace *tr = x->tr;
@@ -1260,7 +1326,9 @@ static gboolean walk(mo_exec *x)
   int *mem = g_new(int, x->nranks);
   gboolean *done = g_new0(gboolean, x->nranks);
   gboolean ok = TRUE;
-  for (int j = 0; j < p0->nops && ok; j++) {
+  int *order = walk_order(x, p0);
+  for (int k = 0; k < p0->nops && ok; k++) {
+    int j = order[k];
     const ts_op *op = ts_program_op(p0, j);
     const char *label = g_ptr_array_index(tr->labels, op->label);
     if (is_dropped(x->o, label))
@@ -1315,6 +1383,7 @@ static gboolean walk(mo_exec *x)
   }
   g_free(mem);
   g_free(done);
+  g_free(order);
   return ok;
 }
 
@@ -1411,12 +1480,11 @@ ts_validate_result *vd_moe_run(const ts_model *m, const ts_topo *t, const ts_spl
     return NULL;
   if (s->degree[TS_AX_PP] > 1 || s->degree[TS_AX_CP] > 1 || s->sp || s->zero > 2 || s->ps > 0 ||
       s->offload != TS_OFFLOAD_NONE || s->shard > 0 || s->tp_overlap || s->dp_overlap ||
-      s->recompute != TS_RECOMPUTE_NONE || (o->drop_deps != NULL && o->drop_deps[0] != NULL)) {
+      s->recompute != TS_RECOMPUTE_NONE) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "--split '%s': the validator executes a mixture of experts with dp, ep, tp and "
-                "zero=1|2 only (not pp, cp, sp, zero=3, ps, offload, shard, overlaps, recompute "
-                "or --drop-deps: its "
-                "walk runs the programs in lockstep); expected e.g. tp=2,dp=4,ep=2 "
+                "zero=1|2 only (not pp, cp, sp, zero=3, ps, offload, shard, overlaps or "
+                "recompute); expected e.g. tp=2,dp=4,ep=2 "
                 "(docs/validation.md)",
                 s->text);
     return NULL;
