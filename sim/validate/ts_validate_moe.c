@@ -303,8 +303,6 @@ static double ref_step(const mo_net *n, const vd_kern *k, void **w, void **g, co
   for (gint64 b = 0; b < B; b++)
     moe_route(n, k, lg, b * T, eid + b * T * K, gate + b * T * K, pos + b * T * K, p + b * T * E);
   /* Each expert on the rows of the tokens it keeps, in token order. */
-  gint64 *rows = g_new(gint64, R * K);
-  int *slotk = g_new(int, R *K);
   gint64 *nr = g_new0(gint64, E);
   void **ex = g_new0(void *, E), **ez = g_new0(void *, E), **ea = g_new0(void *, E),
        **eo = g_new0(void *, E);
@@ -333,8 +331,6 @@ static double ref_step(const mo_net *n, const vd_kern *k, void **w, void **g, co
       k->dense_fwd((int)c, F, d, ea[e], KP(w[T_FC2], (gint64)e * F * d), NULL, eo[e]);
     }
   }
-  g_free(rows);
-  g_free(slotk);
   /* y = x + shared + routed, the routed copies added in token order, choice order. */
   k->axpy(R * d, 1.0, x, y);
   for (gint64 t = 0; t < R; t++)
