@@ -1463,6 +1463,35 @@ Test(experts, mixtral_all_to_all_under_ep)
                      1.25 * bytes);
 }
 
+Test(experts, expert_tp_collectives_carry_the_routed_copies)
+{
+  /* Mixtral 8x7B, tp = 2 inside the experts (fc1 column, fc2 row): an expert layer runs on the
+   * top_k = 2 routed copies of every token, so its tp all-reduces (fc2's output forward, fc1's
+   * input gradient backward) carry 2 x what a dense layer's do, e.g. the attention output's
+   * all-reduce of the same T x h; a capacity factor 1.25 makes it 2.5 x (capacity slots).
+   * `trainsim validate -m validate-moe -s tp=2,...` found the 1 x the trace had (it executes the
+   * experts on their slots and compares every chip's bytes with the trace's). */
+  g_autoptr(ts_model) m = load_model("mixtral-8x7b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  for (int c = 0; c < 2; c++) {
+    double cf = c == 0 ? 0.0 : 1.25, k = c == 0 ? 2.0 : 2.5;
+    for (int i = 0; i < m->nlayers; i++)
+      if (m->layers[i].experts > 0)
+        m->layers[i].capacity_factor = cf;
+    g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,dp=16,ep=8", 64, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    double attn, fc2, fc1;
+    int na = count_ops(tr, 0, "block.0.attention fwd all-reduce", &attn);
+    int n2 = count_ops(tr, 0, "block.0.fc2 fwd all-reduce", &fc2);
+    int n1 = count_ops(tr, 0, "block.0.fc1 bwd all-reduce", &fc1);
+    cr_assert(na > 0 && na == n2 && na == n1, "%d %d %d ops", na, n2, n1);
+    cr_assert_float_eq(fc2, k * attn, attn * 1e-12, "capacity %g: fc2 %.0f vs %g x %.0f", cf, fc2,
+                       k, attn);
+    cr_assert_float_eq(fc1, k * attn, attn * 1e-12, "capacity %g: fc1 bwd %.0f vs %g x %.0f", cf,
+                       fc1, k, attn);
+  }
+}
+
 Test(experts, shared_experts_stay_outside_the_all_to_all)
 {
   /* DeepSeek-V3: the shared expert runs on every rank's own tokens; only the routed experts

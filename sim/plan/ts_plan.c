@@ -336,6 +336,12 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         e->ep_pre = coll(TS_COLL_ALLTOALL, k * e->in_bytes);
       if (ep > 1 && last)
         e->ep_post = coll(TS_COLL_ALLTOALL, k * e->out_bytes);
+      /* The experts run on the token copies routed to them, k x the tokens (capacity slots
+       * included), so their tensor-parallel collectives carry k x a dense layer's (found by
+       * trainsim validate executing the experts under tp: docs/validation.md). */
+      ts_tp_coll *ecs[] = {&e->fwd_pre, &e->fwd_post, &e->bwd_pre, &e->bwd_regather, &e->bwd_post};
+      for (size_t c = 0; c < G_N_ELEMENTS(ecs); c++)
+        ecs[c]->bytes *= k;
     }
     /* Context parallelism (Liu et al. 2023, "Ring Attention"; Megatron-Core / Transformer
      * Engine's context parallelism): every layer sees 1/cp of each sequence (2 of 2cp chunks,
