@@ -519,6 +519,24 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
             all / f->nrows);
 }
 
+/* The one measured TPU collective found (data/published/scaling-book: an all-gather profiled on
+ * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"): trainsim's busbw is
+ * +32.7% (32 MiB, 680 us measured) and +42.3% (128 KiB, ~8 us) above it (docs/accuracy.md,
+ * "MaxText on TPU"; not fitted: two points). Pinned in a band so that a change to the TPU
+ * links, hop latency or the mesh all-gather shows here, whichever way it goes. */
+Test(accuracy, shipped_scaling_book_tpu_allgather)
+{
+  g_autoptr(ts_meas_file) f = published_file("scaling-book", "collective.csv", 2);
+  cr_assert_eq(f->metric, TS_MEAS_BUSBW);
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
+  const double want[2] = {32.7, 42.3};
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * (a->predicted[i] / f->rows[i].measured - 1);
+    cr_expect(fabs(err - want[i]) < 2.0, "line %d: error %+.2f%%, recorded %+.1f%%",
+              f->rows[i].line, err, want[i]);
+  }
+}
+
 /* Echo's nccl-tests all-reduce on Azure ND A100 v4 (data/published/echo-nccl/nccl-allreduce.csv,
  * written by bench/echo_nccl_csv.sh) replays through `validate`, and its busbw errors on the
  * issue's target range (1 MiB-1 GiB) stay at what this branch measured (docs/accuracy.md):
