@@ -125,7 +125,7 @@ GOptionEntry *ts_capacity_option_entries(ts_capacity_options *o)
        "Chips per node, for node failures ([topology] chips_per_node)", "N"},
       {"restart-minutes", 0, 0, G_OPTION_ARG_STRING, &o->restart,
        "Minutes from an interruption to training again, checkpoint read aside ([topology] "
-       "restart_minutes)",
+       "restart_minutes; default 10, bounded by Llama 3's interruptions: docs/planning.md)",
        "MIN"},
       {"checkpoint-every-minutes", 0, 0, G_OPTION_ARG_STRING, &o->checkpoint_every,
        "Minutes of training between checkpoints (default: the optimum)", "MIN"},
@@ -245,6 +245,8 @@ void ts_capacity_params_effective(const ts_capacity_options *o, const ts_topo *t
   OVER(mtbf_chip_s);
   OVER(mtbf_node_s);
   OVER(restart_s);
+  if (v->restart_s >= 0)
+    out->restart_default = FALSE;
   OVER(chips_per_node);
 #undef OVER
   if (out->chips_per_node <= 0) {
@@ -399,9 +401,10 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
   g_string_append_printf(s, "time to train %s", tg);
   if (r0->job_mtbf_s > 0) {
     char m[48], st[48];
-    g_string_append_printf(s, ": failures every %s (job MTBF), restart %s + checkpoint read",
+    g_string_append_printf(s, ": failures every %s (job MTBF), restart %s%s + checkpoint read",
                            fmt_dur(m, sizeof m, r0->job_mtbf_s),
-                           fmt_dur(st, sizeof st, c.restart_s));
+                           fmt_dur(st, sizeof st, c.restart_s),
+                           c.restart_default ? " (default)" : "");
     if (c.storage_Bps <= 0)
       g_string_append(s, "; no storage bandwidth: checkpoints taken as free");
   } else
@@ -493,8 +496,10 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
 {
   const ts_capacity_params *c = &r->cap_used;
   gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
-  num(s, r->tokens_per_s);
-  num(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  /* A model without a sequence (a CNN) has no tokens: empty, not "0 tokens/s". */
+  gboolean tokens = r->tokens_per_sample > 0;
+  num_opt(s, r->tokens_per_s, tokens);
+  num_opt(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0, tokens);
   num_opt(s, r->tokens_per_usd, priced);
   num_opt(s, r->tokens_per_J, powered);
   /* A byte count, exact (%.10g wrote 18449428480 as 1.844942848e+10). */
@@ -545,8 +550,10 @@ static void jnum_opt(JsonBuilder *b, const char *k, double v, gboolean have)
 
 void ts_capacity_json(JsonBuilder *b, const ts_result *r)
 {
-  jnum(b, "tokens_per_s", r->tokens_per_s);
-  jnum(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  /* null for a model without a sequence (see ts_capacity_csv_row). */
+  gboolean tokens = r->tokens_per_sample > 0;
+  jnum_opt(b, "tokens_per_s", r->tokens_per_s, tokens);
+  jnum_opt(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0, tokens);
   const ts_capacity_params *c = &r->cap_used;
   gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
   jnum_opt(b, "tokens_per_usd", r->tokens_per_usd, priced);
@@ -591,6 +598,9 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   json_builder_set_member_name(b, "chips_per_node");
   json_builder_add_int_value(b, c->chips_per_node);
   jnum(b, "restart_minutes", c->restart_s / 60);
+  /* true: trainsim's default (docs/planning.md), not the topology's or the command line's. */
+  json_builder_set_member_name(b, "restart_minutes_default");
+  json_builder_add_boolean_value(b, c->restart_default);
   json_builder_set_member_name(b, "monte_carlo_runs");
   json_builder_add_int_value(b, r->mc_runs);
   json_builder_set_member_name(b, "seed");

@@ -98,6 +98,10 @@ void ts_json_header(JsonBuilder *b, const char *document);
 char *ts_json_builder_text(JsonBuilder *b);
 
 /** The comparison table (text), CSV (one row per result) or JSON document. Caller frees. */
+/** A throughput cell of the text tables (samples/s, tokens/s): "%.0f" from 100 up, three
+ * digits below, "-" when not known (a model without a sequence has no tokens). Caller frees. */
+char *ts_report_fmt_rate(gboolean known, double v);
+
 char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f);
 
 void ts_report_inputs_clear(ts_report_inputs *in);
