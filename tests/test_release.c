@@ -987,10 +987,13 @@ Test(release, tokens_per_second_in_every_table)
   double got = json_node_get_double(tps), want = 512 * json_node_get_double(sps);
   cr_expect(fabs(got / want - 1) < 1e-9, "tokens_per_s %g, expected %g", got, want);
   run_free(&j);
-  run_result c = run("run -t tpu-v2-8 -m resnet50 -b 64 -s dp=4 -f json");
+  run_result c = run("run -t tpu-v2-8 -m resnet50 -b 64 -s dp=4 --price-per-hour 1 -f json");
   cr_assert_eq(c.status, 0);
   g_autoptr(JsonNode) cnn = run_member(c.out, "tokens_per_s", FALSE);
   cr_expect(cnn != NULL && JSON_NODE_HOLDS_NULL(cnn), "a CNN's tokens_per_s is not null");
+  /* tokens_per_usd held samples per USD for a CNN: null too. */
+  g_autoptr(JsonNode) usd = run_member(c.out, "tokens_per_usd", FALSE);
+  cr_expect(usd != NULL && JSON_NODE_HOLDS_NULL(usd), "a CNN's tokens_per_usd is not null");
   run_free(&c);
   run_result s = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1");
   cr_assert_eq(s.status, 0, "%s", s.err);

@@ -500,8 +500,9 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
   gboolean tokens = r->tokens_per_sample > 0;
   num_opt(s, r->tokens_per_s, tokens);
   num_opt(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0, tokens);
-  num_opt(s, r->tokens_per_usd, priced);
-  num_opt(s, r->tokens_per_J, powered);
+  /* For a model without tokens these held samples per USD and per J under a tokens name. */
+  num_opt(s, r->tokens_per_usd, priced && tokens);
+  num_opt(s, r->tokens_per_J, powered && tokens);
   /* A byte count, exact (%.10g wrote 18449428480 as 1.844942848e+10). */
   g_string_append_printf(s, ",%.0f", r->checkpoint_bytes);
   g_string_append_printf(s, ",%d", r->dp_active);
@@ -556,8 +557,8 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   jnum_opt(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0, tokens);
   const ts_capacity_params *c = &r->cap_used;
   gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
-  jnum_opt(b, "tokens_per_usd", r->tokens_per_usd, priced);
-  jnum_opt(b, "tokens_per_J", r->tokens_per_J, powered);
+  jnum_opt(b, "tokens_per_usd", r->tokens_per_usd, priced && tokens);
+  jnum_opt(b, "tokens_per_J", r->tokens_per_J, powered && tokens);
   jnum(b, "checkpoint_bytes", r->checkpoint_bytes);
   json_builder_set_member_name(b, "dp_active");
   json_builder_add_int_value(b, r->dp_active);
