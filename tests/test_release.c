@@ -1064,3 +1064,24 @@ Test(release, a_key_before_any_group_is_named)
   expect_input_error(cargs, cneedle);
   rm_rf(dir);
 }
+
+Test(release, time_to_train_never_hangs_or_writes_infinity)
+{
+  /* --tokens 1e30 made the Monte Carlo draw ~1e21 failures per run (a hang); a restart far
+   * longer than the job MTBF made the expectation overflow to inf (not JSON). The first now
+   * skips the Monte Carlo and says so; the second is refused, naming the figures. */
+  const char *base = "run -t tpu-v3-8x8 -m gpt2-1.5b -b 512 -s dp=64 ";
+  gint64 t0 = g_get_monotonic_time();
+  g_autofree char *big = g_strconcat(base, "--tokens 1e30 -f json", NULL);
+  run_result r = run(big);
+  double secs = (g_get_monotonic_time() - t0) / 1e6;
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(secs < 60, "--tokens 1e30 took %.0f s", secs);
+  g_autoptr(JsonNode) skipped = run_member(r.out, "monte_carlo_skipped", TRUE);
+  cr_expect(skipped != NULL && json_node_get_boolean(skipped), "the skip is not said");
+  run_free(&r);
+  g_autofree char *slow = g_strconcat(base, "--tokens 1e12 --restart-minutes 1e6", NULL);
+  expect_input_error(slow, "training would not finish");
+  g_autofree char *rare = g_strconcat(base, "--tokens 1e12 --mtbf-chip-hours 0.1", NULL);
+  expect_input_error(rare, "--restart-minutes, --checkpoint-every-minutes");
+}

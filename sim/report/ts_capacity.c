@@ -10,6 +10,8 @@
 
 #define HOUR 3600.0
 #define DAY 86400.0
+/* Failure events a Monte Carlo may draw (about a second of CPU). */
+#define TS_MC_MAX_EVENTS 1e8
 
 /* ---- topology keys ------------------------------------------------------------------------ */
 
@@ -267,6 +269,8 @@ static double job_mtbf(const ts_capacity_params *c, int chips)
   return rate > 0 ? 1.0 / rate : 0;
 }
 
+static const char *fmt_dur(char *b, size_t n, double s);
+
 gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_result *r,
                            GError **error)
 {
@@ -318,7 +322,27 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
   r->checkpoint_interval_s = g.interval_s;
   r->expected_failures = g.expected_failures;
   r->median_train_s = r->p90_train_s = g.expected_s;
-  if (r->job_mtbf_s > 0 && o->mc_runs > 0) {
+  /* A restart or a checkpoint interval long against the job MTBF: training never ends (each
+   * restart is retried exp(R/M) times on average), and the expectation overflows to inf,
+   * which JSON cannot carry. Refused, naming the figures. */
+  if (r->job_mtbf_s > 0 && (!isfinite(g.expected_s) || g.goodput < 1e-6)) {
+    char m[48], rs[48], iv[48];
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "time to train of %s: with a job MTBF of %s, a downtime of %s per interruption and "
+                "checkpoints every %s, training would not finish (goodput %.2g); expected a "
+                "restart and a checkpoint interval well under the job MTBF (--restart-minutes, "
+                "--checkpoint-every-minutes, --mtbf-chip-hours)",
+                r->split, fmt_dur(m, sizeof m, r->job_mtbf_s), fmt_dur(rs, sizeof rs, gi.restart_s),
+                fmt_dur(iv, sizeof iv, g.interval_s), g.goodput);
+    return FALSE;
+  }
+  /* The Monte Carlo draws every failure of every run: runs x expected failures events. Past
+   * TS_MC_MAX_EVENTS (--tokens 1e30 meant 1e21 failures: a hang) it is skipped; a run of that
+   * many failures has a relative spread of about 1/sqrt(failures), under 1% from 1e4 on, so
+   * the median and 90th percentile are the expectation, and the output says so. */
+  gboolean mc_affordable = (double)o->mc_runs * (g.expected_failures + 1) <= TS_MC_MAX_EVENTS;
+  r->mc_skipped = r->job_mtbf_s > 0 && o->mc_runs > 0 && !mc_affordable;
+  if (r->job_mtbf_s > 0 && o->mc_runs > 0 && mc_affordable) {
     ts_goodput_mc mc;
     ts_goodput_monte_carlo(&gi, (int)o->mc_runs, (guint64)o->seed, &mc);
     r->median_train_s = mc.median_s;
@@ -464,6 +488,12 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
                        "bound)\n");
   if (c.price_per_chip_hour <= 0)
     g_string_append(s, "cost: no price given ([chip] price_per_hour or --price-per-hour)\n");
+  for (int i = 0; i < n; i++)
+    if (res[i].mc_skipped) {
+      g_string_append(s, "p50/p90: Monte Carlo skipped, too many failures per run to draw (over "
+                         "1e8 events); their spread is under 1%, the expectation is shown\n");
+      break;
+    }
   return g_string_free(s, FALSE);
 }
 
@@ -604,6 +634,8 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   json_builder_add_boolean_value(b, c->restart_default);
   json_builder_set_member_name(b, "monte_carlo_runs");
   json_builder_add_int_value(b, r->mc_runs);
+  json_builder_set_member_name(b, "monte_carlo_skipped");
+  json_builder_add_boolean_value(b, r->mc_skipped);
   json_builder_set_member_name(b, "seed");
   json_builder_add_int_value(b, r->mc_seed);
   json_builder_end_object(b);

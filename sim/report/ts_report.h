@@ -60,6 +60,7 @@ typedef struct {
   double tokens_per_J;   /* likewise per joule; 0 without power */
   ts_capacity_params cap_used; /* the prices, power and reliability figures applied */
   gint64 mc_runs, mc_seed;     /* the Monte Carlo that gave the median and p90 */
+  gboolean mc_skipped;         /* too many failures per run to draw: median = p90 = expected */
   /* Added with issue 10 (compute). */
   gboolean calibrated; /* the chip profile is fitted to measurements (else MFU is a bound) */
   int precision;       /* ts_precision of the GEMMs; MFU is against that precision's peak */
