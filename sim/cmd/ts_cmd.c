@@ -285,17 +285,15 @@ GOptionEntry *ts_cmd_plan_entries(ts_cmd_plan_args *a)
 }
 
 /* An option the mode takes once, given twice: refused (GOption kept the last silently). */
-static gboolean once(char **given, const char *opt, GError **error)
+static gboolean once(char **given, const char *opt, gboolean sweep_hint, GError **error)
 {
   if (given == NULL || given[0] == NULL || given[1] == NULL)
     return TRUE;
   g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--%s given twice ('%s', '%s'); expected one %s",
               opt, given[0], given[1],
               strcmp(opt, "split") == 0 ? "split (run compares several)"
-              : strcmp(opt, "topology") == 0 || strcmp(opt, "model") == 0 ||
-                      strcmp(opt, "global-batch") == 0
-                  ? "value (trainsim sweep takes lists)"
-                  : "value");
+              : sweep_hint              ? "value (trainsim sweep takes lists)"
+                                        : "value");
   return FALSE;
 }
 
@@ -345,7 +343,7 @@ static gboolean counts(char **given, gboolean lists, const char *opt, gint64 lo,
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   lists ? "--%s '%s': expected a %s number of samples%s%s"
                         : "--%s %s: expected a %s number of samples%s%s",
-                  opt, *p, lo > 0 ? "positive whole" : "whole",
+                  opt, **p != '\0' || lists ? *p : "''", lo > 0 ? "positive whole" : "whole",
                   lo > 0 ? "" : " >= 0 (0: the default)",
                   allow_auto ? ", or auto (a list: 1,2,4)"
                   : lists    ? " (a list: 256,512)"
@@ -375,13 +373,14 @@ gboolean ts_cmd_plan_args_finish(ts_cmd_plan_args *a, ts_plan_options *po, GErro
   }
   /* Once-only options: what the mode does not sweep or compare. */
   if ((!lists && !validate &&
-       (!once(a->g_topology, "topology", error) || !once(a->g_model, "model", error) ||
-        !once(a->g_batch, "global-batch", error))) ||
-      (m == TS_CMD_PLAN_ONE && !once(a->g_split, "split", error)) ||
-      (validate &&
-       (!once(a->g_topology, "topology", error) || !once(a->g_batch, "global-batch", error))) ||
-      (!lists && m != TS_CMD_PLAN_SEARCH && !once(a->g_micro, "micro-batch", error)) ||
-      !once(a->g_bucket, "bucket-MiB", error) || !once(a->g_algo, "collective-algorithm", error))
+       (!once(a->g_topology, "topology", TRUE, error) || !once(a->g_model, "model", TRUE, error) ||
+        !once(a->g_batch, "global-batch", TRUE, error))) ||
+      (m == TS_CMD_PLAN_ONE && !once(a->g_split, "split", FALSE, error)) ||
+      (validate && (!once(a->g_topology, "topology", FALSE, error) ||
+                    !once(a->g_batch, "global-batch", FALSE, error))) ||
+      (!lists && m != TS_CMD_PLAN_SEARCH && !once(a->g_micro, "micro-batch", FALSE, error)) ||
+      !once(a->g_bucket, "bucket-MiB", FALSE, error) ||
+      !once(a->g_algo, "collective-algorithm", FALSE, error))
     return FALSE;
   const char *missing = NULL;
   if (!validate)
