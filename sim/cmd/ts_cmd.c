@@ -345,9 +345,10 @@ static gboolean counts(char **given, gboolean lists, const char *opt, gint64 lo,
                         : "--%s %s: expected a %s number of samples%s%s",
                   opt, **p != '\0' || lists ? *p : "''", lo > 0 ? "positive whole" : "whole",
                   lo > 0 ? "" : " >= 0 (0: the default)",
-                  allow_auto ? ", or auto (a list: 1,2,4)"
-                  : lists    ? " (a list: 256,512)"
-                             : "");
+                  allow_auto                ? ", or auto (a list: 1,2,4)"
+                  : lists                   ? " (a list: 256,512)"
+                  : strchr(*p, ',') != NULL ? " (a list sweeps: trainsim sweep)"
+                                            : "");
       return FALSE;
     }
     g_array_append_val(out, v);

@@ -366,7 +366,8 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
 static char *fmt_days(double s)
 {
   char b[48];
-  g_ascii_formatd(b, sizeof b, s >= 10 * DAY ? "%.1f" : "%.2f", s / DAY);
+  /* %.1f of 1e19 days wrote twenty digits and ".0": three significant digits past 1e6. */
+  g_ascii_formatd(b, sizeof b, s >= 1e6 * DAY ? "%.3g" : s >= 10 * DAY ? "%.1f" : "%.2f", s / DAY);
   return g_strdup(b);
 }
 
@@ -400,7 +401,8 @@ static char *fmt_si(double v, const char *unit)
     k++;
   }
   char b[48];
-  g_ascii_formatd(b, sizeof b, v >= 100 ? "%.0f" : "%.3g", v);
+  /* Past exa the mantissa would grow without bound ("1907349 E"): an exponent instead. */
+  g_ascii_formatd(b, sizeof b, v >= 1000 ? "%.3g" : v >= 100 ? "%.0f" : "%.3g", v);
   return g_strdup_printf("%s %s%s", b, pre[k], unit);
 }
 
