@@ -1,6 +1,7 @@
 /* ts_topo: reads and validates topology files (a chip kind and an array of named dimensions). */
 #include "ts_topo.h"
 #include "ts_cost.h"
+#include "ts_goodput.h"
 #include "ts_util.h"
 
 #include <string.h>
@@ -841,7 +842,8 @@ gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **e
                     "a node's mean time between failures in hours", &mtbf_node_h, error) ||
       !ts_kf_int(kf, path, "topology", "chips_per_node", TRUE, 0, 0, 1048576, "chips per node",
                  &per_node, error) ||
-      !ts_kf_double(kf, path, "topology", "restart_minutes", TRUE, 0, 0, 1e6,
+      !ts_kf_double(kf, path, "topology", "restart_minutes", TRUE,
+                    TS_GOODPUT_DEFAULT_RESTART_MINUTES, 0, 1e6,
                     "minutes from an interruption to training again", &restart_min, error))
     return FALSE;
   c->storage_Bps = storage_gbps * 1e9;
@@ -849,6 +851,7 @@ gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **e
   c->mtbf_node_s = mtbf_node_h * HOUR;
   c->chips_per_node = (int)per_node;
   c->restart_s = restart_min * 60.0;
+  c->restart_default = !g_key_file_has_key(kf, "topology", "restart_minutes", NULL);
   return TRUE;
 }
 
