@@ -335,10 +335,9 @@ typedef struct {
   int k;
 } order_item;
 
-static gint order_cmp(gconstpointer pa, gconstpointer pb, gpointer data)
+/* Items of one group (the same split but for placements, model and topology): 0 when so. */
+static int group_cmp(const order_item *a, const order_item *b)
 {
-  (void)data;
-  const order_item *a = pa, *b = pb;
   int d = strcmp(a->split, b->split);
   if (d != 0)
     return d;
@@ -346,10 +345,22 @@ static gint order_cmp(gconstpointer pa, gconstpointer pb, gpointer data)
     return (guintptr)a->c->model < (guintptr)b->c->model ? -1 : 1;
   if (a->c->topo != b->c->topo)
     return (guintptr)a->c->topo < (guintptr)b->c->topo ? -1 : 1;
+  return 0;
+}
+
+static gint order_cmp(gconstpointer pa, gconstpointer pb, gpointer data)
+{
+  (void)data;
+  const order_item *a = pa, *b = pb;
+  int d = group_cmp(a, b);
+  if (d != 0)
+    return d;
   return a->k < b->k ? -1 : a->k > b->k;
 }
 
-static int *grouped_order(const ts_config *cfg, const int *idx, int n)
+/* Positions in prediction order (ord[j]) and the group of each (grp[j], groups numbered from 0
+ * in order; *ngroups of them). */
+static int *grouped_order(const ts_config *cfg, const int *idx, int n, int **grp, int *ngroups)
 {
   order_item *it = g_new(order_item, n > 0 ? n : 1);
   for (int k = 0; k < n; k++) {
@@ -368,12 +379,57 @@ static int *grouped_order(const ts_config *cfg, const int *idx, int n)
   }
   g_qsort_with_data(it, n, sizeof *it, order_cmp, NULL);
   int *ord = g_new(int, n > 0 ? n : 1);
+  *grp = g_new(int, n > 0 ? n : 1);
+  *ngroups = 0;
   for (int k = 0; k < n; k++) {
     ord[k] = it[k].k;
-    g_free(it[k].split);
+    if (k == 0 || group_cmp(&it[k - 1], &it[k]) != 0)
+      (*ngroups)++;
+    (*grp)[k] = *ngroups - 1;
   }
+  for (int k = 0; k < n; k++)
+    g_free(it[k].split);
   g_free(it);
   return ord;
+}
+
+/* Which position a free worker predicts next: the next of its group (its kept trace serves
+ * it), else the first of a group no worker has started, else any left. */
+typedef struct {
+  const int *ord, *grp;
+  int n, ngroups;
+  int *gnext, *gend; /* per group: next position not fed, end */
+  gboolean *started; /* per group */
+  gboolean *fed;     /* per position */
+  int gcur, cur, nfed;
+} sched;
+
+static int sched_pick(sched *s, int *wgroup)
+{
+  int j = -1;
+  if (*wgroup >= 0) {
+    int g = *wgroup;
+    while (s->gnext[g] < s->gend[g] && s->fed[s->gnext[g]])
+      s->gnext[g]++;
+    if (s->gnext[g] < s->gend[g])
+      j = s->gnext[g];
+  }
+  if (j < 0) {
+    while (s->gcur < s->ngroups && s->started[s->gcur])
+      s->gcur++;
+    if (s->gcur < s->ngroups)
+      j = s->gnext[s->gcur];
+  }
+  if (j < 0) {
+    while (s->cur < s->n && s->fed[s->cur])
+      s->cur++;
+    j = s->cur;
+  }
+  s->fed[j] = TRUE;
+  s->nfed++;
+  s->started[s->grp[j]] = TRUE;
+  *wgroup = s->grp[j];
+  return s->ord[j];
 }
 
 static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
@@ -389,7 +445,9 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
     jobs = n;
   if (n == 0)
     return TRUE;
-  g_autofree int *ord = grouped_order(cfg, idx, n);
+  int ngroups = 0;
+  g_autofree int *grp = NULL;
+  g_autofree int *ord = grouped_order(cfg, idx, n, &grp, &ngroups);
   if (jobs <= 1 && !any_sg) {
     for (int j = 0; j < n; j++) {
       ts_pool_predict(&cfg[idx[ord[j]]], &out[ord[j]]);
@@ -404,10 +462,23 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
   sigaction(SIGPIPE, &ign, &old);
   worker *ws = g_new0(worker, jobs);
   struct pollfd *pfd = g_new0(struct pollfd, jobs);
-  int next = 0, done = 0;
+  sched sc = {.ord = ord, .grp = grp, .n = n, .ngroups = ngroups};
+  sc.gnext = g_new(int, ngroups);
+  sc.gend = g_new(int, ngroups);
+  sc.started = g_new0(gboolean, ngroups);
+  sc.fed = g_new0(gboolean, n);
+  for (int j = n - 1; j >= 0; j--)
+    sc.gnext[grp[j]] = j;
+  for (int j = 0; j < n; j++)
+    sc.gend[grp[j]] = j + 1;
+  int *wgroup = g_new(int, jobs); /* per worker: the group of its kept trace, -1 none */
+  int done = 0;
   gboolean ok = TRUE;
-  for (int w = 0; w < jobs && ok; w++)
-    ok = spawn(&ws[w], ws, jobs, cfg, idx, error) && feed(&ws[w], ord[next++], cfg, idx, error);
+  for (int w = 0; w < jobs && ok; w++) {
+    wgroup[w] = -1;
+    ok = spawn(&ws[w], ws, jobs, cfg, idx, error) &&
+         feed(&ws[w], sched_pick(&sc, &wgroup[w]), cfg, idx, error);
+  }
   while (ok && done < n) {
     int np = 0;
     int map[1024];
@@ -457,16 +528,23 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
       progress_step(&pg, ++done);
       if (w->retiring)
         retire(w, FALSE);
-      if (next < n) {
-        if (w->pid <= 0)
+      if (sc.nfed < n) {
+        if (w->pid <= 0) {
           ok = spawn(w, ws, jobs, cfg, idx, error);
+          wgroup[map[i]] = -1; /* a new process keeps no trace */
+        }
         if (ok)
-          ok = feed(w, ord[next++], cfg, idx, error);
+          ok = feed(w, sched_pick(&sc, &wgroup[map[i]]), cfg, idx, error);
       }
     }
   }
   for (int w = 0; w < jobs; w++)
     retire(&ws[w], !ok);
+  g_free(sc.gnext);
+  g_free(sc.gend);
+  g_free(sc.started);
+  g_free(sc.fed);
+  g_free(wgroup);
   g_free(ws);
   g_free(pfd);
   sigaction(SIGPIPE, &old, NULL);
