@@ -229,6 +229,22 @@ void ts_plan_free(ts_plan *p);
 /** The trace of one training step under the plan. Caller frees. */
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error);
 
+/**
+ * What a plan's trace depends on besides its axes' placement: two plans with equal keys (on one
+ * model and topology that stay alive) have traces that differ only in their axes' shapes and
+ * the collective algorithms resolved for them, so a sweep builds a split's trace once for all
+ * its placements (ts_plan_trace_replace). NULL when the trace cannot be re-placed (parameter
+ * servers, whose transfers take the placement's bandwidth). Caller frees.
+ */
+char *ts_plan_trace_key(const ts_plan *p);
+
+/**
+ * Re-places a trace ts_plan_trace made for a plan with the same ts_plan_trace_key on p's
+ * placement: the axes' and groups' shapes, then the collectives' algorithms resolved again.
+ * The result is the trace ts_plan_trace(p) would build, op for op.
+ */
+gboolean ts_plan_trace_replace(const ts_plan *p, ts_trace *tr, GError **error);
+
 const char *ts_axis_kind_name(ts_axis_kind a);
 const char *ts_schedule_name(ts_schedule s);
 const char *ts_recompute_name(ts_recompute r);

@@ -66,7 +66,17 @@ typedef struct {
   int cur_role, cur_phase, cur_stage; /* op tag from the label slot (0: none) */
   int cur_lo, cur_hi;                 /* op tag: a gradient bucket's layers, -1 when none */
   char label[320];
+  /* Each layer's compute shape per pass, interned once per trace (the micro-batch is the same
+   * for every op of a trace): a step repeats it once per micro-batch. shape_done[k] says
+   * shape_of[k] is set (NULL is a roofline op's). */
+  const ts_op_shape **shape_of;
+  gboolean *shape_done;
+  /* Gradient bucket labels by (kind, first layer, last layer): with ZeRO 2 and 3 every
+   * micro-batch's backward flushes its buckets, so they are formatted once per trace. */
+  GHashTable *bucket_labels;
 } gen;
+
+#define N_PASSES (TS_PASS_OP_RECOMPUTE + 1)
 
 /* Label slots: per layer, then per virtual stage. Labels are formatted once per slot, not
  * once per op (a step of a large pipeline has hundreds of thousands of ops). */
@@ -284,6 +294,36 @@ static int bucket_label(gen *g, int a, int b)
   return l;
 }
 
+/* Kinds of bucket label whose text depends on the bucket's layers alone (see flush). */
+enum { BL_PS_PUSH, BL_GRAD, BL_REPLICAS, BL_TP_FIRST };
+
+/* The label bucket_label would give, looked up by (kind, a, b) before it is formatted: returns
+ * it with the op tag set, or -1 when it is not known yet (format g->label, then call
+ * bucket_label_keep). */
+static int bucket_label_known(gen *g, int kind, int a, int b)
+{
+  guint64 key = (guint64)kind << 56 | (guint64)(guint)a << 28 | (guint64)(guint)b;
+  gpointer v = g_hash_table_lookup(g->bucket_labels, &key);
+  if (v == NULL)
+    return -1;
+  g->cur_layer = -1;
+  g->cur_phase = g->cur_stage = 0;
+  g->cur_lo = MIN(a, b);
+  g->cur_hi = MAX(a, b);
+  g->cur_role = TS_ROLE_GRAD;
+  return GPOINTER_TO_INT(v) - 1;
+}
+
+/* bucket_label of the text in g->label, remembered under (kind, a, b). */
+static int bucket_label_keep(gen *g, int kind, int a, int b)
+{
+  int l = bucket_label(g, a, b);
+  guint64 *key = g_new(guint64, 1);
+  *key = (guint64)kind << 56 | (guint64)(guint)a << 28 | (guint64)(guint)b;
+  g_hash_table_insert(g->bucket_labels, key, GINT_TO_POINTER(l + 1));
+  return l;
+}
+
 /* An op on the compute stream; it also waits for everything pending. */
 static int emit_main(gen *g, const ts_op *op, int label)
 {
@@ -316,6 +356,20 @@ static const ts_op_shape *layer_shape(gen *g, int i, ts_pass pass, ts_op_shape *
 {
   ts_plan_layer_shape(g->p, i, g->mb, pass, s);
   return s;
+}
+
+/* The same shape as the trace's interned copy (made once per layer and pass): for ops that use
+ * it unchanged. */
+static const ts_op_shape *layer_shape_interned(gen *g, int i, ts_pass pass)
+{
+  int k = i * N_PASSES + (int)pass;
+  if (!g->shape_done[k]) {
+    ts_op_shape s;
+    ts_plan_layer_shape(g->p, i, g->mb, pass, &s);
+    g->shape_of[k] = ts_trace_intern_shape(g->tr, &s);
+    g->shape_done[k] = TRUE;
+  }
+  return g->shape_of[k];
 }
 
 static ts_op coll_op(const gen *g, ts_coll_kind kind, int group, double bytes, ts_op_cat cat,
@@ -751,10 +805,8 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
     int label = lbl(g, slot, "%s %s", l->name, what);
     if (e->cp_kv_bytes > 0)
       cp_ring_fwd(g, i, flops, mem, label, recompute);
-    else {
-      ts_op_shape sh;
-      emit_compute(g, TS_CAT_FWD, flops, mem, layer_shape(g, i, TS_PASS_FWD, &sh), label);
-    }
+    else
+      emit_compute(g, TS_CAT_FWD, flops, mem, layer_shape_interned(g, i, TS_PASS_FWD), label);
     emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
   }
   emit_ep(g, &e->ep_post, i, recompute ? L_EP_RC_POST : L_EP_FWD_POST,
@@ -768,7 +820,6 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer *l = &m->layers[i];
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
-  ts_op_shape sh;
   emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
   emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)
@@ -777,13 +828,13 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     pend(g, g->ag_op[i]);
   if (e->recompute_flops > 0) {
     emit_compute(g, TS_CAT_FWD, e->recompute_flops * g->mb, 0.0,
-                 layer_shape(g, i, TS_PASS_ATTN_RECOMPUTE, &sh),
+                 layer_shape_interned(g, i, TS_PASS_ATTN_RECOMPUTE),
                  lbl(g, layer_slot(g, i, L_ATTN_RECOMPUTE), "%s recompute attention", l->name));
   }
   if (e->op_rc_flops > 0 || e->op_rc_mem > 0) {
     /* recompute=op: what the per-op policy did not save, re-run before the backward. */
     emit_compute(g, TS_CAT_FWD, e->op_rc_flops * g->mb, e->op_rc_mem * g->mb,
-                 layer_shape(g, i, TS_PASS_OP_RECOMPUTE, &sh),
+                 layer_shape_interned(g, i, TS_PASS_OP_RECOMPUTE),
                  lbl(g, layer_slot(g, i, L_OP_RECOMPUTE), "%s recompute (op policy)", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
@@ -796,8 +847,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (!async) {
-    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape(g, i, TS_PASS_BWD, &sh),
-                                  lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
+    g->wgrad_op[i] =
+        emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape_interned(g, i, TS_PASS_BWD),
+                     lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -818,8 +870,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                     deps, nd);
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
-  int dgrad = emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape(g, i, TS_PASS_DGRAD, &sh),
-                           lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
+  int dgrad =
+      emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
+                   lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
   int post =
@@ -828,9 +881,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                e->bwd_post.redistribution ? " (redistribution)" : ""),
            &dgrad, 1);
   pend(g, regather);
-  g->wgrad_op[i] =
-      emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share), layer_shape(g, i, TS_PASS_WGRAD, &sh),
-                   lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
+  g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
+                                layer_shape_interned(g, i, TS_PASS_WGRAD),
+                                lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
   pend(g, post); /* the previous layer's backward needs the summed input gradient */
   emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
 }
@@ -859,9 +912,13 @@ static void flush(gen *g, bucket *b, int group, int upto)
      * reduce-scatter (and the pull below a direct all-gather). */
     ts_op op = coll_op(g, TS_COLL_REDUCESCATTER, g->g_dp, b->bytes, TS_CAT_COMM_DP, S_PS);
     op.algo = TS_ALGO_DIRECT;
-    g_snprintf(g->label, sizeof g->label, "ps push %s..%s", p->model->layers[b->first].name,
-               p->model->layers[upto].name);
-    int id = emit(g, &op, bucket_label(g, b->first, upto), &b->last_op, 1);
+    int l = bucket_label_known(g, BL_PS_PUSH, b->first, upto);
+    if (l < 0) {
+      g_snprintf(g->label, sizeof g->label, "ps push %s..%s", p->model->layers[b->first].name,
+                 p->model->layers[upto].name);
+      l = bucket_label_keep(g, BL_PS_PUSH, b->first, upto);
+    }
+    int id = emit(g, &op, l, &b->last_op, 1);
     g_array_append_val(g->sync, id);
     b->bytes = 0;
     b->first = -1;
@@ -883,18 +940,27 @@ static void flush(gen *g, bucket *b, int group, int upto)
   gboolean rs = p->zero >= 1;
   ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, b->bytes,
                      TS_CAT_COMM_DP, S_DP);
-  g_snprintf(g->label, sizeof g->label, "grad %s %s..%s", rs ? "reduce-scatter" : "all-reduce",
-             p->model->layers[b->first].name, p->model->layers[upto].name);
-  int id = emit(g, &op, bucket_label(g, b->first, upto), &b->last_op, 1);
+  /* rs is the same for every bucket of a trace: (first, upto) names the text. */
+  int l = bucket_label_known(g, BL_GRAD, b->first, upto);
+  if (l < 0) {
+    g_snprintf(g->label, sizeof g->label, "grad %s %s..%s", rs ? "reduce-scatter" : "all-reduce",
+               p->model->layers[b->first].name, p->model->layers[upto].name);
+    l = bucket_label_keep(g, BL_GRAD, b->first, upto);
+  }
+  int id = emit(g, &op, l, &b->last_op, 1);
   if (rs && g->g_rep >= 0) {
     /* Hybrid sharding (FSDP HYBRID_SHARD; MiCS, Zhang et al. 2022, section 3.3): the shard
      * each rank reduced inside its group is all-reduced with the same shard of the other
      * groups. */
     ts_op ar = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, b->bytes / ts_plan_shard_ranks(p),
                        TS_CAT_COMM_DP, S_DP);
-    g_snprintf(g->label, sizeof g->label, "grad shard all-reduce across replicas %s..%s",
-               p->model->layers[b->first].name, p->model->layers[upto].name);
-    id = emit(g, &ar, bucket_label(g, b->first, upto), &id, 1);
+    int lr = bucket_label_known(g, BL_REPLICAS, b->first, upto);
+    if (lr < 0) {
+      g_snprintf(g->label, sizeof g->label, "grad shard all-reduce across replicas %s..%s",
+                 p->model->layers[b->first].name, p->model->layers[upto].name);
+      lr = bucket_label_keep(g, BL_REPLICAS, b->first, upto);
+    }
+    id = emit(g, &ar, lr, &id, 1);
   }
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host
@@ -939,9 +1005,13 @@ static void sync_grads(gen *g, int a, int b)
       /* On the gradient stream, so the bucket's reduce-scatter follows it. */
       double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
       ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, bytes, TS_CAT_COMM_DP, S_DP);
-      g_snprintf(g->label, sizeof g->label, "grad all-reduce %s..%s", m->layers[i].name,
-                 m->layers[i].name);
-      emit(g, &op, bucket_label(g, i, i), &g->wgrad_op[i], 1);
+      int l = bucket_label_known(g, BL_TP_FIRST, i, i);
+      if (l < 0) {
+        g_snprintf(g->label, sizeof g->label, "grad all-reduce %s..%s", m->layers[i].name,
+                   m->layers[i].name);
+        l = bucket_label_keep(g, BL_TP_FIRST, i, i);
+      }
+      emit(g, &op, l, &g->wgrad_op[i], 1);
     }
     if (bk[w].first < 0)
       bk[w].first = i;
@@ -1291,32 +1361,63 @@ static void dp_overlap_gathers(gen *g)
   }
 }
 
-ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
+/* A trace axis as ts_plan_trace adds it; `kind` is the ts_axis_kind, or AX_EP / AX_SHARD. */
+enum { AX_EP = -1, AX_SHARD = -2 };
+typedef struct {
+  const char *name;
+  int size;
+  gboolean symmetric;
+  const ts_group_shape *shape;
+  int kind;
+} plan_axis;
+
+/* The plan's trace axes, in order. With expert parallelism the dp axis is two trace axes: its
+ * inner ep ranks and the rest; with hybrid sharding its inner shard ranks and the replicas. The
+ * cp axis exists only when cp > 1 (traces without it are unchanged), each cp rank a program of
+ * its own: the ring's last rank sends to its first, which a symmetric axis cannot say. Only the
+ * shapes depend on the placement. */
+static int plan_axes(const ts_plan *p, plan_axis *out)
 {
-  const ts_model *m = p->model;
-  ts_trace *tr = ts_trace_new(p->topo);
-  /* With expert parallelism the dp axis is two trace axes: its inner ep ranks and the rest;
-   * with hybrid sharding its inner shard ranks and the replicas. The cp axis exists only when
-   * cp > 1 (traces without it are unchanged), each cp rank a program of its own: the ring's
-   * last rank sends to its first, which a symmetric axis cannot say. */
-  int axis_of[TS_AX_N], ax_ep = -1, ax_shard = -1;
+  int n = 0;
   gboolean hybrid = p->shard < p->degree[TS_AX_DP];
   for (int a = 0; a < TS_AX_N; a++) {
-    axis_of[a] = -1;
     if (a == TS_AX_CP && p->degree[a] <= 1)
       continue;
     gboolean cut = a == TS_AX_DP && p->ep > 1;
     gboolean hcut = a == TS_AX_DP && hybrid;
     int size = cut ? p->degree[a] / p->ep : hcut ? p->degree[a] / p->shard : p->degree[a];
-    axis_of[a] = ts_trace_add_axis(tr, ts_axis_kind_name(a), size, a != TS_AX_PP && a != TS_AX_CP,
-                                   cut    ? &p->edp_shape
-                                   : hcut ? &p->rep_shape
-                                          : &p->shape[a]);
+    out[n++] = (plan_axis){ts_axis_kind_name(a), size, a != TS_AX_PP && a != TS_AX_CP,
+                           cut    ? &p->edp_shape
+                           : hcut ? &p->rep_shape
+                                  : &p->shape[a],
+                           a};
   }
   if (p->ep > 1)
-    ax_ep = ts_trace_add_axis(tr, "ep", p->ep, TRUE, &p->ep_shape);
+    out[n++] = (plan_axis){"ep", p->ep, TRUE, &p->ep_shape, AX_EP};
   if (hybrid)
-    ax_shard = ts_trace_add_axis(tr, "shard", p->shard, TRUE, &p->shard_shape);
+    out[n++] = (plan_axis){"shard", p->shard, TRUE, &p->shard_shape, AX_SHARD};
+  return n;
+}
+
+ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
+{
+  const ts_model *m = p->model;
+  ts_trace *tr = ts_trace_new(p->topo);
+  int axis_of[TS_AX_N], ax_ep = -1, ax_shard = -1;
+  gboolean hybrid = p->shard < p->degree[TS_AX_DP];
+  plan_axis axes[TS_MAX_AXES];
+  int naxes = plan_axes(p, axes);
+  for (int a = 0; a < TS_AX_N; a++)
+    axis_of[a] = -1;
+  for (int k = 0; k < naxes; k++) {
+    int id = ts_trace_add_axis(tr, axes[k].name, axes[k].size, axes[k].symmetric, axes[k].shape);
+    if (axes[k].kind == AX_EP)
+      ax_ep = id;
+    else if (axes[k].kind == AX_SHARD)
+      ax_shard = id;
+    else
+      axis_of[axes[k].kind] = id;
+  }
   int CP = p->degree[TS_AX_CP];
   ts_trace_set_programs(tr, p->degree[TS_AX_PP] * CP);
   gen g = {0};
@@ -1360,6 +1461,9 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.resident = g_new0(gboolean, m->nlayers > 0 ? m->nlayers : 1);
   int nslots = m->nlayers * L_NLAYER_SLOTS + p->nstages * L_NSTAGE_SLOTS;
   g.labels = g_new(int, nslots);
+  g.shape_of = g_new(const ts_op_shape *, (gsize)MAX(m->nlayers, 1) * N_PASSES);
+  g.shape_done = g_new0(gboolean, (gsize)MAX(m->nlayers, 1) * N_PASSES);
+  g.bucket_labels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   for (int k = 0; k < nslots; k++)
     g.labels[k] = -1;
   tr->meta.model = g_strdup(m->name);
@@ -1422,10 +1526,87 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_free(g.resident);
   g_free(g.pgather);
   g_free(g.labels);
+  g_free(g.shape_of);
+  g_free(g.shape_done);
+  g_hash_table_unref(g.bucket_labels);
   /* The collective algorithm is resolved here, once, so every backend replays the same one. */
   if (!ts_trace_resolve_algos(tr, p->topo, error)) {
     ts_trace_free(tr);
     return NULL;
   }
   return tr;
+}
+
+char *ts_plan_trace_key(const ts_plan *p)
+{
+  /* A parameter server's transfers take the bandwidth of dp's dimensions (ts_plan_ps_xfer):
+   * the only op fields a placement changes besides the collectives' algorithms. */
+  if (p->ps > 0)
+    return NULL;
+  GString *k = g_string_new(NULL);
+  g_string_append_printf(k, "%p %p %s|%" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %a %d|",
+                         (const void *)p->model, (const void *)p->topo, p->split_text,
+                         p->opt.global_batch, p->opt.micro_batch, p->opt.bucket_bytes,
+                         (int)p->opt.algo);
+  g_string_append_printf(k, "%" G_GINT64_FORMAT " %" G_GINT64_FORMAT "|", p->micro_batch,
+                         p->n_micro);
+  for (int a = 0; a < TS_AX_N; a++)
+    g_string_append_printf(k, "%d ", p->degree[a]);
+  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
+                         p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero, (int)p->offload,
+                         p->ep, p->shard, p->tp_overlap, p->dp_overlap, p->precision, p->fsdp2,
+                         (int)p->kernels);
+  for (int s = 0; s <= p->nstages; s++)
+    g_string_append_printf(k, "%d ", p->stage_first[s]);
+  for (int i = 0; i < p->model->nlayers; i++)
+    g_string_append_c(k, p->layer_mode[i] == TS_LAYER_MODE_DP ? 'd' : 't');
+  return g_string_free(k, FALSE);
+}
+
+/* Every collective of the trace back to the algorithm the generator stated (coll_op: the
+ * plan's; ps_as_collectives' direct ones never reach here, ts_plan_trace_key refuses servers),
+ * unresolved. */
+static void unresolve_colls(ts_trace *tr, ts_coll_algo algo)
+{
+  for (int q = 0; q < tr->nprograms; q++) {
+    ts_program *prog = &tr->programs[q];
+    for (int i = 0; i < prog->nops; i++) {
+      ts_op *o = &prog->ops[i];
+      if (o->kind == TS_OP_COLL) {
+        o->algo = (guint8)algo;
+        o->coll_id = 0;
+      }
+    }
+  }
+}
+
+gboolean ts_plan_trace_replace(const ts_plan *p, ts_trace *tr, GError **error)
+{
+  plan_axis axes[TS_MAX_AXES];
+  int naxes = plan_axes(p, axes);
+  gboolean same = naxes == tr->naxes && tr->nranks == p->topo->nchips;
+  for (int a = 0; same && a < naxes; a++)
+    same = strcmp(tr->axes[a].name, axes[a].name) == 0 && tr->axes[a].size == axes[a].size &&
+           tr->axes[a].symmetric == axes[a].symmetric;
+  for (guint i = 0; same && i < tr->groups->len; i++)
+    same = ((const ts_group *)g_ptr_array_index(tr->groups, i))->members == NULL;
+  if (!same) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "split '%s': a trace of another plan cannot be re-placed", p->split_text);
+    return FALSE;
+  }
+  for (int a = 0; a < naxes; a++)
+    tr->axes[a].shape = *axes[a].shape;
+  /* Each group's shape is its axes' pieces in order, as ts_trace_group makes it. */
+  for (guint i = 0; i < tr->groups->len; i++) {
+    ts_group *g = g_ptr_array_index(tr->groups, i);
+    memset(&g->shape, 0, sizeof g->shape);
+    for (int k = 0; k < g->naxes; k++) {
+      const ts_axis *a = &tr->axes[g->axes[k]];
+      for (int j = 0; j < a->shape.npieces && g->shape.npieces < TS_MAX_PIECES; j++)
+        g->shape.p[g->shape.npieces++] = a->shape.p[j];
+    }
+  }
+  unresolve_colls(tr, p->opt.algo);
+  return ts_trace_resolve_algos(tr, p->topo, error);
 }

@@ -20,12 +20,69 @@ void ts_outcome_clear(ts_outcome *o)
   memset(o, 0, sizeof *o);
 }
 
+/* The trace of the last split predicted in this process during ts_pool_run, kept for the next
+ * placement of the same split (ts_plan_trace_key): configurations run grouped by split, and a
+ * split's placements differ only in shapes and resolved algorithms, so each split's trace is
+ * generated once. Only inside ts_pool_run, whose configurations keep their model and topology
+ * alive (the key holds their addresses). */
+static struct {
+  gboolean on;
+  char *key;
+  ts_trace *tr;
+} g_reuse;
+
+static void reuse_clear(void)
+{
+  g_clear_pointer(&g_reuse.key, g_free);
+  g_clear_pointer(&g_reuse.tr, ts_trace_free);
+}
+
+/* ts_run_predict through the reused trace: the same plan, trace (op for op), replay and fill. */
+static gboolean predict_reusing(const ts_config *c, const ts_split *sp, ts_result *out,
+                                GError **error)
+{
+  g_autoptr(ts_plan) p = ts_plan_new(c->model, c->topo, sp, &c->po, error);
+  if (p == NULL)
+    return FALSE;
+  g_autofree char *key = ts_plan_trace_key(p);
+  const ts_trace *tr = NULL;
+  if (key != NULL && g_reuse.key != NULL && strcmp(key, g_reuse.key) == 0 &&
+      ts_plan_trace_replace(p, g_reuse.tr, NULL))
+    tr = g_reuse.tr;
+  if (tr == NULL) {
+    reuse_clear();
+    ts_trace *built = ts_plan_trace(p, error);
+    if (built == NULL)
+      return FALSE;
+    g_reuse.tr = built;
+    g_reuse.key = g_steal_pointer(&key);
+    tr = built;
+  }
+  ts_replay_result rr;
+  ts_run_extra x;
+  ts_run_options o = c->ro;
+  o.timeline = FALSE;
+  gboolean ok = ts_run_replay_ex(tr, c->topo, &o, &rr, &x, error);
+  if (ok) {
+    ts_result_fill(out, p, tr, &rr);
+    out->link_summary = g_steal_pointer(&x.link_summary);
+    out->flows = x.flows;
+  }
+  ts_run_extra_clear(&x);
+  /* A trace the plan cannot key is not kept (it would never match). */
+  if (g_reuse.key == NULL)
+    reuse_clear();
+  return ok;
+}
+
 void ts_pool_predict(const ts_config *c, ts_outcome *out)
 {
   memset(out, 0, sizeof *out);
   g_autoptr(GError) err = NULL;
   g_autoptr(ts_split) sp = ts_split_parse(c->split, &err);
-  if (sp != NULL && ts_run_predict(c->model, c->topo, sp, &c->po, &c->ro, &out->res, &err)) {
+  if (sp != NULL &&
+      (g_reuse.on ? predict_reusing(c, sp, &out->res, &err)
+                  : ts_run_predict(c->model, c->topo, sp, &c->po, &c->ro, &out->res, &err))) {
     out->status = TS_OUTCOME_OK;
     return;
   }
@@ -269,6 +326,112 @@ static gboolean feed(worker *w, int k, const ts_config *cfg, const int *idx, GEr
   return TRUE;
 }
 
+/* The order configurations are predicted in: grouped by their split without its placements
+ * (then model, topology and position), so that consecutive predictions share a trace
+ * (g_reuse). Outcomes are stored by position, so the order changes no output. */
+typedef struct {
+  char *split; /* without "@..." placements */
+  const ts_config *c;
+  int k;
+} order_item;
+
+/* Items of one group (the same split but for placements, model and topology): 0 when so. */
+static int group_cmp(const order_item *a, const order_item *b)
+{
+  int d = strcmp(a->split, b->split);
+  if (d != 0)
+    return d;
+  if (a->c->model != b->c->model)
+    return (guintptr)a->c->model < (guintptr)b->c->model ? -1 : 1;
+  if (a->c->topo != b->c->topo)
+    return (guintptr)a->c->topo < (guintptr)b->c->topo ? -1 : 1;
+  return 0;
+}
+
+static gint order_cmp(gconstpointer pa, gconstpointer pb, gpointer data)
+{
+  (void)data;
+  const order_item *a = pa, *b = pb;
+  int d = group_cmp(a, b);
+  if (d != 0)
+    return d;
+  return a->k < b->k ? -1 : a->k > b->k;
+}
+
+/* Positions in prediction order (ord[j]) and the group of each (grp[j], groups numbered from 0
+ * in order; *ngroups of them). */
+static int *grouped_order(const ts_config *cfg, const int *idx, int n, int **grp, int *ngroups)
+{
+  order_item *it = g_new(order_item, n > 0 ? n : 1);
+  for (int k = 0; k < n; k++) {
+    const char *s = cfg[idx[k]].split != NULL ? cfg[idx[k]].split : "";
+    GString *b = g_string_sized_new(strlen(s));
+    gboolean skip = FALSE;
+    for (const char *q = s; *q != '\0'; q++) {
+      if (*q == '@')
+        skip = TRUE;
+      else if (*q == ',')
+        skip = FALSE;
+      if (!skip)
+        g_string_append_c(b, *q);
+    }
+    it[k] = (order_item){g_string_free(b, FALSE), &cfg[idx[k]], k};
+  }
+  g_qsort_with_data(it, n, sizeof *it, order_cmp, NULL);
+  int *ord = g_new(int, n > 0 ? n : 1);
+  *grp = g_new(int, n > 0 ? n : 1);
+  *ngroups = 0;
+  for (int k = 0; k < n; k++) {
+    ord[k] = it[k].k;
+    if (k == 0 || group_cmp(&it[k - 1], &it[k]) != 0)
+      (*ngroups)++;
+    (*grp)[k] = *ngroups - 1;
+  }
+  for (int k = 0; k < n; k++)
+    g_free(it[k].split);
+  g_free(it);
+  return ord;
+}
+
+/* Which position a free worker predicts next: the next of its group (its kept trace serves
+ * it), else the first of a group no worker has started, else any left. */
+typedef struct {
+  const int *ord, *grp;
+  int n, ngroups;
+  int *gnext, *gend; /* per group: next position not fed, end */
+  gboolean *started; /* per group */
+  gboolean *fed;     /* per position */
+  int gcur, cur, nfed;
+} sched;
+
+static int sched_pick(sched *s, int *wgroup)
+{
+  int j = -1;
+  if (*wgroup >= 0) {
+    int g = *wgroup;
+    while (s->gnext[g] < s->gend[g] && s->fed[s->gnext[g]])
+      s->gnext[g]++;
+    if (s->gnext[g] < s->gend[g])
+      j = s->gnext[g];
+  }
+  if (j < 0) {
+    while (s->gcur < s->ngroups && s->started[s->gcur])
+      s->gcur++;
+    if (s->gcur < s->ngroups)
+      j = s->gnext[s->gcur];
+  }
+  if (j < 0) {
+    while (s->cur < s->n && s->fed[s->cur])
+      s->cur++;
+    j = s->cur;
+  }
+  s->fed[j] = TRUE;
+  s->nfed++;
+  s->started[s->grp[j]] = TRUE;
+  *wgroup = s->grp[j];
+  return s->ord[j];
+}
+
 static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
                          ts_outcome *out, GError **error)
 {
@@ -282,10 +445,13 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
     jobs = n;
   if (n == 0)
     return TRUE;
+  int ngroups = 0;
+  g_autofree int *grp = NULL;
+  g_autofree int *ord = grouped_order(cfg, idx, n, &grp, &ngroups);
   if (jobs <= 1 && !any_sg) {
-    for (int k = 0; k < n; k++) {
-      ts_pool_predict(&cfg[idx[k]], &out[k]);
-      progress_step(&pg, k + 1);
+    for (int j = 0; j < n; j++) {
+      ts_pool_predict(&cfg[idx[ord[j]]], &out[ord[j]]);
+      progress_step(&pg, j + 1);
     }
     progress_end(&pg);
     return TRUE;
@@ -296,10 +462,23 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
   sigaction(SIGPIPE, &ign, &old);
   worker *ws = g_new0(worker, jobs);
   struct pollfd *pfd = g_new0(struct pollfd, jobs);
-  int next = 0, done = 0;
+  sched sc = {.ord = ord, .grp = grp, .n = n, .ngroups = ngroups};
+  sc.gnext = g_new(int, ngroups);
+  sc.gend = g_new(int, ngroups);
+  sc.started = g_new0(gboolean, ngroups);
+  sc.fed = g_new0(gboolean, n);
+  for (int j = n - 1; j >= 0; j--)
+    sc.gnext[grp[j]] = j;
+  for (int j = 0; j < n; j++)
+    sc.gend[grp[j]] = j + 1;
+  int *wgroup = g_new(int, jobs); /* per worker: the group of its kept trace, -1 none */
+  int done = 0;
   gboolean ok = TRUE;
-  for (int w = 0; w < jobs && ok; w++)
-    ok = spawn(&ws[w], ws, jobs, cfg, idx, error) && feed(&ws[w], next++, cfg, idx, error);
+  for (int w = 0; w < jobs && ok; w++) {
+    wgroup[w] = -1;
+    ok = spawn(&ws[w], ws, jobs, cfg, idx, error) &&
+         feed(&ws[w], sched_pick(&sc, &wgroup[w]), cfg, idx, error);
+  }
   while (ok && done < n) {
     int np = 0;
     int map[1024];
@@ -349,16 +528,23 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
       progress_step(&pg, ++done);
       if (w->retiring)
         retire(w, FALSE);
-      if (next < n) {
-        if (w->pid <= 0)
+      if (sc.nfed < n) {
+        if (w->pid <= 0) {
           ok = spawn(w, ws, jobs, cfg, idx, error);
+          wgroup[map[i]] = -1; /* a new process keeps no trace */
+        }
         if (ok)
-          ok = feed(w, next++, cfg, idx, error);
+          ok = feed(w, sched_pick(&sc, &wgroup[map[i]]), cfg, idx, error);
       }
     }
   }
   for (int w = 0; w < jobs; w++)
     retire(&ws[w], !ok);
+  g_free(sc.gnext);
+  g_free(sc.gend);
+  g_free(sc.started);
+  g_free(sc.fed);
+  g_free(wgroup);
   g_free(ws);
   g_free(pfd);
   sigaction(SIGPIPE, &old, NULL);
@@ -380,7 +566,14 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
     topos[k] = cfg[idx[k]].topo;
   ts_coll_memo_begin(topos, n);
   g_free(topos);
+  /* Traces are reused across this run's predictions only: the kept one is dropped at the end
+   * (its key holds addresses that live as long as cfg), a nested run's too. */
+  gboolean outer = !g_reuse.on;
+  g_reuse.on = TRUE;
   gboolean ok = pool_run(cfg, idx, n, o, out, error);
+  reuse_clear();
+  if (outer)
+    g_reuse.on = FALSE;
   ts_coll_memo_end();
   return ok;
 }

@@ -88,26 +88,38 @@ static double *shape_field(ts_op_shape *sh, int i)
   return f[i];
 }
 
-/* Shapes are interned by value: hash and compare field by field (padding is never read). */
+/* Shapes are interned by value: hash and compare field by field (padding is never read). Every
+ * compute op a planner emits is interned, so both are on the trace builder's hot path: no copy
+ * of the shape, the bits of each field mixed inline, and an interned shape (the planner passes
+ * back the pointer it was given) equal to itself without reading it. */
+static inline guint64 shape_mix(guint64 h, guint64 w)
+{
+  h = (h ^ w) * 0x9E3779B97F4A7C15u;
+  return h ^ (h >> 29);
+}
+
 static guint shape_hash(gconstpointer p)
 {
   const ts_op_shape *s = p;
-  guint h = (guint)s->oclass * 31u + (guint)s->prec * 7u + (guint)s->kernels;
-  ts_op_shape c = *s;
+  guint64 h = (guint64)(guint)s->oclass * 31u + (guint64)(guint)s->prec * 7u + (guint)s->kernels;
   for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++) {
-    double v = *shape_field(&c, (int)i) + 0.0; /* -0 hashes as 0, as it compares */
-    h = h * 1000003u ^ g_double_hash(&v);
+    double v = *shape_field((ts_op_shape *)s, (int)i) + 0.0; /* -0 hashes as 0, as it compares */
+    guint64 bits;
+    memcpy(&bits, &v, sizeof bits);
+    h = shape_mix(h, bits);
   }
-  return h;
+  return (guint)(h ^ (h >> 32));
 }
 
 static gboolean shape_equal(gconstpointer a, gconstpointer b)
 {
-  ts_op_shape x = *(const ts_op_shape *)a, y = *(const ts_op_shape *)b;
-  if (x.oclass != y.oclass || x.prec != y.prec || x.kernels != y.kernels)
+  if (a == b)
+    return TRUE;
+  const ts_op_shape *x = a, *y = b;
+  if (x->oclass != y->oclass || x->prec != y->prec || x->kernels != y->kernels)
     return FALSE;
   for (size_t i = 0; i < G_N_ELEMENTS(shape_keys); i++)
-    if (*shape_field(&x, (int)i) != *shape_field(&y, (int)i))
+    if (*shape_field((ts_op_shape *)x, (int)i) != *shape_field((ts_op_shape *)y, (int)i))
       return FALSE;
   return TRUE;
 }

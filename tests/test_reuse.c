@@ -1,0 +1,230 @@
+/* Tests of trace reuse across placements (issue 15): a sweep builds each split's trace once and
+ * re-places it for the split's other placements (ts_plan_trace_key, ts_plan_trace_replace). The
+ * re-placed trace must be the one ts_plan_trace builds for that placement, op for op, and a
+ * sweep through the pool must predict what each configuration predicts alone, to the bit. */
+#include "ts_plan.h"
+#include "ts_pool.h"
+#include "ts_run.h"
+#include "ts_sweep.h"
+#include "ts_trace.h"
+
+#include "ts_test.h"
+#include <criterion/criterion.h>
+#include <string.h>
+
+static ts_plan *plan_of(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
+                        gint64 micro)
+{
+  g_autoptr(GError) err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse(split, &err);
+  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = micro;
+  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
+  return p;
+}
+
+/* The trace's text and its distinct collectives (not in the text: coll_id numbering). */
+static char *trace_fingerprint(const ts_trace *tr)
+{
+  GString *s = g_string_new(NULL);
+  g_autofree char *text = ts_trace_to_text(tr);
+  g_string_append(s, text);
+  for (guint i = 0; tr->colls != NULL && i < tr->colls->len; i++) {
+    const ts_coll_desc *d = &g_array_index(tr->colls, ts_coll_desc, i);
+    g_string_append_printf(s, "coll %u %d %d %d %a\n", i, d->group, (int)d->coll, (int)d->algo,
+                           d->bytes);
+  }
+  return g_string_free(s, FALSE);
+}
+
+/* Every split ts_splits_auto gives (all placements), grouped by trace key: each member's trace,
+ * re-placed from the group's first, equals the trace built for it; then back to the first.
+ * Returns the number of re-placements checked. */
+static int check_auto_splits(const char *model, const char *topo, gint64 batch, gint64 micro,
+                             gboolean vary_options, int max_configs)
+{
+  g_autoptr(ts_model) m = load_model(model);
+  g_autoptr(ts_topo) t = load_topo(topo);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = micro;
+  ts_auto_options ao = {0};
+  ao.all_placements = TRUE;
+  ao.vary_options = vary_options;
+  ao.max_configs = max_configs;
+  g_autoptr(GPtrArray) splits = ts_splits_auto(m, t, &po, &ao);
+  cr_assert_gt(splits->len, 0u, "%s on %s: no split", model, topo);
+  g_autoptr(GHashTable) first =
+      g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)ts_trace_free);
+  g_autoptr(GHashTable) first_split = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  int checked = 0;
+  for (guint i = 0; i < splits->len; i++) {
+    const char *split = g_ptr_array_index(splits, i);
+    g_autoptr(ts_plan) p = plan_of(m, t, split, batch, micro);
+    char *key = ts_plan_trace_key(p);
+    if (key == NULL)
+      continue;
+    ts_trace *kept = g_hash_table_lookup(first, key);
+    if (kept == NULL) {
+      g_autoptr(GError) err = NULL;
+      ts_trace *tr = ts_plan_trace(p, &err);
+      cr_assert_not_null(tr, "%s: %s", split, err ? err->message : "");
+      g_hash_table_insert(first_split, g_strdup(key), (gpointer)split);
+      g_hash_table_insert(first, key, tr);
+      continue;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ts_trace) fresh = ts_plan_trace(p, &err);
+    cr_assert_not_null(fresh, "%s: %s", split, err ? err->message : "");
+    cr_assert(ts_plan_trace_replace(p, kept, &err), "%s: %s", split, err ? err->message : "");
+    g_autofree char *want = trace_fingerprint(fresh);
+    g_autofree char *got = trace_fingerprint(kept);
+    cr_assert_str_eq(got, want, "%s: the re-placed trace differs from the one built for it", split);
+    /* And back to the placement it was built for. */
+    const char *orig = g_hash_table_lookup(first_split, key);
+    g_autoptr(ts_plan) p0 = plan_of(m, t, orig, batch, micro);
+    g_autoptr(ts_trace) fresh0 = ts_plan_trace(p0, &err);
+    cr_assert(ts_plan_trace_replace(p0, kept, &err), "%s: %s", orig, err ? err->message : "");
+    g_autofree char *want0 = trace_fingerprint(fresh0);
+    g_autofree char *got0 = trace_fingerprint(kept);
+    cr_assert_str_eq(got0, want0, "%s (after %s): not the trace built for it", orig, split);
+    g_free(key);
+    checked++;
+  }
+  return checked;
+}
+
+Test(reuse, gpt_every_placement_and_option_on_8x8)
+{
+  /* Recomputation, sequence parallelism, interleaved stages, hybrid sharding, ZeRO stages. */
+  int n = check_auto_splits("gpt3-350m", "tpu-v3-8x8", 16, 1, FALSE, 0);
+  cr_assert_gt(n, 20, "only %d re-placements exercised", n);
+}
+
+/* a and b, one split placed two ways: one key, different traces, and a's trace re-placed as b's
+ * is the one built for b. */
+static void check_pair(const ts_model *m, const ts_topo *t, const char *a_split,
+                       const char *b_split, gint64 batch)
+{
+  g_autoptr(ts_plan) a = plan_of(m, t, a_split, batch, 1);
+  g_autoptr(ts_plan) b = plan_of(m, t, b_split, batch, 1);
+  g_autofree char *ka = ts_plan_trace_key(a);
+  g_autofree char *kb = ts_plan_trace_key(b);
+  cr_assert_not_null(ka, "%s: no key", a_split);
+  cr_assert_str_eq(ka, kb, "%s and %s: one split, two keys", a_split, b_split);
+  g_autoptr(GError) err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(a, &err);
+  cr_assert_not_null(tr, "%s: %s", a_split, err ? err->message : "");
+  g_autoptr(ts_trace) fresh = ts_plan_trace(b, &err);
+  cr_assert_not_null(fresh, "%s: %s", b_split, err ? err->message : "");
+  g_autofree char *before = trace_fingerprint(tr);
+  g_autofree char *want = trace_fingerprint(fresh);
+  cr_assert_str_neq(before, want, "%s and %s: the placements give the same trace", a_split,
+                    b_split);
+  cr_assert(ts_plan_trace_replace(b, tr, &err), "%s", err ? err->message : "");
+  g_autofree char *got = trace_fingerprint(tr);
+  cr_assert_str_eq(got, want, "%s re-placed as %s", a_split, b_split);
+}
+
+Test(reuse, explicit_splits_cp_overlap_interleaved)
+{
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  /* Context parallelism, tp-overlap with sequence parallelism, dp-overlap, interleaved stages,
+   * hybrid sharding. */
+  check_pair(m, t, "tp=4@x,cp=2@x,dp=8@y", "tp=4@y,cp=2@y,dp=8@x", 64);
+  check_pair(m, t, "tp=8@x,dp=8@y,tp-overlap,sp", "tp=8@y,dp=8@x,tp-overlap,sp", 64);
+  check_pair(m, t, "tp=2@x,dp=32@x+y,zero=1,dp-overlap", "tp=2@y,dp=32@y+x,zero=1,dp-overlap", 64);
+  check_pair(m, t, "tp=8@x,pp=2@y,dp=4@y,schedule=interleaved:2",
+             "tp=8@y,pp=2@x,dp=4@x,schedule=interleaved:2", 64);
+  check_pair(m, t, "dp=64@x+y,zero=3,shard=8", "dp=64@y+x,zero=3,shard=8", 64);
+}
+
+Test(reuse, expert_parallel_pairs)
+{
+  /* Expert parallelism: the ep ranks are the inner end of dp's placement, so dp's order moves
+   * them (ts_splits_auto does not enumerate ep: these pairs are the only re-placed ones). */
+  g_autoptr(ts_model) m = load_model("mixtral-8x7b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  check_pair(m, t, "tp=4@node,dp=8@node+net,ep=2", "tp=4@node,dp=8@net+node,ep=2", 32);
+}
+
+Test(reuse, keys_tell_splits_apart)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  /* Differences that change the trace: ZeRO stage, explicit stages, micro-batch, batch. */
+  g_autoptr(ts_plan) a = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=1", 64, 1);
+  g_autoptr(ts_plan) b = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=2", 64, 1);
+  /* Explicit stages (not in the canonical split text): one block (5 layers) off the balance. */
+  int cut = a->stage_first[1] + 5;
+  g_autofree char *staged =
+      g_strdup_printf("dp=32@x+y,pp=2@y,zero=1,stages=%d:%d", cut, m->nlayers - cut);
+  g_autoptr(ts_plan) c = plan_of(m, t, staged, 64, 1);
+  g_autoptr(ts_plan) d = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=1", 64, 2);
+  g_autoptr(ts_plan) e = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=1", 128, 1);
+  g_autofree char *ka = ts_plan_trace_key(a);
+  g_autofree char *kb = ts_plan_trace_key(b);
+  g_autofree char *kc = ts_plan_trace_key(c);
+  g_autofree char *kd = ts_plan_trace_key(d);
+  g_autofree char *ke = ts_plan_trace_key(e);
+  const char *k[] = {ka, kb, kc, kd, ke};
+  for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+    cr_assert_not_null(k[i]);
+    for (size_t j = 0; j < i; j++)
+      cr_assert_str_neq(k[i], k[j], "plans %zu and %zu share a key", j, i);
+  }
+  /* Parameter servers take the placement's bandwidth: never re-placed. */
+  g_autoptr(ts_plan) ps = plan_of(m, t, "dp=64,ps=8", 64, 1);
+  g_autofree char *kps = ts_plan_trace_key(ps);
+  cr_assert_null(kps);
+}
+
+Test(reuse, pool_predicts_as_each_alone)
+{
+  /* Through the pool (grouped by split, traces re-placed) and one by one (each its own trace):
+   * every result bit for bit. Placements of one split interleaved with others in the input. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *splits[] = {"tp=8@x,dp=8@y",           "dp=32@x+y,pp=2@y,zero=1", "tp=8@y,dp=8@x",
+                          "dp=32@y+x,pp=2@x,zero=1", "tp=4@x,dp=16@x+y",        "tp=4@y,dp=16@y+x",
+                          "dp=32@x+y,pp=2@y,zero=2", "tp=2@x,dp=32@y+x,zero=3"};
+  int n = (int)G_N_ELEMENTS(splits);
+  ts_config cfg[G_N_ELEMENTS(splits)];
+  int idx[G_N_ELEMENTS(splits)];
+  for (int i = 0; i < n; i++) {
+    memset(&cfg[i], 0, sizeof cfg[i]);
+    cfg[i].model = m;
+    cfg[i].topo = t;
+    cfg[i].split = splits[i];
+    ts_plan_options_default(&cfg[i].po);
+    cfg[i].po.global_batch = 64;
+    cfg[i].po.micro_batch = 1;
+    cfg[i].ro.backend = "analytic";
+    idx[i] = i;
+  }
+  ts_outcome out[G_N_ELEMENTS(splits)];
+  ts_pool_options o = {1, FALSE, "test"};
+  g_autoptr(GError) err = NULL;
+  cr_assert(ts_pool_run(cfg, idx, n, &o, out, &err), "%s", err ? err->message : "");
+  for (int i = 0; i < n; i++) {
+    cr_assert_eq(out[i].status, TS_OUTCOME_OK, "%s: %s", splits[i],
+                 out[i].message ? out[i].message : "");
+    g_autoptr(ts_split) sp = ts_split_parse(splits[i], &err);
+    ts_result alone;
+    cr_assert(ts_run_predict(m, t, sp, &cfg[i].po, &cfg[i].ro, &alone, &err), "%s: %s", splits[i],
+              err ? err->message : "");
+    cr_assert(memcmp(&alone.step_time_s, &out[i].res.step_time_s, sizeof(double)) == 0,
+              "%s: %.17g through the pool, %.17g alone", splits[i], out[i].res.step_time_s,
+              alone.step_time_s);
+    cr_assert_eq(alone.events, out[i].res.events, "%s", splits[i]);
+    cr_assert_eq(alone.ops, out[i].res.ops, "%s", splits[i]);
+    ts_result_clear(&alone);
+    ts_outcome_clear(&out[i]);
+  }
+}
