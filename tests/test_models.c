@@ -1333,8 +1333,9 @@ Test(params, fine_grained_shared_experts_and_capacity)
 {
   /* 3 blocks, the first dense (ffn 96); then E = 4 routed SwiGLU experts of width 32, top 2,
    * one shared expert of width 32, a gate with a per-expert bias, capacity factor 1.25.
-   * Routed fc1: E h 2 m + gate h E + E; fc2 E m h; shared 3 h m. Work of the routed experts:
-   * k C x one expert's, plus the gate 2 T h E and its softmax T E. */
+   * Routed fc1: E h 2 m; the gate a layer of its own (block.1.router, reading norm2), h E + E;
+   * fc2 E m h; shared 3 h m. Work of the routed experts: k C x one expert's; the gate's
+   * 2 T h E, its bias add T E and its softmax T E. */
   g_autofree char *msg = NULL;
   g_autoptr(ts_model) m = load_text(
       "[model]\nkind = transformer\n[transformer]\nlayers = 3\nhidden = 64\nheads = 4\n"
@@ -1351,20 +1352,27 @@ Test(params, fine_grained_shared_experts_and_capacity)
   const ts_layer *e1 = layer_named(m, "block.1.fc1"), *e2 = layer_named(m, "block.1.fc2");
   const ts_layer *s1 = layer_named(m, "block.1.shared_fc1"),
                  *s2 = layer_named(m, "block.1.shared_fc2");
+  const ts_layer *g1 = layer_named(m, "block.1.router");
   double p = e1->params;
-  cr_assert_eq(p, E * h * 2 * mf + h * E + E);
+  cr_assert_eq(p, E * h * 2 * mf);
+  p = g1->params;
+  cr_assert_eq(p, h * E + E);
+  gint64 gate_experts = g1->experts;
+  cr_assert_eq(gate_experts, 0, "the router is replicated, not an expert layer");
+  double gf = g1->fwd_flops, gwant = 2 * T * h * E + T * E + T * E;
+  cr_assert_eq(gf, gwant, "router fwd %.0f vs %.0f", gf, gwant);
+  cr_assert_str_eq(m->layers[g1->src].name, "block.1.norm2");
   p = e2->params;
   cr_assert_eq(p, E * mf * h);
   p = s1->params + s2->params;
   cr_assert_eq(p, 3 * h * mf);
-  double f = e1->fwd_flops,
-         want = k * C * (2 * T * h * 2 * mf + 2 * T * mf) + 2 * T * h * E + T * E;
+  double f = e1->fwd_flops, want = k * C * (2 * T * h * 2 * mf + 2 * T * mf);
   cr_assert_eq(f, want, "routed fc1 fwd %.0f vs %.0f", f, want);
   double kept = e1->saved_act_bytes;
   want = k * C * D * (T * h + 2 * T * mf);
   cr_assert_eq(kept, want);
   /* Active: the shared expert, k routed experts and the gate. */
-  double act = e1->active_params + e2->active_params;
+  double act = e1->active_params + e2->active_params + g1->active_params;
   want = k * 3 * h * mf + h * E + E;
   cr_assert_eq(act, want);
   /* The graph: routed fc1 reads norm2 (beside the shared branch), fc2 adds the residual stream

@@ -1541,13 +1541,30 @@ static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec
          add_layer(b, g_strdup("logits"), &logits, error);
 }
 
+/* The gate of a mixture-of-experts block as a layer of its own, reading the normed stream as
+ * the experts do: a replicated dense hidden -> experts (its logits; softmax and top_k), so its
+ * gradient is summed over every data-parallel rank like any replicated weight's, where folded
+ * into the experts' first layer it was reduced with theirs over the ranks holding the same
+ * experts only (found by trainsim validate, docs/validation.md; Megatron-Core's TopKRouter is
+ * likewise a module of its own with a replicated weight). */
+static gboolean add_router(builder *b, gint64 i, const layer_spec *router, int src, GError **error)
+{
+  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".router", i), router, src,
+                      error))
+    return FALSE;
+  /* The softmax over the logits: one FLOP per logit, as the folded gate counted it. */
+  ts_layer *l = &g_array_index(b->layers, ts_layer, last_layer(b));
+  l->fwd_flops += (double)router->tokens * (double)router->out_f;
+  return TRUE;
+}
+
 /* A pre-norm block whose MLP is shared experts beside routed ones: norm1, attention, norm2,
- * shared_fc1, shared_fc2, then fc1 and fc2 (the routed experts) reading norm2's output; fc2
- * adds the residual stream and the shared experts' output. */
+ * shared_fc1, shared_fc2, then the router, fc1 and fc2 (the routed experts), the router and fc1
+ * reading norm2's output; fc2 adds the residual stream and the shared experts' output. */
 static gboolean add_shared_moe_block(builder *b, gint64 i, const layer_spec *norm,
                                      const layer_spec *attn, const layer_spec *sh1,
-                                     const layer_spec *sh2, const layer_spec *moe1,
-                                     const layer_spec *moe2, GError **error)
+                                     const layer_spec *sh2, const layer_spec *router,
+                                     const layer_spec *moe1, const layer_spec *moe2, GError **error)
 {
   int stream = last_layer(b);
   if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".norm1", i), norm, error) ||
@@ -1566,9 +1583,13 @@ static gboolean add_shared_moe_block(builder *b, gint64 i, const layer_spec *nor
       !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".shared_fc2", i), &shared2, error))
     return FALSE;
   int shared = last_layer(b);
-  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc1", i), moe1, normed,
-                      error) ||
-      !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc2", i), moe2, error))
+  if (!add_router(b, i, router, normed, error))
+    return FALSE;
+  int gate = last_layer(b);
+  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc1", i), moe1, normed, error))
+    return FALSE;
+  add_read(b, gate);
+  if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc2", i), moe2, error))
     return FALSE;
   add_read(b, stream);
   add_read(b, shared);
@@ -1636,8 +1657,11 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   layer_spec moe1 = fc1, moe2 = fc2;
   moe1.experts = moe2.experts = hp->experts;
   moe1.top_k = moe2.top_k = hp->top_k;
-  moe1.router = TRUE;
-  moe1.router_bias = hp->router_bias;
+  layer_spec router = vec;
+  router.kind = TS_LAYER_DENSE;
+  router.tp = TS_TP_REPLICATED;
+  router.out_f = hp->experts;
+  router.bias = hp->router_bias; /* DeepSeek-V3's load-balancing bias, one per expert */
   moe1.capacity = moe2.capacity = hp->capacity;
   moe1.out_f = gate_mult * hp->moe_ffn;
   moe2.in_f = hp->moe_ffn;
@@ -1650,7 +1674,7 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
     gboolean moe =
         hp->experts > 0 && i >= hp->first_dense && i % hp->moe_every == hp->moe_every - 1;
     if (moe && hp->shared_experts > 0) {
-      if (!add_shared_moe_block(b, i, &norm, &attn, &sh1, &sh2, &moe1, &moe2, error))
+      if (!add_shared_moe_block(b, i, &norm, &attn, &sh1, &sh2, &router, &moe1, &moe2, error))
         return FALSE;
       continue;
     }
@@ -1665,8 +1689,17 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
                              : strcmp(order[j], "fc1") == 0     ? (moe ? &moe1 : &fc1)
                              : strcmp(order[j], "fc2") == 0     ? (moe ? &moe2 : &fc2)
                                                                 : &norm;
-      if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp, error))
+      int gate = -1, normed = last_layer(b);
+      if (moe && sp == &moe1) {
+        if (!add_router(b, i, &router, normed, error))
+          return FALSE;
+        gate = last_layer(b);
+      }
+      if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp,
+                          normed, error))
         return FALSE;
+      if (gate >= 0)
+        add_read(b, gate);
       if (sp->residual)
         add_read(b, stream);
       if (sp->residual || (hp->post_norm && j == 1))
