@@ -1538,6 +1538,18 @@ Test(tensor, latent_attention_sums_its_partial_gradients_over_tp)
   }
   cr_assert_eq(coll_ops_on(ts, 0, "grad tp all-reduce block.0.norm", "tp", &bytes), 0);
   cr_assert_eq(ps->exec[layer_index(m, "block.0.attention")].bwd_post.kind, TS_COLL_REDUCESCATTER);
+  /* Under sp the up projections gather the latents and the rotary key (not the input), their
+   * gradients are reduce-scattered, the latents gathered again for the weight gradients, and
+   * the down projections run on each member's sequence shard: all the work / tp. */
+  int Ms = (int)ps->n_micro;
+  n = coll_ops_on(ts, 0, "block.0.attention fwd all-gather", "tp", &bytes);
+  cr_assert(n == Ms && bytes == Ms * each, "sp fwd all-gather: %d ops, %.0f bytes", n, bytes);
+  n = coll_ops_on(ts, 0, "block.0.attention bwd reduce-scatter", "tp", &bytes);
+  cr_assert(n == Ms && bytes == Ms * each, "sp bwd reduce-scatter: %d ops, %.0f bytes", n, bytes);
+  n = coll_ops_on(ts, 0, "block.0.attention bwd input re-gather", "tp", &bytes);
+  cr_assert(n == Ms && bytes == Ms * T * (rq + rkv) * D, "sp re-gather: %d ops, %.0f bytes", n,
+            bytes);
+  cr_assert_eq(ps->exec[layer_index(m, "block.0.attention")].cdiv, 8.0);
   /* Without tp nothing is partial: no tp reduction at all. */
   g_autoptr(ts_plan) p1 = make_plan(m, t, "pp=16,dp=16,ep=16", 256, 1);
   cr_assert_eq(p1->exec[layer_index(m, "block.0.attention")].tp_grad_params, 0.0);
