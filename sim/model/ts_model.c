@@ -664,6 +664,58 @@ static gboolean same_shape(const shape *a, const shape *b)
                                : a->c == b->c && a->h == b->h && a->w == b->w);
 }
 
+/* Multi-head latent attention in a layer list (the keys of [transformer], derive_mla):
+ * kv_lora_rank > 0 makes the layer MLA, with its own head widths, one key per query head, no
+ * biases and rotary on the decoupled part; the other keys need it. */
+static gboolean parse_latent_attention(GKeyFile *kf, const char *path, const char *group,
+                                       layer_spec *sp, GError **error)
+{
+  static const char *const mla_keys[] = {"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                         "v_head_dim"};
+  if (!ts_kf_int(kf, path, group, "kv_lora_rank", TRUE, 0, 0, DIM_MAX,
+                 "a key/value latent rank (0: no multi-head latent attention)", &sp->kv_lora,
+                 error))
+    return FALSE;
+  if (sp->kv_lora == 0) {
+    for (size_t k = 0; k < G_N_ELEMENTS(mla_keys); k++)
+      if (g_key_file_has_key(kf, group, mla_keys[k], NULL)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "%s: [%s] %s: a multi-head latent attention key; expected kv_lora_rank > 0 "
+                    "with it",
+                    path, group, mla_keys[k]);
+        return FALSE;
+      }
+    return TRUE;
+  }
+  if (!ts_kf_int(kf, path, group, "q_lora_rank", TRUE, 0, 0, DIM_MAX,
+                 "a query latent rank (0: a full query projection)", &sp->q_lora, error) ||
+      !ts_kf_int(kf, path, group, "qk_nope_head_dim", FALSE, 0, 1, DIM_MAX,
+                 "a positive query/key head width without rotary", &sp->qk_nope, error) ||
+      !ts_kf_int(kf, path, group, "qk_rope_head_dim", FALSE, 0, 1, DIM_MAX,
+                 "a positive rotary query/key head width", &sp->qk_rope, error) ||
+      !ts_kf_int(kf, path, group, "v_head_dim", FALSE, 0, 1, DIM_MAX, "a positive value head width",
+                 &sp->v_dim, error))
+    return FALSE;
+  const char *clash = sp->kv_heads != sp->heads                                      ? "kv_heads"
+                      : sp->bias                                                     ? "bias"
+                      : g_key_file_has_key(kf, group, "rotary", NULL) && !sp->rotary ? "rotary"
+                                                                                     : NULL;
+  if (clash != NULL) {
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT,
+        "%s: [%s] %s: not available with kv_lora_rank (multi-head latent attention has "
+        "one key per query head, decoupled rotary keys and no biases); expected bias = false, "
+        "kv_heads and rotary left out",
+        path, group, clash);
+    return FALSE;
+  }
+  if (sp->heads * (sp->qk_nope + sp->qk_rope + sp->v_dim) > DIM_MAX)
+    return fail_key(error, path, group, "heads", sp->heads,
+                    "heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) at most 2^24");
+  sp->rotary = TRUE;
+  return TRUE;
+}
+
 /* in: the previous output (updated to this layer's); seen: every earlier output, for residuals. */
 static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, shape *in,
                             const GArray *seen, layer_spec *sp, gint64 *repeat, GError **error)
@@ -679,7 +731,9 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
       [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
-                              "residual", "residual_from", "dropout", "kv_heads", "rotary", NULL},
+                              "residual", "residual_from", "dropout", "kv_heads", "rotary",
+                              "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                              "v_head_dim", NULL},
       [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
       [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
@@ -922,6 +976,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       return fail_key(error, path, group, "kv_heads", sp->kv_heads, what);
     }
     if (!kf_bool(kf, path, group, "rotary", FALSE, &sp->rotary, error))
+      return FALSE;
+    if (!parse_latent_attention(kf, path, group, sp, error))
       return FALSE;
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;
