@@ -1608,9 +1608,14 @@ static gboolean add_router(builder *b, gint64 i, const layer_spec *router, int s
   if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".router", i), router, src,
                       error))
     return FALSE;
-  /* The softmax over the logits: one FLOP per logit, as the folded gate counted it. */
+  /* The softmax over the logits: one FLOP per logit, as the folded gate counted it. Kept for
+   * backward: the probabilities (T x experts); its input is the tensor the experts' and the
+   * shared expert's layers read and keep already (one tensor, saved once), so it is not
+   * counted again. */
   ts_layer *l = &g_array_index(b->layers, ts_layer, last_layer(b));
-  l->fwd_flops += (double)router->tokens * (double)router->out_f;
+  double logits = (double)router->tokens * (double)router->out_f;
+  l->fwd_flops += logits;
+  l->saved_act_bytes = (double)b->dtype_bytes * logits;
   return TRUE;
 }
 
