@@ -1329,12 +1329,54 @@ Test(params, multi_head_latent_attention_closed_form)
   cr_assert_eq(p, want, "MLA without q latent %.0f vs %.0f", p, want);
 }
 
+Test(params, latent_attention_in_a_layer_list)
+{
+  /* The [transformer] MLA keys on an explicit attention layer give the same layer as the
+   * generator's (parameters, FLOPs, kept bytes, widths); misuse is one line naming the key. */
+  g_autofree char *msg = NULL;
+  g_autoptr(ts_model) gen = load_text(
+      "[model]\nkind = transformer\n[transformer]\nlayers = 1\nhidden = 64\nheads = 4\n"
+      "sequence = 16\nvocab = 100\nq_lora_rank = 16\nkv_lora_rank = 8\nqk_nope_head_dim = 8\n"
+      "qk_rope_head_dim = 4\nv_head_dim = 8\nposition_embedding = rotary\nbias = false\n"
+      "dropout = false\nnorm_type = rms\n",
+      NULL, &msg);
+  cr_assert_not_null(gen, "%s", msg);
+#define L_HEAD                                                                                     \
+  "[model]\nkind = layers\n[layer.norm]\nkind = norm\nfeatures = 64\ntokens = 16\n"                \
+  "[layer.attention]\nkind = attention\nheads = 4\nresidual = true\n"
+  g_autoptr(ts_model) m = load_text(L_HEAD "bias = false\nq_lora_rank = 16\nkv_lora_rank = 8\n"
+                                           "qk_nope_head_dim = 8\nqk_rope_head_dim = 4\n"
+                                           "v_head_dim = 8\n",
+                                    NULL, &msg);
+  cr_assert_not_null(m, "%s", msg);
+  const ts_layer *a = layer_named(gen, "block.0.attention"), *b = layer_named(m, "attention");
+  double pa = a->params, pb = b->params;
+  cr_assert_eq(pb, pa, "params %.0f vs the generator's %.0f", pb, pa);
+  cr_assert_eq(b->fwd_flops, a->fwd_flops);
+  cr_assert_eq(b->bwd_input_flops + b->bwd_weight_flops, a->bwd_input_flops + a->bwd_weight_flops);
+  cr_assert_eq(b->saved_act_bytes, a->saved_act_bytes);
+  gint64 kv = b->kv_lora_rank, q = b->q_lora_rank, r = b->qk_rope_dim, qk = b->qk_inner;
+  cr_assert(kv == 8 && q == 16 && r == 4 && qk == 48, "%" G_GINT64_FORMAT, qk);
+  expect_error(L_HEAD "bias = false\nqk_rope_head_dim = 4\n", "[layer.attention] qk_rope_head_dim",
+               "kv_lora_rank > 0");
+  expect_error(L_HEAD "kv_lora_rank = 8\nqk_nope_head_dim = 8\nqk_rope_head_dim = 4\n"
+                      "v_head_dim = 8\n",
+               "[layer.attention] bias", "not available with kv_lora_rank");
+  expect_error(L_HEAD "bias = false\nkv_lora_rank = 8\nqk_nope_head_dim = 8\nv_head_dim = 8\n",
+               "[layer.attention] qk_rope_head_dim", NULL);
+  expect_error(L_HEAD "bias = false\nkv_heads = 2\nkv_lora_rank = 8\nqk_nope_head_dim = 8\n"
+                      "qk_rope_head_dim = 4\nv_head_dim = 8\n",
+               "[layer.attention] kv_heads", "not available with kv_lora_rank");
+#undef L_HEAD
+}
+
 Test(params, fine_grained_shared_experts_and_capacity)
 {
   /* 3 blocks, the first dense (ffn 96); then E = 4 routed SwiGLU experts of width 32, top 2,
    * one shared expert of width 32, a gate with a per-expert bias, capacity factor 1.25.
-   * Routed fc1: E h 2 m + gate h E + E; fc2 E m h; shared 3 h m. Work of the routed experts:
-   * k C x one expert's, plus the gate 2 T h E and its softmax T E. */
+   * Routed fc1: E h 2 m; the gate a layer of its own (block.1.router, reading norm2), h E + E;
+   * fc2 E m h; shared 3 h m. Work of the routed experts: k C x one expert's; the gate's
+   * 2 T h E, its bias add T E and its softmax T E. */
   g_autofree char *msg = NULL;
   g_autoptr(ts_model) m = load_text(
       "[model]\nkind = transformer\n[transformer]\nlayers = 3\nhidden = 64\nheads = 4\n"
@@ -1351,20 +1393,27 @@ Test(params, fine_grained_shared_experts_and_capacity)
   const ts_layer *e1 = layer_named(m, "block.1.fc1"), *e2 = layer_named(m, "block.1.fc2");
   const ts_layer *s1 = layer_named(m, "block.1.shared_fc1"),
                  *s2 = layer_named(m, "block.1.shared_fc2");
+  const ts_layer *g1 = layer_named(m, "block.1.router");
   double p = e1->params;
-  cr_assert_eq(p, E * h * 2 * mf + h * E + E);
+  cr_assert_eq(p, E * h * 2 * mf);
+  p = g1->params;
+  cr_assert_eq(p, h * E + E);
+  gint64 gate_experts = g1->experts;
+  cr_assert_eq(gate_experts, 0, "the router is replicated, not an expert layer");
+  double gf = g1->fwd_flops, gwant = 2 * T * h * E + T * E + T * E;
+  cr_assert_eq(gf, gwant, "router fwd %.0f vs %.0f", gf, gwant);
+  cr_assert_str_eq(m->layers[g1->src].name, "block.1.norm2");
   p = e2->params;
   cr_assert_eq(p, E * mf * h);
   p = s1->params + s2->params;
   cr_assert_eq(p, 3 * h * mf);
-  double f = e1->fwd_flops,
-         want = k * C * (2 * T * h * 2 * mf + 2 * T * mf) + 2 * T * h * E + T * E;
+  double f = e1->fwd_flops, want = k * C * (2 * T * h * 2 * mf + 2 * T * mf);
   cr_assert_eq(f, want, "routed fc1 fwd %.0f vs %.0f", f, want);
   double kept = e1->saved_act_bytes;
   want = k * C * D * (T * h + 2 * T * mf);
   cr_assert_eq(kept, want);
   /* Active: the shared expert, k routed experts and the gate. */
-  double act = e1->active_params + e2->active_params;
+  double act = e1->active_params + e2->active_params + g1->active_params;
   want = k * 3 * h * mf + h * E + E;
   cr_assert_eq(act, want);
   /* The graph: routed fc1 reads norm2 (beside the shared branch), fc2 adds the residual stream

@@ -1481,6 +1481,121 @@ Test(tensor, latent_attention_replicates_its_down_projections)
   cr_assert_eq(got, want, "MLA params per chip %.0f vs %.0f", got, want);
 }
 
+/* Sum of the bytes of program `prog`'s collectives whose label contains `needle`, each
+ * checked to be over the group named `group`; returns how many. */
+static int coll_ops_on(const ts_trace *tr, int prog, const char *needle, const char *group,
+                       double *bytes)
+{
+  int n = 0;
+  *bytes = 0;
+  for (int i = 0; i < tr->programs[prog].nops; i++) {
+    const ts_op *o = ts_program_op(&tr->programs[prog], i);
+    if (o->kind != TS_OP_COLL || strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
+      continue;
+    const char *g = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
+    cr_assert_str_eq(g, group, "%s: over %s, expected %s",
+                     (const char *)g_ptr_array_index(tr->labels, o->label), g, group);
+    n++;
+    *bytes += o->bytes;
+  }
+  return n;
+}
+
+Test(tensor, latent_attention_sums_its_partial_gradients_over_tp)
+{
+  /* Under tp each member back-propagates only its heads' up projections, so the gradients of
+   * the latents, of the rotary key shared by all heads and of the replicated down projections
+   * are partial over tp. Without sequence parallelism the up projections' input gradient (the
+   * latents' and the rotary key's, T (rq + rkv + dr) per sample) is all-reduced over tp in
+   * place of the layer input's (T h), as Megatron-Core's column-parallel up projections do;
+   * with it the input gradient is reduce-scattered as for any attention layer and the
+   * replicated weights' gradients (h rq + rq + h (rkv + dr) + rkv) are all-reduced over tp
+   * once per step before the dp reduction. DeepSeek-V3 at tp = 8, micro-batch 1. */
+  g_autoptr(ts_model) m = load_model("deepseek-v3");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-32node");
+  double h = 7168, rq = 1536, rkv = 512, dr = 64, T = 4096, D = m->dtype_bytes;
+  double repl = h * rq + rq + h * (rkv + dr) + rkv, bytes;
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,pp=16,dp=2,ep=2", 64, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  int M = (int)p->n_micro;
+  int n = coll_ops_on(tr, 0, "block.0.attention bwd all-reduce", "tp", &bytes);
+  double each = T * (rq + rkv + dr) * D;
+  cr_assert_eq(n, M, "%d latent all-reduces, expected one per micro-batch (%d)", n, M);
+  cr_assert_float_eq(bytes, M * each, each * 1e-12, "%.0f vs %d x %.0f", bytes, M, each);
+  cr_assert_eq(coll_ops_on(tr, 0, "grad tp all-reduce", "tp", &bytes), 0);
+  /* A dense layer's input-gradient all-reduce is unchanged: the first (dense) block's fc1, T h. */
+  n = coll_ops_on(tr, 0, "block.0.fc1 bwd all-reduce", "tp", &bytes);
+  cr_assert(n == M && bytes == M * T * h * D, "fc1: %d ops, %.0f bytes", n, bytes);
+
+  g_autoptr(ts_plan) ps = make_plan(m, t, "tp=8,sp,pp=16,dp=2,ep=2", 64, 1);
+  g_autoptr(ts_trace) ts = trace_of(ps);
+  for (int a = 0; a < 3; a++) {
+    char name[64];
+    g_snprintf(name, sizeof name, "grad tp all-reduce block.%d.attention", a);
+    n = coll_ops_on(ts, 0, name, "tp", &bytes);
+    cr_assert_eq(n, 1, "%s: %d ops, expected one per step", name, n);
+    cr_assert_float_eq(bytes, repl * D, 1e-6, "%s: %.0f vs %.0f bytes", name, bytes, repl * D);
+  }
+  cr_assert_eq(coll_ops_on(ts, 0, "grad tp all-reduce block.0.norm", "tp", &bytes), 0);
+  cr_assert_eq(ps->exec[layer_index(m, "block.0.attention")].bwd_post.kind, TS_COLL_REDUCESCATTER);
+  /* Under sp the up projections gather the latents and the rotary key (not the input), their
+   * gradients are reduce-scattered, the latents gathered again for the weight gradients, and
+   * the down projections run on each member's sequence shard: all the work / tp. */
+  int Ms = (int)ps->n_micro;
+  n = coll_ops_on(ts, 0, "block.0.attention fwd all-gather", "tp", &bytes);
+  cr_assert(n == Ms && bytes == Ms * each, "sp fwd all-gather: %d ops, %.0f bytes", n, bytes);
+  n = coll_ops_on(ts, 0, "block.0.attention bwd reduce-scatter", "tp", &bytes);
+  cr_assert(n == Ms && bytes == Ms * each, "sp bwd reduce-scatter: %d ops, %.0f bytes", n, bytes);
+  n = coll_ops_on(ts, 0, "block.0.attention bwd input re-gather", "tp", &bytes);
+  cr_assert(n == Ms && bytes == Ms * T * (rq + rkv) * D, "sp re-gather: %d ops, %.0f bytes", n,
+            bytes);
+  cr_assert_eq(ps->exec[layer_index(m, "block.0.attention")].cdiv, 8.0);
+  /* Without tp nothing is partial: no tp reduction at all. */
+  g_autoptr(ts_plan) p1 = make_plan(m, t, "pp=16,dp=16,ep=16", 256, 1);
+  cr_assert_eq(p1->exec[layer_index(m, "block.0.attention")].tp_grad_params, 0.0);
+}
+
+Test(experts, router_gradient_summed_over_every_dp_rank)
+{
+  /* The gate is a replicated layer of its own (hidden -> experts), reading the normed stream
+   * the experts read: every ep rank holds it whole and its gradient is summed over all dp
+   * ranks (the ep+dp group), not over the dp / ep replicas of the experts (dp), where it went
+   * when folded into fc1. Mixtral 8x7B, dp = 32, ep = 8: per chip h E = 4096 x 8 gate
+   * parameters; the dense buckets carry every non-expert parameter, the expert ones the
+   * experts / ep, and nothing else. */
+  g_autoptr(ts_model) m = load_model("mixtral-8x7b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,ep=8", 64, 1);
+  int r = layer_index(m, "block.0.router"), f = layer_index(m, "block.0.fc1");
+  int nrm = layer_index(m, "block.0.norm2");
+  cr_assert(r >= 0 && f == r + 1, "router %d, fc1 %d", r, f);
+  cr_assert_eq(m->layers[r].experts, 0);
+  cr_assert_eq(m->layers[r].src, nrm, "the router reads %d", m->layers[r].src);
+  cr_assert_eq(m->layers[f].src, nrm, "fc1 reads %d", m->layers[f].src);
+  cr_assert_eq(m->layers[r].params, 4096.0 * 8);
+  cr_assert_eq(ts_plan_layer_params(p, r), 4096.0 * 8);
+  cr_assert_float_eq(m->layers[f].params, 8.0 * 4096 * 2 * 14336, 1.0);
+  double dense = 0, expert = 0, D = m->dtype_bytes;
+  for (int i = 0; i < m->nlayers; i++)
+    *(m->layers[i].experts > 0 ? &expert : &dense) += m->layers[i].params;
+  g_autoptr(ts_trace) tr = trace_of(p);
+  double be;
+  double sum[2] = {0, 0};
+  for (int i = 0; i < tr->programs[0].nops; i++) {
+    const ts_op *o = ts_program_op(&tr->programs[0], i);
+    if (o->kind != TS_OP_COLL || o->cat != TS_CAT_COMM_DP)
+      continue;
+    const char *g = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
+    cr_assert(strcmp(g, "dp") == 0 || strcmp(g, "ep+dp") == 0, "gradient over %s", g);
+    sum[strcmp(g, "dp") == 0] += o->bytes;
+  }
+  be = sum[1];
+  cr_assert_float_eq(sum[0], dense * D, dense * D * 1e-12, "all-dp buckets %.0f vs %.0f", sum[0],
+                     dense * D);
+  cr_assert_float_eq(be, expert / 8 * D, expert * D * 1e-12, "expert buckets %.0f vs %.0f", be,
+                     expert / 8 * D);
+}
+
 Test(experts, mixtral_all_to_all_under_ep)
 {
   /* Mixtral 8x7B on 32 H100s, dp = 32, ep = 8: each rank holds one expert of each layer. Every

@@ -560,10 +560,23 @@ Test(errors, new_layer_kinds_are_refused_naming_the_layer)
   /* The reference has no kernels for latent attention: validating a model with it is
    * refused, naming the layer and what it is, exit 2. A generated mixture of experts (Mixtral)
    * is refused too: the validator runs its own MoE block (models/validate-moe.ini). */
-  static const struct {
+  /* An explicit layer list declaring latent attention (its keys on an attention layer) is
+   * refused the same way. */
+  g_autofree char *dir = g_dir_make_tmp("ts-mla-XXXXXX", NULL);
+  g_autofree char *mla = g_build_filename(dir, "mla.ini", NULL);
+  cr_assert(g_file_set_contents(
+      mla,
+      "[model]\nkind = layers\ndtype = fp32\n[layer.norm]\nkind = norm\nfeatures = 8\n"
+      "tokens = 4\n[layer.attention]\nkind = attention\nheads = 2\nresidual = true\n"
+      "bias = false\nq_lora_rank = 4\nkv_lora_rank = 4\nqk_nope_head_dim = 2\n"
+      "qk_rope_head_dim = 2\nv_head_dim = 2\n[layer.head]\nkind = dense\nout_features = 8\n"
+      "loss = true\ntp = replicated\n",
+      -1, NULL));
+  const struct {
     const char *model, *layer, *what;
   } cases[] = {{"mixtral-8x7b", "kind='transformer'", "mixture-of-experts block"},
-               {"deepseek-v3", "block.0.attention", "multi-head latent attention"}};
+               {"deepseek-v3", "block.0.attention", "multi-head latent attention"},
+               {mla, "layer 'attention'", "multi-head latent attention"}};
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", cases[k].model);
     run_result r = run(args);
@@ -575,6 +588,8 @@ Test(errors, new_layer_kinds_are_refused_naming_the_layer)
     cr_assert(nl == NULL || nl[1] == '\0', "more than one line: %s", r.err);
     run_free(&r);
   }
+  g_unlink(mla);
+  g_rmdir(dir);
 }
 
 Test(validate, hybrid_sharding_matches_one_processor, .timeout = 60)

@@ -664,6 +664,58 @@ static gboolean same_shape(const shape *a, const shape *b)
                                : a->c == b->c && a->h == b->h && a->w == b->w);
 }
 
+/* Multi-head latent attention in a layer list (the keys of [transformer], derive_mla):
+ * kv_lora_rank > 0 makes the layer MLA, with its own head widths, one key per query head, no
+ * biases and rotary on the decoupled part; the other keys need it. */
+static gboolean parse_latent_attention(GKeyFile *kf, const char *path, const char *group,
+                                       layer_spec *sp, GError **error)
+{
+  static const char *const mla_keys[] = {"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                         "v_head_dim"};
+  if (!ts_kf_int(kf, path, group, "kv_lora_rank", TRUE, 0, 0, DIM_MAX,
+                 "a key/value latent rank (0: no multi-head latent attention)", &sp->kv_lora,
+                 error))
+    return FALSE;
+  if (sp->kv_lora == 0) {
+    for (size_t k = 0; k < G_N_ELEMENTS(mla_keys); k++)
+      if (g_key_file_has_key(kf, group, mla_keys[k], NULL)) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "%s: [%s] %s: a multi-head latent attention key; expected kv_lora_rank > 0 "
+                    "with it",
+                    path, group, mla_keys[k]);
+        return FALSE;
+      }
+    return TRUE;
+  }
+  if (!ts_kf_int(kf, path, group, "q_lora_rank", TRUE, 0, 0, DIM_MAX,
+                 "a query latent rank (0: a full query projection)", &sp->q_lora, error) ||
+      !ts_kf_int(kf, path, group, "qk_nope_head_dim", FALSE, 0, 1, DIM_MAX,
+                 "a positive query/key head width without rotary", &sp->qk_nope, error) ||
+      !ts_kf_int(kf, path, group, "qk_rope_head_dim", FALSE, 0, 1, DIM_MAX,
+                 "a positive rotary query/key head width", &sp->qk_rope, error) ||
+      !ts_kf_int(kf, path, group, "v_head_dim", FALSE, 0, 1, DIM_MAX, "a positive value head width",
+                 &sp->v_dim, error))
+    return FALSE;
+  const char *clash = sp->kv_heads != sp->heads                                      ? "kv_heads"
+                      : sp->bias                                                     ? "bias"
+                      : g_key_file_has_key(kf, group, "rotary", NULL) && !sp->rotary ? "rotary"
+                                                                                     : NULL;
+  if (clash != NULL) {
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT,
+        "%s: [%s] %s: not available with kv_lora_rank (multi-head latent attention has "
+        "one key per query head, decoupled rotary keys and no biases); expected bias = false, "
+        "kv_heads and rotary left out",
+        path, group, clash);
+    return FALSE;
+  }
+  if (sp->heads * (sp->qk_nope + sp->qk_rope + sp->v_dim) > DIM_MAX)
+    return fail_key(error, path, group, "heads", sp->heads,
+                    "heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) at most 2^24");
+  sp->rotary = TRUE;
+  return TRUE;
+}
+
 /* in: the previous output (updated to this layer's); seen: every earlier output, for residuals. */
 static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, shape *in,
                             const GArray *seen, layer_spec *sp, gint64 *repeat, GError **error)
@@ -679,7 +731,9 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
       [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
-                              "residual", "residual_from", "dropout", "kv_heads", "rotary", NULL},
+                              "residual", "residual_from", "dropout", "kv_heads", "rotary",
+                              "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                              "v_head_dim", NULL},
       [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
       [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
@@ -922,6 +976,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       return fail_key(error, path, group, "kv_heads", sp->kv_heads, what);
     }
     if (!kf_bool(kf, path, group, "rotary", FALSE, &sp->rotary, error))
+      return FALSE;
+    if (!parse_latent_attention(kf, path, group, sp, error))
       return FALSE;
     out.form = SHAPE_VEC;
     out.tokens = sp->tokens;
@@ -1541,13 +1597,35 @@ static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec
          add_layer(b, g_strdup("logits"), &logits, error);
 }
 
+/* The gate of a mixture-of-experts block as a layer of its own, reading the normed stream as
+ * the experts do: a replicated dense hidden -> experts (its logits; softmax and top_k), so its
+ * gradient is summed over every data-parallel rank like any replicated weight's, where folded
+ * into the experts' first layer it was reduced with theirs over the ranks holding the same
+ * experts only (found by trainsim validate, docs/validation.md; Megatron-Core's TopKRouter is
+ * likewise a module of its own with a replicated weight). */
+static gboolean add_router(builder *b, gint64 i, const layer_spec *router, int src, GError **error)
+{
+  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".router", i), router, src,
+                      error))
+    return FALSE;
+  /* The softmax over the logits: one FLOP per logit, as the folded gate counted it. Kept for
+   * backward: the probabilities (T x experts); its input is the tensor the experts' and the
+   * shared expert's layers read and keep already (one tensor, saved once), so it is not
+   * counted again. */
+  ts_layer *l = &g_array_index(b->layers, ts_layer, last_layer(b));
+  double logits = (double)router->tokens * (double)router->out_f;
+  l->fwd_flops += logits;
+  l->saved_act_bytes = (double)b->dtype_bytes * logits;
+  return TRUE;
+}
+
 /* A pre-norm block whose MLP is shared experts beside routed ones: norm1, attention, norm2,
- * shared_fc1, shared_fc2, then fc1 and fc2 (the routed experts) reading norm2's output; fc2
- * adds the residual stream and the shared experts' output. */
+ * shared_fc1, shared_fc2, then the router, fc1 and fc2 (the routed experts), the router and fc1
+ * reading norm2's output; fc2 adds the residual stream and the shared experts' output. */
 static gboolean add_shared_moe_block(builder *b, gint64 i, const layer_spec *norm,
                                      const layer_spec *attn, const layer_spec *sh1,
-                                     const layer_spec *sh2, const layer_spec *moe1,
-                                     const layer_spec *moe2, GError **error)
+                                     const layer_spec *sh2, const layer_spec *router,
+                                     const layer_spec *moe1, const layer_spec *moe2, GError **error)
 {
   int stream = last_layer(b);
   if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".norm1", i), norm, error) ||
@@ -1566,9 +1644,13 @@ static gboolean add_shared_moe_block(builder *b, gint64 i, const layer_spec *nor
       !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".shared_fc2", i), &shared2, error))
     return FALSE;
   int shared = last_layer(b);
-  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc1", i), moe1, normed,
-                      error) ||
-      !add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc2", i), moe2, error))
+  if (!add_router(b, i, router, normed, error))
+    return FALSE;
+  int gate = last_layer(b);
+  if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc1", i), moe1, normed, error))
+    return FALSE;
+  add_read(b, gate);
+  if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".fc2", i), moe2, error))
     return FALSE;
   add_read(b, stream);
   add_read(b, shared);
@@ -1636,8 +1718,11 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   layer_spec moe1 = fc1, moe2 = fc2;
   moe1.experts = moe2.experts = hp->experts;
   moe1.top_k = moe2.top_k = hp->top_k;
-  moe1.router = TRUE;
-  moe1.router_bias = hp->router_bias;
+  layer_spec router = vec;
+  router.kind = TS_LAYER_DENSE;
+  router.tp = TS_TP_REPLICATED;
+  router.out_f = hp->experts;
+  router.bias = hp->router_bias; /* DeepSeek-V3's load-balancing bias, one per expert */
   moe1.capacity = moe2.capacity = hp->capacity;
   moe1.out_f = gate_mult * hp->moe_ffn;
   moe2.in_f = hp->moe_ffn;
@@ -1650,7 +1735,7 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
     gboolean moe =
         hp->experts > 0 && i >= hp->first_dense && i % hp->moe_every == hp->moe_every - 1;
     if (moe && hp->shared_experts > 0) {
-      if (!add_shared_moe_block(b, i, &norm, &attn, &sh1, &sh2, &moe1, &moe2, error))
+      if (!add_shared_moe_block(b, i, &norm, &attn, &sh1, &sh2, &router, &moe1, &moe2, error))
         return FALSE;
       continue;
     }
@@ -1665,8 +1750,17 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
                              : strcmp(order[j], "fc1") == 0     ? (moe ? &moe1 : &fc1)
                              : strcmp(order[j], "fc2") == 0     ? (moe ? &moe2 : &fc2)
                                                                 : &norm;
-      if (!add_layer(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp, error))
+      int gate = -1, normed = last_layer(b);
+      if (moe && sp == &moe1) {
+        if (!add_router(b, i, &router, normed, error))
+          return FALSE;
+        gate = last_layer(b);
+      }
+      if (!add_layer_from(b, g_strdup_printf("block.%" G_GINT64_FORMAT ".%s", i, order[j]), sp,
+                          normed, error))
         return FALSE;
+      if (gate >= 0)
+        add_read(b, gate);
       if (sp->residual)
         add_read(b, stream);
       if (sp->residual || (hp->post_norm && j == 1))

@@ -290,6 +290,36 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     if (split && l->kv_lora_rank > 0) {
       double whole = mla_replicated_params(l), all = l->params;
       e->cdiv = all / ((all - whole) / tp + whole);
+      /* Each member back-propagates only its heads' up projections, so the latents' gradients
+       * (and the decoupled rotary key's, shared by all heads) are partial over tp. Without
+       * sequence parallelism Megatron-Core's up projections are column-parallel layers whose
+       * backward all-reduces their input gradient: the latents' (q_lora + kv_lora wide; the
+       * whole input's when the query is projected directly), not the layer input's, so the
+       * replicated down projections see whole gradients and their input gradient is whole.
+       * The trace reduces the rotary key with them (q_lora + kv_lora + rope wide). With
+       * sequence parallelism the down projections run on each member's sequence shard and
+       * the up projections gather their inputs: the latents and the rotary key are
+       * all-gathered (not the layer input), their gradients reduce-scattered, the latents
+       * gathered again for the up projections' weight gradients, and the whole layer's work
+       * is split by tp; the replicated weights' gradients, each member's over its own tokens,
+       * are all-reduced over tp before the dp reduction, as Megatron-Core does for its
+       * duplicated linears' parameters under sequence parallelism (marked sequence_parallel,
+       * like the layer norms). Found by reading the trace for trainsim validate
+       * (docs/validation.md). */
+      double T = (double)l->tokens, rkv = (double)l->kv_lora_rank, dr = (double)l->qk_rope_dim;
+      double q = l->q_lora_rank > 0 ? (double)l->q_lora_rank : (double)l->in_features;
+      if (e->bwd_post.kind == TS_COLL_ALLREDUCE) {
+        e->bwd_post.bytes = T * (q + rkv + dr) * D;
+      } else if (e->bwd_post.kind == TS_COLL_REDUCESCATTER && st == TS_ST_SEQ &&
+                 e->fwd_pre.kind == TS_COLL_ALLGATHER) {
+        e->fwd_pre.bytes = e->bwd_post.bytes = T * (q + rkv + dr) * D;
+        if (e->bwd_regather.kind != TS_NO_COLL)
+          e->bwd_regather.bytes = T * (q + rkv) * D;
+        e->cdiv = tp;
+        e->tp_grad_params = whole;
+      } else if (e->bwd_post.kind != TS_NO_COLL) {
+        e->tp_grad_params = whole;
+      }
     }
     /* Activations (Korthikanti et al. 2022, section 4.1 and Table 2). */
     ts_act_parts ap;

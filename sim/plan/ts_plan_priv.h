@@ -58,6 +58,10 @@ typedef struct ts_layer_exec {
    * and input width (the GEMM shape; 0 when no product is recomputed) and kernel launches. */
   double op_rc_flops, op_rc_mem, op_rc_n, op_rc_k;
   int op_rc_kernels;
+  /* Parameters per chip whose gradient each tp member holds only a partial sum of, all-reduced
+   * over tp before the data-parallel reduction (multi-head latent attention's replicated down
+   * projections and latent norms under sequence parallelism); 0 for every other layer. */
+  double tp_grad_params;
 } ts_layer_exec;
 
 /* One step of a pipeline device's schedule. */

@@ -999,6 +999,15 @@ static void sync_grads(gen *g, int a, int b)
             : e->expert           ? 2
             : e->dp_over_tp       ? 1
                                   : 0; /* servers take all */
+    if (e->tp_grad_params > 0 && tp > 1) {
+      /* Replicated parameters with partial gradients (MLA under sp, ts_plan.c): sum over tp
+       * first, on the gradient stream, so the bucket's reduction follows it. */
+      ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, e->tp_grad_params * m->dtype_bytes,
+                         TS_CAT_COMM_DP, S_DP);
+      g_snprintf(g->label, sizeof g->label, "grad tp all-reduce %s..%s", m->layers[i].name,
+                 m->layers[i].name);
+      emit(g, &op, bucket_label(g, i, i), &g->wgrad_op[i], 1);
+    }
     if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
       continue;
     if (tp_first) {
