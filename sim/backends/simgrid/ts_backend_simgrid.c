@@ -2579,7 +2579,7 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
     const ts_program *pr = &tr->programs[p];
     per_program[p] = pr->nops;
     for (int i = 0; i < pr->nops; i++) {
-      const ts_op *op = &pr->ops[i];
+      const ts_op ob = ts_program_op(pr, i), *op = &ob;
       if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
         continue;
       const ts_group *g = g_ptr_array_index(tr->groups, op->group);
