@@ -572,8 +572,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
        * axis): no rendezvous to meet at, it starts now, as a compute op does. */
       return start_single(r, sim, opi, TS_OP_COLL, base, g_ptr_array_index(r->tr->groups, group),
                           now > 0 ? now : 0.0, error);
-    const ts_op ob = op_of(r, sim, opi), *op = &ob;
-    key3 k = {op->group, base, seq};
+    key3 k = {group, base, seq};
     rendezvous *rv = g_hash_table_lookup(r->rendezvous, &k);
     if (rv == NULL) {
       rv = rendezvous_get(r);
@@ -583,16 +582,24 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       rv->arrival_max = 0;
       g_hash_table_insert(r->rendezvous, &rv->key, rv);
     }
+    /* Members agree on the collective: read from the packed ops, not expanded. */
     const member_ref *m0 = rv->members->len > 0 ? &g_array_index(rv->members, member_ref, 0) : NULL;
-    const ts_op fb = m0 != NULL ? op_of(r, m0->sim, m0->op) : ob, *first = &fb;
-    if (first->coll != op->coll || first->bytes != op->bytes) {
+    ts_coll_kind ck, fk;
+    double cb, fbytes;
+    ts_program_op_coll(&r->tr->programs[s->program], opi, &ck, &cb);
+    if (m0 != NULL)
+      ts_program_op_coll(&r->tr->programs[r->sims[m0->sim].program], m0->op, &fk, &fbytes);
+    else
+      fk = ck, fbytes = cb;
+    if (fk != ck || fbytes != cb) {
+      const ts_op ob = op_of(r, sim, opi), *op = &ob;
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "rank %d op %d '%s': collective %s of %.17g bytes on group %s meets %s of "
                   "%.17g bytes from another member; expected matching collectives",
                   s->rank, opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
                   ts_coll_kind_name(op->coll), op->bytes,
                   ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name,
-                  ts_coll_kind_name(first->coll), first->bytes);
+                  ts_coll_kind_name(fk), fbytes);
       return FALSE;
     }
     member_ref ref = {sim, opi};
@@ -606,13 +613,15 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     m0 = &g_array_index(rv->members, member_ref, 0);
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
+    const ts_program *fp = &r->tr->programs[r->sims[m0->sim].program];
     a->rv = rv;
     a->act.kind = TS_OP_COLL;
-    a->act.op = rec_op(r, idx, fb);
+    /* The first member's op: a copy for the backend to keep, or read on demand. */
+    a->act.op = r->backend->op_on_demand ? NULL : rec_op(r, idx, ts_program_op(fp, m0->op));
     a->act.chip = base;
-    a->act.group = g_ptr_array_index(r->tr->groups, op->group);
+    a->act.group = g_ptr_array_index(r->tr->groups, group);
     a->act.nmembers_simulated = rv->expected;
-    a->act.label = g_ptr_array_index(r->tr->labels, first->label);
+    a->act.label = g_ptr_array_index(r->tr->labels, ts_program_op_label(fp, m0->op));
     a->act.program = r->sims[m0->sim].program;
     a->act.index = m0->op;
     return activity_start(r, idx, rv->arrival_max, error);

@@ -17,7 +17,7 @@ typedef struct {
   guint64 token;          /* pass back to ts_replay_complete */
   ts_op_kind kind;        /* COMPUTE, COLL or SEND (a matched send/recv pair) */
   const ts_op *op;        /* the op (for COLL, the first member's); NULL for a backend with
-                             op_on_demand on an activity of one op: read it with ts_activity_op */
+                             op_on_demand, except on a SEND: read it with ts_activity_op */
   int chip;               /* COMPUTE: the chip; COLL: base chip (member 0); SEND: source */
   int peer;               /* SEND: destination chip */
   const ts_group *group;  /* COLL */
@@ -42,10 +42,10 @@ struct ts_backend {
    * (from the trace's labels, by act->op->label), so the engine passes label = NULL and does
    * not load the op to find it. */
   gboolean label_on_error_only;
-  /* Added with issue 11 (streaming): ops are stored packed, so an activity of one op (compute,
-   * off-chip, a collective with one simulated member) would need a copy made for act.op. A
-   * backend that sets this gets act.op = NULL there and reads the op, when it needs it, with
-   * ts_activity_op; otherwise act.op is a copy valid until the activity completes. */
+  /* Added with issue 11 (streaming): ops are stored packed, so act.op needs a copy made. A
+   * backend that sets this gets act.op = NULL for every activity but a send/recv pair and
+   * reads the op, when it needs it, with ts_activity_op (during start()); otherwise act.op is
+   * a copy valid until the activity completes. */
   gboolean op_on_demand;
 };
 

@@ -363,65 +363,6 @@ static void op_store(ts_program *prog, int i, const ts_op *op)
   prog->ext_of[i] = had;
 }
 
-ts_op ts_program_op(const ts_program *p, int i)
-{
-  const ts_op_packed *k = &p->pk[i];
-  ts_op o;
-  if (k->flags & TS_PK_WIDE) {
-    o = g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
-  } else {
-    memset(&o, 0, sizeof o);
-    o.kind = k->kind;
-    o.cat = k->cat;
-    o.coll = k->coll;
-    o.algo = k->algo;
-    o.resource = k->resource;
-    o.t_phase = k->t_phase;
-    o.t_role = k->t_role;
-    o.stream = k->stream;
-    o.label = k->label;
-    o.group = k->flags & TS_PK_GROUP_M1 ? -1 : 0;
-    o.axis = k->flags & TS_PK_AXIS_M1 ? -1 : 0;
-    switch (k->kind) {
-    case TS_OP_COMPUTE:
-      o.shape = k->u.shape;
-      o.flops = k->d0;
-      o.mem_bytes = k->d1;
-      break;
-    case TS_OP_COLL:
-      o.group = k->u.g.i0;
-      o.coll_id = k->u.g.i1;
-      o.bytes = k->d0;
-      break;
-    case TS_OP_SEND:
-    case TS_OP_RECV:
-      o.axis = k->u.g.i0;
-      o.offset = k->u.g.i1;
-      o.bytes = k->d0;
-      break;
-    case TS_OP_XFER:
-    case TS_OP_DELAY:
-      o.bytes = k->d0;
-      o.seconds = k->d1;
-      break;
-    default:
-      break;
-    }
-    if (k->flags & TS_PK_EXT) {
-      const ts_op_ext *x = &g_array_index(p->ext, ts_op_ext, p->ext_of[i] - 1);
-      o.t_layer = x->t_layer;
-      o.t_layer_last = x->t_layer_last;
-      o.t_micro = x->t_micro;
-      o.t_stage = x->t_stage;
-      o.tag = x->tag;
-      o.peer = x->peer;
-      o.bw_Bps = x->bw_Bps;
-    }
-  }
-  o.deps = (int *)ts_program_deps(p, i, &o.ndeps);
-  return o;
-}
-
 void ts_program_set_op(ts_trace *tr, int p, int i, const ts_op *op)
 {
   g_return_if_fail(p >= 0 && p < tr->nprograms && i >= 0 && i < tr->programs[p].nops);
@@ -937,6 +878,8 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
   /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. */
   for (int p = 0; t != NULL && p < tr->nprograms; p++)
     for (int i = 0; i < tr->programs[p].nops; i++) {
+      if (ts_program_op_kind(&tr->programs[p], i) != TS_OP_XFER)
+        continue;
       const ts_op ob = ts_program_op(&tr->programs[p], i), *o = &ob;
       if (o->kind == TS_OP_XFER && o->bw_Bps <= 0 && o->bytes > 0 &&
           ts_resource_bw_Bps(t, o->resource) <= 0) {
@@ -1022,6 +965,8 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
     used[p] = g_array_new(FALSE, FALSE, 2 * sizeof(int));
     g_hash_table_remove_all(seen);
     for (int i = 0; i < tr->programs[p].nops; i++) {
+      if (ts_program_op_kind(&tr->programs[p], i) != TS_OP_COLL)
+        continue;
       const ts_op ob = ts_program_op(&tr->programs[p], i), *o = &ob;
       if (o->kind != TS_OP_COLL ||
           ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members == NULL ||

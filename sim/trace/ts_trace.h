@@ -7,6 +7,7 @@
 #include "ts_cost.h"
 #include "ts_topo.h"
 #include <glib.h>
+#include <string.h>
 
 G_BEGIN_DECLS
 
@@ -364,14 +365,6 @@ static inline const ts_coll_desc *ts_trace_coll_desc(const ts_trace *tr, const t
              : NULL;
 }
 
-/**
- * Op i of program p (0 <= i < p->nops), expanded from the packed store into a whole ts_op (its
- * deps point into the program's dependency array, ndeps their count). A copy: changing it does
- * not change the trace (ts_program_set_op does). Changed with issue 11 (streaming): it returned
- * a pointer into a ts_op array, which no longer exists.
- */
-ts_op ts_program_op(const ts_program *p, int i);
-
 /** Dependencies of op i of program p (indices of earlier ops of p); *n gets their count.
  * Borrowed; valid until the program is changed or freed. */
 static inline const int *ts_program_deps(const ts_program *p, int i, int *n)
@@ -382,6 +375,72 @@ static inline const int *ts_program_deps(const ts_program *p, int i, int *n)
   }
   *n = (int)(p->dep_off[i + 1] - p->dep_off[i]);
   return *n > 0 ? p->deps + p->dep_off[i] : NULL;
+}
+
+/**
+ * Op i of program p (0 <= i < p->nops), expanded from the packed store into a whole ts_op (its
+ * deps point into the program's dependency array, ndeps their count). A copy: changing it does
+ * not change the trace (ts_program_set_op does). Changed with issue 11 (streaming): it returned
+ * a pointer into a ts_op array, which no longer exists.
+ * Inline, so that a caller reading a few fields pays for those (dead stores are dropped).
+ */
+static inline ts_op ts_program_op(const ts_program *p, int i)
+{
+  const ts_op_packed *k = &p->pk[i];
+  ts_op o;
+  if (k->flags & TS_PK_WIDE) {
+    o = g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
+  } else {
+    memset(&o, 0, sizeof o);
+    o.kind = k->kind;
+    o.cat = k->cat;
+    o.coll = k->coll;
+    o.algo = k->algo;
+    o.resource = k->resource;
+    o.t_phase = k->t_phase;
+    o.t_role = k->t_role;
+    o.stream = k->stream;
+    o.label = k->label;
+    o.group = k->flags & TS_PK_GROUP_M1 ? -1 : 0;
+    o.axis = k->flags & TS_PK_AXIS_M1 ? -1 : 0;
+    switch (k->kind) {
+    case TS_OP_COMPUTE:
+      o.shape = k->u.shape;
+      o.flops = k->d0;
+      o.mem_bytes = k->d1;
+      break;
+    case TS_OP_COLL:
+      o.group = k->u.g.i0;
+      o.coll_id = k->u.g.i1;
+      o.bytes = k->d0;
+      break;
+    case TS_OP_SEND:
+    case TS_OP_RECV:
+      o.axis = k->u.g.i0;
+      o.offset = k->u.g.i1;
+      o.bytes = k->d0;
+      break;
+    case TS_OP_XFER:
+    case TS_OP_DELAY:
+      o.bytes = k->d0;
+      o.seconds = k->d1;
+      break;
+    default:
+      break;
+    }
+    if (k->flags & TS_PK_EXT) {
+      const ts_op_ext *x = &g_array_index(p->ext, ts_op_ext, p->ext_of[i] - 1);
+      o.t_layer = x->t_layer;
+      o.t_layer_last = x->t_layer_last;
+      o.t_micro = x->t_micro;
+      o.t_stage = x->t_stage;
+      o.tag = x->tag;
+      o.peer = x->peer;
+      o.bw_Bps = x->bw_Bps;
+    }
+  }
+  o.deps = (int *)ts_program_deps(p, i, &o.ndeps);
+  return o;
 }
 
 /* The fields the replay reads on its hot path, without expanding the op. */
@@ -414,6 +473,20 @@ static inline int ts_program_op_group(const ts_program *p, int i)
   if (k->flags & TS_PK_WIDE)
     return g_array_index(p->wide, ts_op, p->ext_of[i] - 1).group;
   return k->u.g.i0;
+}
+
+/** A COLL op's collective kind and bytes (what members of one collective must agree on). */
+static inline void ts_program_op_coll(const ts_program *p, int i, ts_coll_kind *kind, double *bytes)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->flags & TS_PK_WIDE) {
+    const ts_op *w = &g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
+    *kind = (ts_coll_kind)w->coll;
+    *bytes = w->bytes;
+    return;
+  }
+  *kind = (ts_coll_kind)k->coll;
+  *bytes = k->kind == TS_OP_COLL ? k->d0 : 0.0;
 }
 
 /** Replaces op i of program p by op (its dependencies kept; op's deps and ndeps ignored; its
