@@ -3,6 +3,13 @@
 # measurement column, docs/accuracy.md) through `trainsim validate --against` and rewrites the
 # error tables of docs/accuracy.md between their markers:
 #   <!-- accuracy: data/published/vtrain/megatron-single.csv -->  ...  <!-- /accuracy -->
+# (the file's group table), and two further kinds of block:
+#   <!-- accuracy-rows: data/published/mtnlg/smith2022-mtnlg.csv -->  ...  <!-- /accuracy -->
+#     every row of that file: line, group, model, measured, predicted, signed error;
+#   <!-- accuracy-pooled: FILE1 FILE2 ... -->  ...  <!-- /accuracy -->
+#     the rows of several files pooled: count, mean and largest |error|, mean signed error
+#     (the held-out large runs of docs/accuracy.md: data/published/{mtnlg,bloom,llama3,
+#     megatron-bridge,megatron-core}, together and per chip kind).
 # Each file's full outputs (text, CSV, JSON, scatter plot) go to out/accuracy/DATASET-NAME/.
 #
 #   bench/accuracy.sh              # every file (about a minute on 2 cores)
@@ -36,6 +43,17 @@ for f in data/published/*/*.csv; do
                        print "|---|---:|---:|---:|---:|---:|"; next }
     body { n = split($0, w, /  +/); printf "| %s |", w[1]; for (i = 2; i <= n; i++) printf " %s |", w[i]; printf "\n" }
   ' "$out/validate.txt" > "$tables/$name.md"
+  # Every row (validate.txt's first table, fields two or more spaces apart; the split, too long
+  # for a table, left out): line, group, model, measured, predicted, error.
+  awk '
+    NR == 1 || /^line/ { next }
+    /^$/ { exit }
+    { sub(/^ +/, ""); n = split($0, w, /  +/)
+      if (!hdr) { print "| line | group | model | measured | predicted | error |"
+                  print "|---:|---|---|---:|---:|---:|"; hdr = 1 }
+      printf "| %s | %s | %s | %s | %s | %s |\n", w[1], w[2], w[3], w[n - 2], w[n - 1], w[n] }
+  ' "$out/validate.txt" > "$tables/$name.rows.md"
+  cp "$out/validate.csv" "$tables/$name.csv"
   echo "$f: $(tail -n 1 "$out/validate.txt")"
 done
 # Rewrite each marked block of docs/accuracy.md with its file's table.
@@ -45,6 +63,32 @@ awk -v dir="$tables" '
     file = dir "/" name ".md"
     while ((getline line < file) > 0) print line
     close(file); skip = 1; next
+  }
+  /^<!-- accuracy-rows: .* -->$/ {
+    print; f = $3; n = split(f, p, "/"); name = p[n - 1] "-" p[n]; sub(/\.csv$/, "", name)
+    file = dir "/" name ".rows.md"
+    while ((getline line < file) > 0) print line
+    close(file); skip = 1; next
+  }
+  /^<!-- accuracy-pooled: .* -->$/ {
+    print; rows = 0; sum = 0; bias = 0; worst = 0
+    for (i = 3; i < NF; i++) {
+      n = split($i, p, "/"); name = p[n - 1] "-" p[n]; sub(/\.csv$/, "", name)
+      # validate.csv: error_pct is the field before the last (detail, quoted when it has commas).
+      file = dir "/" name ".csv"; first = 1
+      while ((getline line < file) > 0) {
+        if (first) { first = 0; continue }
+        if (line ~ /"$/) sub(/,"[^"]*"$/, "", line); else sub(/,[^,]*$/, "", line)
+        e = line; sub(/^.*,/, "", e); e += 0
+        rows++; sum += (e < 0 ? -e : e); bias += e
+        if ((e < 0 ? -e : e) > worst) worst = (e < 0 ? -e : e)
+      }
+      close(file)
+    }
+    print "| rows | mean \\|error\\| | max \\|error\\| | mean error (bias) |"
+    print "|---:|---:|---:|---:|"
+    if (rows) printf "| %d | %.1f%% | %.1f%% | %+.1f%% |\n", rows, sum / rows, worst, bias / rows
+    skip = 1; next
   }
   /^<!-- \/accuracy -->$/ { skip = 0 }
   !skip { print }

@@ -3,7 +3,8 @@
 # system, the process and its SimGrid child) and peak RSS from /usr/bin/time, simulated step
 # time and flows. One run each (they are long); run under `nice -n 19` on a shared machine.
 # Usage: bench/bench_simgrid_scale.sh [build dir] [case ...]   (prints a Markdown table)
-# Cases: gpt3-1024 resnet-16k resnet-65k llama-16k; default all. Extra --cfg items for every
+# Cases: gpt3-1024 gpt3-1024-fold resnet-16k resnet-65k llama-16k; default all. gpt3-1024-fold is
+# GPT-3 175B with 192 micro-batches on the pod split so that the translation fold applies. Extra --cfg items for every
 # case in $CFG (e.g. CFG="trainsim/simgrid-mode:actors").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,10 +13,11 @@ shift || true
 bin=$build/sim/trainsim
 topo=$here/topologies
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(gpt3-1024 resnet-16k resnet-65k llama-16k)
+[ ${#cases[@]} -gt 0 ] || cases=(gpt3-1024 gpt3-1024-fold resnet-16k resnet-65k llama-16k)
 args_of() {
   case $1 in
   gpt3-1024) echo "-t tpu-v3-pod -m gpt3-175b -b 1536 --micro-batch 1 -s tp=8,pp=16,dp=8" ;;
+  gpt3-1024-fold) echo "-t tpu-v3-pod -m gpt3-175b -b 768 --micro-batch 1 -s tp=8@x,dp=4@x,pp=32@y" ;;
   resnet-16k) echo "-t $topo/tpu-v3-128x128.ini -m resnet50 -b 524288 -s dp=16384" ;;
   resnet-65k) echo "-t $topo/tpu-v3-256x256.ini -m resnet50 -b 2097152 -s dp=65536" ;;
   llama-16k) echo "-t $topo/dgx-h100-2048node.ini -m llama3-405b -b 2048 --micro-batch 1 -s tp=8@node,pp=16,dp=128" ;;

@@ -4,7 +4,7 @@
 # whose set column is "fit", and reports the mean |error| of the fitted and the held-out rows.
 # The value goes into topologies/chips/tpu-GEN.ini by hand, with the numbers this prints.
 #
-#   bench/fit_tpu.sh              # about 2 minutes on one loaded core
+#   nice -n 19 bench/fit_tpu.sh   # about 4 minutes on a loaded 2-core machine (41 x 18 replays)
 #
 # Only compute_efficiency is fitted: the rows are matmul-bound (every GEMM dimension a multiple
 # of the 128 or 256 systolic array, so padding costs nothing), kernel_launch_us is 0 under XLA

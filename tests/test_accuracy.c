@@ -328,13 +328,19 @@ Test(accuracy, shipped_torchtitan_memory_rows)
  * 1%; the held-out rows' mean |error| is pinned just above what this branch measured
  * (docs/accuracy.md), so a regression of the H100 model fails here. */
 #define TORCHTITAN_STEP_FIT_MAX 1.0
-/* Measured 5.9% over the 9 held-out rows, the worst 13.6% (the 70B/405B tp=8 rows, 11-14% too
- * fast); 14.45% and 35.5% before the splits said what TorchTitan ran (eager kernels, fsdp2's
- * once-per-step gathers under pp, 8 micro-batches for the interleaved row) and FP8 scaling,
- * recompute=op and the GPU's epilogue traffic were costed (3.3% / 5.7% in between, when the
- * fit absorbed the uncosted recomputation). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 6.5
-#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 14.5
+/* Measured 5.6% over the 9 held-out rows, the worst 13.4% (the 405B tp=8 rows with AsyncTP,
+ * 12-13% too fast); 5.9% / 13.6% before the DGX H100 node's NCCL rates were set to the
+ * published ones (ring 370 GB/s, NVLS 480 GB/s busbw on 8 GPUs, were 449 and 655); 14.45% and
+ * 35.5% before the splits said what TorchTitan ran (eager kernels, fsdp2's once-per-step
+ * gathers under pp, 8 micro-batches for the interleaved row) and FP8 scaling, recompute=op and
+ * the GPU's epilogue traffic were costed (3.3% / 5.7% in between, when the fit absorbed the
+ * uncosted recomputation). */
+/* Then 7.1% and 17.2% (the 405B pp rows -15.9% and -17.2%, the 70B tp-overlap row -12.6%) once
+ * ZeRO-3/FSDP2 gathers a block at a time one block ahead, as FSDP2 prefetches (they were
+ * gathered one layer ahead, each block's first GEMM waiting behind its norm): the in-node
+ * tensor-parallel cost these rows lack is issue 10's tp=8 gap. */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 7.5
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 17.5
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -360,9 +366,10 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
 }
 
 /* TorchTitan's long-sequence rows (llama3_h100_cp_steps.csv, Tables 2 and 6, all held out):
- * trainsim is 16.9% slow in the mean (docs/accuracy.md: the causal mask's skipped attention
- * blocks are not modelled). Above the issue's target; pinned so it cannot get worse silently. */
-#define TORCHTITAN_CP_MEAN_MAX 18.5
+ * trainsim is 16.3% slow in the mean (16.9% before the DGX H100 node's published NCCL rates;
+ * docs/accuracy.md: the causal mask's skipped attention blocks are not modelled). Above the
+ * issue's target; pinned so it cannot get worse silently. */
+#define TORCHTITAN_CP_MEAN_MAX 17.5
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {
@@ -456,15 +463,16 @@ Test(accuracy, max_mean_error_gate)
 /* MaxText's published TPU step times (data/published/maxtext, docs/accuracy.md "MaxText on
  * TPU"): one compute_efficiency per TPU generation fitted on the rows marked "fit" (the 1st,
  * 3rd, ... of each chip's rows, bench/fit_tpu.sh); the held-out rows' error is pinned just above
- * what the fitted profiles give: v4 2.2%, v5e 8.5%, v5p 10.7%, v6e 2.5% mean |error| held out,
- * 8.1% over the 8 held-out rows (19.4% the worst), 6.6% over all 18. */
-#define MAXTEXT_HELDOUT_MEAN_MAX 8.5
-#define MAXTEXT_HELDOUT_WORST_MAX 20.0
-#define MAXTEXT_ALL_MEAN_MAX 7.0
+ * what the fitted profiles give: v4 2.9%, v5e 5.4%, v5p 10.8%, v6e 1.3% mean |error| held out,
+ * 7.3% over the 8 held-out rows (21.3% the worst: the 512B model, see docs/accuracy.md), 6.0%
+ * over all 18. */
+#define MAXTEXT_HELDOUT_MEAN_MAX 7.6
+#define MAXTEXT_HELDOUT_WORST_MAX 22.0
+#define MAXTEXT_ALL_MEAN_MAX 6.3
 static const struct {
   const char *group;
   double heldout_mean_max;
-} maxtext_chips[] = {{"TPU v4", 2.5}, {"TPU v5e", 9.0}, {"TPU v5p", 11.0}, {"TPU v6e", 3.0}};
+} maxtext_chips[] = {{"TPU v4", 3.2}, {"TPU v5e", 6.0}, {"TPU v5p", 11.2}, {"TPU v6e", 1.6}};
 
 Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 {
@@ -512,6 +520,24 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
   cr_expect(worst < MAXTEXT_HELDOUT_WORST_MAX, "worst held-out |error| %.2f%%", worst);
   cr_expect(all / f->nrows < MAXTEXT_ALL_MEAN_MAX, "mean |error| over all rows %.2f%%",
             all / f->nrows);
+}
+
+/* The one measured TPU collective found (data/published/scaling-book: an all-gather profiled on
+ * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"): trainsim's busbw is
+ * +32.7% (32 MiB, 680 us measured) and +42.3% (128 KiB, ~8 us) above it (docs/accuracy.md,
+ * "MaxText on TPU"; not fitted: two points). Pinned in a band so that a change to the TPU
+ * links, hop latency or the mesh all-gather shows here, whichever way it goes. */
+Test(accuracy, shipped_scaling_book_tpu_allgather)
+{
+  g_autoptr(ts_meas_file) f = published_file("scaling-book", "collective.csv", 2);
+  cr_assert_eq(f->metric, TS_MEAS_BUSBW);
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
+  const double want[2] = {32.7, 42.3};
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * (a->predicted[i] / f->rows[i].measured - 1);
+    cr_expect(fabs(err - want[i]) < 2.0, "line %d: error %+.2f%%, recorded %+.1f%%",
+              f->rows[i].line, err, want[i]);
+  }
 }
 
 /* Echo's nccl-tests all-reduce on Azure ND A100 v4 (data/published/echo-nccl/nccl-allreduce.csv,

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <json-glib/json-glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -314,4 +315,151 @@ Test(cli, run_and_trace_document_their_plan_options_alike)
     run_free(&y);
   }
   expect_input_error("trace -t tpu-v2-8 -m mlp -b 16 -s dp=4 -s dp=8", "--split given twice");
+}
+
+/* The line of `CMD --help` that documents --opt, or NULL. */
+static char *cmd_help_line(const char *cmd, const char *opt)
+{
+  g_autofree char *args = g_strdup_printf("%s --help", cmd);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+  char *line = help_line(r.out, opt);
+  run_free(&r);
+  return line;
+}
+
+Test(cli, every_planning_command_takes_the_plan_options_alike)
+{
+  /* sweep, search and validate kept plan options of their own: search had no --bucket-MiB and
+   * no --collective-algorithm (fixed at 25 MiB and auto, so a search and a run of its winner
+   * disagreed), validate called them --algorithm and --bucket-bytes, sweep's texts differed.
+   * One table now: each option, with its base text, in all five. */
+  static const char *const cmds[] = {"run", "trace", "sweep", "search", "validate"};
+  static const struct {
+    const char *opt, *text;
+  } opts[] = {
+      {"--topology=", "Topology file or shipped name (topologies/NAME.ini)"},
+      {"--model=", "Model file or shipped name (models/NAME.ini)"},
+      {"--global-batch=", "Samples (sequences or images) per step, all replicas together"},
+      {"--micro-batch=", "Samples per micro-batch per replica"},
+      {"--bucket-MiB=", "Data-parallel gradient bucket in MiB"},
+      {"--collective-algorithm=", "auto (default: what NCCL picks on switch dimensions"},
+  };
+  for (size_t c = 0; c < G_N_ELEMENTS(cmds); c++)
+    for (size_t o = 0; o < G_N_ELEMENTS(opts); o++) {
+      g_autofree char *line = cmd_help_line(cmds[c], opts[o].opt);
+      cr_expect(line != NULL && strstr(line, opts[o].text) != NULL,
+                "`%s --help` documents %s as '%s', expected '%s'", cmds[c], opts[o].opt,
+                line ? line : "(missing)", opts[o].text);
+    }
+  /* And they are checked alike, named by the same option. */
+  static const char *const base[] = {
+      "run -t tpu-v2-8 -m mlp -s dp=4", "trace -t tpu-v2-8 -m mlp -s dp=4",
+      "sweep -t tpu-v2-8 -m mlp -s dp=4 -j 1", "search -t tpu-v2-8 -m mlp -j 1",
+      "validate -m validate-mlp -s dp=4"};
+  static const struct {
+    const char *extra, *needle;
+  } bad[] = {
+      {"-b 0", "expected a positive whole number of samples"},
+      {"-b 8 --bucket-MiB 0", "--bucket-MiB 0: expected a size in (0, 1048576] MiB"},
+      {"-b 8 --collective-algorithm fastest", "--collective-algorithm 'fastest': expected auto"},
+      {"-b 8 --micro-batch x", "--micro-batch"},
+  };
+  for (size_t c = 0; c < G_N_ELEMENTS(base); c++)
+    for (size_t k = 0; k < G_N_ELEMENTS(bad); k++) {
+      g_autofree char *a = g_strdup_printf("%s %s", base[c], bad[k].extra);
+      expect_input_error(a, bad[k].needle);
+    }
+  /* An option taken once, given twice, was last-wins without a word (GOption's default). */
+  expect_input_error("run -t tpu-v2-8 -m mlp -s dp=4 -b 8 -b 16",
+                     "--global-batch given twice ('8', '16')");
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 8 --bucket-MiB 1 --bucket-MiB 2",
+                     "--bucket-MiB given twice");
+  expect_input_error("validate -m validate-mlp -s dp=4 -a ring --collective-algorithm ring",
+                     "--algorithm and --collective-algorithm: expected one of them");
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 8 -s dp=4", "search ranks every split itself");
+  /* validate --against replays the file's rows: a plan option there was ignored silently. */
+  expect_input_error("validate --against data/published/torchtitan/memory.csv -b 8",
+                     "--global-batch: applies to the numeric validation");
+}
+
+/* ranked[0] of a search JSON document: its split_arg, micro-batch and step time. */
+static double search_best(const char *args, char **split, gint64 *micro)
+{
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+  g_autoptr(JsonParser) p = json_parser_new();
+  cr_assert(json_parser_load_from_data(p, r.out, -1, NULL), "not JSON: %s", r.out);
+  JsonObject *best = json_array_get_object_element(
+      json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "ranked"), 0);
+  double step = json_object_get_double_member(best, "step_time_s");
+  if (split != NULL)
+    *split = g_strdup(json_object_get_string_member(best, "split_arg"));
+  if (micro != NULL)
+    *micro = json_object_get_int_member(best, "micro_batch");
+  run_free(&r);
+  return step;
+}
+
+Test(cli, search_predicts_with_the_plan_options_run_uses)
+{
+  /* 1 KiB gradient buckets on the MLP: more, smaller all-reduces than 25 MiB's one. search
+   * ignored --bucket-MiB; now its best split predicts what run predicts for it. */
+  g_autofree char *split = NULL;
+  gint64 micro = 0;
+  double plain = search_best("search -t tpu-v2-8 -m mlp -b 16 -j 1 -f json", NULL, NULL);
+  double small = search_best("search -t tpu-v2-8 -m mlp -b 16 -j 1 --bucket-MiB 0.001 -f json",
+                             &split, &micro);
+  cr_expect(small != plain, "--bucket-MiB 0.001 changed nothing (%g s)", plain);
+  g_autofree char *args =
+      g_strdup_printf("run -t tpu-v2-8 -m mlp -b 16 -s %s --micro-batch %" G_GINT64_FORMAT
+                      " --bucket-MiB 0.001 -f json",
+                      split, micro);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+  double ran = json_step(r.out);
+  cr_expect(fabs(ran / small - 1) < 1e-9, "search says %.9g s, run of its best %.9g s", small, ran);
+  run_free(&r);
+}
+
+Test(cli, sweep_and_search_take_runs_machine_options)
+{
+  /* --straggler, --fail and --cfg were run's only: sweep and search said "Unknown option".
+   * A chip at half speed slows the data-parallel step (the step is the straggler's), in
+   * sweep and in search alike, and the sweep's spec records it. */
+  run_result a = run("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 -f json");
+  run_result b = run("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 -f json --straggler chip:0=0.5");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  double sa = 0, sb = 0;
+  {
+    g_autoptr(JsonParser) p = json_parser_new();
+    cr_assert(json_parser_load_from_data(p, a.out, -1, NULL));
+    JsonObject *root = json_node_get_object(json_parser_get_root(p));
+    sa = json_object_get_double_member(
+        json_array_get_object_element(json_object_get_array_member(root, "results"), 0),
+        "step_time_s");
+  }
+  {
+    g_autoptr(JsonParser) p = json_parser_new();
+    cr_assert(json_parser_load_from_data(p, b.out, -1, NULL));
+    JsonObject *root = json_node_get_object(json_parser_get_root(p));
+    sb = json_object_get_double_member(
+        json_array_get_object_element(json_object_get_array_member(root, "results"), 0),
+        "step_time_s");
+    JsonObject *spec = json_object_get_object_member(root, "sweep");
+    cr_expect(json_object_has_member(spec, "straggler"), "the sweep spec does not record it");
+  }
+  cr_expect(sb > 1.2 * sa, "a chip at half speed: %g s, healthy %g s", sb, sa);
+  run_free(&a);
+  run_free(&b);
+  double ha = search_best("search -t tpu-v2-8 -m mlp -b 16 -j 1 -f json", NULL, NULL);
+  double hb = search_best("search -t tpu-v2-8 -m mlp -b 16 -j 1 -f json --straggler chip:0=0.5",
+                          NULL, NULL);
+  cr_expect(hb > ha, "search with a straggler: %g s, healthy %g s", hb, ha);
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --fail link:x:0,0 --vary "
+                     "dims=2x2,4x4",
+                     "--fail with --vary 'dims=2x2,4x4'");
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 -j 1 --cfg network/model:LV08",
+                     "--cfg 'network/model:LV08': the analytic backend takes no SimGrid settings");
 }

@@ -386,8 +386,9 @@ Test(closed_form, nccl_ring_protocols_on_a_switch)
   }
 }
 
-/* NVLS all-reduce: every step a member uploads S/K (its chunks to reduce, its reduced chunk to
- * multicast) and downloads S/K, at the NVLS efficiency; K + 1 pipelined steps. */
+/* NVLS all-reduce: every step a member's port carries S/K (n+1)/n each way (its chunks to
+ * reduce and its own chunk read back by the ld_reduce, its reduced chunk to multicast and the
+ * multicast of every chunk, its own included), at the NVLS efficiency; K + 1 pipelined steps. */
 Test(closed_form, nvls_allreduce_pipelines_reduce_and_multicast)
 {
   double B = 4.5e11, alpha = 1e-6, S = 1e9;
@@ -397,19 +398,26 @@ Test(closed_form, nvls_allreduce_pipelines_reduce_and_multicast)
     g_autoptr(ts_coll_plan) p =
         ts_coll_decompose(t, TS_COLL_ALLREDUCE, TS_ALGO_NVLS, &g, (gint64)S, 1.0, NULL);
     cr_assert_not_null(p);
-    double K = (double)p->st[0].nseg;
+    double K = (double)p->st[0].nseg, f = (n + 1.0) / n;
     cr_assert(K > 1, "n=%d: K=%g", n, K);
-    expect_close(ts_coll_plan_time(p), (K + 1) * (alpha + S / K / (0.85 * B)), CLOSED_TOL,
+    expect_close(ts_coll_plan_time(p), (K + 1) * (alpha + f * S / K / (0.85 * B)), CLOSED_TOL,
                  "nvls n=%d", n);
-    /* K minimises (K+1)(alpha + S/(K b)): K* = sqrt(S / (b alpha)), floor or ceil. */
-    double ks = sqrt(S / (0.85 * B * alpha));
+    /* K minimises (K+1)(alpha + f S/(K b)): K* = sqrt(f S / (b alpha)), floor or ceil. */
+    double ks = sqrt(f * S / (0.85 * B * alpha));
     cr_assert(K == floor(ks) || K == ceil(ks), "n=%d: K=%g, K*=%g", n, K, ks);
-    /* Reduce-scatter alone: one step, (n-1)/n S up, S/n down. */
+    /* Reduce-scatter alone: one step, S up (the n - 1 remote chunks and the member's own, read
+     * through the switch), S/n down. */
     expect_close(time_proto(t, TS_COLL_REDUCESCATTER, TS_ALGO_NVLS, TS_PROTO_SIMPLE, &g, S),
-                 alpha + (n - 1.0) / n * S / (0.85 * B), CLOSED_TOL, "nvls rs n=%d", n);
-    /* Faster than the ring on 5 or more GPUs: S/(0.85 B) against 2(n-1)/n S/B. */
+                 alpha + S / (0.85 * B), CLOSED_TOL, "nvls rs n=%d", n);
+    /* All-gather alone: S/n up, S down (the multicast comes back to its sender too). */
+    expect_close(time_proto(t, TS_COLL_ALLGATHER, TS_ALGO_NVLS, TS_PROTO_SIMPLE, &g, S),
+                 alpha + S / (0.85 * B), CLOSED_TOL, "nvls ag n=%d", n);
+    /* Faster than the ring on 5 or more GPUs: (n+1)/n S/(0.85 B) against 2(n-1)/n S/B; slower
+     * on 2 (1.5 S/(0.85 B) against S/B). */
     double ring = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S);
     cr_assert(n < 5 || ts_coll_plan_time(p) < ring, "n=%d: nvls %g, ring %g", n,
+              ts_coll_plan_time(p), ring);
+    cr_assert(n > 2 || ts_coll_plan_time(p) > ring, "n=%d: nvls %g, ring %g", n,
               ts_coll_plan_time(p), ring);
     topo_free(t);
   }

@@ -13,6 +13,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <libxml/parser.h>
+#include <math.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +72,9 @@ Test(release, every_json_document_matches_its_schema)
       {"search", "search -t tpu-v3-8x8 -m gpt3-350m -b 64 --format json -j 1"},
       {"collective", "collective -t tpu-v3-8x8 --bytes-range 1MiB:16MiB -f json"},
       {"model", "model -m resnet50 -f json"},
+      /* A model without a sequence: tokens_per_s is null, in run and in search. */
+      {"run", "run -t tpu-v2-8 -m resnet50 -b 64 -s dp=4 -f json"},
+      {"search", "search -t tpu-v2-8 -m mlp -b 16 -j 1 -f json"},
       {"model", "model -m t5-small -f json"},
       /* Issue 14's documents: time to train with failures, cost and energy; a degraded array. */
       {"run", "run -t dgx-a100-4node -m gpt3-1.3b -b 256 -s tp=8@node,dp=4@net --tokens 3e11 "
@@ -922,4 +926,162 @@ Test(release, validate_catches_a_dropped_gradient_dependency)
   r = run("validate -m mlp -s dp=4");
   cr_expect_eq(r.status, 0, "the intact trace must pass: %s", r.out);
   run_free(&r);
+}
+
+/* The member of a run JSON document's first result (or of its time_to_train.assumptions when
+ * in_assumptions), as a node copy; NULL when missing. */
+static JsonNode *run_member(const char *json, const char *name, gboolean in_assumptions)
+{
+  g_autoptr(JsonParser) p = json_parser_new();
+  cr_assert(json_parser_load_from_data(p, json, -1, NULL), "not JSON: %s", json);
+  JsonObject *r = json_array_get_object_element(
+      json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "results"), 0);
+  if (in_assumptions)
+    r = json_object_get_object_member(json_object_get_object_member(r, "time_to_train"),
+                                      "assumptions");
+  JsonNode *n = r != NULL ? json_object_get_member(r, name) : NULL;
+  return n != NULL ? json_node_copy(n) : NULL;
+}
+
+Test(release, tokens_per_second_in_every_table)
+{
+  /* tokens/s and tokens/s per chip were in run's text only with --tokens, and in search not at
+   * all. Now: a column of every table, a field of every JSON row, tokens = samples x sequence
+   * (BERT-Large: 512 tokens), and "-"/null for a model without a sequence (0 read as "0
+   * tokens/s"). */
+  run_result t = run("run -t tpu-v2-8 -m bert-large -b 64 -s dp=4");
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  g_auto(GStrv) lines = g_strsplit(t.out, "\n", -1);
+  cr_assert(g_strv_length(lines) > 2);
+  g_auto(GStrv) head = g_strsplit_set(lines[1], " ", -1);
+  int col_s = -1, col_t = -1, col_c = -1, k = 0;
+  for (char **h = head; *h != NULL; h++)
+    if (**h != '\0') {
+      if (strcmp(*h, "samples/s") == 0)
+        col_s = k;
+      else if (strcmp(*h, "tokens/s") == 0)
+        col_t = k;
+      else if (strcmp(*h, "tokens/s/chip") == 0)
+        col_c = k;
+      k += strcmp(*h, "exposed") != 0; /* "exposed comm" is one column of two words */
+    }
+  cr_assert(col_s >= 0 && col_t == col_s + 1 && col_c == col_t + 1, "header: %s", lines[1]);
+  g_auto(GStrv) row = g_strsplit_set(lines[2], " ", -1);
+  double v[3] = {0};
+  k = 0;
+  for (char **c = row; *c != NULL; c++)
+    if (**c != '\0') {
+      if (k >= col_s && k <= col_c)
+        v[k - col_s] = g_ascii_strtod(*c, NULL);
+      /* "1.05 s": a number and its unit are two words of one cell */
+      k += !(strcmp(*c, "s") == 0 || strcmp(*c, "ms") == 0 || strcmp(*c, "us") == 0);
+    }
+  cr_expect(fabs(v[1] / (512 * v[0]) - 1) < 0.01, "tokens/s %g vs samples/s %g x 512", v[1], v[0]);
+  cr_expect(fabs(v[2] / (v[1] / 4) - 1) < 0.01, "tokens/s/chip %g vs %g / 4", v[2], v[1]);
+  run_free(&t);
+  run_result j = run("run -t tpu-v2-8 -m bert-large -b 64 -s dp=4 -f json");
+  cr_assert_eq(j.status, 0);
+  g_autoptr(JsonNode) tps = run_member(j.out, "tokens_per_s", FALSE);
+  g_autoptr(JsonNode) sps = run_member(j.out, "samples_per_s", FALSE);
+  cr_assert(tps != NULL && sps != NULL);
+  double got = json_node_get_double(tps), want = 512 * json_node_get_double(sps);
+  cr_expect(fabs(got / want - 1) < 1e-9, "tokens_per_s %g, expected %g", got, want);
+  run_free(&j);
+  run_result c = run("run -t tpu-v2-8 -m resnet50 -b 64 -s dp=4 --price-per-hour 1 -f json");
+  cr_assert_eq(c.status, 0);
+  g_autoptr(JsonNode) cnn = run_member(c.out, "tokens_per_s", FALSE);
+  cr_expect(cnn != NULL && JSON_NODE_HOLDS_NULL(cnn), "a CNN's tokens_per_s is not null");
+  /* tokens_per_usd held samples per USD for a CNN: null too. */
+  g_autoptr(JsonNode) usd = run_member(c.out, "tokens_per_usd", FALSE);
+  cr_expect(usd != NULL && JSON_NODE_HOLDS_NULL(usd), "a CNN's tokens_per_usd is not null");
+  run_free(&c);
+  run_result s = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1");
+  cr_assert_eq(s.status, 0, "%s", s.err);
+  cr_expect(strstr(s.out, "tokens/s/chip") != NULL, "search's table has no tokens/s:\n%s", s.out);
+  run_free(&s);
+  run_result sj = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1 -f json");
+  cr_assert_eq(sj.status, 0, "%s", sj.err);
+  cr_expect(strstr(sj.out, "\"tokens_per_s_per_chip\" :") != NULL, "%s", sj.out);
+  run_free(&sj);
+}
+
+Test(release, restart_minutes_has_a_sourced_default)
+{
+  /* restart_minutes had no default: a topology without it (every shipped one) restarted in 0 s,
+   * so goodput was an upper bound. 10 minutes now (ts_goodput.h, docs/planning.md), said in
+   * the text and the JSON, and --restart-minutes or the key still win. */
+  const char *base = "run -t dgx-h100-4node -m gpt3-1.3b -b 256 -s dp=32 --tokens 3e11 "
+                     "--monte-carlo 0";
+  run_result t = run(base);
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  cr_expect(strstr(t.out, "restart 10 min (default) + checkpoint read") != NULL, "%s", t.out);
+  run_free(&t);
+  g_autofree char *js = g_strdup_printf("%s -f json", base);
+  g_autofree char *j0 = g_strdup_printf("%s -f json --restart-minutes 0", base);
+  run_result d = run(js), z = run(j0);
+  cr_assert_eq(d.status, 0, "%s", d.err);
+  cr_assert_eq(z.status, 0, "%s", z.err);
+  g_autoptr(JsonNode) dm = run_member(d.out, "restart_minutes", TRUE);
+  g_autoptr(JsonNode) dd = run_member(d.out, "restart_minutes_default", TRUE);
+  g_autoptr(JsonNode) zd = run_member(z.out, "restart_minutes_default", TRUE);
+  cr_assert(dm != NULL && dd != NULL && zd != NULL);
+  double minutes = json_node_get_double(dm);
+  cr_expect(minutes == 10.0, "restart_minutes %g, expected the default 10", minutes);
+  cr_expect(json_node_get_boolean(dd) && !json_node_get_boolean(zd));
+  /* The default costs time: more days expected than with free restarts. */
+  g_autoptr(JsonParser) pd = json_parser_new(), pz = json_parser_new();
+  cr_assert(json_parser_load_from_data(pd, d.out, -1, NULL));
+  cr_assert(json_parser_load_from_data(pz, z.out, -1, NULL));
+  JsonObject *td = json_object_get_object_member(
+      json_array_get_object_element(
+          json_object_get_array_member(json_node_get_object(json_parser_get_root(pd)), "results"),
+          0),
+      "time_to_train");
+  JsonObject *tz = json_object_get_object_member(
+      json_array_get_object_element(
+          json_object_get_array_member(json_node_get_object(json_parser_get_root(pz)), "results"),
+          0),
+      "time_to_train");
+  double ed = json_object_get_double_member(td, "days_expected"),
+         ez = json_object_get_double_member(tz, "days_expected");
+  cr_expect(ed > ez, "10-minute restarts: %g days, free restarts %g days", ed, ez);
+  run_free(&d);
+  run_free(&z);
+}
+
+Test(release, a_key_before_any_group_is_named)
+{
+  /* A key line before the first [group] (a pasted fragment) was reported as "'': expected a
+   * [group] line" at the file's last line: the line and its text are named now. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *topo = write_file(dir, "t.ini", "# a topology\nname = t\n" CHIP DIMX);
+  g_autofree char *args = g_strdup_printf("run -t %s -m mlp -b 8 -s dp=8", topo);
+  g_autofree char *needle = g_strdup_printf("%s:2: 'name = t': a key before any [group]", topo);
+  expect_input_error(args, needle);
+  g_autofree char *scen = write_file(dir, "s.ini", "topology = tpu-v2-8\n[a]\nmodel = mlp\n");
+  g_autofree char *cargs = g_strdup_printf("check %s", scen);
+  g_autofree char *cneedle = g_strdup_printf("%s:1: 'topology = tpu-v2-8': a key before", scen);
+  expect_input_error(cargs, cneedle);
+  rm_rf(dir);
+}
+
+Test(release, time_to_train_never_hangs_or_writes_infinity)
+{
+  /* --tokens 1e30 made the Monte Carlo draw ~1e21 failures per run (a hang); a restart far
+   * longer than the job MTBF made the expectation overflow to inf (not JSON). The first now
+   * skips the Monte Carlo and says so; the second is refused, naming the figures. */
+  const char *base = "run -t tpu-v3-8x8 -m gpt2-1.5b -b 512 -s dp=64 ";
+  gint64 t0 = g_get_monotonic_time();
+  g_autofree char *big = g_strconcat(base, "--tokens 1e30 -f json", NULL);
+  run_result r = run(big);
+  double secs = (g_get_monotonic_time() - t0) / 1e6;
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(secs < 60, "--tokens 1e30 took %.0f s", secs);
+  g_autoptr(JsonNode) skipped = run_member(r.out, "monte_carlo_skipped", TRUE);
+  cr_expect(skipped != NULL && json_node_get_boolean(skipped), "the skip is not said");
+  run_free(&r);
+  g_autofree char *slow = g_strconcat(base, "--tokens 1e12 --restart-minutes 1e6", NULL);
+  expect_input_error(slow, "training would not finish");
+  g_autofree char *rare = g_strconcat(base, "--tokens 1e12 --mtbf-chip-hours 0.1", NULL);
+  expect_input_error(rare, "--restart-minutes, --checkpoint-every-minutes");
 }

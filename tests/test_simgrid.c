@@ -1606,3 +1606,173 @@ Test(rank_collapse, degraded_arrays_replay_every_rank)
     ts_result_clear(&r[1]);
   }
 }
+
+/* ---- folding by translations (issue 15, third session) ---- */
+
+/* Every link's bytes and busy time of the last replay, indexed by link. */
+static void link_loads(ts_backend *b, double *bytes, double *busy, int n)
+{
+  GPtrArray *rows = NULL;
+  GError *e = NULL;
+  cr_assert(ts_backend_simgrid_link_report(b, &rows, NULL, &e), "%s", e != NULL ? e->message : "");
+  cr_assert_eq((int)rows->len, n);
+  for (guint i = 0; i < rows->len; i++) {
+    const ts_link_load *l = g_ptr_array_index(rows, i);
+    bytes[l->link] = l->bytes;
+    busy[l->link] = l->busy_s;
+  }
+  g_ptr_array_unref(rows);
+}
+
+Test(fold, strided_rings_fold_exactly)
+{
+  /* GPT-3's kind: data-parallel rings strided over the tensor-parallel chips (dp@x:4, stride 2,
+   * over tp@x:2) share x links with their images, so one rank per class would break. Moving
+   * one place along the ring (x by 2) maps the whole replay onto itself: the fold simulates the
+   * flows leaving x < 2 on the quotient torus, a quarter of them, with the same step and the
+   * same load on every link. */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+  g_autoptr(ts_trace) tr = planner_trace("gpt3-350m", t, "tp=2@x,pp=8@y,dp=4@x", 64, 1);
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_backend_simgrid_set_collapse(b, TRUE));
+  cr_expect(ts_backend_simgrid_images_cross(b, tr), "one rank per class would break");
+  cr_assert(ts_backend_simgrid_set_fold(b, tr));
+  ts_replay_mode ran;
+  double folded = replay_mode(tr, b, TS_REPLAY_COLLAPSED, &ran);
+  cr_expect_eq(ran, TS_REPLAY_COLLAPSED);
+  cr_expect_not(ts_backend_simgrid_symmetry_broken(b));
+  gint64 folded_flows = ts_backend_simgrid_flows(b);
+  int n = ts_platform_nlinks(ts_backend_simgrid_platform(b));
+  g_autofree double *fb = g_new(double, n), *fbusy = g_new(double, n);
+  g_autofree double *bb = g_new(double, n), *bbusy = g_new(double, n);
+  link_loads(b, fb, fbusy, n);
+  ts_backend_simgrid_set_collapse(b, FALSE); /* every rank, every flow */
+  double full = replay_mode(tr, b, TS_REPLAY_FULL, NULL);
+  gint64 full_flows = ts_backend_simgrid_flows(b);
+  link_loads(b, bb, bbusy, n);
+  ts_backend_free(b);
+  cr_assert(folded > 0 && full > 0);
+  cr_expect(fabs(folded - full) <= 1e-9 * full, "folded %.17g s, full %.17g s", folded, full);
+  /* every flow stands for its 4 translates, none of them simulated */
+  cr_expect_eq(folded_flows * 4, full_flows, "folded %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
+               folded_flows, full_flows);
+  int loaded = 0;
+  for (int l = 0; l < n; l++) {
+    cr_expect(fabs(fb[l] - bb[l]) <= 1e-9 * bb[l], "link %d: %.17g B, full %.17g B", l, fb[l],
+              bb[l]);
+    cr_expect(fabs(fbusy[l] - bbusy[l]) <= 1e-9 * full, "link %d: busy %.17g s, full %.17g s", l,
+              fbusy[l], bbusy[l]);
+    loaded += bb[l] > 0;
+  }
+  cr_expect(loaded > n / 2, "%d of %d links loaded", loaded, n);
+}
+
+Test(fold, snaked_rings_have_no_exact_collapse)
+{
+  /* dp=8 over x:4 x y:2 (GPT-3 175B's dp@x:4+y:2 on the pod): the gradient ring snakes through
+   * the 4 x 2 grid without a wrap-around edge along x, so the replicas at the ring's x ends
+   * and those in the middle see different loads: the full replay itself is not symmetric
+   * along the data-parallel axis, and no collapse along it can be exact. The fold is refused
+   * before replaying, and the full replay shows why. */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+  g_autoptr(ts_trace) tr = planner_trace("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1);
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_backend_simgrid_set_collapse(b, TRUE));
+  cr_expect(ts_backend_simgrid_images_cross(b, tr));
+  cr_expect_not(ts_backend_simgrid_set_fold(b, tr), "no translation maps the snaked ring");
+  ts_backend_simgrid_set_collapse(b, FALSE);
+  ts_replay *r = ts_replay_new(tr, b, TS_REPLAY_FULL);
+  ts_replay_keep_spans(r, TRUE);
+  ts_replay_result res;
+  cr_assert(ts_replay_run(r, &res, &e), "%s", e != NULL ? e->message : "");
+  /* chips 0, 2 and 6: tensor rank 0 of the first stage in data-parallel replicas x = 0, 1 and
+   * 3 along the ring (x stride 2); each op's end, per chip */
+  const GArray *spans = ts_replay_spans(r);
+  int nops = tr->programs[0].nops;
+  g_autofree double *end = g_new0(double, 3 * (gsize)nops);
+  const int chips[3] = {0, 2, 6};
+  for (guint i = 0; i < spans->len; i++) {
+    const ts_span *sp = &g_array_index(spans, ts_span, i);
+    for (int c = 0; c < 3; c++)
+      if (sp->rank == chips[c] && sp->program == 0 && sp->op < nops)
+        end[(gsize)c * nops + sp->op] = sp->end_s;
+  }
+  double d02 = 0, d06 = 0;
+  for (int i = 0; i < nops; i++) {
+    d02 = fmax(d02, fabs(end[i] - end[(gsize)nops + i]));
+    d06 = fmax(d06, fabs(end[i] - end[2 * (gsize)nops + i]));
+  }
+  cr_expect(d02 > 1e-7, "replicas 0 and 1 differ: %g s at most", d02);
+  cr_expect(d06 <= 1e-12, "replicas 0 and 3 (the ring's two ends) alike: %g s", d06);
+  ts_replay_free(r);
+  ts_backend_free(b);
+}
+
+Test(fold, ts_run_folds_and_matches_every_flow)
+{
+  /* Through ts_run (the path of `trainsim run`): folded by default, the same step as
+   * trainsim/symmetry:full with a quarter of the flows. */
+  ts_result r[2] = {{0}, {0}};
+  for (int k = 0; k < 2; k++) {
+    g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+    GError *e = NULL;
+    g_autofree char *mp = g_strdup_printf("%s/models/gpt3-350m.ini", TS_SOURCE_DIR);
+    g_autoptr(ts_model) m = ts_model_load(mp, &e);
+    cr_assert_not_null(m, "%s", e != NULL ? e->message : "");
+    g_autoptr(ts_split) sp = ts_split_parse("tp=2@x,pp=8@y,dp=4@x", &e);
+    ts_plan_options po;
+    ts_plan_options_default(&po);
+    po.global_batch = 64;
+    po.micro_batch = 1;
+    const char *cfg[] = {k == 0 ? "trainsim/symmetry:collapse" : "trainsim/symmetry:full", NULL};
+    ts_run_options ro = {.backend = "simgrid", .sg_cfg = cfg};
+    cr_assert(ts_run_predict(m, t, sp, &po, &ro, &r[k], &e), "%s", e != NULL ? e->message : "");
+  }
+  cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
+            "folded %.17g s, full %.17g s", r[0].step_time_s, r[1].step_time_s);
+  cr_expect_eq(r[0].flows * 4, r[1].flows, "folded %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
+               r[0].flows, r[1].flows);
+  ts_result_clear(&r[0]);
+  ts_result_clear(&r[1]);
+}
+/* A folded route can cross one canonical link twice (a flow longer than the fold's period: the
+ * pod's 4-member data-parallel all-reduce moves 16 hops along a fold of period 8). Max-min
+ * sharing must then count the link twice, as the two translates crossing it in the full
+ * replay do: SimGrid 3.32 adds a repeated link's weight. Two flows of 1e6 B on 1 GB/s links,
+ * one crossing its link twice: 2 ms, the other once: 1 ms. */
+static int twice_route(void *data, int src, int dst, int *links, int max)
+{
+  (void)data;
+  (void)dst;
+  int n = src == 0 ? 2 : 1; /* host 0 -> 1: link 0 twice; host 1 -> 0: link 1 once */
+  for (int i = 0; i < n && i < max; i++)
+    links[i] = src;
+  return MIN(n, max);
+}
+
+static void twice_done(void *data, double start_s, double end_s)
+{
+  *(double *)data = end_s - start_s;
+}
+
+Test(fold, route_crossing_a_link_twice_counts_it_twice)
+{
+  GError *e = NULL;
+  cr_assert(ts_sg_init(ts_simgrid_pinned_cfg, &e), "%s", e != NULL ? e->message : "");
+  ts_sg_zone *z = ts_sg_zone_new("twice", twice_route, NULL, 4, &e);
+  cr_assert_not_null(z);
+  sg_host_t h[2] = {ts_sg_zone_add_host(z, "h0", 1e9), ts_sg_zone_add_host(z, "h1", 1e9)};
+  cr_assert_eq(ts_sg_zone_add_link(z, "l0", 1e9, 0), 0);
+  cr_assert_eq(ts_sg_zone_add_link(z, "l1", 1e9, 0), 1);
+  cr_assert(ts_sg_zone_seal(z, &e), "%s", e != NULL ? e->message : "");
+  double twice = -1, once = -1;
+  ts_sg_flow_start(h[0], h[1], 1e6, twice_done, &twice);
+  ts_sg_flow_start(h[1], h[0], 1e6, twice_done, &once);
+  cr_assert(ts_sg_run(&e), "%s", e != NULL ? e->message : "");
+  cr_expect(fabs(once - 1e-3) <= 1e-12, "once: %.17g s", once);
+  cr_expect(fabs(twice - 2e-3) <= 1e-12, "twice: %.17g s", twice);
+}

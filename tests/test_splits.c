@@ -660,6 +660,59 @@ Test(zero, stage_3_gathers_each_layer_once_per_pass)
   cr_assert_float_eq(rs, psi * m->dtype_bytes, psi * 1e-12);
 }
 
+Test(zero, stage_3_prefetches_one_block_ahead)
+{
+  /* FSDP gathers a wrapped block (a transformer layer) at a time and starts the next block's
+   * gathers while the current one computes (PyTorch FSDP's forward prefetch, FSDP2's per-block
+   * fully_shard; XLA's latency-hiding scheduler on MaxText's scanned layers): when block b's
+   * first forward op is issued, every gather of block b + 1 has been issued and none of block
+   * b + 2. (Gathering one layer ahead left each block's large first layer waiting for its
+   * gather behind the short norm before it.) */
+  g_autoptr(ts_model) m = load_model("bert-large");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=64,zero=3", 64, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  int nblocks = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    nblocks = MAX(nblocks, m->layers[i].block + 1);
+  cr_assert_gt(nblocks, 3);
+  int *with_params = g_new0(int, nblocks + 2), *gathered = g_new0(int, nblocks + 2);
+  gboolean *seen = g_new0(gboolean, m->nlayers), *started = g_new0(gboolean, nblocks);
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].block >= 0 && m->layers[i].params > 0)
+      with_params[m->layers[i].block]++;
+  int checked = 0;
+  for (int k = 0; k < tr->programs[0].nops; k++) {
+    const ts_op *o = ts_program_op(&tr->programs[0], k);
+    if (o->t_phase == TS_PHASE_BWD)
+      break;
+    int layer = o->t_layer - 1;
+    if (layer < 0)
+      continue;
+    int b = m->layers[layer].block;
+    if (o->t_role == TS_ROLE_PARAM_GATHER && !seen[layer]) {
+      seen[layer] = TRUE;
+      if (b >= 0)
+        gathered[b]++;
+    } else if (o->kind == TS_OP_COMPUTE && b >= 0 && !started[b]) {
+      started[b] = TRUE;
+      cr_assert_eq(gathered[b], with_params[b], "block %d starts with %d of %d gathers", b,
+                   gathered[b], with_params[b]);
+      cr_assert_eq(gathered[b + 1], with_params[b + 1],
+                   "block %d starts with %d of block %d's %d gathers issued", b, gathered[b + 1],
+                   b + 1, with_params[b + 1]);
+      cr_assert_eq(gathered[b + 2], 0, "block %d starts with %d gathers of block %d issued", b,
+                   gathered[b + 2], b + 2);
+      checked++;
+    }
+  }
+  cr_assert_eq(checked, nblocks, "%d of %d blocks checked", checked, nblocks);
+  g_free(with_params);
+  g_free(gathered);
+  g_free(seen);
+  g_free(started);
+}
+
 static double host_link_bytes_in_trace(const ts_trace *tr, const ts_topo *t, int prog)
 {
   double s = 0;
@@ -1461,6 +1514,35 @@ Test(experts, mixtral_all_to_all_under_ep)
   cr_assert_eq(nc, n);
   cr_assert_float_eq(bc, 1.25 * bytes, bytes * 1e-12, "capacity 1.25: %.0f vs %.0f", bc,
                      1.25 * bytes);
+}
+
+Test(experts, expert_tp_collectives_carry_the_routed_copies)
+{
+  /* Mixtral 8x7B, tp = 2 inside the experts (fc1 column, fc2 row): an expert layer runs on the
+   * top_k = 2 routed copies of every token, so its tp all-reduces (fc2's output forward, fc1's
+   * input gradient backward) carry 2 x what a dense layer's do, e.g. the attention output's
+   * all-reduce of the same T x h; a capacity factor 1.25 makes it 2.5 x (capacity slots).
+   * `trainsim validate -m validate-moe -s tp=2,...` found the 1 x the trace had (it executes the
+   * experts on their slots and compares every chip's bytes with the trace's). */
+  g_autoptr(ts_model) m = load_model("mixtral-8x7b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  for (int c = 0; c < 2; c++) {
+    double cf = c == 0 ? 0.0 : 1.25, k = c == 0 ? 2.0 : 2.5;
+    for (int i = 0; i < m->nlayers; i++)
+      if (m->layers[i].experts > 0)
+        m->layers[i].capacity_factor = cf;
+    g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,dp=16,ep=8", 64, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    double attn, fc2, fc1;
+    int na = count_ops(tr, 0, "block.0.attention fwd all-reduce", &attn);
+    int n2 = count_ops(tr, 0, "block.0.fc2 fwd all-reduce", &fc2);
+    int n1 = count_ops(tr, 0, "block.0.fc1 bwd all-reduce", &fc1);
+    cr_assert(na > 0 && na == n2 && na == n1, "%d %d %d ops", na, n2, n1);
+    cr_assert_float_eq(fc2, k * attn, attn * 1e-12, "capacity %g: fc2 %.0f vs %g x %.0f", cf, fc2,
+                       k, attn);
+    cr_assert_float_eq(fc1, k * attn, attn * 1e-12, "capacity %g: fc1 bwd %.0f vs %g x %.0f", cf,
+                       fc1, k, attn);
+  }
 }
 
 Test(experts, shared_experts_stay_outside_the_all_to_all)

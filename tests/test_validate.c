@@ -4,6 +4,7 @@
  * a dependency removed must fail; bad input exits 2 with one line. */
 #include "ts_util.h"
 #include "ts_validate.h"
+#include "ts_validate_priv.h"
 
 #include "ts_test.h"
 #include <criterion/criterion.h>
@@ -556,11 +557,12 @@ Test(validate, swiglu_llama_block_matches_one_processor, .timeout = 60)
 
 Test(errors, new_layer_kinds_are_refused_naming_the_layer)
 {
-  /* The reference has no kernels for latent attention or experts: validating a model with
-   * them is refused, naming the layer and what it is, exit 2. */
+  /* The reference has no kernels for latent attention: validating a model with it is
+   * refused, naming the layer and what it is, exit 2. A generated mixture of experts (Mixtral)
+   * is refused too: the validator runs its own MoE block (models/validate-moe.ini). */
   static const struct {
     const char *model, *layer, *what;
-  } cases[] = {{"mixtral-8x7b", "block.0.fc1", "a mixture-of-experts layer"},
+  } cases[] = {{"mixtral-8x7b", "kind='transformer'", "mixture-of-experts block"},
                {"deepseek-v3", "block.0.attention", "multi-head latent attention"}};
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", cases[k].model);
@@ -752,4 +754,221 @@ Test(validate, context_parallel_ring_attention_matches_one_processor, .timeout =
   cr_assert_not_null(err);
   cr_assert_not_null(strstr(err->message, "not yet with shard"), "%s", err->message);
   g_error_free(err);
+}
+
+/* ---- mixture of experts (issue 13) ------------------------------------------------------ */
+
+Test(validate, moe_reference_gradients_match_finite_differences)
+{
+  /* The MoE reference (router softmax and top-k, capacity drops, gate-weighted combine,
+   * shared expert) differentiated by hand, checked against central differences of its own
+   * loss in fp64: the split runs share the routing definition with it, so this is what
+   * checks the router's and the gates' gradients. The batch must drop copies over capacity. */
+  g_autoptr(ts_model) m = load_model("validate-moe");
+  double err = 1;
+  int dropped = 0;
+  GError *e = NULL;
+  cr_assert(vd_moe_fd_check(m, 1, 8, &err, &dropped, &e), "%s", e ? e->message : "");
+  cr_log_info("moe reference vs finite differences: %.3g normwise, %d copies dropped", err,
+              dropped);
+  cr_assert_lt(err, 1e-6, "finite differences differ by %g", err);
+  cr_assert_gt(dropped, 0, "no token copy was dropped: the capacity is not exercised");
+  cr_assert_lt(dropped, 8 * 4 * 2, "every copy dropped");
+}
+
+Test(validate, moe_expert_parallel_matches_one_processor, .timeout = 60)
+{
+  /* Top-2 of 4 fine-grained experts, a shared expert and capacity 1.5 (drops): ep alone, with
+   * dp replicas outside the ep groups (expert gradients summed over dp / ep), with tp inside
+   * the experts (fc1 column, fc2 row), with gradient accumulation, on 1D and 2D arrays. */
+  static const char *const splits[] = {
+      "dp=1",           "tp=2",      "dp=2,ep=2",           "dp=4,ep=4",
+      "dp=8,ep=2",      "dp=8,ep=4", "tp=2,dp=2,ep=2",      "tp=2,dp=4,ep=2",
+      "tp=2,dp=4,ep=4", "tp=4,dp=2", "tp=2@x,dp=4@y,ep=4@y"};
+  for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
+      extra x = {0};
+      if (strchr(splits[k], '@') != NULL)
+        x.topo = "torus:2x4";
+      expect_pass("validate-moe", splits[k], precs[p], &x);
+    }
+  /* ep placed on one dimension of dp's two; tp on a node's switch, ep across nodes. */
+  extra torus = {.topo = "torus:4x2"}, sw = {.topo = "switch:2x4"};
+  expect_pass("validate-moe", "dp=8@x+y,ep=2@y", TS_PREC_F64, &torus);
+  expect_pass("validate-moe", "dp=8@x+y,ep=4@x", TS_PREC_F32, &torus);
+  expect_pass("validate-moe", "tp=2@node,dp=4,ep=2", TS_PREC_F32, &sw);
+  expect_pass("validate-moe", "dp=8,ep=4", TS_PREC_F64, &sw);
+  /* ZeRO 1 and 2: gradients reduce-scattered (the experts' over dp / ep), each owner updates
+   * its chunk, the updated dense and expert parameters all-gathered over their groups. */
+  static const char *const zero[] = {"dp=4,ep=2,zero=1", "dp=8,ep=2,zero=2", "dp=8,ep=4,zero=1",
+                                     "tp=2,dp=4,ep=2,zero=1"};
+  for (gsize k = 0; k < G_N_ELEMENTS(zero); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+      expect_pass("validate-moe", zero[k], precs[p], NULL);
+  extra mb = {.micro = 1};
+  expect_pass("validate-moe", "dp=4,ep=2", TS_PREC_F64, &mb);
+  /* Every algorithm that implements both the all-to-alls and the all-reduces, on a 2D torus
+   * (those that do not are refused as bad input, which `-a all` skips). */
+  static const ts_coll_algo algos[] = {TS_ALGO_RING, TS_ALGO_TORUS, TS_ALGO_HIERARCHICAL,
+                                       TS_ALGO_DIRECT, TS_ALGO_TORUS_DIMWISE};
+  for (gsize a = 0; a < G_N_ELEMENTS(algos); a++) {
+    extra x = {.topo = "torus:4x2", .algo = algos[a]};
+    expect_pass("validate-moe", "tp=2,dp=4,ep=2", TS_PREC_F64, &x);
+  }
+  expect_pass("validate-moe", "tp=2,dp=2,ep=2", TS_PREC_F32, &mb);
+}
+
+Test(validate, moe_unsplit_is_exact_in_fp64)
+{
+  /* One chip: capacity slots instead of gathered rows, the same kernels per row: the
+   * parameters after two steps equal the reference's to rounding of the combine's order. */
+  GError *err = NULL;
+  g_autoptr(ts_validate_result) r = vrun("validate-moe", "dp=1", TS_PREC_F64, NULL, &err);
+  cr_assert_not_null(r);
+  g_autofree char *text = describe(r);
+  cr_assert(r->passed, "%s", text);
+  cr_assert_lt(r->max_rel_err, 1e-15, "%s", text);
+  cr_assert_eq(r->ops_coll, 0, "%s", text);
+}
+
+Test(validate, moe_dropped_exchanges_fail)
+{
+  /* Each all-to-all of the trace and the expert-gradient reduction, removed in turn. */
+  static const struct {
+    const char *split, *drop, *why;
+  } cases[] = {
+      {"tp=2,dp=4,ep=2", "block.0.fc1 fwd dispatch all-to-all", "its tokens were not dispatched"},
+      {"tp=2,dp=4,ep=2", "block.0.fc2 fwd combine all-to-all", "were not combined"},
+      {"dp=4,ep=4", "block.0.fc2 bwd combine all-to-all",
+       "the gradient of the experts' outputs did not arrive"},
+      {"dp=4,ep=4", "block.0.fc1 bwd dispatch all-to-all",
+       "the routed experts' and router's input gradients are missing"},
+      {"tp=2,dp=4,ep=2", "block.0.fc2 fwd all-reduce", "partial sums (a missing all-reduce)"},
+      {"tp=2,dp=4,ep=2", "block.0.fc1 bwd all-reduce", "partial sum (a missing all-reduce)"},
+      {"dp=8,ep=2", "grad all-reduce block.0.fc1..block.0.fc1", "block.0.fc1.w' that no"},
+      {"tp=2,dp=4,ep=2", "grad all-reduce block.0.fc2..block.0.fc1", "block.0.fc2.w' that no"},
+      {"dp=8,ep=2,zero=1", "grad reduce-scatter block.0.fc1..block.0.fc1",
+       "it does not own chunk 0 of 4 of 'block.0.fc1.w'"},
+      {"dp=8,ep=2,zero=1", "updated expert param all-gather", NULL},
+      {"dp=8,ep=2,zero=2", "updated param all-gather", NULL},
+      {"dp=4,ep=2", "grad all-reduce block.0.router..block.0.shared_fc2",
+       "block.0.router.w' that no"},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    extra x = {.drop = cases[k].drop};
+    expect_fail("validate-moe", cases[k].split, TS_PREC_F64, &x, cases[k].why);
+  }
+}
+
+Test(validate, moe_dropped_dependencies_fail)
+{
+  /* The walk runs gradient synchronisation as early as it may and the async tp all-reduces as
+   * late as they may: a reader that lost its dependency on one runs too soon. */
+  static const struct {
+    const char *op, *why;
+  } cases[] = {
+      {"block.0.fc1 bwd dispatch all-to-all", "the experts' input gradient is a partial sum"},
+      {"block.0.norm2 bwd", "the shared expert's input gradient is a partial sum"},
+      {"grad all-reduce block.0.fc2..block.0.fc1", NULL},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    extra x = {.nodeps = cases[k].op};
+    expect_fail("validate-moe", "tp=2,dp=4,ep=2", TS_PREC_F64, &x, cases[k].why);
+  }
+}
+
+Test(validate, moe_bytes_closed_form)
+{
+  /* tp=2, dp=4, ep=2, 8 sequences of 4 tokens, width 8, fp32: per chip and step, each of the
+   * four all-to-alls carries E x C x mb x d = 4 x 3 x 2 x 8 elements (capacity C = 1.5 x 4 x
+   * 2 / 4 = 3 slots per expert per sequence), and the experts' tp all-reduces as many; the
+   * direct all-to-all sends (ep - 1) / ep of it. The run checks every chip's bytes against the
+   * trace; here the trace's own numbers against the closed form. */
+  GError *err = NULL;
+  g_autoptr(ts_validate_result) r = vrun("validate-moe", "tp=2,dp=4,ep=2", TS_PREC_F32, NULL, &err);
+  cr_assert_not_null(r);
+  g_autofree char *text = describe(r);
+  cr_assert(r->passed, "%s", text);
+  g_autoptr(ts_model) m = load_model("validate-moe");
+  g_autoptr(ts_split) s = ts_split_parse("tp=2,dp=4,ep=2", NULL);
+  g_autoptr(ts_topo) t = ts_validate_default_topology(8, NULL);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 8;
+  g_autoptr(ts_plan) plan = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(plan);
+  g_autoptr(ts_trace) tr = ts_plan_trace(plan, &err);
+  cr_assert_not_null(tr);
+  const ts_program *p = &tr->programs[ts_trace_program_of(tr, 0)];
+  int a2a = 0, tp_expert = 0;
+  for (int j = 0; j < p->nops; j++) {
+    const ts_op *op = ts_program_op(p, j);
+    if (op->kind != TS_OP_COLL)
+      continue;
+    if (op->t_role == TS_ROLE_EP) {
+      cr_assert_float_eq(op->bytes, 4.0 * 3 * 2 * 8 * 4, 1e-9, "all-to-all bytes %g", op->bytes);
+      a2a++;
+    }
+    if (op->t_role == TS_ROLE_TP && (op->t_layer - 1 == 4 || op->t_layer - 1 == 5)) {
+      cr_assert_float_eq(op->bytes, 4.0 * 3 * 2 * 8 * 4, 1e-9, "expert tp bytes %g", op->bytes);
+      tp_expert++;
+    }
+  }
+  cr_assert_eq(a2a, 4);
+  cr_assert_eq(tp_expert, 2);
+}
+
+Test(validate, moe_refused_splits_and_models)
+{
+  expect_refused("validate-moe", "dp=2,ep=2,pp=2", NULL, "zero=1|2 only");
+  expect_refused("validate-moe", "dp=4,ep=2,zero=3", NULL, "zero=1|2 only");
+  expect_refused("validate-moe", "tp=8", NULL, "does not divide");
+  extra x = {.drop = "block.0.fc1 fwd dispatch"};
+  expect_refused("validate-moe", "dp=2,ep=2", &x, "no op of the trace has this label");
+}
+
+/* validate-moe.ini with `from` replaced by `to` (everywhere), written to a temporary file. */
+static char *moe_variant(const char *from, const char *to)
+{
+  g_autoptr(GError) err = NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *src = g_build_filename(TS_SOURCE_DIR, "models", "validate-moe.ini", NULL);
+  cr_assert(g_file_get_contents(src, &text, NULL, &err), "%s", err ? err->message : "");
+  cr_assert_not_null(strstr(text, from), "%s", from);
+  g_auto(GStrv) parts = g_strsplit(text, from, -1);
+  g_autofree char *out = g_strjoinv(to, parts);
+  char *path = g_build_filename(g_get_tmp_dir(), "ts-validate-moe-XXXXXX.ini", NULL);
+  int fd = g_mkstemp(path);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(write(fd, out, strlen(out)), (ssize_t)strlen(out));
+  close(fd);
+  return path;
+}
+
+Test(validate_cli, moe_bad_models_exit_2_with_one_line)
+{
+  /* Expert keys on an explicit layer without experts; a dropless block; capacity slots that
+   * are not whole; expert layers routing differently: one line naming the file, exit 2. */
+  static const struct {
+    const char *from, *to, *needle;
+  } cases[] = {
+      {"experts = 4\ntop_k = 2\ncapacity_factor = 1.5\ntp = column",
+       "top_k = 2\ncapacity_factor = 1.5\ntp = column", "expected experts > 0 with them"},
+      {"capacity_factor = 1.5\n", "", "no capacity_factor (dropless)"},
+      {"capacity_factor = 1.5\n", "capacity_factor = 1.3\n", "not a whole number of slots"},
+      {"top_k = 2\ncapacity_factor = 1.5\nresidual", "top_k = 1\ncapacity_factor = 1.5\nresidual",
+       "fc1 and fc2 route differently"},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autofree char *path = moe_variant(cases[k].from, cases[k].to);
+    g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2,ep=2", path);
+    run_result r = run(args);
+    g_unlink(path);
+    cr_assert_eq(r.status, 2, "case %zu: exit %d: %s", k, r.status, r.err);
+    cr_assert_not_null(strstr(r.err, cases[k].needle), "case %zu: %s", k, r.err);
+    cr_assert_not_null(strstr(r.err, "ts-validate-moe-"), "no file named: %s", r.err);
+    char *nl = strchr(r.err, '\n');
+    cr_assert(nl == NULL || nl[1] == '\0', "more than one line: %s", r.err);
+    run_free(&r);
+  }
 }

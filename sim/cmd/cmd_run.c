@@ -44,21 +44,15 @@ int ts_cmd_run(int argc, char **argv)
 {
   g_autofree char *format = NULL, *outdir = NULL;
   g_autofree char *backend = NULL, *timeline = NULL, *timeline_json = NULL;
-  g_auto(GStrv) cfg = NULL;
+  g_auto(ts_cmd_machine_args) ma = {0};
   gboolean full = FALSE, plot = FALSE;
   g_autofree char *link_report = NULL;
-  g_auto(GStrv) fails = NULL, stragglers = NULL;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
   g_auto(ts_cmd_plan_args) pa;
-  ts_cmd_plan_args_init(&pa);
+  ts_cmd_plan_args_init(&pa, TS_CMD_PLAN_COMPARE);
   GOptionEntry run_entries[] = {
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
-      {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
-       "simgrid backend: extra SimGrid setting (e.g. network/model:LV08) or "
-       "trainsim/collective-flows:per-step | trainsim/collective-steps:async (docs/backends.md); "
-       "repeatable",
-       "KEY:VALUE"},
       {"link-report", 0, 0, G_OPTION_ARG_FILENAME, &link_report,
        "simgrid backend: write every link's load (bytes, busy s, busy fraction, top operation) "
        "as CSV; needs one --split",
@@ -77,20 +71,13 @@ int ts_cmd_run(int argc, char **argv)
        "Write the replayed step (one --split) as Chrome trace-event JSON (Perfetto); tracks for "
        "the simulated chips, every chip with --full",
        "FILE.json"},
-      {"fail", 0, 0, G_OPTION_ARG_STRING_ARRAY, &fails,
-       "A dead link (link:DIM:C1,C2,... from the chip at those coordinates to its + neighbour "
-       "along DIM) or a chip out (chip:ID; the job shrinks by its data-parallel replica); "
-       "repeatable (docs/planning.md)",
-       "link:x:3,4|chip:N"},
-      {"straggler", 0, 0, G_OPTION_ARG_STRING_ARRAY, &stragglers,
-       "A slow chip (chip:N=0.8, its compute at 80% speed) or a slow fabric (dim.NAME=0.9, that "
-       "dimension's links at 90%); repeatable",
-       "chip:N=F|dim.NAME=F"},
       {NULL}};
-  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa, TRUE);
+  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa);
   g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
+  g_autofree GOptionEntry *machine_entries = ts_cmd_machine_entries(&ma);
   g_autofree GOptionEntry *own_entries = ts_option_entries_concat(plan_entries, run_entries);
-  g_autofree GOptionEntry *entries = ts_option_entries_concat(own_entries, cap_entries);
+  g_autofree GOptionEntry *e2 = ts_option_entries_concat(own_entries, machine_entries);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(e2, cap_entries);
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("run", "",
                     "Predicts step time (s), its breakdown, throughput (samples/s), "
@@ -109,11 +96,11 @@ int ts_cmd_run(int argc, char **argv)
   if (!ts_cmd_format(format, &fmt, &err))
     return ts_cmd_fail("run", err);
   ts_plan_options po;
-  if (!ts_cmd_plan_args_finish(&pa, FALSE, TRUE, &po, &err))
+  if (!ts_cmd_plan_args_finish(&pa, &po, &err))
     return ts_cmd_fail("run", err);
   char **splits = pa.splits;
   gint64 global_batch = pa.global_batch, micro_batch = pa.micro_batch;
-  if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, cfg, &err))
+  if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, ma.cfg, &err))
     return ts_cmd_fail("run", err);
   if (link_report != NULL &&
       (backend == NULL || strcmp(backend, "simgrid") != 0 || g_strv_length(splits) != 1)) {
@@ -137,14 +124,15 @@ int ts_cmd_run(int argc, char **argv)
     return ts_cmd_fail("run", err);
   g_autofree char *tpath = NULL, *mpath = NULL;
   g_autoptr(ts_topo) topo = ts_cmd_load_topo(pa.topology, &tpath, &err);
-  if (topo == NULL || !ts_degrade_apply_options(topo, fails, stragglers, &err))
+  if (topo == NULL || !ts_degrade_apply_options(topo, ma.fails, ma.stragglers, &err))
     return ts_cmd_fail("run", err);
   g_autoptr(ts_model) model = ts_cmd_load_model(pa.model, &mpath, &err);
   if (model == NULL)
     return ts_cmd_fail("run", err);
 
-  ts_run_options ro = {
-      .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
+  ts_run_options ro = {.backend = backend ? backend : "analytic",
+                       .sg_cfg = (const char *const *)ma.cfg,
+                       .full = full};
   ro.link_report = link_report;
 
   gboolean defaults = splits == NULL;

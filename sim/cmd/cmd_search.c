@@ -116,6 +116,15 @@ static void jset_result(JsonObject *o, const cand *c)
   json_object_set_int_member(o, "micro_batch", c->r->micro_batch);
   json_object_set_double_member(o, "step_time_s", c->r->step_time_s);
   json_object_set_double_member(o, "samples_per_s", c->r->samples_per_s);
+  /* Tokens as `run` reports them: null for a model without a sequence. */
+  if (c->r->tokens_per_sample > 0) {
+    json_object_set_double_member(o, "tokens_per_s", c->r->tokens_per_s);
+    json_object_set_double_member(o, "tokens_per_s_per_chip",
+                                  c->r->chips > 0 ? c->r->tokens_per_s / c->r->chips : 0);
+  } else {
+    json_object_set_null_member(o, "tokens_per_s");
+    json_object_set_null_member(o, "tokens_per_s_per_chip");
+  }
   json_object_set_double_member(o, "mfu", c->r->mfu);
   json_object_set_double_member(o, "compute_time_s", c->r->compute_time_s);
   json_object_set_double_member(o, "exposed_comm_time_s", c->r->exposed_comm_time_s);
@@ -126,23 +135,18 @@ static void jset_result(JsonObject *o, const cand *c)
 
 int ts_cmd_search(int argc, char **argv)
 {
-  g_autofree char *topo_name = NULL, *model_name = NULL, *outdir = NULL, *format = NULL;
-  g_autofree char *backend = NULL, *micro_opt = NULL;
-  gint64 global_batch = G_MININT64 /* not given */, top = 5, max_chips = 0, max_configs = 2000;
-  gboolean vary_options = FALSE;
+  g_autofree char *outdir = NULL, *format = NULL;
+  g_autofree char *backend = NULL;
+  gint64 top = 5, max_chips = 0, max_configs = 2000;
+  gboolean vary_options = FALSE, full = FALSE;
+  g_auto(ts_cmd_plan_args) pa;
+  ts_cmd_plan_args_init(&pa, TS_CMD_PLAN_SEARCH);
+  g_auto(ts_cmd_machine_args) ma = {0};
   gint64 jobs = G_MININT64; /* not given: every core */
   g_autofree char *objective_opt = NULL, *max_days_opt = NULL, *budget_opt = NULL;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
   GOptionEntry search_entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
-       "Topology file or shipped name (topologies/NAME.ini)", "T"},
-      {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_name,
-       "Model file or shipped name (models/NAME.ini)", "M"},
-      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &global_batch,
-       "Samples (sequences or images) per step, all replicas together", "N"},
-      {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &micro_opt,
-       "auto (default: the per-replica batch halved down to 1) or N[,N...] samples", "auto|N"},
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
       {"vary-options", 0, 0, G_OPTION_ARG_NONE, &vary_options,
        "Also search context parallelism, sp, interleaved stages, recomputation and the hybrid "
@@ -153,6 +157,8 @@ int ts_cmd_search(int argc, char **argv)
        "search short",
        "N"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
+      {"full", 0, 0, G_OPTION_ARG_NONE, &full,
+       "Replay every rank even where ranks are identical (slower; same result)", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "F"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
@@ -166,8 +172,12 @@ int ts_cmd_search(int argc, char **argv)
       {"budget", 0, 0, G_OPTION_ARG_STRING, &budget_opt,
        "With a training target: drop splits expected to cost more, USD", "USD"},
       {NULL}};
+  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa);
+  g_autofree GOptionEntry *machine_entries = ts_cmd_machine_entries(&ma);
   g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
-  g_autofree GOptionEntry *entries = ts_option_entries_concat(search_entries, cap_entries);
+  g_autofree GOptionEntry *e1 = ts_option_entries_concat(plan_entries, search_entries);
+  g_autofree GOptionEntry *e2 = ts_option_entries_concat(e1, machine_entries);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(e2, cap_entries);
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("search", "",
                     "Finds the fastest splits (and placements, micro-batches) of a model on a "
@@ -208,20 +218,12 @@ int ts_cmd_search(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   else if (format != NULL && !json_out && strcmp(format, "text") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text or json", format);
-  else if (topo_name == NULL || model_name == NULL || global_batch == G_MININT64)
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "missing %s; expected --topology T --model M --global-batch N",
-                topo_name == NULL    ? "--topology"
-                : model_name == NULL ? "--model"
-                                     : "--global-batch");
-  else if (max_chips < 0)
+  else if (!ts_cmd_plan_args_finish(&pa, NULL, &err)) {
+    /* err is set */
+  } else if (max_chips < 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-chips %" G_GINT64_FORMAT ": expected a number of chips >= 1 (0: no bound)",
                 max_chips);
-  else if (global_batch <= 0)
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--global-batch %" G_GINT64_FORMAT ": expected a positive number of samples",
-                global_batch);
   else if (max_configs < 0 || max_configs > 100000000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-configs %" G_GINT64_FORMAT ": expected a count in [0, 100000000] (0: no "
@@ -232,7 +234,7 @@ int ts_cmd_search(int argc, char **argv)
                 "--top %" G_GINT64_FORMAT ": expected a count in [1, 1000000]", top);
   else if (jobs != G_MININT64 && !ts_pool_parse_jobs(jobs, &err)) {
     /* err is set */
-  } else if (!ts_run_backend_valid(backend, &err)) {
+  } else if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, ma.cfg, &err)) {
     /* err is set */
   } else if (outdir != NULL && !ts_cmd_prepare_dir(outdir, &err)) {
     /* err is set */
@@ -243,7 +245,7 @@ int ts_cmd_search(int argc, char **argv)
   /* Cost and energy need their inputs: without a price every cost was 0, so --objective cost
    * ranked by nothing and every split passed --budget; without a power, likewise energy. */
   if (g_objective != OBJ_TIME || budget_opt != NULL) {
-    g_autoptr(ts_topo) t0 = ts_cmd_load_topo(topo_name, NULL, &err);
+    g_autoptr(ts_topo) t0 = ts_cmd_load_topo(pa.topology, NULL, &err);
     if (t0 == NULL)
       return ts_cmd_fail("search", err);
     ts_capacity_params c;
@@ -253,40 +255,33 @@ int ts_cmd_search(int argc, char **argv)
       g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                   "%s: %s has no price; expected --price-per-hour USD (or [chip] "
                   "price_per_hour in the topology)",
-                  g_objective == OBJ_COST ? "--objective cost" : "--budget", topo_name);
+                  g_objective == OBJ_COST ? "--objective cost" : "--budget", pa.topology);
     else if (what != NULL && !(c.busy_W > 0))
       g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                   "%s: %s has no chip power; expected --tdp-W W (or [chip] tdp_W in the topology)",
-                  what, topo_name);
+                  what, pa.topology);
     if (err != NULL)
       return ts_cmd_fail("search", err);
   }
 
   ts_sweep_spec spec = {0};
-  char *tl[] = {topo_name, NULL}, *ml[] = {model_name, NULL};
+  char *tl[] = {pa.topology, NULL}, *ml[] = {pa.model, NULL};
+  const gint64 global_batch = pa.global_batch;
   spec.topologies = tl;
   spec.models = ml;
   spec.auto_splits = TRUE;
   spec.global_batch = g_array_new(FALSE, FALSE, sizeof(gint64));
   g_array_append_val(spec.global_batch, global_batch);
   spec.micro_batch = g_array_new(FALSE, FALSE, sizeof(gint64));
-  spec.micro_auto = micro_opt == NULL || strcmp(micro_opt, "auto") == 0;
-  if (!spec.micro_auto) {
-    g_auto(GStrv) parts = g_strsplit(micro_opt, ",", -1);
-    for (char **p = parts; *p != NULL && err == NULL; p++) {
-      gint64 v;
-      if (!ts_parse_int(g_strstrip(*p), 1, (gint64)TS_MAX_COUNT, &v))
-        g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                    "--micro-batch '%s': expected auto or whole numbers of samples >= 1, e.g. "
-                    "1,2,4",
-                    *p);
-      g_array_append_val(spec.micro_batch, v);
-    }
-  }
+  spec.micro_auto = pa.micro_auto;
+  g_array_append_vals(spec.micro_batch, pa.micro_batches->data, pa.micro_batches->len);
   spec.vary = g_ptr_array_new();
   spec.backend = backend != NULL ? backend : "analytic";
-  spec.algo = TS_ALGO_AUTO;
-  spec.bucket_MiB = 25.0;
+  /* The plan options run takes: the collective algorithm and the gradient bucket were fixed
+   * at auto and 25 MiB here, so a search and a run of its winner could disagree. */
+  spec.algo = (ts_coll_algo)pa.algo;
+  spec.bucket_MiB = pa.bucket_MiB;
+  spec.full = full;
   /* Issue 13: with --vary-options the options a planner chooses besides the axes (context
    * parallelism, recomputation, sequence parallelism, interleaved stages, the hybrid-sharding
    * group) are searched too, within a bound on the splits planned. Off by default: on 256
@@ -297,7 +292,11 @@ int ts_cmd_search(int argc, char **argv)
   spec.truncated = &cut;
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(ts_inputs) cache = ts_inputs_new();
+  if (err == NULL)
+    ts_cmd_machine_apply(&ma, cache, tl, NULL, &err);
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
+  for (int i = 0; sw != NULL && ma.cfg != NULL && i < ts_sweep_size(sw); i++)
+    ((ts_config *)&ts_sweep_configs(sw)[i])->ro.sg_cfg = (const char *const *)ma.cfg;
   if (sw != NULL && cut)
     g_printerr("trainsim search: note: --max-configs %" G_GINT64_FORMAT " stopped the split "
                "enumeration; later splits were not evaluated (raise it, or 0 for all)\n",
@@ -312,7 +311,7 @@ int ts_cmd_search(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-chips %" G_GINT64_FORMAT ": %s has %d chips; expected a topology of at "
                 "most that many (sweep --vary dims compares array sizes)",
-                max_chips, topo_name, n > 0 ? ts_sweep_configs(sw)[0].topo->nchips : 0);
+                max_chips, pa.topology, n > 0 ? ts_sweep_configs(sw)[0].topo->nchips : 0);
     return ts_cmd_fail("search", err);
   }
   const ts_config *cfg = ts_sweep_configs(sw);
@@ -320,7 +319,7 @@ int ts_cmd_search(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INVALID,
                 "no valid split of %s on %s at global batch %" G_GINT64_FORMAT
                 "; expected a batch that the data-parallel degrees divide",
-                model_name, topo_name, global_batch);
+                pa.model, pa.topology, global_batch);
     return ts_cmd_fail("search", err);
   }
   int *idx = g_new(int, n);
@@ -515,17 +514,21 @@ int ts_cmd_search(int argc, char **argv)
         ws = MAX(ws, (int)strlen(c->r->split));
         wp = MAX(wp, (int)strlen(c->r->placement));
       }
-      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %6s  %11s\n", "rank", ws, "split",
-                             wp, "placement", "micro", "step", "samples/s", "MFU", "memory/chip");
+      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %9s  %13s  %6s  %11s\n", "rank",
+                             ws, "split", wp, "placement", "micro", "step", "samples/s", "tokens/s",
+                             "tokens/s/chip", "MFU", "memory/chip");
       for (guint i = 0; i < fit->len && i < (guint)top; i++) {
         const cand *c = &g_array_index(fit, cand, i);
+        gboolean tok = c->r->tokens_per_sample > 0 && c->r->chips > 0;
+        g_autofree char *tps = ts_report_fmt_rate(tok, c->r->tokens_per_s);
+        g_autofree char *tpc = ts_report_fmt_rate(tok, tok ? c->r->tokens_per_s / c->r->chips : 0);
         g_ascii_formatd(b[1], 48, "%.4g", c->r->samples_per_s);
         g_ascii_formatd(b[2], 48, "%.1f", 100 * c->r->mfu);
-        g_string_append_printf(s,
-                               "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %5s%%  %11s\n",
-                               i + 1, ws, c->r->split, wp, c->r->placement, c->r->micro_batch,
-                               ts_fmt_time(b[0], 48, c->r->step_time_s), b[1], b[2],
-                               ts_fmt_bytes(b[3], 48, c->r->mem.total));
+        g_string_append_printf(
+            s, "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %9s  %13s  %5s%%  %11s\n", i + 1,
+            ws, c->r->split, wp, c->r->placement, c->r->micro_batch,
+            ts_fmt_time(b[0], 48, c->r->step_time_s), b[1], tps, tpc, b[2],
+            ts_fmt_bytes(b[3], 48, c->r->mem.total));
       }
       if (cap.any) {
         /* The time-to-train table of the ranked splits, in rank order. */
@@ -598,6 +601,8 @@ int ts_cmd_search(int argc, char **argv)
     json_object_set_string_member(root, "topology", t->name);
     json_object_set_int_member(root, "global_batch", global_batch);
     json_object_set_string_member(root, "backend", spec.backend);
+    json_object_set_string_member(root, "collective_algorithm", ts_coll_algo_name(spec.algo));
+    json_object_set_double_member(root, "bucket_MiB", spec.bucket_MiB);
     json_object_set_int_member(root, "configurations", n);
     json_object_set_int_member(root, "fitting", fit->len);
     json_object_set_double_member(root, "memory_capacity_bytes", t->chip.memory_bytes);
@@ -639,6 +644,7 @@ int ts_cmd_search(int argc, char **argv)
     json_object_set_array_member(root, "families", fa);
     g_autoptr(JsonNode) rn = json_node_init_object(json_node_alloc(), root);
     json_object_unref(root);
+    ts_cmd_machine_record(&ma, rn);
     g_autofree char *jt = ts_json_text(rn);
 
     if (outdir != NULL) {

@@ -45,9 +45,8 @@ static gboolean parse_counts(char **given, const char *opt, gint64 lo, GArray *o
     gint64 v;
     if (!ts_parse_int(*p, lo, (gint64)TS_MAX_COUNT, &v)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "--%s '%s': expected a whole number of samples >= %" G_GINT64_FORMAT
-                  " (a list: 256,512)",
-                  opt, *p, lo);
+                  "--%s %s: expected a positive whole number of samples (a list: 256,512)", opt,
+                  *p);
       return FALSE;
     }
     g_array_append_val(out, v);
@@ -57,9 +56,9 @@ static gboolean parse_counts(char **given, const char *opt, gint64 lo, GArray *o
 
 /* Shared by sweep and search: option values into a spec; FALSE with a one-line error. */
 typedef struct {
-  char **topologies, **models, **splits, **batches, **per_chip, **micro, **vary;
-  char *splits_opt, *backend, *algo, *recompute;
-  double bucket_MiB;
+  ts_cmd_plan_args pa; /* the plan options run and trace take, as lists (ts_cmd.h) */
+  char **per_chip, **vary;
+  char *splits_opt, *backend, *recompute;
   gboolean fits_only, full, all_placements;
   gboolean vary_options; /* issue 13 */
   gint64 max_configs;
@@ -72,18 +71,12 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   sp->batch_per_chip = g_array_new(FALSE, FALSE, sizeof(gint64));
   sp->micro_batch = g_array_new(FALSE, FALSE, sizeof(gint64));
   sp->vary = g_ptr_array_new_with_free_func((GDestroyNotify)ts_vary_free);
-  sp->topologies = flatten(a->topologies);
-  sp->models = flatten(a->models);
-  if (sp->topologies[0] == NULL || sp->models[0] == NULL) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "missing %s; expected --topology T --model M",
-                sp->topologies[0] == NULL ? "--topology" : "--model");
-    return FALSE;
-  }
-  if (!unique_items(sp->topologies, "topology", error) || !unique_items(sp->models, "model", error))
-    return FALSE;
-  if (!parse_counts(a->batches, "global-batch", 1, sp->global_batch, error) ||
-      !parse_counts(a->per_chip, "batch-per-chip", 1, sp->batch_per_chip, error) ||
-      !parse_counts(a->micro, "micro-batch", 0, sp->micro_batch, error))
+  const ts_cmd_plan_args *pa = &a->pa;
+  sp->topologies = g_strdupv(pa->topologies);
+  sp->models = g_strdupv(pa->models);
+  g_array_append_vals(sp->global_batch, pa->global_batches->data, pa->global_batches->len);
+  g_array_append_vals(sp->micro_batch, pa->micro_batches->data, pa->micro_batches->len);
+  if (!parse_counts(a->per_chip, "batch-per-chip", 1, sp->batch_per_chip, error))
     return FALSE;
   if ((sp->global_batch->len > 0) == (sp->batch_per_chip->len > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -99,7 +92,7 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   }
   /* Splits: a list (-s, repeatable; or --splits 'S1;S2'), or --splits auto. */
   GPtrArray *sl = g_ptr_array_new();
-  for (char **s = a->splits; s != NULL && *s != NULL; s++)
+  for (char **s = pa->splits; s != NULL && *s != NULL; s++)
     g_ptr_array_add(sl, g_strdup(*s));
   if (a->splits_opt != NULL && strcmp(a->splits_opt, "auto") == 0) {
     sp->auto_splits = TRUE;
@@ -177,19 +170,8 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   if (!ts_run_backend_valid(a->backend, error))
     return FALSE;
   sp->backend = a->backend != NULL ? a->backend : "analytic";
-  int algo = a->algo != NULL ? ts_coll_algo_parse(a->algo) : TS_ALGO_AUTO;
-  if (algo < 0) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--collective-algorithm '%s': expected %s",
-                a->algo, ts_coll_algo_list());
-    return FALSE;
-  }
-  sp->algo = (ts_coll_algo)algo;
-  if (!(a->bucket_MiB > 0 && a->bucket_MiB <= 1048576)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--bucket-MiB: expected a size in (0, 1048576] MiB");
-    return FALSE;
-  }
-  sp->bucket_MiB = a->bucket_MiB;
+  sp->algo = (ts_coll_algo)pa->algo;
+  sp->bucket_MiB = pa->bucket_MiB;
   sp->full = a->full;
   return TRUE;
 }
@@ -214,7 +196,8 @@ static void spec_clear(ts_sweep_spec *sp)
 int ts_cmd_sweep(int argc, char **argv)
 {
   sweep_args a = {0};
-  a.bucket_MiB = 25.0;
+  ts_cmd_plan_args_init(&a.pa, TS_CMD_PLAN_SWEEP);
+  g_auto(ts_cmd_machine_args) ma = {0};
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
   gint64 jobs = G_MININT64; /* not given: every core (-j -1 is refused) */
   gint64 max_chips = 0;
@@ -222,12 +205,6 @@ int ts_cmd_sweep(int argc, char **argv)
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
   GOptionEntry sweep_entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.topologies,
-       "Topology file or shipped name; repeat or comma-separate to sweep several", "T"},
-      {"model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.models,
-       "Model file or shipped name; repeat or comma-separate to sweep several", "M"},
-      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.splits,
-       "A split, e.g. tp=8@x,dp=8@y; repeat to sweep several", "S"},
       {"splits", 0, 0, G_OPTION_ARG_STRING, &a.splits_opt,
        "auto (every valid split and placement) or a ';'-separated list", "auto|S1;S2"},
       {"fits-only", 0, 0, G_OPTION_ARG_NONE, &a.fits_only,
@@ -245,13 +222,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "Activation recomputation for every split: none (default), selective, full, stage; a "
        "list sweeps",
        "R[,R...]"},
-      {"global-batch", 'b', 0, G_OPTION_ARG_STRING_ARRAY, &a.batches,
-       "Samples per step (all replicas); a list sweeps several", "N[,N...]"},
       {"batch-per-chip", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.per_chip,
        "Instead of --global-batch: samples per chip per step (weak scaling)", "N[,N...]"},
-      {"micro-batch", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.micro,
-       "Samples per micro-batch per replica (0 = no accumulation, default); a list sweeps",
-       "N[,N...]"},
       {"vary", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.vary,
        "Hardware what-if KEY=V1,V2 or xFACTORs: peak_tflops, memory_GiB, "
        "memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, latency_us, "
@@ -259,9 +231,6 @@ int ts_cmd_sweep(int argc, char **argv)
        "straggler=1,0.9,0.8 (chip 0), straggler_per_node=0.9; repeatable",
        "KEY=V,..."},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, ts_backend_kind_help(), "B"},
-      {"collective-algorithm", 0, 0, G_OPTION_ARG_STRING, &a.algo, ts_cmd_algo_help(), "A"},
-      {"bucket-MiB", 0, 0, G_OPTION_ARG_DOUBLE, &a.bucket_MiB,
-       "Data-parallel gradient bucket in MiB (default 25, as PyTorch DDP)", "MiB"},
       {"full", 0, 0, G_OPTION_ARG_NONE, &a.full, "Replay every rank (slower; same result)", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Worker processes (default: every core)", "N"},
       {"max-chips", 0, 0, G_OPTION_ARG_INT64, &max_chips,
@@ -277,8 +246,12 @@ int ts_cmd_sweep(int argc, char **argv)
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
        "Without --output-dir: csv (default) or json on stdout", "F"},
       {NULL}};
+  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&a.pa);
+  g_autofree GOptionEntry *machine_entries = ts_cmd_machine_entries(&ma);
   g_autofree GOptionEntry *cap_entries = ts_capacity_option_entries(&cap);
-  g_autofree GOptionEntry *entries = ts_option_entries_concat(sweep_entries, cap_entries);
+  g_autofree GOptionEntry *e1 = ts_option_entries_concat(plan_entries, sweep_entries);
+  g_autofree GOptionEntry *e2 = ts_option_entries_concat(e1, machine_entries);
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(e2, cap_entries);
   g_autoptr(GError) err = NULL;
   int status = 0;
   if (!ts_cmd_parse("sweep", "",
@@ -311,10 +284,13 @@ int ts_cmd_sweep(int argc, char **argv)
   } else if (max_chips < 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-chips %" G_GINT64_FORMAT ": expected a positive number of chips", max_chips);
-  } else if (build_spec(&a, &spec, &err) && outdir != NULL)
+  } else if (ts_cmd_plan_args_finish(&a.pa, NULL, &err) && build_spec(&a, &spec, &err) &&
+             ts_cmd_cfg(a.backend, ma.cfg, &err) && outdir != NULL)
     ts_cmd_prepare_dir(outdir, &err);
   json_out = format != NULL && strcmp(format, "json") == 0;
   g_autoptr(ts_inputs) cache = ts_inputs_new();
+  if (err == NULL)
+    ts_cmd_machine_apply(&ma, cache, spec.topologies, a.vary, &err);
   gboolean cut = FALSE;
   spec.truncated = &cut;
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
@@ -327,6 +303,10 @@ int ts_cmd_sweep(int argc, char **argv)
                "enumeration; later splits were not evaluated (raise it, or 0 for all)\n",
                a.max_configs);
   int total = ts_sweep_size(sw);
+  /* --cfg, as run takes it: every configuration's replay reads the SimGrid settings. */
+  for (int i = 0; i < total && ma.cfg != NULL; i++)
+    ((ts_config *)&ts_sweep_configs(sw)[i])->ro.sg_cfg = (const char *const *)ma.cfg;
+  ts_cmd_machine_record(&ma, ts_sweep_spec_json(sw));
   /* A listed split that applies to no configuration of the whole sweep is a mistake (a typo in
    * a dimension name, a degree no topology has): say so before predicting anything. Planning
    * is cheap and the check covers every shard alike. */
@@ -444,16 +424,11 @@ int ts_cmd_sweep(int argc, char **argv)
 out:
   ts_mpi_finish();
   spec_clear(&spec);
-  g_strfreev(a.topologies);
-  g_strfreev(a.models);
-  g_strfreev(a.splits);
-  g_strfreev(a.batches);
+  ts_cmd_plan_args_clear(&a.pa);
   g_strfreev(a.per_chip);
-  g_strfreev(a.micro);
   g_strfreev(a.vary);
   g_free(a.splits_opt);
   g_free(a.recompute);
   g_free(a.backend);
-  g_free(a.algo);
   return status;
 }

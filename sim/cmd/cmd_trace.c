@@ -39,11 +39,11 @@ int ts_cmd_trace(int argc, char **argv)
 {
   g_autofree char *out = NULL;
   ts_cmd_plan_args pa;
-  ts_cmd_plan_args_init(&pa);
+  ts_cmd_plan_args_init(&pa, TS_CMD_PLAN_ONE);
   const GOptionEntry trace_entries[] = {{"output", 'o', 0, G_OPTION_ARG_FILENAME, &out,
                                          "Trace file to write (default: stdout)", "FILE"},
                                         G_OPTION_ENTRY_NULL};
-  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa, FALSE);
+  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa);
   g_autofree GOptionEntry *entries = ts_option_entries_concat(plan_entries, trace_entries);
   g_autoptr(GError) err = NULL;
   int status = 0;
@@ -56,7 +56,7 @@ int ts_cmd_trace(int argc, char **argv)
   } else if (argc > 1) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
     status = ts_cmd_fail("trace", err);
-  } else if (!ts_cmd_plan_args_finish(&pa, TRUE, FALSE, &po, &err)) {
+  } else if (!ts_cmd_plan_args_finish(&pa, &po, &err)) {
     status = ts_cmd_fail("trace", err);
   } else {
     status = write_trace(&pa, &po, out);

@@ -2,6 +2,7 @@
  * split on real numeric kernels and compares parameters with the single-processor reference
  * (ts_validate.h). Exit status 0 when every run passes, 1 when one fails, 2 on bad input. */
 #include "ts_accuracy.h"
+#include "ts_capacity.h"
 #include "ts_cmd.h"
 #include "ts_plot.h"
 #include "ts_pool.h"
@@ -164,37 +165,25 @@ int ts_cmd_validate(int argc, char **argv)
 {
   against_opts ag = {0};
   ag.max_mean_error_pct = -1;
-  g_auto(GStrv) models = NULL, splits = NULL, drop_ops = NULL, drop_deps = NULL;
-  g_autofree char *topo_name = NULL, *prec_name = NULL, *algo_name = NULL, *opt_name = NULL;
+  g_auto(GStrv) drop_ops = NULL, drop_deps = NULL, algo_alias = NULL, bucket_bytes = NULL;
+  g_autofree char *prec_name = NULL, *opt_name = NULL;
   ts_validate_options o;
   ts_validate_options_default(&o);
   gint64 steps = o.steps, seed = (gint64)o.seed;
   double tolerance = 0;
   gboolean verbose = FALSE;
-  g_autofree char *algo_help = g_strdup_printf(
-      "Collective algorithm recorded on every collective: %s, or all (each in turn; those that "
-      "do not apply to a split are skipped)",
-      ts_cmd_algo_help());
-  GOptionEntry entries[] = {
-      {"model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &models,
-       "Validation network (repeatable; default: validate-mlp, validate-cnn, "
-       "validate-transformer)",
-       "M"},
-      {"split", 's', 0, G_OPTION_ARG_STRING_ARRAY, &splits,
-       "Split as for `trainsim run` (repeatable; default: a set of dp, tp and hybrid splits)", "S"},
-      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
-       "Topology file or name, or torus:AxB, mesh:AxB, ring:N, switch:GxN (default: a torus as "
-       "square as the split's chip count allows)",
-       "T"},
+  /* The plan options of run, trace, sweep and search (ts_cmd.h), with validate's defaults. */
+  g_auto(ts_cmd_plan_args) pa;
+  ts_cmd_plan_args_init(&pa, TS_CMD_PLAN_VALIDATE);
+  g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&pa);
+  GOptionEntry own_entries[] = {
       {"precision", 'p', 0, G_OPTION_ARG_STRING, &prec_name, "fp32 (default), fp64 or both", "P"},
       {"steps", 0, 0, G_OPTION_ARG_INT64, &steps, "Training steps (default 2)", "N"},
-      {"algorithm", 'a', 0, G_OPTION_ARG_STRING, &algo_name, algo_help, "A"},
-      {"global-batch", 'b', 0, G_OPTION_ARG_INT64, &o.global_batch, "Samples per step (default 8)",
-       "N"},
-      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch,
-       "Samples per micro-batch per replica (default: the replica's whole batch)", "N"},
-      {"bucket-bytes", 0, 0, G_OPTION_ARG_DOUBLE, &o.bucket_bytes,
-       "Data-parallel gradient bucket in bytes (default 256: several buckets)", "BYTES"},
+      /* The names validate had before it took the shared table: kept for scripts. */
+      {"algorithm", 'a', 0, G_OPTION_ARG_STRING_ARRAY, &algo_alias,
+       "Same as --collective-algorithm", "A"},
+      {"bucket-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING_ARRAY, &bucket_bytes,
+       "Same as --bucket-MiB, in bytes", "BYTES"},
       {"optimizer", 0, 0, G_OPTION_ARG_STRING, &opt_name, "sgd (default, momentum 0.9) or adam",
        "O"},
       {"lr", 0, 0, G_OPTION_ARG_DOUBLE, &o.lr, "Learning rate (default 0.1)", "LR"},
@@ -225,6 +214,7 @@ int ts_cmd_validate(int argc, char **argv)
       {"max-mean-error-pct", 0, 0, G_OPTION_ARG_DOUBLE, &ag.max_mean_error_pct,
        "--against: exit 1 when the mean |error| over the file is larger", "PCT"},
       {NULL}};
+  g_autofree GOptionEntry *entries = ts_option_entries_concat(plan_entries, own_entries);
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse(
           "validate", "",
@@ -235,7 +225,8 @@ int ts_cmd_validate(int argc, char **argv)
           "Examples:\n"
           "  trainsim validate                                      # the default suite\n"
           "  trainsim validate -m validate-transformer -s tp=2@x,dp=2@y -p fp64 -v\n"
-          "  trainsim validate -m validate-mlp -s dp=8@x+y -t torus:4x2 -a all\n"
+          "  trainsim validate -m validate-mlp -s dp=8@x+y -t torus:4x2 --collective-algorithm "
+          "all\n"
           "  trainsim validate -m validate-mlp -s tp=2 --drop-op 'fc2 fwd all-reduce'  # fails: "
           "exit 1\n"
           "  trainsim validate --against data/published/torchtitan/memory.csv\n"
@@ -247,16 +238,26 @@ int ts_cmd_validate(int argc, char **argv)
     return ts_cmd_fail("validate", err);
   }
   if (ag.against != NULL) {
-    const char *numeric = models      ? "--model"
-                          : splits    ? "--split"
-                          : topo_name ? "--topology"
-                          : prec_name ? "--precision"
-                          : algo_name ? "--algorithm"
-                          : opt_name  ? "--optimizer"
-                          : drop_ops  ? "--drop-op"
-                          : drop_deps ? "--drop-deps"
-                          : verbose   ? "--verbose"
-                                      : NULL;
+    /* Every option of the numeric validation, the plan options included (-b was ignored
+     * here without a word). */
+    const char *numeric = pa.g_model               ? "--model"
+                          : pa.g_split             ? "--split"
+                          : pa.g_topology          ? "--topology"
+                          : pa.g_batch             ? "--global-batch"
+                          : pa.g_micro             ? "--micro-batch"
+                          : pa.g_bucket            ? "--bucket-MiB"
+                          : bucket_bytes           ? "--bucket-bytes"
+                          : pa.g_algo              ? "--collective-algorithm"
+                          : algo_alias             ? "--algorithm"
+                          : prec_name              ? "--precision"
+                          : opt_name               ? "--optimizer"
+                          : drop_ops               ? "--drop-op"
+                          : drop_deps              ? "--drop-deps"
+                          : verbose                ? "--verbose"
+                          : steps != o.steps       ? "--steps"
+                          : seed != (gint64)o.seed ? "--seed"
+                          : tolerance != 0         ? "--tolerance"
+                                                   : NULL;
     int status;
     if (numeric != NULL) {
       g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
@@ -296,13 +297,42 @@ int ts_cmd_validate(int argc, char **argv)
                 prec_name);
     return ts_cmd_fail("validate", err);
   }
-  gboolean all_algos = algo_name != NULL && strcmp(algo_name, "all") == 0;
-  int algo = algo_name == NULL || all_algos ? TS_ALGO_AUTO : ts_coll_algo_parse(algo_name);
-  if (algo < 0) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--algorithm '%s': expected %s, or all", algo_name,
-                ts_coll_algo_list());
+  /* The old spellings: -a/--algorithm is --collective-algorithm, --bucket-bytes is
+   * --bucket-MiB in bytes; one of each pair. */
+  if ((algo_alias != NULL && pa.g_algo != NULL) || (bucket_bytes != NULL && pa.g_bucket != NULL)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s: expected one of them",
+                algo_alias != NULL && pa.g_algo != NULL ? "--algorithm and --collective-algorithm"
+                                                        : "--bucket-bytes and --bucket-MiB");
     return ts_cmd_fail("validate", err);
   }
+  gboolean aliased = algo_alias != NULL;
+  if (aliased)
+    pa.g_algo = g_steal_pointer(&algo_alias);
+  ts_plan_options unused;
+  if (!ts_cmd_plan_args_finish(&pa, &unused, &err)) {
+    /* Named as the user typed it. */
+    if (aliased && g_str_has_prefix(err->message, "--collective-algorithm")) {
+      char *m = g_strconcat("--algorithm", err->message + strlen("--collective-algorithm"), NULL);
+      g_free(err->message);
+      err->message = m;
+    }
+    return ts_cmd_fail("validate", err);
+  }
+  if (bucket_bytes != NULL) {
+    double v = 0;
+    if (bucket_bytes[1] != NULL || !ts_parse_double(bucket_bytes[0], &v) || !(v > 0)) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--bucket-bytes %s: expected one positive size in bytes", bucket_bytes[0]);
+      return ts_cmd_fail("validate", err);
+    }
+    pa.bucket_MiB = v / 1048576.0;
+  }
+  gboolean all_algos = pa.algo < 0;
+  int algo = all_algos ? TS_ALGO_AUTO : pa.algo;
+  if (pa.global_batch != G_MININT64)
+    o.global_batch = pa.global_batch;
+  o.micro_batch = pa.micro_batch;
+  o.bucket_bytes = pa.bucket_MiB * 1048576.0;
   if (opt_name != NULL && strcmp(opt_name, "sgd") != 0 && strcmp(opt_name, "adam") != 0) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--optimizer '%s': expected sgd or adam", opt_name);
     return ts_cmd_fail("validate", err);
@@ -348,8 +378,8 @@ int ts_cmd_validate(int argc, char **argv)
   o.drop_deps = (const char *const *)drop_deps;
 
   /* Models and splits, all loaded before the first run. */
-  const char *const *mnames = models ? (const char *const *)models : default_models;
-  const char *const *snames = splits ? (const char *const *)splits : default_splits;
+  const char *const *mnames = pa.g_model ? (const char *const *)pa.models : default_models;
+  const char *const *snames = pa.splits ? (const char *const *)pa.splits : default_splits;
   GPtrArray *mlist = g_ptr_array_new_with_free_func((GDestroyNotify)ts_model_free);
   GPtrArray *slist = g_ptr_array_new_with_free_func((GDestroyNotify)ts_split_free);
   g_autoptr(ts_topo) given = NULL;
@@ -366,8 +396,8 @@ int ts_cmd_validate(int argc, char **argv)
     if (s != NULL)
       g_ptr_array_add(slist, s);
   }
-  if (err == NULL && topo_name != NULL)
-    given = load_topology(topo_name, &err);
+  if (err == NULL && pa.topology != NULL)
+    given = load_topology(pa.topology, &err);
   if (err != NULL) {
     status = ts_cmd_fail("validate", err);
     goto done;

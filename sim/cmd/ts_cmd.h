@@ -10,6 +10,7 @@
 #include "ts_topo.h"
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -94,33 +95,84 @@ ts_model *ts_cmd_load_model(const char *name, char **path, GError **error);
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
 
 /**
- * The plan options run and trace share (topology, model, split, batch sizes, gradient bucket,
- * collective algorithm): one GOption table binds them for both, so their --help and their
- * checks cannot drift apart. Strings are owned (ts_cmd_plan_args_clear frees them).
+ * The plan options (topology, model, split, batch sizes, gradient bucket, collective
+ * algorithm): ONE GOption table binds them for run, trace, sweep, search and validate, so their
+ * names, --help texts and checks cannot drift apart. A mode says what each command does with
+ * them: one value, a split repeated to compare, lists that sweep, every split searched, or
+ * validate's lists with their defaults.
  */
+typedef enum {
+  TS_CMD_PLAN_ONE,      /* trace: one of each, --split needed */
+  TS_CMD_PLAN_COMPARE,  /* run: --split repeated to compare (default: a set of splits) */
+  TS_CMD_PLAN_SWEEP,    /* sweep: lists of topologies, models, splits, batches, micro-batches */
+  TS_CMD_PLAN_SEARCH,   /* search: every split searched (no --split), --micro-batch auto|list */
+  TS_CMD_PLAN_VALIDATE, /* validate: lists of models and splits, every option has a default */
+} ts_cmd_plan_mode;
+
 typedef struct {
-  char *topology, *model, *algo;
-  char **splits;       /* NULL: none given */
-  gint64 global_batch; /* G_MININT64: not given */
-  gint64 micro_batch;  /* 0: the default */
-  double bucket_MiB;   /* default 25 */
+  ts_cmd_plan_mode mode;
+  /* As given (owned; every option is an array so a repeat is seen, not silently last-wins). */
+  char **g_topology, **g_model, **g_split, **g_batch, **g_micro, **g_bucket, **g_algo;
+  /* After ts_cmd_plan_args_finish (owned). Lists are split at commas where the mode sweeps. */
+  char *topology, *model;      /* the first given; NULL when none */
+  char **topologies, **models; /* every one given, NULL-terminated (never NULL) */
+  char **splits;               /* NULL: none given */
+  gint64 global_batch;         /* the first; G_MININT64: not given */
+  GArray *global_batches;      /* gint64, every one given */
+  gint64 micro_batch;          /* the first; 0: the default */
+  GArray *micro_batches;       /* gint64, every one given (empty: the default) */
+  gboolean micro_auto;         /* search: --micro-batch auto (its default) */
+  double bucket_MiB;           /* default 25 (validate: 256 bytes) */
+  gboolean bucket_given;
+  int algo; /* ts_coll_algo; validate: -1 for "all" */
+  gboolean algo_given;
 } ts_cmd_plan_args;
 
-void ts_cmd_plan_args_init(ts_cmd_plan_args *a);
+void ts_cmd_plan_args_init(ts_cmd_plan_args *a, ts_cmd_plan_mode mode);
 void ts_cmd_plan_args_clear(ts_cmd_plan_args *a);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ts_cmd_plan_args, ts_cmd_plan_args_clear)
 
-/** The entries binding a (NULL-terminated; caller g_frees the array, not a). repeat_split: the
- * --split help says it may be repeated to compare splits (run). */
-GOptionEntry *ts_cmd_plan_entries(ts_cmd_plan_args *a, gboolean repeat_split);
+/** The entries binding a (NULL-terminated; caller g_frees the array, not a); their help texts
+ * say what a's mode does with each option. */
+GOptionEntry *ts_cmd_plan_entries(ts_cmd_plan_args *a);
 
 /**
- * Checks the parsed values: --topology, --model, --global-batch given (and --split when
- * need_split), each in range, the algorithm known, at most one --split unless repeat_split;
- * fills po. FALSE with one error naming the option and what was expected.
+ * Checks the parsed values: what the mode needs is given (--topology, --model, --global-batch;
+ * --split for trace), an option the mode takes once is given once, each value in range, the
+ * algorithm known; fills the parsed fields and po (the first of each list). FALSE with one error
+ * naming the option, the value and what was expected.
  */
-gboolean ts_cmd_plan_args_finish(const ts_cmd_plan_args *a, gboolean need_split,
-                                 gboolean repeat_split, ts_plan_options *po, GError **error);
+gboolean ts_cmd_plan_args_finish(ts_cmd_plan_args *a, ts_plan_options *po, GError **error);
+
+/**
+ * The machine options of run that sweep and search take too, with the same help: SimGrid
+ * settings (--cfg), dead links and chips out (--fail), slow chips and fabrics (--straggler).
+ * Strings owned (ts_cmd_machine_args_clear).
+ */
+typedef struct {
+  char **cfg, **fails, **stragglers;
+} ts_cmd_machine_args;
+
+void ts_cmd_machine_args_clear(ts_cmd_machine_args *a);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ts_cmd_machine_args, ts_cmd_machine_args_clear)
+
+/** Their entries (NULL-terminated; caller g_frees the array). */
+GOptionEntry *ts_cmd_machine_entries(ts_cmd_machine_args *a);
+
+typedef struct ts_inputs ts_inputs;
+
+/**
+ * sweep and search: loads each named topology into cache and applies --fail and --straggler to
+ * it, so every configuration built on it is degraded alike; FALSE with one line naming the
+ * option. --vary keys that rebuild or degrade the array (dims, dead_links, straggler...) cannot
+ * be combined with them (the coordinates would not carry over).
+ */
+gboolean ts_cmd_machine_apply(const ts_cmd_machine_args *a, ts_inputs *cache,
+                              char *const *topologies, char *const *vary, GError **error);
+
+/** Records the machine options in a sweep's spec object (JsonNode of an object): what produced
+ * the rows, and what merge compares across shards. Nothing when none was given. */
+void ts_cmd_machine_record(const ts_cmd_machine_args *a, JsonNode *spec);
 
 /** "auto (the fastest valid, default), ring, ...": the algorithm table, for --help. Static. */
 const char *ts_cmd_algo_help(void);

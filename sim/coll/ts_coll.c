@@ -118,17 +118,16 @@ double ts_coll_busbw_factor(ts_coll_kind kind, int n)
   }
 }
 
-/* ---- topology arithmetic (ts_topo.c is another module; these need only the dims) ---- */
+/* ---- topology arithmetic (numbering: ts_array's; these need only the dims) ---- */
 
 void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
 {
   memset(nw, 0, sizeof *nw);
   nw->arr.ndims = a->ndims;
-  int stride = 1;
   for (int d = 0; d < a->ndims; d++) {
     const ts_dim *dm = &dims[d];
     nw->arr.size[d] = a->size[d];
-    nw->stride[d] = stride;
+    nw->stride[d] = ts_array_stride(a, d);
     nw->shape[d] = dm->shape;
     nw->bw_Bps[d] = dm->link_bw_Bps;
     nw->lat_s[d] = dm->latency_s;
@@ -148,9 +147,8 @@ void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
       nw->twist[d][e] = dm->twist[e];
       nw->twisted = nw->twisted || dm->twist[e] != 0;
     }
-    stride *= a->size[d];
   }
-  nw->nchips = stride;
+  nw->nchips = ts_array_nchips(a);
   nw->line_local = ts_net_line_local(nw);
 }
 
@@ -166,22 +164,6 @@ int ts_net_port_chip(const ts_net *nw, int d, int chip)
   return k > 1 ? chip - (chip % nw->arr.size[0]) % k : chip;
 }
 
-static void chip_coords(const ts_topo *t, int chip, int *c)
-{
-  for (int d = 0; d < t->ndims; d++) {
-    c[d] = chip % t->dims[d].size;
-    chip /= t->dims[d].size;
-  }
-}
-
-static int coords_chip(const ts_topo *t, const int *c)
-{
-  int chip = 0;
-  for (int d = t->ndims - 1; d >= 0; d--)
-    chip = chip * t->dims[d].size + c[d];
-  return chip;
-}
-
 /* ---- group shapes ---- */
 
 int ts_group_size(const ts_group_shape *g)
@@ -193,29 +175,12 @@ int ts_group_size(const ts_group_shape *g)
   return n;
 }
 
-/* Coordinates of a chip on an array, and back (dimension 0 fastest). */
-static void array_coords(const ts_array *a, int chip, int *c)
-{
-  for (int d = 0; d < a->ndims; d++) {
-    c[d] = chip % a->size[d];
-    chip /= a->size[d];
-  }
-}
-
-static int array_chip(const ts_array *a, const int *c)
-{
-  int chip = 0;
-  for (int d = a->ndims - 1; d >= 0; d--)
-    chip = chip * a->size[d] + c[d];
-  return chip;
-}
-
 int ts_array_member_chip(const ts_array *t, const ts_group_shape *g, int base_chip, int m)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1);
   g_return_val_if_fail(m >= 0 && m < ts_group_size(g), -1);
   int c[TS_MAX_DIMS];
-  array_coords(t, base_chip, c);
+  ts_array_coords(t, base_chip, c);
   for (int k = 0; k < g->npieces; k++) {
     c[g->p[k].dim] += (m % g->p[k].size) * g->p[k].stride;
     m /= g->p[k].size;
@@ -224,14 +189,14 @@ int ts_array_member_chip(const ts_array *t, const ts_group_shape *g, int base_ch
    * the result is always a chip (on ring dims this is the torus neighbour). */
   for (int d = 0; d < t->ndims; d++)
     c[d] %= t->size[d];
-  return array_chip(t, c);
+  return ts_array_chip(t, c);
 }
 
 int ts_array_base_chip(const ts_array *t, const ts_group_shape *g, int chip, int *member)
 {
   g_return_val_if_fail(t != NULL && g != NULL, -1);
   int c[TS_MAX_DIMS], sub[TS_MAX_DIMS] = {0};
-  array_coords(t, chip, c);
+  ts_array_coords(t, chip, c);
   int m = 0, radix = 1;
   for (int k = 0; k < g->npieces; k++) {
     const ts_piece *pc = &g->p[k];
@@ -246,7 +211,7 @@ int ts_array_base_chip(const ts_array *t, const ts_group_shape *g, int chip, int
     c[d] -= sub[d];
   if (member != NULL)
     *member = m;
-  return array_chip(t, c);
+  return ts_array_chip(t, c);
 }
 
 static const char *dim_label(const ts_array *t, int d)
@@ -409,8 +374,8 @@ void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
     return;
   }
   int cur[TS_MAX_DIMS], dst[TS_MAX_DIMS];
-  chip_coords(t, src_chip, cur);
-  chip_coords(t, dst_chip, dst);
+  ts_topo_coords(t, src_chip, cur);
+  ts_topo_coords(t, dst_chip, dst);
   /* Dimension order (x first): the deterministic route of TPU tori and of most mesh routers;
    * every backend uses this same route so that link loads agree. */
   for (int d = 0; d < t->ndims; d++) {
@@ -430,7 +395,7 @@ void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
         hops = abs(dst[d] - cur[d]);
       }
       for (int h = 0; h < hops; h++) {
-        ts_link_id l = {.chip = coords_chip(t, cur), .dim = d, .dir = dir};
+        ts_link_id l = {.chip = ts_topo_chip(t, cur), .dim = d, .dir = dir};
         g_array_append_val(out, l);
         cur[d] = ((cur[d] + dir) % n + n) % n;
       }
@@ -440,10 +405,10 @@ void ts_route(const ts_topo *t, int src_chip, int dst_chip, GArray *out)
       /* A port shared by several chips (a NIC per gpus_per_nic GPUs) is named after its
        * lowest chip along dimension 0. */
       int k = d > 0 && t->dims[d].chips_per_port > 1 ? t->dims[d].chips_per_port : 1;
-      ts_link_id up = {.chip = coords_chip(t, cur) - cur[0] % k, .dim = d, .dir = 1};
+      ts_link_id up = {.chip = ts_topo_chip(t, cur) - cur[0] % k, .dim = d, .dir = 1};
       g_array_append_val(out, up);
       cur[d] = dst[d];
-      ts_link_id down = {.chip = coords_chip(t, cur) - cur[0] % k, .dim = d, .dir = -1};
+      ts_link_id down = {.chip = ts_topo_chip(t, cur) - cur[0] % k, .dim = d, .dir = -1};
       g_array_append_val(out, down);
       break;
     }
@@ -468,8 +433,8 @@ double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes)
     return lat + bytes / bw;
   }
   int cur[TS_MAX_DIMS], dst[TS_MAX_DIMS];
-  chip_coords(t, src_chip, cur);
-  chip_coords(t, dst_chip, dst);
+  ts_topo_coords(t, src_chip, cur);
+  ts_topo_coords(t, dst_chip, dst);
   double lat = 0.0, bw = INFINITY;
   for (int d = 0; d < t->ndims; d++) {
     int n = t->dims[d].size;

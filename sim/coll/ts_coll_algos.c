@@ -783,7 +783,23 @@ static void build_trees(ts_coll_plan *p)
  * the n-1 copies in flight, so a member's down port carries one chunk (down_share = n-1).
  * All-gather: a member uploads its chunk once and the switch replicates it (up_share = n-1).
  * All-reduce pipelines the two (NCCL: "AllReduce pipelines two operations"): at step t segment
- * t is reduced and segment t-1 multicast, nseg + 1 steps. */
+ * t is reduced and segment t-1 multicast, nseg + 1 steps.
+ * The multimem operations go through the switch for the member's own chunk too: the
+ * ld_reduce that reduces chunk j reads member j's copy over j's up port, and the multicast
+ * store of chunk j comes back down to j (NVIDIA/nccl issue #828: "multimem.ld_reduce would
+ * pull data from all 4 GPUs"). So a port carries S (n+1)/n of an all-reduce (S up and S/n down
+ * for the reduction, S/n up and S down for the multicast), and n/(n-1) times the n-1 remote
+ * chunks of a reduce-scatter or all-gather alone. The flows below are the transfers between
+ * members; the port's own-chunk traffic is charged as a lower rate, set_proto's
+ * bandwidth / nvls_port_factor. With it, the published 8x H100 figures (algorithm bandwidth
+ * 258 / 265 / 270 / 273 GB/s on 5-8 GPUs) are one port rate, 309 GB/s
+ * (topologies/dgx-h100-4node.ini). */
+static double nvls_port_factor(ts_coll_kind kind, int n)
+{
+  if (n < 2)
+    return 1.0;
+  return kind == TS_COLL_ALLREDUCE ? (n + 1.0) / n : n / (n - 1.0);
+}
 
 static void gen_nvls(const ts_coll_plan *p, const ts_stage *st, int t, GArray *out)
 {
@@ -1541,10 +1557,11 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
     if (p->g.p[j].dim != 0 && p->g.p[j].size > 1)
       multi = TRUE;
   if (p->algo == TS_ALGO_NVLS) {
-    /* nvlsEfficiency (0.85 on Hopper), Simple only; NVLS has no base latency. */
+    /* nvlsEfficiency (0.85 on Hopper), Simple only; NVLS has no base latency. The port also
+     * carries the member's own chunk through the switch (nvls_port_factor). */
     for (int d = 0; d < p->net.arr.ndims; d++)
       if (p->net.in_switch[d])
-        p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * p->net.isr_eff[d];
+        p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * p->net.isr_eff[d] / nvls_port_factor(p->kind, p->n);
     return;
   }
   int a = p->algo == TS_ALGO_NCCL_TREE ? 0 : 1;

@@ -87,6 +87,7 @@ gboolean ts_parse_size(const char *text, double *out)
 static void kf_syntax_error(const char *path, const char *text, gsize len, GError **error)
 {
   int line = 0;
+  gboolean in_group = FALSE, orphan = FALSE;
   GString *excerpt = g_string_new(NULL);
   if (text != NULL) {
     const char *p = text, *end = text + len;
@@ -97,10 +98,16 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
       const char *q = p;
       while (q < le && (*q == ' ' || *q == '\t'))
         q++;
-      gboolean ok = q == le || *q == '#' || *q == ';' ||
-                    (*q == '[' && memchr(q, ']', (size_t)(le - q)) != NULL) ||
-                    (*q != '=' && memchr(q, '=', (size_t)(le - q)) != NULL);
-      if (!ok || memchr(p, '\0', (size_t)(le - p)) != NULL || !g_utf8_validate(p, le - p, NULL)) {
+      gboolean group = *q == '[' && memchr(q, ']', (size_t)(le - q)) != NULL;
+      gboolean key = !group && q < le && *q != '#' && *q != ';' && *q != '=' &&
+                     memchr(q, '=', (size_t)(le - q)) != NULL;
+      gboolean ok = q == le || *q == '#' || *q == ';' || group || key;
+      in_group |= group;
+      /* A key before the first [group] is a well-formed line GKeyFile still refuses: name it,
+       * not an empty excerpt of the line after the last. */
+      orphan = key && !in_group;
+      if (!ok || orphan || memchr(p, '\0', (size_t)(le - p)) != NULL ||
+          !g_utf8_validate(p, le - p, NULL)) {
         for (const char *c = p; c < le && excerpt->len < 40; c++)
           if (*c == '\r')
             g_string_append(excerpt, "\\r"); /* a CRLF file: say so, not '?' or nothing */
@@ -111,9 +118,14 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
       p = le + 1;
     }
   }
-  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-              "%s:%d: '%s': expected a [group] line, a key = value line or a # comment", path, line,
-              excerpt->str);
+  if (orphan)
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: '%s': a key before any [group]; expected a [group] line first", path, line,
+                excerpt->str);
+  else
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: '%s': expected a [group] line, a key = value line or a # comment", path,
+                line, excerpt->str);
   g_string_free(excerpt, TRUE);
 }
 

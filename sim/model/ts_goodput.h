@@ -9,6 +9,17 @@
 
 G_BEGIN_DECLS
 
+/* The downtime of one interruption before the checkpoint is read back (detection, rescheduling,
+ * process start, collective setup), when neither [topology] restart_minutes nor
+ * --restart-minutes gives it. Without one the model took restarts as free, which made goodput
+ * an upper bound nobody asked for. 10 minutes: Llama 3 (Dubey et al. 2024, arXiv 2407.21783,
+ * section 3.3.4) reports 466 interruptions in 54 days on 16,384 H100s with over 90% effective
+ * training time, so restart and lost work together average at most 0.10 x 54 d / 466 = 16.7 min
+ * per interruption; Kokolis et al. (arXiv 2410.21680, HPCA 2025) model the same fixed
+ * per-interruption restart overhead in their ETTR estimate. 10 minutes sits inside Llama 3's
+ * bound with room for the lost work; docs/planning.md says how it was chosen. */
+#define TS_GOODPUT_DEFAULT_RESTART_MINUTES 10.0
+
 /** A training job under failures. Times in seconds. */
 typedef struct {
   double work_s;         /* failure-free training time (steps x step time), > 0 */

@@ -674,7 +674,7 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   static const char *const keys[][20] = {
       [TS_LAYER_DENSE] = {"kind", "repeat", "tp", "input", "in_features", "out_features", "tokens",
                           "bias", "activation", "residual", "residual_from", "dropout", "loss",
-                          "tied", NULL},
+                          "tied", "experts", "top_k", "capacity_factor", "router", NULL},
       [TS_LAYER_CONV2D] = {"kind", "repeat", "tp", "input", "in_channels", "out_channels", "in_h",
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
@@ -749,6 +749,28 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
         !kf_bool(kf, path, group, "dropout", FALSE, &sp->dropout, error) ||
         !kf_bool(kf, path, group, "loss", FALSE, &sp->loss, error) ||
         !kf_bool(kf, path, group, "tied", FALSE, &sp->tied, error))
+      return FALSE;
+    /* An explicit mixture-of-experts layer (the split validator's MoE block,
+     * models/validate-moe.ini): as a generated one; router = true folds the gate in. */
+    if (!ts_kf_int(kf, path, group, "experts", TRUE, 0, 0, SMALL_MAX,
+                   "an expert count (0: a dense layer)", &sp->experts, error))
+      return FALSE;
+    if (sp->experts == 0 && (g_key_file_has_key(kf, group, "top_k", NULL) ||
+                             g_key_file_has_key(kf, group, "capacity_factor", NULL) ||
+                             g_key_file_has_key(kf, group, "router", NULL))) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] top_k, capacity_factor, router: mixture-of-experts keys; expected "
+                  "experts > 0 with them",
+                  path, group);
+      return FALSE;
+    }
+    if (sp->experts > 0 &&
+        (!ts_kf_int(kf, path, group, "top_k", TRUE, 1, 1, sp->experts,
+                    "the experts each token is routed to, at most experts", &sp->top_k, error) ||
+         !ts_kf_double(kf, path, group, "capacity_factor", TRUE, 0.0, 0.0, 1024.0,
+                       "an expert capacity factor in (0, 1024] (0 or absent: dropless)",
+                       &sp->capacity, error) ||
+         !kf_bool(kf, path, group, "router", FALSE, &sp->router, error)))
       return FALSE;
     /* A gated layer (SwiGLU / GeGLU) outputs out_features, computed from a GEMM twice as wide
      * (gate and up): an MLP's first layer, split by columns or replicated. */

@@ -1,6 +1,7 @@
 /* ts_topo: reads and validates topology files (a chip kind and an array of named dimensions). */
 #include "ts_topo.h"
 #include "ts_cost.h"
+#include "ts_goodput.h"
 #include "ts_util.h"
 
 #include <string.h>
@@ -741,32 +742,28 @@ int ts_topo_dim_index(const ts_topo *t, const char *name)
   return -1;
 }
 
+/* The topology's stride, coordinates and chip ids are its array's (ts_array_*, below): one
+ * statement of the mixed-radix numbering (issue 11). */
 int ts_topo_stride(const ts_topo *t, int d)
 {
   g_return_val_if_fail(t != NULL && d >= 0 && d < t->ndims, 0);
-  int s = 1;
-  for (int i = 0; i < d; i++)
-    s *= t->dims[i].size;
-  return s;
+  ts_array a = ts_topo_array(t);
+  return ts_array_stride(&a, d);
 }
 
 void ts_topo_coords(const ts_topo *t, int chip, int *coords)
 {
   g_return_if_fail(t != NULL && coords != NULL && chip >= 0 && chip < t->nchips);
-  for (int d = 0; d < t->ndims; d++) {
-    coords[d] = chip % t->dims[d].size;
-    chip /= t->dims[d].size;
-  }
+  ts_array a = ts_topo_array(t);
+  ts_array_coords(&a, chip, coords);
 }
 
 int ts_topo_chip(const ts_topo *t, const int *coords)
 {
   g_return_val_if_fail(t != NULL && coords != NULL, -1);
-  int chip = 0;
-  for (int d = t->ndims - 1; d >= 0; d--) {
-    g_return_val_if_fail(coords[d] >= 0 && coords[d] < t->dims[d].size, -1);
-    chip = chip * t->dims[d].size + coords[d];
-  }
+  ts_array a = ts_topo_array(t);
+  int chip = ts_array_chip(&a, coords);
+  g_return_val_if_fail(chip >= 0, -1); /* a coordinate outside its dimension */
   return chip;
 }
 
@@ -845,7 +842,8 @@ gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **e
                     "a node's mean time between failures in hours", &mtbf_node_h, error) ||
       !ts_kf_int(kf, path, "topology", "chips_per_node", TRUE, 0, 0, 1048576, "chips per node",
                  &per_node, error) ||
-      !ts_kf_double(kf, path, "topology", "restart_minutes", TRUE, 0, 0, 1e6,
+      !ts_kf_double(kf, path, "topology", "restart_minutes", TRUE,
+                    TS_GOODPUT_DEFAULT_RESTART_MINUTES, 0, 1e6,
                     "minutes from an interruption to training again", &restart_min, error))
     return FALSE;
   c->storage_Bps = storage_gbps * 1e9;
@@ -853,6 +851,7 @@ gboolean ts_capacity_read(GKeyFile *kf, const char *path, ts_topo *t, GError **e
   c->mtbf_node_s = mtbf_node_h * HOUR;
   c->chips_per_node = (int)per_node;
   c->restart_s = restart_min * 60.0;
+  c->restart_default = !g_key_file_has_key(kf, "topology", "restart_minutes", NULL);
   return TRUE;
 }
 

@@ -112,6 +112,7 @@ typedef struct {
   double mtbf_node_s;         /* of one node (host, NIC, power) beyond its chips */
   int chips_per_node;         /* for node failures */
   double restart_s;           /* from an interruption to training again, checkpoint read aside */
+  gboolean restart_default;   /* restart_s is TS_GOODPUT_DEFAULT_RESTART_MINUTES, not given */
 } ts_capacity_params;
 
 /** A degraded array (issue 14): dead links, chips out, slow chips. */

@@ -336,6 +336,12 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         e->ep_pre = coll(TS_COLL_ALLTOALL, k * e->in_bytes);
       if (ep > 1 && last)
         e->ep_post = coll(TS_COLL_ALLTOALL, k * e->out_bytes);
+      /* The experts run on the token copies routed to them, k x the tokens (capacity slots
+       * included), so their tensor-parallel collectives carry k x a dense layer's (found by
+       * trainsim validate executing the experts under tp: docs/validation.md). */
+      ts_tp_coll *ecs[] = {&e->fwd_pre, &e->fwd_post, &e->bwd_pre, &e->bwd_regather, &e->bwd_post};
+      for (size_t c = 0; c < G_N_ELEMENTS(ecs); c++)
+        ecs[c]->bytes *= k;
     }
     /* Context parallelism (Liu et al. 2023, "Ring Attention"; Megatron-Core / Transformer
      * Engine's context parallelism): every layer sees 1/cp of each sequence (2 of 2cp chunks,
@@ -1061,7 +1067,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * block and for the layers of no block (the root module: embedding, final norm, logits). */
   double root_gathered = 0, dev_gathered = 0, block_gathered = 0, largest_block = 0;
   double largest_block_params = 0, block_params = 0, loss_temp = 0;
-  int cur_block = -2;
+  int cur_block = -2, zunit_block = -2;
+  double zunit_params = 0;
   for (int c = 0; c < V; c++) {
     int k = c * pp + device;
     double unit_work = 0, held = 0;
@@ -1090,7 +1097,14 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       gboolean logits = l->kind == TS_LAYER_DENSE && l->vocab > 0;
       if (!(logits && p->loss == TS_LOSS_EAGER))
         largest_out = MAX(largest_out, e->out_bytes * mb);
-      largest_params = MAX(largest_params, ts_plan_layer_params(p, i));
+      /* ZeRO-3 gathers a block at a time (ts_plan_trace.c, zero_need): a layer of no block is
+       * a unit of its own. */
+      if (l->block < 0 || l->block != zunit_block) {
+        zunit_block = l->block;
+        zunit_params = 0;
+      }
+      zunit_params += ts_plan_layer_params(p, i);
+      largest_params = MAX(largest_params, zunit_params);
       if (logits && p->loss == TS_LOSS_EAGER) {
         /* PyTorch's cross_entropy(logits.float()) uncompiled: its backward holds the saved
          * log-probabilities (the fp32 copy the layer keeps), the NLL gradient and the
@@ -1143,7 +1157,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   mem->inflight = (double)peak_live / V;
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
-   * and ZeRO-3's gathered parameters (the layer and the one prefetched). */
+   * and ZeRO-3's gathered parameters (the block and the one prefetched). */
   double buffers = 2.0 * largest_out + work;
   mem->loss_temp = loss_temp;
   if (p->loss == TS_LOSS_EAGER)

@@ -462,8 +462,19 @@ static void zero_pass(gen *g, const int *layers, int n)
     g->ag_op[g_array_index(g->zorder, int, k)] = -1;
 }
 
-/* Layer i is about to compute: its parameters must be gathered, and the next layer's gather
- * starts now, one layer ahead (the previous compute op is its dependency). */
+/* The unit ZeRO-3 gathers and prefetches: a layer's block (a transformer layer, a residual
+ * block, a cell), or the layer alone when it belongs to none (embedding, final norm, logits). */
+static int zero_unit(const gen *g, int i)
+{
+  int b = g->p->model->layers[i].block;
+  return b >= 0 ? b : -2 - i;
+}
+
+/* Layer i is about to compute: its parameters must be gathered, and the next unit's gathers
+ * start now, one unit ahead (the previous compute op is their dependency): FSDP gathers a
+ * wrapped block at a time and prefetches the next block during the current one (PyTorch
+ * FSDP's forward/backward prefetch, FSDP2's per-block fully_shard); XLA's latency-hiding
+ * scheduler starts a scanned layer's all-gathers during the layer before (MaxText). */
 static void zero_need(gen *g, int i)
 {
   if (g->p->zero < 3 || g->p->model->layers[i].params <= 0)
@@ -472,8 +483,23 @@ static void zero_need(gen *g, int i)
   gboolean whole = g->keep_gathered && g->resident[i];
   while (!whole && g->ag_op[i] < 0 && g->zpos < g->zorder->len)
     zero_gather(g, g_array_index(g->zorder, int, g->zpos++));
-  if (g->zpos < g->zorder->len)
-    zero_gather(g, g_array_index(g->zorder, int, g->zpos++));
+  /* The rest of layer i's unit and the whole next one, unless the next is already under way
+   * (the last gather started belongs to another unit than layer i's). */
+  int cur = zero_unit(g, i), next = cur;
+  if (g->zpos > 0)
+    next = zero_unit(g, g_array_index(g->zorder, int, g->zpos - 1));
+  gboolean have_next = next != cur;
+  while (g->zpos < g->zorder->len) {
+    int j = g_array_index(g->zorder, int, g->zpos), u = zero_unit(g, j);
+    if (u != cur && have_next && u != next)
+      break;
+    if (u != cur && !have_next) {
+      next = u;
+      have_next = TRUE;
+    }
+    zero_gather(g, j);
+    g->zpos++;
+  }
   pend(g, g->ag_op[i]);
 }
 

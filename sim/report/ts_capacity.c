@@ -10,6 +10,8 @@
 
 #define HOUR 3600.0
 #define DAY 86400.0
+/* Failure events a Monte Carlo may draw (about a second of CPU). */
+#define TS_MC_MAX_EVENTS 1e8
 
 /* ---- topology keys ------------------------------------------------------------------------ */
 
@@ -125,7 +127,7 @@ GOptionEntry *ts_capacity_option_entries(ts_capacity_options *o)
        "Chips per node, for node failures ([topology] chips_per_node)", "N"},
       {"restart-minutes", 0, 0, G_OPTION_ARG_STRING, &o->restart,
        "Minutes from an interruption to training again, checkpoint read aside ([topology] "
-       "restart_minutes)",
+       "restart_minutes; default 10, bounded by Llama 3's interruptions: docs/planning.md)",
        "MIN"},
       {"checkpoint-every-minutes", 0, 0, G_OPTION_ARG_STRING, &o->checkpoint_every,
        "Minutes of training between checkpoints (default: the optimum)", "MIN"},
@@ -245,6 +247,8 @@ void ts_capacity_params_effective(const ts_capacity_options *o, const ts_topo *t
   OVER(mtbf_chip_s);
   OVER(mtbf_node_s);
   OVER(restart_s);
+  if (v->restart_s >= 0)
+    out->restart_default = FALSE;
   OVER(chips_per_node);
 #undef OVER
   if (out->chips_per_node <= 0) {
@@ -264,6 +268,8 @@ static double job_mtbf(const ts_capacity_params *c, int chips)
     rate += ceil((double)chips / c->chips_per_node) / c->mtbf_node_s;
   return rate > 0 ? 1.0 / rate : 0;
 }
+
+static const char *fmt_dur(char *b, size_t n, double s);
 
 gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_result *r,
                            GError **error)
@@ -316,7 +322,27 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
   r->checkpoint_interval_s = g.interval_s;
   r->expected_failures = g.expected_failures;
   r->median_train_s = r->p90_train_s = g.expected_s;
-  if (r->job_mtbf_s > 0 && o->mc_runs > 0) {
+  /* A restart or a checkpoint interval long against the job MTBF: training never ends (each
+   * restart is retried exp(R/M) times on average), and the expectation overflows to inf,
+   * which JSON cannot carry. Refused, naming the figures. */
+  if (r->job_mtbf_s > 0 && (!isfinite(g.expected_s) || g.goodput < 1e-6)) {
+    char m[48], rs[48], iv[48];
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "time to train of %s: with a job MTBF of %s, a downtime of %s per interruption and "
+                "checkpoints every %s, training would not finish (goodput %.2g); expected a "
+                "restart and a checkpoint interval well under the job MTBF (--restart-minutes, "
+                "--checkpoint-every-minutes, --mtbf-chip-hours)",
+                r->split, fmt_dur(m, sizeof m, r->job_mtbf_s), fmt_dur(rs, sizeof rs, gi.restart_s),
+                fmt_dur(iv, sizeof iv, g.interval_s), g.goodput);
+    return FALSE;
+  }
+  /* The Monte Carlo draws every failure of every run: runs x expected failures events. Past
+   * TS_MC_MAX_EVENTS (--tokens 1e30 meant 1e21 failures: a hang) it is skipped; a run of that
+   * many failures has a relative spread of about 1/sqrt(failures), under 1% from 1e4 on, so
+   * the median and 90th percentile are the expectation, and the output says so. */
+  gboolean mc_affordable = (double)o->mc_runs * (g.expected_failures + 1) <= TS_MC_MAX_EVENTS;
+  r->mc_skipped = r->job_mtbf_s > 0 && o->mc_runs > 0 && !mc_affordable;
+  if (r->job_mtbf_s > 0 && o->mc_runs > 0 && mc_affordable) {
     ts_goodput_mc mc;
     ts_goodput_monte_carlo(&gi, (int)o->mc_runs, (guint64)o->seed, &mc);
     r->median_train_s = mc.median_s;
@@ -340,7 +366,8 @@ gboolean ts_capacity_apply(const ts_capacity_options *o, const ts_topo *t, ts_re
 static char *fmt_days(double s)
 {
   char b[48];
-  g_ascii_formatd(b, sizeof b, s >= 10 * DAY ? "%.1f" : "%.2f", s / DAY);
+  /* %.1f of 1e19 days wrote twenty digits and ".0": three significant digits past 1e6. */
+  g_ascii_formatd(b, sizeof b, s >= 1e6 * DAY ? "%.3g" : s >= 10 * DAY ? "%.1f" : "%.2f", s / DAY);
   return g_strdup(b);
 }
 
@@ -374,7 +401,8 @@ static char *fmt_si(double v, const char *unit)
     k++;
   }
   char b[48];
-  g_ascii_formatd(b, sizeof b, v >= 100 ? "%.0f" : "%.3g", v);
+  /* Past exa the mantissa would grow without bound ("1907349 E"): an exponent instead. */
+  g_ascii_formatd(b, sizeof b, v >= 1000 ? "%.3g" : v >= 100 ? "%.0f" : "%.3g", v);
   return g_strdup_printf("%s %s%s", b, pre[k], unit);
 }
 
@@ -399,9 +427,10 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
   g_string_append_printf(s, "time to train %s", tg);
   if (r0->job_mtbf_s > 0) {
     char m[48], st[48];
-    g_string_append_printf(s, ": failures every %s (job MTBF), restart %s + checkpoint read",
+    g_string_append_printf(s, ": failures every %s (job MTBF), restart %s%s + checkpoint read",
                            fmt_dur(m, sizeof m, r0->job_mtbf_s),
-                           fmt_dur(st, sizeof st, c.restart_s));
+                           fmt_dur(st, sizeof st, c.restart_s),
+                           c.restart_default ? " (default)" : "");
     if (c.storage_Bps <= 0)
       g_string_append(s, "; no storage bandwidth: checkpoints taken as free");
   } else
@@ -461,6 +490,12 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
                        "bound)\n");
   if (c.price_per_chip_hour <= 0)
     g_string_append(s, "cost: no price given ([chip] price_per_hour or --price-per-hour)\n");
+  for (int i = 0; i < n; i++)
+    if (res[i].mc_skipped) {
+      g_string_append(s, "p50/p90: Monte Carlo skipped, too many failures per run to draw (over "
+                         "1e8 events); their spread is under 1%, the expectation is shown\n");
+      break;
+    }
   return g_string_free(s, FALSE);
 }
 
@@ -493,10 +528,13 @@ void ts_capacity_csv_row(GString *s, const ts_result *r)
 {
   const ts_capacity_params *c = &r->cap_used;
   gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
-  num(s, r->tokens_per_s);
-  num(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0);
-  num_opt(s, r->tokens_per_usd, priced);
-  num_opt(s, r->tokens_per_J, powered);
+  /* A model without a sequence (a CNN) has no tokens: empty, not "0 tokens/s". */
+  gboolean tokens = r->tokens_per_sample > 0;
+  num_opt(s, r->tokens_per_s, tokens);
+  num_opt(s, r->chips > 0 ? r->tokens_per_s / r->chips : 0, tokens);
+  /* For a model without tokens these held samples per USD and per J under a tokens name. */
+  num_opt(s, r->tokens_per_usd, priced && tokens);
+  num_opt(s, r->tokens_per_J, powered && tokens);
   /* A byte count, exact (%.10g wrote 18449428480 as 1.844942848e+10). */
   g_string_append_printf(s, ",%.0f", r->checkpoint_bytes);
   g_string_append_printf(s, ",%d", r->dp_active);
@@ -545,12 +583,14 @@ static void jnum_opt(JsonBuilder *b, const char *k, double v, gboolean have)
 
 void ts_capacity_json(JsonBuilder *b, const ts_result *r)
 {
-  jnum(b, "tokens_per_s", r->tokens_per_s);
-  jnum(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0);
+  /* null for a model without a sequence (see ts_capacity_csv_row). */
+  gboolean tokens = r->tokens_per_sample > 0;
+  jnum_opt(b, "tokens_per_s", r->tokens_per_s, tokens);
+  jnum_opt(b, "tokens_per_s_per_chip", r->chips > 0 ? r->tokens_per_s / r->chips : 0, tokens);
   const ts_capacity_params *c = &r->cap_used;
   gboolean priced = c->price_per_chip_hour > 0, powered = r->energy_per_step_J > 0;
-  jnum_opt(b, "tokens_per_usd", r->tokens_per_usd, priced);
-  jnum_opt(b, "tokens_per_J", r->tokens_per_J, powered);
+  jnum_opt(b, "tokens_per_usd", r->tokens_per_usd, priced && tokens);
+  jnum_opt(b, "tokens_per_J", r->tokens_per_J, powered && tokens);
   jnum(b, "checkpoint_bytes", r->checkpoint_bytes);
   json_builder_set_member_name(b, "dp_active");
   json_builder_add_int_value(b, r->dp_active);
@@ -591,8 +631,13 @@ void ts_capacity_json(JsonBuilder *b, const ts_result *r)
   json_builder_set_member_name(b, "chips_per_node");
   json_builder_add_int_value(b, c->chips_per_node);
   jnum(b, "restart_minutes", c->restart_s / 60);
+  /* true: trainsim's default (docs/planning.md), not the topology's or the command line's. */
+  json_builder_set_member_name(b, "restart_minutes_default");
+  json_builder_add_boolean_value(b, c->restart_default);
   json_builder_set_member_name(b, "monte_carlo_runs");
   json_builder_add_int_value(b, r->mc_runs);
+  json_builder_set_member_name(b, "monte_carlo_skipped");
+  json_builder_add_boolean_value(b, r->mc_skipped);
   json_builder_set_member_name(b, "seed");
   json_builder_add_int_value(b, r->mc_seed);
   json_builder_end_object(b);

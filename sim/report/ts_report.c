@@ -214,15 +214,28 @@ static int fastest(const ts_result *res, int n)
   return best;
 }
 
+char *ts_report_fmt_rate(gboolean known, double v)
+{
+  if (!known || !isfinite(v))
+    return g_strdup("-");
+  char b[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd(b, sizeof b, v >= 100 ? "%.0f" : "%.3g", v);
+  return g_strdup(b);
+}
+
 static char *render_text(const ts_report_inputs *in, const ts_result *res, int n)
 {
   GString *s = g_string_new(NULL);
   g_string_append_printf(s, "%s on %s, global batch %" G_GINT64_FORMAT ", %s backend\n",
                          in->model_name, in->topology_desc, in->global_batch, in->backend);
-  enum { NCOL = 10 };
-  const char *head[NCOL] = {"split", "placement", "step", "compute",     "exposed comm",
-                            "idle",  "samples/s", "MFU",  "memory/chip", "fits"};
-  gboolean right[NCOL] = {FALSE, FALSE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, FALSE};
+  /* Throughput in samples and, for models with a sequence, in tokens, in total and per chip:
+   * LLM runs are compared in tokens/s per chip whatever the array size. */
+  enum { NCOL = 12 };
+  const char *head[NCOL] = {"split",         "placement", "step",        "compute",
+                            "exposed comm",  "idle",      "samples/s",   "tokens/s",
+                            "tokens/s/chip", "MFU",       "memory/chip", "fits"};
+  gboolean right[NCOL] = {FALSE, FALSE, TRUE, TRUE, TRUE, TRUE,
+                          TRUE,  TRUE,  TRUE, TRUE, TRUE, FALSE};
   char ***cells = g_new0(char **, n);
   int w[NCOL];
   for (int c = 0; c < NCOL; c++)
@@ -239,25 +252,28 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     cells[i][5] = g_strdup(ts_fmt_time(b[3], 48, r->idle_time_s));
     g_ascii_formatd(b[4], 48, r->samples_per_s >= 100 ? "%.0f" : "%.3g", r->samples_per_s);
     cells[i][6] = g_strdup(b[4]);
+    cells[i][7] = ts_report_fmt_rate(r->tokens_per_sample > 0, r->tokens_per_s);
+    cells[i][8] =
+        ts_report_fmt_rate(r->tokens_per_sample > 0 && r->chips > 0, r->tokens_per_s / r->chips);
     g_ascii_formatd(b[5], 48, "%.1f", 100.0 * r->mfu);
     /* An uncalibrated chip's MFU comes from assumed rates: an upper bound, shown as one. */
-    cells[i][7] = g_strdup_printf("%s%s%%", r->calibrated ? "" : "<=", b[5]);
-    cells[i][8] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
+    cells[i][9] = g_strdup_printf("%s%s%%", r->calibrated ? "" : "<=", b[5]);
+    cells[i][10] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
     if (r->mem.total <= 0) {
       /* A replayed trace carries no memory model: say so, not "0 B, fits". */
-      g_free(cells[i][8]);
-      cells[i][8] = g_strdup("n/a");
-      cells[i][9] = g_strdup("n/a");
+      g_free(cells[i][10]);
+      cells[i][10] = g_strdup("n/a");
+      cells[i][11] = g_strdup("n/a");
     } else if (r->mem.fits)
-      cells[i][9] = g_strdup("yes");
+      cells[i][11] = g_strdup("yes");
     else if (r->mem.over <= 0)
-      cells[i][9] = g_strdup("no (host or NVMe full)");
+      cells[i][11] = g_strdup("no (host or NVMe full)");
     else if (r->mem.max_micro_batch > 0)
-      cells[i][9] = g_strdup_printf("no (over by %s; micro-batch <= %" G_GINT64_FORMAT " fits)",
-                                    ts_fmt_bytes(b[7], 48, r->mem.over), r->mem.max_micro_batch);
+      cells[i][11] = g_strdup_printf("no (over by %s; micro-batch <= %" G_GINT64_FORMAT " fits)",
+                                     ts_fmt_bytes(b[7], 48, r->mem.over), r->mem.max_micro_batch);
     else
-      cells[i][9] = g_strdup_printf("no (over by %s; no micro-batch fits)",
-                                    ts_fmt_bytes(b[7], 48, r->mem.over));
+      cells[i][11] = g_strdup_printf("no (over by %s; no micro-batch fits)",
+                                     ts_fmt_bytes(b[7], 48, r->mem.over));
     for (int c = 0; c < NCOL; c++) {
       int len = (int)g_utf8_strlen(cells[i][c], -1);
       if (len > w[c])

@@ -60,6 +60,7 @@ typedef struct {
   double tokens_per_J;   /* likewise per joule; 0 without power */
   ts_capacity_params cap_used; /* the prices, power and reliability figures applied */
   gint64 mc_runs, mc_seed;     /* the Monte Carlo that gave the median and p90 */
+  gboolean mc_skipped;         /* too many failures per run to draw: median = p90 = expected */
   /* Added with issue 10 (compute). */
   gboolean calibrated; /* the chip profile is fitted to measurements (else MFU is a bound) */
   int precision;       /* ts_precision of the GEMMs; MFU is against that precision's peak */
@@ -98,6 +99,10 @@ void ts_json_header(JsonBuilder *b, const char *document);
 char *ts_json_builder_text(JsonBuilder *b);
 
 /** The comparison table (text), CSV (one row per result) or JSON document. Caller frees. */
+/** A throughput cell of the text tables (samples/s, tokens/s): "%.0f" from 100 up, three
+ * digits below, "-" when not known (a model without a sequence has no tokens). Caller frees. */
+char *ts_report_fmt_rate(gboolean known, double v);
+
 char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f);
 
 void ts_report_inputs_clear(ts_report_inputs *in);

@@ -51,11 +51,16 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
    * collective steps still collapsed), and once more with every flow if that breaks too: a
    * result is always the full replay's. */
   gboolean collapsed = ts_backend_is_simgrid(b) && ts_backend_simgrid_set_collapse(b, TRUE);
+  /* Strided rings whose images cross them: the rank collapse would break (CPU spent for
+   * nothing: 10 s of GPT-3 175B on the pod). Folded by the translations that do hold (each
+   * image leaving the fundamental domain a real flow, on the quotient torus), or else every
+   * rank at once. */
+  gboolean cross = collapsed && !ro->full && !ro->timeline && !ts_degrade_needs_full(t) &&
+                   ts_backend_simgrid_images_cross(b, tr);
+  gboolean folded = cross && ts_backend_simgrid_set_fold(b, tr);
   /* A degraded array's groups and chips are no longer alike: replay every rank too. */
   gboolean full = (kind->full_replay && !collapsed) || ro->full || ts_degrade_needs_full(t) ||
-                  /* strided rings whose images cross them: it would break (CPU spent for
-                   * nothing: 10 s of GPT-3 175B on the pod), so every rank at once */
-                  (collapsed && ts_backend_simgrid_images_cross(b, tr)) ||
+                  (cross && !folded) ||
                   /* a simgrid timeline shows every chip's contention: every rank */
                   (collapsed && ro->timeline);
   ts_replay_mode mode = full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED;

@@ -351,6 +351,9 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     return NULL;
   }
   g_autoptr(GError) local = NULL;
+  /* Mixtures of experts: their own walk (dispatch, experts, combine; ts_validate_moe.c). */
+  if (vd_moe_model(m))
+    return vd_moe_run(m, t, s, o, error);
   /* Context parallelism runs with dp, tp (and sp), pp and ZeRO (owners over dp x cp); with
    * hybrid sharding (a sharding group times cp), parameter servers or recomputation the walk
    * does not execute it yet: say so rather than compare something else. */

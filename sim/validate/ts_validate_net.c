@@ -222,9 +222,7 @@ static const ts_layer *unexecutable_layer(const ts_model *m, const char **what)
 {
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
-    *what = l->kv_lora_rank > 0 ? "multi-head latent attention"
-            : l->experts > 0    ? "a mixture-of-experts layer"
-                                : NULL;
+    *what = l->kv_lora_rank > 0 ? "multi-head latent attention" : NULL;
     if (*what != NULL)
       return l;
   }

@@ -312,6 +312,20 @@ const void *vd_cp_send(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean 
 gboolean vd_cp_recv(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean dkv, void *data,
                     gint64 n, char **why);
 
+/* ---- mixtures of experts (ts_validate_moe.c) ------------------------------------------- */
+
+/* The model has an expert layer (validated by vd_moe_run, not the layer walk). */
+gboolean vd_moe_model(const ts_model *m);
+/* ts_validate_run for the mixture-of-experts validation network (models/validate-moe.ini). */
+ts_validate_result *vd_moe_run(const ts_model *m, const ts_topo *t, const ts_split *s,
+                               const ts_validate_options *o, GError **error);
+
+/* The reference's gradients at the initial parameters (seed, batch) against central finite
+ * differences of its loss, fp64: the largest normwise relative error over the tensors, and the
+ * token copies the capacity dropped (tests/test_validate.c). */
+gboolean vd_moe_fd_check(const ts_model *m, guint64 seed, gint64 batch, double *max_rel_err,
+                         int *dropped, GError **error);
+
 /* ---- walking a trace (ts_validate_exec.c) -------------------------------------------- */
 
 typedef struct vd_run vd_run;

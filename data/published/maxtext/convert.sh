@@ -34,7 +34,11 @@
 # tensor, the MLP's included, recomputed) are nearer full than none: recompute=full. Every launch
 # script enables XLA's asynchronous collective fusion (--xla_tpu_enable_async_collective_fusion,
 # --xla_tpu_overlap_compute_collective_tc), which overlaps the tensor-parallel collectives with
-# the matmuls: tp-overlap wherever tp > 1.
+# the matmuls: tp-overlap wherever tp > 1. MaxText's logical axis rules shard the activations
+# between layers over the tensor axis too (activation_embed -> tensor), so a layer's input is
+# all-gathered over tp before its first matmul and its output reduce-scattered after the last,
+# and only the shard is kept: Megatron's sequence parallelism, sp wherever tp > 1 (without it
+# the 512B and 1024B rows would keep 326 GiB of layer inputs per chip on a 95 GiB chip).
 # Fit and held-out rows (column set): within each chip's rows, in published order, the 1st,
 # 3rd, 5th, ... are fitted and the others held out (bench/fit_tpu.sh).
 # Machines (chips = TensorCores / 2 on v4 and v5p, whose slice names count cores): v4-128 = 64

@@ -63,6 +63,24 @@ gboolean ts_backend_simgrid_symmetry_broken(const ts_backend *b);
  */
 gboolean ts_backend_simgrid_images_cross(const ts_backend *b, const ts_trace *tr);
 
+/**
+ * Folding by translations, for a one-rank-per-class replay (TS_REPLAY_COLLAPSED) of tr that
+ * ts_backend_simgrid_images_cross says the rank collapse cannot do. The symmetric axes whose
+ * pieces each wrap a whole ring of the torus (a data-parallel ring strided over the
+ * tensor-parallel chips) move chips by translations G under which the whole replay is
+ * invariant. The next replay then runs every image of an activity that leaves the fundamental
+ * domain of G as a real flow (so strided rings share links as they do in the full replay),
+ * on the quotient torus (each link replaced by its canonical translate, where the other flows
+ * of its G-orbit would share it), and none of the others. Exact when the replay is symmetric
+ * under G and the engine's classes are alike; checked while it runs (a break:
+ * ts_backend_simgrid_symmetry_broken). Returns FALSE, and leaves the collapse as
+ * ts_backend_simgrid_set_collapse(b, TRUE) sets it, when the array or layout has no such
+ * translations (no wrap-around, a degraded array, shared ports, a twisted torus, actor mode,
+ * asynchronous steps, trainsim/symmetry:full). ts_backend_simgrid_set_collapse turns it off.
+ * Added with issue 15's third session.
+ */
+gboolean ts_backend_simgrid_set_fold(ts_backend *b, const ts_trace *tr);
+
 /** Load of one link over the last run. */
 typedef struct {
   int link;              /* index in the platform */

@@ -25,6 +25,7 @@ struct ts_platform {
   GArray *scratch;  /* ts_link_id, for ts_route */
   GArray *zone_buf; /* int, routes asked by SimGrid */
   sg_host_t *hosts;
+  const int *fold; /* ts_platform_set_fold: link -> the link SimGrid uses for it, or NULL */
 };
 
 static int slot_of(const ts_array *a, int chip, int dim, int dir)
@@ -602,7 +603,15 @@ static int zone_route(void *data, int src, int dst, int *links, int max)
     g_critical("ts_platform: route c%d -> c%d names a link the array lacks", src, dst);
   int n = (int)MIN(route->len, (guint)max);
   memcpy(links, route->data, sizeof(int) * (size_t)n);
+  if (p->fold != NULL)
+    for (int i = 0; i < n; i++)
+      links[i] = p->fold[links[i]];
   return n;
+}
+
+void ts_platform_set_fold(ts_platform *p, const int *fold)
+{
+  p->fold = fold;
 }
 
 gboolean ts_platform_load(ts_platform *p, double host_speed, GError **error)

@@ -91,6 +91,13 @@ int ts_platform_routing_parse(const char *s);
  */
 gboolean ts_platform_load(ts_platform *p, double host_speed, GError **error);
 
+/**
+ * Routes SimGrid asks for from now on go through fold: link i of ts_platform_route is replaced
+ * by link fold[i] (borrowed; NULL: routes as they are). The simgrid backend's translation
+ * folding (docs/backends.md, "Folding by translations") simulates on the quotient of a torus.
+ */
+void ts_platform_set_fold(ts_platform *p, const int *fold);
+
 /** Host of chip after ts_platform_load. */
 sg_host_t ts_platform_host(const ts_platform *p, int chip);
 
