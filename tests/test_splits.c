@@ -683,7 +683,7 @@ Test(zero, stage_3_prefetches_one_block_ahead)
       with_params[m->layers[i].block]++;
   int checked = 0;
   for (int k = 0; k < tr->programs[0].nops; k++) {
-    const ts_op *o = ts_program_op(&tr->programs[0], k);
+    const ts_op o_ = ts_program_op(&tr->programs[0], k), *o = &o_;
     if (o->t_phase == TS_PHASE_BWD)
       break;
     int layer = o->t_layer - 1;

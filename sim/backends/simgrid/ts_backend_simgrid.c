@@ -2543,7 +2543,7 @@ static gboolean f_precheck(sgb *b, const ts_trace *tr)
   for (int k = 0; k < tr->nprograms; k++) {
     const ts_program *pg = &tr->programs[k];
     for (int i = 0; i < pg->nops; i++) {
-      const ts_op *op = ts_program_op(pg, i);
+      const ts_op op_ = ts_program_op(pg, i), *op = &op_;
       if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
         continue;
       const ts_group *g = g_ptr_array_index(tr->groups, op->group);
