@@ -318,10 +318,10 @@ Test(trace_shape, round_trips_and_old_lines_read_as_roofline)
   g_autoptr(GError) error = NULL;
   g_autoptr(ts_trace) back = ts_trace_from_text(text, "x.trace", &error);
   cr_assert_not_null(back, "%s", error != NULL ? error->message : "");
-  const ts_op *b = &back->programs[0].ops[0];
+  const ts_op b_ = ts_program_op(&back->programs[0], 0), *b = &b_;
   cr_assert_not_null(b->shape);
   cr_assert(memcmp(b->shape, &shape, sizeof shape) == 0, "shape differs after reading");
-  cr_assert_null(back->programs[0].ops[1].shape, "an op without a class has no shape");
+  cr_assert_null(ts_program_op(&back->programs[0], 1).shape, "an op without a class has no shape");
   /* Bad values: one line naming the file and the line. */
   g_autofree char *bad = g_strdup(text);
   char *p = strstr(bad, "class=flash");

@@ -217,8 +217,9 @@ static int count_label(const ts_trace *tr, int prog, const char *needle)
   int n = 0;
   const ts_program *pr = &tr->programs[prog];
   for (int k = 0; k < pr->nops; k++)
-    if (pr->ops[k].kind == TS_OP_COLL &&
-        strstr((const char *)g_ptr_array_index(tr->labels, pr->ops[k].label), needle) != NULL)
+    if (ts_program_op(pr, k).kind == TS_OP_COLL &&
+        strstr((const char *)g_ptr_array_index(tr->labels, ts_program_op(pr, k).label), needle) !=
+            NULL)
       n++;
   return n;
 }

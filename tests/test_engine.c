@@ -114,7 +114,7 @@ Test(engine, one_chip_step_is_sum_of_compute)
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
   double sum = 0;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     cr_assert_eq(o->kind, TS_OP_COMPUTE, "a 1-chip step has only compute");
     /* Each op as its shape costs it (a GEMM's epilogue after it, ts_cost.c). */
     sum += ts_cost_compute(&t->chip, o->flops, o->mem_bytes, o->shape);
@@ -207,8 +207,9 @@ Test(engine, collectives_numbered_once_per_distinct_collective)
   ts_trace_append(tr, 0, &c, NULL, 0);
   GError *err = NULL;
   cr_assert(ts_trace_resolve_algos(tr, t, &err), "%s", err ? err->message : "");
-  const ts_op *ops = tr->programs[0].ops;
-  int id0 = ops[0].coll_id, id1 = ops[1].coll_id, id2 = ops[2].coll_id;
+  int id0 = ts_program_op(&tr->programs[0], 0).coll_id,
+      id1 = ts_program_op(&tr->programs[0], 1).coll_id,
+      id2 = ts_program_op(&tr->programs[0], 2).coll_id;
   cr_assert(id0 > 0 && id0 == id1 && id2 > 0 && id2 != id0, "ids %d %d %d", id0, id1, id2);
   guint n = tr->colls->len;
   cr_assert_eq(n, 2);
@@ -219,8 +220,12 @@ Test(engine, collectives_numbered_once_per_distinct_collective)
   double want = 1.5 * (4e6 + 4e6 + 8e6) / 1e9, got = rr.step_time_s;
   cr_assert_float_eq(got, want, want * REL_TOL, "step %.17g, expected %.17g", got, want);
   /* Changed after resolution: the stale number is not trusted. */
-  tr->programs[0].ops[1].bytes = 2e6;
-  cr_assert_null(ts_trace_coll_desc(tr, &tr->programs[0].ops[1]));
+  ts_op changed = ts_program_op(&tr->programs[0], 1);
+  changed.bytes = 2e6;
+  ts_program_set_op(tr, 0, 1, &changed);
+  changed = ts_program_op(&tr->programs[0], 1);
+  cr_assert_eq(changed.bytes, 2e6, "set_op stores the change");
+  cr_assert_null(ts_trace_coll_desc(tr, &changed));
   cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s", err ? err->message : "");
   want = 1.5 * (4e6 + 2e6 + 8e6) / 1e9;
   got = rr.step_time_s;
@@ -597,7 +602,7 @@ Test(plan, tensor_parallel_collectives_follow_megatron)
   int ar = 0, ag = 0;
   double act = (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes * (double)p->micro_batch;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind != TS_OP_COLL || o->cat != TS_CAT_COMM_TP)
       continue;
     if (o->coll == TS_COLL_ALLREDUCE) {

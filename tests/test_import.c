@@ -135,7 +135,7 @@ Test(traces, chakra_export_then_import_keeps_the_step_time)
     g_autoptr(ts_trace) tr = load_checked(files[i], t);
     for (int p = 0; p < tr->nprograms; p++)
       for (int k = 0; k < tr->programs[p].nops; k++)
-        shaped += tr->programs[p].ops[k].shape != NULL;
+        shaped += ts_program_op(&tr->programs[p], k).shape != NULL;
     g_autofree char *dir = g_strdup_printf("%s/%zu", tmp, i);
     GError *err = NULL;
     cr_assert(ts_export_chakra(tr, t, dir, "x", &err), "%s: %s", files[i], err ? err->message : "");

@@ -112,7 +112,7 @@ static double one_chip_step(const char *backend, ts_topo *t, double *sum, int *f
   *sum = 0;
   *floored = 0;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     double d = ts_cost_compute(&t->chip, o->flops, o->mem_bytes, o->shape);
     if (o->flops > 0 || o->mem_bytes > 0)
       cr_assert(d >= t->chip.op_overhead_s, "op %d: %g s below the floor", i, d);

@@ -93,7 +93,7 @@ static int count_ops(const ts_trace *tr, int prog, const char *needle, double *b
   if (bytes != NULL)
     *bytes = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = &tr->programs[prog].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[prog], i), *o = &o_;
     if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
       continue;
     n++;
@@ -222,7 +222,7 @@ Test(pipeline, decoder_boundaries_carry_the_encoder_output)
   int n_enc = 0, n_dec = 0;
   for (int s = 0; s < 8; s++)
     for (int i = 0; i < tr->programs[s].nops; i++) {
-      const ts_op *o = &tr->programs[s].ops[i];
+      const ts_op o_ = ts_program_op(&tr->programs[s], i), *o = &o_;
       if (o->cat != TS_CAT_COMM_PP || o->kind != TS_OP_SEND ||
           strstr(g_ptr_array_index(tr->labels, o->label), "tied") != NULL)
         continue;
@@ -242,7 +242,7 @@ static int forward_sends(const ts_trace *tr, int stages, double *bytes)
   for (int s = 0; s < stages; s++) {
     bytes[s] = 0;
     for (int i = 0; i < tr->programs[s].nops; i++) {
-      const ts_op *o = &tr->programs[s].ops[i];
+      const ts_op o_ = ts_program_op(&tr->programs[s], i), *o = &o_;
       const char *label = g_ptr_array_index(tr->labels, o->label);
       if (o->cat == TS_CAT_COMM_PP && o->kind == TS_OP_SEND &&
           strstr(label, "send activations") != NULL) {
@@ -399,7 +399,7 @@ Test(pipeline, sends_activations_between_stages)
   for (int s = 0; s < P; s++) {
     int sends = 0, recvs = 0;
     for (int i = 0; i < tr->programs[s].nops; i++) {
-      const ts_op *o = &tr->programs[s].ops[i];
+      const ts_op o_ = ts_program_op(&tr->programs[s], i), *o = &o_;
       if (o->cat != TS_CAT_COMM_PP)
         continue;
       if (o->kind == TS_OP_SEND)
@@ -546,9 +546,9 @@ Test(activations, full_recompute_keeps_block_inputs)
   g_autoptr(ts_trace) c = ts_plan_trace(full, &err);
   double fa = 0, fc = 0, blocks_fwd = 0;
   for (int i = 0; i < a->programs[0].nops; i++)
-    fa += a->programs[0].ops[i].flops;
+    fa += ts_program_op(&a->programs[0], i).flops;
   for (int i = 0; i < c->programs[0].nops; i++)
-    fc += c->programs[0].ops[i].flops;
+    fc += ts_program_op(&c->programs[0], i).flops;
   for (int i = 0; i < m->nlayers; i++)
     if (g_str_has_prefix(m->layers[i].name, "block."))
       blocks_fwd += m->layers[i].fwd_flops * b * (double)none->n_micro / full->exec[i].cdiv;
@@ -591,9 +591,9 @@ Test(activations, stage_recompute_keeps_stage_inputs)
   for (int d = 0; d < 4; d++) {
     double fa = 0, fc = 0, fwd = 0;
     for (int i = 0; i < ta->programs[d].nops; i++)
-      fa += ta->programs[d].ops[i].flops;
+      fa += ts_program_op(&ta->programs[d], i).flops;
     for (int i = 0; i < tc->programs[d].nops; i++)
-      fc += tc->programs[d].ops[i].flops;
+      fc += ts_program_op(&tc->programs[d], i).flops;
     for (int i = st->stage_first[d]; i < st->stage_first[d + 1]; i++)
       fwd += m->layers[i].fwd_flops * b * 4;
     cr_expect_float_eq(fc - fa, fwd, fwd * 1e-9, "device %d recomputes %.17g FLOP, expected %.17g",
@@ -683,7 +683,7 @@ Test(zero, stage_3_prefetches_one_block_ahead)
       with_params[m->layers[i].block]++;
   int checked = 0;
   for (int k = 0; k < tr->programs[0].nops; k++) {
-    const ts_op *o = ts_program_op(&tr->programs[0], k);
+    const ts_op o_ = ts_program_op(&tr->programs[0], k), *o = &o_;
     if (o->t_phase == TS_PHASE_BWD)
       break;
     int layer = o->t_layer - 1;
@@ -717,7 +717,7 @@ static double host_link_bytes_in_trace(const ts_trace *tr, const ts_topo *t, int
 {
   double s = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = &tr->programs[prog].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[prog], i), *o = &o_;
     /* Format 2: host-link traffic is xfer ops over the host_link resource (their labels say
      * so too); the bytes are the op's and its time bytes / host_link_GBps. */
     if (o->kind == TS_OP_XFER && o->resource == TS_RES_HOST_LINK) {
@@ -836,7 +836,7 @@ Test(hybrid, one_weird_trick_redistribution)
    * synchronised over dp and tp together. */
   int conv_sync = 0;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind == TS_OP_COLL && o->cat == TS_CAT_COMM_DP &&
         strcmp(((ts_group *)g_ptr_array_index(tr->groups, o->group))->name, "dp+tp") == 0)
       conv_sync++;
@@ -847,7 +847,7 @@ Test(hybrid, one_weird_trick_redistribution)
     if (m->layers[i].kind == TS_LAYER_CONV2D)
       want_f += m->layers[i].fwd_flops * 16 / 8;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     const char *l = g_ptr_array_index(tr->labels, o->label);
     if (o->kind == TS_OP_COMPUTE && g_str_has_prefix(l, "conv") && g_str_has_suffix(l, " fwd"))
       conv_f += o->flops;
@@ -1324,7 +1324,7 @@ Test(experts, all_to_all_and_expert_shards)
   cr_assert_float_eq(bytes, n * each, n * each * 1e-12);
   int ep_groups = 0, edp_sync = 0;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind != TS_OP_COLL)
       continue;
     const char *gname = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
@@ -1411,7 +1411,7 @@ Test(tensor, grouped_query_attention_under_tp8)
   double bytes = 0;
   int n = 0;
   for (int k = 0; k < tr->programs[0].nops; k++) {
-    const ts_op *o = &tr->programs[0].ops[k];
+    const ts_op o_ = ts_program_op(&tr->programs[0], k), *o = &o_;
     const char *lab = g_ptr_array_index(tr->labels, o->label);
     if (o->kind == TS_OP_COLL && o->coll == TS_COLL_ALLREDUCE && strstr(lab, "attention") &&
         strstr(lab, "fwd")) {
@@ -1706,7 +1706,7 @@ Test(experts, ep_placed_on_named_dimensions)
     g_autoptr(ts_trace) tr = trace_of(p);
     int seen = 0;
     for (int i = 0; i < tr->programs[0].nops; i++) {
-      const ts_op *o = &tr->programs[0].ops[i];
+      const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
       if (o->kind != TS_OP_COLL || o->coll != TS_COLL_ALLTOALL)
         continue;
       const ts_group *g = g_ptr_array_index(tr->groups, o->group);
@@ -1832,7 +1832,7 @@ Test(pytorch_memory, op_checkpoint_recomputes_unsaved_products)
   double tf = 0;
   int nops = 0;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->t_role == TS_ROLE_OP_RECOMPUTE)
       tf += o->flops, nops++;
   }

@@ -63,7 +63,7 @@ static int count_ops(const ts_trace *tr, int prog, int kind, const char *needle,
   if (bytes != NULL)
     *bytes = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = &tr->programs[prog].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[prog], i), *o = &o_;
     if (strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
       continue;
     if (kind >= 0 && (int)o->kind != kind)
@@ -79,8 +79,8 @@ static double program_flops(const ts_trace *tr, int prog)
 {
   double f = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++)
-    if (tr->programs[prog].ops[i].kind == TS_OP_COMPUTE)
-      f += tr->programs[prog].ops[i].flops;
+    if (ts_program_op(&tr->programs[prog], i).kind == TS_OP_COMPUTE)
+      f += ts_program_op(&tr->programs[prog], i).flops;
   return f;
 }
 
@@ -141,7 +141,7 @@ Test(cp, ring_wraps_around)
   cr_assert_eq(tr->nprograms, 4);
   for (int prog = 0; prog < 4; prog++)
     for (int i = 0; i < tr->programs[prog].nops; i++) {
-      const ts_op *o = &tr->programs[prog].ops[i];
+      const ts_op o_ = ts_program_op(&tr->programs[prog], i), *o = &o_;
       if (o->kind != TS_OP_SEND && o->kind != TS_OP_RECV)
         continue;
       int peer = o->kind == TS_OP_SEND ? (prog + 1) % 4 : (prog + 3) % 4;
@@ -194,7 +194,7 @@ Test(cp, gradients_and_zero_shard_over_dp_and_cp)
   g_autoptr(ts_trace) tr = trace_of(p);
   const ts_group *g = NULL;
   for (int i = 0; i < tr->programs[0].nops && g == NULL; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind == TS_OP_COLL && o->coll == TS_COLL_REDUCESCATTER)
       g = g_ptr_array_index(tr->groups, o->group);
   }
@@ -264,7 +264,7 @@ Test(shard, collectives_per_step)
   cr_assert_float_eq(ar, M * psi * D / S, psi * 1e-9);
   cr_assert_eq(nar, count_ops(tr, 0, TS_OP_COLL, "grad reduce-scatter", NULL));
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind != TS_OP_COLL)
       continue;
     const ts_group *g = g_ptr_array_index(tr->groups, o->group);
@@ -299,7 +299,7 @@ static void coll_totals(const ts_trace *tr, int prog, double *bytes_by_kind, dou
     bytes_by_kind[k] = 0;
   *flops = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = &tr->programs[prog].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[prog], i), *o = &o_;
     if (o->kind == TS_OP_COLL)
       bytes_by_kind[o->coll] += o->bytes;
     else if (o->kind == TS_OP_COMPUTE)
@@ -339,13 +339,13 @@ Test(overlap, tp_overlap_changes_only_the_schedule)
   }
 }
 
-/* The op of program 0 labelled exactly `label`, or NULL. */
-static const ts_op *op_labelled(const ts_trace *tr, const char *label)
+/* The op of program 0 labelled exactly `label` (copied into *buf), or NULL. */
+static const ts_op *op_labelled_in(const ts_trace *tr, const char *label, ts_op *buf)
 {
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
-    if (strcmp(g_ptr_array_index(tr->labels, o->label), label) == 0)
-      return o;
+    *buf = ts_program_op(&tr->programs[0], i);
+    if (strcmp(g_ptr_array_index(tr->labels, buf->label), label) == 0)
+      return buf;
   }
   return NULL;
 }
@@ -363,7 +363,7 @@ static double launch_seconds(const ts_trace *tr, const ts_topo *t)
 {
   double s = 0;
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = &tr->programs[0].ops[i];
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind == TS_OP_COMPUTE)
       s += ts_cost_launch(&t->chip, o->flops, o->mem_bytes, o->shape);
   }
@@ -394,9 +394,10 @@ Test(overlap, tp_overlap_closed_form)
     g_autoptr(ts_plan) b = make_plan(m, t, "tp=2,tp-overlap", 8, 0);
     g_autoptr(ts_trace) ta = trace_of(a);
     g_autoptr(ts_trace) tb = trace_of(b);
-    const ts_op *fwd = op_labelled(ta, "fc2 fwd");
-    const ts_op *ar = op_labelled(ta, "fc2 fwd all-reduce");
-    const ts_op *car = op_labelled(tb, "fc2 fwd all-reduce chunk");
+    ts_op b_fwd, b_ar, b_car;
+    const ts_op *fwd = op_labelled_in(ta, "fc2 fwd", &b_fwd);
+    const ts_op *ar = op_labelled_in(ta, "fc2 fwd all-reduce", &b_ar);
+    const ts_op *car = op_labelled_in(tb, "fc2 fwd all-reduce chunk", &b_car);
     cr_assert(fwd != NULL && ar != NULL && car != NULL);
     cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, "fc2 fwd chunk", NULL), 2);
     cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, "fc2 fwd all-reduce chunk", NULL), 2);

@@ -71,12 +71,12 @@ Test(trace, v2_round_trip_is_exact)
   g_autoptr(ts_trace) back = parse(out);
   g_autofree char *out2 = ts_trace_to_text(back);
   cr_assert_str_eq(out, out2);
-  const ts_op *o = &tr->programs[0].ops[0];
+  const ts_op o_ = ts_program_op(&tr->programs[0], 0), *o = &o_;
   cr_assert_eq(o->t_layer, 4);
   cr_assert_eq(o->t_micro, 2);
   cr_assert_eq(o->t_phase, TS_PHASE_FWD);
   cr_assert_eq(o->t_role, TS_ROLE_COMPUTE);
-  cr_assert_eq(tr->programs[0].ops[4].peer, 3);
+  cr_assert_eq(ts_program_op(&tr->programs[0], 4).peer, 3);
   /* {0,1,3} is no regular shape of a 4-ring; {0,1,2,3} is the whole dimension. */
   const ts_group *odd = g_ptr_array_index(tr->groups, 0), *all = g_ptr_array_index(tr->groups, 1);
   cr_assert_eq(odd->shape.npieces, 0);
@@ -106,10 +106,11 @@ Test(trace, offchip_and_member_list_times)
   GError *err = NULL;
   cr_assert(ts_trace_check(tr, t, &err), "%s", err ? err->message : "");
   cr_assert(ts_trace_resolve_algos(tr, t, &err), "%s", err ? err->message : "");
-  const ts_op *x = &tr->programs[0].ops[1];
+  const ts_op x_ = ts_program_op(&tr->programs[0], 1), *x = &x_;
   cr_assert_float_eq(ts_offchip_time(t, x), 4194304 / 1e10, 1e-15, "host link: bytes / bw");
-  cr_assert_float_eq(ts_offchip_time(t, &tr->programs[0].ops[2]), 1e-3, 1e-15);
-  cr_assert_float_eq(ts_offchip_time(t, &tr->programs[0].ops[5]), 0.5 + 1000 / 1e6, 1e-12);
+  const ts_op d2 = ts_program_op(&tr->programs[0], 2), d5 = ts_program_op(&tr->programs[0], 5);
+  cr_assert_float_eq(ts_offchip_time(t, &d2), 1e-3, 1e-15);
+  cr_assert_float_eq(ts_offchip_time(t, &d5), 0.5 + 1000 / 1e6, 1e-12);
   /* Ring all-reduce over ranks 0,1,3: 2(n-1) = 4 steps of B/3; the slowest hop is 1 -> 3,
    * two links on the ring. */
   ts_replay_result rr;
@@ -284,7 +285,7 @@ Test(trace, planner_tags_every_op)
     cr_assert_not_null(tr, "%s", err ? err->message : "");
     for (int p = 0; p < tr->nprograms; p++)
       for (int k = 0; k < tr->programs[p].nops; k++) {
-        const ts_op *o = &tr->programs[p].ops[k];
+        const ts_op o_ = ts_program_op(&tr->programs[p], k), *o = &o_;
         const char *label = g_ptr_array_index(tr->labels, o->label);
         cr_assert_neq(o->t_role, TS_ROLE_NONE, "%s: '%s' untagged", cmds[i], label);
         if (o->t_role == TS_ROLE_COMPUTE || o->t_role == TS_ROLE_TP)
@@ -382,4 +383,165 @@ Test(trace, one_array_geometry_for_topology_trace_and_groups)
   cr_assert_not(ts_array_shape_valid(&b, &bad, &err));
   cr_assert(g_str_has_prefix(err->message, "trace: "), "%s", err->message);
   g_clear_error(&err);
+}
+
+/* Every field of two ops equal (doubles bit for bit, so -0.0 is not 0.0); the shape by
+ * pointer (both interned), dependencies by content. */
+static void expect_same_op(const ts_op *got, const ts_op *want, const char *what)
+{
+#define SAME_INT(f)                                                                                \
+  cr_expect_eq((int)got->f, (int)want->f, "%s: %s %d, expected %d", what, #f, (int)got->f,         \
+               (int)want->f)
+#define SAME_DBL(f)                                                                                \
+  cr_expect(memcmp(&got->f, &want->f, sizeof(double)) == 0, "%s: %s %.17g, expected %.17g", what,  \
+            #f, got->f, want->f)
+  SAME_INT(kind);
+  SAME_INT(cat);
+  SAME_INT(coll);
+  SAME_INT(algo);
+  SAME_INT(resource);
+  SAME_INT(t_phase);
+  SAME_INT(t_role);
+  SAME_INT(stream);
+  SAME_INT(label);
+  SAME_DBL(flops);
+  SAME_DBL(mem_bytes);
+  SAME_DBL(bytes);
+  SAME_INT(group);
+  SAME_INT(axis);
+  SAME_INT(offset);
+  SAME_INT(tag);
+  SAME_INT(peer);
+  SAME_DBL(seconds);
+  SAME_DBL(bw_Bps);
+  SAME_INT(t_layer);
+  SAME_INT(t_layer_last);
+  SAME_INT(t_micro);
+  SAME_INT(t_stage);
+  SAME_INT(coll_id);
+  SAME_INT(ndeps);
+  cr_expect(got->shape == want->shape, "%s: shape %p, expected %p", what, (void *)got->shape,
+            (void *)want->shape);
+  for (int k = 0; k < got->ndeps && k < want->ndeps; k++)
+    cr_expect_eq(got->deps[k], want->deps[k], "%s: dep %d", what, k);
+#undef SAME_INT
+#undef SAME_DBL
+}
+
+Test(trace, packed_store_keeps_every_field_of_every_op)
+{
+  /* Ops are stored packed (issue 11: 40 bytes, a 10-million-op trace in <= 1 GB) with the
+   * rare fields in side tables and ops that fit no packed form kept whole: whatever an op
+   * holds comes back, including fields its kind does not use. */
+  g_autoptr(ts_trace) tr = parse("trainsim-trace 2\nranks 4\ndim x 4\naxis dp 4 symmetric x:4:1\n"
+                                 "group 0 dp\nlabel 0 \"a\"\nlabel 1 \"b\"\nprogram 0 0\nend\n");
+  ts_op_shape sh = {0};
+  sh.oclass = TS_OPC_GEMM;
+  sh.kernels = 1;
+  sh.m = 64;
+  sh.n = 128;
+  sh.k = 256;
+  ts_op ops[16];
+  memset(ops, 0, sizeof ops);
+  int n = 0;
+  /* Plain ops of every kind (no side record): the reader's -1 for unused group and axis. */
+  ops[n++] = (ts_op){.kind = TS_OP_COMPUTE,
+                     .cat = TS_CAT_BWD,
+                     .stream = 0,
+                     .label = 1,
+                     .flops = 1e9,
+                     .mem_bytes = 1e6,
+                     .group = -1,
+                     .axis = -1};
+  ops[n++] = (ts_op){.kind = TS_OP_COMPUTE, .flops = 3, .mem_bytes = 4, .shape = &sh};
+  ops[n++] = (ts_op){.kind = TS_OP_COLL,
+                     .cat = TS_CAT_COMM_DP,
+                     .stream = 1,
+                     .coll = TS_COLL_ALLREDUCE,
+                     .algo = TS_ALGO_RING,
+                     .group = 0,
+                     .bytes = 1048576,
+                     .coll_id = 3,
+                     .axis = -1};
+  ops[n++] = (ts_op){.kind = TS_OP_WAIT, .stream = 0, .group = -1, .axis = -1};
+  ops[n++] = (ts_op){.kind = TS_OP_DELAY, .resource = TS_RES_HOST_CPU, .seconds = 0.25};
+  int plain = n;
+  /* Side records: tags, a send's tag and peer, an XFER's bandwidth. */
+  ops[n++] = (ts_op){.kind = TS_OP_COMPUTE,
+                     .flops = 5,
+                     .t_phase = TS_PHASE_FWD,
+                     .t_role = TS_ROLE_COMPUTE,
+                     .t_layer = 7,
+                     .t_micro = 2,
+                     .t_stage = 1,
+                     .t_layer_last = 9};
+  ops[n++] = (ts_op){.kind = TS_OP_SEND,
+                     .cat = TS_CAT_COMM_PP,
+                     .stream = 2,
+                     .axis = 0,
+                     .offset = 1,
+                     .tag = 7,
+                     .peer = 3,
+                     .bytes = 1e6};
+  ops[n++] = (ts_op){
+      .kind = TS_OP_XFER, .resource = TS_RES_STORAGE, .bytes = 1000, .seconds = 0.5, .bw_Bps = 1e6};
+  /* Fields the kind's packed form has no room for: the op is kept whole. */
+  ops[n++] =
+      (ts_op){.kind = TS_OP_COLL, .coll = TS_COLL_ALLGATHER, .group = 0, .bytes = 8, .flops = 5};
+  ops[n++] = (ts_op){.kind = TS_OP_COMPUTE, .flops = 1, .group = 2};
+  ops[n++] = (ts_op){.kind = TS_OP_COMPUTE, .flops = 1, .bytes = -0.0};
+  ops[n++] = (ts_op){.kind = TS_OP_RECV, .axis = 0, .offset = -1, .seconds = 1, .tag = 3};
+  ops[n++] = (ts_op){.kind = TS_OP_WAIT, .mem_bytes = 2, .t_micro = 4};
+  for (int i = 0; i < n; i++) {
+    int deps[3] = {i - 1, i - 2, 0};
+    int nd = i >= 2 ? 2 + (i % 2) : i;
+    cr_assert_eq(ts_trace_append(tr, 0, &ops[i], deps, nd), i);
+  }
+  const ts_program *p = &tr->programs[0];
+  const ts_op_shape *interned = ts_trace_intern_shape(tr, &sh);
+  cr_assert(interned != NULL && interned != &sh);
+  for (int i = 0; i < n; i++) {
+    ts_op want = ops[i];
+    if (want.shape != NULL)
+      want.shape = interned;
+    int deps[3] = {i - 1, i - 2, 0};
+    want.ndeps = i >= 2 ? 2 + (i % 2) : i;
+    want.deps = deps;
+    ts_op got = ts_program_op(p, i);
+    g_autofree char *what = g_strdup_printf("op %d", i);
+    expect_same_op(&got, &want, what);
+    cr_expect_eq(ts_program_op_kind(p, i), ops[i].kind);
+    cr_expect_eq(ts_program_op_group(p, i), ops[i].kind == TS_OP_COLL ? ops[i].group : -1);
+    /* Plain ops take no side record: 40 bytes and their dependencies. */
+    cr_expect_eq(p->pk[i].flags & (TS_PK_EXT | TS_PK_WIDE),
+                 i < plain ? 0u
+                 : i < 8   ? TS_PK_EXT
+                           : TS_PK_WIDE,
+                 "op %d flags %u", i, p->pk[i].flags);
+  }
+  cr_assert_eq(sizeof(ts_op_packed), 40u);
+  /* Replacing an op keeps its dependencies; a side record is dropped when no longer needed;
+   * dropped dependencies are gone. */
+  ts_op c = ts_program_op(p, 6);
+  c.bytes = 2e6;
+  c.tag = 0;
+  c.peer = 0;
+  ts_program_set_op(tr, 0, 6, &c);
+  ts_op back = ts_program_op(p, 6);
+  expect_same_op(&back, &c, "op 6 replaced");
+  cr_expect_eq(p->pk[6].flags & (TS_PK_EXT | TS_PK_WIDE), 0u);
+  ts_program_set_op(tr, 0, 0, &ops[8]); /* a plain op replaced by one kept whole */
+  back = ts_program_op(p, 0);
+  ts_op w = ops[8];
+  w.ndeps = 0;
+  w.deps = NULL;
+  expect_same_op(&back, &w, "op 0 replaced");
+  ts_program_drop_deps(&tr->programs[0], 5);
+  int nd = -1;
+  cr_expect_null(ts_program_deps(p, 5, &nd));
+  cr_expect_eq(nd, 0);
+  cr_expect_eq(ts_program_op(p, 5).ndeps, 0);
+  cr_expect_eq(ts_program_op(p, 5).t_layer, 7, "the op itself is kept");
+  cr_expect_eq(ts_program_op(p, 4).ndeps, 2, "its neighbours' dependencies are kept");
+  cr_expect_eq(ts_program_op(p, 6).ndeps, 2);
 }

@@ -917,7 +917,7 @@ Test(validate, moe_bytes_closed_form)
   const ts_program *p = &tr->programs[ts_trace_program_of(tr, 0)];
   int a2a = 0, tp_expert = 0;
   for (int j = 0; j < p->nops; j++) {
-    const ts_op *op = ts_program_op(p, j);
+    const ts_op op_ = ts_program_op(p, j), *op = &op_;
     if (op->kind != TS_OP_COLL)
       continue;
     if (op->t_role == TS_ROLE_EP) {

@@ -8,12 +8,16 @@
 
 /* Per-program structure shared by every rank running it: successors (explicit deps plus
  * the next op of the same stream) in CSR form and initial predecessor counts. */
+typedef struct op_state op_state;
+
 typedef struct {
   int nops;
-  int *npred;    /* predecessors per op (explicit deps + stream predecessor) */
-  int *succ_off; /* nops + 1 offsets into succ */
+  /* Every op's initial state (predecessors: explicit deps + stream predecessor; op_info_pack),
+   * which the last simulated rank running the program takes as its own (issue 11: no second
+   * copy of a 10-million-op program's state). */
+  op_state *tmpl;
+  int *succ_off; /* nops + 1 offsets into succ; freed when the replay has run */
   int *succ;
-  guint32 *info;    /* per op: what the engine reads of it (op_info_pack) */
   gboolean sym_p2p; /* a send or receive along a symmetric axis or to an absolute peer */
 } prog_info;
 
@@ -28,24 +32,25 @@ typedef struct {
 #define INFO_MAX_GROUP1 ((1 << 26) - 1)
 G_STATIC_ASSERT(TS_OP_NKINDS <= 8 && TS_NCATS <= 8);
 
-static guint32 op_info_pack(const ts_op *o)
+static guint32 op_info_pack(const ts_program *p, int i)
 {
-  guint32 g1 = o->kind == TS_OP_COLL && o->group >= 0 && o->group < INFO_MAX_GROUP1
-                   ? (guint32)o->group + 1
-                   : 0;
-  return (guint32)o->kind | (guint32)o->cat << 3 | g1 << 6;
+  int kind = ts_program_op_kind(p, i), group = kind == TS_OP_COLL ? ts_program_op_group(p, i) : -1;
+  guint32 g1 = group >= 0 && group < INFO_MAX_GROUP1 ? (guint32)group + 1 : 0;
+  return (guint32)kind | (guint32)ts_program_op_cat(p, i) << 3 | g1 << 6;
 }
 
-/* One op's state in one simulated rank, kept together (one cache line holds two ops), so
- * completing an op and readying its successors touches one place per op, not five arrays. */
-typedef struct {
-  double ready;  /* max end time of completed predecessors */
-  double start;  /* activity start (when the backend began it) */
+/* One op's state in one simulated rank, kept together, so completing an op and readying its
+ * successors touches one place per op, not five arrays. 24 bytes (issue 11: a 10-million-op
+ * trace in <= 1 GB): `t` is the op's ready time (max end of its completed predecessors) until
+ * it starts, then its start; the one reader of both, the pipeline bubble, gets a receive's
+ * wait recorded when it starts (sim_rank.waits). */
+struct op_state {
+  double t;      /* ready time until started, then start time */
   double end;    /* completion */
   int remaining; /* predecessors not yet complete; -1 once the op has completed */
   guint32 info;  /* op_info_pack of the op */
-} op_state;
-G_STATIC_ASSERT(sizeof(op_state) == 32);
+};
+G_STATIC_ASSERT(sizeof(op_state) == 24);
 
 /* Activities of one op (a compute op, a collective with one simulated member) need no record:
  * their token is the op itself, (sim, op) with the top bit set. Records (and their tokens,
@@ -65,6 +70,7 @@ typedef struct {
   /* Per axis: the peer one step forward and back (pipeline sends and receives), or -2 until
    * first needed; a peer is arithmetic over the array that a pipeline repeats per op. */
   int peer_fwd[TS_MAX_AXES], peer_back[TS_MAX_AXES];
+  GArray *waits; /* ival-like (ready, start) pairs of pipeline receives that waited */
 } sim_rank;
 
 typedef struct {
@@ -123,7 +129,26 @@ struct ts_replay {
   GArray *spans;
   gint64 events;
   int outstanding;
+  GPtrArray *opbufs; /* per activity record: its op, expanded (ts_op*, made on first use) */
 };
+
+/* The op before op i on its stream (-1: none), recording op i as its stream's last: from the
+ * array over the streams' range, or the hash table when last_dense is NULL. */
+static inline int stream_prev(const ts_program *p, int i, int *last_dense, int smin,
+                              GHashTable *last)
+{
+  int st = ts_program_op_stream(p, i), sp;
+  if (last_dense != NULL) {
+    sp = last_dense[st - smin];
+    last_dense[st - smin] = i;
+  } else {
+    gpointer v;
+    sp =
+        g_hash_table_lookup_extended(last, GINT_TO_POINTER(st), NULL, &v) ? GPOINTER_TO_INT(v) : -1;
+    g_hash_table_insert(last, GINT_TO_POINTER(st), GINT_TO_POINTER(i));
+  }
+  return sp;
+}
 
 /* Three passes over the program's ops (issue 15: ts_replay_new was 6% of a sweep): what the
  * engine reads of each op and the streams' range; stream predecessors with the predecessor and
@@ -133,23 +158,25 @@ static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *
   int n = p->nops;
   gsize n1 = n > 0 ? (gsize)n : 1;
   pi->nops = n;
-  pi->npred = g_new(int, n1);
-  pi->info = g_new(guint32, n1);
+  pi->tmpl = g_new(op_state, n1);
   pi->succ_off = g_new0(int, (gsize)n + 1);
   pi->sym_p2p = FALSE;
   int smin = 0, smax = -1;
   for (int i = 0; i < n; i++) {
-    const ts_op *o = &p->ops[i];
-    pi->info[i] = op_info_pack(o);
+    pi->tmpl[i] = (op_state){0.0, 0.0, 0, op_info_pack(p, i)};
     /* A send along a symmetric axis pairs ranks of the same class: its partner is not a
      * class representative, so collapsing cannot replay it. */
-    if ((o->kind == TS_OP_SEND || o->kind == TS_OP_RECV) &&
-        (o->peer > 0 || tr->axes[o->axis].symmetric))
-      pi->sym_p2p = TRUE;
-    if (i == 0 || o->stream < smin)
-      smin = o->stream;
-    if (i == 0 || o->stream > smax)
-      smax = o->stream;
+    int kind = INFO_KIND(pi->tmpl[i].info);
+    if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
+      ts_op o = ts_program_op(p, i);
+      if (o.peer > 0 || tr->axes[o.axis].symmetric)
+        pi->sym_p2p = TRUE;
+    }
+    int stream = ts_program_op_stream(p, i);
+    if (i == 0 || stream < smin)
+      smin = stream;
+    if (i == 0 || stream > smax)
+      smax = stream;
   }
   /* Last op seen per stream gives each op its stream predecessor: an array over the streams'
    * range (a handful of small numbers in planner traces), a hash table when it is wide. */
@@ -158,43 +185,37 @@ static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *
   for (int k = 0; dense && k <= smax - smin; k++)
     last_dense[k] = -1;
   GHashTable *last = dense ? NULL : g_hash_table_new(g_direct_hash, g_direct_equal);
-  int *stream_pred = g_new(int, n1);
   int *succ_n = pi->succ_off + 1; /* successors per op, then prefix sums */
   for (int i = 0; i < n; i++) {
-    const ts_op *o = &p->ops[i];
-    int st = o->stream, sp;
-    if (dense) {
-      sp = last_dense[st - smin];
-      last_dense[st - smin] = i;
-    } else {
-      gpointer v;
-      sp = g_hash_table_lookup_extended(last, GINT_TO_POINTER(st), NULL, &v) ? GPOINTER_TO_INT(v)
-                                                                             : -1;
-      g_hash_table_insert(last, GINT_TO_POINTER(st), GINT_TO_POINTER(i));
-    }
-    stream_pred[i] = sp;
-    pi->npred[i] = o->ndeps + (sp >= 0);
-    for (int k = 0; k < o->ndeps; k++)
-      succ_n[o->deps[k]]++;
+    int sp = stream_prev(p, i, last_dense, smin, last), ndeps;
+    const int *deps = ts_program_deps(p, i, &ndeps);
+    pi->tmpl[i].remaining = ndeps + (sp >= 0);
+    for (int k = 0; k < ndeps; k++)
+      succ_n[deps[k]]++;
     if (sp >= 0)
       succ_n[sp]++;
   }
-  g_free(last_dense);
-  if (last != NULL)
-    g_hash_table_unref(last);
   for (int i = 0; i < n; i++)
     pi->succ_off[i + 1] += pi->succ_off[i];
   pi->succ = g_new(int, pi->succ_off[n] > 0 ? pi->succ_off[n] : 1);
+  /* The stream predecessors again (not kept: 4 bytes an op), from a fresh last-op table. */
+  for (int k = 0; dense && k <= smax - smin; k++)
+    last_dense[k] = -1;
+  if (last != NULL)
+    g_hash_table_remove_all(last);
   int *fill = g_memdup2(pi->succ_off, sizeof(int) * n1);
   for (int i = 0; i < n; i++) {
-    const ts_op *o = &p->ops[i];
-    for (int k = 0; k < o->ndeps; k++)
-      pi->succ[fill[o->deps[k]]++] = i;
-    if (stream_pred[i] >= 0)
-      pi->succ[fill[stream_pred[i]]++] = i;
+    int sp = stream_prev(p, i, last_dense, smin, last), ndeps;
+    const int *deps = ts_program_deps(p, i, &ndeps);
+    for (int k = 0; k < ndeps; k++)
+      pi->succ[fill[deps[k]]++] = i;
+    if (sp >= 0)
+      pi->succ[fill[sp]++] = i;
   }
   g_free(fill);
-  g_free(stream_pred);
+  g_free(last_dense);
+  if (last != NULL)
+    g_hash_table_unref(last);
 }
 
 static guint key3_hash(gconstpointer p)
@@ -246,24 +267,32 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   r->sim_of_rank = g_new(int, tr->nranks);
   GArray *sims = g_array_new(FALSE, TRUE, sizeof(sim_rank));
   guint ng = tr->groups->len > 0 ? tr->groups->len : 1;
+  int *users = g_new0(int, tr->nprograms > 0 ? tr->nprograms : 1); /* simulated ranks per program */
   for (int rank = 0; rank < tr->nranks; rank++) {
     gboolean rep = TRUE;
     if (r->mode == TS_REPLAY_COLLAPSED)
       for (int a = 0; a < tr->naxes && rep; a++)
         if (tr->axes[a].symmetric && ts_trace_axis_coord(tr, rank, a) != 0)
           rep = FALSE;
-    r->sim_of_rank[rank] = rep ? (int)sims->len : -1;
-    if (!rep)
+    r->sim_of_rank[rank] = rep ? 0 : -1;
+    if (rep)
+      users[ts_trace_program_of(tr, rank)]++;
+  }
+  for (int rank = 0; rank < tr->nranks; rank++) {
+    if (r->sim_of_rank[rank] < 0)
       continue;
+    r->sim_of_rank[rank] = (int)sims->len;
     sim_rank s = {0};
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
-    s.st = g_new(op_state, n > 0 ? n : 1);
-    const int *npred = r->progs[s.program].npred;
-    const guint32 *info = r->progs[s.program].info;
-    for (int k = 0; k < n; k++)
-      s.st[k] = (op_state){0.0, 0.0, 0.0, npred[k], info[k]};
+    prog_info *pi = &r->progs[s.program];
+    if (--users[s.program] == 0) { /* the last: takes the initial state */
+      s.st = pi->tmpl;
+      pi->tmpl = NULL;
+    } else {
+      s.st = g_memdup2(pi->tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
+    }
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
     s.expect = g_new(int, ng);
@@ -275,6 +304,11 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   }
   r->nsim = (int)sims->len;
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
+  g_free(users);
+  /* Every simulated rank's state is made: programs no rank runs drop their initial state. */
+  for (int p = 0; p < tr->nprograms; p++)
+    g_clear_pointer(&r->progs[p].tmpl, g_free);
+  r->opbufs = g_ptr_array_new_with_free_func(g_free);
   r->rendezvous = g_hash_table_new(key3_hash, key3_equal);
   r->rv_pool = g_ptr_array_new_with_free_func(rendezvous_free);
   r->p2p_sends = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
@@ -291,10 +325,9 @@ void ts_replay_free(ts_replay *r)
   if (r == NULL)
     return;
   for (int p = 0; p < r->tr->nprograms; p++) {
-    g_free(r->progs[p].npred);
+    g_free(r->progs[p].tmpl);
     g_free(r->progs[p].succ_off);
     g_free(r->progs[p].succ);
-    g_free(r->progs[p].info);
   }
   g_free(r->progs);
   for (int i = 0; i < r->nsim; i++) {
@@ -302,6 +335,8 @@ void ts_replay_free(ts_replay *r)
     g_free(r->sims[i].coll_seq);
     g_free(r->sims[i].base);
     g_free(r->sims[i].expect);
+    if (r->sims[i].waits != NULL)
+      g_array_unref(r->sims[i].waits);
   }
   g_free(r->sims);
   g_free(r->sim_of_rank);
@@ -325,6 +360,7 @@ void ts_replay_free(ts_replay *r)
   g_hash_table_unref(r->p2p_sends);
   g_hash_table_unref(r->p2p_recvs);
   g_hash_table_unref(r->group_expect);
+  g_ptr_array_unref(r->opbufs);
   g_free(r);
 }
 
@@ -343,9 +379,41 @@ const ts_trace *ts_replay_trace(const ts_replay *r)
   return r->tr;
 }
 
-static const ts_op *op_of(const ts_replay *r, int sim, int op)
+/* The op, expanded from the trace's packed store (a copy). */
+static ts_op op_of(const ts_replay *r, int sim, int op)
 {
-  return &r->tr->programs[r->sims[sim].program].ops[op];
+  return ts_program_op(&r->tr->programs[r->sims[sim].program], op);
+}
+
+/* A record's copy of its activity's op: act.op points here while the activity runs (backends
+ * keep the activity, the record's slot outlives it). */
+static const ts_op *rec_op(ts_replay *r, int idx, ts_op op)
+{
+  while (r->opbufs->len <= (guint)idx)
+    g_ptr_array_add(r->opbufs, NULL);
+  ts_op *b = g_ptr_array_index(r->opbufs, idx);
+  if (b == NULL) {
+    b = g_new(ts_op, 1);
+    r->opbufs->pdata[idx] = b;
+  }
+  *b = op;
+  return b;
+}
+
+/* An op starts at now: its ready time gives way to its start; a pipeline receive that waited
+ * for its partner records the wait (the bubble). */
+static inline void op_begin(ts_replay *r, int sim, int op, double now)
+{
+  op_state *st = &r->sims[sim].st[op];
+  if (G_UNLIKELY(INFO_KIND(st->info) == TS_OP_RECV) && INFO_CAT(st->info) == TS_CAT_COMM_PP &&
+      now > st->t) {
+    sim_rank *s = &r->sims[sim];
+    if (s->waits == NULL)
+      s->waits = g_array_new(FALSE, FALSE, 2 * sizeof(double));
+    double w[2] = {st->t, now};
+    g_array_append_vals(s->waits, w, 1);
+  }
+  st->t = now;
 }
 
 static int activity_new(ts_replay *r)
@@ -372,7 +440,7 @@ static gboolean activity_start(ts_replay *r, int idx, double now, GError **error
   const member_ref *m = a->rv != NULL ? (const member_ref *)a->rv->members->data : a->inl;
   guint n = a->rv != NULL ? a->rv->members->len : (guint)a->ninl;
   for (guint i = 0; i < n; i++)
-    r->sims[m[i].sim].st[m[i].op].start = now;
+    op_begin(r, m[i].sim, m[i].op, now);
   ts_activity act = a->act; /* the backend may start more activities, growing r->acts */
   return r->backend->start(r->backend, r, &act, now, error);
 }
@@ -428,19 +496,39 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
                              const ts_group *group, double now, GError **error)
 {
   sim_rank *s = &r->sims[sim];
-  const ts_op *op = op_of(r, sim, opi);
+  if (!r->backend->op_on_demand) {
+    /* The backend keeps act.op while the activity runs: a record holds the op's copy. */
+    int idx = activity_new(r);
+    activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
+    ts_op op = op_of(r, sim, opi);
+    a->inl[0] = (member_ref){sim, opi};
+    a->ninl = 1;
+    a->act.kind = kind;
+    a->act.op = rec_op(r, idx, op);
+    a->act.chip = chip;
+    a->act.group = group;
+    a->act.nmembers_simulated = group != NULL ? 1 : 0;
+    a->act.label =
+        r->backend->label_on_error_only ? NULL : g_ptr_array_index(r->tr->labels, op.label);
+    a->act.program = s->program;
+    a->act.index = opi;
+    return activity_start(r, idx, now, error);
+  }
   ts_activity act = {0};
   act.token = TOKEN_OF_OP(sim, opi);
   act.kind = kind;
-  act.op = op;
+  act.op = NULL; /* the backend reads it through ts_activity_op */
   act.chip = chip;
   act.group = group;
   act.nmembers_simulated = group != NULL ? 1 : 0;
-  act.label = r->backend->label_on_error_only ? NULL : g_ptr_array_index(r->tr->labels, op->label);
+  act.label = r->backend->label_on_error_only
+                  ? NULL
+                  : g_ptr_array_index(r->tr->labels,
+                                      ts_program_op_label(&r->tr->programs[s->program], opi));
   act.program = s->program;
   act.index = opi;
   r->outstanding++;
-  s->st[opi].start = now;
+  op_begin(r, sim, opi, now);
   return r->backend->start(r->backend, r, &act, now, error);
 }
 
@@ -452,7 +540,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   int kind = INFO_KIND(info);
   switch (kind) {
   case TS_OP_WAIT:
-    s->st[opi].start = now;
+    s->st[opi].t = now;
     op_complete(r, sim, opi, now);
     return TRUE;
   case TS_OP_COMPUTE:
@@ -462,7 +550,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   case TS_OP_COLL: {
     int group = INFO_GROUP1(info) - 1;
     if (group < 0)
-      group = op_of(r, sim, opi)->group;
+      group = ts_program_op_group(&r->tr->programs[s->program], opi);
     if (s->base[group] < 0) {
       s->base[group] = group_base(r, group, s->rank);
       if (s->base[group] >= 0)
@@ -470,7 +558,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     }
     int base = s->base[group];
     if (base < 0) {
-      const ts_op *op = op_of(r, sim, opi);
+      const ts_op ob = op_of(r, sim, opi), *op = &ob;
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "rank %d op %d '%s': collective on group %s, which does not list rank %d",
                   s->rank, opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
@@ -484,8 +572,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
        * axis): no rendezvous to meet at, it starts now, as a compute op does. */
       return start_single(r, sim, opi, TS_OP_COLL, base, g_ptr_array_index(r->tr->groups, group),
                           now > 0 ? now : 0.0, error);
-    const ts_op *op = op_of(r, sim, opi);
-    key3 k = {op->group, base, seq};
+    key3 k = {group, base, seq};
     rendezvous *rv = g_hash_table_lookup(r->rendezvous, &k);
     if (rv == NULL) {
       rv = rendezvous_get(r);
@@ -495,16 +582,24 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       rv->arrival_max = 0;
       g_hash_table_insert(r->rendezvous, &rv->key, rv);
     }
+    /* Members agree on the collective: read from the packed ops, not expanded. */
     const member_ref *m0 = rv->members->len > 0 ? &g_array_index(rv->members, member_ref, 0) : NULL;
-    const ts_op *first = m0 != NULL ? op_of(r, m0->sim, m0->op) : op;
-    if (first->coll != op->coll || first->bytes != op->bytes) {
+    ts_coll_kind ck, fk;
+    double cb, fbytes;
+    ts_program_op_coll(&r->tr->programs[s->program], opi, &ck, &cb);
+    if (m0 != NULL)
+      ts_program_op_coll(&r->tr->programs[r->sims[m0->sim].program], m0->op, &fk, &fbytes);
+    else
+      fk = ck, fbytes = cb;
+    if (fk != ck || fbytes != cb) {
+      const ts_op ob = op_of(r, sim, opi), *op = &ob;
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "rank %d op %d '%s': collective %s of %.17g bytes on group %s meets %s of "
                   "%.17g bytes from another member; expected matching collectives",
                   s->rank, opi, (char *)g_ptr_array_index(r->tr->labels, op->label),
                   ts_coll_kind_name(op->coll), op->bytes,
                   ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name,
-                  ts_coll_kind_name(first->coll), first->bytes);
+                  ts_coll_kind_name(fk), fbytes);
       return FALSE;
     }
     member_ref ref = {sim, opi};
@@ -518,20 +613,22 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     m0 = &g_array_index(rv->members, member_ref, 0);
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
+    const ts_program *fp = &r->tr->programs[r->sims[m0->sim].program];
     a->rv = rv;
     a->act.kind = TS_OP_COLL;
-    a->act.op = first;
+    /* The first member's op: a copy for the backend to keep, or read on demand. */
+    a->act.op = r->backend->op_on_demand ? NULL : rec_op(r, idx, ts_program_op(fp, m0->op));
     a->act.chip = base;
-    a->act.group = g_ptr_array_index(r->tr->groups, op->group);
+    a->act.group = g_ptr_array_index(r->tr->groups, group);
     a->act.nmembers_simulated = rv->expected;
-    a->act.label = g_ptr_array_index(r->tr->labels, first->label);
+    a->act.label = g_ptr_array_index(r->tr->labels, ts_program_op_label(fp, m0->op));
     a->act.program = r->sims[m0->sim].program;
     a->act.index = m0->op;
     return activity_start(r, idx, rv->arrival_max, error);
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    const ts_op *op = op_of(r, sim, opi);
+    const ts_op ob = op_of(r, sim, opi), *op = &ob;
     int *cached = op->peer > 0 || op->axis < 0 || op->axis >= TS_MAX_AXES ? NULL
                   : op->offset == 1                                       ? &s->peer_fwd[op->axis]
                   : op->offset == -1                                      ? &s->peer_back[op->axis]
@@ -579,7 +676,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->inl[0] = send_ref;
     a->inl[1] = recv_ref;
     a->ninl = 2;
-    const ts_op *sop = op_of(r, send_ref.sim, send_ref.op);
+    const ts_op *sop = rec_op(r, idx, op_of(r, send_ref.sim, send_ref.op));
     a->act.kind = TS_OP_SEND;
     a->act.op = sop;
     a->act.chip = src;
@@ -612,8 +709,8 @@ static void op_complete(ts_replay *r, int sim, int opi, double end)
   __builtin_prefetch(&pi->succ[k1 + 16 < nsucc ? k1 + 16 : k0]);
   for (int k = k0; k < k1; k++) {
     int j = pi->succ[k];
-    if (end > st[j].ready)
-      st[j].ready = end;
+    if (end > st[j].t)
+      st[j].t = end;
     if (--st[j].remaining == 0) {
       ready_push(r, sim, j);
     }
@@ -625,7 +722,7 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 {
   while (r->nready > 0) {
     member_ref ref = r->ready[--r->nready];
-    if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].ready, error))
+    if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].t, error))
       return FALSE;
   }
   return TRUE;
@@ -766,43 +863,78 @@ static double union_len_merged(const ival *a, int na, const ival *b, int nb)
   return open ? total + (ce - cs) : 0.0;
 }
 
+/* union_len_merged(a, na, the b[j] whose cat[j] is c, ...): the same merge, with no copy of
+ * one category's intervals (issue 11: memory of a 10-million-op replay). */
+static double union_len_merged_cat(const ival *a, int na, const ival *b, const guint8 *cat, int nb,
+                                   int c)
+{
+  double total = 0, cs = 0, ce = 0;
+  gboolean open = FALSE;
+  int j = 0;
+  while (j < nb && cat[j] != c)
+    j++;
+  for (int i = 0; i < na || j < nb;) {
+    const ival *v;
+    if (j >= nb || (i < na && a[i].s <= b[j].s)) {
+      v = &a[i++];
+    } else {
+      v = &b[j++];
+      while (j < nb && cat[j] != c)
+        j++;
+    }
+    if (!open || v->s > ce) {
+      if (open)
+        total += ce - cs;
+      cs = v->s;
+      ce = v->e;
+      open = TRUE;
+    } else if (v->e > ce) {
+      ce = v->e;
+    }
+  }
+  return open ? total + (ce - cs) : 0.0;
+}
+
 static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
-  ival *comp = g_new(ival, p->nops + 1), *comm = g_new(ival, p->nops + 1);
-  int *comm_cat = g_new(int, p->nops + 1);
+  ival *comp = g_new(ival, p->nops + 1);
   /* Communication is sorted with its categories, so each category's intervals stay sorted. */
   cival *cc = g_new(cival, p->nops + 1);
   /* Pipeline bubble: the rank waits for a pipeline receive whose partner has not sent yet
    * (from when the receive could start to when the transfer began), doing nothing else. */
-  ival *wait = g_new(ival, p->nops + 1);
-  int nc = 0, nm = 0, nw = 0;
+  int nc = 0, nm = 0, nw = s->waits != NULL ? (int)s->waits->len : 0;
+  ival *wait = g_new(ival, nw + 1);
+  if (nw > 0)
+    memcpy(wait, s->waits->data, sizeof(ival) * (gsize)nw);
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info), cat = INFO_CAT(st->info);
-    double d = st->end - st->start;
+    double d = st->end - st->t;
     if (st->end > out->end_s)
       out->end_s = st->end;
     out->cat_s[cat] += d;
     /* Off-chip transfers and fixed durations count as busy time, as the compute-like ops
      * that stood for them in format 1 did. */
     if (kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY)
-      comp[nc++] = (ival){st->start, st->end};
+      comp[nc++] = (ival){st->t, st->end};
     else if (is_comm(kind))
-      cc[nm++] = (cival){{st->start, st->end}, cat};
-    if (kind == TS_OP_RECV && cat == TS_CAT_COMM_PP && st->start > st->ready)
-      wait[nw++] = (ival){st->ready, st->start};
+      cc[nm++] = (cival){{st->t, st->end}, cat};
   }
   out->compute_s = union_len(comp, nc); /* sorts comp */
   cival_sort(cc, (size_t)nm);
+  /* The sorted communication intervals, in place over cc (an ival is smaller than a cival:
+   * element i is read before it is written over), and their categories beside them. */
+  guint8 *comm_cat = g_new(guint8, nm + 1);
+  ival *comm = (ival *)cc;
   for (int i = 0; i < nm; i++) {
-    comm[i] = cc[i].v;
-    comm_cat[i] = cc[i].cat;
+    cival c = cc[i];
+    comm_cat[i] = (guint8)c.cat;
+    comm[i] = c.v;
   }
-  g_free(cc);
   out->comm_s = union_len_merged(comm, nm, NULL, 0);
   double u_all = union_len_merged(comp, nc, comm, nm);
   out->exposed_comm_s = u_all - out->compute_s;
@@ -818,18 +950,15 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   }
   g_free(wait);
   /* Per category: what that category's communication alone adds on top of compute. */
-  ival *one = g_new(ival, nm + 1);
-  for (int c = 0; c < TS_NCATS; c++) {
-    int n = 0;
-    for (int i = 0; i < nm; i++)
-      if (comm_cat[i] == c)
-        one[n++] = comm[i];
-    if (n > 0)
-      out->exposed_cat_s[c] = union_len_merged(comp, nc, one, n) - out->compute_s;
-  }
-  g_free(one);
+  int ncat[TS_NCATS] = {0};
+  for (int i = 0; i < nm; i++)
+    ncat[comm_cat[i]]++;
+  for (int c = 0; c < TS_NCATS; c++)
+    if (ncat[c] > 0)
+      out->exposed_cat_s[c] =
+          union_len_merged_cat(comp, nc, comm, comm_cat, nm, c) - out->compute_s;
   g_free(comp);
-  g_free(comm);
+  g_free(cc);
   g_free(comm_cat);
 }
 
@@ -855,7 +984,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
       continue;
     for (int k = 0; k < n; k++)
       if (s->st[k].remaining == 0) { /* ready, not done */
-        const ts_op *o = op_of(r, i, k);
+        const ts_op ob = op_of(r, i, k), *o = &ob;
         const char *what = o->kind == TS_OP_COLL ? "its collective's other members never arrived"
                                                  : "its send/recv partner never arrived";
         g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
@@ -868,6 +997,11 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "replay stuck: rank %d finished %d of %d ops",
                 s->rank, s->ndone, n);
     return FALSE;
+  }
+  /* The successor lists are not read again: free them before the breakdown's arrays. */
+  for (int p = 0; p < r->tr->nprograms; p++) {
+    g_clear_pointer(&r->progs[p].succ, g_free);
+    g_clear_pointer(&r->progs[p].succ_off, g_free);
   }
   out->events = r->events;
   out->nsimulated = r->nsim;
@@ -887,7 +1021,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
     for (int i = 0; i < r->nsim; i++) {
       const sim_rank *s = &r->sims[i];
       for (int k = 0; k < r->progs[s->program].nops; k++) {
-        ts_span sp = {s->rank, s->program, k, s->st[k].start, s->st[k].end};
+        ts_span sp = {s->rank, s->program, k, s->st[k].t, s->st[k].end};
         g_array_append_val(r->spans, sp);
       }
     }
@@ -898,7 +1032,19 @@ const char *ts_activity_label(const ts_replay *r, const ts_activity *act)
 {
   if (act->label != NULL)
     return act->label;
-  return act->op != NULL ? g_ptr_array_index(r->tr->labels, act->op->label) : "";
+  int label = act->op != NULL ? act->op->label
+              : act->program >= 0 && act->program < r->tr->nprograms && act->index >= 0 &&
+                      act->index < r->tr->programs[act->program].nops
+                  ? ts_program_op_label(&r->tr->programs[act->program], act->index)
+                  : -1;
+  return label >= 0 ? g_ptr_array_index(r->tr->labels, label) : "";
+}
+
+ts_op ts_activity_op(const ts_replay *r, const ts_activity *act)
+{
+  if (act->op != NULL)
+    return *act->op;
+  return ts_program_op(&r->tr->programs[act->program], act->index);
 }
 
 void ts_backend_free(ts_backend *b)

@@ -16,7 +16,8 @@ typedef struct ts_backend ts_backend;
 typedef struct {
   guint64 token;          /* pass back to ts_replay_complete */
   ts_op_kind kind;        /* COMPUTE, COLL or SEND (a matched send/recv pair) */
-  const ts_op *op;        /* the op (for COLL, the first member's) */
+  const ts_op *op;        /* the op (for COLL, the first member's); NULL for a backend with
+                             op_on_demand, except on a SEND: read it with ts_activity_op */
   int chip;               /* COMPUTE: the chip; COLL: base chip (member 0); SEND: source */
   int peer;               /* SEND: destination chip */
   const ts_group *group;  /* COLL */
@@ -41,7 +42,15 @@ struct ts_backend {
    * (from the trace's labels, by act->op->label), so the engine passes label = NULL and does
    * not load the op to find it. */
   gboolean label_on_error_only;
+  /* Added with issue 11 (streaming): ops are stored packed, so act.op needs a copy made. A
+   * backend that sets this gets act.op = NULL for every activity but a send/recv pair and
+   * reads the op, when it needs it, with ts_activity_op (during start()); otherwise act.op is
+   * a copy valid until the activity completes. */
+  gboolean op_on_demand;
 };
+
+/** An activity's op (a copy): *act->op, or the op the activity's program and index name. */
+ts_op ts_activity_op(const ts_replay *r, const ts_activity *act);
 
 /** An activity's label (act->label, or the op's label when the engine passed NULL). */
 const char *ts_activity_label(const ts_replay *r, const ts_activity *act);

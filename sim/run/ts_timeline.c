@@ -142,7 +142,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
                              last_program, sp->rank, sp->rank);
       first = FALSE;
     }
-    const ts_op *o = &tr->programs[sp->program].ops[sp->op];
+    const ts_op ob = ts_program_op(&tr->programs[sp->program], sp->op), *o = &ob;
     if (o->stream >= 0 && o->stream < 64 && o->kind != TS_OP_WAIT)
       names[o->stream] = stream_name_merge(names[o->stream], o);
   }
@@ -150,7 +150,7 @@ char *ts_timeline_render(const ts_trace *tr, const ts_topo *t, const GArray *spa
   /* Spans. Waits cost nothing and are left out; every other op is an "X" event. */
   for (guint i = 0; i < spans->len; i++) {
     const ts_span *sp = &g_array_index(spans, ts_span, i);
-    const ts_op *o = &tr->programs[sp->program].ops[sp->op];
+    const ts_op ob = ts_program_op(&tr->programs[sp->program], sp->op), *o = &ob;
     if (o->kind == TS_OP_WAIT)
       continue;
     g_string_append(s, ",\n{\"name\":");

@@ -142,9 +142,15 @@ ts_trace *ts_trace_new(const ts_topo *t)
 static void programs_free(ts_trace *tr)
 {
   for (int p = 0; p < tr->nprograms; p++) {
-    if (tr->programs[p].dep_blocks != NULL)
-      g_ptr_array_unref(tr->programs[p].dep_blocks);
-    g_free(tr->programs[p].ops);
+    ts_program *pr = &tr->programs[p];
+    g_free(pr->pk);
+    g_free(pr->ext_of);
+    if (pr->ext != NULL)
+      g_array_unref(pr->ext);
+    if (pr->wide != NULL)
+      g_array_unref(pr->wide);
+    g_free(pr->dep_off);
+    g_free(pr->deps);
   }
   g_free(tr->programs);
   tr->programs = NULL;
@@ -227,30 +233,6 @@ void ts_trace_set_programs(ts_trace *tr, int nprograms)
   tr->programs = g_new0(ts_program, nprograms);
 }
 
-/* Room for n ints in the program's dependency pool. Blocks are never moved, so the ops'
- * pointers into them stay valid; a list longer than a block gets a block of its own. */
-#define DEP_BLOCK_INTS (1 << 16)
-
-static int *dep_alloc(ts_program *prog, int n)
-{
-  if (prog->dep_blocks == NULL)
-    prog->dep_blocks = g_ptr_array_new_with_free_func(g_free);
-  if (n > prog->dep_cap - prog->dep_fill) {
-    int cap = MAX(n, DEP_BLOCK_INTS);
-    /* Small programs (most traces) get a block their size, not 256 KiB each. */
-    if (prog->dep_blocks->len == 0 && n < 64)
-      cap = 64;
-    else if (prog->dep_blocks->len < 12 && cap == DEP_BLOCK_INTS)
-      cap = MAX(n, 64 << prog->dep_blocks->len);
-    g_ptr_array_add(prog->dep_blocks, g_new(int, cap));
-    prog->dep_fill = 0;
-    prog->dep_cap = cap;
-  }
-  int *d = (int *)g_ptr_array_index(prog->dep_blocks, prog->dep_blocks->len - 1) + prog->dep_fill;
-  prog->dep_fill += n;
-  return d;
-}
-
 const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s)
 {
   if (s == NULL || s->oclass == TS_OPC_ROOFLINE)
@@ -272,22 +254,187 @@ const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s)
   return c;
 }
 
+/* Whether a double is +0.0 (a field the packed form drops must be exactly that). */
+static inline gboolean zero_bits(double v)
+{
+  guint64 b;
+  memcpy(&b, &v, sizeof b);
+  return b == 0;
+}
+
+/* Packs op (shape already interned) into *k; fills *x with its rare fields. Returns 0 when the
+ * packed form and x hold every field (x all zero: no side record), 1 when x is needed, 2 when
+ * the op does not pack (kept whole). */
+static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
+{
+  memset(k, 0, sizeof *k);
+  k->kind = op->kind;
+  k->cat = op->cat;
+  k->coll = op->coll;
+  k->algo = op->algo;
+  k->resource = op->resource;
+  k->t_phase = op->t_phase;
+  k->t_role = op->t_role;
+  k->stream = op->stream;
+  k->label = op->label;
+  *x = (ts_op_ext){op->t_layer, op->t_layer_last, op->t_micro, op->t_stage,
+                   op->tag,     op->peer,         op->bw_Bps};
+  /* What the kind's slots cannot hold must be zero (a zero-initialised op). */
+  gboolean fits;
+  switch (op->kind) {
+  case TS_OP_COMPUTE:
+    k->u.shape = op->shape;
+    k->d0 = op->flops;
+    k->d1 = op->mem_bytes;
+    fits = zero_bits(op->bytes) && (op->group == 0 || op->group == -1) &&
+           (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds) &&
+           op->coll_id == 0;
+    break;
+  case TS_OP_COLL:
+    k->u.g.i0 = op->group;
+    k->u.g.i1 = op->coll_id;
+    k->d0 = op->bytes;
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+           (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds);
+    break;
+  case TS_OP_SEND:
+  case TS_OP_RECV:
+    k->u.g.i0 = op->axis;
+    k->u.g.i1 = op->offset;
+    k->d0 = op->bytes;
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+           (op->group == 0 || op->group == -1) && zero_bits(op->seconds) && op->coll_id == 0;
+    break;
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    k->d0 = op->bytes;
+    k->d1 = op->seconds;
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+           (op->group == 0 || op->group == -1) && (op->axis == 0 || op->axis == -1) &&
+           op->offset == 0 && op->coll_id == 0;
+    break;
+  default:
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+           zero_bits(op->bytes) && (op->group == 0 || op->group == -1) &&
+           (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds) &&
+           op->coll_id == 0;
+    break;
+  }
+  if (!fits)
+    return 2;
+  if (op->kind != TS_OP_COLL && op->group == -1)
+    k->flags |= TS_PK_GROUP_M1;
+  if (op->kind != TS_OP_SEND && op->kind != TS_OP_RECV && op->axis == -1)
+    k->flags |= TS_PK_AXIS_M1;
+  return x->t_layer != 0 || x->t_layer_last != 0 || x->t_micro != 0 || x->t_stage != 0 ||
+                 x->tag != 0 || x->peer != 0 || !zero_bits(x->bw_Bps)
+             ? 1
+             : 0;
+}
+
+/* Stores op (shape interned) as op i of prog, i < cap; its side record reused when it has one. */
+static void op_store(ts_program *prog, int i, const ts_op *op)
+{
+  guint8 keep = i < prog->nops ? prog->pk[i].flags & TS_PK_NODEPS : 0;
+  guint32 had = prog->ext_of != NULL && i < prog->nops ? prog->ext_of[i] : 0;
+  guint8 had_flags = i < prog->nops ? prog->pk[i].flags : 0;
+  ts_op_ext x;
+  int how = op_pack(op, &prog->pk[i], &x);
+  prog->pk[i].flags |= keep;
+  if (how == 0) {
+    if (prog->ext_of != NULL)
+      prog->ext_of[i] = 0;
+    return;
+  }
+  if (prog->ext_of == NULL)
+    prog->ext_of = g_new0(guint32, (gsize)prog->cap);
+  if (how == 1) {
+    if (prog->ext == NULL)
+      prog->ext = g_array_new(FALSE, FALSE, sizeof(ts_op_ext));
+    if (had > 0 && (had_flags & TS_PK_EXT)) {
+      g_array_index(prog->ext, ts_op_ext, had - 1) = x;
+    } else {
+      g_array_append_val(prog->ext, x);
+      had = prog->ext->len;
+    }
+    prog->pk[i].flags |= TS_PK_EXT;
+  } else {
+    if (prog->wide == NULL)
+      prog->wide = g_array_new(FALSE, FALSE, sizeof(ts_op));
+    ts_op w = *op;
+    w.ndeps = 0;
+    w.deps = NULL;
+    if (had > 0 && (had_flags & TS_PK_WIDE)) {
+      g_array_index(prog->wide, ts_op, had - 1) = w;
+    } else {
+      g_array_append_val(prog->wide, w);
+      had = prog->wide->len;
+    }
+    prog->pk[i].flags |= TS_PK_WIDE;
+  }
+  prog->ext_of[i] = had;
+}
+
+void ts_program_set_op(ts_trace *tr, int p, int i, const ts_op *op)
+{
+  g_return_if_fail(p >= 0 && p < tr->nprograms && i >= 0 && i < tr->programs[p].nops);
+  ts_op c = *op;
+  c.shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
+  op_store(&tr->programs[p], i, &c);
+}
+
+void ts_program_drop_deps(ts_program *p, int i)
+{
+  g_return_if_fail(i >= 0 && i < p->nops);
+  p->pk[i].flags |= TS_PK_NODEPS;
+}
+
+gsize ts_program_bytes(const ts_program *p)
+{
+  gsize b = sizeof(ts_op_packed) * (gsize)p->nops + sizeof(guint32) * ((gsize)p->nops + 1) +
+            sizeof(int) * (gsize)p->ndeps_total;
+  if (p->ext_of != NULL)
+    b += sizeof(guint32) * (gsize)p->nops;
+  if (p->ext != NULL)
+    b += sizeof(ts_op_ext) * p->ext->len;
+  if (p->wide != NULL)
+    b += sizeof(ts_op) * p->wide->len;
+  return b;
+}
+
 int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int ndeps)
 {
-  g_return_val_if_fail(p >= 0 && p < tr->nprograms, -1);
+  g_return_val_if_fail(p >= 0 && p < tr->nprograms && ndeps >= 0, -1);
   ts_program *prog = &tr->programs[p];
   /* Grow geometrically: programs of large models have tens of thousands of ops. */
-  if ((prog->nops & (prog->nops - 1)) == 0)
-    prog->ops = g_renew(ts_op, prog->ops, prog->nops == 0 ? 16 : (gsize)prog->nops * 2);
-  ts_op *o = &prog->ops[prog->nops];
-  *o = *op;
-  o->shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
-  o->ndeps = ndeps;
-  o->deps = NULL;
-  if (ndeps > 0) {
-    o->deps = dep_alloc(prog, ndeps);
-    memcpy(o->deps, deps, sizeof(int) * (gsize)ndeps);
+  if (prog->nops == prog->cap) {
+    int cap = prog->cap == 0 ? 16 : prog->cap * 2;
+    prog->pk = g_renew(ts_op_packed, prog->pk, cap);
+    prog->dep_off = g_renew(guint32, prog->dep_off, (gsize)cap + 1);
+    if (prog->ext_of != NULL) {
+      prog->ext_of = g_renew(guint32, prog->ext_of, cap);
+      memset(prog->ext_of + prog->cap, 0, sizeof(guint32) * (gsize)(cap - prog->cap));
+    }
+    if (prog->cap == 0)
+      prog->dep_off[0] = 0;
+    prog->cap = cap;
   }
+  if ((guint64)prog->ndeps_total + (guint64)ndeps > G_MAXUINT32)
+    g_error("program %d: more than 2^32 dependencies", p);
+  if (prog->ndeps_total + (guint32)ndeps > prog->deps_cap) {
+    guint32 cap = MAX(prog->ndeps_total + (guint32)ndeps,
+                      prog->deps_cap < 64 ? 64 : prog->deps_cap + prog->deps_cap / 2);
+    prog->deps = g_renew(int, prog->deps, cap);
+    prog->deps_cap = cap;
+  }
+  int i = prog->nops;
+  ts_op c = *op;
+  c.shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
+  op_store(prog, i, &c);
+  if (ndeps > 0)
+    memcpy(prog->deps + prog->ndeps_total, deps, sizeof(int) * (gsize)ndeps);
+  prog->ndeps_total += (guint32)ndeps;
+  prog->dep_off[i + 1] = prog->ndeps_total;
   return prog->nops++;
 }
 
@@ -512,6 +659,19 @@ static gboolean coll_memo_equal(gconstpointer x, gconstpointer y)
          a->bytes_bits == b->bytes_bits;
 }
 
+/* A collective's resolved algorithm and distinct-collective id, written in place. */
+static void set_resolved(ts_program *prog, int i, int algo, int coll_id)
+{
+  if (prog->pk[i].flags & TS_PK_WIDE) {
+    ts_op *w = &g_array_index(prog->wide, ts_op, prog->ext_of[i] - 1);
+    w->algo = (guint8)algo;
+    w->coll_id = coll_id;
+    return;
+  }
+  prog->pk[i].algo = (guint8)algo;
+  prog->pk[i].u.g.i1 = coll_id;
+}
+
 gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
 {
   /* Memo per collective as stated (group, kind, algo, bytes): a step repeats a few sizes
@@ -527,10 +687,11 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
   gboolean ok = TRUE;
   for (int p = 0; p < tr->nprograms && ok; p++)
     for (int i = 0; i < tr->programs[p].nops; i++) {
-      ts_op *o = &tr->programs[p].ops[i];
-      if (o->kind != TS_OP_COLL)
+      if (ts_program_op_kind(&tr->programs[p], i) != TS_OP_COLL)
         continue;
-      o->coll_id = 0;
+      ts_program *prog = &tr->programs[p];
+      const ts_op ob = ts_program_op(prog, i), *o = &ob;
+      set_resolved(prog, i, o->algo, 0);
       if (o->group < 0 || (guint)o->group >= ng)
         continue; /* ts_trace_check refuses it */
       coll_memo_key k = {o->group, (int)o->coll, (int)o->algo, 0};
@@ -538,8 +699,7 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
       const ts_coll_desc *d;
       if (last_id[o->group] > 0 && coll_memo_equal(&k, &last_key[o->group])) {
         d = &g_array_index(tr->colls, ts_coll_desc, last_id[o->group] - 1);
-        o->algo = d->algo;
-        o->coll_id = last_id[o->group];
+        set_resolved(prog, i, d->algo, last_id[o->group]);
         continue;
       }
       gpointer v = g_hash_table_lookup(memo, &k);
@@ -565,11 +725,11 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
         v = GINT_TO_POINTER((int)tr->colls->len);
         g_hash_table_insert(memo, g_memdup2(&k, sizeof k), v);
       }
-      o->coll_id = GPOINTER_TO_INT(v);
-      d = &g_array_index(tr->colls, ts_coll_desc, o->coll_id - 1);
-      o->algo = d->algo;
+      int id = GPOINTER_TO_INT(v);
+      d = &g_array_index(tr->colls, ts_coll_desc, id - 1);
+      set_resolved(prog, i, d->algo, id);
       last_key[o->group] = k;
-      last_id[o->group] = o->coll_id;
+      last_id[o->group] = id;
     }
   g_free(last_key);
   g_free(last_id);
@@ -730,7 +890,9 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
   /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. */
   for (int p = 0; t != NULL && p < tr->nprograms; p++)
     for (int i = 0; i < tr->programs[p].nops; i++) {
-      const ts_op *o = &tr->programs[p].ops[i];
+      if (ts_program_op_kind(&tr->programs[p], i) != TS_OP_XFER)
+        continue;
+      const ts_op ob = ts_program_op(&tr->programs[p], i), *o = &ob;
       if (o->kind == TS_OP_XFER && o->bw_Bps <= 0 && o->bytes > 0 &&
           ts_resource_bw_Bps(t, o->resource) <= 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
@@ -749,7 +911,7 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
   for (int p = 0; p < tr->nprograms; p++) {
     const ts_program *prog = &tr->programs[p];
     for (int i = 0; i < prog->nops; i++) {
-      const ts_op *o = &prog->ops[i];
+      const ts_op ob = ts_program_op(prog, i), *o = &ob;
       for (int k = 0; k < o->ndeps; k++)
         if (o->deps[k] < 0 || o->deps[k] >= i) {
           g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
@@ -815,7 +977,9 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
     used[p] = g_array_new(FALSE, FALSE, 2 * sizeof(int));
     g_hash_table_remove_all(seen);
     for (int i = 0; i < tr->programs[p].nops; i++) {
-      const ts_op *o = &tr->programs[p].ops[i];
+      if (ts_program_op_kind(&tr->programs[p], i) != TS_OP_COLL)
+        continue;
+      const ts_op ob = ts_program_op(&tr->programs[p], i), *o = &ob;
       if (o->kind != TS_OP_COLL ||
           ((const ts_group *)g_ptr_array_index(tr->groups, o->group))->members == NULL ||
           g_hash_table_contains(seen, GINT_TO_POINTER(o->group + 1)))
@@ -843,7 +1007,8 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                     "rank %d op %d '%s': collective on group %s, which does not list rank %d", rank,
                     pair[1],
-                    (const char *)g_ptr_array_index(tr->labels, tr->programs[p].ops[pair[1]].label),
+                    (const char *)g_ptr_array_index(tr->labels,
+                                                    ts_program_op_label(&tr->programs[p], pair[1])),
                     g->name, rank);
         ok = FALSE;
       }
@@ -961,7 +1126,7 @@ char *ts_trace_to_text(const ts_trace *tr)
     const ts_program *prog = &tr->programs[p];
     g_string_append_printf(s, "program %d %d\n", p, prog->nops);
     for (int i = 0; i < prog->nops; i++) {
-      const ts_op *o = &prog->ops[i];
+      const ts_op ob = ts_program_op(prog, i), *o = &ob;
       g_string_append_printf(s, "%d %s cat=%s stream=%d label=%d", i, ts_op_kind_name(o->kind),
                              ts_op_cat_name(o->cat), o->stream, o->label);
       switch (o->kind) {

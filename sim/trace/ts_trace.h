@@ -7,6 +7,7 @@
 #include "ts_cost.h"
 #include "ts_topo.h"
 #include <glib.h>
+#include <string.h>
 
 G_BEGIN_DECLS
 
@@ -166,13 +167,50 @@ typedef struct {
   double bytes;
 } ts_coll_desc;
 
+/* How a program stores its ops (issue 11: a 10-million-op trace replays in <= 1 GB; a ts_op is
+ * 120 bytes, this is 40). Read ops through ts_program_op / ts_program_deps and the inline
+ * accessors below, never these fields: they are internal to ts_trace. The kind-specific fields
+ * share u, d0 and d1 (COMPUTE: shape, flops, mem_bytes; COLL: group, coll_id, bytes; SEND/RECV:
+ * axis, offset, bytes; XFER/DELAY: bytes, seconds); the tag fields, a send's tag and peer and an
+ * XFER's bw_Bps live in a side record (ts_op_ext) only when one is non-zero; an op whose fields
+ * fit neither (e.g. flops on a collective) is kept whole in a second side table, so storage is
+ * lossless for any op. */
+typedef struct {
+  guint8 kind, cat, coll, algo, resource, t_phase, t_role;
+  guint8 flags; /* TS_PK_* */
+  int stream, label;
+  union {
+    const ts_op_shape *shape; /* COMPUTE */
+    struct {
+      int i0, i1; /* COLL: group, coll_id; SEND/RECV: axis, offset */
+    } g;
+  } u;
+  double d0, d1;
+} ts_op_packed;
+
+/** The op's rarely set fields (present when one is non-zero). */
+typedef struct {
+  int t_layer, t_layer_last, t_micro, t_stage, tag, peer;
+  double bw_Bps;
+} ts_op_ext;
+
+#define TS_PK_EXT 1u      /* ext_of[i] - 1 indexes ext */
+#define TS_PK_WIDE 2u     /* ext_of[i] - 1 indexes wide (the whole op) */
+#define TS_PK_NODEPS 4u   /* dependencies dropped (ts_program_drop_deps) */
+#define TS_PK_GROUP_M1 8u /* group is -1 (else 0) where the kind does not store it */
+#define TS_PK_AXIS_M1 16u /* axis is -1 (else 0) where the kind does not store it */
+
 typedef struct {
   int nops;
-  ts_op *ops; /* owned */
-  /* Where the ops' dependency lists live: blocks of ints the program owns (one heap block per
-   * op cost ~32 bytes an op; issue 11's 10-million-op trace). Internal to ts_trace. */
-  GPtrArray *dep_blocks;
-  int dep_fill, dep_cap; /* ints used and available in the last block */
+  /* Internal to ts_trace (see ts_op_packed): */
+  ts_op_packed *pk; /* nops ops */
+  int cap;
+  guint32 *ext_of;  /* per op: side record + 1, 0 = none; NULL while no op has one */
+  GArray *ext;      /* ts_op_ext */
+  GArray *wide;     /* ts_op: ops that do not pack */
+  guint32 *dep_off; /* nops + 1 offsets into deps (dependencies in one CSR array) */
+  int *deps;
+  guint32 ndeps_total, deps_cap;
 } ts_program;
 
 /** Metadata recorded with every result: what produced the trace. */
@@ -327,23 +365,139 @@ static inline const ts_coll_desc *ts_trace_coll_desc(const ts_trace *tr, const t
              : NULL;
 }
 
-/**
- * Op i of program p (0 <= i < p->nops). Read ops through this and their dependencies through
- * ts_program_deps rather than indexing p->ops: the storage behind them is free to become a
- * packed one (issue 11's 10-million-op trace, bench/RESULTS.md "Streaming"). Borrowed from the
- * trace; valid until the trace is changed or freed.
- */
-static inline const ts_op *ts_program_op(const ts_program *p, int i)
-{
-  return &p->ops[i];
-}
-
-/** Dependencies of op i of program p (indices of earlier ops of p); *n gets their count. */
+/** Dependencies of op i of program p (indices of earlier ops of p); *n gets their count.
+ * Borrowed; valid until the program is changed or freed. */
 static inline const int *ts_program_deps(const ts_program *p, int i, int *n)
 {
-  *n = p->ops[i].ndeps;
-  return p->ops[i].deps;
+  if (p->pk[i].flags & TS_PK_NODEPS) {
+    *n = 0;
+    return NULL;
+  }
+  *n = (int)(p->dep_off[i + 1] - p->dep_off[i]);
+  return *n > 0 ? p->deps + p->dep_off[i] : NULL;
 }
+
+/**
+ * Op i of program p (0 <= i < p->nops), expanded from the packed store into a whole ts_op (its
+ * deps point into the program's dependency array, ndeps their count). A copy: changing it does
+ * not change the trace (ts_program_set_op does). Changed with issue 11 (streaming): it returned
+ * a pointer into a ts_op array, which no longer exists.
+ * Inline, so that a caller reading a few fields pays for those (dead stores are dropped).
+ */
+static inline ts_op ts_program_op(const ts_program *p, int i)
+{
+  const ts_op_packed *k = &p->pk[i];
+  ts_op o;
+  if (k->flags & TS_PK_WIDE) {
+    o = g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
+  } else {
+    memset(&o, 0, sizeof o);
+    o.kind = k->kind;
+    o.cat = k->cat;
+    o.coll = k->coll;
+    o.algo = k->algo;
+    o.resource = k->resource;
+    o.t_phase = k->t_phase;
+    o.t_role = k->t_role;
+    o.stream = k->stream;
+    o.label = k->label;
+    o.group = k->flags & TS_PK_GROUP_M1 ? -1 : 0;
+    o.axis = k->flags & TS_PK_AXIS_M1 ? -1 : 0;
+    switch (k->kind) {
+    case TS_OP_COMPUTE:
+      o.shape = k->u.shape;
+      o.flops = k->d0;
+      o.mem_bytes = k->d1;
+      break;
+    case TS_OP_COLL:
+      o.group = k->u.g.i0;
+      o.coll_id = k->u.g.i1;
+      o.bytes = k->d0;
+      break;
+    case TS_OP_SEND:
+    case TS_OP_RECV:
+      o.axis = k->u.g.i0;
+      o.offset = k->u.g.i1;
+      o.bytes = k->d0;
+      break;
+    case TS_OP_XFER:
+    case TS_OP_DELAY:
+      o.bytes = k->d0;
+      o.seconds = k->d1;
+      break;
+    default:
+      break;
+    }
+    if (k->flags & TS_PK_EXT) {
+      const ts_op_ext *x = &g_array_index(p->ext, ts_op_ext, p->ext_of[i] - 1);
+      o.t_layer = x->t_layer;
+      o.t_layer_last = x->t_layer_last;
+      o.t_micro = x->t_micro;
+      o.t_stage = x->t_stage;
+      o.tag = x->tag;
+      o.peer = x->peer;
+      o.bw_Bps = x->bw_Bps;
+    }
+  }
+  o.deps = (int *)ts_program_deps(p, i, &o.ndeps);
+  return o;
+}
+
+/* The fields the replay reads on its hot path, without expanding the op. */
+static inline ts_op_kind ts_program_op_kind(const ts_program *p, int i)
+{
+  return (ts_op_kind)p->pk[i].kind;
+}
+
+static inline ts_op_cat ts_program_op_cat(const ts_program *p, int i)
+{
+  return (ts_op_cat)p->pk[i].cat;
+}
+
+static inline int ts_program_op_stream(const ts_program *p, int i)
+{
+  return p->pk[i].stream;
+}
+
+static inline int ts_program_op_label(const ts_program *p, int i)
+{
+  return p->pk[i].label;
+}
+
+/** A COLL op's group (-1 for another kind). */
+static inline int ts_program_op_group(const ts_program *p, int i)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->kind != TS_OP_COLL)
+    return -1;
+  if (k->flags & TS_PK_WIDE)
+    return g_array_index(p->wide, ts_op, p->ext_of[i] - 1).group;
+  return k->u.g.i0;
+}
+
+/** A COLL op's collective kind and bytes (what members of one collective must agree on). */
+static inline void ts_program_op_coll(const ts_program *p, int i, ts_coll_kind *kind, double *bytes)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->flags & TS_PK_WIDE) {
+    const ts_op *w = &g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
+    *kind = (ts_coll_kind)w->coll;
+    *bytes = w->bytes;
+    return;
+  }
+  *kind = (ts_coll_kind)k->coll;
+  *bytes = k->kind == TS_OP_COLL ? k->d0 : 0.0;
+}
+
+/** Replaces op i of program p by op (its dependencies kept; op's deps and ndeps ignored; its
+ * shape interned). */
+void ts_program_set_op(ts_trace *tr, int p, int i, const ts_op *op);
+
+/** Drops op i's dependencies (the validator's "drop a dependency" fault). */
+void ts_program_drop_deps(ts_program *p, int i);
+
+/** Bytes the program's ops and dependencies take in memory (bench, tests). */
+gsize ts_program_bytes(const ts_program *p);
 
 /** Total ops over all programs. */
 gint64 ts_trace_nops(const ts_trace *tr);

@@ -92,6 +92,7 @@ struct vd_run {
   const ts_model *m;
   ts_trace *tr;
   vd_prog *progs;
+  ts_op **xops; /* per program: its ops, expanded from the trace's packed store */
   int *prog_of; /* per rank */
   int **pending;
   gboolean **done, **arrived;
@@ -247,7 +248,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
   GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
   GHashTable *last = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int j = 0; j < pr->nops; j++) {
-    const ts_op *op = &pr->ops[j];
+    const ts_op ob = ts_program_op(pr, j), *op = &ob;
     vo_info v = tag_info(op);
     if (v.kind == VO_GRAD && op->kind != TS_OP_COLL)
       v.kind = VO_PS_PUSH;
@@ -333,7 +334,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
   for (int j = 0; j < pr->nops; j++)
     if (info[j].kind == VO_GRAD || info[j].kind == VO_PS_PUSH)
       info[j].nsync =
-          GPOINTER_TO_INT(g_hash_table_lookup(count, GINT_TO_POINTER(pr->ops[j].label)));
+          GPOINTER_TO_INT(g_hash_table_lookup(count, GINT_TO_POINTER(ts_program_op_label(pr, j))));
   g_hash_table_unref(count);
   g_hash_table_unref(last);
   g_free(seen);
@@ -350,7 +351,7 @@ static void prog_graph(const ts_program *pr, vd_prog *p)
     succ[j] = g_array_new(FALSE, FALSE, sizeof(int));
   GHashTable *last = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int j = 0; j < pr->nops; j++) {
-    const ts_op *op = &pr->ops[j];
+    const ts_op ob = ts_program_op(pr, j), *op = &ob;
     gpointer prev;
     if (g_hash_table_lookup_extended(last, GINT_TO_POINTER(op->stream), NULL, &prev)) {
       g_array_append_val(succ[GPOINTER_TO_INT(prev)], j);
@@ -374,7 +375,7 @@ static void prog_graph(const ts_program *pr, vd_prog *p)
 
 static const ts_op *op_at(const vd_run *run, int rank, int j)
 {
-  return &run->tr->programs[run->prog_of[rank]].ops[j];
+  return &run->xops[run->prog_of[rank]][j];
 }
 
 static const vo_info *info_at(const vd_run *run, int rank, int j)
@@ -2007,14 +2008,16 @@ static gboolean apply_drops(vd_run *run, const char *const *labels, gboolean dep
     int hits = 0;
     for (int p = 0; p < run->tr->nprograms; p++)
       for (int j = 0; j < run->tr->programs[p].nops; j++) {
-        ts_op *op = &run->tr->programs[p].ops[j];
-        if (strcmp(label_of(run, op), *l) != 0)
+        ts_op op = ts_program_op(&run->tr->programs[p], j);
+        if (strcmp(label_of(run, &op), *l) != 0)
           continue;
         hits++;
-        if (deps_only)
-          op->ndeps = 0;
-        else
-          op->kind = TS_OP_WAIT; /* keeps its place, stream and dependencies: a no-op */
+        if (deps_only) {
+          ts_program_drop_deps(&run->tr->programs[p], j);
+        } else {
+          op.kind = TS_OP_WAIT; /* keeps its place, stream and dependencies: a no-op */
+          ts_program_set_op(run->tr, p, j, &op);
+        }
       }
     if (hits == 0) {
       GString *known = g_string_new(NULL);
@@ -2044,7 +2047,7 @@ static gboolean prescan(vd_run *run, GError **error)
   run->op_algo = g_new0(ts_coll_algo, MAX(total, 1));
   for (int p = 0; p < run->tr->nprograms; p++)
     for (int j = 0; j < run->tr->programs[p].nops; j++) {
-      const ts_op *op = &run->tr->programs[p].ops[j];
+      const ts_op ob = ts_program_op(&run->tr->programs[p], j), *op = &ob;
       if (op->kind != TS_OP_COLL)
         continue;
       ts_coll_algo a;
@@ -2086,7 +2089,18 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
     prog_meanings(run, &tr->programs[p], run->progs[p].info);
   }
   if (!apply_drops(run, o->drop_ops, FALSE, error) ||
-      !apply_drops(run, o->drop_deps, TRUE, error) || !prescan(run, error)) {
+      !apply_drops(run, o->drop_deps, TRUE, error)) {
+    vd_run_free(run);
+    return NULL;
+  }
+  /* The ops as dropped, expanded once (op_at hands out pointers to them). */
+  run->xops = g_new0(ts_op *, MAX(tr->nprograms, 1));
+  for (int p = 0; p < tr->nprograms; p++) {
+    run->xops[p] = g_new(ts_op, MAX(tr->programs[p].nops, 1));
+    for (int j = 0; j < tr->programs[p].nops; j++)
+      run->xops[p][j] = ts_program_op(&tr->programs[p], j);
+  }
+  if (!prescan(run, error)) {
     vd_run_free(run);
     return NULL;
   }
@@ -2098,7 +2112,7 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
   for (int p = 0; p < tr->nprograms; p++)
     for (int j = 0; j < tr->programs[p].nops; j++) {
       const vo_info *v = &run->progs[p].info[j];
-      const ts_op *op = &tr->programs[p].ops[j];
+      const ts_op *op = &run->xops[p][j];
       if (v->kind == VO_REGATHER)
         e->drop_x[v->layer] = TRUE;
       if (v->kind == VO_PS_PUSH && v->micro == 0)
@@ -2179,6 +2193,9 @@ void vd_run_free(vd_run *run)
       g_free(run->coll_seq[rank]);
     }
   g_free(run->prog_of);
+  for (int p = 0; run->xops != NULL && p < run->tr->nprograms; p++)
+    g_free(run->xops[p]);
+  g_free(run->xops);
   g_free(run->pending);
   g_free(run->done);
   g_free(run->arrived);

@@ -1271,7 +1271,7 @@ static int *walk_order(const mo_exec *x, const ts_program *p)
   for (int j = 0; j < n; j++)
     succ[j] = g_ptr_array_new();
   for (int j = 0; j < n; j++) {
-    const ts_op *op = ts_program_op(p, j);
+    const ts_op op_ = ts_program_op(p, j), *op = &op_;
     const char *label = g_ptr_array_index(x->tr->labels, op->label);
     int nd = 0;
     const int *d = ts_program_deps(p, j, &nd);
@@ -1282,7 +1282,7 @@ static int *walk_order(const mo_exec *x, const ts_program *p)
       left[j]++;
     }
     for (int i = j - 1; i >= 0; i--)
-      if (ts_program_op(p, i)->stream == op->stream) {
+      if (ts_program_op_stream(p, i) == op->stream) {
         g_ptr_array_add(succ[i], GINT_TO_POINTER(j));
         left[j]++;
         break;
@@ -1293,7 +1293,7 @@ static int *walk_order(const mo_exec *x, const ts_program *p)
     for (int j = 0; j < n; j++) {
       if (done[j] || left[j] > 0)
         continue;
-      const ts_op *op = ts_program_op(p, j);
+      const ts_op op_ = ts_program_op(p, j), *op = &op_;
       int rank = op->t_role == TS_ROLE_GRAD ? 0 : op->stream == 0 ? 1 : 2;
       if (rank < best_rank) {
         best = j;
@@ -1325,7 +1325,7 @@ static gboolean walk(mo_exec *x)
   int *order = walk_order(x, p0);
   for (int k = 0; k < p0->nops && ok; k++) {
     int j = order[k];
-    const ts_op *op = ts_program_op(p0, j);
+    const ts_op op_ = ts_program_op(p0, j), *op = &op_;
     const char *label = g_ptr_array_index(tr->labels, op->label);
     if (is_dropped(x->o, label))
       continue;
@@ -1412,7 +1412,7 @@ static gboolean prescan(const ts_trace *tr, const ts_topo *t, double elem, GErro
 {
   const ts_program *p = &tr->programs[ts_trace_program_of(tr, 0)];
   for (int j = 0; j < p->nops; j++) {
-    const ts_op *op = ts_program_op(p, j);
+    const ts_op op_ = ts_program_op(p, j), *op = &op_;
     if (op->kind != TS_OP_COLL)
       continue;
     const ts_group *g = g_ptr_array_index(tr->groups, op->group);
@@ -1446,7 +1446,7 @@ static gboolean spmd(const ts_trace *tr, GError **error)
     const ts_program *p = &tr->programs[ts_trace_program_of(tr, rank)];
     gboolean same = p->nops == p0->nops;
     for (int j = 0; same && j < p->nops; j++) {
-      const ts_op *a = ts_program_op(p0, j), *b = ts_program_op(p, j);
+      const ts_op a_ = ts_program_op(p0, j), b_ = ts_program_op(p, j), *a = &a_, *b = &b_;
       same = a->label == b->label && a->kind == b->kind && a->group == b->group &&
              a->t_role == b->t_role;
     }

@@ -16,13 +16,11 @@ typedef struct {
   double device, launch;
 } op_cost;
 
-/* One op's entry in its program's table: a compute op's seconds, a resolved collective's
- * distinct-collective index (ts_op.coll_id - 1; -1 otherwise). One array, so starting an op
- * reads one place whatever its kind. */
-typedef struct {
-  op_cost c;
-  int coll;
-} op_entry;
+/* One op's entry in its program's table, 4 bytes (issue 11: 24 before, 240 MB of a
+ * 10-million-op trace): a compute op's index in the table of its program's distinct compute
+ * costs (analytic.cost_tab), a resolved collective's distinct-collective index (ts_op.coll_id -
+ * 1), -1 otherwise. One array, so starting an op reads one place whatever its kind. */
+typedef gint32 op_entry;
 
 /* Compute costs by (flops, memory bytes, interned shape): a model's layers repeat once per
  * micro-batch and layer, so a program of a million ops has a few hundred distinct compute ops.
@@ -31,7 +29,7 @@ typedef struct {
 typedef struct {
   guint64 flops, mem; /* the doubles' bits */
   const ts_op_shape *shape;
-  op_cost c;
+  int idx; /* in analytic.cost_tab */
   gboolean used;
 } memo_slot;
 
@@ -52,6 +50,7 @@ typedef struct {
   op_entry **costs;          /* per program, per op (NULL: not made yet) */
   int nprograms;             /* entries of costs */
   cost_memo memo;            /* compute costs by (flops, memory bytes, shape) */
+  GArray *cost_tab;          /* op_cost: the distinct compute costs, by memo_slot.idx */
   const ts_trace *tables_of; /* the trace costs and coll_s were made for */
   double *host_clock;        /* per rank: when its host has launched every op so far */
   /* Per distinct collective of the trace (ts_op.coll_id - 1) on the healthy array: seconds,
@@ -62,7 +61,8 @@ typedef struct {
 
 static inline guint64 mix64(guint64 h, guint64 w);
 
-static op_cost memo_cost(analytic *a, const ts_op *op)
+/* The index in a->cost_tab of the op's compute cost (made when new). */
+static int memo_cost(analytic *a, const ts_op *op)
 {
   guint64 fb, mb;
   memcpy(&fb, &op->flops, sizeof fb);
@@ -89,13 +89,17 @@ static op_cost memo_cost(analytic *a, const ts_op *op)
   guint j = h & (m->cap - 1);
   for (; m->slots[j].used; j = (j + 1) & (m->cap - 1))
     if (m->slots[j].flops == fb && m->slots[j].mem == mb && m->slots[j].shape == op->shape)
-      return m->slots[j].c;
+      return m->slots[j].idx;
   const ts_chip *chip = &a->topo->chip;
   op_cost c = {ts_cost_device(chip, op->flops, op->mem_bytes, op->shape),
                ts_cost_launch(chip, op->flops, op->mem_bytes, op->shape)};
-  m->slots[j] = (memo_slot){fb, mb, op->shape, c, TRUE};
+  if (a->cost_tab == NULL)
+    a->cost_tab = g_array_new(FALSE, FALSE, sizeof(op_cost));
+  g_array_append_val(a->cost_tab, c);
+  int idx = (int)a->cost_tab->len - 1;
+  m->slots[j] = (memo_slot){fb, mb, op->shape, idx, TRUE};
   m->len++;
-  return c;
+  return idx;
 }
 
 /* A program's per-op tables, made when one of its ops is first started, in one pass over the
@@ -112,6 +116,8 @@ static void tables_free(analytic *a)
   /* The memo's shapes are the trace's interned copies: another trace's may reuse the address. */
   g_clear_pointer(&a->memo.slots, g_free);
   a->memo.cap = a->memo.len = 0;
+  if (a->cost_tab != NULL)
+    g_array_set_size(a->cost_tab, 0);
 }
 
 static void program_tables(analytic *a, const ts_trace *tr, int p)
@@ -128,14 +134,17 @@ static void program_tables(analytic *a, const ts_trace *tr, int p)
     return;
   const ts_program *prog = &tr->programs[p];
   gsize n = prog->nops > 0 ? (gsize)prog->nops : 1;
-  op_entry *e = g_new0(op_entry, n);
+  op_entry *e = g_new(op_entry, n);
   for (int k = 0; k < prog->nops; k++) {
-    const ts_op *op = &prog->ops[k];
-    e[k].coll = -1;
-    if (op->kind == TS_OP_COMPUTE)
-      e[k].c = memo_cost(a, op);
-    else if (op->kind == TS_OP_COLL && ts_trace_coll_desc(tr, op) != NULL)
-      e[k].coll = op->coll_id - 1;
+    ts_op_kind kind = ts_program_op_kind(prog, k);
+    e[k] = -1;
+    if (kind != TS_OP_COMPUTE && kind != TS_OP_COLL)
+      continue;
+    const ts_op op = ts_program_op(prog, k);
+    if (kind == TS_OP_COMPUTE)
+      e[k] = memo_cost(a, &op);
+    else if (ts_trace_coll_desc(tr, &op) != NULL)
+      e[k] = op.coll_id - 1;
   }
   a->costs[p] = e;
 }
@@ -148,8 +157,8 @@ static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, do
     a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
   program_tables(a, ts_replay_trace(r), act->program);
   const op_entry *e = &a->costs[act->program][act->index];
-  __builtin_prefetch(e + 8); /* ops start roughly in program order (no fault past the end) */
-  const op_cost *c = &e->c;
+  __builtin_prefetch(e + 16); /* ops start roughly in program order (no fault past the end) */
+  const op_cost *c = &g_array_index(a->cost_tab, op_cost, *e);
   if (c->launch <= 0)
     return c->device;
   return ts_cost_issue(&a->host_clock[act->chip], now, c->device, c->launch);
@@ -276,13 +285,27 @@ static double coll_cost_keyed(analytic *a, const ts_op *op, const ts_group *g, i
 static double coll_cost(analytic *a, ts_replay *r, const ts_activity *act, GError **error)
 {
   const ts_trace *tr = ts_replay_trace(r);
+  /* The op (act->op, or read from the trace when the backend was passed none) is needed only
+   * when the collective is costed from its fields. */
+  ts_op ob;
   const ts_op *op = act->op;
-  if (a->topo->faults.ndead > 0)
+  if (a->topo->faults.ndead > 0) {
+    if (op == NULL) {
+      ob = ts_activity_op(r, act);
+      op = &ob;
+    }
     return coll_cost_keyed(a, op, act->group, act->chip, error);
+  }
   program_tables(a, tr, act->program);
   const op_entry *e = &a->costs[act->program][act->index];
-  __builtin_prefetch(e + 8);
-  int id = e->coll;
+  __builtin_prefetch(e + 16);
+  int id = *e;
+  if (id >= 0 && a->coll_s != NULL && a->ncoll == tr->colls->len && a->coll_s[id] >= 0)
+    return a->coll_s[id];
+  if (op == NULL) {
+    ob = ts_activity_op(r, act);
+    op = &ob;
+  }
   if (id < 0)
     return coll_cost_keyed(a, op, act->group, act->chip, error);
   if (a->coll_s == NULL || a->ncoll != tr->colls->len) {
@@ -313,16 +336,17 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
       d /= a->speed[act->chip];
     break;
   case TS_OP_XFER:
-  case TS_OP_DELAY:
-    d = ts_offchip_time(a->topo, act->op);
+  case TS_OP_DELAY: {
+    const ts_op op = ts_activity_op(r, act);
+    d = ts_offchip_time(a->topo, &op);
     if (d < 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                   "'%s': transfer over %s, which the topology gives no bandwidth; expected its "
                   "[host] key or the op's bw_Bps",
-                  ts_activity_label(r, act), ts_resource_name(act->op->resource));
+                  ts_activity_label(r, act), ts_resource_name(op.resource));
       return FALSE;
     }
-    break;
+  } break;
   case TS_OP_COLL:
     d = ts_trace_group_size(act->group) <= 1 ? 0.0 : coll_cost(a, r, act, error);
     if (d < 0) {
@@ -379,6 +403,8 @@ static void analytic_free(ts_backend *b)
   g_free(a->speed);
   g_hash_table_unref(a->mask_cache);
   tables_free(a);
+  if (a->cost_tab != NULL)
+    g_array_unref(a->cost_tab);
   g_free(a->host_clock);
   g_free(a);
   g_free(b);
@@ -402,5 +428,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   b->run = analytic_run;
   b->free = analytic_free;
   b->label_on_error_only = TRUE;
+  b->op_on_demand = TRUE;
   return b;
 }

@@ -2543,7 +2543,7 @@ static gboolean f_precheck(sgb *b, const ts_trace *tr)
   for (int k = 0; k < tr->nprograms; k++) {
     const ts_program *pg = &tr->programs[k];
     for (int i = 0; i < pg->nops; i++) {
-      const ts_op *op = ts_program_op(pg, i);
+      const ts_op op_ = ts_program_op(pg, i), *op = &op_;
       if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
         continue;
       const ts_group *g = g_ptr_array_index(tr->groups, op->group);
@@ -2942,7 +2942,7 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
     const ts_program *pr = &tr->programs[p];
     per_program[p] = pr->nops;
     for (int i = 0; i < pr->nops; i++) {
-      const ts_op *op = &pr->ops[i];
+      const ts_op ob = ts_program_op(pr, i), *op = &ob;
       if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
         continue;
       const ts_group *g = g_ptr_array_index(tr->groups, op->group);

@@ -205,7 +205,7 @@ gboolean ts_export_chakra(const ts_trace *tr, const ts_topo *t, const char *dir,
     g_autofree guint64 *data = g_new(guint64, 1);
     gsize cap = 1;
     for (int i = 0; i < p->nops && ok; i++) {
-      const ts_op *o = ts_program_op(p, i);
+      const ts_op ob = ts_program_op(p, i), *o = &ob;
       ChakraProtoMsg__Node nd = CHAKRA_PROTO_MSG__NODE__INIT;
       nd.id = (guint64)i;
       nd.name = (char *)g_ptr_array_index(tr->labels, o->label);

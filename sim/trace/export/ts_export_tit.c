@@ -62,7 +62,7 @@ gboolean ts_export_tit(const ts_trace *tr, const ts_topo *t, const char *dir, GE
     g_string_truncate(s, 0);
     g_string_append_printf(s, "%d init\n", rank);
     for (int i = 0; i < p->nops && ok; i++) {
-      const ts_op *o = ts_program_op(p, i);
+      const ts_op ob = ts_program_op(p, i), *o = &ob;
       switch (o->kind) {
       case TS_OP_COMPUTE: {
         /* Costed as the backends cost it: from the op's shape where the trace gives one. */
