@@ -1489,7 +1489,7 @@ static int coll_ops_on(const ts_trace *tr, int prog, const char *needle, const c
   int n = 0;
   *bytes = 0;
   for (int i = 0; i < tr->programs[prog].nops; i++) {
-    const ts_op *o = ts_program_op(&tr->programs[prog], i);
+    const ts_op o_ = ts_program_op(&tr->programs[prog], i), *o = &o_;
     if (o->kind != TS_OP_COLL || strstr(g_ptr_array_index(tr->labels, o->label), needle) == NULL)
       continue;
     const char *g = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
@@ -1582,7 +1582,7 @@ Test(experts, router_gradient_summed_over_every_dp_rank)
   double be;
   double sum[2] = {0, 0};
   for (int i = 0; i < tr->programs[0].nops; i++) {
-    const ts_op *o = ts_program_op(&tr->programs[0], i);
+    const ts_op o_ = ts_program_op(&tr->programs[0], i), *o = &o_;
     if (o->kind != TS_OP_COLL || o->cat != TS_CAT_COMM_DP)
       continue;
     const char *g = ((ts_group *)g_ptr_array_index(tr->groups, o->group))->name;
