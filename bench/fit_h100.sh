@@ -5,10 +5,11 @@
 # 8B, FSDP + torch.compile on 8 GPUs -- and reports every group at the fitted value. The value
 # goes into topologies/chips/h100-sxm5-80gb.ini by hand, with the numbers this prints.
 #
-#   bench/fit_h100.sh            # ~1 minute: 81 one-row replays, then the file once
+#   bench/fit_h100.sh            # ~1 minute: 81 one-row replays, then every H100 file once
 #
 # The search is a grid over 0.45..0.85 in steps of 0.005, each value added to the row's vary
 # column as the what-if compute_efficiency=E. Every other key of the profile stays as shipped.
+# After the fit it reports every H100 measurement file at the fitted value, all held out.
 set -eu
 cd "$(dirname "$0")/.."
 csv=data/published/torchtitan/llama3_h100_steps.csv
@@ -36,3 +37,16 @@ awk -F, -v e="$best" 'BEGIN { OFS = "," }
   /^#/ || /^group,/ { print; next }
   { $3 = ($3 == "" ? "" : $3 ";") "compute_efficiency=" e; print }' "$csv" > "$tmp/all.csv"
 ./build/sim/trainsim validate --against "$tmp/all.csv" | sed -n '/^group /,$p'
+# Every other H100 measurement file, all held out, at the fitted value (docs/accuracy.md):
+# TorchTitan's long sequences, Megatron-Core BF16, Megatron-Bridge FP8, Llama 3 405B.
+for f in data/published/torchtitan/llama3_h100_cp_steps.csv \
+  data/published/megatron-core/mcore-h100-weak-scaling.csv \
+  data/published/megatron-bridge/nemo-h100-fp8.csv data/published/llama3/grattafiori2024-table4.csv; do
+  # (a model given as a file is relative to the measurement file's folder)
+  awk -F, -v e="$best" -v d="$PWD/$(dirname "$f")" 'BEGIN { OFS = "," }
+    /^#/ || /^group,/ { print; next }
+    { $3 = ($3 == "" ? "" : $3 ";") "compute_efficiency=" e; if ($4 ~ /\.ini$/) $4 = d "/" $4; print }' \
+    "$f" > "$tmp/held.csv"
+  printf '\n%s (held out)\n' "$f"
+  ./build/sim/trainsim validate --against "$tmp/held.csv" | sed -n '/^group /,$p'
+done

@@ -1488,7 +1488,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
   if (p->shard > 0 && p->shard < p->degree[TS_AX_DP])
     g_string_append_printf(s, ",shard=%d", p->shard);
   if (p->tp_overlap)
-    g_string_append(s, ",tp-overlap");
+    g_string_append(s, p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC ? ",tp-overlap=async"
+                                                                 : ",tp-overlap");
   if (p->dp_overlap)
     g_string_append(s, ",dp-overlap");
   if (p->offload != TS_OFFLOAD_NONE)
@@ -1698,6 +1699,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
+  p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
   p->dp_overlap = s->dp_overlap;
   p->precision = s->precision >= 0     ? s->precision
                  : m->dtype_bytes >= 4 ? TS_PRECISION_FP32

@@ -46,6 +46,15 @@ typedef enum {
   TS_KERNELS_EAGER, /* eager PyTorch: each element-wise op its own kernel through memory */
 } ts_kernels_mode;
 
+/** Which implementation tp-overlap costs (docs/splits.md, tp-overlap=). */
+typedef enum {
+  TS_TP_OVERLAP_TE,    /* Transformer Engine userbuffers (Megatron-Core, NeMo): every forward's
+                          collectives chunked, recomputed forwards included, at the whole GEMM's
+                          efficiency */
+  TS_TP_OVERLAP_ASYNC, /* PyTorch AsyncTP (torch.compile's micro-pipelined TP, TorchTitan): the
+                          first forward's collectives chunked, each chunk a matmul of its own */
+} ts_tp_overlap_mode;
+
 /** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */
 typedef enum { TS_OFFLOAD_NONE, TS_OFFLOAD_CPU, TS_OFFLOAD_NVME } ts_offload;
 
@@ -96,6 +105,8 @@ typedef struct {
   gboolean tp_overlap; /* tensor-parallel collectives chunked and overlapped with their GEMMs */
   gboolean dp_overlap; /* ZeRO 1/2: the updated-parameter all-gather overlapped with forward */
   int precision;       /* ts_precision of GEMMs (precision=), -1 = not given (the model's dtype) */
+  /* Added with issue 10 (the H100 Megatron stack). */
+  int tp_overlap_mode; /* ts_tp_overlap_mode of tp-overlap= (0 te unless given) */
   /* Added with issue 10 item 5 (memory as PyTorch allocates it). */
   int loss;       /* loss=: 0 not given (fused), else 1 + ts_loss */
   gboolean fsdp2; /* ZeRO-3 as PyTorch FSDP2 allocates it (docs/memory.md) */
@@ -207,6 +218,7 @@ typedef struct {
   ts_group_shape rep_shape;   /* the rest of dp: the replicas, which all-reduce the shards */
   gboolean tp_overlap;
   gboolean dp_overlap;
+  ts_tp_overlap_mode tp_overlap_mode; /* which implementation tp-overlap costs */
   double cp_bytes_per_step; /* context parallelism: K/V (and their gradients) each chip sends
                                around the ring per step */
   int precision;            /* ts_precision of the GEMMs (ts_cost.h) */

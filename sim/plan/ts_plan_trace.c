@@ -742,6 +742,11 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
   ts_op_shape chunk;
   layer_shape(g, i, TS_PASS_FWD, &chunk);
   chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n, chunk.epilogue_bytes /= n;
+  /* PyTorch's AsyncTP (symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter) issues
+   * one matmul per chunk, one after the other on the compute stream: each is a GEMM of m/n
+   * rows with its own tile and wave quantisation. */
+  if (g->p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
+    chunk.m /= n;
   int kernels = chunk.kernels;
   int prev_ag = -1, last_rs = -1;
   int start = g->last;
@@ -792,8 +797,12 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   /* A recomputed forward (recompute=full, stage) overlaps its collectives as the forward does:
    * Transformer Engine and XLA re-run the checkpointed module with the same comm overlap. Its
    * chunks are tagged as a recomputation (L_OVL_RC*). */
+  /* PyTorch's AsyncTP decomposes what torch.compile's micro-pipeline pass matches in the
+   * forward; the recomputed forward of full activation checkpointing (re-run inside the
+   * backward) keeps its plain collectives (docs/splits.md, tp-overlap=async). */
   gboolean ovl =
       p->tp_overlap && e->cp_kv_bytes <= 0 &&
+      !(recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC) &&
       (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
        e->fwd_post.kind == TS_COLL_ALLREDUCE);
   if (ovl) {

@@ -128,6 +128,15 @@ static int ovl_chunks_of(const vd_exec *e, int i)
   return ag || rs ? p->degree[TS_AX_TP] : 0;
 }
 
+/* The same for one pass: tp-overlap=async (PyTorch's AsyncTP) leaves a recomputed forward
+ * unchunked (ts_plan_trace's fwd_layer). */
+static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
+{
+  if (recompute && e->plan->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
+    return 0;
+  return ovl_chunks_of(e, i);
+}
+
 /* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
@@ -266,7 +275,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     case VO_ATTN_RECOMPUTE:
       v.micro = seen[slot]++;
       if ((v.kind == VO_FWD || v.kind == VO_RECOMPUTE) && v.layer >= 0 && v.layer < nl &&
-          (v.nchunks = ovl_chunks_of(run->e, v.layer)) > 0) {
+          (v.nchunks = ovl_chunks_in(run->e, v.layer, v.kind == VO_RECOMPUTE)) > 0) {
         /* tp-overlap: n GEMM chunks per micro-batch, recomputed forwards included. */
         v.chunk = v.micro % v.nchunks;
         v.micro /= v.nchunks;
@@ -288,7 +297,8 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
                   seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
       }
       if (v.phase != PH_BWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
-          ovl_chunks_of(run->e, v.layer) > 0 && ovl_is_chunk(run->e, v.layer, op)) {
+          ovl_chunks_in(run->e, v.layer, v.phase == PH_RECOMPUTE) > 0 &&
+          ovl_is_chunk(run->e, v.layer, op)) {
         /* A gather chunk comes before GEMM chunk c (c GEMM chunks seen), a reduction chunk
          * after it (its dependency's chunk). */
         v.nchunks = ovl_chunks_of(run->e, v.layer);
