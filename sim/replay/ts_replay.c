@@ -843,35 +843,16 @@ static gboolean is_comm(ts_op_kind k)
   return k == TS_OP_COLL || k == TS_OP_SEND || k == TS_OP_RECV;
 }
 
-/* Union length of two interval lists, each sorted by start: one merge pass. */
-static double union_len_merged(const ival *a, int na, const ival *b, int nb)
-{
-  double total = 0, cs = 0, ce = 0;
-  gboolean open = FALSE;
-  for (int i = 0, j = 0; i < na || j < nb;) {
-    const ival *v = j >= nb || (i < na && a[i].s <= b[j].s) ? &a[i++] : &b[j++];
-    if (!open || v->s > ce) {
-      if (open)
-        total += ce - cs;
-      cs = v->s;
-      ce = v->e;
-      open = TRUE;
-    } else if (v->e > ce) {
-      ce = v->e;
-    }
-  }
-  return open ? total + (ce - cs) : 0.0;
-}
-
-/* union_len_merged(a, na, the b[j] whose cat[j] is c, ...): the same merge, with no copy of
- * one category's intervals (issue 11: memory of a 10-million-op replay). */
-static double union_len_merged_cat(const ival *a, int na, const ival *b, const guint8 *cat, int nb,
-                                   int c)
+/* Union length of two interval lists, each sorted by start, in one merge pass; of b only the
+ * b[j] whose cat[j] is c when cat is not NULL (no copy of one category's intervals: issue 11,
+ * memory of a 10-million-op replay). */
+static double union_len_merged(const ival *a, int na, const ival *b, const guint8 *cat, int nb,
+                               int c)
 {
   double total = 0, cs = 0, ce = 0;
   gboolean open = FALSE;
   int j = 0;
-  while (j < nb && cat[j] != c)
+  while (cat != NULL && j < nb && cat[j] != c)
     j++;
   for (int i = 0; i < na || j < nb;) {
     const ival *v;
@@ -879,7 +860,7 @@ static double union_len_merged_cat(const ival *a, int na, const ival *b, const g
       v = &a[i++];
     } else {
       v = &b[j++];
-      while (j < nb && cat[j] != c)
+      while (cat != NULL && j < nb && cat[j] != c)
         j++;
     }
     if (!open || v->s > ce) {
@@ -935,8 +916,8 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
     comm_cat[i] = (guint8)c.cat;
     comm[i] = c.v;
   }
-  out->comm_s = union_len_merged(comm, nm, NULL, 0);
-  double u_all = union_len_merged(comp, nc, comm, nm);
+  out->comm_s = union_len_merged(comm, nm, NULL, NULL, 0, 0);
+  double u_all = union_len_merged(comp, nc, comm, NULL, nm, 0);
   out->exposed_comm_s = u_all - out->compute_s;
   out->idle_s = out->end_s - u_all;
   if (nw > 0) {
@@ -945,7 +926,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
     for (int i = 0, j = 0; i < nc || j < nm;) /* compute and comm, merged by start */
       busy[nb++] = j >= nm || (i < nc && comp[i].s <= comm[j].s) ? comp[i++] : comm[j++];
     ival_sort(wait, (size_t)nw);
-    out->bubble_s = union_len_merged(busy, nb, wait, nw) - u_all;
+    out->bubble_s = union_len_merged(busy, nb, wait, NULL, nw, 0) - u_all;
     g_free(busy);
   }
   g_free(wait);
@@ -955,8 +936,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
     ncat[comm_cat[i]]++;
   for (int c = 0; c < TS_NCATS; c++)
     if (ncat[c] > 0)
-      out->exposed_cat_s[c] =
-          union_len_merged_cat(comp, nc, comm, comm_cat, nm, c) - out->compute_s;
+      out->exposed_cat_s[c] = union_len_merged(comp, nc, comm, comm_cat, nm, c) - out->compute_s;
   g_free(comp);
   g_free(cc);
   g_free(comm_cat);
