@@ -12,21 +12,6 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-static ts_plan *plan_of(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
-                        gint64 micro)
-{
-  g_autoptr(GError) err = NULL;
-  g_autoptr(ts_split) s = ts_split_parse(split, &err);
-  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = batch;
-  po.micro_batch = micro;
-  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
-  cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
-  return p;
-}
-
 /* The trace's text and its distinct collectives (not in the text: coll_id numbering). */
 static char *trace_fingerprint(const ts_trace *tr)
 {
@@ -65,7 +50,7 @@ static int check_auto_splits(const char *model, const char *topo, gint64 batch, 
   int checked = 0;
   for (guint i = 0; i < splits->len; i++) {
     const char *split = g_ptr_array_index(splits, i);
-    g_autoptr(ts_plan) p = plan_of(m, t, split, batch, micro);
+    g_autoptr(ts_plan) p = make_plan(m, t, split, batch, micro);
     char *key = ts_plan_trace_key(p);
     if (key == NULL)
       continue;
@@ -87,7 +72,7 @@ static int check_auto_splits(const char *model, const char *topo, gint64 batch, 
     cr_assert_str_eq(got, want, "%s: the re-placed trace differs from the one built for it", split);
     /* And back to the placement it was built for. */
     const char *orig = g_hash_table_lookup(first_split, key);
-    g_autoptr(ts_plan) p0 = plan_of(m, t, orig, batch, micro);
+    g_autoptr(ts_plan) p0 = make_plan(m, t, orig, batch, micro);
     g_autoptr(ts_trace) fresh0 = ts_plan_trace(p0, &err);
     cr_assert(ts_plan_trace_replace(p0, kept, &err), "%s: %s", orig, err ? err->message : "");
     g_autofree char *want0 = trace_fingerprint(fresh0);
@@ -111,8 +96,8 @@ Test(reuse, gpt_every_placement_and_option_on_8x8)
 static void check_pair(const ts_model *m, const ts_topo *t, const char *a_split,
                        const char *b_split, gint64 batch)
 {
-  g_autoptr(ts_plan) a = plan_of(m, t, a_split, batch, 1);
-  g_autoptr(ts_plan) b = plan_of(m, t, b_split, batch, 1);
+  g_autoptr(ts_plan) a = make_plan(m, t, a_split, batch, 1);
+  g_autoptr(ts_plan) b = make_plan(m, t, b_split, batch, 1);
   g_autofree char *ka = ts_plan_trace_key(a);
   g_autofree char *kb = ts_plan_trace_key(b);
   cr_assert_not_null(ka, "%s: no key", a_split);
@@ -159,15 +144,15 @@ Test(reuse, keys_tell_splits_apart)
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   /* Differences that change the trace: ZeRO stage, explicit stages, micro-batch, batch. */
-  g_autoptr(ts_plan) a = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=1", 64, 1);
-  g_autoptr(ts_plan) b = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=2", 64, 1);
+  g_autoptr(ts_plan) a = make_plan(m, t, "dp=32@x+y,pp=2@y,zero=1", 64, 1);
+  g_autoptr(ts_plan) b = make_plan(m, t, "dp=32@x+y,pp=2@y,zero=2", 64, 1);
   /* Explicit stages (not in the canonical split text): one block (5 layers) off the balance. */
   int cut = a->stage_first[1] + 5;
   g_autofree char *staged =
       g_strdup_printf("dp=32@x+y,pp=2@y,zero=1,stages=%d:%d", cut, m->nlayers - cut);
-  g_autoptr(ts_plan) c = plan_of(m, t, staged, 64, 1);
-  g_autoptr(ts_plan) d = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=1", 64, 2);
-  g_autoptr(ts_plan) e = plan_of(m, t, "dp=32@x+y,pp=2@y,zero=1", 128, 1);
+  g_autoptr(ts_plan) c = make_plan(m, t, staged, 64, 1);
+  g_autoptr(ts_plan) d = make_plan(m, t, "dp=32@x+y,pp=2@y,zero=1", 64, 2);
+  g_autoptr(ts_plan) e = make_plan(m, t, "dp=32@x+y,pp=2@y,zero=1", 128, 1);
   g_autofree char *ka = ts_plan_trace_key(a);
   g_autofree char *kb = ts_plan_trace_key(b);
   g_autofree char *kc = ts_plan_trace_key(c);
@@ -180,7 +165,7 @@ Test(reuse, keys_tell_splits_apart)
       cr_assert_str_neq(k[i], k[j], "plans %zu and %zu share a key", j, i);
   }
   /* Parameter servers take the placement's bandwidth: never re-placed. */
-  g_autoptr(ts_plan) ps = plan_of(m, t, "dp=64,ps=8", 64, 1);
+  g_autoptr(ts_plan) ps = make_plan(m, t, "dp=64,ps=8", 64, 1);
   g_autofree char *kps = ts_plan_trace_key(ps);
   cr_assert_null(kps);
 }

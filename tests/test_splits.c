@@ -47,30 +47,6 @@ static ts_model *equal_model(int n, double flops, double params, double act)
   return m;
 }
 
-static ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
-                          gint64 micro)
-{
-  GError *err = NULL;
-  g_autoptr(ts_split) s = ts_split_parse(split, &err);
-  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = batch;
-  po.micro_batch = micro;
-  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
-  cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
-  return p;
-}
-
-/* The trace of a plan; the test fails if there is none. */
-static ts_trace *trace_of(const ts_plan *p)
-{
-  GError *err = NULL;
-  ts_trace *tr = ts_plan_trace(p, &err);
-  cr_assert_not_null(tr, "%s", err ? err->message : "");
-  return tr;
-}
-
 static void replay_plan(const ts_plan *p, ts_replay_result *rr)
 {
   g_autoptr(ts_trace) tr = trace_of(p);

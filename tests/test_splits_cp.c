@@ -28,23 +28,6 @@ static ts_plan *plan_or_error(const ts_model *m, const ts_topo *t, const char *s
   return ts_plan_new(m, t, s, &po, err);
 }
 
-static ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split, gint64 batch,
-                          gint64 micro)
-{
-  GError *err = NULL;
-  ts_plan *p = plan_or_error(m, t, split, batch, micro, &err);
-  cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
-  return p;
-}
-
-static ts_trace *trace_of(const ts_plan *p)
-{
-  GError *err = NULL;
-  ts_trace *tr = ts_plan_trace(p, &err);
-  cr_assert_not_null(tr, "%s", err ? err->message : "");
-  return tr;
-}
-
 static double step_time(const ts_plan *p)
 {
   g_autoptr(ts_trace) tr = trace_of(p);

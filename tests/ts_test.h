@@ -83,4 +83,32 @@ static inline void run_free(run_result *r)
   g_free(r->err);
 }
 
+#ifdef TS_PLAN_H
+/** The plan of split on model m and topology t (batch, micro-batch; other options default); the
+ * test fails if the split does not parse or plan. For binaries that include ts_plan.h first. */
+static inline ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split,
+                                 gint64 batch, gint64 micro)
+{
+  g_autoptr(GError) err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse(split, &err);
+  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = micro;
+  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
+  return p;
+}
+
+/** The trace of plan p; the test fails if there is none. */
+static inline ts_trace *trace_of(const ts_plan *p)
+{
+  g_autoptr(GError) err = NULL;
+  ts_trace *tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  return tr;
+}
+#endif
+
 #endif
