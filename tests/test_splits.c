@@ -514,6 +514,38 @@ Test(activations, flash_attention_keeps_no_scores)
     cr_assert_eq(su->exec[i].recompute_flops, sf->exec[i].recompute_flops, "layer %d", i);
 }
 
+Test(activations, fp8_gemm_inputs_kept_in_one_byte)
+{
+  /* Transformer Engine's FP8 linears keep the FP8 cast of their GEMM input for backward, one
+   * byte an element (te.Linear / LayerNormLinear / LayerNormMLP save the quantized input):
+   * with tp + sp and flash, Korthikanti's 34 sbh/t per block loses sbh/t on the QKV input,
+   * sbh/t on the first MLP GEMM's input and 4 sbh/t on the second's (the GELU output), and
+   * gains sbh/t for the output projection's FP8 copy of the attention output, which the fused
+   * attention keeps in bf16: 29 sbh/t. Without sp the two replicated GEMM inputs lose sbh each:
+   * 8 sbh + 21 sbh/t. PyTorch-native Float8 (fsdp2, torchao) keeps the bf16
+   * inputs: 34 sbh/t as in bf16. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  double s = (double)m->t_seq, h = (double)m->t_hidden, a = (double)m->t_heads, b = 2, tt = 8;
+  double sbh = s * b * h, lse = 4 * a * s * b;
+  const struct {
+    const char *split;
+    double want;
+  } cases[] = {
+      {"tp=8,dp=64,sp", sbh * 34 / tt + lse / tt},
+      {"tp=8,dp=64,sp,precision=fp8", sbh * 29 / tt + lse / tt},
+      {"tp=8,dp=64,precision=fp8", sbh * (10 - 2 + 21 / tt) + lse / tt},
+      {"tp=8,dp=64,sp,zero=3,fsdp2,precision=fp8", sbh * 34 / tt + lse / tt},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 1024, 2);
+    double got = block_act(p, FALSE);
+    cr_assert_float_eq(got, cases[i].want, cases[i].want * 1e-12,
+                       "%s: %.17g bytes per layer, expected %.17g", cases[i].split, got,
+                       cases[i].want);
+  }
+}
+
 Test(activations, full_recompute_keeps_block_inputs)
 {
   /* Full recomputation keeps 2sbh per layer (Korthikanti et al. 2022, Table 2), and 2sbh/t
