@@ -193,6 +193,35 @@ Test(pipeline, in_flight_activations)
   cr_assert_float_eq(worst, (double)P, 1e-12, "1F1B holds %g micro-batches, expected P", worst);
 }
 
+Test(pipeline, interleaved_in_flight_activations)
+{
+  /* Interleaved 1F1B (Narayanan et al. 2021, section 2.2; Megatron-LM schedules.py,
+   * forward_backward_pipelining_with_interleaving): device s runs (P - s - 1) * 2 + (V - 1) * P
+   * warm-up forwards of chunks (1/V of its layers each), then one forward before each backward,
+   * so it holds that count + 1 chunk-micro-batches at its peak: (P - s - 1) * 2 + (V - 1) * P + 1
+   * over V micro-batches of its layers, P + (P - 1) / V on the first stage (Korthikanti et al.
+   * 2022, section 4.2.3). With M = P every forward runs first: all M x V. */
+  int P = 4, V = 2;
+  double act = 1e6; /* per layer per sample; one layer a chunk */
+  g_autoptr(ts_topo) t = ring_topo(P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(P * V, 1e9, 1000, act);
+  int Ms[] = {8, 12, P};
+  for (size_t k = 0; k < G_N_ELEMENTS(Ms); k++) {
+    int M = Ms[k];
+    g_autoptr(ts_plan) p = make_plan(m, t, "pp=4,schedule=interleaved:2", M, 1);
+    for (int s = 0; s < P; s++) {
+      int items = M == P ? M * V : MIN((P - s - 1) * 2 + (V - 1) * P + 1, M * V);
+      double got = p->stage_mem[s].activations, want = items * act;
+      cr_assert_float_eq(got, want, want * 1e-12, "M %d stage %d: %g bytes, expected %g", M, s, got,
+                         want);
+      cr_assert_float_eq(p->stage_mem[s].inflight, (double)items / V, 1e-12, "M %d stage %d", M, s);
+    }
+    if (M > P)
+      cr_assert_float_eq(p->mem.inflight, P + (P - 1.0) / V, 1e-12, "M %d: %g micro-batches", M,
+                         p->mem.inflight);
+  }
+}
+
 Test(pipeline, stages_balanced_by_compute)
 {
   /* Layers of unequal cost: the planner cuts so the slowest stage is as fast as it can be. */
