@@ -169,6 +169,35 @@ Test(pipeline, in_flight_activations)
   cr_assert_float_eq(worst, (double)P, 1e-12, "1F1B holds %g micro-batches, expected P", worst);
 }
 
+Test(pipeline, interleaved_in_flight_activations)
+{
+  /* Interleaved 1F1B (Narayanan et al. 2021, section 2.2; Megatron-LM schedules.py,
+   * forward_backward_pipelining_with_interleaving): device s runs (P - s - 1) * 2 + (V - 1) * P
+   * warm-up forwards of chunks (1/V of its layers each), then one forward before each backward,
+   * so it holds that count + 1 chunk-micro-batches at its peak: (P - s - 1) * 2 + (V - 1) * P + 1
+   * over V micro-batches of its layers, P + (P - 1) / V on the first stage (Korthikanti et al.
+   * 2022, section 4.2.3). With M = P every forward runs first: all M x V. */
+  int P = 4, V = 2;
+  double act = 1e6; /* per layer per sample; one layer a chunk */
+  g_autoptr(ts_topo) t = ring_topo(P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(P * V, 1e9, 1000, act);
+  int Ms[] = {8, 12, P};
+  for (size_t k = 0; k < G_N_ELEMENTS(Ms); k++) {
+    int M = Ms[k];
+    g_autoptr(ts_plan) p = make_plan(m, t, "pp=4,schedule=interleaved:2", M, 1);
+    for (int s = 0; s < P; s++) {
+      int items = M == P ? M * V : MIN((P - s - 1) * 2 + (V - 1) * P + 1, M * V);
+      double got = p->stage_mem[s].activations, want = items * act;
+      cr_assert_float_eq(got, want, want * 1e-12, "M %d stage %d: %g bytes, expected %g", M, s, got,
+                         want);
+      cr_assert_float_eq(p->stage_mem[s].inflight, (double)items / V, 1e-12, "M %d stage %d", M, s);
+    }
+    if (M > P)
+      cr_assert_float_eq(p->mem.inflight, P + (P - 1.0) / V, 1e-12, "M %d: %g micro-batches", M,
+                         p->mem.inflight);
+  }
+}
+
 Test(pipeline, stages_balanced_by_compute)
 {
   /* Layers of unequal cost: the planner cuts so the slowest stage is as fast as it can be. */
@@ -488,6 +517,38 @@ Test(activations, flash_attention_keeps_no_scores)
   g_autoptr(ts_plan) sf = make_plan(m, t, "tp=8,dp=8,recompute=selective", 128, 2);
   for (int i = 0; i < m->nlayers; i++)
     cr_assert_eq(su->exec[i].recompute_flops, sf->exec[i].recompute_flops, "layer %d", i);
+}
+
+Test(activations, fp8_gemm_inputs_kept_in_one_byte)
+{
+  /* Transformer Engine's FP8 linears keep the FP8 cast of their GEMM input for backward, one
+   * byte an element (te.Linear / LayerNormLinear / LayerNormMLP save the quantized input):
+   * with tp + sp and flash, Korthikanti's 34 sbh/t per block loses sbh/t on the QKV input,
+   * sbh/t on the first MLP GEMM's input and 4 sbh/t on the second's (the GELU output), and
+   * gains sbh/t for the output projection's FP8 copy of the attention output, which the fused
+   * attention keeps in bf16: 29 sbh/t. Without sp the two replicated GEMM inputs lose sbh each:
+   * 8 sbh + 21 sbh/t. PyTorch-native Float8 (fsdp2, torchao) keeps the bf16
+   * inputs: 34 sbh/t as in bf16. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  double s = (double)m->t_seq, h = (double)m->t_hidden, a = (double)m->t_heads, b = 2, tt = 8;
+  double sbh = s * b * h, lse = 4 * a * s * b;
+  const struct {
+    const char *split;
+    double want;
+  } cases[] = {
+      {"tp=8,dp=64,sp", sbh * 34 / tt + lse / tt},
+      {"tp=8,dp=64,sp,precision=fp8", sbh * 29 / tt + lse / tt},
+      {"tp=8,dp=64,precision=fp8", sbh * (10 - 2 + 21 / tt) + lse / tt},
+      {"tp=8,dp=64,sp,zero=3,fsdp2,precision=fp8", sbh * 34 / tt + lse / tt},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 1024, 2);
+    double got = block_act(p, FALSE);
+    cr_assert_float_eq(got, cases[i].want, cases[i].want * 1e-12,
+                       "%s: %.17g bytes per layer, expected %.17g", cases[i].split, got,
+                       cases[i].want);
+  }
 }
 
 Test(activations, full_recompute_keeps_block_inputs)

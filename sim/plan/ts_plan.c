@@ -186,8 +186,39 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
   return kept;
 }
 
+gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
+{
+  return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
+}
+
+/* Transformer Engine under an FP8 recipe (te.Linear, LayerNormLinear, LayerNormMLP: the input
+ * quantized for the forward GEMM is what the layer saves for its weight gradient, FP8 column-
+ * wise data, one byte an element): a layer whose GEMMs run in FP8 keeps its GEMM input at one
+ * byte instead of D. What is not a GEMM input stays in bf16: a gated or activated MLP's
+ * pre-activation (the activation's backward reads it), attention's Q, K, V and its output
+ * (the fused attention kernel keeps them for its own backward), the norms' inputs. The output
+ * projection's input is that attention output, which the core keeps in bf16: TE's Linear saves
+ * its FP8 copy besides, one byte an element more. The vocabulary projection stays bf16
+ * (ts_layer_precision). */
+static void fp8_saved_parts(const ts_layer *l, double D, ts_act_parts *ap)
+{
+  int gemm, other;
+  ts_layer_precision(l, TS_PRECISION_FP8, &gemm, &other);
+  if (gemm != TS_PRECISION_FP8 || !(D > 1.0))
+    return;
+  if (l->kind == TS_LAYER_DENSE) {
+    ap->in /= D;
+  } else if (l->kind == TS_LAYER_ATTENTION) {
+    double T, S, I;
+    attention_dims(l, &T, &S, &I);
+    ap->in /= D;
+    ap->inner += T * I;
+  }
+}
+
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention)
+                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention,
+                                  gboolean fp8_saved)
 {
   int tp = degree[TS_AX_TP], cp = degree[TS_AX_CP];
   double D = m->dtype_bytes;
@@ -324,6 +355,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     /* Activations (Korthikanti et al. 2022, section 4.1 and Table 2). */
     ts_act_parts ap;
     ts_layer_act_parts(m, l, attention < 0 ? l->attention : (ts_attention)attention, &ap);
+    if (fp8_saved)
+      fp8_saved_parts(l, D, &ap);
     double din = (need != TS_ST_REPL || e->bwd_regather.kind != TS_NO_COLL) ? tp : 1;
     double dmask = out != TS_ST_REPL ? tp : 1;
     e->full_act_bytes = ap.in / din + (ap.inner + ap.scores) / e->cdiv + ap.mask / dmask;
@@ -1904,8 +1937,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
-  p->exec =
-      ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep, p->attention);
+  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep,
+                               p->attention, ts_plan_fp8_saves_inputs(p));
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible

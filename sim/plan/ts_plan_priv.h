@@ -83,9 +83,17 @@ int ts_plan_grad_ranks(const ts_plan *p);
 int ts_plan_shard_ranks(const ts_plan *p);
 
 /* The per-layer table for these degrees and options; n = m->nlayers entries; attention: a
- * ts_attention for every attention layer, or -1 for each layer's own. Caller frees. */
+ * ts_attention for every attention layer, or -1 for each layer's own; fp8_saved: the FP8
+ * GEMMs keep their inputs for backward in FP8, one byte an element (Transformer Engine;
+ * ts_plan_fp8_saves_inputs). Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention);
+                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention,
+                                  gboolean fp8_saved);
+
+/* Whether the plan's FP8 GEMMs keep their inputs in FP8 for backward: precision=fp8 run by
+ * Transformer Engine (Megatron-LM / NeMo), which trainsim takes every non-fsdp2 FP8 run to be;
+ * PyTorch-native Float8 (torchao, under fsdp2 as TorchTitan runs it) keeps the bf16 inputs. */
+gboolean ts_plan_fp8_saves_inputs(const ts_plan *p);
 
 /* Which pass of a layer a compute op is. */
 typedef enum {
