@@ -295,8 +295,8 @@ int ts_cmd_search(int argc, char **argv)
   if (err == NULL)
     ts_cmd_machine_apply(&ma, cache, tl, NULL, &err);
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
-  for (int i = 0; sw != NULL && ma.cfg != NULL && i < ts_sweep_size(sw); i++)
-    ((ts_config *)&ts_sweep_configs(sw)[i])->ro.sg_cfg = (const char *const *)ma.cfg;
+  if (sw != NULL && ma.cfg != NULL)
+    ts_sweep_set_sg_cfg(sw, (const char *const *)ma.cfg);
   if (sw != NULL && cut)
     g_printerr("trainsim search: note: --max-configs %" G_GINT64_FORMAT " stopped the split "
                "enumeration; later splits were not evaluated (raise it, or 0 for all)\n",

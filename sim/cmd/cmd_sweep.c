@@ -304,8 +304,8 @@ int ts_cmd_sweep(int argc, char **argv)
                a.max_configs);
   int total = ts_sweep_size(sw);
   /* --cfg, as run takes it: every configuration's replay reads the SimGrid settings. */
-  for (int i = 0; i < total && ma.cfg != NULL; i++)
-    ((ts_config *)&ts_sweep_configs(sw)[i])->ro.sg_cfg = (const char *const *)ma.cfg;
+  if (ma.cfg != NULL)
+    ts_sweep_set_sg_cfg(sw, (const char *const *)ma.cfg);
   ts_cmd_machine_record(&ma, ts_sweep_spec_json(sw));
   /* A listed split that applies to no configuration of the whole sweep is a mistake (a typo in
    * a dimension name, a degree no topology has): say so before predicting anything. Planning

@@ -770,6 +770,12 @@ const ts_config *ts_sweep_configs(const ts_sweep *s)
   return (const ts_config *)s->cfgs->data;
 }
 
+void ts_sweep_set_sg_cfg(ts_sweep *s, const char *const *cfg)
+{
+  for (guint i = 0; i < s->cfgs->len; i++)
+    g_array_index(s->cfgs, ts_config, i).ro.sg_cfg = cfg;
+}
+
 JsonNode *ts_sweep_spec_json(const ts_sweep *s)
 {
   return s->spec;

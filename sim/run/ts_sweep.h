@@ -135,6 +135,10 @@ void ts_sweep_free(ts_sweep *s);
 int ts_sweep_size(const ts_sweep *s);
 const ts_config *ts_sweep_configs(const ts_sweep *s);
 
+/** Every configuration's replay reads these SimGrid settings (`--cfg`, NULL-terminated; owned by
+ * the caller, which keeps them alive while the sweep predicts). */
+void ts_sweep_set_sg_cfg(ts_sweep *s, const char *const *cfg);
+
 /** The spec as a JSON object (what was swept, as the user wrote it, and the count). */
 JsonNode *ts_sweep_spec_json(const ts_sweep *s);
 
