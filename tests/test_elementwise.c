@@ -120,20 +120,9 @@ Test(elementwise, cost_adds_the_serial_memory_term)
 static ts_plan *plan_of(const char *topo, const char *model, const char *split, gint64 batch,
                         gint64 mb, ts_topo **t_out, ts_model **m_out)
 {
-  ts_topo *t = load_topo(topo);
-  ts_model *m = load_model(model);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(ts_split) sp = ts_split_parse(split, &error);
-  cr_assert_not_null(sp, "%s", error != NULL ? error->message : "");
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = batch;
-  po.micro_batch = mb;
-  ts_plan *p = ts_plan_new(m, t, sp, &po, &error);
-  cr_assert_not_null(p, "%s", error != NULL ? error->message : "");
-  *t_out = t;
-  *m_out = m;
-  return p;
+  *t_out = load_topo(topo);
+  *m_out = load_model(model);
+  return make_plan(*m_out, *t_out, split, batch, mb);
 }
 
 /* kernels=eager puts (eager - fused) x elements into the layer's op shapes; fused adds nothing;
