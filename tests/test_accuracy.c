@@ -79,6 +79,21 @@ static ts_accuracy *replayed(const ts_meas_file *f, int jobs)
   return a;
 }
 
+/* The mean and the worst |error| (%) of a shipped file's rows (data/published/DIR/FILE). */
+static void file_errors(const char *dir, const char *file, int rows, double *mean, double *worst)
+{
+  g_autoptr(ts_meas_file) f = published_file(dir, file, rows);
+  g_autoptr(ts_accuracy) a = replayed(f, 2);
+  double sum = 0;
+  *worst = 0;
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
+    sum += err;
+    *worst = fmax(*worst, err);
+  }
+  *mean = sum / f->nrows;
+}
+
 Test(accuracy, errors_and_group_statistics_in_closed_form)
 {
   /* Measured = predicted x 1.1 and x 0.8 (errors -1/11 and +1/4) in group a, x 0.5 (+100%) in
@@ -314,12 +329,8 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
-  g_autoptr(ts_meas_file) f = published_file("torchtitan", "memory.csv", 18);
-  g_autoptr(ts_accuracy) a = replayed(f, 1);
-  double sum = 0;
-  for (int i = 0; i < f->nrows; i++)
-    sum += fabs(a->predicted[i] / f->rows[i].measured - 1);
-  double mean = 100 * sum / f->nrows;
+  double mean, worst;
+  file_errors("torchtitan", "memory.csv", 18, &mean, &worst);
   cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
 }
 
@@ -402,13 +413,9 @@ Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {
-  g_autoptr(ts_meas_file) f = published_file("torchtitan", "llama3_h100_cp_steps.csv", 8);
-  g_autoptr(ts_accuracy) a = replayed(f, 2);
-  double sum = 0;
-  for (int i = 0; i < f->nrows; i++)
-    sum += fabs(a->predicted[i] / f->rows[i].measured - 1);
-  cr_expect(100 * sum / f->nrows < TORCHTITAN_CP_MEAN_MAX, "mean |error| %.2f%%",
-            100 * sum / f->nrows);
+  double mean, worst;
+  file_errors("torchtitan", "llama3_h100_cp_steps.csv", 8, &mean, &worst);
+  cr_expect(mean < TORCHTITAN_CP_MEAN_MAX, "mean |error| %.2f%%", mean);
 }
 
 /* search ranks only splits whose memory/chip plus the runtime reserve fits: with a 10 GiB
@@ -665,27 +672,13 @@ Test(accuracy, megatron_table1_step_times_are_the_published_rates)
 #define MEGATRON_KORTHIKANTI_MEAN_MAX 2.5
 #define MEGATRON_KORTHIKANTI_WORST_MAX 4.0
 
-static void megatron_errors(const char *file, int rows, double *mean, double *worst)
-{
-  g_autoptr(ts_meas_file) f = published_file("megatron", file, rows);
-  g_autoptr(ts_accuracy) a = replayed(f, 1);
-  double sum = 0;
-  *worst = 0;
-  for (int i = 0; i < f->nrows; i++) {
-    double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
-    sum += err;
-    *worst = fmax(*worst, err);
-  }
-  *mean = sum / f->nrows;
-}
-
 Test(accuracy, shipped_megatron_a100_step_times, .timeout = 300)
 {
   double mean, worst;
-  megatron_errors("narayanan2021-table1.csv", 10, &mean, &worst);
+  file_errors("megatron", "narayanan2021-table1.csv", 10, &mean, &worst);
   cr_expect(mean < MEGATRON_TABLE1_MEAN_MAX, "Table 1: mean |error| %.2f%%", mean);
   cr_expect(worst < MEGATRON_TABLE1_WORST_MAX, "Table 1: worst |error| %.2f%%", worst);
-  megatron_errors("korthikanti2022-table4.csv", 8, &mean, &worst);
+  file_errors("megatron", "korthikanti2022-table4.csv", 8, &mean, &worst);
   cr_expect(mean < MEGATRON_KORTHIKANTI_MEAN_MAX, "Korthikanti: mean |error| %.2f%%", mean);
   cr_expect(worst < MEGATRON_KORTHIKANTI_WORST_MAX, "Korthikanti: worst |error| %.2f%%", worst);
 }
