@@ -1587,15 +1587,10 @@ char *ts_plan_trace_key(const ts_plan *p)
 static void unresolve_colls(ts_trace *tr, ts_coll_algo algo)
 {
   for (int q = 0; q < tr->nprograms; q++) {
-    const ts_program *prog = &tr->programs[q];
-    for (int i = 0; i < prog->nops; i++) {
-      if (ts_program_op_kind(prog, i) != TS_OP_COLL)
-        continue;
-      ts_op o = ts_program_op(prog, i);
-      o.algo = (guint8)algo;
-      o.coll_id = 0;
-      ts_program_set_op(tr, q, i, &o);
-    }
+    ts_program *prog = &tr->programs[q];
+    for (int i = 0; i < prog->nops; i++)
+      if (ts_program_op_kind(prog, i) == TS_OP_COLL)
+        ts_program_set_resolved(prog, i, (int)algo, 0);
   }
 }
 

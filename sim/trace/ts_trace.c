@@ -659,8 +659,7 @@ static gboolean coll_memo_equal(gconstpointer x, gconstpointer y)
          a->bytes_bits == b->bytes_bits;
 }
 
-/* A collective's resolved algorithm and distinct-collective id, written in place. */
-static void set_resolved(ts_program *prog, int i, int algo, int coll_id)
+void ts_program_set_resolved(ts_program *prog, int i, int algo, int coll_id)
 {
   if (prog->pk[i].flags & TS_PK_WIDE) {
     ts_op *w = &g_array_index(prog->wide, ts_op, prog->ext_of[i] - 1);
@@ -691,7 +690,7 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
         continue;
       ts_program *prog = &tr->programs[p];
       const ts_op ob = ts_program_op(prog, i), *o = &ob;
-      set_resolved(prog, i, o->algo, 0);
+      ts_program_set_resolved(prog, i, o->algo, 0);
       if (o->group < 0 || (guint)o->group >= ng)
         continue; /* ts_trace_check refuses it */
       coll_memo_key k = {o->group, (int)o->coll, (int)o->algo, 0};
@@ -699,7 +698,7 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
       const ts_coll_desc *d;
       if (last_id[o->group] > 0 && coll_memo_equal(&k, &last_key[o->group])) {
         d = &g_array_index(tr->colls, ts_coll_desc, last_id[o->group] - 1);
-        set_resolved(prog, i, d->algo, last_id[o->group]);
+        ts_program_set_resolved(prog, i, d->algo, last_id[o->group]);
         continue;
       }
       gpointer v = g_hash_table_lookup(memo, &k);
@@ -727,7 +726,7 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
       }
       int id = GPOINTER_TO_INT(v);
       d = &g_array_index(tr->colls, ts_coll_desc, id - 1);
-      set_resolved(prog, i, d->algo, id);
+      ts_program_set_resolved(prog, i, d->algo, id);
       last_key[o->group] = k;
       last_id[o->group] = id;
     }

@@ -493,6 +493,10 @@ static inline void ts_program_op_coll(const ts_program *p, int i, ts_coll_kind *
  * shape interned). */
 void ts_program_set_op(ts_trace *tr, int p, int i, const ts_op *op);
 
+/** Writes collective op i's algorithm and distinct-collective id (ts_op.algo, coll_id) in
+ * place, without repacking the op (resolving algorithms, re-placing a trace). */
+void ts_program_set_resolved(ts_program *p, int i, int algo, int coll_id);
+
 /** Drops op i's dependencies (the validator's "drop a dependency" fault). */
 void ts_program_drop_deps(ts_program *p, int i);
 
