@@ -327,6 +327,31 @@ Test(closed_form, strided_pieces_and_mesh)
   topo_free(t);
 }
 
+/* The scaling book's measured all-gather (data/published/scaling-book, sharding.md): 33.6 MB
+ * gathered over a 4-chip TPU v5e axis without wrap-around, 4.5e10 B/s a link one way, ~1 us a
+ * hop. The book's estimate is the edge shards crossing all 3 links, 3 x 8.4 MB / 4.5e10 = 560 us;
+ * the ring over the line loads every link direction with the same 3 shards (its closing
+ * transfer goes back over the 3 hops, on the other direction), so it costs the book's figure
+ * plus 3 steps of 3 hops' latency: 3 (3 alpha + S / (4 B)) = 568 us. */
+Test(closed_form, scaling_book_line_allgather)
+{
+  const double alpha = 1e-6, B = 4.5e10, S = 33554432;
+  ts_topo *t = topo1(4, TS_SHAPE_MESH, B, alpha);
+  ts_group_shape g = whole(t);
+  double ring = coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_RING, &g, S);
+  expect_close(ring, 3 * (3 * alpha + S / (4 * B)), CLOSED_TOL, "ring over a 4-chip line");
+  cr_expect(fabs(3 * S / (4 * B) - 560e-6) < 2e-6, "the book's 560 us bandwidth term");
+  /* With the wrap-around, two counter-rotating rings of half shards: 3 (alpha + S / (8 B)),
+   * 283 us (the book's bidirectional estimate, V / (2 W) = 373 us, sends whole shards for
+   * ceil(n / 2) = 2 hops). */
+  ts_topo *r = topo1(4, TS_SHAPE_RING, B, alpha);
+  ts_group_shape gr = whole(r);
+  expect_close(coll_time(r, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &gr, S),
+               3 * (alpha + S / (8 * B)), CLOSED_TOL, "bidirectional ring with wrap-around");
+  topo_free(r);
+  topo_free(t);
+}
+
 /* ---- NCCL's algorithms and protocols ---- */
 
 static double time_proto(const ts_topo *t, ts_coll_kind k, ts_coll_algo a, ts_coll_proto q,
