@@ -402,6 +402,57 @@ Test(overlap, tp_overlap_closed_form)
   }
 }
 
+Test(overlap, tp_overlap_xla_backward_closed_form)
+{
+  /* tp-overlap=xla (XLA's collective matmul, MaxText) also decomposes the backward's all-gather
+   * of the output gradient (sequence parallelism's transpose of the forward reduce-scatter)
+   * beside the GEMMs it feeds: fc2's whole backward and attention's input gradient, in n = tp = 2
+   * chunks. Same bytes and FLOPs as tp-overlap (te), which keeps that gather whole before the
+   * GEMM. With the gather C (chunk c) and the GEMM G (chunk g = G/n) each such layer's backward
+   * takes C + G with te and c + (n - 1) max(c, g) + g with xla; the rest of the step is the
+   * same. Checked communication-bound (c > g) and compute-bound (g > c). */
+  g_autoptr(ts_model) m = load_model("validate-transformer");
+  const double bws[] = {1e4, 1e6};
+  static const char *const layer[] = {"block.0.fc2", "block.0.attention"};
+  static const char *const gemm[] = {"bwd", "bwd input grad"};
+  for (int k = 0; k < 2; k++) {
+    g_autoptr(ts_topo) t = ring_topo(2, bws[k], 1e-6);
+    t->chip.peak_flops = 1e6;
+    g_autoptr(ts_plan) a = make_plan(m, t, "tp=2,sp,tp-overlap", 8, 0);
+    g_autoptr(ts_plan) b = make_plan(m, t, "tp=2,sp,tp-overlap=xla", 8, 0);
+    g_autoptr(ts_trace) ta = trace_of(a);
+    g_autoptr(ts_trace) tb = trace_of(b);
+    double ba[TS_COLL_NKINDS], bb[TS_COLL_NKINDS], fa, fb;
+    coll_totals(ta, 0, ba, &fa);
+    coll_totals(tb, 0, bb, &fb);
+    for (int c = 0; c < TS_COLL_NKINDS; c++)
+      cr_assert_float_eq(bb[c], ba[c], ba[c] * 1e-12 + 1e-6, "kind %d", c);
+    cr_assert_float_eq(fb, fa, fa * 1e-12);
+    double want = 0, n = 2;
+    for (int l = 0; l < 2; l++) {
+      g_autofree char *lg = g_strdup_printf("%s %s", layer[l], gemm[l]);
+      g_autofree char *la = g_strdup_printf("%s bwd all-gather", layer[l]);
+      g_autofree char *lc = g_strdup_printf("%s bwd all-gather chunk", layer[l]);
+      g_autofree char *lgc = g_strdup_printf("%s %s chunk", layer[l], gemm[l]);
+      ts_op b_g, b_a, b_c;
+      const ts_op *og = op_labelled_in(ta, lg, &b_g), *oa = op_labelled_in(ta, la, &b_a),
+                  *oc = op_labelled_in(tb, lc, &b_c);
+      cr_assert(og != NULL && oa != NULL && oc != NULL, "%s: ops not found", layer[l]);
+      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, lc, NULL), 2, "%s", lc);
+      cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, lgc, NULL), 2, "%s", lgc);
+      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, la, NULL), 2, "%s: only the chunks", la);
+      double G = ts_cost_device(&t->chip, og->flops, og->mem_bytes, og->shape),
+             C = coll_seconds(ta, t, oa), c = coll_seconds(tb, t, oc), g = G / n;
+      cr_assert(k == 1 ? g > c : c > g, "regime %d %s: c %g g %g", k, layer[l], c, g);
+      want += (C + G) - (c + (n - 1) * fmax(c, g) + g);
+    }
+    double sa = step_time(a), sb = step_time(b);
+    cr_assert_gt(want, 0);
+    cr_assert_float_eq(sa - sb, want, 1e-9 * sa, "regime %d: saved %g s, closed form %g s", k,
+                       sa - sb, want);
+  }
+}
+
 /* The DGX H100 cluster with `nodes` nodes (dgx-h100-64node.ini's [dim.net] resized). */
 static ts_topo *h100_nodes(int nodes)
 {

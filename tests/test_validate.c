@@ -636,6 +636,28 @@ Test(validate, dp_overlap_matches_one_processor, .timeout = 60)
               "no all-gather collected them");
 }
 
+Test(validate, tp_overlap_xla_backward_matches_one_processor, .timeout = 60)
+{
+  /* tp-overlap=xla also chunks the backward's output-gradient all-gather beside fc2's backward
+   * and attention's input gradient. The validator runs the gather chunks on real buffers and the
+   * layer's backward once every chunk is there: with sp, dp, ZeRO-3, pp and recomputation the
+   * transformer and Llama reproduce the reference; dropping the backward gather chunks fails. */
+  static const char *const sp[] = {
+      "tp=2,sp,tp-overlap=xla", "tp=2,dp=2,zero=3,sp,tp-overlap=xla", "tp=2,pp=2,sp,tp-overlap=xla",
+      "tp=2,dp=2,sp,recompute=full,tp-overlap=xla", "tp=2,pp=2,sp,recompute=full,tp-overlap=xla"};
+  for (gsize k = 0; k < G_N_ELEMENTS(sp); k++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
+      expect_pass("validate-transformer", sp[k], precs[p], NULL);
+      expect_pass("validate-llama", sp[k], precs[p], NULL);
+    }
+  extra a = {.drop = "block.0.fc2 bwd all-gather chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,tp-overlap=xla", TS_PREC_F64, &a,
+              "before its all-gather chunk");
+  extra b = {.drop = "block.0.attention bwd all-gather chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,tp-overlap=xla", TS_PREC_F64, &b,
+              "before its all-gather chunk");
+}
+
 Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
 {
   /* tp-overlap: each forward GEMM with a gathered input or a reduced output runs in tp chunks

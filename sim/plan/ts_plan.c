@@ -1522,6 +1522,7 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",shard=%d", p->shard);
   if (p->tp_overlap)
     g_string_append(s, p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC ? ",tp-overlap=async"
+                       : p->tp_overlap_mode == TS_TP_OVERLAP_XLA ? ",tp-overlap=xla"
                                                                  : ",tp-overlap");
   if (p->dp_overlap)
     g_string_append(s, ",dp-overlap");

@@ -53,6 +53,9 @@ typedef enum {
                           efficiency */
   TS_TP_OVERLAP_ASYNC, /* PyTorch AsyncTP (torch.compile's micro-pipelined TP, TorchTitan): the
                           first forward's collectives chunked, each chunk a matmul of its own */
+  TS_TP_OVERLAP_XLA,   /* XLA's collective matmul (windowed einsum, Wang et al. 2023; MaxText on
+                          TPU): as TE, and the backward's all-gather of the output gradient
+                          chunked beside the layer's backward too */
 } ts_tp_overlap_mode;
 
 /** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */

@@ -119,6 +119,7 @@ enum {
   L_OVL_RC_PRE,
   L_OVL_RC_POST,
   L_OVL_BWD_PRE,
+  L_OVL_BWD,
   L_OVL_DGRAD,
   L_PGATHER,
   L_OP_RECOMPUTE,
@@ -156,6 +157,9 @@ static const struct {
     [L_OVL_RC] = {TS_ROLE_COMPUTE, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_OVL_BWD_PRE] = {TS_ROLE_TP, TS_PHASE_BWD},
+    [L_OVL_BWD] = {TS_ROLE_COMPUTE, TS_PHASE_BWD},
+    [L_OVL_DGRAD] = {TS_ROLE_INPUT_GRAD, TS_PHASE_BWD},
     [L_OP_RECOMPUTE] = {TS_ROLE_OP_RECOMPUTE, TS_PHASE_BWD},
     [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
@@ -778,6 +782,58 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
   pend(g, last_rs); /* the next layer needs the whole reduced output */
 }
 
+/* Does layer i's backward run its output-gradient all-gather in chunks beside its GEMMs
+ * (tp-overlap=xla)? XLA's SPMD partitioner turns an all-gather that feeds a dot into a windowed
+ * loop of collective-permutes beside the partial dots (collective matmul; Wang et al. 2023,
+ * ASPLOS), wherever the dot is: JAX hands it the backward in the same program, so the gather of
+ * the output gradient that sequence parallelism's reduce-scatter transposes into is decomposed
+ * as the forward's gathers are: fc2's whole backward, and attention's input gradient (its
+ * output projection's dgrad comes first; the reduce-scatter of its input gradient then runs
+ * beside the weight gradient, as without). */
+static gboolean bwd_chunked(const gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  const ts_layer_exec *e = &p->exec[i];
+  return p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_XLA && p->degree[TS_AX_TP] > 1 &&
+         e->cp_kv_bytes <= 0 && e->bwd_pre.kind == TS_COLL_ALLGATHER && e->bwd_pre.bytes > 0;
+}
+
+/* The backward (pass TS_PASS_BWD, label slot L_OVL_BWD) or input gradient (TS_PASS_DGRAD,
+ * L_OVL_DGRAD) of such a layer in n chunks: gather chunk c + 1 runs while the GEMMs work on the
+ * rows of chunk c (dx's rows and dW's partial sum need only that chunk of the output gradient).
+ * What stays exposed is the first gather chunk: with per-chunk gather time c_a and GEMM time
+ * g = G/n it takes c_a + (n - 1) max(c_a, g) + g instead of C_a + G. Same bytes and FLOPs as
+ * unchunked. Returns the last GEMM chunk. */
+static int bwd_overlapped(gen *g, int i, ts_pass pass, int slot, double flops, double mem)
+{
+  const ts_layer *l = &g->p->model->layers[i];
+  const ts_layer_exec *e = &g->p->exec[i];
+  int n = ovl_chunks(g);
+  ts_op_shape chunk;
+  layer_shape(g, i, pass, &chunk);
+  chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n, chunk.epilogue_bytes /= n;
+  int kernels = chunk.kernels;
+  int deps[16], nd = 0;
+  for (guint k = 0; k < g->pend->len && nd < 15; k++)
+    deps[nd++] = g_array_index(g->pend, int, k);
+  if (g->last >= 0)
+    deps[nd++] = g->last;
+  int gemm = -1;
+  for (int c = 0; c < n; c++) {
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_pre.bytes * g->mb / n,
+                       TS_CAT_COMM_TP, S_TPOVL);
+    int ag = emit(g, &op,
+                  lbl(g, layer_slot(g, i, L_OVL_BWD_PRE), "%s bwd all-gather chunk", l->name),
+                  c == 0 ? deps : NULL, c == 0 ? nd : 0);
+    pend(g, ag);
+    chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
+    gemm = emit_compute(g, TS_CAT_BWD, flops / n, mem / n, &chunk,
+                        lbl(g, layer_slot(g, i, slot), "%s bwd %schunk", l->name,
+                            slot == L_OVL_DGRAD ? "input grad " : ""));
+  }
+  return gemm;
+}
+
 /* ---- one layer ------------------------------------------------------------------------ */
 
 static void fwd_layer(gen *g, int i, gboolean recompute)
@@ -830,7 +886,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
   emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
-  emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
+  gboolean chunked = bwd_chunked(g, i);
+  if (!chunked)
+    emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)
     zero_need(g, i);
   else if (p->zero >= 3 && g->ag_op[i] >= 0)
@@ -855,6 +913,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   }
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
+  if (chunked && !async) {
+    g->wgrad_op[i] = bwd_overlapped(g, i, TS_PASS_BWD, L_OVL_BWD, fi + fw, mem);
+    emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
+    emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
+    return;
+  }
   if (!async) {
     g->wgrad_op[i] =
         emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape_interned(g, i, TS_PASS_BWD),
@@ -880,8 +944,10 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad =
-      emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
-                   lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
+      chunked
+          ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
+          : emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
+                         lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
   int post =

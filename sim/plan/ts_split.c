@@ -195,9 +195,9 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     s->shard = (int)v;
   } else if (strcmp(key, "tp-overlap") == 0 || strcmp(key, "dp-overlap") == 0) {
     gboolean *flag = key[0] == 't' ? &s->tp_overlap : &s->dp_overlap;
-    /* tp-overlap=te (Transformer Engine's userbuffers, the default) or async (PyTorch's
-     * AsyncTP): ts_plan.h ts_tp_overlap_mode. */
-    static const char *const modes[] = {"te", "async", NULL};
+    /* tp-overlap=te (Transformer Engine's userbuffers, the default), async (PyTorch's
+     * AsyncTP) or xla (XLA's collective matmul): ts_plan.h ts_tp_overlap_mode. */
+    static const char *const modes[] = {"te", "async", "xla", NULL};
     int mode = key[0] == 't' && val != NULL ? lookup(modes, val) : -1;
     if (mode >= 0) {
       *flag = TRUE;
@@ -209,7 +209,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     else if (key[0] == 't')
       return item_error(error, text, item,
                         "tp-overlap, tp-overlap=te (Transformer Engine), tp-overlap=async "
-                        "(PyTorch AsyncTP), tp-overlap=on or tp-overlap=off");
+                        "(PyTorch AsyncTP), tp-overlap=xla (XLA collective matmul), "
+                        "tp-overlap=on or tp-overlap=off");
     else
       return item_error(error, text, item, "%s, %s=on or %s=off", key, key, key);
   } else if (strcmp(key, "ps-placement") == 0) {

@@ -137,6 +137,18 @@ static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
   return ovl_chunks_of(e, i);
 }
 
+/* Chunks of layer i's backward (tp-overlap=xla: its output-gradient all-gather decomposed beside
+ * the backward or input-gradient GEMMs, ts_plan_trace's bwd_chunked), 0 when not chunked. */
+static int bwd_chunks_of(const vd_exec *e, int i)
+{
+  const ts_plan *p = e->plan;
+  const ts_layer_exec *x = &p->exec[i];
+  if (!p->tp_overlap || p->tp_overlap_mode != TS_TP_OVERLAP_XLA || p->degree[TS_AX_TP] <= 1 ||
+      x->cp_kv_bytes > 0)
+    return 0;
+  return x->bwd_pre.kind == TS_COLL_ALLGATHER && x->bwd_pre.bytes > 0 ? p->degree[TS_AX_TP] : 0;
+}
+
 /* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
@@ -280,6 +292,12 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         v.chunk = v.micro % v.nchunks;
         v.micro /= v.nchunks;
       }
+      if ((v.kind == VO_BWD || v.kind == VO_DGRAD) && v.layer >= 0 && v.layer < nl &&
+          (v.nchunks = bwd_chunks_of(run->e, v.layer)) > 0) {
+        /* tp-overlap=xla: n backward (input-gradient) GEMM chunks per micro-batch. */
+        v.chunk = v.micro % v.nchunks;
+        v.micro /= v.nchunks;
+      }
       break;
     case VO_TP: {
       gboolean after = FALSE;
@@ -295,6 +313,15 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         vo_kind pass = v.phase == PH_FWD ? VO_FWD : v.phase == PH_RECOMPUTE ? VO_RECOMPUTE : VO_BWD;
         v.micro = seen[pass * (nl + 1) + v.layer] +
                   seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
+        int nb = pass == VO_BWD && v.layer >= 0 && v.layer < nl ? bwd_chunks_of(run->e, v.layer)
+                                                                : 0;
+        if (nb > 0 && op->kind == TS_OP_COLL && op->coll == TS_COLL_ALLGATHER) {
+          /* A backward gather chunk comes before GEMM chunk c (c chunks seen). */
+          v.nchunks = nb;
+          v.chunk = v.micro % nb;
+        }
+        if (nb > 0)
+          v.micro /= nb;
       }
       if (v.phase != PH_BWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
           ovl_chunks_in(run->e, v.layer, v.phase == PH_RECOMPUTE) > 0 &&
@@ -315,9 +342,13 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
       }
       break;
     }
-    case VO_REGATHER:
+    case VO_REGATHER: {
       v.micro = seen[VO_DGRAD * (nl + 1) + v.layer] + seen[VO_BWD * (nl + 1) + v.layer];
+      int nb = v.layer >= 0 && v.layer < nl ? bwd_chunks_of(run->e, v.layer) : 0;
+      if (nb > 0)
+        v.micro /= nb;
       break;
+    }
     case VO_CP_BLOCK:
     case VO_CP_SEND:
     case VO_CP_RECV:
@@ -1609,6 +1640,17 @@ static gboolean run_compute(vd_run *run, int rank, int j)
   case VO_BWD:
   case VO_DGRAD:
   case VO_WGRAD:
+    if (v->kind != VO_WGRAD && v->nchunks > 0 && v->chunk != v->nchunks - 1) {
+      /* tp-overlap=xla: a backward GEMM chunk before the last; the layer's backward runs whole
+       * at the last, once every gather chunk is there. Its own gather chunk must have
+       * arrived. */
+      if (!ovl_chunk_arrived(run, rank, v, v->chunk))
+        return run_fail(run,
+                        "chip %d op %d '%s': backward GEMM chunk %d of %d ran before its "
+                        "all-gather chunk (a missing dependency or a missing all-gather chunk)",
+                        rank, j, label, v->chunk + 1, v->nchunks);
+      break;
+    }
     ok = vd_layer_bwd(e, r, v->layer, v->micro,
                       v->kind == VO_BWD     ? 0
                       : v->kind == VO_DGRAD ? 1

@@ -34,7 +34,9 @@
 # tensor, the MLP's included, recomputed) are nearer full than none: recompute=full. Every launch
 # script enables XLA's asynchronous collective fusion (--xla_tpu_enable_async_collective_fusion,
 # --xla_tpu_overlap_compute_collective_tc), which overlaps the tensor-parallel collectives with
-# the matmuls: tp-overlap wherever tp > 1. MaxText's logical axis rules shard the activations
+# the matmuls, and XLA's SPMD partitioner decomposes every all-gather that feeds a dot
+# (collective matmul, Wang et al. 2023), the backward's included: tp-overlap=xla wherever
+# tp > 1 (docs/splits.md). MaxText's logical axis rules shard the activations
 # between layers over the tensor axis too (activation_embed -> tensor), so a layer's input is
 # all-gathered over tp before its first matmul and its output reduce-scattered after the last,
 # and only the shard is kept: Megatron's sequence parallelism, sp wherever tp > 1 (without it
