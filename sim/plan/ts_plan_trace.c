@@ -820,11 +820,11 @@ static int bwd_overlapped(gen *g, int i, ts_pass pass, int slot, double flops, d
     deps[nd++] = g->last;
   int gemm = -1;
   for (int c = 0; c < n; c++) {
-    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_pre.bytes * g->mb / n,
-                       TS_CAT_COMM_TP, S_TPOVL);
-    int ag = emit(g, &op,
-                  lbl(g, layer_slot(g, i, L_OVL_BWD_PRE), "%s bwd all-gather chunk", l->name),
-                  c == 0 ? deps : NULL, c == 0 ? nd : 0);
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_pre.bytes * g->mb / n, TS_CAT_COMM_TP,
+                       S_TPOVL);
+    int ag =
+        emit(g, &op, lbl(g, layer_slot(g, i, L_OVL_BWD_PRE), "%s bwd all-gather chunk", l->name),
+             c == 0 ? deps : NULL, c == 0 ? nd : 0);
     pend(g, ag);
     chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
     gemm = emit_compute(g, TS_CAT_BWD, flops / n, mem / n, &chunk,

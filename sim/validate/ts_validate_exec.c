@@ -313,8 +313,8 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         vo_kind pass = v.phase == PH_FWD ? VO_FWD : v.phase == PH_RECOMPUTE ? VO_RECOMPUTE : VO_BWD;
         v.micro = seen[pass * (nl + 1) + v.layer] +
                   seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
-        int nb = pass == VO_BWD && v.layer >= 0 && v.layer < nl ? bwd_chunks_of(run->e, v.layer)
-                                                                : 0;
+        int nb =
+            pass == VO_BWD && v.layer >= 0 && v.layer < nl ? bwd_chunks_of(run->e, v.layer) : 0;
         if (nb > 0 && op->kind == TS_OP_COLL && op->coll == TS_COLL_ALLGATHER) {
           /* A backward gather chunk comes before GEMM chunk c (c chunks seen). */
           v.nchunks = nb;
