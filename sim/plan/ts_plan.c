@@ -823,6 +823,11 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->m = s->n = s->k = 0;
       s->kernels = unfused_attention(p, l) ? 5 : 1;
     }
+    /* The stack's fused kernel (attn-kernel=): its published rate over FlashAttention-2's, the
+     * backward's in the backward passes, at the core's key length. */
+    if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
+      s->attn_speedup = ts_attn_kernel_speedup(
+          p->attn_kernel, pass == TS_PASS_BWD || pass == TS_PASS_DGRAD, s->akv);
     break;
   }
   default:
@@ -1532,6 +1537,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
                            p->ps_placement == TS_PS_DEDICATED ? ",ps-placement=dedicated" : "");
   if (p->attention >= 0)
     g_string_append_printf(s, ",attention=%s", ts_attention_name((ts_attention)p->attention));
+  if (p->attn_kernel != TS_ATTN_KERNEL_FA2)
+    g_string_append_printf(s, ",attn-kernel=%s", ts_attn_kernel_name(p->attn_kernel));
   if (p->bucket_copy)
     g_string_append(s, ",buckets=copy");
   if (p->loss != TS_LOSS_FUSED)
@@ -1730,6 +1737,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->bucket_copy = s->bucket_copy;
   p->loss = s->loss > 0 ? (ts_loss)(s->loss - 1) : TS_LOSS_FUSED;
   p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
+  p->attn_kernel = s->attn_kernel > 0 ? (ts_attn_kernel)(s->attn_kernel - 1) : TS_ATTN_KERNEL_FA2;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;

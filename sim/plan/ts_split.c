@@ -171,6 +171,13 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "torch.compile) or eager (each element-wise op its own kernel, as "
                         "uncompiled PyTorch runs it)");
     s->kernels = 1 + v;
+  } else if (strcmp(key, "attn-kernel") == 0) {
+    int v = val ? ts_attn_kernel_parse(val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "attn-kernel=fa2 (FlashAttention-2, PyTorch SDPA: the default) or cudnn "
+                        "(cuDNN fused attention, as Transformer Engine runs it on Hopper)");
+    s->attn_kernel = 1 + v;
   } else if (strcmp(key, "fsdp2") == 0) {
     if (val == NULL || lookup(bools_on, val) >= 0)
       s->fsdp2 = TRUE;
@@ -275,7 +282,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, buckets, loss, kernels, fsdp2, kind:K, name:GLOB)");
+        "ep, precision, attention, attn-kernel, buckets, loss, kernels, fsdp2, kind:K, "
+        "name:GLOB)");
   }
   return TRUE;
 }
@@ -320,14 +328,15 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "zero",       "schedule",     "recompute", "sp",      "offload",
           "ps",         "ps-placement", "stages",    "ep",      "shard",
           "tp-overlap", "dp-overlap",   "attention", "buckets", "precision",
-          "loss",       "fsdp2",        "kernels",   NULL};
+          "loss",       "fsdp2",        "kernels",   "attn-kernel", NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, buckets, loss, kernels, fsdp2, kind:K, "
+                    "stages, ep, precision, attention, attn-kernel, buckets, loss, kernels, fsdp2, "
+                    "kind:K, "
                     "name:GLOB",
                     text, key);
         return NULL;

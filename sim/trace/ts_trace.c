@@ -75,7 +75,7 @@ static void group_free(gpointer p)
  * dimensions (docs/formats.md). Ops without one are written as before. */
 static const char *const shape_keys[] = {
     "m",  "n",      "k",          "batch",        "aq",         "akv",
-    "ad", "abatch", "attn_flops", "scores_bytes", "elem_bytes", "epilogue_bytes"};
+    "ad", "abatch", "attn_flops", "scores_bytes", "elem_bytes", "epilogue_bytes", "attn_speedup"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -84,7 +84,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->aq,         &sh->akv,
                  &sh->ad,         &sh->abatch,
                  &sh->attn_flops, &sh->scores_bytes,
-                 &sh->elem_bytes, &sh->epilogue_bytes};
+                 &sh->elem_bytes, &sh->epilogue_bytes,
+                 &sh->attn_speedup};
   return f[i];
 }
 
