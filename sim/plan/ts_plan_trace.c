@@ -120,6 +120,7 @@ enum {
   L_OVL_RC_POST,
   L_OVL_BWD_PRE,
   L_OVL_DGRAD,
+  L_OVL_BWD,
   L_PGATHER,
   L_OP_RECOMPUTE,
   L_NLAYER_SLOTS
@@ -156,6 +157,9 @@ static const struct {
     [L_OVL_RC] = {TS_ROLE_COMPUTE, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_PRE] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
     [L_OVL_RC_POST] = {TS_ROLE_TP, TS_PHASE_RECOMPUTE},
+    [L_OVL_BWD_PRE] = {TS_ROLE_TP, TS_PHASE_BWD},
+    [L_OVL_DGRAD] = {TS_ROLE_INPUT_GRAD, TS_PHASE_BWD},
+    [L_OVL_BWD] = {TS_ROLE_COMPUTE, TS_PHASE_BWD},
     [L_OP_RECOMPUTE] = {TS_ROLE_OP_RECOMPUTE, TS_PHASE_BWD},
     [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
@@ -778,6 +782,59 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
   pend(g, last_rs); /* the next layer needs the whole reduced output */
 }
 
+/* Does layer i's backward gather its output gradient in chunks (tp-overlap=te)? Transformer
+ * Engine's userbuffers overlap the row-parallel layers' backward all-gather of the output
+ * gradient (sequence parallelism) with the input-gradient GEMM by ring exchange, as the
+ * forward's gather with its GEMM (its default userbuffers configuration: proj_dgrad and
+ * fc2_dgrad by ring exchange; Megatron-Core's tp_comm_overlap). PyTorch's AsyncTP
+ * (tp-overlap=async) is left as it was: its backward is not chunked here; so is `tp-overlap` on
+ * a systolic chip (TPU), where it stands for XLA's collective matmul, whose backward
+ * decomposition is not established here (MaxText's rows keep their numbers). The same rule is
+ * sim/validate's ovl_bwd_chunks. */
+static gboolean bwd_overlapped(const gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  const ts_layer_exec *e = &p->exec[i];
+  return p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0 &&
+         p->degree[TS_AX_TP] > 1 && e->cp_kv_bytes <= 0 && e->bwd_pre.kind == TS_COLL_ALLGATHER &&
+         e->bwd_pre.bytes > 0;
+}
+
+/* The backward GEMM that needs the gathered output gradient (the input gradient, or the whole
+ * backward of a layer whose input gradient needs no collective), in n chunks: gather chunk c
+ * (side stream) runs while GEMM chunk c - 1 computes, as the forward's tp_overlapped does; the
+ * chunk shape keeps the whole GEMM's dimensions and carries 1/n of its work. Returns the last
+ * chunk. */
+static int bwd_chunked(gen *g, int i, ts_pass pass, double flops, double mem, int slot,
+                       const char *what)
+{
+  const ts_layer_exec *e = &g->p->exec[i];
+  const ts_layer *l = &g->p->model->layers[i];
+  int n = ovl_chunks(g);
+  ts_op_shape chunk;
+  layer_shape(g, i, pass, &chunk);
+  chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n, chunk.epilogue_bytes /= n;
+  int kernels = chunk.kernels;
+  int deps[16], nd = 0;
+  for (guint k = 0; k < g->pend->len && nd < 15; k++)
+    deps[nd++] = g_array_index(g->pend, int, k);
+  if (g->last >= 0)
+    deps[nd++] = g->last;
+  int last = -1;
+  for (int c = 0; c < n; c++) {
+    ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_pre.bytes * g->mb / n, TS_CAT_COMM_TP,
+                       S_TPOVL);
+    int ag =
+        emit(g, &op, lbl(g, layer_slot(g, i, L_OVL_BWD_PRE), "%s bwd all-gather chunk", l->name),
+             c == 0 ? deps : NULL, c == 0 ? nd : 0);
+    pend(g, ag);
+    chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
+    last = emit_compute(g, TS_CAT_BWD, flops / n, mem / n, &chunk,
+                        lbl(g, layer_slot(g, i, slot), "%s %s chunk", l->name, what));
+  }
+  return last;
+}
+
 /* ---- one layer ------------------------------------------------------------------------ */
 
 static void fwd_layer(gen *g, int i, gboolean recompute)
@@ -830,7 +887,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
   emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
-  emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
+  gboolean bovl = bwd_overlapped(g, i);
+  if (!bovl)
+    emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)
     zero_need(g, i);
   else if (p->zero >= 3 && g->ag_op[i] >= 0)
@@ -857,8 +916,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (!async) {
     g->wgrad_op[i] =
-        emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape_interned(g, i, TS_PASS_BWD),
-                     lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
+        bovl ? bwd_chunked(g, i, TS_PASS_BWD, fi + fw, mem, L_OVL_BWD, "bwd")
+             : emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape_interned(g, i, TS_PASS_BWD),
+                            lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -880,8 +940,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad =
-      emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
-                   lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
+      bovl ? bwd_chunked(g, i, TS_PASS_DGRAD, fi, mem * share, L_OVL_DGRAD, "bwd input grad")
+           : emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
+                          lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
   int post =

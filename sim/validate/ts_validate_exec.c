@@ -137,6 +137,20 @@ static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
   return ovl_chunks_of(e, i);
 }
 
+/* Chunks the planner cuts layer i's backward into (tp-overlap=te: the output gradient's
+ * all-gather with the GEMM that needs it), 0 when it does not: the same rule as ts_plan_trace's
+ * bwd_overlapped. The chunked op is the layer's input gradient, or its whole backward when that
+ * needs no collective after it. */
+static int ovl_bwd_chunks(const vd_exec *e, int i)
+{
+  const ts_plan *p = e->plan;
+  const ts_layer_exec *x = &p->exec[i];
+  if (!p->tp_overlap || p->tp_overlap_mode != TS_TP_OVERLAP_TE || p->topo->chip.systolic > 0 ||
+      p->degree[TS_AX_TP] <= 1 || x->cp_kv_bytes > 0)
+    return 0;
+  return x->bwd_pre.kind == TS_COLL_ALLGATHER && x->bwd_pre.bytes > 0 ? p->degree[TS_AX_TP] : 0;
+}
+
 /* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
@@ -279,6 +293,11 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         /* tp-overlap: n GEMM chunks per micro-batch, recomputed forwards included. */
         v.chunk = v.micro % v.nchunks;
         v.micro /= v.nchunks;
+      } else if ((v.kind == VO_BWD || v.kind == VO_DGRAD) && v.layer >= 0 && v.layer < nl &&
+                 (v.nchunks = ovl_bwd_chunks(run->e, v.layer)) > 0) {
+        /* The backward GEMM that reads the gathered output gradient, in n chunks. */
+        v.chunk = v.micro % v.nchunks;
+        v.micro /= v.nchunks;
       }
       break;
     case VO_TP: {
@@ -312,11 +331,20 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
           v.chunk = v.micro % v.nchunks;
           v.micro /= v.nchunks;
         }
+      } else if (v.phase == PH_BWD && !after && v.layer >= 0 && v.layer < nl &&
+                 op->kind == TS_OP_COLL && op->coll == TS_COLL_ALLGATHER &&
+                 ovl_bwd_chunks(run->e, v.layer) > 0) {
+        /* A chunk of the output gradient's gather: before GEMM chunk c (c chunks seen). */
+        v.nchunks = ovl_bwd_chunks(run->e, v.layer);
+        v.chunk = v.micro % v.nchunks;
+        v.micro /= v.nchunks;
       }
       break;
     }
     case VO_REGATHER:
       v.micro = seen[VO_DGRAD * (nl + 1) + v.layer] + seen[VO_BWD * (nl + 1) + v.layer];
+      if (v.layer >= 0 && v.layer < nl && ovl_bwd_chunks(run->e, v.layer) > 0)
+        v.micro /= ovl_bwd_chunks(run->e, v.layer); /* chunks of the input gradient seen */
       break;
     case VO_CP_BLOCK:
     case VO_CP_SEND:
@@ -1609,6 +1637,16 @@ static gboolean run_compute(vd_run *run, int rank, int j)
   case VO_BWD:
   case VO_DGRAD:
   case VO_WGRAD:
+    if (v->nchunks > 0 && v->chunk != v->nchunks - 1) {
+      /* tp-overlap: a backward GEMM chunk; the layer's backward runs whole at the last chunk,
+       * once every gather chunk is there. Each chunk's own gather chunk must have arrived. */
+      if (!ovl_chunk_arrived(run, rank, v, v->chunk))
+        return run_fail(run,
+                        "chip %d op %d '%s': GEMM chunk %d of %d ran before its all-gather chunk "
+                        "(a missing dependency or a missing all-gather chunk)",
+                        rank, j, label, v->chunk + 1, v->nchunks);
+      break;
+    }
     ok = vd_layer_bwd(e, r, v->layer, v->micro,
                       v->kind == VO_BWD     ? 0
                       : v->kind == VO_DGRAD ? 1
