@@ -202,6 +202,42 @@ Test(cost, attention_kernel_split_option)
             "%s", e->message);
 }
 
+/* fp8-cache: a weight's FP8 cast (2D + 1 bytes an element) and its transposed copy (2 bytes)
+ * are paid once per step, 1 / n_micro of them per micro-batch; the input's and the output
+ * gradient's casts and transposes stay per micro-batch. Llama 3.1 8B fc2 on 8,192-token
+ * sequences, 2 a micro-batch, 4 micro-batches a replica. */
+Test(cost, fp8_cache_pays_weight_casts_once_per_step)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  int fc2 = -1;
+  for (int i = 0; i < m->nlayers && fc2 < 0; i++)
+    if (strcmp(m->layers[i].name, "block.0.fc2") == 0)
+      fc2 = i;
+  cr_assert(fc2 >= 0);
+  double M = 2 * 8192, K = 14336, N = 4096, nm = 4;
+  ts_plan *p = make_plan(m, t, "dp=32,zero=3,precision=fp8,fp8-cache", 256, 2);
+  cr_assert_eq(p->n_micro, 4);
+  cr_assert(p->fp8_cache);
+  cr_assert(strstr(p->split_text, ",fp8-cache") != NULL, "%s", p->split_text);
+  ts_op_shape s;
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, 5 * (M * K + K * N / nm)), "forward %g", s.elem_bytes);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_DGRAD, &s);
+  cr_assert(close_to(s.elem_bytes, 5 * M * N + 2 * K * N / nm), "input gradient %g", s.elem_bytes);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_WGRAD, &s);
+  cr_assert(close_to(s.elem_bytes, 2 * (M * K + M * N)), "weight gradient %g", s.elem_bytes);
+  ts_plan_free(p);
+  p = make_plan(m, t, "dp=32,zero=3,precision=fp8", 256, 2);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, 5 * (M * K + K * N)), "without the cache %g", s.elem_bytes);
+  ts_plan_free(p);
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,fp8-cache=maybe", &e);
+  cr_assert_null(bad);
+  cr_assert(strstr(e->message, "fp8-cache=maybe") != NULL, "%s", e->message);
+}
+
 /* ---- chip profiles ------------------------------------------------------------------------ */
 
 static char *tmpdir_with(const char *profile_text, const char *topo_text)

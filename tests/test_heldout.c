@@ -179,15 +179,17 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * +17.9% at tp 1, 2, 4, 8), Megatron-Bridge 22.0% (+15.3 / +28.7%), pooled 14.1% mean and
  * 28.7% worst. With tp-overlap's backward gather chunked with its GEMM (Transformer Engine's
  * ring exchange): Megatron-Core 6.9% (-7.1 / -3.0 / +3.6 / +13.8%), Megatron-Bridge 19.4%
- * (+12.6 / +26.3%), pooled 13.2% mean and 27.8% worst (MT-NLG's).
+ * (+12.6 / +26.3%), pooled 13.2% mean and 27.8% worst (MT-NLG's). With Transformer Engine's
+ * FP8 weight cache stated on the FP8 rows (fp8-cache): Megatron-Bridge 13.9% (+8.9 / +18.8%),
+ * pooled 12.3% mean, 27.8% worst.
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
 #define HELDOUT_MTNLG_MEAN_MAX 28.0
 #define HELDOUT_BLOOM_MAX 15.5
 #define HELDOUT_LLAMA3_MEAN_MAX 1.5
-#define HELDOUT_NEMO_MEAN_MAX 20.0
+#define HELDOUT_NEMO_MEAN_MAX 14.4
 #define HELDOUT_MCORE_MEAN_MAX 7.4
-#define HELDOUT_POOLED_MEAN_MAX 13.7
+#define HELDOUT_POOLED_MEAN_MAX 12.8
 #define HELDOUT_POOLED_WORST_MAX 28.3
 
 /* Adds F's |errors| to *SUM and *WORST and returns its mean |error|. */
