@@ -180,7 +180,7 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * 28.7% worst. With tp-overlap's backward gather chunked with its GEMM (Transformer Engine's
  * ring exchange): Megatron-Core 6.9% (-7.1 / -3.0 / +3.6 / +13.8%), Megatron-Bridge 19.4%
  * (+12.6 / +26.3%), pooled 13.2% mean and 27.8% worst (MT-NLG's). With Transformer Engine's
- * FP8 weight cache stated on the FP8 rows (fp8-cache): Megatron-Bridge 13.9% (+8.9 / +18.8%),
+ * FP8 weight cache stated on the FP8 rows (fp8-cache): Megatron-Bridge 13.8% (+8.9 / +18.8%),
  * pooled 12.3% mean, 27.8% worst.
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
