@@ -3,6 +3,7 @@
  * the shipped ones); the shape's trace text; precision=fp8 in the planner. */
 #include "ts_cost.h"
 #include "ts_plan.h"
+#include "ts_plan_priv.h"
 #include "ts_run.h"
 #include "ts_test.h"
 #include "ts_trace.h"
@@ -136,6 +137,105 @@ Test(cost, attention_core_stays_bf16_and_unfused_scores_add)
   t = ts_cost_compute(&c, core + proj, 0, &s);
   want += 4e9 / (2e12 * 0.8);
   cr_assert(close_to(t, want), "unfused %.17g, expected %.17g", t, want);
+}
+
+/* attn-kernel=: cuDNN's fused attention over FlashAttention-2, the ratio of the FA3 paper's
+ * H100 figures (head width 128): causal forward 518 / 319 at 4k, backward 518 / 318 at 8k; in
+ * log2 of the length between published lengths; held at 512 and 16k; FA2 is 1 everywhere. */
+Test(cost, attention_kernel_speedup_closed_form)
+{
+  cr_assert(ts_attn_kernel_speedup(TS_ATTN_KERNEL_FA2, FALSE, 4096) == 1.0);
+  cr_assert(ts_attn_kernel_speedup(TS_ATTN_KERNEL_FA2, TRUE, 100) == 1.0);
+  cr_assert(close_to(ts_attn_kernel_speedup(TS_ATTN_KERNEL_CUDNN, FALSE, 4096), 518.0 / 319));
+  cr_assert(close_to(ts_attn_kernel_speedup(TS_ATTN_KERNEL_CUDNN, TRUE, 8192), 518.0 / 318));
+  double mid = (484.0 / 298 + 518.0 / 319) / 2; /* halfway in log2 between 2k and 4k */
+  cr_assert(close_to(ts_attn_kernel_speedup(TS_ATTN_KERNEL_CUDNN, FALSE, 2048 * sqrt(2)), mid));
+  cr_assert(close_to(ts_attn_kernel_speedup(TS_ATTN_KERNEL_CUDNN, TRUE, 64), 305.0 / 214));
+  cr_assert(close_to(ts_attn_kernel_speedup(TS_ATTN_KERNEL_CUDNN, FALSE, 131072), 539.0 / 335));
+  cr_assert_str_eq(ts_attn_kernel_name(TS_ATTN_KERNEL_CUDNN), "cudnn");
+  cr_assert_eq(ts_attn_kernel_parse("fa2"), TS_ATTN_KERNEL_FA2);
+  cr_assert_eq(ts_attn_kernel_parse("fa3"), -1);
+}
+
+/* The speedup divides the core's time only: projections and memory terms unchanged. */
+Test(cost, attention_speedup_scales_the_core_alone)
+{
+  ts_chip c = gpu();
+  c.compute_units = 0;
+  double core = 1e12, proj = 3e12;
+  ts_op_shape s = {.oclass = TS_OPC_FLASH, .kernels = 4, .attn_flops = core, .attn_speedup = 1.6};
+  double t = ts_cost_compute(&c, core + proj, 0, &s);
+  double want = proj / (312e12 * 0.5) + core / (312e12 * 0.5 * 1.6);
+  cr_assert(close_to(t, want), "%.17g, expected %.17g", t, want);
+  s.attn_speedup = 0; /* unset: as 1 */
+  cr_assert(close_to(ts_cost_compute(&c, core + proj, 0, &s), (proj + core) / (312e12 * 0.5)));
+}
+
+/* The split option sets every fused core's speedup, the backward's in backward passes, and
+ * nothing in the default (the trace's shapes stay as before); a bad value is one line. */
+Test(cost, attention_kernel_split_option)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  int attn = -1;
+  for (int i = 0; i < m->nlayers && attn < 0; i++)
+    if (m->layers[i].kind == TS_LAYER_ATTENTION)
+      attn = i;
+  cr_assert(attn >= 0);
+  ts_plan *p = make_plan(m, t, "dp=32,attn-kernel=cudnn", 64, 2);
+  ts_op_shape s;
+  ts_plan_layer_shape(p, attn, 2, TS_PASS_FWD, &s);
+  cr_assert_eq(s.oclass, TS_OPC_FLASH);
+  cr_assert(close_to(s.attn_speedup, 529.0 / 333), "forward at 8k keys: %g", s.attn_speedup);
+  ts_plan_layer_shape(p, attn, 2, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.attn_speedup, 518.0 / 318), "backward at 8k keys: %g", s.attn_speedup);
+  cr_assert_str_eq(p->split_text, "dp=32,attn-kernel=cudnn"); /* shown in every output */
+  ts_plan_free(p);
+  p = make_plan(m, t, "dp=32", 64, 2);
+  ts_plan_layer_shape(p, attn, 2, TS_PASS_BWD, &s);
+  cr_assert(s.attn_speedup == 0, "default fa2 leaves the shape as before: %g", s.attn_speedup);
+  ts_plan_free(p);
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,attn-kernel=fa3", &e);
+  cr_assert_null(bad);
+  cr_assert(strstr(e->message, "attn-kernel=fa3") != NULL && strstr(e->message, "cudnn") != NULL,
+            "%s", e->message);
+}
+
+/* fp8-cache: a weight's FP8 cast (2D + 1 bytes an element) and its transposed copy (2 bytes)
+ * are paid once per step, 1 / n_micro of them per micro-batch; the input's and the output
+ * gradient's casts and transposes stay per micro-batch. Llama 3.1 8B fc2 on 8,192-token
+ * sequences, 2 a micro-batch, 4 micro-batches a replica. */
+Test(cost, fp8_cache_pays_weight_casts_once_per_step)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  int fc2 = -1;
+  for (int i = 0; i < m->nlayers && fc2 < 0; i++)
+    if (strcmp(m->layers[i].name, "block.0.fc2") == 0)
+      fc2 = i;
+  cr_assert(fc2 >= 0);
+  double M = 2 * 8192, K = 14336, N = 4096, nm = 4;
+  ts_plan *p = make_plan(m, t, "dp=32,zero=3,precision=fp8,fp8-cache", 256, 2);
+  cr_assert_eq(p->n_micro, 4);
+  cr_assert(p->fp8_cache);
+  cr_assert(strstr(p->split_text, ",fp8-cache") != NULL, "%s", p->split_text);
+  ts_op_shape s;
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, 5 * (M * K + K * N / nm)), "forward %g", s.elem_bytes);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_DGRAD, &s);
+  cr_assert(close_to(s.elem_bytes, 5 * M * N + 2 * K * N / nm), "input gradient %g", s.elem_bytes);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_WGRAD, &s);
+  cr_assert(close_to(s.elem_bytes, 2 * (M * K + M * N)), "weight gradient %g", s.elem_bytes);
+  ts_plan_free(p);
+  p = make_plan(m, t, "dp=32,zero=3,precision=fp8", 256, 2);
+  ts_plan_layer_shape(p, fc2, 2, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, 5 * (M * K + K * N)), "without the cache %g", s.elem_bytes);
+  ts_plan_free(p);
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,fp8-cache=maybe", &e);
+  cr_assert_null(bad);
+  cr_assert(strstr(e->message, "fp8-cache=maybe") != NULL, "%s", e->message);
 }
 
 /* ---- chip profiles ------------------------------------------------------------------------ */

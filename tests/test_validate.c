@@ -706,6 +706,16 @@ Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
   extra h = {.nodeps = "block.0.fc2 recompute reduce-scatter chunk"};
   expect_fail("validate-transformer", "tp=2,sp,recompute=full,tp-overlap", TS_PREC_F64, &h,
               "execution failed: 'block.0.fc2 recompute reduce-scatter chunk'");
+  /* The backward's output-gradient gather (sequence parallelism) is chunked with the GEMM that
+   * reads it, as Transformer Engine's ring exchange runs it: fc2's whole backward, attention's
+   * input gradient. Every network above reproduces the reference with them; dropping the
+   * gather chunks fails. */
+  extra i = {.drop = "block.0.fc2 bwd all-gather chunk"};
+  expect_fail("validate-transformer", "tp=2,sp,tp-overlap", TS_PREC_F64, &i,
+              "ran before its all-gather chunk");
+  extra j = {.drop = "block.0.attention bwd all-gather chunk"};
+  expect_fail("validate-llama", "tp=2,sp,tp-overlap", TS_PREC_F64, &j,
+              "ran before its all-gather chunk");
 }
 
 /* A copy of validate-transformer with 8 tokens, so cp = 4 has its two chunks per rank. */

@@ -44,6 +44,49 @@ int ts_precision_parse(const char *s)
   return -1;
 }
 
+/* Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608), H100 80GB SXM5, BF16, head dim 128,
+ * TFLOP/s (a causal core counted as half the FLOPs) at sequence lengths 512, 1k, 2k, 4k, 8k,
+ * 16k: Figure 5 "with causal mask" (forward) and Figure 6 (backward, the published backward
+ * figures are without the mask). Only the ratio to FlashAttention-2 is used. */
+static const double attn_seq[] = {512, 1024, 2048, 4096, 8192, 16384};
+static const double attn_tflops[TS_NATTN_KERNELS][2][6] = {
+    [TS_ATTN_KERNEL_FA2] = {{191, 260, 298, 319, 333, 335}, {214, 260, 291, 310, 318, 322}},
+    [TS_ATTN_KERNEL_CUDNN] = {{315, 410, 484, 518, 529, 539}, {305, 408, 465, 499, 518, 516}},
+};
+static const char *const attn_kernel_names[TS_NATTN_KERNELS] = {"fa2", "cudnn"};
+
+const char *ts_attn_kernel_name(ts_attn_kernel k)
+{
+  return k >= 0 && k < TS_NATTN_KERNELS ? attn_kernel_names[k] : "?";
+}
+
+int ts_attn_kernel_parse(const char *s)
+{
+  for (int i = 0; i < TS_NATTN_KERNELS; i++)
+    if (strcmp(s, attn_kernel_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+double ts_attn_kernel_speedup(ts_attn_kernel k, gboolean bwd, double keys)
+{
+  if (k <= TS_ATTN_KERNEL_FA2 || k >= TS_NATTN_KERNELS)
+    return 1.0;
+  int n = (int)G_N_ELEMENTS(attn_seq), d = bwd ? 1 : 0;
+  double r[6];
+  for (int i = 0; i < n; i++)
+    r[i] = attn_tflops[k][d][i] / attn_tflops[TS_ATTN_KERNEL_FA2][d][i];
+  if (!(keys > attn_seq[0]))
+    return r[0];
+  if (keys >= attn_seq[n - 1])
+    return r[n - 1];
+  int i = 0;
+  while (keys >= attn_seq[i + 1])
+    i++;
+  double f = log2(keys / attn_seq[i]); /* the lengths double: log2 of their ratio is 1 */
+  return r[i] + f * (r[i + 1] - r[i]);
+}
+
 double ts_chip_peak(const ts_chip *c, ts_precision p)
 {
   switch (p) {
@@ -180,7 +223,8 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
      * Engine runs dot-product attention in bf16). */
     if (fa > 0)
       tc += fa / (rate_of(c, core_prec) * ach *
-                  ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch));
+                  ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch) *
+                  (s->attn_speedup > 0 ? s->attn_speedup : 1.0));
     /* Score matrices of an unfused core (softmax, mask, dropout) are memory-bound kernels of
      * their own, after the GEMMs; so on a GPU are the epilogues (bias + GeLU, bias + dropout +
      * residual add, layout copies: Megatron-LM's fused element-wise kernels), which XLA fuses

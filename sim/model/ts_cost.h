@@ -34,6 +34,16 @@ typedef enum {
   TS_NPRECISIONS
 } ts_precision;
 
+/** Which fused-attention kernel runs the core (split attn-kernel=, docs/splits.md): a property
+ * of the software stack. The default, FlashAttention-2, is what PyTorch's SDPA (TorchTitan)
+ * runs and what the chip profiles' fitted rates stand for; cuDNN's fused attention is what
+ * Transformer Engine runs on Hopper (Megatron-Core, NeMo / Megatron-Bridge). */
+typedef enum {
+  TS_ATTN_KERNEL_FA2 = 0, /* FlashAttention-2 (the default, the fitted rate) */
+  TS_ATTN_KERNEL_CUDNN,   /* cuDNN fused flash attention (Transformer Engine on H100) */
+  TS_NATTN_KERNELS
+} ts_attn_kernel;
+
 /** ts_op_shape.kernels of an op the host launched together with an earlier one: the later
  * chunks of a tp-overlap GEMM, which Transformer Engine issues from one call (its userbuffers
  * overlap launches the chunk GEMMs on side streams inside one framework op), so the host pays
@@ -61,6 +71,9 @@ typedef struct {
                           * activation, bias + dropout + residual add, layout copies): on a GPU
                           * their own kernels at achieved bandwidth, after the GEMMs; on a
                           * systolic chip fused into the matmul (XLA) and free */
+  /* Added with issue 10 (the H100 Megatron stack). */
+  double attn_speedup; /* the fused attention core's rate relative to the fitted one (the
+                        * stack's kernel, ts_attn_kernel_speedup); 0 reads as 1 */
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
@@ -109,6 +122,19 @@ double ts_chip_peak(const ts_chip *c, ts_precision p);
 /** "gemm", "attention", ... and the inverse (-1 when unknown). */
 const char *ts_op_class_name(ts_op_class c);
 int ts_op_class_parse(const char *s);
+
+/**
+ * How much faster than FlashAttention-2 the fused attention kernel `k` runs a causal core on an
+ * H100 (head width 128), forward or backward, at `keys` keys per query block: the ratio of the
+ * two kernels' published TFLOP/s (Shah et al., "FlashAttention-3", arXiv 2407.08608, Figure 5
+ * causal forward and Figure 6 backward, H100 80GB SXM5, sequence 512 to 16k), interpolated in
+ * log2(keys) between the published lengths and held at the ends. 1 for FA2 (the fitted rate).
+ */
+double ts_attn_kernel_speedup(ts_attn_kernel k, gboolean bwd, double keys);
+
+/** "fa2", "cudnn" and the inverse (-1 when unknown). */
+const char *ts_attn_kernel_name(ts_attn_kernel k);
+int ts_attn_kernel_parse(const char *s);
 
 /** "bf16", "fp8", "fp32" and the inverse (-1 when unknown; "fp16" reads as bf16). */
 const char *ts_precision_name(ts_precision p);

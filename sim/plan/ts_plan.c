@@ -680,6 +680,7 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
   const ts_layer_exec *e = &p->exec[l - p->model->layers];
   double xr = e->fwd_pre.kind == TS_COLL_ALLGATHER && e->pdiv > 1 ? s->m / e->pdiv : s->m;
   ts_fp8_cost c[2];
+  double wel[2]; /* each GEMM's weight elements (k x n) */
   int n = 1;
   if (l->kind == TS_LAYER_ATTENTION) {
     double I = l->inner > 0 ? (double)l->inner : (double)l->in_features, a = (double)l->heads;
@@ -687,9 +688,22 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
     double w = s->n / I; /* the chip's share of the heads */
     ts_fp8_scaling_cost(s->m, (I + 2.0 * J) * w, s->k, xr, D, &c[0]);
     ts_fp8_scaling_cost(s->m, s->k, s->n, s->m, D, &c[1]);
+    wel[0] = (I + 2.0 * J) * w * s->k, wel[1] = s->k * s->n;
     n = 2;
   } else {
     ts_fp8_scaling_cost(s->m, s->n, s->k, xr, D, &c[0]);
+    wel[0] = s->n * s->k;
+  }
+  /* fp8-cache: Transformer Engine casts a weight to FP8 (amax, cast: 2D + 1 bytes an element)
+   * and makes its transposed copy (2 bytes) on the step's first micro-batch only and reuses
+   * them (is_first_microbatch, which Megatron-Core's schedules set once per step): over the
+   * step's n_micro micro-batches each pays 1 / n_micro of them. */
+  if (p->fp8_cache && p->n_micro > 1) {
+    double keep = 1.0 - 1.0 / (double)p->n_micro;
+    for (int j = 0; j < n; j++) {
+      c[j].fwd_bytes -= keep * (2.0 * D + 1.0) * wel[j];
+      c[j].dgrad_bytes -= keep * 2.0 * wel[j];
+    }
   }
   double copies = s->batch > 1 ? s->batch : 1.0;
   for (int j = 0; j < n; j++) {
@@ -823,6 +837,11 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->m = s->n = s->k = 0;
       s->kernels = unfused_attention(p, l) ? 5 : 1;
     }
+    /* The stack's fused kernel (attn-kernel=): its published rate over FlashAttention-2's, the
+     * backward's in the backward passes, at the core's key length. */
+    if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
+      s->attn_speedup = ts_attn_kernel_speedup(
+          p->attn_kernel, pass == TS_PASS_BWD || pass == TS_PASS_DGRAD, s->akv);
     break;
   }
   default:
@@ -1533,6 +1552,10 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
                            p->ps_placement == TS_PS_DEDICATED ? ",ps-placement=dedicated" : "");
   if (p->attention >= 0)
     g_string_append_printf(s, ",attention=%s", ts_attention_name((ts_attention)p->attention));
+  if (p->attn_kernel != TS_ATTN_KERNEL_FA2)
+    g_string_append_printf(s, ",attn-kernel=%s", ts_attn_kernel_name(p->attn_kernel));
+  if (p->fp8_cache)
+    g_string_append(s, ",fp8-cache");
   if (p->bucket_copy)
     g_string_append(s, ",buckets=copy");
   if (p->loss != TS_LOSS_FUSED)
@@ -1731,6 +1754,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->bucket_copy = s->bucket_copy;
   p->loss = s->loss > 0 ? (ts_loss)(s->loss - 1) : TS_LOSS_FUSED;
   p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
+  p->attn_kernel = s->attn_kernel > 0 ? (ts_attn_kernel)(s->attn_kernel - 1) : TS_ATTN_KERNEL_FA2;
+  p->fp8_cache = s->fp8_cache;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;

@@ -115,6 +115,9 @@ typedef struct {
   gboolean fsdp2; /* ZeRO-3 as PyTorch FSDP2 allocates it (docs/memory.md) */
   /* Added with issue 10 (H100 fidelity). */
   int kernels; /* kernels=: 0 not given (fused), else 1 + ts_kernels_mode */
+  /* Added with issue 10 (the H100 Megatron stack). */
+  int attn_kernel;    /* attn-kernel=: 0 not given (fa2), else 1 + ts_attn_kernel */
+  gboolean fp8_cache; /* fp8-cache: FP8 weight copies cast once per step (Transformer Engine) */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -230,6 +233,10 @@ typedef struct {
   gboolean fsdp2;
   /* Added with issue 10 (H100 fidelity). */
   ts_kernels_mode kernels;
+  /* Added with issue 10 (the H100 Megatron stack). */
+  ts_attn_kernel attn_kernel; /* the fused attention kernel (attn-kernel=; ts_cost.h) */
+  gboolean fp8_cache;         /* FP8 weights (and transposes) cast once per step, not per
+                                 micro-batch (fp8-cache: Transformer Engine's weight cache) */
 } ts_plan;
 
 /** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is

@@ -789,13 +789,22 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
  * the output gradient that sequence parallelism's reduce-scatter transposes into is decomposed
  * as the forward's gathers are: fc2's whole backward, and attention's input gradient (its
  * output projection's dgrad comes first; the reduce-scatter of its input gradient then runs
- * beside the weight gradient, as without). */
+ * beside the weight gradient, as without).
+ * With tp-overlap=te on a GPU, Transformer Engine's userbuffers overlap the same gathers (the
+ * row-parallel layers' output gradient under sequence parallelism) with the input-gradient GEMM
+ * by ring exchange, as the forward's gather with its GEMM (its default userbuffers
+ * configuration: proj_dgrad and fc2_dgrad by ring exchange; Megatron-Core's tp_comm_overlap).
+ * PyTorch's AsyncTP (tp-overlap=async) is left as it was: its backward is not chunked here.
+ * `te` on a systolic chip keeps the unchunked backward. The same rule is sim/validate's
+ * ovl_bwd_chunks. */
 static gboolean bwd_chunked(const gen *g, int i)
 {
   const ts_plan *p = g->p;
   const ts_layer_exec *e = &p->exec[i];
-  return p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_XLA && p->degree[TS_AX_TP] > 1 &&
-         e->cp_kv_bytes <= 0 && e->bwd_pre.kind == TS_COLL_ALLGATHER && e->bwd_pre.bytes > 0;
+  gboolean mode = p->tp_overlap_mode == TS_TP_OVERLAP_XLA ||
+                  (p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0);
+  return p->tp_overlap && mode && p->degree[TS_AX_TP] > 1 && e->cp_kv_bytes <= 0 &&
+         e->bwd_pre.kind == TS_COLL_ALLGATHER && e->bwd_pre.bytes > 0;
 }
 
 /* The backward (pass TS_PASS_BWD, label slot L_OVL_BWD) or input gradient (TS_PASS_DGRAD,

@@ -171,6 +171,22 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "torch.compile) or eager (each element-wise op its own kernel, as "
                         "uncompiled PyTorch runs it)");
     s->kernels = 1 + v;
+  } else if (strcmp(key, "attn-kernel") == 0) {
+    int v = val ? ts_attn_kernel_parse(val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "attn-kernel=fa2 (FlashAttention-2, PyTorch SDPA: the default) or cudnn "
+                        "(cuDNN fused attention, as Transformer Engine runs it on Hopper)");
+    s->attn_kernel = 1 + v;
+  } else if (strcmp(key, "fp8-cache") == 0) {
+    if (val == NULL || lookup(bools_on, val) >= 0)
+      s->fp8_cache = TRUE;
+    else if (lookup(bools_off, val) >= 0)
+      s->fp8_cache = FALSE;
+    else
+      return item_error(error, text, item,
+                        "fp8-cache, fp8-cache=on or fp8-cache=off (FP8 weights cast once per step, "
+                        "with precision=fp8)");
   } else if (strcmp(key, "fsdp2") == 0) {
     if (val == NULL || lookup(bools_on, val) >= 0)
       s->fsdp2 = TRUE;
@@ -276,7 +292,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, buckets, loss, kernels, fsdp2, kind:K, name:GLOB)");
+        "ep, precision, attention, attn-kernel, fp8-cache, buckets, loss, kernels, fsdp2, "
+        "kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -310,7 +327,8 @@ ts_split *ts_split_parse(const char *text, GError **error)
       a = TS_AX_TP;
     if (a < 0) {
       if (eq == NULL && strcmp(key, "sp") != 0 && strcmp(key, "tp-overlap") != 0 &&
-          strcmp(key, "dp-overlap") != 0 && strcmp(key, "fsdp2") != 0) {
+          strcmp(key, "dp-overlap") != 0 && strcmp(key, "fsdp2") != 0 &&
+          strcmp(key, "fp8-cache") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x, "
                     "or OPTION=VALUE, e.g. zero=1",
@@ -318,19 +336,22 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",       "schedule",     "recompute", "sp",      "offload",
-          "ps",         "ps-placement", "stages",    "ep",      "shard",
-          "tp-overlap", "dp-overlap",   "attention", "buckets", "precision",
-          "loss",       "fsdp2",        "kernels",   NULL};
+          "zero",         "schedule",  "recompute", "sp",    "offload",    "ps",
+          "ps-placement", "stages",    "ep",        "shard", "tp-overlap", "dp-overlap",
+          "attention",    "buckets",   "precision", "loss",  "fsdp2",      "kernels",
+          "attn-kernel",  "fp8-cache", NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
-        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                    "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
-                    "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
-                    "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, buckets, loss, kernels, fsdp2, kind:K, "
-                    "name:GLOB",
-                    text, key);
+        g_set_error(
+            error, TS_ERROR, TS_ERROR_INPUT,
+            "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
+            "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
+            "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
+            "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, loss, kernels, "
+            "fsdp2, "
+            "kind:K, "
+            "name:GLOB",
+            text, key);
         return NULL;
       }
       gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");

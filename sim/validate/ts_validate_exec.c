@@ -137,14 +137,16 @@ static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
   return ovl_chunks_of(e, i);
 }
 
-/* Chunks of layer i's backward (tp-overlap=xla: its output-gradient all-gather decomposed beside
- * the backward or input-gradient GEMMs, ts_plan_trace's bwd_chunked), 0 when not chunked. */
+/* Chunks of layer i's backward (tp-overlap=xla, and tp-overlap=te on a GPU: its output-gradient
+ * all-gather decomposed beside the backward or input-gradient GEMMs, ts_plan_trace's
+ * bwd_chunked), 0 when not chunked. */
 static int bwd_chunks_of(const vd_exec *e, int i)
 {
   const ts_plan *p = e->plan;
   const ts_layer_exec *x = &p->exec[i];
-  if (!p->tp_overlap || p->tp_overlap_mode != TS_TP_OVERLAP_XLA || p->degree[TS_AX_TP] <= 1 ||
-      x->cp_kv_bytes > 0)
+  gboolean mode = p->tp_overlap_mode == TS_TP_OVERLAP_XLA ||
+                  (p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0);
+  if (!p->tp_overlap || !mode || p->degree[TS_AX_TP] <= 1 || x->cp_kv_bytes > 0)
     return 0;
   return x->bwd_pre.kind == TS_COLL_ALLGATHER && x->bwd_pre.bytes > 0 ? p->degree[TS_AX_TP] : 0;
 }

@@ -46,7 +46,7 @@ repeat() {
     par="tp=$tp@node,pp=$pp@net,dp=$dp@net"
     [ "$tp" -eq 4 ] && par="tp=$tp@node,dp=$dp@node,pp=$pp@net"
     [ "$cp" -gt 1 ] && par="tp=$tp@node,cp=$cp@net,dp=$dp@net,pp=$pp@net"
-    echo "Megatron-Bridge H100 FP8,dgx-h100-64node,dim.net.size=$nodes,$model,\"recompute=none,sp,$par,zero=1,dp-overlap,tp-overlap,precision=fp8,schedule=interleaved:$vp,stages=$st\",$B,1,25,$t,$tok,$n"
+    echo "Megatron-Bridge H100 FP8,dgx-h100-64node,dim.net.size=$nodes,$model,\"recompute=none,attn-kernel=cudnn,sp,$par,zero=1,dp-overlap,tp-overlap,precision=fp8,fp8-cache,schedule=interleaved:$vp,stages=$st\",$B,1,25,$t,$tok,$n"
   done <<TABLE
 llama3-70b 64 256 8192 4 8 1 5 Ett|$(repeat 't*2' 34 | sed 's/t\*2/tt/g')ttt|$(repeat tt 3)tL 1664
 llama3-405b 1024 1536 8192 8 8 2 8 Et|$(repeat tt 62)tL 328

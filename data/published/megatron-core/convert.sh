@@ -24,11 +24,11 @@ V=131072
     nodes=$((n / 8))
     dp=$((n / tp))
     if [ "$tp" -eq 1 ]; then
-      split="recompute=none,dp=$dp@node+net,zero=1,dp-overlap"
+      split="recompute=none,attn-kernel=cudnn,dp=$dp@node+net,zero=1,dp-overlap"
     elif [ "$tp" -lt 8 ]; then
-      split="recompute=none,sp,tp=$tp@node,dp=$dp@node+net,zero=1,dp-overlap,tp-overlap"
+      split="recompute=none,attn-kernel=cudnn,sp,tp=$tp@node,dp=$dp@node+net,zero=1,dp-overlap,tp-overlap"
     else
-      split="recompute=none,sp,tp=$tp@node,dp=$dp@net,zero=1,dp-overlap,tp-overlap"
+      split="recompute=none,attn-kernel=cudnn,sp,tp=$tp@node,dp=$dp@net,zero=1,dp-overlap,tp-overlap"
     fi
     t=$(awk -v B="$B" -v s=$s -v l="$l" -v h="$h" -v V=$V -v X="$X" -v n="$n" \
       'BEGIN { F = 12 * B * s * l * h * h * (6 + s / h + V / (2 * l * h)); printf "%.6g", F / (X * 1e12 * n) }')
