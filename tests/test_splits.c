@@ -1965,3 +1965,45 @@ Test(pytorch_memory, allocator_overhead_on_what_churns)
   cr_assert_eq(r->mem.allocator, 0.0);
   cr_assert_float_eq(r->mem.total, states + churn, 1e-6 * x->total);
 }
+
+Test(activations, model_command_lists_the_planners_fp8_saved_bytes)
+{
+  /* One formula: `trainsim model --precision fp8` lists each layer's kept activations as the
+   * planner keeps them under Transformer Engine's FP8 (ts_layer_saved_bytes). GPT-3 1.3B at
+   * tp = 1, per sample (s tokens, width h): fc1 keeps its input in FP8 (sh bytes) and the
+   * GELU's input in bf16 (2 x 4sh): 9sh; fc2 its input (the GELU output) in FP8 (4sh) and
+   * its output's dropout mask (sh): 5sh. Before, the listing showed only the bf16 bytes (fc1
+   * 10sh, fc2 9sh). */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  double s = (double)m->t_seq, h = (double)m->t_hidden;
+  int fc1 = layer_index(m, "block.0.fc1"), fc2 = layer_index(m, "block.0.fc2");
+  cr_assert_float_eq(ts_layer_saved_bytes(m, &m->layers[fc1], TRUE), 9 * s * h, 1e-6);
+  cr_assert_float_eq(ts_layer_saved_bytes(m, &m->layers[fc2], TRUE), 5 * s * h, 1e-6);
+  /* The planner's per-layer bytes are the same numbers (micro-batch 2, tp 1). */
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=512,precision=fp8", 1024, 2);
+  for (int i = 0; i < m->nlayers; i++) {
+    double want = 2 * ts_layer_saved_bytes(m, &m->layers[i], TRUE);
+    cr_assert_float_eq(p->layer_act_bytes[i], want, want * 1e-12 + 1e-9, "layer %d", i);
+  }
+  /* The command's text shows them (4 significant digits). */
+  char *out = NULL, *err = NULL;
+  cr_assert_eq(run_cli("model -m gpt3-1.3b --precision fp8", &out, &err), 0, "%s", err);
+  const char *sec = strstr(out, "\nprecision=fp8");
+  cr_assert(sec != NULL, "%.300s", out);
+  const char *want_names[] = {"block.0.fc1 ", "block.0.fc2 "};
+  const double want_bytes[] = {9 * s * h, 5 * s * h};
+  for (int k = 0; k < 2; k++) {
+    const char *row = strstr(sec, want_names[k]);
+    cr_assert(row != NULL, "no %s row in the precision section", want_names[k]);
+    const char *cell = strstr(row, "saved_act_bytes ");
+    const char *eol = strchr(row, '\n');
+    cr_assert(cell != NULL && (eol == NULL || cell < eol), "%s: no saved_act_bytes: %.120s",
+              want_names[k], row);
+    double got = g_ascii_strtod(cell + strlen("saved_act_bytes "), NULL);
+    cr_expect_float_eq(got, want_bytes[k], want_bytes[k] * 1e-3, "%s %.6g, expected %.6g",
+                       want_names[k], got, want_bytes[k]);
+  }
+  g_free(out);
+  g_free(err);
+}
