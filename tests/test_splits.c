@@ -198,6 +198,42 @@ Test(pipeline, interleaved_in_flight_activations)
   }
 }
 
+Test(pipeline, torch_interleaved_keeps_the_warm_up_formula_at_m_equal_p)
+{
+  /* torch.distributed.pipelining's ScheduleInterleaved1F1B (TorchTitan; trainsim's fsdp2
+   * stack) warms stage s up with (V - 1) x P + 2 (P - 1 - s) forwards, capped at M V
+   * (_get_rank_warmup_ops, P micro-batches a round), also when M = P, where Megatron-LM runs
+   * every forward first: at M = P = 4, V = 2 the stages hold 8, 8, 7, 5 chunk-micro-batches at
+   * their peak instead of 8 each (the last device's logits of one micro-batch, not four). For
+   * M > P both are the same schedule. */
+  int P = 4, V = 2;
+  double act = 1e6;
+  g_autoptr(ts_topo) t = ring_topo(2 * P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(P * V, 1e9, 1000, act);
+  int Ms[] = {P, 8};
+  for (size_t k = 0; k < G_N_ELEMENTS(Ms); k++) {
+    int M = Ms[k];
+    g_autoptr(ts_plan) torch =
+        make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=interleaved:2", 2 * M, 1);
+    g_autoptr(ts_plan) mega = make_plan(m, t, "pp=4,dp=2,zero=1,schedule=interleaved:2", 2 * M, 1);
+    for (int s = 0; s < P; s++) {
+      int items = MIN((P - s - 1) * 2 + (V - 1) * P + 1, M * V);
+      int mitems = M == P ? M * V : items;
+      double got = torch->stage_mem[s].activations, want = items * act;
+      cr_assert_float_eq(got, want, want * 1e-12, "fsdp2 M %d stage %d: %g bytes, expected %g", M,
+                         s, got, want);
+      double mgot = mega->stage_mem[s].activations, mwant = mitems * act;
+      cr_assert_float_eq(mgot, mwant, mwant * 1e-12, "Megatron M %d stage %d: %g, expected %g", M,
+                         s, mgot, mwant);
+    }
+    /* The trace runs the same order, and it replays (no device waits on a message sent
+     * after what it waits for). */
+    ts_replay_result rr = {0};
+    replay_plan(torch, &rr);
+    cr_assert(rr.step_time_s > 0, "M %d: step %g s", M, rr.step_time_s);
+  }
+}
+
 Test(pipeline, stages_balanced_by_compute)
 {
   /* Layers of unequal cost: the planner cuts so the slowest stage is as fast as it can be. */

@@ -452,7 +452,8 @@ static void push(GArray *out, gboolean bwd, int micro, int chunk)
   g_array_append_val(out, it);
 }
 
-void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out)
+void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, gboolean torch,
+                    GArray *out)
 {
   int M = n_micro;
   if (s == TS_SCHED_GPIPE) {
@@ -483,9 +484,13 @@ void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, 
   }
   /* Interleaved 1F1B (Narayanan et al. 2021 SC, section 2.2; Megatron-LM schedules.py,
    * forward_backward_pipelining_with_interleaving): micro-batches go through the device's V
-   * chunks in groups of pp; warm-up (P - s - 1) * 2 + (V - 1) * P forwards. */
+   * chunks in groups of pp; warm-up (P - s - 1) * 2 + (V - 1) * P forwards. With M = P
+   * micro-batches Megatron-LM runs every forward first (all_warmup_microbatches);
+   * torch.distributed.pipelining's ScheduleInterleaved1F1B (TorchTitan) keeps the formula,
+   * (V - 1) x (micro-batches per round, M / (M / P) = P) + 2 (P - 1 - s), capped at M V
+   * (_get_rank_warmup_ops), so its later stages start their backwards early. */
   int V = chunks, total = M * V;
-  int warm = M == pp ? total : MIN((pp - device - 1) * 2 + (V - 1) * pp, total);
+  int warm = M == pp && !torch ? total : MIN((pp - device - 1) * 2 + (V - 1) * pp, total);
 #define FWD_ITEM(k) push(out, FALSE, ((k) / (pp * V)) * pp + (k) % pp, ((k) % (pp * V)) / pp)
 #define BWD_ITEM(k) push(out, TRUE, ((k) / (pp * V)) * pp + (k) % pp, V - 1 - ((k) % (pp * V)) / pp)
   for (int k = 0; k < warm; k++)
@@ -1167,7 +1172,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     chunk_act[c] += held * D * mb;
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
-  ts_sched_order(p->schedule, pp, V, M, device, order);
+  ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
   double cur = 0, peak = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {
