@@ -335,10 +335,9 @@ static void append_precision(GString *s, const ts_model *m, int prec)
         l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_CONV2D;
     g_string_append_printf(s, "%5d ", i);
     ts_append_cell(s, l->name, wn, FALSE);
-    g_string_append_printf(s, " %-9s GEMMs %-4s other %-4s saved_act_bytes ",
-                           ts_layer_kind_name(l->kind),
-                           gemm ? ts_precision_name((ts_precision)g) : "-",
-                           ts_precision_name((ts_precision)o));
+    g_string_append_printf(
+        s, " %-9s GEMMs %-4s other %-4s saved_act_bytes ", ts_layer_kind_name(l->kind),
+        gemm ? ts_precision_name((ts_precision)g) : "-", ts_precision_name((ts_precision)o));
     ts_append_g(s, 4, ts_layer_saved_bytes(m, l, fp8_saved));
     g_string_append_c(s, '\n');
   }
