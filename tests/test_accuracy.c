@@ -322,10 +322,11 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
 }
 
 /* The shipped TorchTitan memory rows replay, and their error stays below what this branch
- * measured (docs/accuracy.md: 10.0% mean |error| over 18 rows, 8.6% over Tables 1, 3, 4, 5, with
- * Llama 3.1, FSDP2, op-level checkpointing, the eager loss and the allocator's overhead; it
- * was 34.4% with the Llama approximations; the target is 10%): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 10.5
+ * measured (docs/accuracy.md: 9.6% mean |error| over 18 rows once fsdp2's interleaved schedule
+ * is torch.distributed.pipelining's, 10.0% before; 8.6% over Tables 1, 3, 4, 5, with Llama 3.1,
+ * FSDP2, op-level checkpointing, the eager loss and the allocator's overhead; it was 34.4% with
+ * the Llama approximations; the target is 10%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 10.0
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
@@ -339,7 +340,10 @@ Test(accuracy, shipped_torchtitan_memory_rows)
  * 1%; the held-out rows' mean |error| is pinned just above what this branch measured
  * (docs/accuracy.md), so a regression of the H100 model fails here. */
 #define TORCHTITAN_STEP_FIT_MAX 1.0
-/* Measured 4.3% over the 9 held-out rows, the worst 11.0% (a 405B Float8 row, too fast), once
+/* Measured 4.4% over the 9 held-out rows, the worst 12.1% (the 405B interleaved row, too fast),
+ * once fsdp2's interleaved schedule is torch.distributed.pipelining's (warm-up by the formula at
+ * M = P, where Megatron-LM runs every forward first: that row's step 1.1% shorter); 4.3% /
+ * 11.0% before; once
  * ZeRO-3/FSDP2 gathers a block at a time one block ahead as FSDP2 prefetches (the fit moved
  * 0.59 -> 0.585); 3.7% / 8.1% before that, with the three AsyncTP rows costed as PyTorch's
  * AsyncTP (tp-overlap=async: the recomputed forward keeps its plain collectives, each chunk a
@@ -351,7 +355,7 @@ Test(accuracy, shipped_torchtitan_memory_rows)
  * the GPU's epilogue traffic were costed (3.3% / 5.7% in between, when the fit absorbed the
  * uncosted recomputation). */
 #define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 4.6
-#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 11.5
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 12.5
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {

@@ -198,6 +198,42 @@ Test(pipeline, interleaved_in_flight_activations)
   }
 }
 
+Test(pipeline, torch_interleaved_keeps_the_warm_up_formula_at_m_equal_p)
+{
+  /* torch.distributed.pipelining's ScheduleInterleaved1F1B (TorchTitan; trainsim's fsdp2
+   * stack) warms stage s up with (V - 1) x P + 2 (P - 1 - s) forwards, capped at M V
+   * (_get_rank_warmup_ops, P micro-batches a round), also when M = P, where Megatron-LM runs
+   * every forward first: at M = P = 4, V = 2 the stages hold 8, 8, 7, 5 chunk-micro-batches at
+   * their peak instead of 8 each (the last device's logits of one micro-batch, not four). For
+   * M > P both are the same schedule. */
+  int P = 4, V = 2;
+  double act = 1e6;
+  g_autoptr(ts_topo) t = ring_topo(2 * P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(P * V, 1e9, 1000, act);
+  int Ms[] = {P, 8};
+  for (size_t k = 0; k < G_N_ELEMENTS(Ms); k++) {
+    int M = Ms[k];
+    g_autoptr(ts_plan) torch =
+        make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=interleaved:2", 2 * M, 1);
+    g_autoptr(ts_plan) mega = make_plan(m, t, "pp=4,dp=2,zero=1,schedule=interleaved:2", 2 * M, 1);
+    for (int s = 0; s < P; s++) {
+      int items = MIN((P - s - 1) * 2 + (V - 1) * P + 1, M * V);
+      int mitems = M == P ? M * V : items;
+      double got = torch->stage_mem[s].activations, want = items * act;
+      cr_assert_float_eq(got, want, want * 1e-12, "fsdp2 M %d stage %d: %g bytes, expected %g", M,
+                         s, got, want);
+      double mgot = mega->stage_mem[s].activations, mwant = mitems * act;
+      cr_assert_float_eq(mgot, mwant, mwant * 1e-12, "Megatron M %d stage %d: %g, expected %g", M,
+                         s, mgot, mwant);
+    }
+    /* The trace runs the same order, and it replays (no device waits on a message sent
+     * after what it waits for). */
+    ts_replay_result rr = {0};
+    replay_plan(torch, &rr);
+    cr_assert(rr.step_time_s > 0, "M %d: step %g s", M, rr.step_time_s);
+  }
+}
+
 Test(pipeline, stages_balanced_by_compute)
 {
   /* Layers of unequal cost: the planner cuts so the slowest stage is as fast as it can be. */
@@ -1964,4 +2000,46 @@ Test(pytorch_memory, allocator_overhead_on_what_churns)
   g_autoptr(ts_plan) r = make_plan(m, u, "dp=32,zero=3,fsdp2,recompute=op,loss=eager", 64, 2);
   cr_assert_eq(r->mem.allocator, 0.0);
   cr_assert_float_eq(r->mem.total, states + churn, 1e-6 * x->total);
+}
+
+Test(activations, model_command_lists_the_planners_fp8_saved_bytes)
+{
+  /* One formula: `trainsim model --precision fp8` lists each layer's kept activations as the
+   * planner keeps them under Transformer Engine's FP8 (ts_layer_saved_bytes). GPT-3 1.3B at
+   * tp = 1, per sample (s tokens, width h): fc1 keeps its input in FP8 (sh bytes) and the
+   * GELU's input in bf16 (2 x 4sh): 9sh; fc2 its input (the GELU output) in FP8 (4sh) and
+   * its output's dropout mask (sh): 5sh. Before, the listing showed only the bf16 bytes (fc1
+   * 10sh, fc2 9sh). */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  double s = (double)m->t_seq, h = (double)m->t_hidden;
+  int fc1 = layer_index(m, "block.0.fc1"), fc2 = layer_index(m, "block.0.fc2");
+  cr_assert_float_eq(ts_layer_saved_bytes(m, &m->layers[fc1], TRUE), 9 * s * h, 1e-6);
+  cr_assert_float_eq(ts_layer_saved_bytes(m, &m->layers[fc2], TRUE), 5 * s * h, 1e-6);
+  /* The planner's per-layer bytes are the same numbers (micro-batch 2, tp 1). */
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=512,precision=fp8", 1024, 2);
+  for (int i = 0; i < m->nlayers; i++) {
+    double want = 2 * ts_layer_saved_bytes(m, &m->layers[i], TRUE);
+    cr_assert_float_eq(p->layer_act_bytes[i], want, want * 1e-12 + 1e-9, "layer %d", i);
+  }
+  /* The command's text shows them (4 significant digits). */
+  char *out = NULL, *err = NULL;
+  cr_assert_eq(run_cli("model -m gpt3-1.3b --precision fp8", &out, &err), 0, "%s", err);
+  const char *sec = strstr(out, "\nprecision=fp8");
+  cr_assert(sec != NULL, "%.300s", out);
+  const char *want_names[] = {"block.0.fc1 ", "block.0.fc2 "};
+  const double want_bytes[] = {9 * s * h, 5 * s * h};
+  for (int k = 0; k < 2; k++) {
+    const char *row = strstr(sec, want_names[k]);
+    cr_assert(row != NULL, "no %s row in the precision section", want_names[k]);
+    const char *cell = strstr(row, "saved_act_bytes ");
+    const char *eol = strchr(row, '\n');
+    cr_assert(cell != NULL && (eol == NULL || cell < eol), "%s: no saved_act_bytes: %.120s",
+              want_names[k], row);
+    double got = g_ascii_strtod(cell + strlen("saved_act_bytes "), NULL);
+    cr_expect_float_eq(got, want_bytes[k], want_bytes[k] * 1e-3, "%s %.6g, expected %.6g",
+                       want_names[k], got, want_bytes[k]);
+  }
+  g_free(out);
+  g_free(err);
 }

@@ -312,6 +312,20 @@ static void append_precision(GString *s, const ts_model *m, int prec)
                        "kernels; backward amax + cast of the output gradient 5 mn, transposed "
                        "FP8 copies of weight, input and output gradient 2 (kn + mk + mn), 5 "
                        "kernels (docs/models.md, \"Precision\")\n");
+  /* The kept activations the planner counts under this precision (ts_layer_saved_bytes, the
+   * one formula both use): Transformer Engine's FP8 saves its GEMMs' inputs in FP8. */
+  gboolean fp8_saved = prec == TS_PRECISION_FP8;
+  double kept = 0.0;
+  for (int i = 0; i < m->nlayers; i++)
+    kept += ts_layer_saved_bytes(m, &m->layers[i], fp8_saved);
+  char b1[32], b2[32];
+  g_string_append_printf(
+      s, "kept activations per sample under precision=%s: %s (bf16 table above: %s)%s\n",
+      ts_precision_name((ts_precision)prec), ts_fmt_bytes(b1, sizeof b1, kept),
+      ts_fmt_bytes(b2, sizeof b2, ts_model_saved_act_bytes_per_sample(m)),
+      fp8_saved ? "; Transformer Engine keeps each FP8 GEMM's input in FP8, one byte an element "
+                  "(with fsdp2, torchao's Float8, the bf16 bytes)"
+                : "");
   int wn = name_width(m);
   for (int i = 0; i < m->nlayers; i++) {
     const ts_layer *l = &m->layers[i];
@@ -321,9 +335,11 @@ static void append_precision(GString *s, const ts_model *m, int prec)
         l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_CONV2D;
     g_string_append_printf(s, "%5d ", i);
     ts_append_cell(s, l->name, wn, FALSE);
-    g_string_append_printf(s, " %-9s GEMMs %-4s other %s\n", ts_layer_kind_name(l->kind),
-                           gemm ? ts_precision_name((ts_precision)g) : "-",
-                           ts_precision_name((ts_precision)o));
+    g_string_append_printf(
+        s, " %-9s GEMMs %-4s other %-4s saved_act_bytes ", ts_layer_kind_name(l->kind),
+        gemm ? ts_precision_name((ts_precision)g) : "-", ts_precision_name((ts_precision)o));
+    ts_append_g(s, 4, ts_layer_saved_bytes(m, l, fp8_saved));
+    g_string_append_c(s, '\n');
   }
 }
 

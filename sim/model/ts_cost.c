@@ -122,6 +122,23 @@ static double wave_eff(const ts_chip *c, double m, double n, double b, double tm
   return m * n * b / (waves * c->compute_units * tm * tn);
 }
 
+/* Split-K (cuBLAS's and CUTLASS's split-K GEMMs): when a GEMM's output tiles do not fill one
+ * wave of the SMs, the library splits the k loop over the idle ones, s = floor(SMs / tiles)
+ * slices of k / s each, and sums the partial tiles (s m n fp32 values, negligible beside the
+ * operands here). One wave of s x tiles, each slice paying the per-tile fixed cost over its
+ * shorter k. 0 when the tiles fill a wave (no split). */
+static double splitk_eff(const ts_chip *c, double m, double n, double k, double b, double tm,
+                         double tn)
+{
+  double tiles = ceil(m / tm) * ceil(n / tn) * b;
+  double s = floor(c->compute_units / tiles);
+  if (!(s >= 2))
+    return 0.0;
+  double ks = k / s;
+  double ek = c->gemm_k_overhead > 0 ? ks / (ks + c->gemm_k_overhead) : 1.0;
+  return m * n * b * s / (c->compute_units * tm * tn) * ek;
+}
+
 double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, double batch)
 {
   if (!(m > 0 && n > 0 && k > 0))
@@ -145,7 +162,12 @@ double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, d
   double sm = tn >= tm ? tm : tn;
   best = fmax(best, HALF_TILE_RATE * wave_eff(c, m, n, b, sm, half));
   best = fmax(best, HALF_TILE_RATE * wave_eff(c, m, n, b, half, sm));
-  return best * ek;
+  best *= ek;
+  best = fmax(best, splitk_eff(c, m, n, k, b, tm, tn));
+  best = fmax(best, splitk_eff(c, m, n, k, b, tn, tm));
+  best = fmax(best, HALF_TILE_RATE * splitk_eff(c, m, n, k, b, sm, half));
+  best = fmax(best, HALF_TILE_RATE * splitk_eff(c, m, n, k, b, half, sm));
+  return best;
 }
 
 /* The roofline (Williams, Waterman & Patterson, CACM 2009) with the per-op floor of old

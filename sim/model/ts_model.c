@@ -1,6 +1,7 @@
 /* ts_model: reads models/NAME.ini (explicit layer lists or transformer / ResNet generators) and
  * derives every layer's parameters, FLOPs, memory traffic and saved activations. */
 #include "ts_model.h"
+#include "ts_cost.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -266,6 +267,55 @@ void ts_layer_act_parts(const ts_model *m, const ts_layer *l, ts_attention attn,
     o->in = saved;
     break;
   }
+}
+
+void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other)
+{
+  /* Transformer Engine's FP8 recipe: the linear layers' GEMMs (QKV, attention output, MLP)
+   * in FP8; the vocabulary projection (Megatron's output layer is not a TE module) and
+   * embedding, attention's core (dot-product attention in bf16), norms, softmax, activations
+   * and dropout in bf16; the optimizer in fp32 (docs/models.md, "Precision"). */
+  gboolean gemm_layer = l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_ATTENTION;
+  gboolean vocab = l->tp == TS_TP_VOCAB || l->vocab > 0;
+  *other = requested == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : requested;
+  *gemm = requested == TS_PRECISION_FP8 && (!gemm_layer || vocab) ? TS_PRECISION_BF16 : requested;
+}
+
+/* Transformer Engine under an FP8 recipe (te.Linear, LayerNormLinear, LayerNormMLP: the input
+ * quantized for the forward GEMM is what the layer saves for its weight gradient, FP8 column-
+ * wise data, one byte an element): a layer whose GEMMs run in FP8 keeps its GEMM input at one
+ * byte instead of D. What is not a GEMM input stays in bf16: a gated or activated MLP's
+ * pre-activation (the activation's backward reads it), attention's Q, K, V and its output
+ * (the fused attention kernel keeps them for its own backward), the norms' inputs. The output
+ * projection's input is that attention output, which the core keeps in bf16: TE's Linear saves
+ * its FP8 copy besides, one byte an element more. The vocabulary projection stays bf16
+ * (ts_layer_precision). */
+void ts_layer_saved_parts(const ts_model *m, const ts_layer *l, ts_attention attn,
+                          gboolean fp8_saved, ts_act_parts *ap)
+{
+  double D = m->dtype_bytes;
+  ts_layer_act_parts(m, l, attn, ap);
+  if (!fp8_saved)
+    return;
+  int gemm, other;
+  ts_layer_precision(l, TS_PRECISION_FP8, &gemm, &other);
+  if (gemm != TS_PRECISION_FP8 || !(D > 1.0))
+    return;
+  if (l->kind == TS_LAYER_DENSE) {
+    ap->in /= D;
+  } else if (l->kind == TS_LAYER_ATTENTION) {
+    double T, S, I;
+    attention_dims(l, &T, &S, &I);
+    ap->in /= D;
+    ap->inner += T * I;
+  }
+}
+
+double ts_layer_saved_bytes(const ts_model *m, const ts_layer *l, gboolean fp8_saved)
+{
+  ts_act_parts ap;
+  ts_layer_saved_parts(m, l, l->attention, fp8_saved, &ap);
+  return ap.in + ap.inner + ap.mask + ap.scores;
 }
 
 static void derive(ts_layer *l, const layer_spec *sp, double D)

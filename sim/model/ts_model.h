@@ -154,6 +154,22 @@ typedef struct {
  * attention layer; other layers ignore it). */
 void ts_layer_act_parts(const ts_model *m, const ts_layer *l, ts_attention attn, ts_act_parts *out);
 
+/** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is
+ * asked for (FP8: Transformer Engine's recipe; docs/models.md, "Precision"). */
+void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other);
+
+/** The parts of layer l's kept activations per sample as the planner keeps them: those of
+ * ts_layer_act_parts, and with fp8_saved (precision=fp8 run by Transformer Engine, which saves
+ * each FP8 GEMM's input in FP8) an FP8 GEMM's input at one byte an element and the output
+ * projection's FP8 copy of the attention output. The one formula `trainsim model --precision`
+ * and the planner's memory use. */
+void ts_layer_saved_parts(const ts_model *m, const ts_layer *l, ts_attention attn,
+                          gboolean fp8_saved, ts_act_parts *out);
+
+/** in + inner + mask + scores of ts_layer_saved_parts with the layer's own attention:
+ * saved_act_bytes, or what the layer keeps under Transformer Engine's FP8 (fp8_saved). */
+double ts_layer_saved_bytes(const ts_model *m, const ts_layer *l, gboolean fp8_saved);
+
 /** "flash" or "unfused". */
 const char *ts_attention_name(ts_attention a);
 

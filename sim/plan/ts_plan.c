@@ -191,31 +191,6 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
   return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
 }
 
-/* Transformer Engine under an FP8 recipe (te.Linear, LayerNormLinear, LayerNormMLP: the input
- * quantized for the forward GEMM is what the layer saves for its weight gradient, FP8 column-
- * wise data, one byte an element): a layer whose GEMMs run in FP8 keeps its GEMM input at one
- * byte instead of D. What is not a GEMM input stays in bf16: a gated or activated MLP's
- * pre-activation (the activation's backward reads it), attention's Q, K, V and its output
- * (the fused attention kernel keeps them for its own backward), the norms' inputs. The output
- * projection's input is that attention output, which the core keeps in bf16: TE's Linear saves
- * its FP8 copy besides, one byte an element more. The vocabulary projection stays bf16
- * (ts_layer_precision). */
-static void fp8_saved_parts(const ts_layer *l, double D, ts_act_parts *ap)
-{
-  int gemm, other;
-  ts_layer_precision(l, TS_PRECISION_FP8, &gemm, &other);
-  if (gemm != TS_PRECISION_FP8 || !(D > 1.0))
-    return;
-  if (l->kind == TS_LAYER_DENSE) {
-    ap->in /= D;
-  } else if (l->kind == TS_LAYER_ATTENTION) {
-    double T, S, I;
-    attention_dims(l, &T, &S, &I);
-    ap->in /= D;
-    ap->inner += T * I;
-  }
-}
-
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean sp, const ts_layer_mode *mode, int ep, int attention,
                                   gboolean fp8_saved)
@@ -354,9 +329,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     }
     /* Activations (Korthikanti et al. 2022, section 4.1 and Table 2). */
     ts_act_parts ap;
-    ts_layer_act_parts(m, l, attention < 0 ? l->attention : (ts_attention)attention, &ap);
-    if (fp8_saved)
-      fp8_saved_parts(l, D, &ap);
+    ts_layer_saved_parts(m, l, attention < 0 ? l->attention : (ts_attention)attention, fp8_saved,
+                         &ap);
     double din = (need != TS_ST_REPL || e->bwd_regather.kind != TS_NO_COLL) ? tp : 1;
     double dmask = out != TS_ST_REPL ? tp : 1;
     e->full_act_bytes = ap.in / din + (ap.inner + ap.scores) / e->cdiv + ap.mask / dmask;
@@ -478,7 +452,8 @@ static void push(GArray *out, gboolean bwd, int micro, int chunk)
   g_array_append_val(out, it);
 }
 
-void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out)
+void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, gboolean torch,
+                    GArray *out)
 {
   int M = n_micro;
   if (s == TS_SCHED_GPIPE) {
@@ -509,9 +484,13 @@ void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, 
   }
   /* Interleaved 1F1B (Narayanan et al. 2021 SC, section 2.2; Megatron-LM schedules.py,
    * forward_backward_pipelining_with_interleaving): micro-batches go through the device's V
-   * chunks in groups of pp; warm-up (P - s - 1) * 2 + (V - 1) * P forwards. */
+   * chunks in groups of pp; warm-up (P - s - 1) * 2 + (V - 1) * P forwards. With M = P
+   * micro-batches Megatron-LM runs every forward first (all_warmup_microbatches);
+   * torch.distributed.pipelining's ScheduleInterleaved1F1B (TorchTitan) keeps the formula,
+   * (V - 1) x (micro-batches per round, M / (M / P) = P) + 2 (P - 1 - s), capped at M V
+   * (_get_rank_warmup_ops), so its later stages start their backwards early. */
   int V = chunks, total = M * V;
-  int warm = M == pp ? total : MIN((pp - device - 1) * 2 + (V - 1) * pp, total);
+  int warm = M == pp && !torch ? total : MIN((pp - device - 1) * 2 + (V - 1) * pp, total);
 #define FWD_ITEM(k) push(out, FALSE, ((k) / (pp * V)) * pp + (k) % pp, ((k) % (pp * V)) / pp)
 #define BWD_ITEM(k) push(out, TRUE, ((k) / (pp * V)) * pp + (k) % pp, V - 1 - ((k) % (pp * V)) / pp)
   for (int k = 0; k < warm; k++)
@@ -638,18 +617,6 @@ static double dense_epilogue_bytes(const ts_plan *p, const ts_layer *l, const ts
   }
   double per = l->dropout ? (bwd ? 2.0 * D + 1.0 : 3.0 * D + 1.0) : (bwd ? 3.0 * D : 2.0 * D);
   return per * elems;
-}
-
-void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other)
-{
-  /* Transformer Engine's FP8 recipe: the linear layers' GEMMs (QKV, attention output, MLP)
-   * in FP8; the vocabulary projection (Megatron's output layer is not a TE module) and
-   * embedding, attention's core (dot-product attention in bf16), norms, softmax, activations
-   * and dropout in bf16; the optimizer in fp32 (docs/models.md, "Precision"). */
-  gboolean gemm_layer = l->kind == TS_LAYER_DENSE || l->kind == TS_LAYER_ATTENTION;
-  gboolean vocab = l->tp == TS_TP_VOCAB || l->vocab > 0;
-  *other = requested == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : requested;
-  *gemm = requested == TS_PRECISION_FP8 && (!gemm_layer || vocab) ? TS_PRECISION_BF16 : requested;
 }
 
 /* Divides the dimension tensor parallelism splits (pdiv > 1), or the rows when the tp axis
@@ -1224,7 +1191,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     chunk_act[c] += held * D * mb;
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
-  ts_sched_order(p->schedule, pp, V, M, device, order);
+  ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
   double cur = 0, peak = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {

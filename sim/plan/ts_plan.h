@@ -239,10 +239,6 @@ typedef struct {
                                  micro-batch (fp8-cache: Transformer Engine's weight cache) */
 } ts_plan;
 
-/** The precision (ts_precision) a layer's GEMMs and its other work run in when `requested` is
- * asked for (FP8: Transformer Engine's recipe; docs/models.md, "Precision"). */
-void ts_layer_precision(const ts_layer *l, int requested, int *gemm, int *other);
-
 /** Validates the split against model, topology and batch, and places it on the array. */
 ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                      const ts_plan_options *o, GError **error);

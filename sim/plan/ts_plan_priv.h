@@ -71,8 +71,11 @@ typedef struct {
   int chunk; /* model chunk on the device (0 unless interleaved) */
 } ts_sched_item;
 
-/* The order a pipeline device runs forwards and backwards in (appended to out). */
-void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, GArray *out);
+/* The order a pipeline device runs forwards and backwards in (appended to out). torch: the
+ * schedules of torch.distributed.pipelining (TorchTitan, the fsdp2 stack) rather than
+ * Megatron-LM's; they differ for interleaved 1F1B with as many micro-batches as stages. */
+void ts_sched_order(ts_schedule s, int pp, int chunks, int n_micro, int device, gboolean torch,
+                    GArray *out);
 
 /* Ranks that hold the same parameters and sum their gradients: dp x cp (context-parallel ranks
  * see different tokens of the same samples, Megatron-LM's data-parallel-with-cp group). */

@@ -1587,7 +1587,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     if (p->dp_overlap)
       dp_overlap_gathers(&g);
     g_array_set_size(order, 0);
-    ts_sched_order(p->schedule, P, p->chunks, (int)p->n_micro, d, order);
+    ts_sched_order(p->schedule, P, p->chunks, (int)p->n_micro, d, p->fsdp2, order);
     /* Gradients are synchronised after a chunk's last backward, or (ZeRO 2 and 3, which keep
      * only a shard of the gradients) after every backward. */
     int *last_bwd = g_new0(int, p->chunks);
