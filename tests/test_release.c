@@ -1085,3 +1085,80 @@ Test(release, time_to_train_never_hangs_or_writes_infinity)
   g_autofree char *rare = g_strconcat(base, "--tokens 1e12 --mtbf-chip-hours 0.1", NULL);
   expect_input_error(rare, "--restart-minutes, --checkpoint-every-minutes");
 }
+
+/* `env ENV trainsim ARGS` in dir with stdout and stderr sent to files (not a terminal): the
+ * exit status; *out and *err the files' contents. */
+static int run_to_files(const char *dir, const char *env, const char *args, char **out, char **err)
+{
+  g_autofree char *o = g_build_filename(dir, "stdout.txt", NULL);
+  g_autofree char *e = g_build_filename(dir, "stderr.txt", NULL);
+  g_autofree char *cmd = g_strdup_printf("cd '%s' && env %s %s %s > '%s' 2> '%s'", dir, env,
+                                         TS_TRAINSIM_BIN, args, o, e);
+  int st = system(cmd);
+  cr_assert(g_file_get_contents(o, out, NULL, NULL) && g_file_get_contents(e, err, NULL, NULL));
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The progress lines of stderr: those that start with prefix and carry "(N%)"; N must rise. */
+static int progress_lines(const char *err, const char *prefix)
+{
+  g_auto(GStrv) lines = g_strsplit(err, "\n", -1);
+  int n = 0, last = -1;
+  for (int i = 0; lines[i] != NULL; i++) {
+    const char *pc = strstr(lines[i], "%)");
+    if (!g_str_has_prefix(lines[i], prefix) || pc == NULL)
+      continue;
+    const char *open = pc;
+    while (open > lines[i] && open[-1] != '(')
+      open--;
+    int v = atoi(open);
+    cr_expect(v >= last, "percentages fall: '%s' after %d%%", lines[i], last);
+    last = v;
+    n++;
+  }
+  return n;
+}
+
+Test(release, progress_lines_when_stderr_is_a_file)
+{
+  /* Issue 12: a sweep, a search or a long simgrid run printed progress only on a terminal; a
+   * log file got nothing for minutes. Now plain lines (no carriage return) at each tenth after
+   * a quiet start (TRAINSIM_PROGRESS_S, 0 here so that a short job shows them), on stderr
+   * only: stdout is the same bytes with or without them. */
+  g_autofree char *dir = tmp_dir();
+  const char *sweep = "sweep -t tpu-v3-8x8 -m bert-large -b 512 --splits auto -j 2 -o sw";
+  g_autofree char *out0 = NULL, *err0 = NULL, *out1 = NULL, *err1 = NULL;
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=1000", sweep, &out0, &err0), 0, "%s", err0);
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=0", sweep, &out1, &err1), 0, "%s", err1);
+  cr_expect_str_eq(out1, out0, "progress changed stdout");
+  cr_expect(strchr(err1, '\r') == NULL, "a carriage return in a log: %s", err1);
+  cr_expect(strstr(out1, "configurations (") == NULL, "progress on stdout: %s", out1);
+  /* 140 configurations: the first, one per tenth (10% .. 90%), the last; never more. */
+  int n = progress_lines(err1, "sweep: ");
+  cr_expect(n >= 10 && n <= 12, "%d progress lines: %s", n, err1);
+  cr_expect(strstr(err1, "sweep: 140/140 configurations (100%) in ") != NULL, "%s", err1);
+  cr_expect_eq(progress_lines(err0, "sweep: "), 0, "lines inside the quiet start: %s", err0);
+
+  /* search: planning, then prediction, each with its lines. */
+  const char *search = "search -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -j 2";
+  g_autofree char *so0 = NULL, *se0 = NULL, *so1 = NULL, *se1 = NULL;
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=1000", search, &so0, &se0), 0, "%s", se0);
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=0", search, &so1, &se1), 0, "%s", se1);
+  cr_expect_str_eq(so1, so0, "progress changed search's stdout");
+  cr_expect_geq(progress_lines(se1, "search (planning): "), 10, "%s", se1);
+  cr_expect_geq(progress_lines(se1, "search: "), 10, "%s", se1);
+  cr_expect(strchr(se1, '\r') == NULL);
+
+  /* A single simgrid replay (about 0.5 CPU s): the time elapsed, then the total. */
+  const char *sg =
+      "run -t dgx-h100-4node -m llama3-405b -b 8 --micro-batch 1 -s tp=8@node,pp=2,dp=2 "
+      "--backend simgrid";
+  g_autofree char *go0 = NULL, *ge0 = NULL, *go1 = NULL, *ge1 = NULL;
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=1000", sg, &go0, &ge0), 0, "%s", ge0);
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=0", sg, &go1, &ge1), 0, "%s", ge1);
+  cr_expect_str_eq(go1, go0, "progress changed run's stdout");
+  cr_expect(strstr(ge1, "run (simgrid): ") != NULL && strstr(ge1, " elapsed\n") != NULL, "%s", ge1);
+  cr_expect(strstr(ge1, "run (simgrid): finished in ") != NULL, "%s", ge1);
+  cr_expect(strstr(ge0, "run (simgrid)") == NULL, "%s", ge0);
+  rm_rf(dir);
+}

@@ -134,6 +134,7 @@ int ts_cmd_run(int argc, char **argv)
                        .sg_cfg = (const char *const *)ma.cfg,
                        .full = full};
   ro.link_report = link_report;
+  ro.progress = "run (simgrid)";
 
   gboolean defaults = splits == NULL;
   g_autoptr(GPtrArray) list = defaults ? default_splits(topo) : g_ptr_array_new();
