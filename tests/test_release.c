@@ -1162,3 +1162,44 @@ Test(release, progress_lines_when_stderr_is_a_file)
   cr_expect(strstr(ge0, "run (simgrid)") == NULL, "%s", ge0);
   rm_rf(dir);
 }
+
+Test(release, a_trace_without_batch_or_flops_reports_n_a)
+{
+  /* ASTRA-sim's workloads record no batch and no model FLOPs: replay printed "global batch 0",
+   * 0 samples/s and MFU <=0.0%, and its JSON (global_batch 0) broke run.schema.json's minimum
+   * of 1. Now n/a in text, null in JSON, empty cells in CSV; the step time is unchanged. */
+  g_autofree char *args = g_strdup_printf(
+      "replay -t dgx-a100-1node %s/traces/imported/astrasim/Resnet50_DataParallel.txt -f ",
+      TS_SOURCE_DIR);
+  g_autofree char *text = g_strconcat(args, "text", NULL);
+  run_result t = run(text);
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  cr_expect(strstr(t.out, "global batch n/a,") != NULL, "%s", t.out);
+  cr_expect(strstr(t.out, "global batch 0") == NULL && strstr(t.out, "0.0%") == NULL, "%s", t.out);
+  run_free(&t);
+  g_autofree char *json = g_strconcat(args, "json", NULL);
+  run_result j = run(json);
+  cr_assert_eq(j.status, 0, "%s", j.err);
+  g_autofree char *why = NULL;
+  cr_expect(schema_ok("run", j.out, &why), "%s", why);
+  static const char *nulls[] = {"global_batch", "samples_per_s", "mfu"};
+  for (size_t i = 0; i < G_N_ELEMENTS(nulls); i++) {
+    g_autoptr(JsonNode) v = run_member(j.out, nulls[i], FALSE);
+    cr_expect(v != NULL && JSON_NODE_HOLDS_NULL(v), "%s is not null", nulls[i]);
+  }
+  g_autoptr(JsonNode) step = run_member(j.out, "step_time_s", FALSE);
+  cr_expect(step != NULL && json_node_get_double(step) > 0);
+  run_free(&j);
+  g_autofree char *csv = g_strconcat(args, "csv", NULL);
+  run_result c = run(csv);
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  g_auto(GStrv) lines = g_strsplit(c.out, "\n", 3);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  g_auto(GStrv) row = g_strsplit(lines[1], ",", -1);
+  cr_assert_eq(g_strv_length(head), g_strv_length(row), "%s", c.out);
+  for (int k = 0; head[k] != NULL; k++)
+    if (strcmp(head[k], "global_batch") == 0 || strcmp(head[k], "samples_per_s") == 0 ||
+        strcmp(head[k], "mfu") == 0)
+      cr_expect_str_eq(row[k], "", "column %s: '%s'", head[k], row[k]);
+  run_free(&c);
+}
