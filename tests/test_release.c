@@ -1203,3 +1203,23 @@ Test(release, a_trace_without_batch_or_flops_reports_n_a)
       cr_expect_str_eq(row[k], "", "column %s: '%s'", head[k], row[k]);
   run_free(&c);
 }
+
+Test(release, run_help_first_example_compares_the_default_splits)
+{
+  /* The first example of `run --help` is what a new user types first. On GPT-2 1.5B (25
+   * heads) two of the three default splits were skipped (tp=8, tp=16) and the one left did
+   * not fit: nothing was compared. Its model now takes every default split. */
+  run_result h = run("run --help");
+  cr_assert_eq(h.status, 0);
+  const char *ex = strstr(h.out, "Example:");
+  ex = ex != NULL ? strstr(ex, "\n  trainsim run ") : NULL;
+  cr_assert_not_null(ex, "no example in run --help");
+  g_autofree char *line = g_strndup(ex + strlen("\n  trainsim "), strcspn(ex + 1, "\n") - 11);
+  run_free(&h);
+  run_result r = run(line);
+  cr_assert_eq(r.status, 0, "`%s`: %s", line, r.err);
+  cr_expect(strstr(r.err, "skipped") == NULL, "`%s` skips a default split: %s", line, r.err);
+  cr_expect(strstr(r.out, "fastest: ") != NULL, "`%s` compares nothing: %s", line, r.out);
+  cr_expect(strstr(r.out, "(none fits)") == NULL, "`%s`: %s", line, r.out);
+  run_free(&r);
+}
