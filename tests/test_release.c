@@ -1223,3 +1223,22 @@ Test(release, run_help_first_example_compares_the_default_splits)
   cr_expect(strstr(r.out, "(none fits)") == NULL, "`%s`: %s", line, r.out);
   run_free(&r);
 }
+
+Test(release, search_marks_an_uncalibrated_mfu_as_run_does)
+{
+  /* run writes an uncalibrated chip's MFU as an upper bound ("<=62.9%") and says why; search
+   * printed the same number as a plain "75.5%". Both tables now agree. */
+  run_result u = run("search -t tpu-v2-8 -m gpt3-350m -b 16 -k 2 -j 1");
+  cr_assert_eq(u.status, 0, "%s", u.err);
+  const char *row = strstr(u.out, "\n1  ");
+  cr_assert_not_null(row, "%s", u.out);
+  g_autofree char *line = g_strndup(row + 1, strcspn(row + 1, "\n"));
+  cr_expect(strstr(line, "<=") != NULL, "uncalibrated MFU without <=: %s", line);
+  cr_expect(strstr(u.out, "note: the chip profile is not calibrated") != NULL, "%s", u.out);
+  run_free(&u);
+  run_result c = run("search -t dgx-a100-1node -m gpt3-350m -b 16 -k 2 -j 1");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  cr_expect(strstr(c.out, "<=") == NULL && strstr(c.out, "not calibrated") == NULL,
+            "a calibrated chip's MFU is marked: %s", c.out);
+  run_free(&c);
+}

@@ -512,7 +512,7 @@ int ts_cmd_search(int argc, char **argv)
         ws = MAX(ws, (int)strlen(c->r->split));
         wp = MAX(wp, (int)strlen(c->r->placement));
       }
-      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %9s  %13s  %6s  %11s\n", "rank",
+      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %9s  %13s  %7s  %11s\n", "rank",
                              ws, "split", wp, "placement", "micro", "step", "samples/s", "tokens/s",
                              "tokens/s/chip", "MFU", "memory/chip");
       for (guint i = 0; i < fit->len && i < (guint)top; i++) {
@@ -521,9 +521,11 @@ int ts_cmd_search(int argc, char **argv)
         g_autofree char *tps = ts_report_fmt_rate(tok, c->r->tokens_per_s);
         g_autofree char *tpc = ts_report_fmt_rate(tok, tok ? c->r->tokens_per_s / c->r->chips : 0);
         g_ascii_formatd(b[1], 48, "%.4g", c->r->samples_per_s);
-        g_ascii_formatd(b[2], 48, "%.1f", 100 * c->r->mfu);
+        char mfu[32];
+        g_ascii_formatd(mfu, sizeof mfu, "%.1f", 100 * c->r->mfu);
+        g_snprintf(b[2], 48, "%s%s%%", c->r->calibrated ? "" : "<=", mfu);
         g_string_append_printf(
-            s, "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %9s  %13s  %5s%%  %11s\n", i + 1,
+            s, "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %9s  %13s  %7s  %11s\n", i + 1,
             ws, c->r->split, wp, c->r->placement, c->r->micro_batch,
             ts_fmt_time(b[0], 48, c->r->step_time_s), b[1], tps, tpc, b[2],
             ts_fmt_bytes(b[3], 48, c->r->mem.total));
@@ -589,6 +591,9 @@ int ts_cmd_search(int argc, char **argv)
     if (invalid > 0)
       g_string_append_printf(s, "; %d could not be predicted", invalid);
     g_string_append(s, "; every candidate with its reason: search -o DIR, candidates.json)\n");
+    /* As run's table: an uncalibrated chip's MFU is an upper bound, marked <= and said. */
+    if (win != NULL && !win->r->calibrated)
+      g_string_append(s, ts_report_uncalibrated_note());
 
     /* JSON: the same content, machine-readable. */
     JsonObject *root = json_object_new();

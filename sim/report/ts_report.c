@@ -214,6 +214,13 @@ static int fastest(const ts_result *res, int n)
   return best;
 }
 
+const char *ts_report_uncalibrated_note(void)
+{
+  return "note: the chip profile is not calibrated (datasheet rates derated by assumed "
+         "defaults): step times are estimates, MFU an upper bound (<=); docs/topologies.md, "
+         "\"Chip profiles\"\n";
+}
+
 char *ts_report_fmt_rate(gboolean known, double v)
 {
   if (!known || !isfinite(v))
@@ -352,9 +359,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   }
   for (int i = 0; i < n; i++)
     if (!res[i].calibrated) {
-      g_string_append(s, "note: the chip profile is not calibrated (datasheet rates derated by "
-                         "assumed defaults): step times are estimates, MFU an upper bound (<=); "
-                         "docs/topologies.md, \"Chip profiles\"\n");
+      g_string_append(s, ts_report_uncalibrated_note());
       break;
     }
   for (int i = 0; i < n; i++)
