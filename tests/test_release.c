@@ -1242,3 +1242,33 @@ Test(release, search_marks_an_uncalibrated_mfu_as_run_does)
             "a calibrated chip's MFU is marked: %s", c.out);
   run_free(&c);
 }
+
+Test(release, every_split_option_the_parser_names_is_in_the_split_table)
+{
+  /* The man pages and completion come from --help, which points to docs/splits.md for the
+   * split grammar: that table must list every option the parser accepts (the list its error
+   * message gives), with tp-overlap's values (te, async, on, off). */
+  run_result r = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64,frob=1");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  const char *list = strstr(r.err, "or an option: ");
+  cr_assert_not_null(list, "%s", r.err);
+  g_autofree char *keys =
+      g_strndup(list + strlen("or an option: "), strcspn(list + strlen("or an option: "), "\n"));
+  run_free(&r);
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "docs", "splits.md", NULL);
+  g_autofree char *doc = NULL;
+  cr_assert(g_file_get_contents(path, &doc, NULL, NULL));
+  g_auto(GStrv) k = g_strsplit(keys, ", ", -1);
+  cr_assert_geq(g_strv_length(k), 15, "%s", keys);
+  for (int i = 0; k[i] != NULL; i++) {
+    g_autofree char *row = g_strdup_printf("\n| `%s", k[i]);
+    cr_expect(strstr(doc, row) != NULL, "docs/splits.md has no table row for split option '%s'",
+              k[i]);
+  }
+  const char *tpo = strstr(doc, "\n| `tp-overlap`");
+  cr_assert_not_null(tpo);
+  g_autofree char *line = g_strndup(tpo + 1, strcspn(tpo + 1, "\n"));
+  static const char *values[] = {"`=te`", "`=async`", "`=on/off`"};
+  for (size_t i = 0; i < G_N_ELEMENTS(values); i++)
+    cr_expect(strstr(line, values[i]) != NULL, "tp-overlap's row lacks %s: %s", values[i], line);
+}
