@@ -45,8 +45,9 @@ static void bar(ts_progress *p, gint64 now)
   double e = (double)(now - p->t0_us) / 1e6;
   g_ascii_formatd(r, sizeof r, "%.1f", e > 0 ? p->done / e : 0);
   times(p, now, el, left, sizeof el);
-  fprintf(stderr, "\r%s [%s] %d/%d %s, %s %s/s, %s left   ", p->label, b, p->done, p->total,
-          p->what, r, p->what, left);
+  int w = fprintf(stderr, "\r%s [%s] %d/%d %s, %s/s, %s left   ", p->label, b, p->done, p->total,
+                  p->what, r, left);
+  p->width = MAX(p->width, w);
   fflush(stderr);
   p->printed = TRUE;
 }
@@ -97,7 +98,9 @@ void ts_progress_tick(ts_progress *p)
   p->printed = TRUE;
   char el[32];
   ts_fmt_time(el, sizeof el, (double)(now - p->t0_us) / 1e6);
-  fprintf(stderr, "%s%s: %s elapsed%s", p->tty ? "\r" : "", p->label, el, p->tty ? "   " : "\n");
+  int w = fprintf(stderr, "%s%s: %s elapsed%s", p->tty ? "\r" : "", p->label, el,
+                  p->tty ? "   " : "\n");
+  p->width = MAX(p->width, w);
   fflush(stderr);
 }
 
@@ -106,7 +109,7 @@ void ts_progress_end(ts_progress *p)
   if (!p->on || !p->printed)
     return;
   if (p->tty) {
-    fprintf(stderr, "\r%*s\r", 100, "");
+    fprintf(stderr, "\r%*s\r", p->width, ""); /* the longest line drawn, blanked */
   } else {
     char el[32];
     ts_fmt_time(el, sizeof el, (double)(g_get_monotonic_time() - p->t0_us) / 1e6);

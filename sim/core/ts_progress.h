@@ -22,6 +22,7 @@ typedef struct {
   const char *label; /* e.g. "sweep" */
   const char *what;  /* what is counted, plural: "configurations" */
   int total, done, tenth;
+  int width; /* terminal: the longest line drawn (what the end blanks) */
   gint64 t0_us, last_us, quiet_us;
 } ts_progress;
 
