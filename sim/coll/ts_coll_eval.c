@@ -598,7 +598,6 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
 double ts_eval_step_reference(const ts_topo *t, const ts_flow *f, int nf)
 {
   g_autoptr(GHashTable) load = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-  g_autoptr(GArray) links = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
   g_autoptr(GPtrArray) routes = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
   for (int i = 0; i < nf; i++) {
     GArray *r = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
