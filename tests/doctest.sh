@@ -18,6 +18,8 @@
 #   <!-- doctest: slow -->              runs in the release pass only (ctest label slow)
 #   <!-- doctest: sed=EXPR -->          run with the block edited by sed EXPR (smaller sizes)
 #   <!-- doctest: skip REASON -->       not run; REASON says where it is tested instead
+#   <!-- doctest: needs=CMD -->         run when CMD is installed (`CMD --version` succeeds);
+#                                       else reported skipped (exit 77, ctest's SKIP_RETURN_CODE)
 # The --help examples take no markers: tests/doctest.conf may give a command's examples a sed
 # expression that shrinks them (a smaller model or array), with the reason.
 set -uo pipefail
@@ -152,6 +154,13 @@ if [ "$mode" = run ]; then
   setup_scratch "$bin" "$src"
   marker=$(blocks "$file" | awk -F'\t' -v l="$line" '$1 == l { print $3 }')
   case $marker in skip*) echo "skipped: ${marker#skip}"; exit 0 ;; esac
+  case $marker in *needs=*)
+    need=${marker#*needs=}; need=${need%% *}
+    if ! command -v "$need" > /dev/null || ! "$need" --version > /dev/null 2>&1 < /dev/null; then
+      echo "skipped: $file:$line needs $need, which is not installed (Debian: apt-get install $need)"
+      exit 77
+    fi ;;
+  esac
   body "$file" "$line" | sed "s#/tmp/#$scratch/tmp/#g" > "$scratch/block.txt"
   case $marker in *sed=*)
     expr=${marker#*sed=}

@@ -1085,3 +1085,190 @@ Test(release, time_to_train_never_hangs_or_writes_infinity)
   g_autofree char *rare = g_strconcat(base, "--tokens 1e12 --mtbf-chip-hours 0.1", NULL);
   expect_input_error(rare, "--restart-minutes, --checkpoint-every-minutes");
 }
+
+/* `env ENV trainsim ARGS` in dir with stdout and stderr sent to files (not a terminal): the
+ * exit status; *out and *err the files' contents. */
+static int run_to_files(const char *dir, const char *env, const char *args, char **out, char **err)
+{
+  g_autofree char *o = g_build_filename(dir, "stdout.txt", NULL);
+  g_autofree char *e = g_build_filename(dir, "stderr.txt", NULL);
+  g_autofree char *cmd = g_strdup_printf("cd '%s' && env %s %s %s > '%s' 2> '%s'", dir, env,
+                                         TS_TRAINSIM_BIN, args, o, e);
+  int st = system(cmd);
+  cr_assert(g_file_get_contents(o, out, NULL, NULL) && g_file_get_contents(e, err, NULL, NULL));
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The progress lines of stderr: those that start with prefix and carry "(N%)"; N must rise. */
+static int progress_lines(const char *err, const char *prefix)
+{
+  g_auto(GStrv) lines = g_strsplit(err, "\n", -1);
+  int n = 0, last = -1;
+  for (int i = 0; lines[i] != NULL; i++) {
+    const char *pc = strstr(lines[i], "%)");
+    if (!g_str_has_prefix(lines[i], prefix) || pc == NULL)
+      continue;
+    const char *open = pc;
+    while (open > lines[i] && open[-1] != '(')
+      open--;
+    int v = atoi(open);
+    cr_expect(v >= last, "percentages fall: '%s' after %d%%", lines[i], last);
+    last = v;
+    n++;
+  }
+  return n;
+}
+
+Test(release, progress_lines_when_stderr_is_a_file)
+{
+  /* Issue 12: a sweep, a search or a long simgrid run printed progress only on a terminal; a
+   * log file got nothing for minutes. Now plain lines (no carriage return) at each tenth after
+   * a quiet start (TRAINSIM_PROGRESS_S, 0 here so that a short job shows them), on stderr
+   * only: stdout is the same bytes with or without them. */
+  g_autofree char *dir = tmp_dir();
+  const char *sweep = "sweep -t tpu-v3-8x8 -m bert-large -b 512 --splits auto -j 2 -o sw";
+  g_autofree char *out0 = NULL, *err0 = NULL, *out1 = NULL, *err1 = NULL;
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=1000", sweep, &out0, &err0), 0, "%s", err0);
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=0", sweep, &out1, &err1), 0, "%s", err1);
+  cr_expect_str_eq(out1, out0, "progress changed stdout");
+  cr_expect(strchr(err1, '\r') == NULL, "a carriage return in a log: %s", err1);
+  cr_expect(strstr(out1, "configurations (") == NULL, "progress on stdout: %s", out1);
+  /* 140 configurations: the first, one per tenth (10% .. 90%), the last; never more. */
+  int n = progress_lines(err1, "sweep: ");
+  cr_expect(n >= 10 && n <= 12, "%d progress lines: %s", n, err1);
+  cr_expect(strstr(err1, "sweep: 140/140 configurations (100%) in ") != NULL, "%s", err1);
+  cr_expect_eq(progress_lines(err0, "sweep: "), 0, "lines inside the quiet start: %s", err0);
+
+  /* search: planning, then prediction, each with its lines. */
+  const char *search = "search -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -j 2";
+  g_autofree char *so0 = NULL, *se0 = NULL, *so1 = NULL, *se1 = NULL;
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=1000", search, &so0, &se0), 0, "%s", se0);
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=0", search, &so1, &se1), 0, "%s", se1);
+  cr_expect_str_eq(so1, so0, "progress changed search's stdout");
+  cr_expect_geq(progress_lines(se1, "search (planning): "), 10, "%s", se1);
+  cr_expect_geq(progress_lines(se1, "search: "), 10, "%s", se1);
+  cr_expect(strchr(se1, '\r') == NULL);
+
+  /* A single simgrid replay (about 0.5 CPU s): the time elapsed, then the total. */
+  const char *sg =
+      "run -t dgx-h100-4node -m llama3-405b -b 8 --micro-batch 1 -s tp=8@node,pp=2,dp=2 "
+      "--backend simgrid";
+  g_autofree char *go0 = NULL, *ge0 = NULL, *go1 = NULL, *ge1 = NULL;
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=1000", sg, &go0, &ge0), 0, "%s", ge0);
+  cr_assert_eq(run_to_files(dir, "TRAINSIM_PROGRESS_S=0", sg, &go1, &ge1), 0, "%s", ge1);
+  cr_expect_str_eq(go1, go0, "progress changed run's stdout");
+  cr_expect(strstr(ge1, "run (simgrid): ") != NULL && strstr(ge1, " elapsed\n") != NULL, "%s", ge1);
+  cr_expect(strstr(ge1, "run (simgrid): finished in ") != NULL, "%s", ge1);
+  cr_expect(strstr(ge0, "run (simgrid)") == NULL, "%s", ge0);
+  rm_rf(dir);
+}
+
+Test(release, a_trace_without_batch_or_flops_reports_n_a)
+{
+  /* ASTRA-sim's workloads record no batch and no model FLOPs: replay printed "global batch 0",
+   * 0 samples/s and MFU <=0.0%, and its JSON (global_batch 0) broke run.schema.json's minimum
+   * of 1. Now n/a in text, null in JSON, empty cells in CSV; the step time is unchanged. */
+  g_autofree char *args = g_strdup_printf(
+      "replay -t dgx-a100-1node %s/traces/imported/astrasim/Resnet50_DataParallel.txt -f ",
+      TS_SOURCE_DIR);
+  g_autofree char *text = g_strconcat(args, "text", NULL);
+  run_result t = run(text);
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  cr_expect(strstr(t.out, "global batch n/a,") != NULL, "%s", t.out);
+  cr_expect(strstr(t.out, "global batch 0") == NULL && strstr(t.out, "0.0%") == NULL, "%s", t.out);
+  run_free(&t);
+  g_autofree char *json = g_strconcat(args, "json", NULL);
+  run_result j = run(json);
+  cr_assert_eq(j.status, 0, "%s", j.err);
+  g_autofree char *why = NULL;
+  cr_expect(schema_ok("run", j.out, &why), "%s", why);
+  static const char *nulls[] = {"global_batch", "samples_per_s", "mfu"};
+  for (size_t i = 0; i < G_N_ELEMENTS(nulls); i++) {
+    g_autoptr(JsonNode) v = run_member(j.out, nulls[i], FALSE);
+    cr_expect(v != NULL && JSON_NODE_HOLDS_NULL(v), "%s is not null", nulls[i]);
+  }
+  g_autoptr(JsonNode) step = run_member(j.out, "step_time_s", FALSE);
+  cr_expect(step != NULL && json_node_get_double(step) > 0);
+  run_free(&j);
+  g_autofree char *csv = g_strconcat(args, "csv", NULL);
+  run_result c = run(csv);
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  g_auto(GStrv) lines = g_strsplit(c.out, "\n", 3);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  g_auto(GStrv) row = g_strsplit(lines[1], ",", -1);
+  cr_assert_eq(g_strv_length(head), g_strv_length(row), "%s", c.out);
+  for (int k = 0; head[k] != NULL; k++)
+    if (strcmp(head[k], "global_batch") == 0 || strcmp(head[k], "samples_per_s") == 0 ||
+        strcmp(head[k], "mfu") == 0)
+      cr_expect_str_eq(row[k], "", "column %s: '%s'", head[k], row[k]);
+  run_free(&c);
+}
+
+Test(release, run_help_first_example_compares_the_default_splits)
+{
+  /* The first example of `run --help` is what a new user types first. On GPT-2 1.5B (25
+   * heads) two of the three default splits were skipped (tp=8, tp=16) and the one left did
+   * not fit: nothing was compared. Its model now takes every default split. */
+  run_result h = run("run --help");
+  cr_assert_eq(h.status, 0);
+  const char *ex = strstr(h.out, "Example:");
+  ex = ex != NULL ? strstr(ex, "\n  trainsim run ") : NULL;
+  cr_assert_not_null(ex, "no example in run --help");
+  g_autofree char *line = g_strndup(ex + strlen("\n  trainsim "), strcspn(ex + 1, "\n") - 11);
+  run_free(&h);
+  run_result r = run(line);
+  cr_assert_eq(r.status, 0, "`%s`: %s", line, r.err);
+  cr_expect(strstr(r.err, "skipped") == NULL, "`%s` skips a default split: %s", line, r.err);
+  cr_expect(strstr(r.out, "fastest: ") != NULL, "`%s` compares nothing: %s", line, r.out);
+  cr_expect(strstr(r.out, "(none fits)") == NULL, "`%s`: %s", line, r.out);
+  run_free(&r);
+}
+
+Test(release, search_marks_an_uncalibrated_mfu_as_run_does)
+{
+  /* run writes an uncalibrated chip's MFU as an upper bound ("<=62.9%") and says why; search
+   * printed the same number as a plain "75.5%". Both tables now agree. */
+  run_result u = run("search -t tpu-v2-8 -m gpt3-350m -b 16 -k 2 -j 1");
+  cr_assert_eq(u.status, 0, "%s", u.err);
+  const char *row = strstr(u.out, "\n1  ");
+  cr_assert_not_null(row, "%s", u.out);
+  g_autofree char *line = g_strndup(row + 1, strcspn(row + 1, "\n"));
+  cr_expect(strstr(line, "<=") != NULL, "uncalibrated MFU without <=: %s", line);
+  cr_expect(strstr(u.out, "note: the chip profile is not calibrated") != NULL, "%s", u.out);
+  run_free(&u);
+  run_result c = run("search -t dgx-a100-1node -m gpt3-350m -b 16 -k 2 -j 1");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  cr_expect(strstr(c.out, "<=") == NULL && strstr(c.out, "not calibrated") == NULL,
+            "a calibrated chip's MFU is marked: %s", c.out);
+  run_free(&c);
+}
+
+Test(release, every_split_option_the_parser_names_is_in_the_split_table)
+{
+  /* The man pages and completion come from --help, which points to docs/splits.md for the
+   * split grammar: that table must list every option the parser accepts (the list its error
+   * message gives), with tp-overlap's values (te, async, on, off). */
+  run_result r = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64,frob=1");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  const char *list = strstr(r.err, "or an option: ");
+  cr_assert_not_null(list, "%s", r.err);
+  g_autofree char *keys =
+      g_strndup(list + strlen("or an option: "), strcspn(list + strlen("or an option: "), "\n"));
+  run_free(&r);
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "docs", "splits.md", NULL);
+  g_autofree char *doc = NULL;
+  cr_assert(g_file_get_contents(path, &doc, NULL, NULL));
+  g_auto(GStrv) k = g_strsplit(keys, ", ", -1);
+  cr_assert_geq(g_strv_length(k), 15, "%s", keys);
+  for (int i = 0; k[i] != NULL; i++) {
+    g_autofree char *row = g_strdup_printf("\n| `%s", k[i]);
+    cr_expect(strstr(doc, row) != NULL, "docs/splits.md has no table row for split option '%s'",
+              k[i]);
+  }
+  const char *tpo = strstr(doc, "\n| `tp-overlap`");
+  cr_assert_not_null(tpo);
+  g_autofree char *line = g_strndup(tpo + 1, strcspn(tpo + 1, "\n"));
+  static const char *values[] = {"`=te`", "`=async`", "`=on/off`"};
+  for (size_t i = 0; i < G_N_ELEMENTS(values); i++)
+    cr_expect(strstr(line, values[i]) != NULL, "tp-overlap's row lacks %s: %s", values[i], line);
+}

@@ -57,8 +57,10 @@ int ts_cmd_replay(int argc, char **argv)
       ts_cmd_import_trace(from, (const char *const *)argv + 1, argc - 1, topo, &io, &err);
   if (tr == NULL)
     return ts_cmd_fail("replay", err);
-  ts_run_options ro = {
-      .backend = backend ? backend : "analytic", .sg_cfg = (const char *const *)cfg, .full = full};
+  ts_run_options ro = {.backend = backend ? backend : "analytic",
+                       .sg_cfg = (const char *const *)cfg,
+                       .full = full,
+                       .progress = "replay (simgrid)"};
   ts_replay_result rr;
   if (!ts_run_replay(tr, topo, &ro, &rr, &err)) {
     g_prefix_error(&err, "%s: ", path);

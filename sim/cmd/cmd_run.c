@@ -82,7 +82,7 @@ int ts_cmd_run(int argc, char **argv)
   if (!ts_cmd_parse("run", "",
                     "Predicts step time (s), its breakdown, throughput (samples/s), "
                     "MFU and memory per chip (bytes) of splits of a model on a topology.",
-                    "Example:\n  trainsim run --topology tpu-v3-8x8 --model gpt2-1.5b "
+                    "Example:\n  trainsim run --topology tpu-v3-8x8 --model bert-large "
                     "--global-batch 512\n  trainsim run -t dgx-a100-4node -m gpt3-1.3b -b 256 "
                     "--split tp=8@node,dp=4@net --format json",
                     entries, &argc, &argv, &err) ||
@@ -134,6 +134,7 @@ int ts_cmd_run(int argc, char **argv)
                        .sg_cfg = (const char *const *)ma.cfg,
                        .full = full};
   ro.link_report = link_report;
+  ro.progress = "run (simgrid)";
 
   gboolean defaults = splits == NULL;
   g_autoptr(GPtrArray) list = defaults ? default_splits(topo) : g_ptr_array_new();

@@ -4,6 +4,7 @@
  * communication-bound, bubble-bound, compute-bound). */
 #include "ts_backends.h"
 #include "ts_capacity.h"
+#include "ts_progress.h"
 #include "ts_cmd.h"
 #include "ts_sweep.h"
 #include "ts_util.h"
@@ -290,7 +291,6 @@ int ts_cmd_search(int argc, char **argv)
   spec.max_configs = (int)max_configs;
   gboolean cut = FALSE;
   spec.truncated = &cut;
-  gint64 t0 = g_get_monotonic_time();
   g_autoptr(ts_inputs) cache = ts_inputs_new();
   if (err == NULL)
     ts_cmd_machine_apply(&ma, cache, tl, NULL, &err);
@@ -332,17 +332,12 @@ int ts_cmd_search(int argc, char **argv)
   int np = 0;
   GHashTable *unfit_mem = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   GPtrArray *unfit_order = g_ptr_array_new();
-  gboolean tty = isatty(STDERR_FILENO);
-  gint64 last_note = 0;
+  /* Planning is the first half of a long search: its own progress (ts_progress). */
+  ts_progress pg;
+  ts_progress_init(&pg, TRUE, "search (planning)", "configurations", n);
   for (int i = 0; i < n; i++) {
-    /* Progress on stderr once the search has run for 2 s: a line rewritten in place on a
-     * terminal, a line every 10 s otherwise. */
-    gint64 now = g_get_monotonic_time();
-    if (now - t0 > 2000000 && now - last_note > (tty ? 200000 : 10000000)) {
-      g_printerr("%ssearch: planned %d/%d configurations (%.0f s)%s", tty ? "\r" : "", i, n,
-                 (double)(now - t0) / 1e6, tty ? "" : "\n");
-      last_note = now;
-    }
+    if (i > 0)
+      ts_progress_step(&pg, i);
     g_autoptr(GError) pe = NULL;
     g_autoptr(ts_split) sp = ts_split_parse(cfg[i].split, &pe);
     g_autoptr(ts_plan) p =
@@ -374,8 +369,11 @@ int ts_cmd_search(int argc, char **argv)
       g_free(f);
     }
   }
-  if (last_note > 0 && tty)
-    g_printerr("\rsearch: planned %d/%d configurations, predicting %d that fit\n", n, n, np);
+  ts_progress_step(&pg, n);
+  gboolean noted = pg.printed;
+  ts_progress_end(&pg);
+  if (noted)
+    g_printerr("search: %d of %d configurations fit; predicting them\n", np, n);
   ts_outcome *pout = g_new0(ts_outcome, MAX(np, 1));
   ts_pool_options po = {jobs > 0 ? (int)jobs : ts_pool_default_jobs(), TRUE, "search"};
   int status = 0;
@@ -514,7 +512,7 @@ int ts_cmd_search(int argc, char **argv)
         ws = MAX(ws, (int)strlen(c->r->split));
         wp = MAX(wp, (int)strlen(c->r->placement));
       }
-      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %9s  %13s  %6s  %11s\n", "rank",
+      g_string_append_printf(s, "%-4s  %-*s  %-*s  %5s  %9s  %9s  %9s  %13s  %7s  %11s\n", "rank",
                              ws, "split", wp, "placement", "micro", "step", "samples/s", "tokens/s",
                              "tokens/s/chip", "MFU", "memory/chip");
       for (guint i = 0; i < fit->len && i < (guint)top; i++) {
@@ -523,9 +521,11 @@ int ts_cmd_search(int argc, char **argv)
         g_autofree char *tps = ts_report_fmt_rate(tok, c->r->tokens_per_s);
         g_autofree char *tpc = ts_report_fmt_rate(tok, tok ? c->r->tokens_per_s / c->r->chips : 0);
         g_ascii_formatd(b[1], 48, "%.4g", c->r->samples_per_s);
-        g_ascii_formatd(b[2], 48, "%.1f", 100 * c->r->mfu);
+        char mfu[32];
+        g_ascii_formatd(mfu, sizeof mfu, "%.1f", 100 * c->r->mfu);
+        g_snprintf(b[2], 48, "%s%s%%", c->r->calibrated ? "" : "<=", mfu);
         g_string_append_printf(
-            s, "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %9s  %13s  %5s%%  %11s\n", i + 1,
+            s, "%-4u  %-*s  %-*s  %5" G_GINT64_FORMAT "  %9s  %9s  %9s  %13s  %7s  %11s\n", i + 1,
             ws, c->r->split, wp, c->r->placement, c->r->micro_batch,
             ts_fmt_time(b[0], 48, c->r->step_time_s), b[1], tps, tpc, b[2],
             ts_fmt_bytes(b[3], 48, c->r->mem.total));
@@ -591,6 +591,9 @@ int ts_cmd_search(int argc, char **argv)
     if (invalid > 0)
       g_string_append_printf(s, "; %d could not be predicted", invalid);
     g_string_append(s, "; every candidate with its reason: search -o DIR, candidates.json)\n");
+    /* As run's table: an uncalibrated chip's MFU is an upper bound, marked <= and said. */
+    if (win != NULL && !win->r->calibrated)
+      g_string_append(s, ts_report_uncalibrated_note());
 
     /* JSON: the same content, machine-readable. */
     JsonObject *root = json_object_new();

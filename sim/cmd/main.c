@@ -32,7 +32,11 @@ static void usage(FILE *f)
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
     fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
   fprintf(f, "\n`trainsim COMMAND --help` (or `trainsim help COMMAND`) shows a command's options\n"
-             "(with units). `trainsim --version` prints the version.\n");
+             "(with units). `trainsim --version` prints the version.\n\n"
+             "Environment:\n"
+             "  TRAINSIM_DATA_DIR    folder searched first for models/, topologies/ and plots/\n"
+             "  TRAINSIM_PROGRESS_S  seconds of quiet before a long job's progress shows on\n"
+             "                       stderr, and between its lines in a log (default 2)\n");
 }
 
 int main(int argc, char **argv)

@@ -230,11 +230,6 @@ static inline void add_seg(ts_eval *ev, int dim, int base, int arr, int a, int h
 
 /* ---- twisted tori: the routes of ts_route (breadth-first, dimension order, + before -) ---- */
 
-static int net_coord(const ts_net *nw, int chip, int d)
-{
-  return (chip / nw->stride[d]) % nw->arr.size[d];
-}
-
 static int imod_net(int a, int n)
 {
   return ((a % n) + n) % n;
@@ -243,7 +238,7 @@ static int imod_net(int a, int n)
 /* The chip one link away along ring or mesh dimension d in direction dir (ts_topo_neighbor). */
 static int net_neighbor(const ts_net *nw, int chip, int d, int dir)
 {
-  int n = nw->arr.size[d], c = net_coord(nw, chip, d), v = c + dir;
+  int n = nw->arr.size[d], c = ts_array_coord(&nw->arr, chip, d), v = c + dir;
   if (v >= 0 && v < n)
     return chip + dir * nw->stride[d];
   if (nw->shape[d] != TS_SHAPE_RING)
@@ -251,7 +246,7 @@ static int net_neighbor(const ts_net *nw, int chip, int d, int dir)
   int out = chip + (imod_net(v, n) - c) * nw->stride[d];
   for (int e = 0; e < nw->arr.ndims; e++)
     if (nw->twist[d][e] != 0) {
-      int ce = net_coord(nw, out, e);
+      int ce = ts_array_coord(&nw->arr, out, e);
       out += (imod_net(ce + dir * nw->twist[d][e], nw->arr.size[e]) - ce) * nw->stride[e];
     }
   return out;
@@ -299,7 +294,7 @@ static int net_sub(const ts_net *nw, int dst, int src)
 {
   int a[TS_MAX_DIMS];
   for (int d = 0; d < nw->arr.ndims; d++)
-    a[d] = net_coord(nw, dst, d) - net_coord(nw, src, d);
+    a[d] = ts_array_coord(&nw->arr, dst, d) - ts_array_coord(&nw->arr, src, d);
   for (int d = 0; d < nw->arr.ndims; d++) {
     int n = nw->arr.size[d], q = a[d] >= 0 ? a[d] / n : -((-a[d] + n - 1) / n);
     if (q == 0)
@@ -363,7 +358,7 @@ static void route_flow_twisted(ts_eval *ev, const ts_flow *f, ev_flow *fl)
     for (int e = 0; e < nw->arr.ndims; e++)
       tw = tw || nw->twist[d][e] != 0;
     while (h > 0) {
-      int cd = net_coord(nw, cur, d);
+      int cd = ts_array_coord(&nw->arr, cur, d);
       /* On a twisted dimension the run stops at the wrap-around link (included). */
       int len_seg = !tw ? h : dir > 0 ? MIN(h, n - cd) : MIN(h, cd + 1);
       int base = cur - cd * nw->stride[d];
@@ -376,7 +371,7 @@ static void route_flow_twisted(ts_eval *ev, const ts_flow *f, ev_flow *fl)
         cur = base + imod_net(v, n) * nw->stride[d];
         for (int e = 0; e < nw->arr.ndims; e++)
           if (nw->twist[d][e] != 0) {
-            int ce = net_coord(nw, cur, e);
+            int ce = ts_array_coord(&nw->arr, cur, e);
             cur += (imod_net(ce + dir * nw->twist[d][e], nw->arr.size[e]) - ce) * nw->stride[e];
           }
       }
@@ -603,7 +598,6 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
 double ts_eval_step_reference(const ts_topo *t, const ts_flow *f, int nf)
 {
   g_autoptr(GHashTable) load = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-  g_autoptr(GArray) links = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
   g_autoptr(GPtrArray) routes = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
   for (int i = 0; i < nf; i++) {
     GArray *r = g_array_new(FALSE, FALSE, sizeof(ts_link_id));

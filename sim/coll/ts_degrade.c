@@ -20,7 +20,7 @@ static int plus_neighbour(const ts_topo *t, int d, int chip)
 {
   const ts_dim *dm = &t->dims[d];
   int stride = ts_topo_stride(t, d);
-  int c = (chip / stride) % dm->size;
+  int c = ts_topo_coord(t, chip, d);
   if (dm->shape == TS_SHAPE_SWITCH || dm->size < 2)
     return -1;
   if (c + 1 < dm->size)
@@ -67,7 +67,7 @@ gboolean ts_degrade_connected(const ts_topo *t)
     reached++;
     for (int d = 0; d < t->ndims; d++) {
       const ts_dim *dm = &t->dims[d];
-      int stride = ts_topo_stride(t, d), k = (c / stride) % dm->size, base = c - k * stride;
+      int stride = ts_topo_stride(t, d), k = ts_topo_coord(t, c, d), base = c - k * stride;
       if (dm->shape == TS_SHAPE_SWITCH) {
         keybuf[nkeys] = (gint64)base * TS_MAX_DIMS + d;
         if (g_hash_table_contains(lines, &keybuf[nkeys]))
@@ -339,7 +339,7 @@ guint ts_degrade_route_mask(const ts_topo *t, int src_chip, int dst_chip)
     int from = l->chip;
     if (l->dir < 0) {
       int stride = ts_topo_stride(t, l->dim), size = t->dims[l->dim].size;
-      int c = (from / stride) % size;
+      int c = ts_topo_coord(t, from, l->dim);
       from = c > 0 ? from - stride : from + (size - 1) * stride;
     }
     if (ts_degrade_link_dead(t, l->dim, from))
@@ -403,7 +403,7 @@ static int step_chip(const ts_topo *t, int chip, int d, int dir)
   const ts_dim *dm = &t->dims[d];
   if (dm->shape == TS_SHAPE_SWITCH || dm->size < 2)
     return -1;
-  int stride = ts_topo_stride(t, d), c = (chip / stride) % dm->size, n = c + dir;
+  int stride = ts_topo_stride(t, d), c = ts_topo_coord(t, chip, d), n = c + dir;
   if (n < 0 || n >= dm->size) {
     if (dm->shape != TS_SHAPE_RING)
       return -1;

@@ -758,6 +758,13 @@ void ts_topo_coords(const ts_topo *t, int chip, int *coords)
   ts_array_coords(&a, chip, coords);
 }
 
+int ts_topo_coord(const ts_topo *t, int chip, int d)
+{
+  g_return_val_if_fail(t != NULL && chip >= 0 && chip < t->nchips, -1);
+  ts_array a = ts_topo_array(t);
+  return ts_array_coord(&a, chip, d);
+}
+
 int ts_topo_chip(const ts_topo *t, const int *coords)
 {
   g_return_val_if_fail(t != NULL && coords != NULL, -1);
@@ -892,6 +899,12 @@ void ts_array_coords(const ts_array *a, int chip, int *coords)
     coords[d] = chip % a->size[d];
     chip /= a->size[d];
   }
+}
+
+int ts_array_coord(const ts_array *a, int chip, int d)
+{
+  g_return_val_if_fail(a != NULL && d >= 0 && d < a->ndims && chip >= 0, -1);
+  return chip / ts_array_stride(a, d) % a->size[d];
 }
 
 int ts_array_chip(const ts_array *a, const int *coords)

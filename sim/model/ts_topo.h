@@ -174,6 +174,9 @@ int ts_array_stride(const ts_array *a, int d);
 /** Coordinates of chip (coords has ndims entries), dimension 0 fastest. */
 void ts_array_coords(const ts_array *a, int chip, int *coords);
 
+/** Coordinate of chip along dimension d alone (entry d of ts_array_coords). */
+int ts_array_coord(const ts_array *a, int chip, int d);
+
 /** Chip id of coordinates; -1 when a coordinate lies outside its dimension. */
 int ts_array_chip(const ts_array *a, const int *coords);
 
@@ -209,6 +212,9 @@ int ts_topo_dim_index(const ts_topo *t, const char *name);
 
 /** Coordinates of chip id (coords has ndims entries). */
 void ts_topo_coords(const ts_topo *t, int chip, int *coords);
+
+/** Coordinate of chip id along dimension d alone. */
+int ts_topo_coord(const ts_topo *t, int chip, int d);
 
 /** Chip id of coordinates. */
 int ts_topo_chip(const ts_topo *t, const int *coords);

@@ -214,6 +214,13 @@ static int fastest(const ts_result *res, int n)
   return best;
 }
 
+const char *ts_report_uncalibrated_note(void)
+{
+  return "note: the chip profile is not calibrated (datasheet rates derated by assumed "
+         "defaults): step times are estimates, MFU an upper bound (<=); docs/topologies.md, "
+         "\"Chip profiles\"\n";
+}
+
 char *ts_report_fmt_rate(gboolean known, double v)
 {
   if (!known || !isfinite(v))
@@ -226,8 +233,12 @@ char *ts_report_fmt_rate(gboolean known, double v)
 static char *render_text(const ts_report_inputs *in, const ts_result *res, int n)
 {
   GString *s = g_string_new(NULL);
-  g_string_append_printf(s, "%s on %s, global batch %" G_GINT64_FORMAT ", %s backend\n",
-                         in->model_name, in->topology_desc, in->global_batch, in->backend);
+  /* An imported trace may record no batch (ASTRA-sim's workloads do not): n/a, not 0. */
+  char gb[32] = "n/a";
+  if (in->global_batch > 0)
+    g_snprintf(gb, sizeof gb, "%" G_GINT64_FORMAT, in->global_batch);
+  g_string_append_printf(s, "%s on %s, global batch %s, %s backend\n", in->model_name,
+                         in->topology_desc, gb, in->backend);
   /* Throughput in samples and, for models with a sequence, in tokens, in total and per chip:
    * LLM runs are compared in tokens/s per chip whatever the array size. */
   enum { NCOL = 12 };
@@ -250,14 +261,16 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
     cells[i][3] = g_strdup(ts_fmt_time(b[1], 48, r->compute_time_s));
     cells[i][4] = g_strdup(ts_fmt_time(b[2], 48, r->exposed_comm_time_s));
     cells[i][5] = g_strdup(ts_fmt_time(b[3], 48, r->idle_time_s));
-    g_ascii_formatd(b[4], 48, r->samples_per_s >= 100 ? "%.0f" : "%.3g", r->samples_per_s);
-    cells[i][6] = g_strdup(b[4]);
+    cells[i][6] = ts_report_fmt_rate(r->global_batch > 0, r->samples_per_s);
     cells[i][7] = ts_report_fmt_rate(r->tokens_per_sample > 0, r->tokens_per_s);
     cells[i][8] =
         ts_report_fmt_rate(r->tokens_per_sample > 0 && r->chips > 0, r->tokens_per_s / r->chips);
     g_ascii_formatd(b[5], 48, "%.1f", 100.0 * r->mfu);
-    /* An uncalibrated chip's MFU comes from assumed rates: an upper bound, shown as one. */
-    cells[i][9] = g_strdup_printf("%s%s%%", r->calibrated ? "" : "<=", b[5]);
+    /* An uncalibrated chip's MFU comes from assumed rates: an upper bound, shown as one. A
+     * trace that records no model FLOPs has none. */
+    cells[i][9] = r->model_flops_per_step > 0
+                      ? g_strdup_printf("%s%s%%", r->calibrated ? "" : "<=", b[5])
+                      : g_strdup("n/a");
     cells[i][10] = g_strdup(ts_fmt_bytes(b[6], 48, r->mem.total));
     if (r->mem.total <= 0) {
       /* A replayed trace carries no memory model: say so, not "0 B, fits". */
@@ -346,9 +359,7 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
   }
   for (int i = 0; i < n; i++)
     if (!res[i].calibrated) {
-      g_string_append(s, "note: the chip profile is not calibrated (datasheet rates derated by "
-                         "assumed defaults): step times are estimates, MFU an upper bound (<=); "
-                         "docs/topologies.md, \"Chip profiles\"\n");
+      g_string_append(s, ts_report_uncalibrated_note());
       break;
     }
   for (int i = 0; i < n; i++)
@@ -403,8 +414,12 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
     ts_csv_append(s, r->split);
     g_string_append_c(s, ',');
     ts_csv_append(s, r->placement);
-    g_string_append_printf(s, ",%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT,
-                           r->chips, r->global_batch, r->micro_batch, r->micro_batches);
+    /* A trace without a batch or model FLOPs: those cells empty, as the memory's below. */
+    g_string_append_printf(s, ",%d,", r->chips);
+    if (r->global_batch > 0)
+      g_string_append_printf(s, "%" G_GINT64_FORMAT, r->global_batch);
+    g_string_append_printf(s, ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT, r->micro_batch,
+                           r->micro_batches);
     const double v[] = {r->step_time_s,
                         r->compute_time_s,
                         r->comm_time_s,
@@ -416,8 +431,12 @@ static char *render_csv(const ts_report_inputs *in, const ts_result *res, int n)
                         r->bubble_time_s,
                         r->samples_per_s,
                         r->mfu};
-    for (size_t k = 0; k < G_N_ELEMENTS(v); k++)
-      csv_num(s, v[k]);
+    for (size_t k = 0; k < G_N_ELEMENTS(v); k++) {
+      if ((k == 9 && r->global_batch <= 0) || (k == 10 && r->model_flops_per_step <= 0))
+        g_string_append_c(s, ',');
+      else
+        csv_num(s, v[k]);
+    }
     const double bytes[] = {r->mem.params, r->mem.grads, r->mem.optimizer, r->mem.activations,
                             r->mem.temp,   r->mem.total, r->mem.capacity};
     /* A replayed trace carries no memory model: its memory and fits cells are empty. */
@@ -463,6 +482,25 @@ static void jint(JsonBuilder *b, const char *k, gint64 v)
   json_builder_add_int_value(b, v);
 }
 
+/* v when positive, else null (a quantity a replayed trace does not record). */
+static void jint_known(JsonBuilder *b, const char *k, gint64 v)
+{
+  json_builder_set_member_name(b, k);
+  if (v > 0)
+    json_builder_add_int_value(b, v);
+  else
+    json_builder_add_null_value(b);
+}
+
+static void jnum_known(JsonBuilder *b, const char *k, gboolean known, double v)
+{
+  json_builder_set_member_name(b, k);
+  if (known)
+    json_builder_add_double_value(b, v);
+  else
+    json_builder_add_null_value(b);
+}
+
 static void jstr(JsonBuilder *b, const char *k, const char *v)
 {
   json_builder_set_member_name(b, k);
@@ -486,7 +524,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
   jstr(b, "backend", in->backend);
   jstr(b, "network_model", in->network_model);
   jstr(b, "collective_algorithm", in->collective_algorithm);
-  jint(b, "global_batch", in->global_batch);
+  jint_known(b, "global_batch", in->global_batch);
   jint(b, "micro_batch", in->micro_batch);
   json_builder_end_object(b);
   json_builder_set_member_name(b, "results");
@@ -497,7 +535,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jstr(b, "split", r->split);
     jstr(b, "placement", r->placement);
     jint(b, "chips", r->chips);
-    jint(b, "global_batch", r->global_batch);
+    jint_known(b, "global_batch", r->global_batch);
     jint(b, "micro_batch", r->micro_batch);
     jint(b, "micro_batches", r->micro_batches);
     jnum(b, "step_time_s", r->step_time_s);
@@ -509,8 +547,9 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "exposed_comm_pp_s", r->exposed_comm_pp_s);
     jnum(b, "idle_time_s", r->idle_time_s);
     jnum(b, "bubble_time_s", r->bubble_time_s);
-    jnum(b, "samples_per_s", r->samples_per_s);
-    jnum(b, "mfu", r->mfu);
+    /* null for a trace that records no batch or no model FLOPs (an imported one). */
+    jnum_known(b, "samples_per_s", r->global_batch > 0, r->samples_per_s);
+    jnum_known(b, "mfu", r->model_flops_per_step > 0, r->mfu);
     json_builder_set_member_name(b, "mfu_is_upper_bound");
     json_builder_add_boolean_value(b, !r->calibrated);
     json_builder_set_member_name(b, "calibrated");

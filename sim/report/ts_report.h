@@ -103,6 +103,9 @@ char *ts_json_builder_text(JsonBuilder *b);
  * digits below, "-" when not known (a model without a sequence has no tokens). Caller frees. */
 char *ts_report_fmt_rate(gboolean known, double v);
 
+/** The line every text table with an uncalibrated chip's MFU ends with (newline included). */
+const char *ts_report_uncalibrated_note(void);
+
 char *ts_report_render(const ts_report_inputs *in, const ts_result *res, int n, ts_format f);
 
 void ts_report_inputs_clear(ts_report_inputs *in);

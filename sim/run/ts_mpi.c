@@ -1,6 +1,7 @@
 /* ts_mpi: rank 0 distributes configuration positions over MPI point-to-point messages; the
  * others predict and send back serialised outcomes (ts_outcome_encode). */
 #include "ts_mpi.h"
+#include "ts_progress.h"
 #include "ts_util.h"
 
 #include <stdio.h>
@@ -73,7 +74,6 @@ static void predict_one(const ts_config *cfg, const int *idx, int k, ts_outcome 
 gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
                     ts_outcome *out, GError **error)
 {
-  (void)o;
   (void)error;
   if (rank != 0) {
     for (;;) {
@@ -95,6 +95,9 @@ gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_o
   g_array_set_size(per_rank, 0);
   g_array_set_size(per_rank, (guint)nranks);
   int next = 0, done = 0, stop = -1;
+  /* Rank 0 alone reports progress (ts_progress, as the local pool). */
+  ts_progress pg;
+  ts_progress_init(&pg, o != NULL && o->progress, o != NULL ? o->label : NULL, "configurations", n);
   /* First round: one position per worker rank, or a stop when there is none left. */
   for (int w = 1; w < nranks; w++) {
     if (next < n) {
@@ -116,7 +119,7 @@ gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_o
       predict_one(cfg, idx, next, &out[next]);
       g_array_index(per_rank, int, 0)++;
       next++;
-      done++;
+      ts_progress_step(&pg, ++done);
       continue;
     }
     if (!flag)
@@ -136,7 +139,7 @@ gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_o
     }
     g_free(buf);
     out[k] = oc;
-    done++;
+    ts_progress_step(&pg, ++done);
     int w = st.MPI_SOURCE;
     g_array_index(per_rank, int, w)++;
     if (next < n) {
@@ -146,6 +149,7 @@ gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_o
       MPI_Send(&stop, 1, MPI_INT, w, TAG_WORK, MPI_COMM_WORLD);
     }
   }
+  ts_progress_end(&pg);
   if (!ok)
     MPI_Abort(MPI_COMM_WORLD, 1);
   return ok;

@@ -3,6 +3,7 @@
 #include "ts_pool.h"
 #include "ts_backends.h"
 #include "ts_coll_memo.h"
+#include "ts_progress.h"
 #include "ts_util.h"
 
 #include <errno.h>
@@ -106,58 +107,6 @@ gboolean ts_pool_parse_jobs(gint64 jobs, GError **error)
               "--jobs %" G_GINT64_FORMAT ": expected a number of worker processes in [1, 1024]",
               jobs);
   return FALSE;
-}
-
-/* ---- progress bar ------------------------------------------------------------------------ */
-
-typedef struct {
-  gboolean on;
-  const char *label;
-  int total, done;
-  gint64 t0_us, last_us;
-} progress;
-
-static void progress_init(progress *p, const ts_pool_options *o, int total)
-{
-  memset(p, 0, sizeof *p);
-  /* Only for a person watching: a log file or a pipe gets nothing. */
-  p->on = o != NULL && o->progress && isatty(STDERR_FILENO);
-  p->label = o != NULL && o->label != NULL ? o->label : "trainsim";
-  p->total = total;
-  p->t0_us = g_get_monotonic_time();
-}
-
-static void progress_step(progress *p, int done)
-{
-  p->done = done;
-  if (!p->on)
-    return;
-  gint64 now = g_get_monotonic_time();
-  if (done < p->total && now - p->last_us < 100000)
-    return;
-  p->last_us = now;
-  double el = (double)(now - p->t0_us) / 1e6;
-  double rate = el > 0 ? done / el : 0;
-  double left = rate > 0 ? (p->total - done) / rate : 0;
-  enum { W = 30 };
-  char bar[W + 1];
-  int fill = p->total > 0 ? (int)((gint64)W * done / p->total) : W;
-  for (int i = 0; i < W; i++)
-    bar[i] = i < fill ? '#' : '.';
-  bar[W] = '\0';
-  char r[32], l[32];
-  g_ascii_formatd(r, sizeof r, "%.1f", rate);
-  fprintf(stderr, "\r%s [%s] %d/%d configurations, %s/s, %s left   ", p->label, bar, done, p->total,
-          r, ts_fmt_time(l, sizeof l, left));
-  fflush(stderr);
-}
-
-static void progress_end(progress *p)
-{
-  if (!p->on)
-    return;
-  fprintf(stderr, "\r%*s\r", 100, "");
-  fflush(stderr);
 }
 
 /* ---- records: an outcome serialised between processes of the same binary ------------------- */
@@ -435,8 +384,8 @@ static int sched_pick(sched *s, int *wgroup)
 static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
                          ts_outcome *out, GError **error)
 {
-  progress pg;
-  progress_init(&pg, o, n);
+  ts_progress pg;
+  ts_progress_init(&pg, o != NULL && o->progress, o != NULL ? o->label : NULL, "configurations", n);
   gboolean any_sg = FALSE;
   for (int k = 0; k < n && !any_sg; k++)
     any_sg = one_per_process(&cfg[idx[k]]);
@@ -451,9 +400,9 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
   if (jobs <= 1 && !any_sg) {
     for (int j = 0; j < n; j++) {
       ts_pool_predict(&cfg[idx[ord[j]]], &out[ord[j]]);
-      progress_step(&pg, j + 1);
+      ts_progress_step(&pg, j + 1);
     }
-    progress_end(&pg);
+    ts_progress_end(&pg);
     return TRUE;
   }
   /* A worker that dies leaves its pipe closed: writing to it must fail, not kill us. */
@@ -525,7 +474,7 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
       g_free(buf);
       out[k] = oc;
       w->busy = -1;
-      progress_step(&pg, ++done);
+      ts_progress_step(&pg, ++done);
       if (w->retiring)
         retire(w, FALSE);
       if (sc.nfed < n) {
@@ -548,7 +497,7 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
   g_free(ws);
   g_free(pfd);
   sigaction(SIGPIPE, &old, NULL);
-  progress_end(&pg);
+  ts_progress_end(&pg);
   if (!ok)
     for (int k = 0; k < n; k++)
       ts_outcome_clear(&out[k]);

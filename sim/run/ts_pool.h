@@ -36,7 +36,7 @@ void ts_pool_predict(const ts_config *c, ts_outcome *out);
 
 typedef struct {
   int jobs;          /* worker processes; <= 1 predicts in this process (simgrid excepted) */
-  gboolean progress; /* a progress bar on stderr, when stderr is a terminal */
+  gboolean progress; /* progress on stderr (ts_progress: a bar on a terminal, else lines) */
   const char *label; /* the bar's prefix, e.g. "sweep" */
 } ts_pool_options;
 

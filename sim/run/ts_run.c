@@ -4,9 +4,11 @@
 #include "ts_backend_simgrid.h"
 #include "ts_backends.h"
 #include "ts_timeline.h"
+#include "ts_progress.h"
 #include "ts_util.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -168,6 +170,16 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
     _exit(0);
   }
   close(fd[1]);
+  if (ro->progress != NULL) {
+    /* The child writes only at its end: until then, the time elapsed (a long replay). */
+    ts_progress pg;
+    ts_progress_init(&pg, TRUE, ro->progress, NULL, 0);
+    struct pollfd pf = {.fd = fd[0], .events = POLLIN};
+    int r, wait_ms = (int)CLAMP(pg.quiet_us / 1000, 50, 1000);
+    while ((r = poll(&pf, 1, wait_ms)) == 0 || (r < 0 && errno == EINTR))
+      ts_progress_tick(&pg);
+    ts_progress_end(&pg);
+  }
   gint32 ok = 0, code = 0;
   gint64 flows = 0;
   char *msg = NULL, *summary = NULL, *config = NULL;

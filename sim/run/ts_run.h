@@ -14,6 +14,7 @@ typedef struct {
   const char *link_report;   /* simgrid: write every link's load here as CSV (may be NULL) */
   int top_links;             /* simgrid: links in the summary (0 = 5) */
   gboolean timeline;         /* keep every op's interval (ts_run_extra.spans) */
+  const char *progress;      /* simgrid: time elapsed on stderr under this label (ts_progress) */
 } ts_run_options;
 
 /** What a replay adds beyond the step: the simgrid backend's most loaded links. */
