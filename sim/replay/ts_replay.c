@@ -94,11 +94,28 @@ typedef struct {
   GArray *members; /* member_ref */
 } rendezvous;
 
-/* A send or receive waiting for its partner. */
+/* A send or receive waiting for its partner: an entry of ts_replay.waits, in its key's queue
+ * (next: the entry after it, -1 at the tail; on the free list, the next free entry). */
 typedef struct {
   int sim, op;
   double ready;
+  int next;
 } p2p_wait;
+
+/* Sends (or receives) waiting for their partner by (src, dst, tag): open addressing, linear
+ * probing, at most half full; a key is present while its queue of waits (head, tail: indices in
+ * ts_replay.waits) is not empty. No allocation per send once the tables have grown (issue 15:
+ * a GQueue, a key and a wait were allocated per pipeline transfer, and the tables grew by one
+ * entry per tag). */
+typedef struct {
+  key3 key;
+  int head, tail; /* head < 0: slot empty */
+} p2p_slot;
+
+typedef struct {
+  p2p_slot *slots;
+  guint cap, len;
+} p2p_table;
 
 typedef struct {
   ts_activity act;
@@ -119,8 +136,10 @@ struct ts_replay {
   int *sim_of_rank;         /* nranks entries, -1 when not simulated */
   GHashTable *rendezvous;   /* group/base/seq (the rendezvous's key) -> rendezvous */
   GPtrArray *rv_pool;       /* finished rendezvous, for reuse */
-  GHashTable *p2p_sends;    /* "src/dst/tag" -> GQueue of p2p_wait (sends waiting) */
-  GHashTable *p2p_recvs;    /* likewise receives */
+  p2p_table p2p_sends;      /* (src, dst, tag) -> sends waiting, in arrival order */
+  p2p_table p2p_recvs;      /* likewise receives */
+  GArray *waits;            /* p2p_wait: the tables' queue entries */
+  int free_wait;            /* first free entry of waits (-1: none) */
   GHashTable *group_expect; /* "group/base" -> expected simulated members + 1 */
   GArray *acts;             /* activity_rec */
   GArray *free_acts;        /* int */
@@ -168,8 +187,9 @@ static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *
      * class representative, so collapsing cannot replay it. */
     int kind = INFO_KIND(pi->tmpl[i].info);
     if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
-      ts_op o = ts_program_op(p, i);
-      if (o.peer > 0 || tr->axes[o.axis].symmetric)
+      int axis, offset, tag, peer;
+      ts_program_op_p2p(p, i, &axis, &offset, &tag, &peer);
+      if (peer > 0 || tr->axes[axis].symmetric)
         pi->sym_p2p = TRUE;
     }
     int stream = ts_program_op_stream(p, i);
@@ -247,9 +267,71 @@ static void rendezvous_free(gpointer p)
   g_free(rv);
 }
 
-static void queue_free(gpointer p)
+static guint p2p_hash(const key3 *k)
 {
-  g_queue_free_full(p, g_free);
+  guint64 h = ((guint64)(guint)k->a << 32 | (guint)k->b) * 0x9E3779B97F4A7C15u;
+  h ^= h >> 29;
+  h = (h ^ (guint)k->c) * 0xBF58476D1CE4E5B9u;
+  return (guint)(h ^ (h >> 32));
+}
+
+/* The slot of key k, or NULL. */
+static p2p_slot *p2p_find(const p2p_table *t, const key3 *k)
+{
+  if (t->len == 0)
+    return NULL;
+  for (guint j = p2p_hash(k) & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
+    p2p_slot *s = &t->slots[j];
+    if (s->head < 0)
+      return NULL;
+    if (s->key.a == k->a && s->key.b == k->b && s->key.c == k->c)
+      return s;
+  }
+}
+
+/* A slot for key k (absent), growing the table to keep it at most half full. */
+static p2p_slot *p2p_add(p2p_table *t, const key3 *k)
+{
+  if (2 * (t->len + 1) > t->cap) {
+    guint cap = t->cap > 0 ? 2 * t->cap : 64, ocap = t->cap;
+    p2p_slot *old = t->slots;
+    t->slots = g_new(p2p_slot, cap);
+    for (guint j = 0; j < cap; j++)
+      t->slots[j].head = -1;
+    t->cap = cap;
+    for (guint i = 0; i < ocap; i++)
+      if (old[i].head >= 0) {
+        guint j = p2p_hash(&old[i].key) & (cap - 1);
+        while (t->slots[j].head >= 0)
+          j = (j + 1) & (cap - 1);
+        t->slots[j] = old[i];
+      }
+    g_free(old);
+  }
+  guint j = p2p_hash(k) & (t->cap - 1);
+  while (t->slots[j].head >= 0)
+    j = (j + 1) & (t->cap - 1);
+  t->len++;
+  t->slots[j].key = *k;
+  return &t->slots[j];
+}
+
+/* Empties slot s (its queue is empty), moving later entries of its probe run back into the
+ * hole so that lookups stop at the first empty slot. */
+static void p2p_remove(p2p_table *t, p2p_slot *s)
+{
+  guint i = (guint)(s - t->slots), mask = t->cap - 1;
+  t->slots[i].head = -1;
+  t->len--;
+  for (guint j = (i + 1) & mask; t->slots[j].head >= 0; j = (j + 1) & mask) {
+    guint h = p2p_hash(&t->slots[j].key) & mask;
+    /* Entry j may move to the hole at i when its home h is not in (i, j] cyclically. */
+    if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+      continue;
+    t->slots[i] = t->slots[j];
+    t->slots[j].head = -1;
+    i = j;
+  }
 }
 
 ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
@@ -311,8 +393,8 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   r->opbufs = g_ptr_array_new_with_free_func(g_free);
   r->rendezvous = g_hash_table_new(key3_hash, key3_equal);
   r->rv_pool = g_ptr_array_new_with_free_func(rendezvous_free);
-  r->p2p_sends = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
-  r->p2p_recvs = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
+  r->waits = g_array_new(FALSE, FALSE, sizeof(p2p_wait));
+  r->free_wait = -1;
   r->group_expect = g_hash_table_new_full(key3_hash, key3_equal, g_free, NULL);
   r->acts = g_array_new(FALSE, TRUE, sizeof(activity_rec));
   r->free_acts = g_array_new(FALSE, FALSE, sizeof(int));
@@ -357,8 +439,9 @@ void ts_replay_free(ts_replay *r)
   g_array_unref(r->free_acts);
   g_free(r->ready);
   g_array_unref(r->spans);
-  g_hash_table_unref(r->p2p_sends);
-  g_hash_table_unref(r->p2p_recvs);
+  g_free(r->p2p_sends.slots);
+  g_free(r->p2p_recvs.slots);
+  g_array_unref(r->waits);
   g_hash_table_unref(r->group_expect);
   g_ptr_array_unref(r->opbufs);
   g_free(r);
@@ -628,15 +711,23 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    const ts_op ob = op_of(r, sim, opi), *op = &ob;
-    int *cached = op->peer > 0 || op->axis < 0 || op->axis >= TS_MAX_AXES ? NULL
-                  : op->offset == 1                                       ? &s->peer_fwd[op->axis]
-                  : op->offset == -1                                      ? &s->peer_back[op->axis]
-                                                                          : NULL;
-    int peer = cached != NULL && *cached != -2 ? *cached : ts_trace_op_peer(r->tr, op, s->rank);
+    /* The peer fields only, read from the packed op (the whole op on errors). */
+    const ts_program *prog = &r->tr->programs[s->program];
+    int axis, offset, tag, opeer;
+    ts_program_op_p2p(prog, opi, &axis, &offset, &tag, &opeer);
+    int *cached = opeer > 0 || axis < 0 || axis >= TS_MAX_AXES ? NULL
+                  : offset == 1                                ? &s->peer_fwd[axis]
+                  : offset == -1                               ? &s->peer_back[axis]
+                                                               : NULL;
+    int peer = cached != NULL && *cached != -2 ? *cached
+               : opeer > 0                     ? (opeer - 1 < r->tr->nranks ? opeer - 1 : -1)
+               : axis < 0 || axis >= r->tr->naxes
+                   ? -1
+                   : ts_trace_axis_neighbor(r->tr, s->rank, axis, offset);
     if (cached != NULL)
       *cached = peer;
     if (peer < 0 || r->sim_of_rank[peer] < 0) {
+      const ts_op ob = op_of(r, sim, opi), *op = &ob;
       if (op->peer > 0)
         g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                     "rank %d op %d '%s': %s with peer rank %d, which is not replayed", s->rank, opi,
@@ -649,25 +740,39 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
                     ts_op_kind_name(op->kind), op->offset, r->tr->axes[op->axis].name);
       return FALSE;
     }
-    gboolean is_send = op->kind == TS_OP_SEND;
+    gboolean is_send = kind == TS_OP_SEND;
     int src = is_send ? s->rank : peer, dst = is_send ? peer : s->rank;
-    key3 k = {src, dst, op->tag};
-    key3 *key = &k;
-    GHashTable *mine = is_send ? r->p2p_sends : r->p2p_recvs;
-    GHashTable *theirs = is_send ? r->p2p_recvs : r->p2p_sends;
-    GQueue *q = g_hash_table_lookup(theirs, key);
-    if (q == NULL || g_queue_is_empty(q)) {
-      GQueue *my = g_hash_table_lookup(mine, key);
-      if (my == NULL) {
-        my = g_queue_new();
-        g_hash_table_insert(mine, key3_new(k.a, k.b, k.c), my);
+    key3 k = {src, dst, tag};
+    p2p_table *mine = is_send ? &r->p2p_sends : &r->p2p_recvs;
+    p2p_table *theirs = is_send ? &r->p2p_recvs : &r->p2p_sends;
+    p2p_slot *q = p2p_find(theirs, &k);
+    if (q == NULL) { /* no partner waiting: wait at the tail of this key's queue */
+      int w = r->free_wait;
+      if (w >= 0) {
+        r->free_wait = g_array_index(r->waits, p2p_wait, w).next;
+      } else {
+        w = (int)r->waits->len;
+        g_array_set_size(r->waits, r->waits->len + 1);
       }
-      p2p_wait *w = g_new(p2p_wait, 1);
-      *w = (p2p_wait){sim, opi, now};
-      g_queue_push_tail(my, w);
+      g_array_index(r->waits, p2p_wait, w) = (p2p_wait){sim, opi, now, -1};
+      p2p_slot *my = p2p_find(mine, &k);
+      if (my == NULL) {
+        my = p2p_add(mine, &k);
+        my->head = w;
+      } else {
+        g_array_index(r->waits, p2p_wait, my->tail).next = w;
+      }
+      my->tail = w;
       return TRUE;
     }
-    g_autofree p2p_wait *other = g_queue_pop_head(q);
+    int wi = q->head;
+    const p2p_wait ow = g_array_index(r->waits, p2p_wait, wi), *other = &ow;
+    g_array_index(r->waits, p2p_wait, wi).next = r->free_wait;
+    r->free_wait = wi;
+    if (ow.next >= 0)
+      q->head = ow.next;
+    else
+      p2p_remove(theirs, q);
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
 

@@ -475,6 +475,35 @@ static inline int ts_program_op_group(const ts_program *p, int i)
   return k->u.g.i0;
 }
 
+/** A SEND/RECV op's peer fields (ts_op.axis, offset, tag, peer) without expanding the op. */
+static inline void ts_program_op_p2p(const ts_program *p, int i, int *axis, int *offset, int *tag,
+                                     int *peer)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->flags & TS_PK_WIDE) {
+    const ts_op *w = &g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
+    *axis = w->axis;
+    *offset = w->offset;
+    *tag = w->tag;
+    *peer = w->peer;
+    return;
+  }
+  if (k->kind == TS_OP_SEND || k->kind == TS_OP_RECV) {
+    *axis = k->u.g.i0;
+    *offset = k->u.g.i1;
+  } else {
+    *axis = k->flags & TS_PK_AXIS_M1 ? -1 : 0;
+    *offset = 0;
+  }
+  if (k->flags & TS_PK_EXT) {
+    const ts_op_ext *x = &g_array_index(p->ext, ts_op_ext, p->ext_of[i] - 1);
+    *tag = x->tag;
+    *peer = x->peer;
+  } else {
+    *tag = *peer = 0;
+  }
+}
+
 /** A COLL op's collective kind and bytes (what members of one collective must agree on). */
 static inline void ts_program_op_coll(const ts_program *p, int i, ts_coll_kind *kind, double *bytes)
 {
