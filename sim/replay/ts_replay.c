@@ -10,6 +10,14 @@
  * the next op of the same stream) in CSR form and initial predecessor counts. */
 typedef struct op_state op_state;
 
+/* A send or receive's fields, gathered in program order by ts_replay_new, so that matching it
+ * reads this record and not the trace's packed op and its side record (issue 15: two cache
+ * misses per pipeline transfer, half of op_ready's time in the every-split sweep). */
+typedef struct {
+  int axis, offset, tag, peer; /* as ts_op names them */
+  double bytes;
+} p2p_info;
+
 typedef struct {
   int nops;
   /* Every op's initial state (predecessors: explicit deps + stream predecessor; op_info_pack),
@@ -19,13 +27,15 @@ typedef struct {
   int *succ_off; /* nops + 1 offsets into succ; freed when the replay has run */
   int *succ;
   gboolean sym_p2p; /* a send or receive along a symmetric axis or to an absolute peer */
+  p2p_info *p2p;    /* the program's sends and receives, in order (op_state.info's index) */
 } prog_info;
 
 /* What the engine needs of an op on its hot path, packed into 32 bits and copied into the op's
  * state, so that readying, starting and accounting for an op reads its state's cache line and
  * not the trace's op (issue 15: in a sweep the trace is tens of MB, and loading each op's
  * `kind` was half of the engine's time): kind (3 bits), category (3 bits) and, for a
- * collective, its group + 1 (26 bits; 0 when it does not fit: the op is read then). */
+ * collective, its group + 1, for a send or receive, its index + 1 in prog_info.p2p (26 bits; 0
+ * when it does not fit: the op is read then). */
 #define INFO_KIND(i) ((int)((i)&7u))
 #define INFO_CAT(i) ((int)(((i) >> 3) & 7u))
 #define INFO_GROUP1(i) ((int)((i) >> 6))
@@ -180,17 +190,27 @@ static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *
   pi->tmpl = g_new(op_state, n1);
   pi->succ_off = g_new0(int, (gsize)n + 1);
   pi->sym_p2p = FALSE;
-  int smin = 0, smax = -1;
+  pi->p2p = NULL;
+  int smin = 0, smax = -1, np2p = 0, cap2p = 0;
   for (int i = 0; i < n; i++) {
     pi->tmpl[i] = (op_state){0.0, 0.0, 0, op_info_pack(p, i)};
     /* A send along a symmetric axis pairs ranks of the same class: its partner is not a
      * class representative, so collapsing cannot replay it. */
     int kind = INFO_KIND(pi->tmpl[i].info);
     if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
-      int axis, offset, tag, peer;
-      ts_program_op_p2p(p, i, &axis, &offset, &tag, &peer);
-      if (peer > 0 || tr->axes[axis].symmetric)
+      p2p_info x;
+      ts_program_op_p2p(p, i, &x.axis, &x.offset, &x.tag, &x.peer);
+      x.bytes = ts_program_op_bytes(p, i);
+      if (x.peer > 0 || tr->axes[x.axis].symmetric)
         pi->sym_p2p = TRUE;
+      if (np2p + 1 < INFO_MAX_GROUP1) {
+        if (np2p == cap2p) {
+          cap2p = cap2p > 0 ? 2 * cap2p : 64;
+          pi->p2p = g_renew(p2p_info, pi->p2p, cap2p);
+        }
+        pi->p2p[np2p++] = x;
+        pi->tmpl[i].info = (pi->tmpl[i].info & 63u) | (guint32)np2p << 6;
+      }
     }
     int stream = ts_program_op_stream(p, i);
     if (i == 0 || stream < smin)
@@ -410,6 +430,7 @@ void ts_replay_free(ts_replay *r)
     g_free(r->progs[p].tmpl);
     g_free(r->progs[p].succ_off);
     g_free(r->progs[p].succ);
+    g_free(r->progs[p].p2p);
   }
   g_free(r->progs);
   for (int i = 0; i < r->nsim; i++) {
@@ -481,6 +502,19 @@ static const ts_op *rec_op(ts_replay *r, int idx, ts_op op)
   }
   *b = op;
   return b;
+}
+
+/* A send or receive's record (or, when it has none, its fields read into *buf). */
+static inline const p2p_info *p2p_of(const ts_replay *r, int sim, int op, p2p_info *buf)
+{
+  const sim_rank *s = &r->sims[sim];
+  int x = INFO_GROUP1(s->st[op].info) - 1;
+  if (x >= 0)
+    return &r->progs[s->program].p2p[x];
+  const ts_program *p = &r->tr->programs[s->program];
+  ts_program_op_p2p(p, op, &buf->axis, &buf->offset, &buf->tag, &buf->peer);
+  buf->bytes = ts_program_op_bytes(p, op);
+  return buf;
 }
 
 /* An op starts at now: its ready time gives way to its start; a pipeline receive that waited
@@ -711,10 +745,10 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    /* The peer fields only, read from the packed op (the whole op on errors). */
-    const ts_program *prog = &r->tr->programs[s->program];
-    int axis, offset, tag, opeer;
-    ts_program_op_p2p(prog, opi, &axis, &offset, &tag, &opeer);
+    /* The peer fields only, from the replay's record (the whole op on errors). */
+    p2p_info xb;
+    const p2p_info *x = p2p_of(r, sim, opi, &xb);
+    int axis = x->axis, offset = x->offset, tag = x->tag, opeer = x->peer;
     int *cached = opeer > 0 || axis < 0 || axis >= TS_MAX_AXES ? NULL
                   : offset == 1                                ? &s->peer_fwd[axis]
                   : offset == -1                               ? &s->peer_back[axis]
@@ -781,12 +815,19 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->inl[0] = send_ref;
     a->inl[1] = recv_ref;
     a->ninl = 2;
-    const ts_op *sop = rec_op(r, idx, op_of(r, send_ref.sim, send_ref.op));
+    const ts_op *sop =
+        r->backend->op_on_demand ? NULL : rec_op(r, idx, op_of(r, send_ref.sim, send_ref.op));
     a->act.kind = TS_OP_SEND;
     a->act.op = sop;
     a->act.chip = src;
     a->act.peer = dst;
-    a->act.label = g_ptr_array_index(r->tr->labels, sop->label);
+    a->act.bytes = is_send ? x->bytes : p2p_of(r, send_ref.sim, send_ref.op, &xb)->bytes;
+    a->act.label =
+        r->backend->label_on_error_only
+            ? NULL
+            : g_ptr_array_index(r->tr->labels,
+                                ts_program_op_label(&r->tr->programs[r->sims[send_ref.sim].program],
+                                                    send_ref.op));
     a->act.program = r->sims[send_ref.sim].program;
     a->act.index = send_ref.op;
     return activity_start(r, idx, now > other->ready ? now : other->ready, error);

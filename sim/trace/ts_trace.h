@@ -475,6 +475,16 @@ static inline int ts_program_op_group(const ts_program *p, int i)
   return k->u.g.i0;
 }
 
+/** The op's `bytes` field (COLL, SEND, RECV, XFER, DELAY; 0 for the others) without expanding
+ * it. */
+static inline double ts_program_op_bytes(const ts_program *p, int i)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->flags & TS_PK_WIDE)
+    return g_array_index(p->wide, ts_op, p->ext_of[i] - 1).bytes;
+  return k->kind == TS_OP_COMPUTE || k->kind == TS_OP_WAIT ? 0.0 : k->d0;
+}
+
 /** A SEND/RECV op's peer fields (ts_op.axis, offset, tag, peer) without expanding the op. */
 static inline void ts_program_op_p2p(const ts_program *p, int i, int *axis, int *offset, int *tag,
                                      int *peer)

@@ -369,7 +369,7 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     break;
   case TS_OP_SEND:
     d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
-                    act->peer, act->op->bytes);
+                    act->peer, act->bytes);
     if (a->host_clock != NULL) {
       ts_cost_host_sync(&a->host_clock[act->chip], now + d);
       ts_cost_host_sync(&a->host_clock[act->peer], now + d);
