@@ -158,6 +158,43 @@ Test(engine, p2p_matching_by_tag_and_in_order)
   ts_backend_free(be);
 }
 
+/* Issue 15: ts_trace_check reads the ops once; the transfer-bandwidth check, which used a pass
+ * of its own, runs again only when an op is a transfer or another check failed, and its error
+ * still comes first: before a later op's undefined label, and found when it is the only one. */
+Test(engine, trace_check_reports_transfer_bandwidth_first)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  t->chip.nvme_bw_Bps = 0;
+  for (int bad_label = 0; bad_label < 2; bad_label++) {
+    g_autoptr(ts_trace) tr = ts_trace_new(t);
+    ts_group_shape none = {0};
+    ts_trace_add_axis(tr, "dp", 1, TRUE, &none);
+    ts_trace_set_programs(tr, 1);
+    ts_op c = {.kind = TS_OP_COMPUTE, .flops = 1e9};
+    c.label = ts_trace_label(tr, "layer");
+    ts_trace_append(tr, 0, &c, NULL, 0);
+    ts_op x = {.kind = TS_OP_XFER, .resource = TS_RES_NVME, .bytes = 1e6};
+    x.label = ts_trace_label(tr, "checkpoint write");
+    ts_trace_append(tr, 0, &x, NULL, 0);
+    if (bad_label) {
+      c.label = 99;
+      ts_trace_append(tr, 0, &c, NULL, 0);
+    }
+    GError *err = NULL;
+    cr_assert_not(ts_trace_check(tr, t, &err));
+    cr_assert(strstr(err->message, "op 1 'checkpoint write': transfer over nvme") != NULL, "%s",
+              err->message);
+    g_clear_error(&err);
+    t->chip.nvme_bw_Bps = 1e9; /* with a bandwidth: only the label is wrong, or nothing */
+    gboolean ok = ts_trace_check(tr, t, &err);
+    cr_assert_eq(ok, !bad_label);
+    if (bad_label)
+      cr_assert(strstr(err->message, "op 2: label 99 undefined") != NULL, "%s", err->message);
+    g_clear_error(&err);
+    t->chip.nvme_bw_Bps = 0;
+  }
+}
+
 Test(engine, one_chip_step_is_sum_of_compute)
 {
   g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);

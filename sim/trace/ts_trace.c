@@ -937,31 +937,10 @@ static inline void check_view_of(const ts_program *p, int i, check_view *v)
   }
 }
 
-gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
+/* The first transfer whose resource has no bandwidth (the op's or the topology's). */
+static gboolean check_xfer_bandwidth(const ts_trace *tr, const ts_topo *t, GError **error)
 {
-  if (t != NULL) {
-    if (tr->ndims != t->ndims) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                  "trace has %d array dimensions but topology %s has %d; expected the topology "
-                  "the trace was made for",
-                  tr->ndims, t->path ? t->path : t->name, t->ndims);
-      return FALSE;
-    }
-    for (int d = 0; d < tr->ndims; d++)
-      if (tr->dim_sizes[d] != t->dims[d].size || strcmp(tr->dim_names[d], t->dims[d].name) != 0) {
-        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                    "trace dimension %d is %s of size %d but topology %s has %s of size %d; "
-                    "expected the topology the trace was made for",
-                    d, tr->dim_names[d], tr->dim_sizes[d], t->path ? t->path : t->name,
-                    t->dims[d].name, t->dims[d].size);
-        return FALSE;
-      }
-  }
-  if (!check_layout(tr, error))
-    return FALSE;
-  int asym = asym_programs(tr);
-  /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. */
-  for (int p = 0; t != NULL && p < tr->nprograms; p++)
+  for (int p = 0; p < tr->nprograms; p++)
     for (int i = 0; i < tr->programs[p].nops; i++) {
       if (ts_program_op_kind(&tr->programs[p], i) != TS_OP_XFER)
         continue;
@@ -976,16 +955,20 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
         return FALSE;
       }
     }
-  if (tr->nprograms != asym) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                "trace has %d programs; its asymmetric axes need %d", tr->nprograms, asym);
-    return FALSE;
-  }
+  return TRUE;
+}
+
+/* Every op's own fields (dependencies, label, group, peer, enumerations, ranges); *any_xfer
+ * is set when an op is a transfer. */
+static gboolean check_ops(const ts_trace *tr, gboolean *any_xfer, GError **error)
+{
   for (int p = 0; p < tr->nprograms; p++) {
     const ts_program *prog = &tr->programs[p];
     for (int i = 0; i < prog->nops; i++) {
       check_view ob, *o = &ob;
       check_view_of(prog, i, o);
+      if (o->kind == TS_OP_XFER)
+        *any_xfer = TRUE;
       int ndeps;
       const int *deps = ts_program_deps(prog, i, &ndeps);
       for (int k = 0; k < ndeps; k++)
@@ -1037,6 +1020,52 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
         return FALSE;
       }
     }
+  }
+  return TRUE;
+}
+
+gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
+{
+  if (t != NULL) {
+    if (tr->ndims != t->ndims) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                  "trace has %d array dimensions but topology %s has %d; expected the topology "
+                  "the trace was made for",
+                  tr->ndims, t->path ? t->path : t->name, t->ndims);
+      return FALSE;
+    }
+    for (int d = 0; d < tr->ndims; d++)
+      if (tr->dim_sizes[d] != t->dims[d].size || strcmp(tr->dim_names[d], t->dims[d].name) != 0) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                    "trace dimension %d is %s of size %d but topology %s has %s of size %d; "
+                    "expected the topology the trace was made for",
+                    d, tr->dim_names[d], tr->dim_sizes[d], t->path ? t->path : t->name,
+                    t->dims[d].name, t->dims[d].size);
+        return FALSE;
+      }
+  }
+  if (!check_layout(tr, error))
+    return FALSE;
+  int asym = asym_programs(tr);
+  /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. That
+   * check's error comes first; it reads the trace again only when an op is a transfer or
+   * another check failed (issue 15: a separate pass over every op of every configuration). */
+  if (tr->nprograms != asym) {
+    if (t != NULL && !check_xfer_bandwidth(tr, t, error))
+      return FALSE;
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "trace has %d programs; its asymmetric axes need %d", tr->nprograms, asym);
+    return FALSE;
+  }
+  GError *op_error = NULL;
+  gboolean any_xfer = FALSE, ops_ok = check_ops(tr, &any_xfer, &op_error);
+  if (t != NULL && (!ops_ok || any_xfer) && !check_xfer_bandwidth(tr, t, error)) {
+    g_clear_error(&op_error);
+    return FALSE;
+  }
+  if (!ops_ok) {
+    g_propagate_error(error, op_error);
+    return FALSE;
   }
   /* Member-list groups are one instance: every rank that runs a collective on one must be a
    * member. Per program, the member-list groups it uses (first op of each); then each rank is
