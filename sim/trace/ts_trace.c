@@ -235,14 +235,21 @@ void ts_trace_set_programs(ts_trace *tr, int nprograms)
 
 const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s)
 {
-  if (s == NULL || s->oclass == TS_OPC_ROOFLINE)
+  if (s == NULL)
+    return NULL;
+  guint slot = (guint)(((guintptr)s >> 4 ^ (guintptr)s >> 10) & 63u);
+  if (tr->shape_recent[slot] == s) /* the trace's own copy (never of class 0) */
+    return s;
+  if (s->oclass == TS_OPC_ROOFLINE)
     return NULL;
   /* Created on first use: every constructor of a trace (ts_trace_new, the reader) gets it. */
   if (tr->shapes == NULL)
     tr->shapes = g_hash_table_new_full(shape_hash, shape_equal, g_free, NULL);
   ts_op_shape *have = g_hash_table_lookup(tr->shapes, s);
-  if (have != NULL)
+  if (have != NULL) {
+    tr->shape_recent[((guintptr)have >> 4 ^ (guintptr)have >> 10) & 63u] = have;
     return have;
+  }
   ts_op_shape *c = g_new0(ts_op_shape, 1); /* zeroed, then the fields: no stray padding */
   c->oclass = s->oclass;
   c->prec = s->prec;
@@ -251,6 +258,7 @@ const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s)
   for (int i = 0; i < (int)G_N_ELEMENTS(shape_keys); i++)
     *shape_field(c, i) = *shape_field(&src, i);
   g_hash_table_add(tr->shapes, c);
+  tr->shape_recent[((guintptr)c >> 4 ^ (guintptr)c >> 10) & 63u] = c;
   return c;
 }
 

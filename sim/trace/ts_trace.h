@@ -231,6 +231,9 @@ typedef struct {
   GPtrArray *labels;       /* char*, owned; op labels */
   GHashTable *label_index; /* label -> index+1, for interning */
   GHashTable *shapes;      /* interned compute shapes (ts_op_shape*, owned; NULL until one) */
+  /* Recently interned shapes by address (issue 15): a pointer found here is one of `shapes`,
+   * returned without hashing its twelve fields (planners pass the trace's own pointer back). */
+  const ts_op_shape *shape_recent[64];
   int nprograms;
   ts_program *programs; /* owned */
   ts_trace_meta meta;
