@@ -100,6 +100,101 @@ Test(engine, send_recv_pair_costs_one_transfer)
                      expect);
 }
 
+/* Issue 15: sends and receives wait for their partner in open-addressing tables by (source,
+ * destination, tag), one queue per key. Rank 0 posts every send at once (one stream each):
+ * `nkeys` tags, received by rank 1 in reverse tag order (the table grows, and keys leave it
+ * from every position of their probe runs), then `nsame` sends of one tag and growing sizes,
+ * which must pair with rank 1's receives of that tag in the order they were posted. Rank 1
+ * receives one at a time, so receive k ends at the sum of the transfers before it. */
+Test(engine, p2p_matching_by_tag_and_in_order)
+{
+  const double lat = 1e-6, bw = 1e9;
+  enum { nkeys = 300, nsame = 5 };
+  g_autoptr(ts_topo) t = ring_topo(2, bw, lat);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape pp = {1, {{0, 2, 1}}};
+  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
+  ts_trace_set_programs(tr, 2);
+  ts_op s = {.kind = TS_OP_SEND, .axis = 0, .offset = 1};
+  s.label = ts_trace_label(tr, "send");
+  ts_op r = {.kind = TS_OP_RECV, .axis = 0, .offset = -1};
+  r.label = ts_trace_label(tr, "recv");
+  double expect[nkeys + nsame], end = 0;
+  for (int k = 0; k < nkeys + nsame; k++) {
+    s.stream = k;
+    s.tag = k < nkeys ? k + 1 : nkeys + 1;
+    s.bytes = k < nkeys ? 1e6 * (k + 1) : 1e8 * (k - nkeys + 1);
+    ts_trace_append(tr, 0, &s, NULL, 0);
+  }
+  for (int k = 0; k < nkeys + nsame; k++) {
+    int sent = k < nkeys ? nkeys - 1 - k : k; /* the send this receive pairs with */
+    r.tag = sent < nkeys ? sent + 1 : nkeys + 1;
+    r.bytes = sent < nkeys ? 1e6 * (sent + 1) : 1e8 * (sent - nkeys + 1);
+    ts_trace_append(tr, 1, &r, NULL, 0);
+    end += lat + r.bytes / bw;
+    expect[k] = end;
+  }
+  GError *err = NULL;
+  ts_backend *be = ts_backend_analytic_new(t);
+  ts_replay *rp = ts_replay_new(tr, be, TS_REPLAY_COLLAPSED);
+  ts_replay_keep_spans(rp, TRUE);
+  ts_replay_result rr;
+  cr_assert(ts_replay_run(rp, &rr, &err), "%s", err ? err->message : "");
+  const GArray *spans = ts_replay_spans(rp);
+  int seen = 0;
+  for (guint i = 0; i < spans->len; i++) {
+    const ts_span *sp = &g_array_index(spans, ts_span, i);
+    if (sp->rank != 1)
+      continue;
+    seen++;
+    cr_assert_float_eq(sp->end_s, expect[sp->op], expect[sp->op] * REL_TOL,
+                       "receive %d ends at %.17g, expected %.17g", sp->op, sp->end_s,
+                       expect[sp->op]);
+  }
+  cr_assert_eq(seen, nkeys + nsame);
+  cr_assert_eq(rr.events, nkeys + nsame, "one event per matched pair");
+  cr_assert_float_eq(rr.step_time_s, end, end * REL_TOL);
+  ts_replay_free(rp);
+  ts_backend_free(be);
+}
+
+/* Issue 15: ts_trace_check reads the ops once; the transfer-bandwidth check, which used a pass
+ * of its own, runs again only when an op is a transfer or another check failed, and its error
+ * still comes first: before a later op's undefined label, and found when it is the only one. */
+Test(engine, trace_check_reports_transfer_bandwidth_first)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  t->chip.nvme_bw_Bps = 0;
+  for (int bad_label = 0; bad_label < 2; bad_label++) {
+    g_autoptr(ts_trace) tr = ts_trace_new(t);
+    ts_group_shape none = {0};
+    ts_trace_add_axis(tr, "dp", 1, TRUE, &none);
+    ts_trace_set_programs(tr, 1);
+    ts_op c = {.kind = TS_OP_COMPUTE, .flops = 1e9};
+    c.label = ts_trace_label(tr, "layer");
+    ts_trace_append(tr, 0, &c, NULL, 0);
+    ts_op x = {.kind = TS_OP_XFER, .resource = TS_RES_NVME, .bytes = 1e6};
+    x.label = ts_trace_label(tr, "checkpoint write");
+    ts_trace_append(tr, 0, &x, NULL, 0);
+    if (bad_label) {
+      c.label = 99;
+      ts_trace_append(tr, 0, &c, NULL, 0);
+    }
+    GError *err = NULL;
+    cr_assert_not(ts_trace_check(tr, t, &err));
+    cr_assert(strstr(err->message, "op 1 'checkpoint write': transfer over nvme") != NULL, "%s",
+              err->message);
+    g_clear_error(&err);
+    t->chip.nvme_bw_Bps = 1e9; /* with a bandwidth: only the label is wrong, or nothing */
+    gboolean ok = ts_trace_check(tr, t, &err);
+    cr_assert_eq(ok, !bad_label);
+    if (bad_label)
+      cr_assert(strstr(err->message, "op 2: label 99 undefined") != NULL, "%s", err->message);
+    g_clear_error(&err);
+    t->chip.nvme_bw_Bps = 0;
+  }
+}
+
 Test(engine, one_chip_step_is_sum_of_compute)
 {
   g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);

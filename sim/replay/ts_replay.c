@@ -10,6 +10,14 @@
  * the next op of the same stream) in CSR form and initial predecessor counts. */
 typedef struct op_state op_state;
 
+/* A send or receive's fields, gathered in program order by ts_replay_new, so that matching it
+ * reads this record and not the trace's packed op and its side record (issue 15: two cache
+ * misses per pipeline transfer, half of op_ready's time in the every-split sweep). */
+typedef struct {
+  int axis, offset, tag, peer; /* as ts_op names them */
+  double bytes;
+} p2p_info;
+
 typedef struct {
   int nops;
   /* Every op's initial state (predecessors: explicit deps + stream predecessor; op_info_pack),
@@ -19,13 +27,15 @@ typedef struct {
   int *succ_off; /* nops + 1 offsets into succ; freed when the replay has run */
   int *succ;
   gboolean sym_p2p; /* a send or receive along a symmetric axis or to an absolute peer */
+  p2p_info *p2p;    /* the program's sends and receives, in order (op_state.info's index) */
 } prog_info;
 
 /* What the engine needs of an op on its hot path, packed into 32 bits and copied into the op's
  * state, so that readying, starting and accounting for an op reads its state's cache line and
  * not the trace's op (issue 15: in a sweep the trace is tens of MB, and loading each op's
  * `kind` was half of the engine's time): kind (3 bits), category (3 bits) and, for a
- * collective, its group + 1 (26 bits; 0 when it does not fit: the op is read then). */
+ * collective, its group + 1, for a send or receive, its index + 1 in prog_info.p2p (26 bits; 0
+ * when it does not fit: the op is read then). */
 #define INFO_KIND(i) ((int)((i)&7u))
 #define INFO_CAT(i) ((int)(((i) >> 3) & 7u))
 #define INFO_GROUP1(i) ((int)((i) >> 6))
@@ -94,11 +104,28 @@ typedef struct {
   GArray *members; /* member_ref */
 } rendezvous;
 
-/* A send or receive waiting for its partner. */
+/* A send or receive waiting for its partner: an entry of ts_replay.waits, in its key's queue
+ * (next: the entry after it, -1 at the tail; on the free list, the next free entry). */
 typedef struct {
   int sim, op;
   double ready;
+  int next;
 } p2p_wait;
+
+/* Sends (or receives) waiting for their partner by (src, dst, tag): open addressing, linear
+ * probing, at most half full; a key is present while its queue of waits (head, tail: indices in
+ * ts_replay.waits) is not empty. No allocation per send once the tables have grown (issue 15:
+ * a GQueue, a key and a wait were allocated per pipeline transfer, and the tables grew by one
+ * entry per tag). */
+typedef struct {
+  key3 key;
+  int head, tail; /* head < 0: slot empty */
+} p2p_slot;
+
+typedef struct {
+  p2p_slot *slots;
+  guint cap, len;
+} p2p_table;
 
 typedef struct {
   ts_activity act;
@@ -119,8 +146,10 @@ struct ts_replay {
   int *sim_of_rank;         /* nranks entries, -1 when not simulated */
   GHashTable *rendezvous;   /* group/base/seq (the rendezvous's key) -> rendezvous */
   GPtrArray *rv_pool;       /* finished rendezvous, for reuse */
-  GHashTable *p2p_sends;    /* "src/dst/tag" -> GQueue of p2p_wait (sends waiting) */
-  GHashTable *p2p_recvs;    /* likewise receives */
+  p2p_table p2p_sends;      /* (src, dst, tag) -> sends waiting, in arrival order */
+  p2p_table p2p_recvs;      /* likewise receives */
+  GArray *waits;            /* p2p_wait: the tables' queue entries */
+  int free_wait;            /* first free entry of waits (-1: none) */
   GHashTable *group_expect; /* "group/base" -> expected simulated members + 1 */
   GArray *acts;             /* activity_rec */
   GArray *free_acts;        /* int */
@@ -161,16 +190,27 @@ static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *
   pi->tmpl = g_new(op_state, n1);
   pi->succ_off = g_new0(int, (gsize)n + 1);
   pi->sym_p2p = FALSE;
-  int smin = 0, smax = -1;
+  pi->p2p = NULL;
+  int smin = 0, smax = -1, np2p = 0, cap2p = 0;
   for (int i = 0; i < n; i++) {
     pi->tmpl[i] = (op_state){0.0, 0.0, 0, op_info_pack(p, i)};
     /* A send along a symmetric axis pairs ranks of the same class: its partner is not a
      * class representative, so collapsing cannot replay it. */
     int kind = INFO_KIND(pi->tmpl[i].info);
     if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
-      ts_op o = ts_program_op(p, i);
-      if (o.peer > 0 || tr->axes[o.axis].symmetric)
+      p2p_info x;
+      ts_program_op_p2p(p, i, &x.axis, &x.offset, &x.tag, &x.peer);
+      x.bytes = ts_program_op_bytes(p, i);
+      if (x.peer > 0 || tr->axes[x.axis].symmetric)
         pi->sym_p2p = TRUE;
+      if (np2p + 1 < INFO_MAX_GROUP1) {
+        if (np2p == cap2p) {
+          cap2p = cap2p > 0 ? 2 * cap2p : 64;
+          pi->p2p = g_renew(p2p_info, pi->p2p, cap2p);
+        }
+        pi->p2p[np2p++] = x;
+        pi->tmpl[i].info = (pi->tmpl[i].info & 63u) | (guint32)np2p << 6;
+      }
     }
     int stream = ts_program_op_stream(p, i);
     if (i == 0 || stream < smin)
@@ -247,9 +287,71 @@ static void rendezvous_free(gpointer p)
   g_free(rv);
 }
 
-static void queue_free(gpointer p)
+static guint p2p_hash(const key3 *k)
 {
-  g_queue_free_full(p, g_free);
+  guint64 h = ((guint64)(guint)k->a << 32 | (guint)k->b) * 0x9E3779B97F4A7C15u;
+  h ^= h >> 29;
+  h = (h ^ (guint)k->c) * 0xBF58476D1CE4E5B9u;
+  return (guint)(h ^ (h >> 32));
+}
+
+/* The slot of key k, or NULL. */
+static p2p_slot *p2p_find(const p2p_table *t, const key3 *k)
+{
+  if (t->len == 0)
+    return NULL;
+  for (guint j = p2p_hash(k) & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
+    p2p_slot *s = &t->slots[j];
+    if (s->head < 0)
+      return NULL;
+    if (s->key.a == k->a && s->key.b == k->b && s->key.c == k->c)
+      return s;
+  }
+}
+
+/* A slot for key k (absent), growing the table to keep it at most half full. */
+static p2p_slot *p2p_add(p2p_table *t, const key3 *k)
+{
+  if (2 * (t->len + 1) > t->cap) {
+    guint cap = t->cap > 0 ? 2 * t->cap : 64, ocap = t->cap;
+    p2p_slot *old = t->slots;
+    t->slots = g_new(p2p_slot, cap);
+    for (guint j = 0; j < cap; j++)
+      t->slots[j].head = -1;
+    t->cap = cap;
+    for (guint i = 0; i < ocap; i++)
+      if (old[i].head >= 0) {
+        guint j = p2p_hash(&old[i].key) & (cap - 1);
+        while (t->slots[j].head >= 0)
+          j = (j + 1) & (cap - 1);
+        t->slots[j] = old[i];
+      }
+    g_free(old);
+  }
+  guint j = p2p_hash(k) & (t->cap - 1);
+  while (t->slots[j].head >= 0)
+    j = (j + 1) & (t->cap - 1);
+  t->len++;
+  t->slots[j].key = *k;
+  return &t->slots[j];
+}
+
+/* Empties slot s (its queue is empty), moving later entries of its probe run back into the
+ * hole so that lookups stop at the first empty slot. */
+static void p2p_remove(p2p_table *t, p2p_slot *s)
+{
+  guint i = (guint)(s - t->slots), mask = t->cap - 1;
+  t->slots[i].head = -1;
+  t->len--;
+  for (guint j = (i + 1) & mask; t->slots[j].head >= 0; j = (j + 1) & mask) {
+    guint h = p2p_hash(&t->slots[j].key) & mask;
+    /* Entry j may move to the hole at i when its home h is not in (i, j] cyclically. */
+    if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+      continue;
+    t->slots[i] = t->slots[j];
+    t->slots[j].head = -1;
+    i = j;
+  }
 }
 
 ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
@@ -311,8 +413,8 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   r->opbufs = g_ptr_array_new_with_free_func(g_free);
   r->rendezvous = g_hash_table_new(key3_hash, key3_equal);
   r->rv_pool = g_ptr_array_new_with_free_func(rendezvous_free);
-  r->p2p_sends = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
-  r->p2p_recvs = g_hash_table_new_full(key3_hash, key3_equal, g_free, queue_free);
+  r->waits = g_array_new(FALSE, FALSE, sizeof(p2p_wait));
+  r->free_wait = -1;
   r->group_expect = g_hash_table_new_full(key3_hash, key3_equal, g_free, NULL);
   r->acts = g_array_new(FALSE, TRUE, sizeof(activity_rec));
   r->free_acts = g_array_new(FALSE, FALSE, sizeof(int));
@@ -328,6 +430,7 @@ void ts_replay_free(ts_replay *r)
     g_free(r->progs[p].tmpl);
     g_free(r->progs[p].succ_off);
     g_free(r->progs[p].succ);
+    g_free(r->progs[p].p2p);
   }
   g_free(r->progs);
   for (int i = 0; i < r->nsim; i++) {
@@ -357,8 +460,9 @@ void ts_replay_free(ts_replay *r)
   g_array_unref(r->free_acts);
   g_free(r->ready);
   g_array_unref(r->spans);
-  g_hash_table_unref(r->p2p_sends);
-  g_hash_table_unref(r->p2p_recvs);
+  g_free(r->p2p_sends.slots);
+  g_free(r->p2p_recvs.slots);
+  g_array_unref(r->waits);
   g_hash_table_unref(r->group_expect);
   g_ptr_array_unref(r->opbufs);
   g_free(r);
@@ -398,6 +502,19 @@ static const ts_op *rec_op(ts_replay *r, int idx, ts_op op)
   }
   *b = op;
   return b;
+}
+
+/* A send or receive's record (or, when it has none, its fields read into *buf). */
+static inline const p2p_info *p2p_of(const ts_replay *r, int sim, int op, p2p_info *buf)
+{
+  const sim_rank *s = &r->sims[sim];
+  int x = INFO_GROUP1(s->st[op].info) - 1;
+  if (x >= 0)
+    return &r->progs[s->program].p2p[x];
+  const ts_program *p = &r->tr->programs[s->program];
+  ts_program_op_p2p(p, op, &buf->axis, &buf->offset, &buf->tag, &buf->peer);
+  buf->bytes = ts_program_op_bytes(p, op);
+  return buf;
 }
 
 /* An op starts at now: its ready time gives way to its start; a pipeline receive that waited
@@ -628,15 +745,23 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   }
   case TS_OP_SEND:
   case TS_OP_RECV: {
-    const ts_op ob = op_of(r, sim, opi), *op = &ob;
-    int *cached = op->peer > 0 || op->axis < 0 || op->axis >= TS_MAX_AXES ? NULL
-                  : op->offset == 1                                       ? &s->peer_fwd[op->axis]
-                  : op->offset == -1                                      ? &s->peer_back[op->axis]
-                                                                          : NULL;
-    int peer = cached != NULL && *cached != -2 ? *cached : ts_trace_op_peer(r->tr, op, s->rank);
+    /* The peer fields only, from the replay's record (the whole op on errors). */
+    p2p_info xb;
+    const p2p_info *x = p2p_of(r, sim, opi, &xb);
+    int axis = x->axis, offset = x->offset, tag = x->tag, opeer = x->peer;
+    int *cached = opeer > 0 || axis < 0 || axis >= TS_MAX_AXES ? NULL
+                  : offset == 1                                ? &s->peer_fwd[axis]
+                  : offset == -1                               ? &s->peer_back[axis]
+                                                               : NULL;
+    int peer = cached != NULL && *cached != -2 ? *cached
+               : opeer > 0                     ? (opeer - 1 < r->tr->nranks ? opeer - 1 : -1)
+               : axis < 0 || axis >= r->tr->naxes
+                   ? -1
+                   : ts_trace_axis_neighbor(r->tr, s->rank, axis, offset);
     if (cached != NULL)
       *cached = peer;
     if (peer < 0 || r->sim_of_rank[peer] < 0) {
+      const ts_op ob = op_of(r, sim, opi), *op = &ob;
       if (op->peer > 0)
         g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
                     "rank %d op %d '%s': %s with peer rank %d, which is not replayed", s->rank, opi,
@@ -649,25 +774,39 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
                     ts_op_kind_name(op->kind), op->offset, r->tr->axes[op->axis].name);
       return FALSE;
     }
-    gboolean is_send = op->kind == TS_OP_SEND;
+    gboolean is_send = kind == TS_OP_SEND;
     int src = is_send ? s->rank : peer, dst = is_send ? peer : s->rank;
-    key3 k = {src, dst, op->tag};
-    key3 *key = &k;
-    GHashTable *mine = is_send ? r->p2p_sends : r->p2p_recvs;
-    GHashTable *theirs = is_send ? r->p2p_recvs : r->p2p_sends;
-    GQueue *q = g_hash_table_lookup(theirs, key);
-    if (q == NULL || g_queue_is_empty(q)) {
-      GQueue *my = g_hash_table_lookup(mine, key);
-      if (my == NULL) {
-        my = g_queue_new();
-        g_hash_table_insert(mine, key3_new(k.a, k.b, k.c), my);
+    key3 k = {src, dst, tag};
+    p2p_table *mine = is_send ? &r->p2p_sends : &r->p2p_recvs;
+    p2p_table *theirs = is_send ? &r->p2p_recvs : &r->p2p_sends;
+    p2p_slot *q = p2p_find(theirs, &k);
+    if (q == NULL) { /* no partner waiting: wait at the tail of this key's queue */
+      int w = r->free_wait;
+      if (w >= 0) {
+        r->free_wait = g_array_index(r->waits, p2p_wait, w).next;
+      } else {
+        w = (int)r->waits->len;
+        g_array_set_size(r->waits, r->waits->len + 1);
       }
-      p2p_wait *w = g_new(p2p_wait, 1);
-      *w = (p2p_wait){sim, opi, now};
-      g_queue_push_tail(my, w);
+      g_array_index(r->waits, p2p_wait, w) = (p2p_wait){sim, opi, now, -1};
+      p2p_slot *my = p2p_find(mine, &k);
+      if (my == NULL) {
+        my = p2p_add(mine, &k);
+        my->head = w;
+      } else {
+        g_array_index(r->waits, p2p_wait, my->tail).next = w;
+      }
+      my->tail = w;
       return TRUE;
     }
-    g_autofree p2p_wait *other = g_queue_pop_head(q);
+    int wi = q->head;
+    const p2p_wait ow = g_array_index(r->waits, p2p_wait, wi), *other = &ow;
+    g_array_index(r->waits, p2p_wait, wi).next = r->free_wait;
+    r->free_wait = wi;
+    if (ow.next >= 0)
+      q->head = ow.next;
+    else
+      p2p_remove(theirs, q);
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
 
@@ -676,12 +815,19 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
     a->inl[0] = send_ref;
     a->inl[1] = recv_ref;
     a->ninl = 2;
-    const ts_op *sop = rec_op(r, idx, op_of(r, send_ref.sim, send_ref.op));
+    const ts_op *sop =
+        r->backend->op_on_demand ? NULL : rec_op(r, idx, op_of(r, send_ref.sim, send_ref.op));
     a->act.kind = TS_OP_SEND;
     a->act.op = sop;
     a->act.chip = src;
     a->act.peer = dst;
-    a->act.label = g_ptr_array_index(r->tr->labels, sop->label);
+    a->act.bytes = is_send ? x->bytes : p2p_of(r, send_ref.sim, send_ref.op, &xb)->bytes;
+    a->act.label =
+        r->backend->label_on_error_only
+            ? NULL
+            : g_ptr_array_index(r->tr->labels,
+                                ts_program_op_label(&r->tr->programs[r->sims[send_ref.sim].program],
+                                                    send_ref.op));
     a->act.program = r->sims[send_ref.sim].program;
     a->act.index = send_ref.op;
     return activity_start(r, idx, now > other->ready ? now : other->ready, error);

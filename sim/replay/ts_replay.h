@@ -16,15 +16,16 @@ typedef struct ts_backend ts_backend;
 typedef struct {
   guint64 token;          /* pass back to ts_replay_complete */
   ts_op_kind kind;        /* COMPUTE, COLL or SEND (a matched send/recv pair) */
-  const ts_op *op;        /* the op (for COLL, the first member's); NULL for a backend with
-                             op_on_demand, except on a SEND: read it with ts_activity_op */
+  const ts_op *op;        /* the op (for COLL, the first member's; for SEND, the send); NULL for
+                             a backend with op_on_demand: read it with ts_activity_op */
   int chip;               /* COMPUTE: the chip; COLL: base chip (member 0); SEND: source */
   int peer;               /* SEND: destination chip */
   const ts_group *group;  /* COLL */
   int nmembers_simulated; /* COLL: members present in this replay (1 in collapsed mode) */
   const char *label;      /* NULL for a backend with label_on_error_only (then the op's label) */
-  int program; /* the op's program (for COLL and SEND, the first member's and the sender's) */
-  int index;   /* the op's index in that program, so backends keep per-op tables */
+  int program;  /* the op's program (for COLL and SEND, the first member's and the sender's) */
+  int index;    /* the op's index in that program, so backends keep per-op tables */
+  double bytes; /* SEND: the send's bytes (added with issue 15: op_on_demand backends get no op) */
 } ts_activity;
 
 /**
@@ -43,9 +44,9 @@ struct ts_backend {
    * not load the op to find it. */
   gboolean label_on_error_only;
   /* Added with issue 11 (streaming): ops are stored packed, so act.op needs a copy made. A
-   * backend that sets this gets act.op = NULL for every activity but a send/recv pair and
-   * reads the op, when it needs it, with ts_activity_op (during start()); otherwise act.op is
-   * a copy valid until the activity completes. */
+   * backend that sets this gets act.op = NULL for every activity (a send/recv pair too since
+   * issue 15: its bytes are act.bytes) and reads the op, when it needs it, with ts_activity_op
+   * (during start()); otherwise act.op is a copy valid until the activity completes. */
   gboolean op_on_demand;
 };
 

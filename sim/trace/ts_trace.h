@@ -231,6 +231,9 @@ typedef struct {
   GPtrArray *labels;       /* char*, owned; op labels */
   GHashTable *label_index; /* label -> index+1, for interning */
   GHashTable *shapes;      /* interned compute shapes (ts_op_shape*, owned; NULL until one) */
+  /* Recently interned shapes by address (issue 15): a pointer found here is one of `shapes`,
+   * returned without hashing its twelve fields (planners pass the trace's own pointer back). */
+  const ts_op_shape *shape_recent[64];
   int nprograms;
   ts_program *programs; /* owned */
   ts_trace_meta meta;
@@ -473,6 +476,45 @@ static inline int ts_program_op_group(const ts_program *p, int i)
   if (k->flags & TS_PK_WIDE)
     return g_array_index(p->wide, ts_op, p->ext_of[i] - 1).group;
   return k->u.g.i0;
+}
+
+/** The op's `bytes` field (COLL, SEND, RECV, XFER, DELAY; 0 for the others) without expanding
+ * it. */
+static inline double ts_program_op_bytes(const ts_program *p, int i)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->flags & TS_PK_WIDE)
+    return g_array_index(p->wide, ts_op, p->ext_of[i] - 1).bytes;
+  return k->kind == TS_OP_COMPUTE || k->kind == TS_OP_WAIT ? 0.0 : k->d0;
+}
+
+/** A SEND/RECV op's peer fields (ts_op.axis, offset, tag, peer) without expanding the op. */
+static inline void ts_program_op_p2p(const ts_program *p, int i, int *axis, int *offset, int *tag,
+                                     int *peer)
+{
+  const ts_op_packed *k = &p->pk[i];
+  if (k->flags & TS_PK_WIDE) {
+    const ts_op *w = &g_array_index(p->wide, ts_op, p->ext_of[i] - 1);
+    *axis = w->axis;
+    *offset = w->offset;
+    *tag = w->tag;
+    *peer = w->peer;
+    return;
+  }
+  if (k->kind == TS_OP_SEND || k->kind == TS_OP_RECV) {
+    *axis = k->u.g.i0;
+    *offset = k->u.g.i1;
+  } else {
+    *axis = k->flags & TS_PK_AXIS_M1 ? -1 : 0;
+    *offset = 0;
+  }
+  if (k->flags & TS_PK_EXT) {
+    const ts_op_ext *x = &g_array_index(p->ext, ts_op_ext, p->ext_of[i] - 1);
+    *tag = x->tag;
+    *peer = x->peer;
+  } else {
+    *tag = *peer = 0;
+  }
 }
 
 /** A COLL op's collective kind and bytes (what members of one collective must agree on). */

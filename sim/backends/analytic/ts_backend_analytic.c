@@ -62,11 +62,11 @@ typedef struct {
 static inline guint64 mix64(guint64 h, guint64 w);
 
 /* The index in a->cost_tab of the op's compute cost (made when new). */
-static int memo_cost(analytic *a, const ts_op *op)
+static int memo_cost(analytic *a, double flops, double mem_bytes, const ts_op_shape *shape)
 {
   guint64 fb, mb;
-  memcpy(&fb, &op->flops, sizeof fb);
-  memcpy(&mb, &op->mem_bytes, sizeof mb);
+  memcpy(&fb, &flops, sizeof fb);
+  memcpy(&mb, &mem_bytes, sizeof mb);
   cost_memo *m = &a->memo;
   if (2 * (m->len + 1) > m->cap) {
     guint cap = m->cap > 0 ? 2 * m->cap : 1024;
@@ -85,19 +85,19 @@ static int memo_cost(analytic *a, const ts_op *op)
       }
     g_free(old);
   }
-  guint h = (guint)mix64(mix64(mix64(0, fb), mb), (guint64)(guintptr)op->shape);
+  guint h = (guint)mix64(mix64(mix64(0, fb), mb), (guint64)(guintptr)shape);
   guint j = h & (m->cap - 1);
   for (; m->slots[j].used; j = (j + 1) & (m->cap - 1))
-    if (m->slots[j].flops == fb && m->slots[j].mem == mb && m->slots[j].shape == op->shape)
+    if (m->slots[j].flops == fb && m->slots[j].mem == mb && m->slots[j].shape == shape)
       return m->slots[j].idx;
   const ts_chip *chip = &a->topo->chip;
-  op_cost c = {ts_cost_device(chip, op->flops, op->mem_bytes, op->shape),
-               ts_cost_launch(chip, op->flops, op->mem_bytes, op->shape)};
+  op_cost c = {ts_cost_device(chip, flops, mem_bytes, shape),
+               ts_cost_launch(chip, flops, mem_bytes, shape)};
   if (a->cost_tab == NULL)
     a->cost_tab = g_array_new(FALSE, FALSE, sizeof(op_cost));
   g_array_append_val(a->cost_tab, c);
   int idx = (int)a->cost_tab->len - 1;
-  m->slots[j] = (memo_slot){fb, mb, op->shape, idx, TRUE};
+  m->slots[j] = (memo_slot){fb, mb, shape, idx, TRUE};
   m->len++;
   return idx;
 }
@@ -136,15 +136,30 @@ static void program_tables(analytic *a, const ts_trace *tr, int p)
   gsize n = prog->nops > 0 ? (gsize)prog->nops : 1;
   op_entry *e = g_new(op_entry, n);
   for (int k = 0; k < prog->nops; k++) {
-    ts_op_kind kind = ts_program_op_kind(prog, k);
+    const ts_op_packed *pk = &prog->pk[k];
+    ts_op_kind kind = (ts_op_kind)pk->kind;
     e[k] = -1;
     if (kind != TS_OP_COMPUTE && kind != TS_OP_COLL)
       continue;
-    const ts_op op = ts_program_op(prog, k);
-    if (kind == TS_OP_COMPUTE)
-      e[k] = memo_cost(a, &op);
-    else if (ts_trace_coll_desc(tr, &op) != NULL)
-      e[k] = op.coll_id - 1;
+    if (pk->flags & TS_PK_WIDE) { /* an op that does not pack: expanded */
+      const ts_op op = ts_program_op(prog, k);
+      if (kind == TS_OP_COMPUTE)
+        e[k] = memo_cost(a, op.flops, op.mem_bytes, op.shape);
+      else if (ts_trace_coll_desc(tr, &op) != NULL)
+        e[k] = op.coll_id - 1;
+      continue;
+    }
+    /* The packed fields themselves (issue 15: expanding every op into a 120-byte ts_op here
+     * was 5% of the every-split sweep): a compute op's flops, memory bytes and shape; a
+     * collective's group, coll_id and bytes (ts_program_op's expansion of them). */
+    if (kind == TS_OP_COMPUTE) {
+      e[k] = memo_cost(a, pk->d0, pk->d1, pk->u.shape);
+    } else {
+      ts_op op = {.coll = pk->coll, .algo = pk->algo, .group = pk->u.g.i0, .bytes = pk->d0};
+      op.coll_id = pk->u.g.i1;
+      if (ts_trace_coll_desc(tr, &op) != NULL)
+        e[k] = op.coll_id - 1;
+    }
   }
   a->costs[p] = e;
 }
@@ -369,7 +384,7 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     break;
   case TS_OP_SEND:
     d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
-                    act->peer, act->op->bytes);
+                    act->peer, act->bytes);
     if (a->host_clock != NULL) {
       ts_cost_host_sync(&a->host_clock[act->chip], now + d);
       ts_cost_host_sync(&a->host_clock[act->peer], now + d);
