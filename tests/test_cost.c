@@ -131,23 +131,89 @@ Test(cost, op_classes_closed_forms)
   cr_assert(t == 0.0, "empty op %.17g", t);
 }
 
-/* The host launches ahead of the device: launch-heavy ops hide behind device-heavy ones. */
+/* The host launches ahead of the device: launch-heavy ops hide behind device-heavy ones, and
+ * no kernel runs before it is launched. */
 Test(cost, host_issues_ahead_of_the_device)
 {
   double host = 0, now = 0;
-  now += ts_cost_issue(&host, now, 5, 1); /* host 1, device to 5 */
-  cr_assert(close_to(now, 5) && close_to(host, 1), "op 1 ends %g, host %g", now, host);
-  now += ts_cost_issue(&host, now, 1, 10); /* host to 11: the op waits for its launches */
-  cr_assert(close_to(now, 11) && close_to(host, 11), "op 2 ends %g, host %g", now, host);
-  now += ts_cost_issue(&host, now, 2, 1); /* host 12, device to 13 */
-  cr_assert(close_to(now, 13) && close_to(host, 12), "op 3 ends %g, host %g", now, host);
-  double d = ts_cost_issue(&host, now, 3, 0); /* a transfer: no launches, host unchanged */
+  now += ts_cost_issue(&host, now, 5, 1, 1, FALSE); /* launched at 1, device to 6 */
+  cr_assert(close_to(now, 6) && close_to(host, 1), "op 1 ends %g, host %g", now, host);
+  now += ts_cost_issue(&host, now, 1, 10, 1, FALSE); /* launched at 11: runs 11-12 */
+  cr_assert(close_to(now, 12) && close_to(host, 11), "op 2 ends %g, host %g", now, host);
+  now += ts_cost_issue(&host, now, 2, 1, 1, FALSE); /* launched at 12, device 12-14 */
+  cr_assert(close_to(now, 14) && close_to(host, 12), "op 3 ends %g, host %g", now, host);
+  double d = ts_cost_issue(&host, now, 3, 0, 1, FALSE); /* a transfer: no launches */
   cr_assert(close_to(d, 3) && close_to(host, 12), "transfer %g, host %g", d, host);
   /* In isolation an op costs the larger of the two. */
   ts_chip c = gpu();
   ts_op_shape m = {.oclass = TS_OPC_MEMORY, .kernels = 3};
   double t = ts_cost_compute(&c, 1, 1, &m), l = ts_cost_launch(&c, 1, 1, &m);
   cr_assert(close_to(t, 30e-6) && close_to(l, 30e-6), "isolated %g, launch %g", t, l);
+}
+
+/* The dispatch queue's closed forms (ts_cost_issue), N ops in program order, each ready when
+ * the one before it ends, from an idle host: kernels of d shorter than the launch h end at
+ * N h + d (the host sets the step), longer ones at N d + h (the device does, the first launch
+ * aside), whatever N. */
+Test(cost, dispatch_queue_closed_forms)
+{
+  const double h = 20e-6;
+  for (int n = 1; n <= 64; n *= 4) {
+    double host = 0, now = 0, d = 7e-6;
+    for (int i = 0; i < n; i++)
+      now += ts_cost_issue(&host, now, d, h, 1, FALSE);
+    cr_assert(close_to(now, n * h + d), "%d short ops end %.17g, expected %.17g", n, now,
+              n * h + d);
+    cr_assert(close_to(host, n * h), "%d short ops: host %.17g", n, host);
+    host = now = 0, d = 300e-6;
+    for (int i = 0; i < n; i++)
+      now += ts_cost_issue(&host, now, d, h, 1, FALSE);
+    cr_assert(close_to(now, n * d + h), "%d long ops end %.17g, expected %.17g", n, now, n * d + h);
+  }
+  /* One op of k kernels, device D split evenly: host-bound it ends one kernel after its last
+   * launch (k h + D / k), device-bound at D. */
+  double host = 0;
+  double t = ts_cost_issue(&host, 0, 40e-6, 8 * h, 8, FALSE);
+  cr_assert(close_to(t, 8 * h + 5e-6), "host-bound op of 8 kernels %.17g", t);
+  host = 0;
+  t = ts_cost_issue(&host, 0, 8e-3, 8 * h, 8, FALSE);
+  cr_assert(close_to(t, 8e-3), "device-bound op of 8 kernels %.17g", t);
+  /* A host behind the device delays an op by its backlog: ready at 1 ms, launched at 3 ms. */
+  host = 3e-3 - h;
+  t = ts_cost_issue(&host, 1e-3, 5e-3, h, 1, FALSE);
+  cr_assert(close_to(1e-3 + t, 3e-3 + 5e-3), "op behind the host ends %.17g", 1e-3 + t);
+}
+
+/* A synchronisation point (the optimizer's .item(), ts_cost_op_syncs) resets the host's lead:
+ * after long ops the host is far ahead and an op's launch is hidden; a syncing op's launch
+ * waits for the device and is exposed, and the host's lead starts again from there. */
+Test(cost, sync_point_resets_the_hosts_lead)
+{
+  const double h = 20e-6, d = 1e-3;
+  double host = 0, now = 0;
+  for (int i = 0; i < 10; i++)
+    now += ts_cost_issue(&host, now, d, h, 1, FALSE);
+  cr_assert(close_to(host, 10 * h) && close_to(now, 10 * d + h), "host %g, now %g", host, now);
+  double t = ts_cost_issue(&host, now, d, h, 1, FALSE); /* launched long ago: d */
+  cr_assert(close_to(t, d), "unsynchronised op %.17g", t);
+  now += t;
+  t = ts_cost_issue(&host, now, d, h, 1, TRUE); /* waits for the device, then its launch */
+  cr_assert(close_to(t, h + d), "synchronised op %.17g, expected %.17g", t, h + d);
+  cr_assert(close_to(host, now + h), "host after the sync %.17g", host);
+  now += t;
+  /* 60 short ops after it: the host's lead is now d (1 ms), not 11 (d - h); it covers 50 of
+   * their launches, then the host sets the pace: they end at the host's last launch plus one
+   * kernel. */
+  double t0 = now, h0 = host;
+  for (int i = 0; i < 60; i++)
+    now += ts_cost_issue(&host, now, 1e-6, h, 1, FALSE);
+  cr_assert(close_to(now, h0 + 60 * h + 1e-6), "after the sync %.17g, expected %.17g (from %g)",
+            now, h0 + 60 * h + 1e-6, t0);
+  /* Only the optimizer step synchronises. */
+  ts_op_shape s = {.oclass = TS_OPC_OPTIMIZER, .kernels = 4};
+  cr_assert(ts_cost_op_syncs(&s) && ts_cost_kernels(&s) == 4);
+  s.oclass = TS_OPC_GEMM;
+  cr_assert(!ts_cost_op_syncs(&s) && !ts_cost_op_syncs(NULL) && ts_cost_kernels(NULL) == 1);
 }
 
 Test(cost, attention_core_stays_bf16_and_unfused_scores_add)

@@ -711,3 +711,41 @@ Test(plan, tensor_parallel_collectives_follow_megatron)
   cr_assert_eq(ar, 4 * (int)m->t_layers + 2, "%d all-reduces", ar);
   cr_assert_eq(ag, 0);
 }
+
+/* The host's synchronisation after a pipeline exchange (ts_cost_host_sync) holds the ops the
+ * host launches after the exchange ends, not those started while it runs (they were issued
+ * before it), in both backends. Rank 0 sends 1 s of data while three one-kernel ops of 0.5 s
+ * (launch 0.1 s) run in a chain: the first ends at 0.6 (its launch, then its work), the
+ * second at 1.1; the third starts at 1.1, after the exchange, so its launch waits for it:
+ * 1.0 + 0.1 + 0.5 = 1.6. Held to the exchange from its start (the analytic backend before
+ * 2026-12-02), the first op ended at 1.1 and the step at 2.1. */
+Test(engine, pipeline_sync_holds_only_later_launches)
+{
+  g_autoptr(ts_topo) t = ring_topo(2, 1e9, 0);
+  t->chip.kernel_launch_s = 0.1;
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape pp = {1, {{0, 2, 1}}};
+  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
+  ts_trace_set_programs(tr, 2);
+  ts_op s = {.kind = TS_OP_SEND, .stream = 2, .axis = 0, .offset = 1, .bytes = 1e9};
+  s.label = ts_trace_label(tr, "send");
+  ts_trace_append(tr, 0, &s, NULL, 0);
+  ts_op_shape sh = {.oclass = TS_OPC_OTHER, .kernels = 1};
+  ts_op c = {.kind = TS_OP_COMPUTE, .stream = 0, .flops = 0.5e12, .shape = &sh};
+  c.label = ts_trace_label(tr, "layer");
+  for (int i = 0; i < 3; i++)
+    ts_trace_append(tr, 0, &c, NULL, 0);
+  ts_op r = s;
+  r.kind = TS_OP_RECV;
+  r.offset = -1;
+  ts_trace_append(tr, 1, &r, NULL, 0);
+  const char *backends[] = {"analytic", "simgrid"};
+  for (int b = 0; b < 2; b++) {
+    ts_replay_result rr;
+    GError *err = NULL;
+    ts_run_options ro = {.backend = backends[b], .sg_cfg = NULL, .full = TRUE};
+    cr_assert(ts_run_replay(tr, t, &ro, &rr, &err), "%s: %s", backends[b], err ? err->message : "");
+    cr_assert(fabs(rr.step_time_s - 1.6) <= 1e-6 * 1.6, "%s: step %.17g s, expected 1.6 s",
+              backends[b], rr.step_time_s);
+  }
+}

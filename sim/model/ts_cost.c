@@ -197,12 +197,34 @@ double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_s
   return fmax(ts_cost_device(c, flops, mem, s), ts_cost_launch(c, flops, mem, s));
 }
 
-double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s)
+double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s, int kernels,
+                     gboolean sync)
 {
+  if (sync)
+    ts_cost_host_sync(host_clock, now);
   if (!(launch_s > 0))
     return device_s;
+  /* The op's n kernels, each a launch of launch_s / n on the host and d / n on the device (a
+   * uniform split: the op's kernels are not costed one by one). Its last kernel is issued when
+   * the host has launched all of them and runs d / n: a host-bound op ends one kernel after its
+   * last launch. (Its first kernel also waits for its own launch; that gate is left out for
+   * ops of several kernels: this host clock is advanced in the order ops start, not in program
+   * order, so an op issued before a pipeline exchange's synchronisation (ts_cost_host_sync) but
+   * started after it would be gated on it; docs/accuracy.md, "The host's dispatch queue".) */
+  int n = kernels >= 1 ? kernels : 1;
   *host_clock += launch_s;
-  return fmax(device_s, *host_clock - now);
+  double end = fmax(now + device_s, *host_clock + device_s / n);
+  return end - now;
+}
+
+gboolean ts_cost_op_syncs(const ts_op_shape *s)
+{
+  return s != NULL && s->oclass == TS_OPC_OPTIMIZER;
+}
+
+int ts_cost_kernels(const ts_op_shape *s)
+{
+  return s != NULL && s->kernels > 0 ? s->kernels : 1;
 }
 
 double ts_cost_issue_collective(double *host_clock, double now, double launch_s)

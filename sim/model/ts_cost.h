@@ -88,14 +88,28 @@ double ts_cost_device(const ts_chip *c, double flops, double mem_bytes, const ts
 double ts_cost_launch(const ts_chip *c, double flops, double mem_bytes, const ts_op_shape *s);
 
 /**
- * The op's duration from `now` (when its inputs are ready) on a chip whose host issues kernels
- * ahead of the device: the host launches the op's kernels after the previous op's
- * (*host_clock, then advanced by launch_s), never waiting for the device; the op ends when its
- * device work is done and its last kernel has been launched. So a step costs about the larger
- * of the host's launches and the device's work, as in an eager framework (PyTorch's
- * asynchronous CUDA launches).
+ * The op's duration from `now` (when its inputs are ready) on a chip whose host dispatches
+ * kernels ahead of the device (PyTorch's asynchronous CUDA launches): the host issues the
+ * op's `kernels` kernels one after the other from *host_clock (the end of its previous
+ * launches, then advanced by launch_s), never waiting for the device; the op's last kernel
+ * runs once it is issued. With d = device_s / kernels (a uniform split) the op ends at the
+ * later of now + device_s (the device's work) and *host_clock + d (its last launch, then its
+ * last kernel): N one-kernel ops of d < launch h from an idle host end at N h + d, of d > h at
+ * N d + h. With `sync` the host first waits for the device (*host_clock = max(*host_clock,
+ * now)): a synchronisation point of the framework (ts_cost_op_syncs). launch_s 0: device_s,
+ * the host clock unchanged.
  */
-double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s);
+double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s, int kernels,
+                     gboolean sync);
+
+/** Whether the framework waits for the device before launching this op: the optimizer step,
+ * whose inputs the host reads (Megatron-LM's optimizer: the loss scaler's found-inf flag and
+ * the gradient norm for clipping, each a .item() that synchronises). */
+gboolean ts_cost_op_syncs(const ts_op_shape *s);
+
+/** The kernels of an op whose launches the host pays (ts_cost_launch / kernel_launch_us): the
+ * shape's count, at least 1; 1 without a shape. */
+int ts_cost_kernels(const ts_op_shape *s);
 
 /**
  * A collective's wait for its own launch: the host issues it after the ops before it

@@ -14,6 +14,8 @@
 
 typedef struct {
   double device, launch;
+  int kernels;   /* launches the host makes for the op (ts_cost_kernels) */
+  gboolean sync; /* the host waits for the device before launching it (ts_cost_op_syncs) */
 } op_cost;
 
 /* One op's entry in its program's table, 4 bytes (issue 11: 24 before, 240 MB of a
@@ -53,6 +55,10 @@ typedef struct {
   GArray *cost_tab;          /* op_cost: the distinct compute costs, by memo_slot.idx */
   const ts_trace *tables_of; /* the trace costs and coll_s were made for */
   double *host_clock;        /* per rank: when its host has launched every op so far */
+  /* per rank: the end of its latest pipeline send or receive, whose synchronisation the host
+   * waits for (ts_cost_host_sync) from then on, as the SimGrid backend applies it when the
+   * exchange ends: an op started during the exchange was issued before it */
+  double *sync_at;
   /* Per distinct collective of the trace (ts_op.coll_id - 1) on the healthy array: seconds,
    * or -1 until first costed. A collective is then an index, not a key to hash. */
   double *coll_s;
@@ -92,7 +98,8 @@ static int memo_cost(analytic *a, double flops, double mem_bytes, const ts_op_sh
       return m->slots[j].idx;
   const ts_chip *chip = &a->topo->chip;
   op_cost c = {ts_cost_device(chip, flops, mem_bytes, shape),
-               ts_cost_launch(chip, flops, mem_bytes, shape)};
+               ts_cost_launch(chip, flops, mem_bytes, shape), ts_cost_kernels(shape),
+               ts_cost_op_syncs(shape)};
   if (a->cost_tab == NULL)
     a->cost_tab = g_array_new(FALSE, FALSE, sizeof(op_cost));
   g_array_append_val(a->cost_tab, c);
@@ -164,19 +171,25 @@ static void program_tables(analytic *a, const ts_trace *tr, int p)
   a->costs[p] = e;
 }
 
+/* Rank c's host after the pipeline exchanges that ended by `now`. */
+static inline void host_synced(analytic *a, int c, double now)
+{
+  if (a->sync_at[c] <= now)
+    ts_cost_host_sync(&a->host_clock[c], a->sync_at[c]);
+}
+
 /* An op's compute time: device and launch seconds from its program's table (a collapsed replay
  * starts each op once per simulated rank; a full one once per rank). */
 static double compute_cost(analytic *a, ts_replay *r, const ts_activity *act, double now)
 {
-  if (a->host_clock == NULL)
-    a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
   program_tables(a, ts_replay_trace(r), act->program);
   const op_entry *e = &a->costs[act->program][act->index];
   __builtin_prefetch(e + 16); /* ops start roughly in program order (no fault past the end) */
   const op_cost *c = &g_array_index(a->cost_tab, op_cost, *e);
   if (c->launch <= 0)
     return c->device;
-  return ts_cost_issue(&a->host_clock[act->chip], now, c->device, c->launch);
+  host_synced(a, act->chip, now);
+  return ts_cost_issue(&a->host_clock[act->chip], now, c->device, c->launch, c->kernels, c->sync);
 }
 
 /* Memo key of a collective's cost: binary, zero-filled so padding hashes the same way. */
@@ -344,6 +357,10 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
 {
   analytic *a = b->ctx;
   double d = 0.0;
+  if (a->host_clock == NULL) {
+    a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
+    a->sync_at = g_new0(double, ts_replay_trace(r)->nranks);
+  }
   switch (act->kind) {
   case TS_OP_COMPUTE:
     d = compute_cost(a, r, act, now);
@@ -370,14 +387,16 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     }
     /* NCCL's kernel waits until every member's host has issued it (in a collapsed replay the
      * members not simulated have idle hosts: the simulated one decides, as in a full one). */
-    if (d > 0 && a->host_clock != NULL && a->topo->chip.collective_launch_s > 0) {
+    if (d > 0 && a->topo->chip.collective_launch_s > 0) {
       double wait = 0;
       int nranks = ts_replay_trace(r)->nranks;
       for (int m = 0, n = ts_trace_group_size(act->group); m < n; m++) {
         int c = ts_trace_group_chip(a->topo, act->group, act->chip, m);
-        if (c >= 0 && c < nranks)
+        if (c >= 0 && c < nranks) {
+          host_synced(a, c, now);
           wait = fmax(wait, ts_cost_issue_collective(&a->host_clock[c], now,
                                                      a->topo->chip.collective_launch_s));
+        }
       }
       d += wait;
     }
@@ -385,9 +404,10 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   case TS_OP_SEND:
     d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
                     act->peer, act->bytes);
-    if (a->host_clock != NULL) {
-      ts_cost_host_sync(&a->host_clock[act->chip], now + d);
-      ts_cost_host_sync(&a->host_clock[act->peer], now + d);
+    for (int k = 0; k < 2; k++) {
+      int c = k == 0 ? act->chip : act->peer;
+      host_synced(a, c, now); /* an earlier exchange's, ended by now */
+      a->sync_at[c] = fmax(a->sync_at[c], now + d);
     }
     break;
   default:
@@ -421,6 +441,7 @@ static void analytic_free(ts_backend *b)
   if (a->cost_tab != NULL)
     g_array_unref(a->cost_tab);
   g_free(a->host_clock);
+  g_free(a->sync_at);
   g_free(a);
   g_free(b);
 }

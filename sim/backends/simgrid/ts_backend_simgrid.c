@@ -2031,16 +2031,18 @@ static gboolean sgb_start(ts_backend *bk, ts_replay *r, const ts_activity *a, do
   j->b = b;
   j->act = *a;
   j->nparts = 1; /* one actor, which does nothing unless given more below */
+  /* Made at the first activity of any kind: a stage's first op may be a receive. */
+  if (b->host_clock == NULL)
+    b->host_clock = g_new0(double, b->topo->nchips);
   switch (a->kind) {
   case TS_OP_COMPUTE: {
     const ts_chip *c = &b->topo->chip;
     const ts_op *op = a->op;
     double dev = ts_cost_device(c, op->flops, op->mem_bytes, op->shape);
     double launch = ts_cost_launch(c, op->flops, op->mem_bytes, op->shape);
-    if (b->host_clock == NULL)
-      b->host_clock = g_new0(double, b->topo->nchips);
     /* A straggler (issue 14) computes at a fraction of nominal speed. */
-    j->compute_s = ts_cost_issue(&b->host_clock[a->chip], now, dev, launch) /
+    j->compute_s = ts_cost_issue(&b->host_clock[a->chip], now, dev, launch,
+                                 ts_cost_kernels(op->shape), ts_cost_op_syncs(op->shape)) /
                    ts_degrade_chip_speed(b->topo, a->chip);
   } break;
   case TS_OP_XFER:
