@@ -1814,8 +1814,8 @@ static void settle_child(const ts_topo *t, const ts_trace *tr, gboolean collapse
   _exit(0);
 }
 
-static double *settle_run(const ts_topo *t, const ts_trace *tr, gboolean collapsed,
-                          gboolean settle, int n)
+static double *settle_run(const ts_topo *t, const ts_trace *tr, gboolean collapsed, gboolean settle,
+                          int n)
 {
   int fds[2];
   cr_assert_eq(pipe(fds), 0);
