@@ -4,7 +4,10 @@
 # time and flows. One run each (they are long); run under `nice -n 19` on a shared machine.
 # Usage: bench/bench_simgrid_scale.sh [build dir] [case ...]   (prints a Markdown table)
 # Cases: gpt3-1024 gpt3-1024-fold resnet-16k resnet-65k llama-16k; default all. gpt3-1024-fold is
-# GPT-3 175B with 192 micro-batches on the pod split so that the translation fold applies. Extra --cfg items for every
+# GPT-3 175B with 192 micro-batches on the pod split so that the translation fold applies.
+# gpt3-1024-torusgrad is gpt3-1024's trace with only its gradient all-reduces changed from
+# auto's bidir-ring (the snake) to torus (each dimension's ring), replayed: what a
+# per-dimension choice would fold (bench/RESULTS.md, fourth session). Extra --cfg items for every
 # case in $CFG (e.g. CFG="trainsim/simgrid-mode:actors").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +20,7 @@ cases=("$@")
 args_of() {
   case $1 in
   gpt3-1024) echo "-t tpu-v3-pod -m gpt3-175b -b 1536 --micro-batch 1 -s tp=8,pp=16,dp=8" ;;
+  gpt3-1024-torusgrad) echo "-t tpu-v3-pod -m gpt3-175b -b 1536 --micro-batch 1 -s tp=8,pp=16,dp=8" ;;
   gpt3-1024-fold) echo "-t tpu-v3-pod -m gpt3-175b -b 768 --micro-batch 1 -s tp=8@x,dp=4@x,pp=32@y" ;;
   resnet-16k) echo "-t $topo/tpu-v3-128x128.ini -m resnet50 -b 524288 -s dp=16384" ;;
   resnet-65k) echo "-t $topo/tpu-v3-256x256.ini -m resnet50 -b 2097152 -s dp=65536" ;;
@@ -31,15 +35,27 @@ echo "|---|---|---|---|---|---|"
 for c in "${cases[@]}"; do
   a=$(args_of "$c")
   out=$(mktemp -d)
-  # shellcheck disable=SC2086
-  /usr/bin/time -f "cpu_s=%U+%S rss_kb=%M" -o "$out/time" \
-    "$bin" run $a --backend simgrid --cfg trainsim/max-memory:16GiB "${extra[@]}" -o "$out/r" \
-    > "$out/stdout" 2>&1 || true
+  cmd="trainsim run $a --backend simgrid${CFG:+ --cfg $CFG}"
+  if [ "$c" = gpt3-1024-torusgrad ]; then
+    # shellcheck disable=SC2086
+    "$bin" trace $a -o "$out/t.trace" > /dev/null 2>&1
+    sed '/role=grad/s/algo=bidir-ring/algo=torus/' "$out/t.trace" > "$out/g.trace"
+    mkdir -p "$out/r"
+    /usr/bin/time -f "cpu_s=%U+%S rss_kb=%M" -o "$out/time" \
+      "$bin" replay -t tpu-v3-pod "$out/g.trace" --backend simgrid "${extra[@]}" -f json \
+      > "$out/r/results.json" 2> "$out/stdout" || true
+    cmd="trainsim trace $a, gradients set to torus, trainsim replay -t tpu-v3-pod --backend simgrid"
+  else
+    # shellcheck disable=SC2086
+    /usr/bin/time -f "cpu_s=%U+%S rss_kb=%M" -o "$out/time" \
+      "$bin" run $a --backend simgrid --cfg trainsim/max-memory:16GiB "${extra[@]}" -o "$out/r" \
+      > "$out/stdout" 2>&1 || true
+  fi
   step=$(sed -n 's/.*"step_time_s" : \([^,]*\),.*/\1/p' "$out/r/results.json" 2>/dev/null | head -1)
   [ -n "$step" ] || step="failed: $(head -c 200 "$out/stdout")"
   flows=$(sed -n 's/.*: \([0-9]*\) flows simulated.*/\1/p' "$out/stdout" | head -1)
   cpu=$(sed -n 's/.*cpu_s=\([^ ]*\).*/\1/p' "$out/time" | awk -F+ '{ printf "%.1f", $1 + $2 }')
   rss=$(sed -n 's/.*rss_kb=\([0-9]*\).*/\1/p' "$out/time")
-  echo "| $c | \`trainsim run $a --backend simgrid${CFG:+ --cfg $CFG}\` | $step | $flows | $cpu | $((rss / 1024)) |"
+  echo "| $c | \`$cmd\` | $step | $flows | $cpu | $((rss / 1024)) |"
   rm -rf "$out"
 done

@@ -1776,3 +1776,95 @@ Test(fold, route_crossing_a_link_twice_counts_it_twice)
   cr_expect(fabs(once - 1e-3) <= 1e-12, "once: %.17g s", once);
   cr_expect(fabs(twice - 2e-3) <= 1e-12, "twice: %.17g s", twice);
 }
+
+/* ---- link accounting: settled busy intervals (issue 15, fourth session) ---- */
+
+/* In a child process (a fresh SimGrid clock, so that both replays compute the same floats):
+ * replays tr with settling on or off and writes the step, the intervals settled and every
+ * link's bytes and busy time to fd. */
+static void settle_child(const ts_topo *t, const ts_trace *tr, gboolean collapsed, gboolean settle,
+                         int fd)
+{
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  if (b == NULL)
+    _exit(3);
+  ts_backend_simgrid_set_settle(b, settle);
+  ts_backend_simgrid_set_collapse(b, collapsed);
+  int n = ts_platform_nlinks(ts_backend_simgrid_platform(b));
+  double *out = g_new0(double, 2 + 2 * (gsize)n);
+  out[0] = replay_mode(tr, b, collapsed ? TS_REPLAY_COLLAPSED : TS_REPLAY_FULL, NULL);
+  out[1] = (double)ts_backend_simgrid_settled(b);
+  GPtrArray *rows = NULL;
+  if (!ts_backend_simgrid_link_report(b, &rows, NULL, &e))
+    _exit(4);
+  for (guint i = 0; i < rows->len; i++) {
+    const ts_link_load *l = g_ptr_array_index(rows, i);
+    out[2 + l->link] = l->bytes;
+    out[2 + n + l->link] = l->busy_s;
+  }
+  gsize left = sizeof(double) * (2 + 2 * (gsize)n);
+  for (const char *p = (const char *)out; left > 0;) {
+    ssize_t w = write(fd, p, left);
+    if (w <= 0)
+      _exit(5);
+    p += w;
+    left -= (gsize)w;
+  }
+  _exit(0);
+}
+
+static double *settle_run(const ts_topo *t, const ts_trace *tr, gboolean collapsed, gboolean settle,
+                          int n)
+{
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    settle_child(t, tr, collapsed, settle, fds[1]);
+  }
+  close(fds[1]);
+  gsize want = sizeof(double) * (2 + 2 * (gsize)n), got = 0;
+  double *out = g_new0(double, 2 + 2 * (gsize)n);
+  for (ssize_t r; got < want && (r = read(fds[0], (char *)out + got, want - got)) > 0;)
+    got += (gsize)r;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == want,
+            "the replay's child failed (status %d, %zu of %zu bytes)", status, got, want);
+  return out;
+}
+
+Test(link_settle, same_report_as_every_interval_kept)
+{
+  /* The busy intervals that no flow can reach any more are summed and dropped while the replay
+   * runs (the every-rank GPT-3 175B replay on the pod kept ~10 M of them). The link report must
+   * be the same to the last bit as with every interval kept until the end: every flow of a
+   * tensor x pipeline x data parallel step (hundreds of all-reduces per link), and one rank
+   * per class of an interleaved pipeline (images accounted too). */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+  g_autoptr(ts_trace) tr = planner_trace("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1);
+  g_autoptr(ts_trace) tr2 =
+      planner_trace("bert-large", t, "tp=8@x,pp=8@y,schedule=interleaved", 256, 4);
+  const ts_trace *traces[2] = {tr, tr2};
+  int n = 4 * t->nchips; /* two ring dimensions, two directions */
+  for (int c = 0; c < 2; c++) {
+    g_autofree double *on = settle_run(t, traces[c], c == 1, TRUE, n);
+    g_autofree double *off = settle_run(t, traces[c], c == 1, FALSE, n);
+    cr_expect(on[0] > 0 && on[0] == off[0], "case %d: %.17g / %.17g s", c, on[0], off[0]);
+    cr_expect(on[1] > 1000, "case %d: %.0f intervals settled", c, on[1]);
+    cr_expect_eq(off[1], 0);
+    int busy_links = 0;
+    for (int i = 0; i < n; i++) {
+      cr_expect_eq(on[2 + i], off[2 + i], "case %d link %d bytes", c, i);
+      cr_expect_eq(on[2 + n + i], off[2 + n + i],
+                   "case %d link %d: busy %.17g s, every interval kept %.17g s", c, i,
+                   on[2 + n + i], off[2 + n + i]);
+      busy_links += on[2 + n + i] > 0;
+    }
+    cr_expect(busy_links > n / 4, "case %d: %d links busy", c, busy_links);
+  }
+}

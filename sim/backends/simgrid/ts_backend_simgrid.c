@@ -68,6 +68,9 @@ typedef struct {
   GHashTable *index;
   GArray *busy; /* ival, compacted when it grows */
   guint compacted;
+  /* The length of the busy intervals that no flow can reach any more (acc_settle), summed in
+   * order: the report adds the others to it, as it would have added them all. */
+  double settled_s;
 } link_acc;
 
 typedef struct sgb sgb;
@@ -160,6 +163,11 @@ struct job {
    * to end together. flows_left then counts the sub-jobs left; t_start: when it started. */
   job *parent;
   double t_start;
+  /* Driver mode: the jobs launched and not ended, in launch order (sgb.live_head): none of
+   * their flows is accounted before live_t, so busy intervals ending earlier are final. */
+  job *live_prev, *live_next;
+  double live_t;
+  int live_gen; /* sgb.live_gen when linked; 0: not linked */
 };
 
 /* Driver mode: one member of a collective. It is "at" a step, and has "posted" it once its
@@ -226,6 +234,12 @@ struct sgb {
   int *fold_link;
   guint8 *indom;
   const int *report_fold;
+  /* Driver mode: the jobs launched and not ended, oldest first (job.live_t nondecreasing);
+   * live_gen counts runs, so that a job left over from a stopped run is never unlinked. */
+  job *live_head, *live_tail;
+  int live_gen;
+  gboolean no_settle; /* ts_backend_simgrid_set_settle(b, FALSE) */
+  gint64 settled;     /* intervals settled by the last run */
 };
 
 /* Driver mode: the computes running on one chip, sharing it equally (processor sharing, as
@@ -277,6 +291,30 @@ static void ival_merge(GArray *v)
 
 #define LABEL_SCAN 8
 
+/* Driver mode: every flow still to be accounted belongs to a job launched and not ended, and
+ * starts (lead included) no earlier than its job was launched: a collective member posts a
+ * step after its lead, a flow starts when both ends have posted, and its accounted start is
+ * its start less the lead of the side that posted first, so no earlier than that side's step
+ * began. A merged busy interval ending before the oldest live job's launch can therefore never
+ * meet a later one: its length is added to settled_s, in the order the report would add it,
+ * and the interval dropped. The every-rank GPT-3 175B replay on the pod kept ~10 M of them
+ * (bench/RESULTS.md, "SimGrid at scale", fourth session). Actor mode keeps every interval. */
+static void acc_settle(sgb *b, link_acc *a)
+{
+  if (b->actors || !b->running || b->no_settle)
+    return;
+  double horizon = (b->live_head != NULL ? b->live_head->live_t : ts_sg_clock()) - b->t0;
+  const ival *v = (const ival *)a->busy->data;
+  guint k = 0;
+  while (k < a->busy->len && v[k].e < horizon) {
+    a->settled_s += v[k].e - v[k].s;
+    k++;
+  }
+  if (k > 0)
+    g_array_remove_range(a->busy, 0, k);
+  b->settled += k;
+}
+
 static void acc_flow(sgb *b, int link, int label, double bytes, double s, double e)
 {
   link_acc *a = &b->acc[link];
@@ -326,6 +364,7 @@ static void acc_flow(sgb *b, int link, int label, double bytes, double s, double
   g_array_append_val(a->busy, iv);
   if (a->busy->len > 2 * a->compacted + 64) {
     ival_merge(a->busy);
+    acc_settle(b, a);
     a->compacted = a->busy->len;
   }
 }
@@ -336,6 +375,7 @@ static void acc_reset(sgb *b)
   for (int i = 0; i < n; i++) {
     link_acc *a = &b->acc[i];
     a->bytes = 0;
+    a->settled_s = 0;
     a->compacted = 0;
     a->last = 0;
     if (a->index != NULL)
@@ -346,6 +386,7 @@ static void acc_reset(sgb *b)
     }
   }
   b->flows = 0;
+  b->settled = 0;
 }
 
 static int label_of(sgb *b, const ts_activity *a)
@@ -558,6 +599,35 @@ static void run_part(part *p)
 /* An activity has ended (now): record it, tell the engine, free it. */
 static void d_break(sgb *b);
 
+/* The live-job list (driver mode): linked at launch, unlinked at the end. */
+static void live_link(sgb *b, job *j)
+{
+  j->live_t = ts_sg_clock();
+  j->live_gen = b->live_gen;
+  j->live_prev = b->live_tail;
+  j->live_next = NULL;
+  if (b->live_tail != NULL)
+    b->live_tail->live_next = j;
+  else
+    b->live_head = j;
+  b->live_tail = j;
+}
+
+static void live_unlink(sgb *b, job *j)
+{
+  if (j->live_gen == 0 || j->live_gen != b->live_gen)
+    return;
+  if (j->live_prev != NULL)
+    j->live_prev->live_next = j->live_next;
+  else
+    b->live_head = j->live_next;
+  if (j->live_next != NULL)
+    j->live_next->live_prev = j->live_prev;
+  else
+    b->live_tail = j->live_prev;
+  j->live_gen = 0;
+}
+
 static void job_end(job *j)
 {
   sgb *b = j->b;
@@ -589,6 +659,7 @@ static void job_end(job *j)
       b->error = e;
   }
   b->live_jobs--;
+  live_unlink(b, j);
   job_free(j);
 }
 
@@ -1524,6 +1595,7 @@ static void d_fold_coll(sgb *b, job *j, double now)
 static void d_launch(sgb *b, job *j)
 {
   b->live_jobs++;
+  live_link(b, j);
   double now = ts_sg_clock();
   switch (j->act.kind) {
   case TS_OP_COMPUTE:
@@ -2148,6 +2220,8 @@ static gboolean sgb_run(ts_backend *bk, ts_replay *r, GError **error)
     }
   }
   b->running = TRUE;
+  b->live_gen++;
+  b->live_head = b->live_tail = NULL;
   b->t0 = ts_sg_clock();
   b->makespan = 0;
   acc_reset(b);
@@ -2513,6 +2587,22 @@ gint64 ts_backend_simgrid_flows(const ts_backend *b)
   return s != NULL ? s->flows : 0;
 }
 
+gboolean ts_backend_simgrid_set_settle(ts_backend *bk, gboolean on)
+{
+  sgb *b = ctx_of(bk);
+  if (b == NULL)
+    return FALSE;
+  gboolean was = !b->no_settle;
+  b->no_settle = !on;
+  return was;
+}
+
+gint64 ts_backend_simgrid_settled(const ts_backend *bk)
+{
+  sgb *b = ctx_of(bk);
+  return b != NULL ? b->settled : 0;
+}
+
 const ts_platform *ts_backend_simgrid_platform(const ts_backend *b)
 {
   sgb *s = ctx_of(b);
@@ -2779,6 +2869,7 @@ gboolean ts_backend_simgrid_link_report(const ts_backend *bk, GPtrArray **rows, 
     if (a->busy != NULL) {
       ival_merge(a->busy);
       a->compacted = a->busy->len;
+      l->busy_s = a->settled_s;
       for (guint k = 0; k < a->busy->len; k++)
         l->busy_s += g_array_index(a->busy, ival, k).e - g_array_index(a->busy, ival, k).s;
       for (guint k = 0; k < a->labels->len; k++) {

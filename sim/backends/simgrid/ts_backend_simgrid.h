@@ -40,6 +40,16 @@ gint64 ts_backend_simgrid_flows(const ts_backend *b);
 const ts_platform *ts_backend_simgrid_platform(const ts_backend *b);
 
 /**
+ * Link accounting (driver mode): busy intervals that no flow can reach any more are summed and
+ * dropped while the replay runs (on by default; the link report is the same to the last bit).
+ * Off keeps every interval until the report, for tests. Returns the previous setting.
+ */
+gboolean ts_backend_simgrid_set_settle(ts_backend *b, gboolean on);
+
+/** Busy intervals settled (summed and dropped) by the last run. */
+gint64 ts_backend_simgrid_settled(const ts_backend *b);
+
+/**
  * Symmetry collapse for the next runs (driver mode): a collective step in which every line
  * of the group along one piece sends the images of the first line's flows is simulated on
  * that line only, the others accounted as its images (exact: see docs/backends.md). Off
