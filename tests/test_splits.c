@@ -566,9 +566,23 @@ Test(activations, full_recompute_keeps_block_inputs)
   for (int i = 0; i < m->nlayers; i++)
     if (!g_str_has_prefix(m->layers[i].name, "block."))
       outside += none->layer_act_bytes[i];
-  double want = L * 2 * s * b * h + outside;
+  /* On a TPU the checkpoint is the residual stream as XLA's 2D layout keeps it, 1/tp of it
+   * with or without sp (ts_plan.c, checkpoint_bytes); on a GPU the input as the layer gets it,
+   * whole on each of the tp ranks. */
+  double want = L * 2 * s * b * h / 8 + outside;
   double got = full->mem.activations;
-  cr_assert_float_eq(got, want, want * 1e-12, "full: %.17g, expected %.17g", got, want);
+  cr_assert_float_eq(got, want, want * 1e-12, "full on a TPU: %.17g, expected %.17g", got, want);
+  g_autoptr(ts_topo) gpu = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) gnone = make_plan(m, gpu, "tp=8,dp=4", 64, 2);
+  g_autoptr(ts_plan) gfull = make_plan(m, gpu, "tp=8,dp=4,recompute=full", 64, 2);
+  double goutside = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (!g_str_has_prefix(m->layers[i].name, "block."))
+      goutside += gnone->layer_act_bytes[i];
+  double gwant = L * 2 * s * b * h + goutside;
+  double ggot = gfull->mem.activations;
+  cr_assert_float_eq(ggot, gwant, gwant * 1e-12, "full on a GPU: %.17g, expected %.17g", ggot,
+                     gwant);
   double outside_sp = 0;
   for (int i = 0; i < m->nlayers; i++)
     if (!g_str_has_prefix(m->layers[i].name, "block."))

@@ -1071,6 +1071,25 @@ double ts_plan_bucket_bytes(const ts_plan *p, double psi, double bucket)
   return p->bucket_copy ? grads : 0.0;
 }
 
+/* The bytes per sample a recomputed block's checkpoint (its input) keeps. On a GPU the input
+ * as the layer receives it: whole on every tensor-parallel rank unless sequence parallelism
+ * shards it. On a TPU the program is XLA's SPMD partitioning of the whole model (GSPMD, Xu et
+ * al. 2021, sections 3.3 and 5: the 2D layout shards the [batch, length, model] activations
+ * between layers over the model axis as well as the batch; PaLM, Chowdhery et al. 2022,
+ * section 4, trains that way; MaxText's logical_axis_rules map activation_embed to the
+ * tensor axis): the residual stream a checkpoint saves is 1/tp of the layer's input whatever
+ * the collectives around the layer. Only the memory term: the collectives and the work are
+ * the split's. */
+static double checkpoint_bytes(const ts_plan *p, int i)
+{
+  const ts_layer_exec *e = &p->exec[i];
+  int tp = p->degree[TS_AX_TP], cp = p->degree[TS_AX_CP];
+  if (p->topo->chip.systolic <= 0 || tp <= 1)
+    return e->in_bytes;
+  double sharded = p->model->layers[i].in_act_elems * p->model->dtype_bytes / tp / cp;
+  return MIN(e->in_bytes, sharded);
+}
+
 void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
 {
   const ts_model *m = p->model;
@@ -1145,7 +1164,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
          * that came with it from the previous stage (a cell's second input): kept too. Later
          * blocks find those among earlier checkpoints. */
         if (p->unit[i] == i || i == p->stage_first[k])
-          chunk_act[c] += e->in_bytes * mb;
+          chunk_act[c] += checkpoint_bytes(p, i) * mb;
         if (i == p->stage_first[k] && i > 0)
           held = m->layers[i - 1].carry_elems;
         if (p->unit[i] != cur_unit) {
