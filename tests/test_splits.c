@@ -602,9 +602,23 @@ Test(activations, full_recompute_keeps_block_inputs)
   for (int i = 0; i < m->nlayers; i++)
     if (!g_str_has_prefix(m->layers[i].name, "block."))
       outside += none->layer_act_bytes[i];
-  double want = L * 2 * s * b * h + outside;
+  /* On a TPU the checkpoint is the residual stream as XLA's 2D layout keeps it, 1/tp of it
+   * with or without sp (ts_plan.c, checkpoint_bytes); on a GPU the input as the layer gets it,
+   * whole on each of the tp ranks. */
+  double want = L * 2 * s * b * h / 8 + outside;
   double got = full->mem.activations;
-  cr_assert_float_eq(got, want, want * 1e-12, "full: %.17g, expected %.17g", got, want);
+  cr_assert_float_eq(got, want, want * 1e-12, "full on a TPU: %.17g, expected %.17g", got, want);
+  g_autoptr(ts_topo) gpu = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) gnone = make_plan(m, gpu, "tp=8,dp=4", 64, 2);
+  g_autoptr(ts_plan) gfull = make_plan(m, gpu, "tp=8,dp=4,recompute=full", 64, 2);
+  double goutside = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (!g_str_has_prefix(m->layers[i].name, "block."))
+      goutside += gnone->layer_act_bytes[i];
+  double gwant = L * 2 * s * b * h + goutside;
+  double ggot = gfull->mem.activations;
+  cr_assert_float_eq(ggot, gwant, gwant * 1e-12, "full on a GPU: %.17g, expected %.17g", ggot,
+                     gwant);
   double outside_sp = 0;
   for (int i = 0; i < m->nlayers; i++)
     if (!g_str_has_prefix(m->layers[i].name, "block."))
@@ -1110,7 +1124,7 @@ Test(split, option_errors_name_the_item)
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most",
-       "item 'recompute=most': expected recompute=none, selective, full, stage or op"},
+       "item 'recompute=most': expected recompute=none, selective, full, stage, op or dots"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},
@@ -1852,6 +1866,31 @@ Test(pytorch_memory, op_checkpoint_keeps_every_other_product)
   /* Fewer bytes than Megatron's selective (which keeps every product's input with flash). */
   g_autoptr(ts_plan) s = make_plan(m, t, "dp=32,recompute=selective", 32, 1);
   cr_assert_lt(block_kept(p, 0), 0.6 * block_kept(s, 0));
+}
+
+Test(pytorch_memory, dots_checkpoint_keeps_products_the_backward_reads)
+{
+  /* MaxText's remat_policy=minimal (checkpoint_dots_with_no_batch_dims): the block's input, Q,
+   * K, V, the output projection's output and the MLP's first product; not the MLP's last
+   * product, nothing element-wise, not the attention kernel's output. The MaxText 32B (E 10240,
+   * 32 heads of 256, ReLU MLP 32768) at tp = 4 with sp, as the v5p 32B run: everything 1/4. */
+  g_autoptr(ts_model) m = load_model("maxtext-32b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v5p-4x4x4");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=4,dp=16,zero=3,sp,recompute=dots", 32, 1);
+  double want = 2048.0 * 2.0 * (2.0 * 10240 + 3.0 * 8192 + 32768) / 4.0;
+  for (int b = 0; b < 32; b += 31)
+    cr_assert_float_eq(block_kept(p, b), want, 1e-12 * want, "block %d: %.17g, expected %.17g", b,
+                       block_kept(p, b), want);
+  /* Megatron-style selective keeps (4E + 4 a d_h + 2F) with flash attention (its log-sum-exp
+   * too): 1.79x. The attention kernel's forward is re-run as selective re-runs it. */
+  g_autoptr(ts_plan) s = make_plan(m, t, "tp=4,dp=16,zero=3,sp,recompute=selective", 32, 1);
+  cr_assert_gt(block_kept(s, 0), 1.78 * block_kept(p, 0));
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].kind == TS_LAYER_ATTENTION) {
+      cr_assert_gt(p->exec[i].recompute_flops, 0.0);
+      cr_assert_float_eq(p->exec[i].recompute_flops, s->exec[i].recompute_flops,
+                         1e-12 * s->exec[i].recompute_flops);
+    }
 }
 
 /* recompute=op's re-run work in block b (per sample per chip), FLOPs and bytes, and the same

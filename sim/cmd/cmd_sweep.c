@@ -147,9 +147,9 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
     for (char **p = parts; *p != NULL; p++) {
       const char *v = g_strstrip(*p);
       if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0 &&
-          strcmp(v, "stage") != 0 && strcmp(v, "op") != 0) {
+          strcmp(v, "stage") != 0 && strcmp(v, "op") != 0 && strcmp(v, "dots") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                    "--recompute '%s': expected none, selective, full, stage or op (a list: "
+                    "--recompute '%s': expected none, selective, full, stage, op or dots (a list: "
                     "none,full)",
                     v);
         g_ptr_array_free(sfx, TRUE);
@@ -219,8 +219,8 @@ int ts_cmd_sweep(int argc, char **argv)
       {"max-configs", 0, 0, G_OPTION_ARG_INT64, &a.max_configs,
        "With --splits auto: at most N splits per topology, model and batch (default 0: all)", "N"},
       {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
-       "Activation recomputation for every split: none (default), selective, full, stage; a "
-       "list sweeps",
+       "Activation recomputation for every split: none (default), selective, full, stage, op, "
+       "dots; a list sweeps",
        "R[,R...]"},
       {"batch-per-chip", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.per_chip,
        "Instead of --global-batch: samples per chip per step (weak scaling)", "N[,N...]"},

@@ -186,6 +186,63 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
   return kept;
 }
 
+/*
+ * MaxText's remat_policy=minimal: jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims
+ * around each scanned decoder layer (MaxText/layers/models.py at 76bd53b0f, the policy of the
+ * v5p 32B-256B launch scripts). Outputs of dots without batch dimensions (the weight products)
+ * may be saved, and JAX saves those the block's backward reads: Q, K and V (the attention
+ * kernel's backward), the output projection's (the second norm's input is recomputed as the
+ * block input plus it), an MLP's first products (the activation's input). The MLP's last
+ * product feeds only the residual add and is not kept; nor is anything else: the attention
+ * kernel (a Pallas call, not a dot) is run forward again before the block's backward (its
+ * output feeds the output projection's weight gradient; e->recompute_flops, as selective
+ * recomputation with flash attention) and the element-wise ops with it (e->op_rc_*, as
+ * recompute=op costs them: norms, rotary, the activation). A row-split product's output is
+ * kept as the layer gives it out (1/tp under sp). Per token and block: 2 E + 3 a d_h + F
+ * elements for a multi-head ungated MLP (E model width, a heads of d_h, F the MLP width);
+ * layers other than plain attention and dense keep everything.
+ */
+static double dots_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec *e)
+{
+  double D = m->dtype_bytes, T = (double)l->tokens, div = e->pdiv > 1 ? e->pdiv : 1.0;
+  e->op_rc_flops = e->op_rc_mem = e->op_rc_n = e->op_rc_k = 0.0;
+  e->op_rc_kernels = 0;
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0 && !l->cross) {
+    double Tq, S, I, a = (double)l->heads;
+    attention_dims(l, &Tq, &S, &I);
+    double J = l->kv_heads > 0 ? I / a * (double)l->kv_heads : I;
+    if (l->rotary) {
+      double el = T * (I + J) / div;
+      e->op_rc_flops += 3.0 * el;
+      e->op_rc_mem += 2.0 * el * D;
+      e->op_rc_kernels++;
+    }
+    return T * (I + 2.0 * J) / div * D + e->out_bytes;
+  }
+  if (l->kind == TS_LAYER_DENSE && l->experts == 0) {
+    if (l->tp == TS_TP_ROW)
+      return 0.0;
+    double f = T * (double)l->out_features / div;
+    if (l->gated) {
+      e->op_rc_flops += 5.0 * f / 2.0;
+      e->op_rc_mem += 3.0 * f / 2.0 * D;
+      e->op_rc_kernels++;
+    } else if (l->tp == TS_TP_COLUMN) {
+      e->op_rc_flops += 8.0 * f;
+      e->op_rc_mem += 2.0 * f * D;
+      e->op_rc_kernels++;
+    }
+    return f * D;
+  }
+  if (l->kind == TS_LAYER_NORM) {
+    e->op_rc_flops = l->fwd_flops / e->cdiv;
+    e->op_rc_mem = (l->fwd_mem_bytes - ts_layer_weight_bytes(m, l)) / e->cdiv;
+    e->op_rc_kernels = 1;
+    return 0.0;
+  }
+  return e->act_bytes;
+}
+
 gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
 {
   return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
@@ -335,7 +392,9 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     double dmask = out != TS_ST_REPL ? tp : 1;
     e->full_act_bytes = ap.in / din + (ap.inner + ap.scores) / e->cdiv + ap.mask / dmask;
     e->act_bytes = e->full_act_bytes;
-    if (rc == TS_RECOMPUTE_SELECTIVE && l->kind == TS_LAYER_ATTENTION) {
+    gboolean dots_core =
+        rc == TS_RECOMPUTE_DOTS && l->block >= 0 && l->kv_lora_rank == 0 && !l->cross;
+    if ((rc == TS_RECOMPUTE_SELECTIVE || dots_core) && l->kind == TS_LAYER_ATTENTION) {
       /* Selective: drop the attention scores, softmax and its dropout (5as^2b bytes per layer)
        * and recompute QK^T, softmax and the context before backward (section 5). With flash
        * attention only the softmax statistics go, and the fused kernel's forward is re-run
@@ -354,6 +413,11 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       e->act_bytes = op_kept_bytes(m, l, e, sp && tp > 1 && split, &op_mm);
       if (i == 0 || !same_block(m, i - 1, i))
         e->act_bytes += e->in_bytes; /* the checkpoint's input: the block's input */
+    }
+    if (rc == TS_RECOMPUTE_DOTS && l->block >= 0) {
+      e->act_bytes = dots_kept_bytes(m, l, e);
+      if (i == 0 || !same_block(m, i - 1, i))
+        e->act_bytes += e->in_bytes; /* the scan's carry: the block's input */
     }
     /* Expert parallelism (GShard, Lepikhin et al. 2021, section 2.2; DeepSpeed-MoE,
      * Rajbhandari et al. 2022, section 5): each rank keeps experts / ep experts; before the
@@ -699,8 +763,8 @@ static void eager_elementwise(const ts_plan *p, int i, double mb, ts_pass pass, 
   ts_elem_op ops[TS_ELEM_MAX_OPS];
   int n = ts_layer_elementwise_ops(p->model, l, ops);
   gboolean bwd = pass == TS_PASS_BWD || pass == TS_PASS_DGRAD;
-  gboolean again =
-      bwd && p->recompute == TS_RECOMPUTE_OP && l->block >= 0 && l->kind != TS_LAYER_NORM;
+  gboolean again = bwd && (p->recompute == TS_RECOMPUTE_OP || p->recompute == TS_RECOMPUTE_DOTS) &&
+                   l->block >= 0 && l->kind != TS_LAYER_NORM;
   for (int j = 0; j < n; j++) {
     const ts_elem_op *o = &ops[j];
     if (o->loss ? p->loss != TS_LOSS_EAGER : p->kernels != TS_KERNELS_EAGER)
@@ -1057,6 +1121,25 @@ double ts_plan_bucket_bytes(const ts_plan *p, double psi, double bucket)
   return p->bucket_copy ? grads : 0.0;
 }
 
+/* The bytes per sample a recomputed block's checkpoint (its input) keeps. On a GPU the input
+ * as the layer receives it: whole on every tensor-parallel rank unless sequence parallelism
+ * shards it. On a TPU the program is XLA's SPMD partitioning of the whole model (GSPMD, Xu et
+ * al. 2021, sections 3.3 and 5: the 2D layout shards the [batch, length, model] activations
+ * between layers over the model axis as well as the batch; PaLM, Chowdhery et al. 2022,
+ * section 4, trains that way; MaxText's logical_axis_rules map activation_embed to the
+ * tensor axis): the residual stream a checkpoint saves is 1/tp of the layer's input whatever
+ * the collectives around the layer. Only the memory term: the collectives and the work are
+ * the split's. */
+static double checkpoint_bytes(const ts_plan *p, int i)
+{
+  const ts_layer_exec *e = &p->exec[i];
+  int tp = p->degree[TS_AX_TP], cp = p->degree[TS_AX_CP];
+  if (p->topo->chip.systolic <= 0 || tp <= 1)
+    return e->in_bytes;
+  double sharded = p->model->layers[i].in_act_elems * p->model->dtype_bytes / tp / cp;
+  return MIN(e->in_bytes, sharded);
+}
+
 void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
 {
   const ts_model *m = p->model;
@@ -1131,7 +1214,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
          * that came with it from the previous stage (a cell's second input): kept too. Later
          * blocks find those among earlier checkpoints. */
         if (p->unit[i] == i || i == p->stage_first[k])
-          chunk_act[c] += e->in_bytes * mb;
+          chunk_act[c] += checkpoint_bytes(p, i) * mb;
         if (i == p->stage_first[k] && i > 0)
           held = m->layers[i - 1].carry_elems;
         if (p->unit[i] != cur_unit) {

@@ -31,6 +31,10 @@ typedef enum {
   TS_RECOMPUTE_OP,        /* per-op selective (TorchTitan's "op" policy): each block keeps its
                              input, every other matrix product's output and the attention output;
                              the rest is recomputed before the block's backward */
+  TS_RECOMPUTE_DOTS,      /* MaxText's remat_policy=minimal (JAX's checkpoint_dots_with_no_batch_
+                             dims): each block keeps its input and the weight products' outputs
+                             its backward reads; the attention kernel and the element-wise ops
+                             are recomputed before the block's backward */
 } ts_recompute;
 
 /** How the loss over the vocabulary is computed (docs/memory.md). */

@@ -20,7 +20,7 @@ const char *ts_schedule_name(ts_schedule s)
 
 const char *ts_recompute_name(ts_recompute r)
 {
-  static const char *const n[] = {"none", "selective", "full", "stage", "op"};
+  static const char *const n[] = {"none", "selective", "full", "stage", "op", "dots"};
   return (unsigned)r < G_N_ELEMENTS(n) ? n[r] : "?";
 }
 
@@ -113,10 +113,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item, "schedule=gpipe, 1f1b or interleaved[:V]");
     }
   } else if (strcmp(key, "recompute") == 0) {
-    static const char *const n[] = {"none", "selective", "full", "stage", "op", NULL};
+    static const char *const n[] = {"none", "selective", "full", "stage", "op", "dots", NULL};
     int v = val ? lookup(n, val) : -1;
     if (v < 0)
-      return item_error(error, text, item, "recompute=none, selective, full, stage or op");
+      return item_error(error, text, item, "recompute=none, selective, full, stage, op or dots");
     s->recompute = (ts_recompute)v;
   } else if (strcmp(key, "sp") == 0) {
     if (val == NULL || lookup(bools_on, val) >= 0)

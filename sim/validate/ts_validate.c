@@ -358,13 +358,15 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
    * hybrid sharding (a sharding group times cp), parameter servers or recomputation the walk
    * does not execute it yet: say so rather than compare something else. */
   if (s->degree[TS_AX_CP] > 1 &&
-      ((s->shard > 0 && s->zero > 0) || s->ps > 0 || s->recompute == TS_RECOMPUTE_SELECTIVE)) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': the validator executes context parallelism (cp) with dp, tp, sp, "
-                "pp, zero and recompute=full, stage or op, not yet with shard, ps or "
-                "recompute=selective; expected a split without them (docs/validation.md lists what "
-                "trainsim validate executes)",
-                s->text);
+      ((s->shard > 0 && s->zero > 0) || s->ps > 0 || s->recompute == TS_RECOMPUTE_SELECTIVE ||
+       s->recompute == TS_RECOMPUTE_DOTS)) {
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT,
+        "--split '%s': the validator executes context parallelism (cp) with dp, tp, sp, "
+        "pp, zero and recompute=full, stage or op, not yet with shard, ps or "
+        "recompute=selective or dots; expected a split without them (docs/validation.md lists "
+        "what trainsim validate executes)",
+        s->text);
     return NULL;
   }
   vd_net *net = vd_net_new(m, error);

@@ -27,8 +27,9 @@
 # device, tensor-parallel ones included), in one micro-batch per replica (no gradient
 # accumulation). remat_policy: full (nothing saved, every layer's forward recomputed) is
 # recompute=full; minimal (jax checkpoint_dots_with_no_batch_dims: the weight matmuls' outputs
-# saved, the attention core's batched dots and the element-wise work recomputed) is Megatron's
-# selective recomputation, recompute=selective; save_dot_except_mlpwi (the MLP's input
+# the backward reads saved, the attention kernel and the element-wise work recomputed) is
+# recompute=dots (docs/splits.md; Megatron's selective keeps every element-wise output too,
+# 1.8x the bytes: the v5p rows did not fit); save_dot_except_mlpwi (the MLP's input
 # matmuls recomputed, about half the forward) and the "custom" offload policies of the v6e
 # recipes (attention projections and the layer input offloaded to host memory, every other
 # tensor, the MLP's included, recomputed) are nearer full than none: recompute=full. Every launch
