@@ -505,16 +505,17 @@ Test(accuracy, max_mean_error_gate)
  * TPU"): one compute_efficiency per TPU generation fitted on the rows marked "fit" (the 1st,
  * 3rd, ... of each chip's rows, bench/fit_tpu.sh); the held-out rows' error is pinned just above
  * what the fitted profiles give (ICI links at the scaling book's rates, the tensor-parallel rows
- * as tp-overlap=xla, v5p refitted 0.75): v4 2.9%, v5e 7.9%, v5p 9.9%, v6e 1.3% mean |error|
- * held out, 7.4% over the 8 held-out rows (17.6% the worst: the 512B and the 1024B on 2,048
- * chips, see docs/accuracy.md), 6.3% over all 18. */
-#define MAXTEXT_HELDOUT_MEAN_MAX 7.7
-#define MAXTEXT_HELDOUT_WORST_MAX 18.0
+ * as tp-overlap=xla, the remat_policy=minimal rows as recompute=dots, v5p refitted 0.76): v4
+ * 2.9%, v5e 7.9%, v5p 9.5%, v6e 1.3% mean |error| held out, 7.2% over the 8 held-out rows
+ * (16.1% the worst: the 512B and the 1024B on 2,048 chips, see docs/accuracy.md), 6.2% over
+ * all 18. */
+#define MAXTEXT_HELDOUT_MEAN_MAX 7.5
+#define MAXTEXT_HELDOUT_WORST_MAX 16.6
 #define MAXTEXT_ALL_MEAN_MAX 6.5
 static const struct {
   const char *group;
   double heldout_mean_max;
-} maxtext_chips[] = {{"TPU v4", 3.2}, {"TPU v5e", 8.2}, {"TPU v5p", 10.2}, {"TPU v6e", 1.6}};
+} maxtext_chips[] = {{"TPU v4", 3.2}, {"TPU v5e", 8.2}, {"TPU v5p", 9.8}, {"TPU v6e", 1.6}};
 
 Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 {
