@@ -636,26 +636,33 @@ Test(validate, dp_overlap_matches_one_processor, .timeout = 60)
               "no all-gather collected them");
 }
 
-Test(validate, tp_overlap_xla_backward_matches_one_processor, .timeout = 60)
+/* Sequence parallelism under a tp-overlap MODE that chunks the backward's output-gradient
+ * all-gather beside the GEMMs it feeds (fc2's whole backward, attention's input gradient): with
+ * dp, ZeRO-3, pp and recomputation the transformer and Llama reproduce the reference, and
+ * dropping either layer's backward gather chunks fails. */
+static void backward_chunks_reproduce(const char *mode)
 {
-  /* tp-overlap=xla also chunks the backward's output-gradient all-gather beside fc2's backward
-   * and attention's input gradient. The validator runs the gather chunks on real buffers and the
-   * layer's backward once every chunk is there: with sp, dp, ZeRO-3, pp and recomputation the
-   * transformer and Llama reproduce the reference; dropping the backward gather chunks fails. */
-  static const char *const sp[] = {
-      "tp=2,sp,tp-overlap=xla", "tp=2,dp=2,zero=3,sp,tp-overlap=xla", "tp=2,pp=2,sp,tp-overlap=xla",
-      "tp=2,dp=2,sp,recompute=full,tp-overlap=xla", "tp=2,pp=2,sp,recompute=full,tp-overlap=xla"};
+  static const char *const sp[] = {"tp=2,sp", "tp=2,dp=2,zero=3,sp", "tp=2,pp=2,sp",
+                                   "tp=2,dp=2,sp,recompute=full", "tp=2,pp=2,sp,recompute=full"};
   for (gsize k = 0; k < G_N_ELEMENTS(sp); k++)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
-      expect_pass("validate-transformer", sp[k], precs[p], NULL);
-      expect_pass("validate-llama", sp[k], precs[p], NULL);
+      g_autofree char *split = g_strdup_printf("%s,%s", sp[k], mode);
+      expect_pass("validate-transformer", split, precs[p], NULL);
+      expect_pass("validate-llama", split, precs[p], NULL);
     }
+  g_autofree char *one = g_strdup_printf("tp=2,sp,%s", mode);
   extra a = {.drop = "block.0.fc2 bwd all-gather chunk"};
-  expect_fail("validate-transformer", "tp=2,sp,tp-overlap=xla", TS_PREC_F64, &a,
-              "before its all-gather chunk");
+  expect_fail("validate-transformer", one, TS_PREC_F64, &a, "ran before its all-gather chunk");
   extra b = {.drop = "block.0.attention bwd all-gather chunk"};
-  expect_fail("validate-transformer", "tp=2,sp,tp-overlap=xla", TS_PREC_F64, &b,
-              "before its all-gather chunk");
+  expect_fail("validate-llama", one, TS_PREC_F64, &b, "ran before its all-gather chunk");
+}
+
+Test(validate, tp_overlap_xla_backward_matches_one_processor, .timeout = 60)
+{
+  /* tp-overlap=xla (XLA's collective matmul) chunks the backward's gathers as te does on a GPU;
+   * the validator runs the gather chunks on real buffers and the layer's backward once every
+   * chunk is there. */
+  backward_chunks_reproduce("tp-overlap=xla");
 }
 
 Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
@@ -677,14 +684,6 @@ Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
     for (gsize k = 0; k < G_N_ELEMENTS(splits); k++)
       for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
         expect_pass(models[m], splits[k], precs[p], NULL);
-  static const char *const sp[] = {
-      "tp=2,sp,tp-overlap", "tp=2,dp=2,zero=3,sp,tp-overlap", "tp=2,pp=2,sp,tp-overlap",
-      "tp=2,dp=2,sp,recompute=full,tp-overlap", "tp=2,pp=2,sp,recompute=full,tp-overlap"};
-  for (gsize k = 0; k < G_N_ELEMENTS(sp); k++)
-    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
-      expect_pass("validate-transformer", sp[k], precs[p], NULL);
-      expect_pass("validate-llama", sp[k], precs[p], NULL);
-    }
   extra a = {.drop = "fc2 fwd all-reduce chunk"};
   expect_fail("validate-mlp", "tp=2,tp-overlap", TS_PREC_F64, &a, "missing all-reduce");
   extra b = {.drop = "block.0.fc1 fwd all-gather chunk"};
@@ -706,16 +705,9 @@ Test(validate, tp_overlap_matches_one_processor, .timeout = 60)
   extra h = {.nodeps = "block.0.fc2 recompute reduce-scatter chunk"};
   expect_fail("validate-transformer", "tp=2,sp,recompute=full,tp-overlap", TS_PREC_F64, &h,
               "execution failed: 'block.0.fc2 recompute reduce-scatter chunk'");
-  /* The backward's output-gradient gather (sequence parallelism) is chunked with the GEMM that
-   * reads it, as Transformer Engine's ring exchange runs it: fc2's whole backward, attention's
-   * input gradient. Every network above reproduces the reference with them; dropping the
-   * gather chunks fails. */
-  extra i = {.drop = "block.0.fc2 bwd all-gather chunk"};
-  expect_fail("validate-transformer", "tp=2,sp,tp-overlap", TS_PREC_F64, &i,
-              "ran before its all-gather chunk");
-  extra j = {.drop = "block.0.attention bwd all-gather chunk"};
-  expect_fail("validate-llama", "tp=2,sp,tp-overlap", TS_PREC_F64, &j,
-              "ran before its all-gather chunk");
+  /* With sequence parallelism the backward's output-gradient gather is chunked with the GEMM
+   * that reads it, as Transformer Engine's ring exchange runs it. */
+  backward_chunks_reproduce("tp-overlap");
 }
 
 /* A copy of validate-transformer with 8 tokens, so cp = 4 has its two chunks per rank. */
