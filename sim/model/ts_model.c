@@ -828,7 +828,6 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
   switch (sp->kind) {
   case TS_LAYER_DENSE: {
     gint64 inf = 0, tok = 0;
-    g_autofree char *flat = NULL;
     if (in->form == SHAPE_VEC) {
       inf = in->features;
       tok = in->tokens;
