@@ -83,6 +83,9 @@ int ts_cmd_replay(int argc, char **argv)
   res.exposed_comm_pp_s = rr.critical.exposed_cat_s[TS_CAT_COMM_PP];
   res.samples_per_s = rr.step_time_s > 0 ? tr->meta.samples / rr.step_time_s : 0;
   res.model_flops_per_step = tr->meta.model_flops;
+  res.tokens_per_sample = tr->meta.tokens_per_sample;
+  res.tokens_per_s = res.samples_per_s * res.tokens_per_sample;
+  res.calibrated = !topo->chip.uncalibrated;
   res.mfu = rr.step_time_s > 0
                 ? tr->meta.model_flops / (rr.step_time_s * topo->chip.peak_flops * topo->nchips)
                 : 0;

@@ -1565,6 +1565,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   tr->meta.producer = g_strdup_printf("trainsim %s plan", TS_VERSION);
   tr->meta.samples = (double)p->opt.global_batch;
   tr->meta.model_flops = p->model_flops_per_step;
+  tr->meta.tokens_per_sample = p->model->t_seq > 0 ? (double)p->model->t_seq : 0;
 
   int P = p->degree[TS_AX_PP];
   GArray *order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));

@@ -1231,6 +1231,8 @@ char *ts_trace_to_text(const ts_trace *tr)
   g_string_append(s, "meta");
   append_num(s, "samples", tr->meta.samples);
   append_num(s, "model_flops", tr->meta.model_flops);
+  if (tr->meta.tokens_per_sample > 0) /* written only when known: older traces read the same */
+    append_num(s, "tokens_per_sample", tr->meta.tokens_per_sample);
   g_string_append_c(s, '\n');
   for (guint i = 0; i < tr->labels->len; i++) {
     g_string_append_printf(s, "label %u ", i);
@@ -1424,6 +1426,7 @@ static double num_max(const char *what, const char **noun)
       {"attn_flops", "a number of FLOP", 1e21},
       {"model_flops", "a number of FLOP per step", 1e27},
       {"samples", "a number of samples", 9007199254740992.0},
+      {"tokens_per_sample", "a number of tokens per sample", 1e9},
       {"bw_Bps", "a bandwidth in bytes/s", 1e15},
       {"seconds", "a time in seconds", 1e6},
       {"latency_s", "a time in seconds", 1e6},
@@ -1944,8 +1947,11 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
         } else if (g_str_has_prefix(kv, "model_flops=")) {
           if (!parse_num_tok(&c, "model_flops", kv + 12, &tr->meta.model_flops))
             goto fail;
+        } else if (g_str_has_prefix(kv, "tokens_per_sample=")) {
+          if (!parse_num_tok(&c, "tokens_per_sample", kv + 18, &tr->meta.tokens_per_sample))
+            goto fail;
         } else {
-          perr(&c, "meta '%s': expected samples= or model_flops=", kv);
+          perr(&c, "meta '%s': expected samples=, model_flops= or tokens_per_sample=", kv);
           goto fail;
         }
       }

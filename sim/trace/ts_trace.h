@@ -216,8 +216,9 @@ typedef struct {
 /** Metadata recorded with every result: what produced the trace. */
 typedef struct {
   char *model, *split, *topology, *producer;
-  double samples;     /* samples per step over all ranks (global batch) */
-  double model_flops; /* useful model FLOPs per step over all ranks (for MFU) */
+  double samples;           /* samples per step over all ranks (global batch) */
+  double model_flops;       /* useful model FLOPs per step over all ranks (for MFU) */
+  double tokens_per_sample; /* the model's sequence length (for tokens/s); 0 without one */
 } ts_trace_meta;
 
 typedef struct {

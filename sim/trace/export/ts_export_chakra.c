@@ -197,6 +197,8 @@ gboolean ts_export_chakra(const ts_trace *tr, const ts_topo *t, const char *dir,
       attr_str(&ma, "trainsim.split", tr->meta.split);
     attr_f64(&ma, "trainsim.samples", tr->meta.samples);
     attr_f64(&ma, "trainsim.model_flops", tr->meta.model_flops);
+    if (tr->meta.tokens_per_sample > 0)
+      attr_f64(&ma, "trainsim.tokens_per_sample", tr->meta.tokens_per_sample);
     gm.n_attr = (size_t)ma.n;
     gm.attr = ma.ap;
     put_message(b, &gm.base);

@@ -69,7 +69,7 @@ typedef struct {
   int *order;    /* topological order: node indices */
   /* GlobalMetadata's "trainsim.*" attributes (trainsim's exporter): what produced the job. */
   char *model, *split;
-  double samples, model_flops;
+  double samples, model_flops, tokens_per_sample;
 } crank;
 
 /* The job's description from GlobalMetadata attributes trainsim's exporter writes; values of
@@ -94,6 +94,8 @@ static void take_meta(crank *r, const ChakraProtoMsg__GlobalMetadata *gm)
       r->samples = a->double_val;
     } else if (strcmp(an, "trainsim.model_flops") == 0 && num) {
       r->model_flops = a->double_val;
+    } else if (strcmp(an, "trainsim.tokens_per_sample") == 0 && num && a->double_val <= 1e9) {
+      r->tokens_per_sample = a->double_val;
     }
   }
 }
@@ -934,6 +936,7 @@ ts_trace *ts_import_chakra_bytes(const guint8 *const *data, const gsize *len,
     tr->meta.split = g_strdup(rs[0].split != NULL ? rs[0].split : "(chakra)");
     tr->meta.samples = rs[0].samples;
     tr->meta.model_flops = rs[0].model_flops;
+    tr->meta.tokens_per_sample = rs[0].tokens_per_sample;
     tr->meta.topology = g_strdup(t->name);
     tr->meta.producer = g_strdup_printf("trainsim %s import --from chakra", TS_VERSION);
     ok = ts_trace_check(tr, t, error);
