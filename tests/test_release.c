@@ -392,6 +392,8 @@ Test(release, tolerance_zero_means_unchanged)
   cr_assert(g_file_set_contents(scen, moved, -1, NULL));
   r = run(ck);
   cr_expect_eq(r.status, 1, "a 1e-6 drift with tolerance 0 passed: %s", r.out);
+  /* that drift (-1e-4 %) rounds to zero at 3 decimals: shown +0.000, never "-0.000" */
+  cr_expect(strstr(r.out, "-0.000") == NULL && strstr(r.out, "+0.000") != NULL, "%s", r.out);
   run_free(&r);
   rm_rf(dir);
 }

@@ -442,6 +442,9 @@ int ts_cmd_check(int argc, char **argv)
       gboolean bad = s->has_golden && !(fabs(drift) <= s->tol_pct + 5e-8);
       drifted += bad;
       missing += !s->has_golden;
+      /* The drift as shown, to 3 decimals; a drift that rounds to zero is +0.000, not -0.000
+       * (adding +0.0 turns a negative zero positive). */
+      double shown = nearbyint(drift * 1e3) / 1e3 + 0.0;
       cells[i] = g_new0(char *, NC + 1); /* NULL-terminated for g_strfreev */
       cells[i][0] = g_strdup(s->name);
       cells[i][1] = s->has_golden
@@ -449,8 +452,8 @@ int ts_cmd_check(int argc, char **argv)
                         : g_strdup("-");
       cells[i][2] = g_strdup(g_ascii_formatd(b[1], sizeof b[1], "%.6g", now[i]));
       cells[i][3] = s->has_golden
-                        ? g_strdup_printf("%s%s", drift >= 0 ? "+" : "",
-                                          g_ascii_formatd(b[2], sizeof b[2], "%.3f", drift))
+                        ? g_strdup_printf("%s%s", shown >= 0 ? "+" : "",
+                                          g_ascii_formatd(b[2], sizeof b[2], "%.3f", shown))
                         : g_strdup("-");
       cells[i][4] = g_strdup(g_ascii_formatd(b[3], sizeof b[3], "%.3g", s->tol_pct));
       cells[i][5] = g_strdup(update           ? "updated"
