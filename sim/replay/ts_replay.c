@@ -989,37 +989,39 @@ static gboolean is_comm(ts_op_kind k)
   return k == TS_OP_COLL || k == TS_OP_SEND || k == TS_OP_RECV;
 }
 
-/* Union length of two interval lists, each sorted by start, in one merge pass; of b only the
- * b[j] whose cat[j] is c when cat is not NULL (no copy of one category's intervals: issue 11,
- * memory of a 10-million-op replay). */
-static double union_len_merged(const ival *a, int na, const ival *b, const guint8 *cat, int nb,
-                               int c)
+/* A running union of intervals fed in order of start: the length closed so far and the open
+ * segment [cs, ce]. Fed the same intervals in the same order, it does the same additions as a
+ * merge pass over them, so every sum keeps its bits. */
+typedef struct {
+  double total, cs, ce;
+  gboolean open;
+} ival_union;
+
+static inline void ival_union_add(ival_union *u, const ival *v)
 {
-  double total = 0, cs = 0, ce = 0;
-  gboolean open = FALSE;
-  int j = 0;
-  while (cat != NULL && j < nb && cat[j] != c)
-    j++;
-  for (int i = 0; i < na || j < nb;) {
-    const ival *v;
-    if (j >= nb || (i < na && a[i].s <= b[j].s)) {
-      v = &a[i++];
-    } else {
-      v = &b[j++];
-      while (cat != NULL && j < nb && cat[j] != c)
-        j++;
-    }
-    if (!open || v->s > ce) {
-      if (open)
-        total += ce - cs;
-      cs = v->s;
-      ce = v->e;
-      open = TRUE;
-    } else if (v->e > ce) {
-      ce = v->e;
-    }
+  if (!u->open || v->s > u->ce) {
+    if (u->open)
+      u->total += u->ce - u->cs;
+    u->cs = v->s;
+    u->ce = v->e;
+    u->open = TRUE;
+  } else if (v->e > u->ce) {
+    u->ce = v->e;
   }
-  return open ? total + (ce - cs) : 0.0;
+}
+
+static inline double ival_union_len(const ival_union *u)
+{
+  return u->open ? u->total + (u->ce - u->cs) : 0.0;
+}
+
+/* Union length of two interval lists, each sorted by start, in one merge pass. */
+static double union_len_merged(const ival *a, int na, const ival *b, int nb)
+{
+  ival_union u = {0};
+  for (int i = 0, j = 0; i < na || j < nb;)
+    ival_union_add(&u, j >= nb || (i < na && a[i].s <= b[j].s) ? &a[i++] : &b[j++]);
+  return ival_union_len(&u);
 }
 
 static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
@@ -1062,27 +1064,57 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
     comm_cat[i] = (guint8)c.cat;
     comm[i] = c.v;
   }
-  out->comm_s = union_len_merged(comm, nm, NULL, NULL, 0, 0);
-  double u_all = union_len_merged(comp, nc, comm, NULL, nm, 0);
+  /* One merge of compute with all communication (issue 15: one pass instead of one per
+   * category) feeds each running union the intervals its own merge would see, in the same
+   * order: in a merge of two lists sorted by start, a compute interval comes before a
+   * communication one exactly when its start is not later, whatever else lies between. So:
+   * communication alone; compute with all communication; per category present, compute with
+   * that category's communication (what that category alone adds on top of compute); and the
+   * busy intervals for the pipeline bubble. */
+  int cats[TS_NCATS], ncats = 0, slot[TS_NCATS];
+  {
+    gboolean seen[TS_NCATS] = {FALSE};
+    for (int i = 0; i < nm; i++)
+      seen[comm_cat[i]] = TRUE;
+    for (int c = 0; c < TS_NCATS; c++) {
+      slot[c] = ncats;
+      if (seen[c])
+        cats[ncats++] = c;
+    }
+  }
+  ival_union u_comm = {0}, u_both = {0}, u_cat[TS_NCATS] = {{0}};
+  ival *busy = nw > 0 ? g_new(ival, nc + nm + 1) : NULL;
+  int nb = 0;
+  for (int i = 0, j = 0; i < nc || j < nm;) {
+    if (j >= nm || (i < nc && comp[i].s <= comm[j].s)) {
+      const ival *v = &comp[i++];
+      ival_union_add(&u_both, v);
+      for (int k = 0; k < ncats; k++)
+        ival_union_add(&u_cat[k], v);
+      if (busy != NULL)
+        busy[nb++] = *v;
+    } else {
+      const ival *v = &comm[j];
+      ival_union_add(&u_comm, v);
+      ival_union_add(&u_both, v);
+      ival_union_add(&u_cat[slot[comm_cat[j]]], v);
+      if (busy != NULL)
+        busy[nb++] = *v;
+      j++;
+    }
+  }
+  out->comm_s = ival_union_len(&u_comm);
+  double u_all = ival_union_len(&u_both);
   out->exposed_comm_s = u_all - out->compute_s;
   out->idle_s = out->end_s - u_all;
   if (nw > 0) {
-    ival *busy = g_new(ival, nc + nm + 1);
-    int nb = 0;
-    for (int i = 0, j = 0; i < nc || j < nm;) /* compute and comm, merged by start */
-      busy[nb++] = j >= nm || (i < nc && comp[i].s <= comm[j].s) ? comp[i++] : comm[j++];
     ival_sort(wait, (size_t)nw);
-    out->bubble_s = union_len_merged(busy, nb, wait, NULL, nw, 0) - u_all;
+    out->bubble_s = union_len_merged(busy, nb, wait, nw) - u_all;
     g_free(busy);
   }
   g_free(wait);
-  /* Per category: what that category's communication alone adds on top of compute. */
-  int ncat[TS_NCATS] = {0};
-  for (int i = 0; i < nm; i++)
-    ncat[comm_cat[i]]++;
-  for (int c = 0; c < TS_NCATS; c++)
-    if (ncat[c] > 0)
-      out->exposed_cat_s[c] = union_len_merged(comp, nc, comm, comm_cat, nm, c) - out->compute_s;
+  for (int k = 0; k < ncats; k++)
+    out->exposed_cat_s[cats[k]] = ival_union_len(&u_cat[k]) - out->compute_s;
   g_free(comp);
   g_free(cc);
   g_free(comm_cat);
