@@ -275,20 +275,11 @@ Test(cli, time_to_train_outputs)
   run_free(&r);
 }
 
-/* A value of the first row of a CSV (header line, then rows) by column name; NAN when absent. */
+/* A number of data row `row` of a CSV by column name (ts_test.h's csv_cell); NAN when absent. */
 static double csv_value(const char *csv, int row, const char *col)
 {
-  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
-  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
-  if ((int)g_strv_length(lines) <= row + 1)
-    return NAN;
-  /* Quoted split texts hold commas: count columns from the end, which are never quoted. */
-  g_auto(GStrv) cells = g_strsplit(lines[row + 1], ",", -1);
-  int nh = (int)g_strv_length(head), nc = (int)g_strv_length(cells);
-  for (int i = 0; i < nh; i++)
-    if (strcmp(head[i], col) == 0)
-      return g_ascii_strtod(cells[nc - nh + i], NULL);
-  return NAN;
+  g_autofree char *cell = csv_cell(csv, row, col);
+  return cell != NULL ? g_ascii_strtod(cell, NULL) : NAN;
 }
 
 Test(cli, chip_out_shrinks_by_one_replica)

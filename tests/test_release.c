@@ -1165,40 +1165,6 @@ Test(release, progress_lines_when_stderr_is_a_file)
   rm_rf(dir);
 }
 
-/* The cell of column NAME in the first data row of a CSV text (quoted cells may hold commas), or
- * NULL. Caller frees. */
-static char *csv_field(const char *csv, const char *name)
-{
-  g_auto(GStrv) lines = g_strsplit(csv, "\n", 3);
-  if (lines[0] == NULL || lines[1] == NULL)
-    return NULL;
-  GPtrArray *cells[2] = {g_ptr_array_new_with_free_func(g_free),
-                         g_ptr_array_new_with_free_func(g_free)};
-  for (int l = 0; l < 2; l++) {
-    GString *cell = g_string_new(NULL);
-    gboolean quoted = FALSE;
-    for (const char *c = lines[l];; c++) {
-      if (*c == '"')
-        quoted = !quoted;
-      else if ((*c == ',' && !quoted) || *c == '\0') {
-        g_ptr_array_add(cells[l], g_strdup(cell->str));
-        g_string_truncate(cell, 0);
-        if (*c == '\0')
-          break;
-      } else
-        g_string_append_c(cell, *c);
-    }
-    g_string_free(cell, TRUE);
-  }
-  char *v = NULL;
-  for (guint i = 0; i < cells[0]->len && i < cells[1]->len && v == NULL; i++)
-    if (strcmp(g_ptr_array_index(cells[0], i), name) == 0)
-      v = g_strdup(g_ptr_array_index(cells[1], i));
-  g_ptr_array_unref(cells[0]);
-  g_ptr_array_unref(cells[1]);
-  return v;
-}
-
 Test(release, replay_reports_tokens_and_calibration_as_run_does)
 {
   /* replay of a trace trainsim wrote showed "-" for tokens/s (the trace did not record the
@@ -1218,8 +1184,8 @@ Test(release, replay_reports_tokens_and_calibration_as_run_does)
   cr_assert_eq(p.status, 0, "%s", p.err);
   static const char *const cols[] = {"tokens_per_s", "mfu", "calibrated"};
   for (gsize k = 0; k < G_N_ELEMENTS(cols); k++) {
-    g_autofree char *vr = csv_field(r.out, cols[k]);
-    g_autofree char *vp = csv_field(p.out, cols[k]);
+    g_autofree char *vr = csv_cell(r.out, 0, cols[k]);
+    g_autofree char *vp = csv_cell(p.out, 0, cols[k]);
     cr_assert(vr != NULL && vp != NULL, "column %s missing:\n%s\n%s", cols[k], r.out, p.out);
     cr_expect_str_eq(vp, vr, "%s: replay %s, run %s", cols[k], vp, vr);
   }

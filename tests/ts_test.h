@@ -83,6 +83,38 @@ static inline void run_free(run_result *r)
   g_free(r->err);
 }
 
+/** The cell of column col in data row `row` (0 is the first after the header) of a CSV text
+ * (quoted cells may hold commas), or NULL when the row or column is absent. Caller frees. */
+static inline char *csv_cell(const char *csv, int row, const char *col)
+{
+  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  if ((int)g_strv_length(lines) <= row + 1)
+    return NULL;
+  const char *text[2] = {lines[0], lines[row + 1]};
+  g_autoptr(GPtrArray) head = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) data = g_ptr_array_new_with_free_func(g_free);
+  GPtrArray *cells[2] = {head, data};
+  for (int l = 0; l < 2; l++) {
+    g_autoptr(GString) cell = g_string_new(NULL);
+    gboolean quoted = FALSE;
+    for (const char *c = text[l];; c++) {
+      if (*c == '"')
+        quoted = !quoted;
+      else if ((*c == ',' && !quoted) || *c == '\0') {
+        g_ptr_array_add(cells[l], g_strdup(cell->str));
+        g_string_truncate(cell, 0);
+        if (*c == '\0')
+          break;
+      } else
+        g_string_append_c(cell, *c);
+    }
+  }
+  for (guint i = 0; i < head->len && i < data->len; i++)
+    if (g_strcmp0(g_ptr_array_index(head, i), col) == 0)
+      return g_strdup(g_ptr_array_index(data, i));
+  return NULL;
+}
+
 #ifdef TS_PLAN_H
 /** The plan of split on model m and topology t (batch, micro-batch; other options default); the
  * test fails if the split does not parse or plan. For binaries that include ts_plan.h first. */
