@@ -402,32 +402,34 @@ Test(overlap, tp_overlap_closed_form)
   }
 }
 
-Test(overlap, tp_overlap_xla_backward_closed_form)
+/* validate-transformer, tp=2 with sequence parallelism, one micro-batch, under a tp-overlap MODE
+ * that chunks the backward's output-gradient all-gather (sequence parallelism's transpose of the
+ * forward reduce-scatter) beside the GEMMs it feeds: fc2's whole backward and attention's input
+ * gradient, in n = tp = 2 chunks. tp-overlap=async keeps that gather whole before the GEMM; on
+ * this chip (no tile model, no launches) the two modes' forwards cost the same, with the same
+ * bytes and FLOPs. Per chunked layer, with the whole gather C, a chunk's c, the GEMM G and
+ * g = G/n: C + G without, c + (n - 1) max(c, g) + g with; the step saves the sum. Checked
+ * communication-bound (c > g) and compute-bound (g > c). */
+static void backward_overlap_closed_form(const char *mode)
 {
-  /* tp-overlap=xla (XLA's collective matmul, MaxText) also decomposes the backward's all-gather
-   * of the output gradient (sequence parallelism's transpose of the forward reduce-scatter)
-   * beside the GEMMs it feeds: fc2's whole backward and attention's input gradient, in n = tp = 2
-   * chunks. Same bytes and FLOPs as tp-overlap=async, which keeps that gather whole before the
-   * GEMM. With the gather C (chunk c) and the GEMM G (chunk g = G/n) each such layer's backward
-   * takes C + G with te and c + (n - 1) max(c, g) + g with xla; the rest of the step is the
-   * same. Checked communication-bound (c > g) and compute-bound (g > c). */
   g_autoptr(ts_model) m = load_model("validate-transformer");
   const double bws[] = {1e4, 1e6};
   static const char *const layer[] = {"block.0.fc2", "block.0.attention"};
   static const char *const gemm[] = {"bwd", "bwd input grad"};
+  g_autofree char *split = g_strdup_printf("tp=2,sp,%s", mode);
   for (int k = 0; k < 2; k++) {
     g_autoptr(ts_topo) t = ring_topo(2, bws[k], 1e-6);
     t->chip.peak_flops = 1e6;
     g_autoptr(ts_plan) a = make_plan(m, t, "tp=2,sp,tp-overlap=async", 8, 0);
-    g_autoptr(ts_plan) b = make_plan(m, t, "tp=2,sp,tp-overlap=xla", 8, 0);
+    g_autoptr(ts_plan) b = make_plan(m, t, split, 8, 0);
     g_autoptr(ts_trace) ta = trace_of(a);
     g_autoptr(ts_trace) tb = trace_of(b);
     double ba[TS_COLL_NKINDS], bb[TS_COLL_NKINDS], fa, fb;
     coll_totals(ta, 0, ba, &fa);
     coll_totals(tb, 0, bb, &fb);
     for (int c = 0; c < TS_COLL_NKINDS; c++)
-      cr_assert_float_eq(bb[c], ba[c], ba[c] * 1e-12 + 1e-6, "kind %d", c);
-    cr_assert_float_eq(fb, fa, fa * 1e-12);
+      cr_assert_float_eq(bb[c], ba[c], ba[c] * 1e-12 + 1e-6, "%s: kind %d", mode, c);
+    cr_assert_float_eq(fb, fa, fa * 1e-12, "%s", mode);
     double want = 0, n = 2;
     for (int l = 0; l < 2; l++) {
       g_autofree char *lg = g_strdup_printf("%s %s", layer[l], gemm[l]);
@@ -437,64 +439,32 @@ Test(overlap, tp_overlap_xla_backward_closed_form)
       ts_op b_g, b_a, b_c;
       const ts_op *og = op_labelled_in(ta, lg, &b_g), *oa = op_labelled_in(ta, la, &b_a),
                   *oc = op_labelled_in(tb, lc, &b_c);
-      cr_assert(og != NULL && oa != NULL && oc != NULL, "%s: ops not found", layer[l]);
-      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, lc, NULL), 2, "%s", lc);
-      cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, lgc, NULL), 2, "%s", lgc);
-      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, la, NULL), 2, "%s: only the chunks", la);
+      cr_assert(og != NULL && oa != NULL && oc != NULL, "%s %s: ops not found", mode, layer[l]);
+      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, lc, NULL), 2, "%s %s", mode, lc);
+      cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, lgc, NULL), 2, "%s %s", mode, lgc);
+      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, la, NULL), 2, "%s %s: only the chunks", mode, la);
       double G = ts_cost_device(&t->chip, og->flops, og->mem_bytes, og->shape),
              C = coll_seconds(ta, t, oa), c = coll_seconds(tb, t, oc), g = G / n;
-      cr_assert(k == 1 ? g > c : c > g, "regime %d %s: c %g g %g", k, layer[l], c, g);
+      cr_assert(k == 1 ? g > c : c > g, "%s regime %d %s: c %g g %g", mode, k, layer[l], c, g);
       want += (C + G) - (c + (n - 1) * fmax(c, g) + g);
     }
     double sa = step_time(a), sb = step_time(b);
     cr_assert_gt(want, 0);
-    cr_assert_float_eq(sa - sb, want, 1e-9 * sa, "regime %d: saved %g s, closed form %g s", k,
-                       sa - sb, want);
+    cr_assert_float_eq(sa - sb, want, 1e-9 * sa, "%s regime %d: saved %g s, closed form %g s", mode,
+                       k, sa - sb, want);
   }
+}
+
+Test(overlap, tp_overlap_xla_backward_closed_form)
+{
+  /* tp-overlap=xla: XLA's collective matmul (MaxText) decomposes the backward's gathers. */
+  backward_overlap_closed_form("tp-overlap=xla");
 }
 
 Test(overlap, tp_overlap_backward_closed_form)
 {
-  /* validate-transformer, tp=2 with sequence parallelism, one micro-batch. With tp-overlap (te)
-   * the output gradient's all-gather of the two row-parallel layers (attention's output
-   * projection: its input gradient follows; fc2: its whole backward follows) is chunked with the
-   * GEMM that reads it; tp-overlap=async keeps it whole, and on this chip (no tile model, no
-   * launches) the two modes' forwards cost the same. Per chunked layer, with the whole gather
-   * C, a chunk's c, the GEMM G and g = G/n: C + G without, c + (n - 1) max(c, g) + g with; the
-   * step saves the sum. Checked communication-bound (c > g) and compute-bound (g > c). */
-  g_autoptr(ts_model) m = load_model("validate-transformer");
-  const double bws[] = {1e4, 1e9};
-  const char *const layers[][2] = {
-      {"block.0.attention bwd all-gather", "block.0.attention bwd input grad"},
-      {"block.0.fc2 bwd all-gather", "block.0.fc2 bwd"}};
-  for (int k = 0; k < 2; k++) {
-    g_autoptr(ts_topo) t = ring_topo(2, bws[k], 1e-6);
-    t->chip.peak_flops = 1e6;
-    g_autoptr(ts_plan) a = make_plan(m, t, "tp=2,sp,tp-overlap=async", 8, 0);
-    g_autoptr(ts_plan) b = make_plan(m, t, "tp=2,sp,tp-overlap", 8, 0);
-    g_autoptr(ts_trace) ta = trace_of(a);
-    g_autoptr(ts_trace) tb = trace_of(b);
-    double n = 2, want = 0;
-    for (int l = 0; l < 2; l++) {
-      g_autofree char *chunk = g_strdup_printf("%s chunk", layers[l][0]);
-      g_autofree char *gchunk = g_strdup_printf("%s chunk", layers[l][1]);
-      ts_op b_ag, b_gemm, b_c;
-      const ts_op *ag = op_labelled_in(ta, layers[l][0], &b_ag);
-      const ts_op *gemm = op_labelled_in(ta, layers[l][1], &b_gemm);
-      const ts_op *cag = op_labelled_in(tb, chunk, &b_c);
-      cr_assert(ag != NULL && gemm != NULL && cag != NULL, "%s", layers[l][0]);
-      cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, chunk, NULL), 2);
-      cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, gchunk, NULL), 2);
-      double C = coll_seconds(ta, t, ag), c = coll_seconds(tb, t, cag),
-             G = ts_cost_device(&t->chip, gemm->flops, gemm->mem_bytes, gemm->shape), g = G / n;
-      cr_assert(k == 0 ? c > g : g > c, "regime %d, %s: c %g g %g", k, layers[l][0], c, g);
-      want += (C + G) - (c + (n - 1) * fmax(c, g) + g);
-    }
-    double sa = step_time(a), sb = step_time(b);
-    cr_assert_gt(want, 0);
-    cr_assert_float_eq(sa - sb, want, 1e-9 * sa, "regime %d: saved %g s, closed form %g s", k,
-                       sa - sb, want);
-  }
+  /* tp-overlap (te) on a GPU: Transformer Engine's ring exchange does the same. */
+  backward_overlap_closed_form("tp-overlap");
 }
 
 /* The DGX H100 cluster with `nodes` nodes (dgx-h100-64node.ini's [dim.net] resized). */
