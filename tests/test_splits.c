@@ -587,6 +587,17 @@ Test(activations, fp8_gemm_inputs_kept_in_one_byte)
   }
 }
 
+/* Activation bytes a plan keeps for the layers outside the transformer blocks (embedding,
+ * final norm, logits), which recomputation keeps whole. */
+static double outside_blocks(const ts_model *m, const ts_plan *p)
+{
+  double sum = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (!g_str_has_prefix(m->layers[i].name, "block."))
+      sum += p->layer_act_bytes[i];
+  return sum;
+}
+
 Test(activations, full_recompute_keeps_block_inputs)
 {
   /* Full recomputation keeps 2sbh per layer (Korthikanti et al. 2022, Table 2), and 2sbh/t
@@ -598,10 +609,7 @@ Test(activations, full_recompute_keeps_block_inputs)
   g_autoptr(ts_plan) full = make_plan(m, t, "tp=8,dp=8,recompute=full", 128, 2);
   g_autoptr(ts_plan) fsp = make_plan(m, t, "tp=8,dp=8,sp,recompute=full", 128, 2);
   /* Whole model: blocks keep their input; embedding and logits are kept whole. */
-  double outside = 0;
-  for (int i = 0; i < m->nlayers; i++)
-    if (!g_str_has_prefix(m->layers[i].name, "block."))
-      outside += none->layer_act_bytes[i];
+  double outside = outside_blocks(m, none);
   /* On a TPU the checkpoint is the residual stream as XLA's 2D layout keeps it, 1/tp of it
    * with or without sp (ts_plan.c, checkpoint_bytes); on a GPU the input as the layer gets it,
    * whole on each of the tp ranks. */
@@ -611,18 +619,12 @@ Test(activations, full_recompute_keeps_block_inputs)
   g_autoptr(ts_topo) gpu = load_topo("dgx-a100-4node");
   g_autoptr(ts_plan) gnone = make_plan(m, gpu, "tp=8,dp=4", 64, 2);
   g_autoptr(ts_plan) gfull = make_plan(m, gpu, "tp=8,dp=4,recompute=full", 64, 2);
-  double goutside = 0;
-  for (int i = 0; i < m->nlayers; i++)
-    if (!g_str_has_prefix(m->layers[i].name, "block."))
-      goutside += gnone->layer_act_bytes[i];
+  double goutside = outside_blocks(m, gnone);
   double gwant = L * 2 * s * b * h + goutside;
   double ggot = gfull->mem.activations;
   cr_assert_float_eq(ggot, gwant, gwant * 1e-12, "full on a GPU: %.17g, expected %.17g", ggot,
                      gwant);
-  double outside_sp = 0;
-  for (int i = 0; i < m->nlayers; i++)
-    if (!g_str_has_prefix(m->layers[i].name, "block."))
-      outside_sp += fsp->layer_act_bytes[i];
+  double outside_sp = outside_blocks(m, fsp);
   double want_sp = L * 2 * s * b * h / 8 + outside_sp;
   double got_sp = fsp->mem.activations;
   cr_assert_float_eq(got_sp, want_sp, want_sp * 1e-12, "full+sp: %.17g, expected %.17g", got_sp,
