@@ -72,6 +72,21 @@ static int lookup(const char *const *names, const char *v)
   return -1;
 }
 
+/* A switch item's value: a bare key (val NULL) or on/true/1/yes sets *out TRUE, off/false/0/no
+ * FALSE; anything else returns FALSE and leaves *out. */
+static gboolean parse_switch(const char *val, gboolean *out)
+{
+  static const char *const on[] = {"on", "true", "1", "yes", NULL};
+  static const char *const off[] = {"off", "false", "0", "no", NULL};
+  if (val == NULL || lookup(on, val) >= 0)
+    *out = TRUE;
+  else if (lookup(off, val) >= 0)
+    *out = FALSE;
+  else
+    return FALSE;
+  return TRUE;
+}
+
 G_GNUC_PRINTF(4, 5)
 static gboolean item_error(GError **error, const char *text, const char *item, const char *fmt, ...)
 {
@@ -88,8 +103,6 @@ static gboolean item_error(GError **error, const char *text, const char *item, c
 static gboolean parse_option(ts_split *s, const char *text, const char *item, const char *key,
                              const char *val, GError **error)
 {
-  static const char *const bools_on[] = {"on", "true", "1", "yes", NULL};
-  static const char *const bools_off[] = {"off", "false", "0", "no", NULL};
   if (strcmp(key, "zero") == 0) {
     gint64 z;
     if (val == NULL || !ts_parse_int(val, 0, 3, &z))
@@ -119,11 +132,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
       return item_error(error, text, item, "recompute=none, selective, full, stage, op or dots");
     s->recompute = (ts_recompute)v;
   } else if (strcmp(key, "sp") == 0) {
-    if (val == NULL || lookup(bools_on, val) >= 0)
-      s->sp = TRUE;
-    else if (lookup(bools_off, val) >= 0)
-      s->sp = FALSE;
-    else
+    if (!parse_switch(val, &s->sp))
       return item_error(error, text, item, "sp, sp=on or sp=off (sequence parallelism)");
   } else if (strcmp(key, "offload") == 0) {
     static const char *const n[] = {"none", "cpu", "nvme", NULL};
@@ -179,20 +188,12 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "(cuDNN fused attention, as Transformer Engine runs it on Hopper)");
     s->attn_kernel = 1 + v;
   } else if (strcmp(key, "fp8-cache") == 0) {
-    if (val == NULL || lookup(bools_on, val) >= 0)
-      s->fp8_cache = TRUE;
-    else if (lookup(bools_off, val) >= 0)
-      s->fp8_cache = FALSE;
-    else
+    if (!parse_switch(val, &s->fp8_cache))
       return item_error(error, text, item,
                         "fp8-cache, fp8-cache=on or fp8-cache=off (FP8 weights cast once per step, "
                         "with precision=fp8)");
   } else if (strcmp(key, "fsdp2") == 0) {
-    if (val == NULL || lookup(bools_on, val) >= 0)
-      s->fsdp2 = TRUE;
-    else if (lookup(bools_off, val) >= 0)
-      s->fsdp2 = FALSE;
-    else
+    if (!parse_switch(val, &s->fsdp2))
       return item_error(error, text, item, "fsdp2, fsdp2=on or fsdp2=off (with zero=3)");
   } else if (strcmp(key, "buckets") == 0) {
     static const char *const n[] = {"view", "copy", NULL};
@@ -218,17 +219,14 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     if (mode >= 0) {
       *flag = TRUE;
       s->tp_overlap_mode = mode;
-    } else if (val == NULL || lookup(bools_on, val) >= 0)
-      *flag = TRUE;
-    else if (lookup(bools_off, val) >= 0)
-      *flag = FALSE;
-    else if (key[0] == 't')
-      return item_error(error, text, item,
-                        "tp-overlap, tp-overlap=te (Transformer Engine), tp-overlap=async "
-                        "(PyTorch AsyncTP), tp-overlap=xla (XLA collective matmul), "
-                        "tp-overlap=on or tp-overlap=off");
-    else
+    } else if (!parse_switch(val, flag)) {
+      if (key[0] == 't')
+        return item_error(error, text, item,
+                          "tp-overlap, tp-overlap=te (Transformer Engine), tp-overlap=async "
+                          "(PyTorch AsyncTP), tp-overlap=xla (XLA collective matmul), "
+                          "tp-overlap=on or tp-overlap=off");
       return item_error(error, text, item, "%s, %s=on or %s=off", key, key, key);
+    }
   } else if (strcmp(key, "ps-placement") == 0) {
     static const char *const n[] = {"colocated", "dedicated", NULL};
     int v = val ? lookup(n, val) : -1;
