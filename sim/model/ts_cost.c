@@ -16,6 +16,15 @@ static const char *const class_names[TS_NOPCLASSES] = {
     "roofline", "gemm", "attention", "flash", "memory", "optimizer", "transfer", "other"};
 static const char *const precision_names[TS_NPRECISIONS] = {"bf16", "fp8", "fp32"};
 
+/* Index of s among the n names, or -1 (the parsers of the name tables below). */
+static int name_index(const char *const *names, int n, const char *s)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, names[i]) == 0)
+      return i;
+  return -1;
+}
+
 const char *ts_op_class_name(ts_op_class c)
 {
   return c >= 0 && c < TS_NOPCLASSES ? class_names[c] : "?";
@@ -23,10 +32,7 @@ const char *ts_op_class_name(ts_op_class c)
 
 int ts_op_class_parse(const char *s)
 {
-  for (int i = 0; i < TS_NOPCLASSES; i++)
-    if (strcmp(s, class_names[i]) == 0)
-      return i;
-  return -1;
+  return name_index(class_names, TS_NOPCLASSES, s);
 }
 
 const char *ts_precision_name(ts_precision p)
@@ -38,10 +44,7 @@ int ts_precision_parse(const char *s)
 {
   if (strcmp(s, "fp16") == 0)
     return TS_PRECISION_BF16;
-  for (int i = 0; i < TS_NPRECISIONS; i++)
-    if (strcmp(s, precision_names[i]) == 0)
-      return i;
-  return -1;
+  return name_index(precision_names, TS_NPRECISIONS, s);
 }
 
 /* Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608), H100 80GB SXM5, BF16, head dim 128,
@@ -62,10 +65,7 @@ const char *ts_attn_kernel_name(ts_attn_kernel k)
 
 int ts_attn_kernel_parse(const char *s)
 {
-  for (int i = 0; i < TS_NATTN_KERNELS; i++)
-    if (strcmp(s, attn_kernel_names[i]) == 0)
-      return i;
-  return -1;
+  return name_index(attn_kernel_names, TS_NATTN_KERNELS, s);
 }
 
 double ts_attn_kernel_speedup(ts_attn_kernel k, gboolean bwd, double keys)
