@@ -251,6 +251,11 @@ void ts_plan_free(ts_plan *p);
 /** The trace of one training step under the plan. Caller frees. */
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error);
 
+/** The chunks the trace cuts layer i's backward into under tp-overlap (its output-gradient
+ * all-gather beside the GEMMs it feeds: tp-overlap=xla, and tp-overlap=te on a GPU), 0 when it
+ * runs unchunked. The planner's rule, which the validator reads too. */
+int ts_plan_bwd_chunks(const ts_plan *p, int i);
+
 /**
  * What a plan's trace depends on besides its axes' placement: two plans with equal keys (on one
  * model and topology that stay alive) have traces that differ only in their axes' shapes and

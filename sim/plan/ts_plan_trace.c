@@ -795,16 +795,15 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
  * by ring exchange, as the forward's gather with its GEMM (its default userbuffers
  * configuration: proj_dgrad and fc2_dgrad by ring exchange; Megatron-Core's tp_comm_overlap).
  * PyTorch's AsyncTP (tp-overlap=async) is left as it was: its backward is not chunked here.
- * `te` on a systolic chip keeps the unchunked backward. The same rule is sim/validate's
- * ovl_bwd_chunks. */
-static gboolean bwd_chunked(const gen *g, int i)
+ * `te` on a systolic chip keeps the unchunked backward. The validator reads the same rule. */
+int ts_plan_bwd_chunks(const ts_plan *p, int i)
 {
-  const ts_plan *p = g->p;
   const ts_layer_exec *e = &p->exec[i];
   gboolean mode = p->tp_overlap_mode == TS_TP_OVERLAP_XLA ||
                   (p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0);
-  return p->tp_overlap && mode && p->degree[TS_AX_TP] > 1 && e->cp_kv_bytes <= 0 &&
-         e->bwd_pre.kind == TS_COLL_ALLGATHER && e->bwd_pre.bytes > 0;
+  gboolean chunked = p->tp_overlap && mode && p->degree[TS_AX_TP] > 1 && e->cp_kv_bytes <= 0 &&
+                     e->bwd_pre.kind == TS_COLL_ALLGATHER && e->bwd_pre.bytes > 0;
+  return chunked ? p->degree[TS_AX_TP] : 0;
 }
 
 /* The backward (pass TS_PASS_BWD, label slot L_OVL_BWD) or input gradient (TS_PASS_DGRAD,
@@ -895,7 +894,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   const ts_layer_exec *e = &p->exec[i];
   double mem = ts_layer_bwd_mem_bytes_batch(m, l, g->mb) / e->cdiv;
   emit_ep(g, &e->ep_post, i, L_EP_BWD_PRE, "bwd combine");
-  gboolean chunked = bwd_chunked(g, i);
+  gboolean chunked = ts_plan_bwd_chunks(p, i) > 0;
   if (!chunked)
     emit_tp(g, &e->bwd_pre, i, L_BWD_PRE, "bwd");
   if (!gathered)

@@ -137,20 +137,6 @@ static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
   return ovl_chunks_of(e, i);
 }
 
-/* Chunks of layer i's backward (tp-overlap=xla, and tp-overlap=te on a GPU: its output-gradient
- * all-gather decomposed beside the backward or input-gradient GEMMs, ts_plan_trace's
- * bwd_chunked), 0 when not chunked. */
-static int bwd_chunks_of(const vd_exec *e, int i)
-{
-  const ts_plan *p = e->plan;
-  const ts_layer_exec *x = &p->exec[i];
-  gboolean mode = p->tp_overlap_mode == TS_TP_OVERLAP_XLA ||
-                  (p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0);
-  if (!p->tp_overlap || !mode || p->degree[TS_AX_TP] <= 1 || x->cp_kv_bytes > 0)
-    return 0;
-  return x->bwd_pre.kind == TS_COLL_ALLGATHER && x->bwd_pre.bytes > 0 ? p->degree[TS_AX_TP] : 0;
-}
-
 /* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
@@ -295,7 +281,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         v.micro /= v.nchunks;
       }
       if ((v.kind == VO_BWD || v.kind == VO_DGRAD) && v.layer >= 0 && v.layer < nl &&
-          (v.nchunks = bwd_chunks_of(run->e, v.layer)) > 0) {
+          (v.nchunks = ts_plan_bwd_chunks(run->e->plan, v.layer)) > 0) {
         /* tp-overlap=xla: n backward (input-gradient) GEMM chunks per micro-batch. */
         v.chunk = v.micro % v.nchunks;
         v.micro /= v.nchunks;
@@ -315,8 +301,9 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         vo_kind pass = v.phase == PH_FWD ? VO_FWD : v.phase == PH_RECOMPUTE ? VO_RECOMPUTE : VO_BWD;
         v.micro = seen[pass * (nl + 1) + v.layer] +
                   seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
-        int nb =
-            pass == VO_BWD && v.layer >= 0 && v.layer < nl ? bwd_chunks_of(run->e, v.layer) : 0;
+        int nb = pass == VO_BWD && v.layer >= 0 && v.layer < nl
+                     ? ts_plan_bwd_chunks(run->e->plan, v.layer)
+                     : 0;
         if (nb > 0 && op->kind == TS_OP_COLL && op->coll == TS_COLL_ALLGATHER) {
           /* A backward gather chunk comes before GEMM chunk c (c chunks seen). */
           v.nchunks = nb;
@@ -346,7 +333,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     }
     case VO_REGATHER: {
       v.micro = seen[VO_DGRAD * (nl + 1) + v.layer] + seen[VO_BWD * (nl + 1) + v.layer];
-      int nb = v.layer >= 0 && v.layer < nl ? bwd_chunks_of(run->e, v.layer) : 0;
+      int nb = v.layer >= 0 && v.layer < nl ? ts_plan_bwd_chunks(run->e->plan, v.layer) : 0;
       if (nb > 0)
         v.micro /= nb;
       break;
