@@ -60,6 +60,11 @@ install)
   [ "$got" = tpu-v3-8x8 ] || fail "completion of '--topology=tpu-v3-8': '$got'"
   got=$(bash -c "source '$comp'; COMP_WORDS=(trainsim search --glob); COMP_CWORD=2; _trainsim; echo \${COMPREPLY[*]}")
   [ "$got" = --global-batch ] || fail "completion of 'search --glob': '$got'"
+  # Values listed in an option's help line: --op's collectives, platform's --routing.
+  got=$(bash -c "source '$comp'; COMP_WORDS=(trainsim collective --op all); COMP_CWORD=3; _trainsim; echo \${COMPREPLY[*]}")
+  [ "$got" = "allreduce allgather alltoall" ] || fail "completion of 'collective --op all': '$got'"
+  got=$(bash -c "source '$comp'; COMP_WORDS=(trainsim platform --routing=t); COMP_CWORD=2; _trainsim; echo \${COMPREPLY[*]}")
+  [ "$got" = torus ] || fail "completion of 'platform --routing=t': '$got'"
   for t in $(cd "$tmp/usr/share/trainsim/topologies" && find . -mindepth 2 -name '*.ini' | sed 's#^\./##; s#\.ini$##'); do
     grep -q "$t" "$comp" || fail "completion lacks topology $t"
   done

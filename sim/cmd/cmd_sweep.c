@@ -244,7 +244,7 @@ int ts_cmd_sweep(int argc, char **argv)
        "Also draw the sweep's plots (PNG, SVG) into DIR/plots; needs --output-dir and gnuplot",
        NULL},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
-       "Without --output-dir: csv (default) or json on stdout", "F"},
+       "csv (default) or json (on stdout, without --output-dir)", "F"},
       {NULL}};
   g_autofree GOptionEntry *plan_entries = ts_cmd_plan_entries(&a.pa);
   g_autofree GOptionEntry *machine_entries = ts_cmd_machine_entries(&ma);
