@@ -1095,7 +1095,7 @@ static char *row_split(const gt_row *r, int node, int ndims)
   if (r->pp > 1) {
     int per = 5 * (r->layers / r->pp); /* sublayers: norm1, attention, norm2, fc1, fc2 */
     cr_assert_eq(r->layers % r->pp, 0, "line %d: %d layers over pp %d", r->line, r->layers, r->pp);
-    g_string_append_printf(text, ",schedule=1f1b,stages=%d", 1 + per);
+    g_string_append_printf(text, ",schedule=1f1b,p2p=blocking,stages=%d", 1 + per);
     for (int k = 1; k < r->pp; k++)
       g_string_append_printf(text, ":%d", per + (k == r->pp - 1 ? 2 : 0));
   }
