@@ -350,16 +350,15 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "attn-kernel",  "fp8-cache", "p2p",       NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
-        g_set_error(
-            error, TS_ERROR, TS_ERROR_INPUT,
-            "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
-            "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
-            "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-            "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, loss, "
-            "kernels, fsdp2, "
-            "kind:K, "
-            "name:GLOB",
-            text, key);
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
+                    "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
+                    "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
+                    "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, loss, "
+                    "kernels, fsdp2, "
+                    "kind:K, "
+                    "name:GLOB",
+                    text, key);
         return NULL;
       }
       gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");
