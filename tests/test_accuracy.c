@@ -674,11 +674,13 @@ Test(accuracy, megatron_table1_step_times_are_the_published_rates)
 /* The A100 profile on Megatron-LM's published runs, none of them fitted: Narayanan et al.
  * 2021 Table 1 (10 models, 32-3,072 GPUs) and Korthikanti et al. 2022 Table 4 (4 models, full
  * vs selective recomputation; Calculon reports 3.65% mean on these 8). The means and the worst
- * row are pinned just above what this branch measured (docs/accuracy.md). */
-#define MEGATRON_TABLE1_MEAN_MAX 6.5
-#define MEGATRON_TABLE1_WORST_MAX 14.0
-#define MEGATRON_KORTHIKANTI_MEAN_MAX 2.5
-#define MEGATRON_KORTHIKANTI_WORST_MAX 4.0
+ * row are pinned just above what this branch measured (docs/accuracy.md): with the pipelines'
+ * blocking sends (p2p=blocking, December 2026) Table 1 6.0% mean, 13.4% worst; Korthikanti 1.7%
+ * mean, 3.4% worst. */
+#define MEGATRON_TABLE1_MEAN_MAX 6.2
+#define MEGATRON_TABLE1_WORST_MAX 13.7
+#define MEGATRON_KORTHIKANTI_MEAN_MAX 2.0
+#define MEGATRON_KORTHIKANTI_WORST_MAX 3.7
 
 Test(accuracy, shipped_megatron_a100_step_times, .timeout = 300)
 {

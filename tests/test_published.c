@@ -1095,7 +1095,7 @@ static char *row_split(const gt_row *r, int node, int ndims)
   if (r->pp > 1) {
     int per = 5 * (r->layers / r->pp); /* sublayers: norm1, attention, norm2, fc1, fc2 */
     cr_assert_eq(r->layers % r->pp, 0, "line %d: %d layers over pp %d", r->line, r->layers, r->pp);
-    g_string_append_printf(text, ",schedule=1f1b,stages=%d", 1 + per);
+    g_string_append_printf(text, ",schedule=1f1b,p2p=blocking,stages=%d", 1 + per);
     for (int k = 1; k < r->pp; k++)
       g_string_append_printf(text, ":%d", per + (k == r->pp - 1 ? 2 : 0));
   }
@@ -1464,9 +1464,10 @@ Test(megatron, fitting_half_error_is_bounded, .timeout = 600)
  * issue's targets are 5% single-node (missed: measured 8.46%, 8.47% before the host queue's
  * fixes of 2026-12-02; 8.98% before the GPU's element-wise epilogues, cross-entropy and
  * optimizer traffic were costed and the bandwidth set to a measured 0.88) and 8% multi-node
- * (met: 7.53%); docs/accuracy.md. */
-#define HELDOUT_SINGLE_MAPE_MAX 0.086
-#define HELDOUT_MULTI_MAPE_MAX 0.077
+ * (met: 7.53%); docs/accuracy.md. With the pipelines' blocking sends (p2p=blocking, December
+ * 2026): 8.44% and 7.48%. */
+#define HELDOUT_SINGLE_MAPE_MAX 0.085
+#define HELDOUT_MULTI_MAPE_MAX 0.076
 
 /* The shipped profile on the single-node rows it was not fitted to; tables with
  * TS_PUBLISHED_REPORT. */

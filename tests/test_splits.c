@@ -146,6 +146,56 @@ Test(pipeline, interleaved_bubble_shrinks_by_chunks)
       }
 }
 
+/* p2p=blocking (Megatron-LM's and DeepSpeed's pipeline exchange): every pipeline send is a
+ * dependency of the first compute-stream op after it on its stage; with async (the default) no
+ * compute op waits for a send. With a send as long as a layer's forward the blocking step is
+ * slower; with free links the two are the same step. */
+Test(pipeline, blocking_sends_gate_the_next_compute)
+{
+  int P = 4, M = 8;
+  g_autoptr(ts_model) m = equal_model(2 * P, 1e9, 1000, 1e6);
+  for (int slow = 0; slow < 2; slow++) {
+    /* 2 bytes a sample cross each boundary: 2 ms at 1000 B/s, a layer's forward is 1 ms. */
+    g_autoptr(ts_topo) t = ring_topo(P, slow ? 1e3 : 1e18, 0);
+    double step[2];
+    for (int blocking = 0; blocking < 2; blocking++) {
+      g_autoptr(ts_plan) p = make_plan(
+          m, t, blocking ? "pp=4,schedule=1f1b,p2p=blocking" : "pp=4,schedule=1f1b", M, 1);
+      cr_assert_eq(strstr(p->split_text, "p2p=blocking") != NULL, blocking, "%s", p->split_text);
+      g_autoptr(ts_trace) tr = trace_of(p);
+      int sends = 0, gated = 0;
+      for (int q = 0; q < tr->nprograms; q++) {
+        const ts_program *prog = &tr->programs[q];
+        for (int i = 0; i < prog->nops; i++) {
+          if (ts_program_op_kind(prog, i) != TS_OP_SEND)
+            continue;
+          int j = i + 1;
+          while (j < prog->nops && ts_program_op(prog, j).stream != 0)
+            j++;
+          if (j == prog->nops)
+            continue;
+          sends++;
+          int n;
+          const int *d = ts_program_deps(prog, j, &n);
+          for (int k = 0; k < n; k++)
+            gated += d[k] == i;
+        }
+      }
+      cr_assert_gt(sends, 0);
+      cr_assert_eq(gated, blocking ? sends : 0, "%d of %d sends gate the next compute", gated,
+                   sends);
+      ts_replay_result rr;
+      replay_plan(p, &rr);
+      step[blocking] = rr.step_time_s;
+    }
+    if (slow)
+      cr_assert_gt(step[1], step[0] * 1.05, "blocking %g s, async %g s", step[1], step[0]);
+    else
+      cr_assert_float_eq(step[1], step[0], 1e-9 * step[0], "blocking %g s, async %g s", step[1],
+                         step[0]);
+  }
+}
+
 Test(pipeline, in_flight_activations)
 {
   /* 1F1B holds at most P micro-batches of activations on the first stage (P - s on stage s);
@@ -1124,6 +1174,8 @@ Test(split, option_errors_name_the_item)
   } cases[] = {
       {"pp=4,zero=4", "item 'zero=4': expected zero=0, 1, 2 or 3"},
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
+      {"pp=4,p2p=sync", "item 'p2p=sync': expected p2p=async (sends overlap the next compute) or "
+                        "blocking"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most",
        "item 'recompute=most': expected recompute=none, selective, full, stage, op or dots"},

@@ -1608,6 +1608,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",fp8-cache");
   if (p->bucket_copy)
     g_string_append(s, ",buckets=copy");
+  if (p->p2p_blocking)
+    g_string_append(s, ",p2p=blocking");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -1806,6 +1808,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
   p->attn_kernel = s->attn_kernel > 0 ? (ts_attn_kernel)(s->attn_kernel - 1) : TS_ATTN_KERNEL_FA2;
   p->fp8_cache = s->fp8_cache;
+  p->p2p_blocking = s->p2p_blocking;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;

@@ -122,6 +122,8 @@ typedef struct {
   /* Added with issue 10 (the H100 Megatron stack). */
   int attn_kernel;    /* attn-kernel=: 0 not given (fa2), else 1 + ts_attn_kernel */
   gboolean fp8_cache; /* fp8-cache: FP8 weight copies cast once per step (Transformer Engine) */
+  /* Added with issue 10 (the A100 pipelined runs). */
+  gboolean p2p_blocking; /* p2p=blocking: a stage's compute waits for its pipeline sends */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -241,6 +243,9 @@ typedef struct {
   ts_attn_kernel attn_kernel; /* the fused attention kernel (attn-kernel=; ts_cost.h) */
   gboolean fp8_cache;         /* FP8 weights (and transposes) cast once per step, not per
                                  micro-batch (fp8-cache: Transformer Engine's weight cache) */
+  /* Added with issue 10 (the A100 pipelined runs). */
+  gboolean p2p_blocking; /* p2p=blocking: the compute stream waits for each pipeline send to
+                            complete (Megatron-LM's and DeepSpeed's non-overlapped exchange) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -1136,6 +1136,13 @@ static int p2p(gen *g, ts_op_kind kind, int stream, int peer_device, double byte
     pend(g, g->last);
     int id = emit(g, &op, label, (const int *)g->pend->data, (int)g->pend->len);
     g_array_set_size(g->pend, 0);
+    /* p2p=blocking: the next compute waits for the send. Megatron-LM's p2p_communication
+     * waits on every request of batch_isend_irecv and then synchronises the device before the
+     * next forward or backward; DeepSpeed's pipeline engine issues each send as its own
+     * blocking instruction (SendActivation, SendGrad). The exchange's wire time then adds to
+     * the sender's critical path instead of running beside its next micro-batch. */
+    if (g->p->p2p_blocking)
+      pend(g, id);
     return id;
   }
   return emit(g, &op, label, NULL, 0);
@@ -1645,10 +1652,10 @@ char *ts_plan_trace_key(const ts_plan *p)
                          p->n_micro);
   for (int a = 0; a < TS_AX_N; a++)
     g_string_append_printf(k, "%d ", p->degree[a]);
-  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
+  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
                          p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero, (int)p->offload,
                          p->ep, p->shard, p->tp_overlap, p->dp_overlap, p->precision, p->fsdp2,
-                         (int)p->kernels);
+                         (int)p->kernels, p->p2p_blocking);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

@@ -203,6 +203,16 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "buckets=view (gradients live in the buckets) or copy (DDP's "
                         "gradient_as_bucket_view=False)");
     s->bucket_copy = v == 1;
+  } else if (strcmp(key, "p2p") == 0) {
+    /* How a stage's pipeline sends relate to its compute (docs/splits.md): async (the default,
+     * torch.distributed.pipelining's isend, Megatron-Core's overlap_p2p_comm) or blocking. */
+    static const char *const n[] = {"async", "blocking", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "p2p=async (sends overlap the next compute) or blocking (the compute "
+                        "waits for each send: Megatron-LM, DeepSpeed's pipeline engine)");
+    s->p2p_blocking = v == 1;
   } else if (strcmp(key, "shard") == 0) {
     gint64 v;
     if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
@@ -290,8 +300,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, attn-kernel, fp8-cache, buckets, loss, kernels, fsdp2, "
-        "kind:K, name:GLOB)");
+        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, loss, kernels, "
+        "fsdp2, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -337,19 +347,18 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "zero",         "schedule",  "recompute", "sp",    "offload",    "ps",
           "ps-placement", "stages",    "ep",        "shard", "tp-overlap", "dp-overlap",
           "attention",    "buckets",   "precision", "loss",  "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", NULL};
+          "attn-kernel",  "fp8-cache", "p2p",       NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
-        g_set_error(
-            error, TS_ERROR, TS_ERROR_INPUT,
-            "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
-            "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
-            "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-            "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, loss, kernels, "
-            "fsdp2, "
-            "kind:K, "
-            "name:GLOB",
-            text, key);
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
+                    "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
+                    "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
+                    "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, loss, "
+                    "kernels, fsdp2, "
+                    "kind:K, "
+                    "name:GLOB",
+                    text, key);
         return NULL;
       }
       gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");

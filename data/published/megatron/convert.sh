@@ -52,9 +52,9 @@ stages() {
       split="tp=$tp@node,pp=$pp@net,dp=$dp@net"
       st=$(stages "$l" "$pp" "$chunks")
       if [ "$chunks" -gt 1 ]; then
-        split="$split,schedule=interleaved:$chunks,stages=$st"
+        split="$split,schedule=interleaved:$chunks,p2p=blocking,stages=$st"
       else
-        split="$split,schedule=1f1b,stages=$st"
+        split="$split,schedule=1f1b,p2p=blocking,stages=$st"
       fi
     fi
     # torch DDP: bucketed all-reduce overlapped with the backward (25 MB buckets); Megatron's
@@ -97,7 +97,7 @@ TABLE
       st=$(stages "$l" "$pp" "$chunks")
       sched=1f1b
       [ "$chunks" -gt 1 ] && sched="interleaved:$chunks"
-      split="$split,pp=$pp@net,schedule=$sched,stages=$st"
+      split="$split,pp=$pp@net,schedule=$sched,p2p=blocking,stages=$st"
     fi
     echo "full recompute,$topo,$vary,$model,\"recompute=full,attention=unfused,$split\",$B,$mbs,1048576,$full"
     echo "selective + sp,$topo,$vary,$model,\"recompute=selective,sp,attention=unfused,$split\",$B,$mbs,1048576,$sel"

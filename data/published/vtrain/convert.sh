@@ -12,7 +12,8 @@
 # learned positions, tied logits, pre-norm, biases, dropout and a GeLU MLP of 4h, the
 # vocabulary (50,257) padded to a multiple of 128 x tp as Megatron pads it, unfused attention
 # (the runs predate flash attention in Megatron-DeepSpeed); activation checkpointing
-# (recompute=full), 1F1B with Megatron's stages (L/pp blocks each, the embedding on the first
+# (recompute=full), 1F1B with blocking pipeline sends (p2p=blocking: DeepSpeed's pipeline engine
+# issues each send as its own blocking instruction) and Megatron's stages (L/pp blocks each, the embedding on the first
 # stage, the final norm and logits on the last), Megatron's rank order (tp innermost, then dp,
 # then pp) on GPUs numbered node-major, and no gradient bucketing (bucket_MiB = 1048576).
 # Machines: the shipped DGX A100 node cut to the row's GPUs (single), or the shipped 4-node DGX
@@ -64,7 +65,7 @@ convert() { # $1 input, $2 output, $3 group prefix, $4 1 = multi-node
       }
       if (pp > 1) {
         per = 5 * (l / pp)
-        sp = sp sprintf(",schedule=1f1b,stages=%d", 1 + per)
+        sp = sp sprintf(",schedule=1f1b,p2p=blocking,stages=%d", 1 + per)
         for (k = 1; k < pp; k++) sp = sp sprintf(":%d", per + (k == pp - 1 ? 2 : 0))
       }
       g = group (pp > 1 ? " pp>1" : " pp=1")
