@@ -595,6 +595,22 @@ gboolean ts_plan_recomputes_forward(const ts_plan *p)
   return p->recompute == TS_RECOMPUTE_FULL || p->recompute == TS_RECOMPUTE_STAGE;
 }
 
+/* On a TPU the recomputed forward is what JAX's remat partial evaluation keeps of it: only the
+ * computations the backward reads (jax.checkpoint recomputes the residuals, and dead code is
+ * eliminated from the rematerialised forward). The checkpoint unit's last product, a dense
+ * layer (an MLP's down projection) whose output only forms the unit's output, already kept as
+ * the next unit's checkpoint and read by no backward (its own backward reads its input), is
+ * not run again. PyTorch's checkpoint (a GPU) re-runs the whole block. */
+gboolean ts_plan_recompute_skips(const ts_plan *p, int i)
+{
+  const ts_layer *l = &p->model->layers[i];
+  if (p->topo->chip.systolic <= 0 || p->recompute != TS_RECOMPUTE_FULL || !p->unit ||
+      p->unit[i] < 0)
+    return FALSE;
+  gboolean last = i + 1 >= p->model->nlayers || p->unit[i + 1] != p->unit[i];
+  return last && l->kind == TS_LAYER_DENSE && l->experts == 0 && l->vocab <= 0;
+}
+
 int *ts_plan_units(const ts_plan *p)
 {
   const ts_model *m = p->model;
@@ -909,7 +925,7 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   double fwd = l->fwd_flops * mb / e->cdiv, fmem = ts_layer_fwd_mem_bytes_batch(m, l, mb) / e->cdiv;
   ts_plan_layer_shape(p, i, mb, TS_PASS_FWD, &s);
   double t = ts_cost_compute(c, fwd, fmem, &s);
-  if (ts_plan_recomputes_forward(p))
+  if (ts_plan_recomputes_forward(p) && !ts_plan_recompute_skips(p, i))
     t *= 2;
   ts_plan_layer_shape(p, i, mb, TS_PASS_BWD, &s);
   t += ts_cost_compute(c, (l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv,
