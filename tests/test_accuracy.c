@@ -505,17 +505,18 @@ Test(accuracy, max_mean_error_gate)
  * TPU"): one compute_efficiency per TPU generation fitted on the rows marked "fit" (the 1st,
  * 3rd, ... of each chip's rows, bench/fit_tpu.sh); the held-out rows' error is pinned just above
  * what the fitted profiles give (ICI links at the scaling book's rates, the tensor-parallel rows
- * as tp-overlap=xla, the remat_policy=minimal rows as recompute=dots, v5p refitted 0.76): v4
- * 2.9%, v5e 7.9%, v5p 9.5%, v6e 1.3% mean |error| held out, 7.2% over the 8 held-out rows
- * (16.1% the worst: the 512B and the 1024B on 2,048 chips, see docs/accuracy.md), 6.2% over
- * all 18. */
-#define MAXTEXT_HELDOUT_MEAN_MAX 7.5
-#define MAXTEXT_HELDOUT_WORST_MAX 16.6
-#define MAXTEXT_ALL_MEAN_MAX 6.5
+ * as tp-overlap=xla, the remat_policy=minimal rows as recompute=dots, the rematerialised
+ * forward without each block's last product, refitted v4 0.72, v5e 0.78, v5p 0.72, v6e 0.72):
+ * v4 4.4%, v5e 7.9%, v5p 7.4%, v6e 0.0% mean |error| held out, 6.2% over the 8 held-out rows
+ * (12.4% the worst: the 512B and the 1024B on 2,048 chips, see docs/accuracy.md), 5.7% over
+ * all 18 (before the remat change: 7.2% held out, 16.1% the worst, 6.2% over all). */
+#define MAXTEXT_HELDOUT_MEAN_MAX 6.5
+#define MAXTEXT_HELDOUT_WORST_MAX 12.9
+#define MAXTEXT_ALL_MEAN_MAX 6.0
 static const struct {
   const char *group;
   double heldout_mean_max;
-} maxtext_chips[] = {{"TPU v4", 3.2}, {"TPU v5e", 8.2}, {"TPU v5p", 9.8}, {"TPU v6e", 1.6}};
+} maxtext_chips[] = {{"TPU v4", 4.7}, {"TPU v5e", 8.2}, {"TPU v5p", 7.7}, {"TPU v6e", 0.5}};
 
 Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 {

@@ -595,6 +595,22 @@ gboolean ts_plan_recomputes_forward(const ts_plan *p)
   return p->recompute == TS_RECOMPUTE_FULL || p->recompute == TS_RECOMPUTE_STAGE;
 }
 
+/* On a TPU the recomputed forward is what JAX's remat partial evaluation keeps of it: only the
+ * computations the backward reads (jax.checkpoint recomputes the residuals, and dead code is
+ * eliminated from the rematerialised forward). The checkpoint unit's last product, a dense
+ * layer (an MLP's down projection) whose output only forms the unit's output, already kept as
+ * the next unit's checkpoint and read by no backward (its own backward reads its input), is
+ * not run again. PyTorch's checkpoint (a GPU) re-runs the whole block. */
+gboolean ts_plan_recompute_skips(const ts_plan *p, int i)
+{
+  const ts_layer *l = &p->model->layers[i];
+  if (p->topo->chip.systolic <= 0 || p->recompute != TS_RECOMPUTE_FULL || !p->unit ||
+      p->unit[i] < 0)
+    return FALSE;
+  gboolean last = i + 1 >= p->model->nlayers || p->unit[i + 1] != p->unit[i];
+  return last && l->kind == TS_LAYER_DENSE && l->experts == 0 && l->vocab <= 0;
+}
+
 int *ts_plan_units(const ts_plan *p)
 {
   const ts_model *m = p->model;
@@ -909,7 +925,7 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   double fwd = l->fwd_flops * mb / e->cdiv, fmem = ts_layer_fwd_mem_bytes_batch(m, l, mb) / e->cdiv;
   ts_plan_layer_shape(p, i, mb, TS_PASS_FWD, &s);
   double t = ts_cost_compute(c, fwd, fmem, &s);
-  if (ts_plan_recomputes_forward(p))
+  if (ts_plan_recomputes_forward(p) && !ts_plan_recompute_skips(p, i))
     t *= 2;
   ts_plan_layer_shape(p, i, mb, TS_PASS_BWD, &s);
   t += ts_cost_compute(c, (l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv,
@@ -1140,6 +1156,97 @@ static double checkpoint_bytes(const ts_plan *p, int i)
   return MIN(e->in_bytes, sharded);
 }
 
+/* TPU (XLA) memory terms, used by ts_plan_memory_at when the chip has a systolic array and the
+ * device runs the whole model (pp = 1, one chunk), as MaxText's runs do.
+ *
+ * XLA compiles the training step into one program and assigns its buffers by live range over
+ * the scheduled program (buffer assignment's heap simulation), so the peak is the largest sum
+ * of the buffers live at one point, not the sum of each phase's largest: the loss's gradient
+ * (vocabulary wide) is freed before any block's backward starts, and the layers after the last
+ * block free what they kept with it. XLA fuses element-wise work into the matmuls and
+ * reductions that consume it (the time model charges no separate element-wise kernels on a
+ * TPU either), so what a backward reads from an element-wise op is recomputed inside its
+ * consumer and never materialised:
+ * - the loss keeps the logits as the matmul wrote them, in the activation type, not an fp32
+ *   copy (the fp32 cast, the softmax and its exp are fused into the loss's forward reduction
+ *   and again into its backward; MaxText's cross_entropy_with_logits, max_utils.py);
+ * - a recomputed block materialises the outputs of its matmuls the backward reads (Q, K, V,
+ *   the output projection's, an MLP's first products: dots_kept_bytes, the set of
+ *   checkpoint_dots_with_no_batch_dims) and the attention kernel's output; norms, rotary and
+ *   the activation are recomputed inside the matmuls that read them. */
+static double xla_logits_fp32_bytes(const ts_plan *p, int i)
+{
+  const ts_layer *l = &p->model->layers[i];
+  if (l->kind != TS_LAYER_DENSE || l->vocab <= 0 || p->loss == TS_LOSS_EAGER)
+    return 0.0;
+  /* ts_model.c keeps the loss's logits in fp32 (4 bytes); XLA keeps them in D. */
+  return (4.0 - p->model->dtype_bytes) * (double)l->out_act_elems / p->exec[i].cdiv;
+}
+
+/* What a layer of a recomputed block materialises again before its backward (per sample). */
+static double xla_recomputed_bytes(const ts_plan *p, int i)
+{
+  const ts_layer *l = &p->model->layers[i];
+  ts_layer_exec tmp = p->exec[i];
+  double kept = dots_kept_bytes(p->model, l, &tmp);
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0 && !l->cross) {
+    double T, S, I;
+    attention_dims(l, &T, &S, &I);
+    double div = tmp.pdiv > 1 ? tmp.pdiv : 1.0;
+    kept += T * I / div * p->model->dtype_bytes; /* the attention kernel's output */
+  }
+  return kept;
+}
+
+/* The working memory of the forward-backward on top of every kept activation (pp = 1, one
+ * chunk): the backward visits the layers last to first and frees what each kept; at layer i's
+ * backward, a recomputed block holds its materialised tensors up to i, and i's output and
+ * input gradients are live with its block's residual-stream gradient, while the layers after
+ * i have freed what they kept. The peak of that over i (>= 0: the last layer frees nothing
+ * before its backward). */
+static double xla_backward_extra(const ts_plan *p, double mb)
+{
+  const ts_model *m = p->model;
+  int n = p->stage_first[1] - p->stage_first[0];
+  double *kept = g_new0(double, n > 0 ? n : 1), *need = g_new0(double, n > 0 ? n : 1);
+  gboolean full = ts_plan_recomputes_forward(p);
+  double rec = 0, block_in = 0;
+  int cur_block = -2;
+  for (int k = 0; k < n; k++) {
+    int i = p->stage_first[0] + k;
+    const ts_layer_exec *e = &p->exec[i];
+    const ts_layer *l = &m->layers[i];
+    if (l->block < 0 || l->block != cur_block) {
+      cur_block = l->block;
+      rec = 0;
+      block_in = l->block >= 0 ? e->in_bytes * mb : 0.0;
+    }
+    if (full && p->unit[i] >= 0) {
+      if (p->unit[i] == i || k == 0)
+        kept[k] = checkpoint_bytes(p, i) * mb;
+      rec += xla_recomputed_bytes(p, i) * mb;
+    } else {
+      kept[k] = (p->exec[i].act_bytes - xla_logits_fp32_bytes(p, i)) * mb;
+      /* Selective and dots recomputation run the attention kernel forward again before the
+       * block's backward. */
+      if (l->block >= 0 && l->kind == TS_LAYER_ATTENTION && e->recompute_flops > 0) {
+        double T, S, I;
+        attention_dims(l, &T, &S, &I);
+        rec += T * I / (e->pdiv > 1 ? e->pdiv : 1.0) * m->dtype_bytes * mb;
+      }
+    }
+    need[k] = rec + (e->in_bytes + e->out_bytes) * mb + block_in;
+  }
+  double after = 0, best = 0;
+  for (int k = n - 1; k >= 0; k--) {
+    best = MAX(best, need[k] - after);
+    after += kept[k];
+  }
+  g_free(kept);
+  g_free(need);
+  return best;
+}
+
 void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
 {
   const ts_model *m = p->model;
@@ -1149,6 +1256,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * Zhang et al. 2022, section 3.1): states then divide by the group's size, not dp's. */
   double D = m->dtype_bytes, mb = (double)micro_batch, N = ts_plan_shard_ranks(p);
   memset(mem, 0, sizeof *mem);
+  gboolean tpu = p->topo->chip.systolic > 0; /* XLA's program (xla_backward_extra) */
   mem->stage = device;
   double psi_d, psi_e;
   ts_plan_device_params_split(p, device, &psi_d, &psi_e);
@@ -1194,7 +1302,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   gint64 per_replica = p->opt.global_batch / dp;
   int M = (int)(per_replica / micro_batch);
   double *chunk_act = g_new0(double, V);
-  double work = 0, largest_out = 0, largest_params = 0;
+  double work = 0, largest_out = 0, largest_params = 0, largest_layer_params = 0;
   /* FSDP2: parameters gathered whole (in the GEMMs' precision with FP8's all-gather), per
    * block and for the layers of no block (the root module: embedding, final norm, logits). */
   double root_gathered = 0, dev_gathered = 0, block_gathered = 0, largest_block = 0;
@@ -1224,7 +1332,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
         unit_work += e->full_act_bytes * mb;
         work = MAX(work, unit_work);
       } else {
-        chunk_act[c] += e->act_bytes * mb;
+        chunk_act[c] += (e->act_bytes - (tpu ? xla_logits_fp32_bytes(p, i) : 0.0)) * mb;
       }
       gboolean logits = l->kind == TS_LAYER_DENSE && l->vocab > 0;
       if (!(logits && p->loss == TS_LOSS_EAGER))
@@ -1236,6 +1344,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
         zunit_params = 0;
       }
       zunit_params += ts_plan_layer_params(p, i);
+      largest_layer_params = MAX(largest_layer_params, ts_plan_layer_params(p, i));
       largest_params = MAX(largest_params, zunit_params);
       if (logits && p->loss == TS_LOSS_EAGER) {
         /* PyTorch's cross_entropy(logits.float()) uncompiled: its backward holds the saved
@@ -1318,6 +1427,19 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       double block_bufs = 2.0 * largest_out + work + (4.0 + D) * largest_block_params;
       mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
     }
+  } else if (tpu && pp == 1 && V == 1) {
+    /* A TPU (xla_backward_extra): the backward's working set at its peak; under ZeRO 2-3 the
+     * gradient of the layer whose reduce-scatter is pending (XLA reduce-scatters each layer's
+     * weight gradients as the scanned backward makes them); under ZeRO-3 the block running,
+     * gathered, and the next one's gathers as far as memory allows: XLA's latency-hiding
+     * scheduler tracks memory pressure and starts an asynchronous all-gather only within the
+     * program's memory limit, so a program fits if one layer's gather can run ahead (the time
+     * model keeps the block-ahead prefetch: where memory is short the gathers are later). */
+    mem->temp = xla_backward_extra(p, mb);
+    mem->temp +=
+        p->zero >= 2 ? D * largest_layer_params : ts_plan_bucket_bytes(p, psi, p->opt.bucket_bytes);
+    if (p->zero >= 3)
+      mem->temp += D * (largest_params + largest_layer_params);
   } else {
     mem->temp = ts_plan_bucket_bytes(p, psi, p->opt.bucket_bytes) + buffers;
     if (p->zero >= 3)
@@ -1529,7 +1651,9 @@ static void plan_memory(ts_plan *p)
     p->stage_mem[s].max_micro_batch = p->mem.max_micro_batch;
   p->layer_act_bytes = g_new0(double, p->model->nlayers > 0 ? p->model->nlayers : 1);
   for (int i = 0; i < p->model->nlayers; i++)
-    p->layer_act_bytes[i] = p->exec[i].act_bytes * (double)p->micro_batch;
+    p->layer_act_bytes[i] =
+        (p->exec[i].act_bytes - (p->topo->chip.systolic > 0 ? xla_logits_fp32_bytes(p, i) : 0.0)) *
+        (double)p->micro_batch;
 }
 
 /* ---- text ---------------------------------------------------------------------------- */

@@ -133,6 +133,8 @@ int *ts_plan_units(const ts_plan *p);
 /* Whether the plan re-runs forwards before backwards (recompute=full or stage), keeping only
  * each checkpoint unit's input (ts_plan_units). */
 gboolean ts_plan_recomputes_forward(const ts_plan *p);
+/* A TPU's rematerialised forward leaves out layer i (ts_plan.c). */
+gboolean ts_plan_recompute_skips(const ts_plan *p, int i);
 
 /* Bytes of optimizer state per parameter (Adam: K = 12 with 16-bit training). */
 double ts_plan_optimizer_bytes_per_param(const ts_model *m);

@@ -1246,7 +1246,8 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
      * block's forward from its kept input, then its backward. */
     int u0 = MAX(p->unit[i], a);
     for (int j = u0; j <= i; j++)
-      fwd_layer(g, j, TRUE);
+      if (!ts_plan_recompute_skips(p, j))
+        fwd_layer(g, j, TRUE);
     for (int j = i; j >= u0; j--)
       bwd_layer(g, j, TRUE);
     i = u0 - 1;
