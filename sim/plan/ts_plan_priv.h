@@ -133,6 +133,9 @@ int *ts_plan_units(const ts_plan *p);
 /* Whether the plan re-runs forwards before backwards (recompute=full or stage), keeping only
  * each checkpoint unit's input (ts_plan_units). */
 gboolean ts_plan_recomputes_forward(const ts_plan *p);
+/* Whether full (or stage) recomputation re-runs this layer's block (recompute=full:N skips
+ * some blocks); FALSE for layers of no block and for the other policies. */
+gboolean ts_plan_layer_recomputed(const ts_plan *p, int layer);
 
 /* Bytes of optimizer state per parameter (Adam: K = 12 with 16-bit training). */
 double ts_plan_optimizer_bytes_per_param(const ts_model *m);
