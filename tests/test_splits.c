@@ -1174,8 +1174,8 @@ Test(split, option_errors_name_the_item)
       {"pp=4,zero=4", "item 'zero=4': expected zero=0, 1, 2 or 3"},
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
-      {"tp=4,recompute=most",
-       "item 'recompute=most': expected recompute=none, selective, full, full:N, stage, op or dots"},
+      {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective, full, "
+                              "full:N, stage, op or dots"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},

@@ -95,8 +95,8 @@ typedef struct {
   int chunks;   /* interleaved: model chunks per device (V) */
   ts_recompute recompute;
   int recompute_every; /* recompute=full:N: every N-th block checkpointed (1: all) */
-  gboolean sp; /* sequence parallelism with tp */
-  int zero;    /* 0..3 */
+  gboolean sp;         /* sequence parallelism with tp */
+  int zero;            /* 0..3 */
   ts_offload offload;
   int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
