@@ -166,6 +166,34 @@ Test(elementwise, planner_shapes_carry_the_eager_bytes)
   ts_topo_free(t);
 }
 
+/* kernels=eager-fused-rmsnorm (TorchTitan's norm_type = "fused_rmsnorm"): the norm carries no
+ * eager extra (its fused Triton kernel moves what trainsim's norm op costs), every other op
+ * carries kernels=eager's. */
+Test(elementwise, fused_rmsnorm_drops_only_the_norm_extra)
+{
+  ts_topo *t;
+  ts_model *m;
+  double mb = 2, T = 8192;
+  ts_plan *p = plan_of("dgx-h100-4node", "llama3-8b",
+                       "dp=32,zero=3,recompute=op,kernels=eager-fused-rmsnorm", 64, 2, &t, &m);
+  int norm = layer_named(m, "block.3.norm2"), fc1 = layer_named(m, "block.3.fc1");
+  ts_op_shape s;
+  for (int pass = TS_PASS_FWD; pass <= TS_PASS_BWD; pass++) {
+    ts_plan_layer_shape(p, norm, mb, (ts_pass)pass, &s);
+    cr_assert(s.elem_bytes == 0, "norm pass %d: %g", pass, s.elem_bytes);
+  }
+  ts_plan_layer_shape(p, fc1, mb, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.elem_bytes, (8 + 4) * T * 14336 * mb), "swiglu %g", s.elem_bytes);
+  ts_plan_free(p);
+  ts_model_free(m);
+  ts_topo_free(t);
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse("dp=8,kernels=eager-fused-rmsnorm", &e);
+  cr_assert_not_null(sp);
+  cr_assert_eq(sp->kernels, 1 + TS_KERNELS_EAGER_FUSED_RMSNORM);
+  cr_assert_str_eq(ts_kernels_mode_name(TS_KERNELS_EAGER_FUSED_RMSNORM), "eager-fused-rmsnorm");
+}
+
 /* precision=fp8: an FP8 layer's forward shape carries the input and weight casts. */
 Test(elementwise, fp8_shapes_carry_the_casts)
 {

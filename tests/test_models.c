@@ -1156,7 +1156,8 @@ Test(params, llama3_mixtral_deepseek_checkpoints)
     double params;
   } want[] = {{"llama3-8b", 8030261248.0},       {"llama3-70b", 70553706496.0},
               {"llama3-405b", 405853388800.0},   {"mixtral-8x7b", 46702792704.0},
-              {"mixtral-8x22b", 140620634112.0}, {"deepseek-v3", 671026419200.0}};
+              {"mixtral-8x22b", 140620634112.0}, {"deepseek-v3", 671026419200.0},
+              {"llama2-13b", 13015864320.0},     {"llama2-70b", 68976648192.0}};
   for (size_t k = 0; k < G_N_ELEMENTS(want); k++) {
     g_autoptr(ts_model) m = load_shipped(want[k].name);
     double got = ts_model_params(m), pub = m->published_params;

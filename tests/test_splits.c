@@ -699,6 +699,55 @@ Test(activations, full_recompute_keeps_block_inputs)
                      "recompute adds %.17g FLOP, expected %.17g", extra, blocks_fwd);
 }
 
+/* recompute=full:N (TorchTitan's "selective layer" checkpointing, selective_ac_option = N):
+ * block b is checkpointed when (b + 1) % N == 0. With N = 2 half the blocks keep their input and
+ * re-run their forward, the other half keep everything: activations and extra FLOPs are the
+ * mean of none and full; N = 1 is full; N above the block count checkpoints nothing. */
+Test(activations, full_every_nth_block_checkpoints_every_nth_block)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b"); /* 24 blocks */
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) none = make_plan(m, t, "tp=8,dp=4", 64, 2);
+  g_autoptr(ts_plan) full = make_plan(m, t, "tp=8,dp=4,recompute=full", 64, 2);
+  g_autoptr(ts_plan) half = make_plan(m, t, "tp=8,dp=4,recompute=full:2", 64, 2);
+  g_autoptr(ts_plan) one = make_plan(m, t, "tp=8,dp=4,recompute=full:1", 64, 2);
+  g_autoptr(ts_plan) past = make_plan(m, t, "tp=8,dp=4,recompute=full:25", 64, 2);
+  for (int i = 0; i < m->nlayers; i++) {
+    int b = m->layers[i].block;
+    cr_assert_eq(half->unit[i] >= 0, b >= 0 && b % 2 == 1, "%s: unit %d", m->layers[i].name,
+                 half->unit[i]);
+    cr_assert_eq(one->unit[i], full->unit[i]);
+    cr_assert_eq(past->unit[i], -1, "%s", m->layers[i].name);
+  }
+  cr_assert_eq(one->mem.activations, full->mem.activations);
+  cr_assert_eq(past->mem.activations, none->mem.activations);
+  /* Identical blocks: the kept bytes are the mean of none's and full's. */
+  double want = (none->mem.activations + full->mem.activations) / 2;
+  cr_assert_float_eq(half->mem.activations, want, want * 1e-12, "full:2 keeps %.17g, mean %.17g",
+                     half->mem.activations, want);
+  GError *err = NULL;
+  double f[4] = {0};
+  const ts_plan *ps[4] = {none, full, half, past};
+  for (int k = 0; k < 4; k++) {
+    g_autoptr(ts_trace) tr = ts_plan_trace(ps[k], &err);
+    cr_assert_not_null(tr, "%s", err ? err->message : "");
+    for (int i = 0; i < tr->programs[0].nops; i++)
+      f[k] += ts_program_op(&tr->programs[0], i).flops;
+  }
+  cr_assert_float_eq(f[2] - f[0], (f[1] - f[0]) / 2, f[1] * 1e-12, "full:2 re-runs %.17g FLOP",
+                     f[2] - f[0]);
+  cr_assert_eq(f[3], f[0]);
+  cr_assert(strstr(half->split_text, "recompute=full:2") != NULL, "%s", half->split_text);
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,recompute=op:2", &e);
+  cr_assert_null(bad);
+  cr_assert(strstr(e->message, "recompute=op:2") != NULL && strstr(e->message, "full:N"), "%s",
+            e->message);
+  g_clear_error(&e);
+  g_autoptr(ts_split) zero = ts_split_parse("dp=8,recompute=full:0", &e);
+  cr_assert_null(zero);
+}
+
 Test(activations, stage_recompute_keeps_stage_inputs)
 {
   /* GPipe's re-materialisation (Huang et al. 2019, section 2.3): a device keeps only each
@@ -1180,8 +1229,8 @@ Test(split, option_errors_name_the_item)
       {"pp=4,p2p=sync", "item 'p2p=sync': expected p2p=async (sends overlap the next compute) or "
                         "blocking"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
-      {"tp=4,recompute=most",
-       "item 'recompute=most': expected recompute=none, selective, full, stage, op or dots"},
+      {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective, full, "
+                              "full:N, stage, op or dots"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},

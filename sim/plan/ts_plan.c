@@ -611,6 +611,19 @@ gboolean ts_plan_recompute_skips(const ts_plan *p, int i)
   return last && l->kind == TS_LAYER_DENSE && l->experts == 0 && l->vocab <= 0;
 }
 
+gboolean ts_plan_layer_recomputed(const ts_plan *p, int layer)
+{
+  if (!ts_plan_recomputes_forward(p))
+    return FALSE;
+  if (p->recompute == TS_RECOMPUTE_STAGE)
+    return TRUE;
+  int b = p->model->layers[layer].block;
+  /* recompute=full:N, TorchTitan's selective layer checkpointing (torchtitan 1ea476e9f,
+   * parallelize_llama.py): a counter over the blocks, from 1; a block is wrapped in checkpoint
+   * when the count is a multiple of N, so with N = 2 the second, fourth, ... blocks. */
+  return b >= 0 && (p->recompute_every <= 1 || (b + 1) % p->recompute_every == 0);
+}
+
 int *ts_plan_units(const ts_plan *p)
 {
   const ts_model *m = p->model;
@@ -626,10 +639,12 @@ int *ts_plan_units(const ts_plan *p)
                     ts_plan_stage_of_layer(p, i - 1) == ts_plan_stage_of_layer(p, i);
     if (cont)
       unit[i] = unit[i - 1];
-    else if (m->layers[i].block >= 0)
+    else if (m->layers[i].block >= 0 &&
+             (p->recompute != TS_RECOMPUTE_FULL || ts_plan_layer_recomputed(p, i)))
       unit[i] = i;
     else
-      unit[i] = -1; /* a top-level layer (embedding, logits) is kept whole, as Megatron does */
+      unit[i] = -1; /* a top-level layer (embedding, logits) is kept whole, as Megatron does;
+                       so is a block full:N does not checkpoint */
   }
   return unit;
 }
@@ -783,7 +798,11 @@ static void eager_elementwise(const ts_plan *p, int i, double mb, ts_pass pass, 
                    l->block >= 0 && l->kind != TS_LAYER_NORM;
   for (int j = 0; j < n; j++) {
     const ts_elem_op *o = &ops[j];
-    if (o->loss ? p->loss != TS_LOSS_EAGER : p->kernels != TS_KERNELS_EAGER)
+    if (o->loss ? p->loss != TS_LOSS_EAGER : p->kernels == TS_KERNELS_FUSED)
+      continue;
+    /* TorchTitan's fused_rmsnorm (torchtitan/models/norms.py, a Triton kernel forward and one
+     * backward) moves what trainsim's fused norm op already costs. */
+    if (p->kernels == TS_KERNELS_EAGER_FUSED_RMSNORM && strcmp(o->name, "rmsnorm") == 0)
       continue;
     /* The residual add works on the layer's output: split by tp only with sp. */
     double div = e->cdiv;
@@ -925,7 +944,9 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   double fwd = l->fwd_flops * mb / e->cdiv, fmem = ts_layer_fwd_mem_bytes_batch(m, l, mb) / e->cdiv;
   ts_plan_layer_shape(p, i, mb, TS_PASS_FWD, &s);
   double t = ts_cost_compute(c, fwd, fmem, &s);
-  if (ts_plan_recomputes_forward(p) && !ts_plan_recompute_skips(p, i))
+  if (ts_plan_recomputes_forward(p) && !ts_plan_recompute_skips(p, i) &&
+      (p->recompute == TS_RECOMPUTE_STAGE || m->layers[i].block < 0 ||
+       ts_plan_layer_recomputed(p, i)))
     t *= 2;
   ts_plan_layer_shape(p, i, mb, TS_PASS_BWD, &s);
   t += ts_cost_compute(c, (l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv,
@@ -1702,6 +1723,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
   }
   if (p->recompute != TS_RECOMPUTE_NONE)
     g_string_append_printf(s, ",recompute=%s", ts_recompute_name(p->recompute));
+  if (p->recompute == TS_RECOMPUTE_FULL && p->recompute_every > 1)
+    g_string_append_printf(s, ":%d", p->recompute_every);
   if (p->sp)
     g_string_append(s, ",sp");
   if (sp->precision >= 0)
@@ -1921,6 +1944,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->topo = t;
   p->opt = *o;
   p->recompute = s->recompute;
+  p->recompute_every = s->recompute == TS_RECOMPUTE_FULL ? MAX(s->recompute_every, 1) : 1;
   p->sp = s->sp;
   p->zero = s->zero;
   p->offload = s->offload;

@@ -48,6 +48,8 @@ typedef enum {
 typedef enum {
   TS_KERNELS_FUSED, /* fused kernels: Megatron-LM / Transformer Engine, torch.compile, XLA */
   TS_KERNELS_EAGER, /* eager PyTorch: each element-wise op its own kernel through memory */
+  TS_KERNELS_EAGER_FUSED_RMSNORM, /* eager, but RMSNorm one (Triton) kernel each way:
+                                     TorchTitan's norm_type = "fused_rmsnorm" */
 } ts_kernels_mode;
 
 /** Which implementation tp-overlap costs (docs/splits.md, tp-overlap=). */
@@ -92,8 +94,9 @@ typedef struct {
   int schedule; /* ts_schedule, -1 = not given (1f1b when pp > 1) */
   int chunks;   /* interleaved: model chunks per device (V) */
   ts_recompute recompute;
-  gboolean sp; /* sequence parallelism with tp */
-  int zero;    /* 0..3 */
+  int recompute_every; /* recompute=full:N: every N-th block checkpointed (1: all) */
+  gboolean sp;         /* sequence parallelism with tp */
+  int zero;            /* 0..3 */
   ts_offload offload;
   int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
@@ -202,6 +205,7 @@ typedef struct {
   int *stage_first; /* nstages + 1 layer boundaries; virtual stage k holds layers
                        [stage_first[k], stage_first[k+1]), on device k % pp */
   ts_recompute recompute;
+  int recompute_every; /* recompute=full:N: blocks b with (b + 1) % N == 0 checkpointed */
   gboolean sp;
   int zero;
   ts_offload offload;

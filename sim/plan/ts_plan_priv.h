@@ -135,6 +135,9 @@ int *ts_plan_units(const ts_plan *p);
 gboolean ts_plan_recomputes_forward(const ts_plan *p);
 /* A TPU's rematerialised forward leaves out layer i (ts_plan.c). */
 gboolean ts_plan_recompute_skips(const ts_plan *p, int i);
+/* Whether full (or stage) recomputation re-runs this layer's block (recompute=full:N skips
+ * some blocks); FALSE for layers of no block and for the other policies. */
+gboolean ts_plan_layer_recomputed(const ts_plan *p, int layer);
 
 /* Bytes of optimizer state per parameter (Adam: K = 12 with 16-bit training). */
 double ts_plan_optimizer_bytes_per_param(const ts_model *m);

@@ -32,7 +32,7 @@ const char *ts_loss_name(ts_loss l)
 
 const char *ts_kernels_mode_name(ts_kernels_mode k)
 {
-  static const char *const n[] = {"fused", "eager"};
+  static const char *const n[] = {"fused", "eager", "eager-fused-rmsnorm"};
   return (unsigned)k < G_N_ELEMENTS(n) ? n[k] : "?";
 }
 
@@ -127,10 +127,23 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     }
   } else if (strcmp(key, "recompute") == 0) {
     static const char *const n[] = {"none", "selective", "full", "stage", "op", "dots", NULL};
-    int v = val ? lookup(n, val) : -1;
+    gint64 every = 1;
+    g_autofree char *name = g_strdup(val ? val : "");
+    char *colon = strchr(name, ':');
+    if (colon != NULL) {
+      /* full:N, TorchTitan's "selective layer" checkpointing: every N-th block */
+      *colon = '\0';
+      if (strcmp(name, "full") != 0 || !ts_parse_int(colon + 1, 1, 1024, &every))
+        return item_error(error, text, item,
+                          "recompute=full:N with N, checkpoint every N-th block, a whole number "
+                          "in [1, 1024]");
+    }
+    int v = val ? lookup(n, name) : -1;
     if (v < 0)
-      return item_error(error, text, item, "recompute=none, selective, full, stage, op or dots");
+      return item_error(error, text, item,
+                        "recompute=none, selective, full, full:N, stage, op or dots");
     s->recompute = (ts_recompute)v;
+    s->recompute_every = (int)every;
   } else if (strcmp(key, "sp") == 0) {
     if (!parse_switch(val, &s->sp))
       return item_error(error, text, item, "sp, sp=on or sp=off (sequence parallelism)");
@@ -172,13 +185,14 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "cross_entropy on fp32 logits, not compiled)");
     s->loss = 1 + v;
   } else if (strcmp(key, "kernels") == 0) {
-    static const char *const n[] = {"fused", "eager", NULL};
+    static const char *const n[] = {"fused", "eager", "eager-fused-rmsnorm", NULL};
     int v = val ? lookup(n, val) : -1;
     if (v < 0)
       return item_error(error, text, item,
                         "kernels=fused (element-wise work in fused kernels: Megatron-LM, "
-                        "torch.compile) or eager (each element-wise op its own kernel, as "
-                        "uncompiled PyTorch runs it)");
+                        "torch.compile), eager (each element-wise op its own kernel, as "
+                        "uncompiled PyTorch runs it) or eager-fused-rmsnorm (eager, RMSNorm "
+                        "one kernel each way)");
     s->kernels = 1 + v;
   } else if (strcmp(key, "attn-kernel") == 0) {
     int v = val ? ts_attn_kernel_parse(val) : -1;
@@ -312,6 +326,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
   s->text = g_strdup(text != NULL ? text : "");
   s->schedule = -1;
   s->chunks = 1;
+  s->recompute_every = 1;
   s->precision = -1;
   s->rules = g_ptr_array_new_with_free_func(rule_free);
   if (text == NULL || *text == '\0') {
