@@ -634,6 +634,17 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboo
 #undef RECV_LBL
 }
 
+/* The shape of a cp layer's projections in a pass: the layer's GEMM shape without its
+ * attention core, which runs as the ring's blocks (cp_ring_fwd, cp_ring_bwd). Left in, the
+ * projections' FLOPs would be costed as core FLOPs (ts_cost_device charges up to attn_flops
+ * of an op at the attention kernel's rate). */
+static const ts_op_shape *cp_proj_shape(gen *g, int i, ts_pass pass, ts_op_shape *s)
+{
+  layer_shape(g, i, pass, s);
+  s->attn_flops = 0, s->scores_bytes = 0, s->aq = s->akv = s->ad = s->abatch = 0;
+  return s;
+}
+
 /* FLOPs per sample of the attention core's backward (dQ, dK from the scores; dP, dV from the
  * context: two GEMMs each, ts_model.c) and the softmax: 2 x 4TSI + aTS. */
 static double cp_core_bwd_flops(const ts_layer *l, const ts_layer_exec *e)
@@ -913,7 +924,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                  lbl(g, layer_slot(g, i, L_OP_RECOMPUTE), "%s recompute (op policy)", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
-  if (e->cp_kv_bytes > 0) {
+  gboolean cp = e->cp_kv_bytes > 0;
+  ts_op_shape cp_bwd, cp_dgrad;
+  if (cp) {
     /* The attention core's backward goes round the cp ring first; the projections' input and
      * weight gradients follow once this rank's K/V gradient has come home. */
     pend(g, cp_ring_bwd(g, i));
@@ -929,7 +942,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   }
   if (!async) {
     g->wgrad_op[i] =
-        emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape_interned(g, i, TS_PASS_BWD),
+        emit_compute(g, TS_CAT_BWD, fi + fw, mem,
+                     cp ? cp_proj_shape(g, i, TS_PASS_BWD, &cp_bwd)
+                        : layer_shape_interned(g, i, TS_PASS_BWD),
                      lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
@@ -954,7 +969,9 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   int dgrad =
       chunked
           ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
-          : emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
+          : emit_compute(g, TS_CAT_BWD, fi, mem * share,
+                         cp ? cp_proj_shape(g, i, TS_PASS_DGRAD, &cp_dgrad)
+                            : layer_shape_interned(g, i, TS_PASS_DGRAD),
                          lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
