@@ -181,15 +181,18 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * ring exchange): Megatron-Core 6.9% (-7.1 / -3.0 / +3.6 / +13.8%), Megatron-Bridge 19.4%
  * (+12.6 / +26.3%), pooled 13.2% mean and 27.8% worst (MT-NLG's). With Transformer Engine's
  * FP8 weight cache stated on the FP8 rows (fp8-cache): Megatron-Bridge 13.8% (+8.9 / +18.8%),
- * pooled 12.3% mean, 27.8% worst.
+ * pooled 12.3% mean, 27.8% worst. With a cp layer's projection backward costed as GEMMs (it
+ * was charged at the attention core's rate), tp-overlap chunking the projections around the
+ * cp ring, and TE's FP8 tensor-parallel gathers at one byte: Megatron-Bridge 8.5% (+7.8 /
+ * +9.3%), pooled 11.4% mean, 27.8% worst.
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
 #define HELDOUT_MTNLG_MEAN_MAX 28.0
 #define HELDOUT_BLOOM_MAX 15.5
 #define HELDOUT_LLAMA3_MEAN_MAX 1.5
-#define HELDOUT_NEMO_MEAN_MAX 14.4
+#define HELDOUT_NEMO_MEAN_MAX 9.0
 #define HELDOUT_MCORE_MEAN_MAX 7.4
-#define HELDOUT_POOLED_MEAN_MAX 12.8
+#define HELDOUT_POOLED_MEAN_MAX 11.9
 #define HELDOUT_POOLED_WORST_MAX 28.3
 
 /* Adds F's |errors| to *SUM and *WORST and returns its mean |error|. */
