@@ -563,8 +563,8 @@ static void zero_need(gen *g, int i)
 
 /* ---- context parallelism: ring attention ------------------------------------------------ */
 
-static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
-                         double flops, double mem, const ts_op_shape *base, gboolean recompute);
+static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post, double flops,
+                         double mem, const ts_op_shape *base, gboolean recompute);
 
 /* The output projection's share of an attention layer's projection FLOPs (and parameters):
  * I x h of the QKV (h x (I + 2J), grouped-query) and output (I x h) weights; what the ring
@@ -764,8 +764,8 @@ static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post, gboolean rec
  * stays exposed is the first gather chunk and the last reduction chunk; with per-chunk gather time
  * c_a, reduction time c_r and GEMM time g (= G/n) the layer takes c_a + (n - 1) max(c_a, g, c_r) +
  * g + c_r instead of C_a + G + C_r. */
-static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
-                         double flops, double mem, const ts_op_shape *base, gboolean recompute)
+static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post, double flops,
+                         double mem, const ts_op_shape *base, gboolean recompute)
 {
   const char *what = recompute ? "recompute" : "fwd";
   int n = ovl_chunks(g);
@@ -909,8 +909,7 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
    * forward; the recomputed forward of full activation checkpointing (re-run inside the
    * backward) keeps its plain collectives (docs/splits.md, tp-overlap=async). */
   gboolean ovl =
-      p->tp_overlap &&
-      !(recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC) &&
+      p->tp_overlap && !(recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC) &&
       (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
        e->fwd_post.kind == TS_COLL_ALLREDUCE);
   if (ovl && e->cp_kv_bytes > 0) {
@@ -988,11 +987,10 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     return;
   }
   if (!async) {
-    g->wgrad_op[i] =
-        emit_compute(g, TS_CAT_BWD, fi + fw, mem,
-                     cp ? cp_proj_shape(g, i, TS_PASS_BWD, &cp_bwd)
-                        : layer_shape_interned(g, i, TS_PASS_BWD),
-                     lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
+    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem,
+                                  cp ? cp_proj_shape(g, i, TS_PASS_BWD, &cp_bwd)
+                                     : layer_shape_interned(g, i, TS_PASS_BWD),
+                                  lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1013,13 +1011,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                     deps, nd);
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
-  int dgrad =
-      chunked
-          ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
-          : emit_compute(g, TS_CAT_BWD, fi, mem * share,
-                         cp ? cp_proj_shape(g, i, TS_PASS_DGRAD, &cp_dgrad)
-                            : layer_shape_interned(g, i, TS_PASS_DGRAD),
-                         lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
+  int dgrad = chunked
+                  ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
+                  : emit_compute(g, TS_CAT_BWD, fi, mem * share,
+                                 cp ? cp_proj_shape(g, i, TS_PASS_DGRAD, &cp_dgrad)
+                                    : layer_shape_interned(g, i, TS_PASS_DGRAD),
+                                 lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
   int post =

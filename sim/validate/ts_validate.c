@@ -396,9 +396,9 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   for (int i = 0; i < m->nlayers && plan->tp_overlap && plan->degree[TS_AX_TP] > 1; i++) {
     const ts_layer_exec *x = &plan->exec[i];
     gboolean ag = x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
-    gboolean rs = (x->fwd_post.kind == TS_COLL_REDUCESCATTER ||
-                   x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
-                  x->fwd_post.bytes > 0;
+    gboolean rs =
+        (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
+        x->fwd_post.bytes > 0;
     if (x->cp_kv_bytes > 0 && (ag || rs)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "--split '%s': with tp-overlap and cp layer '%s' runs its projections in "
