@@ -218,15 +218,18 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * FP8 weight cache stated on the FP8 rows (fp8-cache): Megatron-Bridge 13.8% (+8.9 / +18.8%),
  * pooled 12.3% mean, 27.8% worst. With MT-NLG's micro-batch inferred from its scaling (2, not the
  * assumed 1) and the A100 Megatron rows' blocking pipeline sends (p2p=blocking): MT-NLG 18.0%
- * (-18.4 / -17.5 / -18.2%), BLOOM 13.5%, pooled 10.2% mean and 18.7% worst (Megatron-Bridge's).
+ * (-18.4 / -17.5 / -18.2%), BLOOM 13.5%. With a cp layer's projection backward costed as GEMMs
+ * (it was charged at the attention core's rate), tp-overlap chunking the projections around the
+ * cp ring, and TE's FP8 tensor-parallel gathers at one byte: Megatron-Bridge 8.5% (+7.8 /
+ * +9.3%). Both together: pooled 9.4% mean, 18.4% worst (MT-NLG's).
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
 #define HELDOUT_MTNLG_MEAN_MAX 18.5
 #define HELDOUT_BLOOM_MAX 14.0
 #define HELDOUT_LLAMA3_MEAN_MAX 1.5
-#define HELDOUT_NEMO_MEAN_MAX 14.4
+#define HELDOUT_NEMO_MEAN_MAX 9.0
 #define HELDOUT_MCORE_MEAN_MAX 7.4
-#define HELDOUT_POOLED_MEAN_MAX 10.5
+#define HELDOUT_POOLED_MEAN_MAX 9.8
 #define HELDOUT_POOLED_WORST_MAX 19.0
 
 /* Adds F's |errors| to *SUM and *WORST and returns its mean |error|. */

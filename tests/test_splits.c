@@ -637,6 +637,43 @@ Test(activations, fp8_gemm_inputs_kept_in_one_byte)
   }
 }
 
+Test(activations, fp8_gathers_carry_one_byte)
+{
+  /* Transformer Engine's FP8 recipe gathers a tensor-parallel FP8 GEMM's input after
+   * quantizing it: under tp + sp the QKV and fc1 inputs' all-gathers, the output projection's
+   * and fc2's output-gradient gathers and the saved inputs' re-gathers carry s b h / tp x tp
+   * elements of one byte, half of bf16; the reduce-scatters stay bf16. The logits GEMM (bf16
+   * under the recipe) and PyTorch-native Float8 (fsdp2) keep bf16 gathers. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  g_autoptr(ts_plan) bf = make_plan(m, t, "tp=8,dp=64,sp", 1024, 2);
+  g_autoptr(ts_plan) f8 = make_plan(m, t, "tp=8,dp=64,sp,precision=fp8", 1024, 2);
+  g_autoptr(ts_plan) ao = make_plan(m, t, "tp=8,dp=64,sp,zero=3,fsdp2,precision=fp8", 1024, 2);
+  double sbh = (double)m->t_seq * (double)m->t_hidden * 2.0; /* per sample, bf16 */
+  int checked = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    const ts_layer_exec *a = &bf->exec[i], *b = &f8->exec[i], *c = &ao->exec[i];
+    cr_assert_eq(b->fwd_post.bytes, a->fwd_post.bytes, "%s", l->name);
+    cr_assert_eq(b->bwd_post.bytes, a->bwd_post.bytes, "%s", l->name);
+    cr_assert_eq(c->fwd_pre.bytes, a->fwd_pre.bytes, "%s", l->name);
+    cr_assert_eq(c->bwd_pre.bytes, a->bwd_pre.bytes, "%s", l->name);
+    gboolean fp8_gemm = (l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_DENSE) &&
+                        l->tp != TS_TP_VOCAB && l->vocab == 0;
+    double k = fp8_gemm ? 0.5 : 1.0;
+    if (a->fwd_pre.kind == TS_COLL_ALLGATHER) {
+      cr_assert_float_eq(b->fwd_pre.bytes, k * a->fwd_pre.bytes, 1e-6, "%s", l->name);
+      cr_assert_float_eq(a->fwd_pre.bytes, sbh, 1e-6, "%s", l->name);
+      checked += fp8_gemm;
+    }
+    if (a->bwd_pre.kind == TS_COLL_ALLGATHER)
+      cr_assert_float_eq(b->bwd_pre.bytes, k * a->bwd_pre.bytes, 1e-6, "%s", l->name);
+    if (a->bwd_regather.kind == TS_COLL_ALLGATHER)
+      cr_assert_float_eq(b->bwd_regather.bytes, k * a->bwd_regather.bytes, 1e-6, "%s", l->name);
+  }
+  cr_assert_eq(checked, 2 * m->t_layers, "the QKV and fc1 gathers of every block");
+}
+
 /* Activation bytes a plan keeps for the layers outside the transformer blocks (embedding,
  * final norm, logits), which recomputation keeps whole. */
 static double outside_blocks(const ts_model *m, const ts_plan *p)

@@ -322,6 +322,50 @@ Test(overlap, tp_overlap_changes_only_the_schedule)
   }
 }
 
+Test(overlap, tp_overlap_with_cp_chunks_the_projections_around_the_ring)
+{
+  /* tp-overlap with cp (Megatron-Core runs Transformer Engine's userbuffers beside the cp ring):
+   * an attention layer's input all-gather goes in tp chunks with its QKV projection before the
+   * ring, its output reduce-scatter in tp chunks with the output projection after it, and the
+   * backward's output-gradient gather in tp chunks with the output projection's input
+   * gradient. Same bytes per collective kind and same FLOPs as without the overlap; no whole
+   * attention collective is left on the compute stream; the step is not longer. The ring's
+   * projection ops carry no attention-core FLOPs (the core runs in the ring's blocks). */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = ring_topo(8, 2e10, 1e-6);
+  g_autoptr(ts_plan) a = make_plan(m, t, "tp=2,cp=2,dp=2,sp", 8, 1);
+  g_autoptr(ts_plan) b = make_plan(m, t, "tp=2,cp=2,dp=2,sp,tp-overlap", 8, 1);
+  g_autoptr(ts_trace) ta = trace_of(a);
+  g_autoptr(ts_trace) tb = trace_of(b);
+  double ba[TS_COLL_NKINDS], bb[TS_COLL_NKINDS], fa, fb;
+  coll_totals(ta, 0, ba, &fa);
+  coll_totals(tb, 0, bb, &fb);
+  for (int c = 0; c < TS_COLL_NKINDS; c++)
+    cr_assert_float_eq(bb[c], ba[c], ba[c] * 1e-12 + 1e-6, "kind %d", c);
+  cr_assert_float_eq(fb, fa, fa * 1e-12);
+  int per = m->t_layers * (int)b->n_micro; /* attention layers x micro-batches */
+  int tp = b->degree[TS_AX_TP];
+  cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, "attention fwd all-gather chunk", NULL), per * tp);
+  cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, "attention fwd reduce-scatter chunk", NULL), per * tp);
+  cr_assert_eq(count_ops(tb, 0, TS_OP_COLL, "attention bwd all-gather chunk", NULL), per * tp);
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, "attention fwd all-gather", NULL), per);
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, "attention fwd all-gather chunk", NULL), 0);
+  cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, "attention fwd chunk", NULL), 2 * per * tp);
+  cr_assert_eq(count_ops(tb, 0, TS_OP_COMPUTE, "attention ring attention block", NULL),
+               2 * per * b->degree[TS_AX_CP]); /* forward and backward blocks */
+  for (int k = 0; k < 2; k++) {
+    const ts_trace *tr = k == 0 ? ta : tb;
+    for (int i = 0; i < tr->programs[0].nops; i++) {
+      const ts_op o = ts_program_op(&tr->programs[0], i);
+      const char *lab = g_ptr_array_index(tr->labels, o.label);
+      if (o.kind == TS_OP_COMPUTE && strstr(lab, "attention") != NULL &&
+          strstr(lab, "ring") == NULL && o.shape != NULL)
+        cr_assert_eq(o.shape->attn_flops, 0.0, "%s carries attention-core FLOPs", lab);
+    }
+  }
+  cr_assert_leq(step_time(b), step_time(a));
+}
+
 /* The op of program 0 labelled exactly `label` (copied into *buf), or NULL. */
 static const ts_op *op_labelled_in(const ts_trace *tr, const char *label, ts_op *buf)
 {

@@ -332,6 +332,24 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
       e->fwd_post.redistribution = TRUE;
       out = TS_ST_REPL;
     }
+    /* Transformer Engine's FP8 recipe (fp8_saved) quantizes a tensor-parallel FP8 GEMM's input
+     * before gathering it (its userbuffers' fp8_buf on the gathers it overlaps: qkv_fprop,
+     * fc1_fprop, proj_dgrad, fc2_dgrad; gather_along_first_dim with the input quantizer
+     * otherwise): the forward's input gather, the backward's output-gradient gather and the
+     * saved input's re-gather carry one byte an element. The reductions (reduce-scatter,
+     * all-reduce) stay in D. */
+    if (fp8_saved && split && D > 1.0) {
+      int gemm, other;
+      ts_layer_precision(l, TS_PRECISION_FP8, &gemm, &other);
+      if (gemm == TS_PRECISION_FP8 && l->kv_lora_rank == 0) {
+        if (e->fwd_pre.kind == TS_COLL_ALLGATHER && !redist && !picks)
+          e->fwd_pre.bytes /= D;
+        if (e->bwd_pre.kind == TS_COLL_ALLGATHER)
+          e->bwd_pre.bytes /= D;
+        if (e->bwd_regather.kind == TS_COLL_ALLGATHER)
+          e->bwd_regather.bytes /= D;
+      }
+    }
     e->in = need;
     e->out = out;
     e->cdiv = (split || need != TS_ST_REPL) ? tp : 1;

@@ -563,6 +563,18 @@ static void zero_need(gen *g, int i)
 
 /* ---- context parallelism: ring attention ------------------------------------------------ */
 
+static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post, double flops,
+                         double mem, const ts_op_shape *base, gboolean recompute);
+
+/* The output projection's share of an attention layer's projection FLOPs (and parameters):
+ * I x h of the QKV (h x (I + 2J), grouped-query) and output (I x h) weights; what the ring
+ * runs between is the QKV projection before it and the output projection after it. */
+static double attn_out_share(const ts_layer *l)
+{
+  double I = (double)(l->inner > 0 ? l->inner : l->in_features), h = (double)l->in_features;
+  return l->params > 0 ? MIN(1.0, I * h / l->params) : 0.5;
+}
+
 /* A point-to-point op to the rank `step` places along the cp ring (wrapping round). */
 static int cp_p2p(gen *g, ts_op_kind kind, int stream, int step, double bytes, int t, int label,
                   const int *deps, int ndeps)
@@ -589,7 +601,8 @@ static int cp_tag(const gen *g, int i, int which)
  * rank's 1/cp of the sequence, then cp steps each compute attention of the local queries
  * against one K/V block while the next block comes from the previous rank and the current
  * one goes to the next (cp - 1 hops). With the zig-zag split every step has the same work. */
-static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboolean recompute)
+static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboolean recompute,
+                        gboolean ovl)
 {
   const ts_plan *p = g->p;
   const ts_layer *l = &p->model->layers[i];
@@ -604,7 +617,18 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboo
   proj.attn_flops = 0, proj.scores_bytes = 0, proj.aq = proj.akv = proj.ad = proj.abatch = 0;
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
   blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0, blk.epilogue_bytes = 0;
-  int prev = emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
+  /* With tp-overlap (Transformer Engine's userbuffers run beside the cp ring in Megatron-Core):
+   * the QKV projection's GEMM in chunks with its input all-gather's chunks before the ring, the
+   * output projection's in chunks with its reduce-scatter's after it (tp_overlapped), instead
+   * of both collectives whole on the compute stream. The layer's kernels are launched half by
+   * each part. */
+  static const ts_tp_coll none = {.kind = TS_NO_COLL};
+  double out = attn_out_share(l);
+  ts_op_shape qkv_s = proj, out_s = proj;
+  qkv_s.kernels = (proj.kernels + 1) / 2, out_s.kernels = MAX(1, proj.kernels / 2);
+  int prev = ovl ? tp_overlapped(g, i, &e->fwd_pre, &none, (flops - core) * (1.0 - out),
+                                 mem * (1.0 - out), &qkv_s, recompute)
+                 : emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
   /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
   /* A recomputed forward (recompute=full, stage) goes round the ring again, tagged so. */
 #define CORE_LBL                                                                                   \
@@ -629,9 +653,22 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboo
       prev = r;
     }
   }
+  if (ovl)
+    tp_overlapped(g, i, &none, &e->fwd_post, (flops - core) * out, mem * out, &out_s, recompute);
 #undef CORE_LBL
 #undef SEND_LBL
 #undef RECV_LBL
+}
+
+/* The shape of a cp layer's projections in a pass: the layer's GEMM shape without its
+ * attention core, which runs as the ring's blocks (cp_ring_fwd, cp_ring_bwd). Left in, the
+ * projections' FLOPs would be costed as core FLOPs (ts_cost_device charges up to attn_flops
+ * of an op at the attention kernel's rate). */
+static const ts_op_shape *cp_proj_shape(gen *g, int i, ts_pass pass, ts_op_shape *s)
+{
+  layer_shape(g, i, pass, s);
+  s->attn_flops = 0, s->scores_bytes = 0, s->aq = s->akv = s->ad = s->abatch = 0;
+  return s;
 }
 
 /* FLOPs per sample of the attention core's backward (dQ, dK from the scores; dP, dV from the
@@ -727,8 +764,8 @@ static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post, gboolean rec
  * stays exposed is the first gather chunk and the last reduction chunk; with per-chunk gather time
  * c_a, reduction time c_r and GEMM time g (= G/n) the layer takes c_a + (n - 1) max(c_a, g, c_r) +
  * g + c_r instead of C_a + G + C_r. */
-static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post,
-                          double flops, double mem, gboolean recompute)
+static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post, double flops,
+                         double mem, const ts_op_shape *base, gboolean recompute)
 {
   const char *what = recompute ? "recompute" : "fwd";
   int n = ovl_chunks(g);
@@ -744,7 +781,10 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
    * keeps the whole layer's dimensions (its tile efficiency) and the chunk carries 1/n of its
    * FLOPs, attention-core FLOPs, score and memory traffic. */
   ts_op_shape chunk;
-  layer_shape(g, i, TS_PASS_FWD, &chunk);
+  if (base != NULL)
+    chunk = *base; /* a part of the layer (cp_ring_fwd) */
+  else
+    layer_shape(g, i, TS_PASS_FWD, &chunk);
   chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n, chunk.epilogue_bytes /= n;
   /* PyTorch's AsyncTP (symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter) issues
    * one matmul per chunk, one after the other on the compute stream: each is a GEMM of m/n
@@ -752,7 +792,7 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
   if (g->p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
     chunk.m /= n;
   int kernels = chunk.kernels;
-  int prev_ag = -1, last_rs = -1;
+  int prev_ag = -1, last_rs = -1, gemm = -1;
   int start = g->last;
   /* Whatever the compute stream is waiting for, the first gather waits for too. */
   int deps[16], nd = 0;
@@ -769,8 +809,8 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
       pend(g, prev_ag);
     }
     chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
-    int gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk,
-                            ovl_lbl(g, i, L_OVL_FWD, post, recompute));
+    gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk,
+                        ovl_lbl(g, i, L_OVL_FWD, post, recompute));
     if (rs) {
       ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
                          TS_CAT_COMM_TP, S_TPOVL_RS);
@@ -780,6 +820,7 @@ static void tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll
   if (!rs && post->kind != TS_NO_COLL)
     emit_tp(g, post, i, recompute ? L_RC_POST : L_FWD_POST, what);
   pend(g, last_rs); /* the next layer needs the whole reduced output */
+  return gemm;
 }
 
 /* Does layer i's backward run its output-gradient all-gather in chunks beside its GEMMs
@@ -801,7 +842,7 @@ int ts_plan_bwd_chunks(const ts_plan *p, int i)
   const ts_layer_exec *e = &p->exec[i];
   gboolean mode = p->tp_overlap_mode == TS_TP_OVERLAP_XLA ||
                   (p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0);
-  gboolean chunked = p->tp_overlap && mode && p->degree[TS_AX_TP] > 1 && e->cp_kv_bytes <= 0 &&
+  gboolean chunked = p->tp_overlap && mode && p->degree[TS_AX_TP] > 1 &&
                      e->bwd_pre.kind == TS_COLL_ALLGATHER && e->bwd_pre.bytes > 0;
   return chunked ? p->degree[TS_AX_TP] : 0;
 }
@@ -818,7 +859,10 @@ static int bwd_overlapped(gen *g, int i, ts_pass pass, int slot, double flops, d
   const ts_layer_exec *e = &g->p->exec[i];
   int n = ovl_chunks(g);
   ts_op_shape chunk;
-  layer_shape(g, i, pass, &chunk);
+  if (e->cp_kv_bytes > 0)
+    cp_proj_shape(g, i, pass, &chunk); /* the core runs in the ring (bwd_layer) */
+  else
+    layer_shape(g, i, pass, &chunk);
   chunk.attn_flops /= n, chunk.scores_bytes /= n, chunk.elem_bytes /= n, chunk.epilogue_bytes /= n;
   int kernels = chunk.kernels;
   int deps[16], nd = 0;
@@ -865,19 +909,23 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
    * forward; the recomputed forward of full activation checkpointing (re-run inside the
    * backward) keeps its plain collectives (docs/splits.md, tp-overlap=async). */
   gboolean ovl =
-      p->tp_overlap && e->cp_kv_bytes <= 0 &&
-      !(recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC) &&
+      p->tp_overlap && !(recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC) &&
       (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
        e->fwd_post.kind == TS_COLL_ALLREDUCE);
-  if (ovl) {
+  if (ovl && e->cp_kv_bytes > 0) {
+    /* Context parallelism: the ring between the two projections, each chunked with its
+     * collective (cp_ring_fwd). */
     zero_need(g, i);
-    tp_overlapped(g, i, &e->fwd_pre, &e->fwd_post, flops, mem, recompute);
+    cp_ring_fwd(g, i, flops, mem, lbl(g, slot, "%s %s", l->name, what), recompute, TRUE);
+  } else if (ovl) {
+    zero_need(g, i);
+    tp_overlapped(g, i, &e->fwd_pre, &e->fwd_post, flops, mem, NULL, recompute);
   } else {
     emit_tp(g, &e->fwd_pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
     zero_need(g, i);
     int label = lbl(g, slot, "%s %s", l->name, what);
     if (e->cp_kv_bytes > 0)
-      cp_ring_fwd(g, i, flops, mem, label, recompute);
+      cp_ring_fwd(g, i, flops, mem, label, recompute, FALSE);
     else
       emit_compute(g, TS_CAT_FWD, flops, mem, layer_shape_interned(g, i, TS_PASS_FWD), label);
     emit_tp(g, &e->fwd_post, i, recompute ? L_RC_POST : L_FWD_POST, what);
@@ -913,11 +961,22 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                  lbl(g, layer_slot(g, i, L_OP_RECOMPUTE), "%s recompute (op policy)", l->name));
   }
   double fi = l->bwd_input_flops * g->mb / e->cdiv, fw = l->bwd_weight_flops * g->mb / e->cdiv;
-  if (e->cp_kv_bytes > 0) {
-    /* The attention core's backward goes round the cp ring first; the projections' input and
+  gboolean cp = e->cp_kv_bytes > 0;
+  ts_op_shape cp_bwd, cp_dgrad;
+  if (cp) {
+    fi = MAX(0.0, fi - cp_core_bwd_flops(l, e) * g->mb / e->cdiv);
+    if (chunked) {
+      /* tp-overlap: the output projection's input gradient comes before the core's, chunked
+       * with the gather of the output gradient it reads (as without cp); the QKV projection's
+       * follows the ring, unchunked (its reduce-scatter runs beside the weight gradient). */
+      double fo = fi * attn_out_share(l), mo = fi + fw > 0 ? mem * fo / (fi + fw) : 0.0;
+      bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fo, mo);
+      fi -= fo, mem -= mo;
+      chunked = FALSE;
+    }
+    /* The attention core's backward goes round the cp ring; the projections' input and
      * weight gradients follow once this rank's K/V gradient has come home. */
     pend(g, cp_ring_bwd(g, i));
-    fi = MAX(0.0, fi - cp_core_bwd_flops(l, e) * g->mb / e->cdiv);
   }
   gboolean async = p->degree[TS_AX_TP] > 1 && (e->bwd_post.kind == TS_COLL_ALLREDUCE ||
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
@@ -928,9 +987,10 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     return;
   }
   if (!async) {
-    g->wgrad_op[i] =
-        emit_compute(g, TS_CAT_BWD, fi + fw, mem, layer_shape_interned(g, i, TS_PASS_BWD),
-                     lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
+    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fi + fw, mem,
+                                  cp ? cp_proj_shape(g, i, TS_PASS_BWD, &cp_bwd)
+                                     : layer_shape_interned(g, i, TS_PASS_BWD),
+                                  lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -951,11 +1011,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                     deps, nd);
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
-  int dgrad =
-      chunked
-          ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
-          : emit_compute(g, TS_CAT_BWD, fi, mem * share, layer_shape_interned(g, i, TS_PASS_DGRAD),
-                         lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
+  int dgrad = chunked
+                  ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
+                  : emit_compute(g, TS_CAT_BWD, fi, mem * share,
+                                 cp ? cp_proj_shape(g, i, TS_PASS_DGRAD, &cp_dgrad)
+                                    : layer_shape_interned(g, i, TS_PASS_DGRAD),
+                                 lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
   int post =

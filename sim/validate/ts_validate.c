@@ -391,11 +391,24 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   /* tp-overlap: a layer whose input is gathered and output reduced in chunks would have to
    * compute output rows from input chunks alone; attention mixes every token, so the
    * validator (which runs a chunked layer whole at one chunk) cannot execute it. */
+  /* Under context parallelism such a layer runs its projections in chunks on either side of
+   * the ring (ts_plan_trace's cp_ring_fwd), which the validator does not execute either. */
   for (int i = 0; i < m->nlayers && plan->tp_overlap && plan->degree[TS_AX_TP] > 1; i++) {
     const ts_layer_exec *x = &plan->exec[i];
-    if (x->cp_kv_bytes <= 0 && x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0 &&
+    gboolean ag = x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
+    gboolean rs =
         (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
-        x->fwd_post.bytes > 0) {
+        x->fwd_post.bytes > 0;
+    if (x->cp_kv_bytes > 0 && (ag || rs)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--split '%s': with tp-overlap and cp layer '%s' runs its projections in "
+                  "chunks around the context-parallel ring, which the validator does not execute; "
+                  "expected tp-overlap or cp, not both",
+                  s->text, m->layers[i].name);
+      vd_net_free(net);
+      return NULL;
+    }
+    if (ag && rs) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "--split '%s': with tp-overlap layer '%s' all-gathers its input and "
                   "reduce-scatters its output in chunks, which the validator does not execute "

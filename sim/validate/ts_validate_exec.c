@@ -1413,11 +1413,20 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
   if (err != NULL)
     g_error_free(err);
   if (ok) {
-    /* Bytes: what was sent, at the model's element size, against the trace's decomposition. */
+    /* Bytes: what was sent, at the model's element size, against the trace's decomposition.
+     * Under Transformer Engine's FP8 recipe a tensor-parallel gather of an FP8 GEMM's input or
+     * output gradient carries one byte an element (ts_plan_exec_table): such a gather counts
+     * its elements at one byte. */
+    double eb = run->m->dtype_bytes;
+    if (op->coll == TS_COLL_ALLGATHER && ts_plan_fp8_saves_inputs(e->plan) &&
+        (c.v->kind == VO_TP || c.v->kind == VO_REGATHER) && fabs(op->bytes - (double)c.count) < 0.5)
+      eb = 1.0;
     gboolean whole;
     gint64 tc = trace_count(run, op, &whole);
+    if (eb != run->m->dtype_bytes)
+      tc = c.count, whole = TRUE;
     const ts_coll_plan *tplan =
-        whole ? plan_for(run, op->coll, algo, op->group, tc, run->m->dtype_bytes, NULL) : NULL;
+        whole ? plan_for(run, op->coll, algo, op->group, tc, eb, NULL) : NULL;
     if (!whole || tc != c.count) {
       GString *kept = g_string_new(NULL);
       for (int q = 0; q < nlay && e->T > 1; q++) {
@@ -1441,7 +1450,7 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
     }
     for (int m = 0; m < nm; m++) {
       vd_rank *r = &e->ranks[rv->rank_of_member[m]];
-      r->sent_bytes += sent[m] / (double)k->elem * run->m->dtype_bytes;
+      r->sent_bytes += sent[m] / (double)k->elem * eb;
       r->trace_bytes += tplan ? ts_coll_plan_bytes_sent(tplan, m) : NAN;
     }
     switch (c.v->kind) {
