@@ -76,7 +76,7 @@ static void group_free(gpointer p)
 static const char *const shape_keys[] = {
     "m",           "n",      "k",          "batch",        "aq",         "akv",
     "ad",          "abatch", "attn_flops", "scores_bytes", "elem_bytes", "epilogue_bytes",
-    "attn_speedup"};
+    "attn_speedup", "causal"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -86,7 +86,7 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->ad,          &sh->abatch,
                  &sh->attn_flops,  &sh->scores_bytes,
                  &sh->elem_bytes,  &sh->epilogue_bytes,
-                 &sh->attn_speedup};
+                 &sh->attn_speedup, &sh->causal};
   return f[i];
 }
 
