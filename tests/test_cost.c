@@ -286,7 +286,8 @@ Test(cost, flash_efficiency_and_causal_skip_closed_form)
   cr_assert(close_to(t, want), "causal %.17g, expected %.17g", t, want);
   s.causal = 0;
   t = ts_cost_compute(&c, core + proj, 0, &s);
-  cr_assert(close_to(t, proj / (312e12 * 0.5) + core / (312e12 * 0.5 * 0.4)), "non-causal %.17g", t);
+  cr_assert(close_to(t, proj / (312e12 * 0.5) + core / (312e12 * 0.5 * 0.4)), "non-causal %.17g",
+            t);
   s.causal = 1, s.attn_speedup = 1.6;
   t = ts_cost_compute(&c, core + proj, 0, &s);
   cr_assert(close_to(t, proj / (312e12 * 0.5) + core * frac / (312e12 * 0.5 * 0.4 * 1.6)));
