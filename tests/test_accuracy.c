@@ -410,10 +410,11 @@ Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
 }
 
 /* TorchTitan's long-sequence rows (llama3_h100_cp_steps.csv, Tables 2 and 6, all held out):
- * trainsim is 16.3% slow in the mean (16.9% before the DGX H100 node's published NCCL rates;
- * docs/accuracy.md: the causal mask's skipped attention blocks are not modelled); 16.2% since
- * tp-overlap chunks the backward's output-gradient gather too (the 405B rows). Above the
- * issue's target; pinned so it cannot get worse silently. */
+ * trainsim is 16.3% slow in the mean (16.9% before the DGX H100 node's published NCCL rates);
+ * 16.2% since tp-overlap chunks the backward's output-gradient gather too (the 405B rows). The
+ * causal skip and a fused core's own rate exist ([chip] flash_efficiency) but no shipped
+ * profile sets them (docs/accuracy.md: fitted jointly they give 11.1% here and move the 700 W
+ * files). Above the issue's target; pinned so it cannot get worse silently. */
 #define TORCHTITAN_CP_MEAN_MAX 16.7
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
@@ -480,6 +481,52 @@ Test(accuracy, shipped_torchgpipe_activation_sums)
     double want = want_gib[i] * (1.0 + TS_GPU_ALLOCATOR_OVERHEAD);
     cr_expect(fabs(got / want - 1) < 0.01, "row %d: %.3f GiB, expected %.3f", i, got, want);
   }
+}
+
+/* torchgpipe's AmoebaNet-D (18, 256) speed rows (data/published/torchgpipe/amoebanet_speed.csv,
+ * n = 2, 4, 8 P40s with 1, 4 and 32 micro-batches): the (fit) row is the one the P40's
+ * compute_efficiency was fitted to and stays within 1%; the eight held-out rows measured 8.3%
+ * mean |error| and 17.6% worst (n = 4, m = 4, too fast) when the file was added. Pinned just
+ * above. */
+#define TORCHGPIPE_SPEED_MEAN_MAX 8.8
+#define TORCHGPIPE_SPEED_WORST_MAX 18.5
+
+Test(accuracy, shipped_torchgpipe_amoebanet_speed)
+{
+  g_autoptr(ts_meas_file) f = published_file("torchgpipe", "amoebanet_speed.csv", 9);
+  g_autoptr(ts_accuracy) a = replayed(f, 2);
+  double sum = 0, worst = 0;
+  int held = 0;
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
+    if (strstr(f->rows[i].group, "(fit)") != NULL) {
+      cr_expect(err < 1.0, "fit row, line %d: |error| %.2f%%", f->rows[i].line, err);
+      continue;
+    }
+    sum += err, held++;
+    worst = fmax(worst, err);
+  }
+  cr_assert_eq(held, 8);
+  cr_expect(sum / held < TORCHGPIPE_SPEED_MEAN_MAX, "held-out mean |error| %.2f%%", sum / held);
+  cr_expect(worst < TORCHGPIPE_SPEED_WORST_MAX, "held-out worst |error| %.2f%%", worst);
+}
+
+/* torchgpipe's ResNet-101 speed rows (resnet101_speed.csv: one P40 without GPipe, GPipe on 1-8
+ * P40s), all held out: 42.1% mean |error|, every row too slow (the P40's efficiency is fitted on
+ * AmoebaNet-D's cells; docs/accuracy.md). Pinned just above, and the sign with it. */
+#define TORCHGPIPE_RESNET_MEAN_MAX 43.0
+
+Test(accuracy, shipped_torchgpipe_resnet101_speed)
+{
+  g_autoptr(ts_meas_file) f = published_file("torchgpipe", "resnet101_speed.csv", 5);
+  g_autoptr(ts_accuracy) a = replayed(f, 2);
+  double sum = 0;
+  for (int i = 0; i < f->nrows; i++) {
+    double err = 100 * (a->predicted[i] / f->rows[i].measured - 1);
+    cr_expect(err > 0, "line %d: %.2f%%, expected too slow", f->rows[i].line, err);
+    sum += fabs(err);
+  }
+  cr_expect(sum / f->nrows < TORCHGPIPE_RESNET_MEAN_MAX, "mean |error| %.2f%%", sum / f->nrows);
 }
 
 /* --max-mean-error-pct: exit 1 when the file's mean |error| is larger, 0 otherwise (BERT-Large

@@ -265,6 +265,66 @@ Test(cost, attention_speedup_scales_the_core_alone)
   cr_assert(close_to(ts_cost_compute(&c, core + proj, 0, &s), (proj + core) / (312e12 * 0.5)));
 }
 
+/* flash_efficiency: a fused core runs at that fraction of the GEMM rate; a causal one computes
+ * (1 + 128 / keys) / 2 of its tiles (the diagonal tiles whole, those above skipped). A
+ * non-causal core computes them all; the stack's kernel speedup still scales it. Without the
+ * key the core is costed as before (the tile model over the whole score matrix). */
+Test(cost, flash_efficiency_and_causal_skip_closed_form)
+{
+  ts_chip c = gpu();
+  c.compute_units = 0;
+  double core = 1e12, proj = 3e12, keys = 4096;
+  ts_op_shape s = {.oclass = TS_OPC_FLASH, .kernels = 4, .attn_flops = core, .akv = keys};
+  double legacy = ts_cost_compute(&c, core + proj, 0, &s);
+  cr_assert(close_to(legacy, (proj + core) / (312e12 * 0.5)), "no key: as before, %.17g", legacy);
+  s.causal = 1; /* ignored without the key */
+  cr_assert(close_to(ts_cost_compute(&c, core + proj, 0, &s), legacy));
+  c.flash_efficiency = 0.4;
+  double frac = 0.5 * (1.0 + 128.0 / keys);
+  double t = ts_cost_compute(&c, core + proj, 0, &s);
+  double want = proj / (312e12 * 0.5) + core * frac / (312e12 * 0.5 * 0.4);
+  cr_assert(close_to(t, want), "causal %.17g, expected %.17g", t, want);
+  s.causal = 0;
+  t = ts_cost_compute(&c, core + proj, 0, &s);
+  cr_assert(close_to(t, proj / (312e12 * 0.5) + core / (312e12 * 0.5 * 0.4)), "non-causal %.17g",
+            t);
+  s.causal = 1, s.attn_speedup = 1.6;
+  t = ts_cost_compute(&c, core + proj, 0, &s);
+  cr_assert(close_to(t, proj / (312e12 * 0.5) + core * frac / (312e12 * 0.5 * 0.4 * 1.6)));
+  /* Keys shorter than a tile: the one diagonal tile is computed whole. */
+  s.attn_speedup = 0, s.akv = 64;
+  t = ts_cost_compute(&c, core + proj, 0, &s);
+  cr_assert(close_to(t, proj / (312e12 * 0.5) + core / (312e12 * 0.5 * 0.4)), "%.17g", t);
+}
+
+/* The model marks a decoder's self-attention causal, an encoder's (BERT: causal = false) not;
+ * the planner writes the flag into the shape only on a chip with flash_efficiency, so shipped
+ * traces without it are unchanged. */
+Test(cost, causal_layers_and_the_shape_flag)
+{
+  g_autoptr(ts_model) llama = load_model("llama3-8b");
+  g_autoptr(ts_model) bert = load_model("bert-large");
+  int attn = -1;
+  for (int i = 0; i < llama->nlayers && attn < 0; i++)
+    if (llama->layers[i].kind == TS_LAYER_ATTENTION)
+      attn = i;
+  cr_assert(attn >= 0 && llama->layers[attn].causal);
+  for (int i = 0; i < bert->nlayers; i++)
+    cr_assert(!bert->layers[i].causal, "bert layer %s", bert->layers[i].name);
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  cr_assert(t->chip.flash_efficiency == 0, "no shipped profile sets flash_efficiency yet");
+  ts_plan *p = make_plan(llama, t, "dp=32", 64, 2);
+  ts_op_shape s;
+  ts_plan_layer_shape(p, attn, 2, TS_PASS_FWD, &s);
+  cr_assert(s.causal == 0);
+  ts_plan_free(p);
+  t->chip.flash_efficiency = 0.4;
+  p = make_plan(llama, t, "dp=32", 64, 2);
+  ts_plan_layer_shape(p, attn, 2, TS_PASS_BWD, &s);
+  cr_assert(s.causal == 1);
+  ts_plan_free(p);
+}
+
 /* The split option sets every fused core's speedup, the backward's in backward passes, and
  * nothing in the default (the trace's shapes stay as before); a bad value is one line. */
 Test(cost, attention_kernel_split_option)
@@ -501,7 +561,8 @@ Test(trace_shape, round_trips_and_old_lines_read_as_roofline)
                        .akv = 2048,
                        .ad = 128,
                        .abatch = 16,
-                       .attn_flops = 3e8};
+                       .attn_flops = 3e8,
+                       .causal = 1};
   op.shape = &shape;
   ts_trace_append(tr, 0, &op, NULL, 0);
   ts_op old = {.kind = TS_OP_COMPUTE, .flops = 5, .mem_bytes = 6};
@@ -509,6 +570,7 @@ Test(trace_shape, round_trips_and_old_lines_read_as_roofline)
   ts_trace_append(tr, 0, &old, NULL, 0);
   g_autofree char *text = ts_trace_to_text(tr);
   cr_assert(strstr(text, "class=flash prec=fp8 kernels=4 m=2048") != NULL, "%s", text);
+  cr_assert(strstr(text, " causal=1") != NULL, "%s", text);
   g_autoptr(GError) error = NULL;
   g_autoptr(ts_trace) back = ts_trace_from_text(text, "x.trace", &error);
   cr_assert_not_null(back, "%s", error != NULL ? error->message : "");

@@ -9,6 +9,9 @@
  * an assumption (CUTLASS profiler runs put 128x128 tiles at 85-95% of 128x256 on large
  * problems), not a fitted parameter. */
 #define HALF_TILE_RATE 0.9
+/* The key tile of a fused attention kernel (FlashAttention-2's block of 128 keys for head width
+ * 128 on Ampere / Hopper): a causal core computes the diagonal tiles whole. */
+#define FLASH_KEY_TILE 128.0
 /* TPU: the row (M) dimension streams through the array in groups of 8 sublanes. */
 #define TPU_SUBLANES 8.0
 
@@ -265,10 +268,20 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
     double tc = fg / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k, s->batch));
     /* The attention core (scores, context) stays in bf16 under FP8 recipes (Transformer
      * Engine runs dot-product attention in bf16). */
-    if (fa > 0)
+    double kernel = s->attn_speedup > 0 ? s->attn_speedup : 1.0;
+    if (fa > 0 && s->oclass == TS_OPC_FLASH && c->flash_efficiency > 0) {
+      /* A fused core (FlashAttention, Dao et al. 2022, Algorithm 1; FlashAttention-2, Dao 2023,
+       * section 3.1.1) loops over key tiles for each query tile; with a causal mask it skips
+       * the tiles wholly above the diagonal, so of the T x S scores it computes the lower half
+       * and the diagonal tiles: (1 + tile / S) / 2 of them. It runs at its own fraction of the
+       * GEMM rate (softmax and rescaling between its two matmuls; no tile model of its own). */
+      double frac =
+          s->causal > 0 && s->akv > 0 ? 0.5 * (1.0 + fmin(1.0, FLASH_KEY_TILE / s->akv)) : 1.0;
+      tc += fa * frac / (rate_of(c, core_prec) * ach * c->flash_efficiency * kernel);
+    } else if (fa > 0) {
       tc += fa / (rate_of(c, core_prec) * ach *
-                  ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch) *
-                  (s->attn_speedup > 0 ? s->attn_speedup : 1.0));
+                  ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch) * kernel);
+    }
     /* Score matrices of an unfused core (softmax, mask, dropout) are memory-bound kernels of
      * their own, after the GEMMs; so on a GPU are the epilogues (bias + GeLU, bias + dropout +
      * residual add, layout copies: Megatron-LM's fused element-wise kernels), which XLA fuses

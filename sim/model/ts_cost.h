@@ -74,6 +74,8 @@ typedef struct {
   /* Added with issue 10 (the H100 Megatron stack). */
   double attn_speedup; /* the fused attention core's rate relative to the fitted one (the
                         * stack's kernel, ts_attn_kernel_speedup); 0 reads as 1 */
+  /* Added with issue 10 (long sequences). */
+  double causal; /* 1: the attention core is causal self-attention (ts_layer.causal); 0: not */
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -58,6 +58,7 @@ typedef struct {
   double capacity;       /* experts: capacity factor (0: dropless) */
   gint64 kv_heads;       /* attention: key/value heads (0: heads) */
   gboolean rotary;       /* attention: rotary embedding on Q and K */
+  gboolean causal;       /* attention: causal self-attention (a query sees no later key) */
   gint64 q_lora, kv_lora, qk_nope, qk_rope, v_dim; /* attention: MLA (kv_lora 0: not MLA) */
   gint64 vocab_div; /* embedding / logits: Megatron's make_vocab_size_divisible_by */
 } layer_spec;
@@ -175,6 +176,7 @@ static void derive_mla(ts_layer *l, const layer_spec *sp, double D)
   l->q_lora_rank = sp->q_lora;
   l->qk_rope_dim = sp->qk_rope;
   l->rotary = TRUE;
+  l->causal = sp->causal;
   l->kv_tokens = sp->tokens;
   l->inner = (gint64)Iv;
   l->qk_inner = (gint64)Iqk;
@@ -420,6 +422,7 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->inner = (gint64)I;
     l->kv_heads = sp->kv_heads;
     l->rotary = sp->rotary;
+    l->causal = sp->causal && !cross;
     double proj = 2.0 * h * I * T + 2.0 * T * I * h + 4.0 * S * h * J, core = 4.0 * T * S * I,
            soft = a * T * S;
     double bias = sp->bias ? 1.0 : 0.0, rel = sp->rel_buckets > 0 ? 1.0 : 0.0;
@@ -780,10 +783,26 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       [TS_LAYER_CONV2D] = {"kind", "repeat", "tp", "input", "in_channels", "out_channels", "in_h",
                            "in_w", "kernel", "kernel_h", "kernel_w", "stride", "padding", "groups",
                            "bias", "activation", "residual", "residual_from", NULL},
-      [TS_LAYER_ATTENTION] = {"kind", "repeat", "tp", "input", "hidden", "heads", "tokens", "bias",
-                              "residual", "residual_from", "dropout", "kv_heads", "rotary",
-                              "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                              "v_head_dim", NULL},
+      [TS_LAYER_ATTENTION] = {"kind",
+                              "repeat",
+                              "tp",
+                              "input",
+                              "hidden",
+                              "heads",
+                              "tokens",
+                              "bias",
+                              "residual",
+                              "residual_from",
+                              "dropout",
+                              "kv_heads",
+                              "rotary",
+                              "q_lora_rank",
+                              "kv_lora_rank",
+                              "qk_nope_head_dim",
+                              "qk_rope_head_dim",
+                              "v_head_dim",
+                              "causal",
+                              NULL},
       [TS_LAYER_EMBEDDING] = {"kind", "repeat", "tp", "input", "vocab", "hidden", "tokens",
                               "position_embedding", "positions", "token_types", "dropout", NULL},
       [TS_LAYER_NORM] = {"kind", "repeat", "tp", "input", "features", "tokens", "channels", "in_h",
@@ -1024,7 +1043,8 @@ static gboolean parse_layer(GKeyFile *kf, const char *path, const char *group, s
       g_autofree char *what = g_strdup_printf("a divisor of heads = %" G_GINT64_FORMAT, sp->heads);
       return fail_key(error, path, group, "kv_heads", sp->kv_heads, what);
     }
-    if (!kf_bool(kf, path, group, "rotary", FALSE, &sp->rotary, error))
+    if (!kf_bool(kf, path, group, "rotary", FALSE, &sp->rotary, error) ||
+        !kf_bool(kf, path, group, "causal", FALSE, &sp->causal, error))
       return FALSE;
     if (!parse_latent_attention(kf, path, group, sp, error))
       return FALSE;
@@ -1289,6 +1309,7 @@ static gboolean build_layers(GKeyFile *kf, const char *path, builder *b, GError 
 typedef struct {
   gint64 layers, hidden, heads, seq, vocab, ffn, positions, token_types;
   gboolean learned_pos, tied, bias, post_norm, dropout, pooler, head_transform, logits_bias;
+  gboolean causal; /* self-attention causal (a decoder's); false: bidirectional (an encoder's) */
   ts_act act;
   gint64 experts, moe_every, top_k; /* mixture of experts; experts = 0: dense */
   /* Encoder-decoder (T5, Raffel et al. 2020): decoder blocks (0: encoder or decoder only) and
@@ -1456,6 +1477,7 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
                                      "qk_nope_head_dim",
                                      "qk_rope_head_dim",
                                      "v_head_dim",
+                                     "causal",
                                      NULL};
   const char *g = "transformer";
   if (!ts_kf_check_keys(kf, path, g, keys, error))
@@ -1513,7 +1535,8 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
                  &hp->token_types, error) ||
       !kf_bool(kf, path, g, "pooler", FALSE, &hp->pooler, error) ||
       !kf_bool(kf, path, g, "head_transform", FALSE, &hp->head_transform, error) ||
-      !kf_bool(kf, path, g, "logits_bias", FALSE, &hp->logits_bias, error))
+      !kf_bool(kf, path, g, "logits_bias", FALSE, &hp->logits_bias, error) ||
+      !kf_bool(kf, path, g, "causal", TRUE, &hp->causal, error))
     return FALSE;
   if (!ts_kf_int(kf, path, g, "experts", TRUE, 0, 0, SMALL_MAX,
                  "an expert count (0: a dense MLP in every layer)", &hp->experts, error) ||
@@ -1631,6 +1654,7 @@ static gboolean build_encoder_decoder(const transformer_hp *hp, const layer_spec
   layer_spec demb = *emb, dnorm = *norm, dattn = *attn, dfirst = first, dcross = *attn, dfc1 = *fc1,
              dfc2 = *fc2;
   layer_spec *dec[] = {&demb, &dnorm, &dattn, &dfirst, &dcross, &dfc1, &dfc2};
+  dattn.causal = dfirst.causal = TRUE; /* the decoder's self-attention (cross: never causal) */
   for (size_t k = 0; k < G_N_ELEMENTS(dec); k++)
     dec[k]->tokens = hp->dec_seq;
   demb.tied = TRUE;
@@ -1737,6 +1761,9 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   attn.dropout = hp->dropout;
   attn.kv_heads = hp->kv_heads;
   attn.rotary = hp->rotary;
+  /* A decoder-only model's self-attention is causal unless [transformer] causal = false (an
+   * encoder such as BERT's); an encoder-decoder's encoder is not, its decoder's is. */
+  attn.causal = hp->causal && hp->dec_layers == 0;
   attn.q_lora = hp->q_lora;
   attn.kv_lora = hp->kv_lora;
   attn.qk_nope = hp->qk_nope;

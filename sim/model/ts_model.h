@@ -114,6 +114,10 @@ typedef struct {
   /* Added with issue 10 (element-wise kernels, ts_elementwise.h). */
   gboolean residual; /* the layer adds its output to an earlier one (a residual connection) */
   gboolean rms;      /* norm: RMS norm (scale only) */
+  /* Added with issue 10 (long sequences). Attention: causal self-attention, each query sees
+   * the keys up to its own position (a decoder's; an encoder's and cross-attention are not).
+   * A fused kernel skips the key tiles above the diagonal (ts_cost.c). */
+  gboolean causal;
 } ts_layer;
 
 /** A model. Owns its layers. */

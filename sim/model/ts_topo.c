@@ -47,6 +47,7 @@ static const char *const chip_keys[] = {"name",
                                         "kernel_launch_us",
                                         "collective_launch_us",
                                         "gemm_k_overhead",
+                                        "flash_efficiency",
                                         "compute_units",
                                         "gemm_tile",
                                         "systolic_array",
@@ -209,6 +210,9 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !read_number(kf, path, g, "gemm_k_overhead", TRUE, 0, 0, FALSE, 1e6,
                    "a GEMM tile's fixed cost as extra reduction length k (0 = none)", &k_over,
                    error) ||
+      !read_number(kf, path, g, "flash_efficiency", TRUE, 0, 0, FALSE, 1.0,
+                   "the fused attention core's fraction of the GEMM rate (0 = costed as GEMMs)",
+                   &c->flash_efficiency, error) ||
       !ts_kf_int(kf, path, g, "compute_units", TRUE, 0, 0, 100000,
                  "the GPU's streaming multiprocessors (0 = no wave model)", &units, error) ||
       !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,

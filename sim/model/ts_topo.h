@@ -94,6 +94,11 @@ typedef struct {
   /* Added with issue 10 (gpu-step). [chip] collective_launch_us: the host's time to issue one
    * collective (the framework's call, NCCL's enqueue); 0 (not charged) when not given. */
   double collective_launch_s;
+  /* Added with issue 10 (long sequences). [chip] flash_efficiency: the fused attention core's
+   * rate as a fraction of a large GEMM's (peak x compute_efficiency), on the FLOPs it computes
+   * (a causal core skips the key tiles above the diagonal, ts_cost.c). 0 (not given): the core
+   * is costed as batched GEMMs over the whole score matrix, with the GEMM tile model. */
+  double flash_efficiency;
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.

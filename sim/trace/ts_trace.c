@@ -73,20 +73,37 @@ static void group_free(gpointer p)
 
 /* The optional shape of a compute op: class, precision and kernels, then the non-zero
  * dimensions (docs/formats.md). Ops without one are written as before. */
-static const char *const shape_keys[] = {
-    "m",           "n",      "k",          "batch",        "aq",         "akv",
-    "ad",          "abatch", "attn_flops", "scores_bytes", "elem_bytes", "epilogue_bytes",
-    "attn_speedup"};
+static const char *const shape_keys[] = {"m",
+                                         "n",
+                                         "k",
+                                         "batch",
+                                         "aq",
+                                         "akv",
+                                         "ad",
+                                         "abatch",
+                                         "attn_flops",
+                                         "scores_bytes",
+                                         "elem_bytes",
+                                         "epilogue_bytes",
+                                         "attn_speedup",
+                                         "causal"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
-  double *f[] = {&sh->m,           &sh->n,
-                 &sh->k,           &sh->batch,
-                 &sh->aq,          &sh->akv,
-                 &sh->ad,          &sh->abatch,
-                 &sh->attn_flops,  &sh->scores_bytes,
-                 &sh->elem_bytes,  &sh->epilogue_bytes,
-                 &sh->attn_speedup};
+  double *f[] = {&sh->m,
+                 &sh->n,
+                 &sh->k,
+                 &sh->batch,
+                 &sh->aq,
+                 &sh->akv,
+                 &sh->ad,
+                 &sh->abatch,
+                 &sh->attn_flops,
+                 &sh->scores_bytes,
+                 &sh->elem_bytes,
+                 &sh->epilogue_bytes,
+                 &sh->attn_speedup,
+                 &sh->causal};
   return f[i];
 }
 
