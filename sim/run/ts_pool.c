@@ -30,10 +30,12 @@ static struct {
   gboolean on;
   char *key;
   ts_trace *tr;
+  ts_run_reuse replays; /* what the trace's replays share: its check, the view of its ops */
 } g_reuse;
 
 static void reuse_clear(void)
 {
+  ts_run_reuse_clear(&g_reuse.replays);
   g_clear_pointer(&g_reuse.key, g_free);
   g_clear_pointer(&g_reuse.tr, ts_trace_free);
 }
@@ -63,7 +65,7 @@ static gboolean predict_reusing(const ts_config *c, const ts_split *sp, ts_resul
   ts_run_extra x;
   ts_run_options o = c->ro;
   o.timeline = FALSE;
-  gboolean ok = ts_run_replay_ex(tr, c->topo, &o, &rr, &x, error);
+  gboolean ok = ts_run_replay_reusing(tr, c->topo, &o, &g_reuse.replays, &rr, &x, error);
   if (ok) {
     ts_result_fill(out, p, tr, &rr);
     out->link_summary = g_steal_pointer(&x.link_summary);
