@@ -213,3 +213,93 @@ Test(reuse, pool_predicts_as_each_alone)
     ts_outcome_clear(&out[i]);
   }
 }
+
+/* Every number of a replay's result, bit for bit (the struct's padding aside). */
+static void assert_same_result(const ts_replay_result *a, const ts_replay_result *b,
+                               const char *what)
+{
+  const ts_rank_result *x = &a->critical, *y = &b->critical;
+  double av[] = {a->step_time_s, a->mean_compute_s, a->mean_comm_only_s, x->end_s,   x->compute_s,
+                 x->comm_s,      x->exposed_comm_s, x->idle_s,           x->bubble_s};
+  double bv[] = {b->step_time_s, b->mean_compute_s, b->mean_comm_only_s, y->end_s,   y->compute_s,
+                 y->comm_s,      y->exposed_comm_s, y->idle_s,           y->bubble_s};
+  for (guint i = 0; i < G_N_ELEMENTS(av); i++)
+    cr_assert(memcmp(&av[i], &bv[i], sizeof(double)) == 0, "%s: number %u is %.17g, not %.17g",
+              what, i, av[i], bv[i]);
+  cr_assert(memcmp(x->cat_s, y->cat_s, sizeof x->cat_s) == 0, "%s: categories differ", what);
+  cr_assert(memcmp(x->exposed_cat_s, y->exposed_cat_s, sizeof x->exposed_cat_s) == 0,
+            "%s: exposed categories differ", what);
+  cr_assert_eq(a->critical_rank, b->critical_rank, "%s", what);
+  cr_assert_eq(a->events, b->events, "%s", what);
+  cr_assert_eq(a->nsimulated, b->nsimulated, "%s", what);
+}
+
+/* tr replayed on t in mode, with the view of its ops given (NULL: its own). */
+static ts_replay_result replay_with(const ts_trace *tr, const ts_topo *t, const ts_replay_ops *ops,
+                                    ts_replay_mode mode)
+{
+  ts_backend *b = ts_backend_analytic_new(t);
+  ts_replay *r = ts_replay_new_shared(tr, ops, b, mode);
+  cr_assert_not_null(r);
+  ts_replay_result res;
+  g_autoptr(GError) err = NULL;
+  cr_assert(ts_replay_run(r, &res, &err), "%s", err ? err->message : "");
+  ts_replay_free(r);
+  ts_backend_free(b);
+  return res;
+}
+
+Test(reuse, replay_ops_shared_across_placements)
+{
+  /* The view of a trace's ops made once (successor lists, initial states, sends and receives)
+   * serves the replays of every placement the trace is re-placed to, again and again, in both
+   * modes: each result is the one its own replay of a freshly built trace gives. Pairs with
+   * pipeline sends (their axis changes symmetry with the placement), tensor and data parallel
+   * collectives, ZeRO. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *pairs[][2] = {{"dp=32@x+y,pp=2@y,zero=1", "dp=32@y+x,pp=2@x,zero=1"},
+                            {"tp=8@x,dp=8@y", "tp=8@y,dp=8@x"},
+                            {"tp=4@x,dp=8@x+y,pp=2@y", "tp=4@y,dp=8@y+x,pp=2@x"}};
+  ts_replay_mode modes[] = {TS_REPLAY_COLLAPSED, TS_REPLAY_FULL};
+  for (guint i = 0; i < G_N_ELEMENTS(pairs); i++) {
+    g_autoptr(ts_plan) pa = make_plan(m, t, pairs[i][0], 64, 1);
+    g_autoptr(ts_plan) pb = make_plan(m, t, pairs[i][1], 64, 1);
+    g_autoptr(ts_trace) tr = trace_of(pa);
+    g_autoptr(ts_trace) built_b = trace_of(pb);
+    g_autoptr(ts_replay_ops) ops = ts_replay_ops_new(tr);
+    g_autoptr(GError) err = NULL;
+    for (int round = 0; round < 2; round++)
+      for (guint k = 0; k < G_N_ELEMENTS(modes); k++) {
+        /* a as built, b re-placed from it, and back to a. */
+        cr_assert(ts_plan_trace_replace(pa, tr, &err), "%s", err ? err->message : "");
+        cr_assert(ts_trace_check_placement(tr, t, &err), "%s", err ? err->message : "");
+        ts_replay_result shared = replay_with(tr, t, ops, modes[k]);
+        ts_replay_result own = replay_with(tr, t, NULL, modes[k]);
+        assert_same_result(&shared, &own, pairs[i][0]);
+        cr_assert(ts_plan_trace_replace(pb, tr, &err), "%s", err ? err->message : "");
+        cr_assert(ts_trace_check_placement(tr, t, &err), "%s", err ? err->message : "");
+        shared = replay_with(tr, t, ops, modes[k]);
+        own = replay_with(built_b, t, NULL, modes[k]);
+        assert_same_result(&shared, &own, pairs[i][1]);
+      }
+  }
+}
+
+Test(reuse, placement_check_reads_the_layout)
+{
+  /* ts_trace_check_placement skips the per-op pass, not the layout re-placing changes: an axis
+   * whose shape no longer has its size fails there as in the full check. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,dp=8@y", 64, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  g_autoptr(GError) err = NULL;
+  cr_assert(ts_trace_check(tr, t, &err), "%s", err ? err->message : "");
+  cr_assert(ts_trace_check_placement(tr, t, &err), "%s", err ? err->message : "");
+  tr->axes[0].shape.p[0].size *= 2;
+  cr_assert_not(ts_trace_check_placement(tr, t, &err));
+  cr_assert_not_null(strstr(err->message, "differs from its shape"), "%s", err->message);
+  g_clear_error(&err);
+  cr_assert_not(ts_trace_check(tr, t, &err));
+}

@@ -24,11 +24,22 @@ typedef struct {
    * which the last simulated rank running the program takes as its own (issue 11: no second
    * copy of a 10-million-op program's state). */
   op_state *tmpl;
-  int *succ_off; /* nops + 1 offsets into succ; freed when the replay has run */
+  int *succ_off; /* nops + 1 offsets into succ; freed when a replay owning them has run */
   int *succ;
-  gboolean sym_p2p; /* a send or receive along a symmetric axis or to an absolute peer */
-  p2p_info *p2p;    /* the program's sends and receives, in order (op_state.info's index) */
+  /* Where the program's sends and receives go (so whether a collapsed replay can pair them):
+   * the axes of those along an axis (bit per axis), and whether one names its peer rank. The
+   * axes' symmetry is the trace's, read per replay. */
+  guint32 p2p_axes;
+  gboolean p2p_peer;
+  p2p_info *p2p; /* the program's sends and receives, in order (op_state.info's index) */
 } prog_info;
+G_STATIC_ASSERT(TS_MAX_AXES <= 32);
+
+/* The replay's view of a trace's ops: per program, what prog_info_init reads of them. */
+struct ts_replay_ops {
+  int nprograms;
+  prog_info *progs;
+};
 
 /* What the engine needs of an op on its hot path, packed into 32 bits and copied into the op's
  * state, so that readying, starting and accounting for an op reads its state's cache line and
@@ -140,7 +151,8 @@ struct ts_replay {
   ts_backend *backend;
   ts_replay_mode mode;
   gboolean keep_spans;
-  prog_info *progs;
+  const prog_info *progs; /* the view of the ops' programs */
+  ts_replay_ops *own_ops; /* ops when made for this replay (NULL: shared, borrowed) */
   int nsim;
   sim_rank *sims;
   int *sim_of_rank;         /* nranks entries, -1 when not simulated */
@@ -182,27 +194,28 @@ static inline int stream_prev(const ts_program *p, int i, int *last_dense, int s
 /* Three passes over the program's ops (issue 15: ts_replay_new was 6% of a sweep): what the
  * engine reads of each op and the streams' range; stream predecessors with the predecessor and
  * successor counts; the successor lists, in the order deps then stream successor per op. */
-static void prog_info_init(prog_info *pi, const ts_trace *tr, const ts_program *p)
+static void prog_info_init(prog_info *pi, const ts_program *p)
 {
   int n = p->nops;
   gsize n1 = n > 0 ? (gsize)n : 1;
   pi->nops = n;
   pi->tmpl = g_new(op_state, n1);
   pi->succ_off = g_new0(int, (gsize)n + 1);
-  pi->sym_p2p = FALSE;
+  pi->p2p_axes = 0;
+  pi->p2p_peer = FALSE;
   pi->p2p = NULL;
   int smin = 0, smax = -1, np2p = 0, cap2p = 0;
   for (int i = 0; i < n; i++) {
     pi->tmpl[i] = (op_state){0.0, 0.0, 0, op_info_pack(p, i)};
-    /* A send along a symmetric axis pairs ranks of the same class: its partner is not a
-     * class representative, so collapsing cannot replay it. */
     int kind = INFO_KIND(pi->tmpl[i].info);
     if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
       p2p_info x;
       ts_program_op_p2p(p, i, &x.axis, &x.offset, &x.tag, &x.peer);
       x.bytes = ts_program_op_bytes(p, i);
-      if (x.peer > 0 || tr->axes[x.axis].symmetric)
-        pi->sym_p2p = TRUE;
+      if (x.peer > 0)
+        pi->p2p_peer = TRUE;
+      else if (x.axis >= 0 && x.axis < TS_MAX_AXES)
+        pi->p2p_axes |= 1u << x.axis;
       if (np2p + 1 < INFO_MAX_GROUP1) {
         if (np2p == cap2p) {
           cap2p = cap2p > 0 ? 2 * cap2p : 64;
@@ -354,17 +367,58 @@ static void p2p_remove(p2p_table *t, p2p_slot *s)
   }
 }
 
+ts_replay_ops *ts_replay_ops_new(const ts_trace *tr)
+{
+  ts_replay_ops *o = g_new0(ts_replay_ops, 1);
+  o->nprograms = tr->nprograms;
+  o->progs = g_new0(prog_info, tr->nprograms > 0 ? tr->nprograms : 1);
+  for (int p = 0; p < tr->nprograms; p++)
+    prog_info_init(&o->progs[p], &tr->programs[p]);
+  return o;
+}
+
+void ts_replay_ops_free(ts_replay_ops *o)
+{
+  if (o == NULL)
+    return;
+  for (int p = 0; p < o->nprograms; p++) {
+    g_free(o->progs[p].tmpl);
+    g_free(o->progs[p].succ_off);
+    g_free(o->progs[p].succ);
+    g_free(o->progs[p].p2p);
+  }
+  g_free(o->progs);
+  g_free(o);
+}
+
 ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
 {
+  return ts_replay_new_shared(tr, NULL, b, mode);
+}
+
+ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts_backend *b,
+                                ts_replay_mode mode)
+{
+  /* A view of other ops would replay them, not these: its shape at least must agree. */
+  gboolean fits = ops == NULL || ops->nprograms == tr->nprograms;
+  for (int p = 0; fits && ops != NULL && p < tr->nprograms; p++)
+    fits = ops->progs[p].nops == tr->programs[p].nops && ops->progs[p].succ != NULL;
+  g_return_val_if_fail(fits, NULL);
   ts_replay *r = g_new0(ts_replay, 1);
   r->tr = tr;
   r->backend = b;
-  r->progs = g_new0(prog_info, tr->nprograms);
+  if (ops == NULL)
+    ops = r->own_ops = ts_replay_ops_new(tr);
+  r->progs = ops->progs;
+  /* A send along a symmetric axis pairs ranks of the same class: its partner is not a class
+   * representative, so collapsing cannot replay it. */
+  guint32 sym_axes = 0;
+  for (int a = 0; a < tr->naxes && a < TS_MAX_AXES; a++)
+    if (tr->axes[a].symmetric)
+      sym_axes |= 1u << a;
   gboolean sym_p2p = FALSE;
-  for (int p = 0; p < tr->nprograms; p++) {
-    prog_info_init(&r->progs[p], tr, &tr->programs[p]);
-    sym_p2p = sym_p2p || r->progs[p].sym_p2p;
-  }
+  for (int p = 0; p < tr->nprograms; p++)
+    sym_p2p = sym_p2p || r->progs[p].p2p_peer || (r->progs[p].p2p_axes & sym_axes) != 0;
   r->mode = mode == TS_REPLAY_COLLAPSED && sym_p2p ? TS_REPLAY_FULL : mode;
   r->sim_of_rank = g_new(int, tr->nranks);
   GArray *sims = g_array_new(FALSE, TRUE, sizeof(sim_rank));
@@ -388,12 +442,11 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
-    prog_info *pi = &r->progs[s.program];
-    if (--users[s.program] == 0) { /* the last: takes the initial state */
-      s.st = pi->tmpl;
-      pi->tmpl = NULL;
+    if (--users[s.program] == 0 && r->own_ops != NULL) { /* the last: takes the initial state */
+      s.st = r->own_ops->progs[s.program].tmpl;
+      r->own_ops->progs[s.program].tmpl = NULL;
     } else {
-      s.st = g_memdup2(pi->tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
+      s.st = g_memdup2(r->progs[s.program].tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
     }
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
@@ -408,8 +461,8 @@ ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
   g_free(users);
   /* Every simulated rank's state is made: programs no rank runs drop their initial state. */
-  for (int p = 0; p < tr->nprograms; p++)
-    g_clear_pointer(&r->progs[p].tmpl, g_free);
+  for (int p = 0; r->own_ops != NULL && p < tr->nprograms; p++)
+    g_clear_pointer(&r->own_ops->progs[p].tmpl, g_free);
   r->opbufs = g_ptr_array_new_with_free_func(g_free);
   r->rendezvous = g_hash_table_new(key3_hash, key3_equal);
   r->rv_pool = g_ptr_array_new_with_free_func(rendezvous_free);
@@ -426,13 +479,7 @@ void ts_replay_free(ts_replay *r)
 {
   if (r == NULL)
     return;
-  for (int p = 0; p < r->tr->nprograms; p++) {
-    g_free(r->progs[p].tmpl);
-    g_free(r->progs[p].succ_off);
-    g_free(r->progs[p].succ);
-    g_free(r->progs[p].p2p);
-  }
-  g_free(r->progs);
+  ts_replay_ops_free(r->own_ops);
   for (int i = 0; i < r->nsim; i++) {
     g_free(r->sims[i].st);
     g_free(r->sims[i].coll_seq);
@@ -1156,10 +1203,11 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
                 s->rank, s->ndone, n);
     return FALSE;
   }
-  /* The successor lists are not read again: free them before the breakdown's arrays. */
-  for (int p = 0; p < r->tr->nprograms; p++) {
-    g_clear_pointer(&r->progs[p].succ, g_free);
-    g_clear_pointer(&r->progs[p].succ_off, g_free);
+  /* The successor lists are not read again: free them before the breakdown's arrays (those
+   * of a shared view serve the next replay). */
+  for (int p = 0; r->own_ops != NULL && p < r->tr->nprograms; p++) {
+    g_clear_pointer(&r->own_ops->progs[p].succ, g_free);
+    g_clear_pointer(&r->own_ops->progs[p].succ_off, g_free);
   }
   out->events = r->events;
   out->nsimulated = r->nsim;

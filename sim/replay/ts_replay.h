@@ -94,6 +94,25 @@ typedef struct {
 
 /** A replay of `tr` in `mode` (trace and backend borrowed). */
 ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode);
+
+/**
+ * The replay's view of a trace's ops: each program's successor lists, initial op states and
+ * sends and receives. ts_replay_new makes one per replay; made once here, it serves every
+ * replay of the trace while its ops do not change (ts_plan_trace_replace changes its
+ * placement only: a sweep replays each split's trace once per placement; issue 15).
+ */
+typedef struct ts_replay_ops ts_replay_ops;
+ts_replay_ops *ts_replay_ops_new(const ts_trace *tr);
+void ts_replay_ops_free(ts_replay_ops *o);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ts_replay_ops, ts_replay_ops_free)
+
+/**
+ * ts_replay_new reading `ops`, made by ts_replay_ops_new for tr's ops (borrowed: unchanged and
+ * alive while the replay lives; NULL makes one for this replay). NULL when ops has other
+ * programs than tr.
+ */
+ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts_backend *b,
+                                ts_replay_mode mode);
 void ts_replay_free(ts_replay *r);
 
 /** Keeps every op's interval (for timelines); off by default. */

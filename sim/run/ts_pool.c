@@ -7,6 +7,9 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,10 +33,12 @@ static struct {
   gboolean on;
   char *key;
   ts_trace *tr;
+  ts_run_reuse replays; /* what the trace's replays share: its check, the view of its ops */
 } g_reuse;
 
 static void reuse_clear(void)
 {
+  ts_run_reuse_clear(&g_reuse.replays);
   g_clear_pointer(&g_reuse.key, g_free);
   g_clear_pointer(&g_reuse.tr, ts_trace_free);
 }
@@ -63,7 +68,7 @@ static gboolean predict_reusing(const ts_config *c, const ts_split *sp, ts_resul
   ts_run_extra x;
   ts_run_options o = c->ro;
   o.timeline = FALSE;
-  gboolean ok = ts_run_replay_ex(tr, c->topo, &o, &rr, &x, error);
+  gboolean ok = ts_run_replay_reusing(tr, c->topo, &o, &g_reuse.replays, &rr, &x, error);
   if (ok) {
     ts_result_fill(out, p, tr, &rr);
     out->link_summary = g_steal_pointer(&x.link_summary);
@@ -519,6 +524,15 @@ gboolean ts_pool_run(const ts_config *cfg, const int *idx, int n, const ts_pool_
    * (its key holds addresses that live as long as cfg), a nested run's too. */
   gboolean outer = !g_reuse.on;
   g_reuse.on = TRUE;
+#ifdef __GLIBC__
+  /* Each prediction allocates and frees tens of MB (op states, tables, the trace). glibc maps
+   * blocks past its mmap threshold afresh and trims the heap's top back to the kernel, so the
+   * next prediction faulted the same memory back in, zeroed (issue 15: 0.4 of the every-split
+   * GPT-3 175B sweep's 10 CPU s in the kernel, 0.14 with this). Keep blocks up to glibc's
+   * largest threshold (32 MiB) in the heap, and the heap's top: a sweep's peak stays its peak. */
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, G_MAXINT);
+#endif
   gboolean ok = pool_run(cfg, idx, n, o, out, error);
   reuse_clear();
   if (outer)

@@ -37,9 +37,16 @@ void ts_run_extra_clear(ts_run_extra *x)
   memset(x, 0, sizeof *x);
 }
 
-/* The replay itself, in whatever process runs it. */
+void ts_run_reuse_clear(ts_run_reuse *u)
+{
+  ts_replay_ops_free(u->ops);
+  memset(u, 0, sizeof *u);
+}
+
+/* The replay itself, in whatever process runs it (ops: the view of tr's ops, or NULL). */
 static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
-                            ts_replay_result *out, ts_run_extra *x, GError **error)
+                            const ts_replay_ops *ops, ts_replay_result *out, ts_run_extra *x,
+                            GError **error)
 {
   const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
   if (kind == NULL)
@@ -66,7 +73,7 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
                   /* a simgrid timeline shows every chip's contention: every rank */
                   (collapsed && ro->timeline);
   ts_replay_mode mode = full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED;
-  ts_replay *r = ts_replay_new(tr, b, mode);
+  ts_replay *r = ts_replay_new_shared(tr, ops, b, mode);
   ts_replay_keep_spans(r, ro->timeline);
   gboolean ok = ts_replay_run(r, out, error);
   for (int again = 0; !ok && collapsed && ts_backend_simgrid_symmetry_broken(b) && again < 2;
@@ -76,7 +83,7 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
     ts_replay_free(r);
     /* Every rank with the collective steps collapsed, then every flow. */
     ts_backend_simgrid_set_collapse(b, ranks_collapsed);
-    r = ts_replay_new(tr, b, TS_REPLAY_FULL);
+    r = ts_replay_new_shared(tr, ops, b, TS_REPLAY_FULL);
     ts_replay_keep_spans(r, ro->timeline);
     ok = ts_replay_run(r, out, error);
     if (!ranks_collapsed)
@@ -131,7 +138,8 @@ static gboolean read_str(int fd, char **out)
 }
 
 static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
-                                ts_replay_result *out, ts_run_extra *x, GError **error)
+                                const ts_replay_ops *ops, ts_replay_result *out, ts_run_extra *x,
+                                GError **error)
 {
   int fd[2];
   if (pipe(fd) != 0) {
@@ -153,7 +161,7 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
     ts_replay_result res;
     ts_run_extra ex = {0};
     GError *err = NULL;
-    gint32 ok = replay_here(tr, t, ro, &res, &ex, &err);
+    gint32 ok = replay_here(tr, t, ro, ops, &res, &ex, &err);
     gint32 code = err != NULL ? err->code : 0;
     ts_write_all(fd[1], &ok, sizeof ok);
     ts_write_all(fd[1], &code, sizeof code);
@@ -239,21 +247,35 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
   return ok;
 }
 
-gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
-                          ts_replay_result *out, ts_run_extra *x, GError **error)
+gboolean ts_run_replay_reusing(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                               ts_run_reuse *u, ts_replay_result *out, ts_run_extra *x,
+                               GError **error)
 {
   if (x != NULL)
     memset(x, 0, sizeof *x);
-  if (!ts_trace_check(tr, t, error))
+  if (u != NULL && u->checked ? !ts_trace_check_placement(tr, t, error)
+                              : !ts_trace_check(tr, t, error))
     return FALSE;
+  if (u != NULL)
+    u->checked = TRUE;
   const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
   if (kind == NULL)
     return FALSE;
   if (kind->preflight != NULL && !kind->preflight(tr, t, ro->sg_cfg, error))
     return FALSE;
+  /* Made before a child is forked for the replay, so that the next replay has it too. */
+  if (u != NULL && u->ops == NULL)
+    u->ops = ts_replay_ops_new(tr);
+  const ts_replay_ops *ops = u != NULL ? u->ops : NULL;
   if (kind->one_per_process)
-    return replay_in_child(tr, t, ro, out, x, error);
-  return replay_here(tr, t, ro, out, x, error);
+    return replay_in_child(tr, t, ro, ops, out, x, error);
+  return replay_here(tr, t, ro, ops, out, x, error);
+}
+
+gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                          ts_replay_result *out, ts_run_extra *x, GError **error)
+{
+  return ts_run_replay_reusing(tr, t, ro, NULL, out, x, error);
 }
 
 gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,

@@ -36,6 +36,28 @@ gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_opt
                           ts_replay_result *out, ts_run_extra *x, GError **error);
 
 /**
+ * What the replays of one trace share while ts_plan_trace_replace re-places it between them
+ * (its ops and the topology unchanged; issue 15): the check of its every op and the replay's
+ * view of its ops, each made once. Zero-initialised; ts_pool keeps one beside the trace it
+ * reuses.
+ */
+typedef struct {
+  gboolean checked;   /* the trace passed ts_trace_check on the topology */
+  ts_replay_ops *ops; /* owned; NULL until the first replay */
+} ts_run_reuse;
+
+/** Frees what u holds and zeroes it (for another trace). */
+void ts_run_reuse_clear(ts_run_reuse *u);
+
+/**
+ * ts_run_replay_ex with what u holds for tr, made by an earlier call for this trace on this
+ * topology (or empty: filled here). The result is the same bit for bit.
+ */
+gboolean ts_run_replay_reusing(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                               ts_run_reuse *u, ts_replay_result *out, ts_run_extra *x,
+                               GError **error);
+
+/**
  * Predicts one split. On input errors returns FALSE with TS_ERROR_INVALID / TS_ERROR_INPUT;
  * a replay that cannot finish gives TS_ERROR_BACKEND.
  */

@@ -1051,7 +1051,8 @@ static gboolean check_ops(const ts_trace *tr, gboolean *any_xfer, GError **error
   return TRUE;
 }
 
-gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
+/* The trace's frame: its array against the topology's, its axes' and groups' layout. */
+static gboolean check_frame(const ts_trace *tr, const ts_topo *t, GError **error)
 {
   if (t != NULL) {
     if (tr->ndims != t->ndims) {
@@ -1071,7 +1072,25 @@ gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
         return FALSE;
       }
   }
-  if (!check_layout(tr, error))
+  return check_layout(tr, error);
+}
+
+gboolean ts_trace_check_placement(const ts_trace *tr, const ts_topo *t, GError **error)
+{
+  if (!check_frame(tr, t, error))
+    return FALSE;
+  if (tr->nprograms != asym_programs(tr)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "trace has %d programs; its asymmetric axes need %d", tr->nprograms,
+                asym_programs(tr));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error)
+{
+  if (!check_frame(tr, t, error))
     return FALSE;
   int asym = asym_programs(tr);
   /* Off-chip transfers need a bandwidth: the op's, or the topology's for the resource. That

@@ -312,6 +312,13 @@ int ts_trace_program_of(const ts_trace *tr, int rank);
 /** Checks the trace is consistent with a topology (ranks, dims) and internally (deps, groups). */
 gboolean ts_trace_check(const ts_trace *tr, const ts_topo *t, GError **error);
 
+/**
+ * ts_trace_check of a trace that passed it on this topology and was re-placed since
+ * (ts_plan_trace_replace: its axes' and groups' shapes and its collectives' algorithms, no op
+ * otherwise): the array and the layout again, not every op (issue 15).
+ */
+gboolean ts_trace_check_placement(const ts_trace *tr, const ts_topo *t, GError **error);
+
 /** Text form (documented in docs/formats.md). Caller frees. */
 char *ts_trace_to_text(const ts_trace *tr);
 
