@@ -5,6 +5,7 @@
 #include "ts_plan.h"
 #include "ts_plan_priv.h"
 #include "ts_run.h"
+#include "ts_sweep.h"
 #include "ts_test.h"
 #include "ts_trace.h"
 #include "ts_util.h"
@@ -323,6 +324,23 @@ Test(cost, causal_layers_and_the_shape_flag)
   ts_plan_layer_shape(p, attn, 2, TS_PASS_BWD, &s);
   cr_assert(s.causal == 1);
   ts_plan_free(p);
+}
+
+/* flash_efficiency is a what-if key (--vary, a measurement row's vary column): 0 (off) and a
+ * fraction are accepted, the causal core then costs less; a negative value is one line. */
+Test(cost, flash_efficiency_what_if)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_vary) v = ts_vary_parse("flash_efficiency=0,0.41", &e);
+  cr_assert_not_null(v, "%s", e ? e->message : "");
+  g_autoptr(ts_topo) off = ts_vary_apply(v, 0, t, &e);
+  g_autoptr(ts_topo) on = ts_vary_apply(v, 1, t, &e);
+  cr_assert_not_null(off);
+  cr_assert_not_null(on, "%s", e ? e->message : "");
+  cr_assert(off->chip.flash_efficiency == 0 && on->chip.flash_efficiency == 0.41);
+  g_autoptr(ts_vary) bad = ts_vary_parse("flash_efficiency=-1", &e);
+  cr_assert_null(bad);
 }
 
 /* The split option sets every fused core's speedup, the backward's in backward passes, and
