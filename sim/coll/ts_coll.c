@@ -572,9 +572,9 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
      * dimension by dimension (Ying et al. 2018, arXiv:1811.06992). One flat ring snaking
      * through the sub-grid is not among those schedules, so ring and bidir-ring are not
      * candidates there, however short their contention-free time (docs/collectives.md). */
-    gboolean per_axis = torus_axes(t, g) >= 2 &&
-                        (kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER ||
-                         kind == TS_COLL_ALLGATHER);
+    gboolean per_axis =
+        torus_axes(t, g) >= 2 &&
+        (kind == TS_COLL_ALLREDUCE || kind == TS_COLL_REDUCESCATTER || kind == TS_COLL_ALLGATHER);
     for (int a = TS_ALGO_RING; a <= TS_ALGO_DIRECT; a++)
       if (!per_axis || (a != TS_ALGO_RING && a != TS_ALGO_BIDIR_RING))
         cand[nc++] = (ts_coll_algo)a;
