@@ -1777,8 +1777,8 @@ Test(fold, sub_grid_gradients_fold_exactly_under_auto)
   ts_backend_free(b);
   cr_assert(folded > 0 && full > 0);
   cr_expect(fabs(folded - full) <= 1e-9 * full, "folded %.17g s, full %.17g s", folded, full);
-  cr_expect_eq(folded_flows * 8, full_flows,
-               "folded %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT, folded_flows, full_flows);
+  cr_expect_eq(folded_flows * 8, full_flows, "folded %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
+               folded_flows, full_flows);
   for (int l = 0; l < n; l++) {
     cr_expect(fabs(fb[l] - bb[l]) <= 1e-9 * bb[l], "link %d: %.17g B, full %.17g B", l, fb[l],
               bb[l]);
@@ -1814,6 +1814,55 @@ Test(fold, snaked_ring_through_ts_run_falls_back_to_every_flow)
                r[0].flows, r[1].flows);
   ts_result_clear(&r[0]);
   ts_result_clear(&r[1]);
+}
+
+Test(estimate, one_rank_per_class_expected_every_rank_checked_again)
+{
+  /* tp=2@x,pp=4@y,dp=8 on 8x8: tp and dp symmetric, so one rank per class is 4 ranks (one per
+   * stage) of 64. The preflight expects that replay; symmetry:full expects every rank. With
+   * bidir-ring gradients the fold is refused and ts_run replays every rank, so a limit
+   * between the two estimates passes the preflight and is refused in one line (exit 2) by
+   * the every-rank check before that replay starts. */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+  g_autoptr(ts_trace) tr =
+      planner_trace_algo("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1, TS_ALGO_BIDIR_RING);
+  ts_simgrid_estimate e, f;
+  ts_simgrid_estimate_cost(tr, t, NULL, &e);
+  const char *full_cfg[] = {"trainsim/symmetry:full", NULL};
+  ts_simgrid_estimate_cost(tr, t, full_cfg, &f);
+  cr_expect_eq(e.ranks_collapsed, 4);
+  cr_expect_eq(e.ops_collapsed * 16, e.ops, "%" G_GINT64_FORMAT " of %" G_GINT64_FORMAT,
+               e.ops_collapsed, e.ops);
+  cr_expect_eq(e.expected_bytes, e.memory_collapsed_bytes);
+  cr_expect_eq(f.expected_bytes, f.memory_bytes);
+  cr_expect(e.memory_collapsed_bytes < e.memory_bytes, "%g >= %g", e.memory_collapsed_bytes,
+            e.memory_bytes);
+  gint64 mid = (gint64)((e.memory_collapsed_bytes + e.memory_bytes) / 2);
+  g_autofree char *lim = g_strdup_printf("trainsim/max-memory:%" G_GINT64_FORMAT, mid);
+  const char *cfg[] = {lim, NULL};
+  GError *err = NULL;
+  cr_expect(ts_simgrid_preflight(tr, t, cfg, &err), "%s", err != NULL ? err->message : "");
+  g_clear_error(&err);
+  cr_expect_not(ts_simgrid_check_every_rank(tr, t, cfg, &err));
+  cr_expect(err != NULL && err->code == TS_ERROR_INVALID);
+  g_clear_error(&err);
+  g_autofree char *cmd = g_strdup_printf(
+      "%s run -t tpu-v3-8x8 -m gpt3-350m -b 64 --micro-batch 1 -s tp=2@x,pp=4@y,dp=8 "
+      "--backend simgrid --collective-algorithm bidir-ring --cfg "
+      "trainsim/max-memory:%" G_GINT64_FORMAT,
+      TS_TRAINSIM_BIN, mid);
+  char *out = NULL, *serr = NULL;
+  int status = -1;
+  g_spawn_command_line_sync(cmd, &out, &serr, &status, NULL);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s", status, serr);
+  g_autofree char *ops = g_strdup_printf("%" G_GINT64_FORMAT " ops,", e.ops);
+  cr_expect(g_str_has_prefix(serr, "trainsim run: the simgrid replay would need about ") &&
+                strstr(serr, ops) != NULL,
+            "%s", serr);
+  const char *nl = strchr(serr, '\n');
+  cr_expect(nl != NULL && nl[1] == '\0', "one line: %s", serr);
+  g_free(out);
+  g_free(serr);
 }
 
 Test(fold, ts_run_folds_and_matches_every_flow)
