@@ -3017,8 +3017,10 @@ gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_pa
  * 24 B, but ResNet-50 data parallelism on 128x128 and 256x256 tori (2026-12-02, the merged
  * main: 1.30 GB and 10.0 GB peak, 16.7 M and 134 M transfers) needs 49 and 59 B a transfer
  * once the other terms are counted (the flows' records of each step live while it runs); 60 B
- * keeps the estimate above both (+14% and +1%; it was 32% and 47% low). */
-#define EST_PLAN_XFER_BYTES 60.0
+ * keeps the estimate above both (+14% and +1%; it was 32% and 47% low). Those runs replay one
+ * rank per class, whose estimate (2026-12-07) no longer counts every rank's ops and flows but
+ * 13 kB a rank: 63 B keeps it above both again (1.35 GiB against 1.21, 9.46 against 9.31). */
+#define EST_PLAN_XFER_BYTES 63.0
 #define EST_PLAN_OFFSET_BYTES 8.0 /* an offset per step and member */
 
 static double available_memory(void)
