@@ -5,10 +5,10 @@
 # Usage: bench/bench_simgrid_scale.sh [build dir] [case ...]   (prints a Markdown table)
 # Cases: gpt3-1024 gpt3-1024-fold resnet-16k resnet-65k llama-16k; default all. gpt3-1024-fold is
 # GPT-3 175B with 192 micro-batches on the pod split so that the translation fold applies.
-# gpt3-1024-torusgrad is gpt3-1024's trace with only its gradient all-reduces changed from
-# auto's bidir-ring (the snake) to torus (each dimension's ring), replayed: what a
-# per-dimension choice would fold (bench/RESULTS.md, fourth session). Extra --cfg items for every
-# case in $CFG (e.g. CFG="trainsim/simgrid-mode:actors").
+# gpt3-1024 folds since auto reduces its 4 x 2 replica sub-grid axis by axis (torus-dimwise);
+# gpt3-1024-snake is its trace with only the gradient all-reduces changed to bidir-ring (auto's
+# choice before, whose snake order cannot fold), replayed: every rank (bench/RESULTS.md, fifth
+# session). Extra --cfg items for every case in $CFG (e.g. CFG="trainsim/simgrid-mode:actors").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -20,7 +20,7 @@ cases=("$@")
 args_of() {
   case $1 in
   gpt3-1024) echo "-t tpu-v3-pod -m gpt3-175b -b 1536 --micro-batch 1 -s tp=8,pp=16,dp=8" ;;
-  gpt3-1024-torusgrad) echo "-t tpu-v3-pod -m gpt3-175b -b 1536 --micro-batch 1 -s tp=8,pp=16,dp=8" ;;
+  gpt3-1024-snake) echo "-t tpu-v3-pod -m gpt3-175b -b 1536 --micro-batch 1 -s tp=8,pp=16,dp=8" ;;
   gpt3-1024-fold) echo "-t tpu-v3-pod -m gpt3-175b -b 768 --micro-batch 1 -s tp=8@x,dp=4@x,pp=32@y" ;;
   resnet-16k) echo "-t $topo/tpu-v3-128x128.ini -m resnet50 -b 524288 -s dp=16384" ;;
   resnet-65k) echo "-t $topo/tpu-v3-256x256.ini -m resnet50 -b 2097152 -s dp=65536" ;;
@@ -36,15 +36,15 @@ for c in "${cases[@]}"; do
   a=$(args_of "$c")
   out=$(mktemp -d)
   cmd="trainsim run $a --backend simgrid${CFG:+ --cfg $CFG}"
-  if [ "$c" = gpt3-1024-torusgrad ]; then
+  if [ "$c" = gpt3-1024-snake ]; then
     # shellcheck disable=SC2086
     "$bin" trace $a -o "$out/t.trace" > /dev/null 2>&1
-    sed '/role=grad/s/algo=bidir-ring/algo=torus/' "$out/t.trace" > "$out/g.trace"
+    sed '/role=grad/s/algo=torus-dimwise/algo=bidir-ring/' "$out/t.trace" > "$out/g.trace"
     mkdir -p "$out/r"
     /usr/bin/time -f "cpu_s=%U+%S rss_kb=%M" -o "$out/time" \
       "$bin" replay -t tpu-v3-pod "$out/g.trace" --backend simgrid "${extra[@]}" -f json \
       > "$out/r/results.json" 2> "$out/stdout" || true
-    cmd="trainsim trace $a, gradients set to torus, trainsim replay -t tpu-v3-pod --backend simgrid"
+    cmd="trainsim trace $a, gradients set to bidir-ring, trainsim replay -t tpu-v3-pod --backend simgrid"
   else
     # shellcheck disable=SC2086
     /usr/bin/time -f "cpu_s=%U+%S rss_kb=%M" -o "$out/time" \

@@ -1439,8 +1439,18 @@ static void replay_three_ways(const ts_topo *t, const ts_trace *tr, three_ways *
   cr_assert(w->step[2] > 0, "the full replay failed");
 }
 
+static ts_trace *planner_trace_algo(const char *model, const ts_topo *t, const char *split,
+                                    gint64 batch, gint64 micro_batch, ts_coll_algo algo);
+
 static ts_trace *planner_trace(const char *model, const ts_topo *t, const char *split, gint64 batch,
                                gint64 micro_batch)
+{
+  return planner_trace_algo(model, t, split, batch, micro_batch, TS_ALGO_AUTO);
+}
+
+/* The planner's trace with every collective's algorithm set (TS_ALGO_AUTO: the default). */
+static ts_trace *planner_trace_algo(const char *model, const ts_topo *t, const char *split,
+                                    gint64 batch, gint64 micro_batch, ts_coll_algo algo)
 {
   GError *e = NULL;
   g_autofree char *mp = g_strdup_printf("%s/models/%s.ini", TS_SOURCE_DIR, model);
@@ -1452,6 +1462,7 @@ static ts_trace *planner_trace(const char *model, const ts_topo *t, const char *
   ts_plan_options_default(&po);
   po.global_batch = batch;
   po.micro_batch = micro_batch;
+  po.algo = algo;
   g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &e);
   cr_assert_not_null(p, "%s: %s", split, e != NULL ? e->message : "");
   ts_trace *tr = ts_plan_trace(p, &e);
@@ -1671,13 +1682,15 @@ Test(fold, strided_rings_fold_exactly)
 
 Test(fold, snaked_rings_have_no_exact_collapse)
 {
-  /* dp=8 over x:4 x y:2 (GPT-3 175B's dp@x:4+y:2 on the pod): the gradient ring snakes through
-   * the 4 x 2 grid without a wrap-around edge along x, so the replicas at the ring's x ends
-   * and those in the middle see different loads: the full replay itself is not symmetric
+  /* dp=8 over x:4 x y:2 (GPT-3 175B's dp@x:4+y:2 on the pod) with bidir-ring (auto's choice
+   * before it left flat rings out on sub-grids of several axes): the gradient ring snakes
+   * through the 4 x 2 grid without a wrap-around edge along x, so the replicas at the ring's x
+   * ends and those in the middle see different loads: the full replay itself is not symmetric
    * along the data-parallel axis, and no collapse along it can be exact. The fold is refused
    * before replaying, and the full replay shows why. */
   g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
-  g_autoptr(ts_trace) tr = planner_trace("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1);
+  g_autoptr(ts_trace) tr =
+      planner_trace_algo("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1, TS_ALGO_BIDIR_RING);
   GError *e = NULL;
   ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
   cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
@@ -1710,6 +1723,146 @@ Test(fold, snaked_rings_have_no_exact_collapse)
   cr_expect(d06 <= 1e-12, "replicas 0 and 3 (the ring's two ends) alike: %g s", d06);
   ts_replay_free(r);
   ts_backend_free(b);
+}
+
+/* Every collective of the trace on a group of several pieces: its algorithm. */
+static gboolean multi_piece_algos(const ts_trace *tr, int *ring, int *other)
+{
+  *ring = *other = 0;
+  for (int p = 0; p < tr->nprograms; p++)
+    for (int i = 0; i < tr->programs[p].nops; i++) {
+      const ts_op op = ts_program_op(&tr->programs[p], i);
+      if (op.kind != TS_OP_COLL || op.group < 0)
+        continue;
+      const ts_group *g = g_ptr_array_index(tr->groups, op.group);
+      if (g->shape.npieces < 2)
+        continue;
+      if (op.algo == TS_ALGO_RING || op.algo == TS_ALGO_BIDIR_RING)
+        (*ring)++;
+      else
+        (*other)++;
+    }
+  return *other > 0;
+}
+
+Test(fold, sub_grid_gradients_fold_exactly_under_auto)
+{
+  /* The snaked case's split under auto: the gradient all-reduces over the 4 x 2 replica grid
+   * run axis by axis (no flat ring over several torus axes), each axis's rings wrap, and the
+   * whole replay is invariant under the grid's translations: the fold applies, simulates an
+   * eighth of the flows, and gives every flow's step and every link's load to 1e-9. */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+  g_autoptr(ts_trace) tr = planner_trace("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1);
+  int ring = 0, other = 0;
+  cr_expect(multi_piece_algos(tr, &ring, &other), "the gradient all-reduces are in the trace");
+  cr_expect_eq(ring, 0, "%d collectives over the sub-grid as one flat ring", ring);
+  GError *e = NULL;
+  ts_backend *b = ts_backend_simgrid_new(t, NULL, &e);
+  cr_assert_not_null(b, "%s", e != NULL ? e->message : "");
+  cr_assert(ts_backend_simgrid_set_collapse(b, TRUE));
+  cr_assert(ts_backend_simgrid_set_fold(b, tr), "the per-axis all-reduce is translation-invariant");
+  ts_replay_mode ran;
+  double folded = replay_mode(tr, b, TS_REPLAY_COLLAPSED, &ran);
+  cr_expect_eq(ran, TS_REPLAY_COLLAPSED);
+  cr_expect_not(ts_backend_simgrid_symmetry_broken(b));
+  gint64 folded_flows = ts_backend_simgrid_flows(b);
+  int n = ts_platform_nlinks(ts_backend_simgrid_platform(b));
+  g_autofree double *fb = g_new(double, n), *fbusy = g_new(double, n);
+  g_autofree double *bb = g_new(double, n), *bbusy = g_new(double, n);
+  link_loads(b, fb, fbusy, n);
+  ts_backend_simgrid_set_collapse(b, FALSE);
+  double full = replay_mode(tr, b, TS_REPLAY_FULL, NULL);
+  gint64 full_flows = ts_backend_simgrid_flows(b);
+  link_loads(b, bb, bbusy, n);
+  ts_backend_free(b);
+  cr_assert(folded > 0 && full > 0);
+  cr_expect(fabs(folded - full) <= 1e-9 * full, "folded %.17g s, full %.17g s", folded, full);
+  cr_expect_eq(folded_flows * 8, full_flows, "folded %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
+               folded_flows, full_flows);
+  for (int l = 0; l < n; l++) {
+    cr_expect(fabs(fb[l] - bb[l]) <= 1e-9 * bb[l], "link %d: %.17g B, full %.17g B", l, fb[l],
+              bb[l]);
+    cr_expect(fabs(fbusy[l] - bbusy[l]) <= 1e-9 * full, "link %d: busy %.17g s, full %.17g s", l,
+              fbusy[l], bbusy[l]);
+  }
+}
+
+Test(fold, snaked_ring_through_ts_run_falls_back_to_every_flow)
+{
+  /* The same split with bidir-ring forced (the snake): ts_run refuses the fold and replays
+   * every rank, so the default and trainsim/symmetry:full give the same step and flows. */
+  ts_result r[2] = {{0}, {0}};
+  for (int k = 0; k < 2; k++) {
+    g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+    GError *e = NULL;
+    g_autofree char *mp = g_strdup_printf("%s/models/gpt3-350m.ini", TS_SOURCE_DIR);
+    g_autoptr(ts_model) m = ts_model_load(mp, &e);
+    cr_assert_not_null(m, "%s", e != NULL ? e->message : "");
+    g_autoptr(ts_split) sp = ts_split_parse("tp=2@x,pp=4@y,dp=8", &e);
+    ts_plan_options po;
+    ts_plan_options_default(&po);
+    po.global_batch = 64;
+    po.micro_batch = 1;
+    po.algo = TS_ALGO_BIDIR_RING;
+    const char *cfg[] = {k == 0 ? "trainsim/symmetry:collapse" : "trainsim/symmetry:full", NULL};
+    ts_run_options ro = {.backend = "simgrid", .sg_cfg = cfg};
+    cr_assert(ts_run_predict(m, t, sp, &po, &ro, &r[k], &e), "%s", e != NULL ? e->message : "");
+  }
+  cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
+            "default %.17g s, full %.17g s", r[0].step_time_s, r[1].step_time_s);
+  cr_expect_eq(r[0].flows, r[1].flows, "default %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
+               r[0].flows, r[1].flows);
+  ts_result_clear(&r[0]);
+  ts_result_clear(&r[1]);
+}
+
+Test(estimate, one_rank_per_class_expected_every_rank_checked_again)
+{
+  /* tp=2@x,pp=4@y,dp=8 on 8x8: tp and dp symmetric, so one rank per class is 4 ranks (one per
+   * stage) of 64. The preflight expects that replay; symmetry:full expects every rank. With
+   * bidir-ring gradients the fold is refused and ts_run replays every rank, so a limit
+   * between the two estimates passes the preflight and is refused in one line (exit 2) by
+   * the every-rank check before that replay starts. */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
+  g_autoptr(ts_trace) tr =
+      planner_trace_algo("gpt3-350m", t, "tp=2@x,pp=4@y,dp=8", 64, 1, TS_ALGO_BIDIR_RING);
+  ts_simgrid_estimate e, f;
+  ts_simgrid_estimate_cost(tr, t, NULL, &e);
+  const char *full_cfg[] = {"trainsim/symmetry:full", NULL};
+  ts_simgrid_estimate_cost(tr, t, full_cfg, &f);
+  cr_expect_eq(e.ranks_collapsed, 4);
+  cr_expect_eq(e.ops_collapsed * 16, e.ops, "%" G_GINT64_FORMAT " of %" G_GINT64_FORMAT,
+               e.ops_collapsed, e.ops);
+  cr_expect_eq(e.expected_bytes, e.memory_collapsed_bytes);
+  cr_expect_eq(f.expected_bytes, f.memory_bytes);
+  cr_expect(e.memory_collapsed_bytes < e.memory_bytes, "%g >= %g", e.memory_collapsed_bytes,
+            e.memory_bytes);
+  gint64 mid = (gint64)((e.memory_collapsed_bytes + e.memory_bytes) / 2);
+  g_autofree char *lim = g_strdup_printf("trainsim/max-memory:%" G_GINT64_FORMAT, mid);
+  const char *cfg[] = {lim, NULL};
+  GError *err = NULL;
+  cr_expect(ts_simgrid_preflight(tr, t, cfg, &err), "%s", err != NULL ? err->message : "");
+  g_clear_error(&err);
+  cr_expect_not(ts_simgrid_check_every_rank(tr, t, cfg, &err));
+  cr_expect(err != NULL && err->code == TS_ERROR_INVALID);
+  g_clear_error(&err);
+  g_autofree char *cmd = g_strdup_printf(
+      "%s run -t tpu-v3-8x8 -m gpt3-350m -b 64 --micro-batch 1 -s tp=2@x,pp=4@y,dp=8 "
+      "--backend simgrid --collective-algorithm bidir-ring --cfg "
+      "trainsim/max-memory:%" G_GINT64_FORMAT,
+      TS_TRAINSIM_BIN, mid);
+  char *out = NULL, *serr = NULL;
+  int status = -1;
+  g_spawn_command_line_sync(cmd, &out, &serr, &status, NULL);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s", status, serr);
+  g_autofree char *ops = g_strdup_printf("%" G_GINT64_FORMAT " ops,", e.ops);
+  cr_expect(g_str_has_prefix(serr, "trainsim run: the simgrid replay would need about ") &&
+                strstr(serr, ops) != NULL,
+            "%s", serr);
+  const char *nl = strchr(serr, '\n');
+  cr_expect(nl != NULL && nl[1] == '\0', "one line: %s", serr);
+  g_free(out);
+  g_free(serr);
 }
 
 Test(fold, ts_run_folds_and_matches_every_flow)

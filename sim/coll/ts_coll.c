@@ -478,6 +478,20 @@ static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
   return ts_coll_plan_time_full(p, FALSE);
 }
 
+/* Distinct ring or mesh dimensions (not switches) on which the group has >= 2 members. */
+static int torus_axes(const ts_topo *t, const ts_group_shape *g)
+{
+  guint seen = 0;
+  int n = 0;
+  for (int k = 0; k < g->npieces; k++)
+    if (g->p[k].size > 1 && t->dims[g->p[k].dim].shape != TS_SHAPE_SWITCH &&
+        !(seen & (1u << g->p[k].dim))) {
+      seen |= 1u << g->p[k].dim;
+      n++;
+    }
+  return n;
+}
+
 /* Whether every piece of the group lies on a switch dimension (a GPU cluster: NCCL's world). */
 static gboolean on_switches(const ts_topo *t, const ts_group_shape *g)
 {
@@ -551,8 +565,19 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
       break;
     }
   } else {
+    /* An all-reduce over several torus axes (a sub-grid of the array) runs axis by axis, as
+     * TPU runtimes do: a collective over several hardware mesh axes gets the ICI bandwidth of
+     * every axis, with the longest path sum |X_i| / 2 as its latency (Austin et al. 2025, "How
+     * to Scale Your Model", sharding.md), and TPU pods reduce gradients dimension by dimension
+     * (Ying et al. 2018, arXiv:1811.06992). One flat ring snaking through the sub-grid is not
+     * among those schedules, so ring and bidir-ring are not candidates there, however short
+     * their contention-free time (docs/collectives.md). Reduce-scatter and all-gather keep
+     * every candidate: the same rule for them moved MaxText's TPU v5p ZeRO-3 rows further
+     * from their measurements (+16.1% -> +17.5%), a question for the TPU profiles. */
+    gboolean per_axis = torus_axes(t, g) >= 2 && kind == TS_COLL_ALLREDUCE;
     for (int a = TS_ALGO_RING; a <= TS_ALGO_DIRECT; a++)
-      cand[nc++] = (ts_coll_algo)a;
+      if (!per_axis || (a != TS_ALGO_RING && a != TS_ALGO_BIDIR_RING))
+        cand[nc++] = (ts_coll_algo)a;
     /* The concurrent torus all-reduce runs its chunks in lockstep: on dims of unequal
      * bandwidth or size a step waits for the slowest chunk, where one dim at a time can win. */
     cand[nc++] = TS_ALGO_TORUS_DIMWISE;

@@ -148,8 +148,9 @@ void ts_coll_shard(const ts_coll_plan *p, int m, gint64 *offset, gint64 *count);
  * Analytic time of a collective of `bytes` over a group, seconds. With TS_ALGO_AUTO: on a
  * group whose pieces all lie on switch dimensions, what NCCL picks (TS_ALGO_NCCL); otherwise
  * every classic algorithm (ring .. direct, torus-dimwise) valid for the group, the fastest, in
- * *chosen (may be NULL). NCCL algorithms use their fastest protocol. Returns a negative value with
- * an error when no requested algorithm applies.
+ * *chosen (may be NULL); ring and bidir-ring are left out for an all-reduce over two or more
+ * ring/mesh axes (TPU runtimes go axis by axis there). NCCL algorithms use their fastest protocol.
+ * Returns a negative value with an error when no requested algorithm applies.
  */
 double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
                     double bytes, ts_coll_algo *chosen, GError **error);

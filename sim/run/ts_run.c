@@ -73,6 +73,12 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
                   /* a simgrid timeline shows every chip's contention: every rank */
                   (collapsed && ro->timeline);
   ts_replay_mode mode = full ? TS_REPLAY_FULL : TS_REPLAY_COLLAPSED;
+  /* The preflight expected one rank per class where the configuration allows it: an
+   * every-rank replay is checked against the memory limit again before it allocates. */
+  if (full && ts_backend_is_simgrid(b) && !ts_simgrid_check_every_rank(tr, t, ro->sg_cfg, error)) {
+    ts_backend_free(b);
+    return FALSE;
+  }
   ts_replay *r = ts_replay_new_shared(tr, ops, b, mode);
   ts_replay_keep_spans(r, ro->timeline);
   gboolean ok = ts_replay_run(r, out, error);
@@ -81,6 +87,9 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
     gboolean ranks_collapsed = ts_replay_get_mode(r) == TS_REPLAY_COLLAPSED;
     g_clear_error(error);
     ts_replay_free(r);
+    r = NULL;
+    if (ranks_collapsed && !ts_simgrid_check_every_rank(tr, t, ro->sg_cfg, error))
+      break;
     /* Every rank with the collective steps collapsed, then every flow. */
     ts_backend_simgrid_set_collapse(b, ranks_collapsed);
     r = ts_replay_new_shared(tr, ops, b, TS_REPLAY_FULL);
@@ -88,6 +97,10 @@ static gboolean replay_here(const ts_trace *tr, const ts_topo *t, const ts_run_o
     ok = ts_replay_run(r, out, error);
     if (!ranks_collapsed)
       break;
+  }
+  if (r == NULL) {
+    ts_backend_free(b);
+    return FALSE;
   }
   if (ok && ro->timeline && x != NULL) {
     const GArray *spans = ts_replay_spans(r);

@@ -2997,14 +2997,30 @@ gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_pa
 #define EST_BASE_BYTES 40e6
 #define EST_HOST_BYTES 1500.0
 #define EST_LINK_BYTES 800.0
-#define EST_OP_BYTES 48.0
+/* An op of a replayed rank (the engine's state for it) and an op of the trace (its program,
+ * shared by the ranks that run it). Fitted on GPT-3 175B tp=8,pp=16,dp=8 on the pod
+ * (2026-12-07, bench/RESULTS.md "Fifth session"): peak RSS 39.8 / 61.4 MiB folded (16 ranks
+ * replayed, 26.5 k / 314 k trace ops) and 85 / 568 MiB every rank (1.69 M / 20.1 M ops replayed)
+ * at -b 128 / -b 1536 give 26.7 B a replayed op and 52 B a trace op over a 40 MB base. 48 B a
+ * replayed op (the first session's, before the per-flow records were settled) put the
+ * every-rank estimate 73-75 % over the measured peaks. */
+#define EST_OP_BYTES 28.0
+#define EST_TRACE_OP_BYTES 52.0
 #define EST_FLOW_BYTES 2500.0
+/* Every rank's share of a replay of one rank per class (the engine's per-rank state, the
+ * images' flows and ghosts, the hosts' routes): the Llama-3-405B 16,384-GPU step (16 ranks
+ * replayed, 325 MiB peak, 2026-12-07) leaves 12.8 kB a rank over the other terms; ResNet-50 on
+ * 65,536 and 16,384 chips 6.3 and 4-7 kB; GPT-3 175B on the 1,024-chip pod ~0. The largest,
+ * so the estimate errs high (+30 % on the GPT-3 pod fold). */
+#define EST_RANK_BYTES 13e3
 /* A transfer of the largest decomposition: 16 B held and the arrays doubling while built gave
  * 24 B, but ResNet-50 data parallelism on 128x128 and 256x256 tori (2026-12-02, the merged
  * main: 1.30 GB and 10.0 GB peak, 16.7 M and 134 M transfers) needs 49 and 59 B a transfer
  * once the other terms are counted (the flows' records of each step live while it runs); 60 B
- * keeps the estimate above both (+14% and +1%; it was 32% and 47% low). */
-#define EST_PLAN_XFER_BYTES 60.0
+ * keeps the estimate above both (+14% and +1%; it was 32% and 47% low). Those runs replay one
+ * rank per class, whose estimate (2026-12-07) no longer counts every rank's ops and flows but
+ * 13 kB a rank: 63 B keeps it above both again (1.35 GiB against 1.21, 9.46 against 9.31). */
+#define EST_PLAN_XFER_BYTES 63.0
 #define EST_PLAN_OFFSET_BYTES 8.0 /* an offset per step and member */
 
 static double available_memory(void)
@@ -3033,13 +3049,15 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
   for (int d = 0; d < t->ndims; d++)
     links += (gint64)t->nchips * 2;
   out->links = (int)MIN(links, G_MAXINT);
-  /* Ops: every rank runs its program. */
+  /* Ops: every rank runs its program; the trace holds each program once. */
   gint64 *per_program = g_new0(gint64, tr->nprograms > 0 ? tr->nprograms : 1);
+  gint64 trace_ops = 0;
   int peers = 1;
   double plan_bytes = 0;
   for (int p = 0; p < tr->nprograms; p++) {
     const ts_program *pr = &tr->programs[p];
     per_program[p] = pr->nops;
+    trace_ops += pr->nops;
     for (int i = 0; i < pr->nops; i++) {
       const ts_op ob = ts_program_op(pr, i), *op = &ob;
       if (op->kind != TS_OP_COLL || op->group < 0 || (guint)op->group >= tr->groups->len)
@@ -3059,17 +3077,44 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
                                        steps * n * k * EST_PLAN_XFER_BYTES);
     }
   }
+  /* One rank per class (TS_REPLAY_COLLAPSED: every symmetric axis's coordinate 0), as the
+   * rank collapse and the fold replay; the other ranks' flows are images (claimed, or real
+   * flows of the fold), about 1/classes of every rank's. */
+  int nsym = 0;
+  for (int a = 0; a < tr->naxes; a++)
+    nsym += tr->axes[a].symmetric && tr->axes[a].size > 1;
   for (int r = 0; r < tr->nranks; r++) {
     int p = ts_trace_program_of(tr, r);
-    if (p >= 0 && p < tr->nprograms)
-      out->ops += per_program[p];
+    if (p < 0 || p >= tr->nprograms)
+      continue;
+    out->ops += per_program[p];
+    gboolean rep = TRUE;
+    for (int a = 0; a < tr->naxes && rep && nsym > 0; a++)
+      rep = !(tr->axes[a].symmetric && tr->axes[a].size > 1) || ts_trace_axis_coord(tr, r, a) == 0;
+    if (rep) {
+      out->ops_collapsed += per_program[p];
+      out->ranks_collapsed++;
+    }
   }
   g_free(per_program);
   out->flows_at_once = (gint64)tr->nranks * (peers + 1);
   /* The largest decomposition is held whole while it runs, whatever the cache's limit. */
   double plan = MAX(plan_bytes, 0.0);
-  out->memory_bytes = EST_BASE_BYTES + out->hosts * EST_HOST_BYTES + out->links * EST_LINK_BYTES +
-                      out->ops * EST_OP_BYTES + out->flows_at_once * EST_FLOW_BYTES + plan;
+  double fixed = EST_BASE_BYTES + out->hosts * EST_HOST_BYTES + out->links * EST_LINK_BYTES +
+                 trace_ops * EST_TRACE_OP_BYTES + plan;
+  out->memory_bytes = fixed + out->ops * EST_OP_BYTES + out->flows_at_once * EST_FLOW_BYTES;
+  out->memory_collapsed_bytes =
+      fixed + out->ops_collapsed * EST_OP_BYTES + (double)tr->nranks * EST_RANK_BYTES;
+  /* What the replay is expected to run: one rank per class unless the configuration or the
+   * array rules it out here (the child checks memory_bytes again before any every-rank
+   * replay: ts_simgrid_check_every_rank). */
+  gboolean collapse = out->ranks_collapsed > 0 && out->ranks_collapsed < tr->nranks &&
+                      !ts_degrade_needs_full(t) && !ts_topo_twisted(t);
+  for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
+    if (strcmp(cfg[i], "trainsim/symmetry:full") == 0 ||
+        strcmp(cfg[i], "trainsim/simgrid-mode:actors") == 0)
+      collapse = FALSE;
+  out->expected_bytes = collapse ? out->memory_collapsed_bytes : out->memory_bytes;
   out->available_bytes = available_memory();
   for (int i = 0; cfg != NULL && cfg[i] != NULL; i++)
     if (g_str_has_prefix(cfg[i], "trainsim/max-memory:") &&
@@ -3077,27 +3122,43 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
       out->max_memory_bytes = -1;
 }
 
+/* Refuses when need (every rank: all ops, else one rank per class) is over the limit. */
+static gboolean check_memory(const ts_simgrid_estimate *e, gboolean every_rank, GError **error)
+{
+  if (e->max_memory_bytes < 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--cfg trainsim/max-memory: expected a size in bytes, e.g. 8GiB");
+    return FALSE;
+  }
+  double need = every_rank ? e->memory_bytes : e->expected_bytes;
+  gint64 ops = every_rank || e->expected_bytes == e->memory_bytes ? e->ops : e->ops_collapsed;
+  double limit = e->max_memory_bytes > 0 ? e->max_memory_bytes : e->available_bytes;
+  if (limit <= 0 || need <= limit)
+    return TRUE;
+  char nb[32], have[32];
+  g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+              "the simgrid replay would need about %s (%d hosts, %d links, %" G_GINT64_FORMAT
+              " ops%s, up to %" G_GINT64_FORMAT " flows at once), over %s %s; set --cfg "
+              "trainsim/max-memory:SIZE above the estimate to run it anyway",
+              ts_fmt_bytes(nb, sizeof nb, need), e->hosts, e->links, ops,
+              ops == e->ops ? "" : " of one rank per class", e->flows_at_once,
+              e->max_memory_bytes > 0 ? "--cfg trainsim/max-memory" : "the available",
+              ts_fmt_bytes(have, sizeof have, limit));
+  return FALSE;
+}
+
 gboolean ts_simgrid_preflight(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
                               GError **error)
 {
   ts_simgrid_estimate e;
   ts_simgrid_estimate_cost(tr, t, cfg, &e);
-  if (e.max_memory_bytes < 0) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--cfg trainsim/max-memory: expected a size in bytes, e.g. 8GiB");
-    return FALSE;
-  }
-  double limit = e.max_memory_bytes > 0 ? e.max_memory_bytes : e.available_bytes;
-  if (limit <= 0 || e.memory_bytes <= limit)
-    return TRUE;
-  char need[32], have[32];
-  g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-              "the simgrid replay would need about %s (%d hosts, %d links, %" G_GINT64_FORMAT
-              " ops, up to %" G_GINT64_FORMAT " flows at once), over %s %s; set --cfg "
-              "trainsim/max-memory:SIZE above the estimate to run it anyway",
-              ts_fmt_bytes(need, sizeof need, e.memory_bytes), e.hosts, e.links, e.ops,
-              e.flows_at_once,
-              e.max_memory_bytes > 0 ? "--cfg trainsim/max-memory" : "the available",
-              ts_fmt_bytes(have, sizeof have, limit));
-  return FALSE;
+  return check_memory(&e, FALSE, error);
+}
+
+gboolean ts_simgrid_check_every_rank(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                                     GError **error)
+{
+  ts_simgrid_estimate e;
+  ts_simgrid_estimate_cost(tr, t, cfg, &e);
+  return check_memory(&e, TRUE, error);
 }

@@ -136,12 +136,16 @@ gboolean ts_backend_simgrid_report_links(const ts_backend *b, const char *csv_pa
 
 /** What a simgrid replay of a trace will need, estimated before it starts. */
 typedef struct {
-  int hosts, links;        /* the platform */
-  gint64 ops;              /* ops replayed, every rank */
-  gint64 flows_at_once;    /* bound on concurrent flows (largest collective step on every rank) */
-  double memory_bytes;     /* expected peak resident memory of the replay process */
-  double available_bytes;  /* the machine's available memory (MemAvailable), 0 if unknown */
-  double max_memory_bytes; /* --cfg trainsim/max-memory:SIZE, 0 if not given */
+  int hosts, links;     /* the platform */
+  gint64 ops;           /* ops replayed, every rank */
+  gint64 ops_collapsed; /* ops replayed, one rank per class of the symmetric axes */
+  int ranks_collapsed;  /* ranks replayed then */
+  gint64 flows_at_once; /* bound on concurrent flows (largest collective step on every rank) */
+  double memory_bytes;  /* expected peak resident memory of the replay process, every rank */
+  double memory_collapsed_bytes; /* the same, one rank per class (rank collapse or fold) */
+  double expected_bytes;         /* memory_collapsed_bytes unless cfg or the array rule it out */
+  double available_bytes;        /* the machine's available memory (MemAvailable), 0 if unknown */
+  double max_memory_bytes;       /* --cfg trainsim/max-memory:SIZE, 0 if not given */
 } ts_simgrid_estimate;
 
 /**
@@ -158,6 +162,14 @@ void ts_simgrid_estimate_cost(const ts_trace *tr, const ts_topo *t, const char *
  */
 gboolean ts_simgrid_preflight(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
                               GError **error);
+
+/**
+ * The same check for a replay of every rank (memory_bytes), made by ts_run before one starts:
+ * the preflight expects one rank per class where the configuration allows it, and whether the
+ * rank collapse or the fold holds is only known once the backend has looked at the trace.
+ */
+gboolean ts_simgrid_check_every_rank(const ts_trace *tr, const ts_topo *t, const char *const *cfg,
+                                     GError **error);
 
 G_END_DECLS
 
