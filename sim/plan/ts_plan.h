@@ -264,6 +264,10 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error);
  * all-gather beside the GEMMs it feeds: tp-overlap=xla, and tp-overlap=te on a GPU), 0 when it
  * runs unchunked. The planner's rule, which the validator reads too. */
 int ts_plan_bwd_chunks(const ts_plan *p, int i);
+/* The chunks layer i's forward (recompute: its re-run inside the backward) runs its
+ * tensor-parallel collectives in, beside the GEMMs (tp-overlap), 0 when it runs unchunked.
+ * Under context parallelism the chunks sit around the ring. The validator reads it too. */
+int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute);
 
 /**
  * What a plan's trace depends on besides its axes' placement: two plans with equal keys (on one

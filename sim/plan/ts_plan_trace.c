@@ -837,6 +837,19 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
  * configuration: proj_dgrad and fc2_dgrad by ring exchange; Megatron-Core's tp_comm_overlap).
  * PyTorch's AsyncTP (tp-overlap=async) is left as it was: its backward is not chunked here.
  * `te` on a systolic chip keeps the unchunked backward. The validator reads the same rule. */
+int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute)
+{
+  const ts_layer_exec *e = &p->exec[i];
+  if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1 ||
+      (recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC))
+    return 0;
+  gboolean ag = e->fwd_pre.kind == TS_COLL_ALLGATHER && e->fwd_pre.bytes > 0;
+  gboolean rs =
+      (e->fwd_post.kind == TS_COLL_REDUCESCATTER || e->fwd_post.kind == TS_COLL_ALLREDUCE) &&
+      e->fwd_post.bytes > 0;
+  return ag || rs ? p->degree[TS_AX_TP] : 0;
+}
+
 int ts_plan_bwd_chunks(const ts_plan *p, int i)
 {
   const ts_layer_exec *e = &p->exec[i];
@@ -908,10 +921,7 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   /* PyTorch's AsyncTP decomposes what torch.compile's micro-pipeline pass matches in the
    * forward; the recomputed forward of full activation checkpointing (re-run inside the
    * backward) keeps its plain collectives (docs/splits.md, tp-overlap=async). */
-  gboolean ovl =
-      p->tp_overlap && !(recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC) &&
-      (e->fwd_pre.kind == TS_COLL_ALLGATHER || e->fwd_post.kind == TS_COLL_REDUCESCATTER ||
-       e->fwd_post.kind == TS_COLL_ALLREDUCE);
+  gboolean ovl = ts_plan_fwd_chunks(p, i, recompute) > 0;
   if (ovl && e->cp_kv_bytes > 0) {
     /* Context parallelism: the ring between the two projections, each chunked with its
      * collective (cp_ring_fwd). */

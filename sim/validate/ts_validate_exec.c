@@ -113,28 +113,16 @@ struct vd_run {
 
 /* ---- op meanings ----------------------------------------------------------------- */
 
-/* Chunks the planner cuts layer i's forward into (tp-overlap), 0 when it does not: the same
- * rule as ts_plan_trace's fwd_layer. */
-static int ovl_chunks_of(const vd_exec *e, int i)
-{
-  const ts_plan *p = e->plan;
-  const ts_layer_exec *x = &p->exec[i];
-  if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1 || x->cp_kv_bytes > 0)
-    return 0;
-  gboolean ag = x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
-  gboolean rs =
-      (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
-      x->fwd_post.bytes > 0;
-  return ag || rs ? p->degree[TS_AX_TP] : 0;
-}
-
-/* The same for one pass: tp-overlap=async (PyTorch's AsyncTP) leaves a recomputed forward
- * unchunked (ts_plan_trace's fwd_layer). */
+/* Chunks the planner cuts layer i's forward (recompute: its re-run) into with tp-overlap, 0
+ * when it does not (ts_plan_fwd_chunks; the validator refuses tp-overlap with cp). */
 static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
 {
-  if (recompute && e->plan->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
-    return 0;
-  return ovl_chunks_of(e, i);
+  return e->plan->exec[i].cp_kv_bytes > 0 ? 0 : ts_plan_fwd_chunks(e->plan, i, recompute);
+}
+
+static int ovl_chunks_of(const vd_exec *e, int i)
+{
+  return ovl_chunks_in(e, i, FALSE);
 }
 
 /* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
