@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -154,6 +155,45 @@ Test(cli, trace_then_replay_gives_run_step_time)
   cr_assert(sa > 0 && sa == sb, "replayed step %.17g vs run step %.17g", sa, sb);
   g_autofree char *wrong = g_strdup_printf("replay %s -t tpu-v3-pod", tpath);
   expect_input_error(wrong, "expected the topology the trace was made for");
+  g_unlink(tpath);
+  g_rmdir(dir);
+  run_free(&t);
+  run_free(&a);
+  run_free(&b);
+}
+
+/* A simgrid replay of a trace reports its flows and busiest links as `run` does for the split
+ * the trace was made from (the replay printed neither), and writes --link-report. */
+Test(cli, simgrid_replay_reports_flows_as_run_does)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *tpath = g_build_filename(dir, "t.trace", NULL);
+  g_autofree char *lpath = g_build_filename(dir, "links.csv", NULL);
+  g_autofree char *targs =
+      g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s", tpath);
+  run_result t = run(targs);
+  cr_assert_eq(t.status, 0, "%s", t.err);
+  g_autofree char *rargs = g_strdup_printf(
+      "replay %s -t tpu-v3-8x8 --backend simgrid --link-report %s", tpath, lpath);
+  run_result a = run(rargs);
+  run_result b = run(RUN "-b 64 -s tp=8,dp=8 --backend simgrid");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  const char *fa = strstr(a.out, " flows simulated"), *fb = strstr(b.out, " flows simulated");
+  cr_assert(fa != NULL && fb != NULL, "no flow count: replay '%s', run '%s'", a.out, b.out);
+  while (fa > a.out && fa[-1] != ' ')
+    fa--;
+  while (fb > b.out && fb[-1] != ' ')
+    fb--;
+  cr_assert(atoll(fa) > 0 && atoll(fa) == atoll(fb), "replay %lld flows, run %lld",
+            atoll(fa), atoll(fb));
+  cr_assert(strstr(a.out, "most loaded links") != NULL, "%s", a.out);
+  g_autofree char *csv = NULL;
+  cr_assert(g_file_get_contents(lpath, &csv, NULL, NULL), "no %s", lpath);
+  cr_assert(g_str_has_prefix(csv, "link,chip,dim,direction,bandwidth_Bps,bytes,"), "%s", csv);
+  g_autofree char *bad = g_strdup_printf("replay %s -t tpu-v3-8x8 --link-report %s", tpath, lpath);
+  expect_input_error(bad, "--link-report");
+  g_unlink(lpath);
   g_unlink(tpath);
   g_rmdir(dir);
   run_free(&t);

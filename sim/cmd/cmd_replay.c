@@ -10,13 +10,17 @@
 int ts_cmd_replay(int argc, char **argv)
 {
   g_autofree char *topo_name = NULL, *backend = NULL, *format = NULL, *from = NULL;
-  g_autofree char *groups = NULL;
+  g_autofree char *groups = NULL, *link_report = NULL;
   g_auto(GStrv) cfg = NULL;
   gboolean full = FALSE;
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_FILENAME, &topo_name,
        "Topology file or shipped name; its dimensions must match the trace's", "T"},
       {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, ts_backend_kind_help(), "B"},
+      {"link-report", 0, 0, G_OPTION_ARG_FILENAME, &link_report,
+       "simgrid backend: write every link's load (bytes, busy s, busy fraction, top operation) "
+       "as CSV",
+       "FILE.csv"},
       {"cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &cfg,
        "simgrid backend: extra SimGrid setting or trainsim/... setting (docs/backends.md); "
        "repeatable",
@@ -46,6 +50,11 @@ int ts_cmd_replay(int argc, char **argv)
   }
   if (!ts_run_backend_valid(backend, &err) || !ts_cmd_cfg(backend, cfg, &err))
     return ts_cmd_fail("replay", err);
+  if (link_report != NULL && (backend == NULL || strcmp(backend, "simgrid") != 0)) {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--link-report %s: expected --backend simgrid",
+                link_report);
+    return ts_cmd_fail("replay", err);
+  }
   const char *path = argv[1];
   g_autofree char *tpath = NULL;
   g_autoptr(ts_topo) topo = ts_cmd_load_topo(topo_name, &tpath, &err);
@@ -60,9 +69,12 @@ int ts_cmd_replay(int argc, char **argv)
   ts_run_options ro = {.backend = backend ? backend : "analytic",
                        .sg_cfg = (const char *const *)cfg,
                        .full = full,
+                       .link_report = link_report,
                        .progress = "replay (simgrid)"};
   ts_replay_result rr;
-  if (!ts_run_replay(tr, topo, &ro, &rr, &err)) {
+  ts_run_extra x = {0};
+  if (!ts_run_replay_ex(tr, topo, &ro, &rr, &x, &err)) {
+    ts_run_extra_clear(&x);
     g_prefix_error(&err, "%s: ", path);
     return ts_cmd_fail("replay", err);
   }
@@ -95,6 +107,9 @@ int ts_cmd_replay(int argc, char **argv)
   res.events = rr.events;
   res.ops = ts_trace_nops(tr);
   res.simulated_ranks = rr.nsimulated;
+  res.link_summary = g_steal_pointer(&x.link_summary); /* simgrid: flows and the busiest links */
+  res.flows = x.flows;
+  ts_run_extra_clear(&x);
   ts_report_inputs in = {0};
   in.model_name = g_strdup(tr->meta.model ? tr->meta.model : "(trace)");
   in.model_path = g_strdup(path);
