@@ -112,8 +112,9 @@ void ts_vary_free(ts_vary *v)
   g_free(v);
 }
 
-static const char *const chip_keys[] = {"peak_tflops", "memory_GiB", "memory_bandwidth_GBps",
-                                        "compute_efficiency", NULL};
+static const char *const chip_keys[] = {"peak_tflops",           "memory_GiB",
+                                        "memory_bandwidth_GBps", "compute_efficiency",
+                                        "flash_efficiency",      NULL};
 static const char *const dim_keys[] = {"link_bandwidth_GBps", "latency_us", "size", NULL};
 
 static gboolean in_list(const char *const *l, const char *s)
@@ -137,6 +138,7 @@ static const vary_range vary_ranges[] = {
     {"memory_GiB", "a capacity in GiB", 1e9, FALSE},
     {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"compute_efficiency", "a fraction", 1, FALSE},
+    {"flash_efficiency", "a fraction", 1, TRUE},
     {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"latency_us", "a latency in us", 1e6, TRUE},
 };
@@ -164,8 +166,9 @@ static void range_text(const vary_range *r, char *buf, size_t n)
 }
 
 #define VARY_KEYS                                                                                  \
-  "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, link_bandwidth_GBps, "      \
-  "latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, dim.NAME.size, dims, "           \
+  "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, flash_efficiency, "         \
+  "link_bandwidth_GBps, latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, "           \
+  "dim.NAME.size, dims, "                                                                          \
   "dead_links, straggler or straggler_per_node"
 
 /* Parses "16x16" or "8x4x2": sizes of every dimension, fastest first. */
@@ -251,9 +254,11 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
     double d;
     gint64 whole;
     gboolean good =
-        factor    ? ts_parse_double(s + 1, &d) && d > 0
-        : is_size ? ts_parse_int(s, 1, 65536, &whole) && (d = (double)whole, TRUE)
-                  : ts_parse_double(s, &d) && (d > 0 || (d == 0 && strstr(v->key, "latency_us")));
+        factor ? ts_parse_double(s + 1, &d) && d > 0
+        : is_size
+            ? ts_parse_int(s, 1, 65536, &whole) && (d = (double)whole, TRUE)
+            : ts_parse_double(s, &d) &&
+                  (d > 0 || (d == 0 && range_of(v->key) != NULL && range_of(v->key)->zero_ok));
     if (factor && is_size)
       good = FALSE;
     /* A factor beyond a million either way is a typo, and x1e308 overflows what it scales. */
@@ -387,6 +392,8 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     ok = set_val(&c->chip.memory_bw_Bps, v, i, 1e9, tname, error);
   else if (strcmp(k, "compute_efficiency") == 0)
     ok = set_val(&c->chip.compute_efficiency, v, i, 1.0, tname, error);
+  else if (strcmp(k, "flash_efficiency") == 0)
+    ok = set_val(&c->chip.flash_efficiency, v, i, 1.0, tname, error);
   else if (strcmp(k, "link_bandwidth_GBps") == 0) {
     for (int d = 0; d < c->ndims && ok; d++)
       ok = set_val(&c->dims[d].link_bw_Bps, v, i, 1e9, tname, error);
