@@ -299,8 +299,9 @@ Test(cost, flash_efficiency_and_causal_skip_closed_form)
 }
 
 /* The model marks a decoder's self-attention causal, an encoder's (BERT: causal = false) not;
- * the planner writes the flag into the shape only on a chip with flash_efficiency, so shipped
- * traces without it are unchanged. */
+ * the planner writes the flag into the shape only on a chip with flash_efficiency (the shipped
+ * H100 profiles set it; a chip without it, here the H100 with it cleared as on the A100, costs
+ * the core over the whole score matrix). */
 Test(cost, causal_layers_and_the_shape_flag)
 {
   g_autoptr(ts_model) llama = load_model("llama3-8b");
@@ -313,7 +314,8 @@ Test(cost, causal_layers_and_the_shape_flag)
   for (int i = 0; i < bert->nlayers; i++)
     cr_assert(!bert->layers[i].causal, "bert layer %s", bert->layers[i].name);
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
-  cr_assert(t->chip.flash_efficiency == 0, "no shipped profile sets flash_efficiency yet");
+  cr_assert(t->chip.flash_efficiency > 0, "the shipped H100 sets flash_efficiency");
+  t->chip.flash_efficiency = 0;
   ts_plan *p = make_plan(llama, t, "dp=32", 64, 2);
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 2, TS_PASS_FWD, &s);
@@ -497,6 +499,7 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
                                       "a100-sxm4-40gb",
                                       "a100-sxm4-80gb",
                                       "h100-sxm5-80gb",
+                                      "h100-hbm2e-96gb-500w",
                                       "h200-sxm-141gb",
                                       "b200",
                                       "tpu-v2",
@@ -519,9 +522,43 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
               t->chip.compute_efficiency);
     calibrated += !t->chip.uncalibrated;
   }
-  /* A100 80GB (vTrain), H100 (TorchTitan), P40 (torchgpipe) and TPU v4, v5e, v5p, v6e
-   * (MaxText) are fitted; the others say they are not. */
-  cr_assert_eq(calibrated, 7, "%d calibrated profiles, expected 7", calibrated);
+  /* A100 80GB (vTrain), the two H100s (TorchTitan's 500 W part fitted, the 700 W SXM5 by the
+   * power rule), P40 (torchgpipe) and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the others
+   * say they are not. */
+  cr_assert_eq(calibrated, 8, "%d calibrated profiles, expected 8", calibrated);
+}
+
+/* Loads a shipped chip profile through a one-dimension topology. */
+static ts_topo *load_profile(const char *name)
+{
+  g_autofree char *text =
+      g_strdup_printf("[chip]\nprofile = %s/topologies/chips/%s.ini\n" DIMX, TS_SOURCE_DIR, name);
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  GError *error = NULL;
+  ts_topo *t = ts_topo_from_keyfile(kf, "/nonexistent/t.ini", &error);
+  cr_assert_not_null(t, "%s: %s", name, error != NULL ? error->message : "");
+  return t;
+}
+
+/* The H100 kind has one fit (bench/fit_h100.sh, on the 500 W 96 GB part TorchTitan measured):
+ * the 700 W SXM5 is the same die with clocks as P^(1/3), so its compute_efficiency is the fit's
+ * x (700 / 500)^(1/3) to the profile's three decimals, its fused-core fraction the fit's, and the
+ * H200 (the same die at 700 W) carries the SXM5's pair. A refit that updates one file only fails
+ * here. */
+Test(profile, h100_700w_is_the_500w_fit_by_the_power_rule)
+{
+  g_autoptr(ts_topo) p500 = load_profile("h100-hbm2e-96gb-500w");
+  g_autoptr(ts_topo) p700 = load_profile("h100-sxm5-80gb");
+  g_autoptr(ts_topo) h200 = load_profile("h200-sxm-141gb");
+  double want = p500->chip.compute_efficiency * cbrt(700.0 / 500.0);
+  cr_assert(fabs(p700->chip.compute_efficiency - want) <= 5e-4, "700 W %g, expected %g",
+            p700->chip.compute_efficiency, want);
+  cr_assert(p500->chip.flash_efficiency > 0, "the fit sets flash_efficiency");
+  cr_assert_eq(p700->chip.flash_efficiency, p500->chip.flash_efficiency);
+  cr_assert_eq(h200->chip.compute_efficiency, p700->chip.compute_efficiency);
+  cr_assert_eq(h200->chip.flash_efficiency, p700->chip.flash_efficiency);
+  cr_assert_eq(p500->chip.memory_bw_Bps, 2400e9, "the 96 GB part's HBM2e");
 }
 
 /* Power in a chip profile reaches the topology (issue 14: TPU v4's 192 W maximum and 90 W
@@ -547,12 +584,14 @@ Test(profile, power_comes_from_the_profile)
 
 Test(profile, shipped_topologies_use_profiles)
 {
-  static const char *const names[] = {"dgx-a100-1node",  "dgx-a100-4node",       "dgx-a100-32node",
-                                      "dgx-h100-4node",  "dgx-h100-32node",      "tpu-v2-8",
-                                      "tpu-v2-pod",      "tpu-v3-8x8",           "tpu-v3-pod",
-                                      "asym-16x16",      "p40-pcie-8",           "tpu-v4-4x4x4",
-                                      "tpu-v4-16x16x16", "tpu-v4-4x4x8-twisted", "tpu-v5e-16x16",
-                                      "tpu-v5p-4x4x4",   "tpu-v5p-8x16x16",      "tpu-v6e-16x16"};
+  static const char *const names[] = {
+      "dgx-a100-1node", "dgx-a100-4node",  "dgx-a100-32node",
+      "dgx-h100-4node", "dgx-h100-32node", "grand-teton-h100-32node",
+      "tpu-v2-8",       "tpu-v2-pod",      "tpu-v3-8x8",
+      "tpu-v3-pod",     "asym-16x16",      "p40-pcie-8",
+      "tpu-v4-4x4x4",   "tpu-v4-16x16x16", "tpu-v4-4x4x8-twisted",
+      "tpu-v5e-16x16",  "tpu-v5p-4x4x4",   "tpu-v5p-8x16x16",
+      "tpu-v6e-16x16"};
   for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
     g_autoptr(ts_topo) t = load_topo(names[i]);
     cr_assert_not_null(t->chip.profile, "%s: no [chip] profile", names[i]);

@@ -221,14 +221,18 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * (-18.4 / -17.5 / -18.2%), BLOOM 13.5%. With a cp layer's projection backward costed as GEMMs
  * (it was charged at the attention core's rate), tp-overlap chunking the projections around the
  * cp ring, and TE's FP8 tensor-parallel gathers at one byte: Megatron-Bridge 8.5% (+7.8 /
- * +9.3%). Both together: pooled 9.4% mean, 18.4% worst (MT-NLG's).
+ * +9.3%). Both together: pooled 9.4% mean, 18.4% worst (MT-NLG's). With the H100 kind's
+ * joint fit (compute_efficiency 0.51 on TorchTitan's 500 W part, x (700/500)^(1/3) = 0.571 on
+ * these 700 W SXM5s; the fused attention core at flash_efficiency 0.41 of the GEMM rate with
+ * the causal skip): Llama 3 2.8% (-2.8 / -2.7%), Megatron-Bridge 3.4% (+0.8 / +6.1%),
+ * Megatron-Core 8.4% (-12.6 / -6.1 / +2.2 / +12.9%), pooled 9.5% mean, 18.4% worst.
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
 #define HELDOUT_MTNLG_MEAN_MAX 18.5
 #define HELDOUT_BLOOM_MAX 14.0
-#define HELDOUT_LLAMA3_MEAN_MAX 1.5
-#define HELDOUT_NEMO_MEAN_MAX 9.0
-#define HELDOUT_MCORE_MEAN_MAX 7.4
+#define HELDOUT_LLAMA3_MEAN_MAX 3.2
+#define HELDOUT_NEMO_MEAN_MAX 3.8
+#define HELDOUT_MCORE_MEAN_MAX 8.8
 #define HELDOUT_POOLED_MEAN_MAX 9.8
 #define HELDOUT_POOLED_WORST_MAX 19.0
 
