@@ -1589,9 +1589,12 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
   /* The fixed cost: NCCL's baseLat, or the largest measured one of the dimensions spanned
    * (given for the ring; the tree keeps NCCL's difference to the ring). */
   double given = 0.0;
+  int outer = -1;
   for (int j = 0; j < p->g.npieces; j++)
-    if (p->g.p[j].size > 1)
-      given = MAX(given, p->net.nccl_base_s[p->g.p[j].dim][q]);
+    if (p->g.p[j].size > 1 && p->net.nccl_base_s[p->g.p[j].dim][q] > 0)
+      outer = MAX(outer, p->g.p[j].dim);
+  if (outer >= 0)
+    given = p->net.nccl_base_s[outer][q];
   double base =
       given > 0 ? given + (base_lat_us[a][q] - base_lat_us[1][q]) * 1e-6 : base_lat_us[a][q] * 1e-6;
   p->base_lat_s = MAX(base, 0.0);
