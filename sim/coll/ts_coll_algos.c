@@ -1586,8 +1586,9 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
           p->net.nccl_step_s[d][q] * (a == 1 ? 1.0 : r / (hw_lat[hw][1][q] / hw_lat[hw][1][2]));
     p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * frac;
   }
-  /* The fixed cost: NCCL's baseLat, or the largest measured one of the dimensions spanned
-   * (given for the ring; the tree keeps NCCL's difference to the ring). */
+  /* The fixed cost: NCCL's baseLat, or the measured one of the outermost dimension spanned
+   * that gives one (the network's across nodes: measured on groups that span it; given for the
+   * ring, the tree keeps NCCL's difference to the ring). */
   double given = 0.0;
   int outer = -1;
   for (int j = 0; j < p->g.npieces; j++)

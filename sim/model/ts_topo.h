@@ -39,7 +39,7 @@ typedef struct {
   double ll_bw_frac, ll128_bw_frac;
   /* [dim.X] nccl_{ll,ll128,simple}_base_latency_us: the fixed cost of one NCCL collective with
    * each protocol (launch, synchronisation; NCCL's baseLat is 6.6, 14 and 8.4 us for its ring),
-   * seconds; 0: NCCL's value. A group spanning several dimensions pays the largest. */
+   * seconds; 0: NCCL's value. A group spanning several dimensions pays its outermost given. */
   double nccl_base_s[3];
   /* [dim.X] nccl_ll_latency_us, nccl_ll128_latency_us: per-step latency of LL and LL128 on this
    * dimension (latency_us is Simple's), seconds; 0: latency_us times NCCL's hwLat ratio. */
