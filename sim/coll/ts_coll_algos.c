@@ -1614,10 +1614,10 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
 /* Tree bandwidth correction of NCCL's model for all-reduce (treeCorrectionFactor, tuning.cc):
  * per protocol, per power of two of bytes / 64 from 64 B to 256 MiB. */
 static const double tree_corr[3][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0,
-     1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
-     1.0},
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
 
 /* NCCL's own estimate of a collective with one (algorithm, protocol) (tuning.cc,
@@ -1680,7 +1680,9 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
       lat *= 1.4;
   } else {
     double tb = 0.92 * bus;
-    bw = q == 0 ? MIN(tb / 3.8, llmax) : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0) : tb;
+    bw = q == 0   ? MIN(tb / 3.8, llmax)
+         : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0)
+                  : tb;
     bw *= 0.5;
     double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
     if (l >= 0 && l < 23)
@@ -1727,7 +1729,8 @@ static ts_coll_plan *build_one(const ts_net *nw, ts_coll_kind kind, ts_coll_algo
   p->nccl_model_s =
       algo == TS_ALGO_NCCL_RING || algo == TS_ALGO_NCCL_TREE
           ? nccl_model_time(nw, kind, algo, g, bytes,
-                            proto >= TS_PROTO_LL && proto <= TS_PROTO_SIMPLE ? proto - TS_PROTO_LL : 2)
+                            proto >= TS_PROTO_LL && proto <= TS_PROTO_SIMPLE ? proto - TS_PROTO_LL
+                                                                             : 2)
           : 0.0;
   if (!build_stages(p, error)) {
     ts_coll_plan_free(p);
@@ -1784,9 +1787,9 @@ ts_coll_plan *ts_coll_plan_build_net(const ts_net *nw, ts_coll_kind kind, ts_col
   int pick = 2;
   if (c[2] == NULL)
     pick = c[1] != NULL ? 1 : 0;
-  else if (c[1] != NULL && (one_node ? c[1]->nccl_model_s < c[2]->nccl_model_s
-                                     : ts_coll_plan_time_full(c[1], FALSE) <
-                                           ts_coll_plan_time_full(c[2], FALSE)))
+  else if (c[1] != NULL &&
+           (one_node ? c[1]->nccl_model_s < c[2]->nccl_model_s
+                     : ts_coll_plan_time_full(c[1], FALSE) < ts_coll_plan_time_full(c[2], FALSE)))
     pick = 1;
   if (c[0] != NULL && c[pick] != NULL && pick != 0 &&
       ts_coll_plan_time_full(c[0], FALSE) < ts_coll_plan_time_full(c[pick], FALSE))
