@@ -811,6 +811,50 @@ Test(nccl, nd_a100_v4_node_is_the_fit_to_echo, .timeout = 600)
   check_node(1, nd, G_N_ELEMENTS(nd), "Azure ND A100 v4 (Echo, 1 node)", NODE_WORST_MAX);
 }
 
+/* NCCL chooses LL128 against Simple by its own model (docs/collectives.md): on an A100 node
+ * (Simple's bus bandwidth 240 GB/s in that model, 12 NVLinks x 20 GB/s) the two ring estimates
+ * are 14 + 14 x 1.9 us + S / (0.92 x 240 GB/s x 8/14) and 8.4 + 14 x 3.4 us + S / (240 GB/s x
+ * 8/14) on 8 GPUs, equal at S* = 15.4 us / (1/126.17 - 1/137.14 GB/s) = 24.3 MB: LL128 up to
+ * there (16 MiB is nccl-tests' knee), Simple above, whatever the fitted costs say. On 2 GPUs
+ * Simple's estimate is below LL128's at every size (15.2 against 17.8 us, and more bandwidth). */
+static ts_coll_proto auto_proto(const ts_topo *t, double bytes)
+{
+  int dims[1] = {0};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 1, &g);
+  ts_coll_algo algo = TS_ALGO_AUTO;
+  ts_coll_proto proto = TS_PROTO_NONE;
+  g_autoptr(GError) e = NULL;
+  double s = ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, TS_PROTO_AUTO, &g, bytes, &algo,
+                             &proto, &e);
+  cr_assert(s > 0, "%s", e != NULL ? e->message : "no time");
+  cr_assert_eq(algo, TS_ALGO_NCCL_RING, "one node: %s", ts_coll_algo_name(algo));
+  return proto;
+}
+
+Test(nccl, protocol_is_chosen_by_nccls_model_on_one_node)
+{
+  g_autoptr(ts_topo) t = load_shipped("azure-nd-a100-v4-1node");
+  const double s_star = 15.4e-6 / (1.0 / (0.92 * 240e9 * 8 / 14) - 1.0 / (240e9 * 8 / 14));
+  cr_assert(fabs(s_star - 24.3e6) < 0.1e6, "%g", s_star);
+  cr_expect_eq(auto_proto(t, 16777216), TS_PROTO_LL128);
+  cr_expect_eq(auto_proto(t, 0.98 * s_star), TS_PROTO_LL128);
+  cr_expect_eq(auto_proto(t, 1.02 * s_star), TS_PROTO_SIMPLE);
+  cr_expect_eq(auto_proto(t, 33554432), TS_PROTO_SIMPLE);
+  /* The fitted costs alone would have switched earlier: Simple is faster at 16 MiB. */
+  int dims[1] = {0};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 1, &g);
+  double ll128 = ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL128, &g,
+                                 16777216, NULL, NULL, NULL);
+  double simple = ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g,
+                                  16777216, NULL, NULL, NULL);
+  cr_expect(simple < ll128, "Simple %g s, LL128 %g s", simple, ll128);
+  g_autoptr(ts_topo) two = node_of(t, 2);
+  cr_expect_eq(auto_proto(two, 4194304), TS_PROTO_SIMPLE);
+  cr_expect_eq(auto_proto(two, 16777216), TS_PROTO_SIMPLE);
+}
+
 Test(nccl, nd_a100_v4_network_is_the_fit_and_matches_nccl_tests, .timeout = 600)
 {
   g_autoptr(GArray) rows = read_echo();
