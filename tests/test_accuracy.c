@@ -640,13 +640,13 @@ Test(accuracy, shipped_scaling_book_tpu_allgather)
 /* Echo's nccl-tests all-reduce on Azure ND A100 v4 (data/published/echo-nccl/nccl-allreduce.csv,
  * written by bench/echo_nccl_csv.sh) replays through `validate`, and its busbw errors on the
  * issue's target range (1 MiB-1 GiB) stay at what this branch measured (docs/accuracy.md):
- * one node median 2.5%, worst 17.3% (8 GPUs at 16 MiB, nccl-tests' knee); 2-16 nodes median
- * 3.7%, worst 10.7% (was 8.3% / 39.7% before NCCL's pipelined timing across nodes). Targets:
- * median 3%, worst 15%. */
-#define ECHO_NODE_MEDIAN_MAX 3.0
-#define ECHO_NODE_WORST_MAX 17.5
+ * one node median 1.9%, worst 11.6% (4 GPUs at 1 MiB; was 2.5% / 17.3% at nccl-tests' knee,
+ * 16 MiB on 8 GPUs, before LL128 against Simple was chosen by NCCL's own model); 2-16 nodes
+ * median 3.6%, worst 12.6% (2 nodes, 8 MiB; was 3.7% / 10.7%). Targets: median 3%, worst 15%. */
+#define ECHO_NODE_MEDIAN_MAX 2.5
+#define ECHO_NODE_WORST_MAX 12.5
 #define ECHO_NET_MEDIAN_MAX 4.0
-#define ECHO_NET_WORST_MAX 11.5
+#define ECHO_NET_WORST_MAX 13.0
 
 static int cmp_double(const void *a, const void *b)
 {

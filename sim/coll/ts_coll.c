@@ -143,6 +143,8 @@ void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
       nw->nccl_step_s[d][q] = dm->nccl_step_s[q];
     nw->nccl_local_Bps[d] = dm->nccl_local_Bps;
     nw->nccl_tree_Bps[d] = dm->nccl_tree_Bps;
+    nw->nccl_llmax_Bps[d] = dm->nccl_llmax_Bps;
+    nw->nccl_model_Bps[d] = dm->nccl_model_Bps;
     for (int e = 0; e < a->ndims; e++) {
       nw->twist[d][e] = dm->twist[e];
       nw->twisted = nw->twisted || dm->twist[e] != 0;
@@ -582,6 +584,15 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
      * bandwidth or size a step waits for the slowest chunk, where one dim at a time can win. */
     cand[nc++] = TS_ALGO_TORUS_DIMWISE;
   }
+  /* One node: NCCL's model prefers the ring there (the tree is a chain of the node's GPUs:
+   * per step 4 us against 3.4 for Simple, LL128's 7/9 and the tree's size corrections, tuning.cc),
+   * so the tree is not a candidate; across nodes NCCL's choice depends on channel counts and
+   * per-channel tree caps of its topology search that trainsim does not know, so the two are
+   * compared by their measured costs. */
+  gboolean one_node = TRUE;
+  for (int k = 0; k < g->npieces; k++)
+    if (g->p[k].size > 1 && g->p[k].dim != 0)
+      one_node = FALSE;
   double best = -1.0;
   ts_coll_algo best_algo = TS_ALGO_AUTO;
   ts_coll_proto best_proto = TS_PROTO_NONE;
@@ -589,6 +600,8 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
   for (int i = 0; i < nc; i++) {
     g_autoptr(GError) local = NULL;
     ts_coll_proto got = TS_PROTO_NONE;
+    if (cand[i] == TS_ALGO_NCCL_TREE && one_node)
+      continue;
     double v = one_time(t, kind, cand[i], proto, g, count, bytes, &got, &local);
     if (v < 0.0) {
       g_string_append_printf(why, "%s%s", why->len > 0 ? "; " : "", local->message);

@@ -1586,12 +1586,16 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
           p->net.nccl_step_s[d][q] * (a == 1 ? 1.0 : r / (hw_lat[hw][1][q] / hw_lat[hw][1][2]));
     p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * frac;
   }
-  /* The fixed cost: NCCL's baseLat, or the largest measured one of the dimensions spanned
-   * (given for the ring; the tree keeps NCCL's difference to the ring). */
+  /* The fixed cost: NCCL's baseLat, or the measured one of the outermost dimension spanned
+   * that gives one (the network's across nodes: measured on groups that span it; given for the
+   * ring, the tree keeps NCCL's difference to the ring). */
   double given = 0.0;
+  int outer = -1;
   for (int j = 0; j < p->g.npieces; j++)
-    if (p->g.p[j].size > 1)
-      given = MAX(given, p->net.nccl_base_s[p->g.p[j].dim][q]);
+    if (p->g.p[j].size > 1 && p->net.nccl_base_s[p->g.p[j].dim][q] > 0)
+      outer = MAX(outer, p->g.p[j].dim);
+  if (outer >= 0)
+    given = p->net.nccl_base_s[outer][q];
   double base =
       given > 0 ? given + (base_lat_us[a][q] - base_lat_us[1][q]) * 1e-6 : base_lat_us[a][q] * 1e-6;
   p->base_lat_s = MAX(base, 0.0);
@@ -1605,6 +1609,90 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
   }
   if (isfinite(rate))
     p->base_lat_s += p->bytes / rate;
+}
+
+/* Tree bandwidth correction of NCCL's model for all-reduce (treeCorrectionFactor, tuning.cc):
+ * per protocol, per power of two of bytes / 64 from 64 B to 256 MiB. */
+static const double tree_corr[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
+/* NCCL's own estimate of a collective with one (algorithm, protocol) (tuning.cc,
+ * ncclTopoTuneModel and ncclTopoGetAlgoTime, NVIDIA/nccl 5067397), which is how NCCL *chooses*
+ * (enqueue.cc, topoGetAlgoInfo: the lowest estimate wins). What nccl-tests then measures is the
+ * chosen protocol's real cost, which trainsim times with the dimension's measured constants
+ * (set_proto): the two differ, and where NCCL's estimate of LL128 is optimistic NCCL keeps it
+ * past the size where Simple would already be faster (the knee nccl-tests shows at 8-32 MiB on
+ * 8 A100s). The model's bus bandwidth for Simple is the graph's (bwIntra or bwInter times the
+ * channels); trainsim's stand-in is what Simple reaches here: the node's port rate in one node,
+ * and across nodes the smaller of it and the node's NICs' rate (NCCL uses bwIntra on <= 2
+ * nodes), or the dimension's nccl_model_bus_bandwidth_GBps where given. The rest are NCCL's
+ * constants: LL at half of it (capped by llMaxBw where the topology gives
+ * nccl_ll_max_bus_bandwidth_GBps), LL128 0.92; the tree 0.92 (NCCL's per-channel tree caps are
+ * not modelled), LL 1/3.8, LL128 7/9 (one node) or 120/128, times its correction per size; latency
+ * baseLat + per-step hwLat (NVLink inside a node, network between, at least 1 us network
+ * overhead (x3 for Simple) per step on several nodes; the ring's Simple latency x1.4 across
+ * nodes, its plateau). Seconds. */
+static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
+                              const ts_group_shape *g, double bytes, int q)
+{
+  int n = 1, local = 1;
+  for (int j = 0; j < g->npieces; j++)
+    n *= g->p[j].size;
+  for (int j = 0; j < g->npieces && g->p[j].dim == 0; j++)
+    local *= g->p[j].size;
+  if (n <= 1)
+    return 0.0;
+  int nodes = n / MAX(local, 1);
+  double bnode = INFINITY, bnet = INFINITY, llmax = INFINITY;
+  for (int j = 0; j < g->npieces; j++) {
+    int d = g->p[j].dim;
+    if (g->p[j].size <= 1)
+      continue;
+    double given = nw->nccl_model_Bps[d];
+    if (d == 0)
+      bnode = MIN(bnode, given > 0 ? given : nw->bw_Bps[d]);
+    else
+      bnet = MIN(bnet, given > 0 ? given : nw->bw_Bps[d] * local / MAX(nw->port_share[d], 1));
+    if (nw->nccl_llmax_Bps[d] > 0 && (nodes == 1) == (d == 0))
+      llmax = MIN(llmax, nw->nccl_llmax_Bps[d]);
+  }
+  double bus = nodes <= 2 && isfinite(bnode) ? bnode : MIN(bnode, bnet);
+  if (!isfinite(bus))
+    bus = MIN(bnode, bnet);
+  int nsteps = kind == TS_COLL_ALLREDUCE ? 2 * (n - 1) : n - 1;
+  int a = algo == TS_ALGO_NCCL_TREE ? 0 : 1;
+  double bw, lat;
+  double intra = hw_lat[HW_NVLINK][a][q], inter = hw_lat[HW_NET][a][q];
+  if (local == 1)
+    inter = hw_lat[HW_NET][0][q]; /* one GPU per node: the tree's network latency */
+  if (a == 1) {
+    bw = q == 0 ? MIN(llmax, 0.5 * bus) : q == 1 ? 0.92 * bus : bus;
+    bw *= (double)n / nsteps;
+    if (nodes > 1)
+      intra = MAX(intra, q == 2 ? 3.0 : 1.0);
+    int ninter = nodes == 1 ? 0 : kind == TS_COLL_ALLREDUCE ? 2 * (nodes - 1) : nodes - 1;
+    lat = base_lat_us[1][q] + (nsteps - ninter) * intra + ninter * inter;
+    if (q == 2 && nodes > 1 && kind == TS_COLL_ALLREDUCE)
+      lat *= 1.4;
+  } else {
+    double tb = 0.92 * bus;
+    bw = q == 0   ? MIN(tb / 3.8, llmax)
+         : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0)
+                  : tb;
+    bw *= 0.5;
+    double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
+    if (l >= 0 && l < 23)
+      bw *= tree_corr[q][(int)l];
+    int lg = 0;
+    while ((2 << lg) <= nodes)
+      lg++;
+    lat = base_lat_us[0][q] + 2.0 * ((local - 1) * intra + lg * inter);
+  }
+  return lat * 1e-6 + (bw > 0 ? bytes / bw : INFINITY);
 }
 
 static ts_coll_plan *build_one(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
@@ -1638,6 +1726,12 @@ static ts_coll_plan *build_one(const ts_net *nw, ts_coll_kind kind, ts_coll_algo
   for (int j = 0; j < g->npieces && g->p[j].dim == 0; j++)
     p->local *= g->p[j].size;
   set_proto(p, proto);
+  p->nccl_model_s =
+      algo == TS_ALGO_NCCL_RING || algo == TS_ALGO_NCCL_TREE
+          ? nccl_model_time(nw, kind, algo, g, bytes,
+                            proto >= TS_PROTO_LL && proto <= TS_PROTO_SIMPLE ? proto - TS_PROTO_LL
+                                                                             : 2)
+          : 0.0;
   if (!build_stages(p, error)) {
     ts_coll_plan_free(p);
     return NULL;
@@ -1668,27 +1762,42 @@ ts_coll_plan *ts_coll_plan_build_net(const ts_net *nw, ts_coll_kind kind, ts_col
   if (!ts_coll_algo_is_nccl(algo) || proto != TS_PROTO_AUTO)
     return build_one(nw, kind, algo, ts_coll_algo_is_nccl(algo) ? proto : TS_PROTO_NONE, g, count,
                      elem_bytes, bytes, error);
-  /* NCCL picks the protocol whose modelled time is lowest (enqueue.cc, topoGetAlgoInfo);
-   * ties keep the earlier of LL, LL128, Simple. NVLS runs Simple only. */
-  ts_coll_plan *best = NULL;
-  double best_t = INFINITY;
+  /* NCCL picks the protocol whose time in its own model is lowest (enqueue.cc,
+   * topoGetAlgoInfo; nccl_model_time); ties keep the earlier of LL, LL128, Simple. NVLS runs
+   * Simple only. */
+  ts_coll_plan *c[3] = {NULL, NULL, NULL};
   for (int q = TS_PROTO_LL; q <= TS_PROTO_SIMPLE; q++) {
     if (algo == TS_ALGO_NVLS && q != TS_PROTO_SIMPLE)
       continue;
-    ts_coll_plan *c = build_one(nw, kind, algo, (ts_coll_proto)q, g, count, elem_bytes, bytes,
-                                best == NULL ? error : NULL);
-    if (c == NULL)
-      return best;
-    double v = ts_coll_plan_time_full(c, FALSE);
-    if (best == NULL || v < best_t) {
-      ts_coll_plan_free(best);
-      best = c;
-      best_t = v;
-    } else {
-      ts_coll_plan_free(c);
-    }
+    c[q - TS_PROTO_LL] = build_one(nw, kind, algo, (ts_coll_proto)q, g, count, elem_bytes, bytes,
+                                   q == TS_PROTO_SIMPLE || algo != TS_ALGO_NVLS ? error : NULL);
+    if (c[q - TS_PROTO_LL] == NULL)
+      break;
   }
-  return best;
+  /* LL128 against Simple inside one node: NCCL's own model decides. LL: where its measured cost
+   * is lower than that choice's (NCCL's estimate of LL depends on llMaxBw and hwLat values that
+   * changed between releases, and the release of a measurement is often not known; the LL128 /
+   * Simple boundary is what nccl-tests shows as its knee). Across nodes NCCL's estimate rests on
+   * the channel counts and per-channel caps of its topology search, which trainsim does not
+   * know: there the measured costs decide, as before. */
+  gboolean one_node = TRUE;
+  for (int j = 0; j < g->npieces; j++)
+    if (g->p[j].size > 1 && g->p[j].dim != 0)
+      one_node = FALSE;
+  int pick = 2;
+  if (c[2] == NULL)
+    pick = c[1] != NULL ? 1 : 0;
+  else if (c[1] != NULL &&
+           (one_node ? c[1]->nccl_model_s < c[2]->nccl_model_s
+                     : ts_coll_plan_time_full(c[1], FALSE) < ts_coll_plan_time_full(c[2], FALSE)))
+    pick = 1;
+  if (c[0] != NULL && c[pick] != NULL && pick != 0 &&
+      ts_coll_plan_time_full(c[0], FALSE) < ts_coll_plan_time_full(c[pick], FALSE))
+    pick = 0;
+  for (int k = 0; k < 3; k++)
+    if (k != pick)
+      ts_coll_plan_free(c[k]);
+  return c[pick];
 }
 
 /* ---- public plan API ---- */

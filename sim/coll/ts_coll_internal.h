@@ -25,6 +25,8 @@ typedef struct {
   double nccl_step_s[TS_MAX_DIMS][2]; /* LL, LL128 per-step latency, 0: NCCL's ratio */
   double nccl_local_Bps[TS_MAX_DIMS]; /* local work rate, 0: none */
   double nccl_tree_Bps[TS_MAX_DIMS];  /* cap on the tree's bus bandwidth, 0: none */
+  double nccl_llmax_Bps[TS_MAX_DIMS]; /* NCCL's model: cap on LL's bus bandwidth, 0: none */
+  double nccl_model_Bps[TS_MAX_DIMS]; /* NCCL's model: Simple's bus bandwidth, 0: reached */
   /* Twisted torus (ts_dim.twist): crossing ring d's wrap-around in the + direction also moves
    * twist[d][e] places along dimension e. twisted: some entry is non-zero; routes are then the
    * breadth-first shortest paths of ts_route, not dimension order. */
@@ -138,6 +140,7 @@ struct ts_coll_plan {
   /* NCCL algorithms: protocol, its fixed latency (added once), rings and trees. */
   ts_coll_proto proto;
   double base_lat_s;
+  double nccl_model_s; /* NCCL's own tuning-model estimate of this (algorithm, protocol) */
   int nrings;
   int ntrees, local;     /* trees (2 per channel) and members per node (leading dim-0 pieces) */
   int *tparent;          /* ntrees * n: parent member in tree k, -1 at the root */

@@ -79,6 +79,8 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll128_latency_us",
                                        "nccl_local_bandwidth_GBps",
                                        "nccl_tree_bandwidth_GBps",
+                                       "nccl_ll_max_bus_bandwidth_GBps",
+                                       "nccl_model_bus_bandwidth_GBps",
                                        "twist",
                                        NULL};
 
@@ -354,6 +356,16 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;
   d->nccl_tree_Bps *= GB;
+  if (!read_number(kf, path, group, "nccl_ll_max_bus_bandwidth_GBps", TRUE, 0.0, 0, FALSE,
+                   TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_llmax_Bps,
+                   error))
+    return FALSE;
+  d->nccl_llmax_Bps *= GB;
+  if (!read_number(kf, path, group, "nccl_model_bus_bandwidth_GBps", TRUE, 0.0, 0, FALSE,
+                   TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = what Simple reaches)",
+                   &d->nccl_model_Bps, error))
+    return FALSE;
+  d->nccl_model_Bps *= GB;
   if (per_nic > 0 && nics > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] gpus_per_nic and nics_per_node: expected one of the two", path, group);

@@ -39,7 +39,7 @@ typedef struct {
   double ll_bw_frac, ll128_bw_frac;
   /* [dim.X] nccl_{ll,ll128,simple}_base_latency_us: the fixed cost of one NCCL collective with
    * each protocol (launch, synchronisation; NCCL's baseLat is 6.6, 14 and 8.4 us for its ring),
-   * seconds; 0: NCCL's value. A group spanning several dimensions pays the largest. */
+   * seconds; 0: NCCL's value. A group spanning several dimensions pays its outermost given. */
   double nccl_base_s[3];
   /* [dim.X] nccl_ll_latency_us, nccl_ll128_latency_us: per-step latency of LL and LL128 on this
    * dimension (latency_us is Simple's), seconds; 0: latency_us times NCCL's hwLat ratio. */
@@ -52,6 +52,15 @@ typedef struct {
    * all-reduce reaches over a group spanning this dimension, bytes/s (NCCL's tuning model caps
    * the tree per channel, perChMaxTreeBw); 0: no cap beyond the links'. */
   double nccl_tree_Bps;
+  /* [dim.X] nccl_ll_max_bus_bandwidth_GBps: NCCL's cap on the LL protocol's bus bandwidth in
+   * its tuning model (llMaxBws: per GPU generation on one node, per host CPU across nodes),
+   * bytes/s; used only to choose the protocol as NCCL does. 0: no cap. */
+  double nccl_llmax_Bps;
+  /* [dim.X] nccl_model_bus_bandwidth_GBps: the bus bandwidth NCCL's tuning model assumes for
+   * Simple over this dimension (its topology search's channels x bandwidth per channel: 240 on
+   * an HGX A100 node, 12 NVLinks x NCCL's 20 GB/s; a node's NICs across nodes), bytes/s; used
+   * only to choose algorithm and protocol as NCCL does. 0: what Simple reaches here. */
+  double nccl_model_Bps;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
