@@ -143,7 +143,6 @@ void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
       nw->nccl_step_s[d][q] = dm->nccl_step_s[q];
     nw->nccl_local_Bps[d] = dm->nccl_local_Bps;
     nw->nccl_tree_Bps[d] = dm->nccl_tree_Bps;
-    nw->nccl_llmax_Bps[d] = dm->nccl_llmax_Bps;
     nw->nccl_model_Bps[d] = dm->nccl_model_Bps;
     for (int e = 0; e < a->ndims; e++) {
       nw->twist[d][e] = dm->twist[e];

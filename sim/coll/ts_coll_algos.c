@@ -1630,8 +1630,8 @@ static const double tree_corr[3][23] = {
  * channels); trainsim's stand-in is what Simple reaches here: the node's port rate in one node,
  * and across nodes the smaller of it and the node's NICs' rate (NCCL uses bwIntra on <= 2
  * nodes), or the dimension's nccl_model_bus_bandwidth_GBps where given. The rest are NCCL's
- * constants: LL at half of it (capped by llMaxBw where the topology gives
- * nccl_ll_max_bus_bandwidth_GBps), LL128 0.92; the tree 0.92 (NCCL's per-channel tree caps are
+ * constants: LL at half of it (NCCL caps it further by llMaxBw; LL's estimate decides
+ * nothing here, see ts_coll_plan_build_net), LL128 0.92; the tree 0.92 (NCCL's per-channel tree caps are
  * not modelled), LL 1/3.8, LL128 7/9 (one node) or 120/128, times its correction per size; latency
  * baseLat + per-step hwLat (NVLink inside a node, network between, at least 1 us network
  * overhead (x3 for Simple) per step on several nodes; the ring's Simple latency x1.4 across
@@ -1647,7 +1647,7 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
   if (n <= 1)
     return 0.0;
   int nodes = n / MAX(local, 1);
-  double bnode = INFINITY, bnet = INFINITY, llmax = INFINITY;
+  double bnode = INFINITY, bnet = INFINITY;
   for (int j = 0; j < g->npieces; j++) {
     int d = g->p[j].dim;
     if (g->p[j].size <= 1)
@@ -1657,8 +1657,6 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
       bnode = MIN(bnode, given > 0 ? given : nw->bw_Bps[d]);
     else
       bnet = MIN(bnet, given > 0 ? given : nw->bw_Bps[d] * local / MAX(nw->port_share[d], 1));
-    if (nw->nccl_llmax_Bps[d] > 0 && (nodes == 1) == (d == 0))
-      llmax = MIN(llmax, nw->nccl_llmax_Bps[d]);
   }
   double bus = nodes <= 2 && isfinite(bnode) ? bnode : MIN(bnode, bnet);
   if (!isfinite(bus))
@@ -1670,7 +1668,7 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
   if (local == 1)
     inter = hw_lat[HW_NET][0][q]; /* one GPU per node: the tree's network latency */
   if (a == 1) {
-    bw = q == 0 ? MIN(llmax, 0.5 * bus) : q == 1 ? 0.92 * bus : bus;
+    bw = q == 0 ? 0.5 * bus : q == 1 ? 0.92 * bus : bus;
     bw *= (double)n / nsteps;
     if (nodes > 1)
       intra = MAX(intra, q == 2 ? 3.0 : 1.0);
@@ -1680,7 +1678,7 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
       lat *= 1.4;
   } else {
     double tb = 0.92 * bus;
-    bw = q == 0   ? MIN(tb / 3.8, llmax)
+    bw = q == 0   ? tb / 3.8
          : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0)
                   : tb;
     bw *= 0.5;

@@ -25,7 +25,6 @@ typedef struct {
   double nccl_step_s[TS_MAX_DIMS][2]; /* LL, LL128 per-step latency, 0: NCCL's ratio */
   double nccl_local_Bps[TS_MAX_DIMS]; /* local work rate, 0: none */
   double nccl_tree_Bps[TS_MAX_DIMS];  /* cap on the tree's bus bandwidth, 0: none */
-  double nccl_llmax_Bps[TS_MAX_DIMS]; /* NCCL's model: cap on LL's bus bandwidth, 0: none */
   double nccl_model_Bps[TS_MAX_DIMS]; /* NCCL's model: Simple's bus bandwidth, 0: reached */
   /* Twisted torus (ts_dim.twist): crossing ring d's wrap-around in the + direction also moves
    * twist[d][e] places along dimension e. twisted: some entry is non-zero; routes are then the

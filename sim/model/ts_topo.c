@@ -79,7 +79,6 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll128_latency_us",
                                        "nccl_local_bandwidth_GBps",
                                        "nccl_tree_bandwidth_GBps",
-                                       "nccl_ll_max_bus_bandwidth_GBps",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "twist",
                                        NULL};
@@ -356,11 +355,6 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;
   d->nccl_tree_Bps *= GB;
-  if (!read_number(kf, path, group, "nccl_ll_max_bus_bandwidth_GBps", TRUE, 0.0, 0, FALSE,
-                   TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_llmax_Bps,
-                   error))
-    return FALSE;
-  d->nccl_llmax_Bps *= GB;
   if (!read_number(kf, path, group, "nccl_model_bus_bandwidth_GBps", TRUE, 0.0, 0, FALSE,
                    TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = what Simple reaches)",
                    &d->nccl_model_Bps, error))

@@ -52,10 +52,6 @@ typedef struct {
    * all-reduce reaches over a group spanning this dimension, bytes/s (NCCL's tuning model caps
    * the tree per channel, perChMaxTreeBw); 0: no cap beyond the links'. */
   double nccl_tree_Bps;
-  /* [dim.X] nccl_ll_max_bus_bandwidth_GBps: NCCL's cap on the LL protocol's bus bandwidth in
-   * its tuning model (llMaxBws: per GPU generation on one node, per host CPU across nodes),
-   * bytes/s; used only to choose the protocol as NCCL does. 0: no cap. */
-  double nccl_llmax_Bps;
   /* [dim.X] nccl_model_bus_bandwidth_GBps: the bus bandwidth NCCL's tuning model assumes for
    * Simple over this dimension (its topology search's channels x bandwidth per channel: 240 on
    * an HGX A100 node, 12 NVLinks x NCCL's 20 GB/s; a node's NICs across nodes), bytes/s; used
