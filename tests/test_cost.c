@@ -92,7 +92,10 @@ Test(cost, planner_marks_3x3_stride_1_convolutions)
   static const struct {
     const char *layer;
     double conv3x3;
-  } want[] = {{"conv1", 0}, {"layer1.0.conv1", 0}, {"layer1.0.conv2", 1}, {"layer2.0.conv2", 0},
+  } want[] = {{"conv1", 0},
+              {"layer1.0.conv1", 0},
+              {"layer1.0.conv2", 1},
+              {"layer2.0.conv2", 0},
               {"layer2.1.conv2", 1}};
   for (size_t j = 0; j < G_N_ELEMENTS(want); j++) {
     int i = 0;
