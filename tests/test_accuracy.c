@@ -491,9 +491,10 @@ Test(accuracy, shipped_torchgpipe_activation_sums)
 /* torchgpipe's AmoebaNet-D (18, 256) speed rows (data/published/torchgpipe/amoebanet_speed.csv,
  * n = 2, 4, 8 P40s with 1, 4 and 32 micro-batches): the (fit) row is the one the P40's
  * compute_efficiency was fitted to and stays within 1%; the eight held-out rows measured 8.3%
- * mean |error| and 17.6% worst (n = 4, m = 4, too fast) when the file was added. Pinned just
- * above. */
-#define TORCHGPIPE_SPEED_MEAN_MAX 8.8
+ * mean |error| and 17.6% worst (n = 4, m = 4, too fast) when the file was added; 7.8% and
+ * 18.2% (n = 4, m = 4, too fast) since batch norm costs its two passes and the P40 was refitted
+ * (0.3167 -> 0.3335). Pinned just above. */
+#define TORCHGPIPE_SPEED_MEAN_MAX 8.3
 #define TORCHGPIPE_SPEED_WORST_MAX 18.5
 
 Test(accuracy, shipped_torchgpipe_amoebanet_speed)
@@ -517,9 +518,10 @@ Test(accuracy, shipped_torchgpipe_amoebanet_speed)
 }
 
 /* torchgpipe's ResNet-101 speed rows (resnet101_speed.csv: one P40 without GPipe, GPipe on 1-8
- * P40s), all held out: 42.1% mean |error|, every row too slow (the P40's efficiency is fitted on
- * AmoebaNet-D's cells; docs/accuracy.md). Pinned just above, and the sign with it. */
-#define TORCHGPIPE_RESNET_MEAN_MAX 43.0
+ * P40s), all held out: 10.5% mean |error|, every row too slow (42.1% before Winograd's fp32 3x3
+ * convolutions and batch norm's two passes; the P40's efficiency is fitted on AmoebaNet-D's
+ * cells; docs/accuracy.md). Pinned just above, and the sign with it. */
+#define TORCHGPIPE_RESNET_MEAN_MAX 11.5
 
 Test(accuracy, shipped_torchgpipe_resnet101_speed)
 {

@@ -55,6 +55,60 @@ Test(cost, gpu_waves_closed_form)
   cr_assert(close_to(h, 0.5 * 1024.0 / 1080.0), "with k overhead %.17g", h);
 }
 
+/* Winograd F(2x2, 3x3) for a 3x3 stride-1 convolution: in fp32 on a GPU its GEMM time is
+ * 36 / 16 = 2.25x shorter; in bf16 (tensor cores: implicit GEMM) and on a systolic chip it is
+ * not. A compute-bound shape (no memory term): ResNet-50's layer3 conv2 at 64 images, 14 x 14 x
+ * 64 rows, 256 output channels, k = 256 x 9. */
+Test(cost, winograd_for_fp32_3x3_convolutions_only)
+{
+  ts_chip c = gpu();
+  c.peak_flops_fp32 = 19.5e12;
+  ts_op_shape s = {.oclass = TS_OPC_GEMM, .prec = TS_PRECISION_FP32, .kernels = 1};
+  s.m = 14 * 14 * 64, s.n = 256, s.k = 256 * 9, s.batch = 1;
+  double flops = 2 * s.m * s.n * s.k;
+  double direct = ts_cost_device(&c, flops, 0, &s);
+  s.conv3x3 = 1;
+  double wino = ts_cost_device(&c, flops, 0, &s);
+  cr_assert(close_to(direct / wino, 2.25), "fp32: %.17g / %.17g", direct, wino);
+  s.prec = TS_PRECISION_BF16;
+  double tc = ts_cost_device(&c, flops, 0, &s);
+  s.conv3x3 = 0;
+  cr_assert(close_to(tc, ts_cost_device(&c, flops, 0, &s)), "bf16: implicit GEMM, unchanged");
+  ts_chip tpu = c;
+  tpu.systolic = 128;
+  s.prec = TS_PRECISION_FP32;
+  double a = ts_cost_device(&tpu, flops, 0, &s);
+  s.conv3x3 = 1;
+  cr_assert(close_to(a, ts_cost_device(&tpu, flops, 0, &s)), "systolic: unchanged");
+}
+
+/* The planner marks dense 3x3 stride-1 convolutions only (ResNet-50's layer1.0.conv2, not its
+ * 1x1 convolutions, not layer2.0.conv2's stride 2, not the 7x7 stem). */
+Test(cost, planner_marks_3x3_stride_1_convolutions)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  g_autoptr(ts_model) m = load_model("resnet50");
+  ts_plan *p = make_plan(m, t, "dp=8", 256, 32);
+  static const struct {
+    const char *layer;
+    double conv3x3;
+  } want[] = {{"conv1", 0},
+              {"layer1.0.conv1", 0},
+              {"layer1.0.conv2", 1},
+              {"layer2.0.conv2", 0},
+              {"layer2.1.conv2", 1}};
+  for (size_t j = 0; j < G_N_ELEMENTS(want); j++) {
+    int i = 0;
+    while (i < m->nlayers && strcmp(m->layers[i].name, want[j].layer) != 0)
+      i++;
+    cr_assert_lt(i, m->nlayers, "%s", want[j].layer);
+    ts_op_shape s;
+    ts_plan_layer_shape(p, i, 32, TS_PASS_FWD, &s);
+    cr_assert_eq(s.conv3x3, want[j].conv3x3, "%s", want[j].layer);
+  }
+  ts_plan_free(p);
+}
+
 Test(cost, narrow_gemm_splits_k_and_is_memory_bound)
 {
   /* A mixture-of-experts router, tokens x hidden times hidden x experts (Mixtral 8x7B: 4096 x
@@ -591,7 +645,7 @@ Test(profile, shipped_topologies_use_profiles)
       "tpu-v3-pod",     "asym-16x16",      "p40-pcie-8",
       "tpu-v4-4x4x4",   "tpu-v4-16x16x16", "tpu-v4-4x4x8-twisted",
       "tpu-v5e-16x16",  "tpu-v5p-4x4x4",   "tpu-v5p-8x16x16",
-      "tpu-v6e-16x16"};
+      "tpu-v6e-16x16",  "dgx1-v100"};
   for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
     g_autoptr(ts_topo) t = load_topo(names[i]);
     cr_assert_not_null(t->chip.profile, "%s: no [chip] profile", names[i]);

@@ -268,3 +268,56 @@ Test(elementwise, fsdp2_under_pp_gathers_once_per_step)
   cr_assert(scatters[1] > 0 && scatters[0] == 8 * scatters[1], "zero=3 %d, fsdp2 %d", scatters[0],
             scatters[1]);
 }
+
+/* ResNet-50's batch norms (fp16, D = 2): the norm op costs batch norm's two passes (3 map
+ * passes forward; 5 backward, the ReLU's gate read and the shortcut's gradient written), and
+ * kernels=eager adds torchvision's own ReLU (2D forward, 3D backward less the gate D) and
+ * residual add kernels (3D each way less the fused D). layer1.0: 64 x 56 x 56 after bn1 and
+ * bn2, 256 x 56 x 56 after bn3 (which adds the shortcut). */
+Test(elementwise, batch_norm_passes_and_eager_relu_and_add)
+{
+  g_autoptr(ts_model) m = load_model("resnet50");
+  double D = 2, e1 = 64.0 * 56 * 56, e3 = 256.0 * 56 * 56;
+  const ts_layer *bn1 = &m->layers[layer_named(m, "layer1.0.bn1")];
+  const ts_layer *bn3 = &m->layers[layer_named(m, "layer1.0.bn3")];
+  const ts_layer *ds = &m->layers[layer_named(m, "layer1.0.downsample.1")];
+  cr_assert(bn1->batch_norm && bn1->relu && !bn1->residual);
+  cr_assert(bn3->batch_norm && bn3->relu && bn3->residual);
+  cr_assert(ds->batch_norm && !ds->relu && !ds->residual);
+  cr_assert(close_to(bn1->fwd_mem_bytes, D * (2 * 64 + 3 * e1)), "%g", bn1->fwd_mem_bytes);
+  cr_assert(close_to(bn1->bwd_mem_bytes, D * (4 * 64 + 6 * e1)), "%g", bn1->bwd_mem_bytes);
+  cr_assert(close_to(bn3->fwd_mem_bytes, D * (2 * 256 + 4 * e3)), "%g", bn3->fwd_mem_bytes);
+  cr_assert(close_to(bn3->bwd_mem_bytes, D * (4 * 256 + 7 * e3)), "%g", bn3->bwd_mem_bytes);
+  cr_assert(close_to(ds->bwd_mem_bytes, D * (4 * 256 + 5 * e3)), "%g", ds->bwd_mem_bytes);
+
+  ts_elem_op ops[TS_ELEM_MAX_OPS];
+  int n = ts_layer_elementwise_ops(m, bn3, ops);
+  cr_assert_eq(n, 2);
+  const ts_elem_op *relu = find(ops, n, "relu"), *add = find(ops, n, "residual add");
+  cr_assert(relu != NULL && add != NULL);
+  cr_assert(close_to(relu->elems, e3) && close_to(add->elems, e3));
+  cr_assert(close_to(relu->eager_fwd_bytes - relu->fused_fwd_bytes, 2 * D));
+  cr_assert(close_to(relu->eager_bwd_bytes - relu->fused_bwd_bytes, 2 * D));
+  cr_assert(close_to(add->eager_fwd_bytes - add->fused_fwd_bytes, 2 * D));
+  cr_assert(close_to(add->eager_bwd_bytes - add->fused_bwd_bytes, 2 * D));
+  cr_assert_eq(ts_layer_elementwise_ops(m, ds, ops), 0);
+
+  /* The planner: kernels=eager puts 4D + 4D per element into bn3's forward (2 more kernels). */
+  ts_topo *t;
+  ts_model *pm;
+  double mb = 32;
+  ts_plan *p = plan_of("dgx-a100-1node", "resnet50", "dp=8,kernels=eager", 256, 32, &t, &pm);
+  ts_op_shape s;
+  ts_plan_layer_shape(p, layer_named(pm, "layer1.0.bn3"), mb, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.elem_bytes, 4 * D * e3 * mb), "bn3 forward %g", s.elem_bytes);
+  cr_assert_eq(s.kernels, 1 + 2);
+  ts_plan_free(p);
+  ts_model_free(pm);
+  ts_topo_free(t);
+  p = plan_of("dgx-a100-1node", "resnet50", "dp=8", 256, 32, &t, &pm);
+  ts_plan_layer_shape(p, layer_named(pm, "layer1.0.bn3"), mb, TS_PASS_BWD, &s);
+  cr_assert(s.elem_bytes == 0, "fused: nothing beyond the norm op, %g", s.elem_bytes);
+  ts_plan_free(p);
+  ts_model_free(pm);
+  ts_topo_free(t);
+}

@@ -199,6 +199,15 @@ static const shipped SHIPPED[] = {
      32 * GIB,
      900e9,
      0},
+    /* DGX-1V: 6 NVLink 2 links x 25 GB/s per V100 at an assumed 80%; V100 datasheet. */
+    {"dgx1-v100",
+     8,
+     1,
+     {{"node", 8, TS_SHAPE_SWITCH, 150e9 * 0.8, 5e-6}},
+     125e12,
+     32 * GIB,
+     900e9,
+     0},
     /* PCIe 3.0 x16 15.75 GB/s at an assumed 80%; P40 datasheet (docs/topologies.md). */
     {"p40-pcie-8",
      8,

@@ -14,6 +14,16 @@
 #define FLASH_KEY_TILE 128.0
 /* TPU: the row (M) dimension streams through the array in groups of 8 sublanes. */
 #define TPU_SUBLANES 8.0
+/* Winograd's minimal filtering F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional
+ * Neural Networks", CVPR 2016, section 4): a 2x2 output tile of a 3x3 convolution takes 4 x 4 =
+ * 16 multiplies instead of 2 x 2 x 9 = 36, 2.25x fewer; the input, filter and output
+ * transforms are additions, not counted. cuDNN's fused WINOGRAD algorithm is F(2x2, 3x3) (its
+ * non-fused one F(4x4, 3x3), up to 4x, pays larger transforms through memory); PyTorch with
+ * cudnn.benchmark picks it for fp32 3x3 stride-1 layers on CUDA cores, forward, data gradient
+ * (a 3x3 stride-1 convolution of the gradient) and filter gradient (WINOGRAD_NONFUSED). On
+ * tensor cores (fp16 / bf16) cuDNN runs implicit GEMM: the tensor core's rate beats the saved
+ * multiplies, and Winograd's transforms lose precision in 16 bits. A closed form, not fitted. */
+#define WINOGRAD_F2X2_3X3 2.25
 
 static const char *const class_names[TS_NOPCLASSES] = {
     "roofline", "gemm", "attention", "flash", "memory", "optimizer", "transfer", "other"};
@@ -266,6 +276,9 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
     int core_prec = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
     double fa = fmin(s->attn_flops, flops), fg = flops - fa;
     double tc = fg / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k, s->batch));
+    /* A 3x3 stride-1 convolution in fp32 on a GPU's CUDA cores: Winograd's fewer multiplies. */
+    if (s->conv3x3 > 0 && s->prec == TS_PRECISION_FP32 && c->systolic <= 0)
+      tc /= WINOGRAD_F2X2_3X3;
     /* The attention core (scores, context) stays in bf16 under FP8 recipes (Transformer
      * Engine runs dot-product attention in bf16). */
     double kernel = s->attn_speedup > 0 ? s->attn_speedup : 1.0;

@@ -76,6 +76,9 @@ typedef struct {
                         * stack's kernel, ts_attn_kernel_speedup); 0 reads as 1 */
   /* Added with issue 10 (long sequences). */
   double causal; /* 1: the attention core is causal self-attention (ts_layer.causal); 0: not */
+  /* Added with issue 10 (CNN training). 1: the GEMM is a dense 3x3 stride-1 convolution, which
+   * cuDNN can run by Winograd's minimal filtering (ts_cost.c decides where it does); 0: not. */
+  double conv3x3;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -44,6 +44,24 @@ int ts_layer_elementwise_ops(const ts_model *m, const ts_layer *l, ts_elem_op *o
       ts_elem_op *o = add(out, &n, "rmsnorm", "input (tokens x features)", l->in_act_elems);
       set(o, 4.0 * D + 28.0, 8.0 * D + 60.0, 7, 11, 2.0 * D, 3.0 * D, 1, 2);
     }
+    if (l->batch_norm && l->relu) {
+      /* The ReLU after a batch norm (torchvision's ResNet: nn.ReLU(inplace=True) after each
+       * BatchNorm2d, eager): its own kernel reading and writing the map (2D) forward, and
+       * backward (threshold_backward) reading the gradient and the output, writing the
+       * gradient (3D). Fused into the batch norm (cuDNN's BN + ReLU): nothing forward, the
+       * output's read as the backward's gate (D), what the norm op already costs. */
+      ts_elem_op *o = add(out, &n, "relu", "output (channels x map)", l->out_act_elems);
+      set(o, 2.0 * D, 3.0 * D, 1, 1, 0.0, D, 0, 0);
+    }
+    if (l->batch_norm && l->residual) {
+      /* The residual add after the block's last batch norm (torchvision: out += identity):
+       * its own kernel reading both and writing the sum (3D) forward; backward, autograd sums
+       * the block input's two gradients (the shortcut's and the first convolution's) in a
+       * kernel of its own (3D). Fused (cuDNN's BN + add + ReLU): the shortcut read forward and
+       * its gradient's write backward (D each), what the norm op already costs. */
+      ts_elem_op *o = add(out, &n, "residual add", "output (channels x map)", l->out_act_elems);
+      set(o, 3.0 * D, 3.0 * D, 1, 1, D, D, 0, 0);
+    }
     break;
   case TS_LAYER_ATTENTION:
     if (l->rotary && l->kv_lora_rank == 0) {

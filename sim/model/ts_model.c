@@ -488,6 +488,24 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
     l->saved_act_bytes = D * e + act * D * e;
     l->fwd_mem_bytes = D * (l->params + 2.0 * e);
     l->bwd_mem_bytes = D * (2.0 * l->params + 3.0 * e);
+    if (sp->map) {
+      /* Batch norm in training (Ioffe & Szegedy 2015, Algorithm 1 and its backward): each
+       * channel's mean and variance are over the whole batch and map, so the kernel cannot
+       * normalise an element before it has read them all: a statistics pass reads the input,
+       * then a second pass reads it again and writes the output (3 e; cuDNN's and PyTorch's
+       * native batch-norm training kernels, NCHW and NHWC, for activations larger than the
+       * chip's caches). Backward likewise: a pass reading the input and the output gradient for
+       * the reductions (dgamma, dbeta), then one reading both again and writing the input
+       * gradient (5 e). Fused with what follows it (cuDNN's BN + add + ReLU, MXNet's and
+       * TensorFlow's fused batch norm, the default kernels=fused): the ReLU costs its backward's
+       * read of the output (the gate), the residual add a read of the shortcut forward and a
+       * write of its gradient backward. As separate eager kernels (PyTorch's torchvision
+       * ResNet) they cost more: ts_elementwise.c. */
+      l->batch_norm = TRUE;
+      l->relu = sp->act == ACT_RELU;
+      l->fwd_mem_bytes = D * (l->params + 3.0 * e + res * e);
+      l->bwd_mem_bytes = D * (2.0 * l->params + 5.0 * e + act * e + res * e);
+    }
     break;
   }
   case TS_LAYER_POOL: {

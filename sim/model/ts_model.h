@@ -118,6 +118,11 @@ typedef struct {
    * the keys up to its own position (a decoder's; an encoder's and cross-attention are not).
    * A fused kernel skips the key tiles above the diagonal (ts_cost.c). */
   gboolean causal;
+  /* Added with issue 10 (CNN training). A norm over a feature map (batch norm: statistics over
+   * the batch and the map, a pass of its own before normalising) and, for one, whether a ReLU
+   * follows it (ResNet's BN + ReLU; ts_elementwise.c costs it as its own kernel when eager). */
+  gboolean batch_norm;
+  gboolean relu;
 } ts_layer;
 
 /** A model. Owns its layers. */

@@ -887,6 +887,7 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
      * as a memory-bound kernel. */
     s->oclass = n < 16 ? TS_OPC_MEMORY : TS_OPC_GEMM;
     s->m = m, s->n = n, s->k = k, s->batch = g;
+    s->conv3x3 = l->kernel_h == 3 && l->kernel_w == 3 && l->stride == 1 && g == 1 ? 1.0 : 0.0;
     if (s->oclass == TS_OPC_MEMORY)
       s->m = s->n = s->k = s->batch = 0;
     break;

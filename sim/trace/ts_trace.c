@@ -86,7 +86,8 @@ static const char *const shape_keys[] = {"m",
                                          "elem_bytes",
                                          "epilogue_bytes",
                                          "attn_speedup",
-                                         "causal"};
+                                         "causal",
+                                         "conv3x3"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -103,7 +104,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->elem_bytes,
                  &sh->epilogue_bytes,
                  &sh->attn_speedup,
-                 &sh->causal};
+                 &sh->causal,
+                 &sh->conv3x3};
   return f[i];
 }
 
