@@ -173,8 +173,8 @@ Test(cli, simgrid_replay_reports_flows_as_run_does)
       g_strdup_printf("trace -t tpu-v3-8x8 -m bert-large -s tp=8,dp=8 -b 64 -o %s", tpath);
   run_result t = run(targs);
   cr_assert_eq(t.status, 0, "%s", t.err);
-  g_autofree char *rargs = g_strdup_printf(
-      "replay %s -t tpu-v3-8x8 --backend simgrid --link-report %s", tpath, lpath);
+  g_autofree char *rargs =
+      g_strdup_printf("replay %s -t tpu-v3-8x8 --backend simgrid --link-report %s", tpath, lpath);
   run_result a = run(rargs);
   run_result b = run(RUN "-b 64 -s tp=8,dp=8 --backend simgrid");
   cr_assert_eq(a.status, 0, "%s", a.err);
@@ -185,8 +185,8 @@ Test(cli, simgrid_replay_reports_flows_as_run_does)
     fa--;
   while (fb > b.out && fb[-1] != ' ')
     fb--;
-  cr_assert(atoll(fa) > 0 && atoll(fa) == atoll(fb), "replay %lld flows, run %lld",
-            atoll(fa), atoll(fb));
+  cr_assert(atoll(fa) > 0 && atoll(fa) == atoll(fb), "replay %lld flows, run %lld", atoll(fa),
+            atoll(fb));
   cr_assert(strstr(a.out, "most loaded links") != NULL, "%s", a.out);
   g_autofree char *csv = NULL;
   cr_assert(g_file_get_contents(lpath, &csv, NULL, NULL), "no %s", lpath);

@@ -1631,9 +1631,9 @@ static const double tree_corr[3][23] = {
  * and across nodes the smaller of it and the node's NICs' rate (NCCL uses bwIntra on <= 2
  * nodes), or the dimension's nccl_model_bus_bandwidth_GBps where given. The rest are NCCL's
  * constants: LL at half of it (NCCL caps it further by llMaxBw; LL's estimate decides
- * nothing here, see ts_coll_plan_build_net), LL128 0.92; the tree 0.92 (NCCL's per-channel tree caps are
- * not modelled), LL 1/3.8, LL128 7/9 (one node) or 120/128, times its correction per size; latency
- * baseLat + per-step hwLat (NVLink inside a node, network between, at least 1 us network
+ * nothing here, see ts_coll_plan_build_net), LL128 0.92; the tree 0.92 (NCCL's per-channel tree
+ * caps are not modelled), LL 1/3.8, LL128 7/9 (one node) or 120/128, times its correction per size;
+ * latency baseLat + per-step hwLat (NVLink inside a node, network between, at least 1 us network
  * overhead (x3 for Simple) per step on several nodes; the ring's Simple latency x1.4 across
  * nodes, its plateau). Seconds. */
 static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
@@ -1678,9 +1678,7 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
       lat *= 1.4;
   } else {
     double tb = 0.92 * bus;
-    bw = q == 0   ? tb / 3.8
-         : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0)
-                  : tb;
+    bw = q == 0 ? tb / 3.8 : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0) : tb;
     bw *= 0.5;
     double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
     if (l >= 0 && l < 23)
