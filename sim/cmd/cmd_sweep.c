@@ -223,7 +223,7 @@ int ts_cmd_sweep(int argc, char **argv)
        "With --splits auto: at most N splits per topology, model and batch (default 0: all)", "N"},
       {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
        "Activation recomputation for every split: none (default), selective, full, full:N "
-       "(every N-th block), stage, op, dots; a list sweeps",
+       "(every N-th block), stage, stage:except-last, op, dots; a list sweeps",
        "R[,R...]"},
       {"batch-per-chip", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.per_chip,
        "Instead of --global-batch: samples per chip per step (weak scaling)", "N[,N...]"},
