@@ -886,8 +886,8 @@ Test(activations, stage_except_last_keeps_the_last_micro_batch)
   g_autoptr(ts_trace) tn1 = trace_of(none1);
   g_autoptr(ts_trace) te1 = trace_of(el1);
   for (int d = 0; d < 4; d++)
-    cr_expect_float_eq(program_flops(te1, d), program_flops(tn1, d),
-                       program_flops(tn1, d) * 1e-12, "device %d", d);
+    cr_expect_float_eq(program_flops(te1, d), program_flops(tn1, d), program_flops(tn1, d) * 1e-12,
+                       "device %d", d);
   cr_expect_float_eq(el1->stage_mem[1].activations, none1->stage_mem[1].activations,
                      none1->stage_mem[1].activations * 1e-12);
   /* Bad input names the accepted forms. */

@@ -94,10 +94,10 @@ typedef struct {
   int schedule; /* ts_schedule, -1 = not given (1f1b when pp > 1) */
   int chunks;   /* interleaved: model chunks per device (V) */
   ts_recompute recompute;
-  int recompute_every; /* recompute=full:N: every N-th block checkpointed (1: all) */
+  int recompute_every;          /* recompute=full:N: every N-th block checkpointed (1: all) */
   gboolean recompute_keep_last; /* recompute=stage:except-last: the last micro-batch kept */
-  gboolean sp;         /* sequence parallelism with tp */
-  int zero;            /* 0..3 */
+  gboolean sp;                  /* sequence parallelism with tp */
+  int zero;                     /* 0..3 */
   ts_offload offload;
   int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
