@@ -493,9 +493,12 @@ Test(accuracy, shipped_torchgpipe_activation_sums)
  * compute_efficiency was fitted to and stays within 1%; the eight held-out rows measured 8.3%
  * mean |error| and 17.6% worst (n = 4, m = 4, too fast) when the file was added; 7.8% and
  * 18.2% (n = 4, m = 4, too fast) since batch norm costs its two passes and the P40 was refitted
- * (0.3167 -> 0.3335). Pinned just above. */
-#define TORCHGPIPE_SPEED_MEAN_MAX 8.3
-#define TORCHGPIPE_SPEED_WORST_MAX 18.5
+ * (0.3167 -> 0.3335); 7.1% and 21.7% (n = 4, m = 4, too fast: it loses what the last
+ * micro-batch's recomputation cost) since the m = 4 and 32 rows run torchgpipe's
+ * checkpoint='except_last' (recompute=stage:except-last; the fit row, checkpoint='always', is
+ * unchanged). Pinned just above. */
+#define TORCHGPIPE_SPEED_MEAN_MAX 7.4
+#define TORCHGPIPE_SPEED_WORST_MAX 22.0
 
 Test(accuracy, shipped_torchgpipe_amoebanet_speed)
 {
@@ -520,8 +523,10 @@ Test(accuracy, shipped_torchgpipe_amoebanet_speed)
 /* torchgpipe's ResNet-101 speed rows (resnet101_speed.csv: one P40 without GPipe, GPipe on 1-8
  * P40s), all held out: 10.5% mean |error|, every row too slow (42.1% before Winograd's fp32 3x3
  * convolutions and batch norm's two passes; the P40's efficiency is fitted on AmoebaNet-D's
- * cells; docs/accuracy.md). Pinned just above, and the sign with it. */
-#define TORCHGPIPE_RESNET_MEAN_MAX 11.5
+ * cells; docs/accuracy.md); 7.5% since the GPipe rows run torchgpipe's default
+ * checkpoint='except_last' (recompute=stage:except-last; pipeline-1's 2 micro-batches
+ * +18.9% -> +3.9%). Pinned just above, and the sign with it. */
+#define TORCHGPIPE_RESNET_MEAN_MAX 8.0
 
 Test(accuracy, shipped_torchgpipe_resnet101_speed)
 {

@@ -829,6 +829,75 @@ Test(activations, stage_recompute_keeps_stage_inputs)
   }
 }
 
+/* Forward FLOPs over all ops of each device's program. */
+static double program_flops(const ts_trace *tr, int d)
+{
+  double f = 0;
+  for (int i = 0; i < tr->programs[d].nops; i++)
+    f += ts_program_op(&tr->programs[d], i).flops;
+  return f;
+}
+
+Test(activations, stage_except_last_keeps_the_last_micro_batch)
+{
+  /* torchgpipe's default checkpoint='except_last' (recompute=stage:except-last): micro-batches
+   * 0 .. M-2 are checkpointed as recompute=stage does, the last keeps its stage activations and
+   * is not re-run. GPT-3 1.3B, pp = 4 under GPipe, micro-batch 2: with M = 4 each device re-runs
+   * (M - 1) / M = 3/4 of what recompute=stage re-runs, and device 1 holds 3 stage inputs
+   * (2sbh bytes each) plus one micro-batch's activations without recomputation; with M = 1
+   * nothing is re-run (the program's FLOPs are recompute=none's). */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) st = make_plan(m, t, "pp=4,dp=16,schedule=gpipe,recompute=stage", 128, 2);
+  g_autofree char *cuts = g_strdup_printf(
+      "stages=%d:%d:%d:%d", st->stage_first[1] - st->stage_first[0],
+      st->stage_first[2] - st->stage_first[1], st->stage_first[3] - st->stage_first[2],
+      st->stage_first[4] - st->stage_first[3]);
+  g_autofree char *s_none = g_strdup_printf("pp=4,dp=16,schedule=gpipe,%s", cuts);
+  g_autofree char *s_st = g_strdup_printf("pp=4,dp=16,schedule=gpipe,recompute=stage,%s", cuts);
+  g_autofree char *s_el =
+      g_strdup_printf("pp=4,dp=16,schedule=gpipe,recompute=stage:except-last,%s", cuts);
+  g_autoptr(ts_plan) none = make_plan(m, t, s_none, 128, 2);
+  g_autoptr(ts_plan) rs = make_plan(m, t, s_st, 128, 2);
+  g_autoptr(ts_plan) el = make_plan(m, t, s_el, 128, 2);
+  cr_assert_eq(el->n_micro, 4);
+  cr_assert(el->recompute_keep_last);
+  cr_expect(strstr(el->split_text, "recompute=stage:except-last") != NULL, "%s", el->split_text);
+  g_autoptr(ts_trace) tn = trace_of(none);
+  g_autoptr(ts_trace) ts = trace_of(rs);
+  g_autoptr(ts_trace) te = trace_of(el);
+  for (int d = 0; d < 4; d++) {
+    double again_st = program_flops(ts, d) - program_flops(tn, d);
+    double again_el = program_flops(te, d) - program_flops(tn, d);
+    cr_expect_gt(again_st, 0);
+    cr_expect_float_eq(again_el, 0.75 * again_st, again_st * 1e-9,
+                       "device %d re-runs %.17g FLOP, expected 3/4 of %.17g", d, again_el,
+                       again_st);
+  }
+  double s = (double)m->t_seq, h = (double)m->t_hidden, b = 2;
+  double want = 3 * 2 * s * b * h + none->stage_mem[1].activations / 4;
+  cr_expect_float_eq(el->stage_mem[1].activations, want, want * 1e-9, "%.17g bytes, expected %.17g",
+                     el->stage_mem[1].activations, want);
+  /* One micro-batch: no recomputation at all. */
+  g_autofree char *s_none1 = g_strdup_printf("pp=4,dp=16,schedule=gpipe,%s", cuts);
+  g_autoptr(ts_plan) none1 = make_plan(m, t, s_none1, 32, 2);
+  g_autoptr(ts_plan) el1 = make_plan(m, t, s_el, 32, 2);
+  cr_assert_eq(el1->n_micro, 1);
+  g_autoptr(ts_trace) tn1 = trace_of(none1);
+  g_autoptr(ts_trace) te1 = trace_of(el1);
+  for (int d = 0; d < 4; d++)
+    cr_expect_float_eq(program_flops(te1, d), program_flops(tn1, d), program_flops(tn1, d) * 1e-12,
+                       "device %d", d);
+  cr_expect_float_eq(el1->stage_mem[1].activations, none1->stage_mem[1].activations,
+                     none1->stage_mem[1].activations * 1e-12);
+  /* Bad input names the accepted forms. */
+  GError *e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("pp=2,recompute=stage:always", &e);
+  cr_assert_null(bad);
+  cr_expect(strstr(e->message, "stage:except-last") != NULL, "%s", e->message);
+  g_clear_error(&e);
+}
+
 /* ---- ZeRO ----------------------------------------------------------------------------- */
 
 Test(zero, model_state_memory_formulas)
@@ -1267,7 +1336,7 @@ Test(split, option_errors_name_the_item)
                         "blocking"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective, full, "
-                              "full:N, stage, op or dots"},
+                              "full:N, stage, stage:except-last, op or dots"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},

@@ -613,6 +613,15 @@ gboolean ts_plan_recomputes_forward(const ts_plan *p)
   return p->recompute == TS_RECOMPUTE_FULL || p->recompute == TS_RECOMPUTE_STAGE;
 }
 
+/* torchgpipe (kakaobrain/torchgpipe, GPipe's checkpoint='except_last', its default) checkpoints
+ * the micro-batches before checkpoint_stop = chunks - 1: the last one runs its stages plainly,
+ * keeping their activations, and is not re-run before its backward (with one micro-batch
+ * nothing is). */
+gboolean ts_plan_micro_recomputed(const ts_plan *p, gint64 micro, gint64 n_micro)
+{
+  return ts_plan_recomputes_forward(p) && !(p->recompute_keep_last && micro == n_micro - 1);
+}
+
 /* On a TPU the recomputed forward is what JAX's remat partial evaluation keeps of it: only the
  * computations the backward reads (jax.checkpoint recomputes the residuals, and dead code is
  * eliminated from the rematerialised forward). The checkpoint unit's last product, a dense
@@ -967,8 +976,11 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   double t = ts_cost_compute(c, fwd, fmem, &s);
   if (ts_plan_recomputes_forward(p) && !ts_plan_recompute_skips(p, i) &&
       (p->recompute == TS_RECOMPUTE_STAGE || m->layers[i].block < 0 ||
-       ts_plan_layer_recomputed(p, i)))
-    t *= 2;
+       ts_plan_layer_recomputed(p, i))) {
+    /* stage:except-last: (M - 1) of the M micro-batches re-run, on average per micro-batch */
+    double M = (double)MAX(p->n_micro, 1);
+    t *= p->recompute_keep_last ? 1.0 + (M - 1.0) / M : 2.0;
+  }
   ts_plan_layer_shape(p, i, mb, TS_PASS_BWD, &s);
   t += ts_cost_compute(c, (l->bwd_input_flops + l->bwd_weight_flops) * mb / e->cdiv,
                        ts_layer_bwd_mem_bytes_batch(m, l, mb) / e->cdiv, &s);
@@ -1344,6 +1356,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   gint64 per_replica = p->opt.global_batch / dp;
   int M = (int)(per_replica / micro_batch);
   double *chunk_act = g_new0(double, V);
+  /* stage:except-last: what the last micro-batch keeps of a chunk, all its layers' activations */
+  double *chunk_kept = g_new0(double, V);
   double work = 0, largest_out = 0, largest_params = 0, largest_layer_params = 0;
   /* FSDP2: parameters gathered whole (in the GEMMs' precision with FP8's all-gather), per
    * block and for the layers of no block (the root module: embedding, final norm, logits). */
@@ -1353,12 +1367,13 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   double zunit_params = 0;
   for (int c = 0; c < V; c++) {
     int k = c * pp + device;
-    double unit_work = 0, held = 0;
+    double unit_work = 0, held = 0, cross = 0;
     int cur_unit = -2;
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
       const ts_layer_exec *e = &p->exec[i];
       const ts_layer *l = &m->layers[i];
       gboolean ckpt = ts_plan_recomputes_forward(p) && p->unit[i] >= 0;
+      chunk_kept[c] += (e->act_bytes - (tpu ? xla_logits_fp32_bytes(p, i) : 0.0)) * mb;
       if (ckpt) {
         /* The checkpoint: the block's input. The stage's first block may also read tensors
          * that came with it from the previous stage (a cell's second input): kept too. Later
@@ -1415,29 +1430,42 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
           largest_block_params = MAX(largest_block_params, block_params);
         }
       }
-      if (l->kind == TS_LAYER_ATTENTION && l->cross)
+      if (l->kind == TS_LAYER_ATTENTION && l->cross) {
         held = MAX(held, (double)l->kv_tokens * (double)l->in_features);
+        cross = MAX(cross, (double)l->kv_tokens * (double)l->in_features);
+      }
     }
     /* An encoder-decoder's encoder output, which the chunk's cross-attentions read forward
      * and backward (ts_model.c counts it in no layer's saved bytes), is the same tensor as
      * a decoder stage's received carry: whole on every tensor-parallel rank, held once per
      * micro-batch in flight. */
     chunk_act[c] += held * D * mb;
+    chunk_kept[c] += cross * D * mb; /* as without recomputation */
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
-  double cur = 0, peak = 0;
+  double cur = 0, peak = 0, peak_rc = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {
     const ts_sched_item *it = &g_array_index(order, ts_sched_item, i);
-    cur += it->bwd ? -chunk_act[it->chunk] : chunk_act[it->chunk];
+    gboolean kept = !ts_plan_micro_recomputed(p, it->micro, M);
+    double a = kept ? chunk_kept[it->chunk] : chunk_act[it->chunk];
+    if (it->bwd && !kept)
+      peak_rc = MAX(peak_rc, cur + work); /* a recomputed unit live on top of what is held */
+    cur += it->bwd ? -a : a;
     live += it->bwd ? -1 : 1;
     peak = MAX(peak, cur);
     peak_live = MAX(peak_live, live);
   }
   g_free(chunk_act);
+  g_free(chunk_kept);
   mem->activations = peak;
   mem->inflight = (double)peak_live / V;
+  /* stage:except-last: the last micro-batch's kept activations are freed by its backward, which
+   * comes before the others' recomputation, so the recomputed unit is counted only where it is
+   * live (above the held peak, if at all). */
+  if (p->recompute_keep_last)
+    work = MAX(0.0, peak_rc - peak);
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
    * and ZeRO-3's gathered parameters (the block and the one prefetched). */
@@ -1746,6 +1774,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",recompute=%s", ts_recompute_name(p->recompute));
   if (p->recompute == TS_RECOMPUTE_FULL && p->recompute_every > 1)
     g_string_append_printf(s, ":%d", p->recompute_every);
+  if (p->recompute_keep_last)
+    g_string_append(s, ":except-last");
   if (p->sp)
     g_string_append(s, ",sp");
   if (sp->precision >= 0)
@@ -1966,6 +1996,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->opt = *o;
   p->recompute = s->recompute;
   p->recompute_every = s->recompute == TS_RECOMPUTE_FULL ? MAX(s->recompute_every, 1) : 1;
+  p->recompute_keep_last = s->recompute == TS_RECOMPUTE_STAGE && s->recompute_keep_last;
   p->sp = s->sp;
   p->zero = s->zero;
   p->offload = s->offload;

@@ -94,9 +94,10 @@ typedef struct {
   int schedule; /* ts_schedule, -1 = not given (1f1b when pp > 1) */
   int chunks;   /* interleaved: model chunks per device (V) */
   ts_recompute recompute;
-  int recompute_every; /* recompute=full:N: every N-th block checkpointed (1: all) */
-  gboolean sp;         /* sequence parallelism with tp */
-  int zero;            /* 0..3 */
+  int recompute_every;          /* recompute=full:N: every N-th block checkpointed (1: all) */
+  gboolean recompute_keep_last; /* recompute=stage:except-last: the last micro-batch kept */
+  gboolean sp;                  /* sequence parallelism with tp */
+  int zero;                     /* 0..3 */
   ts_offload offload;
   int ps; /* parameter-server shards, 0 = none */
   ts_ps_placement ps_placement;
@@ -206,6 +207,9 @@ typedef struct {
                        [stage_first[k], stage_first[k+1]), on device k % pp */
   ts_recompute recompute;
   int recompute_every; /* recompute=full:N: blocks b with (b + 1) % N == 0 checkpointed */
+  /* recompute=stage:except-last, torchgpipe's default checkpoint='except_last': the step's last
+   * micro-batch is not checkpointed (its stage activations kept, its forward not re-run). */
+  gboolean recompute_keep_last;
   gboolean sp;
   int zero;
   ts_offload offload;

@@ -1293,7 +1293,7 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     if (gather)
       boundary_gather(g, b - 1, k, L_GATHER_B, "gradients");
   }
-  gboolean full = ts_plan_recomputes_forward(p);
+  gboolean full = ts_plan_micro_recomputed(p, u, p->n_micro);
   if (p->zero >= 3 && !g->keep_gathered) {
     /* The order parameters are used in: with full recomputation each block's forward is re-run
      * (first layer first) just before its backward. */

@@ -128,9 +128,16 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "recompute") == 0) {
     static const char *const n[] = {"none", "selective", "full", "stage", "op", "dots", NULL};
     gint64 every = 1;
+    gboolean keep_last = FALSE;
     g_autofree char *name = g_strdup(val ? val : "");
     char *colon = strchr(name, ':');
-    if (colon != NULL) {
+    if (colon != NULL && g_str_has_prefix(name, "stage:")) {
+      /* stage:except-last, torchgpipe's default checkpoint='except_last' */
+      if (strcmp(colon + 1, "except-last") != 0)
+        return item_error(error, text, item, "recompute=stage or stage:except-last");
+      *colon = '\0';
+      keep_last = TRUE;
+    } else if (colon != NULL) {
       /* full:N, TorchTitan's "selective layer" checkpointing: every N-th block */
       *colon = '\0';
       if (strcmp(name, "full") != 0 || !ts_parse_int(colon + 1, 1, 1024, &every))
@@ -141,9 +148,11 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     int v = val ? lookup(n, name) : -1;
     if (v < 0)
       return item_error(error, text, item,
-                        "recompute=none, selective, full, full:N, stage, op or dots");
+                        "recompute=none, selective, full, full:N, stage, stage:except-last, op "
+                        "or dots");
     s->recompute = (ts_recompute)v;
     s->recompute_every = (int)every;
+    s->recompute_keep_last = keep_last;
   } else if (strcmp(key, "sp") == 0) {
     if (!parse_switch(val, &s->sp))
       return item_error(error, text, item, "sp, sp=on or sp=off (sequence parallelism)");
