@@ -322,6 +322,13 @@ Test(validate, pipeline_schedules)
     for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
       expect_pass(models[m], "pp=2,dp=2,recompute=stage", precs[p], &x);
   }
+  /* torchgpipe's checkpoint='except_last': every micro-batch but the step's last re-run before
+   * its backward, the last keeping its activations (the validator dropped them too, and failed
+   * on the last micro-batch's backward for want of a re-run). */
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++) {
+    extra x = {.topo = NULL, .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
+    expect_pass(models[m], "pp=2,schedule=1f1b,recompute=stage:except-last", TS_PREC_F64, &x);
+  }
 }
 
 Test(validate, zero_stages_and_offload)
@@ -504,6 +511,8 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   expect_input_error("-s dp=2 -t torus:2x2", "uses 2 chips");
   expect_input_error("-m validate-mlp -b 6 -s dp=3,zero=1", "does not divide");
   expect_input_error("extra", "unexpected argument 'extra'");
+  expect_input_error("-m validate-mlp -s pp=2,schedule=gpipe,recompute=stage:except-last",
+                     "expected schedule=1f1b with it, or recompute=stage");
   /* Graph keys: the simulator honours them, the validator's networks are chains. */
   g_autofree char *dir = g_dir_make_tmp("ts_validate_XXXXXX", NULL);
   g_autofree char *path = g_build_filename(dir, "graph.ini", NULL);

@@ -272,6 +272,10 @@ int ts_plan_bwd_chunks(const ts_plan *p, int i);
  * tensor-parallel collectives in, beside the GEMMs (tp-overlap), 0 when it runs unchunked.
  * Under context parallelism the chunks sit around the ring. The validator reads it too. */
 int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute);
+/* Whether micro-batch micro of n_micro re-runs its forward before its backward: under full or
+ * stage recomputation every one, but with recompute=stage:except-last (torchgpipe) not the
+ * step's last. The trace builder and the validator both read it. */
+gboolean ts_plan_micro_recomputed(const ts_plan *p, gint64 micro, gint64 n_micro);
 
 /**
  * What a plan's trace depends on besides its axes' placement: two plans with equal keys (on one

@@ -133,8 +133,6 @@ int *ts_plan_units(const ts_plan *p);
 /* Whether the plan re-runs forwards before backwards (recompute=full or stage), keeping only
  * each checkpoint unit's input (ts_plan_units). */
 gboolean ts_plan_recomputes_forward(const ts_plan *p);
-/* Whether micro-batch micro of n_micro re-runs its forward (recompute=stage:except-last). */
-gboolean ts_plan_micro_recomputed(const ts_plan *p, gint64 micro, gint64 n_micro);
 /* A TPU's rematerialised forward leaves out layer i (ts_plan.c). */
 gboolean ts_plan_recompute_skips(const ts_plan *p, int i);
 /* Whether full (or stage) recomputation re-runs this layer's block (recompute=full:N skips

@@ -594,7 +594,7 @@ static gboolean fwd_finish(vd_exec *e, vd_rank *r, int i, int u, gboolean recomp
   out->epilogue = i;
   s->fwd_done = TRUE;
   /* What the plan drops after the forward pass, to be recomputed or re-gathered. */
-  if (!recompute && e->drop_all[i])
+  if (!recompute && e->drop_all[i] && ts_plan_micro_recomputed(e->plan, u, e->plan->n_micro))
     s->stale = TRUE;
   if (e->drop_p[i] && L->kind == TS_LAYER_ATTENTION)
     s->p_stale = TRUE;

@@ -242,7 +242,8 @@ typedef struct {
   const int *labels;
   gboolean *drop_x;   /* per layer: the input is re-gathered for the weight gradient */
   gboolean *drop_p;   /* per layer: attention probabilities are recomputed (selective) */
-  gboolean *drop_all; /* per layer: the forward is re-run before backward (full recompute) */
+  gboolean *drop_all; /* per layer: the forward is re-run before backward (full recompute; with
+                        stage:except-last not the step's last micro-batch) */
   int *stage;         /* per layer: pipeline device holding it */
   gboolean *dpmode;   /* per layer: replicated, the tp axis splits its batch (per-layer hybrid) */
   vd_layout *work;    /* per layer: layout its forward computed in (first seen) */
