@@ -975,8 +975,7 @@ static double layer_cost(const ts_plan *p, int i, double mb)
   ts_plan_layer_shape(p, i, mb, TS_PASS_FWD, &s);
   double t = ts_cost_compute(c, fwd, fmem, &s);
   if (ts_plan_recomputes_forward(p) && !ts_plan_recompute_skips(p, i) &&
-      (p->recompute == TS_RECOMPUTE_STAGE || m->layers[i].block < 0 ||
-       ts_plan_layer_recomputed(p, i))) {
+      (m->layers[i].block < 0 || ts_plan_layer_recomputed(p, i))) {
     /* stage:except-last: (M - 1) of the M micro-batches re-run, on average per micro-batch */
     double M = (double)MAX(p->n_micro, 1);
     t *= p->recompute_keep_last ? 1.0 + (M - 1.0) / M : 2.0;
@@ -1237,6 +1236,14 @@ static double xla_logits_fp32_bytes(const ts_plan *p, int i)
   return (4.0 - p->model->dtype_bytes) * (double)l->out_act_elems / p->exec[i].cdiv;
 }
 
+/* What layer i keeps for its backward per sample: its saved activations, less on a TPU the
+ * fp32 copy of the logits XLA does not make. */
+static double kept_act_bytes(const ts_plan *p, int i)
+{
+  double xla = p->topo->chip.systolic > 0 ? xla_logits_fp32_bytes(p, i) : 0.0;
+  return p->exec[i].act_bytes - xla;
+}
+
 /* What a layer of a recomputed block materialises again before its backward (per sample). */
 static double xla_recomputed_bytes(const ts_plan *p, int i)
 {
@@ -1280,7 +1287,7 @@ static double xla_backward_extra(const ts_plan *p, double mb)
         kept[k] = checkpoint_bytes(p, i) * mb;
       rec += xla_recomputed_bytes(p, i) * mb;
     } else {
-      kept[k] = (p->exec[i].act_bytes - xla_logits_fp32_bytes(p, i)) * mb;
+      kept[k] = kept_act_bytes(p, i) * mb;
       /* Selective and dots recomputation run the attention kernel forward again before the
        * block's backward. */
       if (l->block >= 0 && l->kind == TS_LAYER_ATTENTION && e->recompute_flops > 0) {
@@ -1373,7 +1380,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       const ts_layer_exec *e = &p->exec[i];
       const ts_layer *l = &m->layers[i];
       gboolean ckpt = ts_plan_recomputes_forward(p) && p->unit[i] >= 0;
-      chunk_kept[c] += (e->act_bytes - (tpu ? xla_logits_fp32_bytes(p, i) : 0.0)) * mb;
+      chunk_kept[c] += kept_act_bytes(p, i) * mb;
       if (ckpt) {
         /* The checkpoint: the block's input. The stage's first block may also read tensors
          * that came with it from the previous stage (a cell's second input): kept too. Later
@@ -1389,7 +1396,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
         unit_work += e->full_act_bytes * mb;
         work = MAX(work, unit_work);
       } else {
-        chunk_act[c] += (e->act_bytes - (tpu ? xla_logits_fp32_bytes(p, i) : 0.0)) * mb;
+        chunk_act[c] += kept_act_bytes(p, i) * mb;
       }
       gboolean logits = l->kind == TS_LAYER_DENSE && l->vocab > 0;
       if (!(logits && p->loss == TS_LOSS_EAGER))
@@ -1721,9 +1728,7 @@ static void plan_memory(ts_plan *p)
     p->stage_mem[s].max_micro_batch = p->mem.max_micro_batch;
   p->layer_act_bytes = g_new0(double, p->model->nlayers > 0 ? p->model->nlayers : 1);
   for (int i = 0; i < p->model->nlayers; i++)
-    p->layer_act_bytes[i] =
-        (p->exec[i].act_bytes - (p->topo->chip.systolic > 0 ? xla_logits_fp32_bytes(p, i) : 0.0)) *
-        (double)p->micro_batch;
+    p->layer_act_bytes[i] = kept_act_bytes(p, i) * (double)p->micro_batch;
 }
 
 /* ---- text ---------------------------------------------------------------------------- */
