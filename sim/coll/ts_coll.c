@@ -588,10 +588,7 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
    * so the tree is not a candidate; across nodes NCCL's choice depends on channel counts and
    * per-channel tree caps of its topology search that trainsim does not know, so the two are
    * compared by their measured costs. */
-  gboolean one_node = TRUE;
-  for (int k = 0; k < g->npieces; k++)
-    if (g->p[k].size > 1 && g->p[k].dim != 0)
-      one_node = FALSE;
+  gboolean one_node = ts_group_in_one_node(g);
   double best = -1.0;
   ts_coll_algo best_algo = TS_ALGO_AUTO;
   ts_coll_proto best_proto = TS_PROTO_NONE;

@@ -1691,6 +1691,14 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
   return lat * 1e-6 + (bw > 0 ? bytes / bw : INFINITY);
 }
 
+gboolean ts_group_in_one_node(const ts_group_shape *g)
+{
+  for (int j = 0; j < g->npieces; j++)
+    if (g->p[j].size > 1 && g->p[j].dim != 0)
+      return FALSE;
+  return TRUE;
+}
+
 static ts_coll_plan *build_one(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
                                ts_coll_proto proto, const ts_group_shape *g, gint64 count,
                                double elem_bytes, double bytes, GError **error)
@@ -1776,10 +1784,7 @@ ts_coll_plan *ts_coll_plan_build_net(const ts_net *nw, ts_coll_kind kind, ts_col
    * Simple boundary is what nccl-tests shows as its knee). Across nodes NCCL's estimate rests on
    * the channel counts and per-channel caps of its topology search, which trainsim does not
    * know: there the measured costs decide, as before. */
-  gboolean one_node = TRUE;
-  for (int j = 0; j < g->npieces; j++)
-    if (g->p[j].size > 1 && g->p[j].dim != 0)
-      one_node = FALSE;
+  gboolean one_node = ts_group_in_one_node(g);
   int pick = 2;
   if (c[2] == NULL)
     pick = c[1] != NULL ? 1 : 0;

@@ -37,6 +37,10 @@ typedef struct {
   guint line_local;
 } ts_net;
 
+/* Whether the group's members all sit on dimension 0 (one node of a GPU cluster: its other
+ * pieces have one member). */
+gboolean ts_group_in_one_node(const ts_group_shape *g);
+
 /* Chip whose port into switch dim d carries chip's traffic (the NIC it shares). */
 int ts_net_port_chip(const ts_net *nw, int d, int chip);
 
