@@ -419,14 +419,19 @@ Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
  * fixes. With the fused core's causal skip and its own rate on the H100 profiles
  * (flash_efficiency 0.41 fitted with compute_efficiency 0.51 on the 32K row, "(fit)", and
  * llama3_h100_steps.csv's fit row): 11.6% mean over the 8 rows, the seven held out -21.7% to
- * +7.8% (the cp rows now too fast). Pinned so it cannot get worse silently. */
-#define TORCHTITAN_CP_MEAN_MAX 12.0
+ * +7.8% (the cp rows now too fast). With the cp rows as PyTorch's ring (cp-ring=torch: K/V
+ * repeated to the query heads, one all-gather hidden by the first block only, fp32 merges and
+ * gradient sums): 10.1% mean, 20.5% worst (the 405B rows 11.1% -> 8.3%). Pinned so it cannot
+ * get worse silently; the worst row too. */
+#define TORCHTITAN_CP_MEAN_MAX 10.5
+#define TORCHTITAN_CP_WORST_MAX 21.0
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {
   double mean, worst;
   file_errors("torchtitan", "llama3_h100_cp_steps.csv", 8, &mean, &worst);
   cr_expect(mean < TORCHTITAN_CP_MEAN_MAX, "mean |error| %.2f%%", mean);
+  cr_expect(worst < TORCHTITAN_CP_WORST_MAX, "worst |error| %.2f%%", worst);
 }
 
 /* search ranks only splits whose memory/chip plus the runtime reserve fits: with a 10 GiB

@@ -114,6 +114,59 @@ Test(cp, grouped_query_attention_sends_only_the_key_value_heads)
                      want);
 }
 
+Test(cp, torch_ring_gathers_query_wide_blocks_and_sends_fp32_gradients)
+{
+  /* cp-ring=torch (PyTorch's context_parallel as TorchTitan runs it): Llama 3.1 8B, tp=2,
+   * cp=2, one micro-batch. TorchTitan repeats the 8 key/value heads to the 32 query heads
+   * before SDPA, so each rank's K/V block is 2 x s/cp x I/tp x 2 bytes with I = 4096, four
+   * times the grouped-query block. Per layer: forward one all-gather of cp blocks (each rank
+   * receives cp - 1), backward another, and cp hops of the dK/dV sums in fp32 (2 x the block);
+   * no point-to-point K/V sends. The blocks' FLOPs are the p2p ring's. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,cp=2,dp=2,cp-ring=torch", 2, 1);
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2,cp=2,dp=2", 2, 1);
+  cr_assert_eq(p->n_micro, 1);
+  double cp = 2, L = 32, I = 4096, kv = 2.0 * (8192 / cp) * (I / 2.0) * 2.0;
+  double want = L * (2 * (cp - 1) + 2 * cp) * kv;
+  cr_assert_float_eq(p->cp_bytes_per_step, want, want * 1e-12, "%g vs %g", p->cp_bytes_per_step,
+                     want);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  g_autoptr(ts_trace) tq = trace_of(q);
+  for (int prog = 0; prog < 2; prog++) {
+    double b;
+    cr_assert_eq(count_ops(tr, prog, TS_OP_COLL, "cp all-gather K/V", &b), (int)L);
+    cr_assert_float_eq(b, L * cp * kv, 1e-6, "forward gathers: %g", b);
+    cr_assert_eq(count_ops(tr, prog, TS_OP_COLL, "cp bwd all-gather K/V", &b), (int)L);
+    cr_assert_float_eq(b, L * cp * kv, 1e-6, "backward gathers: %g", b);
+    cr_assert_eq(count_ops(tr, prog, TS_OP_SEND, "cp send dK/dV", &b), (int)(L * cp));
+    cr_assert_float_eq(b, L * cp * 2.0 * kv, 1e-6, "fp32 gradient sums: %g", b);
+    cr_assert_eq(count_ops(tr, prog, TS_OP_SEND, "K/V", NULL), 0, "no point-to-point K/V");
+    cr_assert_eq(count_ops(tr, prog, TS_OP_RECV, "cp ", NULL),
+                 count_ops(tr, prog, TS_OP_SEND, "cp ", NULL), "every send has a receive");
+    cr_assert_float_eq(program_flops(tr, prog), program_flops(tq, prog),
+                       program_flops(tq, prog) * 1e-12, "the same blocks");
+  }
+  /* The merges and gradient sums are memory traffic the p2p ring does not have. */
+  cr_assert_gt(step_time(p), step_time(q));
+}
+
+Test(cp, torch_ring_hides_its_all_gather_behind_the_first_block_only)
+{
+  /* On a slow ring the all-gather dominates: the forward's (and the backward's) cannot start
+   * before the projections and the second block waits for it, so the step is at least the
+   * gathers' time, L x 2 x (cp - 1) x block / bandwidth, less the first blocks it overlaps. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) fast = ring_topo(4, 1e11, 1e-6);
+  g_autoptr(ts_topo) slow = ring_topo(4, 1e7, 1e-6);
+  g_autoptr(ts_plan) pf = make_plan(m, fast, "cp=4,cp-ring=torch", 1, 1);
+  g_autoptr(ts_plan) ps = make_plan(m, slow, "cp=4,cp-ring=torch", 1, 1);
+  double cp = 4, L = 32, kv = 2.0 * (8192 / cp) * 4096 * 2.0;
+  double gathers = L * 2 * (cp - 1) * kv / 1e7;
+  double tf = step_time(pf), ts = step_time(ps);
+  cr_assert_gt(ts - tf, 0.5 * gathers, "slow %g s, fast %g s, gathers %g s", ts, tf, gathers);
+}
+
 Test(cp, ring_wraps_around)
 {
   /* cp = 4: rank 3 sends to rank 0 (offset -3), rank 0 receives from rank 3 (offset +3). */
@@ -198,6 +251,15 @@ Test(cp, errors_name_the_item)
   g_clear_error(&err);
   cr_assert_null(plan_or_error(cnn, t8, "cp=2,dp=4", 8, 1, &err));
   cr_assert(strstr(err->message, "cp=2") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  /* cp-ring=torch needs a ring; an unknown ring names the item. */
+  cr_assert_null(plan_or_error(m, t8, "dp=8,cp-ring=torch", 8, 1, &err));
+  cr_assert(strstr(err->message, "cp-ring=torch without context parallelism") != NULL, "%s",
+            err->message);
+  g_clear_error(&err);
+  g_autoptr(ts_split) bad = ts_split_parse("cp=2,dp=4,cp-ring=nccl", &err);
+  cr_assert_null(bad);
+  cr_assert(strstr(err->message, "cp-ring=p2p") != NULL, "%s", err->message);
   g_clear_error(&err);
   run_result r = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s cp=3,dp=2");
   cr_assert_eq(r.status, 2, "%s", r.err);

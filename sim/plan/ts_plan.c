@@ -1643,9 +1643,12 @@ static void plan_traffic(ts_plan *p)
    * returns each to its owner). */
   double cpb = 0;
   int cp = p->degree[TS_AX_CP];
+  /* cp-ring=torch: the same K/V blocks arrive by all-gather, and the gradients go round in
+   * fp32, twice the bytes. */
+  double dkv = p->cp_ring == TS_CP_RING_TORCH ? 2.0 : 1.0;
   for (int i = 0; i < m->nlayers && cp > 1; i++)
     if (ts_plan_stage_of_layer(p, i) % p->degree[TS_AX_PP] == dev)
-      cpb += p->exec[i].cp_kv_bytes * (double)(cp - 1 + cp - 1 + cp);
+      cpb += p->exec[i].cp_kv_bytes * (double)(cp - 1 + cp - 1) + dkv * cp * p->exec[i].cp_kv_bytes;
   if (ts_plan_recomputes_forward(p))
     for (int i = 0; i < m->nlayers && cp > 1; i++)
       if (ts_plan_stage_of_layer(p, i) % p->degree[TS_AX_PP] == dev && p->unit[i] >= 0)
@@ -1813,6 +1816,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",buckets=copy");
   if (p->p2p_blocking)
     g_string_append(s, ",p2p=blocking");
+  if (p->cp_ring == TS_CP_RING_TORCH)
+    g_string_append(s, ",cp-ring=torch");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2223,6 +2228,20 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   }
   p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep,
                                p->attention, ts_plan_fp8_saves_inputs(p));
+  p->cp_ring = s->cp_ring > 0 ? (ts_cp_ring)(s->cp_ring - 1) : TS_CP_RING_P2P;
+  if (p->cp_ring == TS_CP_RING_TORCH && p->degree[TS_AX_CP] <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': cp-ring=torch without context parallelism; expected cp=N with "
+                "N >= 2 (or no cp-ring)",
+                s->text);
+    return NULL;
+  }
+  /* cp-ring=torch: TorchTitan's Llama attention repeats the key/value heads to the query heads
+   * (repeat_kv) before calling SDPA, and PyTorch's ring exchanges what SDPA is given: K/V as
+   * wide as the queries, heads / kv_heads times the grouped-query blocks. */
+  for (int i = 0; i < m->nlayers && p->cp_ring == TS_CP_RING_TORCH; i++)
+    if (p->exec[i].cp_kv_bytes > 0 && m->layers[i].kv_heads > 0)
+      p->exec[i].cp_kv_bytes *= (double)m->layers[i].heads / (double)m->layers[i].kv_heads;
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible

@@ -64,6 +64,16 @@ typedef enum {
                           chunked beside the layer's backward too */
 } ts_tp_overlap_mode;
 
+/** How context parallelism's ring runs (docs/splits.md, cp-ring=). */
+typedef enum {
+  TS_CP_RING_P2P,   /* Megatron-Core / Transformer Engine: the key/value heads (grouped-query
+                       width) sent to the next rank at every step, beside the step's attention */
+  TS_CP_RING_TORCH, /* PyTorch's context_parallel as TorchTitan runs it (December 2024): the
+                       K/V repeated to the query heads, gathered by one all-gather that only
+                       the first (diagonal) block hides, the blocks' outputs merged in fp32 and
+                       the K/V gradients sent round in fp32 */
+} ts_cp_ring;
+
 /** Where ZeRO offloads model states (Ren et al. 2021; Rajbhandari et al. 2021). */
 typedef enum { TS_OFFLOAD_NONE, TS_OFFLOAD_CPU, TS_OFFLOAD_NVME } ts_offload;
 
@@ -128,6 +138,8 @@ typedef struct {
   gboolean fp8_cache; /* fp8-cache: FP8 weight copies cast once per step (Transformer Engine) */
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: a stage's compute waits for its pipeline sends */
+  /* Added with issue 10 (TorchTitan's long sequences). */
+  int cp_ring; /* cp-ring=: 0 not given (p2p), else 1 + ts_cp_ring */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -254,6 +266,8 @@ typedef struct {
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: the compute stream waits for each pipeline send to
                             complete (Megatron-LM's and DeepSpeed's non-overlapped exchange) */
+  /* Added with issue 10 (TorchTitan's long sequences). */
+  ts_cp_ring cp_ring; /* how the cp ring runs (cp-ring=) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -45,6 +45,7 @@ typedef struct {
   int g_tp, g_dp, g_dptp, g_ep, g_edp, ax_pp;
   int g_rep;    /* hybrid sharding: the replicas of each shard (-1 when not hybrid) */
   int ax_cp;    /* context-parallel axis (-1 when cp = 1) */
+  int g_cp;     /* cp-ring=torch: the cp ranks as a group (their all-gathers), else -1 */
   int cprank;   /* this program's position on the cp ring */
   int *pgather; /* dp-overlap: per layer, the gather of its updated parameters, -1 when none */
   double mb;
@@ -123,6 +124,10 @@ enum {
   L_OVL_DGRAD,
   L_PGATHER,
   L_OP_RECOMPUTE,
+  L_CP_GATHER,
+  L_CP_RC_GATHER,
+  L_CP_BGATHER,
+  L_CP_ACC,
   L_NLAYER_SLOTS
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
@@ -172,6 +177,10 @@ static const struct {
     [L_CP_RC_SEND] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
     [L_CP_RC_RECV] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
     [L_CP_RC_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_RECOMPUTE},
+    [L_CP_GATHER] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
+    [L_CP_RC_GATHER] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
+    [L_CP_BGATHER] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
+    [L_CP_ACC] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
@@ -596,6 +605,49 @@ static int cp_tag(const gen *g, int i, int which)
   return 2 * g->p->nstages * (int)g->p->n_micro + 2 + 3 * i + which;
 }
 
+/* cp-ring=torch: bytes per micro-batch of this rank's queries (as wide as the K/V it sends,
+ * which TorchTitan repeats to the query heads): the unit of the ring's element-wise work. */
+static double cp_q_bytes(const gen *g, const ts_layer *l, const ts_layer_exec *e)
+{
+  double T = (double)l->tokens, S = l->kv_tokens > 0 ? (double)l->kv_tokens : T;
+  return 0.5 * e->cp_kv_bytes * g->mb * T / S;
+}
+
+/* PyTorch's ring attention forward (torch.distributed.tensor.experimental.context_parallel, as
+ * TorchTitan 9dec370 runs it with its default rotation, "allgather"; docs/splits.md, cp-ring=):
+ * the rank's K/V go into one all-gather over the cp ranks, issued after the projections and
+ * waited for before the second block, so only the first block (the rank's own, causal) hides
+ * it. Each later block's output is merged into an fp32 running output with the log-sum-exp
+ * rescaling (torch.compile fuses it: the block's bf16 output read, the fp32 sum read and
+ * written, 5 query-sized bf16 units); the first carries the copy of K and V into the
+ * all-gather's buffer (4 units). */
+static void cp_ring_fwd_torch(gen *g, int i, int prev, const ts_op_shape *blk, gboolean recompute)
+{
+  const ts_plan *p = g->p;
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  int cp = p->degree[TS_AX_CP];
+  double core = e->core_flops * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
+  double q = cp_q_bytes(g, l, e);
+  ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_cp, kv * cp, TS_CAT_COMM_OTHER, S_CP_SEND);
+  int a = emit(g, &op,
+               recompute ? lbl(g, layer_slot(g, i, L_CP_RC_GATHER), "%s recompute cp all-gather K/V",
+                               l->name)
+                         : lbl(g, layer_slot(g, i, L_CP_GATHER), "%s cp all-gather K/V", l->name),
+               &prev, prev >= 0 ? 1 : 0);
+  for (int j = 0; j < cp; j++) {
+    ts_op_shape b = *blk;
+    b.elem_bytes = (j == 0 ? 4.0 : 5.0) * q;
+    if (j == 1)
+      pend(g, a);
+    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &b,
+                 recompute ? lbl(g, layer_slot(g, i, L_CP_RC_CORE),
+                                 "%s recompute ring attention block", l->name)
+                           : lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block",
+                                 l->name));
+  }
+}
+
 /* Ring attention forward (Liu et al. 2023, "Ring Attention", section 3; Megatron-Core /
  * Transformer Engine's context parallelism with P2P exchange): the projections run on the
  * rank's 1/cp of the sequence, then cp steps each compute attention of the local queries
@@ -629,6 +681,12 @@ static void cp_ring_fwd(gen *g, int i, double flops, double mem, int label, gboo
   int prev = ovl ? tp_overlapped(g, i, &e->fwd_pre, &none, (flops - core) * (1.0 - out),
                                  mem * (1.0 - out), &qkv_s, recompute)
                  : emit_compute(g, TS_CAT_FWD, flops - core, mem, &proj, label);
+  if (p->cp_ring == TS_CP_RING_TORCH) {
+    cp_ring_fwd_torch(g, i, prev, &blk, recompute);
+    if (ovl)
+      tp_overlapped(g, i, &none, &e->fwd_post, (flops - core) * out, mem * out, &out_s, recompute);
+    return;
+  }
   /* Labels are looked up (cached) right before each op: lbl() sets the op tag. */
   /* A recomputed forward (recompute=full, stage) goes round the ring again, tagged so. */
 #define CORE_LBL                                                                                   \
@@ -679,6 +737,43 @@ static double cp_core_bwd_flops(const ts_layer *l, const ts_layer_exec *e)
   return 2.0 * e->core_flops - (double)l->heads * T * S;
 }
 
+/* PyTorch's ring attention backward (cp-ring=torch): the K/V are all-gathered again, hidden by
+ * the first block's backward only; after each block's backward the rank adds the block's dK
+ * and dV to the partial fp32 sums that came from the previous rank (waiting for them only
+ * then) and sends the sums on (fp32: twice the K/V bytes), and adds the block's dQ to its
+ * own fp32 sum; after cp steps the sums are back with their owners. The accumulation
+ * (fused: 15 query-sized bf16 units a step, 9 on the first, which has nothing to read)
+ * is an op of its own; the first also copies K and V into the all-gather's buffer (4), the
+ * last casts the three sums back to bf16 (9). Returns the last gradient receive. */
+static int cp_ring_bwd_torch(gen *g, int i, const ts_op_shape *blk)
+{
+  const ts_plan *p = g->p;
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  int cp = p->degree[TS_AX_CP];
+  double core = cp_core_bwd_flops(l, e) * g->mb / e->cdiv, kv = e->cp_kv_bytes * g->mb;
+  double q = cp_q_bytes(g, l, e);
+  int prev = g->last, drecv = -1;
+  ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_cp, kv * cp, TS_CAT_COMM_OTHER, S_CP_SEND);
+  int a = emit(g, &op, lbl(g, layer_slot(g, i, L_CP_BGATHER), "%s cp bwd all-gather K/V", l->name),
+               &prev, prev >= 0 ? 1 : 0);
+  for (int j = 0; j < cp; j++) {
+    if (j == 1)
+      pend(g, a);
+    emit_compute(g, TS_CAT_BWD, core / cp, 0.0, blk,
+                 lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name));
+    pend(g, drecv);
+    double acc = (j == 0 ? 9.0 + 4.0 : 15.0) + (j + 1 == cp ? 9.0 : 0.0);
+    int c = emit_compute(g, TS_CAT_BWD, 0.0, acc * q, NULL,
+                         lbl(g, layer_slot(g, i, L_CP_ACC), "%s cp accumulate dQ/dK/dV", l->name));
+    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, 2.0 * kv, cp_tag(g, i, 2),
+           lbl(g, layer_slot(g, i, L_CP_DSEND), "%s cp send dK/dV", l->name), &c, 1);
+    drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, 2.0 * kv, cp_tag(g, i, 2),
+                   lbl(g, layer_slot(g, i, L_CP_DRECV), "%s cp recv dK/dV", l->name), NULL, 0);
+  }
+  return drecv;
+}
+
 /* Ring attention backward: the K/V blocks go round again (cp - 1 hops) and the gradient of each
  * block travels with it, accumulated by every rank its queries meet; after cp steps it is back
  * with its owner (cp hops). Step j's attention backward needs K/V block j and the partial
@@ -695,6 +790,8 @@ static int cp_ring_bwd(gen *g, int i)
   layer_shape(g, i, TS_PASS_BWD, &blk);
   blk.m = blk.n = blk.k = blk.batch = 0, blk.akv /= cp, blk.attn_flops /= cp,
   blk.scores_bytes /= cp, blk.kernels = 1, blk.elem_bytes = 0, blk.epilogue_bytes = 0;
+  if (p->cp_ring == TS_CP_RING_TORCH)
+    return cp_ring_bwd_torch(g, i, &blk);
 #define CORE_LBL lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name)
 #define SEND_LBL lbl(g, layer_slot(g, i, L_CP_BSEND), "%s cp bwd send K/V", l->name)
 #define RECV_LBL lbl(g, layer_slot(g, i, L_CP_BRECV), "%s cp bwd recv K/V", l->name)
@@ -1615,6 +1712,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.g_edp = p->ep > 1 ? ts_trace_group(tr, edpa, CP > 1 ? 2 : 1) : g.g_dp;
   g.g_ep = p->ep > 1 ? ts_trace_group(tr, &ax_ep, 1) : -1;
   g.ax_cp = axis_of[TS_AX_CP];
+  g.g_cp = CP > 1 && p->cp_ring == TS_CP_RING_TORCH ? ts_trace_group(tr, &axis_of[TS_AX_CP], 1) : -1;
   g.g_dptp = -1;
   for (int i = 0; i < m->nlayers; i++)
     if (p->exec[i].dp_over_tp) {

@@ -236,6 +236,17 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "p2p=async (sends overlap the next compute) or blocking (the compute "
                         "waits for each send: Megatron-LM, DeepSpeed's pipeline engine)");
     s->p2p_blocking = v == 1;
+  } else if (strcmp(key, "cp-ring") == 0) {
+    /* How the context-parallel ring runs (docs/splits.md): p2p (Megatron-Core / Transformer
+     * Engine, the default) or torch (PyTorch's context_parallel as TorchTitan runs it). */
+    static const char *const n[] = {"p2p", "torch", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "cp-ring=p2p (each step's K/V block sent to the next rank: Megatron-Core, "
+                        "Transformer Engine) or torch (PyTorch's context_parallel as TorchTitan "
+                        "runs it: repeated K/V heads, one all-gather, fp32 merges)");
+    s->cp_ring = 1 + v;
   } else if (strcmp(key, "shard") == 0) {
     gint64 v;
     if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
@@ -323,8 +334,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, loss, kernels, "
-        "fsdp2, kind:K, name:GLOB)");
+        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, loss, "
+        "kernels, fsdp2, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -371,14 +382,15 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "zero",         "schedule",  "recompute", "sp",    "offload",    "ps",
           "ps-placement", "stages",    "ep",        "shard", "tp-overlap", "dp-overlap",
           "attention",    "buckets",   "precision", "loss",  "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", "p2p",       NULL};
+          "attn-kernel",  "fp8-cache", "p2p",       "cp-ring", NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, loss, "
+                    "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, "
+                    "cp-ring, loss, "
                     "kernels, fsdp2, "
                     "kind:K, "
                     "name:GLOB",
