@@ -261,6 +261,11 @@ Test(cp, errors_name_the_item)
   cr_assert_null(bad);
   cr_assert(strstr(err->message, "cp-ring=p2p") != NULL, "%s", err->message);
   g_clear_error(&err);
+  run_result v = run("validate -m validate-transformer -t ring:4 -s cp=2,dp=2,cp-ring=torch");
+  cr_assert_eq(v.status, 2, "%s", v.err);
+  cr_assert(strstr(v.err, "cp-ring=torch") != NULL && strchr(v.err, '\n') == strrchr(v.err, '\n'),
+            "one line: %s", v.err);
+  run_free(&v);
   run_result r = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s cp=3,dp=2");
   cr_assert_eq(r.status, 2, "%s", r.err);
   cr_assert(strchr(r.err, '\n') == strrchr(r.err, '\n'), "one line: %s", r.err);

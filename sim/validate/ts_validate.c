@@ -369,6 +369,15 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
         s->text);
     return NULL;
   }
+  /* cp-ring=torch (PyTorch's all-gathered ring) is costed, not executed: the walk runs the
+   * point-to-point ring only. */
+  if (s->cp_ring == 1 + TS_CP_RING_TORCH) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': the validator executes the point-to-point cp ring only; expected "
+                "cp-ring=p2p or no cp-ring (cp-ring=torch is costed by run, not executed)",
+                s->text);
+    return NULL;
+  }
   vd_net *net = vd_net_new(m, error);
   if (net == NULL)
     return NULL;
