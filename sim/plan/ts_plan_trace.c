@@ -631,8 +631,8 @@ static void cp_ring_fwd_torch(gen *g, int i, int prev, const ts_op_shape *blk, g
   double q = cp_q_bytes(g, l, e);
   ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_cp, kv * cp, TS_CAT_COMM_OTHER, S_CP_SEND);
   int a = emit(g, &op,
-               recompute ? lbl(g, layer_slot(g, i, L_CP_RC_GATHER), "%s recompute cp all-gather K/V",
-                               l->name)
+               recompute ? lbl(g, layer_slot(g, i, L_CP_RC_GATHER),
+                               "%s recompute cp all-gather K/V", l->name)
                          : lbl(g, layer_slot(g, i, L_CP_GATHER), "%s cp all-gather K/V", l->name),
                &prev, prev >= 0 ? 1 : 0);
   for (int j = 0; j < cp; j++) {
@@ -640,11 +640,11 @@ static void cp_ring_fwd_torch(gen *g, int i, int prev, const ts_op_shape *blk, g
     b.elem_bytes = (j == 0 ? 4.0 : 5.0) * q;
     if (j == 1)
       pend(g, a);
-    emit_compute(g, TS_CAT_FWD, core / cp, 0.0, &b,
-                 recompute ? lbl(g, layer_slot(g, i, L_CP_RC_CORE),
-                                 "%s recompute ring attention block", l->name)
-                           : lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block",
-                                 l->name));
+    emit_compute(
+        g, TS_CAT_FWD, core / cp, 0.0, &b,
+        recompute
+            ? lbl(g, layer_slot(g, i, L_CP_RC_CORE), "%s recompute ring attention block", l->name)
+            : lbl(g, layer_slot(g, i, L_CP_CORE), "%s ring attention block", l->name));
   }
 }
 
@@ -1712,7 +1712,8 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.g_edp = p->ep > 1 ? ts_trace_group(tr, edpa, CP > 1 ? 2 : 1) : g.g_dp;
   g.g_ep = p->ep > 1 ? ts_trace_group(tr, &ax_ep, 1) : -1;
   g.ax_cp = axis_of[TS_AX_CP];
-  g.g_cp = CP > 1 && p->cp_ring == TS_CP_RING_TORCH ? ts_trace_group(tr, &axis_of[TS_AX_CP], 1) : -1;
+  g.g_cp =
+      CP > 1 && p->cp_ring == TS_CP_RING_TORCH ? ts_trace_group(tr, &axis_of[TS_AX_CP], 1) : -1;
   g.g_dptp = -1;
   for (int i = 0; i < m->nlayers; i++)
     if (p->exec[i].dp_over_tp) {
