@@ -29,8 +29,8 @@ tt=data/published/torchtitan
 cmake --build build -j2 --target trainsim >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-rowa=$(grep '(fit)' "$tt/llama3_h100_steps.csv")
-rowb=$(grep '(fit)' "$tt/llama3_h100_cp_steps.csv")
+rowa=$(grep -v '^#' "$tt/llama3_h100_steps.csv" | grep '(fit)')
+rowb=$(grep -v '^#' "$tt/llama3_h100_cp_steps.csv" | grep '(fit)')
 [ "$(printf '%s\n' "$rowa" | wc -l)" -eq 1 ] && [ "$(printf '%s\n' "$rowb" | wc -l)" -eq 1 ] || {
   echo "fit_h100.sh: expected one (fit) row in each of $tt/llama3_h100_steps.csv and llama3_h100_cp_steps.csv" >&2
   exit 2
