@@ -127,6 +127,9 @@ Test(cp, torch_ring_gathers_query_wide_blocks_and_sends_fp32_gradients)
   g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,cp=2,dp=2,cp-ring=torch", 2, 1);
   g_autoptr(ts_plan) q = make_plan(m, t, "tp=2,cp=2,dp=2", 2, 1);
   cr_assert_eq(p->n_micro, 1);
+  cr_assert(strstr(p->split_text, "cp-ring=torch") != NULL, "%s", p->split_text);
+  cr_assert(strstr(q->split_text, "cp-ring") == NULL, "the default is not printed: %s",
+            q->split_text);
   double cp = 2, L = 32, I = 4096, kv = 2.0 * (8192 / cp) * (I / 2.0) * 2.0;
   double want = L * (2 * (cp - 1) + 2 * cp) * kv;
   cr_assert_float_eq(p->cp_bytes_per_step, want, want * 1e-12, "%g vs %g", p->cp_bytes_per_step,
