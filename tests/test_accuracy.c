@@ -626,17 +626,19 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 }
 
 /* The one measured TPU collective found (data/published/scaling-book: an all-gather profiled on
- * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"): trainsim's busbw is
- * +19.7% (32 MiB, 680 us measured) and +35.3% (128 KiB, ~8 us) above it with the book's own
- * link rate, 4.5e10 B/s one way (+32.7% and +42.3% at the docs' 50 GB/s; docs/accuracy.md,
- * "MaxText on TPU"; not fitted: two points). Pinned in a band so that a change to the TPU
- * links, hop latency or the mesh all-gather shows here, whichever way it goes. */
+ * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"). With the book's link
+ * rate, 4.5e10 B/s one way, trainsim's busbw was +19.7% (32 MiB, 680 us measured) and +35.3%
+ * (128 KiB, ~8 us) above it. The v5e links now carry the achieved fraction that profile
+ * measures (bandwidth_efficiency 0.82: 3 x 8.4 MB in 680 us), so the 32 MiB row is the fit
+ * (-1.6%) and the 128 KiB row the only check (+22.1%: latency-bound, 3 hops of 1 us; the ~2 us
+ * left has no published source). Pinned in a band so that a change to the TPU links, hop
+ * latency or the mesh all-gather shows here, whichever way it goes. */
 Test(accuracy, shipped_scaling_book_tpu_allgather)
 {
   g_autoptr(ts_meas_file) f = published_file("scaling-book", "collective.csv", 2);
   cr_assert_eq(f->metric, TS_MEAS_BUSBW);
   g_autoptr(ts_accuracy) a = replayed(f, 1);
-  const double want[2] = {19.7, 35.3};
+  const double want[2] = {-1.6, 22.1};
   for (int i = 0; i < f->nrows; i++) {
     double err = 100 * (a->predicted[i] / f->rows[i].measured - 1);
     cr_expect(fabs(err - want[i]) < 2.0, "line %d: error %+.2f%%, recorded %+.1f%%",
