@@ -90,6 +90,7 @@ int ts_plan_shard_ranks(const ts_plan *p);
  * GEMMs keep their inputs for backward in FP8, one byte an element (Transformer Engine;
  * ts_plan_fp8_saves_inputs). Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
+                                  gboolean mlpwi,
                                   gboolean sp, const ts_layer_mode *mode, int ep, int attention,
                                   gboolean fp8_saved);
 
