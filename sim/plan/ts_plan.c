@@ -262,8 +262,8 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
 }
 
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep, int attention,
-                                  gboolean fp8_saved)
+                                  gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
+                                  int attention, gboolean fp8_saved)
 {
   int tp = degree[TS_AX_TP], cp = degree[TS_AX_CP];
   double D = m->dtype_bytes;
@@ -2243,8 +2243,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
-  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->recompute_mlpwi, p->sp,
-                               p->layer_mode, p->ep, p->attention, ts_plan_fp8_saves_inputs(p));
+  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->recompute_mlpwi, p->sp, p->layer_mode,
+                               p->ep, p->attention, ts_plan_fp8_saves_inputs(p));
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible
