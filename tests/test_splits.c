@@ -1336,7 +1336,7 @@ Test(split, option_errors_name_the_item)
                         "blocking"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective, full, "
-                              "full:N, stage, stage:except-last, op or dots"},
+                              "full:N, stage, stage:except-last, op, dots or dots:except-mlpwi"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},
