@@ -570,13 +570,17 @@ Test(accuracy, max_mean_error_gate)
  * 3rd, ... of each chip's rows, bench/fit_tpu.sh); the held-out rows' error is pinned just above
  * what the fitted profiles give (ICI links at the scaling book's rates, the tensor-parallel rows
  * as tp-overlap=xla, the remat_policy=minimal rows as recompute=dots, the rematerialised
- * forward without each block's last product, refitted v4 0.72, v5e 0.78, v5p 0.72, v6e 0.72):
- * v4 4.4%, v5e 7.9%, v5p 7.4%, v6e 0.0% mean |error| held out, 6.2% over the 8 held-out rows
- * (12.4% the worst: the 512B and the 1024B on 2,048 chips, see docs/accuracy.md), 5.7% over
- * all 18 (before the remat change: 7.2% held out, 16.1% the worst, 6.2% over all). */
+ * forward without each block's last product, the save_dot_except_mlpwi / custom recipes as
+ * recompute=dots:except-mlpwi, v5e's ICI at 0.82; refitted v4 0.72, v5e 0.78, v5p 0.72, v6e
+ * 0.70): v4 4.4%, v5e 7.7%, v5p 7.4%, v6e 0.1% mean |error| held out, 6.2% over the 8 held-out
+ * rows (12.4% the worst: the 512B and the 1024B on 2,048 chips, see docs/accuracy.md), 5.2%
+ * over all 18 (5.7% with those rows as recompute=full; before the remat change: 7.2% held out,
+ * 16.1% the worst, 6.2% over all). */
 #define MAXTEXT_HELDOUT_MEAN_MAX 6.5
 #define MAXTEXT_HELDOUT_WORST_MAX 12.9
-#define MAXTEXT_ALL_MEAN_MAX 6.0
+#define MAXTEXT_ALL_MEAN_MAX 5.5
+/* Every row, fitted ones included: 15.1% (v6e Llama 2 70B; 17.4% before dots:except-mlpwi). */
+#define MAXTEXT_ALL_WORST_MAX 15.5
 static const struct {
   const char *group;
   double heldout_mean_max;
@@ -596,7 +600,7 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
   cr_assert_not_null(a, "%s", e ? e->message : "");
-  double all = 0, held = 0, worst = 0;
+  double all = 0, held = 0, worst = 0, all_worst = 0;
   int nheld = 0;
   for (size_t c = 0; c < G_N_ELEMENTS(maxtext_chips); c++) {
     double sum = 0;
@@ -612,6 +616,7 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
                 line);
       double err = 100 * fabs(a->predicted[i] / f->rows[i].measured - 1);
       all += err;
+      all_worst = fmax(all_worst, err);
       if (!is_held)
         continue;
       sum += err;
@@ -628,20 +633,23 @@ Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
   cr_expect(worst < MAXTEXT_HELDOUT_WORST_MAX, "worst held-out |error| %.2f%%", worst);
   cr_expect(all / f->nrows < MAXTEXT_ALL_MEAN_MAX, "mean |error| over all rows %.2f%%",
             all / f->nrows);
+  cr_expect(all_worst < MAXTEXT_ALL_WORST_MAX, "worst |error| over all rows %.2f%%", all_worst);
 }
 
 /* The one measured TPU collective found (data/published/scaling-book: an all-gather profiled on
- * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"): trainsim's busbw is
- * +19.7% (32 MiB, 680 us measured) and +35.3% (128 KiB, ~8 us) above it with the book's own
- * link rate, 4.5e10 B/s one way (+32.7% and +42.3% at the docs' 50 GB/s; docs/accuracy.md,
- * "MaxText on TPU"; not fitted: two points). Pinned in a band so that a change to the TPU
- * links, hop latency or the mesh all-gather shows here, whichever way it goes. */
+ * a 4-chip TPU v5e axis without wrap-around, "How to Scale Your Model"). With the book's link
+ * rate, 4.5e10 B/s one way, trainsim's busbw was +19.7% (32 MiB, 680 us measured) and +35.3%
+ * (128 KiB, ~8 us) above it. The v5e links now carry the achieved fraction that profile
+ * measures (bandwidth_efficiency 0.82: 3 x 8.4 MB in 680 us), so the 32 MiB row is the fit
+ * (-1.6%) and the 128 KiB row the only check (+22.1%: latency-bound, 3 hops of 1 us; the ~2 us
+ * left has no published source). Pinned in a band so that a change to the TPU links, hop
+ * latency or the mesh all-gather shows here, whichever way it goes. */
 Test(accuracy, shipped_scaling_book_tpu_allgather)
 {
   g_autoptr(ts_meas_file) f = published_file("scaling-book", "collective.csv", 2);
   cr_assert_eq(f->metric, TS_MEAS_BUSBW);
   g_autoptr(ts_accuracy) a = replayed(f, 1);
-  const double want[2] = {19.7, 35.3};
+  const double want[2] = {-1.6, 22.1};
   for (int i = 0; i < f->nrows; i++) {
     double err = 100 * (a->predicted[i] / f->rows[i].measured - 1);
     cr_expect(fabs(err - want[i]) < 2.0, "line %d: error %+.2f%%, recorded %+.1f%%",

@@ -1336,7 +1336,7 @@ Test(split, option_errors_name_the_item)
                         "blocking"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective, full, "
-                              "full:N, stage, stage:except-last, op or dots"},
+                              "full:N, stage, stage:except-last, op, dots or dots:except-mlpwi"},
       {"tp=4,sp=maybe", "item 'sp=maybe'"},
       {"dp=8,offload=disk", "item 'offload=disk': expected offload=none, cpu or nvme"},
       {"dp=8,ps=0", "item 'ps=0'"},
@@ -2103,6 +2103,40 @@ Test(pytorch_memory, dots_checkpoint_keeps_products_the_backward_reads)
       cr_assert_float_eq(p->exec[i].recompute_flops, s->exec[i].recompute_flops,
                          1e-12 * s->exec[i].recompute_flops);
     }
+}
+
+Test(pytorch_memory, dots_except_mlpwi_reruns_the_mlp_input_products)
+{
+  /* MaxText's remat_policy=save_dot_except_mlpwi (decoders.py: minimal's names without mlpwi_0,
+   * mlpwi_1): as dots, but the gated MLP's first products are not kept and run again before the
+   * block's backward. Llama 2 70B at dp = 512 (the v5p recipe), per sample and block: dots keeps
+   * the block input, Q, K, V, the output projection's and the gate/up products,
+   * s·2·(h + (h + 2·1024) + h + 2·f); except-mlpwi drops the 2·f, and re-runs 2·s·h·2f FLOPs
+   * more (the activation's 5 FLOPs per output as dots). */
+  g_autoptr(ts_model) m = load_model("llama2-70b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v5p-4x4x4");
+  g_autoptr(ts_plan) d = make_plan(m, t, "dp=64,zero=3,recompute=dots", 64, 1);
+  g_autoptr(ts_plan) x = make_plan(m, t, "dp=64,zero=3,recompute=dots:except-mlpwi", 64, 1);
+  double S = 4096, h = 8192, f = 28672;
+  double want_d = S * 2.0 * (h + (h + 2.0 * 1024) + h + 2.0 * f);
+  double want_x = S * 2.0 * (h + (h + 2.0 * 1024) + h);
+  cr_assert_float_eq(block_kept(d, 0), want_d, 1e-12 * want_d, "dots %.17g", block_kept(d, 0));
+  cr_assert_float_eq(block_kept(x, 0), want_x, 1e-12 * want_x, "except-mlpwi %.17g",
+                     block_kept(x, 0));
+  double fd = 0, fx = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].block == 0)
+      fd += d->exec[i].op_rc_flops, fx += x->exec[i].op_rc_flops;
+  double more = 2.0 * S * h * 2.0 * f;
+  cr_assert_float_eq(fx - fd, more, 1e-12 * more, "re-run %.17g more, expected %.17g", fx - fd,
+                     more);
+  /* The split prints as written; a bad variant names the accepted forms. */
+  cr_expect(strstr(x->split_text, "recompute=dots:except-mlpwi") != NULL, "%s", x->split_text);
+  GError *e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,recompute=dots:except-mlp", &e);
+  cr_assert_null(bad);
+  cr_expect(strstr(e->message, "dots:except-mlpwi") != NULL, "%s", e->message);
+  g_clear_error(&e);
 }
 
 /* recompute=op's re-run work in block b (per sample per chip), FLOPs and bytes, and the same

@@ -150,10 +150,10 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
       gboolean full_n = g_str_has_prefix(v, "full:") && ts_parse_int(v + 5, 1, 1024, &every);
       if (strcmp(v, "none") != 0 && strcmp(v, "selective") != 0 && strcmp(v, "full") != 0 &&
           !full_n && strcmp(v, "stage") != 0 && strcmp(v, "stage:except-last") != 0 &&
-          strcmp(v, "op") != 0 && strcmp(v, "dots") != 0) {
+          strcmp(v, "op") != 0 && strcmp(v, "dots") != 0 && strcmp(v, "dots:except-mlpwi") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--recompute '%s': expected none, selective, full, full:N (N in [1, 1024]), "
-                    "stage, stage:except-last, op or dots (a list: none,full)",
+                    "stage, stage:except-last, op, dots or dots:except-mlpwi (a list: none,full)",
                     v);
         g_ptr_array_free(sfx, TRUE);
         return FALSE;
@@ -223,7 +223,7 @@ int ts_cmd_sweep(int argc, char **argv)
        "With --splits auto: at most N splits per topology, model and batch (default 0: all)", "N"},
       {"recompute", 0, 0, G_OPTION_ARG_STRING, &a.recompute,
        "Activation recomputation for every split: none (default), selective, full, full:N "
-       "(every N-th block), stage, stage:except-last, op, dots; a list sweeps",
+       "(every N-th block), stage, stage:except-last, op, dots, dots:except-mlpwi; a list sweeps",
        "R[,R...]"},
       {"batch-per-chip", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.per_chip,
        "Instead of --global-batch: samples per chip per step (weak scaling)", "N[,N...]"},

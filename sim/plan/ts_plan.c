@@ -202,7 +202,8 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
  * elements for a multi-head ungated MLP (E model width, a heads of d_h, F the MLP width);
  * layers other than plain attention and dense keep everything.
  */
-static double dots_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec *e)
+static double dots_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec *e,
+                              gboolean mlpwi)
 {
   double D = m->dtype_bytes, T = (double)l->tokens, div = e->pdiv > 1 ? e->pdiv : 1.0;
   e->op_rc_flops = e->op_rc_mem = e->op_rc_n = e->op_rc_k = 0.0;
@@ -232,6 +233,18 @@ static double dots_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exe
       e->op_rc_mem += 2.0 * f * D;
       e->op_rc_kernels++;
     }
+    if (mlpwi && (l->gated || l->tp == TS_TP_COLUMN)) {
+      /* save_dot_except_mlpwi: the MLP's first products (wi_0, wi_1) are not among the saved
+       * names, so the block's backward runs them again from the recomputed norm (one GEMM of
+       * their whole width on this chip's share) and keeps nothing of them. */
+      double in = (double)l->in_features;
+      e->op_rc_flops += 2.0 * T * in * (double)l->out_features / div;
+      e->op_rc_mem += T * in * D + f * D;
+      e->op_rc_n += (double)l->out_features / div;
+      e->op_rc_k = MAX(e->op_rc_k, in);
+      e->op_rc_kernels++;
+      return 0.0;
+    }
     return f * D;
   }
   if (l->kind == TS_LAYER_NORM) {
@@ -249,8 +262,8 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
 }
 
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention,
-                                  gboolean fp8_saved)
+                                  gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
+                                  int attention, gboolean fp8_saved)
 {
   int tp = degree[TS_AX_TP], cp = degree[TS_AX_CP];
   double D = m->dtype_bytes;
@@ -433,7 +446,7 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
         e->act_bytes += e->in_bytes; /* the checkpoint's input: the block's input */
     }
     if (rc == TS_RECOMPUTE_DOTS && l->block >= 0) {
-      e->act_bytes = dots_kept_bytes(m, l, e);
+      e->act_bytes = dots_kept_bytes(m, l, e, mlpwi);
       if (i == 0 || !same_block(m, i - 1, i))
         e->act_bytes += e->in_bytes; /* the scan's carry: the block's input */
     }
@@ -1249,7 +1262,7 @@ static double xla_recomputed_bytes(const ts_plan *p, int i)
 {
   const ts_layer *l = &p->model->layers[i];
   ts_layer_exec tmp = p->exec[i];
-  double kept = dots_kept_bytes(p->model, l, &tmp);
+  double kept = dots_kept_bytes(p->model, l, &tmp, FALSE);
   if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0 && !l->cross) {
     double T, S, I;
     attention_dims(l, &T, &S, &I);
@@ -1294,6 +1307,12 @@ static double xla_backward_extra(const ts_plan *p, double mb)
         double T, S, I;
         attention_dims(l, &T, &S, &I);
         rec += T * I / (e->pdiv > 1 ? e->pdiv : 1.0) * m->dtype_bytes * mb;
+      }
+      /* dots:except-mlpwi materialises the MLP's first products again. */
+      if (p->recompute_mlpwi && l->block >= 0 && l->kind == TS_LAYER_DENSE) {
+        ts_layer_exec tmp = *e;
+        double saved = dots_kept_bytes(m, l, &tmp, FALSE);
+        rec += (saved - dots_kept_bytes(m, l, &tmp, TRUE)) * mb;
       }
     }
     need[k] = rec + (e->in_bytes + e->out_bytes) * mb + block_in;
@@ -1784,6 +1803,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ":%d", p->recompute_every);
   if (p->recompute_keep_last)
     g_string_append(s, ":except-last");
+  if (p->recompute_mlpwi)
+    g_string_append(s, ":except-mlpwi");
   if (p->sp)
     g_string_append(s, ",sp");
   if (sp->precision >= 0)
@@ -2007,6 +2028,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->recompute = s->recompute;
   p->recompute_every = s->recompute == TS_RECOMPUTE_FULL ? MAX(s->recompute_every, 1) : 1;
   p->recompute_keep_last = s->recompute == TS_RECOMPUTE_STAGE && s->recompute_keep_last;
+  p->recompute_mlpwi = s->recompute == TS_RECOMPUTE_DOTS && s->recompute_mlpwi;
   p->sp = s->sp;
   p->zero = s->zero;
   p->offload = s->offload;
@@ -2226,8 +2248,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
       return NULL;
     }
   }
-  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep,
-                               p->attention, ts_plan_fp8_saves_inputs(p));
+  p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->recompute_mlpwi, p->sp, p->layer_mode,
+                               p->ep, p->attention, ts_plan_fp8_saves_inputs(p));
   p->cp_ring = s->cp_ring > 0 ? (ts_cp_ring)(s->cp_ring - 1) : TS_CP_RING_P2P;
   if (p->cp_ring == TS_CP_RING_TORCH && p->degree[TS_AX_CP] <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

@@ -106,6 +106,7 @@ typedef struct {
   ts_recompute recompute;
   int recompute_every;          /* recompute=full:N: every N-th block checkpointed (1: all) */
   gboolean recompute_keep_last; /* recompute=stage:except-last: the last micro-batch kept */
+  gboolean recompute_mlpwi;     /* recompute=dots:except-mlpwi: the MLP's first products too */
   gboolean sp;                  /* sequence parallelism with tp */
   int zero;                     /* 0..3 */
   ts_offload offload;
@@ -222,6 +223,9 @@ typedef struct {
   /* recompute=stage:except-last, torchgpipe's default checkpoint='except_last': the step's last
    * micro-batch is not checkpointed (its stage activations kept, its forward not re-run). */
   gboolean recompute_keep_last;
+  /* recompute=dots:except-mlpwi, MaxText's remat_policy=save_dot_except_mlpwi: as dots, but an
+   * MLP's first products (wi_0, wi_1) are not saved and run again before the block's backward. */
+  gboolean recompute_mlpwi;
   gboolean sp;
   int zero;
   ts_offload offload;

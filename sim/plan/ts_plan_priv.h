@@ -90,8 +90,8 @@ int ts_plan_shard_ranks(const ts_plan *p);
  * GEMMs keep their inputs for backward in FP8, one byte an element (Transformer Engine;
  * ts_plan_fp8_saves_inputs). Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
-                                  gboolean sp, const ts_layer_mode *mode, int ep, int attention,
-                                  gboolean fp8_saved);
+                                  gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
+                                  int attention, gboolean fp8_saved);
 
 /* Whether the plan's FP8 GEMMs keep their inputs in FP8 for backward: precision=fp8 run by
  * Transformer Engine (Megatron-LM / NeMo), which trainsim takes every non-fsdp2 FP8 run to be;

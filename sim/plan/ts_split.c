@@ -128,10 +128,16 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "recompute") == 0) {
     static const char *const n[] = {"none", "selective", "full", "stage", "op", "dots", NULL};
     gint64 every = 1;
-    gboolean keep_last = FALSE;
+    gboolean keep_last = FALSE, mlpwi = FALSE;
     g_autofree char *name = g_strdup(val ? val : "");
     char *colon = strchr(name, ':');
-    if (colon != NULL && g_str_has_prefix(name, "stage:")) {
+    if (colon != NULL && g_str_has_prefix(name, "dots:")) {
+      /* dots:except-mlpwi, MaxText's remat_policy=save_dot_except_mlpwi */
+      if (strcmp(colon + 1, "except-mlpwi") != 0)
+        return item_error(error, text, item, "recompute=dots or dots:except-mlpwi");
+      *colon = '\0';
+      mlpwi = TRUE;
+    } else if (colon != NULL && g_str_has_prefix(name, "stage:")) {
       /* stage:except-last, torchgpipe's default checkpoint='except_last' */
       if (strcmp(colon + 1, "except-last") != 0)
         return item_error(error, text, item, "recompute=stage or stage:except-last");
@@ -148,11 +154,12 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     int v = val ? lookup(n, name) : -1;
     if (v < 0)
       return item_error(error, text, item,
-                        "recompute=none, selective, full, full:N, stage, stage:except-last, op "
-                        "or dots");
+                        "recompute=none, selective, full, full:N, stage, stage:except-last, op, "
+                        "dots or dots:except-mlpwi");
     s->recompute = (ts_recompute)v;
     s->recompute_every = (int)every;
     s->recompute_keep_last = keep_last;
+    s->recompute_mlpwi = mlpwi;
   } else if (strcmp(key, "sp") == 0) {
     if (!parse_switch(val, &s->sp))
       return item_error(error, text, item, "sp, sp=on or sp=off (sequence parallelism)");

@@ -29,10 +29,13 @@
 # recompute=full; minimal (jax checkpoint_dots_with_no_batch_dims: the weight matmuls' outputs
 # the backward reads saved, the attention kernel and the element-wise work recomputed) is
 # recompute=dots (docs/splits.md; Megatron's selective keeps every element-wise output too,
-# 1.8x the bytes: the v5p rows did not fit); save_dot_except_mlpwi (the MLP's input
-# matmuls recomputed, about half the forward) and the "custom" offload policies of the v6e
-# recipes (attention projections and the layer input offloaded to host memory, every other
-# tensor, the MLP's included, recomputed) are nearer full than none: recompute=full. Every launch
+# 1.8x the bytes: the v5p rows did not fit); save_dot_except_mlpwi (minimal without the MLP's
+# input matmuls wi_0/wi_1, which run again: MaxText's decoders.py) is recompute=dots:except-mlpwi;
+# so are the "custom" policies of the v6e Llama 3.1 recipes, which save (offload to host) the
+# attention's q/k/v projections (8B: and out_proj) and the layer input and recompute the rest:
+# the same set for 8B, for 70B all but out_proj, which is recomputed there (about 2% of the step;
+# before December 2026 all three were written recompute=full, the nearer of none and full).
+# Every launch
 # script enables XLA's asynchronous collective fusion (--xla_tpu_enable_async_collective_fusion,
 # --xla_tpu_overlap_compute_collective_tc), which overlaps the tensor-parallel collectives with
 # the matmuls, and XLA's SPMD partitioner decomposes every all-gather that feeds a dot
