@@ -395,6 +395,16 @@ Test(closed_form, nccl_ring_protocols_on_a_switch)
     expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &g, S),
                  20e-6 + steps * (1e-6 + S / n / (0.1 * B)) + S / 5e11, CLOSED_TOL,
                  "measured LL n=%d", n);
+    /* LL's cost per channel: NCCL's ring runs S / (8 B x nRanks) threads, 512 per channel
+     * (enqueue.cc, NCCL_LL_THREAD_THRESHOLD), each channel adding the measured cost; LL only. */
+    double ll = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &g, S);
+    double ll128 = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL128, &g, S);
+    t->dims[0].nccl_ll_channel_s = 2e-6;
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &g, S),
+                 ll + 2e-6 * S / (8.0 * 512 * n), CLOSED_TOL, "LL channels n=%d", n);
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL128, &g, S), ll128,
+                 CLOSED_TOL, "LL128 has no LL channel cost, n=%d", n);
+    t->dims[0].nccl_ll_channel_s = 0.0;
     /* The choice is the fastest protocol, and auto on a switch is nccl. */
     ts_coll_proto q = TS_PROTO_AUTO;
     ts_coll_algo a = TS_ALGO_AUTO;
@@ -497,6 +507,13 @@ Test(closed_form, nccl_across_nodes_is_pipelined)
   t->dims[1].nccl_tree_Bps = 1e9;
   expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g, S),
                8.4e-6 + 2.0 * (7 * a1 + 2 * a2) + 2.0 * (n - 1) / n * S / 1e9, 1e-9, "tree");
+  /* LL's cost per channel on the tree: its threshold is 8 B per thread, not times nRanks, so
+   * S / 4 KiB channels (the largest cost of the dimensions spanned: the node's here). */
+  double tll = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL, &g, 65536);
+  t->dims[0].nccl_ll_channel_s = 1e-6;
+  expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL, &g, 65536),
+               tll + 1e-6 * 65536 / 4096, 1e-9, "tree LL channels");
+  t->dims[0].nccl_ll_channel_s = 0.0;
   /* Inside one node nothing changes: the ring's steps each pay the latency (the classic form). */
   ts_group_shape g0;
   int d0 = 0;

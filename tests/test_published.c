@@ -411,6 +411,7 @@ typedef struct {
   double local_Bps;   /* local work rate */
   gboolean protocols; /* fit LL and LL128 too (the data has sizes below 1 MiB) */
   double tree_Bps;    /* cap on the tree's bus bandwidth (0: none, not fitted) */
+  double ll_ch_s;     /* LL's cost per channel (0: none, not fitted) */
 } nfit;
 
 static void topo_set_fracs(topo_set *ts, const char *dim, double ll, double ll128)
@@ -469,8 +470,19 @@ static void topo_set_tree(topo_set *ts, const char *dim, double v)
       ts->multi[k]->dims[ts_topo_dim_index(ts->multi[k], dim)].nccl_tree_Bps = v;
 }
 
+static void topo_set_ll_ch(topo_set *ts, const char *dim, double v)
+{
+  for (int n = 0; n < 9; n++)
+    if (ts->single[n] != NULL && strcmp(dim, "node") == 0)
+      ts->single[n]->dims[0].nccl_ll_channel_s = v;
+  for (int k = 0; k < 17; k++)
+    if (ts->multi[k] != NULL)
+      ts->multi[k]->dims[ts_topo_dim_index(ts->multi[k], dim)].nccl_ll_channel_s = v;
+}
+
 static double nfit_objective(const nfit *f)
 {
+  topo_set_ll_ch(f->ts, f->dim, f->ll_ch_s);
   if (f->multi)
     topo_set_tree(f->ts, f->dim, f->tree_Bps);
   topo_set_local(f->ts, f->dim, f->local_Bps);
@@ -545,7 +557,8 @@ static nfit nfit_of(topo_set *ts, GArray *rows, const ts_topo *t, const char *di
             {0, 0},
             d->nccl_local_Bps,
             TRUE,
-            d->nccl_tree_Bps};
+            d->nccl_tree_Bps,
+            d->nccl_ll_channel_s};
   memcpy(f.base_s, d->nccl_base_s, sizeof f.base_s);
   memcpy(f.step_s, d->nccl_step_s, sizeof f.step_s);
   return f;
@@ -559,10 +572,12 @@ static void nfit_print(const nfit *f, const char *label)
           "nccl_ll128_bandwidth_fraction = %.3f, nccl_ll_base_latency_us = %.2f, "
           "nccl_ll128_base_latency_us = %.2f, nccl_simple_base_latency_us = %.2f, "
           "nccl_ll_latency_us = %.3f, nccl_ll128_latency_us = %.3f, "
-          "nccl_local_bandwidth_GBps = %.1f, nccl_tree_bandwidth_GBps = %.1f; objective %.6g\n",
+          "nccl_local_bandwidth_GBps = %.1f, nccl_tree_bandwidth_GBps = %.1f, "
+          "nccl_ll_channel_latency_us = %.3f; objective %.6g\n",
           label, f->dim, f->eff, f->eff * f->raw_Bps / 1e9, f->lat_s * 1e6, f->ll, f->ll128,
           f->base_s[0] * 1e6, f->base_s[1] * 1e6, f->base_s[2] * 1e6, f->step_s[0] * 1e6,
-          f->step_s[1] * 1e6, f->local_Bps / 1e9, f->tree_Bps / 1e9, nfit_objective(f));
+          f->step_s[1] * 1e6, f->local_Bps / 1e9, f->tree_Bps / 1e9, f->ll_ch_s * 1e6,
+          nfit_objective(f));
 }
 
 static int nfit_q; /* the protocol whose base latency nfit_at_base moves */
@@ -584,6 +599,13 @@ static double nfit_at_tree(double v, void *p)
 {
   nfit *f = p;
   f->tree_Bps = v;
+  return nfit_objective(f);
+}
+
+static double nfit_at_ll_ch(double v, void *p)
+{
+  nfit *f = p;
+  f->ll_ch_s = v;
   return nfit_objective(f);
 }
 
@@ -639,6 +661,8 @@ static void nfit_run(nfit *f)
       f->local_Bps = golden(nfit_at_local, f, f->local_Bps / 2, f->local_Bps * 2, 1e6);
     if (f->multi && f->tree_Bps > 0)
       f->tree_Bps = golden(nfit_at_tree, f, f->tree_Bps / 2, f->tree_Bps * 2, 1e6);
+    if (f->protocols && f->ll_ch_s > 0)
+      f->ll_ch_s = golden(nfit_at_ll_ch, f, f->ll_ch_s / 2, f->ll_ch_s * 2, 1e-10);
   }
   nfit_objective(f);
 }
@@ -660,13 +684,16 @@ static void check_optimum(nfit *f, const char *file)
   memcpy(base, f->base_s, sizeof base);
   double step[2];
   memcpy(step, f->step_s, sizeof step);
-  double local = f->local_Bps, tree = f->tree_Bps;
-  for (int i = 0; i < 22; i++) {
+  double local = f->local_Bps, tree = f->tree_Bps, ll_ch = f->ll_ch_s;
+  for (int i = 0; i < 24; i++) {
+    /* LL's cost per channel, up and down */
+    f->ll_ch_s = i >= 22 ? ll_ch * (i == 22 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : ll_ch;
     f->local_Bps = i == 18 || i == 19
                        ? local * (i == 18 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL)
                        : local;
     /* the tree's bandwidth cap, up and down (multi-node fits) */
-    f->tree_Bps = i >= 20 ? tree * (i == 20 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : tree;
+    f->tree_Bps =
+        i == 20 || i == 21 ? tree * (i == 20 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : tree;
     f->eff = eff + (i < 8 ? de[i] : 0);
     f->lat_s = lat * (1 + (i < 8 ? dl[i] : 0));
     f->ll = ll + (i < 8 ? d1[i] : 0);
@@ -674,7 +701,7 @@ static void check_optimum(nfit *f, const char *file)
     memcpy(f->base_s, base, sizeof base);
     memcpy(f->step_s, step, sizeof step);
     if (i >= 18)
-      ;               /* the local rate and the tree's cap, set above */
+      ;               /* the local rate, the tree's cap and LL's channel cost, set above */
     else if (i >= 14) /* LL's and LL128's step latency, up and down */
       f->step_s[(i - 14) / 2] =
           step[(i - 14) / 2] * ((i % 2) ? 1 - NCCL_FIT_LAT_REL : 1 + NCCL_FIT_LAT_REL);
@@ -697,6 +724,7 @@ static void check_optimum(nfit *f, const char *file)
   memcpy(f->step_s, step, sizeof step);
   f->local_Bps = local;
   f->tree_Bps = tree;
+  f->ll_ch_s = ll_ch;
   nfit_objective(f); /* leaves the topologies at the shipped values */
 }
 
@@ -704,8 +732,9 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
 {
   fprintf(stderr, "\n%s: nccl-tests all-reduce busbw, trainsim auto (NCCL's choice)\n", label);
   fprintf(stderr, "| GPUs | rows 1 MiB-1 GiB (train / held-out) | held-out median | held-out max "
-                  "| all median | all max | all signed mean | < 1 MiB median | < 1 MiB max |\n"
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                  "| all median | all max | all signed mean | < 1 MiB median | < 1 MiB max "
+                  "| < 1 MiB held-out median | < 1 MiB held-out max |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   int gl[] = {0, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128};
   for (size_t i = 0; i < G_N_ELEMENTS(gl); i++) {
     int ntr = 0, nho = 0, nsm = 0;
@@ -715,6 +744,7 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
         busbw_errors(ts, rows, set, multi, PICK_HELD_OUT, TARGET_LO, TARGET_HI, gl[i], &nho);
     err_stats al = busbw_errors(ts, rows, set, multi, PICK_ALL, TARGET_LO, TARGET_HI, gl[i], NULL);
     err_stats sm = busbw_errors(ts, rows, set, multi, PICK_ALL, 0, TARGET_LO - 1, gl[i], &nsm);
+    err_stats sh = busbw_errors(ts, rows, set, multi, PICK_HELD_OUT, 0, TARGET_LO - 1, gl[i], NULL);
     (void)tr;
     if (ntr + nho == 0)
       continue;
@@ -724,9 +754,10 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
             nho, 100 * ho.median, 100 * ho.max, 100 * al.median, 100 * al.max,
             100 * al.signed_mean);
     if (nsm > 0)
-      fprintf(stderr, "%.1f%% | %.1f%% |\n", 100 * sm.median, 100 * sm.max);
+      fprintf(stderr, "%.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", 100 * sm.median, 100 * sm.max,
+              100 * sh.median, 100 * sh.max);
     else
-      fprintf(stderr, "— | — |\n");
+      fprintf(stderr, "— | — | — | — |\n");
   }
 }
 
@@ -737,17 +768,23 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
  * (2.6% when the fitted costs chose; the median over all 33 rows fell from 2.5% to 1.9%),
  * worst 11.6% (17.3% at 16 MiB on 8 GPUs before); vTrain's LUT held-out median 1.6%, worst
  * 21.1% (20.9% before; 2 MiB on 8 GPUs, where NCCL's LL / LL128 boundary falls). */
+/* 2026-12-07 (later): LL's cost per channel (nccl_ll_channel_latency_us) and the node refitted:
+ * Echo held-out median 3.4%, worst 7.9% (2 GPUs, 8 MiB); below 1 MiB median 2.4% (6.1% before),
+ * worst 21.9% (2 GPUs, 16 KiB; 36.5% before), held-out half (odd powers) 2.4% / 13.2%. */
 #define NODE_HELDOUT_MEDIAN_MAX 0.036
-#define NODE_WORST_MAX 0.12   /* Echo 1 node: measured 11.6% (4 GPUs, 1 MiB) */
-#define VTRAIN_WORST_MAX 0.22 /* vTrain LUT: measured 21.1% (8 GPUs, 2 MiB) */
+#define NODE_WORST_MAX 0.085       /* Echo 1 node: measured 7.9% (2 GPUs, 8 MiB) */
+#define NODE_SMALL_MEDIAN_MAX 0.03 /* Echo 1 node, 8 B-512 KiB, all 51 rows: measured 2.4% */
+#define NODE_SMALL_WORST_MAX 0.23  /* the same: measured 21.9% (2 GPUs, 16 KiB) */
+#define VTRAIN_WORST_MAX 0.22      /* vTrain LUT: measured 21.1% (8 GPUs, 2 MiB) */
 /* Across nodes, with the ring and the tree timed as NCCL's pipelines and NCCL's bit-pattern
  * double binary tree (was 9.1% / 39.6% when every step paid the slowest hop's latency):
  * held-out median 3.3% (target 3%, not met), worst 10.7% (target 15%, met). */
 /* 2026-12-07: the node's LL128 is now a real protocol (0.61 of Simple, chosen by NCCL's model)
  * and a group's fixed cost is its outermost dimension's; refitted, held-out median 3.8%, worst
  * 12.6% (2 nodes, 8 MiB). */
+/* Refitted after the node's LL channel cost: held-out median 3.8%, worst 11.5% (2 nodes). */
 #define NET_HELDOUT_MEDIAN_MAX 0.04
-#define NET_WORST_MAX 0.13
+#define NET_WORST_MAX 0.12
 
 static GArray *node_rows(void)
 {
@@ -797,6 +834,14 @@ static void check_node(int set, const char *const *files, size_t nfiles, const c
             label, ho.median, NODE_HELDOUT_MEDIAN_MAX);
   cr_assert(al.max <= worst_max, "%s: worst busbw error %.4f (1 MiB-1 GiB) > %g", label, al.max,
             worst_max);
+  int nsm = 0;
+  err_stats sm = busbw_errors(&ts, rows, set, 0, PICK_ALL, 0, TARGET_LO - 1, 0, &nsm);
+  if (nsm > 0) { /* Echo's 8 B-512 KiB rows (LL's channel cost; vTrain's LUT starts at 1 MiB) */
+    cr_assert(sm.median <= NODE_SMALL_MEDIAN_MAX, "%s: busbw median error %.4f below 1 MiB > %g",
+              label, sm.median, NODE_SMALL_MEDIAN_MAX);
+    cr_assert(sm.max <= NODE_SMALL_WORST_MAX, "%s: worst busbw error %.4f below 1 MiB > %g", label,
+              sm.max, NODE_SMALL_WORST_MAX);
+  }
   topo_set_clear(&ts);
 }
 

@@ -72,16 +72,16 @@ typedef struct {
 #define A100_NVLINK_BPS (300e9 * A100_NVLINK_EFF)
 #define A100_NVLINK_LAT_S 3.928e-6
 /* Azure ND A100 v4's node: NCCL fitted to Echo's logs (tests/test_published.c). */
-#define ND_NVLINK_BPS (300e9 * 0.9452)
-#define ND_NVLINK_LAT_S 2.974e-6
+#define ND_NVLINK_BPS (300e9 * 0.9672)
+#define ND_NVLINK_LAT_S 3.342e-6
 /* 200 Gb/s HDR InfiniBand, one NIC per GPU, NCCL fitted to Echo's multi-node logs. */
-#define HDR_EFF 0.7093
+#define HDR_EFF 0.7196
 /* NCCL's ring on NVLink 4 and 5 from published nccl-tests figures (the DGX topology files): H100
  * 370 / 450 GB/s; B200 estimated from a B300 report, 695 / 900. */
 #define H100_NVLINK_BPS (450e9 * 0.822)
 #define B200_NVLINK_BPS (900e9 * 0.772)
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
-#define HDR_NIC_LAT_S 9.665e-6
+#define HDR_NIC_LAT_S 10.321e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79

@@ -1609,6 +1609,18 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
   }
   if (isfinite(rate))
     p->base_lat_s += p->bytes / rate;
+  /* LL's cost per channel (nccl_ll_channel_latency_us, the largest of the dimensions spanned:
+   * the channels are the chips' own thread blocks). NCCL runs a collective on as many threads
+   * as bytes / threadThreshold allows, up to 512 per channel (enqueue.cc, topoGetAlgoInfo;
+   * LL's threshold NCCL_LL_THREAD_THRESHOLD = 8 B per thread, times nRanks for the ring,
+   * tuning.cc): bytes / (8 B x 512 x n) channels for the ring, bytes / (8 B x 512) for the tree,
+   * counted fractionally (below one channel NCCL halves the threads instead). */
+  double per_ch = 0.0;
+  for (int j = 0; j < p->g.npieces; j++)
+    if (p->g.p[j].size > 1)
+      per_ch = MAX(per_ch, p->net.nccl_ll_channel_s[p->g.p[j].dim]);
+  if (q == 0 && per_ch > 0)
+    p->base_lat_s += per_ch * p->bytes / (8.0 * 512.0 * (a == 1 ? p->n : 1));
 }
 
 /* Tree bandwidth correction of NCCL's model for all-reduce (treeCorrectionFactor, tuning.cc):

@@ -78,6 +78,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll_latency_us",
                                        "nccl_ll128_latency_us",
                                        "nccl_local_bandwidth_GBps",
+                                       "nccl_ll_channel_latency_us",
                                        "nccl_tree_bandwidth_GBps",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "twist",
@@ -351,6 +352,11 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    "a rate in GB/s (0 = no local cost)", &d->nccl_local_Bps, error))
     return FALSE;
   d->nccl_local_Bps *= GB;
+  if (!read_number(kf, path, group, "nccl_ll_channel_latency_us", TRUE, 0.0, 0, FALSE,
+                   TOPO_MAX_LATENCY, "a latency per LL channel in microseconds (0 = none)",
+                   &d->nccl_ll_channel_s, error))
+    return FALSE;
+  d->nccl_ll_channel_s *= US;
   if (!read_number(kf, path, group, "nccl_tree_bandwidth_GBps", TRUE, 0.0, 0, FALSE, TOPO_MAX_RATE,
                    "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;

@@ -48,6 +48,12 @@ typedef struct {
    * buffer (reductions, copies through its memory), bytes/s; each NCCL collective adds
    * bytes / rate. 0: none. A group spanning several dimensions pays the slowest. */
   double nccl_local_Bps;
+  /* [dim.X] nccl_ll_channel_latency_us: what LL costs per channel NCCL runs it on, seconds.
+   * NCCL spreads a collective over channels (one thread block of up to 512 threads each) and,
+   * for small buffers, threads, as many as bytes / threadThreshold (enqueue.cc; LL's threshold
+   * is 8 B per thread, times the ranks for the ring): LL's time grows with that count where
+   * its steps are latency-bound. 0: no such cost. */
+  double nccl_ll_channel_s;
   /* [dim.X] nccl_tree_bandwidth_GBps: the largest bus bandwidth (nccl-tests' busbw) NCCL's tree
    * all-reduce reaches over a group spanning this dimension, bytes/s (NCCL's tuning model caps
    * the tree per channel, perChMaxTreeBw); 0: no cap beyond the links'. */
