@@ -202,7 +202,8 @@ double ts_cost_launch(const ts_chip *c, double flops, double mem, const ts_op_sh
   if (s == NULL || s->oclass == TS_OPC_ROOFLINE || s->oclass == TS_OPC_TRANSFER ||
       (!(flops > 0) && !(mem > 0)) || s->kernels == TS_KERNELS_LAUNCHED)
     return 0.0;
-  return (s->kernels > 0 ? s->kernels : 1) * c->kernel_launch_s;
+  double per = s->host_op_us > 0 ? s->host_op_us * 1e-6 : c->kernel_launch_s;
+  return (s->kernels > 0 ? s->kernels : 1) * per;
 }
 
 double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
@@ -232,7 +233,7 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 gboolean ts_cost_op_syncs(const ts_op_shape *s)
 {
-  return s != NULL && s->oclass == TS_OPC_OPTIMIZER;
+  return s != NULL && s->oclass == TS_OPC_OPTIMIZER && !(s->no_sync > 0);
 }
 
 int ts_cost_kernels(const ts_op_shape *s)
