@@ -374,10 +374,11 @@ Test(heldout, dle_resnet50_rows_are_the_published_throughput)
  * decoding is not modelled), FP32 on V100 within 4% (docs/accuracy.md, "DeepLearningExamples
  * ResNet-50"). Before these mechanisms: A100 AMP -47.8%, V100 AMP -44.8%, V100 FP32 +9.0%.
  * torch.optim's per-tensor SGD loop after GradScaler's read-back ([model] optimizer = sgd,
- * December 2026): A100 AMP 18.8 -> 15.3%, V100 AMP 13.0 -> 11.7%, FP32 unchanged (2.0%).
+ * December 2026): A100 AMP 18.8 -> 15.3%, V100 AMP 13.0 -> 11.7%, FP32 unchanged (2.0%); the
+ * first convolution's channels padded to 4 for the tensor cores: 15.0%, 11.5%.
  * Pinned just above, with the sign of the mixed-precision groups. */
-#define HELDOUT_DLE_A100_AMP_MEAN_MAX 15.8
-#define HELDOUT_DLE_V100_AMP_MEAN_MAX 12.2
+#define HELDOUT_DLE_A100_AMP_MEAN_MAX 15.5
+#define HELDOUT_DLE_V100_AMP_MEAN_MAX 12.0
 #define HELDOUT_DLE_V100_FP32_MEAN_MAX 3.0
 
 Test(heldout, dle_resnet50_errors_stay_below_their_pins, .timeout = 120)

@@ -86,6 +86,9 @@ typedef struct {
   /* 1: an optimizer step the host does not wait for the device before launching (no loss
    * scaler's overflow check read back); 0: it waits (ts_cost_op_syncs). */
   double no_sync;
+  /* A convolution's input channels padded for a GPU's 16-bit tensor cores over its own (cuDNN
+   * pads a first layer's 3 colour channels: ts_cost.c); 0 reads as 1. */
+  double chan_pad;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -897,6 +897,13 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     s->oclass = n < 16 ? TS_OPC_MEMORY : TS_OPC_GEMM;
     s->m = m, s->n = n, s->k = k, s->batch = g;
     s->conv3x3 = l->kernel_h == 3 && l->kernel_w == 3 && l->stride == 1 && g == 1 ? 1.0 : 0.0;
+    /* Input channels not a multiple of the tensor cores' 8 (fp16): cuDNN pads them, to 4 for a
+     * stride-2 layer of at most 4 (NVIDIA's Convolutional Layers User's Guide: a first layer's
+     * 3-channel images pad to 4 with a stride of 2), else to the next multiple of 8. Costed
+     * only where it applies (ts_cost.c: 16-bit on a GPU). */
+    double C = (double)l->in_features / g;
+    double Cp = C <= 4 && l->stride >= 2 ? 4.0 : ceil(C / 8.0) * 8.0;
+    s->chan_pad = Cp > C ? Cp / C : 0.0;
     if (s->oclass == TS_OPC_MEMORY)
       s->m = s->n = s->k = s->batch = 0;
     break;

@@ -89,7 +89,8 @@ static const char *const shape_keys[] = {"m",
                                          "causal",
                                          "conv3x3",
                                          "host_op_us",
-                                         "no_sync"};
+                                         "no_sync",
+                                         "chan_pad"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -109,7 +110,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->causal,
                  &sh->conv3x3,
                  &sh->host_op_us,
-                 &sh->no_sync};
+                 &sh->no_sync,
+                 &sh->chan_pad};
   return f[i];
 }
 
