@@ -369,14 +369,20 @@ Test(heldout, dle_resnet50_rows_are_the_published_throughput)
 
 /* trainsim on them, no chip parameter fitted to them: batch norm's two passes and torchvision's
  * eager ReLU and residual-add kernels (kernels=eager), Winograd for the fp32 3x3 convolutions.
- * Mixed precision is too fast (A100 -11.9% on 1 GPU, -25.7% on 8; V100 -5.2% to -20.3%: the
+ * Mixed precision is too fast (A100 -7.8% on 1 GPU, -22.2% on 8; V100 -3.7% to -19.0%: the
  * 8-GPU runs scale 6.7-6.9x, which trainsim's overlapped all-reduce does not explain; DALI's CPU
  * decoding is not modelled), FP32 on V100 within 4% (docs/accuracy.md, "DeepLearningExamples
  * ResNet-50"). Before these mechanisms: A100 AMP -47.8%, V100 AMP -44.8%, V100 FP32 +9.0%.
+ * torch.optim's per-tensor SGD loop after GradScaler's read-back ([model] optimizer = sgd,
+ * December 2026): A100 AMP 18.8 -> 15.3%, V100 AMP 13.0 -> 11.7%, FP32 unchanged (2.0%); the
+ * first convolution's channels padded to 4 for the tensor cores: 15.0%, 11.5%.
  * Pinned just above, with the sign of the mixed-precision groups. */
-#define HELDOUT_DLE_A100_AMP_MEAN_MAX 19.5
-#define HELDOUT_DLE_V100_AMP_MEAN_MAX 13.8
+#define HELDOUT_DLE_A100_AMP_MEAN_MAX 15.5
+#define HELDOUT_DLE_V100_AMP_MEAN_MAX 12.0
 #define HELDOUT_DLE_V100_FP32_MEAN_MAX 3.0
+/* The one-GPU mixed-precision rows (no host input pipeline shared by eight processes, no
+ * all-reduce): the device model's test, A100 -7.8%, V100 -3.7% and -7.2%, mean 6.2%. */
+#define HELDOUT_DLE_AMP_ONE_GPU_MEAN_MAX 6.6
 
 Test(heldout, dle_resnet50_errors_stay_below_their_pins, .timeout = 120)
 {
@@ -384,7 +390,7 @@ Test(heldout, dle_resnet50_errors_stay_below_their_pins, .timeout = 120)
   GError *e = NULL;
   g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
   cr_assert_not_null(a, "%s", e ? e->message : "");
-  double sum[3] = {0}, n[3] = {0};
+  double sum[3] = {0}, n[3] = {0}, one = 0, n_one = 0;
   for (int i = 0; i < f->nrows; i++) {
     const ts_meas_row *r = &f->rows[i];
     double err = 100 * (a->predicted[i] / r->measured - 1);
@@ -392,8 +398,11 @@ Test(heldout, dle_resnet50_errors_stay_below_their_pins, .timeout = 120)
     if (g < 2)
       cr_expect(err < 0, "line %d: %+.2f%%, expected too fast", r->line, err);
     sum[g] += fabs(err), n[g]++;
+    if (g < 2 && item(r->split, "dp=") == 1)
+      one += fabs(err), n_one++;
   }
-  cr_assert(n[0] == 2 && n[1] == 4 && n[2] == 4);
+  cr_assert(n[0] == 2 && n[1] == 4 && n[2] == 4 && n_one == 3);
+  cr_expect(one / n_one < HELDOUT_DLE_AMP_ONE_GPU_MEAN_MAX, "AMP, 1 GPU: %.2f%%", one / n_one);
   cr_expect(sum[0] / n[0] < HELDOUT_DLE_A100_AMP_MEAN_MAX, "A100 AMP: %.2f%%", sum[0] / n[0]);
   cr_expect(sum[1] / n[1] < HELDOUT_DLE_V100_AMP_MEAN_MAX, "V100 AMP: %.2f%%", sum[1] / n[1]);
   cr_expect(sum[2] / n[2] < HELDOUT_DLE_V100_FP32_MEAN_MAX, "V100 FP32: %.2f%%", sum[2] / n[2]);

@@ -202,7 +202,8 @@ double ts_cost_launch(const ts_chip *c, double flops, double mem, const ts_op_sh
   if (s == NULL || s->oclass == TS_OPC_ROOFLINE || s->oclass == TS_OPC_TRANSFER ||
       (!(flops > 0) && !(mem > 0)) || s->kernels == TS_KERNELS_LAUNCHED)
     return 0.0;
-  return (s->kernels > 0 ? s->kernels : 1) * c->kernel_launch_s;
+  double per = s->host_op_us > 0 ? s->host_op_us * 1e-6 : c->kernel_launch_s;
+  return (s->kernels > 0 ? s->kernels : 1) * per;
 }
 
 double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
@@ -232,7 +233,7 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 gboolean ts_cost_op_syncs(const ts_op_shape *s)
 {
-  return s != NULL && s->oclass == TS_OPC_OPTIMIZER;
+  return s != NULL && s->oclass == TS_OPC_OPTIMIZER && !(s->no_sync > 0);
 }
 
 int ts_cost_kernels(const ts_op_shape *s)
@@ -275,7 +276,14 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
     double peak = rate_of(c, s->prec);
     int core_prec = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
     double fa = fmin(s->attn_flops, flops), fg = flops - fa;
-    double tc = fg / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k, s->batch));
+    /* A 16-bit convolution on a GPU's tensor cores with its input channels padded (cuDNN's
+     * padding transform, NVIDIA's Convolutional Layers User's Guide, "Channels In And Out":
+     * tensor cores take fp16 channels in multiples of 8; a first layer's 3 colour channels pad
+     * to 4 when its stride is 2): the padded reduction's work, zeros included. */
+    double pad =
+        s->chan_pad > 1 && c->systolic <= 0 && s->prec != TS_PRECISION_FP32 ? s->chan_pad : 1.0;
+    double tc =
+        fg * pad / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k * pad, s->batch));
     /* A 3x3 stride-1 convolution in fp32 on a GPU's CUDA cores: Winograd's fewer multiplies. */
     if (s->conv3x3 > 0 && s->prec == TS_PRECISION_FP32 && c->systolic <= 0)
       tc /= WINOGRAD_F2X2_3X3;

@@ -79,6 +79,16 @@ typedef struct {
   /* Added with issue 10 (CNN training). 1: the GEMM is a dense 3x3 stride-1 convolution, which
    * cuDNN can run by Winograd's minimal filtering (ts_cost.c decides where it does); 0: not. */
   double conv3x3;
+  /* Host microseconds per kernel launch when the op's own (a Python loop of small tensor ops,
+   * such as torch.optim's per-tensor SGD), instead of the chip's kernel_launch_us; 0: the
+   * chip's. */
+  double host_op_us;
+  /* 1: an optimizer step the host does not wait for the device before launching (no loss
+   * scaler's overflow check read back); 0: it waits (ts_cost_op_syncs). */
+  double no_sync;
+  /* A convolution's input channels padded for a GPU's 16-bit tensor cores over its own (cuDNN
+   * pads a first layer's 3 colour channels: ts_cost.c); 0 reads as 1. */
+  double chan_pad;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -2452,19 +2452,21 @@ ts_model *ts_model_load(const char *path, GError **error)
                 path);
     return NULL;
   }
-  static const char *const model_keys[] = {"name",      "kind", "dtype", "published_params",
-                                           "attention", NULL};
+  static const char *const model_keys[] = {"name",      "kind",      "dtype", "published_params",
+                                           "attention", "optimizer", NULL};
+  static const char *const optimizers[] = {"adam", "sgd", NULL};
   static const char *const attentions[] = {"unfused", "flash", NULL};
   static const char *const kinds[] = {"layers", "transformer", "resnet", "amoebanet", NULL};
   static const char *const dtypes[] = {"bf16", "fp16", "fp32", NULL};
   static const double dtype_bytes[] = {2.0, 2.0, 4.0};
-  int kind = 0, dtype = 0, attention = TS_ATTN_FLASH;
+  int kind = 0, dtype = 0, attention = TS_ATTN_FLASH, optimizer = TS_OPT_ADAM;
   double published = 0.0;
   g_autofree char *name = NULL;
   if (!ts_kf_check_keys(kf, path, "model", model_keys, error) ||
       !kf_enum(kf, path, "model", "kind", NULL, kinds, &kind, error) ||
       !kf_enum(kf, path, "model", "dtype", "bf16", dtypes, &dtype, error) ||
       !kf_enum(kf, path, "model", "attention", "flash", attentions, &attention, error) ||
+      !kf_enum(kf, path, "model", "optimizer", "adam", optimizers, &optimizer, error) ||
       !ts_kf_double(kf, path, "model", "published_params", TRUE, 0.0, 1.0, PARAMS_MAX,
                     "a published parameter count", &published, error) ||
       !ts_kf_string(kf, path, "model", "name", NULL, &name, error) ||
@@ -2531,6 +2533,8 @@ ts_model *ts_model_load(const char *path, GError **error)
   m->kind = g_strdup(kinds[kind]);
   m->dtype_bytes = dtype_bytes[dtype];
   m->attention = (ts_attention)attention;
+  m->optimizer = (ts_optimizer)optimizer;
+  m->fp16 = dtype == 1;
   m->nlayers = n;
   m->layers = layers;
   m->published_params = published;

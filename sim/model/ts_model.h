@@ -41,6 +41,10 @@ typedef enum {
  */
 typedef enum { TS_ATTN_UNFUSED, TS_ATTN_FLASH } ts_attention;
 
+/** The optimizer a model trains with ([model] optimizer): Adam (the default; two fp32 moments)
+ * or SGD with momentum (one fp32 velocity; He et al. 2016's ResNet recipe). */
+typedef enum { TS_OPT_ADAM, TS_OPT_SGD } ts_optimizer;
+
 /** One layer. Shapes as given; derived costs are per sample (one sequence or one image). */
 typedef struct {
   char *name;
@@ -144,6 +148,9 @@ typedef struct {
   gint64 sample_elems; /* input elements per sample (tokens or pixels), for data loading */
   /* Added with issue 10. */
   ts_attention attention; /* [model] attention: flash (default) or unfused */
+  /* Added with issue 10 (CNN training). */
+  ts_optimizer optimizer; /* [model] optimizer: adam (default) or sgd (with momentum) */
+  gboolean fp16;          /* [model] dtype = fp16 (not bf16): mixed precision with loss scaling */
 } ts_model;
 
 /**

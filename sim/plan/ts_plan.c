@@ -910,6 +910,13 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     s->oclass = n < 16 ? TS_OPC_MEMORY : TS_OPC_GEMM;
     s->m = m, s->n = n, s->k = k, s->batch = g;
     s->conv3x3 = l->kernel_h == 3 && l->kernel_w == 3 && l->stride == 1 && g == 1 ? 1.0 : 0.0;
+    /* Input channels not a multiple of the tensor cores' 8 (fp16): cuDNN pads them, to 4 for a
+     * stride-2 layer of at most 4 (NVIDIA's Convolutional Layers User's Guide: a first layer's
+     * 3-channel images pad to 4 with a stride of 2), else to the next multiple of 8. Costed
+     * only where it applies (ts_cost.c: 16-bit on a GPU). */
+    double C = (double)l->in_features / g;
+    double Cp = C <= 4 && l->stride >= 2 ? 4.0 : ceil(C / 8.0) * 8.0;
+    s->chan_pad = Cp > C ? Cp / C : 0.0;
     if (s->oclass == TS_OPC_MEMORY)
       s->m = s->n = s->k = s->batch = 0;
     break;
@@ -973,6 +980,47 @@ void ts_plan_optimizer_shape(ts_op_shape *s)
   s->prec = TS_PRECISION_FP32; /* Adam runs in fp32 on the master weights */
   /* A fused multi-tensor Adam (apex / PyTorch foreach): a handful of launches per step. */
   s->kernels = 4;
+}
+
+/* Host time of one tensor op in torch.optim's per-tensor Python loop: PyTorch's multi-tensor
+ * optimizer pull request (pytorch/pytorch#45299, 2020) times torch.optim.SGD with momentum on
+ * torchvision's ResNet-101 at 6.28 ms a step (torch.cuda.synchronize() included): its 314
+ * parameter tensors x 3 ops (the velocity's mul_ and add_, the parameter's add_) = 942 ops,
+ * 6.7 us each, host and device together. A published measurement, not fitted here; it stands
+ * for every host (the chip's kernel_launch_us is fitted to other stacks' layers). */
+#define TORCH_OPTIM_OP_US 6.7
+
+void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
+{
+  const ts_model *m = p->model;
+  if (m->optimizer != TS_OPT_SGD || p->kernels == TS_KERNELS_FUSED || p->topo->chip.systolic > 0)
+    return;
+  /* Eager PyTorch before 2.0 (torch.optim.SGD without foreach, as NVIDIA DeepLearningExamples'
+   * ConvNets and torchgpipe ran it): per parameter tensor, the weight decay's add (not on
+   * batch-norm tensors: the examples' default bn_weight_decay=False), the velocity's mul_ and
+   * add_, the parameter's add_, then optimizer.zero_grad()'s zero_ of its gradient; 5 ops, 4
+   * on a norm's tensors. The chip's tensors: its stages' layers, each weight and bias, a
+   * batch norm's scale and shift. */
+  int pp = p->degree[TS_AX_PP], ops = 0;
+  for (int k = device; k < p->nstages; k += pp)
+    for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
+      const ts_layer *l = &m->layers[i];
+      if (!(l->params > 0))
+        continue;
+      if (l->kind == TS_LAYER_NORM)
+        ops += 2 * 4;
+      else
+        ops += (l->bias ? 2 : 1) * 5;
+    }
+  /* Mixed precision with fp16 (torch.cuda.amp): GradScaler.step unscales the gradients (one
+   * multi-tensor op), reads its found-inf flag back (.item(): the host waits for the backward
+   * and the gradient all-reduce) before the loop, and updates the scale after it (one op).
+   * Without a scaler (fp32, bf16) nothing is read back: the host queues the loop behind the
+   * backward's kernels while they run. */
+  gboolean scaler = m->fp16 && p->precision != TS_PRECISION_FP32;
+  s->kernels = ops + (scaler ? 2 : 0);
+  s->host_op_us = TORCH_OPTIM_OP_US;
+  s->no_sync = scaler ? 0.0 : 1.0;
 }
 
 /* Seconds of compute a layer costs per micro-batch (forward, backward, recomputation), as the

@@ -113,6 +113,10 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
 
 /* The shape of the optimizer step. */
 void ts_plan_optimizer_shape(ts_op_shape *s);
+/** The optimizer step as torch.optim's per-tensor SGD loop (a [model] optimizer = sgd under an
+ * eager split, on a GPU): its ops on `device`, their host cost and whether a loss scaler's
+ * read-back makes the host wait first; s is left as it is otherwise. */
+void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s);
 
 /* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
 double ts_plan_layer_params(const ts_plan *p, int i);

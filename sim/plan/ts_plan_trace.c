@@ -1592,6 +1592,7 @@ static void optimizer_step(gen *g)
     pend(g, g_array_index(g->sync, int, k));
   ts_op_shape sh;
   ts_plan_optimizer_shape(&sh);
+  ts_plan_sgd_loop_shape(p, g->device, &sh);
   double around = p->topo->chip.systolic > 0 ? 4.0 : D < 4 ? D + 28.0 : 20.0;
   emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K + around), &sh,
                text_label(g, "optimizer step"));

@@ -87,7 +87,10 @@ static const char *const shape_keys[] = {"m",
                                          "epilogue_bytes",
                                          "attn_speedup",
                                          "causal",
-                                         "conv3x3"};
+                                         "conv3x3",
+                                         "host_op_us",
+                                         "no_sync",
+                                         "chan_pad"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -105,7 +108,10 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->epilogue_bytes,
                  &sh->attn_speedup,
                  &sh->causal,
-                 &sh->conv3x3};
+                 &sh->conv3x3,
+                 &sh->host_op_us,
+                 &sh->no_sync,
+                 &sh->chan_pad};
   return f[i];
 }
 
