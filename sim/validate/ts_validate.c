@@ -388,18 +388,6 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     vd_net_free(net);
     return NULL;
   }
-  /* The validator numbers a layer's backward passes in the order they run; GPipe runs them from
-   * the last micro-batch to the first, which is the same computation for every micro-batch
-   * but not with recompute=stage:except-last, whose last micro-batch alone is not re-run. */
-  if (plan->recompute_keep_last && plan->schedule == TS_SCHED_GPIPE && plan->n_micro > 1) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': recompute=stage:except-last under schedule=gpipe re-runs every "
-                "micro-batch but the last, whose backward runs first, which the validator does "
-                "not execute; expected schedule=1f1b with it, or recompute=stage",
-                s->text);
-    vd_net_free(net);
-    return NULL;
-  }
   /* tp-overlap: a layer whose input is gathered and output reduced in chunks would have to
    * compute output rows from input chunks alone; attention mixes every token, so the
    * validator (which runs a chunked layer whole at one chunk) cannot execute it. */
