@@ -549,6 +549,10 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   expect_input_error("--steps 0", "--steps 0");
   expect_input_error("-s dp=2 -t torus:2x2", "uses 2 chips");
   expect_input_error("-m validate-mlp -b 6 -s dp=3,zero=1", "does not divide");
+  /* tp-overlap chunks attention's projections around the cp ring (the planner's
+   * ts_plan_fwd_chunked), which the validator does not execute. */
+  expect_input_error("-m validate-transformer -s tp=2,cp=2,sp,tp-overlap",
+                     "expected tp-overlap or cp, not both");
   expect_input_error("extra", "unexpected argument 'extra'");
   /* Graph keys: the simulator honours them, the validator's networks are chains. */
   g_autofree char *dir = g_dir_make_tmp("ts_validate_XXXXXX", NULL);

@@ -129,11 +129,10 @@ static int ovl_chunks_of(const vd_exec *e, int i)
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
 {
-  const ts_layer_exec *x = &e->plan->exec[i];
+  unsigned chunked = ts_plan_fwd_chunked(e->plan, i, FALSE);
   if (op->coll == TS_COLL_ALLGATHER)
-    return x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
-  return (op->coll == TS_COLL_REDUCESCATTER || op->coll == TS_COLL_ALLREDUCE) &&
-         (int)op->coll == x->fwd_post.kind && x->fwd_post.bytes > 0;
+    return (chunked & TS_CHUNK_GATHER) != 0;
+  return (chunked & TS_CHUNK_REDUCE) != 0 && (int)op->coll == e->plan->exec[i].fwd_post.kind;
 }
 
 /* What an op is, from its tag (trace format 2): the planner tags every op it writes. */
@@ -672,8 +671,7 @@ static int tp_act(const vo_info *v)
  * first (its input is whole from the start; the reduction chunks follow each GEMM chunk). */
 static int ovl_exec_chunk(const vd_exec *e, int i)
 {
-  const ts_layer_exec *x = &e->plan->exec[i];
-  return x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0 ? ovl_chunks_of(e, i) - 1 : 0;
+  return ts_plan_fwd_chunked(e->plan, i, FALSE) & TS_CHUNK_GATHER ? ovl_chunks_of(e, i) - 1 : 0;
 }
 
 /* What the chunks of one collective assembled so far, per member: the whole collective's
