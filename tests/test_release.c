@@ -1308,3 +1308,20 @@ Test(release, every_split_option_the_parser_names_is_in_the_split_table)
   for (size_t i = 0; i < G_N_ELEMENTS(values); i++)
     cr_expect(strstr(line, values[i]) != NULL, "tp-overlap's row lacks %s: %s", values[i], line);
 }
+
+Test(release, out_of_range_numbers_are_refused_not_ignored)
+{
+  /* validate --against --max-mean-error-pct nan or -3 read as "no limit" (exit 0 on a file
+   * whose mean error is 9.6%); collective --bytes-range 1:1e15:1.0000001 printed 10,000 of the
+   * 3e8 sizes it asked for, without a word. */
+  static const char *const pct[] = {"nan", "-3", "inf", "ten"};
+  for (size_t i = 0; i < G_N_ELEMENTS(pct); i++) {
+    g_autofree char *a = g_strdup_printf(
+        "validate --against data/published/torchtitan/memory.csv --max-mean-error-pct %s", pct[i]);
+    g_autofree char *want =
+        g_strdup_printf("--max-mean-error-pct '%s': expected a percentage", pct[i]);
+    expect_input_error(a, want);
+  }
+  expect_input_error("collective -t tpu-v2-8 --bytes-range 1:1e15:1.0000001",
+                     "more than 10000 sizes; expected a larger factor F");
+}
