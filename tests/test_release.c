@@ -1324,4 +1324,12 @@ Test(release, out_of_range_numbers_are_refused_not_ignored)
   }
   expect_input_error("collective -t tpu-v2-8 --bytes-range 1:1e15:1.0000001",
                      "more than 10000 sizes; expected a larger factor F");
+  /* A busbw row of 0.5 bytes was costed as a 0-byte collective: busbw 0, error -100%. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "half.csv", NULL);
+  cr_assert(g_file_set_contents(
+      csv, "topology,collective,size_bytes,busbw_GBps\ntpu-v2-8,allreduce,0.5,100\n", -1, NULL));
+  g_autofree char *a = g_strdup_printf("validate --against %s", csv);
+  expect_input_error(a, "half.csv:2: column size_bytes: '0.5': expected a whole number of bytes");
+  rm_rf(dir);
 }
