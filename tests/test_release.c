@@ -1333,3 +1333,29 @@ Test(release, out_of_range_numbers_are_refused_not_ignored)
   expect_input_error(a, "half.csv:2: column size_bytes: '0.5': expected a whole number of bytes");
   rm_rf(dir);
 }
+
+Test(release, a_full_stdout_is_an_error_not_a_pass, .timeout = 60)
+{
+  /* validate, validate --against and check wrote their results with fputs and exited 0 (all
+   * runs passed, every scenario within tolerance) when stdout was a full disk; run, model,
+   * replay and the others already said "write failed" and exited 2. */
+  static const char *const args[] = {
+      "validate -m validate-mlp -s dp=2",
+      "validate --against " TS_SOURCE_DIR "/data/published/torchtitan/memory.csv -j 1",
+      "check " TS_SOURCE_DIR "/tests/scenarios/tpu.ini -j 1",
+      "model -m mlp",
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(args); i++) {
+    g_autofree char *cmd = g_strdup_printf("%s %s > /dev/full", TS_TRAINSIM_BIN, args[i]);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    g_autofree char *err = NULL;
+    int wait = 0;
+    g_autoptr(GError) e = NULL;
+    cr_assert(
+        g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err, &wait, &e),
+        "%s", e ? e->message : "");
+    cr_assert(WIFEXITED(wait) && WEXITSTATUS(wait) == 2, "`%s` > /dev/full: status %d, stderr %s",
+              args[i], wait, err);
+    cr_assert(strstr(err, "<stdout>: write failed") != NULL, "`%s`: %s", args[i], err);
+  }
+}

@@ -152,7 +152,8 @@ static int run_against(const against_opts *o)
     g_autofree char *out = fmt == TS_FORMAT_CSV    ? ts_accuracy_csv(a)
                            : fmt == TS_FORMAT_JSON ? ts_accuracy_json(a)
                                                    : ts_accuracy_text(a);
-    fputs(out, stdout);
+    if (!ts_write_file_atomic("-", out, strlen(out), &err))
+      return ts_cmd_fail("validate", err);
   }
   if (o->max_mean_text != NULL) {
     double sum = 0;
@@ -458,8 +459,12 @@ int ts_cmd_validate(int argc, char **argv)
   if (skipped > 0)
     g_string_append_printf(out, " (%d skipped: algorithm not applicable)", skipped);
   g_string_append_c(out, '\n');
-  fputs(out->str, stdout);
-  status = passed == runs ? 0 : 1;
+  /* A failed write (a full disk) is not a pass. */
+  g_autoptr(GError) werr = NULL;
+  if (!ts_write_file_atomic("-", out->str, out->len, &werr))
+    status = ts_cmd_fail("validate", werr);
+  else
+    status = passed == runs ? 0 : 1;
 done:
   g_string_free(out, TRUE);
   g_ptr_array_unref(mlist);
