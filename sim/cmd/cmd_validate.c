@@ -459,12 +459,14 @@ int ts_cmd_validate(int argc, char **argv)
   if (skipped > 0)
     g_string_append_printf(out, " (%d skipped: algorithm not applicable)", skipped);
   g_string_append_c(out, '\n');
-  /* A failed write (a full disk) is not a pass. */
-  g_autoptr(GError) werr = NULL;
+  /* A failed write (a full disk) is not a pass. (No g_autoptr here: the gotos above jump past
+   * it to `done`, and its cleanup would free an uninitialised pointer.) */
+  GError *werr = NULL;
   if (!ts_write_file_atomic("-", out->str, out->len, &werr))
     status = ts_cmd_fail("validate", werr);
   else
     status = passed == runs ? 0 : 1;
+  g_clear_error(&werr);
 done:
   g_string_free(out, TRUE);
   g_ptr_array_unref(mlist);
