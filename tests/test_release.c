@@ -1359,3 +1359,41 @@ Test(release, a_full_stdout_is_an_error_not_a_pass, .timeout = 60)
     cr_assert(strstr(err, "<stdout>: write failed") != NULL, "`%s`: %s", args[i], err);
   }
 }
+
+Test(release, plot_checks_the_members_it_reads)
+{
+  /* A string where a number belongs was plotted as 0; an event that was not an object, or
+   * args that were not one, made json-glib print CRITICAL assertions (a crash under
+   * G_DEBUG=fatal-criticals) and the plot went on. Each is now one line naming the place. */
+  static const struct {
+    const char *json, *needle;
+  } cases[] = {
+      {"{\"results\":[{\"step_time_s\":\"fast\"}]}",
+       "\"results\"[0] \"step_time_s\": \"fast\"; expected a finite number"},
+      {"{\"results\":[{}]}", "\"results\"[0] \"step_time_s\": absent; expected a finite number"},
+      {"{\"results\":[5]}", "\"results\"[0]: expected an object (one result row)"},
+      {"{\"results\":[{\"step_time_s\":1,\"fits_memory\":\"yes\"}]}",
+       "\"fits_memory\": \"yes\"; expected true or false"},
+      {"{\"results\":[{\"step_time_s\":1,\"time_to_train\":{\"cost_usd\":\"a lot\"}}]}",
+       "\"time_to_train\" \"cost_usd\": \"a lot\"; expected a finite number"},
+      {"{\"traceEvents\":5}", "\"traceEvents\": 5; expected an array"},
+      {"{\"traceEvents\":[1]}", "\"traceEvents\"[0]: expected an object (one event)"},
+      {"{\"traceEvents\":[{\"ph\":\"X\",\"pid\":\"a\",\"ts\":0,\"dur\":1}]}",
+       "\"traceEvents\"[0] \"pid\": \"a\"; expected a whole number"},
+      {"{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":5}]}",
+       "\"traceEvents\"[0] \"args\": 5; expected an object"},
+      {"{\"traceEvents\":[{\"ph\":\"X\",\"pid\":0,\"ts\":0,\"dur\":-1}]}",
+       "\"dur\": -1; expected a duration >= 0"},
+      {"{\"traceEvents\":[{}]}", "the timeline has no spans to plot"},
+  };
+  g_autofree char *dir = tmp_dir();
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *path = g_strdup_printf("%s/doc%zu.json", dir, i);
+    cr_assert(g_file_set_contents(path, cases[i].json, -1, NULL));
+    g_autofree char *a = g_strdup_printf("plot %s -o %s/plots", path, dir);
+    expect_input_error(a, cases[i].needle);
+  }
+  g_autofree char *plots = g_build_filename(dir, "plots", NULL);
+  cr_expect(!g_file_test(plots, G_FILE_TEST_EXISTS), "a refused plot created its folder");
+  rm_rf(dir);
+}
