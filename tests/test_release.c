@@ -616,6 +616,9 @@ Test(release, sweep_lists_name_each_value_once)
       {"-b 16", "--global-batch '16': given twice"},
       {"-s dp=4", "--split 'dp=4': given twice"},
       {"--micro-batch 1,1", "--micro-batch '1': given twice"},
+      /* The same for a --vary list (two identical rows per configuration). */
+      {"--vary peak_tflops=x1,x1.0", "--vary 'peak_tflops=x1,x1.0': value 2 equals value 1"},
+      {"--vary dims=2x2,4x4,2x2", "value 3 equals value 1; expected each value once"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *a = g_strconcat(base, cases[i].extra, NULL);
