@@ -1325,6 +1325,7 @@ Test(release, out_of_range_numbers_are_refused_not_ignored)
         g_strdup_printf("--max-mean-error-pct '%s': expected a percentage", pct[i]);
     expect_input_error(a, want);
   }
+  expect_input_error("validate --against ''", "--against '': empty; expected a measurement CSV");
   expect_input_error("collective -t tpu-v2-8 --bytes-range 1:1e15:1.0000001",
                      "more than 10000 sizes; expected a larger factor F");
   /* A busbw row of 0.5 bytes was costed as a 0-byte collective: busbw 0, error -100%. */

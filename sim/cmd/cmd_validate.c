@@ -118,6 +118,11 @@ static int run_against(const against_opts *o)
     return ts_cmd_fail("validate", err);
   if (o->jobs != 0 && !ts_pool_parse_jobs(o->jobs, &err))
     return ts_cmd_fail("validate", err);
+  if (*o->against == '\0') {
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--against '': empty; expected a measurement CSV file (docs/accuracy.md)");
+    return ts_cmd_fail("validate", err);
+  }
   double max_pct = 0;
   if (o->max_mean_text != NULL) {
     if (!ts_parse_double(o->max_mean_text, &max_pct) || !(max_pct >= 0) || !isfinite(max_pct)) {
