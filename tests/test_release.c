@@ -616,6 +616,9 @@ Test(release, sweep_lists_name_each_value_once)
       {"-b 16", "--global-batch '16': given twice"},
       {"-s dp=4", "--split 'dp=4': given twice"},
       {"--micro-batch 1,1", "--micro-batch '1': given twice"},
+      /* The same for a --vary list (two identical rows per configuration). */
+      {"--vary peak_tflops=x1,x1.0", "--vary 'peak_tflops=x1,x1.0': value 2 equals value 1"},
+      {"--vary dims=2x2,4x4,2x2", "value 3 equals value 1; expected each value once"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *a = g_strconcat(base, cases[i].extra, NULL);
@@ -1307,4 +1310,94 @@ Test(release, every_split_option_the_parser_names_is_in_the_split_table)
   static const char *values[] = {"`=te`", "`=async`", "`=on/off`"};
   for (size_t i = 0; i < G_N_ELEMENTS(values); i++)
     cr_expect(strstr(line, values[i]) != NULL, "tp-overlap's row lacks %s: %s", values[i], line);
+}
+
+Test(release, out_of_range_numbers_are_refused_not_ignored)
+{
+  /* validate --against --max-mean-error-pct nan or -3 read as "no limit" (exit 0 on a file
+   * whose mean error is 9.6%); collective --bytes-range 1:1e15:1.0000001 printed 10,000 of the
+   * 3e8 sizes it asked for, without a word. */
+  static const char *const pct[] = {"nan", "-3", "inf", "ten"};
+  for (size_t i = 0; i < G_N_ELEMENTS(pct); i++) {
+    g_autofree char *a = g_strdup_printf(
+        "validate --against data/published/torchtitan/memory.csv --max-mean-error-pct %s", pct[i]);
+    g_autofree char *want =
+        g_strdup_printf("--max-mean-error-pct '%s': expected a percentage", pct[i]);
+    expect_input_error(a, want);
+  }
+  expect_input_error("validate --against ''", "--against '': empty; expected a measurement CSV");
+  expect_input_error("collective -t tpu-v2-8 --bytes-range 1:1e15:1.0000001",
+                     "more than 10000 sizes; expected a larger factor F");
+  /* A busbw row of 0.5 bytes was costed as a 0-byte collective: busbw 0, error -100%. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "half.csv", NULL);
+  cr_assert(g_file_set_contents(
+      csv, "topology,collective,size_bytes,busbw_GBps\ntpu-v2-8,allreduce,0.5,100\n", -1, NULL));
+  g_autofree char *a = g_strdup_printf("validate --against %s", csv);
+  expect_input_error(a, "half.csv:2: column size_bytes: '0.5': expected a whole number of bytes");
+  rm_rf(dir);
+}
+
+Test(release, a_full_stdout_is_an_error_not_a_pass, .timeout = 60)
+{
+  /* validate, validate --against and check wrote their results with fputs and exited 0 (all
+   * runs passed, every scenario within tolerance) when stdout was a full disk; run, model,
+   * replay and the others already said "write failed" and exited 2. */
+  static const char *const args[] = {
+      "validate -m validate-mlp -s dp=2",
+      "validate --against " TS_SOURCE_DIR "/data/published/torchtitan/memory.csv -j 1",
+      "check " TS_SOURCE_DIR "/tests/scenarios/tpu.ini -j 1",
+      "model -m mlp",
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(args); i++) {
+    g_autofree char *cmd = g_strdup_printf("%s %s > /dev/full", TS_TRAINSIM_BIN, args[i]);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    g_autofree char *err = NULL;
+    int wait = 0;
+    g_autoptr(GError) e = NULL;
+    cr_assert(
+        g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err, &wait, &e),
+        "%s", e ? e->message : "");
+    cr_assert(WIFEXITED(wait) && WEXITSTATUS(wait) == 2, "`%s` > /dev/full: status %d, stderr %s",
+              args[i], wait, err);
+    cr_assert(strstr(err, "<stdout>: write failed") != NULL, "`%s`: %s", args[i], err);
+  }
+}
+
+Test(release, plot_checks_the_members_it_reads)
+{
+  /* A string where a number belongs was plotted as 0; an event that was not an object, or
+   * args that were not one, made json-glib print CRITICAL assertions (a crash under
+   * G_DEBUG=fatal-criticals) and the plot went on. Each is now one line naming the place. */
+  static const struct {
+    const char *json, *needle;
+  } cases[] = {
+      {"{\"results\":[{\"step_time_s\":\"fast\"}]}",
+       "\"results\"[0] \"step_time_s\": \"fast\"; expected a finite number"},
+      {"{\"results\":[{}]}", "\"results\"[0] \"step_time_s\": absent; expected a finite number"},
+      {"{\"results\":[5]}", "\"results\"[0]: expected an object (one result row)"},
+      {"{\"results\":[{\"step_time_s\":1,\"fits_memory\":\"yes\"}]}",
+       "\"fits_memory\": \"yes\"; expected true or false"},
+      {"{\"results\":[{\"step_time_s\":1,\"time_to_train\":{\"cost_usd\":\"a lot\"}}]}",
+       "\"time_to_train\" \"cost_usd\": \"a lot\"; expected a finite number"},
+      {"{\"traceEvents\":5}", "\"traceEvents\": 5; expected an array"},
+      {"{\"traceEvents\":[1]}", "\"traceEvents\"[0]: expected an object (one event)"},
+      {"{\"traceEvents\":[{\"ph\":\"X\",\"pid\":\"a\",\"ts\":0,\"dur\":1}]}",
+       "\"traceEvents\"[0] \"pid\": \"a\"; expected a whole number"},
+      {"{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":5}]}",
+       "\"traceEvents\"[0] \"args\": 5; expected an object"},
+      {"{\"traceEvents\":[{\"ph\":\"X\",\"pid\":0,\"ts\":0,\"dur\":-1}]}",
+       "\"dur\": -1; expected a duration >= 0"},
+      {"{\"traceEvents\":[{}]}", "the timeline has no spans to plot"},
+  };
+  g_autofree char *dir = tmp_dir();
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *path = g_strdup_printf("%s/doc%zu.json", dir, i);
+    cr_assert(g_file_set_contents(path, cases[i].json, -1, NULL));
+    g_autofree char *a = g_strdup_printf("plot %s -o %s/plots", path, dir);
+    expect_input_error(a, cases[i].needle);
+  }
+  g_autofree char *plots = g_build_filename(dir, "plots", NULL);
+  cr_expect(!g_file_test(plots, G_FILE_TEST_EXISTS), "a refused plot created its folder");
+  rm_rf(dir);
 }

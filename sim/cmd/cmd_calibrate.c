@@ -421,10 +421,11 @@ int ts_cmd_calibrate(int argc, char **argv)
   if (ok && output != NULL)
     ok = ts_write_file_atomic(output, ini, strlen(ini), &error);
   if (ok) {
-    fputs(t->str, stdout);
+    /* The table (and the profile without -o) on stdout; a failed write is an error. */
     if (output == NULL)
-      printf("\n%s", ini);
-    else
+      g_string_append_printf(t, "\n%s", ini);
+    ok = ts_write_file_atomic("-", t->str, t->len, &error);
+    if (ok && output != NULL)
       fprintf(stderr, "trainsim calibrate: wrote %s\n", output);
   }
   g_string_free(t, TRUE);

@@ -494,8 +494,9 @@ int ts_cmd_check(int argc, char **argv)
       if (drifted + missing > 0)
         status = 1;
     }
-    if (t->len > 0 && (status != 2))
-      fputs(t->str, stdout);
+    g_autoptr(GError) werr = NULL;
+    if (t->len > 0 && status != 2 && !ts_write_file_atomic("-", t->str, t->len, &werr))
+      status = ts_cmd_fail("check", werr); /* a full disk is not "within tolerance" */
     g_string_free(t, TRUE);
     g_free(now);
     g_free(names);

@@ -145,8 +145,17 @@ int ts_cmd_collective(int argc, char **argv)
                   range);
       return ts_cmd_fail("collective", err);
     }
-    for (double b = lo; b <= hi * (1 + 1e-12) && sizes->len < 10000; b *= f)
+    for (double b = lo; b <= hi * (1 + 1e-12); b *= f) {
+      /* The table stopped at 10,000 rows without a word (1:1e15:1.0000001 asks for 3e8). */
+      if (sizes->len >= 10000) {
+        g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                    "--bytes-range '%s': more than 10000 sizes; expected a larger factor F or a "
+                    "narrower range",
+                    range);
+        return ts_cmd_fail("collective", err);
+      }
       g_array_append_val(sizes, b);
+    }
   } else {
     double b = 1e9;
     if (bytes_text != NULL && (!ts_parse_size(bytes_text, &b) || b > 1e15)) {

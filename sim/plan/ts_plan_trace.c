@@ -575,6 +575,20 @@ static void zero_need(gen *g, int i)
 static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post, double flops,
                          double mem, const ts_op_shape *base, gboolean recompute);
 
+/* tp-overlap chunks a forward's input all-gather and its output reduce-scatter or all-reduce
+ * beside its GEMMs (ts_plan_fwd_chunked; tp_overlapped, which cp_ring_fwd gives one side at a
+ * time). */
+static gboolean chunks_gather(const ts_tp_coll *pre)
+{
+  return pre->kind == TS_COLL_ALLGATHER && pre->bytes > 0;
+}
+
+static gboolean chunks_reduce(const ts_tp_coll *post)
+{
+  return (post->kind == TS_COLL_REDUCESCATTER || post->kind == TS_COLL_ALLREDUCE) &&
+         post->bytes > 0;
+}
+
 /* The output projection's share of an attention layer's projection FLOPs (and parameters):
  * I x h of the QKV (h x (I + 2J), grouped-query) and output (I x h) weights; what the ring
  * runs between is the QKV projection before it and the output projection after it. */
@@ -866,9 +880,7 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
 {
   const char *what = recompute ? "recompute" : "fwd";
   int n = ovl_chunks(g);
-  gboolean ag = pre->kind == TS_COLL_ALLGATHER && pre->bytes > 0;
-  gboolean rs =
-      (post->kind == TS_COLL_REDUCESCATTER || post->kind == TS_COLL_ALLREDUCE) && post->bytes > 0;
+  gboolean ag = chunks_gather(pre), rs = chunks_reduce(post);
   if (pre->kind != TS_NO_COLL && !ag)
     emit_tp(g, pre, i, recompute ? L_RC_PRE : L_FWD_PRE, what);
   /* Each chunk is the layer's forward on 1/n of its rows, at the whole GEMM's efficiency:
@@ -934,17 +946,19 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
  * configuration: proj_dgrad and fc2_dgrad by ring exchange; Megatron-Core's tp_comm_overlap).
  * PyTorch's AsyncTP (tp-overlap=async) is left as it was: its backward is not chunked here.
  * `te` on a systolic chip keeps the unchunked backward. The validator reads the same rule. */
-int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute)
+unsigned ts_plan_fwd_chunked(const ts_plan *p, int i, gboolean recompute)
 {
   const ts_layer_exec *e = &p->exec[i];
   if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1 ||
       (recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC))
     return 0;
-  gboolean ag = e->fwd_pre.kind == TS_COLL_ALLGATHER && e->fwd_pre.bytes > 0;
-  gboolean rs =
-      (e->fwd_post.kind == TS_COLL_REDUCESCATTER || e->fwd_post.kind == TS_COLL_ALLREDUCE) &&
-      e->fwd_post.bytes > 0;
-  return ag || rs ? p->degree[TS_AX_TP] : 0;
+  return (chunks_gather(&e->fwd_pre) ? TS_CHUNK_GATHER : 0u) |
+         (chunks_reduce(&e->fwd_post) ? TS_CHUNK_REDUCE : 0u);
+}
+
+int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute)
+{
+  return ts_plan_fwd_chunked(p, i, recompute) != 0 ? p->degree[TS_AX_TP] : 0;
 }
 
 int ts_plan_bwd_chunks(const ts_plan *p, int i)

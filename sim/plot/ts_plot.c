@@ -139,6 +139,191 @@ static const char *str(JsonObject *o, const char *k)
              : "";
 }
 
+/* fits_memory, true when absent (a result without a memory model). */
+static gboolean fits(JsonObject *o)
+{
+  JsonNode *n = json_object_get_member(o, "fits_memory");
+  return n == NULL || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_boolean(n);
+}
+
+/* ---- what the plots read, checked first --------------------------------------------------- */
+
+/* A hand-edited or foreign document (a string where a number belongs, an event that is not an
+ * object) was plotted as zeros, or made json-glib print CRITICAL assertions (a crash under
+ * G_DEBUG=fatal-criticals); each member a plot reads is checked for its kind before any
+ * plotting, and the first wrong one is one line naming where it is and what was expected. */
+typedef enum { WANT_NUMBER, WANT_INTEGER, WANT_BOOLEAN, WANT_OBJECT, WANT_ARRAY } want_kind;
+
+static gboolean want(JsonObject *o, const char *key, want_kind kind, gboolean required,
+                     const char *where, GError **error)
+{
+  static const char *const what[] = {"a finite number", "a whole number", "true or false",
+                                     "an object", "an array"};
+  JsonNode *n = json_object_get_member(o, key);
+  gboolean ok;
+  if (n == NULL || JSON_NODE_HOLDS_NULL(n)) {
+    ok = !required;
+  } else if (kind == WANT_OBJECT) {
+    ok = JSON_NODE_HOLDS_OBJECT(n);
+  } else if (kind == WANT_ARRAY) {
+    ok = JSON_NODE_HOLDS_ARRAY(n);
+  } else if (!JSON_NODE_HOLDS_VALUE(n)) {
+    ok = FALSE;
+  } else {
+    GType t = json_node_get_value_type(n);
+    ok = kind == WANT_BOOLEAN ? t == G_TYPE_BOOLEAN
+         : kind == WANT_INTEGER
+             ? t == G_TYPE_INT64
+             : (t == G_TYPE_INT64 || t == G_TYPE_DOUBLE) && isfinite(json_node_get_double(n));
+  }
+  if (!ok) {
+    g_autofree char *shown = n != NULL ? json_to_string(n, FALSE) : g_strdup("absent");
+    if (strlen(shown) > 40)
+      strcpy(shown + 37, "...");
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s \"%s\": %s; expected %s", where, key, shown,
+                what[kind]);
+  }
+  return ok;
+}
+
+/* The members of a result row (sweep.json, run's results.json) the plots read. */
+static gboolean check_result_row(JsonObject *o, const char *where, GError **error)
+{
+  if (!want(o, "step_time_s", WANT_NUMBER, TRUE, where, error))
+    return FALSE;
+  static const char *const numbers[] = {
+      "compute_time_s",    "exposed_comm_time_s", "exposed_comm_dp_s",
+      "exposed_comm_tp_s", "exposed_comm_pp_s",   "idle_time_s",
+      "bubble_time_s",     "samples_per_s",       "memory_capacity_bytes"};
+  static const char *const ttt_numbers[] = {"days_expected", "days_no_failures",   "cost_usd",
+                                            "job_mtbf_s",    "checkpoint_write_s", "restart_s"};
+  for (size_t k = 0; k < G_N_ELEMENTS(numbers); k++)
+    if (!want(o, numbers[k], WANT_NUMBER, FALSE, where, error))
+      return FALSE;
+  if (!want(o, "chips", WANT_INTEGER, FALSE, where, error) ||
+      !want(o, "micro_batch", WANT_INTEGER, FALSE, where, error) ||
+      !want(o, "fits_memory", WANT_BOOLEAN, FALSE, where, error) ||
+      !want(o, "memory_breakdown_bytes", WANT_OBJECT, FALSE, where, error) ||
+      !want(o, "time_to_train", WANT_OBJECT, FALSE, where, error))
+    return FALSE;
+  JsonObject *mb =
+      json_object_get_member(o, "memory_breakdown_bytes") != NULL &&
+              JSON_NODE_HOLDS_OBJECT(json_object_get_member(o, "memory_breakdown_bytes"))
+          ? json_object_get_object_member(o, "memory_breakdown_bytes")
+          : NULL;
+  static const char *const parts[] = {"params",      "grads", "optimizer",
+                                      "activations", "temp",  "reserve"};
+  g_autofree char *mwhere = g_strdup_printf("%s \"memory_breakdown_bytes\"", where);
+  for (size_t k = 0; mb != NULL && k < G_N_ELEMENTS(parts); k++)
+    if (!want(mb, parts[k], WANT_NUMBER, FALSE, mwhere, error))
+      return FALSE;
+  JsonObject *t = json_object_get_member(o, "time_to_train") != NULL &&
+                          JSON_NODE_HOLDS_OBJECT(json_object_get_member(o, "time_to_train"))
+                      ? json_object_get_object_member(o, "time_to_train")
+                      : NULL;
+  g_autofree char *twhere = g_strdup_printf("%s \"time_to_train\"", where);
+  for (size_t k = 0; t != NULL && k < G_N_ELEMENTS(ttt_numbers); k++)
+    if (!want(t, ttt_numbers[k], WANT_NUMBER, FALSE, twhere, error))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean check_results(JsonObject *root, GError **error)
+{
+  if (!want(root, "inputs", WANT_OBJECT, FALSE, "the document's", error) ||
+      !want(root, "sweep", WANT_OBJECT, FALSE, "the document's", error))
+    return FALSE;
+  if (json_object_has_member(root, "sweep")) {
+    JsonObject *sw = json_object_get_object_member(root, "sweep");
+    if (!want(sw, "vary", WANT_ARRAY, FALSE, "\"sweep\"", error))
+      return FALSE;
+    JsonArray *va = json_object_get_member(sw, "vary") != NULL &&
+                            JSON_NODE_HOLDS_ARRAY(json_object_get_member(sw, "vary"))
+                        ? json_object_get_array_member(sw, "vary")
+                        : NULL;
+    for (guint i = 0; va != NULL && i < json_array_get_length(va); i++) {
+      JsonNode *n = json_array_get_element(va, i);
+      if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "\"sweep\" \"vary\"[%u]: expected a string (a --vary option)", i);
+        return FALSE;
+      }
+    }
+  }
+  JsonArray *res = json_object_get_array_member(root, "results");
+  if (json_array_get_length(res) == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "no results to plot; expected rows in \"results\"");
+    return FALSE;
+  }
+  for (guint i = 0; i < json_array_get_length(res); i++) {
+    JsonNode *n = json_array_get_element(res, i);
+    g_autofree char *where = g_strdup_printf("\"results\"[%u]", i);
+    if (!JSON_NODE_HOLDS_OBJECT(n)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: expected an object (one result row)",
+                  where);
+      return FALSE;
+    }
+    if (!check_result_row(json_node_get_object(n), where, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* The members of a timeline (run --timeline) the plot reads. */
+static gboolean check_timeline(JsonObject *root, GError **error)
+{
+  if (!want(root, "traceEvents", WANT_ARRAY, TRUE, "the document's", error) ||
+      !want(root, "otherData", WANT_OBJECT, FALSE, "the document's", error))
+    return FALSE;
+  JsonArray *ev = json_object_get_array_member(root, "traceEvents");
+  guint spans = 0;
+  for (guint i = 0; i < json_array_get_length(ev); i++) {
+    JsonNode *n = json_array_get_element(ev, i);
+    g_autofree char *where = g_strdup_printf("\"traceEvents\"[%u]", i);
+    if (!JSON_NODE_HOLDS_OBJECT(n)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: expected an object (one event)", where);
+      return FALSE;
+    }
+    JsonObject *e = json_node_get_object(n);
+    const char *ph = str(e, "ph");
+    gboolean span = strcmp(ph, "X") == 0, meta = strcmp(ph, "M") == 0;
+    if (!span && !meta)
+      continue; /* other phases are not drawn */
+    spans += span;
+    if (!want(e, "pid", WANT_INTEGER, TRUE, where, error) ||
+        !want(e, "tid", WANT_INTEGER, FALSE, where, error) ||
+        !want(e, "args", WANT_OBJECT, meta, where, error) ||
+        !want(e, "ts", WANT_NUMBER, span, where, error) ||
+        !want(e, "dur", WANT_NUMBER, span, where, error))
+      return FALSE;
+    if (meta && !want(json_object_get_object_member(e, "args"), "program", WANT_INTEGER, FALSE,
+                      where, error))
+      return FALSE;
+    if (span && num(e, "dur") < 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s \"dur\": %g; expected a duration >= 0",
+                  where, num(e, "dur"));
+      return FALSE;
+    }
+  }
+  if (json_object_has_member(root, "otherData") &&
+      JSON_NODE_HOLDS_OBJECT(json_object_get_member(root, "otherData"))) {
+    JsonObject *od = json_object_get_object_member(root, "otherData");
+    gboolean collapsed = strcmp(str(od, "replay"), "collapsed") == 0;
+    if (!want(od, "chips", WANT_INTEGER, collapsed, "\"otherData\"", error) ||
+        !want(od, "simulated_chips", WANT_INTEGER, collapsed, "\"otherData\"", error))
+      return FALSE;
+  }
+  if (spans == 0) {
+    /* Said before the output folder is made (an empty folder was left behind). */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "the timeline has no spans to plot; expected \"traceEvents\" with \"ph\": \"X\" "
+                "events (trainsim run --timeline)");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* ---- rows: breakdown, memory, scaling, efficiency, what-if -------------------------------- */
 
 typedef struct {
@@ -214,8 +399,7 @@ static char *bar_label(JsonObject *o, gboolean arr, gboolean micro, gboolean mod
   const char *pl = str(o, "placement");
   g_string_append(s, *pl ? pl : str(o, "split"));
   if (micro)
-    g_string_append_printf(s, " micro-batch %" G_GINT64_FORMAT,
-                           json_object_get_int_member(o, "micro_batch"));
+    g_string_append_printf(s, " micro-batch %" G_GINT64_FORMAT, (gint64)num(o, "micro_batch"));
   for (char **c = vary_cols; c != NULL && *c != NULL; c++) {
     g_string_append_printf(s, " %s", g_str_has_suffix(*c, "_scale") ? "x" : "");
     ts_append_g(s, 4, num(o, *c));
@@ -489,14 +673,14 @@ static gboolean plot_planning(plot_ctx *c, GArray *rows, const char *ttl, GError
   gboolean any_fit = FALSE;
   for (guint i = 0; i < rows->len; i++) {
     JsonObject *o = g_array_index(rows, row, i).o;
-    any_fit |= ttt(o) != NULL && json_object_get_boolean_member(o, "fits_memory");
+    any_fit |= ttt(o) != NULL && fits(o);
   }
   GString *pts = g_string_new(NULL);
   GArray *pareto = g_array_new(FALSE, FALSE, sizeof(double));
   for (guint i = 0; i < rows->len; i++) {
     row *r = &g_array_index(rows, row, i);
     JsonObject *t = ttt(r->o);
-    if (t == NULL || (any_fit && !json_object_get_boolean_member(r->o, "fits_memory")))
+    if (t == NULL || (any_fit && !fits(r->o)))
       continue;
     double chips = num(r->o, "chips"), days = num(t, "days_expected");
     guint j = 0;
@@ -718,8 +902,7 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
   for (guint i = 0; i < json_array_get_length(ev); i++) {
     JsonObject *e = json_array_get_object_element(ev, i);
     const char *ph = str(e, "ph");
-    gint64 pid = json_object_get_int_member(e, "pid");
-    gint64 tid = json_object_has_member(e, "tid") ? json_object_get_int_member(e, "tid") : 0;
+    gint64 pid = (gint64)num(e, "pid"), tid = (gint64)num(e, "tid"); /* checked: whole */
     if (strcmp(ph, "M") == 0 && strcmp(str(e, "name"), "process_name") == 0) {
       gint64 *k = g_new(gint64, 1);
       *k = pid;
@@ -815,9 +998,8 @@ static gboolean plot_timeline(plot_ctx *c, JsonObject *root, GError **error)
     JsonObject *e = json_array_get_object_element(ev, i);
     if (strcmp(str(e, "ph"), "X") != 0)
       continue;
-    g_autofree char *key = g_strdup_printf(
-        "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, json_object_get_int_member(e, "pid"),
-        json_object_has_member(e, "tid") ? json_object_get_int_member(e, "tid") : 0);
+    g_autofree char *key = g_strdup_printf("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
+                                           (gint64)num(e, "pid"), (gint64)num(e, "tid"));
     int r = GPOINTER_TO_INT(g_hash_table_lookup(row_of, key)) - 1;
     if (r < 0)
       continue;
@@ -932,6 +1114,10 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
                 "%s: neither results nor a timeline; expected sweep.json, run's results.json or "
                 "a --timeline file",
                 json_path);
+    return FALSE;
+  }
+  if (!(timeline ? check_timeline(root, error) : check_results(root, error))) {
+    g_prefix_error(error, "%s: ", json_path);
     return FALSE;
   }
   if (g_mkdir_with_parents(outdir, 0755) != 0) {

@@ -317,6 +317,10 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
     } else if (ok) {
       r.collective = g_strdup(FIELD(C_COLL));
       ok = field_pos(path, line, "size_bytes", FIELD(C_SIZE), 1e15, &r.size_bytes, error);
+      /* A fraction of a byte (0.5) was costed as a 0-byte collective: busbw 0, error -100%. */
+      if (ok && r.size_bytes != floor(r.size_bytes))
+        ok = field_error(error, path, line, "size_bytes",
+                         "'%s': expected a whole number of bytes in [1, 1e15]", FIELD(C_SIZE));
     }
 #undef FIELD
     if (ok)

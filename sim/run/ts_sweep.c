@@ -289,6 +289,16 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
                 text);
     return NULL;
   }
+  /* peak_tflops=x1,x1 predicted every configuration twice (duplicate rows), as -m mlp,mlp did
+   * before the lists were checked (cmd_sweep.c). */
+  for (int i = 0; i < v->nvalues; i++)
+    for (int j = 0; j < i; j++)
+      if (dims ? strcmp(v->shapes[i], v->shapes[j]) == 0 : v->values[i] == v->values[j]) {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--vary '%s': value %d equals value %d; expected each value once", text, i + 1,
+                    j + 1);
+        return NULL;
+      }
   v->scale = nscale > 0;
   v->column = v->scale ? g_strconcat(v->key, "_scale", NULL) : g_strdup(v->key);
   return g_steal_pointer(&v);

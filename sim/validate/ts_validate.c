@@ -397,30 +397,15 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
     vd_net_free(net);
     return NULL;
   }
-  /* The validator numbers a layer's backward passes in the order they run; GPipe runs them from
-   * the last micro-batch to the first, which is the same computation for every micro-batch
-   * but not with recompute=stage:except-last, whose last micro-batch alone is not re-run. */
-  if (plan->recompute_keep_last && plan->schedule == TS_SCHED_GPIPE && plan->n_micro > 1) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--split '%s': recompute=stage:except-last under schedule=gpipe re-runs every "
-                "micro-batch but the last, whose backward runs first, which the validator does "
-                "not execute; expected schedule=1f1b with it, or recompute=stage",
-                s->text);
-    vd_net_free(net);
-    return NULL;
-  }
   /* tp-overlap: a layer whose input is gathered and output reduced in chunks would have to
    * compute output rows from input chunks alone; attention mixes every token, so the
    * validator (which runs a chunked layer whole at one chunk) cannot execute it. */
   /* Under context parallelism such a layer runs its projections in chunks on either side of
    * the ring (ts_plan_trace's cp_ring_fwd), which the validator does not execute either. */
-  for (int i = 0; i < m->nlayers && plan->tp_overlap && plan->degree[TS_AX_TP] > 1; i++) {
-    const ts_layer_exec *x = &plan->exec[i];
-    gboolean ag = x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
-    gboolean rs =
-        (x->fwd_post.kind == TS_COLL_REDUCESCATTER || x->fwd_post.kind == TS_COLL_ALLREDUCE) &&
-        x->fwd_post.bytes > 0;
-    if (x->cp_kv_bytes > 0 && (ag || rs)) {
+  /* Which collectives are chunked is the planner's rule (ts_plan_fwd_chunked). */
+  for (int i = 0; i < m->nlayers; i++) {
+    unsigned chunked = ts_plan_fwd_chunked(plan, i, FALSE);
+    if (plan->exec[i].cp_kv_bytes > 0 && chunked != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "--split '%s': with tp-overlap and cp layer '%s' runs its projections in "
                   "chunks around the context-parallel ring, which the validator does not execute; "
@@ -429,7 +414,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
       vd_net_free(net);
       return NULL;
     }
-    if (ag && rs) {
+    if (chunked == (TS_CHUNK_GATHER | TS_CHUNK_REDUCE)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "--split '%s': with tp-overlap layer '%s' all-gathers its input and "
                   "reduce-scatters its output in chunks, which the validator does not execute "

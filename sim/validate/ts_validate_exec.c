@@ -129,11 +129,10 @@ static int ovl_chunks_of(const vd_exec *e, int i)
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
 {
-  const ts_layer_exec *x = &e->plan->exec[i];
+  unsigned chunked = ts_plan_fwd_chunked(e->plan, i, FALSE);
   if (op->coll == TS_COLL_ALLGATHER)
-    return x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0;
-  return (op->coll == TS_COLL_REDUCESCATTER || op->coll == TS_COLL_ALLREDUCE) &&
-         (int)op->coll == x->fwd_post.kind && x->fwd_post.bytes > 0;
+    return (chunked & TS_CHUNK_GATHER) != 0;
+  return (chunked & TS_CHUNK_REDUCE) != 0 && (int)op->coll == e->plan->exec[i].fwd_post.kind;
 }
 
 /* What an op is, from its tag (trace format 2): the planner tags every op it writes. */
@@ -234,9 +233,18 @@ static gboolean is_pass(const vo_info *v, int layer, int phase)
   }
 }
 
-/* Micro-batch of each pass (its rank among the same layer's passes in program order), and the
- * position of each tensor-parallel collective: after a pass when it depends on that pass
- * directly, else before the layer's next pass. */
+/* The micro-batch an op belongs to: the planner tags every op of a pass with the pass's
+ * micro-batch (ts_plan_trace.c), which is not the order passes run in (GPipe runs the backward
+ * passes from the last micro-batch to the first); `counted`, the op's rank among its kind, only
+ * for an untagged op. */
+static int op_micro(const ts_op *op, int counted)
+{
+  return op->t_micro > 0 ? op->t_micro - 1 : counted;
+}
+
+/* Micro-batch of each pass (its tag), and the position of each tensor-parallel collective:
+ * after a pass when it depends on that pass directly, else before the layer's next pass; a
+ * chunk's index is its rank among the layer's chunks of the same kind in program order. */
 static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info)
 {
   const vd_net *n = run->e->net;
@@ -260,21 +268,23 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     case VO_BWD:
     case VO_DGRAD:
     case VO_WGRAD:
-    case VO_ATTN_RECOMPUTE:
-      v.micro = seen[slot]++;
+    case VO_ATTN_RECOMPUTE: {
+      int k = seen[slot]++;
+      v.micro = op_micro(op, k);
       if ((v.kind == VO_FWD || v.kind == VO_RECOMPUTE) && v.layer >= 0 && v.layer < nl &&
           (v.nchunks = ovl_chunks_in(run->e, v.layer, v.kind == VO_RECOMPUTE)) > 0) {
         /* tp-overlap: n GEMM chunks per micro-batch, recomputed forwards included. */
-        v.chunk = v.micro % v.nchunks;
-        v.micro /= v.nchunks;
+        v.chunk = k % v.nchunks;
+        v.micro = op_micro(op, k / v.nchunks);
       }
       if ((v.kind == VO_BWD || v.kind == VO_DGRAD) && v.layer >= 0 && v.layer < nl &&
           (v.nchunks = ts_plan_bwd_chunks(run->e->plan, v.layer)) > 0) {
         /* tp-overlap=xla: n backward (input-gradient) GEMM chunks per micro-batch. */
-        v.chunk = v.micro % v.nchunks;
-        v.micro /= v.nchunks;
+        v.chunk = k % v.nchunks;
+        v.micro = op_micro(op, k / v.nchunks);
       }
       break;
+    }
     case VO_TP: {
       gboolean after = FALSE;
       for (int d = -1; d < op->ndeps && !after; d++) {
@@ -285,20 +295,21 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         }
       }
       v.post = after;
+      /* Before a pass: passes (or GEMM chunks) of the layer seen so far. */
+      int k = 0;
       if (!after) {
         vo_kind pass = v.phase == PH_FWD ? VO_FWD : v.phase == PH_RECOMPUTE ? VO_RECOMPUTE : VO_BWD;
-        v.micro = seen[pass * (nl + 1) + v.layer] +
-                  seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
+        k = seen[pass * (nl + 1) + v.layer] +
+            seen[VO_DGRAD * (nl + 1) + v.layer] * (pass == VO_BWD);
         int nb = pass == VO_BWD && v.layer >= 0 && v.layer < nl
                      ? ts_plan_bwd_chunks(run->e->plan, v.layer)
                      : 0;
         if (nb > 0 && op->kind == TS_OP_COLL && op->coll == TS_COLL_ALLGATHER) {
           /* A backward gather chunk comes before GEMM chunk c (c chunks seen). */
           v.nchunks = nb;
-          v.chunk = v.micro % nb;
+          v.chunk = k % nb;
         }
-        if (nb > 0)
-          v.micro /= nb;
+        v.micro = op_micro(op, nb > 0 ? k / nb : k);
       }
       if (v.phase != PH_BWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
           ovl_chunks_in(run->e, v.layer, v.phase == PH_RECOMPUTE) > 0 &&
@@ -313,17 +324,16 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
               v.chunk = info[q].chunk;
           }
         } else {
-          v.chunk = v.micro % v.nchunks;
-          v.micro /= v.nchunks;
+          v.chunk = k % v.nchunks;
+          v.micro = op_micro(op, k / v.nchunks);
         }
       }
       break;
     }
     case VO_REGATHER: {
-      v.micro = seen[VO_DGRAD * (nl + 1) + v.layer] + seen[VO_BWD * (nl + 1) + v.layer];
+      int k = seen[VO_DGRAD * (nl + 1) + v.layer] + seen[VO_BWD * (nl + 1) + v.layer];
       int nb = v.layer >= 0 && v.layer < nl ? ts_plan_bwd_chunks(run->e->plan, v.layer) : 0;
-      if (nb > 0)
-        v.micro /= nb;
+      v.micro = op_micro(op, nb > 0 ? k / nb : k);
       break;
     }
     case VO_CP_BLOCK:
@@ -333,16 +343,20 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
        * before its backward (the next one). */
       if (v.layer < 0 || v.layer >= nl)
         break;
-      v.micro = v.phase == PH_BWD
-                    ? seen[VO_BWD * (nl + 1) + v.layer] + seen[VO_DGRAD * (nl + 1) + v.layer]
-                : v.phase == PH_RECOMPUTE ? seen[VO_RECOMPUTE * (nl + 1) + v.layer] - 1
-                                          : seen[VO_FWD * (nl + 1) + v.layer] - 1;
+      v.micro = op_micro(op, v.phase == PH_BWD ? seen[VO_BWD * (nl + 1) + v.layer] +
+                                                     seen[VO_DGRAD * (nl + 1) + v.layer]
+                             : v.phase == PH_RECOMPUTE ? seen[VO_RECOMPUTE * (nl + 1) + v.layer] - 1
+                                                       : seen[VO_FWD * (nl + 1) + v.layer] - 1);
       break;
     default: {
-      /* Labels of sends, receives and gradient syncs repeat once per micro-batch. */
+      /* Labels of sends, receives and gradient syncs repeat once per micro-batch: a pipeline
+       * transfer belongs to its tagged micro-batch; a gradient sync keeps its rank among its
+       * label's (how many backward passes it must follow, check_early). */
       gpointer c = g_hash_table_lookup(count, GINT_TO_POINTER(op->label));
       v.micro = GPOINTER_TO_INT(c);
       g_hash_table_insert(count, GINT_TO_POINTER(op->label), GINT_TO_POINTER(v.micro + 1));
+      if (v.kind >= VO_SEND_ACT && v.kind <= VO_STAGE_GATHER)
+        v.micro = op_micro(op, v.micro);
       break;
     }
     }
@@ -657,8 +671,7 @@ static int tp_act(const vo_info *v)
  * first (its input is whole from the start; the reduction chunks follow each GEMM chunk). */
 static int ovl_exec_chunk(const vd_exec *e, int i)
 {
-  const ts_layer_exec *x = &e->plan->exec[i];
-  return x->fwd_pre.kind == TS_COLL_ALLGATHER && x->fwd_pre.bytes > 0 ? ovl_chunks_of(e, i) - 1 : 0;
+  return ts_plan_fwd_chunked(e->plan, i, FALSE) & TS_CHUNK_GATHER ? ovl_chunks_of(e, i) - 1 : 0;
 }
 
 /* What the chunks of one collective assembled so far, per member: the whole collective's
