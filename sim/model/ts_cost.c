@@ -232,7 +232,7 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 gboolean ts_cost_op_syncs(const ts_op_shape *s)
 {
-  return s != NULL && s->oclass == TS_OPC_OPTIMIZER;
+  return s != NULL && (s->oclass == TS_OPC_OPTIMIZER || s->host_sync > 0);
 }
 
 int ts_cost_kernels(const ts_op_shape *s)

@@ -79,6 +79,9 @@ typedef struct {
   /* Added with issue 10 (CNN training). 1: the GEMM is a dense 3x3 stride-1 convolution, which
    * cuDNN can run by Winograd's minimal filtering (ts_cost.c decides where it does); 0: not. */
   double conv3x3;
+  /* Added with issue 10 (vTrain, Megatron's timers). 1: the host waits for the device before
+   * launching the op (a torch.cuda.synchronize() in the framework just before it); 0: not. */
+  double host_sync;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
@@ -109,7 +112,8 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 /** Whether the framework waits for the device before launching this op: the optimizer step,
  * whose inputs the host reads (Megatron-LM's optimizer: the loss scaler's found-inf flag and
- * the gradient norm for clipping, each a .item() that synchronises). */
+ * the gradient norm for clipping, each a .item() that synchronises), and an op whose shape
+ * says host_sync (the first op of a micro-batch's forward under load=sync). */
 gboolean ts_cost_op_syncs(const ts_op_shape *s);
 
 /** The kernels of an op whose launches the host pays (ts_cost_launch / kernel_launch_us): the

@@ -128,6 +128,8 @@ typedef struct {
   gboolean fp8_cache; /* fp8-cache: FP8 weight copies cast once per step (Transformer Engine) */
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: a stage's compute waits for its pipeline sends */
+  /* Added with issue 10 (vTrain's host-bound rows). */
+  gboolean load_sync; /* load=sync: loading a micro-batch synchronises host and device */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -254,6 +256,9 @@ typedef struct {
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: the compute stream waits for each pipeline send to
                             complete (Megatron-LM's and DeepSpeed's non-overlapped exchange) */
+  /* Added with issue 10 (vTrain's host-bound rows). */
+  gboolean load_sync; /* load=sync: on the stages that load data (the first and the last), the
+                         host waits for the device before each micro-batch's forward */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -87,7 +87,8 @@ static const char *const shape_keys[] = {"m",
                                          "epilogue_bytes",
                                          "attn_speedup",
                                          "causal",
-                                         "conv3x3"};
+                                         "conv3x3",
+                                         "host_sync"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -105,7 +106,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->epilogue_bytes,
                  &sh->attn_speedup,
                  &sh->causal,
-                 &sh->conv3x3};
+                 &sh->conv3x3,
+                 &sh->host_sync};
   return f[i];
 }
 
