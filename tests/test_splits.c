@@ -196,6 +196,52 @@ Test(pipeline, blocking_sends_gate_the_next_compute)
   }
 }
 
+/* load=sync (Megatron's broadcast_data reads each micro-batch's sizes back to the host): the
+ * first compute op of every micro-batch's forward on the stages that load data (the first and
+ * the last) makes its host wait for the device, and no other op does; without it none does.
+ * Without a host queue (no launch cost) the step does not move; with one it can only grow. */
+Test(pipeline, load_sync_waits_once_per_micro_batch_on_loading_stages)
+{
+  int P = 4, M = 8;
+  g_autoptr(ts_model) m = equal_model(2 * P, 1e9, 1000, 1e6);
+  for (int launch = 0; launch < 2; launch++) {
+    g_autoptr(ts_topo) t = ring_topo(P, 1e18, 0);
+    t->chip.kernel_launch_s = launch ? 3e-3 : 0.0; /* a layer's forward is 1 ms on the device */
+    double step[2];
+    for (int sync = 0; sync < 2; sync++) {
+      g_autoptr(ts_plan) p =
+          make_plan(m, t, sync ? "pp=4,schedule=1f1b,load=sync" : "pp=4,schedule=1f1b", M, 1);
+      cr_assert_eq(strstr(p->split_text, "load=sync") != NULL, sync, "%s", p->split_text);
+      g_autoptr(ts_trace) tr = trace_of(p);
+      for (int q = 0; q < tr->nprograms; q++) {
+        const ts_program *prog = &tr->programs[q];
+        int synced = 0;
+        for (int i = 0; i < prog->nops; i++) {
+          if (ts_program_op_kind(prog, i) != TS_OP_COMPUTE)
+            continue;
+          const ts_op op = ts_program_op(prog, i);
+          if (ts_cost_op_syncs(op.shape) && op.cat != TS_CAT_OPTIMIZER) {
+            synced++;
+            cr_assert_eq(op.cat, TS_CAT_FWD, "stage %d op %d: a synchronised %d op", q, i,
+                         (int)op.cat);
+          }
+        }
+        int want = sync && (q == 0 || q == P - 1) ? M : 0;
+        cr_assert_eq(synced, want, "stage %d: %d synchronised forwards, expected %d", q, synced,
+                     want);
+      }
+      ts_replay_result rr;
+      replay_plan(p, &rr);
+      step[sync] = rr.step_time_s;
+    }
+    if (launch)
+      cr_assert_geq(step[1], step[0] * (1 - 1e-12), "sync %g s, async %g s", step[1], step[0]);
+    else
+      cr_assert_float_eq(step[1], step[0], 1e-12 * step[0], "sync %g s, async %g s", step[1],
+                         step[0]);
+  }
+}
+
 Test(pipeline, in_flight_activations)
 {
   /* 1F1B holds at most P micro-batches of activations on the first stage (P - s on stage s);
@@ -1334,6 +1380,8 @@ Test(split, option_errors_name_the_item)
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
       {"pp=4,p2p=sync", "item 'p2p=sync': expected p2p=async (sends overlap the next compute) or "
                         "blocking"},
+      {"pp=4,load=maybe", "item 'load=maybe': expected load=async (the input load never waits "
+                          "for the device) or sync"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
       {"tp=4,recompute=most", "item 'recompute=most': expected recompute=none, selective, full, "
                               "full:N, stage, stage:except-last, op, dots or dots:except-mlpwi"},

@@ -233,7 +233,7 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 gboolean ts_cost_op_syncs(const ts_op_shape *s)
 {
-  return s != NULL && s->oclass == TS_OPC_OPTIMIZER && !(s->no_sync > 0);
+  return s != NULL && ((s->oclass == TS_OPC_OPTIMIZER && !(s->no_sync > 0)) || s->host_sync > 0);
 }
 
 int ts_cost_kernels(const ts_op_shape *s)

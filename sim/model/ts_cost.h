@@ -89,6 +89,9 @@ typedef struct {
   /* A convolution's input channels padded for a GPU's 16-bit tensor cores over its own (cuDNN
    * pads a first layer's 3 colour channels: ts_cost.c); 0 reads as 1. */
   double chan_pad;
+  /* Added with issue 10 (vTrain, Megatron's timers). 1: the host waits for the device before
+   * launching the op (a torch.cuda.synchronize() in the framework just before it); 0: not. */
+  double host_sync;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
@@ -119,7 +122,8 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 /** Whether the framework waits for the device before launching this op: the optimizer step,
  * whose inputs the host reads (Megatron-LM's optimizer: the loss scaler's found-inf flag and
- * the gradient norm for clipping, each a .item() that synchronises). */
+ * the gradient norm for clipping, each a .item() that synchronises), and an op whose shape
+ * says host_sync (the first op of a micro-batch's forward under load=sync). */
 gboolean ts_cost_op_syncs(const ts_op_shape *s);
 
 /** The kernels of an op whose launches the host pays (ts_cost_launch / kernel_launch_us): the

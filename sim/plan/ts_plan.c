@@ -724,6 +724,23 @@ static int fwd_kernels(const ts_plan *p, const ts_layer *l)
 }
 
 /*
+ * Kernels of Megatron-LM's vocabulary-parallel cross-entropy (tensor_parallel/cross_entropy.py,
+ * _VocabParallelCrossEntropy, on the logits cast to fp32), the loss whose passes over the logits
+ * dense_epilogue_bytes costs, counted from its code: forward the cast to fp32, the max over the
+ * vocabulary, subtracting it, the target's mask (two comparisons and their or), the masked
+ * target (a copy, a subtraction, a masked fill), the row index (arange), the gather of the
+ * target's logits, its copy and masked fill, exp, the sum, log and the loss's subtraction, and
+ * the division that keeps the softmax: 18 kernels (and three tensor-parallel all-reduces of a
+ * value per token, not costed); backward the row index, the target mask as a float, 1 - it, the
+ * gather, subtraction and scatter of the target's gradient, the product with the loss gradient
+ * and the cast back to 16 bits: 8. With the logits' GEMM (forward) and its two gradients
+ * (backward) these are the logits layer's launches; loss=eager (PyTorch's cross_entropy) keeps
+ * the count of its own kernels (ts_layer_elementwise_ops). Counts of the software, not fitted.
+ */
+#define CE_FWD_KERNELS 18
+#define CE_BWD_KERNELS 8
+
+/*
  * Bytes of the element-wise epilogue kernel after a dense layer's GEMM (one per layer, as
  * fwd_kernels counts), over `elems` output elements on this chip: Megatron-LM's fused
  * bias + dropout + residual add (a layer with dropout) reads the GEMM's output and the
@@ -882,6 +899,14 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   }
   int kf = fwd_kernels(p, l);
   s->kernels = pass == TS_PASS_FWD ? kf : pass == TS_PASS_BWD ? 2 * kf : kf;
+  if (l->kind == TS_LAYER_DENSE && l->vocab > 0 && p->loss != TS_LOSS_EAGER) {
+    /* The logits: their GEMMs and the loss's kernels (the input gradient's pass carries the
+     * loss's backward when the two gradients are separate ops). */
+    s->kernels = pass == TS_PASS_FWD     ? 1 + CE_FWD_KERNELS
+                 : pass == TS_PASS_BWD   ? 2 + CE_BWD_KERNELS
+                 : pass == TS_PASS_DGRAD ? 1 + CE_BWD_KERNELS
+                                         : 1;
+  }
   int other;
   ts_layer_precision(l, p->precision, &s->prec, &other);
   double T = (double)l->tokens;
@@ -1887,6 +1912,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",p2p=blocking");
   if (p->cp_ring == TS_CP_RING_TORCH)
     g_string_append(s, ",cp-ring=torch");
+  if (p->load_sync)
+    g_string_append(s, ",load=sync");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2089,6 +2116,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->attn_kernel = s->attn_kernel > 0 ? (ts_attn_kernel)(s->attn_kernel - 1) : TS_ATTN_KERNEL_FA2;
   p->fp8_cache = s->fp8_cache;
   p->p2p_blocking = s->p2p_blocking;
+  p->load_sync = s->load_sync;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;

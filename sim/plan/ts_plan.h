@@ -141,6 +141,8 @@ typedef struct {
   gboolean p2p_blocking; /* p2p=blocking: a stage's compute waits for its pipeline sends */
   /* Added with issue 10 (TorchTitan's long sequences). */
   int cp_ring; /* cp-ring=: 0 not given (p2p), else 1 + ts_cp_ring */
+  /* Added with issue 10 (vTrain's host-bound rows). */
+  gboolean load_sync; /* load=sync: loading a micro-batch synchronises host and device */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -272,6 +274,9 @@ typedef struct {
                             complete (Megatron-LM's and DeepSpeed's non-overlapped exchange) */
   /* Added with issue 10 (TorchTitan's long sequences). */
   ts_cp_ring cp_ring; /* how the cp ring runs (cp-ring=) */
+  /* Added with issue 10 (vTrain's host-bound rows). */
+  gboolean load_sync; /* load=sync: on the stages that load data (the first and the last), the
+                         host waits for the device before each micro-batch's forward */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -72,6 +72,7 @@ typedef struct {
    * shape_of[k] is set (NULL is a roofline op's). */
   const ts_op_shape **shape_of;
   gboolean *shape_done;
+  gboolean sync_next; /* the next compute op waits for the device first (load=sync) */
   /* Gradient bucket labels by (kind, first layer, last layer): with ZeRO 2 and 3 every
    * micro-batch's backward flushes its buckets, so they are formatted once per trace. */
   GHashTable *bucket_labels;
@@ -361,6 +362,15 @@ static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, const t
   op.flops = flops;
   op.mem_bytes = mem;
   op.shape = shape; /* ts_trace_append interns a copy */
+  ts_op_shape synced;
+  /* The first op with launches after a synchronisation point (load=sync) carries it: its
+   * host waits for the device before launching it (ts_cost_op_syncs). */
+  if (g->sync_next && shape != NULL) {
+    synced = *shape;
+    synced.host_sync = 1.0;
+    op.shape = &synced;
+    g->sync_next = FALSE;
+  }
   return emit_main(g, &op, label);
 }
 
@@ -1365,6 +1375,10 @@ static void forward_pass(gen *g, int chunk, int u)
   int P = p->degree[TS_AX_PP], k = chunk * P + g->device;
   int a = p->stage_first[k], b = p->stage_first[k + 1];
   const ts_model *m = p->model;
+  /* load=sync: the stages that load the micro-batch (the inputs on the first, the labels on the
+   * last) synchronise before its forward; Megatron's broadcast_data reads the batch's sizes
+   * back to the host (.cpu()), which waits for the device's queue. */
+  g->sync_next = p->load_sync && (k == 0 || k == p->nstages - 1);
   if (k > 0) {
     gboolean gather;
     double bytes = boundary_bytes(g, a - 1, &gather);
@@ -1382,6 +1396,7 @@ static void forward_pass(gen *g, int chunk, int u)
   }
   for (int i = a; i < b; i++)
     fwd_layer(g, i, FALSE);
+  g->sync_next = FALSE;
   if (k < p->nstages - 1) {
     gboolean gather;
     double bytes = boundary_bytes(g, b - 1, &gather);
@@ -1838,10 +1853,10 @@ char *ts_plan_trace_key(const ts_plan *p)
                          p->n_micro);
   for (int a = 0; a < TS_AX_N; a++)
     g_string_append_printf(k, "%d ", p->degree[a]);
-  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
+  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
                          p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero, (int)p->offload,
                          p->ep, p->shard, p->tp_overlap, p->dp_overlap, p->precision, p->fsdp2,
-                         (int)p->kernels, p->p2p_blocking);
+                         (int)p->kernels, p->p2p_blocking, p->load_sync);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

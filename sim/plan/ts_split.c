@@ -254,6 +254,18 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "Transformer Engine) or torch (PyTorch's context_parallel as TorchTitan "
                         "runs it: repeated K/V heads, one all-gather, fp32 merges)");
     s->cp_ring = 1 + v;
+  } else if (strcmp(key, "load") == 0) {
+    /* How loading a micro-batch meets the host's dispatch queue (docs/splits.md): async (the
+     * default: the loader never waits for the device) or sync (Megatron's broadcast_data
+     * copies the batch's sizes back to the host, a synchronisation per micro-batch). */
+    static const char *const n[] = {"async", "sync", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "load=async (the input load never waits for the device) or sync (the "
+                        "host waits for the device before each micro-batch's forward: "
+                        "Megatron's broadcast_data)");
+    s->load_sync = v == 1;
   } else if (strcmp(key, "shard") == 0) {
     gint64 v;
     if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
@@ -341,7 +353,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, loss, "
+        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, load, loss, "
         "kernels, fsdp2, kind:K, name:GLOB)");
   }
   return TRUE;
@@ -389,7 +401,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "zero",         "schedule",  "recompute", "sp",      "offload",    "ps",
           "ps-placement", "stages",    "ep",        "shard",   "tp-overlap", "dp-overlap",
           "attention",    "buckets",   "precision", "loss",    "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", "p2p",       "cp-ring", NULL};
+          "attn-kernel",  "fp8-cache", "p2p",       "cp-ring", "load",       NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -397,7 +409,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
                     "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, "
-                    "cp-ring, loss, "
+                    "cp-ring, load, loss, "
                     "kernels, fsdp2, "
                     "kind:K, "
                     "name:GLOB",

@@ -90,7 +90,8 @@ static const char *const shape_keys[] = {"m",
                                          "conv3x3",
                                          "host_op_us",
                                          "no_sync",
-                                         "chan_pad"};
+                                         "chan_pad",
+                                         "host_sync"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -111,7 +112,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->conv3x3,
                  &sh->host_op_us,
                  &sh->no_sync,
-                 &sh->chan_pad};
+                 &sh->chan_pad,
+                 &sh->host_sync};
   return f[i];
 }
 

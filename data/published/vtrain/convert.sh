@@ -15,7 +15,10 @@
 # (recompute=full), 1F1B with blocking pipeline sends (p2p=blocking: DeepSpeed's pipeline engine
 # issues each send as its own blocking instruction) and Megatron's stages (L/pp blocks each, the embedding on the first
 # stage, the final norm and logits on the last), Megatron's rank order (tp innermost, then dp,
-# then pp) on GPUs numbered node-major, and no gradient bucketing (bucket_MiB = 1048576).
+# then pp) on GPUs numbered node-major, and no gradient bucketing (bucket_MiB = 1048576);
+# load=sync: each micro-batch's load synchronises the host with the device on the stages that
+# load data (Megatron's broadcast_data reads the batch's sizes back with .cpu(); on every rank
+# at pp = 1, on the first and last stages under DeepSpeed's pipeline engine).
 # Machines: the shipped DGX A100 node cut to the row's GPUs (single), or the shipped 4-node DGX
 # A100 with the row's node count and vTrain's inter-node bandwidth, 800 Gb/s per node = 12.5
 # GB/s per GPU (multi).
@@ -55,7 +58,7 @@ convert() { # $1 input, $2 output, $3 group prefix, $4 1 = multi-node
         topo = "dgx-a100-1node"; vary = gpus == 8 ? "" : sprintf("dim.node.size=%d", gpus)
         node = gpus
       }
-      sp = "recompute=full"; left = node
+      sp = "recompute=full,load=sync"; left = node
       n[1] = "tp"; n[2] = "dp"; n[3] = "pp"; d[1] = tp; d[2] = dp; d[3] = pp
       for (k = 1; k <= 3; k++) {
         if (d[k] <= 1) continue
