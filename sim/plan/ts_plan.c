@@ -1449,6 +1449,34 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     chunk_act[c] += held * D * mb;
     chunk_kept[c] += cross * D * mb; /* as without recomputation */
   }
+  /* fsdp2's pipelines run torch.distributed.pipelining (ts_sched_order), whose stages allocate
+   * their receive buffers once, one per micro-batch, and keep them: a non-first stage one
+   * buffer of its input per micro-batch (_prepare_forward_infra; the received buffer is the
+   * stage's input, so it is the first block's checkpoint, not counted again), a non-last stage
+   * one buffer of its output's gradient per micro-batch (_prepare_backward_infra). A stage's
+   * fwd_cache keeps its output until the micro-batch's backward (no checkpoint saves it), and
+   * the last stage appends every micro-batch's output, the logits as the model returns them,
+   * to output_chunks until the step ends. */
+  double pipe = 0;
+  for (int c = 0; c < V && p->fsdp2 && pp > 1; c++) {
+    int k = c * pp + device, first = p->stage_first[k], last = p->stage_first[k + 1] - 1;
+    if (last < first)
+      continue;
+    if (k > 0) {
+      pipe += M * p->exec[first].in_bytes * mb;
+      if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0)
+        chunk_act[c] -= checkpoint_bytes(p, first) * mb;
+    }
+    double out = p->exec[last].out_bytes * mb;
+    if (k + 1 < p->nstages) {
+      pipe += M * p->exec[last + 1].in_bytes * mb;
+      chunk_act[c] += out;
+      chunk_kept[c] += out;
+    } else {
+      pipe += M * out;
+    }
+  }
+  mem->pipeline = pipe;
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
   double cur = 0, peak = 0, peak_rc = 0;
@@ -1523,8 +1551,9 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       mem->temp += 2.0 * D * largest_params;
   }
   double states = mem->params + mem->grads + mem->optimizer;
-  double fb = states + mem->gathered + mem->activations + mem->temp;
-  double step = states + mem->step_temp;
+  /* The pipeline's buffers live through the step (ts_plan_memory_at's walk above). */
+  double fb = states + mem->gathered + mem->activations + mem->temp + mem->pipeline;
+  double step = states + mem->step_temp + mem->pipeline;
   if (step > fb) {
     /* The peak is the optimizer step: the activations and the gathered parameters are freed. */
     mem->step_peak = TRUE;

@@ -185,6 +185,8 @@ typedef struct {
   double allocator;   /* the caching allocator's reserved-but-unallocated share of the peak:
                          [chip] allocator_overhead x the allocated peak */
   gboolean step_peak; /* the peak is at the optimizer step (activations freed) */
+  double pipeline;    /* fsdp2 with pp (torch.distributed.pipelining): receive buffers, one per
+                         micro-batch, and the last stage's outputs kept to the step's end */
 } ts_memory;
 
 typedef struct {
