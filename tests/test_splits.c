@@ -248,6 +248,36 @@ Test(pipeline, interleaved_in_flight_activations)
   }
 }
 
+Test(pipeline, torch_pipelining_keeps_receive_buffers_and_the_last_outputs)
+{
+  /* fsdp2's pipelines are torch.distributed.pipelining's: every stage allocates one receive
+   * buffer per micro-batch, for its input (all but the first stage) and for its output's
+   * gradient (all but the last), and keeps them; the last stage keeps every micro-batch's
+   * output to the step's end (output_chunks). Boundaries of e elements at 2 bytes, M
+   * micro-batches of b samples: device 0 holds M b 2e, the middle ones 2 M b 2e, the last
+   * 2 M b 2e (inputs and outputs). A stage's output also stays in its fwd_cache while its
+   * micro-batch is in flight: 1F1B's P - s on device s. Megatron-style pipelines (no fsdp2)
+   * hold none of it. */
+  int P = 4, M = 8, b = 3;
+  double e = 1000, act = 1e6, unit = 2.0 * e * b;
+  g_autoptr(ts_topo) t = ring_topo(2 * P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(2 * P, 1e9, 1000, act);
+  for (int i = 0; i < m->nlayers; i++)
+    m->layers[i].in_act_elems = m->layers[i].out_act_elems = e;
+  g_autoptr(ts_plan) torch = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=1f1b", 2 * M * b, b);
+  g_autoptr(ts_plan) mega = make_plan(m, t, "pp=4,dp=2,zero=1,schedule=1f1b", 2 * M * b, b);
+  for (int s = 0; s < P; s++) {
+    double want = (s == 0 ? 1.0 : 2.0) * M * unit;
+    cr_assert_float_eq(torch->stage_mem[s].pipeline, want, 1e-9, "stage %d: %g bytes, expected %g",
+                       s, torch->stage_mem[s].pipeline, want);
+    cr_assert_float_eq(mega->stage_mem[s].pipeline, 0.0, 1e-12, "Megatron stage %d", s);
+    double kept = (P - s) * (2 * act * b + (s + 1 < P ? unit : 0.0));
+    cr_assert_float_eq(torch->stage_mem[s].activations, kept, 1e-6,
+                       "stage %d: %g activation bytes, expected %g", s,
+                       torch->stage_mem[s].activations, kept);
+  }
+}
+
 Test(pipeline, torch_interleaved_keeps_the_warm_up_formula_at_m_equal_p)
 {
   /* torch.distributed.pipelining's ScheduleInterleaved1F1B (TorchTitan; trainsim's fsdp2
