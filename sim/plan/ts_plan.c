@@ -243,6 +243,38 @@ static double dots_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exe
   return e->act_bytes;
 }
 
+/* TorchTitan's tensor parallelism is DTensor's (ColwiseParallel with input_layouts=Shard(1)
+ * for the blocks' first products and the output projection): the sequence-sharded input is
+ * all-gathered (redistributed to Replicate) and the product's autograd saves that gathered
+ * input for its weight gradient; nothing gathers it again in the backward, as Megatron-LM's
+ * sequence parallelism does (Korthikanti et al. 2022, 4.2.2), which ts_plan_exec_table
+ * keeps. So with fsdp2 a layer whose input is gathered keeps it whole: in fp8 for a torchao
+ * Float8 GEMM (Float8ColwiseParallel casts before the gather), else in the activation type.
+ * Kept where the layer keeps its activations, and in the recomputed working set; per-op
+ * checkpointing recomputes a block's gather with the block (collectives are not in its
+ * save list). Memory only: the time model's re-gather stays. */
+static void dtensor_keeps_gathered_inputs(ts_plan *p)
+{
+  const ts_model *m = p->model;
+  int tp = p->degree[TS_AX_TP], cp = p->degree[TS_AX_CP];
+  if (tp <= 1 || !p->sp)
+    return;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    ts_layer_exec *e = &p->exec[i];
+    if (e->bwd_regather.kind == TS_NO_COLL)
+      continue;
+    int gemm, other;
+    ts_layer_precision(l, p->precision, &gemm, &other);
+    double gathered = l->in_act_elems * (gemm == TS_PRECISION_FP8 ? 1.0 : m->dtype_bytes);
+    /* per chip: 1/cp of each sequence under context parallelism, as every activation */
+    double extra = MAX(0.0, gathered - l->in_act_elems * m->dtype_bytes / tp) / cp;
+    e->full_act_bytes += extra;
+    if (p->recompute != TS_RECOMPUTE_OP || l->block < 0)
+      e->act_bytes += extra;
+  }
+}
+
 gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
 {
   return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
@@ -2252,6 +2284,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   }
   p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->sp, p->layer_mode, p->ep,
                                p->attention, ts_plan_fp8_saves_inputs(p));
+  if (p->fsdp2)
+    dtensor_keeps_gathered_inputs(p);
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible
