@@ -302,8 +302,8 @@ Test(pipeline, torch_interleaved_keeps_the_warm_up_formula_at_m_equal_p)
       /* Plus the stage's output, which torch's fwd_cache keeps per micro-batch in flight:
        * 2 bytes per item here (each layer outputs one element), far below one item. */
       double got = torch->stage_mem[s].activations, want = items * act;
-      cr_assert_float_eq(got, want, act * 1e-3, "fsdp2 M %d stage %d: %g bytes, expected %g", M,
-                         s, got, want);
+      cr_assert_float_eq(got, want, act * 1e-3, "fsdp2 M %d stage %d: %g bytes, expected %g", M, s,
+                         got, want);
       double mgot = mega->stage_mem[s].activations, mwant = mitems * act;
       cr_assert_float_eq(mgot, mwant, mwant * 1e-12, "Megatron M %d stage %d: %g, expected %g", M,
                          s, mgot, mwant);
