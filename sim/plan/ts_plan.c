@@ -1481,49 +1481,53 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     chunk_act[c] += held * D * mb;
     chunk_kept[c] += cross * D * mb; /* as without recomputation */
   }
-  /* fsdp2's pipelines run torch.distributed.pipelining (ts_sched_order), whose stages allocate
-   * their receive buffers once, one per micro-batch, and keep them: a non-first stage one
-   * buffer of its input per micro-batch (_prepare_forward_infra; the received buffer is the
-   * stage's input, so it is the first block's checkpoint, not counted again), a non-last stage
-   * one buffer of its output's gradient per micro-batch (_prepare_backward_infra). A stage's
-   * fwd_cache keeps its output until the micro-batch's backward (no checkpoint saves it), and
-   * the last stage appends every micro-batch's output, the logits as the model returns them,
-   * to output_chunks until the step ends. */
-  double pipe = 0;
+  /* fsdp2's pipelines run torch.distributed.pipelining (ts_sched_order) as of TorchTitan's
+   * December 2024 runs (torch 1963fc8), whose stages allocate their receive buffers once, one
+   * per micro-batch, and keep them: a non-first stage one buffer of its input per micro-batch
+   * (_prepare_forward_infra; the received buffer is the stage's input, so it is the first
+   * block's checkpoint, not counted again), a non-last stage one buffer of its output's
+   * gradient per micro-batch (_prepare_backward_infra). Every stage appends each micro-batch's
+   * output to output_chunks at its forward and keeps it until the next step (torch kept only
+   * the last stage's from May 2025, pytorch#153383): the stage output, and on the last stage
+   * the logits as the model returns them; fwd_cache holds the same tensors. */
+  double recv = 0, *chunk_out = g_new0(double, V);
   for (int c = 0; c < V && p->fsdp2 && pp > 1; c++) {
     int k = c * pp + device, first = p->stage_first[k], last = p->stage_first[k + 1] - 1;
     if (last < first)
       continue;
     if (k > 0) {
-      pipe += M * p->exec[first].in_bytes * mb;
+      recv += M * p->exec[first].in_bytes * mb;
       if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0)
         chunk_act[c] -= checkpoint_bytes(p, first) * mb;
     }
-    double out = p->exec[last].out_bytes * mb;
-    if (k + 1 < p->nstages) {
-      pipe += M * p->exec[last + 1].in_bytes * mb;
-      chunk_act[c] += out;
-      chunk_kept[c] += out;
-    } else {
-      pipe += M * out;
-    }
+    if (k + 1 < p->nstages)
+      recv += M * p->exec[last + 1].in_bytes * mb;
+    chunk_out[c] = p->exec[last].out_bytes * mb;
   }
-  mem->pipeline = pipe;
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
-  double cur = 0, peak = 0, peak_rc = 0;
+  /* outs: the outputs kept so far (added at each forward, released after the step) */
+  double cur = 0, peak = 0, peak_rc = 0, outs = 0, peak_outs = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {
     const ts_sched_item *it = &g_array_index(order, ts_sched_item, i);
     gboolean kept = !ts_plan_micro_recomputed(p, it->micro, M);
     double a = kept ? chunk_kept[it->chunk] : chunk_act[it->chunk];
     if (it->bwd && !kept)
-      peak_rc = MAX(peak_rc, cur + work); /* a recomputed unit live on top of what is held */
+      peak_rc = MAX(peak_rc, cur + outs + work); /* a recomputed unit on top of what is held */
     cur += it->bwd ? -a : a;
+    outs += it->bwd ? 0.0 : chunk_out[it->chunk];
     live += it->bwd ? -1 : 1;
-    peak = MAX(peak, cur);
+    if (cur + outs > peak + peak_outs) {
+      peak = cur;
+      peak_outs = outs;
+    }
     peak_live = MAX(peak_live, live);
   }
+  g_free(chunk_out);
+  /* At the forward-backward peak and through the optimizer step (ts_plan_memory_at's end). */
+  mem->pipeline = recv + peak_outs;
+  double pipe_step = recv + outs;
   g_free(chunk_act);
   g_free(chunk_kept);
   mem->activations = peak;
@@ -1532,7 +1536,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * comes before the others' recomputation, so the recomputed unit is counted only where it is
    * live (above the held peak, if at all). */
   if (p->recompute_keep_last)
-    work = MAX(0.0, peak_rc - peak);
+    work = MAX(0.0, peak_rc - peak - peak_outs);
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
    * and ZeRO-3's gathered parameters (the block and the one prefetched). */
@@ -1585,12 +1589,13 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   double states = mem->params + mem->grads + mem->optimizer;
   /* The pipeline's buffers live through the step (ts_plan_memory_at's walk above). */
   double fb = states + mem->gathered + mem->activations + mem->temp + mem->pipeline;
-  double step = states + mem->step_temp + mem->pipeline;
+  double step = states + mem->step_temp + pipe_step;
   if (step > fb) {
     /* The peak is the optimizer step: the activations and the gathered parameters are freed. */
     mem->step_peak = TRUE;
     mem->activations = mem->gathered = 0;
     mem->temp = mem->step_temp;
+    mem->pipeline = pipe_step;
     fb = step;
   }
   /* The allocator reserves more than the tensors it holds at the peak (PyTorch's caching

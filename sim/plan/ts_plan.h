@@ -186,7 +186,7 @@ typedef struct {
                          [chip] allocator_overhead x the allocated peak */
   gboolean step_peak; /* the peak is at the optimizer step (activations freed) */
   double pipeline;    /* fsdp2 with pp (torch.distributed.pipelining): receive buffers, one per
-                         micro-batch, and the last stage's outputs kept to the step's end */
+                         micro-batch, and the stage outputs kept to the step's end */
 } ts_memory;
 
 typedef struct {
