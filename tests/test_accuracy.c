@@ -325,8 +325,12 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
  * measured (docs/accuracy.md: 9.6% mean |error| over 18 rows once fsdp2's interleaved schedule
  * is torch.distributed.pipelining's, 10.0% before; 8.6% over Tables 1, 3, 4, 5, with Llama 3.1,
  * FSDP2, op-level checkpointing, the eager loss and the allocator's overhead; it was 34.4% with
- * the Llama approximations; the target is 10%): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 10.0
+ * the Llama approximations; the target is 10%); 8.2% since fsdp2's pipelines keep
+ * torch.distributed.pipelining's receive buffers and the last stage's output_chunks (the
+ * interleaved 405B row -11.9% -> +1.4%, its peak now the last device's, 1F1B -24.5% -> -21.7%);
+ * 7.7% since DTensor's tensor parallelism keeps the gathered inputs of fsdp2's column-parallel
+ * layers (70B -10.0% -> -7.2% and -4.3% -> -1.3%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 8.0
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {

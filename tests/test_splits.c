@@ -294,6 +294,37 @@ Test(pipeline, interleaved_in_flight_activations)
   }
 }
 
+Test(pipeline, torch_pipelining_keeps_receive_buffers_and_stage_outputs)
+{
+  /* fsdp2's pipelines are torch.distributed.pipelining's (torch 1963fc8, TorchTitan's
+   * December 2024 runs): every stage allocates one receive buffer per micro-batch, for its
+   * input (all but the first stage) and for its output's gradient (all but the last), and
+   * keeps them; every stage keeps each micro-batch's output (output_chunks) from its forward
+   * to the step's end. Boundaries of e elements at 2 bytes, M micro-batches of b samples
+   * (unit = 2 e b bytes): at 1F1B's peak, after the last forward with P - s micro-batches in
+   * flight, device 0 holds M units of gradient buffers and M outputs, the middle devices 3 M,
+   * the last 2 M (input buffers, outputs); the kept activations are 1F1B's P - s micro-batches
+   * of 2 layers, nothing more. Megatron-style pipelines (no fsdp2) hold none of it. */
+  int P = 4, M = 8, b = 3;
+  double e = 1000, act = 1e6, unit = 2.0 * e * b;
+  g_autoptr(ts_topo) t = ring_topo(2 * P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(2 * P, 1e9, 1000, act);
+  for (int i = 0; i < m->nlayers; i++)
+    m->layers[i].in_act_elems = m->layers[i].out_act_elems = e;
+  g_autoptr(ts_plan) torch = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=1f1b", 2 * M * b, b);
+  g_autoptr(ts_plan) mega = make_plan(m, t, "pp=4,dp=2,zero=1,schedule=1f1b", 2 * M * b, b);
+  for (int s = 0; s < P; s++) {
+    double want = (s == 0 || s == P - 1 ? 2.0 : 3.0) * M * unit;
+    cr_assert_float_eq(torch->stage_mem[s].pipeline, want, 1e-9, "stage %d: %g bytes, expected %g",
+                       s, torch->stage_mem[s].pipeline, want);
+    cr_assert_float_eq(mega->stage_mem[s].pipeline, 0.0, 1e-12, "Megatron stage %d", s);
+    double kept = (P - s) * 2 * act * b;
+    cr_assert_float_eq(torch->stage_mem[s].activations, kept, 1e-6,
+                       "stage %d: %g activation bytes, expected %g", s,
+                       torch->stage_mem[s].activations, kept);
+  }
+}
+
 Test(pipeline, torch_interleaved_keeps_the_warm_up_formula_at_m_equal_p)
 {
   /* torch.distributed.pipelining's ScheduleInterleaved1F1B (TorchTitan; trainsim's fsdp2
@@ -659,8 +690,10 @@ Test(activations, fp8_gemm_inputs_kept_in_one_byte)
    * sbh/t on the first MLP GEMM's input and 4 sbh/t on the second's (the GELU output), and
    * gains sbh/t for the output projection's FP8 copy of the attention output, which the fused
    * attention keeps in bf16: 29 sbh/t. Without sp the two replicated GEMM inputs lose sbh each:
-   * 8 sbh + 21 sbh/t. PyTorch-native Float8 (fsdp2, torchao) keeps the bf16
-   * inputs: 34 sbh/t as in bf16. */
+   * 8 sbh + 21 sbh/t. PyTorch-native Float8 (fsdp2, torchao) keeps its inputs as it gets
+   * them; with DTensor's tensor parallelism (fsdp2: TorchTitan) the two column-parallel GEMMs
+   * keep their inputs gathered, in fp8 (Float8ColwiseParallel casts before the all-gather)
+   * and not gathered again in backward: 34 sbh/t less 2 x 2 sbh/t plus 2 x sbh. */
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
   double s = (double)m->t_seq, h = (double)m->t_hidden, a = (double)m->t_heads, b = 2, tt = 8;
@@ -672,7 +705,8 @@ Test(activations, fp8_gemm_inputs_kept_in_one_byte)
       {"tp=8,dp=64,sp", sbh * 34 / tt + lse / tt},
       {"tp=8,dp=64,sp,precision=fp8", sbh * 29 / tt + lse / tt},
       {"tp=8,dp=64,precision=fp8", sbh * (10 - 2 + 21 / tt) + lse / tt},
-      {"tp=8,dp=64,sp,zero=3,fsdp2,precision=fp8", sbh * 34 / tt + lse / tt},
+      {"tp=8,dp=64,sp,zero=3,fsdp2,precision=fp8", sbh * (30 / tt + 2) + lse / tt},
+      {"tp=8,dp=64,sp,zero=3,fsdp2", sbh * (30 / tt + 4) + lse / tt}, /* gathered in bf16 */
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 1024, 2);

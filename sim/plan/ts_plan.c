@@ -256,6 +256,38 @@ static double dots_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exe
   return e->act_bytes;
 }
 
+/* TorchTitan's tensor parallelism is DTensor's (ColwiseParallel with input_layouts=Shard(1)
+ * for the blocks' first products and the output projection): the sequence-sharded input is
+ * all-gathered (redistributed to Replicate) and the product's autograd saves that gathered
+ * input for its weight gradient; nothing gathers it again in the backward, as Megatron-LM's
+ * sequence parallelism does (Korthikanti et al. 2022, 4.2.2), which ts_plan_exec_table
+ * keeps. So with fsdp2 a layer whose input is gathered keeps it whole: in fp8 for a torchao
+ * Float8 GEMM (Float8ColwiseParallel casts before the gather), else in the activation type.
+ * Kept where the layer keeps its activations, and in the recomputed working set; per-op
+ * checkpointing recomputes a block's gather with the block (collectives are not in its
+ * save list). Memory only: the time model's re-gather stays. */
+static void dtensor_keeps_gathered_inputs(ts_plan *p)
+{
+  const ts_model *m = p->model;
+  int tp = p->degree[TS_AX_TP], cp = p->degree[TS_AX_CP];
+  if (tp <= 1 || !p->sp)
+    return;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    ts_layer_exec *e = &p->exec[i];
+    if (e->bwd_regather.kind == TS_NO_COLL)
+      continue;
+    int gemm, other;
+    ts_layer_precision(l, p->precision, &gemm, &other);
+    double gathered = l->in_act_elems * (gemm == TS_PRECISION_FP8 ? 1.0 : m->dtype_bytes);
+    /* per chip: 1/cp of each sequence under context parallelism, as every activation */
+    double extra = MAX(0.0, gathered - l->in_act_elems * m->dtype_bytes / tp) / cp;
+    e->full_act_bytes += extra;
+    if (p->recompute != TS_RECOMPUTE_OP || l->block < 0)
+      e->act_bytes += extra;
+  }
+}
+
 gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
 {
   return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
@@ -1541,21 +1573,53 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     chunk_act[c] += held * D * mb;
     chunk_kept[c] += cross * D * mb; /* as without recomputation */
   }
+  /* fsdp2's pipelines run torch.distributed.pipelining (ts_sched_order) as of TorchTitan's
+   * December 2024 runs (torch 1963fc8), whose stages allocate their receive buffers once, one
+   * per micro-batch, and keep them: a non-first stage one buffer of its input per micro-batch
+   * (_prepare_forward_infra; the received buffer is the stage's input, so it is the first
+   * block's checkpoint, not counted again), a non-last stage one buffer of its output's
+   * gradient per micro-batch (_prepare_backward_infra). Every stage appends each micro-batch's
+   * output to output_chunks at its forward and keeps it until the next step (torch kept only
+   * the last stage's from May 2025, pytorch#153383): the stage output, and on the last stage
+   * the logits as the model returns them; fwd_cache holds the same tensors. */
+  double recv = 0, *chunk_out = g_new0(double, V);
+  for (int c = 0; c < V && p->fsdp2 && pp > 1; c++) {
+    int k = c * pp + device, first = p->stage_first[k], last = p->stage_first[k + 1] - 1;
+    if (last < first)
+      continue;
+    if (k > 0) {
+      recv += M * p->exec[first].in_bytes * mb;
+      if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0)
+        chunk_act[c] -= checkpoint_bytes(p, first) * mb;
+    }
+    if (k + 1 < p->nstages)
+      recv += M * p->exec[last + 1].in_bytes * mb;
+    chunk_out[c] = p->exec[last].out_bytes * mb;
+  }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
-  double cur = 0, peak = 0, peak_rc = 0;
+  /* outs: the outputs kept so far (added at each forward, released after the step) */
+  double cur = 0, peak = 0, peak_rc = 0, outs = 0, peak_outs = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {
     const ts_sched_item *it = &g_array_index(order, ts_sched_item, i);
     gboolean kept = !ts_plan_micro_recomputed(p, it->micro, M);
     double a = kept ? chunk_kept[it->chunk] : chunk_act[it->chunk];
     if (it->bwd && !kept)
-      peak_rc = MAX(peak_rc, cur + work); /* a recomputed unit live on top of what is held */
+      peak_rc = MAX(peak_rc, cur + outs + work); /* a recomputed unit on top of what is held */
     cur += it->bwd ? -a : a;
+    outs += it->bwd ? 0.0 : chunk_out[it->chunk];
     live += it->bwd ? -1 : 1;
-    peak = MAX(peak, cur);
+    if (cur + outs > peak + peak_outs) {
+      peak = cur;
+      peak_outs = outs;
+    }
     peak_live = MAX(peak_live, live);
   }
+  g_free(chunk_out);
+  /* At the forward-backward peak and through the optimizer step (ts_plan_memory_at's end). */
+  mem->pipeline = recv + peak_outs;
+  double pipe_step = recv + outs;
   g_free(chunk_act);
   g_free(chunk_kept);
   mem->activations = peak;
@@ -1564,7 +1628,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * comes before the others' recomputation, so the recomputed unit is counted only where it is
    * live (above the held peak, if at all). */
   if (p->recompute_keep_last)
-    work = MAX(0.0, peak_rc - peak);
+    work = MAX(0.0, peak_rc - peak - peak_outs);
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
    * and ZeRO-3's gathered parameters (the block and the one prefetched). */
@@ -1615,13 +1679,15 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       mem->temp += 2.0 * D * largest_params;
   }
   double states = mem->params + mem->grads + mem->optimizer;
-  double fb = states + mem->gathered + mem->activations + mem->temp;
-  double step = states + mem->step_temp;
+  /* The pipeline's buffers live through the step (ts_plan_memory_at's walk above). */
+  double fb = states + mem->gathered + mem->activations + mem->temp + mem->pipeline;
+  double step = states + mem->step_temp + pipe_step;
   if (step > fb) {
     /* The peak is the optimizer step: the activations and the gathered parameters are freed. */
     mem->step_peak = TRUE;
     mem->activations = mem->gathered = 0;
     mem->temp = mem->step_temp;
+    mem->pipeline = pipe_step;
     fb = step;
   }
   /* The allocator reserves more than the tensors it holds at the peak (PyTorch's caching
@@ -2340,6 +2406,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   for (int i = 0; i < m->nlayers && p->cp_ring == TS_CP_RING_TORCH; i++)
     if (p->exec[i].cp_kv_bytes > 0 && m->layers[i].kv_heads > 0)
       p->exec[i].cp_kv_bytes *= (double)m->layers[i].heads / (double)m->layers[i].kv_heads;
+  if (p->fsdp2)
+    dtensor_keeps_gathered_inputs(p);
   gint64 per_replica = prod == t->nchips && o->global_batch > 0 ? o->global_batch / dp : 1;
   /* Default micro-batch: none without a pipeline; with one, the largest that gives at least
    * 4 micro-batches per stage (GPipe, Huang et al. 2019, section 2.2: the bubble is negligible

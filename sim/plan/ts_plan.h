@@ -200,6 +200,8 @@ typedef struct {
   double allocator;   /* the caching allocator's reserved-but-unallocated share of the peak:
                          [chip] allocator_overhead x the allocated peak */
   gboolean step_peak; /* the peak is at the optimizer step (activations freed) */
+  double pipeline;    /* fsdp2 with pp (torch.distributed.pipelining): receive buffers, one per
+                         micro-batch, and the stage outputs kept to the step's end */
 } ts_memory;
 
 typedef struct {

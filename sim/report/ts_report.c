@@ -339,13 +339,13 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
       continue;
     char b[7][48];
     g_string_append_printf(
-        s,
-        "memory/chip %s: params+grads+optimizer %s, gathered %s, activations %s, %s %s, "
-        "allocator %s\n",
+        s, "memory/chip %s: params+grads+optimizer %s, gathered %s, activations %s, %s %s, ",
         res[i].split, ts_fmt_bytes(b[0], 48, mm->params + mm->grads + mm->optimizer),
         ts_fmt_bytes(b[1], 48, mm->gathered), ts_fmt_bytes(b[2], 48, mm->activations),
-        mm->step_peak ? "optimizer step" : "buffers", ts_fmt_bytes(b[3], 48, mm->temp),
-        ts_fmt_bytes(b[4], 48, mm->allocator));
+        mm->step_peak ? "optimizer step" : "buffers", ts_fmt_bytes(b[3], 48, mm->temp));
+    if (mm->pipeline > 0) /* only torch.distributed.pipelining's (fsdp2 with pp) */
+      g_string_append_printf(s, "pipeline buffers %s, ", ts_fmt_bytes(b[5], 48, mm->pipeline));
+    g_string_append_printf(s, "allocator %s\n", ts_fmt_bytes(b[4], 48, mm->allocator));
   }
   if (n > 0 && res[0].mem.reserve > 0) {
     /* One line: what "fits" compares (every row of a run shares the chip). */
@@ -570,6 +570,7 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "activations", r->mem.activations);
     jnum(b, "temp", r->mem.temp);
     jnum(b, "gathered", r->mem.gathered);
+    jnum(b, "pipeline", r->mem.pipeline);
     jnum(b, "allocator", r->mem.allocator);
     jnum(b, "reserve", r->mem.reserve);
     json_builder_end_object(b);

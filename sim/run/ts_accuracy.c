@@ -466,7 +466,8 @@ ts_accuracy *ts_accuracy_run(const ts_meas_file *f, int jobs, const char *backen
         a->predicted[i] = 0;
         for (int d = 0; d < p->degree[TS_AX_PP]; d++)
           a->predicted[i] += p->stage_mem[d].activations + p->stage_mem[d].temp +
-                             p->stage_mem[d].gathered + p->stage_mem[d].allocator;
+                             p->stage_mem[d].gathered + p->stage_mem[d].pipeline +
+                             p->stage_mem[d].allocator;
       }
       a->detail[i] = g_strdup(p->split_text);
       continue;
