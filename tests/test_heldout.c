@@ -433,6 +433,10 @@ Test(heldout, palm_row_is_the_published_token_rate)
   g_autoptr(ts_meas_file) f = heldout_file("palm", "chowdhery2022-palm.csv", 1);
   const ts_meas_row *r = &f->rows[0];
   cr_assert_float_eq(r->measured, 2048.0 * 2048 / 238.3e3, 0.005);
+  /* The same through the 46.2% MFU: 6N + 12 L H Q T FLOPs a token (appendix B) at 275 TFLOP/s. */
+  const double N = 540.35e9, per_token = 6 * N + 12 * 118.0 * 48 * 256 * 2048;
+  double t = 2048.0 * 2048 * per_token / (0.462 * 275e12 * 6144);
+  cr_assert(fabs(t / r->measured - 1) < 0.002, "%.3f s through the MFU", t);
   cr_assert_eq(item(r->split, "tp="), 12);
   cr_assert_eq(item(r->split, "dp="), 256);
   cr_assert_eq(12 * 16 * 16, 3072);
