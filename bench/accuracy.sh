@@ -9,7 +9,8 @@
 #   <!-- accuracy-pooled: FILE1 FILE2 ... -->  ...  <!-- /accuracy -->
 #     the rows of several files pooled: count, mean and largest |error|, mean signed error
 #     (the held-out large runs of docs/accuracy.md: data/published/{mtnlg,bloom,llama3,
-#     megatron-bridge,megatron-core}, together and per chip kind).
+#     megatron-bridge,megatron-core}, together and per chip kind; the runs from papers,
+#     data/published/{gpt-neox,palm,opt}, one row block each).
 # Each file's full outputs (text, CSV, JSON, scatter plot) go to out/accuracy/DATASET-NAME/.
 #
 #   bench/accuracy.sh              # every file (about a minute on 2 cores)
