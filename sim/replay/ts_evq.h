@@ -28,8 +28,8 @@ typedef struct {
 typedef struct {
   ts_event *v;
   guint len, cap;
-  guint64 seq;  /* next sequence number */
-  guint head;   /* sorted form: the events are v[head, head + len), ascending */
+  guint64 seq;   /* next sequence number */
+  guint head;    /* sorted form: the events are v[head, head + len), ascending */
   gboolean heap; /* heap form: v[0, len) is a 4-ary heap */
 } ts_evq;
 
