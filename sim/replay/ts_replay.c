@@ -582,6 +582,12 @@ static inline void op_begin(ts_replay *r, int sim, int op, double now)
     g_array_append_vals(s->waits, w, 1);
   }
   st->t = now;
+  /* The op completes after about a queue's length of other events: ask now for the states its
+   * completion will update, some far down the program (a backward op's forward input). */
+  const sim_rank *s = &r->sims[sim];
+  const prog_info *pi = &r->progs[s->program];
+  for (int k = pi->succ_off[op], k1 = pi->succ_off[op + 1]; k < k1; k++)
+    __builtin_prefetch(&s->st[pi->succ[k]], 1);
 }
 
 static int activity_new(ts_replay *r)
