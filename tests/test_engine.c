@@ -404,10 +404,11 @@ Test(engine, choice_time_equals_chosen_algorithm_time_and_memo)
 }
 
 /* Issue 15: the analytic backend's event queue (a sorted run while short, a 4-ary heap past
- * EVQ_SORTED_MAX events, sorted back at EVQ_SORTED_MIN) pops what a plain list searched for its
- * least (time, insertion order) pops, run side by side on random pushes and pops with many
+ * TS_EVQ_SORTED_MAX events, sorted back at TS_EVQ_SORTED_MIN) pops what a plain list searched for
+ * its least (time, insertion order) pops, run side by side on random pushes and pops with many
  * equal times, never pushing before the last time popped (as a replay does). Rounds of up to
- * 2000 pushes, two in three steps a push, grow past EVQ_SORTED_MAX and drain through both forms. */
+ * 2000 pushes, two in three steps a push, grow past TS_EVQ_SORTED_MAX and drain through both forms.
+ */
 Test(engine, event_queue_pops_in_time_then_insertion_order)
 {
   GRand *rng = g_rand_new_with_seed(15);

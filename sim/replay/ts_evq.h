@@ -3,14 +3,16 @@
  *
  * Two forms of one array. While the queue is short (a replay keeps about one event per simulated
  * rank pending: 37 on average in the every-split sweep), a sorted run v[head, head + len): a pop
- * takes the front with no comparison, a push finds its place by a binary search whose steps are
- * conditional moves, not branches, and shifts the later events up by one (a short memmove: a new
- * event usually lands among the latest). The 4-ary heap it replaced spent its time on
- * mispredicted comparisons (12% of the sweep). When the queue grows past EVQ_SORTED_MAX the run
- * becomes a 4-ary heap in one flat array (an ascending array is already one: a parent precedes
- * its children), elements moving into a hole rather than by swaps; when a heap shrinks to
- * EVQ_SORTED_MIN it is sorted back. Both pop by (time, sequence), and sequence numbers are
- * unique, so the order popped is the same whichever form holds the events. */
+ * takes the front with no comparison; a push makes room on the shorter side of its place,
+ * shifting the events before it down by one (into the slot a pop freed) when it is earlier than
+ * the middle event, else the events after it up by one: a few moves whose loop mispredicts once.
+ * (A binary search for the place, its loads dependent one on the next, cost as much as the heap.)
+ * The 4-ary heap it replaced spent its time on mispredicted comparisons (12% of the sweep).
+ * When the queue grows past TS_EVQ_SORTED_MAX the run becomes a 4-ary heap in one flat array (an
+ * ascending array is already one: a parent precedes its children), elements moving into a hole
+ * rather than by swaps; when a heap shrinks to TS_EVQ_SORTED_MIN it is sorted back. Both pop by
+ * (time, sequence), and sequence numbers are unique, so the order popped is the same whichever form
+ * holds the events. */
 #ifndef TS_EVQ_H
 #define TS_EVQ_H
 
@@ -33,7 +35,7 @@ typedef struct {
   gboolean heap; /* heap form: v[0, len) is a 4-ary heap */
 } ts_evq;
 
-enum { EVQ_SORTED_MAX = 256, EVQ_SORTED_MIN = 64 };
+enum { TS_EVQ_SORTED_MAX = 256, TS_EVQ_SORTED_MIN = 64 };
 
 static inline gboolean ts_event_less(const ts_event *a, const ts_event *b)
 {
@@ -77,7 +79,7 @@ static inline ts_event ts_evq_heap_pop(ts_evq *q)
   return top;
 }
 
-/* A heap shrunk to EVQ_SORTED_MIN events back to a sorted run (insertion sort: few events). */
+/* A heap shrunk to TS_EVQ_SORTED_MIN events back to a sorted run (insertion sort: few events). */
 static inline void ts_evq_to_sorted(ts_evq *q)
 {
   for (guint i = 1; i < q->len; i++) {
@@ -130,7 +132,7 @@ static inline void ts_evq_push(ts_evq *q, double t, guint64 token)
     *b = e;
   }
   q->len++;
-  if (G_UNLIKELY(q->len > EVQ_SORTED_MAX)) { /* long: a heap (the ascending run is one) */
+  if (G_UNLIKELY(q->len > TS_EVQ_SORTED_MAX)) { /* long: a heap (the ascending run is one) */
     memmove(q->v, first, sizeof(ts_event) * q->len);
     q->head = 0;
     q->heap = TRUE;
@@ -142,7 +144,7 @@ static inline ts_event ts_evq_pop(ts_evq *q)
 {
   if (G_UNLIKELY(q->heap)) {
     ts_event top = ts_evq_heap_pop(q);
-    if (q->len <= EVQ_SORTED_MIN)
+    if (q->len <= TS_EVQ_SORTED_MIN)
       ts_evq_to_sorted(q);
     return top;
   }
