@@ -403,13 +403,16 @@ Test(engine, choice_time_equals_chosen_algorithm_time_and_memo)
   cr_assert_gt(checked, 30, "only %d cases checked", checked);
 }
 
-/* Issue 15: the analytic backend's event queue (a 4-ary heap) pops what a plain list searched
- * for its least (time, insertion order) pops, run side by side on random pushes and pops with
- * many equal times, never pushing before the last time popped (as a replay does). */
+/* Issue 15: the analytic backend's event queue (a sorted run while short, a 4-ary heap past
+ * TS_EVQ_SORTED_MAX events, sorted back at TS_EVQ_SORTED_MIN) pops what a plain list searched for
+ * its least (time, insertion order) pops, run side by side on random pushes and pops with many
+ * equal times, never pushing before the last time popped (as a replay does). Rounds of up to
+ * 2000 pushes, two in three steps a push, grow past TS_EVQ_SORTED_MAX and drain through both forms.
+ */
 Test(engine, event_queue_pops_in_time_then_insertion_order)
 {
   GRand *rng = g_rand_new_with_seed(15);
-  int pops = 0;
+  int pops = 0, heap_pops = 0, back_to_sorted = 0;
   for (int round = 0; round < 60; round++) {
     ts_evq q = {0};
     GArray *ref = g_array_new(FALSE, FALSE, sizeof(ts_event)); /* the reference queue */
@@ -434,7 +437,10 @@ Test(engine, event_queue_pops_in_time_then_insertion_order)
           best = k;
       ts_event want = g_array_index(ref, ts_event, best);
       g_array_remove_index(ref, best);
+      gboolean was_heap = q.heap;
       ts_event got = ts_evq_pop(&q);
+      heap_pops += was_heap;
+      back_to_sorted += was_heap && !q.heap;
       cr_assert(got.token == want.token && got.t == want.t && got.seq == want.seq,
                 "round %d: popped token %" G_GUINT64_FORMAT " at %g, expected %" G_GUINT64_FORMAT
                 " at %g",
@@ -447,6 +453,8 @@ Test(engine, event_queue_pops_in_time_then_insertion_order)
   }
   g_rand_free(rng);
   cr_assert_gt(pops, 1000);
+  cr_assert_gt(heap_pops, 100, "the heap form popped only %d events", heap_pops);
+  cr_assert_gt(back_to_sorted, 0);
 }
 
 /* A one-chip trace of n compute ops of `flops` each on one stream, plus one transfer over storage
