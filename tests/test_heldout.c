@@ -546,6 +546,8 @@ Test(heldout, maxtext_multislice_errors_stay_below_their_pins, .timeout = 300)
   cr_expect(m < HELDOUT_MAXTEXT_MS_MEAN_MAX, "MaxText multi-slice: mean |error| %.2f%%", m);
   cr_expect(worst < HELDOUT_MAXTEXT_MS_WORST_MAX, "MaxText multi-slice: worst |error| %.2f%%",
             worst);
+}
+
 /* Further runs from papers (docs/accuracy.md, "Held-out runs from papers"): each file holds the
  * published rate through the conversion its PROVENANCE.txt states. */
 
