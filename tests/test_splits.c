@@ -2399,8 +2399,8 @@ Test(tensor, pytorch_tp_backward_is_serial_megatron_overlaps_it)
     int wg = op_labelled(tr, "block.0.fc1 bwd weight grad");
     int rs = op_labelled(tr, "block.0.fc1 bwd reduce-scatter");
     int dg = op_labelled(tr, "block.0.fc1 bwd input grad");
-    cr_assert(rg >= 0 && wg >= 0 && rs >= 0 && dg >= 0, "fsdp2=%d: ops %d %d %d %d", fsdp2, rg,
-              wg, rs, dg);
+    cr_assert(rg >= 0 && wg >= 0 && rs >= 0 && dg >= 0, "fsdp2=%d: ops %d %d %d %d", fsdp2, rg, wg,
+              rs, dg);
     int nd;
     const int *d = ts_program_deps(pr, dg, &nd);
     gboolean dg_waits = FALSE;
