@@ -1137,7 +1137,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * MmBackward node), waited on by the norm's backward (TorchTitan's benchmark: the all-gather
    * before and the reduce-scatter after each TP region are exposed in vanilla TP). */
   gboolean serial = p->fsdp2 && !p->tp_overlap && !chunked;
-  if (serial)
+  /* Under PyTorch's async TP (tp-overlap=async) too the re-gather stays exposed: its
+   * micro-pipelining (Inductor's fused all-gather matmul) takes a gather feeding a matmul's
+   * left operand along the rows, and the weight gradient (output gradient^T x input) reduces
+   * over the gathered rows instead; the reduce-scatter after the input gradient is the fused
+   * matmul reduce-scatter, kept beside the weight gradient as before. */
+  if (p->fsdp2 && !chunked)
     pend(g, regather), regather = -1;
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad = chunked
