@@ -1141,6 +1141,19 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     regather = emit(g, &op, lbl(g, layer_slot(g, i, L_REGATHER), "%s bwd input re-gather", l->name),
                     deps, nd);
   }
+  /* PyTorch's tensor parallelism (DTensor, fsdp2) without async TP overlaps none of it: the
+   * re-gather's output is the weight gradient's operand and the input gradient's collective is
+   * the autograd node after the linear's whole backward (its input and weight gradients, one
+   * MmBackward node), waited on by the norm's backward (TorchTitan's benchmark: the all-gather
+   * before and the reduce-scatter after each TP region are exposed in vanilla TP). */
+  gboolean serial = p->fsdp2 && !p->tp_overlap && !chunked;
+  /* Under PyTorch's async TP (tp-overlap=async) too the re-gather stays exposed: its
+   * micro-pipelining (Inductor's fused all-gather matmul) takes a gather feeding a matmul's
+   * left operand along the rows, and the weight gradient (output gradient^T x input) reduces
+   * over the gathered rows instead; the reduce-scatter after the input gradient is the fused
+   * matmul reduce-scatter, kept beside the weight gradient as before. */
+  if (p->fsdp2 && !chunked)
+    pend(g, regather), regather = -1;
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad = chunked
                   ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
@@ -1148,6 +1161,14 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                  cp ? cp_proj_shape(g, i, TS_PASS_DGRAD, &cp_dgrad)
                                     : layer_shape_interned(g, i, TS_PASS_DGRAD),
                                  lbl(g, layer_slot(g, i, L_DGRAD), "%s bwd input grad", l->name));
+  if (serial) {
+    g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
+                                  layer_shape_interned(g, i, TS_PASS_WGRAD),
+                                  lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
+    emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
+    emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
+    return;
+  }
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);
   int post =
