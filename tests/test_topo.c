@@ -81,7 +81,7 @@ typedef struct {
 #define H100_NVLINK_BPS (450e9 * 0.822)
 #define B200_NVLINK_BPS (900e9 * 0.772)
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
-#define HDR_NIC_LAT_S 10.321e-6
+#define HDR_NIC_LAT_S 10.532e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79

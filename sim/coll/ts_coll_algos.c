@@ -1576,14 +1576,27 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
       frac = 0.92 * (q == 0   ? ll * (1.0 / 3.8) / 0.5
                      : q == 1 ? ll128 * (multi ? 120.0 / 128.0 : 7.0 / 9.0) / 0.92
                               : 1.0);
+    /* Per-step latency: Simple's is the dimension's latency_us, LL's and LL128's the measured
+     * ring steps (nccl_ll_latency_us, nccl_ll128_latency_us) or, where none is given, Simple's
+     * times NCCL's hwLat ratio. The tree's hop is the ring's step of the same protocol times
+     * NCCL's tree-to-ring ratio for that protocol (NVLink: LL 0.6 / 0.6, LL128 1.25 / 1.9;
+     * network: LL 5.0 / 2.7, LL128 8.5 / 4.0). NCCL releases before 2.18.1 also multiplied LL's
+     * intra-node latency by 1.8 on several nodes; the hwLat values above are 2.18's and later,
+     * which dropped it (it made the tree's LL hop inside a node 2.76 us against the 1.8 us the
+     * node's ring step measures). */
     int hw = d == 0 ? HW_NVLINK : HW_NET;
     double r = hw_lat[hw][a][q] / hw_lat[hw][a][2];
-    if (hw == HW_NVLINK && multi && q == 0)
-      r *= 1.8; /* tuning.cc: LL's intra-node latency x1.8 on several nodes */
     p->tnet.lat_s[d] = p->net.lat_s[d] * r;
-    if (q < 2 && p->net.nccl_step_s[d][q] > 0) /* measured (ring); the tree keeps NCCL's ratio */
-      p->tnet.lat_s[d] =
-          p->net.nccl_step_s[d][q] * (a == 1 ? 1.0 : r / (hw_lat[hw][1][q] / hw_lat[hw][1][2]));
+    if (q < 2 && p->net.nccl_step_s[d][q] > 0)
+      p->tnet.lat_s[d] = p->net.nccl_step_s[d][q] * hw_lat[hw][a][q] / hw_lat[hw][1][q];
+    /* LL inside a node of a multi-node group: NCCL's NVLink hop (0.6 us, ring and tree). The
+     * node's measured LL step (~1.8 us) comes from nccl-tests driving every GPU of the node from
+     * one thread (Echo's and vTrain's one-node logs: "nThread 1 nGpus 8"), whose kernel launches
+     * are serialised; multi-node runs, like training, have one process per GPU. Echo's 1-8 KiB
+     * all-reduce across nodes takes 35 us on 2 nodes, ~20 us more per doubling: ~10 us per tree
+     * level of the network, leaving ~0.7 us per hop for the node's chain of 8. */
+    if (multi && hw == HW_NVLINK && q == 0)
+      p->tnet.lat_s[d] = hw_lat[hw][a][q] * 1e-6;
     p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * frac;
   }
   /* The fixed cost: NCCL's baseLat, or the measured one of the outermost dimension spanned
