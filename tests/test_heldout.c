@@ -254,6 +254,16 @@ static double replay(const char *dir, const char *file, int rows, double *sum, d
   return s / f->nrows;
 }
 
+/* Replays F and expects its mean and worst |error| below their pins. */
+static void expect_below(const char *what, const char *dir, const char *file, int rows,
+                         double mean_max, double worst_max)
+{
+  double sum = 0, worst = 0;
+  double m = replay(dir, file, rows, &sum, &worst);
+  cr_expect(m < mean_max, "%s: mean |error| %.2f%%", what, m);
+  cr_expect(worst < worst_max, "%s: worst |error| %.2f%%", what, worst);
+}
+
 Test(heldout, errors_stay_below_their_pins, .timeout = 300)
 {
   double sum = 0, worst = 0;
@@ -338,10 +348,8 @@ Test(heldout, a100_torchtitan_out_of_memory_rows)
 
 Test(heldout, a100_torchtitan_errors_stay_below_their_pins, .timeout = 120)
 {
-  double sum = 0, worst = 0;
-  double mean = replay("torchtitan", "performance_a100_steps.csv", 8, &sum, &worst);
-  cr_expect(mean < HELDOUT_A100_TT_MEAN_MAX, "TorchTitan A100: mean |error| %.2f%%", mean);
-  cr_expect(worst < HELDOUT_A100_TT_WORST_MAX, "TorchTitan A100: worst |error| %.2f%%", worst);
+  expect_below("TorchTitan A100", "torchtitan", "performance_a100_steps.csv", 8,
+               HELDOUT_A100_TT_MEAN_MAX, HELDOUT_A100_TT_WORST_MAX);
 }
 
 /* NVIDIA DeepLearningExamples' PyTorch ResNet-50 v1.5 (data/published/deeplearningexamples,
@@ -471,18 +479,12 @@ Test(heldout, torchtitan_further_rows_are_the_published_tps)
 
 Test(heldout, torchtitan_further_errors_stay_below_their_pins, .timeout = 300)
 {
-  double sum = 0, worst = 0;
-  double m = replay("torchtitan", "llama3_405b_h100_202408_steps.csv", 3, &sum, &worst);
-  cr_expect(m < HELDOUT_TT405_MEAN_MAX, "405B: mean |error| %.2f%%", m);
-  cr_expect(worst < HELDOUT_TT405_WORST_MAX, "405B: worst |error| %.2f%%", worst);
-  worst = 0;
-  m = replay("torchtitan", "llama3_h100_asynctp_steps.csv", 8, &sum, &worst);
-  cr_expect(m < HELDOUT_TTATP_MEAN_MAX, "async TP: mean |error| %.2f%%", m);
-  cr_expect(worst < HELDOUT_TTATP_WORST_MAX, "async TP: worst |error| %.2f%%", worst);
-  worst = 0;
-  m = replay("torchtitan", "llama3_8b_h200_202506_steps.csv", 2, &sum, &worst);
-  cr_expect(m < HELDOUT_TTH200_MEAN_MAX, "H200: mean |error| %.2f%%", m);
-  cr_expect(worst < HELDOUT_TTH200_WORST_MAX, "H200: worst |error| %.2f%%", worst);
+  expect_below("405B", "torchtitan", "llama3_405b_h100_202408_steps.csv", 3, HELDOUT_TT405_MEAN_MAX,
+               HELDOUT_TT405_WORST_MAX);
+  expect_below("async TP", "torchtitan", "llama3_h100_asynctp_steps.csv", 8, HELDOUT_TTATP_MEAN_MAX,
+               HELDOUT_TTATP_WORST_MAX);
+  expect_below("H200", "torchtitan", "llama3_8b_h200_202506_steps.csv", 2, HELDOUT_TTH200_MEAN_MAX,
+               HELDOUT_TTH200_WORST_MAX);
 }
 
 /* MaxText's multi-slice rows (data/published/maxtext/multislice.csv, v5e and v5p READMEs at
@@ -543,11 +545,8 @@ Test(heldout, maxtext_multislice_rows_are_the_published_mfu)
 
 Test(heldout, maxtext_multislice_errors_stay_below_their_pins, .timeout = 300)
 {
-  double sum = 0, worst = 0;
-  double m = replay("maxtext", "multislice.csv", 28, &sum, &worst);
-  cr_expect(m < HELDOUT_MAXTEXT_MS_MEAN_MAX, "MaxText multi-slice: mean |error| %.2f%%", m);
-  cr_expect(worst < HELDOUT_MAXTEXT_MS_WORST_MAX, "MaxText multi-slice: worst |error| %.2f%%",
-            worst);
+  expect_below("MaxText multi-slice", "maxtext", "multislice.csv", 28, HELDOUT_MAXTEXT_MS_MEAN_MAX,
+               HELDOUT_MAXTEXT_MS_WORST_MAX);
 }
 
 /* Further runs from papers (docs/accuracy.md, "Held-out runs from papers"): each file holds the
