@@ -154,6 +154,29 @@ Test(cp, torch_ring_gathers_query_wide_blocks_and_sends_fp32_gradients)
   cr_assert_gt(step_time(p), step_time(q));
 }
 
+Test(cp, torch_ring_memory_holds_the_gathered_blocks_and_fp32_gradients)
+{
+  /* cp-ring=torch's transient buffers in an attention layer's backward (PyTorch's
+   * _templated_ring_attention_backward): with kv the rank's head-repeated K/V block (as above,
+   * 2 x s/cp x I/tp x 2 bytes) and q = kv / 2 its queries, the all-gather (cp kv), the local
+   * K/V concatenated for it (kv), fp32 dQ, dK, dV accumulators (2 (q + kv)), the fp32 dK/dV
+   * sent and received (2 x 2 kv), one block's bf16 SDPA gradients (q + kv). They count in the
+   * buffers where the layer's backward is the peak; the p2p ring and cp = 1 have none. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = ring_topo(8, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=2,cp=4,recompute=full,cp-ring=torch", 1, 1);
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2,cp=4,recompute=full", 1, 1);
+  double cp = 4, I = 4096, kv = 2.0 * (8192 / cp) * (I / 2.0) * 2.0, qb = kv / 2;
+  double want = cp * kv + kv + 2.0 * (qb + kv) + 4.0 * kv + qb + kv;
+  cr_assert_float_eq(p->mem.cp_attn, want, want * 1e-12, "%g vs %g", p->mem.cp_attn, want);
+  cr_assert_eq(q->mem.cp_attn, 0.0, "the p2p ring's buffers are not modelled here");
+  cr_assert_float_eq(p->mem.temp - q->mem.temp, want, want * 1e-9, "in the buffers: %g",
+                     p->mem.temp - q->mem.temp);
+  /* Two micro-batch samples, twice the buffers (the ring runs on the whole micro-batch). */
+  g_autoptr(ts_plan) p2 = make_plan(m, t, "tp=2,cp=4,recompute=full,cp-ring=torch", 2, 2);
+  cr_assert_float_eq(p2->mem.cp_attn, 2 * want, want * 1e-12, "%g", p2->mem.cp_attn);
+}
+
 Test(cp, torch_ring_hides_its_all_gather_behind_the_first_block_only)
 {
   /* On a slow ring the all-gather dominates: the forward's (and the backward's) cannot start

@@ -47,6 +47,37 @@ double ts_plan_optimizer_bytes_per_param(const ts_model *m)
   return m->dtype_bytes < 4 ? 12.0 : 8.0;
 }
 
+/* The optimizer state memory holds per parameter: Adam's K above; SGD with momentum
+ * (torch.optim.SGD: one momentum_buffer per parameter, in the parameter's dtype) keeps one
+ * fp32 velocity, and with 16-bit training the fp32 master copy too (the same ZeRO accounting
+ * with one moment instead of two): 8 bytes, 4 in fp32. The optimizer step's traffic
+ * (ts_plan_trace.c) keeps ts_plan_optimizer_bytes_per_param. */
+double ts_plan_optimizer_state_bytes_per_param(const ts_model *m)
+{
+  if (m->optimizer == TS_OPT_SGD)
+    return m->dtype_bytes < 4 ? 8.0 : 4.0;
+  return ts_plan_optimizer_bytes_per_param(m);
+}
+
+/* cp-ring=torch: bytes per sample of the transient buffers PyTorch's context_parallel holds
+ * in the backward of attention layer i (torch/distributed/tensor/experimental/_attention.py,
+ * _templated_ring_attention_backward, as TorchTitan 9dec370 runs it: rotate method
+ * all-gather, convert_to_f32 on). kv is the rank's local K and V, head-repeated (repeat_kv
+ * makes them as wide as the queries, so the local queries are kv / 2): the all-gather of the
+ * ring's K/V (cp x kv) and the local K/V concatenated for it (kv); fp32 accumulators of dQ,
+ * dK and dV (zeros_like(..., float32)); the fp32 dK/dV concatenated and sent round (the
+ * all-to-all rotater) and the one received (2 x fp32 kv); one block's SDPA gradients (q + kv,
+ * in the model's dtype). The forward's buffers (the same all-gather, the fp32 output and
+ * log-sum-exp of the merge) are fewer: the backward's are the layer's peak. */
+static double cp_torch_attn_bytes(const ts_plan *p, int i)
+{
+  double kv = p->exec[i].cp_kv_bytes, D = p->model->dtype_bytes, cp = p->degree[TS_AX_CP];
+  if (p->cp_ring != TS_CP_RING_TORCH || kv <= 0 || cp <= 1)
+    return 0.0;
+  double q = kv / 2.0, f = 4.0 / D;
+  return (cp + 1.0) * kv + f * (q + kv) + 2.0 * f * kv + (q + kv);
+}
+
 /* ---- per-layer execution ------------------------------------------------------------ */
 
 static ts_tp_coll coll(int kind, double bytes)
@@ -1453,14 +1484,15 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * and gradients, K bytes of optimizer state per parameter; stage 1 partitions the
    * optimizer state over the N data-parallel ranks, stage 2 the gradients too, stage 3 the
    * parameters too. */
-  double K = ts_plan_optimizer_bytes_per_param(m);
+  double K = ts_plan_optimizer_state_bytes_per_param(m);
   mem->params = D * (p->zero >= 3 ? shard : psi);
   mem->grads = D * (p->zero >= 2 ? shard : psi);
   mem->optimizer = K * (p->zero >= 1 ? shard : psi);
   if (p->fsdp2) {
     /* FSDP2 with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32), as TorchTitan
      * runs it: the sharded parameter is the fp32 master, its gradient shard fp32, Adam's two
-     * moments fp32 (the same 16 bytes per parameter as ZeRO-3, split differently). */
+     * moments fp32 (the same 16 bytes per parameter as ZeRO-3, split differently; SGD's one
+     * momentum, 12). */
     mem->params = 4.0 * shard;
     mem->grads = 4.0 * shard;
     mem->optimizer = (K + 2.0 * D - 8.0) * shard;
@@ -1561,6 +1593,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
           largest_block_params = MAX(largest_block_params, block_params);
         }
       }
+      mem->cp_attn = MAX(mem->cp_attn, cp_torch_attn_bytes(p, i) * mb);
       if (l->kind == TS_LAYER_ATTENTION && l->cross) {
         held = MAX(held, (double)l->kv_tokens * (double)l->in_features);
         cross = MAX(cross, (double)l->kv_tokens * (double)l->in_features);
@@ -1632,7 +1665,9 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
    * and ZeRO-3's gathered parameters (the block and the one prefetched). */
-  double buffers = 2.0 * largest_out + work;
+  /* cp-ring=torch: the attention's ring buffers (cp_torch_attn_bytes) live in its backward,
+   * beside the recomputed block. */
+  double buffers = 2.0 * largest_out + work + mem->cp_attn;
   mem->loss_temp = loss_temp;
   if (p->loss == TS_LOSS_EAGER)
     buffers = MAX(buffers, loss_temp); /* the loss's backward comes before any block's */
@@ -1657,7 +1692,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     if (pp == 1) {
       /* The block's gradients in bf16 and their fp32 copy for the reduce-scatter live in the
        * block's backward, after the loss's. */
-      double block_bufs = 2.0 * largest_out + work + (4.0 + D) * largest_block_params;
+      double block_bufs =
+          2.0 * largest_out + work + mem->cp_attn + (4.0 + D) * largest_block_params;
       mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
     }
   } else if (tpu && pp == 1 && V == 1) {
@@ -1685,7 +1721,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   if (step > fb) {
     /* The peak is the optimizer step: the activations and the gathered parameters are freed. */
     mem->step_peak = TRUE;
-    mem->activations = mem->gathered = 0;
+    mem->activations = mem->gathered = mem->cp_attn = 0;
     mem->temp = mem->step_temp;
     mem->pipeline = pipe_step;
     fb = step;

@@ -202,6 +202,11 @@ typedef struct {
   gboolean step_peak; /* the peak is at the optimizer step (activations freed) */
   double pipeline;    /* fsdp2 with pp (torch.distributed.pipelining): receive buffers, one per
                          micro-batch, and the stage outputs kept to the step's end */
+  /* Added December 2026 (cp-ring=torch). Counted in temp when the peak is there (not when
+   * the loss's backward or the optimizer step is the larger). */
+  double cp_attn; /* PyTorch's context_parallel: the largest attention layer's transient ring
+                     buffers at its backward (all-gathered head-repeated K/V, fp32 dQ/dK/dV
+                     accumulators and the fp32 dK/dV sent round), else 0 */
 } ts_memory;
 
 typedef struct {

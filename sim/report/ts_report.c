@@ -343,6 +343,9 @@ static char *render_text(const ts_report_inputs *in, const ts_result *res, int n
         res[i].split, ts_fmt_bytes(b[0], 48, mm->params + mm->grads + mm->optimizer),
         ts_fmt_bytes(b[1], 48, mm->gathered), ts_fmt_bytes(b[2], 48, mm->activations),
         mm->step_peak ? "optimizer step" : "buffers", ts_fmt_bytes(b[3], 48, mm->temp));
+    if (mm->cp_attn > 0) /* only cp-ring=torch's */
+      g_string_append_printf(s, "cp attention buffers %s (in buffers), ",
+                             ts_fmt_bytes(b[6], 48, mm->cp_attn));
     if (mm->pipeline > 0) /* only torch.distributed.pipelining's (fsdp2 with pp) */
       g_string_append_printf(s, "pipeline buffers %s, ", ts_fmt_bytes(b[5], 48, mm->pipeline));
     g_string_append_printf(s, "allocator %s\n", ts_fmt_bytes(b[4], 48, mm->allocator));
@@ -571,6 +574,8 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "temp", r->mem.temp);
     jnum(b, "gathered", r->mem.gathered);
     jnum(b, "pipeline", r->mem.pipeline);
+    if (r->mem.cp_attn > 0) /* cp-ring=torch only; part of temp */
+      jnum(b, "cp_attention", r->mem.cp_attn);
     jnum(b, "allocator", r->mem.allocator);
     jnum(b, "reserve", r->mem.reserve);
     json_builder_end_object(b);
