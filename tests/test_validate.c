@@ -578,6 +578,10 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   expect_input_error("-m validate-transformer -s tp=2,cp=2,sp,tp-overlap",
                      "expected tp-overlap or cp, not both");
   expect_input_error("extra", "unexpected argument 'extra'");
+  /* --jobs takes [1, 1024] as sweep, check and search do: 0 was "not given" (every core) with
+   * --against and silently ignored without it. */
+  expect_input_error("--against data/published/torchtitan/memory.csv -j 0", "--jobs 0");
+  expect_input_error("-j 0", "expected --against");
   /* Graph keys: the simulator honours them, the validator's networks are chains. */
   g_autofree char *dir = g_dir_make_tmp("ts_validate_XXXXXX", NULL);
   g_autofree char *path = g_build_filename(dir, "graph.ini", NULL);
