@@ -341,8 +341,8 @@ Test(trace, parameter_server_update_waits_for_every_push_of_its_stage)
       cr_assert(after[(gsize)pull * n + upd], "%s: the pull does not follow the update", cmds[i]);
       for (int k = 0; k < n; k++)
         if (ts_program_op(pr, k).t_role == TS_ROLE_GRAD)
-          cr_assert(after[(gsize)upd * n + k], "%s: program %d's update skips push op %d",
-                    cmds[i], p, k);
+          cr_assert(after[(gsize)upd * n + k], "%s: program %d's update skips push op %d", cmds[i],
+                    p, k);
       pushes_total += npush;
     }
     cr_assert_gt(pushes_total, 2, "%s: expected several buckets", cmds[i]);

@@ -403,10 +403,10 @@ Test(validate, parameter_servers_with_a_pipeline)
   /* Each stage pushes and updates only its own layers (pp=2,dp=2,ps=1 failed under every
    * schedule: the executor expected every stage's pushes P times over and updated every
    * tensor at the first stage's update). */
-  static const char *const splits[] = {
-      "pp=2,dp=2,ps=1,schedule=gpipe", "pp=2,dp=2,ps=1,schedule=1f1b",
-      "pp=2,dp=2,ps=1,schedule=1f1b,recompute=full",
-      "pp=2,dp=2,ps=2,ps-placement=dedicated,schedule=gpipe"};
+  static const char *const splits[] = {"pp=2,dp=2,ps=1,schedule=gpipe",
+                                       "pp=2,dp=2,ps=1,schedule=1f1b",
+                                       "pp=2,dp=2,ps=1,schedule=1f1b,recompute=full",
+                                       "pp=2,dp=2,ps=2,ps-placement=dedicated,schedule=gpipe"};
   extra x = {.topo = "torus:2x2", .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
   for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
     for (gsize s = 0; s < G_N_ELEMENTS(splits); s++)

@@ -290,8 +290,8 @@ int ts_cmd_validate(int argc, char **argv)
     g_free(ag.max_mean_text);
     return status;
   }
-  if (ag.outdir != NULL || ag.format != NULL || ag.plot || ag.jobs != G_MININT64 || ag.backend != NULL ||
-      ag.max_mean_text != NULL) {
+  if (ag.outdir != NULL || ag.format != NULL || ag.plot || ag.jobs != G_MININT64 ||
+      ag.backend != NULL || ag.max_mean_text != NULL) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--output-dir, --format, --plot, --jobs, --backend and --max-mean-error-pct: "
                 "expected --against FILE.csv with them");

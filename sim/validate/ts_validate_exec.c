@@ -107,7 +107,7 @@ struct vd_run {
   GHashTable *algos_used;
   ts_coll_algo *op_algo; /* per (program, op), flattened by prog_base */
   int *prog_base;
-  server *servers; /* tp members, dedicated servers only */
+  server *servers;      /* tp members, dedicated servers only */
   int *pushes_per_step; /* [stage]: pushes one server gets from every worker of the stage */
   gint64 ops_compute, ops_coll, ops_p2p;
   char *failure;
