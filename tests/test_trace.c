@@ -299,6 +299,57 @@ Test(trace, planner_tags_every_op)
   }
 }
 
+Test(trace, parameter_server_update_waits_for_every_push_of_its_stage)
+{
+  /* Bulk-synchronous servers (GeePS): each stage's program updates its shard after every one
+   * of its gradient pushes (small buckets: several pushes per stage), directly or through
+   * another dependency; the pull follows the update. */
+  const char *cmds[] = {
+      "trace -t dgx-a100-1node -m mlp -s pp=2,dp=4,ps=1 -b 16 --micro-batch 2 --bucket-MiB 1",
+      "trace -t dgx-a100-1node -m mlp -s pp=2,dp=4,ps=2,ps-placement=dedicated,schedule=gpipe "
+      "-b 16 --micro-batch 2 --bucket-MiB 1"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    run_result r = run(cmds[i]);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    GError *err = NULL;
+    g_autoptr(ts_trace) tr = ts_trace_from_text(r.out, "planner", &err);
+    cr_assert_not_null(tr, "%s", err ? err->message : "");
+    cr_assert_eq(tr->nprograms, 2);
+    int pushes_total = 0;
+    for (int p = 0; p < tr->nprograms; p++) {
+      const ts_program *pr = &tr->programs[p];
+      /* after[k * n + j]: op k follows op j (transitively). */
+      int n = pr->nops, upd = -1, pull = -1, npush = 0;
+      g_autofree gboolean *after = g_new0(gboolean, (gsize)n * (gsize)n);
+      for (int k = 0; k < n; k++) {
+        int nd;
+        const int *d = ts_program_deps(pr, k, &nd);
+        for (int q = 0; q < nd; q++) {
+          after[(gsize)k * n + d[q]] = TRUE;
+          for (int j = 0; j < n; j++)
+            after[(gsize)k * n + j] |= after[(gsize)d[q] * n + j];
+        }
+        const ts_op o = ts_program_op(pr, k);
+        if (o.t_role == TS_ROLE_GRAD)
+          npush++;
+        if (o.t_role == TS_ROLE_PS_UPDATE)
+          upd = k;
+        if (o.t_role == TS_ROLE_PARAM_GATHER)
+          pull = k;
+      }
+      cr_assert(upd >= 0 && pull > upd, "%s: program %d", cmds[i], p);
+      cr_assert(after[(gsize)pull * n + upd], "%s: the pull does not follow the update", cmds[i]);
+      for (int k = 0; k < n; k++)
+        if (ts_program_op(pr, k).t_role == TS_ROLE_GRAD)
+          cr_assert(after[(gsize)upd * n + k], "%s: program %d's update skips push op %d", cmds[i],
+                    p, k);
+      pushes_total += npush;
+    }
+    cr_assert_gt(pushes_total, 2, "%s: expected several buckets", cmds[i]);
+    run_free(&r);
+  }
+}
+
 Test(trace, files_read_in_blocks_equal_text_read_whole)
 {
   /* ts_trace_load reads 1 MiB blocks: a 2.5 MB trace has lines across block boundaries. */

@@ -398,6 +398,30 @@ Test(validate, parameter_servers)
         expect_pass(models[m], splits[s], precs[p], NULL);
 }
 
+Test(validate, parameter_servers_with_a_pipeline)
+{
+  /* Each stage pushes and updates only its own layers (pp=2,dp=2,ps=1 failed under every
+   * schedule: the executor expected every stage's pushes P times over and updated every
+   * tensor at the first stage's update). */
+  static const char *const splits[] = {"pp=2,dp=2,ps=1,schedule=gpipe",
+                                       "pp=2,dp=2,ps=1,schedule=1f1b",
+                                       "pp=2,dp=2,ps=1,schedule=1f1b,recompute=full",
+                                       "pp=2,dp=2,ps=2,ps-placement=dedicated,schedule=gpipe"};
+  extra x = {.topo = "torus:2x2", .micro = 2, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
+    for (gsize s = 0; s < G_N_ELEMENTS(splits); s++)
+      for (gsize p = 0; p < G_N_ELEMENTS(precs); p++)
+        expect_pass(models[m], splits[s], precs[p], &x);
+  expect_pass("validate-cnn", "pp=2,dp=2,ps=1,schedule=interleaved", TS_PREC_F64, &x);
+  /* An update that does not wait for its stage's pushes is still caught. */
+  extra y = {.topo = "torus:2x2",
+             .micro = 2,
+             .algo = TS_ALGO_AUTO,
+             .drop = NULL,
+             .nodeps = "ps update (colocated server shard)"};
+  expect_fail("validate-mlp", "pp=2,dp=2,ps=1", TS_PREC_F64, &y, "the servers update stage 1");
+}
+
 Test(validate, per_layer_hybrid)
 {
   /* Dense layers use the tp axis for their batch; the convolutions stay split. */
@@ -554,6 +578,10 @@ Test(validate_cli, bad_input_exits_2_with_one_line)
   expect_input_error("-m validate-transformer -s tp=2,cp=2,sp,tp-overlap",
                      "expected tp-overlap or cp, not both");
   expect_input_error("extra", "unexpected argument 'extra'");
+  /* --jobs takes [1, 1024] as sweep, check and search do: 0 was "not given" (every core) with
+   * --against and silently ignored without it. */
+  expect_input_error("--against data/published/torchtitan/memory.csv -j 0", "--jobs 0");
+  expect_input_error("-j 0", "expected --against");
   /* Graph keys: the simulator honours them, the validator's networks are chains. */
   g_autofree char *dir = g_dir_make_tmp("ts_validate_XXXXXX", NULL);
   g_autofree char *path = g_build_filename(dir, "graph.ini", NULL);

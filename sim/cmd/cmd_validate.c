@@ -50,7 +50,7 @@ static int split_chips(const ts_split *s)
 typedef struct {
   char *against, *outdir, *format, *backend;
   char *max_mean_text; /* --max-mean-error-pct as given, or NULL: no limit */
-  gint64 jobs;
+  gint64 jobs;         /* G_MININT64: not given (every core) */
   gboolean plot;
 } against_opts;
 
@@ -116,7 +116,7 @@ static int run_against(const against_opts *o)
     return ts_cmd_fail("validate", err);
   if (o->backend != NULL && !ts_run_backend_valid(o->backend, &err))
     return ts_cmd_fail("validate", err);
-  if (o->jobs != 0 && !ts_pool_parse_jobs(o->jobs, &err))
+  if (o->jobs != G_MININT64 && !ts_pool_parse_jobs(o->jobs, &err))
     return ts_cmd_fail("validate", err);
   if (*o->against == '\0') {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
@@ -143,7 +143,7 @@ static int run_against(const against_opts *o)
   g_autoptr(ts_meas_file) f = ts_meas_load(o->against, &err);
   if (f == NULL)
     return ts_cmd_fail("validate", err);
-  int jobs = o->jobs != 0 ? (int)o->jobs : ts_pool_default_jobs();
+  int jobs = o->jobs != G_MININT64 ? (int)o->jobs : ts_pool_default_jobs();
   g_autoptr(ts_accuracy) a = ts_accuracy_run(f, jobs, o->backend, &err);
   if (a == NULL)
     return ts_cmd_fail("validate", err);
@@ -179,6 +179,7 @@ static int run_against(const against_opts *o)
 int ts_cmd_validate(int argc, char **argv)
 {
   against_opts ag = {0};
+  ag.jobs = G_MININT64; /* not given: every core (-j 0 is refused, as by sweep, check, search) */
   g_auto(GStrv) drop_ops = NULL, drop_deps = NULL, algo_alias = NULL, bucket_bytes = NULL;
   g_autofree char *prec_name = NULL, *opt_name = NULL;
   ts_validate_options o;
@@ -289,8 +290,8 @@ int ts_cmd_validate(int argc, char **argv)
     g_free(ag.max_mean_text);
     return status;
   }
-  if (ag.outdir != NULL || ag.format != NULL || ag.plot || ag.jobs != 0 || ag.backend != NULL ||
-      ag.max_mean_text != NULL) {
+  if (ag.outdir != NULL || ag.format != NULL || ag.plot || ag.jobs != G_MININT64 ||
+      ag.backend != NULL || ag.max_mean_text != NULL) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--output-dir, --format, --plot, --jobs, --backend and --max-mean-error-pct: "
                 "expected --against FILE.csv with them");

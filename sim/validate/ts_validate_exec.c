@@ -79,11 +79,13 @@ typedef struct {
   vd_layout layout;
 } message;
 
-/* Dedicated parameter servers: per tensor-parallel member, the parameters they keep. */
+/* Dedicated parameter servers: per tensor-parallel member, the parameters they keep. Pushes
+ * and updates are counted per pipeline stage: each stage's program pushes and updates only its
+ * own layers (ts_plan_trace.c ps_step). */
 typedef struct {
   void **w, **g, **m;
-  int pushes;
-  gboolean updated;
+  int *pushes;       /* [stage]: pushes received this step */
+  gboolean *updated; /* [stage]: that stage's layers updated this step */
 } server;
 
 struct vd_run {
@@ -105,8 +107,8 @@ struct vd_run {
   GHashTable *algos_used;
   ts_coll_algo *op_algo; /* per (program, op), flattened by prog_base */
   int *prog_base;
-  server *servers; /* tp members, dedicated servers only */
-  int pushes_per_step;
+  server *servers;      /* tp members, dedicated servers only */
+  int *pushes_per_step; /* [stage]: pushes one server gets from every worker of the stage */
   gint64 ops_compute, ops_coll, ops_p2p;
   char *failure;
 };
@@ -1581,24 +1583,27 @@ static gboolean ps_op(vd_run *run, vd_rank *r, const vo_info *v, const char *lab
         memset(r->g[t], 0, k->elem * (gsize)r->n[t]);
       }
     }
-    sv->pushes++;
+    sv->pushes[r->pp]++;
     return TRUE;
   }
   if (v->kind == VO_PS_UPDATE) {
-    if (sv->updated)
+    /* The update of a stage's layers, once every worker of that stage (each replica, each cp
+     * rank) pushed all its buckets. */
+    if (sv->updated[r->pp])
       return TRUE;
-    if (sv->pushes < run->pushes_per_step * e->D * e->P)
+    if (sv->pushes[r->pp] < run->pushes_per_step[r->pp])
       return run_fail(run,
-                      "chip %d '%s': the servers update after %d of the %d pushes of the step: "
-                      "the trace makes a worker's update wait only for its own pushes",
-                      r->rank, label, sv->pushes, run->pushes_per_step * e->D * e->P);
+                      "chip %d '%s': the servers update stage %d after %d of its %d pushes of the "
+                      "step: the trace makes a worker's update wait only for its own pushes",
+                      r->rank, label, r->pp, sv->pushes[r->pp], run->pushes_per_step[r->pp]);
     for (int t = 0; t < e->net->ntensors; t++)
-      k->sgd(r->n[t], run->o->lr, run->o->momentum, run->o->weight_decay, sv->w[t], sv->g[t],
-             sv->m[t]);
-    sv->updated = TRUE;
+      if (r->holds[e->net->tensors[t].layer])
+        k->sgd(r->n[t], run->o->lr, run->o->momentum, run->o->weight_decay, sv->w[t], sv->g[t],
+               sv->m[t]);
+    sv->updated[r->pp] = TRUE;
     return TRUE;
   }
-  if (!sv->updated)
+  if (!sv->updated[r->pp])
     return run_fail(run, "chip %d '%s': pulls parameters the servers have not updated", r->rank,
                     label);
   for (int t = 0; t < e->net->ntensors; t++)
@@ -1930,8 +1935,8 @@ gboolean vd_run_step(vd_run *run)
     memset(run->coll_seq[rank], 0, sizeof(int) * MAX(run->tr->groups->len, 1));
   }
   for (int t = 0; run->servers != NULL && t < e->T; t++) {
-    run->servers[t].pushes = 0;
-    run->servers[t].updated = FALSE;
+    memset(run->servers[t].pushes, 0, sizeof(int) * (gsize)e->P);
+    memset(run->servers[t].updated, 0, sizeof(gboolean) * (gsize)e->P);
     for (int q = 0; q < e->net->ntensors; q++)
       memset(run->servers[t].g[q], 0, e->k->elem * (gsize)MAX(e->ranks[0].n[q], 1));
   }
@@ -2166,8 +2171,6 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
       const ts_op *op = &run->xops[p][j];
       if (v->kind == VO_REGATHER)
         e->drop_x[v->layer] = TRUE;
-      if (v->kind == VO_PS_PUSH && v->micro == 0)
-        run->pushes_per_step++;
       if (op->kind == TS_OP_COLL && (v->kind == VO_PARAM_AG || v->kind == VO_PARAMS_ALL ||
                                      (v->kind == VO_GRAD && op->coll != TS_COLL_ALLREDUCE)))
         e->owners = TRUE;
@@ -2196,6 +2199,16 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
       if (run->progs[p].info[j].kind == VO_PS_PUSH)
         durations = TRUE;
   if (durations) {
+    /* Each rank of tp member 0 pushes its program's buckets to that member's server. */
+    run->pushes_per_step = g_new0(int, e->P);
+    for (int rank = 0; rank < nr; rank++) {
+      if (e->ranks[rank].tp != 0)
+        continue;
+      const vd_prog *pg = &run->progs[run->prog_of[rank]];
+      for (int j = 0; j < pg->nops; j++)
+        if (pg->info[j].kind == VO_PS_PUSH && pg->info[j].micro == 0)
+          run->pushes_per_step[e->ranks[rank].pp]++;
+    }
     run->servers = g_new0(server, e->T);
     for (int t = 0; t < e->T; t++) {
       const vd_rank *r = NULL;
@@ -2203,6 +2216,8 @@ vd_run *vd_run_new(vd_exec *e, ts_trace *tr, const ts_model *m, const ts_validat
         if (e->ranks[rank].tp == t)
           r = &e->ranks[rank];
       server *sv = &run->servers[t];
+      sv->pushes = g_new0(int, e->P);
+      sv->updated = g_new0(gboolean, e->P);
       sv->w = g_new0(void *, e->net->ntensors);
       sv->g = g_new0(void *, e->net->ntensors);
       sv->m = g_new0(void *, e->net->ntensors);
@@ -2262,8 +2277,11 @@ void vd_run_free(vd_run *run)
       g_free(run->servers[t].w);
       g_free(run->servers[t].g);
       g_free(run->servers[t].m);
+      g_free(run->servers[t].pushes);
+      g_free(run->servers[t].updated);
     }
   g_free(run->servers);
+  g_free(run->pushes_per_step);
   g_free(run->prog_base);
   g_free(run->op_algo);
   g_free(run->failure);
