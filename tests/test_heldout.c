@@ -225,13 +225,15 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * joint fit (compute_efficiency 0.51 on TorchTitan's 500 W part, x (700/500)^(1/3) = 0.571 on
  * these 700 W SXM5s; the fused attention core at flash_efficiency 0.41 of the GEMM rate with
  * the causal skip): Llama 3 2.8% (-2.8 / -2.7%), Megatron-Bridge 3.4% (+0.8 / +6.1%),
- * Megatron-Core 8.4% (-12.6 / -6.1 / +2.2 / +12.9%), pooled 9.5% mean, 18.4% worst.
+ * Megatron-Core 8.4% (-12.6 / -6.1 / +2.2 / +12.9%), pooled 9.5% mean, 18.4% worst. With the
+ * p2p cp ring's backward waiting for the partial dK/dV only at the add (Transformer Engine):
+ * Megatron-Bridge 3.3% (+0.8 / +5.8%).
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
 #define HELDOUT_MTNLG_MEAN_MAX 18.5
 #define HELDOUT_BLOOM_MAX 14.0
 #define HELDOUT_LLAMA3_MEAN_MAX 3.2
-#define HELDOUT_NEMO_MEAN_MAX 3.8
+#define HELDOUT_NEMO_MEAN_MAX 3.5
 #define HELDOUT_MCORE_MEAN_MAX 8.8
 #define HELDOUT_POOLED_MEAN_MAX 9.8
 #define HELDOUT_POOLED_WORST_MAX 19.0

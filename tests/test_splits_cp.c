@@ -100,6 +100,67 @@ Test(cp, ring_bytes_and_counts)
                      want);
 }
 
+/* Whether op `b` of program `prog` depends on op `a`, through explicit dependencies (an op's
+ * dependencies come before it). */
+static gboolean reaches(const ts_program *pr, int a, int b)
+{
+  if (b == a)
+    return TRUE;
+  if (b < a)
+    return FALSE;
+  const ts_op o = ts_program_op(pr, b);
+  for (int d = 0; d < o.ndeps; d++)
+    if (reaches(pr, a, o.deps[d]))
+      return TRUE;
+  return FALSE;
+}
+
+Test(cp, p2p_backward_waits_for_the_partial_dkv_only_at_the_add)
+{
+  /* Transformer Engine's AttnFuncWithCPAndKVP2P backward computes a ring step's block, then
+   * waits for the partial dK/dV sum from the previous rank and adds the block's share before
+   * sending it on: the sum's hop runs beside the next block. GPT-3 350M, cp=4, one
+   * micro-batch: in every layer, step j's block does not depend on the dK/dV receive of step
+   * j - 1, the send of step j (the sum after the add) does, and the block after the add waits
+   * for it (the add holds the compute stream). */
+  g_autoptr(ts_model) m = load_model("gpt3-350m");
+  g_autoptr(ts_topo) t = ring_topo(4, 1e11, 1e-6);
+  g_autoptr(ts_plan) p = make_plan(m, t, "cp=4", 1, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  const ts_program *pr = &tr->programs[0];
+  int cp = 4, layers = 0;
+  int blk[4], drecv[4], dsend[4], nb = 0, nr = 0, ns = 0;
+  for (int i = 0; i < pr->nops; i++) {
+    const ts_op o = ts_program_op(pr, i);
+    const char *l = g_ptr_array_index(tr->labels, o.label);
+    if (strstr(l, "ring attention block bwd") != NULL && o.kind == TS_OP_COMPUTE)
+      blk[nb++] = i;
+    else if (strstr(l, "cp recv dK/dV") != NULL)
+      drecv[nr++] = i;
+    else if (strstr(l, "cp send dK/dV") != NULL)
+      dsend[ns++] = i;
+    if (nb < cp || nr < cp || ns < cp)
+      continue;
+    for (int j = 1; j < cp; j++) {
+      cr_assert(!reaches(pr, drecv[j - 1], blk[j]),
+                "layer %d: the backward block of step %d waits for the dK/dV receive of step %d",
+                layers, j, j - 1);
+      cr_assert(reaches(pr, drecv[j - 1], dsend[j]),
+                "layer %d: the sum sent at step %d does not wait for the partial it adds", layers,
+                j);
+      cr_assert(reaches(pr, blk[j], dsend[j]), "layer %d: step %d sends before its block", layers,
+                j);
+      if (j + 1 < cp)
+        cr_assert(reaches(pr, drecv[j - 1], blk[j + 1]),
+                  "layer %d: the block after step %d's add does not wait for the add's input",
+                  layers, j);
+    }
+    layers++;
+    nb = nr = ns = 0;
+  }
+  cr_assert_eq(layers, 24, "every attention layer's backward ring checked (%d)", layers);
+}
+
 Test(cp, grouped_query_attention_sends_only_the_key_value_heads)
 {
   /* Llama 3.1 8B: 32 layers, s = 8192, 32 query heads of 128, 8 key/value heads: K and V are

@@ -800,8 +800,12 @@ static int cp_ring_bwd_torch(gen *g, int i, const ts_op_shape *blk)
 
 /* Ring attention backward: the K/V blocks go round again (cp - 1 hops) and the gradient of each
  * block travels with it, accumulated by every rank its queries meet; after cp steps it is back
- * with its owner (cp hops). Step j's attention backward needs K/V block j and the partial
- * gradient of that block from the previous rank. Returns the last gradient receive. */
+ * with its owner (cp hops). Step j's attention backward needs K/V block j only: as Transformer
+ * Engine's AttnFuncWithCPAndKVP2P backward does, the rank computes the block's dK/dV on its own
+ * and waits for the partial sums from the previous rank right before adding them, after the
+ * block, so each partial sum's hop runs beside the next block instead of ahead of it. The add
+ * (an element-wise op on the compute stream) holds the stream: the next block waits for it,
+ * and the sum it makes is what goes on. Returns the last gradient receive. */
 static int cp_ring_bwd(gen *g, int i)
 {
   const ts_plan *p = g->p;
@@ -829,9 +833,11 @@ static int cp_ring_bwd(gen *g, int i)
       cp_p2p(g, TS_OP_SEND, S_CP_SEND, 1, kv, cp_tag(g, i, 1), SEND_LBL, &d, d >= 0 ? 1 : 0);
       r = cp_p2p(g, TS_OP_RECV, S_CP_RECV, -1, kv, cp_tag(g, i, 1), RECV_LBL, NULL, 0);
     }
-    pend(g, drecv);
     int c = emit_compute(g, TS_CAT_BWD, core / cp, 0.0, &blk, CORE_LBL);
-    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), DSEND_LBL, &c, 1);
+    /* The add: after the block, waiting for the previous rank's partial sum; the sum goes on. */
+    int dd[2] = {c, drecv};
+    cp_p2p(g, TS_OP_SEND, S_CP_DSEND, 1, kv, cp_tag(g, i, 2), DSEND_LBL, dd, drecv >= 0 ? 2 : 1);
+    pend(g, drecv);
     drecv = cp_p2p(g, TS_OP_RECV, S_CP_DRECV, -1, kv, cp_tag(g, i, 2), DRECV_LBL, NULL, 0);
     if (r >= 0) {
       pend(g, r);

@@ -1095,11 +1095,6 @@ gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why)
                 "%s: the K/V block of cp rank %d has not arrived (a missing cp send or receive, "
                 "or a missing dependency)",
                 what, owner);
-  if (pass == 1 && s->cp_dkv[j] == NULL)
-    return fail(why,
-                "%s: the partial K/V gradient of cp rank %d's block has not arrived (a missing "
-                "cp send or receive of dK/dV, or a missing dependency)",
-                what, owner);
   int ns, nt, heads, kv, dh, dl, wq;
   cp_dims(e, i, s, &ns, &nt, &heads, &kv, &dh, &dl, &wq);
   int tok = nt * C;
@@ -1112,8 +1107,9 @@ gboolean vd_cp_block(vd_exec *e, vd_rank *r, int i, int u, int pass, char **why)
     k->cp_block_fwd(ns, nt, nt, heads, kv, dh, wq, s->qkv, kvb, qpos, kpos, s->cp_m, s->cp_l,
                     s->cp_acc);
   } else {
-    void *dpart = s->cp_dkv[j];
-    s->cp_dkv[j] = NULL;
+    /* The block's own dK/dV, added to the partial sum from the previous rank only when the sum
+     * goes on (vd_cp_send): Transformer Engine waits for that sum right before the add. */
+    void *dpart = alloc0(e, s->cp_kv_n);
     k->cp_block_bwd(ns, nt, nt, heads, kv, dh, wq, s->qkv, kvb, qpos, kpos, s->cp_lse, s->cp_dsum,
                     s->cp_acc, s->cp_dq, dpart);
     s->cp_dout[j] = dpart;
@@ -1152,9 +1148,20 @@ const void *vd_cp_send(vd_exec *e, vd_rank *r, int i, int u, int pass, gboolean 
              : "the block has not arrived, or the layer's forward or recomputation did not run");
     return NULL;
   }
-  if (dkv)
+  if (dkv) {
+    /* The add: this block's dK/dV plus the partial sum that came from the previous rank. */
+    if (s->cp_dkv[j] == NULL) {
+      fail(why,
+           "'%s cp send dK/dV' %d on chip %d (micro-batch %d): the partial K/V gradient to add "
+           "has not arrived (a missing cp send or receive of dK/dV, or a missing dependency)",
+           L->name, j + 1, r->rank, u);
+      return NULL;
+    }
+    e->k->axpy(s->cp_kv_n, 1.0, s->cp_dkv[j], s->cp_dout[j]);
+    g_free(s->cp_dkv[j]);
+    s->cp_dkv[j] = NULL;
     s->cp_dsent++;
-  else
+  } else
     s->cp_sent[pass]++;
   *n = s->cp_kv_n;
   return buf;
