@@ -1181,16 +1181,16 @@ Test(memo, remembered_routes_give_the_same_bits)
         for (int a = 0; a < NA; a++)
           for (int r = 0; r < 2 * NS; r++) {
             int s = r % NS; /* every size twice in the remembering pass */
-            double v = ts_coll_time(tops[i], (ts_coll_kind)k, all_algos[a], &g, sizes[s], NULL,
-                                    NULL);
+            double v =
+                ts_coll_time(tops[i], (ts_coll_kind)k, all_algos[a], &g, sizes[s], NULL, NULL);
             if (pass == 0) {
               plain[i][k][a][s] = v;
               continue;
             }
             cr_expect(memcmp(&v, &plain[i][k][a][s], sizeof v) == 0,
                       "topo %d %s %s S=%g: remembered routes %.17g, routed afresh %.17g", i,
-                      ts_coll_kind_name((ts_coll_kind)k), ts_coll_algo_name(all_algos[a]),
-                      sizes[s], v, plain[i][k][a][s]);
+                      ts_coll_kind_name((ts_coll_kind)k), ts_coll_algo_name(all_algos[a]), sizes[s],
+                      v, plain[i][k][a][s]);
             compared += v >= 0.0;
           }
     }

@@ -702,8 +702,8 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
       g_routes_flows += (gsize)nf;
       e = ne;
     }
-    v = eval_loads(ev, (ev_line *)(void *)ev->lines->data, (int)ev->lines->len, ev->segs,
-                   ev->flows, f, nf);
+    v = eval_loads(ev, (ev_line *)(void *)ev->lines->data, (int)ev->lines->len, ev->segs, ev->flows,
+                   f, nf);
   } else {
     /* The remembered routes, on this evaluator's scratch: a copy of the lines (their sparse
      * tables are this step's), the loads sized as routing them would have. */
@@ -711,8 +711,7 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
     memcpy(ev->hit_lines->data, e->lines, sizeof(ev_line) * (gsize)e->nlines);
     g_array_set_size(ev->loads, (guint)e->nloads);
     g_array_set_size(ev->sparse, 0);
-    v = eval_loads(ev, (ev_line *)(void *)ev->hit_lines->data, e->nlines, e->segs, e->flows,
-                   f, nf);
+    v = eval_loads(ev, (ev_line *)(void *)ev->hit_lines->data, e->nlines, e->segs, e->flows, f, nf);
   }
   if (e != NULL && uniform && e->nuni < ROUTES_MAX_UNIFORM) {
     e->uni[2 * e->nuni] = f[0].bytes;
