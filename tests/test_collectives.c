@@ -2,6 +2,7 @@
  * the agreement of transfers, flows and time (tolerances stated at each check). */
 #include "ts_coll.h"
 #include "ts_coll_internal.h"
+#include "ts_coll_memo.h"
 #include "ts_util.h"
 
 #include "ts_test.h"
@@ -1152,6 +1153,51 @@ Test(choice, auto_picks_the_fastest)
         cr_expect_eq(again, best, "chosen algorithm %s reproduces the time",
                      ts_coll_algo_name(chosen));
       }
+  }
+  for (int i = 0; i < 3; i++)
+    topo_free(tops[i]);
+}
+
+/* ts_eval_step's remembered routes (active between ts_coll_memo_begin and _end) change no
+ * time by a bit: every algorithm and size, asked in an order where later sizes reuse earlier
+ * sizes' routes, against the same times with nothing remembered. */
+Test(memo, remembered_routes_give_the_same_bits)
+{
+  ts_topo *tops[3];
+  dimspec d2[2] = {{"x", 8, TS_SHAPE_RING, 1e11, 1e-6}, {"y", 6, TS_SHAPE_MESH, 5e10, 2e-6}};
+  tops[0] = topo_new(2, d2);
+  tops[1] = gpu_cluster();
+  tops[2] = topo1(12, TS_SHAPE_SWITCH, 2e10, 3e-6);
+  double sizes[] = {8.0, 4e3, 3e5 + 7.0, 1e6, 1.23456789e9};
+  enum { NS = G_N_ELEMENTS(sizes), NA = G_N_ELEMENTS(all_algos) };
+  static double plain[3][TS_COLL_NKINDS][NA][NS];
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1)
+      ts_coll_memo_begin(NULL, 0);
+    int compared = 0;
+    for (int i = 0; i < 3; i++) {
+      ts_group_shape g = whole(tops[i]);
+      for (int k = 0; k < TS_COLL_NKINDS; k++)
+        for (int a = 0; a < NA; a++)
+          for (int r = 0; r < 2 * NS; r++) {
+            int s = r % NS; /* every size twice in the remembering pass */
+            double v =
+                ts_coll_time(tops[i], (ts_coll_kind)k, all_algos[a], &g, sizes[s], NULL, NULL);
+            if (pass == 0) {
+              plain[i][k][a][s] = v;
+              continue;
+            }
+            cr_expect(memcmp(&v, &plain[i][k][a][s], sizeof v) == 0,
+                      "topo %d %s %s S=%g: remembered routes %.17g, routed afresh %.17g", i,
+                      ts_coll_kind_name((ts_coll_kind)k), ts_coll_algo_name(all_algos[a]), sizes[s],
+                      v, plain[i][k][a][s]);
+            compared += v >= 0.0;
+          }
+    }
+    if (pass == 1) {
+      ts_coll_memo_end();
+      cr_expect(compared > 200, "only %d times compared", compared);
+    }
   }
   for (int i = 0; i < 3; i++)
     topo_free(tops[i]);

@@ -70,6 +70,10 @@ struct ts_eval {
   tw_tree *trees;
   GArray *runs_pool; /* int: a count k, then k runs (move << 16 | links), move = dim * 2 + minus */
   int *path;         /* scratch: one route's links as dim * 2 + (dir < 0), nchips entries */
+  /* Remembered routes (ts_eval_route_cache_begin): a lookup key's flow ends, a hit's lines. */
+  int *ends;
+  int capends;
+  GArray *hit_lines; /* ev_line */
 };
 
 ts_eval *ts_eval_new(const ts_net *nw)
@@ -79,6 +83,7 @@ ts_eval *ts_eval_new(const ts_net *nw)
   ev->lines = g_array_new(FALSE, FALSE, sizeof(ev_line));
   ev->loads = g_array_new(FALSE, FALSE, sizeof(double));
   ev->sparse = g_array_new(FALSE, FALSE, sizeof(double));
+  ev->hit_lines = g_array_new(FALSE, FALSE, sizeof(ev_line));
   ev->hcap = 64;
   ev->hkey = g_new(gint64, ev->hcap);
   ev->hval = g_new(int, ev->hcap);
@@ -114,6 +119,8 @@ void ts_eval_free(ts_eval *ev)
   g_array_free(ev->lines, TRUE);
   g_array_free(ev->loads, TRUE);
   g_array_free(ev->sparse, TRUE);
+  g_array_free(ev->hit_lines, TRUE);
+  g_free(ev->ends);
   g_free(ev->hkey);
   g_free(ev->hval);
   if (ev->trees != NULL)
@@ -528,24 +535,208 @@ static double range_max(ts_eval *ev, ev_line *ln, int arr, int a, int h)
   return MAX(row[a], row[a + h - (1 << k)]);
 }
 
-double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
+/* ---- routes remembered across steps (see ts_eval_route_cache_begin) ---- */
+
+/* A step's routes: everything ts_eval_step derives from its flows' ends and shares, not from
+ * their bytes. */
+#define ROUTES_MAX_UNIFORM 16
+
+typedef struct {
+  guint hash;
+  int nf, nsegs, nlines;
+  gsize nloads;
+  int *ends;      /* nf * 4: src, dst, up_share, down_share */
+  ev_flow *flows; /* bytes unset */
+  ev_seg *segs;
+  ev_line *lines; /* need[] set, sp[] -1 */
+  /* the routing parts of the net */
+  int ndims, size[TS_MAX_DIMS], stride[TS_MAX_DIMS], port_share[TS_MAX_DIMS];
+  ts_shape shape[TS_MAX_DIMS];
+  double lat_s[TS_MAX_DIMS], bw_Bps[TS_MAX_DIMS];
+  /* Times of this step when every flow carried the same bytes: (bytes, seconds) pairs. */
+  double uni[2 * ROUTES_MAX_UNIFORM];
+  int nuni;
+} route_entry;
+
+static GHashTable *g_routes; /* route_entry (owned) -> itself */
+static int g_routes_depth;
+static gsize g_routes_flows; /* flows remembered, bounded by ROUTES_MAX_FLOWS */
+#define ROUTES_MAX_FLOWS ((gsize)1 << 20)
+
+static guint route_hash(gconstpointer p)
+{
+  return ((const route_entry *)p)->hash;
+}
+
+static gboolean route_equal(gconstpointer x, gconstpointer y)
+{
+  const route_entry *a = x, *b = y;
+  if (a->hash != b->hash || a->nf != b->nf || a->ndims != b->ndims)
+    return FALSE;
+  for (int d = 0; d < a->ndims; d++)
+    if (a->size[d] != b->size[d] || a->stride[d] != b->stride[d] ||
+        a->port_share[d] != b->port_share[d] || a->shape[d] != b->shape[d] ||
+        memcmp(&a->lat_s[d], &b->lat_s[d], sizeof(double)) != 0 ||
+        memcmp(&a->bw_Bps[d], &b->bw_Bps[d], sizeof(double)) != 0)
+      return FALSE;
+  return memcmp(a->ends, b->ends, sizeof(int) * 4 * (gsize)a->nf) == 0;
+}
+
+static void route_free(gpointer p)
+{
+  route_entry *e = p;
+  g_free(e->ends);
+  g_free(e->flows);
+  g_free(e->segs);
+  g_free(e->lines);
+  g_free(e);
+}
+
+void ts_eval_route_cache_begin(void)
+{
+  if (g_routes_depth++ == 0) {
+    g_routes = g_hash_table_new_full(route_hash, route_equal, route_free, NULL);
+    g_routes_flows = 0;
+  }
+}
+
+void ts_eval_route_cache_end(void)
+{
+  g_return_if_fail(g_routes_depth > 0);
+  if (--g_routes_depth == 0)
+    g_clear_pointer(&g_routes, g_hash_table_unref);
+}
+
+/* Fills a lookup key (ends borrowed from the caller's scratch). */
+static void route_key(route_entry *k, const ts_net *nw, const ts_flow *f, int nf, int *ends)
+{
+  memset(k, 0, sizeof *k);
+  k->nf = nf;
+  k->ndims = nw->arr.ndims;
+  guint64 h = 0x243F6A8885A308D3u ^ (guint64)(guint)nf;
+  for (int d = 0; d < k->ndims; d++) {
+    k->size[d] = nw->arr.size[d];
+    k->stride[d] = nw->stride[d];
+    k->port_share[d] = nw->port_share[d];
+    k->shape[d] = nw->shape[d];
+    k->lat_s[d] = nw->lat_s[d];
+    k->bw_Bps[d] = nw->bw_Bps[d];
+    guint64 lb, bb;
+    memcpy(&lb, &nw->lat_s[d], sizeof lb);
+    memcpy(&bb, &nw->bw_Bps[d], sizeof bb);
+    h = (h ^ bb) * 0x9E3779B97F4A7C15u;
+    h = (h ^ ((guint64)(guint)k->size[d] << 32 ^ (guint64)(guint)k->stride[d])) *
+        0x9E3779B97F4A7C15u;
+    h = (h ^ lb ^ (guint64)(guint)k->port_share[d] << 8 ^ (guint64)k->shape[d]) *
+        0x9E3779B97F4A7C15u;
+  }
+  for (int i = 0; i < nf; i++) {
+    int *e = ends + 4 * (gsize)i;
+    e[0] = f[i].src;
+    e[1] = f[i].dst;
+    e[2] = f[i].up_share;
+    e[3] = f[i].down_share;
+    h = (h ^ ((guint64)(guint)e[0] << 32 ^ (guint64)(guint)e[1])) * 0x9E3779B97F4A7C15u;
+    if ((e[2] | e[3]) != 0)
+      h = (h ^ ((guint64)(guint)e[2] << 32 ^ (guint64)(guint)e[3])) * 0x9E3779B97F4A7C15u;
+    h ^= h >> 31;
+  }
+  k->hash = (guint)(h ^ (h >> 32));
+  k->ends = ends;
+}
+
+/* Routes the flows into ev (segments, flows, lines with the levels their sparse tables need). */
+static void route_step(ts_eval *ev, const ts_flow *f, int nf)
 {
   reset(ev, nf);
   for (int i = 0; i < nf; i++)
     route_flow(ev, &f[i]);
+  /* Levels each long-interval array needs (a wrapped interval is two shorter queries). */
+  for (int s = 0; s < ev->nsegs; s++) {
+    const ev_seg *sg = &ev->segs[s];
+    if (sg->h > SCAN_MAX) {
+      ev_line *ln = &g_array_index(ev->lines, ev_line, sg->line);
+      ln->need[sg->arr] = MAX(ln->need[sg->arr], level_of(MIN(sg->h, ln->n)) + 1);
+    }
+  }
+}
+
+static double eval_loads(ts_eval *ev, ev_line *lines, int nlines, const ev_seg *segs,
+                         const ev_flow *flows, const ts_flow *f, int nf);
+
+double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
+{
+  if (g_routes == NULL || ev->nw.twisted || nf <= 0) {
+    route_step(ev, f, nf);
+    return eval_loads(ev, (ev_line *)(void *)ev->lines->data, (int)ev->lines->len, ev->segs,
+                      ev->flows, f, nf);
+  }
+  if (nf > ev->capends) {
+    ev->capends = MAX(nf, 2 * ev->capends);
+    ev->ends = g_renew(int, ev->ends, 4 * (gsize)ev->capends);
+  }
+  route_entry key;
+  route_key(&key, &ev->nw, f, nf, ev->ends);
+  route_entry *e = g_hash_table_lookup(g_routes, &key);
+  /* A step whose flows all carry the same bytes, asked before: its time. */
+  gboolean uniform = TRUE;
+  for (int i = 1; i < nf && uniform; i++)
+    uniform = memcmp(&f[i].bytes, &f[0].bytes, sizeof(double)) == 0;
+  if (e != NULL && uniform)
+    for (int u = 0; u < e->nuni; u++)
+      if (memcmp(&e->uni[2 * u], &f[0].bytes, sizeof(double)) == 0)
+        return e->uni[2 * u + 1];
+  double v;
+  if (e == NULL) {
+    route_step(ev, f, nf);
+    if (g_routes_flows + (gsize)nf <= ROUTES_MAX_FLOWS) {
+      route_entry *ne = g_memdup2(&key, sizeof key);
+      ne->ends = g_memdup2(ev->ends, sizeof(int) * 4 * (gsize)nf);
+      ne->flows = g_memdup2(ev->flows, sizeof(ev_flow) * (gsize)nf);
+      ne->nsegs = ev->nsegs;
+      ne->segs = g_memdup2(ev->segs, sizeof(ev_seg) * (gsize)MAX(ev->nsegs, 1));
+      ne->nlines = (int)ev->lines->len;
+      ne->lines = g_memdup2(ev->lines->data, sizeof(ev_line) * (gsize)MAX(ne->nlines, 1));
+      ne->nloads = ev->loads->len;
+      g_hash_table_add(g_routes, ne);
+      g_routes_flows += (gsize)nf;
+      e = ne;
+    }
+    v = eval_loads(ev, (ev_line *)(void *)ev->lines->data, (int)ev->lines->len, ev->segs, ev->flows,
+                   f, nf);
+  } else {
+    /* The remembered routes, on this evaluator's scratch: a copy of the lines (their sparse
+     * tables are this step's), the loads sized as routing them would have. */
+    g_array_set_size(ev->hit_lines, (guint)e->nlines);
+    memcpy(ev->hit_lines->data, e->lines, sizeof(ev_line) * (gsize)e->nlines);
+    g_array_set_size(ev->loads, (guint)e->nloads);
+    g_array_set_size(ev->sparse, 0);
+    v = eval_loads(ev, (ev_line *)(void *)ev->hit_lines->data, e->nlines, e->segs, e->flows, f, nf);
+  }
+  if (e != NULL && uniform && e->nuni < ROUTES_MAX_UNIFORM) {
+    e->uni[2 * e->nuni] = f[0].bytes;
+    e->uni[2 * e->nuni + 1] = v;
+    e->nuni++;
+  }
+  return v;
+}
+
+/* The step's time from its routes: link loads from the flows' bytes, then each flow's worst. */
+static double eval_loads(ts_eval *ev, ev_line *lines, int nlines, const ev_seg *segs,
+                         const ev_flow *flows, const ts_flow *f, int nf)
+{
   /* Difference arrays: +bytes where an interval starts, -bytes after it ends. */
   if (ev->loads->len > 0)
     memset(ev->loads->data, 0, sizeof(double) * ev->loads->len);
   double *loads = (double *)(void *)ev->loads->data;
-  const ev_line *lines = (const ev_line *)(void *)ev->lines->data;
-  for (int i = 0; i < ev->nflows; i++) {
-    const ev_flow *fl = &ev->flows[i];
+  for (int i = 0; i < nf; i++) {
+    const ev_flow *fl = &flows[i];
     for (int s = fl->first; s < fl->first + fl->nseg; s++) {
-      const ev_seg *sg = &ev->segs[s];
+      const ev_seg *sg = &segs[s];
       const ev_line *ln = &lines[sg->line];
       double *v = loads + ln->off + (gsize)sg->arr * (gsize)(ln->n + 1);
       int end = sg->a + sg->h;
-      double b = fl->bytes * sg->w;
+      double b = f[i].bytes * sg->w;
       v[sg->a] += b;
       if (end <= ln->n) {
         v[end] -= b;
@@ -556,7 +747,7 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
       }
     }
   }
-  for (guint l = 0; l < ev->lines->len; l++) {
+  for (int l = 0; l < nlines; l++) {
     const ev_line *ln = &lines[l];
     for (int arr = 0; arr < 2; arr++) {
       double *v = loads + ln->off + (gsize)arr * (gsize)(ln->n + 1);
@@ -564,21 +755,13 @@ double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf)
         v[i] += v[i - 1];
     }
   }
-  /* Levels each long-interval array needs (a wrapped interval is two shorter queries). */
-  for (int s = 0; s < ev->nsegs; s++) {
-    const ev_seg *sg = &ev->segs[s];
-    if (sg->h > SCAN_MAX) {
-      ev_line *ln = &g_array_index(ev->lines, ev_line, sg->line);
-      ln->need[sg->arr] = MAX(ln->need[sg->arr], level_of(MIN(sg->h, ln->n)) + 1);
-    }
-  }
   double worst = 0.0;
-  for (int i = 0; i < ev->nflows; i++) {
-    const ev_flow *fl = &ev->flows[i];
+  for (int i = 0; i < nf; i++) {
+    const ev_flow *fl = &flows[i];
     double bott = 0.0;
     for (int s = fl->first; s < fl->first + fl->nseg; s++) {
-      const ev_seg *sg = &ev->segs[s];
-      ev_line *ln = &g_array_index(ev->lines, ev_line, sg->line);
+      const ev_seg *sg = &segs[s];
+      ev_line *ln = &lines[sg->line];
       int end = sg->a + sg->h;
       double m;
       if (sg->h == 1)

@@ -77,6 +77,13 @@ void ts_eval_free(ts_eval *ev);
  * routes) slow every flow that uses them. */
 double ts_eval_step(ts_eval *ev, const ts_flow *f, int nf);
 
+/* Between these (nested calls count), ts_eval_step remembers each step's routes by the
+ * routing parts of the net and its flows' ends and shares, and routes a step seen before by
+ * looking it up: only the loads, which depend on the bytes, are summed again, by the same
+ * arithmetic, so every time is the same to the bit. ts_coll_memo_begin/_end call these. */
+void ts_eval_route_cache_begin(void);
+void ts_eval_route_cache_end(void);
+
 /* The same time computed link by link from ts_route (slow; the reference the tests compare
  * ts_eval_step with). */
 double ts_eval_step_reference(const ts_topo *t, const ts_flow *f, int nf);

@@ -6,6 +6,8 @@
  * keeps them alive are remembered: a freed one's address can never alias a new one. */
 #include "ts_coll_memo.h"
 
+#include "ts_coll_internal.h"
+
 #include <string.h>
 
 typedef struct {
@@ -59,6 +61,7 @@ void ts_coll_memo_begin(const ts_topo *const *topos, int n)
   if (g_depth++ == 0) {
     g_memo = g_hash_table_new_full(key_hash, key_equal, g_free, g_free);
     g_topos = g_hash_table_new(g_direct_hash, g_direct_equal);
+    ts_eval_route_cache_begin();
   }
   for (int i = 0; i < n; i++)
     if (topos[i] != NULL)
@@ -72,6 +75,7 @@ void ts_coll_memo_end(void)
     return;
   g_clear_pointer(&g_memo, g_hash_table_unref);
   g_clear_pointer(&g_topos, g_hash_table_unref);
+  ts_eval_route_cache_end();
 }
 
 double ts_coll_time_memo(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo,
