@@ -1161,7 +1161,11 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * sequence parallelism the kept (sharded) input is gathered again during the input
    * gradient (Korthikanti et al. 2022, 4.2.2). */
   int regather = -1;
-  if (e->bwd_regather.kind != TS_NO_COLL) {
+  /* Under PyTorch's full activation checkpointing (fsdp2; gathered: this backward follows the
+   * block's re-run forward) the re-run forward's all-gather is the gather: autograd keeps its
+   * output for the weight gradient, as the forward without checkpointing does, so nothing is
+   * gathered again (Megatron-LM's sequence parallelism keeps the shard and re-gathers). */
+  if (e->bwd_regather.kind != TS_NO_COLL && !(p->fsdp2 && gathered)) {
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_regather.bytes * g->mb, TS_CAT_COMM_TP,
                        S_TPSIDE);
     int deps[8], nd = 0;
