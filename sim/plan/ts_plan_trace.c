@@ -436,9 +436,9 @@ static int emit_sp_copy(gen *g, const ts_tp_coll *c, int i, int slot, const char
   if (!(bytes > 0))
     return -1;
   ts_op_shape s = {.oclass = TS_OPC_MEMORY, .kernels = 1, .prec = TS_PRECISION_BF16};
-  return emit_compute(g, slot == L_BWD_SP_COPY ? TS_CAT_BWD : TS_CAT_FWD, 0.0, bytes, &s,
-                      lbl(g, layer_slot(g, i, slot), "%s %s sequence-dim copy",
-                          g->p->model->layers[i].name, when));
+  return emit_compute(
+      g, slot == L_BWD_SP_COPY ? TS_CAT_BWD : TS_CAT_FWD, 0.0, bytes, &s,
+      lbl(g, layer_slot(g, i, slot), "%s %s sequence-dim copy", g->p->model->layers[i].name, when));
 }
 
 static int sp_copy_slot(int slot)
