@@ -474,8 +474,11 @@ Test(heldout, torchtitan_further_rows_are_the_published_tps)
  * -10.3%, async TP 13.8% / -28.4%.) */
 #define HELDOUT_TT405_MEAN_MAX 3.5
 #define HELDOUT_TT405_WORST_MAX 7.5
-#define HELDOUT_TTATP_MEAN_MAX 11.5
-#define HELDOUT_TTATP_WORST_MAX 23.5
+/* Once fsdp2 + sp pays PyTorch's sequence-dim copies around each tp collective
+ * (ts_plan_sp_copy_bytes) and re-gathers nothing after a full-recompute forward: 405B 3.2% /
+ * +5.1%; async TP 9.7% / -16.2% (8B -4.6..-16.2%, 70B +8.3..+11.6%). */
+#define HELDOUT_TTATP_MEAN_MAX 10.0
+#define HELDOUT_TTATP_WORST_MAX 16.5
 #define HELDOUT_TTH200_MEAN_MAX 5.5
 #define HELDOUT_TTH200_WORST_MAX 6.5
 

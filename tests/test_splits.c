@@ -717,6 +717,44 @@ Test(activations, fp8_gemm_inputs_kept_in_one_byte)
   }
 }
 
+Test(activations, pytorch_sequence_dim_copies_are_twice_the_tensor)
+{
+  /* DTensor's sequence parallelism (fsdp2) keeps Shard(1) of [batch, sequence, hidden]; NCCL
+   * gathers and scatters on dim 0, so PyTorch's functional collectives copy the whole tensor
+   * around each: the gathered result re-concatenated along the sequence (a view when batch is
+   * 1), a reduce-scatter's input re-concatenated along dim 0 (any batch). One read and one
+   * write: 2 x batch x s h x 2 bytes. Megatron-style sp (no fsdp2) and plain tp pay none. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  g_autoptr(ts_plan) pt = make_plan(m, t, "tp=8,dp=64,sp,zero=3,fsdp2", 1024, 2);
+  g_autoptr(ts_plan) meg = make_plan(m, t, "tp=8,dp=64,sp", 1024, 2);
+  g_autoptr(ts_plan) nosp = make_plan(m, t, "tp=8,dp=64,zero=3,fsdp2", 1024, 2);
+  double sbh = (double)m->t_seq * (double)m->t_hidden * 2.0; /* per sample, bf16 */
+  int gathers = 0, scatters = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer_exec *e = &pt->exec[i];
+    const ts_tp_coll *cs[] = {&e->fwd_pre, &e->fwd_post, &e->bwd_pre, &e->bwd_post};
+    for (int k = 0; k < 4; k++) {
+      const ts_tp_coll *c = cs[k];
+      if (c->redistribution || (c->kind != TS_COLL_ALLGATHER && c->kind != TS_COLL_REDUCESCATTER))
+        continue;
+      cr_assert_float_eq(c->bytes, sbh, 1e-6, "%s", m->layers[i].name);
+      cr_expect_float_eq(ts_plan_sp_copy_bytes(pt, c, 2), 2.0 * 2 * sbh, 1e-6, "%s",
+                         m->layers[i].name);
+      cr_expect_float_eq(ts_plan_sp_copy_bytes(pt, c, 1),
+                         c->kind == TS_COLL_ALLGATHER ? 0.0 : 2.0 * sbh, 1e-6, "%s batch 1",
+                         m->layers[i].name);
+      cr_expect_eq(ts_plan_sp_copy_bytes(meg, c, 2), 0.0, "%s: Megatron-style sp",
+                   m->layers[i].name);
+      cr_expect_eq(ts_plan_sp_copy_bytes(nosp, c, 2), 0.0, "%s: no sp", m->layers[i].name);
+      gathers += c->kind == TS_COLL_ALLGATHER;
+      scatters += c->kind == TS_COLL_REDUCESCATTER;
+    }
+  }
+  cr_expect_gt(gathers, 0);
+  cr_expect_gt(scatters, 0);
+}
+
 Test(activations, fp8_gathers_carry_one_byte)
 {
   /* Transformer Engine's FP8 recipe gathers a tensor-parallel FP8 GEMM's input after

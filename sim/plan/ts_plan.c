@@ -324,6 +324,15 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
   return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
 }
 
+double ts_plan_sp_copy_bytes(const ts_plan *p, const ts_tp_coll *c, double mb)
+{
+  if (!p->fsdp2 || !p->sp || p->degree[TS_AX_TP] <= 1 || c->redistribution || !(c->bytes > 0))
+    return 0.0;
+  if (c->kind == TS_COLL_REDUCESCATTER || (c->kind == TS_COLL_ALLGATHER && mb > 1))
+    return 2.0 * c->bytes * mb; /* read once, written once */
+  return 0.0;
+}
+
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
                                   int attention, gboolean fp8_saved)

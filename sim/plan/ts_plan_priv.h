@@ -93,6 +93,17 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
                                   gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
                                   int attention, gboolean fp8_saved);
 
+/* PyTorch tensor parallelism's copies around a sequence-parallel collective (fsdp2 and sp:
+ * DTensor's Shard(1) of a [batch, sequence, hidden] activation). NCCL's all-gather and
+ * reduce-scatter work on dim 0, so torch.distributed._functional_collectives re-lays the
+ * tensor around them: all_gather_tensor cats the dim-0 chunks of the gathered result along
+ * the sequence dim (a copy of the whole gathered tensor; later versions keep a view when
+ * every dim before it is 1, batch 1), reduce_scatter_tensor cats the sequence-dim chunks of
+ * its input along dim 0 before reducing (a copy of the whole input, any batch). The bytes such
+ * a copy reads and writes for collective c (bytes per sample) on a micro-batch of mb samples,
+ * 0 when there is none. */
+double ts_plan_sp_copy_bytes(const ts_plan *p, const ts_tp_coll *c, double mb);
+
 /* Whether the plan's FP8 GEMMs keep their inputs in FP8 for backward: precision=fp8 run by
  * Transformer Engine (Megatron-LM / NeMo), which trainsim takes every non-fsdp2 FP8 run to be;
  * PyTorch-native Float8 (torchao, under fsdp2 as TorchTitan runs it) keeps the bf16 inputs. */

@@ -129,6 +129,9 @@ enum {
   L_CP_RC_GATHER,
   L_CP_BGATHER,
   L_CP_ACC,
+  L_SP_COPY,
+  L_RC_SP_COPY,
+  L_BWD_SP_COPY,
   L_NLAYER_SLOTS
 };
 enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
@@ -167,6 +170,9 @@ static const struct {
     [L_OVL_BWD] = {TS_ROLE_COMPUTE, TS_PHASE_BWD},
     [L_OVL_DGRAD] = {TS_ROLE_INPUT_GRAD, TS_PHASE_BWD},
     [L_OP_RECOMPUTE] = {TS_ROLE_OP_RECOMPUTE, TS_PHASE_BWD},
+    [L_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_FWD},
+    [L_RC_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_RECOMPUTE},
+    [L_BWD_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_BWD},
     [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_FWD},
@@ -422,15 +428,40 @@ static const char *coll_word(int kind)
   }
 }
 
+/* The copy PyTorch makes around sequence-parallel collective c of layer i
+ * (ts_plan_sp_copy_bytes), a memory-bound kernel on the compute stream; -1 when none. */
+static int emit_sp_copy(gen *g, const ts_tp_coll *c, int i, int slot, const char *when)
+{
+  double bytes = ts_plan_sp_copy_bytes(g->p, c, g->mb);
+  if (!(bytes > 0))
+    return -1;
+  ts_op_shape s = {.oclass = TS_OPC_MEMORY, .kernels = 1, .prec = TS_PRECISION_BF16};
+  return emit_compute(
+      g, slot == L_BWD_SP_COPY ? TS_CAT_BWD : TS_CAT_FWD, 0.0, bytes, &s,
+      lbl(g, layer_slot(g, i, slot), "%s %s sequence-dim copy", g->p->model->layers[i].name, when));
+}
+
+static int sp_copy_slot(int slot)
+{
+  return slot == L_FWD_PRE || slot == L_FWD_POST ? L_SP_COPY
+         : slot == L_RC_PRE || slot == L_RC_POST ? L_RC_SP_COPY
+                                                 : L_BWD_SP_COPY;
+}
+
 /* A tensor-parallel collective on the compute stream (the next layer needs its result). */
 static void emit_tp(gen *g, const ts_tp_coll *c, int i, int slot, const char *when)
 {
   if (c->kind == TS_NO_COLL || c->bytes <= 0 || g->p->degree[TS_AX_TP] <= 1)
     return;
+  /* A reduce-scatter's copy comes before it, an all-gather's after it. */
+  if (c->kind == TS_COLL_REDUCESCATTER)
+    emit_sp_copy(g, c, i, sp_copy_slot(slot), when);
   ts_op op = coll_op(g, (ts_coll_kind)c->kind, g->g_tp, c->bytes * g->mb, TS_CAT_COMM_TP, 0);
   emit_main(g, &op,
             lbl(g, layer_slot(g, i, slot), "%s %s %s%s", g->p->model->layers[i].name, when,
                 coll_word(c->kind), c->redistribution ? " (redistribution)" : ""));
+  if (c->kind == TS_COLL_ALLGATHER)
+    emit_sp_copy(g, c, i, sp_copy_slot(slot), when);
 }
 
 /* An expert-parallel all-to-all (dispatch or combine) on the compute stream. */
@@ -1136,7 +1167,11 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * sequence parallelism the kept (sharded) input is gathered again during the input
    * gradient (Korthikanti et al. 2022, 4.2.2). */
   int regather = -1;
-  if (e->bwd_regather.kind != TS_NO_COLL) {
+  /* Under PyTorch's full activation checkpointing (fsdp2; gathered: this backward follows the
+   * block's re-run forward) the re-run forward's all-gather is the gather: autograd keeps its
+   * output for the weight gradient, as the forward without checkpointing does, so nothing is
+   * gathered again (Megatron-LM's sequence parallelism keeps the shard and re-gathers). */
+  if (e->bwd_regather.kind != TS_NO_COLL && !(p->fsdp2 && gathered)) {
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_regather.bytes * g->mb, TS_CAT_COMM_TP,
                        S_TPSIDE);
     int deps[8], nd = 0;
@@ -1158,8 +1193,10 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * left operand along the rows, and the weight gradient (output gradient^T x input) reduces
    * over the gathered rows instead; the reduce-scatter after the input gradient is the fused
    * matmul reduce-scatter, kept beside the weight gradient as before. */
-  if (p->fsdp2 && !chunked)
+  if (p->fsdp2 && !chunked) {
     pend(g, regather), regather = -1;
+    emit_sp_copy(g, &e->bwd_regather, i, L_BWD_SP_COPY, "bwd");
+  }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad = chunked
                   ? bwd_overlapped(g, i, TS_PASS_DGRAD, L_OVL_DGRAD, fi, mem * share)
@@ -1174,6 +1211,11 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
+  }
+  if (e->bwd_post.kind == TS_COLL_REDUCESCATTER) {
+    int copy = emit_sp_copy(g, &e->bwd_post, i, L_BWD_SP_COPY, "bwd");
+    if (copy >= 0)
+      dgrad = copy;
   }
   ts_op op = coll_op(g, (ts_coll_kind)e->bwd_post.kind, g->g_tp, e->bwd_post.bytes * g->mb,
                      TS_CAT_COMM_TP, S_TPSIDE);

@@ -34,7 +34,8 @@ static const char *role_names[] = {"none",
                                    "op_recompute",
                                    "cp_kv",
                                    "cp_dkv",
-                                   "cp_attention"};
+                                   "cp_attention",
+                                   "layout_copy"};
 
 const char *ts_resource_name(int r)
 {
@@ -1641,8 +1642,8 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, ts_
       return perr(c,
                   "role='%s': expected compute, tp, ep, grad, param_gather, pp, offload, "
                   "optimizer, marker, input_grad, weight_grad, attention_recompute, regather, "
-                  "ps_update, tied_grad, expert_params, op_recompute, cp_kv, cp_dkv or "
-                  "cp_attention",
+                  "ps_update, tied_grad, expert_params, op_recompute, cp_kv, cp_dkv, "
+                  "cp_attention or layout_copy",
                   val);
     op->t_role = v;
   } else if (strcmp(key, "class") == 0 && op->kind == TS_OP_COMPUTE) {

@@ -206,6 +206,7 @@ static vo_info tag_info(const ts_op *op)
   case TS_ROLE_OFFLOAD:
   case TS_ROLE_MARKER:
   case TS_ROLE_OP_RECOMPUTE: /* recompute=op: timing only (the numbers keep every value) */
+  case TS_ROLE_LAYOUT_COPY:  /* a re-layout: timing only (values unchanged) */
     v.kind = VO_NOOP;
     break;
   default:
