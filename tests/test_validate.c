@@ -370,6 +370,25 @@ Test(validate, gpipe_backward_by_micro_batch_tag, .timeout = 60)
               &x);
 }
 
+Test(validate, pytorch_tensor_parallel_backward_and_layout_copies, .timeout = 60)
+{
+  /* With fsdp2 the planner emits PyTorch's tensor parallelism: the weight gradient runs before
+   * the input gradient's collective (serial backward), and with sp a sequence-dim copy sits
+   * next to each collective. A validator that took only the op just before a collective as
+   * the pass it follows read the output gradient instead of the input gradient ("all-reduces
+   * a feature block", normwise error 0.11) and, with sp, an unsummed forward output. */
+  static const char *const splits[] = {
+      "tp=2,dp=2,zero=3,fsdp2",
+      "tp=2,dp=2,sp,zero=3,fsdp2",
+      "tp=2,dp=2,sp,zero=3,fsdp2,tp-overlap=async",
+  };
+  for (gsize s = 0; s < G_N_ELEMENTS(splits); s++)
+    for (gsize p = 0; p < G_N_ELEMENTS(precs); p++) {
+      extra x = {.topo = NULL, .micro = 0, .algo = TS_ALGO_AUTO, .drop = NULL, .nodeps = NULL};
+      expect_pass("validate-transformer", splits[s], precs[p], &x);
+    }
+}
+
 Test(validate, zero_stages_and_offload)
 {
   static const char *const splits[] = {"dp=4,zero=1",

@@ -255,6 +255,10 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
   int *seen = g_new0(int, (gsize)(VO_STAGE_GATHER + 1) * (nl + 1));
   GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
   GHashTable *last = g_hash_table_new(g_direct_hash, g_direct_equal);
+  /* The op a tp collective sees through an op before it on its stream: a timing-only re-layout
+   * (PyTorch's sequence-dim copy) or a layer's weight gradient (PyTorch's serial backward runs
+   * it before the input gradient's collective) passes on what it follows. */
+  int *via = g_new(int, (gsize)pr->nops);
   for (int j = 0; j < pr->nops; j++) {
     const ts_op ob = ts_program_op(pr, j), *op = &ob;
     vo_info v = tag_info(op);
@@ -292,6 +296,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
       gboolean after = FALSE;
       for (int d = -1; d < op->ndeps && !after; d++) {
         int q = d < 0 ? prev : op->deps[d];
+        q = q >= 0 ? via[q] : q;
         if (q >= 0 && is_pass(&info[q], v.layer, v.phase)) {
           after = TRUE;
           v.micro = info[q].micro;
@@ -323,6 +328,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         if (after) {
           for (int d = -1; d < op->ndeps; d++) {
             int q = d < 0 ? prev : op->deps[d];
+            q = q >= 0 ? via[q] : q;
             if (q >= 0 && is_pass(&info[q], v.layer, v.phase))
               v.chunk = info[q].chunk;
           }
@@ -364,8 +370,10 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
     }
     }
     info[j] = v;
+    via[j] = (v.kind == VO_NOOP || v.kind == VO_WGRAD) && prev >= 0 ? via[prev] : j;
     g_hash_table_insert(last, GINT_TO_POINTER(op->stream), GINT_TO_POINTER(j));
   }
+  g_free(via);
   for (int j = 0; j < pr->nops; j++)
     if (info[j].kind == VO_GRAD || info[j].kind == VO_PS_PUSH)
       info[j].nsync =
