@@ -1788,27 +1788,35 @@ Test(fold, sub_grid_gradients_fold_exactly_under_auto)
   }
 }
 
-Test(fold, snaked_ring_through_ts_run_falls_back_to_every_flow)
+/* GPT-3 350M on tpu-v3-8x8 (batch 64, micro-batch 1) through ts_run on SimGrid: r[0] by
+ * default (trainsim/symmetry:collapse), r[1] with every flow (trainsim/symmetry:full). */
+static void predict_collapsed_and_full(const char *split, ts_coll_algo algo, ts_result r[2])
 {
-  /* The same split with bidir-ring forced (the snake): ts_run refuses the fold and replays
-   * every rank, so the default and trainsim/symmetry:full give the same step and flows. */
-  ts_result r[2] = {{0}, {0}};
   for (int k = 0; k < 2; k++) {
     g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
     GError *e = NULL;
     g_autofree char *mp = g_strdup_printf("%s/models/gpt3-350m.ini", TS_SOURCE_DIR);
     g_autoptr(ts_model) m = ts_model_load(mp, &e);
     cr_assert_not_null(m, "%s", e != NULL ? e->message : "");
-    g_autoptr(ts_split) sp = ts_split_parse("tp=2@x,pp=4@y,dp=8", &e);
+    g_autoptr(ts_split) sp = ts_split_parse(split, &e);
+    cr_assert_not_null(sp, "%s", e != NULL ? e->message : "");
     ts_plan_options po;
     ts_plan_options_default(&po);
     po.global_batch = 64;
     po.micro_batch = 1;
-    po.algo = TS_ALGO_BIDIR_RING;
+    po.algo = algo;
     const char *cfg[] = {k == 0 ? "trainsim/symmetry:collapse" : "trainsim/symmetry:full", NULL};
     ts_run_options ro = {.backend = "simgrid", .sg_cfg = cfg};
     cr_assert(ts_run_predict(m, t, sp, &po, &ro, &r[k], &e), "%s", e != NULL ? e->message : "");
   }
+}
+
+Test(fold, snaked_ring_through_ts_run_falls_back_to_every_flow)
+{
+  /* The same split with bidir-ring forced (the snake): ts_run refuses the fold and replays
+   * every rank, so the default and trainsim/symmetry:full give the same step and flows. */
+  ts_result r[2] = {{0}, {0}};
+  predict_collapsed_and_full("tp=2@x,pp=4@y,dp=8", TS_ALGO_BIDIR_RING, r);
   cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
             "default %.17g s, full %.17g s", r[0].step_time_s, r[1].step_time_s);
   cr_expect_eq(r[0].flows, r[1].flows, "default %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
@@ -1871,21 +1879,7 @@ Test(fold, ts_run_folds_and_matches_every_flow)
   /* Through ts_run (the path of `trainsim run`): folded by default, the same step as
    * trainsim/symmetry:full with a quarter of the flows. */
   ts_result r[2] = {{0}, {0}};
-  for (int k = 0; k < 2; k++) {
-    g_autoptr(ts_topo) t = shipped_topo("tpu-v3-8x8");
-    GError *e = NULL;
-    g_autofree char *mp = g_strdup_printf("%s/models/gpt3-350m.ini", TS_SOURCE_DIR);
-    g_autoptr(ts_model) m = ts_model_load(mp, &e);
-    cr_assert_not_null(m, "%s", e != NULL ? e->message : "");
-    g_autoptr(ts_split) sp = ts_split_parse("tp=2@x,pp=8@y,dp=4@x", &e);
-    ts_plan_options po;
-    ts_plan_options_default(&po);
-    po.global_batch = 64;
-    po.micro_batch = 1;
-    const char *cfg[] = {k == 0 ? "trainsim/symmetry:collapse" : "trainsim/symmetry:full", NULL};
-    ts_run_options ro = {.backend = "simgrid", .sg_cfg = cfg};
-    cr_assert(ts_run_predict(m, t, sp, &po, &ro, &r[k], &e), "%s", e != NULL ? e->message : "");
-  }
+  predict_collapsed_and_full("tp=2@x,pp=8@y,dp=4@x", TS_ALGO_AUTO, r);
   cr_expect(fabs(r[0].step_time_s - r[1].step_time_s) <= 1e-9 * r[1].step_time_s,
             "folded %.17g s, full %.17g s", r[0].step_time_s, r[1].step_time_s);
   cr_expect_eq(r[0].flows * 4, r[1].flows, "folded %" G_GINT64_FORMAT ", full %" G_GINT64_FORMAT,
