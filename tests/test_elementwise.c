@@ -326,16 +326,35 @@ Test(elementwise, batch_norm_passes_and_eager_relu_and_add)
  * an fp32 master copy beside the 16-bit weights in mixed precision: 8 bytes of optimizer state
  * per parameter for ResNet-50 in fp16 (Adam's would be 12), 4 for ResNet-101 in fp32 (Adam's 8);
  * ZeRO-1 divides it by dp. Llama (Adam) keeps 12. */
-Test(elementwise, sgd_optimizer_state_is_one_momentum)
+Test(elementwise, sgd_optimizer_state_and_step_are_one_momentum)
 {
   ts_topo *t;
   ts_model *pm;
   ts_plan *p = plan_of("dgx-a100-1node", "resnet50", "dp=8", 256, 32, &t, &pm);
   double psi = ts_model_params(pm);
-  cr_assert(close_to(ts_plan_optimizer_state_bytes_per_param(pm), 8.0));
+  cr_assert(close_to(ts_plan_optimizer_bytes_per_param(pm), 8.0));
   cr_assert(close_to(p->mem.optimizer / psi, 8.0), "%g bytes per parameter",
             p->mem.optimizer / psi);
   cr_assert(close_to(p->mem.params / psi, 2.0) && close_to(p->mem.grads / psi, 2.0));
+  /* The step reads and writes that one momentum too: 5 FLOP and 2D + 2K + around bytes a
+   * parameter (K = 8, not Adam's 12), whatever else the step does around it. */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &error);
+  cr_assert_not_null(tr, "%s", error != NULL ? error->message : "");
+  cr_assert(close_to(ts_plan_optimizer_flops_per_param(pm), 5.0));
+  const ts_program *pr = &tr->programs[0];
+  int found = 0;
+  for (int k = 0; k < pr->nops; k++) {
+    ts_op op = ts_program_op(pr, k);
+    if (op.label < 0 || op.label >= (int)tr->labels->len ||
+        strcmp((const char *)g_ptr_array_index(tr->labels, op.label), "optimizer step") != 0)
+      continue;
+    found++;
+    cr_assert(close_to(op.flops / psi, 5.0), "%g FLOP a parameter", op.flops / psi);
+    cr_assert(close_to(op.mem_bytes / psi, 2 * 2.0 + 2 * 8.0 + 2.0 + 28.0), "%g bytes a parameter",
+              op.mem_bytes / psi);
+  }
+  cr_assert_eq(found, 1);
   ts_plan_free(p);
   p = make_plan(pm, t, "dp=8,zero=1", 256, 32);
   cr_assert(close_to(p->mem.optimizer / psi, 1.0), "8 / dp: %g", p->mem.optimizer / psi);

@@ -40,23 +40,25 @@ void ts_plan_free(ts_plan *p)
   g_free(p);
 }
 
-/* Bytes of optimizer state per parameter: Adam keeps two moments, and with 16-bit training
- * an fp32 master copy too: K = 12 in the ZeRO paper (Rajbhandari et al. 2020, section 3.1). */
+/* Bytes of optimizer state per parameter, which the optimizer step also reads and writes:
+ * Adam keeps two moments, and with 16-bit training an fp32 master copy too: K = 12 in the ZeRO
+ * paper (Rajbhandari et al. 2020, section 3.1), 8 in fp32. SGD with momentum (torch.optim.SGD:
+ * one momentum_buffer per parameter) keeps one fp32 velocity, and with 16-bit training the
+ * fp32 master copy too (the same accounting with one moment instead of two): 8 bytes, 4 in
+ * fp32. */
 double ts_plan_optimizer_bytes_per_param(const ts_model *m)
-{
-  return m->dtype_bytes < 4 ? 12.0 : 8.0;
-}
-
-/* The optimizer state memory holds per parameter: Adam's K above; SGD with momentum
- * (torch.optim.SGD: one momentum_buffer per parameter, in the parameter's dtype) keeps one
- * fp32 velocity, and with 16-bit training the fp32 master copy too (the same ZeRO accounting
- * with one moment instead of two): 8 bytes, 4 in fp32. The optimizer step's traffic
- * (ts_plan_trace.c) keeps ts_plan_optimizer_bytes_per_param. */
-double ts_plan_optimizer_state_bytes_per_param(const ts_model *m)
 {
   if (m->optimizer == TS_OPT_SGD)
     return m->dtype_bytes < 4 ? 8.0 : 4.0;
-  return ts_plan_optimizer_bytes_per_param(m);
+  return m->dtype_bytes < 4 ? 12.0 : 8.0;
+}
+
+/* FLOPs of the update per parameter: Adam's two moment updates, bias corrections, square root,
+ * division and weight decay, about 12; SGD with momentum and weight decay (torch.optim.SGD:
+ * d_p += wd * p; buf = momentum * buf + d_p; p -= lr * buf), 5. */
+double ts_plan_optimizer_flops_per_param(const ts_model *m)
+{
+  return m->optimizer == TS_OPT_SGD ? 5.0 : 12.0;
 }
 
 /* cp-ring=torch: bytes per sample of the transient buffers PyTorch's context_parallel holds
@@ -1493,7 +1495,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * and gradients, K bytes of optimizer state per parameter; stage 1 partitions the
    * optimizer state over the N data-parallel ranks, stage 2 the gradients too, stage 3 the
    * parameters too. */
-  double K = ts_plan_optimizer_state_bytes_per_param(m);
+  double K = ts_plan_optimizer_bytes_per_param(m);
   mem->params = D * (p->zero >= 3 ? shard : psi);
   mem->grads = D * (p->zero >= 2 ? shard : psi);
   mem->optimizer = K * (p->zero >= 1 ? shard : psi);

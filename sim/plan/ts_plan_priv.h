@@ -156,7 +156,7 @@ gboolean ts_plan_layer_recomputed(const ts_plan *p, int layer);
 
 /* Bytes of optimizer state per parameter (Adam: K = 12 with 16-bit training). */
 double ts_plan_optimizer_bytes_per_param(const ts_model *m);
-double ts_plan_optimizer_state_bytes_per_param(const ts_model *m);
+double ts_plan_optimizer_flops_per_param(const ts_model *m);
 
 /* Parameters a pipeline device holds per chip (after tp, before ZeRO), including a tied
  * embedding copy on the last stage. */

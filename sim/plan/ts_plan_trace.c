@@ -1597,7 +1597,8 @@ static void ps_step(gen *g, double psi)
 {
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
-  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m), shard = psi / p->ps;
+  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m),
+         F = ts_plan_optimizer_flops_per_param(m), shard = psi / p->ps;
   char h[48];
   int *deps = (int *)g->sync->data, nd = (int)g->sync->len, upd;
   if (p->ps_placement == TS_PS_COLOCATED) {
@@ -1606,11 +1607,11 @@ static void ps_step(gen *g, double psi)
       pend(g, deps[k]);
     ts_op_shape sh;
     ts_plan_optimizer_shape(&sh);
-    upd = emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * shard, shard * (2.0 * D + 2.0 * K), &sh,
+    upd = emit_compute(g, TS_CAT_OPTIMIZER, F * shard, shard * (2.0 * D + 2.0 * K), &sh,
                        text_label_role(g, "ps update (colocated server shard)", TS_ROLE_PS_UPDATE));
   } else {
     upd = emit_delay(g, S_PS, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_PS_UPDATE,
-                     12.0 * shard / p->topo->chip.host_flops,
+                     F * shard / p->topo->chip.host_flops,
                      text_label(g, "ps update (dedicated server CPU)"), deps, nd);
   }
   int pull;
@@ -1635,14 +1636,15 @@ static void offload_step(gen *g, double local)
 {
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
-  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m);
+  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m),
+         F = ts_plan_optimizer_flops_per_param(m);
   int *deps = (int *)g->sync->data, nd = (int)g->sync->len;
   int prev;
   if (p->offload == TS_OFFLOAD_NVME)
     prev = nvme(g, K * local, "read optimizer state", deps, nd);
   prev = emit_delay(
       g, S_HOST, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_OPTIMIZER,
-      12.0 * local / p->topo->chip.host_flops, text_label(g, "host CPU optimizer step"),
+      F * local / p->topo->chip.host_flops, text_label(g, "host CPU optimizer step"),
       p->offload == TS_OFFLOAD_NVME ? &prev : deps, p->offload == TS_OFFLOAD_NVME ? 1 : nd);
   if (p->offload == TS_OFFLOAD_NVME) {
     prev = nvme(g, K * local, "write optimizer state", &prev, 1);
@@ -1668,7 +1670,8 @@ static void optimizer_step(gen *g)
   const ts_model *m = p->model;
   double psi = ts_plan_device_params(p, g->device);
   double local = ts_plan_device_shard_params(p, g->device);
-  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m);
+  double D = m->dtype_bytes, K = ts_plan_optimizer_bytes_per_param(m),
+         F = ts_plan_optimizer_flops_per_param(m);
   if (p->ps > 0) {
     ps_step(g, psi);
     return;
@@ -1685,14 +1688,15 @@ static void optimizer_step(gen *g)
    * parameter in all (60 in fp16 / bf16, not the 28 of Adam alone); in fp32 the gradients are
    * already fp32 (no copy, no master copy): 2D + 2K + 20. XLA (a systolic chip) fuses the
    * update into one pass over the parameters with no loss scaling: Adam's bytes and the norm's
-   * read of the gradients, 2D + 2K + 4. */
+   * read of the gradients, 2D + 2K + 4. SGD with momentum has one moment to read and write
+   * (K and F from ts_plan_optimizer_bytes_per_param and _flops_per_param). */
   for (guint k = 0; k < g->sync->len; k++)
     pend(g, g_array_index(g->sync, int, k));
   ts_op_shape sh;
   ts_plan_optimizer_shape(&sh);
   ts_plan_sgd_loop_shape(p, g->device, &sh);
   double around = p->topo->chip.systolic > 0 ? 4.0 : D < 4 ? D + 28.0 : 20.0;
-  emit_compute(g, TS_CAT_OPTIMIZER, 12.0 * local, local * (2.0 * D + 2.0 * K + around), &sh,
+  emit_compute(g, TS_CAT_OPTIMIZER, F * local, local * (2.0 * D + 2.0 * K + around), &sh,
                text_label(g, "optimizer step"));
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);
