@@ -4,6 +4,8 @@
 #include "ts_goodput.h"
 #include "ts_util.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #define HOUR 3600.0 /* seconds */
@@ -82,6 +84,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_tree_bandwidth_GBps",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "twist",
+                                       "pair_links",
                                        NULL};
 
 const char *ts_shape_name(ts_shape s)
@@ -417,8 +420,164 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
   return TRUE;
 }
 
+/* ---- [dim.X] pair_links: a direct-connect NVLink mesh (DGX-1's hybrid cube-mesh) -------- */
+
+#define PAIR_MAX TS_PAIR_MAX
+#define PAIR_SEARCH_STEPS 200000 /* ring-search budget: the search is exact below it */
+
+typedef struct {
+  int n;
+  int links[PAIR_MAX][PAIR_MAX]; /* links between chips i and j, as written */
+  int cap[PAIR_MAX][PAIR_MAX];   /* directed link-directions left for further rings */
+  long steps;
+  int best;
+  gboolean relays; /* hops through an intermediate member allowed */
+} ring_search;
+
+/* One hop u -> v of a ring: the direct links when there are any (NCCL's NVL path), else through
+ * one intermediate member joined to both (NCCL's NVB path: NVLink through another GPU). Takes
+ * the capacity and returns the relay (-1: direct), or -2 when no NVLink path has room. */
+static int take_hop(ring_search *r, int u, int v)
+{
+  if (r->links[u][v] > 0) {
+    if (r->cap[u][v] == 0)
+      return -2;
+    r->cap[u][v]--;
+    return -1;
+  }
+  for (int w = 0; r->relays && w < r->n; w++)
+    if (w != u && w != v && r->links[u][w] > 0 && r->links[w][v] > 0 && r->cap[u][w] > 0 &&
+        r->cap[w][v] > 0) {
+      r->cap[u][w]--;
+      r->cap[w][v]--;
+      return w;
+    }
+  return -2;
+}
+
+static void give_hop(ring_search *r, int u, int v, int relay)
+{
+  if (relay < 0) {
+    r->cap[u][v]++;
+  } else {
+    r->cap[u][relay]++;
+    r->cap[relay][v]++;
+  }
+}
+
+/* No chip can be in more rings than it has link-directions out. */
+static int ring_bound(const ring_search *r)
+{
+  int bound = INT_MAX;
+  for (int u = 0; u < r->n; u++) {
+    int out = 0;
+    for (int v = 0; v < r->n; v++)
+      out += r->cap[u][v];
+    bound = MIN(bound, out);
+  }
+  return bound;
+}
+
+static void search_rings(ring_search *r, int rings);
+
+/* Extends a ring from chip u with `len` members placed; at the last member, closes it on chip
+ * 0 and searches for the next ring. */
+static void extend_ring(ring_search *r, int rings, int u, int len, guint32 used)
+{
+  if (r->best >= rings + 1 + ring_bound(r) || ++r->steps > PAIR_SEARCH_STEPS)
+    return;
+  if (len == r->n) {
+    int relay = take_hop(r, u, 0);
+    if (relay == -2)
+      return;
+    r->best = MAX(r->best, rings + 1);
+    search_rings(r, rings + 1);
+    give_hop(r, u, 0, relay);
+    return;
+  }
+  for (int v = 1; v < r->n; v++) {
+    if (used & (1u << v))
+      continue;
+    int relay = take_hop(r, u, v);
+    if (relay == -2)
+      continue;
+    extend_ring(r, rings, v, len + 1, used | (1u << v));
+    give_hop(r, u, v, relay);
+  }
+}
+
+static void search_rings(ring_search *r, int rings)
+{
+  if (ring_bound(r) > 0)
+    extend_ring(r, rings, 0, 1, 1u);
+}
+
+/* How many rings NCCL's topology search lays over chips 0..n-1 of the mesh, each at the full
+ * rate of one link (graph/search.cc searches ring channels hop by hop, taking each link's
+ * bandwidth as it uses it; two chips form the ring u -> v -> u). Each directed link-direction
+ * carries one ring. The search tries direct NVLink paths first and widens to paths through
+ * another GPU (NVB) only when no ring closes over direct links alone: vTrain's V100 tables
+ * show 2 rings over GPUs 0-5, which direct links allow and a third through GPU 0 would pass.
+ * Exact: the search stops only at the bound every chip's links set, or at the step budget. */
+static int pair_rings(const int links[PAIR_MAX][PAIR_MAX], int n)
+{
+  if (n < 2)
+    return 0;
+  for (int relays = 0; relays < 2; relays++) {
+    ring_search r = {.n = n, .relays = relays};
+    memcpy(r.links, links, sizeof r.links);
+    memcpy(r.cap, links, sizeof r.cap);
+    search_rings(&r, 0);
+    if (r.best > 0)
+      return r.best;
+  }
+  return 0;
+}
+
+/* [dim.X] pair_links = A-B:N,...: the NVLink links between chips A and B of the dimension (a
+ * direct-connect mesh, not a switch); a cut dimension (--vary dim.X.size) keeps chips 0..n-1.
+ * Fills d->pair_rings for every n. */
+static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *group, ts_dim *d,
+                                GError **error)
+{
+  d->pair_links = g_key_file_has_key(kf, group, "pair_links", NULL);
+  if (!d->pair_links)
+    return TRUE;
+  g_autofree char *v = g_key_file_get_value(kf, group, "pair_links", NULL);
+  int links[PAIR_MAX][PAIR_MAX] = {{0}}, top = 0;
+  g_auto(GStrv) items = g_strsplit(v != NULL ? v : "", ",", -1);
+  for (int i = 0; items[i] != NULL; i++) {
+    const char *it = g_strstrip(items[i]);
+    int a, b, nl, used = 0;
+    if (sscanf(it, "%d-%d:%d%n", &a, &b, &nl, &used) != 3 || it[used] != '\0' || a < 0 ||
+        b < 0 || a >= PAIR_MAX || b >= PAIR_MAX || a == b || nl < 1 || nl > 64 ||
+        links[a][b] != 0) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: [%s] pair_links item '%s': expected A-B:N (chips A != B below %d, each "
+                  "pair once, N links from 1 to 64), comma-separated",
+                  path, group, it, PAIR_MAX);
+      return FALSE;
+    }
+    links[a][b] = links[b][a] = nl;
+    top = MAX(top, MAX(a, b) + 1);
+  }
+  /* Chips past the last one named have no links: no ring reaches them. */
+  for (int n = 0; n <= PAIR_MAX; n++)
+    d->pair_rings[n] = n <= top ? pair_rings(links, n) : 0;
+  return TRUE;
+}
+
+void ts_topo_dim_set_size(ts_dim *d, int size)
+{
+  d->size = size;
+  if (!d->pair_links)
+    return;
+  int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
+  d->link_bw_Bps = rings > 0 ? rings * d->pair_link_Bps : d->pair_pcie_Bps;
+}
+
 static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint64 chips_before,
-                         gint64 first_dim_size, ts_dim *d, GError **error)
+                         gint64 first_dim_size, const ts_chip *chip, ts_dim *d, GError **error)
 {
   gint64 size;
   double bw_gbps, lat_us, bw_eff;
@@ -465,6 +624,22 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
    * efficiency. */
   d->link_bw_Bps = bw_gbps * bw_eff * GB;
   d->latency_s = lat_us * US;
+  if (!read_pair_links(kf, path, group, d, error))
+    return FALSE;
+  if (d->pair_links && d->shape != TS_SHAPE_SWITCH) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] pair_links: expected shape = switch (the mesh's rings are written as "
+                "each chip's port rate)",
+                path, group);
+    return FALSE;
+  }
+  /* With pair_links, link_bandwidth_GBps is one link's rate and a chip's port carries the rings
+   * NCCL lays over the mesh; without a ring over NVLink the members talk over PCIe. */
+  if (d->pair_links) {
+    d->pair_link_Bps = d->link_bw_Bps;
+    d->pair_pcie_Bps = chip->host_link_bw_Bps * bw_eff;
+    ts_topo_dim_set_size(d, d->size);
+  }
   return TRUE;
 }
 
@@ -690,7 +865,7 @@ ts_topo *ts_topo_from_keyfile(GKeyFile *kf, const char *path, GError **error)
                   t->ndims + 1, TS_MAX_DIMS);
       return NULL;
     }
-    if (!read_dim(kf, path, groups[i], chips, t->ndims > 0 ? t->dims[0].size : 0,
+    if (!read_dim(kf, path, groups[i], chips, t->ndims > 0 ? t->dims[0].size : 0, &t->chip,
                   &t->dims[t->ndims], error))
       return NULL;
     chips *= t->dims[t->ndims].size;

@@ -14,6 +14,9 @@ typedef enum {
   TS_SHAPE_SWITCH, /* every chip of the line has one port into a non-blocking switch */
 } ts_shape;
 
+/* Chips a [dim.X] pair_links mesh may describe. */
+#define TS_PAIR_MAX 16
+
 /** One dimension of the array. Bandwidths in bytes/s, one direction of one link. */
 typedef struct {
   char *name; /* "x", "y", "node", "net" (the [dim.NAME] group) */
@@ -63,6 +66,14 @@ typedef struct {
    * an HGX A100 node, 12 NVLinks x NCCL's 20 GB/s; a node's NICs across nodes), bytes/s; used
    * only to choose algorithm and protocol as NCCL does. 0: what Simple reaches here. */
   double nccl_model_Bps;
+  /* [dim.X] pair_links (a direct-connect NVLink mesh such as DGX-1's): the rings NCCL lays over
+   * chips 0..n-1 for each n (pair_rings[n]; 0: none over NVLink), one link's achieved rate and
+   * the PCIe rate without a ring, bytes/s. link_bw_Bps is then pair_rings[size] links (or the
+   * PCIe rate); ts_topo_dim_set_size keeps it so when a sweep cuts the dimension. pair_links
+   * is FALSE without the key. */
+  gboolean pair_links;
+  int pair_rings[TS_PAIR_MAX + 1];
+  double pair_link_Bps, pair_pcie_Bps;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
@@ -222,6 +233,9 @@ double ts_chip_memory_reserve(const ts_chip *c);
  */
 double ts_chip_allocator_overhead(const ts_chip *c);
 #define TS_GPU_ALLOCATOR_OVERHEAD 0.15
+
+/** Sets a dimension's size (what-if cuts); a pair_links mesh's port rate follows its rings. */
+void ts_topo_dim_set_size(ts_dim *d, int size);
 
 /** Index of the dimension named name, or -1. */
 int ts_topo_dim_index(const ts_topo *t, const char *name);

@@ -362,7 +362,7 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
       return NULL;
     }
     for (int d = 0; d < n; d++)
-      c->dims[d].size = sizes[d];
+      ts_topo_dim_set_size(&c->dims[d], sizes[d]);
     g_autofree char *what = g_strdup_printf("dims=%s", v->shapes[i]);
     return recount(c, what, error) ? g_steal_pointer(&c) : NULL;
   }
@@ -430,7 +430,7 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     else if (strcmp(dot + 1, "latency_us") == 0)
       ok = set_val(&c->dims[d].latency_s, v, i, 1e-6, tname, error);
     else {
-      c->dims[d].size = (int)v->values[i];
+      ts_topo_dim_set_size(&c->dims[d], (int)v->values[i]);
       return recount(c, k, error) ? g_steal_pointer(&c) : NULL;
     }
   }

@@ -2,8 +2,9 @@
 # convert.sh: writes vTrain's measured iteration times (ground_truth_single.csv,
 # ground_truth_multi.csv, copied verbatim) as trainsim measurement files
 # (docs/accuracy.md): megatron-single.csv and megatron-multi.csv, and the GPT model of each
-# row's shape under models/; and the A100 all-reduce tables (allreduce-lut/a100) as
-# nccl-allreduce-a100.csv. Rerun after changing the mapping; the outputs are committed.
+# row's shape under models/; and the all-reduce tables (allreduce-lut/a100, allreduce-lut/v100)
+# as nccl-allreduce-a100.csv and nccl-allreduce-v100.csv. Rerun after changing the mapping;
+# the outputs are committed.
 #
 #   data/published/vtrain/convert.sh && ./build/sim/trainsim validate \
 #       --against data/published/vtrain/megatron-single.csv
@@ -77,20 +78,24 @@ convert() { # $1 input, $2 output, $3 group prefix, $4 1 = multi-node
 }
 convert ground_truth_single.csv megatron-single.csv single 0
 convert ground_truth_multi.csv megatron-multi.csv multi 1
-# nccl-tests all-reduce on 2-8 A100s of one node (allreduce-lut/a100): the power-of-two
-# sizes from 1 MiB to 1 GiB, busbw the mean of the two published runs.
-{
+# nccl-tests all-reduce on 2-8 GPUs of one node (allreduce-lut/a100 and allreduce-lut/v100):
+# the power-of-two sizes from 1 MiB to 1 GiB, busbw the mean of the two published runs. The
+# V100 tables are a DGX-1V's hybrid cube-mesh (GPUs 0..n-1; topologies/dgx1-v100.ini).
+nccl() { # $1 chip directory, $2 group prefix, $3 topology, $4 GPUs of the whole machine
   echo "group,topology,vary,collective,size_bytes,busbw_GBps"
   for n in 2 3 4 5 6 7 8; do
-    awk -F, -v n="$n" 'NR > 1 {
+    awk -F, -v n="$n" -v chip="$2" -v topo="$3" -v all="$4" 'NR > 1 {
         mib = $1 / 1048576
         if (mib == 1 || mib == 2 || mib == 4 || mib == 8 || mib == 16 || mib == 32 || mib == 64 ||
             mib == 128 || mib == 256 || mib == 512 || mib == 1024)
-          printf "A100 %d GPUs,dgx-a100-1node,%s,allreduce,%s,%.4g\n", n,
-                 n == 8 ? "" : "dim.node.size=" n, $1, ($5 + $7) / 2
-      }' "allreduce-lut/a100/AR_GPU${n}_1M_1024M_LUT"
+          printf "%s %d GPUs,%s,%s,allreduce,%s,%.4g\n", chip, n, topo,
+                 n == all ? "" : "dim.node.size=" n, $1, ($5 + $7) / 2
+      }' "allreduce-lut/$1/AR_GPU${n}_1M_1024M_LUT"
   done
-} > nccl-allreduce-a100.csv
+}
+nccl a100 A100 dgx-a100-1node 8 > nccl-allreduce-a100.csv
+nccl v100 V100 dgx1-v100 8 > nccl-allreduce-v100.csv
 echo "wrote $(pwd)/megatron-single.csv ($(($(wc -l < megatron-single.csv) - 1)) rows)," \
   "megatron-multi.csv ($(($(wc -l < megatron-multi.csv) - 1)) rows), $(ls models | wc -l) models," \
-  "nccl-allreduce-a100.csv ($(($(wc -l < nccl-allreduce-a100.csv) - 1)) rows)"
+  "nccl-allreduce-a100.csv ($(($(wc -l < nccl-allreduce-a100.csv) - 1)) rows)," \
+  "nccl-allreduce-v100.csv ($(($(wc -l < nccl-allreduce-v100.csv) - 1)) rows)"
