@@ -199,11 +199,12 @@ static const shipped SHIPPED[] = {
      32 * GIB,
      900e9,
      0},
-    /* DGX-1V: 6 NVLink 2 links x 25 GB/s per V100 at an assumed 80%; V100 datasheet. */
+    /* DGX-1V: 6 NVLink 2 links x 25 GB/s per V100, the six rings NCCL lays over the cube-mesh
+     * at 0.90 of the link rate (vTrain's V100 nccl-tests tables); V100 datasheet. */
     {"dgx1-v100",
      8,
      1,
-     {{"node", 8, TS_SHAPE_SWITCH, 150e9 * 0.8, 5e-6}},
+     {{"node", 8, TS_SHAPE_SWITCH, 6 * 25e9 * 0.9, 5e-6}},
      125e12,
      32 * GIB,
      900e9,
@@ -601,6 +602,34 @@ Test(topo, bandwidth_efficiency_scales_the_stored_bandwidth)
   assert_close(t->dims[1].link_bw_Bps, 100e9, "default efficiency 1");
 }
 
+/* pair_links: the rings NCCL lays over GPUs 0..n-1 of DGX-1V's cube-mesh, as vTrain's V100
+ * nccl-tests tables show them at 1 GiB (22.5, 45.1, 85.4, 45.7, 87.0 and 134.5 GB/s busbw on
+ * 2, 3, 4, 6, 7 and 8 GPUs: 1, 2, 4, 2, 4 and 6 links of 25 GB/s at 0.90). Over 5 GPUs GPU 4's
+ * only NVLink neighbour is GPU 0, so no ring closes over direct links and the rings go through
+ * GPU 0 (NVB): 2. Cutting the machine re-derives the port rate; a chip without any link talks
+ * over PCIe (the chip's host link). */
+Test(topo, pair_links_rings_follow_the_cut)
+{
+  g_autoptr(ts_topo) t = load_shipped("dgx1-v100");
+  static const int rings[9] = {0, 0, 1, 2, 4, 2, 2, 4, 6};
+  for (int n = 2; n <= 8; n++) {
+    cr_assert_eq(t->dims[0].pair_rings[n], rings[n], "%d GPUs: %d rings, want %d", n,
+                 t->dims[0].pair_rings[n], rings[n]);
+    ts_topo_dim_set_size(&t->dims[0], n);
+    cr_assert_eq(t->dims[0].size, n);
+    assert_close(t->dims[0].link_bw_Bps, rings[n] * 25e9 * 0.9, "port rate");
+  }
+  g_autoptr(ts_topo) u = from_text(CHIP_OK "[host]\nlink_bandwidth_GBps = 12\n"
+                                   DIM("node", "3", "switch", "25", "1")
+                                   "pair_links = 0-1:2\nbandwidth_efficiency = 0.5\n",
+                                   "mem/pairs.ini");
+  cr_assert_eq(u->dims[0].pair_rings[2], 2, "two links, two rings over two chips");
+  cr_assert_eq(u->dims[0].pair_rings[3], 0, "chip 2 has no link");
+  assert_close(u->dims[0].link_bw_Bps, 12e9 * 0.5, "PCIe without a ring");
+  ts_topo_dim_set_size(&u->dims[0], 2);
+  assert_close(u->dims[0].link_bw_Bps, 2 * 25e9 * 0.5, "two rings of one link");
+}
+
 Test(topo, largest_array_accepted)
 {
   /* 1024 x 1024 = 2^20 chips is the limit, and nothing is allocated per chip. */
@@ -753,6 +782,15 @@ static const bad_case BAD[] = {
     {"unknown topology key",
      "[topology]\nname = a\ncolor = red\n" CHIP_OK DIM_OK("x"),
      {"[topology] color: unknown key"}},
+    {"pair link to itself",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 0-1:1,2-2:1\n",
+     {"[dim.node] pair_links item '2-2:1'", "expected A-B:N"}},
+    {"pair link twice",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 0-1:1,1-0:2\n",
+     {"[dim.node] pair_links item '1-0:2'", "each pair once"}},
+    {"pair links on a ring",
+     CHIP_OK DIM("x", "4", "ring", "25", "1") "pair_links = 0-1:1\n",
+     {"[dim.x] pair_links: expected shape = switch"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)

@@ -549,9 +549,8 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   for (int i = 0; items[i] != NULL; i++) {
     const char *it = g_strstrip(items[i]);
     int a, b, nl, used = 0;
-    if (sscanf(it, "%d-%d:%d%n", &a, &b, &nl, &used) != 3 || it[used] != '\0' || a < 0 ||
-        b < 0 || a >= PAIR_MAX || b >= PAIR_MAX || a == b || nl < 1 || nl > 64 ||
-        links[a][b] != 0) {
+    if (sscanf(it, "%d-%d:%d%n", &a, &b, &nl, &used) != 3 || it[used] != '\0' || a < 0 || b < 0 ||
+        a >= PAIR_MAX || b >= PAIR_MAX || a == b || nl < 1 || nl > 64 || links[a][b] != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "%s: [%s] pair_links item '%s': expected A-B:N (chips A != B below %d, each "
                   "pair once, N links from 1 to 64), comma-separated",
@@ -573,7 +572,11 @@ void ts_topo_dim_set_size(ts_dim *d, int size)
   if (!d->pair_links)
     return;
   int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
-  d->link_bw_Bps = rings > 0 ? rings * d->pair_link_Bps : d->pair_pcie_Bps;
+  /* Without a ring over NVLink the members talk over PCIe (one link's rate if the file gives
+   * no host link). */
+  d->link_bw_Bps = rings > 0              ? rings * d->pair_link_Bps
+                   : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
+                                          : d->pair_link_Bps;
 }
 
 static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint64 chips_before,

@@ -1642,10 +1642,10 @@ static void offload_step(gen *g, double local)
   int prev;
   if (p->offload == TS_OFFLOAD_NVME)
     prev = nvme(g, K * local, "read optimizer state", deps, nd);
-  prev = emit_delay(
-      g, S_HOST, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_OPTIMIZER,
-      F * local / p->topo->chip.host_flops, text_label(g, "host CPU optimizer step"),
-      p->offload == TS_OFFLOAD_NVME ? &prev : deps, p->offload == TS_OFFLOAD_NVME ? 1 : nd);
+  prev = emit_delay(g, S_HOST, TS_CAT_OPTIMIZER, TS_RES_HOST_CPU, TS_ROLE_OPTIMIZER,
+                    F * local / p->topo->chip.host_flops, text_label(g, "host CPU optimizer step"),
+                    p->offload == TS_OFFLOAD_NVME ? &prev : deps,
+                    p->offload == TS_OFFLOAD_NVME ? 1 : nd);
   if (p->offload == TS_OFFLOAD_NVME) {
     prev = nvme(g, K * local, "write optimizer state", &prev, 1);
     if (p->zero >= 3) {
