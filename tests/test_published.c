@@ -1017,8 +1017,9 @@ Test(nccl, dgx_h100_node_matches_published_busbw)
 
 /* The V100 tables come from a DGX-1 (hybrid cube-mesh NVLink, no switch): the busbw plateau
  * is 22.5 GB/s on 2 GPUs, 85 on 4, 37 on 5, 134 on 8, which no single switch dimension
- * reproduces. The ground truth is all A100, so no V100 topology is fitted; this test keeps
- * that reason true (the best single-switch fit stays poor). */
+ * reproduces; this test keeps that reason true (the best single-switch fit stays poor), and is
+ * why topologies/dgx1-v100.ini lists the mesh's links (pair_links) instead; test_heldout pins
+ * that topology's error on these tables. */
 Test(nccl, v100_tables_are_not_one_switch)
 {
   GArray *rows = read_lut("v100");

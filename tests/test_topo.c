@@ -619,10 +619,10 @@ Test(topo, pair_links_rings_follow_the_cut)
     cr_assert_eq(t->dims[0].size, n);
     assert_close(t->dims[0].link_bw_Bps, rings[n] * 25e9 * 0.9, "port rate");
   }
-  g_autoptr(ts_topo) u = from_text(CHIP_OK "[host]\nlink_bandwidth_GBps = 12\n"
-                                   DIM("node", "3", "switch", "25", "1")
-                                   "pair_links = 0-1:2\nbandwidth_efficiency = 0.5\n",
-                                   "mem/pairs.ini");
+  g_autoptr(ts_topo) u = from_text(
+      CHIP_OK "[host]\nlink_bandwidth_GBps = 12\n" DIM(
+          "node", "3", "switch", "25", "1") "pair_links = 0-1:2\nbandwidth_efficiency = 0.5\n",
+      "mem/pairs.ini");
   cr_assert_eq(u->dims[0].pair_rings[2], 2, "two links, two rings over two chips");
   cr_assert_eq(u->dims[0].pair_rings[3], 0, "chip 2 has no link");
   assert_close(u->dims[0].link_bw_Bps, 12e9 * 0.5, "PCIe without a ring");
