@@ -20,7 +20,7 @@ model_path() {
   echo "# (convert.sh). Overlap and recompute settings from NeMo-Framework-Launcher 24.07's training"
   echo "# configs (ASSUMED to be what ran; the table changed GBS and VP from them). Held out: never fitted."
   echo "group,topology,vary,model,split,global_batch,micro_batch,bucket_MiB,step_time_s,published_tokens_per_s_per_gpu,published_model_tflops_per_gpu,gpus"
-  while read -r model n B mb S tp pp cp vp tpo tok tflops; do
+  while read -r model n B mb S tp pp cp vp tpo tok tflops rc; do
     dp=$((n / (tp * pp * cp)))
     nodes=$((n / 8))
     t=$(awk -v B="$B" -v S="$S" -v x="$tok" -v n="$n" 'BEGIN { printf "%.6g", B * S / (x * n) }')
@@ -36,7 +36,7 @@ model_path() {
         out = out (out == "" ? "" : ",") a "=" d "@" where
       }
       print out }')
-    opt="recompute=none,attn-kernel=cudnn"
+    opt="recompute=$rc,attn-kernel=cudnn"
     [ "$tp" -gt 1 ] && opt="$opt,sp"
     opt="$opt,$par,zero=1,dp-overlap"
     [ "$tpo" = 1 ] && opt="$opt,tp-overlap"
@@ -53,14 +53,17 @@ model_path() {
     fi
     echo "NeMo 24.07 H100 FP8,dgx-h100-64node,dim.net.size=$nodes,$model,\"$opt\",$B,$mb,25,$t,$tok,$tflops,$n"
   done <<TABLE
-models/nemo-gpt3-5b.ini 64 2048 4 2048 1 1 1 1 0 23406 765
-models/nemo-gpt3-20b.ini 64 256 2 2048 2 1 1 1 1 5851 750
-models/nemo-gpt3-175b.ini 128 256 1 2048 4 8 1 6 0 716 771
-models/nemo-gpt3-175b.ini 512 2048 2 2048 4 8 1 6 0 825 888
-models/llama2-7b.ini 8 128 1 4096 1 1 1 1 0 16934 780
-llama2-13b 16 128 1 4096 1 4 1 10 0 8715 760
-llama2-70b 64 128 1 4096 4 4 1 20 1 1728 768
-llama3-8b 8 128 1 8192 1 1 2 1 0 12273 711
-llama3-70b 64 128 1 8192 4 4 2 5 1 1524 734
+models/nemo-gpt3-5b.ini 64 2048 4 2048 1 1 1 1 0 23406 765 none
+models/nemo-gpt3-20b.ini 64 256 2 2048 2 1 1 1 1 5851 750 none
+models/nemo-gpt3-175b.ini 128 256 1 2048 4 8 1 6 0 716 771 none
+models/nemo-gpt3-175b.ini 512 2048 2 2048 4 8 1 6 0 825 888 none
+models/llama2-7b.ini 8 128 1 4096 1 1 1 1 0 16934 780 none
+llama2-13b 16 128 1 4096 1 4 1 10 0 8715 760 none
+llama2-70b 64 128 1 4096 4 4 1 20 1 1728 768 none
+llama3-8b 8 128 1 8192 1 1 2 1 0 12273 711 none
+llama3-70b 64 128 1 8192 4 4 2 5 1 1524 734 none
+models/nemotron4-8b.ini 64 256 4 4096 2 1 1 1 1 12507 643 none
+models/nemotron4-22b.ini 64 256 2 4096 2 4 1 10 1 4312 562 none
+models/nemotron4-340b.ini 128 32 1 4096 8 8 1 12 0 326 686 selective
 TABLE
 } >nemo-24.07-h100-fp8.csv
