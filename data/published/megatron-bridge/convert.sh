@@ -52,3 +52,20 @@ llama3-70b 64 256 8192 4 8 1 5 Ett|$(repeat 't*2' 34 | sed 's/t\*2/tt/g')ttt|$(r
 llama3-405b 1024 1536 8192 8 8 2 8 Et|$(repeat tt 62)tL 328
 TABLE
 } >nemo-h100-fp8.csv
+# nemo-h100-moe.csv: the mixture-of-experts rows of the same container's table that trainsim can
+# express (PROVENANCE.txt): expert parallelism over all of dp, no tp or pp.
+{
+  echo "# NVIDIA Megatron-Bridge performance summary, NeMo container 26.04.01, DGX-H100, mixture-of-experts"
+  echo "# pre-training: step_time_s = GBS x sequence / (tokens/s/GPU x GPUs) (convert.sh). Settings from"
+  echo "# the repository's perf recipe (PROVENANCE.txt). Held out: never fitted."
+  echo "group,topology,vary,model,split,global_batch,micro_batch,bucket_MiB,step_time_s,published_tokens_per_s_per_gpu,gpus"
+  while read -r model n B S ep prec tok; do
+    nodes=$((n / 8))
+    t=$(awk -v B="$B" -v S="$S" -v x="$tok" -v n="$n" 'BEGIN { printf "%.6g", B * S / (x * n) }')
+    p=""
+    [ "$prec" = fp8 ] && p=",precision=fp8,fp8-cache"
+    echo "Megatron-Bridge H100 MoE,dgx-h100-64node,dim.net.size=$nodes,models/$model.ini,\"recompute=none,attn-kernel=cudnn,dp=$n,ep=$ep,zero=1,dp-overlap$p\",$B,1,25,$t,$tok,$n"
+  done <<TABLE
+qwen3-30b-a3b 16 1024 4096 16 fp8 8960
+TABLE
+} >nemo-h100-moe.csv

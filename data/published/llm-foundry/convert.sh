@@ -1,0 +1,84 @@
+#!/bin/sh
+# convert.sh: writes the MPT model files (models/mpt-SIZE-seqN.ini) and the step-time
+# measurement files (mpt-a100-80gb.csv, mpt-a100-40gb.csv, mpt-h100.csv) from published.csv, the
+# rows of llm-foundry's benchmark tables (PROVENANCE.txt says what each choice rests on).
+#   data/published/llm-foundry/convert.sh      # rewrites the files beside it; same output each run
+# step_time_s = global_batch_tokens / throughput_tokens_per_s (both as published).
+# Each model file's parameter count is checked against the table's NumParams: a mismatch stops.
+set -eu
+cd "$(dirname "$0")"
+mkdir -p models
+rm -f models/mpt-*.ini
+grep -v '^#' published.csv | tail -n +2 | awk -F, '
+  BEGIN {
+    # size: d_model heads layers (scripts/train/yamls/pretrain/mpt-SIZE.yaml; expansion_ratio 4,
+    # vocab_size 50368 in every one)
+    dims["125m"] = "768 12 12";  dims["350m"] = "1024 16 24"; dims["760m"] = "1536 12 24";
+    dims["1b"] = "2048 16 24";   dims["3b"] = "2560 20 32";   dims["7b"] = "4096 32 32";
+    dims["13b"] = "5120 40 40";  dims["30b"] = "7168 56 48";  dims["70b"] = "8192 64 80";
+    V = 50368
+    hdr = "group,topology,vary,model,split,global_batch,micro_batch,step_time_s,published_tokens_per_s,gpus,seq_len_tokens,fsdp_mixed_precision,attn_impl"
+  }
+  function model_file(m, S,    x, d, a, L, f, n) {
+    split(dims[m], x, " "); d = x[1]; a = x[2]; L = x[3]
+    f = "models/mpt-" m "-seq" S ".ini"
+    if (f in done) return f
+    done[f] = 1
+    # 12 d^2 per block (QKV, output, 4d MLP), 13 d of biases and LayerNorm weights and biases per
+    # block, the final LayerNorm (2 d), the tied word embedding (V d), the learned positions (S d).
+    n = 12 * d * d * L + 13 * d * L + 2 * d + V * d + S * d
+    if (n != num) { printf "convert.sh: %s seq %d: %d parameters, the table says %d\n", m, S, n, num > "/dev/stderr"; exit 1 }
+    print "# MPT-" toupper(m) " as llm-foundry benchmarks it (github mosaicml/llm-foundry, scripts/train/yamls/" > f
+    print "# pretrain/mpt-" m ".yaml: d_model " d ", n_heads " a ", n_layers " L ", expansion_ratio 4, vocab_size 50368;" > f
+    print "# MPTConfig defaults: learned_pos_emb true with max_seq_len rows, alibi false, no_bias false," > f
+    print "# LayerNorm with bias, tied embeddings, no dropout; written by data/published/llm-foundry/" > f
+    print "# convert.sh. " n " parameters, the benchmark table NumParams at max_seq_len " S "." > f
+    print "[model]" > f
+    print "name = MPT-" toupper(m) " seq " S > f
+    print "kind = transformer" > f
+    print "dtype = bf16" > f
+    print "published_params = " n "   # the table NumParams" > f
+    print "" > f
+    print "[transformer]" > f
+    print "layers = " L > f
+    print "hidden = " d > f
+    print "heads = " a > f
+    print "ffn_hidden = " 4 * d > f
+    print "sequence = " S > f
+    print "vocab = " V > f
+    print "position_embedding = learned" > f
+    print "tied_embeddings = true" > f
+    print "norm = pre" > f
+    print "bias = true" > f
+    print "dropout = false" > f
+    close(f)
+    return f
+  }
+  {
+    t = $1; m = $2; S = $3; G = $4; mb = $9; gb = $11; tps = $13; tok = $15; prec = $16; mp = $17
+    shard = $18; ac = $19; num = $21
+    if (t == "h100-fp8") next          # which layers ran FP8 is not recorded (PROVENANCE.txt)
+    f = model_file(m, S)
+    if (t == "a100-80gb") { out = "mpt-a100-80gb.csv"; topo = "dgx-a100-32node"; grp = "A100 80GB" }
+    else if (t == "a100-40gb") { out = "mpt-a100-40gb.csv"; topo = "mosaicml-a100-40gb.ini"; grp = "A100 40GB" }
+    else if (t == "h100-bf16") { out = "mpt-h100.csv"; topo = "dgx-h100-64node"; grp = "H100 BF16 8-64 GPUs" }
+    else { out = "mpt-h100.csv"; topo = "dgx-h100-64node"; grp = "H100 BF16 128-512 GPUs" }
+    # attention: the yamls set attn_impl triton (MPT Triton flash attention); the large-scale
+    # sweep (sweep.py) sets flash (flash-attn 2) for 1b, 3b, 7b and 70b.
+    attn = (t == "h100-bf16-large" && (m == "1b" || m == "3b" || m == "7b" || m == "70b")) ? "flash" : "triton"
+    sp = "dp=" G
+    sp = sp (shard == "FULL_SHARD" ? ",zero=3" : ",zero=2,dp-overlap")
+    if (ac == "True") sp = sp ",recompute=full"
+    sp = sp ",kernels=eager"
+    if (!(out in started)) {
+      started[out] = 1
+      print "# MPT step time from MosaicML llm-foundry benchmark tables (scripts/train/benchmarking/README.md," > out
+      print "# commit 8c8dd48f7; PROVENANCE.txt). step_time_s = GlobalBatchSize (T) / Throughput (T/s); FSDP" > out
+      print "# FULL_SHARD = zero=3, SHARD_GRAD_OP = zero=2,dp-overlap; activation checkpointing = recompute=full;" > out
+      print "# uncompiled PyTorch = kernels=eager. ASSUMED: the fabric (topology), attn_impl (not in the table:" > out
+      print "# the yamls and sweep scripts). NOT EXPRESSED: attn_impl triton runs as FlashAttention-2; the" > out
+      print "# DEFAULT mixed precision reduces gradients in fp32. Held out: never fitted. Written by convert.sh." > out
+      print hdr > out
+    }
+    printf "%s,%s,dim.net.size=%d,%s,\"%s\",%d,%d,%.6g,%d,%d,%d,%s,%s\n", grp, topo, G / 8, f, sp, gb, mb, tok / tps, tps, G, S, mp, attn > out
+  }'
