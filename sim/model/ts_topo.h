@@ -63,6 +63,13 @@ typedef struct {
    * an HGX A100 node, 12 NVLinks x NCCL's 20 GB/s; a node's NICs across nodes), bytes/s; used
    * only to choose algorithm and protocol as NCCL does. 0: what Simple reaches here. */
   double nccl_model_Bps;
+  /* [dim.X] transfer_stall_us: the time a chip's core spends, not computing, on each transfer
+   * a collective sends and receives over this dimension, seconds. On a TPU a data-centre
+   * network (DCN) transfer between slices is a send / send-done / recv / recv-done sequence
+   * of ops on the TensorCore that hand buffers to the host, which moves the data (Cloud TPU
+   * "Profiling Multislice environments", the Megascale stats' "stall duration"): the transfer
+   * itself overlaps compute, these ops do not. 0: none (ICI, NVLink, NCCL's network). */
+  double transfer_stall_s;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
