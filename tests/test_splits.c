@@ -2591,4 +2591,28 @@ Test(zero, dcn_transfer_stall_holds_the_compute_stream)
               "%d slices: step %g -> %g s, expected + %g s (less at most %g)", S, step[0], step[1],
               expect, one);
   }
+  /* ZeRO-3 over the slices without hybrid sharding: every parameter gather over the DCN stalls
+   * too, (S - 1) transfers. */
+  g_autoptr(ts_topo) t = ring_topo(4, 1e12, 0);
+  t->ndims = 2;
+  t->dims[1] = (ts_dim){.name = g_strdup("dcn"),
+                        .size = 2,
+                        .shape = TS_SHAPE_SWITCH,
+                        .link_bw_Bps = 1e12,
+                        .chips_per_port = 1,
+                        .transfer_stall_s = stall};
+  t->nchips = 8;
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=8,zero=3", &err);
+  cr_assert_not_null(s, "%s", err ? err->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 8;
+  po.micro_batch = 1;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = trace_of(p);
+  int gathers = count_ops(tr, 0, "param all-gather", NULL);
+  int stalled = count_ops(tr, 0, "all-gather over the data-centre network", NULL);
+  cr_assert(gathers > 0 && stalled == gathers, "%d gathers, %d stalls", gathers, stalled);
 }

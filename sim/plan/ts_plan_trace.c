@@ -528,6 +528,25 @@ static int nvme(gen *g, double bytes, const char *what, const int *deps, int nde
                    text_label(g, g->label), deps, ndeps);
 }
 
+/* What a gradient or parameter collective over a TPU's data-centre network costs the chip besides
+ * the transfer (ts_coll_chip_stall_s: the send, send-done, recv and recv-done ops that hand each
+ * transfer to the host run on the TensorCore), as a fixed duration on the compute stream where
+ * the collective is issued: the TensorCore executes them between the pass's ops, so the pass
+ * waits for them while the data itself moves in the background. Nothing on other networks. */
+static void chip_stall(gen *g, int group, ts_coll_kind kind)
+{
+  const ts_group *gr = g_ptr_array_index(g->tr->groups, group);
+  double s = ts_coll_chip_stall_s(g->p->topo, kind, &gr->shape);
+  if (!(s > 0))
+    return;
+  g_snprintf(g->label, sizeof g->label,
+             "%s over the data-centre network: TensorCore in its transfers' send/recv ops",
+             coll_word(kind));
+  ts_role role = kind == TS_COLL_ALLGATHER ? TS_ROLE_PARAM_GATHER : TS_ROLE_GRAD;
+  emit_delay(g, S_COMPUTE, TS_CAT_COMM_DP, TS_RES_NONE, role, s, text_label_role(g, g->label, role),
+             NULL, 0);
+}
+
 /* ---- ZeRO-3 parameter gathers ------------------------------------------------------- */
 
 static void zero_gather(gen *g, int i)
@@ -548,6 +567,7 @@ static void zero_gather(gen *g, int i)
   }
   g->ag_op[i] = emit(g, &op, lbl(g, layer_slot(g, i, L_PARAM_AG), "%s param all-gather", l->name),
                      &dep, dep >= 0 ? 1 : 0);
+  chip_stall(g, op.group, TS_COLL_ALLGATHER);
   if (g->keep_gathered)
     g->resident[i] = TRUE;
 }
@@ -1244,25 +1264,6 @@ typedef struct {
 static gboolean ps_as_collectives(const ts_plan *p)
 {
   return p->ps_placement == TS_PS_COLOCATED && p->ps == p->degree[TS_AX_DP] && p->ps > 1;
-}
-
-/* What a gradient collective over a TPU's data-centre network costs the chip besides the
- * transfer (ts_coll_chip_stall_s: the send, send-done, recv and recv-done ops that hand each
- * transfer to the host run on the TensorCore), as a fixed duration on the compute stream where
- * the collective is issued: the TensorCore executes them between the backward's ops, so the
- * backward waits for them while the data itself moves in the background. Nothing on other
- * networks. */
-static void chip_stall(gen *g, int group, ts_coll_kind kind)
-{
-  const ts_group *gr = g_ptr_array_index(g->tr->groups, group);
-  double s = ts_coll_chip_stall_s(g->p->topo, kind, &gr->shape);
-  if (!(s > 0))
-    return;
-  g_snprintf(g->label, sizeof g->label,
-             "%s over the data-centre network: TensorCore in its transfers' send/recv ops",
-             coll_word(kind));
-  emit_delay(g, S_COMPUTE, TS_CAT_COMM_DP, TS_RES_NONE, TS_ROLE_GRAD, s,
-             text_label_role(g, g->label, TS_ROLE_GRAD), NULL, 0);
 }
 
 static void flush(gen *g, bucket *b, int group, int upto)
