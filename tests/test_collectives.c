@@ -124,6 +124,39 @@ Test(closed_form, ring_allreduce)
   }
 }
 
+/* [dim.X] transfer_stall_us (a TPU's data-centre network): the chip's time in the hand-off ops
+ * is the stall times the transfers a member makes over that dimension, n - 1 for a
+ * reduce-scatter or all-gather and 2 (n - 1) for an all-reduce; a dimension without it (the
+ * ICI) adds nothing, and the collective's own time does not change. */
+Test(closed_form, dcn_transfer_stall_is_linear_in_the_members)
+{
+  const double stall = 160e-6;
+  dimspec d[2] = {{"x", 16, TS_SHAPE_RING, 4.5e10, 1e-6},
+                  {"dcn", 32, TS_SHAPE_SWITCH, 3.125e9, 2e-5}};
+  ts_topo *t = topo_new(2, d);
+  double before =
+      coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &(ts_group_shape){1, {{1, 32, 1}}}, 1e6);
+  t->dims[1].transfer_stall_s = stall;
+  int ns[] = {2, 4, 8, 32};
+  for (size_t i = 0; i < G_N_ELEMENTS(ns); i++) {
+    int n = ns[i];
+    ts_group_shape dcn = {1, {{1, n, 1}}}, both = {2, {{0, 16, 1}, {1, n, 1}}};
+    expect_close(ts_coll_chip_stall_s(t, TS_COLL_ALLREDUCE, &dcn), 2.0 * (n - 1) * stall, 1e-12,
+                 "all-reduce over %d slices", n);
+    expect_close(ts_coll_chip_stall_s(t, TS_COLL_REDUCESCATTER, &dcn), (n - 1) * stall, 1e-12,
+                 "reduce-scatter over %d slices", n);
+    expect_close(ts_coll_chip_stall_s(t, TS_COLL_ALLGATHER, &both), (n - 1) * stall, 1e-12,
+                 "all-gather over the ICI ring and %d slices", n);
+  }
+  ts_group_shape ici = {1, {{0, 16, 1}}};
+  double s_ici = ts_coll_chip_stall_s(t, TS_COLL_ALLREDUCE, &ici);
+  cr_assert_eq(s_ici, 0.0, "the ICI ring stalls nothing: %g s", s_ici);
+  double after =
+      coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, &(ts_group_shape){1, {{1, 32, 1}}}, 1e6);
+  cr_assert_eq(after, before, "the collective's own time moved: %g -> %g s", before, after);
+  topo_free(t);
+}
+
 Test(closed_form, bidir_ring_halves_bandwidth_term)
 {
   const double alpha = 2e-6, B = 5e10, S = 3e8;

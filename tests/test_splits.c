@@ -2536,3 +2536,83 @@ Test(tensor, pytorch_tp_backward_is_serial_megatron_overlaps_it)
     }
   }
 }
+
+/* Hybrid sharding over a data-centre-network dimension with transfer_stall_us (a TPU's DCN):
+ * every gradient-shard all-reduce across the S replicas holds the compute stream for
+ * 2 (S - 1) x the stall (ts_coll_chip_stall_s), where it is issued, so with the transfers
+ * themselves hidden the step grows by (all-reduces) x 2 (S - 1) x stall, less at most one
+ * stall at the end; without the key nothing is added. */
+Test(zero, dcn_transfer_stall_holds_the_compute_stream)
+{
+  const double stall = 100e-6;
+  g_autoptr(ts_model) m = equal_model(8, 1e10, 1e6, 1e6);
+  int slices[] = {2, 8};
+  for (size_t k = 0; k < G_N_ELEMENTS(slices); k++) {
+    int S = slices[k];
+    double step[2];
+    int stalls[2], reduces[2];
+    for (int with = 0; with < 2; with++) {
+      g_autoptr(ts_topo) t = ring_topo(4, 1e12, 0);
+      t->ndims = 2;
+      t->dims[1] = (ts_dim){.name = g_strdup("dcn"),
+                            .size = S,
+                            .shape = TS_SHAPE_SWITCH,
+                            .link_bw_Bps = 1e12,
+                            .latency_s = 0,
+                            .chips_per_port = 1,
+                            .transfer_stall_s = with ? stall : 0.0};
+      t->nchips = 4 * S;
+      g_autofree char *split = g_strdup_printf("dp=%d,zero=3,shard=4", 4 * S);
+      GError *err = NULL;
+      g_autoptr(ts_split) s = ts_split_parse(split, &err);
+      cr_assert_not_null(s, "%s", err ? err->message : "");
+      ts_plan_options po;
+      ts_plan_options_default(&po);
+      po.global_batch = 4 * S;
+      po.micro_batch = 1;
+      g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+      cr_assert_not_null(p, "%s", err ? err->message : "");
+      g_autoptr(ts_trace) tr = trace_of(p);
+      reduces[with] = count_ops(tr, 0, "across replicas", NULL);
+      stalls[with] = count_ops(tr, 0, "over the data-centre network", NULL);
+      ts_replay_result rr;
+      replay_plan(p, &rr);
+      step[with] = rr.step_time_s;
+    }
+    cr_assert_gt(reduces[0], 0, "%d slices: no all-reduce across the replicas", S);
+    cr_assert_eq(stalls[0], 0, "%d slices: a stall without the key", S);
+    cr_assert_eq(stalls[1], reduces[1], "%d slices: %d stalls for %d all-reduces", S, stalls[1],
+                 reduces[1]);
+    /* Every stall but the last lies between backward ops; the last may overlap the step's
+     * final transfers (the reduce-scatter and all-reduce of the first layer), by less than
+     * one stall. */
+    double one = 2.0 * (S - 1) * stall, expect = reduces[1] * one, grew = step[1] - step[0];
+    cr_assert(grew <= expect * (1 + 1e-9) && grew > expect - one,
+              "%d slices: step %g -> %g s, expected + %g s (less at most %g)", S, step[0], step[1],
+              expect, one);
+  }
+  /* ZeRO-3 over the slices without hybrid sharding: every parameter gather over the DCN stalls
+   * too, (S - 1) transfers. */
+  g_autoptr(ts_topo) t = ring_topo(4, 1e12, 0);
+  t->ndims = 2;
+  t->dims[1] = (ts_dim){.name = g_strdup("dcn"),
+                        .size = 2,
+                        .shape = TS_SHAPE_SWITCH,
+                        .link_bw_Bps = 1e12,
+                        .chips_per_port = 1,
+                        .transfer_stall_s = stall};
+  t->nchips = 8;
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=8,zero=3", &err);
+  cr_assert_not_null(s, "%s", err ? err->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 8;
+  po.micro_batch = 1;
+  g_autoptr(ts_plan) p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_not_null(p, "%s", err ? err->message : "");
+  g_autoptr(ts_trace) tr = trace_of(p);
+  int gathers = count_ops(tr, 0, "param all-gather", NULL);
+  int stalled = count_ops(tr, 0, "all-gather over the data-centre network", NULL);
+  cr_assert(gathers > 0 && stalled == gathers, "%d gathers, %d stalls", gathers, stalled);
+}

@@ -503,6 +503,22 @@ static gboolean on_switches(const ts_topo *t, const ts_group_shape *g)
   return TRUE;
 }
 
+/* Linear in the members, not logarithmic: MaxText's multi-slice tables (v5e, 2-32 slices) lose
+ * about the same time per layer per added slice for the 16B, 32B and 64B models (0.94-0.98 ms;
+ * docs/accuracy.md, "MaxText multi-slice"), which is what one hand-off per peer gives. */
+double ts_coll_chip_stall_s(const ts_topo *t, ts_coll_kind kind, const ts_group_shape *g)
+{
+  double s = 0.0;
+  for (int i = 0; i < g->npieces; i++) {
+    const ts_piece *pc = &g->p[i];
+    if (pc->size <= 1 || pc->dim < 0 || pc->dim >= t->ndims)
+      continue;
+    double stall = t->dims[pc->dim].transfer_stall_s;
+    s += stall * (kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0) * (pc->size - 1);
+  }
+  return s;
+}
+
 double ts_coll_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, const ts_group_shape *g,
                     double bytes, ts_coll_algo *chosen, GError **error)
 {

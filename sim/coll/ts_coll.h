@@ -163,6 +163,16 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
                        const ts_group_shape *g, double bytes, ts_coll_algo *chosen,
                        ts_coll_proto *chosen_proto, GError **error);
 
+/**
+ * The time a member's chip spends, not computing, on the transfers a collective of this kind
+ * makes over dimensions with [dim.X] transfer_stall_us (a TPU's data-centre network), seconds:
+ * that value times the transfers a member sends and receives over each such piece of n
+ * members, n - 1 for a reduce-scatter, all-gather, all-to-all or broadcast (one shard to or
+ * from each other member, as a ring or directly) and 2 (n - 1) for an all-reduce (the two).
+ * The collective's own time (ts_coll_time) does not include it; 0 when no dimension has one.
+ */
+double ts_coll_chip_stall_s(const ts_topo *t, ts_coll_kind kind, const ts_group_shape *g);
+
 /** Whether algo is a choice (auto, nccl) rather than one algorithm. */
 gboolean ts_coll_algo_is_choice(ts_coll_algo a);
 

@@ -85,6 +85,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "twist",
                                        "pair_links",
+                                       "transfer_stall_us",
                                        NULL};
 
 const char *ts_shape_name(ts_shape s)
@@ -583,7 +584,7 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
                          gint64 first_dim_size, const ts_chip *chip, ts_dim *d, GError **error)
 {
   gint64 size;
-  double bw_gbps, lat_us, bw_eff;
+  double bw_gbps, lat_us, bw_eff, stall_us;
   g_autofree char *shape = NULL;
   if (!ts_kf_check_keys(kf, path, group, dim_keys, error) ||
       !ts_kf_int(kf, path, group, "size", FALSE, 0, 1, TOPO_MAX_DIM_SIZE, "a chip count", &size,
@@ -608,7 +609,10 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
       !read_number(kf, path, group, "latency_us", FALSE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "a latency in microseconds", &lat_us, error) ||
       !read_number(kf, path, group, "bandwidth_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
-                   "the fraction of link_bandwidth_GBps a transfer achieves", &bw_eff, error))
+                   "the fraction of link_bandwidth_GBps a transfer achieves", &bw_eff, error) ||
+      !read_number(kf, path, group, "transfer_stall_us", TRUE, 0.0, 0, FALSE, TOPO_MAX_LATENCY,
+                   "the chip's time per transfer over this dimension in microseconds (0 = none)",
+                   &stall_us, error))
     return FALSE;
   if (chips_before * size > TOPO_MAX_CHIPS) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -643,6 +647,7 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
     d->pair_pcie_Bps = chip->host_link_bw_Bps * bw_eff;
     ts_topo_dim_set_size(d, d->size);
   }
+  d->transfer_stall_s = stall_us * US;
   return TRUE;
 }
 

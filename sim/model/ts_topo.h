@@ -74,6 +74,13 @@ typedef struct {
   gboolean pair_links;
   int pair_rings[TS_PAIR_MAX + 1];
   double pair_link_Bps, pair_pcie_Bps;
+  /* [dim.X] transfer_stall_us: the time a chip's core spends, not computing, on each transfer
+   * a collective sends and receives over this dimension, seconds. On a TPU a data-centre
+   * network (DCN) transfer between slices is a send / send-done / recv / recv-done sequence
+   * of ops on the TensorCore that hand buffers to the host, which moves the data (Cloud TPU
+   * "Profiling Multislice environments", the Megascale stats' "stall duration"): the transfer
+   * itself overlaps compute, these ops do not. 0: none (ICI, NVLink, NCCL's network). */
+  double transfer_stall_s;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */

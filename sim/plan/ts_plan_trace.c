@@ -528,6 +528,25 @@ static int nvme(gen *g, double bytes, const char *what, const int *deps, int nde
                    text_label(g, g->label), deps, ndeps);
 }
 
+/* What a gradient or parameter collective over a TPU's data-centre network costs the chip besides
+ * the transfer (ts_coll_chip_stall_s: the send, send-done, recv and recv-done ops that hand each
+ * transfer to the host run on the TensorCore), as a fixed duration on the compute stream where
+ * the collective is issued: the TensorCore executes them between the pass's ops, so the pass
+ * waits for them while the data itself moves in the background. Nothing on other networks. */
+static void chip_stall(gen *g, int group, ts_coll_kind kind)
+{
+  const ts_group *gr = g_ptr_array_index(g->tr->groups, group);
+  double s = ts_coll_chip_stall_s(g->p->topo, kind, &gr->shape);
+  if (!(s > 0))
+    return;
+  g_snprintf(g->label, sizeof g->label,
+             "%s over the data-centre network: TensorCore in its transfers' send/recv ops",
+             coll_word(kind));
+  ts_role role = kind == TS_COLL_ALLGATHER ? TS_ROLE_PARAM_GATHER : TS_ROLE_GRAD;
+  emit_delay(g, S_COMPUTE, TS_CAT_COMM_DP, TS_RES_NONE, role, s, text_label_role(g, g->label, role),
+             NULL, 0);
+}
+
 /* ---- ZeRO-3 parameter gathers ------------------------------------------------------- */
 
 static void zero_gather(gen *g, int i)
@@ -548,6 +567,7 @@ static void zero_gather(gen *g, int i)
   }
   g->ag_op[i] = emit(g, &op, lbl(g, layer_slot(g, i, L_PARAM_AG), "%s param all-gather", l->name),
                      &dep, dep >= 0 ? 1 : 0);
+  chip_stall(g, op.group, TS_COLL_ALLGATHER);
   if (g->keep_gathered)
     g->resident[i] = TRUE;
 }
@@ -1292,6 +1312,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
     l = bucket_label_keep(g, BL_GRAD, b->first, upto);
   }
   int id = emit(g, &op, l, &b->last_op, 1);
+  chip_stall(g, group, op.coll);
   if (rs && g->g_rep >= 0) {
     /* Hybrid sharding (FSDP HYBRID_SHARD; MiCS, Zhang et al. 2022, section 3.3): the shard
      * each rank reduced inside its group is all-reduced with the same shard of the other
@@ -1305,6 +1326,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
       lr = bucket_label_keep(g, BL_REPLICAS, b->first, upto);
     }
     id = emit(g, &ar, lr, &id, 1);
+    chip_stall(g, g->g_rep, TS_COLL_ALLREDUCE);
   }
   if (p->offload != TS_OFFLOAD_NONE) {
     /* ZeRO-Offload (Ren et al. 2021, section 4.2): each reduced gradient shard goes to host
@@ -1934,6 +1956,14 @@ char *ts_plan_trace_key(const ts_plan *p)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)
     g_string_append_c(k, p->layer_mode[i] == TS_LAYER_MODE_DP ? 'd' : 't');
+  /* The chip's stall in data-centre-network transfers (chip_stall) is a duration in the trace
+   * that depends on the dimensions the gradient groups lie on. */
+  for (int a = 0; a < TS_AX_N; a++)
+    g_string_append_printf(k, "|%a",
+                           ts_coll_chip_stall_s(p->topo, TS_COLL_ALLREDUCE, &p->shape[a]));
+  g_string_append_printf(k, "|%a", ts_coll_chip_stall_s(p->topo, TS_COLL_ALLREDUCE, &p->rep_shape));
+  g_string_append_printf(k, "|%a",
+                         ts_coll_chip_stall_s(p->topo, TS_COLL_ALLREDUCE, &p->shard_shape));
   return g_string_free(k, FALSE);
 }
 
