@@ -2025,6 +2025,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",cp-ring=torch");
   if (p->load_sync)
     g_string_append(s, ",load=sync");
+  if (p->tp_grad_serial)
+    g_string_append(s, ",tp-grad=serial");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2228,6 +2230,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->fp8_cache = s->fp8_cache;
   p->p2p_blocking = s->p2p_blocking;
   p->load_sync = s->load_sync;
+  p->tp_grad_serial = s->tp_grad_serial;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
@@ -2321,6 +2324,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': tp-overlap overlaps tensor-parallel collectives with their GEMMs; "
                 "expected tp > 1",
+                s->text);
+    return NULL;
+  }
+  if (p->tp_grad_serial && p->tp_overlap) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': tp-grad=serial with tp-overlap; expected one of them (tp-overlap "
+                "chunks the tensor-parallel collectives beside their GEMMs)",
                 s->text);
     return NULL;
   }
