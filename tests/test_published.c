@@ -1599,9 +1599,11 @@ Test(megatron, fitting_half_error_is_bounded, .timeout = 600)
  * loss's 26 kernels launched (kernel_launch_us refitted 64 -> 62): 8.21% and 7.52%. With the
  * input gradient's tensor-parallel all-reduce after the weight gradient (tp-grad=serial,
  * Megatron-DeepSpeed's mpu; profile not refitted): 8.27% and 7.72% (fitting halves 8.09% ->
- * 8.12% and 8.17% -> 7.90%; multi-node bias -5.8% -> -2.3%). */
-#define HELDOUT_SINGLE_MAPE_MAX 0.083
-#define HELDOUT_MULTI_MAPE_MAX 0.079
+ * 8.12% and 8.17% -> 7.90%; multi-node bias -5.8% -> -2.3%). With Megatron's eager softmax
+ * where its fused kernel does not apply (micro-batch x heads a GPU not a multiple of 4: the
+ * tp = 8, micro-batch 1 rows): 7.95% and 7.56%. */
+#define HELDOUT_SINGLE_MAPE_MAX 0.081
+#define HELDOUT_MULTI_MAPE_MAX 0.077
 
 /* The shipped profile on the single-node rows it was not fitted to; tables with
  * TS_PUBLISHED_REPORT. */

@@ -2580,3 +2580,58 @@ Test(tensor, tp_grad_serial_puts_the_all_reduce_after_the_weight_gradient)
   replay_plan(q, &rq);
   cr_assert_gt(rq.step_time_s, 0.0);
 }
+
+/* Megatron's FusedScaleMaskSoftmax falls back to PyTorch's eager softmax when micro-batch x
+ * heads on the chip is not a multiple of 4 (or the key length is outside (16, 2048], or the
+ * query length is not a multiple of 4; megatron/model/fused_softmax.py): the scores cast to
+ * fp32, scaled, masked, softmax, cast back. vTrain's h 1,024 with 16 heads at tp = 8 is 2 heads
+ * a GPU: micro-batch 1 falls back (4 more kernels in the forward and in the input gradient, 32
+ * and 34 more bytes a score), micro-batch 2 and 4 do not. */
+Test(tensor, unfused_softmax_falls_back_to_eager_when_batch_x_heads_is_not_a_multiple_of_4)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "vtrain", "models",
+                                           "gpt-h1024-a16-l20-s1024-v51200.ini", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_model) m = ts_model_load(path, &e);
+  cr_assert_not_null(m, "%s", e ? e->message : "");
+  double k[3][2], sb[3][2];
+  const int mbs[3] = {1, 2, 4};
+  for (int c = 0; c < 3; c++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,recompute=full", 4 * mbs[c], mbs[c]);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    const char *lab[2] = {"block.0.attention fwd", "block.0.attention bwd input grad"};
+    for (int j = 0; j < 2; j++) {
+      int i = op_labelled(tr, lab[j]);
+      cr_assert(i >= 0, "%s", lab[j]);
+      const ts_op op = ts_program_op(&tr->programs[0], i);
+      k[c][j] = op.shape->kernels;
+      sb[c][j] = op.shape->scores_bytes / mbs[c];
+    }
+  }
+  /* Forward: 8 kernels fused (QKV, QK^T, softmax, dropout, context, copy, output, epilogue). */
+  cr_assert_eq(k[1][0], 8, "micro-batch 2 forward: %g kernels", k[1][0]);
+  cr_assert_eq(k[0][0], 12, "micro-batch 1 forward: %g kernels", k[0][0]);
+  cr_assert_eq(k[0][1], k[1][1] + 4, "input gradient: %g and %g kernels", k[0][1], k[1][1]);
+  cr_assert_eq(k[2][0], k[1][0]);
+  /* Bytes a score (per sample: heads/tp x s x s scores): the fused 6D + 1 forward, 8D + 1
+   * backward, plus 32 and 36 - D on the eager path (D = 2). */
+  double scores = 16.0 / 8.0 * 1024.0 * 1024.0;
+  cr_assert_float_eq(sb[1][0], scores * 13.0, 1e-9 * scores, "fused forward %g", sb[1][0]);
+  cr_assert_float_eq(sb[0][0], scores * 45.0, 1e-9 * scores, "eager forward %g", sb[0][0]);
+  cr_assert_float_eq(sb[0][1] - sb[1][1], scores * 34.0, 1e-9 * scores, "eager backward %g - %g",
+                     sb[0][1], sb[1][1]);
+  /* GPT-3 1.3B (16 heads, 2 a GPU at tp = 8) at s 2048, the fused kernel's largest key length:
+   * eager at micro-batch 1 only. */
+  g_autoptr(ts_model) g = load_model("gpt3-1.3b");
+  for (int mb = 1; mb <= 4; mb *= 2) {
+    g_autoptr(ts_plan) q = make_plan(g, t, "tp=8,attention=unfused", 4 * mb, mb);
+    g_autoptr(ts_trace) tq = trace_of(q);
+    int i = op_labelled(tq, "block.0.attention fwd");
+    cr_assert(i >= 0);
+    const ts_op op = ts_program_op(&tq->programs[0], i);
+    int want = mb == 1 ? 12 : 8;
+    cr_assert_eq(op.shape->kernels, want, "GPT-3 1.3B tp 8 mb %d: %d kernels", mb,
+                 op.shape->kernels);
+  }
+}
