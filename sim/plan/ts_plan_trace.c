@@ -1928,10 +1928,11 @@ char *ts_plan_trace_key(const ts_plan *p)
                          p->n_micro);
   for (int a = 0; a < TS_AX_N; a++)
     g_string_append_printf(k, "%d ", p->degree[a]);
-  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
-                         p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero, (int)p->offload,
-                         p->ep, p->shard, p->tp_overlap, p->dp_overlap, p->precision, p->fsdp2,
-                         (int)p->kernels, p->p2p_blocking, p->load_sync, p->tp_grad_serial);
+  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|",
+                         (int)p->schedule, p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero,
+                         (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
+                         p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
+                         p->tp_grad_serial);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

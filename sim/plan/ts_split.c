@@ -412,11 +412,11 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",         "schedule",  "recompute", "sp",      "offload",    "ps",
-          "ps-placement", "stages",    "ep",        "shard",   "tp-overlap", "dp-overlap",
-          "attention",    "buckets",   "precision", "loss",    "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", "p2p",       "cp-ring", "load",       "tp-grad",
-          NULL};
+          "zero",       "schedule",     "recompute", "sp",          "offload",
+          "ps",         "ps-placement", "stages",    "ep",          "shard",
+          "tp-overlap", "dp-overlap",   "attention", "buckets",     "precision",
+          "loss",       "fsdp2",        "kernels",   "attn-kernel", "fp8-cache",
+          "p2p",        "cp-ring",      "load",      "tp-grad",     NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
