@@ -1208,7 +1208,7 @@ static char *row_split(const gt_row *r, int node, int ndims)
 {
   /* Megatron's rank = tp + TP (dp + DP pp) on GPUs numbered node-major: each axis takes what
    * the previous ones left of the node, then nodes. */
-  GString *text = g_string_new("recompute=full,attention=unfused,load=sync");
+  GString *text = g_string_new("recompute=full,attention=unfused,load=sync,tp-grad=serial");
   const char *name[] = {"tp", "dp", "pp"};
   int degree[] = {r->tp, r->dp, r->pp}, left_node = node;
   for (int a = 0; a < 3; a++) {
@@ -1597,9 +1597,14 @@ Test(megatron, fitting_half_error_is_bounded, .timeout = 600)
  * optimizer traffic were costed and the bandwidth set to a measured 0.88) and 8% multi-node
  * (met: 7.53%); docs/accuracy.md. With the pipelines' blocking sends (p2p=blocking, December
  * 2026): 8.44% and 7.48%. With each micro-batch's load synchronising (load=sync) and the
- * loss's 26 kernels launched (kernel_launch_us refitted 64 -> 62): 8.21% and 7.52%. */
-#define HELDOUT_SINGLE_MAPE_MAX 0.083
-#define HELDOUT_MULTI_MAPE_MAX 0.076
+ * loss's 26 kernels launched (kernel_launch_us refitted 64 -> 62): 8.21% and 7.52%. With the
+ * input gradient's tensor-parallel all-reduce after the weight gradient (tp-grad=serial,
+ * Megatron-DeepSpeed's mpu; profile not refitted): 8.27% and 7.72% (fitting halves 8.09% ->
+ * 8.12% and 8.17% -> 7.90%; multi-node bias -5.8% -> -2.3%). With Megatron's eager softmax
+ * where its fused kernel does not apply (micro-batch x heads a GPU not a multiple of 4: the
+ * tp = 8, micro-batch 1 rows): 7.95% and 7.56%. */
+#define HELDOUT_SINGLE_MAPE_MAX 0.081
+#define HELDOUT_MULTI_MAPE_MAX 0.077
 
 /* The shipped profile on the single-node rows it was not fitted to; tables with
  * TS_PUBLISHED_REPORT. */

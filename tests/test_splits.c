@@ -2615,4 +2615,101 @@ Test(zero, dcn_transfer_stall_holds_the_compute_stream)
   int gathers = count_ops(tr, 0, "param all-gather", NULL);
   int stalled = count_ops(tr, 0, "all-gather over the data-centre network", NULL);
   cr_assert(gathers > 0 && stalled == gathers, "%d gathers, %d stalls", gathers, stalled);
+/* tp-grad=serial (Megatron-DeepSpeed's mpu: the input gradient's all-reduce is the backward of
+ * copy_to_tensor_model_parallel_region, an autograd node after F.linear's, which computes the
+ * input and the weight gradients): a column-parallel layer's backward all-reduce follows its
+ * weight gradient on the compute stream; by default (Megatron-LM's async all-reduce) it runs
+ * on a side stream beside it, so on the device the serial step is longer by what the weight
+ * gradient hid. Under sp (the re-gathered input waited for before the weight gradient) the
+ * plan replays. GPT-3 1.3B at tp = 8 on one DGX A100 node, launch floor off. */
+Test(tensor, tp_grad_serial_puts_the_all_reduce_after_the_weight_gradient)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  t->chip.kernel_launch_s = 0.0;
+  double step[2];
+  for (int serial = 0; serial <= 1; serial++) {
+    g_autoptr(ts_plan) p = make_plan(
+        m, t, serial ? "tp=8,recompute=full,tp-grad=serial" : "tp=8,recompute=full", 4, 1);
+    cr_assert_eq(strstr(p->split_text, "tp-grad=serial") != NULL, serial, "%s", p->split_text);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    const ts_program *pr = &tr->programs[0];
+    for (int l = 0; l < 2; l++) {
+      const char *layer = l ? "block.0.attention" : "block.0.fc1";
+      g_autofree char *wgl = g_strdup_printf("%s bwd weight grad", layer);
+      g_autofree char *arl = g_strdup_printf("%s bwd all-reduce", layer);
+      int wg = op_labelled(tr, wgl), ar = op_labelled(tr, arl);
+      cr_assert(wg >= 0 && ar >= 0, "serial=%d %s: ops %d %d", serial, layer, wg, ar);
+      gboolean beside = ts_program_op_stream(pr, ar) != ts_program_op_stream(pr, wg);
+      if (serial)
+        cr_assert(!beside && ar > wg, "serial %s: the all-reduce follows the weight grad", layer);
+      else
+        cr_assert(beside && ar < wg, "async %s: the all-reduce runs beside the weight grad", layer);
+    }
+    ts_replay_result rr;
+    replay_plan(p, &rr);
+    step[serial] = rr.step_time_s;
+  }
+  /* The backward all-reduces (8 MiB a micro-batch) are shorter than their weight gradients on
+   * NVLink: async hides them whole, serial adds them (6.5% of this step on the device). */
+  cr_assert_gt(step[1], step[0] * 1.02, "serial %g s, async %g s", step[1], step[0]);
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=8,sp,recompute=full,tp-grad=serial", 4, 1);
+  ts_replay_result rq;
+  replay_plan(q, &rq);
+  cr_assert_gt(rq.step_time_s, 0.0);
+}
+
+/* Megatron's FusedScaleMaskSoftmax falls back to PyTorch's eager softmax when micro-batch x
+ * heads on the chip is not a multiple of 4 (or the key length is outside (16, 2048], or the
+ * query length is not a multiple of 4; megatron/model/fused_softmax.py): the scores cast to
+ * fp32, scaled, masked, softmax, cast back. vTrain's h 1,024 with 16 heads at tp = 8 is 2 heads
+ * a GPU: micro-batch 1 falls back (4 more kernels in the forward and in the input gradient, 32
+ * and 34 more bytes a score), micro-batch 2 and 4 do not. */
+Test(tensor, unfused_softmax_falls_back_to_eager_when_batch_x_heads_is_not_a_multiple_of_4)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "vtrain", "models",
+                                           "gpt-h1024-a16-l20-s1024-v51200.ini", NULL);
+  GError *e = NULL;
+  g_autoptr(ts_model) m = ts_model_load(path, &e);
+  cr_assert_not_null(m, "%s", e ? e->message : "");
+  double k[3][2], sb[3][2];
+  const int mbs[3] = {1, 2, 4};
+  for (int c = 0; c < 3; c++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,recompute=full", 4 * mbs[c], mbs[c]);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    const char *lab[2] = {"block.0.attention fwd", "block.0.attention bwd input grad"};
+    for (int j = 0; j < 2; j++) {
+      int i = op_labelled(tr, lab[j]);
+      cr_assert(i >= 0, "%s", lab[j]);
+      const ts_op op = ts_program_op(&tr->programs[0], i);
+      k[c][j] = op.shape->kernels;
+      sb[c][j] = op.shape->scores_bytes / mbs[c];
+    }
+  }
+  /* Forward: 8 kernels fused (QKV, QK^T, softmax, dropout, context, copy, output, epilogue). */
+  cr_assert_eq(k[1][0], 8, "micro-batch 2 forward: %g kernels", k[1][0]);
+  cr_assert_eq(k[0][0], 12, "micro-batch 1 forward: %g kernels", k[0][0]);
+  cr_assert_eq(k[0][1], k[1][1] + 4, "input gradient: %g and %g kernels", k[0][1], k[1][1]);
+  cr_assert_eq(k[2][0], k[1][0]);
+  /* Bytes a score (per sample: heads/tp x s x s scores): the fused 6D + 1 forward, 8D + 1
+   * backward, plus 32 and 36 - D on the eager path (D = 2). */
+  double scores = 16.0 / 8.0 * 1024.0 * 1024.0;
+  cr_assert_float_eq(sb[1][0], scores * 13.0, 1e-9 * scores, "fused forward %g", sb[1][0]);
+  cr_assert_float_eq(sb[0][0], scores * 45.0, 1e-9 * scores, "eager forward %g", sb[0][0]);
+  cr_assert_float_eq(sb[0][1] - sb[1][1], scores * 34.0, 1e-9 * scores, "eager backward %g - %g",
+                     sb[0][1], sb[1][1]);
+  /* GPT-3 1.3B (16 heads, 2 a GPU at tp = 8) at s 2048, the fused kernel's largest key length:
+   * eager at micro-batch 1 only. */
+  g_autoptr(ts_model) g = load_model("gpt3-1.3b");
+  for (int mb = 1; mb <= 4; mb *= 2) {
+    g_autoptr(ts_plan) q = make_plan(g, t, "tp=8,attention=unfused", 4 * mb, mb);
+    g_autoptr(ts_trace) tq = trace_of(q);
+    int i = op_labelled(tq, "block.0.attention fwd");
+    cr_assert(i >= 0);
+    const ts_op op = ts_program_op(&tq->programs[0], i);
+    int want = mb == 1 ? 12 : 8;
+    cr_assert_eq(op.shape->kernels, want, "GPT-3 1.3B tp 8 mb %d: %d kernels", mb,
+                 op.shape->kernels);
+  }
 }

@@ -798,6 +798,26 @@ static int fwd_kernels(const ts_plan *p, const ts_layer *l)
 }
 
 /*
+ * Megatron's FusedScaleMaskSoftmax (megatron/model/fused_softmax.py, in Megatron-LM and
+ * Megatron-DeepSpeed) runs its fused scale + causal mask + softmax kernel only under
+ * custom_kernel_constraint: 16 < key length <= 2048, query length a multiple of 4 and
+ * micro-batch x heads on the chip (b x np) a multiple of 4. Otherwise PyTorch's eager path
+ * runs: the scores cast to fp32, scaled, masked in place, softmax, cast back: 5 kernels for the
+ * fused one, D + 4, 8, 8, 8 and 4 + D bytes a score against the fused 2D (32 more); backward
+ * the five ops' gradients, 2D + 36 bytes against the fused 3D. A GPU's unfused attention only
+ * (XLA fuses a TPU's softmax). Counted from the code, not fitted.
+ */
+static gboolean eager_softmax(const ts_plan *p, const ts_layer *l, double batch_heads, double sq,
+                              double sk)
+{
+  if (!unfused_attention(p, l) || p->topo->chip.systolic > 0)
+    return FALSE;
+  return !(sk > 16 && sk <= 2048 && fmod(sq, 4.0) == 0 && fmod(batch_heads, 4.0) == 0);
+}
+#define EAGER_SOFTMAX_EXTRA_KERNELS 4
+#define EAGER_SOFTMAX_FWD_EXTRA_BYTES 32.0
+
+/*
  * Kernels of Megatron-LM's vocabulary-parallel cross-entropy (tensor_parallel/cross_entropy.py,
  * _VocabParallelCrossEntropy, on the logits cast to fp32), the loss whose passes over the logits
  * dense_epilogue_bytes costs, counted from its code: forward the cast to fp32, the max over the
@@ -1051,6 +1071,11 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->scores_bytes = unfused_attention(p, l) ? scores * (6.0 * D + 1.0) : 0.0;
       s->m = s->n = s->k = 0;
       s->kernels = unfused_attention(p, l) ? 5 : 1;
+    }
+    if (eager_softmax(p, l, s->abatch, s->aq, s->akv) && pass != TS_PASS_WGRAD) {
+      gboolean bwd = pass == TS_PASS_BWD || pass == TS_PASS_DGRAD;
+      s->kernels += EAGER_SOFTMAX_EXTRA_KERNELS;
+      s->scores_bytes += scores * (bwd ? 36.0 - D : EAGER_SOFTMAX_FWD_EXTRA_BYTES);
     }
     /* The stack's fused kernel (attn-kernel=): its published rate over FlashAttention-2's, the
      * backward's in the backward passes, at the core's key length. */
@@ -2027,6 +2052,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",cp-ring=torch");
   if (p->load_sync)
     g_string_append(s, ",load=sync");
+  if (p->tp_grad_serial)
+    g_string_append(s, ",tp-grad=serial");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2230,6 +2257,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->fp8_cache = s->fp8_cache;
   p->p2p_blocking = s->p2p_blocking;
   p->load_sync = s->load_sync;
+  p->tp_grad_serial = s->tp_grad_serial;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
@@ -2323,6 +2351,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': tp-overlap overlaps tensor-parallel collectives with their GEMMs; "
                 "expected tp > 1",
+                s->text);
+    return NULL;
+  }
+  if (p->tp_grad_serial && p->tp_overlap) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': tp-grad=serial with tp-overlap; expected one of them (tp-overlap "
+                "chunks the tensor-parallel collectives beside their GEMMs)",
                 s->text);
     return NULL;
   }

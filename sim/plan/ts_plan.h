@@ -143,6 +143,9 @@ typedef struct {
   int cp_ring; /* cp-ring=: 0 not given (p2p), else 1 + ts_cp_ring */
   /* Added with issue 10 (vTrain's host-bound rows). */
   gboolean load_sync; /* load=sync: loading a micro-batch synchronises host and device */
+  /* Added with issue 10 (vTrain's tensor-parallel rows). */
+  gboolean tp_grad_serial; /* tp-grad=serial: a layer's input-gradient all-reduce after its
+                              whole linear backward (Megatron-DeepSpeed's mpu) */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -284,6 +287,9 @@ typedef struct {
   /* Added with issue 10 (vTrain's host-bound rows). */
   gboolean load_sync; /* load=sync: on the stages that load data (the first and the last), the
                          host waits for the device before each micro-batch's forward */
+  /* Added with issue 10 (vTrain's tensor-parallel rows). */
+  gboolean tp_grad_serial; /* tp-grad=serial: the input gradient's tensor-parallel all-reduce
+                              runs after the weight gradient, not beside it */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -1207,7 +1207,13 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * the autograd node after the linear's whole backward (its input and weight gradients, one
    * MmBackward node), waited on by the norm's backward (TorchTitan's benchmark: the all-gather
    * before and the reduce-scatter after each TP region are exposed in vanilla TP). */
-  gboolean serial = p->fsdp2 && !p->tp_overlap && !chunked;
+  /* So does Megatron-DeepSpeed's mpu (tp-grad=serial): ColumnParallelLinear's all-reduce is
+   * the backward of copy_to_tensor_model_parallel_region, an autograd node after F.linear's
+   * (one AddmmBackward computing the input and the weight gradients), and nothing waits for it
+   * but the norm's backward before it. */
+  gboolean serial = (p->fsdp2 || p->tp_grad_serial) && !p->tp_overlap && !chunked;
+  if (serial && !p->fsdp2)
+    pend(g, regather), regather = -1; /* the weight gradient reads the re-gathered input */
   /* Under PyTorch's async TP (tp-overlap=async) too the re-gather stays exposed: its
    * micro-pipelining (Inductor's fused all-gather matmul) takes a gather feeding a matmul's
    * left operand along the rows, and the weight gradient (output gradient^T x input) reduces
@@ -1948,10 +1954,11 @@ char *ts_plan_trace_key(const ts_plan *p)
                          p->n_micro);
   for (int a = 0; a < TS_AX_N; a++)
     g_string_append_printf(k, "%d ", p->degree[a]);
-  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|", (int)p->schedule,
-                         p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero, (int)p->offload,
-                         p->ep, p->shard, p->tp_overlap, p->dp_overlap, p->precision, p->fsdp2,
-                         (int)p->kernels, p->p2p_blocking, p->load_sync);
+  g_string_append_printf(k, "|%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d|",
+                         (int)p->schedule, p->chunks, p->nstages, (int)p->recompute, p->sp, p->zero,
+                         (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
+                         p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
+                         p->tp_grad_serial);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

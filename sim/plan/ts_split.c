@@ -266,6 +266,20 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "host waits for the device before each micro-batch's forward: "
                         "Megatron's broadcast_data)");
     s->load_sync = v == 1;
+  } else if (strcmp(key, "tp-grad") == 0) {
+    /* Where a tensor-parallel layer's input-gradient all-reduce runs (docs/splits.md): async
+     * (the default: beside the weight gradient, Megatron-LM's async_tensor_model_parallel_
+     * allreduce, Megatron-Core) or serial (after the linear's whole backward: the all-reduce is
+     * the backward of copy_to_tensor_model_parallel_region, an autograd node after F.linear's,
+     * which computes both gradients; Megatron-DeepSpeed's mpu). */
+    static const char *const n[] = {"async", "serial", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "tp-grad=async (the input gradient's all-reduce beside the weight "
+                        "gradient: Megatron-LM, Megatron-Core) or serial (after the weight "
+                        "gradient: Megatron-DeepSpeed's mpu)");
+    s->tp_grad_serial = v == 1;
   } else if (strcmp(key, "shard") == 0) {
     gint64 v;
     if (val == NULL || !ts_parse_int(val, 1, 1 << 20, &v))
@@ -398,10 +412,11 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",         "schedule",  "recompute", "sp",      "offload",    "ps",
-          "ps-placement", "stages",    "ep",        "shard",   "tp-overlap", "dp-overlap",
-          "attention",    "buckets",   "precision", "loss",    "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", "p2p",       "cp-ring", "load",       NULL};
+          "zero",       "schedule",     "recompute", "sp",          "offload",
+          "ps",         "ps-placement", "stages",    "ep",          "shard",
+          "tp-overlap", "dp-overlap",   "attention", "buckets",     "precision",
+          "loss",       "fsdp2",        "kernels",   "attn-kernel", "fp8-cache",
+          "p2p",        "cp-ring",      "load",      "tp-grad",     NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -409,7 +424,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
                     "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, "
-                    "cp-ring, load, loss, "
+                    "cp-ring, load, tp-grad, loss, "
                     "kernels, fsdp2, "
                     "kind:K, "
                     "name:GLOB",

@@ -65,7 +65,10 @@ stages() {
       'BEGIN { F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)); printf "%.6g", F / (X * 1e12 * n) }')
     g="Table 1 pp=1"
     [ "$pp" -gt 1 ] && g="Table 1 pp>1"
-    echo "$g,dgx-a100-32node,dim.net.size=$nodes,megatron-gpt-$name,\"recompute=full,attention=unfused,$split\",$B,$mbs,$bucket,$t,$X,$n,$l,$h"
+    # tp-grad=serial: the input gradient's tensor-parallel all-reduce after the linear's whole
+    # backward, as the mpu of the Megatron-LM of these runs (before its asynchronous all-reduce,
+    # async_tensor_model_parallel_allreduce) runs it; no effect at tp = 1.
+    echo "$g,dgx-a100-32node,dim.net.size=$nodes,megatron-gpt-$name,\"recompute=full,attention=unfused,tp-grad=serial,$split\",$B,$mbs,$bucket,$t,$X,$n,$l,$h"
   done <<'TABLE'
 1.7b 24 2304 1 1 32 512 16 torch 1 137
 3.6b 30 3072 2 1 64 512 16 torch 1 138

@@ -19,7 +19,10 @@
 # then pp) on GPUs numbered node-major, and no gradient bucketing (bucket_MiB = 1048576);
 # load=sync: each micro-batch's load synchronises the host with the device on the stages that
 # load data (Megatron's broadcast_data reads the batch's sizes back with .cpu(); on every rank
-# at pp = 1, on the first and last stages under DeepSpeed's pipeline engine).
+# at pp = 1, on the first and last stages under DeepSpeed's pipeline engine); tp-grad=serial:
+# a tensor-parallel layer's input-gradient all-reduce after its whole linear backward
+# (Megatron-DeepSpeed's mpu: the all-reduce is the backward of
+# copy_to_tensor_model_parallel_region, an autograd node after F.linear's; no-op at tp = 1).
 # Machines: the shipped DGX A100 node cut to the row's GPUs (single), or the shipped 4-node DGX
 # A100 with the row's node count and vTrain's inter-node bandwidth, 800 Gb/s per node = 12.5
 # GB/s per GPU (multi).
@@ -59,7 +62,7 @@ convert() { # $1 input, $2 output, $3 group prefix, $4 1 = multi-node
         topo = "dgx-a100-1node"; vary = gpus == 8 ? "" : sprintf("dim.node.size=%d", gpus)
         node = gpus
       }
-      sp = "recompute=full,load=sync"; left = node
+      sp = "recompute=full,load=sync,tp-grad=serial"; left = node
       n[1] = "tp"; n[2] = "dp"; n[3] = "pp"; d[1] = tp; d[2] = dp; d[3] = pp
       for (k = 1; k <= 3; k++) {
         if (d[k] <= 1) continue
