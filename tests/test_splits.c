@@ -2615,6 +2615,8 @@ Test(zero, dcn_transfer_stall_holds_the_compute_stream)
   int gathers = count_ops(tr, 0, "param all-gather", NULL);
   int stalled = count_ops(tr, 0, "all-gather over the data-centre network", NULL);
   cr_assert(gathers > 0 && stalled == gathers, "%d gathers, %d stalls", gathers, stalled);
+}
+
 /* tp-grad=serial (Megatron-DeepSpeed's mpu: the input gradient's all-reduce is the backward of
  * copy_to_tensor_model_parallel_region, an autograd node after F.linear's, which computes the
  * input and the weight gradients): a column-parallel layer's backward all-reduce follows its
