@@ -2025,6 +2025,10 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",cp-ring=torch");
   if (p->load_sync)
     g_string_append(s, ",load=sync");
+  if (p->pipe_engine_ds)
+    g_string_append(s, ",pipe-engine=deepspeed");
+  if (p->launch_blocking)
+    g_string_append(s, ",launch=blocking");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2228,6 +2232,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->fp8_cache = s->fp8_cache;
   p->p2p_blocking = s->p2p_blocking;
   p->load_sync = s->load_sync;
+  p->pipe_engine_ds = s->pipe_engine_ds;
+  p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
@@ -2282,6 +2288,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': zero=%d shards model states over the data-parallel group; "
                 "expected dp > 1",
                 s->text, p->zero);
+    return NULL;
+  }
+  if (p->pipe_engine_ds && pp <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': pipe-engine=deepspeed is DeepSpeed's pipeline engine; expected "
+                "pp > 1",
+                s->text);
     return NULL;
   }
   if (p->fsdp2 && (p->zero != 3 || s->offload != TS_OFFLOAD_NONE || s->ps > 0)) {

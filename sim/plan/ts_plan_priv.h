@@ -132,6 +132,11 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s);
 /* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
 double ts_plan_layer_params(const ts_plan *p, int i);
 
+/* pipe-engine=deepspeed: bytes per parameter of a stage that DeepSpeed's pipeline engine moves
+ * to accumulate micro-batch `micro`'s gradients (BF16_Optimizer's fp32 accumulation, or
+ * autograd's in-place add from the second micro-batch on); 0 without the option. */
+double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro);
+
 /* Parameters of a device split into those synchronised over the whole dp group (dense) and over
  * dp / ep (experts); ts_plan_device_params is their sum. */
 void ts_plan_device_params_split(const ts_plan *p, int device, double *dense, double *expert);
