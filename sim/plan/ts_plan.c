@@ -1079,13 +1079,6 @@ void ts_plan_optimizer_shape(ts_op_shape *s)
   s->kernels = 4;
 }
 
-/* Host time of one tensor op in torch.optim's per-tensor Python loop: PyTorch's multi-tensor
- * optimizer pull request (pytorch/pytorch#45299, 2020) times torch.optim.SGD with momentum on
- * torchvision's ResNet-101 at 6.28 ms a step (torch.cuda.synchronize() included): its 314
- * parameter tensors x 3 ops (the velocity's mul_ and add_, the parameter's add_) = 942 ops,
- * 6.7 us each, host and device together. A published measurement, not fitted here; it stands
- * for every host (the chip's kernel_launch_us is fitted to other stacks' layers). */
-#define TORCH_OPTIM_OP_US 6.7
 
 void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
 {
@@ -1116,7 +1109,7 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
    * backward's kernels while they run. */
   gboolean scaler = m->fp16 && p->precision != TS_PRECISION_FP32;
   s->kernels = ops + (scaler ? 2 : 0);
-  s->host_op_us = TORCH_OPTIM_OP_US;
+  s->host_op_us = TS_TORCH_OPTIM_OP_US;
   s->no_sync = scaler ? 0.0 : 1.0;
 }
 

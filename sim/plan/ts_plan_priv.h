@@ -124,6 +124,15 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
 
 /* The shape of the optimizer step. */
 void ts_plan_optimizer_shape(ts_op_shape *s);
+
+/* Host time of one tensor op in a per-tensor Python loop (torch.optim's, DeepSpeed's
+ * BF16_Optimizer.update_hp_grads): PyTorch's multi-tensor optimizer pull request
+ * (pytorch/pytorch#45299, 2020) times torch.optim.SGD with momentum on torchvision's ResNet-101
+ * at 6.28 ms a step (torch.cuda.synchronize() included): its 314 parameter tensors x 3 ops (the
+ * velocity's mul_ and add_, the parameter's add_) = 942 ops, 6.7 us each, host and device
+ * together. A published measurement, not fitted here; it stands for every host (the chip's
+ * kernel_launch_us is fitted to other stacks' layers). */
+#define TS_TORCH_OPTIM_OP_US 6.7
 /** The optimizer step as torch.optim's per-tensor SGD loop (a [model] optimizer = sgd under an
  * eager split, on a GPU): its ops on `device`, their host cost and whether a loss scaler's
  * read-back makes the host wait first; s is left as it is otherwise. */

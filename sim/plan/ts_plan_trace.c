@@ -1533,7 +1533,8 @@ double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro)
 /* DeepSpeed's pipeline engine: one micro-batch's gradients accumulated after its backward
  * (ts_plan_ds_grad_acc_bytes), on the compute stream before the gradients go to the previous
  * stage. Kernels: two parameter tensors a layer with parameters (weight and bias); BF16_Optimizer
- * launches two per tensor (the cast and the add), AccumulateGrad one. */
+ * launches two per tensor (the cast and the add), AccumulateGrad one; each at the host cost of
+ * a per-tensor Python loop's op (TS_TORCH_OPTIM_OP_US). */
 static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
 {
   const ts_plan *p = g->p;
@@ -1552,6 +1553,9 @@ static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
   sh.oclass = TS_OPC_MEMORY;
   sh.prec = TS_PRECISION_FP32;
   sh.kernels = tensors * (per > 3.0 * p->model->dtype_bytes ? 2 : 1);
+  /* A per-tensor loop of small ops (update_hp_grads; autograd's AccumulateGrad per parameter):
+   * each launch at the published per-op cost of such a loop, not the layer-kernel floor. */
+  sh.host_op_us = TS_TORCH_OPTIM_OP_US;
   emit_compute(g, TS_CAT_OTHER, 0, per * params, &sh,
                lbl(g, stage_slot(g, k, L_DS_GRAD_ACC), "stage %d gradient accumulation", k));
 }
