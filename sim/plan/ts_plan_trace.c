@@ -1516,8 +1516,8 @@ double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro)
   if (!p->pipe_engine_ds)
     return 0.0;
   double D = p->model->dtype_bytes;
-  /* bf16 with ZeRO: BF16_Optimizer (DeepSpeed 0.6.1+, the one bf16 + pipeline path, which
-   * "implements its own ZeRO stage 1"). _exec_backward_pass clears the bf16 gradients before
+  /* bf16 with ZeRO: BF16_Optimizer (DeepSpeed 0.6.1+, the one bf16 + pipeline path, which is
+   * its own ZeRO-1 equivalent). _exec_backward_pass clears the bf16 gradients before
    * each backward and update_hp_grads then adds each one into its fp32 gradient, parameter by
    * parameter: the bf16 gradient read (D), its fp32 copy written (4, the .to(float32)) and read
    * (4), the fp32 gradient read and written (4 + 4). Every micro-batch. */
