@@ -604,7 +604,7 @@ Test(pipeline, sends_activations_between_stages)
  * the output re-gathers' count and bytes; the data-parallel reduce-scatter and all-reduce
  * bytes. */
 typedef struct {
-  int acc, acc_kernels, stage, regather;
+  int acc, acc_kernels, stage, regather, synced;
   double acc_bytes, regather_bytes, rs_bytes, ar_bytes;
 } ds_ops;
 
@@ -622,6 +622,8 @@ static void ds_count(const ts_trace *tr, int q, ds_ops *o)
       o->acc_kernels = op.shape != NULL ? op.shape->kernels : 0;
       cr_assert_eq(sscanf(l, "stage %d", &o->stage), 1, "%s", l);
     }
+    if (op.kind == TS_OP_COMPUTE && op.cat != TS_CAT_OPTIMIZER && ts_cost_op_syncs(op.shape))
+      o->synced++;
     if (strstr(l, "output re-gather") != NULL) {
       o->regather++;
       o->regather_bytes = op.bytes;
@@ -640,7 +642,8 @@ static void ds_count(const ts_trace *tr, int q, ds_ops *o)
  * tensor); in fp16 autograd adds them in place from the second micro-batch on (3 x 2 bytes,
  * one kernel a tensor); each non-last stage all-gathers its output (b s h D) back over tp
  * before each backward; bf16's gradients are all-reduced in fp32 (4 bytes a parameter) instead
- * of reduce-scattered in bf16. Megatron-LM's pipeline has none of these. */
+ * of reduce-scattered in bf16; the host waits for the device before every forward and backward
+ * that rebuilds a received tensor from its metadata. Megatron-LM's pipeline has none of these. */
 Test(pipeline, deepspeed_engine_closed_forms)
 {
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
@@ -662,8 +665,9 @@ Test(pipeline, deepspeed_engine_closed_forms)
       ds_ops a, b;
       ds_count(tm, q, &a);
       ds_count(td, q, &b);
-      cr_assert(a.acc == 0 && a.regather == 0, "Megatron: %d accumulations, %d re-gathers", a.acc,
-                a.regather);
+      cr_assert(a.acc == 0 && a.regather == 0 && a.synced == 0,
+                "Megatron: %d accumulations, %d re-gathers, %d synchronised ops", a.acc,
+                a.regather, a.synced);
       int k = b.stage;
       cr_assert(k == 0 || k == 1, "program %d: stage %d", q, k);
       seen[k]++;
@@ -683,6 +687,11 @@ Test(pipeline, deepspeed_engine_closed_forms)
                    b.acc_kernels);
       double out = (double)mb * (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes;
       cr_assert_eq(b.regather, k == 0 ? M : 0, "stage %d: %d re-gathers", k, b.regather);
+      /* PartitionedTensor.from_meta reads its metadata back (.tolist()): the host waits for the
+       * device before each forward that received an activation and each backward that received
+       * a gradient. */
+      cr_assert_eq(b.synced, M * ((k > 0) + (k < 1)), "stage %d: %d synchronised ops", k,
+                   b.synced);
       if (k == 0)
         cr_assert_float_eq(b.regather_bytes, out, 1e-9 * out, "re-gather %.6g bytes, b s h D %.6g",
                            b.regather_bytes, out);

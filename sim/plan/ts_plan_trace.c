@@ -1482,6 +1482,11 @@ static void forward_pass(gen *g, int chunk, int u)
    * last) synchronise before its forward; Megatron's broadcast_data reads the batch's sizes
    * back to the host (.cpu()), which waits for the device's queue. */
   g->sync_next = p->load_sync && (k == 0 || k == p->nstages - 1);
+  /* pipe-engine=deepspeed: the received activation is rebuilt from its partition's metadata,
+   * a CUDA tensor read back with .tolist() (PartitionedTensor.from_meta): the host waits for
+   * the device before the stage's forward. */
+  if (p->pipe_engine_ds && k > 0)
+    g->sync_next = TRUE;
   if (k > 0) {
     gboolean gather;
     double bytes = boundary_bytes(g, a - 1, &gather);
@@ -1579,6 +1584,11 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
       boundary_gather(g, b - 1, k, L_DS_REGATHER, "output re-gather");
   }
   gboolean full = ts_plan_micro_recomputed(p, u, p->n_micro);
+  /* pipe-engine=deepspeed: the output and the received gradient are rebuilt from their
+   * partitions' metadata (PartitionedTensor.from_meta, .tolist() of a CUDA tensor): the host
+   * waits for the device before the backward. */
+  if (p->pipe_engine_ds && k < p->nstages - 1)
+    g->sync_next = TRUE;
   if (p->zero >= 3 && !g->keep_gathered) {
     /* The order parameters are used in: with full recomputation each block's forward is re-run
      * (first layer first) just before its backward. */
@@ -1608,6 +1618,7 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
       bwd_layer(g, j, TRUE);
     i = u0 - 1;
   }
+  g->sync_next = FALSE;
   if (p->pipe_engine_ds)
     ds_grad_accumulate(g, k, a, b, u);
   if (k > 0) {
