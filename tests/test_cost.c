@@ -282,8 +282,8 @@ Test(cost, blocking_launches_add_host_and_device)
       double d = longer ? 300e-6 : 7e-6, host = 0, now = 0;
       for (int i = 0; i < n; i++)
         now += ts_cost_issue(&host, now, d, h, 1, TS_COST_SYNC_BLOCKING);
-      cr_assert(close_to(now, n * (h + d)), "%d ops of %g s end %.17g, expected %.17g", n, d,
-                now, n * (h + d));
+      cr_assert(close_to(now, n * (h + d)), "%d ops of %g s end %.17g, expected %.17g", n, d, now,
+                n * (h + d));
       cr_assert(close_to(host, now), "%d ops: host %.17g, device %.17g", n, host, now);
     }
   /* An op of k kernels: its k launches and its device time, one after the other. */
@@ -304,8 +304,7 @@ Test(cost, blocking_launches_add_host_and_device)
   cr_assert(ts_cost_op_syncs(&m) == TS_COST_SYNC_BLOCKING);
   double blocking = ts_cost_compute(&c, 1, 1e6, &m);
   double want = ts_cost_device(&c, 1, 1e6, &m) + ts_cost_launch(&c, 1, 1e6, &m);
-  cr_assert(close_to(blocking, want) && blocking > async, "blocking %g, async %g", blocking,
-            async);
+  cr_assert(close_to(blocking, want) && blocking > async, "blocking %g, async %g", blocking, async);
 }
 
 Test(cost, attention_core_stays_bf16_and_unfused_scores_add)

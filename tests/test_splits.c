@@ -666,8 +666,8 @@ Test(pipeline, deepspeed_engine_closed_forms)
       ds_count(tm, q, &a);
       ds_count(td, q, &b);
       cr_assert(a.acc == 0 && a.regather == 0 && a.synced == 0,
-                "Megatron: %d accumulations, %d re-gathers, %d synchronised ops", a.acc,
-                a.regather, a.synced);
+                "Megatron: %d accumulations, %d re-gathers, %d synchronised ops", a.acc, a.regather,
+                a.synced);
       int k = b.stage;
       cr_assert(k == 0 || k == 1, "program %d: stage %d", q, k);
       seen[k]++;
@@ -690,8 +690,7 @@ Test(pipeline, deepspeed_engine_closed_forms)
       /* PartitionedTensor.from_meta reads its metadata back (.tolist()): the host waits for the
        * device before each forward that received an activation and each backward that received
        * a gradient. */
-      cr_assert_eq(b.synced, M * ((k > 0) + (k < 1)), "stage %d: %d synchronised ops", k,
-                   b.synced);
+      cr_assert_eq(b.synced, M * ((k > 0) + (k < 1)), "stage %d: %d synchronised ops", k, b.synced);
       if (k == 0)
         cr_assert_float_eq(b.regather_bytes, out, 1e-9 * out, "re-gather %.6g bytes, b s h D %.6g",
                            b.regather_bytes, out);
@@ -704,8 +703,8 @@ Test(pipeline, deepspeed_engine_closed_forms)
       } else {
         cr_assert(b.rs_bytes == 0, "stage %d: %g bytes reduce-scattered", k, b.rs_bytes);
         double want = a.ar_bytes + a.rs_bytes * 4.0 / m->dtype_bytes;
-        cr_assert_float_eq(b.ar_bytes, want, 1e-9 * want, "stage %d: %.6g all-reduced, expected %.6g",
-                           k, b.ar_bytes, want);
+        cr_assert_float_eq(b.ar_bytes, want, 1e-9 * want,
+                           "stage %d: %.6g all-reduced, expected %.6g", k, b.ar_bytes, want);
       }
     }
     cr_assert(seen[0] > 0 && seen[1] > 0);

@@ -1079,7 +1079,6 @@ void ts_plan_optimizer_shape(ts_op_shape *s)
   s->kernels = 4;
 }
 
-
 void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
 {
   const ts_model *m = p->model;

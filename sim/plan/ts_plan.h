@@ -144,7 +144,7 @@ typedef struct {
   /* Added with issue 10 (vTrain's host-bound rows). */
   gboolean load_sync; /* load=sync: loading a micro-batch synchronises host and device */
   /* Added with issue 10 (the DeepSpeed-era A100 runs). */
-  gboolean pipe_engine_ds; /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine */
+  gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine */
   gboolean launch_blocking; /* launch=blocking: CUDA_LAUNCH_BLOCKING=1 */
 } ts_split;
 
@@ -288,9 +288,9 @@ typedef struct {
   gboolean load_sync; /* load=sync: on the stages that load data (the first and the last), the
                          host waits for the device before each micro-batch's forward */
   /* Added with issue 10 (the DeepSpeed-era A100 runs). */
-  gboolean pipe_engine_ds; /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine runs the stages
-                              (per-micro-batch gradient accumulation, BF16_Optimizer's fp32
-                              all-reduce, the output re-gathered over tp before each backward) */
+  gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine runs the stages
+                               (per-micro-batch gradient accumulation, BF16_Optimizer's fp32
+                               all-reduce, the output re-gathered over tp before each backward) */
   gboolean launch_blocking; /* launch=blocking: every kernel launch waits for the kernel
                                (CUDA_LAUNCH_BLOCKING=1), so host and device times add */
 } ts_plan;

@@ -200,8 +200,8 @@ static const struct {
     [L_CP_ACC] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
-    [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
-    [L_SEND_B] = TS_PHASE_BWD, [L_GATHER_F] = TS_PHASE_FWD, [L_GATHER_B] = TS_PHASE_BWD,
+    [L_RECV_F] = TS_PHASE_FWD,      [L_SEND_F] = TS_PHASE_FWD,      [L_RECV_B] = TS_PHASE_BWD,
+    [L_SEND_B] = TS_PHASE_BWD,      [L_GATHER_F] = TS_PHASE_FWD,    [L_GATHER_B] = TS_PHASE_BWD,
     [L_DS_REGATHER] = TS_PHASE_BWD, [L_DS_GRAD_ACC] = TS_PHASE_BWD,
 };
 
