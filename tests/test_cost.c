@@ -271,6 +271,42 @@ Test(cost, sync_point_resets_the_hosts_lead)
   cr_assert(!ts_cost_op_syncs(&s) && !ts_cost_op_syncs(NULL) && ts_cost_kernels(NULL) == 1);
 }
 
+/* launch=blocking (CUDA_LAUNCH_BLOCKING=1, BLOOM's launch script): the host waits for the device
+ * and then for every kernel, so N ops in program order end at N (h + d) whatever their sizes,
+ * where asynchronous launches give N h + d (short kernels) or N d + h (long ones). */
+Test(cost, blocking_launches_add_host_and_device)
+{
+  const double h = 20e-6;
+  for (int n = 1; n <= 64; n *= 4)
+    for (int longer = 0; longer < 2; longer++) {
+      double d = longer ? 300e-6 : 7e-6, host = 0, now = 0;
+      for (int i = 0; i < n; i++)
+        now += ts_cost_issue(&host, now, d, h, 1, TS_COST_SYNC_BLOCKING);
+      cr_assert(close_to(now, n * (h + d)), "%d ops of %g s end %.17g, expected %.17g", n, d, now,
+                n * (h + d));
+      cr_assert(close_to(host, now), "%d ops: host %.17g, device %.17g", n, host, now);
+    }
+  /* An op of k kernels: its k launches and its device time, one after the other. */
+  double host = 0;
+  double t = ts_cost_issue(&host, 0, 8e-3, 8 * h, 8, TS_COST_SYNC_BLOCKING);
+  cr_assert(close_to(t, 8 * h + 8e-3), "blocking op of 8 kernels %.17g", t);
+  /* A host far ahead (an earlier asynchronous op) is pulled back to the device first. */
+  host = 0;
+  double now = ts_cost_issue(&host, 0, 1e-3, h, 1, FALSE);
+  t = ts_cost_issue(&host, now, 1e-3, h, 1, TS_COST_SYNC_BLOCKING);
+  cr_assert(close_to(t, h + 1e-3), "after an async op %.17g", t);
+  /* The shape says it; in isolation an op costs the sum. */
+  ts_chip c = gpu();
+  ts_op_shape m = {.oclass = TS_OPC_MEMORY, .kernels = 3};
+  double async = ts_cost_compute(&c, 1, 1e6, &m);
+  cr_assert(ts_cost_op_syncs(&m) == FALSE);
+  m.launch_blocking = 1;
+  cr_assert(ts_cost_op_syncs(&m) == TS_COST_SYNC_BLOCKING);
+  double blocking = ts_cost_compute(&c, 1, 1e6, &m);
+  double want = ts_cost_device(&c, 1, 1e6, &m) + ts_cost_launch(&c, 1, 1e6, &m);
+  cr_assert(close_to(blocking, want) && blocking > async, "blocking %g, async %g", blocking, async);
+}
+
 Test(cost, attention_core_stays_bf16_and_unfused_scores_add)
 {
   ts_chip c = gpu();

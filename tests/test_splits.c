@@ -600,6 +600,157 @@ Test(pipeline, sends_activations_between_stages)
   cr_assert_eq(a.nsimulated, P);
 }
 
+/* Per program: the gradient-accumulation ops' count, bytes, kernels and the stage they name;
+ * the output re-gathers' count and bytes; the data-parallel reduce-scatter and all-reduce
+ * bytes. */
+typedef struct {
+  int acc, acc_kernels, stage, regather, synced;
+  double acc_bytes, regather_bytes, rs_bytes, ar_bytes;
+} ds_ops;
+
+static void ds_count(const ts_trace *tr, int q, ds_ops *o)
+{
+  memset(o, 0, sizeof *o);
+  o->stage = -1;
+  const ts_program *prog = &tr->programs[q];
+  for (int i = 0; i < prog->nops; i++) {
+    const ts_op op = ts_program_op(prog, i);
+    const char *l = g_ptr_array_index(tr->labels, op.label);
+    if (strstr(l, "gradient accumulation") != NULL) {
+      o->acc++;
+      o->acc_bytes += op.mem_bytes;
+      o->acc_kernels = op.shape != NULL ? op.shape->kernels : 0;
+      cr_assert_eq(sscanf(l, "stage %d", &o->stage), 1, "%s", l);
+    }
+    if (op.kind == TS_OP_COMPUTE && op.cat != TS_CAT_OPTIMIZER && ts_cost_op_syncs(op.shape))
+      o->synced++;
+    if (strstr(l, "output re-gather") != NULL) {
+      o->regather++;
+      o->regather_bytes = op.bytes;
+    }
+    if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP && op.coll == TS_COLL_REDUCESCATTER)
+      o->rs_bytes += op.bytes;
+    if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP && op.coll == TS_COLL_ALLREDUCE)
+      o->ar_bytes += op.bytes;
+  }
+}
+
+/* pipe-engine=deepspeed (DeepSpeed's PipelineEngine, runtime/pipe/engine.py and
+ * bf16_optimizer.py) against Megatron-LM's pipeline on GPT-3 1.3B, tp 8 x pp 2 x dp 2, ZeRO-1,
+ * 4 micro-batches of 2: every micro-batch's backward adds its gradients into fp32 ones (bf16:
+ * BF16_Optimizer, 2 + 4 + 4 + 4 + 4 = 18 bytes a parameter of the stage, two kernels a
+ * tensor); in fp16 autograd adds them in place from the second micro-batch on (3 x 2 bytes,
+ * one kernel a tensor); each non-last stage all-gathers its output (b s h D) back over tp
+ * before each backward; bf16's gradients are all-reduced in fp32 (4 bytes a parameter) instead
+ * of reduce-scattered in bf16; the host waits for the device before every forward and backward
+ * that rebuilds a received tensor from its metadata. Megatron-LM's pipeline has none of these. */
+Test(pipeline, deepspeed_engine_closed_forms)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  const int M = 4, mb = 2;
+  const char *base = "tp=8@node,pp=2@net,dp=2@net,zero=1,schedule=1f1b";
+  for (int fp16 = 0; fp16 < 2; fp16++) {
+    m->fp16 = fp16;
+    g_autoptr(ts_plan) meg = make_plan(m, t, base, 2 * M * mb, mb);
+    g_autofree char *split = g_strdup_printf("%s,pipe-engine=deepspeed", base);
+    g_autoptr(ts_plan) ds = make_plan(m, t, split, 2 * M * mb, mb);
+    cr_assert(strstr(ds->split_text, "pipe-engine=deepspeed") != NULL, "%s", ds->split_text);
+    cr_assert_eq(ds->n_micro, M);
+    g_autoptr(ts_trace) tm = trace_of(meg);
+    g_autoptr(ts_trace) td = trace_of(ds);
+    cr_assert_eq(tm->nprograms, td->nprograms);
+    int seen[2] = {0, 0};
+    for (int q = 0; q < td->nprograms; q++) {
+      ds_ops a, b;
+      ds_count(tm, q, &a);
+      ds_count(td, q, &b);
+      cr_assert(a.acc == 0 && a.regather == 0 && a.synced == 0,
+                "Megatron: %d accumulations, %d re-gathers, %d synchronised ops", a.acc, a.regather,
+                a.synced);
+      int k = b.stage;
+      cr_assert(k == 0 || k == 1, "program %d: stage %d", q, k);
+      seen[k]++;
+      double params = 0;
+      int tensors = 0;
+      for (int i = ds->stage_first[k]; i < ds->stage_first[k + 1]; i++) {
+        params += ts_plan_layer_params(ds, i);
+        tensors += ts_plan_layer_params(ds, i) > 0 ? 2 : 0;
+      }
+      double per = fp16 ? 6.0 : 18.0;
+      int n = fp16 ? M - 1 : M;
+      cr_assert_eq(b.acc, n, "stage %d: %d accumulations, expected %d", k, b.acc, n);
+      cr_assert_float_eq(b.acc_bytes, n * per * params, 1e-9 * n * per * params,
+                         "stage %d: %.6g bytes, expected %d x %g x %.6g", k, b.acc_bytes, n, per,
+                         params);
+      cr_assert_eq(b.acc_kernels, tensors * (fp16 ? 1 : 2), "stage %d: %d kernels", k,
+                   b.acc_kernels);
+      double out = (double)mb * (double)m->t_seq * (double)m->t_hidden * m->dtype_bytes;
+      cr_assert_eq(b.regather, k == 0 ? M : 0, "stage %d: %d re-gathers", k, b.regather);
+      /* PartitionedTensor.from_meta reads its metadata back (.tolist()): the host waits for the
+       * device before each forward that received an activation and each backward that received
+       * a gradient. */
+      cr_assert_eq(b.synced, M * ((k > 0) + (k < 1)), "stage %d: %d synchronised ops", k, b.synced);
+      if (k == 0)
+        cr_assert_float_eq(b.regather_bytes, out, 1e-9 * out, "re-gather %.6g bytes, b s h D %.6g",
+                           b.regather_bytes, out);
+      /* Megatron: bf16 gradients reduce-scattered; BF16_Optimizer: all-reduced in fp32. fp16
+       * (FP16 ZeRO-1) keeps the reduce-scatter. */
+      cr_assert_gt(a.rs_bytes, 0);
+      if (fp16) {
+        cr_assert_float_eq(b.rs_bytes, a.rs_bytes, 1e-9 * a.rs_bytes);
+        cr_assert_float_eq(b.ar_bytes, a.ar_bytes, 1e-9 * a.rs_bytes + 1e-9);
+      } else {
+        cr_assert(b.rs_bytes == 0, "stage %d: %g bytes reduce-scattered", k, b.rs_bytes);
+        double want = a.ar_bytes + a.rs_bytes * 4.0 / m->dtype_bytes;
+        cr_assert_float_eq(b.ar_bytes, want, 1e-9 * want,
+                           "stage %d: %.6g all-reduced, expected %.6g", k, b.ar_bytes, want);
+      }
+    }
+    cr_assert(seen[0] > 0 && seen[1] > 0);
+    /* Each cost only adds: the step is longer. */
+    ts_replay_result rm, rd;
+    replay_plan(meg, &rm);
+    replay_plan(ds, &rd);
+    cr_assert_gt(rd.step_time_s, rm.step_time_s, "DeepSpeed %g s, Megatron %g s", rd.step_time_s,
+                 rm.step_time_s);
+  }
+}
+
+/* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every compute op says so in its shape and the host
+ * waits for it (ts_cost_op_syncs), no op does without it; the step grows by at least the
+ * launches of the critical stage's ops, which asynchronous launches hide behind its kernels. */
+Test(pipeline, blocking_launches_mark_every_compute_op)
+{
+  int P = 4, M = 8;
+  g_autoptr(ts_model) m = equal_model(2 * P, 1e9, 1000, 1e6);
+  g_autoptr(ts_topo) t = ring_topo(P, 1e18, 0);
+  t->chip.kernel_launch_s = 1e-4; /* a layer's forward is 1 ms on the device */
+  double step[2];
+  for (int blocking = 0; blocking < 2; blocking++) {
+    g_autoptr(ts_plan) p = make_plan(
+        m, t, blocking ? "pp=4,schedule=1f1b,launch=blocking" : "pp=4,schedule=1f1b", M, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    int marked = 0, compute = 0;
+    for (int q = 0; q < tr->nprograms; q++)
+      for (int i = 0; i < tr->programs[q].nops; i++) {
+        const ts_op op = ts_program_op(&tr->programs[q], i);
+        if (op.kind != TS_OP_COMPUTE || op.shape == NULL || op.shape->oclass == TS_OPC_ROOFLINE)
+          continue;
+        compute++;
+        marked += ts_cost_op_syncs(op.shape) == TS_COST_SYNC_BLOCKING;
+      }
+    cr_assert_gt(compute, 0);
+    cr_assert_eq(marked, blocking ? compute : 0, "%d of %d ops blocking", marked, compute);
+    ts_replay_result rr;
+    replay_plan(p, &rr);
+    step[blocking] = rr.step_time_s;
+  }
+  /* The stage's 2 layers x M micro-batches x (forward + backward) ops each pay a launch. */
+  cr_assert_geq(step[1], step[0] + 2 * M * 2 * 1e-4 * (1 - 1e-9), "blocking %g s, async %g s",
+                step[1], step[0]);
+}
+
 /* ---- activations: recomputation and sequence parallelism ------------------------------- */
 
 /* Activation bytes of one transformer block (block.1.*) per micro-batch per chip. */
@@ -1452,6 +1603,8 @@ Test(split, option_errors_name_the_item)
       {"pp=4,schedule=zigzag", "item 'schedule=zigzag': expected schedule=gpipe, 1f1b"},
       {"pp=4,p2p=sync", "item 'p2p=sync': expected p2p=async (sends overlap the next compute) or "
                         "blocking"},
+      {"pp=4,pipe-engine=torch", "item 'pipe-engine=torch': expected pipe-engine=megatron "},
+      {"pp=4,launch=sync", "item 'launch=sync': expected launch=async (the host launches "},
       {"pp=4,load=maybe", "item 'load=maybe': expected load=async (the input load never waits "
                           "for the device) or sync"},
       {"pp=4,schedule=interleaved:1", "expected schedule=interleaved:V"},
@@ -1500,6 +1653,7 @@ Test(split, invalid_combinations)
       {"pp=8,dp=8,stages=4:4", 64, 1, "expected 8 stages"},
       {"tp=8,dp=8,name:nothing*=dp", 64, 0, "matches no layer"},
       {"dp=64,ep=8", 64, 0, "has no mixture-of-experts layer"},
+      {"tp=8,dp=8,pipe-engine=deepspeed", 64, 0, "pipeline engine; expected pp > 1"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;

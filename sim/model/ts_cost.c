@@ -208,6 +208,8 @@ double ts_cost_launch(const ts_chip *c, double flops, double mem, const ts_op_sh
 
 double ts_cost_compute(const ts_chip *c, double flops, double mem, const ts_op_shape *s)
 {
+  if (s != NULL && s->launch_blocking > 0) /* launches and kernels one after the other */
+    return ts_cost_device(c, flops, mem, s) + ts_cost_launch(c, flops, mem, s);
   return fmax(ts_cost_device(c, flops, mem, s), ts_cost_launch(c, flops, mem, s));
 }
 
@@ -218,6 +220,14 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
     ts_cost_host_sync(host_clock, now);
   if (!(launch_s > 0))
     return device_s;
+  if (sync == TS_COST_SYNC_BLOCKING) {
+    /* CUDA_LAUNCH_BLOCKING=1: each of the op's kernels is launched only once the one before
+     * has run, so its launches and its device time add up, and the host is busy until the
+     * op ends. */
+    double end = *host_clock + launch_s + device_s;
+    *host_clock = end;
+    return end - now;
+  }
   /* The op's n kernels, each a launch of launch_s / n on the host and d / n on the device (a
    * uniform split: the op's kernels are not costed one by one). Its last kernel is issued when
    * the host has launched all of them and runs d / n: a host-bound op ends one kernel after its
@@ -233,6 +243,8 @@ double ts_cost_issue(double *host_clock, double now, double device_s, double lau
 
 gboolean ts_cost_op_syncs(const ts_op_shape *s)
 {
+  if (s != NULL && s->launch_blocking > 0)
+    return TS_COST_SYNC_BLOCKING;
   return s != NULL && ((s->oclass == TS_OPC_OPTIMIZER && !(s->no_sync > 0)) || s->host_sync > 0);
 }
 

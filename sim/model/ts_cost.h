@@ -92,7 +92,16 @@ typedef struct {
   /* Added with issue 10 (vTrain, Megatron's timers). 1: the host waits for the device before
    * launching the op (a torch.cuda.synchronize() in the framework just before it); 0: not. */
   double host_sync;
+  /* Added with issue 10 (the DeepSpeed-era A100 runs). 1: the host launches the op's kernels
+   * blocking (CUDA_LAUNCH_BLOCKING=1, split launch=blocking): it waits for the device before
+   * the op and for each kernel before launching the next, so the op takes its launches plus
+   * its device time; 0: launches run ahead of the device. */
+  double launch_blocking;
 } ts_op_shape;
+
+/** What ts_cost_op_syncs returns for an op launched blocking (launch_blocking): a
+ * synchronisation point whose kernels also wait one for another (ts_cost_issue). */
+#define TS_COST_SYNC_BLOCKING 2
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in
  * isolation: the larger of its device time and its launches (ts_cost_device, ts_cost_launch). */
@@ -115,7 +124,9 @@ double ts_cost_launch(const ts_chip *c, double flops, double mem_bytes, const ts
  * last kernel): N one-kernel ops of d < launch h from an idle host end at N h + d, of d > h at
  * N d + h. With `sync` the host first waits for the device (*host_clock = max(*host_clock,
  * now)): a synchronisation point of the framework (ts_cost_op_syncs). launch_s 0: device_s,
- * the host clock unchanged.
+ * the host clock unchanged. sync TS_COST_SYNC_BLOCKING (CUDA_LAUNCH_BLOCKING=1): the host
+ * waits for the device first and then for each kernel, so the op ends launch_s + device_s
+ * after the host could start it, and the host with it.
  */
 double ts_cost_issue(double *host_clock, double now, double device_s, double launch_s, int kernels,
                      gboolean sync);

@@ -1106,14 +1106,6 @@ void ts_plan_optimizer_shape(ts_op_shape *s)
   s->kernels = 4;
 }
 
-/* Host time of one tensor op in torch.optim's per-tensor Python loop: PyTorch's multi-tensor
- * optimizer pull request (pytorch/pytorch#45299, 2020) times torch.optim.SGD with momentum on
- * torchvision's ResNet-101 at 6.28 ms a step (torch.cuda.synchronize() included): its 314
- * parameter tensors x 3 ops (the velocity's mul_ and add_, the parameter's add_) = 942 ops,
- * 6.7 us each, host and device together. A published measurement, not fitted here; it stands
- * for every host (the chip's kernel_launch_us is fitted to other stacks' layers). */
-#define TORCH_OPTIM_OP_US 6.7
-
 void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
 {
   const ts_model *m = p->model;
@@ -1143,7 +1135,7 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
    * backward's kernels while they run. */
   gboolean scaler = m->fp16 && p->precision != TS_PRECISION_FP32;
   s->kernels = ops + (scaler ? 2 : 0);
-  s->host_op_us = TORCH_OPTIM_OP_US;
+  s->host_op_us = TS_TORCH_OPTIM_OP_US;
   s->no_sync = scaler ? 0.0 : 1.0;
 }
 
@@ -2054,6 +2046,10 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",load=sync");
   if (p->tp_grad_serial)
     g_string_append(s, ",tp-grad=serial");
+  if (p->pipe_engine_ds)
+    g_string_append(s, ",pipe-engine=deepspeed");
+  if (p->launch_blocking)
+    g_string_append(s, ",launch=blocking");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2258,6 +2254,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->p2p_blocking = s->p2p_blocking;
   p->load_sync = s->load_sync;
   p->tp_grad_serial = s->tp_grad_serial;
+  p->pipe_engine_ds = s->pipe_engine_ds;
+  p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
@@ -2312,6 +2310,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': zero=%d shards model states over the data-parallel group; "
                 "expected dp > 1",
                 s->text, p->zero);
+    return NULL;
+  }
+  if (p->pipe_engine_ds && pp <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': pipe-engine=deepspeed is DeepSpeed's pipeline engine; expected "
+                "pp > 1",
+                s->text);
     return NULL;
   }
   if (p->fsdp2 && (p->zero != 3 || s->offload != TS_OFFLOAD_NONE || s->ps > 0)) {

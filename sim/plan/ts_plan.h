@@ -146,6 +146,9 @@ typedef struct {
   /* Added with issue 10 (vTrain's tensor-parallel rows). */
   gboolean tp_grad_serial; /* tp-grad=serial: a layer's input-gradient all-reduce after its
                               whole linear backward (Megatron-DeepSpeed's mpu) */
+  /* Added with issue 10 (the DeepSpeed-era A100 runs). */
+  gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine */
+  gboolean launch_blocking; /* launch=blocking: CUDA_LAUNCH_BLOCKING=1 */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -290,6 +293,12 @@ typedef struct {
   /* Added with issue 10 (vTrain's tensor-parallel rows). */
   gboolean tp_grad_serial; /* tp-grad=serial: the input gradient's tensor-parallel all-reduce
                               runs after the weight gradient, not beside it */
+  /* Added with issue 10 (the DeepSpeed-era A100 runs). */
+  gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine runs the stages
+                               (per-micro-batch gradient accumulation, BF16_Optimizer's fp32
+                               all-reduce, the output re-gathered over tp before each backward) */
+  gboolean launch_blocking; /* launch=blocking: every kernel launch waits for the kernel
+                               (CUDA_LAUNCH_BLOCKING=1), so host and device times add */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -124,6 +124,15 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
 
 /* The shape of the optimizer step. */
 void ts_plan_optimizer_shape(ts_op_shape *s);
+
+/* Host time of one tensor op in a per-tensor Python loop (torch.optim's, DeepSpeed's
+ * BF16_Optimizer.update_hp_grads): PyTorch's multi-tensor optimizer pull request
+ * (pytorch/pytorch#45299, 2020) times torch.optim.SGD with momentum on torchvision's ResNet-101
+ * at 6.28 ms a step (torch.cuda.synchronize() included): its 314 parameter tensors x 3 ops (the
+ * velocity's mul_ and add_, the parameter's add_) = 942 ops, 6.7 us each, host and device
+ * together. A published measurement, not fitted here; it stands for every host (the chip's
+ * kernel_launch_us is fitted to other stacks' layers). */
+#define TS_TORCH_OPTIM_OP_US 6.7
 /** The optimizer step as torch.optim's per-tensor SGD loop (a [model] optimizer = sgd under an
  * eager split, on a GPU): its ops on `device`, their host cost and whether a loss scaler's
  * read-back makes the host wait first; s is left as it is otherwise. */
@@ -131,6 +140,11 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s);
 
 /* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
 double ts_plan_layer_params(const ts_plan *p, int i);
+
+/* pipe-engine=deepspeed: bytes per parameter of a stage that DeepSpeed's pipeline engine moves
+ * to accumulate micro-batch `micro`'s gradients (BF16_Optimizer's fp32 accumulation, or
+ * autograd's in-place add from the second micro-batch on); 0 without the option. */
+double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro);
 
 /* Parameters of a device split into those synchronised over the whole dp group (dense) and over
  * dp / ep (experts); ts_plan_device_params is their sum. */

@@ -134,7 +134,17 @@ enum {
   L_BWD_SP_COPY,
   L_NLAYER_SLOTS
 };
-enum { L_RECV_F, L_SEND_F, L_RECV_B, L_SEND_B, L_GATHER_F, L_GATHER_B, L_NSTAGE_SLOTS };
+enum {
+  L_RECV_F,
+  L_SEND_F,
+  L_RECV_B,
+  L_SEND_B,
+  L_GATHER_F,
+  L_GATHER_B,
+  L_DS_REGATHER,
+  L_DS_GRAD_ACC,
+  L_NSTAGE_SLOTS
+};
 
 /* What each label slot's op is (role, phase): the op tag, so nothing reads labels back. */
 static const struct {
@@ -190,8 +200,9 @@ static const struct {
     [L_CP_ACC] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
-    [L_RECV_F] = TS_PHASE_FWD, [L_SEND_F] = TS_PHASE_FWD,   [L_RECV_B] = TS_PHASE_BWD,
-    [L_SEND_B] = TS_PHASE_BWD, [L_GATHER_F] = TS_PHASE_FWD, [L_GATHER_B] = TS_PHASE_BWD,
+    [L_RECV_F] = TS_PHASE_FWD,      [L_SEND_F] = TS_PHASE_FWD,      [L_RECV_B] = TS_PHASE_BWD,
+    [L_SEND_B] = TS_PHASE_BWD,      [L_GATHER_F] = TS_PHASE_FWD,    [L_GATHER_B] = TS_PHASE_BWD,
+    [L_DS_REGATHER] = TS_PHASE_BWD, [L_DS_GRAD_ACC] = TS_PHASE_BWD,
 };
 
 G_GNUC_PRINTF(3, 4) static int lbl(gen *g, int slot, const char *fmt, ...)
@@ -376,6 +387,14 @@ static int emit_compute(gen *g, ts_op_cat cat, double flops, double mem, const t
     synced.host_sync = 1.0;
     op.shape = &synced;
     g->sync_next = FALSE;
+  }
+  /* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every op with launches waits for the device
+   * first and for each of its kernels (ts_cost_issue). */
+  if (g->p->launch_blocking && op.shape != NULL) {
+    if (op.shape != &synced)
+      synced = *op.shape;
+    synced.launch_blocking = 1.0;
+    op.shape = &synced;
   }
   return emit_main(g, &op, label);
 }
@@ -1272,6 +1291,12 @@ static gboolean ps_as_collectives(const ts_plan *p)
   return p->ps_placement == TS_PS_COLOCATED && p->ps == p->degree[TS_AX_DP] && p->ps > 1;
 }
 
+/* DeepSpeed runs bf16 with ZeRO through its BF16_Optimizer. */
+static gboolean ds_bf16_optimizer(const ts_plan *p)
+{
+  return p->zero >= 1 && p->model->dtype_bytes == 2 && !p->model->fp16;
+}
+
 static void flush(gen *g, bucket *b, int group, int upto)
 {
   if (b->bytes <= 0)
@@ -1308,7 +1333,16 @@ static void flush(gen *g, bucket *b, int group, int upto)
     return;
   }
   gboolean rs = p->zero >= 1;
-  ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, b->bytes,
+  double bytes = b->bytes;
+  if (p->pipe_engine_ds && ds_bf16_optimizer(p)) {
+    /* BF16_Optimizer under DeepSpeed's pipeline engine (_exec_reduce_grads ->
+     * _bf16_reduce_grads): the fp32 gradients all-reduced whole over dp
+     * (buffered_allreduce_fallback), not reduce-scattered in 16 bits; each rank then updates
+     * its shard and all-gathers the bf16 parameters (gather_updated). */
+    rs = FALSE;
+    bytes *= 4.0 / p->model->dtype_bytes;
+  }
+  ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, bytes,
                      TS_CAT_COMM_DP, S_DP);
   /* rs is the same for every bucket of a trace: (first, upto) names the text. */
   int l = bucket_label_known(g, BL_GRAD, b->first, upto);
@@ -1476,6 +1510,11 @@ static void forward_pass(gen *g, int chunk, int u)
    * last) synchronise before its forward; Megatron's broadcast_data reads the batch's sizes
    * back to the host (.cpu()), which waits for the device's queue. */
   g->sync_next = p->load_sync && (k == 0 || k == p->nstages - 1);
+  /* pipe-engine=deepspeed: the received activation is rebuilt from its partition's metadata,
+   * a CUDA tensor read back with .tolist() (PartitionedTensor.from_meta): the host waits for
+   * the device before the stage's forward. */
+  if (p->pipe_engine_ds && k > 0)
+    g->sync_next = TRUE;
   if (k > 0) {
     gboolean gather;
     double bytes = boundary_bytes(g, a - 1, &gather);
@@ -1503,6 +1542,57 @@ static void forward_pass(gen *g, int chunk, int u)
   }
 }
 
+/* Bytes per parameter the DeepSpeed pipeline engine moves to accumulate one micro-batch's
+ * gradients outside the backward's GEMMs (ts_plan_ds_grad_acc_bytes documents them). */
+double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro)
+{
+  if (!p->pipe_engine_ds)
+    return 0.0;
+  double D = p->model->dtype_bytes;
+  /* bf16 with ZeRO: BF16_Optimizer (DeepSpeed 0.6.1+, the one bf16 + pipeline path, which is
+   * its own ZeRO-1 equivalent). _exec_backward_pass clears the bf16 gradients before
+   * each backward and update_hp_grads then adds each one into its fp32 gradient, parameter by
+   * parameter: the bf16 gradient read (D), its fp32 copy written (4, the .to(float32)) and read
+   * (4), the fp32 gradient read and written (4 + 4). Every micro-batch. */
+  if (ds_bf16_optimizer(p))
+    return D + 4.0 + 4.0 + 4.0 + 4.0;
+  /* Otherwise the 16-bit gradients accumulate in param.grad through autograd's AccumulateGrad:
+   * from the second micro-batch on, the new gradient is a tensor of its own, added in place to
+   * the held one (2 D read, D written). Megatron-LM's gradient_accumulation_fusion writes the
+   * weight-gradient GEMM straight into its fp32 main_grad instead, at no extra pass. */
+  return micro > 0 ? 3.0 * D : 0.0;
+}
+
+/* DeepSpeed's pipeline engine: one micro-batch's gradients accumulated after its backward
+ * (ts_plan_ds_grad_acc_bytes), on the compute stream before the gradients go to the previous
+ * stage. Kernels: two parameter tensors a layer with parameters (weight and bias); BF16_Optimizer
+ * launches two per tensor (the cast and the add), AccumulateGrad one; each at the host cost of
+ * a per-tensor Python loop's op (TS_TORCH_OPTIM_OP_US). */
+static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
+{
+  const ts_plan *p = g->p;
+  double per = ts_plan_ds_grad_acc_bytes(p, u);
+  double params = 0.0;
+  int tensors = 0;
+  for (int i = a; i < b; i++) {
+    double n = ts_plan_layer_params(p, i);
+    params += n;
+    tensors += n > 0 ? 2 : 0;
+  }
+  if (!(per > 0) || !(params > 0))
+    return;
+  ts_op_shape sh;
+  memset(&sh, 0, sizeof sh);
+  sh.oclass = TS_OPC_MEMORY;
+  sh.prec = TS_PRECISION_FP32;
+  sh.kernels = tensors * (per > 3.0 * p->model->dtype_bytes ? 2 : 1);
+  /* A per-tensor loop of small ops (update_hp_grads; autograd's AccumulateGrad per parameter):
+   * each launch at the published per-op cost of such a loop, not the layer-kernel floor. */
+  sh.host_op_us = TS_TORCH_OPTIM_OP_US;
+  emit_compute(g, TS_CAT_OTHER, 0, per * params, &sh,
+               lbl(g, stage_slot(g, k, L_DS_GRAD_ACC), "stage %d gradient accumulation", k));
+}
+
 static void backward_pass(gen *g, int chunk, int u, gboolean sync)
 {
   const ts_plan *p = g->p;
@@ -1515,8 +1605,18 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
                 lbl(g, stage_slot(g, k, L_RECV_B), "recv gradients stage %d", k)));
     if (gather)
       boundary_gather(g, b - 1, k, L_GATHER_B, "gradients");
+    /* DeepSpeed's PipelineEngine (_exec_forward_pass) keeps only its tp slice of the output it
+     * sent and frees the rest; _exec_backward_pass all-gathers the whole output back over tp
+     * (PartitionedTensor.full) before autograd runs, one more gather than Megatron-LM's. */
+    if (gather && p->pipe_engine_ds)
+      boundary_gather(g, b - 1, k, L_DS_REGATHER, "output re-gather");
   }
   gboolean full = ts_plan_micro_recomputed(p, u, p->n_micro);
+  /* pipe-engine=deepspeed: the output and the received gradient are rebuilt from their
+   * partitions' metadata (PartitionedTensor.from_meta, .tolist() of a CUDA tensor): the host
+   * waits for the device before the backward. */
+  if (p->pipe_engine_ds && k < p->nstages - 1)
+    g->sync_next = TRUE;
   if (p->zero >= 3 && !g->keep_gathered) {
     /* The order parameters are used in: with full recomputation each block's forward is re-run
      * (first layer first) just before its backward. */
@@ -1546,6 +1646,9 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
       bwd_layer(g, j, TRUE);
     i = u0 - 1;
   }
+  g->sync_next = FALSE;
+  if (p->pipe_engine_ds)
+    ds_grad_accumulate(g, k, a, b, u);
   if (k > 0) {
     gboolean gather;
     double bytes = boundary_bytes(g, a - 1, &gather);
@@ -1959,6 +2062,7 @@ char *ts_plan_trace_key(const ts_plan *p)
                          (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
                          p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
                          p->tp_grad_serial);
+  g_string_append_printf(k, "%d %d|", p->pipe_engine_ds, p->launch_blocking);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

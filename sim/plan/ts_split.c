@@ -243,6 +243,29 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "p2p=async (sends overlap the next compute) or blocking (the compute "
                         "waits for each send: Megatron-LM, DeepSpeed's pipeline engine)");
     s->p2p_blocking = v == 1;
+  } else if (strcmp(key, "pipe-engine") == 0) {
+    /* Which framework's pipeline engine runs the stages (docs/splits.md): megatron (the
+     * default: Megatron-LM's schedules) or deepspeed (DeepSpeed's PipelineEngine, as
+     * Megatron-DeepSpeed and GPT-NeoX run it). */
+    static const char *const n[] = {"megatron", "deepspeed", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "pipe-engine=megatron (Megatron-LM's pipeline) or deepspeed (DeepSpeed's "
+                        "PipelineEngine: gradients accumulated per micro-batch, output "
+                        "re-gathered before each backward; needs pp > 1)");
+    s->pipe_engine_ds = v == 1;
+  } else if (strcmp(key, "launch") == 0) {
+    /* How the host launches kernels (docs/splits.md): async (the default, CUDA's asynchronous
+     * launches) or blocking (CUDA_LAUNCH_BLOCKING=1: each launch returns when its kernel has
+     * run). */
+    static const char *const n[] = {"async", "blocking", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "launch=async (the host launches ahead of the device) or blocking "
+                        "(CUDA_LAUNCH_BLOCKING=1: the host waits for every kernel)");
+    s->launch_blocking = v == 1;
   } else if (strcmp(key, "cp-ring") == 0) {
     /* How the context-parallel ring runs (docs/splits.md): p2p (Megatron-Core / Transformer
      * Engine, the default) or torch (PyTorch's context_parallel as TorchTitan runs it). */
@@ -367,8 +390,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, load, loss, "
-        "kernels, fsdp2, kind:K, name:GLOB)");
+        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, load, "
+        "pipe-engine, launch, loss, kernels, fsdp2, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -412,11 +435,11 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",       "schedule",     "recompute", "sp",          "offload",
-          "ps",         "ps-placement", "stages",    "ep",          "shard",
-          "tp-overlap", "dp-overlap",   "attention", "buckets",     "precision",
-          "loss",       "fsdp2",        "kernels",   "attn-kernel", "fp8-cache",
-          "p2p",        "cp-ring",      "load",      "tp-grad",     NULL};
+          "zero",         "schedule",  "recompute", "sp",      "offload",    "ps",
+          "ps-placement", "stages",    "ep",        "shard",   "tp-overlap", "dp-overlap",
+          "attention",    "buckets",   "precision", "loss",    "fsdp2",      "kernels",
+          "attn-kernel",  "fp8-cache", "p2p",       "cp-ring", "load",       "tp-grad",
+          "pipe-engine",  "launch",    NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -424,7 +447,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
                     "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, "
-                    "cp-ring, load, tp-grad, loss, "
+                    "cp-ring, load, tp-grad, pipe-engine, launch, loss, "
                     "kernels, fsdp2, "
                     "kind:K, "
                     "name:GLOB",
