@@ -604,10 +604,13 @@ Test(overlap, tp_overlap_closed_form)
  * that chunks the backward's output-gradient all-gather (sequence parallelism's transpose of the
  * forward reduce-scatter) beside the GEMMs it feeds: fc2's whole backward and attention's input
  * gradient, in n = tp = 2 chunks. tp-overlap=async keeps that gather whole before the GEMM; on
- * this chip (no tile model, no launches) the two modes' forwards cost the same, with the same
- * bytes and FLOPs. Per chunked layer, with the whole gather C, a chunk's c, the GEMM G and
- * g = G/n: C + G without, c + (n - 1) max(c, g) + g with; the step saves the sum. Checked
- * communication-bound (c > g) and compute-bound (g > c). */
+ * this chip (no tile model, no launches, memory traffic free) the two modes' forward chunks cost
+ * the same, with the same bytes and FLOPs, but AsyncTP's forward needs no gather for its own
+ * chunk and no reduction of its own partial chunk (the symmetric-memory copy and partial sum it
+ * runs instead are free here): with n = 2 it is shorter by one gather chunk c_a per gathering
+ * layer and one reduce-scatter chunk c_r per reducing layer, F in all. Per chunked layer, with the
+ * whole gather C, a chunk's c, the GEMM G and g = G/n: C + G without, c + (n - 1) max(c, g) + g
+ * with; the step saves the sum. Checked communication-bound (c > g) and compute-bound (g > c). */
 static void backward_overlap_closed_form(const char *mode)
 {
   g_autoptr(ts_model) m = load_model("validate-transformer");
@@ -618,6 +621,7 @@ static void backward_overlap_closed_form(const char *mode)
   for (int k = 0; k < 2; k++) {
     g_autoptr(ts_topo) t = ring_topo(2, bws[k], 1e-6);
     t->chip.peak_flops = 1e6;
+    t->chip.memory_bw_Bps = 1e30;
     g_autoptr(ts_plan) a = make_plan(m, t, "tp=2,sp,tp-overlap=async", 8, 0);
     g_autoptr(ts_plan) b = make_plan(m, t, split, 8, 0);
     g_autoptr(ts_trace) ta = trace_of(a);
@@ -629,6 +633,15 @@ static void backward_overlap_closed_form(const char *mode)
       cr_assert_float_eq(bb[c], ba[c], ba[c] * 1e-12 + 1e-6, "%s: kind %d", mode, c);
     cr_assert_float_eq(fb, fa, fa * 1e-12, "%s", mode);
     double want = 0, n = 2;
+    /* F: the async forward's own-rank gather and reduce-scatter chunks, which nothing waits
+     * for (with n = 2, half of each layer's chunks) */
+    for (int o = 0; o < ta->programs[0].nops; o++) {
+      const ts_op op = ts_program_op(&ta->programs[0], o);
+      const char *lab = g_ptr_array_index(ta->labels, op.label);
+      if (op.kind == TS_OP_COLL && (g_str_has_suffix(lab, "fwd all-gather chunk") ||
+                                    g_str_has_suffix(lab, "fwd reduce-scatter chunk")))
+        want -= 0.5 * coll_seconds(ta, t, &op);
+    }
     for (int l = 0; l < 2; l++) {
       g_autofree char *lg = g_strdup_printf("%s %s", layer[l], gemm[l]);
       g_autofree char *la = g_strdup_printf("%s bwd all-gather", layer[l]);
@@ -647,7 +660,6 @@ static void backward_overlap_closed_form(const char *mode)
       want += (C + G) - (c + (n - 1) * fmax(c, g) + g);
     }
     double sa = step_time(a), sb = step_time(b);
-    cr_assert_gt(want, 0);
     cr_assert_float_eq(sa - sb, want, 1e-9 * sa, "%s regime %d: saved %g s, closed form %g s", mode,
                        k, sa - sb, want);
   }
@@ -657,6 +669,65 @@ Test(overlap, tp_overlap_xla_backward_closed_form)
 {
   /* tp-overlap=xla: XLA's collective matmul (MaxText) decomposes the backward's gathers. */
   backward_overlap_closed_form("tp-overlap=xla");
+}
+
+/* PyTorch's AsyncTP (tp-overlap=async) as torch.distributed._symmetric_memory runs it: the
+ * fused all-gather matmul copies the rank's own shard into its symmetric buffer (a read and a
+ * write of the shard, on the compute stream) and works on it first, pulling only the n - 1 peer
+ * shards; the fused matmul reduce-scatter computes the peers' row chunks first (n - 1 pulled)
+ * and its own last, then sums the n partial chunks it holds into its shard (reading the whole
+ * unreduced output, writing 1/n of it). The trace keeps the own chunks' collectives (every
+ * chunk is there for the validator) but no GEMM and not the sum waits for them: the first GEMM
+ * chunk depends on the copy, not on a gather. Transformer Engine's ring exchange (tp-overlap=te)
+ * has the same n chunks of each collective and neither kernel. validate-transformer, tp = 4, sp:
+ * fc1's input gather, fc2's output reduce-scatter. */
+Test(overlap, async_tp_symmetric_memory_copy_and_partial_sum)
+{
+  g_autoptr(ts_model) m = load_model("validate-transformer");
+  g_autoptr(ts_topo) t = ring_topo(4, 1e6, 1e-6);
+  t->chip.peak_flops = 1e6;
+  const int n = 4;
+  g_autoptr(ts_plan) as = make_plan(m, t, "tp=4,sp,tp-overlap=async", 8, 0);
+  g_autoptr(ts_plan) te = make_plan(m, t, "tp=4,sp,tp-overlap=te", 8, 0);
+  g_autoptr(ts_trace) ta = trace_of(as);
+  g_autoptr(ts_trace) tt = trace_of(te);
+  const char *ag = "block.0.fc1 fwd all-gather chunk", *rs = "block.0.fc2 fwd reduce-scatter chunk",
+             *mv = "block.0.fc1 fwd copy into symmetric memory",
+             *sum = "block.0.fc2 fwd sum of reduce-scatter partials";
+  double agb, rsb, tagb, trsb;
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, ag, &agb), n);
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, rs, &rsb), n);
+  cr_assert_eq(count_ops(tt, 0, TS_OP_COLL, ag, &tagb), n);
+  cr_assert_eq(count_ops(tt, 0, TS_OP_COLL, rs, &trsb), n);
+  cr_assert_float_eq(agb, tagb, 1e-9 * agb, "the same chunks");
+  cr_assert_float_eq(rsb, trsb, 1e-9 * rsb, "the same chunks");
+  cr_assert_eq(count_ops(tt, 0, -1, mv, NULL) + count_ops(tt, 0, -1, sum, NULL), 0);
+  ts_op b1, b2;
+  const ts_op *c = op_labelled_in(ta, mv, &b1), *r = op_labelled_in(ta, sum, &b2);
+  cr_assert(c != NULL && r != NULL);
+  cr_assert_eq(c->kind, TS_OP_COMPUTE);
+  cr_assert_eq(r->kind, TS_OP_COMPUTE);
+  double shard = agb / n, part = rsb / n; /* one rank's chunk of each */
+  /* the first GEMM chunk waits for the copy (directly or through the compute stream), no
+   * gather; the sum for the gemm and the n - 1 pulled chunks, not the own one */
+  int nops = ta->programs[0].nops, own_ag = 0, own_rs = 0;
+  for (int o = 0; o < nops; o++) {
+    const ts_op op = ts_program_op(&ta->programs[0], o);
+    const char *lab = g_ptr_array_index(ta->labels, op.label);
+    if (strcmp(lab, sum) == 0 || strcmp(lab, "block.0.fc1 fwd chunk") == 0)
+      for (int d = 0; d < op.ndeps; d++) {
+        const ts_op dep = ts_program_op(&ta->programs[0], op.deps[d]);
+        own_ag += dep.stream == 17 && dep.kind == TS_OP_COLL;
+      }
+    if (op.kind == TS_OP_COLL && op.stream == 17)
+      own_rs += strcmp(lab, rs) == 0;
+  }
+  cr_assert_eq(own_ag, 0, "nothing waits for an own chunk");
+  cr_assert_eq(own_rs, 1, "one own reduce-scatter chunk");
+  cr_assert_float_eq(c->mem_bytes, 2.0 * shard, 1e-9 * shard, "read and write the shard");
+  cr_assert_float_eq(r->mem_bytes, (n + 1) * part, 1e-9 * part, "n partials read, one written");
+  cr_assert_eq(c->flops, 0);
+  cr_assert_eq(r->flops, 0);
 }
 
 Test(overlap, tp_overlap_backward_closed_form)

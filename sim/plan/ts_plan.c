@@ -326,6 +326,11 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p)
   return p->precision == TS_PRECISION_FP8 && !p->fsdp2;
 }
 
+gboolean ts_plan_fp8_gathers(const ts_plan *p)
+{
+  return p->precision == TS_PRECISION_FP8;
+}
+
 double ts_plan_sp_copy_bytes(const ts_plan *p, const ts_tp_coll *c, double mb)
 {
   if (!p->fsdp2 || !p->sp || p->degree[TS_AX_TP] <= 1 || c->redistribution || !(c->bytes > 0))
@@ -337,8 +342,9 @@ double ts_plan_sp_copy_bytes(const ts_plan *p, const ts_tp_coll *c, double mb)
 
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
-                                  int attention, gboolean fp8_saved)
+                                  int attention, unsigned fp8)
 {
+  gboolean fp8_saved = (fp8 & TS_FP8_SAVES_INPUTS) != 0;
   int tp = degree[TS_AX_TP], cp = degree[TS_AX_CP];
   double D = m->dtype_bytes;
   ts_layer_exec *x = g_new0(ts_layer_exec, m->nlayers > 0 ? m->nlayers : 1);
@@ -424,8 +430,13 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
      * fc1_fprop, proj_dgrad, fc2_dgrad; gather_along_first_dim with the input quantizer
      * otherwise): the forward's input gather, the backward's output-gradient gather and the
      * saved input's re-gather carry one byte an element. The reductions (reduce-scatter,
-     * all-reduce) stay in D. */
-    if (fp8_saved && split && D > 1.0) {
+     * all-reduce) stay in D. So does torchao's Float8 tensor parallelism (TS_FP8_GATHERS, the
+     * fsdp2 runs: torchao/float8/float8_tensor_parallel.py): PrepareFloat8ModuleInput casts a
+     * block's sequence-sharded input to float8 before redistributing it to Replicate (the
+     * forward's all-gather, and its recomputation), and Float8RowwiseParallel's output is
+     * wrapped in NoopFwToFloat8BwDynamic after its reduce-scatter, so in backward the output
+     * gradient is cast on its shard before the transposed all-gather. */
+    if ((fp8 & (TS_FP8_SAVES_INPUTS | TS_FP8_GATHERS)) != 0 && split && D > 1.0) {
       int gemm, other;
       ts_layer_precision(l, TS_PRECISION_FP8, &gemm, &other);
       if (gemm == TS_PRECISION_FP8 && l->kv_lora_rank == 0) {
@@ -2478,7 +2489,9 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     }
   }
   p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->recompute_mlpwi, p->sp, p->layer_mode,
-                               p->ep, p->attention, ts_plan_fp8_saves_inputs(p));
+                               p->ep, p->attention,
+                               (ts_plan_fp8_saves_inputs(p) ? TS_FP8_SAVES_INPUTS : 0u) |
+                                   (ts_plan_fp8_gathers(p) ? TS_FP8_GATHERS : 0u));
   p->cp_ring = s->cp_ring > 0 ? (ts_cp_ring)(s->cp_ring - 1) : TS_CP_RING_P2P;
   if (p->cp_ring == TS_CP_RING_TORCH && p->degree[TS_AX_CP] <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

@@ -85,13 +85,20 @@ int ts_plan_grad_ranks(const ts_plan *p);
  * ts_plan_grad_ranks. */
 int ts_plan_shard_ranks(const ts_plan *p);
 
+/* FP8 flags of ts_plan_exec_table. */
+enum {
+  TS_FP8_SAVES_INPUTS = 1u, /* the FP8 GEMMs keep their inputs for backward in FP8, one byte an
+                               element (Transformer Engine; ts_plan_fp8_saves_inputs) */
+  TS_FP8_GATHERS = 2u,      /* tensor-parallel gathers of FP8 GEMM operands carry FP8
+                               (ts_plan_fp8_gathers) */
+};
+
 /* The per-layer table for these degrees and options; n = m->nlayers entries; attention: a
- * ts_attention for every attention layer, or -1 for each layer's own; fp8_saved: the FP8
- * GEMMs keep their inputs for backward in FP8, one byte an element (Transformer Engine;
- * ts_plan_fp8_saves_inputs). Caller frees. */
+ * ts_attention for every attention layer, or -1 for each layer's own; fp8: TS_FP8_* flags.
+ * Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
-                                  int attention, gboolean fp8_saved);
+                                  int attention, unsigned fp8);
 
 /* PyTorch tensor parallelism's copies around a sequence-parallel collective (fsdp2 and sp:
  * DTensor's Shard(1) of a [batch, sequence, hidden] activation). NCCL's all-gather and
@@ -108,6 +115,12 @@ double ts_plan_sp_copy_bytes(const ts_plan *p, const ts_tp_coll *c, double mb);
  * Transformer Engine (Megatron-LM / NeMo), which trainsim takes every non-fsdp2 FP8 run to be;
  * PyTorch-native Float8 (torchao, under fsdp2 as TorchTitan runs it) keeps the bf16 inputs. */
 gboolean ts_plan_fp8_saves_inputs(const ts_plan *p);
+
+/* Whether the plan's tensor-parallel gathers of FP8 GEMM operands (a block's input forward, the
+ * output gradient backward) carry one byte an element: the input is cast on its shard before
+ * the gather. Transformer Engine (fp8_buf, its input quantizer) and torchao's Float8 tensor
+ * parallelism (PrepareFloat8ModuleInput, Float8RowwiseParallel) both do. */
+gboolean ts_plan_fp8_gathers(const ts_plan *p);
 
 /* Which pass of a layer a compute op is. */
 typedef enum {

@@ -36,6 +36,8 @@ enum {
   S_PARAM = 15,    /* dp-overlap: updated-parameter gathers ahead of each layer's forward */
   S_TPOVL_RS = 16, /* tp-overlap: the chunked reduce-scatters (all-reduces) of a layer's output,
                     * beside the gathers of S_TPOVL so neither waits for the other */
+  S_SYMM_OWN = 17, /* tp-overlap=async: each fused collective's own-rank chunk, which no GEMM
+                    * waits for (PyTorch's symmetric memory: the rank's own shard is not pulled) */
 };
 
 typedef struct {
@@ -132,6 +134,8 @@ enum {
   L_SP_COPY,
   L_RC_SP_COPY,
   L_BWD_SP_COPY,
+  L_SYMM_COPY,
+  L_SYMM_REDUCE,
   L_NLAYER_SLOTS
 };
 enum {
@@ -183,6 +187,8 @@ static const struct {
     [L_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_FWD},
     [L_RC_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_RECOMPUTE},
     [L_BWD_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_BWD},
+    [L_SYMM_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_FWD},
+    [L_SYMM_REDUCE] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_FWD},
     [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_FWD},
@@ -948,6 +954,17 @@ static int ovl_lbl(gen *g, int i, int slot, const ts_tp_coll *post, gboolean rec
   return lbl(g, layer_slot(g, i, recompute ? L_OVL_RC : slot), "%s %s chunk", l->name, what);
 }
 
+/* A memory-bound kernel of AsyncTP's symmetric-memory collectives on the compute stream
+ * (ts_plan_symm_bytes): the copy of a shard into the symmetric buffer, or the sum of the
+ * reduce-scatter's partials. fmt takes the layer's name and the pass. */
+static int symm_copy(gen *g, int i, int slot, double bytes, const char *fmt, gboolean recompute)
+{
+  ts_op_shape s = {.oclass = TS_OPC_MEMORY, .kernels = 1, .prec = TS_PRECISION_BF16};
+  char text[96];
+  g_snprintf(text, sizeof text, fmt, g->p->model->layers[i].name, recompute ? "recompute" : "fwd");
+  return emit_compute(g, TS_CAT_FWD, 0.0, bytes, &s, lbl(g, layer_slot(g, i, slot), "%s", text));
+}
+
 /* A layer's forward with its input all-gather and / or output reduce-scatter (all-reduce)
  * decomposed into n chunks on side streams: chunk c + 1 of the gather runs while the GEMM
  * works on chunk c, and chunk c of the reduction runs while the GEMM works on chunk c + 1
@@ -984,7 +1001,8 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
   /* PyTorch's AsyncTP (symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter) issues
    * one matmul per chunk, one after the other on the compute stream: each is a GEMM of m/n
    * rows with its own tile and wave quantisation. */
-  if (g->p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
+  gboolean symm = g->p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC;
+  if (symm)
     chunk.m /= n;
   int kernels = chunk.kernels;
   int prev_ag = -1, last_rs = -1, gemm = -1;
@@ -995,26 +1013,57 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
     deps[nd++] = g_array_index(g->pend, int, k);
   if (start >= 0)
     deps[nd++] = start;
+  /* AsyncTP's fused all-gather matmul (torch.distributed._symmetric_memory,
+   * _pipelined_all_gather_and_consume) first copies the rank's own shard into its symmetric
+   * (peer-readable) buffer on the compute stream, then waits at a barrier for every rank's copy
+   * (PyTorch does not overlap that copy with the first matmul), then runs the matmul on its own
+   * shard while the first peer shard is pulled: its own chunk needs no gather, the n - 1 others
+   * are pulled one peer at a time. The trace keeps the own chunk's gather (so every chunk of the
+   * collective is there, as the validator executes it) on a stream of its own that no GEMM
+   * waits for. */
+  if (symm && ag) {
+    ts_op own =
+        coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP, S_SYMM_OWN);
+    emit(g, &own, ovl_lbl(g, i, L_OVL_FWD_PRE, post, recompute), deps, nd);
+    int mv = symm_copy(g, i, L_SYMM_COPY, 2.0 * pre->bytes * g->mb / n,
+                       "%s %s copy into symmetric memory", recompute);
+    deps[0] = mv, nd = 1;
+  }
   for (int c = 0; c < n; c++) {
-    if (ag) {
+    if (ag && !(symm && c == 0)) {
       ts_op op =
           coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP, S_TPOVL);
-      prev_ag = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_PRE, post, recompute), c == 0 ? deps : NULL,
-                     c == 0 ? nd : 0);
+      gboolean first = prev_ag < 0;
+      prev_ag = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_PRE, post, recompute), first ? deps : NULL,
+                     first ? nd : 0);
       pend(g, prev_ag);
     }
     chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
     gemm = emit_compute(g, TS_CAT_FWD, flops / n, mem / n, &chunk,
                         ovl_lbl(g, i, L_OVL_FWD, post, recompute));
+    /* AsyncTP's fused matmul reduce-scatter (_pipelined_produce_and_all2all) computes the peers'
+     * row chunks first, each pulled by its peer while the next is computed, and its own chunk
+     * last, which nobody pulls (kept in the trace on the own-chunk stream, waited for by
+     * nothing). */
     if (rs) {
+      gboolean own = symm && c + 1 == n;
       ts_op op = coll_op(g, (ts_coll_kind)post->kind, g->g_tp, post->bytes * g->mb / n,
-                         TS_CAT_COMM_TP, S_TPOVL_RS);
-      last_rs = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_POST, post, recompute), &gemm, 1);
+                         TS_CAT_COMM_TP, own ? S_SYMM_OWN : S_TPOVL_RS);
+      int id = emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_POST, post, recompute), &gemm, 1);
+      if (!own)
+        last_rs = id;
     }
   }
   if (!rs && post->kind != TS_NO_COLL)
     emit_tp(g, post, i, recompute ? L_RC_POST : L_FWD_POST, what);
   pend(g, last_rs); /* the next layer needs the whole reduced output */
+  /* ... and then sums the n partial chunks it holds (its own and the n - 1 pulled: the whole
+   * unreduced output, M x N) into its M/n x N shard, one memory-bound kernel on the compute
+   * stream after the last chunk (reduce_partials): what NCCL's reduce-scatter does inside its
+   * own kernel. */
+  if (symm && rs)
+    symm_copy(g, i, L_SYMM_REDUCE, post->bytes * g->mb * (1.0 + 1.0 / n),
+              "%s %s sum of reduce-scatter partials", recompute);
   return gemm;
 }
 

@@ -1426,11 +1426,12 @@ static gboolean run_coll(vd_run *run, rendezvous *rv)
     g_error_free(err);
   if (ok) {
     /* Bytes: what was sent, at the model's element size, against the trace's decomposition.
-     * Under Transformer Engine's FP8 recipe a tensor-parallel gather of an FP8 GEMM's input or
-     * output gradient carries one byte an element (ts_plan_exec_table): such a gather counts
+     * Under an FP8 recipe (Transformer Engine's, torchao's Float8 tensor parallelism) a
+     * tensor-parallel gather of an FP8 GEMM's input or output gradient carries one byte an
+     * element (ts_plan_exec_table): such a gather counts
      * its elements at one byte. */
     double eb = run->m->dtype_bytes;
-    if (op->coll == TS_COLL_ALLGATHER && ts_plan_fp8_saves_inputs(e->plan) &&
+    if (op->coll == TS_COLL_ALLGATHER && ts_plan_fp8_gathers(e->plan) &&
         (c.v->kind == VO_TP || c.v->kind == VO_REGATHER) && fabs(op->bytes - (double)c.count) < 0.5)
       eb = 1.0;
     gboolean whole;
