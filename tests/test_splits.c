@@ -947,6 +947,42 @@ Test(activations, stage_recompute_keeps_stage_inputs)
   }
 }
 
+Test(activations, torchgpipe_copy_stream_pools)
+{
+  /* GPipe on a GPU is torchgpipe (ts_plan.c, copy_stream_pools): micro-batch i's received stage
+   * input lives on copy stream i mod 32 of the receiving device, its gradient on stream i mod
+   * 32 of the sending one, and torch's caching allocator gives each stream its own 20 MiB
+   * segments for requests of 1-10 MiB (a block is split while more than 1 MiB remains).
+   * GPT-3 1.3B, pp = 4, dp = 2 on one DGX A100, micro-batch 1 of 2048 tokens: M = 64, a stage
+   * input is s h 2 = 8 MiB. Per stream: two inputs fill one segment (4 MiB left), a gradient
+   * needs another. Device 0 (gradients only) and device 3 (inputs only): 32 x 20 MiB; devices
+   * 1 and 2: 32 x 40 MiB. The received inputs leave the activations (M x 8 MiB): they are in
+   * these pools. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  g_autoptr(ts_plan) st = make_plan(m, t, "pp=4,dp=2,schedule=gpipe,recompute=stage", 128, 1);
+  cr_assert_eq(st->n_micro, 64);
+  double MiB = 1048576.0, in = (double)m->t_seq * (double)m->t_hidden * 2;
+  cr_assert_float_eq(in, 8 * MiB, 1e-9);
+  const double want_mib[] = {640, 1280, 1280, 640};
+  for (int d = 0; d < 4; d++) {
+    double got = st->stage_mem[d].pipeline / MiB;
+    cr_expect_float_eq(got, want_mib[d], 1e-9, "device %d: %.17g MiB, expected %g", d, got,
+                       want_mib[d]);
+  }
+  /* The same split on a TPU (XLA plans its buffers: no streams, no pools) keeps the received
+   * inputs among the activations. */
+  g_autoptr(ts_topo) tpu = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) xla = make_plan(m, tpu, "pp=4,dp=16,schedule=gpipe,recompute=stage", 1024, 1);
+  cr_assert_eq(xla->n_micro, 64);
+  double pipe = xla->stage_mem[1].pipeline;
+  cr_expect_eq(pipe, 0.0, "%.17g bytes of pools on a TPU", pipe);
+  double gpu_act = st->stage_mem[1].activations, tpu_act = xla->stage_mem[1].activations;
+  cr_expect_float_eq(tpu_act - gpu_act, 64 * in, 64 * in * 1e-9,
+                     "the GPU's activations are M stage inputs fewer: %.17g vs %.17g", gpu_act,
+                     tpu_act);
+}
+
 /* Forward FLOPs over all ops of each device's program. */
 static double program_flops(const ts_trace *tr, int d)
 {
