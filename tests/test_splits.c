@@ -2443,6 +2443,31 @@ Test(pytorch_memory, allocator_overhead_on_what_churns)
   cr_assert_float_eq(r->mem.total, states + churn, 1e-6 * x->total);
 }
 
+Test(pytorch_memory, allocator_overhead_on_pipeline_gradient_accumulators)
+{
+  /* fsdp2 with pp: each step allocates the unsharded fp32 gradient accumulators at the first
+   * micro-batch's backward (FSDPParam.to_accumulated_grad_if_needed) and frees them with the
+   * last one's reduce-scatter, so they churn like the activations among which they are
+   * allocated: allocator = 0.15 x (gathered + activations + temp + pipeline + 4 x the device's
+   * parameters), which the sharded states (allocated once) do not join. Llama 3 8B, pp = 4. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) q = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2,recompute=full", 64, 2);
+  for (int s = 0; s < 4; s++) {
+    const ts_memory *x = &q->stage_mem[s];
+    cr_assert(!x->step_peak);
+    double acc = 4 * ts_plan_device_params(q, s);
+    double churn = x->gathered + x->activations + x->temp + x->pipeline + acc;
+    cr_expect_float_eq(x->allocator, 0.15 * churn, 1e-9 * churn, "stage %d: %.17g, expected %.17g",
+                       s, x->allocator, 0.15 * churn);
+  }
+  /* Without pp there are no accumulators: the states stay out of the base. */
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=full", 64, 2);
+  const ts_memory *y = &p->mem;
+  double churn = y->gathered + y->activations + y->temp + y->pipeline;
+  cr_expect_float_eq(y->allocator, 0.15 * churn, 1e-9 * churn);
+}
+
 Test(activations, model_command_lists_the_planners_fp8_saved_bytes)
 {
   /* One formula: `trainsim model --precision fp8` lists each layer's kept activations as the

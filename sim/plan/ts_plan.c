@@ -1804,6 +1804,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   /* cp-ring=torch: the attention's ring buffers (cp_torch_attn_bytes) live in its backward,
    * beside the recomputed block. */
   double buffers = 2.0 * largest_out + work + mem->cp_attn;
+  /* States the step allocates and frees again (counted with the allocator's overhead below). */
+  double step_allocated = 0;
   mem->loss_temp = loss_temp;
   if (p->loss == TS_LOSS_EAGER)
     buffers = MAX(buffers, loss_temp); /* the loss's backward comes before any block's */
@@ -1815,11 +1817,16 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
      * fp32 for the reduce-scatter. With pp nothing is resharded after forward (TorchTitan sets
      * reshard_after_forward=False): every layer of the device stays gathered through the step,
      * and the gradients of the micro-batches accumulate unsharded in fp32 (reduce_dtype) until
-     * the last one's reduce-scatter. The optimizer step (AdamW, foreach) allocates one fp32
-     * temporary per sharded parameter (the square root of the second moment). */
+     * the last one's reduce-scatter. Those accumulators are made at the first micro-batch's
+     * backward (FSDPParam.to_accumulated_grad_if_needed, amid its activations and recomputed
+     * blocks) and freed at every step's end, so the allocator's overhead counts them as it
+     * counts the activations (step_allocated), where the sharded states, allocated once, add
+     * none. The optimizer step (AdamW, foreach) allocates one fp32 temporary per sharded
+     * parameter (the square root of the second moment). */
     if (pp > 1) {
       mem->gathered = dev_gathered;
       mem->grads += 4.0 * psi;
+      step_allocated += 4.0 * psi;
     } else {
       mem->gathered = root_gathered + 2.0 * largest_block;
     }
@@ -1864,9 +1871,12 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   }
   /* The allocator reserves more than the tensors it holds at the peak (PyTorch's caching
    * allocator: freed blocks kept for reuse, 2 MiB segment rounding, blocks split too small
-   * for the next request); a fraction of the peak ([chip] allocator_overhead). */
+   * for the next request); a fraction ([chip] allocator_overhead) of what the step allocates
+   * and frees: all but the states, plus the states it re-allocates each step (fsdp2's pipeline
+   * accumulators), less torchgpipe's copy-stream pools (their segments are counted whole). */
   mem->allocator =
-      ts_chip_allocator_overhead(&p->topo->chip) * MAX(0.0, fb - states - copy_pools);
+      ts_chip_allocator_overhead(&p->topo->chip) *
+      MAX(0.0, fb - states + (mem->step_peak ? 0.0 : step_allocated) - copy_pools);
   mem->total = fb + mem->allocator;
   mem->capacity = p->topo->chip.memory_bytes;
   mem->reserve = ts_chip_memory_reserve(&p->topo->chip);
