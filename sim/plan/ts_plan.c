@@ -1500,9 +1500,9 @@ static void stream_pool_alloc(ts_stream_pool *sp, double bytes)
     if (fb[k] >= s && (best < 0 || fb[k] < fb[best]))
       best = k;
   if (best < 0) {
-    double seg = small                        ? 2.0 * TS_ALLOC_MIB
+    double seg = small                     ? 2.0 * TS_ALLOC_MIB
                  : s < 10.0 * TS_ALLOC_MIB ? 20.0 * TS_ALLOC_MIB
-                                             : 2.0 * TS_ALLOC_MIB * ceil(s / (2.0 * TS_ALLOC_MIB));
+                                           : 2.0 * TS_ALLOC_MIB * ceil(s / (2.0 * TS_ALLOC_MIB));
     sp->reserved += seg;
     if (*n == 64) { /* more blocks than tracked: forget the smallest free one */
       int lo = 0;
@@ -1874,9 +1874,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * for the next request); a fraction ([chip] allocator_overhead) of what the step allocates
    * and frees: all but the states, plus the states it re-allocates each step (fsdp2's pipeline
    * accumulators), less torchgpipe's copy-stream pools (their segments are counted whole). */
-  mem->allocator =
-      ts_chip_allocator_overhead(&p->topo->chip) *
-      MAX(0.0, fb - states + (mem->step_peak ? 0.0 : step_allocated) - copy_pools);
+  mem->allocator = ts_chip_allocator_overhead(&p->topo->chip) *
+                   MAX(0.0, fb - states + (mem->step_peak ? 0.0 : step_allocated) - copy_pools);
   mem->total = fb + mem->allocator;
   mem->capacity = p->topo->chip.memory_bytes;
   mem->reserve = ts_chip_memory_reserve(&p->topo->chip);
