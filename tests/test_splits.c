@@ -981,6 +981,18 @@ Test(activations, torchgpipe_copy_stream_pools)
   cr_expect_float_eq(tpu_act - gpu_act, 64 * in, 64 * in * 1e-9,
                      "the GPU's activations are M stage inputs fewer: %.17g vs %.17g", gpu_act,
                      tpu_act);
+  /* Without recomputation the same: the first block keeps the received input, which is in the
+   * pools; and fsdp2's GPipe (torch.distributed.pipelining, not torchgpipe) has no such pools. */
+  g_autoptr(ts_plan) keep = make_plan(m, t, "pp=4,dp=2,schedule=gpipe", 128, 1);
+  g_autoptr(ts_plan) keep_tpu = make_plan(m, tpu, "pp=4,dp=16,schedule=gpipe", 1024, 1);
+  double d_act = keep_tpu->stage_mem[1].activations - keep->stage_mem[1].activations;
+  cr_expect_float_eq(d_act, 64 * in, 64 * in * 1e-9, "%.17g", d_act);
+  double keep_pipe = keep->stage_mem[1].pipeline / MiB;
+  cr_expect_float_eq(keep_pipe, 1280.0, 1e-9, "%.17g MiB", keep_pipe);
+  g_autoptr(ts_plan) f2 = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=gpipe", 128, 1);
+  /* (its receive buffers for inputs and gradients and the 64 kept outputs, 8 MiB each) */
+  double f2_pipe = f2->stage_mem[1].pipeline, f2_want = 3 * 64 * in;
+  cr_expect_float_eq(f2_pipe, f2_want, 1e-9 * f2_want, "fsdp2: %.17g bytes", f2_pipe);
 }
 
 /* Forward FLOPs over all ops of each device's program. */

@@ -1777,12 +1777,21 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * as the segments the pools reserve, through the step too; the allocator's fraction below
    * leaves them out (the pools are the allocator's own reservation). */
   double copy_pools = 0;
-  if (p->schedule == TS_SCHED_GPIPE && pp > 1 && V == 1 &&
+  if (p->schedule == TS_SCHED_GPIPE && pp > 1 && V == 1 && !p->fsdp2 &&
       ts_chip_allocator_overhead(&p->topo->chip) > 0) {
     copy_pools = copy_stream_pools(p, device, mb, M);
     int first = p->stage_first[device];
-    if (device > 0 && ts_plan_recomputes_forward(p) && p->unit[first] >= 0) {
-      double walk = checkpoint_bytes(p, first) * mb + m->layers[first - 1].carry_elems * D * mb;
+    if (device > 0) {
+      /* What the walk holds of them: the checkpoint and what came with it, or without
+       * recomputation the received tensors the first block keeps. */
+      double walk = 0, t[8];
+      if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0) {
+        walk = checkpoint_bytes(p, first) * mb + m->layers[first - 1].carry_elems * D * mb;
+      } else {
+        int n = stage_received(p, device, mb, t, 8);
+        for (int j = 0; j < n; j++)
+          walk += t[j];
+      }
       peak = MAX(0.0, peak - M * walk);
       peak_rc = MAX(0.0, peak_rc - M * walk);
     }
