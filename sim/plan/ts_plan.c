@@ -1732,14 +1732,19 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * gradient per micro-batch (_prepare_backward_infra). Every stage appends each micro-batch's
    * output to output_chunks at its forward and keeps it until the next step (torch kept only
    * the last stage's from May 2025, pytorch#153383): the stage output, and on the last stage
-   * the logits as the model returns them; fwd_cache holds the same tensors. */
-  double recv = 0, *chunk_out = g_new0(double, V);
+   * the logits as the model returns them; fwd_cache holds the same tensors. A stage's
+   * backward (stage_backward: autograd.backward, then each input's .grad) leaves every
+   * micro-batch's input gradient in its receive buffer's .grad, which only the next step's
+   * clear_runtime_states sets to None: one more input-sized tensor per micro-batch whose
+   * backward is done, on every stage but the first. */
+  double recv = 0, *chunk_out = g_new0(double, V), *chunk_in_grad = g_new0(double, V);
   for (int c = 0; c < V && p->fsdp2 && pp > 1; c++) {
     int k = c * pp + device, first = p->stage_first[k], last = p->stage_first[k + 1] - 1;
     if (last < first)
       continue;
     if (k > 0) {
       recv += M * p->exec[first].in_bytes * mb;
+      chunk_in_grad[c] = p->exec[first].in_bytes * mb;
       if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0)
         chunk_act[c] -= checkpoint_bytes(p, first) * mb;
     }
@@ -1749,7 +1754,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
-  /* outs: the outputs kept so far (added at each forward, released after the step) */
+  /* outs: the outputs kept so far (added at each forward) and the input gradients (added at
+   * each backward), released after the step */
   double cur = 0, peak = 0, peak_rc = 0, outs = 0, peak_outs = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {
@@ -1759,7 +1765,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     if (it->bwd && !kept)
       peak_rc = MAX(peak_rc, cur + outs + work); /* a recomputed unit on top of what is held */
     cur += it->bwd ? -a : a;
-    outs += it->bwd ? 0.0 : chunk_out[it->chunk];
+    outs += it->bwd ? chunk_in_grad[it->chunk] : chunk_out[it->chunk];
     live += it->bwd ? -1 : 1;
     if (cur + outs > peak + peak_outs) {
       peak = cur;
@@ -1768,6 +1774,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     peak_live = MAX(peak_live, live);
   }
   g_free(chunk_out);
+  g_free(chunk_in_grad);
   /* At the forward-backward peak and through the optimizer step (ts_plan_memory_at's end). */
   mem->pipeline = recv + peak_outs;
   double pipe_step = recv + outs;
