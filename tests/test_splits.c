@@ -303,8 +303,11 @@ Test(pipeline, torch_pipelining_keeps_receive_buffers_and_stage_outputs)
    * to the step's end. Boundaries of e elements at 2 bytes, M micro-batches of b samples
    * (unit = 2 e b bytes): at 1F1B's peak, after the last forward with P - s micro-batches in
    * flight, device 0 holds M units of gradient buffers and M outputs, the middle devices 3 M,
-   * the last 2 M (input buffers, outputs); the kept activations are 1F1B's P - s micro-batches
-   * of 2 layers, nothing more. Megatron-style pipelines (no fsdp2) hold none of it. */
+   * the last 2 M (input buffers, outputs), and every stage but the first the input gradient
+   * of each micro-batch whose backward is done, M - (P - s) of them (autograd.backward leaves
+   * it in the receive buffer's .grad until the next step's clear_runtime_states); the kept
+   * activations are 1F1B's P - s micro-batches of 2 layers, nothing more. Megatron-style
+   * pipelines (no fsdp2) hold none of it. */
   int P = 4, M = 8, b = 3;
   double e = 1000, act = 1e6, unit = 2.0 * e * b;
   g_autoptr(ts_topo) t = ring_topo(2 * P, 1e18, 0);
@@ -314,7 +317,7 @@ Test(pipeline, torch_pipelining_keeps_receive_buffers_and_stage_outputs)
   g_autoptr(ts_plan) torch = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=1f1b", 2 * M * b, b);
   g_autoptr(ts_plan) mega = make_plan(m, t, "pp=4,dp=2,zero=1,schedule=1f1b", 2 * M * b, b);
   for (int s = 0; s < P; s++) {
-    double want = (s == 0 || s == P - 1 ? 2.0 : 3.0) * M * unit;
+    double want = ((s == 0 || s == P - 1 ? 2.0 : 3.0) * M + (s > 0 ? M - (P - s) : 0)) * unit;
     cr_assert_float_eq(torch->stage_mem[s].pipeline, want, 1e-9, "stage %d: %g bytes, expected %g",
                        s, torch->stage_mem[s].pipeline, want);
     cr_assert_float_eq(mega->stage_mem[s].pipeline, 0.0, 1e-12, "Megatron stage %d", s);
@@ -1100,6 +1103,54 @@ Test(activations, stage_recompute_keeps_stage_inputs)
     cr_expect_float_eq(fc - fa, fwd, fwd * 1e-9, "device %d recomputes %.17g FLOP, expected %.17g",
                        d, fc - fa, fwd);
   }
+}
+
+Test(activations, torchgpipe_copy_stream_pools)
+{
+  /* GPipe on a GPU is torchgpipe (ts_plan.c, copy_stream_pools): micro-batch i's received stage
+   * input lives on copy stream i mod 32 of the receiving device, its gradient on stream i mod
+   * 32 of the sending one, and torch's caching allocator gives each stream its own 20 MiB
+   * segments for requests of 1-10 MiB (a block is split while more than 1 MiB remains).
+   * GPT-3 1.3B, pp = 4, dp = 2 on one DGX A100, micro-batch 1 of 2048 tokens: M = 64, a stage
+   * input is s h 2 = 8 MiB. Per stream: two inputs fill one segment (4 MiB left), a gradient
+   * needs another. Device 0 (gradients only) and device 3 (inputs only): 32 x 20 MiB; devices
+   * 1 and 2: 32 x 40 MiB. The received inputs leave the activations (M x 8 MiB): they are in
+   * these pools. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  g_autoptr(ts_plan) st = make_plan(m, t, "pp=4,dp=2,schedule=gpipe,recompute=stage", 128, 1);
+  cr_assert_eq(st->n_micro, 64);
+  double MiB = 1048576.0, in = (double)m->t_seq * (double)m->t_hidden * 2;
+  cr_assert_float_eq(in, 8 * MiB, 1e-9);
+  const double want_mib[] = {640, 1280, 1280, 640};
+  for (int d = 0; d < 4; d++) {
+    double got = st->stage_mem[d].pipeline / MiB;
+    cr_expect_float_eq(got, want_mib[d], 1e-9, "device %d: %.17g MiB, expected %g", d, got,
+                       want_mib[d]);
+  }
+  /* The same split on a TPU (XLA plans its buffers: no streams, no pools) keeps the received
+   * inputs among the activations. */
+  g_autoptr(ts_topo) tpu = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) xla = make_plan(m, tpu, "pp=4,dp=16,schedule=gpipe,recompute=stage", 1024, 1);
+  cr_assert_eq(xla->n_micro, 64);
+  double pipe = xla->stage_mem[1].pipeline;
+  cr_expect_eq(pipe, 0.0, "%.17g bytes of pools on a TPU", pipe);
+  double gpu_act = st->stage_mem[1].activations, tpu_act = xla->stage_mem[1].activations;
+  cr_expect_float_eq(tpu_act - gpu_act, 64 * in, 64 * in * 1e-9,
+                     "the GPU's activations are M stage inputs fewer: %.17g vs %.17g", gpu_act,
+                     tpu_act);
+  /* Without recomputation the same: the first block keeps the received input, which is in the
+   * pools; and fsdp2's GPipe (torch.distributed.pipelining, not torchgpipe) has no such pools. */
+  g_autoptr(ts_plan) keep = make_plan(m, t, "pp=4,dp=2,schedule=gpipe", 128, 1);
+  g_autoptr(ts_plan) keep_tpu = make_plan(m, tpu, "pp=4,dp=16,schedule=gpipe", 1024, 1);
+  double d_act = keep_tpu->stage_mem[1].activations - keep->stage_mem[1].activations;
+  cr_expect_float_eq(d_act, 64 * in, 64 * in * 1e-9, "%.17g", d_act);
+  double keep_pipe = keep->stage_mem[1].pipeline / MiB;
+  cr_expect_float_eq(keep_pipe, 1280.0, 1e-9, "%.17g MiB", keep_pipe);
+  g_autoptr(ts_plan) f2 = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=gpipe", 128, 1);
+  /* (its receive buffers for inputs and gradients and the 64 kept outputs, 8 MiB each) */
+  double f2_pipe = f2->stage_mem[1].pipeline, f2_want = 3 * 64 * in;
+  cr_expect_float_eq(f2_pipe, f2_want, 1e-9 * f2_want, "fsdp2: %.17g bytes", f2_pipe);
 }
 
 /* Forward FLOPs over all ops of each device's program. */
@@ -2563,6 +2614,31 @@ Test(pytorch_memory, allocator_overhead_on_what_churns)
   g_autoptr(ts_plan) r = make_plan(m, u, "dp=32,zero=3,fsdp2,recompute=op,loss=eager", 64, 2);
   cr_assert_eq(r->mem.allocator, 0.0);
   cr_assert_float_eq(r->mem.total, states + churn, 1e-6 * x->total);
+}
+
+Test(pytorch_memory, allocator_overhead_on_pipeline_gradient_accumulators)
+{
+  /* fsdp2 with pp: each step allocates the unsharded fp32 gradient accumulators at the first
+   * micro-batch's backward (FSDPParam.to_accumulated_grad_if_needed) and frees them with the
+   * last one's reduce-scatter, so they churn like the activations among which they are
+   * allocated: allocator = 0.15 x (gathered + activations + temp + pipeline + 4 x the device's
+   * parameters), which the sharded states (allocated once) do not join. Llama 3 8B, pp = 4. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) q = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2,recompute=full", 64, 2);
+  for (int s = 0; s < 4; s++) {
+    const ts_memory *x = &q->stage_mem[s];
+    cr_assert(!x->step_peak);
+    double acc = 4 * ts_plan_device_params(q, s);
+    double churn = x->gathered + x->activations + x->temp + x->pipeline + acc;
+    cr_expect_float_eq(x->allocator, 0.15 * churn, 1e-9 * churn, "stage %d: %.17g, expected %.17g",
+                       s, x->allocator, 0.15 * churn);
+  }
+  /* Without pp there are no accumulators: the states stay out of the base. */
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=full", 64, 2);
+  const ts_memory *y = &p->mem;
+  double churn = y->gathered + y->activations + y->temp + y->pipeline;
+  cr_expect_float_eq(y->allocator, 0.15 * churn, 1e-9 * churn);
 }
 
 Test(activations, model_command_lists_the_planners_fp8_saved_bytes)

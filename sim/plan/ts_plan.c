@@ -1502,6 +1502,115 @@ static double xla_backward_extra(const ts_plan *p, double mb)
   return best;
 }
 
+/* PyTorch's CUDA caching allocator as of torch 1.3 (c10/cuda/CUDACachingAllocator.cpp), the
+ * allocator of torchgpipe's benchmarks: a request is rounded up to 512 bytes; one of at most
+ * 1 MiB comes from the small pool, whose segments are 2 MiB; a larger one from the large pool,
+ * whose new segment is 20 MiB for a request under 10 MiB, else the request rounded up to 2 MiB.
+ * A free block serves the smallest fit (best fit) and is split when what remains is at least
+ * 512 bytes (small pool) or more than 1 MiB (large); otherwise the request takes it whole.
+ * Free blocks belong to the stream that allocated them and serve no other stream. */
+#define TS_ALLOC_MIB 1048576.0
+
+typedef struct {
+  double small[64], large[64]; /* free blocks of one stream's pools, bytes */
+  int nsmall, nlarge;
+  double reserved; /* segments the stream holds, bytes */
+} ts_stream_pool;
+
+static void stream_pool_alloc(ts_stream_pool *sp, double bytes)
+{
+  if (bytes <= 0)
+    return;
+  double s = bytes < 512.0 ? 512.0 : 512.0 * ceil(bytes / 512.0);
+  gboolean small = s <= TS_ALLOC_MIB;
+  double *fb = small ? sp->small : sp->large;
+  int *n = small ? &sp->nsmall : &sp->nlarge;
+  int best = -1;
+  for (int k = 0; k < *n; k++)
+    if (fb[k] >= s && (best < 0 || fb[k] < fb[best]))
+      best = k;
+  if (best < 0) {
+    double seg = small                     ? 2.0 * TS_ALLOC_MIB
+                 : s < 10.0 * TS_ALLOC_MIB ? 20.0 * TS_ALLOC_MIB
+                                           : 2.0 * TS_ALLOC_MIB * ceil(s / (2.0 * TS_ALLOC_MIB));
+    sp->reserved += seg;
+    if (*n == 64) { /* more blocks than tracked: forget the smallest free one */
+      int lo = 0;
+      for (int k = 1; k < *n; k++)
+        lo = fb[k] < fb[lo] ? k : lo;
+      fb[lo] = fb[--*n];
+    }
+    best = (*n)++;
+    fb[best] = seg;
+  }
+  double rest = fb[best] - s;
+  if (small ? rest >= 512.0 : rest > TS_ALLOC_MIB)
+    fb[best] = rest;
+  else
+    fb[best] = fb[--*n];
+}
+
+/* The tensors a pipeline device receives per micro-batch under torchgpipe, bytes, into t[]
+ * (at most n): its first block's inputs from before the stage, one per source layer (an
+ * AmoebaNet cell's two: the previous cell's output and the one before it, torchgpipe's
+ * (output, skip) tuple), each as the layer reading it takes it. Returns how many. */
+static int stage_received(const ts_plan *p, int device, double mb, double *t, int n)
+{
+  const ts_model *m = p->model;
+  int first = p->stage_first[device], k = 0, srcs[8];
+  for (int i = first; i < p->stage_first[device + 1] && k < MIN(n, 8); i++) {
+    if (i > first && m->layers[i].block != m->layers[first].block)
+      break;
+    int src = m->layers[i].src;
+    if (src >= first || (src < 0 && i > first))
+      continue;
+    gboolean seen = FALSE;
+    for (int j = 0; j < k; j++)
+      seen = seen || srcs[j] == src;
+    if (seen)
+      continue;
+    srcs[k] = src;
+    t[k++] = p->exec[i].in_bytes * mb;
+  }
+  return k;
+}
+
+/* torchgpipe's copy streams (torchgpipe 0.0.5, the version of its benchmarks, on torch 1.3):
+ * GPipe keeps one torch.cuda.Stream per device and micro-batch for the copies between devices
+ * (gpipe.py, _ensure_copy_streams), and PyTorch hands those out round-robin from its pool of
+ * 32 low-priority streams per device (c10/cuda/CUDAStream.cpp, kStreamsPerPool), so micro-batch
+ * i uses stream i mod 32. Copy.forward allocates each micro-batch's received tensors on the
+ * receiving device's copy stream (copy.py: the .to() under use_stream(next_stream)), where
+ * they stay as the checkpoint's input until the micro-batch's backward; Copy.backward
+ * allocates the gradient sent back on the sending device's copy stream. Each stream's blocks
+ * serve that stream only (stream_pool_alloc), so every stream holds segments for its own
+ * micro-batches' inputs and one gradient, and max_memory_cached counts all of them. Returns
+ * the segments the copy streams of `device` reserve, bytes. */
+#define TS_TORCH_STREAMS_PER_POOL 32
+
+static double copy_stream_pools(const ts_plan *p, int device, double mb, int M)
+{
+  int pp = p->degree[TS_AX_PP], nin = 0, ngrad = 0;
+  double in[8], grad[8];
+  if (device > 0)
+    nin = stage_received(p, device, mb, in, 8);
+  if (device + 1 < pp)
+    ngrad = stage_received(p, device + 1, mb, grad, 8);
+  int S = MIN(M, TS_TORCH_STREAMS_PER_POOL);
+  double total = 0;
+  for (int k = 0; k < S && M > 0; k++) {
+    int n = M / S + (k < M % S ? 1 : 0);
+    ts_stream_pool sp = {0};
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < nin; j++)
+        stream_pool_alloc(&sp, in[j]);
+    for (int j = 0; j < ngrad; j++)
+      stream_pool_alloc(&sp, grad[j]);
+    total += sp.reserved;
+  }
+  return total;
+}
+
 void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memory *mem)
 {
   const ts_model *m = p->model;
@@ -1653,14 +1762,19 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * gradient per micro-batch (_prepare_backward_infra). Every stage appends each micro-batch's
    * output to output_chunks at its forward and keeps it until the next step (torch kept only
    * the last stage's from May 2025, pytorch#153383): the stage output, and on the last stage
-   * the logits as the model returns them; fwd_cache holds the same tensors. */
-  double recv = 0, *chunk_out = g_new0(double, V);
+   * the logits as the model returns them; fwd_cache holds the same tensors. A stage's
+   * backward (stage_backward: autograd.backward, then each input's .grad) leaves every
+   * micro-batch's input gradient in its receive buffer's .grad, which only the next step's
+   * clear_runtime_states sets to None: one more input-sized tensor per micro-batch whose
+   * backward is done, on every stage but the first. */
+  double recv = 0, *chunk_out = g_new0(double, V), *chunk_in_grad = g_new0(double, V);
   for (int c = 0; c < V && p->fsdp2 && pp > 1; c++) {
     int k = c * pp + device, first = p->stage_first[k], last = p->stage_first[k + 1] - 1;
     if (last < first)
       continue;
     if (k > 0) {
       recv += M * p->exec[first].in_bytes * mb;
+      chunk_in_grad[c] = p->exec[first].in_bytes * mb;
       if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0)
         chunk_act[c] -= checkpoint_bytes(p, first) * mb;
     }
@@ -1670,7 +1784,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   }
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
-  /* outs: the outputs kept so far (added at each forward, released after the step) */
+  /* outs: the outputs kept so far (added at each forward) and the input gradients (added at
+   * each backward), released after the step */
   double cur = 0, peak = 0, peak_rc = 0, outs = 0, peak_outs = 0;
   int live = 0, peak_live = 0;
   for (guint i = 0; i < order->len; i++) {
@@ -1680,7 +1795,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     if (it->bwd && !kept)
       peak_rc = MAX(peak_rc, cur + outs + work); /* a recomputed unit on top of what is held */
     cur += it->bwd ? -a : a;
-    outs += it->bwd ? 0.0 : chunk_out[it->chunk];
+    outs += it->bwd ? chunk_in_grad[it->chunk] : chunk_out[it->chunk];
     live += it->bwd ? -1 : 1;
     if (cur + outs > peak + peak_outs) {
       peak = cur;
@@ -1689,9 +1804,37 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     peak_live = MAX(peak_live, live);
   }
   g_free(chunk_out);
+  g_free(chunk_in_grad);
   /* At the forward-backward peak and through the optimizer step (ts_plan_memory_at's end). */
   mem->pipeline = recv + peak_outs;
   double pipe_step = recv + outs;
+  /* GPipe on a GPU runs torchgpipe: the micro-batches' received stage inputs live in its copy
+   * streams' pools (copy_stream_pools), not the compute stream's, and those pools are never
+   * released: the walk's received inputs move from the activations to the pipeline's buffers
+   * as the segments the pools reserve, through the step too; the allocator's fraction below
+   * leaves them out (the pools are the allocator's own reservation). */
+  double copy_pools = 0;
+  if (p->schedule == TS_SCHED_GPIPE && pp > 1 && V == 1 && !p->fsdp2 &&
+      ts_chip_allocator_overhead(&p->topo->chip) > 0) {
+    copy_pools = copy_stream_pools(p, device, mb, M);
+    int first = p->stage_first[device];
+    if (device > 0) {
+      /* What the walk holds of them: the checkpoint and what came with it, or without
+       * recomputation the received tensors the first block keeps. */
+      double walk = 0, t[8];
+      if (ts_plan_recomputes_forward(p) && p->unit[first] >= 0) {
+        walk = checkpoint_bytes(p, first) * mb + m->layers[first - 1].carry_elems * D * mb;
+      } else {
+        int n = stage_received(p, device, mb, t, 8);
+        for (int j = 0; j < n; j++)
+          walk += t[j];
+      }
+      peak = MAX(0.0, peak - M * walk);
+      peak_rc = MAX(0.0, peak_rc - M * walk);
+    }
+    mem->pipeline += copy_pools;
+    pipe_step += copy_pools;
+  }
   g_free(chunk_act);
   g_free(chunk_kept);
   mem->activations = peak;
@@ -1707,6 +1850,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   /* cp-ring=torch: the attention's ring buffers (cp_torch_attn_bytes) live in its backward,
    * beside the recomputed block. */
   double buffers = 2.0 * largest_out + work + mem->cp_attn;
+  /* States the step allocates and frees again (counted with the allocator's overhead below). */
+  double step_allocated = 0;
   mem->loss_temp = loss_temp;
   if (p->loss == TS_LOSS_EAGER)
     buffers = MAX(buffers, loss_temp); /* the loss's backward comes before any block's */
@@ -1718,11 +1863,16 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
      * fp32 for the reduce-scatter. With pp nothing is resharded after forward (TorchTitan sets
      * reshard_after_forward=False): every layer of the device stays gathered through the step,
      * and the gradients of the micro-batches accumulate unsharded in fp32 (reduce_dtype) until
-     * the last one's reduce-scatter. The optimizer step (AdamW, foreach) allocates one fp32
-     * temporary per sharded parameter (the square root of the second moment). */
+     * the last one's reduce-scatter. Those accumulators are made at the first micro-batch's
+     * backward (FSDPParam.to_accumulated_grad_if_needed, amid its activations and recomputed
+     * blocks) and freed at every step's end, so the allocator's overhead counts them as it
+     * counts the activations (step_allocated), where the sharded states, allocated once, add
+     * none. The optimizer step (AdamW, foreach) allocates one fp32 temporary per sharded
+     * parameter (the square root of the second moment). */
     if (pp > 1) {
       mem->gathered = dev_gathered;
       mem->grads += 4.0 * psi;
+      step_allocated += 4.0 * psi;
     } else {
       mem->gathered = root_gathered + 2.0 * largest_block;
     }
@@ -1767,8 +1917,11 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
   }
   /* The allocator reserves more than the tensors it holds at the peak (PyTorch's caching
    * allocator: freed blocks kept for reuse, 2 MiB segment rounding, blocks split too small
-   * for the next request); a fraction of the peak ([chip] allocator_overhead). */
-  mem->allocator = ts_chip_allocator_overhead(&p->topo->chip) * (fb - states);
+   * for the next request); a fraction ([chip] allocator_overhead) of what the step allocates
+   * and frees: all but the states, plus the states it re-allocates each step (fsdp2's pipeline
+   * accumulators), less torchgpipe's copy-stream pools (their segments are counted whole). */
+  mem->allocator = ts_chip_allocator_overhead(&p->topo->chip) *
+                   MAX(0.0, fb - states + (mem->step_peak ? 0.0 : step_allocated) - copy_pools);
   mem->total = fb + mem->allocator;
   mem->capacity = p->topo->chip.memory_bytes;
   mem->reserve = ts_chip_memory_reserve(&p->topo->chip);
