@@ -302,6 +302,7 @@ Test(reuse, fixed_durations_replay_as_start_would)
     g_autoptr(ts_trace) tr = trace_of(p);
     for (guint k = 0; k < G_N_ELEMENTS(modes); k++) {
       ts_replay_result res[2];
+      GArray *spans[2];
       for (int fixed = 0; fixed < 2; fixed++) {
         ts_backend *b = ts_backend_analytic_new(t);
         cr_assert_not_null(b->fixed_seconds, "a TPU array has no launch costs");
@@ -310,13 +311,27 @@ Test(reuse, fixed_durations_replay_as_start_would)
           b->queue = NULL;
         }
         ts_replay *r = ts_replay_new(tr, b, modes[k]);
+        ts_replay_keep_spans(r, TRUE); /* every op's start and end (stored or start + seconds) */
         g_autoptr(GError) err = NULL;
         cr_assert(ts_replay_run(r, &res[fixed], &err), "%s", err ? err->message : "");
+        spans[fixed] = g_array_ref((GArray *)ts_replay_spans(r));
         ts_replay_free(r);
         ts_backend_free(b);
       }
       cr_assert_gt(res[0].events, 100, "%s", splits[i]);
       assert_same_result(&res[1], &res[0], splits[i]);
+      cr_assert_eq(spans[0]->len, spans[1]->len, "%s", splits[i]);
+      for (guint j = 0; j < spans[0]->len; j++) {
+        const ts_span *x = &g_array_index(spans[0], ts_span, j),
+                      *y = &g_array_index(spans[1], ts_span, j);
+        cr_assert(x->rank == y->rank && x->op == y->op &&
+                      memcmp(&x->start_s, &y->start_s, sizeof(double)) == 0 &&
+                      memcmp(&x->end_s, &y->end_s, sizeof(double)) == 0,
+                  "%s: span %u: rank %d op %d [%.17g, %.17g], not [%.17g, %.17g]", splits[i], j,
+                  y->rank, y->op, y->start_s, y->end_s, x->start_s, x->end_s);
+      }
+      g_array_unref(spans[0]);
+      g_array_unref(spans[1]);
     }
   }
 }

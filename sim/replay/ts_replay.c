@@ -71,7 +71,7 @@ static guint32 op_info_pack(const ts_program *p, int i)
  * wait recorded when it starts (sim_rank.waits). */
 struct op_state {
   double t;      /* ready time until started, then start time */
-  int remaining; /* predecessors not yet complete; -1 once the op has completed */
+  int remaining; /* predecessors not yet complete; DONE / DONE_FIXED once it has completed */
   guint32 info;  /* op_info_pack of the op */
 };
 G_STATIC_ASSERT(sizeof(op_state) == 16);
@@ -81,6 +81,13 @@ G_STATIC_ASSERT(sizeof(op_state) == 16);
  * indices below 2^63) are for collectives of several members and send/receive pairs. */
 #define TOKEN_OP_BIT ((guint64)1 << 63)
 #define TOKEN_OF_OP(sim, op) (TOKEN_OP_BIT | (guint64)(guint32)(sim) << 32 | (guint64)(guint32)(op))
+/* A one-op activity the engine queued with its fixed duration (ts_replay.fixed): its end is its
+ * start plus that duration, so it is not stored (op_state.remaining DONE_FIXED; issue 15: the
+ * end array was one more stream of cache misses per event). Simulated ranks < 2^30. */
+#define TOKEN_FIXED_BIT ((guint64)1 << 62)
+#define TOKEN_SIM(token) ((int)(((token) >> 32) & 0x3fffffffu))
+#define DONE (-1)
+#define DONE_FIXED (-2)
 
 /* One simulated rank's state. */
 typedef struct {
@@ -663,7 +670,7 @@ static int group_base(const ts_replay *r, int group, int rank)
   return ts_trace_group_base(r->tr, g_ptr_array_index(r->tr->groups, group), rank, NULL);
 }
 
-static void op_complete(ts_replay *r, int sim, int op, double end);
+static inline void op_complete(ts_replay *r, int sim, int op, double end, gboolean fixed);
 
 static inline void ready_push(ts_replay *r, int sim, int op)
 {
@@ -729,7 +736,7 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
     if (!isnan(d)) {
       r->outstanding++;
       op_begin(r, sim, opi, now);
-      ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(sim, opi));
+      ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(sim, opi) | TOKEN_FIXED_BIT);
       return TRUE;
     }
   }
@@ -760,7 +767,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   switch (kind) {
   case TS_OP_WAIT:
     s->st[opi].t = now;
-    op_complete(r, sim, opi, now);
+    op_complete(r, sim, opi, now, FALSE);
     return TRUE;
   case TS_OP_COMPUTE:
   case TS_OP_XFER:
@@ -940,12 +947,16 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   return TRUE;
 }
 
-static void op_complete(ts_replay *r, int sim, int opi, double end)
+static inline void op_complete(ts_replay *r, int sim, int opi, double end, gboolean fixed)
 {
   sim_rank *s = &r->sims[sim];
   op_state *st = s->st;
-  s->end[opi] = end;
-  st[opi].remaining = -1; /* done */
+  if (fixed) {
+    st[opi].remaining = DONE_FIXED; /* its end is st.t + its fixed duration: op_end */
+  } else {
+    s->end[opi] = end;
+    st[opi].remaining = DONE;
+  }
   s->ndone++;
   const prog_info *pi = &r->progs[s->program];
   /* A rank's ops complete roughly in program order, but tens of ranks' programs interleave,
@@ -979,13 +990,13 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error)
 {
   if (token & TOKEN_OP_BIT) {
-    int sim = (int)(guint32)((token & ~TOKEN_OP_BIT) >> 32), op = (int)(guint32)token;
+    int sim = TOKEN_SIM(token), op = (int)(guint32)token;
     g_return_val_if_fail(sim < r->nsim && op < r->progs[r->sims[sim].program].nops &&
                              r->sims[sim].st[op].remaining == 0,
                          FALSE);
     r->outstanding--;
     r->events++;
-    op_complete(r, sim, op, end_s);
+    op_complete(r, sim, op, end_s, (token & TOKEN_FIXED_BIT) != 0);
     return drain_ready(r, error);
   }
   g_return_val_if_fail(token < r->acts->len, FALSE);
@@ -1003,7 +1014,7 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
   r->events++;
   /* Reverse order on the ready stack keeps member order = start order. */
   for (guint i = n; i-- > 0;)
-    op_complete(r, m[i].sim, m[i].op, end_s);
+    op_complete(r, m[i].sim, m[i].op, end_s, FALSE);
   if (rv != NULL)
     g_ptr_array_add(r->rv_pool, rv);
   return drain_ready(r, error);
@@ -1014,10 +1025,10 @@ gboolean ts_replay_drain_queue(ts_replay *r, ts_evq *q, GError **error)
   while (q->len > 0) {
     ts_event e = ts_evq_pop(q);
     if (e.token & TOKEN_OP_BIT) { /* a one-op activity: its op, as ts_replay_complete does */
-      int sim = (int)(guint32)((e.token & ~TOKEN_OP_BIT) >> 32), op = (int)(guint32)e.token;
+      int sim = TOKEN_SIM(e.token), op = (int)(guint32)e.token;
       r->outstanding--;
       r->events++;
-      op_complete(r, sim, op, e.t);
+      op_complete(r, sim, op, e.t, (e.token & TOKEN_FIXED_BIT) != 0);
       if (!drain_ready(r, error))
         return FALSE;
     } else if (!ts_replay_complete(r, e.token, e.t, error)) {
@@ -1144,9 +1155,24 @@ static double union_len_merged(const ival *a, int na, const ival *b, int nb)
   return ival_union_len(&u);
 }
 
+/* Rank s's fixed durations (NULL: none), for op_end. */
+static inline const double *fixed_of(const ts_replay *r, const sim_rank *s)
+{
+  const double *f = r->fixed != NULL ? r->fixed[s->program] : NULL;
+  return f != fixed_none ? f : NULL;
+}
+
+/* A completed op's end: stored, or its start plus its fixed duration (the sum its completion
+ * was queued at, so the same bits). */
+static inline double op_end(const sim_rank *s, const double *fixed, int i)
+{
+  return s->st[i].remaining == DONE_FIXED ? s->st[i].t + fixed[i] : s->end[i];
+}
+
 static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
+  const double *f = fixed_of(r, s);
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
@@ -1162,7 +1188,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info), cat = INFO_CAT(st->info);
-    double e = s->end[i], d = e - st->t;
+    double e = op_end(s, f, i), d = e - st->t;
     if (e > out->end_s)
       out->end_s = e;
     out->cat_s[cat] += d;
@@ -1249,6 +1275,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
+  const double *f = fixed_of(r, s);
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
@@ -1257,7 +1284,7 @@ static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *ou
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info);
-    double e = s->end[i];
+    double e = op_end(s, f, i);
     if (e > out->end_s)
       out->end_s = e;
     if (kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY)
@@ -1325,39 +1352,33 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   out->events = r->events;
   out->nsimulated = r->nsim;
   out->critical_rank = -1;
-  /* The critical rank, the first whose end is the latest, gets the whole breakdown. */
+  /* Every rank's end, compute and exposed communication (the averages), then the critical
+   * rank, the first whose end is the latest, gets the whole breakdown, whose end, compute and
+   * exposed communication are the same bits (issue 15: a separate pass found the critical rank
+   * first, reading every op's end once more). */
   int crit = -1;
   double crit_end = 0;
   for (int i = 0; i < r->nsim; i++) {
-    const sim_rank *s = &r->sims[i];
-    double e = 0;
-    for (int k = 0, n = r->progs[s->program].nops; k < n; k++)
-      if (s->end[k] > e)
-        e = s->end[k];
-    if (crit < 0 || e > crit_end) {
-      crit = i;
-      crit_end = e;
-    }
-  }
-  for (int i = 0; i < r->nsim; i++) {
     ts_rank_result rr;
-    if (i == crit)
-      rank_breakdown(r, i, &rr);
-    else
-      rank_breakdown_light(r, i, &rr);
+    rank_breakdown_light(r, i, &rr);
     out->mean_compute_s += rr.compute_s / r->nsim;
     out->mean_comm_only_s += rr.exposed_comm_s / r->nsim;
-    if (out->critical_rank < 0 || rr.end_s > out->step_time_s) {
-      out->step_time_s = rr.end_s;
-      out->critical_rank = rr.rank;
-      out->critical = rr;
+    if (crit < 0 || rr.end_s > crit_end) {
+      crit = i;
+      crit_end = rr.end_s;
     }
+  }
+  if (crit >= 0) {
+    rank_breakdown(r, crit, &out->critical);
+    out->step_time_s = out->critical.end_s;
+    out->critical_rank = out->critical.rank;
   }
   if (r->keep_spans)
     for (int i = 0; i < r->nsim; i++) {
       const sim_rank *s = &r->sims[i];
+      const double *f = fixed_of(r, s);
       for (int k = 0; k < r->progs[s->program].nops; k++) {
-        ts_span sp = {s->rank, s->program, k, s->st[k].t, s->end[k]};
+        ts_span sp = {s->rank, s->program, k, s->st[k].t, op_end(s, f, k)};
         g_array_append_val(r->spans, sp);
       }
     }
