@@ -27,6 +27,7 @@ typedef struct {
    * copy of a 10-million-op program's state). */
   op_state *tmpl;
   int *succ_off; /* nops + 1 offsets into succ; freed when a replay owning them has run */
+  int nsucc;     /* succ_off[nops], read per event without loading that line */
   int *succ;
   /* Where the program's sends and receives go (so whether a collapsed replay can pair them):
    * the axes of those along an axis (bit per axis), and whether one names its peer rank. The
@@ -93,9 +94,8 @@ G_STATIC_ASSERT(sizeof(op_state) == 16);
 typedef struct {
   int rank;
   int program;
-  op_state *st; /* per op of the program */
-  double *end;  /* per op: its completion (0 until then) */
-  int ndone;
+  op_state *st;  /* per op of the program */
+  double *end;   /* per op: its completion (0 until then) */
   int *coll_seq; /* per trace group: collectives this rank has reached */
   int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
   int *expect;   /* per trace group: simulated members of that group instance (with base) */
@@ -180,6 +180,8 @@ struct ts_replay {
   int nready, ready_cap;
   GArray *spans;
   gint64 events;
+  gint64 ndone; /* ops completed, over every simulated rank (a rank's own count was one more
+                   write per event to a line of its own) */
   int outstanding;
   GPtrArray *opbufs; /* per activity record: its op, expanded (ts_op*, made on first use) */
   /* Per program, when the backend has fixed_seconds: each op's seconds as a one-op activity
@@ -268,6 +270,7 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   }
   for (int i = 0; i < n; i++)
     pi->succ_off[i + 1] += pi->succ_off[i];
+  pi->nsucc = pi->succ_off[n];
   pi->succ = g_new(int, pi->succ_off[n] > 0 ? pi->succ_off[n] : 1);
   /* The stream predecessors again (not kept: 4 bytes an op), from a fresh last-op table. */
   for (int k = 0; dense && k <= smax - smin; k++)
@@ -957,14 +960,14 @@ static inline void op_complete(ts_replay *r, int sim, int opi, double end, gbool
     s->end[opi] = end;
     st[opi].remaining = DONE;
   }
-  s->ndone++;
+  r->ndone++;
   const prog_info *pi = &r->progs[s->program];
   /* A rank's ops complete roughly in program order, but tens of ranks' programs interleave,
    * more streams than the hardware prefetcher follows: ask for the lines a few ops on. */
   int ahead = opi + 8 < pi->nops ? opi + 8 : pi->nops - 1;
   __builtin_prefetch(&st[ahead], 1);
   __builtin_prefetch(&pi->succ_off[ahead]);
-  int k0 = pi->succ_off[opi], k1 = pi->succ_off[opi + 1], nsucc = pi->succ_off[pi->nops];
+  int k0 = pi->succ_off[opi], k1 = pi->succ_off[opi + 1], nsucc = pi->nsucc;
   __builtin_prefetch(&pi->succ[k1 + 16 < nsucc ? k1 + 16 : k0]);
   for (int k = k0; k < k1; k++) {
     int j = pi->succ[k];
@@ -1322,10 +1325,15 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   if (!r->backend->run(r->backend, r, error))
     return FALSE;
   /* A replay whose partner never arrives ends with ops left: name the first stuck one. */
-  for (int i = 0; i < r->nsim; i++) {
+  gint64 nops = 0;
+  for (int i = 0; i < r->nsim; i++)
+    nops += r->progs[r->sims[i].program].nops;
+  for (int i = 0; r->ndone != nops && i < r->nsim; i++) {
     const sim_rank *s = &r->sims[i];
-    int n = r->progs[s->program].nops;
-    if (s->ndone == n)
+    int n = r->progs[s->program].nops, ndone = 0;
+    for (int k = 0; k < n; k++)
+      ndone += s->st[k].remaining < 0;
+    if (ndone == n)
       continue;
     for (int k = 0; k < n; k++)
       if (s->st[k].remaining == 0) { /* ready, not done */
@@ -1340,7 +1348,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
         return FALSE;
       }
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "replay stuck: rank %d finished %d of %d ops",
-                s->rank, s->ndone, n);
+                s->rank, ndone, n);
     return FALSE;
   }
   /* The successor lists are not read again: free them before the breakdown's arrays (those
