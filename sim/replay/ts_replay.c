@@ -95,7 +95,7 @@ typedef struct {
   int rank;
   int program;
   op_state *st;  /* per op of the program */
-  double *end;   /* per op: its completion (0 until then) */
+  double *end;   /* per op: its completion, when stored (op_end; unset until then) */
   int *coll_seq; /* per trace group: collectives this rank has reached */
   int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
   int *expect;   /* per trace group: simulated members of that group instance (with base) */
@@ -469,7 +469,8 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     } else {
       s.st = g_memdup2(r->progs[s.program].tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
     }
-    s.end = g_new0(double, n > 0 ? n : 1);
+    /* Written when an op completes with a stored end, read only then (not zeroed). */
+    s.end = g_new(double, n > 0 ? n : 1);
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
     s.expect = g_new(int, ng);
