@@ -286,6 +286,56 @@ Test(reuse, replay_ops_shared_across_placements)
   }
 }
 
+Test(reuse, fixed_durations_replay_as_start_would)
+{
+  /* The analytic backend gives the engine each op's seconds when they depend on the op alone
+   * (issue 15, tenth pass): the engine then queues one-op activities itself. Every number of
+   * the result is the one start() gives for every activity, in both modes, for splits with
+   * pipeline sends, tensor and data parallel collectives and ZeRO, re-placed. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *splits[] = {"dp=32@x+y,pp=2@y,zero=1", "tp=8@x,dp=8@y", "tp=4@x,dp=8@x+y,pp=2@y",
+                          "tp=4@y,dp=8@y+x,pp=2@x"};
+  ts_replay_mode modes[] = {TS_REPLAY_COLLAPSED, TS_REPLAY_FULL};
+  for (guint i = 0; i < G_N_ELEMENTS(splits); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, splits[i], 64, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    for (guint k = 0; k < G_N_ELEMENTS(modes); k++) {
+      ts_replay_result res[2];
+      GArray *spans[2];
+      for (int fixed = 0; fixed < 2; fixed++) {
+        ts_backend *b = ts_backend_analytic_new(t);
+        cr_assert_not_null(b->fixed_seconds, "a TPU array has no launch costs");
+        if (!fixed) {
+          b->fixed_seconds = NULL;
+          b->queue = NULL;
+        }
+        ts_replay *r = ts_replay_new(tr, b, modes[k]);
+        ts_replay_keep_spans(r, TRUE); /* every op's start and end (stored or start + seconds) */
+        g_autoptr(GError) err = NULL;
+        cr_assert(ts_replay_run(r, &res[fixed], &err), "%s", err ? err->message : "");
+        spans[fixed] = g_array_ref((GArray *)ts_replay_spans(r));
+        ts_replay_free(r);
+        ts_backend_free(b);
+      }
+      cr_assert_gt(res[0].events, 100, "%s", splits[i]);
+      assert_same_result(&res[1], &res[0], splits[i]);
+      cr_assert_eq(spans[0]->len, spans[1]->len, "%s", splits[i]);
+      for (guint j = 0; j < spans[0]->len; j++) {
+        const ts_span *x = &g_array_index(spans[0], ts_span, j),
+                      *y = &g_array_index(spans[1], ts_span, j);
+        cr_assert(x->rank == y->rank && x->op == y->op &&
+                      memcmp(&x->start_s, &y->start_s, sizeof(double)) == 0 &&
+                      memcmp(&x->end_s, &y->end_s, sizeof(double)) == 0,
+                  "%s: span %u: rank %d op %d [%.17g, %.17g], not [%.17g, %.17g]", splits[i], j,
+                  y->rank, y->op, y->start_s, y->end_s, x->start_s, x->end_s);
+      }
+      g_array_unref(spans[0]);
+      g_array_unref(spans[1]);
+    }
+  }
+}
+
 Test(reuse, placement_check_reads_the_layout)
 {
   /* ts_trace_check_placement skips the per-op pass, not the layout re-placing changes: an axis

@@ -27,7 +27,7 @@ typedef struct {
   guint64 token;
 } ts_event;
 
-typedef struct {
+typedef struct ts_evq {
   ts_event *v;
   guint len, cap;
   guint64 seq;   /* next sequence number */

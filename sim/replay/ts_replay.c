@@ -1,8 +1,10 @@
 /* ts_replay: the discrete-event replay engine. It resolves dependencies, stream order,
  * collective rendezvous and send/recv matching, and leaves every cost to a backend. */
 #include "ts_replay.h"
+#include "ts_evq.h"
 #include "ts_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +27,7 @@ typedef struct {
    * copy of a 10-million-op program's state). */
   op_state *tmpl;
   int *succ_off; /* nops + 1 offsets into succ; freed when a replay owning them has run */
+  int nsucc;     /* succ_off[nops], read per event without loading that line */
   int *succ;
   /* Where the program's sends and receives go (so whether a collapsed replay can pair them):
    * the axes of those along an axis (bit per axis), and whether one names its peer rank. The
@@ -69,7 +72,7 @@ static guint32 op_info_pack(const ts_program *p, int i)
  * wait recorded when it starts (sim_rank.waits). */
 struct op_state {
   double t;      /* ready time until started, then start time */
-  int remaining; /* predecessors not yet complete; -1 once the op has completed */
+  int remaining; /* predecessors not yet complete; DONE / DONE_FIXED once it has completed */
   guint32 info;  /* op_info_pack of the op */
 };
 G_STATIC_ASSERT(sizeof(op_state) == 16);
@@ -79,14 +82,20 @@ G_STATIC_ASSERT(sizeof(op_state) == 16);
  * indices below 2^63) are for collectives of several members and send/receive pairs. */
 #define TOKEN_OP_BIT ((guint64)1 << 63)
 #define TOKEN_OF_OP(sim, op) (TOKEN_OP_BIT | (guint64)(guint32)(sim) << 32 | (guint64)(guint32)(op))
+/* A one-op activity the engine queued with its fixed duration (ts_replay.fixed): its end is its
+ * start plus that duration, so it is not stored (op_state.remaining DONE_FIXED; issue 15: the
+ * end array was one more stream of cache misses per event). Simulated ranks < 2^30. */
+#define TOKEN_FIXED_BIT ((guint64)1 << 62)
+#define TOKEN_SIM(token) ((int)(((token) >> 32) & 0x3fffffffu))
+#define DONE (-1)
+#define DONE_FIXED (-2)
 
 /* One simulated rank's state. */
 typedef struct {
   int rank;
   int program;
-  op_state *st; /* per op of the program */
-  double *end;  /* per op: its completion (0 until then) */
-  int ndone;
+  op_state *st;  /* per op of the program */
+  double *end;   /* per op: its completion, when stored (op_end; unset until then) */
   int *coll_seq; /* per trace group: collectives this rank has reached */
   int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
   int *expect;   /* per trace group: simulated members of that group instance (with base) */
@@ -171,9 +180,18 @@ struct ts_replay {
   int nready, ready_cap;
   GArray *spans;
   gint64 events;
+  gint64 ndone; /* ops completed, over every simulated rank (a rank's own count was one more
+                   write per event to a line of its own) */
   int outstanding;
   GPtrArray *opbufs; /* per activity record: its op, expanded (ts_op*, made on first use) */
+  /* Per program, when the backend has fixed_seconds: each op's seconds as a one-op activity
+   * (NaN: ask start()), made when one of the program's ops first starts alone; NULL until
+   * then, fixed_none when the backend has none for the program. */
+  double **fixed;
 };
+
+/* ts_replay.fixed's mark of a program without fixed durations. */
+static double fixed_none[1];
 
 /* The op before op i on its stream (-1: none), recording op i as its stream's last: from the
  * array over the streams' range, or the hash table when last_dense is NULL. */
@@ -252,6 +270,7 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   }
   for (int i = 0; i < n; i++)
     pi->succ_off[i + 1] += pi->succ_off[i];
+  pi->nsucc = pi->succ_off[n];
   pi->succ = g_new(int, pi->succ_off[n] > 0 ? pi->succ_off[n] : 1);
   /* The stream predecessors again (not kept: 4 bytes an op), from a fresh last-op table. */
   for (int k = 0; dense && k <= smax - smin; k++)
@@ -450,7 +469,8 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     } else {
       s.st = g_memdup2(r->progs[s.program].tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
     }
-    s.end = g_new0(double, n > 0 ? n : 1);
+    /* Written when an op completes with a stored end, read only then (not zeroed). */
+    s.end = g_new(double, n > 0 ? n : 1);
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
     s.expect = g_new(int, ng);
@@ -516,6 +536,10 @@ void ts_replay_free(ts_replay *r)
   g_array_unref(r->waits);
   g_hash_table_unref(r->group_expect);
   g_ptr_array_unref(r->opbufs);
+  for (int p = 0; r->fixed != NULL && p < r->tr->nprograms; p++)
+    if (r->fixed[p] != fixed_none)
+      g_free(r->fixed[p]);
+  g_free(r->fixed);
   g_free(r);
 }
 
@@ -586,8 +610,18 @@ static inline void op_begin(ts_replay *r, int sim, int op, double now)
    * completion will update, some far down the program (a backward op's forward input). */
   const sim_rank *s = &r->sims[sim];
   const prog_info *pi = &r->progs[s->program];
-  for (int k = pi->succ_off[op], k1 = pi->succ_off[op + 1]; k < k1; k++)
-    __builtin_prefetch(&s->st[pi->succ[k]], 1);
+  /* And their fixed durations, which starting them reads right after (a miss each: a third
+   * of the engine's time, issue 15 tenth pass). */
+  const double *f = r->fixed != NULL ? r->fixed[s->program] : NULL;
+  if (f != NULL && f != fixed_none)
+    for (int k = pi->succ_off[op], k1 = pi->succ_off[op + 1]; k < k1; k++) {
+      int j = pi->succ[k];
+      __builtin_prefetch(&s->st[j], 1);
+      __builtin_prefetch(&f[j]);
+    }
+  else
+    for (int k = pi->succ_off[op], k1 = pi->succ_off[op + 1]; k < k1; k++)
+      __builtin_prefetch(&s->st[pi->succ[k]], 1);
 }
 
 static int activity_new(ts_replay *r)
@@ -640,7 +674,7 @@ static int group_base(const ts_replay *r, int group, int rank)
   return ts_trace_group_base(r->tr, g_ptr_array_index(r->tr->groups, group), rank, NULL);
 }
 
-static void op_complete(ts_replay *r, int sim, int op, double end);
+static inline void op_complete(ts_replay *r, int sim, int op, double end, gboolean fixed);
 
 static inline void ready_push(ts_replay *r, int sim, int op)
 {
@@ -688,6 +722,28 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
     a->act.index = opi;
     return activity_start(r, idx, now, error);
   }
+  if (r->backend->fixed_seconds != NULL) {
+    /* Its duration is the op's own: push its completion as start() would, no call. */
+    if (G_UNLIKELY(r->fixed == NULL))
+      r->fixed = g_new0(double *, r->tr->nprograms);
+    double *f = r->fixed[s->program];
+    if (G_UNLIKELY(f == NULL)) {
+      int n = r->progs[s->program].nops;
+      f = g_new(double, n > 0 ? n : 1);
+      if (!r->backend->fixed_seconds(r->backend, r, s->program, f)) {
+        g_free(f);
+        f = fixed_none;
+      }
+      r->fixed[s->program] = f;
+    }
+    double d = f != fixed_none ? f[opi] : NAN;
+    if (!isnan(d)) {
+      r->outstanding++;
+      op_begin(r, sim, opi, now);
+      ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(sim, opi) | TOKEN_FIXED_BIT);
+      return TRUE;
+    }
+  }
   ts_activity act = {0};
   act.token = TOKEN_OF_OP(sim, opi);
   act.kind = kind;
@@ -715,7 +771,7 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   switch (kind) {
   case TS_OP_WAIT:
     s->st[opi].t = now;
-    op_complete(r, sim, opi, now);
+    op_complete(r, sim, opi, now, FALSE);
     return TRUE;
   case TS_OP_COMPUTE:
   case TS_OP_XFER:
@@ -895,20 +951,24 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
   return TRUE;
 }
 
-static void op_complete(ts_replay *r, int sim, int opi, double end)
+static inline void op_complete(ts_replay *r, int sim, int opi, double end, gboolean fixed)
 {
   sim_rank *s = &r->sims[sim];
   op_state *st = s->st;
-  s->end[opi] = end;
-  st[opi].remaining = -1; /* done */
-  s->ndone++;
+  if (fixed) {
+    st[opi].remaining = DONE_FIXED; /* its end is st.t + its fixed duration: op_end */
+  } else {
+    s->end[opi] = end;
+    st[opi].remaining = DONE;
+  }
+  r->ndone++;
   const prog_info *pi = &r->progs[s->program];
   /* A rank's ops complete roughly in program order, but tens of ranks' programs interleave,
    * more streams than the hardware prefetcher follows: ask for the lines a few ops on. */
   int ahead = opi + 8 < pi->nops ? opi + 8 : pi->nops - 1;
   __builtin_prefetch(&st[ahead], 1);
   __builtin_prefetch(&pi->succ_off[ahead]);
-  int k0 = pi->succ_off[opi], k1 = pi->succ_off[opi + 1], nsucc = pi->succ_off[pi->nops];
+  int k0 = pi->succ_off[opi], k1 = pi->succ_off[opi + 1], nsucc = pi->nsucc;
   __builtin_prefetch(&pi->succ[k1 + 16 < nsucc ? k1 + 16 : k0]);
   for (int k = k0; k < k1; k++) {
     int j = pi->succ[k];
@@ -934,13 +994,13 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error)
 {
   if (token & TOKEN_OP_BIT) {
-    int sim = (int)(guint32)((token & ~TOKEN_OP_BIT) >> 32), op = (int)(guint32)token;
+    int sim = TOKEN_SIM(token), op = (int)(guint32)token;
     g_return_val_if_fail(sim < r->nsim && op < r->progs[r->sims[sim].program].nops &&
                              r->sims[sim].st[op].remaining == 0,
                          FALSE);
     r->outstanding--;
     r->events++;
-    op_complete(r, sim, op, end_s);
+    op_complete(r, sim, op, end_s, (token & TOKEN_FIXED_BIT) != 0);
     return drain_ready(r, error);
   }
   g_return_val_if_fail(token < r->acts->len, FALSE);
@@ -958,10 +1018,28 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
   r->events++;
   /* Reverse order on the ready stack keeps member order = start order. */
   for (guint i = n; i-- > 0;)
-    op_complete(r, m[i].sim, m[i].op, end_s);
+    op_complete(r, m[i].sim, m[i].op, end_s, FALSE);
   if (rv != NULL)
     g_ptr_array_add(r->rv_pool, rv);
   return drain_ready(r, error);
+}
+
+gboolean ts_replay_drain_queue(ts_replay *r, ts_evq *q, GError **error)
+{
+  while (q->len > 0) {
+    ts_event e = ts_evq_pop(q);
+    if (e.token & TOKEN_OP_BIT) { /* a one-op activity: its op, as ts_replay_complete does */
+      int sim = TOKEN_SIM(e.token), op = (int)(guint32)e.token;
+      r->outstanding--;
+      r->events++;
+      op_complete(r, sim, op, e.t, (e.token & TOKEN_FIXED_BIT) != 0);
+      if (!drain_ready(r, error))
+        return FALSE;
+    } else if (!ts_replay_complete(r, e.token, e.t, error)) {
+      return FALSE;
+    }
+  }
+  return TRUE;
 }
 
 /* Length of the union of intervals (sorted in place by start). */
@@ -1081,9 +1159,24 @@ static double union_len_merged(const ival *a, int na, const ival *b, int nb)
   return ival_union_len(&u);
 }
 
+/* Rank s's fixed durations (NULL: none), for op_end. */
+static inline const double *fixed_of(const ts_replay *r, const sim_rank *s)
+{
+  const double *f = r->fixed != NULL ? r->fixed[s->program] : NULL;
+  return f != fixed_none ? f : NULL;
+}
+
+/* A completed op's end: stored, or its start plus its fixed duration (the sum its completion
+ * was queued at, so the same bits). */
+static inline double op_end(const sim_rank *s, const double *fixed, int i)
+{
+  return s->st[i].remaining == DONE_FIXED ? s->st[i].t + fixed[i] : s->end[i];
+}
+
 static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
+  const double *f = fixed_of(r, s);
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
@@ -1099,7 +1192,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info), cat = INFO_CAT(st->info);
-    double e = s->end[i], d = e - st->t;
+    double e = op_end(s, f, i), d = e - st->t;
     if (e > out->end_s)
       out->end_s = e;
     out->cat_s[cat] += d;
@@ -1186,6 +1279,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
+  const double *f = fixed_of(r, s);
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
@@ -1194,7 +1288,7 @@ static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *ou
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info);
-    double e = s->end[i];
+    double e = op_end(s, f, i);
     if (e > out->end_s)
       out->end_s = e;
     if (kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY)
@@ -1232,10 +1326,15 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   if (!r->backend->run(r->backend, r, error))
     return FALSE;
   /* A replay whose partner never arrives ends with ops left: name the first stuck one. */
-  for (int i = 0; i < r->nsim; i++) {
+  gint64 nops = 0;
+  for (int i = 0; i < r->nsim; i++)
+    nops += r->progs[r->sims[i].program].nops;
+  for (int i = 0; r->ndone != nops && i < r->nsim; i++) {
     const sim_rank *s = &r->sims[i];
-    int n = r->progs[s->program].nops;
-    if (s->ndone == n)
+    int n = r->progs[s->program].nops, ndone = 0;
+    for (int k = 0; k < n; k++)
+      ndone += s->st[k].remaining < 0;
+    if (ndone == n)
       continue;
     for (int k = 0; k < n; k++)
       if (s->st[k].remaining == 0) { /* ready, not done */
@@ -1250,7 +1349,7 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
         return FALSE;
       }
     g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "replay stuck: rank %d finished %d of %d ops",
-                s->rank, s->ndone, n);
+                s->rank, ndone, n);
     return FALSE;
   }
   /* The successor lists are not read again: free them before the breakdown's arrays (those
@@ -1262,39 +1361,33 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   out->events = r->events;
   out->nsimulated = r->nsim;
   out->critical_rank = -1;
-  /* The critical rank, the first whose end is the latest, gets the whole breakdown. */
+  /* Every rank's end, compute and exposed communication (the averages), then the critical
+   * rank, the first whose end is the latest, gets the whole breakdown, whose end, compute and
+   * exposed communication are the same bits (issue 15: a separate pass found the critical rank
+   * first, reading every op's end once more). */
   int crit = -1;
   double crit_end = 0;
   for (int i = 0; i < r->nsim; i++) {
-    const sim_rank *s = &r->sims[i];
-    double e = 0;
-    for (int k = 0, n = r->progs[s->program].nops; k < n; k++)
-      if (s->end[k] > e)
-        e = s->end[k];
-    if (crit < 0 || e > crit_end) {
-      crit = i;
-      crit_end = e;
-    }
-  }
-  for (int i = 0; i < r->nsim; i++) {
     ts_rank_result rr;
-    if (i == crit)
-      rank_breakdown(r, i, &rr);
-    else
-      rank_breakdown_light(r, i, &rr);
+    rank_breakdown_light(r, i, &rr);
     out->mean_compute_s += rr.compute_s / r->nsim;
     out->mean_comm_only_s += rr.exposed_comm_s / r->nsim;
-    if (out->critical_rank < 0 || rr.end_s > out->step_time_s) {
-      out->step_time_s = rr.end_s;
-      out->critical_rank = rr.rank;
-      out->critical = rr;
+    if (crit < 0 || rr.end_s > crit_end) {
+      crit = i;
+      crit_end = rr.end_s;
     }
+  }
+  if (crit >= 0) {
+    rank_breakdown(r, crit, &out->critical);
+    out->step_time_s = out->critical.end_s;
+    out->critical_rank = out->critical.rank;
   }
   if (r->keep_spans)
     for (int i = 0; i < r->nsim; i++) {
       const sim_rank *s = &r->sims[i];
+      const double *f = fixed_of(r, s);
       for (int k = 0; k < r->progs[s->program].nops; k++) {
-        ts_span sp = {s->rank, s->program, k, s->st[k].t, s->end[k]};
+        ts_span sp = {s->rank, s->program, k, s->st[k].t, op_end(s, f, k)};
         g_array_append_val(r->spans, sp);
       }
     }

@@ -11,6 +11,7 @@ G_BEGIN_DECLS
 
 typedef struct ts_replay ts_replay;
 typedef struct ts_backend ts_backend;
+typedef struct ts_evq ts_evq;
 
 /** One activity handed to a backend. Chips are trace ranks. */
 typedef struct {
@@ -48,6 +49,15 @@ struct ts_backend {
    * issue 15: its bytes are act.bytes) and reads the op, when it needs it, with ts_activity_op
    * (during start()); otherwise act.op is a copy valid until the activity completes. */
   gboolean op_on_demand;
+  /* Added with issue 15 (tenth pass): a backend whose activities end at their start plus a
+   * duration known from the op alone (the analytic backend on a healthy array, no host launch
+   * costs) fills, per program, each op's seconds as a one-op activity (a compute op, an off-chip
+   * transfer or delay, a collective with one simulated member), NaN where start() must decide;
+   * FALSE: none of the program's ops has one. The engine then pushes such an op's completion
+   * into `queue` itself (as start() would, at now + seconds) without calling start(), and
+   * drains `queue` with ts_replay_drain_queue. Both NULL: every activity goes through start(). */
+  gboolean (*fixed_seconds)(ts_backend *b, ts_replay *r, int program, double *secs);
+  ts_evq *queue;
 };
 
 /** An activity's op (a copy): *act->op, or the op the activity's program and index name. */
@@ -126,6 +136,13 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error);
 
 /** Backend callback: the activity with this token ended at time end_s. */
 gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error);
+
+/**
+ * Backend run(): pops q's events, earliest first, completing each (ts_replay_complete), until q
+ * is empty; activities started meanwhile push theirs into q. Added with issue 15: the engine's
+ * own loop completes one-op activities without a call per event.
+ */
+gboolean ts_replay_drain_queue(ts_replay *r, ts_evq *q, GError **error);
 
 /** Spans kept (ts_span), ordered by rank, then start. Borrowed. */
 const GArray *ts_replay_spans(const ts_replay *r);

@@ -417,15 +417,97 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   return TRUE;
 }
 
+/* The seconds analytic_start gives each op of program p started as a one-op activity, where
+ * they depend on the op alone: on an array with no dead link, no slow chip and no host launch
+ * cost, a compute op (its device seconds), an off-chip transfer or delay, a collective (its
+ * seconds from the same memos, by the same calls); NaN for the rest, which start() costs. One
+ * pass over the packed ops, as program_tables makes its table (which start() makes only when it
+ * needs it). A collective whose costing fails is left to start(), which fails it again with its
+ * message. */
+static gboolean analytic_fixed(ts_backend *b, ts_replay *r, int p, double *secs)
+{
+  analytic *a = b->ctx;
+  /* Launch costs make compute and collective ops wait for a host clock: nothing is fixed. */
+  if (a->speed != NULL || a->topo->faults.ndead > 0 || a->topo->chip.kernel_launch_s > 0 ||
+      a->topo->chip.collective_launch_s > 0)
+    return FALSE;
+  const ts_trace *tr = ts_replay_trace(r);
+  if (a->tables_of != tr) { /* as program_tables: another trace's tables are not these */
+    tables_free(a);
+    a->tables_of = tr;
+  }
+  guint ncoll = tr->colls != NULL ? tr->colls->len : 0;
+  if (a->coll_s == NULL || a->ncoll != ncoll) {
+    g_free(a->coll_s);
+    a->ncoll = ncoll;
+    a->coll_s = g_new(double, a->ncoll > 0 ? a->ncoll : 1);
+    for (guint i = 0; i < a->ncoll; i++)
+      a->coll_s[i] = -1.0;
+  }
+  const ts_program *prog = &tr->programs[p];
+  for (int k = 0; k < prog->nops; k++) {
+    const ts_op_packed *pk = &prog->pk[k];
+    ts_op_kind kind = (ts_op_kind)pk->kind;
+    secs[k] = NAN;
+    if (kind == TS_OP_COMPUTE) {
+      int idx;
+      if (pk->flags & TS_PK_WIDE) {
+        const ts_op op = ts_program_op(prog, k);
+        idx = memo_cost(a, op.flops, op.mem_bytes, op.shape);
+      } else {
+        idx = memo_cost(a, pk->d0, pk->d1, pk->u.shape);
+      }
+      const op_cost *c = &g_array_index(a->cost_tab, op_cost, idx);
+      if (c->launch <= 0)
+        secs[k] = c->device;
+    } else if (kind == TS_OP_XFER || kind == TS_OP_DELAY) {
+      const ts_op op = ts_program_op(prog, k);
+      double d = ts_offchip_time(a->topo, &op);
+      if (d >= 0)
+        secs[k] = d;
+    } else if (kind == TS_OP_COLL) {
+      /* coll_cost's steps: the distinct collective's seconds, else the keyed memo. The packed
+       * fields first (ts_trace_coll_desc's test on them): no op is expanded per collective. */
+      gboolean wide = (pk->flags & TS_PK_WIDE) != 0;
+      int gi = wide ? ts_program_op_group(prog, k) : pk->u.g.i0, id = -1;
+      if (gi < 0 || (guint)gi >= tr->groups->len)
+        continue;
+      const ts_group *g = g_ptr_array_index(tr->groups, gi);
+      if (ts_trace_group_size(g) <= 1) {
+        secs[k] = 0.0;
+        continue;
+      }
+      if (!wide && pk->u.g.i1 > 0 && (guint)pk->u.g.i1 <= a->ncoll) {
+        const ts_coll_desc *dc = &g_array_index(tr->colls, ts_coll_desc, pk->u.g.i1 - 1);
+        if (dc->group == gi && dc->coll == (ts_coll_kind)pk->coll &&
+            dc->algo == (ts_coll_algo)pk->algo && dc->bytes == pk->d0)
+          id = pk->u.g.i1 - 1;
+      }
+      if (id >= 0 && a->coll_s[id] >= 0) {
+        secs[k] = a->coll_s[id];
+        continue;
+      }
+      ts_op op = ts_program_op(prog, k); /* costed from its fields, as start() would */
+      if (wide && ts_trace_coll_desc(tr, &op) != NULL)
+        id = op.coll_id - 1;
+      GError *err = NULL;
+      /* The base chip is read only for dead links' masks, excluded here. */
+      double d = coll_cost_keyed(a, &op, g, -1, &err);
+      g_clear_error(&err);
+      if (d < 0)
+        continue;
+      if (id >= 0)
+        a->coll_s[id] = d;
+      secs[k] = d;
+    }
+  }
+  return TRUE;
+}
+
 static gboolean analytic_run(ts_backend *b, ts_replay *r, GError **error)
 {
   analytic *a = b->ctx;
-  while (a->q.len > 0) {
-    ts_event e = ts_evq_pop(&a->q);
-    if (!ts_replay_complete(r, e.token, e.t, error))
-      return FALSE;
-  }
-  return TRUE;
+  return ts_replay_drain_queue(r, &a->q, error);
 }
 
 static void analytic_free(ts_backend *b)
@@ -465,5 +547,7 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   b->free = analytic_free;
   b->label_on_error_only = TRUE;
   b->op_on_demand = TRUE;
+  b->fixed_seconds = analytic_fixed;
+  b->queue = &a->q;
   return b;
 }
