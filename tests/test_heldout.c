@@ -233,11 +233,13 @@ Test(heldout, megatron_core_rows_are_the_published_rates)
  * Megatron-Bridge 3.3% (+0.8 / +5.8%). With the rows stating their framework
  * (pipe-engine=deepspeed: per-micro-batch gradient accumulation, BF16_Optimizer's fp32
  * all-reduce, the output re-gathered before each backward; BLOOM's launch=blocking, its
- * CUDA_LAUNCH_BLOCKING=1): MT-NLG 16.4% (-16.8 / -15.9 / -16.6%), BLOOM 4.1%.
+ * CUDA_LAUNCH_BLOCKING=1): MT-NLG 16.4% (-16.8 / -15.9 / -16.6%), BLOOM 4.1%. With
+ * Megatron-DeepSpeed's serial tensor-parallel backward (tp-grad=serial, its mpu all-reduces
+ * the input gradient after the whole linear backward): MT-NLG 14.0%, BLOOM 2.7%.
  * docs/accuracy.md "The H100 Megatron stack, per op" says what the H100 errors are made of.
  * Pinned just above, so a regression fails. */
-#define HELDOUT_MTNLG_MEAN_MAX 17.0
-#define HELDOUT_BLOOM_MAX 4.6
+#define HELDOUT_MTNLG_MEAN_MAX 14.5
+#define HELDOUT_BLOOM_MAX 3.2
 #define HELDOUT_LLAMA3_MEAN_MAX 3.2
 #define HELDOUT_NEMO_MEAN_MAX 3.5
 #define HELDOUT_MCORE_MEAN_MAX 8.8
@@ -649,8 +651,10 @@ Test(heldout, opt_row_is_147_tflops_through_megatrons_count)
  * -12.1%, PaLM 540B -11.0% (one pod, the DCN all-reduce left out), OPT-175B -19.9% (the FLOP
  * count behind its rate assumed). GPT-NeoX-20B with its pipeline engine stated
  * (pipe-engine=deepspeed: fp16 gradients accumulated by autograd per micro-batch, the output
- * re-gathered over tp before each backward): -11.2%. Pinned just above, so a regression fails. */
-#define HELDOUT_NEOX_MAX 11.7
+ * re-gathered over tp before each backward): -11.2%; with GPT-NeoX's mpu all-reducing the input
+ * gradient after the linear backward (tp-grad=serial): -10.2%. Pinned just above, so a
+ * regression fails. */
+#define HELDOUT_NEOX_MAX 10.7
 #define HELDOUT_PALM_MAX 11.5
 #define HELDOUT_OPT_MAX 20.4
 

@@ -42,7 +42,7 @@ stages() {
     n=$((nodes * 8))
     dp=$((n / 280))
     st=$(stages 105 35)
-    echo "MT-NLG 530B,dgx-a100-32node,dim.net.size=$nodes,megatron-gpt-530b,\"recompute=full,attention=unfused,tp=8@node,pp=35@net,dp=$dp@net,schedule=1f1b,p2p=blocking,pipe-engine=deepspeed,stages=$st\",1920,2,1048576,$t,$X,$n"
+    echo "MT-NLG 530B,dgx-a100-32node,dim.net.size=$nodes,megatron-gpt-530b,\"recompute=full,attention=unfused,tp=8@node,pp=35@net,dp=$dp@net,schedule=1f1b,p2p=blocking,tp-grad=serial,pipe-engine=deepspeed,stages=$st\",1920,2,1048576,$t,$X,$n"
   done <<'TABLE'
 280 60.1 126
 350 50.2 121
