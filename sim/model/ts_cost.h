@@ -41,6 +41,9 @@ typedef enum {
 typedef enum {
   TS_ATTN_KERNEL_FA2 = 0, /* FlashAttention-2 (the default, the fitted rate) */
   TS_ATTN_KERNEL_CUDNN,   /* cuDNN fused flash attention (Transformer Engine on H100) */
+  TS_ATTN_KERNEL_TRITON,  /* FlashAttention's Triton kernel (MPT / llm-foundry attn_impl=triton):
+                           * the chip's own rate for it, flash_efficiency_triton */
+  TS_ATTN_KERNEL_FA1,     /* FlashAttention 1: the chip's flash_efficiency_fa1 */
   TS_NATTN_KERNELS
 } ts_attn_kernel;
 
@@ -92,6 +95,11 @@ typedef struct {
   /* Added with issue 10 (vTrain, Megatron's timers). 1: the host waits for the device before
    * launching the op (a torch.cuda.synchronize() in the framework just before it); 0: not. */
   double host_sync;
+  /* Added with the A100 fused-attention rates. The fused core's rate as a fraction of the GEMM
+   * rate when the stack's kernel has its own in the chip's profile (attn-kernel=triton:
+   * flash_efficiency_triton, fa1: flash_efficiency_fa1), in place of the chip's
+   * flash_efficiency (FlashAttention-2's); 0: the chip's. */
+  double flash_eff;
 } ts_op_shape;
 
 /** Seconds one compute op takes on the topology's chip (shape NULL or zero: roofline), in

@@ -92,7 +92,8 @@ static const char *const shape_keys[] = {"m",
                                          "host_op_us",
                                          "no_sync",
                                          "chan_pad",
-                                         "host_sync"};
+                                         "host_sync",
+                                         "flash_eff"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -114,7 +115,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->host_op_us,
                  &sh->no_sync,
                  &sh->chan_pad,
-                 &sh->host_sync};
+                 &sh->host_sync,
+                 &sh->flash_eff};
   return f[i];
 }
 
