@@ -483,7 +483,8 @@ Test(cost, a100_triton_kernel_closed_form)
   po.global_batch = 32;
   po.micro_batch = 1;
   cr_assert_null(ts_plan_new(m, h, sp, &po, &e));
-  cr_assert(strstr(e->message, "flash_efficiency_triton") != NULL && strchr(e->message, '\n') == NULL,
+  cr_assert(strstr(e->message, "flash_efficiency_triton") != NULL &&
+                strchr(e->message, '\n') == NULL,
             "%s", e->message);
 }
 

@@ -69,8 +69,7 @@ static const double attn_tflops[TS_NATTN_KERNELS][2][6] = {
     [TS_ATTN_KERNEL_FA2] = {{191, 260, 298, 319, 333, 335}, {214, 260, 291, 310, 318, 322}},
     [TS_ATTN_KERNEL_CUDNN] = {{315, 410, 484, 518, 529, 539}, {305, 408, 465, 499, 518, 516}},
 };
-static const char *const attn_kernel_names[TS_NATTN_KERNELS] = {"fa2", "cudnn", "triton",
-                                                                    "fa1"};
+static const char *const attn_kernel_names[TS_NATTN_KERNELS] = {"fa2", "cudnn", "triton", "fa1"};
 
 const char *ts_attn_kernel_name(ts_attn_kernel k)
 {
