@@ -340,6 +340,10 @@ Test(cost, attention_kernel_speedup_closed_form)
   cr_assert_str_eq(ts_attn_kernel_name(TS_ATTN_KERNEL_CUDNN), "cudnn");
   cr_assert_eq(ts_attn_kernel_parse("fa2"), TS_ATTN_KERNEL_FA2);
   cr_assert_eq(ts_attn_kernel_parse("fa3"), -1);
+  cr_assert_eq(ts_attn_kernel_parse("triton"), TS_ATTN_KERNEL_TRITON);
+  cr_assert_eq(ts_attn_kernel_parse("fa1"), TS_ATTN_KERNEL_FA1);
+  /* The chip's own rates, not a table ratio (ts_plan.c writes them as flash_eff). */
+  cr_assert(ts_attn_kernel_speedup(TS_ATTN_KERNEL_TRITON, TRUE, 4096) == 1.0);
 }
 
 /* The speedup divides the core's time only: projections and memory terms unchanged. */
@@ -462,7 +466,61 @@ Test(cost, attention_kernel_split_option)
   g_autoptr(GError) e = NULL;
   g_autoptr(ts_split) bad = ts_split_parse("dp=8,attn-kernel=fa3", &e);
   cr_assert_null(bad);
-  cr_assert(strstr(e->message, "attn-kernel=fa3") != NULL && strstr(e->message, "cudnn") != NULL,
+  cr_assert(strstr(e->message, "attn-kernel=fa3") != NULL && strstr(e->message, "cudnn") != NULL &&
+                strstr(e->message, "triton") != NULL,
+            "%s", e->message);
+}
+
+/* attn-kernel=triton on the A100: the core runs at the profile's own rate for FlashAttention's
+ * Triton kernel (flash_efficiency_triton 0.27 of 312 x 0.79 TFLOP/s, set from the FlashAttention-2
+ * paper's Figure 4), with the causal skip, although the chip has no flash_efficiency of its
+ * own. Llama 3 8B, one 8,192-token sequence, forward: the core is 4 x 8192^2 x 4096 FLOPs, of
+ * which (1 + 128 / 8192) / 2 are computed, at 66.55 TFLOP/s: 8.39 ms on top of the
+ * projections. The default kernel (fa2) is unchanged there; on a chip whose profile has no
+ * Triton rate (H100) the option is refused in one line naming the key. */
+Test(cost, a100_triton_kernel_closed_form)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  cr_assert(t->chip.flash_efficiency == 0 && t->chip.flash_efficiency_triton == 0.27 &&
+            t->chip.flash_efficiency_fa1 == 0.29);
+  int attn = -1;
+  for (int i = 0; i < m->nlayers && attn < 0; i++)
+    if (m->layers[i].kind == TS_LAYER_ATTENTION)
+      attn = i;
+  cr_assert(attn >= 0);
+  ts_plan *p = make_plan(m, t, "dp=8,attn-kernel=triton", 8, 1);
+  ts_op_shape s;
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
+  double core = 4.0 * 8192 * 8192 * 4096;
+  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && s.flash_eff == 0.27 &&
+                s.attn_speedup == 0 && close_to(s.attn_flops, core),
+            "class %d causal %g flash_eff %g core %g", s.oclass, s.causal, s.flash_eff,
+            s.attn_flops);
+  double flops = 1e13; /* the op's FLOPs: projections and core */
+  double with = ts_cost_device(&t->chip, flops, 0, &s);
+  ts_op_shape g = s;
+  g.attn_flops = 0; /* the same op without its core: the projections alone */
+  double without = ts_cost_device(&t->chip, flops - core, 0, &g);
+  double want = core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27);
+  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 8.39e-3) < 0.01e-3,
+            "core %.17g s, expected %.17g s", with - without, want);
+  ts_plan_free(p);
+  p = make_plan(m, t, "dp=8", 8, 1);
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
+  cr_assert(s.causal == 0 && s.flash_eff == 0, "fa2 on the A100 as before");
+  ts_plan_free(p);
+  g_autoptr(ts_topo) h = load_topo("dgx-h100-4node");
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) sp = ts_split_parse("dp=32,attn-kernel=triton", &e);
+  cr_assert_not_null(sp);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 32;
+  po.micro_batch = 1;
+  cr_assert_null(ts_plan_new(m, h, sp, &po, &e));
+  cr_assert(strstr(e->message, "flash_efficiency_triton") != NULL &&
+                strchr(e->message, '\n') == NULL,
             "%s", e->message);
 }
 

@@ -229,7 +229,8 @@ int ts_cmd_sweep(int argc, char **argv)
        "Instead of --global-batch: samples per chip per step (weak scaling)", "N[,N...]"},
       {"vary", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.vary,
        "Hardware what-if KEY=V1,V2 or xFACTORs: peak_tflops, memory_GiB, "
-       "memory_bandwidth_GBps, compute_efficiency, flash_efficiency, link_bandwidth_GBps, "
+       "memory_bandwidth_GBps, compute_efficiency, flash_efficiency, flash_efficiency_triton, "
+       "flash_efficiency_fa1, link_bandwidth_GBps, "
        "latency_us, "
        "dim.NAME.{link_bandwidth_GBps,latency_us,size}, dims=16x16,32x32, dead_links=0,1,2,4, "
        "straggler=1,0.9,0.8 (chip 0), straggler_per_node=0.9; repeatable",

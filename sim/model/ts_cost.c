@@ -69,7 +69,7 @@ static const double attn_tflops[TS_NATTN_KERNELS][2][6] = {
     [TS_ATTN_KERNEL_FA2] = {{191, 260, 298, 319, 333, 335}, {214, 260, 291, 310, 318, 322}},
     [TS_ATTN_KERNEL_CUDNN] = {{315, 410, 484, 518, 529, 539}, {305, 408, 465, 499, 518, 516}},
 };
-static const char *const attn_kernel_names[TS_NATTN_KERNELS] = {"fa2", "cudnn"};
+static const char *const attn_kernel_names[TS_NATTN_KERNELS] = {"fa2", "cudnn", "triton", "fa1"};
 
 const char *ts_attn_kernel_name(ts_attn_kernel k)
 {
@@ -83,7 +83,8 @@ int ts_attn_kernel_parse(const char *s)
 
 double ts_attn_kernel_speedup(ts_attn_kernel k, gboolean bwd, double keys)
 {
-  if (k <= TS_ATTN_KERNEL_FA2 || k >= TS_NATTN_KERNELS)
+  /* The kernels without a row in the table are a chip's own rates (ts_plan.c). */
+  if (k != TS_ATTN_KERNEL_CUDNN)
     return 1.0;
   int n = (int)G_N_ELEMENTS(attn_seq), d = bwd ? 1 : 0;
   double r[6];
@@ -302,7 +303,8 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
     /* The attention core (scores, context) stays in bf16 under FP8 recipes (Transformer
      * Engine runs dot-product attention in bf16). */
     double kernel = s->attn_speedup > 0 ? s->attn_speedup : 1.0;
-    if (fa > 0 && s->oclass == TS_OPC_FLASH && c->flash_efficiency > 0) {
+    double fe = s->flash_eff > 0 ? s->flash_eff : c->flash_efficiency;
+    if (fa > 0 && s->oclass == TS_OPC_FLASH && fe > 0) {
       /* A fused core (FlashAttention, Dao et al. 2022, Algorithm 1; FlashAttention-2, Dao 2023,
        * section 3.1.1) loops over key tiles for each query tile; with a causal mask it skips
        * the tiles wholly above the diagonal, so of the T x S scores it computes the lower half
@@ -310,7 +312,7 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
        * GEMM rate (softmax and rescaling between its two matmuls; no tile model of its own). */
       double frac =
           s->causal > 0 && s->akv > 0 ? 0.5 * (1.0 + fmin(1.0, FLASH_KEY_TILE / s->akv)) : 1.0;
-      tc += fa * frac / (rate_of(c, core_prec) * ach * c->flash_efficiency * kernel);
+      tc += fa * frac / (rate_of(c, core_prec) * ach * fe * kernel);
     } else if (fa > 0) {
       tc += fa / (rate_of(c, core_prec) * ach *
                   ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch) * kernel);

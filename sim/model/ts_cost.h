@@ -41,6 +41,9 @@ typedef enum {
 typedef enum {
   TS_ATTN_KERNEL_FA2 = 0, /* FlashAttention-2 (the default, the fitted rate) */
   TS_ATTN_KERNEL_CUDNN,   /* cuDNN fused flash attention (Transformer Engine on H100) */
+  TS_ATTN_KERNEL_TRITON,  /* FlashAttention's Triton kernel (MPT / llm-foundry attn_impl=triton):
+                           * the chip's own rate for it, flash_efficiency_triton */
+  TS_ATTN_KERNEL_FA1,     /* FlashAttention 1: the chip's flash_efficiency_fa1 */
   TS_NATTN_KERNELS
 } ts_attn_kernel;
 
@@ -97,6 +100,11 @@ typedef struct {
    * the op and for each kernel before launching the next, so the op takes its launches plus
    * its device time; 0: launches run ahead of the device. */
   double launch_blocking;
+  /* Added with the A100 fused-attention rates. The fused core's rate as a fraction of the GEMM
+   * rate when the stack's kernel has its own in the chip's profile (attn-kernel=triton:
+   * flash_efficiency_triton, fa1: flash_efficiency_fa1), in place of the chip's
+   * flash_efficiency (FlashAttention-2's); 0: the chip's. */
+  double flash_eff;
 } ts_op_shape;
 
 /** What ts_cost_op_syncs returns for an op launched blocking (launch_blocking): a

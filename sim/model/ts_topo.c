@@ -50,6 +50,8 @@ static const char *const chip_keys[] = {"name",
                                         "collective_launch_us",
                                         "gemm_k_overhead",
                                         "flash_efficiency",
+                                        "flash_efficiency_triton",
+                                        "flash_efficiency_fa1",
                                         "compute_units",
                                         "gemm_tile",
                                         "systolic_array",
@@ -219,6 +221,12 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !read_number(kf, path, g, "flash_efficiency", TRUE, 0, 0, FALSE, 1.0,
                    "the fused attention core's fraction of the GEMM rate (0 = costed as GEMMs)",
                    &c->flash_efficiency, error) ||
+      !read_number(kf, path, g, "flash_efficiency_triton", TRUE, 0, 0, FALSE, 1.0,
+                   "FlashAttention's Triton kernel's fraction of the GEMM rate (0 = none)",
+                   &c->flash_efficiency_triton, error) ||
+      !read_number(kf, path, g, "flash_efficiency_fa1", TRUE, 0, 0, FALSE, 1.0,
+                   "FlashAttention 1's fraction of the GEMM rate (0 = none)",
+                   &c->flash_efficiency_fa1, error) ||
       !ts_kf_int(kf, path, g, "compute_units", TRUE, 0, 0, 100000,
                  "the GPU's streaming multiprocessors (0 = no wave model)", &units, error) ||
       !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,

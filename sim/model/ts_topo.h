@@ -128,6 +128,12 @@ typedef struct {
    * (a causal core skips the key tiles above the diagonal, ts_cost.c). 0 (not given): the core
    * is costed as batched GEMMs over the whole score matrix, with the GEMM tile model. */
   double flash_efficiency;
+  /* Added with the A100 fused-attention rates. [chip] flash_efficiency_triton and
+   * flash_efficiency_fa1: the same fraction for the other fused kernels a stack may run
+   * (attn-kernel=triton: FlashAttention's Triton kernel, MPT / llm-foundry's attn_impl=triton;
+   * attn-kernel=fa1: FlashAttention 1), where the chip's profile has a published rate for them;
+   * 0 (not given): the split option is refused on this chip. */
+  double flash_efficiency_triton, flash_efficiency_fa1;
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.

@@ -774,6 +774,20 @@ int *ts_plan_units(const ts_plan *p)
   return unit;
 }
 
+/* A fused kernel's rate as a fraction of the GEMM rate from the chip's profile (0: none given):
+ * flash_efficiency_triton, flash_efficiency_fa1; FlashAttention-2's is flash_efficiency. */
+static double attn_kernel_rate(const ts_chip *c, ts_attn_kernel k)
+{
+  switch (k) {
+  case TS_ATTN_KERNEL_TRITON:
+    return c->flash_efficiency_triton;
+  case TS_ATTN_KERNEL_FA1:
+    return c->flash_efficiency_fa1;
+  default:
+    return c->flash_efficiency;
+  }
+}
+
 /* Whether a layer's attention keeps its scores in memory: the split's attention= when given,
  * else the layer's own (the model's [model] attention; flash by default). */
 static gboolean unfused_attention(const ts_plan *p, const ts_layer *l)
@@ -1056,8 +1070,8 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     attention_dims(l, &T, &S, &I);
     double div = e->pdiv > 1 ? e->pdiv : 1.0, rows = e->pdiv > 1 ? 1.0 : e->cdiv;
     s->oclass = unfused_attention(p, l) ? TS_OPC_ATTENTION : TS_OPC_FLASH;
-    /* Written only where it changes the cost (a chip with a fused-attention rate). */
-    s->causal = l->causal && p->topo->chip.flash_efficiency > 0 ? 1.0 : 0.0;
+    /* Written only where it changes the cost (a fused-attention rate for the kernel). */
+    s->causal = l->causal && attn_kernel_rate(&p->topo->chip, p->attn_kernel) > 0 ? 1.0 : 0.0;
     /* The projections: QKV (T x h) x (h x 3I/tp) and output (T x I/tp) x (I/tp x h), written
      * as one GEMM shape of their width. */
     s->m = T * mb / rows, s->n = I / div, s->k = h;
@@ -1090,9 +1104,14 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     }
     /* The stack's fused kernel (attn-kernel=): its published rate over FlashAttention-2's, the
      * backward's in the backward passes, at the core's key length. */
-    if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
+    if (s->oclass == TS_OPC_FLASH && p->attn_kernel == TS_ATTN_KERNEL_CUDNN)
       s->attn_speedup = ts_attn_kernel_speedup(
           p->attn_kernel, pass == TS_PASS_BWD || pass == TS_PASS_DGRAD, s->akv);
+    /* A kernel with the chip's own published rate (triton, fa1; refused at plan time where the
+     * profile has none): that rate in every pass (the published figures time forward and
+     * backward together). */
+    else if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
+      s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel);
     break;
   }
   default:
@@ -2427,6 +2446,15 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->precision = s->precision >= 0     ? s->precision
                  : m->dtype_bytes >= 4 ? TS_PRECISION_FP32
                                        : TS_PRECISION_BF16;
+  if ((p->attn_kernel == TS_ATTN_KERNEL_TRITON || p->attn_kernel == TS_ATTN_KERNEL_FA1) &&
+      !(attn_kernel_rate(&t->chip, p->attn_kernel) > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] flash_efficiency_%s: missing; --split '%s' asks for attn-kernel=%s, "
+                "which needs the chip's published rate for that kernel (%s has none)",
+                t->path != NULL ? t->path : "<topology>", ts_attn_kernel_name(p->attn_kernel),
+                s->text, ts_attn_kernel_name(p->attn_kernel), t->chip.name);
+    return NULL;
+  }
   if (p->precision == TS_PRECISION_FP8 && !(t->chip.peak_flops_fp8 > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [chip] peak_tflops_fp8: missing; --split '%s' asks for precision=fp8, which "

@@ -214,8 +214,10 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     int v = val ? ts_attn_kernel_parse(val) : -1;
     if (v < 0)
       return item_error(error, text, item,
-                        "attn-kernel=fa2 (FlashAttention-2, PyTorch SDPA: the default) or cudnn "
-                        "(cuDNN fused attention, as Transformer Engine runs it on Hopper)");
+                        "attn-kernel=fa2 (FlashAttention-2, PyTorch SDPA: the default), cudnn "
+                        "(cuDNN fused attention, as Transformer Engine runs it on Hopper), triton "
+                        "(FlashAttention's Triton kernel, MPT's attn_impl=triton) or fa1 "
+                        "(FlashAttention 1)");
     s->attn_kernel = 1 + v;
   } else if (strcmp(key, "fp8-cache") == 0) {
     if (!parse_switch(val, &s->fp8_cache))

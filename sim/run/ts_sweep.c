@@ -114,7 +114,8 @@ void ts_vary_free(ts_vary *v)
 
 static const char *const chip_keys[] = {"peak_tflops",           "memory_GiB",
                                         "memory_bandwidth_GBps", "compute_efficiency",
-                                        "flash_efficiency",      NULL};
+                                        "flash_efficiency",      "flash_efficiency_triton",
+                                        "flash_efficiency_fa1",  NULL};
 static const char *const dim_keys[] = {"link_bandwidth_GBps", "latency_us", "size", NULL};
 
 static gboolean in_list(const char *const *l, const char *s)
@@ -139,6 +140,8 @@ static const vary_range vary_ranges[] = {
     {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"compute_efficiency", "a fraction", 1, FALSE},
     {"flash_efficiency", "a fraction", 1, TRUE},
+    {"flash_efficiency_triton", "a fraction", 1, TRUE},
+    {"flash_efficiency_fa1", "a fraction", 1, TRUE},
     {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"latency_us", "a latency in us", 1e6, TRUE},
 };
@@ -167,6 +170,7 @@ static void range_text(const vary_range *r, char *buf, size_t n)
 
 #define VARY_KEYS                                                                                  \
   "peak_tflops, memory_GiB, memory_bandwidth_GBps, compute_efficiency, flash_efficiency, "         \
+  "flash_efficiency_triton, flash_efficiency_fa1, "                                                \
   "link_bandwidth_GBps, latency_us, dim.NAME.link_bandwidth_GBps, dim.NAME.latency_us, "           \
   "dim.NAME.size, dims, "                                                                          \
   "dead_links, straggler or straggler_per_node"
@@ -404,6 +408,10 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     ok = set_val(&c->chip.compute_efficiency, v, i, 1.0, tname, error);
   else if (strcmp(k, "flash_efficiency") == 0)
     ok = set_val(&c->chip.flash_efficiency, v, i, 1.0, tname, error);
+  else if (strcmp(k, "flash_efficiency_triton") == 0)
+    ok = set_val(&c->chip.flash_efficiency_triton, v, i, 1.0, tname, error);
+  else if (strcmp(k, "flash_efficiency_fa1") == 0)
+    ok = set_val(&c->chip.flash_efficiency_fa1, v, i, 1.0, tname, error);
   else if (strcmp(k, "link_bandwidth_GBps") == 0) {
     for (int d = 0; d < c->ndims && ok; d++)
       ok = set_val(&c->dims[d].link_bw_Bps, v, i, 1e9, tname, error);

@@ -93,7 +93,8 @@ static const char *const shape_keys[] = {"m",
                                          "no_sync",
                                          "chan_pad",
                                          "host_sync",
-                                         "launch_blocking"};
+                                         "launch_blocking",
+                                         "flash_eff"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -116,7 +117,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->no_sync,
                  &sh->chan_pad,
                  &sh->host_sync,
-                 &sh->launch_blocking};
+                 &sh->launch_blocking,
+                 &sh->flash_eff};
   return f[i];
 }
 
