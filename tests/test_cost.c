@@ -439,17 +439,23 @@ Test(cost, flash_efficiency_what_if)
   cr_assert_null(bad);
 }
 
+/* The index of the model's first attention layer (the test fails without one). */
+static int first_attention(const ts_model *m)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].kind == TS_LAYER_ATTENTION)
+      return i;
+  cr_assert_fail("%s has no attention layer", m->name);
+  return -1;
+}
+
 /* The split option sets every fused core's speedup, the backward's in backward passes, and
  * nothing in the default (the trace's shapes stay as before); a bad value is one line. */
 Test(cost, attention_kernel_split_option)
 {
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
   g_autoptr(ts_model) m = load_model("llama3-8b");
-  int attn = -1;
-  for (int i = 0; i < m->nlayers && attn < 0; i++)
-    if (m->layers[i].kind == TS_LAYER_ATTENTION)
-      attn = i;
-  cr_assert(attn >= 0);
+  int attn = first_attention(m);
   ts_plan *p = make_plan(m, t, "dp=32,attn-kernel=cudnn", 64, 2);
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 2, TS_PASS_FWD, &s);
@@ -484,11 +490,7 @@ Test(cost, a100_triton_kernel_closed_form)
   g_autoptr(ts_model) m = load_model("llama3-8b");
   cr_assert(t->chip.flash_efficiency == 0 && t->chip.flash_efficiency_triton == 0.27 &&
             t->chip.flash_efficiency_fa1 == 0.29);
-  int attn = -1;
-  for (int i = 0; i < m->nlayers && attn < 0; i++)
-    if (m->layers[i].kind == TS_LAYER_ATTENTION)
-      attn = i;
-  cr_assert(attn >= 0);
+  int attn = first_attention(m);
   ts_plan *p = make_plan(m, t, "dp=8,attn-kernel=triton", 8, 1);
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
