@@ -63,6 +63,15 @@ typedef struct {
    * an HGX A100 node, 12 NVLinks x NCCL's 20 GB/s; a node's NICs across nodes), bytes/s; used
    * only to choose algorithm and protocol as NCCL does. 0: what Simple reaches here. */
   double nccl_model_Bps;
+  /* [dim.X] nccl_model_channels: the channels of NCCL's topology search across this dimension
+   * (graph nChannels; NCCL's per-channel caps scale with it). Given on a network dimension, NCCL's
+   * tuning model (tuning.cc) chooses the algorithm and protocol of a group spanning it, with
+   * nccl_model_bus_bandwidth_GBps as channels x bwInter. 0: the fitted costs choose. */
+  int nccl_model_channels;
+  /* [dim.X] nccl_net_overhead_us: NCCL's network post overhead per ring step (getNetOverhead:
+   * 1 us on Intel hosts, 2 on AMD), seconds; 2 us also selects NCCL's AMD row of llMaxBws.
+   * 0: NCCL's default, 1 us. */
+  double nccl_net_overhead_s;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
