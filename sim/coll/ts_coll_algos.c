@@ -1700,7 +1700,8 @@ static double nccl_model_time_net(const ts_net *nw, ts_coll_kind kind, ts_coll_a
     int lg = 0;
     while ((2 << lg) <= nodes)
       lg++;
-    lat = base_lat_us[0][q] + 2.0 * ((local - 1) * hw_lat[HW_NVLINK][0][q] + lg * hw_lat[HW_NET][0][q]);
+    lat = base_lat_us[0][q] +
+          2.0 * ((local - 1) * hw_lat[HW_NVLINK][0][q] + lg * hw_lat[HW_NET][0][q]);
   }
   return lat * 1e-6 + bytes / bw;
 }

@@ -21,13 +21,13 @@ typedef struct {
   gboolean in_switch[TS_MAX_DIMS]; /* in-switch reduction (NVLS) */
   double isr_eff[TS_MAX_DIMS];     /* fraction of link bandwidth NVLS reaches */
   double ll_frac[TS_MAX_DIMS], ll128_frac[TS_MAX_DIMS]; /* LL, LL128 bandwidth / Simple's */
-  double nccl_base_s[TS_MAX_DIMS][3];    /* fixed cost per protocol, 0: NCCL's baseLat */
-  double nccl_step_s[TS_MAX_DIMS][2];    /* LL, LL128 per-step latency, 0: NCCL's ratio */
-  double nccl_local_Bps[TS_MAX_DIMS];    /* local work rate, 0: none */
-  double nccl_ll_channel_s[TS_MAX_DIMS]; /* LL's cost per channel, 0: none */
-  double nccl_tree_Bps[TS_MAX_DIMS];     /* cap on the tree's bus bandwidth, 0: none */
-  double nccl_model_Bps[TS_MAX_DIMS];    /* NCCL's model: Simple's bus bandwidth, 0: reached */
-  int nccl_model_ch[TS_MAX_DIMS];        /* NCCL's model: search channels, 0: costs choose */
+  double nccl_base_s[TS_MAX_DIMS][3];      /* fixed cost per protocol, 0: NCCL's baseLat */
+  double nccl_step_s[TS_MAX_DIMS][2];      /* LL, LL128 per-step latency, 0: NCCL's ratio */
+  double nccl_local_Bps[TS_MAX_DIMS];      /* local work rate, 0: none */
+  double nccl_ll_channel_s[TS_MAX_DIMS];   /* LL's cost per channel, 0: none */
+  double nccl_tree_Bps[TS_MAX_DIMS];       /* cap on the tree's bus bandwidth, 0: none */
+  double nccl_model_Bps[TS_MAX_DIMS];      /* NCCL's model: Simple's bus bandwidth, 0: reached */
+  int nccl_model_ch[TS_MAX_DIMS];          /* NCCL's model: search channels, 0: costs choose */
   double nccl_net_overhead_s[TS_MAX_DIMS]; /* NCCL's network post overhead, 0: 1 us */
   /* Twisted torus (ts_dim.twist): crossing ring d's wrap-around in the + direction also moves
    * twist[d][e] places along dimension e. twisted: some entry is non-zero; routes are then the
