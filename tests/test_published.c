@@ -930,6 +930,64 @@ Test(nccl, multi_node_ll_does_not_take_the_single_process_step)
   cr_assert(fabs(y - x - 14 * t->dims[0].nccl_step_s[0]) < 0.05 * (y - x), "%g s -> %g s", x, y);
 }
 
+/* Across nodes NCCL's own model picks algorithm and protocol where the network names its
+ * search's channels (here ND A100 v4's network given nccl_model_channels = 8 and 8 x 24 GB/s,
+ * NCCL's speed for a 200 Gb/s NIC; AMD hosts: net overhead 2 us, llMaxBw 19 GB/s on > 2 nodes;
+ * the shipped file does not set them, docs/collectives.md says why). On 16 nodes (128 GPUs,
+ * ppn 8, log2 16 = 4 tree levels), tree LL: 6.8 + 2 (7 x 0.6 + 4 x 5.0) = 55.2 us and
+ * min(min(0.92 x 192, 8 x 17.8) / 3.8, 19) / 2 = 9.5 GB/s times the tree correction (0.5 at
+ * 128 KiB, 0.4 at 256 KiB). Tree LL128: 14 + 2 (7 x 1.25 + 4 x 8.5) = 99.5 us and
+ * min(142.4 x 120/128, 8 x 20) / 2 = 66.75 GB/s (correction 0.6 at both sizes, 1.0 at 128 MiB).
+ * Ring LL128: 14 + (254 - 30) x max(1.9, 2) + 30 x 4.0 = 582 us and 160 x 128/254 = 80.63 GB/s.
+ * So LL at 128 KiB (82.8 against 102.8 us), LL128 at 256 KiB (124.2 against 106.0 us): Echo's
+ * 128 KiB on 8-16 nodes takes twice 256 KiB's time. Tree LL128 at 128 MiB (2,110 against
+ * 2,247 us), the ring at 256 MiB (3,911 against 4,121 us): NCCL's own tree-to-ring threshold. */
+static void multi_choice(const ts_topo *t, double bytes, ts_coll_algo *algo, ts_coll_proto *proto)
+{
+  int dims[2] = {0, 1};
+  ts_group_shape g;
+  ts_group_shape_dims(t, dims, 2, &g);
+  g_autoptr(GError) e = NULL;
+  double s = ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_AUTO, TS_PROTO_AUTO, &g, bytes, algo,
+                             proto, &e);
+  cr_assert(s > 0, "%s", e != NULL ? e->message : "no time");
+}
+
+Test(nccl, multi_node_choice_is_nccls_model)
+{
+  g_autoptr(ts_topo) t = load_shipped("azure-nd-a100-v4-16node");
+  int net = ts_topo_dim_index(t, "net");
+  t->dims[net].nccl_model_channels = 8;
+  t->dims[net].nccl_model_Bps = 192e9;
+  t->dims[net].nccl_net_overhead_s = 2e-6;
+  const double ll_128k = 55.2 + 131072 / (9.5e3 * 0.5),
+               ll128_128k = 99.5 + 131072 / (66.75e3 * 0.6);
+  const double ll_256k = 55.2 + 262144 / (9.5e3 * 0.4),
+               ll128_256k = 99.5 + 262144 / (66.75e3 * 0.6);
+  cr_assert(ll_128k < ll128_128k && ll_256k > ll128_256k, "%g %g %g %g", ll_128k, ll128_128k,
+            ll_256k, ll128_256k);
+  const double tree_128m = 99.5 + 134217728 / 66.75e3, ring_128m = 582 + 134217728 / 80.63e3;
+  const double tree_256m = 99.5 + 268435456 / 66.75e3, ring_256m = 582 + 268435456 / 80.63e3;
+  cr_assert(tree_128m < ring_128m && tree_256m > ring_256m, "%g %g %g %g", tree_128m, ring_128m,
+            tree_256m, ring_256m);
+  static const struct {
+    double bytes;
+    ts_coll_algo algo;
+    ts_coll_proto proto;
+  } want[] = {{131072, TS_ALGO_NCCL_TREE, TS_PROTO_LL},
+              {262144, TS_ALGO_NCCL_TREE, TS_PROTO_LL128},
+              {134217728, TS_ALGO_NCCL_TREE, TS_PROTO_LL128},
+              {268435456, TS_ALGO_NCCL_RING, TS_PROTO_LL128}};
+  for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+    ts_coll_algo a = TS_ALGO_AUTO;
+    ts_coll_proto p = TS_PROTO_NONE;
+    multi_choice(t, want[i].bytes, &a, &p);
+    cr_expect(a == want[i].algo && p == want[i].proto, "%g B on 16 nodes: %s %d, expected %s %d",
+              want[i].bytes, ts_coll_algo_name(a), (int)p, ts_coll_algo_name(want[i].algo),
+              (int)want[i].proto);
+  }
+}
+
 Test(nccl, nd_a100_v4_network_is_the_fit_and_matches_nccl_tests, .timeout = 600)
 {
   g_autoptr(GArray) rows = read_echo();

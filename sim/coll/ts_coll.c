@@ -145,6 +145,8 @@ void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
     nw->nccl_ll_channel_s[d] = dm->nccl_ll_channel_s;
     nw->nccl_tree_Bps[d] = dm->nccl_tree_Bps;
     nw->nccl_model_Bps[d] = dm->nccl_model_Bps;
+    nw->nccl_model_ch[d] = dm->nccl_model_channels;
+    nw->nccl_net_overhead_s[d] = dm->nccl_net_overhead_s;
     for (int e = 0; e < a->ndims; e++) {
       nw->twist[d][e] = dm->twist[e];
       nw->twisted = nw->twisted || dm->twist[e] != 0;
@@ -460,7 +462,7 @@ double ts_p2p_time(const ts_topo *t, int src_chip, int dst_chip, double bytes)
 
 static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, ts_coll_proto proto,
                        const ts_group_shape *g, gint64 count, double bytes,
-                       ts_coll_proto *chosen_proto, GError **error)
+                       ts_coll_proto *chosen_proto, double *model_s, GError **error)
 {
   g_autoptr(ts_coll_plan) p =
       ts_coll_plan_build_proto(t, kind, algo, proto, g, count, 1.0, bytes, error);
@@ -477,6 +479,8 @@ static double one_time(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
   }
   if (chosen_proto != NULL)
     *chosen_proto = p->proto;
+  if (model_s != NULL)
+    *model_s = p->nccl_model_s;
   return ts_coll_plan_time_full(p, FALSE);
 }
 
@@ -550,7 +554,7 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
   gint64 count = (gint64)llround(MIN(bytes, 1125899906842624.0));
   if (!ts_coll_algo_is_choice(algo)) {
     ts_coll_proto got = TS_PROTO_NONE;
-    double v = one_time(t, kind, algo, proto, g, count, bytes, &got, error);
+    double v = one_time(t, kind, algo, proto, g, count, bytes, &got, NULL, error);
     if (v >= 0.0 && chosen != NULL)
       *chosen = algo;
     if (v >= 0.0 && chosen_proto != NULL)
@@ -606,6 +610,14 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
    * per-channel tree caps of its topology search that trainsim does not know, so the two are
    * compared by their measured costs. */
   gboolean one_node = ts_group_in_one_node(g);
+  /* Across a network that names NCCL's search channels (nccl_model_channels), NCCL's own model
+   * chooses between the ring and the tree too (tuning.cc, enqueue.cc topoGetAlgoInfo); the
+   * chosen one is then timed with the fitted costs. */
+  gboolean by_model = FALSE;
+  for (int k = 0; k < g->npieces && !one_node; k++)
+    if (g->p[k].dim != 0 && g->p[k].size > 1 && t->dims[g->p[k].dim].nccl_model_channels > 0)
+      by_model = TRUE;
+  double best_model = INFINITY;
   double best = -1.0;
   ts_coll_algo best_algo = TS_ALGO_AUTO;
   ts_coll_proto best_proto = TS_PROTO_NONE;
@@ -615,9 +627,19 @@ double ts_coll_time_ex(const ts_topo *t, ts_coll_kind kind, ts_coll_algo algo, t
     ts_coll_proto got = TS_PROTO_NONE;
     if (cand[i] == TS_ALGO_NCCL_TREE && one_node)
       continue;
-    double v = one_time(t, kind, cand[i], proto, g, count, bytes, &got, &local);
+    double model = 0.0;
+    double v = one_time(t, kind, cand[i], proto, g, count, bytes, &got, &model, &local);
     if (v < 0.0) {
       g_string_append_printf(why, "%s%s", why->len > 0 ? "; " : "", local->message);
+      continue;
+    }
+    if (by_model && ts_coll_algo_is_nccl(cand[i])) {
+      if (model > 0.0 && model < best_model) {
+        best_model = model;
+        best = v;
+        best_algo = cand[i];
+        best_proto = got;
+      }
       continue;
     }
     /* Ties keep the earlier candidate, so the choice is deterministic. */

@@ -1645,6 +1645,67 @@ static const double tree_corr[3][23] = {
      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
 
+/* NCCL's per-channel caps for Ampere (tuning.cc: perChMaxTreeBws, N2 and N4 columns;
+ * perChMaxRingLL128Bws and perChMaxTreeLL128Bws, 20 GB/s) and llMaxBws of multi-node hosts
+ * (index by CPU: Intel 39.0 / 20.4, AMD 22.5 / 19.0 GB/s on 2 / more nodes), GB/s. */
+static const double tree_ch_GBps[2] = {23.6, 17.8};
+static const double ll128_ch_GBps = 20.0;
+static const double ll_max_GBps[2][2] = {{39.0, 20.4}, {22.5, 19.0}}; /* Intel, AMD */
+
+/* NCCL's estimate across nodes where the network dimension names its search's channels
+ * (nccl_model_channels; nccl_model_bus_bandwidth_GBps = channels x bwInter), from tuning.cc
+ * (ncclTopoTuneModel, ncclTopoGetAlgoTime; NCCL 2.18-2.21, the releases of 2023-2024):
+ * bandwidths per algorithm and protocol, ring LL min(llMaxBw, bus / 4), ring LL128
+ * min(0.92 bus, channels x 20), tree min(0.92 bus, channels x perChMaxTreeBw) with LL at
+ * min(1/3.8 of it, llMaxBw) and LL128 at min(120/128 of it, channels x 20); the ring's algorithm
+ * bandwidth n / (2 (n - 1)) of its bus bandwidth, the tree's half, times the tree's correction per
+ * size; latencies baseLat + the ring's (nsteps - 2 nodes) intra-node steps at max(hwLat NVLink,
+ * net overhead, x3 for Simple) and 2 nodes network steps (hwLat NET), x1.4 for Simple (the
+ * ring's plateau), or the tree's 2 ((ppn - 1) NVLink + log2(nodes) NET) hops. Returns -1 where no
+ * dimension spanned gives channels (the caller falls back to the older estimate). Seconds. */
+static double nccl_model_time_net(const ts_net *nw, ts_coll_kind kind, ts_coll_algo algo,
+                                  const ts_group_shape *g, double bytes, int q, int n, int local)
+{
+  int nodes = n / MAX(local, 1), ch = 0;
+  double bus = 0.0, overhead = 0.0;
+  for (int j = 0; j < g->npieces; j++) {
+    int d = g->p[j].dim;
+    if (d == 0 || g->p[j].size <= 1 || nw->nccl_model_ch[d] <= 0)
+      continue;
+    ch = nw->nccl_model_ch[d];
+    bus = nw->nccl_model_Bps[d] > 0 ? nw->nccl_model_Bps[d] : ch * 24e9;
+    overhead = nw->nccl_net_overhead_s[d] > 0 ? nw->nccl_net_overhead_s[d] * 1e6 : 1.0;
+  }
+  if (ch <= 0)
+    return -1.0;
+  int n4 = nodes > 2, amd = overhead >= 1.5;
+  double llmax = ll_max_GBps[amd][n4] * 1e9, ch_bw = ch * ll128_ch_GBps * 1e9;
+  int nsteps = kind == TS_COLL_ALLREDUCE ? 2 * (n - 1) : n - 1;
+  double bw, lat;
+  if (algo != TS_ALGO_NCCL_TREE) {
+    bw = q == 0 ? MIN(llmax, bus / 4.0) : q == 1 ? MIN(0.92 * bus, ch_bw) : bus;
+    bw *= (double)n / nsteps;
+    double intra = MAX(hw_lat[HW_NVLINK][1][q], q == 2 ? 3.0 * overhead : overhead);
+    int ninter = kind == TS_COLL_ALLREDUCE ? 2 * (nodes - 1) : nodes - 1;
+    lat = base_lat_us[1][q] + (nsteps - ninter) * intra + ninter * hw_lat[HW_NET][1][q];
+    if (q == 2 && kind == TS_COLL_ALLREDUCE)
+      lat *= 1.4;
+  } else {
+    double tb = MIN(0.92 * bus, ch * tree_ch_GBps[n4] * 1e9);
+    bw = q == 0 ? MIN(tb / 3.8, llmax) : q == 1 ? MIN(tb * 120.0 / 128.0, ch_bw) : tb;
+    bw *= 0.5;
+    double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
+    if (l >= 0 && l < 23)
+      bw *= tree_corr[q][(int)l];
+    int lg = 0;
+    while ((2 << lg) <= nodes)
+      lg++;
+    lat = base_lat_us[0][q] +
+          2.0 * ((local - 1) * hw_lat[HW_NVLINK][0][q] + lg * hw_lat[HW_NET][0][q]);
+  }
+  return lat * 1e-6 + bytes / bw;
+}
+
 /* NCCL's own estimate of a collective with one (algorithm, protocol) (tuning.cc,
  * ncclTopoTuneModel and ncclTopoGetAlgoTime, NVIDIA/nccl 5067397), which is how NCCL *chooses*
  * (enqueue.cc, topoGetAlgoInfo: the lowest estimate wins). What nccl-tests then measures is the
@@ -1672,6 +1733,11 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
   if (n <= 1)
     return 0.0;
   int nodes = n / MAX(local, 1);
+  if (nodes > 1) {
+    double v = nccl_model_time_net(nw, kind, algo, g, bytes, q, n, local);
+    if (v >= 0.0)
+      return v;
+  }
   double bnode = INFINITY, bnet = INFINITY;
   for (int j = 0; j < g->npieces; j++) {
     int d = g->p[j].dim;
@@ -1714,6 +1780,14 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
     lat = base_lat_us[0][q] + 2.0 * ((local - 1) * intra + lg * inter);
   }
   return lat * 1e-6 + (bw > 0 ? bytes / bw : INFINITY);
+}
+
+gboolean nccl_model_spans(const ts_net *nw, const ts_group_shape *g)
+{
+  for (int j = 0; j < g->npieces; j++)
+    if (g->p[j].dim != 0 && g->p[j].size > 1 && nw->nccl_model_ch[g->p[j].dim] > 0)
+      return TRUE;
+  return FALSE;
 }
 
 gboolean ts_group_in_one_node(const ts_group_shape *g)
@@ -1810,6 +1884,17 @@ ts_coll_plan *ts_coll_plan_build_net(const ts_net *nw, ts_coll_kind kind, ts_col
    * the channel counts and per-channel caps of its topology search, which trainsim does not
    * know: there the measured costs decide, as before. */
   gboolean one_node = ts_group_in_one_node(g);
+  if (!one_node && nccl_model_spans(nw, g) && algo != TS_ALGO_NVLS) {
+    /* Across a network that names NCCL's search channels: NCCL's model picks among all three. */
+    int best = -1;
+    for (int k = 0; k < 3; k++)
+      if (c[k] != NULL && (best < 0 || c[k]->nccl_model_s < c[best]->nccl_model_s))
+        best = k;
+    for (int k = 0; k < 3; k++)
+      if (k != best)
+        ts_coll_plan_free(c[k]);
+    return best >= 0 ? c[best] : NULL;
+  }
   int pick = 2;
   if (c[2] == NULL)
     pick = c[1] != NULL ? 1 : 0;

@@ -21,12 +21,14 @@ typedef struct {
   gboolean in_switch[TS_MAX_DIMS]; /* in-switch reduction (NVLS) */
   double isr_eff[TS_MAX_DIMS];     /* fraction of link bandwidth NVLS reaches */
   double ll_frac[TS_MAX_DIMS], ll128_frac[TS_MAX_DIMS]; /* LL, LL128 bandwidth / Simple's */
-  double nccl_base_s[TS_MAX_DIMS][3];    /* fixed cost per protocol, 0: NCCL's baseLat */
-  double nccl_step_s[TS_MAX_DIMS][2];    /* LL, LL128 per-step latency, 0: NCCL's ratio */
-  double nccl_local_Bps[TS_MAX_DIMS];    /* local work rate, 0: none */
-  double nccl_ll_channel_s[TS_MAX_DIMS]; /* LL's cost per channel, 0: none */
-  double nccl_tree_Bps[TS_MAX_DIMS];     /* cap on the tree's bus bandwidth, 0: none */
-  double nccl_model_Bps[TS_MAX_DIMS];    /* NCCL's model: Simple's bus bandwidth, 0: reached */
+  double nccl_base_s[TS_MAX_DIMS][3];      /* fixed cost per protocol, 0: NCCL's baseLat */
+  double nccl_step_s[TS_MAX_DIMS][2];      /* LL, LL128 per-step latency, 0: NCCL's ratio */
+  double nccl_local_Bps[TS_MAX_DIMS];      /* local work rate, 0: none */
+  double nccl_ll_channel_s[TS_MAX_DIMS];   /* LL's cost per channel, 0: none */
+  double nccl_tree_Bps[TS_MAX_DIMS];       /* cap on the tree's bus bandwidth, 0: none */
+  double nccl_model_Bps[TS_MAX_DIMS];      /* NCCL's model: Simple's bus bandwidth, 0: reached */
+  int nccl_model_ch[TS_MAX_DIMS];          /* NCCL's model: search channels, 0: costs choose */
+  double nccl_net_overhead_s[TS_MAX_DIMS]; /* NCCL's network post overhead, 0: 1 us */
   /* Twisted torus (ts_dim.twist): crossing ring d's wrap-around in the + direction also moves
    * twist[d][e] places along dimension e. twisted: some entry is non-zero; routes are then the
    * breadth-first shortest paths of ts_route, not dimension order. */
@@ -41,6 +43,9 @@ typedef struct {
 /* Whether the group's members all sit on dimension 0 (one node of a GPU cluster: its other
  * pieces have one member). */
 gboolean ts_group_in_one_node(const ts_group_shape *g);
+/* Whether the group spans a network dimension naming NCCL's search channels
+ * (nccl_model_channels): NCCL's tuning model then chooses algorithm and protocol. */
+gboolean nccl_model_spans(const ts_net *nw, const ts_group_shape *g);
 
 /* Chip whose port into switch dim d carries chip's traffic (the NIC it shares). */
 int ts_net_port_chip(const ts_net *nw, int d, int chip);

@@ -85,6 +85,8 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll_channel_latency_us",
                                        "nccl_tree_bandwidth_GBps",
                                        "nccl_model_bus_bandwidth_GBps",
+                                       "nccl_model_channels",
+                                       "nccl_net_overhead_us",
                                        "twist",
                                        "pair_links",
                                        "transfer_stall_us",
@@ -378,6 +380,15 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    &d->nccl_model_Bps, error))
     return FALSE;
   d->nccl_model_Bps *= GB;
+  gint64 model_ch = 0;
+  if (!ts_kf_int(kf, path, group, "nccl_model_channels", TRUE, 0, 0, 64,
+                 "a channel count (0 = the fitted costs choose)", &model_ch, error))
+    return FALSE;
+  d->nccl_model_channels = (int)model_ch;
+  if (!read_number(kf, path, group, "nccl_net_overhead_us", TRUE, 0.0, 0, FALSE, TOPO_MAX_LATENCY,
+                   "a latency in microseconds (0 = NCCL's 1 us)", &d->nccl_net_overhead_s, error))
+    return FALSE;
+  d->nccl_net_overhead_s *= US;
   if (per_nic > 0 && nics > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] gpus_per_nic and nics_per_node: expected one of the two", path, group);

@@ -81,6 +81,15 @@ typedef struct {
    * "Profiling Multislice environments", the Megascale stats' "stall duration"): the transfer
    * itself overlaps compute, these ops do not. 0: none (ICI, NVLink, NCCL's network). */
   double transfer_stall_s;
+  /* [dim.X] nccl_model_channels: the channels of NCCL's topology search across this dimension
+   * (graph nChannels; NCCL's per-channel caps scale with it). Given on a network dimension, NCCL's
+   * tuning model (tuning.cc) chooses the algorithm and protocol of a group spanning it, with
+   * nccl_model_bus_bandwidth_GBps as channels x bwInter. 0: the fitted costs choose. */
+  int nccl_model_channels;
+  /* [dim.X] nccl_net_overhead_us: NCCL's network post overhead per ring step (getNetOverhead:
+   * 1 us on Intel hosts, 2 on AMD), seconds; 2 us also selects NCCL's AMD row of llMaxBws.
+   * 0: NCCL's default, 1 us. */
+  double nccl_net_overhead_s;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
