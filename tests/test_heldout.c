@@ -327,6 +327,9 @@ Test(heldout, a100_torchtitan_rows_are_the_published_wps)
     cr_assert(strstr(r->split, "zero=3,fsdp2") != NULL, "line %d: %s", r->line, r->split);
     g_autofree char *rc = g_strdup_printf("recompute=%s,", table[i].recompute);
     cr_assert(strstr(r->split, rc) != NULL, "line %d: %s lacks %s", r->line, r->split, rc);
+    /* SDPA's flash backend (FlashAttention-2) on the PyTorch nightly the README names:
+     * PROVENANCE.txt, "the attention kernel". */
+    cr_assert(strstr(r->split, "attn-kernel=fa2") != NULL, "line %d: %s", r->line, r->split);
     cr_assert_eq(r->micro_batch, table[i].batch);
     cr_assert_eq(r->global_batch, 64 * table[i].batch);
     double t = (double)table[i].batch * table[i].seq / table[i].wps;
