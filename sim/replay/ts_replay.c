@@ -38,24 +38,10 @@ typedef struct {
 } prog_info;
 G_STATIC_ASSERT(TS_MAX_AXES <= 32);
 
-/* Per program, the seconds a backend's fixed_seconds gave the ops whose seconds a re-placed
- * trace keeps (compute ops, off-chip transfers, delays), with the list of the others: what the
- * replays of every placement of a trace share of them (issue 15, eleventh pass: the backend's
- * pass over every op was remade per placement). Made by the first replay that needs a
- * program's, for the backend it ran (fn, key); another backend's replays make their own. */
-typedef struct {
-  gboolean (*fn)(ts_backend *b, ts_replay *r, int program, double *secs);
-  const void *key;
-  double **secs; /* per program (NULL: not made; fixed_none: the backend fixed none) */
-  int **placed;  /* per program: its other ops' indices */
-  int *nplaced;
-} fixed_share;
-
 /* The replay's view of a trace's ops: per program, what prog_info_init reads of them. */
 struct ts_replay_ops {
   int nprograms;
   prog_info *progs;
-  fixed_share *fixed; /* filled by the replays reading the view (a cache: not const) */
 };
 
 /* What the engine needs of an op on its hot path, packed into 32 bits and copied into the op's
@@ -178,7 +164,6 @@ struct ts_replay {
   gboolean keep_spans;
   const prog_info *progs; /* the view of the ops' programs */
   ts_replay_ops *own_ops; /* ops when made for this replay (NULL: shared, borrowed) */
-  fixed_share *share;     /* the shared view's fixed seconds (NULL: the view is the replay's) */
   int nsim;
   sim_rank *sims;
   int *sim_of_rank;         /* nranks entries, -1 when not simulated */
@@ -410,21 +395,7 @@ ts_replay_ops *ts_replay_ops_new(const ts_trace *tr)
   o->progs = g_new0(prog_info, tr->nprograms > 0 ? tr->nprograms : 1);
   for (int p = 0; p < tr->nprograms; p++)
     prog_info_init(&o->progs[p], &tr->programs[p]);
-  o->fixed = g_new0(fixed_share, 1);
   return o;
-}
-
-static void fixed_share_clear(fixed_share *fs, int nprograms)
-{
-  for (int p = 0; fs->secs != NULL && p < nprograms; p++) {
-    if (fs->secs[p] != fixed_none)
-      g_free(fs->secs[p]);
-    g_free(fs->placed[p]);
-  }
-  g_free(fs->secs);
-  g_free(fs->placed);
-  g_free(fs->nplaced);
-  memset(fs, 0, sizeof *fs);
 }
 
 void ts_replay_ops_free(ts_replay_ops *o)
@@ -437,8 +408,6 @@ void ts_replay_ops_free(ts_replay_ops *o)
     g_free(o->progs[p].succ);
     g_free(o->progs[p].p2p);
   }
-  fixed_share_clear(o->fixed, o->nprograms);
-  g_free(o->fixed);
   g_free(o->progs);
   g_free(o);
 }
@@ -461,8 +430,6 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   r->backend = b;
   if (ops == NULL)
     ops = r->own_ops = ts_replay_ops_new(tr);
-  else
-    r->share = ops->fixed;
   r->progs = ops->progs;
   /* A send along a symmetric axis pairs ranks of the same class: its partner is not a class
    * representative, so collapsing cannot replay it. */
@@ -730,66 +697,6 @@ static rendezvous *rendezvous_get(ts_replay *r)
   return rv;
 }
 
-/* Whether a re-placed trace keeps op i's seconds as a backend fixes them (ts_backend's
- * fixed_seconds_placed): compute ops, off-chip transfers and delays; ts_plan_trace_replace
- * changes groups, collectives' algorithms and the ranks' chips. */
-static gboolean kept_by_placement(const ts_program *p, int i)
-{
-  int k = ts_program_op_kind(p, i);
-  return k == TS_OP_COMPUTE || k == TS_OP_XFER || k == TS_OP_DELAY;
-}
-
-/* Program p's fixed seconds for this replay (fixed_none: none): from the backend, or, when the
- * replay reads a shared view of its ops, the kept ops' seconds from the view (made by the
- * first replay that needed them) and the others from the backend. Either way each op's seconds
- * are the ones fixed_seconds gives it. */
-static double *fixed_make(ts_replay *r, int p)
-{
-  ts_backend *b = r->backend;
-  fixed_share *fs = r->share;
-  int n = r->progs[p].nops;
-  gsize n1 = n > 0 ? (gsize)n : 1;
-  if (fs != NULL && b->fixed_seconds_placed == NULL)
-    fs = NULL;
-  if (fs != NULL && (fs->fn != b->fixed_seconds || fs->key != b->fixed_key)) {
-    fixed_share_clear(fs, r->tr->nprograms); /* another backend's: made again for this one */
-    fs->fn = b->fixed_seconds;
-    fs->key = b->fixed_key;
-  }
-  if (fs != NULL && fs->secs != NULL && fs->secs[p] != NULL) {
-    if (fs->secs[p] == fixed_none)
-      return fixed_none;
-    double *f = g_memdup2(fs->secs[p], sizeof(double) * n1);
-    if (b->fixed_seconds_placed(b, r, p, fs->placed[p], fs->nplaced[p], f))
-      return f;
-    g_free(f);
-    return fixed_none;
-  }
-  double *f = g_new(double, n1);
-  if (!b->fixed_seconds(b, r, p, f)) {
-    g_free(f);
-    f = fixed_none;
-  }
-  if (fs != NULL) {
-    if (fs->secs == NULL) {
-      fs->secs = g_new0(double *, r->tr->nprograms);
-      fs->placed = g_new0(int *, r->tr->nprograms);
-      fs->nplaced = g_new0(int, r->tr->nprograms);
-    }
-    const ts_program *prog = &r->tr->programs[p];
-    int np = 0;
-    for (int i = 0; i < n; i++)
-      np += !kept_by_placement(prog, i);
-    fs->placed[p] = g_new(int, np > 0 ? np : 1);
-    fs->nplaced[p] = np;
-    for (int i = 0, k = 0; i < n; i++)
-      if (!kept_by_placement(prog, i))
-        fs->placed[p][k++] = i;
-    fs->secs[p] = f == fixed_none ? fixed_none : g_memdup2(f, sizeof(double) * n1);
-  }
-  return f;
-}
-
 /* An activity of one op (compute, off-chip, a collective with one simulated member): no
  * record, its token names the op. The label is looked up only for backends that read it on
  * every activity (the analytic backend reads it on errors, from the op). */
@@ -820,8 +727,15 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
     if (G_UNLIKELY(r->fixed == NULL))
       r->fixed = g_new0(double *, r->tr->nprograms);
     double *f = r->fixed[s->program];
-    if (G_UNLIKELY(f == NULL))
-      f = r->fixed[s->program] = fixed_make(r, s->program);
+    if (G_UNLIKELY(f == NULL)) {
+      int n = r->progs[s->program].nops;
+      f = g_new(double, n > 0 ? n : 1);
+      if (!r->backend->fixed_seconds(r->backend, r, s->program, f)) {
+        g_free(f);
+        f = fixed_none;
+      }
+      r->fixed[s->program] = f;
+    }
     double d = f != fixed_none ? f[opi] : NAN;
     if (!isnan(d)) {
       r->outstanding++;

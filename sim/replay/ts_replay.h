@@ -58,16 +58,6 @@ struct ts_backend {
    * drains `queue` with ts_replay_drain_queue. Both NULL: every activity goes through start(). */
   gboolean (*fixed_seconds)(ts_backend *b, ts_replay *r, int program, double *secs);
   ts_evq *queue;
-  /* Added with issue 15 (eleventh pass), optional, with fixed_seconds: secs[ops[i]] for the
-   * listed ops of program p (every op that is not a compute op, an off-chip transfer or a
-   * delay: those that ts_plan_trace_replace's re-placing may change), as fixed_seconds gives
-   * them, the rest of secs untouched; FALSE as fixed_seconds. A replay reading a shared view of
-   * its trace's ops (ts_replay_new_shared) then copies the other ops' seconds from the first
-   * replay of the view with a backend of the same fixed_seconds and fixed_key (the topology:
-   * compute and off-chip seconds depend on the op and the chip alone), and asks for these. */
-  gboolean (*fixed_seconds_placed)(ts_backend *b, ts_replay *r, int program, const int *ops,
-                                   int nops, double *secs);
-  const void *fixed_key;
 };
 
 /** An activity's op (a copy): *act->op, or the op the activity's program and index name. */

@@ -417,15 +417,21 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
   return TRUE;
 }
 
-/* Whether analytic_start's seconds depend on the op alone (fixed_begin's test): on an array
- * with no dead link, no slow chip and no host launch cost. Then prepares the collectives'
- * memo of seconds for the replay's trace. */
-static gboolean fixed_begin(analytic *a, const ts_trace *tr)
+/* The seconds analytic_start gives each op of program p started as a one-op activity, where
+ * they depend on the op alone: on an array with no dead link, no slow chip and no host launch
+ * cost, a compute op (its device seconds), an off-chip transfer or delay, a collective (its
+ * seconds from the same memos, by the same calls); NaN for the rest, which start() costs. One
+ * pass over the packed ops, as program_tables makes its table (which start() makes only when it
+ * needs it). A collective whose costing fails is left to start(), which fails it again with its
+ * message. */
+static gboolean analytic_fixed(ts_backend *b, ts_replay *r, int p, double *secs)
 {
+  analytic *a = b->ctx;
   /* Launch costs make compute and collective ops wait for a host clock: nothing is fixed. */
   if (a->speed != NULL || a->topo->faults.ndead > 0 || a->topo->chip.kernel_launch_s > 0 ||
       a->topo->chip.collective_launch_s > 0)
     return FALSE;
+  const ts_trace *tr = ts_replay_trace(r);
   if (a->tables_of != tr) { /* as program_tables: another trace's tables are not these */
     tables_free(a);
     a->tables_of = tr;
@@ -438,57 +444,6 @@ static gboolean fixed_begin(analytic *a, const ts_trace *tr)
     for (guint i = 0; i < a->ncoll; i++)
       a->coll_s[i] = -1.0;
   }
-  return TRUE;
-}
-
-/* Collective k of prog's seconds as coll_cost gives them (NaN when its costing fails: start()
- * fails it again with its message): the distinct collective's seconds, else the keyed memo.
- * The packed fields first (ts_trace_coll_desc's test on them): no op is expanded per
- * collective. */
-static double coll_fixed(analytic *a, const ts_trace *tr, const ts_program *prog, int k)
-{
-  const ts_op_packed *pk = &prog->pk[k];
-  gboolean wide = (pk->flags & TS_PK_WIDE) != 0;
-  int gi = wide ? ts_program_op_group(prog, k) : pk->u.g.i0, id = -1;
-  if (gi < 0 || (guint)gi >= tr->groups->len)
-    return NAN;
-  const ts_group *g = g_ptr_array_index(tr->groups, gi);
-  if (ts_trace_group_size(g) <= 1)
-    return 0.0;
-  if (!wide && pk->u.g.i1 > 0 && (guint)pk->u.g.i1 <= a->ncoll) {
-    const ts_coll_desc *dc = &g_array_index(tr->colls, ts_coll_desc, pk->u.g.i1 - 1);
-    if (dc->group == gi && dc->coll == (ts_coll_kind)pk->coll &&
-        dc->algo == (ts_coll_algo)pk->algo && dc->bytes == pk->d0)
-      id = pk->u.g.i1 - 1;
-  }
-  if (id >= 0 && a->coll_s[id] >= 0)
-    return a->coll_s[id];
-  ts_op op = ts_program_op(prog, k); /* costed from its fields, as start() would */
-  if (wide && ts_trace_coll_desc(tr, &op) != NULL)
-    id = op.coll_id - 1;
-  GError *err = NULL;
-  /* The base chip is read only for dead links' masks, excluded here. */
-  double d = coll_cost_keyed(a, &op, g, -1, &err);
-  g_clear_error(&err);
-  if (d < 0)
-    return NAN;
-  if (id >= 0)
-    a->coll_s[id] = d;
-  return d;
-}
-
-/* The seconds analytic_start gives each op of program p started as a one-op activity, where
- * they depend on the op alone: on an array with no dead link, no slow chip and no host launch
- * cost, a compute op (its device seconds), an off-chip transfer or delay, a collective (its
- * seconds from the same memos, by the same calls); NaN for the rest, which start() costs. One
- * pass over the packed ops, as program_tables makes its table (which start() makes only when it
- * needs it). */
-static gboolean analytic_fixed(ts_backend *b, ts_replay *r, int p, double *secs)
-{
-  analytic *a = b->ctx;
-  const ts_trace *tr = ts_replay_trace(r);
-  if (!fixed_begin(a, tr))
-    return FALSE;
   const ts_program *prog = &tr->programs[p];
   for (int k = 0; k < prog->nops; k++) {
     const ts_op_packed *pk = &prog->pk[k];
@@ -511,26 +466,40 @@ static gboolean analytic_fixed(ts_backend *b, ts_replay *r, int p, double *secs)
       if (d >= 0)
         secs[k] = d;
     } else if (kind == TS_OP_COLL) {
-      secs[k] = coll_fixed(a, tr, prog, k);
+      /* coll_cost's steps: the distinct collective's seconds, else the keyed memo. The packed
+       * fields first (ts_trace_coll_desc's test on them): no op is expanded per collective. */
+      gboolean wide = (pk->flags & TS_PK_WIDE) != 0;
+      int gi = wide ? ts_program_op_group(prog, k) : pk->u.g.i0, id = -1;
+      if (gi < 0 || (guint)gi >= tr->groups->len)
+        continue;
+      const ts_group *g = g_ptr_array_index(tr->groups, gi);
+      if (ts_trace_group_size(g) <= 1) {
+        secs[k] = 0.0;
+        continue;
+      }
+      if (!wide && pk->u.g.i1 > 0 && (guint)pk->u.g.i1 <= a->ncoll) {
+        const ts_coll_desc *dc = &g_array_index(tr->colls, ts_coll_desc, pk->u.g.i1 - 1);
+        if (dc->group == gi && dc->coll == (ts_coll_kind)pk->coll &&
+            dc->algo == (ts_coll_algo)pk->algo && dc->bytes == pk->d0)
+          id = pk->u.g.i1 - 1;
+      }
+      if (id >= 0 && a->coll_s[id] >= 0) {
+        secs[k] = a->coll_s[id];
+        continue;
+      }
+      ts_op op = ts_program_op(prog, k); /* costed from its fields, as start() would */
+      if (wide && ts_trace_coll_desc(tr, &op) != NULL)
+        id = op.coll_id - 1;
+      GError *err = NULL;
+      /* The base chip is read only for dead links' masks, excluded here. */
+      double d = coll_cost_keyed(a, &op, g, -1, &err);
+      g_clear_error(&err);
+      if (d < 0)
+        continue;
+      if (id >= 0)
+        a->coll_s[id] = d;
+      secs[k] = d;
     }
-  }
-  return TRUE;
-}
-
-/* analytic_fixed's seconds for the listed ops of program p only (ts_backend's
- * fixed_seconds_placed: the ops other than compute, off-chip and delays, whose seconds
- * analytic_fixed gives from the op and the topology's chip alone). */
-static gboolean analytic_fixed_placed(ts_backend *b, ts_replay *r, int p, const int *ops, int nops,
-                                      double *secs)
-{
-  analytic *a = b->ctx;
-  const ts_trace *tr = ts_replay_trace(r);
-  if (!fixed_begin(a, tr))
-    return FALSE;
-  const ts_program *prog = &tr->programs[p];
-  for (int i = 0; i < nops; i++) {
-    int k = ops[i];
-    secs[k] = (ts_op_kind)prog->pk[k].kind == TS_OP_COLL ? coll_fixed(a, tr, prog, k) : NAN;
   }
   return TRUE;
 }
@@ -579,8 +548,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   b->label_on_error_only = TRUE;
   b->op_on_demand = TRUE;
   b->fixed_seconds = analytic_fixed;
-  b->fixed_seconds_placed = analytic_fixed_placed;
-  b->fixed_key = t; /* compute and off-chip seconds: the chip's and the host's */
   b->queue = &a->q;
   return b;
 }
