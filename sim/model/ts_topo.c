@@ -554,9 +554,28 @@ static int pair_rings(const int links[PAIR_MAX][PAIR_MAX], int n)
   return 0;
 }
 
+/* A whole number written as decimal digits only, in [0, hi]; *p moves past it. sscanf's %d
+ * took signs, inner blanks and values past INT_MAX (4294967296 read as chip 0). */
+static gboolean pair_number(const char **p, int hi, int *out)
+{
+  gint64 v = 0;
+  const char *s = *p;
+  if (!g_ascii_isdigit(*s))
+    return FALSE;
+  for (; g_ascii_isdigit(*s); s++) {
+    v = v * 10 + (*s - '0');
+    if (v > hi)
+      return FALSE;
+  }
+  *out = (int)v;
+  *p = s;
+  return TRUE;
+}
+
 /* [dim.X] pair_links = A-B:N,...: the NVLink links between chips A and B of the dimension (a
  * direct-connect mesh, not a switch); a cut dimension (--vary dim.X.size) keeps chips 0..n-1.
- * Fills d->pair_rings for every n. */
+ * Fills d->pair_rings for every n. d->size is the file's size: every chip named is below it,
+ * and a mesh of more than TS_PAIR_MAX chips is refused (its rings are searched exactly). */
 static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *group, ts_dim *d,
                                 GError **error)
 {
@@ -564,22 +583,37 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   if (!d->pair_links)
     return TRUE;
   g_autofree char *v = g_key_file_get_value(kf, group, "pair_links", NULL);
+  if (v == NULL || *g_strstrip(v) == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] pair_links='': expected A-B:N,... (N links between chips A and B)",
+                path, group);
+    return FALSE;
+  }
+  if (d->size > PAIR_MAX) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] pair_links: size = %d; expected a mesh of at most %d chips with "
+                "pair_links",
+                path, group, d->size, PAIR_MAX);
+    return FALSE;
+  }
   int links[PAIR_MAX][PAIR_MAX] = {{0}}, top = 0;
-  g_auto(GStrv) items = g_strsplit(v != NULL ? v : "", ",", -1);
+  g_auto(GStrv) items = g_strsplit(v, ",", -1);
   for (int i = 0; items[i] != NULL; i++) {
-    const char *it = g_strstrip(items[i]);
-    int a, b, nl, used = 0;
-    if (sscanf(it, "%d-%d:%d%n", &a, &b, &nl, &used) != 3 || it[used] != '\0' || a < 0 || b < 0 ||
-        a >= PAIR_MAX || b >= PAIR_MAX || a == b || nl < 1 || nl > 64 || links[a][b] != 0) {
+    const char *it = g_strstrip(items[i]), *q = it;
+    int a = -1, b = -1, nl = 0;
+    if (!pair_number(&q, d->size - 1, &a) || *q++ != '-' || !pair_number(&q, d->size - 1, &b) ||
+        *q++ != ':' || !pair_number(&q, 64, &nl) || *q != '\0' || a == b || nl < 1 ||
+        links[a][b] != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "%s: [%s] pair_links item '%s': expected A-B:N (chips A != B below %d, each "
-                  "pair once, N links from 1 to 64), comma-separated",
-                  path, group, it, PAIR_MAX);
+                  "%s: [%s] pair_links item '%s': expected A-B:N (chips A != B below the size, "
+                  "%d, each pair once, N links from 1 to 64), comma-separated",
+                  path, group, it, d->size);
       return FALSE;
     }
     links[a][b] = links[b][a] = nl;
     top = MAX(top, MAX(a, b) + 1);
   }
+  d->pair_chips = d->size;
   /* Chips past the last one named have no links: no ring reaches them. */
   for (int n = 0; n <= PAIR_MAX; n++)
     d->pair_rings[n] = n <= top ? pair_rings(links, n) : 0;
