@@ -615,7 +615,7 @@ Test(topo, pair_links_rings_follow_the_cut)
   for (int n = 2; n <= 8; n++) {
     cr_assert_eq(t->dims[0].pair_rings[n], rings[n], "%d GPUs: %d rings, want %d", n,
                  t->dims[0].pair_rings[n], rings[n]);
-    ts_topo_dim_set_size(&t->dims[0], n);
+    cr_assert(ts_topo_dim_set_size(&t->dims[0], n, NULL));
     cr_assert_eq(t->dims[0].size, n);
     assert_close(t->dims[0].link_bw_Bps, rings[n] * 25e9 * 0.9, "port rate");
   }
@@ -626,7 +626,7 @@ Test(topo, pair_links_rings_follow_the_cut)
   cr_assert_eq(u->dims[0].pair_rings[2], 2, "two links, two rings over two chips");
   cr_assert_eq(u->dims[0].pair_rings[3], 0, "chip 2 has no link");
   assert_close(u->dims[0].link_bw_Bps, 12e9 * 0.5, "PCIe without a ring");
-  ts_topo_dim_set_size(&u->dims[0], 2);
+  cr_assert(ts_topo_dim_set_size(&u->dims[0], 2, NULL));
   assert_close(u->dims[0].link_bw_Bps, 2 * 25e9 * 0.5, "two rings of one link");
 }
 

@@ -620,17 +620,27 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   return TRUE;
 }
 
-void ts_topo_dim_set_size(ts_dim *d, int size)
+gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error)
 {
+  /* A pair_links mesh names the links of its file's chips: a larger one would put the chips
+   * past them on PCIe, a machine nobody wrote down (and past 16 chips no ring is searched). */
+  if (d->pair_links && size > d->pair_chips) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "[dim.%s] size %d: pair_links names the links of %d chips; expected at most %d "
+                "(a cut keeps chips 0..n-1 and their links)",
+                d->name, size, d->pair_chips, d->pair_chips);
+    return FALSE;
+  }
   d->size = size;
   if (!d->pair_links)
-    return;
+    return TRUE;
   int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
   /* Without a ring over NVLink the members talk over PCIe (one link's rate if the file gives
    * no host link). */
   d->link_bw_Bps = rings > 0              ? rings * d->pair_link_Bps
                    : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
                                           : d->pair_link_Bps;
+  return TRUE;
 }
 
 static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint64 chips_before,
@@ -698,7 +708,7 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   if (d->pair_links) {
     d->pair_link_Bps = d->link_bw_Bps;
     d->pair_pcie_Bps = chip->host_link_bw_Bps * bw_eff;
-    ts_topo_dim_set_size(d, d->size);
+    ts_topo_dim_set_size(d, d->size, NULL); /* the file's size: pair_chips */
   }
   d->transfer_stall_s = stall_us * US;
   return TRUE;

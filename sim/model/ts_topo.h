@@ -257,8 +257,9 @@ double ts_chip_memory_reserve(const ts_chip *c);
 double ts_chip_allocator_overhead(const ts_chip *c);
 #define TS_GPU_ALLOCATOR_OVERHEAD 0.15
 
-/** Sets a dimension's size (what-if cuts); a pair_links mesh's port rate follows its rings. */
-void ts_topo_dim_set_size(ts_dim *d, int size);
+/** Sets a dimension's size (what-if cuts); a pair_links mesh's port rate follows its rings.
+ * FALSE (error "[dim.X] size N: ...") when a pair_links mesh would grow past its file's chips. */
+gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error);
 
 /** Index of the dimension named name, or -1. */
 int ts_topo_dim_index(const ts_topo *t, const char *name);

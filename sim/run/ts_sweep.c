@@ -365,9 +365,12 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
                   v->shapes[i], tname, t->ndims, t->ndims);
       return NULL;
     }
-    for (int d = 0; d < n; d++)
-      ts_topo_dim_set_size(&c->dims[d], sizes[d]);
     g_autofree char *what = g_strdup_printf("dims=%s", v->shapes[i]);
+    for (int d = 0; d < n; d++)
+      if (!ts_topo_dim_set_size(&c->dims[d], sizes[d], error)) {
+        g_prefix_error(error, "--vary %s on %s: ", what, tname);
+        return NULL;
+      }
     return recount(c, what, error) ? g_steal_pointer(&c) : NULL;
   }
   if (strcmp(k, "dead_links") == 0)
@@ -438,7 +441,10 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     else if (strcmp(dot + 1, "latency_us") == 0)
       ok = set_val(&c->dims[d].latency_s, v, i, 1e-6, tname, error);
     else {
-      ts_topo_dim_set_size(&c->dims[d], (int)v->values[i]);
+      if (!ts_topo_dim_set_size(&c->dims[d], (int)v->values[i], error)) {
+        g_prefix_error(error, "--vary %s on %s: ", k, tname);
+        return NULL;
+      }
       return recount(c, k, error) ? g_steal_pointer(&c) : NULL;
     }
   }
