@@ -67,8 +67,9 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* A pair_links mesh only cuts: chips past its file's would have no links (all on PCIe). */
   expect_input_error("sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dim.node.size=2,32",
                      "--vary dim.node.size on ");
-  expect_input_error("sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dims=2,9",
-                     "[dim.node] size 9: pair_links names the links of 8 chips; expected at most 8");
+  expect_input_error(
+      "sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dims=2,9",
+      "[dim.node] size 9: pair_links names the links of 8 chips; expected at most 8");
 }
 
 Test(cli, topology_errors_name_file_and_key)

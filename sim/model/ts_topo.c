@@ -585,8 +585,8 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   g_autofree char *v = g_key_file_get_value(kf, group, "pair_links", NULL);
   if (v == NULL || *g_strstrip(v) == '\0') {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: [%s] pair_links='': expected A-B:N,... (N links between chips A and B)",
-                path, group);
+                "%s: [%s] pair_links='': expected A-B:N,... (N links between chips A and B)", path,
+                group);
     return FALSE;
   }
   if (d->size > PAIR_MAX) {
