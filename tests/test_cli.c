@@ -70,6 +70,13 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(
       "sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dims=2,9",
       "[dim.node] size 9: pair_links names the links of 8 chips; expected at most 8");
+  /* A kernel's rate: 0 is no rate (the file's "missing"), and no split running it is a no-op. */
+  expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,attn-kernel=triton -j 1 "
+                     "--vary flash_efficiency_triton=0,0.3",
+                     "value '0': expected a fraction in (0, 1]");
+  expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8 -j 1 "
+                     "--vary flash_efficiency_fa1=0.3,0.4",
+                     "no --split asks for attn-kernel=fa1");
 }
 
 Test(cli, topology_errors_name_file_and_key)

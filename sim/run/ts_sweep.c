@@ -140,8 +140,9 @@ static const vary_range vary_ranges[] = {
     {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"compute_efficiency", "a fraction", 1, FALSE},
     {"flash_efficiency", "a fraction", 1, TRUE},
-    {"flash_efficiency_triton", "a fraction", 1, TRUE},
-    {"flash_efficiency_fa1", "a fraction", 1, TRUE},
+    /* 0 is the file's "not given": the split's attn-kernel would then find no rate. */
+    {"flash_efficiency_triton", "a fraction", 1, FALSE},
+    {"flash_efficiency_fa1", "a fraction", 1, FALSE},
     {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"latency_us", "a latency in us", 1e6, TRUE},
 };
@@ -896,6 +897,33 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
   }
 }
 
+/* --vary flash_efficiency_triton / _fa1 sets the rate only attn-kernel=triton / fa1 runs at:
+ * without a split (or split option) naming that kernel every row would be the same. */
+static gboolean vary_rate_used(const ts_sweep_spec *spec, const ts_vary *v, GError **error)
+{
+  int kernel = strcmp(v->key, "flash_efficiency_triton") == 0 ? TS_ATTN_KERNEL_TRITON
+               : strcmp(v->key, "flash_efficiency_fa1") == 0  ? TS_ATTN_KERNEL_FA1
+                                                              : -1;
+  if (kernel < 0)
+    return TRUE;
+  static char *none[] = {(char *)"", NULL};
+  static char *any[] = {(char *)"dp=1", NULL};
+  char **splits = spec->splits != NULL ? spec->splits : any;
+  char **sfx = spec->suffixes != NULL ? spec->suffixes : none;
+  for (char **sp = splits; *sp != NULL; sp++)
+    for (char **x = sfx; *x != NULL; x++) {
+      g_autofree char *text = g_strconcat(*sp, *x, NULL);
+      g_autoptr(ts_split) s = ts_split_parse(text, NULL);
+      if (s != NULL && s->attn_kernel == 1 + kernel)
+        return TRUE;
+    }
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "--vary '%s': no --split asks for attn-kernel=%s; expected one that does (the "
+              "rate is that kernel's, every row would be the same)",
+              v->text, ts_attn_kernel_name((ts_attn_kernel)kernel));
+  return FALSE;
+}
+
 static gboolean vary_level(enum_ctx *c, int level, const ts_topo *t, GError **error)
 {
   if (level == c->sw->nvary) {
@@ -952,6 +980,8 @@ ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **err
         return NULL;
       }
     sw->columns[i] = g_strdup(v->column);
+    if (!vary_rate_used(spec, v, error))
+      return NULL;
   }
   /* Every input is loaded (and so checked) before the first configuration is made. */
   for (char **mn = spec->models; mn != NULL && *mn != NULL; mn++)
