@@ -809,6 +809,17 @@ static const bad_case BAD[] = {
     {"pair links on a huge dimension",
      CHIP_OK DIM("node", "65536", "switch", "25", "1") "pair_links = 0-1:1\n",
      {"[dim.node] pair_links: size = 65536", "at most 16 chips"}},
+    {"NCCL model channels on the first dimension (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_model_channels = 8\n",
+     {"[dim.node] nccl_model_channels='8'", "expected a switch dimension after the first"}},
+    {"NCCL model channels on a ring (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("x", "4", "ring", "25", "1") "nccl_model_channels = 8\n",
+     {"[dim.x] nccl_model_channels='8'", "expected a switch dimension after the first"}},
+    {"NCCL net overhead without the model's channels (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_net_overhead_us = 2\n",
+     {"[dim.net] nccl_net_overhead_us", "expected nccl_model_channels > 0"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)

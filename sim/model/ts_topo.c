@@ -389,6 +389,23 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    "a latency in microseconds (0 = NCCL's 1 us)", &d->nccl_net_overhead_s, error))
     return FALSE;
   d->nccl_net_overhead_s *= US;
+  /* NCCL's model across nodes (ts_coll_algos.c) reads both only on a switch dimension after
+   * the first: elsewhere they were ignored without a word. */
+  if (model_ch > 0 && (shape != TS_SHAPE_SWITCH || chips_before <= 1)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_model_channels='%" G_GINT64_FORMAT "': expected a switch "
+                "dimension after the first (NCCL's channels across nodes; dimension 0 is the "
+                "node)",
+                path, group, model_ch);
+    return FALSE;
+  }
+  if (d->nccl_net_overhead_s > 0 && model_ch == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_net_overhead_us: expected nccl_model_channels > 0 with it (only "
+                "NCCL's tuning model across nodes reads it)",
+                path, group);
+    return FALSE;
+  }
   if (per_nic > 0 && nics > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] gpus_per_nic and nics_per_node: expected one of the two", path, group);
