@@ -1689,6 +1689,34 @@ Test(split, option_errors_name_the_item)
   }
 }
 
+/* What run prints as a split is accepted back by --split and plans the same: this session's
+ * framework options (pipe-engine, launch, tp-grad, attn-kernel) print only when not the default,
+ * each in the form the parser reads. */
+Test(split, printed_split_parses_back)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  const struct {
+    const char *split, *printed;
+  } cases[] = {
+      {"tp=8@node,pp=2@net,dp=2@net,zero=1,recompute=full,p2p=blocking,pipe-engine=deepspeed,"
+       "launch=blocking,tp-grad=serial,attn-kernel=fa1",
+       "tp=8,dp=2,pp=2,schedule=1f1b,recompute=full,zero=1,attn-kernel=fa1,p2p=blocking,"
+       "tp-grad=serial,pipe-engine=deepspeed,launch=blocking"},
+      {"dp=32,attn-kernel=triton,launch=async,tp-grad=async,pipe-engine=megatron",
+       "dp=32,attn-kernel=triton"},
+      {"tp=8,pp=4,attn-kernel=fa2,tp-grad=serial,pipe-engine=deepspeed",
+       "tp=8,pp=4,schedule=1f1b,tp-grad=serial,pipe-engine=deepspeed"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 64, 0);
+    cr_assert_str_eq(p->split_text, cases[i].printed);
+    g_autoptr(ts_plan) q = make_plan(m, t, p->split_text, 64, 0);
+    cr_assert_str_eq(q->split_text, p->split_text);
+    cr_assert_str_eq(q->placement_text, p->placement_text);
+  }
+}
+
 Test(split, invalid_combinations)
 {
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
