@@ -77,6 +77,9 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8 -j 1 "
                      "--vary flash_efficiency_fa1=0.3,0.4",
                      "no --split asks for attn-kernel=fa1");
+  /* attn-kernel on a model without attention changed nothing (ResNet-50: 31.6 ms either way). */
+  expect_input_error("run -t dgx-a100-4node -m resnet50 -b 256 -s dp=32,attn-kernel=triton",
+                     "resnet50.ini has no attention layer; expected a model with attention");
 }
 
 Test(cli, topology_errors_name_file_and_key)

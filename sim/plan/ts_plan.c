@@ -2534,6 +2534,16 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, ts_attn_kernel_name(p->attn_kernel));
     return NULL;
   }
+  gboolean attention = FALSE;
+  for (int i = 0; i < m->nlayers && !attention; i++)
+    attention = m->layers[i].kind == TS_LAYER_ATTENTION;
+  if (s->attn_kernel > 0 && !attention) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': attn-kernel=%s picks the fused attention kernel, but %s has no "
+                "attention layer; expected a model with attention",
+                s->text, ts_attn_kernel_name(p->attn_kernel), m->path ? m->path : m->name);
+    return NULL;
+  }
   if (p->launch_blocking && !(t->chip.kernel_launch_s > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': launch=blocking is CUDA_LAUNCH_BLOCKING=1, a wait on every kernel "
