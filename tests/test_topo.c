@@ -628,6 +628,15 @@ Test(topo, pair_links_rings_follow_the_cut)
   assert_close(u->dims[0].link_bw_Bps, 12e9 * 0.5, "PCIe without a ring");
   cr_assert(ts_topo_dim_set_size(&u->dims[0], 2, NULL));
   assert_close(u->dims[0].link_bw_Bps, 2 * 25e9 * 0.5, "two rings of one link");
+  /* A what-if on the port before the cut (--vary link_bandwidth_GBps=x2 listed before
+   * dim.node.size) stays a factor: the cut used to reset the port to its rings, and the x2 rows
+   * came out as the x1 rows. */
+  g_autoptr(ts_topo) w = load_shipped("dgx1-v100");
+  w->dims[0].link_bw_Bps *= 2;
+  cr_assert(ts_topo_dim_set_size(&w->dims[0], 4, NULL));
+  assert_close(w->dims[0].link_bw_Bps, 2 * 4 * 25e9 * 0.9, "x2 kept over 4 rings");
+  cr_assert(ts_topo_dim_set_size(&w->dims[0], 8, NULL));
+  assert_close(w->dims[0].link_bw_Bps, 2 * 6 * 25e9 * 0.9, "and back over 6");
 }
 
 Test(topo, largest_array_accepted)

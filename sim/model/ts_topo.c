@@ -637,6 +637,16 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   return TRUE;
 }
 
+/* A pair_links mesh's port rate over chips 0..size-1: its rings times one link, or PCIe (one
+ * link's rate if the file gives no host link) without a ring over NVLink. */
+static double pair_port_Bps(const ts_dim *d, int size)
+{
+  int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
+  return rings > 0              ? rings * d->pair_link_Bps
+         : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
+                                : d->pair_link_Bps;
+}
+
 gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error)
 {
   /* A pair_links mesh names the links of its file's chips: a larger one would put the chips
@@ -648,15 +658,14 @@ gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error)
                 d->name, size, d->pair_chips, d->pair_chips);
     return FALSE;
   }
+  if (d->pair_links) {
+    /* The port follows the cut's rings; a what-if already applied to it (--vary
+     * link_bandwidth_GBps before dim.X.size, a slow fabric) is kept as a factor. */
+    double was = pair_port_Bps(d, d->size);
+    double scale = was > 0 ? d->link_bw_Bps / was : 1.0;
+    d->link_bw_Bps = pair_port_Bps(d, size) * scale;
+  }
   d->size = size;
-  if (!d->pair_links)
-    return TRUE;
-  int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
-  /* Without a ring over NVLink the members talk over PCIe (one link's rate if the file gives
-   * no host link). */
-  d->link_bw_Bps = rings > 0              ? rings * d->pair_link_Bps
-                   : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
-                                          : d->pair_link_Bps;
   return TRUE;
 }
 
@@ -725,7 +734,7 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   if (d->pair_links) {
     d->pair_link_Bps = d->link_bw_Bps;
     d->pair_pcie_Bps = chip->host_link_bw_Bps * bw_eff;
-    ts_topo_dim_set_size(d, d->size, NULL); /* the file's size: pair_chips */
+    d->link_bw_Bps = pair_port_Bps(d, d->size);
   }
   d->transfer_stall_s = stall_us * US;
   return TRUE;
