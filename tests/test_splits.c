@@ -1689,6 +1689,34 @@ Test(split, option_errors_name_the_item)
   }
 }
 
+/* What run prints as a split is accepted back by --split and plans the same: this session's
+ * framework options (pipe-engine, launch, tp-grad, attn-kernel) print only when not the default,
+ * each in the form the parser reads. */
+Test(split, printed_split_parses_back)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  const struct {
+    const char *split, *printed;
+  } cases[] = {
+      {"tp=8@node,pp=2@net,dp=2@net,zero=1,recompute=full,p2p=blocking,pipe-engine=deepspeed,"
+       "launch=blocking,tp-grad=serial,attn-kernel=fa1",
+       "tp=8,dp=2,pp=2,schedule=1f1b,recompute=full,zero=1,attn-kernel=fa1,p2p=blocking,"
+       "tp-grad=serial,pipe-engine=deepspeed,launch=blocking"},
+      {"dp=32,attn-kernel=triton,launch=async,tp-grad=async,pipe-engine=megatron",
+       "dp=32,attn-kernel=triton"},
+      {"tp=8,pp=4,attn-kernel=fa2,tp-grad=serial,pipe-engine=deepspeed",
+       "tp=8,pp=4,schedule=1f1b,tp-grad=serial,pipe-engine=deepspeed"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 64, 0);
+    cr_assert_str_eq(p->split_text, cases[i].printed);
+    g_autoptr(ts_plan) q = make_plan(m, t, p->split_text, 64, 0);
+    cr_assert_str_eq(q->split_text, p->split_text);
+    cr_assert_str_eq(q->placement_text, p->placement_text);
+  }
+}
+
 Test(split, invalid_combinations)
 {
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
@@ -1709,6 +1737,14 @@ Test(split, invalid_combinations)
       {"tp=8,dp=8,name:nothing*=dp", 64, 0, "matches no layer"},
       {"dp=64,ep=8", 64, 0, "has no mixture-of-experts layer"},
       {"tp=8,dp=8,pipe-engine=deepspeed", 64, 0, "pipeline engine; expected pp > 1"},
+      {"pp=8,dp=8,zero=2,pipe-engine=deepspeed", 64, 1, "with zero=2; expected zero=0 or 1"},
+      {"pp=8,dp=8,zero=3,pipe-engine=deepspeed", 64, 1, "with zero=3; expected zero=0 or 1"},
+      {"pp=8,dp=8,schedule=gpipe,pipe-engine=deepspeed", 64, 1, "expected schedule=1f1b"},
+      {"pp=8,dp=8,schedule=interleaved:2,pipe-engine=deepspeed", 64, 1,
+       "with schedule=interleaved; expected schedule=1f1b"},
+      {"dp=64,attention=unfused,attn-kernel=cudnn", 64, 0,
+       "attn-kernel=cudnn with attention=unfused; expected one of them"},
+      {"dp=64,launch=blocking", 64, 0, "([chip] kernel_launch_us > 0; TPU v3 has none)"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
@@ -1839,8 +1875,14 @@ static int run_cli(const char *args, char **out, char **err)
 
 Test(cli, bad_split_item_exits_2_with_one_line)
 {
-  const char *cases[] = {"-s pp=4,zero=9", "-s tp=4,schedule=zigzag", "-s dp=64,sp",
-                         "-s pp=4,dp=16,stages=1:2"};
+  const char *cases[] = {"-s pp=4,zero=9",
+                         "-s tp=4,schedule=zigzag",
+                         "-s dp=64,sp",
+                         "-s pp=4,dp=16,stages=1:2",
+                         "-s pp=8,dp=8,zero=2,pipe-engine=deepspeed",
+                         "-s dp=64,launch=blocking",
+                         "-s dp=64,attention=unfused,attn-kernel=fa2",
+                         "-s dp=64,attn-kernel=triton"};
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *args = g_strdup_printf("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 %s", cases[i]);
     g_autofree char *out = NULL, *err = NULL;

@@ -615,7 +615,7 @@ Test(topo, pair_links_rings_follow_the_cut)
   for (int n = 2; n <= 8; n++) {
     cr_assert_eq(t->dims[0].pair_rings[n], rings[n], "%d GPUs: %d rings, want %d", n,
                  t->dims[0].pair_rings[n], rings[n]);
-    ts_topo_dim_set_size(&t->dims[0], n);
+    cr_assert(ts_topo_dim_set_size(&t->dims[0], n, NULL));
     cr_assert_eq(t->dims[0].size, n);
     assert_close(t->dims[0].link_bw_Bps, rings[n] * 25e9 * 0.9, "port rate");
   }
@@ -626,8 +626,17 @@ Test(topo, pair_links_rings_follow_the_cut)
   cr_assert_eq(u->dims[0].pair_rings[2], 2, "two links, two rings over two chips");
   cr_assert_eq(u->dims[0].pair_rings[3], 0, "chip 2 has no link");
   assert_close(u->dims[0].link_bw_Bps, 12e9 * 0.5, "PCIe without a ring");
-  ts_topo_dim_set_size(&u->dims[0], 2);
+  cr_assert(ts_topo_dim_set_size(&u->dims[0], 2, NULL));
   assert_close(u->dims[0].link_bw_Bps, 2 * 25e9 * 0.5, "two rings of one link");
+  /* A what-if on the port before the cut (--vary link_bandwidth_GBps=x2 listed before
+   * dim.node.size) stays a factor: the cut used to reset the port to its rings, and the x2 rows
+   * came out as the x1 rows. */
+  g_autoptr(ts_topo) w = load_shipped("dgx1-v100");
+  w->dims[0].link_bw_Bps *= 2;
+  cr_assert(ts_topo_dim_set_size(&w->dims[0], 4, NULL));
+  assert_close(w->dims[0].link_bw_Bps, 2 * 4 * 25e9 * 0.9, "x2 kept over 4 rings");
+  cr_assert(ts_topo_dim_set_size(&w->dims[0], 8, NULL));
+  assert_close(w->dims[0].link_bw_Bps, 2 * 6 * 25e9 * 0.9, "and back over 6");
 }
 
 Test(topo, largest_array_accepted)
@@ -791,6 +800,35 @@ static const bad_case BAD[] = {
     {"pair links on a ring",
      CHIP_OK DIM("x", "4", "ring", "25", "1") "pair_links = 0-1:1\n",
      {"[dim.x] pair_links: expected shape = switch"}},
+    {"pair links empty",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links =\n",
+     {"[dim.node] pair_links=''", "expected A-B:N"}},
+    {"pair link past the size",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 0-1:1,2-4:1\n",
+     {"[dim.node] pair_links item '2-4:1'", "below the size, 4"}},
+    {"pair link chip past INT_MAX (read as chip 0 by %d)",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 4294967296-1:1\n",
+     {"[dim.node] pair_links item '4294967296-1:1'", "expected A-B:N"}},
+    {"pair link with a sign",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = +0-1:2\n",
+     {"[dim.node] pair_links item '+0-1:2'", "expected A-B:N"}},
+    {"pair link with inner blanks",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 0- 1: 2\n",
+     {"[dim.node] pair_links item '0- 1: 2'", "expected A-B:N"}},
+    {"pair links on a huge dimension",
+     CHIP_OK DIM("node", "65536", "switch", "25", "1") "pair_links = 0-1:1\n",
+     {"[dim.node] pair_links: size = 65536", "at most 16 chips"}},
+    {"NCCL model channels on the first dimension (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_model_channels = 8\n",
+     {"[dim.node] nccl_model_channels='8'", "expected a switch dimension after the first"}},
+    {"NCCL model channels on a ring (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("x", "4", "ring", "25", "1") "nccl_model_channels = 8\n",
+     {"[dim.x] nccl_model_channels='8'", "expected a switch dimension after the first"}},
+    {"NCCL net overhead without the model's channels (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_net_overhead_us = 2\n",
+     {"[dim.net] nccl_net_overhead_us", "expected nccl_model_channels > 0"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)

@@ -170,6 +170,14 @@ Test(trace, bad_v2_inputs_are_one_line_errors)
       {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
        "program 0 1\n0 compute cat=fwd stream=0 label=0 phase=sideways\nend\n",
        "phase='sideways'"},
+      /* A fraction of the GEMM rate and a switch: 2 and 0.5 were accepted. */
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=1 class=flash flash_eff=2\nend\n",
+       "flash_eff='2': expected a fraction of the GEMM rate in [0, 1]"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=1 class=gemm launch_blocking=0.5\n"
+       "end\n",
+       "launch_blocking='0.5': expected a flag, 0 or 1, in [0, 1]"},
       /* issue 12: a duplicated axis in a group ("replay stuck" before) */
       {"trainsim-trace 1\nranks 4\ndim x 4\naxis dp 4 symmetric x:4:1\ngroup 0 dp dp\n"
        "label 0 \"a\"\nprogram 0 0\nend\n",

@@ -389,6 +389,23 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    "a latency in microseconds (0 = NCCL's 1 us)", &d->nccl_net_overhead_s, error))
     return FALSE;
   d->nccl_net_overhead_s *= US;
+  /* NCCL's model across nodes (ts_coll_algos.c) reads both only on a switch dimension after
+   * the first: elsewhere they were ignored without a word. */
+  if (model_ch > 0 && (shape != TS_SHAPE_SWITCH || chips_before <= 1)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_model_channels='%" G_GINT64_FORMAT "': expected a switch "
+                "dimension after the first (NCCL's channels across nodes; dimension 0 is the "
+                "node)",
+                path, group, model_ch);
+    return FALSE;
+  }
+  if (d->nccl_net_overhead_s > 0 && model_ch == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_net_overhead_us: expected nccl_model_channels > 0 with it (only "
+                "NCCL's tuning model across nodes reads it)",
+                path, group);
+    return FALSE;
+  }
   if (per_nic > 0 && nics > 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] gpus_per_nic and nics_per_node: expected one of the two", path, group);
@@ -554,9 +571,28 @@ static int pair_rings(const int links[PAIR_MAX][PAIR_MAX], int n)
   return 0;
 }
 
+/* A whole number written as decimal digits only, in [0, hi]; *p moves past it. sscanf's %d
+ * took signs, inner blanks and values past INT_MAX (4294967296 read as chip 0). */
+static gboolean pair_number(const char **p, int hi, int *out)
+{
+  gint64 v = 0;
+  const char *s = *p;
+  if (!g_ascii_isdigit(*s))
+    return FALSE;
+  for (; g_ascii_isdigit(*s); s++) {
+    v = v * 10 + (*s - '0');
+    if (v > hi)
+      return FALSE;
+  }
+  *out = (int)v;
+  *p = s;
+  return TRUE;
+}
+
 /* [dim.X] pair_links = A-B:N,...: the NVLink links between chips A and B of the dimension (a
  * direct-connect mesh, not a switch); a cut dimension (--vary dim.X.size) keeps chips 0..n-1.
- * Fills d->pair_rings for every n. */
+ * Fills d->pair_rings for every n. d->size is the file's size: every chip named is below it,
+ * and a mesh of more than TS_PAIR_MAX chips is refused (its rings are searched exactly). */
 static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *group, ts_dim *d,
                                 GError **error)
 {
@@ -564,39 +600,73 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   if (!d->pair_links)
     return TRUE;
   g_autofree char *v = g_key_file_get_value(kf, group, "pair_links", NULL);
+  if (v == NULL || *g_strstrip(v) == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] pair_links='': expected A-B:N,... (N links between chips A and B)", path,
+                group);
+    return FALSE;
+  }
+  if (d->size > PAIR_MAX) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] pair_links: size = %d; expected a mesh of at most %d chips with "
+                "pair_links",
+                path, group, d->size, PAIR_MAX);
+    return FALSE;
+  }
   int links[PAIR_MAX][PAIR_MAX] = {{0}}, top = 0;
-  g_auto(GStrv) items = g_strsplit(v != NULL ? v : "", ",", -1);
+  g_auto(GStrv) items = g_strsplit(v, ",", -1);
   for (int i = 0; items[i] != NULL; i++) {
-    const char *it = g_strstrip(items[i]);
-    int a, b, nl, used = 0;
-    if (sscanf(it, "%d-%d:%d%n", &a, &b, &nl, &used) != 3 || it[used] != '\0' || a < 0 || b < 0 ||
-        a >= PAIR_MAX || b >= PAIR_MAX || a == b || nl < 1 || nl > 64 || links[a][b] != 0) {
+    const char *it = g_strstrip(items[i]), *q = it;
+    int a = -1, b = -1, nl = 0;
+    if (!pair_number(&q, d->size - 1, &a) || *q++ != '-' || !pair_number(&q, d->size - 1, &b) ||
+        *q++ != ':' || !pair_number(&q, 64, &nl) || *q != '\0' || a == b || nl < 1 ||
+        links[a][b] != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "%s: [%s] pair_links item '%s': expected A-B:N (chips A != B below %d, each "
-                  "pair once, N links from 1 to 64), comma-separated",
-                  path, group, it, PAIR_MAX);
+                  "%s: [%s] pair_links item '%s': expected A-B:N (chips A != B below the size, "
+                  "%d, each pair once, N links from 1 to 64), comma-separated",
+                  path, group, it, d->size);
       return FALSE;
     }
     links[a][b] = links[b][a] = nl;
     top = MAX(top, MAX(a, b) + 1);
   }
+  d->pair_chips = d->size;
   /* Chips past the last one named have no links: no ring reaches them. */
   for (int n = 0; n <= PAIR_MAX; n++)
     d->pair_rings[n] = n <= top ? pair_rings(links, n) : 0;
   return TRUE;
 }
 
-void ts_topo_dim_set_size(ts_dim *d, int size)
+/* A pair_links mesh's port rate over chips 0..size-1: its rings times one link, or PCIe (one
+ * link's rate if the file gives no host link) without a ring over NVLink. */
+static double pair_port_Bps(const ts_dim *d, int size)
 {
-  d->size = size;
-  if (!d->pair_links)
-    return;
   int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
-  /* Without a ring over NVLink the members talk over PCIe (one link's rate if the file gives
-   * no host link). */
-  d->link_bw_Bps = rings > 0              ? rings * d->pair_link_Bps
-                   : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
-                                          : d->pair_link_Bps;
+  return rings > 0              ? rings * d->pair_link_Bps
+         : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
+                                : d->pair_link_Bps;
+}
+
+gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error)
+{
+  /* A pair_links mesh names the links of its file's chips: a larger one would put the chips
+   * past them on PCIe, a machine nobody wrote down (and past 16 chips no ring is searched). */
+  if (d->pair_links && size > d->pair_chips) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "[dim.%s] size %d: pair_links names the links of %d chips; expected at most %d "
+                "(a cut keeps chips 0..n-1 and their links)",
+                d->name, size, d->pair_chips, d->pair_chips);
+    return FALSE;
+  }
+  if (d->pair_links) {
+    /* The port follows the cut's rings; a what-if already applied to it (--vary
+     * link_bandwidth_GBps before dim.X.size, a slow fabric) is kept as a factor. */
+    double was = pair_port_Bps(d, d->size);
+    double scale = was > 0 ? d->link_bw_Bps / was : 1.0;
+    d->link_bw_Bps = pair_port_Bps(d, size) * scale;
+  }
+  d->size = size;
+  return TRUE;
 }
 
 static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint64 chips_before,
@@ -664,7 +734,7 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   if (d->pair_links) {
     d->pair_link_Bps = d->link_bw_Bps;
     d->pair_pcie_Bps = chip->host_link_bw_Bps * bw_eff;
-    ts_topo_dim_set_size(d, d->size);
+    d->link_bw_Bps = pair_port_Bps(d, d->size);
   }
   d->transfer_stall_s = stall_us * US;
   return TRUE;

@@ -70,8 +70,9 @@ typedef struct {
    * chips 0..n-1 for each n (pair_rings[n]; 0: none over NVLink), one link's achieved rate and
    * the PCIe rate without a ring, bytes/s. link_bw_Bps is then pair_rings[size] links (or the
    * PCIe rate); ts_topo_dim_set_size keeps it so when a sweep cuts the dimension. pair_links
-   * is FALSE without the key. */
+   * is FALSE without the key; pair_chips is the file's size (a cut keeps at most that many). */
   gboolean pair_links;
+  int pair_chips;
   int pair_rings[TS_PAIR_MAX + 1];
   double pair_link_Bps, pair_pcie_Bps;
   /* [dim.X] transfer_stall_us: the time a chip's core spends, not computing, on each transfer
@@ -256,8 +257,9 @@ double ts_chip_memory_reserve(const ts_chip *c);
 double ts_chip_allocator_overhead(const ts_chip *c);
 #define TS_GPU_ALLOCATOR_OVERHEAD 0.15
 
-/** Sets a dimension's size (what-if cuts); a pair_links mesh's port rate follows its rings. */
-void ts_topo_dim_set_size(ts_dim *d, int size);
+/** Sets a dimension's size (what-if cuts); a pair_links mesh's port rate follows its rings.
+ * FALSE (error "[dim.X] size N: ...") when a pair_links mesh would grow past its file's chips. */
+gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error);
 
 /** Index of the dimension named name, or -1. */
 int ts_topo_dim_index(const ts_topo *t, const char *name);

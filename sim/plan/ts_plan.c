@@ -2511,6 +2511,47 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text);
     return NULL;
   }
+  /* DeepSpeed's PipelineEngine asserts zero_optimization_stage() < 2 ("ZeRO-2 and ZeRO-3 are
+   * incompatible with pipeline parallelism") and runs only its TrainSchedule, a 1F1B. */
+  if (p->pipe_engine_ds && p->zero >= 2) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': pipe-engine=deepspeed with zero=%d; expected zero=0 or 1 "
+                "(DeepSpeed's PipelineEngine refuses ZeRO-2 and ZeRO-3)",
+                s->text, p->zero);
+    return NULL;
+  }
+  if (p->pipe_engine_ds && p->schedule != TS_SCHED_1F1B) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': pipe-engine=deepspeed with schedule=%s; expected schedule=1f1b "
+                "(DeepSpeed's PipelineEngine runs its TrainSchedule, a 1F1B)",
+                s->text, ts_schedule_name(p->schedule));
+    return NULL;
+  }
+  if (s->attn_kernel > 0 && s->attention == 1 + TS_ATTN_UNFUSED) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': attn-kernel=%s with attention=unfused; expected one of them "
+                "(attn-kernel names the fused attention kernel)",
+                s->text, ts_attn_kernel_name(p->attn_kernel));
+    return NULL;
+  }
+  gboolean attention = FALSE;
+  for (int i = 0; i < m->nlayers && !attention; i++)
+    attention = m->layers[i].kind == TS_LAYER_ATTENTION;
+  if (s->attn_kernel > 0 && !attention) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': attn-kernel=%s picks the fused attention kernel, but %s has no "
+                "attention layer; expected a model with attention",
+                s->text, ts_attn_kernel_name(p->attn_kernel), m->path ? m->path : m->name);
+    return NULL;
+  }
+  if (p->launch_blocking && !(t->chip.kernel_launch_s > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': launch=blocking is CUDA_LAUNCH_BLOCKING=1, a wait on every kernel "
+                "launch; expected a chip whose host launches kernels ([chip] kernel_launch_us "
+                "> 0; %s has none)",
+                s->text, t->chip.name);
+    return NULL;
+  }
   if (p->fsdp2 && (p->zero != 3 || s->offload != TS_OFFLOAD_NONE || s->ps > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': fsdp2 is ZeRO-3 as PyTorch FSDP2 allocates it; expected zero=3 "

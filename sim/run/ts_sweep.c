@@ -140,8 +140,9 @@ static const vary_range vary_ranges[] = {
     {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"compute_efficiency", "a fraction", 1, FALSE},
     {"flash_efficiency", "a fraction", 1, TRUE},
-    {"flash_efficiency_triton", "a fraction", 1, TRUE},
-    {"flash_efficiency_fa1", "a fraction", 1, TRUE},
+    /* 0 is the file's "not given": the split's attn-kernel would then find no rate. */
+    {"flash_efficiency_triton", "a fraction", 1, FALSE},
+    {"flash_efficiency_fa1", "a fraction", 1, FALSE},
     {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
     {"latency_us", "a latency in us", 1e6, TRUE},
 };
@@ -365,9 +366,12 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
                   v->shapes[i], tname, t->ndims, t->ndims);
       return NULL;
     }
-    for (int d = 0; d < n; d++)
-      ts_topo_dim_set_size(&c->dims[d], sizes[d]);
     g_autofree char *what = g_strdup_printf("dims=%s", v->shapes[i]);
+    for (int d = 0; d < n; d++)
+      if (!ts_topo_dim_set_size(&c->dims[d], sizes[d], error)) {
+        g_prefix_error(error, "--vary %s on %s: ", what, tname);
+        return NULL;
+      }
     return recount(c, what, error) ? g_steal_pointer(&c) : NULL;
   }
   if (strcmp(k, "dead_links") == 0)
@@ -438,7 +442,10 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     else if (strcmp(dot + 1, "latency_us") == 0)
       ok = set_val(&c->dims[d].latency_s, v, i, 1e-6, tname, error);
     else {
-      ts_topo_dim_set_size(&c->dims[d], (int)v->values[i]);
+      if (!ts_topo_dim_set_size(&c->dims[d], (int)v->values[i], error)) {
+        g_prefix_error(error, "--vary %s on %s: ", k, tname);
+        return NULL;
+      }
       return recount(c, k, error) ? g_steal_pointer(&c) : NULL;
     }
   }
@@ -890,6 +897,33 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
   }
 }
 
+/* --vary flash_efficiency_triton / _fa1 sets the rate only attn-kernel=triton / fa1 runs at:
+ * without a split (or split option) naming that kernel every row would be the same. */
+static gboolean vary_rate_used(const ts_sweep_spec *spec, const ts_vary *v, GError **error)
+{
+  int kernel = strcmp(v->key, "flash_efficiency_triton") == 0 ? TS_ATTN_KERNEL_TRITON
+               : strcmp(v->key, "flash_efficiency_fa1") == 0  ? TS_ATTN_KERNEL_FA1
+                                                              : -1;
+  if (kernel < 0)
+    return TRUE;
+  static char *none[] = {(char *)"", NULL};
+  static char *any[] = {(char *)"dp=1", NULL};
+  char **splits = spec->splits != NULL ? spec->splits : any;
+  char **sfx = spec->suffixes != NULL ? spec->suffixes : none;
+  for (char **sp = splits; *sp != NULL; sp++)
+    for (char **x = sfx; *x != NULL; x++) {
+      g_autofree char *text = g_strconcat(*sp, *x, NULL);
+      g_autoptr(ts_split) s = ts_split_parse(text, NULL);
+      if (s != NULL && s->attn_kernel == 1 + kernel)
+        return TRUE;
+    }
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "--vary '%s': no --split asks for attn-kernel=%s; expected one that does (the "
+              "rate is that kernel's, every row would be the same)",
+              v->text, ts_attn_kernel_name((ts_attn_kernel)kernel));
+  return FALSE;
+}
+
 static gboolean vary_level(enum_ctx *c, int level, const ts_topo *t, GError **error)
 {
   if (level == c->sw->nvary) {
@@ -946,6 +980,8 @@ ts_sweep *ts_sweep_new(const ts_sweep_spec *spec, ts_inputs *cache, GError **err
         return NULL;
       }
     sw->columns[i] = g_strdup(v->column);
+    if (!vary_rate_used(spec, v, error))
+      return NULL;
   }
   /* Every input is loaded (and so checked) before the first configuration is made. */
   for (char **mn = spec->models; mn != NULL && *mn != NULL; mn++)

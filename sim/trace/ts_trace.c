@@ -1481,6 +1481,10 @@ static double num_max(const char *what, const char **noun)
       {"bw_Bps", "a bandwidth in bytes/s", 1e15},
       {"seconds", "a time in seconds", 1e6},
       {"latency_s", "a time in seconds", 1e6},
+      /* Read as a fraction of the GEMM rate and as a switch: 2 ran the core at twice the
+       * GEMM rate, 0.5 half-blocking. */
+      {"flash_eff", "a fraction of the GEMM rate", 1},
+      {"launch_blocking", "a flag, 0 or 1,", 1},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(limits); i++)
     if (strcmp(what, limits[i].key) == 0) {
@@ -1495,7 +1499,8 @@ static gboolean parse_num_tok(parse_ctx *c, const char *what, const char *tok, d
 {
   const char *noun;
   double max = num_max(what, &noun);
-  if (!ts_parse_double(tok, out) || !(*out >= 0 && *out <= max))
+  if (!ts_parse_double(tok, out) || !(*out >= 0 && *out <= max) ||
+      (g_str_has_prefix(noun, "a flag") && *out != 0 && *out != 1))
     return perr(c, "%s='%s': expected %s in [0, %.17g]", what, tok, noun, max);
   return TRUE;
 }

@@ -184,6 +184,12 @@ static vo_info tag_info(const ts_op *op)
     v.kind = VO_PS_UPDATE;
     break;
   case TS_ROLE_PP:
+    if (op->kind == TS_OP_COMPUTE) {
+      /* A stage's pass over its gradients (pipe-engine=deepspeed's per micro-batch
+       * accumulation): timing only, the numbers accumulate every micro-batch anyway. */
+      v.kind = VO_NOOP;
+      break;
+    }
     v.stage = op->t_stage - 1;
     v.phase = ph;
     v.kind = op->kind == TS_OP_COLL   ? VO_STAGE_GATHER
@@ -1102,15 +1108,23 @@ static gboolean run_stage_gather(vd_run *run, coll_ctx *c, ts_coll_algo algo,
   int nl = e->net->nlayers, u = v->micro;
   if (v->stage < 0 || v->stage >= p->nstages || u >= e->nmicro)
     return run_fail(run, "'%s': stage %d, micro-batch %d out of range", c->label, v->stage, u);
+  /* pipe-engine=deepspeed: after the received gradient's gather, the stage all-gathers its
+   * own output back from the tp slices it kept (PartitionedTensor.full): member r sends flat
+   * chunk r of the whole output, which must come back unchanged. */
+  const vd_val *ga0 =
+      &e->ranks[c->rv->rank_of_member[0]].ga[u * (nl + 1) + p->stage_first[v->stage + 1]];
+  gboolean ds_out = v->phase == PH_BWD && p->pipe_engine_ds && ga0->set && ga0->layout != VD_FLAT;
   for (int m = 0; m < c->nm; m++) {
     vd_rank *r = &e->ranks[c->rv->rank_of_member[m]];
-    vals[m] = v->phase == PH_FWD ? &r->y[u * nl + p->stage_first[v->stage] - 1]
-                                 : &r->ga[u * (nl + 1) + p->stage_first[v->stage + 1]];
-    if (!vals[m]->set || vals[m]->layout != VD_FLAT || m != r->tp || vals[m]->n != vals[0]->n)
-      return run_fail(run, "'%s' on chip %d: no chunk %d of the boundary value was received",
-                      c->label, r->rank, m);
+    vals[m] = v->phase == PH_FWD || ds_out ? &r->y[u * nl + p->stage_first[v->stage + ds_out] - 1]
+                                           : &r->ga[u * (nl + 1) + p->stage_first[v->stage + 1]];
+    gboolean ok =
+        ds_out ? vals[m]->layout == VD_FULL && vals[m]->n % c->nm == 0 : vals[m]->layout == VD_FLAT;
+    if (!vals[m]->set || !ok || m != r->tp || vals[m]->n != vals[0]->n)
+      return run_fail(run, "'%s' on chip %d: no chunk %d of the boundary value was %s", c->label,
+                      r->rank, m, ds_out ? "kept" : "received");
   }
-  c->count = vals[0]->n * c->nm;
+  c->count = ds_out ? vals[0]->n : vals[0]->n * c->nm;
   *pp = plan_or_fail(run, c->label, TS_COLL_ALLGATHER, algo, c->op->group, c->count,
                      (double)e->k->elem);
   if (*pp == NULL)
@@ -1118,10 +1132,11 @@ static gboolean run_stage_gather(vd_run *run, coll_ctx *c, ts_coll_algo algo,
   for (int m = 0; m < c->nm; m++) {
     gint64 off, cnt;
     ts_coll_shard(*pp, m, &off, &cnt);
-    if (cnt != vals[m]->n)
+    if (cnt != (ds_out ? c->count / c->nm : vals[m]->n) || (ds_out && off != m * cnt))
       return run_fail(run, "'%s': member %d's chunk does not fit the shard", c->label, m);
     c->bufs[m] = buf0(e, c->count);
-    memcpy((char *)c->bufs[m] + e->k->elem * (gsize)off, vals[m]->data, e->k->elem * (gsize)cnt);
+    memcpy((char *)c->bufs[m] + e->k->elem * (gsize)off,
+           (char *)vals[m]->data + (ds_out ? e->k->elem * (gsize)off : 0), e->k->elem * (gsize)cnt);
   }
   return TRUE;
 }
