@@ -1645,6 +1645,22 @@ static const double tree_corr[3][23] = {
      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
 
+/* treeCorrectionFactor for protocol q at this buffer size (1 outside 64 B to 256 MiB). */
+static double tree_correction(int q, double bytes)
+{
+  double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
+  return l >= 0 && l < 23 ? tree_corr[q][(int)l] : 1.0;
+}
+
+/* The tree's network levels across NODES nodes as NCCL counts them (floor(log2(nodes))). */
+static int tree_levels(int nodes)
+{
+  int lg = 0;
+  while ((2 << lg) <= nodes)
+    lg++;
+  return lg;
+}
+
 /* NCCL's per-channel caps for Ampere (tuning.cc: perChMaxTreeBws, N2 and N4 columns;
  * perChMaxRingLL128Bws and perChMaxTreeLL128Bws, 20 GB/s) and llMaxBws of multi-node hosts
  * (index by CPU: Intel 39.0 / 20.4, AMD 22.5 / 19.0 GB/s on 2 / more nodes), GB/s. */
@@ -1693,13 +1709,8 @@ static double nccl_model_time_net(const ts_net *nw, ts_coll_kind kind, ts_coll_a
   } else {
     double tb = MIN(0.92 * bus, ch * tree_ch_GBps[n4] * 1e9);
     bw = q == 0 ? MIN(tb / 3.8, llmax) : q == 1 ? MIN(tb * 120.0 / 128.0, ch_bw) : tb;
-    bw *= 0.5;
-    double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
-    if (l >= 0 && l < 23)
-      bw *= tree_corr[q][(int)l];
-    int lg = 0;
-    while ((2 << lg) <= nodes)
-      lg++;
+    bw *= 0.5 * tree_correction(q, bytes);
+    int lg = tree_levels(nodes);
     lat = base_lat_us[0][q] +
           2.0 * ((local - 1) * hw_lat[HW_NVLINK][0][q] + lg * hw_lat[HW_NET][0][q]);
   }
@@ -1770,13 +1781,8 @@ static double nccl_model_time(const ts_net *nw, ts_coll_kind kind, ts_coll_algo 
   } else {
     double tb = 0.92 * bus;
     bw = q == 0 ? tb / 3.8 : q == 1 ? tb * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0) : tb;
-    bw *= 0.5;
-    double l = bytes >= 64.0 ? floor(log2(bytes / 64.0)) : -1.0;
-    if (l >= 0 && l < 23)
-      bw *= tree_corr[q][(int)l];
-    int lg = 0;
-    while ((2 << lg) <= nodes)
-      lg++;
+    bw *= 0.5 * tree_correction(q, bytes);
+    int lg = tree_levels(nodes);
     lat = base_lat_us[0][q] + 2.0 * ((local - 1) * intra + lg * inter);
   }
   return lat * 1e-6 + (bw > 0 ? bytes / bw : INFINITY);
