@@ -80,6 +80,11 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* attn-kernel on a model without attention changed nothing (ResNet-50: 31.6 ms either way). */
   expect_input_error("run -t dgx-a100-4node -m resnet50 -b 256 -s dp=32,attn-kernel=triton",
                      "resnet50.ini has no attention layer; expected a model with attention");
+  /* GPU software stacks on a TPU: accepted before and costed as if they ran there. */
+  expect_input_error(RUN "-b 256 -s dp=64,attn-kernel=cudnn",
+                     "attn-kernel=cudnn runs on GPUs; expected a GPU chip");
+  expect_input_error("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=2,dp=4,pp=8,pipe-engine=deepspeed",
+                     "pipe-engine=deepspeed runs on GPUs; expected a GPU chip");
 }
 
 Test(cli, topology_errors_name_file_and_key)

@@ -2544,6 +2544,21 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, ts_attn_kernel_name(p->attn_kernel), m->path ? m->path : m->name);
     return NULL;
   }
+  /* GPU software stacks on a systolic chip (a TPU runs XLA): DeepSpeed's engine and the CUDA
+   * attention kernels (cuDNN's, FlashAttention's Triton and v1) do not run there. */
+  if (t->chip.systolic > 0 &&
+      (p->pipe_engine_ds || (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2))) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': %s runs on GPUs; expected a GPU chip (%s is a systolic array "
+                "programmed through XLA)",
+                s->text,
+                p->pipe_engine_ds                         ? "pipe-engine=deepspeed"
+                : p->attn_kernel == TS_ATTN_KERNEL_CUDNN  ? "attn-kernel=cudnn"
+                : p->attn_kernel == TS_ATTN_KERNEL_TRITON ? "attn-kernel=triton"
+                                                          : "attn-kernel=fa1",
+                t->chip.name);
+    return NULL;
+  }
   if (p->launch_blocking && !(t->chip.kernel_launch_s > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': launch=blocking is CUDA_LAUNCH_BLOCKING=1, a wait on every kernel "
