@@ -513,14 +513,7 @@ Test(cost, a100_triton_kernel_closed_form)
   cr_assert(s.causal == 0 && s.flash_eff == 0, "fa2 on the A100 as before");
   ts_plan_free(p);
   g_autoptr(ts_topo) h = load_topo("dgx-h100-4node");
-  g_autoptr(GError) e = NULL;
-  g_autoptr(ts_split) sp = ts_split_parse("dp=32,attn-kernel=triton", &e);
-  cr_assert_not_null(sp);
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = 32;
-  po.micro_batch = 1;
-  cr_assert_null(ts_plan_new(m, h, sp, &po, &e));
+  g_autoptr(GError) e = plan_refusal(m, h, "dp=32,attn-kernel=triton", 32, 1);
   cr_assert(strstr(e->message, "flash_efficiency_triton") != NULL &&
                 strchr(e->message, '\n') == NULL,
             "%s", e->message);
@@ -844,14 +837,7 @@ Test(precision, fp8_on_a_chip_without_fp8_is_one_line)
 {
   g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
-  g_autoptr(GError) error = NULL;
-  g_autoptr(ts_split) sp = ts_split_parse("tp=2,dp=16,precision=fp8", &error);
-  cr_assert_not_null(sp);
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = 64;
-  g_autoptr(ts_plan) p = ts_plan_new(m, t, sp, &po, &error);
-  cr_assert_null(p);
+  g_autoptr(GError) error = plan_refusal(m, t, "tp=2,dp=16,precision=fp8", 64, 0);
   cr_assert(strstr(error->message, "[chip] peak_tflops_fp8") != NULL &&
                 strstr(error->message, "dgx-a100-4node.ini") != NULL,
             "%s", error->message);

@@ -2626,15 +2626,8 @@ Test(pytorch_memory, fsdp2_states_gathers_and_step)
     cr_assert_float_eq(q->stage_mem[s].grads, 4 * d + 4 * d / 8, 1.0, "stage %d", s);
   }
   /* fsdp2 is ZeRO-3's allocation: refused without it. */
-  GError *err = NULL;
-  g_autoptr(ts_split) bad = ts_split_parse("dp=32,zero=1,fsdp2", &err);
-  cr_assert_not_null(bad);
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = 32;
-  cr_assert_null(ts_plan_new(m, t, bad, &po, &err));
+  g_autoptr(GError) err = plan_refusal(m, t, "dp=32,zero=1,fsdp2", 32, 0);
   cr_assert(strstr(err->message, "fsdp2") && strstr(err->message, "zero=3"), "%s", err->message);
-  g_clear_error(&err);
 }
 
 Test(pytorch_memory, allocator_overhead_on_what_churns)

@@ -133,6 +133,24 @@ static inline ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char
   return p;
 }
 
+/** The error with which planning refuses split on m and t (batch, micro-batch; other options
+ * default); the test fails if the split does not parse or if it plans. The caller frees it. */
+static inline GError *plan_refusal(const ts_model *m, const ts_topo *t, const char *split,
+                                   gint64 batch, gint64 micro)
+{
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse(split, &err);
+  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = batch;
+  po.micro_batch = micro;
+  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  cr_assert_null(p, "%s: planned, expected a refusal", split);
+  cr_assert_not_null(err, "%s: refused without an error", split);
+  return err;
+}
+
 /** The trace of plan p; the test fails if there is none. */
 static inline ts_trace *trace_of(const ts_plan *p)
 {
