@@ -277,6 +277,19 @@ Test(trace, planner_emits_offchip_ops_without_the_launch_floor)
   run_free(&r);
 }
 
+/* The trace `trainsim CMD` (a trace command) prints; the test fails if it exits non-zero or
+ * the text does not parse. */
+static ts_trace *planner_trace(const char *cmd)
+{
+  run_result r = run(cmd);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  GError *err = NULL;
+  ts_trace *tr = ts_trace_from_text(r.out, "planner", &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  run_free(&r);
+  return tr;
+}
+
 Test(trace, planner_tags_every_op)
 {
   /* The validator and the timeline read tags, not labels: every op the planner writes has a
@@ -286,11 +299,7 @@ Test(trace, planner_tags_every_op)
       "trace -t dgx-a100-1node -m gpt3-350m -s dp=8,zero=3,offload=nvme -b 8",
       "trace -t dgx-a100-1node -m mlp -s dp=8,ps=2 -b 16"};
   for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
-    run_result r = run(cmds[i]);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    GError *err = NULL;
-    g_autoptr(ts_trace) tr = ts_trace_from_text(r.out, "planner", &err);
-    cr_assert_not_null(tr, "%s", err ? err->message : "");
+    g_autoptr(ts_trace) tr = planner_trace(cmds[i]);
     for (int p = 0; p < tr->nprograms; p++)
       for (int k = 0; k < tr->programs[p].nops; k++) {
         const ts_op o_ = ts_program_op(&tr->programs[p], k), *o = &o_;
@@ -303,7 +312,6 @@ Test(trace, planner_tags_every_op)
         if (o->t_role == TS_ROLE_GRAD)
           cr_assert(o->t_layer > 0 && o->t_layer_last >= o->t_layer, "%s: '%s'", cmds[i], label);
       }
-    run_free(&r);
   }
 }
 
@@ -317,11 +325,7 @@ Test(trace, parameter_server_update_waits_for_every_push_of_its_stage)
       "trace -t dgx-a100-1node -m mlp -s pp=2,dp=4,ps=2,ps-placement=dedicated,schedule=gpipe "
       "-b 16 --micro-batch 2 --bucket-MiB 1"};
   for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
-    run_result r = run(cmds[i]);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    GError *err = NULL;
-    g_autoptr(ts_trace) tr = ts_trace_from_text(r.out, "planner", &err);
-    cr_assert_not_null(tr, "%s", err ? err->message : "");
+    g_autoptr(ts_trace) tr = planner_trace(cmds[i]);
     cr_assert_eq(tr->nprograms, 2);
     int pushes_total = 0;
     for (int p = 0; p < tr->nprograms; p++) {
@@ -354,7 +358,6 @@ Test(trace, parameter_server_update_waits_for_every_push_of_its_stage)
       pushes_total += npush;
     }
     cr_assert_gt(pushes_total, 2, "%s: expected several buckets", cmds[i]);
-    run_free(&r);
   }
 }
 
