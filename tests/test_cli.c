@@ -87,18 +87,23 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "pipe-engine=deepspeed runs on GPUs; expected a GPU chip");
 }
 
-/* A sweep refused on its inputs leaves no folder behind that -o created, parents included; a
- * folder that existed stays. */
-Test(cli, failed_sweep_leaves_no_created_folder)
+/* A command refused on its inputs leaves no folder behind that -o created, parents included
+ * (main removes what ts_cmd_prepare_dir made, if still empty); a folder that existed stays. */
+Test(cli, failed_command_leaves_no_created_folder)
 {
   g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
   g_autofree char *made = g_build_filename(dir, "new", NULL);
   g_autofree char *out = g_build_filename(made, "deeper", NULL);
-  g_autofree char *args = g_strdup_printf(
+  g_autofree char *sweep = g_strdup_printf(
       "sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dim.node.size=2,32 -o %s", out);
-  expect_input_error(args, "pair_links names the links of 8 chips");
-  cr_assert(!g_file_test(made, G_FILE_TEST_EXISTS), "%s left behind", made);
-  cr_assert(g_file_test(dir, G_FILE_TEST_IS_DIR), "the existing folder stays");
+  g_autofree char *runs = g_strdup_printf(RUN "-b 256 -s dp=63 -o %s", out);
+  const char *cmds[] = {sweep, runs};
+  const char *needles[] = {"pair_links names the links of 8 chips", "uses 63 chips"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    expect_input_error(cmds[i], needles[i]);
+    cr_assert(!g_file_test(made, G_FILE_TEST_EXISTS), "`%s`: %s left behind", cmds[i], made);
+    cr_assert(g_file_test(dir, G_FILE_TEST_IS_DIR), "the existing folder stays");
+  }
   g_rmdir(dir);
 }
 

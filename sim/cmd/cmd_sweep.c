@@ -9,7 +9,6 @@
 #include "ts_sweep.h"
 #include "ts_util.h"
 
-#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -197,32 +196,6 @@ static void spec_clear(ts_sweep_spec *sp)
   memset(sp, 0, sizeof *sp);
 }
 
-/* The outermost folder of DIR that does not exist yet (what -o would create), or NULL. */
-static char *first_missing_dir(const char *dir)
-{
-  char *top = NULL, *path = g_strdup(dir);
-  while (!g_file_test(path, G_FILE_TEST_EXISTS)) {
-    g_free(top);
-    top = path;
-    path = g_path_get_dirname(top);
-    if (strcmp(path, top) == 0)
-      break;
-  }
-  g_free(path);
-  return top;
-}
-
-/* Removes DIR and its parents up to TOP, each only if empty (g_rmdir refuses otherwise). */
-static void remove_created_dirs(const char *dir, const char *top)
-{
-  g_autofree char *path = g_strdup(dir);
-  while (g_rmdir(path) == 0 && strcmp(path, top) != 0) {
-    char *up = g_path_get_dirname(path);
-    g_free(path);
-    path = up;
-  }
-}
-
 int ts_cmd_sweep(int argc, char **argv)
 {
   sweep_args a = {0};
@@ -305,7 +278,6 @@ int ts_cmd_sweep(int argc, char **argv)
   ts_sweep_spec spec = {0};
   int shard_i = 0, shard_n = 0;
   gboolean json_out = FALSE;
-  char *created_top = NULL; /* the outermost folder -o made, or NULL */
   if (argc > 1)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
@@ -318,10 +290,8 @@ int ts_cmd_sweep(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-chips %" G_GINT64_FORMAT ": expected a positive number of chips", max_chips);
   } else if (ts_cmd_plan_args_finish(&a.pa, NULL, &err) && build_spec(&a, &spec, &err) &&
-             ts_cmd_cfg(a.backend, ma.cfg, &err) && outdir != NULL) {
-    created_top = first_missing_dir(outdir);
+             ts_cmd_cfg(a.backend, ma.cfg, &err) && outdir != NULL)
     ts_cmd_prepare_dir(outdir, &err);
-  }
   json_out = format != NULL && strcmp(format, "json") == 0;
   g_autoptr(ts_inputs) cache = ts_inputs_new();
   if (err == NULL)
@@ -457,10 +427,6 @@ int ts_cmd_sweep(int argc, char **argv)
   g_free(out);
   g_array_unref(idx);
 out:
-  /* A sweep that failed before writing anything leaves no folder it created behind. */
-  if (status != 0 && created_top != NULL)
-    remove_created_dirs(outdir, created_top);
-  g_free(created_top);
   ts_mpi_finish();
   spec_clear(&spec);
   ts_cmd_plan_args_clear(&a.pa);

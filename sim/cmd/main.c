@@ -75,8 +75,12 @@ int main(int argc, char **argv)
     return 0;
   }
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
-    if (strcmp(argv[1], commands[i].name) == 0)
-      return commands[i].fn(argc - 1, argv + 1);
+    if (strcmp(argv[1], commands[i].name) == 0) {
+      int status = commands[i].fn(argc - 1, argv + 1);
+      if (status != 0)
+        ts_cmd_remove_created_dir();
+      return status;
+    }
   fprintf(stderr, "trainsim: unknown command '%s'; expected one of:", argv[1]);
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
     fprintf(stderr, " %s", commands[i].name);

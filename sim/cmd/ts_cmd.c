@@ -74,10 +74,48 @@ gboolean ts_cmd_write_outputs(const char *dir, const ts_report_inputs *in, const
   return TRUE;
 }
 
+/* The output folder ts_cmd_prepare_dir made and the outermost of the parents it made with it,
+ * for ts_cmd_remove_created_dir. */
+static char *made_dir, *made_top;
+
+/* The outermost folder of DIR that does not exist yet (what g_mkdir_with_parents creates), or
+ * NULL. */
+static char *first_missing_dir(const char *dir)
+{
+  char *top = NULL, *path = g_strdup(dir);
+  while (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_free(top);
+    top = path;
+    path = g_path_get_dirname(top);
+    if (strcmp(path, top) == 0)
+      break;
+  }
+  g_free(path);
+  return top;
+}
+
+void ts_cmd_remove_created_dir(void)
+{
+  if (made_dir == NULL)
+    return;
+  /* Each folder only if empty (g_rmdir refuses otherwise), from the output up to the outermost
+   * one created. */
+  g_autofree char *path = g_strdup(made_dir);
+  while (g_rmdir(path) == 0 && strcmp(path, made_top) != 0) {
+    char *up = g_path_get_dirname(path);
+    g_free(path);
+    path = up;
+  }
+  g_clear_pointer(&made_dir, g_free);
+  g_clear_pointer(&made_top, g_free);
+}
+
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
 {
   /* Missing folders are created, and said so: a typo in -o must not silently grow a tree. */
   gboolean existed = g_file_test(dir, G_FILE_TEST_IS_DIR);
+  if (!existed && made_dir == NULL && (made_top = first_missing_dir(dir)) != NULL)
+    made_dir = g_strdup(dir);
   if (!existed && g_file_test(dir, G_FILE_TEST_EXISTS)) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO, "--output-dir %s: exists and is not a folder", dir);
     return FALSE;

@@ -94,6 +94,10 @@ ts_model *ts_cmd_load_model(const char *name, char **path, GError **error);
 /** Creates an output folder (with parents) and checks it is writable, before any work. */
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error);
 
+/** Removes the folders ts_cmd_prepare_dir created, each only if still empty: a command that
+ * fails leaves no empty output set behind (main calls it on a non-zero status). */
+void ts_cmd_remove_created_dir(void);
+
 /**
  * The plan options (topology, model, split, batch sizes, gradient bucket, collective
  * algorithm): ONE GOption table binds them for run, trace, sweep, search and validate, so their
