@@ -16,6 +16,7 @@
 # not fit as written); the "needed" efficiency is the chip's compute_efficiency scaled by
 # predicted / measured step, what one row alone would ask of it (compute-bound rows).
 set -eu
+export LC_ALL=C   # the grouped table is sorted: the same order everywhere
 cd "$(dirname "$0")/.."
 csv=${1:-data/published/maxtext/maxtext-tpu.csv}
 [ -r "$csv" ] || { echo "tpu_residuals.sh: $csv: cannot read the measurement file" >&2; exit 2; }
