@@ -19,7 +19,7 @@ set -eu
 export LC_ALL=C   # the grouped table is sorted: the same order everywhere
 cd "$(dirname "$0")/.."
 csv=${1:-data/published/maxtext/maxtext-tpu.csv}
-[ -r "$csv" ] || { echo "tpu_residuals.sh: $csv: cannot read the measurement file" >&2; exit 2; }
+[ -f "$csv" ] && [ -r "$csv" ] || { echo "tpu_residuals.sh: $csv: expected a readable measurement file (CSV)" >&2; exit 2; }
 dir=$(dirname "$csv")
 cmake --build build -j2 --target trainsim >/dev/null
 tmp=$(mktemp -d)
@@ -35,6 +35,7 @@ unq='function unquote(l,   o, q, i, c) { q = 0; o = ""
 awk "$unq"'
   /^#/ { next }
   /^group,/ { n = split($0, h, ","); for (i = 1; i <= n; i++) col[h[i]] = i; next }
+  !("step_time_s" in col) { next }
   { l = unquote($0); gsub(/"/, "", l); n = split(l, f, ",")
     s = ("set" in col) ? f[col["set"]] : "-"
     printf "%d|%s|%s|%s|%s|%s|%s|%s|%s|%s\n", NR, f[col["group"]], f[col["topology"]],
