@@ -1129,6 +1129,13 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   eager_elementwise(p, i, mb, pass, &eb, &ek);
   fp8_scaling(p, l, s, pass, &eb, &ek);
   s->elem_bytes = eb;
+  /* The gradients' FP8 GEMMs accumulate with fp32 promotion: torchao's Float8LinearConfig runs
+   * only the output's with use_fast_accum (config.py at eab345c and 6243040:
+   * gemm_config_grad_input / _grad_weight default to False), Transformer Engine likewise
+   * (_2X_ACC_FPROP False, _2X_ACC_DGRAD / _2X_ACC_WGRAD True). */
+  if (s->prec == TS_PRECISION_FP8 &&
+      (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD || pass == TS_PASS_WGRAD))
+    s->split_accum = 1.0;
   if (s->kernels > 0)
     s->kernels += ek;
 }
