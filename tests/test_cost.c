@@ -392,6 +392,66 @@ Test(cost, flash_efficiency_and_causal_skip_closed_form)
   cr_assert(close_to(t, proj / (312e12 * 0.5) + core / (312e12 * 0.5 * 0.4)), "%.17g", t);
 }
 
+/* fp8_split_accum_rate: an FP8 GEMM whose shape says split_accum (the backward's under torchao
+ * and Transformer Engine) runs at that fraction of the FP8 rate; the flag changes nothing on a
+ * bf16 GEMM, nor on a chip without the key, nor on the attention core (bf16 under FP8). */
+Test(cost, fp8_split_accumulation_closed_form)
+{
+  ts_chip c = gpu();
+  c.compute_units = 0;
+  double f = 4e12;
+  ts_op_shape s = {.oclass = TS_OPC_GEMM, .kernels = 1, .prec = TS_PRECISION_FP8};
+  double fast = ts_cost_compute(&c, f, 0, &s);
+  cr_assert(close_to(fast, f / (624e12 * 0.5)), "%.17g", fast);
+  s.split_accum = 1;
+  cr_assert(close_to(ts_cost_compute(&c, f, 0, &s), fast), "no key: the same rate");
+  c.fp8_split_accum_rate = 0.87;
+  double slow = ts_cost_compute(&c, f, 0, &s);
+  cr_assert(close_to(slow, f / (624e12 * 0.5 * 0.87)), "%.17g", slow);
+  s.prec = TS_PRECISION_BF16;
+  cr_assert(close_to(ts_cost_compute(&c, f, 0, &s), f / (312e12 * 0.5)), "bf16 unchanged");
+  /* A flash op under FP8: the projections slow down, the bf16 core does not. */
+  c.flash_efficiency = 0.4;
+  double core = 1e12;
+  ts_op_shape a = {.oclass = TS_OPC_FLASH,
+                   .kernels = 1,
+                   .prec = TS_PRECISION_FP8,
+                   .attn_flops = core,
+                   .akv = 128,
+                   .split_accum = 1};
+  double t = ts_cost_compute(&c, f + core, 0, &a);
+  cr_assert(close_to(t, f / (624e12 * 0.5 * 0.87) + core / (312e12 * 0.5 * 0.4)), "%.17g", t);
+}
+
+/* The planner marks an FP8 layer's gradient passes split_accum (torchao's and Transformer
+ * Engine's dgrad / wgrad GEMMs run without fast accumulation), never its forward nor a bf16
+ * run's. */
+Test(cost, fp8_backward_shapes_say_split_accumulation)
+{
+  g_autoptr(ts_model) llama = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  cr_assert(t->chip.fp8_split_accum_rate > 0 && t->chip.fp8_split_accum_rate < 1,
+            "the shipped H100 sets fp8_split_accum_rate");
+  int mlp = -1;
+  for (int i = 0; i < llama->nlayers && mlp < 0; i++)
+    if (llama->layers[i].kind == TS_LAYER_DENSE && llama->layers[i].vocab == 0)
+      mlp = i;
+  cr_assert(mlp >= 0);
+  const char *splits[] = {"dp=32,precision=fp8", "dp=32"};
+  for (int k = 0; k < 2; k++) {
+    ts_plan *p = make_plan(llama, t, splits[k], 64, 2);
+    ts_op_shape s;
+    ts_plan_layer_shape(p, mlp, 2, TS_PASS_FWD, &s);
+    cr_assert(s.split_accum == 0, "%s forward", splits[k]);
+    ts_pass passes[] = {TS_PASS_BWD, TS_PASS_DGRAD, TS_PASS_WGRAD};
+    for (int j = 0; j < 3; j++) {
+      ts_plan_layer_shape(p, mlp, 2, passes[j], &s);
+      cr_assert(s.split_accum == (k == 0 ? 1 : 0), "%s pass %d", splits[k], (int)passes[j]);
+    }
+    ts_plan_free(p);
+  }
+}
+
 /* The model marks a decoder's self-attention causal, an encoder's (BERT: causal = false) not;
  * the planner writes the flag into the shape only on a chip with flash_efficiency (the shipped
  * H100 profiles set it; a chip without it, here the H100 with it cleared as on the A100, costs

@@ -87,15 +87,20 @@ Test(elementwise, fp8_scaling_closed_form)
 {
   ts_fp8_cost c;
   double m = 1000, n = 300, k = 200;
-  ts_fp8_scaling_cost(m, n, k, m, 2.0, &c);
+  ts_fp8_scaling_cost(m, n, k, m, m, 2.0, &c);
   cr_assert(close_to(c.fwd_bytes, 5 * (m * k + k * n)));
   cr_assert(close_to(c.dgrad_bytes, 5 * m * n + 2 * k * n));
   cr_assert(close_to(c.wgrad_bytes, 2 * (m * k + m * n)));
   cr_assert_eq(c.fwd_kernels + c.dgrad_kernels + c.wgrad_kernels, 9);
   /* An input cast on its sequence shard before the all-gather. */
-  ts_fp8_scaling_cost(m, n, k, m / 8, 2.0, &c);
+  ts_fp8_scaling_cost(m, n, k, m / 8, m, 2.0, &c);
   cr_assert(close_to(c.fwd_bytes, 5 * (m / 8 * k + k * n)));
-  ts_fp8_scaling_cost(0, n, k, 0, 2.0, &c);
+  /* A row-parallel output gradient cast on its sequence shard before the float8 all-gather;
+   * its transposed copy is of the gathered m rows. */
+  ts_fp8_scaling_cost(m, n, k, m, m / 8, 2.0, &c);
+  cr_assert(close_to(c.dgrad_bytes, 5 * m / 8 * n + 2 * k * n));
+  cr_assert(close_to(c.wgrad_bytes, 2 * (m * k + m * n)));
+  ts_fp8_scaling_cost(0, n, k, 0, 0, 2.0, &c);
   cr_assert(c.fwd_bytes == 0 && c.dgrad_bytes == 0 && c.wgrad_bytes == 0);
 }
 

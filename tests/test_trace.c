@@ -178,6 +178,10 @@ Test(trace, bad_v2_inputs_are_one_line_errors)
        "program 0 1\n0 compute cat=fwd stream=0 label=0 flops=1 class=gemm launch_blocking=0.5\n"
        "end\n",
        "launch_blocking='0.5': expected a flag, 0 or 1, in [0, 1]"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis r 2 asymmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 1\n0 compute cat=bwd stream=0 label=0 flops=1 class=gemm split_accum=2\n"
+       "end\n",
+       "split_accum='2': expected a flag, 0 or 1, in [0, 1]"},
       /* issue 12: a duplicated axis in a group ("replay stuck" before) */
       {"trainsim-trace 1\nranks 4\ndim x 4\naxis dp 4 symmetric x:4:1\ngroup 0 dp dp\n"
        "label 0 \"a\"\nprogram 0 0\nend\n",

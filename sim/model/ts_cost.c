@@ -287,6 +287,9 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
   case TS_OPC_ATTENTION:
   case TS_OPC_FLASH: {
     double peak = rate_of(c, s->prec);
+    /* FP8 GEMMs promoting their partial sums to fp32 (the backward's): the chip's slower rate. */
+    if (s->prec == TS_PRECISION_FP8 && s->split_accum > 0 && c->fp8_split_accum_rate > 0)
+      peak *= c->fp8_split_accum_rate;
     int core_prec = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
     double fa = fmin(s->attn_flops, flops), fg = flops - fa;
     /* A 16-bit convolution on a GPU's tensor cores with its input channels padded (cuDNN's

@@ -105,6 +105,10 @@ typedef struct {
    * flash_efficiency_triton, fa1: flash_efficiency_fa1), in place of the chip's
    * flash_efficiency (FlashAttention-2's); 0: the chip's. */
   double flash_eff;
+  /* Added with the H100 FP8 backward. 1: the op's FP8 GEMMs accumulate with fp32 promotion
+   * (torchao's and Transformer Engine's input and weight gradients), at the chip's
+   * fp8_split_accum_rate; 0: fast accumulation (the forward's). */
+  double split_accum;
 } ts_op_shape;
 
 /** What ts_cost_op_syncs returns for an op launched blocking (launch_blocking): a

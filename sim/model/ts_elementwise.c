@@ -115,7 +115,8 @@ int ts_layer_elementwise_ops(const ts_model *m, const ts_layer *l, ts_elem_op *o
   return n;
 }
 
-void ts_fp8_scaling_cost(double m, double n, double k, double x_rows, double hp, ts_fp8_cost *o)
+void ts_fp8_scaling_cost(double m, double n, double k, double x_rows, double g_rows, double hp,
+                         ts_fp8_cost *o)
 {
   memset(o, 0, sizeof *o);
   if (!(m > 0 && n > 0 && k > 0))
@@ -129,7 +130,7 @@ void ts_fp8_scaling_cost(double m, double n, double k, double x_rows, double hp,
   double cast = 2.0 * hp + 1.0;
   o->fwd_bytes = cast * (x_rows * k + k * n);
   o->fwd_kernels = 4;
-  o->dgrad_bytes = cast * m * n + 2.0 * k * n;
+  o->dgrad_bytes = cast * g_rows * n + 2.0 * k * n;
   o->dgrad_kernels = 3;
   o->wgrad_bytes = 2.0 * (m * k + m * n);
   o->wgrad_kernels = 2;

@@ -44,15 +44,17 @@ int ts_layer_elementwise_ops(const ts_model *m, const ts_layer *l, ts_elem_op *o
  * amax reductions, casts and transposes read and write, and their kernels. Forward: amax and
  * cast of the input (on x_rows of its m rows: m/tp when it is cast before a sequence-parallel
  * all-gather, as TorchTitan's Float8 tensor parallelism does) and of the weight; backward: amax
- * and cast of the output gradient, and the transposed FP8 copies of input, weight and output
- * gradient the scaled GEMMs need. hp: bytes of the high-precision element (2 for bf16). */
+ * and cast of the output gradient (on g_rows of its m rows: m/tp for a row-parallel GEMM whose
+ * output is reduce-scattered over the sequence, its gradient cast on that shard before the
+ * float8 all-gather), and the transposed FP8 copies of input, weight and output gradient the
+ * scaled GEMMs need. hp: bytes of the high-precision element (2 for bf16). */
 typedef struct {
   double fwd_bytes, dgrad_bytes, wgrad_bytes;
   int fwd_kernels, dgrad_kernels, wgrad_kernels;
 } ts_fp8_cost;
 
-void ts_fp8_scaling_cost(double m, double n, double k, double x_rows, double hp_bytes,
-                         ts_fp8_cost *out);
+void ts_fp8_scaling_cost(double m, double n, double k, double x_rows, double g_rows,
+                         double hp_bytes, ts_fp8_cost *out);
 
 G_END_DECLS
 

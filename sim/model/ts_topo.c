@@ -52,6 +52,7 @@ static const char *const chip_keys[] = {"name",
                                         "flash_efficiency",
                                         "flash_efficiency_triton",
                                         "flash_efficiency_fa1",
+                                        "fp8_split_accum_rate",
                                         "compute_units",
                                         "gemm_tile",
                                         "systolic_array",
@@ -229,6 +230,10 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !read_number(kf, path, g, "flash_efficiency_fa1", TRUE, 0, 0, FALSE, 1.0,
                    "FlashAttention 1's fraction of the GEMM rate (0 = none)",
                    &c->flash_efficiency_fa1, error) ||
+      !read_number(kf, path, g, "fp8_split_accum_rate", TRUE, 0, 0, FALSE, 1.0,
+                   "an FP8 GEMM's rate with fp32 promotion as a fraction of its fast-"
+                   "accumulation rate (0 = the same)",
+                   &c->fp8_split_accum_rate, error) ||
       !ts_kf_int(kf, path, g, "compute_units", TRUE, 0, 0, 100000,
                  "the GPU's streaming multiprocessors (0 = no wave model)", &units, error) ||
       !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,

@@ -144,6 +144,12 @@ typedef struct {
    * attn-kernel=fa1: FlashAttention 1), where the chip's profile has a published rate for them;
    * 0 (not given): the split option is refused on this chip. */
   double flash_efficiency_triton, flash_efficiency_fa1;
+  /* Added with the H100 FP8 backward. [chip] fp8_split_accum_rate: the rate of an FP8 GEMM that
+   * promotes its partial sums to fp32 every few tensor-core steps (cuBLASLt without
+   * CUBLASLT_MATMUL_DESC_FAST_ACCUM: torchao's and Transformer Engine's backward GEMMs) as a
+   * fraction of the fast-accumulation rate the forward's run at; 0 (not given): the same rate
+   * (a chip without a separate fast-accumulation mode). */
+  double fp8_split_accum_rate;
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.

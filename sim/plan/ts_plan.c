@@ -914,9 +914,15 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
   if (s->prec != TS_PRECISION_FP8 || !(s->m > 0 && s->n > 0 && s->k > 0))
     return;
   double D = p->model->dtype_bytes;
-  /* An input gathered over tp (sequence parallelism) is cast on its shard, before the gather. */
+  /* An input gathered over tp (sequence parallelism) is cast on its shard, before the gather;
+   * so is a row-parallel GEMM's output gradient when its output is reduce-scattered over the
+   * sequence: torchao's Float8RowwiseParallel wraps the scattered output in
+   * NoopFwToFloat8BwDynamic, whose backward casts the gradient shard before the backward's
+   * float8 all-gather (torchao/float8/float8_tensor_parallel.py), as Transformer Engine
+   * quantizes a sequence-parallel output gradient before gathering it. */
   const ts_layer_exec *e = &p->exec[l - p->model->layers];
   double xr = e->fwd_pre.kind == TS_COLL_ALLGATHER && e->pdiv > 1 ? s->m / e->pdiv : s->m;
+  double gr = e->fwd_post.kind == TS_COLL_REDUCESCATTER && e->pdiv > 1 ? s->m / e->pdiv : s->m;
   ts_fp8_cost c[2];
   double wel[2]; /* each GEMM's weight elements (k x n) */
   int n = 1;
@@ -924,12 +930,12 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
     double I = l->inner > 0 ? (double)l->inner : (double)l->in_features, a = (double)l->heads;
     double J = l->kv_heads > 0 && a > 0 ? I / a * (double)l->kv_heads : I;
     double w = s->n / I; /* the chip's share of the heads */
-    ts_fp8_scaling_cost(s->m, (I + 2.0 * J) * w, s->k, xr, D, &c[0]);
-    ts_fp8_scaling_cost(s->m, s->k, s->n, s->m, D, &c[1]);
+    ts_fp8_scaling_cost(s->m, (I + 2.0 * J) * w, s->k, xr, s->m, D, &c[0]);
+    ts_fp8_scaling_cost(s->m, s->k, s->n, s->m, gr, D, &c[1]); /* the row-parallel output */
     wel[0] = (I + 2.0 * J) * w * s->k, wel[1] = s->k * s->n;
     n = 2;
   } else {
-    ts_fp8_scaling_cost(s->m, s->n, s->k, xr, D, &c[0]);
+    ts_fp8_scaling_cost(s->m, s->n, s->k, xr, l->tp == TS_TP_ROW ? gr : s->m, D, &c[0]);
     wel[0] = s->n * s->k;
   }
   /* fp8-cache: Transformer Engine casts a weight to FP8 (amax, cast: 2D + 1 bytes an element)
@@ -1123,6 +1129,13 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   eager_elementwise(p, i, mb, pass, &eb, &ek);
   fp8_scaling(p, l, s, pass, &eb, &ek);
   s->elem_bytes = eb;
+  /* The gradients' FP8 GEMMs accumulate with fp32 promotion: torchao's Float8LinearConfig runs
+   * only the output's with use_fast_accum (config.py at eab345c and 6243040:
+   * gemm_config_grad_input / _grad_weight default to False), Transformer Engine likewise
+   * (_2X_ACC_FPROP False, _2X_ACC_DGRAD / _2X_ACC_WGRAD True). */
+  if (s->prec == TS_PRECISION_FP8 &&
+      (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD || pass == TS_PASS_WGRAD))
+    s->split_accum = 1.0;
   if (s->kernels > 0)
     s->kernels += ek;
 }

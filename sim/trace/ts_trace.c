@@ -94,7 +94,8 @@ static const char *const shape_keys[] = {"m",
                                          "chan_pad",
                                          "host_sync",
                                          "launch_blocking",
-                                         "flash_eff"};
+                                         "flash_eff",
+                                         "split_accum"};
 
 static double *shape_field(ts_op_shape *sh, int i)
 {
@@ -118,7 +119,8 @@ static double *shape_field(ts_op_shape *sh, int i)
                  &sh->chan_pad,
                  &sh->host_sync,
                  &sh->launch_blocking,
-                 &sh->flash_eff};
+                 &sh->flash_eff,
+                 &sh->split_accum};
   return f[i];
 }
 
@@ -1485,6 +1487,7 @@ static double num_max(const char *what, const char **noun)
        * GEMM rate, 0.5 half-blocking. */
       {"flash_eff", "a fraction of the GEMM rate", 1},
       {"launch_blocking", "a flag, 0 or 1,", 1},
+      {"split_accum", "a flag, 0 or 1,", 1},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(limits); i++)
     if (strcmp(what, limits[i].key) == 0) {
