@@ -144,6 +144,11 @@ typedef struct {
    * attn-kernel=fa1: FlashAttention 1), where the chip's profile has a published rate for them;
    * 0 (not given): the split option is refused on this chip. */
   double flash_efficiency_triton, flash_efficiency_fa1;
+  /* Added with the comm/compute contention of overlapped collectives. [chip] collective_sms: the
+   * streaming multiprocessors a running NCCL collective holds, one thread block per channel,
+   * none shared with a compute kernel; compute that runs beside the collective gets the other
+   * compute_units - collective_sms (sim/plan/ts_plan_trace.c, contend). 0 (not given): none. */
+  int collective_sms;
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.
