@@ -82,6 +82,7 @@ typedef struct {
    * the compute time they take; -1 until first used. */
   GHashTable *contend_s;
   int contend_label;
+  gboolean contend_on; /* the chip has collective_sms and the array more than one node */
 } gen;
 
 #define N_PASSES (TS_PASS_OP_RECOMPUTE + 1)
@@ -310,7 +311,7 @@ static int emit(gen *g, const ts_op *op, int label, const int *deps, int ndeps)
   g->cur_layer = g->cur_lo = g->cur_hi = -1;
   g->cur_role = g->cur_phase = g->cur_stage = 0;
   int id = ts_trace_append(g->tr, g->prog, &o, deps, ndeps);
-  if (o.kind == TS_OP_COLL && o.stream != S_COMPUTE && g->p->topo->chip.collective_sms > 0)
+  if (o.kind == TS_OP_COLL && o.stream != S_COMPUTE && g->contend_on)
     contend(g, &o);
   return id;
 }
@@ -647,8 +648,6 @@ static double contend_seconds(const ts_plan *p, const ts_trace *tr, GHashTable *
 static void contend(gen *g, const ts_op *coll)
 {
   const ts_chip *c = &g->p->topo->chip;
-  if (c->compute_units <= 0)
-    return;
   double s = contend_seconds(g->p, g->tr, g->contend_s, coll);
   if (g->contend_label < 0) {
     g_snprintf(g->label, sizeof g->label,
@@ -662,11 +661,22 @@ static void contend(gen *g, const ts_op *coll)
              0);
 }
 
+/* Whether plan p's traces carry contention charges: the chip holds SMs for collectives and the
+ * array has more than one node (a dimension after the first), whatever the placement. */
+static gboolean contend_applies(const ts_plan *p)
+{
+  const ts_topo *t = p->topo;
+  gboolean nodes = FALSE;
+  for (int d = 1; d < t->ndims; d++)
+    nodes = nodes || t->dims[d].size > 1;
+  return nodes && t->chip.collective_sms > 0 && t->chip.compute_units > 0;
+}
+
 /* Each contention charge of the trace (contend: the op after its collective) for the groups'
  * current shapes. */
 static void recontend(const ts_plan *p, ts_trace *tr)
 {
-  if (p->topo->chip.collective_sms <= 0 || p->topo->chip.compute_units <= 0)
+  if (!contend_applies(p))
     return;
   GHashTable *memo = g_hash_table_new_full(contend_hash, contend_equal, g_free, g_free);
   for (int q = 0; q < tr->nprograms; q++) {
@@ -2133,6 +2143,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.bucket_labels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   g.contend_s = g_hash_table_new_full(contend_hash, contend_equal, g_free, g_free);
   g.contend_label = -1;
+  g.contend_on = contend_applies(p);
   for (int k = 0; k < nslots; k++)
     g.labels[k] = -1;
   tr->meta.model = g_strdup(m->name);
