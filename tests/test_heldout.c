@@ -371,10 +371,11 @@ Test(heldout, a100_torchtitan_out_of_memory_rows)
 }
 
 /* Measured at this branch (docs/accuracy.md, "TorchTitan, step time on A100"): 6.5% mean
- * |error|, 13.9% worst (the Llama 2 70B batch-1 selective-op row, too fast). Pinned just
- * above. */
-#define HELDOUT_A100_TT_MEAN_MAX 7.0
-#define HELDOUT_A100_TT_WORST_MAX 14.5
+ * |error|, 13.9% worst (the Llama 2 70B batch-1 selective-op row, too fast); 5.9% / 11.3% (the
+ * Llama 3 8B selective-layer row, too slow) since NCCL's SMs are taken from the compute that
+ * FSDP's collectives overlap ([chip] collective_sms, December 2026). Pinned just above. */
+#define HELDOUT_A100_TT_MEAN_MAX 6.4
+#define HELDOUT_A100_TT_WORST_MAX 11.8
 
 Test(heldout, a100_torchtitan_errors_stay_below_their_pins, .timeout = 120)
 {
@@ -658,14 +659,15 @@ Test(heldout, opt_row_is_147_tflops_through_megatrons_count)
 
 /* trainsim on the three paper files, none fitted (this branch, December 2026): GPT-NeoX-20B
  * -12.1%, PaLM 540B -11.0% (one pod, the DCN all-reduce left out), OPT-175B -19.9% (the FLOP
- * count behind its rate assumed). GPT-NeoX-20B with its pipeline engine stated
- * (pipe-engine=deepspeed: fp16 gradients accumulated by autograd per micro-batch, the output
+ * count behind its rate assumed; -13.6% since NCCL's SMs are taken from the compute its
+ * data-parallel all-reduces overlap, [chip] collective_sms). GPT-NeoX-20B with its pipeline engine
+ * stated (pipe-engine=deepspeed: fp16 gradients accumulated by autograd per micro-batch, the output
  * re-gathered over tp before each backward): -11.2%; with GPT-NeoX's mpu all-reducing the input
  * gradient after the linear backward (tp-grad=serial): -10.2%. Pinned just above, so a
  * regression fails. */
 #define HELDOUT_NEOX_MAX 10.7
 #define HELDOUT_PALM_MAX 11.5
-#define HELDOUT_OPT_MAX 20.4
+#define HELDOUT_OPT_MAX 14.1
 
 Test(heldout, paper_runs_stay_below_their_pins, .timeout = 120)
 {
@@ -735,13 +737,14 @@ Test(heldout, llm_foundry_rows_are_the_published_throughput)
  * Foundry"): A100 80GB 11.5% mean / 33.2% worst (+7.4% bias; 22.7% / 93.0% before the A100 rows
  * ran MPT's Triton kernel at its published A100 rate with the causal skip, attn-kernel=triton),
  * A100 40GB 7.3% / 32.0% (14.0% / 77.7% before), H100 12.0% / 31.0% (-9.0%: MPT's Triton
- * attention runs as FlashAttention-2 there); H100 12.3% / 32.8% once the H100 fit moved with
- * the backward's FP8 rate (flash_efficiency 0.41 -> 0.43). Pinned just above, so a regression
- * fails. */
-#define HELDOUT_MPT_A100_80_MEAN_MAX 12.0
-#define HELDOUT_MPT_A100_80_WORST_MAX 34.2
-#define HELDOUT_MPT_A100_40_MEAN_MAX 7.8
-#define HELDOUT_MPT_A100_40_WORST_MAX 33.0
+ * attention runs as FlashAttention-2 there). With NCCL's SMs taken from the compute FSDP's
+ * collectives overlap across nodes ([chip] collective_sms): A100 80GB 11.4% / 33.2%, 40GB 6.8% /
+ * 28.5%; H100 12.3% / 32.8% once the H100 fit moved with the backward's FP8 rate
+ * (flash_efficiency 0.41 -> 0.43). Pinned just above, so a regression fails. */
+#define HELDOUT_MPT_A100_80_MEAN_MAX 11.9
+#define HELDOUT_MPT_A100_80_WORST_MAX 33.7
+#define HELDOUT_MPT_A100_40_MEAN_MAX 7.3
+#define HELDOUT_MPT_A100_40_WORST_MAX 29.0
 #define HELDOUT_MPT_H100_MEAN_MAX 12.5
 #define HELDOUT_MPT_H100_WORST_MAX 33.1
 

@@ -1,5 +1,6 @@
 /* Tests of the splits (pipeline, recomputation, sequence parallelism, ZeRO, offload, parameter
  * servers, per-layer hybrids) and the memory model: closed forms from the papers they follow. */
+#include "ts_coll.h"
 #include "ts_plan.h"
 #include "ts_plan_priv.h"
 #include "ts_replay.h"
@@ -2983,4 +2984,104 @@ Test(tensor, unfused_softmax_falls_back_to_eager_when_batch_x_heads_is_not_a_mul
     cr_assert_eq(op.shape->kernels, want, "GPT-3 1.3B tp 8 mb %d: %d kernels", mb,
                  op.shape->kernels);
   }
+}
+
+/* Comm/compute contention ([chip] collective_sms; ts_plan_trace.c, contend): on an array of
+ * several nodes every collective issued beside the compute stream is followed by a fixed charge
+ * on the compute stream of its closed-form time x collective_sms / compute_units when it leaves
+ * the node, 0 within it (NVLink); collectives on the compute stream (tensor parallelism's) get
+ * none, nor does anything on one node. The A100 profile holds 16 of 108 SMs (NCCL issue 689: 16
+ * SMs on a DGX with 8 NICs). */
+static void contention_charges(const ts_plan *p, const ts_trace *tr, int *ncharged, int *nzero,
+                               double *rank0_s)
+{
+  gboolean one_node = TRUE;
+  for (int d = 1; d < p->topo->ndims; d++)
+    one_node = one_node && p->topo->dims[d].size == 1;
+  const ts_chip *c = &p->topo->chip;
+  *ncharged = *nzero = 0;
+  *rank0_s = 0;
+  for (int q = 0; q < tr->nprograms; q++) {
+    const ts_program *prog = &tr->programs[q];
+    int side = 0, charges = 0;
+    for (int i = 0; i < prog->nops; i++) {
+      ts_op o = ts_program_op(prog, i);
+      if (o.kind == TS_OP_COLL && o.stream != 0)
+        side++;
+      if (o.t_role != TS_ROLE_CONTENTION)
+        continue;
+      charges++;
+      cr_assert_eq(o.kind, TS_OP_DELAY);
+      cr_assert_eq(o.stream, 0, "a charge on stream %d, not the compute stream", o.stream);
+      ts_op coll = ts_program_op(prog, i - 1);
+      cr_assert_eq(coll.kind, TS_OP_COLL, "op %d: a charge not after its collective", i);
+      cr_assert_neq(coll.stream, 0, "op %d: a charge after a compute-stream collective", i);
+      const ts_group *g = g_ptr_array_index(tr->groups, coll.group);
+      gboolean net = FALSE;
+      for (int k = 0; k < g->shape.npieces; k++)
+        net = net || (g->shape.p[k].dim > 0 && g->shape.p[k].size > 1);
+      double want = 0;
+      if (net) {
+        g_autoptr(GError) err = NULL;
+        want = ts_coll_time(p->topo, coll.coll, coll.algo, &g->shape, coll.bytes, NULL, &err) *
+               c->collective_sms / c->compute_units;
+        cr_assert_gt(want, 0, "%s", err ? err->message : "");
+      }
+      cr_assert_float_eq(o.seconds, want, 1e-12 * (want + 1e-9), "op %d: %g s, expected %g s", i,
+                         o.seconds, want);
+      *ncharged += want > 0;
+      *nzero += want == 0;
+      if (q == 0)
+        *rank0_s += o.seconds;
+    }
+    cr_assert_eq(charges, one_node ? 0 : side, "program %d: %d charges for %d side collectives", q,
+                 charges, side);
+  }
+}
+
+Test(splits, overlapped_collectives_take_nccl_sms_from_compute)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  cr_assert_eq(t->chip.collective_sms, 16);
+  cr_assert_eq(t->chip.compute_units, 108);
+  /* FSDP over the 4 nodes: every gather and reduce-scatter leaves the node. */
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3", 32, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  int charged, zero;
+  double total;
+  contention_charges(p, tr, &charged, &zero, &total);
+  cr_assert_gt(charged, 0);
+  cr_assert_eq(zero, 0, "%d collectives of dp over the nodes charged nothing", zero);
+  /* The step grows by no more than the charges and by something: without them (0 SMs) it is
+   * the old step. */
+  ts_replay_result with, without;
+  replay_plan(p, &with);
+  t->chip.collective_sms = 0;
+  g_autoptr(ts_plan) p0 = make_plan(m, t, "dp=32,zero=3", 32, 1);
+  replay_plan(p0, &without);
+  cr_assert_gt(with.step_time_s, without.step_time_s);
+  cr_assert_leq(with.step_time_s, without.step_time_s + total * (1 + 1e-9), "%g s, %g s + %g s",
+                with.step_time_s, without.step_time_s, total);
+  /* Tensor parallelism inside the node, data parallelism across: the tp collectives on the
+   * compute stream have no charge, those beside a weight gradient 0 s (NVLink), the gradient
+   * buckets over the network their share. */
+  t->chip.collective_sms = 16;
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=8@node,dp=4@net", 32, 1);
+  g_autoptr(ts_trace) tq = trace_of(q);
+  contention_charges(q, tq, &charged, &zero, &total);
+  cr_assert_gt(charged, 0);
+  cr_assert_gt(zero, 0);
+  /* One node: no charges, the step is the uncharged one. */
+  g_autoptr(ts_topo) one = load_topo("dgx-a100-1node");
+  g_autoptr(ts_plan) r = make_plan(m, one, "dp=8,zero=3", 8, 1);
+  g_autoptr(ts_trace) trr = trace_of(r);
+  contention_charges(r, trr, &charged, &zero, &total);
+  cr_assert_eq(charged + zero, 0);
+  ts_replay_result a, b;
+  replay_plan(r, &a);
+  one->chip.collective_sms = 0;
+  g_autoptr(ts_plan) r0 = make_plan(m, one, "dp=8,zero=3", 8, 1);
+  replay_plan(r0, &b);
+  cr_assert_float_eq(a.step_time_s, b.step_time_s, 1e-12 * b.step_time_s);
 }

@@ -54,6 +54,7 @@ static const char *const chip_keys[] = {"name",
                                         "flash_efficiency_fa1",
                                         "fp8_split_accum_rate",
                                         "compute_units",
+                                        "collective_sms",
                                         "gemm_tile",
                                         "systolic_array",
 
@@ -181,7 +182,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   }
   double tflops, mem_gib, mem_gbps, overhead_us, fp8, fp32, mem_eff, launch_us, k_over,
       coll_launch_us;
-  gint64 units, systolic;
+  gint64 units, systolic, coll_sms;
   g_autofree char *tile = NULL, *calibrated = NULL;
   /* The bf16 rate: peak_tflops_bf16, or the older peak_tflops (one of them). */
   const char *peak_key =
@@ -236,6 +237,9 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                    &c->fp8_split_accum_rate, error) ||
       !ts_kf_int(kf, path, g, "compute_units", TRUE, 0, 0, 100000,
                  "the GPU's streaming multiprocessors (0 = no wave model)", &units, error) ||
+      !ts_kf_int(kf, path, g, "collective_sms", TRUE, 0, 0, 100000,
+                 "the streaming multiprocessors a running collective holds (0 = none)", &coll_sms,
+                 error) ||
       !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,
                  "the TPU systolic array's width (0 = not a TPU)", &systolic, error) ||
       !ts_kf_string(kf, path, g, "gemm_tile", NULL, &tile, error) ||
@@ -248,6 +252,15 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   c->collective_launch_s = coll_launch_us * US;
   c->gemm_k_overhead = k_over;
   c->compute_units = (int)units;
+  if (coll_sms > 0 && coll_sms >= units) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] collective_sms: %" G_GINT64_FORMAT
+                "; expected fewer than compute_units (%" G_GINT64_FORMAT
+                ", the SMs the collective shares the chip with)",
+                path, coll_sms, units);
+    return FALSE;
+  }
+  c->collective_sms = (int)coll_sms;
   c->systolic = (int)systolic;
   if (tile != NULL) {
     g_strstrip(tile);

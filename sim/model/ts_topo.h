@@ -150,6 +150,11 @@ typedef struct {
    * fraction of the fast-accumulation rate the forward's run at; 0 (not given): the same rate
    * (a chip without a separate fast-accumulation mode). */
   double fp8_split_accum_rate;
+  /* Added with the comm/compute contention of overlapped collectives. [chip] collective_sms: the
+   * streaming multiprocessors a running NCCL collective holds, one thread block per channel,
+   * none shared with a compute kernel; compute that runs beside the collective gets the other
+   * compute_units - collective_sms (sim/plan/ts_plan_trace.c, contend). 0 (not given): none. */
+  int collective_sms;
 } ts_chip;
 
 /** Prices, power and reliability (issue 14, capacity planning). SI inside; 0 = not given.

@@ -78,6 +78,11 @@ typedef struct {
   /* Gradient bucket labels by (kind, first layer, last layer): with ZeRO 2 and 3 every
    * micro-batch's backward flushes its buckets, so they are formatted once per trace. */
   GHashTable *bucket_labels;
+  /* contend: the collectives' closed-form seconds by (kind, group, bytes), and the label of
+   * the compute time they take; -1 until first used. */
+  GHashTable *contend_s;
+  int contend_label;
+  gboolean contend_on; /* the chip has collective_sms and the array more than one node */
 } gen;
 
 #define N_PASSES (TS_PASS_OP_RECOMPUTE + 1)
@@ -296,6 +301,8 @@ static void tag_op(gen *g, ts_op *o)
   }
 }
 
+static void contend(gen *g, const ts_op *coll);
+
 static int emit(gen *g, const ts_op *op, int label, const int *deps, int ndeps)
 {
   ts_op o = *op;
@@ -303,7 +310,10 @@ static int emit(gen *g, const ts_op *op, int label, const int *deps, int ndeps)
   tag_op(g, &o);
   g->cur_layer = g->cur_lo = g->cur_hi = -1;
   g->cur_role = g->cur_phase = g->cur_stage = 0;
-  return ts_trace_append(g->tr, g->prog, &o, deps, ndeps);
+  int id = ts_trace_append(g->tr, g->prog, &o, deps, ndeps);
+  if (o.kind == TS_OP_COLL && o.stream != S_COMPUTE && g->contend_on)
+    contend(g, &o);
+  return id;
 }
 
 static int text_label(gen *g, const char *text)
@@ -570,6 +580,120 @@ static void chip_stall(gen *g, int group, ts_coll_kind kind)
   ts_role role = kind == TS_COLL_ALLGATHER ? TS_ROLE_PARAM_GATHER : TS_ROLE_GRAD;
   emit_delay(g, S_COMPUTE, TS_CAT_COMM_DP, TS_RES_NONE, role, s, text_label_role(g, g->label, role),
              NULL, 0);
+}
+
+/* ---- comm/compute contention ------------------------------------------------------------ */
+
+typedef struct {
+  int kind, group;
+  double bytes;
+} contend_key;
+
+static guint contend_hash(gconstpointer k)
+{
+  const contend_key *c = k;
+  guint64 b;
+  memcpy(&b, &c->bytes, sizeof b);
+  return (guint)(b ^ (b >> 32)) * 31u + (guint)c->kind * 131u + (guint)c->group;
+}
+
+static gboolean contend_equal(gconstpointer a, gconstpointer b)
+{
+  const contend_key *x = a, *y = b;
+  return x->kind == y->kind && x->group == y->group && x->bytes == y->bytes;
+}
+
+/* The compute time collective coll takes from the compute it overlaps, seconds (memo: by kind,
+ * group and bytes, for one placement of the trace's groups). A collective issued beside the
+ * compute stream (gradient buckets, ZeRO / FSDP gathers and scatters, the tensor-parallel
+ * collectives that overlap a weight gradient) runs an NCCL kernel with one thread block per
+ * channel, and NCCL's blocks do not share an SM with a compute kernel (NCCL maintainers, github
+ * NVIDIA/nccl issue 689: "NCCL CTAs won't share an SM with compute kernels"; 16 SMs on a DGX
+ * with 8 NICs). The compute it overlaps runs on the other compute_units - collective_sms SMs, so
+ * while the collective lasts (D, its closed-form time, ts_coll_time) the compute stream does
+ * (1 - collective_sms / compute_units) of its work: it loses D x collective_sms /
+ * compute_units. */
+static double contend_seconds(const ts_plan *p, const ts_trace *tr, GHashTable *memo,
+                              const ts_op *coll)
+{
+  const ts_chip *c = &p->topo->chip;
+  contend_key k = {(int)coll->coll, coll->group, coll->bytes};
+  double *hit = g_hash_table_lookup(memo, &k);
+  double d;
+  if (hit != NULL)
+    d = *hit;
+  else {
+    const ts_group *gr = g_ptr_array_index(tr->groups, coll->group);
+    /* Only collectives that leave the node (a piece along a dimension after the first: the
+     * network of a GPU cluster, whose NICs set NCCL's channel count); the SMs of collectives
+     * within a node (NVLink) are not charged, for want of a published count. */
+    gboolean net = FALSE;
+    for (int q = 0; q < gr->shape.npieces; q++)
+      net = net || (gr->shape.p[q].dim > 0 && gr->shape.p[q].size > 1);
+    d = net ? ts_coll_time(p->topo, coll->coll, coll->algo, &gr->shape, coll->bytes, NULL, NULL)
+            : 0.0;
+    double *v = g_new(double, 1);
+    *v = d;
+    g_hash_table_insert(memo, g_memdup2(&k, sizeof k), v);
+  }
+  double s = d * c->collective_sms / c->compute_units;
+  return s > 0 ? s : 0.0;
+}
+
+/* Charges contend_seconds of the collective just emitted as a fixed duration on the compute
+ * stream where it is issued (as chip_stall does a TPU's transfer ops), as the op right after
+ * it in the program (ts_plan_trace_replace re-costs it there for another placement). When the
+ * compute stream is waiting for the collective instead, the charge runs inside the wait and
+ * costs nothing, as an idle SM costs nothing. Memory-bandwidth contention is not modelled. */
+static void contend(gen *g, const ts_op *coll)
+{
+  const ts_chip *c = &g->p->topo->chip;
+  double s = contend_seconds(g->p, g->tr, g->contend_s, coll);
+  if (g->contend_label < 0) {
+    g_snprintf(g->label, sizeof g->label,
+               "contention: the %d SMs of an overlapping collective taken from compute",
+               c->collective_sms);
+    g->contend_label = ts_trace_label(g->tr, g->label);
+  }
+  g->cur_layer = g->cur_lo = g->cur_hi = -1;
+  g->cur_role = g->cur_phase = g->cur_stage = 0;
+  emit_delay(g, S_COMPUTE, TS_CAT_OTHER, TS_RES_NONE, TS_ROLE_CONTENTION, s, g->contend_label, NULL,
+             0);
+}
+
+/* Whether plan p's traces carry contention charges: the chip holds SMs for collectives and the
+ * array has more than one node (a dimension after the first), whatever the placement. */
+static gboolean contend_applies(const ts_plan *p)
+{
+  const ts_topo *t = p->topo;
+  gboolean nodes = FALSE;
+  for (int d = 1; d < t->ndims; d++)
+    nodes = nodes || t->dims[d].size > 1;
+  return nodes && t->chip.collective_sms > 0 && t->chip.compute_units > 0;
+}
+
+/* Each contention charge of the trace (contend: the op after its collective) for the groups'
+ * current shapes. */
+static void recontend(const ts_plan *p, ts_trace *tr)
+{
+  if (!contend_applies(p))
+    return;
+  GHashTable *memo = g_hash_table_new_full(contend_hash, contend_equal, g_free, g_free);
+  for (int q = 0; q < tr->nprograms; q++) {
+    ts_program *prog = &tr->programs[q];
+    for (int i = 1; i < prog->nops; i++) {
+      if (ts_program_op_kind(prog, i) != TS_OP_DELAY)
+        continue;
+      ts_op o = ts_program_op(prog, i);
+      if (o.t_role != TS_ROLE_CONTENTION)
+        continue;
+      ts_op coll = ts_program_op(prog, i - 1);
+      g_assert(coll.kind == TS_OP_COLL);
+      o.seconds = contend_seconds(p, tr, memo, &coll);
+      ts_program_set_op(tr, q, i, &o);
+    }
+  }
+  g_hash_table_unref(memo);
 }
 
 /* ---- ZeRO-3 parameter gathers ------------------------------------------------------- */
@@ -2017,6 +2141,9 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.shape_of = g_new(const ts_op_shape *, (gsize)MAX(m->nlayers, 1) * N_PASSES);
   g.shape_done = g_new0(gboolean, (gsize)MAX(m->nlayers, 1) * N_PASSES);
   g.bucket_labels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  g.contend_s = g_hash_table_new_full(contend_hash, contend_equal, g_free, g_free);
+  g.contend_label = -1;
+  g.contend_on = contend_applies(p);
   for (int k = 0; k < nslots; k++)
     g.labels[k] = -1;
   tr->meta.model = g_strdup(m->name);
@@ -2083,6 +2210,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_free(g.shape_of);
   g_free(g.shape_done);
   g_hash_table_unref(g.bucket_labels);
+  g_hash_table_unref(g.contend_s);
   /* The collective algorithm is resolved here, once, so every backend replays the same one. */
   if (!ts_trace_resolve_algos(tr, p->topo, error)) {
     ts_trace_free(tr);
@@ -2168,5 +2296,6 @@ gboolean ts_plan_trace_replace(const ts_plan *p, ts_trace *tr, GError **error)
     }
   }
   unresolve_colls(tr, p->opt.algo);
+  recontend(p, tr);
   return ts_trace_resolve_algos(tr, p->topo, error);
 }

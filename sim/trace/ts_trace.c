@@ -35,7 +35,8 @@ static const char *role_names[] = {"none",
                                    "cp_kv",
                                    "cp_dkv",
                                    "cp_attention",
-                                   "layout_copy"};
+                                   "layout_copy",
+                                   "contention"};
 
 const char *ts_resource_name(int r)
 {
@@ -1655,7 +1656,7 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, ts_
                   "role='%s': expected compute, tp, ep, grad, param_gather, pp, offload, "
                   "optimizer, marker, input_grad, weight_grad, attention_recompute, regather, "
                   "ps_update, tied_grad, expert_params, op_recompute, cp_kv, cp_dkv, "
-                  "cp_attention or layout_copy",
+                  "cp_attention, layout_copy or contention",
                   val);
     op->t_role = v;
   } else if (strcmp(key, "class") == 0 && op->kind == TS_OP_COMPUTE) {

@@ -76,6 +76,7 @@ typedef enum {
   TS_ROLE_CP_DKV,         /* ... a K/V block's partial gradient sent / received (backward) */
   TS_ROLE_CP_ATTN,        /* ... attention of the local queries against one ring block */
   TS_ROLE_LAYOUT_COPY,    /* a tensor re-laid around a collective (PyTorch sp's sequence-dim cat) */
+  TS_ROLE_CONTENTION,     /* compute time a collective's SMs take from the compute it overlaps */
   TS_NROLES
 } ts_role;
 

@@ -213,6 +213,7 @@ static vo_info tag_info(const ts_op *op)
   case TS_ROLE_MARKER:
   case TS_ROLE_OP_RECOMPUTE: /* recompute=op: timing only (the numbers keep every value) */
   case TS_ROLE_LAYOUT_COPY:  /* a re-layout: timing only (values unchanged) */
+  case TS_ROLE_CONTENTION:   /* an overlapped collective's SMs: timing only */
     v.kind = VO_NOOP;
     break;
   default:

@@ -1350,6 +1350,7 @@ static gboolean walk(mo_exec *x)
         optimizer(x, &x->r[rank], rank);
         break;
       case TS_ROLE_MARKER:
+      case TS_ROLE_CONTENTION: /* timing only */
         break;
       case TS_ROLE_TP:
       case TS_ROLE_EP:
