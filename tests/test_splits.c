@@ -365,6 +365,35 @@ Test(pipeline, torch_interleaved_keeps_the_warm_up_formula_at_m_equal_p)
   }
 }
 
+Test(pipeline, fsdp2_accumulators_appear_at_each_chunks_first_backward)
+{
+  /* fsdp2 with pp: FSDP2 keeps each block's unsharded gradient in fp32 from the block's first
+   * backward (FSDPParam.to_accumulated_grad_if_needed) to the chunk's last, which
+   * reduce-scatters it; the schedule walk adds a chunk's accumulators (4 bytes a parameter) at
+   * its first backward. P = 4 devices, 8 layers of w parameters keeping a bytes a sample,
+   * w = a / 2, M = P micro-batches of one sample, no recomputation. 1F1B (2 layers a stage),
+   * device 0: after its 4 forwards it holds 8a; after the first backward 6a and all 8w of
+   * accumulators: the peak, 10a. Interleaved with V = 2 (one layer a chunk), torch's warm-up
+   * runs all 8 forwards on device 0 (8a), then chunk 1's backwards (7a + 4w = 9a after the
+   * first), then chunk 0's (3a + 8w = 7a): the peak holds 7a and one chunk's 4w. Counting
+   * every accumulator through the step (as before) gave 8a + 8w for both. */
+  int P = 4, M = 4;
+  double a = 1e6, w = a / 2, shard = 4.0 * 2 * w / 2; /* fp32 gradient shards over dp = 2 */
+  g_autoptr(ts_topo) t = ring_topo(2 * P, 1e18, 0);
+  g_autoptr(ts_model) m = equal_model(2 * P, 1e9, w, a);
+  g_autoptr(ts_plan) f = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=1f1b", 2 * M, 1);
+  g_autoptr(ts_plan) v = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=interleaved:2", 2 * M, 1);
+  const ts_memory *x = &f->stage_mem[0], *y = &v->stage_mem[0];
+  cr_assert_float_eq(x->activations, 6 * a, 1e-6 * a, "1F1B: %g bytes, expected %g", x->activations,
+                     6 * a);
+  cr_assert_float_eq(x->grads, shard + 8 * w, 1e-6 * a, "1F1B: %g bytes, expected %g", x->grads,
+                     shard + 8 * w);
+  cr_assert_float_eq(y->activations, 7 * a, 1e-6 * a, "interleaved: %g bytes, expected %g",
+                     y->activations, 7 * a);
+  cr_assert_float_eq(y->grads, shard + 4 * w, 1e-6 * a, "interleaved: %g bytes, expected %g",
+                     y->grads, shard + 4 * w);
+}
+
 Test(pipeline, stages_balanced_by_compute)
 {
   /* Layers of unequal cost: the planner cuts so the slowest stage is as fast as it can be. */
@@ -1149,8 +1178,9 @@ Test(activations, torchgpipe_copy_stream_pools)
   double keep_pipe = keep->stage_mem[1].pipeline / MiB;
   cr_expect_float_eq(keep_pipe, 1280.0, 1e-9, "%.17g MiB", keep_pipe);
   g_autoptr(ts_plan) f2 = make_plan(m, t, "pp=4,dp=2,zero=3,fsdp2,schedule=gpipe", 128, 1);
-  /* (its receive buffers for inputs and gradients and the 64 kept outputs, 8 MiB each) */
-  double f2_pipe = f2->stage_mem[1].pipeline, f2_want = 3 * 64 * in;
+  /* (its receive buffers for inputs and gradients and the 64 kept outputs, 8 MiB each, and
+   * the input gradient of the first backward, which makes the fp32 accumulators: the peak) */
+  double f2_pipe = f2->stage_mem[1].pipeline, f2_want = (3 * 64 + 1) * in;
   cr_expect_float_eq(f2_pipe, f2_want, 1e-9 * f2_want, "fsdp2: %.17g bytes", f2_pipe);
 }
 
@@ -2619,12 +2649,17 @@ Test(pytorch_memory, fsdp2_states_gathers_and_step)
   cr_assert_float_eq(p->mem.gathered, 2 * root + 2 * 2 * block, 1.0, "%g", p->mem.gathered);
   cr_assert_float_eq(p->mem.step_temp, 4 * psi / N, 1.0);
   /* With pp nothing is resharded after forward: every parameter of the device gathered, and
-   * the micro-batches' gradients accumulated unsharded in fp32. */
+   * the micro-batches' gradients accumulated unsharded in fp32 from the first backward on.
+   * Device 0 peaks before it (4 micro-batches of 8 blocks in flight: one micro-batch's
+   * activations, freed by that backward, outweigh the 4 d bytes of accumulators it makes);
+   * the others after it, with the accumulators. */
   g_autoptr(ts_plan) q = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2", 64, 2);
   for (int s = 0; s < 4; s++) {
     double d = ts_plan_device_params(q, s);
     cr_assert_float_eq(q->stage_mem[s].gathered, 2 * d, 1.0, "stage %d", s);
-    cr_assert_float_eq(q->stage_mem[s].grads, 4 * d + 4 * d / 8, 1.0, "stage %d", s);
+    double want = (s == 0 ? 0.0 : 4 * d) + 4 * d / 8;
+    cr_assert_float_eq(q->stage_mem[s].grads, want, 1.0, "stage %d: %g, expected %g", s,
+                       q->stage_mem[s].grads, want);
   }
   /* fsdp2 is ZeRO-3's allocation: refused without it. */
   g_autoptr(GError) err = plan_refusal(m, t, "dp=32,zero=1,fsdp2", 32, 0);

@@ -1814,29 +1814,51 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       recv += M * p->exec[last + 1].in_bytes * mb;
     chunk_out[c] = p->exec[last].out_bytes * mb;
   }
+  /* fsdp2 with pp: FSDP2 skips the reduce-scatter of every micro-batch but the last
+   * (backward_maybe_with_nosync: set_requires_gradient_sync(False)) and keeps each block's
+   * unsharded gradient in fp32 (reduce_dtype) from its first backward on
+   * (FSDPParam.to_accumulated_grad_if_needed) until the chunk's last backward reduce-scatters
+   * it: a chunk's accumulators appear with its first backward, so a device with two chunks
+   * makes the second chunk's only once the first chunk's backwards have freed their
+   * activations (ScheduleInterleaved1F1B's all-forward warm-up at M = pp), where a single
+   * stage holds all of them beside the micro-batches still in flight. */
+  double *chunk_acc = g_new0(double, V), acc_layers = 0;
+  for (int c = 0; c < V && p->fsdp2 && pp > 1; c++) {
+    int k = c * pp + device;
+    for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++)
+      chunk_acc[c] += 4.0 * ts_plan_layer_params(p, i);
+    acc_layers += chunk_acc[c];
+  }
+  if (p->fsdp2 && pp > 1) /* a tied copy (ts_plan_tied_group) with the device's first chunk */
+    chunk_acc[0] += MAX(0.0, 4.0 * psi - acc_layers);
   g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
   ts_sched_order(p->schedule, pp, V, M, device, p->fsdp2, order);
   /* outs: the outputs kept so far (added at each forward) and the input gradients (added at
-   * each backward), released after the step */
-  double cur = 0, peak = 0, peak_rc = 0, outs = 0, peak_outs = 0;
-  int live = 0, peak_live = 0;
+   * each backward), released after the step; acc: the fp32 accumulators made so far */
+  double cur = 0, peak = 0, peak_rc = 0, outs = 0, peak_outs = 0, acc = 0, peak_acc = 0;
+  int live = 0, peak_live = 0, *bwd_seen = g_new0(int, V);
   for (guint i = 0; i < order->len; i++) {
     const ts_sched_item *it = &g_array_index(order, ts_sched_item, i);
     gboolean kept = !ts_plan_micro_recomputed(p, it->micro, M);
     double a = kept ? chunk_kept[it->chunk] : chunk_act[it->chunk];
     if (it->bwd && !kept)
-      peak_rc = MAX(peak_rc, cur + outs + work); /* a recomputed unit on top of what is held */
+      peak_rc = MAX(peak_rc, cur + outs + acc + work); /* a recomputed unit on what is held */
+    if (it->bwd && bwd_seen[it->chunk]++ == 0)
+      acc += chunk_acc[it->chunk];
     cur += it->bwd ? -a : a;
     outs += it->bwd ? chunk_in_grad[it->chunk] : chunk_out[it->chunk];
     live += it->bwd ? -1 : 1;
-    if (cur + outs > peak + peak_outs) {
+    if (cur + outs + acc > peak + peak_outs + peak_acc) {
       peak = cur;
       peak_outs = outs;
+      peak_acc = acc;
     }
     peak_live = MAX(peak_live, live);
   }
   g_free(chunk_out);
   g_free(chunk_in_grad);
+  g_free(chunk_acc);
+  g_free(bwd_seen);
   /* At the forward-backward peak and through the optimizer step (ts_plan_memory_at's end). */
   mem->pipeline = recv + peak_outs;
   double pipe_step = recv + outs;
@@ -1875,7 +1897,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * comes before the others' recomputation, so the recomputed unit is counted only where it is
    * live (above the held peak, if at all). */
   if (p->recompute_keep_last)
-    work = MAX(0.0, peak_rc - peak - peak_outs);
+    work = MAX(0.0, peak_rc - peak - peak_outs - peak_acc);
   /* Working buffers: gradient buckets (ts_plan_bucket_bytes), the largest layer output once
    * more for its gradient and once for the next, the recomputed block of full recomputation,
    * and ZeRO-3's gathered parameters (the block and the one prefetched). */
@@ -1903,8 +1925,8 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
      * parameter (the square root of the second moment). */
     if (pp > 1) {
       mem->gathered = dev_gathered;
-      mem->grads += 4.0 * psi;
-      step_allocated += 4.0 * psi;
+      mem->grads += peak_acc;
+      step_allocated += peak_acc;
     } else {
       mem->gathered = root_gathered + 2.0 * largest_block;
     }
