@@ -661,7 +661,16 @@ static inline void op_begin(ts_replay *r, int sim, int op, double now)
    * named in this op's own state (issue 15, twelfth pass: reading them from a list was two
    * more misses per event). */
   op_state *sts = r->sims[sim].st;
-  FOR_SUCC(&r->progs[r->sims[sim].program], st, j, __builtin_prefetch(&sts[j], 1));
+  if (st->s1 >= -1) {
+    if (st->s0 >= 0)
+      __builtin_prefetch(&sts[st->s0], 1);
+    if (st->s1 >= 0)
+      __builtin_prefetch(&sts[st->s1], 1);
+  } else {
+    /* A longer list is a miss of its own: only ask for it here (op_complete then asks for
+     * its states all at once before updating them). */
+    __builtin_prefetch(&r->progs[r->sims[sim].program].succ[st->s0]);
+  }
 }
 
 static int activity_new(ts_replay *r)
@@ -997,6 +1006,8 @@ static inline void op_complete(ts_replay *r, int sim, int opi, double end, gbool
    * more streams than the hardware prefetcher follows: ask for the lines a few ops on. */
   int ahead = opi + 8 < pi->nops ? opi + 8 : pi->nops - 1;
   __builtin_prefetch(&st[ahead], 1);
+  if (o->s1 < -1) /* a list (see op_begin): its states' misses overlap */
+    FOR_SUCC(pi, o, j, __builtin_prefetch(&st[j], 1));
   FOR_SUCC(pi, o, j, {
     if (end > st[j].t)
       st[j].t = end;
