@@ -1028,7 +1028,18 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 {
   while (r->nready > 0) {
     member_ref ref = r->ready[--r->nready];
-    if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].t, error))
+    const op_state *o = &r->sims[ref.sim].st[ref.op];
+    int kind = INFO_KIND(o->info);
+    double now = o->t, d = o->x;
+    /* A compute op, off-chip transfer or delay with a fixed duration (the most common event):
+     * what op_ready and start_single do for it, here (issue 15, twelfth pass). */
+    if ((kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY) && !isnan(d)) {
+      r->outstanding++;
+      op_begin(r, ref.sim, ref.op, now);
+      ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);
+      continue;
+    }
+    if (!op_ready(r, ref.sim, ref.op, now, error))
       return FALSE;
   }
   return TRUE;
