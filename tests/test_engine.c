@@ -757,3 +757,61 @@ Test(engine, pipeline_sync_holds_only_later_launches)
               backends[b], rr.step_time_s);
   }
 }
+
+/* Ops with one to six successors (issue 15, twelfth pass: an op's state names its first two
+ * successors itself and keeps a list for more): a root of 1 s fans out to n children on their
+ * own streams (child k takes (k + 1) / 4 s), a wait joins them, and a last op of 1 s follows the
+ * root on its stream and the wait. Every span is its closed form, whether the engine queues the
+ * fixed durations itself or asks the backend's start() (the end stored in the state). */
+Test(engine, fan_out_successors_by_closed_form)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  for (int n = 1; n <= 5; n++)
+    for (int fixed = 0; fixed < 2; fixed++) {
+      g_autoptr(ts_trace) tr = ts_trace_new(t);
+      ts_group_shape none = {0};
+      ts_trace_add_axis(tr, "dp", 1, TRUE, &none);
+      ts_trace_set_programs(tr, 1);
+      ts_op c = {.kind = TS_OP_COMPUTE, .stream = 0, .flops = 1e12}; /* 1 s */
+      c.label = ts_trace_label(tr, "op");
+      int root = ts_trace_append(tr, 0, &c, NULL, 0), kids[8];
+      for (int k = 0; k < n; k++) {
+        ts_op o = c;
+        o.stream = k + 1;
+        o.flops = (k + 1) * 0.25e12;
+        kids[k] = ts_trace_append(tr, 0, &o, &root, 1);
+      }
+      ts_op w = {.kind = TS_OP_WAIT, .stream = 99, .label = c.label};
+      int wait = ts_trace_append(tr, 0, &w, kids, n);
+      int last = ts_trace_append(tr, 0, &c, &wait, 1); /* after root on stream 0 too */
+      ts_backend *b = ts_backend_analytic_new(t);
+      cr_assert_not_null(b->fixed_seconds, "one chip without launch costs");
+      if (!fixed) {
+        b->fixed_seconds = NULL;
+        b->queue = NULL;
+      }
+      ts_replay *r = ts_replay_new(tr, b, TS_REPLAY_FULL);
+      ts_replay_keep_spans(r, TRUE);
+      ts_replay_result res;
+      g_autoptr(GError) err = NULL;
+      cr_assert(ts_replay_run(r, &res, &err), "%s", err ? err->message : "");
+      const GArray *sp = ts_replay_spans(r);
+      cr_assert_eq(sp->len, (guint)(n + 3));
+      double join = 1.0 + n * 0.25;
+      for (guint i = 0; i < sp->len; i++) {
+        const ts_span *s = &g_array_index(sp, ts_span, i);
+        double s0 = s->op == root ? 0.0 : s->op == wait ? join : s->op == last ? join : 1.0;
+        double e0 = s->op == root   ? 1.0
+                    : s->op == wait ? join
+                    : s->op == last ? join + 1.0
+                                    : 1.0 + s->op * 0.25; /* child k is op k + 1 */
+        cr_assert(fabs(s->start_s - s0) <= 1e-12 && fabs(s->end_s - e0) <= 1e-12,
+                  "n=%d fixed=%d op %d: [%.17g, %.17g], expected [%g, %g]", n, fixed, s->op,
+                  s->start_s, s->end_s, s0, e0);
+      }
+      cr_assert_float_eq(res.step_time_s, join + 1.0, 1e-12, "n=%d fixed=%d", n, fixed);
+      cr_assert_eq(res.events, n + 2, "n=%d: %" G_GINT64_FORMAT " events", n, res.events);
+      ts_replay_free(r);
+      ts_backend_free(b);
+    }
+}

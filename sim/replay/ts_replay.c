@@ -27,7 +27,8 @@ typedef struct {
    * copy of a 10-million-op program's state). */
   op_state *tmpl;
   int *succ_off; /* nops + 1 offsets into succ; freed when a replay owning them has run */
-  int nsucc;     /* succ_off[nops], read per event without loading that line */
+  /* Every op's successors in CSR form (succ_off); an op's state names its first two itself and
+   * the list here only when it has more (op_state.s0, s1). */
   int *succ;
   /* Where the program's sends and receives go (so whether a collapsed replay can pair them):
    * the axes of those along an axis (bit per axis), and whether one names its peer rank. The
@@ -63,19 +64,46 @@ static guint32 op_info_pack(const ts_program *p, int i)
   return (guint32)kind | (guint32)ts_program_op_cat(p, i) << 3 | g1 << 6;
 }
 
-/* One op's state in one simulated rank, kept together, so completing an op and readying its
- * successors touches one place per op, not five arrays. 16 bytes, four to a cache line and
- * never across two (issue 15: at 24 bytes a quarter of the successors' states straddled two
- * lines; the completion time, written once per op and read by the breakdown, is in
- * sim_rank.end). `t` is the op's ready time (max end of its completed predecessors) until
- * it starts, then its start; the one reader of both, the pipeline bubble, gets a receive's
- * wait recorded when it starts (sim_rank.waits). */
+/* One op's state in one simulated rank: everything the engine reads of an op per event in one
+ * 32-byte record, two to a cache line and never across two (issue 15, twelfth pass: the op's
+ * state, its fixed duration, its successor offsets and its successor list were four arrays, four
+ * streams of cache misses per event across 64 interleaved programs). `t` is the op's ready time
+ * (max end of its completed predecessors) until it starts, then its start; the one reader of
+ * both, the pipeline bubble, gets a receive's wait recorded when it starts (sim_rank.waits).
+ * `x` is the op's fixed duration as a one-op activity (NaN: start() decides) until it
+ * completes; then, when its end is stored (DONE), its end; a DONE_FIXED op ends at t + x, the
+ * sum its completion was queued at. s0, s1: its successors when it has at most two (-1: none);
+ * with more, s0 is the offset of its list in prog_info.succ and s1 is -2 - their number. */
 struct op_state {
   double t;      /* ready time until started, then start time */
+  double x;      /* fixed duration (NaN: none) until complete, then the end when DONE */
   int remaining; /* predecessors not yet complete; DONE / DONE_FIXED once it has completed */
   guint32 info;  /* op_info_pack of the op */
+  int s0, s1;    /* successors (see above) */
 };
-G_STATIC_ASSERT(sizeof(op_state) == 16);
+G_STATIC_ASSERT(sizeof(op_state) == 32);
+
+/* Visits op state st's successors j in list order (deps, then the stream successor). */
+#define FOR_SUCC(pi, st, j, body)                                                                  \
+  do {                                                                                             \
+    int s0_ = (st)->s0, s1_ = (st)->s1;                                                            \
+    if (s1_ >= -1) {                                                                               \
+      if (s0_ >= 0) {                                                                              \
+        int j = s0_;                                                                               \
+        body;                                                                                      \
+      }                                                                                            \
+      if (s1_ >= 0) {                                                                              \
+        int j = s1_;                                                                               \
+        body;                                                                                      \
+      }                                                                                            \
+    } else {                                                                                       \
+      const int *l_ = (pi)->succ + s0_;                                                            \
+      for (int k_ = 0, n_ = -2 - s1_; k_ < n_; k_++) {                                             \
+        int j = l_[k_];                                                                            \
+        body;                                                                                      \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
 
 /* Activities of one op (a compute op, a collective with one simulated member) need no record:
  * their token is the op itself, (sim, op) with the top bit set. Records (and their tokens,
@@ -95,7 +123,6 @@ typedef struct {
   int rank;
   int program;
   op_state *st;  /* per op of the program */
-  double *end;   /* per op: its completion, when stored (op_end; unset until then) */
   int *coll_seq; /* per trace group: collectives this rank has reached */
   int *base;     /* per trace group: member 0 of this rank's group, -1 until first needed */
   int *expect;   /* per trace group: simulated members of that group instance (with base) */
@@ -184,14 +211,7 @@ struct ts_replay {
                    write per event to a line of its own) */
   int outstanding;
   GPtrArray *opbufs; /* per activity record: its op, expanded (ts_op*, made on first use) */
-  /* Per program, when the backend has fixed_seconds: each op's seconds as a one-op activity
-   * (NaN: ask start()), made when one of the program's ops first starts alone; NULL until
-   * then, fixed_none when the backend has none for the program. */
-  double **fixed;
 };
-
-/* ts_replay.fixed's mark of a program without fixed durations. */
-static double fixed_none[1];
 
 /* The op before op i on its stream (-1: none), recording op i as its stream's last: from the
  * array over the streams' range, or the hash table when last_dense is NULL. */
@@ -226,7 +246,14 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   pi->p2p = NULL;
   int smin = 0, smax = -1, np2p = 0, cap2p = 0;
   for (int i = 0; i < n; i++) {
-    pi->tmpl[i] = (op_state){0.0, 0, op_info_pack(p, i)};
+    /* A send or receive a few ops on reads its side record (ts_program_op_p2p), a line away
+     * from its packed op: ask for it now (issue 15: half of this pass's time waited on it). */
+    if (i + 8 < n && p->ext_of != NULL) {
+      const ts_op_packed *ka = &p->pk[i + 8];
+      if ((ka->kind == TS_OP_SEND || ka->kind == TS_OP_RECV) && (ka->flags & TS_PK_EXT))
+        __builtin_prefetch(&g_array_index(p->ext, ts_op_ext, p->ext_of[i + 8] - 1));
+    }
+    pi->tmpl[i] = (op_state){0.0, NAN, 0, op_info_pack(p, i), -1, -1};
     int kind = INFO_KIND(pi->tmpl[i].info);
     if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
       p2p_info x;
@@ -270,7 +297,6 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   }
   for (int i = 0; i < n; i++)
     pi->succ_off[i + 1] += pi->succ_off[i];
-  pi->nsucc = pi->succ_off[n];
   pi->succ = g_new(int, pi->succ_off[n] > 0 ? pi->succ_off[n] : 1);
   /* The stream predecessors again (not kept: 4 bytes an op), from a fresh last-op table. */
   for (int k = 0; dense && k <= smax - smin; k++)
@@ -287,6 +313,16 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
       pi->succ[fill[sp]++] = i;
   }
   g_free(fill);
+  for (int i = 0; i < n; i++) { /* the first two successors in the op's state, or its list */
+    int k0 = pi->succ_off[i], ns = pi->succ_off[i + 1] - k0;
+    if (ns <= 2) {
+      pi->tmpl[i].s0 = ns > 0 ? pi->succ[k0] : -1;
+      pi->tmpl[i].s1 = ns > 1 ? pi->succ[k0 + 1] : -1;
+    } else {
+      pi->tmpl[i].s0 = k0;
+      pi->tmpl[i].s1 = -2 - ns;
+    }
+  }
   g_free(last_dense);
   if (last != NULL)
     g_hash_table_unref(last);
@@ -455,6 +491,20 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     if (rep)
       users[ts_trace_program_of(tr, rank)]++;
   }
+  /* Each simulated program's fixed durations, when the backend has them (ts_backend
+   * fixed_seconds), written into each of its ranks' op states as they are made. */
+  double **fixed = NULL;
+  if (b->op_on_demand && b->fixed_seconds != NULL) {
+    fixed = g_new0(double *, tr->nprograms > 0 ? tr->nprograms : 1);
+    for (int p = 0; p < tr->nprograms; p++) {
+      if (users[p] == 0)
+        continue;
+      int n = tr->programs[p].nops;
+      fixed[p] = g_new(double, n > 0 ? n : 1);
+      if (!b->fixed_seconds(b, r, p, fixed[p]))
+        g_clear_pointer(&fixed[p], g_free);
+    }
+  }
   for (int rank = 0; rank < tr->nranks; rank++) {
     if (r->sim_of_rank[rank] < 0)
       continue;
@@ -463,14 +513,22 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
+    const double *f = fixed != NULL ? fixed[s.program] : NULL;
     if (--users[s.program] == 0 && r->own_ops != NULL) { /* the last: takes the initial state */
       s.st = r->own_ops->progs[s.program].tmpl;
       r->own_ops->progs[s.program].tmpl = NULL;
+      for (int i = 0; f != NULL && i < n; i++)
+        s.st[i].x = f[i];
+    } else if (f != NULL) {
+      const op_state *t0 = r->progs[s.program].tmpl;
+      s.st = g_new(op_state, n > 0 ? n : 1);
+      for (int i = 0; i < n; i++) {
+        s.st[i] = t0[i];
+        s.st[i].x = f[i];
+      }
     } else {
       s.st = g_memdup2(r->progs[s.program].tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
     }
-    /* Written when an op completes with a stored end, read only then (not zeroed). */
-    s.end = g_new(double, n > 0 ? n : 1);
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
     s.expect = g_new(int, ng);
@@ -483,6 +541,9 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   r->nsim = (int)sims->len;
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
   g_free(users);
+  for (int p = 0; fixed != NULL && p < tr->nprograms; p++)
+    g_free(fixed[p]);
+  g_free(fixed);
   /* Every simulated rank's state is made: programs no rank runs drop their initial state. */
   for (int p = 0; r->own_ops != NULL && p < tr->nprograms; p++)
     g_clear_pointer(&r->own_ops->progs[p].tmpl, g_free);
@@ -505,7 +566,6 @@ void ts_replay_free(ts_replay *r)
   ts_replay_ops_free(r->own_ops);
   for (int i = 0; i < r->nsim; i++) {
     g_free(r->sims[i].st);
-    g_free(r->sims[i].end);
     g_free(r->sims[i].coll_seq);
     g_free(r->sims[i].base);
     g_free(r->sims[i].expect);
@@ -536,10 +596,6 @@ void ts_replay_free(ts_replay *r)
   g_array_unref(r->waits);
   g_hash_table_unref(r->group_expect);
   g_ptr_array_unref(r->opbufs);
-  for (int p = 0; r->fixed != NULL && p < r->tr->nprograms; p++)
-    if (r->fixed[p] != fixed_none)
-      g_free(r->fixed[p]);
-  g_free(r->fixed);
   g_free(r);
 }
 
@@ -607,21 +663,21 @@ static inline void op_begin(ts_replay *r, int sim, int op, double now)
   }
   st->t = now;
   /* The op completes after about a queue's length of other events: ask now for the states its
-   * completion will update, some far down the program (a backward op's forward input). */
-  const sim_rank *s = &r->sims[sim];
-  const prog_info *pi = &r->progs[s->program];
-  /* And their fixed durations, which starting them reads right after (a miss each: a third
-   * of the engine's time, issue 15 tenth pass). */
-  const double *f = r->fixed != NULL ? r->fixed[s->program] : NULL;
-  if (f != NULL && f != fixed_none)
-    for (int k = pi->succ_off[op], k1 = pi->succ_off[op + 1]; k < k1; k++) {
-      int j = pi->succ[k];
-      __builtin_prefetch(&s->st[j], 1);
-      __builtin_prefetch(&f[j]);
-    }
-  else
-    for (int k = pi->succ_off[op], k1 = pi->succ_off[op + 1]; k < k1; k++)
-      __builtin_prefetch(&s->st[pi->succ[k]], 1);
+   * completion will update (with their fixed durations, which starting them reads right
+   * after), some far down the program (a backward op's forward input). The successors are
+   * named in this op's own state (issue 15, twelfth pass: reading them from a list was two
+   * more misses per event). */
+  op_state *sts = r->sims[sim].st;
+  if (st->s1 >= -1) {
+    if (st->s0 >= 0)
+      __builtin_prefetch(&sts[st->s0], 1);
+    if (st->s1 >= 0)
+      __builtin_prefetch(&sts[st->s1], 1);
+  } else {
+    /* A longer list is a miss of its own: only ask for it here (op_complete then asks for
+     * its states all at once before updating them). */
+    __builtin_prefetch(&r->progs[r->sims[sim].program].succ[st->s0]);
+  }
 }
 
 static int activity_new(ts_replay *r)
@@ -722,21 +778,10 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
     a->act.index = opi;
     return activity_start(r, idx, now, error);
   }
-  if (r->backend->fixed_seconds != NULL) {
-    /* Its duration is the op's own: push its completion as start() would, no call. */
-    if (G_UNLIKELY(r->fixed == NULL))
-      r->fixed = g_new0(double *, r->tr->nprograms);
-    double *f = r->fixed[s->program];
-    if (G_UNLIKELY(f == NULL)) {
-      int n = r->progs[s->program].nops;
-      f = g_new(double, n > 0 ? n : 1);
-      if (!r->backend->fixed_seconds(r->backend, r, s->program, f)) {
-        g_free(f);
-        f = fixed_none;
-      }
-      r->fixed[s->program] = f;
-    }
-    double d = f != fixed_none ? f[opi] : NAN;
+  {
+    /* Its duration is the op's own (ts_backend.fixed_seconds, in its state since the replay
+     * was made; NaN otherwise): push its completion as start() would, no call. */
+    double d = s->st[opi].x;
     if (!isnan(d)) {
       r->outstanding++;
       op_begin(r, sim, opi, now);
@@ -955,11 +1000,12 @@ static inline void op_complete(ts_replay *r, int sim, int opi, double end, gbool
 {
   sim_rank *s = &r->sims[sim];
   op_state *st = s->st;
+  op_state *o = &st[opi];
   if (fixed) {
-    st[opi].remaining = DONE_FIXED; /* its end is st.t + its fixed duration: op_end */
+    o->remaining = DONE_FIXED; /* its end is st.t + its fixed duration: op_end */
   } else {
-    s->end[opi] = end;
-    st[opi].remaining = DONE;
+    o->x = end;
+    o->remaining = DONE;
   }
   r->ndone++;
   const prog_info *pi = &r->progs[s->program];
@@ -967,17 +1013,14 @@ static inline void op_complete(ts_replay *r, int sim, int opi, double end, gbool
    * more streams than the hardware prefetcher follows: ask for the lines a few ops on. */
   int ahead = opi + 8 < pi->nops ? opi + 8 : pi->nops - 1;
   __builtin_prefetch(&st[ahead], 1);
-  __builtin_prefetch(&pi->succ_off[ahead]);
-  int k0 = pi->succ_off[opi], k1 = pi->succ_off[opi + 1], nsucc = pi->nsucc;
-  __builtin_prefetch(&pi->succ[k1 + 16 < nsucc ? k1 + 16 : k0]);
-  for (int k = k0; k < k1; k++) {
-    int j = pi->succ[k];
+  if (o->s1 < -1) /* a list (see op_begin): its states' misses overlap */
+    FOR_SUCC(pi, o, j, __builtin_prefetch(&st[j], 1));
+  FOR_SUCC(pi, o, j, {
     if (end > st[j].t)
       st[j].t = end;
-    if (--st[j].remaining == 0) {
+    if (--st[j].remaining == 0)
       ready_push(r, sim, j);
-    }
-  }
+  });
 }
 
 /* Starts everything that became ready, in a fixed order, so replays are deterministic. */
@@ -985,7 +1028,18 @@ static gboolean drain_ready(ts_replay *r, GError **error)
 {
   while (r->nready > 0) {
     member_ref ref = r->ready[--r->nready];
-    if (!op_ready(r, ref.sim, ref.op, r->sims[ref.sim].st[ref.op].t, error))
+    const op_state *o = &r->sims[ref.sim].st[ref.op];
+    int kind = INFO_KIND(o->info);
+    double now = o->t, d = o->x;
+    /* A compute op, off-chip transfer or delay with a fixed duration (the most common event):
+     * what op_ready and start_single do for it, here (issue 15, twelfth pass). */
+    if ((kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY) && !isnan(d)) {
+      r->outstanding++;
+      op_begin(r, ref.sim, ref.op, now);
+      ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);
+      continue;
+    }
+    if (!op_ready(r, ref.sim, ref.op, now, error))
       return FALSE;
   }
   return TRUE;
@@ -1159,24 +1213,16 @@ static double union_len_merged(const ival *a, int na, const ival *b, int nb)
   return ival_union_len(&u);
 }
 
-/* Rank s's fixed durations (NULL: none), for op_end. */
-static inline const double *fixed_of(const ts_replay *r, const sim_rank *s)
-{
-  const double *f = r->fixed != NULL ? r->fixed[s->program] : NULL;
-  return f != fixed_none ? f : NULL;
-}
-
 /* A completed op's end: stored, or its start plus its fixed duration (the sum its completion
  * was queued at, so the same bits). */
-static inline double op_end(const sim_rank *s, const double *fixed, int i)
+static inline double op_end(const sim_rank *s, int i)
 {
-  return s->st[i].remaining == DONE_FIXED ? s->st[i].t + fixed[i] : s->end[i];
+  return s->st[i].remaining == DONE_FIXED ? s->st[i].t + s->st[i].x : s->st[i].x;
 }
 
 static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
-  const double *f = fixed_of(r, s);
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
@@ -1192,7 +1238,7 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info), cat = INFO_CAT(st->info);
-    double e = op_end(s, f, i), d = e - st->t;
+    double e = op_end(s, i), d = e - st->t;
     if (e > out->end_s)
       out->end_s = e;
     out->cat_s[cat] += d;
@@ -1279,7 +1325,6 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
 static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *out)
 {
   const sim_rank *s = &r->sims[sim];
-  const double *f = fixed_of(r, s);
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
@@ -1288,7 +1333,7 @@ static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *ou
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
     int kind = INFO_KIND(st->info);
-    double e = op_end(s, f, i);
+    double e = op_end(s, i);
     if (e > out->end_s)
       out->end_s = e;
     if (kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY)
@@ -1385,9 +1430,8 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
   if (r->keep_spans)
     for (int i = 0; i < r->nsim; i++) {
       const sim_rank *s = &r->sims[i];
-      const double *f = fixed_of(r, s);
       for (int k = 0; k < r->progs[s->program].nops; k++) {
-        ts_span sp = {s->rank, s->program, k, s->st[k].t, op_end(s, f, k)};
+        ts_span sp = {s->rank, s->program, k, s->st[k].t, op_end(s, k)};
         g_array_append_val(r->spans, sp);
       }
     }
