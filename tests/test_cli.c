@@ -73,7 +73,7 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* A kernel's rate: 0 is no rate (the file's "missing"), and no split running it is a no-op. */
   expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,attn-kernel=triton -j 1 "
                      "--vary flash_efficiency_triton=0,0.3",
-                     "value '0': expected a fraction in (0, 1]");
+                     "value '0': expected a fraction in [0.001, 1]");
   expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8 -j 1 "
                      "--vary flash_efficiency_fa1=0.3,0.4",
                      "no --split asks for attn-kernel=fa1");

@@ -476,15 +476,21 @@ Test(release, vary_values_are_range_checked)
   } cases[] = {
       {"memory_GiB=-5",
        "--vary 'memory_GiB=-5': value '-5': expected a capacity in GiB in (0, 1e+09]"},
-      {"link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s in (0, 1e+06]"},
+      {"link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s in [0.001, 1e+06]"},
       {"dim.x.link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s"},
       {"memory_GiB=1e300", "value '1e300': expected a capacity in GiB"},
       {"peak_tflops=1e308", "value '1e308': expected a peak in TFLOP/s"},
       {"latency_us=1e300", "expected a latency in us in [0, 1e+06]"},
       {"memory_bandwidth_GBps=2e6", "value '2e6'"},
-      {"compute_efficiency=1.5", "expected a fraction in (0, 1]"},
+      {"compute_efficiency=1.5", "expected a fraction in [0.001, 1]"},
       {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 1 gives"},
-      {"compute_efficiency=x2", "expected a fraction in (0, 1]"},
+      {"compute_efficiency=x2", "expected a fraction in [0.001, 1]"},
+      /* The low ends: 1e-300 printed step times of 38-digit seconds, x1e-6 of 108184 s. */
+      {"peak_tflops=1e-300", "value '1e-300': expected a peak in TFLOP/s in [0.001, 1e+06]"},
+      {"compute_efficiency=x1e-6", "expected a fraction in [0.001, 1]"},
+      {"link_bandwidth_GBps=1e-4", "value '1e-4': expected a bandwidth in GB/s in [0.001, 1e+06]"},
+      {"flash_efficiency=1e-300", "expected a fraction in [0.001, 1] or 0"},
+      {"straggler=1e-300", "value '1e-300': expected a speed factor in [0.001, 1]"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *a = g_strconcat(base, cases[i].vary, NULL);
