@@ -87,6 +87,28 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "pipe-engine=deepspeed runs on GPUs; expected a GPU chip");
 }
 
+/* Framework options a dataset row names whatever the degrees are accepted where they change
+ * nothing, and run says so: tp-grad=serial at tp = 1 was a silent no-op (the same 160 ms). */
+Test(cli, noop_framework_option_gets_a_note)
+{
+  run_result a = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,tp-grad=serial,p2p=blocking "
+                     "-f csv");
+  run_result b = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8 -f csv");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  const char *want = "trainsim run: note: --split 'dp=8,tp-grad=serial,p2p=blocking': "
+                     "tp-grad=serial has no effect without tp (tp = 1); p2p=blocking has no "
+                     "effect without pp (pp = 1)\n";
+  cr_assert_str_eq(a.err, want);
+  g_autofree char *sa = csv_cell(a.out, 0, "step_time_s");
+  g_autofree char *sb = csv_cell(b.out, 0, "step_time_s");
+  cr_assert_str_eq(sa, sb, "a no-op moved the step");
+  run_result c = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s tp=2,tp-grad=serial -f csv");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  cr_assert_str_eq(c.err, "", "tp = 2: no note");
+  run_free(&a), run_free(&b), run_free(&c);
+}
+
 /* A command refused on its inputs leaves no folder behind that -o created, parents included
  * (main removes what ts_cmd_prepare_dir made, if still empty); a folder that existed stays. */
 Test(cli, failed_command_leaves_no_created_folder)
