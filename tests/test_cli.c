@@ -43,7 +43,12 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("run -t tpu-v3-8x8 -m bert-large", "missing --global-batch");
   expect_input_error("run -t no-such-topology -m bert-large -b 64",
                      "no-such-topology: no such file");
-  expect_input_error("run -t tpu-v3-8x8 -m /nonexistent/model.ini -b 64", "/nonexistent/model.ini");
+  /* A path is not a shipped name: it said "and no models//nonexistent/model.ini.ini shipped". */
+  expect_input_error(
+      "run -t tpu-v3-8x8 -m /nonexistent/model.ini -b 64",
+      "/nonexistent/model.ini: no such file; expected a model file (models/NAME.ini)");
+  expect_input_error("run -t none.ini -m bert-large -b 64",
+                     "none.ini: no such file, and no topologies/none.ini shipped;");
   expect_input_error(RUN "-b 64 -s dp=63", "uses 63 chips");
   expect_input_error(RUN "-b 64 -s dp=64@q", "no dimension 'q'");
   expect_input_error(RUN "-b 100 -s dp=64", "--global-batch 100");

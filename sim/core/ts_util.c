@@ -560,19 +560,24 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
   }
   /* Shipped names may name a subfolder (topologies/chips/h100); never an absolute or
    * parent-relative path, which is a file the user meant and did not find. */
+  g_autofree char *file =
+      g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
   if (!g_path_is_absolute(name) && !g_str_has_prefix(name, ".") && strstr(name, "..") == NULL) {
-    g_autofree char *file =
-        g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
     g_autofree char *rel = g_build_filename(dir, file, NULL);
     char *p = ts_find_data_file(rel);
     if (p != NULL)
       return p;
+  } else {
+    /* Not a shipped name: "no topologies//tmp/x.ini.ini shipped" said nothing useful. */
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: no such file; expected a %s file (%s/NAME.ini)",
+                name, g_str_has_suffix(dir, "ies") ? "topology" : "model", dir);
+    return NULL;
   }
   g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
-              "%s: no such file, and no %s/%s.ini shipped; expected a file path or a shipped name "
+              "%s: no such file, and no %s/%s shipped; expected a file path or a shipped name "
               "(searched %s; set TRAINSIM_DATA_DIR to add a folder)",
-              name, dir, name, roots);
+              name, dir, file, roots);
   return NULL;
 }
 
