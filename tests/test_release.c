@@ -1334,6 +1334,13 @@ Test(release, out_of_range_numbers_are_refused_not_ignored)
   expect_input_error("validate --against ''", "--against '': empty; expected a measurement CSV");
   expect_input_error("collective -t tpu-v2-8 --bytes-range 1:1e15:1.0000001",
                      "more than 10000 sizes; expected a larger factor F");
+  /* 1e-300 bytes printed a row of size_bytes 0, busbw 0.00. */
+  expect_input_error("collective -t tpu-v2-8 --bytes 1e-300",
+                     "--bytes '1e-300': expected a whole number of bytes in [1, 1e15]");
+  expect_input_error("collective -t tpu-v2-8 --bytes 0.3KiB", "--bytes '0.3KiB'");
+  expect_input_error("collective -t tpu-v2-8 --bytes 1.5", "--bytes '1.5'");
+  expect_input_error("collective -t tpu-v2-8 --bytes-range 1e-300:1",
+                     "expected LO:HI[:F] with 1 <= LO <= HI <= 1e15 bytes");
   /* A busbw row of 0.5 bytes was costed as a 0-byte collective: busbw 0, error -100%. */
   g_autofree char *dir = tmp_dir();
   g_autofree char *csv = g_build_filename(dir, "half.csv", NULL);
