@@ -704,6 +704,18 @@ Test(release, trace_numbers_are_range_checked_with_file_and_line)
     g_autofree char *args = g_strdup_printf("replay %s -t dgx-a100-1node", path);
     expect_input_error(args, cases[i].needle);
   }
+  /* bw_Bps=1e-300 was read and replayed to a step of 1e37 s. */
+  g_autofree char *src2 =
+      g_strdup_printf("%s/traces/handwritten/every-op-kind.trace", TS_SOURCE_DIR);
+  g_autofree char *text2 = NULL;
+  cr_assert(g_file_get_contents(src2, &text2, NULL, NULL));
+  g_auto(GStrv) parts = g_strsplit(text2, "bw_Bps=2e9", 2);
+  cr_assert(parts[1] != NULL, "bw_Bps=2e9 not in %s", src2);
+  g_autofree char *bad = g_strjoin("bw_Bps=1e-300", parts[0], parts[1], NULL);
+  g_autofree char *path = write_file(dir, "bw.trace", bad);
+  g_autofree char *args = g_strdup_printf("replay %s -t dgx-a100-1node", path);
+  expect_input_error(args, "bw.trace:29: bw_Bps='1e-300': expected a bandwidth in bytes/s in "
+                           "[1000, 1e15]");
   rm_rf(dir);
 }
 
