@@ -664,6 +664,11 @@ static const bad_case BAD[] = {
     {"missing file", NULL, {"cannot read", "No such file"}},
     {"not an INI", "{\"chip\": {\"name\": \"x\"}}\n", {"expected a [group] line"}},
     {"binary junk", "\x01\x02\xff\xfe\n[\n", {"expected a [group] line"}},
+    /* Not group lines for GKeyFile, but taken for ones when naming the bad line: the error
+     * pointed at the line after the last with an empty excerpt. */
+    {"empty group name", CHIP_OK "[]\n" DIM_OK("x"), {":6: '[]': expected a [group] line"}},
+    {"text after a group", "[chip]x\nname = T\n" DIM_OK("x"), {":1: '[chip]x'"}},
+    {"nested brackets", CHIP_OK "[dim.x]]\n", {":6: '[dim.x]]'"}},
     {"unknown group",
      CHIP_OK DIM_OK("x") "[chips]\nname = x\n",
      {"[chips]: unknown group", "expected [topology], [chip], [host] or [dim.NAME]"}},

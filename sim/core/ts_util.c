@@ -98,7 +98,18 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
       const char *q = p;
       while (q < le && (*q == ' ' || *q == '\t'))
         q++;
-      gboolean group = *q == '[' && memchr(q, ']', (size_t)(le - q)) != NULL;
+      /* A group line as GKeyFile reads one: '[', a non-empty name without brackets, ']', then
+       * only blanks ("[]", "[a]x" and "[a]]" were taken for groups, and the error pointed at
+       * the line after the last with an empty excerpt). */
+      gboolean group = FALSE;
+      if (*q == '[') {
+        const char *r = q + 1;
+        while (r < le && *r != ']' && *r != '[')
+          r++;
+        group = r > q + 1 && r < le && *r == ']';
+        for (r++; group && r < le; r++)
+          group = *r == ' ' || *r == '\t';
+      }
       gboolean key = !group && q < le && *q != '#' && *q != ';' && *q != '=' &&
                      memchr(q, '=', (size_t)(le - q)) != NULL;
       gboolean ok = q == le || *q == '#' || *q == ';' || group || key;
