@@ -539,6 +539,31 @@ Test(release, plot_and_calibrate_read_bounded_regular_files)
   rm_rf(dir);
 }
 
+Test(release, calibrate_against_refuses_absurd_step_times)
+{
+  /* 1e-300 s was fitted (refine round MAPE 4e95%) and 1e300 s too; validate --against refuses
+   * both. No profile is written. */
+  static const char *const v[] = {"1e-300", "1e300", "nan", "-5"};
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "c.csv", NULL);
+  g_autofree char *out = g_build_filename(dir, "c.ini", NULL);
+  for (size_t i = 0; i < G_N_ELEMENTS(v); i++) {
+    g_autofree char *text = g_strdup_printf(
+        "topology,model,split,global_batch,micro_batch,measured_step_time_s\n"
+        "dgx-a100-1node,gpt3-350m,dp=8,8,1,0.1\ndgx-a100-1node,gpt3-350m,dp=8,8,1,%s\n",
+        v[i]);
+    cr_assert(g_file_set_contents(csv, text, -1, NULL));
+    g_autofree char *a = g_strdup_printf("calibrate --against %s -o %s", csv, out);
+    g_autofree char *want = g_strdup_printf(
+        "c.csv line 3 column measured_step_time_s: '%s': expected a step time in seconds in "
+        "[1e-06, 1e+12]",
+        v[i]);
+    expect_input_error(a, want);
+    cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "%s: a profile was written", v[i]);
+  }
+  rm_rf(dir);
+}
+
 Test(release, a_zero_batch_is_refused_not_missing)
 {
   /* -b 0 was reported as "missing --global-batch" although it was given. */
