@@ -70,6 +70,9 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "in_switch_reduction = true");
   expect_input_error("replay /nonexistent.trace -t tpu-v3-8x8", "/nonexistent.trace: cannot read");
   /* A pair_links mesh only cuts: chips past its file's would have no links (all on PCIe). */
+  /* The message named --vary-options, which was not given. */
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --max-configs 5",
+                     "trainsim sweep: --max-configs: expected --splits auto\n");
   expect_input_error("sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dim.node.size=2,32",
                      "--vary dim.node.size on ");
   expect_input_error(
