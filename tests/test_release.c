@@ -539,6 +539,32 @@ Test(release, plot_and_calibrate_read_bounded_regular_files)
   rm_rf(dir);
 }
 
+Test(release, deeply_nested_json_is_refused_not_a_crash)
+{
+  /* 200,000 '[' overflowed json-glib's recursive parser: plot, merge and --comm-groups died of
+   * SIGSEGV (exit 139) with nothing said. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *deep = g_strnfill(200000, '[');
+  g_autofree char *json = g_build_filename(dir, "deep.json", NULL);
+  cr_assert(g_file_set_contents(json, deep, -1, NULL));
+  g_autofree char *sw = g_build_filename(dir, "sw", NULL);
+  g_autofree char *swj = g_build_filename(sw, "sweep.json", NULL);
+  g_autofree char *swc = g_build_filename(sw, "sweep.csv", NULL);
+  cr_assert_eq(g_mkdir(sw, 0700), 0);
+  cr_assert(g_file_set_contents(swj, deep, -1, NULL));
+  cr_assert(g_file_set_contents(swc, "", -1, NULL));
+  g_autofree char *a = g_strdup_printf("plot %s -o %s/p", json, dir);
+  expect_input_error(a, "deep.json:1: JSON nested deeper than 64 levels; expected sweep.json");
+  g_autofree char *b = g_strdup_printf("merge %s -o %s/m", sw, dir);
+  expect_input_error(b, "sweep.json:1: JSON nested deeper than 64 levels");
+  g_autofree char *c = g_strdup_printf(
+      "replay -t dgx-a100-1node --comm-groups %s %s/traces/imported/chakra/bert-base-dp8/"
+      "bert-base-dp8.0.et",
+      json, TS_SOURCE_DIR);
+  expect_input_error(c, "deep.json:1: JSON nested deeper than 64 levels; expected {\"GROUP\"");
+  rm_rf(dir);
+}
+
 Test(release, calibrate_against_refuses_absurd_step_times)
 {
   /* 1e-300 s was fitted (refine round MAPE 4e95%) and 1e300 s too; validate --against refuses

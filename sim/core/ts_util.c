@@ -82,6 +82,33 @@ gboolean ts_parse_size(const char *text, double *out)
   return TRUE;
 }
 
+gboolean ts_json_depth_ok(const char *text, gssize len, int max_depth, int *line)
+{
+  const char *end = len < 0 ? text + strlen(text) : text + len;
+  int depth = 0, ln = 1;
+  gboolean in_str = FALSE;
+  for (const char *p = text; p < end; p++) {
+    if (*p == '\n')
+      ln++;
+    if (in_str) {
+      if (*p == '\\' && p + 1 < end)
+        p++;
+      else if (*p == '"')
+        in_str = FALSE;
+    } else if (*p == '"') {
+      in_str = TRUE;
+    } else if (*p == '[' || *p == '{') {
+      if (++depth > max_depth) {
+        *line = ln;
+        return FALSE;
+      }
+    } else if (*p == ']' || *p == '}') {
+      depth--;
+    }
+  }
+  return TRUE;
+}
+
 /* GKeyFile's parse errors quote the offending line raw (binary and all) without its number;
  * find it ourselves and show a short, printable excerpt. */
 static void kf_syntax_error(const char *path, const char *text, gsize len, GError **error)
