@@ -134,8 +134,9 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
         while (r < le && *r != ']' && *r != '[')
           r++;
         group = r > q + 1 && r < le && *r == ']';
+        /* GKeyFile drops the '\r' of a CRLF line end. */
         for (r++; group && r < le; r++)
-          group = *r == ' ' || *r == '\t';
+          group = *r == ' ' || *r == '\t' || (*r == '\r' && r + 1 == le);
       }
       gboolean key = !group && q < le && *q != '#' && *q != ';' && *q != '=' &&
                      memchr(q, '=', (size_t)(le - q)) != NULL;
