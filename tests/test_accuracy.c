@@ -250,7 +250,7 @@ Test(accuracy, bad_input_names_file_line_and_column)
   expect_bad("topology,model,split,global_batch,micro_batch\n" GOOD, NULL,
              "bad.csv:1: no measurement column");
   expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,512,8,fast\n", NULL,
-             "bad.csv:3: column step_time_s: 'fast': expected a number");
+             "bad.csv:3: column step_time_s: 'fast': expected a measurement");
   expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,512,8\n", NULL,
              "bad.csv:3: 5 fields; expected 6");
   expect_bad(HEAD "tpu-v3-8x8,bert-large,\"dp=64,512,8,0.1\n", NULL,
@@ -268,6 +268,16 @@ Test(accuracy, bad_input_names_file_line_and_column)
              "tpu-v3-8x8,dim.q.size=4,bert-large,dp=64,512,8,0.1\n",
              NULL, "bad.csv:2: column vary:");
   expect_bad(HEAD, NULL, "bad.csv:1: no rows");
+  /* A measured step of 1e-300 s gave a row error of +6e46%: no measurement is that small. */
+  expect_bad(HEAD "tpu-v3-8x8,bert-large,dp=64,512,8,1e-300\n", NULL,
+             "bad.csv:2: column step_time_s: '1e-300': expected a measurement in [1e-06, 1e+18]");
+  expect_bad("topology,model,split,global_batch,micro_batch,peak_memory_bytes\n"
+             "tpu-v3-8x8,bert-large,dp=64,512,8,1000\n",
+             NULL,
+             "bad.csv:2: column peak_memory_bytes: '1000': expected a measurement in [1.04858e+06");
+  expect_bad("topology,collective,size_bytes,busbw_GBps\n"
+             "dgx-a100-1node,allreduce,1e6,1e-300\n",
+             NULL, "bad.csv:2: column busbw_GBps: '1e-300': expected a measurement in [1e-06,");
   expect_bad("topology,collective,size_bytes,busbw_GBps,algorithm\n"
              "dgx-a100-1node,allreduce,1e6,10,spiral\n",
              NULL, "bad.csv:2: column algorithm: 'spiral'");

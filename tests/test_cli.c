@@ -43,7 +43,12 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("run -t tpu-v3-8x8 -m bert-large", "missing --global-batch");
   expect_input_error("run -t no-such-topology -m bert-large -b 64",
                      "no-such-topology: no such file");
-  expect_input_error("run -t tpu-v3-8x8 -m /nonexistent/model.ini -b 64", "/nonexistent/model.ini");
+  /* A path is not a shipped name: it said "and no models//nonexistent/model.ini.ini shipped". */
+  expect_input_error(
+      "run -t tpu-v3-8x8 -m /nonexistent/model.ini -b 64",
+      "/nonexistent/model.ini: no such file; expected a model file (models/NAME.ini)");
+  expect_input_error("run -t none.ini -m bert-large -b 64",
+                     "none.ini: no such file, and no topologies/none.ini shipped;");
   expect_input_error(RUN "-b 64 -s dp=63", "uses 63 chips");
   expect_input_error(RUN "-b 64 -s dp=64@q", "no dimension 'q'");
   expect_input_error(RUN "-b 100 -s dp=64", "--global-batch 100");
@@ -65,6 +70,9 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "in_switch_reduction = true");
   expect_input_error("replay /nonexistent.trace -t tpu-v3-8x8", "/nonexistent.trace: cannot read");
   /* A pair_links mesh only cuts: chips past its file's would have no links (all on PCIe). */
+  /* The message named --vary-options, which was not given. */
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --max-configs 5",
+                     "trainsim sweep: --max-configs: expected --splits auto\n");
   expect_input_error("sweep -t dgx1-v100 -m mlp -b 16 -s dp=2 -j 1 --vary dim.node.size=2,32",
                      "--vary dim.node.size on ");
   expect_input_error(
@@ -73,7 +81,7 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* A kernel's rate: 0 is no rate (the file's "missing"), and no split running it is a no-op. */
   expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,attn-kernel=triton -j 1 "
                      "--vary flash_efficiency_triton=0,0.3",
-                     "value '0': expected a fraction in (0, 1]");
+                     "value '0': expected a fraction in [0.001, 1]");
   expect_input_error("sweep -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8 -j 1 "
                      "--vary flash_efficiency_fa1=0.3,0.4",
                      "no --split asks for attn-kernel=fa1");
@@ -85,6 +93,28 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "attn-kernel=cudnn runs on GPUs; expected a GPU chip");
   expect_input_error("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=2,dp=4,pp=8,pipe-engine=deepspeed",
                      "pipe-engine=deepspeed runs on GPUs; expected a GPU chip");
+}
+
+/* Framework options a dataset row names whatever the degrees are accepted where they change
+ * nothing, and run says so: tp-grad=serial at tp = 1 was a silent no-op (the same 160 ms). */
+Test(cli, noop_framework_option_gets_a_note)
+{
+  run_result a = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,tp-grad=serial,p2p=blocking "
+                     "-f csv");
+  run_result b = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8 -f csv");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  const char *want = "trainsim run: note: --split 'dp=8,tp-grad=serial,p2p=blocking': "
+                     "tp-grad=serial has no effect without tp (tp = 1); p2p=blocking has no "
+                     "effect without pp (pp = 1)\n";
+  cr_assert_str_eq(a.err, want);
+  g_autofree char *sa = csv_cell(a.out, 0, "step_time_s");
+  g_autofree char *sb = csv_cell(b.out, 0, "step_time_s");
+  cr_assert_str_eq(sa, sb, "a no-op moved the step");
+  run_result c = run("run -t dgx-a100-1node -m gpt3-350m -b 8 -s tp=2,tp-grad=serial -f csv");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  cr_assert_str_eq(c.err, "", "tp = 2: no note");
+  run_free(&a), run_free(&b), run_free(&c);
 }
 
 /* A command refused on its inputs leaves no folder behind that -o created, parents included

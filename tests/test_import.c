@@ -395,10 +395,18 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
                                 "DATA\n2\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 64 5\n"
                                 "conv2 -1 5 NONE\n",
                                 -1, NULL));
+  /* A 100 kB first token was quoted whole in the error: 100 kB on one line of stderr. */
+  g_autofree char *longl = g_build_filename(dir, "long.txt", NULL);
+  g_autofree char *lt = g_strnfill(100000, 'b');
+  g_autofree char *ltext = g_strconcat("DATA\n", lt, "\n", NULL);
+  cr_assert(g_file_set_contents(longl, ltext, -1, NULL));
   const struct {
     char *args;
     const char *expect;
   } cases[] = {
+      {g_strdup_printf("import -t dgx-a100-1node --from astrasim %s", longl),
+       "long.txt:2: a line of 100000 bytes; expected an ASTRA-sim workload line of at most 4096 "
+       "bytes"},
       {g_strdup_printf("replay -t dgx-a100-1node %s %s", p0, p1),
        "job.1.et: node 7: recv from rank 0 tag 5 has no matching send"},
       {g_strdup_printf("replay -t dgx-a100-1node %s %s", q0, q1),

@@ -211,11 +211,19 @@ Test(cli, bad_planning_input_exits_2)
   expect_exit2(BASE "--steps 10 --mtbf-chip-hours -5", "--mtbf-chip-hours");
   expect_exit2(BASE "--steps 10 --mtbf-chip-hours 0", "--mtbf-chip-hours");
   expect_exit2(BASE "--tokens 1e9 --steps 3", "one training target");
+  /* Half a step was planned ("steps 0.5", goodput 0.6%), nodes of 2.5 chips were counted. */
+  expect_exit2(BASE "--steps 0.5", "--steps '0.5': expected a whole number of steps in [1, 1e+30]");
+  expect_exit2(BASE "--steps 10 --chips-per-node 2.5",
+               "--chips-per-node '2.5': expected a whole number of chips");
   expect_exit2(BASE "--fail link:x:8,0", "--fail link:x:8,0");
   expect_exit2(BASE "--fail link:z:1,0", "--fail link:z:1,0");
   expect_exit2(BASE "--fail chip:64", "--fail chip:64");
-  expect_exit2(BASE "--straggler chip:3=1.5", "(0, 1]");
-  expect_exit2(BASE "--straggler chip:3=0", "(0, 1]");
+  expect_exit2(BASE "--straggler chip:3=1.5", "[0.001, 1]");
+  expect_exit2(BASE "--straggler chip:3=0", "[0.001, 1]");
+  /* 1e-300 printed a step of 38-digit seconds: a part that slow is dead (--fail). */
+  expect_exit2(BASE "--straggler chip:3=1e-300", "--straggler chip:3=1e-300: expected a speed "
+                                                 "factor in [0.001, 1]");
+  expect_exit2(BASE "--straggler dim.x=0.0001", "[0.001, 1]");
   expect_exit2("run -t dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32 --fail link:node:1,0", "no link");
   /* Two dead links cut a lone ring of 8 in two. */
   g_autofree char *dir = g_dir_make_tmp("ts_planning_XXXXXX", NULL);

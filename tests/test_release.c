@@ -476,15 +476,21 @@ Test(release, vary_values_are_range_checked)
   } cases[] = {
       {"memory_GiB=-5",
        "--vary 'memory_GiB=-5': value '-5': expected a capacity in GiB in (0, 1e+09]"},
-      {"link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s in (0, 1e+06]"},
+      {"link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s in [0.001, 1e+06]"},
       {"dim.x.link_bandwidth_GBps=0", "value '0': expected a bandwidth in GB/s"},
       {"memory_GiB=1e300", "value '1e300': expected a capacity in GiB"},
       {"peak_tflops=1e308", "value '1e308': expected a peak in TFLOP/s"},
       {"latency_us=1e300", "expected a latency in us in [0, 1e+06]"},
       {"memory_bandwidth_GBps=2e6", "value '2e6'"},
-      {"compute_efficiency=1.5", "expected a fraction in (0, 1]"},
+      {"compute_efficiency=1.5", "expected a fraction in [0.001, 1]"},
       {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 1 gives"},
-      {"compute_efficiency=x2", "expected a fraction in (0, 1]"},
+      {"compute_efficiency=x2", "expected a fraction in [0.001, 1]"},
+      /* The low ends: 1e-300 printed step times of 38-digit seconds, x1e-6 of 108184 s. */
+      {"peak_tflops=1e-300", "value '1e-300': expected a peak in TFLOP/s in [0.001, 1e+06]"},
+      {"compute_efficiency=x1e-6", "expected a fraction in [0.001, 1]"},
+      {"link_bandwidth_GBps=1e-4", "value '1e-4': expected a bandwidth in GB/s in [0.001, 1e+06]"},
+      {"flash_efficiency=1e-300", "expected a fraction in [0.001, 1] or 0"},
+      {"straggler=1e-300", "value '1e-300': expected a speed factor in [0.001, 1]"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *a = g_strconcat(base, cases[i].vary, NULL);
@@ -530,6 +536,57 @@ Test(release, plot_and_calibrate_read_bounded_regular_files)
   expect_input_error(a, "fifo: a FIFO; expected a regular file");
   g_autofree char *b = g_strdup_printf("calibrate --against %s -o x.ini", fifo);
   expect_input_error(b, "fifo: a FIFO; expected a regular file");
+  rm_rf(dir);
+}
+
+Test(release, deeply_nested_json_is_refused_not_a_crash)
+{
+  /* 200,000 '[' overflowed json-glib's recursive parser: plot, merge and --comm-groups died of
+   * SIGSEGV (exit 139) with nothing said. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *deep = g_strnfill(200000, '[');
+  g_autofree char *json = g_build_filename(dir, "deep.json", NULL);
+  cr_assert(g_file_set_contents(json, deep, -1, NULL));
+  g_autofree char *sw = g_build_filename(dir, "sw", NULL);
+  g_autofree char *swj = g_build_filename(sw, "sweep.json", NULL);
+  g_autofree char *swc = g_build_filename(sw, "sweep.csv", NULL);
+  cr_assert_eq(g_mkdir(sw, 0700), 0);
+  cr_assert(g_file_set_contents(swj, deep, -1, NULL));
+  cr_assert(g_file_set_contents(swc, "", -1, NULL));
+  g_autofree char *a = g_strdup_printf("plot %s -o %s/p", json, dir);
+  expect_input_error(a, "deep.json:1: JSON nested deeper than 64 levels; expected sweep.json");
+  g_autofree char *b = g_strdup_printf("merge %s -o %s/m", sw, dir);
+  expect_input_error(b, "sweep.json:1: JSON nested deeper than 64 levels");
+  g_autofree char *c = g_strdup_printf(
+      "replay -t dgx-a100-1node --comm-groups %s %s/traces/imported/chakra/bert-base-dp8/"
+      "bert-base-dp8.0.et",
+      json, TS_SOURCE_DIR);
+  expect_input_error(c, "deep.json:1: JSON nested deeper than 64 levels; expected {\"GROUP\"");
+  rm_rf(dir);
+}
+
+Test(release, calibrate_against_refuses_absurd_step_times)
+{
+  /* 1e-300 s was fitted (refine round MAPE 4e95%) and 1e300 s too; validate --against refuses
+   * both. No profile is written. */
+  static const char *const v[] = {"1e-300", "1e300", "nan", "-5"};
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "c.csv", NULL);
+  g_autofree char *out = g_build_filename(dir, "c.ini", NULL);
+  for (size_t i = 0; i < G_N_ELEMENTS(v); i++) {
+    g_autofree char *text = g_strdup_printf(
+        "topology,model,split,global_batch,micro_batch,measured_step_time_s\n"
+        "dgx-a100-1node,gpt3-350m,dp=8,8,1,0.1\ndgx-a100-1node,gpt3-350m,dp=8,8,1,%s\n",
+        v[i]);
+    cr_assert(g_file_set_contents(csv, text, -1, NULL));
+    g_autofree char *a = g_strdup_printf("calibrate --against %s -o %s", csv, out);
+    g_autofree char *want = g_strdup_printf(
+        "c.csv line 3 column measured_step_time_s: '%s': expected a step time in seconds in "
+        "[1e-06, 1e+12]",
+        v[i]);
+    expect_input_error(a, want);
+    cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "%s: a profile was written", v[i]);
+  }
   rm_rf(dir);
 }
 
@@ -698,6 +755,18 @@ Test(release, trace_numbers_are_range_checked_with_file_and_line)
     g_autofree char *args = g_strdup_printf("replay %s -t dgx-a100-1node", path);
     expect_input_error(args, cases[i].needle);
   }
+  /* bw_Bps=1e-300 was read and replayed to a step of 1e37 s. */
+  g_autofree char *src2 =
+      g_strdup_printf("%s/traces/handwritten/every-op-kind.trace", TS_SOURCE_DIR);
+  g_autofree char *text2 = NULL;
+  cr_assert(g_file_get_contents(src2, &text2, NULL, NULL));
+  g_auto(GStrv) parts = g_strsplit(text2, "bw_Bps=2e9", 2);
+  cr_assert(parts[1] != NULL, "bw_Bps=2e9 not in %s", src2);
+  g_autofree char *bad = g_strjoin("bw_Bps=1e-300", parts[0], parts[1], NULL);
+  g_autofree char *path = write_file(dir, "bw.trace", bad);
+  g_autofree char *args = g_strdup_printf("replay %s -t dgx-a100-1node", path);
+  expect_input_error(args, "bw.trace:29: bw_Bps='1e-300': expected a bandwidth in bytes/s in "
+                           "[1000, 1e15]");
   rm_rf(dir);
 }
 
@@ -1328,6 +1397,13 @@ Test(release, out_of_range_numbers_are_refused_not_ignored)
   expect_input_error("validate --against ''", "--against '': empty; expected a measurement CSV");
   expect_input_error("collective -t tpu-v2-8 --bytes-range 1:1e15:1.0000001",
                      "more than 10000 sizes; expected a larger factor F");
+  /* 1e-300 bytes printed a row of size_bytes 0, busbw 0.00. */
+  expect_input_error("collective -t tpu-v2-8 --bytes 1e-300",
+                     "--bytes '1e-300': expected a whole number of bytes in [1, 1e15]");
+  expect_input_error("collective -t tpu-v2-8 --bytes 0.3KiB", "--bytes '0.3KiB'");
+  expect_input_error("collective -t tpu-v2-8 --bytes 1.5", "--bytes '1.5'");
+  expect_input_error("collective -t tpu-v2-8 --bytes-range 1e-300:1",
+                     "expected LO:HI[:F] with 1 <= LO <= HI <= 1e15 bytes");
   /* A busbw row of 0.5 bytes was costed as a 0-byte collective: busbw 0, error -100%. */
   g_autofree char *dir = tmp_dir();
   g_autofree char *csv = g_build_filename(dir, "half.csv", NULL);

@@ -109,7 +109,7 @@ static gboolean parse_scenario(GKeyFile *kf, const char *path, const char *g, sc
   s->has_golden = g_key_file_has_key(kf, g, "step_time_s", NULL);
   if (s->has_golden &&
       !ts_kf_double(kf, path, g, "step_time_s", FALSE, 0, 1e-15, 1e12,
-                    "a golden step time in seconds, > 0 (or remove it and run check --update)",
+                    "a golden step time in seconds (or remove it and run check --update)",
                     &s->golden_s, error))
     return FALSE;
   return TRUE;

@@ -138,9 +138,9 @@ int ts_cmd_collective(int argc, char **argv)
   }
   if (range != NULL) {
     double lo, hi, f;
-    if (!parse_range(range, &lo, &hi, &f) || hi > 1e15) {
+    if (!parse_range(range, &lo, &hi, &f) || lo < 1 || hi > 1e15) {
       g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                  "--bytes-range '%s': expected LO:HI[:F] with 0 < LO <= HI <= 1e15 bytes and "
+                  "--bytes-range '%s': expected LO:HI[:F] with 1 <= LO <= HI <= 1e15 bytes and "
                   "F > 1, e.g. 1MiB:1GiB",
                   range);
       return ts_cmd_fail("collective", err);
@@ -158,9 +158,12 @@ int ts_cmd_collective(int argc, char **argv)
     }
   } else {
     double b = 1e9;
-    if (bytes_text != NULL && (!ts_parse_size(bytes_text, &b) || b > 1e15)) {
+    /* 1e-300 bytes printed a row of size_bytes 0 and busbw 0.00 (validate --against refuses
+     * a fractional size the same way). */
+    if (bytes_text != NULL &&
+        (!ts_parse_size(bytes_text, &b) || b < 1 || b > 1e15 || b != floor(b))) {
       g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                  "--bytes '%s': expected a size in (0, 1e15] bytes, e.g. 1e9 or 64MiB",
+                  "--bytes '%s': expected a whole number of bytes in [1, 1e15], e.g. 1e9 or 64MiB",
                   bytes_text);
       return ts_cmd_fail("collective", err);
     }

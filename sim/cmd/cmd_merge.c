@@ -72,6 +72,14 @@ static gboolean load_shard(const char *dir, shard *s, GError **error)
                 "%s; expected a folder written by trainsim sweep --shard i/n", e->message);
     return FALSE;
   }
+  int deep = 0;
+  if (!ts_json_depth_ok(jt, -1, TS_JSON_MAX_DEPTH, &deep)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: JSON nested deeper than %d levels; expected sweep.json written by trainsim "
+                "sweep",
+                s->json_path, deep, TS_JSON_MAX_DEPTH);
+    return FALSE;
+  }
   s->parser = json_parser_new();
   JsonNode *root =
       json_parser_load_from_data(s->parser, jt, -1, &e) ? json_parser_get_root(s->parser) : NULL;

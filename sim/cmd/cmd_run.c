@@ -165,6 +165,10 @@ int ts_cmd_run(int argc, char **argv)
         ok = ts_run_predict(model, topo, sp, &po, &ro, &res, &err);
       if (!ok && !(defaults && err->code == TS_ERROR_INVALID))
         break;
+      /* Said, not refused: a framework option a dataset row names whatever the degrees. */
+      g_autofree char *noop = ok ? ts_split_noop_options(sp) : NULL;
+      if (noop != NULL)
+        fprintf(stderr, "trainsim run: note: --split '%s': %s\n", text, noop);
     }
     if (!ok) {
       /* A default candidate that does not apply to this model is skipped with a note; a split

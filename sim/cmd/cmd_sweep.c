@@ -126,9 +126,11 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   sp->fits_only = a->fits_only;
   sp->all_placements = a->all_placements;
   if ((a->vary_options || a->max_configs != 0) && !sp->auto_splits) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--vary-options and --max-configs: expected "
-                "--splits auto");
+    /* Name what was given: "--vary-options and --max-configs" was said for either alone. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: expected --splits auto",
+                a->vary_options && a->max_configs != 0 ? "--vary-options and --max-configs"
+                : a->vary_options                      ? "--vary-options"
+                                                       : "--max-configs");
     return FALSE;
   }
   if (a->max_configs < 0 || a->max_configs > 100000000) {

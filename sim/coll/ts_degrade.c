@@ -168,12 +168,14 @@ static gboolean parse_chip(ts_topo *t, const char *opt, const char *spec, int *c
   return TRUE;
 }
 
+/* A factor below 0.001 is no straggler but a dead part (--fail): 1e-300 printed step times of
+ * 38-digit seconds. */
 static gboolean parse_factor(const char *opt, const char *v, double *out, GError **error)
 {
   double f;
-  if (v == NULL || !ts_parse_double(v, &f) || !(f > 0) || f > 1) {
+  if (v == NULL || !ts_parse_double(v, &f) || !(f >= 1e-3) || f > 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: expected a speed factor in (0, 1] after '=' (0.8 = 80%% of nominal)", opt);
+                "%s: expected a speed factor in [0.001, 1] after '=' (0.8 = 80%% of nominal)", opt);
     return FALSE;
   }
   *out = f;

@@ -82,6 +82,33 @@ gboolean ts_parse_size(const char *text, double *out)
   return TRUE;
 }
 
+gboolean ts_json_depth_ok(const char *text, gssize len, int max_depth, int *line)
+{
+  const char *end = len < 0 ? text + strlen(text) : text + len;
+  int depth = 0, ln = 1;
+  gboolean in_str = FALSE;
+  for (const char *p = text; p < end; p++) {
+    if (*p == '\n')
+      ln++;
+    if (in_str) {
+      if (*p == '\\' && p + 1 < end)
+        p++;
+      else if (*p == '"')
+        in_str = FALSE;
+    } else if (*p == '"') {
+      in_str = TRUE;
+    } else if (*p == '[' || *p == '{') {
+      if (++depth > max_depth) {
+        *line = ln;
+        return FALSE;
+      }
+    } else if (*p == ']' || *p == '}') {
+      depth--;
+    }
+  }
+  return TRUE;
+}
+
 /* GKeyFile's parse errors quote the offending line raw (binary and all) without its number;
  * find it ourselves and show a short, printable excerpt. */
 static void kf_syntax_error(const char *path, const char *text, gsize len, GError **error)
@@ -98,7 +125,19 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
       const char *q = p;
       while (q < le && (*q == ' ' || *q == '\t'))
         q++;
-      gboolean group = *q == '[' && memchr(q, ']', (size_t)(le - q)) != NULL;
+      /* A group line as GKeyFile reads one: '[', a non-empty name without brackets, ']', then
+       * only blanks ("[]", "[a]x" and "[a]]" were taken for groups, and the error pointed at
+       * the line after the last with an empty excerpt). */
+      gboolean group = FALSE;
+      if (*q == '[') {
+        const char *r = q + 1;
+        while (r < le && *r != ']' && *r != '[')
+          r++;
+        group = r > q + 1 && r < le && *r == ']';
+        /* GKeyFile drops the '\r' of a CRLF line end. */
+        for (r++; group && r < le; r++)
+          group = *r == ' ' || *r == '\t' || (*r == '\r' && r + 1 == le);
+      }
       gboolean key = !group && q < le && *q != '#' && *q != ';' && *q != '=' &&
                      memchr(q, '=', (size_t)(le - q)) != NULL;
       gboolean ok = q == le || *q == '#' || *q == ';' || group || key;
@@ -560,19 +599,24 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
   }
   /* Shipped names may name a subfolder (topologies/chips/h100); never an absolute or
    * parent-relative path, which is a file the user meant and did not find. */
+  g_autofree char *file =
+      g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
   if (!g_path_is_absolute(name) && !g_str_has_prefix(name, ".") && strstr(name, "..") == NULL) {
-    g_autofree char *file =
-        g_str_has_suffix(name, ".ini") ? g_strdup(name) : g_strconcat(name, ".ini", NULL);
     g_autofree char *rel = g_build_filename(dir, file, NULL);
     char *p = ts_find_data_file(rel);
     if (p != NULL)
       return p;
+  } else {
+    /* Not a shipped name: "no topologies//tmp/x.ini.ini shipped" said nothing useful. */
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: no such file; expected a %s file (%s/NAME.ini)",
+                name, g_str_has_suffix(dir, "ies") ? "topology" : "model", dir);
+    return NULL;
   }
   g_autofree char *roots = ts_data_roots_text();
   g_set_error(error, TS_ERROR, TS_ERROR_IO,
-              "%s: no such file, and no %s/%s.ini shipped; expected a file path or a shipped name "
+              "%s: no such file, and no %s/%s shipped; expected a file path or a shipped name "
               "(searched %s; set TRAINSIM_DATA_DIR to add a folder)",
-              name, dir, name, roots);
+              name, dir, file, roots);
   return NULL;
 }
 

@@ -61,6 +61,14 @@ GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError 
  */
 gboolean ts_parse_size(const char *text, double *out);
 
+/**
+ * Checks that JSON text (len bytes, or NUL-terminated when len < 0) nests arrays and objects at
+ * most max_depth deep, before a recursive parser sees it (json-glib overflowed the stack on
+ * 200,000 '['). FALSE sets *line to the line where the limit is passed.
+ */
+gboolean ts_json_depth_ok(const char *text, gssize len, int max_depth, int *line);
+#define TS_JSON_MAX_DEPTH 64
+
 /** Parses a plain finite number (locale-independent); whole string must be consumed. */
 gboolean ts_parse_double(const char *text, double *out);
 

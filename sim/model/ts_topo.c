@@ -19,6 +19,12 @@
 #define TOPO_MAX_RATE 1e6    /* GB/s or TFLOP/s */
 #define TOPO_MAX_MEMORY 1e9  /* GiB */
 #define TOPO_MAX_LATENCY 1e6 /* us, one second */
+/* The low ends, for the same reason: a rate of 1e-300 GB/s or an efficiency of 1e-300 is no
+ * machine, and it printed step times of inf s or 38-digit seconds with -nan columns. A chip
+ * below 1 GFLOP/s, a link or memory below 1 MB/s, or a kernel reaching less than 0.1% of its
+ * peak is a typo (the lowest shipped values are 0.118 TFLOP/s, 12 GB/s and 0.019). */
+#define TOPO_MIN_RATE 1e-3     /* GB/s or TFLOP/s */
+#define TOPO_MIN_FRACTION 1e-3 /* efficiencies and bandwidth fractions */
 
 #define GB 1e9
 #define GIB 1073741824.0
@@ -142,6 +148,38 @@ static gboolean read_number(GKeyFile *kf, const char *path, const char *group, c
   return TRUE;
 }
 
+/*
+ * A rate or a fraction: a value in [lo, hi], or 0 when zero_ok (the key's "none"). Missing key:
+ * def when has_default, else an error.
+ */
+static gboolean read_rate(GKeyFile *kf, const char *path, const char *group, const char *key,
+                          gboolean has_default, double def, gboolean zero_ok, double lo, double hi,
+                          const char *what, double *out, GError **error)
+{
+  g_autofree char *v = NULL;
+  if (!ts_kf_string(kf, path, group, key, NULL, &v, error))
+    return FALSE;
+  if (v == NULL) {
+    if (has_default) {
+      *out = def;
+      return TRUE;
+    }
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
+                key, what);
+    return FALSE;
+  }
+  double d;
+  if (!ts_parse_double(v, &d) || !((zero_ok && d == 0) || (d >= lo && d <= hi))) {
+    g_autofree char *los = ts_dtostr(lo);
+    g_autofree char *his = ts_dtostr(hi);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s in [%s, %s]%s",
+                path, group, key, v, what, los, his, zero_ok ? " or 0" : "");
+    return FALSE;
+  }
+  *out = d;
+  return TRUE;
+}
+
 /* A required, non-empty string value. */
 static gboolean read_name(GKeyFile *kf, const char *path, const char *group, const char *key,
                           const char *what, char **out, GError **error)
@@ -197,21 +235,21 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   }
   if (!ts_kf_check_keys(kf, path, g, chip_keys, error) ||
       !read_name(kf, path, g, "name", "the chip's name, e.g. TPU v3", &c->name, error) ||
-      !read_number(kf, path, g, peak_key, FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
-                   "a dense bf16 peak in TFLOP/s (1e12 FLOP/s)", &tflops, error) ||
-      !read_number(kf, path, g, "peak_tflops_fp8", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
-                   "a dense FP8 peak in TFLOP/s (0 = none)", &fp8, error) ||
-      !read_number(kf, path, g, "peak_tflops_fp32", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
-                   "a dense fp32 peak in TFLOP/s (0 = none)", &fp32, error) ||
+      !read_rate(kf, path, g, peak_key, FALSE, 0, FALSE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                 "a dense bf16 peak in TFLOP/s (1e12 FLOP/s)", &tflops, error) ||
+      !read_rate(kf, path, g, "peak_tflops_fp8", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                 "a dense FP8 peak in TFLOP/s (0 = none)", &fp8, error) ||
+      !read_rate(kf, path, g, "peak_tflops_fp32", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                 "a dense fp32 peak in TFLOP/s (0 = none)", &fp32, error) ||
       !read_number(kf, path, g, "memory_GiB", FALSE, 0, 0, TRUE, TOPO_MAX_MEMORY,
                    "a device memory capacity in GiB", &mem_gib, error) ||
-      !read_number(kf, path, g, "memory_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
-                   "a device memory bandwidth in GB/s (1e9 B/s)", &mem_gbps, error) ||
-      !read_number(kf, path, g, "memory_bandwidth_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
-                   "the fraction of memory_bandwidth_GBps memory-bound kernels reach", &mem_eff,
-                   error) ||
-      !read_number(kf, path, g, "compute_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
-                   "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error) ||
+      !read_rate(kf, path, g, "memory_bandwidth_GBps", FALSE, 0, FALSE, TOPO_MIN_RATE,
+                 TOPO_MAX_RATE, "a device memory bandwidth in GB/s (1e9 B/s)", &mem_gbps, error) ||
+      !read_rate(kf, path, g, "memory_bandwidth_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION,
+                 1.0, "the fraction of memory_bandwidth_GBps memory-bound kernels reach", &mem_eff,
+                 error) ||
+      !read_rate(kf, path, g, "compute_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error) ||
       !read_number(kf, path, g, "op_overhead_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "the minimum time of one compute op in us (0 = none)", &overhead_us, error) ||
       !read_number(kf, path, g, "kernel_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
@@ -222,19 +260,19 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !read_number(kf, path, g, "gemm_k_overhead", TRUE, 0, 0, FALSE, 1e6,
                    "a GEMM tile's fixed cost as extra reduction length k (0 = none)", &k_over,
                    error) ||
-      !read_number(kf, path, g, "flash_efficiency", TRUE, 0, 0, FALSE, 1.0,
-                   "the fused attention core's fraction of the GEMM rate (0 = costed as GEMMs)",
-                   &c->flash_efficiency, error) ||
-      !read_number(kf, path, g, "flash_efficiency_triton", TRUE, 0, 0, FALSE, 1.0,
-                   "FlashAttention's Triton kernel's fraction of the GEMM rate (0 = none)",
-                   &c->flash_efficiency_triton, error) ||
-      !read_number(kf, path, g, "flash_efficiency_fa1", TRUE, 0, 0, FALSE, 1.0,
-                   "FlashAttention 1's fraction of the GEMM rate (0 = none)",
-                   &c->flash_efficiency_fa1, error) ||
-      !read_number(kf, path, g, "fp8_split_accum_rate", TRUE, 0, 0, FALSE, 1.0,
-                   "an FP8 GEMM's rate with fp32 promotion as a fraction of its fast-"
-                   "accumulation rate (0 = the same)",
-                   &c->fp8_split_accum_rate, error) ||
+      !read_rate(kf, path, g, "flash_efficiency", TRUE, 0, TRUE, TOPO_MIN_FRACTION, 1.0,
+                 "the fused attention core's fraction of the GEMM rate (0 = costed as GEMMs)",
+                 &c->flash_efficiency, error) ||
+      !read_rate(kf, path, g, "flash_efficiency_triton", TRUE, 0, TRUE, TOPO_MIN_FRACTION, 1.0,
+                 "FlashAttention's Triton kernel's fraction of the GEMM rate (0 = none)",
+                 &c->flash_efficiency_triton, error) ||
+      !read_rate(kf, path, g, "flash_efficiency_fa1", TRUE, 0, TRUE, TOPO_MIN_FRACTION, 1.0,
+                 "FlashAttention 1's fraction of the GEMM rate (0 = none)",
+                 &c->flash_efficiency_fa1, error) ||
+      !read_rate(kf, path, g, "fp8_split_accum_rate", TRUE, 0, TRUE, TOPO_MIN_FRACTION, 1.0,
+                 "an FP8 GEMM's rate with fp32 promotion as a fraction of its fast-"
+                 "accumulation rate (0 = the same)",
+                 &c->fp8_split_accum_rate, error) ||
       !ts_kf_int(kf, path, g, "compute_units", TRUE, 0, 0, 100000,
                  "the GPU's streaming multiprocessors (0 = no wave model)", &units, error) ||
       !ts_kf_int(kf, path, g, "collective_sms", TRUE, 0, 0, 100000,
@@ -318,14 +356,14 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   double link = 0, hmem = 0, cpu = 0, nvme_bw = 0, nvme = 0;
   if (g_key_file_has_group(kf, g) &&
       (!ts_kf_check_keys(kf, path, g, host_keys, error) ||
-       !read_number(kf, path, g, "link_bandwidth_GBps", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
-                    "a chip-to-host bandwidth in GB/s, one direction (0 = none)", &link, error) ||
+       !read_rate(kf, path, g, "link_bandwidth_GBps", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                  "a chip-to-host bandwidth in GB/s, one direction (0 = none)", &link, error) ||
        !read_number(kf, path, g, "memory_GiB", TRUE, 0, 0, FALSE, TOPO_MAX_MEMORY,
                     "host memory per chip in GiB (0 = none)", &hmem, error) ||
-       !read_number(kf, path, g, "cpu_tflops", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
-                    "host CPU TFLOP/s per chip (0 = none)", &cpu, error) ||
-       !read_number(kf, path, g, "nvme_bandwidth_GBps", TRUE, 0, 0, FALSE, TOPO_MAX_RATE,
-                    "an NVMe bandwidth per chip in GB/s (0 = none)", &nvme_bw, error) ||
+       !read_rate(kf, path, g, "cpu_tflops", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                  "host CPU TFLOP/s per chip (0 = none)", &cpu, error) ||
+       !read_rate(kf, path, g, "nvme_bandwidth_GBps", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                  "an NVMe bandwidth per chip in GB/s (0 = none)", &nvme_bw, error) ||
        !read_number(kf, path, g, "nvme_GiB", TRUE, 0, 0, FALSE, TOPO_MAX_MEMORY,
                     "NVMe capacity per chip in GiB (0 = none)", &nvme, error)))
     return FALSE;
@@ -353,15 +391,17 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
       !ts_kf_int(kf, path, group, "nics_per_node", TRUE, 0, 1, TOPO_MAX_DIM_SIZE,
                  "a count of NICs per node", &nics, error) ||
       !ts_kf_string(kf, path, group, "in_switch_reduction", NULL, &red, error) ||
-      !read_number(kf, path, group, "in_switch_reduction_efficiency", TRUE, 0.85, 0, TRUE, 1.0,
-                   "the fraction of link bandwidth an in-switch (NVLS) all-reduce reaches",
-                   &d->in_switch_efficiency, error) ||
-      !read_number(kf, path, group, "nccl_ll_bandwidth_fraction", TRUE, 0.5, 0, TRUE, 1.0,
-                   "the fraction of Simple's bandwidth NCCL's LL protocol reaches", &d->ll_bw_frac,
-                   error) ||
-      !read_number(kf, path, group, "nccl_ll128_bandwidth_fraction", TRUE, 0.92, 0, TRUE, 1.0,
-                   "the fraction of Simple's bandwidth NCCL's LL128 protocol reaches",
-                   &d->ll128_bw_frac, error))
+      !read_rate(kf, path, group, "in_switch_reduction_efficiency", TRUE, 0.85, FALSE,
+                 TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of link bandwidth an in-switch (NVLS) all-reduce reaches",
+                 &d->in_switch_efficiency, error) ||
+      !read_rate(kf, path, group, "nccl_ll_bandwidth_fraction", TRUE, 0.5, FALSE, TOPO_MIN_FRACTION,
+                 1.0, "the fraction of Simple's bandwidth NCCL's LL protocol reaches",
+                 &d->ll_bw_frac, error) ||
+      !read_rate(kf, path, group, "nccl_ll128_bandwidth_fraction", TRUE, 0.92, FALSE,
+                 TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of Simple's bandwidth NCCL's LL128 protocol reaches",
+                 &d->ll128_bw_frac, error))
     return FALSE;
   static const char *const base_keys[3] = {"nccl_ll_base_latency_us", "nccl_ll128_base_latency_us",
                                            "nccl_simple_base_latency_us"};
@@ -380,8 +420,8 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
       return FALSE;
     d->nccl_step_s[q] = v * US;
   }
-  if (!read_number(kf, path, group, "nccl_local_bandwidth_GBps", TRUE, 0.0, 0, FALSE, TOPO_MAX_RATE,
-                   "a rate in GB/s (0 = no local cost)", &d->nccl_local_Bps, error))
+  if (!read_rate(kf, path, group, "nccl_local_bandwidth_GBps", TRUE, 0.0, TRUE, TOPO_MIN_RATE,
+                 TOPO_MAX_RATE, "a rate in GB/s (0 = no local cost)", &d->nccl_local_Bps, error))
     return FALSE;
   d->nccl_local_Bps *= GB;
   if (!read_number(kf, path, group, "nccl_ll_channel_latency_us", TRUE, 0.0, 0, FALSE,
@@ -389,13 +429,13 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    &d->nccl_ll_channel_s, error))
     return FALSE;
   d->nccl_ll_channel_s *= US;
-  if (!read_number(kf, path, group, "nccl_tree_bandwidth_GBps", TRUE, 0.0, 0, FALSE, TOPO_MAX_RATE,
-                   "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
+  if (!read_rate(kf, path, group, "nccl_tree_bandwidth_GBps", TRUE, 0.0, TRUE, TOPO_MIN_RATE,
+                 TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;
   d->nccl_tree_Bps *= GB;
-  if (!read_number(kf, path, group, "nccl_model_bus_bandwidth_GBps", TRUE, 0.0, 0, FALSE,
-                   TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = what Simple reaches)",
-                   &d->nccl_model_Bps, error))
+  if (!read_rate(kf, path, group, "nccl_model_bus_bandwidth_GBps", TRUE, 0.0, TRUE, TOPO_MIN_RATE,
+                 TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = what Simple reaches)",
+                 &d->nccl_model_Bps, error))
     return FALSE;
   d->nccl_model_Bps *= GB;
   gint64 model_ch = 0;
@@ -711,12 +751,13 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
                 path, group, shape);
     return FALSE;
   }
-  if (!read_number(kf, path, group, "link_bandwidth_GBps", FALSE, 0, 0, TRUE, TOPO_MAX_RATE,
-                   "a one-direction link bandwidth in GB/s (1e9 B/s)", &bw_gbps, error) ||
+  if (!read_rate(kf, path, group, "link_bandwidth_GBps", FALSE, 0, FALSE, TOPO_MIN_RATE,
+                 TOPO_MAX_RATE, "a one-direction link bandwidth in GB/s (1e9 B/s)", &bw_gbps,
+                 error) ||
       !read_number(kf, path, group, "latency_us", FALSE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "a latency in microseconds", &lat_us, error) ||
-      !read_number(kf, path, group, "bandwidth_efficiency", TRUE, 1.0, 0, TRUE, 1.0,
-                   "the fraction of link_bandwidth_GBps a transfer achieves", &bw_eff, error) ||
+      !read_rate(kf, path, group, "bandwidth_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of link_bandwidth_GBps a transfer achieves", &bw_eff, error) ||
       !read_number(kf, path, group, "transfer_stall_us", TRUE, 0.0, 0, FALSE, TOPO_MAX_LATENCY,
                    "the chip's time per transfer over this dimension in microseconds (0 = none)",
                    &stall_us, error))

@@ -154,6 +154,13 @@ typedef struct {
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
 ts_split *ts_split_parse(const char *text, GError **error);
 void ts_split_free(ts_split *s);
+/**
+ * The framework options of a split that change nothing at its degrees (tp-grad=serial without
+ * tp, p2p=blocking without pp), as one text for a note, or NULL. They are accepted (a dataset
+ * names its framework once for every row) where options asking for another configuration (sp,
+ * tp-overlap without tp) are refused. Caller frees.
+ */
+char *ts_split_noop_options(const ts_split *s);
 
 /**
  * Resolves degrees (an unstated dp takes the chips left) and places every axis on the array:

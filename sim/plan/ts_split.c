@@ -49,6 +49,17 @@ static void rule_free(gpointer p)
   g_free(r);
 }
 
+char *ts_split_noop_options(const ts_split *s)
+{
+  GString *n = g_string_new(NULL);
+  if (s->tp_grad_serial && s->degree[TS_AX_TP] <= 1)
+    g_string_append(n, "tp-grad=serial has no effect without tp (tp = 1)");
+  if (s->p2p_blocking && s->degree[TS_AX_PP] <= 1)
+    g_string_append_printf(n, "%sp2p=blocking has no effect without pp (pp = 1)",
+                           n->len ? "; " : "");
+  return n->len ? g_string_free(n, FALSE) : (g_string_free(n, TRUE), NULL);
+}
+
 void ts_split_free(ts_split *s)
 {
   if (s == NULL)

@@ -1096,6 +1096,14 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
   gsize len = 0;
   if (!ts_read_input_file(json_path, (gint64)1 << 30, &text, &len, error))
     return FALSE;
+  int deep = 0;
+  if (!ts_json_depth_ok(text, (gssize)len, TS_JSON_MAX_DEPTH, &deep)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: JSON nested deeper than %d levels; expected sweep.json, results.json or a "
+                "timeline",
+                json_path, deep, TS_JSON_MAX_DEPTH);
+    return FALSE;
+  }
   g_autoptr(JsonParser) p = json_parser_new();
   g_autoptr(GError) e = NULL;
   if (!json_parser_load_from_data(p, text, (gssize)len, &e)) {

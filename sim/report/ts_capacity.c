@@ -186,7 +186,8 @@ gboolean ts_capacity_options_finish(ts_capacity_options *o, GError **error)
                   error) ||
       !opt_number("samples", o->samples, 0, TRUE, 1e30, "a number of samples", &o->target_samples,
                   error) ||
-      !opt_number("steps", o->steps, 0, TRUE, 1e30, "a number of steps", &o->target_steps, error) ||
+      !opt_number("steps", o->steps, 1, FALSE, 1e30, "a whole number of steps", &o->target_steps,
+                  error) ||
       !opt_number("price-per-hour", o->price, 0, FALSE, 1e6, "USD per chip-hour",
                   &c->price_per_chip_hour, error) ||
       !opt_number("tdp-W", o->tdp, 0, FALSE, 1e6, "a power in W", &c->busy_W, error) ||
@@ -205,6 +206,16 @@ gboolean ts_capacity_options_finish(ts_capacity_options *o, GError **error)
       !opt_number("checkpoint-every-minutes", o->checkpoint_every, 0, TRUE, 1e9, "minutes", &every,
                   error))
     return FALSE;
+  /* --steps 0.5 planned half a step ("steps 0.5", goodput 0.6%), --chips-per-node 2.5 nodes of
+   * two and a half chips. */
+  if ((o->steps != NULL && o->target_steps != floor(o->target_steps)) ||
+      (o->chips_per_node != NULL && per_node != floor(per_node))) {
+    gboolean st = o->steps != NULL && o->target_steps != floor(o->target_steps);
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--%s '%s': expected a whole number of %s",
+                st ? "steps" : "chips-per-node", st ? o->steps : o->chips_per_node,
+                st ? "steps in [1, 1e+30]" : "chips in [1, 1048576]");
+    return FALSE;
+  }
   int ntargets = (o->tokens != NULL) + (o->samples != NULL) + (o->steps != NULL);
   if (ntargets > 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

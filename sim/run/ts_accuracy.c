@@ -18,21 +18,24 @@
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-/* The measurement columns: name, metric, factor to SI. */
+/* The measurement columns: name, metric, factor to SI, and the smallest value a measurement
+ * can be, in the column's unit. A step time of 1e-300 s was read and its row's error printed
+ * as a 47-digit percentage: a step under a microsecond, a bus bandwidth under 1 kB/s (the
+ * shipped nccl-tests rows go down to 0.44 MB/s) or a peak under 1 MiB is not a measurement. */
 static const struct {
   const char *name;
   ts_meas_metric metric;
-  double to_si;
+  double to_si, lo;
 } measures[] = {
-    {"step_time_s", TS_MEAS_STEP_TIME, 1.0},
-    {"step_time_ms", TS_MEAS_STEP_TIME, 1e-3},
-    {"busbw_GBps", TS_MEAS_BUSBW, 1.0},
-    {"peak_memory_GiB", TS_MEAS_PEAK_MEMORY, GIB},
-    {"peak_memory_GB", TS_MEAS_PEAK_MEMORY, 1e9},
-    {"peak_memory_MiB", TS_MEAS_PEAK_MEMORY, 1048576.0},
-    {"peak_memory_bytes", TS_MEAS_PEAK_MEMORY, 1.0},
-    {"peak_activation_memory_sum_GiB", TS_MEAS_ACTIVATION_SUM, GIB},
-    {"peak_activation_memory_sum_bytes", TS_MEAS_ACTIVATION_SUM, 1.0},
+    {"step_time_s", TS_MEAS_STEP_TIME, 1.0, 1e-6},
+    {"step_time_ms", TS_MEAS_STEP_TIME, 1e-3, 1e-3},
+    {"busbw_GBps", TS_MEAS_BUSBW, 1.0, 1e-6},
+    {"peak_memory_GiB", TS_MEAS_PEAK_MEMORY, GIB, 1.0 / 1024},
+    {"peak_memory_GB", TS_MEAS_PEAK_MEMORY, 1e9, 1e-3},
+    {"peak_memory_MiB", TS_MEAS_PEAK_MEMORY, 1048576.0, 1.0},
+    {"peak_memory_bytes", TS_MEAS_PEAK_MEMORY, 1.0, 1048576.0},
+    {"peak_activation_memory_sum_GiB", TS_MEAS_ACTIVATION_SUM, GIB, 1.0 / 1024},
+    {"peak_activation_memory_sum_bytes", TS_MEAS_ACTIVATION_SUM, 1.0, 1048576.0},
 };
 #define MEASURES                                                                                   \
   "step_time_s, step_time_ms, busbw_GBps, peak_memory_GiB, peak_memory_GB, "                       \
@@ -164,6 +167,20 @@ static gboolean field_pos(const char *path, int line, const char *col, const cha
   return TRUE;
 }
 
+/* A measurement: a number in [lo, hi] of its column's unit. */
+static gboolean field_measured(const char *path, int line, const char *col, const char *v,
+                               double lo, double hi, double *out, GError **error)
+{
+  if (!ts_parse_double(v, out) || !(*out >= lo) || !(*out <= hi)) {
+    char los[G_ASCII_DTOSTR_BUF_SIZE], his[G_ASCII_DTOSTR_BUF_SIZE];
+    g_ascii_formatd(los, sizeof los, "%g", lo);
+    g_ascii_formatd(his, sizeof his, "%g", hi);
+    return field_error(error, path, line, col, "'%s': expected a measurement in [%s, %s]", v, los,
+                       his);
+  }
+  return TRUE;
+}
+
 ts_meas_file *ts_meas_load(const char *path, GError **error)
 {
   GStatBuf st;
@@ -195,7 +212,7 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
   g_autoptr(ts_meas_file) f = g_new0(ts_meas_file, 1);
   f->path = g_strdup(path);
   int col[C_N], mcol = -1, ncols = 0, header_line = 0;
-  double to_si = 1;
+  double to_si = 1, meas_lo = 0;
   GArray *rows = g_array_new(FALSE, TRUE, sizeof(ts_meas_row));
   gboolean ok = TRUE;
   for (int i = 0; lines[i] != NULL && ok; i++) {
@@ -243,6 +260,7 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
             f->metric = measures[m].metric;
             f->metric_column = g_strdup(h);
             to_si = measures[m].to_si;
+            meas_lo = measures[m].lo;
           }
         gboolean looks = g_str_has_prefix(h, "step_time") || g_str_has_prefix(h, "peak_memory") ||
                          g_str_has_prefix(h, "peak_activation") || g_str_has_prefix(h, "busbw");
@@ -297,8 +315,8 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
         ok = field_error(error, path, line, "algorithm", "'%s': expected %s", FIELD(C_ALGO),
                          ts_coll_algo_list());
       double v = 0;
-      if (ok &&
-          !field_pos(path, line, f->metric_column, g_ptr_array_index(fl, mcol), 1e18, &v, error))
+      if (ok && !field_measured(path, line, f->metric_column, g_ptr_array_index(fl, mcol), meas_lo,
+                                1e18, &v, error))
         ok = FALSE;
       r.measured = v * to_si;
     }

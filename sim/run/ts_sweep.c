@@ -130,21 +130,21 @@ static gboolean in_list(const char *const *l, const char *s)
  * key's unit: an absolute value or a factor's result outside them is refused, as in a file. */
 typedef struct {
   const char *suffix, *what;
-  double max;
+  double min, max; /* min: the lowest positive value (TOPO_MIN_RATE, TOPO_MIN_FRACTION) */
   gboolean zero_ok;
 } vary_range;
 
 static const vary_range vary_ranges[] = {
-    {"peak_tflops", "a peak in TFLOP/s", 1e6, FALSE},
-    {"memory_GiB", "a capacity in GiB", 1e9, FALSE},
-    {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
-    {"compute_efficiency", "a fraction", 1, FALSE},
-    {"flash_efficiency", "a fraction", 1, TRUE},
+    {"peak_tflops", "a peak in TFLOP/s", 1e-3, 1e6, FALSE},
+    {"memory_GiB", "a capacity in GiB", 0, 1e9, FALSE},
+    {"memory_bandwidth_GBps", "a bandwidth in GB/s", 1e-3, 1e6, FALSE},
+    {"compute_efficiency", "a fraction", 1e-3, 1, FALSE},
+    {"flash_efficiency", "a fraction", 1e-3, 1, TRUE},
     /* 0 is the file's "not given": the split's attn-kernel would then find no rate. */
-    {"flash_efficiency_triton", "a fraction", 1, FALSE},
-    {"flash_efficiency_fa1", "a fraction", 1, FALSE},
-    {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e6, FALSE},
-    {"latency_us", "a latency in us", 1e6, TRUE},
+    {"flash_efficiency_triton", "a fraction", 1e-3, 1, FALSE},
+    {"flash_efficiency_fa1", "a fraction", 1e-3, 1, FALSE},
+    {"link_bandwidth_GBps", "a bandwidth in GB/s", 1e-3, 1e6, FALSE},
+    {"latency_us", "a latency in us", 0, 1e6, TRUE},
 };
 
 static const vary_range *range_of(const char *key)
@@ -159,14 +159,18 @@ static const vary_range *range_of(const char *key)
 
 static gboolean in_range(const vary_range *r, double v)
 {
-  return r == NULL || ((v > 0 || (r->zero_ok && v == 0)) && v <= r->max);
+  return r == NULL || ((v > 0 && v >= r->min && v <= r->max) || (r->zero_ok && v == 0));
 }
 
 static void range_text(const vary_range *r, char *buf, size_t n)
 {
-  char max[G_ASCII_DTOSTR_BUF_SIZE];
+  char min[G_ASCII_DTOSTR_BUF_SIZE], max[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd(min, sizeof min, "%g", r->min);
   g_ascii_formatd(max, sizeof max, "%g", r->max);
-  g_snprintf(buf, n, "%s in %s0, %s]", r->what, r->zero_ok ? "[" : "(", max);
+  if (r->min > 0)
+    g_snprintf(buf, n, "%s in [%s, %s]%s", r->what, min, max, r->zero_ok ? " or 0" : "");
+  else
+    g_snprintf(buf, n, "%s in %s0, %s]", r->what, r->zero_ok ? "[" : "(", max);
 }
 
 #define VARY_KEYS                                                                                  \
@@ -244,12 +248,12 @@ ts_vary *ts_vary_parse(const char *text, GError **error)
       double d = 0;
       gint64 whole;
       gboolean good = dead ? ts_parse_int(s, 0, TS_MAX_FAULTS, &whole) && (d = (double)whole, TRUE)
-                           : ts_parse_double(s, &d) && d > 0 && d <= 1;
+                           : ts_parse_double(s, &d) && d >= 1e-3 && d <= 1;
       if (!good) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--vary '%s': value '%s': expected %s", text,
                     s,
                     dead ? "a whole number of dead links in [0, 64]"
-                         : "a speed factor in (0, 1] (0.8 = 80% of nominal)");
+                         : "a speed factor in [0.001, 1] (0.8 = 80% of nominal)");
         return NULL;
       }
       v->values[i] = d;

@@ -1629,8 +1629,10 @@ static gboolean parse_op_key(parse_ctx *c, ts_trace *tr, int idx, ts_op *op, ts_
   } else if (v2 && strcmp(key, "bw_Bps") == 0 && op->kind == TS_OP_XFER) {
     if (!parse_num_tok(c, key, val, &op->bw_Bps))
       return FALSE;
-    if (op->bw_Bps <= 0)
-      return perr(c, "bw_Bps='%s': expected a bandwidth > 0 in bytes/s", val);
+    /* 1e-300 replayed to a step of 1e37 s: below 1 kB/s is no link (topologies refuse rates
+     * under 1 MB/s). */
+    if (op->bw_Bps < 1e3)
+      return perr(c, "bw_Bps='%s': expected a bandwidth in bytes/s in [1000, 1e15]", val);
   } else if (v2 && strcmp(key, "latency_s") == 0 && op->kind == TS_OP_XFER) {
     return parse_num_tok(c, key, val, &op->seconds);
   } else if (v2 && strcmp(key, "seconds") == 0 && op->kind == TS_OP_DELAY) {

@@ -69,6 +69,8 @@ static int comm_kind(const char *s)
 }
 
 G_GNUC_PRINTF(4, 5)
+#define ASTRASIM_MAX_LINE 4096 /* bytes */
+
 static gboolean lerr(GError **error, const char *path, int line, const char *fmt, ...)
 {
   va_list ap;
@@ -117,7 +119,17 @@ ts_trace *ts_import_astrasim_bytes(const guint8 *data, gsize len, const char *pa
   g_autofree char *text = g_strndup((const char *)data, len);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   int nl = (int)g_strv_length(lines), li = 0, line = 0;
-  /* Next non-blank line, split on blanks and tabs. */
+  /* A workload line is a name and a dozen numbers; a longer one is not a workload, and its
+   * first token was quoted whole in the error (a 3 MB line gave a 3 MB message). */
+  for (int i = 0; i < nl; i++)
+    if (strlen(lines[i]) > ASTRASIM_MAX_LINE) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s:%d: a line of %zu bytes; expected an ASTRA-sim workload line of at most %d "
+                  "bytes",
+                  path, i + 1, strlen(lines[i]), ASTRASIM_MAX_LINE);
+      return NULL;
+    }
+    /* Next non-blank line, split on blanks and tabs. */
 #define NEXT_LINE(toks)                                                                            \
   do {                                                                                             \
     g_strfreev(toks);                                                                              \

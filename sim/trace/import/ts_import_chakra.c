@@ -541,6 +541,13 @@ static gboolean load_groups(const char *json, const char *path, const ts_topo *t
       g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
   if (json == NULL)
     return TRUE;
+  int deep = 0;
+  if (!ts_json_depth_ok(json, -1, TS_JSON_MAX_DEPTH, &deep)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: JSON nested deeper than %d levels; expected {\"GROUP\": [ranks]}", path,
+                deep, TS_JSON_MAX_DEPTH);
+    return FALSE;
+  }
   g_autoptr(JsonParser) jp = json_parser_new();
   GError *e = NULL;
   if (!json_parser_load_from_data(jp, json, -1, &e)) {
