@@ -829,6 +829,13 @@ static const bad_case BAD[] = {
      CHIP_OK DIM("node", "8", "switch", "300", "1")
          DIM("net", "4", "switch", "25", "1") "nccl_net_overhead_us = 2\n",
      {"[dim.net] nccl_net_overhead_us", "expected nccl_model_channels > 0"}},
+    {"NCCL node hop on the node itself (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_node_hop_latency_us = 1\n",
+     {"[dim.node] nccl_node_hop_latency_us", "expected a dimension after the first"}},
+    {"NCCL node hop negative",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_node_hop_latency_us = -1\n",
+     {"[dim.net] nccl_node_hop_latency_us", "per-hop latency"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)
