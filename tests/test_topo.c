@@ -82,6 +82,10 @@ typedef struct {
 #define B200_NVLINK_BPS (900e9 * 0.772)
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
 #define HDR_NIC_LAT_S 10.532e-6
+/* ND A100 v4's network refitted with the node's hop across nodes (nccl_node_hop_latency_us);
+ * dgx-a100-{4,32}node keep the values above. */
+#define ND_NIC_BPS (25e9 * 0.7044)
+#define ND_NIC_LAT_S 14.748e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79
@@ -158,7 +162,7 @@ static const shipped SHIPPED[] = {
      128,
      2,
      {{"node", 8, TS_SHAPE_SWITCH, ND_NVLINK_BPS, ND_NVLINK_LAT_S},
-      {"net", 16, TS_SHAPE_SWITCH, HDR_NIC_BPS, HDR_NIC_LAT_S}},
+      {"net", 16, TS_SHAPE_SWITCH, ND_NIC_BPS, ND_NIC_LAT_S}},
      312e12,
      40 * GIB,
      1555e9,
