@@ -82,6 +82,10 @@ typedef struct {
 #define B200_NVLINK_BPS (900e9 * 0.772)
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
 #define HDR_NIC_LAT_S 10.532e-6
+/* ND A100 v4's network refitted with the node's hop across nodes (nccl_node_hop_latency_us);
+ * dgx-a100-{4,32}node keep the values above. */
+#define ND_NIC_BPS (25e9 * 0.7044)
+#define ND_NIC_LAT_S 14.748e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79
@@ -158,7 +162,7 @@ static const shipped SHIPPED[] = {
      128,
      2,
      {{"node", 8, TS_SHAPE_SWITCH, ND_NVLINK_BPS, ND_NVLINK_LAT_S},
-      {"net", 16, TS_SHAPE_SWITCH, HDR_NIC_BPS, HDR_NIC_LAT_S}},
+      {"net", 16, TS_SHAPE_SWITCH, ND_NIC_BPS, ND_NIC_LAT_S}},
      312e12,
      40 * GIB,
      1555e9,
@@ -887,6 +891,13 @@ static const bad_case BAD[] = {
      CHIP_OK DIM("node", "8", "switch", "300", "1")
          DIM("net", "4", "switch", "25", "1") "nccl_net_overhead_us = 2\n",
      {"[dim.net] nccl_net_overhead_us", "expected nccl_model_channels > 0"}},
+    {"NCCL node hop on the node itself (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_node_hop_latency_us = 1\n",
+     {"[dim.node] nccl_node_hop_latency_us", "expected a dimension after the first"}},
+    {"NCCL node hop negative",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_node_hop_latency_us = -1\n",
+     {"[dim.net] nccl_node_hop_latency_us", "per-hop latency"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)

@@ -1565,6 +1565,13 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
     return;
   }
   int a = p->algo == TS_ALGO_NCCL_TREE ? 0 : 1;
+  /* The node's Simple hop in a group across nodes (nccl_node_hop_latency_us of the outermost
+   * dimension spanned that gives one): the node's own steps are measured by one thread driving
+   * all its GPUs, a group across nodes runs one process per GPU. */
+  double node_hop = 0.0;
+  for (int j = 0; j < p->g.npieces; j++)
+    if (p->g.p[j].dim != 0 && p->g.p[j].size > 1 && p->net.nccl_node_hop_s[p->g.p[j].dim] > 0)
+      node_hop = p->net.nccl_node_hop_s[p->g.p[j].dim];
   for (int d = 0; d < p->net.arr.ndims; d++) {
     /* Ring: LL and LL128 reach the dimension's fractions of Simple (NCCL's nominal 0.5 and
      * 0.92 unless the topology gives measured ones). Tree: 0.92 of the ring's Simple, and
@@ -1597,6 +1604,10 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
      * level of the network, leaving ~0.7 us per hop for the node's chain of 8. */
     if (multi && hw == HW_NVLINK && q == 0)
       p->tnet.lat_s[d] = hw_lat[hw][a][q] * 1e-6;
+    /* LL128 and Simple there: the given Simple hop times NCCL's ratio (ring LL128 1.9 / 3.4,
+     * tree Simple 4.0 / 3.4, tree LL128 1.25 / 3.4). */
+    if (multi && hw == HW_NVLINK && q > 0 && node_hop > 0)
+      p->tnet.lat_s[d] = node_hop * hw_lat[hw][a][q] / hw_lat[hw][1][2];
     p->tnet.bw_Bps[d] = p->net.bw_Bps[d] * frac;
   }
   /* The fixed cost: NCCL's baseLat, or the measured one of the outermost dimension spanned

@@ -95,6 +95,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "nccl_model_channels",
                                        "nccl_net_overhead_us",
+                                       "nccl_node_hop_latency_us",
                                        "twist",
                                        "pair_links",
                                        "transfer_stall_us",
@@ -447,6 +448,18 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                    "a latency in microseconds (0 = NCCL's 1 us)", &d->nccl_net_overhead_s, error))
     return FALSE;
   d->nccl_net_overhead_s *= US;
+  if (!read_number(kf, path, group, "nccl_node_hop_latency_us", TRUE, 0.0, 0, FALSE,
+                   TOPO_MAX_LATENCY, "a per-hop latency in microseconds (0 = the node's own)",
+                   &d->nccl_node_hop_s, error))
+    return FALSE;
+  d->nccl_node_hop_s *= US;
+  if (d->nccl_node_hop_s > 0 && chips_before <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_node_hop_latency_us: expected a dimension after the first (the "
+                "node's hop inside groups that span this dimension)",
+                path, group);
+    return FALSE;
+  }
   /* NCCL's model across nodes (ts_coll_algos.c) reads both only on a switch dimension after
    * the first: elsewhere they were ignored without a word. */
   if (model_ch > 0 && (shape != TS_SHAPE_SWITCH || chips_before <= 1)) {

@@ -91,6 +91,12 @@ typedef struct {
    * 1 us on Intel hosts, 2 on AMD), seconds; 2 us also selects NCCL's AMD row of llMaxBws.
    * 0: NCCL's default, 1 us. */
   double nccl_net_overhead_s;
+  /* [dim.X] nccl_node_hop_latency_us: Simple's per-hop latency on the node's links (dimension 0)
+   * inside a group that spans this dimension, seconds; LL128's and the tree's follow by NCCL's
+   * hwLat ratios. The node's own latency_us and nccl_ll128_latency_us are measured by nccl-tests
+   * on one node, one thread driving every GPU ("nThread 1 nGpus 8"); across nodes NCCL runs one
+   * process per GPU. 0: the node's own steps. */
+  double nccl_node_hop_s;
 } ts_dim;
 
 /** The chip kind. SI units inside: FLOP/s, bytes, bytes/s. */
