@@ -87,6 +87,7 @@ best=$(awk '
     }
     print b1, b2, bk
   }' "$tmp/grid")
+# shellcheck disable=SC2086 # three words: the fitted values
 set -- $best
 profile "$1" "$2" "$3"
 rows "$3" "$1" >"$tmp/final"
