@@ -290,6 +290,10 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
     /* FP8 GEMMs promoting their partial sums to fp32 (the backward's): the chip's slower rate. */
     if (s->prec == TS_PRECISION_FP8 && s->split_accum > 0 && c->fp8_split_accum_rate > 0)
       peak *= c->fp8_split_accum_rate;
+    /* An fp32 GEMM on a chip with its own fp32 rate runs on other units (a GPU's CUDA cores,
+     * not its tensor cores), at its own fraction of that rate where the profile gives one. */
+    if (s->prec == TS_PRECISION_FP32 && c->peak_flops_fp32 > 0 && c->compute_efficiency_fp32 > 0)
+      ach = c->compute_efficiency_fp32;
     int core_prec = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
     double fa = fmin(s->attn_flops, flops), fg = flops - fa;
     /* A 16-bit convolution on a GPU's tensor cores with its input channels padded (cuDNN's

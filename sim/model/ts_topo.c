@@ -51,6 +51,7 @@ static const char *const chip_keys[] = {"name",
                                         "memory_bandwidth_GBps",
                                         "memory_bandwidth_efficiency",
                                         "compute_efficiency",
+                                        "compute_efficiency_fp32",
                                         "op_overhead_us",
                                         "kernel_launch_us",
                                         "collective_launch_us",
@@ -251,6 +252,10 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                  error) ||
       !read_rate(kf, path, g, "compute_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION, 1.0,
                  "the fraction of peak a large GEMM reaches", &c->compute_efficiency, error) ||
+      !read_rate(kf, path, g, "compute_efficiency_fp32", TRUE, 0, TRUE, TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of peak_tflops_fp32 a large fp32 GEMM reaches (0 = "
+                 "compute_efficiency)",
+                 &c->compute_efficiency_fp32, error) ||
       !read_number(kf, path, g, "op_overhead_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,
                    "the minimum time of one compute op in us (0 = none)", &overhead_us, error) ||
       !read_number(kf, path, g, "kernel_launch_us", TRUE, 0, 0, FALSE, TOPO_MAX_LATENCY,

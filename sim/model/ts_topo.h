@@ -128,6 +128,10 @@ typedef struct {
    * roofline above. peak_flops is the bf16 rate; fp8 / fp32 rates are 0 where the chip has
    * none (an fp8 request there is an error). */
   double peak_flops_fp8, peak_flops_fp32;
+  /* [chip] compute_efficiency_fp32: the fraction of peak_flops_fp32 a large fp32 GEMM reaches
+   * on a GPU's CUDA cores, a different unit from the tensor cores compute_efficiency describes;
+   * 0 (not given): compute_efficiency. */
+  double compute_efficiency_fp32;
   double memory_bw_efficiency; /* fraction of memory_bw_Bps memory-bound kernels reach, (0, 1] */
   double kernel_launch_s;      /* [chip] kernel_launch_us: the host's time per kernel launch */
   double gemm_k_overhead;      /* per-tile fixed cost, as extra k (GEMM prologue / epilogue) */
