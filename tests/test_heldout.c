@@ -930,7 +930,8 @@ Test(heldout, lamb_tpu_v3_errors_stay_below_their_pins, .timeout = 300)
 {
   lamb_row r[8];
   int n = lamb_rows(r, 8);
-  GString *csv = g_string_new("group,topology,vary,model,split,global_batch,micro_batch,step_time_s\n");
+  GString *csv =
+      g_string_new("group,topology,vary,model,split,global_batch,micro_batch,step_time_s\n");
   g_autofree char *seq128 =
       g_build_filename(TS_SOURCE_DIR, "data", "published", "lamb", "bert-large-seq128.ini", NULL);
   for (int i = 0; i < n; i++)
@@ -966,7 +967,9 @@ Test(heldout, lamb_tpu_v3_errors_stay_below_their_pins, .timeout = 300)
     }
   }
   cr_assert(nfit == 4 && nheld == 3);
-  cr_expect(fit / nfit < HELDOUT_LAMB_FIT_MEAN_MAX, "LAMB fit rows: mean |error| %.2f%%", fit / nfit);
-  cr_expect(held / nheld < HELDOUT_LAMB_MEAN_MAX, "LAMB held out: mean |error| %.2f%%", held / nheld);
+  cr_expect(fit / nfit < HELDOUT_LAMB_FIT_MEAN_MAX, "LAMB fit rows: mean |error| %.2f%%",
+            fit / nfit);
+  cr_expect(held / nheld < HELDOUT_LAMB_MEAN_MAX, "LAMB held out: mean |error| %.2f%%",
+            held / nheld);
   cr_expect(worst < HELDOUT_LAMB_WORST_MAX, "LAMB: worst |error| %.2f%%", worst);
 }
