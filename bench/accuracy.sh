@@ -10,7 +10,10 @@
 #     the rows of several files pooled: count, mean and largest |error|, mean signed error
 #     (the held-out large runs of docs/accuracy.md: data/published/{mtnlg,bloom,llama3,
 #     megatron-bridge,megatron-core}, together and per chip kind; the runs from papers,
-#     data/published/{gpt-neox,palm,opt}, one row block each).
+#     data/published/{gpt-neox,palm,opt}, one row block each);
+#   <!-- accuracy-phases: data/published/lamb/you2019-lamb-table1.csv -->  ...  <!-- /accuracy -->
+#     the LAMB paper's TPU v3 rows, whose times mix two pre-training phases (not a step-time
+#     file): bench/fit_tpuv3.sh --check's table at the shipped profile.
 # Each file's full outputs (text, CSV, JSON, scatter plot) go to out/accuracy/DATASET-NAME/.
 #
 #   bench/accuracy.sh              # every file (about a minute on 2 cores)
@@ -57,6 +60,9 @@ for f in data/published/*/*.csv; do
   cp "$out/validate.csv" "$tables/$name.csv"
   echo "$f: $(tail -n 1 "$out/validate.txt")"
 done
+# The TPU v3 rows of two phases each (bench/fit_tpuv3.sh, data/published/lamb/PROVENANCE.txt).
+bench/fit_tpuv3.sh --check 2>/dev/null > "$tables/phases.txt"
+echo "data/published/lamb/you2019-lamb-table1.csv: $(tail -n 1 "$tables/phases.txt")"
 # Rewrite each marked block of docs/accuracy.md with its file's table.
 awk -v dir="$tables" '
   /^<!-- accuracy: .* -->$/ {
@@ -90,6 +96,11 @@ awk -v dir="$tables" '
     print "|---:|---:|---:|---:|"
     if (rows) printf "| %d | %.1f%% | %.1f%% | %+.1f%% |\n", rows, sum / rows, worst, bias / rows
     skip = 1; next
+  }
+  /^<!-- accuracy-phases: .* -->$/ {
+    print; file = dir "/phases.txt"
+    printf "```\n"; while ((getline line < file) > 0) print line; printf "```\n"
+    close(file); skip = 1; next
   }
   /^<!-- \/accuracy -->$/ { skip = 0 }
   !skip { print }

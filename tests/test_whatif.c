@@ -529,7 +529,7 @@ Test(sweep, bad_inputs_exit_2_and_write_nothing)
       {"-b 512 --splits auto --vary link_bandwidth_GBps", "expected KEY=V1,V2"},
       {"-b 512 --splits auto --vary dims=8x8x8", "has 2 dimensions"},
       {"-b 512 --splits auto --vary dim.z.latency_us=1", "no dimension 'z'"},
-      {"-b 512 --splits auto --vary compute_efficiency=x3", "expected a fraction"},
+      {"-b 512 --splits auto --vary compute_efficiency=x5", "expected a fraction"},
       {"-b 512 --splits auto --shard 3/3", "--shard '3/3'"},
       {"-b 512 --splits auto --shard x", "--shard 'x'"},
       {"-b 512", "missing splits"},
@@ -580,7 +580,9 @@ Test(search, asymmetric_array_puts_tensor_parallelism_on_the_fast_dimension)
     JsonObject *p = json_array_get_object_element(places, i);
     if (g_str_has_prefix(json_object_get_string_member(p, "placement"), "tp@y")) {
       double s = json_object_get_double_member(p, "step_time_s");
-      cr_assert(s > 1.1 * b, "tp on y (%g s) should be slower than on x (%g s)", s, b);
+      /* 8.2% slower with TPU v3's fitted compute rate (0.32 of peak: 0.637 s against 0.588 s;
+       * over 10%, the old bound, at the borrowed 0.72, when communication weighed more). */
+      cr_assert(s > 1.05 * b, "tp on y (%g s) should be slower than on x (%g s)", s, b);
       saw_y = TRUE;
     }
   }
