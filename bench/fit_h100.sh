@@ -21,7 +21,10 @@
 # compute_efficiency (row A barely depends on flash_efficiency, so two or three rounds settle).
 # Then it refines both together, the smallest |error A| + |error B| over a 9 x 9 window of pairs
 # (steps 0.005 and 0.01) around the point, moved until the best pair is its centre.
-# Every other key of the profiles stays as shipped. Then every H100 step-time file is reported
+# Every other key of the profiles stays as shipped. collective_sms (16: NCCL's SMs taken from
+# compute beside a collective that leaves the node, sim/plan/ts_plan_trace.c contend) is one of
+# them; both fit rows are one node of 8 GPUs, so it does not move the fit (0.505 / 0.43 with it
+# and without), and the held-out multi-node rows see it. Then every H100 step-time file is reported
 # at the fitted values, every row but A and B held out.
 set -eu
 cd "$(dirname "$0")/.."

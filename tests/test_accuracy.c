@@ -413,9 +413,11 @@ Test(accuracy, shipped_torchtitan_memory_twin_rows_predicted_alike)
  * worst now the 8B Float8 128-GPU row, -9.2%). Once a row-parallel output gradient is cast on
  * its sequence shard and the gradients' FP8 GEMMs run without fast accumulation
  * (fp8_split_accum_rate 0.87; the fit moved 0.51 / 0.41 -> 0.505 / 0.43): 3.3% / 6.1% (the 8B
- * Float8 rows -6.3 / -9.2% -> -3.1 / -6.1%, the 70B/405B Float8 group 5.0 -> 3.3%). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 3.6
-#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 6.5
+ * Float8 rows -6.3 / -9.2% -> -3.1 / -6.1%, the 70B/405B Float8 group 5.0 -> 3.3%). With NCCL's
+ * 16 SMs charged to compute beside cross-node collectives (collective_sms on the H100 profiles;
+ * the fit's one-node rows unmoved): 2.9% / 5.5%. */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 3.3
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 5.9
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -481,9 +483,10 @@ Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
  * gradient sums): 10.1% mean, 20.5% worst (the 405B rows 11.1% -> 8.3%). With the gradients'
  * FP8 GEMMs without fast accumulation and the refit it brings (flash_efficiency 0.41 -> 0.43:
  * the fit row's backward GEMMs slower, its attention core faster): 11.2% / 22.9% (the held-out
- * rows, too fast already, faster still). Pinned so it cannot get worse silently; the worst row
- * too. */
-#define TORCHTITAN_CP_MEAN_MAX 11.5
+ * rows, too fast already, faster still). 10.8% / 22.9% with NCCL's 16 SMs charged beside
+ * cross-node collectives (collective_sms). Pinned so it cannot get worse silently; the worst
+ * row too. */
+#define TORCHTITAN_CP_MEAN_MAX 11.2
 #define TORCHTITAN_CP_WORST_MAX 23.3
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
