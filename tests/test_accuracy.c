@@ -70,6 +70,15 @@ static ts_meas_file *published_file(const char *dir, const char *file, int rows)
   return f;
 }
 
+/* A shipped measurement file's text, one string per line (a row's line N is [N - 1]). */
+static char **published_lines(const char *dir, const char *file)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", dir, file, NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s: unreadable", path);
+  return g_strsplit(text, "\n", -1);
+}
+
 /* Every row of F predicted, with JOBS worker processes. */
 static ts_accuracy *replayed(const ts_meas_file *f, int jobs)
 {
@@ -656,18 +665,10 @@ Test(accuracy, max_mean_error_gate)
 
 Test(accuracy, shipped_v100_bert_step_times, .timeout = 120)
 {
-  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published",
-                                           "deeplearningexamples-bert", "bert_v100.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
+  g_autoptr(ts_meas_file) f = published_file("deeplearningexamples-bert", "bert_v100.csv", 8);
   cr_assert_eq(f->metric, TS_MEAS_STEP_TIME);
-  cr_assert_eq(f->nrows, 8, "8 rows, %d read", f->nrows);
-  g_autofree char *text = NULL;
-  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_auto(GStrv) lines = published_lines("deeplearningexamples-bert", "bert_v100.csv");
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
   double held = 0, fit = 0, worst = 0;
   int nheld = 0, nfit = 0;
   for (int i = 0; i < f->nrows; i++) {
@@ -714,18 +715,11 @@ static const struct {
 
 Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 {
-  g_autofree char *path =
-      g_build_filename(TS_SOURCE_DIR, "data", "published", "maxtext", "maxtext-tpu.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
+  /* 18 single-slice rows (published.csv). */
+  g_autoptr(ts_meas_file) f = published_file("maxtext", "maxtext-tpu.csv", 18);
   cr_assert_eq(f->metric, TS_MEAS_STEP_TIME);
-  cr_assert_eq(f->nrows, 18, "18 single-slice rows (published.csv), %d read", f->nrows);
-  g_autofree char *text = NULL;
-  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
-  cr_assert_not_null(a, "%s", e ? e->message : "");
+  g_auto(GStrv) lines = published_lines("maxtext", "maxtext-tpu.csv");
+  g_autoptr(ts_accuracy) a = replayed(f, 1);
   double all = 0, held = 0, worst = 0, all_worst = 0;
   int nheld = 0;
   for (size_t c = 0; c < G_N_ELEMENTS(maxtext_chips); c++) {
@@ -838,16 +832,10 @@ Test(accuracy, shipped_echo_nccl_allreduce, .timeout = 300)
  * written), and the batch and GPUs must be the table's. */
 Test(accuracy, megatron_table1_step_times_are_the_published_rates)
 {
-  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "megatron",
-                                           "narayanan2021-table1.csv", NULL);
-  GError *e = NULL;
-  g_autoptr(ts_meas_file) f = ts_meas_load(path, &e);
-  cr_assert_not_null(f, "%s", e ? e->message : "");
+  /* Table 1: 10 models. */
+  g_autoptr(ts_meas_file) f = published_file("megatron", "narayanan2021-table1.csv", 10);
   cr_assert_eq(f->metric, TS_MEAS_STEP_TIME);
-  cr_assert_eq(f->nrows, 10, "Table 1: 10 models, %d read", f->nrows);
-  g_autofree char *text = NULL;
-  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = published_lines("megatron", "narayanan2021-table1.csv");
   /* Table 1: GPUs, batch, achieved teraFLOP/s per GPU. */
   static const double table[10][3] = {{32, 512, 137},    {64, 512, 138},    {128, 512, 142},
                                       {256, 1024, 135},  {512, 1536, 138},  {1024, 1792, 140},

@@ -116,6 +116,27 @@ const char *ts_shape_name(ts_shape s)
 }
 
 /*
+ * A key's text into *v (g_free it), or, when the key is missing, def into *out (*v stays NULL)
+ * when has_default, else the one-line "missing" error.
+ */
+static gboolean read_raw(GKeyFile *kf, const char *path, const char *group, const char *key,
+                         gboolean has_default, double def, const char *what, char **v, double *out,
+                         GError **error)
+{
+  if (!ts_kf_string(kf, path, group, key, NULL, v, error))
+    return FALSE;
+  if (*v != NULL)
+    return TRUE;
+  if (has_default) {
+    *out = def;
+    return TRUE;
+  }
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
+              key, what);
+  return FALSE;
+}
+
+/*
  * Reads a number in (0, hi] (lo_open) or [lo, hi]. ts_kf_double covers closed ranges only and
  * would print "[0, hi]" for a bandwidth, which wrongly suggests 0 is accepted; this keeps the
  * same message shape with the right interval. Missing key: def when has_default, else an error.
@@ -127,17 +148,10 @@ static gboolean read_number(GKeyFile *kf, const char *path, const char *group, c
   if (!lo_open)
     return ts_kf_double(kf, path, group, key, has_default, def, lo, hi, what, out, error);
   g_autofree char *v = NULL;
-  if (!ts_kf_string(kf, path, group, key, NULL, &v, error))
+  if (!read_raw(kf, path, group, key, has_default, def, what, &v, out, error))
     return FALSE;
-  if (v == NULL) {
-    if (has_default) {
-      *out = def;
-      return TRUE;
-    }
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
-                key, what);
-    return FALSE;
-  }
+  if (v == NULL)
+    return TRUE;
   double d;
   if (!ts_parse_double(v, &d) || !(d > lo) || d > hi) {
     g_autofree char *los = ts_dtostr(lo);
@@ -159,17 +173,10 @@ static gboolean read_rate(GKeyFile *kf, const char *path, const char *group, con
                           const char *what, double *out, GError **error)
 {
   g_autofree char *v = NULL;
-  if (!ts_kf_string(kf, path, group, key, NULL, &v, error))
+  if (!read_raw(kf, path, group, key, has_default, def, what, &v, out, error))
     return FALSE;
-  if (v == NULL) {
-    if (has_default) {
-      *out = def;
-      return TRUE;
-    }
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s: missing; expected %s", path, group,
-                key, what);
-    return FALSE;
-  }
+  if (v == NULL)
+    return TRUE;
   double d;
   if (!ts_parse_double(v, &d) || !((zero_ok && d == 0) || (d >= lo && d <= hi))) {
     g_autofree char *los = ts_dtostr(lo);
