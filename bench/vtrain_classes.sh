@@ -26,19 +26,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ./build/sim/trainsim validate --against data/published/vtrain/megatron-single.csv --format csv -j 2 \
   2>/dev/null >"$tmp/rows.csv"
-awk -v by="$by" '
-  # The CSVs quote the split, which holds commas: split a line into fields by hand.
-  function fields(line, f,    n, i, c, q, cur) {
-    n = 0; cur = ""; q = 0
-    for (i = 1; i <= length(line); i++) {
-      c = substr(line, i, 1)
-      if (c == "\"") q = !q
-      else if (c == "," && !q) { f[++n] = cur; cur = "" }
-      else cur = cur c
-    }
-    f[++n] = cur
-    return n
-  }
+awk -v by="$by" "$(cat bench/csv_fields.awk)"'
   function deg(s, ax) {
     if (match(s, "(^|,)" ax "=[0-9]+")) { s = substr(s, RSTART, RLENGTH); sub(/.*=/, "", s); return s + 0 }
     return 1

@@ -31,19 +31,7 @@ sed -e 's/,dgx-a100-1node,/,dgx-a100-1node.ini,/' -e "s|,models/|,$root/data/pub
   "$csv" >"$tmp/single.csv"
 "$ts" validate --against "$csv" --format csv -j 2 2>/dev/null >"$tmp/base.csv"
 (cd "$tmp" && "$ts" validate --against single.csv --format csv -j 2 2>/dev/null >device.csv)
-awk -v which="$which" '
-  # The CSV quotes the split, which holds commas: split a line into fields by hand.
-  function fields(line, f,    n, i, c, q, cur) {
-    n = 0; cur = ""; q = 0
-    for (i = 1; i <= length(line); i++) {
-      c = substr(line, i, 1)
-      if (c == "\"") q = !q
-      else if (c == "," && !q) { f[++n] = cur; cur = "" }
-      else cur = cur c
-    }
-    f[++n] = cur
-    return n
-  }
+awk -v which="$which" "$(cat bench/csv_fields.awk)"'
   function deg(s, ax) {
     if (match(s, ax "=[0-9]+")) return substr(s, RSTART + length(ax) + 1, RLENGTH - length(ax) - 1) + 0
     return 1
