@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,31 +99,36 @@ static const char *const shape_keys[] = {"m",
                                          "flash_eff",
                                          "split_accum"};
 
-static double *shape_field(ts_op_shape *sh, int i)
+/* Offsets of the fields named by shape_keys, in its order: a constant table, not an array of
+ * pointers built at every call (shape_hash and shape_equal read each field of every interned
+ * compute op). */
+static const size_t shape_off[] = {offsetof(ts_op_shape, m),
+                                   offsetof(ts_op_shape, n),
+                                   offsetof(ts_op_shape, k),
+                                   offsetof(ts_op_shape, batch),
+                                   offsetof(ts_op_shape, aq),
+                                   offsetof(ts_op_shape, akv),
+                                   offsetof(ts_op_shape, ad),
+                                   offsetof(ts_op_shape, abatch),
+                                   offsetof(ts_op_shape, attn_flops),
+                                   offsetof(ts_op_shape, scores_bytes),
+                                   offsetof(ts_op_shape, elem_bytes),
+                                   offsetof(ts_op_shape, epilogue_bytes),
+                                   offsetof(ts_op_shape, attn_speedup),
+                                   offsetof(ts_op_shape, causal),
+                                   offsetof(ts_op_shape, conv3x3),
+                                   offsetof(ts_op_shape, host_op_us),
+                                   offsetof(ts_op_shape, no_sync),
+                                   offsetof(ts_op_shape, chan_pad),
+                                   offsetof(ts_op_shape, host_sync),
+                                   offsetof(ts_op_shape, launch_blocking),
+                                   offsetof(ts_op_shape, flash_eff),
+                                   offsetof(ts_op_shape, split_accum)};
+G_STATIC_ASSERT(G_N_ELEMENTS(shape_off) == G_N_ELEMENTS(shape_keys));
+
+static inline double *shape_field(ts_op_shape *sh, int i)
 {
-  double *f[] = {&sh->m,
-                 &sh->n,
-                 &sh->k,
-                 &sh->batch,
-                 &sh->aq,
-                 &sh->akv,
-                 &sh->ad,
-                 &sh->abatch,
-                 &sh->attn_flops,
-                 &sh->scores_bytes,
-                 &sh->elem_bytes,
-                 &sh->epilogue_bytes,
-                 &sh->attn_speedup,
-                 &sh->causal,
-                 &sh->conv3x3,
-                 &sh->host_op_us,
-                 &sh->no_sync,
-                 &sh->chan_pad,
-                 &sh->host_sync,
-                 &sh->launch_blocking,
-                 &sh->flash_eff,
-                 &sh->split_accum};
-  return f[i];
+  return (double *)(void *)((char *)sh + shape_off[i]);
 }
 
 /* Shapes are interned by value: hash and compare field by field (padding is never read). Every
