@@ -1072,8 +1072,8 @@ Test(profile, collective_launch_is_given_apart)
 Test(profile, v100_fp32_convolutions_against_deepbench)
 {
   g_autoptr(ts_topo) t = load_profile("v100-sxm2-32gb");
-  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "deepbench",
-                                           "v100_conv_fp32.csv", NULL);
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "deepbench", "v100_conv_fp32.csv", NULL);
   g_autofree char *text = NULL;
   cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s", path);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
