@@ -581,7 +581,7 @@ Test(release, calibrate_against_refuses_absurd_step_times)
     cr_assert(g_file_set_contents(csv, text, -1, NULL));
     g_autofree char *a = g_strdup_printf("calibrate --against %s -o %s", csv, out);
     g_autofree char *want = g_strdup_printf(
-        "c.csv line 3 column measured_step_time_s: '%s': expected a step time in seconds in "
+        "c.csv:3: column measured_step_time_s: '%s': expected a step time in seconds in "
         "[1e-06, 1e+12]",
         v[i]);
     expect_input_error(a, want);
