@@ -93,6 +93,10 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "attn-kernel=cudnn runs on GPUs; expected a GPU chip");
   expect_input_error("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=2,dp=4,pp=8,pipe-engine=deepspeed",
                      "pipe-engine=deepspeed runs on GPUs; expected a GPU chip");
+  /* PyTorch AsyncTP on a TPU: 745.7 ms, costed as if it ran there (XLA's collective matmul
+   * 746.4 ms). */
+  expect_input_error("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s tp=8,dp=8,tp-overlap=async",
+                     "tp-overlap=async runs on GPUs; expected a GPU chip");
   /* Options asking for what is not there were silent no-ops (the same step and memory). */
   expect_input_error("run -t dgx-a100-1node -m gpt3-350m -b 64 --micro-batch 1 -s dp=8,fp8-cache",
                      "trainsim run: --split 'dp=8,fp8-cache': fp8-cache keeps FP8 weight copies "

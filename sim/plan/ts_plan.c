@@ -2589,13 +2589,16 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   }
   /* GPU software stacks on a systolic chip (a TPU runs XLA): DeepSpeed's engine and the CUDA
    * attention kernels (cuDNN's, FlashAttention's Triton and v1) do not run there. */
-  if (t->chip.systolic > 0 &&
-      (p->pipe_engine_ds || (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2))) {
+  /* ... nor PyTorch's AsyncTP (CUDA symmetric memory): tp-overlap=async was costed there. */
+  gboolean async_tp = p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC;
+  if (t->chip.systolic > 0 && (p->pipe_engine_ds || async_tp ||
+                               (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2))) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': %s runs on GPUs; expected a GPU chip (%s is a systolic array "
                 "programmed through XLA)",
                 s->text,
                 p->pipe_engine_ds                         ? "pipe-engine=deepspeed"
+                : async_tp                                ? "tp-overlap=async"
                 : p->attn_kernel == TS_ATTN_KERNEL_CUDNN  ? "attn-kernel=cudnn"
                 : p->attn_kernel == TS_ATTN_KERNEL_TRITON ? "attn-kernel=triton"
                                                           : "attn-kernel=fa1",
