@@ -319,7 +319,9 @@ Test(release, issue12_bad_inputs_are_refused)
   /* validate: the default array past 256 chips was NULL and the program segfaulted. */
   expect_input_error("validate -m validate-mlp -s dp=512", "512 chips");
   expect_input_error("validate -m validate-mlp -s dp=67", "67 chips");
-  expect_input_error("validate -m validate-mlp -s dp=2 --lr 1e308", "--lr");
+  /* The value as typed, not "1.0000000000000001e+308". */
+  expect_input_error("validate -m validate-mlp -s dp=2 --lr 1e308",
+                     "trainsim validate: --lr 1e+308: expected a learning rate in (0, 10]\n");
   /* A folder, FIFO or device as a model or topology is named as such. */
   g_autofree char *a1 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", dir);
   expect_input_error(a1, "is a directory");
