@@ -324,12 +324,13 @@ Test(release, issue12_bad_inputs_are_refused)
                      "trainsim validate: --lr 1e+308: expected a learning rate in (0, 10]\n");
   /* A folder, FIFO or device as a model or topology is named as such. */
   g_autofree char *a1 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", dir);
-  expect_input_error(a1, "is a directory");
-  expect_input_error("run -t /dev/zero -m bert-large -b 64", "is a device");
+  expect_input_error(a1, ": a directory; expected a regular file (models/NAME.ini)");
+  expect_input_error("run -t /dev/zero -m bert-large -b 64",
+                     "/dev/zero: a device; expected a regular file (topologies/NAME.ini)");
   g_autofree char *fifo = g_build_filename(dir, "fifo", NULL);
   cr_assert_eq(mkfifo(fifo, 0600), 0);
   g_autofree char *a2 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", fifo);
-  expect_input_error(a2, "is a FIFO");
+  expect_input_error(a2, ": a FIFO; expected a regular file");
   /* Options. */
   expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 512 --split ''", "--split ''");
   expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x+x,dp=8@y",

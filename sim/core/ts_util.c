@@ -591,7 +591,7 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
              : S_ISFIFO(st.st_mode)                       ? "a FIFO"
              : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                                                           : kind;
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: is %s; expected a regular file (%s/NAME.ini)",
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s; expected a regular file (%s/NAME.ini)",
                 name, kind, dir);
     return NULL;
   }
