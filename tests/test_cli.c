@@ -93,6 +93,18 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "attn-kernel=cudnn runs on GPUs; expected a GPU chip");
   expect_input_error("run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=2,dp=4,pp=8,pipe-engine=deepspeed",
                      "pipe-engine=deepspeed runs on GPUs; expected a GPU chip");
+  /* PyTorch AsyncTP on a TPU: 745.7 ms, costed as if it ran there (XLA's collective matmul
+   * 746.4 ms). */
+  expect_input_error("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s tp=8,dp=8,tp-overlap=async",
+                     "tp-overlap=async runs on GPUs; expected a GPU chip");
+  /* Options asking for what is not there were silent no-ops (the same step and memory). */
+  expect_input_error("run -t dgx-a100-1node -m gpt3-350m -b 64 --micro-batch 1 -s dp=8,fp8-cache",
+                     "trainsim run: --split 'dp=8,fp8-cache': fp8-cache keeps FP8 weight copies "
+                     "across micro-batches, but the GEMMs run in bf16; expected precision=fp8 "
+                     "with it (or no fp8-cache)\n");
+  expect_input_error("run -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,ps-placement=dedicated",
+                     "trainsim run: --split 'dp=8,ps-placement=dedicated': ps-placement=dedicated "
+                     "places parameter servers; expected ps=N with it (or no ps-placement)\n");
 }
 
 /* Framework options a dataset row names whatever the degrees are accepted where they change
@@ -115,6 +127,61 @@ Test(cli, noop_framework_option_gets_a_note)
   cr_assert_eq(c.status, 0, "%s", c.err);
   cr_assert_str_eq(c.err, "", "tp = 2: no note");
   run_free(&a), run_free(&b), run_free(&c);
+}
+
+/* More framework options that change nothing at their degrees or micro-batch count: a note,
+ * the step and memory of the split without them; where they act, no note. Each was silent
+ * (dp=32 gpt3-350m on 4 DGX H100, batch 256: fp8-cache 113.9 ms either way with one
+ * micro-batch; buckets=copy at dp = 1 the same 14.65 GB a chip). */
+Test(cli, more_noop_options_get_a_note)
+{
+  static const struct {
+    const char *args, *split, *same_as, *note;
+  } rows[] = {
+      {"-b 256", "dp=32,precision=fp8,fp8-cache", "dp=32,precision=fp8",
+       "fp8-cache has no effect with one micro-batch per step (each weight is cast once either "
+       "way)"},
+      {"-b 256", "dp=32,recompute=stage:except-last", "dp=32",
+       "recompute=stage:except-last recomputes nothing with one micro-batch per step (the last "
+       "one is kept)"},
+      {"-b 256 --micro-batch 2", "dp=32,schedule=interleaved", "dp=32",
+       "schedule=interleaved has no effect without pp (pp = 1: one chunk, 1F1B)"},
+      {"-b 256", "tp=8,pp=4,buckets=copy", "tp=8,pp=4",
+       "buckets=copy has no effect without dp or cp (dp = cp = 1: no gradient buckets)"},
+      {"-b 256", "dp=32,zero=2,buckets=copy", "dp=32,zero=2",
+       "buckets=copy has no effect with zero=2, zero=3 or offload (their reduce buckets hold the "
+       "gradients)"},
+      /* Where they act: no note, and the step or memory moves. */
+      {"-b 256 --micro-batch 2", "dp=32,precision=fp8,fp8-cache", "dp=32,precision=fp8", NULL},
+      {"-b 256 --micro-batch 2", "dp=32,recompute=stage:except-last", "dp=32", NULL},
+      {"-b 256", "dp=32,zero=1,buckets=copy", "dp=32,zero=1", NULL},
+      {"-b 256", "tp=8,cp=4,buckets=copy", "tp=8,cp=4", NULL},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(rows); i++) {
+    g_autofree char *ca = g_strdup_printf("run -t dgx-h100-4node -m gpt3-350m %s -s %s -f csv",
+                                          rows[i].args, rows[i].split);
+    g_autofree char *cb = g_strdup_printf("run -t dgx-h100-4node -m gpt3-350m %s -s %s -f csv",
+                                          rows[i].args, rows[i].same_as);
+    run_result a = run(ca), b = run(cb);
+    cr_assert_eq(a.status, 0, "%s: %s", ca, a.err);
+    cr_assert_eq(b.status, 0, "%s: %s", cb, b.err);
+    g_autofree char *step_a = csv_cell(a.out, 0, "step_time_s");
+    g_autofree char *step_b = csv_cell(b.out, 0, "step_time_s");
+    g_autofree char *mem_a = csv_cell(a.out, 0, "memory_per_chip_bytes");
+    g_autofree char *mem_b = csv_cell(b.out, 0, "memory_per_chip_bytes");
+    if (rows[i].note != NULL) {
+      g_autofree char *want =
+          g_strdup_printf("trainsim run: note: --split '%s': %s\n", rows[i].split, rows[i].note);
+      cr_assert_str_eq(a.err, want, "%s", ca);
+      cr_assert_str_eq(step_a, step_b, "%s: a no-op moved the step", ca);
+      cr_assert_str_eq(mem_a, mem_b, "%s: a no-op moved the memory", ca);
+    } else {
+      cr_assert_str_eq(a.err, "", "%s: acts, no note", ca);
+      cr_assert(strcmp(step_a, step_b) != 0 || strcmp(mem_a, mem_b) != 0, "%s: changed nothing",
+                ca);
+    }
+    run_free(&a), run_free(&b);
+  }
 }
 
 /* A command refused on its inputs leaves no folder behind that -o created, parents included

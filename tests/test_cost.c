@@ -956,12 +956,17 @@ Test(calibrate_against, bad_files_are_one_line_and_write_nothing)
       {"topology,model,split,global_batch,micro_batch\ndgx-a100-1node,gpt3-350m,dp=8,8,1\n",
        "no column measured_step_time_s"},
       {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8,1,abc\n",
-       "line 2 column measured_step_time_s: 'abc'"},
-      {CSV_HEAD "nope-topo,gpt3-350m,dp=8,8,1,1\n", "line 2 column topology"},
-      {CSV_HEAD "dgx-a100-1node,gpt3-350m,\"dp=8,zero=9\",8,1,1\n", "line 2 column split"},
-      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8\n", "line 2: 4 fields; expected 6"},
+       "m.csv:2: column measured_step_time_s: 'abc'"},
+      {CSV_HEAD "nope-topo,gpt3-350m,dp=8,8,1,1\n", "m.csv:2: column topology"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,\"dp=8,zero=9\",8,1,1\n", "m.csv:2: column split"},
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8\n", "m.csv:2: 4 fields; expected 6"},
       {CSV_HEAD "dgx-a100-1node,gpt3-350m,dp=8,8,1,1\ndgx-h100-4node,gpt3-350m,dp=32,32,1,1\n",
-       "line 3 column topology: chip 'NVIDIA H100 SXM5 80GB'"},
+       "m.csv:3: column topology: chip 'NVIDIA H100 SXM5 80GB'"},
+      /* Same "FILE:LINE: column X" form as validate --against and the trace/INI readers. */
+      {CSV_HEAD "dgx-a100-1node,gpt3-350m,\"dp=8,8,1,1\n",
+       "m.csv:2: unterminated quote; expected a closing quote"},
+      {"topology,model,split,global_batch,micro_batch\ndgx-a100-1node,gpt3-350m,dp=8,8,1\n",
+       "m.csv:1: no column measured_step_time_s"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *csv = write_csv(dir, "m.csv", cases[i].text);

@@ -319,15 +319,18 @@ Test(release, issue12_bad_inputs_are_refused)
   /* validate: the default array past 256 chips was NULL and the program segfaulted. */
   expect_input_error("validate -m validate-mlp -s dp=512", "512 chips");
   expect_input_error("validate -m validate-mlp -s dp=67", "67 chips");
-  expect_input_error("validate -m validate-mlp -s dp=2 --lr 1e308", "--lr");
+  /* The value as typed, not "1.0000000000000001e+308". */
+  expect_input_error("validate -m validate-mlp -s dp=2 --lr 1e308",
+                     "trainsim validate: --lr 1e+308: expected a learning rate in (0, 10]\n");
   /* A folder, FIFO or device as a model or topology is named as such. */
   g_autofree char *a1 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", dir);
-  expect_input_error(a1, "is a directory");
-  expect_input_error("run -t /dev/zero -m bert-large -b 64", "is a device");
+  expect_input_error(a1, ": a directory; expected a regular file (models/NAME.ini)");
+  expect_input_error("run -t /dev/zero -m bert-large -b 64",
+                     "/dev/zero: a device; expected a regular file (topologies/NAME.ini)");
   g_autofree char *fifo = g_build_filename(dir, "fifo", NULL);
   cr_assert_eq(mkfifo(fifo, 0600), 0);
   g_autofree char *a2 = g_strdup_printf("run -t tpu-v3-8x8 -m %s -b 64", fifo);
-  expect_input_error(a2, "is a FIFO");
+  expect_input_error(a2, ": a FIFO; expected a regular file");
   /* Options. */
   expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 512 --split ''", "--split ''");
   expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 512 -s tp=8@x+x,dp=8@y",
@@ -581,7 +584,7 @@ Test(release, calibrate_against_refuses_absurd_step_times)
     cr_assert(g_file_set_contents(csv, text, -1, NULL));
     g_autofree char *a = g_strdup_printf("calibrate --against %s -o %s", csv, out);
     g_autofree char *want = g_strdup_printf(
-        "c.csv line 3 column measured_step_time_s: '%s': expected a step time in seconds in "
+        "c.csv:3: column measured_step_time_s: '%s': expected a step time in seconds in "
         "[1e-06, 1e+12]",
         v[i]);
     expect_input_error(a, want);

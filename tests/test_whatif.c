@@ -292,7 +292,7 @@ Test(check, bad_scenarios_exit_2_and_update_changes_nothing)
        "[a] split='dp=63': uses 63 chips"},
       {"[a]\ntopology = tpu-v3-8x8\nmodel = bert-large\nsplit = dp=64\nglobal_batch = 512\n"
        "tolerance_pct = 1\n[a]\nstep_time_s = 1\n",
-       "line 7: [a] given again"},
+       "bad.ini:7: [a] given again"},
       {"# nothing\n", "no scenarios"},
       {"[a\n", "bad.ini:1: '[a': expected a [group] line"},
   };

@@ -99,7 +99,7 @@ static gboolean row_error(GError **error, const char *file, int line, const char
   va_start(ap, fmt);
   g_autofree char *msg = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s line %d column %s: %s", file, line, col, msg);
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s:%d: column %s: %s", file, line, col, msg);
   return FALSE;
 }
 
@@ -195,7 +195,8 @@ static GArray *read_rows(const char *file, GError **error)
       continue;
     g_autoptr(GPtrArray) f = g_ptr_array_new_with_free_func(g_free);
     if (!csv_fields(l, f)) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s line %d: unterminated quote", file, i + 1);
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s:%d: unterminated quote; expected a closing quote", file, i + 1);
       g_array_unref(rows);
       return NULL;
     }
@@ -209,7 +210,7 @@ static GArray *read_rows(const char *file, GError **error)
             col[c] = (int)k;
         if (col[c] < 0 && col_required[c]) {
           g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                      "%s line %d: no column %s; expected a header with topology, model, split, "
+                      "%s:%d: no column %s; expected a header with topology, model, split, "
                       "global_batch, micro_batch, measured_step_time_s (optional: "
                       "collective_algorithm, bucket_MiB, set)",
                       file, i + 1, col_names[c]);
@@ -220,8 +221,8 @@ static GArray *read_rows(const char *file, GError **error)
       continue;
     }
     if ((int)f->len != ncols) {
-      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "%s line %d: %u fields; expected %d as the header", file, i + 1, f->len, ncols);
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s:%d: %u fields; expected %d as the header",
+                  file, i + 1, f->len, ncols);
       g_array_unref(rows);
       return NULL;
     }

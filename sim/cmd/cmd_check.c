@@ -223,8 +223,8 @@ static gboolean unique_groups(const char *path, const char *text, GError **error
       continue;
     if (g_hash_table_contains(seen, g)) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                  "%s: line %d: [%s] given again (first at line %d); expected each scenario once",
-                  path, l + 1, g, GPOINTER_TO_INT(g_hash_table_lookup(seen, g)));
+                  "%s:%d: [%s] given again (first at line %d); expected each scenario once", path,
+                  l + 1, g, GPOINTER_TO_INT(g_hash_table_lookup(seen, g)));
       g_free(g);
       return FALSE;
     }

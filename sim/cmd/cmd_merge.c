@@ -202,8 +202,8 @@ int ts_cmd_merge(int argc, char **argv)
       csv_row r = {g_ascii_strtoll(line, &end, 10), line};
       if (end == line || *end != ',') {
         g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                    "%s: line %d: expected a row starting with its configuration index",
-                    s->csv_path, nrows + 2);
+                    "%s:%d: expected a row starting with its configuration index", s->csv_path,
+                    nrows + 2);
         status = ts_cmd_fail("merge", err);
         break;
       }

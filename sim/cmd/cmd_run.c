@@ -166,7 +166,8 @@ int ts_cmd_run(int argc, char **argv)
       if (!ok && !(defaults && err->code == TS_ERROR_INVALID))
         break;
       /* Said, not refused: a framework option a dataset row names whatever the degrees. */
-      g_autofree char *noop = ok ? ts_split_noop_options(sp) : NULL;
+      g_autofree char *noop =
+          ok ? ts_split_noop_options(sp, res.dp_degree, res.micro_batches) : NULL;
       if (noop != NULL)
         fprintf(stderr, "trainsim run: note: --split '%s': %s\n", text, noop);
     }

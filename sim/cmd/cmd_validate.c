@@ -356,8 +356,8 @@ int ts_cmd_validate(int argc, char **argv)
   }
   o.optimizer = opt_name && strcmp(opt_name, "adam") == 0 ? TS_VALIDATE_ADAM : TS_VALIDATE_SGD;
   /* One option per message (one line naming the option, its value and the range). */
-  g_autofree char *bb = ts_dtostr(o.bucket_bytes), *lrs = ts_dtostr(o.lr),
-                  *tol = ts_dtostr(tolerance);
+  g_autofree char *bb = ts_dtostr_short(o.bucket_bytes), *lrs = ts_dtostr_short(o.lr),
+                  *tol = ts_dtostr_short(tolerance);
   if (steps < 1 || steps > 1000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--steps %" G_GINT64_FORMAT ": expected a number of steps in [1, 1000]", steps);
@@ -384,7 +384,7 @@ int ts_cmd_validate(int argc, char **argv)
   /* A learning rate past 10 makes the weights overflow in a step or two: the comparison then
    * fails on infinities (exit 1), which reads as a broken split. Refuse it as input. */
   if (!(o.lr <= 10.0)) {
-    g_autofree char *lr = ts_dtostr(o.lr);
+    g_autofree char *lr = ts_dtostr_short(o.lr);
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--lr %s: expected a learning rate in (0, 10]", lr);
     return ts_cmd_fail("validate", err);
   }

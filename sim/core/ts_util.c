@@ -284,8 +284,6 @@ GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError 
   return g_steal_pointer(&kf);
 }
 
-static char *short_dtostr(double v);
-
 gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const char *key,
                       gboolean has_default, double def, double lo, double hi, const char *what,
                       double *out, GError **error)
@@ -302,8 +300,8 @@ gboolean ts_kf_double(GKeyFile *kf, const char *path, const char *group, const c
   }
   double d;
   if (!ts_parse_double(v, &d) || d < lo || d > hi) {
-    g_autofree char *los = short_dtostr(lo);
-    g_autofree char *his = short_dtostr(hi);
+    g_autofree char *los = ts_dtostr_short(lo);
+    g_autofree char *his = ts_dtostr_short(hi);
     /* Many callers' texts already state their range ("..., in (0, 1048576]"): say it once. */
     gboolean has_range = strstr(what, " in [") != NULL || strstr(what, " in (") != NULL;
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [%s] %s='%s': expected %s%s%s%s%s%s", path,
@@ -382,7 +380,7 @@ gboolean ts_kf_check_keys(GKeyFile *kf, const char *path, const char *group,
 
 /* The shortest of %.15g and %.17g that reads back as v: "1e-15", not "1.0000000000000001e-15",
  * for the bounds an error message quotes. */
-static char *short_dtostr(double v)
+char *ts_dtostr_short(double v)
 {
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_formatd(buf, sizeof buf, "%.15g", v);
@@ -593,7 +591,7 @@ char *ts_resolve_data_file(const char *name, const char *dir, GError **error)
              : S_ISFIFO(st.st_mode)                       ? "a FIFO"
              : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                                                           : kind;
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: is %s; expected a regular file (%s/NAME.ini)",
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s; expected a regular file (%s/NAME.ini)",
                 name, kind, dir);
     return NULL;
   }

@@ -77,6 +77,9 @@ gboolean ts_parse_int(const char *text, gint64 lo, gint64 hi, gint64 *out);
 
 /** Formats a double so it reads back exactly (locale-independent, "%.17g"). Caller frees. */
 char *ts_dtostr(double v);
+/** The shortest of "%.15g" and "%.17g" that reads back exactly, for a value an error message
+ * quotes ("1e+300", not "1.0000000000000001e+300"). Caller frees. */
+char *ts_dtostr_short(double v);
 
 /** Appends a double in %.*g, locale independent, to s. */
 void ts_append_g(GString *s, int digits, double v);

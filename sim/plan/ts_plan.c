@@ -2490,6 +2490,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, ts_attn_kernel_name(p->attn_kernel), t->chip.name);
     return NULL;
   }
+  if (p->fp8_cache && p->precision != TS_PRECISION_FP8) {
+    /* Transformer Engine's FP8 weight cache: there is no FP8 copy of a weight to keep. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': fp8-cache keeps FP8 weight copies across micro-batches, but the "
+                "GEMMs run in %s; expected precision=fp8 with it (or no fp8-cache)",
+                s->text, ts_precision_name((ts_precision)p->precision));
+    return NULL;
+  }
   if (p->precision == TS_PRECISION_FP8 && !(t->chip.peak_flops_fp8 > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [chip] peak_tflops_fp8: missing; --split '%s' asks for precision=fp8, which "
@@ -2581,13 +2589,16 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   }
   /* GPU software stacks on a systolic chip (a TPU runs XLA): DeepSpeed's engine and the CUDA
    * attention kernels (cuDNN's, FlashAttention's Triton and v1) do not run there. */
-  if (t->chip.systolic > 0 &&
-      (p->pipe_engine_ds || (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2))) {
+  /* ... nor PyTorch's AsyncTP (CUDA symmetric memory): tp-overlap=async was costed there. */
+  gboolean async_tp = p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC;
+  if (t->chip.systolic > 0 && (p->pipe_engine_ds || async_tp ||
+                               (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2))) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': %s runs on GPUs; expected a GPU chip (%s is a systolic array "
                 "programmed through XLA)",
                 s->text,
                 p->pipe_engine_ds                         ? "pipe-engine=deepspeed"
+                : async_tp                                ? "tp-overlap=async"
                 : p->attn_kernel == TS_ATTN_KERNEL_CUDNN  ? "attn-kernel=cudnn"
                 : p->attn_kernel == TS_ATTN_KERNEL_TRITON ? "attn-kernel=triton"
                                                           : "attn-kernel=fa1",
@@ -2676,6 +2687,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': offload=%s runs the optimizer on the host CPU; topology %s has no "
                 "[host] cpu_tflops",
                 s->text, ts_offload_name(p->offload), t->path ? t->path : t->name);
+    return NULL;
+  }
+  if (p->ps == 0 && p->ps_placement == TS_PS_DEDICATED) {
+    /* Hosts of their own for servers that are not there: asks for another configuration. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': ps-placement=dedicated places parameter servers; expected ps=N "
+                "with it (or no ps-placement)",
+                s->text);
     return NULL;
   }
   if (p->ps > 0 && p->ps_placement == TS_PS_DEDICATED && t->chip.host_flops <= 0) {

@@ -156,11 +156,13 @@ ts_split *ts_split_parse(const char *text, GError **error);
 void ts_split_free(ts_split *s);
 /**
  * The framework options of a split that change nothing at its degrees (tp-grad=serial without
- * tp, p2p=blocking without pp), as one text for a note, or NULL. They are accepted (a dataset
- * names its framework once for every row) where options asking for another configuration (sp,
- * tp-overlap without tp) are refused. Caller frees.
+ * tp, p2p=blocking or schedule=interleaved without pp, buckets=copy at dp (the resolved
+ * replicas) = 1, fp8-cache or recompute=stage:except-last with micro_batches = 1), as one text
+ * for a note, or NULL. They are accepted (a dataset names its framework once for every row)
+ * where options asking for another configuration (sp, tp-overlap without tp, fp8-cache without
+ * precision=fp8) are refused. Caller frees.
  */
-char *ts_split_noop_options(const ts_split *s);
+char *ts_split_noop_options(const ts_split *s, int dp, gint64 micro_batches);
 
 /**
  * Resolves degrees (an unstated dp takes the chips left) and places every axis on the array:

@@ -49,14 +49,35 @@ static void rule_free(gpointer p)
   g_free(r);
 }
 
-char *ts_split_noop_options(const ts_split *s)
+/* One more "; "-separated piece of a note. */
+static void noop_add(GString *n, const char *what)
+{
+  g_string_append_printf(n, "%s%s", n->len ? "; " : "", what);
+}
+
+char *ts_split_noop_options(const ts_split *s, int dp, gint64 micro_batches)
 {
   GString *n = g_string_new(NULL);
   if (s->tp_grad_serial && s->degree[TS_AX_TP] <= 1)
-    g_string_append(n, "tp-grad=serial has no effect without tp (tp = 1)");
+    noop_add(n, "tp-grad=serial has no effect without tp (tp = 1)");
   if (s->p2p_blocking && s->degree[TS_AX_PP] <= 1)
-    g_string_append_printf(n, "%sp2p=blocking has no effect without pp (pp = 1)",
-                           n->len ? "; " : "");
+    noop_add(n, "p2p=blocking has no effect without pp (pp = 1)");
+  if (s->schedule == TS_SCHED_INTERLEAVED && s->degree[TS_AX_PP] <= 1)
+    noop_add(n, "schedule=interleaved has no effect without pp (pp = 1: one chunk, 1F1B)");
+  /* Gradients are summed over dp x cp ranks; ZeRO-2/3 and offload reduce through buckets of
+   * their own (ts_plan_bucket_bytes). */
+  if (s->bucket_copy && dp * MAX(s->degree[TS_AX_CP], 1) <= 1)
+    noop_add(n, "buckets=copy has no effect without dp or cp (dp = cp = 1: no gradient "
+                "buckets)");
+  else if (s->bucket_copy && (s->zero >= 2 || s->offload != TS_OFFLOAD_NONE))
+    noop_add(n, "buckets=copy has no effect with zero=2, zero=3 or offload (their reduce "
+                "buckets hold the gradients)");
+  if (s->fp8_cache && micro_batches <= 1)
+    noop_add(n, "fp8-cache has no effect with one micro-batch per step (each weight is cast "
+                "once either way)");
+  if (s->recompute_keep_last && micro_batches <= 1)
+    noop_add(n, "recompute=stage:except-last recomputes nothing with one micro-batch per step "
+                "(the last one is kept)");
   return n->len ? g_string_free(n, FALSE) : (g_string_free(n, TRUE), NULL);
 }
 
