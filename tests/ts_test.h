@@ -116,19 +116,28 @@ static inline char *csv_cell(const char *csv, int row, const char *col)
 }
 
 #ifdef TS_PLAN_H
-/** The plan of split on model m and topology t (batch, micro-batch; other options default); the
- * test fails if the split does not parse or plan. For binaries that include ts_plan.h first. */
-static inline ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split,
-                                 gint64 batch, gint64 micro)
+/** Split planned on model m and topology t (batch, micro-batch; other options default): the
+ * plan, or NULL with *err set; the test fails if the split does not parse. For binaries that
+ * include ts_plan.h first (make_plan and plan_refusal below). */
+static inline ts_plan *plan_attempt(const ts_model *m, const ts_topo *t, const char *split,
+                                    gint64 batch, gint64 micro, GError **err)
 {
-  g_autoptr(GError) err = NULL;
-  g_autoptr(ts_split) s = ts_split_parse(split, &err);
-  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
+  g_autoptr(ts_split) s = ts_split_parse(split, err);
+  cr_assert_not_null(s, "%s: %s", split, *err ? (*err)->message : "");
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = batch;
   po.micro_batch = micro;
-  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  return ts_plan_new(m, t, s, &po, err);
+}
+
+/** The plan of split on model m and topology t (batch, micro-batch; other options default); the
+ * test fails if the split does not parse or plan. */
+static inline ts_plan *make_plan(const ts_model *m, const ts_topo *t, const char *split,
+                                 gint64 batch, gint64 micro)
+{
+  g_autoptr(GError) err = NULL;
+  ts_plan *p = plan_attempt(m, t, split, batch, micro, &err);
   cr_assert_not_null(p, "%s: %s", split, err ? err->message : "");
   return p;
 }
@@ -139,13 +148,7 @@ static inline GError *plan_refusal(const ts_model *m, const ts_topo *t, const ch
                                    gint64 batch, gint64 micro)
 {
   GError *err = NULL;
-  g_autoptr(ts_split) s = ts_split_parse(split, &err);
-  cr_assert_not_null(s, "%s: %s", split, err ? err->message : "");
-  ts_plan_options po;
-  ts_plan_options_default(&po);
-  po.global_batch = batch;
-  po.micro_batch = micro;
-  ts_plan *p = ts_plan_new(m, t, s, &po, &err);
+  ts_plan *p = plan_attempt(m, t, split, batch, micro, &err);
   cr_assert_null(p, "%s: planned, expected a refusal", split);
   cr_assert_not_null(err, "%s: refused without an error", split);
   return err;

@@ -164,6 +164,18 @@ static gboolean read_number(GKeyFile *kf, const char *path, const char *group, c
   return TRUE;
 }
 
+/* An optional latency key in microseconds, [0, TOPO_MAX_LATENCY] (0 when missing), stored in
+ * seconds. */
+static gboolean read_us(GKeyFile *kf, const char *path, const char *group, const char *key,
+                        const char *what, double *seconds, GError **error)
+{
+  double us;
+  if (!read_number(kf, path, group, key, TRUE, 0.0, 0, FALSE, TOPO_MAX_LATENCY, what, &us, error))
+    return FALSE;
+  *seconds = us * US;
+  return TRUE;
+}
+
 /*
  * A rate or a fraction: a value in [lo, hi], or 0 when zero_ok (the key's "none"). Missing key:
  * def when has_default, else an error.
@@ -437,11 +449,9 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                  TOPO_MAX_RATE, "a rate in GB/s (0 = no local cost)", &d->nccl_local_Bps, error))
     return FALSE;
   d->nccl_local_Bps *= GB;
-  if (!read_number(kf, path, group, "nccl_ll_channel_latency_us", TRUE, 0.0, 0, FALSE,
-                   TOPO_MAX_LATENCY, "a latency per LL channel in microseconds (0 = none)",
-                   &d->nccl_ll_channel_s, error))
+  if (!read_us(kf, path, group, "nccl_ll_channel_latency_us",
+               "a latency per LL channel in microseconds (0 = none)", &d->nccl_ll_channel_s, error))
     return FALSE;
-  d->nccl_ll_channel_s *= US;
   if (!read_rate(kf, path, group, "nccl_tree_bandwidth_GBps", TRUE, 0.0, TRUE, TOPO_MIN_RATE,
                  TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;
@@ -456,15 +466,12 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                  "a channel count (0 = the fitted costs choose)", &model_ch, error))
     return FALSE;
   d->nccl_model_channels = (int)model_ch;
-  if (!read_number(kf, path, group, "nccl_net_overhead_us", TRUE, 0.0, 0, FALSE, TOPO_MAX_LATENCY,
-                   "a latency in microseconds (0 = NCCL's 1 us)", &d->nccl_net_overhead_s, error))
+  if (!read_us(kf, path, group, "nccl_net_overhead_us",
+               "a latency in microseconds (0 = NCCL's 1 us)", &d->nccl_net_overhead_s, error) ||
+      !read_us(kf, path, group, "nccl_node_hop_latency_us",
+               "a per-hop latency in microseconds (0 = the node's own)", &d->nccl_node_hop_s,
+               error))
     return FALSE;
-  d->nccl_net_overhead_s *= US;
-  if (!read_number(kf, path, group, "nccl_node_hop_latency_us", TRUE, 0.0, 0, FALSE,
-                   TOPO_MAX_LATENCY, "a per-hop latency in microseconds (0 = the node's own)",
-                   &d->nccl_node_hop_s, error))
-    return FALSE;
-  d->nccl_node_hop_s *= US;
   if (d->nccl_node_hop_s > 0 && chips_before <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] nccl_node_hop_latency_us: expected a dimension after the first (the "
