@@ -60,6 +60,17 @@ char *ts_split_noop_options(const ts_split *s, int dp, gint64 micro_batches)
   GString *n = g_string_new(NULL);
   if (s->tp_grad_serial && s->degree[TS_AX_TP] <= 1)
     noop_add(n, "tp-grad=serial has no effect without tp (tp = 1)");
+  /* A rule making layers data-parallel over the tp axis: with no tp axis there is nothing to
+   * re-purpose (the rules are checked to match a layer when the split is planned). */
+  for (guint i = 0; s->rules != NULL && i < s->rules->len && s->degree[TS_AX_TP] <= 1; i++) {
+    const ts_layer_rule *r = g_ptr_array_index(s->rules, i);
+    if (r->mode != TS_LAYER_MODE_DP)
+      continue;
+    g_autofree char *what = g_strdup_printf(
+        "%s%s=dp has no effect without tp (tp = 1: every layer is data-parallel already)",
+        r->by_kind ? "kind:" : "name:", r->by_kind ? ts_layer_kind_name(r->kind) : r->glob);
+    noop_add(n, what);
+  }
   if (s->p2p_blocking && s->degree[TS_AX_PP] <= 1)
     noop_add(n, "p2p=blocking has no effect without pp (pp = 1)");
   if (s->schedule == TS_SCHED_INTERLEAVED && s->degree[TS_AX_PP] <= 1)
