@@ -97,6 +97,23 @@ Test(cli, bad_inputs_exit_2_with_one_line)
    * 746.4 ms). */
   expect_input_error("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s tp=8,dp=8,tp-overlap=async",
                      "tp-overlap=async runs on GPUs; expected a GPU chip");
+  /* PyTorch and Megatron options on a TPU were costed as if XLA ran them: kernels=eager 738.5
+   * ms against 730.9 fused, loss=eager 747.4 ms and 14.31 GB against 13.48 GB, load=sync and
+   * tp-grad=serial the same step (gpt3-350m tp=2,dp=32 on tpu-v3-8x8, batch 256). */
+  static const char *const gpu_only[] = {"kernels=eager", "kernels=eager-fused-rmsnorm",
+                                         "loss=eager",    "buckets=copy",
+                                         "tp-grad=serial", "load=sync"};
+  for (size_t i = 0; i < G_N_ELEMENTS(gpu_only); i++) {
+    g_autofree char *args =
+        g_strdup_printf("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s tp=2,dp=32,%s", gpu_only[i]);
+    g_autofree char *want = g_strdup_printf(
+        "trainsim run: --split 'tp=2,dp=32,%s': %s runs on GPUs; expected a GPU chip (TPU v3 is "
+        "a systolic array programmed through XLA)\n",
+        gpu_only[i], gpu_only[i]);
+    expect_input_error(args, want);
+  }
+  expect_input_error("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s dp=64,zero=3,fsdp2",
+                     "fsdp2 runs on GPUs; expected a GPU chip");
   /* Options asking for what is not there were silent no-ops (the same step and memory). */
   expect_input_error("run -t dgx-a100-1node -m gpt3-350m -b 64 --micro-batch 1 -s dp=8,fp8-cache",
                      "trainsim run: --split 'dp=8,fp8-cache': fp8-cache keeps FP8 weight copies "
@@ -148,6 +165,11 @@ Test(cli, more_noop_options_get_a_note)
        "schedule=interleaved has no effect without pp (pp = 1: one chunk, 1F1B)"},
       {"-b 256", "tp=8,pp=4,buckets=copy", "tp=8,pp=4",
        "buckets=copy has no effect without dp or cp (dp = cp = 1: no gradient buckets)"},
+      {"-b 256", "dp=32,kind:attention=dp", "dp=32",
+       "kind:attention=dp has no effect without tp (tp = 1: every layer is data-parallel "
+       "already)"},
+      {"-b 256", "dp=32,name:*=dp,kind:dense=tp", "dp=32",
+       "name:*=dp has no effect without tp (tp = 1: every layer is data-parallel already)"},
       {"-b 256", "dp=32,zero=2,buckets=copy", "dp=32,zero=2",
        "buckets=copy has no effect with zero=2, zero=3 or offload (their reduce buckets hold the "
        "gradients)"},
@@ -156,6 +178,7 @@ Test(cli, more_noop_options_get_a_note)
       {"-b 256 --micro-batch 2", "dp=32,recompute=stage:except-last", "dp=32", NULL},
       {"-b 256", "dp=32,zero=1,buckets=copy", "dp=32,zero=1", NULL},
       {"-b 256", "tp=8,cp=4,buckets=copy", "tp=8,cp=4", NULL},
+      {"-b 256", "tp=8,dp=4,kind:attention=dp", "tp=8,dp=4", NULL},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(rows); i++) {
     g_autofree char *ca = g_strdup_printf("run -t dgx-h100-4node -m gpt3-350m %s -s %s -f csv",

@@ -2447,6 +2447,36 @@ static gboolean layer_matches(const ts_layer_rule *r, const ts_layer *l)
   return r->by_kind ? l->kind == r->kind : g_pattern_match_simple(r->glob, l->name);
 }
 
+/* The first option of the split that only a GPU software stack runs, as written, or NULL:
+ * DeepSpeed's pipeline engine, PyTorch's AsyncTP (CUDA symmetric memory), the CUDA attention
+ * kernels other than FlashAttention 2's algorithm (which XLA's fused attention stands for),
+ * uncompiled PyTorch (eager kernels, the eager loss), DDP's bucket copies, FSDP2's allocation,
+ * Megatron-DeepSpeed's serial input-gradient all-reduce and Megatron's synchronous batch
+ * broadcast. On a TPU every program is compiled by XLA, whose fusions and collectives these
+ * options would replace. */
+static char *gpu_only_option(const ts_split *s, const ts_plan *p)
+{
+  if (p->pipe_engine_ds)
+    return g_strdup("pipe-engine=deepspeed");
+  if (p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
+    return g_strdup("tp-overlap=async");
+  if (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2)
+    return g_strdup_printf("attn-kernel=%s", ts_attn_kernel_name(p->attn_kernel));
+  if (s->kernels > 0 && s->kernels != 1 + TS_KERNELS_FUSED)
+    return g_strdup_printf("kernels=%s", ts_kernels_mode_name(s->kernels - 1));
+  if (s->loss == 1 + TS_LOSS_EAGER)
+    return g_strdup("loss=eager");
+  if (s->bucket_copy)
+    return g_strdup("buckets=copy");
+  if (s->fsdp2)
+    return g_strdup("fsdp2");
+  if (s->tp_grad_serial)
+    return g_strdup("tp-grad=serial");
+  if (s->load_sync)
+    return g_strdup("load=sync");
+  return NULL;
+}
+
 ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                      const ts_plan_options *o, GError **error)
 {
@@ -2587,22 +2617,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, ts_attn_kernel_name(p->attn_kernel), m->path ? m->path : m->name);
     return NULL;
   }
-  /* GPU software stacks on a systolic chip (a TPU runs XLA): DeepSpeed's engine and the CUDA
-   * attention kernels (cuDNN's, FlashAttention's Triton and v1) do not run there. */
-  /* ... nor PyTorch's AsyncTP (CUDA symmetric memory): tp-overlap=async was costed there. */
-  gboolean async_tp = p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC;
-  if (t->chip.systolic > 0 && (p->pipe_engine_ds || async_tp ||
-                               (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2))) {
+  /* GPU software stacks on a systolic chip (a TPU runs XLA): each was accepted and costed as
+   * if it ran there (docs/splits.md, "Options on a TPU"). */
+  g_autofree char *gpu_only = t->chip.systolic > 0 ? gpu_only_option(s, p) : NULL;
+  if (gpu_only != NULL) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': %s runs on GPUs; expected a GPU chip (%s is a systolic array "
                 "programmed through XLA)",
-                s->text,
-                p->pipe_engine_ds                         ? "pipe-engine=deepspeed"
-                : async_tp                                ? "tp-overlap=async"
-                : p->attn_kernel == TS_ATTN_KERNEL_CUDNN  ? "attn-kernel=cudnn"
-                : p->attn_kernel == TS_ATTN_KERNEL_TRITON ? "attn-kernel=triton"
-                                                          : "attn-kernel=fa1",
-                t->chip.name);
+                s->text, gpu_only, t->chip.name);
     return NULL;
   }
   if (p->launch_blocking && !(t->chip.kernel_launch_s > 0)) {
