@@ -305,7 +305,7 @@ static const shipped SHIPPED[] = {
      {{"node", 8, TS_SHAPE_SWITCH, H100_NVLINK_BPS, 0.7e-6},
       {"net", 4, TS_SHAPE_SWITCH, 50e9, 3e-6}},
      989e12,
-     131 * GIB,
+     131.3 * GIB,
      4800e9,
      0},
     {"dgx-b200-4node",
@@ -322,7 +322,7 @@ static const shipped SHIPPED[] = {
      2,
      {{"nvl", 72, TS_SHAPE_SWITCH, 900e9, 1e-6}, {"net", 8, TS_SHAPE_SWITCH, 100e9, 3e-6}},
      2500e12,
-     173 * GIB,
+     173.2 * GIB,
      8000e9,
      0},
 };
@@ -359,7 +359,9 @@ static void check_shipped(const shipped *e)
   cr_assert(host == e->host_link_bw_Bps || fabs(host - e->host_link_bw_Bps) <= REL_TOL * host,
             "%s: host link %.17g", e->file, host);
   double eff = t->chip.compute_efficiency;
-  cr_assert(eff > 0 && eff <= 1, "%s: compute efficiency %g", e->file, eff);
+  /* No shipped machine defaults to the raw datasheet peak (issue 10): the H200, B200 and GB200
+   * files carried compute_efficiency 1.0 inline, marked calibrated, until December 2026. */
+  cr_assert(eff > 0 && eff < 1, "%s: compute efficiency %g", e->file, eff);
   if (g_str_has_prefix(e->file, "dgx-a100-"))
     assert_close(eff, A100_COMPUTE_EFF, "DGX A100 compute_efficiency (fitted)");
   cr_assert_str_eq(t->path + strlen(t->path) - strlen(".ini"), ".ini");
