@@ -176,6 +176,42 @@ Test(cost, tpu_pads_to_the_systolic_array)
   cr_assert(close_to(e, 1.0), "no tile model: %.17g", e);
 }
 
+/* A TPU's causal attention core is the Pallas kernel XLA runs (blocks of 512 keys): it skips the
+ * key blocks wholly above the diagonal, (1 + 512 / S) / 2 of the scores, each block at the
+ * array's padded shape (a head of 128 on a 256-wide MXU: half rate). A non-causal core, and a
+ * GPU's unfused one, cost the whole S x S. */
+Test(cost, tpu_causal_core_skips_blocks_above_the_diagonal)
+{
+  ts_chip c = {0};
+  c.peak_flops = 918e12;
+  c.compute_efficiency = 0.5;
+  c.systolic = 256;
+  const double S = 4096, d = 128, heads = 8;
+  double core = 4.0 * S * S * d * heads;
+  ts_op_shape s = {
+      .oclass = TS_OPC_FLASH, .aq = S, .akv = S, .ad = d, .abatch = heads, .attn_flops = core};
+  double full = ts_cost_device(&c, core, 0, &s);
+  cr_assert(close_to(full, core / (918e12 * 0.5 * 0.5)), "non-causal %.17g", full);
+  s.causal = 1;
+  double causal = ts_cost_device(&c, core, 0, &s);
+  double frac = 0.5 * (1.0 + 512.0 / S);
+  cr_assert(close_to(causal, frac * full), "causal %.17g, expected %.4f x %.17g", causal, frac,
+            full);
+  /* Shorter than a block: every score is computed. */
+  s.aq = s.akv = 256;
+  double one = ts_cost_device(&c, core, 0, &s);
+  s.causal = 0;
+  cr_assert(close_to(one, ts_cost_device(&c, core, 0, &s)), "one block: the whole core");
+  /* A GPU without a fused-core rate keeps the whole S x S (the planner marks it causal only
+   * where flash_efficiency is given). */
+  ts_chip g = gpu();
+  ts_op_shape a = {
+      .oclass = TS_OPC_ATTENTION, .aq = S, .akv = S, .ad = d, .abatch = heads, .attn_flops = core};
+  double ga = ts_cost_device(&g, core, 0, &a);
+  a.causal = 1;
+  cr_assert(close_to(ga, ts_cost_device(&g, core, 0, &a)), "GPU unfused core unchanged");
+}
+
 Test(cost, op_classes_closed_forms)
 {
   ts_chip c = gpu();

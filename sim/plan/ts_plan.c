@@ -1077,7 +1077,10 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     double div = e->pdiv > 1 ? e->pdiv : 1.0, rows = e->pdiv > 1 ? 1.0 : e->cdiv;
     s->oclass = unfused_attention(p, l) ? TS_OPC_ATTENTION : TS_OPC_FLASH;
     /* Written only where it changes the cost (a fused-attention rate for the kernel). */
-    s->causal = l->causal && attn_kernel_rate(&p->topo->chip, p->attn_kernel) > 0 ? 1.0 : 0.0;
+    s->causal = l->causal && (attn_kernel_rate(&p->topo->chip, p->attn_kernel) > 0 ||
+                              (p->topo->chip.systolic > 0 && s->oclass == TS_OPC_FLASH))
+                    ? 1.0
+                    : 0.0;
     /* The projections: QKV (T x h) x (h x 3I/tp) and output (T x I/tp) x (I/tp x h), written
      * as one GEMM shape of their width. */
     s->m = T * mb / rows, s->n = I / div, s->k = h;
