@@ -240,18 +240,93 @@ Test(cp, torch_ring_memory_holds_the_gathered_blocks_and_fp32_gradients)
 
 Test(cp, torch_ring_hides_its_all_gather_behind_the_first_block_only)
 {
-  /* On a slow ring the all-gather dominates: the forward's (and the backward's) cannot start
-   * before the projections and the second block waits for it, so the step is at least the
-   * gathers' time, L x 2 x (cp - 1) x block / bandwidth, less the first blocks it overlaps. */
+  /* Eager (kernels=eager): on a slow ring the all-gather dominates: the forward's (and the
+   * backward's) cannot start before the projections and the second block waits for it, so the
+   * step is at least the gathers' time, L x 2 x (cp - 1) x block / bandwidth, less the first
+   * blocks it overlaps. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) fast = ring_topo(4, 1e11, 1e-6);
   g_autoptr(ts_topo) slow = ring_topo(4, 1e7, 1e-6);
-  g_autoptr(ts_plan) pf = make_plan(m, fast, "cp=4,cp-ring=torch", 1, 1);
-  g_autoptr(ts_plan) ps = make_plan(m, slow, "cp=4,cp-ring=torch", 1, 1);
+  g_autoptr(ts_plan) pf = make_plan(m, fast, "cp=4,cp-ring=torch,kernels=eager", 1, 1);
+  g_autoptr(ts_plan) ps = make_plan(m, slow, "cp=4,cp-ring=torch,kernels=eager", 1, 1);
   double cp = 4, L = 32, kv = 2.0 * (8192 / cp) * 4096 * 2.0;
   double gathers = L * 2 * (cp - 1) * kv / 1e7;
   double tf = step_time(pf), ts = step_time(ps);
   cr_assert_gt(ts - tf, 0.5 * gathers, "slow %g s, fast %g s, gathers %g s", ts, tf, gathers);
+}
+
+/* How many of program 0's ring blocks (label `block`) wait directly for the ring op (label
+ * `coll`) issued right before them (no other communication between); of how many (*n). */
+static int blocks_waiting(const ts_trace *tr, const char *coll, const char *block, int *n)
+{
+  const ts_program *pr = &tr->programs[0];
+  int last = -1, waiting = 0;
+  *n = 0;
+  for (int i = 0; i < pr->nops; i++) {
+    const char *lab = g_ptr_array_index(tr->labels, ts_program_op_label(pr, i));
+    if (g_str_has_suffix(lab, coll)) {
+      last = i;
+      continue;
+    }
+    if (ts_program_op(pr, i).kind != TS_OP_COMPUTE)
+      last = -1;
+    if (!g_str_has_suffix(lab, block) || last < 0)
+      continue;
+    (*n)++;
+    int nd;
+    const int *d = ts_program_deps(pr, i, &nd);
+    for (int k = 0; k < nd; k++)
+      if (d[k] == last) {
+        waiting++;
+        break;
+      }
+    last = -1;
+  }
+  return waiting;
+}
+
+Test(cp, compiled_torch_ring_waits_for_every_collective)
+{
+  /* torch.compile traces the ring (kernels=fused, the default): each functional collective is
+   * waited for right after it is issued (_functional_collectives.py, _maybe_wrap_tensor) and
+   * Inductor does not move the wait by default, so the first block of a layer waits for the
+   * K/V all-gather and each block of the backward for the dK/dV hop before it. Eagerly
+   * (kernels=eager) the first block runs beside the all-gather and each hop beside the next
+   * block (waited for at the add after it). Llama 3 8B, cp 4: 32 layers, forward and backward
+   * gathers, 3 hops between a layer's 4 backward blocks. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = ring_topo(4, 1e11, 1e-6);
+  g_autoptr(ts_plan) c = make_plan(m, t, "cp=4,cp-ring=torch", 1, 1);
+  g_autoptr(ts_plan) e = make_plan(m, t, "cp=4,cp-ring=torch,kernels=eager", 1, 1);
+  g_autoptr(ts_trace) tc = trace_of(c);
+  g_autoptr(ts_trace) te = trace_of(e);
+  int n;
+  cr_assert_eq(blocks_waiting(tc, "cp all-gather K/V", "ring attention block", &n), 32);
+  cr_assert_eq(n, 32);
+  cr_assert_eq(blocks_waiting(tc, "cp bwd all-gather K/V", "ring attention block bwd", &n), 32);
+  cr_assert_eq(n, 32);
+  cr_assert_eq(blocks_waiting(tc, "cp recv dK/dV", "ring attention block bwd", &n), 32 * 3);
+  cr_assert_eq(n, 32 * 3);
+  cr_assert_eq(blocks_waiting(te, "cp all-gather K/V", "ring attention block", &n), 0);
+  cr_assert_eq(n, 32);
+  cr_assert_eq(blocks_waiting(te, "cp bwd all-gather K/V", "ring attention block bwd", &n), 0);
+  cr_assert_eq(blocks_waiting(te, "cp recv dK/dV", "ring attention block bwd", &n), 0);
+  cr_assert_eq(n, 32 * 3);
+  /* So on a slow ring the compiled ring exposes more of its communication: the same
+   * collectives, less hidden. */
+  g_autoptr(ts_topo) slow = ring_topo(4, 1e8, 1e-6);
+  g_autoptr(ts_plan) cs = make_plan(m, slow, "cp=4,cp-ring=torch", 1, 1);
+  g_autoptr(ts_plan) es = make_plan(m, slow, "cp=4,cp-ring=torch,kernels=eager", 1, 1);
+  g_autoptr(ts_trace) tcs = trace_of(cs);
+  g_autoptr(ts_trace) tes = trace_of(es);
+  ts_run_options ro = {.backend = "analytic", .sg_cfg = NULL, .full = FALSE};
+  ts_replay_result rc, re;
+  GError *err = NULL;
+  cr_assert(ts_run_replay(tcs, slow, &ro, &rc, &err), "%s", err ? err->message : "");
+  cr_assert(ts_run_replay(tes, slow, &ro, &re, &err), "%s", err ? err->message : "");
+  double xc = rc.critical.exposed_cat_s[TS_CAT_COMM_OTHER];
+  double xe = re.critical.exposed_cat_s[TS_CAT_COMM_OTHER];
+  cr_assert_gt(xc, xe, "exposed cp communication: compiled %g s, eager %g s", xc, xe);
 }
 
 Test(cp, ring_wraps_around)

@@ -837,14 +837,28 @@ static double cp_q_bytes(const gen *g, const ts_layer *l, const ts_layer_exec *e
   return 0.5 * e->cp_kv_bytes * g->mb * T / S;
 }
 
+/* cp-ring=torch: whether torch.compile traced the ring into the layer's graph (kernels=fused,
+ * TorchTitan's compiled blocks) rather than running it eagerly (kernels=eager). A functional
+ * collective that is traced gets its wait_tensor right after it (torch/distributed/
+ * _functional_collectives.py, _maybe_wrap_tensor: "wait_tensor() op is immediately called"
+ * when tracing; eagerly an AsyncCollectiveTensor waits at the first use), and Inductor leaves
+ * it there: its compute/communication reordering passes run only with
+ * reorder_for_compute_comm_overlap, False by default (torch/_inductor/config.py), and
+ * TorchTitan 9dec370 does not set it. So a compiled ring waits for each collective before the
+ * next op: the K/V all-gather before the first block, each dK/dV hop before the next block. */
+static gboolean cp_ring_traced(const ts_plan *p)
+{
+  return p->kernels == TS_KERNELS_FUSED;
+}
+
 /* PyTorch's ring attention forward (torch.distributed.tensor.experimental.context_parallel, as
  * TorchTitan 9dec370 runs it with its default rotation, "allgather"; docs/splits.md, cp-ring=):
- * the rank's K/V go into one all-gather over the cp ranks, issued after the projections and
- * waited for before the second block, so only the first block (the rank's own, causal) hides
- * it. Each later block's output is merged into an fp32 running output with the log-sum-exp
- * rescaling (torch.compile fuses it: the block's bf16 output read, the fp32 sum read and
- * written, 5 query-sized bf16 units); the first carries the copy of K and V into the
- * all-gather's buffer (4 units). */
+ * the rank's K/V go into one all-gather over the cp ranks, issued after the projections.
+ * Eagerly it is waited for before the second block, so the first block (the rank's own,
+ * causal) hides it; compiled, before the first (cp_ring_traced). Each later block's output is
+ * merged into an fp32 running output with the log-sum-exp rescaling (torch.compile fuses it: the
+ * block's bf16 output read, the fp32 sum read and written, 5 query-sized bf16 units); the first
+ * carries the copy of K and V into the all-gather's buffer (4 units). */
 static void cp_ring_fwd_torch(gen *g, int i, int prev, const ts_op_shape *blk, gboolean recompute)
 {
   const ts_plan *p = g->p;
@@ -859,10 +873,11 @@ static void cp_ring_fwd_torch(gen *g, int i, int prev, const ts_op_shape *blk, g
                                "%s recompute cp all-gather K/V", l->name)
                          : lbl(g, layer_slot(g, i, L_CP_GATHER), "%s cp all-gather K/V", l->name),
                &prev, prev >= 0 ? 1 : 0);
+  gboolean traced = cp_ring_traced(p);
   for (int j = 0; j < cp; j++) {
     ts_op_shape b = *blk;
     b.elem_bytes = (j == 0 ? 4.0 : 5.0) * q;
-    if (j == 1)
+    if (j == (traced ? 0 : 1))
       pend(g, a);
     emit_compute(
         g, TS_CAT_FWD, core / cp, 0.0, &b,
@@ -961,14 +976,17 @@ static double cp_core_bwd_flops(const ts_layer *l, const ts_layer_exec *e)
   return 2.0 * e->core_flops - (double)l->heads * T * S;
 }
 
-/* PyTorch's ring attention backward (cp-ring=torch): the K/V are all-gathered again, hidden by
- * the first block's backward only; after each block's backward the rank adds the block's dK
- * and dV to the partial fp32 sums that came from the previous rank (waiting for them only
- * then) and sends the sums on (fp32: twice the K/V bytes), and adds the block's dQ to its
- * own fp32 sum; after cp steps the sums are back with their owners. The accumulation
- * (fused: 15 query-sized bf16 units a step, 9 on the first, which has nothing to read)
- * is an op of its own; the first also copies K and V into the all-gather's buffer (4), the
- * last casts the three sums back to bf16 (9). Returns the last gradient receive. */
+/* PyTorch's ring attention backward (cp-ring=torch): the K/V are all-gathered again (eagerly
+ * hidden by the first block's backward, compiled waited for before it); after each block's
+ * backward the rank adds the block's dK and dV to the partial fp32 sums that came from the
+ * previous rank and sends the sums on (fp32: twice the K/V bytes), and adds the block's dQ to
+ * its own fp32 sum; after cp steps the sums are back with their owners. Eagerly the rank
+ * waits for the previous rank's sums only when it adds to them, after the next block's
+ * backward; compiled, the hop is waited for as soon as it is sent, before the next block
+ * (cp_ring_traced). The accumulation (fused: 15 query-sized bf16 units a step, 9 on the
+ * first, which has nothing to read) is an op of its own; the first also copies K and V into
+ * the all-gather's buffer (4), the last casts the three sums back to bf16 (9). Returns the
+ * last gradient receive. */
 static int cp_ring_bwd_torch(gen *g, int i, const ts_op_shape *blk)
 {
   const ts_plan *p = g->p;
@@ -981,12 +999,16 @@ static int cp_ring_bwd_torch(gen *g, int i, const ts_op_shape *blk)
   ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_cp, kv * cp, TS_CAT_COMM_OTHER, S_CP_SEND);
   int a = emit(g, &op, lbl(g, layer_slot(g, i, L_CP_BGATHER), "%s cp bwd all-gather K/V", l->name),
                &prev, prev >= 0 ? 1 : 0);
+  gboolean traced = cp_ring_traced(p);
   for (int j = 0; j < cp; j++) {
-    if (j == 1)
+    if (j == (traced ? 0 : 1))
       pend(g, a);
+    if (traced)
+      pend(g, drecv);
     emit_compute(g, TS_CAT_BWD, core / cp, 0.0, blk,
                  lbl(g, layer_slot(g, i, L_CP_BCORE), "%s ring attention block bwd", l->name));
-    pend(g, drecv);
+    if (!traced)
+      pend(g, drecv);
     double acc = (j == 0 ? 9.0 + 4.0 : 15.0) + (j + 1 == cp ? 9.0 : 0.0);
     int c = emit_compute(g, TS_CAT_BWD, 0.0, acc * q, NULL,
                          lbl(g, layer_slot(g, i, L_CP_ACC), "%s cp accumulate dQ/dK/dV", l->name));
