@@ -1076,6 +1076,34 @@ Test(nccl, nd_a100_v4_network_is_the_fit_and_matches_nccl_tests, .timeout = 600)
   topo_set_clear(&ts);
 }
 
+/* One parameter set per machine kind for the network too: the DGX A100 files of every size ship
+ * the same [dim.net] NCCL costs (ND A100 v4's earlier fit, topologies/dgx-a100-4node.ini says
+ * why they are not ND's current keys), whatever their node count. */
+Test(nccl, dgx_a100_networks_are_one_parameter_set)
+{
+  g_autoptr(ts_topo) a = load_shipped("dgx-a100-4node");
+  g_autoptr(ts_topo) b = load_shipped("dgx-a100-32node");
+  const ts_dim *x = &a->dims[ts_topo_dim_index(a, "net")];
+  const ts_dim *y = &b->dims[ts_topo_dim_index(b, "net")];
+  cr_assert(x->size == 4 && y->size == 32, "net sizes %d, %d", x->size, y->size);
+  cr_assert(x->link_bw_Bps == y->link_bw_Bps && x->latency_s == y->latency_s &&
+                x->ll_bw_frac == y->ll_bw_frac && x->ll128_bw_frac == y->ll128_bw_frac &&
+                x->nccl_tree_Bps == y->nccl_tree_Bps && x->nccl_node_hop_s == y->nccl_node_hop_s &&
+                x->chips_per_port == y->chips_per_port,
+            "dgx-a100-4node and dgx-a100-32node: different [dim.net] costs");
+  for (int q = 0; q < 3; q++)
+    cr_assert(x->nccl_base_s[q] == y->nccl_base_s[q], "[dim.net] base latency %d: %g, %g s", q,
+              x->nccl_base_s[q], y->nccl_base_s[q]);
+  for (int q = 0; q < 2; q++)
+    cr_assert(x->nccl_step_s[q] == y->nccl_step_s[q], "[dim.net] step latency %d: %g, %g s", q,
+              x->nccl_step_s[q], y->nccl_step_s[q]);
+  /* the HDR link itself is ND A100 v4's (same NIC, one per GPU) */
+  g_autoptr(ts_topo) nd = load_shipped("azure-nd-a100-v4-16node");
+  const ts_dim *z = &nd->dims[ts_topo_dim_index(nd, "net")];
+  cr_assert(z->chips_per_port == x->chips_per_port, "gpus per NIC %d, %d", z->chips_per_port,
+            x->chips_per_port);
+}
+
 /* The iteration-time rows use trainsim's hierarchical algorithm (NCCL runs a ring per rail
  * across nodes, which a single ring through one GPU's port would not model); inside one node it
  * is the ring the LUT calibrates, to rounding. */
