@@ -2669,16 +2669,19 @@ Test(pytorch_memory, fsdp2_states_gathers_and_step)
 Test(pytorch_memory, allocator_overhead_on_what_churns)
 {
   /* The caching allocator's overhead is [chip] allocator_overhead (0.15 on a GPU) of the
-   * allocations made and freed during the step (gathered parameters, activations, buffers),
-   * not of the model states, allocated once: total = states + 1.15 x the rest. */
+   * allocations made and freed during the step (gathered parameters, activations, buffers,
+   * and FSDP2's sharded gradients, set to None by every step's zero_grad and re-made by the
+   * reduce-scatters amid the backward), not of the parameters and the optimizer's states,
+   * allocated once: total = states + 1.15 x the rest + 0.15 x the gradients. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
   g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=op,loss=eager", 64, 2);
   const ts_memory *x = &p->mem;
   double states = x->params + x->grads + x->optimizer;
   double churn = x->gathered + x->activations + x->temp;
-  cr_assert_float_eq(x->allocator, 0.15 * churn, 1e-6 * churn);
-  cr_assert_float_eq(x->total, states + 1.15 * churn, 1e-6 * x->total);
+  cr_assert_float_eq(x->grads, 4 * 8030261248.0 / 32, 1.0);
+  cr_assert_float_eq(x->allocator, 0.15 * (churn + x->grads), 1e-6 * churn);
+  cr_assert_float_eq(x->total, states + 1.15 * churn + 0.15 * x->grads, 1e-6 * x->total);
   /* A topology built in code has none. */
   g_autoptr(ts_topo) u = ts_topo_copy(t);
   u->chip.allocator_overhead = 0;
@@ -2693,22 +2696,23 @@ Test(pytorch_memory, allocator_overhead_on_pipeline_gradient_accumulators)
    * micro-batch's backward (FSDPParam.to_accumulated_grad_if_needed) and frees them with the
    * last one's reduce-scatter, so they churn like the activations among which they are
    * allocated: allocator = 0.15 x (gathered + activations + temp + pipeline + 4 x the device's
-   * parameters), which the sharded states (allocated once) do not join. Llama 3 8B, pp = 4. */
+   * parameters + the sharded fp32 gradients, re-made every step), which the sharded
+   * parameters and optimizer states (allocated once) do not join. Llama 3 8B, pp = 4. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
   g_autoptr(ts_plan) q = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2,recompute=full", 64, 2);
   for (int s = 0; s < 4; s++) {
     const ts_memory *x = &q->stage_mem[s];
     cr_assert(!x->step_peak);
-    double acc = 4 * ts_plan_device_params(q, s);
-    double churn = x->gathered + x->activations + x->temp + x->pipeline + acc;
+    double acc = 4 * ts_plan_device_params(q, s), shard = acc / 8;
+    double churn = x->gathered + x->activations + x->temp + x->pipeline + acc + shard;
     cr_expect_float_eq(x->allocator, 0.15 * churn, 1e-9 * churn, "stage %d: %.17g, expected %.17g",
                        s, x->allocator, 0.15 * churn);
   }
-  /* Without pp there are no accumulators: the states stay out of the base. */
+  /* Without pp there are no accumulators: of the states only the sharded gradients join. */
   g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=full", 64, 2);
   const ts_memory *y = &p->mem;
-  double churn = y->gathered + y->activations + y->temp + y->pipeline;
+  double churn = y->gathered + y->activations + y->temp + y->pipeline + y->grads;
   cr_expect_float_eq(y->allocator, 0.15 * churn, 1e-9 * churn);
 }
 

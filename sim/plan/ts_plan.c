@@ -1889,6 +1889,13 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     mem->pipeline += copy_pools;
     pipe_step += copy_pools;
   }
+  /* torchgpipe trains plain PyTorch modules: autograd's AccumulateGrad makes each parameter's
+   * .grad at the first backward that reaches it, amid that backward's activations and
+   * recomputations (torchgpipe's memory benchmark measures max_memory_cached over its first
+   * two iterations, from an emptied cache, and never zeroes the gradients), so the gradients
+   * take the caching allocator's overhead as the activations do (below). */
+  gboolean torchgpipe = p->schedule == TS_SCHED_GPIPE && V == 1 && !p->fsdp2 &&
+                        ts_chip_allocator_overhead(&p->topo->chip) > 0;
   g_free(chunk_act);
   g_free(chunk_kept);
   mem->activations = peak;
@@ -1905,7 +1912,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * beside the recomputed block. */
   double buffers = 2.0 * largest_out + work + mem->cp_attn;
   /* States the step allocates and frees again (counted with the allocator's overhead below). */
-  double step_allocated = 0;
+  double step_allocated = torchgpipe ? mem->grads : 0.0;
   mem->loss_temp = loss_temp;
   if (p->loss == TS_LOSS_EAGER)
     buffers = MAX(buffers, loss_temp); /* the loss's backward comes before any block's */
@@ -1920,9 +1927,14 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
      * the last one's reduce-scatter. Those accumulators are made at the first micro-batch's
      * backward (FSDPParam.to_accumulated_grad_if_needed, amid its activations and recomputed
      * blocks) and freed at every step's end, so the allocator's overhead counts them as it
-     * counts the activations (step_allocated), where the sharded states, allocated once, add
-     * none. The optimizer step (AdamW, foreach) allocates one fp32 temporary per sharded
-     * parameter (the square root of the second moment). */
+     * counts the activations (step_allocated), where the sharded parameters and optimizer
+     * states, allocated once, add none. The sharded fp32 gradients churn too: TorchTitan's
+     * train step begins with optimizer.zero_grad(), which sets every .grad to None (torch's
+     * default since 2.0, set_to_none=True), and FSDP2's post-backward reduce-scatter gives
+     * each block's sharded gradients as views of a new output buffer (foreach_reduce), amid
+     * the block's activations. The optimizer step (AdamW, foreach) allocates one fp32
+     * temporary per sharded parameter (the square root of the second moment). */
+    step_allocated += mem->grads;
     if (pp > 1) {
       mem->gathered = dev_gathered;
       mem->grads += peak_acc;
