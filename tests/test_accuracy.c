@@ -359,14 +359,19 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
  * chunk's only after the first chunk's backwards freed their activations; 1F1B -16.4% ->
  * -16.5%, the CP rows -0.2 to -0.3 points); 5.3% since FSDP2's sharded gradients, set to None
  * by every step's zero_grad and re-made by the reduce-scatter amid the activations, take the
- * allocator's overhead too (8B dp 8 +0.5 GiB, 405B +0.4 GiB): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 5.4
+ * allocator's overhead too (8B dp 8 +0.5 GiB, 405B +0.4 GiB); 5.04% (worst 15.0%, the 405B
+ * 1F1B row, -16.0% before) since an fsdp2 pipeline block's backward holds its bf16 gradients
+ * before FSDP2 adds them into the fp32 accumulators (the five 1F1B rows +0.86 GiB; the
+ * interleaved row's peak, at its last stage's loss, does not move): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 5.1
+#define TORCHTITAN_MEMORY_WORST_MAX 15.2
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
   double mean, worst;
   file_errors("torchtitan", "memory.csv", 18, &mean, &worst);
   cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
+  cr_expect(worst < TORCHTITAN_MEMORY_WORST_MAX, "worst |error| %.2f%%", worst);
 }
 
 /* Table 5's 1F1B row and Table 6's first row (docs/accuracy.md, "TorchTitan, peak memory per

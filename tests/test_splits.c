@@ -2716,6 +2716,24 @@ Test(pytorch_memory, allocator_overhead_on_pipeline_gradient_accumulators)
   cr_expect_float_eq(y->allocator, 0.15 * churn, 1e-9 * churn);
 }
 
+Test(pytorch_memory, fsdp2_pipeline_block_backward_holds_its_bf16_gradients)
+{
+  /* fsdp2 with pp accumulates the micro-batches' gradients in fp32, but autograd still makes
+   * each block's bf16 .grad in every backward before FSDP2's post-backward adds it into the
+   * accumulator (FSDPParam.accumulate_unsharded_grad_if_needed): a block's backward holds its
+   * bf16 gradients beside the recomputed block. The same split without fsdp2 (ZeRO-1, buckets
+   * as views) walks the same activations and working set: temp differs by 2 bytes x one
+   * block's parameters (Llama 3 8B: 218,112,000), on every stage. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) f = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2,recompute=full", 64, 2);
+  g_autoptr(ts_plan) z = make_plan(m, t, "dp=8,pp=4,zero=1,recompute=full", 64, 2);
+  for (int s = 0; s < 4; s++) {
+    double diff = f->stage_mem[s].temp - z->stage_mem[s].temp;
+    cr_expect_float_eq(diff, 2 * 218112000.0, 1.0, "stage %d: %.17g", s, diff);
+  }
+}
+
 Test(activations, model_command_lists_the_planners_fp8_saved_bytes)
 {
   /* One formula: `trainsim model --precision fp8` lists each layer's kept activations as the

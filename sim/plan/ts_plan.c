@@ -1943,14 +1943,16 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       mem->gathered = root_gathered + 2.0 * largest_block;
     }
     mem->step_temp = 4.0 * shard;
-    mem->temp = buffers;
-    if (pp == 1) {
-      /* The block's gradients in bf16 and their fp32 copy for the reduce-scatter live in the
-       * block's backward, after the loss's. */
-      double block_bufs =
-          2.0 * largest_out + work + mem->cp_attn + (4.0 + D) * largest_block_params;
-      mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
-    }
+    /* The block's gradients in bf16 and (without pp) their fp32 copy for the reduce-scatter
+     * live in the block's backward, after the loss's. With pp the micro-batches' gradients are
+     * accumulated instead: autograd still makes the block's bf16 .grad in each backward, which
+     * FSDP2's post-backward adds into the fp32 accumulator and sets to None
+     * (FSDPParam.accumulate_unsharded_grad_if_needed), so one block's bf16 gradients join the
+     * recomputed block's working set; the reduce-scatter's fp32 copy comes only with the
+     * last micro-batch, when a stage holds the fewest activations. */
+    double block_bufs =
+        2.0 * largest_out + work + mem->cp_attn + (pp == 1 ? 4.0 + D : D) * largest_block_params;
+    mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
   } else if (tpu && pp == 1 && V == 1) {
     /* A TPU (xla_backward_extra): the backward's working set at its peak; under ZeRO 2-3 the
      * gradient of the layer whose reduce-scatter is pending (XLA reduce-scatters each layer's
