@@ -362,8 +362,11 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
  * allocator's overhead too (8B dp 8 +0.5 GiB, 405B +0.4 GiB); 5.04% (worst 15.0%, the 405B
  * 1F1B row, -16.0% before) since an fsdp2 pipeline block's backward holds its bf16 gradients
  * before FSDP2 adds them into the fp32 accumulators (the five 1F1B rows +0.86 GiB; the
- * interleaved row's peak, at its last stage's loss, does not move): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 5.1
+ * interleaved row's peak, at its last stage's loss, does not move); 3.58% since compiled blocks
+ * (kernels=fused; the eager rows say kernels=eager) save only what their backward reads under
+ * recompute=op, not the down projection's output (the four 8B compile rows +5.8..+8.3% ->
+ * -0.2..+0.9%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 3.7
 #define TORCHTITAN_MEMORY_WORST_MAX 15.2
 
 Test(accuracy, shipped_torchtitan_memory_rows)

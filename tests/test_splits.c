@@ -2460,23 +2460,35 @@ static double block_kept(const ts_plan *p, int b)
 
 Test(pytorch_memory, op_checkpoint_keeps_every_other_product)
 {
-  /* TorchTitan's per-op policy: the block's input, then the matrix products counted from the
-   * block's start, odd ones saved: Q (1), V (3), gate (5), down (7); not K (2), output (4), up
-   * (6); the fused attention's output and its fp32 log-sum-exp per head; norms recomputed. */
+  /* TorchTitan's per-op policy, eager (kernels=eager): the block's input, then the matrix
+   * products counted from the block's start, odd ones saved: Q (1), V (3), gate (5), down (7);
+   * not K (2), output (4), up (6); the fused attention's output and its fp32 log-sum-exp per
+   * head; norms recomputed. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
-  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,recompute=op", 32, 1);
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,recompute=op,kernels=eager", 32, 1);
   double want = L8_T * (2.0 * (4096 + 4096 + 1024 + 4096 + 14336 + 4096) + 32 * 4.0);
   for (int b = 0; b < 32; b += 31)
     cr_assert_float_eq(block_kept(p, b), want, 1e-6 * want, "block %d: %g, expected %g", b,
                        block_kept(p, b), want);
+  /* Compiled blocks (kernels=fused, the default) save only what the backward reads: not the
+   * down projection's output (4096), which feeds only the residual add. */
+  g_autoptr(ts_plan) c = make_plan(m, t, "dp=32,recompute=op", 32, 1);
+  double wantc = want - L8_T * 2.0 * 4096;
+  cr_assert_float_eq(block_kept(c, 5), wantc, 1e-6 * wantc, "compiled: %g, expected %g",
+                     block_kept(c, 5), wantc);
   /* tp = 2 with sequence parallelism: the input sequence-sharded (1/2), column products 1/2,
    * the down projection's whole partial sums (4096), and the reduce-scatter outputs after the
-   * output and down projections (4096 / 2 each), saved as TorchTitan's list names them. */
-  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op", 16, 1);
+   * output and down projections (4096 / 2 each), saved as TorchTitan's list names them;
+   * compiled, neither the down projection's partial sums nor their reduce-scatter. */
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op,kernels=eager", 16, 1);
   double want2 = L8_T * (2.0 * (2048 + 2048 + 512 + 2048 + 2048 + 7168 + 4096 + 2048) + 16 * 4.0);
   cr_assert_float_eq(block_kept(q, 3), want2, 1e-6 * want2, "tp=2: %g, expected %g",
                      block_kept(q, 3), want2);
+  g_autoptr(ts_plan) qc = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op", 16, 1);
+  double want2c = want2 - L8_T * 2.0 * (4096 + 2048);
+  cr_assert_float_eq(block_kept(qc, 3), want2c, 1e-6 * want2c, "tp=2 compiled: %g, expected %g",
+                     block_kept(qc, 3), want2c);
   /* Fewer bytes than Megatron's selective (which keeps every product's input with flash). */
   g_autoptr(ts_plan) s = make_plan(m, t, "dp=32,recompute=selective", 32, 1);
   cr_assert_lt(block_kept(p, 0), 0.6 * block_kept(s, 0));

@@ -132,6 +132,14 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
  * a column-split product keeps 1/tp of its output, a row-split one its whole partial output
  * (summed by the reduce-scatter after it, whose 1/tp output is kept too under sequence
  * parallelism). Layers other than attention and dense keep everything.
+ * Eager, torch.utils.checkpoint's selective mode stores the output of every op the policy
+ * saves (_CachingTorchDispatchMode keeps each MUST_SAVE output for the recomputation, needed
+ * or not); a compiled block (TorchTitan compiles each checkpointed block, torch.compile's
+ * partitioner honouring the policy) saves only the values its backward reads. The MLP's down
+ * projection (the 7th product, saved) and its reduce-scatter feed only the residual add, whose
+ * backward reads neither: `compiled` (kernels=fused) drops them, `residual_end` marks that
+ * layer. Everything else saved is read (Q, V and the gate by their backward; the output
+ * projection's through the residual sum the second norm is recomputed from).
  */
 /*
  * What the policy recomputes before the block's backward (its time, per sample per chip, into
@@ -146,7 +154,7 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
  * per micro-batch, not per sample) and the residual additions are not counted.
  */
 static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec *e,
-                            gboolean sp_split, int *mm)
+                            gboolean sp_split, gboolean compiled, gboolean residual_end, int *mm)
 {
   double D = m->dtype_bytes, T = (double)l->tokens, div = e->pdiv > 1 ? e->pdiv : 1.0;
   double kept = 0, w[4], kin[4];
@@ -202,10 +210,11 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
   } else {
     return e->act_bytes;
   }
+  gboolean unread = compiled && residual_end && l->kind == TS_LAYER_DENSE;
   for (int k = 0; k < n; k++) {
     (*mm)++;
     if (*mm % 2 == 1) {
-      kept += T * w[k] * D;
+      kept += unread ? 0.0 : T * w[k] * D;
     } else {
       e->op_rc_flops += 2.0 * T * kin[k] * w[k];
       e->op_rc_mem += T * (kin[k] + w[k]) * D;
@@ -214,7 +223,7 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
       e->op_rc_kernels++;
     }
   }
-  if (row_last && sp_split)
+  if (row_last && sp_split && !unread)
     kept += T * (double)l->out_features / div * D; /* the reduce-scatter's output */
   return kept;
 }
@@ -526,7 +535,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     if (rc == TS_RECOMPUTE_OP && l->block >= 0) {
       if (i == 0 || !same_block(m, i - 1, i))
         op_mm = 0;
-      e->act_bytes = op_kept_bytes(m, l, e, sp && tp > 1 && split, &op_mm);
+      e->act_bytes = op_kept_bytes(m, l, e, sp && tp > 1 && split, (fp8 & TS_EXEC_COMPILED) != 0,
+                                   ends_residual_sublayer(m, i), &op_mm);
       if (i == 0 || !same_block(m, i - 1, i))
         e->act_bytes += e->in_bytes; /* the checkpoint's input: the block's input */
     }
@@ -2796,7 +2806,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->recompute_mlpwi, p->sp, p->layer_mode,
                                p->ep, p->attention,
                                (ts_plan_fp8_saves_inputs(p) ? TS_FP8_SAVES_INPUTS : 0u) |
-                                   (ts_plan_fp8_gathers(p) ? TS_FP8_GATHERS : 0u));
+                                   (ts_plan_fp8_gathers(p) ? TS_FP8_GATHERS : 0u) |
+                                   (p->kernels == TS_KERNELS_FUSED ? TS_EXEC_COMPILED : 0u));
   p->cp_ring = s->cp_ring > 0 ? (ts_cp_ring)(s->cp_ring - 1) : TS_CP_RING_P2P;
   if (p->cp_ring == TS_CP_RING_TORCH && p->degree[TS_AX_CP] <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
