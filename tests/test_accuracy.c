@@ -357,14 +357,24 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
  * interleaved row +7.6% -> +8.9%); 5.6% since each pipeline chunk's accumulators appear at
  * its first backward (the interleaved row +8.9% -> +1.9%, its device holding the second
  * chunk's only after the first chunk's backwards freed their activations; 1F1B -16.4% ->
- * -16.5%, the CP rows -0.2 to -0.3 points): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 5.7
+ * -16.5%, the CP rows -0.2 to -0.3 points); 5.3% since FSDP2's sharded gradients, set to None
+ * by every step's zero_grad and re-made by the reduce-scatter amid the activations, take the
+ * allocator's overhead too (8B dp 8 +0.5 GiB, 405B +0.4 GiB); 5.04% (worst 15.0%, the 405B
+ * 1F1B row, -16.0% before) since an fsdp2 pipeline block's backward holds its bf16 gradients
+ * before FSDP2 adds them into the fp32 accumulators (the five 1F1B rows +0.86 GiB; the
+ * interleaved row's peak, at its last stage's loss, does not move); 3.58% since compiled blocks
+ * (kernels=fused; the eager rows say kernels=eager) save only what their backward reads under
+ * recompute=op, not the down projection's output (the four 8B compile rows +5.8..+8.3% ->
+ * -0.2..+0.9%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 3.7
+#define TORCHTITAN_MEMORY_WORST_MAX 15.2
 
 Test(accuracy, shipped_torchtitan_memory_rows)
 {
   double mean, worst;
   file_errors("torchtitan", "memory.csv", 18, &mean, &worst);
   cr_expect(mean < TORCHTITAN_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
+  cr_expect(worst < TORCHTITAN_MEMORY_WORST_MAX, "worst |error| %.2f%%", worst);
 }
 
 /* Table 5's 1F1B row and Table 6's first row (docs/accuracy.md, "TorchTitan, peak memory per
@@ -545,8 +555,10 @@ Test(memory, search_respects_the_reserve)
 
 /* The shipped torchgpipe rows give tests/test_published.c's numbers (activations and buffers
  * summed over the devices: 0.628, 0.802, 1.222 and 1.948 GiB) plus the caching allocator's
- * overhead on them (the P40 is a GPU: x (1 + TS_GPU_ALLOCATOR_OVERHEAD); the model states, which
- * the benchmark subtracts, are allocated once and add none) plus torchgpipe's copy-stream pools
+ * overhead on them (the P40 is a GPU: x (1 + TS_GPU_ALLOCATOR_OVERHEAD)) and on the fp32
+ * gradients, which autograd allocates amid the first backward (4 bytes x the model's 319.0M,
+ * 542.7M, 1055.8M and 1844.9M parameters, `trainsim model`; the parameters and RMSprop's state,
+ * which the benchmark subtracts too, add none) plus torchgpipe's copy-stream pools
  * (ts_plan.c, copy_stream_pools: 32 streams per device, 20 MiB segments; with pp = 2, 1920 MiB:
  * device 0 one segment per stream for a micro-batch's two 3.25 MiB gradients, device 1 two for
  * its four micro-batches' two inputs), which hold the received stage inputs and take no
@@ -563,23 +575,30 @@ Test(accuracy, shipped_torchgpipe_activation_sums)
   cr_assert_not_null(a, "%s", e ? e->message : "");
   const double want_gib[] = {0.628, 0.802, 1.222, 1.948};
   const double pools_mib[] = {0, 1920, 4480, 7680};
+  const double params[] = {319024120, 542734840, 1055832376, 1844858344};
   cr_assert_eq(f->nrows, 4);
   for (int i = 0; i < 4; i++) {
     double got = a->predicted[i] / 1073741824.0;
-    double want = want_gib[i] * (1.0 + TS_GPU_ALLOCATOR_OVERHEAD) + pools_mib[i] / 1024.0;
+    double want = want_gib[i] * (1.0 + TS_GPU_ALLOCATOR_OVERHEAD) + pools_mib[i] / 1024.0 +
+                  TS_GPU_ALLOCATOR_OVERHEAD * 4.0 * params[i] / 1073741824.0;
     cr_expect(fabs(got / want - 1) < 0.01, "row %d: %.3f GiB, expected %.3f", i, got, want);
   }
 }
 
 /* The torchgpipe memory rows' mean |error|: 24.7% before torchgpipe's copy-stream pools
- * (ts_plan.c, copy_stream_pools), 16.5% with them; pinned just above. */
-#define TORCHGPIPE_MEMORY_MEAN_MAX 17.0
+ * (ts_plan.c, copy_stream_pools), 16.5% with them (worst 20.7%, pipeline-1); 4.8% (worst 8.8%,
+ * pipeline-2) since the gradients autograd allocates amid the first backward take the caching
+ * allocator's overhead (pipeline-1 -20.7% -> -1.1%, pipeline-8 -10.6% -> -1.1%); pinned just
+ * above. */
+#define TORCHGPIPE_MEMORY_MEAN_MAX 5.0
+#define TORCHGPIPE_MEMORY_WORST_MAX 9.0
 
 Test(accuracy, shipped_torchgpipe_memory_rows)
 {
   double mean, worst;
   file_errors("torchgpipe", "memory.csv", 4, &mean, &worst);
   cr_expect(mean < TORCHGPIPE_MEMORY_MEAN_MAX, "mean |error| %.2f%%", mean);
+  cr_expect(worst < TORCHGPIPE_MEMORY_WORST_MAX, "worst |error| %.2f%%", worst);
 }
 
 /* torchgpipe's AmoebaNet-D (18, 256) speed rows (data/published/torchgpipe/amoebanet_speed.csv,

@@ -2460,23 +2460,35 @@ static double block_kept(const ts_plan *p, int b)
 
 Test(pytorch_memory, op_checkpoint_keeps_every_other_product)
 {
-  /* TorchTitan's per-op policy: the block's input, then the matrix products counted from the
-   * block's start, odd ones saved: Q (1), V (3), gate (5), down (7); not K (2), output (4), up
-   * (6); the fused attention's output and its fp32 log-sum-exp per head; norms recomputed. */
+  /* TorchTitan's per-op policy, eager (kernels=eager): the block's input, then the matrix
+   * products counted from the block's start, odd ones saved: Q (1), V (3), gate (5), down (7);
+   * not K (2), output (4), up (6); the fused attention's output and its fp32 log-sum-exp per
+   * head; norms recomputed. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
-  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,recompute=op", 32, 1);
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,recompute=op,kernels=eager", 32, 1);
   double want = L8_T * (2.0 * (4096 + 4096 + 1024 + 4096 + 14336 + 4096) + 32 * 4.0);
   for (int b = 0; b < 32; b += 31)
     cr_assert_float_eq(block_kept(p, b), want, 1e-6 * want, "block %d: %g, expected %g", b,
                        block_kept(p, b), want);
+  /* Compiled blocks (kernels=fused, the default) save only what the backward reads: not the
+   * down projection's output (4096), which feeds only the residual add. */
+  g_autoptr(ts_plan) c = make_plan(m, t, "dp=32,recompute=op", 32, 1);
+  double wantc = want - L8_T * 2.0 * 4096;
+  cr_assert_float_eq(block_kept(c, 5), wantc, 1e-6 * wantc, "compiled: %g, expected %g",
+                     block_kept(c, 5), wantc);
   /* tp = 2 with sequence parallelism: the input sequence-sharded (1/2), column products 1/2,
    * the down projection's whole partial sums (4096), and the reduce-scatter outputs after the
-   * output and down projections (4096 / 2 each), saved as TorchTitan's list names them. */
-  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op", 16, 1);
+   * output and down projections (4096 / 2 each), saved as TorchTitan's list names them;
+   * compiled, neither the down projection's partial sums nor their reduce-scatter. */
+  g_autoptr(ts_plan) q = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op,kernels=eager", 16, 1);
   double want2 = L8_T * (2.0 * (2048 + 2048 + 512 + 2048 + 2048 + 7168 + 4096 + 2048) + 16 * 4.0);
   cr_assert_float_eq(block_kept(q, 3), want2, 1e-6 * want2, "tp=2: %g, expected %g",
                      block_kept(q, 3), want2);
+  g_autoptr(ts_plan) qc = make_plan(m, t, "tp=2@node,dp=16,sp,recompute=op", 16, 1);
+  double want2c = want2 - L8_T * 2.0 * (4096 + 2048);
+  cr_assert_float_eq(block_kept(qc, 3), want2c, 1e-6 * want2c, "tp=2 compiled: %g, expected %g",
+                     block_kept(qc, 3), want2c);
   /* Fewer bytes than Megatron's selective (which keeps every product's input with flash). */
   g_autoptr(ts_plan) s = make_plan(m, t, "dp=32,recompute=selective", 32, 1);
   cr_assert_lt(block_kept(p, 0), 0.6 * block_kept(s, 0));
@@ -2669,16 +2681,19 @@ Test(pytorch_memory, fsdp2_states_gathers_and_step)
 Test(pytorch_memory, allocator_overhead_on_what_churns)
 {
   /* The caching allocator's overhead is [chip] allocator_overhead (0.15 on a GPU) of the
-   * allocations made and freed during the step (gathered parameters, activations, buffers),
-   * not of the model states, allocated once: total = states + 1.15 x the rest. */
+   * allocations made and freed during the step (gathered parameters, activations, buffers,
+   * and FSDP2's sharded gradients, set to None by every step's zero_grad and re-made by the
+   * reduce-scatters amid the backward), not of the parameters and the optimizer's states,
+   * allocated once: total = states + 1.15 x the rest + 0.15 x the gradients. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
   g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=op,loss=eager", 64, 2);
   const ts_memory *x = &p->mem;
   double states = x->params + x->grads + x->optimizer;
   double churn = x->gathered + x->activations + x->temp;
-  cr_assert_float_eq(x->allocator, 0.15 * churn, 1e-6 * churn);
-  cr_assert_float_eq(x->total, states + 1.15 * churn, 1e-6 * x->total);
+  cr_assert_float_eq(x->grads, 4 * 8030261248.0 / 32, 1.0);
+  cr_assert_float_eq(x->allocator, 0.15 * (churn + x->grads), 1e-6 * churn);
+  cr_assert_float_eq(x->total, states + 1.15 * churn + 0.15 * x->grads, 1e-6 * x->total);
   /* A topology built in code has none. */
   g_autoptr(ts_topo) u = ts_topo_copy(t);
   u->chip.allocator_overhead = 0;
@@ -2693,23 +2708,42 @@ Test(pytorch_memory, allocator_overhead_on_pipeline_gradient_accumulators)
    * micro-batch's backward (FSDPParam.to_accumulated_grad_if_needed) and frees them with the
    * last one's reduce-scatter, so they churn like the activations among which they are
    * allocated: allocator = 0.15 x (gathered + activations + temp + pipeline + 4 x the device's
-   * parameters), which the sharded states (allocated once) do not join. Llama 3 8B, pp = 4. */
+   * parameters + the sharded fp32 gradients, re-made every step), which the sharded
+   * parameters and optimizer states (allocated once) do not join. Llama 3 8B, pp = 4. */
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
   g_autoptr(ts_plan) q = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2,recompute=full", 64, 2);
   for (int s = 0; s < 4; s++) {
     const ts_memory *x = &q->stage_mem[s];
     cr_assert(!x->step_peak);
-    double acc = 4 * ts_plan_device_params(q, s);
-    double churn = x->gathered + x->activations + x->temp + x->pipeline + acc;
+    double acc = 4 * ts_plan_device_params(q, s), shard = acc / 8;
+    double churn = x->gathered + x->activations + x->temp + x->pipeline + acc + shard;
     cr_expect_float_eq(x->allocator, 0.15 * churn, 1e-9 * churn, "stage %d: %.17g, expected %.17g",
                        s, x->allocator, 0.15 * churn);
   }
-  /* Without pp there are no accumulators: the states stay out of the base. */
+  /* Without pp there are no accumulators: of the states only the sharded gradients join. */
   g_autoptr(ts_plan) p = make_plan(m, t, "dp=32,zero=3,fsdp2,recompute=full", 64, 2);
   const ts_memory *y = &p->mem;
-  double churn = y->gathered + y->activations + y->temp + y->pipeline;
+  double churn = y->gathered + y->activations + y->temp + y->pipeline + y->grads;
   cr_expect_float_eq(y->allocator, 0.15 * churn, 1e-9 * churn);
+}
+
+Test(pytorch_memory, fsdp2_pipeline_block_backward_holds_its_bf16_gradients)
+{
+  /* fsdp2 with pp accumulates the micro-batches' gradients in fp32, but autograd still makes
+   * each block's bf16 .grad in every backward before FSDP2's post-backward adds it into the
+   * accumulator (FSDPParam.accumulate_unsharded_grad_if_needed): a block's backward holds its
+   * bf16 gradients beside the recomputed block. The same split without fsdp2 (ZeRO-1, buckets
+   * as views) walks the same activations and working set: temp differs by 2 bytes x one
+   * block's parameters (Llama 3 8B: 218,112,000), on every stage. */
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  g_autoptr(ts_plan) f = make_plan(m, t, "dp=8,pp=4,zero=3,fsdp2,recompute=full", 64, 2);
+  g_autoptr(ts_plan) z = make_plan(m, t, "dp=8,pp=4,zero=1,recompute=full", 64, 2);
+  for (int s = 0; s < 4; s++) {
+    double diff = f->stage_mem[s].temp - z->stage_mem[s].temp;
+    cr_expect_float_eq(diff, 2 * 218112000.0, 1.0, "stage %d: %.17g", s, diff);
+  }
 }
 
 Test(activations, model_command_lists_the_planners_fp8_saved_bytes)

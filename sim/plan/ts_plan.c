@@ -132,6 +132,14 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
  * a column-split product keeps 1/tp of its output, a row-split one its whole partial output
  * (summed by the reduce-scatter after it, whose 1/tp output is kept too under sequence
  * parallelism). Layers other than attention and dense keep everything.
+ * Eager, torch.utils.checkpoint's selective mode stores the output of every op the policy
+ * saves (_CachingTorchDispatchMode keeps each MUST_SAVE output for the recomputation, needed
+ * or not); a compiled block (TorchTitan compiles each checkpointed block, torch.compile's
+ * partitioner honouring the policy) saves only the values its backward reads. The MLP's down
+ * projection (the 7th product, saved) and its reduce-scatter feed only the residual add, whose
+ * backward reads neither: `compiled` (kernels=fused) drops them, `residual_end` marks that
+ * layer. Everything else saved is read (Q, V and the gate by their backward; the output
+ * projection's through the residual sum the second norm is recomputed from).
  */
 /*
  * What the policy recomputes before the block's backward (its time, per sample per chip, into
@@ -146,7 +154,7 @@ static gboolean ends_residual_sublayer(const ts_model *m, int i)
  * per micro-batch, not per sample) and the residual additions are not counted.
  */
 static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec *e,
-                            gboolean sp_split, int *mm)
+                            gboolean sp_split, gboolean compiled, gboolean residual_end, int *mm)
 {
   double D = m->dtype_bytes, T = (double)l->tokens, div = e->pdiv > 1 ? e->pdiv : 1.0;
   double kept = 0, w[4], kin[4];
@@ -202,10 +210,11 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
   } else {
     return e->act_bytes;
   }
+  gboolean unread = compiled && residual_end && l->kind == TS_LAYER_DENSE;
   for (int k = 0; k < n; k++) {
     (*mm)++;
     if (*mm % 2 == 1) {
-      kept += T * w[k] * D;
+      kept += unread ? 0.0 : T * w[k] * D;
     } else {
       e->op_rc_flops += 2.0 * T * kin[k] * w[k];
       e->op_rc_mem += T * (kin[k] + w[k]) * D;
@@ -214,7 +223,7 @@ static double op_kept_bytes(const ts_model *m, const ts_layer *l, ts_layer_exec 
       e->op_rc_kernels++;
     }
   }
-  if (row_last && sp_split)
+  if (row_last && sp_split && !unread)
     kept += T * (double)l->out_features / div * D; /* the reduce-scatter's output */
   return kept;
 }
@@ -526,7 +535,8 @@ ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recom
     if (rc == TS_RECOMPUTE_OP && l->block >= 0) {
       if (i == 0 || !same_block(m, i - 1, i))
         op_mm = 0;
-      e->act_bytes = op_kept_bytes(m, l, e, sp && tp > 1 && split, &op_mm);
+      e->act_bytes = op_kept_bytes(m, l, e, sp && tp > 1 && split, (fp8 & TS_EXEC_COMPILED) != 0,
+                                   ends_residual_sublayer(m, i), &op_mm);
       if (i == 0 || !same_block(m, i - 1, i))
         e->act_bytes += e->in_bytes; /* the checkpoint's input: the block's input */
     }
@@ -1892,6 +1902,13 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
     mem->pipeline += copy_pools;
     pipe_step += copy_pools;
   }
+  /* torchgpipe trains plain PyTorch modules: autograd's AccumulateGrad makes each parameter's
+   * .grad at the first backward that reaches it, amid that backward's activations and
+   * recomputations (torchgpipe's memory benchmark measures max_memory_cached over its first
+   * two iterations, from an emptied cache, and never zeroes the gradients), so the gradients
+   * take the caching allocator's overhead as the activations do (below). */
+  gboolean torchgpipe = p->schedule == TS_SCHED_GPIPE && V == 1 && !p->fsdp2 &&
+                        ts_chip_allocator_overhead(&p->topo->chip) > 0;
   g_free(chunk_act);
   g_free(chunk_kept);
   mem->activations = peak;
@@ -1908,7 +1925,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
    * beside the recomputed block. */
   double buffers = 2.0 * largest_out + work + mem->cp_attn;
   /* States the step allocates and frees again (counted with the allocator's overhead below). */
-  double step_allocated = 0;
+  double step_allocated = torchgpipe ? mem->grads : 0.0;
   mem->loss_temp = loss_temp;
   if (p->loss == TS_LOSS_EAGER)
     buffers = MAX(buffers, loss_temp); /* the loss's backward comes before any block's */
@@ -1923,9 +1940,14 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
      * the last one's reduce-scatter. Those accumulators are made at the first micro-batch's
      * backward (FSDPParam.to_accumulated_grad_if_needed, amid its activations and recomputed
      * blocks) and freed at every step's end, so the allocator's overhead counts them as it
-     * counts the activations (step_allocated), where the sharded states, allocated once, add
-     * none. The optimizer step (AdamW, foreach) allocates one fp32 temporary per sharded
-     * parameter (the square root of the second moment). */
+     * counts the activations (step_allocated), where the sharded parameters and optimizer
+     * states, allocated once, add none. The sharded fp32 gradients churn too: TorchTitan's
+     * train step begins with optimizer.zero_grad(), which sets every .grad to None (torch's
+     * default since 2.0, set_to_none=True), and FSDP2's post-backward reduce-scatter gives
+     * each block's sharded gradients as views of a new output buffer (foreach_reduce), amid
+     * the block's activations. The optimizer step (AdamW, foreach) allocates one fp32
+     * temporary per sharded parameter (the square root of the second moment). */
+    step_allocated += mem->grads;
     if (pp > 1) {
       mem->gathered = dev_gathered;
       mem->grads += peak_acc;
@@ -1934,14 +1956,16 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
       mem->gathered = root_gathered + 2.0 * largest_block;
     }
     mem->step_temp = 4.0 * shard;
-    mem->temp = buffers;
-    if (pp == 1) {
-      /* The block's gradients in bf16 and their fp32 copy for the reduce-scatter live in the
-       * block's backward, after the loss's. */
-      double block_bufs =
-          2.0 * largest_out + work + mem->cp_attn + (4.0 + D) * largest_block_params;
-      mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
-    }
+    /* The block's gradients in bf16 and (without pp) their fp32 copy for the reduce-scatter
+     * live in the block's backward, after the loss's. With pp the micro-batches' gradients are
+     * accumulated instead: autograd still makes the block's bf16 .grad in each backward, which
+     * FSDP2's post-backward adds into the fp32 accumulator and sets to None
+     * (FSDPParam.accumulate_unsharded_grad_if_needed), so one block's bf16 gradients join the
+     * recomputed block's working set; the reduce-scatter's fp32 copy comes only with the
+     * last micro-batch, when a stage holds the fewest activations. */
+    double block_bufs =
+        2.0 * largest_out + work + mem->cp_attn + (pp == 1 ? 4.0 + D : D) * largest_block_params;
+    mem->temp = p->loss == TS_LOSS_EAGER ? MAX(loss_temp, block_bufs) : block_bufs;
   } else if (tpu && pp == 1 && V == 1) {
     /* A TPU (xla_backward_extra): the backward's working set at its peak; under ZeRO 2-3 the
      * gradient of the layer whose reduce-scatter is pending (XLA reduce-scatters each layer's
@@ -2807,7 +2831,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->exec = ts_plan_exec_table(m, p->degree, p->recompute, p->recompute_mlpwi, p->sp, p->layer_mode,
                                p->ep, p->attention,
                                (ts_plan_fp8_saves_inputs(p) ? TS_FP8_SAVES_INPUTS : 0u) |
-                                   (ts_plan_fp8_gathers(p) ? TS_FP8_GATHERS : 0u));
+                                   (ts_plan_fp8_gathers(p) ? TS_FP8_GATHERS : 0u) |
+                                   (p->kernels == TS_KERNELS_FUSED ? TS_EXEC_COMPILED : 0u));
   p->cp_ring = s->cp_ring > 0 ? (ts_cp_ring)(s->cp_ring - 1) : TS_CP_RING_P2P;
   if (p->cp_ring == TS_CP_RING_TORCH && p->degree[TS_AX_CP] <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

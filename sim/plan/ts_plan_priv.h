@@ -85,16 +85,19 @@ int ts_plan_grad_ranks(const ts_plan *p);
  * ts_plan_grad_ranks. */
 int ts_plan_shard_ranks(const ts_plan *p);
 
-/* FP8 flags of ts_plan_exec_table. */
+/* Flags of ts_plan_exec_table. */
 enum {
   TS_FP8_SAVES_INPUTS = 1u, /* the FP8 GEMMs keep their inputs for backward in FP8, one byte an
                                element (Transformer Engine; ts_plan_fp8_saves_inputs) */
   TS_FP8_GATHERS = 2u,      /* tensor-parallel gathers of FP8 GEMM operands carry FP8
                                (ts_plan_fp8_gathers) */
+  TS_EXEC_COMPILED = 4u,    /* the blocks are compiled (kernels=fused): recompute=op saves
+                               only what the block's backward reads (op_kept_bytes) */
 };
 
 /* The per-layer table for these degrees and options; n = m->nlayers entries; attention: a
- * ts_attention for every attention layer, or -1 for each layer's own; fp8: TS_FP8_* flags.
+ * ts_attention for every attention layer, or -1 for each layer's own; fp8: TS_FP8_* and
+ * TS_EXEC_* flags.
  * Caller frees. */
 ts_layer_exec *ts_plan_exec_table(const ts_model *m, const int *degree, ts_recompute rc,
                                   gboolean mlpwi, gboolean sp, const ts_layer_mode *mode, int ep,
