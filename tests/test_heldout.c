@@ -751,11 +751,14 @@ Test(heldout, llm_foundry_rows_are_the_published_throughput)
  * collectives overlap across nodes ([chip] collective_sms): A100 80GB 11.4% / 33.2%, 40GB 6.8% /
  * 28.5%; H100 12.3% / 32.8% once the H100 fit moved with the backward's FP8 rate
  * (flash_efficiency 0.41 -> 0.43); H100 12.1% / 32.8% with the H100 profiles' collective_sms
- * (16). Pinned just above, so a regression fails. */
-#define HELDOUT_MPT_A100_80_MEAN_MAX 11.9
-#define HELDOUT_MPT_A100_80_WORST_MAX 33.7
-#define HELDOUT_MPT_A100_40_MEAN_MAX 7.3
-#define HELDOUT_MPT_A100_40_WORST_MAX 29.0
+ * (16). With the Triton kernel's published forward + backward time spread over the passes
+ * 1 : 2.5, as its benchmark counts their FLOPs (the recomputed forward of activation
+ * checkpointing 1 / 3.5 of the pair, not 1 / 3): A100 80GB 10.8% / 29.0%, 40GB 6.6% / 28.7%.
+ * Pinned just above, so a regression fails. */
+#define HELDOUT_MPT_A100_80_MEAN_MAX 11.2
+#define HELDOUT_MPT_A100_80_WORST_MAX 29.5
+#define HELDOUT_MPT_A100_40_MEAN_MAX 7.0
+#define HELDOUT_MPT_A100_40_WORST_MAX 29.2
 #define HELDOUT_MPT_H100_MEAN_MAX 12.4
 #define HELDOUT_MPT_H100_WORST_MAX 33.1
 

@@ -774,6 +774,10 @@ int *ts_plan_units(const ts_plan *p)
   return unit;
 }
 
+/* FlashAttention's benchmark counts a core's forward + backward as 3.5 forwards (the backward
+ * 2.5: it recomputes the scores); trainsim counts 3 (ts_plan_op_shape). */
+#define FLASH_PUBLISHED_FLOPS 3.5
+
 /* A fused kernel's rate as a fraction of the GEMM rate from the chip's profile (0: none given):
  * flash_efficiency_triton, flash_efficiency_fa1; FlashAttention-2's is flash_efficiency. */
 static double attn_kernel_rate(const ts_chip *c, ts_attn_kernel k)
@@ -1114,10 +1118,16 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->attn_speedup = ts_attn_kernel_speedup(
           p->attn_kernel, pass == TS_PASS_BWD || pass == TS_PASS_DGRAD, s->akv);
     /* A kernel with the chip's own published rate (triton, fa1; refused at plan time where the
-     * profile has none): that rate in every pass (the published figures time forward and
-     * backward together). */
+     * profile has none). The published figures time forward and backward together and count
+     * the backward as 2.5 forwards (it recomputes the scores: benchmark_flash_attention.py,
+     * data/published/flash-attention/PROVENANCE.txt), so their time is spread over the passes
+     * 1 : 2.5, not as trainsim's 1 : 2 FLOP count would spread it: the forward at 3.5 / 3 of
+     * the rate, the backward at 3.5 / 3.75. Forward plus backward take what they took; a
+     * recomputed forward (recompute=full re-runs the core) costs 1 / 3.5 of them, not 1 / 3. */
     else if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
-      s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel);
+      s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel) *
+                     (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD ? FLASH_PUBLISHED_FLOPS / 3.75
+                                                                   : FLASH_PUBLISHED_FLOPS / 3.0);
     break;
   }
   default:
