@@ -601,10 +601,12 @@ Test(cost, attention_kernel_split_option)
 /* attn-kernel=triton on the A100: the core runs at the profile's own rate for FlashAttention's
  * Triton kernel (flash_efficiency_triton 0.27 of 312 x 0.79 TFLOP/s, set from the FlashAttention-2
  * paper's Figure 4), with the causal skip, although the chip has no flash_efficiency of its
- * own. Llama 3 8B, one 8,192-token sequence, forward: the core is 4 x 8192^2 x 4096 FLOPs, of
- * which (1 + 128 / 8192) / 2 are computed, at 66.55 TFLOP/s: 8.39 ms on top of the
- * projections. The default kernel (fa2) is unchanged there; on a chip whose profile has no
- * Triton rate (H100) the option is refused in one line naming the key. */
+ * own. Llama 3 8B, one 8,192-token sequence: the core is 4 x 8192^2 x 4096 FLOPs forward, twice
+ * that backward, of which (1 + 128 / 8192) / 2 are computed, 25.2 ms at 66.55 TFLOP/s for
+ * forward and backward together, split 1 : 2.5 as the figure's FLOP count splits them: 7.19 ms
+ * forward (the rate x 3.5 / 3), 17.98 ms backward (x 3.5 / 3.75). The default kernel (fa2) is
+ * unchanged there; on a chip whose profile has no Triton rate (H100) the option is refused in
+ * one line naming the key. */
 Test(cost, a100_triton_kernel_closed_form)
 {
   g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
@@ -616,7 +618,7 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
   double core = 4.0 * 8192 * 8192 * 4096;
-  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && s.flash_eff == 0.27 &&
+  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && close_to(s.flash_eff, 0.27 * 3.5 / 3) &&
                 s.attn_speedup == 0 && close_to(s.attn_flops, core),
             "class %d causal %g flash_eff %g core %g", s.oclass, s.causal, s.flash_eff,
             s.attn_flops);
@@ -625,9 +627,25 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape g = s;
   g.attn_flops = 0; /* the same op without its core: the projections alone */
   double without = ts_cost_device(&t->chip, flops - core, 0, &g);
-  double want = core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27);
-  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 8.39e-3) < 0.01e-3,
-            "core %.17g s, expected %.17g s", with - without, want);
+  double both = 3.0 * core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27);
+  double want = both / 3.5;
+  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 7.19e-3) < 0.01e-3,
+            "forward core %.17g s, expected %.17g s", with - without, want);
+  /* The backward: 2.5 / 3.5 of the pair, so forward + backward take the published rate's time. */
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * 3.5 / 3.75),
+            "backward flash_eff %g", s.flash_eff);
+  g = s;
+  g.attn_flops = 0;
+  double bwd = ts_cost_device(&t->chip, 2.0 * flops, 0, &s) -
+               ts_cost_device(&t->chip, 2.0 * flops - 2.0 * core, 0, &g);
+  cr_assert(fabs(bwd - 2.5 * want) <= 1e-9 * want && fabs(want + bwd - both) <= 1e-9 * both &&
+                fabs(both - 25.17e-3) < 0.01e-3,
+            "backward core %.17g s, expected %.17g s", bwd, 2.5 * want);
+  /* Selective recomputation re-runs the forward core at the forward's rate (recompute=full
+   * re-runs the forward pass itself). */
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_ATTN_RECOMPUTE, &s);
+  cr_assert(close_to(s.flash_eff, 0.27 * 3.5 / 3), "recompute flash_eff %g", s.flash_eff);
   ts_plan_free(p);
   p = make_plan(m, t, "dp=8", 8, 1);
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);

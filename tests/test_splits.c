@@ -1042,6 +1042,58 @@ Test(activations, full_recompute_keeps_block_inputs)
                      "recompute adds %.17g FLOP, expected %.17g", extra, blocks_fwd);
 }
 
+/* early-stop (PyTorch's non-reentrant checkpoint, torch >= 2.0: set_checkpoint_early_stop on by
+ * default) on a GPU: the re-run forward stops once the backward's saved tensors are rebuilt, so
+ * each block's last product, the MLP's down projection (fc2), is not run again: recompute=full
+ * adds every block's forward but fc2's (as on a TPU), where without it it adds the whole
+ * forward. The kept activations do not change, and without recompute=full the option is
+ * refused. */
+static double trace_flops(const ts_plan *p)
+{
+  GError *err = NULL;
+  g_autoptr(ts_trace) tr = ts_plan_trace(p, &err);
+  cr_assert_not_null(tr, "%s", err ? err->message : "");
+  double f = 0;
+  for (int i = 0; i < tr->programs[0].nops; i++)
+    f += ts_program_op(&tr->programs[0], i).flops;
+  return f;
+}
+
+Test(activations, early_stop_skips_each_blocks_last_dense_on_a_gpu)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b"); /* 24 blocks */
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  g_autoptr(ts_plan) none = make_plan(m, t, "tp=8,dp=4", 64, 2);
+  g_autoptr(ts_plan) full = make_plan(m, t, "tp=8,dp=4,recompute=full", 64, 2);
+  g_autoptr(ts_plan) early = make_plan(m, t, "tp=8,dp=4,recompute=full,early-stop", 64, 2);
+  cr_assert(strstr(early->split_text, ",early-stop") != NULL, "%s", early->split_text);
+  cr_assert_eq(early->mem.activations, full->mem.activations);
+  double all = 0, fc2 = 0, mb = 2.0 * (double)none->n_micro;
+  int skipped = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    gboolean last = g_str_has_suffix(m->layers[i].name, ".fc2");
+    cr_assert_eq(ts_plan_recompute_skips(early, i), last, "%s", m->layers[i].name);
+    cr_assert(!ts_plan_recompute_skips(full, i), "%s", m->layers[i].name);
+    skipped += last;
+    if (!g_str_has_prefix(m->layers[i].name, "block."))
+      continue;
+    double f = m->layers[i].fwd_flops * mb / full->exec[i].cdiv;
+    all += f;
+    if (last)
+      fc2 += f;
+  }
+  cr_assert_eq(skipped, 24);
+  double base = trace_flops(none), ef = trace_flops(full) - base, ee = trace_flops(early) - base;
+  cr_assert_float_eq(ef, all, all * 1e-9, "full adds %.17g FLOP, expected %.17g", ef, all);
+  cr_assert_float_eq(ee, all - fc2, all * 1e-9, "early-stop adds %.17g FLOP, expected %.17g", ee,
+                     all - fc2);
+  g_autoptr(GError) e = plan_refusal(m, t, "tp=8,dp=4,early-stop", 64, 2);
+  cr_assert_str_eq(e->message,
+                   "--split 'tp=8,dp=4,early-stop': early-stop ends the re-run of each "
+                   "checkpointed block early; expected recompute=full (or full:N) with it (or "
+                   "no early-stop)");
+}
+
 /* recompute=full:N (TorchTitan's "selective layer" checkpointing, selective_ac_option = N):
  * block b is checkpointed when (b + 1) % N == 0. With N = 2 half the blocks keep their input and
  * re-run their forward, the other half keep everything: activations and extra FLOPs are the

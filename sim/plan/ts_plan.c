@@ -735,12 +735,17 @@ gboolean ts_plan_micro_recomputed(const ts_plan *p, gint64 micro, gint64 n_micro
  * eliminated from the rematerialised forward). The checkpoint unit's last product, a dense
  * layer (an MLP's down projection) whose output only forms the unit's output, already kept as
  * the next unit's checkpoint and read by no backward (its own backward reads its input), is
- * not run again. PyTorch's checkpoint (a GPU) re-runs the whole block. */
+ * not run again. PyTorch's checkpoint (a GPU) re-runs the whole block, unless the split says
+ * early-stop: PyTorch's non-reentrant checkpoint (use_reentrant=False; from torch 2.0, whose
+ * torch.utils.checkpoint has set_checkpoint_early_stop, on by default: "stops recomputation as
+ * soon as it has computed all needed Tensors") ends the re-run once the backward's last saved
+ * tensor is rebuilt, the input of that same last dense layer, so the layer is not run again
+ * there either. Megatron-LM's and DeepSpeed's checkpoints (reentrant) re-run the whole block. */
 gboolean ts_plan_recompute_skips(const ts_plan *p, int i)
 {
   const ts_layer *l = &p->model->layers[i];
-  if (p->topo->chip.systolic <= 0 || p->recompute != TS_RECOMPUTE_FULL || !p->unit ||
-      p->unit[i] < 0)
+  if ((p->topo->chip.systolic <= 0 && !p->early_stop) || p->recompute != TS_RECOMPUTE_FULL ||
+      !p->unit || p->unit[i] < 0)
     return FALSE;
   gboolean last = i + 1 >= p->model->nlayers || p->unit[i + 1] != p->unit[i];
   return last && l->kind == TS_LAYER_DENSE && l->experts == 0 && l->vocab <= 0;
@@ -783,6 +788,10 @@ int *ts_plan_units(const ts_plan *p)
   }
   return unit;
 }
+
+/* FlashAttention's benchmark counts a core's forward + backward as 3.5 forwards (the backward
+ * 2.5: it recomputes the scores); trainsim counts 3 (ts_plan_op_shape). */
+#define FLASH_PUBLISHED_FLOPS 3.5
 
 /* A fused kernel's rate as a fraction of the GEMM rate from the chip's profile (0: none given):
  * flash_efficiency_triton, flash_efficiency_fa1; FlashAttention-2's is flash_efficiency. */
@@ -1127,10 +1136,16 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->attn_speedup = ts_attn_kernel_speedup(
           p->attn_kernel, pass == TS_PASS_BWD || pass == TS_PASS_DGRAD, s->akv);
     /* A kernel with the chip's own published rate (triton, fa1; refused at plan time where the
-     * profile has none): that rate in every pass (the published figures time forward and
-     * backward together). */
+     * profile has none). The published figures time forward and backward together and count
+     * the backward as 2.5 forwards (it recomputes the scores: benchmark_flash_attention.py,
+     * data/published/flash-attention/PROVENANCE.txt), so their time is spread over the passes
+     * 1 : 2.5, not as trainsim's 1 : 2 FLOP count would spread it: the forward at 3.5 / 3 of
+     * the rate, the backward at 3.5 / 3.75. Forward plus backward take what they took; a
+     * recomputed forward (recompute=full re-runs the core) costs 1 / 3.5 of them, not 1 / 3. */
     else if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
-      s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel);
+      s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel) *
+                     (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD ? FLASH_PUBLISHED_FLOPS / 3.75
+                                                                   : FLASH_PUBLISHED_FLOPS / 3.0);
     break;
   }
   default:
@@ -2281,6 +2296,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",attn-kernel=%s", ts_attn_kernel_name(p->attn_kernel));
   if (p->fp8_cache)
     g_string_append(s, ",fp8-cache");
+  if (p->early_stop)
+    g_string_append(s, ",early-stop");
   if (p->bucket_copy)
     g_string_append(s, ",buckets=copy");
   if (p->p2p_blocking)
@@ -2526,6 +2543,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
   p->attn_kernel = s->attn_kernel > 0 ? (ts_attn_kernel)(s->attn_kernel - 1) : TS_ATTN_KERNEL_FA2;
   p->fp8_cache = s->fp8_cache;
+  p->early_stop = s->early_stop;
   p->p2p_blocking = s->p2p_blocking;
   p->load_sync = s->load_sync;
   p->tp_grad_serial = s->tp_grad_serial;
@@ -2545,6 +2563,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "which needs the chip's published rate for that kernel (%s has none)",
                 t->path != NULL ? t->path : "<topology>", ts_attn_kernel_name(p->attn_kernel),
                 s->text, ts_attn_kernel_name(p->attn_kernel), t->chip.name);
+    return NULL;
+  }
+  if (p->early_stop && p->recompute != TS_RECOMPUTE_FULL) {
+    /* Early stopping ends a re-run block's forward: without one there is nothing to end. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': early-stop ends the re-run of each checkpointed block early; "
+                "expected recompute=full (or full:N) with it (or no early-stop)",
+                s->text);
     return NULL;
   }
   if (p->fp8_cache && p->precision != TS_PRECISION_FP8) {

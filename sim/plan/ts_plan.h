@@ -137,6 +137,9 @@ typedef struct {
   /* Added with issue 10 (the H100 Megatron stack). */
   int attn_kernel;    /* attn-kernel=: 0 not given (fa2), else 1 + ts_attn_kernel */
   gboolean fp8_cache; /* fp8-cache: FP8 weight copies cast once per step (Transformer Engine) */
+  /* Added with issue 10 (MPT, held out). */
+  gboolean early_stop; /* early-stop: PyTorch's non-reentrant checkpoint stops re-running a block
+                          once the backward's saved tensors are rebuilt (torch >= 2.0) */
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: a stage's compute waits for its pipeline sends */
   /* Added with issue 10 (TorchTitan's long sequences). */
@@ -291,6 +294,8 @@ typedef struct {
   ts_attn_kernel attn_kernel; /* the fused attention kernel (attn-kernel=; ts_cost.h) */
   gboolean fp8_cache;         /* FP8 weights (and transposes) cast once per step, not per
                                  micro-batch (fp8-cache: Transformer Engine's weight cache) */
+  /* Added with issue 10 (MPT, held out). */
+  gboolean early_stop; /* full recomputation skips each unit's last dense layer (early-stop) */
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: the compute stream waits for each pipeline send to
                             complete (Megatron-LM's and DeepSpeed's non-overlapped exchange) */

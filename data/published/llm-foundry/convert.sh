@@ -69,6 +69,14 @@ grep -v '^#' published.csv | tail -n +2 | awk -F, '
     sp = "dp=" G
     sp = sp (shard == "FULL_SHARD" ? ",zero=3" : ",zero=2,dp-overlap")
     if (ac == "True") sp = sp ",recompute=full"
+    # activation_checkpointing_reentrant: false (the yamls): the non-reentrant checkpoint of PyTorch,
+    # which from torch 2.0 stops re-running a block once the saved tensors of the backward are rebuilt
+    # (torch.utils.checkpoint.set_checkpoint_early_stop, on by default): early-stop. The H100 and
+    # A100 80GB tables were measured with torch 2.1 (sweep.sh at b2a43a147: image
+    # mosaicml/pytorch:2.1.0_cu121; the large-scale sweep at 5e85bd62d: setup.py torch>=2.1,<2.1.1);
+    # the A100 40GB table in May 2023 with torch 1.13.1 (sweep.sh at 300cc5c58: image
+    # mosaicml/pytorch:1.13.1_cu117), whose non-reentrant checkpoint re-runs the whole block.
+    if (ac == "True" && t != "a100-40gb") sp = sp ",early-stop"
     sp = sp ",kernels=eager"
     # the MPT Triton kernel (the Triton implementation of FlashAttention) has its own rate in the
     # A100 profiles (flash_efficiency_triton, from the A100 figure of the FlashAttention-2 paper);
@@ -83,6 +91,8 @@ grep -v '^#' published.csv | tail -n +2 | awk -F, '
       print "# MPT step time from MosaicML llm-foundry benchmark tables (scripts/train/benchmarking/README.md," > out
       print "# commit 8c8dd48f7; PROVENANCE.txt). step_time_s = GlobalBatchSize (T) / Throughput (T/s); FSDP" > out
       print "# FULL_SHARD = zero=3, SHARD_GRAD_OP = zero=2,dp-overlap; activation checkpointing = recompute=full;" > out
+      if (t != "a100-40gb")
+        print "# the non-reentrant checkpoint of torch 2.1 stops re-running each block early = early-stop;" > out
       print "# uncompiled PyTorch = kernels=eager. ASSUMED: the fabric (topology), attn_impl (not in the table:" > out
       if (grp ~ /^A100/) {
         print "# the yamls and sweep scripts); attn_impl triton = attn-kernel=triton (the A100 profile rate for" > out
