@@ -1412,8 +1412,12 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * over the gathered rows instead; the reduce-scatter after the input gradient is the fused
    * matmul reduce-scatter, kept beside the weight gradient as before. */
   if (p->fsdp2 && !chunked) {
+    /* The re-gathered input's sequence-dim copy, only where it was gathered again (after a
+     * full-recompute forward autograd kept the re-run gather's output, its copy made then). */
+    gboolean again = regather >= 0;
     pend(g, regather), regather = -1;
-    emit_sp_copy(g, &e->bwd_regather, i, L_BWD_SP_COPY, "bwd");
+    if (again)
+      emit_sp_copy(g, &e->bwd_regather, i, L_BWD_SP_COPY, "bwd");
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad = chunked
