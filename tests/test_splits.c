@@ -2875,6 +2875,43 @@ Test(tensor, pytorch_tp_backward_is_serial_megatron_overlaps_it)
   }
 }
 
+/* PyTorch's async TP (tp-overlap=async, fsdp2) fuses a reduce-scatter with the matmul that
+ * produces its input (Inductor's micro-pipeline pass, _find_producer_matmul: mm, _scaled_mm, or
+ * reshape-mm-reshape): an input gradient that autograd sums from several matmuls (attention's
+ * separate Q, K and V projections; a gated MLP's gate and up) keeps the plain reduce-scatter,
+ * after the weight gradient on the compute stream as without async TP; an ungated
+ * column-parallel layer's (GPT-3's fc1) runs beside its weight gradient. */
+Test(tensor, async_tp_keeps_summed_input_gradients_plain)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  const struct {
+    const char *model, *layer;
+    gboolean plain;
+  } cases[] = {
+      {"llama3-8b", "block.0.attention", TRUE},
+      {"llama3-8b", "block.0.fc1", TRUE},
+      {"gpt3-1.3b", "block.0.attention", TRUE},
+      {"gpt3-1.3b", "block.0.fc1", FALSE},
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(ts_model) m = load_model(cases[k].model);
+    g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,dp=4,sp,zero=3,fsdp2,tp-overlap=async", 4, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    const ts_program *pr = &tr->programs[0];
+    g_autofree char *w = g_strdup_printf("%s bwd weight grad", cases[k].layer);
+    g_autofree char *r = g_strdup_printf("%s bwd reduce-scatter", cases[k].layer);
+    int wg = op_labelled(tr, w), rs = op_labelled(tr, r);
+    cr_assert(wg >= 0 && rs >= 0, "%s %s: ops %d %d", cases[k].model, cases[k].layer, wg, rs);
+    gboolean beside = ts_program_op_stream(pr, rs) != ts_program_op_stream(pr, wg);
+    if (cases[k].plain)
+      cr_expect(!beside && rs > wg, "%s %s: the reduce-scatter follows the weight gradient",
+                cases[k].model, cases[k].layer);
+    else
+      cr_expect(beside && rs < wg, "%s %s: the reduce-scatter runs beside the weight gradient",
+                cases[k].model, cases[k].layer);
+  }
+}
+
 /* Hybrid sharding over a data-centre-network dimension with transfer_stall_us (a TPU's DCN):
  * every gradient-shard all-reduce across the S replicas holds the compute stream for
  * 2 (S - 1) x the stall (ts_coll_chip_stall_s), where it is issued, so with the transfers
