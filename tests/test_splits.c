@@ -1075,6 +1075,48 @@ Test(activations, full_recompute_keeps_block_inputs)
                      "recompute adds %.17g FLOP, expected %.17g", extra, blocks_fwd);
 }
 
+/* On a GPU under torch.compile with PyTorch's checkpointing (fsdp2, kernels fused) the
+ * backward graph AOTAutograd's partitioner builds recomputes only what the backward reads: each
+ * block's down projection (fc2) and its sequence-parallel reduce-scatter are not re-run;
+ * everything else is. Eager PyTorch (kernels=eager) and Megatron-LM's checkpoint (no fsdp2)
+ * re-run the whole block. GPT-3 1.3B, tp 8 with sp, 24 blocks, 8 micro-batches. */
+Test(activations, compiled_pytorch_recompute_skips_the_down_projection)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  const struct {
+    const char *split;
+    gboolean skips;
+  } cases[] = {
+      {"tp=8,dp=64,sp,zero=3,fsdp2,recompute=full", TRUE},
+      {"tp=8,dp=64,sp,zero=3,fsdp2,recompute=full,kernels=eager", FALSE},
+      {"tp=8,dp=64,sp,zero=3,recompute=full", FALSE},
+  };
+  int blocks = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    blocks += g_str_has_prefix(m->layers[i].name, "block.") &&
+              g_str_has_suffix(m->layers[i].name, ".fc2");
+  cr_assert_eq(blocks, 24);
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[k].split, 1024, 2);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    int M = (int)p->n_micro;
+    int fc2 = count_ops(tr, 0, ".fc2 recompute", NULL);
+    int fc1 = count_ops(tr, 0, ".fc1 recompute", NULL);
+    int rs = count_ops(tr, 0, ".fc2 recompute reduce-scatter", NULL);
+    int rs_attn = count_ops(tr, 0, ".attention recompute reduce-scatter", NULL);
+    cr_expect_eq(rs_attn, blocks * M, "%s: %d attention re-run reduce-scatters", cases[k].split,
+                 rs_attn);
+    cr_expect(fc1 >= blocks * M, "%s: %d fc1 re-run ops", cases[k].split, fc1);
+    if (cases[k].skips)
+      cr_expect(fc2 == 0 && rs == 0, "%s: fc2 re-run %d ops, %d reduce-scatters", cases[k].split,
+                fc2, rs);
+    else
+      cr_expect(fc2 > 0 && rs == blocks * M, "%s: fc2 re-run %d ops, %d reduce-scatters",
+                cases[k].split, fc2, rs);
+  }
+}
+
 /* recompute=full:N (TorchTitan's "selective layer" checkpointing, selective_ac_option = N):
  * block b is checkpointed when (b + 1) % N == 0. With N = 2 half the blocks keep their input and
  * re-run their forward, the other half keep everything: activations and extra FLOPs are the

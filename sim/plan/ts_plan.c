@@ -725,12 +725,19 @@ gboolean ts_plan_micro_recomputed(const ts_plan *p, gint64 micro, gint64 n_micro
  * eliminated from the rematerialised forward). The checkpoint unit's last product, a dense
  * layer (an MLP's down projection) whose output only forms the unit's output, already kept as
  * the next unit's checkpoint and read by no backward (its own backward reads its input), is
- * not run again. PyTorch's checkpoint (a GPU) re-runs the whole block. */
+ * not run again. So on a GPU under torch.compile with PyTorch's own checkpointing (fsdp2,
+ * kernels fused: TorchTitan's checkpoint_wrapper around each block, then torch.compile of it):
+ * AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py) builds the backward
+ * graph from the saved block input and recomputes only the nodes the backward reads, so the
+ * down projection and the collective after it (sequence parallelism's reduce-scatter, a pure
+ * functional collective) are not in it. Megatron-LM's checkpoint (reentrant: it runs the
+ * whole block again and back-propagates from its output) and eager PyTorch re-run the
+ * product. */
 gboolean ts_plan_recompute_skips(const ts_plan *p, int i)
 {
   const ts_layer *l = &p->model->layers[i];
-  if (p->topo->chip.systolic <= 0 || p->recompute != TS_RECOMPUTE_FULL || !p->unit ||
-      p->unit[i] < 0)
+  gboolean dce = p->topo->chip.systolic > 0 || (p->fsdp2 && p->kernels == TS_KERNELS_FUSED);
+  if (!dce || p->recompute != TS_RECOMPUTE_FULL || !p->unit || p->unit[i] < 0)
     return FALSE;
   gboolean last = i + 1 >= p->model->nlayers || p->unit[i + 1] != p->unit[i];
   return last && l->kind == TS_LAYER_DENSE && l->experts == 0 && l->vocab <= 0;
