@@ -939,6 +939,39 @@ Test(activations, pytorch_sequence_dim_copies_are_twice_the_tensor)
   cr_expect_gt(scatters, 0);
 }
 
+/* One sequence-dim copy per backward tp gather or scatter that happens: the output gradient's
+ * all-gather, the input gradient's reduce-scatter and, under per-op recomputation, the input's
+ * re-gather. After a full-recompute forward nothing is gathered again (autograd keeps the
+ * re-run gather's output, its copy made then), so no copy either: it was charged once per
+ * column-split layer before, 2 x 1.99 ms a block on the 70B at tp 8. */
+Test(activations, pytorch_backward_copies_follow_its_gathers)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  const char *splits[] = {"tp=8,dp=64,sp,zero=3,fsdp2,recompute=full",
+                          "tp=8,dp=64,sp,zero=3,fsdp2,recompute=op"};
+  for (size_t k = 0; k < G_N_ELEMENTS(splits); k++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, splits[k], 1024, 2);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    int copies = 0, colls = 0, regathers = 0; /* re-gathers inside the checkpointed blocks */
+    for (int i = 0; i < tr->programs[0].nops; i++) {
+      const ts_op op = ts_program_op(&tr->programs[0], i);
+      const char *l = g_ptr_array_index(tr->labels, op.label);
+      regathers += g_str_has_prefix(l, "block.") && strstr(l, "bwd input re-gather") != NULL;
+      if (g_str_has_suffix(l, " bwd sequence-dim copy"))
+        copies++;
+      else if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_TP && strstr(l, " bwd ") != NULL &&
+               strstr(l, "redistribution") == NULL &&
+               (op.coll == TS_COLL_ALLGATHER || op.coll == TS_COLL_REDUCESCATTER))
+        colls++;
+    }
+    cr_expect(k == 0 ? regathers == 0 : regathers > 0, "%s: %d re-gathers", splits[k], regathers);
+    cr_expect_gt(colls, 0, "%s", splits[k]);
+    cr_expect_eq(copies, colls, "%s: %d backward copies for %d backward gathers and scatters",
+                 splits[k], copies, colls);
+  }
+}
+
 Test(activations, fp8_gathers_carry_one_byte)
 {
   /* Transformer Engine's FP8 recipe gathers a tensor-parallel FP8 GEMM's input after
@@ -1092,6 +1125,50 @@ Test(activations, early_stop_skips_each_blocks_last_dense_on_a_gpu)
                    "--split 'tp=8,dp=4,early-stop': early-stop ends the re-run of each "
                    "checkpointed block early; expected recompute=full (or full:N) with it (or "
                    "no early-stop)");
+}
+
+/* On a GPU under PyTorch's own non-reentrant checkpointing (fsdp2: TorchTitan's
+ * checkpoint_wrapper), compiled or eager, the re-run recomputes only what the backward reads:
+ * each block's down projection (fc2) and its sequence-parallel reduce-scatter are not re-run;
+ * everything else is (compiled: AOTAutograd's partitioner; eager: early stop, torch >= 2.0).
+ * Megatron-LM's reentrant checkpoint (no fsdp2, no early-stop) re-runs the whole block. GPT-3
+ * 1.3B, tp 8 with sp, 24 blocks, 8 micro-batches. */
+Test(activations, pytorch_checkpoint_recompute_skips_the_down_projection)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-64node");
+  const struct {
+    const char *split;
+    gboolean skips;
+  } cases[] = {
+      {"tp=8,dp=64,sp,zero=3,fsdp2,recompute=full", TRUE},
+      {"tp=8,dp=64,sp,zero=3,fsdp2,recompute=full,kernels=eager", TRUE},
+      {"tp=8,dp=64,sp,zero=1,recompute=full,early-stop", TRUE},
+      {"tp=8,dp=64,sp,zero=3,recompute=full", FALSE},
+  };
+  int blocks = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    blocks += g_str_has_prefix(m->layers[i].name, "block.") &&
+              g_str_has_suffix(m->layers[i].name, ".fc2");
+  cr_assert_eq(blocks, 24);
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[k].split, 1024, 2);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    int M = (int)p->n_micro;
+    int fc2 = count_ops(tr, 0, ".fc2 recompute", NULL);
+    int fc1 = count_ops(tr, 0, ".fc1 recompute", NULL);
+    int rs = count_ops(tr, 0, ".fc2 recompute reduce-scatter", NULL);
+    int rs_attn = count_ops(tr, 0, ".attention recompute reduce-scatter", NULL);
+    cr_expect_eq(rs_attn, blocks * M, "%s: %d attention re-run reduce-scatters", cases[k].split,
+                 rs_attn);
+    cr_expect(fc1 >= blocks * M, "%s: %d fc1 re-run ops", cases[k].split, fc1);
+    if (cases[k].skips)
+      cr_expect(fc2 == 0 && rs == 0, "%s: fc2 re-run %d ops, %d reduce-scatters", cases[k].split,
+                fc2, rs);
+    else
+      cr_expect(fc2 > 0 && rs == blocks * M, "%s: fc2 re-run %d ops, %d reduce-scatters",
+                cases[k].split, fc2, rs);
+  }
 }
 
 /* recompute=full:N (TorchTitan's "selective layer" checkpointing, selective_ac_option = N):
@@ -2925,6 +3002,43 @@ Test(tensor, pytorch_tp_backward_is_serial_megatron_overlaps_it)
       cr_assert(!dg_waits, "megatron: the re-gather runs beside the input gradient");
       cr_assert(rs_beside && rs < wg, "megatron: the reduce-scatter runs beside the weight grad");
     }
+  }
+}
+
+/* PyTorch's async TP (tp-overlap=async, fsdp2) fuses a reduce-scatter with the matmul that
+ * produces its input (Inductor's micro-pipeline pass, _find_producer_matmul: mm, _scaled_mm, or
+ * reshape-mm-reshape): an input gradient that autograd sums from several matmuls (attention's
+ * separate Q, K and V projections; a gated MLP's gate and up) keeps the plain reduce-scatter,
+ * after the weight gradient on the compute stream as without async TP; an ungated
+ * column-parallel layer's (GPT-3's fc1) runs beside its weight gradient. */
+Test(tensor, async_tp_keeps_summed_input_gradients_plain)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  const struct {
+    const char *model, *layer;
+    gboolean plain;
+  } cases[] = {
+      {"llama3-8b", "block.0.attention", TRUE},
+      {"llama3-8b", "block.0.fc1", TRUE},
+      {"gpt3-1.3b", "block.0.attention", TRUE},
+      {"gpt3-1.3b", "block.0.fc1", FALSE},
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(ts_model) m = load_model(cases[k].model);
+    g_autoptr(ts_plan) p = make_plan(m, t, "tp=8,dp=4,sp,zero=3,fsdp2,tp-overlap=async", 4, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    const ts_program *pr = &tr->programs[0];
+    g_autofree char *w = g_strdup_printf("%s bwd weight grad", cases[k].layer);
+    g_autofree char *r = g_strdup_printf("%s bwd reduce-scatter", cases[k].layer);
+    int wg = op_labelled(tr, w), rs = op_labelled(tr, r);
+    cr_assert(wg >= 0 && rs >= 0, "%s %s: ops %d %d", cases[k].model, cases[k].layer, wg, rs);
+    gboolean beside = ts_program_op_stream(pr, rs) != ts_program_op_stream(pr, wg);
+    if (cases[k].plain)
+      cr_expect(!beside && rs > wg, "%s %s: the reduce-scatter follows the weight gradient",
+                cases[k].model, cases[k].layer);
+    else
+      cr_expect(beside && rs < wg, "%s %s: the reduce-scatter runs beside the weight gradient",
+                cases[k].model, cases[k].layer);
   }
 }
 

@@ -735,17 +735,22 @@ gboolean ts_plan_micro_recomputed(const ts_plan *p, gint64 micro, gint64 n_micro
  * eliminated from the rematerialised forward). The checkpoint unit's last product, a dense
  * layer (an MLP's down projection) whose output only forms the unit's output, already kept as
  * the next unit's checkpoint and read by no backward (its own backward reads its input), is
- * not run again. PyTorch's checkpoint (a GPU) re-runs the whole block, unless the split says
- * early-stop: PyTorch's non-reentrant checkpoint (use_reentrant=False; from torch 2.0, whose
- * torch.utils.checkpoint has set_checkpoint_early_stop, on by default: "stops recomputation as
- * soon as it has computed all needed Tensors") ends the re-run once the backward's last saved
- * tensor is rebuilt, the input of that same last dense layer, so the layer is not run again
- * there either. Megatron-LM's and DeepSpeed's checkpoints (reentrant) re-run the whole block. */
+ * not run again. PyTorch's non-reentrant checkpoint (use_reentrant=False) skips it too, eager
+ * or compiled: eager, from torch 2.0, whose torch.utils.checkpoint has set_checkpoint_early_stop,
+ * on by default ("stops recomputation as soon as it has computed all needed Tensors"), the
+ * re-run ends once the backward's last saved tensor is rebuilt, the input of that same last
+ * dense layer; compiled (torch.compile of the wrapped block), AOTAutograd's min-cut partitioner
+ * (torch/_functorch/partitioners.py) builds the backward graph from the saved block input and
+ * recomputes only the nodes the backward reads, so the down projection and the collective
+ * after it (sequence parallelism's reduce-scatter, a pure functional collective) are not in
+ * it. A split says so with early-stop; fsdp2 implies it (TorchTitan wraps each block in
+ * checkpoint_wrapper, non-reentrant, on torch >= 2.4). Megatron-LM's and DeepSpeed's
+ * checkpoints (reentrant: the whole block again, back-propagated from its output) re-run it. */
 gboolean ts_plan_recompute_skips(const ts_plan *p, int i)
 {
   const ts_layer *l = &p->model->layers[i];
-  if ((p->topo->chip.systolic <= 0 && !p->early_stop) || p->recompute != TS_RECOMPUTE_FULL ||
-      !p->unit || p->unit[i] < 0)
+  gboolean skips = p->topo->chip.systolic > 0 || p->early_stop || p->fsdp2;
+  if (!skips || p->recompute != TS_RECOMPUTE_FULL || !p->unit || p->unit[i] < 0)
     return FALSE;
   gboolean last = i + 1 >= p->model->nlayers || p->unit[i + 1] != p->unit[i];
   return last && l->kind == TS_LAYER_DENSE && l->experts == 0 && l->vocab <= 0;

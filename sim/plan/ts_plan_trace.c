@@ -1425,17 +1425,31 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
    * the backward of copy_to_tensor_model_parallel_region, an autograd node after F.linear's
    * (one AddmmBackward computing the input and the weight gradients), and nothing waits for it
    * but the norm's backward before it. */
-  gboolean serial = (p->fsdp2 || p->tp_grad_serial) && !p->tp_overlap && !chunked;
+  /* Under PyTorch's async TP the reduce-scatter of an input gradient summed from several
+   * matmuls stays the plain collective too: Inductor's micro-pipeline pass fuses a
+   * reduce-scatter only when a matmul (or reshape, matmul, reshape) produces its input
+   * (torch/_inductor/fx_passes/micro_pipeline_tp.py, _find_producer_matmul), and the input
+   * gradient of attention's separate Q, K and V projections, or of a gated MLP's gate and up
+   * projections, is their dgrads added by autograd. */
+  gboolean summed = l->kind == TS_LAYER_ATTENTION || (l->kind == TS_LAYER_DENSE && l->gated);
+  gboolean plain =
+      !p->tp_overlap || (p->fsdp2 && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC && summed);
+  gboolean serial = (p->fsdp2 || p->tp_grad_serial) && plain && !chunked;
   if (serial && !p->fsdp2)
     pend(g, regather), regather = -1; /* the weight gradient reads the re-gathered input */
   /* Under PyTorch's async TP (tp-overlap=async) too the re-gather stays exposed: its
    * micro-pipelining (Inductor's fused all-gather matmul) takes a gather feeding a matmul's
    * left operand along the rows, and the weight gradient (output gradient^T x input) reduces
-   * over the gathered rows instead; the reduce-scatter after the input gradient is the fused
-   * matmul reduce-scatter, kept beside the weight gradient as before. */
+   * over the gathered rows instead; the reduce-scatter after an input gradient of one matmul is
+   * the fused matmul reduce-scatter, kept beside the weight gradient as before (a summed one
+   * stays serial, above). */
   if (p->fsdp2 && !chunked) {
+    /* The re-gathered input's sequence-dim copy, only where it was gathered again (after a
+     * full-recompute forward autograd kept the re-run gather's output, its copy made then). */
+    gboolean again = regather >= 0;
     pend(g, regather), regather = -1;
-    emit_sp_copy(g, &e->bwd_regather, i, L_BWD_SP_COPY, "bwd");
+    if (again)
+      emit_sp_copy(g, &e->bwd_regather, i, L_BWD_SP_COPY, "bwd");
   }
   double share = fi + fw > 0 ? fi / (fi + fw) : 0.5;
   int dgrad = chunked
