@@ -1048,18 +1048,16 @@ static void expect_blackwell(const char *file, int rows, const double table[][8]
   cr_expect(worst < worst_max, "%s: held-out worst |error| %.2f%%", file, worst);
 }
 
-Test(heldout, blackwell_rows_are_the_published_throughput_and_stay_below_their_pins,
-     .timeout = 240)
+Test(heldout, blackwell_rows_are_the_published_throughput_and_stay_below_their_pins, .timeout = 240)
 {
   static const double b200[4][8] = {{8, 128, 2, 30624, 1, 1, 1, 1},
                                     {8, 128, 2, 29994, 1, 1, 1, 0},
                                     {128, 64, 1, 661, 4, 8, 2, 0},
                                     {128, 64, 1, 664, 4, 8, 2, 0}};
   static const double gb200[6][8] = {
-      {8, 128, 2, 31508, 1, 1, 1, 1},    {8, 128, 2, 31357, 1, 1, 1, 0},
-      {64, 256, 2, 4312, 1, 1, 1, 0},    {64, 256, 2, 4224, 1, 1, 1, 0},
-      {256, 1536, 1, 813, 4, 16, 1, 0},  {256, 1536, 1, 864, 4, 16, 1, 0}};
+      {8, 128, 2, 31508, 1, 1, 1, 1},   {8, 128, 2, 31357, 1, 1, 1, 0},
+      {64, 256, 2, 4312, 1, 1, 1, 0},   {64, 256, 2, 4224, 1, 1, 1, 0},
+      {256, 1536, 1, 813, 4, 16, 1, 0}, {256, 1536, 1, 864, 4, 16, 1, 0}};
   expect_blackwell("nemo-b200-fp8.csv", 4, b200, HELDOUT_B200_MEAN_MAX, HELDOUT_B200_WORST_MAX);
-  expect_blackwell("nemo-gb200-fp8.csv", 6, gb200, HELDOUT_GB200_MEAN_MAX,
-                   HELDOUT_GB200_WORST_MAX);
+  expect_blackwell("nemo-gb200-fp8.csv", 6, gb200, HELDOUT_GB200_MEAN_MAX, HELDOUT_GB200_WORST_MAX);
 }

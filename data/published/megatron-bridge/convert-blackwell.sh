@@ -32,6 +32,7 @@ dp8="recompute=none,dp=8,zero=1,dp-overlap,precision=fp8,fp8-cache"
   # Llama 3.1 405B on 16 nodes: tp 4 x cp 2 in a node, dp 2 x pp 8 across nodes (rank order
   # tp, cp, dp, pp), interleaved VP 8, global batch 64 (32 micro-batches of 1).
   for c in "25.11 661" "25.09 664"; do
+    # shellcheck disable=SC2086 # "CONTAINER TOKENS", split on purpose
     set -- $c
     row "Megatron-Bridge B200 FP8" dgx-b200-4node dim.net.size=16 llama3-405b \
       "recompute=none,sp,tp=4@node,cp=2@node,dp=2@net,pp=8@net,zero=1,dp-overlap,tp-overlap,precision=fp8,fp8-cache,schedule=interleaved:8,stages=$st405" \
@@ -49,6 +50,7 @@ dp8="recompute=none,dp=8,zero=1,dp-overlap,precision=fp8,fp8-cache"
   # Llama 3 70B on 64 GPUs of one NVLink domain: Megatron-FSDP over all 64 (optim_grads_params:
   # ZeRO-3), micro-batch 2, no FP8 weight cache (keep_fp8_transpose_cache False).
   for c in "25.11 4312" "26.04.01 4224"; do
+    # shellcheck disable=SC2086 # "CONTAINER TOKENS", split on purpose
     set -- $c
     row "Megatron-Bridge GB200 FP8" gb200-nvl72-8rack "dim.nvl.size=64;dim.net.size=1" llama3-70b \
       "recompute=none,dp=64,zero=3,precision=fp8" 256 2 "$2" 64 "$1"
@@ -56,6 +58,7 @@ dp8="recompute=none,dp=8,zero=1,dp-overlap,precision=fp8,fp8-cache"
   # Llama 3.1 405B on 4 NVLink domains of 64: tp 4 x dp 4 x 4 of the 16 pipeline stages in a
   # domain, the pipeline across 4 (rank order tp, cp, dp, pp), interleaved VP 4, global batch 1536.
   for c in "25.11 813" "26.04.01 864"; do
+    # shellcheck disable=SC2086 # "CONTAINER TOKENS", split on purpose
     set -- $c
     row "Megatron-Bridge GB200 FP8" gb200-nvl72-8rack "dim.nvl.size=64;dim.net.size=4" llama3-405b \
       "recompute=none,sp,tp=4@nvl,dp=4@nvl,pp=16@nvl+net,zero=1,dp-overlap,tp-overlap,precision=fp8,fp8-cache,schedule=interleaved:4,stages=$st405" \
