@@ -17,7 +17,7 @@
 # one of them off on its own 8B row (the B200 fit, 0.565, puts the GB200 row 5.6% too fast).
 # The values go into the profiles by hand, with the numbers this prints.
 #
-#   bench/fit_b200.sh            # ~1 min: two grids of one-row replays, then both files
+#   bench/fit_b200.sh            # ~20 s: two grids of one-row replays, then both files
 #
 # The grid: compute_efficiency over 0.400..0.750 in steps of 0.005 on the fit row, the smallest
 # |error| kept (ties: the smaller value). Then both files are reported at the fitted values,
