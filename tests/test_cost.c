@@ -784,6 +784,7 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
                                       "h100-hbm2e-96gb-500w",
                                       "h200-sxm-141gb",
                                       "b200",
+                                      "gb200",
                                       "tpu-v2",
                                       "tpu-v3",
                                       "tpu-v4",
@@ -805,10 +806,10 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
     calibrated += !t->chip.uncalibrated;
   }
   /* A100 80GB (vTrain), the two H100s (TorchTitan's 500 W part fitted, the 700 W SXM5 by the
-   * power rule), P40 (torchgpipe), V100 (DeepLearningExamples' BERT-Large), TPU v3 (the LAMB
-   * paper's BERT-Large) and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the others say they are
-   * not. */
-  cr_assert_eq(calibrated, 10, "%d calibrated profiles, expected 10", calibrated);
+   * power rule), B200 and GB200 (Megatron-Bridge's Llama 3 8B rows, one fit each), P40
+   * (torchgpipe), V100 (DeepLearningExamples' BERT-Large), TPU v3 (the LAMB paper's BERT-Large)
+   * and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the others say they are not. */
+  cr_assert_eq(calibrated, 12, "%d calibrated profiles, expected 12", calibrated);
 }
 
 /* Loads a shipped chip profile through a one-dimension topology. */

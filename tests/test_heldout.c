@@ -1010,3 +1010,74 @@ Test(heldout, lamb_tpu_v3_errors_stay_below_their_pins, .timeout = 300)
             held / nheld);
   cr_expect(worst < HELDOUT_LAMB_WORST_MAX, "LAMB: worst |error| %.2f%%", worst);
 }
+
+/* Megatron-Bridge on DGX B200 and DGX GB200 (NVL72), FP8 current scaling (the 25.09 / 25.11 /
+ * 26.04.01 performance summaries; data/published/megatron-bridge/convert-blackwell.sh): step time
+ * = GBS x 8192 / (tokens/s/GPU x GPUs); GPUs = tp x cp x pp x dp = the topology's chips; one
+ * "(fit)" row per file, the Llama 3 8B one-node run (bench/fit_b200.sh fits the chip's
+ * compute_efficiency to it), every other row held out. Held-out errors at the fit (December
+ * 2026): B200 mean 6.8%, worst 9.5% (the 405B rows -9.5% / -9.1%, too fast); GB200 mean 2.1%,
+ * worst 3.6%. The fit rows 0.2% / 0.4%. Pinned just above, so a regression fails. */
+#define HELDOUT_B200_MEAN_MAX 7.3
+#define HELDOUT_B200_WORST_MAX 10.0
+#define HELDOUT_GB200_MEAN_MAX 2.6
+#define HELDOUT_GB200_WORST_MAX 4.1
+#define BLACKWELL_FIT_MAX 0.6
+
+static void expect_blackwell(const char *file, int rows, const double table[][8], double mean_max,
+                             double worst_max)
+{
+  g_autoptr(ts_meas_file) f = heldout_file("megatron-bridge", file, rows);
+  GError *e = NULL;
+  g_autoptr(ts_accuracy) a = ts_accuracy_run(f, 1, NULL, &e);
+  cr_assert_not_null(a, "%s", e ? e->message : "");
+  double sum = 0, worst = 0;
+  int held = 0, fit = 0;
+  for (int i = 0; i < rows; i++) {
+    const ts_meas_row *r = &f->rows[i];
+    /* GPUs, GBS, MBS, tokens/s/GPU, tp, pp, cp, fit row */
+    const double *w = table[i];
+    cr_assert_eq(r->global_batch, w[1], "%s line %d", file, r->line);
+    cr_assert_eq(r->micro_batch, w[2], "%s line %d", file, r->line);
+    long tp = item(r->split, "tp="), pp = item(r->split, "pp="), cp = item(r->split, "cp=");
+    tp = tp < 0 ? 1 : tp;
+    pp = pp < 0 ? 1 : pp;
+    cp = cp < 0 ? 1 : cp;
+    cr_assert(tp == w[4] && pp == w[5] && cp == w[6], "%s line %d: tp %ld pp %ld cp %ld", file,
+              r->line, tp, pp, cp);
+    cr_assert_eq(tp * pp * cp * item(r->split, "dp="), w[0], "%s line %d: GPUs", file, r->line);
+    long nvl = item(r->vary, "dim.nvl.size="), node = nvl < 0 ? 8 : nvl;
+    cr_assert_eq(node * item(r->vary, "dim.net.size="), w[0], "%s line %d: chips", file, r->line);
+    double t = w[1] * 8192 / (w[3] * w[0]);
+    cr_assert_float_eq(r->measured, t, t * 1e-5, "%s line %d: %.6g s, the table gives %.6g", file,
+                       r->line, r->measured, t);
+    cr_assert_eq(strstr(r->group, "(fit)") != NULL, w[7] != 0, "%s line %d: fit row", file,
+                 r->line);
+    double err = 100 * fabs(a->predicted[i] / r->measured - 1);
+    if (w[7] != 0) {
+      fit++;
+      cr_expect(err < BLACKWELL_FIT_MAX, "%s line %d (fit): |error| %.2f%%", file, r->line, err);
+      continue;
+    }
+    held++;
+    sum += err;
+    worst = fmax(worst, err);
+  }
+  cr_assert_eq(fit, 1, "%s: one fit row", file);
+  cr_expect(sum / held < mean_max, "%s: held-out mean |error| %.2f%%", file, sum / held);
+  cr_expect(worst < worst_max, "%s: held-out worst |error| %.2f%%", file, worst);
+}
+
+Test(heldout, blackwell_rows_are_the_published_throughput_and_stay_below_their_pins, .timeout = 240)
+{
+  static const double b200[4][8] = {{8, 128, 2, 30624, 1, 1, 1, 1},
+                                    {8, 128, 2, 29994, 1, 1, 1, 0},
+                                    {128, 64, 1, 661, 4, 8, 2, 0},
+                                    {128, 64, 1, 664, 4, 8, 2, 0}};
+  static const double gb200[6][8] = {
+      {8, 128, 2, 31508, 1, 1, 1, 1},   {8, 128, 2, 31357, 1, 1, 1, 0},
+      {64, 256, 2, 4312, 1, 1, 1, 0},   {64, 256, 2, 4224, 1, 1, 1, 0},
+      {256, 1536, 1, 813, 4, 16, 1, 0}, {256, 1536, 1, 864, 4, 16, 1, 0}};
+  expect_blackwell("nemo-b200-fp8.csv", 4, b200, HELDOUT_B200_MEAN_MAX, HELDOUT_B200_WORST_MAX);
+  expect_blackwell("nemo-gb200-fp8.csv", 6, gb200, HELDOUT_GB200_MEAN_MAX, HELDOUT_GB200_WORST_MAX);
+}

@@ -77,7 +77,7 @@ typedef struct {
 /* 200 Gb/s HDR InfiniBand, one NIC per GPU, NCCL fitted to Echo's multi-node logs. */
 #define HDR_EFF 0.7196
 /* NCCL's ring on NVLink 4 and 5 from published nccl-tests figures (the DGX topology files): H100
- * 370 / 450 GB/s; B200 estimated from a B300 report, 695 / 900. */
+ * 370 / 450 GB/s; B200 estimated from a B300 report, 695 / 900 (also the GB200 NVL72 file's). */
 #define H100_NVLINK_BPS (450e9 * 0.822)
 #define B200_NVLINK_BPS (900e9 * 0.772)
 #define HDR_NIC_BPS (25e9 * HDR_EFF)
@@ -320,7 +320,8 @@ static const shipped SHIPPED[] = {
     {"gb200-nvl72-8rack",
      576,
      2,
-     {{"nvl", 72, TS_SHAPE_SWITCH, 900e9, 1e-6}, {"net", 8, TS_SHAPE_SWITCH, 100e9, 3e-6}},
+     {{"nvl", 72, TS_SHAPE_SWITCH, B200_NVLINK_BPS, 1e-6},
+      {"net", 8, TS_SHAPE_SWITCH, 100e9, 3e-6}},
      2500e12,
      173.2 * GIB,
      8000e9,
