@@ -100,8 +100,8 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* PyTorch and Megatron options on a TPU were costed as if XLA ran them: kernels=eager 738.5
    * ms against 730.9 fused, loss=eager 747.4 ms and 14.31 GB against 13.48 GB, load=sync and
    * tp-grad=serial the same step (gpt3-350m tp=2,dp=32 on tpu-v3-8x8, batch 256). */
-  static const char *const gpu_only[] = {"kernels=eager", "kernels=eager-fused-rmsnorm",
-                                         "loss=eager",    "buckets=copy",
+  static const char *const gpu_only[] = {"kernels=eager",  "kernels=eager-fused-rmsnorm",
+                                         "loss=eager",     "buckets=copy",
                                          "tp-grad=serial", "load=sync"};
   for (size_t i = 0; i < G_N_ELEMENTS(gpu_only); i++) {
     g_autofree char *args =
