@@ -993,18 +993,20 @@ Test(heldout, lamb_tpu_v3_errors_stay_below_their_pins, .timeout = 300)
 
 /* FlashAttention's GPT-3 runs on one node of 8 A100 80GB (data/published/flash-attention-gpt,
  * PROVENANCE.txt): the training README's tokens/s (FlashAttention 1, sequence 2048) and
- * FlashAttention-2's Table 1 (arXiv 2307.08691, TFLOP/s per GPU). Each row must hold the
- * published number through its closed form: README step_time_s = global batch x 2048 /
- * tokens/s; Table 1 step_time_s = 72 l h^2 (1 + s/(6h) + V/(16 l h)) x global batch x s /
+ * FlashAttention-2's Table 1 (arXiv 2307.08691, TFLOP/s per GPU), and the GPT-2 step times of the
+ * OpenWebText config's comment (seconds, as published). Each row must hold the published number
+ * through its closed form: README step_time_s = global batch x 2048 / tokens/s; Table 1 step_time_s = 72 l h^2 (1 + s/(6h) + V/(16 l h)) x global batch x s /
  * (TFLOP/s x 1e12 x 8), V = 50257 (the README's count, Megatron-LM's x 3/4); and each model
  * file the configs' shape, 12 h^2 l + 13 h l + 2 h + 50264 h + s h parameters. */
 typedef struct {
   const char *model;
   int layers, hidden, seq, gbs, mbs, zero;
-  double published; /* tokens/s (README) or TFLOP/s per GPU (Table 1) */
+  double published; /* tokens/s (README), TFLOP/s per GPU (Table 1) or seconds (OpenWebText) */
 } fa_row;
 
-static void check_fa_rows(const char *file, const fa_row *t, int n, gboolean tflops)
+typedef enum { FA_TOKENS_PER_S, FA_TFLOPS, FA_SECONDS } fa_unit;
+
+static void check_fa_rows(const char *file, const fa_row *t, int n, fa_unit unit)
 {
   g_autoptr(ts_meas_file) f = heldout_file("flash-attention-gpt", file, n);
   for (int i = 0; i < n; i++) {
@@ -1016,7 +1018,9 @@ static void check_fa_rows(const char *file, const fa_row *t, int n, gboolean tfl
     cr_assert_eq(r->global_batch, t[i].gbs, "%s line %d", file, r->line);
     cr_assert_eq(r->micro_batch, t[i].mbs, "%s line %d", file, r->line);
     double l = t[i].layers, h = t[i].hidden, s = t[i].seq, T;
-    if (tflops)
+    if (unit == FA_SECONDS)
+      T = t[i].published;
+    else if (unit == FA_TFLOPS)
       T = 72 * l * h * h * (1 + s / (6 * h) + 50257 / (16 * l * h)) * t[i].gbs * s /
           (t[i].published * 1e12 * 8);
     else
@@ -1044,6 +1048,10 @@ static const fa_row fa_readme[5] = {
     {"gpt3-1.3b-seq2048", 24, 2048, 2048, 512, 8, 1, 169000},
     {"gpt3-2.7b-seq2048", 32, 2560, 2048, 512, 4, 1, 85000},
 };
+static const fa_row fa_owt[2] = {
+    {"gpt2-small-seq1024", 12, 768, 1024, 512, 64, 0, 0.368},
+    {"gpt2-medium-seq1024", 24, 1024, 1024, 512, 32, 0, 0.972},
+};
 static const fa_row fa_table1[6] = {
     {"gpt3-1.3b-seq2048", 24, 2048, 2048, 512, 8, 1, 196},
     {"gpt3-1.3b-seq8192", 24, 2048, 8192, 128, 4, 1, 220},
@@ -1055,8 +1063,9 @@ static const fa_row fa_table1[6] = {
 
 Test(heldout, flash_attention_gpt_rows_are_the_published_numbers)
 {
-  check_fa_rows("dao2022-training-readme.csv", fa_readme, 5, FALSE);
-  check_fa_rows("dao2023-fa2-table1.csv", fa_table1, 6, TRUE);
+  check_fa_rows("dao2022-training-readme.csv", fa_readme, 5, FA_TOKENS_PER_S);
+  check_fa_rows("dao2023-fa2-table1.csv", fa_table1, 6, FA_TFLOPS);
+  check_fa_rows("dao2022-owt-step-time.csv", fa_owt, 2, FA_SECONDS);
   /* The README's FLOP count gives its "189 TFLOPs/sec" (Table 1's FlashAttention column at
    * 2k) from its 169k and 85k tokens/s, which is why Table 1 is converted with it. */
   for (int i = 3; i < 5; i++) {
@@ -1071,12 +1080,14 @@ Test(heldout, flash_attention_gpt_rows_are_the_published_numbers)
 /* trainsim on them, fitted to none (December 2026): README 7.3% mean, worst +17.5% (125M), bias
  * +2.1% (+17.5 / +5.6 / -6.9 / +0.4 / -6.2%); Table 1 14.0% mean, worst +35.1% (+6.5 / +35.1 /
  * +4.1 / +31.8% FlashAttention-2, -2.6 / -3.9% FlashAttention at 8k): the A100 profile has no
- * FlashAttention-2 rate (docs/accuracy.md, "FlashAttention's GPT-3 runs"). Pinned just above,
- * so a regression fails. */
+ * FlashAttention-2 rate (docs/accuracy.md, "FlashAttention's GPT-3 runs"); OpenWebText GPT-2
+ * 7.3% mean (+13.7% small, +0.8% medium). Pinned just above, so a regression fails. */
 #define HELDOUT_FA_README_MEAN_MAX 7.6
 #define HELDOUT_FA_README_WORST_MAX 18.0
 #define HELDOUT_FA_TABLE1_MEAN_MAX 14.5
 #define HELDOUT_FA_TABLE1_WORST_MAX 35.6
+#define HELDOUT_FA_OWT_MEAN_MAX 7.6
+#define HELDOUT_FA_OWT_WORST_MAX 14.2
 
 Test(heldout, flash_attention_gpt_errors_stay_below_their_pins, .timeout = 300)
 {
@@ -1084,4 +1095,6 @@ Test(heldout, flash_attention_gpt_errors_stay_below_their_pins, .timeout = 300)
                HELDOUT_FA_README_MEAN_MAX, HELDOUT_FA_README_WORST_MAX);
   expect_below("FlashAttention-2 Table 1", "flash-attention-gpt", "dao2023-fa2-table1.csv", 6,
                HELDOUT_FA_TABLE1_MEAN_MAX, HELDOUT_FA_TABLE1_WORST_MAX);
+  expect_below("FlashAttention OpenWebText", "flash-attention-gpt", "dao2022-owt-step-time.csv",
+               2, HELDOUT_FA_OWT_MEAN_MAX, HELDOUT_FA_OWT_WORST_MAX);
 }

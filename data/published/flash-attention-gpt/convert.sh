@@ -2,7 +2,8 @@
 # convert.sh: writes the model files (models/) and the two measurement files of this folder
 # (docs/accuracy.md, "FlashAttention's GPT-3 training runs on 8 A100s") from the published
 # numbers below (PROVENANCE.txt says where each comes from). Run from anywhere; rewrites
-# models/*.ini, dao2022-training-readme.csv and dao2023-fa2-table1.csv beside this script.
+# models/*.ini, dao2022-training-readme.csv, dao2023-fa2-table1.csv and dao2022-owt-step-time.csv
+# beside this script.
 #
 # 1. training/README.md of github Dao-AILab/flash-attention (commit 4a6eaa9f2, 2022-11-29),
 #    "Training speed": throughput in tokens/s on 8 A100 80GB at a batch of 0.5M or 1M tokens.
@@ -13,17 +14,22 @@
 #        F = 72 l h^2 (1 + s / (6 h) + V / (16 l h)),   V = 50257,
 #    so step_time_s = F x tokens a step / (X x 1e12 x 8). PROVENANCE.txt says why this count
 #    and not the paper's text formula (6 s N + 12 l h s^2 a sequence) was chosen.
+# 3. training/configs/experiment/owt/base.yaml of the same repository (commit 0bf5e5003,
+#    2022-11-28): "for GPT2-small time per global step (i.e. batch size 512) on 8 A100s goes
+#    from 376ms to 368ms. For GPT2-medium time per global goes from 997ms to 972ms" (apex's
+#    FusedAdam, the optimizer the config sets): step times as published.
 set -eu
 cd "$(dirname "$0")"
 
-# model NAME LABEL LAYERS HIDDEN HEADS SEQ: the GPT model of flash_attn.models.gpt as the
-# training configs build it (PROVENANCE.txt).
+# model NAME LABEL LAYERS HIDDEN HEADS SEQ [DTYPE]: the GPT model of flash_attn.models.gpt as
+# the training configs build it (PROVENANCE.txt); DTYPE bf16 (the Pile configs) or fp16 (the
+# OpenWebText configs' precision 16).
 model() {
   h=$4
   params=$((12 * h * h * $3 + 13 * h * $3 + 2 * h + 50264 * h + $6 * h))
   cat > "models/$1.ini" <<MODEL
 # $2 as FlashAttention's training scripts build it (github Dao-AILab/flash-attention,
-# training/configs/experiment/pile/, flash_attn.models.gpt.GPTLMHeadModel on transformers'
+# training/configs/experiment/, flash_attn.models.gpt.GPTLMHeadModel on transformers'
 # GPT2Config): $3 layers, hidden $4, $5 heads, MLP 4 x hidden with GELU, learned positions
 # ($6 rows), biases, pre-LayerNorm, tied embeddings, dropout 0.1 (GPT2Config's default), the
 # GPT-2 vocabulary 50,257 padded to a multiple of 8 (pad_vocab_size_multiple: 8).
@@ -32,7 +38,7 @@ model() {
 [model]
 name = $2 seq $6
 kind = transformer
-dtype = bf16
+dtype = ${7:-bf16}
 
 [transformer]
 layers = $3
@@ -55,6 +61,8 @@ model gpt3-1.3b-seq2048 "GPT3-1.3B" 24 2048 16 2048
 model gpt3-1.3b-seq8192 "GPT3-1.3B" 24 2048 16 8192
 model gpt3-2.7b-seq2048 "GPT3-2.7B" 32 2560 20 2048
 model gpt3-2.7b-seq8192 "GPT3-2.7B" 32 2560 20 8192
+model gpt2-small-seq1024 "GPT2-small" 12 768 12 1024 fp16
+model gpt2-medium-seq1024 "GPT2-medium" 24 1024 16 1024 fp16
 
 # split ZERO: the data-parallel setup of the configs. Without a strategy (125M, 355M) Lightning's
 # DDP with torch's defaults: 25 MB buckets copied from the gradients (buckets=copy); with
@@ -107,3 +115,13 @@ FA1-8k gpt3-1.3b-seq8192 24 2048 8192 128 4 fa1 170
 FA1-8k gpt3-2.7b-seq8192 32 2560 8192 128 4 fa1 175
 ROWS
 } > dao2023-fa2-table1.csv
+
+{
+  echo "# FlashAttention's OpenWebText configs (github Dao-AILab/flash-attention 0bf5e5003,"
+  echo "# training/configs/experiment/owt/base.yaml, a comment): time per global step of 512 x 1024"
+  echo "# tokens on 8 A100s with apex FusedAdam, GPT2-small 368 ms, GPT2-medium 972 ms; fp16,"
+  echo "# FlashAttention (1), no recomputation. ASSUMED: A100 80GB (PROVENANCE.txt). Held out: never fitted."
+  echo "group,topology,vary,model,split,global_batch,micro_batch,step_time_s,seq_len_tokens,gpus"
+  echo "OWT FA1 1k,dgx-a100-1node,,models/gpt2-small-seq1024.ini,\"$(split 0 fa1)\",512,64,0.368,1024,8"
+  echo "OWT FA1 1k,dgx-a100-1node,,models/gpt2-medium-seq1024.ini,\"$(split 0 fa1)\",512,32,0.972,1024,8"
+} > dao2022-owt-step-time.csv
