@@ -1,7 +1,8 @@
 /* Tests of the further held-out large runs (docs/accuracy.md, "Further held-out large runs"):
  * data/published/{mtnlg,bloom,llama3,megatron-bridge,megatron-core}, TorchTitan's A100 tables
- * (data/published/torchtitan/performance_a100_steps.csv), and LLM Foundry's MPT tables and NeMo
- * 24.07's table (data/published/{llm-foundry,nemo}). Each file must hold the
+ * (data/published/torchtitan/performance_a100_steps.csv), LLM Foundry's MPT tables and NeMo
+ * 24.07's table (data/published/{llm-foundry,nemo}), FlashAttention's GPT runs and NeMo-Megatron's
+ * GPT-3 5B scaling (data/published/{flash-attention-gpt,nemo-launcher}). Each file must hold the
  * published numbers (closed forms from the quoted tables, so a typo or a changed conversion fails),
  * and trainsim's error on them, fitted to none of them, is pinned just above what was measured so
  * that a regression fails. */
