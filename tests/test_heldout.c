@@ -996,9 +996,10 @@ Test(heldout, lamb_tpu_v3_errors_stay_below_their_pins, .timeout = 300)
  * PROVENANCE.txt): the training README's tokens/s (FlashAttention 1, sequence 2048) and
  * FlashAttention-2's Table 1 (arXiv 2307.08691, TFLOP/s per GPU), and the GPT-2 step times of the
  * OpenWebText config's comment (seconds, as published). Each row must hold the published number
- * through its closed form: README step_time_s = global batch x 2048 / tokens/s; Table 1 step_time_s = 72 l h^2 (1 + s/(6h) + V/(16 l h)) x global batch x s /
- * (TFLOP/s x 1e12 x 8), V = 50257 (the README's count, Megatron-LM's x 3/4); and each model
- * file the configs' shape, 12 h^2 l + 13 h l + 2 h + 50264 h + s h parameters. */
+ * through its closed form: README step_time_s = global batch x 2048 / tokens/s; Table 1 step_time_s
+ * = 72 l h^2 (1 + s/(6h) + V/(16 l h)) x global batch x s / (TFLOP/s x 1e12 x 8), V = 50257 (the
+ * README's count, Megatron-LM's x 3/4); and each model file the configs' shape, 12 h^2 l + 13 h l +
+ * 2 h + 50264 h + s h parameters. */
 typedef struct {
   const char *model;
   int layers, hidden, seq, gbs, mbs, zero;
@@ -1026,10 +1027,10 @@ static void check_fa_rows(const char *file, const fa_row *t, int n, fa_unit unit
           (t[i].published * 1e12 * 8);
     else
       T = t[i].gbs * s / t[i].published;
-    cr_assert_float_eq(r->measured, T, T * 1e-5, "%s line %d: %.6g s, the closed form %.6g",
-                       file, r->line, r->measured, T);
-    g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published",
-                                             "flash-attention-gpt", r->model, NULL);
+    cr_assert_float_eq(r->measured, T, T * 1e-5, "%s line %d: %.6g s, the closed form %.6g", file,
+                       r->line, r->measured, T);
+    g_autofree char *path =
+        g_build_filename(TS_SOURCE_DIR, "data", "published", "flash-attention-gpt", r->model, NULL);
     GError *e = NULL;
     g_autoptr(ts_model) m = ts_model_load(path, &e);
     cr_assert_not_null(m, "%s", e ? e->message : "");
@@ -1037,8 +1038,8 @@ static void check_fa_rows(const char *file, const fa_row *t, int n, fa_unit unit
     cr_assert_eq(m->t_layers, t[i].layers);
     cr_assert_eq(m->t_hidden, t[i].hidden);
     double p = 12 * h * h * l + 13 * h * l + 2 * h + 50264 * h + s * h;
-    cr_expect_float_eq(ts_model_params(m), p, 0.5, "%s: %.0f parameters, %.0f expected",
-                       r->model, ts_model_params(m), p);
+    cr_expect_float_eq(ts_model_params(m), p, 0.5, "%s: %.0f parameters, %.0f expected", r->model,
+                       ts_model_params(m), p);
   }
 }
 
@@ -1071,10 +1072,9 @@ Test(heldout, flash_attention_gpt_rows_are_the_published_numbers)
    * 2k) from its 169k and 85k tokens/s, which is why Table 1 is converted with it. */
   for (int i = 3; i < 5; i++) {
     double l = fa_readme[i].layers, h = fa_readme[i].hidden, s = 2048;
-    double x = 72 * l * h * h * (1 + s / (6 * h) + 50257 / (16 * l * h)) *
-               fa_readme[i].published / 8e12;
-    cr_expect(fabs(x - 189) < 1.5, "%s: %.1f TFLOP/s, Table 1 prints 189", fa_readme[i].model,
-              x);
+    double x =
+        72 * l * h * h * (1 + s / (6 * h) + 50257 / (16 * l * h)) * fa_readme[i].published / 8e12;
+    cr_expect(fabs(x - 189) < 1.5, "%s: %.1f TFLOP/s, Table 1 prints 189", fa_readme[i].model, x);
   }
 }
 
@@ -1096,8 +1096,8 @@ Test(heldout, flash_attention_gpt_errors_stay_below_their_pins, .timeout = 300)
                HELDOUT_FA_README_MEAN_MAX, HELDOUT_FA_README_WORST_MAX);
   expect_below("FlashAttention-2 Table 1", "flash-attention-gpt", "dao2023-fa2-table1.csv", 6,
                HELDOUT_FA_TABLE1_MEAN_MAX, HELDOUT_FA_TABLE1_WORST_MAX);
-  expect_below("FlashAttention OpenWebText", "flash-attention-gpt", "dao2022-owt-step-time.csv",
-               2, HELDOUT_FA_OWT_MEAN_MAX, HELDOUT_FA_OWT_WORST_MAX);
+  expect_below("FlashAttention OpenWebText", "flash-attention-gpt", "dao2022-owt-step-time.csv", 2,
+               HELDOUT_FA_OWT_MEAN_MAX, HELDOUT_FA_OWT_WORST_MAX);
 }
 
 /* NeMo-Megatron-Launcher's GPT-3 5B scaling (data/published/nemo-launcher, PROVENANCE.txt):
@@ -1115,8 +1115,8 @@ Test(heldout, nemo_launcher_5b_rows_are_the_published_tokens_per_s)
     cr_assert_eq(r->global_batch, 2048);
     cr_assert_eq(r->micro_batch, 2);
     double T = 2048.0 * 2048 / tps[i];
-    cr_assert_float_eq(r->measured, T, T * 1e-5, "line %d: %.6g s, the closed form %.6g",
-                       r->line, r->measured, T);
+    cr_assert_float_eq(r->measured, T, T * 1e-5, "line %d: %.6g s, the closed form %.6g", r->line,
+                       r->measured, T);
   }
 }
 
