@@ -1300,8 +1300,14 @@ Test(activations, torchgpipe_copy_stream_pools)
                      tpu_act);
   /* Without recomputation the same: the first block keeps the received input, which is in the
    * pools; and fsdp2's GPipe (torch.distributed.pipelining, not torchgpipe) has no such pools. */
-  g_autoptr(ts_plan) keep = make_plan(m, t, "pp=4,dp=2,schedule=gpipe", 128, 1);
   g_autoptr(ts_plan) keep_tpu = make_plan(m, tpu, "pp=4,dp=16,schedule=gpipe", 1024, 1);
+  /* The GPU plan takes the TPU's stage boundaries (each balances its own op costs). */
+  g_autofree char *same = g_strdup_printf("pp=4,dp=2,schedule=gpipe,stages=%d:%d:%d:%d",
+                                          keep_tpu->stage_first[1] - keep_tpu->stage_first[0],
+                                          keep_tpu->stage_first[2] - keep_tpu->stage_first[1],
+                                          keep_tpu->stage_first[3] - keep_tpu->stage_first[2],
+                                          keep_tpu->stage_first[4] - keep_tpu->stage_first[3]);
+  g_autoptr(ts_plan) keep = make_plan(m, t, same, 128, 1);
   double d_act = keep_tpu->stage_mem[1].activations - keep->stage_mem[1].activations;
   cr_expect_float_eq(d_act, 64 * in, 64 * in * 1e-9, "%.17g", d_act);
   double keep_pipe = keep->stage_mem[1].pipeline / MiB;
