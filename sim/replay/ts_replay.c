@@ -1083,6 +1083,14 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
   return !r->order_free || complete_started(r, error);
 }
 
+/* A collective's algorithm, from the packed op. */
+static inline int op_algo(const ts_program *p, int i)
+{
+  if (p->pk[i].flags & TS_PK_WIDE)
+    return ts_program_op(p, i).algo;
+  return p->pk[i].algo;
+}
+
 /* An op whose predecessors are all complete: start it, join its rendezvous, or match it. */
 static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **error)
 {
@@ -1151,6 +1159,15 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
                   ts_coll_kind_name(op->coll), op->bytes,
                   ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name,
                   ts_coll_kind_name(fk), fbytes);
+      return FALSE;
+    }
+    if (G_UNLIKELY(r->order_free) && m0 != NULL &&
+        op_algo(&r->tr->programs[s->program], opi) !=
+            op_algo(&r->tr->programs[r->sims[m0->sim].program], m0->op)) {
+      /* The backend costs a collective by its first member's op: which member comes first is
+       * time order's to say when they differ, so the replay runs timed. */
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "order-free replay: members' algorithms differ");
       return FALSE;
     }
     member_ref ref = {sim, opi};
@@ -1310,12 +1327,15 @@ static gboolean drain_ready(ts_replay *r, GError **error)
     /* A compute op, off-chip transfer or delay with a fixed duration (the most common event):
      * what op_ready and start_single do for it, here (issue 15, twelfth pass). */
     if ((kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY) && !isnan(d)) {
-      op_begin(r, ref.sim, ref.op, now);
-      if (r->order_free) { /* ends at now + d: completes here, its successors onto the stack */
+      if (r->order_free) {
+        /* Ends at now + d: completes here, its successors onto the stack (its state's start
+         * is its ready time already, and the successors' states are read next: op_begin's
+         * requests for them would come too late to help). */
         r->events++;
         op_complete(r, ref.sim, ref.op, now + d, TRUE);
         continue;
       }
+      op_begin(r, ref.sim, ref.op, now);
       r->outstanding++;
       ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);
       continue;
