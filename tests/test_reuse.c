@@ -9,6 +9,7 @@
 #include "ts_trace.h"
 
 #include "ts_test.h"
+#include "ts_util.h"
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -334,6 +335,111 @@ Test(reuse, fixed_durations_replay_as_start_would)
       g_array_unref(spans[1]);
     }
   }
+}
+
+/* tr replayed by the analytic backend in mode, order-free when the engine may (pure = TRUE) or
+ * timed (pure = FALSE); every span kept. *order_free: whether it ran without time order. */
+static ts_replay_result replay_spans(const ts_trace *tr, const ts_topo *t, ts_replay_mode mode,
+                                     gboolean pure, GArray **spans, gboolean *order_free)
+{
+  ts_backend *b = ts_backend_analytic_new(t);
+  b->pure_when_fixed = pure;
+  ts_replay *r = ts_replay_new(tr, b, mode);
+  ts_replay_keep_spans(r, TRUE);
+  ts_replay_result res;
+  g_autoptr(GError) err = NULL;
+  cr_assert(ts_replay_run(r, &res, &err), "%s", err ? err->message : "");
+  *order_free = ts_replay_is_order_free(r);
+  *spans = g_array_ref((GArray *)ts_replay_spans(r));
+  ts_replay_free(r);
+  ts_backend_free(b);
+  return res;
+}
+
+Test(reuse, order_free_replay_as_timed)
+{
+  /* Issue 15, fourteenth pass: with every op's seconds its own, the engine completes each
+   * activity as it starts, in no time order (successors first, depth first). Every op's start
+   * and end, and every number of the result, are the timed replay's bits, in both modes, for
+   * pipelines (1F1B and GPipe), tensor and data parallel collectives, ZeRO-3 (parameter
+   * all-gathers and gradient reduce-scatters on one group, two streams: not in program order,
+   * so a full replay, where the group has several simulated members, stays timed). */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *splits[] = {"dp=32@x+y,pp=2@y,zero=3", "tp=4@x,dp=8@x+y,pp=2@y",
+                          "tp=2@x,dp=4@y,pp=8@x+y,schedule=1f1b",
+                          "tp=2@x,dp=4@y,pp=8@x+y,schedule=gpipe", "tp=8@x,dp=8@y,zero=3"};
+  ts_replay_mode modes[] = {TS_REPLAY_COLLAPSED, TS_REPLAY_FULL};
+  for (guint i = 0; i < G_N_ELEMENTS(splits); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, splits[i], 64, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    for (guint k = 0; k < G_N_ELEMENTS(modes); k++) {
+      GArray *spans[2];
+      gboolean of[2];
+      ts_replay_result timed = replay_spans(tr, t, modes[k], FALSE, &spans[0], &of[0]);
+      ts_replay_result free = replay_spans(tr, t, modes[k], TRUE, &spans[1], &of[1]);
+      cr_assert(!of[0], "%s: timed when the backend is not pure", splits[i]);
+      if (modes[k] == TS_REPLAY_COLLAPSED)
+        cr_assert(of[1], "%s: a collapsed replay runs order-free", splits[i]);
+      if (modes[k] == TS_REPLAY_FULL && strstr(splits[i], "zero=3") != NULL)
+        cr_assert(!of[1], "%s: ZeRO-3's data-parallel group meets in time order", splits[i]);
+      cr_assert_gt(timed.events, 100, "%s", splits[i]);
+      assert_same_result(&free, &timed, splits[i]);
+      cr_assert_eq(spans[0]->len, spans[1]->len, "%s", splits[i]);
+      for (guint j = 0; j < spans[0]->len; j++) {
+        const ts_span *x = &g_array_index(spans[0], ts_span, j),
+                      *y = &g_array_index(spans[1], ts_span, j);
+        cr_assert(x->rank == y->rank && x->op == y->op &&
+                      memcmp(&x->start_s, &y->start_s, sizeof(double)) == 0 &&
+                      memcmp(&x->end_s, &y->end_s, sizeof(double)) == 0,
+                  "%s: span %u: rank %d op %d [%.17g, %.17g], timed [%.17g, %.17g]", splits[i], j,
+                  y->rank, y->op, y->start_s, y->end_s, x->start_s, x->end_s);
+      }
+      g_array_unref(spans[0]);
+      g_array_unref(spans[1]);
+    }
+  }
+}
+
+Test(reuse, order_free_failure_reports_as_timed)
+{
+  /* A replay that cannot finish fails order-free too, then runs timed, whose failure (the op
+   * time order meets first) is reported: the message is the timed replay's, word for word.
+   * Rank 1 computes, then waits for a send rank 0 makes with another tag. */
+  g_autoptr(ts_topo) t = ring_topo(2, 1e9, 0);
+  g_autoptr(ts_trace) tr = ts_trace_new(t);
+  ts_group_shape pp = {1, {{0, 2, 1}}};
+  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
+  ts_trace_set_programs(tr, 2);
+  ts_op c = {.kind = TS_OP_COMPUTE, .flops = 1e12};
+  c.label = ts_trace_label(tr, "compute");
+  ts_op s = {.kind = TS_OP_SEND, .axis = 0, .offset = 1, .bytes = 10, .tag = 1};
+  s.label = ts_trace_label(tr, "send");
+  ts_op rv = {.kind = TS_OP_RECV, .axis = 0, .offset = -1, .bytes = 10, .tag = 2};
+  rv.label = ts_trace_label(tr, "recv activations");
+  int c0 = ts_trace_append(tr, 0, &c, NULL, 0);
+  ts_trace_append(tr, 0, &s, &c0, 1);
+  int c1 = ts_trace_append(tr, 1, &c, NULL, 0);
+  ts_trace_append(tr, 1, &rv, &c1, 1);
+  char *msg[2];
+  for (int pure = 0; pure < 2; pure++) {
+    ts_backend *b = ts_backend_analytic_new(t);
+    b->pure_when_fixed = pure;
+    ts_replay *r = ts_replay_new(tr, b, TS_REPLAY_COLLAPSED);
+    cr_assert_eq(ts_replay_is_order_free(r), pure);
+    ts_replay_result res;
+    GError *err = NULL;
+    cr_assert(!ts_replay_run(r, &res, &err));
+    cr_assert_eq(err->code, TS_ERROR_BACKEND);
+    msg[pure] = g_strdup(err->message);
+    g_error_free(err);
+    ts_replay_free(r);
+    ts_backend_free(b);
+  }
+  cr_assert(strstr(msg[0], "replay stuck") != NULL, "%s", msg[0]);
+  cr_assert_str_eq(msg[1], msg[0]);
+  g_free(msg[0]);
+  g_free(msg[1]);
 }
 
 Test(reuse, placement_check_reads_the_layout)

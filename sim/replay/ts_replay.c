@@ -41,6 +41,16 @@ typedef struct {
    * misses over all the states, 1% of the every-split sweep). */
   int *roots;
   int nroots;
+  /* Whether the program's matching is the same in any order of readiness (issue 15, fourteenth
+   * pass): its collectives on each group are on one stream, and its sends (receives) of each
+   * tag are on one stream, so each rank reaches them in program order whatever the times. */
+  gboolean order_safe;
+  /* The groups whose collectives this program may reach out of program order (ZeRO-3's
+   * parameter all-gathers and gradient reduce-scatters share the data-parallel group on two
+   * streams): harmless where the rank is its group's only simulated member (no rendezvous to
+   * number), which ts_replay_new_shared checks. */
+  int *unsafe_groups;
+  int nunsafe_groups;
 } prog_info;
 G_STATIC_ASSERT(TS_MAX_AXES <= 32);
 
@@ -216,6 +226,15 @@ struct ts_replay {
                    write per event to a line of its own) */
   int outstanding;
   GPtrArray *opbufs; /* per activity record: its op, expanded (ts_op*, made on first use) */
+  /* Replayed without time order (issue 15, fourteenth pass): every activity's end is its start
+   * plus seconds that depend on the activity alone (ts_backend.pure_when_fixed) and every
+   * program's matching is order_safe, so each op's times are the same max-plus values in any
+   * order of completion: an activity completes as soon as it starts, its successors next, and
+   * no event is queued. A failure falls back to the timed replay (fallback), whose first error
+   * in time order is the one to report. */
+  gboolean order_free;
+  ts_replay_mode mode_asked;
+  const ts_replay_ops *ops_shared; /* the borrowed view, NULL when own_ops */
 };
 
 /* The op before op i on its stream (-1: none), recording op i as its stream's last: from the
@@ -236,6 +255,174 @@ static inline int stream_prev(const ts_program *p, int i, int *last_dense, int s
   return sp;
 }
 
+/* Whether a program's matching is the same in any order of readiness (issue 15, fourteenth
+ * pass). A rank numbers its collectives on a group, and queues its sends (receives) of one
+ * (source, destination, tag), in the order they become ready: in a timed replay, time order.
+ * When each such op depends, directly or through others, on the one before it of its group (tag)
+ * (its stream predecessor, or a chain of dependencies from it), no order of completion makes
+ * them ready in another order, so the numbering is program order whatever the times. Sends and
+ * receives are compared by tag whatever their peer (two directions along an axis of two ranks
+ * meet one rank). order_scan_op sees the ops in program order and keeps the pairs of
+ * consecutive ops of one key on two streams; order_scan_finish tests those with a vector clock
+ * over the earlier ops' streams (per op, the latest op of each such stream that precedes it). A
+ * collective pair that fails names its group in prog_info.unsafe_groups (harmless where no
+ * rendezvous numbers them: ts_replay_new_shared checks); a send or receive pair that fails
+ * makes the program unsafe. */
+enum { ORDER_MAX_STREAMS = 16 };
+
+typedef struct {
+  gint64 key;
+  int op; /* -1: empty */
+} order_slot;
+
+typedef struct {
+  int *last_coll; /* per group: its last collective so far (-1: none) */
+  int ncoll_groups;
+  order_slot *slots; /* (kind, tag) -> last send or receive, open addressing */
+  guint cap, len;
+  int *pairs; /* (earlier, later) ops of one key on two streams */
+  int npairs, cap_pairs;
+  int dims[ORDER_MAX_STREAMS]; /* the earlier ops' streams */
+  int ndims;
+  gboolean overflow; /* more than ORDER_MAX_STREAMS of them, or a bad group: unsafe */
+} order_scan;
+
+static int *order_last_p2p(order_scan *os, gint64 key)
+{
+  if (2 * (os->len + 1) > os->cap) {
+    guint ocap = os->cap, cap = ocap > 0 ? 2 * ocap : 64;
+    order_slot *old = os->slots;
+    os->slots = g_new(order_slot, cap);
+    for (guint j = 0; j < cap; j++)
+      os->slots[j].op = -1;
+    os->cap = cap;
+    for (guint i = 0; i < ocap; i++)
+      if (old[i].op >= 0) {
+        guint j = (guint)(((guint64)old[i].key * 0x9E3779B97F4A7C15u) >> 32) & (cap - 1);
+        while (os->slots[j].op >= 0)
+          j = (j + 1) & (cap - 1);
+        os->slots[j] = old[i];
+      }
+    g_free(old);
+  }
+  guint mask = os->cap - 1, j = (guint)(((guint64)key * 0x9E3779B97F4A7C15u) >> 32) & mask;
+  for (; os->slots[j].op >= 0; j = (j + 1) & mask)
+    if (os->slots[j].key == key)
+      return &os->slots[j].op;
+  os->slots[j].key = key;
+  os->len++;
+  return &os->slots[j].op; /* -1: new */
+}
+
+/* Op i (a collective on group id, or a send or receive of tag id) on stream st. */
+static void order_scan_op(order_scan *os, const ts_program *p, int i, int kind, int id, int st)
+{
+  int *last;
+  if (kind == TS_OP_COLL) {
+    if (id < 0) {
+      os->overflow = TRUE;
+      return;
+    }
+    if (id >= os->ncoll_groups) {
+      int n = MAX(id + 1, 2 * os->ncoll_groups);
+      os->last_coll = g_renew(int, os->last_coll, n);
+      for (int g = os->ncoll_groups; g < n; g++)
+        os->last_coll[g] = -1;
+      os->ncoll_groups = n;
+    }
+    last = &os->last_coll[id];
+  } else {
+    last = order_last_p2p(os, (gint64)kind << 40 ^ ((gint64)id & 0xffffffffff));
+  }
+  int prev = *last;
+  *last = i;
+  if (prev < 0)
+    return;
+  int pst = ts_program_op_stream(p, prev);
+  if (pst == st) /* stream order */
+    return;
+  int d = 0;
+  while (d < os->ndims && os->dims[d] != pst)
+    d++;
+  if (d == os->ndims) {
+    if (os->ndims == ORDER_MAX_STREAMS) {
+      os->overflow = TRUE;
+      return;
+    }
+    os->dims[os->ndims++] = pst;
+  }
+  if (os->npairs == os->cap_pairs) {
+    os->cap_pairs = os->cap_pairs > 0 ? 2 * os->cap_pairs : 16;
+    os->pairs = g_renew(int, os->pairs, 2 * (gsize)os->cap_pairs);
+  }
+  os->pairs[2 * os->npairs] = prev;
+  os->pairs[2 * os->npairs + 1] = i;
+  os->npairs++;
+}
+
+static void unsafe_group_add(prog_info *pi, int g)
+{
+  for (int j = 0; j < pi->nunsafe_groups; j++)
+    if (pi->unsafe_groups[j] == g)
+      return;
+  pi->unsafe_groups = g_renew(int, pi->unsafe_groups, pi->nunsafe_groups + 1);
+  pi->unsafe_groups[pi->nunsafe_groups++] = g;
+}
+
+/* Tests the pairs (sprev: each op's stream predecessor); frees the scan. */
+static gboolean order_scan_finish(order_scan *os, prog_info *pi, const ts_program *p,
+                                  const int *sprev)
+{
+  gboolean safe = !os->overflow, p2p_pairs = FALSE;
+  int n = p->nops, nd = os->ndims;
+  for (int k = 0; k < os->npairs && !p2p_pairs; k++)
+    p2p_pairs = ts_program_op_kind(p, os->pairs[2 * k]) != TS_OP_COLL;
+  if (safe && os->npairs > 0 && !p2p_pairs) {
+    /* Collectives only: their groups are named without the test (a pass of cache misses over
+     * every op's dependencies, 3% of the every-split sweep), harmless where each rank is its
+     * group's only simulated member, as tensor-parallel groups on a symmetric axis are. */
+    for (int k = 0; k < os->npairs; k++)
+      unsafe_group_add(pi, ts_program_op_group(p, os->pairs[2 * k + 1]));
+  } else if (safe && os->npairs > 0) {
+    /* anc[i * nd + d]: the latest op of stream dims[d] that is op i or precedes it (-1). */
+    int *anc = g_new(int, (gsize)n *nd);
+    for (int i = 0; i < n; i++) {
+      int *a = anc + (gsize)i * nd, st = ts_program_op_stream(p, i), ndeps;
+      for (int d = 0; d < nd; d++)
+        a[d] = -1;
+      const int *deps = ts_program_deps(p, i, &ndeps);
+      for (int k = -1; k < ndeps; k++) {
+        int q = k < 0 ? sprev[i] : deps[k];
+        if (q < 0 || q >= i)
+          continue;
+        const int *b = anc + (gsize)q * nd;
+        for (int d = 0; d < nd; d++)
+          a[d] = b[d] > a[d] ? b[d] : a[d];
+      }
+      for (int d = 0; d < nd; d++)
+        if (os->dims[d] == st)
+          a[d] = i;
+    }
+    for (int k = 0; k < os->npairs && safe; k++) {
+      int prev = os->pairs[2 * k], cur = os->pairs[2 * k + 1], d = 0;
+      while (os->dims[d] != ts_program_op_stream(p, prev))
+        d++;
+      if (anc[(gsize)cur * nd + d] >= prev) /* prev precedes cur */
+        continue;
+      if (ts_program_op_kind(p, cur) != TS_OP_COLL) {
+        safe = FALSE;
+        continue;
+      }
+      unsafe_group_add(pi, ts_program_op_group(p, cur));
+    }
+    g_free(anc);
+  }
+  g_free(os->last_coll);
+  g_free(os->slots);
+  g_free(os->pairs);
+  return safe;
+}
+
 /* Three passes over the program's ops (issue 15: ts_replay_new was 6% of a sweep): what the
  * engine reads of each op and the streams' range; stream predecessors with the predecessor and
  * successor counts; the successor lists, in the order deps then stream successor per op. */
@@ -250,6 +437,7 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   pi->p2p_peer = FALSE;
   pi->p2p = NULL;
   int smin = 0, smax = -1, np2p = 0, cap2p = 0;
+  order_scan os = {0};
   for (int i = 0; i < n; i++) {
     /* A send or receive a few ops on reads its side record (ts_program_op_p2p), a line away
      * from its packed op: ask for it 32 ops ahead (issue 15: half of this pass's time waited on
@@ -260,11 +448,12 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
         __builtin_prefetch(&g_array_index(p->ext, ts_op_ext, p->ext_of[i + 32] - 1));
     }
     pi->tmpl[i] = (op_state){0.0, NAN, 0, op_info_pack(p, i), -1, -1};
-    int kind = INFO_KIND(pi->tmpl[i].info);
+    int kind = INFO_KIND(pi->tmpl[i].info), tag = 0;
     if (kind == TS_OP_SEND || kind == TS_OP_RECV) {
       p2p_info x;
       ts_program_op_p2p(p, i, &x.axis, &x.offset, &x.tag, &x.peer);
       x.bytes = ts_program_op_bytes(p, i);
+      tag = x.tag;
       if (x.peer > 0)
         pi->p2p_peer = TRUE;
       else if (x.axis >= 0 && x.axis < TS_MAX_AXES)
@@ -279,6 +468,10 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
       }
     }
     int stream = ts_program_op_stream(p, i);
+    if (kind == TS_OP_COLL)
+      order_scan_op(&os, p, i, kind, ts_program_op_group(p, i), stream);
+    else if (kind == TS_OP_SEND || kind == TS_OP_RECV)
+      order_scan_op(&os, p, i, kind, tag, stream);
     if (i == 0 || stream < smin)
       smin = stream;
     if (i == 0 || stream > smax)
@@ -292,8 +485,15 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
     last_dense[k] = -1;
   GHashTable *last = dense ? NULL : g_hash_table_new(g_direct_hash, g_direct_equal);
   int *succ_n = pi->succ_off + 1; /* successors per op, then prefix sums */
+  /* Each op's stream predecessor, kept for order_scan_finish when it has pairs to test. */
+  int *sprev = NULL;
+  for (int k = 0; k < os.npairs && sprev == NULL && !os.overflow; k++)
+    if (ts_program_op_kind(p, os.pairs[2 * k]) != TS_OP_COLL)
+      sprev = g_new(int, n1);
   for (int i = 0; i < n; i++) {
     int sp = stream_prev(p, i, last_dense, smin, last), ndeps;
+    if (sprev != NULL)
+      sprev[i] = sp;
     const int *deps = ts_program_deps(p, i, &ndeps);
     pi->tmpl[i].remaining = ndeps + (sp >= 0);
     for (int k = 0; k < ndeps; k++)
@@ -339,6 +539,10 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
   g_free(last_dense);
   if (last != NULL)
     g_hash_table_unref(last);
+  pi->unsafe_groups = NULL;
+  pi->nunsafe_groups = 0;
+  pi->order_safe = order_scan_finish(&os, pi, p, sprev);
+  g_free(sprev);
 }
 
 static guint key3_hash(gconstpointer p)
@@ -457,10 +661,14 @@ void ts_replay_ops_free(ts_replay_ops *o)
     g_free(o->progs[p].succ);
     g_free(o->progs[p].p2p);
     g_free(o->progs[p].roots);
+    g_free(o->progs[p].unsafe_groups);
   }
   g_free(o->progs);
   g_free(o);
 }
+
+static int group_expected(ts_replay *r, int group, int base);
+static int group_base(const ts_replay *r, int group, int rank);
 
 ts_replay *ts_replay_new(const ts_trace *tr, ts_backend *b, ts_replay_mode mode)
 {
@@ -519,6 +727,14 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
         g_clear_pointer(&fixed[p], g_free);
     }
   }
+  /* Without time order when the backend's seconds are pure and fixed for every simulated
+   * program, and every simulated program's matching is order-safe. */
+  r->order_free = fixed != NULL && b->pure_when_fixed;
+  for (int p = 0; r->order_free && p < tr->nprograms; p++)
+    if (users[p] > 0)
+      r->order_free = fixed[p] != NULL && r->progs[p].order_safe;
+  r->mode_asked = mode;
+  r->ops_shared = r->own_ops == NULL ? ops : NULL;
   for (int rank = 0; rank < tr->nranks; rank++) {
     if (r->sim_of_rank[rank] < 0)
       continue;
@@ -570,6 +786,24 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   r->acts = g_array_new(FALSE, TRUE, sizeof(activity_rec));
   r->free_acts = g_array_new(FALSE, FALSE, sizeof(int));
   r->spans = g_array_new(FALSE, FALSE, sizeof(ts_span));
+  /* A group a program may reach out of order keeps the replay timed when one of its instances
+   * has several simulated members (their rendezvous is numbered in time order). */
+  for (int i = 0; r->order_free && i < r->nsim; i++) {
+    sim_rank *s = &r->sims[i];
+    const prog_info *pi = &r->progs[s->program];
+    for (int k = 0; r->order_free && k < pi->nunsafe_groups; k++) {
+      int g = pi->unsafe_groups[k];
+      if (g < 0 || (guint)g >= tr->groups->len)
+        continue; /* op_ready names the bad group */
+      if (s->base[g] < 0) {
+        s->base[g] = group_base(r, g, s->rank);
+        if (s->base[g] >= 0)
+          s->expect[g] = group_expected(r, g, s->base[g]);
+      }
+      if (s->base[g] >= 0 && s->expect[g] > 1)
+        r->order_free = FALSE;
+    }
+  }
   return r;
 }
 
@@ -621,6 +855,11 @@ void ts_replay_keep_spans(ts_replay *r, gboolean keep)
 const GArray *ts_replay_spans(const ts_replay *r)
 {
   return r->spans;
+}
+
+gboolean ts_replay_is_order_free(const ts_replay *r)
+{
+  return r->order_free;
 }
 
 const ts_trace *ts_replay_trace(const ts_replay *r)
@@ -711,6 +950,20 @@ static int activity_new(ts_replay *r)
   return idx;
 }
 
+static gboolean complete_token(ts_replay *r, guint64 token, double end_s);
+
+/* Order-free: the activity start() just queued (the queue's only event) completes now. */
+static gboolean complete_started(ts_replay *r, GError **error)
+{
+  ts_evq *q = r->backend->queue;
+  if (G_UNLIKELY(q->len != 1)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_BACKEND, "order-free replay: %u events queued", q->len);
+    return FALSE;
+  }
+  ts_event e = ts_evq_pop(q);
+  return complete_token(r, e.token, e.t);
+}
+
 static gboolean activity_start(ts_replay *r, int idx, double now, GError **error)
 {
   r->outstanding++;
@@ -720,7 +973,9 @@ static gboolean activity_start(ts_replay *r, int idx, double now, GError **error
   for (guint i = 0; i < n; i++)
     op_begin(r, m[i].sim, m[i].op, now);
   ts_activity act = a->act; /* the backend may start more activities, growing r->acts */
-  return r->backend->start(r->backend, r, &act, now, error);
+  if (!r->backend->start(r->backend, r, &act, now, error))
+    return FALSE;
+  return !r->order_free || complete_started(r, error);
 }
 
 /* "Group instance" expected simulated members: those of the group's ranks that are simulated. */
@@ -797,8 +1052,13 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
      * was made; NaN otherwise): push its completion as start() would, no call. */
     double d = s->st[opi].x;
     if (!isnan(d)) {
-      r->outstanding++;
       op_begin(r, sim, opi, now);
+      if (r->order_free) { /* it ends now + d: complete it now */
+        r->events++;
+        op_complete(r, sim, opi, now + d, TRUE);
+        return TRUE;
+      }
+      r->outstanding++;
       ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(sim, opi) | TOKEN_FIXED_BIT);
       return TRUE;
     }
@@ -818,7 +1078,17 @@ static gboolean start_single(ts_replay *r, int sim, int opi, ts_op_kind kind, in
   act.index = opi;
   r->outstanding++;
   op_begin(r, sim, opi, now);
-  return r->backend->start(r->backend, r, &act, now, error);
+  if (!r->backend->start(r->backend, r, &act, now, error))
+    return FALSE;
+  return !r->order_free || complete_started(r, error);
+}
+
+/* A collective's algorithm, from the packed op. */
+static inline int op_algo(const ts_program *p, int i)
+{
+  if (p->pk[i].flags & TS_PK_WIDE)
+    return ts_program_op(p, i).algo;
+  return p->pk[i].algo;
 }
 
 /* An op whose predecessors are all complete: start it, join its rendezvous, or match it. */
@@ -889,6 +1159,15 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
                   ts_coll_kind_name(op->coll), op->bytes,
                   ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name,
                   ts_coll_kind_name(fk), fbytes);
+      return FALSE;
+    }
+    if (G_UNLIKELY(r->order_free) && m0 != NULL &&
+        op_algo(&r->tr->programs[s->program], opi) !=
+            op_algo(&r->tr->programs[r->sims[m0->sim].program], m0->op)) {
+      /* The backend costs a collective by its first member's op: which member comes first is
+       * time order's to say when they differ, so the replay runs timed. */
+      g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
+                  "order-free replay: members' algorithms differ");
       return FALSE;
     }
     member_ref ref = {sim, opi};
@@ -1048,8 +1327,16 @@ static gboolean drain_ready(ts_replay *r, GError **error)
     /* A compute op, off-chip transfer or delay with a fixed duration (the most common event):
      * what op_ready and start_single do for it, here (issue 15, twelfth pass). */
     if ((kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY) && !isnan(d)) {
-      r->outstanding++;
+      if (r->order_free) {
+        /* Ends at now + d: completes here, its successors onto the stack (its state's start
+         * is its ready time already, and the successors' states are read next: op_begin's
+         * requests for them would come too late to help). */
+        r->events++;
+        op_complete(r, ref.sim, ref.op, now + d, TRUE);
+        continue;
+      }
       op_begin(r, ref.sim, ref.op, now);
+      r->outstanding++;
       ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);
       continue;
     }
@@ -1059,7 +1346,9 @@ static gboolean drain_ready(ts_replay *r, GError **error)
   return TRUE;
 }
 
-gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error)
+/* The activity with this token ended at end_s: its ops complete (their successors become ready,
+ * not started). */
+static gboolean complete_token(ts_replay *r, guint64 token, double end_s)
 {
   if (token & TOKEN_OP_BIT) {
     int sim = TOKEN_SIM(token), op = (int)(guint32)token;
@@ -1069,7 +1358,7 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
     r->outstanding--;
     r->events++;
     op_complete(r, sim, op, end_s, (token & TOKEN_FIXED_BIT) != 0);
-    return drain_ready(r, error);
+    return TRUE;
   }
   g_return_val_if_fail(token < r->acts->len, FALSE);
   activity_rec *a = &g_array_index(r->acts, activity_rec, token);
@@ -1089,7 +1378,12 @@ gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **
     op_complete(r, m[i].sim, m[i].op, end_s, FALSE);
   if (rv != NULL)
     g_ptr_array_add(r->rv_pool, rv);
-  return drain_ready(r, error);
+  return TRUE;
+}
+
+gboolean ts_replay_complete(ts_replay *r, guint64 token, double end_s, GError **error)
+{
+  return complete_token(r, token, end_s) && drain_ready(r, error);
 }
 
 gboolean ts_replay_drain_queue(ts_replay *r, ts_evq *q, GError **error)
@@ -1370,7 +1664,7 @@ static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *ou
   g_free(comm);
 }
 
-gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
+static gboolean replay_run(ts_replay *r, ts_replay_result *out, GError **error)
 {
   memset(out, 0, sizeof *out);
   /* The ready ops, in the order a scan of every op (ranks and ops from the last) found them:
@@ -1452,6 +1746,35 @@ gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
       }
     }
   return TRUE;
+}
+
+gboolean ts_replay_run(ts_replay *r, ts_replay_result *out, GError **error)
+{
+  GError *err = NULL;
+  if (replay_run(r, out, &err))
+    return TRUE;
+  if (!r->order_free) {
+    g_propagate_error(error, err);
+    return FALSE;
+  }
+  /* The order-free replay failed (a partner that never arrives, a backend error): the timed
+   * replay, on states made afresh, fails first where time order meets the failure, and names
+   * that op. Its results (and spans) are this replay's. */
+  g_clear_error(&err);
+  ts_evq *q = r->backend->queue;
+  while (q != NULL && q->len > 0)
+    ts_evq_pop(q);
+  ts_replay *t = ts_replay_new_shared(r->tr, r->ops_shared, r->backend, r->mode_asked);
+  g_return_val_if_fail(t != NULL, FALSE);
+  /* The states are made again (from the shared view, or a view of its own), not order-free. */
+  t->order_free = FALSE;
+  t->keep_spans = r->keep_spans;
+  gboolean ok = replay_run(t, out, error);
+  GArray *spans = r->spans;
+  r->spans = t->spans;
+  t->spans = spans;
+  ts_replay_free(t);
+  return ok;
 }
 
 const char *ts_activity_label(const ts_replay *r, const ts_activity *act)

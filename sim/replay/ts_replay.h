@@ -58,6 +58,12 @@ struct ts_backend {
    * drains `queue` with ts_replay_drain_queue. Both NULL: every activity goes through start(). */
   gboolean (*fixed_seconds)(ts_backend *b, ts_replay *r, int program, double *secs);
   ts_evq *queue;
+  /* Added with issue 15 (fourteenth pass): when fixed_seconds gives a program's seconds, start()
+   * ends every activity of the replay at now + seconds that depend on the activity alone (no
+   * state carried from one activity to the next), pushing that one event into `queue`. The
+   * engine may then replay without time order: each op's times are max-plus sums of its
+   * predecessors', the same bits in any order of completion. */
+  gboolean pure_when_fixed;
 };
 
 /** An activity's op (a copy): *act->op, or the op the activity's program and index name. */
@@ -152,6 +158,13 @@ const GArray *ts_replay_spans(const ts_replay *r);
  * along a symmetric axis). Added with issue 15, for backends that act on the collapse.
  */
 ts_replay_mode ts_replay_get_mode(const ts_replay *r);
+
+/**
+ * Whether the replay runs without time order (ts_backend.pure_when_fixed, every simulated
+ * program's seconds fixed and its matching order-safe; issue 15, fourteenth pass). Its results
+ * are the timed replay's, bit for bit.
+ */
+gboolean ts_replay_is_order_free(const ts_replay *r);
 
 /** The trace replayed (borrowed). */
 const ts_trace *ts_replay_trace(const ts_replay *r);
