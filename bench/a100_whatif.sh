@@ -9,7 +9,8 @@
 # sections keep finding.
 #
 # An argument net.KEY=NUMBER sets KEY in the [dim.net] group of the DGX A100 topologies instead
-# (the InfiniBand network's NCCL keys; docs/collectives.md). With --multi-node first, the
+# (the InfiniBand network's NCCL keys; docs/collectives.md), node.KEY=NUMBER in [dim.node] (the
+# NVSwitch node's). With --multi-node first, the
 # multi-node A100 files the profile was not fitted to are replayed too: MT-NLG, OPT-175B,
 # GPT-NeoX-20B, NeMo-Megatron's GPT-3 5B on 1-32 nodes and TorchTitan's A100 FSDP rows.
 #
@@ -33,8 +34,8 @@ for kv in "$@"; do
   case "$kv" in
   [a-z]*=[0-9.]*) ;;
   *)
-    echo "a100_whatif.sh: argument '$kv': expected KEY=NUMBER (an A100 [chip] key) or" \
-      "net.KEY=NUMBER (a DGX A100 [dim.net] key)" >&2
+    echo "a100_whatif.sh: argument '$kv': expected KEY=NUMBER (an A100 [chip] key)," \
+      "net.KEY=NUMBER or node.KEY=NUMBER (a DGX A100 [dim.net] or [dim.node] key)" >&2
     exit 2
     ;;
   esac
@@ -49,7 +50,7 @@ prof="$tmp/chips/a100-sxm4-80gb.ini"
 cp topologies/chips/a100-sxm4-80gb.ini "$prof"
 for kv in "$@"; do
   k=${kv%%=*} v=${kv#*=}
-  case "$k" in net.*) continue ;; esac
+  case "$k" in net.* | node.*) continue ;; esac
   if grep -q "^$k = " "$prof"; then
     sed -i "s/^$k = .*/$k = $v/" "$prof"
   else
@@ -57,13 +58,15 @@ for kv in "$@"; do
   fi
 done
 printf "%-30s %5s  %13s  %s\n" "file" "rows" "mean |error|" "bias"
-# A [dim.net] key of a copied topology: replaced where the group has it, else added to the group.
+# A [dim.net] or [dim.node] key of a copied topology: replaced where the group has it, else added
+# to the group.
 net_keys() {
   for kv in "$@"; do
-    case "$kv" in net.*) ;; *) continue ;; esac
-    k=${kv%%=*} k=${k#net.} v=${kv#*=}
-    awk -v k="$k" -v v="$v" '
-      /^\[/ { if (net && !done) { print k " = " v; done = 1 } net = ($0 == "[dim.net]") }
+    case "$kv" in net.* | node.*) ;; *) continue ;; esac
+    k=${kv%%=*} v=${kv#*=}
+    d=${k%%.*} k=${k#*.}
+    awk -v k="$k" -v v="$v" -v g="[dim.$d]" '
+      /^\[/ { if (net && !done) { print k " = " v; done = 1 } net = ($0 == g) }
       net && index($0, k " = ") == 1 { $0 = k " = " v; done = 1 }
       { print }
       END { if (net && !done) print k " = " v }' "$t1" >"$t1.new"
