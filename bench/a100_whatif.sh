@@ -8,18 +8,36 @@
 # a change that helps the first and hurts the second is the pattern docs/accuracy.md's vTrain
 # sections keep finding.
 #
+# An argument net.KEY=NUMBER sets KEY in the [dim.net] group of the DGX A100 topologies instead
+# (the InfiniBand network's NCCL keys; docs/collectives.md), node.KEY=NUMBER in [dim.node] (the
+# NVSwitch node's). With --multi-node first, the
+# multi-node A100 files the profile was not fitted to are replayed too: MT-NLG, OPT-175B,
+# GPT-NeoX-20B, NeMo-Megatron's GPT-3 5B on 1-32 nodes and TorchTitan's A100 FSDP rows.
+#
 #   bench/a100_whatif.sh                                   # the shipped profile
 #   bench/a100_whatif.sh collective_launch_us=30 kernel_launch_us=60
+#   bench/a100_whatif.sh --multi-node net.nccl_node_hop_latency_us=1.062
 #
-# The profile in the repository is not modified: the replays run on a copy in a temporary
-# folder.
+# The profile and topologies in the repository are not modified: the replays run on copies in a
+# temporary folder.
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
+files="vtrain/megatron-single vtrain/megatron-multi megatron/narayanan2021-table1
+megatron/korthikanti2022-table4"
+if [ "${1:-}" = --multi-node ]; then
+  shift
+  files="$files mtnlg/smith2022-mtnlg opt/zhang2022-opt175b gpt-neox/black2022-neox20b
+nemo-launcher/nemo-launcher-5b-a100 torchtitan/performance_a100_steps"
+fi
 for kv in "$@"; do
   case "$kv" in
   [a-z]*=[0-9.]*) ;;
-  *) echo "a100_whatif.sh: argument '$kv': expected KEY=NUMBER (an A100 [chip] key)" >&2; exit 2 ;;
+  *)
+    echo "a100_whatif.sh: argument '$kv': expected KEY=NUMBER (an A100 [chip] key)," \
+      "net.KEY=NUMBER or node.KEY=NUMBER (a DGX A100 [dim.net] or [dim.node] key)" >&2
+    exit 2
+    ;;
   esac
 done
 cmake -S . -B build >/dev/null
@@ -32,6 +50,7 @@ prof="$tmp/chips/a100-sxm4-80gb.ini"
 cp topologies/chips/a100-sxm4-80gb.ini "$prof"
 for kv in "$@"; do
   k=${kv%%=*} v=${kv#*=}
+  case "$k" in net.* | node.*) continue ;; esac
   if grep -q "^$k = " "$prof"; then
     sed -i "s/^$k = .*/$k = $v/" "$prof"
   else
@@ -39,12 +58,28 @@ for kv in "$@"; do
   fi
 done
 printf "%-30s %5s  %13s  %s\n" "file" "rows" "mean |error|" "bias"
-for f in vtrain/megatron-single vtrain/megatron-multi megatron/narayanan2021-table1 \
-  megatron/korthikanti2022-table4; do
+# A [dim.net] or [dim.node] key of a copied topology: replaced where the group has it, else added
+# to the group.
+net_keys() {
+  for kv in "$@"; do
+    case "$kv" in net.* | node.*) ;; *) continue ;; esac
+    k=${kv%%=*} v=${kv#*=}
+    d=${k%%.*} k=${k#*.}
+    awk -v k="$k" -v v="$v" -v g="[dim.$d]" '
+      /^\[/ { if (net && !done) { print k " = " v; done = 1 } net = ($0 == g) }
+      net && index($0, k " = ") == 1 { $0 = k " = " v; done = 1 }
+      { print }
+      END { if (net && !done) print k " = " v }' "$t1" >"$t1.new"
+    mv "$t1.new" "$t1"
+  done
+}
+for f in $files; do
   dir=${f%%/*}
   # The rows' topologies, copied beside the modified profile; their model paths made absolute.
   for t in $(grep -v '^#' "data/published/$f.csv" | grep -o ',dgx-a100-[0-9a-z-]*,' | tr -d , | sort -u); do
     cp "topologies/$t.ini" "$tmp/"
+    t1="$tmp/$t.ini"
+    net_keys "$@"
   done
   sed -e 's/,\(dgx-a100-[0-9a-z-]*\),/,\1.ini,/' -e "s|,models/|,$root/data/published/$dir/models/|" \
     "data/published/$f.csv" >"$tmp/rows.csv"
