@@ -63,7 +63,10 @@ trap 'rm -rf "$scratch"' EXIT
 setup_scratch() { # BIN SRC
   local bin=$1 src=$2 d
   for d in "$src"/*/; do ln -s "${d%/}" "$scratch/$(basename "$d")"; done
-  rm -f "$scratch/build" "$scratch/tests"
+  # out/ (bench outputs, earlier runs) is not shared: blocks running in parallel write
+  # out/run, out/scaling, ... each into its own scratch (README and docs/whatif.md both write
+  # out/run: with a checkout's out/ linked in they raced under ctest -j).
+  rm -f "$scratch/build" "$scratch/tests" "$scratch/out"
   # Scenario files are copied: `check --update` in a doc rewrites goldens in place.
   mkdir -p "$scratch/tests"
   for d in "$src"/tests/*; do ln -s "$d" "$scratch/tests/$(basename "$d")"; done
