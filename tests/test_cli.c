@@ -114,6 +114,8 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   }
   expect_input_error("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s dp=64,zero=3,fsdp2",
                      "fsdp2 runs on GPUs; expected a GPU chip");
+  expect_input_error("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s dp=64,recompute=full,early-stop",
+                     "early-stop runs on GPUs; expected a GPU chip");
   /* Options asking for what is not there were silent no-ops (the same step and memory). */
   expect_input_error("run -t dgx-a100-1node -m gpt3-350m -b 64 --micro-batch 1 -s dp=8,fp8-cache",
                      "trainsim run: --split 'dp=8,fp8-cache': fp8-cache keeps FP8 weight copies "

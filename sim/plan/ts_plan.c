@@ -2500,9 +2500,10 @@ static gboolean layer_matches(const ts_layer_rule *r, const ts_layer *l)
  * DeepSpeed's pipeline engine, PyTorch's AsyncTP (CUDA symmetric memory), the CUDA attention
  * kernels other than FlashAttention 2's algorithm (which XLA's fused attention stands for),
  * uncompiled PyTorch (eager kernels, the eager loss), DDP's bucket copies, FSDP2's allocation,
- * Megatron-DeepSpeed's serial input-gradient all-reduce and Megatron's synchronous batch
- * broadcast. On a TPU every program is compiled by XLA, whose fusions and collectives these
- * options would replace. */
+ * Megatron-DeepSpeed's serial input-gradient all-reduce, Megatron's synchronous batch
+ * broadcast and PyTorch's checkpoint early stop (JAX's remat skips the same layer on its own:
+ * ts_plan_recompute_skips). On a TPU every program is compiled by XLA, whose fusions and
+ * collectives these options would replace. */
 static char *gpu_only_option(const ts_split *s, const ts_plan *p)
 {
   if (p->pipe_engine_ds)
@@ -2523,6 +2524,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
     return g_strdup("tp-grad=serial");
   if (s->load_sync)
     return g_strdup("load=sync");
+  if (s->early_stop)
+    return g_strdup("early-stop");
   return NULL;
 }
 
