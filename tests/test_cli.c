@@ -172,6 +172,10 @@ Test(cli, more_noop_options_get_a_note)
        "already)"},
       {"-b 256", "dp=32,name:*=dp,kind:dense=tp", "dp=32",
        "name:*=dp has no effect without tp (tp = 1: every layer is data-parallel already)"},
+      {"-b 256", "dp=32,zero=3,fsdp2,recompute=full,early-stop",
+       "dp=32,zero=3,fsdp2,recompute=full",
+       "early-stop has no effect with fsdp2 (FSDP2's non-reentrant checkpoint stops early "
+       "already)"},
       {"-b 256", "dp=32,zero=2,buckets=copy", "dp=32,zero=2",
        "buckets=copy has no effect with zero=2, zero=3 or offload (their reduce buckets hold the "
        "gradients)"},

@@ -71,6 +71,9 @@ char *ts_split_noop_options(const ts_split *s, int dp, gint64 micro_batches)
         r->by_kind ? "kind:" : "name:", r->by_kind ? ts_layer_kind_name(r->kind) : r->glob);
     noop_add(n, what);
   }
+  if (s->early_stop && s->fsdp2)
+    noop_add(n, "early-stop has no effect with fsdp2 (FSDP2's non-reentrant checkpoint stops "
+                "early already)");
   if (s->p2p_blocking && s->degree[TS_AX_PP] <= 1)
     noop_add(n, "p2p=blocking has no effect without pp (pp = 1)");
   if (s->schedule == TS_SCHED_INTERLEAVED && s->degree[TS_AX_PP] <= 1)
