@@ -313,10 +313,13 @@ static inline gboolean zero_bits(double v)
   return b == 0;
 }
 
-/* Packs op (shape already interned) into *k; fills *x with its rare fields. Returns 0 when the
- * packed form and x hold every field (x all zero: no side record), 1 when x is needed, 2 when
- * the op does not pack (kept whole). */
-static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
+/* Packs op, whose shape is `shape` (interned; NULL unless a compute op), into *k; fills *x
+ * with its rare fields. Returns 0 when the packed form and x hold every field (x all zero: no
+ * side record), 1 when x is needed, 2 when the op does not pack (kept whole). The op's own
+ * shape field is not read: the caller's op is read in place, not copied to put the interned
+ * shape in it (issue 15: that copy of a just-written ts_op stalled on its stores, ~1% of the
+ * every-split sweep). */
+static int op_pack(const ts_op *op, const ts_op_shape *shape, ts_op_packed *k, ts_op_ext *x)
 {
   memset(k, 0, sizeof *k);
   k->kind = op->kind;
@@ -334,7 +337,7 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
   gboolean fits;
   switch (op->kind) {
   case TS_OP_COMPUTE:
-    k->u.shape = op->shape;
+    k->u.shape = shape;
     k->d0 = op->flops;
     k->d1 = op->mem_bytes;
     fits = zero_bits(op->bytes) && (op->group == 0 || op->group == -1) &&
@@ -345,7 +348,7 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
     k->u.g.i0 = op->group;
     k->u.g.i1 = op->coll_id;
     k->d0 = op->bytes;
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds);
     break;
   case TS_OP_SEND:
@@ -353,19 +356,19 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
     k->u.g.i0 = op->axis;
     k->u.g.i1 = op->offset;
     k->d0 = op->bytes;
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            (op->group == 0 || op->group == -1) && zero_bits(op->seconds) && op->coll_id == 0;
     break;
   case TS_OP_XFER:
   case TS_OP_DELAY:
     k->d0 = op->bytes;
     k->d1 = op->seconds;
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            (op->group == 0 || op->group == -1) && (op->axis == 0 || op->axis == -1) &&
            op->offset == 0 && op->coll_id == 0;
     break;
   default:
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            zero_bits(op->bytes) && (op->group == 0 || op->group == -1) &&
            (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds) &&
            op->coll_id == 0;
@@ -383,14 +386,15 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
              : 0;
 }
 
-/* Stores op (shape interned) as op i of prog, i < cap; its side record reused when it has one. */
-static void op_store(ts_program *prog, int i, const ts_op *op)
+/* Stores op (with the interned shape) as op i of prog, i < cap; its side record reused when it
+ * has one. */
+static void op_store(ts_program *prog, int i, const ts_op *op, const ts_op_shape *shape)
 {
   guint8 keep = i < prog->nops ? prog->pk[i].flags & TS_PK_NODEPS : 0;
   guint32 had = prog->ext_of != NULL && i < prog->nops ? prog->ext_of[i] : 0;
   guint8 had_flags = i < prog->nops ? prog->pk[i].flags : 0;
   ts_op_ext x;
-  int how = op_pack(op, &prog->pk[i], &x);
+  int how = op_pack(op, shape, &prog->pk[i], &x);
   prog->pk[i].flags |= keep;
   if (how == 0) {
     if (prog->ext_of != NULL)
@@ -413,6 +417,7 @@ static void op_store(ts_program *prog, int i, const ts_op *op)
     if (prog->wide == NULL)
       prog->wide = g_array_new(FALSE, FALSE, sizeof(ts_op));
     ts_op w = *op;
+    w.shape = shape;
     w.ndeps = 0;
     w.deps = NULL;
     if (had > 0 && (had_flags & TS_PK_WIDE)) {
@@ -429,9 +434,8 @@ static void op_store(ts_program *prog, int i, const ts_op *op)
 void ts_program_set_op(ts_trace *tr, int p, int i, const ts_op *op)
 {
   g_return_if_fail(p >= 0 && p < tr->nprograms && i >= 0 && i < tr->programs[p].nops);
-  ts_op c = *op;
-  c.shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
-  op_store(&tr->programs[p], i, &c);
+  op_store(&tr->programs[p], i, op,
+           op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL);
 }
 
 void ts_program_drop_deps(ts_program *p, int i)
@@ -497,11 +501,11 @@ int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int n
     prog->deps_cap = cap;
   }
   int i = prog->nops;
-  ts_op c = *op;
-  c.shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
-  op_store(prog, i, &c);
-  if (ndeps > 0)
-    memcpy(prog->deps + prog->ndeps_total, deps, sizeof(int) * (gsize)ndeps);
+  op_store(prog, i, op, op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL);
+  /* Most ops have a dependency or two: copied here, not by a call to memcpy. */
+  int *to = prog->deps + prog->ndeps_total;
+  for (int k = 0; k < ndeps; k++)
+    to[k] = deps[k];
   prog->ndeps_total += (guint32)ndeps;
   prog->dep_off[i + 1] = prog->ndeps_total;
   return prog->nops++;
