@@ -263,8 +263,7 @@ Test(engine, trace_check_names_each_bad_op)
       cr_assert(passed, "case %zu: %s", c, err != NULL ? err->message : "");
     } else {
       cr_assert_not(passed, "case %zu passed, expected '%s'", c, cases[c].expect);
-      cr_assert(strstr(err->message, cases[c].expect) != NULL, "case %zu: %s", c,
-                err->message);
+      cr_assert(strstr(err->message, cases[c].expect) != NULL, "case %zu: %s", c, err->message);
     }
     g_clear_error(&err);
   }
