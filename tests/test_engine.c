@@ -195,6 +195,80 @@ Test(engine, trace_check_reports_transfer_bandwidth_first)
   }
 }
 
+/* Issue 15: ts_trace_check first tests each op on its packed fields and falls back to the
+ * field-by-field tests only for an op that fails there; every bad field must still be found,
+ * and named as before, on an op of each storage form (packed, with a side record, whole). */
+Test(engine, trace_check_names_each_bad_op)
+{
+  g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);
+  const double big = 1e300, nan = 0.0 / 0.0;
+  struct {
+    ts_op op;
+    int dep;            /* a dependency of op 2 (-2: none) */
+    const char *expect; /* NULL: the trace is valid */
+  } cases[] = {
+      {{.kind = TS_OP_COMPUTE, .flops = 1e9, .mem_bytes = 1e6}, 1, NULL},
+      {{.kind = TS_OP_COMPUTE, .flops = 1e9, .t_layer = 3, .t_micro = 2}, 0, NULL},
+      {{.kind = TS_OP_COLL, .bytes = 1e6}, -2, NULL},
+      {{.kind = TS_OP_COLL, .bytes = 1e6, .flops = 5}, -2, NULL}, /* kept whole */
+      {{.kind = TS_OP_SEND, .axis = 0, .offset = 1, .bytes = 8}, -2, NULL},
+      {{.kind = TS_OP_RECV, .peer = 1, .bytes = 8, .tag = 4}, -2, NULL},
+      {{.kind = TS_OP_XFER, .resource = TS_RES_NVME, .bytes = 1e6, .bw_Bps = 1e9}, -2, NULL},
+      {{.kind = TS_OP_DELAY, .seconds = 1e-3}, -2, NULL},
+      {{.kind = TS_OP_WAIT}, 1, NULL},
+      {{.kind = TS_OP_COMPUTE, .flops = 1}, 2, "op 2: dependency 2 is not an earlier op"},
+      {{.kind = TS_OP_COMPUTE, .flops = 1}, -1, "op 2: dependency -1 is not an earlier op"},
+      {{.kind = TS_OP_COMPUTE, .flops = 1, .label = 99}, -2, "op 2: label 99 undefined"},
+      {{.kind = TS_OP_COLL, .group = 7, .bytes = 1}, -2, "op 2: group 7 undefined"},
+      {{.kind = TS_OP_COLL, .group = 7, .flops = 1}, -2, "op 2: group 7 undefined"},
+      {{.kind = TS_OP_SEND, .axis = 1, .offset = 1}, -2, "op 2: send/recv needs a peer"},
+      {{.kind = TS_OP_RECV, .axis = 0, .offset = 0}, -2, "op 2: send/recv needs a peer"},
+      {{.kind = TS_OP_SEND, .peer = 2}, -2, "op 2: send/recv needs a peer"},
+      {{.kind = TS_OP_COMPUTE, .t_phase = TS_NPHASES}, -2, "op 2: kind, resource or tag"},
+      {{.kind = TS_OP_COMPUTE, .t_role = TS_NROLES}, -2, "op 2: kind, resource or tag"},
+      {{.kind = TS_OP_DELAY, .resource = TS_NRES}, -2, "op 2: kind, resource or tag"},
+      {{.kind = TS_OP_COMPUTE, .t_micro = -1}, -2, "op 2: kind, resource or tag"},
+      {{.kind = TS_OP_XFER, .bytes = 1, .bw_Bps = 1e9}, -2, "op 2: xfer needs a resource"},
+      {{.kind = TS_OP_COMPUTE, .flops = -1}, -2, "op 2: sizes out of range"},
+      {{.kind = TS_OP_COMPUTE, .flops = nan}, -2, "op 2: sizes out of range"},
+      {{.kind = TS_OP_COMPUTE, .mem_bytes = big}, -2, "op 2: sizes out of range"},
+      {{.kind = TS_OP_COLL, .bytes = big}, -2, "op 2: sizes out of range"},
+      {{.kind = TS_OP_SEND, .axis = 0, .offset = 1, .bytes = -1}, -2, "op 2: sizes out of range"},
+      {{.kind = TS_OP_DELAY, .seconds = 2e6}, -2, "op 2: sizes out of range"},
+      {{.kind = TS_OP_XFER, .resource = TS_RES_NVME, .bytes = 1, .bw_Bps = 2e15},
+       -2,
+       "op 2: sizes out of range"},
+      {{.kind = TS_OP_WAIT, .bw_Bps = -1}, -2, "op 2: sizes out of range"},
+  };
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    g_autoptr(ts_trace) tr = ts_trace_new(t);
+    ts_group_shape none = {0};
+    int ax = ts_trace_add_axis(tr, "dp", 1, TRUE, &none);
+    int g = ts_trace_group(tr, &ax, 1);
+    ts_trace_set_programs(tr, 1);
+    ts_op ok = {.kind = TS_OP_COMPUTE, .flops = 1e9};
+    ok.label = ts_trace_label(tr, "layer");
+    ts_trace_append(tr, 0, &ok, NULL, 0);
+    ts_trace_append(tr, 0, &ok, (int[]){0}, 1);
+    ts_op op = cases[c].op;
+    if (op.label == 0)
+      op.label = ok.label;
+    if (op.kind == TS_OP_COLL && op.group == 0)
+      op.group = g;
+    int dep = cases[c].dep;
+    ts_trace_append(tr, 0, &op, &dep, dep == -2 ? 0 : 1);
+    GError *err = NULL;
+    gboolean passed = ts_trace_check(tr, NULL, &err);
+    if (cases[c].expect == NULL) {
+      cr_assert(passed, "case %zu: %s", c, err != NULL ? err->message : "");
+    } else {
+      cr_assert_not(passed, "case %zu passed, expected '%s'", c, cases[c].expect);
+      cr_assert(strstr(err->message, cases[c].expect) != NULL, "case %zu: %s", c, err->message);
+    }
+    g_clear_error(&err);
+  }
+}
+
 Test(engine, one_chip_step_is_sum_of_compute)
 {
   g_autoptr(ts_topo) t = ring_topo(1, 1e9, 0);

@@ -2202,6 +2202,15 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     g.last = -1;
     g_array_set_size(g.pend, 0);
     g_array_set_size(g.sync, 0);
+    /* The programs of a split's stages are alike: room for the previous one's ops (plus a
+     * sixteenth) is made at once instead of by doubling (capacity only, issue 15). */
+    if (prog > 0) {
+      const ts_program *prev = &tr->programs[prog - 1];
+      guint next = prev->ext != NULL ? prev->ext->len : 0;
+      ts_program_reserve(tr, prog, prev->nops + prev->nops / 16 + 16,
+                         prev->ndeps_total + prev->ndeps_total / 16 + 16,
+                         next > 0 ? next + next / 16 + 16 : 0);
+    }
     for (int i = 0; i < m->nlayers; i++) {
       g.ag_op[i] = g.wgrad_op[i] = -1;
       g.resident[i] = FALSE;

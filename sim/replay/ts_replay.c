@@ -1423,7 +1423,9 @@ static inline gboolean ival_less(const ival *x, const ival *y)
 /* Stable merge sort by (start, end), as glibc's qsort sorts (a merge sort): equal intervals
  * keep their order, so the results do not depend on which sort ran. Replayed intervals come
  * nearly sorted, so a merge of two ordered halves is skipped, and short runs take an
- * insertion sort; the comparison is inline, not called through a pointer per pair. */
+ * insertion sort; the comparison is inline, not called through a pointer per pair. A list
+ * already in order is found by one scan and left as it is (issue 15: 4,245 of 8,192 lists of
+ * the every-split sweep, 59% of the intervals). */
 #define DEFINE_IVAL_SORT(NAME, T, KEY)                                                             \
   static void NAME##_rec(T *v, T *tmp, size_t n)                                                   \
   {                                                                                                \
@@ -1451,8 +1453,11 @@ static inline gboolean ival_less(const ival *x, const ival *y)
   }                                                                                                \
   static void NAME(T *v, size_t n)                                                                 \
   {                                                                                                \
-    if (n < 2)                                                                                     \
-      return;                                                                                      \
+    size_t k = 1;                                                                                  \
+    while (k < n && !ival_less(&KEY(v[k]), &KEY(v[k - 1])))                                        \
+      k++;                                                                                         \
+    if (k >= n)                                                                                    \
+      return; /* already in order (about half the replay's lists): the sort would keep it */       \
     T *tmp = g_new(T, n / 2 + 1);                                                                  \
     NAME##_rec(v, tmp, n);                                                                         \
     g_free(tmp);                                                                                   \
@@ -1630,13 +1635,13 @@ static void rank_breakdown(const ts_replay *r, int sim, ts_rank_result *out)
  * rank_breakdown, so each sum has the same bits; the per-category unions, the bubble and the
  * category sums, read only of the critical rank, are left out (issue 15: the breakdown of
  * every simulated rank was 6-8% of the every-split sweep). */
-static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *out)
+static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *out, ival *comp,
+                                 ival *comm)
 {
   const sim_rank *s = &r->sims[sim];
   const ts_program *p = &r->tr->programs[s->program];
   memset(out, 0, sizeof *out);
   out->rank = s->rank;
-  ival *comp = g_new(ival, p->nops + 1), *comm = g_new(ival, p->nops + 1);
   int nc = 0, nm = 0;
   for (int i = 0; i < p->nops; i++) {
     const op_state *st = &s->st[i];
@@ -1660,8 +1665,6 @@ static void rank_breakdown_light(const ts_replay *r, int sim, ts_rank_result *ou
   double u_all = ival_union_len(&u_both);
   out->exposed_comm_s = u_all - out->compute_s;
   out->idle_s = out->end_s - u_all;
-  g_free(comp);
-  g_free(comm);
 }
 
 static gboolean replay_run(ts_replay *r, ts_replay_result *out, GError **error)
@@ -1720,11 +1723,15 @@ static gboolean replay_run(ts_replay *r, ts_replay_result *out, GError **error)
    * rank, the first whose end is the latest, gets the whole breakdown, whose end, compute and
    * exposed communication are the same bits (issue 15: a separate pass found the critical rank
    * first, reading every op's end once more). */
-  int crit = -1;
+  int crit = -1, maxops = 0;
   double crit_end = 0;
+  for (int i = 0; i < r->nsim; i++)
+    maxops = MAX(maxops, r->tr->programs[r->sims[i].program].nops);
+  /* One pair of interval arrays for every rank (issue 15: two allocations per rank). */
+  ival *comp = g_new(ival, (gsize)maxops + 1), *comm = g_new(ival, (gsize)maxops + 1);
   for (int i = 0; i < r->nsim; i++) {
     ts_rank_result rr;
-    rank_breakdown_light(r, i, &rr);
+    rank_breakdown_light(r, i, &rr, comp, comm);
     out->mean_compute_s += rr.compute_s / r->nsim;
     out->mean_comm_only_s += rr.exposed_comm_s / r->nsim;
     if (crit < 0 || rr.end_s > crit_end) {
@@ -1732,6 +1739,8 @@ static gboolean replay_run(ts_replay *r, ts_replay_result *out, GError **error)
       crit_end = rr.end_s;
     }
   }
+  g_free(comp);
+  g_free(comm);
   if (crit >= 0) {
     rank_breakdown(r, crit, &out->critical);
     out->step_time_s = out->critical.end_s;

@@ -313,10 +313,13 @@ static inline gboolean zero_bits(double v)
   return b == 0;
 }
 
-/* Packs op (shape already interned) into *k; fills *x with its rare fields. Returns 0 when the
- * packed form and x hold every field (x all zero: no side record), 1 when x is needed, 2 when
- * the op does not pack (kept whole). */
-static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
+/* Packs op, whose shape is `shape` (interned; NULL unless a compute op), into *k; fills *x
+ * with its rare fields. Returns 0 when the packed form and x hold every field (x all zero: no
+ * side record), 1 when x is needed, 2 when the op does not pack (kept whole). The op's own
+ * shape field is not read: the caller's op is read in place, not copied to put the interned
+ * shape in it (issue 15: that copy of a just-written ts_op stalled on its stores, ~1% of the
+ * every-split sweep). */
+static int op_pack(const ts_op *op, const ts_op_shape *shape, ts_op_packed *k, ts_op_ext *x)
 {
   memset(k, 0, sizeof *k);
   k->kind = op->kind;
@@ -334,7 +337,7 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
   gboolean fits;
   switch (op->kind) {
   case TS_OP_COMPUTE:
-    k->u.shape = op->shape;
+    k->u.shape = shape;
     k->d0 = op->flops;
     k->d1 = op->mem_bytes;
     fits = zero_bits(op->bytes) && (op->group == 0 || op->group == -1) &&
@@ -345,7 +348,7 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
     k->u.g.i0 = op->group;
     k->u.g.i1 = op->coll_id;
     k->d0 = op->bytes;
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds);
     break;
   case TS_OP_SEND:
@@ -353,19 +356,19 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
     k->u.g.i0 = op->axis;
     k->u.g.i1 = op->offset;
     k->d0 = op->bytes;
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            (op->group == 0 || op->group == -1) && zero_bits(op->seconds) && op->coll_id == 0;
     break;
   case TS_OP_XFER:
   case TS_OP_DELAY:
     k->d0 = op->bytes;
     k->d1 = op->seconds;
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            (op->group == 0 || op->group == -1) && (op->axis == 0 || op->axis == -1) &&
            op->offset == 0 && op->coll_id == 0;
     break;
   default:
-    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && op->shape == NULL &&
+    fits = zero_bits(op->flops) && zero_bits(op->mem_bytes) && shape == NULL &&
            zero_bits(op->bytes) && (op->group == 0 || op->group == -1) &&
            (op->axis == 0 || op->axis == -1) && op->offset == 0 && zero_bits(op->seconds) &&
            op->coll_id == 0;
@@ -383,14 +386,15 @@ static int op_pack(const ts_op *op, ts_op_packed *k, ts_op_ext *x)
              : 0;
 }
 
-/* Stores op (shape interned) as op i of prog, i < cap; its side record reused when it has one. */
-static void op_store(ts_program *prog, int i, const ts_op *op)
+/* Stores op (with the interned shape) as op i of prog, i < cap; its side record reused when it
+ * has one. */
+static void op_store(ts_program *prog, int i, const ts_op *op, const ts_op_shape *shape)
 {
   guint8 keep = i < prog->nops ? prog->pk[i].flags & TS_PK_NODEPS : 0;
   guint32 had = prog->ext_of != NULL && i < prog->nops ? prog->ext_of[i] : 0;
   guint8 had_flags = i < prog->nops ? prog->pk[i].flags : 0;
   ts_op_ext x;
-  int how = op_pack(op, &prog->pk[i], &x);
+  int how = op_pack(op, shape, &prog->pk[i], &x);
   prog->pk[i].flags |= keep;
   if (how == 0) {
     if (prog->ext_of != NULL)
@@ -413,6 +417,7 @@ static void op_store(ts_program *prog, int i, const ts_op *op)
     if (prog->wide == NULL)
       prog->wide = g_array_new(FALSE, FALSE, sizeof(ts_op));
     ts_op w = *op;
+    w.shape = shape;
     w.ndeps = 0;
     w.deps = NULL;
     if (had > 0 && (had_flags & TS_PK_WIDE)) {
@@ -429,9 +434,8 @@ static void op_store(ts_program *prog, int i, const ts_op *op)
 void ts_program_set_op(ts_trace *tr, int p, int i, const ts_op *op)
 {
   g_return_if_fail(p >= 0 && p < tr->nprograms && i >= 0 && i < tr->programs[p].nops);
-  ts_op c = *op;
-  c.shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
-  op_store(&tr->programs[p], i, &c);
+  op_store(&tr->programs[p], i, op,
+           op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL);
 }
 
 void ts_program_drop_deps(ts_program *p, int i)
@@ -453,23 +457,41 @@ gsize ts_program_bytes(const ts_program *p)
   return b;
 }
 
+/* Op capacity cap (> prog->cap) for prog's op arrays. */
+static void program_grow_ops(ts_program *prog, int cap)
+{
+  prog->pk = g_renew(ts_op_packed, prog->pk, cap);
+  prog->dep_off = g_renew(guint32, prog->dep_off, (gsize)cap + 1);
+  if (prog->ext_of != NULL) {
+    prog->ext_of = g_renew(guint32, prog->ext_of, cap);
+    memset(prog->ext_of + prog->cap, 0, sizeof(guint32) * (gsize)(cap - prog->cap));
+  }
+  if (prog->cap == 0)
+    prog->dep_off[0] = 0;
+  prog->cap = cap;
+}
+
+void ts_program_reserve(ts_trace *tr, int p, int nops, guint32 ndeps, guint next)
+{
+  g_return_if_fail(p >= 0 && p < tr->nprograms && nops >= 0);
+  ts_program *prog = &tr->programs[p];
+  if (nops > prog->cap)
+    program_grow_ops(prog, nops);
+  if (ndeps > prog->deps_cap) {
+    prog->deps = g_renew(int, prog->deps, ndeps);
+    prog->deps_cap = ndeps;
+  }
+  if (next > 0 && prog->ext == NULL)
+    prog->ext = g_array_sized_new(FALSE, FALSE, sizeof(ts_op_ext), next);
+}
+
 int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int ndeps)
 {
   g_return_val_if_fail(p >= 0 && p < tr->nprograms && ndeps >= 0, -1);
   ts_program *prog = &tr->programs[p];
   /* Grow geometrically: programs of large models have tens of thousands of ops. */
-  if (prog->nops == prog->cap) {
-    int cap = prog->cap == 0 ? 16 : prog->cap * 2;
-    prog->pk = g_renew(ts_op_packed, prog->pk, cap);
-    prog->dep_off = g_renew(guint32, prog->dep_off, (gsize)cap + 1);
-    if (prog->ext_of != NULL) {
-      prog->ext_of = g_renew(guint32, prog->ext_of, cap);
-      memset(prog->ext_of + prog->cap, 0, sizeof(guint32) * (gsize)(cap - prog->cap));
-    }
-    if (prog->cap == 0)
-      prog->dep_off[0] = 0;
-    prog->cap = cap;
-  }
+  if (prog->nops == prog->cap)
+    program_grow_ops(prog, prog->cap == 0 ? 16 : prog->cap * 2);
   if ((guint64)prog->ndeps_total + (guint64)ndeps > G_MAXUINT32)
     g_error("program %d: more than 2^32 dependencies", p);
   if (prog->ndeps_total + (guint32)ndeps > prog->deps_cap) {
@@ -479,11 +501,11 @@ int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int n
     prog->deps_cap = cap;
   }
   int i = prog->nops;
-  ts_op c = *op;
-  c.shape = op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL;
-  op_store(prog, i, &c);
-  if (ndeps > 0)
-    memcpy(prog->deps + prog->ndeps_total, deps, sizeof(int) * (gsize)ndeps);
+  op_store(prog, i, op, op->kind == TS_OP_COMPUTE ? ts_trace_intern_shape(tr, op->shape) : NULL);
+  /* Most ops have a dependency or two: copied here, not by a call to memcpy. */
+  int *to = prog->deps + prog->ndeps_total;
+  for (int k = 0; k < ndeps; k++)
+    to[k] = deps[k];
   prog->ndeps_total += (guint32)ndeps;
   prog->dep_off[i + 1] = prog->ndeps_total;
   return prog->nops++;
@@ -1009,6 +1031,62 @@ static gboolean check_xfer_bandwidth(const ts_trace *tr, const ts_topo *t, GErro
   return TRUE;
 }
 
+/* Whether a size is in [0, max] (FALSE for NaN). */
+static inline gboolean in_range(double v, double max)
+{
+  return v >= 0 && v <= max;
+}
+
+/* Whether packed op i of prog passes every check of check_ops (a TRUE here is exact; FALSE
+ * only sends the op to check_ops' field-by-field tests, which name what failed). Reads the
+ * packed fields where they are, without expanding the op (issue 15: ts_trace_check was 3% of
+ * the every-split sweep). */
+static inline gboolean packed_op_ok(const ts_trace *tr, const ts_program *prog, int i)
+{
+  const ts_op_packed *k = &prog->pk[i];
+  if (k->flags & TS_PK_WIDE)
+    return FALSE;
+  if (k->kind >= TS_OP_NKINDS || k->resource >= TS_NRES || k->t_phase >= TS_NPHASES ||
+      k->t_role >= TS_NROLES || k->label < 0 || k->label >= (int)tr->labels->len)
+    return FALSE;
+  if (!(k->flags & TS_PK_NODEPS)) {
+    const int *deps = prog->deps + prog->dep_off[i];
+    guint32 n = prog->dep_off[i + 1] - prog->dep_off[i];
+    for (guint32 j = 0; j < n; j++)
+      if ((unsigned)deps[j] >= (unsigned)i)
+        return FALSE;
+  }
+  int peer = 0;
+  double bw = 0;
+  if (k->flags & TS_PK_EXT) {
+    const ts_op_ext *x = &g_array_index(prog->ext, ts_op_ext, prog->ext_of[i] - 1);
+    if (x->t_layer < 0 || x->t_layer_last < 0 || x->t_micro < 0 || x->t_stage < 0)
+      return FALSE;
+    peer = x->peer;
+    bw = x->bw_Bps;
+  }
+  if (!in_range(bw, 1e15))
+    return FALSE;
+  switch (k->kind) {
+  case TS_OP_COMPUTE:
+    return in_range(k->d0, 1e21) && in_range(k->d1, 9007199254740992.0);
+  case TS_OP_COLL:
+    return k->u.g.i0 >= 0 && k->u.g.i0 < (int)tr->groups->len &&
+           in_range(k->d0, 9007199254740992.0);
+  case TS_OP_SEND:
+  case TS_OP_RECV:
+    return (peer > 0 ? peer <= tr->nranks
+                     : k->u.g.i0 >= 0 && k->u.g.i0 < tr->naxes && k->u.g.i1 != 0) &&
+           in_range(k->d0, 9007199254740992.0);
+  case TS_OP_XFER:
+  case TS_OP_DELAY:
+    return (k->kind != TS_OP_XFER || k->resource != TS_RES_NONE) &&
+           in_range(k->d0, 9007199254740992.0) && in_range(k->d1, 1e6);
+  default:
+    return TRUE;
+  }
+}
+
 /* Every op's own fields (dependencies, label, group, peer, enumerations, ranges); *any_xfer
  * is set when an op is a transfer. */
 static gboolean check_ops(const ts_trace *tr, gboolean *any_xfer, GError **error)
@@ -1016,6 +1094,11 @@ static gboolean check_ops(const ts_trace *tr, gboolean *any_xfer, GError **error
   for (int p = 0; p < tr->nprograms; p++) {
     const ts_program *prog = &tr->programs[p];
     for (int i = 0; i < prog->nops; i++) {
+      if (packed_op_ok(tr, prog, i)) {
+        if (prog->pk[i].kind == TS_OP_XFER)
+          *any_xfer = TRUE;
+        continue;
+      }
       check_view ob, *o = &ob;
       check_view_of(prog, i, o);
       if (o->kind == TS_OP_XFER)

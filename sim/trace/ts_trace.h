@@ -302,6 +302,12 @@ const ts_op_shape *ts_trace_intern_shape(ts_trace *tr, const ts_op_shape *s);
  * returns its index. */
 int ts_trace_append(ts_trace *tr, int p, const ts_op *op, const int *deps, int ndeps);
 
+/** Room in program p for at least nops ops, ndeps dependencies and next ops with a side record
+ * in all, so that appending up to those counts moves no memory (issue 15: the geometric growth
+ * of a program's arrays was 3-5% of the every-split sweep in realloc and memmove). Capacity
+ * only: what the program holds, and every read of it, are unchanged. */
+void ts_program_reserve(ts_trace *tr, int p, int nops, guint32 ndeps, guint next);
+
 /** Coordinate of rank along axis a. */
 int ts_trace_axis_coord(const ts_trace *tr, int rank, int a);
 
