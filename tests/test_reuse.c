@@ -235,19 +235,36 @@ static void assert_same_result(const ts_replay_result *a, const ts_replay_result
   cr_assert_eq(a->nsimulated, b->nsimulated, "%s", what);
 }
 
+/* tr replayed by the analytic backend on t in mode, with the view of its ops given (NULL: its
+ * own), order-free when the engine may (pure, the backend's default) or timed (!pure). With
+ * spans, every span is kept and returned; with order_free, whether it ran without time order. */
+static ts_replay_result replay_on(const ts_trace *tr, const ts_topo *t, const ts_replay_ops *ops,
+                                  ts_replay_mode mode, gboolean pure, GArray **spans,
+                                  gboolean *order_free)
+{
+  ts_backend *b = ts_backend_analytic_new(t);
+  b->pure_when_fixed = pure;
+  ts_replay *r = ts_replay_new_shared(tr, ops, b, mode);
+  cr_assert_not_null(r);
+  if (spans != NULL)
+    ts_replay_keep_spans(r, TRUE);
+  ts_replay_result res;
+  g_autoptr(GError) err = NULL;
+  cr_assert(ts_replay_run(r, &res, &err), "%s", err ? err->message : "");
+  if (order_free != NULL)
+    *order_free = ts_replay_is_order_free(r);
+  if (spans != NULL)
+    *spans = g_array_ref((GArray *)ts_replay_spans(r));
+  ts_replay_free(r);
+  ts_backend_free(b);
+  return res;
+}
+
 /* tr replayed on t in mode, with the view of its ops given (NULL: its own). */
 static ts_replay_result replay_with(const ts_trace *tr, const ts_topo *t, const ts_replay_ops *ops,
                                     ts_replay_mode mode)
 {
-  ts_backend *b = ts_backend_analytic_new(t);
-  ts_replay *r = ts_replay_new_shared(tr, ops, b, mode);
-  cr_assert_not_null(r);
-  ts_replay_result res;
-  g_autoptr(GError) err = NULL;
-  cr_assert(ts_replay_run(r, &res, &err), "%s", err ? err->message : "");
-  ts_replay_free(r);
-  ts_backend_free(b);
-  return res;
+  return replay_on(tr, t, ops, mode, TRUE, NULL, NULL);
 }
 
 Test(reuse, replay_ops_shared_across_placements)
@@ -337,25 +354,6 @@ Test(reuse, fixed_durations_replay_as_start_would)
   }
 }
 
-/* tr replayed by the analytic backend in mode, order-free when the engine may (pure = TRUE) or
- * timed (pure = FALSE); every span kept. *order_free: whether it ran without time order. */
-static ts_replay_result replay_spans(const ts_trace *tr, const ts_topo *t, ts_replay_mode mode,
-                                     gboolean pure, GArray **spans, gboolean *order_free)
-{
-  ts_backend *b = ts_backend_analytic_new(t);
-  b->pure_when_fixed = pure;
-  ts_replay *r = ts_replay_new(tr, b, mode);
-  ts_replay_keep_spans(r, TRUE);
-  ts_replay_result res;
-  g_autoptr(GError) err = NULL;
-  cr_assert(ts_replay_run(r, &res, &err), "%s", err ? err->message : "");
-  *order_free = ts_replay_is_order_free(r);
-  *spans = g_array_ref((GArray *)ts_replay_spans(r));
-  ts_replay_free(r);
-  ts_backend_free(b);
-  return res;
-}
-
 Test(reuse, order_free_replay_as_timed)
 {
   /* Issue 15, fourteenth pass: with every op's seconds its own, the engine completes each
@@ -376,8 +374,8 @@ Test(reuse, order_free_replay_as_timed)
     for (guint k = 0; k < G_N_ELEMENTS(modes); k++) {
       GArray *spans[2];
       gboolean of[2];
-      ts_replay_result timed = replay_spans(tr, t, modes[k], FALSE, &spans[0], &of[0]);
-      ts_replay_result free = replay_spans(tr, t, modes[k], TRUE, &spans[1], &of[1]);
+      ts_replay_result timed = replay_on(tr, t, NULL, modes[k], FALSE, &spans[0], &of[0]);
+      ts_replay_result free = replay_on(tr, t, NULL, modes[k], TRUE, &spans[1], &of[1]);
       cr_assert(!of[0], "%s: timed when the backend is not pure", splits[i]);
       if (modes[k] == TS_REPLAY_COLLAPSED)
         cr_assert(of[1], "%s: a collapsed replay runs order-free", splits[i]);
