@@ -47,9 +47,7 @@ grid() {
     done
   } >"$tmp/grid.csv"
   ./build/sim/trainsim validate --against "$tmp/grid.csv" --format json |
-    awk -F'"' '/^    {/ { g = "" } $2 == "group" && g == "" { g = $4 }
-      $2 == "error_pct" { sub(/^ *: */, "", $3); sub(/,$/, "", $3); e = $3 + 0;
-        print g "\t" (e < 0 ? -e : e) }' |
+    awk -F'"' -f bench/group_errors.awk |
     sort -t"$(printf '\t')" -k2,2g -k1,1 | head -1
 }
 

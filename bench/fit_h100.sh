@@ -55,9 +55,7 @@ grid() {
   } > "$tmp/grid.csv"
   # each row's "group" (the value) and "error_pct", from the JSON report's rows
   ./build/sim/trainsim validate --against "$tmp/grid.csv" --format json |
-    awk -F'"' '/^    {/ { g = "" } $2 == "group" && g == "" { g = $4 }
-      $2 == "error_pct" { sub(/^ *: */, "", $3); sub(/,$/, "", $3); e = $3 + 0;
-        print g "\t" (e < 0 ? -e : e) }' |
+    awk -F'"' -f bench/group_errors.awk |
     sort -t"$(printf '\t')" -k2,2g -k1,1 | head -1
 }
 
@@ -77,9 +75,7 @@ pair() {
     done
   } > "$tmp/pair.csv"
   ./build/sim/trainsim validate --against "$tmp/pair.csv" --format json |
-    awk -F'"' '/^    {/ { g = "" } $2 == "group" && g == "" { g = $4 }
-      $2 == "error_pct" { sub(/^ *: */, "", $3); sub(/,$/, "", $3); e = $3 + 0;
-        s[g] += (e < 0 ? -e : e) } END { for (g in s) print g "\t" s[g] }' |
+    awk -F'"' -v sum=1 -f bench/group_errors.awk |
     sort -t"$(printf '\t')" -k2,2g -k1,1 | head -1
 }
 
