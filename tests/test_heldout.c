@@ -751,19 +751,19 @@ Test(heldout, llm_foundry_rows_are_the_published_throughput)
     const char *options;
   } table[] = {
       {"mpt-a100-80gb.csv", "mpt-70b-seq2048", 61, 0, 2048, 64, 8, 2048, 26274, 64862437376,
-       "zero=3,recompute=full,early-stop,kernels=eager"},
+       "zero=3,recompute=full,early-stop,kernels=eager,fsdp1,attn-kernel=triton"},
       {"mpt-a100-80gb.csv", "mpt-125m-seq65536", 61, 52, 65536, 8, 1, 16, 162946, 174070272,
-       "zero=3,kernels=eager,attn-kernel=triton"},
+       "zero=3,kernels=eager,fsdp1=fp32,attn-kernel=triton"},
       {"mpt-a100-40gb.csv", "mpt-7b-seq2048", 78, 16, 2048, 128, 18, 2304, 463749, 6658859008,
-       "zero=3,recompute=full,kernels=eager"},
+       "zero=3,recompute=full,kernels=eager,fsdp1,attn-kernel=triton"},
       {"mpt-a100-40gb.csv", "mpt-350m-seq32768", 78, 56, 32768, 8, 1, 32, 107329, 387442688,
-       "zero=3,kernels=eager,attn-kernel=triton"},
+       "zero=3,kernels=eager,fsdp1,attn-kernel=triton"},
       {"mpt-h100.csv", "mpt-70b-seq2048", 70, 0, 2048, 512, 8, 4096, 515636, 64862437376,
-       "zero=3,recompute=full,early-stop"},
+       "zero=3,recompute=full,early-stop,kernels=eager,fsdp1=fp32"},
       {"mpt-h100.csv", "mpt-1b-seq2048", 70, 15, 2048, 512, 12, 6144, 20396905, 1315950592,
-       "zero=2,dp-overlap"},
+       "zero=2,dp-overlap,kernels=eager,fsdp1=fp32"},
       {"mpt-h100.csv", "mpt-30b-seq8192", 70, 20, 8192, 8, 1, 168, 11072, 30019254272,
-       "zero=3,recompute=full,early-stop"},
+       "zero=3,recompute=full,early-stop,kernels=eager,fsdp1=fp32"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(table); i++) {
     g_autoptr(ts_meas_file) f = heldout_file("llm-foundry", table[i].file, table[i].rows);
@@ -803,14 +803,17 @@ Test(heldout, llm_foundry_rows_are_the_published_throughput)
  * checkpointing 1 / 3.5 of the pair, not 1 / 3): A100 80GB 10.8% / 29.0%, 40GB 6.6% / 28.7%.
  * With the torch 2.1 rows (A100 80GB, H100) stating early-stop (the non-reentrant checkpoint
  * does not re-run each block's down projection): A100 80GB 10.2% / 28.0%, H100 11.5% / 32.8%
- * (the 40GB rows, torch 1.13, keep the whole re-run). Pinned just above, so a regression
- * fails. */
-#define HELDOUT_MPT_A100_80_MEAN_MAX 10.6
+ * (the 40GB rows, torch 1.13, keep the whole re-run). With PyTorch FSDP's flat-gradient passes
+ * every micro-batch (fsdp1: the views' gradients concatenated, divided before the reduce-scatter,
+ * and on the DEFAULT rows cast to fp32 and reduce-scattered in fp32, fsdp1=fp32): A100 80GB
+ * 9.7% / 28.1%, 40GB 6.2% / 26.1%, H100 9.6% / 30.8% (bias -11.2% -> -8.9%; the 13B at 2k tokens
+ * with micro-batch 2 -18% -> -8.5%). Pinned just above, so a regression fails. */
+#define HELDOUT_MPT_A100_80_MEAN_MAX 10.0
 #define HELDOUT_MPT_A100_80_WORST_MAX 28.5
-#define HELDOUT_MPT_A100_40_MEAN_MAX 7.0
-#define HELDOUT_MPT_A100_40_WORST_MAX 29.2
-#define HELDOUT_MPT_H100_MEAN_MAX 11.9
-#define HELDOUT_MPT_H100_WORST_MAX 33.1
+#define HELDOUT_MPT_A100_40_MEAN_MAX 6.5
+#define HELDOUT_MPT_A100_40_WORST_MAX 26.5
+#define HELDOUT_MPT_H100_MEAN_MAX 9.9
+#define HELDOUT_MPT_H100_WORST_MAX 31.2
 
 Test(heldout, llm_foundry_errors_stay_below_their_pins, .timeout = 300)
 {

@@ -2323,6 +2323,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",kernels=%s", ts_kernels_mode_name(p->kernels));
   if (p->fsdp2)
     g_string_append(s, ",fsdp2");
+  if (p->fsdp1)
+    g_string_append(s, p->fsdp1 == 2 ? ",fsdp1=fp32" : ",fsdp1");
   for (guint i = 0; i < sp->rules->len; i++) {
     const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
     g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
@@ -2520,6 +2522,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
     return g_strdup("buckets=copy");
   if (s->fsdp2)
     return g_strdup("fsdp2");
+  if (s->fsdp1)
+    return g_strdup(s->fsdp1 == 2 ? "fsdp1=fp32" : "fsdp1");
   if (s->tp_grad_serial)
     return g_strdup("tp-grad=serial");
   if (s->load_sync)
@@ -2558,6 +2562,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->pipe_engine_ds = s->pipe_engine_ds;
   p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
+  p->fsdp1 = s->fsdp1;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
   p->dp_overlap = s->dp_overlap;
@@ -2700,6 +2705,14 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': fsdp2 is ZeRO-3 as PyTorch FSDP2 allocates it; expected zero=3 "
                 "with it (and no offload or ps)",
+                s->text);
+    return NULL;
+  }
+  if (p->fsdp1 && (p->zero < 2 || p->fsdp2 || s->offload != TS_OFFLOAD_NONE || s->ps > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': fsdp1 is PyTorch FSDP's FlatParameter gradient path "
+                "(FULL_SHARD or SHARD_GRAD_OP); expected zero=2 or zero=3 with it (and no fsdp2, "
+                "offload or ps)",
                 s->text);
     return NULL;
   }

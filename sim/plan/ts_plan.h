@@ -142,6 +142,8 @@ typedef struct {
                           once the backward's saved tensors are rebuilt (torch >= 2.0) */
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: a stage's compute waits for its pipeline sends */
+  /* Added with issue 11 (MPT, held out). */
+  int fsdp1; /* fsdp1=: 0 off, 1 on (gradients reduced in the parameter dtype), 2 fp32 */
   /* Added with issue 10 (TorchTitan's long sequences). */
   int cp_ring; /* cp-ring=: 0 not given (p2p), else 1 + ts_cp_ring */
   /* Added with issue 10 (vTrain's host-bound rows). */
@@ -296,6 +298,9 @@ typedef struct {
                                  micro-batch (fp8-cache: Transformer Engine's weight cache) */
   /* Added with issue 10 (MPT, held out). */
   gboolean early_stop; /* full recomputation skips each unit's last dense layer (early-stop) */
+  /* Added with issue 11 (MPT, held out). */
+  int fsdp1; /* PyTorch FSDP1's FlatParameter gradient passes every micro-batch: 0 off, 1 reduced
+                in the parameter dtype (Composer's PURE), 2 cast to fp32 first (DEFAULT) */
   /* Added with issue 10 (the A100 pipelined runs). */
   gboolean p2p_blocking; /* p2p=blocking: the compute stream waits for each pipeline send to
                             complete (Megatron-LM's and DeepSpeed's non-overlapped exchange) */

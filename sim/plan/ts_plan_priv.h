@@ -161,6 +161,8 @@ double ts_plan_layer_params(const ts_plan *p, int i);
  * to accumulate micro-batch `micro`'s gradients (BF16_Optimizer's fp32 accumulation, or
  * autograd's in-place add from the second micro-batch on); 0 without the option. */
 double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro);
+/* Bytes per parameter FSDP1's flat gradient passes move every micro-batch (fsdp1; 0 without). */
+double ts_plan_fsdp1_grad_bytes(const ts_plan *p);
 
 /* Parameters of a device split into those synchronised over the whole dp group (dense) and over
  * dp / ep (experts); ts_plan_device_params is their sum. */

@@ -136,6 +136,7 @@ enum {
   L_CP_RC_GATHER,
   L_CP_BGATHER,
   L_CP_ACC,
+  L_FSDP1_GRAD,
   L_SP_COPY,
   L_RC_SP_COPY,
   L_BWD_SP_COPY,
@@ -209,6 +210,7 @@ static const struct {
     [L_CP_RC_GATHER] = {TS_ROLE_CP_KV, TS_PHASE_RECOMPUTE},
     [L_CP_BGATHER] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
     [L_CP_ACC] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
+    [L_FSDP1_GRAD] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD,      [L_SEND_F] = TS_PHASE_FWD,      [L_RECV_B] = TS_PHASE_BWD,
@@ -1639,7 +1641,8 @@ static void sync_grads(gen *g, int a, int b)
     }
     if (bk[w].first < 0)
       bk[w].first = i;
-    bk[w].bytes += ts_plan_layer_params(p, i) * m->dtype_bytes;
+    /* fsdp1=fp32 (FSDP's reduce_dtype float32): the gradients go out in fp32. */
+    bk[w].bytes += ts_plan_layer_params(p, i) * (p->fsdp1 == 2 ? 4.0 : m->dtype_bytes);
     bk[w].last_op = g->wgrad_op[i];
     lastl[w] = i;
     if (bk[w].bytes >= p->opt.bucket_bytes)
@@ -1751,6 +1754,25 @@ static void forward_pass(gen *g, int chunk, int u)
   }
 }
 
+/* Bytes per parameter FSDP1 (fsdp1; torch 1.13-2.x FullyShardedDataParallel, the FlatParameter)
+ * moves every micro-batch to make a wrapped block's gradient ready for its reduce-scatter,
+ * outside the backward's GEMMs. Autograd builds the flat gradient from the views' gradients
+ * (the split's backward, a concatenation: D read, D written); the post-backward hook casts it
+ * to reduce_dtype when that differs (fsdp1=fp32, Composer's DEFAULT mixed precision: D read, 4
+ * written) and _reduce_grad divides it in place by the gradient pre-divide factor, which is > 1
+ * for every world size >= 2 (R read, R written, R the reduced dtype's bytes). Left out: the
+ * shard-sized passes (the post-division, the sharded accumulation, the parameter shard's cast
+ * before each gather), 1/N of these. */
+double ts_plan_fsdp1_grad_bytes(const ts_plan *p)
+{
+  if (!p->fsdp1)
+    return 0.0;
+  double D = p->model->dtype_bytes;
+  if (p->fsdp1 == 2)
+    return 2.0 * D + (D + 4.0) + 2.0 * 4.0;
+  return 2.0 * D + 2.0 * D;
+}
+
 /* Bytes per parameter the DeepSpeed pipeline engine moves to accumulate one micro-batch's
  * gradients outside the backward's GEMMs (ts_plan_ds_grad_acc_bytes documents them). */
 double ts_plan_ds_grad_acc_bytes(const ts_plan *p, gint64 micro)
@@ -1802,6 +1824,27 @@ static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
                lbl(g, stage_slot(g, k, L_DS_GRAD_ACC), "stage %d gradient accumulation", k));
 }
 
+/* fsdp1: PyTorch FSDP's FlatParameter makes a layer's gradient for its reduce-scatter in passes of
+ * its own, every micro-batch (ts_plan_fsdp1_grad_bytes counts them), after the layer's weight
+ * gradient; the reduce-scatter waits for them. On the compute stream: autograd's concatenation
+ * is, and the post-backward stream's cast and division take their SMs from the next layer's
+ * backward GEMMs, which fill every SM (they run beside them, not under them). */
+static void fsdp1_grad(gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  double n = ts_plan_layer_params(p, i), per = ts_plan_fsdp1_grad_bytes(p);
+  if (!(per > 0) || !(n > 0) || ts_plan_grad_ranks(p) <= 1)
+    return;
+  ts_op_shape sh;
+  memset(&sh, 0, sizeof sh);
+  sh.oclass = TS_OPC_MEMORY;
+  sh.prec = TS_PRECISION_FP32;
+  sh.kernels = p->fsdp1 == 2 ? 3 : 2;
+  g->wgrad_op[i] = emit_compute(
+      g, TS_CAT_BWD, 0, per * n, &sh,
+      lbl(g, layer_slot(g, i, L_FSDP1_GRAD), "%s flat gradient (fsdp1)", p->model->layers[i].name));
+}
+
 static void backward_pass(gen *g, int chunk, int u, gboolean sync)
 {
   const ts_plan *p = g->p;
@@ -1842,6 +1885,7 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
   for (int i = b - 1; i >= a;) {
     if (!full || p->unit[i] < 0) {
       bwd_layer(g, i, FALSE);
+      fsdp1_grad(g, i);
       i--;
       continue;
     }
@@ -1851,8 +1895,10 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     for (int j = u0; j <= i; j++)
       if (!ts_plan_recompute_skips(p, j))
         fwd_layer(g, j, TRUE);
-    for (int j = i; j >= u0; j--)
+    for (int j = i; j >= u0; j--) {
       bwd_layer(g, j, TRUE);
+      fsdp1_grad(g, j);
+    }
     i = u0 - 1;
   }
   g->sync_next = FALSE;

@@ -273,6 +273,14 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "fsdp2") == 0) {
     if (!parse_switch(val, &s->fsdp2))
       return item_error(error, text, item, "fsdp2, fsdp2=on or fsdp2=off (with zero=3)");
+  } else if (strcmp(key, "fsdp1") == 0) {
+    static const char *const n[] = {"off", "on", "fp32", NULL};
+    int v = val ? lookup(n, val) : 1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "fsdp1, fsdp1=on (gradients reduced in the parameter dtype), fsdp1=fp32 "
+                        "(cast to fp32 and reduced in fp32) or fsdp1=off (with zero=2 or 3)");
+    s->fsdp1 = v;
   } else if (strcmp(key, "early-stop") == 0) {
     if (!parse_switch(val, &s->early_stop))
       return item_error(error, text, item,
@@ -443,7 +451,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
         "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, load, "
-        "pipe-engine, launch, loss, kernels, fsdp2, early-stop, kind:K, name:GLOB)");
+        "pipe-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -479,7 +487,8 @@ ts_split *ts_split_parse(const char *text, GError **error)
     if (a < 0) {
       if (eq == NULL && strcmp(key, "sp") != 0 && strcmp(key, "tp-overlap") != 0 &&
           strcmp(key, "dp-overlap") != 0 && strcmp(key, "fsdp2") != 0 &&
-          strcmp(key, "fp8-cache") != 0 && strcmp(key, "early-stop") != 0) {
+          strcmp(key, "fsdp1") != 0 && strcmp(key, "fp8-cache") != 0 &&
+          strcmp(key, "early-stop") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x, "
                     "or OPTION=VALUE, e.g. zero=1",
@@ -491,7 +500,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "ps-placement", "stages",    "ep",         "shard",   "tp-overlap", "dp-overlap",
           "attention",    "buckets",   "precision",  "loss",    "fsdp2",      "kernels",
           "attn-kernel",  "fp8-cache", "p2p",        "cp-ring", "load",       "tp-grad",
-          "pipe-engine",  "launch",    "early-stop", NULL};
+          "pipe-engine",  "launch",    "early-stop", "fsdp1",   NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -500,7 +509,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
                     "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, "
                     "cp-ring, load, tp-grad, pipe-engine, launch, loss, "
-                    "kernels, fsdp2, early-stop, "
+                    "kernels, fsdp2, fsdp1, early-stop, "
                     "kind:K, "
                     "name:GLOB",
                     text, key);

@@ -78,6 +78,12 @@ grep -v '^#' published.csv | tail -n +2 | awk -F, '
     # mosaicml/pytorch:1.13.1_cu117), whose non-reentrant checkpoint re-runs the whole block.
     if (ac == "True" && t != "a100-40gb") sp = sp ",early-stop"
     sp = sp ",kernels=eager"
+    # PyTorch FSDP (torch 1.13 and 2.1: FullyShardedDataParallel, the FlatParameter) makes each
+    # block gradient ready for its reduce-scatter in passes of its own every micro-batch (Composer
+    # reduces every micro-batch: no no_sync with FSDP): fsdp1. MP Mode DEFAULT is Composer
+    # reduce_dtype float32 (composer/trainer/mosaic_fsdp_utils.py get_mixed_precision, 0.16): the
+    # gradient cast to fp32 and reduce-scattered in fp32, fsdp1=fp32; PURE reduces in bf16.
+    sp = sp (mp == "DEFAULT" ? ",fsdp1=fp32" : ",fsdp1")
     # the MPT Triton kernel (the Triton implementation of FlashAttention) has its own rate in the
     # A100 profiles (flash_efficiency_triton, from the A100 figure of the FlashAttention-2 paper);
     # the H100 profile has none, so the H100 triton rows still run as FlashAttention-2: no
@@ -93,14 +99,15 @@ grep -v '^#' published.csv | tail -n +2 | awk -F, '
       print "# FULL_SHARD = zero=3, SHARD_GRAD_OP = zero=2,dp-overlap; activation checkpointing = recompute=full;" > out
       if (t != "a100-40gb")
         print "# the non-reentrant checkpoint of torch 2.1 stops re-running each block early = early-stop;" > out
-      print "# uncompiled PyTorch = kernels=eager. ASSUMED: the fabric (topology), attn_impl (not in the table:" > out
+      print "# uncompiled PyTorch = kernels=eager; PyTorch FSDP flat gradients = fsdp1 (MP Mode DEFAULT reduces" > out
+      print "# them in fp32 = fsdp1=fp32). ASSUMED: the fabric (topology), attn_impl (not in the table:" > out
       if (grp ~ /^A100/) {
         print "# the yamls and sweep scripts); attn_impl triton = attn-kernel=triton (the A100 profile rate for" > out
-        print "# the FlashAttention Triton kernel, data/published/flash-attention). NOT EXPRESSED: the DEFAULT" > out
-        print "# mixed precision reduces gradients in fp32. Held out: never fitted. Written by convert.sh." > out
+        print "# the FlashAttention Triton kernel, data/published/flash-attention). Held out: never fitted." > out
+        print "# Written by convert.sh." > out
       } else {
-        print "# the yamls and sweep scripts). NOT EXPRESSED: attn_impl triton runs as FlashAttention-2; the" > out
-        print "# DEFAULT mixed precision reduces gradients in fp32. Held out: never fitted. Written by convert.sh." > out
+        print "# the yamls and sweep scripts). NOT EXPRESSED: attn_impl triton runs as FlashAttention-2. Held" > out
+        print "# out: never fitted. Written by convert.sh." > out
       }
       print hdr > out
     }
