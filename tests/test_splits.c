@@ -1447,6 +1447,75 @@ Test(zero, stage_3_gathers_each_layer_once_per_pass)
   cr_assert_float_eq(rs, psi * m->dtype_bytes, psi * 1e-12);
 }
 
+Test(zero, fsdp1_flat_gradient_passes)
+{
+  /* fsdp1 (PyTorch FSDP's FlatParameter): every micro-batch, after each layer's weight gradient,
+   * one pass over its gradient of 4D bytes a parameter (the views' gradients concatenated, D + D;
+   * the pre-division, D + D), 3D + 12 with fsdp1=fp32 (the concatenation, the cast to fp32, D + 4,
+   * and the pre-division in fp32, 4 + 4), whose reduce-scatters carry 4 bytes a parameter instead
+   * of D; nothing without it. GPT-3 1.3B (bf16) on a DGX A100, dp 8, ZeRO-3 and ZeRO-2, two
+   * micro-batches. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  const char *zeros[] = {"zero=3", "zero=2"};
+  for (size_t z = 0; z < G_N_ELEMENTS(zeros); z++) {
+    g_autofree char *s0 = g_strdup_printf("dp=8,%s", zeros[z]);
+    g_autofree char *s1 = g_strdup_printf("dp=8,%s,fsdp1", zeros[z]);
+    g_autofree char *s2 = g_strdup_printf("dp=8,%s,fsdp1=fp32", zeros[z]);
+    g_autoptr(ts_plan) p0 = make_plan(m, t, s0, 32, 2);
+    g_autoptr(ts_plan) p1 = make_plan(m, t, s1, 32, 2);
+    g_autoptr(ts_plan) p2 = make_plan(m, t, s2, 32, 2);
+    g_autoptr(ts_trace) t0 = trace_of(p0);
+    g_autoptr(ts_trace) t1 = trace_of(p1);
+    g_autoptr(ts_trace) t2 = trace_of(p2);
+    int M = (int)p1->n_micro, with_params = 0;
+    cr_assert_eq(M, 2);
+    double psi = 0, D = m->dtype_bytes;
+    for (int i = 0; i < m->nlayers; i++)
+      if (m->layers[i].params > 0) {
+        with_params++;
+        psi += m->layers[i].params;
+      }
+    cr_assert_eq(count_ops(t0, 0, "flat gradient (fsdp1)", NULL), 0);
+    const ts_trace *trs[] = {t1, t2};
+    const double per[] = {4.0 * D, 3.0 * D + 12.0};
+    for (int k = 0; k < 2; k++) {
+      int n = 0;
+      double mem = 0;
+      for (int i = 0; i < trs[k]->programs[0].nops; i++) {
+        const ts_op o = ts_program_op(&trs[k]->programs[0], i);
+        if (strstr(g_ptr_array_index(trs[k]->labels, o.label), "flat gradient (fsdp1)") == NULL)
+          continue;
+        n++;
+        mem += o.mem_bytes;
+      }
+      cr_assert_eq(n, with_params * M, "%s: %d passes, expected %d layers x %d micro-batches",
+                   k ? s2 : s1, n, with_params, M);
+      double want = M * psi * per[k];
+      cr_assert_float_eq(mem, want, want * 1e-12, "%s: %.17g bytes, expected %.17g", k ? s2 : s1,
+                         mem, want);
+    }
+    double rs0, rs1, rs2;
+    count_ops(t0, 0, "grad reduce-scatter", &rs0);
+    count_ops(t1, 0, "grad reduce-scatter", &rs1);
+    count_ops(t2, 0, "grad reduce-scatter", &rs2);
+    cr_assert_float_eq(rs0, M * psi * D, psi * 1e-9);
+    cr_assert_float_eq(rs1, rs0, psi * 1e-9);
+    cr_assert_float_eq(rs2, rs0 * 4.0 / D, psi * 1e-9, "fp32: %g bytes, bf16 %g", rs2, rs0);
+    ts_replay_result r0, r1, r2;
+    replay_plan(p0, &r0);
+    replay_plan(p1, &r1);
+    replay_plan(p2, &r2);
+    cr_assert_gt(r1.step_time_s, r0.step_time_s);
+    cr_assert_gt(r2.step_time_s, r1.step_time_s);
+  }
+  g_autoptr(GError) e = plan_refusal(m, t, "dp=8,zero=1,fsdp1", 32, 2);
+  cr_assert_str_eq(e->message,
+                   "--split 'dp=8,zero=1,fsdp1': fsdp1 is PyTorch FSDP's FlatParameter gradient "
+                   "path (FULL_SHARD or SHARD_GRAD_OP); expected zero=2 or zero=3 with it (and no "
+                   "fsdp2, offload or ps)");
+}
+
 Test(zero, stage_3_prefetches_one_block_ahead)
 {
   /* FSDP gathers a wrapped block (a transformer layer) at a time and starts the next block's
