@@ -1453,8 +1453,8 @@ Test(zero, fsdp1_flat_gradient_passes)
    * one pass over its gradient of 4D bytes a parameter (the views' gradients concatenated, D + D;
    * the pre-division, D + D), 3D + 12 with fsdp1=fp32 (the concatenation, the cast to fp32, D + 4,
    * and the pre-division in fp32, 4 + 4), whose reduce-scatters carry 4 bytes a parameter instead
-   * of D; nothing without it. GPT-3 1.3B (bf16) on a DGX A100, dp 8, ZeRO-3 and ZeRO-2, two
-   * micro-batches. */
+   * of D, one a wrapped unit; nothing without it. GPT-3 1.3B (bf16) on a DGX A100, dp 8, ZeRO-3
+   * and ZeRO-2, two micro-batches. */
   g_autoptr(ts_model) m = load_model("gpt3-1.3b");
   g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
   const char *zeros[] = {"zero=3", "zero=2"};
@@ -1502,6 +1502,14 @@ Test(zero, fsdp1_flat_gradient_passes)
     cr_assert_float_eq(rs0, M * psi * D, psi * 1e-9);
     cr_assert_float_eq(rs1, rs0, psi * 1e-9);
     cr_assert_float_eq(rs2, rs0 * 4.0 / D, psi * 1e-9, "fp32: %g bytes, bf16 %g", rs2, rs0);
+    /* One reduce-scatter a wrapped unit (FlatParameter) and micro-batch: each block's, and the
+     * root's (the layers of no block) after the backward's last layer. */
+    int nblocks = 0;
+    for (int i = 0; i < m->nlayers; i++)
+      nblocks = MAX(nblocks, m->layers[i].block + 1);
+    cr_assert_eq(nblocks, 24);
+    cr_assert_eq(count_ops(t1, 0, "grad reduce-scatter", NULL), M * (nblocks + 1));
+    cr_assert_eq(count_ops(t2, 0, "grad reduce-scatter", NULL), M * (nblocks + 1));
     ts_replay_result r0, r1, r2;
     replay_plan(p0, &r0);
     replay_plan(p1, &r1);

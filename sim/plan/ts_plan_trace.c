@@ -1601,6 +1601,8 @@ static void sync_grads(gen *g, int a, int b)
   /* Three kinds: dense (over dp), replicated over tp too (dp and tp), experts (dp / ep); dp
    * counts the context-parallel ranks, which hold the same parameters. */
   bucket bk[3] = {{0, -1, -1}, {0, -1, -1}, {0, -1, -1}};
+  bucket root = {0, -1, -1}; /* fsdp1: the root unit's layers */
+  int root_last = -1;
   int groups[3] = {g->g_dp, g->g_dptp, g->g_edp};
   int size[3] = {dp, dp * tp, dp / p->ep};
   int lastl[3] = {-1, -1, -1};
@@ -1639,18 +1641,38 @@ static void sync_grads(gen *g, int a, int b)
       }
       emit(g, &op, l, &g->wgrad_op[i], 1);
     }
+    /* fsdp1=fp32 (FSDP's reduce_dtype float32): the gradients go out in fp32. */
+    double bytes = ts_plan_layer_params(p, i) * (p->fsdp1 == 2 ? 4.0 : m->dtype_bytes);
+    int block = m->layers[i].block;
+    if (p->fsdp1 && w == 0 && block < 0) {
+      /* FSDP1 reduce-scatters a wrapped unit's FlatParameter whole, once its gradient is
+       * complete: the root's (the layers of no block: embedding, final norm, head) after the
+       * backward's last layer. */
+      if (root.first < 0)
+        root.first = i;
+      root.bytes += bytes;
+      root.last_op = g->wgrad_op[i];
+      root_last = i;
+      continue;
+    }
+    /* ... and each block's, one reduce-scatter a block, not by bucket size. */
+    if (p->fsdp1 && bk[w].first >= 0 && m->layers[bk[w].first].block != block)
+      flush(g, &bk[w], groups[w], lastl[w]);
     if (bk[w].first < 0)
       bk[w].first = i;
-    /* fsdp1=fp32 (FSDP's reduce_dtype float32): the gradients go out in fp32. */
-    bk[w].bytes += ts_plan_layer_params(p, i) * (p->fsdp1 == 2 ? 4.0 : m->dtype_bytes);
+    bk[w].bytes += bytes;
     bk[w].last_op = g->wgrad_op[i];
     lastl[w] = i;
-    if (bk[w].bytes >= p->opt.bucket_bytes)
+    if (!p->fsdp1 && bk[w].bytes >= p->opt.bucket_bytes)
       flush(g, &bk[w], groups[w], i);
   }
   for (int w = 0; w < 3; w++)
     if (bk[w].bytes > 0)
       flush(g, &bk[w], groups[w], lastl[w]);
+  if (root.bytes > 0) {
+    root.last_op = g->wgrad_op[root_last];
+    flush(g, &root, groups[0], root_last);
+  }
 }
 
 /* ---- pipeline passes ------------------------------------------------------------------ */
