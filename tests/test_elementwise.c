@@ -229,7 +229,8 @@ Test(elementwise, fp8_shapes_carry_the_casts)
 Test(elementwise, fsdp2_sums_the_separate_projections_input_gradients)
 {
   double mb = 2, T = 8192, h = 4096, D = 2;
-  const char *splits[] = {"dp=32,zero=3", "dp=32,zero=3,fsdp2", "tp=8@node,dp=4@net,sp,zero=3,fsdp2",
+  const char *splits[] = {"dp=32,zero=3", "dp=32,zero=3,fsdp2",
+                          "tp=8@node,dp=4@net,sp,zero=3,fsdp2",
                           "tp=8@node,cp=2@net,dp=2@net,sp,zero=3,fsdp2"};
   double rows[] = {0, T * mb, T * mb, T * mb / 2};
   for (int v = 0; v < 4; v++) {
