@@ -440,9 +440,12 @@ Test(accuracy, shipped_torchtitan_memory_twin_rows_predicted_alike)
  * backward reads (no down projection, no reduce-scatter after it) with the refit it brings
  * (0.505 / 0.43 -> 0.510 / 0.41): 3.8% / 8.6% (the four 70B/405B Float8 full-recompute rows
  * +4.7 / -1.6 / -2.3 / -4.8% -> -1.8 / -4.1 / -6.3 / -8.6%, the 405B pipelined ones worst:
- * loosened, the mechanism is PyTorch's, not a fit to these rows). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 4.0
-#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 8.9
+ * loosened, the mechanism is PyTorch's, not a fit to these rows). Once fsdp2 (TorchTitan's Llama)
+ * sums the input gradients of its separate projections (wq, wk, wv; w1, w3) in backward: 2.8% /
+ * 7.0% (every held-out row closer but the 8B eager 8-GPU one, +0.7 -> +1.1%; the fit row +0.4%,
+ * bench/fit_h100.sh still 0.510 / 0.41). */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 3.0
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 7.3
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -511,9 +514,12 @@ Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
  * rows, too fast already, faster still). 10.8% / 22.9% with NCCL's 16 SMs charged beside
  * cross-node collectives (collective_sms). 8.0% / 20.2% with the compiled ring waiting for
  * each of its collectives (cp-ring=torch under kernels=fused: the 405B rows -10.9/-6.4/-13.5%
- * -> -4.1/+7.0/+0.4%). Pinned so it cannot get worse silently; the worst row too. */
+ * -> -4.1/+7.0/+0.4%). 8.1% / 17.7% once fsdp2 sums the input gradients of TorchTitan's separate
+ * projections (wq, wk, wv; w1, w3): the 405B rows -7.7 / -5.1 / +7.2 / +1.4% -> -6.4 / -3.8 / +8.1
+ * / +1.9%, the 8B rows within 0.3 points. Pinned so it cannot get worse silently; the worst row
+ * too. */
 #define TORCHTITAN_CP_MEAN_MAX 8.3
-#define TORCHTITAN_CP_WORST_MAX 20.6
+#define TORCHTITAN_CP_WORST_MAX 18.0
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)
 {

@@ -220,6 +220,51 @@ Test(elementwise, fp8_shapes_carry_the_casts)
   ts_topo_free(t);
 }
 
+/* fsdp2 (TorchTitan's Llama): the attention's wq, wk, wv and the gated MLP's w1, w3 are
+ * separate linears sharing one input, so their backward writes three (two) input gradients
+ * that autograd sums: 4 (2) x rows x hidden x D bytes beyond one fused GEMM's gradient, in the
+ * input-gradient pass only, rows being the tokens the chip's GEMMs see (gathered over tp under
+ * sp, 1 / cp of the sequence under cp). Without fsdp2 (Megatron-LM's fused linear_qkv and
+ * linear_fc1) nothing; the down projection (one linear) and the logits nothing either. */
+Test(elementwise, fsdp2_sums_the_separate_projections_input_gradients)
+{
+  double mb = 2, T = 8192, h = 4096, D = 2;
+  const char *splits[] = {"dp=32,zero=3", "dp=32,zero=3,fsdp2",
+                          "tp=8@node,dp=4@net,sp,zero=3,fsdp2",
+                          "tp=8@node,cp=2@net,dp=2@net,sp,zero=3,fsdp2"};
+  double rows[] = {0, T * mb, T * mb, T * mb / 2};
+  for (int v = 0; v < 4; v++) {
+    ts_topo *t;
+    ts_model *m;
+    ts_plan *p = plan_of("dgx-h100-4node", "llama3-8b", splits[v], 64, 2, &t, &m);
+    int attn = layer_named(m, "block.2.attention"), fc1 = layer_named(m, "block.2.fc1"),
+        fc2 = layer_named(m, "block.2.fc2");
+    ts_op_shape s;
+    double base[3];
+    ts_pass passes[] = {TS_PASS_BWD, TS_PASS_DGRAD};
+    for (int k = 0; k < 2; k++) {
+      ts_plan_layer_shape(p, attn, mb, passes[k], &s);
+      base[0] = s.elem_bytes;
+      ts_plan_layer_shape(p, fc1, mb, passes[k], &s);
+      base[1] = s.elem_bytes;
+      ts_plan_layer_shape(p, fc2, mb, passes[k], &s);
+      base[2] = s.elem_bytes;
+      cr_assert(close_to(base[0], 4 * rows[v] * h * D) || (rows[v] == 0 && base[0] == 0),
+                "%s attention pass %d: %g", splits[v], passes[k], base[0]);
+      cr_assert(close_to(base[1], 2 * rows[v] * h * D) || (rows[v] == 0 && base[1] == 0),
+                "%s fc1 pass %d: %g", splits[v], passes[k], base[1]);
+      cr_assert(base[2] == 0, "%s fc2 pass %d: %g", splits[v], passes[k], base[2]);
+    }
+    ts_plan_layer_shape(p, attn, mb, TS_PASS_FWD, &s);
+    cr_assert(s.elem_bytes == 0, "%s forward: %g", splits[v], s.elem_bytes);
+    ts_plan_layer_shape(p, attn, mb, TS_PASS_WGRAD, &s);
+    cr_assert(s.elem_bytes == 0, "%s weight gradient: %g", splits[v], s.elem_bytes);
+    ts_plan_free(p);
+    ts_model_free(m);
+    ts_topo_free(t);
+  }
+}
+
 /* The split option: parsed, canonical, and a bad value is one line naming it. */
 Test(elementwise, split_option)
 {

@@ -984,6 +984,35 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
   }
 }
 
+/* TorchTitan's Llama (fsdp2, the TorchTitan stack): the attention's query, key and value
+ * projections are three nn.Linear modules (wq, wk, wv) and a gated MLP's gate and up
+ * projections two (w1, w3), each reading the same input, where Megatron-LM runs one fused GEMM
+ * (linear_qkv, the gated linear_fc1). In backward each writes its own input gradient (tokens x
+ * hidden, in the model's dtype) and autograd sums them: the n - 1 further gradients are each
+ * written by their GEMM and read by the sum, 2 (n - 1) D bytes a token and hidden unit beyond
+ * the fused GEMM's one write (cuBLAS or Inductor may fold a sum into a GEMM's epilogue as
+ * beta = 1, which reads the same bytes). The rows are the tokens the chip's GEMMs see:
+ * gathered over tp (sequence parallelism), its share under cp. The forward's and the weight
+ * gradients' extra reads of the input overlap their GEMMs and are not charged. */
+static void separate_projections(const ts_plan *p, int i, double mb, ts_pass pass, double *bytes,
+                                 int *kernels)
+{
+  const ts_layer *l = &p->model->layers[i];
+  const ts_layer_exec *e = &p->exec[i];
+  if (!p->fsdp2 || !(pass == TS_PASS_BWD || pass == TS_PASS_DGRAD) || !(l->tokens > 0))
+    return;
+  double n = 0;
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0)
+    n = 3;
+  else if (l->kind == TS_LAYER_DENSE && l->gated && l->vocab == 0 && l->experts == 0)
+    n = 2;
+  if (n < 2)
+    return;
+  double rows = (double)l->tokens * mb * (e->pdiv > 1 ? e->pdiv : 1.0) / e->cdiv;
+  *bytes += 2.0 * (n - 1.0) * rows * (double)l->in_features * p->model->dtype_bytes;
+  *kernels += 1;
+}
+
 /* The element-wise kernels of an eager stack beyond the fused ones trainsim's default costs
  * (ts_layer_elementwise_ops), per chip for the pass: kernels=eager for the block's ops, loss=eager
  * for the cross-entropy. Under recompute=op the forward's element-wise ops run again before
@@ -1161,6 +1190,7 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   int ek = 0;
   eager_elementwise(p, i, mb, pass, &eb, &ek);
   fp8_scaling(p, l, s, pass, &eb, &ek);
+  separate_projections(p, i, mb, pass, &eb, &ek);
   s->elem_bytes = eb;
   /* The gradients' FP8 GEMMs accumulate with fp32 promotion: torchao's Float8LinearConfig runs
    * only the output's with use_fast_accum (config.py at eab345c and 6243040:
