@@ -1941,6 +1941,8 @@ Test(split, tpu_attention_block)
       {"dp=64,attn-block=1024:2048", "dp=64,attn-block=1024:2048"},
       {"dp=64,attn-block=2048:2048", "dp=64,attn-block=2048"},
       {"dp=64,attn-block=512", "dp=64,attn-block=512"},
+      {"dp=64,attn-block=2048,attn-bwd=fused", "dp=64,attn-block=2048,attn-bwd=fused"},
+      {"dp=64,attn-bwd=split", "dp=64"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 64, 0);
@@ -1960,6 +1962,13 @@ Test(split, tpu_attention_block)
     cr_assert(strstr(err->message, "attn-block=N or attn-block=FWD:BWD") != NULL, "'%s': %s",
               bad[i], err->message);
     g_error_free(err);
+  }
+  {
+    GError *e = NULL;
+    ts_split *x = ts_split_parse("dp=64,attn-bwd=both", &e);
+    cr_assert_null(x);
+    cr_assert(strstr(e->message, "attn-bwd=split") != NULL, "%s", e->message);
+    g_error_free(e);
   }
   g_autoptr(ts_topo) g = load_topo("dgx-a100-4node");
   GError *err = NULL;

@@ -319,7 +319,8 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
        * GEMM rate (softmax and rescaling between its two matmuls; no tile model of its own). */
       double frac =
           s->causal > 0 && s->akv > 0 ? 0.5 * (1.0 + fmin(1.0, FLASH_KEY_TILE / s->akv)) : 1.0;
-      tc += fa * frac / (rate_of(c, core_prec) * ach * fe * kernel);
+      tc += fa * frac * (s->attn_rerun > 0 ? s->attn_rerun : 1.0) /
+            (rate_of(c, core_prec) * ach * fe * kernel);
     } else if (fa > 0) {
       /* A TPU's fused core (Pallas: jax.experimental.pallas.ops.tpu flash_attention and
        * splash_attention), causal: the kernel skips every (query block, key block) pair wholly
@@ -332,7 +333,7 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
       double frac = c->systolic > 0 && s->causal > 0 && s->akv > 0
                         ? 0.5 * (1.0 + fmin(1.0, blk / s->akv))
                         : 1.0;
-      tc += fa * frac /
+      tc += fa * frac * (s->attn_rerun > 0 ? s->attn_rerun : 1.0) /
             (rate_of(c, core_prec) * ach *
              ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch) * kernel);
     }

@@ -113,6 +113,10 @@ typedef struct {
    * TPU runs the causal attention core with in this pass (split attn-block=): it computes
    * (1 + block / S) / 2 of the scores; 0 reads as TS_TPU_ATTN_BLOCK. */
   double attn_block;
+  /* The block matmuls a TPU's Pallas backward runs over the four attn_flops counts (dV, dP, dQ,
+   * dK): it recomputes the scores, and with separate dQ and dK/dV kernels the scores and dP in
+   * each: 7/4; fused, 5/4. 0 reads as 1. */
+  double attn_rerun;
 } ts_op_shape;
 
 /** The Pallas attention kernels' default block on a TPU (jax.experimental.pallas.ops.tpu

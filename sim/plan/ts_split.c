@@ -278,6 +278,16 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "kernel's larger block (query or key), whole numbers in [1, 1048576]");
     s->attn_block_fwd = (int)f;
     s->attn_block_bwd = (int)(colon != NULL ? b : f);
+  } else if (strcmp(key, "attn-bwd") == 0) {
+    /* The Pallas attention backward on a TPU: separate dQ and dK/dV kernels (split, the
+     * kernels' default) or one (fused, MaxText's sa_use_fused_bwd_kernel). */
+    static const char *const n[] = {"split", "fused", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "attn-bwd=split (a TPU attention backward's dQ and dK/dV kernels apart, "
+                        "the default) or fused (one kernel: sa_use_fused_bwd_kernel)");
+    s->attn_bwd_fused = v == 1;
   } else if (strcmp(key, "fp8-cache") == 0) {
     if (!parse_switch(val, &s->fp8_cache))
       return item_error(error, text, item,
@@ -504,20 +514,20 @@ ts_split *ts_split_parse(const char *text, GError **error)
           "ps-placement", "stages",    "ep",         "shard",      "tp-overlap", "dp-overlap",
           "attention",    "buckets",   "precision",  "loss",       "fsdp2",      "kernels",
           "attn-kernel",  "fp8-cache", "p2p",        "cp-ring",    "load",       "tp-grad",
-          "pipe-engine",  "launch",    "early-stop", "attn-block", NULL};
+          "pipe-engine",  "launch",    "early-stop", "attn-block", "attn-bwd",   NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
-        g_set_error(
-            error, TS_ERROR, TS_ERROR_INPUT,
-            "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
-            "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
-            "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-            "stages, ep, precision, attention, attn-kernel, attn-block, fp8-cache, buckets, p2p, "
-            "cp-ring, load, tp-grad, pipe-engine, launch, loss, "
-            "kernels, fsdp2, early-stop, "
-            "kind:K, "
-            "name:GLOB",
-            text, key);
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
+                    "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
+                    "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
+                    "stages, ep, precision, attention, attn-kernel, attn-block, attn-bwd, "
+                    "fp8-cache, buckets, p2p, "
+                    "cp-ring, load, tp-grad, pipe-engine, launch, loss, "
+                    "kernels, fsdp2, early-stop, "
+                    "kind:K, "
+                    "name:GLOB",
+                    text, key);
         return NULL;
       }
       gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");
