@@ -42,6 +42,8 @@
 # (attn-block=1024:2048); the v5p Llama 2 recipe keeps base.yml's 512 (the default). The 2023
 # scripts' flash_attention (layers/attentions.py at 76bd53b0f) runs blocks of 512 except the dq
 # kernel's 1,024 queries (3 of the backward's 7 block matmuls), left at the default 512.
+# The Llama 3.1 recipes also set sa_use_fused_bwd_kernel (one backward kernel for dQ, dK and dV:
+# attn-bwd=fused); every other run uses separate dQ and dK/dV kernels (the default).
 # Every launch
 # script enables XLA's asynchronous collective fusion (--xla_tpu_enable_async_collective_fusion,
 # --xla_tpu_overlap_compute_collective_tc), which overlaps the tensor-parallel collectives with
