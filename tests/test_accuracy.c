@@ -737,17 +737,23 @@ Test(accuracy, shipped_v100_bert_step_times, .timeout = 120)
  * 16.1% the worst, 6.2% over all). With the TPU attention kernel's causal block skipping
  * (Pallas blocks of 512) and the fit by least squares (bench/fit_tpu.sh; v4 0.71, v5e 0.75,
  * v5p 0.72, v6e 0.59): v4 3.9%, v5e 8.0%, v5p 6.7%, v6e 3.2% held out, 6.24% over the 8
- * (11.7% the worst, the 1024B on 2,048 chips), 4.75% over all 18. */
-#define MAXTEXT_HELDOUT_MEAN_MAX 6.5
-#define MAXTEXT_HELDOUT_WORST_MAX 12.0
-#define MAXTEXT_ALL_MEAN_MAX 5.0
+ * (11.7% the worst, the 1024B on 2,048 chips), 4.75% over all 18. With the v6e recipes' own
+ * attention blocks (split attn-block=: Llama 3.1 2,048 in every pass, Llama 2 70B 1,024
+ * forward and 2,048 backward; v6e refitted 0.59 -> 0.60): v6e's held-out Llama 3.1 8B 3.2% ->
+ * 0.5%, 5.91% over the 8 held out, 4.65% over all 18. With the Pallas backward's block matmuls
+ * (7 where 4 were costed, 5 with the fused kernel: attn-bwd=; v5e 0.76, v5p 0.73, v6e 0.62):
+ * v4 3.35%, v5e 7.93%, v5p 6.20%, v6e 0.25% held out, 5.53% over the 8 (10.6% the worst, the
+ * 512B and the 1024B on 2,048 chips), 4.54% over all 18 (10.6% the worst). */
+#define MAXTEXT_HELDOUT_MEAN_MAX 5.8
+#define MAXTEXT_HELDOUT_WORST_MAX 11.0
+#define MAXTEXT_ALL_MEAN_MAX 4.8
 /* Every row, fitted ones included: 11.7% (the 1024B on 2,048 chips, held out; 15.1%, v6e Llama 2
  * 70B, before the causal blocks; 17.4% before dots:except-mlpwi). */
-#define MAXTEXT_ALL_WORST_MAX 12.0
+#define MAXTEXT_ALL_WORST_MAX 11.0
 static const struct {
   const char *group;
   double heldout_mean_max;
-} maxtext_chips[] = {{"TPU v4", 4.2}, {"TPU v5e", 8.3}, {"TPU v5p", 7.0}, {"TPU v6e", 3.5}};
+} maxtext_chips[] = {{"TPU v4", 3.6}, {"TPU v5e", 8.2}, {"TPU v5p", 6.5}, {"TPU v6e", 0.6}};
 
 Test(accuracy, shipped_maxtext_tpu_step_times, .timeout = 300)
 {

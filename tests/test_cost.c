@@ -197,6 +197,20 @@ Test(cost, tpu_causal_core_skips_blocks_above_the_diagonal)
   double frac = 0.5 * (1.0 + 512.0 / S);
   cr_assert(close_to(causal, frac * full), "causal %.17g, expected %.4f x %.17g", causal, frac,
             full);
+  /* The recipe's block (split attn-block=): the larger of the query and key blocks sets it,
+   * (1 + B / S) / 2; v6e's Llama 3.1 recipes run 2,048 at 8,192 tokens (0.625, not 0.53). */
+  s.attn_block = 2048;
+  double big = ts_cost_device(&c, core, 0, &s);
+  cr_assert(close_to(big, 0.75 * full), "block 2048 at 4096: %.17g, expected 0.75 x %.17g", big,
+            full);
+  s.attn_block = 8192; /* one block as long as the sequence: every score */
+  cr_assert(close_to(ts_cost_device(&c, core, 0, &s), full), "block = S: the whole core");
+  s.attn_block = 0;
+  /* The Pallas backward's recomputed block matmuls (attn_rerun, set by the planner: 7/4 with
+   * separate dQ and dK/dV kernels, 5/4 fused) scale the core's time, not its FLOPs. */
+  s.attn_rerun = 7.0 / 4.0;
+  cr_assert(close_to(ts_cost_device(&c, core, 0, &s), 1.75 * causal), "7 of 4 matmuls");
+  s.attn_rerun = 0;
   /* Shorter than a block: every score is computed. */
   s.aq = s.akv = 256;
   double one = ts_cost_device(&c, core, 0, &s);

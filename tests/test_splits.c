@@ -2005,6 +2005,61 @@ Test(split, invalid_combinations)
   }
 }
 
+/* attn-block=FWD[:BWD]: the Pallas attention kernels' block on a TPU (MaxText's sa_block_*),
+ * printed back as given (the backward only when it differs), refused on a GPU (no Pallas
+ * kernel) and when not a positive whole number. */
+Test(split, tpu_attention_block)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const struct {
+    const char *split, *printed;
+  } cases[] = {
+      {"dp=64,attn-block=1024:2048", "dp=64,attn-block=1024:2048"},
+      {"dp=64,attn-block=2048:2048", "dp=64,attn-block=2048"},
+      {"dp=64,attn-block=512", "dp=64,attn-block=512"},
+      {"dp=64,attn-block=2048,attn-bwd=fused", "dp=64,attn-block=2048,attn-bwd=fused"},
+      {"dp=64,attn-bwd=split", "dp=64"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, cases[i].split, 64, 0);
+    cr_assert_str_eq(p->split_text, cases[i].printed);
+    g_autoptr(ts_plan) q = make_plan(m, t, p->split_text, 64, 0);
+    cr_assert_str_eq(q->split_text, p->split_text);
+  }
+  g_autoptr(ts_plan) p = make_plan(m, t, "dp=64,attn-block=1024:2048", 64, 0);
+  cr_assert_eq(p->attn_block_fwd, 1024);
+  cr_assert_eq(p->attn_block_bwd, 2048);
+  const char *bad[] = {"dp=64,attn-block=0", "dp=64,attn-block=512:", "dp=64,attn-block=x",
+                       "dp=64,attn-block=:512"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *err = NULL;
+    ts_split *s = ts_split_parse(bad[i], &err);
+    cr_assert_null(s, "'%s' accepted", bad[i]);
+    cr_assert(strstr(err->message, "attn-block=N or attn-block=FWD:BWD") != NULL, "'%s': %s",
+              bad[i], err->message);
+    g_error_free(err);
+  }
+  {
+    GError *e = NULL;
+    ts_split *x = ts_split_parse("dp=64,attn-bwd=both", &e);
+    cr_assert_null(x);
+    cr_assert(strstr(e->message, "attn-bwd=split") != NULL, "%s", e->message);
+    g_error_free(e);
+  }
+  g_autoptr(ts_topo) g = load_topo("dgx-a100-4node");
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=32,attn-block=1024", &err);
+  cr_assert_not_null(s);
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 32;
+  ts_plan *r = ts_plan_new(m, g, s, &po, &err);
+  cr_assert_null(r, "attn-block accepted on a GPU");
+  cr_assert(strstr(err->message, "expected a systolic chip") != NULL, "%s", err->message);
+  g_error_free(err);
+}
+
 Test(split, more_stages_than_layers)
 {
   g_autoptr(ts_topo) t = ring_topo(4, 1e11, 1e-6);

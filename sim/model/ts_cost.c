@@ -14,11 +14,6 @@
 #define FLASH_KEY_TILE 128.0
 /* TPU: the row (M) dimension streams through the array in groups of 8 sublanes. */
 #define TPU_SUBLANES 8.0
-/* TPU: the key block of the Pallas attention kernels XLA programs run (jax.experimental.pallas
- * ops.tpu flash_attention and splash_attention, blocks of 512 by default: MaxText's
- * sa_block_kv and its flash block sizes); a causal core skips the blocks wholly above the
- * diagonal and computes the diagonal blocks whole. */
-#define TPU_ATTN_KEY_BLOCK 512.0
 /* Winograd's minimal filtering F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional
  * Neural Networks", CVPR 2016, section 4): a 2x2 output tile of a 3x3 convolution takes 4 x 4 =
  * 16 multiplies instead of 2 x 2 x 9 = 36, 2.25x fewer; the input, filter and output
@@ -324,14 +319,21 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
        * GEMM rate (softmax and rescaling between its two matmuls; no tile model of its own). */
       double frac =
           s->causal > 0 && s->akv > 0 ? 0.5 * (1.0 + fmin(1.0, FLASH_KEY_TILE / s->akv)) : 1.0;
-      tc += fa * frac / (rate_of(c, core_prec) * ach * fe * kernel);
+      tc += fa * frac * (s->attn_rerun > 0 ? s->attn_rerun : 1.0) /
+            (rate_of(c, core_prec) * ach * fe * kernel);
     } else if (fa > 0) {
-      /* A TPU's fused core (Pallas), causal: (1 + block / S) / 2 of the scores, each block on
-       * the systolic array at its padded shape (a head of 128 on a 256-wide MXU: half). */
+      /* A TPU's fused core (Pallas: jax.experimental.pallas.ops.tpu flash_attention and
+       * splash_attention), causal: the kernel skips every (query block, key block) pair wholly
+       * above the diagonal and computes the others whole. With blocks Bq and Bk, one a multiple
+       * of the other, query block i needs the key blocks up to the end of the larger block that
+       * holds its last row, so of the S x S scores it computes (1 + B / S) / 2, B = max(Bq, Bk)
+       * (split attn-block=, 512 by default). Each block runs on the systolic array at its
+       * padded shape (a head of 128 on a 256-wide MXU: half). */
+      double blk = s->attn_block > 0 ? s->attn_block : TS_TPU_ATTN_BLOCK;
       double frac = c->systolic > 0 && s->causal > 0 && s->akv > 0
-                        ? 0.5 * (1.0 + fmin(1.0, TPU_ATTN_KEY_BLOCK / s->akv))
+                        ? 0.5 * (1.0 + fmin(1.0, blk / s->akv))
                         : 1.0;
-      tc += fa * frac /
+      tc += fa * frac * (s->attn_rerun > 0 ? s->attn_rerun : 1.0) /
             (rate_of(c, core_prec) * ach *
              ts_cost_tile_efficiency(c, s->aq, s->akv, s->ad, s->abatch) * kernel);
     }

@@ -109,7 +109,19 @@ typedef struct {
    * (torchao's and Transformer Engine's input and weight gradients), at the chip's
    * fp8_split_accum_rate; 0: fast accumulation (the forward's). */
   double split_accum;
+  /* Added with issue 10 (TPU). The larger block (query or key, tokens) of the Pallas kernel a
+   * TPU runs the causal attention core with in this pass (split attn-block=): it computes
+   * (1 + block / S) / 2 of the scores; 0 reads as TS_TPU_ATTN_BLOCK. */
+  double attn_block;
+  /* The block matmuls a TPU's Pallas backward runs over the four attn_flops counts (dV, dP, dQ,
+   * dK): it recomputes the scores, and with separate dQ and dK/dV kernels the scores and dP in
+   * each: 7/4; fused, 5/4. 0 reads as 1. */
+  double attn_rerun;
 } ts_op_shape;
+
+/** The Pallas attention kernels' default block on a TPU (jax.experimental.pallas.ops.tpu
+ * flash_attention and splash_attention, 512 tokens: MaxText's sa_block_* defaults). */
+#define TS_TPU_ATTN_BLOCK 512.0
 
 /** What ts_cost_op_syncs returns for an op launched blocking (launch_blocking): a
  * synchronisation point whose kernels also wait one for another (ts_cost_issue). */

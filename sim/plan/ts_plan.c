@@ -1134,6 +1134,10 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
                               (p->topo->chip.systolic > 0 && s->oclass == TS_OPC_FLASH))
                     ? 1.0
                     : 0.0;
+    /* The Pallas kernels' block of this pass (attn-block=FWD:BWD; a recomputed core is a
+     * forward), 0: the default. */
+    s->attn_block =
+        pass == TS_PASS_BWD || pass == TS_PASS_DGRAD ? p->attn_block_bwd : p->attn_block_fwd;
     /* The projections: QKV (T x h) x (h x 3I/tp) and output (T x I/tp) x (I/tp x h), written
      * as one GEMM shape of their width. */
     s->m = T * mb / rows, s->n = I / div, s->k = h;
@@ -1152,6 +1156,13 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       s->scores_bytes = unfused_attention(p, l) ? scores * (6.0 * D + 1.0) : 0.0;
     } else if (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD) {
       s->attn_flops = 2.0 * core;
+      /* A TPU's causal core is the Pallas backward (jax.experimental.pallas.ops.tpu
+       * splash_attention / flash_attention): the dK/dV kernel recomputes the scores and dP
+       * beside dV and dK, the dQ kernel the scores and dP again beside dQ, 7 block matmuls
+       * where attn_flops counts 4; fused into one kernel (attn-bwd=fused, MaxText's
+       * sa_use_fused_bwd_kernel) 5. */
+      if (s->causal > 0 && p->topo->chip.systolic > 0 && s->oclass == TS_OPC_FLASH)
+        s->attn_rerun = p->attn_bwd_fused ? 5.0 / 4.0 : 7.0 / 4.0;
       s->scores_bytes = unfused_attention(p, l) ? scores * (8.0 * D + 1.0) : 0.0;
     } else if (pass == TS_PASS_ATTN_RECOMPUTE) {
       s->attn_flops = core;
@@ -2329,6 +2340,12 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append_printf(s, ",attention=%s", ts_attention_name((ts_attention)p->attention));
   if (p->attn_kernel != TS_ATTN_KERNEL_FA2)
     g_string_append_printf(s, ",attn-kernel=%s", ts_attn_kernel_name(p->attn_kernel));
+  if (p->attn_block_fwd > 0 && p->attn_block_bwd != p->attn_block_fwd)
+    g_string_append_printf(s, ",attn-block=%d:%d", p->attn_block_fwd, p->attn_block_bwd);
+  else if (p->attn_block_fwd > 0)
+    g_string_append_printf(s, ",attn-block=%d", p->attn_block_fwd);
+  if (p->attn_bwd_fused)
+    g_string_append(s, ",attn-bwd=fused");
   if (p->fp8_cache)
     g_string_append(s, ",fp8-cache");
   if (p->early_stop)
@@ -2584,6 +2601,9 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->loss = s->loss > 0 ? (ts_loss)(s->loss - 1) : TS_LOSS_FUSED;
   p->kernels = s->kernels > 0 ? (ts_kernels_mode)(s->kernels - 1) : TS_KERNELS_FUSED;
   p->attn_kernel = s->attn_kernel > 0 ? (ts_attn_kernel)(s->attn_kernel - 1) : TS_ATTN_KERNEL_FA2;
+  p->attn_block_fwd = s->attn_block_fwd;
+  p->attn_block_bwd = s->attn_block_bwd;
+  p->attn_bwd_fused = s->attn_bwd_fused;
   p->fp8_cache = s->fp8_cache;
   p->early_stop = s->early_stop;
   p->p2p_blocking = s->p2p_blocking;
@@ -2721,6 +2741,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': %s runs on GPUs; expected a GPU chip (%s is a systolic array "
                 "programmed through XLA)",
                 s->text, gpu_only, t->chip.name);
+    return NULL;
+  }
+  if ((p->attn_block_fwd > 0 || s->attn_bwd_fused) && !(t->chip.systolic > 0)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': %s sets how a TPU's Pallas attention kernels run; expected a "
+                "systolic chip ([chip] systolic_array; %s has none)",
+                s->text, p->attn_block_fwd > 0 ? "attn-block=" : "attn-bwd=fused", t->chip.name);
     return NULL;
   }
   if (p->launch_blocking && !(t->chip.kernel_launch_s > 0)) {

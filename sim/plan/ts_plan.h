@@ -154,6 +154,10 @@ typedef struct {
   /* Added with issue 10 (the DeepSpeed-era A100 runs). */
   gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine */
   gboolean launch_blocking; /* launch=blocking: CUDA_LAUNCH_BLOCKING=1 */
+  /* Added with issue 10 (TPU, the v6e recipes' attention blocks). */
+  int attn_block_fwd; /* attn-block=: a TPU attention kernel's larger block in tokens, forward */
+  int attn_block_bwd; /* and backward (attn-block=FWD:BWD); 0 not given (512) */
+  gboolean attn_bwd_fused; /* attn-bwd=fused: the Pallas backward as one kernel (dQ with dK/dV) */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -318,6 +322,10 @@ typedef struct {
                                all-reduce, the output re-gathered over tp before each backward) */
   gboolean launch_blocking; /* launch=blocking: every kernel launch waits for the kernel
                                (CUDA_LAUNCH_BLOCKING=1), so host and device times add */
+  /* Added with issue 10 (TPU). attn-block=: the Pallas attention kernels' larger block (query
+   * or key) in tokens, forward and backward; 0: TS_TPU_ATTN_BLOCK (ts_cost.h). */
+  int attn_block_fwd, attn_block_bwd;
+  gboolean attn_bwd_fused; /* attn-bwd=fused: one Pallas backward kernel for dQ, dK and dV */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

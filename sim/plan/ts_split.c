@@ -265,6 +265,29 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "(FlashAttention's Triton kernel, MPT's attn_impl=triton) or fa1 "
                         "(FlashAttention 1)");
     s->attn_kernel = 1 + v;
+  } else if (strcmp(key, "attn-block") == 0) {
+    /* The block of a TPU's Pallas attention kernels (MaxText's sa_block_q / sa_block_kv and
+     * their backward counterparts): FWD, or FWD:BWD when the backward's kernels use another. */
+    gint64 f = 0, b = 0;
+    const char *colon = val != NULL ? strchr(val, ':') : NULL;
+    g_autofree char *fwd = colon != NULL ? g_strndup(val, (gsize)(colon - val)) : g_strdup(val);
+    if (fwd == NULL || !ts_parse_int(fwd, 1, 1 << 20, &f) ||
+        (colon != NULL && !ts_parse_int(colon + 1, 1, 1 << 20, &b)))
+      return item_error(error, text, item,
+                        "attn-block=N or attn-block=FWD:BWD, the tokens of a TPU attention "
+                        "kernel's larger block (query or key), whole numbers in [1, 1048576]");
+    s->attn_block_fwd = (int)f;
+    s->attn_block_bwd = (int)(colon != NULL ? b : f);
+  } else if (strcmp(key, "attn-bwd") == 0) {
+    /* The Pallas attention backward on a TPU: separate dQ and dK/dV kernels (split, the
+     * kernels' default) or one (fused, MaxText's sa_use_fused_bwd_kernel). */
+    static const char *const n[] = {"split", "fused", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "attn-bwd=split (a TPU attention backward's dQ and dK/dV kernels apart, "
+                        "the default) or fused (one kernel: sa_use_fused_bwd_kernel)");
+    s->attn_bwd_fused = v == 1;
   } else if (strcmp(key, "fp8-cache") == 0) {
     if (!parse_switch(val, &s->fp8_cache))
       return item_error(error, text, item,
@@ -450,7 +473,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         error, text, item,
         "an axis (dp, tp or mp, pp, cp) or an option (zero, shard, schedule, "
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
-        "ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, cp-ring, load, "
+        "ep, precision, attention, attn-kernel, attn-block, attn-bwd, fp8-cache, buckets, p2p, "
+        "cp-ring, load, "
         "pipe-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, kind:K, name:GLOB)");
   }
   return TRUE;
@@ -496,18 +520,21 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",         "schedule",  "recompute",  "sp",      "offload",    "ps",
-          "ps-placement", "stages",    "ep",         "shard",   "tp-overlap", "dp-overlap",
-          "attention",    "buckets",   "precision",  "loss",    "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", "p2p",        "cp-ring", "load",       "tp-grad",
-          "pipe-engine",  "launch",    "early-stop", "fsdp1",   NULL};
+          "zero",       "schedule",     "recompute",  "sp",          "offload",
+          "ps",         "ps-placement", "stages",     "ep",          "shard",
+          "tp-overlap", "dp-overlap",   "attention",  "buckets",     "precision",
+          "loss",       "fsdp2",        "kernels",    "attn-kernel", "fp8-cache",
+          "p2p",        "cp-ring",      "load",       "tp-grad",     "pipe-engine",
+          "launch",     "early-stop",   "attn-block", "attn-bwd",    "fsdp1",
+          NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
                     "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, attn-kernel, fp8-cache, buckets, p2p, "
+                    "stages, ep, precision, attention, attn-kernel, attn-block, attn-bwd, "
+                    "fp8-cache, buckets, p2p, "
                     "cp-ring, load, tp-grad, pipe-engine, launch, loss, "
                     "kernels, fsdp2, fsdp1, early-stop, "
                     "kind:K, "

@@ -97,7 +97,9 @@ static const char *const shape_keys[] = {"m",
                                          "host_sync",
                                          "launch_blocking",
                                          "flash_eff",
-                                         "split_accum"};
+                                         "split_accum",
+                                         "attn_block",
+                                         "attn_rerun"};
 
 /* Offsets of the fields named by shape_keys, in its order: a constant table, not an array of
  * pointers built at every call (shape_hash and shape_equal read each field of every interned
@@ -123,7 +125,9 @@ static const size_t shape_off[] = {offsetof(ts_op_shape, m),
                                    offsetof(ts_op_shape, host_sync),
                                    offsetof(ts_op_shape, launch_blocking),
                                    offsetof(ts_op_shape, flash_eff),
-                                   offsetof(ts_op_shape, split_accum)};
+                                   offsetof(ts_op_shape, split_accum),
+                                   offsetof(ts_op_shape, attn_block),
+                                   offsetof(ts_op_shape, attn_rerun)};
 G_STATIC_ASSERT(G_N_ELEMENTS(shape_off) == G_N_ELEMENTS(shape_keys));
 
 static inline double *shape_field(ts_op_shape *sh, int i)

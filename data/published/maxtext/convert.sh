@@ -35,6 +35,15 @@
 # attention's q/k/v projections (8B: and out_proj) and the layer input and recompute the rest:
 # the same set for 8B, for 70B all but out_proj, which is recomputed there (about 2% of the step;
 # before December 2026 all three were written recompute=full, the nearer of none and full).
+# The attention kernels' blocks (attn-block=, the larger of query and key block in each pass):
+# the tiering recipes (benchmarks/maxtext_trillium_model_configs.py at 92e59fdf5) set them, the
+# Llama 3.1 8B and 70B ones to 2048 for every sa_block_* (attn-block=2048), the Llama 2 70B one
+# sa_block_q 1024 and sa_block_q_dkv = sa_block_q_dq = 2048 with the keys at base.yml's 512
+# (attn-block=1024:2048); the v5p Llama 2 recipe keeps base.yml's 512 (the default). The 2023
+# scripts' flash_attention (layers/attentions.py at 76bd53b0f) runs blocks of 512 except the dq
+# kernel's 1,024 queries (3 of the backward's 7 block matmuls), left at the default 512.
+# The Llama 3.1 recipes also set sa_use_fused_bwd_kernel (one backward kernel for dQ, dK and dV:
+# attn-bwd=fused); every other run uses separate dQ and dK/dV kernels (the default).
 # Every launch
 # script enables XLA's asynchronous collective fusion (--xla_tpu_enable_async_collective_fusion,
 # --xla_tpu_overlap_compute_collective_tc), which overlaps the tensor-parallel collectives with
