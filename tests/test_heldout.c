@@ -1238,6 +1238,8 @@ Test(heldout, nemo_launcher_5b_rows_are_the_published_tokens_per_s)
     cr_assert_eq(item(r->split, "dp="), 8 * nodes[i], "line %d: dp", r->line);
     cr_assert_eq(r->global_batch, 2048);
     cr_assert_eq(r->micro_batch, 2);
+    /* distributed_fused_adam in the launcher's 5b.yaml at a2b2f83a: apex's optimizer. */
+    cr_assert(strstr(r->split, "zero=1,dp-engine=apex") != NULL, "line %d: %s", r->line, r->split);
     double T = 2048.0 * 2048 / tps[i];
     cr_assert_float_eq(r->measured, T, T * 1e-5, "line %d: %.6g s, the closed form %.6g", r->line,
                        r->measured, T);
@@ -1246,9 +1248,14 @@ Test(heldout, nemo_launcher_5b_rows_are_the_published_tokens_per_s)
 
 /* trainsim on it, fitted to none (December 2026): 8.6% mean, every row too fast (-7.7, -8.6,
  * -7.2, -9.9, -4.1, -14.0% from 1 to 32 nodes: the measured per-GPU throughput falls 11% from
- * 1 to 32 nodes, the predicted 3.7%). Pinned just above, so a regression fails. */
-#define HELDOUT_NEMO_LAUNCHER_MEAN_MAX 8.9
-#define HELDOUT_NEMO_LAUNCHER_WORST_MAX 14.5
+ * 1 to 32 nodes, the predicted 3.7%). Once the rows name apex's DistributedFusedAdam
+ * (dp-engine=apex: every micro-batch's bf16 gradients added into its fp32 buckets, 10 bytes a
+ * parameter, and reduce-scattered in fp32; ts_plan_trace.c, apex_grad_add): 4.9% mean (-4.3,
+ * -5.1, -3.6, -6.3, -0.2, -10.2%), every row still too fast; the scaling itself (the 32-node
+ * row's step against the 16-node one) is not what moved. Pinned just above, so a regression
+ * fails. */
+#define HELDOUT_NEMO_LAUNCHER_MEAN_MAX 5.2
+#define HELDOUT_NEMO_LAUNCHER_WORST_MAX 10.5
 
 Test(heldout, nemo_launcher_5b_errors_stay_below_their_pins, .timeout = 300)
 {

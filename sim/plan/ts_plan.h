@@ -152,6 +152,8 @@ typedef struct {
   /* Added with issue 10 (the DeepSpeed-era A100 runs). */
   gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine */
   gboolean launch_blocking; /* launch=blocking: CUDA_LAUNCH_BLOCKING=1 */
+  /* Added with the A100 scaling study (NeMo-Megatron's 2022 runs). */
+  gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam holds the gradients */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -313,6 +315,9 @@ typedef struct {
                                all-reduce, the output re-gathered over tp before each backward) */
   gboolean launch_blocking; /* launch=blocking: every kernel launch waits for the kernel
                                (CUDA_LAUNCH_BLOCKING=1), so host and device times add */
+  gboolean dp_engine_apex;  /* dp-engine=apex: apex's DistributedFusedAdam (NeMo-Megatron 2022)
+                               adds every micro-batch's 16-bit gradients into its fp32 buckets
+                               and reduce-scatters them in fp32 */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */
