@@ -1250,7 +1250,7 @@ Test(heldout, nemo_launcher_5b_rows_are_the_published_tokens_per_s)
  * -7.2, -9.9, -4.1, -14.0% from 1 to 32 nodes: the measured per-GPU throughput falls 11% from
  * 1 to 32 nodes, the predicted 3.7%). Once the rows name apex's DistributedFusedAdam
  * (dp-engine=apex: every micro-batch's bf16 gradients added into its fp32 buckets, 10 bytes a
- * parameter, and reduce-scattered in fp32; ts_plan_trace.c, apex_grad_add): 4.9% mean (-4.3,
+ * parameter, and reduce-scattered in fp32; ts_plan_trace.c, apex_grad_add): 5.0% mean (-4.3,
  * -5.1, -3.6, -6.3, -0.2, -10.2%), every row still too fast; the scaling itself (the 32-node
  * row's step against the 16-node one) is not what moved. Pinned just above, so a regression
  * fails. */
