@@ -811,6 +811,31 @@ Test(splits, apex_dp_engine_closed_forms)
   }
 }
 
+/* fsdp2 (PyTorch FSDP2 as TorchTitan runs it, reduce dtype fp32) against plain ZeRO-3 on GPT-3
+ * 1.3B, dp 8 over one DGX A100 node, 2 micro-batches of 1: the reduce-scatters carry 4/D x plain
+ * ZeRO-3's bytes. */
+Test(splits, fsdp2_reduces_in_fp32)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  const int M = 2;
+  g_autoptr(ts_plan) z3 = make_plan(m, t, "dp=8,zero=3", 8 * M, 1);
+  g_autoptr(ts_plan) f2 = make_plan(m, t, "dp=8,zero=3,fsdp2", 8 * M, 1);
+  double rs[2] = {0, 0};
+  for (int w = 0; w < 2; w++) {
+    g_autoptr(ts_trace) tr = trace_of(w ? f2 : z3);
+    const ts_program *prog = &tr->programs[0];
+    for (int i = 0; i < prog->nops; i++) {
+      const ts_op op = ts_program_op(prog, i);
+      if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP && op.coll == TS_COLL_REDUCESCATTER)
+        rs[w] += op.bytes;
+    }
+  }
+  cr_assert_gt(rs[0], 0);
+  cr_assert_float_eq(rs[1], rs[0] * 4.0 / m->dtype_bytes, 1e-9 * rs[1],
+                     "fsdp2 %.6g, ZeRO-3 %.6g bytes", rs[1], rs[0]);
+}
+
 /* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every compute op says so in its shape and the host
  * waits for it (ts_cost_op_syncs), no op does without it; the step grows by at least the
  * launches of the critical stage's ops, which asynchronous launches hide behind its kernels. */

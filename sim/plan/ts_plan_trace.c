@@ -1587,8 +1587,11 @@ static void flush(gen *g, bucket *b, int group, int upto)
     rs = FALSE;
     bytes *= 4.0 / p->model->dtype_bytes;
   }
-  /* dp-engine=apex: the buckets are fp32 (apex_grad_add), reduce-scattered as they are. */
-  if (p->dp_engine_apex)
+  /* dp-engine=apex: the buckets are fp32 (apex_grad_add), reduce-scattered as they are. fsdp2:
+   * FSDP2's reduce-scatter input is in the policy's reduce dtype, fp32 as TorchTitan sets it
+   * (MixedPrecisionPolicy reduce_dtype from mixed_precision_reduce = "float32", its only choice;
+   * foreach_reduce copies the bf16 gradients into it). */
+  if (p->dp_engine_apex || p->fsdp2)
     bytes *= 4.0 / p->model->dtype_bytes;
   ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, bytes,
                      TS_CAT_COMM_DP, S_DP);
@@ -1605,7 +1608,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
     /* Hybrid sharding (FSDP HYBRID_SHARD; MiCS, Zhang et al. 2022, section 3.3): the shard
      * each rank reduced inside its group is all-reduced with the same shard of the other
      * groups. */
-    ts_op ar = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, b->bytes / ts_plan_shard_ranks(p),
+    ts_op ar = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, bytes / ts_plan_shard_ranks(p),
                        TS_CAT_COMM_DP, S_DP);
     int lr = bucket_label_known(g, BL_REPLICAS, b->first, upto);
     if (lr < 0) {
