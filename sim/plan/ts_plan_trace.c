@@ -142,8 +142,6 @@ enum {
   L_SYMM_COPY,
   L_SYMM_REDUCE,
   L_APEX_GRAD_ADD,
-  L_FSDP2_COPY_OUT,
-  L_FSDP2_COPY_IN,
   L_NLAYER_SLOTS
 };
 enum {
@@ -213,8 +211,6 @@ static const struct {
     [L_CP_BGATHER] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
     [L_CP_ACC] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
     [L_APEX_GRAD_ADD] = {TS_ROLE_WEIGHT_GRAD, TS_PHASE_BWD},
-    [L_FSDP2_COPY_OUT] = {TS_ROLE_PARAM_GATHER, TS_PHASE_NONE},
-    [L_FSDP2_COPY_IN] = {TS_ROLE_WEIGHT_GRAD, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD,      [L_SEND_F] = TS_PHASE_FWD,      [L_RECV_B] = TS_PHASE_BWD,
@@ -758,34 +754,6 @@ static int zero_unit(const gen *g, int i)
  * wrapped block at a time and prefetches the next block during the current one (PyTorch
  * FSDP's forward/backward prefetch, FSDP2's per-block fully_shard); XLA's latency-hiding
  * scheduler starts a scanned layer's all-gathers during the layer before (MaxText). */
-/* fsdp2: the copies FSDP2 makes around its collectives on the compute stream
- * (torch.distributed._composable.fsdp, _fsdp_collectives.py, PyTorch 2.4-2.5). After each
- * all-gather, foreach_all_gather_copy_out (split_with_sizes_copy, in wait_for_unshard) copies
- * the gathered flat buffer into the unsharded parameters: D bytes read and D written a parameter.
- * Before each reduce-scatter, foreach_reduce_scatter_copy_in (chunk_cat) copies the unsharded
- * gradients into the reduce-scatter input in the reduce dtype, fp32 as TorchTitan sets it: D read
- * and 4 written (flush sends fp32). One kernel a layer with parameters. */
-static void fsdp2_copy(gen *g, int i, gboolean grads)
-{
-  const ts_plan *p = g->p;
-  double n = ts_plan_layer_params(p, i);
-  if (!p->fsdp2 || p->zero < 3 || !(n > 0))
-    return;
-  double D = p->model->dtype_bytes;
-  ts_op_shape sh;
-  memset(&sh, 0, sizeof sh);
-  sh.oclass = TS_OPC_MEMORY;
-  sh.prec = grads ? TS_PRECISION_FP32 : TS_PRECISION_BF16;
-  sh.kernels = 1;
-  int id = emit_compute(g, TS_CAT_OTHER, 0, n * (grads ? D + 4.0 : 2.0 * D), &sh,
-                        lbl(g, layer_slot(g, i, grads ? L_FSDP2_COPY_IN : L_FSDP2_COPY_OUT),
-                            grads ? "%s gradients copied into the fp32 reduce-scatter input"
-                                  : "%s gathered parameters copied out",
-                            p->model->layers[i].name));
-  if (grads)
-    g->wgrad_op[i] = id;
-}
-
 static void zero_need(gen *g, int i)
 {
   if (g->p->zero < 3 || g->p->model->layers[i].params <= 0)
@@ -812,8 +780,6 @@ static void zero_need(gen *g, int i)
     g->zpos++;
   }
   pend(g, g->ag_op[i]);
-  if (!whole)
-    fsdp2_copy(g, i, FALSE);
 }
 
 /* ---- context parallelism: ring attention ------------------------------------------------ */
@@ -1451,7 +1417,6 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   if (chunked && !async) {
     g->wgrad_op[i] = bwd_overlapped(g, i, TS_PASS_BWD, L_OVL_BWD, fi + fw, mem);
     apex_grad_add(g, i);
-    fsdp2_copy(g, i, TRUE);
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1462,7 +1427,6 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                      : layer_shape_interned(g, i, TS_PASS_BWD),
                                   lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
     apex_grad_add(g, i);
-    fsdp2_copy(g, i, TRUE);
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1533,7 +1497,6 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                   layer_shape_interned(g, i, TS_PASS_WGRAD),
                                   lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
     apex_grad_add(g, i);
-    fsdp2_copy(g, i, TRUE);
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1555,7 +1518,6 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                 layer_shape_interned(g, i, TS_PASS_WGRAD),
                                 lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
   apex_grad_add(g, i);
-  fsdp2_copy(g, i, TRUE);
   pend(g, post); /* the previous layer's backward needs the summed input gradient */
   emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
 }
