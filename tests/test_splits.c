@@ -750,6 +750,92 @@ Test(pipeline, deepspeed_engine_closed_forms)
   }
 }
 
+/* dp-engine=apex (apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022) against the
+ * default on GPT-3 1.3B, dp 8 over one DGX A100 node, ZeRO-1, 4 micro-batches of 2: after every
+ * layer's weight gradient, in every micro-batch, one op adds its bf16 gradient into the fp32
+ * bucket (2 + 4 + 4 = 10 bytes a parameter, 4 more for the bucket's zeroing in the first
+ * micro-batch; two kernels: weight and bias); the gradients are reduce-scattered in fp32, twice
+ * the default's bf16 bytes, once a step; the step is longer. Refused without zero=1. */
+Test(splits, apex_dp_engine_closed_forms)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  const int M = 4, mb = 2;
+  g_autoptr(ts_plan) meg = make_plan(m, t, "dp=8,zero=1", 8 * M * mb, mb);
+  g_autoptr(ts_plan) apex = make_plan(m, t, "dp=8,zero=1,dp-engine=apex", 8 * M * mb, mb);
+  cr_assert(strstr(apex->split_text, "dp-engine=apex") != NULL, "%s", apex->split_text);
+  cr_assert_eq(apex->n_micro, M);
+  double params = 0;
+  int layers = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    params += ts_plan_layer_params(apex, i);
+    layers += ts_plan_layer_params(apex, i) > 0;
+  }
+  g_autoptr(ts_trace) tm = trace_of(meg);
+  g_autoptr(ts_trace) ta = trace_of(apex);
+  double rs[2] = {0, 0}, add = 0;
+  int adds = 0, rs_ops[2] = {0, 0};
+  for (int w = 0; w < 2; w++) {
+    const ts_trace *tr = w ? ta : tm;
+    const ts_program *prog = &tr->programs[0];
+    for (int i = 0; i < prog->nops; i++) {
+      const ts_op op = ts_program_op(prog, i);
+      const char *l = g_ptr_array_index(tr->labels, op.label);
+      if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP && op.coll == TS_COLL_REDUCESCATTER)
+        rs[w] += op.bytes, rs_ops[w]++;
+      if (strstr(l, "gradient added into fp32 bucket") != NULL) {
+        cr_assert(w == 1, "%s in the default trace", l);
+        cr_assert_eq(op.kind, TS_OP_COMPUTE);
+        cr_assert_eq(op.shape->kernels, 2, "%s: %d kernels", l, op.shape->kernels);
+        add += op.mem_bytes, adds++;
+      }
+    }
+  }
+  cr_assert_eq(adds, M * layers, "%d additions, expected %d x %d layers", adds, M, layers);
+  double want = (M * (m->dtype_bytes + 8.0) + 4.0) * params;
+  cr_assert_float_eq(add, want, 1e-9 * want, "%.6g bytes added, expected %.6g", add, want);
+  cr_assert_gt(rs[0], 0);
+  cr_assert_eq(rs_ops[0], rs_ops[1]);
+  cr_assert_float_eq(rs[1], rs[0] * 4.0 / m->dtype_bytes, 1e-9 * rs[1],
+                     "fp32 reduce-scatter %.6g bytes, bf16 %.6g", rs[1], rs[0]);
+  ts_replay_result rm, ra;
+  replay_plan(meg, &rm);
+  replay_plan(apex, &ra);
+  cr_assert_gt(ra.step_time_s, rm.step_time_s, "apex %g s, default %g s", ra.step_time_s,
+               rm.step_time_s);
+  /* Only with ZeRO-1. */
+  for (int z = 0; z <= 3; z += 2) {
+    g_autofree char *split = g_strdup_printf("dp=8,zero=%d,dp-engine=apex", z);
+    g_autoptr(GError) err = plan_refusal(m, t, split, 8 * M * mb, mb);
+    cr_assert(strstr(err->message, "expected zero=1") != NULL, "%s", err->message);
+  }
+}
+
+/* fsdp2 (PyTorch FSDP2 as TorchTitan runs it, reduce dtype fp32) against plain ZeRO-3 on GPT-3
+ * 1.3B, dp 8 over one DGX A100 node, 2 micro-batches of 1: the reduce-scatters carry 4/D x plain
+ * ZeRO-3's bytes. */
+Test(splits, fsdp2_reduces_in_fp32)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  const int M = 2;
+  g_autoptr(ts_plan) z3 = make_plan(m, t, "dp=8,zero=3", 8 * M, 1);
+  g_autoptr(ts_plan) f2 = make_plan(m, t, "dp=8,zero=3,fsdp2", 8 * M, 1);
+  double rs[2] = {0, 0};
+  for (int w = 0; w < 2; w++) {
+    g_autoptr(ts_trace) tr = trace_of(w ? f2 : z3);
+    const ts_program *prog = &tr->programs[0];
+    for (int i = 0; i < prog->nops; i++) {
+      const ts_op op = ts_program_op(prog, i);
+      if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP && op.coll == TS_COLL_REDUCESCATTER)
+        rs[w] += op.bytes;
+    }
+  }
+  cr_assert_gt(rs[0], 0);
+  cr_assert_float_eq(rs[1], rs[0] * 4.0 / m->dtype_bytes, 1e-9 * rs[1],
+                     "fsdp2 %.6g, ZeRO-3 %.6g bytes", rs[1], rs[0]);
+}
+
 /* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every compute op says so in its shape and the host
  * waits for it (ts_cost_op_syncs), no op does without it; the step grows by at least the
  * launches of the critical stage's ops, which asynchronous launches hide behind its kernels. */

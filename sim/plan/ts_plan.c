@@ -2362,6 +2362,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",tp-grad=serial");
   if (p->pipe_engine_ds)
     g_string_append(s, ",pipe-engine=deepspeed");
+  if (p->dp_engine_apex)
+    g_string_append(s, ",dp-engine=apex");
   if (p->launch_blocking)
     g_string_append(s, ",launch=blocking");
   if (p->loss != TS_LOSS_FUSED)
@@ -2557,6 +2559,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
 {
   if (p->pipe_engine_ds)
     return g_strdup("pipe-engine=deepspeed");
+  if (p->dp_engine_apex)
+    return g_strdup("dp-engine=apex");
   if (p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
     return g_strdup("tp-overlap=async");
   if (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2)
@@ -2610,6 +2614,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->load_sync = s->load_sync;
   p->tp_grad_serial = s->tp_grad_serial;
   p->pipe_engine_ds = s->pipe_engine_ds;
+  p->dp_engine_apex = s->dp_engine_apex;
   p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
   p->fsdp1 = s->fsdp1;
@@ -2706,6 +2711,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': pipe-engine=deepspeed with zero=%d; expected zero=0 or 1 "
                 "(DeepSpeed's PipelineEngine refuses ZeRO-2 and ZeRO-3)",
+                s->text, p->zero);
+    return NULL;
+  }
+  /* apex's DistributedFusedAdam shards the optimizer state over dp and, as NeMo-Megatron runs
+   * it (no_sync on every micro-batch but the last), reduce-scatters the gradients once a step:
+   * trainsim's zero=1. */
+  if (p->dp_engine_apex && p->zero != 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': dp-engine=apex with zero=%d; expected zero=1 (apex's "
+                "DistributedFusedAdam shards the optimizer state and reduce-scatters the "
+                "gradients once a step)",
                 s->text, p->zero);
     return NULL;
   }

@@ -158,6 +158,8 @@ typedef struct {
   int attn_block_fwd; /* attn-block=: a TPU attention kernel's larger block in tokens, forward */
   int attn_block_bwd; /* and backward (attn-block=FWD:BWD); 0 not given (512) */
   gboolean attn_bwd_fused; /* attn-bwd=fused: the Pallas backward as one kernel (dQ with dK/dV) */
+  /* Added with the A100 scaling study (NeMo-Megatron's 2022 runs). */
+  gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam holds the gradients */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -326,6 +328,9 @@ typedef struct {
    * or key) in tokens, forward and backward; 0: TS_TPU_ATTN_BLOCK (ts_cost.h). */
   int attn_block_fwd, attn_block_bwd;
   gboolean attn_bwd_fused; /* attn-bwd=fused: one Pallas backward kernel for dQ, dK and dV */
+  gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam (NeMo-Megatron 2022)
+                              adds every micro-batch's 16-bit gradients into its fp32 buckets
+                              and reduce-scatters them in fp32 */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

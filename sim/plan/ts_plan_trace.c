@@ -142,6 +142,7 @@ enum {
   L_BWD_SP_COPY,
   L_SYMM_COPY,
   L_SYMM_REDUCE,
+  L_APEX_GRAD_ADD,
   L_NLAYER_SLOTS
 };
 enum {
@@ -211,6 +212,7 @@ static const struct {
     [L_CP_BGATHER] = {TS_ROLE_CP_KV, TS_PHASE_BWD},
     [L_CP_ACC] = {TS_ROLE_CP_ATTN, TS_PHASE_BWD},
     [L_FSDP1_GRAD] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_BWD},
+    [L_APEX_GRAD_ADD] = {TS_ROLE_WEIGHT_GRAD, TS_PHASE_BWD},
 };
 static const guint8 stage_slot_phase[L_NSTAGE_SLOTS] = {
     [L_RECV_F] = TS_PHASE_FWD,      [L_SEND_F] = TS_PHASE_FWD,      [L_RECV_B] = TS_PHASE_BWD,
@@ -1338,6 +1340,36 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
           recompute ? "recompute combine" : "fwd combine");
 }
 
+/* dp-engine=apex: apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022 (NeMo 193a0c3,
+ * apex contrib/optimizers/distributed_fused_adam.py). With pp = 1 NeMo turned Megatron's
+ * gradient_accumulation_fusion off, so each weight-gradient GEMM writes a fresh 16-bit .grad;
+ * the optimizer's post-backward hook (no_sync(greedy_grad_copy=True) on every micro-batch but
+ * the last) then adds it into the optimizer's bucket, whose dtype is grad_sync_dtype, by
+ * default the fp32 state dtype (_grad_copy: grad_out.add_(grad_in)), and frees it. Per
+ * parameter and micro-batch: the 16-bit gradient read (D), the fp32 bucket read and written
+ * (4 + 4); the bucket's zeroing once a step (4) is charged with the first micro-batch. One
+ * kernel per parameter tensor (weight and bias), on the compute stream, after the layer's
+ * weight gradient and before its bucket's reduce-scatter; each launch at the per-tensor Python
+ * loop's op cost (TS_TORCH_OPTIM_OP_US: the hook is Python, one call per parameter). */
+static void apex_grad_add(gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  double n = ts_plan_layer_params(p, i);
+  if (!p->dp_engine_apex || !(n > 0))
+    return;
+  double per = p->model->dtype_bytes + 4.0 + 4.0 + (g->cur_mb == 0 ? 4.0 : 0.0);
+  ts_op_shape sh;
+  memset(&sh, 0, sizeof sh);
+  sh.oclass = TS_OPC_MEMORY;
+  sh.prec = TS_PRECISION_FP32;
+  sh.kernels = 2;
+  sh.host_op_us = TS_TORCH_OPTIM_OP_US;
+  g->wgrad_op[i] =
+      emit_compute(g, TS_CAT_OTHER, 0, per * n, &sh,
+                   lbl(g, layer_slot(g, i, L_APEX_GRAD_ADD), "%s gradient added into fp32 bucket",
+                       p->model->layers[i].name));
+}
+
 static void bwd_layer(gen *g, int i, gboolean gathered)
 {
   const ts_plan *p = g->p;
@@ -1386,6 +1418,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                                e->bwd_post.kind == TS_COLL_REDUCESCATTER);
   if (chunked && !async) {
     g->wgrad_op[i] = bwd_overlapped(g, i, TS_PASS_BWD, L_OVL_BWD, fi + fw, mem);
+    apex_grad_add(g, i);
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1395,6 +1428,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
                                   cp ? cp_proj_shape(g, i, TS_PASS_BWD, &cp_bwd)
                                      : layer_shape_interned(g, i, TS_PASS_BWD),
                                   lbl(g, layer_slot(g, i, L_BWD), "%s bwd", l->name));
+    apex_grad_add(g, i);
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1464,6 +1498,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
     g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
                                   layer_shape_interned(g, i, TS_PASS_WGRAD),
                                   lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
+    apex_grad_add(g, i);
     emit_tp(g, &e->bwd_post, i, L_BWD_POST, "bwd");
     emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
     return;
@@ -1484,6 +1519,7 @@ static void bwd_layer(gen *g, int i, gboolean gathered)
   g->wgrad_op[i] = emit_compute(g, TS_CAT_BWD, fw, mem * (1.0 - share),
                                 layer_shape_interned(g, i, TS_PASS_WGRAD),
                                 lbl(g, layer_slot(g, i, L_WGRAD), "%s bwd weight grad", l->name));
+  apex_grad_add(g, i);
   pend(g, post); /* the previous layer's backward needs the summed input gradient */
   emit_ep(g, &e->ep_pre, i, L_EP_BWD_POST, "bwd dispatch");
 }
@@ -1553,6 +1589,12 @@ static void flush(gen *g, bucket *b, int group, int upto)
     rs = FALSE;
     bytes *= 4.0 / p->model->dtype_bytes;
   }
+  /* dp-engine=apex: the buckets are fp32 (apex_grad_add), reduce-scattered as they are. fsdp2:
+   * FSDP2's reduce-scatter input is in the policy's reduce dtype, fp32 as TorchTitan sets it
+   * (MixedPrecisionPolicy reduce_dtype from mixed_precision_reduce = "float32", its only choice;
+   * foreach_reduce copies the bf16 gradients into it). */
+  if (p->dp_engine_apex || p->fsdp2)
+    bytes *= 4.0 / p->model->dtype_bytes;
   ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, bytes,
                      TS_CAT_COMM_DP, S_DP);
   /* rs is the same for every bucket of a trace: (first, upto) names the text. */
@@ -1568,7 +1610,7 @@ static void flush(gen *g, bucket *b, int group, int upto)
     /* Hybrid sharding (FSDP HYBRID_SHARD; MiCS, Zhang et al. 2022, section 3.3): the shard
      * each rank reduced inside its group is all-reduced with the same shard of the other
      * groups. */
-    ts_op ar = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, b->bytes / ts_plan_shard_ranks(p),
+    ts_op ar = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, bytes / ts_plan_shard_ranks(p),
                        TS_CAT_COMM_DP, S_DP);
     int lr = bucket_label_known(g, BL_REPLICAS, b->first, upto);
     if (lr < 0) {
@@ -2352,7 +2394,7 @@ char *ts_plan_trace_key(const ts_plan *p)
                          (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
                          p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
                          p->tp_grad_serial);
-  g_string_append_printf(k, "%d %d|", p->pipe_engine_ds, p->launch_blocking);
+  g_string_append_printf(k, "%d %d %d|", p->pipe_engine_ds, p->launch_blocking, p->dp_engine_apex);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

@@ -338,6 +338,18 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "PipelineEngine: gradients accumulated per micro-batch, output "
                         "re-gathered before each backward; needs pp > 1)");
     s->pipe_engine_ds = v == 1;
+  } else if (strcmp(key, "dp-engine") == 0) {
+    /* Which framework holds the data-parallel gradients (docs/splits.md): megatron (the
+     * default: the weight-gradient GEMMs add into Megatron-LM's gradient buffer, reduced in the
+     * model's dtype) or apex (apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022). */
+    static const char *const n[] = {"megatron", "apex", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "dp-engine=megatron (Megatron-LM's gradient buffer) or apex (apex's "
+                        "DistributedFusedAdam: each micro-batch's gradients added into fp32 "
+                        "buckets, reduce-scattered in fp32; needs zero=1)");
+    s->dp_engine_apex = v == 1;
   } else if (strcmp(key, "launch") == 0) {
     /* How the host launches kernels (docs/splits.md): async (the default, CUDA's asynchronous
      * launches) or blocking (CUDA_LAUNCH_BLOCKING=1: each launch returns when its kernel has
@@ -475,7 +487,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
         "ep, precision, attention, attn-kernel, attn-block, attn-bwd, fp8-cache, buckets, p2p, "
         "cp-ring, load, "
-        "pipe-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, kind:K, name:GLOB)");
+        "pipe-engine, dp-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, kind:K, "
+        "name:GLOB)");
   }
   return TRUE;
 }
@@ -520,13 +533,12 @@ ts_split *ts_split_parse(const char *text, GError **error)
         return NULL;
       }
       static const char *const options[] = {
-          "zero",       "schedule",     "recompute",  "sp",          "offload",
-          "ps",         "ps-placement", "stages",     "ep",          "shard",
-          "tp-overlap", "dp-overlap",   "attention",  "buckets",     "precision",
-          "loss",       "fsdp2",        "kernels",    "attn-kernel", "fp8-cache",
-          "p2p",        "cp-ring",      "load",       "tp-grad",     "pipe-engine",
-          "launch",     "early-stop",   "attn-block", "attn-bwd",    "fsdp1",
-          NULL};
+          "zero",         "schedule",  "recompute",  "sp",         "offload",    "ps",
+          "ps-placement", "stages",    "ep",         "shard",      "tp-overlap", "dp-overlap",
+          "attention",    "buckets",   "precision",  "loss",       "fsdp2",      "kernels",
+          "attn-kernel",  "fp8-cache", "p2p",        "cp-ring",    "load",       "tp-grad",
+          "pipe-engine",  "launch",    "early-stop", "attn-block", "attn-bwd",   "fsdp1",
+          "dp-engine",    NULL};
       if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
@@ -535,7 +547,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
                     "stages, ep, precision, attention, attn-kernel, attn-block, attn-bwd, "
                     "fp8-cache, buckets, p2p, "
-                    "cp-ring, load, tp-grad, pipe-engine, launch, loss, "
+                    "cp-ring, load, tp-grad, pipe-engine, dp-engine, launch, loss, "
                     "kernels, fsdp2, fsdp1, early-stop, "
                     "kind:K, "
                     "name:GLOB",
