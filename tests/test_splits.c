@@ -11,6 +11,7 @@
 #include "ts_test.h"
 #include <criterion/criterion.h>
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -2298,6 +2299,48 @@ Test(cli, pipeline_run_reports_memory_fields)
   st = run_cli("run -t tpu-v3-8x8 -m gpt3-1.3b -b 512 -s tp=8,dp=8", &t, &e2);
   cr_assert_eq(st, 0, "%s", e2);
   cr_assert(strstr(t, "micro-batch <= ") != NULL, "text lacks the fitting micro-batch: %s", t);
+}
+
+/* run's JSON gives every pipeline device's memory (memory_per_device_bytes, pipeline order):
+ * as many as pp, memory_per_chip_bytes the largest of them, at memory_stage. TorchTitan's
+ * interleaved Llama 3.1 405B (docs/splits.md, "fsdp2 with pp"): the last device, which keeps
+ * every micro-batch's logits, is the largest; without a pipeline one device. */
+Test(cli, pipeline_run_reports_every_devices_memory)
+{
+  const char *runs[][2] = {
+      {"run -t grand-teton-h100-32node -m llama3-405b -b 128 --micro-batch 4 -s "
+       "tp=8@node,dp=4@net,pp=8@net,sp,zero=3,fsdp2,recompute=full,loss=eager,precision=fp8,"
+       "schedule=interleaved:2,stages=36:40:40:40:40:40:40:40:40:40:40:40:40:40:40:37 -f json",
+       "8"},
+      {"run -t tpu-v3-8x8 -m gpt3-1.3b -b 64 -s tp=8,dp=8 -f json", "1"}};
+  for (size_t k = 0; k < G_N_ELEMENTS(runs); k++) {
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_cli(runs[k][0], &out, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    g_autoptr(JsonParser) jp = json_parser_new();
+    cr_assert(json_parser_load_from_data(jp, out, -1, NULL));
+    JsonObject *root = json_node_get_object(json_parser_get_root(jp));
+    JsonObject *r = json_array_get_object_element(json_object_get_array_member(root, "results"), 0);
+    JsonArray *dev = json_object_get_array_member(r, "memory_per_device_bytes");
+    cr_assert_not_null(dev, "no memory_per_device_bytes: %s", out);
+    guint n = json_array_get_length(dev);
+    cr_assert_eq(n, (guint)atoi(runs[k][1]), "%u devices", n);
+    guint argmax = 0;
+    for (guint d = 0; d < n; d++) {
+      cr_assert_gt(json_array_get_double_element(dev, d), 0);
+      if (json_array_get_double_element(dev, d) > json_array_get_double_element(dev, argmax))
+        argmax = d;
+    }
+    double chip = json_object_get_double_member(r, "memory_per_chip_bytes");
+    cr_assert_float_eq(json_array_get_double_element(dev, argmax), chip, chip * 1e-12);
+    cr_assert_eq(json_object_get_int_member(r, "memory_stage"), (gint64)argmax);
+    if (n == 8) {
+      cr_assert_eq(argmax, 7, "the interleaved pipeline's last device is the largest");
+      cr_assert_lt(json_array_get_double_element(dev, 0), 0.95 * chip,
+                   "device 0 holds no logits: %g vs %g", json_array_get_double_element(dev, 0),
+                   chip);
+    }
+  }
 }
 
 /* ---- mixture of experts ----------------------------------------------------------------- */

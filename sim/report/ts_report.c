@@ -36,6 +36,10 @@ void ts_result_fill(ts_result *r, const ts_plan *p, const ts_trace *tr, const ts
   r->precision = p->precision;
   r->mfu = rr->step_time_s > 0 ? p->model_flops_per_step / (rr->step_time_s * peak) : 0;
   r->mem = p->mem;
+  int pp = p->degree[TS_AX_PP];
+  r->mem_devices = p->stage_mem != NULL && pp <= TS_RESULT_MAX_DEVICES ? pp : 0;
+  for (int s = 0; s < r->mem_devices; s++)
+    r->mem_device_bytes[s] = p->stage_mem[s].total;
   r->events = rr->events;
   r->ops = ts_trace_nops(tr);
   r->simulated_ranks = rr->nsimulated;
@@ -597,6 +601,14 @@ static char *render_json(const ts_report_inputs *in, const ts_result *res, int n
     jnum(b, "nvme_capacity_bytes", r->mem.nvme_capacity);
     jnum(b, "inflight_micro_batches", r->mem.inflight);
     jint(b, "memory_stage", r->mem.stage);
+    if (r->mem.total > 0 && r->mem_devices > 0) {
+      /* Every pipeline device's total (memory_per_chip_bytes is the largest, memory_stage). */
+      json_builder_set_member_name(b, "memory_per_device_bytes");
+      json_builder_begin_array(b);
+      for (int d = 0; d < r->mem_devices; d++)
+        json_builder_add_double_value(b, r->mem_device_bytes[d]);
+      json_builder_end_array(b);
+    }
     jint(b, "pipeline_stages", r->pipeline_stages);
     jnum(b, "host_link_bytes_per_step", r->host_link_bytes_per_step);
     jnum(b, "ps_push_bytes_per_step", r->ps_push_bytes_per_step);

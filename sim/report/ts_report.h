@@ -64,6 +64,12 @@ typedef struct {
   /* Added with issue 10 (compute). */
   gboolean calibrated; /* the chip profile is fitted to measurements (else MFU is a bound) */
   int precision;       /* ts_precision of the GEMMs; MFU is against that precision's peak */
+  /* Memory per pipeline device: each device's memory_per_chip_bytes, in pipeline order (the
+   * reported mem is the largest, mem.stage); mem_devices is 0 where no memory model ran or
+   * pp exceeds TS_RESULT_MAX_DEVICES. A fixed array: results travel as raw bytes (ts_pool). */
+#define TS_RESULT_MAX_DEVICES 64
+  int mem_devices;
+  double mem_device_bytes[TS_RESULT_MAX_DEVICES];
 } ts_result;
 
 /** Inputs recorded with every result set. */
