@@ -1354,6 +1354,30 @@ Test(release, search_marks_an_uncalibrated_mfu_as_run_does)
   run_free(&c);
 }
 
+Test(release, an_inline_chip_without_calibrated_is_an_upper_bound)
+{
+  /* A user's inline [chip] with no calibrated key (here the datasheet peak at
+   * compute_efficiency 1.0) was taken as calibrated: run printed "62.9%" with no mark. Its MFU
+   * is now an upper bound, marked and explained; calibrated = true removes the mark. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *u = write_file(dir, "u.ini", CHIP "compute_efficiency = 1.0\n" DIMX);
+  g_autofree char *c =
+      write_file(dir, "c.ini", CHIP "compute_efficiency = 1.0\ncalibrated = true\n" DIMX);
+  g_autofree char *ua = g_strdup_printf("run -t %s -m gpt3-350m -b 16 -s dp=8", u);
+  run_result r = run(ua);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "<=") != NULL, "uncalibrated MFU without <=: %s", r.out);
+  cr_expect(strstr(r.out, "note: the chip profile is not calibrated") != NULL, "%s", r.out);
+  run_free(&r);
+  g_autofree char *ca = g_strdup_printf("run -t %s -m gpt3-350m -b 16 -s dp=8 -f csv", c);
+  r = run(ca);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autofree char *cell = csv_cell(r.out, 0, "calibrated");
+  cr_expect(cell != NULL && strcmp(cell, "true") == 0, "calibrated = true: %s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
 Test(release, every_split_option_the_parser_names_is_in_the_split_table)
 {
   /* The man pages and completion come from --help, which points to docs/splits.md for the

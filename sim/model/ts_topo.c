@@ -306,7 +306,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,
                  "the TPU systolic array's width (0 = not a TPU)", &systolic, error) ||
       !ts_kf_string(kf, path, g, "gemm_tile", NULL, &tile, error) ||
-      !ts_kf_string(kf, path, g, "calibrated", "true", &calibrated, error))
+      !ts_kf_string(kf, path, g, "calibrated", "false", &calibrated, error))
     return FALSE;
   c->peak_flops_fp8 = fp8 * TFLOP;
   c->peak_flops_fp32 = fp32 * TFLOP;
@@ -338,6 +338,9 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
     }
     c->tile_m = (int)tm, c->tile_n = (int)tn;
   }
+  /* A chip is calibrated only when its file or shipped profile says so: an inline [chip]
+   * without the key holds rates nobody fitted (often a datasheet peak at compute_efficiency 1),
+   * and its MFU must read as the upper bound it is. Until December 2026 the default was true. */
   g_strstrip(calibrated);
   if (strcmp(calibrated, "true") == 0)
     c->uncalibrated = FALSE;
