@@ -22,7 +22,7 @@
 # temporary folder.
 set -eu
 cd "$(dirname "$0")/.."
-root=$(pwd)
+. bench/lib.sh
 files="vtrain/megatron-single vtrain/megatron-multi megatron/narayanan2021-table1
 megatron/korthikanti2022-table4"
 if [ "${1:-}" = --multi-node ]; then
@@ -40,11 +40,8 @@ for kv in "$@"; do
     ;;
   esac
 done
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-ts="$root/build/sim/trainsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 mkdir -p "$tmp/chips"
 prof="$tmp/chips/a100-sxm4-80gb.ini"
 cp topologies/chips/a100-sxm4-80gb.ini "$prof"

@@ -14,6 +14,7 @@
 # whose mean is far from 0 is a structural miss (every row of the class off the same way).
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 file=${1:-}
 by=${2:-seq}
 case "$file" in
@@ -23,10 +24,8 @@ esac
 case "$by" in
 *[!a-z,]* | "") echo "mpt_residuals.sh: argument 2: expected keys from size, seq, gpus, mb, rc, ga, attn joined by commas, got '$by'" >&2; exit 2 ;;
 esac
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 ./build/sim/trainsim validate --against "data/published/llm-foundry/mpt-$file.csv" --format csv \
   -j 2 2>/dev/null >"$tmp/rows.csv"
 awk -v by="$by" "$(cat bench/csv_fields.awk)"'

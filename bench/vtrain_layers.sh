@@ -15,13 +15,10 @@
 # not modified: the device-only replay runs on a copy in a temporary folder.
 set -eu
 cd "$(dirname "$0")/.."
-root=$(pwd)
+. bench/lib.sh
 which=${1:-pp1}
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-ts="$root/build/sim/trainsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 mkdir -p "$tmp/chips"
 cp topologies/dgx-a100-1node.ini "$tmp/"
 sed -e 's/^kernel_launch_us = .*/kernel_launch_us = 0/' topologies/chips/a100-sxm4-80gb.ini \
