@@ -17,3 +17,15 @@ bench_tmp() {
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
 }
+
+# bench_validate OUT ARG...: `trainsim validate ARG...` into OUT (after bench_tmp). Its progress
+# lines are dropped; when it fails, its error line is printed and the script stops (exit 2), where
+# `2>/dev/null` ended it with no word or, in a pipe, went on with an empty table.
+bench_validate() {
+  out=$1
+  shift
+  if ! "$ts" validate "$@" >"$out" 2>"$tmp/validate.err"; then
+    echo "$(basename "$0"): $(tail -n 1 "$tmp/validate.err")" >&2
+    exit 2
+  fi
+}

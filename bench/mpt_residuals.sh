@@ -26,8 +26,7 @@ case "$by" in
 esac
 bench_build
 bench_tmp
-./build/sim/trainsim validate --against "data/published/llm-foundry/mpt-$file.csv" --format csv \
-  -j 2 2>/dev/null >"$tmp/rows.csv"
+bench_validate "$tmp/rows.csv" --against "data/published/llm-foundry/mpt-$file.csv" --format csv -j 2
 awk -v by="$by" "$(cat bench/csv_fields.awk)"'
   function deg(s, ax) {
     if (match(s, "(^|,)" ax "=[0-9]+")) { s = substr(s, RSTART, RLENGTH); sub(/.*=/, "", s); return s + 0 }

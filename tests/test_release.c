@@ -1504,3 +1504,33 @@ Test(release, plot_checks_the_members_it_reads)
   cr_expect(!g_file_test(plots, G_FILE_TEST_EXISTS), "a refused plot created its folder");
   rm_rf(dir);
 }
+
+Test(release, bench_scripts_refuse_bad_arguments_in_one_line)
+{
+  /* bench/a100_whatif.sh passed "compute_efficiency=1/2" to sed (its own error, exit 1) and a
+   * key the profile refuses printed each file as 0 rows and -nan%. The argument is now checked
+   * as KEY=NUMBER (before anything is built) and a refused replay stops with validate's line. */
+  static const char *const cases[][3] = {
+      {"a100_whatif.sh", "compute_efficiency=1/2", "argument 'compute_efficiency=1/2'"},
+      {"a100_whatif.sh", "x=", "expected KEY=NUMBER"},
+      {"a100_whatif.sh", "compute_efficiency=0.5x", "expected KEY=NUMBER"},
+      {"mpt_residuals.sh", "b300", "argument 1: expected a100-80gb"},
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *script = g_build_filename(TS_SOURCE_DIR, "bench", cases[i][0], NULL);
+    const char *argv[] = {"sh", script, cases[i][1], NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    int wait = 0;
+    g_autoptr(GError) e = NULL;
+    cr_assert(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                           &wait, &e),
+              "%s", e ? e->message : "");
+    int status = WIFEXITED(wait) ? WEXITSTATUS(wait) : -1;
+    cr_expect_eq(status, 2, "%s %s: exit %d: %s", cases[i][0], cases[i][1], status, err);
+    const char *nl = strchr(err, '\n');
+    cr_expect(strstr(err, cases[i][2]) != NULL && nl != NULL && nl[1] == '\0',
+              "%s %s: '%s' lacks '%s' or is not one line", cases[i][0], cases[i][1], err,
+              cases[i][2]);
+    cr_expect_str_eq(out, "", "%s %s", cases[i][0], cases[i][1]);
+  }
+}
