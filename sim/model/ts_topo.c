@@ -315,6 +315,14 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   c->collective_launch_s = coll_launch_us * US;
   c->gemm_k_overhead = k_over;
   c->compute_units = (int)units;
+  if (coll_sms > 0 && units == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] collective_sms: %" G_GINT64_FORMAT
+                " without compute_units; expected compute_units, the GPU's streaming "
+                "multiprocessors the collective shares (or no collective_sms)",
+                path, coll_sms);
+    return FALSE;
+  }
   if (coll_sms > 0 && coll_sms >= units) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [chip] collective_sms: %" G_GINT64_FORMAT
