@@ -486,7 +486,8 @@ Test(release, vary_values_are_range_checked)
       {"latency_us=1e300", "expected a latency in us in [0, 1e+06]"},
       {"memory_bandwidth_GBps=2e6", "value '2e6'"},
       {"compute_efficiency=1.5", "expected a fraction in [0.001, 1]"},
-      {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 1 gives"},
+      {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 'x1000000' gives"},
+      {"compute_efficiency=x1,x4", "value 'x4' gives"},
       {"compute_efficiency=x4", "expected a fraction in [0.001, 1]"},
       /* The low ends: 1e-300 printed step times of 38-digit seconds, x1e-6 of 108184 s. */
       {"peak_tflops=1e-300", "value '1e-300': expected a peak in TFLOP/s in [0.001, 1e+06]"},
