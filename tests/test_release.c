@@ -540,6 +540,14 @@ Test(release, plot_and_calibrate_read_bounded_regular_files)
   expect_input_error(a, "fifo: a FIFO; expected a regular file");
   g_autofree char *b = g_strdup_printf("calibrate --against %s -o x.ini", fifo);
   expect_input_error(b, "fifo: a FIFO; expected a regular file");
+  /* Binary bytes: calibrate read them as a header "with no column topology"; both readers now
+   * say what the file is. */
+  g_autofree char *bin = g_build_filename(dir, "bin.csv", NULL);
+  cr_assert(g_file_set_contents(bin, "topology,model\n\x01\xff\0\xfe,x\n", 19, NULL));
+  g_autofree char *c = g_strdup_printf("calibrate --against %s -o x.ini", bin);
+  expect_input_error(c, "bin.csv: not UTF-8 text; expected a CSV file");
+  g_autofree char *v = g_strdup_printf("validate --against %s", bin);
+  expect_input_error(v, "bin.csv: not UTF-8 text; expected a CSV file");
   rm_rf(dir);
 }
 
