@@ -819,6 +819,24 @@ Test(profile, a_chip_is_calibrated_only_when_a_file_says_so)
   cr_assert_not_null(topo, "%s", error != NULL ? error->message : "");
   cr_expect(topo->chip.uncalibrated, "a profile with no calibrated key reads as calibrated");
   rm_tmpdir(dir);
+  /* A topology that changes a rate of a calibrated profile runs another chip than the fitted
+   * one: calibrated only when it says so itself. Price, power and capacity keep the fit. */
+  static const struct {
+    const char *own;
+    gboolean calibrated;
+  } over[] = {{"", TRUE},
+              {"price_per_hour = 2\ntdp_W = 400\nmemory_GiB = 40\n", TRUE},
+              {"compute_efficiency = 1.0\n", FALSE},
+              {"kernel_launch_us = 0\n", FALSE},
+              {"compute_efficiency = 1.0\ncalibrated = true\n", TRUE}};
+  for (gsize i = 0; i < G_N_ELEMENTS(over); i++) {
+    g_autofree char *text =
+        g_strdup_printf("[chip]\nprofile = %s/topologies/chips/a100-sxm4-80gb.ini\n%s" DIMX,
+                        TS_SOURCE_DIR, over[i].own);
+    gboolean got = chip_calibrated(text);
+    cr_expect_eq(got, over[i].calibrated, "calibrated profile with '%s': calibrated %d",
+                 over[i].own, got);
+  }
 }
 
 /* Every shipped profile loads (through a topology naming it), states whether it is calibrated,

@@ -980,6 +980,26 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: cannot re-read for [chip] profile", path);
     return FALSE;
   }
+  /* A topology that changes a rate of a calibrated profile (compute_efficiency = 1.0, say) no
+   * longer runs the fitted chip: it is calibrated only when it says so itself. Keys of price,
+   * power and memory capacity leave the step time, and so the fit, as it was. */
+  static const char *const keeps_fit[] = {"name",
+                                          "profile",
+                                          "calibrated",
+                                          "memory_GiB",
+                                          "memory_reserve_GiB",
+                                          "allocator_overhead",
+                                          "price_per_hour",
+                                          "tdp_W",
+                                          "comm_W",
+                                          "idle_W",
+                                          NULL};
+  gboolean refit = FALSE;
+  gsize nown = 0;
+  g_auto(GStrv) own = g_key_file_get_keys(kf, "chip", &nown, NULL);
+  for (gsize i = 0; i < nown; i++)
+    if (!g_strv_contains(keeps_fit, own[i]))
+      refit = TRUE;
   /* The older peak_tflops in the topology overrides the profile's bf16 rate. */
   gboolean own_peak = g_key_file_has_key(kf, "chip", "peak_tflops", NULL) ||
                       g_key_file_has_key(kf, "chip", "peak_tflops_bf16", NULL);
@@ -992,6 +1012,8 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
     g_autofree char *v = g_key_file_get_value(pk, "chip", keys[i], NULL);
     g_key_file_set_value(m, "chip", keys[i], v);
   }
+  if (refit && !g_key_file_has_key(kf, "chip", "calibrated", NULL))
+    g_key_file_set_value(m, "chip", "calibrated", "false");
   *name = g_strdup(prof);
   *out = g_steal_pointer(&m);
   return TRUE;
