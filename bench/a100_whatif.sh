@@ -22,7 +22,7 @@
 # temporary folder.
 set -eu
 cd "$(dirname "$0")/.."
-root=$(pwd)
+. bench/lib.sh
 files="vtrain/megatron-single vtrain/megatron-multi megatron/narayanan2021-table1
 megatron/korthikanti2022-table4"
 if [ "${1:-}" = --multi-node ]; then
@@ -30,9 +30,16 @@ if [ "${1:-}" = --multi-node ]; then
   files="$files mtnlg/smith2022-mtnlg opt/zhang2022-opt175b gpt-neox/black2022-neox20b
 nemo-launcher/nemo-launcher-5b-a100 torchtitan/performance_a100_steps"
 fi
+# KEY is a key name and NUMBER a number: anything else went into sed and awk as text
+# ("compute_efficiency=1/2" broke the sed expression).
 for kv in "$@"; do
   case "$kv" in
-  [a-z]*=[0-9.]*) ;;
+  *=*=* | [!a-z]* | *[!a-z0-9_.]*=* | *=*[!0-9.eE+-]*) ok=no ;;
+  [a-z]*=[0-9.]*) ok=yes ;;
+  *) ok=no ;;
+  esac
+  case $ok in
+  yes) ;;
   *)
     echo "a100_whatif.sh: argument '$kv': expected KEY=NUMBER (an A100 [chip] key)," \
       "net.KEY=NUMBER or node.KEY=NUMBER (a DGX A100 [dim.net] or [dim.node] key)" >&2
@@ -40,11 +47,8 @@ for kv in "$@"; do
     ;;
   esac
 done
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-ts="$root/build/sim/trainsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 mkdir -p "$tmp/chips"
 prof="$tmp/chips/a100-sxm4-80gb.ini"
 cp topologies/chips/a100-sxm4-80gb.ini "$prof"
@@ -83,9 +87,11 @@ for f in $files; do
   done
   sed -e 's/,\(dgx-a100-[0-9a-z-]*\),/,\1.ini,/' -e "s|,models/|,$root/data/published/$dir/models/|" \
     "data/published/$f.csv" >"$tmp/rows.csv"
-  (cd "$tmp" && "$ts" validate --against rows.csv --format csv -j 2 2>/dev/null) |
-    awk -v name="${f#*/}" "$(cat bench/csv_fields.awk)"'
+  # A key the profile or topology refuses (unknown, out of range) fails the replay: say so and
+  # stop, rather than print a file of 0 rows and a -nan% error.
+  (cd "$tmp" && bench_validate out.csv --against rows.csv --format csv -j 2)
+  awk -v name="${f#*/}" "$(cat bench/csv_fields.awk)"'
       NR == 1 { n = fields($0, h); for (i = 1; i <= n; i++) if (h[i] == "error_pct") c = i; next }
       { fields($0, x); e = x[c] + 0; a += e < 0 ? -e : e; s += e; k++ }
-      END { printf "%-30s %5d  %12.2f%%  %+.2f%%\n", name, k, a / k, s / k }'
+      END { printf "%-30s %5d  %12.2f%%  %+.2f%%\n", name, k, a / k, s / k }' "$tmp/out.csv"
 done

@@ -20,10 +20,10 @@
 #   bench/accuracy.sh -j 8         # worker processes (default: every core)
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 jobs=""
 [ "${1:-}" = "-j" ] && jobs="-j ${2:?-j N}"
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
+bench_build
 plot=""
 command -v gnuplot >/dev/null && plot="--plot"
 tables=$(mktemp -d)

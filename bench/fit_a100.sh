@@ -13,12 +13,9 @@
 # The profile in the repository is not modified: the fit runs on a copy in a temporary folder.
 set -eu
 cd "$(dirname "$0")/.."
-root=$(pwd)
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-ts="$root/build/sim/trainsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. bench/lib.sh
+bench_build
+bench_tmp
 mkdir -p "$tmp/chips"
 cp topologies/dgx-a100-1node.ini topologies/dgx-a100-4node.ini "$tmp/"
 prof="$tmp/chips/a100-sxm4-80gb.ini"

@@ -24,10 +24,10 @@
 # every row but the "(fit)" rows held out.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 mb=data/published/megatron-bridge
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 
 # grid FILE: the (fit) row of FILE at compute_efficiency 0.400..0.750; prints "value |error|".
 grid() {

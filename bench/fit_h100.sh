@@ -28,10 +28,10 @@
 # at the fitted values, every row but A and B held out.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 tt=data/published/torchtitan
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 rowa=$(grep -v '^#' "$tt/llama3_h100_steps.csv" | grep '(fit)')
 rowb=$(grep -v '^#' "$tt/llama3_h100_cp_steps.csv" | grep '(fit)')
 [ "$(printf '%s\n' "$rowa" | wc -l)" -eq 1 ] && [ "$(printf '%s\n' "$rowb" | wc -l)" -eq 1 ] || {

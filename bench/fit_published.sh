@@ -17,6 +17,7 @@
 # hundred times: its coarse stage (every 4th row) took ~35 min on the shared, loaded 2-core machine; the refinement on all rows as long again or more.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 case "${1:-all}" in
 nccl) filter='nccl/*' ;;
 megatron) filter='megatron/*' ;;
@@ -26,8 +27,7 @@ all) filter='*/*' ;;
   exit 2
   ;;
 esac
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim test_published >/dev/null
+bench_build trainsim test_published
 if [ "$filter" != 'nccl/*' ]; then
   # The fit, as a user would run it: writes the profile it finds (compare its fitted keys with
   # topologies/chips/a100-sxm4-80gb.ini) and prints the fitting and held-out MAPE.

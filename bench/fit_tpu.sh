@@ -19,10 +19,10 @@
 # +0.7% at 0.70). Least squares picks the middle. Both means are printed.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 csv=data/published/maxtext/maxtext-tpu.csv
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 e=${1:-55}
 hi=${2:-95}
 while [ $e -le $hi ]; do

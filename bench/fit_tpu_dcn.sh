@@ -13,10 +13,10 @@
 # into data/published/maxtext/tpu-v5e-16x16-dcn.ini by hand, with the numbers this prints.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 src=data/published/maxtext
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 predict() { # $1 = stall (us): the file's predicted step per line, "line step_s"
   mkdir -p "$tmp/$1"
   for f in "$src"/tpu-*-dcn.ini; do

@@ -19,12 +19,12 @@
 # 30% from 16 to 1024 chips at 32 sequences a chip) is not a compute rate.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 csv=data/published/lamb/you2019-lamb-table1.csv
 check=0
 [ "${1:-}" = "--check" ] && check=1
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 # The phase rows: two per published row, in file order (phase 1, then phase 2).
 awk -F, -v dir="$PWD/data/published/lamb" 'BEGIN { OFS = "," }
   /^#/ || /^group,/ { next }

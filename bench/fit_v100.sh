@@ -24,14 +24,11 @@
 # is a copy in a temporary folder that TRAINSIM_DATA_DIR puts first.
 set -eu
 cd "$(dirname "$0")/.."
-root=$(pwd)
+. bench/lib.sh
 csv=data/published/deeplearningexamples-bert/bert_v100.csv
 rn=data/published/deeplearningexamples/resnet50_throughput.csv
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-ts="$root/build/sim/trainsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 mkdir -p "$tmp/topologies/chips"
 cp topologies/dgx1-v100.ini "$tmp/topologies/"
 # set of each data line, in file order (the validate CSV keeps the file's order): the field

@@ -14,6 +14,7 @@
 # whose mean is far from 0 is a structural miss (every row of the class off the same way).
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 file=${1:-}
 by=${2:-seq}
 case "$file" in
@@ -23,12 +24,9 @@ esac
 case "$by" in
 *[!a-z,]* | "") echo "mpt_residuals.sh: argument 2: expected keys from size, seq, gpus, mb, rc, ga, attn joined by commas, got '$by'" >&2; exit 2 ;;
 esac
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-./build/sim/trainsim validate --against "data/published/llm-foundry/mpt-$file.csv" --format csv \
-  -j 2 2>/dev/null >"$tmp/rows.csv"
+bench_build
+bench_tmp
+bench_validate "$tmp/rows.csv" --against "data/published/llm-foundry/mpt-$file.csv" --format csv -j 2
 awk -v by="$by" "$(cat bench/csv_fields.awk)"'
   function deg(s, ax) {
     if (match(s, "(^|,)" ax "=[0-9]+")) { s = substr(s, RSTART, RLENGTH); sub(/.*=/, "", s); return s + 0 }

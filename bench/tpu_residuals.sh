@@ -18,12 +18,12 @@
 set -eu
 export LC_ALL=C   # the grouped table is sorted: the same order everywhere
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 csv=${1:-data/published/maxtext/maxtext-tpu.csv}
 [ -f "$csv" ] && [ -r "$csv" ] || { echo "tpu_residuals.sh: $csv: expected a readable measurement file (CSV)" >&2; exit 2; }
 dir=$(dirname "$csv")
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 # unquote: a CSV line with its quoted commas as ';' (splits hold commas); the quotes are then
 # dropped and the line split on ','.
 unq='function unquote(l,   o, q, i, c) { q = 0; o = ""

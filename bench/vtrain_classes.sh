@@ -16,16 +16,14 @@
 # (every row of the class off the same way); a large spread is the rows' own scatter.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 by=${1:-tp,mb,h}
 case "$by" in
 *[!a-z,]* | "") echo "vtrain_classes.sh: argument 1: expected keys from tp, pp, dp, mb, h joined by commas, got '$by'" >&2; exit 2 ;;
 esac
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-./build/sim/trainsim validate --against data/published/vtrain/megatron-single.csv --format csv -j 2 \
-  2>/dev/null >"$tmp/rows.csv"
+bench_build
+bench_tmp
+bench_validate "$tmp/rows.csv" --against data/published/vtrain/megatron-single.csv --format csv -j 2
 awk -v by="$by" "$(cat bench/csv_fields.awk)"'
   function deg(s, ax) {
     if (match(s, "(^|,)" ax "=[0-9]+")) { s = substr(s, RSTART, RLENGTH); sub(/.*=/, "", s); return s + 0 }

@@ -15,13 +15,10 @@
 # not modified: the device-only replay runs on a copy in a temporary folder.
 set -eu
 cd "$(dirname "$0")/.."
-root=$(pwd)
+. bench/lib.sh
 which=${1:-pp1}
-cmake -S . -B build >/dev/null
-cmake --build build -j2 --target trainsim >/dev/null
-ts="$root/build/sim/trainsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_build
+bench_tmp
 mkdir -p "$tmp/chips"
 cp topologies/dgx-a100-1node.ini "$tmp/"
 sed -e 's/^kernel_launch_us = .*/kernel_launch_us = 0/' topologies/chips/a100-sxm4-80gb.ini \
@@ -29,8 +26,8 @@ sed -e 's/^kernel_launch_us = .*/kernel_launch_us = 0/' topologies/chips/a100-sx
 csv=data/published/vtrain/megatron-single.csv
 sed -e 's/,dgx-a100-1node,/,dgx-a100-1node.ini,/' -e "s|,models/|,$root/data/published/vtrain/models/|" \
   "$csv" >"$tmp/single.csv"
-"$ts" validate --against "$csv" --format csv -j 2 2>/dev/null >"$tmp/base.csv"
-(cd "$tmp" && "$ts" validate --against single.csv --format csv -j 2 2>/dev/null >device.csv)
+bench_validate "$tmp/base.csv" --against "$csv" --format csv -j 2
+(cd "$tmp" && bench_validate device.csv --against single.csv --format csv -j 2)
 awk -v which="$which" "$(cat bench/csv_fields.awk)"'
   function deg(s, ax) {
     if (match(s, ax "=[0-9]+")) return substr(s, RSTART + length(ax) + 1, RLENGTH - length(ax) - 1) + 0

@@ -258,6 +258,12 @@ Test(accuracy, bad_input_names_file_line_and_column)
              "bad.csv:1: column step_time_min: unit not understood");
   expect_bad("topology,model,split,global_batch,micro_batch\n" GOOD, NULL,
              "bad.csv:1: no measurement column");
+  /* machine is topology's other name: not "given twice" of a column given once. */
+  expect_bad("topology,machine,model,split,global_batch,micro_batch,step_time_s\n"
+             "tpu-v3-8x8," GOOD,
+             NULL, "bad.csv:1: column machine: given with topology, its other name");
+  expect_bad("model,model,topology,split,global_batch,micro_batch,step_time_s\n", NULL,
+             "bad.csv:1: column model: given twice; expected each column once");
   expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,512,8,fast\n", NULL,
              "bad.csv:3: column step_time_s: 'fast': expected a measurement");
   expect_bad(HEAD GOOD "tpu-v3-8x8,bert-large,dp=64,512,8\n", NULL,

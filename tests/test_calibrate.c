@@ -182,6 +182,8 @@ Test(command, quick_run_writes_a_loadable_profile_table_dat_and_plot)
   cr_assert_not_null(t, "%s", e ? e->message : "");
   cr_expect(t->nchips == 1 && t->chip.compute_efficiency > 0 && t->chip.compute_efficiency <= 1 &&
             t->chip.memory_bw_Bps > 0 && t->chip.peak_flops > 0);
+  /* The profile is fitted, and says so: without the key a chip reads as uncalibrated. */
+  cr_expect(!t->chip.uncalibrated, "calibrate -o wrote no calibrated = true");
   if (have_gnuplot) {
     g_autofree char *d = NULL;
     cr_assert(g_file_get_contents(dat, &d, NULL, NULL));

@@ -789,6 +789,70 @@ Test(profile, errors_name_the_file_and_the_key)
   expect_error("[chip]\nprofile = y\n", "[chip]\nprofile = x\n" DIMX, "a profile cannot name");
 }
 
+/* The topology text's chip, loaded as from /nonexistent/t.ini (a profile path must be absolute). */
+static gboolean chip_calibrated(const char *text)
+{
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  cr_assert(g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_topo) t = ts_topo_from_keyfile(kf, "/nonexistent/t.ini", &error);
+  cr_assert_not_null(t, "%s", error != NULL ? error->message : "");
+  return !t->chip.uncalibrated;
+}
+
+/* A chip is calibrated only when its file or profile says calibrated = true: an inline [chip]
+ * without the key (a datasheet peak at compute_efficiency 1.0, say) was taken as calibrated
+ * until December 2026, and run printed its MFU with no upper-bound mark. */
+Test(profile, a_chip_is_calibrated_only_when_a_file_says_so)
+{
+#define INLINE                                                                                     \
+  "[chip]\nname = X\npeak_tflops = 100\nmemory_GiB = 8\nmemory_bandwidth_GBps = 1000\n"            \
+  "compute_efficiency = 1.0\n"
+  gboolean none = chip_calibrated(INLINE DIMX);
+  cr_expect(!none, "an inline [chip] with no calibrated key is taken as calibrated");
+  gboolean yes = chip_calibrated(INLINE "calibrated = true\n" DIMX);
+  cr_expect(yes, "calibrated = true not read");
+  gboolean no = chip_calibrated(INLINE "calibrated = false\n" DIMX);
+  cr_expect(!no, "calibrated = false not read");
+#undef INLINE
+  g_autofree char *cal = g_strdup_printf(
+      "[chip]\nprofile = %s/topologies/chips/a100-sxm4-80gb.ini\n" DIMX, TS_SOURCE_DIR);
+  gboolean shipped = chip_calibrated(cal);
+  cr_expect(shipped, "the calibrated A100 80GB profile reads as uncalibrated");
+  g_autofree char *uncal = g_strdup_printf(
+      "[chip]\nprofile = %s/topologies/chips/h200-sxm-141gb.ini\n" DIMX, TS_SOURCE_DIR);
+  gboolean unshipped = chip_calibrated(uncal);
+  cr_expect(!unshipped, "the uncalibrated H200 profile reads as calibrated");
+  /* A profile of the user's own with no key is not calibrated either. */
+  char *dir = tmpdir_with("[chip]\nname = X\npeak_tflops_bf16 = 100\nmemory_GiB = 8\n"
+                          "memory_bandwidth_GBps = 1000\n",
+                          "[chip]\nprofile = x\n" DIMX);
+  g_autofree char *t = g_build_filename(dir, "t.ini", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ts_topo) topo = ts_topo_load(t, &error);
+  cr_assert_not_null(topo, "%s", error != NULL ? error->message : "");
+  cr_expect(topo->chip.uncalibrated, "a profile with no calibrated key reads as calibrated");
+  rm_tmpdir(dir);
+  /* A topology that changes a rate of a calibrated profile runs another chip than the fitted
+   * one: calibrated only when it says so itself. Price, power and capacity keep the fit. */
+  static const struct {
+    const char *own;
+    gboolean calibrated;
+  } over[] = {{"", TRUE},
+              {"price_per_hour = 2\ntdp_W = 400\nmemory_GiB = 40\n", TRUE},
+              {"compute_efficiency = 1.0\n", FALSE},
+              {"kernel_launch_us = 0\n", FALSE},
+              {"compute_efficiency = 1.0\ncalibrated = true\n", TRUE}};
+  for (gsize i = 0; i < G_N_ELEMENTS(over); i++) {
+    g_autofree char *text =
+        g_strdup_printf("[chip]\nprofile = %s/topologies/chips/a100-sxm4-80gb.ini\n%s" DIMX,
+                        TS_SOURCE_DIR, over[i].own);
+    gboolean got = chip_calibrated(text);
+    cr_expect_eq(got, over[i].calibrated, "calibrated profile with '%s': calibrated %d",
+                 over[i].own, got);
+  }
+}
+
 /* Every shipped profile loads (through a topology naming it), states whether it is calibrated,
  * and none runs at the raw datasheet peak. */
 Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)

@@ -59,10 +59,7 @@ Test(engine, stream_order_and_overlap)
 Test(engine, stuck_replay_names_rank_and_op)
 {
   g_autoptr(ts_topo) t = ring_topo(2, 1e9, 0);
-  g_autoptr(ts_trace) tr = ts_trace_new(t);
-  ts_group_shape pp = {1, {{0, 2, 1}}};
-  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
-  ts_trace_set_programs(tr, 2);
+  g_autoptr(ts_trace) tr = pp2_trace(t);
   ts_op r = {.kind = TS_OP_RECV, .axis = 0, .offset = -1, .bytes = 10};
   r.label = ts_trace_label(tr, "recv activations");
   ts_trace_append(tr, 1, &r, NULL, 0); /* rank 1 waits for a send rank 0 never makes */
@@ -80,10 +77,7 @@ Test(engine, stuck_replay_names_rank_and_op)
 Test(engine, send_recv_pair_costs_one_transfer)
 {
   g_autoptr(ts_topo) t = ring_topo(2, 1e9, 1e-6);
-  g_autoptr(ts_trace) tr = ts_trace_new(t);
-  ts_group_shape pp = {1, {{0, 2, 1}}};
-  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
-  ts_trace_set_programs(tr, 2);
+  g_autoptr(ts_trace) tr = pp2_trace(t);
   ts_op s = {.kind = TS_OP_SEND, .axis = 0, .offset = 1, .bytes = 1e9};
   s.label = ts_trace_label(tr, "send");
   ts_trace_append(tr, 0, &s, NULL, 0);
@@ -111,10 +105,7 @@ Test(engine, p2p_matching_by_tag_and_in_order)
   const double lat = 1e-6, bw = 1e9;
   enum { nkeys = 300, nsame = 5 };
   g_autoptr(ts_topo) t = ring_topo(2, bw, lat);
-  g_autoptr(ts_trace) tr = ts_trace_new(t);
-  ts_group_shape pp = {1, {{0, 2, 1}}};
-  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
-  ts_trace_set_programs(tr, 2);
+  g_autoptr(ts_trace) tr = pp2_trace(t);
   ts_op s = {.kind = TS_OP_SEND, .axis = 0, .offset = 1};
   s.label = ts_trace_label(tr, "send");
   ts_op r = {.kind = TS_OP_RECV, .axis = 0, .offset = -1};
@@ -805,10 +796,7 @@ Test(engine, pipeline_sync_holds_only_later_launches)
 {
   g_autoptr(ts_topo) t = ring_topo(2, 1e9, 0);
   t->chip.kernel_launch_s = 0.1;
-  g_autoptr(ts_trace) tr = ts_trace_new(t);
-  ts_group_shape pp = {1, {{0, 2, 1}}};
-  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
-  ts_trace_set_programs(tr, 2);
+  g_autoptr(ts_trace) tr = pp2_trace(t);
   ts_op s = {.kind = TS_OP_SEND, .stream = 2, .axis = 0, .offset = 1, .bytes = 1e9};
   s.label = ts_trace_label(tr, "send");
   ts_trace_append(tr, 0, &s, NULL, 0);

@@ -486,7 +486,8 @@ Test(release, vary_values_are_range_checked)
       {"latency_us=1e300", "expected a latency in us in [0, 1e+06]"},
       {"memory_bandwidth_GBps=2e6", "value '2e6'"},
       {"compute_efficiency=1.5", "expected a fraction in [0.001, 1]"},
-      {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 1 gives"},
+      {"peak_tflops=x1e6", "--vary 'peak_tflops=x1e6': value 'x1000000' gives"},
+      {"compute_efficiency=x1,x4", "value 'x4' gives"},
       {"compute_efficiency=x4", "expected a fraction in [0.001, 1]"},
       /* The low ends: 1e-300 printed step times of 38-digit seconds, x1e-6 of 108184 s. */
       {"peak_tflops=1e-300", "value '1e-300': expected a peak in TFLOP/s in [0.001, 1e+06]"},
@@ -539,6 +540,14 @@ Test(release, plot_and_calibrate_read_bounded_regular_files)
   expect_input_error(a, "fifo: a FIFO; expected a regular file");
   g_autofree char *b = g_strdup_printf("calibrate --against %s -o x.ini", fifo);
   expect_input_error(b, "fifo: a FIFO; expected a regular file");
+  /* Binary bytes: calibrate read them as a header "with no column topology"; both readers now
+   * say what the file is. */
+  g_autofree char *bin = g_build_filename(dir, "bin.csv", NULL);
+  cr_assert(g_file_set_contents(bin, "topology,model\n\x01\xff\0\xfe,x\n", 19, NULL));
+  g_autofree char *c = g_strdup_printf("calibrate --against %s -o x.ini", bin);
+  expect_input_error(c, "bin.csv: not UTF-8 text; expected a CSV file");
+  g_autofree char *v = g_strdup_printf("validate --against %s", bin);
+  expect_input_error(v, "bin.csv: not UTF-8 text; expected a CSV file");
   rm_rf(dir);
 }
 
@@ -1354,6 +1363,30 @@ Test(release, search_marks_an_uncalibrated_mfu_as_run_does)
   run_free(&c);
 }
 
+Test(release, an_inline_chip_without_calibrated_is_an_upper_bound)
+{
+  /* A user's inline [chip] with no calibrated key (here the datasheet peak at
+   * compute_efficiency 1.0) was taken as calibrated: run printed "62.9%" with no mark. Its MFU
+   * is now an upper bound, marked and explained; calibrated = true removes the mark. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *u = write_file(dir, "u.ini", CHIP "compute_efficiency = 1.0\n" DIMX);
+  g_autofree char *c =
+      write_file(dir, "c.ini", CHIP "compute_efficiency = 1.0\ncalibrated = true\n" DIMX);
+  g_autofree char *ua = g_strdup_printf("run -t %s -m gpt3-350m -b 16 -s dp=8", u);
+  run_result r = run(ua);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "<=") != NULL, "uncalibrated MFU without <=: %s", r.out);
+  cr_expect(strstr(r.out, "note: the chip profile is not calibrated") != NULL, "%s", r.out);
+  run_free(&r);
+  g_autofree char *ca = g_strdup_printf("run -t %s -m gpt3-350m -b 16 -s dp=8 -f csv", c);
+  r = run(ca);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  g_autofree char *cell = csv_cell(r.out, 0, "calibrated");
+  cr_expect(cell != NULL && strcmp(cell, "true") == 0, "calibrated = true: %s", r.out);
+  run_free(&r);
+  rm_rf(dir);
+}
+
 Test(release, every_split_option_the_parser_names_is_in_the_split_table)
 {
   /* The man pages and completion come from --help, which points to docs/splits.md for the
@@ -1479,4 +1512,34 @@ Test(release, plot_checks_the_members_it_reads)
   g_autofree char *plots = g_build_filename(dir, "plots", NULL);
   cr_expect(!g_file_test(plots, G_FILE_TEST_EXISTS), "a refused plot created its folder");
   rm_rf(dir);
+}
+
+Test(release, bench_scripts_refuse_bad_arguments_in_one_line)
+{
+  /* bench/a100_whatif.sh passed "compute_efficiency=1/2" to sed (its own error, exit 1) and a
+   * key the profile refuses printed each file as 0 rows and -nan%. The argument is now checked
+   * as KEY=NUMBER (before anything is built) and a refused replay stops with validate's line. */
+  static const char *const cases[][3] = {
+      {"a100_whatif.sh", "compute_efficiency=1/2", "argument 'compute_efficiency=1/2'"},
+      {"a100_whatif.sh", "x=", "expected KEY=NUMBER"},
+      {"a100_whatif.sh", "compute_efficiency=0.5x", "expected KEY=NUMBER"},
+      {"mpt_residuals.sh", "b300", "argument 1: expected a100-80gb"},
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *script = g_build_filename(TS_SOURCE_DIR, "bench", cases[i][0], NULL);
+    const char *argv[] = {"sh", script, cases[i][1], NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    int wait = 0;
+    g_autoptr(GError) e = NULL;
+    cr_assert(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                           &wait, &e),
+              "%s", e ? e->message : "");
+    int status = WIFEXITED(wait) ? WEXITSTATUS(wait) : -1;
+    cr_expect_eq(status, 2, "%s %s: exit %d: %s", cases[i][0], cases[i][1], status, err);
+    const char *nl = strchr(err, '\n');
+    cr_expect(strstr(err, cases[i][2]) != NULL && nl != NULL && nl[1] == '\0',
+              "%s %s: '%s' lacks '%s' or is not one line", cases[i][0], cases[i][1], err,
+              cases[i][2]);
+    cr_expect_str_eq(out, "", "%s %s", cases[i][0], cases[i][1]);
+  }
 }

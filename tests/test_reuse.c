@@ -235,6 +235,23 @@ static void assert_same_result(const ts_replay_result *a, const ts_replay_result
   cr_assert_eq(a->nsimulated, b->nsimulated, "%s", what);
 }
 
+/* Every span of a replay (rank, op, start and end bit for bit) is the reference's, in order;
+ * both arrays are released. */
+static void assert_same_spans(GArray *got, GArray *want, const char *what)
+{
+  cr_assert_eq(got->len, want->len, "%s", what);
+  for (guint j = 0; j < want->len; j++) {
+    const ts_span *x = &g_array_index(want, ts_span, j), *y = &g_array_index(got, ts_span, j);
+    cr_assert(x->rank == y->rank && x->op == y->op &&
+                  memcmp(&x->start_s, &y->start_s, sizeof(double)) == 0 &&
+                  memcmp(&x->end_s, &y->end_s, sizeof(double)) == 0,
+              "%s: span %u: rank %d op %d [%.17g, %.17g], expected [%.17g, %.17g]", what, j,
+              y->rank, y->op, y->start_s, y->end_s, x->start_s, x->end_s);
+  }
+  g_array_unref(got);
+  g_array_unref(want);
+}
+
 /* tr replayed by the analytic backend on t in mode, with the view of its ops given (NULL: its
  * own), order-free when the engine may (pure, the backend's default) or timed (!pure). With
  * spans, every span is kept and returned; with order_free, whether it ran without time order. */
@@ -338,18 +355,7 @@ Test(reuse, fixed_durations_replay_as_start_would)
       }
       cr_assert_gt(res[0].events, 100, "%s", splits[i]);
       assert_same_result(&res[1], &res[0], splits[i]);
-      cr_assert_eq(spans[0]->len, spans[1]->len, "%s", splits[i]);
-      for (guint j = 0; j < spans[0]->len; j++) {
-        const ts_span *x = &g_array_index(spans[0], ts_span, j),
-                      *y = &g_array_index(spans[1], ts_span, j);
-        cr_assert(x->rank == y->rank && x->op == y->op &&
-                      memcmp(&x->start_s, &y->start_s, sizeof(double)) == 0 &&
-                      memcmp(&x->end_s, &y->end_s, sizeof(double)) == 0,
-                  "%s: span %u: rank %d op %d [%.17g, %.17g], not [%.17g, %.17g]", splits[i], j,
-                  y->rank, y->op, y->start_s, y->end_s, x->start_s, x->end_s);
-      }
-      g_array_unref(spans[0]);
-      g_array_unref(spans[1]);
+      assert_same_spans(spans[1], spans[0], splits[i]);
     }
   }
 }
@@ -383,18 +389,7 @@ Test(reuse, order_free_replay_as_timed)
         cr_assert(!of[1], "%s: ZeRO-3's data-parallel group meets in time order", splits[i]);
       cr_assert_gt(timed.events, 100, "%s", splits[i]);
       assert_same_result(&free, &timed, splits[i]);
-      cr_assert_eq(spans[0]->len, spans[1]->len, "%s", splits[i]);
-      for (guint j = 0; j < spans[0]->len; j++) {
-        const ts_span *x = &g_array_index(spans[0], ts_span, j),
-                      *y = &g_array_index(spans[1], ts_span, j);
-        cr_assert(x->rank == y->rank && x->op == y->op &&
-                      memcmp(&x->start_s, &y->start_s, sizeof(double)) == 0 &&
-                      memcmp(&x->end_s, &y->end_s, sizeof(double)) == 0,
-                  "%s: span %u: rank %d op %d [%.17g, %.17g], timed [%.17g, %.17g]", splits[i], j,
-                  y->rank, y->op, y->start_s, y->end_s, x->start_s, x->end_s);
-      }
-      g_array_unref(spans[0]);
-      g_array_unref(spans[1]);
+      assert_same_spans(spans[1], spans[0], splits[i]);
     }
   }
 }
@@ -405,10 +400,7 @@ Test(reuse, order_free_failure_reports_as_timed)
    * time order meets first) is reported: the message is the timed replay's, word for word.
    * Rank 1 computes, then waits for a send rank 0 makes with another tag. */
   g_autoptr(ts_topo) t = ring_topo(2, 1e9, 0);
-  g_autoptr(ts_trace) tr = ts_trace_new(t);
-  ts_group_shape pp = {1, {{0, 2, 1}}};
-  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
-  ts_trace_set_programs(tr, 2);
+  g_autoptr(ts_trace) tr = pp2_trace(t);
   ts_op c = {.kind = TS_OP_COMPUTE, .flops = 1e12};
   c.label = ts_trace_label(tr, "compute");
   ts_op s = {.kind = TS_OP_SEND, .axis = 0, .offset = 1, .bytes = 10, .tag = 1};

@@ -755,7 +755,7 @@ static const bad_case BAD[] = {
      {"[chip] collective_sms: 108", "expected fewer than compute_units (108"}},
     {"collective SMs without SMs",
      CHIP_OK "collective_sms = 16\n" DIM_OK("x"),
-     {"[chip] collective_sms: 16", "expected fewer than compute_units (0"}},
+     {"[chip] collective_sms: 16 without compute_units", "expected compute_units"}},
     {"negative collective SMs",
      CHIP_OK "compute_units = 108\ncollective_sms = -1\n" DIM_OK("x"),
      {"[chip] collective_sms='-1'", "streaming multiprocessors a running collective holds"}},

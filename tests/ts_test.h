@@ -115,6 +115,20 @@ static inline char *csv_cell(const char *csv, int row, const char *col)
   return NULL;
 }
 
+#ifdef TS_TRACE_H
+/** A trace on t (two chips) with its two programs joined by one pipeline axis, "pp" (axis 0:
+ * rank 0 reaches rank 1 at offset 1, rank 1 rank 0 at offset -1), and no ops yet: the setup of
+ * the engine's send and receive tests. For binaries that include ts_trace.h first. */
+static inline ts_trace *pp2_trace(const ts_topo *t)
+{
+  ts_trace *tr = ts_trace_new(t);
+  ts_group_shape pp = {1, {{0, 2, 1}}};
+  ts_trace_add_axis(tr, "pp", 2, FALSE, &pp);
+  ts_trace_set_programs(tr, 2);
+  return tr;
+}
+#endif
+
 #ifdef TS_PLAN_H
 /** Split planned on model m and topology t (batch, micro-batch; other options default): the
  * plan, or NULL with *err set; the test fails if the split does not parse. For binaries that

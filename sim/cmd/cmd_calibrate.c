@@ -90,7 +90,8 @@ static char *profile_text(const char *chip, ts_prec prec, gboolean quick, const 
       "peak_tflops = %s  # %s\n"
       "memory_GiB = %s  # physical memory of the host\n"
       "memory_bandwidth_GBps = %s  # fitted: median rate of the memory-bound kernels\n"
-      "compute_efficiency = %s  # fitted: median rate of the compute-bound kernels / peak\n\n",
+      "compute_efficiency = %s  # fitted: median rate of the compute-bound kernels / peak\n"
+      "calibrated = true  # fitted to this host's timed kernels\n\n",
       chip, ts_prec_name(prec), fmtg(b1, "%.4g", f->peak_flops / 1e12), peak_source,
       fmtg(b2, "%.4g", mem_bytes / 1073741824.0), fmtg(b3, "%.4g", f->mem_bw_Bps / 1e9),
       fmtg(b4, "%.4g", f->efficiency));

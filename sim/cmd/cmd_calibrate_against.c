@@ -177,8 +177,14 @@ static GArray *read_rows(const char *file, GError **error)
 {
   /* Bounded, and never a device or FIFO (/dev/zero was read until memory ran out). */
   g_autofree char *text = NULL;
-  if (!ts_read_input_file(file, MAX_CSV_BYTES, &text, NULL, error)) {
+  gsize len = 0;
+  if (!ts_read_input_file(file, MAX_CSV_BYTES, &text, &len, error)) {
     g_prefix_error(error, "--against ");
+    return NULL;
+  }
+  /* As validate --against says it: random bytes read as a header "with no column topology". */
+  if (memchr(text, '\0', len) != NULL || !g_utf8_validate(text, (gssize)len, NULL)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: not UTF-8 text; expected a CSV file", file);
     return NULL;
   }
   g_autofree char *dir = g_path_get_dirname(file);

@@ -306,7 +306,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
       !ts_kf_int(kf, path, g, "systolic_array", TRUE, 0, 0, 4096,
                  "the TPU systolic array's width (0 = not a TPU)", &systolic, error) ||
       !ts_kf_string(kf, path, g, "gemm_tile", NULL, &tile, error) ||
-      !ts_kf_string(kf, path, g, "calibrated", "true", &calibrated, error))
+      !ts_kf_string(kf, path, g, "calibrated", "false", &calibrated, error))
     return FALSE;
   c->peak_flops_fp8 = fp8 * TFLOP;
   c->peak_flops_fp32 = fp32 * TFLOP;
@@ -315,6 +315,14 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
   c->collective_launch_s = coll_launch_us * US;
   c->gemm_k_overhead = k_over;
   c->compute_units = (int)units;
+  if (coll_sms > 0 && units == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] collective_sms: %" G_GINT64_FORMAT
+                " without compute_units; expected compute_units, the GPU's streaming "
+                "multiprocessors the collective shares (or no collective_sms)",
+                path, coll_sms);
+    return FALSE;
+  }
   if (coll_sms > 0 && coll_sms >= units) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [chip] collective_sms: %" G_GINT64_FORMAT
@@ -338,6 +346,9 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
     }
     c->tile_m = (int)tm, c->tile_n = (int)tn;
   }
+  /* A chip is calibrated only when its file or shipped profile says so: an inline [chip]
+   * without the key holds rates nobody fitted (often a datasheet peak at compute_efficiency 1),
+   * and its MFU must read as the upper bound it is. Until December 2026 the default was true. */
   g_strstrip(calibrated);
   if (strcmp(calibrated, "true") == 0)
     c->uncalibrated = FALSE;
@@ -969,6 +980,26 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: cannot re-read for [chip] profile", path);
     return FALSE;
   }
+  /* A topology that changes a rate of a calibrated profile (compute_efficiency = 1.0, say) no
+   * longer runs the fitted chip: it is calibrated only when it says so itself. Keys of price,
+   * power and memory capacity leave the step time, and so the fit, as it was. */
+  static const char *const keeps_fit[] = {"name",
+                                          "profile",
+                                          "calibrated",
+                                          "memory_GiB",
+                                          "memory_reserve_GiB",
+                                          "allocator_overhead",
+                                          "price_per_hour",
+                                          "tdp_W",
+                                          "comm_W",
+                                          "idle_W",
+                                          NULL};
+  gboolean refit = FALSE;
+  gsize nown = 0;
+  g_auto(GStrv) own = g_key_file_get_keys(kf, "chip", &nown, NULL);
+  for (gsize i = 0; i < nown; i++)
+    if (!g_strv_contains(keeps_fit, own[i]))
+      refit = TRUE;
   /* The older peak_tflops in the topology overrides the profile's bf16 rate. */
   gboolean own_peak = g_key_file_has_key(kf, "chip", "peak_tflops", NULL) ||
                       g_key_file_has_key(kf, "chip", "peak_tflops_bf16", NULL);
@@ -981,6 +1012,8 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
     g_autofree char *v = g_key_file_get_value(pk, "chip", keys[i], NULL);
     g_key_file_set_value(m, "chip", keys[i], v);
   }
+  if (refit && !g_key_file_has_key(kf, "chip", "calibrated", NULL))
+    g_key_file_set_value(m, "chip", "calibrated", "false");
   *name = g_strdup(prof);
   *out = g_steal_pointer(&m);
   return TRUE;

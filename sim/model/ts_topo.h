@@ -138,7 +138,7 @@ typedef struct {
   int compute_units;           /* GPU: streaming multiprocessors (0: no wave model) */
   int tile_m, tile_n;          /* GPU: the GEMM output tile (e.g. 128 x 256) */
   int systolic;                /* TPU: systolic array width (128; v6e 256); 0: not a TPU */
-  gboolean uncalibrated;       /* [chip] calibrated = false: not fitted, MFU an upper bound */
+  gboolean uncalibrated;       /* [chip] calibrated = false or missing: MFU an upper bound */
   char *profile;               /* [chip] profile it was loaded from, NULL when none */
   /* Added with issue 10 (gpu-step). [chip] collective_launch_us: the host's time to issue one
    * collective (the framework's call, NCCL's enqueue); 0 (not charged) when not given. */

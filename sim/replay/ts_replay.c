@@ -271,47 +271,28 @@ static inline int stream_prev(const ts_program *p, int i, int *last_dense, int s
 enum { ORDER_MAX_STREAMS = 16 };
 
 typedef struct {
-  gint64 key;
-  int op; /* -1: empty */
-} order_slot;
-
-typedef struct {
   int *last_coll; /* per group: its last collective so far (-1: none) */
   int ncoll_groups;
-  order_slot *slots; /* (kind, tag) -> last send or receive, open addressing */
-  guint cap, len;
-  int *pairs; /* (earlier, later) ops of one key on two streams */
+  p2p_table last_p2p; /* (kind, tag, 0) -> last send or receive (its head) */
+  int *pairs;         /* (earlier, later) ops of one key on two streams */
   int npairs, cap_pairs;
   int dims[ORDER_MAX_STREAMS]; /* the earlier ops' streams */
   int ndims;
   gboolean overflow; /* more than ORDER_MAX_STREAMS of them, or a bad group: unsafe */
 } order_scan;
 
-static int *order_last_p2p(order_scan *os, gint64 key)
+static p2p_slot *p2p_find(const p2p_table *t, const key3 *k);
+static p2p_slot *p2p_add(p2p_table *t, const key3 *k);
+
+/* The last send (kind) or receive of tag id so far (-1: none, the key just added). The replay's
+ * (src, dst, tag) table serves, keyed (kind, tag, 0), its head holding the op. */
+static int *order_last_p2p(order_scan *os, int kind, int id)
 {
-  if (2 * (os->len + 1) > os->cap) {
-    guint ocap = os->cap, cap = ocap > 0 ? 2 * ocap : 64;
-    order_slot *old = os->slots;
-    os->slots = g_new(order_slot, cap);
-    for (guint j = 0; j < cap; j++)
-      os->slots[j].op = -1;
-    os->cap = cap;
-    for (guint i = 0; i < ocap; i++)
-      if (old[i].op >= 0) {
-        guint j = (guint)(((guint64)old[i].key * 0x9E3779B97F4A7C15u) >> 32) & (cap - 1);
-        while (os->slots[j].op >= 0)
-          j = (j + 1) & (cap - 1);
-        os->slots[j] = old[i];
-      }
-    g_free(old);
-  }
-  guint mask = os->cap - 1, j = (guint)(((guint64)key * 0x9E3779B97F4A7C15u) >> 32) & mask;
-  for (; os->slots[j].op >= 0; j = (j + 1) & mask)
-    if (os->slots[j].key == key)
-      return &os->slots[j].op;
-  os->slots[j].key = key;
-  os->len++;
-  return &os->slots[j].op; /* -1: new */
+  key3 k = {kind, id, 0};
+  p2p_slot *s = p2p_find(&os->last_p2p, &k);
+  if (s == NULL)
+    s = p2p_add(&os->last_p2p, &k); /* head -1: the caller stores the op */
+  return &s->head;
 }
 
 /* Op i (a collective on group id, or a send or receive of tag id) on stream st. */
@@ -332,7 +313,7 @@ static void order_scan_op(order_scan *os, const ts_program *p, int i, int kind, 
     }
     last = &os->last_coll[id];
   } else {
-    last = order_last_p2p(os, (gint64)kind << 40 ^ ((gint64)id & 0xffffffffff));
+    last = order_last_p2p(os, kind, id);
   }
   int prev = *last;
   *last = i;
@@ -418,7 +399,7 @@ static gboolean order_scan_finish(order_scan *os, prog_info *pi, const ts_progra
     g_free(anc);
   }
   g_free(os->last_coll);
-  g_free(os->slots);
+  g_free(os->last_p2p.slots);
   g_free(os->pairs);
   return safe;
 }

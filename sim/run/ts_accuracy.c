@@ -243,8 +243,16 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
         const char *name = strcmp(h, "machine") == 0 ? "topology" : h;
         for (int c = 0; c < C_N; c++)
           if (strcmp(name, col_names[c]) == 0) {
-            if (col[c] >= 0)
-              ok = field_error(error, path, line, h, "given twice; expected each column once");
+            if (col[c] >= 0) {
+              /* machine is topology's other name: "given twice" of a column given once read
+               * as a typo. */
+              const char *first = g_ptr_array_index(fl, col[c]);
+              ok =
+                  strcmp(h, first) != 0
+                      ? field_error(error, path, line, h,
+                                    "given with %s, its other name; expected one of them", first)
+                      : field_error(error, path, line, h, "given twice; expected each column once");
+            }
             col[c] = k;
           }
         gboolean known = FALSE;

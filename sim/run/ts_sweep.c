@@ -332,9 +332,12 @@ static gboolean set_val(double *field, const ts_vary *v, int i, double unit, con
     char rt[64], got[G_ASCII_DTOSTR_BUF_SIZE];
     range_text(r, rt, sizeof rt);
     g_ascii_formatd(got, sizeof got, "%g", nv / unit);
+    /* The value as typed ("value 'x1000'"), as the parser's own errors quote it: "value 1"
+     * read as the number 1 where it meant the first of the list. */
+    g_autofree char *typed = ts_dtostr_short(v->values[i]);
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "--vary '%s': value %d gives %s on %s; expected %s", v->text, i + 1, got, tname,
-                rt);
+                "--vary '%s': value '%s%s' gives %s on %s; expected %s", v->text,
+                v->scale ? "x" : "", typed, got, tname, rt);
     return FALSE;
   }
   *field = nv;
