@@ -835,10 +835,12 @@ Test(accuracy, shipped_scaling_book_tpu_allgather)
  * median 1.7%, worst 7.9% (2 GPUs, 8 MiB); 2-16 nodes median 3.5%, worst 11.5%. */
 /* With the node's Simple hop across nodes fitted on the network (nccl_node_hop_latency_us):
  * 2-16 nodes median 3.8%, worst 14.0% (4 nodes, 4 MiB). */
+/* With Simple's 128 KiB pieces in one node (nccl_channels, s11) and both dimensions refitted: one
+ * node median 1.7%, worst 6.8% (2 GPUs, 2 MiB); 2-16 nodes median 3.7%, worst 13.3%. */
 #define ECHO_NODE_MEDIAN_MAX 2.0
-#define ECHO_NODE_WORST_MAX 8.5
+#define ECHO_NODE_WORST_MAX 7.5
 #define ECHO_NET_MEDIAN_MAX 4.0
-#define ECHO_NET_WORST_MAX 14.5
+#define ECHO_NET_WORST_MAX 14.0
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -439,6 +439,24 @@ Test(closed_form, nccl_ring_protocols_on_a_switch)
     expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL128, &g, S), ll128,
                  CLOSED_TOL, "LL128 has no LL channel cost, n=%d", n);
     t->dims[0].nccl_ll_channel_s = 0.0;
+    /* Simple's pieces (nccl_channels): the buffer padded to a multiple of Q = channels x n x 128
+     * KiB from Q / 2 up, a quarter of the padded bytes at the link rate added; nothing below Q / 2,
+     * nothing for LL128 or the reduce-scatter. */
+    double simple = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S);
+    double rs = time_proto(t, TS_COLL_REDUCESCATTER, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S);
+    double small = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, 1e5);
+    t->dims[0].nccl_channels = 4;
+    double Q = 4.0 * n * 131072.0, pad = ceil(S / Q) * Q - S;
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S),
+                 simple + 0.25 * pad * steps / n / B, CLOSED_TOL, "Simple pieces n=%d", n);
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, 1e5),
+                 small, CLOSED_TOL, "below half a piece n=%d", n);
+    expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL128, &g, S), ll128,
+                 CLOSED_TOL, "LL128 has no pieces, n=%d", n);
+    expect_close(time_proto(t, TS_COLL_REDUCESCATTER, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S),
+                 rs, CLOSED_TOL, "reduce-scatter has no pieces, n=%d", n);
+    cr_expect(pad > 0.0, "n=%d: S = %g is not a multiple of Q = %g", n, S, Q);
+    t->dims[0].nccl_channels = 0;
     /* The choice is the fastest protocol, and auto on a switch is nccl. */
     ts_coll_proto q = TS_PROTO_AUTO;
     ts_coll_algo a = TS_ALGO_AUTO;

@@ -796,11 +796,14 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
 /* 2026-12-07 (later): LL's cost per channel (nccl_ll_channel_latency_us) and the node refitted:
  * Echo held-out median 3.4%, worst 7.9% (2 GPUs, 8 MiB); below 1 MiB median 2.4% (6.1% before),
  * worst 21.9% (2 GPUs, 16 KiB; 36.5% before), held-out half (odd powers) 2.4% / 13.2%. */
-#define NODE_HELDOUT_MEDIAN_MAX 0.036
-#define NODE_WORST_MAX 0.085       /* Echo 1 node: measured 7.9% (2 GPUs, 8 MiB) */
+/* 2026-12-07 (s11): Simple's 128 KiB pieces in one node (nccl_channels = 24, a quarter of the
+ * padding's link time) and both nodes refitted: Echo held-out median 3.4% -> 2.4%, worst 7.9% ->
+ * 6.8% (2 GPUs, 2 MiB); vTrain's LUT held-out median 1.6% -> 1.3%, worst 21.1% -> 20.1%. */
+#define NODE_HELDOUT_MEDIAN_MAX 0.026
+#define NODE_WORST_MAX 0.075       /* Echo 1 node: measured 6.8% (2 GPUs, 2 MiB) */
 #define NODE_SMALL_MEDIAN_MAX 0.03 /* Echo 1 node, 8 B-512 KiB, all 51 rows: measured 2.4% */
 #define NODE_SMALL_WORST_MAX 0.23  /* the same: measured 21.9% (2 GPUs, 16 KiB) */
-#define VTRAIN_WORST_MAX 0.22      /* vTrain LUT: measured 21.1% (8 GPUs, 2 MiB) */
+#define VTRAIN_WORST_MAX 0.21      /* vTrain LUT: measured 20.1% (8 GPUs, 2 MiB) */
 /* Across nodes, with the ring and the tree timed as NCCL's pipelines and NCCL's bit-pattern
  * double binary tree (was 9.1% / 39.6% when every step paid the slowest hop's latency):
  * held-out median 3.3% (target 3%, not met), worst 10.7% (target 15%, met). */
@@ -815,8 +818,11 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
  * nccl_node_hop_latency_us (1.06 us, not the one-thread node's 3.34 us): held-out median 3.5%
  * (3.9%), held-out worst 8.5% (11.2%); over all 44 rows median 3.8% (3.4%), worst 14.0% (11.2%:
  * 4 MiB on 4 nodes, a dip in the log between 2 and 8 MiB); below 1 MiB median 14.4% (16.0%). */
-#define NET_HELDOUT_MEDIAN_MAX 0.037
-#define NET_WORST_MAX 0.145
+/* 2026-12-07 (s11): refitted on the node with Simple's pieces (which do not apply across nodes;
+ * the node's bandwidth and local rate they share moved): held-out median 3.5% -> 3.3%, worst
+ * 8.5%; over all 44 rows median 3.7%, worst 13.3% (4 MiB on 4 nodes). */
+#define NET_HELDOUT_MEDIAN_MAX 0.035
+#define NET_WORST_MAX 0.14
 
 static GArray *node_rows(void)
 {

@@ -65,15 +65,16 @@ typedef struct {
 } shipped;
 
 /* DGX A100 [dim.node]: NVLink 3 is 300 GB/s per direction (datasheet), of which NCCL's Simple
- * ring achieves a fraction 0.984 beside its local work (nccl_local_bandwidth_GBps) with 3.93 us
- * per step: fitted to vTrain's nccl-tests all-reduce tables (tests/test_published.c checks the
- * fit, docs/collectives.md). */
-#define A100_NVLINK_EFF 0.9840
+ * ring achieves all (fraction 1.0, its bound; 0.984 before Simple's 128 KiB pieces, December
+ * 2026) beside its local work (nccl_local_bandwidth_GBps) and piece padding (nccl_channels) with
+ * 3.33 us per step: fitted to vTrain's nccl-tests all-reduce tables (tests/test_published.c
+ * checks the fit, docs/collectives.md). */
+#define A100_NVLINK_EFF 1.0
 #define A100_NVLINK_BPS (300e9 * A100_NVLINK_EFF)
-#define A100_NVLINK_LAT_S 3.928e-6
+#define A100_NVLINK_LAT_S 3.333e-6
 /* Azure ND A100 v4's node: NCCL fitted to Echo's logs (tests/test_published.c). */
-#define ND_NVLINK_BPS (300e9 * 0.9672)
-#define ND_NVLINK_LAT_S 3.342e-6
+#define ND_NVLINK_BPS (300e9 * 0.9857)
+#define ND_NVLINK_LAT_S 1.909e-6
 /* 200 Gb/s HDR InfiniBand, one NIC per GPU, NCCL fitted to Echo's multi-node logs. */
 #define HDR_EFF 0.7196
 /* NCCL's ring on NVLink 4 and 5 from published nccl-tests figures (the DGX topology files): H100
@@ -84,8 +85,8 @@ typedef struct {
 #define HDR_NIC_LAT_S 10.532e-6
 /* ND A100 v4's network refitted with the node's hop across nodes (nccl_node_hop_latency_us);
  * dgx-a100-{4,32}node keep the values above. */
-#define ND_NIC_BPS (25e9 * 0.7044)
-#define ND_NIC_LAT_S 14.748e-6
+#define ND_NIC_BPS (25e9 * 0.7067)
+#define ND_NIC_LAT_S 14.761e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79
@@ -903,6 +904,13 @@ static const bad_case BAD[] = {
     {"NCCL node hop on the node itself (ignored)",
      CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_node_hop_latency_us = 1\n",
      {"[dim.node] nccl_node_hop_latency_us", "expected a dimension after the first"}},
+    {"NCCL channels on a dimension after the first (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_channels = 24\n",
+     {"[dim.net] nccl_channels='24'", "expected the first dimension"}},
+    {"NCCL channels out of range",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_channels = 65\n",
+     {"[dim.node] nccl_channels", "channel count"}},
     {"NCCL node hop negative",
      CHIP_OK DIM("node", "8", "switch", "300", "1")
          DIM("net", "4", "switch", "25", "1") "nccl_node_hop_latency_us = -1\n",

@@ -143,6 +143,7 @@ void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
       nw->nccl_step_s[d][q] = dm->nccl_step_s[q];
     nw->nccl_local_Bps[d] = dm->nccl_local_Bps;
     nw->nccl_ll_channel_s[d] = dm->nccl_ll_channel_s;
+    nw->nccl_channels[d] = dm->nccl_channels;
     nw->nccl_node_hop_s[d] = dm->nccl_node_hop_s;
     nw->nccl_tree_Bps[d] = dm->nccl_tree_Bps;
     nw->nccl_model_Bps[d] = dm->nccl_model_Bps;

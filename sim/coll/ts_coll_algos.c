@@ -1543,6 +1543,10 @@ static const double hw_lat[2][2][3] = {
     {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}},
 };
 static const double base_lat_us[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}}; /* tree, ring */
+/* Simple's ring pieces in one node (set_proto, nccl_channels) and the share of the padded
+ * bytes' link time paid. */
+#define NCCL_PIECE_BYTES 131072.0
+#define NCCL_PIECE_PAD_SHARE 0.25
 
 static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
 {
@@ -1633,6 +1637,22 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
   }
   if (isfinite(rate))
     p->base_lat_s += p->bytes / rate;
+  /* Simple's ring all-reduce in one node moves each channel's per-rank chunk, bytes / (channels
+   * x n), in pieces of 128 KiB: the buffer is padded to a whole number of pieces per channel and
+   * rank, Q = channels x n x 128 KiB (nccl_channels; 24 on an HGX A100). vTrain's nccl-tests LUT
+   * (1 MiB steps) shows it: the time steps up just past each multiple of Q = 3n MiB (6, 12, 18,
+   * 24 MiB on 2, 4, 6, 8 GPUs) and is flat-to-falling against a straight line until the next,
+   * from half a piece per chunk (Q / 2) up; on nccl-tests' powers of two the padding alternates
+   * between odd and even powers. A quarter of the padded bytes' link time is paid
+   * (NCCL_PIECE_PAD_SHARE: of 0, 1/4, 1/2 and 1, the one that fits both A100 nodes' training
+   * halves best; docs/accuracy.md). */
+  if (q == 2 && a == 1 && !multi && p->kind == TS_COLL_ALLREDUCE && p->net.nccl_channels[0] > 0 &&
+      p->n > 1) {
+    double Q = (double)p->net.nccl_channels[0] * p->n * NCCL_PIECE_BYTES;
+    if (p->bytes >= 0.5 * Q)
+      p->base_lat_s += NCCL_PIECE_PAD_SHARE * (ceil(p->bytes / Q) * Q - p->bytes) * 2.0 *
+                       (p->n - 1) / p->n / p->net.bw_Bps[0];
+  }
   /* LL's cost per channel (nccl_ll_channel_latency_us, the largest of the dimensions spanned:
    * the channels are the chips' own thread blocks). NCCL runs a collective on as many threads
    * as bytes / threadThreshold allows, up to 512 per channel (enqueue.cc, topoGetAlgoInfo;

@@ -25,6 +25,7 @@ typedef struct {
   double nccl_step_s[TS_MAX_DIMS][2];      /* LL, LL128 per-step latency, 0: NCCL's ratio */
   double nccl_local_Bps[TS_MAX_DIMS];      /* local work rate, 0: none */
   double nccl_ll_channel_s[TS_MAX_DIMS];   /* LL's cost per channel, 0: none */
+  int nccl_channels[TS_MAX_DIMS];          /* ring channels in one node, 0: no piece padding */
   double nccl_node_hop_s[TS_MAX_DIMS];     /* Simple's node hop in groups spanning it, 0: none */
   double nccl_tree_Bps[TS_MAX_DIMS];       /* cap on the tree's bus bandwidth, 0: none */
   double nccl_model_Bps[TS_MAX_DIMS];      /* NCCL's model: Simple's bus bandwidth, 0: reached */

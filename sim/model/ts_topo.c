@@ -92,6 +92,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll128_latency_us",
                                        "nccl_local_bandwidth_GBps",
                                        "nccl_ll_channel_latency_us",
+                                       "nccl_channels",
                                        "nccl_tree_bandwidth_GBps",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "nccl_model_channels",
@@ -463,6 +464,18 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
   if (!read_us(kf, path, group, "nccl_ll_channel_latency_us",
                "a latency per LL channel in microseconds (0 = none)", &d->nccl_ll_channel_s, error))
     return FALSE;
+  gint64 node_ch = 0;
+  if (!ts_kf_int(kf, path, group, "nccl_channels", TRUE, 0, 0, 64,
+                 "a channel count (0 = no piece padding)", &node_ch, error))
+    return FALSE;
+  d->nccl_channels = (int)node_ch;
+  if (node_ch > 0 && chips_before > 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_channels='%" G_GINT64_FORMAT "': expected the first dimension "
+                "(NCCL's channels inside a node)",
+                path, group, node_ch);
+    return FALSE;
+  }
   if (!read_rate(kf, path, group, "nccl_tree_bandwidth_GBps", TRUE, 0.0, TRUE, TOPO_MIN_RATE,
                  TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;

@@ -57,6 +57,11 @@ typedef struct {
    * is 8 B per thread, times the ranks for the ring): LL's time grows with that count where
    * its steps are latency-bound. 0: no such cost. */
   double nccl_ll_channel_s;
+  /* [dim.X] nccl_channels (the first dimension): the channels NCCL runs a ring all-reduce on
+   * in one node ("24 coll channels" on an HGX A100). With it, Simple's ring moves each
+   * channel's per-rank chunk in 128 KiB pieces and pays for the last piece's padding
+   * (ts_coll_algos.c, set_proto). 0: no such cost. */
+  int nccl_channels;
   /* [dim.X] nccl_tree_bandwidth_GBps: the largest bus bandwidth (nccl-tests' busbw) NCCL's tree
    * all-reduce reaches over a group spanning this dimension, bytes/s (NCCL's tuning model caps
    * the tree per channel, perChMaxTreeBw); 0: no cap beyond the links'. */
