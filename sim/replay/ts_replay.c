@@ -1258,6 +1258,23 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       q->head = ow.next;
     else
       p2p_remove(theirs, q);
+    if (r->order_free && r->backend->p2p_seconds != NULL) {
+      /* Without time order and with the backend's seconds for a pair (issue 15, seventeenth
+       * pass): what activity_start, start() and complete_token do for it, here, with no record
+       * and no event: both ops begin (sender first), the pair ends at now + seconds and its
+       * ops complete in reverse order, as complete_token completes them. */
+      member_ref sr = is_send ? (member_ref){sim, opi} : (member_ref){other->sim, other->op};
+      member_ref rr = is_send ? (member_ref){other->sim, other->op} : (member_ref){sim, opi};
+      double start = now > other->ready ? now : other->ready;
+      double bytes = is_send ? x->bytes : p2p_of(r, sr.sim, sr.op, &xb)->bytes;
+      op_begin(r, sr.sim, sr.op, start);
+      op_begin(r, rr.sim, rr.op, start);
+      double end = start + r->backend->p2p_seconds(r->backend, r, src, dst, bytes, start);
+      r->events++;
+      op_complete(r, rr.sim, rr.op, end, FALSE);
+      op_complete(r, sr.sim, sr.op, end, FALSE);
+      return TRUE;
+    }
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
 
@@ -1339,6 +1356,21 @@ static gboolean drain_ready(ts_replay *r, GError **error)
       r->outstanding++;
       ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);
       continue;
+    }
+    if (kind == TS_OP_COLL && r->order_free && !isnan(d)) {
+      /* A collective whose group instance has this rank as its only simulated member (every
+       * collective of a collapsed replay on a symmetric axis), once the group is known: what
+       * op_ready and start_single do for it, here (issue 15, seventeenth pass). */
+      sim_rank *s = &r->sims[ref.sim];
+      int group = INFO_GROUP1(o->info) - 1;
+      if (group >= 0 && s->base[group] >= 0 && s->expect[group] == 1) {
+        s->coll_seq[group]++;
+        double t0 = now > 0 ? now : 0.0;
+        s->st[ref.op].t = t0;
+        r->events++;
+        op_complete(r, ref.sim, ref.op, t0 + d, TRUE);
+        continue;
+      }
     }
     if (!op_ready(r, ref.sim, ref.op, now, error))
       return FALSE;
