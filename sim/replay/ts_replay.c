@@ -1333,9 +1333,96 @@ static inline void op_complete(ts_replay *r, int sim, int opi, double end, gbool
   });
 }
 
+/* drain_ready without time order (issue 15, seventeenth pass): the same pops and pushes in the
+ * same order, with the ready stack, the counters and the current rank's states in locals, not
+ * reloaded through the replay at every event (a successor is always of its op's rank). Ops with
+ * a fixed duration (compute, off-chip, delay, a collective whose group instance this rank alone
+ * simulates, once the group is known) complete here, as op_complete would complete them;
+ * anything else goes through op_ready with the stack and counters written back. */
+static gboolean drain_order_free(ts_replay *r, GError **error)
+{
+  member_ref *stk = r->ready;
+  int n = r->nready, cap = r->ready_cap, cur = -1;
+  gint64 events = 0;
+  sim_rank *s = NULL;
+  op_state *st = NULL;
+  const prog_info *pi = NULL;
+  gboolean ok = TRUE;
+  while (n > 0) {
+    member_ref ref = stk[--n];
+    if (ref.sim != cur) {
+      cur = ref.sim;
+      s = &r->sims[cur];
+      st = s->st;
+      pi = &r->progs[s->program];
+    }
+    op_state *o = &st[ref.op];
+    int kind = INFO_KIND(o->info);
+    double now = o->t, d = o->x;
+    /* Ends at now + d and completes here, its successors onto the stack (its state's start is
+     * its ready time already, and the successors' states are read next: op_begin's requests
+     * for them would come too late to help). */
+    gboolean fixed = !isnan(d) && (kind == TS_OP_COMPUTE || kind == TS_OP_XFER ||
+                                   kind == TS_OP_DELAY || kind == TS_OP_COLL);
+    if (fixed && kind == TS_OP_COLL) {
+      int group = INFO_GROUP1(o->info) - 1;
+      fixed = group >= 0 && s->base[group] >= 0 && s->expect[group] == 1;
+      if (fixed) { /* start_single's start: its state's start */
+        s->coll_seq[group]++;
+        now = now > 0 ? now : 0.0;
+        o->t = now;
+      }
+    }
+    if (!fixed) {
+      r->ready = stk;
+      r->nready = n;
+      r->ready_cap = cap;
+      r->events += events;
+      r->ndone += events;
+      events = 0;
+      ok = op_ready(r, ref.sim, ref.op, now, error);
+      stk = r->ready;
+      n = r->nready;
+      cap = r->ready_cap;
+      cur = -1;
+      if (!ok)
+        break;
+      continue;
+    }
+    /* op_complete(r, ref.sim, ref.op, now + d, TRUE), its pushes onto the local stack. */
+    double end = now + d;
+    o->remaining = DONE_FIXED;
+    events++;
+    int ahead = ref.op + 8 < pi->nops ? ref.op + 8 : pi->nops - 1;
+    __builtin_prefetch(&st[ahead], 1);
+    if (o->s1 < -1)
+      FOR_SUCC(pi, o, j, __builtin_prefetch(&st[j], 1));
+    FOR_SUCC(pi, o, j, {
+      if (end > st[j].t)
+        st[j].t = end;
+      if (--st[j].remaining == 0) {
+        if (G_UNLIKELY(n == cap)) {
+          cap = cap > 0 ? 2 * cap : 256;
+          stk = g_renew(member_ref, stk, cap);
+        }
+        stk[n].sim = cur; /* (no comma: a macro argument) */
+        stk[n++].op = j;
+      }
+    });
+  }
+  r->ready = stk;
+  r->nready = n;
+  r->ready_cap = cap;
+  r->events += events; /* one event per op completed here */
+  r->ndone += events;
+  return ok;
+}
+
 /* Starts everything that became ready, in a fixed order, so replays are deterministic. */
 static gboolean drain_ready(ts_replay *r, GError **error)
 {
+  if (r->order_free)
+    return drain_order_free(r, error);
   while (r->nready > 0) {
     member_ref ref = r->ready[--r->nready];
     const op_state *o = &r->sims[ref.sim].st[ref.op];
@@ -1344,33 +1431,10 @@ static gboolean drain_ready(ts_replay *r, GError **error)
     /* A compute op, off-chip transfer or delay with a fixed duration (the most common event):
      * what op_ready and start_single do for it, here (issue 15, twelfth pass). */
     if ((kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY) && !isnan(d)) {
-      if (r->order_free) {
-        /* Ends at now + d: completes here, its successors onto the stack (its state's start
-         * is its ready time already, and the successors' states are read next: op_begin's
-         * requests for them would come too late to help). */
-        r->events++;
-        op_complete(r, ref.sim, ref.op, now + d, TRUE);
-        continue;
-      }
       op_begin(r, ref.sim, ref.op, now);
       r->outstanding++;
       ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);
       continue;
-    }
-    if (kind == TS_OP_COLL && r->order_free && !isnan(d)) {
-      /* A collective whose group instance has this rank as its only simulated member (every
-       * collective of a collapsed replay on a symmetric axis), once the group is known: what
-       * op_ready and start_single do for it, here (issue 15, seventeenth pass). */
-      sim_rank *s = &r->sims[ref.sim];
-      int group = INFO_GROUP1(o->info) - 1;
-      if (group >= 0 && s->base[group] >= 0 && s->expect[group] == 1) {
-        s->coll_seq[group]++;
-        double t0 = now > 0 ? now : 0.0;
-        s->st[ref.op].t = t0;
-        r->events++;
-        op_complete(r, ref.sim, ref.op, t0 + d, TRUE);
-        continue;
-      }
     }
     if (!op_ready(r, ref.sim, ref.op, now, error))
       return FALSE;
