@@ -1239,6 +1239,23 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
       q->head = ow.next;
     else
       p2p_remove(theirs, q);
+    if (r->order_free && r->backend->p2p_seconds != NULL) {
+      /* Without time order and with the backend's seconds for a pair (issue 15, seventeenth
+       * pass): what activity_start, start() and complete_token do for it, here, with no record
+       * and no event: both ops begin (sender first), the pair ends at now + seconds and its
+       * ops complete in reverse order, as complete_token completes them. */
+      member_ref sr = is_send ? (member_ref){sim, opi} : (member_ref){other->sim, other->op};
+      member_ref rr = is_send ? (member_ref){other->sim, other->op} : (member_ref){sim, opi};
+      double start = now > other->ready ? now : other->ready;
+      double bytes = is_send ? x->bytes : p2p_of(r, sr.sim, sr.op, &xb)->bytes;
+      op_begin(r, sr.sim, sr.op, start);
+      op_begin(r, rr.sim, rr.op, start);
+      double end = start + r->backend->p2p_seconds(r->backend, r, src, dst, bytes, start);
+      r->events++;
+      op_complete(r, rr.sim, rr.op, end, FALSE);
+      op_complete(r, sr.sim, sr.op, end, FALSE);
+      return TRUE;
+    }
     int idx = activity_new(r);
     activity_rec *a = &g_array_index(r->acts, activity_rec, idx);
 
@@ -1297,9 +1314,96 @@ static inline void op_complete(ts_replay *r, int sim, int opi, double end, gbool
   });
 }
 
+/* drain_ready without time order (issue 15, seventeenth pass): the same pops and pushes in the
+ * same order, with the ready stack, the counters and the current rank's states in locals, not
+ * reloaded through the replay at every event (a successor is always of its op's rank). Ops with
+ * a fixed duration (compute, off-chip, delay, a collective whose group instance this rank alone
+ * simulates, once the group is known) complete here, as op_complete would complete them;
+ * anything else goes through op_ready with the stack and counters written back. */
+static gboolean drain_order_free(ts_replay *r, GError **error)
+{
+  member_ref *stk = r->ready;
+  int n = r->nready, cap = r->ready_cap, cur = -1;
+  gint64 events = 0;
+  sim_rank *s = NULL;
+  op_state *st = NULL;
+  const prog_info *pi = NULL;
+  gboolean ok = TRUE;
+  while (n > 0) {
+    member_ref ref = stk[--n];
+    if (ref.sim != cur) {
+      cur = ref.sim;
+      s = &r->sims[cur];
+      st = s->st;
+      pi = &r->progs[s->program];
+    }
+    op_state *o = &st[ref.op];
+    int kind = INFO_KIND(o->info);
+    double now = o->t, d = o->x;
+    /* Ends at now + d and completes here, its successors onto the stack (its state's start is
+     * its ready time already, and the successors' states are read next: op_begin's requests
+     * for them would come too late to help). */
+    gboolean fixed = !isnan(d) && (kind == TS_OP_COMPUTE || kind == TS_OP_XFER ||
+                                   kind == TS_OP_DELAY || kind == TS_OP_COLL);
+    if (fixed && kind == TS_OP_COLL) {
+      int group = INFO_GROUP1(o->info) - 1;
+      fixed = group >= 0 && s->base[group] >= 0 && s->expect[group] == 1;
+      if (fixed) { /* start_single's start: its state's start */
+        s->coll_seq[group]++;
+        now = now > 0 ? now : 0.0;
+        o->t = now;
+      }
+    }
+    if (!fixed) {
+      r->ready = stk;
+      r->nready = n;
+      r->ready_cap = cap;
+      r->events += events;
+      r->ndone += events;
+      events = 0;
+      ok = op_ready(r, ref.sim, ref.op, now, error);
+      stk = r->ready;
+      n = r->nready;
+      cap = r->ready_cap;
+      cur = -1;
+      if (!ok)
+        break;
+      continue;
+    }
+    /* op_complete(r, ref.sim, ref.op, now + d, TRUE), its pushes onto the local stack. */
+    double end = now + d;
+    o->remaining = DONE_FIXED;
+    events++;
+    int ahead = ref.op + 8 < pi->nops ? ref.op + 8 : pi->nops - 1;
+    __builtin_prefetch(&st[ahead], 1);
+    if (o->s1 < -1)
+      FOR_SUCC(pi, o, j, __builtin_prefetch(&st[j], 1));
+    FOR_SUCC(pi, o, j, {
+      if (end > st[j].t)
+        st[j].t = end;
+      if (--st[j].remaining == 0) {
+        if (G_UNLIKELY(n == cap)) {
+          cap = cap > 0 ? 2 * cap : 256;
+          stk = g_renew(member_ref, stk, cap);
+        }
+        stk[n].sim = cur; /* (no comma: a macro argument) */
+        stk[n++].op = j;
+      }
+    });
+  }
+  r->ready = stk;
+  r->nready = n;
+  r->ready_cap = cap;
+  r->events += events; /* one event per op completed here */
+  r->ndone += events;
+  return ok;
+}
+
 /* Starts everything that became ready, in a fixed order, so replays are deterministic. */
 static gboolean drain_ready(ts_replay *r, GError **error)
 {
+  if (r->order_free)
+    return drain_order_free(r, error);
   while (r->nready > 0) {
     member_ref ref = r->ready[--r->nready];
     const op_state *o = &r->sims[ref.sim].st[ref.op];
@@ -1308,14 +1412,6 @@ static gboolean drain_ready(ts_replay *r, GError **error)
     /* A compute op, off-chip transfer or delay with a fixed duration (the most common event):
      * what op_ready and start_single do for it, here (issue 15, twelfth pass). */
     if ((kind == TS_OP_COMPUTE || kind == TS_OP_XFER || kind == TS_OP_DELAY) && !isnan(d)) {
-      if (r->order_free) {
-        /* Ends at now + d: completes here, its successors onto the stack (its state's start
-         * is its ready time already, and the successors' states are read next: op_begin's
-         * requests for them would come too late to help). */
-        r->events++;
-        op_complete(r, ref.sim, ref.op, now + d, TRUE);
-        continue;
-      }
       op_begin(r, ref.sim, ref.op, now);
       r->outstanding++;
       ts_evq_push(r->backend->queue, now + d, TOKEN_OF_OP(ref.sim, ref.op) | TOKEN_FIXED_BIT);

@@ -64,6 +64,12 @@ struct ts_backend {
    * engine may then replay without time order: each op's times are max-plus sums of its
    * predecessors', the same bits in any order of completion. */
   gboolean pure_when_fixed;
+  /* Added with issue 15 (seventeenth pass): with pure_when_fixed, a matched send/receive pair's
+   * seconds (source and destination chips, bytes, start), after doing whatever else start()
+   * does for one (its bookkeeping), without queueing its end: the order-free replay then ends
+   * the pair at now + seconds itself, with no activity record, queue event or start() call.
+   * NULL: every pair goes through start(). */
+  double (*p2p_seconds)(ts_backend *b, ts_replay *r, int src, int dst, double bytes, double now);
 };
 
 /** An activity's op (a copy): *act->op, or the op the activity's program and index name. */

@@ -352,15 +352,34 @@ static double coll_cost(analytic *a, ts_replay *r, const ts_activity *act, GErro
   return a->coll_s[id];
 }
 
+/* Every rank's host clock and synchronisation time, made on first use. */
+static inline void host_clocks(analytic *a, const ts_replay *r)
+{
+  if (a->host_clock == NULL) {
+    a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
+    a->sync_at = g_new0(double, ts_replay_trace(r)->nranks);
+  }
+}
+
+/* A send/receive pair's seconds from src to dst, started at now, and the hosts' synchronisation
+ * with it (ts_cost_host_sync: read only where launch costs are). */
+static double p2p_cost(analytic *a, int src, int dst, double bytes, double now)
+{
+  double d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, src, dst)), src, dst, bytes);
+  for (int k = 0; k < 2; k++) {
+    int c = k == 0 ? src : dst;
+    host_synced(a, c, now); /* an earlier exchange's, ended by now */
+    a->sync_at[c] = fmax(a->sync_at[c], now + d);
+  }
+  return d;
+}
+
 static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *act, double now,
                                GError **error)
 {
   analytic *a = b->ctx;
   double d = 0.0;
-  if (a->host_clock == NULL) {
-    a->host_clock = g_new0(double, ts_replay_trace(r)->nranks);
-    a->sync_at = g_new0(double, ts_replay_trace(r)->nranks);
-  }
+  host_clocks(a, r);
   switch (act->kind) {
   case TS_OP_COMPUTE:
     d = compute_cost(a, r, act, now);
@@ -402,13 +421,7 @@ static gboolean analytic_start(ts_backend *b, ts_replay *r, const ts_activity *a
     }
     break;
   case TS_OP_SEND:
-    d = ts_p2p_time(topo_for(a, ts_degrade_route_mask(a->topo, act->chip, act->peer)), act->chip,
-                    act->peer, act->bytes);
-    for (int k = 0; k < 2; k++) {
-      int c = k == 0 ? act->chip : act->peer;
-      host_synced(a, c, now); /* an earlier exchange's, ended by now */
-      a->sync_at[c] = fmax(a->sync_at[c], now + d);
-    }
+    d = p2p_cost(a, act->chip, act->peer, act->bytes, now);
     break;
   default:
     break;
@@ -504,6 +517,15 @@ static gboolean analytic_fixed(ts_backend *b, ts_replay *r, int p, double *secs)
   return TRUE;
 }
 
+/* ts_backend.p2p_seconds: what analytic_start does for a pair, but queueing its end. */
+static double analytic_p2p_seconds(ts_backend *b, ts_replay *r, int src, int dst, double bytes,
+                                   double now)
+{
+  analytic *a = b->ctx;
+  host_clocks(a, r);
+  return p2p_cost(a, src, dst, bytes, now);
+}
+
 static gboolean analytic_run(ts_backend *b, ts_replay *r, GError **error)
 {
   analytic *a = b->ctx;
@@ -552,5 +574,6 @@ ts_backend *ts_backend_analytic_new(const ts_topo *t)
   /* analytic_fixed gives seconds only with no launch cost, dead link or slow chip: then
    * start() reads no host clock and every activity's seconds are its own. */
   b->pure_when_fixed = TRUE;
+  b->p2p_seconds = analytic_p2p_seconds;
   return b;
 }
