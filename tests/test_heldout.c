@@ -587,10 +587,10 @@ Test(heldout, torchtitan_further_rows_are_the_published_tps)
  * Llama) sums the input gradients of its separate projections (wq, wk, wv; w1, w3: 4 and 2 x
  * rows x hidden x D bytes in the input-gradient pass): async TP 6.2% / 14.6% (8B -1.7 / -3.3 /
  * -13.2 / -14.6%, 70B +3.6 / +5.4 / -1.9 / +5.8%); 405B 3.7% / 6.0% (bf16 -7.0 -> -6.0%, Float8
- * +0.8 / +0.8 -> +2.4 / +2.5%: loosened, the same mechanism, not tuned away); H200 0.9% / 1.3%. Once FSDP2's reduce-scatters also carry TorchTitan's fp32 reduce dtype (4
- * bytes a parameter, not 2): 405B 4.6% / 4.8%, bias +1.4% (bf16 -4.8%, Float8 +4.4 / +4.6%:
- * loosened, both mechanisms are the stack's, neither tuned away); async TP 6.1% / 14.4%; H200
- * 0.9% / 1.6% (+1.6 / -0.1%). */
+ * +0.8 / +0.8 -> +2.4 / +2.5%: loosened, the same mechanism, not tuned away); H200 0.9% / 1.3%.
+ * Once FSDP2's reduce-scatters also carry TorchTitan's fp32 reduce dtype (4 bytes a parameter, not
+ * 2): 405B 4.6% / 4.8%, bias +1.4% (bf16 -4.8%, Float8 +4.4 / +4.6%: loosened, both mechanisms are
+ * the stack's, neither tuned away); async TP 6.1% / 14.4%; H200 0.9% / 1.6% (+1.6 / -0.1%). */
 #define HELDOUT_TT405_MEAN_MAX 4.9
 #define HELDOUT_TT405_WORST_MAX 5.1
 #define HELDOUT_TTATP_MEAN_MAX 6.3
