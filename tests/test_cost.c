@@ -585,10 +585,14 @@ Test(cost, what_if_of_a_fitted_rate_is_uncalibrated)
   static const struct {
     const char *vary;
     gboolean calibrated;
-  } rows[] = {{"compute_efficiency=1.0", FALSE}, {"peak_tflops=x2", FALSE},
-              {"memory_bandwidth_GBps=x0.5", FALSE}, {"flash_efficiency=0", FALSE},
-              {"compute_efficiency=x1", TRUE},   {"memory_GiB=40", TRUE},
-              {"link_bandwidth_GBps=x2", TRUE},  {"dim.node.latency_us=9", TRUE},
+  } rows[] = {{"compute_efficiency=1.0", FALSE},
+              {"peak_tflops=x2", FALSE},
+              {"memory_bandwidth_GBps=x0.5", FALSE},
+              {"flash_efficiency=0", FALSE},
+              {"compute_efficiency=x1", TRUE},
+              {"memory_GiB=40", TRUE},
+              {"link_bandwidth_GBps=x2", TRUE},
+              {"dim.node.latency_us=9", TRUE},
               {"straggler=0.9", TRUE}};
   for (gsize i = 0; i < G_N_ELEMENTS(rows); i++) {
     g_autoptr(GError) e = NULL;
@@ -869,7 +873,12 @@ Test(profile, a_chip_is_calibrated_only_when_a_file_says_so)
               {"price_per_hour = 2\ntdp_W = 400\nmemory_GiB = 40\n", TRUE},
               {"compute_efficiency = 1.0\n", FALSE},
               {"kernel_launch_us = 0\n", FALSE},
-              {"compute_efficiency = 1.0\ncalibrated = true\n", TRUE}};
+              {"compute_efficiency = 1.0\ncalibrated = true\n", TRUE},
+              /* A copied profile line is no change (before, any such key read as a refit). */
+              {"compute_efficiency = 0.790\n", TRUE},
+              {"peak_tflops = 312.0\n", TRUE},
+              {"gemm_tile = 128x256\n", TRUE},
+              {"peak_tflops = 312.5\n", FALSE}};
   for (gsize i = 0; i < G_N_ELEMENTS(over); i++) {
     g_autofree char *text =
         g_strdup_printf("[chip]\nprofile = %s/topologies/chips/a100-sxm4-80gb.ini\n%s" DIMX,

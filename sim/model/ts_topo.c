@@ -917,6 +917,27 @@ int ts_topo_neighbor(const ts_topo *t, int chip, int d, int dir)
   return ts_topo_chip(t, c);
 }
 
+/* Whether the topology's [chip] key restates the profile's value (the same number or text;
+ * peak_tflops and peak_tflops_bf16 are one rate): a copied profile line changes no fitted rate. */
+static gboolean same_as_profile(GKeyFile *kf, GKeyFile *pk, const char *key)
+{
+  g_autofree char *mine = g_key_file_get_value(kf, "chip", key, NULL);
+  const gboolean peak = strcmp(key, "peak_tflops") == 0 || strcmp(key, "peak_tflops_bf16") == 0;
+  const char *const alias[] = {key, peak ? "peak_tflops_bf16" : NULL, peak ? "peak_tflops" : NULL};
+  for (gsize a = 0; a < G_N_ELEMENTS(alias) && alias[a] != NULL; a++) {
+    g_autofree char *theirs = g_key_file_get_value(pk, "chip", alias[a], NULL);
+    if (mine == NULL || theirs == NULL)
+      continue;
+    g_strstrip(mine), g_strstrip(theirs);
+    char *e1 = NULL, *e2 = NULL;
+    double x = g_ascii_strtod(mine, &e1), y = g_ascii_strtod(theirs, &e2);
+    if (strcmp(mine, theirs) == 0 ||
+        (e1 != mine && *e1 == '\0' && e2 != theirs && *e2 == '\0' && x == y))
+      return TRUE;
+  }
+  return FALSE;
+}
+
 /*
  * [chip] profile = NAME: the chip's keys come from topologies/chips/NAME.ini (the chips folder
  * beside the topology file; NAME may also be a path ending in .ini, relative to the topology's
@@ -1011,7 +1032,7 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
   gsize nown = 0;
   g_auto(GStrv) own = g_key_file_get_keys(kf, "chip", &nown, NULL);
   for (gsize i = 0; i < nown; i++)
-    if (!g_strv_contains(keeps_fit, own[i]))
+    if (!g_strv_contains(keeps_fit, own[i]) && !same_as_profile(kf, pk, own[i]))
       refit = TRUE;
   /* The older peak_tflops in the topology overrides the profile's bf16 rate. */
   gboolean own_peak = g_key_file_has_key(kf, "chip", "peak_tflops", NULL) ||
