@@ -40,6 +40,10 @@ static const char *const topology_keys[] = {"name",
                                             "chips_per_node",
                                             "restart_minutes",
                                             NULL};
+/* The [chip] keys of price, power and memory beyond memory_GiB: with memory_GiB they leave the
+ * step time, and so a calibrated profile's fit, as it was (merge_profile). */
+#define CHIP_KEEPS_FIT_KEYS                                                                        \
+  "memory_reserve_GiB", "allocator_overhead", "price_per_hour", "tdp_W", "comm_W", "idle_W"
 static const char *const chip_keys[] = {"name",
                                         "profile",
                                         "calibrated",
@@ -64,13 +68,7 @@ static const char *const chip_keys[] = {"name",
                                         "collective_sms",
                                         "gemm_tile",
                                         "systolic_array",
-
-                                        "memory_reserve_GiB",
-                                        "allocator_overhead",
-                                        "price_per_hour",
-                                        "tdp_W",
-                                        "comm_W",
-                                        "idle_W",
+                                        CHIP_KEEPS_FIT_KEYS,
                                         NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
@@ -1017,17 +1015,8 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
   /* A topology that changes a rate of a calibrated profile (compute_efficiency = 1.0, say) no
    * longer runs the fitted chip: it is calibrated only when it says so itself. Keys of price,
    * power and memory capacity leave the step time, and so the fit, as it was. */
-  static const char *const keeps_fit[] = {"name",
-                                          "profile",
-                                          "calibrated",
-                                          "memory_GiB",
-                                          "memory_reserve_GiB",
-                                          "allocator_overhead",
-                                          "price_per_hour",
-                                          "tdp_W",
-                                          "comm_W",
-                                          "idle_W",
-                                          NULL};
+  static const char *const keeps_fit[] = {"name",       "profile",           "calibrated",
+                                          "memory_GiB", CHIP_KEEPS_FIT_KEYS, NULL};
   gboolean refit = FALSE;
   gsize nown = 0;
   g_auto(GStrv) own = g_key_file_get_keys(kf, "chip", &nown, NULL);
