@@ -34,7 +34,7 @@ fi
 # ("compute_efficiency=1/2" broke the sed expression).
 for kv in "$@"; do
   case "$kv" in
-  *=*=* | [!a-z]* | *[!a-z0-9_.]*=* | *=*[!0-9.eE+-]*) ok=no ;;
+  *=*=* | [!a-z]* | *[!a-zA-Z0-9_.]*=* | *=*[!0-9.eE+-]*) ok=no ;;
   [a-z]*=[0-9.]*) ok=yes ;;
   *) ok=no ;;
   esac

@@ -504,6 +504,17 @@ Test(cli, run_and_trace_document_their_plan_options_alike)
   cr_assert(rs != NULL && ts != NULL);
   cr_expect(strstr(rs, "repeat to compare") != NULL && strstr(ts, "repeat") == NULL,
             "run's --split is repeatable, trace's is not:\n%s\n%s", rs, ts);
+  /* --split's help names every option the parser takes, as the unknown-axis error lists them:
+   * this session's fsdp1, dp-engine, attn-block and attn-bwd were in neither --help. */
+  static const char *const opts[] = {"fsdp1", "dp-engine", "attn-block", "attn-bwd", "fsdp2"};
+  for (size_t i = 0; i < G_N_ELEMENTS(opts); i++)
+    cr_expect(strstr(rs, opts[i]) != NULL, "run --help's --split lacks %s:\n%s", opts[i], rs);
+  run_result u = run("run -t tpu-v2-8 -m mlp -b 8 -s dp=4,nosuch=1");
+  const char *listed = strstr(u.err, "an option: ");
+  cr_assert(u.status == 2 && listed != NULL, "%s", u.err);
+  g_autofree char *list = g_strchomp(g_strdup(listed + strlen("an option: ")));
+  cr_expect(strstr(rs, list) != NULL, "--split help:\n%s\nlacks the error's list:\n%s", rs, list);
+  run_free(&u);
   run_free(&r);
   run_free(&t);
   /* And they check alike: the same refusal, named by the same option. */

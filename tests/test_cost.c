@@ -574,6 +574,37 @@ Test(cost, flash_efficiency_what_if)
   cr_assert_null(bad);
 }
 
+/* A what-if that changes a fitted rate of a calibrated chip (--vary, a measurement row's vary
+ * column) runs another chip than the fitted one: its MFU is an upper bound, as a topology's own
+ * [chip] key makes it (ts_topo.c). Capacity, the network, stragglers and a factor of 1 keep the
+ * fit. Before, every varied copy kept the profile's calibration. */
+Test(cost, what_if_of_a_fitted_rate_is_uncalibrated)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  cr_assert(!t->chip.uncalibrated, "the shipped A100 profile is calibrated");
+  static const struct {
+    const char *vary;
+    gboolean calibrated;
+  } rows[] = {{"compute_efficiency=1.0", FALSE},
+              {"peak_tflops=x2", FALSE},
+              {"memory_bandwidth_GBps=x0.5", FALSE},
+              {"flash_efficiency=0", FALSE},
+              {"compute_efficiency=x1", TRUE},
+              {"memory_GiB=40", TRUE},
+              {"link_bandwidth_GBps=x2", TRUE},
+              {"dim.node.latency_us=9", TRUE},
+              {"straggler=0.9", TRUE}};
+  for (gsize i = 0; i < G_N_ELEMENTS(rows); i++) {
+    g_autoptr(GError) e = NULL;
+    g_autoptr(ts_vary) v = ts_vary_parse(rows[i].vary, &e);
+    cr_assert_not_null(v, "%s: %s", rows[i].vary, e ? e->message : "");
+    g_autoptr(ts_topo) w = ts_vary_apply(v, 0, t, &e);
+    cr_assert_not_null(w, "%s: %s", rows[i].vary, e ? e->message : "");
+    gboolean got = !w->chip.uncalibrated;
+    cr_expect_eq(got, rows[i].calibrated, "--vary %s: calibrated %d", rows[i].vary, got);
+  }
+}
+
 /* The index of the model's first attention layer (the test fails without one). */
 static int first_attention(const ts_model *m)
 {
@@ -842,7 +873,12 @@ Test(profile, a_chip_is_calibrated_only_when_a_file_says_so)
               {"price_per_hour = 2\ntdp_W = 400\nmemory_GiB = 40\n", TRUE},
               {"compute_efficiency = 1.0\n", FALSE},
               {"kernel_launch_us = 0\n", FALSE},
-              {"compute_efficiency = 1.0\ncalibrated = true\n", TRUE}};
+              {"compute_efficiency = 1.0\ncalibrated = true\n", TRUE},
+              /* A copied profile line is no change (before, any such key read as a refit). */
+              {"compute_efficiency = 0.790\n", TRUE},
+              {"peak_tflops = 312.0\n", TRUE},
+              {"gemm_tile = 128x256\n", TRUE},
+              {"peak_tflops = 312.5\n", FALSE}};
   for (gsize i = 0; i < G_N_ELEMENTS(over); i++) {
     g_autofree char *text =
         g_strdup_printf("[chip]\nprofile = %s/topologies/chips/a100-sxm4-80gb.ini\n%s" DIMX,

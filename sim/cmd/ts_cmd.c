@@ -247,16 +247,19 @@ static char *plan_help(const ts_cmd_plan_args *a, const char *opt)
                              "validate-transformer)"
                            : "",
                        NULL);
-  if (strcmp(opt, "split") == 0)
+  if (strcmp(opt, "split") == 0) {
+    g_autofree char *names = ts_split_option_names();
     return g_strconcat(
         "Split, e.g. dp=64, tp=8@x,dp=8@y or tp=8,pp=8,dp=16,zero=1,schedule=1f1b,"
-        "recompute=full (docs/splits.md)",
+        "recompute=full; axes dp, tp (mp), pp, cp, options ",
+        names, " (docs/splits.md)",
         m == TS_CMD_PLAN_COMPARE ? "; repeat to compare (default: data, hybrid and tensor parallel)"
         : sweep                  ? "; repeat to sweep several (or --splits)"
         : m == TS_CMD_PLAN_VALIDATE ? "; repeatable (default: a set of dp, tp and hybrid splits)"
         : m == TS_CMD_PLAN_SEARCH   ? "; search ranks every split itself, so it takes none"
                                     : "",
         NULL);
+  }
   if (strcmp(opt, "global-batch") == 0)
     return g_strconcat("Samples (sequences or images) per step, all replicas together",
                        sweep                       ? "; a list sweeps several"

@@ -40,6 +40,10 @@ static const char *const topology_keys[] = {"name",
                                             "chips_per_node",
                                             "restart_minutes",
                                             NULL};
+/* The [chip] keys of price, power and memory beyond memory_GiB: with memory_GiB they leave the
+ * step time, and so a calibrated profile's fit, as it was (merge_profile). */
+#define CHIP_KEEPS_FIT_KEYS                                                                        \
+  "memory_reserve_GiB", "allocator_overhead", "price_per_hour", "tdp_W", "comm_W", "idle_W"
 static const char *const chip_keys[] = {"name",
                                         "profile",
                                         "calibrated",
@@ -64,13 +68,7 @@ static const char *const chip_keys[] = {"name",
                                         "collective_sms",
                                         "gemm_tile",
                                         "systolic_array",
-
-                                        "memory_reserve_GiB",
-                                        "allocator_overhead",
-                                        "price_per_hour",
-                                        "tdp_W",
-                                        "comm_W",
-                                        "idle_W",
+                                        CHIP_KEEPS_FIT_KEYS,
                                         NULL};
 static const char *const host_keys[] = {"link_bandwidth_GBps", "memory_GiB", "cpu_tflops",
                                         "nvme_bandwidth_GBps", "nvme_GiB",   NULL};
@@ -917,6 +915,27 @@ int ts_topo_neighbor(const ts_topo *t, int chip, int d, int dir)
   return ts_topo_chip(t, c);
 }
 
+/* Whether the topology's [chip] key restates the profile's value (the same number or text;
+ * peak_tflops and peak_tflops_bf16 are one rate): a copied profile line changes no fitted rate. */
+static gboolean same_as_profile(GKeyFile *kf, GKeyFile *pk, const char *key)
+{
+  g_autofree char *mine = g_key_file_get_value(kf, "chip", key, NULL);
+  const gboolean peak = strcmp(key, "peak_tflops") == 0 || strcmp(key, "peak_tflops_bf16") == 0;
+  const char *const alias[] = {key, peak ? "peak_tflops_bf16" : NULL, peak ? "peak_tflops" : NULL};
+  for (gsize a = 0; a < G_N_ELEMENTS(alias) && alias[a] != NULL; a++) {
+    g_autofree char *theirs = g_key_file_get_value(pk, "chip", alias[a], NULL);
+    if (mine == NULL || theirs == NULL)
+      continue;
+    g_strstrip(mine), g_strstrip(theirs);
+    char *e1 = NULL, *e2 = NULL;
+    double x = g_ascii_strtod(mine, &e1), y = g_ascii_strtod(theirs, &e2);
+    if (strcmp(mine, theirs) == 0 ||
+        (e1 != mine && *e1 == '\0' && e2 != theirs && *e2 == '\0' && x == y))
+      return TRUE;
+  }
+  return FALSE;
+}
+
 /*
  * [chip] profile = NAME: the chip's keys come from topologies/chips/NAME.ini (the chips folder
  * beside the topology file; NAME may also be a path ending in .ini, relative to the topology's
@@ -996,22 +1015,13 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
   /* A topology that changes a rate of a calibrated profile (compute_efficiency = 1.0, say) no
    * longer runs the fitted chip: it is calibrated only when it says so itself. Keys of price,
    * power and memory capacity leave the step time, and so the fit, as it was. */
-  static const char *const keeps_fit[] = {"name",
-                                          "profile",
-                                          "calibrated",
-                                          "memory_GiB",
-                                          "memory_reserve_GiB",
-                                          "allocator_overhead",
-                                          "price_per_hour",
-                                          "tdp_W",
-                                          "comm_W",
-                                          "idle_W",
-                                          NULL};
+  static const char *const keeps_fit[] = {"name",       "profile",           "calibrated",
+                                          "memory_GiB", CHIP_KEEPS_FIT_KEYS, NULL};
   gboolean refit = FALSE;
   gsize nown = 0;
   g_auto(GStrv) own = g_key_file_get_keys(kf, "chip", &nown, NULL);
   for (gsize i = 0; i < nown; i++)
-    if (!g_strv_contains(keeps_fit, own[i]))
+    if (!g_strv_contains(keeps_fit, own[i]) && !same_as_profile(kf, pk, own[i]))
       refit = TRUE;
   /* The older peak_tflops in the topology overrides the profile's bf16 rate. */
   gboolean own_peak = g_key_file_has_key(kf, "chip", "peak_tflops", NULL) ||

@@ -165,6 +165,9 @@ typedef struct {
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
 ts_split *ts_split_parse(const char *text, GError **error);
 void ts_split_free(ts_split *s);
+/** The option keys a split takes besides its axes ("zero, shard, ..., kind:K, name:GLOB"); caller
+ * frees. */
+char *ts_split_option_names(void);
 /**
  * The framework options of a split that change nothing at its degrees (tp-grad=serial without
  * tp, p2p=blocking or schedule=interleaved without pp, buckets=copy at dp (the resolved

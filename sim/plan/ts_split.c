@@ -118,6 +118,21 @@ static int lookup(const char *const *names, const char *v)
   return -1;
 }
 
+/* Every OPTION=VALUE key a split takes besides its axes, in the order the unknown-axis error and
+ * the --split help list them (one list, so neither forgets a new option). */
+static const char *const split_options[] = {
+    "zero",        "shard",      "schedule",     "recompute", "sp",      "tp-overlap", "dp-overlap",
+    "offload",     "ps",         "ps-placement", "stages",    "ep",      "precision",  "attention",
+    "attn-kernel", "attn-block", "attn-bwd",     "fp8-cache", "buckets", "p2p",        "cp-ring",
+    "load",        "tp-grad",    "pipe-engine",  "dp-engine", "launch",  "loss",       "kernels",
+    "fsdp2",       "fsdp1",      "early-stop",   NULL};
+
+char *ts_split_option_names(void)
+{
+  g_autofree char *opts = g_strjoinv(", ", (char **)split_options);
+  return g_strconcat(opts, ", kind:K, name:GLOB", NULL);
+}
+
 /* A switch item's value: a bare key (val NULL) or on/true/1/yes sets *out TRUE, off/false/0/no
  * FALSE; anything else returns FALSE and leaves *out. */
 static gboolean parse_switch(const char *val, gboolean *out)
@@ -532,26 +547,13 @@ ts_split *ts_split_parse(const char *text, GError **error)
                     text, item);
         return NULL;
       }
-      static const char *const options[] = {
-          "zero",         "schedule",  "recompute",  "sp",         "offload",    "ps",
-          "ps-placement", "stages",    "ep",         "shard",      "tp-overlap", "dp-overlap",
-          "attention",    "buckets",   "precision",  "loss",       "fsdp2",      "kernels",
-          "attn-kernel",  "fp8-cache", "p2p",        "cp-ring",    "load",       "tp-grad",
-          "pipe-engine",  "launch",    "early-stop", "attn-block", "attn-bwd",   "fsdp1",
-          "dp-engine",    NULL};
-      if (lookup(options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
+      if (lookup(split_options, key) < 0 && !g_str_has_prefix(key, "kind:") &&
           !g_str_has_prefix(key, "name:")) {
+        g_autofree char *names = ts_split_option_names();
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': unknown axis '%s'; expected dp (data), tp or mp "
-                    "(tensor/model), pp (pipeline), cp (context), or an option: zero, shard, "
-                    "schedule, recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, "
-                    "stages, ep, precision, attention, attn-kernel, attn-block, attn-bwd, "
-                    "fp8-cache, buckets, p2p, "
-                    "cp-ring, load, tp-grad, pipe-engine, dp-engine, launch, loss, "
-                    "kernels, fsdp2, fsdp1, early-stop, "
-                    "kind:K, "
-                    "name:GLOB",
-                    text, key);
+                    "(tensor/model), pp (pipeline), cp (context), or an option: %s",
+                    text, key, names);
         return NULL;
       }
       gboolean rule = g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:");

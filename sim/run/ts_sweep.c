@@ -409,6 +409,11 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
     return g_steal_pointer(&c);
   }
   gboolean ok = TRUE;
+  /* The chip's fitted rates as they were: a what-if that changes one (compute_efficiency = 1.0
+   * on a calibrated profile) runs another chip than the fitted one, and its MFU is the upper
+   * bound an uncalibrated chip's is (the rule a topology's own [chip] keys follow, ts_topo.c).
+   * Memory capacity, the network and stragglers leave the chip's fit as it was. */
+  const ts_chip fitted = c->chip;
   if (strcmp(k, "peak_tflops") == 0)
     ok = set_val(&c->chip.peak_flops, v, i, 1e12, tname, error);
   else if (strcmp(k, "memory_GiB") == 0)
@@ -456,6 +461,12 @@ ts_topo *ts_vary_apply(const ts_vary *v, int i, const ts_topo *t, GError **error
       return recount(c, k, error) ? g_steal_pointer(&c) : NULL;
     }
   }
+  if (c->chip.peak_flops != fitted.peak_flops || c->chip.memory_bw_Bps != fitted.memory_bw_Bps ||
+      c->chip.compute_efficiency != fitted.compute_efficiency ||
+      c->chip.flash_efficiency != fitted.flash_efficiency ||
+      c->chip.flash_efficiency_triton != fitted.flash_efficiency_triton ||
+      c->chip.flash_efficiency_fa1 != fitted.flash_efficiency_fa1)
+    c->chip.uncalibrated = TRUE;
   return ok ? g_steal_pointer(&c) : NULL;
 }
 
