@@ -762,13 +762,15 @@ Test(heldout, opt_row_states_fairscale_fsdp_and_the_serial_mpu)
  * data-parallel all-reduces overlap, [chip] collective_sms). GPT-NeoX-20B with its pipeline engine
  * stated (pipe-engine=deepspeed: fp16 gradients accumulated by autograd per micro-batch, the output
  * re-gathered over tp before each backward): -11.2%; with GPT-NeoX's mpu all-reducing the input
- * gradient after the linear backward (tp-grad=serial): -10.2%. Pinned just above, so a
+ * gradient after the linear backward (tp-grad=serial): -10.2%; with the DeepSpeed it pinned
+ * (DeeperSpeed, a fork of 0.3.15, whose pipeline engine all-reduces ZeRO-1's fp16 gradients
+ * whole: pipe-engine=deepspeed-0.3): -10.0%. Pinned just above, so a
  * regression fails. PaLM with the TPU attention kernel's causal blocks and v4 refitted (0.71):
  * -10.1%; with the Pallas backward's 7 block matmuls (the scores and dP recomputed in the dQ and
  * dK/dV kernels; v4 kept at 0.71): -9.9%. OPT-175B with metaseq's stack stated (fairscale FSDP's
  * flat fp16 gradients, fsdp1: -13.3%; its mpu's serial input-gradient all-reduce, tp-grad=serial:
  * -10.3%). */
-#define HELDOUT_NEOX_MAX 10.7
+#define HELDOUT_NEOX_MAX 10.4
 #define HELDOUT_PALM_MAX 10.3
 #define HELDOUT_OPT_MAX 10.8
 
