@@ -772,8 +772,7 @@ Test(pipeline, deepspeed_03_allreduces_zero1_gradients)
     g_autofree char *s0 = g_strdup_printf("%s,pipe-engine=deepspeed-0.3", base);
     g_autoptr(ts_plan) ds = make_plan(m, t, s1, 2 * M * mb, mb);
     g_autoptr(ts_plan) old = make_plan(m, t, s0, 2 * M * mb, mb);
-    cr_assert(strstr(old->split_text, "pipe-engine=deepspeed-0.3") != NULL, "%s",
-              old->split_text);
+    cr_assert(strstr(old->split_text, "pipe-engine=deepspeed-0.3") != NULL, "%s", old->split_text);
     g_autoptr(ts_trace) tm = trace_of(meg);
     g_autoptr(ts_trace) to = trace_of(old);
     cr_assert_eq(tm->nprograms, to->nprograms);
@@ -804,9 +803,8 @@ Test(pipeline, deepspeed_03_allreduces_zero1_gradients)
                    rd.step_time_s);
     }
   }
-  g_autoptr(GError) err =
-      plan_refusal(m, t, "tp=8@node,pp=2@net,dp=2@net,zero=2,pipe-engine=deepspeed-0.3",
-                   2 * M * mb, mb);
+  g_autoptr(GError) err = plan_refusal(
+      m, t, "tp=8@node,pp=2@net,dp=2@net,zero=2,pipe-engine=deepspeed-0.3", 2 * M * mb, mb);
   cr_assert(strstr(err->message, "zero=2") != NULL, "%s", err->message);
 }
 
