@@ -751,6 +751,63 @@ Test(pipeline, deepspeed_engine_closed_forms)
   }
 }
 
+/* pipe-engine=deepspeed-0.3 (DeepSpeed before 0.4.0; EleutherAI's DeeperSpeed, a fork of 0.3.15,
+ * which GPT-NeoX-20B ran): the same engine, but _exec_reduce_grads all-reduces ZeRO-1's 16-bit
+ * gradients whole (buffered_allreduce_fallback) and there is no BF16_Optimizer. On GPT-3 1.3B,
+ * tp 8 x pp 2 x dp 2, ZeRO-1, 4 micro-batches: every stage's data-parallel traffic is one
+ * all-reduce carrying the bytes Megatron's reduce-scatter (and all-reduce) carry, no
+ * reduce-scatter; the accumulation is autograd's, M - 1 passes of 3 x 2 bytes a parameter in
+ * fp16 and bf16 alike; the fp16 step is longer than under pipe-engine=deepspeed (an all-reduce
+ * moves twice a reduce-scatter's bytes); zero=2 is refused as for deepspeed. */
+Test(pipeline, deepspeed_03_allreduces_zero1_gradients)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-4node");
+  const int M = 4, mb = 2;
+  const char *base = "tp=8@node,pp=2@net,dp=2@net,zero=1,schedule=1f1b";
+  for (int fp16 = 0; fp16 < 2; fp16++) {
+    m->fp16 = fp16;
+    g_autoptr(ts_plan) meg = make_plan(m, t, base, 2 * M * mb, mb);
+    g_autofree char *s1 = g_strdup_printf("%s,pipe-engine=deepspeed", base);
+    g_autofree char *s0 = g_strdup_printf("%s,pipe-engine=deepspeed-0.3", base);
+    g_autoptr(ts_plan) ds = make_plan(m, t, s1, 2 * M * mb, mb);
+    g_autoptr(ts_plan) old = make_plan(m, t, s0, 2 * M * mb, mb);
+    cr_assert(strstr(old->split_text, "pipe-engine=deepspeed-0.3") != NULL, "%s", old->split_text);
+    g_autoptr(ts_trace) tm = trace_of(meg);
+    g_autoptr(ts_trace) to = trace_of(old);
+    cr_assert_eq(tm->nprograms, to->nprograms);
+    for (int q = 0; q < to->nprograms; q++) {
+      ds_ops a, b;
+      ds_count(tm, q, &a);
+      ds_count(to, q, &b);
+      int k = b.stage;
+      cr_assert(k == 0 || k == 1, "program %d: stage %d", q, k);
+      double params = 0;
+      for (int i = old->stage_first[k]; i < old->stage_first[k + 1]; i++)
+        params += ts_plan_layer_params(old, i);
+      cr_assert_eq(b.acc, M - 1, "stage %d: %d accumulations", k, b.acc);
+      double acc = (M - 1) * 3.0 * m->dtype_bytes * params;
+      cr_assert_float_eq(b.acc_bytes, acc, 1e-9 * acc, "stage %d: %.6g bytes, expected %.6g", k,
+                         b.acc_bytes, acc);
+      cr_assert_gt(a.rs_bytes, 0);
+      cr_assert(b.rs_bytes == 0, "stage %d: %g bytes reduce-scattered", k, b.rs_bytes);
+      double want = a.ar_bytes + a.rs_bytes;
+      cr_assert_float_eq(b.ar_bytes, want, 1e-9 * want, "stage %d: %.6g all-reduced, expected %.6g",
+                         k, b.ar_bytes, want);
+    }
+    if (fp16) {
+      ts_replay_result rd, ro;
+      replay_plan(ds, &rd);
+      replay_plan(old, &ro);
+      cr_assert_gt(ro.step_time_s, rd.step_time_s, "0.3: %g s, 0.4+: %g s", ro.step_time_s,
+                   rd.step_time_s);
+    }
+  }
+  g_autoptr(GError) err = plan_refusal(
+      m, t, "tp=8@node,pp=2@net,dp=2@net,zero=2,pipe-engine=deepspeed-0.3", 2 * M * mb, mb);
+  cr_assert(strstr(err->message, "zero=2") != NULL, "%s", err->message);
+}
+
 /* dp-engine=apex (apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022) against the
  * default on GPT-3 1.3B, dp 8 over one DGX A100 node, ZeRO-1, 4 micro-batches of 2: after every
  * layer's weight gradient, in every micro-batch, one op adds its bf16 gradient into the fp32

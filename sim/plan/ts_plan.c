@@ -2361,7 +2361,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
   if (p->tp_grad_serial)
     g_string_append(s, ",tp-grad=serial");
   if (p->pipe_engine_ds)
-    g_string_append(s, ",pipe-engine=deepspeed");
+    g_string_append(s, p->pipe_engine_ds == TS_PIPE_ENGINE_DS03 ? ",pipe-engine=deepspeed-0.3"
+                                                                : ",pipe-engine=deepspeed");
   if (p->dp_engine_apex)
     g_string_append(s, ",dp-engine=apex");
   if (p->launch_blocking)
@@ -2558,7 +2559,8 @@ static gboolean layer_matches(const ts_layer_rule *r, const ts_layer *l)
 static char *gpu_only_option(const ts_split *s, const ts_plan *p)
 {
   if (p->pipe_engine_ds)
-    return g_strdup("pipe-engine=deepspeed");
+    return g_strdup(p->pipe_engine_ds == TS_PIPE_ENGINE_DS03 ? "pipe-engine=deepspeed-0.3"
+                                                             : "pipe-engine=deepspeed");
   if (p->dp_engine_apex)
     return g_strdup("dp-engine=apex");
   if (p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)

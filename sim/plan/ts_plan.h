@@ -86,6 +86,13 @@ typedef enum {
 } ts_layer_mode;
 
 /** A per-layer rule: layers of a kind, or whose name matches a glob, take a mode. */
+/* pipe-engine= values (ts_split.pipe_engine_ds, ts_plan.pipe_engine_ds; 0 is megatron):
+ * DeepSpeed's PipelineEngine as of 0.4-0.7, and as before 0.4.0 (EleutherAI's DeeperSpeed, a
+ * fork of 0.3.15), whose _exec_reduce_grads all-reduces the gradients whole
+ * (buffered_allreduce_fallback) even under ZeRO-1. */
+#define TS_PIPE_ENGINE_DS 1
+#define TS_PIPE_ENGINE_DS03 2
+
 typedef struct {
   gboolean by_kind;
   ts_layer_kind kind;
@@ -152,7 +159,8 @@ typedef struct {
   gboolean tp_grad_serial; /* tp-grad=serial: a layer's input-gradient all-reduce after its
                               whole linear backward (Megatron-DeepSpeed's mpu) */
   /* Added with issue 10 (the DeepSpeed-era A100 runs). */
-  gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine */
+  int pipe_engine_ds;       /* pipe-engine=: 0 megatron, TS_PIPE_ENGINE_DS (deepspeed) or
+                               TS_PIPE_ENGINE_DS03 (deepspeed-0.3) */
   gboolean launch_blocking; /* launch=blocking: CUDA_LAUNCH_BLOCKING=1 */
   /* Added with issue 10 (TPU, the v6e recipes' attention blocks). */
   int attn_block_fwd; /* attn-block=: a TPU attention kernel's larger block in tokens, forward */
@@ -322,9 +330,11 @@ typedef struct {
   gboolean tp_grad_serial; /* tp-grad=serial: the input gradient's tensor-parallel all-reduce
                               runs after the weight gradient, not beside it */
   /* Added with issue 10 (the DeepSpeed-era A100 runs). */
-  gboolean pipe_engine_ds;  /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine runs the stages
+  int pipe_engine_ds;       /* pipe-engine=deepspeed: DeepSpeed's PipelineEngine runs the stages
                                (per-micro-batch gradient accumulation, BF16_Optimizer's fp32
-                               all-reduce, the output re-gathered over tp before each backward) */
+                               all-reduce, the output re-gathered over tp before each backward);
+                               TS_PIPE_ENGINE_DS03 (deepspeed-0.3): DeepSpeed before 0.4.0, whose
+                               engine all-reduces ZeRO-1's 16-bit gradients whole; 0 megatron */
   gboolean launch_blocking; /* launch=blocking: every kernel launch waits for the kernel
                                (CUDA_LAUNCH_BLOCKING=1), so host and device times add */
   /* Added with issue 10 (TPU). attn-block=: the Pallas attention kernels' larger block (query

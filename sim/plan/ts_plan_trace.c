@@ -1541,7 +1541,10 @@ static gboolean ps_as_collectives(const ts_plan *p)
 /* DeepSpeed runs bf16 with ZeRO through its BF16_Optimizer. */
 static gboolean ds_bf16_optimizer(const ts_plan *p)
 {
-  return p->zero >= 1 && p->model->dtype_bytes == 2 && !p->model->fp16;
+  /* BF16_Optimizer came with DeepSpeed 0.6.1: before 0.4.0 (pipe-engine=deepspeed-0.3) 16-bit
+   * gradients of either kind accumulate through autograd. */
+  return p->zero >= 1 && p->model->dtype_bytes == 2 && !p->model->fp16 &&
+         p->pipe_engine_ds != TS_PIPE_ENGINE_DS03;
 }
 
 static void flush(gen *g, bucket *b, int group, int upto)
@@ -1589,6 +1592,15 @@ static void flush(gen *g, bucket *b, int group, int upto)
     rs = FALSE;
     bytes *= 4.0 / p->model->dtype_bytes;
   }
+  /* DeepSpeed before 0.4.0 (EleutherAI's DeeperSpeed, a fork of 0.3.15): the pipeline engine's
+   * _exec_reduce_grads calls buffered_allreduce_fallback itself, not the engine's
+   * allreduce_gradients, so ZeRO-1's 16-bit gradients are all-reduced whole (flattened,
+   * divided by dp, all-reduced, copied back) instead of reduce-scattered; the ZeRO-1 optimizer
+   * (FP16_DeepSpeedZeroOptimizer_Stage1) then updates its partition and all-gathers the
+   * parameters as with zero=1. DeepSpeed 0.4.0's "ZeRO stage 1 refresh" routed it through
+   * allreduce_gradients. */
+  if (p->pipe_engine_ds == TS_PIPE_ENGINE_DS03)
+    rs = FALSE;
   /* dp-engine=apex: the buckets are fp32 (apex_grad_add), reduce-scattered as they are. fsdp2:
    * FSDP2's reduce-scatter input is in the policy's reduce dtype, fp32 as TorchTitan sets it
    * (MixedPrecisionPolicy reduce_dtype from mixed_precision_reduce = "float32", its only choice;

@@ -345,14 +345,15 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
     /* Which framework's pipeline engine runs the stages (docs/splits.md): megatron (the
      * default: Megatron-LM's schedules) or deepspeed (DeepSpeed's PipelineEngine, as
      * Megatron-DeepSpeed and GPT-NeoX run it). */
-    static const char *const n[] = {"megatron", "deepspeed", NULL};
+    static const char *const n[] = {"megatron", "deepspeed", "deepspeed-0.3", NULL};
     int v = val ? lookup(n, val) : -1;
     if (v < 0)
       return item_error(error, text, item,
-                        "pipe-engine=megatron (Megatron-LM's pipeline) or deepspeed (DeepSpeed's "
+                        "pipe-engine=megatron (Megatron-LM's pipeline), deepspeed (DeepSpeed's "
                         "PipelineEngine: gradients accumulated per micro-batch, output "
-                        "re-gathered before each backward; needs pp > 1)");
-    s->pipe_engine_ds = v == 1;
+                        "re-gathered before each backward; needs pp > 1) or deepspeed-0.3 "
+                        "(the same before DeepSpeed 0.4.0: ZeRO-1's gradients all-reduced)");
+    s->pipe_engine_ds = v == 2 ? TS_PIPE_ENGINE_DS03 : v == 1 ? TS_PIPE_ENGINE_DS : 0;
   } else if (strcmp(key, "dp-engine") == 0) {
     /* Which framework holds the data-parallel gradients (docs/splits.md): megatron (the
      * default: the weight-gradient GEMMs add into Megatron-LM's gradient buffer, reduced in the
