@@ -915,6 +915,13 @@ static const bad_case BAD[] = {
      CHIP_OK DIM("node", "8", "switch", "300", "1")
          DIM("net", "4", "switch", "25", "1") "nccl_node_hop_latency_us = -1\n",
      {"[dim.net] nccl_node_hop_latency_us", "per-hop latency"}},
+    {"NCCL tree chunk cost on the node itself (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_tree_chunk_latency_us = 1\n",
+     {"[dim.node] nccl_tree_chunk_latency_us", "expected a dimension after the first"}},
+    {"NCCL tree chunk cost negative",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_tree_chunk_latency_us = -1\n",
+     {"[dim.net] nccl_tree_chunk_latency_us", "latency per chunk"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)
