@@ -729,10 +729,10 @@ static void check_optimum(nfit *f, const char *file)
   double chunk = f->chunk_s;
   for (int i = 0; i < 28; i++) {
     /* the Simple tree's cost per chunk, up and down (multi-node fits that give it) */
-    f->chunk_s =
-        i >= 26 ? chunk * (i == 26 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : chunk;
+    f->chunk_s = i >= 26 ? chunk * (i == 26 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : chunk;
     /* the node's hop across nodes, up and down (multi-node fits that give it) */
-    f->hop_s = i == 24 || i == 25 ? hop * (i == 24 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : hop;
+    f->hop_s =
+        i == 24 || i == 25 ? hop * (i == 24 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL) : hop;
     /* LL's cost per channel, up and down */
     f->ll_ch_s = i == 22 || i == 23
                      ? ll_ch * (i == 22 ? 1 + NCCL_FIT_LAT_REL : 1 - NCCL_FIT_LAT_REL)
@@ -1050,8 +1050,8 @@ Test(nccl, tree_pays_ncclls_chunks_across_nodes)
                                NULL, NULL, NULL);
     double y = ts_coll_time_ex(u, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g, S[i],
                                NULL, NULL, NULL);
-    cr_assert(fabs(y - x - chunks[i] * c) < 1e-9 * y, "%g B: %g s -> %g s (chunk %g s)", S[i], x,
-              y, c);
+    cr_assert(fabs(y - x - chunks[i] * c) < 1e-9 * y, "%g B: %g s -> %g s (chunk %g s)", S[i], x, y,
+              c);
     x = ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S[i], NULL,
                         NULL, NULL);
     y = ts_coll_time_ex(u, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_SIMPLE, &g, S[i], NULL,
