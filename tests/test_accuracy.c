@@ -839,7 +839,9 @@ Test(accuracy, shipped_scaling_book_tpu_allgather)
  * node median 1.7%, worst 6.8% (2 GPUs, 2 MiB); 2-16 nodes median 3.7%, worst 13.3%. */
 #define ECHO_NODE_MEDIAN_MAX 2.0
 #define ECHO_NODE_WORST_MAX 7.5
-#define ECHO_NET_MEDIAN_MAX 4.0
+/* With the Simple tree's cost per chunk (nccl_tree_chunk_latency_us, s11) and the network
+ * refitted: 2-16 nodes median 3.4%, worst 13.3% (16 nodes, 32 MiB). */
+#define ECHO_NET_MEDIAN_MAX 3.6
 #define ECHO_NET_WORST_MAX 14.0
 
 static int cmp_double(const void *a, const void *b)

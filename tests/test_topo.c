@@ -85,8 +85,8 @@ typedef struct {
 #define HDR_NIC_LAT_S 10.532e-6
 /* ND A100 v4's network refitted with the node's hop across nodes (nccl_node_hop_latency_us);
  * dgx-a100-{4,32}node keep the values above. */
-#define ND_NIC_BPS (25e9 * 0.7067)
-#define ND_NIC_LAT_S 14.761e-6
+#define ND_NIC_BPS (25e9 * 0.6891)
+#define ND_NIC_LAT_S 15.825e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79
@@ -915,6 +915,13 @@ static const bad_case BAD[] = {
      CHIP_OK DIM("node", "8", "switch", "300", "1")
          DIM("net", "4", "switch", "25", "1") "nccl_node_hop_latency_us = -1\n",
      {"[dim.net] nccl_node_hop_latency_us", "per-hop latency"}},
+    {"NCCL tree chunk cost on the node itself (ignored)",
+     CHIP_OK DIM("node", "8", "switch", "300", "1") "nccl_tree_chunk_latency_us = 1\n",
+     {"[dim.node] nccl_tree_chunk_latency_us", "expected a dimension after the first"}},
+    {"NCCL tree chunk cost negative",
+     CHIP_OK DIM("node", "8", "switch", "300", "1")
+         DIM("net", "4", "switch", "25", "1") "nccl_tree_chunk_latency_us = -1\n",
+     {"[dim.net] nccl_tree_chunk_latency_us", "latency per chunk"}},
 };
 
 ParameterizedTestParameters(topo, bad_input)

@@ -146,6 +146,7 @@ void ts_net_init_array(ts_net *nw, const ts_array *a, const ts_dim *dims)
     nw->nccl_channels[d] = dm->nccl_channels;
     nw->nccl_node_hop_s[d] = dm->nccl_node_hop_s;
     nw->nccl_tree_Bps[d] = dm->nccl_tree_Bps;
+    nw->nccl_tree_chunk_s[d] = dm->nccl_tree_chunk_s;
     nw->nccl_model_Bps[d] = dm->nccl_model_Bps;
     nw->nccl_model_ch[d] = dm->nccl_model_channels;
     nw->nccl_net_overhead_s[d] = dm->nccl_net_overhead_s;

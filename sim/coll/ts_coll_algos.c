@@ -1024,6 +1024,35 @@ static gboolean plan_multi_node(const ts_coll_plan *p)
  * per turn), twice the deepest root-to-leaf path of a tree; the bandwidth term is the link
  * loads of the whole buffer (one segment) over the protocol's bandwidths. The tree's bus
  * bandwidth is capped by the network dimension's nccl_tree_bandwidth_GBps where given. */
+/* NCCL's Simple tree moves each channel's share in chunks of 512 KiB, halved while the
+ * channel would have fewer than 8 x depth chunks (down to 128 KiB), 4 x depth (64 KiB) and
+ * depth (32 KiB), depth being NCCL's approximation ppn - 1 + log2(nNodes) (enqueue.cc,
+ * ncclPatternTreeUpDown; connect.cc). Every chunk pays a fixed cost on the pipeline's busiest
+ * stage (nccl_tree_chunk_latency_us of the network dimension, the largest spanned), so the
+ * tree's rate grows with the buffer up to the 512 KiB chunks. Channels: trainsim's, one per
+ * chip of the node (ntrees / 2). */
+static double tree_chunk_time(const ts_coll_plan *p)
+{
+  double c_s = 0.0;
+  for (int j = 0; j < p->g.npieces; j++)
+    if (p->g.p[j].size > 1)
+      c_s = MAX(c_s, p->tnet.nccl_tree_chunk_s[p->g.p[j].dim]);
+  if (c_s <= 0.0 || p->proto != TS_PROTO_SIMPLE || p->local < 1 || p->n / p->local < 2)
+    return 0.0;
+  int nodes = p->n / p->local, log2n = 0;
+  while ((2 << log2n) <= nodes)
+    log2n++;
+  double depth = p->local - 1 + log2n, ch = MAX(p->ntrees / 2, 1);
+  double chunk = 512.0 * 1024.0;
+  while (floor(p->bytes / (ch * chunk)) < depth * 8 && chunk > 131072)
+    chunk /= 2;
+  while (floor(p->bytes / (ch * chunk)) < depth * 4 && chunk > 65536)
+    chunk /= 2;
+  while (floor(p->bytes / (ch * chunk)) < depth && chunk > 32768)
+    chunk /= 2;
+  return ceil(p->bytes / (ch * chunk)) * c_s;
+}
+
 static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean full,
                              GArray *flows)
 {
@@ -1058,7 +1087,7 @@ static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean
       cap *= 23.6 / 17.8;
     if (isfinite(cap) && p->n > 1)
       bw = MAX(bw, 2.0 * (p->n - 1) / p->n * p->bytes / cap);
-    return lat + bw;
+    return lat + bw + tree_chunk_time(p);
   }
   /* Ring stages: every step moves one chunk one hop along every ring. */
   for (int c = 0; c < p->nrings; c++) {

@@ -28,6 +28,7 @@ typedef struct {
   int nccl_channels[TS_MAX_DIMS];          /* ring channels in one node, 0: no piece padding */
   double nccl_node_hop_s[TS_MAX_DIMS];     /* Simple's node hop in groups spanning it, 0: none */
   double nccl_tree_Bps[TS_MAX_DIMS];       /* cap on the tree's bus bandwidth, 0: none */
+  double nccl_tree_chunk_s[TS_MAX_DIMS];   /* Simple tree's cost per chunk, 0: none */
   double nccl_model_Bps[TS_MAX_DIMS];      /* NCCL's model: Simple's bus bandwidth, 0: reached */
   int nccl_model_ch[TS_MAX_DIMS];          /* NCCL's model: search channels, 0: costs choose */
   double nccl_net_overhead_s[TS_MAX_DIMS]; /* NCCL's network post overhead, 0: 1 us */

@@ -92,6 +92,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_ll_channel_latency_us",
                                        "nccl_channels",
                                        "nccl_tree_bandwidth_GBps",
+                                       "nccl_tree_chunk_latency_us",
                                        "nccl_model_bus_bandwidth_GBps",
                                        "nccl_model_channels",
                                        "nccl_net_overhead_us",
@@ -478,6 +479,17 @@ static gboolean read_ports(GKeyFile *kf, const char *path, const char *group, ts
                  TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = no cap)", &d->nccl_tree_Bps, error))
     return FALSE;
   d->nccl_tree_Bps *= GB;
+  if (!read_us(kf, path, group, "nccl_tree_chunk_latency_us",
+               "a latency per chunk of the tree in microseconds (0 = none)", &d->nccl_tree_chunk_s,
+               error))
+    return FALSE;
+  if (d->nccl_tree_chunk_s > 0 && chips_before <= 1) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] nccl_tree_chunk_latency_us: expected a dimension after the first (the "
+                "tree's chunks across nodes)",
+                path, group);
+    return FALSE;
+  }
   if (!read_rate(kf, path, group, "nccl_model_bus_bandwidth_GBps", TRUE, 0.0, TRUE, TOPO_MIN_RATE,
                  TOPO_MAX_RATE, "a bus bandwidth in GB/s (0 = what Simple reaches)",
                  &d->nccl_model_Bps, error))

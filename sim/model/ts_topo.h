@@ -66,6 +66,11 @@ typedef struct {
    * all-reduce reaches over a group spanning this dimension, bytes/s (NCCL's tuning model caps
    * the tree per channel, perChMaxTreeBw); 0: no cap beyond the links'. */
   double nccl_tree_Bps;
+  /* [dim.X] nccl_tree_chunk_latency_us: a fixed cost per chunk of NCCL's Simple tree across
+   * this dimension, seconds. NCCL shrinks the tree's chunk from 512 KiB to 32 KiB while a
+   * channel has fewer than 8, 4, 1 x the tree's depth chunks (enqueue.cc, ncclPatternTreeUpDown),
+   * so smaller buffers move in more, smaller chunks. 0: no such cost. */
+  double nccl_tree_chunk_s;
   /* [dim.X] nccl_model_bus_bandwidth_GBps: the bus bandwidth NCCL's tuning model assumes for
    * Simple over this dimension (its topology search's channels x bandwidth per channel: 240 on
    * an HGX A100 node, 12 NVLinks x NCCL's 20 GB/s; a node's NICs across nodes), bytes/s; used
