@@ -695,25 +695,17 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
       users[ts_trace_program_of(tr, rank)]++;
   }
   /* Each simulated program's fixed durations, when the backend has them (ts_backend
-   * fixed_seconds), written into each of its ranks' op states as they are made. */
-  double **fixed = NULL;
-  if (b->op_on_demand && b->fixed_seconds != NULL) {
-    fixed = g_new0(double *, tr->nprograms > 0 ? tr->nprograms : 1);
-    for (int p = 0; p < tr->nprograms; p++) {
-      if (users[p] == 0)
-        continue;
-      int n = tr->programs[p].nops;
-      fixed[p] = g_new(double, n > 0 ? n : 1);
-      if (!b->fixed_seconds(b, r, p, fixed[p]))
-        g_clear_pointer(&fixed[p], g_free);
-    }
-  }
-  /* Without time order when the backend's seconds are pure and fixed for every simulated
-   * program, and every simulated program's matching is order-safe. */
-  r->order_free = fixed != NULL && b->pure_when_fixed;
-  for (int p = 0; r->order_free && p < tr->nprograms; p++)
-    if (users[p] > 0)
-      r->order_free = fixed[p] != NULL && r->progs[p].order_safe;
+   * fixed_seconds), asked for when its first rank's states are made and written into each of its
+   * ranks' states, then dropped after its last (issue 15, eighteenth pass: all programs' arrays
+   * were made first, 10 MB for the pp=64 splits written and read back from memory per replay;
+   * one program's is still in cache as its states are made). fixed[p] is NULL until asked,
+   * then the array or no_fixed. Without time order when the backend's seconds are pure and
+   * fixed for every simulated program, and every simulated program's matching is order-safe
+   * (so where one program has none, the replay is timed). */
+  gboolean want_fixed = b->op_on_demand && b->fixed_seconds != NULL;
+  double **fixed = want_fixed ? g_new0(double *, tr->nprograms > 0 ? tr->nprograms : 1) : NULL;
+  static double no_fixed;
+  r->order_free = want_fixed && b->pure_when_fixed;
   r->mode_asked = mode;
   r->ops_shared = r->own_ops == NULL ? ops : NULL;
   for (int rank = 0; rank < tr->nranks; rank++) {
@@ -724,8 +716,17 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
-    const double *f = fixed != NULL ? fixed[s.program] : NULL;
-    if (--users[s.program] == 0 && r->own_ops != NULL) { /* the last: takes the initial state */
+    if (fixed != NULL && fixed[s.program] == NULL) {
+      double *f = g_new(double, n > 0 ? n : 1);
+      if (!b->fixed_seconds(b, r, s.program, f))
+        g_clear_pointer(&f, g_free);
+      fixed[s.program] = f != NULL ? f : &no_fixed;
+      if (f == NULL || !r->progs[s.program].order_safe)
+        r->order_free = FALSE;
+    }
+    const double *f = fixed != NULL && fixed[s.program] != &no_fixed ? fixed[s.program] : NULL;
+    gboolean last = --users[s.program] == 0;
+    if (last && r->own_ops != NULL) { /* the last: takes the initial state */
       s.st = r->own_ops->progs[s.program].tmpl;
       r->own_ops->progs[s.program].tmpl = NULL;
       for (int i = 0; f != NULL && i < n; i++)
@@ -740,6 +741,10 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     } else {
       s.st = g_memdup2(r->progs[s.program].tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
     }
+    if (last && f != NULL) {
+      g_free(fixed[s.program]);
+      fixed[s.program] = &no_fixed;
+    }
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
     s.expect = g_new(int, ng);
@@ -752,9 +757,7 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   r->nsim = (int)sims->len;
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
   g_free(users);
-  for (int p = 0; fixed != NULL && p < tr->nprograms; p++)
-    g_free(fixed[p]);
-  g_free(fixed);
+  g_free(fixed); /* each program's array went with its last rank */
   /* Every simulated rank's state is made: programs no rank runs drop their initial state. */
   for (int p = 0; r->own_ops != NULL && p < tr->nprograms; p++)
     g_clear_pointer(&r->own_ops->progs[p].tmpl, g_free);
