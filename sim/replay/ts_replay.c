@@ -1,5 +1,6 @@
 /* ts_replay: the discrete-event replay engine. It resolves dependencies, stream order,
  * collective rendezvous and send/recv matching, and leaves every cost to a backend. */
+#define _DEFAULT_SOURCE /* madvise */
 #include "ts_replay.h"
 #include "ts_evq.h"
 #include "ts_util.h"
@@ -7,6 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 /* Per-program structure shared by every rank running it: successors (explicit deps plus
  * the next op of the same stream) in CSR form and initial predecessor counts. */
@@ -55,9 +59,18 @@ typedef struct {
 G_STATIC_ASSERT(TS_MAX_AXES <= 32);
 
 /* The replay's view of a trace's ops: per program, what prog_info_init reads of them. */
+/* A block of op states (ts_replay.states) a finished replay left for the next one. */
+typedef struct {
+  op_state *block; /* NULL: none */
+  size_t bytes;
+} states_spare;
+
 struct ts_replay_ops {
   int nprograms;
   prog_info *progs;
+  /* The states block of the view's last replay, for its next (issue 15, eighteenth pass: its
+   * pages come with their TLB entries and no fault; a pointer, as a const view lends it). */
+  states_spare *spare;
 };
 
 /* What the engine needs of an op on its hot path, packed into 32 bits and copied into the op's
@@ -235,7 +248,31 @@ struct ts_replay {
   gboolean order_free;
   ts_replay_mode mode_asked;
   const ts_replay_ops *ops_shared; /* the borrowed view, NULL when own_ops */
+  /* Every simulated rank's op states in one block (sim_rank.st point into it), when the view
+   * is shared and they are many; NULL: each rank's states are a block of their own. */
+  op_state *states;
+  size_t states_bytes;
 };
+
+/* Op states of a replay in one block from this many bytes: in 2 MiB pages where the system
+ * has them on request (Linux's transparent huge pages, madvise mode). Issue 15, eighteenth
+ * pass: the pp=64 splits' 38 MB of states, walked across 64 interleaved programs, took a TLB
+ * miss at nearly every event on 4 KiB pages (9,500 pages, the TLB holds about 2,000). */
+#define STATES_BLOCK_MIN ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* A block for `bytes` of op states: aligned to HUGE_PAGE and advised into huge pages. */
+static op_state *states_block(size_t bytes)
+{
+  size_t size = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  op_state *b = aligned_alloc(HUGE_PAGE, size);
+  if (b == NULL)
+    g_error("ts_replay: out of memory for %zu bytes of op states", size);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  (void)madvise(b, size, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+#endif
+  return b;
+}
 
 /* The op before op i on its stream (-1: none), recording op i as its stream's last: from the
  * array over the streams' range, or the hash table when last_dense is NULL. */
@@ -629,6 +666,7 @@ ts_replay_ops *ts_replay_ops_new(const ts_trace *tr)
   o->progs = g_new0(prog_info, tr->nprograms > 0 ? tr->nprograms : 1);
   for (int p = 0; p < tr->nprograms; p++)
     prog_info_init(&o->progs[p], &tr->programs[p]);
+  o->spare = g_new0(states_spare, 1);
   return o;
 }
 
@@ -645,6 +683,9 @@ void ts_replay_ops_free(ts_replay_ops *o)
     g_free(o->progs[p].unsafe_groups);
   }
   g_free(o->progs);
+  if (o->spare != NULL)
+    free(o->spare->block);
+  g_free(o->spare);
   g_free(o);
 }
 
@@ -695,27 +736,35 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
       users[ts_trace_program_of(tr, rank)]++;
   }
   /* Each simulated program's fixed durations, when the backend has them (ts_backend
-   * fixed_seconds), written into each of its ranks' op states as they are made. */
-  double **fixed = NULL;
-  if (b->op_on_demand && b->fixed_seconds != NULL) {
-    fixed = g_new0(double *, tr->nprograms > 0 ? tr->nprograms : 1);
-    for (int p = 0; p < tr->nprograms; p++) {
-      if (users[p] == 0)
-        continue;
-      int n = tr->programs[p].nops;
-      fixed[p] = g_new(double, n > 0 ? n : 1);
-      if (!b->fixed_seconds(b, r, p, fixed[p]))
-        g_clear_pointer(&fixed[p], g_free);
-    }
-  }
-  /* Without time order when the backend's seconds are pure and fixed for every simulated
-   * program, and every simulated program's matching is order-safe. */
-  r->order_free = fixed != NULL && b->pure_when_fixed;
-  for (int p = 0; r->order_free && p < tr->nprograms; p++)
-    if (users[p] > 0)
-      r->order_free = fixed[p] != NULL && r->progs[p].order_safe;
+   * fixed_seconds), asked for when its first rank's states are made and written into each of its
+   * ranks' states, then dropped after its last (issue 15, eighteenth pass: all programs' arrays
+   * were made first, 10 MB for the pp=64 splits written and read back from memory per replay;
+   * one program's is still in cache as its states are made). fixed[p] is NULL until asked,
+   * then the array or no_fixed. Without time order when the backend's seconds are pure and
+   * fixed for every simulated program, and every simulated program's matching is order-safe
+   * (so where one program has none, the replay is timed). */
+  gboolean want_fixed = b->op_on_demand && b->fixed_seconds != NULL;
+  double **fixed = want_fixed ? g_new0(double *, tr->nprograms > 0 ? tr->nprograms : 1) : NULL;
+  static double no_fixed;
+  r->order_free = want_fixed && b->pure_when_fixed;
   r->mode_asked = mode;
   r->ops_shared = r->own_ops == NULL ? ops : NULL;
+  /* With a shared view, every rank copies its states: into one block when they are many. */
+  size_t nstates = 0;
+  for (int p = 0; r->own_ops == NULL && p < tr->nprograms; p++)
+    nstates += (size_t)users[p] * (size_t)(tr->programs[p].nops > 0 ? tr->programs[p].nops : 1);
+  size_t used_states = 0;
+  if (nstates * sizeof(op_state) >= STATES_BLOCK_MIN) {
+    states_spare *sp = ops->spare;
+    if (sp != NULL && sp->block != NULL && sp->bytes >= nstates * sizeof(op_state)) {
+      r->states = sp->block; /* the last replay's, its pages mapped */
+      r->states_bytes = sp->bytes;
+      sp->block = NULL;
+    } else {
+      r->states_bytes = nstates * sizeof(op_state);
+      r->states = states_block(r->states_bytes);
+    }
+  }
   for (int rank = 0; rank < tr->nranks; rank++) {
     if (r->sim_of_rank[rank] < 0)
       continue;
@@ -724,21 +773,41 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
     s.rank = rank;
     s.program = ts_trace_program_of(tr, rank);
     int n = tr->programs[s.program].nops;
-    const double *f = fixed != NULL ? fixed[s.program] : NULL;
-    if (--users[s.program] == 0 && r->own_ops != NULL) { /* the last: takes the initial state */
+    if (fixed != NULL && fixed[s.program] == NULL) {
+      double *f = g_new(double, n > 0 ? n : 1);
+      if (!b->fixed_seconds(b, r, s.program, f))
+        g_clear_pointer(&f, g_free);
+      fixed[s.program] = f != NULL ? f : &no_fixed;
+      if (f == NULL || !r->progs[s.program].order_safe)
+        r->order_free = FALSE;
+    }
+    const double *f = fixed != NULL && fixed[s.program] != &no_fixed ? fixed[s.program] : NULL;
+    gboolean last = --users[s.program] == 0;
+    if (last && r->own_ops != NULL) { /* the last: takes the initial state */
       s.st = r->own_ops->progs[s.program].tmpl;
       r->own_ops->progs[s.program].tmpl = NULL;
       for (int i = 0; f != NULL && i < n; i++)
         s.st[i].x = f[i];
-    } else if (f != NULL) {
-      const op_state *t0 = r->progs[s.program].tmpl;
-      s.st = g_new(op_state, n > 0 ? n : 1);
-      for (int i = 0; i < n; i++) {
-        s.st[i] = t0[i];
-        s.st[i].x = f[i];
-      }
     } else {
-      s.st = g_memdup2(r->progs[s.program].tmpl, sizeof(op_state) * (gsize)(n > 0 ? n : 1));
+      const op_state *t0 = r->progs[s.program].tmpl;
+      if (r->states != NULL) {
+        s.st = r->states + used_states;
+        used_states += (size_t)(n > 0 ? n : 1);
+      } else {
+        s.st = g_new(op_state, n > 0 ? n : 1);
+      }
+      if (f != NULL) {
+        for (int i = 0; i < n; i++) {
+          s.st[i] = t0[i];
+          s.st[i].x = f[i];
+        }
+      } else {
+        memcpy(s.st, t0, sizeof(op_state) * (size_t)(n > 0 ? n : 1));
+      }
+    }
+    if (last && f != NULL) {
+      g_free(fixed[s.program]);
+      fixed[s.program] = &no_fixed;
     }
     s.coll_seq = g_new0(int, ng);
     s.base = g_new(int, ng);
@@ -752,9 +821,7 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   r->nsim = (int)sims->len;
   r->sims = (sim_rank *)g_array_free(sims, FALSE);
   g_free(users);
-  for (int p = 0; fixed != NULL && p < tr->nprograms; p++)
-    g_free(fixed[p]);
-  g_free(fixed);
+  g_free(fixed); /* each program's array went with its last rank */
   /* Every simulated rank's state is made: programs no rank runs drop their initial state. */
   for (int p = 0; r->own_ops != NULL && p < tr->nprograms; p++)
     g_clear_pointer(&r->own_ops->progs[p].tmpl, g_free);
@@ -794,13 +861,22 @@ void ts_replay_free(ts_replay *r)
     return;
   ts_replay_ops_free(r->own_ops);
   for (int i = 0; i < r->nsim; i++) {
-    g_free(r->sims[i].st);
+    if (r->states == NULL)
+      g_free(r->sims[i].st);
     g_free(r->sims[i].coll_seq);
     g_free(r->sims[i].base);
     g_free(r->sims[i].expect);
     if (r->sims[i].waits != NULL)
       g_array_unref(r->sims[i].waits);
   }
+  /* The block goes to the view for its next replay (the larger one stays), else is freed. */
+  states_spare *sp = r->ops_shared != NULL ? r->ops_shared->spare : NULL;
+  if (r->states != NULL && sp != NULL && (sp->block == NULL || sp->bytes < r->states_bytes)) {
+    free(sp->block);
+    sp->block = g_steal_pointer(&r->states);
+    sp->bytes = r->states_bytes;
+  }
+  free(r->states); /* aligned_alloc's */
   g_free(r->sims);
   g_free(r->sim_of_rank);
   /* Collectives still running or waiting (a replay that failed) own their rendezvous. */
