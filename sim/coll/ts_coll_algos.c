@@ -1014,16 +1014,6 @@ static gboolean plan_multi_node(const ts_coll_plan *p)
   return FALSE;
 }
 
-/* NCCL's rings and trees across nodes run as pipelines of small chunks (NCCL_STEPS slots per
- * connection, many chunks in flight), so a latency is paid once per hop of the data's path,
- * not once per step of the slowest hop, and the bytes stream at the rate of the most loaded
- * link. NCCL's tuning model (src/graph/tuning.cc) times them so: ring latency = (nsteps -
- * nInterSteps) intra-node hops + nInterSteps network hops; tree latency = 2 x ((ppn - 1)
- * intra-node + log2(nNodes) network hops); plus size / bandwidth. Here the hops are the plan's
- * own: the mean hop latency of a ring times its steps (the snake crosses N node boundaries
- * per turn), twice the deepest root-to-leaf path of a tree; the bandwidth term is the link
- * loads of the whole buffer (one segment) over the protocol's bandwidths. The tree's bus
- * bandwidth is capped by the network dimension's nccl_tree_bandwidth_GBps where given. */
 /* NCCL's Simple tree moves each channel's share in chunks of 512 KiB, halved while the
  * channel would have fewer than 8 x depth chunks (down to 128 KiB), 4 x depth (64 KiB) and
  * depth (32 KiB), depth being NCCL's approximation ppn - 1 + log2(nNodes) (enqueue.cc,
@@ -1053,6 +1043,16 @@ static double tree_chunk_time(const ts_coll_plan *p)
   return ceil(p->bytes / (ch * chunk)) * c_s;
 }
 
+/* NCCL's rings and trees across nodes run as pipelines of small chunks (NCCL_STEPS slots per
+ * connection, many chunks in flight), so a latency is paid once per hop of the data's path,
+ * not once per step of the slowest hop, and the bytes stream at the rate of the most loaded
+ * link. NCCL's tuning model (src/graph/tuning.cc) times them so: ring latency = (nsteps -
+ * nInterSteps) intra-node hops + nInterSteps network hops; tree latency = 2 x ((ppn - 1)
+ * intra-node + log2(nNodes) network hops); plus size / bandwidth. Here the hops are the plan's
+ * own: the mean hop latency of a ring times its steps (the snake crosses N node boundaries
+ * per turn), twice the deepest root-to-leaf path of a tree; the bandwidth term is the link
+ * loads of the whole buffer (one segment) over the protocol's bandwidths. The tree's bus
+ * bandwidth is capped by the network dimension's nccl_tree_bandwidth_GBps where given. */
 static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean full,
                              GArray *flows)
 {
