@@ -903,8 +903,8 @@ Test(splits, fsdp2_float8_all_gathers_gemm_weights_in_fp8)
 {
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
-  const char *splits[4] = {"dp=32,zero=3,fsdp2", "dp=32,zero=3,fsdp2,precision=fp8",
-                           "dp=32,zero=3", "dp=32,zero=3,precision=fp8"};
+  const char *splits[4] = {"dp=32,zero=3,fsdp2", "dp=32,zero=3,fsdp2,precision=fp8", "dp=32,zero=3",
+                           "dp=32,zero=3,precision=fp8"};
   double *ag[4], rs[4] = {0, 0, 0, 0};
   for (int w = 0; w < 4; w++) {
     g_autoptr(ts_plan) p = make_plan(m, t, splits[w], 32, 1);
