@@ -894,6 +894,56 @@ Test(splits, fsdp2_reduces_in_fp32)
                      "fsdp2 %.6g, ZeRO-3 %.6g bytes", rs[1], rs[0]);
 }
 
+/* fsdp2 with precision=fp8 (TorchTitan's float8 with enable_fsdp_float8_all_gather, on in its
+ * 405B preset of August 2024): on Llama 3 8B, dp 32 over four DGX H100 nodes, the parameter
+ * all-gathers of the Float8 GEMM layers (attention, MLP) carry one byte a parameter, 1/D of the
+ * bf16 run's; the norms', the embedding's and the (bf16) output projection's are unchanged, and
+ * so are the fp32 reduce-scatters. Plain ZeRO-3 with fp8 gathers in D (no float8 all-gather). */
+Test(splits, fsdp2_float8_all_gathers_gemm_weights_in_fp8)
+{
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  const char *splits[4] = {"dp=32,zero=3,fsdp2", "dp=32,zero=3,fsdp2,precision=fp8", "dp=32,zero=3",
+                           "dp=32,zero=3,precision=fp8"};
+  double *ag[4], rs[4] = {0, 0, 0, 0};
+  for (int w = 0; w < 4; w++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, splits[w], 32, 1);
+    g_autoptr(ts_trace) tr = trace_of(p);
+    const ts_program *prog = &tr->programs[0];
+    ag[w] = g_new0(double, m->nlayers);
+    for (int i = 0; i < prog->nops; i++) {
+      const ts_op op = ts_program_op(prog, i);
+      if (op.kind != TS_OP_COLL || op.cat != TS_CAT_COMM_DP)
+        continue;
+      if (op.coll == TS_COLL_REDUCESCATTER)
+        rs[w] += op.bytes;
+      else if (op.coll == TS_COLL_ALLGATHER && op.t_layer > 0)
+        ag[w][op.t_layer - 1] += op.bytes;
+    }
+  }
+  int fp8_layers = 0, other_layers = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    if (!(ag[0][i] > 0))
+      continue;
+    gboolean gemm = (l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_DENSE) && l->vocab == 0 &&
+                    l->tp != TS_TP_VOCAB;
+    double want = gemm ? ag[0][i] / m->dtype_bytes : ag[0][i];
+    fp8_layers += gemm, other_layers += !gemm;
+    cr_assert_float_eq(ag[1][i], want, 1e-9 * want, "%s: fp8 %.6g bytes, bf16 %.6g", l->name,
+                       ag[1][i], ag[0][i]);
+    cr_assert_float_eq(ag[3][i], ag[2][i], 1e-9 * ag[2][i], "%s: ZeRO-3 fp8 %.6g, bf16 %.6g",
+                       l->name, ag[3][i], ag[2][i]);
+  }
+  cr_assert_gt(fp8_layers, 0);
+  cr_assert_gt(other_layers, 0);
+  cr_assert_gt(rs[0], 0);
+  cr_assert_float_eq(rs[1], rs[0], 1e-9 * rs[0], "fp32 reduce-scatters fp8 %.6g, bf16 %.6g", rs[1],
+                     rs[0]);
+  for (int w = 0; w < 4; w++)
+    g_free(ag[w]);
+}
+
 /* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every compute op says so in its shape and the host
  * waits for it (ts_cost_op_syncs), no op does without it; the step grows by at least the
  * launches of the critical stage's ops, which asynchronous launches hide behind its kernels. */

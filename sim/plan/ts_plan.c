@@ -340,6 +340,23 @@ gboolean ts_plan_fp8_gathers(const ts_plan *p)
   return p->precision == TS_PRECISION_FP8;
 }
 
+/* torchao's FSDP float8 all-gather (enable_fsdp_float8_all_gather, on in TorchTitan's 405B
+ * preset of August 2024, train_configs/llama3_405b.toml at 37c4b81): a Float8Linear's weight
+ * shard is cast to float8 before FSDP2's all-gather (fsdp_pre_all_gather), so the gather moves
+ * one byte a weight and the block holds the gathered weight in float8. Norms, the embedding
+ * and the excluded output projection gather in bf16 (ts_layer_precision). */
+double ts_plan_gather_bytes_per_param(const ts_plan *p, int i)
+{
+  const ts_layer *l = &p->model->layers[i];
+  if (p->fsdp2 && p->precision == TS_PRECISION_FP8 && l->params > 0) {
+    int gemm, other;
+    ts_layer_precision(l, p->precision, &gemm, &other);
+    if (gemm == TS_PRECISION_FP8)
+      return 1.0;
+  }
+  return p->model->dtype_bytes;
+}
+
 double ts_plan_sp_copy_bytes(const ts_plan *p, const ts_tp_coll *c, double mb)
 {
   if (!p->fsdp2 || !p->sp || p->degree[TS_AX_TP] <= 1 || c->redistribution || !(c->bytes > 0))
@@ -1829,9 +1846,7 @@ void ts_plan_memory_at(const ts_plan *p, int device, gint64 micro_batch, ts_memo
         loss_temp += (copies - 1.0) * 4.0 * (double)l->tokens * (double)l->vocab / e->cdiv * mb;
       }
       if (p->fsdp2) {
-        int gemm, other;
-        ts_layer_precision(l, p->precision, &gemm, &other);
-        double gd = gemm == TS_PRECISION_FP8 && l->params > 0 ? 1.0 : D;
+        double gd = ts_plan_gather_bytes_per_param(p, i);
         double lp = ts_plan_layer_params(p, i);
         dev_gathered += gd * lp;
         if (l->block < 0) {

@@ -125,6 +125,11 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p);
  * parallelism (PrepareFloat8ModuleInput, Float8RowwiseParallel) both do. */
 gboolean ts_plan_fp8_gathers(const ts_plan *p);
 
+/* Bytes a parameter of layer i carries in its FSDP / ZeRO-3 all-gather (and while gathered):
+ * one for an FP8 GEMM layer's weights under fsdp2 with precision=fp8 (torchao's FSDP float8
+ * all-gather), else the model's dtype. */
+double ts_plan_gather_bytes_per_param(const ts_plan *p, int i);
+
 /* Which pass of a layer a compute op is. */
 typedef enum {
   TS_PASS_FWD,            /* forward (or its recomputation) */

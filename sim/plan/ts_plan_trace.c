@@ -705,7 +705,8 @@ static void recontend(const ts_plan *p, ts_trace *tr)
 static void zero_gather(gen *g, int i)
 {
   const ts_layer *l = &g->p->model->layers[i];
-  double bytes = ts_plan_layer_params(g->p, i) * g->p->model->dtype_bytes;
+  /* In fp8 for a Float8 GEMM layer under fsdp2 (ts_plan_gather_bytes_per_param). */
+  double bytes = ts_plan_layer_params(g->p, i) * ts_plan_gather_bytes_per_param(g->p, i);
   gboolean expert = g->p->exec[i].expert;
   ts_op op =
       coll_op(g, TS_COLL_ALLGATHER, expert ? g->g_edp : g->g_dp, bytes, TS_CAT_COMM_DP, S_ZERO);
