@@ -1698,9 +1698,7 @@ Test(zero, fsdp1_flat_gradient_passes)
     cr_assert_float_eq(rs2, rs0 * 4.0 / D, psi * 1e-9, "fp32: %g bytes, bf16 %g", rs2, rs0);
     /* One reduce-scatter a wrapped unit (FlatParameter) and micro-batch: each block's, and the
      * root's (the layers of no block) after the backward's last layer. */
-    int nblocks = 0;
-    for (int i = 0; i < m->nlayers; i++)
-      nblocks = MAX(nblocks, m->layers[i].block + 1);
+    int nblocks = ts_model_blocks(m);
     cr_assert_eq(nblocks, 24);
     cr_assert_eq(count_ops(t1, 0, "grad reduce-scatter", NULL), M * (nblocks + 1));
     cr_assert_eq(count_ops(t2, 0, "grad reduce-scatter", NULL), M * (nblocks + 1));
@@ -1730,9 +1728,7 @@ Test(zero, stage_3_prefetches_one_block_ahead)
   g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
   g_autoptr(ts_plan) p = make_plan(m, t, "dp=64,zero=3", 64, 1);
   g_autoptr(ts_trace) tr = trace_of(p);
-  int nblocks = 0;
-  for (int i = 0; i < m->nlayers; i++)
-    nblocks = MAX(nblocks, m->layers[i].block + 1);
+  int nblocks = ts_model_blocks(m);
   cr_assert_gt(nblocks, 3);
   int *with_params = g_new0(int, nblocks + 2), *gathered = g_new0(int, nblocks + 2);
   gboolean *seen = g_new0(gboolean, m->nlayers), *started = g_new0(gboolean, nblocks);

@@ -70,14 +70,6 @@ static const char *input_name(const ts_model *m, const ts_layer *l)
   return l->src >= 0 ? m->layers[l->src].name : "data";
 }
 
-static int count_blocks(const ts_model *m)
-{
-  int n = 0;
-  for (int i = 0; i < m->nlayers; i++)
-    n = MAX(n, m->layers[i].block + 1);
-  return n;
-}
-
 /* The first layer of a kind whose name ends in `suffix` (NULL: none). */
 static const ts_layer *find_layer(const ts_model *m, ts_layer_kind kind, const char *suffix)
 {
@@ -162,7 +154,7 @@ static char *render_json(const ts_model *m, const char *path)
   json_builder_set_member_name(b, "layers");
   json_builder_add_int_value(b, m->nlayers);
   json_builder_set_member_name(b, "blocks");
-  json_builder_add_int_value(b, count_blocks(m));
+  json_builder_add_int_value(b, ts_model_blocks(m));
   add_num(b, "params", ts_model_params(m));
   add_num(b, "active_params", ts_model_active_params(m));
   add_num(b, "published_params", m->published_params);
@@ -237,7 +229,7 @@ static char *render_text(const ts_model *m, const char *path)
   GString *s = g_string_new(NULL);
   char b1[32], b2[32];
   g_string_append_printf(s, "%s (%s): kind %s, %d layers in %d blocks, %s bytes per element\n",
-                         m->name, path, m->kind, m->nlayers, count_blocks(m),
+                         m->name, path, m->kind, m->nlayers, ts_model_blocks(m),
                          g_ascii_formatd(b1, sizeof b1, "%g", m->dtype_bytes));
   g_string_append_printf(s, "params %s",
                          g_ascii_formatd(b1, sizeof b1, "%.0f", ts_model_params(m)));

@@ -2583,6 +2583,15 @@ static double layers_sum(const ts_model *m, size_t field)
   return s;
 }
 
+int ts_model_blocks(const ts_model *m)
+{
+  g_return_val_if_fail(m != NULL, 0);
+  int n = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    n = MAX(n, m->layers[i].block + 1);
+  return n;
+}
+
 double ts_model_params(const ts_model *m)
 {
   g_return_val_if_fail(m != NULL, 0.0);

@@ -194,6 +194,10 @@ ts_model *ts_model_load(const char *path, GError **error);
 
 void ts_model_free(ts_model *m);
 
+/** Blocks (residual blocks, transformer layers, cells): the largest layer block + 1, 0 when
+ * no layer is in one. */
+int ts_model_blocks(const ts_model *m);
+
 /** Total trainable parameters. */
 double ts_model_params(const ts_model *m);
 
