@@ -1602,11 +1602,12 @@ static void flush(gen *g, bucket *b, int group, int upto)
    * allreduce_gradients. */
   if (p->pipe_engine_ds == TS_PIPE_ENGINE_DS03)
     rs = FALSE;
-  /* dp-engine=apex: the buckets are fp32 (apex_grad_add), reduce-scattered as they are. fsdp2:
-   * FSDP2's reduce-scatter input is in the policy's reduce dtype, fp32 as TorchTitan sets it
-   * (MixedPrecisionPolicy reduce_dtype from mixed_precision_reduce = "float32", its only choice;
-   * foreach_reduce copies the bf16 gradients into it). */
-  if (p->dp_engine_apex || p->fsdp2)
+  /* Gradients reduced in fp32: dp-engine=apex's buckets are fp32 (apex_grad_add), reduce-scattered
+   * as they are; fsdp2's reduce-scatter input is in the policy's reduce dtype, fp32 as TorchTitan
+   * sets it (MixedPrecisionPolicy reduce_dtype from mixed_precision_reduce = "float32", its only
+   * choice; foreach_reduce copies the bf16 gradients into it); fsdp1=fp32 is FSDP1's
+   * reduce_dtype float32. */
+  if (p->dp_engine_apex || p->fsdp2 || p->fsdp1 == 2)
     bytes *= 4.0 / p->model->dtype_bytes;
   ts_op op = coll_op(g, rs ? TS_COLL_REDUCESCATTER : TS_COLL_ALLREDUCE, group, bytes,
                      TS_CAT_COMM_DP, S_DP);
@@ -1696,8 +1697,7 @@ static void sync_grads(gen *g, int a, int b)
       }
       emit(g, &op, l, &g->wgrad_op[i], 1);
     }
-    /* fsdp1=fp32 (FSDP's reduce_dtype float32): the gradients go out in fp32. */
-    double bytes = ts_plan_layer_params(p, i) * (p->fsdp1 == 2 ? 4.0 : m->dtype_bytes);
+    double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
     int block = m->layers[i].block;
     if (p->fsdp1 && w == 0 && block < 0) {
       /* FSDP1 reduce-scatters a wrapped unit's FlatParameter whole, once its gradient is
