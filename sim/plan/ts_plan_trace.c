@@ -1341,6 +1341,20 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
           recompute ? "recompute combine" : "fwd combine");
 }
 
+/* The shape of a memory-bound pass over gradients in fp32 outside the GEMMs (apex's bucket
+ * adds, FSDP1's flat-gradient passes, DeepSpeed's accumulation): `kernels` launches, each at
+ * host_op_us when a per-tensor Python loop issues them (0: the layer-kernel floor). */
+static ts_op_shape grad_pass_shape(int kernels, double host_op_us)
+{
+  ts_op_shape sh;
+  memset(&sh, 0, sizeof sh);
+  sh.oclass = TS_OPC_MEMORY;
+  sh.prec = TS_PRECISION_FP32;
+  sh.kernels = kernels;
+  sh.host_op_us = host_op_us;
+  return sh;
+}
+
 /* dp-engine=apex: apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022 (NeMo 193a0c3,
  * apex contrib/optimizers/distributed_fused_adam.py). With pp = 1 NeMo turned Megatron's
  * gradient_accumulation_fusion off, so each weight-gradient GEMM writes a fresh 16-bit .grad;
@@ -1359,12 +1373,7 @@ static void apex_grad_add(gen *g, int i)
   if (!p->dp_engine_apex || !(n > 0))
     return;
   double per = p->model->dtype_bytes + 4.0 + 4.0 + (g->cur_mb == 0 ? 4.0 : 0.0);
-  ts_op_shape sh;
-  memset(&sh, 0, sizeof sh);
-  sh.oclass = TS_OPC_MEMORY;
-  sh.prec = TS_PRECISION_FP32;
-  sh.kernels = 2;
-  sh.host_op_us = TS_TORCH_OPTIM_OP_US;
+  ts_op_shape sh = grad_pass_shape(2, TS_TORCH_OPTIM_OP_US);
   g->wgrad_op[i] =
       emit_compute(g, TS_CAT_OTHER, 0, per * n, &sh,
                    lbl(g, layer_slot(g, i, L_APEX_GRAD_ADD), "%s gradient added into fp32 bucket",
@@ -1889,14 +1898,10 @@ static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
   }
   if (!(per > 0) || !(params > 0))
     return;
-  ts_op_shape sh;
-  memset(&sh, 0, sizeof sh);
-  sh.oclass = TS_OPC_MEMORY;
-  sh.prec = TS_PRECISION_FP32;
-  sh.kernels = tensors * (per > 3.0 * p->model->dtype_bytes ? 2 : 1);
   /* A per-tensor loop of small ops (update_hp_grads; autograd's AccumulateGrad per parameter):
    * each launch at the published per-op cost of such a loop, not the layer-kernel floor. */
-  sh.host_op_us = TS_TORCH_OPTIM_OP_US;
+  ts_op_shape sh =
+      grad_pass_shape(tensors * (per > 3.0 * p->model->dtype_bytes ? 2 : 1), TS_TORCH_OPTIM_OP_US);
   emit_compute(g, TS_CAT_OTHER, 0, per * params, &sh,
                lbl(g, stage_slot(g, k, L_DS_GRAD_ACC), "stage %d gradient accumulation", k));
 }
@@ -1912,11 +1917,7 @@ static void fsdp1_grad(gen *g, int i)
   double n = ts_plan_layer_params(p, i), per = ts_plan_fsdp1_grad_bytes(p);
   if (!(per > 0) || !(n > 0) || ts_plan_grad_ranks(p) <= 1)
     return;
-  ts_op_shape sh;
-  memset(&sh, 0, sizeof sh);
-  sh.oclass = TS_OPC_MEMORY;
-  sh.prec = TS_PRECISION_FP32;
-  sh.kernels = p->fsdp1 == 2 ? 3 : 2;
+  ts_op_shape sh = grad_pass_shape(p->fsdp1 == 2 ? 3 : 2, 0.0);
   g->wgrad_op[i] = emit_compute(
       g, TS_CAT_BWD, 0, per * n, &sh,
       lbl(g, layer_slot(g, i, L_FSDP1_GRAD), "%s flat gradient (fsdp1)", p->model->layers[i].name));
