@@ -3492,6 +3492,72 @@ Test(zero, dcn_transfer_stall_holds_the_compute_stream)
   cr_assert(gathers > 0 && stalled == gathers, "%d gathers, %d stalls", gathers, stalled);
 }
 
+/* replica-reduce=end (PaLM's cross-pod gradient exchange, Chowdhery et al. 2022, section 4: it
+ * "does not start until each core finishes computing the gradients"): one all-reduce across the
+ * replicas, of this rank's whole shard (L x params x D / shard bytes), after the last
+ * reduce-scatter, and the optimizer waits for it. With the slice's own links and the optimizer
+ * free next to the DCN, the step is the one-slice step (dp = shard, same shard) plus that
+ * all-reduce, 2 (S - 1) / S x shard bytes / bandwidth on a switch of S replicas (and the
+ * collective's fixed cost); by default
+ * (bucket by bucket beside the backward) it hides behind the backward and the step is shorter. */
+Test(zero, replica_reduce_end_adds_the_whole_shard_exchange_after_the_backward)
+{
+  const int L = 8, shard = 4;
+  const double params = 2e7, dcn_Bps = 1e9; /* 40 MB a layer: a bucket each */
+  g_autoptr(ts_model) m = equal_model(L, 1e10, params, 1e6);
+  g_autoptr(ts_topo) one = ring_topo(shard, 1e15, 0);
+  g_autoptr(ts_plan) p1 = make_plan(m, one, "dp=4,zero=3", shard, 1);
+  ts_replay_result r1;
+  replay_plan(p1, &r1);
+  const int slices[] = {2, 4};
+  for (size_t k = 0; k < G_N_ELEMENTS(slices); k++) {
+    int S = slices[k];
+    g_autoptr(ts_topo) t = ring_topo(shard, 1e15, 0);
+    t->ndims = 2;
+    t->dims[1] = (ts_dim){.name = g_strdup("dcn"),
+                          .size = S,
+                          .shape = TS_SHAPE_SWITCH,
+                          .link_bw_Bps = dcn_Bps,
+                          .latency_s = 0,
+                          .chips_per_port = 1};
+    t->nchips = shard * S;
+    double step[2];
+    for (int end = 0; end <= 1; end++) {
+      g_autofree char *split = g_strdup_printf("dp=%d,zero=3,shard=%d%s", shard * S, shard,
+                                               end ? ",replica-reduce=end" : "");
+      g_autoptr(ts_plan) p = make_plan(m, t, split, shard * S, 1);
+      g_autoptr(ts_trace) tr = trace_of(p);
+      double bytes = 0;
+      int n = count_ops(tr, 0, "across replicas", &bytes);
+      if (end) {
+        cr_assert_eq(n, 1, "%d slices: %d all-reduces across the replicas, expected one", S, n);
+        cr_assert_float_eq(bytes, L * params * m->dtype_bytes / shard, 1e-6, "%g bytes", bytes);
+      } else {
+        cr_assert_gt(n, 1, "%d slices: the default reduces bucket by bucket", S);
+      }
+      ts_replay_result rr;
+      replay_plan(p, &rr);
+      step[end] = rr.step_time_s;
+    }
+    double ar = 2.0 * (S - 1) / S * (L * params * m->dtype_bytes / shard) / dcn_Bps;
+    /* 50 us: NCCL's fixed cost per collective on a switch dimension, against 40-60 ms. */
+    cr_assert_float_eq(step[1], r1.step_time_s + ar, 50e-6,
+                       "%d slices: step %.9f s, one slice %.9f s + all-reduce %.9f s", S, step[1],
+                       r1.step_time_s, ar);
+    cr_assert_lt(step[0], step[1], "%d slices: overlapped %g s, at the end %g s", S, step[0],
+                 step[1]);
+  }
+  /* Without hybrid sharding there are no replicas: a no-op the split's note names. */
+  GError *err = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=4,zero=3,replica-reduce=end", &err);
+  cr_assert_not_null(s, "%s", err ? err->message : "");
+  g_autofree char *note = ts_split_noop_options(s, 4, 1);
+  cr_assert(note != NULL && strstr(note, "replica-reduce=end") != NULL, "%s", note ? note : "");
+  cr_assert_null(ts_split_parse("dp=4,zero=3,replica-reduce=later", &err));
+  cr_assert(err != NULL && strstr(err->message, "replica-reduce=overlap") != NULL);
+  g_clear_error(&err);
+}
+
 /* tp-grad=serial (Megatron-DeepSpeed's mpu: the input gradient's all-reduce is the backward of
  * copy_to_tensor_model_parallel_region, an autograd node after F.linear's, which computes the
  * input and the weight gradients): a column-parallel layer's backward all-reduce follows its

@@ -2375,6 +2375,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",load=sync");
   if (p->tp_grad_serial)
     g_string_append(s, ",tp-grad=serial");
+  if (p->replica_reduce_end && p->shard < p->degree[TS_AX_DP])
+    g_string_append(s, ",replica-reduce=end");
   if (p->pipe_engine_ds)
     g_string_append(s, p->pipe_engine_ds == TS_PIPE_ENGINE_DS03 ? ",pipe-engine=deepspeed-0.3"
                                                                 : ",pipe-engine=deepspeed");
@@ -2630,6 +2632,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->p2p_blocking = s->p2p_blocking;
   p->load_sync = s->load_sync;
   p->tp_grad_serial = s->tp_grad_serial;
+  p->replica_reduce_end = s->replica_reduce_end;
   p->pipe_engine_ds = s->pipe_engine_ds;
   p->dp_engine_apex = s->dp_engine_apex;
   p->launch_blocking = s->launch_blocking;

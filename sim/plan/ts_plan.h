@@ -168,6 +168,9 @@ typedef struct {
   gboolean attn_bwd_fused; /* attn-bwd=fused: the Pallas backward as one kernel (dQ with dK/dV) */
   /* Added with the A100 scaling study (NeMo-Megatron's 2022 runs). */
   gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam holds the gradients */
+  /* Added with the large paper runs (PaLM's two pods). */
+  gboolean replica_reduce_end; /* replica-reduce=end: hybrid sharding's cross-replica all-reduce
+                                  once, after the whole backward */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -344,6 +347,11 @@ typedef struct {
   gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam (NeMo-Megatron 2022)
                               adds every micro-batch's 16-bit gradients into its fp32 buckets
                               and reduce-scatters them in fp32 */
+  /* Added with the large paper runs (PaLM's two pods). */
+  gboolean replica_reduce_end; /* replica-reduce=end: with hybrid sharding, each rank's reduced
+                                  gradient shard is all-reduced across the replicas once, after
+                                  the step's last backward (Pathways' cross-pod transfer), not
+                                  bucket by bucket beside the backward */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

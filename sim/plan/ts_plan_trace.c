@@ -45,7 +45,12 @@ typedef struct {
   ts_trace *tr;
   int prog, device;
   int g_tp, g_dp, g_dptp, g_ep, g_edp, ax_pp;
-  int g_rep;    /* hybrid sharding: the replicas of each shard (-1 when not hybrid) */
+  int g_rep; /* hybrid sharding: the replicas of each shard (-1 when not hybrid) */
+  /* replica-reduce=end: per gradient bucket, by its first layer, the bytes of the shard this
+   * rank all-reduces across the replicas after the last backward (a bucket flushed every
+   * micro-batch, as under ZeRO-2/3, holds the same layers each time: counted once). NULL
+   * otherwise. */
+  double *rep_end_bytes;
   int ax_cp;    /* context-parallel axis (-1 when cp = 1) */
   int g_cp;     /* cp-ring=torch: the cp ranks as a group (their all-gathers), else -1 */
   int cprank;   /* this program's position on the cp ring */
@@ -1629,7 +1634,10 @@ static void flush(gen *g, bucket *b, int group, int upto)
   }
   int id = emit(g, &op, l, &b->last_op, 1);
   chip_stall(g, group, op.coll);
-  if (rs && g->g_rep >= 0) {
+  if (rs && g->g_rep >= 0 && g->rep_end_bytes != NULL) {
+    /* replica-reduce=end: the shard waits in place for the exchange after the backward. */
+    g->rep_end_bytes[b->first] = bytes / ts_plan_shard_ranks(p);
+  } else if (rs && g->g_rep >= 0) {
     /* Hybrid sharding (FSDP HYBRID_SHARD; MiCS, Zhang et al. 2022, section 3.3): the shard
      * each rank reduced inside its group is all-reduced with the same shard of the other
      * groups. */
@@ -2026,6 +2034,30 @@ static void tied_exchange(gen *g)
   g_free(copy);
 }
 
+/* replica-reduce=end: PaLM's two pods exchange gradients over the data-centre network only once
+ * every core has finished computing them ("the transfer does not start until each core finishes
+ * computing the gradients", Chowdhery et al. 2022, section 4 and its Figure 2; the 2.5% it costs
+ * against perfect weak scaling is "a lack of overlap between the backward pass and the cross-pod
+ * gradient reduction"). Each rank all-reduces its whole reduced shard with the same shard of the
+ * other replicas, one collective after every reduce-scatter, and the optimizer waits for it. */
+static void replicas_at_end(gen *g)
+{
+  if (g->rep_end_bytes == NULL)
+    return;
+  double bytes = 0;
+  for (int i = 0; i < g->p->model->nlayers; i++)
+    bytes += g->rep_end_bytes[i];
+  if (!(bytes > 0))
+    return;
+  ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, bytes, TS_CAT_COMM_DP, S_DP);
+  int id = emit(
+      g, &op,
+      text_label_role(g, "grad shard all-reduce across replicas, after the backward", TS_ROLE_GRAD),
+      (const int *)g->sync->data, (int)g->sync->len);
+  chip_stall(g, g->g_rep, TS_COLL_ALLREDUCE);
+  g_array_append_val(g->sync, id);
+}
+
 /* ZeRO stages 1 and 2: every rank updated its shard; gather the updated parameters
  * (Rajbhandari et al. 2020, section 7.2.1: reduce-scatter plus all-gather = all-reduce); expert
  * parameters over the ranks that share each expert. */
@@ -2292,6 +2324,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.pend = g_array_new(FALSE, FALSE, sizeof(int));
   g.zorder = g_array_new(FALSE, FALSE, sizeof(int));
   g.sync = g_array_new(FALSE, FALSE, sizeof(int));
+  g.rep_end_bytes = hybrid && p->replica_reduce_end ? g_new0(double, MAX(m->nlayers, 1)) : NULL;
   g.ag_op = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
   g.wgrad_op = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
   g.keep_gathered = p->fsdp2 && p->zero >= 3 && p->degree[TS_AX_PP] > 1;
@@ -2337,6 +2370,8 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     }
     for (int i = 0; i < m->nlayers; i++) {
       g.ag_op[i] = g.wgrad_op[i] = -1;
+      if (g.rep_end_bytes != NULL)
+        g.rep_end_bytes[i] = 0;
       g.resident[i] = FALSE;
       if (g.pgather != NULL)
         g.pgather[i] = -1;
@@ -2365,12 +2400,14 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     g.cur_mb = -1;
     g_free(last_bwd);
     tied_exchange(&g);
+    replicas_at_end(&g);
     optimizer_step(&g);
   }
   g_array_unref(order);
   g_array_unref(g.pend);
   g_array_unref(g.zorder);
   g_array_unref(g.sync);
+  g_free(g.rep_end_bytes);
   g_free(g.ag_op);
   g_free(g.wgrad_op);
   g_free(g.resident);
@@ -2408,7 +2445,8 @@ char *ts_plan_trace_key(const ts_plan *p)
                          (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
                          p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
                          p->tp_grad_serial);
-  g_string_append_printf(k, "%d %d %d|", p->pipe_engine_ds, p->launch_blocking, p->dp_engine_apex);
+  g_string_append_printf(k, "%d %d %d %d|", p->pipe_engine_ds, p->launch_blocking,
+                         p->dp_engine_apex, p->replica_reduce_end);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

@@ -76,6 +76,9 @@ char *ts_split_noop_options(const ts_split *s, int dp, gint64 micro_batches)
                 "early already)");
   if (s->p2p_blocking && s->degree[TS_AX_PP] <= 1)
     noop_add(n, "p2p=blocking has no effect without pp (pp = 1)");
+  if (s->replica_reduce_end && (s->shard <= 0 || s->shard >= dp))
+    noop_add(n, "replica-reduce=end has no effect without hybrid sharding (shard < dp: no "
+                "replicas to all-reduce across)");
   if (s->schedule == TS_SCHED_INTERLEAVED && s->degree[TS_AX_PP] <= 1)
     noop_add(n, "schedule=interleaved has no effect without pp (pp = 1: one chunk, 1F1B)");
   /* Gradients are summed over dp x cp ranks; ZeRO-2/3 and offload reduce through buckets of
@@ -121,11 +124,15 @@ static int lookup(const char *const *names, const char *v)
 /* Every OPTION=VALUE key a split takes besides its axes, in the order the unknown-axis error and
  * the --split help list them (one list, so neither forgets a new option). */
 static const char *const split_options[] = {
-    "zero",        "shard",      "schedule",     "recompute", "sp",      "tp-overlap", "dp-overlap",
-    "offload",     "ps",         "ps-placement", "stages",    "ep",      "precision",  "attention",
-    "attn-kernel", "attn-block", "attn-bwd",     "fp8-cache", "buckets", "p2p",        "cp-ring",
-    "load",        "tp-grad",    "pipe-engine",  "dp-engine", "launch",  "loss",       "kernels",
-    "fsdp2",       "fsdp1",      "early-stop",   NULL};
+    "zero",      "shard",        "schedule",    "recompute",
+    "sp",        "tp-overlap",   "dp-overlap",  "offload",
+    "ps",        "ps-placement", "stages",      "ep",
+    "precision", "attention",    "attn-kernel", "attn-block",
+    "attn-bwd",  "fp8-cache",    "buckets",     "p2p",
+    "cp-ring",   "load",         "tp-grad",     "pipe-engine",
+    "dp-engine", "launch",       "loss",        "kernels",
+    "fsdp2",     "fsdp1",        "early-stop",  "replica-reduce",
+    NULL};
 
 char *ts_split_option_names(void)
 {
@@ -341,6 +348,18 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "p2p=async (sends overlap the next compute) or blocking (the compute "
                         "waits for each send: Megatron-LM, DeepSpeed's pipeline engine)");
     s->p2p_blocking = v == 1;
+  } else if (strcmp(key, "replica-reduce") == 0) {
+    /* When hybrid sharding's cross-replica all-reduce runs (docs/splits.md): overlap (the
+     * default: each bucket's shard as soon as its reduce-scatter ends, FSDP HYBRID_SHARD) or end
+     * (every shard once, after the step's last backward: PaLM's cross-pod transfer, Chowdhery
+     * et al. 2022, section 4). */
+    static const char *const n[] = {"overlap", "end", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "replica-reduce=overlap (each bucket's shard all-reduced across the "
+                        "replicas beside the backward) or end (after the whole backward)");
+    s->replica_reduce_end = v == 1;
   } else if (strcmp(key, "pipe-engine") == 0) {
     /* Which framework's pipeline engine runs the stages (docs/splits.md): megatron (the
      * default: Megatron-LM's schedules) or deepspeed (DeepSpeed's PipelineEngine, as
@@ -503,8 +522,8 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         "recompute, sp, tp-overlap, dp-overlap, offload, ps, ps-placement, stages, "
         "ep, precision, attention, attn-kernel, attn-block, attn-bwd, fp8-cache, buckets, p2p, "
         "cp-ring, load, "
-        "pipe-engine, dp-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, kind:K, "
-        "name:GLOB)");
+        "pipe-engine, dp-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, "
+        "replica-reduce, kind:K, name:GLOB)");
   }
   return TRUE;
 }
