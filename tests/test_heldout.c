@@ -704,8 +704,8 @@ Test(heldout, neox_row_is_117_tflops_through_the_logged_count)
   cr_assert(fabs(count / N - 1) < 1e-4);
 }
 
-/* PaLM 540B (Chowdhery et al. 2022): 2,048 x 2,048 tokens at 238.3k tokens/s; the row is one of
- * the two pods (3,072 chips, tp 12 x dp 256) with half the batch. */
+/* PaLM 540B (Chowdhery et al. 2022): 2,048 x 2,048 tokens at 238.3k tokens/s on both pods (6,144
+ * chips: tp 12 x dp 256 in each, replicated across the two over the data-centre network). */
 Test(heldout, palm_row_is_the_published_token_rate)
 {
   g_autoptr(ts_meas_file) f = heldout_file("palm", "chowdhery2022-palm.csv", 1);
@@ -716,11 +716,26 @@ Test(heldout, palm_row_is_the_published_token_rate)
   double t = 2048.0 * 2048 * per_token / (0.462 * 275e12 * 6144);
   cr_assert(fabs(t / r->measured - 1) < 0.002, "%.3f s through the MFU", t);
   cr_assert_eq(item(r->split, "tp="), 12);
-  cr_assert_eq(item(r->split, "dp="), 256);
-  cr_assert_eq(12 * 16 * 16, 3072);
-  cr_assert_eq(item(r->vary, "dim.x.size="), 12);
-  cr_assert_eq(r->global_batch, 2048 / 2);
-  cr_assert_eq(r->micro_batch * 256, r->global_batch);
+  cr_assert_eq(item(r->split, "dp="), 2 * 256);
+  cr_assert_eq(item(r->split, "shard="), 256);
+  cr_assert_eq(item(r->vary, "dim.dcn.size="), 2);
+  cr_assert(strstr(r->split, "replica-reduce=end") != NULL, "%s", r->split);
+  cr_assert_eq(r->global_batch, 2048);
+  cr_assert_eq(r->micro_batch * 2 * 256, r->global_batch);
+  /* The pods' DCN rate is the paper's aggregate burst, 81 Tb/s over 6,144 chips. */
+  g_autofree char *path =
+      g_build_filename(TS_SOURCE_DIR, "data", "published", "palm", "tpu-v4-2pod-dcn.ini", NULL);
+  GError *err = NULL;
+  g_autoptr(ts_topo) topo = ts_topo_load(path, &err);
+  cr_assert_not_null(topo, "%s", err ? err->message : "");
+  cr_assert_eq(topo->nchips, 2 * 3072);
+  const ts_dim *dcn = &topo->dims[topo->ndims - 1];
+  cr_assert_str_eq(dcn->name, "dcn");
+  cr_assert(fabs(dcn->link_bw_Bps / (81e12 / 8 / 6144) - 1) < 1e-3, "%g B/s", dcn->link_bw_Bps);
+  /* Each pod's chip holds 1/3,072 of the bf16 gradients: 4 chips a host make the paper's "about
+   * 1.3 GB" each pair of hosts exchanges (1.41 GB, 1.31 GiB). */
+  double host = 4 * N * 2 / 3072;
+  cr_assert(host > 1.3e9 && host / (1 << 30) < 1.35, "%g bytes a host", host);
 }
 
 /* OPT-175B (Zhang et al. 2022): 147 TFLOP/s per GPU on 992 A100s as Megatron's hardware count
@@ -772,9 +787,10 @@ Test(heldout, opt_row_states_fairscale_fsdp_and_the_serial_mpu)
  * -10.1%; with the Pallas backward's 7 block matmuls (the scores and dP recomputed in the dQ and
  * dK/dV kernels; v4 kept at 0.71): -9.9%. OPT-175B with metaseq's stack stated (fairscale FSDP's
  * flat fp16 gradients, fsdp1: -13.3%; its mpu's serial input-gradient all-reduce, tp-grad=serial:
- * -10.3%). */
+ * -10.3%). PaLM on both pods, the cross-pod gradient exchange after the backward over the DCN at
+ * the paper's 81 Tbps burst (replica-reduce=end, data/published/palm/tpu-v4-2pod-dcn.ini): -8.7%. */
 #define HELDOUT_NEOX_MAX 10.4
-#define HELDOUT_PALM_MAX 10.3
+#define HELDOUT_PALM_MAX 9.0
 #define HELDOUT_OPT_MAX 10.8
 
 Test(heldout, paper_runs_stay_below_their_pins, .timeout = 120)
