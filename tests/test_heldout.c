@@ -788,7 +788,8 @@ Test(heldout, opt_row_states_fairscale_fsdp_and_the_serial_mpu)
  * dK/dV kernels; v4 kept at 0.71): -9.9%. OPT-175B with metaseq's stack stated (fairscale FSDP's
  * flat fp16 gradients, fsdp1: -13.3%; its mpu's serial input-gradient all-reduce, tp-grad=serial:
  * -10.3%). PaLM on both pods, the cross-pod gradient exchange after the backward over the DCN at
- * the paper's 81 Tbps burst (replica-reduce=end, data/published/palm/tpu-v4-2pod-dcn.ini): -8.7%. */
+ * the paper's 81 Tbps burst (replica-reduce=end, data/published/palm/tpu-v4-2pod-dcn.ini): -8.7%.
+ */
 #define HELDOUT_NEOX_MAX 10.4
 #define HELDOUT_PALM_MAX 9.0
 #define HELDOUT_OPT_MAX 10.8
