@@ -648,10 +648,12 @@ Test(cost, attention_kernel_split_option)
  * paper's Figure 4), with the causal skip, whatever the chip's own flash_efficiency (it has, since
  * December 2026, flash_efficiency 0.41 for the default fa2). Llama 3 8B, one 8,192-token sequence:
  * the core is 4 x 8192^2 x 4096 FLOPs forward, twice that backward, of which (1 + 128 / 8192) / 2
- * are computed, 25.2 ms at 66.55 TFLOP/s for forward and backward together, split 1 : 2.5 as the
- * figure's FLOP count splits them: 7.19 ms forward (the rate x 3.5 / 3), 17.98 ms backward (x 3.5
- * / 3.75). The default kernel (fa2) is unchanged there; on a chip whose profile has no Triton rate
- * (H100) the option is refused in one line naming the key. */
+ * are computed, 25.2 ms at 66.55 TFLOP/s for forward and backward together, split as the paper
+ * says FlashAttention-2 outruns the kernel (1.4x forward, 2x backward, each pass weighted by its
+ * FLOP count 1 : 2.5): 1.4 : 5, the forward 1.4 / 6.4 = 0.21875 of the pair, 5.51 ms (the rate x
+ * 6.4 / 4.2), the backward 19.67 ms (x 12.8 / 15). The default kernel (fa2) is unchanged there; on
+ * a chip whose profile has no Triton rate (H100) the option is refused in one line naming the
+ * key. */
 Test(cost, a100_triton_kernel_closed_form)
 {
   g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
@@ -663,7 +665,7 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
   double core = 4.0 * 8192 * 8192 * 4096;
-  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && close_to(s.flash_eff, 0.27 * 3.5 / 3) &&
+  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && close_to(s.flash_eff, 0.27 * 6.4 / 4.2) &&
                 s.attn_speedup == 0 && close_to(s.attn_flops, core),
             "class %d causal %g flash_eff %g core %g", s.oclass, s.causal, s.flash_eff,
             s.attn_flops);
@@ -673,24 +675,33 @@ Test(cost, a100_triton_kernel_closed_form)
   g.attn_flops = 0; /* the same op without its core: the projections alone */
   double without = ts_cost_device(&t->chip, flops - core, 0, &g);
   double both = 3.0 * core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27);
-  double want = both / 3.5;
-  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 7.19e-3) < 0.01e-3,
+  double want = both * 1.4 / 6.4;
+  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 5.51e-3) < 0.01e-3,
             "forward core %.17g s, expected %.17g s", with - without, want);
-  /* The backward: 2.5 / 3.5 of the pair, so forward + backward take the published rate's time. */
+  /* The backward: 5 / 6.4 of the pair, so forward + backward take the published rate's time. */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
-  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * 3.5 / 3.75),
+  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * 12.8 / 15.0),
             "backward flash_eff %g", s.flash_eff);
   g = s;
   g.attn_flops = 0;
   double bwd = ts_cost_device(&t->chip, 2.0 * flops, 0, &s) -
                ts_cost_device(&t->chip, 2.0 * flops - 2.0 * core, 0, &g);
-  cr_assert(fabs(bwd - 2.5 * want) <= 1e-9 * want && fabs(want + bwd - both) <= 1e-9 * both &&
+  cr_assert(fabs(bwd - 5.0 / 1.4 * want) <= 1e-9 * want && fabs(want + bwd - both) <= 1e-9 * both &&
+                fabs(bwd - 19.67e-3) < 0.01e-3 &&
                 fabs(both - 25.17e-3) < 0.01e-3,
-            "backward core %.17g s, expected %.17g s", bwd, 2.5 * want);
+            "backward core %.17g s, expected %.17g s", bwd, 5.0 / 1.4 * want);
   /* Selective recomputation re-runs the forward core at the forward's rate (recompute=full
    * re-runs the forward pass itself). */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_ATTN_RECOMPUTE, &s);
-  cr_assert(close_to(s.flash_eff, 0.27 * 3.5 / 3), "recompute flash_eff %g", s.flash_eff);
+  cr_assert(close_to(s.flash_eff, 0.27 * 6.4 / 4.2), "recompute flash_eff %g", s.flash_eff);
+  ts_plan_free(p);
+  /* FlashAttention 1 has no published forward / backward split: its pair follows the FLOP count,
+   * 1 : 2.5 (the forward at 3.5 / 3 of its rate, the backward at 3.5 / 3.75). */
+  p = make_plan(m, t, "dp=8,attn-kernel=fa1", 8, 1);
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
+  cr_assert(close_to(s.flash_eff, 0.29 * 3.5 / 3), "fa1 forward flash_eff %g", s.flash_eff);
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.flash_eff, 0.29 * 3.5 / 3.75), "fa1 backward flash_eff %g", s.flash_eff);
   ts_plan_free(p);
   p = make_plan(m, t, "dp=8", 8, 1);
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);

@@ -859,11 +859,14 @@ Test(heldout, llm_foundry_rows_are_the_published_throughput)
  * and on the DEFAULT rows cast to fp32 and reduce-scattered in fp32, fsdp1=fp32): A100 80GB
  * 9.7% / 28.1%, 40GB 6.2% / 26.2%, H100 9.6% / 30.8% (bias -11.2% -> -8.9%; the 13B at 2k tokens
  * with micro-batch 2 -18% -> -8.5%), reduce-scattering a block at a time as FSDP1 does (not by
- * 25 MiB bucket). Pinned just above, so a regression fails. */
-#define HELDOUT_MPT_A100_80_MEAN_MAX 10.0
-#define HELDOUT_MPT_A100_80_WORST_MAX 28.5
-#define HELDOUT_MPT_A100_40_MEAN_MAX 6.5
-#define HELDOUT_MPT_A100_40_WORST_MAX 26.5
+ * 25 MiB bucket). With the Triton pair's time spread as the FlashAttention-2 paper says that
+ * kernel's forward and backward fall behind (1.4x and 2x: forward 0.219 of the pair, not 1 / 3.5):
+ * A100 80GB 8.9% / 25.4%, 40GB 6.0% / 26.4% (its 70B on 64 GPUs, -26.2% -> -26.4%).
+ * Pinned just above, so a regression fails. */
+#define HELDOUT_MPT_A100_80_MEAN_MAX 9.2
+#define HELDOUT_MPT_A100_80_WORST_MAX 25.8
+#define HELDOUT_MPT_A100_40_MEAN_MAX 6.3
+#define HELDOUT_MPT_A100_40_WORST_MAX 26.7
 #define HELDOUT_MPT_H100_MEAN_MAX 9.9
 #define HELDOUT_MPT_H100_WORST_MAX 31.2
 
