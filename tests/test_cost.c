@@ -648,12 +648,13 @@ Test(cost, attention_kernel_split_option)
  * paper's Figure 4), with the causal skip, whatever the chip's own flash_efficiency (it has, since
  * December 2026, flash_efficiency 0.41 for the default fa2). Llama 3 8B, one 8,192-token sequence:
  * the core is 4 x 8192^2 x 4096 FLOPs forward, twice that backward, of which (1 + 128 / 8192) / 2
- * are computed, 25.2 ms at 66.55 TFLOP/s for forward and backward together, split as the paper
- * says FlashAttention-2 outruns the kernel (1.4x forward, 2x backward, each pass weighted by its
- * FLOP count 1 : 2.5): 1.4 : 5, the forward 1.4 / 6.4 = 0.21875 of the pair, 5.51 ms (the rate x
- * 6.4 / 4.2), the backward 19.67 ms (x 12.8 / 15). The default kernel (fa2) is unchanged there; on
- * a chip whose profile has no Triton rate (H100) the option is refused in one line naming the
- * key. */
+ * are computed, at 66.55 TFLOP/s times the kernel's published shape at head width 128 and 8,192
+ * keys (its 78 TFLOP/s bar x (1 + 128 / 8192) over the 8 bars' geometric mean, 78.879: 1.00431),
+ * 25.06 ms for forward and backward together, split as the paper says FlashAttention-2 outruns
+ * the kernel (1.4x forward, 2x backward, each pass weighted by its FLOP count 1 : 2.5): 1.4 : 5,
+ * the forward 1.4 / 6.4 = 0.21875 of the pair, 5.48 ms (the rate x 6.4 / 4.2), the backward
+ * 19.58 ms (x 12.8 / 15). The default kernel (fa2) is unchanged there; on a chip whose profile
+ * has no Triton rate (H100) the option is refused in one line naming the key. */
 Test(cost, a100_triton_kernel_closed_form)
 {
   g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
@@ -665,7 +666,10 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
   double core = 4.0 * 8192 * 8192 * 4096;
-  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && close_to(s.flash_eff, 0.27 * 6.4 / 4.2) &&
+  double shape = 78.0 * (1.0 + 128.0 / 8192) / 78.879087681221;
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 8192), shape));
+  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 &&
+                close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2) &&
                 s.attn_speedup == 0 && close_to(s.attn_flops, core),
             "class %d causal %g flash_eff %g core %g", s.oclass, s.causal, s.flash_eff,
             s.attn_flops);
@@ -674,34 +678,36 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape g = s;
   g.attn_flops = 0; /* the same op without its core: the projections alone */
   double without = ts_cost_device(&t->chip, flops - core, 0, &g);
-  double both = 3.0 * core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27);
+  double both = 3.0 * core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27 * shape);
   double want = both * 1.4 / 6.4;
-  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 5.51e-3) < 0.01e-3,
+  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 5.48e-3) < 0.01e-3,
             "forward core %.17g s, expected %.17g s", with - without, want);
   /* The backward: 5 / 6.4 of the pair, so forward + backward take the published rate's time. */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
-  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * 12.8 / 15.0),
+  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * shape * 12.8 / 15.0),
             "backward flash_eff %g", s.flash_eff);
   g = s;
   g.attn_flops = 0;
   double bwd = ts_cost_device(&t->chip, 2.0 * flops, 0, &s) -
                ts_cost_device(&t->chip, 2.0 * flops - 2.0 * core, 0, &g);
   cr_assert(fabs(bwd - 5.0 / 1.4 * want) <= 1e-9 * want && fabs(want + bwd - both) <= 1e-9 * both &&
-                fabs(bwd - 19.67e-3) < 0.01e-3 &&
-                fabs(both - 25.17e-3) < 0.01e-3,
+                fabs(bwd - 19.58e-3) < 0.01e-3 && fabs(both - 25.06e-3) < 0.01e-3,
             "backward core %.17g s, expected %.17g s", bwd, 5.0 / 1.4 * want);
   /* Selective recomputation re-runs the forward core at the forward's rate (recompute=full
    * re-runs the forward pass itself). */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_ATTN_RECOMPUTE, &s);
-  cr_assert(close_to(s.flash_eff, 0.27 * 6.4 / 4.2), "recompute flash_eff %g", s.flash_eff);
+  cr_assert(close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2), "recompute flash_eff %g",
+            s.flash_eff);
   ts_plan_free(p);
   /* FlashAttention 1 has no published forward / backward split: its pair follows the FLOP count,
    * 1 : 2.5 (the forward at 3.5 / 3 of its rate, the backward at 3.5 / 3.75). */
   p = make_plan(m, t, "dp=8,attn-kernel=fa1", 8, 1);
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
-  cr_assert(close_to(s.flash_eff, 0.29 * 3.5 / 3), "fa1 forward flash_eff %g", s.flash_eff);
+  double fa1 = ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 128, 8192);
+  cr_assert(close_to(s.flash_eff, 0.29 * fa1 * 3.5 / 3), "fa1 forward flash_eff %g", s.flash_eff);
   ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
-  cr_assert(close_to(s.flash_eff, 0.29 * 3.5 / 3.75), "fa1 backward flash_eff %g", s.flash_eff);
+  cr_assert(close_to(s.flash_eff, 0.29 * fa1 * 3.5 / 3.75), "fa1 backward flash_eff %g",
+            s.flash_eff);
   ts_plan_free(p);
   p = make_plan(m, t, "dp=8", 8, 1);
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
@@ -714,6 +720,42 @@ Test(cost, a100_triton_kernel_closed_form)
   cr_assert(strstr(e->message, "flash_efficiency_triton") != NULL &&
                 strchr(e->message, '\n') == NULL,
             "%s", e->message);
+}
+
+/* ts_attn_kernel_shape: the Triton and FlashAttention 1 rates follow their published A100 bars
+ * (Dao 2023, Figure 4, causal) in head width and length, relative to the 8 bars at 2k-16k the
+ * profile's one number is the geometric mean of. Closed forms from the bars: held beyond 16k and
+ * below 512 tokens and outside widths 64-128, linear in log2(keys) and in the width between; the
+ * 8 bars' shapes multiply to 1; FlashAttention-2 and cuDNN (rates of their own) are 1. */
+Test(cost, attn_kernel_shape_follows_the_published_bars)
+{
+  static const double tri[2][6] = {{59, 75, 79, 76, 79, 80}, {50, 61, 68, 74, 78, 80}};
+  static const double len[6] = {512, 1024, 2048, 4096, 8192, 16384};
+  double lg = 0;
+  for (int w = 0; w < 2; w++)
+    for (int i = 2; i < 6; i++)
+      lg += log(tri[w][i] * (1.0 + 128.0 / len[i]));
+  double mean = exp(lg / 8), prod = 1;
+  for (int w = 0; w < 2; w++)
+    for (int i = 2; i < 6; i++)
+      prod *= ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 64 + 64 * w, len[i]);
+  cr_assert(fabs(prod - 1.0) < 1e-12, "the 8 bars' shapes multiply to %.15g", prod);
+  double at16k = 80.0 * (1.0 + 128.0 / 16384) / mean;
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 65536), at16k));
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 256, 16384), at16k));
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 64, 128), 59.0 * 1.25 / mean));
+  /* Half-way in log2 between 2k and 4k (2,896.3 keys), head width 96 half-way between 64 and 128. */
+  double w64 = (79.0 * (1.0 + 128.0 / 2048) + 76.0 * (1.0 + 128.0 / 4096)) / 2;
+  double w128 = (68.0 * (1.0 + 128.0 / 2048) + 74.0 * (1.0 + 128.0 / 4096)) / 2;
+  double got = ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 96, 2048 * sqrt(2.0));
+  cr_assert(close_to(got, (w64 + w128) / 2 / mean), "%.15g", got);
+  /* The short end: the 512-token bar at width 128 is 0.79 of the mean. */
+  cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 512) - 0.792) < 0.001);
+  cr_assert(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA2, 128, 512) == 1.0);
+  cr_assert(ts_attn_kernel_shape(TS_ATTN_KERNEL_CUDNN, 128, 512) == 1.0);
+  /* FlashAttention 1 rises with the length: 0.86 of its mean at 512 tokens, width 64, 1.16 at 16k. */
+  cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 512) - 0.857) < 0.001);
+  cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 16384) - 1.156) < 0.001);
 }
 
 /* fp8-cache: a weight's FP8 cast (2D + 1 bytes an element) and its transposed copy (2 bytes)

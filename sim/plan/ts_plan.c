@@ -1230,6 +1230,7 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
       attn_kernel_pass_slowdown(p->attn_kernel, &sf, &sb);
       double phi = sf / (sf + (FLASH_PUBLISHED_FLOPS - 1.0) * sb);
       s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel) *
+                     ts_attn_kernel_shape(p->attn_kernel, s->ad, s->akv) *
                      (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD ? 2.0 / (3.0 * (1.0 - phi))
                                                                    : 1.0 / (3.0 * phi));
     }
