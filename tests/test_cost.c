@@ -758,6 +758,49 @@ Test(cost, attn_kernel_shape_follows_the_published_bars)
   cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 16384) - 1.156) < 0.001);
 }
 
+/* The table behind ts_attn_kernel_shape is the published figure's: every causal Triton and
+ * FlashAttention 1 bar of data/published/flash-attention/fa2-a100-fwd-bwd.csv, on its computed
+ * tiles (x (1 + 128 / S)), over the geometric mean of the file's 8 bars at 2k-16k, is the shape
+ * at its head width and length (and the flash_efficiency_triton / _fa1 of the A100 profile, 0.27
+ * and 0.29, are that mean in trainsim's FLOP count over 312 x 0.79 TFLOP/s, to 0.01). */
+Test(cost, attn_kernel_shape_is_the_published_file)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "flash-attention",
+                                           "fa2-a100-fwd-bwd.csv", NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s", path);
+  static const char *const method[2] = {"fa-triton", "fa1"};
+  static const ts_attn_kernel kernel[2] = {TS_ATTN_KERNEL_TRITON, TS_ATTN_KERNEL_FA1};
+  static const double profile[2] = {0.27, 0.29};
+  for (int k = 0; k < 2; k++) {
+    double hd[12], len[12], bar[12], lg = 0;
+    int n = 0, in_mean = 0;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (int i = 0; lines[i] != NULL; i++) {
+      g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+      if (g_strv_length(f) != 5 || strcmp(f[0], method[k]) != 0 || strcmp(f[1], "true") != 0)
+        continue;
+      cr_assert(n < 12);
+      hd[n] = g_ascii_strtod(f[2], NULL), len[n] = g_ascii_strtod(f[3], NULL);
+      bar[n] = g_ascii_strtod(f[4], NULL) * (1.0 + 128.0 / len[n]);
+      if (len[n] >= 2048) {
+        lg += log(bar[n]);
+        in_mean++;
+      }
+      n++;
+    }
+    cr_assert(n == 12 && in_mean == 8, "%s: %d causal bars, %d at 2k-16k", method[k], n, in_mean);
+    double mean = exp(lg / 8);
+    for (int i = 0; i < n; i++)
+      cr_assert(close_to(ts_attn_kernel_shape(kernel[k], hd[i], len[i]), bar[i] / mean),
+                "%s width %g at %g: %g, the file %g", method[k], hd[i], len[i],
+                ts_attn_kernel_shape(kernel[k], hd[i], len[i]), bar[i] / mean);
+    double frac = 6.0 / 3.5 * 0.5 * mean / (312.0 * 0.79);
+    cr_assert(fabs(frac - profile[k]) < 0.01, "%s: the bars' mean is %g of the GEMM rate",
+              method[k], frac);
+  }
+}
+
 /* fp8-cache: a weight's FP8 cast (2D + 1 bytes an element) and its transposed copy (2 bytes)
  * are paid once per step, 1 / n_micro of them per micro-batch; the input's and the output
  * gradient's casts and transposes stay per micro-batch. Llama 3.1 8B fc2 on 8,192-token
