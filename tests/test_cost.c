@@ -669,8 +669,8 @@ Test(cost, a100_triton_kernel_closed_form)
   double shape = 78.0 * (1.0 + 128.0 / 8192) / 78.879087681221;
   cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 8192), shape));
   cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 &&
-                close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2) &&
-                s.attn_speedup == 0 && close_to(s.attn_flops, core),
+                close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2) && s.attn_speedup == 0 &&
+                close_to(s.attn_flops, core),
             "class %d causal %g flash_eff %g core %g", s.oclass, s.causal, s.flash_eff,
             s.attn_flops);
   double flops = 1e13; /* the op's FLOPs: projections and core */
@@ -696,8 +696,7 @@ Test(cost, a100_triton_kernel_closed_form)
   /* Selective recomputation re-runs the forward core at the forward's rate (recompute=full
    * re-runs the forward pass itself). */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_ATTN_RECOMPUTE, &s);
-  cr_assert(close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2), "recompute flash_eff %g",
-            s.flash_eff);
+  cr_assert(close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2), "recompute flash_eff %g", s.flash_eff);
   ts_plan_free(p);
   /* FlashAttention 1 has no published forward / backward split: its pair follows the FLOP count,
    * 1 : 2.5 (the forward at 3.5 / 3 of its rate, the backward at 3.5 / 3.75). */
@@ -744,7 +743,7 @@ Test(cost, attn_kernel_shape_follows_the_published_bars)
   cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 65536), at16k));
   cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 256, 16384), at16k));
   cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 64, 128), 59.0 * 1.25 / mean));
-  /* Half-way in log2 between 2k and 4k (2,896.3 keys), head width 96 half-way between 64 and 128. */
+  /* Half-way in log2 between 2k and 4k (2,896.3 keys), width 96 half-way between 64 and 128. */
   double w64 = (79.0 * (1.0 + 128.0 / 2048) + 76.0 * (1.0 + 128.0 / 4096)) / 2;
   double w128 = (68.0 * (1.0 + 128.0 / 2048) + 74.0 * (1.0 + 128.0 / 4096)) / 2;
   double got = ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 96, 2048 * sqrt(2.0));
@@ -753,7 +752,7 @@ Test(cost, attn_kernel_shape_follows_the_published_bars)
   cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 512) - 0.792) < 0.001);
   cr_assert(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA2, 128, 512) == 1.0);
   cr_assert(ts_attn_kernel_shape(TS_ATTN_KERNEL_CUDNN, 128, 512) == 1.0);
-  /* FlashAttention 1 rises with the length: 0.86 of its mean at 512 tokens, width 64, 1.16 at 16k. */
+  /* FlashAttention 1 rises with the length: width 64, 0.86 of its mean at 512, 1.16 at 16k. */
   cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 512) - 0.857) < 0.001);
   cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 16384) - 1.156) < 0.001);
 }
