@@ -648,10 +648,13 @@ Test(cost, attention_kernel_split_option)
  * paper's Figure 4), with the causal skip, whatever the chip's own flash_efficiency (it has, since
  * December 2026, flash_efficiency 0.41 for the default fa2). Llama 3 8B, one 8,192-token sequence:
  * the core is 4 x 8192^2 x 4096 FLOPs forward, twice that backward, of which (1 + 128 / 8192) / 2
- * are computed, 25.2 ms at 66.55 TFLOP/s for forward and backward together, split 1 : 2.5 as the
- * figure's FLOP count splits them: 7.19 ms forward (the rate x 3.5 / 3), 17.98 ms backward (x 3.5
- * / 3.75). The default kernel (fa2) is unchanged there; on a chip whose profile has no Triton rate
- * (H100) the option is refused in one line naming the key. */
+ * are computed, at 66.55 TFLOP/s times the kernel's published shape at head width 128 and 8,192
+ * keys (its 78 TFLOP/s bar x (1 + 128 / 8192) over the 8 bars' geometric mean, 78.879: 1.00431),
+ * 25.06 ms for forward and backward together, split as the paper says FlashAttention-2 outruns
+ * the kernel (1.4x forward, 2x backward, each pass weighted by its FLOP count 1 : 2.5): 1.4 : 5,
+ * the forward 1.4 / 6.4 = 0.21875 of the pair, 5.48 ms (the rate x 6.4 / 4.2), the backward
+ * 19.58 ms (x 12.8 / 15). The default kernel (fa2) is unchanged there; on a chip whose profile
+ * has no Triton rate (H100) the option is refused in one line naming the key. */
 Test(cost, a100_triton_kernel_closed_form)
 {
   g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
@@ -663,8 +666,11 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape s;
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
   double core = 4.0 * 8192 * 8192 * 4096;
-  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 && close_to(s.flash_eff, 0.27 * 3.5 / 3) &&
-                s.attn_speedup == 0 && close_to(s.attn_flops, core),
+  double shape = 78.0 * (1.0 + 128.0 / 8192) / 78.879087681221;
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 8192), shape));
+  cr_assert(s.oclass == TS_OPC_FLASH && s.causal == 1 &&
+                close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2) && s.attn_speedup == 0 &&
+                close_to(s.attn_flops, core),
             "class %d causal %g flash_eff %g core %g", s.oclass, s.causal, s.flash_eff,
             s.attn_flops);
   double flops = 1e13; /* the op's FLOPs: projections and core */
@@ -672,25 +678,35 @@ Test(cost, a100_triton_kernel_closed_form)
   ts_op_shape g = s;
   g.attn_flops = 0; /* the same op without its core: the projections alone */
   double without = ts_cost_device(&t->chip, flops - core, 0, &g);
-  double both = 3.0 * core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27);
-  double want = both / 3.5;
-  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 7.19e-3) < 0.01e-3,
+  double both = 3.0 * core * 0.5 * (1.0 + 128.0 / 8192) / (312e12 * 0.79 * 0.27 * shape);
+  double want = both * 1.4 / 6.4;
+  cr_assert(fabs(with - without - want) <= 1e-9 * want && fabs(want - 5.48e-3) < 0.01e-3,
             "forward core %.17g s, expected %.17g s", with - without, want);
-  /* The backward: 2.5 / 3.5 of the pair, so forward + backward take the published rate's time. */
+  /* The backward: 5 / 6.4 of the pair, so forward + backward take the published rate's time. */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
-  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * 3.5 / 3.75),
+  cr_assert(close_to(s.attn_flops, 2.0 * core) && close_to(s.flash_eff, 0.27 * shape * 12.8 / 15.0),
             "backward flash_eff %g", s.flash_eff);
   g = s;
   g.attn_flops = 0;
   double bwd = ts_cost_device(&t->chip, 2.0 * flops, 0, &s) -
                ts_cost_device(&t->chip, 2.0 * flops - 2.0 * core, 0, &g);
-  cr_assert(fabs(bwd - 2.5 * want) <= 1e-9 * want && fabs(want + bwd - both) <= 1e-9 * both &&
-                fabs(both - 25.17e-3) < 0.01e-3,
-            "backward core %.17g s, expected %.17g s", bwd, 2.5 * want);
+  cr_assert(fabs(bwd - 5.0 / 1.4 * want) <= 1e-9 * want && fabs(want + bwd - both) <= 1e-9 * both &&
+                fabs(bwd - 19.58e-3) < 0.01e-3 && fabs(both - 25.06e-3) < 0.01e-3,
+            "backward core %.17g s, expected %.17g s", bwd, 5.0 / 1.4 * want);
   /* Selective recomputation re-runs the forward core at the forward's rate (recompute=full
    * re-runs the forward pass itself). */
   ts_plan_layer_shape(p, attn, 1, TS_PASS_ATTN_RECOMPUTE, &s);
-  cr_assert(close_to(s.flash_eff, 0.27 * 3.5 / 3), "recompute flash_eff %g", s.flash_eff);
+  cr_assert(close_to(s.flash_eff, 0.27 * shape * 6.4 / 4.2), "recompute flash_eff %g", s.flash_eff);
+  ts_plan_free(p);
+  /* FlashAttention 1 has no published forward / backward split: its pair follows the FLOP count,
+   * 1 : 2.5 (the forward at 3.5 / 3 of its rate, the backward at 3.5 / 3.75). */
+  p = make_plan(m, t, "dp=8,attn-kernel=fa1", 8, 1);
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
+  double fa1 = ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 128, 8192);
+  cr_assert(close_to(s.flash_eff, 0.29 * fa1 * 3.5 / 3), "fa1 forward flash_eff %g", s.flash_eff);
+  ts_plan_layer_shape(p, attn, 1, TS_PASS_BWD, &s);
+  cr_assert(close_to(s.flash_eff, 0.29 * fa1 * 3.5 / 3.75), "fa1 backward flash_eff %g",
+            s.flash_eff);
   ts_plan_free(p);
   p = make_plan(m, t, "dp=8", 8, 1);
   ts_plan_layer_shape(p, attn, 1, TS_PASS_FWD, &s);
@@ -703,6 +719,85 @@ Test(cost, a100_triton_kernel_closed_form)
   cr_assert(strstr(e->message, "flash_efficiency_triton") != NULL &&
                 strchr(e->message, '\n') == NULL,
             "%s", e->message);
+}
+
+/* ts_attn_kernel_shape: the Triton and FlashAttention 1 rates follow their published A100 bars
+ * (Dao 2023, Figure 4, causal) in head width and length, relative to the 8 bars at 2k-16k the
+ * profile's one number is the geometric mean of. Closed forms from the bars: held beyond 16k and
+ * below 512 tokens and outside widths 64-128, linear in log2(keys) and in the width between; the
+ * 8 bars' shapes multiply to 1; FlashAttention-2 and cuDNN (rates of their own) are 1. */
+Test(cost, attn_kernel_shape_follows_the_published_bars)
+{
+  static const double tri[2][6] = {{59, 75, 79, 76, 79, 80}, {50, 61, 68, 74, 78, 80}};
+  static const double len[6] = {512, 1024, 2048, 4096, 8192, 16384};
+  double lg = 0;
+  for (int w = 0; w < 2; w++)
+    for (int i = 2; i < 6; i++)
+      lg += log(tri[w][i] * (1.0 + 128.0 / len[i]));
+  double mean = exp(lg / 8), prod = 1;
+  for (int w = 0; w < 2; w++)
+    for (int i = 2; i < 6; i++)
+      prod *= ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 64 + 64 * w, len[i]);
+  cr_assert(fabs(prod - 1.0) < 1e-12, "the 8 bars' shapes multiply to %.15g", prod);
+  double at16k = 80.0 * (1.0 + 128.0 / 16384) / mean;
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 65536), at16k));
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 256, 16384), at16k));
+  cr_assert(close_to(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 64, 128), 59.0 * 1.25 / mean));
+  /* Half-way in log2 between 2k and 4k (2,896.3 keys), width 96 half-way between 64 and 128. */
+  double w64 = (79.0 * (1.0 + 128.0 / 2048) + 76.0 * (1.0 + 128.0 / 4096)) / 2;
+  double w128 = (68.0 * (1.0 + 128.0 / 2048) + 74.0 * (1.0 + 128.0 / 4096)) / 2;
+  double got = ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 96, 2048 * sqrt(2.0));
+  cr_assert(close_to(got, (w64 + w128) / 2 / mean), "%.15g", got);
+  /* The short end: the 512-token bar at width 128 is 0.79 of the mean. */
+  cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_TRITON, 128, 512) - 0.792) < 0.001);
+  cr_assert(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA2, 128, 512) == 1.0);
+  cr_assert(ts_attn_kernel_shape(TS_ATTN_KERNEL_CUDNN, 128, 512) == 1.0);
+  /* FlashAttention 1 rises with the length: width 64, 0.86 of its mean at 512, 1.16 at 16k. */
+  cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 512) - 0.857) < 0.001);
+  cr_assert(fabs(ts_attn_kernel_shape(TS_ATTN_KERNEL_FA1, 64, 16384) - 1.156) < 0.001);
+}
+
+/* The table behind ts_attn_kernel_shape is the published figure's: every causal Triton and
+ * FlashAttention 1 bar of data/published/flash-attention/fa2-a100-fwd-bwd.csv, on its computed
+ * tiles (x (1 + 128 / S)), over the geometric mean of the file's 8 bars at 2k-16k, is the shape
+ * at its head width and length (and the flash_efficiency_triton / _fa1 of the A100 profile, 0.27
+ * and 0.29, are that mean in trainsim's FLOP count over 312 x 0.79 TFLOP/s, to 0.01). */
+Test(cost, attn_kernel_shape_is_the_published_file)
+{
+  g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "data", "published", "flash-attention",
+                                           "fa2-a100-fwd-bwd.csv", NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s", path);
+  static const char *const method[2] = {"fa-triton", "fa1"};
+  static const ts_attn_kernel kernel[2] = {TS_ATTN_KERNEL_TRITON, TS_ATTN_KERNEL_FA1};
+  static const double profile[2] = {0.27, 0.29};
+  for (int k = 0; k < 2; k++) {
+    double hd[12], len[12], bar[12], lg = 0;
+    int n = 0, in_mean = 0;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (int i = 0; lines[i] != NULL; i++) {
+      g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+      if (g_strv_length(f) != 5 || strcmp(f[0], method[k]) != 0 || strcmp(f[1], "true") != 0)
+        continue;
+      cr_assert(n < 12);
+      hd[n] = g_ascii_strtod(f[2], NULL), len[n] = g_ascii_strtod(f[3], NULL);
+      bar[n] = g_ascii_strtod(f[4], NULL) * (1.0 + 128.0 / len[n]);
+      if (len[n] >= 2048) {
+        lg += log(bar[n]);
+        in_mean++;
+      }
+      n++;
+    }
+    cr_assert(n == 12 && in_mean == 8, "%s: %d causal bars, %d at 2k-16k", method[k], n, in_mean);
+    double mean = exp(lg / 8);
+    for (int i = 0; i < n; i++)
+      cr_assert(close_to(ts_attn_kernel_shape(kernel[k], hd[i], len[i]), bar[i] / mean),
+                "%s width %g at %g: %g, the file %g", method[k], hd[i], len[i],
+                ts_attn_kernel_shape(kernel[k], hd[i], len[i]), bar[i] / mean);
+    double frac = 6.0 / 3.5 * 0.5 * mean / (312.0 * 0.79);
+    cr_assert(fabs(frac - profile[k]) < 0.01, "%s: the bars' mean is %g of the GEMM rate",
+              method[k], frac);
+  }
 }
 
 /* fp8-cache: a weight's FP8 cast (2D + 1 bytes an element) and its transposed copy (2 bytes)

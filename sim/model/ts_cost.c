@@ -71,6 +71,15 @@ static const double attn_tflops[TS_NATTN_KERNELS][2][6] = {
 };
 static const char *const attn_kernel_names[TS_NATTN_KERNELS] = {"fa2", "cudnn", "triton", "fa1"};
 
+/* Dao 2023 (FlashAttention-2, arXiv 2307.08691), Figure 4 "Attention forward + backward speed on
+ * A100 GPU", causal panels, TFLOP/s (a causal core counted as half the FLOPs, the backward as 2.5
+ * forwards) at head widths 64 and 128 and the lengths of attn_seq; the bars of
+ * data/published/flash-attention/fa2-a100-fwd-bwd.csv. Only their shape is used. */
+static const double attn_a100_causal[TS_NATTN_KERNELS][2][6] = {
+    [TS_ATTN_KERNEL_TRITON] = {{59, 75, 79, 76, 79, 80}, {50, 61, 68, 74, 78, 80}},
+    [TS_ATTN_KERNEL_FA1] = {{58, 70, 77, 87, 92, 97}, {55, 62, 69, 76, 80, 83}},
+};
+
 const char *ts_attn_kernel_name(ts_attn_kernel k)
 {
   return k >= 0 && k < TS_NATTN_KERNELS ? attn_kernel_names[k] : "?";
@@ -99,6 +108,41 @@ double ts_attn_kernel_speedup(ts_attn_kernel k, gboolean bwd, double keys)
     i++;
   double f = log2(keys / attn_seq[i]); /* the lengths double: log2 of their ratio is 1 */
   return r[i] + f * (r[i + 1] - r[i]);
+}
+
+/* A published bar on the tiles a causal core computes: its rate x (1 + tile / S) (the figure
+ * counts half the scores; the kernel computes the diagonal tiles whole). */
+static double attn_bar(ts_attn_kernel k, int w, int i)
+{
+  return attn_a100_causal[k][w][i] * (1.0 + FLASH_KEY_TILE / attn_seq[i]);
+}
+
+double ts_attn_kernel_shape(ts_attn_kernel k, double head_dim, double keys)
+{
+  if (k != TS_ATTN_KERNEL_TRITON && k != TS_ATTN_KERNEL_FA1)
+    return 1.0;
+  /* The profile's rate: the geometric mean of the 8 bars at 2k-16k, both head widths. */
+  double lg = 0.0;
+  for (int w = 0; w < 2; w++)
+    for (int i = 2; i < 6; i++)
+      lg += log(attn_bar(k, w, i));
+  double mean = exp(lg / 8.0);
+  /* Each head width's bar at these keys, then between the widths. */
+  double at[2];
+  for (int w = 0; w < 2; w++) {
+    int i = 0;
+    double f = 0.0;
+    if (keys >= attn_seq[5]) {
+      i = 4, f = 1.0;
+    } else if (keys > attn_seq[0]) {
+      while (keys >= attn_seq[i + 1])
+        i++;
+      f = log2(keys / attn_seq[i]); /* the lengths double: log2 of their ratio is 1 */
+    }
+    at[w] = attn_bar(k, w, i) + f * (attn_bar(k, w, i + 1) - attn_bar(k, w, i));
+  }
+  double x = fmin(1.0, fmax(0.0, (head_dim - 64.0) / 64.0));
+  return (at[0] + x * (at[1] - at[0])) / mean;
 }
 
 double ts_chip_peak(const ts_chip *c, ts_precision p)

@@ -200,6 +200,18 @@ int ts_op_class_parse(const char *s);
  */
 double ts_attn_kernel_speedup(ts_attn_kernel k, gboolean bwd, double keys);
 
+/**
+ * The published length and head-width shape of a kernel whose rate a chip profile gives as one
+ * number (attn-kernel=triton: flash_efficiency_triton, fa1: flash_efficiency_fa1): the kernel's
+ * causal forward + backward TFLOP/s on the A100 at this head width and key length, on the tiles
+ * it computes (x (1 + 128 / S)), over the geometric mean of the 8 bars the profile's rate is
+ * taken from (head widths 64 and 128, 2k-16k tokens). From the FlashAttention-2 paper's Figure 4
+ * (Dao 2023, arXiv 2307.08691; data/published/flash-attention/fa2-a100-fwd-bwd.csv), linear in
+ * the head width between 64 and 128 and in log2(keys) between the published lengths, held at
+ * the ends (512 and 16k tokens, 64 and 128 wide). 1 for the other kernels.
+ */
+double ts_attn_kernel_shape(ts_attn_kernel k, double head_dim, double keys);
+
 /** "fa2", "cudnn" and the inverse (-1 when unknown). */
 const char *ts_attn_kernel_name(ts_attn_kernel k);
 int ts_attn_kernel_parse(const char *s);

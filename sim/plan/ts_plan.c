@@ -815,6 +815,24 @@ int *ts_plan_units(const ts_plan *p)
  * 2.5: it recomputes the scores); trainsim counts 3 (ts_plan_op_shape). */
 #define FLASH_PUBLISHED_FLOPS 3.5
 
+/* How much slower than FlashAttention-2 a fused kernel runs its forward and its backward, as
+ * published (1, 1: not published apart, so its time follows the FLOP count, 1 : 2.5). The Triton
+ * kernel: "FlashAttention-2 is around 1.3-1.5x faster than FlashAttention in Triton in the forward
+ * pass and around 2x faster in the backward pass" (Dao 2023, arXiv 2307.08691, section 4.1, from
+ * its Figures 5 and 6, A100): 1.4 and 2; with FlashAttention-2's own forward and backward at one
+ * rate (its H100 causal 16k bars: 335 and 322 TFLOP/s, Shah et al. 2024 Figures 5-6), the Triton
+ * pair's time is 1.4 : 5, the forward 0.219 of it where the FLOP count says 1 / 3.5 = 0.286. The
+ * kernel's own header says the same ("Triton forward is generally faster than CUDA forward,
+ * while Triton backward is generally slower"). */
+static void attn_kernel_pass_slowdown(ts_attn_kernel k, double *fwd, double *bwd)
+{
+  *fwd = *bwd = 1.0;
+  if (k == TS_ATTN_KERNEL_TRITON) {
+    *fwd = 1.4;
+    *bwd = 2.0;
+  }
+}
+
 /* A fused kernel's rate as a fraction of the GEMM rate from the chip's profile (0: none given):
  * flash_efficiency_triton, flash_efficiency_fa1; FlashAttention-2's is flash_efficiency. */
 static double attn_kernel_rate(const ts_chip *c, ts_attn_kernel k)
@@ -1200,14 +1218,22 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
     /* A kernel with the chip's own published rate (triton, fa1; refused at plan time where the
      * profile has none). The published figures time forward and backward together and count
      * the backward as 2.5 forwards (it recomputes the scores: benchmark_flash_attention.py,
-     * data/published/flash-attention/PROVENANCE.txt), so their time is spread over the passes
-     * 1 : 2.5, not as trainsim's 1 : 2 FLOP count would spread it: the forward at 3.5 / 3 of
-     * the rate, the backward at 3.5 / 3.75. Forward plus backward take what they took; a
-     * recomputed forward (recompute=full re-runs the core) costs 1 / 3.5 of them, not 1 / 3. */
-    else if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2)
+     * data/published/flash-attention/PROVENANCE.txt). Their time is spread over the passes as
+     * the kernel's published forward and backward slowdowns against FlashAttention-2 spread it
+     * (attn_kernel_pass_slowdown): 1 x sf : 2.5 x sb, the forward's share
+     * phi = sf / (sf + 2.5 sb) (1 / 3.5 when not published apart; 0.219 for Triton). In
+     * trainsim's 1 : 2 FLOP count that is the forward at 1 / (3 phi) of the rate, the backward
+     * at 2 / (3 (1 - phi)) (3.5 / 3 and 3.5 / 3.75 at 1 / 3.5). Forward plus backward take what
+     * they took; a recomputed forward (recompute=full re-runs the core) costs phi of them. */
+    else if (s->oclass == TS_OPC_FLASH && p->attn_kernel != TS_ATTN_KERNEL_FA2) {
+      double sf, sb;
+      attn_kernel_pass_slowdown(p->attn_kernel, &sf, &sb);
+      double phi = sf / (sf + (FLASH_PUBLISHED_FLOPS - 1.0) * sb);
       s->flash_eff = attn_kernel_rate(&p->topo->chip, p->attn_kernel) *
-                     (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD ? FLASH_PUBLISHED_FLOPS / 3.75
-                                                                   : FLASH_PUBLISHED_FLOPS / 3.0);
+                     ts_attn_kernel_shape(p->attn_kernel, s->ad, s->akv) *
+                     (pass == TS_PASS_BWD || pass == TS_PASS_DGRAD ? 2.0 / (3.0 * (1.0 - phi))
+                                                                   : 1.0 / (3.0 * phi));
+    }
     break;
   }
   default:
