@@ -419,8 +419,8 @@ Test(accuracy, shipped_torchtitan_memory_twin_rows_predicted_alike)
  * ZeRO-3/FSDP2 gathers a block at a time one block ahead as FSDP2 prefetches (the fit moved
  * 0.59 -> 0.585); 3.7% / 8.1% before that, with the three AsyncTP rows costed as PyTorch's
  * AsyncTP (tp-overlap=async, each chunk a matmul of its own; then the recomputed forward kept
- * its plain collectives); 5.6% / 13.4% with Transformer Engine's overlap on them (the 405B tp=8 rows
- * 12-13% too fast); 5.9% / 13.6% before the DGX H100 node's NCCL rates were set to the
+ * its plain collectives); 5.6% / 13.4% with Transformer Engine's overlap on them (the 405B tp=8
+ * rows 12-13% too fast); 5.9% / 13.6% before the DGX H100 node's NCCL rates were set to the
  * published ones (ring 370 GB/s, NVLS 480 GB/s busbw on 8 GPUs, were 449 and 655); 14.45% and
  * 35.5% before the splits said what TorchTitan ran (eager kernels, fsdp2's once-per-step
  * gathers under pp, 8 micro-batches for the interleaved row) and FP8 scaling, recompute=op and
