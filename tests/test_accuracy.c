@@ -418,9 +418,9 @@ Test(accuracy, shipped_torchtitan_memory_twin_rows_predicted_alike)
  * 11.0% before; once
  * ZeRO-3/FSDP2 gathers a block at a time one block ahead as FSDP2 prefetches (the fit moved
  * 0.59 -> 0.585); 3.7% / 8.1% before that, with the three AsyncTP rows costed as PyTorch's
- * AsyncTP (tp-overlap=async: the recomputed forward keeps its plain collectives, each chunk a
- * matmul of its own); 5.6% / 13.4% with Transformer Engine's overlap on them (the 405B tp=8 rows
- * 12-13% too fast); 5.9% / 13.6% before the DGX H100 node's NCCL rates were set to the
+ * AsyncTP (tp-overlap=async, each chunk a matmul of its own; then the recomputed forward kept
+ * its plain collectives); 5.6% / 13.4% with Transformer Engine's overlap on them (the 405B tp=8
+ * rows 12-13% too fast); 5.9% / 13.6% before the DGX H100 node's NCCL rates were set to the
  * published ones (ring 370 GB/s, NVLS 480 GB/s busbw on 8 GPUs, were 449 and 655); 14.45% and
  * 35.5% before the splits said what TorchTitan ran (eager kernels, fsdp2's once-per-step
  * gathers under pp, 8 micro-batches for the interleaved row) and FP8 scaling, recompute=op and
@@ -449,9 +449,15 @@ Test(accuracy, shipped_torchtitan_memory_twin_rows_predicted_alike)
  * loosened, the mechanism is PyTorch's, not a fit to these rows). Once fsdp2 (TorchTitan's Llama)
  * sums the input gradients of its separate projections (wq, wk, wv; w1, w3) in backward: 2.8% /
  * 7.0% (every held-out row closer but the 8B eager 8-GPU one, +0.7 -> +1.1%; the fit row +0.4%,
- * bench/fit_h100.sh still 0.510 / 0.41). */
-#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 3.0
-#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 7.3
+ * bench/fit_h100.sh still 0.510 / 0.41). Once AsyncTP decomposes the recomputed forward of a
+ * full checkpoint too (Inductor's micro-pipeline pass runs on the compiled backward graph,
+ * where the re-run lives; the June 2025 async TP file 6.2% -> 4.8%, the 405B August 2024 file
+ * 3.3% -> 2.5%): 4.1% / 10.4% (loosened: the three December 2024 AsyncTP rows, 70B -0.7 ->
+ * -6.8%, 405B 1F1B / interleaved -4.2 / -6.6 -> -8.2 / -10.4%, now too fast; that torch's
+ * measured 70B AsyncTP gain, +5.7%, is a third of March and June 2025's +15.9 / +16.4% on the
+ * same 70B Float8 config, docs/accuracy.md). */
+#define TORCHTITAN_STEP_HELDOUT_MEAN_MAX 4.2
+#define TORCHTITAN_STEP_HELDOUT_WORST_MAX 10.5
 
 Test(accuracy, shipped_torchtitan_h100_step_times)
 {
@@ -477,11 +483,11 @@ Test(accuracy, shipped_torchtitan_h100_step_times)
 }
 
 /* tp-overlap=async (PyTorch's AsyncTP) hides less than tp-overlap (Transformer Engine) under
- * full recomputation, whose re-run forward keeps its plain collectives under AsyncTP, and more
- * than no overlap; without recomputation the two differ by the chunk GEMMs' shape (m / tp
- * rows each under AsyncTP: at micro-batch 1 the chunks of 1,024 rows lose more to wave quantisation
- * than the overlap gains, so micro-batch 8 here) and AsyncTP's symmetric-memory copy and partial
- * sum in place of its first gather and last reduction chunk, so AsyncTP is no faster. A mode other
+ * full recomputation and more than no overlap (both decompose the re-run forward too); with or
+ * without recomputation the two differ by the chunk GEMMs' shape (m / tp rows each under
+ * AsyncTP: at micro-batch 1 the chunks of 1,024 rows lose more to wave quantisation than the
+ * overlap gains, so micro-batch 8 here) and AsyncTP's symmetric-memory copy and partial sum in
+ * place of its first gather and last reduction chunk, so AsyncTP is no faster. A mode other
  * than te / async is an error naming the item. */
 Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
 {
@@ -522,9 +528,11 @@ Test(accuracy, tp_overlap_async_hides_less_than_transformer_engine)
  * each of its collectives (cp-ring=torch under kernels=fused: the 405B rows -10.9/-6.4/-13.5%
  * -> -4.1/+7.0/+0.4%). 8.1% / 17.7% once fsdp2 sums the input gradients of TorchTitan's separate
  * projections (wq, wk, wv; w1, w3): the 405B rows -7.7 / -5.1 / +7.2 / +1.4% -> -6.4 / -3.8 / +8.1
- * / +1.9%, the 8B rows within 0.3 points. Pinned so it cannot get worse silently; the worst row
- * too. */
-#define TORCHTITAN_CP_MEAN_MAX 8.3
+ * / +1.9%, the 8B rows within 0.3 points. 7.5% / 17.7% once the four 405B rows say the AsyncTP
+ * Table 6 ran (tp-overlap=async, as Table 5's rows in llama3_h100_steps.csv; they said
+ * tp-overlap, Transformer Engine's chunking): -6.5 / -3.9 / +8.0 / +1.9% -> -2.6 / -2.3 / +8.8 /
+ * +2.0%. Pinned so it cannot get worse silently; the worst row too. */
+#define TORCHTITAN_CP_MEAN_MAX 7.7
 #define TORCHTITAN_CP_WORST_MAX 18.0
 
 Test(accuracy, shipped_torchtitan_h100_long_sequences)

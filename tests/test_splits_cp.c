@@ -805,6 +805,52 @@ Test(overlap, async_tp_symmetric_memory_copy_and_partial_sum)
   cr_assert_eq(r->flops, 0);
 }
 
+/* AsyncTP decomposes a full checkpoint's recomputed forward as it does the forward: PyTorch
+ * re-runs the checkpointed block inside the compiled backward graph (AOTAutograd's partitioner
+ * puts the recomputation there) and Inductor's post-grad passes, the micro-pipeline pass among
+ * them, run on that graph as on the forward one. So under recompute=full the re-run's input
+ * all-gather and output reduce-scatter come in n = tp chunks, the same bytes as the plain
+ * collectives and as Transformer Engine's chunks, with the symmetric-memory copy and partial sum
+ * of the forward, tagged as a recomputation; no plain recompute collective is left.
+ * validate-transformer, tp = 4, sp. */
+Test(overlap, async_tp_decomposes_the_recomputed_forward)
+{
+  g_autoptr(ts_model) m = load_model("validate-transformer");
+  g_autoptr(ts_topo) t = ring_topo(4, 1e6, 1e-6);
+  t->chip.peak_flops = 1e6;
+  const int n = 4;
+  g_autoptr(ts_plan) as = make_plan(m, t, "tp=4,sp,recompute=full,tp-overlap=async", 8, 0);
+  g_autoptr(ts_plan) te = make_plan(m, t, "tp=4,sp,recompute=full,tp-overlap=te", 8, 0);
+  g_autoptr(ts_plan) no = make_plan(m, t, "tp=4,sp,recompute=full", 8, 0);
+  g_autoptr(ts_trace) ta = trace_of(as);
+  g_autoptr(ts_trace) tt = trace_of(te);
+  g_autoptr(ts_trace) tn = trace_of(no);
+  const char *ag = "block.0.fc1 recompute all-gather chunk",
+             *rs = "block.0.fc2 recompute reduce-scatter chunk";
+  double agb, rsb, tagb, trsb, pagb, prsb;
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, ag, &agb), n);
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, rs, &rsb), n);
+  cr_assert_eq(count_ops(tt, 0, TS_OP_COLL, ag, &tagb), n);
+  cr_assert_eq(count_ops(tt, 0, TS_OP_COLL, rs, &trsb), n);
+  cr_assert_eq(count_ops(tn, 0, TS_OP_COLL, "block.0.fc1 recompute all-gather", &pagb), 1);
+  cr_assert_eq(count_ops(tn, 0, TS_OP_COLL, "block.0.fc2 recompute reduce-scatter", &prsb), 1);
+  cr_assert_float_eq(agb, tagb, 1e-9 * agb, "the same chunks as te");
+  cr_assert_float_eq(rsb, trsb, 1e-9 * rsb, "the same chunks as te");
+  cr_assert_float_eq(agb, pagb, 1e-9 * agb, "the plain gather's bytes");
+  cr_assert_float_eq(rsb, prsb, 1e-9 * rsb, "the plain reduce-scatter's bytes");
+  /* every recompute collective of the layer is a chunk */
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, "block.0.fc1 recompute all-gather", NULL), n);
+  cr_assert_eq(count_ops(ta, 0, TS_OP_COLL, "block.0.fc2 recompute reduce-scatter", NULL), n);
+  ts_op b1, b2;
+  const ts_op *c = op_labelled_in(ta, "block.0.fc1 recompute copy into symmetric memory", &b1);
+  const ts_op *r = op_labelled_in(ta, "block.0.fc2 recompute sum of reduce-scatter partials", &b2);
+  cr_assert(c != NULL && r != NULL);
+  cr_assert_eq(c->t_phase, TS_PHASE_RECOMPUTE);
+  cr_assert_eq(r->t_phase, TS_PHASE_RECOMPUTE);
+  cr_assert_float_eq(c->mem_bytes, 2.0 * agb / n, 1e-9 * agb, "read and write the shard");
+  cr_assert_float_eq(r->mem_bytes, (n + 1) * rsb / n, 1e-9 * rsb, "n partials read, one written");
+}
+
 Test(overlap, tp_overlap_backward_closed_form)
 {
   /* tp-overlap (te) on a GPU: Transformer Engine's ring exchange does the same. */

@@ -147,6 +147,8 @@ enum {
   L_BWD_SP_COPY,
   L_SYMM_COPY,
   L_SYMM_REDUCE,
+  L_RC_SYMM_COPY,
+  L_RC_SYMM_REDUCE,
   L_APEX_GRAD_ADD,
   L_NLAYER_SLOTS
 };
@@ -201,6 +203,8 @@ static const struct {
     [L_BWD_SP_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_BWD},
     [L_SYMM_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_FWD},
     [L_SYMM_REDUCE] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_FWD},
+    [L_RC_SYMM_COPY] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_RECOMPUTE},
+    [L_RC_SYMM_REDUCE] = {TS_ROLE_LAYOUT_COPY, TS_PHASE_RECOMPUTE},
     [L_CP_SEND] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_RECV] = {TS_ROLE_CP_KV, TS_PHASE_FWD},
     [L_CP_CORE] = {TS_ROLE_CP_ATTN, TS_PHASE_FWD},
@@ -1118,6 +1122,8 @@ static int symm_copy(gen *g, int i, int slot, double bytes, const char *fmt, gbo
   ts_op_shape s = {.oclass = TS_OPC_MEMORY, .kernels = 1, .prec = TS_PRECISION_BF16};
   char text[96];
   g_snprintf(text, sizeof text, fmt, g->p->model->layers[i].name, recompute ? "recompute" : "fwd");
+  if (recompute) /* its own label slot: a recomputation, tagged as one */
+    slot = slot == L_SYMM_COPY ? L_RC_SYMM_COPY : L_RC_SYMM_REDUCE;
   return emit_compute(g, TS_CAT_FWD, 0.0, bytes, &s, lbl(g, layer_slot(g, i, slot), "%s", text));
 }
 
@@ -1236,12 +1242,18 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
  * by ring exchange, as the forward's gather with its GEMM (its default userbuffers
  * configuration: proj_dgrad and fc2_dgrad by ring exchange; Megatron-Core's tp_comm_overlap).
  * PyTorch's AsyncTP (tp-overlap=async) is left as it was: its backward is not chunked here.
- * `te` on a systolic chip keeps the unchunked backward. The validator reads the same rule. */
+ * `te` on a systolic chip keeps the unchunked backward. The validator reads the same rule.
+ * A recomputed forward (recompute=full, stage) is chunked in every mode: Transformer Engine and
+ * XLA re-run a checkpointed module with its overlap, and under AsyncTP the re-run is part of the
+ * compiled backward graph (AOTAutograd's partitioner puts a checkpoint's recomputation there),
+ * which Inductor's post-grad passes, the micro-pipeline pass among them, process as they do
+ * the forward graph (torch/_inductor/fx_passes/post_grad.py; micro_pipeline_tp.py has no test
+ * of the graph's kind). */
 unsigned ts_plan_fwd_chunked(const ts_plan *p, int i, gboolean recompute)
 {
   const ts_layer_exec *e = &p->exec[i];
-  if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1 ||
-      (recompute && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC))
+  (void)recompute;
+  if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1)
     return 0;
   return (chunks_gather(&e->fwd_pre) ? TS_CHUNK_GATHER : 0u) |
          (chunks_reduce(&e->fwd_post) ? TS_CHUNK_REDUCE : 0u);
@@ -1320,9 +1332,9 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   /* A recomputed forward (recompute=full, stage) overlaps its collectives as the forward does:
    * Transformer Engine and XLA re-run the checkpointed module with the same comm overlap. Its
    * chunks are tagged as a recomputation (L_OVL_RC*). */
-  /* PyTorch's AsyncTP decomposes what torch.compile's micro-pipeline pass matches in the
-   * forward; the recomputed forward of full activation checkpointing (re-run inside the
-   * backward) keeps its plain collectives (docs/splits.md, tp-overlap=async). */
+  /* PyTorch's AsyncTP decomposes what torch.compile's micro-pipeline pass matches, in the
+   * forward graph and in the recomputed forward of full activation checkpointing, which runs in
+   * the compiled backward graph (ts_plan_fwd_chunked; docs/splits.md, tp-overlap=async). */
   gboolean ovl = ts_plan_fwd_chunks(p, i, recompute) > 0;
   if (ovl && e->cp_kv_bytes > 0) {
     /* Context parallelism: the ring between the two projections, each chunked with its
