@@ -168,6 +168,8 @@ typedef struct {
   gboolean attn_bwd_fused; /* attn-bwd=fused: the Pallas backward as one kernel (dQ with dK/dV) */
   /* Added with the A100 scaling study (NeMo-Megatron's 2022 runs). */
   gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam holds the gradients */
+  /* Added with the CNN / BERT-on-V100 study (session 12). */
+  gboolean opt_bertadam; /* optimizer=bertadam: BERT's Python per-tensor Adam loop */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -344,6 +346,8 @@ typedef struct {
   gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam (NeMo-Megatron 2022)
                               adds every micro-batch's 16-bit gradients into its fp32 buckets
                               and reduce-scatters them in fp32 */
+  gboolean opt_bertadam;   /* optimizer=bertadam: the step is BertAdam's Python loop over the
+                              parameter tensors, each op its own kernel (ts_plan_bertadam_shape) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

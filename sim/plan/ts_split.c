@@ -125,7 +125,7 @@ static const char *const split_options[] = {
     "offload",     "ps",         "ps-placement", "stages",    "ep",      "precision",  "attention",
     "attn-kernel", "attn-block", "attn-bwd",     "fp8-cache", "buckets", "p2p",        "cp-ring",
     "load",        "tp-grad",    "pipe-engine",  "dp-engine", "launch",  "loss",       "kernels",
-    "fsdp2",       "fsdp1",      "early-stop",   NULL};
+    "fsdp2",       "fsdp1",      "early-stop",   "optimizer", NULL};
 
 char *ts_split_option_names(void)
 {
@@ -271,6 +271,15 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "uncompiled PyTorch runs it) or eager-fused-rmsnorm (eager, RMSNorm "
                         "one kernel each way)");
     s->kernels = 1 + v;
+  } else if (strcmp(key, "optimizer") == 0) {
+    static const char *const n[] = {"fused", "bertadam", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "optimizer=fused (a multi-tensor step: apex FusedAdam / FusedLAMB, "
+                        "foreach) or bertadam (BERT's BertAdam: a Python loop over the "
+                        "parameter tensors, each op its own kernel)");
+    s->opt_bertadam = v == 1;
   } else if (strcmp(key, "attn-kernel") == 0) {
     int v = val ? ts_attn_kernel_parse(val) : -1;
     if (v < 0)
