@@ -459,8 +459,8 @@ Test(heldout, dle_resnet50_rows_are_the_published_throughput)
 /* trainsim on them, no chip parameter fitted to them: batch norm's two passes and torchvision's
  * eager ReLU and residual-add kernels (kernels=eager), Winograd for the fp32 3x3 convolutions.
  * Mixed precision is too fast (A100 -7.8% on 1 GPU, -22.2% on 8; V100 -3.7% to -19.0%: the
- * 8-GPU runs scale 6.7-6.9x, which trainsim's overlapped all-reduce does not explain; DALI's CPU
- * decoding is not modelled), FP32 on V100 within 4% (docs/accuracy.md, "DeepLearningExamples
+ * 8-GPU runs scale 6.7-6.9x, which trainsim's overlapped all-reduce does not explain, nor the
+ * host's input rate: docs/accuracy.md, "The 8-GPU rows lose a fixed fraction"), FP32 on V100 within 4% (docs/accuracy.md, "DeepLearningExamples
  * ResNet-50"). Before these mechanisms: A100 AMP -47.8%, V100 AMP -44.8%, V100 FP32 +9.0%.
  * torch.optim's per-tensor SGD loop after GradScaler's read-back ([model] optimizer = sgd,
  * December 2026): A100 AMP 18.8 -> 15.3%, V100 AMP 13.0 -> 11.7%, FP32 unchanged (2.0%); the
