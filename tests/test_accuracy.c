@@ -701,13 +701,16 @@ Test(accuracy, max_mean_error_gate)
 
 /* NVIDIA DeepLearningExamples' PyTorch BERT-Large on a DGX-1 V100 32G
  * (data/published/deeplearningexamples-bert, docs/accuracy.md "DeepLearningExamples BERT-Large
- * on V100"): the V100 profile's compute_efficiency (0.64) and compute_efficiency_fp32 (0.95)
- * are fitted by bench/fit_v100.sh on the 4 rows marked "fit"; the 4 held-out rows are 10.0%
- * mean |error|, 17.0% the worst (1-GPU FP32 pre-training, too slow), the fitted rows 9.1%
- * (with the A100 fit borrowed before: 16.9% held out, 19.9% fitted). Pinned just above. */
-#define V100_BERT_HELDOUT_MEAN_MAX 10.5
-#define V100_BERT_HELDOUT_WORST_MAX 17.5
-#define V100_BERT_FIT_MEAN_MAX 9.5
+ * on V100"): the V100 profile's compute_efficiency (0.58) and compute_efficiency_fp32 (0.95)
+ * are fitted by bench/fit_v100.sh on the 4 rows marked "fit"; the 4 held-out rows are 5.7%
+ * mean |error|, 9.8% the worst (8-GPU FP32 SQuAD, too fast), the fitted rows 3.6% (10.0%,
+ * 17.0% and 9.1% at 0.64 before the FP32 SQuAD rows ran BertAdam's per-tensor loop,
+ * optimizer=bertadam, and pre-training's masked-LM head ran on its 19 masked tokens,
+ * head_tokens; with the A100 fit borrowed before: 16.9% held out, 19.9% fitted). Pinned just
+ * above. */
+#define V100_BERT_HELDOUT_MEAN_MAX 6.0
+#define V100_BERT_HELDOUT_WORST_MAX 10.5
+#define V100_BERT_FIT_MEAN_MAX 4.0
 
 Test(accuracy, shipped_v100_bert_step_times, .timeout = 120)
 {

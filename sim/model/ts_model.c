@@ -1326,6 +1326,7 @@ static gboolean build_layers(GKeyFile *kf, const char *path, builder *b, GError 
 
 typedef struct {
   gint64 layers, hidden, heads, seq, vocab, ffn, positions, token_types;
+  gint64 head_tokens; /* tokens per sequence BERT's masked-LM head runs on (default: seq) */
   gboolean learned_pos, tied, bias, post_norm, dropout, pooler, head_transform, logits_bias;
   gboolean causal; /* self-attention causal (a decoder's); false: bidirectional (an encoder's) */
   ts_act act;
@@ -1474,6 +1475,7 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
                                      "token_types",
                                      "pooler",
                                      "head_transform",
+                                     "head_tokens",
                                      "logits_bias",
                                      "experts",
                                      "moe_every",
@@ -1554,8 +1556,16 @@ static gboolean read_transformer(GKeyFile *kf, const char *path, transformer_hp 
       !kf_bool(kf, path, g, "pooler", FALSE, &hp->pooler, error) ||
       !kf_bool(kf, path, g, "head_transform", FALSE, &hp->head_transform, error) ||
       !kf_bool(kf, path, g, "logits_bias", FALSE, &hp->logits_bias, error) ||
-      !kf_bool(kf, path, g, "causal", TRUE, &hp->causal, error))
+      !kf_bool(kf, path, g, "causal", TRUE, &hp->causal, error) ||
+      !ts_kf_int(kf, path, g, "head_tokens", TRUE, hp->seq, 1, hp->seq,
+                 "the tokens per sequence the masked-LM head runs on, 1 to [transformer] "
+                 "sequence (default sequence)",
+                 &hp->head_tokens, error))
     return FALSE;
+  if (hp->head_tokens < hp->seq && !hp->head_transform)
+    return fail_key(error, path, g, "head_tokens", hp->head_tokens,
+                    "no head_tokens below sequence without [transformer] head_transform = true "
+                    "(BERT's masked-LM head)");
   if (!ts_kf_int(kf, path, g, "experts", TRUE, 0, 0, SMALL_MAX,
                  "an expert count (0: a dense MLP in every layer)", &hp->experts, error) ||
       !ts_kf_int(kf, path, g, "moe_every", TRUE, 2, 1, SMALL_MAX,
@@ -1867,15 +1877,20 @@ static gboolean build_transformer(const transformer_hp *hp, builder *b, GError *
   if (hp->head_transform) {
     /* BERT's masked-LM head: dense h -> h with GeLU, then a layer norm, before the logits
      * (Devlin et al. 2019; the google-research/bert `cls/predictions/transform` variables). */
-    layer_spec tr = vec;
+    /* With head_tokens below the sequence the head runs on those tokens only: NVIDIA
+     * DeepLearningExamples' BertPreTrainingHeads (sequence_output_is_dense, run_pretraining.py's
+     * default) index_selects the positions with a masked-LM label before the transform, and
+     * the loss reads the same rows. */
+    layer_spec tr = vec, hn = norm;
     tr.kind = TS_LAYER_DENSE;
     tr.tp = TS_TP_REPLICATED;
     tr.act = hp->act;
+    tr.tokens = hn.tokens = hp->head_tokens;
     if (!add_layer(b, g_strdup("head.transform"), &tr, error) ||
-        !add_layer(b, g_strdup("head.norm"), &norm, error))
+        !add_layer(b, g_strdup("head.norm"), &hn, error))
       return FALSE;
   }
-  layer_spec logits = logits_spec(hp, hp->seq);
+  layer_spec logits = logits_spec(hp, hp->head_transform ? hp->head_tokens : hp->seq);
   if (!add_layer(b, g_strdup("logits"), &logits, error))
     return FALSE;
   if (hp->pooler) {

@@ -1299,6 +1299,60 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
   s->no_sync = scaler ? 0.0 : 1.0;
 }
 
+double ts_plan_bertadam_shape(const ts_plan *p, int device, ts_op_shape *s)
+{
+  const ts_model *m = p->model;
+  /* BertAdam (DeepLearningExamples' PyTorch/LanguageModeling/BERT/optimization.py, as
+   * run_squad.py runs it without --fp16; pytorch-pretrained-BERT's before it) is a Python loop
+   * over the parameter tensors, each line its own fp32 kernel(s) through memory (PyTorch 1.10,
+   * the pytorch:21.11 container). Per tensor, bytes per element and kernels:
+   *   clip_grad_norm_(p): the norm (read 4), stack, norm, add, div, clamp, the gradient's
+   *     mul_ (4 + 4): 12 bytes, 7 kernels;
+   *   next_m.mul_(b1).add_(1 - b1, grad): 8 + 12; next_v.mul_(b2).addcmul_(1 - b2, grad,
+   *     grad): 8 + 16; update = next_m / (next_v.sqrt() + e): 8 + 8 + 12: 72 bytes, 7 kernels;
+   *   update += weight_decay * p (not on biases and LayerNorm: run_squad.py's no_decay):
+   *     8 + 12 bytes, 2 kernels;
+   *   lr * update, then p.add_(-update_with_lr): 8, 8 + 12: 28 bytes, 3 kernels;
+   *   optimizer.zero_grad(): the gradient's zero_, 4 bytes, 1 kernel.
+   * 136 bytes and 20 kernels a decayed element and tensor, 116 and 18 the others. Before the
+   * loop run_squad.py's GradientClipper takes the global norm with apex's multi-tensor
+   * l2norm (read 4, two kernels), reads it back (.item(): the host waits for the backward) and
+   * scales by it (4 + 4, one kernel). The tensors as BERT's modeling.py holds them: the
+   * embeddings' word, position and token-type tables; per attention layer the query, key,
+   * value and output weights with their biases; a dense layer's weight and bias (a tied
+   * decoder: its bias); a LayerNorm's weight and bias. Returns the bytes the step moves. */
+  int pp = p->degree[TS_AX_PP], kernels = 3;
+  double bytes = 0.0;
+  for (int k = device; k < p->nstages; k += pp)
+    for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
+      const ts_layer *l = &m->layers[i];
+      double held = ts_plan_layer_params(p, i);
+      if (!(l->params > 0) || !(held > 0))
+        continue;
+      double share = held / l->params, bias = 0.0;
+      int weights = 1, biases = 0;
+      if (l->kind == TS_LAYER_NORM) {
+        weights = 0, biases = 2, bias = l->params;
+      } else if (l->kind == TS_LAYER_EMBEDDING) {
+        weights = 3;
+      } else if (l->tied) {
+        weights = 0, biases = 1, bias = l->params;
+      } else if (l->kind == TS_LAYER_ATTENTION) {
+        weights = 4, biases = l->bias ? 4 : 0;
+        double inner = (double)(l->inner > 0 ? l->inner : l->in_features);
+        bias = l->bias ? 3.0 * inner + (double)l->in_features : 0.0;
+      } else if (l->bias) {
+        biases = 1, bias = (double)l->out_features;
+      }
+      bias = fmin(bias * share, held);
+      kernels += 20 * weights + 18 * biases;
+      bytes += 136.0 * (held - bias) + 116.0 * bias + 12.0 * held;
+    }
+  s->kernels = kernels;
+  s->host_op_us = TS_TORCH_OPTIM_OP_US;
+  return bytes;
+}
+
 /* Seconds of compute a layer costs per micro-batch (forward, backward, recomputation), as the
  * trace's ops will cost (ts_cost). */
 static double layer_cost(const ts_plan *p, int i, double mb)
@@ -2410,6 +2464,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",dp-engine=apex");
   if (p->launch_blocking)
     g_string_append(s, ",launch=blocking");
+  if (p->opt_bertadam)
+    g_string_append(s, ",optimizer=bertadam");
   if (p->loss != TS_LOSS_FUSED)
     g_string_append_printf(s, ",loss=%s", ts_loss_name(p->loss));
   if (p->kernels != TS_KERNELS_FUSED)
@@ -2606,6 +2662,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
                                                              : "pipe-engine=deepspeed");
   if (p->dp_engine_apex)
     return g_strdup("dp-engine=apex");
+  if (p->opt_bertadam)
+    return g_strdup("optimizer=bertadam");
   if (p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
     return g_strdup("tp-overlap=async");
   if (s->attn_kernel > 0 && p->attn_kernel != TS_ATTN_KERNEL_FA2)
@@ -2661,6 +2719,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->replica_reduce_end = s->replica_reduce_end;
   p->pipe_engine_ds = s->pipe_engine_ds;
   p->dp_engine_apex = s->dp_engine_apex;
+  p->opt_bertadam = s->opt_bertadam;
   p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
   p->fsdp1 = s->fsdp1;
@@ -2677,6 +2736,16 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "which needs the chip's published rate for that kernel (%s has none)",
                 t->path != NULL ? t->path : "<topology>", ts_attn_kernel_name(p->attn_kernel),
                 s->text, ts_attn_kernel_name(p->attn_kernel), t->chip.name);
+    return NULL;
+  }
+  if (p->opt_bertadam && (m->optimizer != TS_OPT_ADAM || p->zero > 0 ||
+                          p->offload != TS_OFFLOAD_NONE || p->ps > 0 || p->dp_engine_apex)) {
+    /* BertAdam is a replicated Adam run by Python on each replica's whole model. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': optimizer=bertadam is BERT's per-tensor Adam on every replica; "
+                "expected a model with [model] optimizer = adam and no zero=, offload=, ps or "
+                "dp-engine=apex (%s)",
+                s->text, m->path ? m->path : m->name);
     return NULL;
   }
   if (p->early_stop && p->recompute != TS_RECOMPUTE_FULL) {

@@ -171,6 +171,8 @@ typedef struct {
   /* Added with the large paper runs (PaLM's two pods). */
   gboolean replica_reduce_end; /* replica-reduce=end: hybrid sharding's cross-replica all-reduce
                                   once, after the whole backward */
+  /* Added with the CNN / BERT-on-V100 study (session 12). */
+  gboolean opt_bertadam; /* optimizer=bertadam: BERT's Python per-tensor Adam loop */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -352,6 +354,8 @@ typedef struct {
                                   gradient shard is all-reduced across the replicas once, after
                                   the step's last backward (Pathways' cross-pod transfer), not
                                   bucket by bucket beside the backward */
+  gboolean opt_bertadam;       /* optimizer=bertadam: the step is BertAdam's Python loop over the
+                                  parameter tensors, each op its own kernel (ts_plan_bertadam_shape) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -158,6 +158,10 @@ void ts_plan_optimizer_shape(ts_op_shape *s);
  * eager split, on a GPU): its ops on `device`, their host cost and whether a loss scaler's
  * read-back makes the host wait first; s is left as it is otherwise. */
 void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s);
+/** optimizer=bertadam: the step as BERT's BertAdam runs it (a Python loop over the parameter
+ * tensors, every op its own fp32 kernel) on `device`: sets s's kernels and their host cost and
+ * returns the bytes the step moves through memory. */
+double ts_plan_bertadam_shape(const ts_plan *p, int device, ts_op_shape *s);
 
 /* Parameters of layer i one chip holds (after tp and ep, before ZeRO). */
 double ts_plan_layer_params(const ts_plan *p, int i);

@@ -2204,8 +2204,10 @@ static void optimizer_step(gen *g)
   ts_plan_optimizer_shape(&sh);
   ts_plan_sgd_loop_shape(p, g->device, &sh);
   double around = p->topo->chip.systolic > 0 ? 4.0 : D < 4 ? D + 28.0 : 20.0;
-  emit_compute(g, TS_CAT_OPTIMIZER, F * local, local * (2.0 * D + 2.0 * K + around), &sh,
-               text_label(g, "optimizer step"));
+  double bytes = local * (2.0 * D + 2.0 * K + around);
+  if (p->opt_bertadam)
+    bytes = ts_plan_bertadam_shape(p, g->device, &sh);
+  emit_compute(g, TS_CAT_OPTIMIZER, F * local, bytes, &sh, text_label(g, "optimizer step"));
   if (p->zero == 1 || p->zero == 2)
     gather_updated(g);
 }

@@ -123,16 +123,23 @@ static int lookup(const char *const *names, const char *v)
 
 /* Every OPTION=VALUE key a split takes besides its axes, in the order the unknown-axis error and
  * the --split help list them (one list, so neither forgets a new option). */
-static const char *const split_options[] = {
-    "zero",      "shard",        "schedule",    "recompute",
-    "sp",        "tp-overlap",   "dp-overlap",  "offload",
-    "ps",        "ps-placement", "stages",      "ep",
-    "precision", "attention",    "attn-kernel", "attn-block",
-    "attn-bwd",  "fp8-cache",    "buckets",     "p2p",
-    "cp-ring",   "load",         "tp-grad",     "pipe-engine",
-    "dp-engine", "launch",       "loss",        "kernels",
-    "fsdp2",     "fsdp1",        "early-stop",  "replica-reduce",
-    NULL};
+static const char *const split_options[] = {"zero",        "shard",
+                                            "schedule",    "recompute",
+                                            "sp",          "tp-overlap",
+                                            "dp-overlap",  "offload",
+                                            "ps",          "ps-placement",
+                                            "stages",      "ep",
+                                            "precision",   "attention",
+                                            "attn-kernel", "attn-block",
+                                            "attn-bwd",    "fp8-cache",
+                                            "buckets",     "p2p",
+                                            "cp-ring",     "load",
+                                            "tp-grad",     "pipe-engine",
+                                            "dp-engine",   "launch",
+                                            "loss",        "kernels",
+                                            "fsdp2",       "fsdp1",
+                                            "early-stop",  "replica-reduce",
+                                            "optimizer",   NULL};
 
 char *ts_split_option_names(void)
 {
@@ -278,6 +285,15 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "uncompiled PyTorch runs it) or eager-fused-rmsnorm (eager, RMSNorm "
                         "one kernel each way)");
     s->kernels = 1 + v;
+  } else if (strcmp(key, "optimizer") == 0) {
+    static const char *const n[] = {"fused", "bertadam", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "optimizer=fused (a multi-tensor step: apex FusedAdam / FusedLAMB, "
+                        "foreach) or bertadam (BERT's BertAdam: a Python loop over the "
+                        "parameter tensors, each op its own kernel)");
+    s->opt_bertadam = v == 1;
   } else if (strcmp(key, "attn-kernel") == 0) {
     int v = val ? ts_attn_kernel_parse(val) : -1;
     if (v < 0)
