@@ -171,6 +171,10 @@ typedef struct {
   /* Added with the large paper runs (PaLM's two pods). */
   gboolean replica_reduce_end; /* replica-reduce=end: hybrid sharding's cross-replica all-reduce
                                   once, after the whole backward */
+  /* Added in session 12 (FSDP2's TorchTitan behaviours stated per run). */
+  int fp8_gather;  /* fp8-gather=: 0 not given (on with fsdp2 and precision=fp8), 1 off, 2 on */
+  int projections; /* projections=: 0 not given (separate with fsdp2, else fused), 1 fused,
+                      2 separate */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -352,6 +356,11 @@ typedef struct {
                                   gradient shard is all-reduced across the replicas once, after
                                   the step's last backward (Pathways' cross-pod transfer), not
                                   bucket by bucket beside the backward */
+  /* Added in session 12. */
+  gboolean fp8_gather; /* fp8-gather: FSDP2 casts each Float8 GEMM weight shard to float8 before
+                          its all-gather (torchao's enable_fsdp_float8_all_gather) */
+  gboolean separate_projections; /* projections=separate: q/k/v and gate/up are separate GEMMs
+                                    whose input gradients autograd sums (TorchTitan's Llama) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */
