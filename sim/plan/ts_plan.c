@@ -1021,6 +1021,18 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
   }
 }
 
+/* The GEMMs a layer's projections of one input are under projections=separate: three for an
+ * attention's q, k and v (not a latent attention's, whose down projections differ), two for a
+ * gated MLP's gate and up (not an MoE's experts nor the logits), else one. */
+static int projection_gemms(const ts_layer *l)
+{
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0)
+    return 3;
+  if (l->kind == TS_LAYER_DENSE && l->gated && l->vocab == 0 && l->experts == 0)
+    return 2;
+  return 1;
+}
+
 /* TorchTitan's Llama (projections=separate, the default with fsdp2): the attention's query, key
  * and value projections are three nn.Linear modules (wq, wk, wv) and a gated MLP's gate and up
  * projections two (w1, w3), each reading the same input, where Megatron-LM runs one fused GEMM
@@ -1039,11 +1051,7 @@ static void separate_projections(const ts_plan *p, int i, double mb, ts_pass pas
   if (!p->separate_projections || !(pass == TS_PASS_BWD || pass == TS_PASS_DGRAD) ||
       !(l->tokens > 0))
     return;
-  double n = 0;
-  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0)
-    n = 3;
-  else if (l->kind == TS_LAYER_DENSE && l->gated && l->vocab == 0 && l->experts == 0)
-    n = 2;
+  double n = projection_gemms(l);
   if (n < 2)
     return;
   double rows = (double)l->tokens * mb * (e->pdiv > 1 ? e->pdiv : 1.0) / e->cdiv;
@@ -2816,6 +2824,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': attn-kernel=%s picks the fused attention kernel, but %s has no "
                 "attention layer; expected a model with attention",
                 s->text, ts_attn_kernel_name(p->attn_kernel), m->path ? m->path : m->name);
+    return NULL;
+  }
+  gboolean projections = FALSE;
+  for (int i = 0; i < m->nlayers && !projections; i++)
+    projections = projection_gemms(&m->layers[i]) > 1;
+  if (s->projections == 2 && !projections) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': projections=separate runs the attention's q/k/v and a gated MLP's "
+                "gate/up projections as separate GEMMs, but %s has neither; expected a model "
+                "with attention or a gated MLP",
+                s->text, m->path ? m->path : m->name);
     return NULL;
   }
   /* GPU software stacks on a systolic chip (a TPU runs XLA): each was accepted and costed as
