@@ -100,9 +100,10 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* PyTorch and Megatron options on a TPU were costed as if XLA ran them: kernels=eager 738.5
    * ms against 730.9 fused, loss=eager 747.4 ms and 14.31 GB against 13.48 GB, load=sync and
    * tp-grad=serial the same step (gpt3-350m tp=2,dp=32 on tpu-v3-8x8, batch 256). */
-  static const char *const gpu_only[] = {"kernels=eager",  "kernels=eager-fused-rmsnorm",
-                                         "loss=eager",     "buckets=copy",
-                                         "tp-grad=serial", "load=sync"};
+  static const char *const gpu_only[] = {"kernels=eager",       "kernels=eager-fused-rmsnorm",
+                                         "loss=eager",          "buckets=copy",
+                                         "tp-grad=serial",      "load=sync",
+                                         "projections=separate"};
   for (size_t i = 0; i < G_N_ELEMENTS(gpu_only); i++) {
     g_autofree char *args =
         g_strdup_printf("run -t tpu-v3-8x8 -m gpt3-350m -b 256 -s tp=2,dp=32,%s", gpu_only[i]);
@@ -121,6 +122,18 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "trainsim run: --split 'dp=8,fp8-cache': fp8-cache keeps FP8 weight copies "
                      "across micro-batches, but the GEMMs run in bf16; expected precision=fp8 "
                      "with it (or no fp8-cache)\n");
+  /* fsdp2's implied TorchTitan behaviours stated per run: bad values, torchao's float8
+   * all-gather without FSDP2's Float8 weights, separate projections without any. */
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 64 -s dp=32,fp8-gather=maybe",
+                     "item 'fp8-gather=maybe': expected fp8-gather, fp8-gather=on or "
+                     "fp8-gather=off");
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 64 -s dp=32,projections=split",
+                     "item 'projections=split': expected projections=fused");
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 64 -s dp=32,zero=3,fsdp2,fp8-gather",
+                     "fp8-gather all-gathers FSDP2's Float8 weight shards in float8 (torchao's "
+                     "enable_fsdp_float8_all_gather); expected fsdp2 and precision=fp8 with it");
+  expect_input_error("run -t dgx-a100-4node -m resnet50 -b 256 -s dp=32,projections=separate",
+                     "resnet50.ini has neither; expected a model with attention or a gated MLP");
   expect_input_error("run -t dgx-a100-1node -m gpt3-350m -b 8 -s dp=8,ps-placement=dedicated",
                      "trainsim run: --split 'dp=8,ps-placement=dedicated': ps-placement=dedicated "
                      "places parameter servers; expected ps=N with it (or no ps-placement)\n");
@@ -185,6 +198,10 @@ Test(cli, more_noop_options_get_a_note)
       {"-b 256", "dp=32,zero=1,buckets=copy", "dp=32,zero=1", NULL},
       {"-b 256", "tp=8,cp=4,buckets=copy", "tp=8,cp=4", NULL},
       {"-b 256", "tp=8,dp=4,kind:attention=dp", "tp=8,dp=4", NULL},
+      {"-b 256", "dp=32,projections=separate", "dp=32", NULL},
+      {"-b 256", "dp=32,zero=3,fsdp2,projections=fused", "dp=32,zero=3,fsdp2", NULL},
+      {"-b 256", "dp=32,zero=3,fsdp2,precision=fp8,fp8-gather=off",
+       "dp=32,zero=3,fsdp2,precision=fp8", NULL},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(rows); i++) {
     g_autofree char *ca = g_strdup_printf("run -t dgx-h100-4node -m gpt3-350m %s -s %s -f csv",
@@ -506,7 +523,8 @@ Test(cli, run_and_trace_document_their_plan_options_alike)
             "run's --split is repeatable, trace's is not:\n%s\n%s", rs, ts);
   /* --split's help names every option the parser takes, as the unknown-axis error lists them:
    * this session's fsdp1, dp-engine, attn-block and attn-bwd were in neither --help. */
-  static const char *const opts[] = {"fsdp1", "dp-engine", "attn-block", "attn-bwd", "fsdp2"};
+  static const char *const opts[] = {"fsdp1", "dp-engine",  "attn-block", "attn-bwd",
+                                     "fsdp2", "fp8-gather", "projections"};
   for (size_t i = 0; i < G_N_ELEMENTS(opts); i++)
     cr_expect(strstr(rs, opts[i]) != NULL, "run --help's --split lacks %s:\n%s", opts[i], rs);
   run_result u = run("run -t tpu-v2-8 -m mlp -b 8 -s dp=4,nosuch=1");

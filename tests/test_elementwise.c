@@ -265,6 +265,71 @@ Test(elementwise, fsdp2_sums_the_separate_projections_input_gradients)
   }
 }
 
+/* projections= states the sums fsdp2 implied: separate on any GPU split (plain DDP, ZeRO-3,
+ * tensor parallel with sp) adds to the input-gradient pass of the attention 4 x rows x hidden x
+ * D bytes and one kernel, of a gated MLP's fc1 2 x rows x hidden x D, where rows are the
+ * tokens the chip's GEMMs see (T x mb: whole sequences under dp, gathered over tp under sp);
+ * fused under fsdp2 drops them (Megatron-LM's linear_qkv and gated linear_fc1). The down
+ * projection and the forward never change; the plan names the option only where it departs
+ * from fsdp2's default. */
+Test(elementwise, projections_option_states_the_input_gradient_sums)
+{
+  double mb = 2, T = 8192, h = 4096, D = 2;
+  static const struct {
+    const char *split;
+    double rows;
+    const char *named;
+  } v[] = {
+      {"dp=32,projections=separate", 8192 * 2, "projections=separate"},
+      {"dp=32,projections=fused", 0, NULL},
+      {"dp=32,zero=3,projections=separate", 8192 * 2, "projections=separate"},
+      {"tp=8@node,dp=4@net,sp,projections=separate", 8192 * 2, "projections=separate"},
+      {"dp=32,zero=3,fsdp2,projections=fused", 0, "projections=fused"},
+      {"dp=32,zero=3,fsdp2,projections=separate", 8192 * 2, NULL},
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(v); k++) {
+    ts_topo *t, *t0;
+    ts_model *m, *m0;
+    ts_plan *p = plan_of("dgx-h100-4node", "llama3-8b", v[k].split, 64, 2, &t, &m);
+    /* The same split without the option (the sums' baseline): its degrees and ZeRO stage. */
+    g_autofree char *base = g_strdup(v[k].split);
+    *strstr(base, ",projections=") = '\0';
+    ts_plan *q = plan_of("dgx-h100-4node", "llama3-8b", base, 64, 2, &t0, &m0);
+    gboolean base_sums = strstr(base, "fsdp2") != NULL;
+    int attn = layer_named(m, "block.2.attention"), fc1 = layer_named(m, "block.2.fc1"),
+        fc2 = layer_named(m, "block.2.fc2");
+    ts_op_shape s, s0;
+    double want[3] = {4 * v[k].rows * h * D, 2 * v[k].rows * h * D, 0};
+    double had[3] = {base_sums ? 4 * T * mb * h * D : 0, base_sums ? 2 * T * mb * h * D : 0, 0};
+    int layer[3] = {attn, fc1, fc2};
+    for (int j = 0; j < 3; j++) {
+      ts_plan_layer_shape(p, layer[j], mb, TS_PASS_BWD, &s);
+      ts_plan_layer_shape(q, layer[j], mb, TS_PASS_BWD, &s0);
+      double extra = s.elem_bytes - (s0.elem_bytes - had[j]);
+      cr_assert(close_to(extra, want[j]) || (want[j] == 0 && fabs(extra) < 1e-6),
+                "%s layer %d: %g bytes, expected %g", v[k].split, layer[j], extra, want[j]);
+      int dk = s.kernels - s0.kernels + (had[j] > 0);
+      cr_assert_eq(dk, want[j] > 0 ? 1 : 0, "%s layer %d: %d kernels more", v[k].split, layer[j],
+                   dk);
+      ts_plan_layer_shape(p, layer[j], mb, TS_PASS_FWD, &s);
+      ts_plan_layer_shape(q, layer[j], mb, TS_PASS_FWD, &s0);
+      cr_assert(s.elem_bytes == s0.elem_bytes, "%s forward", v[k].split);
+    }
+    if (v[k].named != NULL)
+      cr_assert(strstr(p->split_text, v[k].named) != NULL, "%s: %s", v[k].split, p->split_text);
+    else
+      cr_assert(strstr(p->split_text, "projections") == NULL, "%s: %s", v[k].split, p->split_text);
+    ts_plan_free(p), ts_plan_free(q);
+    ts_model_free(m), ts_model_free(m0);
+    ts_topo_free(t), ts_topo_free(t0);
+  }
+  g_autoptr(GError) e = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,projections=split", &e);
+  cr_assert_null(bad);
+  cr_assert(strstr(e->message, "item 'projections=split': expected projections=fused") != NULL,
+            "%s", e->message);
+}
+
 /* The split option: parsed, canonical, and a bad value is one line naming it. */
 Test(elementwise, split_option)
 {

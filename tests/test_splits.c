@@ -944,6 +944,90 @@ Test(splits, fsdp2_float8_all_gathers_gemm_weights_in_fp8)
     g_free(ag[w]);
 }
 
+/* Bytes of each layer's FSDP parameter all-gathers (the dp collectives of program 0). */
+static double *gather_bytes_by_layer(const ts_plan *p)
+{
+  g_autoptr(ts_trace) tr = trace_of(p);
+  const ts_program *prog = &tr->programs[0];
+  double *ag = g_new0(double, p->model->nlayers);
+  for (int i = 0; i < prog->nops; i++) {
+    const ts_op op = ts_program_op(prog, i);
+    if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP && op.coll == TS_COLL_ALLGATHER &&
+        op.t_layer > 0)
+      ag[op.t_layer - 1] += op.bytes;
+  }
+  return ag;
+}
+
+/* fp8-gather=off states a Float8 run without torchao's enable_fsdp_float8_all_gather: on Llama 3
+ * 8B (dp 32, four DGX H100 nodes) every layer's all-gathers carry what the bf16 fsdp2 run's do,
+ * D bytes a parameter, where the default (and fp8-gather stated) carries 1 for the GEMM layers'
+ * weights. FSDP2 holds the gathered weights in the gather's dtype: the root module (embedding,
+ * final norm, logits: 2 x 525,336,576 + 4,096 parameters, bf16 either way) and two blocks of
+ * 218,103,808 GEMM parameters and 8,192 norm parameters: 2 root + 2 (218,103,808 + 2 x 8,192)
+ * bytes with the float8 gather, 2 root + 2 x 2 x 218,112,000 without. The plan names the option
+ * only where it departs from the default. */
+Test(splits, fp8_gather_option_states_the_float8_all_gather)
+{
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  const char *splits[4] = {"dp=32,zero=3,fsdp2", "dp=32,zero=3,fsdp2,precision=fp8",
+                           "dp=32,zero=3,fsdp2,precision=fp8,fp8-gather=off",
+                           "dp=32,zero=3,fsdp2,precision=fp8,fp8-gather=on"};
+  double *ag[4], gathered[4];
+  g_autofree char *text[4] = {NULL, NULL, NULL, NULL};
+  for (int w = 0; w < 4; w++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, splits[w], 32, 1);
+    ag[w] = gather_bytes_by_layer(p);
+    gathered[w] = p->mem.gathered;
+    text[w] = g_strdup(p->split_text);
+  }
+  double D = m->dtype_bytes;
+  int gemm_layers = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const ts_layer *l = &m->layers[i];
+    if (!(ag[0][i] > 0))
+      continue;
+    gboolean gemm = (l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_DENSE) && l->vocab == 0 &&
+                    l->tp != TS_TP_VOCAB;
+    gemm_layers += gemm;
+    cr_assert_float_eq(ag[2][i], ag[0][i], 1e-9 * ag[0][i], "%s: fp8-gather=off %.6g, bf16 %.6g",
+                       l->name, ag[2][i], ag[0][i]);
+    cr_assert_float_eq(ag[3][i], gemm ? ag[0][i] / D : ag[0][i], 1e-9 * ag[0][i],
+                       "%s: fp8-gather %.6g, bf16 %.6g", l->name, ag[3][i], ag[0][i]);
+    cr_assert_float_eq(ag[3][i], ag[1][i], 1e-9 * ag[1][i], "%s: stated = default", l->name);
+  }
+  cr_assert_gt(gemm_layers, 0);
+  double root = 2 * 525336576.0 + 4096;
+  cr_assert_float_eq(gathered[2], 2 * root + 2 * 2 * 218112000.0, 1.0, "%g", gathered[2]);
+  cr_assert_float_eq(gathered[2], gathered[0], 1.0, "off = bf16: %g %g", gathered[2], gathered[0]);
+  cr_assert_float_eq(gathered[3], 2 * root + 2 * (218103808.0 + 2 * 8192.0), 1.0, "%g",
+                     gathered[3]);
+  cr_assert_float_eq(gathered[1], gathered[3], 1.0);
+  cr_assert(strstr(text[2], ",fp8-gather=off") != NULL, "%s", text[2]);
+  cr_assert(strstr(text[1], "fp8-gather") == NULL && strstr(text[3], "fp8-gather") == NULL,
+            "%s / %s", text[1], text[3]);
+  for (int w = 0; w < 4; w++)
+    g_free(ag[w]);
+  /* Off where nothing gathers in float8 is the default, the same plan. */
+  g_autoptr(ts_plan) a = make_plan(m, t, "dp=32,zero=3,precision=fp8,fp8-gather=off", 32, 1);
+  g_autoptr(ts_plan) b = make_plan(m, t, "dp=32,zero=3,precision=fp8", 32, 1);
+  cr_assert_str_eq(a->split_text, b->split_text);
+  /* On needs FSDP2's Float8 weights: refused without fsdp2 or without precision=fp8. */
+  const char *bad[] = {"dp=32,zero=3,precision=fp8,fp8-gather", "dp=32,zero=3,fsdp2,fp8-gather",
+                       "dp=32,fp8-gather=on"};
+  for (size_t k = 0; k < G_N_ELEMENTS(bad); k++) {
+    g_autoptr(GError) e = plan_refusal(m, t, bad[k], 32, 1);
+    cr_assert(strstr(e->message, "expected fsdp2 and precision=fp8") != NULL, "%s", e->message);
+  }
+  g_autoptr(GError) pe = NULL;
+  g_autoptr(ts_split) ps = ts_split_parse("dp=32,fp8-gather=bf16", &pe);
+  cr_assert_null(ps);
+  cr_assert(strstr(pe->message, "item 'fp8-gather=bf16': expected fp8-gather, fp8-gather=on or "
+                                "fp8-gather=off") != NULL,
+            "%s", pe->message);
+}
+
 /* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every compute op says so in its shape and the host
  * waits for it (ts_cost_op_syncs), no op does without it; the step grows by at least the
  * launches of the critical stage's ops, which asynchronous launches hide behind its kernels. */

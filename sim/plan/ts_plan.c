@@ -344,11 +344,13 @@ gboolean ts_plan_fp8_gathers(const ts_plan *p)
  * preset of August 2024, train_configs/llama3_405b.toml at 37c4b81): a Float8Linear's weight
  * shard is cast to float8 before FSDP2's all-gather (fsdp_pre_all_gather), so the gather moves
  * one byte a weight and the block holds the gathered weight in float8. Norms, the embedding
- * and the excluded output projection gather in bf16 (ts_layer_precision). */
+ * and the excluded output projection gather in bf16 (ts_layer_precision). fp8-gather (the
+ * default with fsdp2 and precision=fp8; fp8-gather=off gathers the bf16 weights, as a
+ * Float8 run without the flag does); ts_plan_new refuses it without fsdp2 and fp8. */
 double ts_plan_gather_bytes_per_param(const ts_plan *p, int i)
 {
   const ts_layer *l = &p->model->layers[i];
-  if (p->fsdp2 && p->precision == TS_PRECISION_FP8 && l->params > 0) {
+  if (p->fp8_gather && l->params > 0) {
     int gemm, other;
     ts_layer_precision(l, p->precision, &gemm, &other);
     if (gemm == TS_PRECISION_FP8)
@@ -1019,8 +1021,20 @@ static void fp8_scaling(const ts_plan *p, const ts_layer *l, const ts_op_shape *
   }
 }
 
-/* TorchTitan's Llama (fsdp2, the TorchTitan stack): the attention's query, key and value
- * projections are three nn.Linear modules (wq, wk, wv) and a gated MLP's gate and up
+/* The GEMMs a layer's projections of one input are under projections=separate: three for an
+ * attention's q, k and v (not a latent attention's, whose down projections differ), two for a
+ * gated MLP's gate and up (not an MoE's experts nor the logits), else one. */
+static int projection_gemms(const ts_layer *l)
+{
+  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0)
+    return 3;
+  if (l->kind == TS_LAYER_DENSE && l->gated && l->vocab == 0 && l->experts == 0)
+    return 2;
+  return 1;
+}
+
+/* TorchTitan's Llama (projections=separate, the default with fsdp2): the attention's query, key
+ * and value projections are three nn.Linear modules (wq, wk, wv) and a gated MLP's gate and up
  * projections two (w1, w3), each reading the same input, where Megatron-LM runs one fused GEMM
  * (linear_qkv, the gated linear_fc1). In backward each writes its own input gradient (tokens x
  * hidden, in the model's dtype) and autograd sums them: the n - 1 further gradients are each
@@ -1034,13 +1048,10 @@ static void separate_projections(const ts_plan *p, int i, double mb, ts_pass pas
 {
   const ts_layer *l = &p->model->layers[i];
   const ts_layer_exec *e = &p->exec[i];
-  if (!p->fsdp2 || !(pass == TS_PASS_BWD || pass == TS_PASS_DGRAD) || !(l->tokens > 0))
+  if (!p->separate_projections || !(pass == TS_PASS_BWD || pass == TS_PASS_DGRAD) ||
+      !(l->tokens > 0))
     return;
-  double n = 0;
-  if (l->kind == TS_LAYER_ATTENTION && l->kv_lora_rank == 0)
-    n = 3;
-  else if (l->kind == TS_LAYER_DENSE && l->gated && l->vocab == 0 && l->experts == 0)
-    n = 2;
+  double n = projection_gemms(l);
   if (n < 2)
     return;
   double rows = (double)l->tokens * mb * (e->pdiv > 1 ? e->pdiv : 1.0) / e->cdiv;
@@ -2474,6 +2485,11 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, ",fsdp2");
   if (p->fsdp1)
     g_string_append(s, p->fsdp1 == 2 ? ",fsdp1=fp32" : ",fsdp1");
+  /* Only where they differ from what fsdp2 and precision imply (ts_plan_new). */
+  if (p->fp8_gather != (p->fsdp2 && p->precision == TS_PRECISION_FP8))
+    g_string_append(s, p->fp8_gather ? ",fp8-gather" : ",fp8-gather=off");
+  if (p->separate_projections != p->fsdp2)
+    g_string_append_printf(s, ",projections=%s", p->separate_projections ? "separate" : "fused");
   for (guint i = 0; i < sp->rules->len; i++) {
     const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
     g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
@@ -2684,6 +2700,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
     return g_strdup("load=sync");
   if (s->early_stop)
     return g_strdup("early-stop");
+  if (s->projections == 2)
+    return g_strdup("projections=separate");
   return NULL;
 }
 
@@ -2723,6 +2741,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
   p->fsdp1 = s->fsdp1;
+  p->separate_projections = s->projections > 0 ? s->projections == 2 : s->fsdp2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
   p->dp_overlap = s->dp_overlap;
@@ -2764,6 +2783,18 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text, ts_precision_name((ts_precision)p->precision));
     return NULL;
   }
+  /* torchao's float8 all-gather is an FSDP2 extension (fsdp_pre_all_gather on a Float8 weight):
+   * without FSDP2's sharded parameters or FP8 GEMMs there is no float8 weight to gather. */
+  if (s->fp8_gather == 2 && (!p->fsdp2 || p->precision != TS_PRECISION_FP8)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': fp8-gather all-gathers FSDP2's Float8 weight shards in float8 "
+                "(torchao's enable_fsdp_float8_all_gather); expected fsdp2 and precision=fp8 "
+                "with it (or fp8-gather=off)",
+                s->text);
+    return NULL;
+  }
+  p->fp8_gather =
+      s->fp8_gather > 0 ? s->fp8_gather == 2 : p->fsdp2 && p->precision == TS_PRECISION_FP8;
   if (p->precision == TS_PRECISION_FP8 && !(t->chip.peak_flops_fp8 > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [chip] peak_tflops_fp8: missing; --split '%s' asks for precision=fp8, which "
@@ -2862,6 +2893,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "--split '%s': attn-kernel=%s picks the fused attention kernel, but %s has no "
                 "attention layer; expected a model with attention",
                 s->text, ts_attn_kernel_name(p->attn_kernel), m->path ? m->path : m->name);
+    return NULL;
+  }
+  gboolean projections = FALSE;
+  for (int i = 0; i < m->nlayers && !projections; i++)
+    projections = projection_gemms(&m->layers[i]) > 1;
+  if (s->projections == 2 && !projections) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                "--split '%s': projections=separate runs the attention's q/k/v and a gated MLP's "
+                "gate/up projections as separate GEMMs, but %s has neither; expected a model "
+                "with attention or a gated MLP",
+                s->text, m->path ? m->path : m->name);
     return NULL;
   }
   /* GPU software stacks on a systolic chip (a TPU runs XLA): each was accepted and costed as

@@ -173,6 +173,10 @@ typedef struct {
                                   once, after the whole backward */
   /* Added with the CNN / BERT-on-V100 study (session 12). */
   gboolean opt_bertadam; /* optimizer=bertadam: BERT's Python per-tensor Adam loop */
+  /* Added in session 12 (FSDP2's TorchTitan behaviours stated per run). */
+  int fp8_gather;  /* fp8-gather=: 0 not given (on with fsdp2 and precision=fp8), 1 off, 2 on */
+  int projections; /* projections=: 0 not given (separate with fsdp2, else fused), 1 fused,
+                      2 separate */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -356,6 +360,11 @@ typedef struct {
                                   bucket by bucket beside the backward */
   gboolean opt_bertadam;       /* optimizer=bertadam: the step is BertAdam's Python loop over the
                                   parameter tensors, each op its own kernel (ts_plan_bertadam_shape) */
+  /* Added in session 12. */
+  gboolean fp8_gather; /* fp8-gather: FSDP2 casts each Float8 GEMM weight shard to float8 before
+                          its all-gather (torchao's enable_fsdp_float8_all_gather) */
+  gboolean separate_projections; /* projections=separate: q/k/v and gate/up are separate GEMMs
+                                    whose input gradients autograd sums (TorchTitan's Llama) */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

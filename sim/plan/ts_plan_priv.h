@@ -126,8 +126,8 @@ gboolean ts_plan_fp8_saves_inputs(const ts_plan *p);
 gboolean ts_plan_fp8_gathers(const ts_plan *p);
 
 /* Bytes a parameter of layer i carries in its FSDP / ZeRO-3 all-gather (and while gathered):
- * one for an FP8 GEMM layer's weights under fsdp2 with precision=fp8 (torchao's FSDP float8
- * all-gather), else the model's dtype. */
+ * one for an FP8 GEMM layer's weights with fp8-gather (fsdp2 and precision=fp8: torchao's FSDP
+ * float8 all-gather), else the model's dtype. */
 double ts_plan_gather_bytes_per_param(const ts_plan *p, int i);
 
 /* Which pass of a layer a compute op is. */

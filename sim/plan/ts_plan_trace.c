@@ -714,7 +714,7 @@ static void recontend(const ts_plan *p, ts_trace *tr)
 static void zero_gather(gen *g, int i)
 {
   const ts_layer *l = &g->p->model->layers[i];
-  /* In fp8 for a Float8 GEMM layer under fsdp2 (ts_plan_gather_bytes_per_param). */
+  /* In fp8 for a Float8 GEMM layer with fp8-gather (ts_plan_gather_bytes_per_param). */
   double bytes = ts_plan_layer_params(g->p, i) * ts_plan_gather_bytes_per_param(g->p, i);
   gboolean expert = g->p->exec[i].expert;
   ts_op op =
@@ -2459,8 +2459,9 @@ char *ts_plan_trace_key(const ts_plan *p)
                          (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
                          p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
                          p->tp_grad_serial);
-  g_string_append_printf(k, "%d %d %d %d|", p->pipe_engine_ds, p->launch_blocking,
-                         p->dp_engine_apex, p->replica_reduce_end);
+  g_string_append_printf(k, "%d %d %d %d %d %d|", p->pipe_engine_ds, p->launch_blocking,
+                         p->dp_engine_apex, p->replica_reduce_end, p->fp8_gather,
+                         p->separate_projections);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

@@ -123,23 +123,16 @@ static int lookup(const char *const *names, const char *v)
 
 /* Every OPTION=VALUE key a split takes besides its axes, in the order the unknown-axis error and
  * the --split help list them (one list, so neither forgets a new option). */
-static const char *const split_options[] = {"zero",        "shard",
-                                            "schedule",    "recompute",
-                                            "sp",          "tp-overlap",
-                                            "dp-overlap",  "offload",
-                                            "ps",          "ps-placement",
-                                            "stages",      "ep",
-                                            "precision",   "attention",
-                                            "attn-kernel", "attn-block",
-                                            "attn-bwd",    "fp8-cache",
-                                            "buckets",     "p2p",
-                                            "cp-ring",     "load",
-                                            "tp-grad",     "pipe-engine",
-                                            "dp-engine",   "launch",
-                                            "loss",        "kernels",
-                                            "fsdp2",       "fsdp1",
-                                            "early-stop",  "replica-reduce",
-                                            "optimizer",   NULL};
+static const char *const split_options[] = {
+    "zero",       "shard",        "schedule",    "recompute",
+    "sp",         "tp-overlap",   "dp-overlap",  "offload",
+    "ps",         "ps-placement", "stages",      "ep",
+    "precision",  "attention",    "attn-kernel", "attn-block",
+    "attn-bwd",   "fp8-cache",    "buckets",     "p2p",
+    "cp-ring",    "load",         "tp-grad",     "pipe-engine",
+    "dp-engine",  "launch",       "loss",        "kernels",
+    "fsdp2",      "fsdp1",        "early-stop",  "replica-reduce",
+    "fp8-gather", "projections",  "optimizer",   NULL};
 
 char *ts_split_option_names(void)
 {
@@ -334,6 +327,28 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "fsdp2") == 0) {
     if (!parse_switch(val, &s->fsdp2))
       return item_error(error, text, item, "fsdp2, fsdp2=on or fsdp2=off (with zero=3)");
+  } else if (strcmp(key, "fp8-gather") == 0) {
+    /* torchao's enable_fsdp_float8_all_gather (docs/splits.md): FSDP2 casts each Float8 GEMM
+     * weight shard to float8 before its all-gather; on by default with fsdp2 and precision=fp8,
+     * as TorchTitan's Float8 presets run it. Checked against the split in ts_plan_new. */
+    gboolean on = FALSE;
+    if (!parse_switch(val, &on))
+      return item_error(error, text, item,
+                        "fp8-gather, fp8-gather=on or fp8-gather=off (FSDP2's all-gather of the "
+                        "FP8 GEMMs' weights in float8, with fsdp2 and precision=fp8)");
+    s->fp8_gather = on ? 2 : 1;
+  } else if (strcmp(key, "projections") == 0) {
+    /* How the attention's q/k/v and a gated MLP's gate/up projections run (docs/splits.md):
+     * separate (three and two GEMMs whose input gradients autograd sums: TorchTitan's Llama,
+     * the default with fsdp2) or fused (one GEMM each: Megatron-LM's linear_qkv and gated
+     * linear_fc1, the default otherwise). */
+    static const char *const n[] = {"fused", "separate", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "projections=fused (q/k/v and gate/up one GEMM each: Megatron-LM) or "
+                        "separate (a GEMM each, input gradients summed: TorchTitan's Llama)");
+    s->projections = 1 + v;
   } else if (strcmp(key, "fsdp1") == 0) {
     static const char *const n[] = {"off", "on", "fp32", NULL};
     int v = val ? lookup(n, val) : 1;
@@ -539,7 +554,7 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
         "ep, precision, attention, attn-kernel, attn-block, attn-bwd, fp8-cache, buckets, p2p, "
         "cp-ring, load, "
         "pipe-engine, dp-engine, launch, loss, kernels, fsdp2, fsdp1, early-stop, "
-        "replica-reduce, kind:K, name:GLOB)");
+        "replica-reduce, fp8-gather, projections, kind:K, name:GLOB)");
   }
   return TRUE;
 }
@@ -576,7 +591,7 @@ ts_split *ts_split_parse(const char *text, GError **error)
       if (eq == NULL && strcmp(key, "sp") != 0 && strcmp(key, "tp-overlap") != 0 &&
           strcmp(key, "dp-overlap") != 0 && strcmp(key, "fsdp2") != 0 &&
           strcmp(key, "fsdp1") != 0 && strcmp(key, "fp8-cache") != 0 &&
-          strcmp(key, "early-stop") != 0) {
+          strcmp(key, "early-stop") != 0 && strcmp(key, "fp8-gather") != 0) {
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                     "--split '%s': item '%s': expected AXIS=DEGREE[@DIM[+DIM...]], e.g. tp=8@x, "
                     "or OPTION=VALUE, e.g. zero=1",
