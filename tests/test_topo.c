@@ -635,11 +635,11 @@ Test(topo, pair_links_rings_follow_the_cut)
   /* A star (chip 0 joined to 1 and 2 by two links each, 1 and 2 not joined): no ring closes over
    * direct links; through chip 0 each ring 0 -> 1 -> (0) -> 2 -> 0 takes one of each direction
    * of both pairs, so 2 rings, each at 0.5 of one link's 25 x 0.8. */
-  g_autoptr(ts_topo) s = from_text(
-      CHIP_OK DIM("node", "3", "switch", "25", "1") "pair_links = 0-1:2,0-2:2\n"
-                                                    "bandwidth_efficiency = 0.8\n"
-                                                    "pair_relay_efficiency = 0.5\n",
-      "mem/star.ini");
+  g_autoptr(ts_topo) s =
+      from_text(CHIP_OK DIM("node", "3", "switch", "25", "1") "pair_links = 0-1:2,0-2:2\n"
+                                                              "bandwidth_efficiency = 0.8\n"
+                                                              "pair_relay_efficiency = 0.5\n",
+                "mem/star.ini");
   cr_assert_eq(s->dims[0].pair_rings[3], 2);
   cr_assert(s->dims[0].pair_relayed[3]);
   cr_assert(!s->dims[0].pair_relayed[2], "chips 0 and 1 ring over their own links");

@@ -771,10 +771,9 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
 static double pair_port_Bps(const ts_dim *d, int size)
 {
   int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
-  double ring_Bps = d->pair_link_Bps * (rings > 0 && d->pair_relayed[size] ? d->pair_relay_eff : 1.0);
-  return rings > 0              ? rings * ring_Bps
-         : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
-                                : d->pair_link_Bps;
+  double ring_Bps =
+      d->pair_link_Bps * (rings > 0 && d->pair_relayed[size] ? d->pair_relay_eff : 1.0);
+  return rings > 0 ? rings * ring_Bps : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps : d->pair_link_Bps;
 }
 
 gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error)
@@ -852,8 +851,8 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
   d->link_bw_Bps = bw_gbps * bw_eff * GB;
   d->latency_s = lat_us * US;
   if (!read_pair_links(kf, path, group, d, error) ||
-      !read_rate(kf, path, group, "pair_relay_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION,
-                 1.0, "the fraction of one link's rate a ring through another GPU reaches",
+      !read_rate(kf, path, group, "pair_relay_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of one link's rate a ring through another GPU reaches",
                  &d->pair_relay_eff, error))
     return FALSE;
   if (!d->pair_links && g_key_file_has_key(kf, group, "pair_relay_efficiency", NULL)) {
