@@ -614,8 +614,9 @@ Test(topo, bandwidth_efficiency_scales_the_stored_bandwidth)
  * nccl-tests tables show them at 1 GiB (22.5, 45.1, 85.4, 45.7, 87.0 and 134.5 GB/s busbw on
  * 2, 3, 4, 6, 7 and 8 GPUs: 1, 2, 4, 2, 4 and 6 links of 25 GB/s at 0.90). Over 5 GPUs GPU 4's
  * only NVLink neighbour is GPU 0, so no ring closes over direct links and the rings go through
- * GPU 0 (NVB): 2. Cutting the machine re-derives the port rate; a chip without any link talks
- * over PCIe (the chip's host link). */
+ * GPU 0 (NVB): 2, at pair_relay_efficiency (0.83: 37.2 GB/s measured, not 44.9). Cutting the
+ * machine re-derives the port rate; a chip without any link talks over PCIe (the chip's host
+ * link). */
 Test(topo, pair_links_rings_follow_the_cut)
 {
   g_autoptr(ts_topo) t = load_shipped("dgx1-v100");
@@ -623,10 +624,28 @@ Test(topo, pair_links_rings_follow_the_cut)
   for (int n = 2; n <= 8; n++) {
     cr_assert_eq(t->dims[0].pair_rings[n], rings[n], "%d GPUs: %d rings, want %d", n,
                  t->dims[0].pair_rings[n], rings[n]);
+    /* Only the 5-GPU cut's rings hop through another GPU (GPU 0), at pair_relay_efficiency. */
+    cr_assert_eq(t->dims[0].pair_relayed[n], n == 5, "%d GPUs: relayed %d", n,
+                 t->dims[0].pair_relayed[n]);
     cr_assert(ts_topo_dim_set_size(&t->dims[0], n, NULL));
     cr_assert_eq(t->dims[0].size, n);
-    assert_close(t->dims[0].link_bw_Bps, rings[n] * 25e9 * 0.9, "port rate");
+    assert_close(t->dims[0].link_bw_Bps, rings[n] * 25e9 * 0.9 * (n == 5 ? 0.83 : 1.0),
+                 "port rate");
   }
+  /* A star (chip 0 joined to 1 and 2 by two links each, 1 and 2 not joined): no ring closes over
+   * direct links; through chip 0 each ring 0 -> 1 -> (0) -> 2 -> 0 takes one of each direction
+   * of both pairs, so 2 rings, each at 0.5 of one link's 25 x 0.8. */
+  g_autoptr(ts_topo) s =
+      from_text(CHIP_OK DIM("node", "3", "switch", "25", "1") "pair_links = 0-1:2,0-2:2\n"
+                                                              "bandwidth_efficiency = 0.8\n"
+                                                              "pair_relay_efficiency = 0.5\n",
+                "mem/star.ini");
+  cr_assert_eq(s->dims[0].pair_rings[3], 2);
+  cr_assert(s->dims[0].pair_relayed[3]);
+  cr_assert(!s->dims[0].pair_relayed[2], "chips 0 and 1 ring over their own links");
+  assert_close(s->dims[0].link_bw_Bps, 2 * 25e9 * 0.8 * 0.5, "two relayed rings");
+  cr_assert(ts_topo_dim_set_size(&s->dims[0], 2, NULL));
+  assert_close(s->dims[0].link_bw_Bps, 2 * 25e9 * 0.8, "two direct rings over chips 0-1");
   g_autoptr(ts_topo) u = from_text(
       CHIP_OK "[host]\nlink_bandwidth_GBps = 12\n" DIM(
           "node", "3", "switch", "25", "1") "pair_links = 0-1:2\nbandwidth_efficiency = 0.5\n",
@@ -887,6 +906,13 @@ static const bad_case BAD[] = {
     {"pair link with inner blanks",
      CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 0- 1: 2\n",
      {"[dim.node] pair_links item '0- 1: 2'", "expected A-B:N"}},
+    {"pair relay efficiency without pair links",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_relay_efficiency = 0.8\n",
+     {"[dim.node] pair_relay_efficiency", "expected pair_links too"}},
+    {"pair relay efficiency above 1",
+     CHIP_OK DIM("node", "4", "switch", "25", "1") "pair_links = 0-1:1\n"
+                                                   "pair_relay_efficiency = 1.5\n",
+     {"[dim.node] pair_relay_efficiency='1.5'", "in [0.001, 1]"}},
     {"pair links on a huge dimension",
      CHIP_OK DIM("node", "65536", "switch", "25", "1") "pair_links = 0-1:1\n",
      {"[dim.node] pair_links: size = 65536", "at most 16 chips"}},

@@ -99,6 +99,7 @@ static const char *const dim_keys[] = {"size",
                                        "nccl_node_hop_latency_us",
                                        "twist",
                                        "pair_links",
+                                       "pair_relay_efficiency",
                                        "transfer_stall_us",
                                        NULL};
 
@@ -680,8 +681,9 @@ static void search_rings(ring_search *r, int rings)
  * another GPU (NVB) only when no ring closes over direct links alone: vTrain's V100 tables
  * show 2 rings over GPUs 0-5, which direct links allow and a third through GPU 0 would pass.
  * Exact: the search stops only at the bound every chip's links set, or at the step budget. */
-static int pair_rings(const int links[PAIR_MAX][PAIR_MAX], int n)
+static int pair_rings(const int links[PAIR_MAX][PAIR_MAX], int n, gboolean *relayed)
 {
+  *relayed = FALSE;
   if (n < 2)
     return 0;
   for (int relays = 0; relays < 2; relays++) {
@@ -689,8 +691,10 @@ static int pair_rings(const int links[PAIR_MAX][PAIR_MAX], int n)
     memcpy(r.links, links, sizeof r.links);
     memcpy(r.cap, links, sizeof r.cap);
     search_rings(&r, 0);
-    if (r.best > 0)
+    if (r.best > 0) {
+      *relayed = relays;
       return r.best;
+    }
   }
   return 0;
 }
@@ -757,18 +761,19 @@ static gboolean read_pair_links(GKeyFile *kf, const char *path, const char *grou
   d->pair_chips = d->size;
   /* Chips past the last one named have no links: no ring reaches them. */
   for (int n = 0; n <= PAIR_MAX; n++)
-    d->pair_rings[n] = n <= top ? pair_rings(links, n) : 0;
+    d->pair_rings[n] = n <= top ? pair_rings(links, n, &d->pair_relayed[n]) : 0;
   return TRUE;
 }
 
-/* A pair_links mesh's port rate over chips 0..size-1: its rings times one link, or PCIe (one
- * link's rate if the file gives no host link) without a ring over NVLink. */
+/* A pair_links mesh's port rate over chips 0..size-1: its rings times one link (times
+ * pair_relay_efficiency when the rings hop through another GPU), or PCIe (one link's rate if
+ * the file gives no host link) without a ring over NVLink. */
 static double pair_port_Bps(const ts_dim *d, int size)
 {
   int rings = size <= TS_PAIR_MAX ? d->pair_rings[size] : 0;
-  return rings > 0              ? rings * d->pair_link_Bps
-         : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps
-                                : d->pair_link_Bps;
+  double ring_Bps =
+      d->pair_link_Bps * (rings > 0 && d->pair_relayed[size] ? d->pair_relay_eff : 1.0);
+  return rings > 0 ? rings * ring_Bps : d->pair_pcie_Bps > 0 ? d->pair_pcie_Bps : d->pair_link_Bps;
 }
 
 gboolean ts_topo_dim_set_size(ts_dim *d, int size, GError **error)
@@ -845,8 +850,18 @@ static gboolean read_dim(GKeyFile *kf, const char *path, const char *group, gint
    * efficiency. */
   d->link_bw_Bps = bw_gbps * bw_eff * GB;
   d->latency_s = lat_us * US;
-  if (!read_pair_links(kf, path, group, d, error))
+  if (!read_pair_links(kf, path, group, d, error) ||
+      !read_rate(kf, path, group, "pair_relay_efficiency", TRUE, 1.0, FALSE, TOPO_MIN_FRACTION, 1.0,
+                 "the fraction of one link's rate a ring through another GPU reaches",
+                 &d->pair_relay_eff, error))
     return FALSE;
+  if (!d->pair_links && g_key_file_has_key(kf, group, "pair_relay_efficiency", NULL)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [%s] pair_relay_efficiency: expected pair_links too (it applies to the "
+                "rings of a direct-connect mesh)",
+                path, group);
+    return FALSE;
+  }
   if (d->pair_links && d->shape != TS_SHAPE_SWITCH) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [%s] pair_links: expected shape = switch (the mesh's rings are written as "

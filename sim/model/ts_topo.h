@@ -84,6 +84,11 @@ typedef struct {
   gboolean pair_links;
   int pair_chips;
   int pair_rings[TS_PAIR_MAX + 1];
+  /* pair_relayed[n]: chips 0..n-1's rings need a hop through another GPU (no ring closes over
+   * direct links); such a ring runs at [dim.X] pair_relay_efficiency (pair_relay_eff) of one
+   * link. */
+  gboolean pair_relayed[TS_PAIR_MAX + 1];
+  double pair_relay_eff;
   double pair_link_Bps, pair_pcie_Bps;
   /* [dim.X] transfer_stall_us: the time a chip's core spends, not computing, on each transfer
    * a collective sends and receives over this dimension, seconds. On a TPU a data-centre
