@@ -1905,6 +1905,26 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
   return parse_src(&src, path, error);
 }
 
+/* The form of each header line, for a line of a known kind with the wrong number of fields. */
+static const char *header_form(const char *w)
+{
+  static const char *const forms[][2] = {
+      {"ranks", "'ranks N'"},
+      {"dim", "'dim NAME SIZE', e.g. 'dim x 8'"},
+      {"axis",
+       "'axis NAME SIZE symmetric|asymmetric DIM:SIZE:STRIDE...', e.g. 'axis dp 8 symmetric "
+       "x:8:1'"},
+      {"group", "'group INDEX AXIS...' or 'group INDEX ranks=R,R,...'"},
+      {"label", "'label INDEX \"TEXT\"'"},
+      {"program", "'program INDEX OPS'"},
+      {"end", "'end' alone"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(forms); i++)
+    if (strcmp(w, forms[i][0]) == 0)
+      return forms[i][1];
+  return NULL;
+}
+
 static ts_trace *parse_src(line_src *src, const char *path, GError **error)
 {
   parse_ctx c = {path, 0, 1, error};
@@ -2157,6 +2177,12 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
       prog = pi;
     } else if (strcmp(w, "end") == 0 && tok->len == 1) {
       ended = TRUE;
+    } else if (header_form(w) != NULL) {
+      /* A known line with too few or too many fields (a truncated "dim" said "'dim': expected
+       * ranks, dim, axis, ..."): say what the line takes. */
+      perr(&c, "'%s' with %u field%s; expected %s", w, tok->len - 1, tok->len == 2 ? "" : "s",
+           header_form(w));
+      goto fail;
     } else {
       perr(&c, "'%s': expected ranks, dim, axis, group, meta, label, program, an op or end", w);
       goto fail;
