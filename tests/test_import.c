@@ -382,6 +382,10 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   cr_assert(g_file_set_contents(sp0, (const char *)s0->data, s0->len, NULL));
   g_autofree char *bad_groups = g_build_filename(dir, "groups.json", NULL);
   cr_assert(g_file_set_contents(bad_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 99]}", -1, NULL));
+  /* json-glib kept the second list: the error blamed the trace ("does not list rank 1"). */
+  g_autofree char *dup_groups = g_build_filename(dir, "dup.json", NULL);
+  cr_assert(g_file_set_contents(
+      dup_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 7], \"x\": [0], \"dp@0\": [0]}", -1, NULL));
   g_autofree char *short_groups = g_build_filename(dir, "short.json", NULL);
   cr_assert(g_file_set_contents(short_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 7]}", -1, NULL));
   g_autofree char *trunc = g_build_filename(dir, "cut.0.et", NULL);
@@ -415,6 +419,9 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
       {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et",
                        bad_groups, src),
        "groups.json: group \"dp@0\" member 7: expected a rank in [0, 8)"},
+      {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et",
+                       dup_groups, src),
+       "dup.json: group \"dp@0\" given twice; expected each group once"},
       {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et "
                        "%s/bert-base-dp8.1.et",
                        short_groups, src, src),
