@@ -1,5 +1,6 @@
 /* Tests of the trainsim program as a user runs it: exit statuses, one-line errors, no partial
  * output, byte-identical results. */
+#include "ts_cmd.h"
 #include "ts_util.h"
 
 #include "ts_test.h"
@@ -249,6 +250,37 @@ Test(cli, topology_errors_name_file_and_key)
   expect_input_error(args, "bad.ini:3: '??? garbage': expected a [group] line");
   g_unlink(path);
   g_rmdir(dir);
+}
+
+/* A 100 kB value was echoed whole, some twice: 200 kB on the one line of stderr (a --split
+ * twice; -b, --vary, file names and CSV fields once). Long words are cut to their ends. */
+Test(cli, huge_values_are_shortened_in_errors)
+{
+  g_autofree char *big = g_strnfill(100000, '6');
+  const char *const fmt[] = {"run -t tpu-v2-8 -m mlp -b 16 -s dp=%s",
+                             "run -t tpu-v2-8 -m mlp -b %s -s dp=4",
+                             "sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 --vary peak_tflops=%s",
+                             "run -t %s -m mlp -b 16", "validate --against %s"};
+  for (size_t i = 0; i < G_N_ELEMENTS(fmt); i++) {
+    g_autofree char *args = g_strdup_printf(fmt[i], big);
+    run_result r = run(args);
+    size_t n = strlen(r.err);
+    cr_assert_eq(r.status, 2, "%.80s: status %d", args, r.status);
+    cr_assert(n < 2000, "%.80s: %zu bytes of stderr", args, n);
+    cr_assert(strstr(r.err, " bytes]...") != NULL, "%.80s: %.300s", args, r.err);
+    const char *nl = strchr(r.err, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "%.80s: one line", args);
+    run_free(&r);
+  }
+  /* A short message is untouched, and a cut never splits a UTF-8 character. */
+  g_autofree char *same = ts_cmd_shorten_words("a 'b' c");
+  cr_assert_str_eq(same, "a 'b' c");
+  g_autoptr(GString) w = g_string_new("x");
+  for (int i = 0; i < 300; i++)
+    g_string_append(w, "\xc3\xa9");
+  g_autofree char *cut = ts_cmd_shorten_words(w->str);
+  cr_assert(g_utf8_validate(cut, -1, NULL), "%s", cut);
+  cr_assert(strstr(cut, "...[601 bytes]...") != NULL, "%s", cut);
 }
 
 Test(cli, failed_run_leaves_no_output_files)

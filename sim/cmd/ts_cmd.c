@@ -14,9 +14,50 @@
 
 #include <stdio.h>
 
+/* A message's words (runs without blanks) of more than WORD_MAX bytes, shortened to their first
+ * HEAD and last TAIL bytes around "...[N bytes]...". Messages quote what the user gave, and a
+ * 100 kB --split, -b, --vary value, file name or CSV field was echoed whole, some twice: 200 kB
+ * on the one line of stderr. Cuts fall on UTF-8 character boundaries. */
+enum { WORD_MAX = 512, WORD_HEAD = 240, WORD_TAIL = 40 };
+
+static gboolean utf8_cont(char c)
+{
+  return ((unsigned char)c & 0xC0) == 0x80;
+}
+
+char *ts_cmd_shorten_words(const char *msg)
+{
+  GString *out = g_string_sized_new(strlen(msg) < 4096 ? strlen(msg) : 4096);
+  const char *p = msg;
+  while (*p != '\0') {
+    if (*p == ' ') {
+      g_string_append_c(out, *p++);
+      continue;
+    }
+    const char *w = p;
+    while (*p != '\0' && *p != ' ')
+      p++;
+    gsize n = (gsize)(p - w);
+    if (n <= WORD_MAX) {
+      g_string_append_len(out, w, (gssize)n);
+      continue;
+    }
+    const char *h = w + WORD_HEAD, *t = p - WORD_TAIL;
+    while (h > w && utf8_cont(*h))
+      h--;
+    while (t < p && utf8_cont(*t))
+      t++;
+    g_string_append_len(out, w, h - w);
+    g_string_append_printf(out, "...[%" G_GSIZE_FORMAT " bytes]...", n);
+    g_string_append_len(out, t, p - t);
+  }
+  return g_string_free(out, FALSE);
+}
+
 int ts_cmd_fail(const char *cmd, const GError *error)
 {
-  fprintf(stderr, "trainsim %s: %s\n", cmd, error != NULL ? error->message : "failed");
+  g_autofree char *msg = ts_cmd_shorten_words(error != NULL ? error->message : "failed");
+  fprintf(stderr, "trainsim %s: %s\n", cmd, msg);
   return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND
              ? 1
              : TS_EXIT_INPUT;
