@@ -58,6 +58,13 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
   expect_input_error(RUN "-b 64 --micro-batch 3 -s dp=64", "--micro-batch 3");
+  /* "nan" was taken for "not given" (the 25 s default sweep ran), and --against fitted for
+   * seconds before finding its -o folder missing. */
+  expect_input_error("calibrate --min-time nan -o /tmp/x.ini",
+                     "--min-time 'nan': expected seconds per kernel in [0, 60]");
+  expect_input_error("calibrate --against data/published/vtrain/trainsim/a100-sample.csv -o "
+                     "/nonexistent/a100.ini",
+                     "--output /nonexistent/a100.ini: folder '/nonexistent' does not exist");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 12x", "--bytes '12x'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 0", "--bytes '0'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 1e40", "--bytes '1e40'");
