@@ -65,6 +65,8 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("calibrate --against data/published/vtrain/trainsim/a100-sample.csv -o "
                      "/nonexistent/a100.ini",
                      "--output /nonexistent/a100.ini: folder '/nonexistent' does not exist");
+  expect_input_error("validate -m validate-mlp -s dp=2 --tolerance inf",
+                     "--tolerance inf: expected a normwise relative error in [0, 1]");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 12x", "--bytes '12x'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 0", "--bytes '0'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 1e40", "--bytes '1e40'");
