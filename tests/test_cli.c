@@ -71,6 +71,8 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("collective -t tpu-v3-8x8 --bytes 0", "--bytes '0'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 1e40", "--bytes '1e40'");
   expect_input_error("collective -t tpu-v3-8x8 --dims x,q", "'q' is not a dimension");
+  expect_input_error("collective -t tpu-v3-8x8 --dims ''",
+                     "--dims '': expected one or more dimension names of");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
   expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");
