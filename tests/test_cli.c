@@ -76,6 +76,8 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* GLib-CRITICAL warnings (g_str_has_prefix on NULL) came before the error: three lines. */
   expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --straggler ''",
                      "trainsim run: --straggler : expected chip:ID=F (a slow chip) or dim.NAME=F");
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --recompute ''",
+                     "--recompute '': expected none, selective, full");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
   expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");
