@@ -78,6 +78,11 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "trainsim run: --straggler : expected chip:ID=F (a slow chip) or dim.NAME=F");
   expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --recompute ''",
                      "--recompute '': expected none, selective, full");
+  /* Two empty items read "--model '': given twice". */
+  expect_input_error("sweep -t tpu-v2-8 -m , -b 16 -s dp=4 -j 1",
+                     "--model: an empty item in a comma-separated list; expected values");
+  expect_input_error("sweep -t tpu-v2-8,,tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1",
+                     "--topology: an empty item in a comma-separated list");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
   expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");

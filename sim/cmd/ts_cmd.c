@@ -395,6 +395,18 @@ static char **values(char **given, gboolean lists, const char *opt, GError **err
   }
   g_ptr_array_add(v, NULL);
   char **out = (char **)g_ptr_array_free(v, FALSE);
+  /* An empty item ("-t a,,b", "-m ,") is named as such: two of them read "--model '': given
+   * twice". */
+  if (lists)
+    for (int i = 0; out[i] != NULL; i++)
+      if (*out[i] == '\0') {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--%s: an empty item in a comma-separated list; expected values such as "
+                    "a,b",
+                    opt);
+        g_strfreev(out);
+        return NULL;
+      }
   /* A value listed twice would predict the same configurations twice (duplicate rows). */
   for (int i = 0; out[i] != NULL; i++)
     for (int j = 0; j < i; j++)
