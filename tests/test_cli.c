@@ -81,6 +81,9 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* Two empty items read "--model '': given twice". */
   expect_input_error("sweep -t tpu-v2-8 -m , -b 16 -s dp=4 -j 1",
                      "--model: an empty item in a comma-separated list; expected values");
+  /* --micro-batch '' searched as if not given. */
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 -j 1 --micro-batch ''",
+                     "--micro-batch: an empty item in a comma-separated list");
   expect_input_error("sweep -t tpu-v2-8,,tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1",
                      "--topology: an empty item in a comma-separated list");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");

@@ -390,6 +390,8 @@ static char **values(char **given, gboolean lists, const char *opt, GError **err
       continue;
     }
     g_auto(GStrv) parts = g_strsplit(*g, ",", -1);
+    if (parts[0] == NULL) /* '' splits into nothing: an empty item, not no option */
+      g_ptr_array_add(v, g_strdup(""));
     for (char **p = parts; *p != NULL; p++)
       g_ptr_array_add(v, g_strdup(g_strstrip(*p)));
   }
