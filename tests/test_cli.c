@@ -86,6 +86,14 @@ Test(cli, bad_inputs_exit_2_with_one_line)
                      "--micro-batch: an empty item in a comma-separated list");
   expect_input_error("sweep -t tpu-v2-8,,tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1",
                      "--topology: an empty item in a comma-separated list");
+  /* SimGrid read nan as a number and the run printed a step time; a crashing --cfg printed
+   * SimGrid's "Segmentation fault." above the one line. */
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --backend simgrid --cfg "
+                     "network/latency-factor:nan",
+                     "--cfg 'network/latency-factor:nan': expected a finite number");
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --backend simgrid --cfg "
+                     "contexts/stack-size:-1",
+                     "--cfg contexts/stack-size:-1: SimGrid cannot run with these settings");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
   expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");
