@@ -94,6 +94,14 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --backend simgrid --cfg "
                      "contexts/stack-size:-1",
                      "--cfg contexts/stack-size:-1: SimGrid cannot run with these settings");
+  /* -o '': "Failed to rename file “.6O2QZ3” to “”: g_rename() failed" (files), "cannot create
+   * or write: Invalid argument" (folders). */
+  expect_input_error("trace -t tpu-v2-8 -m mlp -b 16 -s dp=4 -o ''",
+                     "trainsim trace: '': expected a file name (or - for stdout)");
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 -o ''",
+                     "trainsim run: --output-dir '': expected a folder name");
+  expect_input_error("calibrate --against data/published/vtrain/trainsim/a100-sample.csv -o ''",
+                     "trainsim calibrate: --output '': expected a file name");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
   expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");

@@ -154,6 +154,10 @@ static gboolean check_out_dir(const char *opt, const char *path, GError **error)
 {
   if (path == NULL || strcmp(path, "-") == 0)
     return TRUE;
+  if (*path == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s '': expected a file name", opt);
+    return FALSE;
+  }
   g_autofree char *dir = g_path_get_dirname(path);
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO,

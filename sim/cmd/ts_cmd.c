@@ -153,6 +153,10 @@ void ts_cmd_remove_created_dir(void)
 
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
 {
+  if (*dir == '\0') { /* mkdir("") said "cannot create or write: Invalid argument" */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--output-dir '': expected a folder name");
+    return FALSE;
+  }
   /* Missing folders are created, and said so: a typo in -o must not silently grow a tree. */
   gboolean existed = g_file_test(dir, G_FILE_TEST_IS_DIR);
   if (!existed && made_dir == NULL && (made_top = first_missing_dir(dir)) != NULL)

@@ -467,6 +467,12 @@ static char *follow_links(const char *path, GError **error)
 
 gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len, GError **error)
 {
+  /* -o '' wrote a temporary in the current folder and failed to rename it: "Failed to rename
+   * file “.6O2QZ3” to “”: g_rename() failed". */
+  if (*path == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "'': expected a file name (or - for stdout)");
+    return FALSE;
+  }
   if (strcmp(path, "-") == 0) {
     if (fwrite(contents, 1, len, stdout) != len || fflush(stdout) != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "<stdout>: write failed: %s", g_strerror(errno));
