@@ -652,6 +652,9 @@ Test(engine, trace_parse_errors_name_line)
       {"trainsim-trace 1\nranks 4\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
        "program 0 0\nend\n",
        "the dims multiply to 2 ranks but the trace has 4"},
+      /* Strings reach JSON outputs: a 0xff byte in meta model made replay's JSON invalid. */
+      {"trainsim-trace 2\nranks 2\nmeta model \"\xffMLP\"\n",
+       "bad.trace:3: byte 13 (0xff) of the line is not UTF-8; expected UTF-8 text"},
       /* A truncated header line said "'dim': expected ranks, dim, axis, ..." (dim is one). */
       {"trainsim-trace 2\nranks 4\ndim\n",
        "bad.trace:3: 'dim' with 0 fields; expected 'dim NAME SIZE'"},

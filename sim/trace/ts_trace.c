@@ -1948,6 +1948,14 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
     if (line->len > 0 && line->str[line->len - 1] == '\r')
       g_string_truncate(line, line->len - 1);
     c.line++;
+    /* Labels and meta strings go into JSON and CSV outputs: a 0xff byte in `meta model` made
+     * replay's JSON invalid UTF-8. */
+    const char *bad = NULL;
+    if (!g_utf8_validate(line->str, (gssize)line->len, &bad)) {
+      perr(&c, "byte %u (0x%02x) of the line is not UTF-8; expected UTF-8 text",
+           (unsigned)(bad - line->str) + 1, (unsigned)(unsigned char)*bad);
+      goto fail;
+    }
     g_ptr_array_set_size(tok, 0);
     if (!tokenize(line->str, tok)) {
       perr(&c, "unterminated string; expected a closing \"");
