@@ -399,6 +399,12 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
                                 "DATA\n2\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 64 5\n"
                                 "conv2 -1 5 NONE\n",
                                 -1, NULL));
+  /* A 0xff in a layer name: the regex that splits fields read nothing ("layer 1 of 1 missing"). */
+  g_autofree char *astra_utf8 = g_build_filename(dir, "utf8.txt", NULL);
+  cr_assert(g_file_set_contents(astra_utf8,
+                                "DATA\n1\n\xff"
+                                "conv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 64 5\n",
+                                -1, NULL));
   /* A 100 kB first token was quoted whole in the error: 100 kB on one line of stderr. */
   g_autofree char *longl = g_build_filename(dir, "long.txt", NULL);
   g_autofree char *lt = g_strnfill(100000, 'b');
@@ -431,6 +437,8 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
        "shape.0.et: node 4: attribute trainsim.m: expected a number in [0, 1e25]"},
       {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra),
        "bad.txt:4: 4 fields; expected"},
+      {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra_utf8),
+       "utf8.txt:3: byte 8 (0xff) is not UTF-8; expected an ASTRA-sim text workload"},
       {g_strdup_printf("import -t dgx-a100-1node --from nope %s", astra),
        "--from 'nope': expected chakra or astrasim"},
   };
