@@ -394,6 +394,18 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   gsize wl = 0;
   cr_assert(g_file_get_contents(whole, &wt, &wl, NULL));
   cr_assert(g_file_set_contents(trunc, wt, (gssize)(wl / 2), NULL));
+  /* A node name with a 0xff byte went into labels, and out as "\377" in written traces. */
+  g_autofree char *uname = g_build_filename(dir, "uname.0.et", NULL);
+  {
+    g_autofree char *copy = g_memdup2(wt, wl);
+    char *at = NULL; /* binary data: no strstr */
+    for (gsize i = 0; at == NULL && i + 9 <= wl; i++)
+      if (memcmp(copy + i, "embedding", 9) == 0)
+        at = copy + i;
+    cr_assert_not_null(at);
+    *at = (char)0xff;
+    cr_assert(g_file_set_contents(uname, copy, (gssize)wl, NULL));
+  }
   g_autofree char *astra = g_build_filename(dir, "bad.txt", NULL);
   cr_assert(g_file_set_contents(astra,
                                 "DATA\n2\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 64 5\n"
@@ -433,6 +445,8 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
                        short_groups, src, src),
        "bert-base-dp8.0.et: node "},
       {g_strdup_printf("replay -t dgx-a100-1node %s", trunc), "cut.0.et: byte "},
+      {g_strdup_printf("replay -t dgx-a100-1node %s", uname),
+       ": name is not UTF-8; expected UTF-8 text"},
       {g_strdup_printf("replay -t dgx-a100-1node %s", sp0),
        "shape.0.et: node 4: attribute trainsim.m: expected a number in [0, 1e25]"},
       {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra),

@@ -308,6 +308,10 @@ static gboolean take_node(const ChakraProtoMsg__Node *m, const char *path, cnode
   memset(n, 0, sizeof *n);
   n->id = m->id;
   n->type = m->type;
+  /* Names become op labels, which outputs quote: a 0xff byte went through as "\377" in a
+   * written trace and raw into link reports. */
+  if (m->name != NULL && !g_utf8_validate(m->name, -1, NULL))
+    return node_err(error, path, m->id, "name is not UTF-8; expected UTF-8 text");
   n->name = g_strdup(m->name != NULL && m->name[0] ? m->name : "node");
   n->ndeps = (int)(m->n_data_deps + m->n_ctrl_deps);
   n->deps = g_new(guint64, n->ndeps > 0 ? n->ndeps : 1);
@@ -352,9 +356,11 @@ static gboolean take_node(const ChakraProtoMsg__Node *m, const char *path, cnode
       if (!take_x(n, an + strlen("trainsim."), a, path, error))
         return FALSE;
     } else if (strcmp(an, "pg_name") == 0) {
-      if (a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL)
+      if (a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL) {
+        if (a->string_val != NULL && !g_utf8_validate(a->string_val, -1, NULL))
+          return node_err(error, path, n->id, "pg_name is not UTF-8; expected UTF-8 text");
         n->pg = g_strdup(a->string_val);
-      else if (attr_int(a, &v))
+      } else if (attr_int(a, &v))
         n->pg = g_strdup_printf("%" G_GINT64_FORMAT, v);
     }
   }
