@@ -655,6 +655,8 @@ Test(engine, trace_parse_errors_name_line)
       /* Strings reach JSON outputs: a 0xff byte in meta model made replay's JSON invalid. */
       {"trainsim-trace 2\nranks 2\nmeta model \"\xffMLP\"\n",
        "bad.trace:3: byte 13 (0xff) of the line is not UTF-8; expected UTF-8 text"},
+      {"trainsim-trace 2\nranks 2\nmeta model \"\\377MLP\"\n",
+       "bad.trace:3: field 3 decodes to bytes that are not UTF-8"},
       /* A truncated header line said "'dim': expected ranks, dim, axis, ..." (dim is one). */
       {"trainsim-trace 2\nranks 4\ndim\n",
        "bad.trace:3: 'dim' with 0 fields; expected 'dim NAME SIZE'"},

@@ -1963,6 +1963,15 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
     }
     if (tok->len == 0)
       continue;
+    /* A string's escapes ("\377") decode to bytes: the decoded text must be UTF-8 as well. */
+    for (guint i = 0; i < tok->len; i++)
+      if (!g_utf8_validate(g_ptr_array_index(tok, i), -1, NULL)) {
+        perr(&c,
+             "field %u decodes to bytes that are not UTF-8 (an escape such as \\377?); "
+             "expected UTF-8 text",
+             i + 1);
+        goto fail;
+      }
     const char *w = g_ptr_array_index(tok, 0);
     if (ended) {
       perr(&c, "'%s' after 'end'; expected nothing", w);
