@@ -274,6 +274,28 @@ Test(cli, failed_command_leaves_no_created_folder)
   g_rmdir(dir);
 }
 
+/* A validation network past the executor's limits said "network config: in=100000: ..." without
+ * naming the model file. */
+Test(cli, validation_network_limits_name_the_file)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "wide.ini", NULL);
+  cr_assert(g_file_set_contents(path,
+                                "[model]\nname = wide\nkind = layers\ndtype = fp32\n"
+                                "[layer.fc1]\nkind = dense\nin_features = 100000\nout_features = "
+                                "16\nactivation = relu\ntp = column\n"
+                                "[layer.fc2]\nkind = dense\nout_features = 16\nactivation = "
+                                "relu\ntp = row\n"
+                                "[layer.fc3]\nkind = dense\nout_features = 8\nloss = true\ntp = "
+                                "replicated\n",
+                                -1, NULL));
+  g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", path);
+  g_autofree char *want = g_strdup_printf("%s: network config: in=100000", path);
+  expect_input_error(args, want);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
 Test(cli, topology_errors_name_file_and_key)
 {
   g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
