@@ -18,6 +18,8 @@ static char **flatten(char **given)
   GPtrArray *v = g_ptr_array_new();
   for (char **g = given; g != NULL && *g != NULL; g++) {
     g_auto(GStrv) parts = g_strsplit(*g, ",", -1);
+    if (parts[0] == NULL) /* '' is an empty item, not an absent option */
+      g_ptr_array_add(v, g_strdup(""));
     for (char **p = parts; *p != NULL; p++)
       g_ptr_array_add(v, g_strdup(g_strstrip(*p)));
   }
