@@ -81,6 +81,9 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   /* Two empty items read "--model '': given twice". */
   expect_input_error("sweep -t tpu-v2-8 -m , -b 16 -s dp=4 -j 1",
                      "--model: an empty item in a comma-separated list; expected values");
+  expect_input_error("replay '' -t tpu-v2-8",
+                     "trainsim replay: '': cannot read: No such file or directory\n");
+  expect_input_error("check ''", "trainsim check: '': cannot read:");
   /* --batch-per-chip '' said "missing --global-batch". */
   expect_input_error("sweep -t tpu-v2-8 -m mlp --batch-per-chip '' -s dp=4 -j 1",
                      "--batch-per-chip : expected a positive whole number of samples");

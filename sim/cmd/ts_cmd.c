@@ -57,7 +57,9 @@ char *ts_cmd_shorten_words(const char *msg)
 int ts_cmd_fail(const char *cmd, const GError *error)
 {
   g_autofree char *msg = ts_cmd_shorten_words(error != NULL ? error->message : "failed");
-  fprintf(stderr, "trainsim %s: %s\n", cmd, msg);
+  /* Messages start with the file they are about; an empty file name ("replay ''") left
+   * "trainsim replay: : cannot read": show it as ''. */
+  fprintf(stderr, "trainsim %s: %s%s\n", cmd, g_str_has_prefix(msg, ": ") ? "''" : "", msg);
   return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND
              ? 1
              : TS_EXIT_INPUT;
