@@ -450,7 +450,7 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
       {g_strdup_printf("replay -t dgx-a100-1node %s", sp0),
        "shape.0.et: node 4: attribute trainsim.m: expected a number in [0, 1e25]"},
       {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra),
-       "bad.txt:4: 4 fields; expected"},
+       "bad.txt:4: 4 fields; expected 12: NAME RESERVED"},
       {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra_utf8),
        "utf8.txt:3: byte 8 (0xff) is not UTF-8; expected an ASTRA-sim text workload"},
       {g_strdup_printf("import -t dgx-a100-1node --from nope %s", astra),

@@ -217,9 +217,10 @@ ts_trace *ts_import_astrasim_bytes(const guint8 *data, gsize len, const char *pa
     int nt = (int)g_strv_length(tok);
     if (nt < 12 || nt > 13 || (type == T_CUSTOM) != (nt == 13)) {
       lerr(error, path, line,
-           "%d fields; expected NAME RESERVED then compute, comm, bytes for forward, input "
+           "%d field%s; expected %d: NAME RESERVED then compute, comm, bytes for forward, input "
            "gradient and weight gradient, then update cycles%s",
-           nt, type == T_CUSTOM ? ", then the layer's parallelism" : "");
+           nt, nt == 1 ? "" : "s", type == T_CUSTOM ? 13 : 12,
+           type == T_CUSTOM ? ", then the layer's parallelism" : "");
       goto fail;
     }
     layer *l = &ls[i];
