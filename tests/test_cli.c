@@ -302,6 +302,29 @@ Test(cli, validation_network_limits_name_the_file)
   g_rmdir(dir);
 }
 
+/* A [model] name with a 0xff byte went into results.json as is: not UTF-8, not JSON. A
+ * byte-order mark read as "'???[model]': a key before any [group]". */
+Test(cli, ini_files_must_be_utf8_without_bom)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "m.ini", NULL);
+  const char *body = "kind = layers\n\n[layer.fc]\nkind = dense\nin_features = 4\n"
+                     "out_features = 4\n";
+  g_autofree char *bad = g_strconcat("[model]\nname = \xff", "MLP\n", body, NULL);
+  cr_assert(g_file_set_contents(path, bad, -1, NULL));
+  g_autofree char *args = g_strdup_printf("run -t tpu-v2-8 -m %s -b 16 -s dp=4", path);
+  g_autofree char *want =
+      g_strdup_printf("%s:2: byte 16 (0xff) is not UTF-8; expected a UTF-8 text file", path);
+  expect_input_error(args, want);
+  g_autofree char *bom = g_strconcat("\xef\xbb\xbf[model]\nname = m\n", body, NULL);
+  cr_assert(g_file_set_contents(path, bom, -1, NULL));
+  g_autofree char *want_bom = g_strdup_printf(
+      "%s:1: starts with a UTF-8 byte-order mark (EF BB BF); expected a file without one", path);
+  expect_input_error(args, want_bom);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
 Test(cli, topology_errors_name_file_and_key)
 {
   g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);

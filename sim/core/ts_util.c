@@ -190,6 +190,15 @@ static gboolean kf_check_utf8(const char *path, const char *text, gsize len, GEr
 
 static gboolean kf_check_duplicates(const char *path, const char *text, gsize len, GError **error)
 {
+  /* Windows editors save UTF-8 with a byte-order mark, which GKeyFile takes for a key before
+   * any group: "'???# TPU v3 ...': a key before any [group]". Say what it is. */
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:1: starts with a UTF-8 byte-order mark (EF BB BF); expected a file without "
+                "one (save it as UTF-8 without BOM)",
+                path);
+    return FALSE;
+  }
   /* A binary file given by mistake (a trace, an executable): say so, not its first bytes. A
    * text line that is not UTF-8 is shown with '?' for its odd bytes (kf_syntax_error). */
   const char *nul = memchr(text, '\0', len);
