@@ -105,5 +105,9 @@ awk -v dir="$tables" '
   /^<!-- \/accuracy -->$/ { skip = 0 }
   !skip { print }
 ' docs/accuracy.md > "$tables/accuracy.md"
-cp "$tables/accuracy.md" docs/accuracy.md
+# Replaced by a rename in docs/, never rewritten in place: a reader (the doc tests read
+# docs/accuracy.md's blocks; ctest may be running) sees the old file or the new, not a
+# truncated one (doc_accuracy_737 and _777 printed nothing when they read it mid-copy).
+cp "$tables/accuracy.md" docs/.accuracy.md.new
+mv -f docs/.accuracy.md.new docs/accuracy.md
 echo "rewrote docs/accuracy.md; outputs in out/accuracy/"

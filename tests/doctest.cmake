@@ -19,6 +19,14 @@ foreach(row ${TS_DOC_BLOCKS})
   set_tests_properties(doc_${name} PROPERTIES TIMEOUT 300 LABELS "doc;${label}" SKIP_RETURN_CODE 77)
 endforeach()
 
+# A line that no longer opens a runnable block (the doc changed since configure) fails with a
+# message saying so, not with "printed nothing" from an empty block.
+add_test(NAME doctest_stale_line COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/doctest.sh run
+                                         ${PROJECT_SOURCE_DIR}/README.md 1 $<TARGET_FILE:trainsim>
+                                         ${PROJECT_SOURCE_DIR})
+set_tests_properties(doctest_stale_line PROPERTIES TIMEOUT 60 LABELS doc
+                     PASS_REGULAR_EXPRESSION "README.md:1 no longer opens a block that runs trainsim")
+
 file(GLOB_RECURSE TS_MAIN CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sim/main.c)
 file(STRINGS ${TS_MAIN} TS_CMD_ROWS REGEX "{\"[a-z]+\", ts_cmd_")
 foreach(row ${TS_CMD_ROWS})

@@ -1,5 +1,6 @@
 /* Tests of the trainsim program as a user runs it: exit statuses, one-line errors, no partial
  * output, byte-identical results. */
+#include "ts_cmd.h"
 #include "ts_util.h"
 
 #include "ts_test.h"
@@ -57,10 +58,56 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
   expect_input_error(RUN "-b 64 --micro-batch 3 -s dp=64", "--micro-batch 3");
+  /* "nan" was taken for "not given" (the 25 s default sweep ran), and --against fitted for
+   * seconds before finding its -o folder missing. */
+  expect_input_error("calibrate --min-time nan -o /tmp/x.ini",
+                     "--min-time 'nan': expected seconds per kernel in [0, 60]");
+  expect_input_error("calibrate --against data/published/vtrain/trainsim/a100-sample.csv -o "
+                     "/nonexistent/a100.ini",
+                     "--output /nonexistent/a100.ini: folder '/nonexistent' does not exist");
+  expect_input_error("validate -m validate-mlp -s dp=2 --tolerance inf",
+                     "--tolerance inf: expected a normwise relative error in [0, 1]");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 12x", "--bytes '12x'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 0", "--bytes '0'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes 1e40", "--bytes '1e40'");
   expect_input_error("collective -t tpu-v3-8x8 --dims x,q", "'q' is not a dimension");
+  expect_input_error("collective -t tpu-v3-8x8 --dims ''",
+                     "--dims '': expected one or more dimension names of");
+  /* GLib-CRITICAL warnings (g_str_has_prefix on NULL) came before the error: three lines. */
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --straggler ''",
+                     "trainsim run: --straggler : expected chip:ID=F (a slow chip) or dim.NAME=F");
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --recompute ''",
+                     "--recompute '': expected none, selective, full");
+  /* Two empty items read "--model '': given twice". */
+  expect_input_error("sweep -t tpu-v2-8 -m , -b 16 -s dp=4 -j 1",
+                     "--model: an empty item in a comma-separated list; expected values");
+  expect_input_error("replay '' -t tpu-v2-8",
+                     "trainsim replay: '': cannot read: No such file or directory\n");
+  expect_input_error("check ''", "trainsim check: '': cannot read:");
+  /* --batch-per-chip '' said "missing --global-batch". */
+  expect_input_error("sweep -t tpu-v2-8 -m mlp --batch-per-chip '' -s dp=4 -j 1",
+                     "--batch-per-chip : expected a positive whole number of samples");
+  /* --micro-batch '' searched as if not given. */
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 -j 1 --micro-batch ''",
+                     "--micro-batch: an empty item in a comma-separated list");
+  expect_input_error("sweep -t tpu-v2-8,,tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1",
+                     "--topology: an empty item in a comma-separated list");
+  /* SimGrid read nan as a number and the run printed a step time; a crashing --cfg printed
+   * SimGrid's "Segmentation fault." above the one line. */
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --backend simgrid --cfg "
+                     "network/latency-factor:nan",
+                     "--cfg 'network/latency-factor:nan': expected a finite number");
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 --backend simgrid --cfg "
+                     "contexts/stack-size:-1",
+                     "--cfg contexts/stack-size:-1: SimGrid cannot run with these settings");
+  /* -o '': "Failed to rename file “.6O2QZ3” to “”: g_rename() failed" (files), "cannot create
+   * or write: Invalid argument" (folders). */
+  expect_input_error("trace -t tpu-v2-8 -m mlp -b 16 -s dp=4 -o ''",
+                     "trainsim trace: '': expected a file name (or - for stdout)");
+  expect_input_error("run -t tpu-v2-8 -m mlp -b 16 -s dp=4 -o ''",
+                     "trainsim run: --output-dir '': expected a folder name");
+  expect_input_error("calibrate --against data/published/vtrain/trainsim/a100-sample.csv -o ''",
+                     "trainsim calibrate: --output '': expected a file name");
   expect_input_error("collective -t tpu-v3-8x8 --op gather", "--op 'gather'");
   expect_input_error("collective -t tpu-v3-8x8 --bytes-range 1G:1M", "--bytes-range '1G:1M'");
   expect_input_error("collective -t dgx-a100-4node --protocol LL64", "--protocol 'LL64'");
@@ -250,6 +297,51 @@ Test(cli, failed_command_leaves_no_created_folder)
   g_rmdir(dir);
 }
 
+/* A validation network past the executor's limits said "network config: in=100000: ..." without
+ * naming the model file. */
+Test(cli, validation_network_limits_name_the_file)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "wide.ini", NULL);
+  cr_assert(g_file_set_contents(path,
+                                "[model]\nname = wide\nkind = layers\ndtype = fp32\n"
+                                "[layer.fc1]\nkind = dense\nin_features = 100000\nout_features = "
+                                "16\nactivation = relu\ntp = column\n"
+                                "[layer.fc2]\nkind = dense\nout_features = 16\nactivation = "
+                                "relu\ntp = row\n"
+                                "[layer.fc3]\nkind = dense\nout_features = 8\nloss = true\ntp = "
+                                "replicated\n",
+                                -1, NULL));
+  g_autofree char *args = g_strdup_printf("validate -m %s -s dp=2", path);
+  g_autofree char *want = g_strdup_printf("%s: network config: in=100000", path);
+  expect_input_error(args, want);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+/* A [model] name with a 0xff byte went into results.json as is: not UTF-8, not JSON. A
+ * byte-order mark read as "'???[model]': a key before any [group]". */
+Test(cli, ini_files_must_be_utf8_without_bom)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "m.ini", NULL);
+  const char *body = "kind = layers\n\n[layer.fc]\nkind = dense\nin_features = 4\n"
+                     "out_features = 4\n";
+  g_autofree char *bad = g_strconcat("[model]\nname = \xff", "MLP\n", body, NULL);
+  cr_assert(g_file_set_contents(path, bad, -1, NULL));
+  g_autofree char *args = g_strdup_printf("run -t tpu-v2-8 -m %s -b 16 -s dp=4", path);
+  g_autofree char *want =
+      g_strdup_printf("%s:2: byte 16 (0xff) is not UTF-8; expected a UTF-8 text file", path);
+  expect_input_error(args, want);
+  g_autofree char *bom = g_strconcat("\xef\xbb\xbf[model]\nname = m\n", body, NULL);
+  cr_assert(g_file_set_contents(path, bom, -1, NULL));
+  g_autofree char *want_bom = g_strdup_printf(
+      "%s:1: starts with a UTF-8 byte-order mark (EF BB BF); expected a file without one", path);
+  expect_input_error(args, want_bom);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
 Test(cli, topology_errors_name_file_and_key)
 {
   g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
@@ -266,6 +358,37 @@ Test(cli, topology_errors_name_file_and_key)
   expect_input_error(args, "bad.ini:3: '??? garbage': expected a [group] line");
   g_unlink(path);
   g_rmdir(dir);
+}
+
+/* A 100 kB value was echoed whole, some twice: 200 kB on the one line of stderr (a --split
+ * twice; -b, --vary, file names and CSV fields once). Long words are cut to their ends. */
+Test(cli, huge_values_are_shortened_in_errors)
+{
+  g_autofree char *big = g_strnfill(100000, '6');
+  const char *const fmt[] = {"run -t tpu-v2-8 -m mlp -b 16 -s dp=%s",
+                             "run -t tpu-v2-8 -m mlp -b %s -s dp=4",
+                             "sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 --vary peak_tflops=%s",
+                             "run -t %s -m mlp -b 16", "validate --against %s"};
+  for (size_t i = 0; i < G_N_ELEMENTS(fmt); i++) {
+    g_autofree char *args = g_strdup_printf(fmt[i], big);
+    run_result r = run(args);
+    size_t n = strlen(r.err);
+    cr_assert_eq(r.status, 2, "%.80s: status %d", args, r.status);
+    cr_assert(n < 2000, "%.80s: %zu bytes of stderr", args, n);
+    cr_assert(strstr(r.err, " bytes]...") != NULL, "%.80s: %.300s", args, r.err);
+    const char *nl = strchr(r.err, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "%.80s: one line", args);
+    run_free(&r);
+  }
+  /* A short message is untouched, and a cut never splits a UTF-8 character. */
+  g_autofree char *same = ts_cmd_shorten_words("a 'b' c");
+  cr_assert_str_eq(same, "a 'b' c");
+  g_autoptr(GString) w = g_string_new("x");
+  for (int i = 0; i < 300; i++)
+    g_string_append(w, "\xc3\xa9");
+  g_autofree char *cut = ts_cmd_shorten_words(w->str);
+  cr_assert(g_utf8_validate(cut, -1, NULL), "%s", cut);
+  cr_assert(strstr(cut, "...[601 bytes]...") != NULL, "%s", cut);
 }
 
 Test(cli, failed_run_leaves_no_output_files)

@@ -905,6 +905,13 @@ static void expect_error(const char *profile, const char *topo, const char *need
 Test(profile, errors_name_the_file_and_the_key)
 {
   expect_error(PROFILE, "[chip]\nprofile = nope\n" DIMX, "[chip] profile='nope'");
+  /* Both places looked in are named; it said "DIR/chips/nope.ini: cannot read" only. */
+  expect_error(PROFILE, "[chip]\nprofile = nope\n" DIMX,
+               "chips/nope.ini, and no topologies/chips/nope.ini shipped (searched ");
+  /* A path without .ini was taken for a name: "DIR/chips//dev/zero.ini: cannot read". */
+  expect_error(PROFILE, "[chip]\nprofile = /dev/zero\n" DIMX,
+               "[chip] profile='/dev/zero': expected a chip profile name "
+               "(topologies/chips/NAME.ini) or a path to a profile file ending in .ini");
   expect_error(PROFILE "bogus = 1\n", "[chip]\nprofile = x\n" DIMX, "chips/x.ini: [chip] bogus");
   expect_error("[chip]\nname = X\npeak_tflops = 1\npeak_tflops_bf16 = 2\nmemory_GiB = 1\n"
                "memory_bandwidth_GBps = 1\n",

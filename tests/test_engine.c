@@ -652,6 +652,27 @@ Test(engine, trace_parse_errors_name_line)
       {"trainsim-trace 1\nranks 4\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
        "program 0 0\nend\n",
        "the dims multiply to 2 ranks but the trace has 4"},
+      /* Strings reach JSON outputs: a 0xff byte in meta model made replay's JSON invalid. */
+      {"trainsim-trace 2\nranks 2\nmeta model \"\xffMLP\"\n",
+       "bad.trace:3: byte 13 (0xff) of the line is not UTF-8; expected UTF-8 text"},
+      {"trainsim-trace 2\nranks 2\nmeta model \"\\377MLP\"\n",
+       "bad.trace:3: field 3 decodes to bytes that are not UTF-8"},
+      /* A truncated header line said "'dim': expected ranks, dim, axis, ..." (dim is one). */
+      {"trainsim-trace 2\nranks 4\ndim\n",
+       "bad.trace:3: 'dim' with 0 fields; expected 'dim NAME SIZE'"},
+      {"trainsim-trace 2\nranks 4\ndim x\n", "bad.trace:3: 'dim' with 1 field; expected 'dim NAME"},
+      {"trainsim-trace 2\nranks\n", "bad.trace:2: 'ranks' with 0 fields; expected 'ranks N'"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis dp 2\n",
+       "'axis' with 2 fields; expected 'axis NAME"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nprogram 0\n",
+       "bad.trace:5: 'program' with 1 field; expected 'program INDEX OPS'"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0\n",
+       "'label' with 1 field; expected 'label INDEX \"TEXT\"'"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\ngroup 0\n",
+       "'group' with 1 field; expected 'group INDEX AXIS...'"},
+      {"trainsim-trace 2\nranks 2\ndim x 2\naxis dp 2 symmetric x:2:1\nlabel 0 \"a\"\n"
+       "program 0 0\nend now\n",
+       "'end' with 1 field; expected 'end' alone"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;

@@ -382,6 +382,10 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   cr_assert(g_file_set_contents(sp0, (const char *)s0->data, s0->len, NULL));
   g_autofree char *bad_groups = g_build_filename(dir, "groups.json", NULL);
   cr_assert(g_file_set_contents(bad_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 99]}", -1, NULL));
+  /* json-glib kept the second list: the error blamed the trace ("does not list rank 1"). */
+  g_autofree char *dup_groups = g_build_filename(dir, "dup.json", NULL);
+  cr_assert(g_file_set_contents(
+      dup_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 7], \"x\": [0], \"dp@0\": [0]}", -1, NULL));
   g_autofree char *short_groups = g_build_filename(dir, "short.json", NULL);
   cr_assert(g_file_set_contents(short_groups, "{\"dp@0\": [0, 1, 2, 3, 4, 5, 6, 7]}", -1, NULL));
   g_autofree char *trunc = g_build_filename(dir, "cut.0.et", NULL);
@@ -390,10 +394,28 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
   gsize wl = 0;
   cr_assert(g_file_get_contents(whole, &wt, &wl, NULL));
   cr_assert(g_file_set_contents(trunc, wt, (gssize)(wl / 2), NULL));
+  /* A node name with a 0xff byte went into labels, and out as "\377" in written traces. */
+  g_autofree char *uname = g_build_filename(dir, "uname.0.et", NULL);
+  {
+    g_autofree char *copy = g_memdup2(wt, wl);
+    char *at = NULL; /* binary data: no strstr */
+    for (gsize i = 0; at == NULL && i + 9 <= wl; i++)
+      if (memcmp(copy + i, "embedding", 9) == 0)
+        at = copy + i;
+    cr_assert_not_null(at);
+    *at = (char)0xff;
+    cr_assert(g_file_set_contents(uname, copy, (gssize)wl, NULL));
+  }
   g_autofree char *astra = g_build_filename(dir, "bad.txt", NULL);
   cr_assert(g_file_set_contents(astra,
                                 "DATA\n2\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 64 5\n"
                                 "conv2 -1 5 NONE\n",
+                                -1, NULL));
+  /* A 0xff in a layer name: the regex that splits fields read nothing ("layer 1 of 1 missing"). */
+  g_autofree char *astra_utf8 = g_build_filename(dir, "utf8.txt", NULL);
+  cr_assert(g_file_set_contents(astra_utf8,
+                                "DATA\n1\n\xff"
+                                "conv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 64 5\n",
                                 -1, NULL));
   /* A 100 kB first token was quoted whole in the error: 100 kB on one line of stderr. */
   g_autofree char *longl = g_build_filename(dir, "long.txt", NULL);
@@ -415,15 +437,22 @@ Test(traces, import_mismatches_are_one_line_before_the_engine)
       {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et",
                        bad_groups, src),
        "groups.json: group \"dp@0\" member 7: expected a rank in [0, 8)"},
+      {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et",
+                       dup_groups, src),
+       "dup.json: group \"dp@0\" given twice; expected each group once"},
       {g_strdup_printf("replay -t dgx-a100-1node --comm-groups %s %s/bert-base-dp8.0.et "
                        "%s/bert-base-dp8.1.et",
                        short_groups, src, src),
        "bert-base-dp8.0.et: node "},
       {g_strdup_printf("replay -t dgx-a100-1node %s", trunc), "cut.0.et: byte "},
+      {g_strdup_printf("replay -t dgx-a100-1node %s", uname),
+       ": name is not UTF-8; expected UTF-8 text"},
       {g_strdup_printf("replay -t dgx-a100-1node %s", sp0),
        "shape.0.et: node 4: attribute trainsim.m: expected a number in [0, 1e25]"},
       {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra),
-       "bad.txt:4: 4 fields; expected"},
+       "bad.txt:4: 4 fields; expected 12: NAME RESERVED"},
+      {g_strdup_printf("replay -t dgx-a100-1node --from astrasim %s", astra_utf8),
+       "utf8.txt:3: byte 8 (0xff) is not UTF-8; expected an ASTRA-sim text workload"},
       {g_strdup_printf("import -t dgx-a100-1node --from nope %s", astra),
        "--from 'nope': expected chakra or astrasim"},
   };

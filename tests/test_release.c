@@ -656,7 +656,8 @@ Test(release, options_are_refused_one_by_one)
   /* validate named seven options and four ranges for any one bad value; --cfg with the
    * analytic backend was silently ignored. */
   expect_input_error("validate -m validate-mlp -s dp=4 --tolerance -1",
-                     "validate: --tolerance -1: expected a tolerance >= 0\n");
+                     "validate: --tolerance -1: expected a normwise relative error in [0, 1] "
+                     "(0: the precision's default)\n");
   expect_input_error("validate -m validate-mlp -s dp=4 --steps 0",
                      "validate: --steps 0: expected a number of steps in [1, 1000]\n");
   expect_input_error("validate -m validate-mlp -s dp=4 --seed -4", "--seed -4: expected");

@@ -154,6 +154,10 @@ static gboolean check_out_dir(const char *opt, const char *path, GError **error)
 {
   if (path == NULL || strcmp(path, "-") == 0)
     return TRUE;
+  if (*path == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s '': expected a file name", opt);
+    return FALSE;
+  }
   g_autofree char *dir = g_path_get_dirname(path);
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO,
@@ -170,7 +174,10 @@ int ts_cmd_calibrate(int argc, char **argv)
   g_autofree char *output = NULL, *dat = NULL, *plot = NULL, *precision = NULL, *name = NULL;
   g_autofree char *against = NULL;
   gboolean quick = FALSE, quiet = FALSE;
-  double min_time = NAN, peak_gflops = 0; /* NAN: not given */
+  /* --min-time is read as text: a double option with NAN for "not given" took "nan" for the
+   * default, and the full 25 s sweep ran. */
+  g_autofree char *min_time_text = NULL;
+  double min_time = 0, peak_gflops = 0;
   double fit_fraction = 0.5;
   gint seed = 20261201;
   g_autofree char *argline = g_strjoinv(" ", argv);
@@ -198,7 +205,7 @@ int ts_cmd_calibrate(int argc, char **argv)
        "small shapes, a few seconds (a smoke test, not a calibration)", NULL},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &precision, "fp32 (default) or fp64 kernels",
        "fp32|fp64"},
-      {"min-time", 0, 0, G_OPTION_ARG_DOUBLE, &min_time,
+      {"min-time", 0, 0, G_OPTION_ARG_STRING, &min_time_text,
        "seconds spent repeating each kernel (default 0.25, --quick 0.01)", "SECONDS"},
       {"peak-gflops", 0, 0, G_OPTION_ARG_DOUBLE, &peak_gflops,
        "peak rate in GFLOP/s (1e9 FLOP/s) instead of the measured one", "GFLOPS"},
@@ -229,6 +236,9 @@ int ts_cmd_calibrate(int argc, char **argv)
                 argv[1]);
     return ts_cmd_fail("calibrate", error);
   }
+  /* The output folder is checked before the fit (seconds to minutes), not after it. */
+  if (against != NULL && !check_out_dir("--output", output, &error))
+    return ts_cmd_fail("calibrate", error);
   if (against != NULL)
     return ts_calibrate_against(against, output, (guint)seed, fit_fraction, argline, quiet);
   ts_calib_options o = {.prec = TS_PREC_F32, .quick = quick};
@@ -240,11 +250,11 @@ int ts_cmd_calibrate(int argc, char **argv)
     }
     o.prec = TS_PREC_F64;
   }
-  if (isnan(min_time))
+  if (min_time_text == NULL)
     min_time = quick ? 0.01 : 0.25;
-  if (!(min_time >= 0 && min_time <= 60)) {
+  else if (!ts_parse_double(min_time_text, &min_time) || !(min_time >= 0 && min_time <= 60)) {
     g_set_error(&error, TS_ERROR, TS_ERROR_INPUT,
-                "--min-time %g: expected seconds per kernel in [0, 60]", min_time);
+                "--min-time '%s': expected seconds per kernel in [0, 60]", min_time_text);
     return ts_cmd_fail("calibrate", error);
   }
   o.min_time_s = min_time;

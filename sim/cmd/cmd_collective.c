@@ -189,6 +189,12 @@ int ts_cmd_collective(int argc, char **argv)
       }
       dims[nd++] = d;
     }
+    /* --dims '' split into no names: a "collective over 1 chips (dims )" of 0 us. */
+    if (nd == 0) {
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--dims '': expected one or more dimension names of %s, comma-separated", tpath);
+      return ts_cmd_fail("collective", err);
+    }
   } else {
     for (int d = 0; d < topo->ndims; d++)
       dims[nd++] = d;

@@ -18,6 +18,8 @@ static char **flatten(char **given)
   GPtrArray *v = g_ptr_array_new();
   for (char **g = given; g != NULL && *g != NULL; g++) {
     g_auto(GStrv) parts = g_strsplit(*g, ",", -1);
+    if (parts[0] == NULL) /* '' is an empty item, not an absent option */
+      g_ptr_array_add(v, g_strdup(""));
     for (char **p = parts; *p != NULL; p++)
       g_ptr_array_add(v, g_strdup(g_strstrip(*p)));
   }
@@ -145,6 +147,13 @@ static gboolean build_spec(const sweep_args *a, ts_sweep_spec *sp, GError **erro
   if (a->recompute != NULL) {
     /* Each value is appended to every split, as another dimension of the sweep. */
     g_auto(GStrv) parts = g_strsplit(a->recompute, ",", -1);
+    /* '' split into no value: the sweep ran as if --recompute were not given. */
+    if (parts[0] == NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "--recompute '': expected none, selective, full, full:N, stage, "
+                  "stage:except-last, op, dots or dots:except-mlpwi (a list: none,full)");
+      return FALSE;
+    }
     GPtrArray *sfx = g_ptr_array_new();
     for (char **p = parts; *p != NULL; p++) {
       const char *v = g_strstrip(*p);

@@ -204,7 +204,7 @@ int ts_cmd_validate(int argc, char **argv)
       {"lr", 0, 0, G_OPTION_ARG_DOUBLE, &o.lr, "Learning rate (default 0.1)", "LR"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of parameters and data (default 42)", "N"},
       {"tolerance", 0, 0, G_OPTION_ARG_DOUBLE, &tolerance,
-       "Largest normwise relative error accepted (default 1e-5 fp32, 1e-12 fp64)", "X"},
+       "Largest normwise relative error accepted, in [0, 1] (default 1e-5 fp32, 1e-12 fp64)", "X"},
       {"drop-op", 0, 0, G_OPTION_ARG_STRING_ARRAY, &drop_ops,
        "Negative test: ops with this label do nothing (e.g. 'fc2 fwd all-reduce'); repeatable",
        "LABEL"},
@@ -374,8 +374,13 @@ int ts_cmd_validate(int argc, char **argv)
   else if (!(o.lr > 0))
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--lr %s: expected a learning rate in (0, 10]",
                 lrs);
-  else if (!(tolerance >= 0))
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--tolerance %s: expected a tolerance >= 0", tol);
+  /* A relative error past 1 is no agreement at all: --tolerance inf passed every split, a
+   * gate that cannot fail. */
+  else if (!(tolerance >= 0 && tolerance <= 1))
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--tolerance %s: expected a normwise relative error in [0, 1] (0: the precision's "
+                "default)",
+                tol);
   else if (seed < 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--seed %" G_GINT64_FORMAT ": expected a seed >= 0",
                 seed);

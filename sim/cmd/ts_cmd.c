@@ -14,9 +14,52 @@
 
 #include <stdio.h>
 
+/* A message's words (runs without blanks) of more than WORD_MAX bytes, shortened to their first
+ * HEAD and last TAIL bytes around "...[N bytes]...". Messages quote what the user gave, and a
+ * 100 kB --split, -b, --vary value, file name or CSV field was echoed whole, some twice: 200 kB
+ * on the one line of stderr. Cuts fall on UTF-8 character boundaries. */
+enum { WORD_MAX = 512, WORD_HEAD = 240, WORD_TAIL = 40 };
+
+static gboolean utf8_cont(char c)
+{
+  return ((unsigned char)c & 0xC0) == 0x80;
+}
+
+char *ts_cmd_shorten_words(const char *msg)
+{
+  GString *out = g_string_sized_new(strlen(msg) < 4096 ? strlen(msg) : 4096);
+  const char *p = msg;
+  while (*p != '\0') {
+    if (*p == ' ') {
+      g_string_append_c(out, *p++);
+      continue;
+    }
+    const char *w = p;
+    while (*p != '\0' && *p != ' ')
+      p++;
+    gsize n = (gsize)(p - w);
+    if (n <= WORD_MAX) {
+      g_string_append_len(out, w, (gssize)n);
+      continue;
+    }
+    const char *h = w + WORD_HEAD, *t = p - WORD_TAIL;
+    while (h > w && utf8_cont(*h))
+      h--;
+    while (t < p && utf8_cont(*t))
+      t++;
+    g_string_append_len(out, w, h - w);
+    g_string_append_printf(out, "...[%" G_GSIZE_FORMAT " bytes]...", n);
+    g_string_append_len(out, t, p - t);
+  }
+  return g_string_free(out, FALSE);
+}
+
 int ts_cmd_fail(const char *cmd, const GError *error)
 {
-  fprintf(stderr, "trainsim %s: %s\n", cmd, error != NULL ? error->message : "failed");
+  g_autofree char *msg = ts_cmd_shorten_words(error != NULL ? error->message : "failed");
+  /* Messages start with the file they are about; an empty file name ("replay ''") left
+   * "trainsim replay: : cannot read": show it as ''. */
+  fprintf(stderr, "trainsim %s: %s%s\n", cmd, g_str_has_prefix(msg, ": ") ? "''" : "", msg);
   return error != NULL && error->domain == TS_ERROR && error->code == TS_ERROR_BACKEND
              ? 1
              : TS_EXIT_INPUT;
@@ -112,6 +155,10 @@ void ts_cmd_remove_created_dir(void)
 
 gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
 {
+  if (*dir == '\0') { /* mkdir("") said "cannot create or write: Invalid argument" */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--output-dir '': expected a folder name");
+    return FALSE;
+  }
   /* Missing folders are created, and said so: a typo in -o must not silently grow a tree. */
   gboolean existed = g_file_test(dir, G_FILE_TEST_IS_DIR);
   if (!existed && made_dir == NULL && (made_top = first_missing_dir(dir)) != NULL)
@@ -349,11 +396,25 @@ static char **values(char **given, gboolean lists, const char *opt, GError **err
       continue;
     }
     g_auto(GStrv) parts = g_strsplit(*g, ",", -1);
+    if (parts[0] == NULL) /* '' splits into nothing: an empty item, not no option */
+      g_ptr_array_add(v, g_strdup(""));
     for (char **p = parts; *p != NULL; p++)
       g_ptr_array_add(v, g_strdup(g_strstrip(*p)));
   }
   g_ptr_array_add(v, NULL);
   char **out = (char **)g_ptr_array_free(v, FALSE);
+  /* An empty item ("-t a,,b", "-m ,") is named as such: two of them read "--model '': given
+   * twice". */
+  if (lists)
+    for (int i = 0; out[i] != NULL; i++)
+      if (*out[i] == '\0') {
+        g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                    "--%s: an empty item in a comma-separated list; expected values such as "
+                    "a,b",
+                    opt);
+        g_strfreev(out);
+        return NULL;
+      }
   /* A value listed twice would predict the same configurations twice (duplicate rows). */
   for (int i = 0; out[i] != NULL; i++)
     for (int j = 0; j < i; j++)

@@ -220,6 +220,13 @@ gboolean ts_degrade_apply_options(ts_topo *t, char **fails, char **stragglers, G
     g_autofree char *opt = g_strdup_printf("--straggler %s", *p);
     g_auto(GStrv) kv = g_strsplit(*p, "=", 2);
     double f;
+    /* An empty --straggler splits into no field: kv[0] is NULL (it reached g_str_has_prefix,
+     * whose GLib-CRITICAL warnings printed two lines before the error). */
+    if (kv[0] == NULL) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                  "%s: expected chip:ID=F (a slow chip) or dim.NAME=F (a slow fabric)", opt);
+      return FALSE;
+    }
     if (g_str_has_prefix(kv[0], "chip:")) {
       int chip;
       if (!parse_chip(t, opt, kv[0] + 5, &chip, error) || !parse_factor(opt, kv[1], &f, error))

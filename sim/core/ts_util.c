@@ -171,8 +171,34 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
 /* GKeyFile merges a group given twice and keeps the last of a key given twice, silently: a
  * pasted second [chip] or a repeated key would change the machine without a word. Refuse
  * both, naming the two lines. */
+/* Names and texts go into JSON and CSV outputs as they are: a [model] name with a 0xff byte
+ * made results.json invalid UTF-8 (not JSON). Checked once the file parses, so a line that is
+ * no INI at all still gets the syntax error with its excerpt. */
+static gboolean kf_check_utf8(const char *path, const char *text, gsize len, GError **error)
+{
+  const char *bad = NULL;
+  if (g_utf8_validate(text, (gssize)len, &bad))
+    return TRUE;
+  int line = 1;
+  for (const char *q = text; q < bad; q++)
+    line += *q == '\n';
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "%s:%d: byte %" G_GSIZE_FORMAT " (0x%02x) is not UTF-8; expected a UTF-8 text file",
+              path, line, (gsize)(bad - text) + 1, (unsigned)(unsigned char)*bad);
+  return FALSE;
+}
+
 static gboolean kf_check_duplicates(const char *path, const char *text, gsize len, GError **error)
 {
+  /* Windows editors save UTF-8 with a byte-order mark, which GKeyFile takes for a key before
+   * any group: "'???# TPU v3 ...': a key before any [group]". Say what it is. */
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:1: starts with a UTF-8 byte-order mark (EF BB BF); expected a file without "
+                "one (save it as UTF-8 without BOM)",
+                path);
+    return FALSE;
+  }
   /* A binary file given by mistake (a trace, an executable): say so, not its first bytes. A
    * text line that is not UTF-8 is shown with '?' for its odd bytes (kf_syntax_error). */
   const char *nul = memchr(text, '\0', len);
@@ -235,13 +261,11 @@ GKeyFile *ts_kf_load(const char *path, GError **error)
 {
   g_autoptr(GKeyFile) kf = g_key_file_new();
   g_autoptr(GError) local = NULL;
-  {
-    g_autofree char *text = NULL;
-    gsize len = 0;
-    if (g_file_get_contents(path, &text, &len, NULL) &&
-        !kf_check_duplicates(path, text, len, error))
-      return NULL;
-  }
+  g_autofree char *whole = NULL;
+  gsize whole_len = 0;
+  if (g_file_get_contents(path, &whole, &whole_len, NULL) &&
+      !kf_check_duplicates(path, whole, whole_len, error))
+    return NULL;
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &local)) {
     if (local->domain == G_FILE_ERROR)
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
@@ -255,6 +279,8 @@ GKeyFile *ts_kf_load(const char *path, GError **error)
     }
     return NULL;
   }
+  if (whole != NULL && !kf_check_utf8(path, whole, whole_len, error))
+    return NULL;
   return g_steal_pointer(&kf);
 }
 
@@ -281,6 +307,8 @@ GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError 
     kf_syntax_error(path, text, len, error);
     return NULL;
   }
+  if (!kf_check_utf8(path, text, len, error))
+    return NULL;
   return g_steal_pointer(&kf);
 }
 
@@ -467,6 +495,12 @@ static char *follow_links(const char *path, GError **error)
 
 gboolean ts_write_file_atomic(const char *path, const char *contents, gsize len, GError **error)
 {
+  /* -o '' wrote a temporary in the current folder and failed to rename it: "Failed to rename
+   * file “.6O2QZ3” to “”: g_rename() failed". */
+  if (*path == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "'': expected a file name (or - for stdout)");
+    return FALSE;
+  }
   if (strcmp(path, "-") == 0) {
     if (fwrite(contents, 1, len, stdout) != len || fflush(stdout) != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_IO, "<stdout>: write failed: %s", g_strerror(errno));

@@ -987,6 +987,15 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
         path);
     return FALSE;
   }
+  /* A name is looked up in chips/ as NAME.ini; a path must say .ini. "/dev/zero" or "../x"
+   * became "DIR/chips//dev/zero.ini: cannot read", a file nobody named. */
+  if (!g_str_has_suffix(prof, ".ini") && strchr(prof, '/') != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] profile='%s': expected a chip profile name (topologies/chips/NAME.ini) "
+                "or a path to a profile file ending in .ini",
+                path, prof);
+    return FALSE;
+  }
   g_autofree char *dir = g_path_get_dirname(path);
   g_autofree char *file =
       g_str_has_suffix(prof, ".ini")
@@ -1002,6 +1011,15 @@ static gboolean merge_profile(GKeyFile *kf, const char *path, GKeyFile **out, ch
     }
   }
   g_autoptr(GError) local = NULL;
+  if (!g_str_has_suffix(prof, ".ini") && !g_file_test(file, G_FILE_TEST_EXISTS)) {
+    /* Both places were looked in; the message named only the first. */
+    g_autofree char *roots = ts_data_roots_text();
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: [chip] profile='%s': no %s, and no topologies/chips/%s.ini shipped (searched "
+                "%s); expected a chip profile name or a path ending in .ini",
+                path, prof, file, prof, roots);
+    return FALSE;
+  }
   g_autoptr(GKeyFile) pk = ts_kf_load(file, &local);
   if (pk == NULL) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: [chip] profile='%s': %s", path, prof,

@@ -1128,6 +1128,10 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
     g_prefix_error(error, "%s: ", json_path);
     return FALSE;
   }
+  if (*outdir == '\0') {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--output-dir '': expected a folder name");
+    return FALSE;
+  }
   if (g_mkdir_with_parents(outdir, 0755) != 0) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot create: %s", outdir, g_strerror(errno));
     return FALSE;

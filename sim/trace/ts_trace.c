@@ -1905,6 +1905,26 @@ ts_trace *ts_trace_from_text(const char *text, const char *path, GError **error)
   return parse_src(&src, path, error);
 }
 
+/* The form of each header line, for a line of a known kind with the wrong number of fields. */
+static const char *header_form(const char *w)
+{
+  static const char *const forms[][2] = {
+      {"ranks", "'ranks N'"},
+      {"dim", "'dim NAME SIZE', e.g. 'dim x 8'"},
+      {"axis",
+       "'axis NAME SIZE symmetric|asymmetric DIM:SIZE:STRIDE...', e.g. 'axis dp 8 symmetric "
+       "x:8:1'"},
+      {"group", "'group INDEX AXIS...' or 'group INDEX ranks=R,R,...'"},
+      {"label", "'label INDEX \"TEXT\"'"},
+      {"program", "'program INDEX OPS'"},
+      {"end", "'end' alone"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(forms); i++)
+    if (strcmp(w, forms[i][0]) == 0)
+      return forms[i][1];
+  return NULL;
+}
+
 static ts_trace *parse_src(line_src *src, const char *path, GError **error)
 {
   parse_ctx c = {path, 0, 1, error};
@@ -1928,6 +1948,14 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
     if (line->len > 0 && line->str[line->len - 1] == '\r')
       g_string_truncate(line, line->len - 1);
     c.line++;
+    /* Labels and meta strings go into JSON and CSV outputs: a 0xff byte in `meta model` made
+     * replay's JSON invalid UTF-8. */
+    const char *bad = NULL;
+    if (!g_utf8_validate(line->str, (gssize)line->len, &bad)) {
+      perr(&c, "byte %u (0x%02x) of the line is not UTF-8; expected UTF-8 text",
+           (unsigned)(bad - line->str) + 1, (unsigned)(unsigned char)*bad);
+      goto fail;
+    }
     g_ptr_array_set_size(tok, 0);
     if (!tokenize(line->str, tok)) {
       perr(&c, "unterminated string; expected a closing \"");
@@ -1935,6 +1963,15 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
     }
     if (tok->len == 0)
       continue;
+    /* A string's escapes ("\377") decode to bytes: the decoded text must be UTF-8 as well. */
+    for (guint i = 0; i < tok->len; i++)
+      if (!g_utf8_validate(g_ptr_array_index(tok, i), -1, NULL)) {
+        perr(&c,
+             "field %u decodes to bytes that are not UTF-8 (an escape such as \\377?); "
+             "expected UTF-8 text",
+             i + 1);
+        goto fail;
+      }
     const char *w = g_ptr_array_index(tok, 0);
     if (ended) {
       perr(&c, "'%s' after 'end'; expected nothing", w);
@@ -2157,6 +2194,12 @@ static ts_trace *parse_src(line_src *src, const char *path, GError **error)
       prog = pi;
     } else if (strcmp(w, "end") == 0 && tok->len == 1) {
       ended = TRUE;
+    } else if (header_form(w) != NULL) {
+      /* A known line with too few or too many fields (a truncated "dim" said "'dim': expected
+       * ranks, dim, axis, ..."): say what the line takes. */
+      perr(&c, "'%s' with %u field%s; expected %s", w, tok->len - 1, tok->len == 2 ? "" : "s",
+           header_form(w));
+      goto fail;
     } else {
       perr(&c, "'%s': expected ranks, dim, axis, group, meta, label, program, an op or end", w);
       goto fail;

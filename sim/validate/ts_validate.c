@@ -392,6 +392,9 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
   po.algo = o->algo;
   g_autoptr(ts_plan) plan = ts_plan_new(m, t, s, &po, error);
   g_autoptr(ts_nnet) ref = plan ? ts_nnet_new(&net->cfg, o->prec, error) : NULL;
+  /* The network's limits name its fields ("network config: in=100000"): say which file. */
+  if (plan != NULL && ref == NULL)
+    g_prefix_error(error, "%s: ", m->path != NULL ? m->path : m->name);
   g_autoptr(ts_trace) tr = ref ? ts_plan_trace(plan, error) : NULL;
   if (tr == NULL || !ts_trace_check(tr, t, error)) {
     vd_net_free(net);

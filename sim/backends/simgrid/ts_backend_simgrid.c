@@ -17,6 +17,7 @@
 #include "ts_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <simgrid/actor.h>
@@ -2347,6 +2348,15 @@ static gboolean probe_cfg(const char *const *cfg, const char *user, GError **err
   }
   if (pid == 0) {
     close(fds[0]);
+    /* The probe's own stderr goes where SimGrid's output goes: a crash in it printed
+     * SimGrid's "Segmentation fault." above the one line the parent reports
+     * (contexts/stack-size:-1). Its message reaches the parent through the pipe. */
+    const char *log = g_getenv("TS_SIMGRID_LOG");
+    int quiet = open(log != NULL && *log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (quiet >= 0) {
+      dup2(quiet, 2);
+      close(quiet);
+    }
     GError *e = NULL;
     static sg_host_t h[2];
     gboolean ok = ts_sg_init(cfg, &e);

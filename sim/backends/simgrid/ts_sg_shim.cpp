@@ -139,6 +139,16 @@ static gboolean apply_cfg(const char *item, GError **error)
                 item);
     return FALSE;
   }
+  /* SimGrid reads "nan" and "inf" as numbers: network/latency-factor:nan ran, and printed a
+   * step time. No SimGrid setting means a non-finite number. */
+  {
+    char *end = nullptr;
+    double v = g_ascii_strtod(value.c_str(), &end);
+    if (!value.empty() && end != nullptr && *end == '\0' && !std::isfinite(v)) {
+      g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--cfg '%s': expected a finite number", item);
+      return FALSE;
+    }
+  }
   if (const char *const *allowed = allowed_values(key)) {
     std::string list;
     gboolean ok = FALSE;

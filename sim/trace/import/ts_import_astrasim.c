@@ -116,6 +116,19 @@ ts_trace *ts_import_astrasim_bytes(const guint8 *data, gsize len, const char *pa
                 "%s: NUL byte; expected an ASTRA-sim text workload", path);
     return NULL;
   }
+  /* The blank-splitting regex reads UTF-8 only: a layer name with a 0xff byte split into
+   * nothing, and the error was "layer 6 of 6 missing (file ends)". */
+  const char *bad = NULL;
+  if (!g_utf8_validate((const char *)data, (gssize)len, &bad)) {
+    int bl = 1;
+    for (const char *q = (const char *)data; q < bad; q++)
+      bl += *q == '\n';
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: byte %" G_GSIZE_FORMAT " (0x%02x) is not UTF-8; expected an ASTRA-sim "
+                "text workload",
+                path, bl, (gsize)(bad - (const char *)data) + 1, (unsigned)(unsigned char)*bad);
+    return NULL;
+  }
   g_autofree char *text = g_strndup((const char *)data, len);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   int nl = (int)g_strv_length(lines), li = 0, line = 0;
@@ -204,9 +217,10 @@ ts_trace *ts_import_astrasim_bytes(const guint8 *data, gsize len, const char *pa
     int nt = (int)g_strv_length(tok);
     if (nt < 12 || nt > 13 || (type == T_CUSTOM) != (nt == 13)) {
       lerr(error, path, line,
-           "%d fields; expected NAME RESERVED then compute, comm, bytes for forward, input "
+           "%d field%s; expected %d: NAME RESERVED then compute, comm, bytes for forward, input "
            "gradient and weight gradient, then update cycles%s",
-           nt, type == T_CUSTOM ? ", then the layer's parallelism" : "");
+           nt, nt == 1 ? "" : "s", type == T_CUSTOM ? 13 : 12,
+           type == T_CUSTOM ? ", then the layer's parallelism" : "");
       goto fail;
     }
     layer *l = &ls[i];

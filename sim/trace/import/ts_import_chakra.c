@@ -308,6 +308,10 @@ static gboolean take_node(const ChakraProtoMsg__Node *m, const char *path, cnode
   memset(n, 0, sizeof *n);
   n->id = m->id;
   n->type = m->type;
+  /* Names become op labels, which outputs quote: a 0xff byte went through as "\377" in a
+   * written trace and raw into link reports. */
+  if (m->name != NULL && !g_utf8_validate(m->name, -1, NULL))
+    return node_err(error, path, m->id, "name is not UTF-8; expected UTF-8 text");
   n->name = g_strdup(m->name != NULL && m->name[0] ? m->name : "node");
   n->ndeps = (int)(m->n_data_deps + m->n_ctrl_deps);
   n->deps = g_new(guint64, n->ndeps > 0 ? n->ndeps : 1);
@@ -352,9 +356,11 @@ static gboolean take_node(const ChakraProtoMsg__Node *m, const char *path, cnode
       if (!take_x(n, an + strlen("trainsim."), a, path, error))
         return FALSE;
     } else if (strcmp(an, "pg_name") == 0) {
-      if (a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL)
+      if (a->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL) {
+        if (a->string_val != NULL && !g_utf8_validate(a->string_val, -1, NULL))
+          return node_err(error, path, n->id, "pg_name is not UTF-8; expected UTF-8 text");
         n->pg = g_strdup(a->string_val);
-      else if (attr_int(a, &v))
+      } else if (attr_int(a, &v))
         n->pg = g_strdup_printf("%" G_GINT64_FORMAT, v);
     }
   }
@@ -529,6 +535,23 @@ static gboolean topo_order(crank *r, GError **error)
   return ok;
 }
 
+/* json-glib keeps the last of two members with one name: a comm-groups file giving a group
+ * twice lost the first list silently, and the error came later as "collective on group "dp@0",
+ * which does not list rank 1". The parser announces every member: note the second sighting. */
+static void member_seen(JsonParser *p, JsonObject *o, char *name, gpointer data)
+{
+  (void)p;
+  char **dup = data;
+  if (*dup != NULL || o == NULL)
+    return;
+  g_autofree char *key = g_strdup_printf("%p/%s", (void *)o, name);
+  GHashTable *seen = g_object_get_data(G_OBJECT(p), "ts-seen");
+  if (g_hash_table_contains(seen, key))
+    *dup = g_strdup(name);
+  else
+    g_hash_table_add(seen, g_steal_pointer(&key));
+}
+
 /* Groups by name: members from the comm-group JSON, or every rank given. */
 typedef struct {
   GHashTable *members; /* name -> GArray of int */
@@ -549,11 +572,21 @@ static gboolean load_groups(const char *json, const char *path, const ts_topo *t
     return FALSE;
   }
   g_autoptr(JsonParser) jp = json_parser_new();
+  g_autofree char *dup = NULL;
+  g_object_set_data_full(G_OBJECT(jp), "ts-seen",
+                         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+                         (GDestroyNotify)g_hash_table_unref);
+  g_signal_connect(jp, "object-member", G_CALLBACK(member_seen), &dup);
   GError *e = NULL;
   if (!json_parser_load_from_data(jp, json, -1, &e)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s: %s; expected JSON {\"GROUP\": [ranks]}", path,
                 e->message);
     g_error_free(e);
+    return FALSE;
+  }
+  if (dup != NULL) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s: group \"%s\" given twice; expected each group once", path, dup);
     return FALSE;
   }
   JsonNode *root = json_parser_get_root(jp);
