@@ -405,16 +405,49 @@ typedef struct {
   int set, multi; /* the rows fitted: dataset (0 vTrain, 1 Echo), one node or several */
   double raw_Bps; /* the dimension's datasheet bandwidth */
   double eff, lat_s;
-  double ll, ll128;   /* LL and LL128 bandwidth as fractions of Simple's */
-  double base_s[3];   /* fixed cost of LL, LL128, Simple */
-  double step_s[2];   /* per-step latency of LL, LL128 */
-  double local_Bps;   /* local work rate */
-  gboolean protocols; /* fit LL and LL128 too (the data has sizes below 1 MiB) */
-  double tree_Bps;    /* cap on the tree's bus bandwidth (0: none, not fitted) */
-  double ll_ch_s;     /* LL's cost per channel (0: none, not fitted) */
-  double hop_s;       /* the node's Simple hop across nodes (0: none, not fitted) */
-  double chunk_s;     /* the Simple tree's cost per chunk (0: none, not fitted) */
+  double ll, ll128;             /* LL and LL128 bandwidth as fractions of Simple's */
+  double base_s[3];             /* fixed cost of LL, LL128, Simple */
+  double step_s[2];             /* per-step latency of LL, LL128 */
+  double local_Bps;             /* local work rate */
+  gboolean protocols;           /* fit LL and LL128 too (the data has sizes below 1 MiB) */
+  double tree_Bps;              /* cap on the tree's bus bandwidth (0: none, not fitted) */
+  double ll_ch_s;               /* LL's cost per channel (0: none, not fitted) */
+  double hop_s;                 /* the node's Simple hop across nodes (0: none, not fitted) */
+  double chunk_s;               /* the Simple tree's cost per chunk (0: none, not fitted) */
+  const struct nfit_bounds *bd; /* physical bounds of the parameters (NULL: none) */
 } nfit;
+
+/* Bounds on a fit's parameters, [lo, hi] each (seconds, fractions, B/s). */
+typedef struct nfit_bounds {
+  double eff[2], lat_s[2], ll[2], ll128[2], base_s[3][2], step_s[2][2], tree_Bps[2], hop_s[2],
+      chunk_s[2];
+} nfit_bounds;
+
+/* The network's bounds, from NCCL's own tuning model (src/graph/tuning.cc, NVIDIA/nccl 5067397;
+ * the constants sim/coll/ts_coll_algos.c uses): a per-step latency within half to twice NCCL's
+ * hwLat for the network's ring (LL 2.7, LL128 4.0, Simple 14 us); a fixed cost from NCCL's ring
+ * baseLat (LL 6.6, LL128 14, Simple 8.4 us) up to 40 us more (kernel launch and nccl-tests' loop,
+ * which NCCL's model leaves out); the node's Simple hop across nodes between NCCL's NVLink LL hop
+ * (0.6 us, the fastest hop NCCL knows) and its NVLink Simple ring hop (3.4 us); LL128 at least
+ * half NCCL's 0.92 of Simple's bandwidth, LL at least a quarter (NCCL's nominal 0.5 halved); the
+ * tree's cost per chunk at most a network Simple step (14 us). Without them (before December
+ * 2026, s12) the fit ran LL128's fixed cost to 0.01 us and its bandwidth to 0.02 of Simple's, the
+ * node's hop to 0.03 us and LL's fixed cost to 11.5 ms (never chosen). */
+static const nfit_bounds NET_BOUNDS = {{0.5, 1.0},
+                                       {7e-6, 28e-6},
+                                       {0.25, 1.0},
+                                       {0.46, 1.0},
+                                       {{6.6e-6, 46.6e-6}, {14e-6, 54e-6}, {8.4e-6, 48.4e-6}},
+                                       {{1.35e-6, 5.4e-6}, {2e-6, 8e-6}},
+                                       {1e9, 1e12},
+                                       {0.6e-6, 3.4e-6},
+                                       {0.0, 14e-6}};
+
+/* Is v inside bounds b (no bounds: always)? */
+static gboolean in_bounds(const double *b, double v)
+{
+  return b == NULL || (v >= b[0] * (1 - 1e-9) && v <= b[1] * (1 + 1e-9));
+}
 
 static void topo_set_fracs(topo_set *ts, const char *dim, double ll, double ll128)
 {
@@ -516,6 +549,13 @@ static double nfit_objective(const nfit *f)
     const ar_row *r = &g_array_index(f->rows, ar_row, i);
     if (!picked(r, f->set, f->multi, PICK_TRAIN, 0, INFINITY))
       continue;
+    /* Echo's sweeps across nodes start at 1 KiB, and that first size pays a start-up cost the
+     * sizes after it do not: on 16 nodes its out-of-place run took 1,242 us and the in-place run
+     * right after it 92 us (2 KiB: 103 / 92 us); on 8 nodes 315 / 294 us (2 KiB: 82 / 73). No
+     * per-byte or per-step cost has it, and at a third of the weight those two rows were 83% of
+     * the network fit's objective (they pulled LL's costs up); the fit leaves it out. */
+    if (f->multi && r->bytes <= 1024)
+      continue;
     /* Sizes below 1 MiB (the low-latency protocols) count a third: the targets are on the
      * 1 MiB-1 GiB range, where the fit must not trade accuracy for the small sizes. */
     double l = log(predict_row(f->ts, r, NULL) / r->time_s), w = r->bytes >= TARGET_LO ? 1 : 0.3;
@@ -580,7 +620,8 @@ static nfit nfit_of(topo_set *ts, GArray *rows, const ts_topo *t, const char *di
             d->nccl_tree_Bps,
             d->nccl_ll_channel_s,
             d->nccl_node_hop_s,
-            d->nccl_tree_chunk_s};
+            d->nccl_tree_chunk_s,
+            NULL};
   memcpy(f.base_s, d->nccl_base_s, sizeof f.base_s);
   memcpy(f.step_s, d->nccl_step_s, sizeof f.step_s);
   return f;
@@ -676,35 +717,57 @@ static double golden(double (*f)(double, void *), void *ctx, double a, double b,
  * unimodal in each over these ranges; the shipped-optimum test checks the result). */
 static void nfit_run(nfit *f)
 {
-  /* Local golden sections, [x/2, 2x] around the current value of each parameter in turn: the
-   * objective is a minimum over protocols, so it has kinks and other basins; the fit starts at
-   * the shipped values and walks downhill. */
+  /* Local golden sections, [x/2, 2x] around the current value of each parameter in turn (cut
+   * to the parameter's bounds where the fit has them): the objective is a minimum over
+   * protocols, so it has kinks and other basins; the fit starts at the shipped values and walks
+   * downhill. */
   const char *rounds_env = g_getenv("TS_PUBLISHED_FIT_ROUNDS");
   int rounds = rounds_env != NULL ? atoi(rounds_env) : f->multi ? 4 : 12;
+  const nfit_bounds *b = f->bd;
+#define LO(x, k, field) (b != NULL ? MAX((x) / (k), b->field[0]) : (x) / (k))
+#define HI(x, k, field) (b != NULL ? MIN((x) * (k), b->field[1]) : (x) * (k))
+  if (b != NULL) { /* a start outside the bounds begins at the nearest bound */
+    f->eff = CLAMP(f->eff, b->eff[0], b->eff[1]);
+    f->lat_s = CLAMP(f->lat_s, b->lat_s[0], b->lat_s[1]);
+    f->ll = CLAMP(f->ll, b->ll[0], b->ll[1]);
+    f->ll128 = CLAMP(f->ll128, b->ll128[0], b->ll128[1]);
+    for (int q = 0; q < 3; q++)
+      f->base_s[q] = CLAMP(f->base_s[q], b->base_s[q][0], b->base_s[q][1]);
+    for (int q = 0; q < 2; q++)
+      f->step_s[q] = CLAMP(f->step_s[q], b->step_s[q][0], b->step_s[q][1]);
+    f->tree_Bps = CLAMP(f->tree_Bps, b->tree_Bps[0], b->tree_Bps[1]);
+    f->hop_s = CLAMP(f->hop_s, b->hop_s[0], b->hop_s[1]);
+    f->chunk_s = CLAMP(f->chunk_s, b->chunk_s[0], b->chunk_s[1]);
+  }
   for (int round = 0; round < rounds; round++) {
-    f->eff = golden(nfit_at_eff, f, f->eff / 1.5, MIN(f->eff * 1.5, 1.0), 1e-5);
-    f->lat_s = golden(nfit_at_lat, f, f->lat_s / 2, f->lat_s * 2, 1e-10);
+    f->eff = golden(nfit_at_eff, f, LO(f->eff, 1.5, eff), MIN(HI(f->eff, 1.5, eff), 1.0), 1e-5);
+    f->lat_s = golden(nfit_at_lat, f, LO(f->lat_s, 2, lat_s), HI(f->lat_s, 2, lat_s), 1e-10);
     if (f->protocols) {
-      f->ll = golden(nfit_at_ll, f, f->ll / 2, MIN(f->ll * 2, 1.0), 1e-5);
-      f->ll128 = golden(nfit_at_ll128, f, f->ll128 / 2, MIN(f->ll128 * 2, 1.0), 1e-5);
+      f->ll = golden(nfit_at_ll, f, LO(f->ll, 2, ll), MIN(HI(f->ll, 2, ll), 1.0), 1e-5);
+      f->ll128 =
+          golden(nfit_at_ll128, f, LO(f->ll128, 2, ll128), MIN(HI(f->ll128, 2, ll128), 1.0), 1e-5);
     }
     for (nfit_q = f->protocols ? 0 : 2; nfit_q < 3; nfit_q++)
-      f->base_s[nfit_q] =
-          golden(nfit_at_base, f, f->base_s[nfit_q] / 2, f->base_s[nfit_q] * 2, 1e-9);
+      f->base_s[nfit_q] = golden(nfit_at_base, f, LO(f->base_s[nfit_q], 2, base_s[nfit_q]),
+                                 HI(f->base_s[nfit_q], 2, base_s[nfit_q]), 1e-9);
     for (nfit_q = 0; nfit_q < (f->protocols ? 2 : 0); nfit_q++)
-      f->step_s[nfit_q] =
-          golden(nfit_at_step, f, f->step_s[nfit_q] / 2, f->step_s[nfit_q] * 2, 1e-10);
+      f->step_s[nfit_q] = golden(nfit_at_step, f, LO(f->step_s[nfit_q], 2, step_s[nfit_q]),
+                                 HI(f->step_s[nfit_q], 2, step_s[nfit_q]), 1e-10);
     if (f->local_Bps > 0)
       f->local_Bps = golden(nfit_at_local, f, f->local_Bps / 2, f->local_Bps * 2, 1e6);
     if (f->multi && f->tree_Bps > 0)
-      f->tree_Bps = golden(nfit_at_tree, f, f->tree_Bps / 2, f->tree_Bps * 2, 1e6);
+      f->tree_Bps =
+          golden(nfit_at_tree, f, LO(f->tree_Bps, 2, tree_Bps), HI(f->tree_Bps, 2, tree_Bps), 1e6);
     if (f->protocols && f->ll_ch_s > 0)
       f->ll_ch_s = golden(nfit_at_ll_ch, f, f->ll_ch_s / 2, f->ll_ch_s * 2, 1e-10);
     if (f->multi && f->hop_s > 0)
-      f->hop_s = golden(nfit_at_hop, f, f->hop_s / 2, f->hop_s * 2, 1e-10);
+      f->hop_s = golden(nfit_at_hop, f, LO(f->hop_s, 2, hop_s), HI(f->hop_s, 2, hop_s), 1e-10);
     if (f->multi && f->chunk_s > 0)
-      f->chunk_s = golden(nfit_at_chunk, f, f->chunk_s / 2, f->chunk_s * 2, 1e-10);
+      f->chunk_s =
+          golden(nfit_at_chunk, f, LO(f->chunk_s, 2, chunk_s), HI(f->chunk_s, 2, chunk_s), 1e-10);
   }
+#undef LO
+#undef HI
   nfit_objective(f);
 }
 
@@ -757,6 +820,15 @@ static void check_optimum(nfit *f, const char *file)
     else if (i >= 8) /* each protocol's base latency, up and down */
       f->base_s[(i - 8) / 2] =
           base[(i - 8) / 2] * ((i % 2) ? 1 - NCCL_FIT_LAT_REL : 1 + NCCL_FIT_LAT_REL);
+    const nfit_bounds *b = f->bd; /* a step out of the fit's bounds is not a candidate */
+    if (b != NULL &&
+        !(in_bounds(b->eff, f->eff) && in_bounds(b->lat_s, f->lat_s) && in_bounds(b->ll, f->ll) &&
+          in_bounds(b->ll128, f->ll128) && in_bounds(b->base_s[0], f->base_s[0]) &&
+          in_bounds(b->base_s[1], f->base_s[1]) && in_bounds(b->base_s[2], f->base_s[2]) &&
+          in_bounds(b->step_s[0], f->step_s[0]) && in_bounds(b->step_s[1], f->step_s[1]) &&
+          in_bounds(b->tree_Bps, f->tree_Bps) && in_bounds(b->hop_s, f->hop_s) &&
+          in_bounds(b->chunk_s, f->chunk_s)))
+      continue;
     double v = nfit_objective(f);
     cr_assert(v >= best * (1 - NCCL_FIT_OBJ_REL),
               "%s [dim.%s]: objective %.6g at efficiency %.4f, latency %.3f us, LL %.3f, LL128 "
@@ -852,8 +924,17 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
  * training objective 0.02453 -> 0.02281): held-out median 3.3% -> 3.1%, held-out worst 8.5% ->
  * 13.3% (32 MiB on 16 nodes); all 44 rows median 3.7% -> 3.4%, worst 13.3%; below 1 MiB median
  * 14.2% -> 8.5%. */
-#define NET_HELDOUT_MEDIAN_MAX 0.033
-#define NET_WORST_MAX 0.14
+/* 2026-12-07 (s12, nccl): the network's costs fitted inside NCCL's own tuning constants
+ * (NET_BOUNDS; no more LL128 fixed cost at 0.01 us, node hop at 0.025 us; training objective
+ * 0.02281 -> 0.03324): held-out median 3.1% -> 3.2%, held-out worst 13.3% -> 9.1% (128 MiB on 16
+ * nodes); all 44 rows median 3.4% -> 3.2%, worst 13.3% -> 11.3% (16 MiB on 2 nodes); below 1 MiB
+ * median 8.5% -> 18.0%. Then the fit left out the sweeps' first size (1 KiB, a start-up cost:
+ * 83% of the objective) and was refitted (4 rounds, objective without those rows 0.00563 ->
+ * 0.00452): held-out median 3.3% (3.1% before s12: the one figure that is worse), held-out
+ * mean 4.4% -> 3.6%, held-out worst 9.1%; all 44 rows median 3.0%, worst 11.4%; below 1 MiB
+ * median 12.7%. */
+#define NET_HELDOUT_MEDIAN_MAX 0.035
+#define NET_WORST_MAX 0.12
 
 static GArray *node_rows(void)
 {
@@ -999,15 +1080,15 @@ Test(nccl, multi_node_ll_does_not_take_the_single_process_step)
 /* The node's Simple hop in a group across nodes is the network's nccl_node_hop_latency_us (one
  * process per GPU), not the node's latency_us (one thread driving 8 GPUs in the one-node logs):
  * a 128-GPU ring pays 2 x 127 steps, 7 of every 8 on NVLink, so doubling the hop adds
- * 254 x 7/8 x hop; the node alone does not move. */
+ * 254 x 7/8 x hop; the node alone does not move. The fitted hop stays inside NCCL's NVLink
+ * hwLat (0.6 us for LL to 3.4 us for Simple's ring; NET_BOUNDS). */
 Test(nccl, multi_node_simple_takes_the_networks_node_hop)
 {
   g_autoptr(ts_topo) t = load_shipped("azure-nd-a100-v4-16node");
   g_autoptr(ts_topo) u = ts_topo_copy(t);
   int net = ts_topo_dim_index(t, "net");
   double hop = t->dims[net].nccl_node_hop_s;
-  cr_assert(hop > 0 && hop < t->dims[0].latency_s, "hop %g s, node step %g s", hop,
-            t->dims[0].latency_s);
+  cr_assert(hop >= 0.6e-6 && hop <= 3.4e-6, "hop %g s: outside NCCL's NVLink 0.6-3.4 us", hop);
   u->dims[net].nccl_node_hop_s = 2 * hop;
   int both[2] = {0, 1}, node[1] = {0};
   ts_group_shape g, n;
@@ -1132,6 +1213,7 @@ Test(nccl, nd_a100_v4_network_is_the_fit_and_matches_nccl_tests, .timeout = 600)
   topo_set ts;
   topo_set_init(&ts, t);
   nfit f = nfit_of(&ts, rows, t, "net", 1, 1, raw, eff, lat);
+  f.bd = &NET_BOUNDS;
   if (g_getenv("TS_PUBLISHED_FIT") != NULL) {
     nfit g = f;
     nfit_run(&g);
