@@ -344,6 +344,13 @@ Test(elementwise, split_option)
   cr_assert_str_eq(ts_kernels_mode_name(TS_KERNELS_FUSED), "fused");
 }
 
+/* TRUE when op carries exactly this trace label. */
+static gboolean op_labelled(const ts_trace *tr, ts_op op, const char *label)
+{
+  return op.label >= 0 && op.label < (int)tr->labels->len &&
+         strcmp((const char *)g_ptr_array_index(tr->labels, op.label), label) == 0;
+}
+
 static int count_label(const ts_trace *tr, int prog, const char *needle)
 {
   int n = 0;
@@ -461,8 +468,7 @@ Test(elementwise, sgd_optimizer_state_and_step_are_one_momentum)
   int found = 0;
   for (int k = 0; k < pr->nops; k++) {
     ts_op op = ts_program_op(pr, k);
-    if (op.label < 0 || op.label >= (int)tr->labels->len ||
-        strcmp((const char *)g_ptr_array_index(tr->labels, op.label), "optimizer step") != 0)
+    if (!op_labelled(tr, op, "optimizer step"))
       continue;
     found++;
     cr_assert(close_to(op.flops / psi, 5.0), "%g FLOP a parameter", op.flops / psi);
@@ -575,8 +581,7 @@ Test(elementwise, bertadam_loop_tensors_kernels_and_bytes)
   int found = 0;
   for (int k = 0; k < pr->nops; k++) {
     ts_op op = ts_program_op(pr, k);
-    if (op.label < 0 || op.label >= (int)tr->labels->len ||
-        strcmp((const char *)g_ptr_array_index(tr->labels, op.label), "optimizer step") != 0)
+    if (!op_labelled(tr, op, "optimizer step"))
       continue;
     found++;
     cr_assert(close_to(op.mem_bytes, bytes), "%g bytes in the trace", op.mem_bytes);

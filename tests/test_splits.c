@@ -894,6 +894,14 @@ Test(splits, fsdp2_reduces_in_fp32)
                      "fsdp2 %.6g, ZeRO-3 %.6g bytes", rs[1], rs[0]);
 }
 
+/* A layer whose weights Float8 training casts: attention and dense GEMMs, not the embedding or
+ * the vocabulary projection. */
+static gboolean float8_gemm_layer(const ts_layer *l)
+{
+  return (l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_DENSE) && l->vocab == 0 &&
+         l->tp != TS_TP_VOCAB;
+}
+
 /* fsdp2 with precision=fp8 (TorchTitan's float8 with enable_fsdp_float8_all_gather, on in its
  * 405B preset of August 2024): on Llama 3 8B, dp 32 over four DGX H100 nodes, the parameter
  * all-gathers of the Float8 GEMM layers (attention, MLP) carry one byte a parameter, 1/D of the
@@ -926,8 +934,7 @@ Test(splits, fsdp2_float8_all_gathers_gemm_weights_in_fp8)
     const ts_layer *l = &m->layers[i];
     if (!(ag[0][i] > 0))
       continue;
-    gboolean gemm = (l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_DENSE) && l->vocab == 0 &&
-                    l->tp != TS_TP_VOCAB;
+    gboolean gemm = float8_gemm_layer(l);
     double want = gemm ? ag[0][i] / m->dtype_bytes : ag[0][i];
     fp8_layers += gemm, other_layers += !gemm;
     cr_assert_float_eq(ag[1][i], want, 1e-9 * want, "%s: fp8 %.6g bytes, bf16 %.6g", l->name,
@@ -988,8 +995,7 @@ Test(splits, fp8_gather_option_states_the_float8_all_gather)
     const ts_layer *l = &m->layers[i];
     if (!(ag[0][i] > 0))
       continue;
-    gboolean gemm = (l->kind == TS_LAYER_ATTENTION || l->kind == TS_LAYER_DENSE) && l->vocab == 0 &&
-                    l->tp != TS_TP_VOCAB;
+    gboolean gemm = float8_gemm_layer(l);
     gemm_layers += gemm;
     cr_assert_float_eq(ag[2][i], ag[0][i], 1e-9 * ag[0][i], "%s: fp8-gather=off %.6g, bf16 %.6g",
                        l->name, ag[2][i], ag[0][i]);
