@@ -13,7 +13,15 @@
 #     data/published/{gpt-neox,palm,opt}, one row block each);
 #   <!-- accuracy-phases: data/published/lamb/you2019-lamb-table1.csv -->  ...  <!-- /accuracy -->
 #     the LAMB paper's TPU v3 rows, whose times mix two pre-training phases (not a step-time
-#     file): bench/fit_tpuv3.sh --check's table at the shipped profile.
+#     file): bench/fit_tpuv3.sh --check's table at the shipped profile;
+#   <!-- accuracy-glance -->  ...  <!-- /accuracy -->
+#     "At a glance": every row pooled per chip kind (the [chip] profile of the row's topology,
+#     bench/accuracy_rows.awk) over step-time rows (the LAMB TPU v3 rows included), then the
+#     busbw rows and the memory rows: files, rows, mean/median/largest |error|, bias
+#     (bench/accuracy_glance.awk);
+#   <!-- accuracy-datasets -->  ...  <!-- /accuracy -->
+#     the hand-written datasets table, kept, but each row's fourth column rewritten with the
+#     pooled mean |error| (worst, bias) of the `dir/file.csv` files named in its first column.
 # Each file's full outputs (text, CSV, JSON, scatter plot) go to out/accuracy/DATASET-NAME/.
 #
 #   bench/accuracy.sh              # every file (about a minute on 2 cores)
@@ -58,13 +66,55 @@ for f in data/published/*/*.csv; do
       printf "| %s | %s | %s | %s | %s | %s |\n", w[1], w[2], w[3], w[n - 2], w[n - 1], w[n] }
   ' "$out/validate.txt" > "$tables/$name.rows.md"
   cp "$out/validate.csv" "$tables/$name.csv"
+  # One line a row for the datasets table and "At a glance": chip kind (the [chip] profile of
+  # the row's topology file: topologies/NAME.ini, or a .ini beside the CSV), measurement kind,
+  # file, |error|, signed error.
+  awk -v f="$f" -v name="$name" -f bench/accuracy_rows.awk "$out/validate.csv" >> "$tables/rows.tsv"
   echo "$f: $(tail -n 1 "$out/validate.txt")"
 done
 # The TPU v3 rows of two phases each (bench/fit_tpuv3.sh, data/published/lamb/PROVENANCE.txt).
 bench/fit_tpuv3.sh --check 2>/dev/null > "$tables/phases.txt"
 echo "data/published/lamb/you2019-lamb-table1.csv: $(tail -n 1 "$tables/phases.txt")"
+# Its rows (error printed to 0.1%) count as TPU v3 step times in "At a glance".
+awk '$2 == "fit" || $2 == "held-out" { e = $NF; sub(/%$/, "", e); e += 0
+  printf "TPU v3\tstep\tlamb-you2019-lamb-table1\t%.6f\t%.6f\n", e < 0 ? -e : e, e }' \
+  "$tables/phases.txt" >> "$tables/rows.tsv"
+# "At a glance": per chip kind over step-time rows, then bus bandwidth and memory rows.
+LC_ALL=C sort -t "$(printf '\t')" -k4,4n "$tables/rows.tsv" |
+  awk -F '\t' -f bench/accuracy_glance.awk > "$tables/glance.md"
 # Rewrite each marked block of docs/accuracy.md with its file's table.
 awk -v dir="$tables" '
+  BEGIN { FS = " "; file = dir "/rows.tsv"
+    while ((getline line < file) > 0) {
+      split(line, w, "\t"); k = w[3]; nr[k]++; sa[k] += w[4]; ss[k] += w[5]
+      if (w[4] + 0 > mx[k] + 0) mx[k] = w[4] + 0
+    }
+    close(file)
+  }
+  /^<!-- accuracy-glance -->$/ {
+    print; file = dir "/glance.md"
+    while ((getline line < file) > 0) print line
+    close(file); skip = 1; next
+  }
+  /^<!-- accuracy-datasets -->$/ { print; datasets = 1; next }
+  # A row of the datasets table: its fourth column becomes the pooled figures of the files
+  # named in its first (`dir/file.csv`).
+  datasets && /^\| / && !/^\|---/ {
+    line = $0; gsub(/\\\|/, "<<PIPE>>", line); m = split(line, c, "|")
+    cell = c[2]; rows = 0; sum = 0; bias = 0; worst = 0
+    while (match(cell, /`[^`]*\.csv`/)) {
+      k = substr(cell, RSTART + 1, RLENGTH - 2); cell = substr(cell, RSTART + RLENGTH)
+      sub(/\.csv$/, "", k); sub(/\//, "-", k)
+      rows += nr[k]; sum += sa[k]; bias += ss[k]; if (mx[k] > worst) worst = mx[k]
+    }
+    if (rows && c[2] !~ /^ dataset /) {
+      b = sprintf("%+.1f", bias / rows); if (b == "-0.0") b = "+0.0"
+      c[5] = sprintf(" %.1f%% (worst %.1f%%, bias %s%%) ", sum / rows, worst, b)
+      line = ""; for (i = 1; i < m; i++) line = line c[i] "|"
+      gsub(/<<PIPE>>/, "\\|", line)
+      print line; next
+    }
+  }
   /^<!-- accuracy: .* -->$/ {
     print; f = $3; n = split(f, p, "/"); name = p[n - 1] "-" p[n]; sub(/\.csv$/, "", name)
     file = dir "/" name ".md"
@@ -102,7 +152,7 @@ awk -v dir="$tables" '
     printf "```\n"; while ((getline line < file) > 0) print line; printf "```\n"
     close(file); skip = 1; next
   }
-  /^<!-- \/accuracy -->$/ { skip = 0 }
+  /^<!-- \/accuracy -->$/ { skip = 0; datasets = 0 }
   !skip { print }
 ' docs/accuracy.md > "$tables/accuracy.md"
 # Replaced by a rename in docs/, never rewritten in place: a reader (the doc tests read
