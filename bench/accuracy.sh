@@ -107,6 +107,12 @@ awk -v dir="$tables" '
       sub(/\.csv$/, "", k); sub(/\//, "-", k)
       rows += nr[k]; sum += sa[k]; bias += ss[k]; if (mx[k] > worst) worst = mx[k]
     }
+    # The hand-written rows column ("1,440", "61 + 78", "10 (1 fitted)"): warn when its sum
+    # is not the row count of the files (the table is then out of date; nothing is changed).
+    r = c[4]; sub(/\(.*/, "", r); gsub(/[ ,]/, "", r); nw = split(r, rw, "+"); said = 0
+    for (i = 1; i <= nw; i++) said += rw[i]
+    if (rows && said != rows)
+      printf "docs/accuracy.md:%d: the datasets table says %d rows, the files have %d\n", NR, said, rows > "/dev/stderr"
     if (rows && c[2] !~ /^ dataset /) {
       b = sprintf("%+.1f", bias / rows); if (b == "-0.0") b = "+0.0"
       c[5] = sprintf(" %.1f%% (worst %.1f%%, bias %s%%) ", sum / rows, worst, b)
