@@ -602,6 +602,68 @@ Test(release, calibrate_against_refuses_absurd_step_times)
   rm_rf(dir);
 }
 
+Test(release, calibrate_against_reads_validates_measurement_columns)
+{
+  /* calibrate --against took only measured_step_time_s while validate --against takes
+   * step_time_s or step_time_ms (and machine for topology, algorithm for the collective
+   * algorithm): one measurement file now feeds both. The same rows in milliseconds fit the same
+   * values as in seconds. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "c.csv", NULL);
+  g_autofree char *out = g_build_filename(dir, "c.ini", NULL);
+  static const char *const heads[] = {"topology,model,split,global_batch,micro_batch,"
+                                      "measured_step_time_s,set",
+                                      "machine,model,split,global_batch,micro_batch,"
+                                      "step_time_ms,set"};
+  static const char *const t[2][2] = {{"0.1", "0.35"}, {"100", "350"}};
+  char *fits[2];
+  for (int k = 0; k < 2; k++) {
+    g_autofree char *text = g_strdup_printf("%s\n"
+                                            "dgx-a100-1node,gpt3-350m,dp=8,8,1,%s,fit\n"
+                                            "dgx-a100-1node,gpt3-350m,dp=8,32,4,%s,fit\n",
+                                            heads[k], t[k][0], t[k][1]);
+    cr_assert(g_file_set_contents(csv, text, -1, NULL));
+    g_autofree char *a = g_strdup_printf("calibrate -q --against %s -o %s", csv, out);
+    run_result r = run(a);
+    cr_assert_eq(r.status, 0, "%s: %s", heads[k], r.err);
+    const char *body = strchr(r.out, '\n'); /* after the line naming the file */
+    cr_assert(body != NULL && strstr(body, "compute_efficiency") != NULL, "%s", r.out);
+    fits[k] = g_strdup(body);
+    run_free(&r);
+  }
+  cr_expect_str_eq(fits[1], fits[0], "milliseconds fitted otherwise than seconds");
+  /* And validate reads calibrate's file: measured_step_time_s, bucket_MiB none ("expected a
+   * number in (0, 1.04858e+06]" before). */
+  run_result v =
+      run("validate --against data/published/vtrain/trainsim/a100-sample.csv --format csv");
+  cr_expect_eq(v.status, 0, "%s", v.err);
+  cr_expect(strstr(v.out, "measured_step_time_s") != NULL, "%s", v.out);
+  run_free(&v);
+  g_free(fits[0]);
+  g_free(fits[1]);
+  /* Two step-time columns, and a row validate would vary, are refused; nothing is written. */
+  g_remove(out);
+  cr_assert(g_file_set_contents(csv,
+                                "topology,model,split,global_batch,micro_batch,step_time_s,"
+                                "step_time_ms\ndgx-a100-1node,gpt3-350m,dp=8,8,1,0.1,100\n",
+                                -1, NULL));
+  g_autofree char *b = g_strdup_printf("calibrate --against %s -o %s", csv, out);
+  expect_input_error(b, "c.csv:1: column step_time_ms: given with step_time_s; expected one");
+  cr_assert(g_file_set_contents(csv,
+                                "topology,vary,model,split,global_batch,micro_batch,step_time_s\n"
+                                "dgx-a100-1node,chips=4,gpt3-350m,dp=8,8,1,0.1\n",
+                                -1, NULL));
+  expect_input_error(b, "c.csv:2: column vary: 'chips=4': calibrate does not vary topologies");
+  cr_assert(g_file_set_contents(csv,
+                                "topology,model,split,global_batch,micro_batch,step_time_ms\n"
+                                "dgx-a100-1node,gpt3-350m,dp=8,8,1,1e-6\n",
+                                -1, NULL));
+  expect_input_error(b, "c.csv:2: column step_time_ms: '1e-6': expected a step time in "
+                        "milliseconds in [0.001, 1e+15]");
+  cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "a profile was written");
+  rm_rf(dir);
+}
+
 Test(release, a_zero_batch_is_refused_not_missing)
 {
   /* -b 0 was reported as "missing --global-batch" although it was given. */
