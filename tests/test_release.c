@@ -757,7 +757,13 @@ Test(release, sweep_lists_name_each_value_once)
     expect_input_error(a, cases[i].needle);
   }
   expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --max-chips -2",
-                     "--max-chips -2: expected a number of chips >= 1 (0: no bound)");
+                     "--max-chips -2: expected a number of chips >= 1 (leave it out for no bound)");
+  /* --max-chips 0 was accepted by both: search read it as no bound, sweep kept every
+   * configuration although it said "expected a positive number". */
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --max-chips 0",
+                     "--max-chips 0: expected a number of chips >= 1 (leave it out for no bound)");
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --max-chips 0",
+                     "--max-chips 0: expected a number of chips >= 1 (leave it out for no bound)");
 }
 
 Test(release, check_update_reads_groups_as_check_does)
