@@ -1318,6 +1318,34 @@ Test(release, progress_lines_when_stderr_is_a_file)
   rm_rf(dir);
 }
 
+Test(release, a_bad_progress_setting_is_refused)
+{
+  /* TRAINSIM_PROGRESS_S=5s (or -1, 7200) was silently replaced by the 2 s default, so the
+   * setting seemed to do nothing. It is refused in one line before the command runs; unset,
+   * empty, 0 and 3600 run. */
+  g_autofree char *dir = tmp_dir();
+  static const char *const bad[] = {"5s", "-1", "7200", "nan"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *env = g_strdup_printf("TRAINSIM_PROGRESS_S=%s", bad[i]);
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_to_files(dir, env, "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
+    cr_expect_eq(st, 2, "%s: status %d", bad[i], st);
+    g_autofree char *want = g_strdup_printf(
+        "trainsim: TRAINSIM_PROGRESS_S='%s': expected seconds in [0, 3600] (unset or empty: 2)\n",
+        bad[i]);
+    cr_expect_str_eq(err, want);
+    cr_expect_str_eq(out, "");
+  }
+  static const char *const good[] = {"TRAINSIM_PROGRESS_S=", "TRAINSIM_PROGRESS_S=0",
+                                     "TRAINSIM_PROGRESS_S=3600", "-u TRAINSIM_PROGRESS_S"};
+  for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_to_files(dir, good[i], "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
+    cr_expect_eq(st, 0, "%s: %s", good[i], err);
+  }
+  rm_rf(dir);
+}
+
 Test(release, replay_reports_tokens_and_calibration_as_run_does)
 {
   /* replay of a trace trainsim wrote showed "-" for tokens/s (the trace did not record the
