@@ -577,6 +577,44 @@ Test(release, deeply_nested_json_is_refused_not_a_crash)
   rm_rf(dir);
 }
 
+Test(release, a_key_given_twice_in_trainsims_json_is_refused)
+{
+  /* json-glib keeps the last of two members with one name: a sweep.json edited by hand with
+   * "step_time_s" twice was merged and plotted with its second value, nothing said. Now one
+   * line names the file, the line and the key. The same name in two objects is fine. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *sw = g_build_filename(dir, "sw", NULL);
+  g_autofree char *a =
+      g_strdup_printf("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --shard 0/1 -o %s", sw);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *swj = g_build_filename(sw, "sweep.json", NULL);
+  g_autofree char *m = g_strdup_printf("merge %s -o %s/m", sw, dir);
+  r = run(m);
+  cr_assert_eq(r.status, 0, "a clean shard: %s", r.err);
+  run_free(&r);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(swj, &text, NULL, NULL));
+  char *at = strstr(text, "      \"step_time_s\" : ");
+  cr_assert(at != NULL, "%s", text);
+  int line = 1;
+  for (const char *q = text; q < at; q++)
+    line += *q == '\n';
+  g_autofree char *head = g_strndup(text, (gsize)(at - text));
+  g_autofree char *dup =
+      g_strconcat(head, "      \"step_time_s\" : 1.0,\n", at, NULL); /* the first one is line */
+  cr_assert(g_file_set_contents(swj, dup, -1, NULL));
+  g_autofree char *want = g_strdup_printf(
+      "sweep.json:%d: key \"step_time_s\" given twice in one object; expected each key once",
+      line + 1);
+  g_autofree char *m2 = g_strdup_printf("merge %s -o %s/m2", sw, dir);
+  expect_input_error(m2, want);
+  g_autofree char *p = g_strdup_printf("plot %s -o %s/p", swj, dir);
+  expect_input_error(p, want);
+  rm_rf(dir);
+}
+
 Test(release, calibrate_against_refuses_absurd_step_times)
 {
   /* 1e-300 s was fitted (refine round MAPE 4e95%) and 1e300 s too; validate --against refuses
