@@ -615,6 +615,22 @@ Test(release, a_key_given_twice_in_trainsims_json_is_refused)
   rm_rf(dir);
 }
 
+Test(release, a_one_chip_profile_is_named_as_one_chip)
+{
+  /* The header of a run on the profile `trainsim calibrate` writes read "MLP ... on AMD EPYC
+   * (1 core, fp32) 1 (1 chip)": the chip's own parentheses, then a 1-dimension array "1". */
+  run_result r = run("run -t host-cpu -m mlp -b 16 -s dp=1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(g_str_has_prefix(r.out, "MLP 784-1024-1024-10 on one AMD EPYC (1 core, fp32), global "
+                                    "batch 16, analytic backend\n"),
+            "%s", r.out);
+  run_free(&r);
+  /* An array keeps its form. */
+  r = run("run -t tpu-v2-8 -m mlp -b 16 -s dp=4");
+  cr_expect(strstr(r.out, " on TPU v2-8 board 2x2 (4 chips), ") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
 Test(release, calibrate_against_refuses_absurd_step_times)
 {
   /* 1e-300 s was fitted (refine round MAPE 4e95%) and 1e300 s too; validate --against refuses
