@@ -688,8 +688,8 @@ Test(release, calibrate_against_reads_validates_measurement_columns)
   cr_expect_str_eq(fits[1], fits[0], "milliseconds fitted otherwise than seconds");
   /* And validate reads calibrate's file: measured_step_time_s, bucket_MiB none ("expected a
    * number in (0, 1.04858e+06]" before). */
-  run_result v =
-      run("validate --against data/published/vtrain/trainsim/a100-sample.csv --format csv");
+  run_result v = run("validate --against " TS_SOURCE_DIR
+                     "/data/published/vtrain/trainsim/a100-sample.csv --format csv");
   cr_expect_eq(v.status, 0, "%s", v.err);
   cr_expect(strstr(v.out, "measured_step_time_s") != NULL, "%s", v.out);
   run_free(&v);
