@@ -31,9 +31,22 @@ what_if() {
   echo "default what-if from $root: ok"
 }
 
+# runpath_ok BINARY: no empty entry in its RPATH/RUNPATH. CMake's build-tree RPATH once ended
+# in ':' ([/usr/lib/x86_64-linux-gnu/openmpi/lib:]), and the loader reads an empty entry as the
+# current folder, so a libmpi.so.40 planted where a user runs trainsim would have been loaded.
+runpath_ok() {
+  local paths
+  paths=$(readelf -d "$1" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]$/\1/p')
+  [ -z "$paths" ] && return 0
+  case ":$paths:" in *::*) fail "$1: empty RPATH/RUNPATH entry (the current folder): [$paths]" ;; esac
+}
+
 case $mode in
 install)
   cmake --install "$build" --prefix "$tmp/usr" > /dev/null
+  command -v readelf > /dev/null || fail "readelf not found (binutils)"
+  runpath_ok "$build/sim/trainsim"
+  runpath_ok "$tmp/usr/bin/trainsim"
   what_if "$tmp/usr"
   bin=$tmp/usr/bin/trainsim
   # Every command the program lists has a man page with each of its long options.
@@ -75,6 +88,7 @@ deb)
   deb=$(ls "$tmp"/pkg/trainsim_*.deb)
   dpkg-deb -f "$deb" Depends | grep libsimgrid > /dev/null || fail "Depends lacks SimGrid: $(dpkg-deb -f "$deb" Depends)"
   dpkg -x "$deb" "$tmp/root"
+  runpath_ok "$tmp/root/usr/bin/trainsim"
   what_if "$tmp/root/usr"
   [ -f "$tmp/root/usr/share/man/man1/trainsim-run.1.gz" ] || [ -f "$tmp/root/usr/share/man/man1/trainsim-run.1" ] ||
     fail "no man page in the .deb"

@@ -577,6 +577,60 @@ Test(release, deeply_nested_json_is_refused_not_a_crash)
   rm_rf(dir);
 }
 
+Test(release, a_key_given_twice_in_trainsims_json_is_refused)
+{
+  /* json-glib keeps the last of two members with one name: a sweep.json edited by hand with
+   * "step_time_s" twice was merged and plotted with its second value, nothing said. Now one
+   * line names the file, the line and the key. The same name in two objects is fine. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *sw = g_build_filename(dir, "sw", NULL);
+  g_autofree char *a =
+      g_strdup_printf("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --shard 0/1 -o %s", sw);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *swj = g_build_filename(sw, "sweep.json", NULL);
+  g_autofree char *m = g_strdup_printf("merge %s -o %s/m", sw, dir);
+  r = run(m);
+  cr_assert_eq(r.status, 0, "a clean shard: %s", r.err);
+  run_free(&r);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(swj, &text, NULL, NULL));
+  char *at = strstr(text, "      \"step_time_s\" : ");
+  cr_assert(at != NULL, "%s", text);
+  int line = 1;
+  for (const char *q = text; q < at; q++)
+    line += *q == '\n';
+  g_autofree char *head = g_strndup(text, (gsize)(at - text));
+  g_autofree char *dup =
+      g_strconcat(head, "      \"step_time_s\" : 1.0,\n", at, NULL); /* the first one is line */
+  cr_assert(g_file_set_contents(swj, dup, -1, NULL));
+  g_autofree char *want = g_strdup_printf(
+      "sweep.json:%d: key \"step_time_s\" given twice in one object; expected each key once",
+      line + 1);
+  g_autofree char *m2 = g_strdup_printf("merge %s -o %s/m2", sw, dir);
+  expect_input_error(m2, want);
+  g_autofree char *p = g_strdup_printf("plot %s -o %s/p", swj, dir);
+  expect_input_error(p, want);
+  rm_rf(dir);
+}
+
+Test(release, a_one_chip_profile_is_named_as_one_chip)
+{
+  /* The header of a run on the profile `trainsim calibrate` writes read "MLP ... on AMD EPYC
+   * (1 core, fp32) 1 (1 chip)": the chip's own parentheses, then a 1-dimension array "1". */
+  run_result r = run("run -t host-cpu -m mlp -b 16 -s dp=1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(g_str_has_prefix(r.out, "MLP 784-1024-1024-10 on one AMD EPYC (1 core, fp32), global "
+                                    "batch 16, analytic backend\n"),
+            "%s", r.out);
+  run_free(&r);
+  /* An array keeps its form. */
+  r = run("run -t tpu-v2-8 -m mlp -b 16 -s dp=4");
+  cr_expect(strstr(r.out, " on TPU v2-8 board 2x2 (4 chips), ") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
 Test(release, calibrate_against_refuses_absurd_step_times)
 {
   /* 1e-300 s was fitted (refine round MAPE 4e95%) and 1e300 s too; validate --against refuses
@@ -599,6 +653,68 @@ Test(release, calibrate_against_refuses_absurd_step_times)
     expect_input_error(a, want);
     cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "%s: a profile was written", v[i]);
   }
+  rm_rf(dir);
+}
+
+Test(release, calibrate_against_reads_validates_measurement_columns)
+{
+  /* calibrate --against took only measured_step_time_s while validate --against takes
+   * step_time_s or step_time_ms (and machine for topology, algorithm for the collective
+   * algorithm): one measurement file now feeds both. The same rows in milliseconds fit the same
+   * values as in seconds. */
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "c.csv", NULL);
+  g_autofree char *out = g_build_filename(dir, "c.ini", NULL);
+  static const char *const heads[] = {"topology,model,split,global_batch,micro_batch,"
+                                      "measured_step_time_s,set",
+                                      "machine,model,split,global_batch,micro_batch,"
+                                      "step_time_ms,set"};
+  static const char *const t[2][2] = {{"0.1", "0.35"}, {"100", "350"}};
+  char *fits[2];
+  for (int k = 0; k < 2; k++) {
+    g_autofree char *text = g_strdup_printf("%s\n"
+                                            "dgx-a100-1node,gpt3-350m,dp=8,8,1,%s,fit\n"
+                                            "dgx-a100-1node,gpt3-350m,dp=8,32,4,%s,fit\n",
+                                            heads[k], t[k][0], t[k][1]);
+    cr_assert(g_file_set_contents(csv, text, -1, NULL));
+    g_autofree char *a = g_strdup_printf("calibrate -q --against %s -o %s", csv, out);
+    run_result r = run(a);
+    cr_assert_eq(r.status, 0, "%s: %s", heads[k], r.err);
+    const char *body = strchr(r.out, '\n'); /* after the line naming the file */
+    cr_assert(body != NULL && strstr(body, "compute_efficiency") != NULL, "%s", r.out);
+    fits[k] = g_strdup(body);
+    run_free(&r);
+  }
+  cr_expect_str_eq(fits[1], fits[0], "milliseconds fitted otherwise than seconds");
+  /* And validate reads calibrate's file: measured_step_time_s, bucket_MiB none ("expected a
+   * number in (0, 1.04858e+06]" before). */
+  run_result v = run("validate --against " TS_SOURCE_DIR
+                     "/data/published/vtrain/trainsim/a100-sample.csv --format csv");
+  cr_expect_eq(v.status, 0, "%s", v.err);
+  cr_expect(strstr(v.out, "measured_step_time_s") != NULL, "%s", v.out);
+  run_free(&v);
+  g_free(fits[0]);
+  g_free(fits[1]);
+  /* Two step-time columns, and a row validate would vary, are refused; nothing is written. */
+  g_remove(out);
+  cr_assert(g_file_set_contents(csv,
+                                "topology,model,split,global_batch,micro_batch,step_time_s,"
+                                "step_time_ms\ndgx-a100-1node,gpt3-350m,dp=8,8,1,0.1,100\n",
+                                -1, NULL));
+  g_autofree char *b = g_strdup_printf("calibrate --against %s -o %s", csv, out);
+  expect_input_error(b, "c.csv:1: column step_time_ms: given with step_time_s; expected one");
+  cr_assert(g_file_set_contents(csv,
+                                "topology,vary,model,split,global_batch,micro_batch,step_time_s\n"
+                                "dgx-a100-1node,chips=4,gpt3-350m,dp=8,8,1,0.1\n",
+                                -1, NULL));
+  expect_input_error(b, "c.csv:2: column vary: 'chips=4': calibrate does not vary topologies");
+  cr_assert(g_file_set_contents(csv,
+                                "topology,model,split,global_batch,micro_batch,step_time_ms\n"
+                                "dgx-a100-1node,gpt3-350m,dp=8,8,1,1e-6\n",
+                                -1, NULL));
+  expect_input_error(b, "c.csv:2: column step_time_ms: '1e-6': expected a step time in "
+                        "milliseconds in [0.001, 1e+15]");
+  cr_assert(!g_file_test(out, G_FILE_TEST_EXISTS), "a profile was written");
   rm_rf(dir);
 }
 
@@ -695,7 +811,13 @@ Test(release, sweep_lists_name_each_value_once)
     expect_input_error(a, cases[i].needle);
   }
   expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --max-chips -2",
-                     "--max-chips -2: expected a number of chips >= 1 (0: no bound)");
+                     "--max-chips -2: expected a number of chips >= 1 (leave it out for no bound)");
+  /* --max-chips 0 was accepted by both: search read it as no bound, sweep kept every
+   * configuration although it said "expected a positive number". */
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --max-chips 0",
+                     "--max-chips 0: expected a number of chips >= 1 (leave it out for no bound)");
+  expect_input_error("sweep -t tpu-v2-8 -m mlp -b 16 -s dp=4 -j 1 --max-chips 0",
+                     "--max-chips 0: expected a number of chips >= 1 (leave it out for no bound)");
 }
 
 Test(release, check_update_reads_groups_as_check_does)
@@ -1247,6 +1369,34 @@ Test(release, progress_lines_when_stderr_is_a_file)
   cr_expect(strstr(ge1, "run (simgrid): ") != NULL && strstr(ge1, " elapsed\n") != NULL, "%s", ge1);
   cr_expect(strstr(ge1, "run (simgrid): finished in ") != NULL, "%s", ge1);
   cr_expect(strstr(ge0, "run (simgrid)") == NULL, "%s", ge0);
+  rm_rf(dir);
+}
+
+Test(release, a_bad_progress_setting_is_refused)
+{
+  /* TRAINSIM_PROGRESS_S=5s (or -1, 7200) was silently replaced by the 2 s default, so the
+   * setting seemed to do nothing. It is refused in one line before the command runs; unset,
+   * empty, 0 and 3600 run. */
+  g_autofree char *dir = tmp_dir();
+  static const char *const bad[] = {"5s", "-1", "7200", "nan"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *env = g_strdup_printf("TRAINSIM_PROGRESS_S=%s", bad[i]);
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_to_files(dir, env, "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
+    cr_expect_eq(st, 2, "%s: status %d", bad[i], st);
+    g_autofree char *want = g_strdup_printf(
+        "trainsim: TRAINSIM_PROGRESS_S='%s': expected seconds in [0, 3600] (unset or empty: 2)\n",
+        bad[i]);
+    cr_expect_str_eq(err, want);
+    cr_expect_str_eq(out, "");
+  }
+  static const char *const good[] = {"TRAINSIM_PROGRESS_S=", "TRAINSIM_PROGRESS_S=0",
+                                     "TRAINSIM_PROGRESS_S=3600", "-u TRAINSIM_PROGRESS_S"};
+  for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_to_files(dir, good[i], "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
+    cr_expect_eq(st, 0, "%s: %s", good[i], err);
+  }
   rm_rf(dir);
 }
 

@@ -185,7 +185,8 @@ int ts_cmd_calibrate(int argc, char **argv)
       {"against", 0, 0, G_OPTION_ARG_FILENAME, &against,
        "instead of timing this host: fit a chip kind's compute parameters to the measured step "
        "times in FILE.csv (columns topology, model, split, global_batch, micro_batch, "
-       "measured_step_time_s; docs/validation.md) and write its profile to -o",
+       "measured_step_time_s, step_time_s or step_time_ms; docs/validation.md) and write its "
+       "profile to -o",
        "FILE.csv"},
       {"fit-fraction", 0, 0, G_OPTION_ARG_DOUBLE, &fit_fraction,
        "--against: share of rows fitted, drawn at random with --seed; the rest are held out and "

@@ -27,6 +27,19 @@ static const char *const col_names[NCOLS] = {"topology",
 static const gboolean col_required[NCOLS] = {TRUE, TRUE,  TRUE,  TRUE, TRUE,
                                              TRUE, FALSE, FALSE, FALSE};
 
+/* validate --against's names for the same columns, so that one measurement file feeds both
+ * commands: its topology is also machine, its collective algorithm is algorithm, and its step
+ * time is step_time_s or step_time_ms (seconds per unit in to_s). */
+static const struct {
+  int col;
+  const char *name;
+  double to_s;
+} col_aliases[] = {{C_TOPO, "machine", 0},
+                   {C_ALGO, "algorithm", 0},
+                   {C_TIME, "measured_step_time_s", 1},
+                   {C_TIME, "step_time_s", 1},
+                   {C_TIME, "step_time_ms", 1e-3}};
+
 /* One CSV line split into fields: commas separate, double quotes protect commas ("" is a
  * quote). FALSE on an unterminated quote. */
 static gboolean csv_fields(const char *line, GPtrArray *out)
@@ -103,8 +116,9 @@ static gboolean row_error(GError **error, const char *file, int line, const char
   return FALSE;
 }
 
-static gboolean plan_row(const char *file, const char *dir, GPtrArray *f, const int *col, int line,
-                         crow *r, GError **error)
+static gboolean plan_row(const char *file, const char *dir, GPtrArray *f, const int *col,
+                         const char *const *names, double time_to_s, int line, crow *r,
+                         GError **error)
 {
   r->line = line;
   g_autoptr(GError) e = NULL;
@@ -112,7 +126,7 @@ static gboolean plan_row(const char *file, const char *dir, GPtrArray *f, const 
   g_autofree char *mname = near(dir, g_ptr_array_index(f, col[C_MODEL]));
   r->topo = ts_cmd_load_topo(tname, NULL, &e);
   if (r->topo == NULL)
-    return row_error(error, file, line, "topology", "%s", e->message);
+    return row_error(error, file, line, names[C_TOPO], "%s", e->message);
   r->model = ts_cmd_load_model(mname, NULL, &e);
   if (r->model == NULL)
     return row_error(error, file, line, "model", "%s", e->message);
@@ -125,9 +139,12 @@ static gboolean plan_row(const char *file, const char *dir, GPtrArray *f, const 
     return row_error(error, file, line, "micro_batch", "'%s': expected a whole number >= 1", v);
   v = g_ptr_array_index(f, col[C_TIME]);
   /* As validate --against: 1e-300 s was fitted (a MAPE of 4e95%) and so was 1e300. */
-  if (!ts_parse_double(v, &r->measured_s) || !(r->measured_s >= 1e-6) || !(r->measured_s <= 1e12))
-    return row_error(error, file, line, "measured_step_time_s",
-                     "'%s': expected a step time in seconds in [1e-06, 1e+12]", v);
+  double t;
+  if (!ts_parse_double(v, &t) || !(t * time_to_s >= 1e-6) || !(t * time_to_s <= 1e12))
+    return row_error(error, file, line, names[C_TIME], "'%s': expected a step time in %s", v,
+                     time_to_s == 1 ? "seconds in [1e-06, 1e+12]"
+                                    : "milliseconds in [0.001, 1e+15]");
+  r->measured_s = t * time_to_s;
   ts_plan_options po;
   ts_plan_options_default(&po);
   po.global_batch = gb;
@@ -135,7 +152,7 @@ static gboolean plan_row(const char *file, const char *dir, GPtrArray *f, const 
   if (col[C_ALGO] >= 0 && *(const char *)g_ptr_array_index(f, col[C_ALGO]) != '\0') {
     int a;
     if (!ts_cmd_algo(g_ptr_array_index(f, col[C_ALGO]), &a, &e))
-      return row_error(error, file, line, "collective_algorithm", "%s", e->message);
+      return row_error(error, file, line, names[C_ALGO], "%s", e->message);
     po.algo = (ts_coll_algo)a;
   }
   if (col[C_BUCKET] >= 0 && *(const char *)g_ptr_array_index(f, col[C_BUCKET]) != '\0') {
@@ -191,7 +208,9 @@ static GArray *read_rows(const char *file, GError **error)
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   GArray *rows = g_array_new(FALSE, TRUE, sizeof(crow));
   g_array_set_clear_func(rows, (GDestroyNotify)crow_clear);
-  int col[NCOLS], ncols = 0, header = 0;
+  int col[NCOLS], ncols = 0, header = 0, vary_col = -1;
+  const char *names[NCOLS]; /* the header's name of each column (static) */
+  double time_to_s = 1;
   for (int i = 0; lines[i] != NULL; i++) {
     char *l = lines[i];
     if (i == 0 && g_str_has_prefix(l, "\xEF\xBB\xBF"))
@@ -211,14 +230,45 @@ static GArray *read_rows(const char *file, GError **error)
       ncols = (int)f->len;
       for (int c = 0; c < NCOLS; c++) {
         col[c] = -1;
-        for (guint k = 0; k < f->len; k++)
-          if (strcmp(g_ptr_array_index(f, k), col_names[c]) == 0)
-            col[c] = (int)k;
+        names[c] = col_names[c];
+      }
+      for (guint k = 0; k < f->len; k++) {
+        const char *h = g_ptr_array_index(f, k);
+        int c = -1;
+        const char *name = NULL; /* h's static twin: f is freed after the header */
+        for (int j = 0; j < NCOLS && c < 0; j++)
+          if (strcmp(h, col_names[j]) == 0)
+            c = j, name = col_names[j];
+        for (size_t j = 0; j < G_N_ELEMENTS(col_aliases) && c < 0; j++)
+          if (strcmp(h, col_aliases[j].name) == 0) {
+            c = col_aliases[j].col, name = col_aliases[j].name;
+            if (c == C_TIME)
+              time_to_s = col_aliases[j].to_s;
+          }
+        if (strcmp(h, "vary") == 0)
+          vary_col = (int)k;
+        if (c < 0)
+          continue;
+        if (col[c] >= 0) {
+          if (strcmp(h, names[c]) == 0)
+            g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                        "%s:%d: column %s: given twice; expected each column once", file, i + 1, h);
+          else
+            g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                        "%s:%d: column %s: given with %s; expected one of them", file, i + 1, h,
+                        names[c]);
+          g_array_unref(rows);
+          return NULL;
+        }
+        col[c] = (int)k;
+        names[c] = name;
+      }
+      for (int c = 0; c < NCOLS; c++) {
         if (col[c] < 0 && col_required[c]) {
           g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                       "%s:%d: no column %s; expected a header with topology, model, split, "
-                      "global_batch, micro_batch, measured_step_time_s (optional: "
-                      "collective_algorithm, bucket_MiB, set)",
+                      "global_batch, micro_batch, measured_step_time_s (or step_time_s or "
+                      "step_time_ms) (optional: collective_algorithm, bucket_MiB, set)",
                       file, i + 1, col_names[c]);
           g_array_unref(rows);
           return NULL;
@@ -232,8 +282,18 @@ static GArray *read_rows(const char *file, GError **error)
       g_array_unref(rows);
       return NULL;
     }
+    /* validate applies a row's vary to its topology; a fit without it would fit another
+     * machine. */
+    if (vary_col >= 0 && *(const char *)g_ptr_array_index(f, vary_col) != '\0') {
+      row_error(error, file, i + 1, "vary",
+                "'%s': calibrate does not vary topologies; expected it empty (write the varied "
+                "machine as a topology file)",
+                (const char *)g_ptr_array_index(f, vary_col));
+      g_array_unref(rows);
+      return NULL;
+    }
     crow r = {0};
-    if (!plan_row(file, dir, f, col, i + 1, &r, error)) {
+    if (!plan_row(file, dir, f, col, names, time_to_s, i + 1, &r, error)) {
       crow_clear(&r);
       g_array_unref(rows);
       return NULL;

@@ -83,6 +83,15 @@ static gboolean load_shard(const char *dir, shard *s, GError **error)
   s->parser = json_parser_new();
   JsonNode *root =
       json_parser_load_from_data(s->parser, jt, -1, &e) ? json_parser_get_root(s->parser) : NULL;
+  g_autofree char *dup = NULL;
+  int dup_line = 0;
+  if (root != NULL && !ts_json_keys_unique(jt, -1, &dup_line, &dup)) {
+    /* json-glib keeps the last of two: a shard edited by hand merged its second value. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: key \"%s\" given twice in one object; expected each key once", s->json_path,
+                dup_line, dup);
+    return FALSE;
+  }
   s->root = root != NULL && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
   JsonObject *sh = s->root != NULL && json_object_has_member(s->root, "shard")
                        ? json_object_get_object_member(s->root, "shard")

@@ -138,7 +138,7 @@ int ts_cmd_search(int argc, char **argv)
 {
   g_autofree char *outdir = NULL, *format = NULL;
   g_autofree char *backend = NULL;
-  gint64 top = 5, max_chips = 0, max_configs = 2000;
+  gint64 top = 5, max_chips = G_MININT64 /* not given: no bound */, max_configs = 2000;
   gboolean vary_options = FALSE, full = FALSE;
   g_auto(ts_cmd_plan_args) pa;
   ts_cmd_plan_args_init(&pa, TS_CMD_PLAN_SEARCH);
@@ -221,9 +221,12 @@ int ts_cmd_search(int argc, char **argv)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text or json", format);
   else if (!ts_cmd_plan_args_finish(&pa, NULL, &err)) {
     /* err is set */
-  } else if (max_chips < 0)
+  } else if (max_chips != G_MININT64 && max_chips < 1)
+    /* 0 read as "no bound", which leaving the option out already says; a bound of 0 chips
+     * is a typo or a script's empty value. */
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--max-chips %" G_GINT64_FORMAT ": expected a number of chips >= 1 (0: no bound)",
+                "--max-chips %" G_GINT64_FORMAT
+                ": expected a number of chips >= 1 (leave it out for no bound)",
                 max_chips);
   else if (max_configs < 0 || max_configs > 100000000)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
@@ -307,7 +310,7 @@ int ts_cmd_search(int argc, char **argv)
   if (sw == NULL)
     return ts_cmd_fail("search", err);
   int n = ts_sweep_size(sw);
-  if (max_chips != 0 && n > 0 && ts_sweep_configs(sw)[0].topo->nchips > max_chips) {
+  if (max_chips != G_MININT64 && n > 0 && ts_sweep_configs(sw)[0].topo->nchips > max_chips) {
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
                 "--max-chips %" G_GINT64_FORMAT ": %s has %d chips; expected a topology of at "
                 "most that many (sweep --vary dims compares array sizes)",

@@ -213,8 +213,8 @@ int ts_cmd_sweep(int argc, char **argv)
   ts_cmd_plan_args_init(&a.pa, TS_CMD_PLAN_SWEEP);
   g_auto(ts_cmd_machine_args) ma = {0};
   g_autofree char *outdir = NULL, *format = NULL, *shard = NULL;
-  gint64 jobs = G_MININT64; /* not given: every core (-j -1 is refused) */
-  gint64 max_chips = 0;
+  gint64 jobs = G_MININT64;      /* not given: every core (-j -1 is refused) */
+  gint64 max_chips = G_MININT64; /* not given: no bound */
   gboolean plot = FALSE;
   g_auto(ts_capacity_options) cap;
   ts_capacity_options_init(&cap);
@@ -297,9 +297,12 @@ int ts_cmd_sweep(int argc, char **argv)
     /* err is set */
   } else if (shard != NULL && !ts_shard_parse(shard, &shard_i, &shard_n, &err)) {
     /* err is set */
-  } else if (max_chips < 0) {
+  } else if (max_chips != G_MININT64 && max_chips < 1) {
+    /* 0 left every configuration in although the message below says "positive". */
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                "--max-chips %" G_GINT64_FORMAT ": expected a positive number of chips", max_chips);
+                "--max-chips %" G_GINT64_FORMAT
+                ": expected a number of chips >= 1 (leave it out for no bound)",
+                max_chips);
   } else if (ts_cmd_plan_args_finish(&a.pa, NULL, &err) && build_spec(&a, &spec, &err) &&
              ts_cmd_cfg(a.backend, ma.cfg, &err) && outdir != NULL)
     ts_cmd_prepare_dir(outdir, &err);
@@ -351,7 +354,7 @@ int ts_cmd_sweep(int argc, char **argv)
   GArray *idx = g_array_new(FALSE, FALSE, sizeof(int));
   for (int i = 0; i < total; i++)
     if ((shard_n == 0 || i % shard_n == shard_i) &&
-        (max_chips <= 0 || ts_sweep_configs(sw)[i].topo->nchips <= max_chips))
+        (max_chips == G_MININT64 || ts_sweep_configs(sw)[i].topo->nchips <= max_chips))
       g_array_append_val(idx, i);
   int n = (int)idx->len;
   ts_outcome *out = g_new0(ts_outcome, MAX(n, 1));

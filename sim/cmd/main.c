@@ -1,5 +1,6 @@
 /* trainsim: the program. Dispatches to the subcommands declared in ts_cmd.h. */
 #include "ts_cmd.h"
+#include "ts_progress.h"
 #include "ts_util.h"
 
 #include <locale.h>
@@ -36,7 +37,8 @@ static void usage(FILE *f)
              "Environment:\n"
              "  TRAINSIM_DATA_DIR    folder searched first for models/, topologies/ and plots/\n"
              "  TRAINSIM_PROGRESS_S  seconds of quiet before a long job's progress shows on\n"
-             "                       stderr, and between its lines in a log (default 2)\n");
+             "                       stderr, and between its lines in a log (default 2;\n"
+             "                       seconds in [0, 3600], anything else is refused)\n");
 }
 
 int main(int argc, char **argv)
@@ -73,6 +75,14 @@ int main(int argc, char **argv)
   if (strcmp(argv[1], "--version") == 0) {
     printf("trainsim %s\n", TS_VERSION);
     return 0;
+  }
+  /* An environment variable is input like an option: TRAINSIM_PROGRESS_S=5s (or 1e9) was
+   * silently replaced by the 2 s default, so the user's setting seemed to do nothing. It only
+   * shapes stderr, but a typo in it is still a typo: refused, as a bad --option is. */
+  g_autoptr(GError) env_error = NULL;
+  if (!ts_progress_env_check(&env_error)) {
+    fprintf(stderr, "trainsim: %s\n", env_error->message);
+    return TS_EXIT_INPUT;
   }
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
     if (strcmp(argv[1], commands[i].name) == 0) {

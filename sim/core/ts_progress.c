@@ -9,6 +9,21 @@
 
 enum { BAR_EVERY_US = 100000, HEARTBEAT_US = 30000000, QUIET_US = 2000000, TICK_US = 10000000 };
 
+/* TRAINSIM_PROGRESS_S in seconds, or -1 when unset or empty (the 2 s default). */
+static gboolean env_seconds(double *s, GError **error)
+{
+  const char *env = g_getenv("TRAINSIM_PROGRESS_S");
+  *s = -1;
+  if (env == NULL || *env == '\0')
+    return TRUE;
+  if (ts_parse_double(env, s) && *s >= 0 && *s <= 3600)
+    return TRUE;
+  *s = -1;
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "TRAINSIM_PROGRESS_S='%s': expected seconds in [0, 3600] (unset or empty: 2)", env);
+  return FALSE;
+}
+
 void ts_progress_init(ts_progress *p, gboolean on, const char *label, const char *what, int total)
 {
   memset(p, 0, sizeof *p);
@@ -19,10 +34,15 @@ void ts_progress_init(ts_progress *p, gboolean on, const char *label, const char
   p->total = total;
   p->t0_us = g_get_monotonic_time();
   p->quiet_us = QUIET_US;
-  const char *env = g_getenv("TRAINSIM_PROGRESS_S");
   double s;
-  if (env != NULL && ts_parse_double(env, &s) && s >= 0 && s <= 3600)
+  if (env_seconds(&s, NULL) && s >= 0)
     p->quiet_us = (gint64)(s * 1e6);
+}
+
+gboolean ts_progress_env_check(GError **error)
+{
+  double s;
+  return env_seconds(&s, error);
 }
 
 /* "4.1 s elapsed, about 37 s left" from the rate so far. */

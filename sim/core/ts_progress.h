@@ -38,6 +38,13 @@ void ts_progress_init(ts_progress *p, gboolean on, const char *label, const char
  */
 void ts_progress_tick(ts_progress *p);
 
+/**
+ * FALSE, with a message naming it, when TRAINSIM_PROGRESS_S is set to anything but seconds in
+ * [0, 3600] (the program refuses it before any command runs; ts_progress_init then never
+ * meets a bad value).
+ */
+gboolean ts_progress_env_check(GError **error);
+
 /** done items of total are finished. */
 void ts_progress_step(ts_progress *p, int done);
 

@@ -109,6 +109,54 @@ gboolean ts_json_depth_ok(const char *text, gssize len, int max_depth, int *line
   return TRUE;
 }
 
+static void free_level(gpointer level)
+{
+  if (level != NULL)
+    g_hash_table_unref(level);
+}
+
+gboolean ts_json_keys_unique(const char *text, gssize len, int *line, char **key)
+{
+  /* One set of member names per open object (NULL for an array). Names are compared as
+   * written, escapes and all: trainsim writes each name one way. */
+  const char *end = len < 0 ? text + strlen(text) : text + len;
+  g_autoptr(GPtrArray) open = g_ptr_array_new_with_free_func(free_level);
+  gboolean expect_key = FALSE;
+  int ln = 1;
+  for (const char *p = text; p < end; p++) {
+    GHashTable *top = open->len > 0 ? g_ptr_array_index(open, open->len - 1) : NULL;
+    if (*p == '\n') {
+      ln++;
+    } else if (*p == '"') {
+      const char *s = ++p;
+      while (p < end && *p != '"')
+        p += (*p == '\\' && p + 1 < end) ? 2 : 1;
+      if (top != NULL && expect_key) {
+        char *k = g_strndup(s, (gsize)(p - s));
+        if (g_hash_table_contains(top, k)) {
+          *line = ln;
+          *key = k;
+          return FALSE;
+        }
+        g_hash_table_add(top, k);
+        expect_key = FALSE;
+      }
+    } else if (*p == '{') {
+      g_ptr_array_add(open, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL));
+      expect_key = TRUE;
+    } else if (*p == '[') {
+      g_ptr_array_add(open, NULL);
+      expect_key = FALSE;
+    } else if ((*p == '}' || *p == ']') && open->len > 0) {
+      g_ptr_array_remove_index(open, open->len - 1);
+      expect_key = FALSE;
+    } else if (*p == ',') {
+      expect_key = top != NULL;
+    }
+  }
+  return TRUE;
+}
+
 /* GKeyFile's parse errors quote the offending line raw (binary and all) without its number;
  * find it ourselves and show a short, printable excerpt. */
 static void kf_syntax_error(const char *path, const char *text, gsize len, GError **error)

@@ -69,6 +69,13 @@ gboolean ts_parse_size(const char *text, double *out);
 gboolean ts_json_depth_ok(const char *text, gssize len, int max_depth, int *line);
 #define TS_JSON_MAX_DEPTH 64
 
+/**
+ * Checks that no object of JSON text (len bytes, or NUL-terminated when len < 0; already parsed
+ * as valid) names a member twice: json-glib keeps the last of the two silently. FALSE sets
+ * *line to the second one's line and *key to its name as written (caller frees).
+ */
+gboolean ts_json_keys_unique(const char *text, gssize len, int *line, char **key);
+
 /** Parses a plain finite number (locale-independent); whole string must be consumed. */
 gboolean ts_parse_double(const char *text, double *out);
 

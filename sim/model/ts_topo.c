@@ -1262,7 +1262,14 @@ char *ts_topo_describe(const ts_topo *t)
    * one the name is only the file's base name, so say what the array is instead:
    * "TPU v3 8x8 (64 chips)". */
   g_autofree char *base = t->path != NULL ? base_name(t->path) : NULL;
-  if (base == NULL || strcmp(base, t->name) != 0) {
+  gboolean named = base == NULL || strcmp(base, t->name) != 0;
+  if (!named && t->nchips == 1) {
+    /* One chip: its name says it all. The array form read "AMD EPYC (1 core, fp32) 1 (1 chip)"
+     * for the profile `trainsim calibrate` writes. */
+    g_string_append_printf(s, "one %s", t->chip.name);
+    return g_string_free(s, FALSE);
+  }
+  if (named) {
     g_string_append(s, t->name);
   } else {
     g_string_append(s, t->chip.name);

@@ -1112,6 +1112,15 @@ gboolean ts_plot_file(const char *json_path, const char *outdir, GPtrArray *writ
                 json_path, e->message);
     return FALSE;
   }
+  g_autofree char *dup = NULL;
+  int dup_line = 0;
+  if (!ts_json_keys_unique(text, (gssize)len, &dup_line, &dup)) {
+    /* json-glib kept the last: an edited results file plotted its second step_time_s. */
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "%s:%d: key \"%s\" given twice in one object; expected each key once", json_path,
+                dup_line, dup);
+    return FALSE;
+  }
   JsonNode *rn = json_parser_get_root(p);
   JsonObject *root = rn != NULL && JSON_NODE_HOLDS_OBJECT(rn) ? json_node_get_object(rn) : NULL;
   gboolean timeline = root != NULL && json_object_has_member(root, "traceEvents");

@@ -28,6 +28,8 @@ static const struct {
   double to_si, lo;
 } measures[] = {
     {"step_time_s", TS_MEAS_STEP_TIME, 1.0, 1e-6},
+    /* calibrate --against's name (and the one validate -f csv writes): one file feeds both. */
+    {"measured_step_time_s", TS_MEAS_STEP_TIME, 1.0, 1e-6},
     {"step_time_ms", TS_MEAS_STEP_TIME, 1e-3, 1e-3},
     {"busbw_GBps", TS_MEAS_BUSBW, 1.0, 1e-6},
     {"peak_memory_GiB", TS_MEAS_PEAK_MEMORY, GIB, 1.0 / 1024},
@@ -38,7 +40,7 @@ static const struct {
     {"peak_activation_memory_sum_bytes", TS_MEAS_ACTIVATION_SUM, 1.0, 1048576.0},
 };
 #define MEASURES                                                                                   \
-  "step_time_s, step_time_ms, busbw_GBps, peak_memory_GiB, peak_memory_GB, "                       \
+  "step_time_s, step_time_ms, measured_step_time_s, busbw_GBps, peak_memory_GiB, peak_memory_GB, " \
   "peak_memory_MiB, peak_memory_bytes, peak_activation_memory_sum_GiB or "                         \
   "peak_activation_memory_sum_bytes"
 
@@ -270,7 +272,9 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
             to_si = measures[m].to_si;
             meas_lo = measures[m].lo;
           }
-        gboolean looks = g_str_has_prefix(h, "step_time") || g_str_has_prefix(h, "peak_memory") ||
+        gboolean looks = g_str_has_prefix(h, "step_time") ||
+                         g_str_has_prefix(h, "measured_step_time") ||
+                         g_str_has_prefix(h, "peak_memory") ||
                          g_str_has_prefix(h, "peak_activation") || g_str_has_prefix(h, "busbw");
         if (ok && looks && !known)
           ok = field_error(error, path, line, h, "unit not understood; expected one of " MEASURES);
@@ -335,7 +339,9 @@ ts_meas_file *ts_meas_load(const char *path, GError **error)
                      error) &&
            field_int(path, line, "micro_batch", FIELD(C_MB), 1, (gint64)1 << 40, &r.micro_batch,
                      error);
-      if (ok && *FIELD(C_BUCKET) != '\0') {
+      if (ok && strcmp(FIELD(C_BUCKET), "none") == 0) {
+        r.bucket_bytes = G_MAXDOUBLE; /* one bucket after the backward, as calibrate reads it */
+      } else if (ok && *FIELD(C_BUCKET) != '\0') {
         double mib;
         ok = field_pos(path, line, "bucket_MiB", FIELD(C_BUCKET), 1048576.0, &mib, error);
         r.bucket_bytes = mib * 1048576.0;
