@@ -574,8 +574,9 @@ Test(closed_form, nccl_across_nodes_is_pipelined)
     t2->dims[1].nccl_tree_Bps = 1e9;
     ts_group_shape g2 = whole(t2);
     int n2 = 16;
-    double simple2 = time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g2, S2) -
-                     time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g2, S1);
+    double simple2 =
+        time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g2, S2) -
+        time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g2, S1);
     expect_close(simple2, 2.0 * (n2 - 1) / n2 * (S2 - S1) / (1e9 * 23.6 / 17.8), 1e-9,
                  "tree Simple cap, 2 nodes");
     double ll128_2 = time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, &g2, S2) -
