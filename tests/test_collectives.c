@@ -559,6 +559,32 @@ Test(closed_form, nccl_across_nodes_is_pipelined)
   t->dims[1].nccl_tree_Bps = 1e9;
   expect_close(time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g, S),
                8.4e-6 + 2.0 * (7 * a1 + 2 * a2) + 2.0 * (n - 1) / n * S / 1e9, 1e-9, "tree");
+  /* The cap per protocol and node count follows NCCL's per-channel tree caps (Ampere: Simple
+   * perChMaxTreeBw 23.6 on 2 nodes, 17.8 on more; LL128 min(that x 120/128, 20)): the key is
+   * Simple's on 3+ nodes, LL128's there is 120/128 of it, on 2 nodes Simple's is 23.6/17.8 of
+   * it and LL128's 20/17.8. Slopes between two sizes leave the latencies out. */
+  {
+    const double S1 = 1e8, S2 = 5e8;
+    double ll128 = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, &g, S2) -
+                   time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, &g, S1);
+    expect_close(ll128, 2.0 * (n - 1) / n * (S2 - S1) / (1e9 * 120.0 / 128.0), 1e-9,
+                 "tree LL128 cap, 4 nodes");
+    dimspec d2[2] = {{"node", 8, TS_SHAPE_SWITCH, 1e14, a1}, {"net", 2, TS_SHAPE_SWITCH, Bn, a2}};
+    ts_topo *t2 = topo_new(2, d2);
+    t2->dims[1].nccl_tree_Bps = 1e9;
+    ts_group_shape g2 = whole(t2);
+    int n2 = 16;
+    double simple2 =
+        time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g2, S2) -
+        time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, &g2, S1);
+    expect_close(simple2, 2.0 * (n2 - 1) / n2 * (S2 - S1) / (1e9 * 23.6 / 17.8), 1e-9,
+                 "tree Simple cap, 2 nodes");
+    double ll128_2 = time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, &g2, S2) -
+                     time_proto(t2, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, &g2, S1);
+    expect_close(ll128_2, 2.0 * (n2 - 1) / n2 * (S2 - S1) / (1e9 * 20.0 / 17.8), 1e-9,
+                 "tree LL128 cap, 2 nodes");
+    topo_free(t2);
+  }
   /* LL's cost per channel on the tree: its threshold is 8 B per thread, not times nRanks, so
    * S / 4 KiB channels (the largest cost of the dimensions spanned: the node's here). */
   double tll = time_proto(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_TREE, TS_PROTO_LL, &g, 65536);

@@ -933,7 +933,13 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
  * 0.00452): held-out median 3.3% (3.1% before s12: the one figure that is worse), held-out
  * mean 4.4% -> 3.6%, held-out worst 9.1%; all 44 rows median 3.0%, worst 11.4%; below 1 MiB
  * median 12.7%. */
-#define NET_HELDOUT_MEDIAN_MAX 0.035
+/* 2026-12-07 (s12, nccl2): LL128's tree cap follows NCCL's per-channel caps (perChMaxTreeBws
+ * 23.6 / 17.8 and perChMaxTreeLL128Bws 20: 0.9375 of Simple's on 3+ nodes, 20/17.8 on 2, where
+ * it took Simple's 23.6/17.8), refitted (4 rounds, objective 0.00485 at the old point -> 0.00427;
+ * tree cap 106.9 -> 116.5 GB/s for Simple): held-out median 3.3% -> 3.1%, held-out worst 9.1%
+ * -> 9.1% (now 2 nodes, 8 MiB); all 44 rows median 3.0% -> 3.1%, worst 11.4% -> 11.6% (4 nodes,
+ * 4 MiB); 16 nodes 16-128 MiB -5..-9% -> -4..-7%, 2 nodes 16 MiB +11.4% -> +6.2%. */
+#define NET_HELDOUT_MEDIAN_MAX 0.033
 #define NET_WORST_MAX 0.12
 
 static GArray *node_rows(void)

@@ -1014,6 +1014,26 @@ static gboolean plan_multi_node(const ts_coll_plan *p)
   return FALSE;
 }
 
+/* NCCL's per-channel caps of the tree all-reduce for Ampere (tuning.cc, NVIDIA/nccl 2.18-2.27:
+ * perChMaxTreeBws 24.0 / 23.6 / 17.8 GB/s on 1 / 2 / more nodes; perChMaxTreeLL128Bws 20.0 on
+ * all three), in the order NCCL applies them: Simple's is perChMaxTreeBw; LL128 runs at 120/128 of
+ * the Simple tree's bandwidth and at most perChMaxTreeLL128Bw, so min(23.6 x 120/128, 20) = 20
+ * on two nodes and min(17.8 x 120/128, 20) = 16.69 on more. LL keeps Simple's ratios (its
+ * 1/3.8 is in its link bandwidth, set_proto, far below any cap).
+ * The ratio of protocol PROTO's cap on NODES nodes to Simple's on three or more (the network's
+ * nccl_tree_bandwidth_GBps): Simple 1.326 on two nodes, LL128 1.124 on two and 0.9375 on more.
+ * Before (s11-s12) every protocol took Simple's 23.6 / 17.8 on two nodes, making LL128's mid
+ * sizes there 11% too fast against the 8-16 node rows. */
+static double tree_cap_ratio(ts_coll_proto proto, int nodes)
+{
+  static const double simple_ch[3] = {24.0, 23.6, 17.8}, ll128_ch = 20.0;
+  int s = nodes <= 1 ? 0 : nodes == 2 ? 1 : 2;
+  double simple = simple_ch[s];
+  if (proto == TS_PROTO_LL128)
+    simple = MIN(simple * 120.0 / 128.0, ll128_ch);
+  return simple / simple_ch[2];
+}
+
 /* NCCL's Simple tree moves each channel's share in chunks of 512 KiB, halved while the
  * channel would have fewer than 8 x depth chunks (down to 128 KiB), 4 x depth (64 KiB) and
  * depth (32 KiB), depth being NCCL's approximation ppn - 1 + log2(nNodes) (enqueue.cc,
@@ -1081,10 +1101,10 @@ static double pipelined_time(const ts_coll_plan *p, const ts_stage *st, gboolean
     for (int j = 0; j < p->g.npieces; j++)
       if (p->g.p[j].size > 1 && p->tnet.nccl_tree_Bps[p->g.p[j].dim] > 0)
         cap = MIN(cap, p->tnet.nccl_tree_Bps[p->g.p[j].dim]);
-    /* NCCL's per-channel tree caps are higher on two nodes than on more (perChMaxTreeBws,
-     * Ampere: 23.6 against 17.8 GB/s per channel): the key is the cap on three or more. */
-    if (p->local > 0 && p->n / p->local == 2)
-      cap *= 23.6 / 17.8;
+    /* The key is Simple's cap on three or more nodes; other protocols and two nodes follow
+     * NCCL's per-channel tree caps (tree_cap_ratio). */
+    if (isfinite(cap) && p->local > 0)
+      cap *= tree_cap_ratio(p->proto, p->n / p->local);
     if (isfinite(cap) && p->n > 1)
       bw = MAX(bw, 2.0 * (p->n - 1) / p->n * p->bytes / cap);
     return lat + bw + tree_chunk_time(p);
