@@ -216,9 +216,6 @@ static void kf_syntax_error(const char *path, const char *text, gsize len, GErro
   g_string_free(excerpt, TRUE);
 }
 
-/* GKeyFile merges a group given twice and keeps the last of a key given twice, silently: a
- * pasted second [chip] or a repeated key would change the machine without a word. Refuse
- * both, naming the two lines. */
 /* Names and texts go into JSON and CSV outputs as they are: a [model] name with a 0xff byte
  * made results.json invalid UTF-8 (not JSON). Checked once the file parses, so a line that is
  * no INI at all still gets the syntax error with its excerpt. */
@@ -236,6 +233,9 @@ static gboolean kf_check_utf8(const char *path, const char *text, gsize len, GEr
   return FALSE;
 }
 
+/* GKeyFile merges a group given twice and keeps the last of a key given twice, silently: a
+ * pasted second [chip] or a repeated key would change the machine without a word. Refuse
+ * both, naming the two lines. */
 static gboolean kf_check_duplicates(const char *path, const char *text, gsize len, GError **error)
 {
   /* Windows editors save UTF-8 with a byte-order mark, which GKeyFile takes for a key before
