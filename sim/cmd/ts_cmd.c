@@ -163,7 +163,9 @@ gboolean ts_cmd_prepare_dir(const char *dir, GError **error)
   gboolean existed = g_file_test(dir, G_FILE_TEST_IS_DIR);
   if (!existed && made_dir == NULL && (made_top = first_missing_dir(dir)) != NULL)
     made_dir = g_strdup(dir);
-  if (!existed && g_file_test(dir, G_FILE_TEST_EXISTS)) {
+  /* Tested again as a folder: another process of the same job (a sweep's MPI ranks) may have
+   * just made it, which is no error; only a file or device in its place is. */
+  if (!existed && g_file_test(dir, G_FILE_TEST_EXISTS) && !g_file_test(dir, G_FILE_TEST_IS_DIR)) {
     g_set_error(error, TS_ERROR, TS_ERROR_IO, "--output-dir %s: exists and is not a folder", dir);
     return FALSE;
   }
