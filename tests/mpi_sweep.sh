@@ -18,4 +18,18 @@ grep -q "across 2 MPI ranks" "$tmp/out" || { echo "no MPI summary: $(cat "$tmp/o
 if grep -q "rank 1 predicted 0" "$tmp/out"; then
   echo "rank 1 did no work: $(cat "$tmp/out")"; exit 1
 fi
+# A rank that fails alone (here rank 1's --output-dir is a file; rank 0's is fine) stops the
+# whole job with exit 2 and one line from rank 0, instead of leaving rank 0 waiting for it.
+touch "$tmp/file"
+set +e
+timeout 60 "$mpiexec" --oversubscribe -np 1 "$bin" sweep -t tpu-v3-8x8 -m bert-large -b 512 \
+  -s tp=1 -o "$tmp/fine" : -np 1 "$bin" sweep -t tpu-v3-8x8 -m bert-large -b 512 -s tp=1 \
+  -o "$tmp/file" > "$tmp/alone.out" 2> "$tmp/alone.err"
+rc=$?
+set -e
+[ "$rc" -ne 124 ] || { echo "a rank failing alone left the job hanging"; exit 1; }
+[ "$rc" -ne 0 ] || { echo "a rank failing alone: the job exited 0"; exit 1; }
+grep -q "another MPI rank of this job could not prepare the sweep" "$tmp/alone.err" ||
+  { echo "no one-line error from rank 0: $(cat "$tmp/alone.err")"; exit 1; }
+[ ! -e "$tmp/fine" ] || { echo "rank 0 left its new output folder behind"; exit 1; }
 echo "mpi sweep: identical to a local sweep; $(grep 'MPI ranks' "$tmp/out")"

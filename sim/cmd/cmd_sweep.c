@@ -313,6 +313,14 @@ int ts_cmd_sweep(int argc, char **argv)
   gboolean cut = FALSE;
   spec.truncated = &cut;
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
+  if (mpi && !ts_mpi_all_ok(sw != NULL) && sw != NULL) {
+    /* This rank's inputs were fine but another rank's were not (its message went to its own
+     * silenced stderr): stop together rather than wait for it. */
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "another MPI rank of this job could not prepare the sweep (it reads the same "
+                "inputs and --output-dir; run it without mpirun to see why)");
+    g_clear_pointer(&sw, ts_sweep_free);
+  }
   if (sw == NULL) {
     status = ts_cmd_fail("sweep", err);
     goto out;

@@ -155,6 +155,15 @@ gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_o
   return ok;
 }
 
+gboolean ts_mpi_all_ok(gboolean ok)
+{
+  if (!started || nranks <= 1)
+    return ok;
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
 char *ts_mpi_summary(void)
 {
   if (!started || per_rank == NULL)
@@ -168,6 +177,11 @@ char *ts_mpi_summary(void)
 }
 
 #else /* no MPI in this build */
+
+gboolean ts_mpi_all_ok(gboolean ok)
+{
+  return ok;
+}
 
 char *ts_mpi_summary(void)
 {

@@ -26,6 +26,13 @@ int ts_mpi_rank(void);
 gboolean ts_mpi_run(const ts_config *cfg, const int *idx, int n, const ts_pool_options *o,
                     ts_outcome *out, GError **error);
 
+/**
+ * Whether every rank's own checks passed (ok on each): all ranks must call it at the same point.
+ * A rank that failed alone (a race on a shared path, a file only it cannot read) would
+ * otherwise leave the others waiting in ts_mpi_run for ever. Without MPI: ok.
+ */
+gboolean ts_mpi_all_ok(gboolean ok);
+
 /** "across 2 MPI ranks: rank 0 predicted 9, rank 1 predicted 7" after ts_mpi_run on rank 0;
  * NULL without MPI. Caller frees. */
 char *ts_mpi_summary(void);
