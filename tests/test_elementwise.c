@@ -344,11 +344,20 @@ Test(elementwise, split_option)
   cr_assert_str_eq(ts_kernels_mode_name(TS_KERNELS_FUSED), "fused");
 }
 
-/* TRUE when op carries exactly this trace label. */
-static gboolean op_labelled(const ts_trace *tr, ts_op op, const char *label)
+/* Program 0's one op carrying exactly this trace label (asserted to be one). */
+static ts_op only_op_labelled(const ts_trace *tr, const char *label)
 {
-  return op.label >= 0 && op.label < (int)tr->labels->len &&
-         strcmp((const char *)g_ptr_array_index(tr->labels, op.label), label) == 0;
+  const ts_program *pr = &tr->programs[0];
+  ts_op found = {0};
+  int n = 0;
+  for (int k = 0; k < pr->nops; k++) {
+    ts_op op = ts_program_op(pr, k);
+    if (op.label >= 0 && op.label < (int)tr->labels->len &&
+        strcmp((const char *)g_ptr_array_index(tr->labels, op.label), label) == 0)
+      found = op, n++;
+  }
+  cr_assert_eq(n, 1, "%d ops labelled '%s'", n, label);
+  return found;
 }
 
 static int count_label(const ts_trace *tr, int prog, const char *needle)
@@ -464,18 +473,10 @@ Test(elementwise, sgd_optimizer_state_and_step_are_one_momentum)
   g_autoptr(ts_trace) tr = ts_plan_trace(p, &error);
   cr_assert_not_null(tr, "%s", error != NULL ? error->message : "");
   cr_assert(close_to(ts_plan_optimizer_flops_per_param(pm), 5.0));
-  const ts_program *pr = &tr->programs[0];
-  int found = 0;
-  for (int k = 0; k < pr->nops; k++) {
-    ts_op op = ts_program_op(pr, k);
-    if (!op_labelled(tr, op, "optimizer step"))
-      continue;
-    found++;
-    cr_assert(close_to(op.flops / psi, 5.0), "%g FLOP a parameter", op.flops / psi);
-    cr_assert(close_to(op.mem_bytes / psi, 2 * 2.0 + 2 * 8.0 + 2.0 + 28.0), "%g bytes a parameter",
-              op.mem_bytes / psi);
-  }
-  cr_assert_eq(found, 1);
+  ts_op op = only_op_labelled(tr, "optimizer step");
+  cr_assert(close_to(op.flops / psi, 5.0), "%g FLOP a parameter", op.flops / psi);
+  cr_assert(close_to(op.mem_bytes / psi, 2 * 2.0 + 2 * 8.0 + 2.0 + 28.0), "%g bytes a parameter",
+            op.mem_bytes / psi);
   ts_plan_free(p);
   p = make_plan(pm, t, "dp=8,zero=1", 256, 32);
   cr_assert(close_to(p->mem.optimizer / psi, 1.0), "8 / dp: %g", p->mem.optimizer / psi);
@@ -577,16 +578,8 @@ Test(elementwise, bertadam_loop_tensors_kernels_and_bytes)
   cr_assert(ts_cost_op_syncs(&s), "GradientClipper's .item(): the host waits");
   cr_assert(close_to(bytes, 148.0 * P - 20.0 * B), "%g bytes, %g a parameter", bytes, bytes / P);
   g_autoptr(ts_trace) tr = trace_of(p);
-  const ts_program *pr = &tr->programs[0];
-  int found = 0;
-  for (int k = 0; k < pr->nops; k++) {
-    ts_op op = ts_program_op(pr, k);
-    if (!op_labelled(tr, op, "optimizer step"))
-      continue;
-    found++;
-    cr_assert(close_to(op.mem_bytes, bytes), "%g bytes in the trace", op.mem_bytes);
-  }
-  cr_assert_eq(found, 1);
+  ts_op op = only_op_labelled(tr, "optimizer step");
+  cr_assert(close_to(op.mem_bytes, bytes), "%g bytes in the trace", op.mem_bytes);
   ts_plan_free(p);
   g_autoptr(GError) zero = plan_refusal(pm, t, "dp=8,zero=1,optimizer=bertadam", 64, 8);
   cr_assert_not_null(strstr(zero->message, "optimizer=bertadam"), "%s", zero->message);
