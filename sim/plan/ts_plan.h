@@ -379,15 +379,15 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error);
  * all-gather beside the GEMMs it feeds: tp-overlap=xla, and tp-overlap=te on a GPU), 0 when it
  * runs unchunked. The planner's rule, which the validator reads too. */
 int ts_plan_bwd_chunks(const ts_plan *p, int i);
-/* The chunks layer i's forward (recompute: its re-run inside the backward) runs its
+/* The chunks layer i's forward, and its re-run inside the backward alike, runs its
  * tensor-parallel collectives in, beside the GEMMs (tp-overlap), 0 when it runs unchunked.
  * Under context parallelism the chunks sit around the ring. The validator reads it too. */
-int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute);
+int ts_plan_fwd_chunks(const ts_plan *p, int i);
 /* Which of layer i's forward tensor-parallel collectives ts_plan_fwd_chunks cuts into those
  * chunks: TS_CHUNK_GATHER its input all-gather, TS_CHUNK_REDUCE its output reduce-scatter or
  * all-reduce (0: unchunked). The planner's one rule; the validator reads it. */
 enum { TS_CHUNK_GATHER = 1u, TS_CHUNK_REDUCE = 2u };
-unsigned ts_plan_fwd_chunked(const ts_plan *p, int i, gboolean recompute);
+unsigned ts_plan_fwd_chunked(const ts_plan *p, int i);
 /* Whether micro-batch micro of n_micro re-runs its forward before its backward: under full or
  * stage recomputation every one, but with recompute=stage:except-last (torchgpipe) not the
  * step's last. The trace builder and the validator both read it. */

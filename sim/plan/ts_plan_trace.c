@@ -1249,19 +1249,18 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
  * which Inductor's post-grad passes, the micro-pipeline pass among them, process as they do
  * the forward graph (torch/_inductor/fx_passes/post_grad.py; micro_pipeline_tp.py has no test
  * of the graph's kind). */
-unsigned ts_plan_fwd_chunked(const ts_plan *p, int i, gboolean recompute)
+unsigned ts_plan_fwd_chunked(const ts_plan *p, int i)
 {
   const ts_layer_exec *e = &p->exec[i];
-  (void)recompute;
   if (!p->tp_overlap || p->degree[TS_AX_TP] <= 1)
     return 0;
   return (chunks_gather(&e->fwd_pre) ? TS_CHUNK_GATHER : 0u) |
          (chunks_reduce(&e->fwd_post) ? TS_CHUNK_REDUCE : 0u);
 }
 
-int ts_plan_fwd_chunks(const ts_plan *p, int i, gboolean recompute)
+int ts_plan_fwd_chunks(const ts_plan *p, int i)
 {
-  return ts_plan_fwd_chunked(p, i, recompute) != 0 ? p->degree[TS_AX_TP] : 0;
+  return ts_plan_fwd_chunked(p, i) != 0 ? p->degree[TS_AX_TP] : 0;
 }
 
 int ts_plan_bwd_chunks(const ts_plan *p, int i)
@@ -1335,7 +1334,7 @@ static void fwd_layer(gen *g, int i, gboolean recompute)
   /* PyTorch's AsyncTP decomposes what torch.compile's micro-pipeline pass matches, in the
    * forward graph and in the recomputed forward of full activation checkpointing, which runs in
    * the compiled backward graph (ts_plan_fwd_chunked; docs/splits.md, tp-overlap=async). */
-  gboolean ovl = ts_plan_fwd_chunks(p, i, recompute) > 0;
+  gboolean ovl = ts_plan_fwd_chunks(p, i) > 0;
   if (ovl && e->cp_kv_bytes > 0) {
     /* Context parallelism: the ring between the two projections, each chunked with its
      * collective (cp_ring_fwd). */

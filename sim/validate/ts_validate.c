@@ -407,7 +407,7 @@ ts_validate_result *ts_validate_run(const ts_model *m, const ts_topo *t, const t
    * the ring (ts_plan_trace's cp_ring_fwd), which the validator does not execute either. */
   /* Which collectives are chunked is the planner's rule (ts_plan_fwd_chunked). */
   for (int i = 0; i < m->nlayers; i++) {
-    unsigned chunked = ts_plan_fwd_chunked(plan, i, FALSE);
+    unsigned chunked = ts_plan_fwd_chunked(plan, i);
     if (plan->exec[i].cp_kv_bytes > 0 && chunked != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                   "--split '%s': with tp-overlap and cp layer '%s' runs its projections in "

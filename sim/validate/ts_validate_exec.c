@@ -115,23 +115,18 @@ struct vd_run {
 
 /* ---- op meanings ----------------------------------------------------------------- */
 
-/* Chunks the planner cuts layer i's forward (recompute: its re-run) into with tp-overlap, 0
- * when it does not (ts_plan_fwd_chunks; the validator refuses tp-overlap with cp). */
-static int ovl_chunks_in(const vd_exec *e, int i, gboolean recompute)
-{
-  return e->plan->exec[i].cp_kv_bytes > 0 ? 0 : ts_plan_fwd_chunks(e->plan, i, recompute);
-}
-
+/* Chunks the planner cuts layer i's forward (and its re-run) into with tp-overlap, 0 when it
+ * does not (ts_plan_fwd_chunks; the validator refuses tp-overlap with cp). */
 static int ovl_chunks_of(const vd_exec *e, int i)
 {
-  return ovl_chunks_in(e, i, FALSE);
+  return e->plan->exec[i].cp_kv_bytes > 0 ? 0 : ts_plan_fwd_chunks(e->plan, i);
 }
 
 /* Is a forward collective of a chunked layer one of its chunks (the gather before it, the
  * reduction after it), rather than a whole collective beside them? */
 static gboolean ovl_is_chunk(const vd_exec *e, int i, const ts_op *op)
 {
-  unsigned chunked = ts_plan_fwd_chunked(e->plan, i, FALSE);
+  unsigned chunked = ts_plan_fwd_chunked(e->plan, i);
   if (op->coll == TS_COLL_ALLGATHER)
     return (chunked & TS_CHUNK_GATHER) != 0;
   return (chunked & TS_CHUNK_REDUCE) != 0 && (int)op->coll == e->plan->exec[i].fwd_post.kind;
@@ -286,7 +281,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
       int k = seen[slot]++;
       v.micro = op_micro(op, k);
       if ((v.kind == VO_FWD || v.kind == VO_RECOMPUTE) && v.layer >= 0 && v.layer < nl &&
-          (v.nchunks = ovl_chunks_in(run->e, v.layer, v.kind == VO_RECOMPUTE)) > 0) {
+          (v.nchunks = ovl_chunks_of(run->e, v.layer)) > 0) {
         /* tp-overlap: n GEMM chunks per micro-batch, recomputed forwards included. */
         v.chunk = k % v.nchunks;
         v.micro = op_micro(op, k / v.nchunks);
@@ -327,8 +322,7 @@ static void prog_meanings(const vd_run *run, const ts_program *pr, vo_info *info
         v.micro = op_micro(op, nb > 0 ? k / nb : k);
       }
       if (v.phase != PH_BWD && v.layer >= 0 && v.layer < nl && op->kind == TS_OP_COLL &&
-          ovl_chunks_in(run->e, v.layer, v.phase == PH_RECOMPUTE) > 0 &&
-          ovl_is_chunk(run->e, v.layer, op)) {
+          ovl_chunks_of(run->e, v.layer) > 0 && ovl_is_chunk(run->e, v.layer, op)) {
         /* A gather chunk comes before GEMM chunk c (c GEMM chunks seen), a reduction chunk
          * after it (its dependency's chunk). */
         v.nchunks = ovl_chunks_of(run->e, v.layer);
@@ -689,7 +683,7 @@ static int tp_act(const vo_info *v)
  * first (its input is whole from the start; the reduction chunks follow each GEMM chunk). */
 static int ovl_exec_chunk(const vd_exec *e, int i)
 {
-  return ts_plan_fwd_chunked(e->plan, i, FALSE) & TS_CHUNK_GATHER ? ovl_chunks_of(e, i) - 1 : 0;
+  return ts_plan_fwd_chunked(e->plan, i) & TS_CHUNK_GATHER ? ovl_chunks_of(e, i) - 1 : 0;
 }
 
 /* What the chunks of one collective assembled so far, per member: the whole collective's
