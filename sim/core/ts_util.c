@@ -307,29 +307,16 @@ static gboolean kf_check_duplicates(const char *path, const char *text, gsize le
 
 GKeyFile *ts_kf_load(const char *path, GError **error)
 {
-  g_autoptr(GKeyFile) kf = g_key_file_new();
+  /* Read once; the checks and the parse all work on that text (ts_kf_load_data). */
+  g_autofree char *text = NULL;
+  gsize len = 0;
   g_autoptr(GError) local = NULL;
-  g_autofree char *whole = NULL;
-  gsize whole_len = 0;
-  if (g_file_get_contents(path, &whole, &whole_len, NULL) &&
-      !kf_check_duplicates(path, whole, whole_len, error))
-    return NULL;
-  if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &local)) {
-    if (local->domain == G_FILE_ERROR)
-      g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
-                  g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
-    else {
-      g_autofree char *text = NULL;
-      gsize len = 0;
-      if (!g_file_get_contents(path, &text, &len, NULL))
-        text = NULL;
-      kf_syntax_error(path, text, len, error);
-    }
+  if (!g_file_get_contents(path, &text, &len, &local)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_IO, "%s: cannot read: %s", path,
+                g_strerror(local->code == G_FILE_ERROR_NOENT ? ENOENT : EIO));
     return NULL;
   }
-  if (whole != NULL && !kf_check_utf8(path, whole, whole_len, error))
-    return NULL;
-  return g_steal_pointer(&kf);
+  return ts_kf_load_data(text, len, path, error);
 }
 
 static char *kf_raw(GKeyFile *kf, const char *group, const char *key)
