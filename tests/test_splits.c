@@ -1045,10 +1045,9 @@ Test(splits, fp8_gather_default_needs_a_data_parallel_shard)
 {
   g_autoptr(ts_model) m = load_model("llama3-8b");
   g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
-  const char *splits[4] = {"cp=32,zero=3,fsdp2,precision=fp8",
-                           "cp=32,zero=3,fsdp2,precision=fp8,fp8-gather=off",
-                           "cp=32,zero=3,fsdp2,precision=fp8,fp8-gather",
-                           "dp=4,cp=8,zero=3,fsdp2,precision=fp8"};
+  const char *splits[4] = {
+      "cp=32,zero=3,fsdp2,precision=fp8", "cp=32,zero=3,fsdp2,precision=fp8,fp8-gather=off",
+      "cp=32,zero=3,fsdp2,precision=fp8,fp8-gather", "dp=4,cp=8,zero=3,fsdp2,precision=fp8"};
   double *ag[4], gathered[4];
   g_autofree char *text[4] = {NULL, NULL, NULL, NULL};
   for (int w = 0; w < 4; w++) {
