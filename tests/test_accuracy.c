@@ -371,8 +371,11 @@ Test(accuracy, output_set_is_whole_and_identical_for_any_jobs)
  * interleaved row's peak, at its last stage's loss, does not move); 3.58% since compiled blocks
  * (kernels=fused; the eager rows say kernels=eager) save only what their backward reads under
  * recompute=op, not the down projection's output (the four 8B compile rows +5.8..+8.3% ->
- * -0.2..+0.9%): a regression fails here. */
-#define TORCHTITAN_MEMORY_MEAN_MAX 3.7
+ * -0.2..+0.9%); 3.11% since fsdp2 with precision=fp8 gathers in float8 by default only with a
+ * data-parallel shard degree above 1, as TorchTitan 9dec370's Float8Handler enables torchao's
+ * float8 all-gather (the two "FSDP 1 CP 8" rows gather in bf16: 405B -11.5% -> -3.5%, 8B
+ * -2.9% -> -2.4%): a regression fails here. */
+#define TORCHTITAN_MEMORY_MEAN_MAX 3.2
 #define TORCHTITAN_MEMORY_WORST_MAX 15.2
 
 Test(accuracy, shipped_torchtitan_memory_rows)

@@ -1034,6 +1034,51 @@ Test(splits, fp8_gather_option_states_the_float8_all_gather)
             "%s", pe->message);
 }
 
+/* The float8 all-gather's default follows TorchTitan 9dec370's Float8Handler
+ * (torchtitan/float8.py): enable_fsdp_float8_all_gather only with dp_shard > 1. A run sharded
+ * over context parallelism alone (cp=32, dp 1: FSDP2 still shards over the 32 ranks) gathers in
+ * bf16 unless the split says fp8-gather; with dp 4 x cp 8 it gathers in float8. Llama 3 8B on
+ * four DGX H100 nodes, the closed forms of fp8_gather_option_states_the_float8_all_gather:
+ * gathered = 2 root + 2 x 2 x 218,112,000 bytes in bf16, 2 root + 2 (218,103,808 + 2 x 8,192)
+ * in float8 (root: 2 x 525,336,576 + 4,096 parameters, bf16 either way). */
+Test(splits, fp8_gather_default_needs_a_data_parallel_shard)
+{
+  g_autoptr(ts_model) m = load_model("llama3-8b");
+  g_autoptr(ts_topo) t = load_topo("dgx-h100-4node");
+  const char *splits[4] = {
+      "cp=32,zero=3,fsdp2,precision=fp8", "cp=32,zero=3,fsdp2,precision=fp8,fp8-gather=off",
+      "cp=32,zero=3,fsdp2,precision=fp8,fp8-gather", "dp=4,cp=8,zero=3,fsdp2,precision=fp8"};
+  double *ag[4], gathered[4];
+  g_autofree char *text[4] = {NULL, NULL, NULL, NULL};
+  for (int w = 0; w < 4; w++) {
+    g_autoptr(ts_plan) p = make_plan(m, t, splits[w], 32, 1);
+    ag[w] = gather_bytes_by_layer(p);
+    gathered[w] = p->mem.gathered;
+    text[w] = g_strdup(p->split_text);
+  }
+  double root = 2 * 525336576.0 + 4096, bf16 = 2 * root + 2 * 2 * 218112000.0;
+  double fp8 = 2 * root + 2 * (218103808.0 + 2 * 8192.0);
+  cr_assert_float_eq(gathered[0], bf16, 1.0, "cp only, default: %g", gathered[0]);
+  cr_assert_float_eq(gathered[1], bf16, 1.0, "cp only, off: %g", gathered[1]);
+  cr_assert_float_eq(gathered[2], fp8, 1.0, "cp only, stated: %g", gathered[2]);
+  cr_assert_float_eq(gathered[3], fp8, 1.0, "dp 4 x cp 8, default: %g", gathered[3]);
+  int moved = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    cr_assert_float_eq(ag[0][i], ag[1][i], 1e-9 * ag[1][i] + 1e-9, "%s: default %.6g, off %.6g",
+                       m->layers[i].name, ag[0][i], ag[1][i]);
+    moved += ag[2][i] < ag[0][i] * (1.0 - 1e-9);
+  }
+  cr_assert_gt(moved, 0, "the stated float8 gather carries fewer bytes");
+  /* The plan names the option only where it departs from the default. */
+  cr_assert(strstr(text[0], "fp8-gather") == NULL, "%s", text[0]);
+  cr_assert(strstr(text[1], "fp8-gather") == NULL, "%s", text[1]);
+  cr_assert(strstr(text[2], ",fp8-gather") != NULL && strstr(text[2], "=off") == NULL, "%s",
+            text[2]);
+  cr_assert(strstr(text[3], "fp8-gather") == NULL, "%s", text[3]);
+  for (int w = 0; w < 4; w++)
+    g_free(ag[w]);
+}
+
 /* launch=blocking (CUDA_LAUNCH_BLOCKING=1): every compute op says so in its shape and the host
  * waits for it (ts_cost_op_syncs), no op does without it; the step grows by at least the
  * launches of the critical stage's ops, which asynchronous launches hide behind its kernels. */

@@ -340,13 +340,25 @@ gboolean ts_plan_fp8_gathers(const ts_plan *p)
   return p->precision == TS_PRECISION_FP8;
 }
 
+/* Whether fsdp2 with precision=fp8 gathers in float8 when the split does not say: as TorchTitan
+ * 9dec370's Float8Handler decides (torchtitan/float8.py: enable_fsdp_float8_all_gather =
+ * parallel_dims.dp_shard_enabled and the config's flag, i.e. dp_shard > 1). FSDP2 still shards
+ * over dp_shard x cp, but a run whose data-parallel shard degree is 1 (context parallelism
+ * alone, "FSDP 1 CP 8") gathers its weights in bf16. Here dp_shard is the shard group (shard=,
+ * else dp). */
+static gboolean fp8_gather_default(const ts_plan *p)
+{
+  return p->fsdp2 && p->precision == TS_PRECISION_FP8 && p->shard > 1;
+}
+
 /* torchao's FSDP float8 all-gather (enable_fsdp_float8_all_gather, on in TorchTitan's 405B
  * preset of August 2024, train_configs/llama3_405b.toml at 37c4b81): a Float8Linear's weight
  * shard is cast to float8 before FSDP2's all-gather (fsdp_pre_all_gather), so the gather moves
  * one byte a weight and the block holds the gathered weight in float8. Norms, the embedding
  * and the excluded output projection gather in bf16 (ts_layer_precision). fp8-gather (the
- * default with fsdp2 and precision=fp8; fp8-gather=off gathers the bf16 weights, as a
- * Float8 run without the flag does); ts_plan_new refuses it without fsdp2 and fp8. */
+ * default with fsdp2 and precision=fp8 where dp shards, fp8_gather_default; fp8-gather=off
+ * gathers the bf16 weights, as a Float8 run without the flag does); ts_plan_new refuses it
+ * without fsdp2 and fp8. */
 double ts_plan_gather_bytes_per_param(const ts_plan *p, int i)
 {
   const ts_layer *l = &p->model->layers[i];
@@ -2486,7 +2498,7 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
   if (p->fsdp1)
     g_string_append(s, p->fsdp1 == 2 ? ",fsdp1=fp32" : ",fsdp1");
   /* Only where they differ from what fsdp2 and precision imply (ts_plan_new). */
-  if (p->fp8_gather != (p->fsdp2 && p->precision == TS_PRECISION_FP8))
+  if (p->fp8_gather != fp8_gather_default(p))
     g_string_append(s, p->fp8_gather ? ",fp8-gather" : ",fp8-gather=off");
   if (p->separate_projections != p->fsdp2)
     g_string_append_printf(s, ",projections=%s", p->separate_projections ? "separate" : "fused");
@@ -2793,8 +2805,6 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 s->text);
     return NULL;
   }
-  p->fp8_gather =
-      s->fp8_gather > 0 ? s->fp8_gather == 2 : p->fsdp2 && p->precision == TS_PRECISION_FP8;
   if (p->precision == TS_PRECISION_FP8 && !(t->chip.peak_flops_fp8 > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
                 "%s: [chip] peak_tflops_fp8: missing; --split '%s' asks for precision=fp8, which "
@@ -2972,6 +2982,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     }
     p->shard = s->shard;
   }
+  p->fp8_gather = s->fp8_gather > 0 ? s->fp8_gather == 2 : fp8_gather_default(p);
   if (p->tp_overlap && p->degree[TS_AX_TP] <= 1) {
     g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
                 "--split '%s': tp-overlap overlaps tensor-parallel collectives with their GEMMs; "

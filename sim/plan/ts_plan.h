@@ -174,7 +174,8 @@ typedef struct {
   /* Added with the CNN / BERT-on-V100 study (session 12). */
   gboolean opt_bertadam; /* optimizer=bertadam: BERT's Python per-tensor Adam loop */
   /* Added in session 12 (FSDP2's TorchTitan behaviours stated per run). */
-  int fp8_gather;  /* fp8-gather=: 0 not given (on with fsdp2 and precision=fp8), 1 off, 2 on */
+  int fp8_gather;  /* fp8-gather=: 0 not given (on with fsdp2, precision=fp8 and a dp shard
+                      group > 1), 1 off, 2 on */
   int projections; /* projections=: 0 not given (separate with fsdp2, else fused), 1 fused,
                       2 separate */
 } ts_split;
