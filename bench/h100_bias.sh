@@ -7,12 +7,14 @@
 # product of the split's degrees). A share is read off the replay itself: each row again with
 # that part at half its rate (`flash_efficiency=x0.5`; `compute_efficiency=x0.5`, GEMMs and core;
 # `memory_bandwidth_GBps=x0.5`, memory-bound ops, in the row's vary), the step's growth over the
-# shipped step being that part's time (the GEMM share is the compute one less the core's).
+# shipped step being that part's time (the GEMM share is the compute one less the core's); for
+# communication, every link of the node and the network at half its rate: the growth is the
+# exposed communication's share (NCCL's SMs taken from compute included) and what halving exposes.
 # Prints per class the rows, the mean signed error (the bias) and the mean |error|, then the
 # correlation of the signed error with each share per stack (docs/accuracy.md, "The H100 bias,
 # pooled").
 #
-#   bench/h100_bias.sh           # ~1 minute on 2 cores: four validate runs per file
+#   bench/h100_bias.sh           # ~80 s on 2 cores: five validate runs per file
 set -eu
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -26,7 +28,7 @@ files="$tt/llama3_h100_steps.csv $tt/llama3_405b_h100_202408_steps.csv
   $pub/megatron-bridge/nemo-h100-moe.csv $pub/megatron-core/mcore-h100-weak-scaling.csv
   $pub/llama3/grattafiori2024-table4.csv $pub/llm-foundry/mpt-h100.csv"
 hdr='group,topology,vary,model,split,global_batch,micro_batch,step_time_s'
-for k in att cmp mem; do echo "$hdr" > "$tmp/$k.csv"; done
+for k in att cmp mem net; do echo "$hdr" > "$tmp/$k.csv"; done
 : > "$tmp/rows.tsv"
 for file in $files; do
   bench_validate "$tmp/v.csv" --against "$file" --format csv -j 2
@@ -53,9 +55,10 @@ for file in $files; do
       print key "," topo "," v "flash_efficiency=x0.5," model "," line >> (tmp "/att.csv")
       print key "," topo "," v "compute_efficiency=x0.5," model "," line >> (tmp "/cmp.csv")
       print key "," topo "," v "memory_bandwidth_GBps=x0.5," model "," line >> (tmp "/mem.csv")
+      print key "," topo "," v "dim.node.link_bandwidth_GBps=x0.5;dim.net.link_bandwidth_GBps=x0.5," model "," line >> (tmp "/net.csv")
     }' "$tmp/v.csv"
 done
-for k in att cmp mem; do
+for k in att cmp mem net; do
   bench_validate "$tmp/$k.out" --against "$tmp/$k.csv" --format csv -j 2
 done
 awk -F'\t' "$(cat bench/csv_fields.awk)"'
@@ -67,7 +70,7 @@ awk -F'\t' "$(cat bench/csv_fields.awk)"'
   FILENAME ~ /\.out$/ { if (FNR == 1) next; fields($0, f); k = FILENAME; sub(/.*\//, "", k); sub(/\.out$/, "", k)
     share[f[2], k] = f[13] / 100; next }
   {
-    key = $1; e = $6 + 0; att = share[key, "att"]; gemm = share[key, "cmp"] - att; mem = share[key, "mem"]
+    key = $1; e = $6 + 0; att = share[key, "att"]; gemm = share[key, "cmp"] - att; mem = share[key, "mem"]; net = share[key, "net"]
     add("all H100/H200 rows", e); add("stack " $2, e); add("file " $3, e)
     add("precision " $4 " (" ($2 == "FSDP1" ? "FSDP1" : "others") ")", e); add("kernel " $5 " (" ($2 == "FSDP1" ? "FSDP1" : "others") ")", e)
     b = att < 0.05 ? "0.00-0.05" : att < 0.1 ? "0.05-0.10" : att < 0.2 ? "0.10-0.20" : att < 0.35 ? "0.20-0.35" : "0.35-1"
@@ -77,7 +80,7 @@ awk -F'\t' "$(cat bench/csv_fields.awk)"'
     for (j = 1; j <= 2; j++) {
       k = j == 1 ? "all" : $2; if (j == 2 && $2 == "all") continue
       cnt[k]++; sy[k] += e; syy[k] += e * e
-      x["core"] = att; x["gemm"] = gemm; x["memory"] = mem
+      x["core"] = att; x["gemm"] = gemm; x["memory"] = mem; x["net"] = net
       for (q in x) { sx[k, q] += x[q]; sxx[k, q] += x[q] ^ 2; sxy[k, q] += x[q] * e; ms[k, q] += x[q] }
     }
   }
@@ -92,9 +95,9 @@ awk -F'\t' "$(cat bench/csv_fields.awk)"'
       for (i = 1; i <= m; i++) { c = l[i]; printf "%-44s %5d %+9.1f%% %12.1f%%\n", c, n[c], s[c] / n[c], a[c] / n[c] }
     }
     printf "\ncorrelation of the signed error with the predicted share of the step (mean share)\n"
-    printf "%-10s %5s %16s %16s %16s\n", "stack", "rows", "attention core", "GEMMs", "memory-bound"
+    printf "%-10s %5s %16s %16s %16s %16s\n", "stack", "rows", "attention core", "GEMMs", "memory-bound", "communication"
     split("all FSDP1 FSDP2 Megatron", ks, " ")
     for (i = 1; i <= 4; i++) { k = ks[i]
-      printf "%-10s %5d %+8.2f (%.2f) %+9.2f (%.2f) %+9.2f (%.2f)\n", k, cnt[k], r(k, "core"), ms[k, "core"] / cnt[k],
-        r(k, "gemm"), ms[k, "gemm"] / cnt[k], r(k, "memory"), ms[k, "memory"] / cnt[k] }
-  }' "$tmp/att.out" "$tmp/cmp.out" "$tmp/mem.out" "$tmp/rows.tsv"
+      printf "%-10s %5d %+8.2f (%.2f) %+9.2f (%.2f) %+9.2f (%.2f) %+9.2f (%.2f)\n", k, cnt[k], r(k, "core"), ms[k, "core"] / cnt[k],
+        r(k, "gemm"), ms[k, "gemm"] / cnt[k], r(k, "memory"), ms[k, "memory"] / cnt[k], r(k, "net"), ms[k, "net"] / cnt[k] }
+  }' "$tmp/att.out" "$tmp/cmp.out" "$tmp/mem.out" "$tmp/net.out" "$tmp/rows.tsv"
