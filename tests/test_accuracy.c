@@ -857,8 +857,10 @@ Test(accuracy, shipped_scaling_book_tpu_allgather)
 /* With LL128's tree cap following NCCL's per-channel caps (0.9375 of Simple's on 3+ nodes,
  * 20/17.8 of it on 2; s12 nccl2) and the network refitted: 2-16 nodes median 3.1%, worst 11.6%
  * (4 nodes, 4 MiB). */
-#define ECHO_NET_MEDIAN_MAX 3.3
-#define ECHO_NET_WORST_MAX 12.0
+/* With LL's cost per channel on the network's hops (s13 nccl) and the network refitted: 2-16
+ * nodes median 3.05%, worst 10.8% (4 nodes, 4 MiB). */
+#define ECHO_NET_MEDIAN_MAX 3.2
+#define ECHO_NET_WORST_MAX 11.5
 
 static int cmp_double(const void *a, const void *b)
 {
