@@ -280,7 +280,8 @@ static GArray *read_echo(void)
     cr_assert(ok, "allreduce.csv line %d: '%s'", i + 1, lines[i]);
     int l2 = (int)llround(log2(b));
     /* The in-place and out-of-place runs averaged, as for vTrain's LUT. */
-    gboolean first = nd > 1 && (rows->len == 0 || g_array_index(rows, ar_row, rows->len - 1).gpus != (int)g);
+    gboolean first =
+        nd > 1 && (rows->len == 0 || g_array_index(rows, ar_row, rows->len - 1).gpus != (int)g);
     ar_row r = {1, (int)g, (int)nd, b, 0.5 * (t1 + t2) * 1e-6, l2 % 2 == 0, first};
     g_array_append_val(rows, r);
   }
@@ -889,8 +890,9 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
   for (guint i = 0; i < rows->len; i++) {
     const ar_row *r = &g_array_index(rows, ar_row, i);
     if (r->first && r->set == set && multi)
-      fprintf(stderr, "first size (start-up), %d GPUs, %.0f B: measured %.1f us, trainsim %.1f us, "
-                      "busbw error %+.1f%%\n",
+      fprintf(stderr,
+              "first size (start-up), %d GPUs, %.0f B: measured %.1f us, trainsim %.1f us, "
+              "busbw error %+.1f%%\n",
               r->gpus, r->bytes, r->time_s * 1e6, predict_row(ts, r, NULL) * 1e6,
               100 * (r->time_s / predict_row(ts, r, NULL) - 1));
   }

@@ -1723,8 +1723,8 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
    * the time grows by ~11, 26, 42 and 71 us on 2, 4, 8 and 16 nodes, with the tree's levels. */
   double ch = p->bytes / (8.0 * 512.0 * (a == 1 ? p->n : 1));
   int nodes = p->local > 0 ? p->n / p->local : 1;
-  double hops = a == 0 ? 2.0 * tree_levels(nodes)
-                       : (p->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0) * (nodes - 1);
+  double hops =
+      a == 0 ? 2.0 * tree_levels(nodes) : (p->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0) * (nodes - 1);
   if (q == 0)
     p->base_lat_s += (per_ch + net_ch * MAX(hops, 0.0)) * ch;
 }
