@@ -858,15 +858,16 @@ Test(accuracy, shipped_scaling_book_tpu_allgather)
  * 20/17.8 of it on 2; s12 nccl2) and the network refitted: 2-16 nodes median 3.1%, worst 11.6%
  * (4 nodes, 4 MiB). */
 /* With LL's cost per channel on the network's hops (s13 nccl) and the network refitted: 2-16
- * nodes median 3.05%, worst 10.8% (4 nodes, 4 MiB). */
+ * nodes median 3.05%, worst 10.8% (4 nodes, 4 MiB); per channel beyond the first 3.07%, 11.1%. */
 #define ECHO_NET_MEDIAN_MAX 3.2
 #define ECHO_NET_WORST_MAX 11.5
 
 /* Below 1 MiB (steady state: without the sweeps' first size across nodes, a group of its own,
  * "first size (start-up)"): one node (51 rows) median 2.4%; 2-16 nodes (36 rows) median 12.6%
- * before LL's channel cost on the network's hops (s13 nccl), 9.2% with it. */
+ * before LL's channel cost on the network's hops (s13 nccl), 9.2% with it, 8.0% with it per
+ * channel beyond the first. */
 #define ECHO_NODE_SMALL_MEDIAN_MAX 2.6
-#define ECHO_NET_SMALL_MEDIAN_MAX 9.7
+#define ECHO_NET_SMALL_MEDIAN_MAX 8.5
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -956,13 +956,16 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
 /* 2026-12-07 (s13, nccl): LL pays its cost per channel on every network hop of the tree
  * (nccl_ll_channel_latency_us of [dim.net], 1.75 us; 6 rounds, training objective 0.00427 ->
  * 0.00246): held-out median 3.1% -> 2.9%, held-out worst 9.1% -> 8.9% (2 nodes, 8 MiB); all
- * 44 rows median 3.1% -> 3.1%, worst 11.6% -> 10.8% (4 nodes, 4 MiB). */
+ * 44 rows median 3.1% -> 3.1%, worst 11.6% -> 10.8% (4 nodes, 4 MiB). Then per channel beyond
+ * the first (2.07 us; 6 rounds, objective 0.00235): held-out median 2.9% (2.94%), worst 9.2%
+ * (2 nodes, 8 MiB); all 44 rows 3.1% / 11.1% (4 nodes, 4 MiB). */
 #define NET_HELDOUT_MEDIAN_MAX 0.031
 #define NET_WORST_MAX 0.115
 /* Below 1 MiB across nodes (2 KiB-512 KiB, 36 rows; the sweeps' first size, 1 KiB, is a start-up
  * cost no statistic counts, ar_row's first): s13 nccl, before any change, median 12.6%; with
- * LL's channel cost on the network hops 9.2% (held-out odd powers 11.4% -> 11.2%). */
-#define NET_SMALL_MEDIAN_MAX 0.10
+ * LL's channel cost on the network hops 9.2% (held-out odd powers 11.4% -> 11.2%); per channel
+ * beyond the first 8.0% (held-out 9.4%). */
+#define NET_SMALL_MEDIAN_MAX 0.085
 
 static GArray *node_rows(void)
 {
@@ -1137,11 +1140,12 @@ Test(nccl, multi_node_simple_takes_the_networks_node_hop)
 }
 
 /* LL's cost per channel on the network (nccl_ll_channel_latency_us of [dim.net]) is paid per
- * channel NCCL runs LL on (bytes / 4 KiB for the tree, bytes / (4 KiB x n) for the ring: 512
- * threads of NCCL_LL_THREAD_THRESHOLD 8 B) on every network hop of the path: the tree's
- * 2 x log2(nodes) levels, the ring's 2 (nodes - 1) steps. On 16 nodes of 8 GPUs, 16 KiB: the
- * tree 4 channels x 8 hops = 32 times the cost, the ring 1/32 channel x 30 steps = 0.9375 times;
- * on 2 nodes the tree 4 x 2 = 8 times. LL128, Simple and one node do not pay it. */
+ * channel NCCL runs LL on beyond the first (bytes / 4 KiB for the tree, bytes / (4 KiB x n) for
+ * the ring: 512 threads of NCCL_LL_THREAD_THRESHOLD 8 B; the first channel's network work is in
+ * the per-hop latency) on every network hop of the path: the tree's 2 x log2(nodes) levels, the
+ * ring's 2 (nodes - 1) steps. On 16 nodes of 8 GPUs, 16 KiB: the tree 3 extra channels x 8 hops
+ * = 24 times the cost, the ring (1/32 of a channel) none; 1 MiB on the ring, 2 channels: 1 x 30
+ * steps; on 2 nodes the tree 3 x 2 = 6 times. LL128, Simple and one node do not pay it. */
 Test(nccl, ll_pays_its_channels_on_every_network_hop)
 {
   g_autoptr(ts_topo) t = load_shipped("azure-nd-a100-v4-16node");
@@ -1152,12 +1156,14 @@ Test(nccl, ll_pays_its_channels_on_every_network_hop)
     int nodes;
     ts_coll_algo algo;
     ts_coll_proto proto;
-    double times;
-  } want[] = {{16, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 32.0},
-              {16, TS_ALGO_NCCL_RING, TS_PROTO_LL, 0.9375},
-              {2, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 8.0},
-              {16, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, 0.0},
-              {16, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, 0.0}};
+    double bytes, times;
+  } want[] = {{16, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 16384, 24.0},
+              {16, TS_ALGO_NCCL_RING, TS_PROTO_LL, 16384, 0.0},
+              {16, TS_ALGO_NCCL_RING, TS_PROTO_LL, 1048576, 30.0},
+              {2, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 16384, 6.0},
+              {16, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 4096, 0.0},
+              {16, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, 16384, 0.0},
+              {16, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, 16384, 0.0}};
   for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
     g_autoptr(ts_topo) a = ts_topo_copy(t);
     a->dims[net].size = want[i].nodes;
@@ -1167,13 +1173,14 @@ Test(nccl, ll_pays_its_channels_on_every_network_hop)
     int both[2] = {0, 1};
     ts_group_shape g;
     ts_group_shape_dims(a, both, 2, &g);
-    double x = ts_coll_time_ex(a, TS_COLL_ALLREDUCE, want[i].algo, want[i].proto, &g, 16384, NULL,
-                               NULL, NULL);
-    double y = ts_coll_time_ex(b, TS_COLL_ALLREDUCE, want[i].algo, want[i].proto, &g, 16384, NULL,
-                               NULL, NULL);
+    double x = ts_coll_time_ex(a, TS_COLL_ALLREDUCE, want[i].algo, want[i].proto, &g, want[i].bytes,
+                               NULL, NULL, NULL);
+    double y = ts_coll_time_ex(b, TS_COLL_ALLREDUCE, want[i].algo, want[i].proto, &g, want[i].bytes,
+                               NULL, NULL, NULL);
     cr_assert(x > 0 && fabs(y - x - want[i].times * c) < 1e-9 * y,
-              "%d nodes, %s, protocol %d: %g s -> %g s, expected +%g x %g s", want[i].nodes,
-              ts_coll_algo_name(want[i].algo), (int)want[i].proto, x, y, want[i].times, c);
+              "%d nodes, %s, protocol %d, %g B: %g s -> %g s, expected +%g x %g s", want[i].nodes,
+              ts_coll_algo_name(want[i].algo), (int)want[i].proto, want[i].bytes, x, y,
+              want[i].times, c);
   }
   g_autoptr(ts_topo) u = ts_topo_copy(t);
   u->dims[net].nccl_ll_channel_s = 2 * c;

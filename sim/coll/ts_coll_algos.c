@@ -1716,17 +1716,18 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
       per_ch = MAX(per_ch, p->net.nccl_ll_channel_s[0]);
     else if (p->g.p[j].size > 1)
       net_ch = MAX(net_ch, p->net.nccl_ll_channel_s[p->g.p[j].dim]);
-  /* Across nodes a network dimension's cost per channel is paid on every network hop of the
-   * data's path (each GPU's proxy thread serves its channels' network sends and receives in
-   * turn): the tree's 2 x log2(nodes) levels (up and down), the ring's network steps
-   * (2 (nodes - 1) for all-reduce). Echo's LL rows show it: from 8 to 16 KiB (2 to 4 channels)
-   * the time grows by ~11, 26, 42 and 71 us on 2, 4, 8 and 16 nodes, with the tree's levels. */
+  /* Across nodes a network dimension's cost per channel beyond the first is paid on every
+   * network hop of the data's path (each GPU's proxy thread serves its channels' network sends
+   * and receives in turn; the first channel's are in the hop's latency): the tree's
+   * 2 x log2(nodes) levels (up and down), the ring's network steps (2 (nodes - 1) for
+   * all-reduce). Echo's LL rows show it: from 8 to 16 KiB (2 to 4 channels) the time grows by
+   * ~11, 26, 42 and 71 us on 2, 4, 8 and 16 nodes, with the tree's levels. */
   double ch = p->bytes / (8.0 * 512.0 * (a == 1 ? p->n : 1));
   int nodes = p->local > 0 ? p->n / p->local : 1;
   double hops =
       a == 0 ? 2.0 * tree_levels(nodes) : (p->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0) * (nodes - 1);
   if (q == 0)
-    p->base_lat_s += (per_ch + net_ch * MAX(hops, 0.0)) * ch;
+    p->base_lat_s += per_ch * ch + net_ch * MAX(hops, 0.0) * MAX(ch - 1.0, 0.0);
 }
 
 /* Tree bandwidth correction of NCCL's model for all-reduce (treeCorrectionFactor, tuning.cc):
