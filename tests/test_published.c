@@ -254,6 +254,8 @@ typedef struct {
   int gpus, nodes;
   double bytes, time_s;
   gboolean train;
+  gboolean first; /* the first size of an Echo sweep across nodes: a start-up cost, no statistic
+                   * or fit counts it (first_size_errors reports it alone) */
 } ar_row;
 
 /* Echo's all-reduce rows; training: even powers of two, held out: odd ones. */
@@ -278,7 +280,9 @@ static GArray *read_echo(void)
     cr_assert(ok, "allreduce.csv line %d: '%s'", i + 1, lines[i]);
     int l2 = (int)llround(log2(b));
     /* The in-place and out-of-place runs averaged, as for vTrain's LUT. */
-    ar_row r = {1, (int)g, (int)nd, b, 0.5 * (t1 + t2) * 1e-6, l2 % 2 == 0};
+    gboolean first =
+        nd > 1 && (rows->len == 0 || g_array_index(rows, ar_row, rows->len - 1).gpus != (int)g);
+    ar_row r = {1, (int)g, (int)nd, b, 0.5 * (t1 + t2) * 1e-6, l2 % 2 == 0, first};
     g_array_append_val(rows, r);
   }
   return rows;
@@ -295,7 +299,7 @@ static GArray *vtrain_rows(void)
      * 129, ...: 23 sizes per group size, a fixed subset of the odd half so that the fit takes
      * seconds); held out: every other row (1,001 per group size). */
     gboolean train = mib % 2 == 1 && (mib <= 16 || mib % 64 == 1);
-    ar_row r = {0, l->n, 1, l->bytes, l->time_s, train};
+    ar_row r = {0, l->n, 1, l->bytes, l->time_s, train, FALSE};
     g_array_append_val(rows, r);
   }
   g_array_unref(lut);
@@ -368,7 +372,7 @@ typedef enum { PICK_TRAIN, PICK_HELD_OUT, PICK_ALL } pick;
 
 static gboolean picked(const ar_row *r, int set, int multi, pick p, double lo, double hi)
 {
-  if (r->set != set || (multi != (r->nodes > 1)) || r->bytes < lo || r->bytes > hi)
+  if (r->set != set || (multi != (r->nodes > 1)) || r->bytes < lo || r->bytes > hi || r->first)
     return FALSE;
   return p == PICK_ALL || (p == PICK_TRAIN) == r->train;
 }
@@ -553,9 +557,8 @@ static double nfit_objective(const nfit *f)
      * sizes after it do not: on 16 nodes its out-of-place run took 1,242 us and the in-place run
      * right after it 92 us (2 KiB: 103 / 92 us); on 8 nodes 315 / 294 us (2 KiB: 82 / 73). No
      * per-byte or per-step cost has it, and at a third of the weight those two rows were 83% of
-     * the network fit's objective (they pulled LL's costs up); the fit leaves it out. */
-    if (f->multi && r->bytes <= 1024)
-      continue;
+     * the network fit's objective (they pulled LL's costs up); picked() leaves it out (ar_row's
+     * first), of the fit and of every statistic but first_size_errors. */
     /* Sizes below 1 MiB (the low-latency protocols) count a third: the targets are on the
      * 1 MiB-1 GiB range, where the fit must not trade accuracy for the small sizes. */
     double l = log(predict_row(f->ts, r, NULL) / r->time_s), w = r->bytes >= TARGET_LO ? 1 : 0.3;
@@ -882,6 +885,17 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
     else
       fprintf(stderr, "— | — | — | — |\n");
   }
+  /* The first size of each sweep across nodes, left out of every statistic above (a start-up
+   * cost, not a steady-state all-reduce): reported alone. */
+  for (guint i = 0; i < rows->len; i++) {
+    const ar_row *r = &g_array_index(rows, ar_row, i);
+    if (r->first && r->set == set && multi)
+      fprintf(stderr,
+              "first size (start-up), %d GPUs, %.0f B: measured %.1f us, trainsim %.1f us, "
+              "busbw error %+.1f%%\n",
+              r->gpus, r->bytes, r->time_s * 1e6, predict_row(ts, r, NULL) * 1e6,
+              100 * (r->time_s / predict_row(ts, r, NULL) - 1));
+  }
 }
 
 /* Targets (docs/validation-published.md): busbw median <= 3%, no row from 1 MiB to 1 GiB off by
@@ -939,8 +953,19 @@ static void report_table(const topo_set *ts, GArray *rows, int set, int multi, c
  * tree cap 106.9 -> 116.5 GB/s for Simple): held-out median 3.3% -> 3.1%, held-out worst 9.1%
  * -> 9.1% (now 2 nodes, 8 MiB); all 44 rows median 3.0% -> 3.1%, worst 11.4% -> 11.6% (4 nodes,
  * 4 MiB); 16 nodes 16-128 MiB -5..-9% -> -4..-7%, 2 nodes 16 MiB +11.4% -> +6.2%. */
-#define NET_HELDOUT_MEDIAN_MAX 0.033
-#define NET_WORST_MAX 0.12
+/* 2026-12-07 (s13, nccl): LL pays its cost per channel on every network hop of the tree
+ * (nccl_ll_channel_latency_us of [dim.net], 1.75 us; 6 rounds, training objective 0.00427 ->
+ * 0.00246): held-out median 3.1% -> 2.9%, held-out worst 9.1% -> 8.9% (2 nodes, 8 MiB); all
+ * 44 rows median 3.1% -> 3.1%, worst 11.6% -> 10.8% (4 nodes, 4 MiB). Then per channel beyond
+ * the first (2.07 us; 6 rounds, objective 0.00235): held-out median 2.9% (2.94%), worst 9.2%
+ * (2 nodes, 8 MiB); all 44 rows 3.1% / 11.1% (4 nodes, 4 MiB). */
+#define NET_HELDOUT_MEDIAN_MAX 0.031
+#define NET_WORST_MAX 0.115
+/* Below 1 MiB across nodes (2 KiB-512 KiB, 36 rows; the sweeps' first size, 1 KiB, is a start-up
+ * cost no statistic counts, ar_row's first): s13 nccl, before any change, median 12.6%; with
+ * LL's channel cost on the network hops 9.2% (held-out odd powers 11.4% -> 11.2%); per channel
+ * beyond the first 8.0% (held-out 9.4%). */
+#define NET_SMALL_MEDIAN_MAX 0.085
 
 static GArray *node_rows(void)
 {
@@ -1114,6 +1139,61 @@ Test(nccl, multi_node_simple_takes_the_networks_node_hop)
   cr_assert(x > 0 && x == y, "one node: %g s, %g s with the hop doubled", x, y);
 }
 
+/* LL's cost per channel on the network (nccl_ll_channel_latency_us of [dim.net]) is paid per
+ * channel NCCL runs LL on beyond the first (bytes / 4 KiB for the tree, bytes / (4 KiB x n) for
+ * the ring: 512 threads of NCCL_LL_THREAD_THRESHOLD 8 B; the first channel's network work is in
+ * the per-hop latency) on every network hop of the path: the tree's 2 x log2(nodes) levels, the
+ * ring's 2 (nodes - 1) steps. On 16 nodes of 8 GPUs, 16 KiB: the tree 3 extra channels x 8 hops
+ * = 24 times the cost, the ring (1/32 of a channel) none; 1 MiB on the ring, 2 channels: 1 x 30
+ * steps; on 2 nodes the tree 3 x 2 = 6 times. LL128, Simple and one node do not pay it. */
+Test(nccl, ll_pays_its_channels_on_every_network_hop)
+{
+  g_autoptr(ts_topo) t = load_shipped("azure-nd-a100-v4-16node");
+  int net = ts_topo_dim_index(t, "net");
+  double c = t->dims[net].nccl_ll_channel_s;
+  cr_assert(c > 0, "[dim.net] LL channel cost %g s", c);
+  const struct {
+    int nodes;
+    ts_coll_algo algo;
+    ts_coll_proto proto;
+    double bytes, times;
+  } want[] = {{16, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 16384, 24.0},
+              {16, TS_ALGO_NCCL_RING, TS_PROTO_LL, 16384, 0.0},
+              {16, TS_ALGO_NCCL_RING, TS_PROTO_LL, 1048576, 30.0},
+              {2, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 16384, 6.0},
+              {16, TS_ALGO_NCCL_TREE, TS_PROTO_LL, 4096, 0.0},
+              {16, TS_ALGO_NCCL_TREE, TS_PROTO_LL128, 16384, 0.0},
+              {16, TS_ALGO_NCCL_TREE, TS_PROTO_SIMPLE, 16384, 0.0}};
+  for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+    g_autoptr(ts_topo) a = ts_topo_copy(t);
+    a->dims[net].size = want[i].nodes;
+    a->nchips = a->dims[0].size * want[i].nodes;
+    g_autoptr(ts_topo) b = ts_topo_copy(a);
+    b->dims[net].nccl_ll_channel_s = 2 * c;
+    int both[2] = {0, 1};
+    ts_group_shape g;
+    ts_group_shape_dims(a, both, 2, &g);
+    double x = ts_coll_time_ex(a, TS_COLL_ALLREDUCE, want[i].algo, want[i].proto, &g, want[i].bytes,
+                               NULL, NULL, NULL);
+    double y = ts_coll_time_ex(b, TS_COLL_ALLREDUCE, want[i].algo, want[i].proto, &g, want[i].bytes,
+                               NULL, NULL, NULL);
+    cr_assert(x > 0 && fabs(y - x - want[i].times * c) < 1e-9 * y,
+              "%d nodes, %s, protocol %d, %g B: %g s -> %g s, expected +%g x %g s", want[i].nodes,
+              ts_coll_algo_name(want[i].algo), (int)want[i].proto, want[i].bytes, x, y,
+              want[i].times, c);
+  }
+  g_autoptr(ts_topo) u = ts_topo_copy(t);
+  u->dims[net].nccl_ll_channel_s = 2 * c;
+  int node[1] = {0};
+  ts_group_shape n;
+  ts_group_shape_dims(t, node, 1, &n);
+  double x = ts_coll_time_ex(t, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &n, 16384, NULL,
+                             NULL, NULL);
+  double y = ts_coll_time_ex(u, TS_COLL_ALLREDUCE, TS_ALGO_NCCL_RING, TS_PROTO_LL, &n, 16384, NULL,
+                             NULL, NULL);
+  cr_assert(x > 0 && x == y, "one node: %g s, %g s", x, y);
+}
+
 /* The Simple tree's cost per chunk (nccl_tree_chunk_latency_us): NCCL's chunk rule on 16 nodes
  * of 8 GPUs (depth 7 + log2 16 = 11, 8 channels): 32 MiB moves in 64 KiB chunks (32 MiB / (8 x
  * 128 KiB) = 32 < 4 x 11), 64 per channel; 1 GiB in 512 KiB chunks (1 GiB / (8 x 512 KiB) = 256
@@ -1236,6 +1316,12 @@ Test(nccl, nd_a100_v4_network_is_the_fit_and_matches_nccl_tests, .timeout = 600)
             ho.median, NET_HELDOUT_MEDIAN_MAX);
   cr_assert(al.max <= NET_WORST_MAX, "Echo 2-16 nodes: worst busbw error %.4f > %g", al.max,
             NET_WORST_MAX);
+  int nsm = 0;
+  err_stats sm = busbw_errors(&ts, rows, 1, 1, PICK_ALL, 0, TARGET_LO - 1, 0, &nsm);
+  cr_assert(nsm == 36, "Echo 2-16 nodes below 1 MiB: %d rows, not 36", nsm);
+  cr_assert(sm.median <= NET_SMALL_MEDIAN_MAX,
+            "Echo 2-16 nodes below 1 MiB: busbw median error %.4f > %g", sm.median,
+            NET_SMALL_MEDIAN_MAX);
   topo_set_clear(&ts);
 }
 

@@ -85,8 +85,8 @@ typedef struct {
 #define HDR_NIC_LAT_S 10.532e-6
 /* ND A100 v4's network refitted with the node's hop across nodes (nccl_node_hop_latency_us);
  * dgx-a100-{4,32}node keep the values above. */
-#define ND_NIC_BPS (25e9 * 0.7131)
-#define ND_NIC_LAT_S 9.039e-6
+#define ND_NIC_BPS (25e9 * 0.7160)
+#define ND_NIC_LAT_S 10.868e-6
 /* DGX A100 compute_efficiency (the A100 profile): fitted to vTrain's Megatron iteration times
  * (same test). */
 #define A100_COMPUTE_EFF 0.79

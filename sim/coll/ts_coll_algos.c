@@ -1597,6 +1597,8 @@ static const double base_lat_us[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}}; /*
 #define NCCL_PIECE_BYTES 131072.0
 #define NCCL_PIECE_PAD_SHARE 0.25
 
+static int tree_levels(int nodes);
+
 static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
 {
   p->tnet = p->net;
@@ -1708,12 +1710,24 @@ static void set_proto(ts_coll_plan *p, ts_coll_proto proto)
    * LL's threshold NCCL_LL_THREAD_THRESHOLD = 8 B per thread, times nRanks for the ring,
    * tuning.cc): bytes / (8 B x 512 x n) channels for the ring, bytes / (8 B x 512) for the tree,
    * counted fractionally (below one channel NCCL halves the threads instead). */
-  double per_ch = 0.0;
+  double per_ch = 0.0, net_ch = 0.0;
   for (int j = 0; j < p->g.npieces; j++)
-    if (p->g.p[j].size > 1)
-      per_ch = MAX(per_ch, p->net.nccl_ll_channel_s[p->g.p[j].dim]);
-  if (q == 0 && per_ch > 0)
-    p->base_lat_s += per_ch * p->bytes / (8.0 * 512.0 * (a == 1 ? p->n : 1));
+    if (p->g.p[j].size > 1 && p->g.p[j].dim == 0)
+      per_ch = MAX(per_ch, p->net.nccl_ll_channel_s[0]);
+    else if (p->g.p[j].size > 1)
+      net_ch = MAX(net_ch, p->net.nccl_ll_channel_s[p->g.p[j].dim]);
+  /* Across nodes a network dimension's cost per channel beyond the first is paid on every
+   * network hop of the data's path (each GPU's proxy thread serves its channels' network sends
+   * and receives in turn; the first channel's are in the hop's latency): the tree's
+   * 2 x log2(nodes) levels (up and down), the ring's network steps (2 (nodes - 1) for
+   * all-reduce). Echo's LL rows show it: from 8 to 16 KiB (2 to 4 channels) the time grows by
+   * ~11, 26, 42 and 71 us on 2, 4, 8 and 16 nodes, with the tree's levels. */
+  double ch = p->bytes / (8.0 * 512.0 * (a == 1 ? p->n : 1));
+  int nodes = p->local > 0 ? p->n / p->local : 1;
+  double hops =
+      a == 0 ? 2.0 * tree_levels(nodes) : (p->kind == TS_COLL_ALLREDUCE ? 2.0 : 1.0) * (nodes - 1);
+  if (q == 0)
+    p->base_lat_s += per_ch * ch + net_ch * MAX(hops, 0.0) * MAX(ch - 1.0, 0.0);
 }
 
 /* Tree bandwidth correction of NCCL's model for all-reduce (treeCorrectionFactor, tuning.cc):
