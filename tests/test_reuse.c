@@ -2,6 +2,8 @@
  * re-places it for the split's other placements (ts_plan_trace_key, ts_plan_trace_replace). The
  * re-placed trace must be the one ts_plan_trace builds for that placement, op for op, and a
  * sweep through the pool must predict what each configuration predicts alone, to the bit. */
+#include "ts_coll.h"
+#include "ts_degrade.h"
 #include "ts_plan.h"
 #include "ts_pool.h"
 #include "ts_run.h"
@@ -369,6 +371,40 @@ Test(reuse, replays_in_the_views_initial_states)
         ts_backend_free(b1);
         ts_backend_free(b2);
       }
+}
+
+Test(reuse, analytic_pair_seconds_by_source_destination_and_bytes)
+{
+  /* The analytic backend remembers a send/receive pair's seconds by (source, destination,
+   * bytes) in a direct-mapped table (issue 15, twentieth pass): every pair of chips of the 8x8
+   * torus, with one dead link, in an order that makes keys share slots, at three sizes, must
+   * give ts_p2p_time's bits on the array the pair's route sees. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *e = NULL;
+  cr_assert(ts_degrade_add_link(t, 0, 3, "test", &e)); /* x link (3, 0) - (4, 0) */
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=4@x,dp=8@x+y,pp=2@y", 64, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  ts_backend *b = ts_backend_analytic_new(t);
+  ts_replay *r = ts_replay_new(tr, b, TS_REPLAY_FULL);
+  cr_assert_not_null(b->p2p_seconds);
+  const double sizes[] = {1e6, 3.5e7, 1e6 + 1};
+  int n = t->nchips, checked = 0;
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < n * n; i++)
+      for (int k = 0; k < 3; k++) { /* a pair's sizes one after another: one slot */
+        int src = (i * 37 + round) % n, dst = (i / n * 11 + i) % n;
+        double got = b->p2p_seconds(b, r, src, dst, sizes[k], 0.0);
+        g_autoptr(ts_topo) dt = ts_degrade_topo(t, ts_degrade_route_mask(t, src, dst));
+        double want = ts_p2p_time(ts_degrade_route_mask(t, src, dst) ? dt : t, src, dst,
+                                  sizes[k]);
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "%d -> %d, %g bytes: %.17g, not %.17g",
+                  src, dst, sizes[k], got, want);
+        checked++;
+      }
+  cr_assert_eq(checked, 6 * n * n);
+  ts_replay_free(r);
+  ts_backend_free(b);
 }
 
 Test(reuse, fixed_durations_replay_as_start_would)
