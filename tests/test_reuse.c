@@ -342,9 +342,8 @@ Test(reuse, replays_in_the_views_initial_states)
         g_autoptr(ts_replay_ops) ops = ts_replay_ops_new(tr);
         GArray *want = NULL, *got = NULL;
         ts_replay_result own = replay_on(tr, t, NULL, modes[k], pure, &want, NULL);
-        g_autofree char *what = g_strdup_printf("%s %s %s", splits[i],
-                                                k == 0 ? "collapsed" : "full",
-                                                pure ? "order-free" : "timed");
+        g_autofree char *what = g_strdup_printf(
+            "%s %s %s", splits[i], k == 0 ? "collapsed" : "full", pure ? "order-free" : "timed");
         /* One at a time, twice: the second in the states the first left. */
         for (int round = 0; round < 2; round++) {
           ts_replay_result r = replay_on(tr, t, ops, modes[k], pure, &got, NULL);
@@ -396,10 +395,9 @@ Test(reuse, analytic_pair_seconds_by_source_destination_and_bytes)
         int src = (i * 37 + round) % n, dst = (i / n * 11 + i) % n;
         double got = b->p2p_seconds(b, r, src, dst, sizes[k], 0.0);
         g_autoptr(ts_topo) dt = ts_degrade_topo(t, ts_degrade_route_mask(t, src, dst));
-        double want = ts_p2p_time(ts_degrade_route_mask(t, src, dst) ? dt : t, src, dst,
-                                  sizes[k]);
-        cr_assert(memcmp(&got, &want, sizeof got) == 0, "%d -> %d, %g bytes: %.17g, not %.17g",
-                  src, dst, sizes[k], got, want);
+        double want = ts_p2p_time(ts_degrade_route_mask(t, src, dst) ? dt : t, src, dst, sizes[k]);
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "%d -> %d, %g bytes: %.17g, not %.17g", src,
+                  dst, sizes[k], got, want);
         checked++;
       }
   cr_assert_eq(checked, 6 * n * n);

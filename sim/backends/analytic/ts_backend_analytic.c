@@ -70,7 +70,7 @@ typedef struct {
     int src, dst; /* src -1: empty */
     guint64 bytes_bits;
     double seconds;
-  } *p2p_memo;
+  } * p2p_memo;
 } analytic;
 
 #define P2P_MEMO_SIZE 256u
