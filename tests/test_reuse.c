@@ -2,6 +2,8 @@
  * re-places it for the split's other placements (ts_plan_trace_key, ts_plan_trace_replace). The
  * re-placed trace must be the one ts_plan_trace builds for that placement, op for op, and a
  * sweep through the pool must predict what each configuration predicts alone, to the bit. */
+#include "ts_coll.h"
+#include "ts_degrade.h"
 #include "ts_plan.h"
 #include "ts_pool.h"
 #include "ts_run.h"
@@ -319,6 +321,88 @@ Test(reuse, replay_ops_shared_across_placements)
         assert_same_result(&shared, &own, pairs[i][1]);
       }
   }
+}
+
+Test(reuse, replays_in_the_views_initial_states)
+{
+  /* With a shared view, each program's last simulated rank replays in the view's initial
+   * states, set back from the counts the view keeps (issue 15, twentieth pass); a replay made
+   * while another holds them copies its states from them as that replay left them. Replays of
+   * one placement, one at a time and two at once, order-free and timed, in both modes, must
+   * give every span of a replay with a view of its own, bit for bit. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  const char *splits[] = {"tp=4@x,dp=8@x+y,pp=2@y", "dp=32@x+y,pp=2@y,zero=1", "tp=8@x,dp=8@y"};
+  ts_replay_mode modes[] = {TS_REPLAY_COLLAPSED, TS_REPLAY_FULL};
+  for (guint i = 0; i < G_N_ELEMENTS(splits); i++)
+    for (guint k = 0; k < G_N_ELEMENTS(modes); k++)
+      for (int pure = 0; pure < 2; pure++) {
+        g_autoptr(ts_plan) p = make_plan(m, t, splits[i], 64, 1);
+        g_autoptr(ts_trace) tr = trace_of(p);
+        g_autoptr(ts_replay_ops) ops = ts_replay_ops_new(tr);
+        GArray *want = NULL, *got = NULL;
+        ts_replay_result own = replay_on(tr, t, NULL, modes[k], pure, &want, NULL);
+        g_autofree char *what = g_strdup_printf(
+            "%s %s %s", splits[i], k == 0 ? "collapsed" : "full", pure ? "order-free" : "timed");
+        /* One at a time, twice: the second in the states the first left. */
+        for (int round = 0; round < 2; round++) {
+          ts_replay_result r = replay_on(tr, t, ops, modes[k], pure, &got, NULL);
+          assert_same_result(&r, &own, what);
+          assert_same_spans(got, g_array_ref(want), what);
+        }
+        /* Two at once: the second copies the first's states, set back. */
+        ts_backend *b1 = ts_backend_analytic_new(t), *b2 = ts_backend_analytic_new(t);
+        b1->pure_when_fixed = b2->pure_when_fixed = pure;
+        ts_replay *r1 = ts_replay_new_shared(tr, ops, b1, modes[k]);
+        ts_replay_keep_spans(r1, TRUE);
+        ts_replay_result x1, x2;
+        g_autoptr(GError) err = NULL;
+        cr_assert(ts_replay_run(r1, &x1, &err), "%s", err ? err->message : "");
+        ts_replay *r2 = ts_replay_new_shared(tr, ops, b2, modes[k]);
+        ts_replay_keep_spans(r2, TRUE);
+        cr_assert(ts_replay_run(r2, &x2, &err), "%s: %s", what, err ? err->message : "");
+        assert_same_result(&x1, &own, what);
+        assert_same_result(&x2, &own, what);
+        assert_same_spans(g_array_ref((GArray *)ts_replay_spans(r2)), g_array_ref(want), what);
+        assert_same_spans(g_array_ref((GArray *)ts_replay_spans(r1)), want, what);
+        ts_replay_free(r1);
+        ts_replay_free(r2);
+        ts_backend_free(b1);
+        ts_backend_free(b2);
+      }
+}
+
+Test(reuse, analytic_pair_seconds_by_source_destination_and_bytes)
+{
+  /* The analytic backend remembers a send/receive pair's seconds by (source, destination,
+   * bytes) in a direct-mapped table (issue 15, twentieth pass): every pair of chips of the 8x8
+   * torus, with one dead link, in an order that makes keys share slots, at three sizes, must
+   * give ts_p2p_time's bits on the array the pair's route sees. */
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  GError *e = NULL;
+  cr_assert(ts_degrade_add_link(t, 0, 3, "test", &e)); /* x link (3, 0) - (4, 0) */
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=4@x,dp=8@x+y,pp=2@y", 64, 1);
+  g_autoptr(ts_trace) tr = trace_of(p);
+  ts_backend *b = ts_backend_analytic_new(t);
+  ts_replay *r = ts_replay_new(tr, b, TS_REPLAY_FULL);
+  cr_assert_not_null(b->p2p_seconds);
+  const double sizes[] = {1e6, 3.5e7, 1e6 + 1};
+  int n = t->nchips, checked = 0;
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < n * n; i++)
+      for (int k = 0; k < 3; k++) { /* a pair's sizes one after another: one slot */
+        int src = (i * 37 + round) % n, dst = (i / n * 11 + i) % n;
+        double got = b->p2p_seconds(b, r, src, dst, sizes[k], 0.0);
+        g_autoptr(ts_topo) dt = ts_degrade_topo(t, ts_degrade_route_mask(t, src, dst));
+        double want = ts_p2p_time(ts_degrade_route_mask(t, src, dst) ? dt : t, src, dst, sizes[k]);
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "%d -> %d, %g bytes: %.17g, not %.17g", src,
+                  dst, sizes[k], got, want);
+        checked++;
+      }
+  cr_assert_eq(checked, 6 * n * n);
+  ts_replay_free(r);
+  ts_backend_free(b);
 }
 
 Test(reuse, fixed_durations_replay_as_start_would)

@@ -79,6 +79,10 @@ typedef struct {
    * shape_of[k] is set (NULL is a roofline op's). */
   const ts_op_shape **shape_of;
   gboolean *shape_done;
+  /* ts_plan_layer_params per layer, once per trace: ZeRO gathers, gradient passes and syncs
+   * ask for it per layer and micro-batch (issue 15, twentieth pass: divisions, 1.3% of the
+   * every-split sweep). */
+  double *layer_params;
   gboolean sync_next; /* the next compute op waits for the device first (load=sync) */
   /* Gradient bucket labels by (kind, first layer, last layer): with ZeRO 2 and 3 every
    * micro-batch's backward flushes its buckets, so they are formatted once per trace. */
@@ -316,16 +320,19 @@ static void tag_op(gen *g, ts_op *o)
 
 static void contend(gen *g, const ts_op *coll);
 
-static int emit(gen *g, const ts_op *op, int label, const int *deps, int ndeps)
+/* Appends the caller's op with this label and the generator's tag, set in the caller's op
+ * itself: each caller builds its op for one emit and discards it. Not copied (issue 15,
+ * twentieth pass: copying a just-written 120-byte ts_op, twice on the way from emit_compute,
+ * stalled on the caller's stores, 4-5% of the every-split sweep). */
+static int emit(gen *g, ts_op *o, int label, const int *deps, int ndeps)
 {
-  ts_op o = *op;
-  o.label = label;
-  tag_op(g, &o);
+  o->label = label;
+  tag_op(g, o);
   g->cur_layer = g->cur_lo = g->cur_hi = -1;
   g->cur_role = g->cur_phase = g->cur_stage = 0;
-  int id = ts_trace_append(g->tr, g->prog, &o, deps, ndeps);
-  if (o.kind == TS_OP_COLL && o.stream != S_COMPUTE && g->contend_on)
-    contend(g, &o);
+  int id = ts_trace_append(g->tr, g->prog, o, deps, ndeps);
+  if (o->kind == TS_OP_COLL && o->stream != S_COMPUTE && g->contend_on)
+    contend(g, o);
   return id;
 }
 
@@ -385,11 +392,10 @@ static int bucket_label_keep(gen *g, int kind, int a, int b)
 }
 
 /* An op on the compute stream; it also waits for everything pending. */
-static int emit_main(gen *g, const ts_op *op, int label)
+static int emit_main(gen *g, ts_op *op, int label)
 {
-  ts_op o = *op;
-  o.stream = S_COMPUTE;
-  int id = emit(g, &o, label, (const int *)g->pend->data, (int)g->pend->len);
+  op->stream = S_COMPUTE; /* the caller's op, as emit's */
+  int id = emit(g, op, label, (const int *)g->pend->data, (int)g->pend->len);
   g_array_set_size(g->pend, 0);
   g->last = id;
   return id;
@@ -715,7 +721,7 @@ static void zero_gather(gen *g, int i)
 {
   const ts_layer *l = &g->p->model->layers[i];
   /* In fp8 for a Float8 GEMM layer with fp8-gather (ts_plan_gather_bytes_per_param). */
-  double bytes = ts_plan_layer_params(g->p, i) * ts_plan_gather_bytes_per_param(g->p, i);
+  double bytes = g->layer_params[i] * ts_plan_gather_bytes_per_param(g->p, i);
   gboolean expert = g->p->exec[i].expert;
   ts_op op =
       coll_op(g, TS_COLL_ALLGATHER, expert ? g->g_edp : g->g_dp, bytes, TS_CAT_COMM_DP, S_ZERO);
@@ -1385,8 +1391,10 @@ static ts_op_shape grad_pass_shape(int kernels, double host_op_us)
 static void apex_grad_add(gen *g, int i)
 {
   const ts_plan *p = g->p;
-  double n = ts_plan_layer_params(p, i);
-  if (!p->dp_engine_apex || !(n > 0))
+  if (!p->dp_engine_apex) /* before the layer's parameters (divisions, per layer and micro-batch) */
+    return;
+  double n = g->layer_params[i];
+  if (!(n > 0))
     return;
   double per = p->model->dtype_bytes + 4.0 + 4.0 + (g->cur_mb == 0 ? 4.0 : 0.0);
   ts_op_shape sh = grad_pass_shape(2, TS_TORCH_OPTIM_OP_US);
@@ -1715,7 +1723,7 @@ static void sync_grads(gen *g, int a, int b)
       continue;
     if (tp_first) {
       /* On the gradient stream, so the bucket's reduce-scatter follows it. */
-      double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
+      double bytes = g->layer_params[i] * m->dtype_bytes;
       ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, bytes, TS_CAT_COMM_DP, S_DP);
       int l = bucket_label_known(g, BL_TP_FIRST, i, i);
       if (l < 0) {
@@ -1725,7 +1733,7 @@ static void sync_grads(gen *g, int a, int b)
       }
       emit(g, &op, l, &g->wgrad_op[i], 1);
     }
-    double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
+    double bytes = g->layer_params[i] * m->dtype_bytes;
     int block = m->layers[i].block;
     if (p->fsdp1 && w == 0 && block < 0) {
       /* FSDP1 reduce-scatters a wrapped unit's FlatParameter whole, once its gradient is
@@ -1911,7 +1919,7 @@ static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
   double params = 0.0;
   int tensors = 0;
   for (int i = a; i < b; i++) {
-    double n = ts_plan_layer_params(p, i);
+    double n = g->layer_params[i];
     params += n;
     tensors += n > 0 ? 2 : 0;
   }
@@ -1933,7 +1941,7 @@ static void ds_grad_accumulate(gen *g, int k, int a, int b, int u)
 static void fsdp1_grad(gen *g, int i)
 {
   const ts_plan *p = g->p;
-  double n = ts_plan_layer_params(p, i), per = ts_plan_fsdp1_grad_bytes(p);
+  double n = g->layer_params[i], per = ts_plan_fsdp1_grad_bytes(p);
   if (!(per > 0) || !(n > 0) || ts_plan_grad_ranks(p) <= 1)
     return;
   ts_op_shape sh = grad_pass_shape(p->fsdp1 == 2 ? 3 : 2, 0.0);
@@ -2224,7 +2232,7 @@ static void dp_overlap_gathers(gen *g)
   for (int c = 0; c < p->chunks; c++) {
     int k = c * P + g->device;
     for (int i = p->stage_first[k]; i < p->stage_first[k + 1]; i++) {
-      double bytes = ts_plan_layer_params(p, i) * m->dtype_bytes;
+      double bytes = g->layer_params[i] * m->dtype_bytes;
       if (bytes <= 0 || ts_plan_shard_ranks(p) <= 1)
         continue;
       gboolean expert = p->exec[i].expert;
@@ -2346,6 +2354,9 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.labels = g_new(int, nslots);
   g.shape_of = g_new(const ts_op_shape *, (gsize)MAX(m->nlayers, 1) * N_PASSES);
   g.shape_done = g_new0(gboolean, (gsize)MAX(m->nlayers, 1) * N_PASSES);
+  g.layer_params = g_new(double, m->nlayers > 0 ? m->nlayers : 1);
+  for (int i = 0; i < m->nlayers; i++)
+    g.layer_params[i] = ts_plan_layer_params(p, i);
   g.bucket_labels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   g.contend_s = g_hash_table_new_full(contend_hash, contend_equal, g_free, g_free);
   g.contend_label = -1;
@@ -2428,6 +2439,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_free(g.labels);
   g_free(g.shape_of);
   g_free(g.shape_done);
+  g_free(g.layer_params);
   g_hash_table_unref(g.bucket_labels);
   g_hash_table_unref(g.contend_s);
   /* The collective algorithm is resolved here, once, so every backend replays the same one. */

@@ -30,6 +30,11 @@ typedef struct {
    * which the last simulated rank running the program takes as its own (issue 11: no second
    * copy of a 10-million-op program's state). */
   op_state *tmpl;
+  /* Every op's initial predecessor count (tmpl's `remaining`), with a shared view: the last
+   * simulated rank running the program replays in tmpl itself, so tmpl's times and counts are
+   * that replay's afterwards, and each replay sets them back from here (issue 15, twentieth
+   * pass). NULL in a replay's own view. */
+  int *init_remaining;
   int *succ_off; /* nops + 1 offsets into succ; freed when a replay owning them has run */
   /* Every op's successors in CSR form (succ_off); an op's state names its first two itself and
    * the list here only when it has more (op_state.s0, s1). */
@@ -59,15 +64,20 @@ typedef struct {
 G_STATIC_ASSERT(TS_MAX_AXES <= 32);
 
 /* The replay's view of a trace's ops: per program, what prog_info_init reads of them. */
-/* A block of op states (ts_replay.states) a finished replay left for the next one. */
+/* A block of op states (ts_replay.states) a finished replay left for the next one, and whether
+ * a replay is using the view's initial states (prog_info.tmpl) as its own. */
 typedef struct {
   op_state *block; /* NULL: none */
   size_t bytes;
+  gboolean tmpl_lent;
 } states_spare;
 
 struct ts_replay_ops {
   int nprograms;
   prog_info *progs;
+  /* The programs' initial states in one block in huge pages, when they are many (NULL: each
+   * program's tmpl is its own allocation). A replay runs in them (prog_info.init_remaining). */
+  op_state *tmpl_block;
   /* The states block of the view's last replay, for its next (issue 15, eighteenth pass: its
    * pages come with their TLB entries and no fault; a pointer, as a const view lends it). */
   states_spare *spare;
@@ -252,6 +262,9 @@ struct ts_replay {
    * is shared and they are many; NULL: each rank's states are a block of their own. */
   op_state *states;
   size_t states_bytes;
+  /* The shared view's initial states are this replay's: each program's last simulated rank
+   * replays in prog_info.tmpl (its sim_rank.st), set back from init_remaining first. */
+  gboolean tmpl_lent;
 };
 
 /* Op states of a replay in one block from this many bytes: in 2 MiB pages where the system
@@ -444,12 +457,12 @@ static gboolean order_scan_finish(order_scan *os, prog_info *pi, const ts_progra
 /* Three passes over the program's ops (issue 15: ts_replay_new was 6% of a sweep): what the
  * engine reads of each op and the streams' range; stream predecessors with the predecessor and
  * successor counts; the successor lists, in the order deps then stream successor per op. */
-static void prog_info_init(prog_info *pi, const ts_program *p)
+static void prog_info_init(prog_info *pi, const ts_program *p, op_state *tmpl)
 {
   int n = p->nops;
   gsize n1 = n > 0 ? (gsize)n : 1;
   pi->nops = n;
-  pi->tmpl = g_new(op_state, n1);
+  pi->tmpl = tmpl != NULL ? tmpl : g_new(op_state, n1);
   pi->succ_off = g_new0(int, (gsize)n + 1);
   pi->p2p_axes = 0;
   pi->p2p_peer = FALSE;
@@ -519,6 +532,9 @@ static void prog_info_init(prog_info *pi, const ts_program *p)
     if (sp >= 0)
       succ_n[sp]++;
   }
+  pi->init_remaining = g_new(int, n1);
+  for (int i = 0; i < n; i++)
+    pi->init_remaining[i] = pi->tmpl[i].remaining;
   pi->nroots = 0;
   for (int i = 0; i < n; i++)
     pi->nroots += pi->tmpl[i].remaining == 0;
@@ -659,15 +675,31 @@ static void p2p_remove(p2p_table *t, p2p_slot *s)
   }
 }
 
-ts_replay_ops *ts_replay_ops_new(const ts_trace *tr)
+/* The view of tr's ops; shared (by replays of its placements): its initial states in one block
+ * when they are many, as a replay's own states are (states_block), since replays run in them. */
+static ts_replay_ops *replay_ops_new(const ts_trace *tr, gboolean shared)
 {
   ts_replay_ops *o = g_new0(ts_replay_ops, 1);
   o->nprograms = tr->nprograms;
   o->progs = g_new0(prog_info, tr->nprograms > 0 ? tr->nprograms : 1);
+  size_t nstates = 0;
   for (int p = 0; p < tr->nprograms; p++)
-    prog_info_init(&o->progs[p], &tr->programs[p]);
+    nstates += (size_t)(tr->programs[p].nops > 0 ? tr->programs[p].nops : 1);
+  if (shared && nstates * sizeof(op_state) >= STATES_BLOCK_MIN)
+    o->tmpl_block = states_block(nstates * sizeof(op_state));
+  size_t used = 0;
+  for (int p = 0; p < tr->nprograms; p++) {
+    prog_info_init(&o->progs[p], &tr->programs[p],
+                   o->tmpl_block != NULL ? o->tmpl_block + used : NULL);
+    used += (size_t)(tr->programs[p].nops > 0 ? tr->programs[p].nops : 1);
+  }
   o->spare = g_new0(states_spare, 1);
   return o;
+}
+
+ts_replay_ops *ts_replay_ops_new(const ts_trace *tr)
+{
+  return replay_ops_new(tr, TRUE);
 }
 
 void ts_replay_ops_free(ts_replay_ops *o)
@@ -675,7 +707,9 @@ void ts_replay_ops_free(ts_replay_ops *o)
   if (o == NULL)
     return;
   for (int p = 0; p < o->nprograms; p++) {
-    g_free(o->progs[p].tmpl);
+    if (o->tmpl_block == NULL)
+      g_free(o->progs[p].tmpl);
+    g_free(o->progs[p].init_remaining);
     g_free(o->progs[p].succ_off);
     g_free(o->progs[p].succ);
     g_free(o->progs[p].p2p);
@@ -683,6 +717,7 @@ void ts_replay_ops_free(ts_replay_ops *o)
     g_free(o->progs[p].unsafe_groups);
   }
   g_free(o->progs);
+  free(o->tmpl_block); /* aligned_alloc's */
   if (o->spare != NULL)
     free(o->spare->block);
   g_free(o->spare);
@@ -708,8 +743,11 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   ts_replay *r = g_new0(ts_replay, 1);
   r->tr = tr;
   r->backend = b;
-  if (ops == NULL)
-    ops = r->own_ops = ts_replay_ops_new(tr);
+  if (ops == NULL) {
+    ops = r->own_ops = replay_ops_new(tr, FALSE);
+    for (int p = 0; p < tr->nprograms; p++) /* its initial states are taken, not set back */
+      g_clear_pointer(&r->own_ops->progs[p].init_remaining, g_free);
+  }
   r->progs = ops->progs;
   /* A send along a symmetric axis pairs ranks of the same class: its partner is not a class
    * representative, so collapsing cannot replay it. */
@@ -749,10 +787,19 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
   r->order_free = want_fixed && b->pure_when_fixed;
   r->mode_asked = mode;
   r->ops_shared = r->own_ops == NULL ? ops : NULL;
-  /* With a shared view, every rank copies its states: into one block when they are many. */
+  /* With a shared view, each program's last simulated rank replays in the view's initial
+   * states, set back where an earlier replay left them (issue 15, twentieth pass: every rank
+   * copied its states, 38 MB written to freshly faulted memory per replay of a pp=64 split, 3-5%
+   * of the every-split sweep with the page clearing), unless another replay of the view is
+   * using them; the other ranks copy theirs, into one block when they are many. */
+  if (r->own_ops == NULL && ops->spare != NULL && !ops->spare->tmpl_lent) {
+    r->tmpl_lent = TRUE;
+    ops->spare->tmpl_lent = TRUE;
+  }
   size_t nstates = 0;
   for (int p = 0; r->own_ops == NULL && p < tr->nprograms; p++)
-    nstates += (size_t)users[p] * (size_t)(tr->programs[p].nops > 0 ? tr->programs[p].nops : 1);
+    nstates += (size_t)(users[p] - (r->tmpl_lent && users[p] > 0)) *
+               (size_t)(tr->programs[p].nops > 0 ? tr->programs[p].nops : 1);
   size_t used_states = 0;
   if (nstates * sizeof(op_state) >= STATES_BLOCK_MIN) {
     states_spare *sp = ops->spare;
@@ -788,6 +835,27 @@ ts_replay *ts_replay_new_shared(const ts_trace *tr, const ts_replay_ops *ops, ts
       r->own_ops->progs[s.program].tmpl = NULL;
       for (int i = 0; f != NULL && i < n; i++)
         s.st[i].x = f[i];
+    } else if (r->own_ops == NULL) {
+      /* A shared view's states: its successors and op fields as they are, the times, fixed
+       * durations and counts set back (tmpl's may be an earlier replay's). */
+      const prog_info *pi = &r->progs[s.program];
+      const op_state *t0 = pi->tmpl;
+      const int *rem = pi->init_remaining;
+      if (last && r->tmpl_lent) {
+        s.st = pi->tmpl;
+      } else if (r->states != NULL) {
+        s.st = r->states + used_states;
+        used_states += (size_t)(n > 0 ? n : 1);
+      } else {
+        s.st = g_new(op_state, n > 0 ? n : 1);
+      }
+      for (int i = 0; i < n; i++) {
+        op_state o = t0[i];
+        o.t = 0.0;
+        o.x = f != NULL ? f[i] : NAN;
+        o.remaining = rem[i];
+        s.st[i] = o;
+      }
     } else {
       const op_state *t0 = r->progs[s.program].tmpl;
       if (r->states != NULL) {
@@ -861,7 +929,7 @@ void ts_replay_free(ts_replay *r)
     return;
   ts_replay_ops_free(r->own_ops);
   for (int i = 0; i < r->nsim; i++) {
-    if (r->states == NULL)
+    if (r->states == NULL && r->sims[i].st != r->progs[r->sims[i].program].tmpl)
       g_free(r->sims[i].st);
     g_free(r->sims[i].coll_seq);
     g_free(r->sims[i].base);
@@ -871,6 +939,8 @@ void ts_replay_free(ts_replay *r)
   }
   /* The block goes to the view for its next replay (the larger one stays), else is freed. */
   states_spare *sp = r->ops_shared != NULL ? r->ops_shared->spare : NULL;
+  if (r->tmpl_lent && sp != NULL)
+    sp->tmpl_lent = FALSE;
   if (r->states != NULL && sp != NULL && (sp->block == NULL || sp->bytes < r->states_bytes)) {
     free(sp->block);
     sp->block = g_steal_pointer(&r->states);

@@ -785,7 +785,12 @@ gboolean ts_trace_resolve_algos(ts_trace *tr, const ts_topo *t, GError **error)
       coll_memo_key k = {o->group, (int)o->coll, (int)o->algo, 0};
       memcpy(&k.bytes_bits, &o->bytes, sizeof k.bytes_bits);
       const ts_coll_desc *d;
-      if (last_id[o->group] > 0 && coll_memo_equal(&k, &last_key[o->group])) {
+      /* Field by field against the values, not the key just stored (issue 15, twentieth pass:
+       * comparing the key as a whole loaded 8 bytes over two 4-byte stores, a store-forwarding
+       * stall per collective, 2% of the every-split sweep). */
+      const coll_memo_key *lk = &last_key[o->group];
+      if (last_id[o->group] > 0 && lk->group == o->group && lk->coll == (int)o->coll &&
+          lk->algo == (int)o->algo && memcmp(&lk->bytes_bits, &o->bytes, sizeof o->bytes) == 0) {
         d = &g_array_index(tr->colls, ts_coll_desc, last_id[o->group] - 1);
         ts_program_set_resolved(prog, i, d->algo, last_id[o->group]);
         continue;
