@@ -34,10 +34,9 @@ check=0
 [ "${1:-}" = "--check" ] && check=1
 bench_build
 bench_tmp
-# The rows replayed, as validate rows with the group column left for the value tried:
-# the mesh-transformer-jax rows (the source column dropped, model files made absolute: the
-# replay CSV is not beside them),
-# then two phase rows per LAMB row, in file order (phase 1, then phase 2).
+# The rows replayed, as validate rows with the group column left for the value tried: the
+# mesh-transformer-jax rows (the source column dropped, model files made absolute: the replay
+# CSV is not beside them), then two phase rows per LAMB row, in file order (phase 1, then 2).
 grep -v '^#' "$mtj" | awk -v dir="$PWD/data/published/mesh-transformer-jax" '
   NR == 1 { next }
   { sub(/^[^,]*,/, ""); sub(/,[^,]*$/, ""); n = split($0, f, ","); f[3] = dir "/" f[3]
