@@ -13,7 +13,7 @@
 #     data/published/{gpt-neox,palm,opt}, one row block each);
 #   <!-- accuracy-phases: data/published/lamb/you2019-lamb-table1.csv -->  ...  <!-- /accuracy -->
 #     the LAMB paper's TPU v3 rows, whose times mix two pre-training phases (not a step-time
-#     file): bench/fit_tpuv3.sh --check's table at the shipped profile;
+#     file): bench/fit_tpuv3.sh --check's tables at the shipped profile;
 #   <!-- accuracy-glance -->  ...  <!-- /accuracy -->
 #     "At a glance": every row pooled per chip kind (the [chip] profile of the row's topology,
 #     bench/accuracy_rows.awk) over step-time rows (the LAMB TPU v3 rows included), then the
@@ -75,8 +75,9 @@ done
 # The TPU v3 rows of two phases each (bench/fit_tpuv3.sh, data/published/lamb/PROVENANCE.txt).
 bench/fit_tpuv3.sh --check 2>/dev/null > "$tables/phases.txt"
 echo "data/published/lamb/you2019-lamb-table1.csv: $(tail -n 1 "$tables/phases.txt")"
-# Its rows (error printed to 0.1%) count as TPU v3 step times in "At a glance".
-awk '$2 == "fit" || $2 == "held-out" { e = $NF; sub(/%$/, "", e); e += 0
+# Its LAMB rows (a chip count first; error printed to 0.1%) count as TPU v3 step times in "At a
+# glance" (its GPT-J rows are benchmarks-v3.csv's, counted above).
+awk '$1 ~ /^[0-9]+$/ && ($2 == "fit" || $2 == "held-out") { e = $NF; sub(/%$/, "", e); e += 0
   printf "TPU v3\tstep\tlamb-you2019-lamb-table1\t%.6f\t%.6f\n", e < 0 ? -e : e, e }' \
   "$tables/phases.txt" >> "$tables/rows.tsv"
 # "At a glance": per chip kind over step-time rows, then bus bandwidth and memory rows.

@@ -1025,8 +1025,8 @@ Test(profile, shipped_profiles_are_derated_and_say_whether_calibrated)
   }
   /* A100 80GB (vTrain), the two H100s (TorchTitan's 500 W part fitted, the 700 W SXM5 by the
    * power rule), B200 and GB200 (Megatron-Bridge's Llama 3 8B rows, one fit each), P40
-   * (torchgpipe), V100 (DeepLearningExamples' BERT-Large), TPU v3 (the LAMB paper's BERT-Large)
-   * and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the others say they are not. */
+   * (torchgpipe), V100 (DeepLearningExamples' BERT-Large), TPU v3 (mesh-transformer-jax's GPT-J
+   * 6B step) and TPU v4, v5e, v5p, v6e (MaxText) are fitted; the others say they are not. */
   cr_assert_eq(calibrated, 12, "%d calibrated profiles, expected 12", calibrated);
 }
 
