@@ -405,6 +405,19 @@ Test(cli, failed_run_leaves_no_output_files)
   run_free(&r);
 }
 
+/* A sweep whose CSV goes to stdout has no sweep.json to point at: the exit status 1 comes with
+ * the first reason (it said "see sweep.json skipped" and gave none). */
+Test(cli, sweep_to_stdout_names_why_a_configuration_failed)
+{
+  run_result r =
+      run("sweep -t dgx-a100-4node,dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32,precision=fp8");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "the first: ") != NULL && strstr(r.err, "peak_tflops_fp8") != NULL, "%s",
+            r.err);
+  cr_assert(strstr(r.out, "DGX H100 4 nodes") != NULL, "the H100 row is predicted: %s", r.out);
+  run_free(&r);
+}
+
 Test(cli, same_inputs_give_identical_bytes)
 {
   const char *formats[] = {"text", "csv", "json"};

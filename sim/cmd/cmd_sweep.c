@@ -437,10 +437,20 @@ int ts_cmd_sweep(int argc, char **argv)
         status = ts_cmd_fail("sweep", err);
     }
     if (status == 0 && failed > 0) {
-      fprintf(stderr,
-              "trainsim sweep: %d configuration%s could not be replayed (see sweep.json "
-              "skipped)\n",
-              failed, failed == 1 ? "" : "s");
+      /* Without -o there is no sweep.json, and the CSV on stdout has no skipped list: name
+       * the first reason here so the exit status 1 comes with one. */
+      int first = 0;
+      while (out[first].status != TS_OUTCOME_FAILED)
+        first++;
+      if (outdir != NULL || json_out)
+        fprintf(stderr, "trainsim sweep: %d configuration%s could not be replayed (see %s)\n",
+                failed, failed == 1 ? "" : "s",
+                outdir != NULL ? "sweep.json skipped" : "skipped in the JSON");
+      else
+        fprintf(stderr,
+                "trainsim sweep: %d configuration%s could not be replayed (every reason: -f "
+                "json, skipped); the first: %s\n",
+                failed, failed == 1 ? "" : "s", out[first].message);
       status = 1;
     }
   }
