@@ -718,6 +718,21 @@ Test(release, calibrate_against_reads_validates_measurement_columns)
   rm_rf(dir);
 }
 
+/* A vary cell that gives one key twice is refused, as sweep refuses a second --vary of a key:
+ * "dim.x.size=4;dim.x.size=8" ran on 8 chips and two factors compounded. */
+Test(release, validate_against_refuses_a_vary_key_given_twice)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "v.csv", NULL);
+  cr_assert(g_file_set_contents(csv,
+                                "topology,vary,model,split,global_batch,micro_batch,step_time_s\n"
+                                "tpu-v3-8x8,dim.x.size=4;dim.x.size=8,mlp,dp=64,64,1,0.1\n",
+                                -1, NULL));
+  g_autofree char *a = g_strdup_printf("validate --against %s", csv);
+  expect_input_error(a, "v.csv:2: column vary: 'dim.x.size=8': key dim.x.size given twice");
+  rm_rf(dir);
+}
+
 Test(release, a_zero_batch_is_refused_not_missing)
 {
   /* -b 0 was reported as "missing --global-batch" although it was given. */
