@@ -521,6 +521,20 @@ Test(cli, simgrid_replay_reports_flows_as_run_does)
   run_free(&b);
 }
 
+/* Every command with --format takes it as -f too: validate alone did not ("Unknown option -f"
+ * for `validate --against FILE -f csv`, which run, sweep and search accept). */
+Test(cli, every_format_option_has_its_short_form)
+{
+  const char *cmds[] = {"run", "collective", "model", "replay", "sweep", "search", "validate"};
+  for (size_t c = 0; c < G_N_ELEMENTS(cmds); c++) {
+    g_autofree char *args = g_strdup_printf("%s --help", cmds[c]);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "-f, --format=F") != NULL, "`trainsim %s` has no -f", cmds[c]);
+    run_free(&r);
+  }
+}
+
 Test(cli, help_names_units)
 {
   run_result r = run("run --help");
