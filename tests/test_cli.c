@@ -405,6 +405,19 @@ Test(cli, failed_run_leaves_no_output_files)
   run_free(&r);
 }
 
+/* A sweep whose CSV goes to stdout has no sweep.json to point at: the exit status 1 comes with
+ * the first reason (it said "see sweep.json skipped" and gave none). */
+Test(cli, sweep_to_stdout_names_why_a_configuration_failed)
+{
+  run_result r =
+      run("sweep -t dgx-a100-4node,dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32,precision=fp8");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "the first: ") != NULL && strstr(r.err, "peak_tflops_fp8") != NULL, "%s",
+            r.err);
+  cr_assert(strstr(r.out, "DGX H100 4 nodes") != NULL, "the H100 row is predicted: %s", r.out);
+  run_free(&r);
+}
+
 Test(cli, same_inputs_give_identical_bytes)
 {
   const char *formats[] = {"text", "csv", "json"};
@@ -506,6 +519,20 @@ Test(cli, simgrid_replay_reports_flows_as_run_does)
   run_free(&t);
   run_free(&a);
   run_free(&b);
+}
+
+/* Every command with --format takes it as -f too: validate alone did not ("Unknown option -f"
+ * for `validate --against FILE -f csv`, which run, sweep and search accept). */
+Test(cli, every_format_option_has_its_short_form)
+{
+  const char *cmds[] = {"run", "collective", "model", "replay", "sweep", "search", "validate"};
+  for (size_t c = 0; c < G_N_ELEMENTS(cmds); c++) {
+    g_autofree char *args = g_strdup_printf("%s --help", cmds[c]);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "-f, --format=F") != NULL, "`trainsim %s` has no -f", cmds[c]);
+    run_free(&r);
+  }
 }
 
 Test(cli, help_names_units)

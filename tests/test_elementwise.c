@@ -9,6 +9,7 @@
 #include "ts_run.h"
 #include "ts_test.h"
 #include "ts_trace.h"
+#include "ts_util.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -561,7 +562,8 @@ Test(elementwise, sgd_loop_ops_and_the_loss_scaler_sync)
  * Bytes: 136 a decayed element, 116 a bias or LayerNorm one, 12 the global clip's on every one:
  * 148 P - 20 B, with B the 356,154 elements of biases and LayerNorms (2,048 + 24 x 13,312 +
  * 1,024 + 2,048 + 30,522 + 1,024). The clipper reads its norm back: the step waits for the
- * backward. SGD and ZeRO are refused. */
+ * backward. SGD and ZeRO are refused; SGD's refusal says the split does not apply to that model
+ * (a sweep over models skips it). */
 Test(elementwise, bertadam_loop_tensors_kernels_and_bytes)
 {
   ts_topo *t;
@@ -583,6 +585,7 @@ Test(elementwise, bertadam_loop_tensors_kernels_and_bytes)
   ts_plan_free(p);
   g_autoptr(GError) zero = plan_refusal(pm, t, "dp=8,zero=1,optimizer=bertadam", 64, 8);
   cr_assert_not_null(strstr(zero->message, "optimizer=bertadam"), "%s", zero->message);
+  cr_assert_eq(zero->code, TS_ERROR_INPUT, "a bad split in every configuration");
   ts_model_free(pm);
   ts_topo_free(t);
 
@@ -590,6 +593,7 @@ Test(elementwise, bertadam_loop_tensors_kernels_and_bytes)
   ts_plan_free(p);
   g_autoptr(GError) sgd = plan_refusal(pm, t, "dp=8,optimizer=bertadam", 512, 64);
   cr_assert_not_null(strstr(sgd->message, "optimizer = adam"), "%s", sgd->message);
+  cr_assert_eq(sgd->code, TS_ERROR_INVALID, "a sweep over models skips the SGD one");
   ts_model_free(pm);
   ts_topo_free(t);
 }

@@ -190,6 +190,37 @@ Test(degrade, straggler_sets_the_data_parallel_step)
   ts_result_clear(&slow);
 }
 
+/* ZeRO-3's parameter all-gathers and gradient reduce-scatters share the data-parallel group on
+ * two streams: a straggler reaches them in another time order than the other ranks, but every
+ * rank issues them in program order, which is how they meet. The replay numbered them by time
+ * and refused the step ("allgather ... meets reducescatter"); now the step is the straggler's
+ * compute (1 / 0.9 of the healthy one's) plus about the healthy step's communication. */
+Test(degrade, straggler_under_zero3_meets_its_collectives_in_program_order)
+{
+  g_autoptr(ts_topo) t = load_topo("dgx1-v100");
+  g_autoptr(ts_model) m = load_model("bert-large");
+  ts_plan_options po;
+  ts_plan_options_default(&po);
+  po.global_batch = 64;
+  ts_run_options ro = {.backend = "analytic"};
+  GError *e = NULL;
+  g_autoptr(ts_split) s = ts_split_parse("dp=8,zero=3", &e);
+  ts_result healthy, slow;
+  cr_assert(ts_run_predict(m, t, s, &po, &ro, &healthy, &e), "%s", e ? e->message : "");
+  g_autoptr(ts_topo) ts = ts_topo_copy(t);
+  char *strag[] = {"chip:0=0.9", NULL};
+  cr_assert(ts_degrade_apply_options(ts, NULL, strag, &e), "%s", e ? e->message : "");
+  cr_assert(ts_run_predict(m, ts, s, &po, &ro, &slow, &e), "%s", e ? e->message : "");
+  double want_compute = healthy.compute_time_s / 0.9;
+  cr_expect(fabs(slow.compute_time_s / want_compute - 1) < 1e-9, "critical compute %g vs %g",
+            slow.compute_time_s, want_compute);
+  double want_step = want_compute + healthy.step_time_s - healthy.compute_time_s;
+  cr_expect(fabs(slow.step_time_s / want_step - 1) < 0.02, "step %g vs %g", slow.step_time_s,
+            want_step);
+  ts_result_clear(&healthy);
+  ts_result_clear(&slow);
+}
+
 /* ---- the command line ----------------------------------------------------------------------- */
 
 static double csv_value(const char *csv, int row, const char *col);

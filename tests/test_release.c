@@ -718,6 +718,21 @@ Test(release, calibrate_against_reads_validates_measurement_columns)
   rm_rf(dir);
 }
 
+/* A vary cell that gives one key twice is refused, as sweep refuses a second --vary of a key:
+ * "dim.x.size=4;dim.x.size=8" ran on 8 chips and two factors compounded. */
+Test(release, validate_against_refuses_a_vary_key_given_twice)
+{
+  g_autofree char *dir = tmp_dir();
+  g_autofree char *csv = g_build_filename(dir, "v.csv", NULL);
+  cr_assert(g_file_set_contents(csv,
+                                "topology,vary,model,split,global_batch,micro_batch,step_time_s\n"
+                                "tpu-v3-8x8,dim.x.size=4;dim.x.size=8,mlp,dp=64,64,1,0.1\n",
+                                -1, NULL));
+  g_autofree char *a = g_strdup_printf("validate --against %s", csv);
+  expect_input_error(a, "v.csv:2: column vary: 'dim.x.size=8': key dim.x.size given twice");
+  rm_rf(dir);
+}
+
 Test(release, a_zero_batch_is_refused_not_missing)
 {
   /* -b 0 was reported as "missing --global-batch" although it was given. */
@@ -1693,4 +1708,48 @@ Test(release, bench_scripts_refuse_bad_arguments_in_one_line)
               cases[i][2]);
     cr_expect_str_eq(out, "", "%s %s", cases[i][0], cases[i][1]);
   }
+}
+
+/* Every docs/NAME.md#ANCHOR a --help names is a heading of that page (GitHub's anchor: the
+ * heading in lower case, punctuation dropped, spaces as hyphens). import and export named
+ * #importing and #exporting, which no heading makes. */
+Test(release, help_links_name_existing_headings)
+{
+  const char *cmds[] = {"run",    "collective", "trace",    "model",    "replay",
+                        "import", "export",     "platform", "validate", "calibrate",
+                        "sweep",  "search",     "plot",     "merge",    "check"};
+  g_autoptr(GRegex) link = g_regex_new("docs/([a-z-]+\\.md)#([a-z0-9-]+)", 0, 0, NULL);
+  int checked = 0;
+  for (size_t c = 0; c < G_N_ELEMENTS(cmds); c++) {
+    g_autofree char *args = g_strdup_printf("%s --help", cmds[c]);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+    g_autoptr(GMatchInfo) mi = NULL;
+    g_regex_match(link, r.out, 0, &mi);
+    for (; g_match_info_matches(mi); g_match_info_next(mi, NULL)) {
+      g_autofree char *page = g_match_info_fetch(mi, 1), *anchor = g_match_info_fetch(mi, 2);
+      g_autofree char *path = g_build_filename(TS_SOURCE_DIR, "docs", page, NULL), *text = NULL;
+      cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s: no %s", args, path);
+      gboolean found = FALSE;
+      g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+      for (char **l = lines; *l != NULL && !found; l++) {
+        if ((*l)[0] != '#')
+          continue;
+        const char *h = *l + strspn(*l, "#");
+        GString *a = g_string_new(NULL);
+        for (h += strspn(h, " "); *h != '\0'; h++)
+          if (g_ascii_isalnum(*h) || *h == '-' || *h == '_')
+            g_string_append_c(a, g_ascii_tolower(*h));
+          else if (*h == ' ')
+            g_string_append_c(a, '-');
+        found = strcmp(a->str, anchor) == 0;
+        g_string_free(a, TRUE);
+      }
+      cr_assert(found, "`trainsim %s` names docs/%s#%s, which is no heading there", args, page,
+                anchor);
+      checked++;
+    }
+    run_free(&r);
+  }
+  cr_assert_gt(checked, 0, "no link checked");
 }

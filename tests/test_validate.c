@@ -744,6 +744,14 @@ Test(validate, hybrid_sharding_matches_one_processor, .timeout = 60)
   extra y = {.drop = "grad shard all-reduce across replicas head..head"};
   expect_fail("validate-transformer", "dp=8,zero=3,shard=2", TS_PREC_F64, &y,
               "never all-reduced across the replicas");
+  /* replica-reduce=end: one all-reduce of every shard after the backward, tagged with every
+   * layer (untagged it carried no gradient: "expected ranges in [0, 0)"). */
+  for (gsize m = 0; m < G_N_ELEMENTS(models); m++)
+    expect_pass(models[m], "dp=8,zero=3,shard=4,replica-reduce=end", TS_PREC_F64, NULL);
+  expect_pass("validate-llama", "tp=2,dp=4,zero=1,shard=2,replica-reduce=end", TS_PREC_F32, NULL);
+  extra z = {.drop = "grad shard all-reduce across replicas, after the backward"};
+  expect_fail("validate-mlp", "dp=8,zero=3,shard=4,replica-reduce=end", TS_PREC_F64, &z,
+              "never all-reduced across the replicas");
 }
 
 Test(validate, dp_overlap_matches_one_processor, .timeout = 60)

@@ -24,7 +24,7 @@ int ts_cmd_export(int argc, char **argv)
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("export", "TRACE",
                     "Writes a trace for SimGrid's MPI replay (tit) or for Chakra readers "
-                    "(docs/formats.md#exporting).",
+                    "(docs/formats.md#importing-and-exporting).",
                     "Example:\n  trainsim export --to tit -t dgx-a100-1node "
                     "traces/handwritten/data-parallel-serial.trace -o /tmp/tit\n"
                     "  trainsim platform -t dgx-a100-1node -o /tmp/tit/platform.xml",

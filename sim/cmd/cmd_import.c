@@ -28,7 +28,7 @@ int ts_cmd_import(int argc, char **argv)
   g_autoptr(GError) err = NULL;
   if (!ts_cmd_parse("import", "FILE...",
                     "Reads a Chakra execution trace or an ASTRA-sim text workload and writes it "
-                    "as a trainsim trace (docs/formats.md#importing).",
+                    "as a trainsim trace (docs/formats.md#importing-and-exporting).",
                     "Example:\n  trainsim import --from astrasim -t dgx-a100-1node "
                     "traces/imported/astrasim/Resnet50_DataParallel.txt -o resnet.trace\n"
                     "  trainsim replay resnet.trace -t dgx-a100-1node",

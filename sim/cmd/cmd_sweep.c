@@ -412,10 +412,13 @@ int ts_cmd_sweep(int argc, char **argv)
         if (best >= 0) {
           const ts_config *c = &ts_sweep_configs(sw)[g_array_index(idx, int, best)];
           char t[32];
-          printf("fastest that fits: %s (%s) on %s, global batch %" G_GINT64_FORMAT
+          /* The model and the chip count too: a sweep over models or --vary dims has rows
+           * that differ in nothing else this line showed (the topology's name stays). */
+          g_autofree char *where = ts_topo_describe(c->topo);
+          printf("fastest that fits: %s (%s), %s on %s, global batch %" G_GINT64_FORMAT
                  ": %s per step\n",
-                 out[best].res.split, out[best].res.placement, c->topo->name, c->po.global_batch,
-                 ts_fmt_time(t, sizeof t, out[best].res.step_time_s));
+                 out[best].res.split, out[best].res.placement, c->model->name, where,
+                 c->po.global_batch, ts_fmt_time(t, sizeof t, out[best].res.step_time_s));
         }
         g_autofree char *ms = mpi ? ts_mpi_summary() : NULL;
         if (ms != NULL)
@@ -437,10 +440,20 @@ int ts_cmd_sweep(int argc, char **argv)
         status = ts_cmd_fail("sweep", err);
     }
     if (status == 0 && failed > 0) {
-      fprintf(stderr,
-              "trainsim sweep: %d configuration%s could not be replayed (see sweep.json "
-              "skipped)\n",
-              failed, failed == 1 ? "" : "s");
+      /* Without -o there is no sweep.json, and the CSV on stdout has no skipped list: name
+       * the first reason here so the exit status 1 comes with one. */
+      int first = 0;
+      while (out[first].status != TS_OUTCOME_FAILED)
+        first++;
+      if (outdir != NULL || json_out)
+        fprintf(stderr, "trainsim sweep: %d configuration%s could not be replayed (see %s)\n",
+                failed, failed == 1 ? "" : "s",
+                outdir != NULL ? "sweep.json skipped" : "skipped in the JSON");
+      else
+        fprintf(stderr,
+                "trainsim sweep: %d configuration%s could not be replayed (every reason: -f "
+                "json, skipped); the first: %s\n",
+                failed, failed == 1 ? "" : "s", out[first].message);
       status = 1;
     }
   }

@@ -218,7 +218,7 @@ int ts_cmd_validate(int argc, char **argv)
        "FILE.csv"},
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &ag.outdir,
        "--against: write validate.txt, validate.csv and validate.json here (all or none)", "DIR"},
-      {"format", 0, 0, G_OPTION_ARG_STRING, &ag.format,
+      {"format", 'f', 0, G_OPTION_ARG_STRING, &ag.format,
        "--against without -o: text (default), csv or json on stdout", "F"},
       {"plot", 0, 0, G_OPTION_ARG_NONE, &ag.plot,
        "--against -o DIR: also the log-log scatter accuracy.png / .svg (gnuplot)", NULL},

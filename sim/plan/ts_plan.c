@@ -2771,8 +2771,10 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   }
   if (p->opt_bertadam && (m->optimizer != TS_OPT_ADAM || p->zero > 0 ||
                           p->offload != TS_OFFLOAD_NONE || p->ps > 0 || p->dp_engine_apex)) {
-    /* BertAdam is a replicated Adam run by Python on each replica's whole model. */
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+    /* BertAdam is a replicated Adam run by Python on each replica's whole model. A model
+     * trained with another optimizer makes the split not apply (a sweep over models skips
+     * it, as projections=separate on a model without projections); the rest is a bad split. */
+    g_set_error(error, TS_ERROR, m->optimizer != TS_OPT_ADAM ? TS_ERROR_INVALID : TS_ERROR_INPUT,
                 "--split '%s': optimizer=bertadam is BERT's per-tensor Adam on every replica; "
                 "expected a model with [model] optimizer = adam and no zero=, offload=, ps or "
                 "dp-engine=apex (%s)",

@@ -2069,10 +2069,11 @@ static void replicas_at_end(gen *g)
   if (!(bytes > 0))
     return;
   ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_rep, bytes, TS_CAT_COMM_DP, S_DP);
-  int id = emit(
-      g, &op,
-      text_label_role(g, "grad shard all-reduce across replicas, after the backward", TS_ROLE_GRAD),
-      (const int *)g->sync->data, (int)g->sync->len);
+  /* Tagged with every layer, as each bucket's all-reduce is with its own: trainsim validate
+   * reads the gradients it carries from the tag (untagged it carried none and failed). */
+  g_strlcpy(g->label, "grad shard all-reduce across replicas, after the backward", sizeof g->label);
+  int id = emit(g, &op, bucket_label(g, 0, g->p->model->nlayers - 1), (const int *)g->sync->data,
+                (int)g->sync->len);
   chip_stall(g, g->g_rep, TS_COLL_ALLREDUCE);
   g_array_append_val(g->sync, id);
 }

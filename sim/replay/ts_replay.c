@@ -60,6 +60,12 @@ typedef struct {
    * number), which ts_replay_new_shared checks. */
   int *unsafe_groups;
   int nunsafe_groups;
+  /* With unsafe groups: each collective's number among the program's collectives on its group,
+   * in program order (NULL otherwise, where readiness order is program order). Ranks issue a
+   * group's collectives in program order (NCCL matches them by issue order), so a rendezvous
+   * is numbered by it: numbered in time order, a straggler's ZeRO-3 parameter all-gather met
+   * the other ranks' gradient reduce-scatter ("expected matching collectives"). */
+  int *coll_ord;
 } prog_info;
 G_STATIC_ASSERT(TS_MAX_AXES <= 32);
 
@@ -577,6 +583,17 @@ static void prog_info_init(prog_info *pi, const ts_program *p, op_state *tmpl)
   pi->nunsafe_groups = 0;
   pi->order_safe = order_scan_finish(&os, pi, p, sprev);
   g_free(sprev);
+  pi->coll_ord = NULL;
+  if (pi->nunsafe_groups > 0) {
+    pi->coll_ord = g_new(int, n1);
+    g_autoptr(GArray) count = g_array_new(FALSE, TRUE, sizeof(int));
+    for (int i = 0; i < n; i++) {
+      int g = ts_program_op_kind(p, i) == TS_OP_COLL ? ts_program_op_group(p, i) : -1;
+      if (g >= 0 && (guint)g >= count->len)
+        g_array_set_size(count, (guint)g + 1);
+      pi->coll_ord[i] = g >= 0 ? g_array_index(count, int, g)++ : -1;
+    }
+  }
 }
 
 static guint key3_hash(gconstpointer p)
@@ -715,6 +732,7 @@ void ts_replay_ops_free(ts_replay_ops *o)
     g_free(o->progs[p].p2p);
     g_free(o->progs[p].roots);
     g_free(o->progs[p].unsafe_groups);
+    g_free(o->progs[p].coll_ord);
   }
   g_free(o->progs);
   free(o->tmpl_block); /* aligned_alloc's */
@@ -1251,7 +1269,9 @@ static gboolean op_ready(ts_replay *r, int sim, int opi, double now, GError **er
                   ((ts_group *)g_ptr_array_index(r->tr->groups, op->group))->name, s->rank);
       return FALSE;
     }
-    int seq = s->coll_seq[group]++;
+    const int *ord = r->progs[s->program].coll_ord;
+    int seq = ord != NULL ? ord[opi] : s->coll_seq[group];
+    s->coll_seq[group]++;
     int expected = s->expect[group];
     if (expected == 1)
       /* The only simulated member (every collective of a collapsed replay on a symmetric

@@ -402,12 +402,20 @@ static const ts_topo *row_topo(ts_inputs *c, GHashTable *varied, const ts_meas_f
   if (seen != NULL)
     return seen;
   g_auto(GStrv) items = g_strsplit(r->vary, ";", -1);
+  g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (char **it = items; *it != NULL; it++) {
     if (*g_strstrip(*it) == '\0')
       continue;
     ts_vary *v = ts_vary_parse(*it, &e);
     if (v != NULL && v->nvalues != 1) {
       g_set_error(&e, TS_ERROR, TS_ERROR_INPUT, "'%s': expected one value per key", *it);
+      ts_vary_free(v);
+      v = NULL;
+    } else if (v != NULL && !g_hash_table_add(keys, g_strdup(v->key))) {
+      /* As sweep refuses a second --vary of one key: the later value silently won (a size)
+       * or compounded (two factors). */
+      g_set_error(&e, TS_ERROR, TS_ERROR_INPUT, "'%s': key %s given twice; expected each once", *it,
+                  v->key);
       ts_vary_free(v);
       v = NULL;
     }

@@ -632,6 +632,11 @@ static void try_options(auto_ctx *c, const char *base)
 /* Chooses a placement for axis a onwards, then tries the split. */
 static void place_axes(auto_ctx *c, int a, int *choice)
 {
+  /* Once --max-configs has turned a new candidate away, no later one can be kept: stop. The
+   * rest of the enumeration only parsed and placed candidates to refuse them, for minutes on
+   * a large array (search on PaLM's 6,144-chip two-pod array ran 5 minutes silent). */
+  if (c->truncated)
+    return;
   if (a == TS_AX_N) {
     GString *s = g_string_new(NULL);
     for (int k = 0; k < TS_AX_N; k++)
@@ -678,6 +683,8 @@ static gboolean cp_applies(const ts_model *m, int d)
 /* Chooses a degree for axis a onwards (data parallelism takes what is left). */
 static void choose_degrees(auto_ctx *c, int a, int left)
 {
+  if (c->truncated) /* as in place_axes */
+    return;
   if (a == TS_AX_N) {
     c->degree[TS_AX_DP] = left;
     int choice[TS_AX_N] = {0};
