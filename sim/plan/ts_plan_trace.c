@@ -1133,6 +1133,18 @@ static int symm_copy(gen *g, int i, int slot, double bytes, const char *fmt, gbo
   return emit_compute(g, TS_CAT_FWD, 0.0, bytes, &s, lbl(g, layer_slot(g, i, slot), "%s", text));
 }
 
+/* Does a chunked gather start with the rank's own shard, which no GEMM chunk waits for?
+ * Transformer Engine's ring exchange (CommOverlapP2PBase::split_overlap_ag, its default method
+ * for qkv_fprop, fc1_fprop, proj_dgrad and fc2_dgrad; Megatron-Core's tp_comm_overlap) runs its
+ * first GEMM chunk on the shard the rank holds and receives the next one beside it, so of the n
+ * chunks' transfers none precedes the first GEMM: a layer of per-chunk gather time c_a and GEMM
+ * time g takes g + (n - 1) max(c_a, g). On GPUs (tp-overlap=te there; XLA's collective matmul
+ * and AsyncTP keep their own rules). */
+static gboolean te_own_chunk(const ts_plan *p)
+{
+  return p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0;
+}
+
 /* A layer's forward with its input all-gather and / or output reduce-scatter (all-reduce)
  * decomposed into n chunks on side streams: chunk c + 1 of the gather runs while the GEMM
  * works on chunk c, and chunk c of the reduction runs while the GEMM works on chunk c + 1
@@ -1143,9 +1155,9 @@ static int symm_copy(gen *g, int i, int slot, double bytes, const char *fmt, gbo
  * (kernel_launch_us, fitted on eager PyTorch ops) is not paid n times. On the last chunk the
  * launches end the layer where they end the unsplit one (ts_cost_issue: the later of the device
  * work and the host's launches); on the first they would add the host's lag to the chunks. What
- * stays exposed is the first gather chunk and the last reduction chunk; with per-chunk gather time
- * c_a, reduction time c_r and GEMM time g (= G/n) the layer takes c_a + (n - 1) max(c_a, g, c_r) +
- * g + c_r instead of C_a + G + C_r. */
+ * stays exposed is the first gather chunk (none with te_own_chunk) and the last reduction chunk;
+ * with per-chunk gather time c_a, reduction time c_r and GEMM time g (= G/n) the layer takes
+ * c_a + (n - 1) max(c_a, g, c_r) + g + c_r instead of C_a + G + C_r (te: c_a less). */
 static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll *post, double flops,
                          double mem, const ts_op_shape *base, gboolean recompute)
 {
@@ -1197,8 +1209,17 @@ static int tp_overlapped(gen *g, int i, const ts_tp_coll *pre, const ts_tp_coll 
                        "%s %s copy into symmetric memory", recompute);
     deps[0] = mv, nd = 1;
   }
+  /* Transformer Engine's ring-exchange all-gather (split_overlap_ag_p2p, its default for
+   * qkv_fprop and fc1_fprop) runs GEMM chunk 0 on the rank's own shard, already in its
+   * userbuffer, while the next shard is received: chunk 0's gather is kept (on the own-chunk
+   * stream) but no GEMM waits for it (te_own_chunk). */
+  gboolean own0 = ag && te_own_chunk(g->p);
   for (int c = 0; c < n; c++) {
-    if (ag && !(symm && c == 0)) {
+    if (ag && own0 && c == 0) {
+      ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP,
+                         S_SYMM_OWN);
+      emit(g, &op, ovl_lbl(g, i, L_OVL_FWD_PRE, post, recompute), deps, nd);
+    } else if (ag && !(symm && c == 0)) {
       ts_op op =
           coll_op(g, TS_COLL_ALLGATHER, g->g_tp, pre->bytes * g->mb / n, TS_CAT_COMM_TP, S_TPOVL);
       gboolean first = prev_ag < 0;
@@ -1283,7 +1304,8 @@ int ts_plan_bwd_chunks(const ts_plan *p, int i)
  * L_OVL_DGRAD) of such a layer in n chunks: gather chunk c + 1 runs while the GEMMs work on the
  * rows of chunk c (dx's rows and dW's partial sum need only that chunk of the output gradient).
  * What stays exposed is the first gather chunk: with per-chunk gather time c_a and GEMM time
- * g = G/n it takes c_a + (n - 1) max(c_a, g) + g instead of C_a + G. Same bytes and FLOPs as
+ * g = G/n it takes c_a + (n - 1) max(c_a, g) + g instead of C_a + G; with te_own_chunk (ring
+ * exchange from the rank's own shard) g + (n - 1) max(c_a, g). Same bytes and FLOPs as
  * unchunked. Returns the last GEMM chunk. */
 static int bwd_overlapped(gen *g, int i, ts_pass pass, int slot, double flops, double mem)
 {
@@ -1303,13 +1325,17 @@ static int bwd_overlapped(gen *g, int i, ts_pass pass, int slot, double flops, d
   if (g->last >= 0)
     deps[nd++] = g->last;
   int gemm = -1;
+  /* te: ring exchange (proj_dgrad, fc2_dgrad), chunk 0 the rank's own shard (te_own_chunk). */
+  gboolean own0 = te_own_chunk(g->p);
   for (int c = 0; c < n; c++) {
+    gboolean own = own0 && c == 0, first = c == 0 || (own0 && c == 1);
     ts_op op = coll_op(g, TS_COLL_ALLGATHER, g->g_tp, e->bwd_pre.bytes * g->mb / n, TS_CAT_COMM_TP,
-                       S_TPOVL);
+                       own ? S_SYMM_OWN : S_TPOVL);
     int ag =
         emit(g, &op, lbl(g, layer_slot(g, i, L_OVL_BWD_PRE), "%s bwd all-gather chunk", l->name),
-             c == 0 ? deps : NULL, c == 0 ? nd : 0);
-    pend(g, ag);
+             first ? deps : NULL, first ? nd : 0);
+    if (!own)
+      pend(g, ag);
     chunk.kernels = c + 1 < n ? TS_KERNELS_LAUNCHED : kernels;
     gemm = emit_compute(g, TS_CAT_BWD, flops / n, mem / n, &chunk,
                         lbl(g, layer_slot(g, i, slot), "%s bwd %schunk", l->name,
