@@ -1,7 +1,7 @@
 # accuracy_glance.awk (bench/accuracy.sh): bench/accuracy_rows.awk's lines, sorted by |error|
 # (ascending), -> the "At a glance" table of docs/accuracy.md: one line per chip kind over its
-# step-time rows, one over every step-time row, one over the bus bandwidth rows and one over the
-# memory rows (their chip kinds named). Columns: distinct files, rows, mean, median and largest
+# step-time rows, one over every step-time row, one over the bus bandwidth rows, one over the
+# bus bandwidth rows of a sweep's first size (start-up) and one over the memory rows (their chip kinds named). Columns: distinct files, rows, mean, median and largest
 # |error|, mean signed error (bias). A file whose rows run on two chip kinds counts in both.
 BEGIN {
   FS = "\t"
@@ -41,5 +41,7 @@ END {
   for (i = 1; i <= ng; i++) if (groups[i] ~ /^step ./ && !(groups[i] in done)) { k = groups[i]; sub(/^step /, "", k); line(k, groups[i]) }
   if ("step" in rows) line("**every step-time row**", "step")
   if ("busbw" in rows) line("bus bandwidth (" kindlist("busbw") ")", "busbw")
+  if ("busbw-startup" in rows)
+    line("bus bandwidth, a sweep's first size (start-up, not steady state; " kindlist("busbw-startup") ")", "busbw-startup")
   if ("memory" in rows) line("peak memory (" kindlist("memory") ")", "memory")
 }

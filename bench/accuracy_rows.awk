@@ -1,5 +1,7 @@
 # accuracy_rows.awk (bench/accuracy.sh): one validate.csv -> one line a row, tab-separated:
-#   chip kind, measurement (step, busbw, memory), dataset name, |error| %, signed error %.
+#   chip kind, measurement (step, busbw, busbw-startup, memory), dataset name, |error| %, signed
+#   error %. busbw-startup: a bus bandwidth row whose group says "(start-up)", the first size of
+#   an nccl-tests sweep, which times the communicators' set-up (data/published/echo-nccl).
 # The chip kind is the [chip] profile of the row's topology: NAME.ini beside the measurement
 # file when the topology names a file, else topologies/NAME.ini (as `validate` looks them up).
 #   awk -v f=data/published/DIR/FILE.csv -v name=DIR-FILE -f bench/accuracy_rows.awk validate.csv
@@ -53,6 +55,7 @@ NR == 1 {
   for (i = 1; i <= n; i++) {
     if (h[i] == "topology") ti = i
     if (h[i] == "error_pct") ei = i
+    if (h[i] == "group") gi = i
     if (h[i] ~ /^measured_/) m = h[i]
   }
   if (m ~ /step_time/) m = "step"; else if (m ~ /busbw/) m = "busbw"; else m = "memory"
@@ -60,5 +63,6 @@ NR == 1 {
 }
 {
   csv($0, a); e = a[ei] + 0
-  printf "%s\t%s\t%s\t%.6f\t%.6f\n", kind(a[ti]), m, name, e < 0 ? -e : e, e
+  k = m == "busbw" && gi && a[gi] ~ /\(start-up\)/ ? "busbw-startup" : m
+  printf "%s\t%s\t%s\t%.6f\t%.6f\n", kind(a[ti]), k, name, e < 0 ? -e : e, e
 }
