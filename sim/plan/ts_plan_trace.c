@@ -1792,10 +1792,7 @@ static void sync_layer(gen *g, grad_sync *s, int i)
    * sequence-parallel layer-norm gradients over tp before the data-parallel reduction,
    * Korthikanti et al. 2022, section 4.2.2). */
   gboolean tp_first = p->ps == 0 && p->zero >= 1 && e->dp_over_tp;
-  int w = p->ps > 0 || tp_first ? 0
-          : e->expert           ? 2
-          : e->dp_over_tp       ? 1
-                                : 0; /* servers take all */
+  int w = p->ps > 0 || tp_first ? 0 : e->expert ? 2 : e->dp_over_tp ? 1 : 0; /* servers take all */
   if (e->tp_grad_params > 0 && tp > 1) {
     /* Replicated parameters with partial gradients (MLA under sp, ts_plan.c): sum over tp
      * first, on the gradient stream, so the bucket's reduction follows it. */
