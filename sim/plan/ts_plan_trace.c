@@ -92,6 +92,10 @@ typedef struct {
   GHashTable *contend_s;
   int contend_label;
   gboolean contend_on; /* the chip has collective_sms and the array more than one node */
+  /* ZeRO-3 on a GPU (PyTorch FSDP1, FSDP2, DeepSpeed): the shard groups (g_dp, g_edp), whose
+   * collectives run one at a time in issue order, and the program's last collective on each
+   * (-1 when none yet, or when the group is not one of them). See serial_dep. */
+  int ser_group[2], ser_last[2];
 } gen;
 
 #define N_PASSES (TS_PASS_OP_RECOMPUTE + 1)
@@ -324,13 +328,55 @@ static void contend(gen *g, const ts_op *coll);
  * itself: each caller builds its op for one emit and discards it. Not copied (issue 15,
  * twentieth pass: copying a just-written 120-byte ts_op, twice on the way from emit_compute,
  * stalled on the caller's stores, 4-5% of the every-split sweep). */
+/* The collectives of one process group run one at a time on a GPU, in the order they are
+ * issued, whatever streams issue them. ZeRO-3's frameworks issue a layer's parameter all-gather
+ * and a bucket's gradient reduce-scatter from two streams but on the same group: FSDP2's
+ * FSDPParamGroup takes both from mesh_info.shard_process_group (_all_gather_process_group,
+ * _reduce_scatter_process_group), FSDP1's FlatParamHandle both from its process_group,
+ * DeepSpeed's stage 3 both from the data-parallel group. ProcessGroupNCCL keeps one NCCL
+ * communicator per group and device (getNCCLComm, keyed by the device), and NCCL makes each
+ * launch on a communicator wait for the one before it, whatever stream it is launched on
+ * (enqueue.cc, ncclLaunchPrepare: the launch stream waits on the communicator's deviceStream,
+ * which then waits on the launch). So a gather prefetched during the backward queues behind
+ * the reduce-scatter issued before it, and the reverse, instead of sharing the links with it.
+ * Returns the program's last collective on op o's group when o must wait for it (-1 when
+ * not: another group, the first, or one on o's own stream, which waits for it anyway). */
+static int serial_dep(gen *g, const ts_op *o, int *slot)
+{
+  *slot = -1;
+  if (o->kind != TS_OP_COLL)
+    return -1;
+  for (int k = 0; k < 2; k++)
+    if (g->ser_group[k] >= 0 && o->group == g->ser_group[k]) {
+      *slot = k;
+      int prev = g->ser_last[k];
+      if (prev >= 0 && ts_program_op_stream(&g->tr->programs[g->prog], prev) != o->stream)
+        return prev;
+      return -1;
+    }
+  return -1;
+}
+
 static int emit(gen *g, ts_op *o, int label, const int *deps, int ndeps)
 {
   o->label = label;
   tag_op(g, o);
   g->cur_layer = g->cur_lo = g->cur_hi = -1;
   g->cur_role = g->cur_phase = g->cur_stage = 0;
-  int id = ts_trace_append(g->tr, g->prog, o, deps, ndeps);
+  int slot, prev = serial_dep(g, o, &slot), id;
+  if (prev >= 0) {
+    int buf[16], *more = ndeps < 16 ? buf : g_new(int, ndeps + 1);
+    for (int k = 0; k < ndeps; k++)
+      more[k] = deps[k];
+    more[ndeps] = prev;
+    id = ts_trace_append(g->tr, g->prog, o, more, ndeps + 1);
+    if (more != buf)
+      g_free(more);
+  } else {
+    id = ts_trace_append(g->tr, g->prog, o, deps, ndeps);
+  }
+  if (slot >= 0)
+    g->ser_last[slot] = id;
   if (o->kind == TS_OP_COLL && o->stream != S_COMPUTE && g->contend_on)
     contend(g, o);
   return id;
@@ -1708,88 +1754,115 @@ static void flush(gen *g, bucket *b, int group, int upto)
   b->first = -1;
 }
 
-/* Buckets the gradients of layers [a, b) (just computed, last layer first) and starts their
- * synchronisation as each bucket fills; layers replicated over the tp axis while it splits
- * their work synchronise over dp and tp together. */
-static void sync_grads(gen *g, int a, int b)
+/* The buckets sync_layer fills: three kinds, dense (over dp), replicated over tp too (dp and
+ * tp), experts (dp / ep), and fsdp1's root unit. */
+typedef struct {
+  bucket bk[3];
+  bucket root; /* fsdp1: the root unit's layers */
+  int root_last;
+  int lastl[3];
+} grad_sync;
+
+static void sync_begin(grad_sync *s)
+{
+  for (int w = 0; w < 3; w++) {
+    s->bk[w] = (bucket){0, -1, -1};
+    s->lastl[w] = -1;
+  }
+  s->root = (bucket){0, -1, -1};
+  s->root_last = -1;
+}
+
+/* Layer i's gradient (just computed; layers come last first) into its bucket, whose
+ * synchronisation starts once the bucket fills; layers replicated over the tp axis while it
+ * splits their work synchronise over dp and tp together. */
+static void sync_layer(gen *g, grad_sync *s, int i)
 {
   const ts_plan *p = g->p;
   const ts_model *m = p->model;
   int dp = ts_plan_grad_ranks(p), tp = p->degree[TS_AX_TP];
-  /* Three kinds: dense (over dp), replicated over tp too (dp and tp), experts (dp / ep); dp
-   * counts the context-parallel ranks, which hold the same parameters. */
-  bucket bk[3] = {{0, -1, -1}, {0, -1, -1}, {0, -1, -1}};
-  bucket root = {0, -1, -1}; /* fsdp1: the root unit's layers */
-  int root_last = -1;
+  /* dp counts the context-parallel ranks, which hold the same parameters. */
   int groups[3] = {g->g_dp, g->g_dptp, g->g_edp};
   int size[3] = {dp, dp * tp, dp / p->ep};
-  int lastl[3] = {-1, -1, -1};
-  for (int i = b - 1; i >= a; i--) {
-    const ts_layer_exec *e = &p->exec[i];
-    /* With ZeRO the optimizer shards over dp only, so a gradient reduce-scattered over dp and
-     * tp would leave each tp member updating a different part of a parameter they all hold:
-     * sum it over tp first, then shard it over dp with the rest (Megatron-LM all-reduces the
-     * sequence-parallel layer-norm gradients over tp before the data-parallel reduction,
-     * Korthikanti et al. 2022, section 4.2.2). */
-    gboolean tp_first = p->ps == 0 && p->zero >= 1 && e->dp_over_tp;
-    int w = p->ps > 0 || tp_first ? 0
-            : e->expert           ? 2
-            : e->dp_over_tp       ? 1
-                                  : 0; /* servers take all */
-    if (e->tp_grad_params > 0 && tp > 1) {
-      /* Replicated parameters with partial gradients (MLA under sp, ts_plan.c): sum over tp
-       * first, on the gradient stream, so the bucket's reduction follows it. */
-      ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, e->tp_grad_params * m->dtype_bytes,
-                         TS_CAT_COMM_DP, S_DP);
-      g_snprintf(g->label, sizeof g->label, "grad tp all-reduce %s..%s", m->layers[i].name,
-                 m->layers[i].name);
-      emit(g, &op, bucket_label(g, i, i), &g->wgrad_op[i], 1);
-    }
-    if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
-      continue;
-    if (tp_first) {
-      /* On the gradient stream, so the bucket's reduce-scatter follows it. */
-      double bytes = g->layer_params[i] * m->dtype_bytes;
-      ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, bytes, TS_CAT_COMM_DP, S_DP);
-      int l = bucket_label_known(g, BL_TP_FIRST, i, i);
-      if (l < 0) {
-        g_snprintf(g->label, sizeof g->label, "grad all-reduce %s..%s", m->layers[i].name,
-                   m->layers[i].name);
-        l = bucket_label_keep(g, BL_TP_FIRST, i, i);
-      }
-      emit(g, &op, l, &g->wgrad_op[i], 1);
-    }
+  bucket *bk = s->bk;
+  const ts_layer_exec *e = &p->exec[i];
+  /* With ZeRO the optimizer shards over dp only, so a gradient reduce-scattered over dp and
+   * tp would leave each tp member updating a different part of a parameter they all hold:
+   * sum it over tp first, then shard it over dp with the rest (Megatron-LM all-reduces the
+   * sequence-parallel layer-norm gradients over tp before the data-parallel reduction,
+   * Korthikanti et al. 2022, section 4.2.2). */
+  gboolean tp_first = p->ps == 0 && p->zero >= 1 && e->dp_over_tp;
+  int w = p->ps > 0 || tp_first ? 0 : e->expert ? 2 : e->dp_over_tp ? 1 : 0; /* servers take all */
+  if (e->tp_grad_params > 0 && tp > 1) {
+    /* Replicated parameters with partial gradients (MLA under sp, ts_plan.c): sum over tp
+     * first, on the gradient stream, so the bucket's reduction follows it. */
+    ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, e->tp_grad_params * m->dtype_bytes,
+                       TS_CAT_COMM_DP, S_DP);
+    g_snprintf(g->label, sizeof g->label, "grad tp all-reduce %s..%s", m->layers[i].name,
+               m->layers[i].name);
+    emit(g, &op, bucket_label(g, i, i), &g->wgrad_op[i], 1);
+  }
+  if ((size[w] <= 1 && p->ps == 0) || m->layers[i].params <= 0)
+    return;
+  if (tp_first) {
+    /* On the gradient stream, so the bucket's reduce-scatter follows it. */
     double bytes = g->layer_params[i] * m->dtype_bytes;
-    int block = m->layers[i].block;
-    if (p->fsdp1 && w == 0 && block < 0) {
-      /* FSDP1 reduce-scatters a wrapped unit's FlatParameter whole, once its gradient is
-       * complete: the root's (the layers of no block: embedding, final norm, head) after the
-       * backward's last layer. */
-      if (root.first < 0)
-        root.first = i;
-      root.bytes += bytes;
-      root.last_op = g->wgrad_op[i];
-      root_last = i;
-      continue;
+    ts_op op = coll_op(g, TS_COLL_ALLREDUCE, g->g_tp, bytes, TS_CAT_COMM_DP, S_DP);
+    int l = bucket_label_known(g, BL_TP_FIRST, i, i);
+    if (l < 0) {
+      g_snprintf(g->label, sizeof g->label, "grad all-reduce %s..%s", m->layers[i].name,
+                 m->layers[i].name);
+      l = bucket_label_keep(g, BL_TP_FIRST, i, i);
     }
-    /* ... and each block's, one reduce-scatter a block, not by bucket size. */
-    if (p->fsdp1 && bk[w].first >= 0 && m->layers[bk[w].first].block != block)
-      flush(g, &bk[w], groups[w], lastl[w]);
-    if (bk[w].first < 0)
-      bk[w].first = i;
-    bk[w].bytes += bytes;
-    bk[w].last_op = g->wgrad_op[i];
-    lastl[w] = i;
-    if (!p->fsdp1 && bk[w].bytes >= p->opt.bucket_bytes)
-      flush(g, &bk[w], groups[w], i);
+    emit(g, &op, l, &g->wgrad_op[i], 1);
   }
+  double bytes = g->layer_params[i] * m->dtype_bytes;
+  int block = m->layers[i].block;
+  if (p->fsdp1 && w == 0 && block < 0) {
+    /* FSDP1 reduce-scatters a wrapped unit's FlatParameter whole, once its gradient is
+     * complete: the root's (the layers of no block: embedding, final norm, head) after the
+     * backward's last layer. */
+    if (s->root.first < 0)
+      s->root.first = i;
+    s->root.bytes += bytes;
+    s->root.last_op = g->wgrad_op[i];
+    s->root_last = i;
+    return;
+  }
+  /* ... and each block's, one reduce-scatter a block, not by bucket size. */
+  if (p->fsdp1 && bk[w].first >= 0 && m->layers[bk[w].first].block != block)
+    flush(g, &bk[w], groups[w], s->lastl[w]);
+  if (bk[w].first < 0)
+    bk[w].first = i;
+  bk[w].bytes += bytes;
+  bk[w].last_op = g->wgrad_op[i];
+  s->lastl[w] = i;
+  if (!p->fsdp1 && bk[w].bytes >= p->opt.bucket_bytes)
+    flush(g, &bk[w], groups[w], i);
+}
+
+/* The buckets left after the pass's last layer. */
+static void sync_end(gen *g, grad_sync *s)
+{
+  int groups[3] = {g->g_dp, g->g_dptp, g->g_edp};
   for (int w = 0; w < 3; w++)
-    if (bk[w].bytes > 0)
-      flush(g, &bk[w], groups[w], lastl[w]);
-  if (root.bytes > 0) {
-    root.last_op = g->wgrad_op[root_last];
-    flush(g, &root, groups[0], root_last);
+    if (s->bk[w].bytes > 0)
+      flush(g, &s->bk[w], groups[w], s->lastl[w]);
+  if (s->root.bytes > 0) {
+    s->root.last_op = g->wgrad_op[s->root_last];
+    flush(g, &s->root, groups[0], s->root_last);
   }
+}
+
+/* Buckets the gradients of layers [a, b) (just computed, last layer first) and starts their
+ * synchronisation as each bucket fills (sync_layer). */
+static void sync_grads(gen *g, int a, int b)
+{
+  grad_sync s;
+  sync_begin(&s);
+  for (int i = b - 1; i >= a; i--)
+    sync_layer(g, &s, i);
+  sync_end(g, &s);
 }
 
 /* ---- pipeline passes ------------------------------------------------------------------ */
@@ -2013,10 +2086,19 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     zero_pass(g, order, n);
     g_free(order);
   }
+  /* Where one group's collectives run in issue order (serial_dep), each bucket's reduction is
+   * issued as its last layer's gradient is ready, between the backward's gathers, as the
+   * frameworks' post-backward hooks issue it; elsewhere the order of the trace does not matter
+   * (the dependencies alone place it) and the reductions follow the pass. */
+  gboolean inline_sync = sync && g->ser_group[0] >= 0;
+  grad_sync gs;
+  sync_begin(&gs);
   for (int i = b - 1; i >= a;) {
     if (!full || p->unit[i] < 0) {
       bwd_layer(g, i, FALSE);
       fsdp1_grad(g, i);
+      if (inline_sync)
+        sync_layer(g, &gs, i);
       i--;
       continue;
     }
@@ -2029,6 +2111,8 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
     for (int j = i; j >= u0; j--) {
       bwd_layer(g, j, TRUE);
       fsdp1_grad(g, j);
+      if (inline_sync)
+        sync_layer(g, &gs, j);
     }
     i = u0 - 1;
   }
@@ -2042,7 +2126,9 @@ static void backward_pass(gen *g, int chunk, int u, gboolean sync)
         lbl(g, stage_slot(g, k, L_SEND_B), "send gradients %s stage %d", p->model->layers[a].name,
             k));
   }
-  if (sync)
+  if (inline_sync)
+    sync_end(g, &gs);
+  else if (sync)
     sync_grads(g, a, b);
 }
 
@@ -2388,6 +2474,10 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g.contend_s = g_hash_table_new_full(contend_hash, contend_equal, g_free, g_free);
   g.contend_label = -1;
   g.contend_on = contend_applies(p);
+  /* ZeRO-3's shard groups serialise on a GPU (serial_dep); a TPU's XLA schedules its own. */
+  gboolean serial = p->zero >= 3 && !(p->topo->chip.systolic > 0);
+  g.ser_group[0] = serial ? g.g_dp : -1;
+  g.ser_group[1] = serial && g.g_edp != g.g_dp ? g.g_edp : -1;
   for (int k = 0; k < nslots; k++)
     g.labels[k] = -1;
   tr->meta.model = g_strdup(m->name);
@@ -2408,6 +2498,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     g.device = d;
     g.cprank = prog / P;
     g.last = -1;
+    g.ser_last[0] = g.ser_last[1] = -1;
     g_array_set_size(g.pend, 0);
     g_array_set_size(g.sync, 0);
     /* The programs of a split's stages are alike: room for the previous one's ops (plus a
