@@ -77,6 +77,8 @@ typedef struct {
                             pipeline stages (pp > 1) and hybrid-sharding group (ZeRO) */
   int max_configs;       /* stop after this many splits (0: no bound) */
   gboolean *truncated;   /* out, may be NULL: set when max_configs stopped the enumeration */
+  long *placements;      /* out, may be NULL: the placements of all axes tried, each once
+                            (sequences of dimensions that give the same pieces count once) */
 } ts_auto_options;
 
 /**
