@@ -2,6 +2,7 @@
 #include "ts_sweep.h"
 #include "ts_capacity.h"
 #include "ts_degrade.h"
+#include "ts_progress.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -529,6 +530,7 @@ typedef struct {
   int used[TS_MAX_DIMS]; /* the chips of each dimension the axes placed so far take */
   ts_group_shape shape[TS_AX_N]; /* their pieces */
   long placements;               /* axis placements tried (ts_auto_options.placements) */
+  ts_progress progress;          /* time elapsed, on stderr, when the enumeration is long */
   GHashTable *seen; /* shape key -> 1 */
   GPtrArray *out;
   gboolean vary_options;
@@ -644,6 +646,7 @@ static void place_axes(auto_ctx *c, int a, int *choice)
     return;
   if (a == TS_AX_N) {
     c->placements++;
+    ts_progress_tick(&c->progress);
     GString *s = g_string_new(NULL);
     for (int k = 0; k < TS_AX_N; k++)
       if (c->degree[k] > 1)
@@ -808,6 +811,10 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
   }
   for (int d = 0; d < t->ndims; d++)
     c.used[d] = 1;
+  /* Enumerating plans every new candidate (ts_plan_new): with --vary-options and no
+   * --max-configs, minutes on a 6,144-chip array, which say so rather than stay silent. */
+  ts_progress_init(&c.progress, o != NULL && o->progress != NULL,
+                   o != NULL && o->progress != NULL ? o->progress : "", "splits", 0);
   c.seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   c.out = g_ptr_array_new_with_free_func(g_free);
   choose_degrees(&c, 0, t->nchips);
@@ -815,6 +822,7 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
     *o->truncated = c.truncated;
   if (o != NULL && o->placements != NULL)
     *o->placements = c.placements;
+  ts_progress_end(&c.progress);
   g_free(c.seq_dims);
   g_free(c.seq_len);
   g_hash_table_unref(c.seen);
@@ -921,7 +929,8 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
                                 sp->vary_options,
                                 sp->max_configs,
                                 &cut,
-                                NULL};
+                                NULL,
+                                sp->progress};
           g_autoptr(GPtrArray) auto_list =
               sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, &ao) : NULL;
           if (cut && sp->truncated != NULL)
