@@ -524,14 +524,13 @@ typedef struct {
   gboolean all_placements;
   int perms[24][TS_MAX_DIMS]; /* dimension permutations that map the array onto itself */
   int nperms;
-  GPtrArray *seqs;  /* dimension sequences */
+  GPtrArray *seqs;              /* dimension sequences */
   int (*seq_dims)[TS_MAX_DIMS]; /* each sequence's dimension indices, seq_len[i] of them */
   int *seq_len;
   int used[TS_MAX_DIMS]; /* the chips of each dimension the axes placed so far take */
-  ts_group_shape shape[TS_AX_N]; /* their pieces */
-  long placements;               /* axis placements tried (ts_auto_options.placements) */
-  ts_progress progress;          /* time elapsed, on stderr, when the enumeration is long */
-  GHashTable *seen; /* shape key -> 1 */
+  long placements;       /* axis placements tried (ts_auto_options.placements) */
+  ts_progress progress;  /* time elapsed, on stderr, when the enumeration is long */
+  GHashTable *seen;      /* shape key -> 1 */
   GPtrArray *out;
   gboolean vary_options;
   int max_configs;
