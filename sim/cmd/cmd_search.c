@@ -294,6 +294,7 @@ int ts_cmd_search(int argc, char **argv)
   spec.max_configs = (int)max_configs;
   gboolean cut = FALSE;
   spec.truncated = &cut;
+  spec.progress = "search (splits)";
   g_autoptr(ts_inputs) cache = ts_inputs_new();
   if (err == NULL)
     ts_cmd_machine_apply(&ma, cache, tl, NULL, &err);

@@ -312,6 +312,7 @@ int ts_cmd_sweep(int argc, char **argv)
     ts_cmd_machine_apply(&ma, cache, spec.topologies, a.vary, &err);
   gboolean cut = FALSE;
   spec.truncated = &cut;
+  spec.progress = "sweep (splits)";
   g_autoptr(ts_sweep) sw = err == NULL ? ts_sweep_new(&spec, cache, &err) : NULL;
   if (mpi && !ts_mpi_all_ok(sw != NULL) && sw != NULL) {
     /* This rank's inputs were fine but another rank's were not (its message went to its own

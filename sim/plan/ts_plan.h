@@ -210,6 +210,15 @@ gboolean ts_split_place(const ts_split *s, const ts_topo *t, int *degree, ts_gro
 gboolean ts_split_place_ranked(const ts_split *s, const ts_topo *t, const int *rank, int *degree,
                                ts_group_shape *shape, GError **error);
 
+/**
+ * Places one axis of `degree` chips on the dimensions dims[0..ndims) as an explicit
+ * AXIS=N@DIMS does in ts_split_place (same rule, same pieces): appends the pieces to shape and
+ * multiplies used[] by what they take. FALSE when a dimension neither divides nor is divided by
+ * the chips left, or the dimensions hold fewer than degree (used and shape then undefined).
+ */
+gboolean ts_split_place_on(const ts_topo *t, int *used, const int *dims, int ndims, int degree,
+                           ts_group_shape *shape);
+
 /** Planner options (defaults from ts_plan_options_default). */
 typedef struct {
   gint64 global_batch; /* samples per step over all replicas */

@@ -694,6 +694,16 @@ static gboolean take(const ts_topo *t, int *used, int d, int *remaining, ts_grou
   return TRUE;
 }
 
+gboolean ts_split_place_on(const ts_topo *t, int *used, const int *dims, int ndims, int degree,
+                           ts_group_shape *shape)
+{
+  int remaining = degree;
+  for (int i = 0; i < ndims; i++)
+    if (!take(t, used, dims[i], &remaining, shape, TRUE))
+      return FALSE;
+  return remaining == 1;
+}
+
 /* Dimensions ordered fastest link first; ties keep file order. */
 static void dims_by_speed(const ts_topo *t, int *order)
 {

@@ -2,6 +2,7 @@
 #include "ts_sweep.h"
 #include "ts_capacity.h"
 #include "ts_degrade.h"
+#include "ts_progress.h"
 #include "ts_util.h"
 
 #include <math.h>
@@ -523,8 +524,13 @@ typedef struct {
   gboolean all_placements;
   int perms[24][TS_MAX_DIMS]; /* dimension permutations that map the array onto itself */
   int nperms;
-  GPtrArray *seqs;  /* dimension sequences */
-  GHashTable *seen; /* shape key -> 1 */
+  GPtrArray *seqs;              /* dimension sequences */
+  int (*seq_dims)[TS_MAX_DIMS]; /* each sequence's dimension indices, seq_len[i] of them */
+  int *seq_len;
+  int used[TS_MAX_DIMS]; /* the chips of each dimension the axes placed so far take */
+  long placements;       /* axis placements tried (ts_auto_options.placements) */
+  ts_progress progress;  /* time elapsed, on stderr, when the enumeration is long */
+  GHashTable *seen;      /* shape key -> 1 */
   GPtrArray *out;
   gboolean vary_options;
   int max_configs;
@@ -638,6 +644,8 @@ static void place_axes(auto_ctx *c, int a, int *choice)
   if (c->truncated)
     return;
   if (a == TS_AX_N) {
+    c->placements++;
+    ts_progress_tick(&c->progress);
     GString *s = g_string_new(NULL);
     for (int k = 0; k < TS_AX_N; k++)
       if (c->degree[k] > 1)
@@ -660,10 +668,34 @@ static void place_axes(auto_ctx *c, int a, int *choice)
     place_axes(c, a + 1, choice);
     return;
   }
-  for (guint i = 0; i < c->seqs->len; i++) {
+  /* Axes are placed in axis order as ts_split_place places explicit ones, so the pieces of
+   * axis a are known here. Sequences that give the same pieces (on a 4-dimension array most of
+   * the 64: every dimension after the axis is complete, or a full one, changes nothing) lead to
+   * the same subtree of group shapes, whose candidates try_split would parse, place and refuse
+   * as seen; a sequence that does not place the axis makes every candidate below fail to place.
+   * Both are skipped here, the first sequence of each placement kept: the same splits in the
+   * same order. (PaLM's 6,144-chip 12x16x16x2 array: minutes to seconds, bench/RESULTS.md.) */
+  ts_group_shape *tried = g_new(ts_group_shape, c->seqs->len);
+  int ntried = 0;
+  int saved[TS_MAX_DIMS];
+  memcpy(saved, c->used, sizeof saved);
+  for (guint i = 0; i < c->seqs->len && !c->truncated; i++) {
+    ts_group_shape g = {0};
+    memcpy(c->used, saved, sizeof saved);
+    if (!ts_split_place_on(c->t, c->used, c->seq_dims[i], c->seq_len[i], c->degree[a], &g))
+      continue;
+    gboolean dup = FALSE;
+    for (int k = 0; k < ntried && !dup; k++)
+      dup = tried[k].npieces == g.npieces &&
+            memcmp(tried[k].p, g.p, sizeof(ts_piece) * (size_t)g.npieces) == 0;
+    if (dup)
+      continue;
+    tried[ntried++] = g;
     choice[a] = (int)i;
     place_axes(c, a + 1, choice);
   }
+  memcpy(c->used, saved, sizeof saved);
+  g_free(tried);
 }
 
 /* Whether context parallelism of degree d can split every layer's sequence into 2d chunks
@@ -769,11 +801,29 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
   dim_sequences(t, c.seqs, used, 0, cur);
   g_string_free(cur, TRUE);
   g_ptr_array_sort(c.seqs, by_length); /* stable: single dimensions first, in file order */
+  c.seq_dims = g_malloc0_n(c.seqs->len, sizeof *c.seq_dims);
+  c.seq_len = g_new0(int, c.seqs->len);
+  for (guint i = 0; i < c.seqs->len; i++) {
+    g_auto(GStrv) names = g_strsplit(g_ptr_array_index(c.seqs, i), "+", -1);
+    for (char **n = names; *n != NULL; n++)
+      c.seq_dims[i][c.seq_len[i]++] = ts_topo_dim_index(t, *n);
+  }
+  for (int d = 0; d < t->ndims; d++)
+    c.used[d] = 1;
+  /* Enumerating plans every new candidate (ts_plan_new): with --vary-options and no
+   * --max-configs, minutes on a 6,144-chip array, which say so rather than stay silent. */
+  ts_progress_init(&c.progress, o != NULL && o->progress != NULL,
+                   o != NULL && o->progress != NULL ? o->progress : "", "splits", 0);
   c.seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   c.out = g_ptr_array_new_with_free_func(g_free);
   choose_degrees(&c, 0, t->nchips);
   if (o != NULL && o->truncated != NULL)
     *o->truncated = c.truncated;
+  if (o != NULL && o->placements != NULL)
+    *o->placements = c.placements;
+  ts_progress_end(&c.progress);
+  g_free(c.seq_dims);
+  g_free(c.seq_len);
   g_hash_table_unref(c.seen);
   g_ptr_array_unref(c.seqs);
   return c.out;
@@ -877,7 +927,9 @@ static void add_configs(enum_ctx *c, const ts_topo *t)
                                 *sfx,
                                 sp->vary_options,
                                 sp->max_configs,
-                                &cut};
+                                &cut,
+                                NULL,
+                                sp->progress};
           g_autoptr(GPtrArray) auto_list =
               sp->auto_splits ? ts_splits_auto(m, t, &cfg.po, &ao) : NULL;
           if (cut && sp->truncated != NULL)

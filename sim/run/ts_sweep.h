@@ -77,6 +77,10 @@ typedef struct {
                             pipeline stages (pp > 1) and hybrid-sharding group (ZeRO) */
   int max_configs;       /* stop after this many splits (0: no bound) */
   gboolean *truncated;   /* out, may be NULL: set when max_configs stopped the enumeration */
+  long *placements;      /* out, may be NULL: the placements of all axes tried, each once
+                            (sequences of dimensions that give the same pieces count once) */
+  const char *progress;  /* label of the time-elapsed lines of a long enumeration on stderr
+                            (ts_progress_tick, "search (splits)"); NULL: none */
 } ts_auto_options;
 
 /**
@@ -119,6 +123,7 @@ typedef struct {
   gboolean vary_options; /* auto: also recomputation, sp, virtual stages, sharding group */
   int max_configs;       /* auto: at most this many splits per (topology, model, batch); 0 = all */
   gboolean *truncated;   /* out, may be NULL: set when max_configs cut an enumeration short */
+  const char *progress;  /* auto: ts_auto_options.progress, NULL: none */
 } ts_sweep_spec;
 
 /** The configurations of a sweep, enumerated in a fixed order. Opaque. */
