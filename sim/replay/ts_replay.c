@@ -945,7 +945,6 @@ void ts_replay_free(ts_replay *r)
 {
   if (r == NULL)
     return;
-  ts_replay_ops_free(r->own_ops);
   for (int i = 0; i < r->nsim; i++) {
     if (r->states == NULL && r->sims[i].st != r->progs[r->sims[i].program].tmpl)
       g_free(r->sims[i].st);
@@ -965,6 +964,9 @@ void ts_replay_free(ts_replay *r)
     sp->bytes = r->states_bytes;
   }
   free(r->states); /* aligned_alloc's */
+  /* Last: the loop above reads the programs' templates and the spare block is the view's, both
+   * in own_ops when the replay made its own view. */
+  ts_replay_ops_free(r->own_ops);
   g_free(r->sims);
   g_free(r->sim_of_rank);
   /* Collectives still running or waiting (a replay that failed) own their rendezvous. */
