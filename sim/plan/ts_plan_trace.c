@@ -2589,16 +2589,15 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
                       "TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB",
                       g_getenv("TRAINSIM_MAX_MEMORY"));
         else
-          g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                      "the trace of %s would need about %s (%d programs of %d ops), over %s %s; "
-                      "set TRAINSIM_MAX_MEMORY=SIZE above the estimate to run it anyway",
-                      p->split_text, ts_fmt_bytes(nb, sizeof nb, need), P * CP,
-                      tr->programs[0].nops,
-                      g_getenv("TRAINSIM_MAX_MEMORY") != NULL ? "TRAINSIM_MAX_MEMORY"
-                      : g_getenv("TRAINSIM_MEMORY_SHARE") != NULL
-                          ? "this worker's share of the available"
-                          : "the available",
-                      ts_fmt_bytes(lb, sizeof lb, limit));
+          g_set_error(
+              error, TS_ERROR, TS_ERROR_INVALID,
+              "the trace of %s would need about %s (%d programs of %d ops), over %s %s; "
+              "set TRAINSIM_MAX_MEMORY=SIZE above the estimate to run it anyway",
+              p->split_text, ts_fmt_bytes(nb, sizeof nb, need), P * CP, tr->programs[0].nops,
+              g_getenv("TRAINSIM_MAX_MEMORY") != NULL     ? "TRAINSIM_MAX_MEMORY"
+              : g_getenv("TRAINSIM_MEMORY_SHARE") != NULL ? "this worker's share of the available"
+                                                          : "the available",
+              ts_fmt_bytes(lb, sizeof lb, limit));
         refused = TRUE;
         break;
       }
