@@ -4090,3 +4090,32 @@ Test(splits, overlapped_collectives_take_nccl_sms_from_compute)
   replay_plan(r0, &b);
   cr_assert_float_eq(a.step_time_s, b.step_time_s, 1e-12 * b.step_time_s);
 }
+
+Test(pipeline, trace_over_memory_limit_is_refused_with_estimate)
+{
+  /* Closed form: twice the first program's bytes for every program (ts_plan_trace). */
+  cr_assert_float_eq(ts_plan_trace_estimate_bytes(1000, 3), 6000.0, 1e-9);
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("tpu-v3-8x8");
+  g_autoptr(ts_plan) p = make_plan(m, t, "tp=8@x,pp=8@y", 16, 2);
+  GError *err = NULL;
+  g_setenv("TRAINSIM_MAX_MEMORY", "1GiB", TRUE);
+  ts_trace *ok = ts_plan_trace(p, &err);
+  cr_assert_not_null(ok, "%s", err != NULL ? err->message : "");
+  double want = ts_plan_trace_estimate_bytes(ts_program_bytes(&ok->programs[0]), ok->nprograms);
+  cr_assert_eq(ok->nprograms, 8);
+  ts_trace_free(ok);
+  /* Just under the estimate: refused, the message names the estimate and the variable. */
+  char lim[32];
+  g_snprintf(lim, sizeof lim, "%.0f", want - 1);
+  g_setenv("TRAINSIM_MAX_MEMORY", lim, TRUE);
+  ts_trace *no = ts_plan_trace(p, &err);
+  g_unsetenv("TRAINSIM_MAX_MEMORY");
+  cr_assert_null(no);
+  cr_assert(err != NULL && err->code == TS_ERROR_INVALID);
+  char nb[32];
+  cr_expect(strstr(err->message, ts_fmt_bytes(nb, sizeof nb, want)) != NULL &&
+                strstr(err->message, "TRAINSIM_MAX_MEMORY") != NULL,
+            "%s", err->message);
+  g_error_free(err);
+}

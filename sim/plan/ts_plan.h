@@ -382,8 +382,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                      const ts_plan_options *o, GError **error);
 void ts_plan_free(ts_plan *p);
 
-/** The trace of one training step under the plan. Caller frees. */
+/**
+ * The trace of one training step under the plan. Caller frees. A trace of several programs
+ * whose estimate (ts_plan_trace_estimate_bytes of its first program) exceeds
+ * TRAINSIM_MAX_MEMORY (a size) or else the available memory is refused after its first
+ * program: TS_ERROR_INVALID, one line with the estimate and that variable.
+ */
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error);
+
+/** Expected resident bytes of a trace of nprograms programs like one of program_bytes
+ *  (ts_program_bytes) and of its replay. */
+double ts_plan_trace_estimate_bytes(gsize program_bytes, int nprograms);
 
 /** The chunks the trace cuts layer i's backward into under tp-overlap (its output-gradient
  * all-gather beside the GEMMs it feeds: tp-overlap=xla, and tp-overlap=te on a GPU), 0 when it

@@ -2400,6 +2400,36 @@ static int plan_axes(const ts_plan *p, plan_axis *out)
   return n;
 }
 
+/* Bytes a trace may take before ts_plan_trace refuses it: TRAINSIM_MAX_MEMORY (a size, e.g.
+ * 16GiB) when set, else the machine's available memory (MemAvailable, shared by the workers of
+ * a search or sweep), 0 when neither is
+ * known (no check). -1 for a malformed TRAINSIM_MAX_MEMORY. */
+static double trace_memory_limit(void)
+{
+  const char *env = g_getenv("TRAINSIM_MAX_MEMORY");
+  if (env != NULL && *env != '\0') {
+    double v;
+    return ts_parse_size(env, &v) && v > 0 ? v : -1;
+  }
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL))
+    return 0;
+  const char *q = strstr(text, "MemAvailable:");
+  /* Worker processes of a search or sweep (ts_pool) each take their share. */
+  const char *share = g_getenv("TRAINSIM_MEMORY_SHARE");
+  double n = share != NULL ? g_ascii_strtod(share, NULL) : 1;
+  return q != NULL ? g_ascii_strtod(q + strlen("MemAvailable:"), NULL) * 1024.0 / MAX(n, 1) : 0;
+}
+
+double ts_plan_trace_estimate_bytes(gsize program_bytes, int nprograms)
+{
+  /* Every program holds about what the first does (same layers, micro-batches and ring
+   * steps); the replay's per-op state and the allocator's slack take about as much again.
+   * Measured (run -t tpu-v4-16x16x16 -m palm-540b -b 1024, max RSS): dp=64,pp=4,cp=16 0.81 GB
+   * for an estimate of 0.76 GB; dp=16,pp=4,cp=64 9.76 GB for 10.95 GB. */
+  return 2.0 * (double)program_bytes * nprograms;
+}
+
 ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
 {
   const ts_model *m = p->model;
@@ -2490,6 +2520,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
 
   int P = p->degree[TS_AX_PP];
   GArray *order = g_array_new(FALSE, FALSE, sizeof(ts_sched_item));
+  gboolean refused = FALSE;
   if (p->dp_overlap)
     g.pgather = g_new(int, m->nlayers > 0 ? m->nlayers : 1);
   for (int prog = 0; prog < P * CP; prog++) {
@@ -2544,6 +2575,33 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
     tied_exchange(&g);
     replicas_at_end(&g);
     optimizer_step(&g);
+    /* A split whose programs would exceed the machine (context parallelism's ring steps x
+     * micro-batches x stages x every cp rank's own program: 384 programs of ~700,000 ops
+     * for PaLM's cp=128 on two pods) is refused after its first program, with the estimate,
+     * instead of being killed by the kernel part-way. */
+    if (prog == 0 && P * CP > 1) {
+      double limit = trace_memory_limit();
+      double need = ts_plan_trace_estimate_bytes(ts_program_bytes(&tr->programs[0]), P * CP);
+      if (limit < 0 || (limit > 0 && need > limit)) {
+        char nb[32], lb[32];
+        if (limit < 0)
+          g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                      "TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB",
+                      g_getenv("TRAINSIM_MAX_MEMORY"));
+        else
+          g_set_error(
+              error, TS_ERROR, TS_ERROR_INVALID,
+              "the trace of %s would need about %s (%d programs of %d ops), over %s %s; "
+              "set TRAINSIM_MAX_MEMORY=SIZE above the estimate to run it anyway",
+              p->split_text, ts_fmt_bytes(nb, sizeof nb, need), P * CP, tr->programs[0].nops,
+              g_getenv("TRAINSIM_MAX_MEMORY") != NULL     ? "TRAINSIM_MAX_MEMORY"
+              : g_getenv("TRAINSIM_MEMORY_SHARE") != NULL ? "this worker's share of the available"
+                                                          : "the available",
+              ts_fmt_bytes(lb, sizeof lb, limit));
+        refused = TRUE;
+        break;
+      }
+    }
   }
   g_array_unref(order);
   g_array_unref(g.pend);
@@ -2561,7 +2619,7 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
   g_hash_table_unref(g.bucket_labels);
   g_hash_table_unref(g.contend_s);
   /* The collective algorithm is resolved here, once, so every backend replays the same one. */
-  if (!ts_trace_resolve_algos(tr, p->topo, error)) {
+  if (refused || !ts_trace_resolve_algos(tr, p->topo, error)) {
     ts_trace_free(tr);
     return NULL;
   }

@@ -241,6 +241,10 @@ static gboolean spawn(worker *w, worker *all, int nw, const ts_config *cfg, cons
       }
     close(cmd[1]);
     close(res[0]);
+    /* The workers share the machine's memory: ts_plan_trace refuses a trace over its share. */
+    char share[16];
+    g_snprintf(share, sizeof share, "%d", nw);
+    g_setenv("TRAINSIM_MEMORY_SHARE", share, TRUE);
     worker_main(cfg, idx, cmd[0], res[1]);
   }
   close(cmd[0]);
@@ -462,19 +466,27 @@ static gboolean pool_run(const ts_config *cfg, const int *idx, int n, const ts_p
       gint32 k = -1;
       ts_outcome oc;
       if (r != 1 || !ts_outcome_decode(buf, len, &k, &oc) || k != w->busy) {
+        /* A worker killed (the kernel's OOM killer, a crash) loses its configuration only:
+         * the others' results are kept and the search or sweep reports this one's reason. */
         g_free(buf);
+        buf = NULL;
         int st = 0;
         close(w->cmd_fd);
         close(w->res_fd);
         while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)
           ;
         w->pid = 0;
-        g_set_error(error, TS_ERROR, TS_ERROR_BACKEND,
-                    "worker process died predicting configuration %d (%s %d)", idx[w->busy],
-                    WIFSIGNALED(st) ? "signal" : "exit status",
-                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-        ok = FALSE;
-        break;
+        k = w->busy;
+        memset(&oc, 0, sizeof oc);
+        oc.status = TS_OUTCOME_FAILED;
+        oc.error_code = TS_ERROR_BACKEND;
+        oc.message = g_strdup_printf(
+            "the worker process predicting it died (%s %d%s)",
+            WIFSIGNALED(st) ? "signal" : "exit status",
+            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+            WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? ", likely out of memory" : "");
+        g_printerr("trainsim %s: configuration %d (%s): %s\n", o->label != NULL ? o->label : "",
+                   idx[k], cfg[idx[k]].split, oc.message);
       }
       g_free(buf);
       out[k] = oc;
