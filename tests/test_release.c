@@ -1415,6 +1415,33 @@ Test(release, a_bad_progress_setting_is_refused)
   rm_rf(dir);
 }
 
+Test(release, a_bad_memory_limit_is_refused)
+{
+  /* TRAINSIM_MAX_MEMORY was read only by a trace of several programs, so a typo in it passed
+   * every single-program run unnoticed. It is refused in one line before the command runs,
+   * as TRAINSIM_PROGRESS_S is; a size runs. */
+  g_autofree char *dir = tmp_dir();
+  static const char *const bad[] = {"lots", "-1", "0", "nan", "16 apples"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *env = g_strdup_printf("TRAINSIM_MAX_MEMORY='%s'", bad[i]);
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_to_files(dir, env, "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
+    cr_expect_eq(st, 2, "%s: status %d", bad[i], st);
+    g_autofree char *want = g_strdup_printf(
+        "trainsim: TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB\n", bad[i]);
+    cr_expect_str_eq(err, want);
+    cr_expect_str_eq(out, "");
+  }
+  static const char *const good[] = {"TRAINSIM_MAX_MEMORY=", "TRAINSIM_MAX_MEMORY=16GiB",
+                                     "-u TRAINSIM_MAX_MEMORY"};
+  for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
+    g_autofree char *out = NULL, *err = NULL;
+    int st = run_to_files(dir, good[i], "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
+    cr_expect_eq(st, 0, "%s: %s", good[i], err);
+  }
+  rm_rf(dir);
+}
+
 Test(release, replay_reports_tokens_and_calibration_as_run_does)
 {
   /* replay of a trace trainsim wrote showed "-" for tokens/s (the trace did not record the

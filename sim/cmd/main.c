@@ -32,13 +32,17 @@ static void usage(FILE *f)
              "Discrete-event simulator of distributed deep-learning training.\n\nCommands:\n");
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
     fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "\n`trainsim COMMAND --help` (or `trainsim help COMMAND`) shows a command's options\n"
-             "(with units). `trainsim --version` prints the version.\n\n"
-             "Environment:\n"
-             "  TRAINSIM_DATA_DIR    folder searched first for models/, topologies/ and plots/\n"
-             "  TRAINSIM_PROGRESS_S  seconds of quiet before a long job's progress shows on\n"
-             "                       stderr, and between its lines in a log (default 2;\n"
-             "                       seconds in [0, 3600], anything else is refused)\n");
+  fprintf(f,
+          "\n`trainsim COMMAND --help` (or `trainsim help COMMAND`) shows a command's options\n"
+          "(with units). `trainsim --version` prints the version.\n\n"
+          "Environment:\n"
+          "  TRAINSIM_DATA_DIR    folder searched first for models/, topologies/ and plots/\n"
+          "  TRAINSIM_PROGRESS_S  seconds of quiet before a long job's progress shows on\n"
+          "                       stderr, and between its lines in a log (default 2;\n"
+          "                       seconds in [0, 3600], anything else is refused)\n"
+          "  TRAINSIM_MAX_MEMORY  memory a simulation's trace may take (a size, e.g. 16GiB;\n"
+          "                       default: the available memory, shared by a search's or\n"
+          "                       sweep's workers); a larger one is refused with its estimate\n");
 }
 
 int main(int argc, char **argv)
@@ -82,6 +86,14 @@ int main(int argc, char **argv)
   g_autoptr(GError) env_error = NULL;
   if (!ts_progress_env_check(&env_error)) {
     fprintf(stderr, "trainsim: %s\n", env_error->message);
+    return TS_EXIT_INPUT;
+  }
+  const char *max_memory = g_getenv("TRAINSIM_MAX_MEMORY");
+  double max_memory_bytes;
+  if (max_memory != NULL && *max_memory != '\0' &&
+      !(ts_parse_size(max_memory, &max_memory_bytes) && max_memory_bytes > 0)) {
+    fprintf(stderr, "trainsim: TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB\n",
+            max_memory);
     return TS_EXIT_INPUT;
   }
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
