@@ -88,12 +88,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "trainsim: %s\n", env_error->message);
     return TS_EXIT_INPUT;
   }
-  const char *max_memory = g_getenv("TRAINSIM_MAX_MEMORY");
   double max_memory_bytes;
-  if (max_memory != NULL && *max_memory != '\0' &&
-      !(ts_parse_size(max_memory, &max_memory_bytes) && max_memory_bytes > 0)) {
-    fprintf(stderr, "trainsim: TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB\n",
-            max_memory);
+  if (!ts_max_memory_env(&max_memory_bytes, &env_error)) {
+    fprintf(stderr, "trainsim: %s\n", env_error->message);
     return TS_EXIT_INPUT;
   }
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)

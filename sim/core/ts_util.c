@@ -82,6 +82,17 @@ gboolean ts_parse_size(const char *text, double *out)
   return TRUE;
 }
 
+gboolean ts_max_memory_env(double *bytes, GError **error)
+{
+  const char *env = g_getenv("TRAINSIM_MAX_MEMORY");
+  *bytes = 0;
+  if (env == NULL || *env == '\0' || ts_parse_size(env, bytes))
+    return TRUE;
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB", env);
+  return FALSE;
+}
+
 gboolean ts_json_depth_ok(const char *text, gssize len, int max_depth, int *line)
 {
   const char *end = len < 0 ? text + strlen(text) : text + len;

@@ -62,6 +62,13 @@ GKeyFile *ts_kf_load_data(const char *text, gsize len, const char *path, GError 
 gboolean ts_parse_size(const char *text, double *out);
 
 /**
+ * TRAINSIM_MAX_MEMORY, the bytes a simulation's trace may take: *bytes is the size, or 0 when
+ * the variable is unset or empty. FALSE (TS_ERROR_INPUT, naming the variable) when it is not a
+ * size ts_parse_size reads. main() checks it before any command; ts_plan_trace reads it.
+ */
+gboolean ts_max_memory_env(double *bytes, GError **error);
+
+/**
  * Checks that JSON text (len bytes, or NUL-terminated when len < 0) nests arrays and objects at
  * most max_depth deep, before a recursive parser sees it (json-glib overflowed the stack on
  * 200,000 '['). FALSE sets *line to the line where the limit is passed.

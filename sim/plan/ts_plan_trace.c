@@ -2400,25 +2400,28 @@ static int plan_axes(const ts_plan *p, plan_axis *out)
   return n;
 }
 
-/* Bytes a trace may take before ts_plan_trace refuses it: TRAINSIM_MAX_MEMORY (a size, e.g.
- * 16GiB) when set, else the machine's available memory (MemAvailable, shared by the workers of
- * a search or sweep), 0 when neither is
- * known (no check). -1 for a malformed TRAINSIM_MAX_MEMORY. */
-static double trace_memory_limit(void)
+/* Bytes a trace may take before ts_plan_trace refuses it, in *limit, and what set them, in
+ * *source: TRAINSIM_MAX_MEMORY (a size, e.g. 16GiB) when set, else the machine's available
+ * memory (MemAvailable, shared by the workers of a search or sweep); 0 when neither is known
+ * (no check). FALSE for a malformed TRAINSIM_MAX_MEMORY (ts_max_memory_env's error). */
+static gboolean trace_memory_limit(double *limit, const char **source, GError **error)
 {
-  const char *env = g_getenv("TRAINSIM_MAX_MEMORY");
-  if (env != NULL && *env != '\0') {
-    double v;
-    return ts_parse_size(env, &v) && v > 0 ? v : -1;
-  }
+  *source = "TRAINSIM_MAX_MEMORY";
+  if (!ts_max_memory_env(limit, error))
+    return FALSE;
+  if (*limit > 0)
+    return TRUE;
   g_autofree char *text = NULL;
   if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL))
-    return 0;
+    return TRUE;
   const char *q = strstr(text, "MemAvailable:");
   /* Worker processes of a search or sweep (ts_pool) each take their share. */
   const char *share = g_getenv("TRAINSIM_MEMORY_SHARE");
   double n = share != NULL ? g_ascii_strtod(share, NULL) : 1;
-  return q != NULL ? g_ascii_strtod(q + strlen("MemAvailable:"), NULL) * 1024.0 / MAX(n, 1) : 0;
+  *source = share != NULL ? "this worker's share of the available" : "the available";
+  if (q != NULL)
+    *limit = g_ascii_strtod(q + strlen("MemAvailable:"), NULL) * 1024.0 / MAX(n, 1);
+  return TRUE;
 }
 
 double ts_plan_trace_estimate_bytes(gsize program_bytes, int nprograms)
@@ -2580,24 +2583,18 @@ ts_trace *ts_plan_trace(const ts_plan *p, GError **error)
      * for PaLM's cp=128 on two pods) is refused after its first program, with the estimate,
      * instead of being killed by the kernel part-way. */
     if (prog == 0 && P * CP > 1) {
-      double limit = trace_memory_limit();
+      double limit;
+      const char *source;
+      gboolean valid = trace_memory_limit(&limit, &source, error);
       double need = ts_plan_trace_estimate_bytes(ts_program_bytes(&tr->programs[0]), P * CP);
-      if (limit < 0 || (limit > 0 && need > limit)) {
+      if (!valid || (limit > 0 && need > limit)) {
         char nb[32], lb[32];
-        if (limit < 0)
-          g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                      "TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB",
-                      g_getenv("TRAINSIM_MAX_MEMORY"));
-        else
-          g_set_error(
-              error, TS_ERROR, TS_ERROR_INVALID,
-              "the trace of %s would need about %s (%d programs of %d ops), over %s %s; "
-              "set TRAINSIM_MAX_MEMORY=SIZE above the estimate to run it anyway",
-              p->split_text, ts_fmt_bytes(nb, sizeof nb, need), P * CP, tr->programs[0].nops,
-              g_getenv("TRAINSIM_MAX_MEMORY") != NULL     ? "TRAINSIM_MAX_MEMORY"
-              : g_getenv("TRAINSIM_MEMORY_SHARE") != NULL ? "this worker's share of the available"
-                                                          : "the available",
-              ts_fmt_bytes(lb, sizeof lb, limit));
+        if (valid)
+          g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
+                      "the trace of %s would need about %s (%d programs of %d ops), over %s %s; "
+                      "set TRAINSIM_MAX_MEMORY=SIZE above the estimate to run it anyway",
+                      p->split_text, ts_fmt_bytes(nb, sizeof nb, need), P * CP,
+                      tr->programs[0].nops, source, ts_fmt_bytes(lb, sizeof lb, limit));
         refused = TRUE;
         break;
       }
