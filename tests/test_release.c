@@ -1387,27 +1387,24 @@ Test(release, progress_lines_when_stderr_is_a_file)
   rm_rf(dir);
 }
 
-Test(release, a_bad_progress_setting_is_refused)
+/* Runs a small `run` under VAR=each of bad (quoted for the shell): exit 2, stdout empty, stderr
+ * exactly "trainsim: " + want (a format of the value) + newline; then under each env of good
+ * (assignments or `-u VAR`): exit 0. */
+static void expect_env_checked(const char *var, const char *const *bad, size_t nbad,
+                               const char *want, const char *const *good, size_t ngood)
 {
-  /* TRAINSIM_PROGRESS_S=5s (or -1, 7200) was silently replaced by the 2 s default, so the
-   * setting seemed to do nothing. It is refused in one line before the command runs; unset,
-   * empty, 0 and 3600 run. */
   g_autofree char *dir = tmp_dir();
-  static const char *const bad[] = {"5s", "-1", "7200", "nan"};
-  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-    g_autofree char *env = g_strdup_printf("TRAINSIM_PROGRESS_S=%s", bad[i]);
+  for (size_t i = 0; i < nbad; i++) {
+    g_autofree char *env = g_strdup_printf("%s='%s'", var, bad[i]);
     g_autofree char *out = NULL, *err = NULL;
     int st = run_to_files(dir, env, "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
     cr_expect_eq(st, 2, "%s: status %d", bad[i], st);
-    g_autofree char *want = g_strdup_printf(
-        "trainsim: TRAINSIM_PROGRESS_S='%s': expected seconds in [0, 3600] (unset or empty: 2)\n",
-        bad[i]);
-    cr_expect_str_eq(err, want);
+    g_autofree char *msg = g_strdup_printf(want, bad[i]);
+    g_autofree char *line = g_strdup_printf("trainsim: %s\n", msg);
+    cr_expect_str_eq(err, line);
     cr_expect_str_eq(out, "");
   }
-  static const char *const good[] = {"TRAINSIM_PROGRESS_S=", "TRAINSIM_PROGRESS_S=0",
-                                     "TRAINSIM_PROGRESS_S=3600", "-u TRAINSIM_PROGRESS_S"};
-  for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
+  for (size_t i = 0; i < ngood; i++) {
     g_autofree char *out = NULL, *err = NULL;
     int st = run_to_files(dir, good[i], "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
     cr_expect_eq(st, 0, "%s: %s", good[i], err);
@@ -1415,31 +1412,30 @@ Test(release, a_bad_progress_setting_is_refused)
   rm_rf(dir);
 }
 
+Test(release, a_bad_progress_setting_is_refused)
+{
+  /* TRAINSIM_PROGRESS_S=5s (or -1, 7200) was silently replaced by the 2 s default, so the
+   * setting seemed to do nothing. It is refused in one line before the command runs; unset,
+   * empty, 0 and 3600 run. */
+  static const char *const bad[] = {"5s", "-1", "7200", "nan"};
+  static const char *const good[] = {"TRAINSIM_PROGRESS_S=", "TRAINSIM_PROGRESS_S=0",
+                                     "TRAINSIM_PROGRESS_S=3600", "-u TRAINSIM_PROGRESS_S"};
+  expect_env_checked("TRAINSIM_PROGRESS_S", bad, G_N_ELEMENTS(bad),
+                     "TRAINSIM_PROGRESS_S='%s': expected seconds in [0, 3600] (unset or empty: 2)",
+                     good, G_N_ELEMENTS(good));
+}
+
 Test(release, a_bad_memory_limit_is_refused)
 {
   /* TRAINSIM_MAX_MEMORY was read only by a trace of several programs, so a typo in it passed
    * every single-program run unnoticed. It is refused in one line before the command runs,
    * as TRAINSIM_PROGRESS_S is; a size runs. */
-  g_autofree char *dir = tmp_dir();
   static const char *const bad[] = {"lots", "-1", "0", "nan", "16 apples"};
-  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-    g_autofree char *env = g_strdup_printf("TRAINSIM_MAX_MEMORY='%s'", bad[i]);
-    g_autofree char *out = NULL, *err = NULL;
-    int st = run_to_files(dir, env, "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
-    cr_expect_eq(st, 2, "%s: status %d", bad[i], st);
-    g_autofree char *want = g_strdup_printf(
-        "trainsim: TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB\n", bad[i]);
-    cr_expect_str_eq(err, want);
-    cr_expect_str_eq(out, "");
-  }
   static const char *const good[] = {"TRAINSIM_MAX_MEMORY=", "TRAINSIM_MAX_MEMORY=16GiB",
                                      "-u TRAINSIM_MAX_MEMORY"};
-  for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
-    g_autofree char *out = NULL, *err = NULL;
-    int st = run_to_files(dir, good[i], "run -t tpu-v2-8 -m mlp -b 16 -s dp=4", &out, &err);
-    cr_expect_eq(st, 0, "%s: %s", good[i], err);
-  }
-  rm_rf(dir);
+  expect_env_checked("TRAINSIM_MAX_MEMORY", bad, G_N_ELEMENTS(bad),
+                     "TRAINSIM_MAX_MEMORY '%s': expected a size in bytes, e.g. 16GiB", good,
+                     G_N_ELEMENTS(good));
 }
 
 Test(release, replay_reports_tokens_and_calibration_as_run_does)
