@@ -20,13 +20,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 bench_build
 bench_tmp
-pub=data/published
-tt=$pub/torchtitan
-files="$tt/llama3_h100_steps.csv $tt/llama3_405b_h100_202408_steps.csv
-  $tt/llama3_h100_asynctp_steps.csv $tt/llama3_h100_cp_steps.csv $tt/llama3_8b_h200_202506_steps.csv
-  $pub/nemo/nemo-24.07-h100-fp8.csv $pub/megatron-bridge/nemo-h100-fp8.csv
-  $pub/megatron-bridge/nemo-h100-moe.csv $pub/megatron-core/mcore-h100-weak-scaling.csv
-  $pub/llama3/grattafiori2024-table4.csv $pub/llm-foundry/mpt-h100.csv"
+files=$(h100_step_files)
 hdr='group,topology,vary,model,split,global_batch,micro_batch,step_time_s'
 for k in att cmp mem net; do echo "$hdr" > "$tmp/$k.csv"; done
 : > "$tmp/rows.tsv"

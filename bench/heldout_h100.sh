@@ -14,14 +14,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 bench_build
 bench_tmp
-pub=data/published
-tt=$pub/torchtitan
-for file in $tt/llama3_h100_steps.csv $tt/llama3_405b_h100_202408_steps.csv \
-  $tt/llama3_h100_asynctp_steps.csv $tt/llama3_h100_cp_steps.csv \
-  $tt/llama3_8b_h200_202506_steps.csv $pub/nemo/nemo-24.07-h100-fp8.csv \
-  $pub/megatron-bridge/nemo-h100-fp8.csv $pub/megatron-bridge/nemo-h100-moe.csv \
-  $pub/megatron-core/mcore-h100-weak-scaling.csv $pub/llama3/grattafiori2024-table4.csv \
-  $pub/llm-foundry/mpt-h100.csv $tt/performance_a100_steps.csv; do
+for file in $(h100_step_files) data/published/torchtitan/performance_a100_steps.csv; do
   # (validate's progress lines go to stderr; a refused file stops here with validate's line)
   ./build/sim/trainsim validate --against "$file" --format json > "$tmp/v.json" 2> "$tmp/err" || {
     grep -v '^validate: [0-9]' "$tmp/err" >&2

@@ -4,6 +4,7 @@
 #   bench_build [TARGET...]  configure build/ and build TARGETs (default trainsim), quietly: the
 #                            script then runs on a fresh checkout too
 #   bench_tmp                a fresh folder in $tmp, removed when the script exits
+#   h100_step_files          the H100/H200 step-time measurement files, one per word
 root=$(pwd)
 ts="$root/build/sim/trainsim"
 
@@ -28,4 +29,17 @@ bench_validate() {
     echo "$(basename "$0"): $(tail -n 1 "$tmp/validate.err")" >&2
     exit 2
   fi
+}
+
+# h100_step_files: every shipped H100 / H200 step-time file (bench/heldout_h100.sh,
+# bench/h100_bias.sh), in the order their tables list them.
+h100_step_files() {
+  pub=data/published
+  tt=$pub/torchtitan
+  echo "$tt/llama3_h100_steps.csv $tt/llama3_405b_h100_202408_steps.csv" \
+    "$tt/llama3_h100_asynctp_steps.csv $tt/llama3_h100_cp_steps.csv" \
+    "$tt/llama3_8b_h200_202506_steps.csv $pub/nemo/nemo-24.07-h100-fp8.csv" \
+    "$pub/megatron-bridge/nemo-h100-fp8.csv $pub/megatron-bridge/nemo-h100-moe.csv" \
+    "$pub/megatron-core/mcore-h100-weak-scaling.csv $pub/llama3/grattafiori2024-table4.csv" \
+    "$pub/llm-foundry/mpt-h100.csv"
 }
