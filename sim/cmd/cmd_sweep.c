@@ -463,6 +463,10 @@ int ts_cmd_sweep(int argc, char **argv)
   g_free(out);
   g_array_unref(idx);
 out:
+  /* Before MPI_Finalize: once every rank has finalized, the launcher may stop this one as soon
+   * as another exits with a failure, before main() would remove the folder. */
+  if (status != 0)
+    ts_cmd_remove_created_dir();
   ts_mpi_finish();
   spec_clear(&spec);
   ts_cmd_plan_args_clear(&a.pa);
