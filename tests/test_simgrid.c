@@ -20,6 +20,7 @@
 #include <simgrid/link.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <xbt/dynar.h>
 
 #define REL_TOL 0.005 /* agreement where no link is shared: 0.5 % */
@@ -33,6 +34,18 @@ typedef struct {
   double bw_GBps, lat_us;
 } dim_spec;
 
+
+/* A fresh temporary file's path (the file exists, empty; caller frees and removes). Criterion
+ * runs the tests of a binary in parallel processes, so a fixed name in /tmp is a race. */
+static char *tmp_path(const char *tmpl)
+{
+  GError *e = NULL;
+  char *path = NULL;
+  int fd = g_file_open_tmp(tmpl, &path, &e);
+  cr_assert(fd >= 0, "tmp file: %s", e != NULL ? e->message : "?");
+  close(fd);
+  return path;
+}
 static ts_topo *topo_make(const dim_spec *dims, int ndims)
 {
   ts_topo *t = g_new0(ts_topo, 1);
@@ -735,7 +748,7 @@ Test(report, stride2_link_loads)
   cr_expect(strstr(sum, "c0.x+") != NULL && strstr(sum, "coll0") != NULL, "%s", sum);
   g_ptr_array_unref(rows);
   /* The one-call form the commands use: a CSV line per link, and the summary. */
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "ts-test-links.csv", NULL);
+  g_autofree char *path = tmp_path("ts-test-links-XXXXXX.csv");
   char *top = NULL;
   ok = ts_backend_simgrid_report_links(b, path, 2, &top, &e);
   cr_assert(ok, "%s", e != NULL ? e->message : "");
@@ -968,7 +981,7 @@ Test(platform, full_xml_routes_are_dimension_order)
   cr_assert_not_null(p);
   g_autofree char *xml = ts_platform_xml(p, TS_PLATFORM_FULL, &e);
   cr_assert_not_null(xml);
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "ts-test-full.xml", NULL);
+  g_autofree char *path = tmp_path("ts-test-full-XXXXXX.xml");
   cr_assert(g_file_set_contents(path, xml, -1, NULL));
   cr_assert(ts_sg_init(NULL, &e));
   gboolean ok = ts_sg_load_xml(path, &e);
@@ -1003,7 +1016,7 @@ static void load_xml_ok(const ts_topo *t, ts_platform_routing r, const ts_platfo
   cr_assert_not_null(p);
   g_autofree char *xml = ts_platform_xml(p, r, &e);
   cr_assert_not_null(xml, "%s", e != NULL ? e->message : "");
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "ts-test-plat.xml", NULL);
+  g_autofree char *path = tmp_path("ts-test-plat-XXXXXX.xml");
   cr_assert(g_file_set_contents(path, xml, -1, NULL));
   cr_assert(ts_sg_init(NULL, &e));
   gboolean ok = ts_sg_load_xml(path, &e);
@@ -1091,7 +1104,7 @@ static int run_cmd(const char *args, char **out, char **err)
 
 Test(cmd, platform_writes_xml)
 {
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "ts-test-cmd.xml", NULL);
+  g_autofree char *path = tmp_path("ts-test-cmd-XXXXXX.xml");
   g_autofree char *args = g_strdup_printf("--topology dgx-a100-4node -o %s", path);
   char *out = NULL, *err = NULL;
   int rc = run_cmd(args, &out, &err);
