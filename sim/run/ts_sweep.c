@@ -756,10 +756,11 @@ static gboolean cp_pays(const auto_ctx *c, const ts_plan *probe)
 
 /* The fewest tokens of a sequence a cp rank keeps in the default enumeration. Published
  * long-context runs keep 8K-32K a rank (TorchTitan's Table 2: 32,768 at 64K-262K tokens;
- * NeMo's Llama 3 8B 64K and 128K recipes: 16,384), the length of a whole pre-training sample,
- * where each ring step's attention (chunk x chunk work) hides its key/value block (chunk x kv
- * bytes) over the network too; the bound also keeps the enumeration to log2(s / 8192) degrees
- * (3 at 64K, 5 at 256K) instead of every divisor of the chips. */
+ * NeMo's recipes llama3_8b_16k and llama3_8b_64k: cp 2 at 16K and cp 4 at 64K, 8,192 and
+ * 16,384), the length of a whole pre-training sample, where each ring step's attention (chunk x
+ * chunk work) hides its key/value block (chunk x kv bytes) over the network too; the bound also
+ * keeps the enumeration to log2(s / 8192) degrees (3 at 64K, 5 at 256K) instead of every
+ * divisor of the chips. */
 #define CP_MIN_TOKENS 8192
 
 /* The longest sequence of any layer: what a cp rank's share is a part of. */
