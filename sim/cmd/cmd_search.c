@@ -150,7 +150,8 @@ int ts_cmd_search(int argc, char **argv)
   GOptionEntry search_entries[] = {
       {"top", 'k', 0, G_OPTION_ARG_INT64, &top, "How many ranked splits to show (default 5)", "K"},
       {"vary-options", 0, 0, G_OPTION_ARG_NONE, &vary_options,
-       "Also search context parallelism, sp, interleaved stages, recomputation and the hybrid "
+       "Also search every context-parallel degree (without it: only where a sample does not fit "
+       "a chip, >= 8192 tokens a rank), sp, interleaved stages, recomputation and the hybrid "
        "sharding group (many more candidates; bound them with --max-configs)",
        NULL},
       {"max-configs", 0, 0, G_OPTION_ARG_INT64, &max_configs,
@@ -183,7 +184,9 @@ int ts_cmd_search(int argc, char **argv)
   if (!ts_cmd_parse("search", "",
                     "Finds the fastest splits (and placements, micro-batches) of a model on a "
                     "topology that fit in memory, ranked, and says why each other split family "
-                    "lost.",
+                    "lost. Tries tensor, pipeline and data parallelism with ZeRO 0-3, FSDP2 "
+                    "(zero=3,fsdp2, and shard=N across nodes) on GPUs, and context parallelism "
+                    "for sequences too long for one chip.",
                     "Example:\n  trainsim search -t asym-16x16 -m gpt3-6.7b -b 256\nSee "
                     "docs/whatif.md.",
                     entries, &argc, &argv, &err) ||

@@ -220,15 +220,17 @@ int ts_cmd_sweep(int argc, char **argv)
   ts_capacity_options_init(&cap);
   GOptionEntry sweep_entries[] = {
       {"splits", 0, 0, G_OPTION_ARG_STRING, &a.splits_opt,
-       "auto (every valid split and placement) or a ';'-separated list", "auto|S1;S2"},
+       "auto (every valid split and placement: ZeRO 0-3 and FSDP2, cp for sequences too long "
+       "for one chip) or a ';'-separated list",
+       "auto|S1;S2"},
       {"fits-only", 0, 0, G_OPTION_ARG_NONE, &a.fits_only,
        "With --splits auto: only splits whose memory per chip fits", NULL},
       {"all-placements", 0, 0, G_OPTION_ARG_NONE, &a.all_placements,
        "With --splits auto: also placements that mirror others on interchangeable dimensions",
        NULL},
       {"vary-options", 0, 0, G_OPTION_ARG_NONE, &a.vary_options,
-       "With --splits auto: also vary context parallelism, recomputation, sp, interleaved "
-       "stages and the hybrid sharding group",
+       "With --splits auto: also vary context parallelism (every degree, any sequence), "
+       "recomputation, sp, interleaved stages and the hybrid sharding group",
        NULL},
       {"max-configs", 0, 0, G_OPTION_ARG_INT64, &a.max_configs,
        "With --splits auto: at most N splits per topology, model and batch (default 0: all)", "N"},

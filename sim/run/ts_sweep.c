@@ -484,7 +484,11 @@ char *ts_split_family(const char *split)
       g_string_append_printf(f, "%s%s", f->len ? "+" : "", ts_axis_kind_name(a));
   if (f->len == 0)
     g_string_append(f, "single");
-  if (s->zero > 0)
+  /* FSDP2 is ZeRO-3 as PyTorch allocates and reduces it: a family of its own, so a search
+   * says how it fared against the other sharding stages. */
+  if (s->zero == 3 && s->fsdp2)
+    g_string_append(f, "+fsdp2");
+  else if (s->zero > 0)
     g_string_append_printf(f, "+zero%d", s->zero);
   return g_string_free(f, FALSE);
 }
@@ -535,6 +539,9 @@ typedef struct {
   gboolean vary_options;
   int max_configs;
   gboolean truncated;
+  gboolean fsdp2;      /* zero=3 splits are also tried as fsdp2 (the planner accepts it here) */
+  gboolean cp_default; /* cp is enumerated without vary_options (long sequences: cp_pays) */
+  gint64 seq_tokens;   /* the model's longest sequence (model_tokens) */
 } auto_ctx;
 
 static char *shape_key(const int *degree, const ts_group_shape *shape)
@@ -598,8 +605,10 @@ static int try_split(auto_ctx *c, const char *text)
   if (p != NULL && (!c->fits_only || p->mem.fits))
     g_ptr_array_add(c->out, g_strdup(text));
   /* Hybrid sharding: ZeRO inside each group of dp's inner pieces (the fastest dimensions),
-   * one candidate per proper prefix of dp's placement (FSDP's HYBRID_SHARD over a node). */
-  if (c->vary_options && p != NULL && sp->zero > 0 && sp->shard == 0) {
+   * one candidate per proper prefix of dp's placement (FSDP's HYBRID_SHARD over a node). With
+   * fsdp2 always: HSDP (TorchTitan's data_parallel_replicate_degree) is how FSDP2 runs across
+   * nodes, and it adds one candidate per fsdp2 split on a two-level array (dp over node+net). */
+  if ((c->vary_options || sp->fsdp2) && p != NULL && sp->zero > 0 && sp->shard == 0) {
     int shard = 1;
     for (int k = 0; k + 1 < p->shape[TS_AX_DP].npieces; k++) {
       shard *= p->shape[TS_AX_DP].p[k].size;
@@ -660,6 +669,11 @@ static void place_axes(auto_ctx *c, int a, int *choice)
       g_autofree char *text = g_strconcat(s->str, zs, c->suffix, NULL);
       try_options(c, text);
     }
+    /* ZeRO-3 as PyTorch FSDP2 runs it (TorchTitan's sharding), after the stages above. */
+    if (nzero == 4 && c->fsdp2) {
+      g_autofree char *text = g_strconcat(s->str, ",zero=3,fsdp2", c->suffix, NULL);
+      try_options(c, text);
+    }
     g_string_free(s, TRUE);
     return;
   }
@@ -712,6 +726,52 @@ static gboolean cp_applies(const ts_model *m, int d)
   return TRUE;
 }
 
+/* One sample per chip with every other state sharded over every chip: "dp=N,zero=3" at
+ * micro-batch 1, with the options every split gets (suffix), so no recomputation unless they
+ * ask for it. The split that leaves a chip the most room for a sample; planned once for the
+ * two rules below. NULL when the planner refuses it (one chip, or zero=3 not accepted). */
+static ts_plan *probe_plan(const auto_ctx *c, const char *extra)
+{
+  ts_plan_options o = *c->po;
+  o.global_batch = c->t->nchips;
+  o.micro_batch = 1;
+  g_autofree char *text = g_strdup_printf("dp=%d,zero=3%s%s", c->t->nchips, extra, c->suffix);
+  g_autoptr(ts_split) s = ts_split_parse(text, NULL);
+  return s != NULL ? ts_plan_new(c->m, c->t, s, &o, NULL) : NULL;
+}
+
+/* Context parallelism is enumerated without vary_options where it could pay: where a whole
+ * sample does not fit a chip even with every other state sharded over all chips (probe; the
+ * default search has no recomputation and no sp to shrink a sample's activations, which grow
+ * with its tokens), and then only at degrees that leave every rank at least CP_MIN_TOKENS of
+ * each sequence. Llama 3.1 8B at 8,192 tokens on H100s needs 54 GiB a sample (38 GiB of it
+ * activations): it fits, and cp would only add its ring to data parallelism's work; at 65,536
+ * tokens it needs 392 GiB, and cp 2 to 8 are tried. */
+static gboolean cp_pays(const auto_ctx *c, const ts_plan *probe)
+{
+  if (!c->supported[TS_AX_CP] || !cp_applies(c->m, 2))
+    return FALSE;
+  return probe == NULL || !probe->mem.fits;
+}
+
+/* The fewest tokens of a sequence a cp rank keeps in the default enumeration. Published
+ * long-context runs keep 8K-32K a rank (TorchTitan's Table 2: 32,768 at 64K-262K tokens;
+ * NeMo's recipes llama3_8b_16k and llama3_8b_64k: cp 2 at 16K and cp 4 at 64K, 8,192 and
+ * 16,384), the length of a whole pre-training sample, where each ring step's attention (chunk x
+ * chunk work) hides its key/value block (chunk x kv bytes) over the network too; the bound also
+ * keeps the enumeration to log2(s / 8192) degrees (3 at 64K, 5 at 256K) instead of every
+ * divisor of the chips. */
+#define CP_MIN_TOKENS 8192
+
+/* The longest sequence of any layer: what a cp rank's share is a part of. */
+static gint64 model_tokens(const ts_model *m)
+{
+  gint64 s = 1;
+  for (int i = 0; i < m->nlayers; i++)
+    s = MAX(s, m->layers[i].tokens);
+  return s;
+}
+
 /* Chooses a degree for axis a onwards (data parallelism takes what is left). */
 static void choose_degrees(auto_ctx *c, int a, int left)
 {
@@ -724,14 +784,17 @@ static void choose_degrees(auto_ctx *c, int a, int left)
     return;
   }
   /* Context parallelism multiplies the enumeration by its degrees and placements: it is
-   * searched with the other issue-13 options (vary_options) only. */
-  if (a == TS_AX_DP || !c->supported[a] || (a == TS_AX_CP && !c->vary_options)) {
+   * searched with the other issue-13 options (vary_options), or where a whole sample cannot
+   * sit on one chip (cp_pays), at degrees that leave a rank CP_MIN_TOKENS. */
+  if (a == TS_AX_DP || !c->supported[a] || (a == TS_AX_CP && !c->vary_options && !c->cp_default)) {
     c->degree[a] = 1;
     choose_degrees(c, a + 1, left);
     return;
   }
   for (int d = 1; d <= left; d++)
-    if (left % d == 0 && (a != TS_AX_CP || cp_applies(c->m, d))) {
+    if (left % d == 0 &&
+        (a != TS_AX_CP || (cp_applies(c->m, d) &&
+                           (c->vary_options || d == 1 || c->seq_tokens / d >= CP_MIN_TOKENS)))) {
       c->degree[a] = d;
       choose_degrees(c, a + 1, left / d);
     }
@@ -793,6 +856,17 @@ GPtrArray *ts_splits_auto(const ts_model *m, const ts_topo *t, const ts_plan_opt
     g_autoptr(ts_split) s = ts_split_parse(probe, NULL);
     if (s != NULL && s->zero == z)
       c.zero_stages = z + 1;
+  }
+
+  /* FSDP2 (fsdp2 with zero=3) where the planner accepts it: a GPU stack (a TPU refuses it),
+   * decided once on the probe rather than by planning and refusing every zero=3 split twice.
+   * When the probe itself does not plan, every fsdp2 candidate is planned on its own. */
+  {
+    g_autoptr(ts_plan) probe = c.zero_stages == 4 ? probe_plan(&c, "") : NULL;
+    g_autoptr(ts_plan) probe2 = probe != NULL ? probe_plan(&c, ",fsdp2") : NULL;
+    c.fsdp2 = c.zero_stages == 4 && (probe == NULL || probe2 != NULL);
+    c.cp_default = cp_pays(&c, probe);
+    c.seq_tokens = model_tokens(m);
   }
 
   c.seqs = g_ptr_array_new_with_free_func(g_free);

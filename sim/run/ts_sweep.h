@@ -85,9 +85,12 @@ typedef struct {
 
 /**
  * Every valid split of the model on the topology at these planner options: every degree of
- * every axis the planner accepts (an axis ts_split_parse rejects is left out), times every
- * placement of each axis on the array's dimensions, times every ZeRO stage the planner accepts
- * when data parallelism is used (sharding), deduplicated by the resulting group shapes (and,
+ * every axis the planner accepts (an axis ts_split_parse rejects is left out; context
+ * parallelism only where a whole sample does not fit a chip, at degrees that leave a rank 8,192
+ * tokens, or with vary_options), times every placement of each axis on the array's dimensions,
+ * times every ZeRO stage the planner accepts when data parallelism is used (sharding), and
+ * ZeRO-3 as FSDP2 (zero=3,fsdp2, with hybrid sharding over dp's inner pieces) where the planner
+ * accepts fsdp2, deduplicated by the resulting group shapes (and,
  * unless all_placements, by the array's symmetries), kept when ts_plan_new accepts it. Returns
  * --split strings with explicit placements ("tp=8@x,dp=128@x+y,zero=1"), in a deterministic
  * order.
