@@ -3,7 +3,9 @@
 # "Multi-node A100 runs: one mechanism or several"). Each row of the files below is replayed with
 # `trainsim sweep` (one configuration: the row's topology, its `vary` as --vary, split, batch,
 # micro-batch and bucket), and its step is printed split into compute, pipeline bubble and the
-# exposed data-, tensor- and pipeline-parallel time, beside the measured step. The last column,
+# exposed data-, tensor- and pipeline-parallel time, beside the measured step; comm is all the
+# communication of the busiest chip, hidden or not (so a row's step could grow by at most
+# comm - dp - tp - pp if nothing overlapped). The last column,
 # per-mb, is (measured - exposed) / (predicted - exposed): how much slower the measured run's
 # compute and bubble were than trainsim's, with the exposed communication taken as predicted.
 #
@@ -17,8 +19,8 @@ bloom/bigscience2022-bloom nemo-launcher/nemo-launcher-5b-a100 torchtitan/perfor
 megatron/narayanan2021-table1 megatron/korthikanti2022-table4"}
 bench_build
 bench_tmp
-printf "%-24s %4s %5s %8s %8s %7s %8s %7s %6s %6s %6s %6s\n" file line gpus measured predicted \
-  error compute bubble dp tp pp per-mb
+printf "%-24s %4s %5s %8s %8s %7s %8s %7s %6s %6s %6s %7s %6s\n" file line gpus measured predicted \
+  error compute bubble dp tp pp comm per-mb
 for f in $files; do
   csv="data/published/$f.csv"
   dir=$(dirname "$csv")
@@ -58,10 +60,11 @@ for f in $files; do
       {
         fields($0, x)
         p = x[c["step_time_s"]]; e = x[c["exposed_comm_time_s"]]
-        printf "%-24s %4d %5d %8.3f %8.3f %+6.1f%% %8.3f %7.3f %6.3f %6.3f %6.3f %6.3f\n",
+        printf "%-24s %4d %5d %8.3f %8.3f %+6.1f%% %8.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.3f\n",
           substr(name, 1, 24), line, x[c["chips"]], meas, p, 100 * (p / meas - 1),
           x[c["compute_time_s"]], x[c["bubble_time_s"]], x[c["exposed_comm_dp_s"]],
-          x[c["exposed_comm_tp_s"]], x[c["exposed_comm_pp_s"]], (meas - e) / (p - e)
+          x[c["exposed_comm_tp_s"]], x[c["exposed_comm_pp_s"]], x[c["comm_time_s"]],
+          (meas - e) / (p - e)
       }' "$tmp/one.csv"
   done <"$tmp/rows.txt"
 done
