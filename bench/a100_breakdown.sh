@@ -17,6 +17,13 @@ cd "$(dirname "$0")/.."
 files=${*:-"mtnlg/smith2022-mtnlg opt/zhang2022-opt175b gpt-neox/black2022-neox20b
 bloom/bigscience2022-bloom nemo-launcher/nemo-launcher-5b-a100 torchtitan/performance_a100_steps
 megatron/narayanan2021-table1 megatron/korthikanti2022-table4"}
+# A name that is not a measurement file stops the script before anything is built or printed.
+for f in $files; do
+  [ -f "data/published/$f.csv" ] || {
+    echo "a100_breakdown.sh: argument '$f': expected a measurement file data/published/DIR/NAME (without .csv)" >&2
+    exit 2
+  }
+done
 bench_build
 bench_tmp
 printf "%-24s %4s %5s %8s %8s %7s %8s %7s %6s %6s %6s %7s %6s\n" file line gpus measured predicted \
@@ -24,10 +31,6 @@ printf "%-24s %4s %5s %8s %8s %7s %8s %7s %6s %6s %6s %7s %6s\n" file line gpus 
 for f in $files; do
   csv="data/published/$f.csv"
   dir=$(dirname "$csv")
-  [ -f "$csv" ] || {
-    echo "a100_breakdown.sh: $csv: no such measurement file" >&2
-    exit 2
-  }
   # One line per row: the sweep's arguments, separated by |, then the measured step and line.
   awk "$(cat bench/csv_fields.awk)"'
     /^#/ || /^[ \t]*$/ { next }
