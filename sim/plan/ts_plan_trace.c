@@ -1457,14 +1457,17 @@ static ts_op_shape grad_pass_shape(int kernels, double host_op_us)
  * GEMM writes it, every later one writes a fresh tensor that autograd's AccumulateGrad adds in
  * place (the held gradient and the new one read, the sum written: 3 D bytes a parameter), as
  * DeepSpeed's engine does (ts_plan_ds_grad_acc_bytes). One kernel per parameter tensor (weight
- * and bias), launched by autograd's C++ engine (the layer-kernel floor, no Python loop). */
+ * and bias), each at the published host cost of one eager tensor op (TS_TORCH_OPTIM_OP_US, as
+ * ds_grad_accumulate charges the same AccumulateGrad): autograd's C++ engine issues it, with no
+ * Python of its own, so the chip's kernel_launch_us (fitted to Megatron's Python-issued layer
+ * kernels) would overstate it. */
 static void autograd_grad_add(gen *g, int i)
 {
   const ts_plan *p = g->p;
   double n = g->layer_params[i];
   if (!(n > 0) || g->cur_mb <= 0)
     return;
-  ts_op_shape sh = grad_pass_shape(2, 0.0);
+  ts_op_shape sh = grad_pass_shape(2, TS_TORCH_OPTIM_OP_US);
   g->wgrad_op[i] =
       emit_compute(g, TS_CAT_OTHER, 0, 3.0 * p->model->dtype_bytes * n, &sh,
                    lbl(g, layer_slot(g, i, L_APEX_GRAD_ADD), "%s gradient accumulated (autograd)",
