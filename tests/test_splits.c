@@ -905,6 +905,10 @@ Test(splits, autograd_dp_engine_closed_forms)
         cr_assert(w == 1, "%s in the default trace", l);
         cr_assert_eq(op.kind, TS_OP_COMPUTE);
         cr_assert_eq(op.shape->kernels, 2, "%s: %d kernels", l, op.shape->kernels);
+        /* Each launch at one eager op's published host cost (TS_TORCH_OPTIM_OP_US), not the
+         * chip's fitted kernel_launch_us. */
+        cr_assert_float_eq(op.shape->host_op_us, 6.7, 1e-12, "%s: %g us a launch", l,
+                           op.shape->host_op_us);
         add += op.mem_bytes, adds++;
       }
     }
