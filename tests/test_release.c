@@ -1713,6 +1713,7 @@ Test(release, bench_scripts_refuse_bad_arguments_in_one_line)
       {"a100_whatif.sh", "x=", "expected KEY=NUMBER"},
       {"a100_whatif.sh", "compute_efficiency=0.5x", "expected KEY=NUMBER"},
       {"mpt_residuals.sh", "b300", "argument 1: expected a100-80gb"},
+      {"a100_breakdown.sh", "mtnlg/no-such-file", "argument 'mtnlg/no-such-file': expected"},
   };
   for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *script = g_build_filename(TS_SOURCE_DIR, "bench", cases[i][0], NULL);

@@ -869,6 +869,75 @@ Test(splits, apex_dp_engine_closed_forms)
   }
 }
 
+/* dp-engine=autograd (Megatron-LM 2021's fp16 gradients in .grad): every micro-batch after the
+ * first adds its weight gradient into the held one, 3 D bytes a parameter, two kernels a layer
+ * with parameters; (M - 1) of those a layer in all, none in the default trace; the
+ * data-parallel reduction is the default's; the step longer; refused with the passes of
+ * pipe-engine=deepspeed, fsdp2 and zero=2. */
+Test(splits, autograd_dp_engine_closed_forms)
+{
+  g_autoptr(ts_model) m = load_model("gpt3-1.3b");
+  g_autoptr(ts_topo) t = load_topo("dgx-a100-1node");
+  const int M = 4, mb = 2;
+  g_autoptr(ts_plan) meg = make_plan(m, t, "dp=8", 8 * M * mb, mb);
+  g_autoptr(ts_plan) ag = make_plan(m, t, "dp=8,dp-engine=autograd", 8 * M * mb, mb);
+  cr_assert(strstr(ag->split_text, "dp-engine=autograd") != NULL, "%s", ag->split_text);
+  cr_assert_eq(ag->n_micro, M);
+  double params = 0;
+  int layers = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    params += ts_plan_layer_params(ag, i);
+    layers += ts_plan_layer_params(ag, i) > 0;
+  }
+  g_autoptr(ts_trace) tm = trace_of(meg);
+  g_autoptr(ts_trace) ta = trace_of(ag);
+  double dp[2] = {0, 0}, add = 0;
+  int adds = 0;
+  for (int w = 0; w < 2; w++) {
+    const ts_trace *tr = w ? ta : tm;
+    const ts_program *prog = &tr->programs[0];
+    for (int i = 0; i < prog->nops; i++) {
+      const ts_op op = ts_program_op(prog, i);
+      const char *l = g_ptr_array_index(tr->labels, op.label);
+      if (op.kind == TS_OP_COLL && op.cat == TS_CAT_COMM_DP)
+        dp[w] += op.bytes;
+      if (strstr(l, "gradient accumulated (autograd)") != NULL) {
+        cr_assert(w == 1, "%s in the default trace", l);
+        cr_assert_eq(op.kind, TS_OP_COMPUTE);
+        cr_assert_eq(op.shape->kernels, 2, "%s: %d kernels", l, op.shape->kernels);
+        /* Each launch at one eager op's published host cost (TS_TORCH_OPTIM_OP_US), not the
+         * chip's fitted kernel_launch_us. */
+        cr_assert_float_eq(op.shape->host_op_us, 6.7, 1e-12, "%s: %g us a launch", l,
+                           op.shape->host_op_us);
+        add += op.mem_bytes, adds++;
+      }
+    }
+  }
+  cr_assert_eq(adds, (M - 1) * layers, "%d additions, expected %d x %d layers", adds, M - 1,
+               layers);
+  double want = (M - 1) * 3.0 * m->dtype_bytes * params;
+  cr_assert_float_eq(add, want, 1e-9 * want, "%.6g bytes added, expected %.6g", add, want);
+  cr_assert_gt(dp[0], 0);
+  cr_assert_float_eq(dp[1], dp[0], 1e-9 * dp[0], "dp bytes %.6g against %.6g", dp[1], dp[0]);
+  ts_replay_result rm, ra;
+  replay_plan(meg, &rm);
+  replay_plan(ag, &ra);
+  cr_assert_gt(ra.step_time_s, rm.step_time_s, "autograd %g s, default %g s", ra.step_time_s,
+               rm.step_time_s);
+  const char *refused[] = {"dp=8,zero=2,dp-engine=autograd",
+                           "dp=8,zero=3,fsdp2,dp-engine=autograd"};
+  for (size_t k = 0; k < G_N_ELEMENTS(refused); k++) {
+    g_autoptr(GError) err = plan_refusal(m, t, refused[k], 8 * M * mb, mb);
+    cr_assert(strstr(err->message, "dp-engine=autograd with") != NULL, "%s", err->message);
+  }
+  g_autoptr(ts_topo) t4 = load_topo("dgx-a100-4node");
+  g_autoptr(GError) err = plan_refusal(
+      m, t4, "tp=8@node,pp=4@net,schedule=1f1b,pipe-engine=deepspeed,dp-engine=autograd",
+      8 * M * mb, mb);
+  cr_assert(strstr(err->message, "expected neither pipe-engine=deepspeed") != NULL, "%s",
+            err->message);
+}
+
 /* ZeRO-3 on a GPU issues its parameter all-gathers and gradient reduce-scatters from two
  * streams on one process group, one NCCL communicator, which runs them one at a time in issue
  * order (ts_plan_trace.c, serial_dep). Eight equal layers of 1e8 parameters and next to no

@@ -2485,6 +2485,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
                                                                 : ",pipe-engine=deepspeed");
   if (p->dp_engine_apex)
     g_string_append(s, ",dp-engine=apex");
+  if (p->dp_engine_autograd)
+    g_string_append(s, ",dp-engine=autograd");
   if (p->launch_blocking)
     g_string_append(s, ",launch=blocking");
   if (p->opt_bertadam)
@@ -2690,6 +2692,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
                                                              : "pipe-engine=deepspeed");
   if (p->dp_engine_apex)
     return g_strdup("dp-engine=apex");
+  if (p->dp_engine_autograd)
+    return g_strdup("dp-engine=autograd");
   if (p->opt_bertadam)
     return g_strdup("optimizer=bertadam");
   if (p->tp_overlap && p->tp_overlap_mode == TS_TP_OVERLAP_ASYNC)
@@ -2749,6 +2753,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->replica_reduce_end = s->replica_reduce_end;
   p->pipe_engine_ds = s->pipe_engine_ds;
   p->dp_engine_apex = s->dp_engine_apex;
+  p->dp_engine_autograd = s->dp_engine_autograd;
   p->opt_bertadam = s->opt_bertadam;
   p->launch_blocking = s->launch_blocking;
   p->fsdp2 = s->fsdp2;
@@ -2881,6 +2886,21 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                 "DistributedFusedAdam shards the optimizer state and reduce-scatters the "
                 "gradients once a step)",
                 s->text, p->zero);
+    return NULL;
+  }
+  /* dp-engine=autograd is the accumulation pass of a stack that keeps whole 16-bit gradients
+   * in .grad; DeepSpeed's pipeline engine costs its own (pipe-engine=deepspeed), and FSDP's
+   * sharded gradients are made by its own passes (fsdp1, fsdp2). */
+  if (p->dp_engine_autograd && (p->pipe_engine_ds || p->fsdp1 || p->fsdp2 || p->zero >= 2)) {
+    g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+                "--split '%s': dp-engine=autograd with %s; expected neither pipe-engine=deepspeed "
+                "(which costs its own accumulation) nor fsdp1, fsdp2 or zero=2/3 (whose gradients "
+                "are sharded)",
+                s->text,
+                p->pipe_engine_ds ? "pipe-engine=deepspeed"
+                : p->fsdp1        ? "fsdp1"
+                : p->fsdp2        ? "fsdp2"
+                                  : "zero=2/3");
     return NULL;
   }
   if (p->pipe_engine_ds && p->schedule != TS_SCHED_1F1B) {

@@ -168,6 +168,8 @@ typedef struct {
   gboolean attn_bwd_fused; /* attn-bwd=fused: the Pallas backward as one kernel (dQ with dK/dV) */
   /* Added with the A100 scaling study (NeMo-Megatron's 2022 runs). */
   gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam holds the gradients */
+  /* Added with the multi-node A100 study (Megatron-LM 2021). */
+  gboolean dp_engine_autograd; /* dp-engine=autograd: autograd accumulates the 16-bit gradients */
   /* Added with the large paper runs (PaLM's two pods). */
   gboolean replica_reduce_end; /* replica-reduce=end: hybrid sharding's cross-replica all-reduce
                                   once, after the whole backward */
@@ -363,6 +365,10 @@ typedef struct {
   gboolean dp_engine_apex; /* dp-engine=apex: apex's DistributedFusedAdam (NeMo-Megatron 2022)
                               adds every micro-batch's 16-bit gradients into its fp32 buckets
                               and reduce-scatters them in fp32 */
+  /* Added with the multi-node A100 study (Megatron-LM 2021). */
+  gboolean dp_engine_autograd; /* dp-engine=autograd: each micro-batch's 16-bit weight gradient
+                                  after the first is a tensor of its own, added into .grad by
+                                  autograd's AccumulateGrad (3 D bytes a parameter) */
   /* Added with the large paper runs (PaLM's two pods). */
   gboolean replica_reduce_end; /* replica-reduce=end: with hybrid sharding, each rank's reduced
                                   gradient shard is all-reduced across the replicas once, after

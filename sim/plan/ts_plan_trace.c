@@ -1449,6 +1449,31 @@ static ts_op_shape grad_pass_shape(int kernels, double host_op_us)
   return sh;
 }
 
+/* dp-engine=autograd: the 16-bit weight gradients accumulated by autograd, as Megatron-LM ran
+ * before its gradient_accumulation_fusion (github NVIDIA/Megatron-LM 83b1e42, February 2022;
+ * even after it, only with fp32 accumulation). Its 2021 code (examples/sc21/run_table_1.sh at
+ * de7dc40: --fp16, local DDP without --use-contiguous-buffers-in-ddp, or torch DDP under
+ * no_sync) leaves each parameter's gradient in .grad: the first micro-batch's weight-gradient
+ * GEMM writes it, every later one writes a fresh tensor that autograd's AccumulateGrad adds in
+ * place (the held gradient and the new one read, the sum written: 3 D bytes a parameter), as
+ * DeepSpeed's engine does (ts_plan_ds_grad_acc_bytes). One kernel per parameter tensor (weight
+ * and bias), each at the published host cost of one eager tensor op (TS_TORCH_OPTIM_OP_US, as
+ * ds_grad_accumulate charges the same AccumulateGrad): autograd's C++ engine issues it, with no
+ * Python of its own, so the chip's kernel_launch_us (fitted to Megatron's Python-issued layer
+ * kernels) would overstate it. */
+static void autograd_grad_add(gen *g, int i)
+{
+  const ts_plan *p = g->p;
+  double n = g->layer_params[i];
+  if (!(n > 0) || g->cur_mb <= 0)
+    return;
+  ts_op_shape sh = grad_pass_shape(2, TS_TORCH_OPTIM_OP_US);
+  g->wgrad_op[i] =
+      emit_compute(g, TS_CAT_OTHER, 0, 3.0 * p->model->dtype_bytes * n, &sh,
+                   lbl(g, layer_slot(g, i, L_APEX_GRAD_ADD), "%s gradient accumulated (autograd)",
+                       p->model->layers[i].name));
+}
+
 /* dp-engine=apex: apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022 (NeMo 193a0c3,
  * apex contrib/optimizers/distributed_fused_adam.py). With pp = 1 NeMo turned Megatron's
  * gradient_accumulation_fusion off, so each weight-gradient GEMM writes a fresh 16-bit .grad;
@@ -1463,6 +1488,10 @@ static ts_op_shape grad_pass_shape(int kernels, double host_op_us)
 static void apex_grad_add(gen *g, int i)
 {
   const ts_plan *p = g->p;
+  if (p->dp_engine_autograd) {
+    autograd_grad_add(g, i);
+    return;
+  }
   if (!p->dp_engine_apex) /* before the layer's parameters (divisions, per layer and micro-batch) */
     return;
   double n = g->layer_params[i];
@@ -2643,9 +2672,9 @@ char *ts_plan_trace_key(const ts_plan *p)
                          (int)p->offload, p->ep, p->shard, p->tp_overlap, p->dp_overlap,
                          p->precision, p->fsdp2, (int)p->kernels, p->p2p_blocking, p->load_sync,
                          p->tp_grad_serial);
-  g_string_append_printf(k, "%d %d %d %d %d %d|", p->pipe_engine_ds, p->launch_blocking,
+  g_string_append_printf(k, "%d %d %d %d %d %d %d|", p->pipe_engine_ds, p->launch_blocking,
                          p->dp_engine_apex, p->replica_reduce_end, p->fp8_gather,
-                         p->separate_projections);
+                         p->separate_projections, p->dp_engine_autograd);
   for (int s = 0; s <= p->nstages; s++)
     g_string_append_printf(k, "%d ", p->stage_first[s]);
   for (int i = 0; i < p->model->nlayers; i++)

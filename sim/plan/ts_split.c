@@ -407,15 +407,20 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "dp-engine") == 0) {
     /* Which framework holds the data-parallel gradients (docs/splits.md): megatron (the
      * default: the weight-gradient GEMMs add into Megatron-LM's gradient buffer, reduced in the
-     * model's dtype) or apex (apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022). */
-    static const char *const n[] = {"megatron", "apex", NULL};
+     * model's dtype), apex (apex's DistributedFusedAdam as NeMo-Megatron ran it in 2022) or
+     * autograd (the 16-bit gradients accumulated in .grad by autograd, as Megatron-LM did
+     * before its gradient_accumulation_fusion of February 2022). */
+    static const char *const n[] = {"megatron", "apex", "autograd", NULL};
     int v = val ? lookup(n, val) : -1;
     if (v < 0)
       return item_error(error, text, item,
-                        "dp-engine=megatron (Megatron-LM's gradient buffer) or apex (apex's "
+                        "dp-engine=megatron (Megatron-LM's gradient buffer), apex (apex's "
                         "DistributedFusedAdam: each micro-batch's gradients added into fp32 "
-                        "buckets, reduce-scattered in fp32; needs zero=1)");
+                        "buckets, reduce-scattered in fp32; needs zero=1) or autograd (each "
+                        "micro-batch's 16-bit gradients added into .grad by autograd after the "
+                        "first: Megatron-LM before February 2022)");
     s->dp_engine_apex = v == 1;
+    s->dp_engine_autograd = v == 2;
   } else if (strcmp(key, "launch") == 0) {
     /* How the host launches kernels (docs/splits.md): async (the default, CUDA's asynchronous
      * launches) or blocking (CUDA_LAUNCH_BLOCKING=1: each launch returns when its kernel has

@@ -68,7 +68,11 @@ stages() {
     # tp-grad=serial: the input gradient's tensor-parallel all-reduce after the linear's whole
     # backward, as the mpu of the Megatron-LM of these runs (before its asynchronous all-reduce,
     # async_tensor_model_parallel_allreduce) runs it; no effect at tp = 1.
-    echo "$g,dgx-a100-32node,dim.net.size=$nodes,megatron-gpt-$name,\"recompute=full,attention=unfused,tp-grad=serial,$split\",$B,$mbs,$bucket,$t,$X,$n,$l,$h"
+    # dp-engine=autograd: the fp16 gradients kept in .grad and added by autograd from the
+    # second micro-batch on; the script's --fp16 with local DDP without contiguous buffers, or
+    # torch DDP under no_sync, before Megatron-LM's gradient_accumulation_fusion (83b1e42,
+    # February 2022); no effect with one micro-batch.
+    echo "$g,dgx-a100-32node,dim.net.size=$nodes,megatron-gpt-$name,\"recompute=full,attention=unfused,tp-grad=serial,dp-engine=autograd,$split\",$B,$mbs,$bucket,$t,$X,$n,$l,$h"
   done <<'TABLE'
 1.7b 24 2304 1 1 32 512 16 torch 1 137
 3.6b 30 3072 2 1 64 512 16 torch 1 138
