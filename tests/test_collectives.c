@@ -182,8 +182,8 @@ Test(closed_form, bidir_ring_halves_bandwidth_term)
     /* Reduce-scatter and all-gather are each half of it (the half step first, resp. last). */
     expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_BIDIR_RING, &g, S), expect / 2,
                  CLOSED_TOL, "bidir ring reducescatter N=%d", N);
-    expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, S), expect / 2,
-                 CLOSED_TOL, "bidir ring allgather N=%d", N);
+    expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, S), expect / 2, CLOSED_TOL,
+                 "bidir ring allgather N=%d", N);
     g_autoptr(ts_coll_plan) p =
         ts_coll_decompose(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, 1000, 4.0, NULL);
     cr_assert_not_null(p);
@@ -400,8 +400,8 @@ Test(closed_form, scaling_book_line_allgather)
   cr_expect(fabs(3 * S / (4 * B) - 560e-6) < 2e-6, "the book's 560 us bandwidth term");
   expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, S),
                3 * (alpha + S / (4 * B)), CLOSED_TOL, "both ways over a 4-chip line");
-  expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_TORUS, &g, S),
-               3 * (alpha + S / (4 * B)), CLOSED_TOL, "torus over a 4-chip line");
+  expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_TORUS, &g, S), 3 * (alpha + S / (4 * B)),
+               CLOSED_TOL, "torus over a 4-chip line");
   /* The latency-bound case (the book's part 2, 128 KiB): 3 hops, not 3 x 3. */
   expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, 131072),
                3 * (alpha + 131072 / (4 * B)), CLOSED_TOL, "both ways over a line, 128 KiB");

@@ -441,8 +441,7 @@ static void flows_ring_seg(const ts_coll_plan *p, const ts_stage *st, gboolean f
   g_array_set_size(out, old + (gsize)(w.f - start));
 }
 
-static void flows_ring(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full,
-                       GArray *out)
+static void flows_ring(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
 {
   flows_ring_seg(p, st, full, segment_bytes(p, MAX(st->lp, 0)), t, out);
 }
