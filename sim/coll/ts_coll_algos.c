@@ -219,23 +219,34 @@ static int route_hops(const ts_net *nw, int a, int b)
 }
 
 /* Whether the line along piece lp (-1: the snake through all members) is open: its closing
- * edge, last member back to the first, is longer than its first edge, or it runs along a
- * dimension whose wrap-around is twisted (the wrap lands on another line). */
+ * edge, last member back to the first, is longer than its first edge. A line along the whole
+ * of a dimension whose wrap-around is twisted closes through that wrap only by going back
+ * along the dimensions the twist moves it (twist[d][e] places each): open unless that is as
+ * short as the first edge. */
 static gboolean line_open(const ts_coll_plan *p, int lp)
 {
   int L = lp < 0 ? p->n : psize(p, lp);
   if (L <= 2)
     return FALSE;
-  if (p->net.twisted)
-    for (int j = lp < 0 ? 0 : lp; j < (lp < 0 ? p->g.npieces : lp + 1); j++)
-      for (int e = 0; e < p->net.arr.ndims; e++)
-        if (psize(p, j) > 1 && p->net.twist[p->g.p[j].dim][e] != 0)
-          return TRUE;
   int m0 = lp < 0 ? p->snake[0] : 0;
   int m1 = lp < 0 ? p->snake[1] : p->radix[lp];
   int ml = lp < 0 ? p->snake[L - 1] : (L - 1) * p->radix[lp];
-  return route_hops(&p->net, p->chip[ml], p->chip[m0]) >
-         route_hops(&p->net, p->chip[m0], p->chip[m1]);
+  int first = route_hops(&p->net, p->chip[m0], p->chip[m1]);
+  int close = route_hops(&p->net, p->chip[ml], p->chip[m0]);
+  if (lp >= 0 && p->net.twisted) {
+    int d = p->g.p[lp].dim;
+    int tw = 0;
+    for (int e = 0; e < p->net.arr.ndims; e++)
+      if (p->net.twist[d][e] != 0) {
+        int n = p->net.arr.size[e], h = ((p->net.twist[d][e] % n) + n) % n;
+        tw += MIN(h, n - h);
+      }
+    /* the line covers the whole twisted dimension: its dimension-order closing hop is the
+     * wrap-around, which lands tw hops away */
+    if (tw > 0 && L * p->g.p[lp].stride == p->net.arr.size[d] && close <= first)
+      close = MIN(first + tw, (L - 1) * first);
+  }
+  return close > first;
 }
 
 /* Steps of a ring stage over a line of L (see above). */
