@@ -157,15 +157,21 @@ Test(closed_form, dcn_transfer_stall_is_linear_in_the_members)
   topo_free(t);
 }
 
+/* A bidirectional ring sends every shard both ways (Austin et al. 2025, sharding.md): floor(N/2)
+ * hops instead of N-1, the same (N-1)/(2N) S a link direction (for even N the antipodal shard
+ * half each way). Before s14 trainsim ran two rings of half shards for N-1 steps: 2 (N-1) alpha
+ * + 2 (N-1)/(2N) S/B, twice the hops at every N. */
 Test(closed_form, bidir_ring_halves_bandwidth_term)
 {
   const double alpha = 2e-6, B = 5e10, S = 3e8;
-  int ns[] = {3, 8, 16, 32};
+  int ns[] = {2, 3, 8, 16, 32};
   for (size_t i = 0; i < G_N_ELEMENTS(ns); i++) {
     int N = ns[i];
     ts_topo *t = topo1(N, TS_SHAPE_RING, B, alpha);
     ts_group_shape g = whole(t);
-    double expect = 2.0 * (N - 1) * (alpha + S / (2.0 * N * B));
+    double expect = 2.0 * ((N / 2) * alpha + (N - 1.0) / (2.0 * N) * S / B);
+    if (N == 2) /* both directions are the one link to the other member: S/2 over it */
+      expect = 2.0 * (alpha + S / (2.0 * B));
     expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_BIDIR_RING, &g, S), expect, CLOSED_TOL,
                  "bidir ring N=%d", N);
     /* On a single ring dim, torus = bidirectional ring, hierarchical = one-way ring. */
@@ -173,13 +179,22 @@ Test(closed_form, bidir_ring_halves_bandwidth_term)
                  "torus on one ring dim N=%d", N);
     expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_HIERARCHICAL, &g, S),
                  2.0 * (N - 1) * (alpha + S / (N * B)), CLOSED_TOL, "hierarchical N=%d", N);
+    /* Reduce-scatter and all-gather are each half of it (the half step first, resp. last). */
+    expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_BIDIR_RING, &g, S), expect / 2,
+                 CLOSED_TOL, "bidir ring reducescatter N=%d", N);
+    expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, S), expect / 2, CLOSED_TOL,
+                 "bidir ring allgather N=%d", N);
+    g_autoptr(ts_coll_plan) p =
+        ts_coll_decompose(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, 1000, 4.0, NULL);
+    cr_assert_not_null(p);
+    cr_expect_eq(ts_coll_plan_nsteps(p), N / 2, "bidir ring allgather N=%d: steps", N);
     topo_free(t);
   }
-  /* On a switch both rings share the chip's port: no gain. */
+  /* On a switch both directions share the chip's port: half the hops, no bandwidth gain. */
   ts_topo *t = topo1(8, TS_SHAPE_SWITCH, B, alpha);
   ts_group_shape g = whole(t);
   expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_BIDIR_RING, &g, S),
-               2.0 * 7 * (alpha + S / (8 * B)), CLOSED_TOL, "bidir ring on a switch");
+               2.0 * (4 * alpha + 7 * S / (8 * B)), CLOSED_TOL, "bidir ring on a switch");
   topo_free(t);
 }
 
@@ -197,8 +212,8 @@ Test(closed_form, torus_dimwise_2d_is_sum_of_dimension_phases)
       ts_group_shape g = whole(t);
       /* Ying et al. 2018 / Kumar et al. 2019: reduce-scatter along x (bidirectional ring on S),
        * then along y on S/X, all-gather y, then x. Each phase by hand: */
-      double phase_x = (X - 1) * (ax + S / (2.0 * X * Bx));
-      double phase_y = (Y - 1) * (ay + (S / X) / (2.0 * Y * By));
+      double phase_x = (X / 2) * ax + (X - 1.0) / (2.0 * X) * S / Bx;
+      double phase_y = (Y / 2) * ay + (Y - 1.0) / (2.0 * Y) * (S / X) / By;
       expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S),
                    2 * phase_x + 2 * phase_y, CLOSED_TOL, "torus %dx%d ratio %g", X, Y, ratios[j]);
       expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS, &g, S), phase_x + phase_y,
@@ -219,8 +234,8 @@ Test(closed_form, torus_dimwise_2d_is_sum_of_dimension_phases)
                    {"z", 4, TS_SHAPE_RING, 2.5e10, 3e-6}};
   ts_topo *t = topo_new(3, d3);
   ts_group_shape g = whole(t);
-  double e = 2 * 3 * (1e-6 + S / 8 / 1e11) + 2 * 3 * (2e-6 + S / 4 / 8 / 5e10) +
-             2 * 3 * (3e-6 + S / 16 / 8 / 2.5e10);
+  double e = 2 * (2 * 1e-6 + 3 * S / 8 / 1e11) + 2 * (2 * 2e-6 + 3 * S / 4 / 8 / 5e10) +
+             2 * (2 * 3e-6 + 3 * S / 16 / 8 / 2.5e10);
   expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, &g, S), e, CLOSED_TOL,
                "3D torus");
   topo_free(t);
@@ -228,9 +243,9 @@ Test(closed_form, torus_dimwise_2d_is_sum_of_dimension_phases)
 
 /* The torus all-reduce runs every dimension at once: on a k^D torus with links of bandwidth B
  * each way and latency alpha, chunk c of S/D reduce-scatters along dims c, c+1, ... with
- * bidirectional rings, all chunks in the same steps, each step moving (S/D)/k^(i+1)/2 per link
- * direction in phase i. Summed: 2 D (k-1) alpha + 2 (N-1)/N * S / (2 D B), N = k^D: the
- * bandwidth-optimal all-reduce over the 2D links of every chip. */
+ * bidirectional rings (k/2 steps a phase, whole shards both ways), all chunks in the same steps.
+ * Summed: 2 D (k/2) alpha + 2 (N-1)/N * S / (2 D B), N = k^D: the bandwidth-optimal all-reduce
+ * over the 2D links of every chip, with the book's sum |X_i| / 2 hops each way. */
 Test(closed_form, torus_allreduce_uses_all_dimensions_at_once)
 {
   const double B = 4.5e10, alpha = 1.5e-6;
@@ -246,7 +261,7 @@ Test(closed_form, torus_allreduce_uses_all_dimensions_at_once)
       double sizes[] = {1e3, 1e6, 1.6e9};
       for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++) {
         double S = sizes[s];
-        double expect = 2.0 * D * (k - 1) * alpha + 2.0 * (N - 1) / N * S / (2.0 * D * B);
+        double expect = 2.0 * D * (k / 2) * alpha + 2.0 * (N - 1) / N * S / (2.0 * D * B);
         expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S), expect, CLOSED_TOL,
                      "torus %d^%d S=%g", k, D, S);
         /* Same steps as the dimension-wise schedule, 1/D of its largest phase's bytes. */
@@ -254,14 +269,14 @@ Test(closed_form, torus_allreduce_uses_all_dimensions_at_once)
         cr_expect(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, S) <= dimwise * (1 + 1e-12),
                   "torus %d^%d S=%g: concurrent slower than dimension-wise", k, D, S);
       }
-      /* The plan (4-byte elements) has the same time and 2 D (k-1) steps. */
+      /* The plan (4-byte elements) has the same time and 2 D (k/2) steps. */
       double S = 1.6e9;
       g_autoptr(ts_coll_plan) p =
           ts_coll_decompose(t, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, &g, (gint64)(S / 4), 4.0, NULL);
       cr_assert_not_null(p);
-      cr_expect_eq(ts_coll_plan_nsteps(p), 2 * D * (k - 1), "torus %d^%d steps", k, D);
+      cr_expect_eq(ts_coll_plan_nsteps(p), 2 * D * (k / 2), "torus %d^%d steps", k, D);
       expect_close(ts_coll_plan_time(p),
-                   2.0 * D * (k - 1) * alpha + 2.0 * (N - 1) / N * S / (2.0 * D * B), CLOSED_TOL,
+                   2.0 * D * (k / 2) * alpha + 2.0 * (N - 1) / N * S / (2.0 * D * B), CLOSED_TOL,
                    "torus %d^%d plan", k, D);
       /* Reduce-scatter and all-gather keep the dimension-wise schedule (contiguous shards). */
       expect_close(coll_time(t, TS_COLL_REDUCESCATTER, TS_ALGO_TORUS, &g, S),
@@ -350,14 +365,21 @@ Test(closed_form, strided_pieces_and_mesh)
   t = topo1(16, TS_SHAPE_MESH, B, alpha);
   expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_RING, &dp, S),
                2.0 * 3 * (12 * alpha + S / (4 * B)), CLOSED_TOL, "strided ring on mesh");
-  /* Whole mesh line of 16: wrap 15 hops; a bidirectional ring gains nothing on a mesh, as the
-   * backward links carry both the counter ring and the forward ring's wrap edge. */
+  /* Whole mesh line of 16: the one-way ring's wrap edge is 15 hops. Both ways at once on the
+   * open line, every shard runs to both ends, one hop a step: 15 steps of a whole shard, each
+   * link direction carrying one (the one-way ring's bandwidth, one hop's latency). */
   ts_group_shape g = whole(t);
   double one_way = 2.0 * 15 * (15 * alpha + S / (16 * B));
   expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_RING, &g, S), one_way, CLOSED_TOL,
                "mesh ring");
-  expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_BIDIR_RING, &g, S), one_way, CLOSED_TOL,
-               "mesh bidir ring");
+  expect_close(coll_time(t, TS_COLL_ALLREDUCE, TS_ALGO_BIDIR_RING, &g, S),
+               2.0 * 15 * (alpha + S / (16 * B)), CLOSED_TOL, "mesh bidir line");
+  /* A unit-stride piece of 4 on a ring of 16 is open too (its closing edge is 3 hops). */
+  topo_free(t);
+  t = topo1(16, TS_SHAPE_RING, B, alpha);
+  ts_group_shape sub = {1, {{0, 4, 1}}};
+  expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &sub, S),
+               3 * (alpha + S / (4 * B)), CLOSED_TOL, "bidir line on part of a ring");
   topo_free(t);
 }
 
@@ -366,7 +388,8 @@ Test(closed_form, strided_pieces_and_mesh)
  * hop. The book's estimate is the edge shards crossing all 3 links, 3 x 8.4 MB / 4.5e10 = 560 us;
  * the ring over the line loads every link direction with the same 3 shards (its closing
  * transfer goes back over the 3 hops, on the other direction), so it costs the book's figure
- * plus 3 steps of 3 hops' latency: 3 (3 alpha + S / (4 B)) = 568 us. */
+ * plus 3 steps of 3 hops' latency: 3 (3 alpha + S / (4 B)) = 568 us. Both ways on the line,
+ * each shard to both ends: the book's figure plus 3 hops, 3 (alpha + S / (4 B)) = 562 us. */
 Test(closed_form, scaling_book_line_allgather)
 {
   const double alpha = 1e-6, B = 4.5e10, S = 33554432;
@@ -375,13 +398,20 @@ Test(closed_form, scaling_book_line_allgather)
   double ring = coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_RING, &g, S);
   expect_close(ring, 3 * (3 * alpha + S / (4 * B)), CLOSED_TOL, "ring over a 4-chip line");
   cr_expect(fabs(3 * S / (4 * B) - 560e-6) < 2e-6, "the book's 560 us bandwidth term");
-  /* With the wrap-around, two counter-rotating rings of half shards: 3 (alpha + S / (8 B)),
-   * 283 us (the book's bidirectional estimate, V / (2 W) = 373 us, sends whole shards for
-   * ceil(n / 2) = 2 hops). */
+  expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, S),
+               3 * (alpha + S / (4 * B)), CLOSED_TOL, "both ways over a 4-chip line");
+  expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_TORUS, &g, S), 3 * (alpha + S / (4 * B)),
+               CLOSED_TOL, "torus over a 4-chip line");
+  /* The latency-bound case (the book's part 2, 128 KiB): 3 hops, not 3 x 3. */
+  expect_close(coll_time(t, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &g, 131072),
+               3 * (alpha + 131072 / (4 * B)), CLOSED_TOL, "both ways over a line, 128 KiB");
+  /* With the wrap-around, whole shards both ways for 2 hops, the second shard's halves each
+   * way (the book's Question 3: "only 2 hops"): 2 alpha + 3 S / (8 B), 281 us (the book's
+   * bidirectional estimate, V / (2 W) = 373 us, counts whole shards on both hops). */
   ts_topo *r = topo1(4, TS_SHAPE_RING, B, alpha);
   ts_group_shape gr = whole(r);
   expect_close(coll_time(r, TS_COLL_ALLGATHER, TS_ALGO_BIDIR_RING, &gr, S),
-               3 * (alpha + S / (8 * B)), CLOSED_TOL, "bidirectional ring with wrap-around");
+               2 * alpha + 3 * S / (8 * B), CLOSED_TOL, "bidirectional ring with wrap-around");
   topo_free(r);
   topo_free(t);
 }

@@ -190,8 +190,9 @@ Test(agree, asymmetric_array_both_dims)
 
 Test(agree, torus_dimwise_2d_allreduce)
 {
-  /* Ying et al. 2018: reduce-scatter along X then Y, all-gather back, bidirectional rings:
-   * 2(X-1)(alpha + S/(2X Bx)) + 2(Y-1)(alpha + (S/X)/(2Y By)). */
+  /* Ying et al. 2018: reduce-scatter along X then Y, all-gather back, bidirectional rings
+   * (whole shards both ways, X/2 hops): 2((X/2) alpha + (X-1) S/(2X Bx)) + 2((Y/2) alpha +
+   * (Y-1)(S/X)/(2Y By)). */
   const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 100, 1}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
@@ -200,7 +201,7 @@ Test(agree, torus_dimwise_2d_allreduce)
   double S = 256e6;
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, S, 1);
   double want = analytic_time(t, tr);
-  expect_close(want, 14 * (1e-6 + S / 16 / 100e9) + 14 * (1e-6 + S / 8 / 16 / 100e9), 1e-9,
+  expect_close(want, 16e-6 + 14 * S / 16 / 100e9 + 14 * S / 8 / 16 / 100e9, 1e-9,
                "analytic vs closed form");
   double got = sim_time(t, tr, NULL);
   expect_close(got, want, REL_TOL, "2D torus all-reduce, dimension-wise");
@@ -209,8 +210,9 @@ Test(agree, torus_dimwise_2d_allreduce)
 Test(agree, torus_2d_allreduce_all_dims_at_once)
 {
   /* The torus algorithm: S/2 reduce-scatters along X then Y while the other S/2 goes along Y
-   * then X, in the same steps, then all-gather back: 2 * 7 (2 alpha + (S/2)/16/B + (S/2)/128/B)
-   * = 28 alpha + 2 (63/64) S / (4 B), the bandwidth-optimal all-reduce over 4 links a chip. */
+   * then X, in the same steps (4 a phase), then all-gather back: 16 alpha + 2 * 7 ((S/2)/16/B
+   * + (S/2)/128/B) = 16 alpha + 2 (63/64) S / (4 B), the bandwidth-optimal all-reduce over 4
+   * links a chip. */
   const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 100, 1}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
@@ -219,7 +221,7 @@ Test(agree, torus_2d_allreduce_all_dims_at_once)
   double S = 256e6;
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S, 1);
   double want = analytic_time(t, tr);
-  expect_close(want, 28e-6 + 2 * (63.0 / 64) * S / (4 * 100e9), 1e-9, "analytic vs closed form");
+  expect_close(want, 16e-6 + 2 * (63.0 / 64) * S / (4 * 100e9), 1e-9, "analytic vs closed form");
   double got = sim_time(t, tr, NULL);
   expect_close(got, want, REL_TOL, "2D torus all-reduce, all dims at once");
 }
@@ -234,7 +236,7 @@ Test(agree, asymmetric_array_torus)
   double S = 128e6;
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, S, 1);
   double want = analytic_time(t, tr);
-  expect_close(want, 30 * (1e-6 + S / 32 / 100e9) + 30 * (1e-6 + S / 16 / 32 / 25e9), 1e-9,
+  expect_close(want, 32e-6 + 30 * S / 32 / 100e9 + 30 * S / 16 / 32 / 25e9, 1e-9,
                "analytic vs closed form");
   double got = sim_time(t, tr, NULL);
   expect_close(got, want, REL_TOL, "2D torus all-reduce, X = 4 Y");
@@ -243,7 +245,7 @@ Test(agree, asymmetric_array_torus)
 Test(agree, asymmetric_array_torus_all_dims_at_once)
 {
   /* X links 4x Y: every step of the concurrent schedule waits for its chunk on Y:
-   * 2 * 15 (alpha + (S/2)/32/By) + 2 * 15 (alpha + (S/2)/512/By). */
+   * 4 * 8 alpha + 2 * 15 (S/2)/32/By + 2 * 15 (S/2)/512/By. */
   const dim_spec d[] = {{"x", 16, TS_SHAPE_RING, 100, 1}, {"y", 16, TS_SHAPE_RING, 25, 1}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
   int dims[] = {0, 1};
@@ -252,7 +254,7 @@ Test(agree, asymmetric_array_torus_all_dims_at_once)
   double S = 128e6;
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S, 1);
   double want = analytic_time(t, tr);
-  expect_close(want, 30 * (1e-6 + S / 64 / 25e9) + 30 * (1e-6 + S / 1024 / 25e9), 1e-9,
+  expect_close(want, 32e-6 + 30 * S / 64 / 25e9 + 30 * S / 1024 / 25e9, 1e-9,
                "analytic vs closed form");
   double got = sim_time(t, tr, NULL);
   expect_close(got, want, REL_TOL, "2D torus all-reduce all dims at once, X = 4 Y");
@@ -477,7 +479,7 @@ static void expect_merged_equal(const ts_topo *t, const ts_trace *tr, const ts_p
 Test(flows, merged_equals_per_step_without_contention)
 {
   /* 2D torus all-reduce on 8x8, bidirectional rings: per step 64 members x 2 directions;
-   * 7 + 7 + 7 + 7 steps, of which the Y reduce-scatter and the Y all-gather are alike (the same
+   * 4 + 4 + 4 + 4 steps, of which the Y reduce-scatter and the Y all-gather are alike (the same
    * peers), so 3 runs. */
   const dim_spec d[] = {{"x", 8, TS_SHAPE_RING, 100, 1}, {"y", 8, TS_SHAPE_RING, 25, 3}};
   g_autoptr(ts_topo) t = topo_make(d, 2);
@@ -485,7 +487,7 @@ Test(flows, merged_equals_per_step_without_contention)
   ts_group_shape g;
   ts_group_shape_dims(t, dims, 2, &g);
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, 256e6, 1);
-  expect_merged_equal(t, tr, NULL, 28 * 128, 3 * 128, "2D torus all-reduce");
+  expect_merged_equal(t, tr, NULL, 16 * 128, 3 * 128, "2D torus all-reduce");
 }
 
 Test(flows, merged_equals_per_step_under_steady_contention)
@@ -1734,8 +1736,11 @@ Test(fold, snaked_rings_have_no_exact_collapse)
     d02 = fmax(d02, fabs(end[i] - end[(gsize)nops + i]));
     d06 = fmax(d06, fabs(end[i] - end[2 * (gsize)nops + i]));
   }
+  /* (Replicas 0 and 3, the ring's x ends, were alike with the two rings of half shards before
+   * s14; with whole shards both ways the tp pairs' traffic on x, which is not mirror-symmetric,
+   * tells them apart too: d06 is no longer checked.) */
   cr_expect(d02 > 1e-7, "replicas 0 and 1 differ: %g s at most", d02);
-  cr_expect(d06 <= 1e-12, "replicas 0 and 3 (the ring's two ends) alike: %g s", d06);
+  (void)d06;
   ts_replay_free(r);
   ts_backend_free(b);
 }

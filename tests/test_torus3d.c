@@ -184,8 +184,9 @@ static void expect_close(double got, double want, double tol, const char *what)
 Test(agree, torus_dimwise_3d_allreduce_closed_form)
 {
   /* The dimension-wise torus algorithm (Ying et al. 2018) in 3D: reduce-scatter along x, y, z with
-   * bidirectional rings, all-gather back: sum over dims of 2(n_d - 1)(alpha + S_d / (2 n_d B)),
-   * S_d the data left after the earlier dims. Every phase uses its own dimension's links. */
+   * bidirectional rings, all-gather back: sum over dims of 2 ((n_d / 2) alpha + (n_d - 1) S_d /
+   * (2 n_d B)), S_d the data left after the earlier dims (whole shards both ways, n_d / 2 hops).
+   * Every phase uses its own dimension's links. */
   int sizes[] = {4, 4, 4};
   g_autoptr(ts_topo) t = torus(sizes, 3, 45, 1);
   int dims[] = {0, 1, 2};
@@ -193,7 +194,7 @@ Test(agree, torus_dimwise_3d_allreduce_closed_form)
   ts_group_shape_dims(t, dims, 3, &g);
   double S = 64e6, B = 45e9, a = 1e-6, want = 0, left = S;
   for (int d = 0; d < 3; d++) {
-    want += 2 * 3 * (a + left / (2 * 4) / B);
+    want += 2 * (2 * a + 3 * left / (2 * 4) / B);
     left /= 4;
   }
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS_DIMWISE, S);
@@ -205,14 +206,14 @@ Test(agree, torus_dimwise_3d_allreduce_closed_form)
 Test(agree, torus_3d_allreduce_all_dims_at_once)
 {
   /* The torus algorithm: three chunks of S/3, chunk c along dims c, c+1, c+2, in the same
-   * steps, bidirectional rings: 2 * 3 * 3 alpha + 2 (63/64) S / (6 B) on 4x4x4. */
+   * steps, bidirectional rings: 2 * 3 * 2 alpha + 2 (63/64) S / (6 B) on 4x4x4. */
   int sizes[] = {4, 4, 4};
   g_autoptr(ts_topo) t = torus(sizes, 3, 45, 1);
   int dims[] = {0, 1, 2};
   ts_group_shape g;
   ts_group_shape_dims(t, dims, 3, &g);
   double S = 64e6, B = 45e9, a = 1e-6;
-  double want = 18 * a + 2 * (63.0 / 64) * S / (6 * B);
+  double want = 12 * a + 2 * (63.0 / 64) * S / (6 * B);
   g_autoptr(ts_trace) tr = coll_trace(t, &g, TS_COLL_ALLREDUCE, TS_ALGO_TORUS, S);
   double sim, an = both(t, tr, &sim);
   expect_close(an, want, 1e-9, "analytic vs closed form");
@@ -236,29 +237,32 @@ Test(agree, twisted_ring_along_the_long_dimension)
 }
 
 /* The concurrent-dimension all-reduce (`torus`) on a 4x4x8 array, closed form. Three chunks
- * of S/3, chunk c reduce-scatters along (x,y,z) rotated by c with bidirectional rings (a flow
- * carries segment / (2 L)), then all-gathers back (the same steps reversed). Per flow, in units
- * of S/768: chunk 0 x 32, y 8, z 1; chunk 1 y 32, z 4, x 1; chunk 2 z 16, x 4, y 1; phases of
- * 3, 3, 7 steps. Reduce-scatter steps (load on the busiest link, in S/768):
- *   0-2: x 32, y 32, z 16 | 3-5: y 8, z 4+16 | 6: z 1+4+16 | 7-9: z 1+4, x 4 | 10-12: z 1, x 1,
- * y 1. Plain torus: every flow one hop, 3*32 + 3*20 + 21 + 3*5 + 3*1 = 195, 13 alpha. Twisted (x
- * and y wraps land 4 places along z): the ring's closing flow x=3 -> 0 has no wrap-around link back
- * to its own line; its shortest route is 3 hops back along x, over the links the counter-rotating
- * ring uses, so every x (and y) link carries two flows and the step costs 3 alpha: steps 0-2 64 (3
- * alpha), 3-5 z's 20 > y's 16 (alpha), 6: 21 (alpha), 7-9 x's 8 > z's 5 (3 alpha), 10-12 2 (3
- * alpha): 192 + 60 + 21 + 24 + 6 = 303, 9+3+1+9+9 = 31 alpha. */
+ * of S/3, chunk c reduce-scatters along (x,y,z) rotated by c with bidirectional rings (whole
+ * shards both ways, the antipodal one half each way: a flow carries segment / L, or / (2 L)),
+ * then all-gathers back (the same steps reversed). Per flow, in units of S/768: chunk 0 x 64,
+ * y 16, z 2; chunk 1 y 64, z 8, x 2; chunk 2 z 32, x 8, y 2 (halves: 32, 8, 1; 32, 4, 1; 16,
+ * 4, 1).
+ * Plain torus: phases of 2, 2, 4 steps (L / 2), the half step first. Reduce-scatter steps
+ * (load on the busiest link): 0: 32 | 1: 64 | 2: z 4+32 | 3: z 8+32 | 4: z 1+8 | 5: z 2+8 |
+ * 6, 7: 2 = 195 S/768 (the same bytes as two rings of halves, 13 steps before s14), 8 alpha.
+ * Twisted (x and y wraps land 4 places along z): x and y lines have no wrap-around of their
+ * own, so they run as open lines, each shard to both ends, L - 1 = 3 steps of whole shards,
+ * one hop (z keeps its ring). Chunk 0 x 0-2, y 3-5, z 6-9; chunk 1 y 0-2, z 3-6, x 7-9; chunk
+ * 2 z 0-3, x 4-6, y 7-9: 0-2: 64 | 3: z 4+32 | 4, 5: y 16 | 6: z 1+8 | 7-9: 2 = 275, 10 alpha
+ * (before s14 the closing flows went 3 hops back over the counter ring's links: 303, 31
+ * alpha). */
 static double torus_closed_form(gboolean twisted, double S, double B, double a)
 {
-  return twisted ? 2 * (303.0 / 768 * S / B + 31 * a) : 2 * (195.0 / 768 * S / B + 13 * a);
+  return twisted ? 2 * (275.0 / 768 * S / B + 10 * a) : 2 * (195.0 / 768 * S / B + 8 * a);
 }
 
-/* The dimension-wise schedule (x, then y, then z, whole buffer): per reduce-scatter step a flow
- * carries S/8 on x, S/32 on y, S/256 on z; the twist doubles x's and y's link loads (and costs 3
- * hops of latency): plain 3/8 + 3/32 + 7/256 = 127/256 S with 13 alpha, twisted
- * 6/8 + 6/32 + 7/256 = 247/256 S with 9 + 9 + 7 = 25 alpha, all-gather the same. */
+/* The dimension-wise schedule (x, then y, then z, whole buffer): plain, rings of L / 2 steps,
+ * 3/8 + 3/32 + 7/256 = 127/256 S with 2 + 2 + 4 = 8 alpha; twisted, x and y open lines of 3
+ * steps of whole shards, 3/4 + 3/16 + 7/256 = 247/256 S with 3 + 3 + 4 = 10 alpha, all-gather
+ * the same. */
 static double dimwise_closed_form(gboolean twisted, double S, double B, double a)
 {
-  return twisted ? 2 * (247.0 / 256 * S / B + 25 * a) : 2 * (127.0 / 256 * S / B + 13 * a);
+  return twisted ? 2 * (247.0 / 256 * S / B + 10 * a) : 2 * (127.0 / 256 * S / B + 8 * a);
 }
 
 /* tpu-v4-4x4x8-twisted, or the same slice untwisted (control): the analytic backend equals the

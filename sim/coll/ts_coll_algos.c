@@ -169,8 +169,23 @@ static inline void flow(flow_writer *w, int src, int dst, double bytes)
  * position q ends owning chunk q. Reduce-scatter step t (0..n-2): position r sends chunk
  * r-t-1 to r+1, which adds it in; chunk c thus starts at c+1 and, n-1 steps later, arrives
  * fully reduced at c. All-gather step t: position r forwards chunk r-t (its own at t = 0).
- * Two counter-rotating rings (bidir): the first half of every chunk goes around r -> r+1,
- * the second half around r -> r-1 (position r sends chunk r+t+1, resp. r+t). */
+ *
+ * Both directions at once (bidir), as TPU ICI rings run them (Austin et al. 2025, "How to Scale
+ * Your Model", sharding.md: "each device pass[es] its shard around the ring ... in both
+ * directions", ceil(N/2) hops): every chunk travels both ways, so a closed ring of L takes
+ * floor(L/2) steps of whole chunks, not L-1 steps of half chunks; the bytes per link are the
+ * same, (L-1)/(2L) of the segment each way, the hops half. For even L the antipodal chunk goes
+ * half each way (all-gather: the last step; reduce-scatter: the first). All-gather step t:
+ * position r sends chunk r-t to r+1 and chunk r+t to r-1; reduce-scatter step t: the partial
+ * sum of chunk r+a-t to r+1 and of chunk r-a+t to r-1 (a = floor(L/2)), each partial starting
+ * a hops from its owner and gathering a member a hop.
+ * An open line (the closing edge longer than the first: a mesh axis without wrap-around, as a
+ * TPU v5e axis shorter than 16, or a unit-stride piece of a longer ring) runs each chunk to both
+ * ends of the line instead: L-1 steps of whole chunks and one hop, every link direction
+ * carrying one chunk a step (the book's "3 hops of 8.4 MB" on a 4-chip v5e axis). All-gather
+ * step t: position r sends chunk r-t to r+1 (r >= t) and chunk r+t to r-1 (r+t <= L-1);
+ * reduce-scatter step t: the partial of chunk r+L-1-t to r+1 (r <= t) and of chunk r+t-(L-1)
+ * to r-1 (r+t >= L-1). */
 
 static void chunk_of(const ts_coll_plan *p, const ts_stage *st, gint64 lo, gint64 len, gint64 q,
                      gint64 *off, gint64 *cnt)
@@ -181,6 +196,98 @@ static void chunk_of(const ts_coll_plan *p, const ts_stage *st, gint64 lo, gint6
    * the natural reduce-scatter layout) and by the digit on a line of a torus phase. */
   int label = st->lp < 0 ? p->snake[qq] : qq;
   part(lo, len, L, label, off, cnt);
+}
+
+/* Hops of the dimension-order route from chip a to chip b (a switch is one hop). */
+static int route_hops(const ts_net *nw, int a, int b)
+{
+  int hops = 0;
+  for (int d = 0; d < nw->arr.ndims; d++) {
+    int n = nw->arr.size[d], ca = a % n, cb = b % n;
+    a /= n;
+    b /= n;
+    if (ca == cb)
+      continue;
+    int h = abs(cb - ca);
+    if (nw->shape[d] == TS_SHAPE_SWITCH)
+      h = 1;
+    else if (nw->shape[d] == TS_SHAPE_RING)
+      h = MIN(h, n - h);
+    hops += h;
+  }
+  return hops;
+}
+
+/* Whether the line along piece lp (-1: the snake through all members) is open: its closing
+ * edge, last member back to the first, is longer than its first edge. A line along the whole
+ * of a dimension whose wrap-around is twisted closes through that wrap only by going back
+ * along the dimensions the twist moves it (twist[d][e] places each): open unless that is as
+ * short as the first edge. */
+static gboolean line_open(const ts_coll_plan *p, int lp)
+{
+  int L = lp < 0 ? p->n : psize(p, lp);
+  if (L <= 2)
+    return FALSE;
+  int m0 = lp < 0 ? p->snake[0] : 0;
+  int m1 = lp < 0 ? p->snake[1] : p->radix[lp];
+  int ml = lp < 0 ? p->snake[L - 1] : (L - 1) * p->radix[lp];
+  int first = route_hops(&p->net, p->chip[m0], p->chip[m1]);
+  int close = route_hops(&p->net, p->chip[ml], p->chip[m0]);
+  if (lp >= 0 && p->net.twisted) {
+    int d = p->g.p[lp].dim;
+    int tw = 0;
+    for (int e = 0; e < p->net.arr.ndims; e++)
+      if (p->net.twist[d][e] != 0) {
+        int n = p->net.arr.size[e], h = ((p->net.twist[d][e] % n) + n) % n;
+        tw += MIN(h, n - h);
+      }
+    /* the line covers the whole twisted dimension: its dimension-order closing hop is the
+     * wrap-around, which lands tw hops away */
+    if (tw > 0 && L * p->g.p[lp].stride == p->net.arr.size[d] && close <= first)
+      close = MIN(first + tw, (L - 1) * first);
+  }
+  return close > first;
+}
+
+/* Steps of a ring stage over a line of L (see above). */
+static int ring_nsteps(int L, gboolean bidir, gboolean open)
+{
+  return bidir && !open ? L / 2 : L - 1;
+}
+
+/* The step of a ring stage whose chunks go half each way (an even closed bidirectional ring),
+ * or -1. */
+static int ring_half_step(const ts_stage *st, int L)
+{
+  if (!st->bidir || st->open || L % 2 != 0)
+    return -1;
+  return st->type == TS_ST_RING_RS ? 0 : L / 2 - 1;
+}
+
+/* What position r of a line of L sends towards r + dir (dir = 1 or -1) at step t of a
+ * bidirectional ring stage: the chunk *q and the part *half (0 whole, 1 first half, 2 second
+ * half). FALSE: nothing that way. */
+static gboolean bidir_send(const ts_stage *st, int L, int r, int t, int dir, gint64 *q, int *half)
+{
+  gboolean rs = st->type == TS_ST_RING_RS;
+  *half = 0;
+  if (st->open) {
+    if (dir > 0) {
+      if (r > L - 2 || (rs ? r > t : r < t))
+        return FALSE;
+      *q = rs ? r + L - 1 - t : r - t;
+    } else {
+      if (r < 1 || (rs ? r + t < L - 1 : r + t > L - 1))
+        return FALSE;
+      *q = rs ? r + t - (L - 1) : r + t;
+    }
+    return TRUE;
+  }
+  int a = L / 2;
+  *q = rs ? (dir > 0 ? r + a - t : r - a + t) : (dir > 0 ? r - t : r + t);
+  if (t == ring_half_step(st, L))
+    *half = dir > 0 ? 1 : 2;
+  return TRUE;
 }
 
 /* ---- torus all-reduce over all dimensions at once (rotated chunks) ----
@@ -195,13 +302,20 @@ static int trot_piece(const ts_coll_plan *p, int c, int i)
   return p->tp[(c + i) % p->ntp];
 }
 
+/* Whether the rotated stage's rings along piece j run both ways (not on a switch). */
+static gboolean trot_bidir(const ts_coll_plan *p, const ts_stage *st, int j)
+{
+  return st->bidir && p->net.shape[p->g.p[j].dim] != TS_SHAPE_SWITCH;
+}
+
 /* Phase i of chunk c at step t of a rotated stage, and the step tt within the phase. */
 static void trot_phase(const ts_coll_plan *p, const ts_stage *st, int c, int t, int *i, int *tt)
 {
   gboolean rs = st->type == TS_ST_TROT_RS;
   for (int s = 0; s < p->ntp; s++) {
     int ii = rs ? s : p->ntp - 1 - s;
-    int len = psize(p, trot_piece(p, c, ii)) - 1;
+    int j = trot_piece(p, c, ii);
+    int len = ring_nsteps(psize(p, j), trot_bidir(p, st, j), line_open(p, j));
     if (t < len) {
       *i = ii;
       *tt = t;
@@ -237,7 +351,8 @@ static ts_stage trot_ring(const ts_coll_plan *p, const ts_stage *st, int c, int 
   return (ts_stage){.type = st->type == TS_ST_TROT_RS ? TS_ST_RING_RS : TS_ST_RING_AG,
                     .lp = j,
                     .free_mask = all_pieces(p) & ~(1u << j),
-                    .bidir = st->bidir && p->net.shape[p->g.p[j].dim] != TS_SHAPE_SWITCH,
+                    .bidir = trot_bidir(p, st, j),
+                    .open = trot_bidir(p, st, j) && line_open(p, j),
                     .nseg = 1};
 }
 
@@ -258,16 +373,26 @@ static void gen_ring_chunk(const ts_coll_plan *p, const ts_stage *st, int t, int
       trot_segment(p, base, c, i, &lo, &len);
     for (int r = 0; r < L; r++) {
       int src = line_member(p, st, base, r);
-      chunk_of(p, st, lo, len, rs ? r - t - 1 : r - t, &off, &cnt);
       if (!st->bidir) {
+        chunk_of(p, st, lo, len, rs ? r - t - 1 : r - t, &off, &cnt);
         emit(out, src, line_member(p, st, base, r + 1), off, off, cnt, op);
         continue;
       }
-      gint64 half = (cnt + 1) / 2;
-      emit(out, src, line_member(p, st, base, r + 1), off, off, half, op);
-      chunk_of(p, st, lo, len, rs ? r + t + 1 : r + t, &off, &cnt);
-      half = (cnt + 1) / 2;
-      emit(out, src, line_member(p, st, base, r - 1), off + half, off + half, cnt - half, op);
+      for (int dir = 1; dir >= -1; dir -= 2) {
+        gint64 q;
+        int h;
+        if (!bidir_send(st, L, r, t, dir, &q, &h))
+          continue;
+        chunk_of(p, st, lo, len, q, &off, &cnt);
+        gint64 first = (cnt + 1) / 2;
+        if (h == 1)
+          cnt = first;
+        else if (h == 2) {
+          off += first;
+          cnt -= first;
+        }
+        emit(out, src, line_member(p, st, base, r + dir), off, off, cnt, op);
+      }
     }
   }
 }
@@ -296,32 +421,40 @@ static const int *line_chips(const ts_coll_plan *p, const ts_stage *st, int base
   return buf;
 }
 
-/* Flows of one ring step on the lines of st, each line's segment `seg` bytes. */
+/* Flows of ring step t on the lines of st, each line's segment `seg` bytes. */
 static void flows_ring_seg(const ts_coll_plan *p, const ts_stage *st, gboolean full, double seg,
-                           GArray *out)
+                           int t, GArray *out)
 {
   int L = line_len(p, st);
   guint mask = time_mask(p, st->free_mask, st->lp, full);
   int nl = nlines(p, mask);
-  double c = seg / L / (st->bidir ? 2 : 1);
+  double c = seg / L;
+  gsize old = out->len;
   flow_writer w = reserve(out, p, (gsize)nl * L * (st->bidir ? 2 : 1));
+  ts_flow *start = w.f;
   g_autofree int *buf = g_new(int, L);
   for (int l = 0; l < nl; l++) {
     const int *ch = line_chips(p, st, line_base(p, mask, l), buf);
     for (int r = 0; r < L; r++) {
-      ts_flow *f = w.f++;
-      *f = (ts_flow){.src = ch[r], .dst = ch[r + 1 == L ? 0 : r + 1], .bytes = c, 0, 0};
-      if (st->bidir) {
-        f = w.f++;
-        *f = (ts_flow){.src = ch[r], .dst = ch[r == 0 ? L - 1 : r - 1], .bytes = c, 0, 0};
+      if (!st->bidir) {
+        *w.f++ = (ts_flow){.src = ch[r], .dst = ch[r + 1 == L ? 0 : r + 1], .bytes = c, 0, 0};
+        continue;
+      }
+      for (int dir = 1; dir >= -1; dir -= 2) {
+        gint64 q;
+        int h;
+        if (!bidir_send(st, L, r, t, dir, &q, &h))
+          continue;
+        *w.f++ = (ts_flow){.src = ch[r], .dst = ch[imod(r + dir, L)], .bytes = h ? c / 2 : c, 0, 0};
       }
     }
   }
+  g_array_set_size(out, old + (gsize)(w.f - start));
 }
 
-static void flows_ring(const ts_coll_plan *p, const ts_stage *st, gboolean full, GArray *out)
+static void flows_ring(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
 {
-  flows_ring_seg(p, st, full, segment_bytes(p, MAX(st->lp, 0)), out);
+  flows_ring_seg(p, st, full, segment_bytes(p, MAX(st->lp, 0)), t, out);
 }
 
 static void flows_trot(const ts_coll_plan *p, const ts_stage *st, int t, gboolean full, GArray *out)
@@ -330,7 +463,7 @@ static void flows_trot(const ts_coll_plan *p, const ts_stage *st, int t, gboolea
     int i, tt;
     trot_phase(p, st, c, t, &i, &tt);
     ts_stage ring = trot_ring(p, st, c, i);
-    flows_ring_seg(p, &ring, full, trot_bytes(p, c, i), out);
+    flows_ring_seg(p, &ring, full, trot_bytes(p, c, i), tt, out);
   }
 }
 
@@ -867,7 +1000,7 @@ void ts_coll_stage_flows(const ts_coll_plan *p, const ts_stage *st, int t, gbool
   switch (st->type) {
   case TS_ST_RING_RS:
   case TS_ST_RING_AG:
-    flows_ring(p, st, full, flows);
+    flows_ring(p, st, t, full, flows);
     break;
   case TS_ST_TROT_RS:
   case TS_ST_TROT_AG:
@@ -1125,7 +1258,7 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
   g_return_val_if_fail(p != NULL, -1.0);
   ts_eval *ev = ts_eval_new(&p->tnet);
   g_autoptr(GArray) flows = g_array_new(FALSE, FALSE, sizeof(ts_flow));
-  double per_step[TS_COLL_MAX_STAGES];
+  double stage_s[TS_COLL_MAX_STAGES];
   double hd_rs[32];
   int hd_rs_steps = 0;
   double total = 0.0, trot_rs = -1.0;
@@ -1143,14 +1276,36 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
       if (same_ring(&p->st[j], st))
         reuse = j;
     if (reuse >= 0) {
-      per_step[i] = per_step[reuse];
-      total += per_step[i] * st->nsteps;
+      stage_s[i] = stage_s[reuse];
+      total += stage_s[i];
       continue;
     }
     if (multi &&
         (st->type == TS_ST_MRING_RS || st->type == TS_ST_MRING_AG || st->type == TS_ST_PTREE)) {
-      per_step[i] = pipelined_time(p, st, full, flows) / MAX(st->nsteps, 1);
-      total += per_step[i] * st->nsteps;
+      stage_s[i] = pipelined_time(p, st, full, flows);
+      total += stage_s[i];
+      continue;
+    }
+    if (st->type == TS_ST_RING_RS || st->type == TS_ST_RING_AG) {
+      /* Every step alike but the half step of an even bidirectional ring; the step timed for
+       * the others has every edge busy (an open line's all-gather starts so, its
+       * reduce-scatter ends so). */
+      int L = line_len(p, st), h = ring_half_step(st, L);
+      int rep = st->type == TS_ST_RING_RS && st->bidir ? st->nsteps - 1 : 0;
+      double v = 0.0;
+      if (h < 0 || st->nsteps > 1) {
+        g_array_set_size(flows, 0);
+        ts_coll_stage_flows(p, st, rep, full, flows);
+        v += ts_eval_step(ev, (const ts_flow *)(void *)flows->data, (int)flows->len) *
+             (st->nsteps - (h >= 0 ? 1 : 0));
+      }
+      if (h >= 0) {
+        g_array_set_size(flows, 0);
+        ts_coll_stage_flows(p, st, h, full, flows);
+        v += ts_eval_step(ev, (const ts_flow *)(void *)flows->data, (int)flows->len);
+      }
+      stage_s[i] = v;
+      total += v;
       continue;
     }
     int steps = stage_uniform(st) ? 1 : st->nsteps;
@@ -1167,9 +1322,9 @@ double ts_coll_plan_time_full(const ts_coll_plan *p, gboolean full)
         hd_rs[t] = v;
         hd_rs_steps = t + 1;
       }
-      per_step[i] = v;
       total += stage_uniform(st) ? v * st->nsteps : v;
     }
+    stage_s[i] = total - before;
     if (st->type == TS_ST_TROT_RS)
       trot_rs = total - before;
   }
@@ -1193,7 +1348,7 @@ double ts_coll_plan_eval_flows(const ts_coll_plan *p)
     switch (st->type) {
     case TS_ST_RING_RS:
     case TS_ST_RING_AG:
-      total += lines * L * two;
+      total += lines * L * two * (ring_half_step(st, L) >= 0 ? 2.0 : 1.0);
       break;
     case TS_ST_CHAIN:
       total += lines * (L - 1) * two;
@@ -1292,6 +1447,15 @@ static ts_stage *add_stage(ts_coll_plan *p, ts_stage_type type, int nsteps, int 
                    .nseg = 1};
   p->nsteps += nsteps;
   return st;
+}
+
+/* A ring reduce-scatter or all-gather along piece lp (-1: the snake). */
+static void add_ring(ts_coll_plan *p, ts_stage_type type, int lp, guint free_mask, gboolean bidir)
+{
+  gboolean open = bidir && line_open(p, lp);
+  int L = lp < 0 ? p->n : psize(p, lp);
+  ts_stage *st = add_stage(p, type, ring_nsteps(L, bidir, open), lp, free_mask, bidir);
+  st->open = open;
 }
 
 /* Pipeline depth K of a chain: minimises (K + L - 2) * step(S/K), where a step costs
@@ -1459,9 +1623,9 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
     else if (kind == TS_COLL_BROADCAST)
       add_chain(p, -1, 0, bidir);
     if (rs)
-      add_stage(p, TS_ST_RING_RS, n - 1, -1, 0, bidir);
+      add_ring(p, TS_ST_RING_RS, -1, 0, bidir);
     if (ag)
-      add_stage(p, TS_ST_RING_AG, n - 1, -1, 0, bidir);
+      add_ring(p, TS_ST_RING_AG, -1, 0, bidir);
     break;
   }
   case TS_ALGO_TORUS:
@@ -1476,8 +1640,11 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
        * torus all-reduce, as TPU pods run it over their ICI. The other kinds keep the
        * dimension-wise schedule below, whose shards are contiguous (ts_coll_shard). */
       int steps = 0;
-      for (int c = 0; c < p->ntp; c++)
-        steps += psize(p, p->tp[c]) - 1;
+      for (int c = 0; c < p->ntp; c++) {
+        int j = p->tp[c];
+        gboolean b = p->net.shape[p->g.p[j].dim] != TS_SHAPE_SWITCH;
+        steps += ring_nsteps(psize(p, j), b, b && line_open(p, j));
+      }
       add_stage(p, TS_ST_TROT_RS, steps, -1, 0, TRUE);
       add_stage(p, TS_ST_TROT_AG, steps, -1, 0, TRUE);
       break;
@@ -1499,7 +1666,7 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
       else if (kind == TS_COLL_BROADCAST)
         add_chain(p, k, (1u << k) - 1u, bidir);
       else if (rs)
-        add_stage(p, TS_ST_RING_RS, nk - 1, k, others, bidir);
+        add_ring(p, TS_ST_RING_RS, k, others, bidir);
     }
     if (ag)
       for (int k = P - 1; k >= 0; k--) {
@@ -1507,7 +1674,7 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
         gboolean bidir =
             algo != TS_ALGO_HIERARCHICAL && p->net.shape[p->g.p[k].dim] != TS_SHAPE_SWITCH;
         if (nk >= 2)
-          add_stage(p, TS_ST_RING_AG, nk - 1, k, all_pieces(p) & ~(1u << k), bidir);
+          add_ring(p, TS_ST_RING_AG, k, all_pieces(p) & ~(1u << k), bidir);
       }
     break;
   case TS_ALGO_TREE:

@@ -134,7 +134,9 @@ typedef struct {
    * free_mask; the digits of other pieces (and of lp) are 0 at a line's base member. */
   int lp;
   guint free_mask;
-  gboolean bidir; /* two counter-rotating rings / chains, half the data each */
+  gboolean bidir; /* rings: both directions at once (ts_coll_algos.c); chains: two, half the
+                     data each */
+  gboolean open;  /* bidirectional ring stage on an open line (no closing link): L-1 steps */
   gint64 nseg;    /* chain: pipeline segments */
 } ts_stage;
 

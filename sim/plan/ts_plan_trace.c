@@ -1184,11 +1184,18 @@ static int symm_copy(gen *g, int i, int slot, double bytes, const char *fmt, gbo
  * for qkv_fprop, fc1_fprop, proj_dgrad and fc2_dgrad; Megatron-Core's tp_comm_overlap) runs its
  * first GEMM chunk on the shard the rank holds and receives the next one beside it, so of the n
  * chunks' transfers none precedes the first GEMM: a layer of per-chunk gather time c_a and GEMM
- * time g takes g + (n - 1) max(c_a, g). On GPUs (tp-overlap=te there; XLA's collective matmul
- * and AsyncTP keep their own rules). */
+ * time g takes g + (n - 1) max(c_a, g). On GPUs (tp-overlap=te there). XLA's collective matmul
+ * does the same (s14; before, tp-overlap=xla exposed the first gather chunk): Wang et al. 2023
+ * ("Overlap communication with dependent computation via decomposition", ASPLOS) replace the
+ * all-gather and einsum by a loop of partial einsums and CollectivePermutes whose first
+ * einsum takes the local shard, and the scaling book's collective matmul (jax-stuff.md,
+ * collective_matmul_allgather_lhs_contracting) multiplies the local chunk while the first
+ * ppermute runs: nothing is exposed before the first chunk's compute. AsyncTP keeps its own
+ * rule (the own shard's copy into symmetric memory and a barrier first). */
 static gboolean te_own_chunk(const ts_plan *p)
 {
-  return p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0;
+  return (p->tp_overlap_mode == TS_TP_OVERLAP_TE && p->topo->chip.systolic <= 0) ||
+         p->tp_overlap_mode == TS_TP_OVERLAP_XLA;
 }
 
 /* A layer's forward with its input all-gather and / or output reduce-scatter (all-reduce)
