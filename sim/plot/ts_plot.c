@@ -211,8 +211,8 @@ static gboolean check_result_row(JsonObject *o, const char *where, GError **erro
               JSON_NODE_HOLDS_OBJECT(json_object_get_member(o, "memory_breakdown_bytes"))
           ? json_object_get_object_member(o, "memory_breakdown_bytes")
           : NULL;
-  static const char *const parts[] = {"params",      "grads", "optimizer",
-                                      "activations", "temp",  "reserve"};
+  static const char *const parts[] = {"params", "grads",    "optimizer", "gathered", "activations",
+                                      "temp",   "pipeline", "allocator", "reserve"};
   g_autofree char *mwhere = g_strdup_printf("%s \"memory_breakdown_bytes\"", where);
   for (size_t k = 0; mb != NULL && k < G_N_ELEMENTS(parts); k++)
     if (!want(mb, parts[k], WANT_NUMBER, FALSE, mwhere, error))
@@ -421,8 +421,9 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
   g_ptr_array_add(vc, NULL);
   GString *b = g_string_new("# label compute_s exposed_tp_s exposed_dp_s exposed_pp_s "
                             "exposed_other_s bubble_s idle_s\n");
-  GString *m = g_string_new("# label params_GiB grads_GiB optimizer_GiB activations_GiB "
-                            "temp_GiB capacity_GiB reserve_GiB\n");
+  GString *m = g_string_new("# label params_GiB grads_GiB optimizer_GiB gathered_GiB "
+                            "activations_GiB temp_GiB pipeline_GiB allocator_GiB capacity_GiB "
+                            "reserve_GiB\n");
   const double gib = 1073741824.0;
   for (guint i = 0; i < bars->len; i++) {
     JsonObject *o = g_array_index(bars, row, i).o;
@@ -442,7 +443,9 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
                          ? json_object_get_object_member(o, "memory_breakdown_bytes")
                          : NULL;
     dat_label(m, lab);
-    const char *parts[] = {"params", "grads", "optimizer", "activations", "temp"};
+    /* Every part memory_per_chip_bytes sums, so the stack's top is the table's memory/chip. */
+    const char *parts[] = {"params",      "grads", "optimizer", "gathered",
+                           "activations", "temp",  "pipeline",  "allocator"};
     for (size_t k = 0; k < G_N_ELEMENTS(parts); k++)
       dat_num(m, mb != NULL ? num(mb, parts[k]) / gib : 0);
     dat_num(m, num(o, "memory_capacity_bytes") / gib);
