@@ -671,6 +671,10 @@ Test(plot, sweep_run_and_timeline_plots_are_drawn)
   g_autofree char *sd = g_strdup_printf("%s/scaling.dat", pd);
   g_autofree char *st = slurp(sd);
   cr_assert(g_str_has_prefix(st, "\"dp\"\n 4 ") && strstr(st, "\n\n\n\"tp+dp\"\n 16 "), "%s", st);
+  /* The summary names the array the fastest row ran as, not only the file's name ("TPU v3
+   * slice 8x8 (4 chips)" contradicted itself). */
+  cr_assert(strstr(r.out, "on TPU v3 slice 8x8 resized to 4x4 (16 chips), global batch 64") != NULL,
+            "%s", r.out);
   run_free(&r);
   /* run --plot with a timeline. */
   g_autofree char *b =
