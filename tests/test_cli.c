@@ -57,6 +57,14 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --format xml", "--format 'xml'");
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
+  /* NVLS over a dimension that cannot reduce in the switch named it "piece 0 (dimension 1)". */
+  expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --collective-algorithm nvls",
+                     "nvls: dimension 'net' of ");
+  expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --collective-algorithm nvls",
+                     "expected --dims node ");
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 32 -s tp=8@node,dp=4@net "
+                     "--collective-algorithm nvls",
+                     "which does not reduce in the switch");
   expect_input_error(RUN "-b 64 --micro-batch 3 -s dp=64", "--micro-batch 3");
   /* "nan" was taken for "not given" (the 25 s default sweep ran), and --against fitted for
    * seconds before finding its -o folder missing. */

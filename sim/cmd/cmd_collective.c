@@ -199,6 +199,31 @@ int ts_cmd_collective(int argc, char **argv)
     for (int d = 0; d < topo->ndims; d++)
       dims[nd++] = d;
   }
+  /* NVLS reduces in the switch: say which named dimension cannot, where the collectives module
+   * (which keeps no names) could only give its index ("piece 0 (dimension 1)"). */
+  if (algo == TS_ALGO_NVLS)
+    for (int k = 0; k < nd; k++) {
+      const ts_dim *dm = &topo->dims[dims[k]];
+      if (dm->size > 1 && !dm->in_switch_reduction) {
+        GString *ok = g_string_new(NULL);
+        for (int d = 0; d < topo->ndims; d++)
+          if (topo->dims[d].in_switch_reduction)
+            g_string_append_printf(ok, "%s%s", ok->len ? "," : "", topo->dims[d].name);
+        if (ok->len > 0)
+          g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                      "--collective-algorithm nvls: dimension '%s' of %s does not reduce in the "
+                      "switch; expected --dims %s (the dimensions with in_switch_reduction = "
+                      "true) or another algorithm",
+                      dm->name, tpath, ok->str);
+        else
+          g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                      "--collective-algorithm nvls: no dimension of %s reduces in the switch "
+                      "(in_switch_reduction = true); expected another algorithm",
+                      tpath);
+        g_string_free(ok, TRUE);
+        return ts_cmd_fail("collective", err);
+      }
+    }
   ts_group_shape shape;
   ts_group_shape_dims(topo, dims, nd, &shape);
   int n = ts_group_size(&shape);
