@@ -300,6 +300,17 @@ Test(cli, time_to_train_outputs)
   cr_expect(fabs(ej / (64 * 450 * step) - 1) < 1e-9, "energy per step %g", ej);
   cr_expect(fabs(per_j / (tps * step / ej) - 1) < 1e-9, "tokens/J %g", per_j);
   run_free(&r);
+  /* Without a power the text's energy column is "-" and a line says why and what to give, as
+   * the cost's does (the energy's "-" went unexplained). */
+  r = run("run -t tpu-v5p-4x4x4 -m bert-large -b 512 -s dp=64 --tokens 1e10");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\nenergy: no chip power given ([chip] tdp_W or --tdp-W)\n") != NULL,
+            "%s", r.out);
+  run_free(&r);
+  r = run("run -t tpu-v5p-4x4x4 -m bert-large -b 512 -s dp=64 --tokens 1e10 --tdp-W 400");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "no chip power") == NULL, "%s", r.out);
+  run_free(&r);
 }
 
 /* A number of data row `row` of a CSV by column name (ts_test.h's csv_cell); NAN when absent. */
