@@ -529,6 +529,25 @@ Test(cli, simgrid_replay_reports_flows_as_run_does)
   run_free(&b);
 }
 
+/* A short option's value may be attached, as getopt takes it ("-b512", "-fjson", "-j2"):
+ * GOption alone refused them ("Unknown option -b512", "Missing argument for -j"). */
+Test(cli, short_options_take_attached_values)
+{
+  run_result a = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -f json");
+  run_result b = run("run -ttpu-v3-8x8 -mbert-large -b512 -sdp=64 -fjson");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  cr_assert_str_eq(a.out, b.out);
+  run_free(&a);
+  run_free(&b);
+  run_result c = run("search -t tpu-v3-8x8 -m bert-large -b 512 -k1 -j1 -f json");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  run_free(&c);
+  /* A negative value is still a value, and a flag without one is not split. */
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large -b -5", "--global-batch -5");
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 64 -x", "Unknown option -x");
+}
+
 /* Every command with --format takes it as -f too: validate alone did not ("Unknown option -f"
  * for `validate --against FILE -f csv`, which run, sweep and search accept). */
 Test(cli, every_format_option_has_its_short_form)
