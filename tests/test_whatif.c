@@ -762,3 +762,21 @@ Test(plot, memory_bars_sum_to_memory_per_chip)
             stacked, total, dat);
   rm_rf(dir);
 }
+
+/* When nothing fits, the search says what it left out: Llama 3.1 70B on 32 H100s has no split
+ * that fits without recomputation, and "no split fits in memory." alone read as a verdict on
+ * the machine (tp=8,dp=4,zero=3,recompute=full fits in 47 GiB). */
+Test(search, nothing_fits_names_what_was_not_searched)
+{
+  run_result r = run("search -t dgx-h100-4node -m llama3-70b -b 32 -k 1 -j 1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "no split fits in memory.\nrecomputation, sequence and context "
+                          "parallelism were not searched: --vary-options adds them\n") != NULL,
+            "%s", r.out);
+  run_free(&r);
+  r = run("run -t dgx-h100-4node -m llama3-70b -b 32 --micro-batch 1 "
+          "-s tp=8@node,dp=4,zero=3,recompute=full -f json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"fits_memory\" : true") != NULL, "%s", r.out);
+  run_free(&r);
+}

@@ -509,6 +509,12 @@ int ts_cmd_search(int argc, char **argv)
                            n, fit->len, ts_fmt_bytes(b[0], 48, t->chip.memory_bytes));
     if (win == NULL) {
       g_string_append(s, "no split fits in memory.\n");
+      /* Without --vary-options no split recomputes activations or shards the sequence, which is
+       * how most large models fit (Llama 3.1 70B on 32 H100s: nothing fits here, while
+       * tp=8,dp=4,zero=3,recompute=full takes 47 GiB). */
+      if (!vary_options)
+        g_string_append(s, "recomputation, sequence and context parallelism were not searched: "
+                           "--vary-options adds them\n");
     } else {
       int ws = 5, wp = 9;
       for (guint i = 0; i < fit->len && i < (guint)top; i++) {
