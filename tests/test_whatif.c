@@ -780,3 +780,27 @@ Test(search, nothing_fits_names_what_was_not_searched)
   cr_assert(strstr(r.out, "\"fits_memory\" : true") != NULL, "%s", r.out);
   run_free(&r);
 }
+
+/* The placements of the best split line up as a column whatever their length: a fixed width of
+ * 24 put the times of "tp@net:8,dp@net:4+node:4,pp@node:2" further right than the others'. */
+Test(search, placement_times_line_up)
+{
+  run_result r = run("search -t dgx-h100-32node -m llama3-70b -b 256 -k 1 -j 1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *block = strstr(r.out, "\nplacements of ");
+  cr_assert(block != NULL, "%s", r.out);
+  g_auto(GStrv) lines = g_strsplit(strchr(block + 1, '\n') + 1, "\n", -1);
+  long col = -1;
+  int n = 0, longest = 0;
+  for (char **l = lines; *l != NULL && (*l)[0] == ' '; l++, n++) {
+    /* "  PLACEMENT  <spaces>TIME s ...": the column where the time's unit ends. */
+    const char *unit = strstr(*l, " s ");
+    cr_assert(unit != NULL, "%s", *l);
+    longest = MAX(longest, (int)strcspn(*l + 2, " "));
+    if (col < 0)
+      col = unit - *l;
+    cr_assert_eq(unit - *l, col, "placement rows out of line:\n%s", block);
+  }
+  cr_assert(n >= 2 && longest > 24, "the case needs placements longer than 24: %s", block);
+  run_free(&r);
+}
