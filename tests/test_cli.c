@@ -57,6 +57,10 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --format xml", "--format 'xml'");
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
+  /* ep larger than dp said "ep=8 experts groups inside dp=4", not a sentence. */
+  expect_input_error("run -t dgx-h100-4node -m mixtral-8x7b -b 64 -s tp=8@node,dp=4,ep=8",
+                     "ep=8 spreads the experts over ranks of the data-parallel group, which has "
+                     "4; expected an ep that divides dp");
   /* NVLS over a dimension that cannot reduce in the switch named it "piece 0 (dimension 1)". */
   expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --collective-algorithm nvls",
                      "nvls: dimension 'net' of ");
