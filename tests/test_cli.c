@@ -57,6 +57,10 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --format xml", "--format 'xml'");
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
+  /* A batch beyond the trace's ranges named only "program 0 op 2: sizes out of range". */
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 1000000000 -s dp=32",
+                     "global batch 1000000000, micro-batch 31250000: beyond the sizes trainsim "
+                     "costs (");
   /* ep larger than dp said "ep=8 experts groups inside dp=4", not a sentence. */
   expect_input_error("run -t dgx-h100-4node -m mixtral-8x7b -b 64 -s tp=8@node,dp=4,ep=8",
                      "ep=8 spreads the experts over ranks of the data-parallel group, which has "
