@@ -61,6 +61,12 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 1000000000 -s dp=32",
                      "global batch 1000000000, micro-batch 31250000: beyond the sizes trainsim "
                      "costs (");
+  /* A protocol the algorithm does not have was dropped without a word ("protocol none"). */
+  expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --protocol LL "
+                     "--collective-algorithm ring",
+                     "--protocol LL: the ring algorithm has no NCCL protocol; expected");
+  expect_input_error("collective -t tpu-v3-8x8 --bytes 1GiB --protocol LL128",
+                     "--protocol LL128: the torus algorithm has no NCCL protocol");
   /* ep larger than dp said "ep=8 experts groups inside dp=4", not a sentence. */
   expect_input_error("run -t dgx-h100-4node -m mixtral-8x7b -b 64 -s tp=8@node,dp=4,ep=8",
                      "ep=8 spreads the experts over ranks of the data-parallel group, which has "

@@ -237,6 +237,15 @@ int ts_cmd_collective(int argc, char **argv)
     if (n > 1 && (direct = ts_coll_time_ex(topo, kind, algo, proto, &shape, row.bytes, &row.algo,
                                            &row.proto, &err)) < 0)
       return ts_cmd_fail("collective", err);
+    if (proto != TS_PROTO_AUTO && n > 1 && row.proto == TS_PROTO_NONE) {
+      /* The protocol was dropped without a word ("ring ... protocol none" for --protocol LL). */
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--protocol %s: the %s algorithm has no NCCL protocol; expected an NCCL "
+                  "algorithm (--collective-algorithm nccl-ring, nccl-tree, nvls or nccl; auto "
+                  "picks them on switch dimensions) or no --protocol",
+                  ts_coll_proto_name(proto), ts_coll_algo_name(row.algo));
+      return ts_cmd_fail("collective", err);
+    }
     if (proto != TS_PROTO_AUTO) {
       /* A forced protocol: the analytic time of the one collective (what a replay of it
        * gives with the protocol NCCL would pick). */
