@@ -804,3 +804,29 @@ Test(search, placement_times_line_up)
   cr_assert(n >= 2 && longest > 24, "the case needs placements longer than 24: %s", block);
   run_free(&r);
 }
+
+/* Splits that differ only in options (sp, zero=1) share a placement: their bars were labelled
+ * alike ("tp@node,dp@net:8,pp@net:4" three times). The labels now carry the options that
+ * differ, and only those (the common ones are cut at the figure's edge anyway). */
+Test(plot, bars_of_splits_with_one_placement_are_told_apart)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_strdup_printf(
+      "run -t dgx-h100-4node -m llama3-8b -b 32 --micro-batch 1 -s tp=8@node,dp=4,recompute=full "
+      "-s tp=8@node,dp=4,recompute=full,sp -s tp=8@node,dp=4,recompute=full,sp,zero=1 "
+      "-o %s/run --plot",
+      dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  const char *names[] = {"breakdown", "memory"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autofree char *p = g_strdup_printf("%s/run/plots/%s.dat", dir, names[k]);
+    g_autofree char *dat = slurp(p);
+    cr_assert(strstr(dat, "\n\"tp@node,dp@net\" ") != NULL &&
+                  strstr(dat, "\n\"tp@node,dp@net sp\" ") != NULL &&
+                  strstr(dat, "\n\"tp@node,dp@net sp,zero=1\" ") != NULL,
+              "%s", dat);
+  }
+  rm_rf(dir);
+}
