@@ -830,3 +830,36 @@ Test(plot, bars_of_splits_with_one_placement_are_told_apart)
   }
   rm_rf(dir);
 }
+
+/* The cost axes of time_to_train and pareto print distinct ticks: costs a few percent apart
+ * (Llama 3.1 70B on 256-1024 H100s, 60-62 M USD) were ticked "60 M, 60 M, 61 M, 62 M, 62 M". */
+Test(plot, cost_ticks_are_distinct)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_strdup_printf(
+      "sweep -t dgx-h100-32node -m llama3-70b -b 2048 --micro-batch 1 "
+      "-s tp=8@node,pp=2,schedule=interleaved:5,recompute=selective,sp,zero=1 "
+      "--vary dims=8x32,8x64,8x128 --tokens 15e12 --restart-minutes 10 -o %s/s --plot",
+      dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  const char *names[] = {"pareto", "time_to_train"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autofree char *p = g_strdup_printf("%s/s/plots/%s.svg", dir, names[k]);
+    g_autofree char *svg = slurp(p);
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    int ticks = 0;
+    for (const char *c = strstr(svg, " M<"); c != NULL; c = strstr(c + 1, " M<")) {
+      const char *b = c;
+      while (b > svg && b[-1] != '>')
+        b--;
+      g_autofree char *tick = g_strndup(b, (gsize)(c - b));
+      cr_assert(!g_hash_table_contains(seen, tick), "%s: tick '%s M' twice", names[k], tick);
+      g_hash_table_add(seen, g_steal_pointer(&tick));
+      ticks++;
+    }
+    cr_assert(ticks >= 3, "%s: %d cost ticks", names[k], ticks);
+  }
+  rm_rf(dir);
+}
