@@ -236,6 +236,10 @@ Test(cli, bad_planning_input_exits_2)
                "--chips-per-node '2.5': expected a whole number of chips");
   expect_exit2(BASE "--fail link:x:8,0", "--fail link:x:8,0");
   expect_exit2(BASE "--fail link:z:1,0", "--fail link:z:1,0");
+  /* A dimension name that is not there is answered with the ones that are. */
+  expect_exit2(BASE "--fail link:z:1,0", "one of the array's dimensions (x, y)");
+  expect_exit2("run -t dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32 --straggler dim.ib=0.5",
+               "NAME one of the array's dimensions (node, net)");
   expect_exit2(BASE "--fail chip:64", "--fail chip:64");
   expect_exit2(BASE "--straggler chip:3=1.5", "[0.001, 1]");
   expect_exit2(BASE "--straggler chip:3=0", "[0.001, 1]");
