@@ -57,6 +57,12 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --format xml", "--format 'xml'");
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
+  /* A word left over: what to do, and for a split without its -s, where it goes. */
+  expect_input_error(RUN "-b 64 dp=64", "unexpected argument 'dp=64'; expected options only: a "
+                                        "split goes after -s (-s dp=64)");
+  expect_input_error("model -m bert-large extra",
+                     "unexpected argument 'extra'; expected options only (see `trainsim model");
+  expect_input_error("collective -t tpu-v3-8x8 extra", "unexpected argument 'extra'; expected");
   /* A batch beyond the trace's ranges named only "program 0 op 2: sizes out of range". */
   expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 1000000000 -s dp=32",
                      "global batch 1000000000, micro-batch 31250000: beyond the sizes trainsim "

@@ -100,9 +100,11 @@ int ts_cmd_collective(int argc, char **argv)
     return ts_cmd_fail("collective", err);
   ts_format fmt;
   if (argc > 1 || topo_name == NULL || !ts_format_parse(format, &fmt)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                argc > 1            ? "unexpected argument; see --help"
-                : topo_name == NULL ? "missing --topology T"
+    if (argc > 1)
+      ts_cmd_unexpected("collective", argv[1], &err);
+    else
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s",
+                  topo_name == NULL ? "missing --topology T"
                                     : "--format: expected text, csv or json");
     return ts_cmd_fail("collective", err);
   }

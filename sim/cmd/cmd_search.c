@@ -216,7 +216,7 @@ int ts_cmd_search(int argc, char **argv)
     return ts_cmd_fail("search", err);
   gboolean json_out = format != NULL && strcmp(format, "json") == 0;
   if (argc > 1)
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("search", argv[1], &err);
   else if (format != NULL && !json_out && strcmp(format, "text") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text or json", format);
   else if (!ts_cmd_plan_args_finish(&pa, NULL, &err)) {

@@ -290,7 +290,7 @@ int ts_cmd_sweep(int argc, char **argv)
   int shard_i = 0, shard_n = 0;
   gboolean json_out = FALSE;
   if (argc > 1)
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("sweep", argv[1], &err);
   else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected csv or json", format);
   else if (jobs != G_MININT64 && !ts_pool_parse_jobs(jobs, &err)) {

@@ -65,6 +65,18 @@ int ts_cmd_fail(const char *cmd, const GError *error)
              : TS_EXIT_INPUT;
 }
 
+void ts_cmd_unexpected(const char *cmd, const char *arg, GError **error)
+{
+  /* "run -t ... -b 64 dp=64", the split without its -s, is the usual way to get here. */
+  gboolean takes_split =
+      strcmp(cmd, "run") == 0 || strcmp(cmd, "sweep") == 0 || strcmp(cmd, "trace") == 0;
+  gboolean split = takes_split && strchr(arg, '=') != NULL && arg[0] != '-';
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "unexpected argument '%s'; expected options only%s%s%s (see `trainsim %s --help`)",
+              arg, split ? ": a split goes after -s (-s " : "", split ? arg : "", split ? ")" : "",
+              cmd);
+}
+
 /* --version on every command, as GNU tools have it: the version on stdout, exit 0, whatever
  * else the command line holds. */
 static gboolean print_version(const char *name, const char *value, gpointer data, GError **error)
