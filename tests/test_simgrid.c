@@ -34,7 +34,6 @@ typedef struct {
   double bw_GBps, lat_us;
 } dim_spec;
 
-
 /* A fresh temporary file's path (the file exists, empty; caller frees and removes). Criterion
  * runs the tests of a binary in parallel processes, so a fixed name in /tmp is a race. */
 static char *tmp_path(const char *tmpl)
