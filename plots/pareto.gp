@@ -5,7 +5,8 @@ load plotdir.'/common.gp'
 set title 'Cost vs time to train (Pareto frontier): '.ttl
 set xlabel 'time to train, expected with failures (days)'
 set ylabel 'cost (USD)'
-set format y '%.0s %c'
+# Two decimals: costs that differ by a few percent gave ticks all printed '62 M'.
+set format y '%.2s %c'
 set logscale x
 set key inside top right
 plot dat index 0 using 1:2 with points pt 7 ps 0.8 lc rgb '#999999' title 'split x chips', \

@@ -17,7 +17,8 @@ plot dat using 1:2 title 'no failures' lw 2 dt 2, \
 if (has_cost) {
   unset logscale y
   set ylabel 'cost (USD)'
-  set format y '%.0s %c'
+  # Two decimals: costs that differ by a few percent gave ticks all printed '62 M'.
+  set format y '%.2s %c'
   set key inside top left width -6
   plot dat using 1:5 title 'expected cost' lw 2 lc rgb '#D55E00'
   unset multiplot

@@ -57,6 +57,34 @@ Test(cli, bad_inputs_exit_2_with_one_line)
   expect_input_error(RUN "-b 64 --format xml", "--format 'xml'");
   expect_input_error(RUN "-b 64 --backend fast", "--backend 'fast'");
   expect_input_error(RUN "-b 64 --collective-algorithm spiral", "'spiral'");
+  /* A word left over: what to do, and for a split without its -s, where it goes. */
+  expect_input_error(RUN "-b 64 dp=64", "unexpected argument 'dp=64'; expected options only: a "
+                                        "split goes after -s (-s dp=64)");
+  expect_input_error("model -m bert-large extra",
+                     "unexpected argument 'extra'; expected options only (see `trainsim model");
+  expect_input_error("collective -t tpu-v3-8x8 extra", "unexpected argument 'extra'; expected");
+  /* A batch beyond the trace's ranges named only "program 0 op 2: sizes out of range". */
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 1000000000 -s dp=32",
+                     "global batch 1000000000, micro-batch 31250000: beyond the sizes trainsim "
+                     "costs (");
+  /* A protocol the algorithm does not have was dropped without a word ("protocol none"). */
+  expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --protocol LL "
+                     "--collective-algorithm ring",
+                     "--protocol LL: the ring algorithm has no NCCL protocol; expected");
+  expect_input_error("collective -t tpu-v3-8x8 --bytes 1GiB --protocol LL128",
+                     "--protocol LL128: the torus algorithm has no NCCL protocol");
+  /* ep larger than dp said "ep=8 experts groups inside dp=4", not a sentence. */
+  expect_input_error("run -t dgx-h100-4node -m mixtral-8x7b -b 64 -s tp=8@node,dp=4,ep=8",
+                     "ep=8 spreads the experts over ranks of the data-parallel group, which has "
+                     "4; expected an ep that divides dp");
+  /* NVLS over a dimension that cannot reduce in the switch named it "piece 0 (dimension 1)". */
+  expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --collective-algorithm nvls",
+                     "nvls: dimension 'net' of ");
+  expect_input_error("collective -t dgx-h100-4node --bytes 1GiB --collective-algorithm nvls",
+                     "expected --dims node ");
+  expect_input_error("run -t dgx-h100-4node -m llama3-8b -b 32 -s tp=8@node,dp=4@net "
+                     "--collective-algorithm nvls",
+                     "which does not reduce in the switch");
   expect_input_error(RUN "-b 64 --micro-batch 3 -s dp=64", "--micro-batch 3");
   /* "nan" was taken for "not given" (the 25 s default sweep ran), and --against fitted for
    * seconds before finding its -o folder missing. */
@@ -519,6 +547,25 @@ Test(cli, simgrid_replay_reports_flows_as_run_does)
   run_free(&t);
   run_free(&a);
   run_free(&b);
+}
+
+/* A short option's value may be attached, as getopt takes it ("-b512", "-fjson", "-j2"):
+ * GOption alone refused them ("Unknown option -b512", "Missing argument for -j"). */
+Test(cli, short_options_take_attached_values)
+{
+  run_result a = run("run -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -f json");
+  run_result b = run("run -ttpu-v3-8x8 -mbert-large -b512 -sdp=64 -fjson");
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  cr_assert_str_eq(a.out, b.out);
+  run_free(&a);
+  run_free(&b);
+  run_result c = run("search -t tpu-v3-8x8 -m bert-large -b 512 -k1 -j1 -f json");
+  cr_assert_eq(c.status, 0, "%s", c.err);
+  run_free(&c);
+  /* A negative value is still a value, and a flag without one is not split. */
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large -b -5", "--global-batch -5");
+  expect_input_error("run -t tpu-v3-8x8 -m bert-large -b 64 -x", "Unknown option -x");
 }
 
 /* Every command with --format takes it as -f too: validate alone did not ("Unknown option -f"

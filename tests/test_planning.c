@@ -236,6 +236,10 @@ Test(cli, bad_planning_input_exits_2)
                "--chips-per-node '2.5': expected a whole number of chips");
   expect_exit2(BASE "--fail link:x:8,0", "--fail link:x:8,0");
   expect_exit2(BASE "--fail link:z:1,0", "--fail link:z:1,0");
+  /* A dimension name that is not there is answered with the ones that are. */
+  expect_exit2(BASE "--fail link:z:1,0", "one of the array's dimensions (x, y)");
+  expect_exit2("run -t dgx-h100-4node -m gpt3-1.3b -b 64 -s dp=32 --straggler dim.ib=0.5",
+               "NAME one of the array's dimensions (node, net)");
   expect_exit2(BASE "--fail chip:64", "--fail chip:64");
   expect_exit2(BASE "--straggler chip:3=1.5", "[0.001, 1]");
   expect_exit2(BASE "--straggler chip:3=0", "[0.001, 1]");
@@ -299,6 +303,17 @@ Test(cli, time_to_train_outputs)
   cr_expect(fabs(per_usd / (tps * 3600 / 128) - 1) < 1e-9, "tokens/USD %g", per_usd);
   cr_expect(fabs(ej / (64 * 450 * step) - 1) < 1e-9, "energy per step %g", ej);
   cr_expect(fabs(per_j / (tps * step / ej) - 1) < 1e-9, "tokens/J %g", per_j);
+  run_free(&r);
+  /* Without a power the text's energy column is "-" and a line says why and what to give, as
+   * the cost's does (the energy's "-" went unexplained). */
+  r = run("run -t tpu-v5p-4x4x4 -m bert-large -b 512 -s dp=64 --tokens 1e10");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\nenergy: no chip power given ([chip] tdp_W or --tdp-W)\n") != NULL,
+            "%s", r.out);
+  run_free(&r);
+  r = run("run -t tpu-v5p-4x4x4 -m bert-large -b 512 -s dp=64 --tokens 1e10 --tdp-W 400");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "no chip power") == NULL, "%s", r.out);
   run_free(&r);
 }
 

@@ -1777,3 +1777,53 @@ Test(release, help_links_name_existing_headings)
   }
   cr_assert_gt(checked, 0, "no link checked");
 }
+
+/* Every option a command's --help lists is in README.md or a docs .md file: `calibrate --quiet` was
+ * in --help and nowhere in the documentation. */
+Test(release, every_help_option_is_documented)
+{
+  GString *docs = g_string_new(NULL);
+  g_autofree char *readme = g_build_filename(TS_SOURCE_DIR, "README.md", NULL);
+  g_autofree char *ddir = g_build_filename(TS_SOURCE_DIR, "docs", NULL);
+  char *text = NULL;
+  cr_assert(g_file_get_contents(readme, &text, NULL, NULL), "%s", readme);
+  g_string_append(docs, text);
+  g_free(text);
+  GDir *d = g_dir_open(ddir, 0, NULL);
+  cr_assert(d != NULL, "%s", ddir);
+  const char *name;
+  while ((name = g_dir_read_name(d)) != NULL)
+    if (g_str_has_suffix(name, ".md")) {
+      g_autofree char *p = g_build_filename(ddir, name, NULL);
+      cr_assert(g_file_get_contents(p, &text, NULL, NULL), "%s", p);
+      g_string_append(docs, text);
+      g_free(text);
+    }
+  g_dir_close(d);
+  const char *cmds[] = {"run",    "collective", "trace",    "model",    "replay",
+                        "import", "export",     "platform", "validate", "calibrate",
+                        "sweep",  "search",     "plot",     "merge",    "check"};
+  int options = 0;
+  for (size_t c = 0; c < G_N_ELEMENTS(cmds); c++) {
+    g_autofree char *args = g_strdup_printf("%s --help", cmds[c]);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+    g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+    for (char **l = lines; *l != NULL; l++) {
+      /* "  -t, --topology=T   ..." or "  --full   ...": the option's name up to '=' or a space. */
+      const char *o = strstr(*l, "--");
+      if (!g_str_has_prefix(*l, "  ") || o == NULL || o > *l + 8)
+        continue;
+      size_t len = strcspn(o, "= ");
+      g_autofree char *opt = g_strndup(o, len);
+      if (strcmp(opt, "--help") == 0 || strcmp(opt, "--version") == 0)
+        continue;
+      options++;
+      cr_expect(strstr(docs->str, opt) != NULL, "trainsim %s %s is in --help, not in the docs",
+                cmds[c], opt);
+    }
+    run_free(&r);
+  }
+  cr_assert(options > 100, "only %d options read from --help", options);
+  g_string_free(docs, TRUE);
+}

@@ -671,6 +671,10 @@ Test(plot, sweep_run_and_timeline_plots_are_drawn)
   g_autofree char *sd = g_strdup_printf("%s/scaling.dat", pd);
   g_autofree char *st = slurp(sd);
   cr_assert(g_str_has_prefix(st, "\"dp\"\n 4 ") && strstr(st, "\n\n\n\"tp+dp\"\n 16 "), "%s", st);
+  /* The summary names the array the fastest row ran as, not only the file's name ("TPU v3
+   * slice 8x8 (4 chips)" contradicted itself). */
+  cr_assert(strstr(r.out, "on TPU v3 slice 8x8 resized to 4x4 (16 chips), global batch 64") != NULL,
+            "%s", r.out);
   run_free(&r);
   /* run --plot with a timeline. */
   g_autofree char *b =
@@ -717,5 +721,145 @@ Test(plot, missing_gnuplot_and_bad_inputs_are_one_line_errors)
   expect_input_error("plot /nonexistent.json", "/nonexistent.json: cannot read: No such file");
   expect_input_error("plot", "missing input");
   expect_input_error(RUN "--plot", "--plot: expected --output-dir");
+  rm_rf(dir);
+}
+
+/* The memory plot stacks every part of memory_per_chip_bytes: a bar whose top was below the
+ * table's memory/chip (FSDP2's gathered parameters and the allocator's overhead left out) made
+ * a split that does not fit look as if it did. */
+Test(plot, memory_bars_sum_to_memory_per_chip)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_strdup_printf("run -t dgx-h100-4node -m llama3-8b -b 32 --micro-batch 1 "
+                                       "-s tp=8@node,dp=4,zero=3,fsdp2 -o %s/run --plot",
+                                       dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *jp = g_strdup_printf("%s/run/results.json", dir);
+  g_autofree char *text = slurp(jp);
+  JsonNode *root = parse_json(text);
+  JsonObject *res = json_array_get_object_element(
+      json_object_get_array_member(json_node_get_object(root), "results"), 0);
+  double total = json_object_get_double_member(res, "memory_per_chip_bytes");
+  JsonObject *mb = json_object_get_object_member(res, "memory_breakdown_bytes");
+  double gathered = json_object_get_double_member(mb, "gathered");
+  double allocator = json_object_get_double_member(mb, "allocator");
+  cr_assert(gathered > 0 && allocator > 0, "the case must have gathered %g and allocator %g",
+            gathered, allocator);
+  json_node_unref(root);
+  g_autofree char *dp = g_strdup_printf("%s/run/plots/memory.dat", dir);
+  g_autofree char *dat = slurp(dp);
+  /* Header, then one row: "label" then parts 2..9 (GiB), capacity, reserve. */
+  const char *row = strchr(dat, '\n');
+  cr_assert(row != NULL && (row = strchr(row + 2, '"')) != NULL, "%s", dat);
+  g_auto(GStrv) f = g_strsplit(row + 1, " ", -1);
+  cr_assert(g_strv_length(f) == 11, "expected a label and 10 numbers: %s", dat);
+  double stacked = 0;
+  for (int k = 1; k <= 8; k++)
+    stacked += g_ascii_strtod(f[k], NULL) * 1073741824.0;
+  cr_assert(fabs(stacked - total) <= 1e-6 * total, "stacked parts %.0f B, memory/chip %.0f B: %s",
+            stacked, total, dat);
+  rm_rf(dir);
+}
+
+/* When nothing fits, the search says what it left out: Llama 3.1 70B on 32 H100s has no split
+ * that fits without recomputation, and "no split fits in memory." alone read as a verdict on
+ * the machine (tp=8,dp=4,zero=3,recompute=full fits in 47 GiB). */
+Test(search, nothing_fits_names_what_was_not_searched)
+{
+  run_result r = run("search -t dgx-h100-4node -m llama3-70b -b 32 -k 1 -j 1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "no split fits in memory.\nrecomputation, sequence and context "
+                          "parallelism were not searched: --vary-options adds them\n") != NULL,
+            "%s", r.out);
+  run_free(&r);
+  r = run("run -t dgx-h100-4node -m llama3-70b -b 32 --micro-batch 1 "
+          "-s tp=8@node,dp=4,zero=3,recompute=full -f json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"fits_memory\" : true") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
+/* The placements of the best split line up as a column whatever their length: a fixed width of
+ * 24 put the times of "tp@net:8,dp@net:4+node:4,pp@node:2" further right than the others'. */
+Test(search, placement_times_line_up)
+{
+  run_result r = run("search -t dgx-h100-32node -m llama3-70b -b 256 -k 1 -j 1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *block = strstr(r.out, "\nplacements of ");
+  cr_assert(block != NULL, "%s", r.out);
+  g_auto(GStrv) lines = g_strsplit(strchr(block + 1, '\n') + 1, "\n", -1);
+  long col = -1;
+  int n = 0, longest = 0;
+  for (char **l = lines; *l != NULL && (*l)[0] == ' '; l++, n++) {
+    /* "  PLACEMENT  <spaces>TIME s ...": the column where the time's unit ends. */
+    const char *unit = strstr(*l, " s ");
+    cr_assert(unit != NULL, "%s", *l);
+    longest = MAX(longest, (int)strcspn(*l + 2, " "));
+    if (col < 0)
+      col = unit - *l;
+    cr_assert_eq(unit - *l, col, "placement rows out of line:\n%s", block);
+  }
+  cr_assert(n >= 2 && longest > 24, "the case needs placements longer than 24: %s", block);
+  run_free(&r);
+}
+
+/* Splits that differ only in options (sp, zero=1) share a placement: their bars were labelled
+ * alike ("tp@node,dp@net:8,pp@net:4" three times). The labels now carry the options that
+ * differ, and only those (the common ones are cut at the figure's edge anyway). */
+Test(plot, bars_of_splits_with_one_placement_are_told_apart)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_strdup_printf(
+      "run -t dgx-h100-4node -m llama3-8b -b 32 --micro-batch 1 -s tp=8@node,dp=4,recompute=full "
+      "-s tp=8@node,dp=4,recompute=full,sp -s tp=8@node,dp=4,recompute=full,sp,zero=1 "
+      "-o %s/run --plot",
+      dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  const char *names[] = {"breakdown", "memory"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autofree char *p = g_strdup_printf("%s/run/plots/%s.dat", dir, names[k]);
+    g_autofree char *dat = slurp(p);
+    cr_assert(strstr(dat, "\n\"tp@node,dp@net\" ") != NULL &&
+                  strstr(dat, "\n\"tp@node,dp@net sp\" ") != NULL &&
+                  strstr(dat, "\n\"tp@node,dp@net sp,zero=1\" ") != NULL,
+              "%s", dat);
+  }
+  rm_rf(dir);
+}
+
+/* The cost axes of time_to_train and pareto print distinct ticks: costs a few percent apart
+ * (Llama 3.1 70B on 256-1024 H100s, 60-62 M USD) were ticked "60 M, 60 M, 61 M, 62 M, 62 M". */
+Test(plot, cost_ticks_are_distinct)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-whatif-XXXXXX", NULL);
+  g_autofree char *a = g_strdup_printf(
+      "sweep -t dgx-h100-32node -m llama3-70b -b 2048 --micro-batch 1 "
+      "-s tp=8@node,pp=2,schedule=interleaved:5,recompute=selective,sp,zero=1 "
+      "--vary dims=8x32,8x64,8x128 --tokens 15e12 --restart-minutes 10 -o %s/s --plot",
+      dir);
+  run_result r = run(a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  const char *names[] = {"pareto", "time_to_train"};
+  for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+    g_autofree char *p = g_strdup_printf("%s/s/plots/%s.svg", dir, names[k]);
+    g_autofree char *svg = slurp(p);
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    int ticks = 0;
+    for (const char *c = strstr(svg, " M<"); c != NULL; c = strstr(c + 1, " M<")) {
+      const char *b = c;
+      while (b > svg && b[-1] != '>')
+        b--;
+      g_autofree char *tick = g_strndup(b, (gsize)(c - b));
+      cr_assert(!g_hash_table_contains(seen, tick), "%s: tick '%s M' twice", names[k], tick);
+      g_hash_table_add(seen, g_steal_pointer(&tick));
+      ticks++;
+    }
+    cr_assert(ticks >= 3, "%s: %d cost ticks", names[k], ticks);
+  }
   rm_rf(dir);
 }

@@ -100,9 +100,11 @@ int ts_cmd_collective(int argc, char **argv)
     return ts_cmd_fail("collective", err);
   ts_format fmt;
   if (argc > 1 || topo_name == NULL || !ts_format_parse(format, &fmt)) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
-                argc > 1            ? "unexpected argument; see --help"
-                : topo_name == NULL ? "missing --topology T"
+    if (argc > 1)
+      ts_cmd_unexpected("collective", argv[1], &err);
+    else
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s",
+                  topo_name == NULL ? "missing --topology T"
                                     : "--format: expected text, csv or json");
     return ts_cmd_fail("collective", err);
   }
@@ -199,6 +201,31 @@ int ts_cmd_collective(int argc, char **argv)
     for (int d = 0; d < topo->ndims; d++)
       dims[nd++] = d;
   }
+  /* NVLS reduces in the switch: say which named dimension cannot, where the collectives module
+   * (which keeps no names) could only give its index ("piece 0 (dimension 1)"). */
+  if (algo == TS_ALGO_NVLS)
+    for (int k = 0; k < nd; k++) {
+      const ts_dim *dm = &topo->dims[dims[k]];
+      if (dm->size > 1 && !dm->in_switch_reduction) {
+        GString *ok = g_string_new(NULL);
+        for (int d = 0; d < topo->ndims; d++)
+          if (topo->dims[d].in_switch_reduction)
+            g_string_append_printf(ok, "%s%s", ok->len ? "," : "", topo->dims[d].name);
+        if (ok->len > 0)
+          g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                      "--collective-algorithm nvls: dimension '%s' of %s does not reduce in the "
+                      "switch; expected --dims %s (the dimensions with in_switch_reduction = "
+                      "true) or another algorithm",
+                      dm->name, tpath, ok->str);
+        else
+          g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                      "--collective-algorithm nvls: no dimension of %s reduces in the switch "
+                      "(in_switch_reduction = true); expected another algorithm",
+                      tpath);
+        g_string_free(ok, TRUE);
+        return ts_cmd_fail("collective", err);
+      }
+    }
   ts_group_shape shape;
   ts_group_shape_dims(topo, dims, nd, &shape);
   int n = ts_group_size(&shape);
@@ -212,6 +239,15 @@ int ts_cmd_collective(int argc, char **argv)
     if (n > 1 && (direct = ts_coll_time_ex(topo, kind, algo, proto, &shape, row.bytes, &row.algo,
                                            &row.proto, &err)) < 0)
       return ts_cmd_fail("collective", err);
+    if (proto != TS_PROTO_AUTO && n > 1 && row.proto == TS_PROTO_NONE) {
+      /* The protocol was dropped without a word ("ring ... protocol none" for --protocol LL). */
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--protocol %s: the %s algorithm has no NCCL protocol; expected an NCCL "
+                  "algorithm (--collective-algorithm nccl-ring, nccl-tree, nvls or nccl; auto "
+                  "picks them on switch dimensions) or no --protocol",
+                  ts_coll_proto_name(proto), ts_coll_algo_name(row.algo));
+      return ts_cmd_fail("collective", err);
+    }
     if (proto != TS_PROTO_AUTO) {
       /* A forced protocol: the analytic time of the one collective (what a replay of it
        * gives with the protocol NCCL would pick). */

@@ -399,8 +399,10 @@ int ts_cmd_model(int argc, char **argv)
     return ts_cmd_fail("model", err);
   ts_format fmt;
   if (argc > 1 || model == NULL) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "%s",
-                argc > 1 ? "unexpected argument; see --help" : "missing --model M");
+    if (argc > 1)
+      ts_cmd_unexpected("model", argv[1], &err);
+    else
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "missing --model M");
     return ts_cmd_fail("model", err);
   }
   if (!ts_cmd_format(format, &fmt, &err))

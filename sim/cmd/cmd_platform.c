@@ -57,7 +57,7 @@ int ts_cmd_platform(int argc, char **argv)
           entries, &argc, &argv, &error))
     return ts_cmd_fail("platform", error);
   if (argc > 1) {
-    g_set_error(&error, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("platform", argv[1], &error);
     return ts_cmd_fail("platform", error);
   }
   if (topology == NULL) {

@@ -90,7 +90,7 @@ int ts_cmd_run(int argc, char **argv)
     return ts_cmd_fail("run", err);
   ts_format fmt;
   if (argc > 1) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("run", argv[1], &err);
     return ts_cmd_fail("run", err);
   }
   if (!ts_cmd_format(format, &fmt, &err))

@@ -219,7 +219,7 @@ int ts_cmd_search(int argc, char **argv)
     return ts_cmd_fail("search", err);
   gboolean json_out = format != NULL && strcmp(format, "json") == 0;
   if (argc > 1)
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("search", argv[1], &err);
   else if (format != NULL && !json_out && strcmp(format, "text") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected text or json", format);
   else if (!ts_cmd_plan_args_finish(&pa, NULL, &err)) {
@@ -512,6 +512,12 @@ int ts_cmd_search(int argc, char **argv)
                            n, fit->len, ts_fmt_bytes(b[0], 48, t->chip.memory_bytes));
     if (win == NULL) {
       g_string_append(s, "no split fits in memory.\n");
+      /* Without --vary-options no split recomputes activations or shards the sequence, which is
+       * how most large models fit (Llama 3.1 70B on 32 H100s: nothing fits here, while
+       * tp=8,dp=4,zero=3,recompute=full takes 47 GiB). */
+      if (!vary_options)
+        g_string_append(s, "recomputation, sequence and context parallelism were not searched: "
+                           "--vary-options adds them\n");
     } else {
       int ws = 5, wp = 9;
       for (guint i = 0; i < fit->len && i < (guint)top; i++) {
@@ -562,12 +568,17 @@ int ts_cmd_search(int argc, char **argv)
       if (places->len > 1) {
         g_string_append_printf(s, "\nplacements of %s (micro-batch %" G_GINT64_FORMAT "):\n",
                                win->r->split, win->r->micro_batch);
+        /* The placement column as wide as its longest entry: a fixed 24 pushed the times of
+         * "tp@net:8,dp@node+net:2,pp@net:2" out of line with the others. */
+        int pw = 24;
+        for (guint i = 0; i < places->len; i++)
+          pw = MAX(pw, (int)strlen(g_array_index(places, cand, i).r->placement));
         for (guint i = 0; i < places->len; i++) {
           const cand *c = &g_array_index(places, cand, i);
           g_autofree char *pn = placement_note(t, c->r->placement);
           g_ascii_formatd(b[2], 48, "%+.1f",
                           100.0 * (c->r->step_time_s / win->r->step_time_s - 1.0));
-          g_string_append_printf(s, "  %-24s  %9s  %7s%%  %s\n", c->r->placement,
+          g_string_append_printf(s, "  %-*s  %9s  %7s%%  %s\n", pw, c->r->placement,
                                  ts_fmt_time(b[0], 48, c->r->step_time_s), b[2], pn);
         }
       }

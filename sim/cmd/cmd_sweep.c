@@ -292,7 +292,7 @@ int ts_cmd_sweep(int argc, char **argv)
   int shard_i = 0, shard_n = 0;
   gboolean json_out = FALSE;
   if (argc > 1)
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("sweep", argv[1], &err);
   else if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--format '%s': expected csv or json", format);
   else if (jobs != G_MININT64 && !ts_pool_parse_jobs(jobs, &err)) {
@@ -416,8 +416,19 @@ int ts_cmd_sweep(int argc, char **argv)
           const ts_config *c = &ts_sweep_configs(sw)[g_array_index(idx, int, best)];
           char t[32];
           /* The model and the chip count too: a sweep over models or --vary dims has rows
-           * that differ in nothing else this line showed (the topology's name stays). */
-          g_autofree char *where = ts_topo_describe(c->topo);
+           * that differ in nothing else this line showed (the topology's name stays). When the
+           * array was resized the name alone misleads ("DGX H100 32 nodes (16384 chips)"), so
+           * the array it ran as is said too. */
+          g_autofree char *shape = ts_topo_shape_text(c->topo);
+          g_autoptr(ts_topo) file =
+              c->topo->path != NULL ? ts_topo_load(c->topo->path, NULL) : NULL;
+          g_autofree char *fshape = file != NULL ? ts_topo_shape_text(file) : NULL;
+          gboolean resized = fshape != NULL && strcmp(fshape, shape) != 0;
+          g_autofree char *desc = ts_topo_describe(c->topo);
+          g_autofree char *where =
+              resized ? g_strdup_printf("%s resized to %s (%d chip%s)", c->topo->name, shape,
+                                        c->topo->nchips, c->topo->nchips == 1 ? "" : "s")
+                      : g_strdup(desc);
           printf("fastest that fits: %s (%s), %s on %s, global batch %" G_GINT64_FORMAT
                  ": %s per step\n",
                  out[best].res.split, out[best].res.placement, c->model->name, where,

@@ -54,7 +54,7 @@ int ts_cmd_trace(int argc, char **argv)
                     entries, &argc, &argv, &err)) {
     status = ts_cmd_fail("trace", err);
   } else if (argc > 1) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("trace", argv[1], &err);
     status = ts_cmd_fail("trace", err);
   } else if (!ts_cmd_plan_args_finish(&pa, &po, &err)) {
     status = ts_cmd_fail("trace", err);

@@ -249,7 +249,7 @@ int ts_cmd_validate(int argc, char **argv)
           entries, &argc, &argv, &err))
     return ts_cmd_fail("validate", err);
   if (argc > 1) {
-    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
+    ts_cmd_unexpected("validate", argv[1], &err);
     return ts_cmd_fail("validate", err);
   }
   if (ag.against != NULL) {

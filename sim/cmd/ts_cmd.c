@@ -65,6 +65,18 @@ int ts_cmd_fail(const char *cmd, const GError *error)
              : TS_EXIT_INPUT;
 }
 
+void ts_cmd_unexpected(const char *cmd, const char *arg, GError **error)
+{
+  /* "run -t ... -b 64 dp=64", the split without its -s, is the usual way to get here. */
+  gboolean takes_split =
+      strcmp(cmd, "run") == 0 || strcmp(cmd, "sweep") == 0 || strcmp(cmd, "trace") == 0;
+  gboolean split = takes_split && strchr(arg, '=') != NULL && arg[0] != '-';
+  g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
+              "unexpected argument '%s'; expected options only%s%s%s (see `trainsim %s --help`)",
+              arg, split ? ": a split goes after -s (-s " : "", split ? arg : "", split ? ")" : "",
+              cmd);
+}
+
 /* --version on every command, as GNU tools have it: the version on stdout, exit 0, whatever
  * else the command line holds. */
 static gboolean print_version(const char *name, const char *value, gpointer data, GError **error)
@@ -76,6 +88,51 @@ static gboolean print_version(const char *name, const char *value, gpointer data
   printf("trainsim %s\n", TS_VERSION);
   fflush(stdout);
   exit(0);
+}
+
+/* GOption takes a short option's value only as the next word: "-j2", "-b512" or "-fjson" failed
+ * with "Missing argument for -j" or "Unknown option -b512", where make, gcc and getopt take
+ * them. Splits such a word into the option and its value ("-j", "2") before GOption reads the
+ * line; "--" ends the options. GOption drops the words it reads from the array, so the new
+ * words and the array are kept (static, for the program's life) apart from it. */
+static char **split_attached_values(const GOptionEntry *entries, int argc, char **argv)
+{
+  static GPtrArray *keep;
+  gboolean options = TRUE;
+  GPtrArray *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (options && i > 0 && strcmp(a, "--") == 0)
+      options = FALSE;
+    const GOptionEntry *hit = NULL;
+    if (options && i > 0 && a[0] == '-' && a[1] != '-' && a[1] != '\0' && a[2] != '\0')
+      for (const GOptionEntry *e = entries; e->long_name != NULL && hit == NULL; e++)
+        if (e->short_name == a[1] && e->arg != G_OPTION_ARG_NONE &&
+            !(e->flags & G_OPTION_FLAG_NO_ARG))
+          hit = e;
+    if (hit != NULL && out == NULL) {
+      out = g_ptr_array_new();
+      for (int k = 0; k < i; k++)
+        g_ptr_array_add(out, argv[k]);
+    }
+    if (hit != NULL) {
+      if (keep == NULL)
+        keep = g_ptr_array_new_with_free_func(g_free);
+      char *opt = g_strndup(a, 2), *val = g_strdup(a + 2);
+      g_ptr_array_add(keep, opt);
+      g_ptr_array_add(keep, val);
+      g_ptr_array_add(out, opt);
+      g_ptr_array_add(out, val);
+    } else if (out != NULL) {
+      g_ptr_array_add(out, argv[i]);
+    }
+  }
+  if (out == NULL)
+    return NULL;
+  g_ptr_array_add(out, NULL);
+  char **v = (char **)g_ptr_array_free(out, FALSE);
+  g_ptr_array_add(keep, v);
+  return v;
 }
 
 gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
@@ -95,6 +152,11 @@ gboolean ts_cmd_parse(const char *cmd, const char *params, const char *summary,
                                          G_OPTION_ENTRY_NULL};
   g_option_context_add_main_entries(ctx, version, NULL);
   g_autoptr(GError) local = NULL;
+  char **split = split_attached_values(entries, *argc, *argv);
+  if (split != NULL) {
+    *argc = (int)g_strv_length(split); /* counts to the NULL the array ends with */
+    *argv = split;
+  }
   if (!g_option_context_parse(ctx, argc, argv, &local)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "%s (see `trainsim %s --help`)", local->message,
                 cmd);

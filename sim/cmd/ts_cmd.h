@@ -67,6 +67,9 @@ char *ts_check_rewrite(const char *text, char *const *names, const double *now, 
 
 /** Prints "trainsim <cmd>: <message>" for an input error and returns TS_EXIT_INPUT. */
 int ts_cmd_fail(const char *cmd, const GError *error);
+
+/** Sets *error for a word left over after the options of `trainsim CMD`, saying what to do. */
+void ts_cmd_unexpected(const char *cmd, const char *arg, GError **error);
 /** msg with each word of over 512 bytes cut to its ends around "...[N bytes]..." (caller frees). */
 char *ts_cmd_shorten_words(const char *msg);
 

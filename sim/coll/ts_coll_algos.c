@@ -1587,9 +1587,11 @@ static gboolean build_stages(ts_coll_plan *p, GError **error)
     for (int k = 0; k < P; k++)
       if (psize(p, k) > 1 && !p->net.in_switch[p->g.p[k].dim]) {
         g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                    "nvls %s over piece %d (dimension %d): expected every piece on a switch "
-                    "dimension with in_switch_reduction = true",
-                    ts_coll_kind_name(kind), k, p->g.p[k].dim);
+                    "nvls %s spans the topology's dimension %d (its [dim.*] groups counted "
+                    "from 0), which does not reduce in the switch; expected nvls only over "
+                    "dimensions with in_switch_reduction = true (--collective-algorithm auto "
+                    "picks it where it applies)",
+                    ts_coll_kind_name(kind), p->g.p[k].dim);
         return FALSE;
       }
   if (n == 1)

@@ -125,15 +125,25 @@ gboolean ts_degrade_add_link(ts_topo *t, int d, int chip, const char *option, GE
   return TRUE;
 }
 
+/* "x, y" of a topology's dimensions, for the messages (caller frees). */
+static char *dim_names(const ts_topo *t)
+{
+  GString *s = g_string_new(NULL);
+  for (int d = 0; d < t->ndims; d++)
+    g_string_append_printf(s, "%s%s", d > 0 ? ", " : "", t->dims[d].name);
+  return g_string_free(s, FALSE);
+}
+
 static gboolean parse_link(ts_topo *t, const char *opt, const char *spec, GError **error)
 {
   /* DIM:C1,C2,... */
   g_auto(GStrv) parts = g_strsplit(spec, ":", 2);
   int d = parts[0] != NULL ? ts_topo_dim_index(t, parts[0]) : -1;
   if (d < 0 || parts[1] == NULL) {
+    g_autofree char *names = dim_names(t);
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                "%s: expected link:DIM:C1,...,C%d with DIM one of the array's dimensions", opt,
-                t->ndims);
+                "%s: expected link:DIM:C1,...,C%d with DIM one of the array's dimensions (%s)", opt,
+                t->ndims, names);
     return FALSE;
   }
   g_auto(GStrv) cs = g_strsplit(parts[1], ",", -1);
@@ -242,8 +252,10 @@ gboolean ts_degrade_apply_options(ts_topo *t, char **fails, char **stragglers, G
     } else if (g_str_has_prefix(kv[0], "dim.")) {
       int d = ts_topo_dim_index(t, kv[0] + 4);
       if (d < 0) {
+        g_autofree char *names = dim_names(t);
         g_set_error(error, TS_ERROR, TS_ERROR_INPUT,
-                    "%s: expected dim.NAME=F with NAME one of the array's dimensions", opt);
+                    "%s: expected dim.NAME=F with NAME one of the array's dimensions (%s)", opt,
+                    names);
         return FALSE;
       }
       if (!parse_factor(opt, kv[1], &f, error))

@@ -3126,7 +3126,8 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
     }
     if (p->degree[TS_AX_DP] % p->ep != 0) {
       g_set_error(error, TS_ERROR, TS_ERROR_INVALID,
-                  "--split '%s': ep=%d experts groups inside dp=%d; expected ep to divide dp",
+                  "--split '%s': ep=%d spreads the experts over ranks of the data-parallel "
+                  "group, which has %d; expected an ep that divides dp",
                   s->text, p->ep, p->degree[TS_AX_DP]);
       return NULL;
     }

@@ -211,8 +211,8 @@ static gboolean check_result_row(JsonObject *o, const char *where, GError **erro
               JSON_NODE_HOLDS_OBJECT(json_object_get_member(o, "memory_breakdown_bytes"))
           ? json_object_get_object_member(o, "memory_breakdown_bytes")
           : NULL;
-  static const char *const parts[] = {"params",      "grads", "optimizer",
-                                      "activations", "temp",  "reserve"};
+  static const char *const parts[] = {"params", "grads",    "optimizer", "gathered", "activations",
+                                      "temp",   "pipeline", "allocator", "reserve"};
   g_autofree char *mwhere = g_strdup_printf("%s \"memory_breakdown_bytes\"", where);
   for (size_t k = 0; mb != NULL && k < G_N_ELEMENTS(parts); k++)
     if (!want(mb, parts[k], WANT_NUMBER, FALSE, mwhere, error))
@@ -388,8 +388,65 @@ static GArray *pick_bars(GArray *rows, int max)
   return pick;
 }
 
+/* The split's options, what its placement does not say, less those every bar has (common: a
+ * set of "KEY=VALUE" items, may be NULL): "sp,zero=1" of "tp=8,dp=8,pp=4,schedule=1f1b,sp,zero=1"
+ * beside "tp=8,dp=8,pp=4,schedule=1f1b" (the degrees of the axes placed are dropped). Only
+ * what differs is shown: the labels are rotated and long ones are cut at the figure's edge. */
+static char *split_options(const char *split, GHashTable *common)
+{
+  g_auto(GStrv) items = g_strsplit(split, ",", -1);
+  GString *s = g_string_new(NULL);
+  for (char **it = items; *it != NULL; it++) {
+    gboolean axis = FALSE;
+    static const char *const axes[] = {"dp=", "tp=", "mp=", "pp=", "cp="};
+    for (size_t k = 0; k < G_N_ELEMENTS(axes); k++)
+      axis |= g_str_has_prefix(*it, axes[k]);
+    if (!axis && (common == NULL || !g_hash_table_contains(common, *it)))
+      g_string_append_printf(s, "%s%s", s->len ? "," : "", *it);
+  }
+  return g_string_free(s, FALSE);
+}
+
+/* The options every bar's split has (caller frees). */
+static GHashTable *common_options(GArray *bars)
+{
+  GHashTable *count = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (guint i = 0; i < bars->len; i++) {
+    g_autofree char *opt = split_options(str(g_array_index(bars, row, i).o, "split"), NULL);
+    g_auto(GStrv) items = g_strsplit(opt, ",", -1);
+    for (char **it = items; *it != NULL; it++)
+      if (**it) {
+        guint n = GPOINTER_TO_UINT(g_hash_table_lookup(count, *it));
+        g_hash_table_insert(count, g_strdup(*it), GUINT_TO_POINTER(n + 1));
+      }
+  }
+  GHashTable *common = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, count);
+  while (g_hash_table_iter_next(&it, &k, &v))
+    if (GPOINTER_TO_UINT(v) == bars->len)
+      g_hash_table_add(common, g_strdup(k));
+  g_hash_table_unref(count);
+  return common;
+}
+
+/* Whether two bars share a placement but not a split (the same degrees, other options): their
+ * labels then need the options, or the bars read alike. */
+static gboolean placements_collide(GArray *bars)
+{
+  for (guint i = 0; i < bars->len; i++)
+    for (guint j = i + 1; j < bars->len; j++) {
+      JsonObject *a = g_array_index(bars, row, i).o, *b = g_array_index(bars, row, j).o;
+      if (strcmp(str(a, "placement"), str(b, "placement")) == 0 &&
+          strcmp(str(a, "split"), str(b, "split")) != 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static char *bar_label(JsonObject *o, gboolean arr, gboolean micro, gboolean model,
-                       char **vary_cols)
+                       GHashTable *options, char **vary_cols)
 {
   GString *s = g_string_new(NULL);
   if (model)
@@ -398,6 +455,11 @@ static char *bar_label(JsonObject *o, gboolean arr, gboolean micro, gboolean mod
     g_string_append_printf(s, "%s ", str(o, "array"));
   const char *pl = str(o, "placement");
   g_string_append(s, *pl ? pl : str(o, "split"));
+  if (options != NULL && *pl) {
+    g_autofree char *opt = split_options(str(o, "split"), options);
+    if (*opt)
+      g_string_append_printf(s, " %s", opt);
+  }
   if (micro)
     g_string_append_printf(s, " micro-batch %" G_GINT64_FORMAT, (gint64)num(o, "micro_batch"));
   for (char **c = vary_cols; c != NULL && *c != NULL; c++) {
@@ -413,6 +475,7 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
   g_autoptr(GArray) bars = pick_bars(rows, 24);
   gboolean arr = differs(rows, "array"), micro = differs(rows, "micro_batch"),
            model = differs(rows, "model");
+  g_autoptr(GHashTable) options = placements_collide(bars) ? common_options(bars) : NULL;
   /* Only the varied columns that differ among the bars label them. */
   GPtrArray *vc = g_ptr_array_new();
   for (char **v = vary_cols; v != NULL && *v != NULL; v++)
@@ -421,12 +484,13 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
   g_ptr_array_add(vc, NULL);
   GString *b = g_string_new("# label compute_s exposed_tp_s exposed_dp_s exposed_pp_s "
                             "exposed_other_s bubble_s idle_s\n");
-  GString *m = g_string_new("# label params_GiB grads_GiB optimizer_GiB activations_GiB "
-                            "temp_GiB capacity_GiB reserve_GiB\n");
+  GString *m = g_string_new("# label params_GiB grads_GiB optimizer_GiB gathered_GiB "
+                            "activations_GiB temp_GiB pipeline_GiB allocator_GiB capacity_GiB "
+                            "reserve_GiB\n");
   const double gib = 1073741824.0;
   for (guint i = 0; i < bars->len; i++) {
     JsonObject *o = g_array_index(bars, row, i).o;
-    g_autofree char *lab = bar_label(o, arr, micro, model, (char **)vc->pdata);
+    g_autofree char *lab = bar_label(o, arr, micro, model, options, (char **)vc->pdata);
     double tp = num(o, "exposed_comm_tp_s"), dp = num(o, "exposed_comm_dp_s"),
            pp = num(o, "exposed_comm_pp_s"), all = num(o, "exposed_comm_time_s");
     double other = all - tp - dp - pp;
@@ -442,7 +506,9 @@ static gboolean plot_breakdown_memory(plot_ctx *c, GArray *rows, const char *ttl
                          ? json_object_get_object_member(o, "memory_breakdown_bytes")
                          : NULL;
     dat_label(m, lab);
-    const char *parts[] = {"params", "grads", "optimizer", "activations", "temp"};
+    /* Every part memory_per_chip_bytes sums, so the stack's top is the table's memory/chip. */
+    const char *parts[] = {"params",      "grads", "optimizer", "gathered",
+                           "activations", "temp",  "pipeline",  "allocator"};
     for (size_t k = 0; k < G_N_ELEMENTS(parts); k++)
       dat_num(m, mb != NULL ? num(mb, parts[k]) / gib : 0);
     dat_num(m, num(o, "memory_capacity_bytes") / gib);

@@ -501,6 +501,9 @@ char *ts_capacity_render_text(const ts_capacity_options *o, const ts_topo *t, co
                        "bound)\n");
   if (c.price_per_chip_hour <= 0)
     g_string_append(s, "cost: no price given ([chip] price_per_hour or --price-per-hour)\n");
+  /* The energy column's "-" said nothing of why, where the cost's did. */
+  if (c.busy_W <= 0)
+    g_string_append(s, "energy: no chip power given ([chip] tdp_W or --tdp-W)\n");
   for (int i = 0; i < n; i++)
     if (res[i].mc_skipped) {
       g_string_append(s, "p50/p90: Monte Carlo skipped, too many failures per run to draw (over "

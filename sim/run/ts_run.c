@@ -307,6 +307,17 @@ gboolean ts_run_predict_ex(const ts_model *m, const ts_topo *t, const ts_split *
   g_autoptr(ts_trace) tr = ts_plan_trace(p, error);
   if (tr == NULL)
     return FALSE;
+  /* A planned trace fails the trace's range check only when the batch is absurd (one op over
+   * 1e21 FLOP at -b 1e9); "program 0 op 2: sizes out of range" named nothing a user gave. */
+  g_autoptr(GError) range = NULL;
+  if (!ts_trace_check(tr, t, &range)) {
+    g_set_error(error, range->domain, range->code,
+                "global batch %" G_GINT64_FORMAT ", micro-batch %" G_GINT64_FORMAT
+                ": beyond the sizes trainsim costs (%s); expected a smaller --global-batch or "
+                "--micro-batch",
+                po->global_batch, p->micro_batch, range->message);
+    return FALSE;
+  }
   ts_run_options o = *ro;
   o.timeline = timeline_json != NULL;
   ts_replay_result rr;
