@@ -34,7 +34,6 @@ typedef struct {
   double bw_GBps, lat_us;
 } dim_spec;
 
-
 /* A fresh temporary file's path (the file exists, empty; caller frees and removes). Criterion
  * runs the tests of a binary in parallel processes, so a fixed name in /tmp is a race. */
 static char *tmp_path(const char *tmpl)
@@ -46,6 +45,7 @@ static char *tmp_path(const char *tmpl)
   close(fd);
   return path;
 }
+
 static ts_topo *topo_make(const dim_spec *dims, int ndims)
 {
   ts_topo *t = g_new0(ts_topo, 1);
