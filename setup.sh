@@ -21,12 +21,25 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# apt_get ARGS...: apt-get as root, tried three times. On a fresh machine a mirror being synced
+# ("Hash Sum mismatch"), a dropped connection or the dpkg lock held by unattended-upgrades at
+# first boot ("Could not get lock /var/lib/dpkg/lock-frontend") fail one try, not the next;
+# each try also retries downloads and waits up to 5 minutes for the lock. DEBIAN_FRONTEND is
+# passed through env, which sudo's env_reset would otherwise drop.
+apt_get() {
+  local sudo="" try
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  for try in 1 2 3; do
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Retries=3 \
+      -o DPkg::Lock::Timeout=300 "$@" && return 0
+    [ "$try" -lt 3 ] && { echo "setup: apt-get $1 failed (try $try of 3); again in 30 s" >&2; sleep 30; }
+  done
+  return 1
+}
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # CI builds with warnings as errors; a user's build only warns.
