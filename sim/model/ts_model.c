@@ -2454,7 +2454,20 @@ static gboolean check_groups(GKeyFile *kf, const char *path, const char *kind, G
   return TRUE;
 }
 
+/* Reads a model file; force_fp32: as trained in fp32 whatever its [model] dtype says. */
+static ts_model *model_load(const char *path, gboolean force_fp32, GError **error);
+
 ts_model *ts_model_load(const char *path, GError **error)
+{
+  return model_load(path, FALSE, error);
+}
+
+ts_model *ts_model_load_fp32(const char *path, GError **error)
+{
+  return model_load(path, TRUE, error);
+}
+
+static ts_model *model_load(const char *path, gboolean force_fp32, GError **error)
 {
   g_return_val_if_fail(path != NULL, NULL);
   g_autoptr(GKeyFile) kf = ts_kf_load(path, error);
@@ -2487,6 +2500,8 @@ ts_model *ts_model_load(const char *path, GError **error)
       !ts_kf_string(kf, path, "model", "name", NULL, &name, error) ||
       !check_groups(kf, path, kinds[kind], error))
     return NULL;
+  if (force_fp32)
+    dtype = 2; /* "fp32": every tensor 4 bytes, no loss scaler */
   if (name == NULL || *name == '\0') {
     g_free(name);
     g_autofree char *base = g_path_get_basename(path);

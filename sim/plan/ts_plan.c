@@ -37,6 +37,7 @@ void ts_plan_free(ts_plan *p)
   g_free(p->layer_act_bytes);
   g_free(p->exec);
   g_free(p->unit);
+  ts_model_free(p->own_fp32);
   g_free(p);
 }
 
@@ -2760,6 +2761,17 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->precision = s->precision >= 0     ? s->precision
                  : m->dtype_bytes >= 4 ? TS_PRECISION_FP32
                                        : TS_PRECISION_BF16;
+  /* precision=fp32 on a model written for 16-bit training (ResNet-50's mixed precision, BERT's
+   * fp16) is FP32 training: no autocast, so every activation, its gradient and what backward
+   * keeps is 4 bytes an element, and the norms, element-wise kernels and pools move twice the
+   * bytes they move in AMP (NVIDIA DeepLearningExamples' FP32 runs). The model is read again
+   * as fp32 (a model built without a file keeps its dtype). */
+  if (p->precision == TS_PRECISION_FP32 && m->dtype_bytes < 4 && m->path != NULL) {
+    p->own_fp32 = ts_model_load_fp32(m->path, error);
+    if (p->own_fp32 == NULL)
+      return NULL;
+    m = p->model = p->own_fp32;
+  }
   if ((p->attn_kernel == TS_ATTN_KERNEL_TRITON || p->attn_kernel == TS_ATTN_KERNEL_FA1) &&
       !(attn_kernel_rate(&t->chip, p->attn_kernel) > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

@@ -266,9 +266,13 @@ typedef struct {
 } ts_memory;
 
 typedef struct {
-  const ts_model *model; /* borrowed */
+  const ts_model *model; /* borrowed, or own_fp32 */
   const ts_topo *topo;   /* borrowed */
   ts_plan_options opt;
+  /* Added with issue 10 (CNN training). The model as trained in fp32 when the split says
+   * precision=fp32 and the model's dtype is 16-bit (owned; NULL otherwise): FP32 training keeps
+   * and moves 4-byte activations, so its memory-bound kernels move twice AMP's bytes. */
+  ts_model *own_fp32;
   int degree[TS_AX_N];           /* resolved (1 when unused) */
   ts_group_shape shape[TS_AX_N]; /* placement of each axis on the array */
   char *split_text;              /* canonical, e.g. "tp=8,dp=8" */
