@@ -1203,7 +1203,50 @@ Test(precision, fp8_on_a_chip_without_fp8_is_one_line)
   g_autoptr(GError) e2 = NULL;
   g_autoptr(ts_split) bad = ts_split_parse("dp=8,precision=fp4", &e2);
   cr_assert_null(bad);
-  cr_assert(strstr(e2->message, "precision=bf16, fp8 or fp32") != NULL, "%s", e2->message);
+  cr_assert(strstr(e2->message, "precision=bf16, fp8, fp32 or tf32") != NULL, "%s", e2->message);
+}
+
+/* precision=tf32 (fp32 training with PyTorch's allow_tf32): GEMMs and convolutions on the TF32
+ * tensor cores at the chip's tensor-core efficiency, where it has them (A100: the datasheet's
+ * 156 TFLOPS dense, half the bf16 312), else at the fp32 rate as precision=fp32 (V100). A large
+ * compute-bound GEMM: 2 m n k / (156e12 x 0.79 x its tile efficiency), exactly twice the bf16
+ * time; a first convolution's 3 channels pad to TF32's multiple of 4 (4 / 3). The plan reads
+ * the fp16 model as fp32 (4-byte activations). */
+Test(precision, tf32_runs_on_tensor_cores_where_the_chip_has_them)
+{
+  g_autoptr(ts_topo) a = load_topo("dgx-a100-1node");
+  g_autoptr(ts_topo) v = load_topo("dgx1-v100");
+  cr_assert_float_eq(a->chip.peak_flops_tf32, 156e12, 1.0);
+  cr_assert(v->chip.peak_flops_tf32 == 0.0);
+  double M = 16384, N = 8192, K = 8192, f = 2 * M * N * K;
+  ts_op_shape s = {.oclass = TS_OPC_GEMM, .prec = TS_PRECISION_TF32, .kernels = 1};
+  s.m = M, s.n = N, s.k = K, s.batch = 1;
+  double tt = ts_cost_device(&a->chip, f, 0, &s);
+  double want = f / (156e12 * a->chip.compute_efficiency *
+                     ts_cost_tile_efficiency(&a->chip, M, N, K, 1));
+  cr_assert_float_eq(tt, want, want * 1e-12, "tf32 %g s, expected %g", tt, want);
+  s.prec = TS_PRECISION_BF16;
+  double tb = ts_cost_device(&a->chip, f, 0, &s);
+  cr_assert_float_eq(tt, 2 * tb, tb * 1e-12);
+  /* On the V100 tf32 is fp32. */
+  s.prec = TS_PRECISION_TF32;
+  double vt = ts_cost_device(&v->chip, f, 0, &s);
+  s.prec = TS_PRECISION_FP32;
+  double vf = ts_cost_device(&v->chip, f, 0, &s);
+  cr_assert_float_eq(vt, vf, vf * 1e-12);
+  int tf = ts_precision_parse("tf32");
+  cr_assert_eq(tf, TS_PRECISION_TF32);
+  cr_assert_str_eq(ts_precision_name(TS_PRECISION_TF32), "tf32");
+  /* ResNet-50 on the A100 in tf32: the stem's 3 channels pad to 4, and the plan trains the fp16
+   * model in fp32. */
+  g_autoptr(ts_model) m = load_model("resnet50");
+  ts_plan *p = make_plan(m, a, "dp=8,precision=tf32,kernels=eager", 256, 32);
+  cr_assert(p->own_fp32 != NULL && p->model->dtype_bytes == 4.0);
+  ts_op_shape c;
+  ts_plan_layer_shape(p, 0, 32, TS_PASS_FWD, &c);
+  cr_assert(c.prec == TS_PRECISION_TF32 && c.oclass == TS_OPC_GEMM);
+  cr_assert_float_eq(c.chan_pad, 4.0 / 3.0, 1e-12);
+  ts_plan_free(p);
 }
 
 /* ---- calibrate --against ------------------------------------------------------------------ */

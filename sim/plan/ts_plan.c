@@ -1178,6 +1178,10 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
      * only where it applies (ts_cost.c: 16-bit on a GPU). */
     double C = (double)l->in_features / g;
     double Cp = C <= 4 && l->stride >= 2 ? 4.0 : ceil(C / 8.0) * 8.0;
+    /* TF32 tensor cores take channels in multiples of 4 (the same guide, "Channels In And
+     * Out": 4 for TF32, 8 for FP16). */
+    if (s->prec == TS_PRECISION_TF32)
+      Cp = ceil(C / 4.0) * 4.0;
     s->chan_pad = Cp > C ? Cp / C : 0.0;
     if (s->oclass == TS_OPC_MEMORY)
       s->m = s->n = s->k = s->batch = 0;
@@ -1317,7 +1321,8 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
    * and the gradient all-reduce) before the loop, and updates the scale after it (one op).
    * Without a scaler (fp32, bf16) nothing is read back: the host queues the loop behind the
    * backward's kernels while they run. */
-  gboolean scaler = m->fp16 && p->precision != TS_PRECISION_FP32;
+  gboolean scaler =
+      m->fp16 && p->precision != TS_PRECISION_FP32 && p->precision != TS_PRECISION_TF32;
   s->kernels = ops + (scaler ? 2 : 0);
   s->host_op_us = TS_TORCH_OPTIM_OP_US;
   s->no_sync = scaler ? 0.0 : 1.0;
@@ -2761,12 +2766,13 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->precision = s->precision >= 0     ? s->precision
                  : m->dtype_bytes >= 4 ? TS_PRECISION_FP32
                                        : TS_PRECISION_BF16;
-  /* precision=fp32 on a model written for 16-bit training (ResNet-50's mixed precision, BERT's
-   * fp16) is FP32 training: no autocast, so every activation, its gradient and what backward
+  /* precision=fp32 (or tf32) on a model written for 16-bit training (ResNet-50's mixed
+   * precision, BERT's fp16) is FP32 training: no autocast, so every activation, its gradient and what backward
    * keeps is 4 bytes an element, and the norms, element-wise kernels and pools move twice the
    * bytes they move in AMP (NVIDIA DeepLearningExamples' FP32 runs). The model is read again
    * as fp32 (a model built without a file keeps its dtype). */
-  if (p->precision == TS_PRECISION_FP32 && m->dtype_bytes < 4 && m->path != NULL) {
+  if ((p->precision == TS_PRECISION_FP32 || p->precision == TS_PRECISION_TF32) &&
+      m->dtype_bytes < 4 && m->path != NULL) {
     p->own_fp32 = ts_model_load_fp32(m->path, error);
     if (p->own_fp32 == NULL)
       return NULL;
