@@ -1249,6 +1249,63 @@ Test(precision, tf32_runs_on_tensor_cores_where_the_chip_has_them)
   ts_plan_free(p);
 }
 
+/* Index of the layer called name in m (the test fails when there is none). */
+static int layer_index(const ts_model *m, const char *name)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (strcmp(m->layers[i].name, name) == 0)
+      return i;
+  cr_assert_fail("no layer %s", name);
+  return -1;
+}
+
+/* layout=nchw: each tensor-core convolution call transposes its two activation operands to NHWC
+ * and back, 2 D (ei + eo) bytes more: the forward once, the backward twice (input and weight
+ * gradients), the stem's backward once (no input gradient), each call two kernels more. ResNet-50's
+ * layer1.0.conv2 (3x3, 64 -> 64 channels at 56 x 56: ei = eo = 200,704 an image) at 32 images:
+ * 2 x 2 x 401,408 x 32 bytes forward in bf16, twice in tf32 (4-byte tensors). fp32 on the CUDA
+ * cores runs NCHW natively: nothing; layout=nhwc (the default): nothing. */
+Test(precision, nchw_layout_transposes_tensor_core_convolutions)
+{
+  g_autoptr(ts_topo) a = load_topo("dgx-a100-1node");
+  g_autoptr(ts_model) m = load_model("resnet50");
+  int c2 = layer_index(m, "layer1.0.conv2"), stem = layer_index(m, "conv1");
+  double e = 2.0 * 64 * 56 * 56 * 32, es = (3.0 * 224 * 224 + 64.0 * 112 * 112) * 32;
+  static const struct {
+    const char *split;
+    double D; /* bytes an element of the transposed tensors; 0: no transposes */
+  } cases[] = {{"dp=8,kernels=eager,layout=nchw", 2},
+               {"dp=8,kernels=eager,precision=tf32,layout=nchw", 4},
+               {"dp=8,kernels=eager,precision=fp32,layout=nchw", 0},
+               {"dp=8,kernels=eager,layout=nhwc", 0}};
+  for (size_t j = 0; j < G_N_ELEMENTS(cases); j++) {
+    g_autofree char *plain = g_strndup(cases[j].split, strstr(cases[j].split, ",layout") -
+                                                          cases[j].split);
+    ts_plan *p = make_plan(m, a, cases[j].split, 256, 32);
+    ts_plan *q = make_plan(m, a, plain, 256, 32);
+    ts_op_shape s, t;
+    ts_plan_layer_shape(p, c2, 32, TS_PASS_FWD, &s);
+    ts_plan_layer_shape(q, c2, 32, TS_PASS_FWD, &t);
+    double D = cases[j].D, fwd = s.elem_bytes - t.elem_bytes;
+    cr_assert_float_eq(fwd, 2 * D * e, 1.0, "%s: forward %g bytes", cases[j].split, fwd);
+    cr_assert_eq(s.kernels - t.kernels, D > 0 ? 2 : 0, "%s", cases[j].split);
+    ts_plan_layer_shape(p, c2, 32, TS_PASS_BWD, &s);
+    ts_plan_layer_shape(q, c2, 32, TS_PASS_BWD, &t);
+    double bwd = s.elem_bytes - t.elem_bytes;
+    cr_assert_float_eq(bwd, 4 * D * e, 1.0, "%s: backward %g bytes", cases[j].split, bwd);
+    ts_plan_layer_shape(p, stem, 32, TS_PASS_BWD, &s);
+    ts_plan_layer_shape(q, stem, 32, TS_PASS_BWD, &t);
+    double sb = s.elem_bytes - t.elem_bytes;
+    cr_assert_float_eq(sb, 2 * D * es, 1.0, "%s: stem backward %g bytes", cases[j].split, sb);
+    ts_plan_free(p);
+    ts_plan_free(q);
+  }
+  g_autoptr(GError) err = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,layout=chw", &err);
+  cr_assert_null(bad);
+  cr_assert(strstr(err->message, "layout=nhwc") != NULL, "%s", err->message);
+}
+
 /* ---- calibrate --against ------------------------------------------------------------------ */
 
 static char *write_csv(const char *dir, const char *name, const char *text)

@@ -1116,6 +1116,41 @@ static void eager_elementwise(const ts_plan *p, int i, double mb, ts_pass pass, 
   }
 }
 
+/*
+ * layout=nchw (PyTorch's default contiguous format): tensor cores compute convolutions in NHWC
+ * (NVIDIA's Convolutional Layers User's Guide, "Tensor Layouts In Memory: NCHW vs NHWC": given
+ * NCHW tensors, cuDNN transposes them to NHWC and back around a tensor-core kernel, and the
+ * transposes are memory-bound kernels of their own). Per convolution call, each activation
+ * operand is read and written once more: the forward's input and output, the input gradient's
+ * output gradient and input gradient, the weight gradient's input and output gradient, D bytes
+ * an element each way (the filters' transposes, of the parameters only, are left out). A
+ * convolution on CUDA cores (fp32, or a chip whose 16-bit rate is not above its fp32 one, such
+ * as the P40) runs NCHW natively: nothing. Counted from the layouts, not fitted.
+ */
+static void conv_layout_transposes(const ts_plan *p, int i, double mb, ts_pass pass,
+                                   const ts_op_shape *s, double *bytes, int *kernels)
+{
+  const ts_layer *l = &p->model->layers[i];
+  const ts_chip *c = &p->topo->chip;
+  if (!p->layout_nchw || l->kind != TS_LAYER_CONV2D || s->oclass != TS_OPC_GEMM ||
+      c->systolic > 0 || pass == TS_PASS_ATTN_RECOMPUTE)
+    return;
+  gboolean tensor = s->prec == TS_PRECISION_TF32 ? c->peak_flops_tf32 > 0
+                    : s->prec == TS_PRECISION_FP32 ? FALSE
+                                                   : c->peak_flops > c->peak_flops_fp32;
+  if (!tensor)
+    return;
+  double D = p->model->dtype_bytes, ei = l->in_act_elems * mb, eo = l->out_act_elems * mb;
+  double per = 2.0 * D * (ei + eo); /* one call's two operands, each read and written */
+  gboolean dgrad = !(l->src < 0); /* the first layer's input needs no gradient */
+  int calls = pass == TS_PASS_FWD     ? 1
+              : pass == TS_PASS_BWD   ? 1 + (dgrad ? 1 : 0)
+              : pass == TS_PASS_DGRAD ? (dgrad ? 1 : 0)
+                                      : 1;
+  *bytes += calls * per / p->exec[i].cdiv;
+  *kernels += 2 * calls;
+}
+
 void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op_shape *s)
 {
   const ts_layer *l = &p->model->layers[i];
@@ -1273,6 +1308,7 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   eager_elementwise(p, i, mb, pass, &eb, &ek);
   fp8_scaling(p, l, s, pass, &eb, &ek);
   separate_projections(p, i, mb, pass, &eb, &ek);
+  conv_layout_transposes(p, i, mb, pass, s, &eb, &ek);
   s->elem_bytes = eb;
   /* The gradients' FP8 GEMMs accumulate with fp32 promotion: torchao's Float8LinearConfig runs
    * only the output's with use_fast_accum (config.py at eab345c and 6243040:
@@ -2508,6 +2544,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, p->fp8_gather ? ",fp8-gather" : ",fp8-gather=off");
   if (p->separate_projections != p->fsdp2)
     g_string_append_printf(s, ",projections=%s", p->separate_projections ? "separate" : "fused");
+  if (p->layout_nchw)
+    g_string_append(s, ",layout=nchw");
   for (guint i = 0; i < sp->rules->len; i++) {
     const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
     g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
@@ -2706,6 +2744,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
     return g_strdup_printf("kernels=%s", ts_kernels_mode_name(s->kernels - 1));
   if (s->loss == 1 + TS_LOSS_EAGER)
     return g_strdup("loss=eager");
+  if (s->layout == 2)
+    return g_strdup("layout=nchw");
   if (s->bucket_copy)
     return g_strdup("buckets=copy");
   if (s->fsdp2)
@@ -2760,6 +2800,7 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->fsdp2 = s->fsdp2;
   p->fsdp1 = s->fsdp1;
   p->separate_projections = s->projections > 0 ? s->projections == 2 : s->fsdp2;
+  p->layout_nchw = s->layout == 2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
   p->dp_overlap = s->dp_overlap;

@@ -178,6 +178,8 @@ typedef struct {
                       group > 1), 1 off, 2 on */
   int projections; /* projections=: 0 not given (separate with fsdp2, else fused), 1 fused,
                       2 separate */
+  /* Added in session 14 (CNN training). */
+  int layout; /* layout=: 0 not given (nhwc), 1 nhwc, 2 nchw */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -379,6 +381,7 @@ typedef struct {
                           its all-gather (torchao's enable_fsdp_float8_all_gather) */
   gboolean separate_projections; /* projections=separate: q/k/v and gate/up are separate GEMMs
                                     whose input gradients autograd sums (TorchTitan's Llama) */
+  gboolean layout_nchw; /* layout=nchw: tensor-core convolutions transpose their operands */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */
