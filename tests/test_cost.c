@@ -1222,8 +1222,8 @@ Test(precision, tf32_runs_on_tensor_cores_where_the_chip_has_them)
   ts_op_shape s = {.oclass = TS_OPC_GEMM, .prec = TS_PRECISION_TF32, .kernels = 1};
   s.m = M, s.n = N, s.k = K, s.batch = 1;
   double tt = ts_cost_device(&a->chip, f, 0, &s);
-  double want = f / (156e12 * a->chip.compute_efficiency *
-                     ts_cost_tile_efficiency(&a->chip, M, N, K, 1));
+  double want =
+      f / (156e12 * a->chip.compute_efficiency * ts_cost_tile_efficiency(&a->chip, M, N, K, 1));
   cr_assert_float_eq(tt, want, want * 1e-12, "tf32 %g s, expected %g", tt, want);
   s.prec = TS_PRECISION_BF16;
   double tb = ts_cost_device(&a->chip, f, 0, &s);
@@ -1234,6 +1234,10 @@ Test(precision, tf32_runs_on_tensor_cores_where_the_chip_has_them)
   s.prec = TS_PRECISION_FP32;
   double vf = ts_cost_device(&v->chip, f, 0, &s);
   cr_assert_float_eq(vt, vf, vf * 1e-12);
+  /* The peak MFU is taken against: TF32's, or fp32's on a chip without TF32. */
+  double pa = ts_chip_peak(&a->chip, TS_PRECISION_TF32),
+         pv = ts_chip_peak(&v->chip, TS_PRECISION_TF32);
+  cr_assert(pa == 156e12 && pv == v->chip.peak_flops_fp32 && pv > 0);
   int tf = ts_precision_parse("tf32");
   cr_assert_eq(tf, TS_PRECISION_TF32);
   cr_assert_str_eq(ts_precision_name(TS_PRECISION_TF32), "tf32");
@@ -1279,8 +1283,8 @@ Test(precision, nchw_layout_transposes_tensor_core_convolutions)
                {"dp=8,kernels=eager,precision=fp32,layout=nchw", 0},
                {"dp=8,kernels=eager,layout=nhwc", 0}};
   for (size_t j = 0; j < G_N_ELEMENTS(cases); j++) {
-    g_autofree char *plain = g_strndup(cases[j].split, strstr(cases[j].split, ",layout") -
-                                                          cases[j].split);
+    g_autofree char *plain =
+        g_strndup(cases[j].split, strstr(cases[j].split, ",layout") - cases[j].split);
     ts_plan *p = make_plan(m, a, cases[j].split, 256, 32);
     ts_plan *q = make_plan(m, a, plain, 256, 32);
     ts_op_shape s, t;

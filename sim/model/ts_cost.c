@@ -153,7 +153,8 @@ double ts_chip_peak(const ts_chip *c, ts_precision p)
   case TS_PRECISION_FP32:
     return c->peak_flops_fp32;
   case TS_PRECISION_TF32:
-    return c->peak_flops_tf32;
+    /* PyTorch's allow_tf32 does nothing on a chip without TF32 tensor cores (a V100): fp32. */
+    return c->peak_flops_tf32 > 0 ? c->peak_flops_tf32 : c->peak_flops_fp32;
   default:
     return c->peak_flops;
   }
@@ -163,10 +164,6 @@ double ts_chip_peak(const ts_chip *c, ts_precision p)
  * (peak_tflops) where the chip gives none. */
 static double rate_of(const ts_chip *c, int p)
 {
-  /* TF32 on a chip without TF32 tensor cores (a V100): PyTorch's allow_tf32 has no effect
-   * there, the GEMMs run in fp32. */
-  if (p == TS_PRECISION_TF32 && !(c->peak_flops_tf32 > 0))
-    p = TS_PRECISION_FP32;
   double r = ts_chip_peak(c, (ts_precision)p);
   return r > 0 ? r : c->peak_flops;
 }
@@ -338,8 +335,8 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
   case TS_OPC_FLASH: {
     double peak = rate_of(c, s->prec);
     /* TF32 where the chip has no TF32 tensor cores is fp32 (rate_of). */
-    int prec = s->prec == TS_PRECISION_TF32 && !(c->peak_flops_tf32 > 0) ? TS_PRECISION_FP32
-                                                                          : s->prec;
+    int prec =
+        s->prec == TS_PRECISION_TF32 && !(c->peak_flops_tf32 > 0) ? TS_PRECISION_FP32 : s->prec;
     /* FP8 GEMMs promoting their partial sums to fp32 (the backward's): the chip's slower rate. */
     if (s->prec == TS_PRECISION_FP8 && s->split_accum > 0 && c->fp8_split_accum_rate > 0)
       peak *= c->fp8_split_accum_rate;
@@ -354,9 +351,8 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
      * tensor cores take fp16 channels in multiples of 8; a first layer's 3 colour channels pad
      * to 4 when its stride is 2): the padded reduction's work, zeros included (TF32's multiple
      * of 4: ts_plan.c). */
-    double pad = s->chan_pad > 1 && c->systolic <= 0 && prec != TS_PRECISION_FP32
-                     ? s->chan_pad
-                     : 1.0;
+    double pad =
+        s->chan_pad > 1 && c->systolic <= 0 && prec != TS_PRECISION_FP32 ? s->chan_pad : 1.0;
     double tc =
         fg * pad / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k * pad, s->batch));
     /* A 3x3 stride-1 convolution in fp32 on a GPU's CUDA cores: Winograd's fewer multiplies. */

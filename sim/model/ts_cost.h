@@ -186,7 +186,8 @@ void ts_cost_host_sync(double *host_clock, double end_s);
  * waves over the SMs, TPU padding to the systolic array); 1 when the chip gives neither. */
 double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, double batch);
 
-/** The chip's dense peak (FLOP/s) at a precision; 0 when it has no such rate. */
+/** The chip's dense peak (FLOP/s) at a precision; 0 when it has no such rate (TF32 without TF32
+ * tensor cores: the fp32 rate). */
 double ts_chip_peak(const ts_chip *c, ts_precision p);
 
 /** "gemm", "attention", ... and the inverse (-1 when unknown). */

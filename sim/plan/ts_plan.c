@@ -1135,14 +1135,14 @@ static void conv_layout_transposes(const ts_plan *p, int i, double mb, ts_pass p
   if (!p->layout_nchw || l->kind != TS_LAYER_CONV2D || s->oclass != TS_OPC_GEMM ||
       c->systolic > 0 || pass == TS_PASS_ATTN_RECOMPUTE)
     return;
-  gboolean tensor = s->prec == TS_PRECISION_TF32 ? c->peak_flops_tf32 > 0
+  gboolean tensor = s->prec == TS_PRECISION_TF32   ? c->peak_flops_tf32 > 0
                     : s->prec == TS_PRECISION_FP32 ? FALSE
                                                    : c->peak_flops > c->peak_flops_fp32;
   if (!tensor)
     return;
   double D = p->model->dtype_bytes, ei = l->in_act_elems * mb, eo = l->out_act_elems * mb;
   double per = 2.0 * D * (ei + eo); /* one call's two operands, each read and written */
-  gboolean dgrad = !(l->src < 0); /* the first layer's input needs no gradient */
+  gboolean dgrad = !(l->src < 0);   /* the first layer's input needs no gradient */
   int calls = pass == TS_PASS_FWD     ? 1
               : pass == TS_PASS_BWD   ? 1 + (dgrad ? 1 : 0)
               : pass == TS_PASS_DGRAD ? (dgrad ? 1 : 0)
@@ -2808,10 +2808,10 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
                  : m->dtype_bytes >= 4 ? TS_PRECISION_FP32
                                        : TS_PRECISION_BF16;
   /* precision=fp32 (or tf32) on a model written for 16-bit training (ResNet-50's mixed
-   * precision, BERT's fp16) is FP32 training: no autocast, so every activation, its gradient and what backward
-   * keeps is 4 bytes an element, and the norms, element-wise kernels and pools move twice the
-   * bytes they move in AMP (NVIDIA DeepLearningExamples' FP32 runs). The model is read again
-   * as fp32 (a model built without a file keeps its dtype). */
+   * precision, BERT's fp16) is FP32 training: no autocast, so every activation, its gradient and
+   * what backward keeps is 4 bytes an element, and the norms, element-wise kernels and pools move
+   * twice the bytes they move in AMP (NVIDIA DeepLearningExamples' FP32 runs). The model is read
+   * again as fp32 (a model built without a file keeps its dtype). */
   if ((p->precision == TS_PRECISION_FP32 || p->precision == TS_PRECISION_TF32) &&
       m->dtype_bytes < 4 && m->path != NULL) {
     p->own_fp32 = ts_model_load_fp32(m->path, error);

@@ -526,10 +526,11 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "precision") == 0) {
     int v = val ? ts_precision_parse(val) : -1;
     if (v < 0 || strcmp(val, "fp16") == 0)
-      return item_error(error, text, item,
-                        "precision=bf16, fp8, fp32 or tf32 (fp8: Transformer Engine's recipe, GEMMs "
-                        "in FP8, the rest in bf16 / fp32; tf32: fp32 training with its GEMMs and "
-                        "convolutions on TF32 tensor cores)");
+      return item_error(
+          error, text, item,
+          "precision=bf16, fp8, fp32 or tf32 (fp8: Transformer Engine's recipe, GEMMs "
+          "in FP8, the rest in bf16 / fp32; tf32: fp32 training with its GEMMs and "
+          "convolutions on TF32 tensor cores)");
     s->precision = v;
   } else if (g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:")) {
     static const char *const modes[] = {"tp", "dp", NULL};
