@@ -503,6 +503,11 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
        * ResNet) they cost more: ts_elementwise.c. */
       l->batch_norm = TRUE;
       l->relu = sp->act == ACT_RELU;
+      /* Kept: the input only. The ReLU's backward needs its output, which is the tensor the
+       * convolution or pool after it keeps as its input (torchvision's ReLU(inplace=True)
+       * overwrites the norm's output; cuDNN's fused BN + ReLU writes only the ReLU's):
+       * counted there, not twice. */
+      l->saved_act_bytes = D * e;
       l->fwd_mem_bytes = D * (l->params + 3.0 * e + res * e);
       l->bwd_mem_bytes = D * (2.0 * l->params + 5.0 * e + act * e + res * e);
     }
