@@ -1203,7 +1203,111 @@ Test(precision, fp8_on_a_chip_without_fp8_is_one_line)
   g_autoptr(GError) e2 = NULL;
   g_autoptr(ts_split) bad = ts_split_parse("dp=8,precision=fp4", &e2);
   cr_assert_null(bad);
-  cr_assert(strstr(e2->message, "precision=bf16, fp8 or fp32") != NULL, "%s", e2->message);
+  cr_assert(strstr(e2->message, "precision=bf16, fp8, fp32 or tf32") != NULL, "%s", e2->message);
+}
+
+/* precision=tf32 (fp32 training with PyTorch's allow_tf32): GEMMs and convolutions on the TF32
+ * tensor cores at the chip's tensor-core efficiency, where it has them (A100: the datasheet's
+ * 156 TFLOPS dense, half the bf16 312), else at the fp32 rate as precision=fp32 (V100). A large
+ * compute-bound GEMM: 2 m n k / (156e12 x 0.79 x its tile efficiency), exactly twice the bf16
+ * time; a first convolution's 3 channels pad to TF32's multiple of 4 (4 / 3). The plan reads
+ * the fp16 model as fp32 (4-byte activations). */
+Test(precision, tf32_runs_on_tensor_cores_where_the_chip_has_them)
+{
+  g_autoptr(ts_topo) a = load_topo("dgx-a100-1node");
+  g_autoptr(ts_topo) v = load_topo("dgx1-v100");
+  cr_assert_float_eq(a->chip.peak_flops_tf32, 156e12, 1.0);
+  cr_assert(v->chip.peak_flops_tf32 == 0.0);
+  double M = 16384, N = 8192, K = 8192, f = 2 * M * N * K;
+  ts_op_shape s = {.oclass = TS_OPC_GEMM, .prec = TS_PRECISION_TF32, .kernels = 1};
+  s.m = M, s.n = N, s.k = K, s.batch = 1;
+  double tt = ts_cost_device(&a->chip, f, 0, &s);
+  double want =
+      f / (156e12 * a->chip.compute_efficiency * ts_cost_tile_efficiency(&a->chip, M, N, K, 1));
+  cr_assert_float_eq(tt, want, want * 1e-12, "tf32 %g s, expected %g", tt, want);
+  s.prec = TS_PRECISION_BF16;
+  double tb = ts_cost_device(&a->chip, f, 0, &s);
+  cr_assert_float_eq(tt, 2 * tb, tb * 1e-12);
+  /* On the V100 tf32 is fp32. */
+  s.prec = TS_PRECISION_TF32;
+  double vt = ts_cost_device(&v->chip, f, 0, &s);
+  s.prec = TS_PRECISION_FP32;
+  double vf = ts_cost_device(&v->chip, f, 0, &s);
+  cr_assert_float_eq(vt, vf, vf * 1e-12);
+  /* The peak MFU is taken against: TF32's, or fp32's on a chip without TF32. */
+  double pa = ts_chip_peak(&a->chip, TS_PRECISION_TF32),
+         pv = ts_chip_peak(&v->chip, TS_PRECISION_TF32);
+  cr_assert(pa == 156e12 && pv == v->chip.peak_flops_fp32 && pv > 0);
+  int tf = ts_precision_parse("tf32");
+  cr_assert_eq(tf, TS_PRECISION_TF32);
+  cr_assert_str_eq(ts_precision_name(TS_PRECISION_TF32), "tf32");
+  /* ResNet-50 on the A100 in tf32: the stem's 3 channels pad to 4, and the plan trains the fp16
+   * model in fp32. */
+  g_autoptr(ts_model) m = load_model("resnet50");
+  ts_plan *p = make_plan(m, a, "dp=8,precision=tf32,kernels=eager", 256, 32);
+  cr_assert(p->own_fp32 != NULL && p->model->dtype_bytes == 4.0);
+  ts_op_shape c;
+  ts_plan_layer_shape(p, 0, 32, TS_PASS_FWD, &c);
+  cr_assert(c.prec == TS_PRECISION_TF32 && c.oclass == TS_OPC_GEMM);
+  cr_assert_float_eq(c.chan_pad, 4.0 / 3.0, 1e-12);
+  ts_plan_free(p);
+}
+
+/* Index of the layer called name in m (the test fails when there is none). */
+static int layer_index(const ts_model *m, const char *name)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (strcmp(m->layers[i].name, name) == 0)
+      return i;
+  cr_assert_fail("no layer %s", name);
+  return -1;
+}
+
+/* layout=nchw: each tensor-core convolution call transposes its two activation operands to NHWC
+ * and back, 2 D (ei + eo) bytes more: the forward once, the backward twice (input and weight
+ * gradients), the stem's backward once (no input gradient), each call two kernels more. ResNet-50's
+ * layer1.0.conv2 (3x3, 64 -> 64 channels at 56 x 56: ei = eo = 200,704 an image) at 32 images:
+ * 2 x 2 x 401,408 x 32 bytes forward in bf16, twice in tf32 (4-byte tensors). fp32 on the CUDA
+ * cores runs NCHW natively: nothing; layout=nhwc (the default): nothing. */
+Test(precision, nchw_layout_transposes_tensor_core_convolutions)
+{
+  g_autoptr(ts_topo) a = load_topo("dgx-a100-1node");
+  g_autoptr(ts_model) m = load_model("resnet50");
+  int c2 = layer_index(m, "layer1.0.conv2"), stem = layer_index(m, "conv1");
+  double e = 2.0 * 64 * 56 * 56 * 32, es = (3.0 * 224 * 224 + 64.0 * 112 * 112) * 32;
+  static const struct {
+    const char *split;
+    double D; /* bytes an element of the transposed tensors; 0: no transposes */
+  } cases[] = {{"dp=8,kernels=eager,layout=nchw", 2},
+               {"dp=8,kernels=eager,precision=tf32,layout=nchw", 4},
+               {"dp=8,kernels=eager,precision=fp32,layout=nchw", 0},
+               {"dp=8,kernels=eager,layout=nhwc", 0}};
+  for (size_t j = 0; j < G_N_ELEMENTS(cases); j++) {
+    g_autofree char *plain =
+        g_strndup(cases[j].split, strstr(cases[j].split, ",layout") - cases[j].split);
+    ts_plan *p = make_plan(m, a, cases[j].split, 256, 32);
+    ts_plan *q = make_plan(m, a, plain, 256, 32);
+    ts_op_shape s, t;
+    ts_plan_layer_shape(p, c2, 32, TS_PASS_FWD, &s);
+    ts_plan_layer_shape(q, c2, 32, TS_PASS_FWD, &t);
+    double D = cases[j].D, fwd = s.elem_bytes - t.elem_bytes;
+    cr_assert_float_eq(fwd, 2 * D * e, 1.0, "%s: forward %g bytes", cases[j].split, fwd);
+    cr_assert_eq(s.kernels - t.kernels, D > 0 ? 2 : 0, "%s", cases[j].split);
+    ts_plan_layer_shape(p, c2, 32, TS_PASS_BWD, &s);
+    ts_plan_layer_shape(q, c2, 32, TS_PASS_BWD, &t);
+    double bwd = s.elem_bytes - t.elem_bytes;
+    cr_assert_float_eq(bwd, 4 * D * e, 1.0, "%s: backward %g bytes", cases[j].split, bwd);
+    ts_plan_layer_shape(p, stem, 32, TS_PASS_BWD, &s);
+    ts_plan_layer_shape(q, stem, 32, TS_PASS_BWD, &t);
+    double sb = s.elem_bytes - t.elem_bytes;
+    cr_assert_float_eq(sb, 2 * D * es, 1.0, "%s: stem backward %g bytes", cases[j].split, sb);
+    ts_plan_free(p);
+    ts_plan_free(q);
+  }
+  g_autoptr(GError) err = NULL;
+  g_autoptr(ts_split) bad = ts_split_parse("dp=8,layout=chw", &err);
+  cr_assert_null(bad);
+  cr_assert(strstr(err->message, "layout=nhwc") != NULL, "%s", err->message);
 }
 
 /* ---- calibrate --against ------------------------------------------------------------------ */

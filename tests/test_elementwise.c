@@ -553,6 +553,46 @@ Test(elementwise, sgd_loop_ops_and_the_loss_scaler_sync)
   ts_topo_free(t);
 }
 
+/* precision=fp32 on a 16-bit model (ResNet-50's dtype = fp16) is FP32 training: the plan reads
+ * the model again as fp32 (ts_plan.c), so a batch norm's traffic and what it keeps are 4 bytes
+ * an element, twice the AMP plan's: forward 3 map passes (3 x 4 x 64 x 56 x 56 bytes an image
+ * for layer1.0.bn1, plus its 128 fp32 parameters) and its eager ReLU's 2 passes more; the model
+ * the caller holds stays fp16. A model written in fp32 is not read again. */
+Test(elementwise, fp32_precision_moves_four_byte_activations)
+{
+  ts_topo *t;
+  ts_model *pm;
+  ts_op_shape s16, s32;
+  ts_plan *p = plan_of("dgx1-v100", "resnet50", "dp=8,kernels=eager", 256, 32, &t, &pm);
+  int bn = layer_named(pm, "layer1.0.bn1");
+  double e = 64.0 * 56 * 56;
+  ts_plan_layer_shape(p, bn, 32, TS_PASS_FWD, &s16);
+  cr_assert(p->own_fp32 == NULL && p->model == pm);
+  ts_plan_free(p);
+  p = make_plan(pm, t, "dp=8,kernels=eager,precision=fp32", 256, 32);
+  cr_assert_not_null(p->own_fp32);
+  cr_assert(p->model == p->own_fp32 && p->model->dtype_bytes == 4.0 && !p->model->fp16);
+  cr_assert(pm->dtype_bytes == 2.0 && pm->fp16, "the caller's model is unchanged");
+  const ts_layer *l16 = &pm->layers[bn], *l32 = &p->model->layers[bn];
+  double fwd = l32->fwd_mem_bytes;
+  cr_assert(close_to(fwd, 4.0 * (128 + 3 * e)), "fp32 forward %g bytes an image", fwd);
+  cr_assert(close_to(l32->saved_act_bytes, 2 * l16->saved_act_bytes));
+  cr_assert(close_to(l32->bwd_mem_bytes, 2 * l16->bwd_mem_bytes));
+  ts_plan_layer_shape(p, bn, 32, TS_PASS_FWD, &s32);
+  cr_assert(close_to(s32.elem_bytes, 2 * s16.elem_bytes), "eager ReLU %g against %g bytes",
+            s32.elem_bytes, s16.elem_bytes);
+  cr_assert(s16.elem_bytes > 0);
+  ts_plan_free(p);
+  ts_model_free(pm);
+  ts_topo_free(t);
+  /* A model already in fp32 keeps its own. */
+  p = plan_of("dgx1-v100", "validate-cnn", "dp=8,precision=fp32", 64, 8, &t, &pm);
+  cr_assert(pm->dtype_bytes == 4.0 && p->own_fp32 == NULL && p->model == pm);
+  ts_plan_free(p);
+  ts_model_free(pm);
+  ts_topo_free(t);
+}
+
 /* optimizer=bertadam: BertAdam's Python loop over BERT-Large's tensors (sim/plan/ts_plan.c,
  * ts_plan_bertadam_shape). Tensors: the embeddings' 3 tables (decayed, 20 kernels each) and
  * their LayerNorm (2 x 18); per layer the attention's 4 weights (20) and 4 biases (18), two

@@ -3693,6 +3693,26 @@ Test(activations, model_command_lists_the_planners_fp8_saved_bytes)
   g_free(err);
 }
 
+/* `trainsim model --precision fp32` (or tf32) on a 16-bit model lists the activations the
+ * planner keeps in fp32 training: twice the fp16 table's, 4 bytes an element (ResNet-50's first
+ * batch norm keeps its 64 x 112 x 112 input: 802,816 elements, 3.211e+06 bytes; 1.606e+06 in
+ * fp16), while the table above stays the model's own. */
+Test(activations, model_command_lists_fp32_training_bytes)
+{
+  char *out = NULL, *err = NULL;
+  cr_assert_eq(run_cli("model -m resnet50 --precision fp32", &out, &err), 0, "%s", err);
+  cr_assert(strstr(out, "under precision=fp32: 86.1 MiB (bf16 table above: 43.1 MiB)") != NULL,
+            "%.2000s", out);
+  const char *sec = strstr(out, "\nprecision=fp32");
+  cr_assert(sec != NULL);
+  const char *row = strstr(sec, " bn1 ");
+  cr_assert(row != NULL);
+  g_autofree char *line = g_strndup(row, strcspn(row, "\n"));
+  cr_assert(strstr(line, "saved_act_bytes 3.211e+06") != NULL, "%s", line);
+  g_free(out);
+  g_free(err);
+}
+
 /* MaxText's published TPU runs (data/published/maxtext: launch scripts and recipes that ran) fit
  * in HBM as XLA allocates it (ts_plan.c, xla_backward_extra): the forward-backward peak on
  * top of the kept activations is the backward's live set at one point, the loss keeps its

@@ -289,15 +289,23 @@ static char *render_text(const ts_model *m, const char *path)
 }
 
 /* --precision P: which precision each layer's GEMMs and other work run in (text, a section
- * after the table). */
-static void append_precision(GString *s, const ts_model *m, int prec)
+ * after the table); m as the planner trains it under P, shown the model of the table. */
+static void append_precision(GString *s, const ts_model *m, const ts_model *shown, int prec)
 {
-  g_string_append_printf(s,
-                         "\nprecision=%s (split option; docs/models.md, \"Precision\"): GEMMs / "
-                         "other work (norms, softmax, attention core, element-wise); the optimizer "
-                         "step runs in fp32 on fp32 master weights, and model state stays 16 bytes "
-                         "per parameter (bf16 weights and gradients, fp32 master and moments)\n",
-                         ts_precision_name((ts_precision)prec));
+  if (m->dtype_bytes >= 4)
+    g_string_append_printf(s,
+                           "\nprecision=%s (split option; docs/models.md, \"Precision\"): GEMMs / "
+                           "other work (norms, softmax, attention core, element-wise); fp32 "
+                           "training: activations, weights and gradients 4 bytes an element\n",
+                           ts_precision_name((ts_precision)prec));
+  else
+    g_string_append_printf(s,
+                           "\nprecision=%s (split option; docs/models.md, \"Precision\"): GEMMs / "
+                           "other work (norms, softmax, attention core, element-wise); the "
+                           "optimizer step runs in fp32 on fp32 master weights, and model state "
+                           "stays 16 bytes per parameter (bf16 weights and gradients, fp32 master "
+                           "and moments)\n",
+                           ts_precision_name((ts_precision)prec));
   if (prec == TS_PRECISION_FP8)
     g_string_append(s, "FP8 dynamic scaling around each FP8 GEMM (m x k) x (k x n), bf16 "
                        "sources: forward amax + cast of input and weight, 5 (mk + kn) bytes, 4 "
@@ -314,7 +322,7 @@ static void append_precision(GString *s, const ts_model *m, int prec)
   g_string_append_printf(
       s, "kept activations per sample under precision=%s: %s (bf16 table above: %s)%s\n",
       ts_precision_name((ts_precision)prec), ts_fmt_bytes(b1, sizeof b1, kept),
-      ts_fmt_bytes(b2, sizeof b2, ts_model_saved_act_bytes_per_sample(m)),
+      ts_fmt_bytes(b2, sizeof b2, ts_model_saved_act_bytes_per_sample(shown)),
       fp8_saved ? "; Transformer Engine keeps each FP8 GEMM's input in FP8, one byte an element "
                   "(with fsdp2, torchao's Float8, the bf16 bytes)"
                 : "");
@@ -380,7 +388,7 @@ int ts_cmd_model(int argc, char **argv)
        "write here instead of stdout (atomically)", "FILE"},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &precision,
        "text: also list which precision each layer's GEMMs and other work run in under a split's "
-       "precision=P (bf16, fp8 or fp32)",
+       "precision=P (bf16, fp8, fp32 or tf32)",
        "P"},
       {"kernels", 0, 0, G_OPTION_ARG_STRING, &kernels,
        "text: also list the element-wise ops each layer runs as kernels of their own under a "
@@ -411,8 +419,8 @@ int ts_cmd_model(int argc, char **argv)
   if (precision != NULL) {
     prec = ts_precision_parse(precision);
     if (prec < 0 || strcmp(precision, "fp16") == 0) {
-      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--precision '%s': expected bf16, fp8 or fp32",
-                  precision);
+      g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                  "--precision '%s': expected bf16, fp8, fp32 or tf32", precision);
       return ts_cmd_fail("model", err);
     }
     if (fmt != TS_FORMAT_TEXT) {
@@ -439,8 +447,14 @@ int ts_cmd_model(int argc, char **argv)
                                                  : render_text(m, path);
   if (prec >= 0 || kernels != NULL) {
     GString *t = g_string_new(text);
+    /* fp32 / tf32 on a 16-bit model: the model as the planner trains it, in fp32
+     * (ts_plan_new). */
+    g_autoptr(ts_model) m32 =
+        (prec == TS_PRECISION_FP32 || prec == TS_PRECISION_TF32) && m->dtype_bytes < 4
+            ? ts_model_load_fp32(path, &err)
+            : NULL;
     if (prec >= 0)
-      append_precision(t, m, prec);
+      append_precision(t, m32 != NULL ? m32 : m, m, prec);
     if (kernels != NULL)
       append_kernels(t, m);
     g_free(text);

@@ -27,7 +27,7 @@
 
 static const char *const class_names[TS_NOPCLASSES] = {
     "roofline", "gemm", "attention", "flash", "memory", "optimizer", "transfer", "other"};
-static const char *const precision_names[TS_NPRECISIONS] = {"bf16", "fp8", "fp32"};
+static const char *const precision_names[TS_NPRECISIONS] = {"bf16", "fp8", "fp32", "tf32"};
 
 /* Index of s among the n names, or -1 (the parsers of the name tables below). */
 static int name_index(const char *const *names, int n, const char *s)
@@ -152,6 +152,9 @@ double ts_chip_peak(const ts_chip *c, ts_precision p)
     return c->peak_flops_fp8;
   case TS_PRECISION_FP32:
     return c->peak_flops_fp32;
+  case TS_PRECISION_TF32:
+    /* PyTorch's allow_tf32 does nothing on a chip without TF32 tensor cores (a V100): fp32. */
+    return c->peak_flops_tf32 > 0 ? c->peak_flops_tf32 : c->peak_flops_fp32;
   default:
     return c->peak_flops;
   }
@@ -331,25 +334,29 @@ double ts_cost_device(const ts_chip *c, double flops, double mem, const ts_op_sh
   case TS_OPC_ATTENTION:
   case TS_OPC_FLASH: {
     double peak = rate_of(c, s->prec);
+    /* TF32 where the chip has no TF32 tensor cores is fp32 (rate_of). */
+    int prec =
+        s->prec == TS_PRECISION_TF32 && !(c->peak_flops_tf32 > 0) ? TS_PRECISION_FP32 : s->prec;
     /* FP8 GEMMs promoting their partial sums to fp32 (the backward's): the chip's slower rate. */
     if (s->prec == TS_PRECISION_FP8 && s->split_accum > 0 && c->fp8_split_accum_rate > 0)
       peak *= c->fp8_split_accum_rate;
     /* An fp32 GEMM on a chip with its own fp32 rate runs on other units (a GPU's CUDA cores,
      * not its tensor cores), at its own fraction of that rate where the profile gives one. */
-    if (s->prec == TS_PRECISION_FP32 && c->peak_flops_fp32 > 0 && c->compute_efficiency_fp32 > 0)
+    if (prec == TS_PRECISION_FP32 && c->peak_flops_fp32 > 0 && c->compute_efficiency_fp32 > 0)
       ach = c->compute_efficiency_fp32;
-    int core_prec = s->prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : s->prec;
+    int core_prec = prec == TS_PRECISION_FP8 ? TS_PRECISION_BF16 : prec;
     double fa = fmin(s->attn_flops, flops), fg = flops - fa;
     /* A 16-bit convolution on a GPU's tensor cores with its input channels padded (cuDNN's
      * padding transform, NVIDIA's Convolutional Layers User's Guide, "Channels In And Out":
      * tensor cores take fp16 channels in multiples of 8; a first layer's 3 colour channels pad
-     * to 4 when its stride is 2): the padded reduction's work, zeros included. */
+     * to 4 when its stride is 2): the padded reduction's work, zeros included (TF32's multiple
+     * of 4: ts_plan.c). */
     double pad =
-        s->chan_pad > 1 && c->systolic <= 0 && s->prec != TS_PRECISION_FP32 ? s->chan_pad : 1.0;
+        s->chan_pad > 1 && c->systolic <= 0 && prec != TS_PRECISION_FP32 ? s->chan_pad : 1.0;
     double tc =
         fg * pad / (peak * ach * ts_cost_tile_efficiency(c, s->m, s->n, s->k * pad, s->batch));
     /* A 3x3 stride-1 convolution in fp32 on a GPU's CUDA cores: Winograd's fewer multiplies. */
-    if (s->conv3x3 > 0 && s->prec == TS_PRECISION_FP32 && c->systolic <= 0)
+    if (s->conv3x3 > 0 && prec == TS_PRECISION_FP32 && c->systolic <= 0)
       tc /= WINOGRAD_F2X2_3X3;
     /* The attention core (scores, context) stays in bf16 under FP8 recipes (Transformer
      * Engine runs dot-product attention in bf16). */

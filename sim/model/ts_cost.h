@@ -30,7 +30,9 @@ typedef enum {
 typedef enum {
   TS_PRECISION_BF16 = 0, /* bf16 / fp16 tensor cores (the default) */
   TS_PRECISION_FP8,      /* FP8 tensor cores (Transformer Engine's GEMMs) */
-  TS_PRECISION_FP32,     /* fp32 (TF32 not assumed) */
+  TS_PRECISION_FP32,     /* fp32 on the CUDA cores (TF32 not assumed) */
+  TS_PRECISION_TF32,     /* fp32 tensors, GEMMs and convolutions on TF32 tensor cores where the
+                          * chip has them (PyTorch's allow_tf32 on Ampere and later), else fp32 */
   TS_NPRECISIONS
 } ts_precision;
 
@@ -184,7 +186,8 @@ void ts_cost_host_sync(double *host_clock, double end_s);
  * waves over the SMs, TPU padding to the systolic array); 1 when the chip gives neither. */
 double ts_cost_tile_efficiency(const ts_chip *c, double m, double n, double k, double batch);
 
-/** The chip's dense peak (FLOP/s) at a precision; 0 when it has no such rate. */
+/** The chip's dense peak (FLOP/s) at a precision; 0 when it has no such rate (TF32 without TF32
+ * tensor cores: the fp32 rate). */
 double ts_chip_peak(const ts_chip *c, ts_precision p);
 
 /** "gemm", "attention", ... and the inverse (-1 when unknown). */
@@ -216,7 +219,7 @@ double ts_attn_kernel_shape(ts_attn_kernel k, double head_dim, double keys);
 const char *ts_attn_kernel_name(ts_attn_kernel k);
 int ts_attn_kernel_parse(const char *s);
 
-/** "bf16", "fp8", "fp32" and the inverse (-1 when unknown; "fp16" reads as bf16). */
+/** "bf16", "fp8", "fp32", "tf32" and the inverse (-1 when unknown; "fp16" reads as bf16). */
 const char *ts_precision_name(ts_precision p);
 int ts_precision_parse(const char *s);
 

@@ -503,6 +503,11 @@ static void derive(ts_layer *l, const layer_spec *sp, double D)
        * ResNet) they cost more: ts_elementwise.c. */
       l->batch_norm = TRUE;
       l->relu = sp->act == ACT_RELU;
+      /* Kept: the input only. The ReLU's backward needs its output, which is the tensor the
+       * convolution or pool after it keeps as its input (torchvision's ReLU(inplace=True)
+       * overwrites the norm's output; cuDNN's fused BN + ReLU writes only the ReLU's):
+       * counted there, not twice. */
+      l->saved_act_bytes = D * e;
       l->fwd_mem_bytes = D * (l->params + 3.0 * e + res * e);
       l->bwd_mem_bytes = D * (2.0 * l->params + 5.0 * e + act * e + res * e);
     }
@@ -2454,7 +2459,20 @@ static gboolean check_groups(GKeyFile *kf, const char *path, const char *kind, G
   return TRUE;
 }
 
+/* Reads a model file; force_fp32: as trained in fp32 whatever its [model] dtype says. */
+static ts_model *model_load(const char *path, gboolean force_fp32, GError **error);
+
 ts_model *ts_model_load(const char *path, GError **error)
+{
+  return model_load(path, FALSE, error);
+}
+
+ts_model *ts_model_load_fp32(const char *path, GError **error)
+{
+  return model_load(path, TRUE, error);
+}
+
+static ts_model *model_load(const char *path, gboolean force_fp32, GError **error)
 {
   g_return_val_if_fail(path != NULL, NULL);
   g_autoptr(GKeyFile) kf = ts_kf_load(path, error);
@@ -2487,6 +2505,8 @@ ts_model *ts_model_load(const char *path, GError **error)
       !ts_kf_string(kf, path, "model", "name", NULL, &name, error) ||
       !check_groups(kf, path, kinds[kind], error))
     return NULL;
+  if (force_fp32)
+    dtype = 2; /* "fp32": every tensor 4 bytes, no loss scaler */
   if (name == NULL || *name == '\0') {
     g_free(name);
     g_autofree char *base = g_path_get_basename(path);

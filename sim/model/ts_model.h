@@ -192,6 +192,10 @@ const char *ts_attention_name(ts_attention a);
 /** Reads a model file; errors name the file and the [group] key. */
 ts_model *ts_model_load(const char *path, GError **error);
 
+/** The same model as trained in fp32 whatever its [model] dtype says (split precision=fp32 on
+ * a 16-bit model): activations, their traffic and the gradients 4 bytes an element. */
+ts_model *ts_model_load_fp32(const char *path, GError **error);
+
 void ts_model_free(ts_model *m);
 
 /** Blocks (residual blocks, transformer layers, cells): the largest layer block + 1, 0 when

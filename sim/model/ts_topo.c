@@ -51,6 +51,7 @@ static const char *const chip_keys[] = {"name",
                                         "peak_tflops_bf16",
                                         "peak_tflops_fp8",
                                         "peak_tflops_fp32",
+                                        "peak_tflops_tf32",
                                         "memory_GiB",
                                         "memory_bandwidth_GBps",
                                         "memory_bandwidth_efficiency",
@@ -240,7 +241,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                 path);
     return FALSE;
   }
-  double tflops, mem_gib, mem_gbps, overhead_us, fp8, fp32, mem_eff, launch_us, k_over,
+  double tflops, mem_gib, mem_gbps, overhead_us, fp8, fp32, tf32, mem_eff, launch_us, k_over,
       coll_launch_us;
   gint64 units, systolic, coll_sms;
   g_autofree char *tile = NULL, *calibrated = NULL;
@@ -263,6 +264,8 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
                  "a dense FP8 peak in TFLOP/s (0 = none)", &fp8, error) ||
       !read_rate(kf, path, g, "peak_tflops_fp32", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
                  "a dense fp32 peak in TFLOP/s (0 = none)", &fp32, error) ||
+      !read_rate(kf, path, g, "peak_tflops_tf32", TRUE, 0, TRUE, TOPO_MIN_RATE, TOPO_MAX_RATE,
+                 "a dense TF32 tensor-core peak in TFLOP/s (0 = none)", &tf32, error) ||
       !read_number(kf, path, g, "memory_GiB", FALSE, 0, 0, TRUE, TOPO_MAX_MEMORY,
                    "a device memory capacity in GiB", &mem_gib, error) ||
       !read_rate(kf, path, g, "memory_bandwidth_GBps", FALSE, 0, FALSE, TOPO_MIN_RATE,
@@ -311,6 +314,7 @@ static gboolean read_chip(GKeyFile *kf, const char *path, ts_chip *c, GError **e
     return FALSE;
   c->peak_flops_fp8 = fp8 * TFLOP;
   c->peak_flops_fp32 = fp32 * TFLOP;
+  c->peak_flops_tf32 = tf32 * TFLOP;
   c->memory_bw_efficiency = mem_eff;
   c->kernel_launch_s = launch_us * US;
   c->collective_launch_s = coll_launch_us * US;

@@ -147,6 +147,10 @@ typedef struct {
    * on a GPU's CUDA cores, a different unit from the tensor cores compute_efficiency describes;
    * 0 (not given): compute_efficiency. */
   double compute_efficiency_fp32;
+  /* Added with issue 10 (CNN training). [chip] peak_tflops_tf32: the dense TF32 tensor-core
+   * rate (Ampere and later), which fp32 convolutions and GEMMs run at when the framework allows
+   * TF32 (precision=tf32); 0: none, TF32 requests run at the fp32 rate as on a V100. */
+  double peak_flops_tf32;
   double memory_bw_efficiency; /* fraction of memory_bw_Bps memory-bound kernels reach, (0, 1] */
   double kernel_launch_s;      /* [chip] kernel_launch_us: the host's time per kernel launch */
   double gemm_k_overhead;      /* per-tile fixed cost, as extra k (GEMM prologue / epilogue) */

@@ -37,6 +37,7 @@ void ts_plan_free(ts_plan *p)
   g_free(p->layer_act_bytes);
   g_free(p->exec);
   g_free(p->unit);
+  ts_model_free(p->own_fp32);
   g_free(p);
 }
 
@@ -1115,6 +1116,41 @@ static void eager_elementwise(const ts_plan *p, int i, double mb, ts_pass pass, 
   }
 }
 
+/*
+ * layout=nchw (PyTorch's default contiguous format): tensor cores compute convolutions in NHWC
+ * (NVIDIA's Convolutional Layers User's Guide, "Tensor Layouts In Memory: NCHW vs NHWC": given
+ * NCHW tensors, cuDNN transposes them to NHWC and back around a tensor-core kernel, and the
+ * transposes are memory-bound kernels of their own). Per convolution call, each activation
+ * operand is read and written once more: the forward's input and output, the input gradient's
+ * output gradient and input gradient, the weight gradient's input and output gradient, D bytes
+ * an element each way (the filters' transposes, of the parameters only, are left out). A
+ * convolution on CUDA cores (fp32, or a chip whose 16-bit rate is not above its fp32 one, such
+ * as the P40) runs NCHW natively: nothing. Counted from the layouts, not fitted.
+ */
+static void conv_layout_transposes(const ts_plan *p, int i, double mb, ts_pass pass,
+                                   const ts_op_shape *s, double *bytes, int *kernels)
+{
+  const ts_layer *l = &p->model->layers[i];
+  const ts_chip *c = &p->topo->chip;
+  if (!p->layout_nchw || l->kind != TS_LAYER_CONV2D || s->oclass != TS_OPC_GEMM ||
+      c->systolic > 0 || pass == TS_PASS_ATTN_RECOMPUTE)
+    return;
+  gboolean tensor = s->prec == TS_PRECISION_TF32   ? c->peak_flops_tf32 > 0
+                    : s->prec == TS_PRECISION_FP32 ? FALSE
+                                                   : c->peak_flops > c->peak_flops_fp32;
+  if (!tensor)
+    return;
+  double D = p->model->dtype_bytes, ei = l->in_act_elems * mb, eo = l->out_act_elems * mb;
+  double per = 2.0 * D * (ei + eo); /* one call's two operands, each read and written */
+  gboolean dgrad = !(l->src < 0);   /* the first layer's input needs no gradient */
+  int calls = pass == TS_PASS_FWD     ? 1
+              : pass == TS_PASS_BWD   ? 1 + (dgrad ? 1 : 0)
+              : pass == TS_PASS_DGRAD ? (dgrad ? 1 : 0)
+                                      : 1;
+  *bytes += calls * per / p->exec[i].cdiv;
+  *kernels += 2 * calls;
+}
+
 void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op_shape *s)
 {
   const ts_layer *l = &p->model->layers[i];
@@ -1177,6 +1213,10 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
      * only where it applies (ts_cost.c: 16-bit on a GPU). */
     double C = (double)l->in_features / g;
     double Cp = C <= 4 && l->stride >= 2 ? 4.0 : ceil(C / 8.0) * 8.0;
+    /* TF32 tensor cores take channels in multiples of 4 (the same guide, "Channels In And
+     * Out": 4 for TF32, 8 for FP16). */
+    if (s->prec == TS_PRECISION_TF32)
+      Cp = ceil(C / 4.0) * 4.0;
     s->chan_pad = Cp > C ? Cp / C : 0.0;
     if (s->oclass == TS_OPC_MEMORY)
       s->m = s->n = s->k = s->batch = 0;
@@ -1268,6 +1308,7 @@ void ts_plan_layer_shape(const ts_plan *p, int i, double mb, ts_pass pass, ts_op
   eager_elementwise(p, i, mb, pass, &eb, &ek);
   fp8_scaling(p, l, s, pass, &eb, &ek);
   separate_projections(p, i, mb, pass, &eb, &ek);
+  conv_layout_transposes(p, i, mb, pass, s, &eb, &ek);
   s->elem_bytes = eb;
   /* The gradients' FP8 GEMMs accumulate with fp32 promotion: torchao's Float8LinearConfig runs
    * only the output's with use_fast_accum (config.py at eab345c and 6243040:
@@ -1316,7 +1357,8 @@ void ts_plan_sgd_loop_shape(const ts_plan *p, int device, ts_op_shape *s)
    * and the gradient all-reduce) before the loop, and updates the scale after it (one op).
    * Without a scaler (fp32, bf16) nothing is read back: the host queues the loop behind the
    * backward's kernels while they run. */
-  gboolean scaler = m->fp16 && p->precision != TS_PRECISION_FP32;
+  gboolean scaler =
+      m->fp16 && p->precision != TS_PRECISION_FP32 && p->precision != TS_PRECISION_TF32;
   s->kernels = ops + (scaler ? 2 : 0);
   s->host_op_us = TS_TORCH_OPTIM_OP_US;
   s->no_sync = scaler ? 0.0 : 1.0;
@@ -2504,6 +2546,8 @@ static char *split_text(const ts_plan *p, const ts_split *sp)
     g_string_append(s, p->fp8_gather ? ",fp8-gather" : ",fp8-gather=off");
   if (p->separate_projections != p->fsdp2)
     g_string_append_printf(s, ",projections=%s", p->separate_projections ? "separate" : "fused");
+  if (p->layout_nchw)
+    g_string_append(s, ",layout=nchw");
   for (guint i = 0; i < sp->rules->len; i++) {
     const ts_layer_rule *r = g_ptr_array_index(sp->rules, i);
     g_string_append_printf(s, ",%s:%s=%s", r->by_kind ? "kind" : "name",
@@ -2704,6 +2748,8 @@ static char *gpu_only_option(const ts_split *s, const ts_plan *p)
     return g_strdup_printf("kernels=%s", ts_kernels_mode_name(s->kernels - 1));
   if (s->loss == 1 + TS_LOSS_EAGER)
     return g_strdup("loss=eager");
+  if (s->layout == 2)
+    return g_strdup("layout=nchw");
   if (s->bucket_copy)
     return g_strdup("buckets=copy");
   if (s->fsdp2)
@@ -2759,12 +2805,25 @@ ts_plan *ts_plan_new(const ts_model *m, const ts_topo *t, const ts_split *s,
   p->fsdp2 = s->fsdp2;
   p->fsdp1 = s->fsdp1;
   p->separate_projections = s->projections > 0 ? s->projections == 2 : s->fsdp2;
+  p->layout_nchw = s->layout == 2;
   p->tp_overlap = s->tp_overlap;
   p->tp_overlap_mode = (ts_tp_overlap_mode)s->tp_overlap_mode;
   p->dp_overlap = s->dp_overlap;
   p->precision = s->precision >= 0     ? s->precision
                  : m->dtype_bytes >= 4 ? TS_PRECISION_FP32
                                        : TS_PRECISION_BF16;
+  /* precision=fp32 (or tf32) on a model written for 16-bit training (ResNet-50's mixed
+   * precision, BERT's fp16) is FP32 training: no autocast, so every activation, its gradient and
+   * what backward keeps is 4 bytes an element, and the norms, element-wise kernels and pools move
+   * twice the bytes they move in AMP (NVIDIA DeepLearningExamples' FP32 runs). The model is read
+   * again as fp32 (a model built without a file keeps its dtype). */
+  if ((p->precision == TS_PRECISION_FP32 || p->precision == TS_PRECISION_TF32) &&
+      m->dtype_bytes < 4 && m->path != NULL) {
+    p->own_fp32 = ts_model_load_fp32(m->path, error);
+    if (p->own_fp32 == NULL)
+      return NULL;
+    m = p->model = p->own_fp32;
+  }
   if ((p->attn_kernel == TS_ATTN_KERNEL_TRITON || p->attn_kernel == TS_ATTN_KERNEL_FA1) &&
       !(attn_kernel_rate(&t->chip, p->attn_kernel) > 0)) {
     g_set_error(error, TS_ERROR, TS_ERROR_INPUT,

@@ -180,6 +180,8 @@ typedef struct {
                       group > 1), 1 off, 2 on */
   int projections; /* projections=: 0 not given (separate with fsdp2, else fused), 1 fused,
                       2 separate */
+  /* Added in session 14 (CNN training). */
+  int layout; /* layout=: 0 not given (nhwc), 1 nhwc, 2 nchw */
 } ts_split;
 
 /** Parses "dp=32@y,tp=32@x", "tp=8@node,pp=8,dp=16@net,zero=1,schedule=1f1b". */
@@ -268,9 +270,13 @@ typedef struct {
 } ts_memory;
 
 typedef struct {
-  const ts_model *model; /* borrowed */
+  const ts_model *model; /* borrowed, or own_fp32 */
   const ts_topo *topo;   /* borrowed */
   ts_plan_options opt;
+  /* Added with issue 10 (CNN training). The model as trained in fp32 when the split says
+   * precision=fp32 and the model's dtype is 16-bit (owned; NULL otherwise): FP32 training keeps
+   * and moves 4-byte activations, so its memory-bound kernels move twice AMP's bytes. */
+  ts_model *own_fp32;
   int degree[TS_AX_N];           /* resolved (1 when unused) */
   ts_group_shape shape[TS_AX_N]; /* placement of each axis on the array */
   char *split_text;              /* canonical, e.g. "tp=8,dp=8" */
@@ -381,6 +387,7 @@ typedef struct {
                           its all-gather (torchao's enable_fsdp_float8_all_gather) */
   gboolean separate_projections; /* projections=separate: q/k/v and gate/up are separate GEMMs
                                     whose input gradients autograd sums (TorchTitan's Llama) */
+  gboolean layout_nchw; /* layout=nchw: tensor-core convolutions transpose their operands */
 } ts_plan;
 
 /** Validates the split against model, topology and batch, and places it on the array. */

@@ -132,7 +132,8 @@ static const char *const split_options[] = {
     "cp-ring",    "load",         "tp-grad",     "pipe-engine",
     "dp-engine",  "launch",       "loss",        "kernels",
     "fsdp2",      "fsdp1",        "early-stop",  "replica-reduce",
-    "fp8-gather", "projections",  "optimizer",   NULL};
+    "fp8-gather", "projections",  "optimizer",   "layout",
+    NULL};
 
 char *ts_split_option_names(void)
 {
@@ -349,6 +350,16 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
                         "projections=fused (q/k/v and gate/up one GEMM each: Megatron-LM) or "
                         "separate (a GEMM each, input gradients summed: TorchTitan's Llama)");
     s->projections = 1 + v;
+  } else if (strcmp(key, "layout") == 0) {
+    /* The activations' memory layout (docs/splits.md): nhwc (channels last, what tensor-core
+     * convolutions run natively; the default) or nchw (PyTorch's default contiguous format). */
+    static const char *const n[] = {"nhwc", "nchw", NULL};
+    int v = val ? lookup(n, val) : -1;
+    if (v < 0)
+      return item_error(error, text, item,
+                        "layout=nhwc (channels last, tensor cores' native layout) or nchw "
+                        "(PyTorch's contiguous default: tensor-core convolutions transpose)");
+    s->layout = 1 + v;
   } else if (strcmp(key, "fsdp1") == 0) {
     static const char *const n[] = {"off", "on", "fp32", NULL};
     int v = val ? lookup(n, val) : 1;
@@ -520,9 +531,11 @@ static gboolean parse_option(ts_split *s, const char *text, const char *item, co
   } else if (strcmp(key, "precision") == 0) {
     int v = val ? ts_precision_parse(val) : -1;
     if (v < 0 || strcmp(val, "fp16") == 0)
-      return item_error(error, text, item,
-                        "precision=bf16, fp8 or fp32 (fp8: Transformer Engine's recipe, GEMMs in "
-                        "FP8, the rest in bf16 / fp32)");
+      return item_error(
+          error, text, item,
+          "precision=bf16, fp8, fp32 or tf32 (fp8: Transformer Engine's recipe, GEMMs "
+          "in FP8, the rest in bf16 / fp32; tf32: fp32 training with its GEMMs and "
+          "convolutions on TF32 tensor cores)");
     s->precision = v;
   } else if (g_str_has_prefix(key, "kind:") || g_str_has_prefix(key, "name:")) {
     static const char *const modes[] = {"tp", "dp", NULL};
