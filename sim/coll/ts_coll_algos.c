@@ -198,22 +198,27 @@ static void chunk_of(const ts_coll_plan *p, const ts_stage *st, gint64 lo, gint6
   part(lo, len, L, label, off, cnt);
 }
 
+/* Hops along dimension d from coordinate ca to cb on the dimension-order route: a switch is
+ * one hop, a ring the shorter way round, a mesh the distance. */
+static int dim_hops(const ts_net *nw, int d, int ca, int cb)
+{
+  if (ca == cb)
+    return 0;
+  int n = nw->arr.size[d], h = abs(cb - ca);
+  if (nw->shape[d] == TS_SHAPE_SWITCH)
+    return 1;
+  return nw->shape[d] == TS_SHAPE_RING ? MIN(h, n - h) : h;
+}
+
 /* Hops of the dimension-order route from chip a to chip b (a switch is one hop). */
 static int route_hops(const ts_net *nw, int a, int b)
 {
   int hops = 0;
   for (int d = 0; d < nw->arr.ndims; d++) {
-    int n = nw->arr.size[d], ca = a % n, cb = b % n;
+    int n = nw->arr.size[d];
+    hops += dim_hops(nw, d, a % n, b % n);
     a /= n;
     b /= n;
-    if (ca == cb)
-      continue;
-    int h = abs(cb - ca);
-    if (nw->shape[d] == TS_SHAPE_SWITCH)
-      h = 1;
-    else if (nw->shape[d] == TS_SHAPE_RING)
-      h = MIN(h, n - h);
-    hops += h;
   }
   return hops;
 }
@@ -1123,17 +1128,10 @@ static double route_latency(const ts_net *nw, int a, int b)
 {
   double lat = 0.0;
   for (int d = 0; d < nw->arr.ndims; d++) {
-    int n = nw->arr.size[d], ca = a % n, cb = b % n;
+    int n = nw->arr.size[d];
+    lat += dim_hops(nw, d, a % n, b % n) * nw->lat_s[d];
     a /= n;
     b /= n;
-    if (ca == cb)
-      continue;
-    int h = abs(cb - ca);
-    if (nw->shape[d] == TS_SHAPE_SWITCH)
-      h = 1;
-    else if (nw->shape[d] == TS_SHAPE_RING)
-      h = MIN(h, n - h);
-    lat += h * nw->lat_s[d];
   }
   return lat;
 }
