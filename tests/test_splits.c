@@ -58,6 +58,20 @@ static void replay_plan(const ts_plan *p, ts_replay_result *rr)
 }
 
 /* Idle share of the critical rank's forward + backward + idle time: the pipeline bubble. */
+/* The parameters of layers [first, last) of a plan, and how many of them have any. */
+static double layers_params(const ts_plan *p, int first, int last, int *with_params)
+{
+  double params = 0;
+  int n = 0;
+  for (int i = first; i < last; i++) {
+    params += ts_plan_layer_params(p, i);
+    n += ts_plan_layer_params(p, i) > 0;
+  }
+  if (with_params != NULL)
+    *with_params = n;
+  return params;
+}
+
 static double bubble_fraction(const ts_replay_result *rr)
 {
   double work = rr->critical.cat_s[TS_CAT_FWD] + rr->critical.cat_s[TS_CAT_BWD];
@@ -705,12 +719,9 @@ Test(pipeline, deepspeed_engine_closed_forms)
       int k = b.stage;
       cr_assert(k == 0 || k == 1, "program %d: stage %d", q, k);
       seen[k]++;
-      double params = 0;
       int tensors = 0;
-      for (int i = ds->stage_first[k]; i < ds->stage_first[k + 1]; i++) {
-        params += ts_plan_layer_params(ds, i);
-        tensors += ts_plan_layer_params(ds, i) > 0 ? 2 : 0;
-      }
+      double params = layers_params(ds, ds->stage_first[k], ds->stage_first[k + 1], &tensors);
+      tensors *= 2; /* weight and bias */
       double per = fp16 ? 6.0 : 18.0;
       int n = fp16 ? M - 1 : M;
       cr_assert_eq(b.acc, n, "stage %d: %d accumulations, expected %d", k, b.acc, n);
@@ -782,9 +793,7 @@ Test(pipeline, deepspeed_03_allreduces_zero1_gradients)
       ds_count(to, q, &b);
       int k = b.stage;
       cr_assert(k == 0 || k == 1, "program %d: stage %d", q, k);
-      double params = 0;
-      for (int i = old->stage_first[k]; i < old->stage_first[k + 1]; i++)
-        params += ts_plan_layer_params(old, i);
+      double params = layers_params(old, old->stage_first[k], old->stage_first[k + 1], NULL);
       cr_assert_eq(b.acc, M - 1, "stage %d: %d accumulations", k, b.acc);
       double acc = (M - 1) * 3.0 * m->dtype_bytes * params;
       cr_assert_float_eq(b.acc_bytes, acc, 1e-9 * acc, "stage %d: %.6g bytes, expected %.6g", k,
@@ -823,12 +832,8 @@ Test(splits, apex_dp_engine_closed_forms)
   g_autoptr(ts_plan) apex = make_plan(m, t, "dp=8,zero=1,dp-engine=apex", 8 * M * mb, mb);
   cr_assert(strstr(apex->split_text, "dp-engine=apex") != NULL, "%s", apex->split_text);
   cr_assert_eq(apex->n_micro, M);
-  double params = 0;
   int layers = 0;
-  for (int i = 0; i < m->nlayers; i++) {
-    params += ts_plan_layer_params(apex, i);
-    layers += ts_plan_layer_params(apex, i) > 0;
-  }
+  double params = layers_params(apex, 0, m->nlayers, &layers);
   g_autoptr(ts_trace) tm = trace_of(meg);
   g_autoptr(ts_trace) ta = trace_of(apex);
   double rs[2] = {0, 0}, add = 0;
@@ -883,12 +888,8 @@ Test(splits, autograd_dp_engine_closed_forms)
   g_autoptr(ts_plan) ag = make_plan(m, t, "dp=8,dp-engine=autograd", 8 * M * mb, mb);
   cr_assert(strstr(ag->split_text, "dp-engine=autograd") != NULL, "%s", ag->split_text);
   cr_assert_eq(ag->n_micro, M);
-  double params = 0;
   int layers = 0;
-  for (int i = 0; i < m->nlayers; i++) {
-    params += ts_plan_layer_params(ag, i);
-    layers += ts_plan_layer_params(ag, i) > 0;
-  }
+  double params = layers_params(ag, 0, m->nlayers, &layers);
   g_autoptr(ts_trace) tm = trace_of(meg);
   g_autoptr(ts_trace) ta = trace_of(ag);
   double dp[2] = {0, 0}, add = 0;
