@@ -184,7 +184,7 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
   p->zone_buf = g_array_new(FALSE, FALSE, sizeof(int));
   p->rc_key = g_new0(gint64, ROUTE_CACHE_SLOTS);
   p->rc_len = g_new0(int, ROUTE_CACHE_SLOTS);
-  p->rc_links = g_new(int, (gsize)ROUTE_CACHE_SLOTS * ROUTE_CACHE_LINKS);
+  p->rc_links = g_new(int, (gsize)ROUTE_CACHE_SLOTS *ROUTE_CACHE_LINKS);
   int coords[TS_MAX_DIMS];
   for (int c = 0; c < p->nchips; c++) {
     ts_array_coords(a, c, coords);
