@@ -2035,3 +2035,38 @@ Test(link_settle, same_report_as_every_interval_kept)
     cr_expect(busy_links > n / 4, "case %d: %d links busy", c, busy_links);
   }
 }
+
+Test(platform, cached_routes_are_ts_routes)
+{
+  /* ts_platform_route keeps routes it gave (a direct-mapped cache on the chip pair): a repeat,
+   * an evicted pair asked again, a detour around a dead link, all equal ts_route's route
+   * (rerouted, as links of the platform). 1024 chips: pairs collide in the cache. */
+  g_autoptr(ts_topo) t = shipped_topo("tpu-v3-pod");
+  GError *e = NULL;
+  const char *dead[] = {"link:x:3,4", NULL};
+  cr_assert(ts_degrade_apply_options(t, (char **)dead, NULL, &e), "%s",
+            e != NULL ? e->message : "");
+  g_autoptr(ts_platform) p = ts_platform_new(t, NULL, &e);
+  cr_assert_not_null(p, "%s", e != NULL ? e->message : "");
+  g_autoptr(GArray) got = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
+  int detours = 0;
+  for (int pass = 0; pass < 3; pass++)
+    for (int a = pass; a < t->nchips; a += 13)
+      for (int k = 0; k < t->nchips; k += 1 + pass) {
+        int b = pass == 1 ? t->nchips - 1 - k : k;
+        g_array_set_size(got, 0);
+        g_array_set_size(ids, 0);
+        cr_assert(ts_platform_route(p, a, b, got));
+        ts_route(t, a, b, ids);
+        guint direct = ids->len;
+        ts_degrade_reroute(t, ids);
+        detours += ids->len != direct;
+        cr_assert_eq(got->len, ids->len, "c%d -> c%d (pass %d)", a, b, pass);
+        for (guint q = 0; q < ids->len; q++)
+          cr_assert_eq(g_array_index(got, int, q),
+                       ts_platform_link_index(p, &g_array_index(ids, ts_link_id, q)),
+                       "c%d -> c%d link %u (pass %d)", a, b, q, pass);
+      }
+  cr_assert_gt(detours, 0, "no route went around the dead link");
+}

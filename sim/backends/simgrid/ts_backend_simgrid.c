@@ -241,6 +241,7 @@ struct sgb {
   int live_gen;
   gboolean no_settle; /* ts_backend_simgrid_set_settle(b, FALSE) */
   gint64 settled;     /* intervals settled by the last run */
+  GArray *flow_route; /* d_flow_e's scratch route (int) */
 };
 
 /* Driver mode: the computes running on one chip, sharing it equally (processor sharing, as
@@ -1241,7 +1242,10 @@ static void d_flow_e(job *j, int m, int p, double bytes, double lead, int e)
   int src = j->chips != NULL ? j->chips[m] : d_img_chip(j, e, 0);
   int dst = j->chips != NULL ? j->chips[p] : d_img_chip(j, e, 1);
   d_links_alloc(b);
-  GArray *route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  if (b->flow_route == NULL)
+    b->flow_route = g_array_sized_new(FALSE, FALSE, sizeof(int), 16);
+  GArray *route = b->flow_route;
+  g_array_set_size(route, 0);
   ts_platform_route(b->plat, src, dst, route);
   dflow *f = g_malloc(sizeof *f + sizeof(int) * route->len);
   int s = j->act.kind == TS_OP_COLL ? j->dm[m].posted : -1;
@@ -1260,7 +1264,6 @@ static void d_flow_e(job *j, int m, int p, double bytes, double lead, int e)
       d_break(b);
     b->lreal[l]++;
   }
-  g_array_unref(route);
   ts_sg_flow_start(ts_platform_host(b->plat, src), ts_platform_host(b->plat, dst), bytes,
                    d_flow_done, f);
 }
@@ -2286,6 +2289,8 @@ static void sgb_free(ts_backend *bk)
   g_free(b->idle);
   g_free(b->host_clock);
   g_free(b->lreal);
+  if (b->flow_route != NULL)
+    g_array_unref(b->flow_route);
   g_free(b->lclaim);
   g_free(b->limg);
   g_free(b->reallink);

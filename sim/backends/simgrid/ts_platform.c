@@ -26,7 +26,18 @@ struct ts_platform {
   GArray *zone_buf; /* int, routes asked by SimGrid */
   sg_host_t *hosts;
   const int *fold; /* ts_platform_set_fold: link -> the link SimGrid uses for it, or NULL */
+  /* Routes asked before (direct-mapped on the chip pair; routes of up to ROUTE_CACHE_LINKS
+   * links): a replay asks the same neighbour routes millions of times, twice per flow (the
+   * backend's accounting and SimGrid's zone), and ts_route plus the detour check cost a tenth
+   * of a folded GPT-3 replay. A route is a function of the pair and the platform's own copy of
+   * the topology, so a hit is the route ts_route would give. */
+  gint64 *rc_key; /* src * nchips + dst + 1, or 0 (empty) */
+  int *rc_len;
+  int *rc_links; /* ROUTE_CACHE_SLOTS x ROUTE_CACHE_LINKS */
 };
+
+#define ROUTE_CACHE_SLOTS 16384
+#define ROUTE_CACHE_LINKS 16
 
 static int slot_of(const ts_array *a, int chip, int dim, int dir)
 {
@@ -171,6 +182,9 @@ ts_platform *ts_platform_new(const ts_topo *t, const ts_platform_opts *opts, GEr
   p->links = g_array_new(FALSE, FALSE, sizeof(plink));
   p->scratch = g_array_new(FALSE, FALSE, sizeof(ts_link_id));
   p->zone_buf = g_array_new(FALSE, FALSE, sizeof(int));
+  p->rc_key = g_new0(gint64, ROUTE_CACHE_SLOTS);
+  p->rc_len = g_new0(int, ROUTE_CACHE_SLOTS);
+  p->rc_links = g_new(int, (gsize)ROUTE_CACHE_SLOTS *ROUTE_CACHE_LINKS);
   int coords[TS_MAX_DIMS];
   for (int c = 0; c < p->nchips; c++) {
     ts_array_coords(a, c, coords);
@@ -229,6 +243,9 @@ void ts_platform_free(ts_platform *p)
   g_array_unref(p->zone_buf);
   g_free(p->slot);
   g_free(p->hosts);
+  g_free(p->rc_key);
+  g_free(p->rc_len);
+  g_free(p->rc_links);
   g_free(p);
 }
 
@@ -285,15 +302,28 @@ int ts_platform_max_route(const ts_platform *p)
 
 gboolean ts_platform_route(const ts_platform *p, int src, int dst, GArray *out)
 {
+  gint64 key = (gint64)src * p->nchips + dst + 1;
+  guint slot = ((guint)src * 2654435761u ^ (guint)dst * 40503u) % ROUTE_CACHE_SLOTS;
+  int *cached = p->rc_links + (gsize)slot * ROUTE_CACHE_LINKS;
+  if (p->rc_key[slot] == key) {
+    g_array_append_vals(out, cached, (guint)p->rc_len[slot]);
+    return TRUE;
+  }
   GArray *ids = p->scratch;
   g_array_set_size(ids, 0);
   ts_route(p->topo, src, dst, ids);
   ts_degrade_reroute(p->topo, ids); /* around dead links (issue 14) */
+  guint first = out->len;
   for (guint i = 0; i < ids->len; i++) {
     int idx = ts_platform_link_index(p, &g_array_index(ids, ts_link_id, i));
     if (idx < 0)
       return FALSE;
     g_array_append_val(out, idx);
+  }
+  if (ids->len <= ROUTE_CACHE_LINKS) {
+    memcpy(cached, &g_array_index(out, int, first), sizeof(int) * ids->len);
+    p->rc_len[slot] = (int)ids->len;
+    p->rc_key[slot] = key;
   }
   return TRUE;
 }
