@@ -875,6 +875,16 @@ Test(config, one_platform_per_process)
   b2 = ts_backend_simgrid_new(t, other, &e);
   cr_assert_null(b2);
   g_clear_error(&e);
+  /* The same array with a dead link routes around it: another platform, refused (it was
+   * reused, detours and all, before the faults were compared). */
+  g_autoptr(ts_topo) t3 = topo_make(d, 1);
+  t3->faults.ndead = 1;
+  t3->faults.dead[0] = (ts_dead_link){.dim = 0, .chip = 3};
+  b2 = ts_backend_simgrid_new(t3, NULL, &e);
+  cr_assert_null(b2);
+  cr_expect(e != NULL && strstr(e->message, "one platform per process") != NULL, "%s",
+            e != NULL ? e->message : "");
+  g_clear_error(&e);
 }
 
 Test(config, zero_bandwidth_named)

@@ -2491,7 +2491,11 @@ static gboolean same_array(const ts_topo *a, const ts_topo *b)
         a->dims[d].link_bw_Bps != b->dims[d].link_bw_Bps ||
         a->dims[d].latency_s != b->dims[d].latency_s || strcmp(a->dims[d].name, b->dims[d].name))
       return FALSE;
-  return TRUE;
+  /* Dead links and chips out of the job: the platform's routes detour around them. */
+  const ts_faults *fa = &a->faults, *fb = &b->faults;
+  return fa->ndead == fb->ndead && fa->nout == fb->nout &&
+         memcmp(fa->dead, fb->dead, (size_t)fa->ndead * sizeof fa->dead[0]) == 0 &&
+         memcmp(fa->out, fb->out, (size_t)fa->nout * sizeof fa->out[0]) == 0;
 }
 
 ts_backend *ts_backend_simgrid_new_opts(const ts_topo *t, const char *const *cfg,
