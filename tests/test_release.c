@@ -943,13 +943,13 @@ Test(release, search_cost_and_energy_need_a_price_and_a_power)
 {
   /* Without a price every cost was 0: --objective cost ranked by nothing and every split passed
    * --budget, exit 0 (issue 14 audit). Likewise energy without a chip power. */
-  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --objective cost",
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --steps 10 --objective cost",
                      "--objective cost: tpu-v2-8 has no price; expected --price-per-hour");
   expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --steps 10 --budget 100",
                      "--budget: tpu-v2-8 has no price");
   expect_input_error("search -t tpu-v6e-16x16 -m mlp -b 256 --objective energy",
                      "--objective energy: tpu-v6e-16x16 has no chip power; expected --tdp-W");
-  run_result r = run("search -t tpu-v2-8 -m mlp -b 16 -j 1 -k 1 --objective cost "
+  run_result r = run("search -t tpu-v2-8 -m mlp -b 16 -j 1 -k 1 --steps 10 --objective cost "
                      "--price-per-hour 1.5");
   cr_expect_eq(r.status, 0, "%s", r.err);
   run_free(&r);
