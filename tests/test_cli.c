@@ -896,3 +896,29 @@ Test(cli, sweep_and_search_take_runs_machine_options)
   expect_input_error("search -t tpu-v2-8 -m mlp -b 16 -j 1 --cfg network/model:LV08",
                      "--cfg 'network/model:LV08': the analytic backend takes no SimGrid settings");
 }
+
+/* One rank's file of an 8-rank Chakra trace: its all-reduce spans only that rank, moves
+ * nothing, and the step was 0 s with no word why. A note names the 8 files on disk and what to
+ * give; with every file (or one that has no siblings' collectives to lose) no note. */
+Test(cli, chakra_replay_of_some_ranks_says_their_collectives_are_not_simulated)
+{
+  const char *dir = TS_SOURCE_DIR "/traces/imported/chakra/astrasim-all_reduce-8npus";
+  g_autofree char *one = g_strdup_printf("replay %s/all_reduce.0.et -t dgx-a100-1node", dir);
+  run_result a = run(one);
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  g_autofree char *want = g_strdup_printf(
+      "trainsim replay: note: %s/all_reduce.*.et holds 8 ranks but 1 was given: collectives run "
+      "over the ranks given only, so communication with the other 7 is not simulated; give all "
+      "8 files (%s/all_reduce.*.et)\n",
+      dir, dir);
+  cr_expect_str_eq(a.err, want);
+  g_autofree char *all = g_strdup_printf(
+      "replay %s/all_reduce.0.et %s/all_reduce.1.et %s/all_reduce.2.et %s/all_reduce.3.et "
+      "%s/all_reduce.4.et %s/all_reduce.5.et %s/all_reduce.6.et %s/all_reduce.7.et "
+      "-t dgx-a100-1node",
+      dir, dir, dir, dir, dir, dir, dir, dir);
+  run_result b = run(all);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  cr_expect_str_eq(b.err, "", "every rank given: no note");
+  run_free(&a), run_free(&b);
+}

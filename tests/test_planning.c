@@ -372,6 +372,9 @@ Test(cli, search_objective_and_constraints)
 {
   expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --objective speed", "--objective");
   expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --max-days 3", "--max-days");
+  /* Without a target a cost ranked exactly as time, with no cost column and no note. */
+  expect_exit2("search -t tpu-v2-8 -m bert-large -b 64 --price-per-hour 1 --objective cost",
+               "--objective cost: expected --tokens, --samples or --steps");
   expect_exit2("search -t tpu-v3-8x8 -m bert-large -b 512 --max-chips 32", "--max-chips 32");
   run_result r = run("search -t tpu-v2-8 -m bert-large -b 64 -k 2 -j 1 --steps 1000 "
                      "--price-per-hour 1 --objective cost");

@@ -118,7 +118,26 @@ Test(release, every_json_document_matches_its_schema)
   g_autofree char *ma = g_strdup_printf("merge %s/s0 %s/s1 -o %s/all", dir, dir, dir);
   run_result m = run(ma);
   cr_assert_eq(m.status, 0, "%s", m.err);
+  /* The merge's summary reads as the unsharded sweep's: merge printed no "fastest that fits"
+   * line (only the files written, on stderr). Its files are the sweep's, byte for byte. */
+  g_autofree char *ua = g_strdup_printf(
+      "sweep -t tpu-v3-8x8 -m bert-large -b 512 -s dp=64 -s tp=16 -j 1 -o %s/one", dir);
+  run_result u = run(ua);
+  cr_assert_eq(u.status, 0, "%s", u.err);
+  cr_expect_str_eq(m.out, u.out);
+  cr_expect(strstr(m.out, "fastest that fits: dp=64 (dp@x+y), BERT-Large on TPU v3 slice 8x8 "
+                          "(64 chips), global batch 512: ") != NULL,
+            "%s", m.out);
+  for (int f = 0; f < 2; f++) {
+    const char *name = f ? "sweep.json" : "sweep.csv";
+    g_autofree char *pa = g_build_filename(dir, "all", name, NULL);
+    g_autofree char *pb = g_build_filename(dir, "one", name, NULL);
+    g_autofree char *ta = NULL, *tb = NULL;
+    cr_assert(g_file_get_contents(pa, &ta, NULL, NULL) && g_file_get_contents(pb, &tb, NULL, NULL));
+    cr_expect_str_eq(ta, tb, "%s differs from the unsharded sweep's", name);
+  }
   run_free(&m);
+  run_free(&u);
   g_autofree char *mj = g_build_filename(dir, "all", "sweep.json", NULL);
   g_autofree char *text = NULL;
   cr_assert(g_file_get_contents(mj, &text, NULL, NULL));
@@ -924,13 +943,13 @@ Test(release, search_cost_and_energy_need_a_price_and_a_power)
 {
   /* Without a price every cost was 0: --objective cost ranked by nothing and every split passed
    * --budget, exit 0 (issue 14 audit). Likewise energy without a chip power. */
-  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --objective cost",
+  expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --steps 10 --objective cost",
                      "--objective cost: tpu-v2-8 has no price; expected --price-per-hour");
   expect_input_error("search -t tpu-v2-8 -m mlp -b 16 --steps 10 --budget 100",
                      "--budget: tpu-v2-8 has no price");
   expect_input_error("search -t tpu-v6e-16x16 -m mlp -b 256 --objective energy",
                      "--objective energy: tpu-v6e-16x16 has no chip power; expected --tdp-W");
-  run_result r = run("search -t tpu-v2-8 -m mlp -b 16 -j 1 -k 1 --objective cost "
+  run_result r = run("search -t tpu-v2-8 -m mlp -b 16 -j 1 -k 1 --steps 10 --objective cost "
                      "--price-per-hour 1.5");
   cr_expect_eq(r.status, 0, "%s", r.err);
   run_free(&r);

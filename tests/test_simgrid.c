@@ -815,7 +815,13 @@ static void expect_cfg_error(const char *item, const char *needle)
 
 Test(config, bad_key, .init = cr_redirect_stderr)
 {
-  expect_cfg_error("network/modle:CM02", "Bad config key");
+  /* SimGrid's "Bad config key: network/modle" named nothing expected. */
+  expect_cfg_error("network/modle:CM02",
+                   "--cfg 'network/modle:CM02': network/modle is not a SimGrid setting; "
+                   "expected a SimGrid setting such as network/model or network/latency-factor, "
+                   "or a trainsim/... setting (docs/backends.md)");
+  expect_cfg_error("network/latency-factor:abc", "network/latency-factor: invalid double; "
+                                                 "expected a number");
   cr_expect_stderr_eq_str("");
 }
 

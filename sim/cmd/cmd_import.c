@@ -43,7 +43,7 @@ int ts_cmd_import(int argc, char **argv)
     return ts_cmd_fail("import", err);
   ts_import_options o = {.comm_groups = groups};
   g_autoptr(ts_trace) tr =
-      ts_cmd_import_trace(from, (const char *const *)argv + 1, argc - 1, topo, &o, &err);
+      ts_cmd_import_trace("import", from, (const char *const *)argv + 1, argc - 1, topo, &o, &err);
   if (tr == NULL)
     return ts_cmd_fail("import", err);
   g_autofree char *text = ts_trace_to_text(tr);
@@ -84,7 +84,59 @@ static gboolean read_head(const char *path, guint8 *buf, gsize cap, gsize *len, 
   return TRUE;
 }
 
-ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
+/* Ranks of NAME.RANK.et files beside the first Chakra file given (its trace's other ranks). */
+static int chakra_ranks_on_disk(const char *path, char **pattern)
+{
+  g_autofree char *dir = g_path_get_dirname(path), *base = g_path_get_basename(path);
+  gsize n = strlen(base);
+  char *dot = n > 3 ? strrchr(base, '.') : NULL; /* ".et" */
+  if (dot == NULL)
+    return 0;
+  *dot = '\0';
+  dot = strrchr(base, '.'); /* ".RANK" */
+  if (dot == NULL)
+    return 0;
+  *dot = '\0';
+  *pattern = g_build_filename(dir, base, NULL);
+  g_autofree char *pfx = g_strconcat(base, ".", NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  int count = 0;
+  for (const char *e; d != NULL && (e = g_dir_read_name(d)) != NULL;) {
+    gsize len = strlen(e), pl = strlen(pfx);
+    gint64 r;
+    if (len > pl + 3 && strncmp(e, pfx, pl) == 0 && strcmp(e + len - 3, ".et") == 0) {
+      g_autofree char *num = g_strndup(e + pl, len - pl - 3);
+      count += ts_parse_int(num, 0, (1 << 24) - 1, &r) ? 1 : 0;
+    }
+  }
+  if (d != NULL)
+    g_dir_close(d);
+  return count;
+}
+
+/* Chakra collectives without --comm-groups span only the ranks given: with one rank's file of
+ * an 8-rank trace they move nothing and the step is 0 s. Say so on stderr (one line). */
+static void note_missing_ranks(const char *cmd, const char *const *paths, int n, const ts_trace *tr,
+                               const ts_import_options *o)
+{
+  if ((o != NULL && o->comm_groups != NULL) || tr->groups == NULL || tr->groups->len == 0)
+    return;
+  g_autofree char *pattern = NULL;
+  int ondisk = chakra_ranks_on_disk(paths[0], &pattern);
+  if (ondisk > n)
+    fprintf(stderr,
+            "trainsim %s: note: %s.*.et holds %d ranks but %d %s given: collectives run over the "
+            "ranks given only, so communication with the other %d is not simulated; give all %d "
+            "files (%s.*.et)\n",
+            cmd, pattern, ondisk, n, n == 1 ? "was" : "were", ondisk - n, ondisk, pattern);
+  else if (n == 1)
+    fprintf(stderr,
+            "trainsim %s: note: %s: one rank given, so its collectives move no data; give every "
+            "rank's file (NAME.RANK.et)\n",
+            cmd, paths[0]);
+}
+
+ts_trace *ts_cmd_import_trace(const char *cmd, const char *from, const char *const *paths, int n,
                               const ts_topo *topo, const ts_import_options *o, GError **error)
 {
   int f = -1;
@@ -125,5 +177,7 @@ ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
     ts_trace_free(tr);
     return NULL;
   }
+  if (tr != NULL && f == TS_IMPORT_CHAKRA)
+    note_missing_ranks(cmd, paths, n, tr, o);
   return tr;
 }

@@ -19,6 +19,57 @@ typedef struct {
   JsonNode *node; /* borrowed from the shard's parsed document */
 } json_row;
 
+/* Where a result ran, as sweep's summary says it: the topology's description, or "NAME
+ * resized to ARRAY (N chips)" when --vary dims changed its array. The topology is loaded from
+ * the sweep's spec by name; when none loads (moved since), its name and chip count. */
+static char *result_where(JsonObject *spec, JsonObject *r)
+{
+  const char *name = json_object_get_string_member_with_default(r, "topology", "?");
+  const char *array = json_object_get_string_member_with_default(r, "array", "");
+  gint64 chips = json_object_get_int_member_with_default(r, "chips", 0);
+  JsonArray *tl = json_object_get_array_member(spec, "topologies");
+  for (guint i = 0; tl != NULL && i < json_array_get_length(tl); i++) {
+    g_autoptr(ts_topo) t = ts_cmd_load_topo(json_array_get_string_element(tl, i), NULL, NULL);
+    if (t == NULL || strcmp(t->name, name) != 0)
+      continue;
+    g_autofree char *shape = ts_topo_shape_text(t);
+    if (strcmp(shape, array) == 0)
+      return ts_topo_describe(t);
+    break;
+  }
+  if (*array != '\0')
+    return g_strdup_printf("%s resized to %s (%" G_GINT64_FORMAT " chip%s)", name, array, chips,
+                           chips == 1 ? "" : "s");
+  return g_strdup_printf("%s (%" G_GINT64_FORMAT " chip%s)", name, chips, chips == 1 ? "" : "s");
+}
+
+/* The summary an unsharded sweep prints: its counts and the fastest result that fits (the
+ * first of equal steps in configuration order, as sweep picks it). */
+static void print_summary(JsonObject *spec, gint64 total, GPtrArray *results, guint nskipped)
+{
+  printf("sweep: %" G_GINT64_FORMAT " configuration%s: %u predicted, %u skipped (reasons in "
+         "sweep.json)\n",
+         total, total == 1 ? "" : "s", results->len, nskipped);
+  JsonObject *best = NULL;
+  for (guint i = 0; i < results->len; i++) {
+    JsonObject *r = json_node_get_object(g_ptr_array_index(results, i));
+    if (json_object_get_boolean_member_with_default(r, "fits_memory", FALSE) &&
+        (best == NULL || json_object_get_double_member(r, "step_time_s") <
+                             json_object_get_double_member(best, "step_time_s")))
+      best = r;
+  }
+  if (best == NULL)
+    return;
+  char t[32];
+  g_autofree char *where = result_where(spec, best);
+  printf("fastest that fits: %s (%s), %s on %s, global batch %" G_GINT64_FORMAT ": %s per step\n",
+         json_object_get_string_member_with_default(best, "split", "?"),
+         json_object_get_string_member_with_default(best, "placement", "?"),
+         json_object_get_string_member_with_default(best, "model", "?"), where,
+         json_object_get_int_member_with_default(best, "global_batch", 0),
+         ts_fmt_time(t, sizeof t, json_object_get_double_member(best, "step_time_s")));
+}
+
 static gint by_config_csv(gconstpointer a, gconstpointer b)
 {
   gint64 x = ((const csv_row *)a)->config, y = ((const csv_row *)b)->config;
@@ -287,12 +338,15 @@ int ts_cmd_merge(int argc, char **argv)
     g_autofree char *pj = g_build_filename(outdir, "sweep.json", NULL);
     const char *names[] = {"sweep.csv", "sweep.json"};
     const char *texts[] = {ct->str, doc};
-    if (!ts_write_set(outdir, names, texts, 2, "merge", &err))
+    if (!ts_write_set(outdir, names, texts, 2, "merge", &err)) {
       status = ts_cmd_fail("merge", err);
-    else
-      /* Streams: results on stdout, notes of files written on stderr (every command). */
+    } else {
+      /* Streams: results on stdout, notes of files written on stderr (every command). The
+       * summary reads as the unsharded sweep's (it printed none: no "fastest that fits"). */
+      print_summary(json_object_get_object_member(s0->root, "sweep"), total, rn, skp->len);
       fprintf(stderr, "trainsim merge: %u shards, %u results, %u skipped; wrote %s and %s\n",
               shards->len, res->len, skp->len, pc, pj);
+    }
     g_string_free(ct, TRUE);
   }
   g_free(have);

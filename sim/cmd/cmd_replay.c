@@ -63,7 +63,7 @@ int ts_cmd_replay(int argc, char **argv)
   ts_import_options io = {.comm_groups = groups};
   /* A trainsim trace, or another tool's (imported first, checked before the engine starts). */
   g_autoptr(ts_trace) tr =
-      ts_cmd_import_trace(from, (const char *const *)argv + 1, argc - 1, topo, &io, &err);
+      ts_cmd_import_trace("replay", from, (const char *const *)argv + 1, argc - 1, topo, &io, &err);
   if (tr == NULL)
     return ts_cmd_fail("replay", err);
   ts_run_options ro = {.backend = backend ? backend : "analytic",

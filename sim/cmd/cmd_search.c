@@ -166,7 +166,9 @@ int ts_cmd_search(int argc, char **argv)
       {"output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &outdir,
        "Also write search.txt, search.json and every candidate (candidates.csv, .json)", "DIR"},
       {"objective", 0, 0, G_OPTION_ARG_STRING, &objective_opt,
-       "Rank by time (default), cost (needs a price) or energy (needs tdp_W)", "time|cost|energy"},
+       "Rank by time (default), cost (needs a price and --tokens, --samples or --steps) or "
+       "energy (needs tdp_W)",
+       "time|cost|energy"},
       {"max-days", 0, 0, G_OPTION_ARG_STRING, &max_days_opt,
        "With a training target: drop splits expected to take longer", "D"},
       {"max-chips", 0, 0, G_OPTION_ARG_INT64, &max_chips,
@@ -203,6 +205,12 @@ int ts_cmd_search(int argc, char **argv)
       g_set_error(&err, TS_ERROR, TS_ERROR_INPUT, "--objective '%s': expected time, cost or energy",
                   objective_opt);
   }
+  /* Without a training target a cost is chip-seconds per step, which on the one topology
+   * searched ranks exactly as time: the ranking looked like a cost ranking but had no cost. */
+  if (err == NULL && g_objective == OBJ_COST && !cap.any)
+    g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,
+                "--objective cost: expected --tokens, --samples or --steps (the cost is of the "
+                "training run; without one it ranks as --objective time)");
   if (err == NULL && max_days_opt != NULL &&
       (!ts_parse_double(max_days_opt, &max_days) || !(max_days > 0) || !cap.any))
     g_set_error(&err, TS_ERROR, TS_ERROR_INPUT,

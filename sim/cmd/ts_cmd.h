@@ -39,8 +39,9 @@ int ts_cmd_import(int argc, char **argv);
 int ts_cmd_export(int argc, char **argv);
 
 /** A trace from files of another tool (from: chakra, astrasim, or NULL to detect; a trainsim
- * trace is detected too), checked against topo, algorithms resolved. */
-ts_trace *ts_cmd_import_trace(const char *from, const char *const *paths, int n,
+ * trace is detected too), checked against topo, algorithms resolved. cmd names the command in
+ * the note printed when a Chakra trace's collectives lack ranks that were not given. */
+ts_trace *ts_cmd_import_trace(const char *cmd, const char *from, const char *const *paths, int n,
                               const ts_topo *topo, const ts_import_options *o, GError **error);
 
 /**

@@ -165,8 +165,20 @@ static gboolean apply_cfg(const char *item, GError **error)
   try {
     simgrid::config::set_as_string(key.c_str(), value);
   } catch (const std::exception &e) {
-    g_set_error(error, TS_ERROR, TS_ERROR_INPUT, "--cfg '%s': %s", item,
-                first_line(e.what()).c_str());
+    /* SimGrid's own words ("Bad config key: foo", "invalid double") said what was wrong but
+     * not what was expected: name the key and what it takes. */
+    std::string m = first_line(e.what());
+    const char *want =
+        m.rfind("Bad config key", 0) == 0
+            ? "expected a SimGrid setting such as network/model or network/latency-factor, or "
+              "a trainsim/... setting (docs/backends.md)"
+        : m.find("double") != std::string::npos  ? "expected a number"
+        : m.find(" int") != std::string::npos    ? "expected an integer"
+        : m.find("boolean") != std::string::npos ? "expected yes or no (also 1/0, on/off)"
+                                                 : "expected a value this SimGrid setting takes";
+    g_set_error(
+        error, TS_ERROR, TS_ERROR_INPUT, "--cfg '%s': %s%s; %s", item, key.c_str(),
+        m.rfind("Bad config key", 0) == 0 ? " is not a SimGrid setting" : (": " + m).c_str(), want);
     return FALSE;
   }
   return TRUE;
