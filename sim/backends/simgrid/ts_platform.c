@@ -321,7 +321,8 @@ gboolean ts_platform_route(const ts_platform *p, int src, int dst, GArray *out)
     g_array_append_val(out, idx);
   }
   if (ids->len <= ROUTE_CACHE_LINKS) {
-    memcpy(cached, &g_array_index(out, int, first), sizeof(int) * ids->len);
+    if (ids->len > 0) /* a chip's route to itself is empty, and out's data may be NULL */
+      memcpy(cached, &g_array_index(out, int, first), sizeof(int) * ids->len);
     p->rc_len[slot] = (int)ids->len;
     p->rc_key[slot] = key;
   }
