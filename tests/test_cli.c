@@ -325,6 +325,27 @@ Test(cli, failed_command_leaves_no_created_folder)
   g_rmdir(dir);
 }
 
+/* A sweep's configuration out of the trace's ranges is skipped with the reason `run` gives (the
+ * batch that made it), not "program 0 op 2: sizes out of range": both check the planned trace
+ * through ts_run_check_planned, the sweep once per reused trace. */
+Test(cli, sweep_out_of_range_batch_names_the_batch)
+{
+  g_autofree char *dir = g_dir_make_tmp("ts-cli-XXXXXX", NULL);
+  g_autofree char *args = g_strdup_printf(
+      "sweep -t dgx-h100-4node -m llama3-8b -b 1000000000 -s dp=32 -j 1 -o %s/s", dir);
+  run_result r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  run_free(&r);
+  g_autofree char *path = g_strdup_printf("%s/s/sweep.json", dir);
+  g_autofree char *json = NULL;
+  cr_assert(g_file_get_contents(path, &json, NULL, NULL));
+  cr_expect(strstr(json, "\"reason\" : \"global batch 1000000000, micro-batch 31250000: beyond "
+                         "the sizes trainsim costs (") != NULL,
+            "%s", json);
+  g_autofree char *rm = g_strdup_printf("rm -rf %s", dir);
+  cr_assert(g_spawn_command_line_sync(rm, NULL, NULL, NULL, NULL));
+}
+
 /* A validation network past the executor's limits said "network config: in=100000: ..." without
  * naming the model file. */
 Test(cli, validation_network_limits_name_the_file)

@@ -64,11 +64,14 @@ static gboolean predict_reusing(const ts_config *c, const ts_split *sp, ts_resul
     g_reuse.key = g_steal_pointer(&key);
     tr = built;
   }
+  /* Checked once per trace, as ts_run_predict checks it (its replays re-place it only). */
+  gboolean ok = g_reuse.replays.checked || ts_run_check_planned(tr, c->topo, p, &c->po, error);
+  g_reuse.replays.checked = ok;
   ts_replay_result rr;
-  ts_run_extra x;
+  ts_run_extra x = {0};
   ts_run_options o = c->ro;
   o.timeline = FALSE;
-  gboolean ok = ts_run_replay_reusing(tr, c->topo, &o, &g_reuse.replays, &rr, &x, error);
+  ok = ok && ts_run_replay_reusing(tr, c->topo, &o, &g_reuse.replays, &rr, &x, error);
   if (ok) {
     ts_result_fill(out, p, tr, &rr);
     out->link_summary = g_steal_pointer(&x.link_summary);

@@ -260,17 +260,11 @@ static gboolean replay_in_child(const ts_trace *tr, const ts_topo *t, const ts_r
   return ok;
 }
 
-gboolean ts_run_replay_reusing(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+/* ts_run_replay_reusing once tr has passed its check on t. */
+static gboolean replay_checked(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
                                ts_run_reuse *u, ts_replay_result *out, ts_run_extra *x,
                                GError **error)
 {
-  if (x != NULL)
-    memset(x, 0, sizeof *x);
-  if (u != NULL && u->checked ? !ts_trace_check_placement(tr, t, error)
-                              : !ts_trace_check(tr, t, error))
-    return FALSE;
-  if (u != NULL)
-    u->checked = TRUE;
   const ts_backend_kind *kind = ts_backend_kind_lookup(ro->backend, error);
   if (kind == NULL)
     return FALSE;
@@ -283,6 +277,36 @@ gboolean ts_run_replay_reusing(const ts_trace *tr, const ts_topo *t, const ts_ru
   if (kind->one_per_process)
     return replay_in_child(tr, t, ro, ops, out, x, error);
   return replay_here(tr, t, ro, ops, out, x, error);
+}
+
+gboolean ts_run_replay_reusing(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
+                               ts_run_reuse *u, ts_replay_result *out, ts_run_extra *x,
+                               GError **error)
+{
+  if (x != NULL)
+    memset(x, 0, sizeof *x);
+  if (u != NULL && u->checked ? !ts_trace_check_placement(tr, t, error)
+                              : !ts_trace_check(tr, t, error))
+    return FALSE;
+  if (u != NULL)
+    u->checked = TRUE;
+  return replay_checked(tr, t, ro, u, out, x, error);
+}
+
+gboolean ts_run_check_planned(const ts_trace *tr, const ts_topo *t, const ts_plan *p,
+                              const ts_plan_options *po, GError **error)
+{
+  /* A planned trace fails the trace's range check only when the batch is absurd (one op over
+   * 1e21 FLOP at -b 1e9); "program 0 op 2: sizes out of range" named nothing a user gave. */
+  g_autoptr(GError) range = NULL;
+  if (ts_trace_check(tr, t, &range))
+    return TRUE;
+  g_set_error(error, range->domain, range->code,
+              "global batch %" G_GINT64_FORMAT ", micro-batch %" G_GINT64_FORMAT
+              ": beyond the sizes trainsim costs (%s); expected a smaller --global-batch or "
+              "--micro-batch",
+              po->global_batch, p->micro_batch, range->message);
+  return FALSE;
 }
 
 gboolean ts_run_replay_ex(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
@@ -307,22 +331,13 @@ gboolean ts_run_predict_ex(const ts_model *m, const ts_topo *t, const ts_split *
   g_autoptr(ts_trace) tr = ts_plan_trace(p, error);
   if (tr == NULL)
     return FALSE;
-  /* A planned trace fails the trace's range check only when the batch is absurd (one op over
-   * 1e21 FLOP at -b 1e9); "program 0 op 2: sizes out of range" named nothing a user gave. */
-  g_autoptr(GError) range = NULL;
-  if (!ts_trace_check(tr, t, &range)) {
-    g_set_error(error, range->domain, range->code,
-                "global batch %" G_GINT64_FORMAT ", micro-batch %" G_GINT64_FORMAT
-                ": beyond the sizes trainsim costs (%s); expected a smaller --global-batch or "
-                "--micro-batch",
-                po->global_batch, p->micro_batch, range->message);
+  if (!ts_run_check_planned(tr, t, p, po, error))
     return FALSE;
-  }
   ts_run_options o = *ro;
   o.timeline = timeline_json != NULL;
   ts_replay_result rr;
-  ts_run_extra x;
-  if (!ts_run_replay_ex(tr, t, &o, &rr, &x, error))
+  ts_run_extra x = {0};
+  if (!replay_checked(tr, t, &o, NULL, &rr, &x, error))
     return FALSE;
   ts_result_fill(out, p, tr, &rr);
   out->link_summary = g_steal_pointer(&x.link_summary);

@@ -74,6 +74,13 @@ gboolean ts_run_predict_ex(const ts_model *m, const ts_topo *t, const ts_split *
                            const ts_plan_options *po, const ts_run_options *ro, ts_result *out,
                            char **timeline_json, GError **error);
 
+/**
+ * The range check of a trace planned from p (ts_trace_check on t), a failure said in the
+ * user's terms: the global batch (po) and micro-batch that made it, and what to give instead.
+ */
+gboolean ts_run_check_planned(const ts_trace *tr, const ts_topo *t, const ts_plan *p,
+                              const ts_plan_options *po, GError **error);
+
 /** Replays a trace on a topology with a backend; fills the replay result. */
 gboolean ts_run_replay(const ts_trace *tr, const ts_topo *t, const ts_run_options *ro,
                        ts_replay_result *out, GError **error);
